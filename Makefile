@@ -1,0 +1,66 @@
+# Two commands for people: `make lab` and `make test`. Everything else supports them.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/notebooks/sanitize.cfg --nbval-cell-timeout=60
+PORT ?= 8888
+
+.PHONY: lab test venv venv-test notebooks notebook check-one release soak bench clean
+
+# The shared, idempotent step: a venv, re-installed only when pyproject.toml changed.
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "labkit needs Python 3.11 or newer: install it and run make again, or set PYTHON=/path/to/python3.11"'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed-lab: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[lab]'
+	@touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[lab,dev,services,bench]'
+	@touch $@ $(VENV)/.installed-lab
+
+venv: $(VENV)/.installed-lab
+
+venv-test: $(VENV)/.installed-test
+
+# Opens JupyterLab on the lessons. On a headless server it prints the URL (with its token)
+# instead of opening a browser: copy it into a browser, through an SSH tunnel if needed.
+lab: venv
+	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ] || [ "$$(uname)" = "Darwin" ]; then \
+		$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT); \
+	else \
+		echo "No display found: starting JupyterLab headless; open the http://127.0.0.1:$(PORT)/lab?token=... URL printed below."; \
+		$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT) --no-browser --ip=127.0.0.1; \
+	fi
+
+# Every test, every notebook (nbval, strict), and the exercises' release check.
+test: venv-test
+	$(BIN)/python -m pytest -n 2 --dist loadfile -p no:cacheprovider tests notebooks $(NBVAL)
+
+# Re-execute one lesson after editing its .py: make notebook NB=04_job_table
+notebook: venv-test
+	@test -n "$(NB)" || { echo "usage: make notebook NB=04_job_table"; exit 2; }
+	$(BIN)/python -m labkit.nbtools refresh notebooks/$(NB).py
+
+# Re-execute every lesson (and the solutions) from their .py files.
+notebooks: venv-test
+	$(BIN)/python -m labkit.nbtools refresh notebooks/[0-9]*.py
+
+# Check one lesson the way CI does: make check-one NB=04_job_table
+check-one: venv-test
+	$(BIN)/python -m pytest -p no:cacheprovider notebooks/$(NB).ipynb $(NBVAL)
+
+release: venv-test
+	$(BIN)/labkit release exercises
+
+soak: venv-test
+	$(BIN)/python -m pytest -p no:cacheprovider tests/reliability --soak
+
+bench: venv-test
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) .labkit-scratch notebooks/.labkit-scratch .pytest_cache

@@ -1,0 +1,97 @@
+"""The exceptions labkit raises, each one a sentence a student can act on.
+
+An exception class's docstring is its default message, so most definitions are one line.
+``SimulatedCrash`` derives from ``BaseException`` on purpose: a handler's
+``except Exception`` must not be able to swallow a crash the lab injected.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class LabkitError(Exception):
+    """Something went wrong in labkit."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or type(self).__name__).strip())
+
+
+class PayloadError(LabkitError, ValueError):
+    """The job payload cannot be stored: it must be JSON (dicts, lists, str, numbers, bool, None)."""
+
+
+class StoreError(LabkitError):
+    """The job database cannot be used as it is."""
+
+
+class StoreBusy(StoreError):
+    """The job database stayed locked by another connection longer than the busy timeout."""
+
+
+class NotFound(LabkitError, LookupError):
+    """No job with that id."""
+
+
+class InvalidTransition(LabkitError):
+    """That state change is not allowed by the job contract."""
+
+
+class IdempotencyConflict(LabkitError):
+    """The same idempotency key was used with a different payload: this is a bug, not a retry."""
+
+
+class LeaseLost(LabkitError):
+    """The lease expired and another worker took the job; this worker's result is discarded."""
+
+
+class CircuitOpen(LabkitError):
+    """The circuit breaker for this dependency is open; calls are refused until it cools down."""
+
+    def __init__(self, message: str | None = None, *, retry_at: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_at = retry_at
+
+
+class AlreadyRunning(LabkitError):
+    """Another instance already holds the lock; this one must not run."""
+
+
+class TransientError(LabkitError):
+    """A temporary failure (timeout, 429, 5xx): the same call may succeed later."""
+
+    #: True when the effect may already have happened (a timeout after sending).
+    ambiguous = False
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        retry_after: float | None = None,
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.status = status
+
+
+class ResponseLost(TransientError):
+    """The call timed out after it was sent: the effect may or may not have happened."""
+
+    ambiguous = True
+
+
+class PermanentError(LabkitError):
+    """A failure that retrying cannot fix (400, 401, 403, 404, validation): fix the cause."""
+
+    def __init__(self, message: str | None = None, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class SimulatedCrash(BaseException):
+    """The lab crashed this worker on purpose at a fault point (not an Exception)."""
+
+    def __init__(self, point: str = "?", detail: Any = None) -> None:
+        super().__init__(f"simulated crash at {point}" + (f" ({detail})" if detail else ""))
+        self.point = point

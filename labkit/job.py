@@ -1,0 +1,109 @@
+"""What a job is: its states, and the frozen record the store hands out."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class JobState(StrEnum):
+    """The states of a job and the only moves between them.
+
+    ============  ==============================================================
+    from          to
+    ============  ==============================================================
+    pending       running (claim)
+    running       succeeded (complete), retry_wait (transient failure),
+                  dead (permanent failure, attempts or deadline used up),
+                  running (lease expired and another worker claimed it)
+    retry_wait    running (claim once ``run_after`` has passed)
+    dead          pending (redrive, and only redrive)
+    succeeded     nothing: it is final
+    ============  ==============================================================
+    """
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    RETRY_WAIT = "retry_wait"
+    DEAD = "dead"
+
+
+TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    JobState.PENDING: frozenset({JobState.RUNNING}),
+    JobState.RUNNING: frozenset(
+        {JobState.SUCCEEDED, JobState.RETRY_WAIT, JobState.DEAD, JobState.RUNNING}
+    ),
+    JobState.RETRY_WAIT: frozenset({JobState.RUNNING}),
+    JobState.DEAD: frozenset({JobState.PENDING}),
+    JobState.SUCCEEDED: frozenset(),
+}
+
+
+@dataclass(frozen=True)
+class Job:
+    """A snapshot of one job row. Change a job only through the store."""
+
+    id: int
+    kind: str
+    queue: str
+    key: str
+    fingerprint: str
+    payload: Any
+    state: JobState
+    attempt: int
+    max_attempts: int
+    run_after: float
+    lease_owner: str | None
+    lease_until: float | None
+    lease_token: str | None
+    last_error: str | None
+    error_class: str | None
+    result: Any
+    created_at: float
+    updated_at: float
+    dead_reason: str | None = None
+    redrives: int = 0
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row | dict[str, Any]) -> Job:
+        data = dict(row)
+        return cls(
+            id=data["id"],
+            kind=data["kind"],
+            queue=data["queue"],
+            key=data["key"],
+            fingerprint=data["fingerprint"],
+            payload=json.loads(data["payload"]),
+            state=JobState(data["state"]),
+            attempt=data["attempt"],
+            max_attempts=data["max_attempts"],
+            run_after=data["run_after"],
+            lease_owner=data["lease_owner"],
+            lease_until=data["lease_until"],
+            lease_token=data["lease_token"],
+            last_error=data["last_error"],
+            error_class=data["error_class"],
+            result=None if data["result"] is None else json.loads(data["result"]),
+            created_at=data["created_at"],
+            updated_at=data["updated_at"],
+            dead_reason=data["dead_reason"],
+            redrives=data["redrives"],
+        )
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One run of a job by one worker, from the attempts history."""
+
+    job_id: int
+    attempt: int
+    worker: str
+    started_at: float
+    finished_at: float | None
+    outcome: str | None
+    error: str | None
+    error_class: str | None

@@ -1,0 +1,102 @@
+"""Stable operation keys and payload fingerprints.
+
+A key names an intent ("charge invoice 42, version 1"), never an attempt: it is built
+from the source, the entity and the action, never from the time or a fresh uuid, so a
+retry, a second cron run or a redelivery all arrive with the same key and can be
+recognised. The fingerprint is a hash of the canonical JSON of the payload, so the same
+key arriving with different content is caught as a conflict instead of silently
+returning the wrong job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from typing import Any
+
+from labkit.errors import PayloadError
+from labkit.redact import SECRET_FIELDS
+
+#: Payloads are for ids and small facts; large data belongs elsewhere, referenced by id.
+MAX_PAYLOAD_BYTES = 256 * 1024
+
+
+def canonical_json(payload: Any) -> str:
+    """JSON with sorted keys and no spaces: equal payloads give equal text."""
+    try:
+        return json.dumps(
+            payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except (TypeError, ValueError) as exc:
+        raise PayloadError(
+            f"payload is not plain JSON ({exc}); pass ids, strings, numbers, lists and dicts, "
+            "for example convert datetimes with .isoformat() and Decimals with str()"
+        ) from None
+
+
+def fingerprint(payload: Any) -> str:
+    """SHA-256 of the payload's canonical JSON, as hex."""
+    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+
+
+def check_payload(payload: Any) -> str:
+    """Validate a job payload and return its canonical JSON.
+
+    Raises ``PayloadError`` when it is not JSON, too large, or carries a field named like
+    a credential (``password``, ``token``…): a job row is read by many people and tools,
+    so a payload carries a reference to a secret, never the secret.
+    """
+    text = canonical_json(payload)
+    size = len(text.encode())
+    if size > MAX_PAYLOAD_BYTES:
+        raise PayloadError(
+            f"payload is {size} bytes, over the {MAX_PAYLOAD_BYTES} byte limit; store the data "
+            "elsewhere (a file, a table) and put its id in the payload"
+        )
+    found = sorted(_secret_fields(payload))
+    if found:
+        raise PayloadError(
+            f"payload field {found[0]!r} looks like a credential; never put secrets in a job. "
+            "Pass a reference (for example 'credential_id') and look the secret up in the handler"
+        )
+    return text
+
+
+def _secret_fields(value: Any) -> set[str]:
+    found: set[str] = set()
+    if isinstance(value, dict):
+        for name, inner in value.items():
+            if str(name).lower() in SECRET_FIELDS:
+                found.add(str(name))
+            found |= _secret_fields(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            found |= _secret_fields(inner)
+    return found
+
+
+def operation_key(source: str, entity_id: object, action: str, version: int = 1) -> str:
+    """A key from intent: ``source:entity_id:action:vN``.
+
+    ``operation_key("billing", 42, "charge")`` is the same string in every run, every
+    process and every retry. Bump ``version`` only when the operation itself is meant to
+    happen again (a second, deliberate charge).
+    """
+    parts = [str(source), str(entity_id), str(action)]
+    for name, part in zip(("source", "entity_id", "action"), parts, strict=True):
+        if not part.strip():
+            raise ValueError(f"operation_key: {name} is empty; a key must name the intent")
+    if version < 1:
+        raise ValueError("operation_key: version starts at 1")
+    return ":".join(parts) + f":v{version}"
+
+
+def unique_key() -> str:
+    """A key for a job that has no natural one: it can never be deduplicated."""
+    return "auto:" + uuid.uuid4().hex
+
+
+def short(fp: str) -> str:
+    """The first 12 hex digits of a fingerprint, for messages."""
+    return fp[:12]

@@ -1,0 +1,53 @@
+"""Maintainers' tool: rebuild a lesson's ``.ipynb`` from its paired ``.py`` and execute it.
+
+``python -m labkit.nbtools refresh notebooks/04_job_table.py`` (or ``make notebook
+NB=04_job_table``). The stored outputs always come from a real run of the current code;
+nobody edits an output by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+
+
+def refresh(py_path: Path, timeout: int = 120) -> float:
+    """Write ``<name>.ipynb`` from ``<name>.py``, executed in the notebook's folder."""
+    import jupytext
+    from nbclient import NotebookClient
+
+    nb = jupytext.read(py_path)
+    nb.metadata["kernelspec"] = KERNELSPEC
+    nb.metadata["language_info"] = {"name": "python"}
+    started = time.perf_counter()
+    NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(py_path.parent.resolve())}},
+    ).execute()
+    elapsed = time.perf_counter() - started
+    nb.metadata["language_info"] = {"name": "python"}
+    jupytext.write(nb, py_path.with_suffix(".ipynb"))
+    return elapsed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m labkit.nbtools")
+    sub = parser.add_subparsers(dest="command", required=True)
+    cmd = sub.add_parser("refresh", help="rebuild and execute notebooks from their .py files")
+    cmd.add_argument("paths", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    for path in args.paths:
+        path = path.with_suffix(".py")
+        elapsed = refresh(path)
+        print(f"{path.with_suffix('.ipynb')}: executed in {elapsed:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+-- schema --
+-- Tables, indexes and history triggers of a labkit job database (version in labkit_meta).
+CREATE TABLE IF NOT EXISTS labkit_meta (
+    name  TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    id           INTEGER PRIMARY KEY,
+    kind         TEXT NOT NULL,
+    queue        TEXT NOT NULL,
+    key          TEXT NOT NULL UNIQUE,
+    fingerprint  TEXT NOT NULL,
+    payload      TEXT NOT NULL,
+    state        TEXT NOT NULL
+                 CHECK (state IN ('pending', 'running', 'succeeded', 'retry_wait', 'dead')),
+    attempt      INTEGER NOT NULL DEFAULT 0 CHECK (attempt >= 0),
+    max_attempts INTEGER NOT NULL CHECK (max_attempts >= 1),
+    run_after    REAL NOT NULL,
+    last_delay   REAL NOT NULL DEFAULT 0,
+    lease_owner  TEXT,
+    lease_until  REAL,
+    lease_token  TEXT,
+    last_error   TEXT,
+    error_class  TEXT,
+    dead_reason  TEXT,
+    result       TEXT,
+    redrives     INTEGER NOT NULL DEFAULT 0,
+    created_at   REAL NOT NULL,
+    updated_at   REAL NOT NULL,
+    CHECK ((state = 'running') = (lease_token IS NOT NULL))
+);
+-- Partial indexes cover only live rows, so a million finished jobs cost the claim nothing.
+CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (queue, run_after, id)
+    WHERE state IN ('pending', 'retry_wait');
+CREATE INDEX IF NOT EXISTS jobs_leased ON jobs (queue, lease_until)
+    WHERE state = 'running';
+CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (updated_at) WHERE state = 'dead';
+CREATE TABLE IF NOT EXISTS attempts (
+    id          INTEGER PRIMARY KEY,
+    job_id      INTEGER NOT NULL REFERENCES jobs (id),
+    attempt     INTEGER NOT NULL,
+    worker      TEXT NOT NULL,
+    lease_token TEXT NOT NULL,
+    started_at  REAL NOT NULL,
+    finished_at REAL,
+    outcome     TEXT,
+    error       TEXT,
+    error_class TEXT
+);
+CREATE INDEX IF NOT EXISTS attempts_job ON attempts (job_id, attempt);
+CREATE INDEX IF NOT EXISTS attempts_open ON attempts (job_id) WHERE finished_at IS NULL;
+CREATE TABLE IF NOT EXISTS redrives (
+    id          INTEGER PRIMARY KEY,
+    job_id      INTEGER NOT NULL REFERENCES jobs (id),
+    at          REAL NOT NULL,
+    dead_reason TEXT,
+    note        TEXT
+);
+-- The history is written by triggers so no code path can change a job and forget it.
+-- A new lease opens an attempt, closing the one a dead worker left open.
+CREATE TRIGGER IF NOT EXISTS attempt_opens
+AFTER UPDATE OF lease_token ON jobs
+WHEN NEW.state = 'running' AND NEW.lease_token IS NOT OLD.lease_token
+BEGIN
+    UPDATE attempts SET finished_at = NEW.updated_at, outcome = 'lease_expired'
+     WHERE job_id = NEW.id AND finished_at IS NULL;
+    INSERT INTO attempts (job_id, attempt, worker, lease_token, started_at)
+    VALUES (NEW.id, NEW.attempt, NEW.lease_owner, NEW.lease_token, NEW.updated_at);
+END;
+-- Leaving running closes the attempt with the state it reached.
+CREATE TRIGGER IF NOT EXISTS attempt_closes
+AFTER UPDATE OF state ON jobs
+WHEN OLD.state = 'running' AND NEW.state <> 'running'
+BEGIN
+    UPDATE attempts
+       SET finished_at = NEW.updated_at,
+           outcome = CASE WHEN OLD.lease_until <= NEW.updated_at AND NEW.state = 'dead'
+                               AND NEW.error_class = 'LeaseExpired'
+                          THEN 'lease_expired' ELSE NEW.state END,
+           error = CASE WHEN NEW.state = 'succeeded' THEN NULL ELSE NEW.last_error END,
+           error_class = CASE WHEN NEW.state = 'succeeded' THEN NULL ELSE NEW.error_class END
+     WHERE job_id = NEW.id AND finished_at IS NULL;
+END;
+
+-- get_meta --
+-- Read one metadata value.
+SELECT value FROM labkit_meta WHERE name = :name
+
+-- set_meta --
+-- Write one metadata value.
+INSERT INTO labkit_meta (name, value) VALUES (:name, :value)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value
+
+-- insert_job --
+-- Accept a job unless its key exists; returns the new row, or nothing on a duplicate.
+INSERT INTO jobs (kind, queue, key, fingerprint, payload, state, max_attempts, run_after,
+                  created_at, updated_at)
+VALUES (:kind, :queue, :key, :fingerprint, :payload, 'pending', :max_attempts, :run_after,
+        :now, :now)
+ON CONFLICT (key) DO NOTHING
+RETURNING *
+
+-- job_by_key --
+-- The job with a given key.
+SELECT * FROM jobs WHERE key = :key
+
+-- job_by_id --
+-- The job with a given id.
+SELECT * FROM jobs WHERE id = :id
+
+-- bury_exhausted --
+-- Send expired leases on their last attempt to dead: a job that kills its worker every time stops here.
+UPDATE jobs
+   SET state = 'dead', error_class = 'LeaseExpired',
+       dead_reason = 'lease expired on the last attempt (' || attempt || ' of ' || max_attempts
+                     || '): the worker died or hung every time',
+       last_error = 'LeaseExpired: worker ' || lease_owner || ' never finished attempt ' || attempt,
+       lease_token = NULL, lease_until = NULL, updated_at = :now
+ WHERE state = 'running' AND lease_until <= :now AND attempt >= max_attempts
+   AND queue IN (SELECT value FROM json_each(:queues))
+
+-- claim --
+-- Lease up to :limit ready jobs (pending or retry_wait due, or running with an expired lease) in one statement.
+UPDATE jobs
+   SET state = 'running',
+       attempt = attempt + 1,
+       lease_owner = :worker,
+       lease_until = :now + :lease_s,
+       lease_token = id || '.' || redrives || '.' || (attempt + 1),
+       updated_at = :now
+ WHERE id IN (
+       SELECT id FROM (
+           SELECT id, run_after AS due FROM jobs
+            WHERE state IN ('pending', 'retry_wait') AND run_after <= :now
+              AND queue IN (SELECT value FROM json_each(:queues))
+           UNION ALL
+           SELECT id, lease_until AS due FROM jobs
+            WHERE state = 'running' AND lease_until <= :now AND attempt < max_attempts
+              AND queue IN (SELECT value FROM json_each(:queues))
+       )
+       ORDER BY due, id
+       LIMIT :limit)
+RETURNING *
+
+-- heartbeat --
+-- Extend a lease, only for the holder of the current token.
+UPDATE jobs SET lease_until = :now + :lease_s, updated_at = :now
+ WHERE id = :id AND state = 'running' AND lease_token = :token
+RETURNING *
+
+-- complete --
+-- Finish a job, only for the holder of the current token.
+UPDATE jobs
+   SET state = 'succeeded', result = :result, lease_token = NULL, lease_until = NULL,
+       updated_at = :now
+ WHERE id = :id AND state = 'running' AND lease_token = :token
+RETURNING *
+
+-- fail --
+-- Record a failed attempt: to retry_wait (with run_after) or to dead, only for the token holder.
+UPDATE jobs
+   SET state = :state, run_after = :run_after, last_delay = :delay,
+       last_error = :error, error_class = :error_class, dead_reason = :dead_reason,
+       lease_token = NULL, lease_until = NULL, updated_at = :now
+ WHERE id = :id AND state = 'running' AND lease_token = :token
+RETURNING *
+
+-- snooze --
+-- Put a running job back to wait without spending its attempt (a dependency is down).
+UPDATE jobs
+   SET state = 'retry_wait', run_after = :run_after, attempt = attempt - 1,
+       last_error = :error, error_class = :error_class,
+       lease_token = NULL, lease_until = NULL, updated_at = :now
+ WHERE id = :id AND state = 'running' AND lease_token = :token
+RETURNING *
+
+-- redrive --
+-- Send one dead job back to pending with the same key and a fresh attempt budget.
+UPDATE jobs
+   SET state = 'pending', attempt = 0, run_after = :now, last_delay = 0,
+       dead_reason = NULL, redrives = redrives + 1, updated_at = :now
+ WHERE id = :id AND state = 'dead'
+RETURNING *
+
+-- record_redrive --
+-- Keep a trace of each redrive.
+INSERT INTO redrives (job_id, at, dead_reason, note) VALUES (:id, :now, :dead_reason, :note)
+
+-- dead_matching --
+-- Dead jobs matching optional filters, oldest first.
+SELECT * FROM jobs
+ WHERE state = 'dead'
+   AND (:kind IS NULL OR kind = :kind)
+   AND (:queue IS NULL OR queue = :queue)
+   AND (:error_class IS NULL OR error_class = :error_class)
+ ORDER BY updated_at, id
+ LIMIT :limit
+
+-- counts --
+-- How many jobs are in each state.
+SELECT state, count(*) AS n FROM jobs GROUP BY state
+
+-- attempts --
+-- One job's attempt history, oldest first.
+SELECT job_id, attempt, worker, started_at, finished_at, outcome, error, error_class
+  FROM attempts WHERE job_id = :id ORDER BY id
+
+-- jobs_list --
+-- Jobs, optionally of one state, by id.
+SELECT * FROM jobs WHERE (:state IS NULL OR state = :state) ORDER BY id LIMIT :limit

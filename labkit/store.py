@@ -1,0 +1,490 @@
+"""The durable job store on SQLite: accept, claim with a lease, finish, retry, bury, redrive.
+
+One file, WAL mode, every state change one transaction. Workers claim with a single
+``UPDATE ... RETURNING`` inside ``BEGIN IMMEDIATE`` (the approach of Oban's Lite engine
+and River's SQLite driver), so two workers can never hold the same job, and a crashed
+worker's job comes back when its lease expires. ``complete``, ``fail`` and ``heartbeat``
+are fenced by the lease token: a worker that lost its lease changes nothing.
+
+In production this is the job of a queue you do not write yourself (Oban, River,
+procrastinate, Celery with a durable broker); labkit writes it by hand because its
+behaviour under crashes is the lesson.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from labkit import queries
+from labkit.clock import Clock, SystemClock
+from labkit.errors import (
+    IdempotencyConflict,
+    InvalidTransition,
+    LeaseLost,
+    NotFound,
+    StoreBusy,
+    StoreError,
+)
+from labkit.job import Attempt, Job, JobState
+from labkit.keys import check_payload, fingerprint, short, unique_key
+from labkit.redact import describe, sanitize
+from labkit.retry import RetryPolicy
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 10.0
+SQL = queries.load("store.sql")
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A dead job as the operations report shows it."""
+
+    id: int
+    kind: str
+    queue: str
+    key: str
+    reason: str
+    error_class: str | None
+    error: str | None
+    attempts: int
+    redrives: int
+    age_s: float
+
+
+def _sqlite_header_ok(path: Path) -> bool:
+    with path.open("rb") as fh:
+        return fh.read(16) == b"SQLite format 3\x00"
+
+
+class JobStore:
+    """A durable job queue in one SQLite file.
+
+    ``JobStore(path, clock=None, retry=None, synchronous="NORMAL", rng=None)``: ``clock``
+    defaults to the wall clock, ``retry`` to ``RetryPolicy()``, ``rng`` (used for jitter)
+    to an unseeded ``random.Random``; pass a seeded one for reproducible runs.
+    ``synchronous="FULL"`` makes each commit survive power loss, not just a crash.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        clock: Clock | None = None,
+        retry: RetryPolicy | None = None,
+        synchronous: str = "NORMAL",
+        rng: random.Random | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.clock: Clock = clock or SystemClock()
+        self.retry = retry or RetryPolicy()
+        self.rng = rng or random.Random()
+        if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
+        self._lock = threading.RLock()
+        self._check_file()
+        self.conn = self._connect(synchronous.upper())
+        self._migrate()
+
+    # -- opening -----------------------------------------------------------------------
+
+    def _check_file(self) -> None:
+        """Refuse, without writing a byte, a file that is not a labkit database we understand."""
+        path = self.path
+        if path.is_dir():
+            raise StoreError(f"{path} is a directory; give the path of a database file")
+        if not path.exists() or path.stat().st_size == 0:
+            if not path.parent.exists():
+                raise StoreError(f"folder {path.parent} does not exist; create it first")
+            return
+        if not _sqlite_header_ok(path):
+            raise StoreError(
+                f"{path} is not a SQLite database (corrupt, or some other file); it was not "
+                "modified. Move it aside or choose another path."
+            )
+        try:
+            ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+            try:
+                tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+                version = None
+                if "labkit_meta" in tables:
+                    row = ro.execute(SQL["get_meta"], {"name": "schema_version"}).fetchone()
+                    version = int(row[0]) if row else None
+            finally:
+                ro.close()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"{path} cannot be read as a SQLite database ({exc}); it was not modified. "
+                "Restore it from a backup or move it aside."
+            ) from None
+        if tables and version is None:
+            raise StoreError(
+                f"{path} is a SQLite database but not a labkit job database (it has tables "
+                f"{', '.join(sorted(tables)[:5])}); it was not modified. Choose another path."
+            )
+        if version is not None and version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{path} has labkit schema version {version}, newer than this labkit "
+                f"understands ({SCHEMA_VERSION}); it was not modified. Upgrade labkit."
+            )
+
+    def _connect(self, synchronous: str) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={synchronous}")  # validated above
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.OperationalError as exc:
+            raise self._explain(exc) from None
+        return conn
+
+    def _migrate(self) -> None:
+        with self._tx() as conn:
+            for statement in _split_script(SQL["schema"]):
+                conn.execute(statement)
+            conn.execute(SQL["set_meta"], {"name": "schema_version", "value": str(SCHEMA_VERSION)})
+
+    def _explain(self, exc: sqlite3.Error) -> StoreError:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return StoreBusy(
+                f"{self.path} stayed locked by another connection for over {BUSY_TIMEOUT_S:g}s "
+                "(a long transaction elsewhere?); nothing was changed, try again"
+            )
+        if "readonly" in text or "unable to open" in text:
+            return StoreError(
+                f"cannot write {self.path} ({text}): labkit needs write access to the file and "
+                f"its folder {self.path.parent} (for the -wal and -shm files); choose a "
+                "writable folder"
+            )
+        if "malformed" in text or "not a database" in text:
+            return StoreError(
+                f"{self.path} is corrupt ({text}); restore it from a backup or move it aside"
+            )
+        return StoreError(f"{self.path}: {text}")
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction: all or nothing, one writer at a time."""
+        with self._lock:
+            conn = self.conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise self._explain(exc) from None
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                conn.execute("ROLLBACK")
+                raise self._explain(exc) from None
+
+    def close(self) -> None:
+        with self._lock:
+            self.conn.close()
+
+    def __enter__(self) -> JobStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"JobStore({str(self.path)!r})"
+
+    # -- accepting ---------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        kind: str,
+        payload: Any,
+        key: str | None = None,
+        queue: str = "default",
+        run_after: float | None = None,
+        max_attempts: int = 5,
+        conn: sqlite3.Connection | None = None,
+    ) -> tuple[Job, bool]:
+        """Accept a job durably; return ``(job, created)``.
+
+        The same ``key`` with the same kind and payload returns the existing job with
+        ``created`` False; the same key with a different payload raises
+        ``IdempotencyConflict``. With ``conn=``, the insert joins the caller's open
+        transaction on that connection, so the job exists only if the caller commits.
+        """
+        if not isinstance(kind, str) or not kind:
+            raise ValueError("kind must be a non-empty string naming the handler")
+        if not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ValueError(f"max_attempts must be a whole number >= 1, not {max_attempts!r}")
+        text = check_payload(payload)
+        params = {
+            "kind": kind,
+            "queue": queue,
+            "key": key if key is not None else unique_key(),
+            "fingerprint": fingerprint(payload),
+            "payload": text,
+            "max_attempts": max_attempts,
+            "now": self.clock.now(),
+        }
+        params["run_after"] = params["now"] if run_after is None else float(run_after)
+        if conn is not None:
+            if conn.isolation_level is None and not conn.in_transaction:
+                raise StoreError(
+                    "enqueue(conn=...) needs an open transaction on that connection; run "
+                    "conn.execute('BEGIN') first (or use a connection in Python's default "
+                    "transaction mode) so the job commits or rolls back with your write"
+                )
+            return self._insert(conn, params)
+        with self._tx() as own:
+            return self._insert(own, params)
+
+    def _insert(self, conn: sqlite3.Connection, params: dict[str, Any]) -> tuple[Job, bool]:
+        conn.row_factory = sqlite3.Row
+        row = conn.execute(SQL["insert_job"], params).fetchone()
+        if row is not None:
+            return Job.from_row(row), True
+        existing = Job.from_row(conn.execute(SQL["job_by_key"], params).fetchone())
+        if existing.fingerprint != params["fingerprint"] or existing.kind != params["kind"]:
+            raise IdempotencyConflict(
+                f"key {params['key']!r} already names job {existing.id} "
+                f"(kind {existing.kind!r}, payload fingerprint {short(existing.fingerprint)}), "
+                f"but this call sent kind {params['kind']!r} with fingerprint "
+                f"{short(params['fingerprint'])}. The same key must always carry the same "
+                "operation: build the key from everything that makes the operation distinct, "
+                "or bump its version for a deliberate new one."
+            )
+        return existing, False
+
+    # -- claiming ----------------------------------------------------------------------
+
+    def claim(
+        self, worker: str, queues: Sequence[str] = ("default",), lease_s: float = 30.0
+    ) -> Job | None:
+        """Lease the next ready job to ``worker``, or return None when nothing is ready."""
+        jobs = self.claim_many(worker, 1, queues=queues, lease_s=lease_s)
+        return jobs[0] if jobs else None
+
+    def claim_many(
+        self,
+        worker: str,
+        limit: int,
+        queues: Sequence[str] = ("default",),
+        lease_s: float = 30.0,
+    ) -> list[Job]:
+        """Lease up to ``limit`` ready jobs in one transaction, oldest due first."""
+        return self._claim(worker, queues, lease_s, limit, SQL["claim"])
+
+    def _claim(
+        self,
+        worker: str,
+        queues: Sequence[str],
+        lease_s: float,
+        limit: int,
+        sql: str,
+        extra: dict[str, Any] | None = None,
+    ) -> list[Job]:
+        """Run a claim statement with the bookkeeping every claim shares.
+
+        Other claim policies (per-account caps, serial keys) pass their own ``sql``; it
+        must take ``:worker :now :lease_s :limit :queues`` and return the claimed rows.
+        """
+        if isinstance(queues, str):
+            queues = (queues,)
+        if lease_s <= 0:
+            raise ValueError("lease_s must be positive")
+        params = {
+            "worker": worker,
+            "queues": json.dumps(list(queues)),
+            "lease_s": float(lease_s),
+            "limit": int(limit),
+            "now": self.clock.now(),
+            **(extra or {}),
+        }
+        with self._tx() as conn:
+            conn.execute(SQL["bury_exhausted"], params)
+            rows = conn.execute(sql, params).fetchall()
+        return sorted((Job.from_row(r) for r in rows), key=lambda j: (j.run_after, j.id))
+
+    # -- finishing ---------------------------------------------------------------------
+
+    def _fenced(self, name: str, job: Job, params: dict[str, Any]) -> Job:
+        params = {"id": job.id, "token": job.lease_token, "now": self.clock.now(), **params}
+        with self._tx() as conn:
+            row = conn.execute(SQL[name], params).fetchone()
+            if row is None:
+                current = conn.execute(SQL["job_by_id"], {"id": job.id}).fetchone()
+        if row is not None:
+            return Job.from_row(row)
+        if current is None:
+            raise NotFound(f"job {job.id} does not exist in {self.path}")
+        now_holder = current["lease_owner"] if current["state"] == "running" else None
+        raise LeaseLost(
+            f"{name} refused for job {job.id} (attempt {job.attempt}, worker "
+            f"{job.lease_owner}): it is now {current['state']} at attempt {current['attempt']}"
+            + (f", held by {now_holder}" if now_holder else "")
+            + ". The lease expired and the job moved on; this worker's result is discarded."
+        )
+
+    def heartbeat(self, job: Job, lease_s: float = 30.0) -> Job:
+        """Extend the lease of a job this worker still holds; LeaseLost otherwise."""
+        return self._fenced("heartbeat", job, {"lease_s": float(lease_s)})
+
+    def complete(self, job: Job, result: Any = None) -> Job:
+        """Mark the job succeeded; LeaseLost (and nothing changed) if the lease moved on."""
+        return self._fenced("complete", job, {"result": json.dumps(result, default=str)})
+
+    def fail(self, job: Job, error: BaseException) -> Job:
+        """Record a failed attempt: retry_wait with backoff while the policy allows, else dead."""
+        now = self.clock.now()
+        decision = self.retry.decide(
+            error,
+            job.attempt,
+            self.rng,
+            previous=self._last_delay(job),
+            started_at=job.created_at,
+            now=now,
+            max_attempts=job.max_attempts,
+        )
+        return self._fenced(
+            "fail",
+            job,
+            {
+                "state": JobState.RETRY_WAIT if decision.retry else JobState.DEAD,
+                "run_after": now + decision.delay if decision.retry else job.run_after,
+                "delay": decision.delay,
+                "error": describe(error),
+                "error_class": type(error).__name__,
+                "dead_reason": None if decision.retry else sanitize(decision.reason),
+            },
+        )
+
+    def _last_delay(self, job: Job) -> float:
+        row = self.conn.execute("SELECT last_delay FROM jobs WHERE id = :id", {"id": job.id})
+        found = row.fetchone()
+        return float(found[0]) if found else 0.0
+
+    def snooze(self, job: Job, delay_s: float, reason: str = "snoozed") -> Job:
+        """Put a running job back to wait ``delay_s`` without spending an attempt."""
+        now = self.clock.now()
+        return self._fenced(
+            "snooze",
+            job,
+            {"run_after": now + delay_s, "error": sanitize(reason), "error_class": "Snoozed"},
+        )
+
+    # -- dead letters ------------------------------------------------------------------
+
+    def redrive(self, job_id: int, note: str = "") -> Job:
+        """Send one dead job back to pending, with the same key and a fresh attempt budget."""
+        with self._tx() as conn:
+            before = conn.execute(SQL["job_by_id"], {"id": job_id}).fetchone()
+            if before is None:
+                raise NotFound(f"job {job_id} does not exist in {self.path}")
+            if before["state"] != JobState.DEAD:
+                raise InvalidTransition(
+                    f"job {job_id} is {before['state']}, not dead; only dead jobs can be "
+                    "redriven (a job in retry_wait will run again by itself)"
+                )
+            params = {"id": job_id, "now": self.clock.now(), "note": sanitize(note)}
+            row = conn.execute(SQL["redrive"], params).fetchone()
+            conn.execute(SQL["record_redrive"], {**params, "dead_reason": before["dead_reason"]})
+        return Job.from_row(row)
+
+    def redrive_where(
+        self,
+        *,
+        limit: int,
+        kind: str | None = None,
+        queue: str | None = None,
+        error_class: str | None = None,
+        dry_run: bool = False,
+        note: str = "",
+    ) -> list[Job]:
+        """Redrive at most ``limit`` dead jobs matching the filters, oldest first.
+
+        ``limit`` has no default so that nobody redrives a whole dead-letter queue by
+        accident; ``dry_run=True`` returns what would be redriven and changes nothing.
+        """
+        if not isinstance(limit, int) or limit < 1:
+            raise ValueError("limit must be a whole number >= 1: say how many jobs to redrive")
+        rows = self.conn.execute(
+            SQL["dead_matching"],
+            {"kind": kind, "queue": queue, "error_class": error_class, "limit": limit},
+        ).fetchall()
+        chosen = [Job.from_row(r) for r in rows]
+        if dry_run:
+            return chosen
+        return [self.redrive(job.id, note=note) for job in chosen]
+
+    # -- inspection --------------------------------------------------------------------
+
+    def get(self, job_id: int) -> Job:
+        """The job with this id; NotFound if there is none."""
+        row = self.conn.execute(SQL["job_by_id"], {"id": job_id}).fetchone()
+        if row is None:
+            raise NotFound(f"job {job_id} does not exist in {self.path}")
+        return Job.from_row(row)
+
+    def get_by_key(self, key: str) -> Job | None:
+        """The job with this key, or None."""
+        row = self.conn.execute(SQL["job_by_key"], {"key": key}).fetchone()
+        return None if row is None else Job.from_row(row)
+
+    def jobs(self, state: JobState | str | None = None, limit: int = 1000) -> list[Job]:
+        """Jobs by id, optionally only those in ``state``."""
+        rows = self.conn.execute(
+            SQL["jobs_list"], {"state": None if state is None else str(state), "limit": limit}
+        )
+        return [Job.from_row(r) for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        """Number of jobs in every state (zeros included)."""
+        found = {r["state"]: r["n"] for r in self.conn.execute(SQL["counts"])}
+        return {state.value: found.get(state.value, 0) for state in JobState}
+
+    def dead_letters(
+        self, *, kind: str | None = None, queue: str | None = None, limit: int = 100
+    ) -> list[DeadLetter]:
+        """Dead jobs, oldest first, with age, reason and attempts: the operations report."""
+        now = self.clock.now()
+        rows = self.conn.execute(
+            SQL["dead_matching"],
+            {"kind": kind, "queue": queue, "error_class": None, "limit": limit},
+        ).fetchall()
+        return [
+            DeadLetter(
+                id=r["id"], kind=r["kind"], queue=r["queue"], key=r["key"],
+                reason=r["dead_reason"] or "", error_class=r["error_class"],
+                error=r["last_error"], attempts=r["attempt"], redrives=r["redrives"],
+                age_s=now - r["updated_at"],
+            )
+            for r in rows
+        ]
+
+    def attempts(self, job_id: int) -> list[Attempt]:
+        """The attempt history of one job, oldest first."""
+        return [Attempt(**dict(r)) for r in self.conn.execute(SQL["attempts"], {"id": job_id})]
+
+
+def _split_script(script: str) -> list[str]:
+    """Split the schema into statements, keeping trigger bodies whole."""
+    statements, current = [], []
+    for line in script.splitlines():
+        current.append(line)
+        candidate = "\n".join(current).strip()
+        if candidate and sqlite3.complete_statement(candidate):
+            statements.append(candidate)
+            current = []
+    return statements
