@@ -366,7 +366,7 @@ class JobStore:
                 "delay": decision.delay,
                 "error": describe(error),
                 "error_class": type(error).__name__,
-                "dead_reason": None if decision.retry else sanitize(decision.reason),
+                "dead_reason": None if decision.retry else sanitize(f"{decision.reason}: {error}"),
             },
         )
 
