@@ -3,10 +3,35 @@
 Backoff strategies are small pure callables of ``(n, rng, previous)`` where ``n`` counts
 retries from 0, ``rng`` is an injected ``random.Random`` and ``previous`` is the delay
 used last time. They follow the formulas of AWS's "Exponential Backoff and Jitter"
-(Marc Brooker, 2015) and compose the way tenacity's waits do: ``a + b`` adds delays,
-``capped(a, 30)`` bounds one. In production, reach for tenacity (in-process retries) or
-your queue's own retry settings (Celery's ``retry_backoff``/``retry_jitter``); this
-module is written by hand because the formulas are the lesson.
+(Marc Brooker, 2015, and its simulator ``aws-samples/aws-arch-backoff-simulator``),
+with ``e(n) = min(cap, base * 2**n)``:
+
+==========================  ==========================================================
+strategy                    delay before retry ``n``
+==========================  ==========================================================
+``none()``                  ``0``
+``constant(d)``             ``d``
+``exponential(base, cap)``  ``e(n)``: every client that failed together retries together
+``full_jitter(base, cap)``  ``U(0, e(n))``: spreads retries over the whole window
+``equal_jitter(base, cap)`` ``e(n)/2 + U(0, e(n)/2)``: never less than half the window
+``decorrelated_jitter``     ``min(cap, U(base, previous * 3))``, ``previous`` starting
+                            at ``base``: grows from the last delay, not from ``n``
+``random_uniform(lo, hi)``  ``U(lo, hi)``: a little spread to add to another strategy
+``capped(s, cap)``          ``min(cap, s(...))``
+``a + b``                   ``a(...) + b(...)``
+==========================  ==========================================================
+
+``U(a, b)`` is ``rng.uniform(a, b)``, drawn in the same order as the AWS simulator, so a
+seeded ``random.Random`` gives the simulator's numbers exactly. Strategies compose the
+way tenacity's waits do: ``exponential(1) + random_uniform(0, 1)``, ``capped(s, 30)``.
+
+``RetryPolicy`` decides whether to retry at all (classification, attempt budget,
+deadline, Retry-After); ``JobStore.fail`` asks it after every failed job attempt, and
+``retry_call`` uses it for in-process retries of one call.
+
+In production, reach for tenacity (in-process retries) or your queue's own retry
+settings (Celery's ``retry_backoff``/``retry_jitter``); this module is written by hand
+because the formulas are the lesson.
 """
 
 from __future__ import annotations
@@ -15,9 +40,12 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
+from labkit.clock import Clock
 from labkit.errors import PermanentError, TransientError
+
+T = TypeVar("T")
 
 Verdict = Literal["transient", "permanent", "ambiguous"]
 
@@ -193,13 +221,20 @@ class RetryPolicy:
         started_at: float = 0.0,
         now: float = 0.0,
         max_attempts: int | None = None,
+        idempotent: bool = True,
     ) -> Decision:
-        """Decide after attempt number ``attempt`` (1 for the first run) failed with ``error``."""
+        """Decide after attempt number ``attempt`` (1 for the first run) failed with ``error``.
+
+        ``previous`` is the last delay (for decorrelated jitter), ``started_at`` and
+        ``now`` place the deadline, ``max_attempts`` overrides the policy's budget (a
+        job carries its own). ``idempotent=False`` says the call carries no idempotency
+        key, so an ambiguous failure is never retried whatever ``retry_ambiguous`` says.
+        """
         budget = self.max_attempts if max_attempts is None else max_attempts
         verdict = self.classify(error)
         if verdict == "permanent":
             return Decision(False, 0.0, verdict, "permanent error")
-        if verdict == "ambiguous" and not self.retry_ambiguous:
+        if verdict == "ambiguous" and not (self.retry_ambiguous and idempotent):
             return Decision(
                 False, 0.0, verdict,
                 "outcome unknown (the effect may have happened) and the policy does not "
@@ -218,3 +253,62 @@ class RetryPolicy:
                 f"{self.deadline:g}s deadline)",
             )
         return Decision(True, delay, verdict, f"{verdict} error, retry in {delay:.1f}s")
+
+
+def delays(backoff: Backoff, count: int, rng: random.Random) -> list[float]:
+    """The first ``count`` delays of ``backoff``, each fed the previous one (for tables and plots)."""
+    out: list[float] = []
+    previous = 0.0
+    for n in range(count):
+        previous = backoff(n, rng, previous)
+        out.append(previous)
+    return out
+
+
+def retry_call(
+    fn: Callable[[], T],
+    policy: RetryPolicy,
+    clock: Clock,
+    rng: random.Random,
+    *,
+    idempotency_key: str | None = None,
+    on_retry: Callable[[int, BaseException, Decision], None] | None = None,
+) -> T:
+    """Call ``fn()`` until it returns, retrying as ``policy`` decides; return its result.
+
+    Between attempts it waits with ``clock.sleep`` (a FakeClock makes that instant).
+    Transient errors are retried with the policy's backoff, floored by the error's
+    ``retry_after``; permanent errors are raised at once; an ambiguous error (the call
+    may have taken effect) is retried only when ``idempotency_key`` is given, i.e. the
+    caller promises ``fn`` sends that key and the destination honours it. The deadline
+    counts from the first call. When the policy gives up, the last error is raised with
+    a note saying why; ``on_retry(attempt, error, decision)`` is called before each wait.
+
+    This is tenacity's job in production (``@retry(stop=..., wait=...,
+    retry=retry_if_exception(...))``); it is hand-written here so a lesson can run it on
+    a FakeClock and a seeded rng and print every decision.
+    """
+    started_at = clock.now()
+    previous = 0.0
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return fn()
+        except Exception as error:
+            decision = policy.decide(
+                error,
+                attempt,
+                rng,
+                previous=previous,
+                started_at=started_at,
+                now=clock.now(),
+                idempotent=idempotency_key is not None,
+            )
+            if not decision.retry:
+                error.add_note(f"retry_call gave up after attempt {attempt}: {decision.reason}")
+                raise
+            if on_retry is not None:
+                on_retry(attempt, error, decision)
+            previous = decision.delay
+            clock.sleep(decision.delay)

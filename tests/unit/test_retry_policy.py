@@ -1,0 +1,249 @@
+"""Backoff formulas against the AWS simulator, the retry policy, and retry_call on a FakeClock."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from labkit.clock import FakeClock
+from labkit.errors import PermanentError, ResponseLost, TransientError
+from labkit.retry import (
+    RetryPolicy,
+    capped,
+    constant,
+    decorrelated_jitter,
+    default_classify,
+    delays,
+    equal_jitter,
+    exponential,
+    full_jitter,
+    none,
+    random_uniform,
+    retry_call,
+)
+
+SEEDS = [0, 1, 7, 42, 2015]
+
+
+# The reference: the backoff classes of aws-samples/aws-arch-backoff-simulator
+# (src/backoff_simulator.py), transcribed with the module-level `random` replaced by an
+# injected generator. Their `backoff(n)` is called with n = 1, 2, ... (the client
+# increments its attempt before asking), while labkit counts retries from n = 0, so the
+# reference is asked for n and labkit for the same n.
+class AwsBackoff:
+    def __init__(self, base: float, cap: float, rng: random.Random) -> None:
+        self.base, self.cap, self.rng = base, cap, rng
+
+    def expo(self, n: int) -> float:
+        return min(self.cap, pow(2, n) * self.base)
+
+
+class AwsExpo(AwsBackoff):
+    def backoff(self, n: int) -> float:
+        return self.expo(n)
+
+
+class AwsEqualJitter(AwsBackoff):
+    def backoff(self, n: int) -> float:
+        v = self.expo(n)
+        return v / 2 + self.rng.uniform(0, v / 2)
+
+
+class AwsFullJitter(AwsBackoff):
+    def backoff(self, n: int) -> float:
+        v = self.expo(n)
+        return self.rng.uniform(0, v)
+
+
+class AwsDecorr(AwsBackoff):
+    def __init__(self, base: float, cap: float, rng: random.Random) -> None:
+        super().__init__(base, cap, rng)
+        self.sleep = base
+
+    def backoff(self, n: int) -> float:
+        self.sleep = min(self.cap, self.rng.uniform(self.base, self.sleep * 3))
+        return self.sleep
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize(
+    ("ours", "theirs"),
+    [
+        (exponential, AwsExpo),  # no jitter: identical with or without an rng
+        (full_jitter, AwsFullJitter),  # U(0, e)
+        (equal_jitter, AwsEqualJitter),  # e/2 + U(0, e/2)
+        (decorrelated_jitter, AwsDecorr),  # min(cap, U(base, sleep*3)), sleep starts at base
+    ],
+)
+def test_formulas_match_the_aws_simulator_for_a_seeded_rng(ours, theirs, seed):
+    # base 5 and cap 2000 are the simulator's own settings; 15 retries reach the cap.
+    reference = theirs(5, 2000, random.Random(seed))
+    expected = [reference.backoff(n) for n in range(15)]
+    assert delays(ours(base=5, cap=2000), 15, random.Random(seed)) == expected
+    assert max(expected) <= 2000
+
+
+def test_exponential_doubles_until_the_cap():
+    assert delays(exponential(base=1, cap=10), 6, random.Random(0)) == [1, 2, 4, 8, 10, 10]
+
+
+def test_exponential_does_not_overflow_on_huge_attempt_numbers():
+    assert exponential(base=1, cap=60)(5000, random.Random(0)) == 60
+
+
+def test_jitter_stays_inside_its_window_over_many_draws():
+    rng = random.Random(3)
+    for n in range(12):
+        e = min(100.0, 2.0**n)
+        assert 0 <= full_jitter(base=1, cap=100)(n, rng) <= e
+        assert e / 2 <= equal_jitter(base=1, cap=100)(n, rng) <= e
+    previous = 0.0
+    for n in range(50):
+        delay = decorrelated_jitter(base=2, cap=100)(n, rng, previous)
+        assert 2 <= delay <= min(100, max(previous, 2) * 3)
+        previous = delay
+
+
+def test_strategies_compose_by_addition_and_capping():
+    rng_a, rng_b = random.Random(9), random.Random(9)
+    combined = exponential(base=1) + random_uniform(0, 1)
+    got = [combined(n, rng_a) for n in range(5)]
+    expected = [2.0**n + rng_b.uniform(0, 1) for n in range(5)]
+    assert got == expected
+    assert capped(exponential(base=1), 5)(10, rng_a) == 5
+    assert (constant(2) + none())(3, rng_a) == 2
+
+
+# -- classification ------------------------------------------------------------------
+
+
+class HttpError(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+
+
+@pytest.mark.parametrize(
+    ("error", "verdict"),
+    [
+        (TimeoutError("read timed out"), "transient"),  # a timeout before sending
+        (HttpError(429), "transient"),  # rate limited
+        (HttpError(500), "transient"),  # server error
+        (HttpError(503), "transient"),  # unavailable
+        (HttpError(400), "permanent"),  # bad request: a bug, retrying repeats it
+        (HttpError(401), "permanent"),  # credentials
+        (HttpError(403), "permanent"),  # forbidden
+        (HttpError(404), "permanent"),  # not found
+        (ValueError("amount must be positive"), "permanent"),  # validation
+        (PermanentError(status=422), "permanent"),
+        (TransientError(status=502), "transient"),
+        (ResponseLost(), "ambiguous"),  # sent, then the answer was lost
+    ],
+)
+def test_errors_are_classified(error, verdict):
+    assert default_classify(error) == verdict
+
+
+def test_ambiguous_is_retried_only_under_an_idempotency_key():
+    policy = RetryPolicy(max_attempts=3, backoff=constant(1))
+    rng = random.Random(0)
+    assert policy.decide(ResponseLost(), 1, rng, idempotent=True).retry
+    refused = policy.decide(ResponseLost(), 1, rng, idempotent=False)
+    assert not refused.retry and "idempotency key" in refused.reason
+    strict = RetryPolicy(max_attempts=3, backoff=constant(1), retry_ambiguous=False)
+    assert not strict.decide(ResponseLost(), 1, rng, idempotent=True).retry
+
+
+def test_retry_after_is_a_floor_under_the_backoff():
+    policy = RetryPolicy(max_attempts=3, backoff=constant(1))
+    decision = policy.decide(TransientError(status=429, retry_after=30), 1, random.Random(0))
+    assert decision.retry and decision.delay == 30
+
+
+def test_attempt_budget_and_deadline_stop_retries():
+    policy = RetryPolicy(max_attempts=3, backoff=constant(10), deadline=25)
+    rng = random.Random(0)
+    assert not policy.decide(TimeoutError(), 3, rng).retry
+    assert policy.decide(TimeoutError(), 1, rng, started_at=0, now=10).retry
+    late = policy.decide(TimeoutError(), 2, rng, started_at=0, now=20)
+    assert not late.retry and "deadline" in late.reason
+
+
+# -- retry_call ----------------------------------------------------------------------
+
+
+class Flaky:
+    """Fails with the given errors in order, then returns 'ok'; counts calls."""
+
+    def __init__(self, *errors: BaseException) -> None:
+        self.errors = list(errors)
+        self.calls = 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return "ok"
+
+
+def test_retry_call_waits_on_the_clock_and_returns_the_result():
+    clock = FakeClock(start=0)
+    fn = Flaky(TimeoutError(), TransientError(status=503))
+    seen = []
+    result = retry_call(
+        fn,
+        RetryPolicy(max_attempts=5, backoff=exponential(base=2)),
+        clock,
+        random.Random(0),
+        on_retry=lambda attempt, error, d: seen.append((attempt, d.delay)),
+    )
+    assert result == "ok" and fn.calls == 3
+    assert seen == [(1, 2.0), (2, 4.0)]
+    assert clock.now() == 6.0
+
+
+def test_retry_call_honours_retry_after():
+    clock = FakeClock(start=0)
+    fn = Flaky(TransientError(status=429, retry_after=60))
+    retry_call(fn, RetryPolicy(backoff=constant(1)), clock, random.Random(0))
+    assert clock.now() == 60
+
+
+def test_retry_call_raises_a_permanent_error_at_once():
+    fn = Flaky(HttpError(404))
+    with pytest.raises(HttpError) as info:
+        retry_call(fn, RetryPolicy(), FakeClock(start=0), random.Random(0))
+    assert fn.calls == 1
+    assert "permanent" in "".join(info.value.__notes__)
+
+
+def test_retry_call_stops_at_the_attempt_budget():
+    fn = Flaky(*[TimeoutError(f"t{i}") for i in range(10)])
+    with pytest.raises(TimeoutError, match="t2"):
+        retry_call(fn, RetryPolicy(max_attempts=3, backoff=constant(1)), FakeClock(0), random.Random(0))
+    assert fn.calls == 3
+
+
+def test_retry_call_stops_at_the_deadline():
+    clock = FakeClock(start=0)
+    fn = Flaky(*[TimeoutError() for _ in range(10)])
+    policy = RetryPolicy(max_attempts=10, backoff=constant(4), deadline=10)
+    with pytest.raises(TimeoutError) as info:
+        retry_call(fn, policy, clock, random.Random(0))
+    assert fn.calls == 3  # at 0, 4 and 8; a wait to 12 would pass the deadline
+    assert clock.now() == 8
+    assert "deadline" in "".join(info.value.__notes__)
+
+
+def test_retry_call_retries_a_lost_response_only_with_an_idempotency_key():
+    without = Flaky(ResponseLost())
+    with pytest.raises(ResponseLost):
+        retry_call(without, RetryPolicy(backoff=constant(1)), FakeClock(0), random.Random(0))
+    assert without.calls == 1
+    with_key = Flaky(ResponseLost())
+    result = retry_call(
+        with_key, RetryPolicy(backoff=constant(1)), FakeClock(0), random.Random(0),
+        idempotency_key="billing:42:charge:v1",
+    )
+    assert result == "ok" and with_key.calls == 2
