@@ -256,7 +256,7 @@ class RetryPolicy:
 
 
 def delays(backoff: Backoff, count: int, rng: random.Random) -> list[float]:
-    """The first ``count`` delays of ``backoff``, each fed the previous one (for tables and plots)."""
+    """The first ``count`` delays of ``backoff``, each fed the previous one (for plots)."""
     out: list[float] = []
     previous = 0.0
     for n in range(count):

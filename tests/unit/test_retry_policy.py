@@ -221,7 +221,8 @@ def test_retry_call_raises_a_permanent_error_at_once():
 def test_retry_call_stops_at_the_attempt_budget():
     fn = Flaky(*[TimeoutError(f"t{i}") for i in range(10)])
     with pytest.raises(TimeoutError, match="t2"):
-        retry_call(fn, RetryPolicy(max_attempts=3, backoff=constant(1)), FakeClock(0), random.Random(0))
+        policy = RetryPolicy(max_attempts=3, backoff=constant(1))
+        retry_call(fn, policy, FakeClock(0), random.Random(0))
     assert fn.calls == 3
 
 
