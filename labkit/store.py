@@ -14,6 +14,7 @@ behaviour under crashes is the lesson.
 from __future__ import annotations
 
 import json
+import os
 import random
 import sqlite3
 import threading
@@ -103,6 +104,12 @@ class JobStore:
             if not path.parent.exists():
                 raise StoreError(f"folder {path.parent} does not exist; create it first")
             return
+        if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+            raise StoreError(
+                f"cannot write {path}: labkit needs write access to the file and its folder "
+                f"{path.parent} (for the -wal and -shm files); it was not modified. Fix the "
+                "permissions or copy the database to a writable folder"
+            )
         if not _sqlite_header_ok(path):
             raise StoreError(
                 f"{path} is not a SQLite database (corrupt, or some other file); it was not "
@@ -119,6 +126,8 @@ class JobStore:
             finally:
                 ro.close()
         except sqlite3.DatabaseError as exc:
+            if "readonly" in str(exc) or "unable to open" in str(exc):
+                raise self._explain(exc) from None
             raise StoreError(
                 f"{path} cannot be read as a SQLite database ({exc}); it was not modified. "
                 "Restore it from a backup or move it aside."
@@ -148,10 +157,19 @@ class JobStore:
         return conn
 
     def _migrate(self) -> None:
-        with self._tx() as conn:
-            for statement in _split_script(SQL["schema"]):
-                conn.execute(statement)
-            conn.execute(SQL["set_meta"], {"name": "schema_version", "value": str(SCHEMA_VERSION)})
+        try:
+            with self._tx() as conn:
+                for statement in _split_script(SQL["schema"]):
+                    conn.execute(statement)
+                row = conn.execute(SQL["get_meta"], {"name": "schema_version"}).fetchone()
+                # Write the version only when it changes: opening a database is not a write.
+                if row is None or row[0] != str(SCHEMA_VERSION):
+                    conn.execute(
+                        SQL["set_meta"], {"name": "schema_version", "value": str(SCHEMA_VERSION)}
+                    )
+        except sqlite3.OperationalError as exc:
+            self.conn.close()
+            raise self._explain(exc) from None
 
     def _explain(self, exc: sqlite3.Error) -> StoreError:
         text = str(exc)
@@ -251,11 +269,21 @@ class JobStore:
             return self._insert(own, params)
 
     def _insert(self, conn: sqlite3.Connection, params: dict[str, Any]) -> tuple[Job, bool]:
-        conn.row_factory = sqlite3.Row
-        row = conn.execute(SQL["insert_job"], params).fetchone()
+        # A cursor of our own, so a caller's connection keeps its own row_factory.
+        cur = conn.cursor()
+        cur.row_factory = sqlite3.Row
+        try:
+            row = cur.execute(SQL["insert_job"], params).fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                raise StoreError(
+                    f"enqueue(conn=...) got a connection without the jobs table ({exc}); "
+                    f"open it on the store's own file, {self.path}"
+                ) from None
+            raise
         if row is not None:
             return Job.from_row(row), True
-        existing = Job.from_row(conn.execute(SQL["job_by_key"], params).fetchone())
+        existing = Job.from_row(cur.execute(SQL["job_by_key"], params).fetchone())
         if existing.fingerprint != params["fingerprint"] or existing.kind != params["kind"]:
             raise IdempotencyConflict(
                 f"key {params['key']!r} already names job {existing.id} "
@@ -304,6 +332,9 @@ class JobStore:
             queues = (queues,)
         if lease_s <= 0:
             raise ValueError("lease_s must be positive")
+        # SQLite reads a negative LIMIT as "no limit": never let -1 claim the whole queue.
+        if not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be a whole number >= 1, not {limit!r}")
         params = {
             "worker": worker,
             "queues": json.dumps(list(queues)),
@@ -339,6 +370,8 @@ class JobStore:
 
     def heartbeat(self, job: Job, lease_s: float = 30.0) -> Job:
         """Extend the lease of a job this worker still holds; LeaseLost otherwise."""
+        if lease_s <= 0:
+            raise ValueError("lease_s must be positive")
         return self._fenced("heartbeat", job, {"lease_s": float(lease_s)})
 
     def complete(self, job: Job, result: Any = None) -> Job:

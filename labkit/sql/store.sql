@@ -126,7 +126,9 @@ UPDATE jobs
        attempt = attempt + 1,
        lease_owner = :worker,
        lease_until = :now + :lease_s,
-       lease_token = id || '.' || redrives || '.' || (attempt + 1),
+       -- <job id>.<claim number>: unique for every claim of a job, even after a snooze or
+       -- a redrive set attempt back, so an old holder's token can never match again.
+       lease_token = id || '.' || (1 + (SELECT count(*) FROM attempts a WHERE a.job_id = jobs.id)),
        updated_at = :now
  WHERE id IN (
        SELECT id FROM (
