@@ -1,0 +1,139 @@
+"""Fixtures every test folder shares: a fake clock, a store on tmp_path, a seeded rng, services.
+
+Services (PostgreSQL, Redis, RabbitMQ) are probed on 127.0.0.1. When one is missing the
+test is skipped with a message saying how to start it; with ``LABKIT_REQUIRE_SERVICES=1``
+(what ``.ci/run`` exports) a missing service fails the test instead, so CI cannot pass
+by skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from labkit.clock import LAB_EPOCH, FakeClock
+from labkit.store import JobStore
+
+#: The seed of the ``rng`` fixture; printed in the header so a failure replays.
+SEED = int(os.environ.get("LABKIT_SEED", "20260101"))
+
+
+# (host port, how to start it, the URL handed to tests)
+SERVICES: dict[str, tuple[int, str, str]] = {
+    "postgres": (
+        5432,
+        "start PostgreSQL on 127.0.0.1:5432 with a `test` database you can reach without a "
+        "password, e.g. `docker run -d -p 5432:5432 -e POSTGRES_DB=test "
+        "-e POSTGRES_HOST_AUTH_METHOD=trust postgres:16`",
+        "postgresql://postgres@127.0.0.1:5432/test",
+    ),
+    "redis": (
+        6379,
+        "start Redis on 127.0.0.1:6379, e.g. `docker run -d -p 6379:6379 redis:7`",
+        "redis://127.0.0.1:6379/0",
+    ),
+    "rabbitmq": (
+        5672,
+        "start RabbitMQ on 127.0.0.1:5672 (guest/guest), e.g. "
+        "`docker run -d -p 5672:5672 rabbitmq:3`",
+        "amqp://guest:guest@127.0.0.1:5672//",
+    ),
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--soak",
+        action="store_true",
+        default=False,
+        help="run the long reliability soaks in tests/reliability (make soak)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "soak: long reliability run, only with --soak")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"labkit: rng seed {SEED} (replay with LABKIT_SEED={SEED})"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--soak"):
+        return
+    skip = pytest.mark.skip(reason="soak test: run with `make soak` (pytest --soak)")
+    for item in items:
+        if "soak" in item.keywords:
+            item.add_marker(skip)
+
+
+def services_required() -> bool:
+    """True when a missing service must fail the run (CI) instead of skipping."""
+    return os.environ.get("LABKIT_REQUIRE_SERVICES", "") == "1"
+
+
+def _port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def require_service(name: str) -> str:
+    """Return the service's URL, or skip (fail under LABKIT_REQUIRE_SERVICES=1) if it is down."""
+    port, how, url = SERVICES[name]
+    if _port_open(port):
+        return url
+    message = f"{name} is not reachable on 127.0.0.1:{port}: {how}"
+    if services_required():
+        pytest.fail(f"{message} (LABKIT_REQUIRE_SERVICES=1 makes this a failure)")
+    pytest.skip(message)
+
+
+@pytest.fixture
+def postgres_dsn() -> str:
+    """A libpq URL for the `test` database on 127.0.0.1:5432."""
+    return require_service("postgres")
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """A Redis URL for database 0 on 127.0.0.1:6379."""
+    return require_service("redis")
+
+
+@pytest.fixture
+def amqp_url() -> str:
+    """An AMQP URL for RabbitMQ on 127.0.0.1:5672 as guest."""
+    return require_service("rabbitmq")
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """A FakeClock at the lab epoch (2026-01-01 UTC)."""
+    return FakeClock(LAB_EPOCH)
+
+
+@pytest.fixture
+def rng() -> random.Random:
+    """A seeded random generator; the seed is in the pytest header."""
+    return random.Random(SEED)
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    """Where the test's job database lives."""
+    return tmp_path / "jobs.db"
+
+
+@pytest.fixture
+def store(db_path: Path, clock: FakeClock, rng: random.Random) -> Iterator[JobStore]:
+    """A fresh JobStore on tmp_path, driven by the ``clock`` fixture."""
+    with JobStore(db_path, clock=clock, rng=rng) as opened:
+        yield opened
