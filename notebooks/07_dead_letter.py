@@ -1,0 +1,338 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+# ---
+
+# %% [markdown]
+# # 07 · Dead letter and redrive
+#
+# *A job that cannot finish stops in `dead` with its reason, without secrets, where a
+# person can see it, fix the cause, and send it back with the same key.*
+#
+# Retries (lesson 05) handle failures that go away. Some do not: the data is wrong, the
+# dependency stays down, or the job itself crashes every worker that touches it. Seed
+# 002 puts it plainly: dead letter is a screen, not a log. This lesson fills a dead-letter
+# queue on purpose and then works it the way an operations team would:
+#
+# 1. three ways to die: a permanent error, attempts used up, a poison job;
+# 2. the stored error is sanitized: a secret in an exception never reaches the table;
+# 3. the operations report: how many, how old, why;
+# 4. redrive one job with the same key, keeping its history;
+# 5. after fixing a cause, a limited redrive, dry run first.
+
+# %% [markdown]
+# ## Setup
+#
+# A `FakeClock`, a seeded rng, a fresh folder, and a job store whose retry policy waits
+# 10 s, then 20 s, … between attempts (no jitter, so the times below are exact).
+
+# %%
+import random
+from collections import Counter
+
+from labkit.clock import FakeClock, isoformat
+from labkit.errors import PermanentError, SimulatedCrash, TransientError
+from labkit.keys import operation_key
+from labkit.report import jobs_table, show
+from labkit.retry import RetryPolicy, exponential
+from labkit.scratch import fresh_dir
+from labkit.store import JobStore
+
+SEED = 7
+rng = random.Random(SEED)
+clock = FakeClock()
+folder = fresh_dir("07")
+store = JobStore(
+    folder / "jobs.db", clock=clock, rng=rng,
+    retry=RetryPolicy(backoff=exponential(base=10, cap=300)),
+)
+print(f"seed={SEED}  clock={clock}  folder={folder}")
+
+# %% [markdown]
+# ## 1. The outside world and the handlers
+#
+# An ERP integration in the spirit of seed 002. The ERP knows two products; the stock
+# endpoint is down; the CRM rejects our credentials (and its client library puts them
+# in the error text, as real ones sometimes do); and a report renderer has a bug that
+# kills the worker process on one input. Each handler is what a student would write:
+# it does the call and raises labkit's `PermanentError` or `TransientError`.
+
+# %%
+erp = {"skus": {"SKU-1", "SKU-2"}, "stock_api_up": False}
+
+
+def create_order(p):
+    if p["sku"] not in erp["skus"]:
+        raise PermanentError(
+            f"ERP rejected order {p['order']} (400): product {p['sku']} is not registered",
+            status=400,
+        )
+    return {"erp_order": f"E-{p['order']}"}
+
+
+def update_stock(p):
+    if not erp["stock_api_up"]:
+        raise TransientError("ERP stock API unavailable (503)", status=503)
+    return {"stock": "updated"}
+
+
+def sync_contact(p):
+    raise PermanentError(
+        "CRM refused the call (401) for https://hub:Sup3rS3cret@crm.example/api/contacts"
+        "?api_key=ck_live_9f8e7d6c, header Authorization: Bearer eyJhbGciOi.c2VjcmV0.sig",
+        status=401,
+    )
+
+
+def render_report(p):
+    # A bug that takes the whole process down, not an exception a worker could catch.
+    raise SimulatedCrash("render_report", "segfault in the PDF library")
+
+
+handlers = {
+    "erp.create_order": create_order,
+    "erp.update_stock": update_stock,
+    "crm.sync_contact": sync_contact,
+    "report.render": render_report,
+}
+
+# %% [markdown]
+# The worker loop: claim a job, run its handler, record the outcome. A
+# `SimulatedCrash` is the process dying: the worker records nothing and is gone, and
+# the job keeps its lease until the lease expires.
+
+# %%
+def run_worker(name):
+    """One worker process's life: work until idle, or until it crashes."""
+    while (job := store.claim(name, lease_s=30)) is not None:
+        try:
+            result = handlers[job.kind](job.payload)
+        except SimulatedCrash:
+            return f"{name} died on job {job.id}"
+        except Exception as exc:
+            store.fail(job, exc)
+        else:
+            store.complete(job, result)
+    return f"{name} idle"
+
+
+def live(store):
+    counts = store.counts()
+    return counts["pending"] + counts["running"] + counts["retry_wait"]
+
+# %% [markdown]
+# The jobs: six orders (four of them for a product the ERP does not know yet), one
+# stock update, one contact sync and one report. Each gets a key from its intent and at
+# most three attempts.
+
+# %%
+orders = [(101, "SKU-1"), (102, "SKU-9"), (103, "SKU-2"), (104, "SKU-9"), (105, "SKU-9"),
+          (106, "SKU-9")]
+for order, sku in orders:
+    store.enqueue("erp.create_order", {"order": order, "sku": sku},
+                  key=operation_key("shop", order, "create_order"), max_attempts=3)
+    clock.advance(1)
+store.enqueue("erp.update_stock", {"sku": "SKU-1", "qty": 40},
+              key=operation_key("shop", "SKU-1", "update_stock"), max_attempts=3)
+store.enqueue("crm.sync_contact", {"contact": 77},
+              key=operation_key("crm", 77, "sync_contact"), max_attempts=3)
+store.enqueue("report.render", {"report": "daily-sales", "day": "2026-01-01"},
+              key=operation_key("reports", "daily-sales:2026-01-01", "render"), max_attempts=3)
+print(jobs_table(store, columns=("id", "kind", "key", "state", "max_attempts")))
+
+# %% [markdown]
+# ## 2. Run until nothing is left to do
+#
+# Workers start one after another. Each runs until it is idle or dies; then a minute
+# passes (longer than any backoff or lease here) and the next one starts, the way a
+# supervisor restarts a crashed worker.
+
+# %%
+n = 0
+while live(store):
+    n += 1
+    print(f"{clock}: {run_worker(f'worker-{n}')}")
+    clock.advance(60)
+print()
+print(jobs_table(store, columns=("id", "kind", "state", "attempt", "max_attempts")))
+assert store.counts() == {"pending": 0, "running": 0, "succeeded": 2, "retry_wait": 0, "dead": 7}
+
+# %% [markdown]
+# Seven jobs are dead, for three different reasons. Each reason is stored with the job:
+
+# %%
+show(
+    [{"id": d.id, "kind": d.kind, "attempts": d.attempts, "reason": d.reason}
+     for d in store.dead_letters()],
+)
+by_kind = {d.kind: d for d in store.dead_letters()}
+assert by_kind["erp.create_order"].attempts == 1  # permanent: no retry at all
+assert by_kind["erp.update_stock"].attempts == 3  # transient, until the budget ran out
+assert by_kind["report.render"].attempts == 3  # poison: three workers died, then it stopped
+assert by_kind["report.render"].error_class == "LeaseExpired"
+
+# %% [markdown]
+# * **Permanent** (`erp.create_order`, `crm.sync_contact`): the ERP answered 400, the CRM
+#   401. Retrying cannot fix bad data or a bad credential, so the job dies on attempt 1.
+# * **Attempts exhausted** (`erp.update_stock`): 503 is transient, so it waited and
+#   tried again, three times in all, then stopped.
+# * **Poison** (`report.render`): no error was ever recorded, because the worker died
+#   each time. Every redelivery counts as an attempt, so after three dead workers the
+#   job is buried instead of killing workers forever.
+#
+# The poison job's history shows the three workers it took down:
+
+# %%
+poison = by_kind["report.render"]
+show(
+    [{"attempt": a.attempt, "worker": a.worker, "started_at": isoformat(a.started_at),
+      "outcome": a.outcome} for a in store.attempts(poison.id)],
+)
+
+# %% [markdown]
+# ## 3. Sanitized errors
+#
+# The CRM's exception carried a password in a URL, an API key and a bearer token. A
+# dead-letter table is read by many people and exported to many tools, so labkit
+# redacts an error before it stores it (`labkit.redact`). Here is everything the
+# database kept about that failure:
+
+# %%
+crm_job = by_kind["crm.sync_contact"]
+stored = store.get(crm_job.id)
+print("last_error :", stored.last_error)
+print("dead_reason:", stored.dead_reason)
+print("attempts   :", [a.error for a in store.attempts(crm_job.id)])
+
+# %% [markdown]
+# And not just those columns: none of the three secrets is anywhere in the database
+# files, including SQLite's write-ahead log.
+
+# %%
+raw = b"".join(p.read_bytes() for p in sorted(folder.glob("jobs.db*")))
+for secret in (b"Sup3rS3cret", b"ck_live_9f8e7d6c", b"c2VjcmV0"):
+    print(f"{secret.decode():<18} found in the files: {secret in raw}")
+    assert secret not in raw
+assert "***" in stored.last_error
+
+# %% [markdown]
+# ## 4. The operations report
+#
+# Seed 003: a job buried without an alert is lost work, even if it is still stored. The
+# report an on-call person needs answers three questions: how many are dead, how old is
+# the oldest, and why. Eight hours pass (the team looks in the morning).
+
+# %%
+clock.advance(8 * 3600)
+dead = store.dead_letters()
+print(store.counts())
+print(f"dead: {len(dead)}, oldest: {max(d.age_s for d in dead) / 3600:.1f} h")
+print()
+show(
+    [{"kind": kind, "error_class": cls, "jobs": n}
+     for (kind, cls), n in sorted(Counter((d.kind, d.error_class) for d in dead).items())],
+)
+assert len(dead) == 7 and max(d.age_s for d in dead) > 8 * 3600
+
+# %% [markdown]
+# ## 5. Redrive one job, with the same key
+#
+# The stock API is back. Redriving the stock update sends the **same row** back to
+# `pending`: same id, same key, a fresh attempt budget, and the redrive is counted.
+# Seed 003 warns against the alternative, enqueueing a copy under a new key: if the
+# first attempt had in fact reached the ERP, a new key would let it happen twice.
+
+# %%
+erp["stock_api_up"] = True
+stock = by_kind["erp.update_stock"]
+again = store.redrive(stock.id, note="stock API back after the outage")
+print(f"before: job {stock.id} key {stock.key} dead, attempts {stock.attempts}")
+print(f"after : job {again.id} key {again.key} {again.state}, attempt {again.attempt}, "
+      f"redrives {again.redrives}")
+assert (again.id, again.key, again.redrives) == (stock.id, stock.key, 1)
+
+# %% [markdown]
+# A worker runs it. The attempts history keeps the three failed attempts from before the
+# redrive, followed by the one that worked.
+
+# %%
+print(run_worker("worker-morning"))
+show(
+    [{"attempt": a.attempt, "worker": a.worker, "outcome": a.outcome, "error": a.error}
+     for a in store.attempts(stock.id)],
+)
+assert store.get(stock.id).state == "succeeded"
+assert [a.outcome for a in store.attempts(stock.id)] == [
+    "retry_wait", "retry_wait", "dead", "succeeded"]
+
+# %% [markdown]
+# ## 6. A limited redrive, after fixing the cause
+#
+# Four orders died because product SKU-9 was not registered in the ERP. Redriving them
+# before the fix would only bury them again (and, with a real ERP, add load to a
+# dependency that is already struggling). `redrive_where` has no default `limit`, so
+# nobody sends back a whole dead-letter queue by accident. First a **dry run**: what
+# would go back, changing nothing.
+
+# %%
+plan = store.redrive_where(kind="erp.create_order", limit=2, dry_run=True)
+show([{"id": j.id, "key": j.key, "state": j.state} for j in plan])
+assert len(plan) == 2 and len(store.dead_letters(kind="erp.create_order")) == 4
+
+# %% [markdown]
+# The operations team registers SKU-9 in the ERP, then redrives two orders as a canary.
+
+# %%
+erp["skus"].add("SKU-9")
+sent = store.redrive_where(kind="erp.create_order", limit=2, note="SKU-9 registered")
+print(run_worker("worker-canary"))
+print()
+print(jobs_table(store, columns=("id", "kind", "key", "state", "attempt")))
+assert [j.id for j in sent] == [j.id for j in plan]
+assert all(store.get(j.id).state == "succeeded" for j in sent)
+assert len(store.dead_letters(kind="erp.create_order")) == 2
+
+# %% [markdown]
+# Both went through, so the fix works; the other two follow. The contact sync and the
+# report stay dead: their causes (a credential, a bug) are not fixed yet, and a redrive
+# would only repeat them.
+
+# %%
+store.redrive_where(kind="erp.create_order", limit=10, note="SKU-9 registered")
+print(run_worker("worker-rest"))
+print(store.counts())
+show([{"id": d.id, "kind": d.kind, "redrives": d.redrives, "reason": d.reason}
+      for d in store.dead_letters()])
+assert store.counts()["succeeded"] == 7 and store.counts()["dead"] == 2
+
+# %% [markdown]
+# ## What you should see
+#
+# | step | what the table shows |
+# |---|---|
+# | first run | 2 succeeded, 7 dead |
+# | permanent error (400, 401) | dead at attempt 1 |
+# | transient error (503) | dead after 3 attempts, "attempts exhausted" |
+# | poison job | 3 workers died; dead, `LeaseExpired`, "lease expired on the last attempt" |
+# | the CRM error | password, API key and token stored as `***`; not in the files at all |
+# | the report | 7 dead, oldest over 8 h, grouped by kind and error class |
+# | redrive of the stock job | same id and key, `redrives` 1; history: 3 old attempts + 1 success |
+# | dry run, limit 2 | two orders listed, still 4 dead |
+# | fix, redrive 2, then the rest | orders succeed; only the CRM job and the report stay dead |
+#
+# ## Glossary
+#
+# | English | Português (Brasil) |
+# |---|---|
+# | dead letter, dead-letter queue (DLQ) | dead-letter, fila de mortos |
+# | permanent error | erro permanente (definitivo) |
+# | transient error | erro transitório |
+# | attempts exhausted | tentativas esgotadas |
+# | poison job (poison message) | job envenenado (mensagem venenosa) |
+# | sanitized error | erro sanitizado |
+# | redact | mascarar (ocultar) dados sensíveis |
+# | operations report | relatório operacional |
+# | redrive | redrive, reprocessar |
+# | dry run | simulação (execução a seco) |
+# | canary | canário (lote de teste) |
