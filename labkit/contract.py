@@ -1,0 +1,116 @@
+"""The job store contract: what every backend (SQLite now, PostgreSQL later) must do.
+
+Like huey's ``BaseStorage``, each operation is named here with its promise;
+``labkit.store.JobStore`` implements it on SQLite and ``tests/contract`` runs one test
+suite against every backend, so a backend cannot drift from the rules the lessons teach.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from labkit.job import Attempt, Job
+
+
+@runtime_checkable
+class JobStoreContract(Protocol):
+    """A durable job queue with leases, fenced completion, retries, dead letters and redrive."""
+
+    def enqueue(
+        self,
+        kind: str,
+        payload: Any,
+        key: str | None = None,
+        queue: str = "default",
+        run_after: float | None = None,
+        max_attempts: int = 5,
+        conn: Any = None,
+    ) -> tuple[Job, bool]:
+        """Accept a job durably and return ``(job, created)``.
+
+        Same key and payload: the existing job, ``created`` False. Same key, other
+        payload or kind: ``IdempotencyConflict`` naming both fingerprints. No key: a unique
+        one. ``conn=`` joins the caller's open transaction (commit or roll back together).
+        """
+        ...
+
+    def claim(
+        self, worker: str, queues: Sequence[str] = ("default",), lease_s: float = 30.0
+    ) -> Job | None:
+        """Lease the next ready job (due pending/retry_wait, or running with an expired lease).
+
+        Atomic: two workers never get the same job. Adds one to ``attempt`` and hands out
+        a lease token no earlier claim of that job had. A job whose expired lease was its
+        last attempt goes to dead instead. None when nothing is ready.
+        """
+        ...
+
+    def claim_many(
+        self, worker: str, limit: int, queues: Sequence[str] = ("default",), lease_s: float = 30.0
+    ) -> list[Job]:
+        """Like ``claim`` for up to ``limit`` jobs in one transaction, oldest due first."""
+        ...
+
+    def heartbeat(self, job: Job, lease_s: float = 30.0) -> Job:
+        """Extend the holder's lease; ``LeaseLost`` and no change for a stale token."""
+        ...
+
+    def complete(self, job: Job, result: Any = None) -> Job:
+        """Mark succeeded with ``result``; ``LeaseLost`` and no change for a stale token."""
+        ...
+
+    def fail(self, job: Job, error: BaseException) -> Job:
+        """Record a failed attempt; ``LeaseLost`` and no change for a stale token.
+
+        Transient while attempts (and deadline) remain: retry_wait with
+        ``run_after = now + backoff``. Otherwise dead, keeping reason, error class and a
+        sanitized, truncated message.
+        """
+        ...
+
+    def redrive(self, job_id: int, note: str = "") -> Job:
+        """Dead to pending with the same key and history, counting the redrive.
+
+        ``InvalidTransition`` for a job that is not dead, ``NotFound`` for no job.
+        """
+        ...
+
+    def redrive_where(
+        self,
+        *,
+        limit: int,
+        kind: str | None = None,
+        queue: str | None = None,
+        error_class: str | None = None,
+        dry_run: bool = False,
+        note: str = "",
+    ) -> list[Job]:
+        """Redrive at most ``limit`` matching dead jobs; ``limit`` is required."""
+        ...
+
+    def get(self, job_id: int) -> Job:
+        """The job with this id; ``NotFound`` otherwise."""
+        ...
+
+    def get_by_key(self, key: str) -> Job | None:
+        """The job with this key, or None."""
+        ...
+
+    def counts(self) -> dict[str, int]:
+        """Jobs per state, every state present (zeros included)."""
+        ...
+
+    def dead_letters(
+        self, *, kind: str | None = None, queue: str | None = None, limit: int = 100
+    ) -> list[Any]:
+        """Dead jobs, oldest first, with age, reason, error class and attempts."""
+        ...
+
+    def attempts(self, job_id: int) -> list[Attempt]:
+        """One job's attempt history (worker, start, end, outcome, error), oldest first."""
+        ...
+
+    def close(self) -> None:
+        """Release the backend's connections."""
+        ...
