@@ -506,6 +506,21 @@ class JobStore:
             for r in rows
         ]
 
+    def prune_finished(self, older_than_s: float) -> int:
+        """Delete succeeded jobs (and their history) finished ``older_than_s`` ago or more.
+
+        Returns how many jobs went. A pruned job's key no longer deduplicates: a retry,
+        redelivery or scheduler reconciliation arriving later with that key creates a
+        new job. Keep keys longer than anything can arrive late. Dead jobs are kept.
+        """
+        if older_than_s < 0:
+            raise ValueError(f"older_than_s must be >= 0 seconds, not {older_than_s!r}")
+        params = {"cutoff": self.clock.now() - older_than_s}
+        with self._tx() as conn:
+            for statement in SQL["prune_finished_history"].split(";"):
+                conn.execute(statement, params)
+            return conn.execute(SQL["prune_finished"], params).rowcount
+
     def attempts(self, job_id: int) -> list[Attempt]:
         """The attempt history of one job, oldest first."""
         return [Attempt(**dict(r)) for r in self.conn.execute(SQL["attempts"], {"id": job_id})]

@@ -210,3 +210,14 @@ SELECT job_id, attempt, worker, started_at, finished_at, outcome, error, error_c
 -- jobs_list --
 -- Jobs, optionally of one state, by id.
 SELECT * FROM jobs WHERE (:state IS NULL OR state = :state) ORDER BY id LIMIT :limit
+
+-- prune_finished_history --
+-- Delete the attempts and redrives of succeeded jobs last updated at or before :cutoff.
+DELETE FROM attempts WHERE job_id IN
+       (SELECT id FROM jobs WHERE state = 'succeeded' AND updated_at <= :cutoff);
+DELETE FROM redrives WHERE job_id IN
+       (SELECT id FROM jobs WHERE state = 'succeeded' AND updated_at <= :cutoff)
+
+-- prune_finished --
+-- Delete succeeded jobs last updated at or before :cutoff (their keys stop deduplicating).
+DELETE FROM jobs WHERE state = 'succeeded' AND updated_at <= :cutoff
