@@ -1,0 +1,61 @@
+"""Where an exercise's checks come from: public ones in labkit, hidden ones with the instructor.
+
+Public checks live in ``labkit/grading/checks/exNN.py`` and ship with labkit, so a
+student's ``check("exNN")`` can run them. Hidden checks live in the instructor's
+``solutions/hidden/exNN.py`` (never in the release bundle) and are loaded by file path
+only when grading, each file defining ``CHECKS = Checks("exNN", hidden=True)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
+import re
+from pathlib import Path
+
+from labkit.grading import checks as _checks_pkg
+from labkit.grading.core import Check, Checks
+
+EXERCISE_ID = re.compile(r"^ex\d\d$")
+
+
+def exercises() -> list[str]:
+    """The ids of every exercise labkit has checks for, in order."""
+    names = [m.name for m in pkgutil.iter_modules(_checks_pkg.__path__)]
+    return sorted(n for n in names if EXERCISE_ID.match(n))
+
+
+def public(exercise: str) -> Checks:
+    """The public checks of ``exercise`` (ValueError naming the known ones if it does not exist)."""
+    if not EXERCISE_ID.match(exercise) or exercise not in exercises():
+        raise ValueError(
+            f"no exercise called {exercise!r}; the exercises are {', '.join(exercises())}"
+        )
+    module = importlib.import_module(f"labkit.grading.checks.{exercise}")
+    found: Checks = module.CHECKS
+    return found
+
+
+def hidden(exercise: str, hidden_dir: Path) -> list[Check]:
+    """The instructor's hidden checks for ``exercise`` from ``hidden_dir``; [] if none exist."""
+    path = Path(hidden_dir) / f"{exercise}.py"
+    if not path.exists():
+        return []
+    spec = importlib.util.spec_from_file_location(f"labkit_hidden_{exercise}", path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"cannot load hidden checks from {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    collected: Checks = module.CHECKS
+    if collected.exercise != exercise or not collected.hidden:
+        raise ValueError(f"{path} must define CHECKS = Checks({exercise!r}, hidden=True)")
+    return list(collected)
+
+
+def all_checks(exercise: str, hidden_dir: Path | None = None) -> list[Check]:
+    """Public checks, then hidden ones when ``hidden_dir`` is given."""
+    found = list(public(exercise))
+    if hidden_dir is not None:
+        found += hidden(exercise, hidden_dir)
+    return found

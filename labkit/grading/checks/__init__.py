@@ -1,0 +1,1 @@
+"""Public checks, one module per exercise (``ex01`` ... ): ``CHECKS`` in each."""

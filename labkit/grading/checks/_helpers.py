@@ -1,0 +1,88 @@
+"""Small tools the exercise checks share: a shifted clock, a lab database, seeded rngs."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sqlite3
+import time
+import types
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from labkit import queries
+
+#: Every check that draws random numbers starts from this seed, so a failure replays.
+SEED = 20260101
+
+
+@contextmanager
+def clock_moved(values: MutableMapping[str, Any], seconds: float) -> Iterator[None]:
+    """Make the wall clock read ``seconds`` later, for code that (wrongly) reads it.
+
+    Patches the ``time`` module's functions and, in the student's namespace, a bound
+    ``datetime`` class or module, then restores everything.
+    """
+    real = {name: getattr(time, name) for name in ("time", "time_ns", "monotonic", "perf_counter")}
+    shift = seconds
+
+    class Later(_dt.datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:  # type: ignore[override]
+            return _dt.datetime.now(tz) + _dt.timedelta(seconds=shift)
+
+        @classmethod
+        def utcnow(cls) -> Any:  # type: ignore[override]
+            return _dt.datetime.now(_dt.UTC).replace(tzinfo=None) + _dt.timedelta(seconds=shift)
+
+        @classmethod
+        def today(cls) -> Any:  # type: ignore[override]
+            return cls.now()
+
+    fake_module = types.SimpleNamespace(**{k: getattr(_dt, k) for k in dir(_dt) if not k.startswith("__")})
+    fake_module.datetime = Later
+    saved: dict[str, Any] = {}
+    for name, value in list(values.items()):
+        if value is _dt.datetime:
+            saved[name] = value
+            values[name] = Later
+        elif value is _dt:
+            saved[name] = value
+            values[name] = fake_module
+    patches = [
+        mock.patch.object(time, "time", lambda: real["time"]() + shift),
+        mock.patch.object(time, "time_ns", lambda: real["time_ns"]() + int(shift * 1e9)),
+        mock.patch.object(time, "monotonic", lambda: real["monotonic"]() + shift),
+        mock.patch.object(time, "perf_counter", lambda: real["perf_counter"]() + shift),
+    ]
+    try:
+        for patch in patches:
+            patch.start()
+        yield
+    finally:
+        for patch in patches:
+            patch.stop()
+        values.update(saved)
+
+
+def lab_db(path: Path | str) -> sqlite3.Connection:
+    """A connection (autocommit, rows as dicts) to a fresh exercise database at ``path``."""
+    conn = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.executescript(queries.load("grading.sql")["exercise_schema"])
+    return conn
+
+
+def connect(path: Path | str) -> sqlite3.Connection:
+    """Another connection to an existing exercise database, as a second worker would open."""
+    conn = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def short_repr(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

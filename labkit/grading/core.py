@@ -1,0 +1,244 @@
+"""The check machinery shared by the student's ``check("exNN")`` and ``labkit grade``.
+
+A check is a small function of the student's namespace that either returns (passed) or
+raises ``CheckFailed`` with what was expected, what happened and a hint. Each check
+runs in its own thread with a timeout, so an infinite loop in the student's code names
+the check that hung instead of freezing the notebook; a runaway loop is then stopped
+by raising an exception inside that thread (``PyThreadState_SetAsyncExc``), which works
+for pure-Python loops (the usual culprit) and is harmless otherwise.
+
+nbgrader and otter-grader do the same job with cell metadata and Docker images; labkit
+keeps checks in plain Python modules the instructor owns, which is why it needs neither.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import traceback
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from labkit.report import format_table
+
+#: Seconds a single check may run before it is reported as hung.
+DEFAULT_TIMEOUT = 10.0
+
+PASSED, FAILED, NOT_STARTED, TIMED_OUT = "passed", "failed", "not started yet", "timed out"
+
+
+class CheckFailed(Exception):
+    """A check found the student's code does not meet the contract."""
+
+    def __init__(self, expected: str, got: str, hint: str | None = None) -> None:
+        super().__init__(f"expected {expected}, got {got}")
+        self.expected = expected
+        self.got = got
+        self.hint = hint
+
+
+class CheckTimedOut(BaseException):
+    """Raised inside a check's thread to stop code that ran past its timeout."""
+
+
+def expect(ok: bool, expected: str, got: object, hint: str | None = None) -> None:
+    """Fail the running check unless ``ok``; ``got`` is what the student's code produced."""
+    if not ok:
+        raise CheckFailed(expected, got if isinstance(got, str) else repr(got), hint)
+
+
+class Namespace:
+    """The student's definitions, looked up by attribute with a friendly error when missing."""
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self._values = values
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            return self._values[name]
+        except KeyError:
+            raise CheckFailed(
+                f"a definition named {name!r} in the notebook",
+                "no such name",
+                f"run the cell that defines {name} (and do not rename it), then check again",
+            ) from None
+
+
+@dataclass(frozen=True)
+class Check:
+    """One named, scored property of an exercise."""
+
+    name: str
+    points: int
+    hint: str
+    run: Callable[[Namespace], None]
+    hidden: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+
+
+@dataclass
+class Checks:
+    """The checks of one exercise, collected with the ``@CHECKS.add(points, hint)`` decorator."""
+
+    exercise: str
+    title: str = ""
+    needs: tuple[str, ...] = ()
+    hidden: bool = False
+    items: list[Check] = field(default_factory=list)
+
+    def add(
+        self, points: int, hint: str, timeout: float = DEFAULT_TIMEOUT
+    ) -> Callable[[Callable[[Namespace], None]], Callable[[Namespace], None]]:
+        def register(fn: Callable[[Namespace], None]) -> Callable[[Namespace], None]:
+            self.items.append(Check(fn.__name__, points, hint, fn, self.hidden, timeout))
+            return fn
+
+        return register
+
+    def __iter__(self) -> Iterator[Check]:
+        return iter(self.items)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one check found."""
+
+    check: str
+    points: int
+    earned: int
+    status: str
+    expected: str = ""
+    got: str = ""
+    hint: str = ""
+    hidden: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _stop_thread(thread: threading.Thread) -> None:
+    if thread.ident is not None:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(
+            ctypes.c_ulong(thread.ident), ctypes.py_object(CheckTimedOut)
+        )
+
+
+def run_with_timeout(fn: Callable[[], Any], timeout: float) -> tuple[bool, BaseException | None]:
+    """Run ``fn`` in a daemon thread; return ``(finished, error)``.
+
+    When ``fn`` is still running after ``timeout`` seconds, a ``CheckTimedOut`` is raised
+    inside it and ``(False, None)`` is returned whether or not it stopped.
+    """
+    box: list[BaseException | None] = [None]
+
+    def target() -> None:
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 - every failure becomes an outcome
+            box[0] = exc
+
+    thread = threading.Thread(target=target, name="labkit-check", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        _stop_thread(thread)
+        thread.join(0.5)
+        return False, None
+    return True, box[0]
+
+
+def _where(exc: BaseException) -> str:
+    """' (line N of name)' for the innermost frame that is not labkit's or the stdlib's."""
+    labkit_dir = str(Path(__file__).resolve().parents[1])
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        name = frame.filename
+        if name.startswith(labkit_dir) or "/lib/python" in name:
+            continue
+        return f" (line {frame.lineno} of {frame.name})"
+    return ""
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    if len(first) > 200:
+        first = first[:197] + "..."
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _is_not_started(exc: BaseException) -> bool:
+    return isinstance(exc, NotImplementedError) and str(exc).startswith("Exercise")
+
+
+def run_check(check: Check, ns: Namespace, timeout: float | None = None) -> Outcome:
+    """Run one check against the namespace and turn whatever happens into an ``Outcome``."""
+    limit = check.timeout if timeout is None else min(timeout, check.timeout)
+    base = {"check": check.name, "points": check.points, "hidden": check.hidden}
+    finished, error = run_with_timeout(lambda: check.run(ns), limit)
+    if not finished:
+        return Outcome(
+            **base, earned=0, status=TIMED_OUT,
+            expected=f"to finish within {limit:g}s",
+            got="still running when the time ran out (an infinite loop, or waiting forever?)",
+            hint=check.hint,
+        )
+    if error is None:
+        return Outcome(**base, earned=check.points, status=PASSED)
+    if _is_not_started(error):
+        return Outcome(
+            **base, earned=0, status=NOT_STARTED,
+            got=f"{error} is still a stub", hint="replace the `raise NotImplementedError` line",
+        )
+    if isinstance(error, CheckFailed):
+        return Outcome(
+            **base, earned=0, status=FAILED, expected=error.expected, got=error.got,
+            hint=error.hint or check.hint,
+        )
+    if isinstance(error, CheckTimedOut):
+        return Outcome(**base, earned=0, status=TIMED_OUT, got="stopped", hint=check.hint)
+    return Outcome(
+        **base, earned=0, status=FAILED, expected="no exception",
+        got=f"raised {_short(error)}{_where(error)}", hint=check.hint,
+    )
+
+
+def run_checks(
+    checks: list[Check], values: Mapping[str, Any], timeout: float | None = None
+) -> list[Outcome]:
+    """Run every check in order; one failing, crashing or hanging check never stops the rest."""
+    ns = Namespace(values)
+    return [run_check(check, ns, timeout) for check in checks]
+
+
+def score(outcomes: list[Outcome]) -> tuple[int, int]:
+    """``(earned, possible)`` points."""
+    return sum(o.earned for o in outcomes), sum(o.points for o in outcomes)
+
+
+def format_report(title: str, outcomes: list[Outcome]) -> str:
+    """The table a student sees, then one paragraph per check that did not pass."""
+    earned, possible = score(outcomes)
+    rows = [
+        {"check": o.check + (" (hidden)" if o.hidden else ""),
+         "points": f"{o.earned}/{o.points}", "result": o.status}
+        for o in outcomes
+    ]
+    lines = [title, "", format_table(rows, ["check", "points", "result"]), ""]
+    lines.append(f"score: {earned}/{possible}")
+    if outcomes and all(o.status == NOT_STARTED for o in outcomes):
+        lines.append("Not started yet: write your code in the cells above and run this cell again.")
+    for o in outcomes:
+        if o.status in (PASSED, NOT_STARTED):
+            continue
+        lines += ["", f"{o.check}: {o.status}"]
+        if o.expected:
+            lines.append(f"  expected: {o.expected}")
+        if o.got:
+            lines.append(f"  got:      {o.got}")
+        if o.hint:
+            lines.append(f"  hint:     {o.hint}")
+    return "\n".join(lines)

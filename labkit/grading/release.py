@@ -1,0 +1,117 @@
+"""``labkit release OUT``: the student bundle, made from the instructor's solutions.
+
+Each ``solutions/exNN_name.ipynb`` is the single source of its exercise. Release copies
+it with every region between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` replaced by
+``raise NotImplementedError("Exercise N")`` at the region's indentation, and with
+outputs and execution counts cleared. Hidden checks (``solutions/hidden/``) and the
+solutions never leave the instructor's folder. The output depends only on the input, so
+CI can assert that the committed ``exercises/`` is exactly what release makes.
+
+nbgrader does this from per-cell metadata that editors lose; labkit needs only the two
+marker comments, which survive any editor and any diff tool.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+NOTEBOOK_NAME = re.compile(r"^(ex(\d\d))_[a-z0-9_]+\.ipynb$")
+
+
+class ReleaseError(ValueError):
+    """A solution notebook cannot be released as it is."""
+
+
+def exercise_of(path: Path) -> str | None:
+    """``"ex03"`` for ``ex03_claim.ipynb``; None for any other file name."""
+    match = NOTEBOOK_NAME.match(path.name)
+    return match.group(1) if match else None
+
+
+def strip_solution(source: str, number: int, where: str = "cell") -> str:
+    """Replace every solution region in ``source`` by a stub raising NotImplementedError."""
+    out: list[str] = []
+    inside = False
+    for lineno, line in enumerate(source.splitlines(), 1):
+        marker = line.strip()
+        if marker == BEGIN:
+            if inside:
+                raise ReleaseError(f"{where}, line {lineno}: {BEGIN} inside another solution region")
+            indent = line[: len(line) - len(line.lstrip())]
+            if not indent:
+                raise ReleaseError(
+                    f"{where}, line {lineno}: a solution region must sit inside a function "
+                    "body (indented), so the stub's raise runs only when the function is called"
+                )
+            out.append(f'{indent}raise NotImplementedError("Exercise {number}")')
+            inside = True
+        elif marker == END:
+            if not inside:
+                raise ReleaseError(f"{where}, line {lineno}: {END} without a {BEGIN}")
+            inside = False
+        elif not inside:
+            out.append(line)
+    if inside:
+        raise ReleaseError(f"{where}: {BEGIN} is never closed by {END}")
+    return "\n".join(out)
+
+
+def release_notebook(path: Path) -> nbformat.NotebookNode:
+    """The student version of one solution notebook."""
+    exercise = exercise_of(path)
+    if exercise is None:
+        raise ReleaseError(f"{path.name}: solution notebooks are named exNN_name.ipynb")
+    number = int(exercise[2:])
+    nb = nbformat.read(path, as_version=4)
+    regions = 0
+    calls_check = False
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        regions += cell.source.count(BEGIN)
+        calls_check = calls_check or f'check("{exercise}")' in cell.source
+        cell.source = strip_solution(cell.source, number, f"{path.name} cell {index}")
+        cell.outputs = []
+        cell.execution_count = None
+        cell.metadata = {}
+    if regions == 0:
+        raise ReleaseError(f"{path.name} has no {BEGIN} region: nothing for the student to write")
+    if not calls_check:
+        raise ReleaseError(f'{path.name} has no cell calling check("{exercise}")')
+    nb.metadata = {
+        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
+                       "name": "python3"},
+        "language_info": {"name": "python"},
+    }
+    return nb
+
+
+def solution_notebooks(solutions: Path) -> list[Path]:
+    """Every ``exNN_name.ipynb`` in ``solutions``, in exercise order."""
+    return sorted(p for p in Path(solutions).glob("ex*.ipynb") if exercise_of(p))
+
+
+def release(solutions: Path, out: Path) -> list[Path]:
+    """Write the student notebooks into ``out``; return their paths.
+
+    Stale ``exNN_*.ipynb`` files in ``out`` (an exercise renamed or removed) are deleted,
+    so ``out`` always equals the release of ``solutions``.
+    """
+    sources = solution_notebooks(solutions)
+    if not sources:
+        raise ReleaseError(f"no exNN_name.ipynb notebooks in {solutions}")
+    built = {p.name: nbformat.writes(release_notebook(p)) + "\n" for p in sources}
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("ex*.ipynb"):
+        if exercise_of(old) and old.name not in built:
+            old.unlink()
+    written = []
+    for name, text in built.items():
+        target = out / name
+        target.write_text(text, encoding="utf-8")
+        written.append(target)
+    return written
