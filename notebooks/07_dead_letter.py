@@ -38,6 +38,7 @@ from labkit.report import jobs_table, show
 from labkit.retry import RetryPolicy, exponential
 from labkit.scratch import fresh_dir
 from labkit.store import JobStore
+from labkit.worker import Worker
 
 SEED = 7
 rng = random.Random(SEED)
@@ -56,13 +57,15 @@ print(f"seed={SEED}  clock={clock}  folder={folder}")
 # endpoint is down; the CRM rejects our credentials (and its client library puts them
 # in the error text, as real ones sometimes do); and a report renderer has a bug that
 # kills the worker process on one input. Each handler is what a student would write:
-# it does the call and raises labkit's `PermanentError` or `TransientError`.
+# it takes the job and a context (`handler(job, ctx)`), does the call, and raises
+# labkit's `PermanentError` or `TransientError` when it fails.
 
 # %%
 erp = {"skus": {"SKU-1", "SKU-2"}, "stock_api_up": False}
 
 
-def create_order(p):
+def create_order(job, ctx):
+    p = job.payload
     if p["sku"] not in erp["skus"]:
         raise PermanentError(
             f"ERP rejected order {p['order']} (400): product {p['sku']} is not registered",
@@ -71,13 +74,13 @@ def create_order(p):
     return {"erp_order": f"E-{p['order']}"}
 
 
-def update_stock(p):
+def update_stock(job, ctx):
     if not erp["stock_api_up"]:
         raise TransientError("ERP stock API unavailable (503)", status=503)
     return {"stock": "updated"}
 
 
-def sync_contact(p):
+def sync_contact(job, ctx):
     raise PermanentError(
         "CRM refused the call (401) for https://hub:Sup3rS3cret@crm.example/api/contacts"
         "?api_key=ck_live_9f8e7d6c, header Authorization: Bearer eyJhbGciOi.c2VjcmV0.sig",
@@ -85,7 +88,7 @@ def sync_contact(p):
     )
 
 
-def render_report(p):
+def render_report(job, ctx):
     # A bug that takes the whole process down, not an exception a worker could catch.
     raise SimulatedCrash("render_report", "segfault in the PDF library")
 
@@ -98,23 +101,21 @@ handlers = {
 }
 
 # %% [markdown]
-# The worker loop: claim a job, run its handler, record the outcome. A
-# `SimulatedCrash` is the process dying: the worker records nothing and is gone, and
-# the job keeps its lease until the lease expires.
+# `labkit.worker.Worker` claims a job, runs its handler and records the outcome: a
+# result completes the job, an exception goes to `store.fail` (retry or dead, by the
+# policy). A `SimulatedCrash` is the process dying: nothing is recorded, the worker is
+# gone, and the job keeps its lease until the lease expires. `run_worker` below is the
+# supervisor's part: start a worker, let it work until idle, and report how it ended.
 
 # %%
 def run_worker(name):
-    """One worker process's life: work until idle, or until it crashes."""
-    while (job := store.claim(name, lease_s=30)) is not None:
-        try:
-            result = handlers[job.kind](job.payload)
-        except SimulatedCrash:
-            return f"{name} died on job {job.id}"
-        except Exception as exc:
-            store.fail(job, exc)
-        else:
-            store.complete(job, result)
-    return f"{name} idle"
+    """Start a fresh worker and let it work until idle; say whether it died."""
+    worker = Worker(store, handlers, name=name, lease_s=30)
+    try:
+        ran = worker.run_until_idle()
+    except SimulatedCrash:
+        return f"{name} died on job {worker.runs[-1].job_id}"
+    return f"{name}: {ran} job(s) run, now idle"
 
 
 def live(store):
