@@ -1,0 +1,427 @@
+"""One adapter per queue under test, all driven the same way by bench/child.py.
+
+Every adapter offers ``enqueue(n)`` (one committed insert per job, payload ``{"i": i}``)
+and ``work(effect, stop)`` (claim one job, run ``effect(i)``, acknowledge it; every claim
+and every acknowledgement is its own commit unless the adapter says "batched"). The
+effect is the same function for every library, passed in by the child process, so the
+only thing that differs between rows of a table is the queue.
+
+All databases run in WAL mode with ``synchronous=NORMAL`` (survives a process crash,
+not a power cut) unless the adapter name says FULL: huey and persist-queue default to
+FULL, so they are set to NORMAL here to compare like with like.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+Effect = Callable[[int], None]
+
+#: Lease used by labkit and the raw loop; W3 restarts wait this long for a dead worker's job.
+LEASE_S = 0.5
+
+
+class Adapter:
+    """The interface every queue under test implements."""
+
+    name = "?"
+    #: W3: can a restarted worker get back a job whose worker was killed mid-way?
+    recovers = True
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def enqueue(self, n: int, start: int = 0) -> None:
+        raise NotImplementedError
+
+    def work_one(self, effect: Effect, worker: str) -> int:
+        """Process up to one claim's worth of jobs; return how many (0 = nothing ready)."""
+        raise NotImplementedError
+
+    def remaining(self) -> int:
+        """Jobs not yet finished (for W3 restarts: is there anything left to wait for?)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+# -- labkit ----------------------------------------------------------------------------
+
+
+class Labkit(Adapter):
+    name = "labkit"
+
+    def __init__(self, path: Path, synchronous: str = "NORMAL") -> None:
+        super().__init__(path)
+        from labkit.clock import SystemClock
+        from labkit.store import JobStore
+
+        self.store = JobStore(path / "jobs.db", clock=SystemClock(), synchronous=synchronous)
+
+    def enqueue(self, n: int, start: int = 0) -> None:
+        enqueue = self.store.enqueue
+        for i in range(start, start + n):
+            enqueue("bench", {"i": i})
+
+    def work_one(self, effect: Effect, worker: str) -> int:
+        job = self.store.claim(worker, lease_s=LEASE_S)
+        if job is None:
+            return 0
+        effect(job.payload["i"])
+        self.store.complete(job)
+        return 1
+
+    def remaining(self) -> int:
+        counts = self.store.counts()
+        return counts["pending"] + counts["running"] + counts["retry_wait"]
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class LabkitMany(Labkit):
+    """``claim_many(100)`` per transaction, then one ``complete`` (one commit) per job."""
+
+    name = "labkit claim_many(100)"
+
+    def work_one(self, effect: Effect, worker: str) -> int:
+        jobs = self.store.claim_many(worker, 100, lease_s=LEASE_S)
+        for job in jobs:
+            effect(job.payload["i"])
+            self.store.complete(job)
+        return len(jobs)
+
+
+class LabkitLedger(Labkit):
+    """The effect is a row in the job database, inserted in the transaction that completes.
+
+    Uses the store's own connection and its fenced ``complete`` statement: if the lease
+    moved on, the statement matches no row and the whole transaction, effect included,
+    rolls back. See ``complete_with_effect``.
+    """
+
+    name = "labkit + ledger"
+
+    def __init__(self, path: Path, synchronous: str = "NORMAL") -> None:
+        super().__init__(path, synchronous)
+        self.store.conn.execute(
+            "CREATE TABLE IF NOT EXISTS effects (id INTEGER PRIMARY KEY, job_id INTEGER, i INTEGER)"
+        )
+
+    def work_one(self, effect: Effect, worker: str) -> int:
+        job = self.store.claim(worker, lease_s=LEASE_S)
+        if job is None:
+            return 0
+        i = job.payload["i"]
+        # The child's effect object carries the W3 kill points; the log write is replaced
+        # by the ledger row, so only its before/after hooks run here.
+        getattr(effect, "before", _nothing)(i)
+        complete_with_effect(self.store, job, i, getattr(effect, "after", _nothing))
+        return 1
+
+    def ledger(self) -> list[int]:
+        return [r[0] for r in self.store.conn.execute("SELECT i FROM effects")]
+
+
+def _nothing(i: int) -> None:
+    pass
+
+
+def complete_with_effect(store: Any, job: Any, i: int, before_commit: Effect) -> bool:
+    """Insert the effect row and run the fenced ``complete`` in ONE transaction.
+
+    ``before_commit(i)`` runs after both statements and before COMMIT: W3 kills the
+    worker there to show that the effect dies with the uncommitted completion.
+    Returns False (and changes nothing) when the lease was lost.
+    """
+    from labkit.store import SQL
+
+    conn = store.conn
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("INSERT INTO effects (job_id, i) VALUES (:job, :i)", {"job": job.id, "i": i})
+        row = conn.execute(
+            SQL["complete"],
+            {"id": job.id, "token": job.lease_token, "now": store.clock.now(), "result": "null"},
+        ).fetchone()
+        if row is None:
+            conn.execute("ROLLBACK")
+            return False
+        before_commit(i)
+        conn.execute("COMMIT")
+        return True
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+# -- the raw sqlite3 loop: the ceiling ---------------------------------------------------
+
+RAW_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY, payload TEXT NOT NULL, state INTEGER NOT NULL DEFAULT 0,
+    owner TEXT, lease_until REAL);
+CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (id) WHERE state = 0;
+CREATE INDEX IF NOT EXISTS jobs_leased ON jobs (lease_until) WHERE state = 1;
+"""
+
+RAW_CLAIM = """
+UPDATE jobs SET state = 1, owner = :owner, lease_until = :until
+ WHERE id IN (SELECT id FROM jobs WHERE state = 0 ORDER BY id LIMIT :limit)
+RETURNING id, payload
+"""
+RAW_RECLAIM = """
+UPDATE jobs SET owner = :owner, lease_until = :until
+ WHERE id IN (SELECT id FROM jobs WHERE state = 1 AND lease_until <= :now LIMIT :limit)
+RETURNING id, payload
+"""
+RAW_ACK = "UPDATE jobs SET state = 2 WHERE id = :id AND owner = :owner AND state = 1"
+
+
+class Raw(Adapter):
+    """The thinnest durable claim/ack loop on sqlite3: the ceiling for labkit."""
+
+    name = "raw sqlite WAL/NORMAL"
+    batch = 1
+
+    def __init__(self, path: Path, synchronous: str = "NORMAL") -> None:
+        super().__init__(path)
+        self.conn = sqlite3.connect(path / "raw.db", isolation_level=None, timeout=10)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute(f"PRAGMA synchronous={synchronous}")
+        self.conn.executescript(RAW_SCHEMA)
+
+    def enqueue(self, n: int, start: int = 0) -> None:
+        execute = self.conn.execute
+        for i in range(start, start + n):
+            execute("INSERT INTO jobs (payload) VALUES (?)", (json.dumps({"i": i}),))
+
+    def work_one(self, effect: Effect, worker: str) -> int:
+        from labkit.clock import SystemClock
+
+        execute = self.conn.execute
+        now = SystemClock().now()
+        params = {"owner": worker, "until": now + LEASE_S, "now": now, "limit": self.batch}
+        execute("BEGIN IMMEDIATE")
+        rows = execute(RAW_CLAIM, params).fetchall() or execute(RAW_RECLAIM, params).fetchall()
+        execute("COMMIT")
+        if not rows:
+            return 0
+        if self.batch == 1:
+            job_id, payload = rows[0]
+            effect(json.loads(payload)["i"])
+            execute("BEGIN IMMEDIATE")
+            execute(RAW_ACK, {"id": job_id, "owner": worker})
+            execute("COMMIT")
+            return 1
+        for _, payload in rows:
+            effect(json.loads(payload)["i"])
+        execute("BEGIN IMMEDIATE")
+        self.conn.executemany(RAW_ACK, [{"id": r[0], "owner": worker} for r in rows])
+        execute("COMMIT")
+        return len(rows)
+
+    def remaining(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM jobs WHERE state < 2").fetchone()[0])
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class RawFull(Raw):
+    name = "raw sqlite WAL/FULL"
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, synchronous="FULL")
+
+
+class RawBatched(Raw):
+    """100 claims in one transaction, then 100 acks in one transaction."""
+
+    name = "raw sqlite batched(100)"
+    batch = 100
+
+
+# -- peers -------------------------------------------------------------------------------
+
+_HUEY_EFFECT: list[Effect] = []
+
+
+class Huey(Adapter):
+    """SqliteHuey: dequeue DELETES the row (no ack), so a crash after dequeue loses the task."""
+
+    name = "huey SqliteHuey"
+    recovers = False
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        from huey import SqliteHuey
+
+        self.huey = SqliteHuey("bench", filename=str(path / "huey.db"), results=False)
+        self.huey.storage.conn.execute("PRAGMA synchronous=NORMAL")
+
+        @self.huey.task()
+        def touch(i: int) -> None:
+            _HUEY_EFFECT[0](i)
+
+        self.touch = touch
+
+    def enqueue(self, n: int, start: int = 0) -> None:
+        touch = self.touch
+        for i in range(start, start + n):
+            touch(i)
+
+    def work_one(self, effect: Effect, worker: str) -> int:
+        _HUEY_EFFECT[:] = [effect]
+        task = self.huey.dequeue()
+        if task is None:
+            return 0
+        self.huey.execute(task)
+        return 1
+
+    def remaining(self) -> int:
+        return int(self.huey.pending_count())
+
+
+class PersistQueue(Adapter):
+    """persist-queue SQLiteAckQueue: get marks the row unack; a restart resumes unack rows."""
+
+    name = "persist-queue SQLiteAckQueue"
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        from persistqueue import SQLiteAckQueue
+
+        self.q = SQLiteAckQueue(str(path / "pq"), multithreading=True, timeout=10)
+        for conn in (self.q._conn, self.q._putter):
+            conn.execute("PRAGMA synchronous=NORMAL")
+
+    def enqueue(self, n: int, start: int = 0) -> None:
+        put = self.q.put
+        for i in range(start, start + n):
+            put({"i": i})
+
+    def work_one(self, effect: Effect, worker: str) -> int:
+        from persistqueue import Empty
+
+        try:
+            item = self.q.get(block=False)
+        except Empty:
+            return 0
+        effect(item["i"])
+        self.q.ack(item)
+        return 1
+
+    def remaining(self) -> int:
+        return int(self.q.ready_count() + self.q.unack_count())
+
+
+class LiteQueue(Adapter):
+    """litequeue 0.9: pop locks a message, done finishes it; nothing unlocks a dead worker's."""
+
+    name = "litequeue"
+    recovers = False
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        from litequeue import LiteQueue as LQ
+
+        self.q = LQ(str(path / "lq.db"), timeout=10)
+
+    def enqueue(self, n: int, start: int = 0) -> None:
+        put = self.q.put
+        for i in range(start, start + n):
+            put(json.dumps({"i": i}))
+
+    def work_one(self, effect: Effect, worker: str) -> int:
+        message = self.q.pop()
+        if message is None:
+            return 0
+        effect(json.loads(message.data)["i"])
+        self.q.done(message.message_id)
+        return 1
+
+    def remaining(self) -> int:
+        row = self.q.conn.execute(f"SELECT count(*) FROM {self.q.table} WHERE status = 0")
+        return int(row.fetchone()[0])
+
+
+ADAPTERS: dict[str, Callable[[Path], Adapter]] = {
+    "labkit": Labkit,
+    "labkit_many": LabkitMany,
+    "labkit_ledger": LabkitLedger,
+    "raw_normal": Raw,
+    "raw_full": RawFull,
+    "raw_batched": RawBatched,
+    "huey": Huey,
+    "persistqueue": PersistQueue,
+    "litequeue": LiteQueue,
+}
+
+
+def load_proposed() -> dict[str, str]:
+    """The statements of bench/proposed.sql, parsed like labkit.queries parses its files."""
+    import re
+
+    text = (Path(__file__).parent / "proposed.sql").read_text()
+    parts = re.split(r"^-- ([a-z_][a-z0-9_]*) --\s*$", text, flags=re.MULTILINE)
+    return {
+        name: "\n".join(ln for ln in body.strip().splitlines() if not ln.startswith("--"))
+        for name, body in zip(parts[1::2], parts[2::2], strict=True)
+    }
+
+
+class LabkitProposed(Labkit):
+    """labkit with the statements of bench/proposed.sql swapped in (see bench/PROPOSALS.md)."""
+
+    name = "labkit + proposed SQL"
+
+    def __init__(self, path: Path, synchronous: str = "NORMAL") -> None:
+        from labkit.store import SQL
+
+        SQL.update(load_proposed())
+        super().__init__(path, synchronous)
+
+
+class LabkitManyProposed(LabkitProposed, LabkitMany):
+    name = "labkit claim_many(100) + proposed SQL"
+
+
+ADAPTERS["labkit_proposed"] = LabkitProposed
+ADAPTERS["labkit_many_proposed"] = LabkitManyProposed
+
+
+class LabkitBatchProposed(LabkitProposed):
+    """Proposed ``complete_many``: claim_many(100), then every complete in ONE transaction.
+
+    Each completion is still the store's fenced ``complete`` statement; only the commits
+    are shared, as in the raw batched loop.
+    """
+
+    name = "labkit claim_many(100) + complete_many (proposed)"
+
+    def work_one(self, effect: Effect, worker: str) -> int:
+        from labkit.store import SQL
+
+        store = self.store
+        jobs = store.claim_many(worker, 100, lease_s=LEASE_S)
+        for job in jobs:
+            effect(job.payload["i"])
+        if jobs:
+            conn, now = store.conn, store.clock.now()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(
+                SQL["complete"],
+                [{"id": j.id, "token": j.lease_token, "now": now, "result": "null"} for j in jobs],
+            )
+            conn.execute("COMMIT")
+        return len(jobs)
+
+
+ADAPTERS["labkit_batch_proposed"] = LabkitBatchProposed

@@ -1,0 +1,104 @@
+"""One benchmark process: enqueue N jobs, or work until the queue is empty.
+
+Run by bench/run.py as ``python bench/child.py '<json spec>'``; prints one JSON line with
+its timings and peak memory. It is a separate process so that a worker can be killed
+with SIGKILL for real, and so that peak memory is the worker's own.
+
+The effect is the same for every library: append one line ``"<i>\\n"`` to a file opened
+with O_APPEND (one ``write`` call, atomic for lines this short), so duplicates and losses
+are counted from what happened, not from what the library reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.adapters import ADAPTERS  # noqa: E402
+
+
+class Effect:
+    """Append ``i`` to the effects log; optionally SIGKILL this process around the k-th effect."""
+
+    def __init__(self, log: str, kill_at: str | None, kill_after: int) -> None:
+        self.fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.kill_at = kill_at
+        self.kill_after = kill_after
+        self.seen = 0
+
+    def before(self, i: int) -> None:
+        self.seen += 1
+        if self.kill_at == "before_effect" and self.seen == self.kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def after(self, i: int) -> None:
+        if self.kill_at == "after_effect" and self.seen == self.kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def __call__(self, i: int) -> None:
+        self.before(i)
+        os.write(self.fd, b"%d\n" % i)
+        self.after(i)
+
+
+def main(spec: dict) -> dict:
+    adapter = ADAPTERS[spec["adapter"]](Path(spec["dir"]))
+    out: dict = {}
+    if spec["phase"] == "enqueue":
+        t0 = time.perf_counter()
+        adapter.enqueue(spec["n"], spec.get("start", 0))
+        out["elapsed"] = time.perf_counter() - t0
+        out["done"] = spec["n"]
+    else:
+        effect = Effect(spec["log"], spec.get("kill_at"), spec.get("kill_after", 0))
+        recover_wait = spec.get("recover_wait", 0.0)
+        errors: Counter[str] = Counter()
+        done, idle_since = 0, None
+        # A queue whose claim slows down with its length could take hours at N=100,000:
+        # past the budget the run stops and reports the rate of the jobs it did finish.
+        budget = spec.get("budget_s") or float("inf")
+        print("working", flush=True)  # W3 random kills wait for this line
+        out["t_start"] = time.monotonic()
+        t0 = time.perf_counter()
+        while True:
+            try:
+                got = adapter.work_one(effect, spec.get("worker", "w1"))
+            except Exception as exc:  # a library error is data here, not the end of the run
+                errors[f"{type(exc).__name__}: {str(exc)[:80]}"] += 1
+                if sum(errors.values()) > 1000:
+                    break
+                continue
+            if got:
+                done += got
+                idle_since = None
+                if time.perf_counter() - t0 > budget:
+                    break
+                continue
+            # Nothing ready. In W3 a killed worker's job may come back when its lease
+            # expires: wait for it, but only while the queue says work remains.
+            if recover_wait <= 0 or adapter.remaining() == 0:
+                break
+            if idle_since is None:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > recover_wait:
+                break
+            time.sleep(0.02)
+        out["elapsed"] = time.perf_counter() - t0
+        out["t_end"] = time.monotonic()
+        out["done"] = done
+        out["errors"] = dict(errors)
+    out["maxrss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    adapter.close()
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(json.loads(sys.argv[1]))), flush=True)
