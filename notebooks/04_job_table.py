@@ -231,8 +231,112 @@ assert [(a["worker"], a["outcome"]) for a in history] == [
 # %% [markdown]
 # ## 6. Kill a real worker, then restart
 #
-# (This part runs a real worker process; it is being added with labkit's process runner.)
+# Everything so far ran in one Python process. Now a real one dies. Here is a worker
+# program as a deployment would run it: it opens the job file and runs
+# `labkit.worker.Worker` until there is nothing to do. Its handler gets stuck on order 2
+# the first time (an ERP call that never returns), so we can kill the process while it
+# holds that job.
 #
+# Each process gets a `FakeClock` with an explicit start time on its command line, so
+# the lease arithmetic is exact and this page prints the same thing on every run, even
+# with real processes.
+
+# %%
+import signal
+import subprocess
+import sys
+from select import select
+
+from labkit.clock import LAB_EPOCH
+
+WORKER_PROGRAM = """
+import sys
+from labkit.clock import FakeClock
+from labkit.store import JobStore
+from labkit.worker import Worker
+
+def sync_order(job, ctx):
+    if job.payload["order"] == 2 and job.attempt == 1:
+        print("HOLDING", job.id, flush=True)
+        sys.stdin.read()  # the ERP call that never returns
+    return {"erp_id": "E-%d" % job.payload["order"]}
+
+path, start, name = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+store = JobStore(path, clock=FakeClock(start))
+Worker(store, {"sync_order": sync_order}, name=name, lease_s=30).run_until_idle()
+print("IDLE", flush=True)
+"""
+program = folder / "worker_main.py"
+program.write_text(WORKER_PROGRAM)
+
+real = JobStore(folder / "real.db", clock=FakeClock(LAB_EPOCH), rng=rng)
+for order in (1, 2, 3):
+    real.enqueue("sync_order", {"order": order}, key=operation_key("erp", order, "sync"))
+print(jobs_table(real, columns=("id", "key", "state", "attempt", "lease_owner")))
+
+# %% [markdown]
+# Start the worker process one second after the jobs were accepted and wait until it
+# says it is holding order 2. This is the table **before** the kill, read from the file:
+# order 1 is done, order 2 is `running` under worker-1's lease, order 3 is waiting.
+
+# %%
+child = subprocess.Popen(
+    [sys.executable, str(program), str(real.path), str(LAB_EPOCH + 1), "worker-1"],
+    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+)
+ready, _, _ = select([child.stdout], [], [], 30)
+assert ready, f"the worker never reported: {child.stderr.read() if child.poll() else 'hung'}"
+said = child.stdout.readline().split()
+print("worker-1 says:", " ".join(said))
+print(jobs_table(real, columns=("id", "key", "state", "attempt", "lease_owner", "lease_until")))
+assert said == ["HOLDING", "2"]
+assert [j.state for j in real.jobs()] == ["succeeded", "running", "pending"]
+
+# %% [markdown]
+# `kill -9`: SIGKILL cannot be caught, so no `finally`, no cleanup, no "mark it failed on
+# the way out". The table **after** the kill is exactly the table before: the dead
+# process could not say anything, and the job is still `running` under a lease nobody
+# will renew.
+
+# %%
+child.kill()  # SIGKILL
+child.wait(timeout=30)
+print("worker-1 ended by SIGKILL:", child.returncode == -signal.SIGKILL)
+print(jobs_table(real, columns=("id", "key", "state", "attempt", "lease_owner", "lease_until")))
+assert child.returncode == -signal.SIGKILL
+assert [j.state for j in real.jobs()] == ["succeeded", "running", "pending"]
+
+# %% [markdown]
+# A supervisor (systemd, Kubernetes, a shell loop) starts a new worker. It starts at
+# 00:00:40, after worker-1's lease ran out at 00:00:31. It picks up order 3, then finds
+# order 2's lease expired and claims it: attempt 2. Nobody had to notice the crash.
+
+# %%
+restart = subprocess.run(
+    [sys.executable, str(program), str(real.path), str(LAB_EPOCH + 40), "worker-2"],
+    stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+)
+print("worker-2 says:", restart.stdout.strip(), "| exit code", restart.returncode)
+print(jobs_table(real, columns=("id", "key", "state", "attempt", "lease_owner", "result")))
+assert restart.returncode == 0, restart.stderr
+assert real.counts()["succeeded"] == 3 and sum(real.counts().values()) == 3
+
+# %% [markdown]
+# The attempts history of order 2 tells the story on its own: worker-1's attempt ended
+# because its lease expired, worker-2's succeeded. One job, one key, nothing lost,
+# nothing done twice *by the table* (whether the ERP got order 2 twice is lesson 06's
+# question).
+
+# %%
+show(
+    [{"attempt": a.attempt, "worker": a.worker, "started_at": isoformat(a.started_at),
+      "finished_at": isoformat(a.finished_at), "outcome": a.outcome}
+     for a in real.attempts(2)],
+)
+assert [(a.worker, a.outcome) for a in real.attempts(2)] == [
+    ("worker-1", "lease_expired"), ("worker-2", "succeeded")]
+
+# %% [markdown]
 # ## What you should see
 #
 # | step | what the table shows |
@@ -246,6 +350,9 @@ assert [(a["worker"], a["outcome"]) for a in history] == [
 # | lease expired | worker-b claims the same job, attempt 2 |
 # | the old worker's `complete` / `heartbeat` | `LeaseLost`; the row is unchanged |
 # | attempts history | attempt 1 `lease_expired`, attempt 2 `succeeded` |
+# | real worker holding order 2 | 1 succeeded, 1 running (worker-1), 1 pending |
+# | after SIGKILL | the same table: the dead process changed nothing |
+# | restart past the lease | 3 succeeded; order 2 at attempt 2 by worker-2 |
 #
 # ## Glossary
 #
