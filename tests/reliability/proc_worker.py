@@ -1,0 +1,168 @@
+"""A real worker process for the reliability tests: ``python proc_worker.py '<json spec>'``.
+
+It claims jobs from a labkit job database until none is left (waiting out the leases of
+workers that were killed), and prints one JSON line: how many jobs it finished, how many
+completions were refused with LeaseLost, and every error it met (the tests assert there
+are none, which is how "no SQLITE_BUSY escapes as an error" is checked).
+
+Spec keys:
+- ``db``, ``name``, ``lease_s``; ``idle_s``: how long to wait for a dead worker's lease.
+- ``mode``: ``ledger`` - the effect is a row of the ``effects`` table inserted in the same
+  transaction as the fenced completion (``complete_with_effect``); ``log`` - the effect
+  is a line appended to the file ``log`` (O_APPEND), then ``store.complete`` runs in a
+  transaction of its own; ``worker`` - jobs run through ``labkit.worker.Worker`` with the
+  handlers below (``effect`` logs a line, ``poison`` SIGKILLs this process).
+- ``kill_at`` (``before_effect`` | ``after_effect``) with ``kill_after``: SIGKILL this
+  process around the k-th job it claims. In ledger mode "after effect" means after the
+  effect row is inserted and before COMMIT.
+- ``mutant``: break one safety rule on purpose (see ``MUTANTS``) so a test can show the
+  suite notices.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+from labkit.clock import SystemClock
+from labkit.errors import LeaseLost
+from labkit.job import Job
+from labkit.store import SQL, JobStore
+
+EFFECTS_TABLE = "CREATE TABLE IF NOT EXISTS effects (id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL)"
+
+#: name -> (statement, text that must be removed, replacement). Applying one to
+#: labkit.store.SQL removes a single safety rule; ``apply_mutant`` fails if the text is
+#: not there, so a mutant can never silently be a no-op.
+MUTANTS: dict[str, list[tuple[str, str, str]]] = {
+    # complete no longer checks the lease token: a zombie can finish a job it lost.
+    "no_fence": [("complete", "AND lease_token = :token", "")],
+    # nothing buries a job whose worker died on its last attempt, and the claim takes
+    # expired leases whatever the attempt count: a poison job loops forever.
+    "no_cap": [
+        ("bury_exhausted", "AND attempt >= max_attempts", "AND 0"),
+        ("claim", "AND attempt < max_attempts", ""),
+    ],
+}
+
+
+def apply_mutant(name: str) -> None:
+    for statement, old, new in MUTANTS[name]:
+        if old not in SQL[statement]:
+            raise SystemExit(f"mutant {name}: {old!r} not found in SQL[{statement!r}]")
+        SQL[statement] = SQL[statement].replace(old, new)
+
+
+def complete_with_effect(store: JobStore, job: Job, after_effect: Any = None) -> bool:
+    """Insert the effect row and run the store's fenced ``complete`` in ONE transaction.
+
+    Uses the store's own connection and its ``complete`` statement. If the lease moved
+    on, ``complete`` matches no row and the whole transaction - effect included - rolls
+    back. Returns whether the job was completed.
+    """
+    conn = store.conn
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("INSERT INTO effects (job_id) VALUES (:id)", {"id": job.id})
+        row = conn.execute(
+            SQL["complete"],
+            {"id": job.id, "token": job.lease_token, "now": store.clock.now(), "result": "null"},
+        ).fetchone()
+        if row is None:
+            conn.execute("ROLLBACK")
+            return False
+        if after_effect is not None:
+            after_effect()
+        conn.execute("COMMIT")
+        return True
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _kill_self() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def main(spec: dict[str, Any]) -> dict[str, Any]:
+    if spec.get("mutant"):
+        apply_mutant(spec["mutant"])
+    clock = SystemClock()
+    store = JobStore(spec["db"], clock=clock)
+    name, lease_s = spec["name"], float(spec.get("lease_s", 30.0))
+    idle_s = float(spec.get("idle_s", lease_s + 1.0))
+    mode = spec.get("mode", "ledger")
+    kill_at, kill_after = spec.get("kill_at"), int(spec.get("kill_after", 0))
+    log_fd = os.open(spec["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT) if "log" in spec else -1
+    out: dict[str, Any] = {"done": 0, "lease_lost": 0, "errors": []}
+
+    def log_effect(job: Job) -> None:
+        os.write(log_fd, b"%d\n" % job.id)
+
+    worker = None
+    if mode == "worker":
+        from labkit.worker import Worker
+
+        def effect(job: Job, ctx: Any) -> None:
+            log_effect(job)
+
+        def poison(job: Job, ctx: Any) -> None:
+            _kill_self()
+
+        worker = Worker(store, {"effect": effect, "poison": poison}, name=name, lease_s=lease_s)
+
+    seen, idle_since = 0, None
+    while True:
+        try:
+            if worker is not None:
+                ran = worker.run_once()
+                got = ran is not None
+                out["done"] += got
+            else:
+                job = store.claim(name, lease_s=lease_s)
+                got = job is not None
+                if job is not None:
+                    seen += 1
+                    if kill_at == "before_effect" and seen == kill_after:
+                        _kill_self()
+                    after = _kill_self if kill_at == "after_effect" and seen == kill_after else None
+                    if mode == "ledger":
+                        if complete_with_effect(store, job, after):
+                            out["done"] += 1
+                        else:
+                            out["lease_lost"] += 1
+                    else:
+                        log_effect(job)
+                        if after:
+                            after()
+                        try:
+                            store.complete(job)
+                            out["done"] += 1
+                        except LeaseLost:
+                            out["lease_lost"] += 1
+        except Exception as exc:  # report every error (a raw sqlite3 one is a bug), never hide
+            out["errors"].append(f"{type(exc).__name__}: {exc}")
+            if len(out["errors"]) > 20:
+                break
+            continue
+        if got:
+            idle_since = None
+            continue
+        counts = store.counts()
+        if counts["pending"] + counts["running"] + counts["retry_wait"] == 0:
+            break
+        if idle_since is None:
+            idle_since = clock.now()
+        elif clock.now() - idle_since > idle_s:
+            break
+        clock.sleep(0.02)
+    store.close()
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(json.loads(sys.argv[1]))), flush=True)
