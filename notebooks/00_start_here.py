@@ -1,0 +1,200 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+# ---
+
+# %% [markdown]
+# # 00 · Start here
+#
+# *A ten-minute tour: what this lab teaches, the job store in five cells, how a
+# notebook checks itself, and the outside world whose truth every lesson reads.*
+#
+# Background jobs fail in ways that are easy to miss: a cron script charges a customer
+# twice because it ran twice; a worker dies after the ERP accepted an order but before it
+# wrote that down; a retry storm hits a service that was already down; a poison message
+# loops forever. This lab is for developers who run (or are about to run) jobs like these
+# in production. Every lesson runs real code from `labkit`, crashes it on purpose, and
+# prints the state left behind in the database, so you see what survived instead of
+# taking it on trust.
+#
+# Run the cells from top to bottom (Shift+Enter). Everything a lesson writes goes to a
+# fresh folder under `.labkit-scratch/`, so a re-run starts clean.
+
+# %% [markdown]
+# ## The lessons
+#
+# | nb | topic |
+# |---|---|
+# | 00 | start here (this tour) |
+# | 01 | the naive script and how it lies |
+# | 02 | a lockfile: one instance at a time |
+# | 03 | units of work and stable keys |
+# | 04 | the job table: states, claims, leases |
+# | 05 | retries, backoff and jitter |
+# | 06 | a crash between the effect and the ack |
+# | 07 | dead letters and redrive |
+# | 08–13 | planned: circuit breaker, outbox, periodic jobs, observability, request-reply, production |
+
+# %% [markdown]
+# ## Setup
+#
+# Two things make every lesson repeatable: a `FakeClock`, which moves only when told
+# to (so "wait 30 seconds" takes no time and prints the same timestamps on every run),
+# and a fresh scratch folder.
+
+# %%
+from labkit.clock import FakeClock, isoformat
+from labkit.errors import LeaseLost
+from labkit.report import format_table, jobs_table, show
+from labkit.scratch import fresh_dir
+from labkit.store import JobStore
+from labkit.world import World
+
+clock = FakeClock()
+folder = fresh_dir("00")
+store = JobStore(folder / "jobs.db", clock=clock)
+print(f"clock={clock}  folder={folder}")
+
+# %% [markdown]
+# ## The store in five cells
+#
+# **1. Accept a job, twice.** A job carries a *key* naming the intent ("send the
+# receipt for order 17"). Sending the same key again, as a second cron run or a
+# retrying client would, returns the job that already exists instead of a new one.
+
+# %%
+key = "shop:order-17:send_receipt:v1"
+job, created = store.enqueue("send_receipt", {"order": 17}, key=key)
+again, created_again = store.enqueue("send_receipt", {"order": 17}, key=key)
+print(f"first call:  job {job.id}, created={created}")
+print(f"second call: job {again.id}, created={created_again}")
+assert again.id == job.id and created and not created_again
+print(jobs_table(store))
+
+# %% [markdown]
+# **2. A worker claims it.** Claiming is atomic: one worker gets the job, with a
+# *lease* of 30 seconds. Until the lease runs out, nobody else can take it.
+
+# %%
+held = store.claim("worker-a", lease_s=30)
+print(f"worker-a holds job {held.id}, attempt {held.attempt}, "
+      f"lease until {isoformat(held.lease_until)}")
+assert store.claim("worker-b") is None
+print(jobs_table(store, columns=("id", "state", "attempt", "lease_owner", "lease_until")))
+
+# %% [markdown]
+# **3. The worker crashes.** Here `worker-a` simply never comes back (in lesson 04 a
+# real process is killed with SIGKILL). Nothing in the database changes at the crash;
+# what changes is time: 31 seconds later the lease has expired.
+
+# %%
+clock.advance(31)
+print(f"now {isoformat(clock.now())}")
+print(jobs_table(store, columns=("id", "state", "attempt", "lease_owner", "lease_until")))
+
+# %% [markdown]
+# **4. Another worker claims it again.** The job is claimable once its lease has expired:
+# that is crash recovery. It comes back as attempt 2, with a new lease token, so when
+# `worker-a` wakes up late and tries to finish, the store refuses it.
+
+# %%
+taken = store.claim("worker-b", lease_s=30)
+print(f"worker-b holds job {taken.id}, attempt {taken.attempt}")
+assert taken.id == job.id and taken.attempt == 2
+try:
+    store.complete(held)
+except LeaseLost as exc:
+    print(f"worker-a is refused: LeaseLost: {exc}")
+else:
+    raise AssertionError("a worker whose lease expired must not finish the job")
+
+# %% [markdown]
+# **5. It finishes, and the history tells the story.** `worker-b` completes the job.
+# The attempts history keeps both runs: who ran, when, and how each ended.
+
+# %%
+store.complete(taken, result={"receipt": "sent"})
+print(jobs_table(store))
+print()
+show(
+    [{"attempt": a.attempt, "worker": a.worker, "started": isoformat(a.started_at),
+      "finished": isoformat(a.finished_at), "outcome": a.outcome}
+     for a in store.attempts(job.id)]
+)
+print()
+print(store.counts())
+assert store.counts()["succeeded"] == 1 and sum(store.counts().values()) == 1
+assert [a.outcome for a in store.attempts(job.id)] == ["lease_expired", "succeeded"]
+
+# %% [markdown]
+# ## How a notebook checks itself
+#
+# The cells that matter end with `assert`s, like the ones above. They are the lesson's
+# promises in code: if a change to `labkit` broke, say, the lease, cell 4 would fail
+# here instead of printing a wrong table. The continuous integration re-runs every
+# notebook and compares each output with the stored one (with nbval), so a lesson cannot
+# quietly drift from what its text says.
+#
+# The exercises work the same way from the other side: you write a function, and a
+# cell calling `check("ex03")` (from `labkit.grading`) runs the exercise's checks on it
+# and prints a table of what passed, with points and hints.
+
+# %% [markdown]
+# ## The outside world and its truth
+#
+# A job exists to do something outside the database: send an email, charge a card,
+# call an ERP. `labkit.world.World` plays that outside world. It keeps its own SQLite
+# file and records each effect *before* it replies, so after any crash the world still
+# knows what really happened. Lessons judge a strategy by reading that file: one effect
+# per key is `ok`, two is a `duplicate`, none is `lost`.
+#
+# The mail provider does not deduplicate. Sending the receipt twice with the same key
+# (as a naive retry would) sends two emails:
+
+# %%
+world = World(folder / "world.db", clock=clock)
+world.mail.send("ana@example.com", "Your receipt for order 17", key=key)
+world.mail.send("ana@example.com", "Your receipt for order 17", key=key)
+show(
+    [{"id": e.id, "service": e.service, "action": e.action, "key": e.key,
+      "to": e.payload["to"], "at": isoformat(e.at)} for e in world.effects()]
+)
+assert world.count(key) == 2
+print(f"effects for {key}: {world.count(key)}  -> a duplicate")
+
+# %% [markdown]
+# The lessons that follow are about making that count exactly one, whatever crashes.
+
+# %%
+store.close()
+world.close()
+print(format_table([{"file": p.name} for p in sorted(folder.iterdir()) if p.suffix == ".db"]))
+
+# %% [markdown]
+# ## What you should see
+#
+# | step | what the output shows |
+# |---|---|
+# | enqueue twice with one key | one job (id 1); `created=True`, then `created=False` |
+# | claim | `worker-a`, attempt 1, lease until 00:00:30; `worker-b` gets nothing |
+# | 31 s later | still `running` for `worker-a`, lease in the past |
+# | claim again | `worker-b`, attempt 2; `worker-a`'s `complete` raises `LeaseLost` |
+# | finish | `succeeded`; history: attempt 1 `lease_expired`, attempt 2 `succeeded` |
+# | the world | two `mail` effects for one key: a duplicate |
+#
+# ## Glossary
+#
+# | English | Português (Brasil) |
+# |---|---|
+# | job | job, tarefa em segundo plano |
+# | key (operation key) | chave (chave da operação) |
+# | enqueue | enfileirar |
+# | claim | reivindicar (pegar) o job |
+# | lease | lease, concessão com prazo |
+# | lease expired | lease expirado |
+# | attempt | tentativa |
+# | crash recovery | recuperação após queda |
+# | effect | efeito (o que aconteceu lá fora) |
+# | duplicate | duplicado |
+# | fake clock | relógio falso |
