@@ -1,0 +1,153 @@
+"""Account queues with a cap (no starvation); serial queues (one at a time, in order)."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from labkit import queries
+from labkit.clock import FakeClock
+from labkit.errors import PermanentError, TransientError
+from labkit.queues import AccountQueues, SerialQueues, simulate_accounts
+from labkit.retry import RetryPolicy, constant
+from labkit.store import JobStore
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def store(tmp_path, clock):
+    policy = RetryPolicy(max_attempts=3, backoff=constant(10))
+    with JobStore(tmp_path / "jobs.db", clock=clock, retry=policy, rng=random.Random(5)) as s:
+        yield s
+
+
+def set_clause(sql: str) -> str:
+    body = sql[sql.index("SET"): sql.index("WHERE id IN")]
+    lines = [ln.strip() for ln in body.splitlines() if not ln.strip().startswith("--")]
+    return " ".join(" ".join(lines).split())
+
+
+@pytest.mark.parametrize("name", ["claim_capped", "claim_serial"])
+def test_claim_statements_set_exactly_what_the_store_claim_sets(name):
+    store_claim = queries.load("store.sql")["claim"]
+    ours = queries.load("queues.sql")[name]
+    assert set_clause(ours) == set_clause(store_claim)
+    assert re.search(r"lease_token = ", set_clause(ours))
+
+
+def test_an_account_at_its_cap_is_skipped(store, clock):
+    q = AccountQueues(store, cap=2)
+    for n in range(5):
+        q.enqueue("big", "sync", {"n": n})
+    q.enqueue("small", "sync", {"n": 0})
+    first = q.claim("w1", limit=10)
+    assert sorted(j.queue for j in first) == ["account:big", "account:big", "account:small"]
+    assert q.running("big") == 2
+    assert q.claim("w2", limit=10) == []  # big is at its cap, small has nothing left
+    store.complete(first[0])
+    assert [j.queue for j in q.claim("w2", limit=10)] == ["account:big"]
+
+
+def test_an_expired_lease_frees_its_slot_and_the_job_is_reclaimed(store, clock):
+    q = AccountQueues(store, cap=1)
+    q.enqueue("a", "sync", {"n": 0})
+    q.enqueue("a", "sync", {"n": 1})
+    (held,) = q.claim("w1", lease_s=30)
+    assert q.claim("w2") == []
+    clock.advance(31)  # w1 died; its lease ran out, so its slot is free again...
+    (other,) = q.claim("w2", limit=5)  # ...but only one slot: the cap still holds
+    assert other.id != held.id
+    store.complete(other)
+    (again,) = q.claim("w2")
+    assert again.id == held.id and again.attempt == 2
+
+
+def test_without_a_cap_the_flood_takes_every_worker(store, clock):
+    q = AccountQueues(store, cap=None)
+    for n in range(5):
+        q.enqueue("big", "sync", {"n": n})
+    q.enqueue("small", "sync", {"n": 0})
+    assert {j.queue for j in q.claim("w", limit=3)} == {"account:big"}
+
+
+def test_accounts_take_turns_under_the_cap(store, clock):
+    q = AccountQueues(store, cap=3)
+    for account in ("a", "b", "c"):
+        for n in range(3):
+            q.enqueue(account, "sync", {"n": n})
+    first = q.claim("w", limit=3)
+    assert sorted(j.queue for j in first) == ["account:a", "account:b", "account:c"]
+
+
+def test_flooding_account_does_not_starve_the_others_with_a_cap(tmp_path):
+    flood = {"big": 60, "small-1": 3, "small-2": 3}
+    results = {}
+    for cap in (None, 2):
+        store = JobStore(tmp_path / f"cap-{cap}.db", clock=FakeClock())
+        results[cap] = simulate_accounts(store, flood, workers=3, service_s=1.0, cap=cap)
+        assert {a: w.jobs for a, w in results[cap].items()} == flood  # every job ran
+        print(cap, {a: (w.mean_wait, w.max_wait) for a, w in results[cap].items()})
+    for small in ("small-1", "small-2"):
+        # Without a cap they queue behind all 60 jobs: 60 / 3 workers = 20 s.
+        assert results[None][small].mean_wait >= 20
+        # With a cap of 2 the third worker serves the small accounts at once.
+        assert results[2][small].max_wait <= 2
+    # The price: once only the flood is left, the third worker idles, so the flood's
+    # last job waits longer than without the cap.
+    assert results[2]["big"].max_wait > results[None]["big"].max_wait
+
+
+def test_serial_queue_runs_one_job_per_key_in_order(store, clock):
+    q = SerialQueues(store)
+    ids = [q.enqueue("order:1", "update", {"step": n})[0].id for n in range(3)]
+    other = q.enqueue("order:2", "update", {"step": 0})[0].id
+    claimed = q.claim("w", limit=10)
+    assert sorted(j.id for j in claimed) == [ids[0], other]
+    assert q.claim("w", limit=10) == []  # both heads are running
+    done = []
+    for _ in range(3):
+        mine = [j for j in claimed if j.queue == "serial:order:1"]
+        (job,) = mine or q.claim("w", keys=["order:1"])
+        store.complete(job)
+        done.append(job.id)
+        claimed = []
+    assert done == ids
+
+
+def test_a_job_in_retry_wait_blocks_the_later_ones_of_its_key(store, clock):
+    q = SerialQueues(store)
+    first = q.enqueue("order:1", "update", {"step": 0})[0]
+    second = q.enqueue("order:1", "update", {"step": 1})[0]
+    (job,) = q.claim("w")
+    store.fail(job, TransientError("ERP timeout"))
+    assert store.get(first.id).state == "retry_wait"
+    assert q.claim("w") == []  # the second must not overtake the first
+    clock.advance(10)
+    (retry,) = q.claim("w")
+    assert retry.id == first.id and retry.attempt == 2
+    store.complete(retry)
+    assert [j.id for j in q.claim("w")] == [second.id]
+
+
+def test_a_dead_head_stops_blocking(store, clock):
+    q = SerialQueues(store)
+    q.enqueue("order:1", "update", {"step": 0})
+    second = q.enqueue("order:1", "update", {"step": 1})[0]
+    (job,) = q.claim("w")
+    store.fail(job, PermanentError("order 1 does not exist in the ERP", status=404))
+    assert [j.id for j in q.claim("w")] == [second.id]
+
+
+def test_queue_options_are_checked(store):
+    with pytest.raises(ValueError, match="cap"):
+        AccountQueues(store, cap=0)
+    with pytest.raises(ValueError, match="queue="):
+        AccountQueues(store).enqueue("a", "k", {}, queue="x")
+    with pytest.raises(ValueError, match="serial key is empty"):
+        SerialQueues(store).enqueue("", "k", {})
