@@ -118,7 +118,7 @@ class JobStore:
         try:
             ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
             try:
-                tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+                tables = {r[0] for r in ro.execute(SQL["table_names"])}
                 version = None
                 if "labkit_meta" in tables:
                     row = ro.execute(SQL["get_meta"], {"name": "schema_version"}).fetchone()
@@ -404,7 +404,7 @@ class JobStore:
         )
 
     def _last_delay(self, job: Job) -> float:
-        row = self.conn.execute("SELECT last_delay FROM jobs WHERE id = :id", {"id": job.id})
+        row = self.conn.execute(SQL["last_delay"], {"id": job.id})
         found = row.fetchone()
         return float(found[0]) if found else 0.0
 

@@ -100,6 +100,14 @@ VALUES (:kind, :queue, :key, :fingerprint, :payload, 'pending', :max_attempts, :
 ON CONFLICT (key) DO NOTHING
 RETURNING *
 
+-- table_names --
+-- The tables of a database, to recognise a labkit file before touching it.
+SELECT name FROM sqlite_master WHERE type = 'table'
+
+-- last_delay --
+-- The backoff delay used after a job's previous failure (decorrelated jitter grows from it).
+SELECT last_delay FROM jobs WHERE id = :id
+
 -- job_by_key --
 -- The job with a given key.
 SELECT * FROM jobs WHERE key = :key

@@ -61,7 +61,9 @@ def test_claim_uses_the_partial_indexes_with_many_finished_rows(store, clock, db
 
 def test_schema_version_is_stored(store, db_path):
     conn = sqlite3.connect(db_path)
-    (value,) = conn.execute("SELECT value FROM labkit_meta WHERE name = 'schema_version'").fetchone()
+    (value,) = conn.execute(
+        "SELECT value FROM labkit_meta WHERE name = 'schema_version'"
+    ).fetchone()
     conn.close()
     assert int(value) == SCHEMA_VERSION
 
