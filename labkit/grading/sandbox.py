@@ -26,7 +26,7 @@ from typing import Any
 
 #: Lines of a student's cell that grading drops: the check call and its import.
 _CHECK_LINE = re.compile(
-    r"^\s*(from\s+labkit\.grading(\.\w+)*\s+import\b.*|import\s+labkit\.grading\b.*|"
+    r"^\s*(from\s+labkit\.grading(\.student)?\s+import\s.*\bcheck\b.*|import\s+labkit\.grading\s*$|"
     r"(\w+\s*=\s*)?check\s*\(.*\)\s*(#.*)?)$"
 )
 

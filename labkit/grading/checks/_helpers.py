@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import datetime as _dt
-import sqlite3
 import time
 import types
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from labkit import queries
 
 #: Every check that draws random numbers starts from this seed, so a failure replays.
 SEED = 20260101
@@ -67,22 +64,7 @@ def clock_moved(values: MutableMapping[str, Any], seconds: float) -> Iterator[No
         values.update(saved)
 
 
-def lab_db(path: Path | str) -> sqlite3.Connection:
-    """A connection (autocommit, rows as dicts) to a fresh exercise database at ``path``."""
-    conn = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.executescript(queries.load("grading.sql")["exercise_schema"])
-    return conn
-
-
-def connect(path: Path | str) -> sqlite3.Connection:
-    """Another connection to an existing exercise database, as a second worker would open."""
-    conn = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
-    conn.row_factory = sqlite3.Row
-    return conn
-
-
 def short_repr(value: Any, limit: int = 120) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+

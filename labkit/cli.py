@@ -1,0 +1,296 @@
+"""The ``labkit`` command: look at a job database, send jobs back, run a worker, grade a class.
+
+::
+
+    labkit inspect jobs.db [--job ID]              counts, dead letters, one job's attempts
+    labkit retry-failed jobs.db --limit N          redrive dead jobs whose failures were transient
+    labkit redrive jobs.db ID [ID ...]             redrive those dead jobs (same key)
+    labkit redrive jobs.db --limit N [--kind K]    redrive in bulk: --limit is required
+    labkit worker jobs.db --handlers mod:HANDLERS  run a worker until stopped (Ctrl-C)
+    labkit release exercises                        write the student notebooks
+    labkit grade submissions --out grades.csv       grade one folder per student
+
+Every command that changes jobs accepts ``--dry-run`` and names what it would do. Bulk
+redrive has no default limit: redriving a whole dead-letter queue by accident floods
+the dependency that killed those jobs in the first place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from labkit.clock import SystemClock, isoformat
+from labkit.errors import LabkitError
+from labkit.job import Job, JobState
+from labkit.report import format_table
+from labkit.store import JobStore
+
+#: Dead reasons that retrying later can fix (the store writes these words).
+TRANSIENT_REASONS = ("attempts exhausted", "deadline passed", "lease expired")
+
+
+class CliError(Exception):
+    """A usage problem, reported as one line on stderr with exit code 2."""
+
+
+def _open(path: Path) -> JobStore:
+    """Open an existing job database; never create one by mistake."""
+    if not path.exists():
+        raise CliError(
+            f"no database at {path}; give the path of an existing labkit job database "
+            "(the file your workers and enqueuers use)"
+        )
+    try:
+        return JobStore(path, clock=SystemClock())
+    except LabkitError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 172_800:
+        return f"{seconds / 3600:.0f}h"
+    return f"{seconds / 86_400:.0f}d"
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    with _open(args.db) as store:
+        if args.job is not None:
+            job = store.get(args.job)
+            print(f"job {job.id} {job.kind} key={job.key} state={job.state} "
+                  f"attempt {job.attempt}/{job.max_attempts} redrives={job.redrives}")
+            if job.dead_reason:
+                print(f"dead reason: {job.dead_reason}")
+            rows = [
+                {"attempt": a.attempt, "worker": a.worker, "started": isoformat(a.started_at),
+                 "outcome": a.outcome, "error": a.error}
+                for a in store.attempts(job.id)
+            ]
+            print(format_table(rows, ["attempt", "worker", "started", "outcome", "error"]))
+            return 0
+        counts = store.counts()
+        print(format_table([counts], list(counts)))
+        dead = store.dead_letters(limit=args.limit)
+        print()
+        print(f"dead letters ({counts['dead']}, oldest first, showing up to {args.limit}):")
+        rows = [
+            {"id": d.id, "kind": d.kind, "key": d.key, "age": _age(d.age_s),
+             "attempts": d.attempts, "redrives": d.redrives, "reason": d.reason}
+            for d in dead
+        ]
+        print(format_table(rows, ["id", "kind", "key", "age", "attempts", "redrives", "reason"]))
+    return 0
+
+
+def _show(jobs: Sequence[Job], verb: str, dry_run: bool) -> None:
+    prefix = "would redrive" if dry_run else verb
+    print(f"{prefix} {len(jobs)} job(s)" + (" (dry run: nothing changed)" if dry_run else ""))
+    if jobs:
+        rows = [{"id": j.id, "kind": j.kind, "key": j.key, "reason": j.dead_reason} for j in jobs]
+        print(format_table(rows, ["id", "kind", "key", "reason"]))
+
+
+def _need_limit(args: argparse.Namespace, what: str) -> int:
+    if args.limit is None:
+        raise CliError(
+            f"refusing to {what} in bulk without --limit: say how many jobs at most "
+            "(for example --limit 10), and try --dry-run first to see which"
+        )
+    if args.limit < 1:
+        raise CliError(f"--limit must be 1 or more, not {args.limit}")
+    return int(args.limit)
+
+
+def cmd_redrive(args: argparse.Namespace) -> int:
+    with _open(args.db) as store:
+        if args.ids:
+            if args.kind or args.queue or args.error_class:
+                raise CliError("give job ids or filters (--kind/--queue/--error-class), not both")
+            chosen = [store.get(i) for i in args.ids]
+            not_dead = [j for j in chosen if j.state != JobState.DEAD]
+            if not_dead:
+                listed = ", ".join(f"{j.id} is {j.state}" for j in not_dead)
+                raise CliError(f"only dead jobs can be redriven ({listed}); nothing was changed")
+            if args.dry_run:
+                _show(chosen, "redrove", True)
+                return 0
+            _show([store.redrive(j.id, note=args.note) for j in chosen], "redrove", False)
+            return 0
+        limit = _need_limit(args, "redrive")
+        jobs = store.redrive_where(
+            limit=limit, kind=args.kind, queue=args.queue, error_class=args.error_class,
+            dry_run=args.dry_run, note=args.note,
+        )
+        _show(jobs, "redrove", args.dry_run)
+    return 0
+
+
+def cmd_retry_failed(args: argparse.Namespace) -> int:
+    limit = _need_limit(args, "retry failed jobs")
+    with _open(args.db) as store:
+        dead = store.jobs(state=JobState.DEAD, limit=1_000_000)
+        matching = [
+            j for j in dead
+            if (args.kind is None or j.kind == args.kind)
+            and (j.dead_reason or "").startswith(TRANSIENT_REASONS)
+        ]
+        matching.sort(key=lambda j: (j.updated_at, j.id))
+        chosen = matching[:limit]
+        skipped = sum(1 for j in dead if j not in matching)
+        if args.dry_run:
+            _show(chosen, "retried", True)
+        else:
+            _show([store.redrive(j.id, note="retry-failed") for j in chosen], "retried", False)
+        if skipped:
+            print(f"left {skipped} dead job(s) with permanent failures alone: fix their cause, "
+                  "then use `labkit redrive` on them")
+    return 0
+
+
+def _load_handlers(spec: str) -> dict[str, Any]:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise CliError(f"--handlers must look like package.module:HANDLERS, not {spec!r}")
+    try:
+        handlers = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise CliError(f"cannot load handlers {spec!r}: {exc}") from None
+    if not isinstance(handlers, dict) or not handlers:
+        raise CliError(f"{spec} must be a non-empty dict of job kind -> handler function")
+    return handlers
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from labkit.worker import Worker
+
+    handlers = _load_handlers(args.handlers)
+    store = _open(args.db)
+    worker = Worker(store, handlers, name=args.name, queues=args.queue or ("default",),
+                    lease_s=args.lease_s)
+    signal.signal(signal.SIGTERM, lambda *_: worker.stop())
+    print(f"worker {args.name} on {args.db} ({', '.join(sorted(handlers))}); Ctrl-C stops it "
+          "after the current job")
+    try:
+        ran = worker.run_until_idle() if args.until_idle else worker.run_forever(args.poll_s)
+    except KeyboardInterrupt:
+        worker.stop()
+        ran = len(worker.runs)
+    finally:
+        store.close()
+    print(f"worker {args.name} stopped after {ran} job(s)")
+    return 0
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    from labkit.grading.release import ReleaseError, release
+
+    try:
+        written = release(args.solutions, args.out)
+    except ReleaseError as exc:
+        raise CliError(str(exc)) from None
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    from labkit.grading.grade import Settings, grade_folder
+
+    if not args.solutions.is_dir():
+        raise CliError(f"no solutions folder at {args.solutions}; pass --solutions DIR")
+    feedback = args.feedback or args.out.parent / "feedback"
+    settings = Settings(args.solutions, cell_timeout=args.cell_timeout,
+                        check_timeout=args.check_timeout, execute=not args.no_execute)
+    try:
+        grade_folder(args.submissions, args.out, feedback, settings, jobs=args.jobs,
+                     only=args.exercise, progress=lambda line: print(line, flush=True))
+    except (FileNotFoundError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from labkit.grading.grade import DEFAULT_SOLUTIONS
+
+    parser = argparse.ArgumentParser(prog="labkit", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("inspect", help="counts by state, dead letters, one job's history")
+    p.add_argument("db", type=Path)
+    p.add_argument("--job", type=int, help="show this job's attempt history")
+    p.add_argument("--limit", type=int, default=20, help="dead letters to list (default 20)")
+    p.set_defaults(run=cmd_inspect)
+
+    def filters(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--limit", type=int, help="at most this many jobs (required in bulk)")
+        p.add_argument("--kind")
+        p.add_argument("--dry-run", action="store_true", help="show what would change, change nothing")
+
+    p = sub.add_parser("redrive", help="send dead jobs back to pending, keeping their keys")
+    p.add_argument("db", type=Path)
+    p.add_argument("ids", nargs="*", type=int, help="job ids (or use filters with --limit)")
+    filters(p)
+    p.add_argument("--queue")
+    p.add_argument("--error-class")
+    p.add_argument("--note", default="", help="why (kept in the redrive history)")
+    p.set_defaults(run=cmd_redrive)
+
+    p = sub.add_parser("retry-failed", help="redrive dead jobs whose failures were transient")
+    p.add_argument("db", type=Path)
+    filters(p)
+    p.set_defaults(run=cmd_retry_failed)
+
+    p = sub.add_parser("worker", help="run a worker on a job database")
+    p.add_argument("db", type=Path)
+    p.add_argument("--handlers", required=True, help="package.module:HANDLERS (kind -> function)")
+    p.add_argument("--name", default="worker")
+    p.add_argument("--queue", action="append")
+    p.add_argument("--lease-s", type=float, default=30.0)
+    p.add_argument("--poll-s", type=float, default=1.0)
+    p.add_argument("--until-idle", action="store_true", help="stop when nothing is ready")
+    p.set_defaults(run=cmd_worker)
+
+    p = sub.add_parser("release", help="write the student notebooks from the solutions")
+    p.add_argument("out", type=Path)
+    p.add_argument("--solutions", type=Path, default=DEFAULT_SOLUTIONS)
+    p.set_defaults(run=cmd_release)
+
+    p = sub.add_parser("grade", help="grade a folder with one subfolder per student")
+    p.add_argument("submissions", type=Path)
+    p.add_argument("--out", type=Path, default=Path("grades.csv"))
+    p.add_argument("--feedback", type=Path, help="feedback folder (default: next to --out)")
+    p.add_argument("--solutions", type=Path, default=DEFAULT_SOLUTIONS)
+    p.add_argument("--exercise", action="append", help="grade only this exercise (repeatable)")
+    p.add_argument("--cell-timeout", type=float, default=60.0)
+    p.add_argument("--check-timeout", type=float, default=10.0)
+    p.add_argument("--jobs", type=int, default=2, help="notebooks graded at once")
+    p.add_argument("--no-execute", action="store_true",
+                   help="skip running each notebook in a kernel (checks still run)")
+    p.set_defaults(run=cmd_grade)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.run(args)
+        return code
+    except CliError as exc:
+        print(f"labkit {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except LabkitError as exc:
+        print(f"labkit {args.command}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
