@@ -38,8 +38,11 @@ EFFECTS_TABLE = "CREATE TABLE IF NOT EXISTS effects (id INTEGER PRIMARY KEY, job
 #: labkit.store.SQL removes a single safety rule; ``apply_mutant`` fails if the text is
 #: not there, so a mutant can never silently be a no-op.
 MUTANTS: dict[str, list[tuple[str, str, str]]] = {
-    # complete no longer checks the lease token: a zombie can finish a job it lost.
-    "no_fence": [("complete", "AND lease_token = :token", "")],
+    # complete no longer checks the lease token: a zombie can finish a job that another
+    # worker now holds (the state check alone still stops a second completion).
+    "no_token": [("complete", "AND lease_token = :token", "")],
+    # complete has no fence at all: a zombie can finish a job that is already finished.
+    "no_fence": [("complete", "AND state = 'running' AND lease_token = :token", "")],
     # nothing buries a job whose worker died on its last attempt, and the claim takes
     # expired leases whatever the attempt count: a poison job loops forever.
     "no_cap": [
