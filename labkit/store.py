@@ -381,12 +381,13 @@ class JobStore:
     def fail(self, job: Job, error: BaseException) -> Job:
         """Record a failed attempt: retry_wait with backoff while the policy allows, else dead."""
         now = self.clock.now()
+        previous, window_start = self._retry_state(job)
         decision = self.retry.decide(
             error,
             job.attempt,
             self.rng,
-            previous=self._last_delay(job),
-            started_at=job.created_at,
+            previous=previous,
+            started_at=window_start,
             now=now,
             max_attempts=job.max_attempts,
         )
@@ -403,10 +404,11 @@ class JobStore:
             },
         )
 
-    def _last_delay(self, job: Job) -> float:
-        row = self.conn.execute(SQL["last_delay"], {"id": job.id})
-        found = row.fetchone()
-        return float(found[0]) if found else 0.0
+    def _retry_state(self, job: Job) -> tuple[float, float]:
+        found = self.conn.execute(SQL["retry_state"], {"id": job.id}).fetchone()
+        if found is None:
+            return 0.0, job.created_at
+        return float(found["last_delay"]), float(found["window_start"])
 
     def snooze(self, job: Job, delay_s: float, reason: str = "snoozed") -> Job:
         """Put a running job back to wait ``delay_s`` without spending an attempt."""

@@ -104,9 +104,12 @@ RETURNING *
 -- The tables of a database, to recognise a labkit file before touching it.
 SELECT name FROM sqlite_master WHERE type = 'table'
 
--- last_delay --
--- The backoff delay used after a job's previous failure (decorrelated jitter grows from it).
-SELECT last_delay FROM jobs WHERE id = :id
+-- retry_state --
+-- The previous backoff delay (decorrelated jitter grows from it) and when the deadline
+-- window opened: at acceptance, or at the latest redrive, which grants a fresh window.
+SELECT last_delay,
+       coalesce((SELECT max(at) FROM redrives WHERE job_id = :id), created_at) AS window_start
+  FROM jobs WHERE id = :id
 
 -- job_by_key --
 -- The job with a given key.

@@ -437,3 +437,19 @@ def test_enqueue_with_conn_in_autocommit_without_a_transaction_is_refused(store,
         store.enqueue("k", {}, key="a", conn=conn)
     conn.close()
     assert store.get_by_key("a") is None
+
+
+def test_a_redrive_opens_a_fresh_deadline_window(db_path, clock):
+    # With a 60 s deadline counted from acceptance only, a job redriven a day later would
+    # die on its first transient failure; the deadline restarts at the redrive instead.
+    policy = RetryPolicy(max_attempts=3, backoff=constant(5.0), deadline=60.0)
+    store = make_store(db_path, clock, retry=policy)
+    job, _ = store.enqueue("sync", {"n": 1}, max_attempts=3)
+    assert store.fail(store.claim("w1"), PermanentError("400")).state == JobState.DEAD
+    clock.advance(86_400)
+    store.redrive(job.id)
+    after = store.fail(store.claim("w1"), TransientError("503"))
+    assert after.state == JobState.RETRY_WAIT, after.dead_reason
+    clock.advance(100)
+    late = store.fail(store.claim("w1"), TransientError("503"))
+    assert late.state == JobState.DEAD and "deadline" in (late.dead_reason or "")
