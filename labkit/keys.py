@@ -92,9 +92,17 @@ def operation_key(source: str, entity_id: object, action: str, version: int = 1)
     return ":".join(parts) + f":v{version}"
 
 
+AUTO_PREFIX = "auto:"
+
+
 def unique_key() -> str:
     """A key for a job that has no natural one: it can never be deduplicated."""
-    return "auto:" + uuid.uuid4().hex
+    return AUTO_PREFIX + uuid.uuid4().hex
+
+
+def is_natural(key: str) -> bool:
+    """True for a key the caller chose (from intent), False for one labkit made up."""
+    return not key.startswith(AUTO_PREFIX)
 
 
 def short(fp: str) -> str:

@@ -35,7 +35,7 @@ from labkit.errors import (
     StoreError,
 )
 from labkit.job import Attempt, Job, JobState
-from labkit.keys import check_payload, fingerprint, short, unique_key
+from labkit.keys import check_payload, fingerprint, is_natural, short, unique_key
 from labkit.redact import describe, sanitize
 from labkit.retry import RetryPolicy
 
@@ -379,7 +379,12 @@ class JobStore:
         return self._fenced("complete", job, {"result": json.dumps(result, default=str)})
 
     def fail(self, job: Job, error: BaseException) -> Job:
-        """Record a failed attempt: retry_wait with backoff while the policy allows, else dead."""
+        """Record a failed attempt: retry_wait with backoff while the policy allows, else dead.
+
+        An ambiguous failure (``ResponseLost``: the effect may have happened) is retried
+        only when the job has a natural key (given at enqueue); a keyless job goes dead
+        with "outcome unknown" so a person checks the destination before anything repeats.
+        """
         now = self.clock.now()
         previous, window_start = self._retry_state(job)
         decision = self.retry.decide(
@@ -390,6 +395,9 @@ class JobStore:
             started_at=window_start,
             now=now,
             max_attempts=job.max_attempts,
+            # An outcome-unknown failure is retried only for a job keyed by its intent:
+            # the key is what lets the destination (or a ledger) recognise the repeat.
+            idempotent=is_natural(job.key),
         )
         return self._fenced(
             "fail",

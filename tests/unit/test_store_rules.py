@@ -17,6 +17,7 @@ from labkit.errors import (
     LeaseLost,
     NotFound,
     PermanentError,
+    ResponseLost,
     StoreError,
     TransientError,
 )
@@ -453,3 +454,18 @@ def test_a_redrive_opens_a_fresh_deadline_window(db_path, clock):
     clock.advance(100)
     late = store.fail(store.claim("w1"), TransientError("503"))
     assert late.state == JobState.DEAD and "deadline" in (late.dead_reason or "")
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("billing:42:charge:v1", JobState.RETRY_WAIT),  # a natural key: safe to repeat
+        (None, JobState.DEAD),  # no key: nothing can recognise the repeat
+    ],
+)
+def test_an_ambiguous_failure_is_retried_only_under_a_natural_key(store, key, expected):
+    job, _ = store.enqueue("charge", {"invoice": 42}, key=key)
+    after = store.fail(store.claim("w1"), ResponseLost())
+    assert after.state == expected
+    if expected == JobState.DEAD:
+        assert "outcome unknown" in (after.dead_reason or "")
