@@ -230,7 +230,8 @@ def _run_processes(
 
     paths = sc.handler_paths()
     fired: list[str] = []
-    restarts, faults, start = 0, str(plan), LAB_EPOCH
+    restarts, start = 0, LAB_EPOCH
+    faults: str | None = str(plan)
     while True:
         proc = run_worker_process(
             db,
