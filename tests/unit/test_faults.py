@@ -17,9 +17,13 @@ def test_nth_fires_only_on_that_hit_and_records_every_hit() -> None:
     assert crash.value.point == "after_effect"
     assert plan.hit("after_effect", key="c") is None
     assert [(h.point, h.key, h.n) for h in plan.hits] == [
-        ("after_effect", "a", 1), ("after_effect", "b", 2), ("after_effect", "c", 3)
+        ("after_effect", "a", 1),
+        ("after_effect", "b", 2),
+        ("after_effect", "c", 3),
     ]
-    assert [(f.point, f.key, f.n, f.action) for f in plan.fired] == [("after_effect", "b", 2, "crash")]
+    assert [(f.point, f.key, f.n, f.action) for f in plan.fired] == [
+        ("after_effect", "b", 2, "crash")
+    ]
 
 
 def test_key_trigger_counts_only_that_keys_hits() -> None:
@@ -97,7 +101,9 @@ def test_replay_round_trip_keeps_seed_rules_and_odd_keys() -> None:
     assert "\n" not in line and line.startswith("seed=99;")
     again = FaultPlan.parse(line)
     assert again == plan and str(again) == line
-    assert plan_for(["after_effect:crash nth=1"], seed=3) == FaultPlan(3).at("after_effect", "crash", nth=1)
+    assert plan_for(["after_effect:crash nth=1"], seed=3) == FaultPlan(3).at(
+        "after_effect", "crash", nth=1
+    )
 
 
 def test_a_parsed_plan_replays_the_same_faults() -> None:

@@ -23,7 +23,9 @@ def test_every_effect_is_recorded_with_key_and_payload(world: World) -> None:
     world.webhook.post("https://example.com/h", {"event": 1}, key="hook:1")
     effects = world.effects()
     assert [(e.service, e.key) for e in effects] == [
-        ("payments", "inv:1"), ("mail", "mail:1"), ("webhook", "hook:1")
+        ("payments", "inv:1"),
+        ("mail", "mail:1"),
+        ("webhook", "hook:1"),
     ]
     assert effects[0].payload == {"customer": "cus_1", "amount": 500, "currency": "BRL"}
     assert world.payments.find("inv:1")[0].response["charge_id"] == "ch_1"
