@@ -1,0 +1,311 @@
+"""Two notebook screens: the dead-letter queue with redrive, and a one-scenario fault panel.
+
+The widgets are thin. Everything they do is a plain function a test (or the CLI) calls
+directly; the callbacks only read widget values, call it, and show the text it returns:
+
+- ``dead_rows(store, kind=None, error_class=None)`` the dead letters as table rows;
+  ``plan_redrive(store, ids)`` the dry run (what would go back, what would be refused);
+  ``redrive_selected(store, ids, note="")`` redrives exactly those jobs, each with its
+  own key, and reports what happened. An empty selection raises ``NothingSelected``:
+  the screen has no "redrive everything" (``JobStore.redrive_where`` has a ``limit`` for
+  bulk work, on purpose).
+- ``run_fault(strategy, point, seed)`` runs one cell of the crash matrix through
+  ``labkit.explore.run_scenario`` and returns its row (verdict, effects, replay line).
+
+``dead_letter_screen(store)`` and ``fault_panel()`` wrap them in ipywidgets, which need
+no browser: a test sets ``checkbox.value`` and calls ``button.click()``.
+
+In production nobody builds this: Flower shows Celery's tasks, Oban Web and River UI
+list and retry dead jobs with filters and bulk actions, and a broker's own console
+(RabbitMQ management, SQS "start DLQ redrive") moves dead messages back.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as widgets  # type: ignore[import-untyped]  # ships no type hints
+
+from labkit.errors import InvalidTransition, LabkitError, NotFound
+from labkit.explore import Row, run_scenario
+from labkit.faults import LOST_RESPONSE, MATRIX_POINTS, FaultPlan
+from labkit.job import Job, JobState
+from labkit.report import format_table
+from labkit.scratch import fresh_dir
+from labkit.store import JobStore
+from labkit.strategies import STRATEGIES
+
+ALL = "(all)"
+DEAD_COLUMNS = ("id", "kind", "key", "reason", "error_class", "attempts", "age")
+REASON_WIDTH = 48
+
+
+class NothingSelected(LabkitError, ValueError):
+    """Nothing is selected, so nothing was redriven: tick the rows to send back first."""
+
+
+def age_text(seconds: float) -> str:
+    """A short age for people: 45s, 12m, 8h, 3d."""
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 172_800:
+        return f"{seconds / 3600:.0f}h"
+    return f"{seconds / 86_400:.0f}d"
+
+
+def dead_rows(
+    store: JobStore, kind: str | None = None, error_class: str | None = None, limit: int = 100
+) -> list[dict[str, Any]]:
+    """The dead letters, oldest first, as rows of ``DEAD_COLUMNS`` (reason shortened)."""
+    rows = []
+    for d in store.dead_letters(kind=kind, limit=limit):
+        if error_class is not None and d.error_class != error_class:
+            continue
+        reason = d.reason if len(d.reason) <= REASON_WIDTH else d.reason[: REASON_WIDTH - 1] + "…"
+        rows.append({"id": d.id, "kind": d.kind, "key": d.key, "reason": reason,
+                     "error_class": d.error_class, "attempts": d.attempts,
+                     "age": age_text(d.age_s)})
+    return rows
+
+
+@dataclass
+class RedriveReport:
+    """What a (dry or real) redrive did: jobs sent back, jobs refused and why, counts after."""
+
+    dry_run: bool
+    jobs: list[Job] = field(default_factory=list)
+    refused: list[tuple[int, str]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def text(self) -> str:
+        verb = "would redrive" if self.dry_run else "redrove"
+        lines = [f"{verb} {len(self.jobs)} job(s)"
+                 + (" (dry run: nothing changed)" if self.dry_run else " (same keys)")]
+        if self.jobs:
+            lines.append(format_table(
+                [{"id": j.id, "kind": j.kind, "key": j.key, "state": str(j.state),
+                  "redrives": j.redrives} for j in self.jobs]))
+        lines += [f"refused job {job_id}: {why}" for job_id, why in self.refused]
+        if self.counts:
+            lines += ["", "jobs by state:", format_table([self.counts])]
+        return "\n".join(lines)
+
+
+def _need_ids(ids: Iterable[int]) -> list[int]:
+    chosen = list(dict.fromkeys(int(i) for i in ids))
+    if not chosen:
+        raise NothingSelected()
+    return chosen
+
+
+def plan_redrive(store: JobStore, ids: Iterable[int]) -> RedriveReport:
+    """The dry run: which selected jobs are still dead (would go back), which would be refused."""
+    report = RedriveReport(dry_run=True)
+    for job_id in _need_ids(ids):
+        try:
+            job = store.get(job_id)
+        except NotFound as exc:
+            report.refused.append((job_id, str(exc)))
+            continue
+        if job.state == JobState.DEAD:
+            report.jobs.append(job)
+        else:
+            report.refused.append((job_id, f"it is {job.state} now, not dead; left alone"))
+    return report
+
+
+def redrive_selected(store: JobStore, ids: Iterable[int], note: str = "") -> RedriveReport:
+    """Redrive each selected job (same id, same key); a job no longer dead is refused, not fatal.
+
+    Each redrive is its own transaction, so a job someone else already redrove (or that
+    was deleted) is reported and the others still go back.
+    """
+    chosen = _need_ids(ids)
+    report = RedriveReport(dry_run=False)
+    for job_id in chosen:
+        try:
+            report.jobs.append(store.redrive(job_id, note=note))
+        except (InvalidTransition, NotFound) as exc:
+            report.refused.append((job_id, str(exc)))
+    report.counts = store.counts()
+    return report
+
+
+def _pre(text: str) -> str:
+    return f"<pre>{html.escape(text, quote=False)}</pre>"
+
+
+def _option(value: str) -> str | None:
+    return None if value == ALL else value
+
+
+class DeadLetterScreen(widgets.VBox):  # type: ignore[misc]
+    """The dead-letter screen; build it with ``dead_letter_screen(store)``.
+
+    Parts a test (or a notebook) drives: ``kind`` and ``error_class`` (dropdowns),
+    ``checkboxes`` (``{job_id: Checkbox}`` for the rows shown), ``note``, the buttons
+    ``dry_run_button``, ``redrive_button``, ``refresh_button``, and ``message`` (HTML).
+    """
+
+    def __init__(self, store: JobStore) -> None:
+        self.store = store
+        self.kind = widgets.Dropdown(description="kind", options=[ALL])
+        self.error_class = widgets.Dropdown(description="error class", options=[ALL])
+        self.note = widgets.Text(description="note", placeholder="why (stored with the redrive)")
+        self.dry_run_button = widgets.Button(description="Dry run", icon="eye")
+        self.redrive_button = widgets.Button(description="Redrive selected", button_style="warning")
+        self.refresh_button = widgets.Button(description="Refresh", icon="refresh")
+        self.table = widgets.VBox()
+        self.message = widgets.HTML()
+        self.checkboxes: dict[int, widgets.Checkbox] = {}
+        self._refreshing = False
+        super().__init__([
+            widgets.HTML("<b>Dead letters</b> (oldest first)"),
+            widgets.HBox([self.kind, self.error_class, self.refresh_button]),
+            self.table,
+            widgets.HBox([self.note, self.dry_run_button, self.redrive_button]),
+            self.message,
+        ])
+        self.kind.observe(self._on_filter, names="value")
+        self.error_class.observe(self._on_filter, names="value")
+        self.refresh_button.on_click(lambda _b: self.refresh())
+        self.dry_run_button.on_click(lambda _b: self._act(dry_run=True))
+        self.redrive_button.on_click(lambda _b: self._act(dry_run=False))
+        self.refresh()
+
+    def selected(self) -> list[int]:
+        """Ids of the ticked rows, in table order."""
+        return [job_id for job_id, box in self.checkboxes.items() if box.value]
+
+    def refresh(self) -> None:
+        """Re-read the store: filter choices, rows (keeping ticks on rows still shown)."""
+        self._refreshing = True
+        try:
+            everything = dead_rows(self.store)
+            for dropdown, column in ((self.kind, "kind"), (self.error_class, "error_class")):
+                values = sorted({str(r[column]) for r in everything})
+                current = dropdown.value if dropdown.value in values else ALL
+                dropdown.options = [ALL, *values]
+                dropdown.value = current
+        finally:
+            self._refreshing = False
+        ticked = set(self.selected())
+        rows = dead_rows(self.store, _option(self.kind.value), _option(self.error_class.value))
+        lines = format_table(rows, DEAD_COLUMNS).splitlines()
+        self.checkboxes = {
+            r["id"]: widgets.Checkbox(value=r["id"] in ticked, indent=False,
+                                      layout=widgets.Layout(width="2em"))
+            for r in rows
+        }
+        header = widgets.HBox([widgets.Label("", layout=widgets.Layout(width="2em")),
+                               widgets.HTML(_pre("\n".join(lines[:2])))])
+        body = [widgets.HBox([box, widgets.HTML(_pre(line))])
+                for box, line in zip(self.checkboxes.values(), lines[2:], strict=True)]
+        self.table.children = [header, *body] if rows else [widgets.HTML(_pre("(no dead letters)"))]
+
+    def _on_filter(self, _change: Any) -> None:
+        if not self._refreshing:
+            self.refresh()
+
+    def _act(self, dry_run: bool) -> None:
+        try:
+            if dry_run:
+                report = plan_redrive(self.store, self.selected())
+            else:
+                report = redrive_selected(self.store, self.selected(), note=self.note.value)
+        except LabkitError as exc:
+            counts = format_table([self.store.counts()])
+            self.message.value = _pre(f"{exc}\n\njobs by state:\n{counts}")
+            return
+        if not dry_run:
+            self.refresh()
+        self.message.value = _pre(report.text())
+
+
+def dead_letter_screen(store: JobStore) -> DeadLetterScreen:
+    """The dead-letter screen for ``store``: filter, tick, dry run, redrive selected."""
+    return DeadLetterScreen(store)
+
+
+def fault_plan(point: str, seed: int) -> FaultPlan:
+    """Break the run once at ``point``: a crash, or a lost reply at ``lost_response``."""
+    action = "lose_response" if point == LOST_RESPONSE else "crash"
+    return FaultPlan(seed).at(point, action, nth=1)
+
+
+def run_fault(
+    strategy: str, point: str, seed: int = 0, workdir: str | Path | None = None
+) -> Row:
+    """Run one scenario (``strategy`` broken at ``point``) and judge it from the world.
+
+    With ``workdir`` the run's ``jobs.db`` and ``world.db`` stay there (emptied first)
+    so they can be inspected; otherwise they live in a temporary folder.
+    """
+    if point not in MATRIX_POINTS:
+        raise ValueError(f"unknown crash point {point!r}; choose from {', '.join(MATRIX_POINTS)}")
+    folder = None if workdir is None else fresh_dir("fault-run", root=workdir)
+    return run_scenario(strategy, fault_plan(point, seed), point=point, workdir=folder)
+
+
+def row_text(row: Row) -> str:
+    """Verdict (``-`` if the run never reached the point), effects, seed and replay line."""
+    verdict = row.outcome if row.fired else "- (the run never reached this point)"
+    return "\n".join([
+        f"verdict : {verdict}",
+        f"effects : {row.effects} in the world",
+        f"attempts: {row.attempts}, restarts {row.restarts}",
+        f"fired   : {', '.join(row.fired) or 'nothing'}",
+        f"seed    : {row.seed}",
+        f"replay  : {row.replay}",
+    ])
+
+
+class FaultPanel(widgets.VBox):  # type: ignore[misc]
+    """Pick a strategy, a crash point and a seed; ``run_button`` runs that one scenario.
+
+    After a run, ``last`` holds the ``labkit.explore.Row`` and ``result`` shows it.
+    """
+
+    def __init__(
+        self, strategies: Sequence[str] | None = None, workdir: str | Path | None = None
+    ) -> None:
+        names = list(strategies or STRATEGIES)
+        self.workdir = workdir
+        self.strategy = widgets.Dropdown(
+            description="strategy",
+            options=[(f"{n}: {STRATEGIES[n].summary}", n) for n in names],
+        )
+        self.point = widgets.Dropdown(description="crash at", options=list(MATRIX_POINTS))
+        self.seed = widgets.IntText(description="seed", value=0)
+        self.run_button = widgets.Button(description="Run", button_style="primary")
+        self.result = widgets.HTML()
+        self.last: Row | None = None
+        super().__init__([
+            widgets.HBox([self.strategy, self.point, self.seed, self.run_button]),
+            self.result,
+        ])
+        self.run_button.on_click(lambda _b: self.run())
+
+    def run(self) -> Row | None:
+        """Run the chosen scenario and show its verdict; errors are shown, not raised."""
+        try:
+            self.last = run_fault(self.strategy.value, self.point.value, int(self.seed.value),
+                                  workdir=self.workdir)
+        except (ValueError, LabkitError) as exc:
+            self.result.value = _pre(f"not run: {exc}")
+            return None
+        self.result.value = _pre(row_text(self.last))
+        return self.last
+
+
+def fault_panel(
+    strategies: Sequence[str] | None = None, workdir: str | Path | None = None
+) -> FaultPanel:
+    """The fault panel over ``labkit.strategies`` (all of them unless ``strategies`` given)."""
+    return FaultPanel(strategies, workdir)
