@@ -35,6 +35,7 @@ def no_double_claim_across_processes(ns: Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="labkit-ex03h-") as tmp:
         path = str(Path(tmp) / "jobs.db")
         conn = lab_db(path)
+        claim(conn, "probe", 0.0, 1.0)  # on an empty table: a stub says "not started yet"
         for i in range(30):
             add_job(conn, f"mail:{i}:send:v1")
         conn.close()

@@ -40,6 +40,7 @@ def attempt(ns: Namespace, path: Path) -> str:
 @contextmanager
 def held_by_child(ns: Namespace, path: Path) -> Iterator[int]:
     """A forked child that takes the lock and sleeps until killed; yields its pid."""
+    attempt(ns, path)  # in this process first, so a stub says "not started yet"
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: take the lock, say so, wait to be killed
@@ -112,7 +113,6 @@ def released_on_error(ns: Namespace) -> None:
                "by the kernel when the process dies", timeout=20.0)
 def survives_holder_kill_9(ns: Namespace) -> None:
     with _lock_path() as path:
-        attempt(ns, path)  # in this process first, so a stub says "not started yet"
         with held_by_child(ns, path) as pid:
             while_alive = attempt(ns, path)
             expect(while_alive.startswith("refused"), "AlreadyRunning while the child holds it",

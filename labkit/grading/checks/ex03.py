@@ -205,6 +205,7 @@ def claim_is_one_statement(ns: Namespace) -> None:
 def no_double_claim_under_a_race(ns: Namespace) -> None:
     workers, n_jobs = 4, 6
     with _db() as (conn, path):
+        ns.claim(conn, "probe", 0.0, 1.0)  # on an empty table: a stub says "not started yet"
         for i in range(n_jobs):
             add_job(conn, f"mail:{i}:send:v1")
         claims: list[tuple[str, int]] = []

@@ -1,0 +1,44 @@
+"""Helpers for the grading tests: build a namespace from a notebook, run every check."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from labkit.grading import catalog
+from labkit.grading.core import Outcome, run_checks
+from labkit.grading.sandbox import run_cells
+
+ROOT = Path(__file__).resolve().parents[2]
+SOLUTIONS = ROOT / "solutions"
+EXERCISES = ROOT / "exercises"
+HIDDEN = SOLUTIONS / "hidden"
+
+
+def notebook_for(folder: Path, exercise: str) -> Path:
+    [path] = sorted(folder.glob(f"{exercise}_*.ipynb"))
+    return path
+
+
+def namespace_of(path: Path, cell_timeout: float = 10.0) -> tuple[dict[str, Any], list[str]]:
+    """Run a notebook's code cells the way the grader does (check cells removed)."""
+    nb = nbformat.read(path, as_version=4)
+    cells = [(i, c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    return run_cells(cells, cell_timeout)
+
+
+def grade_values(exercise: str, values: dict[str, Any]) -> dict[str, Outcome]:
+    """Public and hidden checks on ``values``, by check name."""
+    outcomes = run_checks(catalog.all_checks(exercise, HIDDEN), values)
+    return {o.check: o for o in outcomes}
+
+
+def with_override(exercise: str, source: str) -> dict[str, Any]:
+    """The reference solution's namespace with ``source`` run on top (a wrong variant)."""
+    values, notes = namespace_of(notebook_for(SOLUTIONS, exercise))
+    assert not notes, notes
+    exec(compile(textwrap.dedent(source), f"<zoo {exercise}>", "exec"), values)
+    return values

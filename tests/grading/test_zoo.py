@@ -1,0 +1,330 @@
+"""A zoo of plausible wrong solutions: each loses points on the check that names its mistake.
+
+Each entry overrides one or two functions of the reference solution with a classic
+mistake, then runs every public and hidden check. The named check must fail, the
+score must drop, and not every check may fail (the feedback points at one mistake).
+"""
+
+from __future__ import annotations
+
+import pytest
+from gradingkit import grade_values, with_override
+
+from labkit.grading.core import PASSED
+
+ZOO: list[tuple[str, str, str, str]] = [
+    # (exercise, name, the check that must fail, source replacing the reference)
+    ("ex01", "key from uuid4 per attempt", "key_is_stable", """
+        import uuid
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}:{uuid.uuid4().hex[:8]}"
+    """),
+    ("ex01", "key from a timestamp", "key_ignores_the_clock", """
+        import time
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}:{int(time.time())}"
+    """),
+    ("ex01", "key from datetime.now()", "key_ignores_the_clock", """
+        from datetime import datetime
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}:{datetime.now():%Y%m%d}"
+    """),
+    ("ex01", "fingerprint without sort_keys (dict order)", "fingerprint_is_canonical", """
+        def payload_fingerprint(payload):
+            return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
+    """),
+    ("ex01", "conflict overwrites the first payload", "accept_conflict", """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            new = seen.get(key) != fp
+            seen[key] = fp
+            return new
+    """),
+    ("ex01", "dedup by payload instead of key", "accept_does_not_confuse_keys", """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            if fp in seen.values() and seen.get(key) != fp:
+                return False
+            if key in seen and seen[key] != fp:
+                raise IdempotencyConflict(key)
+            new = key not in seen
+            seen[key] = fp
+            return new
+    """),
+    ("ex02", "pidfile with O_EXCL goes stale after kill -9", "survives_holder_kill_9", """
+        @contextmanager
+        def single_instance(path):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                raise AlreadyRunning(f"locked by pid {open(path).read()}") from None
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+            try:
+                yield
+            finally:
+                os.unlink(path)
+    """),
+    ("ex02", "refusal without the holder's pid", "message_names_the_holder", """
+        @contextmanager
+        def single_instance(path):
+            with open(path, "a+") as fh:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise AlreadyRunning("another instance is running") from None
+                yield
+    """),
+    ("ex02", "lock kept when the block raises", "released_on_error", """
+        HELD = []
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.seek(0)
+                raise AlreadyRunning(f"pid {fh.read()}") from None
+            fh.seek(0); fh.truncate(); fh.write(str(os.getpid())); fh.flush()
+            HELD.append(fh)
+            yield
+            HELD.remove(fh)
+            fh.close()
+    """),
+    ("ex02", "open(path, 'w') wipes the holder before locking", "refused_attempt_keeps_the_holder", """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "w+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    raise AlreadyRunning(f"pid {fh.read() or 'unknown'}") from None
+                fh.write(str(os.getpid())); fh.flush()
+                yield
+            finally:
+                fh.close()
+    """),
+    ("ex03", "claim by SELECT then UPDATE", "no_double_claim_under_a_race", """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "SELECT id FROM jobs WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1",
+                {"now": now}).fetchone()
+            if row is None:
+                return None
+            return dict(conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = :id RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s, "id": row["id"]}).fetchone())
+    """),
+    ("ex03", "claim without attempt + 1", "attempt_goes_up_by_one", """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *", {"w": worker, "now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """),
+    ("ex03", "the worker's name as the lease token", "token_is_fresh", """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = :w,"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *", {"w": worker, "now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """),
+    ("ex03", "expired leases never come back", "expired_lease_is_reclaimable", """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+                " state IN ('pending', 'retry_wait') AND run_after <= :now"
+                " ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *", {"w": worker, "now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """),
+    ("ex03", "run_after ignored", "respects_run_after_and_state", """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+                " state IN ('pending', 'retry_wait')"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *", {"w": worker, "now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """),
+    ("ex04", "backoff without a cap", "backoff_is_capped", """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            return rng.uniform(0, base * 2.0 ** min(n, 1000))
+    """),
+    ("ex04", "exponential backoff without jitter", "backoff_has_full_jitter", """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            return min(cap, base * 2 ** min(n, 64))
+    """),
+    ("ex04", "jitter from the random module", "backoff_uses_the_given_rng", """
+        import random as _random
+        def backoff(n, rng, base=1.0, cap=60.0):
+            return _random.uniform(0, min(cap, base * 2 ** min(n, 64)))
+    """),
+    ("ex04", "Retry-After ignored", "honours_retry_after", """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=5, base=1.0, cap=60.0):
+            if classify(error) == "permanent" or attempt >= max_attempts:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            return None if now + delay > started_at + deadline else delay
+    """),
+    ("ex04", "every error retried", "gives_up_on_permanent", """
+        def classify(error):
+            return "transient"
+    """),
+    ("ex04", "no deadline", "respects_deadline", """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=5, base=1.0, cap=60.0):
+            if classify(error) == "permanent" or attempt >= max_attempts:
+                return None
+            return max(backoff(attempt - 1, rng, base, cap), getattr(error, "retry_after", 0) or 0)
+    """),
+    ("ex05", "no idempotency key (at-least-once)", "charge_survives_crash_after_effect", """
+        def charge_handler(job, ctx):
+            return ctx.world.payments.charge(job.payload["customer"], job.payload["amount"],
+                                             key=job.key)
+    """),
+    ("ex05", "check-then-act in two transactions", "charge_survives_crash_after_effect", """
+        def charge_handler(job, ctx):
+            if ctx.world.ledger.status(job.key) == "done":
+                return {"skipped": True}
+            reply = ctx.world.payments.charge(job.payload["customer"], job.payload["amount"],
+                                              key=job.key)
+            ctx.world.ledger.mark(job.key, "done")
+            return reply
+    """),
+    ("ex05", "a new idempotency key per attempt", "charge_survives_lost_response", """
+        import uuid
+        def charge_handler(job, ctx):
+            return ctx.world.payments.charge(job.payload["customer"], job.payload["amount"],
+                                             key=job.key, idempotency_key=uuid.uuid4().hex)
+    """),
+    ("ex05", "ack before the effect", "charge_survives_crash_after_commit", """
+        def choose_ack():
+            return "first"
+    """),
+    ("ex05", "ledger entry and mark in two transactions", "post_survives_every_crash", """
+        def post_handler(job, ctx):
+            ledger = ctx.world.ledger
+            if ledger.status(job.key) == "done":
+                return {"skipped": "already posted"}
+            with ledger.transaction() as tx:
+                reply = tx.post(job.payload["customer"], job.payload["amount"], key=job.key)
+            ledger.mark(job.key, "done")
+            return reply
+    """),
+    ("ex05", "one constant idempotency key", "two_invoices_two_charges", """
+        def charge_handler(job, ctx):
+            return ctx.world.payments.charge(job.payload["customer"], job.payload["amount"],
+                                             key=job.key, idempotency_key="charge")
+    """),
+    ("ex06", "redrive as a copy with a new key", "redrive_keeps_the_key", """
+        import uuid
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit")
+            rows = conn.execute(
+                "SELECT * FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit}).fetchall()
+            if dry_run:
+                return [r["id"] for r in rows]
+            return [conn.execute(
+                "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (:key, :kind, :now, :now)"
+                " RETURNING id", {"key": f"{r['key']}:{uuid.uuid4().hex[:6]}", "kind": r["kind"],
+                                  "now": now}).fetchone()[0] for r in rows]
+    """),
+    ("ex06", "redrive of everything, limit ignored", "redrive_respects_the_limit", """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit")
+            ids = [r["id"] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY updated_at, id", {"kind": kind})]
+            if not dry_run:
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                    " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                    " WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)",
+                    {"now": now, "kind": kind})
+            return ids
+    """),
+    ("ex06", "redrive without resetting attempts", "redrive_gives_a_fresh_start", """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit")
+            ids = [r["id"] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+            if not dry_run:
+                for i in ids:
+                    conn.execute("UPDATE jobs SET state = 'pending', redrives = redrives + 1,"
+                                 " updated_at = :now WHERE id = :id", {"now": now, "id": i})
+            return ids
+    """),
+    ("ex06", "the raw error stored, secrets and all", "dead_letter_hides_secrets", """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            return conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason,
+                 "error": f"{type(error).__name__}: {error}", "now": now}).fetchone() is not None
+    """),
+    ("ex06", "dead letter without the token fence", "dead_letter_is_fenced", """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            return conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' RETURNING id",
+                {"id": job_id, "reason": reason, "error": describe(error), "now": now}
+            ).fetchone() is not None
+    """),
+    ("ex06", "no limit required", "redrive_requires_a_limit", """
+        _reference_redrive = redrive
+        def redrive(conn, *, limit=None, now, kind=None, dry_run=False):
+            return _reference_redrive(conn, limit=limit or 1_000_000, now=now, kind=kind,
+                                      dry_run=dry_run)
+    """),
+]
+
+
+@pytest.mark.parametrize(
+    ("exercise", "mistake", "check", "source"), ZOO, ids=[f"{e}: {m}" for e, m, _, _ in ZOO]
+)
+def test_wrong_solution_fails_the_check_that_names_its_mistake(
+    exercise: str, mistake: str, check: str, source: str
+) -> None:
+    outcomes = grade_values(exercise, with_override(exercise, source))
+    assert check in outcomes, f"no check called {check}"
+    named = outcomes[check]
+    assert named.status == "failed", f"{mistake}: {check} was {named.status}"
+    assert named.earned == 0 and named.expected and named.got and named.hint
+    assert "Traceback" not in named.got
+    passed = [o.check for o in outcomes.values() if o.status == PASSED]
+    assert passed, f"{mistake}: every check failed, the feedback would not point at the mistake"
+
+
+def test_the_zoo_covers_every_exercise_three_times() -> None:
+    from collections import Counter
+
+    from labkit.grading import catalog
+
+    counts = Counter(e for e, *_ in ZOO)
+    assert all(counts[e] >= 3 for e in catalog.exercises()), counts
