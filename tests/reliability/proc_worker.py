@@ -17,6 +17,10 @@ Spec keys:
   effect row is inserted and before COMMIT.
 - ``mutant``: break one safety rule on purpose (see ``MUTANTS``) so a test can show the
   suite notices.
+- ``ready``/``go``: touch the file ``ready`` once the store is open, then wait for the
+  file ``go``, so several workers start claiming together.
+- ``pace_s``: seconds of pretend work between claim and effect, so a kill has a job in
+  hand most of the time and a run lasts long enough to be killed several times.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import json
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from labkit.clock import SystemClock
@@ -118,6 +123,12 @@ def main(spec: dict[str, Any]) -> dict[str, Any]:
 
         worker = Worker(store, {"effect": effect, "poison": poison}, name=name, lease_s=lease_s)
 
+    if "ready" in spec:
+        Path(spec["ready"]).touch()
+        while not Path(spec["go"]).exists():
+            clock.sleep(0.005)
+    pace_s = float(spec.get("pace_s", 0.0))
+
     seen, idle_since = 0, None
     while True:
         try:
@@ -130,6 +141,8 @@ def main(spec: dict[str, Any]) -> dict[str, Any]:
                 got = job is not None
                 if job is not None:
                     seen += 1
+                    if pace_s:
+                        clock.sleep(pace_s)
                     if kill_at == "before_effect" and seen == kill_after:
                         _kill_self()
                     after = _kill_self if kill_at == "after_effect" and seen == kill_after else None

@@ -28,7 +28,17 @@ def test_four_worker_processes_run_every_job_exactly_once_with_the_ledger(tmp_pa
     db = tmp_path / "jobs.db"
     with new_db(db) as store:
         ids = _enqueue(store, sizes.jobs)
-    workers = [spawn({"db": str(db), "name": f"w{k}", "mode": "ledger"}) for k in range(4)]
+    go = tmp_path / "go"
+    workers = [
+        spawn({"db": str(db), "name": f"w{k}", "mode": "ledger",
+               "ready": str(tmp_path / f"ready-{k}"), "go": str(go)})
+        for k in range(4)
+    ]
+    clock = SystemClock()
+    while len(list(tmp_path.glob("ready-*"))) < 4:  # all four open before any claims
+        assert all(p.poll() is None for p in workers), "a worker died while starting"
+        clock.sleep(0.01)
+    go.touch()
     reports = [finish(p, timeout=600) for p in workers]
 
     # No SQLITE_BUSY (or anything else) escaped as an error in any worker.
@@ -53,14 +63,17 @@ def test_random_sigkill_with_restarts_loses_nothing_and_duplicates_nothing(tmp_p
     db = tmp_path / "jobs.db"
     with new_db(db) as store:
         ids = _enqueue(store, sizes.soak_jobs)
-    spec = {"db": str(db), "mode": "ledger", "lease_s": 0.5}
+    spec = {"db": str(db), "mode": "ledger", "lease_s": 0.5, "pace_s": 0.005}
     live = {k: spawn({**spec, "name": f"w{k}"}) for k in range(2)}
     fired, progress = 0, 0
+    deadline = clock.now() + 300
     with new_db(db) as watch:
         for kill in range(sizes.kills):
             # Let a random amount of work happen, then kill a random worker wherever it is.
             target = progress + chooser.randint(1, 20)
             while (progress := sum(effect_counts(watch).values())) < target:
+                assert progress < len(ids), f"all jobs done after only {kill} kills: more jobs"
+                assert clock.now() < deadline, "no progress: the workers are stuck"
                 clock.sleep(0.005)
             victim = chooser.choice(sorted(live))
             live[victim].kill()
