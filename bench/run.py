@@ -40,7 +40,9 @@ W1_ADAPTERS = [
 #: Rows the targets are judged on get the full repeat count at N=100,000.
 W1_KEY = {"labkit", "labkit_proposed", "labkit_many_proposed", "labkit_batch_proposed",
           "raw_normal", "raw_batched"}
-W2_ADAPTERS = ["labkit", "labkit_proposed", "labkit_ledger", "raw_normal", "huey", "persistqueue", "litequeue"]
+W2_ADAPTERS = [
+    "labkit", "labkit_proposed", "labkit_ledger", "raw_normal", "huey", "persistqueue", "litequeue",
+]
 W3_ADAPTERS = ["labkit_ledger", "labkit", "raw_normal", "huey", "persistqueue", "litequeue"]
 W3_MODES = ["before_effect", "after_effect", "random"]
 
@@ -52,7 +54,8 @@ def child(spec: dict[str, Any], timeout: float = 900) -> dict[str, Any]:
         capture_output=True, text=True, timeout=timeout, cwd=ROOT,
     )
     if proc.returncode != 0:
-        raise RuntimeError(f"child {spec['adapter']} {spec['phase']} failed:\n{proc.stderr[-2000:]}")
+        what = f"{spec['adapter']} {spec['phase']}"
+        raise RuntimeError(f"child {what} failed:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -171,7 +174,8 @@ def w3(n: int, trials: int, kills: int, seed: int, tmp: Path) -> list[dict]:
                 for k in range(kills):
                     spec = {**base, "worker": f"w{k}"}
                     if mode != "random":
-                        spec.update(kill_at=mode, kill_after=rng.randint(1, max(1, n // (2 * kills))))
+                        last = max(1, n // (2 * kills))
+                        spec.update(kill_at=mode, kill_after=rng.randint(1, last))
                     proc = subprocess.Popen(
                         [sys.executable, str(HERE / "child.py"), json.dumps(spec)],
                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
@@ -250,19 +254,25 @@ def summarize(results: dict[str, Any]) -> str:
                        f"{m['proc']:,.0f}{' (partial)' if m['partial'] else ''} | "
                        f"{m['rss']:.0f} | {m['bad']} |")
         out.append("\n### Targets (ratios of medians within this run)\n")
+        out.append("Columns: labkit as it is / with bench/proposed.sql; *best peer* is the "
+                   "fastest of huey, persist-queue, litequeue; *best acking peer* leaves out huey "
+                   "(which deletes at dequeue and never acknowledges).\n")
         out.append("| N | labkit / raw NORMAL | proposed / raw NORMAL | labkit / best peer "
-                   "| proposed / best peer | claim_many / raw batched | proposed claim_many / raw batched "
-                   "| proposed claim_many+complete_many / raw batched |")
-        out.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
+                   "| proposed / best peer | proposed / best acking peer "
+                   "| claim_many / raw batched | proposed claim_many / raw batched "
+                   "| claim_many + complete_many / raw batched |")
+        out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         sizes = sorted({n for _, n in med})
         for n in sizes:
-            def p(name: str) -> float:
+            def p(name: str, n: int = n) -> float:
                 return med.get((name, n), {}).get("proc", float("nan"))
             peer = max(p("huey"), p("persistqueue"), p("litequeue"))
+            acking = max(p("persistqueue"), p("litequeue"))
             out.append(
                 f"| {n:,} | {p('labkit') / p('raw_normal'):.2f} | "
                 f"{p('labkit_proposed') / p('raw_normal'):.2f} | {p('labkit') / peer:.2f} | "
-                f"{p('labkit_proposed') / peer:.2f} | {p('labkit_many') / p('raw_batched'):.2f} | "
+                f"{p('labkit_proposed') / peer:.2f} | {p('labkit_proposed') / acking:.2f} | "
+                f"{p('labkit_many') / p('raw_batched'):.2f} | "
                 f"{p('labkit_many_proposed') / p('raw_batched'):.2f} | "
                 f"{p('labkit_batch_proposed') / p('raw_batched'):.2f} |")
         if 2_000 in sizes and 100_000 in sizes:
@@ -273,7 +283,8 @@ def summarize(results: dict[str, Any]) -> str:
     w2_rows = [r for r in results["rows"] if r["workload"] == "W2"]
     if w2_rows:
         out.append("\n### W2 two worker processes, one file\n")
-        out.append("| queue | repeats | jobs/s (median) | lost (total) | duplicated (total) | errors |")
+        out.append("| queue | repeats | jobs/s (median) | lost (total) | duplicated (total) "
+                   "| errors |")
         out.append("|---|---:|---:|---:|---:|---|")
         for name in W2_ADAPTERS:
             rs = [r for r in w2_rows if r["adapter"] == name]
@@ -295,9 +306,10 @@ def summarize(results: dict[str, Any]) -> str:
             for mode in W3_MODES:
                 rs = [r for r in w3_rows if r["adapter"] == name and r["mode"] == mode]
                 if rs:
+                    fired = sum(r["kills_fired"] for r in rs)
+                    planned = sum(r["kills_planned"] for r in rs)
                     out.append(
-                        f"| {ADAPTERS[name].name} | {mode} | {len(rs)} | "
-                        f"{sum(r['kills_fired'] for r in rs)}/{sum(r['kills_planned'] for r in rs)} | "
+                        f"| {ADAPTERS[name].name} | {mode} | {len(rs)} | {fired}/{planned} | "
                         f"{sum(r['lost'] for r in rs)} | {sum(r['duplicated'] for r in rs)} |")
     return "\n".join(out)
 
@@ -313,7 +325,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds a W1 worker may run before it stops and reports a partial rate")
     ap.add_argument("--seed", type=int, default=7, help="seed for W3 kill points")
     ap.add_argument("--out", default=None, help="write raw results JSON here")
+    ap.add_argument("--summarize", default=None, metavar="RESULTS_JSON",
+                    help="print the tables of an earlier run's JSON and exit")
     args = ap.parse_args(argv)
+    if args.summarize:
+        print(summarize(json.loads(Path(args.summarize).read_text())))
+        return 0
     only = {w.strip().upper() for w in args.only.split(",")}
     if args.quick:
         sizes, repeats, big, w2n, w2r, w3n, w3t, kills = [500, 2_000], 1, 1, 1_000, 1, 200, 1, 2

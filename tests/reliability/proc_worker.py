@@ -37,7 +37,9 @@ from labkit.errors import LeaseLost
 from labkit.job import Job
 from labkit.store import SQL, JobStore
 
-EFFECTS_TABLE = "CREATE TABLE IF NOT EXISTS effects (id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL)"
+EFFECTS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS effects (id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL)"
+)
 
 #: name -> (statement, text that must be removed, replacement). Applying one to
 #: labkit.store.SQL removes a single safety rule; ``apply_mutant`` fails if the text is

@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from proc_worker import EFFECTS_TABLE  # noqa: E402
 
+
 def spawn(spec: dict[str, Any]) -> subprocess.Popen[str]:
     """Start one worker process (tests/reliability/proc_worker.py) with ``spec``."""
     return subprocess.Popen(
