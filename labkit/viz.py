@@ -205,7 +205,7 @@ def plot_timeline(tl: Timeline, ax: Any = None, title: str | None = None) -> Any
         y0, y1 = lane[g.from_worker], lane[g.to_worker]
         ax.plot([g.start, g.end], [y0, y1], linestyle=":", color="black", linewidth=1)
         ax.annotate(
-            f"{g.reason} {g.end - g.start:g}s",
+            f"{g.reason} {round(g.end - g.start, 1):g}s",
             ((g.start + g.end) / 2, (y0 + y1) / 2 - 0.3),
             fontsize=7,
             ha="center",

@@ -1,0 +1,557 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+# ---
+
+# %% [markdown]
+# # 06 · Crash between effect and ack
+#
+# *A worker can die after the outside world did the work and before anyone recorded it;
+# this lesson finds every such moment, shows which designs charge twice and which lose
+# the charge, and proves three fixes with the outside world's own records.*
+#
+# Lesson 04 ended with a question: the job table made sure order 2 was finished, once,
+# by worker-2. But did the ERP receive it twice? The table cannot say. Seed 003 names
+# the hard part: the window between the **effect** (the ticket is created, the card is
+# charged) and the **acknowledgement** (the queue learns the job is done). Seed 004
+# says the same of Celery: it is at-least-once by default, a re-run means the effect may
+# happen again, and retries do not fix that; idempotency does.
+#
+# The job here is "charge invoice 42": 42.00 BRL to customer `cus_42` through a
+# Stripe-like payments API (`labkit.world`), which keeps its own durable records, so
+# after any crash we can ask the world what really happened. We will:
+#
+# 1. name the crash points along one job;
+# 2. crash once, right after the charge, and count the charges in the world;
+# 3. replay that run from its one-line recipe;
+# 4. draw the attempts per worker on a timeline;
+# 5. crash six strategies at every point: the strategy × crash-point table;
+# 6. confirm a column of it with real `kill -9`;
+# 7. prove the three fixes: one transaction, an Idempotency-Key, reconciliation;
+# 8. see why acking late is not enough.
+
+# %% [markdown]
+# ## Setup
+#
+# A seed for every fault plan, a fresh folder, and a helper that names each invoice's
+# charge by its intent (lesson 03), so every retry of invoice 42 carries the same key.
+
+# %%
+import random
+
+import matplotlib.pyplot as plt
+
+from labkit.clock import FakeClock, isoformat
+from labkit.errors import SimulatedCrash
+from labkit.faults import MATRIX_POINTS, FaultPlan
+from labkit.keys import operation_key
+from labkit.report import jobs_table, show
+from labkit.retry import RetryPolicy, exponential
+from labkit.scratch import fresh_dir
+from labkit.store import JobStore
+from labkit.strategies import STRATEGIES
+from labkit.worker import Worker
+from labkit.world import World
+
+SEED = 6
+folder = fresh_dir("06")
+
+
+def charge_key(invoice):
+    return operation_key("billing", invoice, "charge")
+
+
+print(f"seed={SEED}  folder={folder}  key of invoice 42: {charge_key(42)}")
+
+# %% [markdown]
+# ## 1. The crash points along one job
+#
+# A worker that acknowledges late (after the work, the usual choice) goes through these
+# boundaries. A crash can land at any of them, and each leaves a different mess:
+#
+# ```
+#  job store                worker                             payments API (the world)
+#  ─────────                ──────                             ────────────────────────
+#  claim ───────────────▶  ① after_claim
+#                          ② before_effect
+#                             charge(...) ──────────────────▶ charges the card, writes it down
+#                                         ◀──── reply ─────── ⑦ lost_response: the reply never
+#                          ③ after_effect                        arrives (a timeout), yet the
+#                             (the world did it; nobody           card was charged
+#                              on our side wrote it down)
+#                          ④ before_commit
+#  complete (commit) ◀───  record the result
+#                          ⑤ after_commit
+#  ack ◀────────────────  ⑥ after_ack
+# ```
+#
+# * ① ② nothing happened outside yet: a retry is harmless.
+# * ③ ④ ⑦ the dangerous window: the world did it, our side does not know.
+# * ⑤ ⑥ the result is committed. In labkit's SQLite store the commit *is* the ack; with
+#   a broker (RabbitMQ `basic_ack`, Redis Streams `XACK`) it is a separate step, and a
+#   crash between the two redelivers a job whose result is already recorded.
+#
+# `labkit.faults` knows these points by name; the worker fires ① to ⑥, the world fires ⑦.
+
+# %%
+print(" → ".join(MATRIX_POINTS))
+assert MATRIX_POINTS == ("after_claim", "before_effect", "after_effect", "before_commit",
+                         "after_commit", "after_ack", "lost_response")
+
+# %% [markdown]
+# ## 2. One crash at `after_effect`, acking late
+#
+# Three invoices wait in the job table. The payments API takes 2 seconds per call; the
+# first call for invoice 43 fails with a 503 (a transient error, retried with backoff);
+# and the worker dies right after charging invoice 42. All of that is one `FaultPlan`,
+# seeded, whose text is the recipe to run it again.
+
+# %%
+INVOICES = {41: 1500, 42: 4200, 43: 990}  # invoice -> amount in cents
+
+plan = (
+    FaultPlan(seed=SEED)
+    .at("before_call", "raise_transient", nth=1, key=charge_key(43))
+    .at("before_call", "delay", delay=2)
+    .at("after_effect", "crash", nth=1, key=charge_key(42))
+)
+print(f"seed={plan.seed}")
+print(f"replay: {plan}")
+
+# %% [markdown]
+# `run_invoices` plays the deployment: it enqueues the three charges, then starts a
+# worker running the `ack_late` strategy from `labkit.strategies` (charge, then record
+# and acknowledge). When a worker dies, a supervisor starts the next one with fresh
+# connections, as systemd or Kubernetes would. Each worker drains the queue: it sleeps
+# (on the fake clock) until retries are due and until a dead worker's lease runs out.
+# The function returns the moments the workers died, which only the supervisor knows.
+
+# %%
+RETRY = RetryPolicy(backoff=exponential(base=10, cap=300))  # 10 s, 20 s, ... no jitter
+
+
+def run_invoices(plan, where, strategy="ack_late"):
+    """Enqueue the invoices in a fresh folder and run them under ``plan``, restarting after crashes."""
+    where.mkdir()
+    clock = FakeClock()
+    with JobStore(where / "jobs.db", clock, retry=RETRY, rng=random.Random(plan.seed)) as store:
+        for invoice, amount in INVOICES.items():
+            store.enqueue("charge", {"customer": f"cus_{invoice}", "amount": amount},
+                          key=charge_key(invoice))
+    died = {}
+    for name in ("w1", "w2", "w3"):
+        store = JobStore(where / "jobs.db", clock, retry=RETRY, rng=random.Random(plan.seed))
+        world = World(where / "world.db", clock, faults=plan)
+        chosen = STRATEGIES[strategy]
+        worker = Worker(store, chosen.handlers, name=name, lease_s=30, faults=plan,
+                        world=world, ack=chosen.ack)
+        try:
+            worker.drain()
+            break
+        except SimulatedCrash as crash:
+            last = worker.runs[-1]
+            died[(last.job_id, last.attempt)] = clock.now()
+            print(f"{isoformat(clock.now())}  {name} died: {crash}")
+        finally:
+            store.close()
+            world.close()
+    return clock, died
+
+
+clock, died = run_invoices(plan, folder / "run")
+assert plan.fired_at("after_effect", "crash") and plan.fired_at("before_call", "raise_transient")
+
+# %% [markdown]
+# The job table is satisfied: three jobs, all `succeeded`. Invoice 42 took two attempts
+# (worker w1 died, w2 finished it), which looks like recovery working as designed.
+
+# %%
+store = JobStore(folder / "run" / "jobs.db", clock)
+world = World(folder / "run" / "world.db", clock)
+print(jobs_table(store, columns=("id", "key", "state", "attempt", "lease_owner", "result")))
+assert [j.state for j in store.jobs()] == ["succeeded"] * 3
+
+# %% [markdown]
+# Now ask the payments API, whose records survived the crash. Customer `cus_42` was
+# charged **twice**: `ch_2` by w1 just before it died, and `ch_4` by w2, which had no way
+# to know. Our job table only remembers `ch_4`; `ch_2` is money taken that nobody on our
+# side can account for.
+
+# %%
+show([{"charge": e.response["charge_id"], "key": e.key, "amount": e.payload["amount"],
+       "customer": e.payload["customer"], "at": isoformat(e.at)}
+      for e in world.effects("payments")])
+counts = {invoice: world.count(charge_key(invoice), "payments") for invoice in INVOICES}
+print("charges per invoice:", counts)
+assert counts == {41: 1, 42: 2, 43: 1}
+
+# %% [markdown]
+# The world's call log tells the rest: invoice 43's first call got a 503 and did
+# nothing (so its retry was safe), while both calls for invoice 42 went through.
+
+# %%
+show([{"call": c.id, "key": c.key, "outcome": c.outcome, "status": c.status,
+       "at": isoformat(c.at)} for c in world.calls("payments")])
+assert [c.outcome for c in world.calls("payments")] == ["ok", "ok", "failed_before", "ok", "ok"]
+
+# %% [markdown]
+# ## 3. Replay: the one-line recipe
+#
+# A run with faults is only useful if it can be run again. The printed line is the
+# whole plan: `FaultPlan.parse` rebuilds it, and running it in another folder gives the
+# same charges, the same attempts, at the same (fake) times.
+
+# %%
+line = str(plan)
+again = FaultPlan.parse(line)
+clock2, died2 = run_invoices(again, folder / "replay")
+with JobStore(folder / "replay" / "jobs.db", clock2) as store2, \
+        World(folder / "replay" / "world.db", clock2) as world2:
+    same_charges = world2.effects("payments") == world.effects("payments")
+    same_attempts = ([store2.attempts(j.id) for j in store2.jobs()]
+                     == [store.attempts(j.id) for j in store.jobs()])
+print(f"replayed: {line}")
+print(f"same charges: {same_charges}, same attempts: {same_attempts}, same deaths: {died2 == died}")
+assert again == plan and same_charges and same_attempts and died2 == died
+
+# %% [markdown]
+# ## 4. A timeline of attempts per worker
+#
+# `labkit.viz` reads the attempts history (written by the store's triggers) and turns it
+# into lanes, one per worker: a bar per attempt, a cross where a worker died, and the
+# waits between two attempts of a job. First the pieces as a table, then the picture.
+#
+# * Invoice 42 (job 2): w1 charged it from 2 s to 4 s and died. Nobody could take the
+#   job until w1's 30-second **lease** ran out, so it waited about 28 s; w2 charged again.
+# * Invoice 43 (job 3): the 503 sent it to `retry_wait`; a 10 s **backoff** later, w2
+#   ran it again.
+
+# %%
+from labkit.viz import plot_timeline, store_timeline
+
+tl = store_timeline(store, crashed_at=died)
+show(tl.segments)
+print()
+show(tl.gaps)
+lease_wait = next(g for g in tl.gaps if g.reason == "lease")
+assert [(c.worker, c.job_id, c.at) for c in tl.crashes] == [("w1", 2, 4.0)]
+assert lease_wait.job_id == 2 and lease_wait.end >= 2 + 30  # not before w1's lease ran out
+assert [(g.job_id, g.reason, round(g.end - g.start)) for g in tl.gaps if g.reason == "backoff"] == [
+    (3, "backoff", 10)]
+
+# %%
+plot_timeline(tl, title="ack_late: w1 dies after charging invoice 42; w2 charges it again")
+plt.show()
+
+# %% [markdown]
+# ## 5. Every strategy × every crash point
+#
+# One crash proves one case. `labkit.explore.crash_matrix` runs the charge once per
+# (strategy, point): it breaks the run at that point (a crash at ① to ⑥, a lost reply at
+# ⑦), restarts workers until the job is finished, and judges the world:
+#
+# | verdict | the world shows |
+# |---|---|
+# | `ok` | exactly one charge |
+# | `duplicate` | more than one charge |
+# | `lost` | no charge, yet the job says `succeeded` |
+# | `-` | the run never reached that point (no call, no reply to lose) |
+#
+# The six strategies (`labkit.strategies`):
+#
+# | strategy | what it does |
+# |---|---|
+# | `ack_first` | acknowledge the job, then charge (at-most-once) |
+# | `ack_late` | charge, then acknowledge (at-least-once, no protection) |
+# | `check_then_act` | look in our ledger, charge, write "done": separate transactions |
+# | `same_transaction` | a local effect: ledger entry and "done" mark in one transaction |
+# | `idempotency_key` | send the job key as `Idempotency-Key`; the API refuses to charge twice |
+# | `reconcile` | write "started" first; on a retry, ask the API before charging again |
+#
+# Every run is in-process with a fake clock, so the whole table takes a few seconds.
+
+# %%
+from labkit.explore import crash_matrix, replay
+
+matrix = crash_matrix(seed=SEED)
+print(matrix.table())
+
+# %% [markdown]
+# This table is the centre of the lab, so the lesson checks every cell. Read it by rows:
+#
+# * `ack_first` never charges twice, but a crash after the ack (⑤ ⑥, or ② which in this
+#   mode comes after the ack) **loses** the charge: the job says succeeded, nobody paid.
+# * `ack_late` never loses, but every crash in the window (③ ④ ⑦) **duplicates**.
+# * `check_then_act` is no better: the check and the "done" mark are separate
+#   transactions, so a crash between the charge and the mark repeats the charge. Seed
+#   004 describes exactly this bug: the dedup record written outside the effect's
+#   transaction.
+# * The last three rows are `ok` everywhere.
+
+# %%
+EXPECTED = {
+    "ack_first": ["ok", "lost", "ok", "ok", "lost", "lost", "ok"],
+    "ack_late": ["ok", "ok", "duplicate", "duplicate", "ok", "ok", "duplicate"],
+    "check_then_act": ["ok", "ok", "duplicate", "duplicate", "ok", "ok", "duplicate"],
+    "same_transaction": ["ok"] * 6 + ["-"],
+    "idempotency_key": ["ok"] * 7,
+    "reconcile": ["ok"] * 7,
+}
+got = {s: [matrix.outcome(s, p) for p in MATRIX_POINTS] for s in EXPECTED}
+print(matrix.counts())
+assert got == EXPECTED, got
+
+# %% [markdown]
+# Each cell is a run with its own seed and replay line. Here are the three duplicates
+# of `ack_late`, with how many attempts and restarts each needed:
+
+# %%
+dupes = [r for r in matrix.rows if r.strategy == "ack_late" and r.outcome == "duplicate"]
+show(dupes, columns=("point", "outcome", "effects", "attempts", "restarts", "seed", "replay"))
+assert [r.effects for r in dupes] == [2, 2, 2]
+
+# %% [markdown]
+# `labkit.explore.replay` takes such a line and runs that cell again: the new row equals
+# the old one, field by field.
+
+# %%
+cell = next(r for r in dupes if r.point == "after_effect")
+rerun = replay(cell.replay)
+print(f"replay: {cell.replay}")
+print(f"again : {rerun.outcome}, {rerun.effects} charges, fired {rerun.fired}")
+assert rerun == cell
+
+# %% [markdown]
+# ## 6. Confirmed with real kills
+#
+# `SimulatedCrash` is an exception the lab raises; a real crash is a process that stops
+# mid-instruction. With `real_kill=True` each cell runs its worker in a child process
+# that sends itself SIGKILL at the point (no `finally`, no cleanup), then a new process
+# takes over. The full table with real processes takes longer than this page's budget,
+# so we confirm the column the lesson is about, `after_effect`, for every strategy, plus
+# the `lost` cell of `ack_first` at `after_commit`.
+
+# %%
+real = crash_matrix(points=["after_effect"], seed=SEED, real_kill=True)
+real_lost = crash_matrix(strategies=["ack_first"], points=["after_commit"], seed=SEED,
+                         real_kill=True)
+rows = real.rows + real_lost.rows
+show(rows, columns=("strategy", "point", "outcome", "effects", "restarts", "fired", "replay"))
+for row in rows:
+    assert row.fired == (f"kill at {row.point} n=1",) and row.restarts == 1, row
+    assert row.outcome == matrix.outcome(row.strategy, row.point), row
+print("real kills agree with the in-process table:", len(rows), "cells")
+
+# %% [markdown]
+# ## 7. Fix 1: the effect and its record in one transaction
+#
+# When the effect is a write to **our own** database (a ledger entry, a balance), it can
+# share a transaction with the record that says "done". Both commit, or neither does.
+# Seed 004 tells the story of a deploy that SIGKILLed a Celery worker mid-task: the
+# transaction never committed, so the whole effect rolled back, and the redelivered task
+# ran from scratch, correctly.
+#
+# `labkit.explore.run_scenario` runs one strategy under one plan; we keep its files to
+# read them. The worker dies at `after_effect`, *inside* the open transaction.
+
+# %%
+from labkit.explore import run_scenario
+
+K = charge_key(42)
+(folder / "same_tx").mkdir()
+row = run_scenario("same_transaction", FaultPlan(SEED).at("after_effect", "crash", nth=1),
+                   workdir=folder / "same_tx")
+print(f"seed={row.seed}  replay: {row.replay}")
+print(f"verdict: {row.outcome}, attempts: {row.attempts}, fired: {row.fired}")
+
+# %% [markdown]
+# The ledger holds one entry for invoice 42, marked done, although two attempts ran the
+# code that writes it: the first attempt's entry died with its transaction.
+
+# %%
+with World(folder / "same_tx" / "world.db", FakeClock()) as tx_world:
+    entries = tx_world.ledger.find(K)
+    show([{"entry": e.response["entry_id"], "key": e.key, **e.payload} for e in entries])
+    print("ledger mark:", tx_world.ledger.status(K))
+    assert len(entries) == 1 and tx_world.ledger.status(K) == "done"
+assert (row.outcome, row.attempts) == ("ok", 2)
+
+# %% [markdown]
+# This fix needs the effect to live in our database. A card charge lives at the payment
+# provider; no transaction of ours can include it. The next two fixes are for that case.
+#
+# ## 8. Fix 2: the destination honours an Idempotency-Key
+#
+# Stripe and many payment APIs accept an `Idempotency-Key` header: the first request with
+# a key does the work and stores its reply; a repeat with the same key and the same
+# parameters gets the stored reply and does nothing. The `idempotency_key` strategy
+# sends the job's key. Same crash as in section 2:
+
+# %%
+(folder / "idem").mkdir()
+row = run_scenario("idempotency_key", FaultPlan(SEED).at("after_effect", "crash", nth=1),
+                   workdir=folder / "idem")
+print(f"seed={row.seed}  replay: {row.replay}")
+idem_world = World(folder / "idem" / "world.db", FakeClock())
+show([{"call": c.id, "key": c.key, "outcome": c.outcome, "status": c.status}
+      for c in idem_world.calls("payments")])
+print("charges for invoice 42:", idem_world.count(K, "payments"))
+assert [c.outcome for c in idem_world.calls("payments")] == ["ok", "replayed"]
+assert idem_world.count(K, "payments") == 1 and row.outcome == "ok"
+
+# %% [markdown]
+# Two calls arrived, one charge was made: the second call was answered from the stored
+# reply (`replayed`). We can knock on the API ourselves: the same key returns the same
+# `charge_id` again, and the same key with another amount is refused, because a key
+# names one request, not a customer.
+
+# %%
+first = idem_world.effects("payments")[0].response
+same = idem_world.payments.charge("cus_42", 4200, key=K, idempotency_key=K)
+print("same key, same amount :", same)
+try:
+    idem_world.payments.charge("cus_42", 9900, key=K, idempotency_key=K)
+except Exception as exc:
+    print(f"same key, other amount: {type(exc).__name__}: {exc}")
+else:
+    raise AssertionError("a reused key with other parameters must be refused")
+assert same == first and idem_world.count(K, "payments") == 1
+idem_world.close()
+
+# %% [markdown]
+# ## 9. Fix 3: reconciliation, ask before acting again
+#
+# Many destinations have no idempotency support (an old ERP, a mail relay). Then our
+# side keeps a ledger: mark the key `started` before the call and `done` after. A retry
+# that finds `started` does not know whether the call happened, so it **asks the
+# destination** (here `payments.find(key)`, in real life a search by reference or
+# metadata) and charges only if nothing is there.
+#
+# The hardest case is the lost reply (⑦): the charge went through and the worker got a
+# timeout, so it cannot tell success from failure.
+
+# %%
+(folder / "reconcile").mkdir()
+row = run_scenario("reconcile", FaultPlan(SEED).at("lost_response", "lose_response", nth=1),
+                   workdir=folder / "reconcile")
+print(f"seed={row.seed}  replay: {row.replay}")
+rec_clock = FakeClock()
+with World(folder / "reconcile" / "world.db", rec_clock) as rec_world, \
+        JobStore(folder / "reconcile" / "jobs.db", rec_clock) as rec_store:
+    job = rec_store.get_by_key(K)
+    show([{"attempt": a.attempt, "outcome": a.outcome, "error_class": a.error_class}
+          for a in rec_store.attempts(job.id)])
+    show([{"call": c.id, "outcome": c.outcome} for c in rec_world.calls("payments")])
+    print("ledger mark:", rec_world.ledger.status(K), "| job result:", job.result)
+    assert [c.outcome for c in rec_world.calls("payments")] == ["ok_response_lost"]
+    assert job.result["reconciled"] is True and rec_world.count(K, "payments") == 1
+
+# %% [markdown]
+# The first attempt got `ResponseLost` and went to `retry_wait`. The second found the
+# key `started`, asked the API, found `ch_1`, and adopted it: one call, one charge, and
+# our records point at the real charge. Compare `ack_late` at ⑦ in the table: duplicate.
+#
+# ## 10. Why acking late is not enough
+#
+# Acking late moves the risk; it does not remove it. Count the verdicts per strategy in
+# the table: acking first trades duplicates for losses, acking late trades losses for
+# duplicates.
+
+# %%
+tally = [{"strategy": s, **{o: sum(matrix.outcome(s, p) == o for p in MATRIX_POINTS)
+                            for o in ("ok", "duplicate", "lost")}}
+         for s in matrix.strategies()]
+show(tally)
+by = {t["strategy"]: t for t in tally}
+assert by["ack_first"]["duplicate"] == 0 and by["ack_first"]["lost"] > 0
+assert by["ack_late"]["lost"] == 0 and by["ack_late"]["duplicate"] > 0
+
+# %% [markdown]
+# And a duplicate needs no crash at all. A worker that is merely **slow** looks dead:
+# once its lease (SQS and Celery-on-Redis call it the *visibility timeout*) runs out,
+# the job goes to another worker while the first is still working. Here w1's call to
+# the API hangs for 45 s, longer than its 30 s lease; meanwhile w2 takes the job. Both
+# strategies see the same timing:
+
+# %%
+def slow_for_w1(strategy):
+    """The strategy's handler, except that w1's call hangs 45 s while w2 takes the job."""
+    inner = STRATEGIES[strategy].handler
+
+    def handler(job, ctx):
+        if ctx.worker.name == "w1":
+            ctx.clock.sleep(45)  # the API does not answer; w1's lease runs out meanwhile
+            Worker(JobStore(ctx.store.path, ctx.clock), {"charge": inner}, name="w2",
+                   lease_s=30, world=ctx.world).run_once()
+        return inner(job, ctx)
+
+    return handler
+
+
+slow = []
+for strategy in ("ack_late", "idempotency_key"):
+    where = folder / f"slow_{strategy}"
+    where.mkdir()
+    slow_clock = FakeClock()
+    slow_store = JobStore(where / "jobs.db", slow_clock)
+    slow_world = World(where / "world.db", slow_clock)
+    slow_store.enqueue("charge", {"customer": "cus_42", "amount": 4200}, key=K)
+    w1 = Worker(slow_store, {"charge": slow_for_w1(strategy)}, name="w1", lease_s=30,
+                world=slow_world)
+    w1.run_once()
+    job = slow_store.get_by_key(K)
+    slow.append({"strategy": strategy, "charges": slow_world.count(K, "payments"),
+                 "w1's late ack": w1.runs[-1].outcome, "job": str(job.state),
+                 "finished by": job.lease_owner, "attempts": job.attempt})
+show(slow)
+assert [(s["charges"], s["w1's late ack"], s["finished by"]) for s in slow] == [
+    (2, "lease_lost", "w2"), (1, "lease_lost", "w2")]
+
+# %% [markdown]
+# In both runs the store **fenced** w1: its late `complete` carried a lease token that
+# was no longer current, so it got `LeaseLost` and changed nothing (lesson 04). That
+# protects the job table. It cannot protect the card: with `ack_late`, w1's call still
+# reached the API and charged a second time. Only the destination, told "this is the
+# same request" by the key, could refuse it.
+#
+# So the rule from seeds 003 and 004: delivery is at-least-once, which means repeats;
+# make every effect **idempotent** (a key the destination honours, or a record in the
+# effect's own transaction, or reconciliation), and then a repeat changes nothing. Do
+# not promise "exactly once" because acks are late: the table above shows what that
+# promise is worth.
+
+# %% [markdown]
+# ## What you should see
+#
+# | step | what the records show |
+# |---|---|
+# | crash at `after_effect`, `ack_late` | job table: 3 succeeded; the world: invoice 42 charged twice (`ch_2`, `ch_4`) |
+# | the replay line | the same charges, attempts and deaths in a fresh folder |
+# | timeline | w1 dies at 4 s; a 28 s lease wait; a 10 s backoff for invoice 43; w2 finishes |
+# | crash matrix | `ack_first` lost at ②⑤⑥; `ack_late` and `check_then_act` duplicate at ③④⑦; the last three `ok` |
+# | real kills | the `after_effect` column and `ack_first` × `after_commit` agree with the in-process table |
+# | one transaction | one ledger entry after two attempts; the first rolled back |
+# | Idempotency-Key | calls `ok`, `replayed`; one charge; another amount is refused |
+# | reconciliation | one call (`ok_response_lost`), the retry adopts `ch_1`; one charge |
+# | slow worker | both fenced (`lease_lost`); `ack_late` 2 charges, `idempotency_key` 1 |
+#
+# ## Glossary
+#
+# | English | Português (Brasil) |
+# |---|---|
+# | effect (side effect) | efeito (efeito colateral) |
+# | acknowledgement (ack), ack late / ack first | confirmação (ack), ack tardio / ack antecipado |
+# | crash point | ponto de queda |
+# | redelivery | reentrega |
+# | at-least-once / at-most-once | pelo menos uma vez / no máximo uma vez |
+# | duplicate / lost | duplicado / perdido |
+# | lost response (timeout) | resposta perdida (timeout) |
+# | idempotency, Idempotency-Key | idempotência, chave de idempotência |
+# | stored reply | resposta armazenada |
+# | local effect, same transaction | efeito local, mesma transação |
+# | ledger | livro-razão (registro contábil) |
+# | reconciliation | reconciliação |
+# | visibility timeout | tempo de invisibilidade (visibility timeout) |
+# | fencing (lease token) | cercamento (token do lease) |
+# | replay | reexecução (replay) |
