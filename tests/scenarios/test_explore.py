@@ -12,18 +12,30 @@ from labkit.strategies import CORRECT
 #: What the lab promises (issue 3). "-": the point is never reached (no outside call).
 EXPECTED = {
     "ack_first": {
-        "after_claim": "ok", "before_effect": "lost", "after_effect": "ok",
-        "before_commit": "ok", "after_commit": "lost", "after_ack": "lost",
+        "after_claim": "ok",
+        "before_effect": "lost",
+        "after_effect": "ok",
+        "before_commit": "ok",
+        "after_commit": "lost",
+        "after_ack": "lost",
         "lost_response": "ok",
     },
     "ack_late": {
-        "after_claim": "ok", "before_effect": "ok", "after_effect": "duplicate",
-        "before_commit": "duplicate", "after_commit": "ok", "after_ack": "ok",
+        "after_claim": "ok",
+        "before_effect": "ok",
+        "after_effect": "duplicate",
+        "before_commit": "duplicate",
+        "after_commit": "ok",
+        "after_ack": "ok",
         "lost_response": "duplicate",
     },
     "check_then_act": {
-        "after_claim": "ok", "before_effect": "ok", "after_effect": "duplicate",
-        "before_commit": "duplicate", "after_commit": "ok", "after_ack": "ok",
+        "after_claim": "ok",
+        "before_effect": "ok",
+        "after_effect": "duplicate",
+        "before_commit": "duplicate",
+        "after_commit": "ok",
+        "after_ack": "ok",
         "lost_response": "duplicate",
     },
     "same_transaction": {p: "ok" for p in MATRIX_POINTS} | {"lost_response": "-"},
@@ -77,8 +89,14 @@ def test_a_replay_line_reproduces_its_run_exactly() -> None:
 def test_explore_all_boundaries_finds_the_points_by_itself() -> None:
     matrix = explore_all_boundaries("check_then_act")
     assert matrix.points() == [
-        "after_claim", "before_effect", "before_call", "lost_response", "after_effect",
-        "before_commit", "after_commit", "after_ack",
+        "after_claim",
+        "before_effect",
+        "before_call",
+        "lost_response",
+        "after_effect",
+        "before_commit",
+        "after_commit",
+        "after_ack",
     ]
     assert matrix.outcome("check_then_act", "after_effect") == "duplicate"
     assert matrix.outcome("check_then_act", "before_call") == "ok"
