@@ -1,0 +1,459 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+# ---
+
+# %% [markdown]
+# # 05 · Retries: classify, back off, add jitter, know when to stop
+#
+# *Retry only what can succeed later, wait longer each time with a cap, spread the
+# waits with jitter so clients do not come back together, and stop at a budget.*
+#
+# Seed 000 says it bluntly: a retry without a limit is automated stubbornness, and a
+# retry without idempotency is duplication with self-esteem. Seed 004 shows the Celery
+# settings that do it in production (`autoretry_for`, `retry_backoff`,
+# `retry_backoff_max`, `retry_jitter`, `max_retries`). This lesson takes those apart
+# with `labkit.retry`:
+#
+# 1. classify errors: transient, permanent, ambiguous;
+# 2. exponential backoff with a cap;
+# 3. jitter (full, equal, decorrelated), plotted;
+# 4. Retry-After, a deadline and an attempts budget, against the outside world;
+# 5. the thundering herd, simulated: why jitter matters, in numbers;
+# 6. retries in the process (`retry_call`) versus retries as job state (`JobStore`).
+
+# %% [markdown]
+# ## Setup
+#
+# A `FakeClock` (a one-minute backoff takes no time and prints exact timestamps), a
+# seeded rng for every random draw, and a fresh folder. Matplotlib draws inline; its
+# font-cache notice is silenced so a first run prints the same text as every other.
+
+# %%
+import logging
+import random
+from collections import Counter
+
+logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
+import matplotlib.pyplot as plt  # noqa: E402
+
+from labkit.clock import FakeClock, isoformat
+from labkit.errors import PermanentError, ResponseLost, TransientError
+from labkit.herd import compare
+from labkit.report import jobs_table, show
+from labkit.retry import (
+    RetryPolicy,
+    decorrelated_jitter,
+    default_classify,
+    delays,
+    equal_jitter,
+    exponential,
+    full_jitter,
+    retry_call,
+)
+from labkit.scratch import fresh_dir
+from labkit.store import JobStore
+from labkit.world import World
+from labkit.worker import Worker
+
+SEED = 5
+rng = random.Random(SEED)
+clock = FakeClock()
+folder = fresh_dir("05")
+world = World(folder / "world.db", clock=clock)
+print(f"seed={SEED}  clock={clock}  folder={folder}")
+
+# %% [markdown]
+# ## 1. Classify before you retry
+#
+# Not every failure deserves another try. Seed 000 sorts them in three groups:
+#
+# * **transient**: timeouts, 429 (rate limited), 5xx. The same call may work later.
+# * **permanent**: 400 (bad payload), 401 (bad credential), 404, validation errors, and
+#   bugs. Retrying repeats them, and seed 004's trap (`autoretry_for=(Exception,)`)
+#   hides a `KeyError` behind five retries before anyone sees it.
+# * **ambiguous**: the request was sent and the answer was lost. The effect may have
+#   happened, so a retry is only safe under an idempotency key the destination honours.
+#
+# `default_classify` sorts an error by its type and its HTTP status. `RetryPolicy.decide`
+# turns that into a decision after a failed first attempt, once for a call without an
+# idempotency key and once for a call with one.
+
+# %%
+policy = RetryPolicy(max_attempts=5, backoff=exponential(base=1, cap=60))
+errors = [
+    ("timeout", TimeoutError("read timed out after 10s")),
+    ("429 rate limited", TransientError("429 Too Many Requests", status=429, retry_after=20)),
+    ("503 unavailable", TransientError("503 Service Unavailable", status=503)),
+    ("400 bad request", PermanentError("400: amount must be positive", status=400)),
+    ("401 unauthorized", PermanentError("401: invalid API key", status=401)),
+    ("404 not found", PermanentError("404: no customer cus_9", status=404)),
+    ("validation", ValueError("e-mail address 'ana@' is not valid")),
+    ("bug", KeyError("customer_id")),
+    ("response lost", ResponseLost("timeout after the request was sent")),
+]
+
+
+def decision(error, idempotent):
+    d = policy.decide(error, 1, random.Random(SEED), idempotent=idempotent)
+    return f"retry in {d.delay:g}s" if d.retry else "stop"
+
+
+table = [{"error": label, "type": type(e).__name__, "verdict": default_classify(e),
+          "no key": decision(e, False), "with idempotency key": decision(e, True)}
+         for label, e in errors]
+show(table)
+verdicts = {row["error"]: row["verdict"] for row in table}
+assert [verdicts[k] for k in ("timeout", "429 rate limited", "503 unavailable")] == ["transient"] * 3
+assert {verdicts[k] for k in ("400 bad request", "401 unauthorized", "404 not found",
+                              "validation", "bug")} == {"permanent"}
+assert verdicts["response lost"] == "ambiguous"
+assert table[-1]["no key"] == "stop" and table[-1]["with idempotency key"] == "retry in 1s"
+assert table[1]["no key"] == "retry in 20s"  # the 429's Retry-After, not the 1 s backoff
+
+# %% [markdown]
+# Three things to read in that table. Permanent errors stop at once, whatever the key.
+# The 429 waits 20 s, not 1 s: the server said when to come back (section 4). And the
+# lost response stops unless the call carries an idempotency key: without one, a retry
+# is exactly lesson 01's third lie.
+
+# %% [markdown]
+# ## 2. Exponential backoff, with a cap
+#
+# If the service is down, retrying at once only adds load to a service that is already
+# failing. Exponential backoff waits `base * 2**n` before retry `n` (1 s, 2 s, 4 s, ...),
+# giving it time to recover. Without a cap the wait grows without bound (after 20
+# failures it would be 12 days), so it is capped: Celery's `retry_backoff_max` defaults
+# to 600 s. Here the cap is 60 s.
+
+# %%
+expo = exponential(base=1, cap=60)
+waits = delays(expo, 10, rng)
+show([{"retry n": n, "wait (s)": w, "waited so far (s)": sum(waits[: n + 1])}
+      for n, w in enumerate(waits)])
+assert waits == [1, 2, 4, 8, 16, 32, 60, 60, 60, 60]
+
+# %% [markdown]
+# ## 3. Jitter
+#
+# Exponential backoff has one flaw, and it shows when many clients fail together, say a
+# hundred workers whose calls all failed when the payment API went down at 00:00:00.
+# They all wait exactly 1 s, all come back at the same instant, all fail again, all
+# wait 2 s... Every retry is a synchronised wave. **Jitter** draws each wait at random
+# in a window, so the waves flatten out. The AWS article on backoff (Marc Brooker,
+# 2015) compares three ways, all in `labkit.retry`, all drawn from the injected rng:
+#
+# | strategy | wait before retry `n`, with `e = min(cap, base * 2**n)` |
+# |---|---|
+# | full jitter | `U(0, e)` (Celery's `retry_jitter=True`) |
+# | equal jitter | `e/2 + U(0, e/2)`: never less than half |
+# | decorrelated jitter | `min(cap, U(base, 3 * previous wait))` |
+#
+# One client's first six waits under each. Decorrelated jitter grows from the previous
+# wait, not from `n`, so it can also fall back towards `base`:
+
+# %%
+STRATEGIES = {
+    "exponential": exponential(base=1, cap=60),
+    "full jitter": full_jitter(base=1, cap=60),
+    "equal jitter": equal_jitter(base=1, cap=60),
+    "decorrelated jitter": decorrelated_jitter(base=1, cap=60),
+}
+show([{"strategy": name, **{f"n={n}": round(w, 2) for n, w in enumerate(delays(b, 6, rng))}}
+      for name, b in STRATEGIES.items()])
+
+# %% [markdown]
+# Now the hundred clients. Each keeps failing (the API is still down) and retries six
+# times; every dot is one retry arriving at the API. With plain exponential backoff the
+# dots stack into vertical lines: a hundred calls at the same instant, six times over.
+# With jitter they spread across each window.
+
+# %%
+retry_times = {}
+for name, backoff in STRATEGIES.items():
+    retry_times[name] = []
+    for client in range(100):
+        t = 0.0
+        for wait in delays(backoff, 6, rng):
+            t += wait
+            retry_times[name].append((t, client))
+
+fig, axes = plt.subplots(4, 1, figsize=(10, 8), sharex=True)
+for ax, (name, points) in zip(axes, retry_times.items()):
+    ax.scatter([t for t, _ in points], [c for _, c in points], s=2)
+    ax.set_title(name, fontsize=10, loc="left")
+    ax.set_ylabel("client")
+axes[-1].set_xlabel("seconds after the outage began")
+axes[-1].set_xlim(0, 130)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The same thing as a number the API's operators would feel: the most retries that
+# arrive within any one 100 ms slice (its peak load).
+
+# %%
+peaks = {name: Counter(int(t * 10) for t, _ in points).most_common(1)[0][1]
+         for name, points in retry_times.items()}
+show([{"strategy": name, "retries": len(retry_times[name]), "peak per 100 ms": peak}
+      for name, peak in peaks.items()])
+assert peaks["exponential"] == 100
+assert all(peaks[name] < 50 for name in ("full jitter", "equal jitter", "decorrelated jitter"))
+
+# %% [markdown]
+# ## 4. Retry-After, a deadline and an attempts budget
+#
+# `retry_call(fn, policy, clock, rng)` retries one call inside the process, asking the
+# policy after every failure. In production this is tenacity's job; here it runs on the
+# `FakeClock`, so every wait is exact and instant. `say` prints each decision as
+# `retry_call` makes it.
+#
+# **Retry-After.** The payment API answers 429 with "retry after 30 s", twice, then
+# works. The backoff alone would wait 2 s; the server's word is a floor under it.
+
+# %%
+def say(attempt, error, decided):
+    print(f"{isoformat(clock.now())}  attempt {attempt} failed: {error}")
+    print(f"{'':19}  -> {decided.reason}")
+
+
+world.payments.script("rate_limit", "rate_limit", "ok", retry_after=30)
+started = clock.now()
+reply = retry_call(lambda: world.payments.charge("ana", 4_990, key="inv-2026-01-ana"),
+                   RetryPolicy(backoff=full_jitter(base=2, cap=60)), clock, rng, on_retry=say)
+print(f"{isoformat(clock.now())}  succeeded: {reply}")
+assert clock.now() - started >= 60  # two waits of at least 30 s each
+assert world.count("inv-2026-01-ana") == 1
+
+# %% [markdown]
+# **A deadline.** An invoice email is worth sending within a minute of the event, not
+# an hour later. With `deadline=60`, the policy stops scheduling retries that would end
+# after it, even though attempts are left.
+
+# %%
+world.mail.script("fail_before", "fail_before", "fail_before")
+started = clock.now()
+try:
+    retry_call(lambda: world.mail.send("bruno@example.com", "Your invoice", key="mail-bruno"),
+               RetryPolicy(max_attempts=10, backoff=exponential(base=10, cap=600), deadline=60),
+               clock, rng, on_retry=say)
+except TransientError as exc:
+    why = exc.__notes__[-1]
+    print(f"{isoformat(clock.now())}  gave up: {why}")
+else:
+    raise AssertionError("the deadline should have stopped the retries")
+assert clock.now() - started == 30 and "deadline passed" in why
+assert world.count("mail-bruno") == 0
+
+# %% [markdown]
+# **An attempts budget.** `max_attempts=3` counts every call, the first included (Celery's
+# `max_retries=2`). After the third failure the error is raised with the reason, for
+# the caller (or the job store, section 6) to deal with.
+
+# %%
+world.webhook.script("fail_before", "fail_before", "fail_before")
+try:
+    retry_call(lambda: world.webhook.post("https://crm.example/hook", {"lead": 7}, key="lead-7"),
+               RetryPolicy(max_attempts=3, backoff=exponential(base=5)), clock, rng, on_retry=say)
+except TransientError as exc:
+    why = exc.__notes__[-1]
+    print(f"{isoformat(clock.now())}  gave up: {why}")
+else:
+    raise AssertionError("the attempts budget should have stopped the retries")
+assert "attempts exhausted (3 of 3)" in why
+assert [c.outcome for c in world.calls(service="webhook")] == ["failed_before"] * 3
+
+# %% [markdown]
+# **An ambiguous failure.** The API charges carla and the reply is lost. Without an
+# idempotency key `retry_call` refuses to retry: the charge *did* happen (the world has
+# it), and a retry would make it two. The outcome is unknown to the caller, which must
+# now find out (lesson 06's reconciliation) instead of guessing.
+
+# %%
+world.payments.script("lose_response")
+try:
+    retry_call(lambda: world.payments.charge("carla", 4_990, key="inv-2026-01-carla"),
+               RetryPolicy(), clock, rng, on_retry=say)
+except ResponseLost as exc:
+    why = exc.__notes__[-1]
+    print(f"gave up: {why}")
+else:
+    raise AssertionError("a lost response without a key must not be retried")
+assert "outcome unknown" in why
+print(f"charges the world recorded for carla: {world.count('inv-2026-01-carla')}")
+assert world.count("inv-2026-01-carla") == 1
+
+# %% [markdown]
+# With an idempotency key the API honours, the same failure is safe to retry: the
+# second call carries the same key, and the API answers with the stored reply instead
+# of charging again (`replayed` in its log of calls).
+
+# %%
+key = "inv-2026-01-davi"
+world.payments.script("lose_response")
+reply = retry_call(lambda: world.payments.charge("davi", 9_990, idempotency_key=key),
+                   RetryPolicy(backoff=full_jitter(base=2, cap=60)), clock, rng,
+                   idempotency_key=key, on_retry=say)
+print(f"succeeded: {reply}")
+show([{"key": c.key, "outcome": c.outcome, "at": isoformat(c.at)}
+      for c in world.calls(service="payments") if c.key == key])
+assert world.count(key) == 1
+assert [c.outcome for c in world.calls(service="payments") if c.key == key] == [
+    "ok_response_lost", "replayed"]
+
+# %% [markdown]
+# ## 5. The thundering herd, simulated
+#
+# Section 3 showed the waves; this measures what they cost. `labkit.herd` is the model
+# behind the AWS article: N clients each want to write the same row once, with
+# optimistic concurrency, so when several read the same version only one write wins and
+# the rest must back off and try again. Every failed write is work the service did for
+# nothing. Simulated time (milliseconds, base 5 ms, cap 2 s), ten seeds per point.
+# `none` retries at once with no backoff at all.
+
+# %%
+herd = compare(clients=(10, 20, 30, 40, 50), seeds=range(10))
+fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+for name in herd.calls:
+    left.plot(herd.clients, herd.calls[name], marker="o", label=name)
+    right.plot(herd.clients, herd.completion_ms[name], marker="o", label=name)
+left.set(title="calls the service handled", xlabel="clients", ylabel="calls (mean)")
+right.set(title="time until the last client finished", xlabel="clients",
+          ylabel="ms (mean)", yscale="log")
+left.legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The numbers for 50 clients:
+
+# %%
+at50 = [row for row in herd.rows() if row["clients"] == 50]
+show(at50)
+calls50 = {row["strategy"]: row["calls"] for row in at50}
+done50 = {row["strategy"]: row["completion_ms"] for row in at50}
+for name in ("full_jitter", "equal_jitter", "decorrelated_jitter"):
+    assert calls50[name] < 0.7 * calls50["exponential"], name
+    assert done50[name] < done50["exponential"] / 5, name
+assert calls50["none"] == max(calls50.values())
+
+# %% [markdown]
+# * **No backoff** finishes early only by hammering: the most calls of all.
+# * **Exponential without jitter** barely reduces the calls (the clients that collided
+#   collide again, 2, 4, 8 ms later, together) and takes by far the longest, because
+#   the waits keep doubling while the collisions continue.
+# * **Any jitter** cuts the calls by about 40% and finishes an order of magnitude
+#   sooner. Full and decorrelated jitter do best; the differences between the three
+#   matter far less than having jitter at all.
+
+# %% [markdown]
+# ## 6. Retries in the process versus retries as job state
+#
+# `retry_call` keeps the retry in memory: the worker sits in `sleep` for the whole
+# backoff, and if the process dies during a 10-minute wait, the retry dies with it. A
+# job store keeps the retry as **state**: the failed attempt is recorded, the job goes
+# to `retry_wait` with `run_after = now + backoff` from the store's `RetryPolicy`, and
+# any worker picks it up when that time comes, after a restart too.
+#
+# The same payment API, now failing twice (a 503, then a 429 with Retry-After 120 s)
+# before it works. The store's policy: equal jitter from 30 s, at most 5 attempts.
+
+# %%
+JOB_SEED = 50
+job_policy = RetryPolicy(max_attempts=5, backoff=equal_jitter(base=30, cap=600))
+store = JobStore(folder / "jobs.db", clock=clock, rng=random.Random(JOB_SEED), retry=job_policy)
+
+
+def charge(job, ctx):
+    p = job.payload
+    return ctx.world.payments.charge(p["customer"], p["amount"], idempotency_key=job.key)
+
+
+worker = Worker(store, {"charge": charge}, name="worker-1", world=world)
+job, _ = store.enqueue("charge", {"customer": "elis", "amount": 29_990},
+                       key="billing:elis:2026-01:charge:v1")
+world.payments.script("fail_before", "rate_limit", "ok", retry_after=120)
+COLUMNS = ("id", "state", "attempt", "run_after", "last_error")
+print(f"{clock}: worker ran {worker.run_until_idle()} job(s)")
+print(jobs_table(store, columns=COLUMNS))
+
+# %% [markdown]
+# The first attempt failed with a 503. The job is not sleeping in anybody's memory: it
+# is a row in `retry_wait` whose `run_after` the policy chose. Running the worker again
+# now does nothing, because the job is not due.
+
+# %%
+first = store.get(job.id)
+expected = random.Random(JOB_SEED)  # replays the store's draws, to check its arithmetic
+wait1 = job_policy.backoff(0, expected)
+print(f"backoff drawn for retry 1: {wait1:.2f}s, so run_after = "
+      f"{isoformat(first.updated_at + wait1)}")
+print(f"{clock}: worker ran {worker.run_until_idle()} job(s)")
+assert first.state == "retry_wait" and first.attempt == 1
+assert first.run_after == first.updated_at + wait1
+
+# %% [markdown]
+# When `run_after` comes, the worker takes it: attempt 2 meets the 429. Equal jitter
+# would wait 30 to 60 s; the server asked for 120 s, and the policy honours it.
+
+# %%
+clock.set(first.run_after)
+print(f"{clock}: worker ran {worker.run_until_idle()} job(s)")
+print(jobs_table(store, columns=COLUMNS))
+second = store.get(job.id)
+wait2 = job_policy.backoff(1, expected, wait1)
+print(f"backoff drawn for retry 2: {wait2:.2f}s; Retry-After: 120s; waiting "
+      f"{second.run_after - second.updated_at:g}s")
+assert second.state == "retry_wait" and second.attempt == 2 and wait2 < 120
+assert second.run_after == second.updated_at + 120
+
+# %% [markdown]
+# Two minutes later the third attempt succeeds. The attempts history in the database
+# tells the whole story, and the world confirms a single charge.
+
+# %%
+clock.set(second.run_after)
+print(f"{clock}: worker ran {worker.run_until_idle()} job(s)")
+print(jobs_table(store, columns=("id", "key", "state", "attempt", "result")))
+print()
+show([{"attempt": a.attempt, "started_at": isoformat(a.started_at), "outcome": a.outcome,
+       "error": a.error} for a in store.attempts(job.id)])
+assert store.get(job.id).state == "succeeded"
+assert [a.outcome for a in store.attempts(job.id)] == ["retry_wait", "retry_wait", "succeeded"]
+assert world.count(job.key) == 1
+
+# %% [markdown]
+# ## What you should see
+#
+# | step | what the output shows |
+# |---|---|
+# | classification | timeout, 429, 503 transient; 400, 401, 404, validation, bug permanent; lost response ambiguous |
+# | lost response | stop without a key; retry with an idempotency key |
+# | exponential, cap 60 | 1, 2, 4, 8, 16, 32, then 60 s every time |
+# | 100 clients, plotted | vertical lines without jitter; spread dots with jitter |
+# | peak per 100 ms | 100 without jitter; under 50 with any jitter |
+# | Retry-After 30 s | two waits of 30 s, then one charge |
+# | deadline 60 s | two retries (10 s, 20 s), then "deadline passed": the next wait would end past 60 s |
+# | attempts budget 3 | three `failed_before` calls, "attempts exhausted (3 of 3)" |
+# | lost response, no key | one charge recorded, no retry |
+# | lost response, with key | `ok_response_lost`, then `replayed`: one charge |
+# | herd, 50 clients | jitter: ~40% fewer calls than exponential, finishes >5x sooner |
+# | job-level retries | `retry_wait` with `run_after` from the policy; 120 s after the 429; then `succeeded`, one charge |
+#
+# ## Glossary
+#
+# | English | Português (Brasil) |
+# |---|---|
+# | retry | retentativa, tentar de novo |
+# | transient / permanent / ambiguous error | erro transitório / definitivo / ambíguo |
+# | exponential backoff | backoff exponencial (espera crescente) |
+# | cap | teto |
+# | jitter | jitter (aleatoriedade na espera) |
+# | full / equal / decorrelated jitter | jitter completo / igual / descorrelacionado |
+# | thundering herd | efeito manada (manada trovejante) |
+# | rate limit, Retry-After | limite de taxa, Retry-After (tente depois de) |
+# | deadline | prazo final |
+# | attempts budget | limite de tentativas |
+# | idempotency key | chave de idempotência |
+# | optimistic concurrency | concorrência otimista |
