@@ -150,7 +150,8 @@ class DeadLetterScreen(widgets.VBox):  # type: ignore[misc]
 
     Parts a test (or a notebook) drives: ``kind`` and ``error_class`` (dropdowns),
     ``checkboxes`` (``{job_id: Checkbox}`` for the rows shown), ``note``, the buttons
-    ``dry_run_button``, ``redrive_button``, ``refresh_button``, and ``message`` (HTML).
+    ``dry_run_button``, ``redrive_button``, ``refresh_button``, and ``message`` (HTML);
+    ``text`` is the message as plain text.
     """
 
     def __init__(self, store: JobStore) -> None:
@@ -163,6 +164,7 @@ class DeadLetterScreen(widgets.VBox):  # type: ignore[misc]
         self.refresh_button = widgets.Button(description="Refresh", icon="refresh")
         self.table = widgets.VBox()
         self.message = widgets.HTML()
+        self.text = ""
         self.checkboxes: dict[int, widgets.Checkbox] = {}
         self._refreshing = False
         super().__init__([
@@ -220,12 +222,15 @@ class DeadLetterScreen(widgets.VBox):  # type: ignore[misc]
             else:
                 report = redrive_selected(self.store, self.selected(), note=self.note.value)
         except LabkitError as exc:
-            counts = format_table([self.store.counts()])
-            self.message.value = _pre(f"{exc}\n\njobs by state:\n{counts}")
+            self._say(f"{exc}\n\njobs by state:\n{format_table([self.store.counts()])}")
             return
         if not dry_run:
             self.refresh()
-        self.message.value = _pre(report.text())
+        self._say(report.text())
+
+    def _say(self, text: str) -> None:
+        self.text = text
+        self.message.value = _pre(text)
 
 
 def dead_letter_screen(store: JobStore) -> DeadLetterScreen:

@@ -91,6 +91,7 @@ def test_redrive_selected_sends_back_only_the_ticked_job_with_its_key(store, dea
     assert set(screen.checkboxes) == {dead["order"], dead["order2"]}  # table refreshed
     shown = text(screen.message)
     assert "redrove 1 job(s)" in shown and "shop:1:stock" in shown
+    assert shown == f"<pre>{screen.text}</pre>"  # the plain text notebooks print
     assert store.counts()["pending"] == 1 and "pending" in shown  # counts after the redrive
 
 
