@@ -20,6 +20,7 @@
 # 3. the operations report: how many, how old, why;
 # 4. redrive one job with the same key, keeping its history;
 # 5. after fixing a cause, a limited redrive, dry run first.
+# 6. the same work on a dead-letter screen: tick, dry run, redrive selected.
 
 # %% [markdown]
 # ## Setup
