@@ -81,21 +81,25 @@ def judge(seen: Counter[int], n: int) -> dict[str, int]:
 # -- W1 ----------------------------------------------------------------------------------
 
 
-def w1(sizes: list[int], repeats: int, big_repeats: int, budget_s: float, tmp: Path) -> list[dict]:
+def w1(
+    sizes: list[int], repeats: int, big_repeats: int, budget_s: float, tmp: Path,
+    adapters: list[str], extra: dict[str, Any],
+) -> list[dict]:
     rows = []
     for n in sizes:
         reps = repeats
         for r in range(max(reps, big_repeats)):
             # Adapters interleave inside each repeat so a noisy neighbour hurts all of them.
-            for name in W1_ADAPTERS:
+            for name in adapters:
                 wanted = repeats if (n < 100_000 or name in W1_KEY) else big_repeats
                 if r >= wanted:
                     continue
                 work = Path(tempfile.mkdtemp(dir=tmp))
                 log = work / "effects.log"
-                enq = child({"adapter": name, "dir": str(work), "phase": "enqueue", "n": n})
+                enq = child({"adapter": name, "dir": str(work), "phase": "enqueue", "n": n,
+                             **extra})
                 done = child({"adapter": name, "dir": str(work), "phase": "work",
-                              "log": str(log), "budget_s": budget_s})
+                              "log": str(log), "budget_s": budget_s, **extra})
                 seen = effects(name, work, log)
                 row = {
                     "workload": "W1", "adapter": name, "n": n, "repeat": r,
@@ -325,6 +329,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds a W1 worker may run before it stops and reports a partial rate")
     ap.add_argument("--seed", type=int, default=7, help="seed for W3 kill points")
     ap.add_argument("--out", default=None, help="write raw results JSON here")
+    ap.add_argument("--sizes", default=None, help="W1 sizes, e.g. 2000,10000")
+    ap.add_argument("--adapters", default=None,
+                    help="W1 rows to run (default: all): " + ",".join(W1_ADAPTERS))
+    ap.add_argument("--labkit-src", default=None, metavar="DIR",
+                    help="import labkit from DIR (a copy with bench/proposal.diff applied)")
     ap.add_argument("--summarize", default=None, metavar="RESULTS_JSON",
                     help="print the tables of an earlier run's JSON and exit")
     args = ap.parse_args(argv)
@@ -337,7 +346,14 @@ def main(argv: list[str] | None = None) -> int:
     else:
         sizes, repeats, big, w2n, w2r, w3n, w3t, kills = (
             [2_000, 10_000, 100_000], args.repeats, args.big_repeats, 10_000, 5, 500, 3, 3)
+    if args.sizes:
+        sizes = [int(x) for x in args.sizes.split(",")]
+    adapters = args.adapters.split(",") if args.adapters else W1_ADAPTERS
+    extra = {"labkit_src": str(Path(args.labkit_src).resolve())} if args.labkit_src else {}
     info = machine()
+    if args.labkit_src:
+        info["labkit_src"] = extra["labkit_src"]
+        print(f"labkit imported from {extra['labkit_src']} (patched copy)")
     print(f"machine: {info['cpu']} x{info['cores']}, {info['platform']}, Python "
           f"{info['python']}, SQLite {info['sqlite']}")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in info["versions"].items())
@@ -350,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if "W1" in only:
             print("W1 durable round trip")
-            results["rows"] += w1(sizes, repeats, big, args.budget, tmp)
+            results["rows"] += w1(sizes, repeats, big, args.budget, tmp, adapters, extra)
         if "W2" in only:
             print("W2 two workers")
             results["rows"] += w2(w2n, w2r, tmp)
