@@ -358,8 +358,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{info['python']}, SQLite {info['sqlite']}")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in info["versions"].items())
           + f"; labkit commit {info['labkit_commit']}")
-    print(f"replay: python bench/run.py{' --quick' if args.quick else ''} --only {args.only} "
-          f"--seed {args.seed}")
+    given = sys.argv[1:] if argv is None else argv
+    if "--seed" not in given:
+        given = [*given, "--seed", str(args.seed)]
+    print("replay: python bench/run.py " + " ".join(given))
     results: dict[str, Any] = {"machine": info, "args": vars(args), "rows": []}
     started = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="labkit-bench-"))
