@@ -28,6 +28,8 @@ def refresh(py_path: Path, timeout: int = 120) -> float:
         nb,
         timeout=timeout,
         kernel_name="python3",
+        # Widget state holds ids that change every run: keep it out of the stored file.
+        store_widget_state=False,
         resources={"metadata": {"path": str(py_path.parent.resolve())}},
     ).execute()
     elapsed = time.perf_counter() - started
