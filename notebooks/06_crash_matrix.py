@@ -470,50 +470,58 @@ assert by["ack_late"]["lost"] == 0 and by["ack_late"]["duplicate"] > 0
 # %% [markdown]
 # And a duplicate needs no crash at all. A worker that is merely **slow** looks dead:
 # once its lease (SQS and Celery-on-Redis call it the *visibility timeout*) runs out,
-# the job goes to another worker while the first is still working. Here w1's call to
-# the API hangs for 45 s, longer than its 30 s lease; meanwhile w2 takes the job. Both
-# strategies see the same timing:
+# the job goes to another worker while the first is still working. One thread cannot
+# run two workers at the same time, so we play their steps by hand, in the order they
+# happen, with the strategy's own handler and the store's own calls:
+#
+# 1. w1 claims the job (lease 30 s) and calls the API, which hangs for 45 s;
+# 2. w1's lease has run out, so w2 claims the job: attempt 2;
+# 3. w2 charges; then w1's hung call finally goes through;
+# 4. w1 reports success while w2 still holds the job; then w2 reports success.
 
 # %%
-def slow_for_w1(strategy):
-    """The strategy's handler, except that w1's call hangs 45 s while w2 takes the job."""
-    inner = STRATEGIES[strategy].handler
-
-    def handler(job, ctx):
-        if ctx.worker.name == "w1":
-            ctx.clock.sleep(45)  # the API does not answer; w1's lease runs out meanwhile
-            Worker(JobStore(ctx.store.path, ctx.clock), {"charge": inner}, name="w2",
-                   lease_s=30, world=ctx.world).run_once()
-        return inner(job, ctx)
-
-    return handler
+from labkit.errors import LeaseLost
+from labkit.worker import Context
 
 
-slow = []
-for strategy in ("ack_late", "idempotency_key"):
+def slow_worker(strategy):
+    """Steps 1-4 above for one strategy; returns what the world and the table say."""
     where = folder / f"slow_{strategy}"
     where.mkdir()
     slow_clock = FakeClock()
     slow_store = JobStore(where / "jobs.db", slow_clock)
     slow_world = World(where / "world.db", slow_clock)
     slow_store.enqueue("charge", {"customer": "cus_42", "amount": 4200}, key=K)
-    w1 = Worker(slow_store, {"charge": slow_for_w1(strategy)}, name="w1", lease_s=30,
-                world=slow_world)
-    w1.run_once()
-    job = slow_store.get_by_key(K)
-    slow.append({"strategy": strategy, "charges": slow_world.count(K, "payments"),
-                 "w1's late ack": w1.runs[-1].outcome, "job": str(job.state),
-                 "finished by": job.lease_owner, "attempts": job.attempt})
+    handler = STRATEGIES[strategy].handler
+    w1, w2 = (Worker(slow_store, {"charge": handler}, name=n, world=slow_world) for n in ("w1", "w2"))
+    held_1 = slow_store.claim("w1", lease_s=30)  # 1
+    slow_clock.advance(45)
+    held_2 = slow_store.claim("w2", lease_s=30)  # 2
+    handler(held_2, Context(held_2, w2))  # 3
+    handler(held_1, Context(held_1, w1))
+    try:  # 4
+        slow_store.complete(held_1, {"by": "w1"})
+        w1_ack = "accepted"
+    except LeaseLost:
+        w1_ack = "LeaseLost"
+    done = slow_store.complete(held_2, {"by": "w2"})
+    return {"strategy": strategy, "charges": slow_world.count(K, "payments"),
+            "w1's late ack": w1_ack, "job": str(done.state), "result": done.result,
+            "attempts": done.attempt}
+
+
+slow = [slow_worker(s) for s in ("ack_late", "idempotency_key")]
 show(slow)
-assert [(s["charges"], s["w1's late ack"], s["finished by"]) for s in slow] == [
-    (2, "lease_lost", "w2"), (1, "lease_lost", "w2")]
+assert [(r["charges"], r["w1's late ack"], r["result"]) for r in slow] == [
+    (2, "LeaseLost", {"by": "w2"}), (1, "LeaseLost", {"by": "w2"})]
 
 # %% [markdown]
 # In both runs the store **fenced** w1: its late `complete` carried a lease token that
-# was no longer current, so it got `LeaseLost` and changed nothing (lesson 04). That
-# protects the job table. It cannot protect the card: with `ack_late`, w1's call still
-# reached the API and charged a second time. Only the destination, told "this is the
-# same request" by the key, could refuse it.
+# was no longer the current one (w2's claim had replaced it), so it got `LeaseLost` and
+# changed nothing; the job's result is w2's (lesson 04). That protects the job table.
+# It cannot protect the card: with `ack_late`, w1's call still reached the API and
+# charged a second time. Only the destination, told "this is the same request" by the
+# key, could refuse it.
 #
 # So the rule from seeds 003 and 004: delivery is at-least-once, which means repeats;
 # make every effect **idempotent** (a key the destination honours, or a record in the
@@ -534,7 +542,7 @@ assert [(s["charges"], s["w1's late ack"], s["finished by"]) for s in slow] == [
 # | one transaction | one ledger entry after two attempts; the first rolled back |
 # | Idempotency-Key | calls `ok`, `replayed`; one charge; another amount is refused |
 # | reconciliation | one call (`ok_response_lost`), the retry adopts `ch_1`; one charge |
-# | slow worker | both fenced (`lease_lost`); `ack_late` 2 charges, `idempotency_key` 1 |
+# | slow worker past its lease | w1's late ack gets `LeaseLost`, the result is w2's; `ack_late` 2 charges, `idempotency_key` 1 |
 #
 # ## Glossary
 #
