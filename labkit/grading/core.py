@@ -143,7 +143,12 @@ def run_with_timeout(fn: Callable[[], Any], timeout: float) -> tuple[bool, BaseE
 
     thread = threading.Thread(target=target, name="labkit-check", daemon=True)
     thread.start()
-    thread.join(timeout)
+    try:
+        thread.join(timeout)
+    except BaseException:
+        # The caller was interrupted (Jupyter's stop button): stop the check too.
+        _stop_thread(thread)
+        raise
     if thread.is_alive():
         _stop_thread(thread)
         thread.join(0.5)

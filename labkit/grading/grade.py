@@ -134,10 +134,12 @@ def grade_notebook(
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the student's to fix
         return zero(f"{notebook.name} is not a readable notebook ({type(exc).__name__}: "
                     f"{str(exc)[:120]}); save it again from Jupyter")
-    with tempfile.TemporaryDirectory(prefix="labkit-grade-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="labkit-grade-") as tmp, \
+            ThreadPoolExecutor(max_workers=1) as side:
         work = Path(tmp)
-        if settings.execute:
-            result.notes += _execute(notebook, work, len(cells), settings)
+        # Running the notebook only reports broken cells; the checks never read its
+        # outputs, so both run at once.
+        ran = side.submit(_execute, notebook, work, len(cells), settings) if settings.execute else None
         run_dir = work / "checks"
         run_dir.mkdir()
         nonce = secrets.token_hex(16)
@@ -148,12 +150,17 @@ def grade_notebook(
             "labkit_root": str(LABKIT_ROOT),
         }
         budget = settings.cell_timeout * len(cells) + settings.check_timeout * len(checks) + 30
+        failure = None
         try:
             stdout = _run_child("sandbox", request, run_dir, budget)
         except subprocess.TimeoutExpired:
-            return zero(f"grading stopped after {budget:g}s: the checks did not finish")
+            failure = f"grading stopped after {budget:g}s: the checks did not finish"
         except RuntimeError as exc:
-            return zero(f"the grading process failed ({exc})")
+            failure = f"the grading process failed ({exc})"
+        if ran is not None:
+            result.notes += ran.result()
+        if failure:
+            return zero(failure)
     answer = next(
         (json.loads(line[len(nonce):]) for line in stdout.splitlines() if line.startswith(nonce)),
         {"error": "the grading process gave no answer"},

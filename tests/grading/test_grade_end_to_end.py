@@ -1,0 +1,122 @@
+"""``labkit grade`` for real: kernels, the isolated grading process, the gradebook, feedback.
+
+One small class, one exercise (ex01, the quickest): a reference solution, an untouched
+notebook whose check cell was edited to claim full marks, a notebook with a syntax
+error, one with an infinite loop (at the top level and inside a function; named abel so
+the slowest notebook starts first), and a file
+that is not a notebook. The reference student also ships a ``labkit/`` folder that
+would break everything if the grader imported it.
+"""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from gradingkit import EXERCISES, SOLUTIONS, notebook_for
+
+pytestmark = pytest.mark.slow
+
+
+def _edit(source: Path, target: Path, change) -> None:  # type: ignore[no-untyped-def]
+    nb = nbformat.read(source, as_version=4)
+    change(nb)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, target)
+
+
+def _cell_defining(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
+    return next(c for c in nb.cells if c.cell_type == "code" and f"def {name}(" in c.source)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, tuple[int, int]], Path, str]:
+    root = tmp_path_factory.mktemp("class")
+    subs = root / "submissions"
+    ref = notebook_for(SOLUTIONS, "ex01")
+    stub = notebook_for(EXERCISES, "ex01")
+
+    shutil.copyfile(ref, (subs / "ana").mkdir(parents=True) or subs / "ana" / ref.name)
+    # a labkit/ folder in a submission must never be imported by the grader
+    (subs / "ana" / "labkit").mkdir()
+    (subs / "ana" / "labkit" / "__init__.py").write_text(
+        "raise RuntimeError('the student copy of labkit was imported')\n")
+
+    def claims_full_marks(nb: nbformat.NotebookNode) -> None:
+        nb.cells[-1].source = ('from labkit.grading import check\ncheck("ex01")\n'
+                               'print("score: 14/14")\nimport builtins; builtins.SCORE = 14')
+    _edit(stub, subs / "bia" / stub.name, claims_full_marks)
+
+    def syntax_error(nb: nbformat.NotebookNode) -> None:
+        cell = _cell_defining(nb, "accept")
+        cell.source = cell.source.replace("-> bool:", "-> bool", 1)
+    _edit(ref, subs / "caio" / ref.name, syntax_error)
+
+    def loops(nb: nbformat.NotebookNode) -> None:
+        cell = _cell_defining(nb, "accept")
+        cell.source = cell.source.replace("    fp = payload_fingerprint(payload)\n",
+                                          "    while True:\n        pass\n", 1)
+        nb.cells.insert(-1, nbformat.v4.new_code_cell("while True:\n    pass"))
+    _edit(ref, subs / "abel" / ref.name, loops)
+
+    (subs / "edu").mkdir()
+    (subs / "edu" / "ex01_keys.ipynb").write_text("{ this is not json")
+
+    out = root / "out" / "grades.csv"
+    labkit = Path(sys.executable).parent / "labkit"
+    done = subprocess.run(
+        [str(labkit), "grade", str(subs), "--out", str(out), "--exercise", "ex01",
+         "--cell-timeout", "2", "--check-timeout", "1", "--jobs", "2"],
+        capture_output=True, text=True, timeout=150, cwd=root,
+    )
+    assert done.returncode == 0, done.stderr
+    with out.open() as fh:
+        rows = list(csv.DictReader(fh))
+    scores = {r["student"]: (int(r["score"]), int(r["max"])) for r in rows}
+    assert list(rows[0]) == ["student", "exercise", "score", "max"]
+    return scores, root / "out" / "feedback", done.stdout
+
+
+def test_reference_gets_full_marks_and_its_labkit_folder_is_ignored(graded) -> None:  # type: ignore[no-untyped-def]
+    scores, feedback, _ = graded
+    assert scores["ana"][0] == scores["ana"][1] > 0
+    text = (feedback / "ana.md").read_text()
+    assert "Note:" not in text and "student copy of labkit" not in text
+
+
+def test_untouched_gets_zero_even_with_a_check_cell_that_claims_full_marks(graded) -> None:  # type: ignore[no-untyped-def]
+    scores, feedback, _ = graded
+    assert scores["bia"][0] == 0
+    assert "not started yet" in (feedback / "bia.md").read_text()
+
+
+def test_syntax_error_scores_what_the_other_cells_earned_with_the_reason(graded) -> None:  # type: ignore[no-untyped-def]
+    scores, feedback, _ = graded
+    score, possible = scores["caio"]
+    assert 0 < score < possible
+    text = (feedback / "caio.md").read_text()
+    assert "syntax error" in text
+    assert "key_is_stable | 2/2 | passed" in text  # the cells before it still count
+    assert "no such name" in text  # accept never got defined
+
+
+def test_infinite_loops_time_out_with_the_reason_and_the_hung_check_named(graded) -> None:  # type: ignore[no-untyped-def]
+    scores, feedback, _ = graded
+    score, possible = scores["abel"]
+    assert 0 < score < possible
+    text = (feedback / "abel.md").read_text()
+    assert "did not finish within 2s and was interrupted" in text  # the kernel run
+    assert "did not finish within 2s and was stopped" in text  # the grading run
+    assert "### accept_new_then_repeat: timed out" in text
+
+
+def test_unreadable_notebook_scores_zero_with_the_reason_and_the_batch_goes_on(graded) -> None:  # type: ignore[no-untyped-def]
+    scores, feedback, progress = graded
+    assert scores["edu"][0] == 0
+    assert "not a readable notebook" in (feedback / "edu.md").read_text()
+    assert "[5/5]" in progress and "grading 5 student(s)" in progress
