@@ -30,10 +30,14 @@ def refresh(py_path: Path, timeout: int = 120) -> float:
         kernel_name="python3",
         # Widget state holds ids that change every run: keep it out of the stored file.
         store_widget_state=False,
+        record_timing=False,
         resources={"metadata": {"path": str(py_path.parent.resolve())}},
     ).execute()
     elapsed = time.perf_counter() - started
     nb.metadata["language_info"] = {"name": "python"}
+    # Stable cell ids keep a re-run of unchanged code byte-identical in git.
+    for index, cell in enumerate(nb.cells):
+        cell["id"] = f"cell-{index:03d}"
     jupytext.write(nb, py_path.with_suffix(".ipynb"))
     return elapsed
 
