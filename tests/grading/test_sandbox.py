@@ -1,0 +1,68 @@
+"""The grading process runs the student's code, never the student's checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from gradingkit import EXERCISES, SOLUTIONS, notebook_for
+
+from labkit.grading import catalog
+from labkit.grading.grade import Settings, grade_notebook
+from labkit.grading.sandbox import student_code
+
+
+def test_check_calls_and_magics_are_removed_and_definitions_kept() -> None:
+    source = (
+        "from labkit.grading import check\n"
+        "import labkit.grading\n"
+        "%timeit 1\n"
+        "!ls\n"
+        "def f():\n"
+        "    check('ex01')\n"
+        "    return 1\n"
+        "check(\"ex01\")  # run it\n"
+        "from labkit.grading.labdb import add_job\n"
+    )
+    assert student_code(source) == (
+        "\n\n\n\ndef f():\n    pass\n    return 1\n\nfrom labkit.grading.labdb import add_job"
+    )
+    assert student_code("%%bash\necho hi") == ""
+
+
+def _notebook(tmp_path: Path, source: Path, extra: str) -> Path:
+    nb = nbformat.read(source, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(extra))
+    path = tmp_path / source.name
+    nbformat.write(nb, path)
+    return path
+
+
+def test_printed_fake_results_and_a_fake_check_cannot_raise_a_score(tmp_path: Path) -> None:
+    forged = (
+        'print(\'{"outcomes": [], "notes": []}\')\n'
+        "import labkit.grading.core as core\n"
+        "core.run_checks = lambda *a, **k: []\n"
+        "def check(*args):\n    print('score: 14/14')\n"
+    )
+    path = _notebook(tmp_path, notebook_for(EXERCISES, "ex01"), forged)
+    graded = grade_notebook("mallory", "ex01", path, Settings(SOLUTIONS, execute=False))
+    assert graded.score == 0 and graded.possible > 0
+    assert {o.status for o in graded.outcomes} == {"not started yet"}
+    assert [o.check for o in graded.outcomes] == [
+        c.name for c in catalog.all_checks("ex01", SOLUTIONS / "hidden")]
+
+
+def test_hidden_checks_run_in_grading_from_the_instructors_folder(tmp_path: Path) -> None:
+    path = notebook_for(SOLUTIONS, "ex04")
+    graded = grade_notebook("ana", "ex04", path, Settings(SOLUTIONS, execute=False))
+    assert graded.score == graded.possible
+    assert any(o.hidden for o in graded.outcomes)
+    alone = grade_notebook("ana", "ex04", path, Settings(tmp_path, execute=False))
+    assert not any(o.hidden for o in alone.outcomes)  # no hidden/ folder there
+
+
+def test_a_missing_notebook_scores_zero_with_the_expected_name() -> None:
+    graded = grade_notebook("ana", "ex03", None, Settings(SOLUTIONS, execute=False))
+    assert graded.score == 0 and graded.possible > 0
+    assert graded.notes == ["no notebook for ex03: expected a file named ex03_*.ipynb"]
