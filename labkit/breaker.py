@@ -155,9 +155,13 @@ class CircuitBreaker:
             conn.execute(
                 SQL["put"],
                 {
-                    "name": self.name, "now": now, "state": after.state.value,
-                    "failures": after.failures, "trials": after.trials,
-                    "opened_at": after.opened_at, "retry_at": after.retry_at,
+                    "name": self.name,
+                    "now": now,
+                    "state": after.state.value,
+                    "failures": after.failures,
+                    "trials": after.trials,
+                    "opened_at": after.opened_at,
+                    "retry_at": after.retry_at,
                 },
             )
             moved = after.state != before.state
@@ -165,8 +169,11 @@ class CircuitBreaker:
                 conn.execute(
                     SQL["record_event"],
                     {
-                        "name": self.name, "now": now, "from_state": before.state.value,
-                        "to_state": after.state.value, "reason": reason,
+                        "name": self.name,
+                        "now": now,
+                        "from_state": before.state.value,
+                        "to_state": after.state.value,
+                        "reason": reason,
                     },
                 )
         if moved:
@@ -219,8 +226,12 @@ class CircuitBreaker:
                 if row.retry_at is not None and now >= row.retry_at:
                     admitted = True
                     return (
-                        replace(row, state=BreakerState.HALF_OPEN, trials=1,
-                                retry_at=now + self.cooldown),
+                        replace(
+                            row,
+                            state=BreakerState.HALF_OPEN,
+                            trials=1,
+                            retry_at=now + self.cooldown,
+                        ),
                         f"cooldown of {self.cooldown:g}s passed: admitting trial calls",
                     )
                 return row, ""
@@ -312,6 +323,5 @@ class CircuitBreaker:
 
     def __repr__(self) -> str:
         return (
-            f"CircuitBreaker({self.name!r}, threshold={self.threshold}, "
-            f"cooldown={self.cooldown:g})"
+            f"CircuitBreaker({self.name!r}, threshold={self.threshold}, cooldown={self.cooldown:g})"
         )

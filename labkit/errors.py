@@ -18,7 +18,7 @@ class LabkitError(Exception):
 
 
 class PayloadError(LabkitError, ValueError):
-    """The job payload cannot be stored: it must be JSON (dicts, lists, str, numbers, bool, None)."""
+    """The job payload cannot be stored: it must be JSON (dict, list, str, number, bool, None)."""
 
 
 class StoreError(LabkitError):

@@ -280,16 +280,20 @@ class Consumer:
         duplicates: list[str] = []
         for message in self.broker.read(self.topic, after=self.position(), limit=limit):
             params = {
-                "consumer": self.name, "topic": self.topic, "message_id": message.message_id,
-                "seq": message.seq, "now": self.clock.now(),
+                "consumer": self.name,
+                "topic": self.topic,
+                "message_id": message.message_id,
+                "seq": message.seq,
+                "now": self.clock.now(),
             }
             with _immediate(self.conn):
                 fresh = self.conn.execute(SQL["consumer_mark_processed"], params).fetchone()
                 if fresh is not None:
                     self.handler(self.conn, message)
                 if self.faults is not None:
-                    self.faults.hit(BEFORE_CONSUMER_COMMIT, key=message.message_id,
-                                    clock=self.clock)
+                    self.faults.hit(
+                        BEFORE_CONSUMER_COMMIT, key=message.message_id, clock=self.clock
+                    )
                 self.conn.execute(SQL["consumer_advance"], params)
             (processed if fresh is not None else duplicates).append(message.message_id)
         return PollResult(processed, duplicates)

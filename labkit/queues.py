@@ -127,8 +127,10 @@ class SerialQueues:
         keys: Sequence[str] | None = None,
     ) -> list[Job]:
         """Lease the ready heads of up to ``limit`` serial keys."""
-        queues = [self.queue_for(k) for k in keys] if keys is not None else _active(
-            self.store, self.prefix
+        queues = (
+            [self.queue_for(k) for k in keys]
+            if keys is not None
+            else _active(self.store, self.prefix)
         )
         if not queues:
             return []
@@ -190,7 +192,7 @@ def simulate_accounts(
         free = workers - len(running)
         if free > 0:
             for job in queues.claim("sim", limit=free, lease_s=lease_s, accounts=list(jobs)):
-                account = job.queue[len(queues.prefix):]
+                account = job.queue[len(queues.prefix) :]
                 result[account].waits.append(clock.now() - job.created_at)
                 running.append((clock.now() + service_s, job))
         if not running:

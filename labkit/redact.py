@@ -32,9 +32,19 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
 #: Field names a payload must never carry; pass a reference to a secret store instead.
 SECRET_FIELDS = frozenset(
     {
-        "password", "passwd", "secret", "client_secret", "token", "access_token",
-        "refresh_token", "api_key", "apikey", "authorization", "private_key",
-        "card_number", "cvv",
+        "password",
+        "passwd",
+        "secret",
+        "client_secret",
+        "token",
+        "access_token",
+        "refresh_token",
+        "api_key",
+        "apikey",
+        "authorization",
+        "private_key",
+        "card_number",
+        "cvv",
     }
 )
 
@@ -56,5 +66,5 @@ def sanitize(text: str, limit: int = MAX_MESSAGE) -> str:
 
 def describe(error: BaseException, limit: int = MAX_MESSAGE) -> str:
     """``ErrorClass: message``, sanitized, for storage."""
-    message = str(error)
-    return sanitize(f"{type(error).__name__}: {message}" if message else type(error).__name__, limit)
+    name, message = type(error).__name__, str(error)
+    return sanitize(f"{name}: {message}" if message else name, limit)

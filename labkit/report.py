@@ -20,9 +20,17 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def format_table(rows: Iterable[Mapping[str, Any] | Any], columns: Sequence[str] | None = None) -> str:
+def _as_dict(row: Any) -> dict[str, Any]:
+    if is_dataclass(row) and not isinstance(row, type):
+        return asdict(row)
+    return dict(row)
+
+
+def format_table(
+    rows: Iterable[Mapping[str, Any] | Any], columns: Sequence[str] | None = None
+) -> str:
     """Render rows (dicts or dataclasses) as an aligned text table."""
-    dicts = [asdict(r) if is_dataclass(r) and not isinstance(r, type) else dict(r) for r in rows]
+    dicts = [_as_dict(r) for r in rows]
     if columns is None:
         columns = list(dicts[0]) if dicts else []
     if not dicts:
@@ -31,7 +39,8 @@ def format_table(rows: Iterable[Mapping[str, Any] | Any], columns: Sequence[str]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    for row in cells:
+        lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
     return "\n".join(lines)
 
 

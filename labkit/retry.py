@@ -236,7 +236,9 @@ class RetryPolicy:
             return Decision(False, 0.0, verdict, "permanent error")
         if verdict == "ambiguous" and not (self.retry_ambiguous and idempotent):
             return Decision(
-                False, 0.0, verdict,
+                False,
+                0.0,
+                verdict,
                 "outcome unknown (the effect may have happened) and the policy does not "
                 "retry ambiguous failures without an idempotency key",
             )
@@ -248,7 +250,9 @@ class RetryPolicy:
             delay = float(retry_after)
         if self.deadline is not None and now + delay > started_at + self.deadline:
             return Decision(
-                False, delay, verdict,
+                False,
+                delay,
+                verdict,
                 f"deadline passed (next try in {delay:.1f}s would end after the "
                 f"{self.deadline:g}s deadline)",
             )

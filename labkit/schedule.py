@@ -218,8 +218,18 @@ class Scheduler:
         self.max_catch_up = max_catch_up
         self.schedules: dict[str, Schedule] = {}
 
-    def _add(self, name: str, kind: str, payload: Any, when: Every | Cron, catch_up: str,
-             grace: float, since: float | None, queue: str, max_attempts: int) -> Schedule:
+    def _add(
+        self,
+        name: str,
+        kind: str,
+        payload: Any,
+        when: Every | Cron,
+        catch_up: str,
+        grace: float,
+        since: float | None,
+        queue: str,
+        max_attempts: int,
+    ) -> Schedule:
         if not name or ":" in name:
             raise ValueError(f"schedule name {name!r} must be non-empty and without ':'")
         if name in self.schedules:
@@ -229,9 +239,15 @@ class Scheduler:
         if grace < 0:
             raise ValueError("grace must be >= 0 seconds")
         schedule = Schedule(
-            name=name, kind=kind, payload=payload, when=when, catch_up=catch_up,  # type: ignore[arg-type]
-            grace=float(grace), since=self.clock.now() if since is None else float(since),
-            queue=queue, max_attempts=max_attempts,
+            name=name,
+            kind=kind,
+            payload=payload,
+            when=when,
+            catch_up=catch_up,  # type: ignore[arg-type]
+            grace=float(grace),
+            since=self.clock.now() if since is None else float(since),
+            queue=queue,
+            max_attempts=max_attempts,
         )
         self.schedules[name] = schedule
         return schedule
@@ -256,8 +272,9 @@ class Scheduler:
         """
         if seconds <= 0:
             raise ValueError(f"every(seconds={seconds!r}): the period must be positive")
-        return self._add(name, kind, payload, Every(float(seconds)), catch_up, grace, since,
-                         queue, max_attempts)
+        return self._add(
+            name, kind, payload, Every(float(seconds)), catch_up, grace, since, queue, max_attempts
+        )
 
     def cron(
         self,
@@ -282,10 +299,13 @@ class Scheduler:
         weekday 0 (or 7) is Sunday.
         """
         when = Cron(
-            minute=parse_field("minute", minute), hour=parse_field("hour", hour),
-            day=parse_field("day", day), month=parse_field("month", month),
+            minute=parse_field("minute", minute),
+            hour=parse_field("hour", hour),
+            day=parse_field("day", day),
+            month=parse_field("month", month),
             weekday=parse_field("weekday", weekday),
-            day_any=day == "*", weekday_any=weekday == "*",
+            day_any=day == "*",
+            weekday_any=weekday == "*",
         )
         return self._add(name, kind, payload, when, catch_up, grace, since, queue, max_attempts)
 
@@ -295,7 +315,7 @@ class Scheduler:
         row = self.store.conn.execute(
             SQL["last_slot"], {"prefix": prefix, "prefix_end": prefix[:-1] + ";"}
         ).fetchone()
-        return None if row is None or row[0] is None else parse_slot_iso(row[0][len(prefix):])
+        return None if row is None or row[0] is None else parse_slot_iso(row[0][len(prefix) :])
 
     def due(self, schedule: Schedule, now: float) -> list[float]:
         """The slots of ``schedule`` to enqueue at ``now``, oldest first, after catch-up."""

@@ -508,9 +508,15 @@ class JobStore:
         ).fetchall()
         return [
             DeadLetter(
-                id=r["id"], kind=r["kind"], queue=r["queue"], key=r["key"],
-                reason=r["dead_reason"] or "", error_class=r["error_class"],
-                error=r["last_error"], attempts=r["attempt"], redrives=r["redrives"],
+                id=r["id"],
+                kind=r["kind"],
+                queue=r["queue"],
+                key=r["key"],
+                reason=r["dead_reason"] or "",
+                error_class=r["error_class"],
+                error=r["last_error"],
+                attempts=r["attempt"],
+                redrives=r["redrives"],
                 age_s=now - r["updated_at"],
             )
             for r in rows
