@@ -181,7 +181,7 @@ def plot_timeline(tl: Timeline, ax: Any = None, title: str | None = None) -> Any
     from matplotlib.patches import Rectangle
 
     if ax is None:
-        _fig, ax = plt.subplots(figsize=(9, 1.2 + 0.6 * max(len(tl.workers), 1)))
+        _fig, ax = plt.subplots(figsize=(9, 1.6 + 0.7 * max(len(tl.workers), 1)))
     lane = {w: i for i, w in enumerate(tl.workers)}
     width = max(tl.end, 1.0)
     for s in tl.segments:
@@ -196,8 +196,9 @@ def plot_timeline(tl: Timeline, ax: Any = None, title: str | None = None) -> Any
             linewidth=0.5,
         )
         ax.annotate(
-            f"job {s.job_id}#{s.attempt}",
-            (s.start, lane[s.worker] + 0.3),
+            f"{s.job_id}#{s.attempt}",
+            # Lanes run top-down (the y axis is inverted), so "- 0.3" is above the bar.
+            (s.start, lane[s.worker] - 0.3),
             fontsize=7,
             va="bottom",
         )
@@ -206,7 +207,7 @@ def plot_timeline(tl: Timeline, ax: Any = None, title: str | None = None) -> Any
         ax.plot([g.start, g.end], [y0, y1], linestyle=":", color="black", linewidth=1)
         ax.annotate(
             f"{g.reason} {round(g.end - g.start, 1):g}s",
-            ((g.start + g.end) / 2, (y0 + y1) / 2 - 0.3),
+            ((g.start + g.end) / 2, (y0 + y1) / 2 + 0.1),
             fontsize=7,
             ha="center",
             va="top",
@@ -216,14 +217,14 @@ def plot_timeline(tl: Timeline, ax: Any = None, title: str | None = None) -> Any
     ax.set_yticks(range(len(tl.workers)), labels=list(tl.workers))
     ax.set_ylim(len(tl.workers) - 0.4, -0.9)
     ax.set_xlim(-width * 0.02, width * 1.05)
-    ax.set_xlabel("seconds since the first claim")
+    ax.set_xlabel("seconds since the first claim    (bar labels: job id#attempt)")
     handles = [Rectangle((0, 0), 1, 1, color=c) for o, c in COLOURS.items() if o != "running"]
     ax.legend(
         [*handles, Line2D([], [], marker="X", color="darkred", linestyle="")],
         [*(o for o in COLOURS if o != "running"), "worker died"],
         fontsize=7,
         loc="upper center",
-        bbox_to_anchor=(0.5, -0.45),
+        bbox_to_anchor=(0.5, -0.3),
         ncol=5,
         frameon=False,
     )

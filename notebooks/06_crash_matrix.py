@@ -132,7 +132,7 @@ RETRY = RetryPolicy(backoff=exponential(base=10, cap=300))  # 10 s, 20 s, ... no
 
 
 def run_invoices(plan, where, strategy="ack_late"):
-    """Enqueue the invoices in a fresh folder and run them under ``plan``, restarting after crashes."""
+    """Enqueue the invoices in a fresh folder; run them under ``plan``, restarting after crashes."""
     where.mkdir()
     clock = FakeClock()
     with JobStore(where / "jobs.db", clock, retry=RETRY, rng=random.Random(plan.seed)) as store:
@@ -493,7 +493,8 @@ def slow_worker(strategy):
     slow_world = World(where / "world.db", slow_clock)
     slow_store.enqueue("charge", {"customer": "cus_42", "amount": 4200}, key=K)
     handler = STRATEGIES[strategy].handler
-    w1, w2 = (Worker(slow_store, {"charge": handler}, name=n, world=slow_world) for n in ("w1", "w2"))
+    w1, w2 = (Worker(slow_store, {"charge": handler}, name=name, world=slow_world)
+              for name in ("w1", "w2"))
     held_1 = slow_store.claim("w1", lease_s=30)  # 1
     slow_clock.advance(45)
     held_2 = slow_store.claim("w2", lease_s=30)  # 2
