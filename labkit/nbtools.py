@@ -11,6 +11,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
@@ -38,8 +39,27 @@ def refresh(py_path: Path, timeout: int = 120) -> float:
     # Stable cell ids keep a re-run of unchanged code byte-identical in git.
     for index, cell in enumerate(nb.cells):
         cell["id"] = f"cell-{index:03d}"
+        if cell.cell_type == "code":
+            cell.outputs = _coalesce_streams(cell.outputs)
     jupytext.write(nb, py_path.with_suffix(".ipynb"))
     return elapsed
+
+
+def _coalesce_streams(outputs: list[Any]) -> list[Any]:
+    """Join adjacent chunks of one stream: how the kernel flushed stdout is not content."""
+    merged: list[Any] = []
+    for out in outputs:
+        previous = merged[-1] if merged else None
+        if (
+            out.get("output_type") == "stream"
+            and previous is not None
+            and previous.get("output_type") == "stream"
+            and previous.get("name") == out.get("name")
+        ):
+            previous["text"] = "".join(previous["text"]) + "".join(out["text"])
+        else:
+            merged.append(out)
+    return merged
 
 
 def main(argv: list[str] | None = None) -> int:
