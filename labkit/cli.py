@@ -66,13 +66,20 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     with _open(args.db) as store:
         if args.job is not None:
             job = store.get(args.job)
-            print(f"job {job.id} {job.kind} key={job.key} state={job.state} "
-                  f"attempt {job.attempt}/{job.max_attempts} redrives={job.redrives}")
+            print(
+                f"job {job.id} {job.kind} key={job.key} state={job.state} "
+                f"attempt {job.attempt}/{job.max_attempts} redrives={job.redrives}"
+            )
             if job.dead_reason:
                 print(f"dead reason: {job.dead_reason}")
             rows = [
-                {"attempt": a.attempt, "worker": a.worker, "started": isoformat(a.started_at),
-                 "outcome": a.outcome, "error": a.error}
+                {
+                    "attempt": a.attempt,
+                    "worker": a.worker,
+                    "started": isoformat(a.started_at),
+                    "outcome": a.outcome,
+                    "error": a.error,
+                }
                 for a in store.attempts(job.id)
             ]
             print(format_table(rows, ["attempt", "worker", "started", "outcome", "error"]))
@@ -83,8 +90,15 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         print()
         print(f"dead letters ({counts['dead']}, oldest first, showing up to {args.limit}):")
         rows = [
-            {"id": d.id, "kind": d.kind, "key": d.key, "age": _age(d.age_s),
-             "attempts": d.attempts, "redrives": d.redrives, "reason": d.reason}
+            {
+                "id": d.id,
+                "kind": d.kind,
+                "key": d.key,
+                "age": _age(d.age_s),
+                "attempts": d.attempts,
+                "redrives": d.redrives,
+                "reason": d.reason,
+            }
             for d in dead
         ]
         print(format_table(rows, ["id", "kind", "key", "age", "attempts", "redrives", "reason"]))
@@ -127,8 +141,12 @@ def cmd_redrive(args: argparse.Namespace) -> int:
             return 0
         limit = _need_limit(args, "redrive")
         jobs = store.redrive_where(
-            limit=limit, kind=args.kind, queue=args.queue, error_class=args.error_class,
-            dry_run=args.dry_run, note=args.note,
+            limit=limit,
+            kind=args.kind,
+            queue=args.queue,
+            error_class=args.error_class,
+            dry_run=args.dry_run,
+            note=args.note,
         )
         _show(jobs, "redrove", args.dry_run)
     return 0
@@ -139,7 +157,8 @@ def cmd_retry_failed(args: argparse.Namespace) -> int:
     with _open(args.db) as store:
         dead = store.jobs(state=JobState.DEAD, limit=1_000_000)
         matching = [
-            j for j in dead
+            j
+            for j in dead
             if (args.kind is None or j.kind == args.kind)
             and (j.dead_reason or "").startswith(TRANSIENT_REASONS)
         ]
@@ -151,8 +170,10 @@ def cmd_retry_failed(args: argparse.Namespace) -> int:
         else:
             _show([store.redrive(j.id, note="retry-failed") for j in chosen], "retried", False)
         if skipped:
-            print(f"left {skipped} dead job(s) with permanent failures alone: fix their cause, "
-                  "then use `labkit redrive` on them")
+            print(
+                f"left {skipped} dead job(s) with permanent failures alone: fix their cause, "
+                "then use `labkit redrive` on them"
+            )
     return 0
 
 
@@ -174,11 +195,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     handlers = _load_handlers(args.handlers)
     store = _open(args.db)
-    worker = Worker(store, handlers, name=args.name, queues=args.queue or ("default",),
-                    lease_s=args.lease_s)
+    worker = Worker(
+        store, handlers, name=args.name, queues=args.queue or ("default",), lease_s=args.lease_s
+    )
     signal.signal(signal.SIGTERM, lambda *_: worker.stop())
-    print(f"worker {args.name} on {args.db} ({', '.join(sorted(handlers))}); Ctrl-C stops it "
-          "after the current job")
+    print(
+        f"worker {args.name} on {args.db} ({', '.join(sorted(handlers))}); Ctrl-C stops it "
+        "after the current job"
+    )
     try:
         ran = worker.run_until_idle() if args.until_idle else worker.run_forever(args.poll_s)
     except KeyboardInterrupt:
@@ -208,11 +232,22 @@ def cmd_grade(args: argparse.Namespace) -> int:
     if not args.solutions.is_dir():
         raise CliError(f"no solutions folder at {args.solutions}; pass --solutions DIR")
     feedback = args.feedback or args.out.parent / "feedback"
-    settings = Settings(args.solutions, cell_timeout=args.cell_timeout,
-                        check_timeout=args.check_timeout, execute=not args.no_execute)
+    settings = Settings(
+        args.solutions,
+        cell_timeout=args.cell_timeout,
+        check_timeout=args.check_timeout,
+        execute=not args.no_execute,
+    )
     try:
-        grade_folder(args.submissions, args.out, feedback, settings, jobs=args.jobs,
-                     only=args.exercise, progress=lambda line: print(line, flush=True))
+        grade_folder(
+            args.submissions,
+            args.out,
+            feedback,
+            settings,
+            jobs=args.jobs,
+            only=args.exercise,
+            progress=lambda line: print(line, flush=True),
+        )
     except (FileNotFoundError, ValueError) as exc:
         raise CliError(str(exc)) from None
     return 0
@@ -233,7 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     def filters(p: argparse.ArgumentParser) -> None:
         p.add_argument("--limit", type=int, help="at most this many jobs (required in bulk)")
         p.add_argument("--kind")
-        p.add_argument("--dry-run", action="store_true", help="show what would change, change nothing")
+        p.add_argument(
+            "--dry-run", action="store_true", help="show what would change, change nothing"
+        )
 
     p = sub.add_parser("redrive", help="send dead jobs back to pending, keeping their keys")
     p.add_argument("db", type=Path)
@@ -273,8 +310,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cell-timeout", type=float, default=60.0)
     p.add_argument("--check-timeout", type=float, default=10.0)
     p.add_argument("--jobs", type=int, default=2, help="notebooks graded at once")
-    p.add_argument("--no-execute", action="store_true",
-                   help="skip running each notebook in a kernel (checks still run)")
+    p.add_argument(
+        "--no-execute",
+        action="store_true",
+        help="skip running each notebook in a kernel (checks still run)",
+    )
     p.set_defaults(run=cmd_grade)
     return parser
 

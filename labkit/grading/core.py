@@ -182,32 +182,42 @@ def _is_not_started(exc: BaseException) -> bool:
 def run_check(check: Check, ns: Namespace, timeout: float | None = None) -> Outcome:
     """Run one check against the namespace and turn whatever happens into an ``Outcome``."""
     limit = check.timeout if timeout is None else min(timeout, check.timeout)
-    base = {"check": check.name, "points": check.points, "hidden": check.hidden}
+
+    def base(
+        status: str, earned: int = 0, expected: str = "", got: str = "", hint: str = ""
+    ) -> Outcome:
+        return Outcome(check.name, check.points, earned, status, expected, got, hint, check.hidden)
+
     finished, error = run_with_timeout(lambda: check.run(ns), limit)
     if not finished:
-        return Outcome(
-            **base, earned=0, status=TIMED_OUT,
+        return base(
+            TIMED_OUT,
             expected=f"to finish within {limit:g}s",
             got="still running when the time ran out (an infinite loop, or waiting forever?)",
             hint=check.hint,
         )
     if error is None:
-        return Outcome(**base, earned=check.points, status=PASSED)
+        return base(PASSED, earned=check.points)
     if _is_not_started(error):
-        return Outcome(
-            **base, earned=0, status=NOT_STARTED,
-            got=f"{error} is still a stub", hint="replace the `raise NotImplementedError` line",
+        return base(
+            NOT_STARTED,
+            got=f"{error} is still a stub",
+            hint="replace the `raise NotImplementedError` line",
         )
     if isinstance(error, CheckFailed):
-        return Outcome(
-            **base, earned=0, status=FAILED, expected=error.expected, got=error.got,
+        return base(
+            FAILED,
+            expected=error.expected,
+            got=error.got,
             hint=error.hint or check.hint,
         )
     if isinstance(error, CheckTimedOut):
-        return Outcome(**base, earned=0, status=TIMED_OUT, got="stopped", hint=check.hint)
-    return Outcome(
-        **base, earned=0, status=FAILED, expected="no exception",
-        got=f"raised {_short(error)}{_where(error)}", hint=check.hint,
+        return base(TIMED_OUT, got="stopped", hint=check.hint)
+    return base(
+        FAILED,
+        expected="no exception",
+        got=f"raised {_short(error)}{_where(error)}",
+        hint=check.hint,
     )
 
 
@@ -228,8 +238,11 @@ def format_report(title: str, outcomes: list[Outcome]) -> str:
     """The table a student sees, then one paragraph per check that did not pass."""
     earned, possible = score(outcomes)
     rows = [
-        {"check": o.check + (" (hidden)" if o.hidden else ""),
-         "points": f"{o.earned}/{o.points}", "result": o.status}
+        {
+            "check": o.check + (" (hidden)" if o.hidden else ""),
+            "points": f"{o.earned}/{o.points}",
+            "result": o.status,
+        }
         for o in outcomes
     ]
     lines = [title, "", format_table(rows, ["check", "points", "result"]), ""]

@@ -16,7 +16,7 @@ from nbclient import NotebookClient
 
 def main() -> None:
     request = json.loads(sys.stdin.read())
-    nb = nbformat.read(request["notebook"], as_version=4)
+    nb = nbformat.read(request["notebook"], as_version=4)  # type: ignore[no-untyped-call]
     client = NotebookClient(
         nb,
         timeout=int(request["cell_timeout"]),
@@ -27,4 +27,4 @@ def main() -> None:
         resources={"metadata": {"path": request["cwd"]}},
     )
     client.execute()
-    nbformat.write(nb, request["out"])
+    nbformat.write(nb, request["out"])  # type: ignore[no-untyped-call]

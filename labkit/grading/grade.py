@@ -41,10 +41,7 @@ LABKIT_ROOT = Path(labkit.__file__).resolve().parents[1]
 #: The instructor's folder of solutions next to this labkit (a source checkout).
 DEFAULT_SOLUTIONS = LABKIT_ROOT / "solutions"
 
-_BOOT = (
-    "import sys; sys.path.insert(0, {root!r}); "
-    "from labkit.grading.{module} import main; main()"
-)
+_BOOT = "import sys; sys.path.insert(0, {root!r}); from labkit.grading.{module} import main; main()"
 
 
 @dataclass
@@ -91,8 +88,10 @@ def _execution_notes(executed: nbformat.NotebookNode, cell_timeout: float) -> li
                 continue
             name, value = output.get("ename", "Error"), str(output.get("evalue", ""))
             if name == "KeyboardInterrupt":
-                notes.append(f"while running the notebook, cell {index} did not finish within "
-                             f"{cell_timeout:g}s and was interrupted")
+                notes.append(
+                    f"while running the notebook, cell {index} did not finish within "
+                    f"{cell_timeout:g}s and was interrupted"
+                )
             elif name == "NotImplementedError" and value.startswith("Exercise"):
                 continue
             else:
@@ -129,24 +128,35 @@ def grade_notebook(
         return zero(f"no notebook for {exercise}: expected a file named {exercise}_*.ipynb")
     result.notebook = notebook.name
     try:
-        nb = nbformat.read(notebook, as_version=4)
+        nb = nbformat.read(notebook, as_version=4)  # type: ignore[no-untyped-call]
         cells = [(i, c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the student's to fix
-        return zero(f"{notebook.name} is not a readable notebook ({type(exc).__name__}: "
-                    f"{str(exc)[:120]}); save it again from Jupyter")
-    with tempfile.TemporaryDirectory(prefix="labkit-grade-") as tmp, \
-            ThreadPoolExecutor(max_workers=1) as side:
+        return zero(
+            f"{notebook.name} is not a readable notebook ({type(exc).__name__}: "
+            f"{str(exc)[:120]}); save it again from Jupyter"
+        )
+    with (
+        tempfile.TemporaryDirectory(prefix="labkit-grade-") as tmp,
+        ThreadPoolExecutor(max_workers=1) as side,
+    ):
         work = Path(tmp)
         # Running the notebook only reports broken cells; the checks never read its
         # outputs, so both run at once.
-        ran = side.submit(_execute, notebook, work, len(cells), settings) if settings.execute else None
+        ran = (
+            side.submit(_execute, notebook, work, len(cells), settings)
+            if settings.execute
+            else None
+        )
         run_dir = work / "checks"
         run_dir.mkdir()
         nonce = secrets.token_hex(16)
         request = {
-            "exercise": exercise, "cells": cells, "nonce": nonce,
+            "exercise": exercise,
+            "cells": cells,
+            "nonce": nonce,
             "hidden_dir": str(hidden_dir) if hidden_dir.exists() else None,
-            "cell_timeout": settings.cell_timeout, "check_timeout": settings.check_timeout,
+            "cell_timeout": settings.cell_timeout,
+            "check_timeout": settings.check_timeout,
             "labkit_root": str(LABKIT_ROOT),
         }
         budget = settings.cell_timeout * len(cells) + settings.check_timeout * len(checks) + 30
@@ -161,8 +171,8 @@ def grade_notebook(
             result.notes += ran.result()
         if failure:
             return zero(failure)
-    answer = next(
-        (json.loads(line[len(nonce):]) for line in stdout.splitlines() if line.startswith(nonce)),
+    answer: dict[str, Any] = next(
+        (json.loads(line[len(nonce) :]) for line in stdout.splitlines() if line.startswith(nonce)),
         {"error": "the grading process gave no answer"},
     )
     if "error" in answer:
@@ -184,8 +194,12 @@ def _execute(notebook: Path, work: Path, n_cells: int, settings: Settings) -> li
     copy = run_dir / notebook.name
     shutil.copyfile(notebook, copy)
     out = work / "executed.ipynb"
-    request = {"notebook": str(copy), "out": str(out), "cwd": str(run_dir),
-               "cell_timeout": settings.cell_timeout}
+    request = {
+        "notebook": str(copy),
+        "out": str(out),
+        "cwd": str(run_dir),
+        "cell_timeout": settings.cell_timeout,
+    }
     budget = 90 + settings.cell_timeout * (n_cells + 1)
     try:
         _run_child("execute", request, run_dir, budget)
@@ -193,7 +207,8 @@ def _execute(notebook: Path, work: Path, n_cells: int, settings: Settings) -> li
         return [f"running the notebook was stopped after {budget:g}s"]
     except RuntimeError as exc:
         return [f"the notebook could not be run in a fresh kernel ({exc})"]
-    return _execution_notes(nbformat.read(out, as_version=4), settings.cell_timeout)
+    executed = nbformat.read(out, as_version=4)  # type: ignore[no-untyped-call]
+    return _execution_notes(executed, settings.cell_timeout)
 
 
 def find_notebooks(folder: Path, exercises: list[str]) -> tuple[dict[str, Path], dict[str, str]]:
@@ -229,7 +244,9 @@ def grade_folder(
     if only:
         unknown = sorted(set(only) - set(exercises))
         if unknown:
-            raise ValueError(f"unknown exercise(s) {', '.join(unknown)}; known: {', '.join(exercises)}")
+            raise ValueError(
+                f"unknown exercise(s) {', '.join(unknown)}; known: {', '.join(exercises)}"
+            )
         exercises = [e for e in exercises if e in only]
     students = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not students:
@@ -241,7 +258,9 @@ def grade_folder(
         duplicates.update({(folder.name, e): note for e, note in notes.items()})
         tasks += [(folder.name, e, found.get(e)) for e in exercises]
     total = len(tasks)
-    progress(f"grading {len(students)} student(s) x {len(exercises)} exercise(s) = {total} notebooks")
+    progress(
+        f"grading {len(students)} student(s) x {len(exercises)} exercise(s) = {total} notebooks"
+    )
     done = 0
 
     def one(task: tuple[str, str, Path | None]) -> Graded:
@@ -251,8 +270,10 @@ def grade_folder(
             graded.notes.insert(0, duplicates[graded.student, graded.exercise])
         done += 1
         flag = f"  ({len(graded.notes)} note(s))" if graded.notes else ""
-        progress(f"[{done}/{total}] {graded.student} {graded.exercise}: "
-                 f"{graded.score}/{graded.possible}{flag}")
+        progress(
+            f"[{done}/{total}] {graded.student} {graded.exercise}: "
+            f"{graded.score}/{graded.possible}{flag}"
+        )
         return graded
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -277,8 +298,9 @@ def feedback_markdown(student: str, results: list[Graded]) -> str:
     """One student's feedback: a summary table, then every check and every note."""
     lines = [f"# Feedback for {student}", "", "| exercise | score |", "|---|---|"]
     lines += [f"| {g.exercise} {g.title} | {g.score}/{g.possible} |" for g in results]
-    lines.append(f"| **total** | **{sum(g.score for g in results)}/"
-                 f"{sum(g.possible for g in results)}** |")
+    lines.append(
+        f"| **total** | **{sum(g.score for g in results)}/{sum(g.possible for g in results)}** |"
+    )
     for g in results:
         lines += ["", f"## {g.exercise}: {g.title} ({g.score}/{g.possible})", ""]
         if g.notebook:

@@ -33,9 +33,18 @@ def connect(path: Path | str) -> sqlite3.Connection:
 def add_job(conn: sqlite3.Connection, key: str, **fields: Any) -> int:
     """Insert a job (pending, attempt 0, due at 0 unless ``fields`` say otherwise); its id."""
     row = {
-        "key": key, "kind": "email", "state": "pending", "attempt": 0, "max_attempts": 3,
-        "run_after": 0.0, "lease_owner": None, "lease_until": None, "lease_token": None,
-        "last_error": None, "dead_reason": None, "updated_at": 0.0,
+        "key": key,
+        "kind": "email",
+        "state": "pending",
+        "attempt": 0,
+        "max_attempts": 3,
+        "run_after": 0.0,
+        "lease_owner": None,
+        "lease_until": None,
+        "lease_token": None,
+        "last_error": None,
+        "dead_reason": None,
+        "updated_at": 0.0,
     }
     unknown = set(fields) - set(row)
     if unknown:

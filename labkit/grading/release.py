@@ -40,7 +40,9 @@ def strip_solution(source: str, number: int, where: str = "cell") -> str:
         marker = line.strip()
         if marker == BEGIN:
             if inside:
-                raise ReleaseError(f"{where}, line {lineno}: {BEGIN} inside another solution region")
+                raise ReleaseError(
+                    f"{where}, line {lineno}: {BEGIN} inside another solution region"
+                )
             indent = line[: len(line) - len(line.lstrip())]
             if not indent:
                 raise ReleaseError(
@@ -66,7 +68,7 @@ def release_notebook(path: Path) -> nbformat.NotebookNode:
     if exercise is None:
         raise ReleaseError(f"{path.name}: solution notebooks are named exNN_name.ipynb")
     number = int(exercise[2:])
-    nb = nbformat.read(path, as_version=4)
+    nb = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
     regions = 0
     calls_check = False
     for index, cell in enumerate(nb.cells):
@@ -83,11 +85,15 @@ def release_notebook(path: Path) -> nbformat.NotebookNode:
     if not calls_check:
         raise ReleaseError(f'{path.name} has no cell calling check("{exercise}")')
     nb.metadata = {
-        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
-                       "name": "python3"},
+        "kernelspec": {
+            "display_name": "Python 3 (ipykernel)",
+            "language": "python",
+            "name": "python3",
+        },
         "language_info": {"name": "python"},
     }
-    return nb
+    released: nbformat.NotebookNode = nb
+    return released
 
 
 def solution_notebooks(solutions: Path) -> list[Path]:
@@ -104,7 +110,10 @@ def release(solutions: Path, out: Path) -> list[Path]:
     sources = solution_notebooks(solutions)
     if not sources:
         raise ReleaseError(f"no exNN_name.ipynb notebooks in {solutions}")
-    built = {p.name: nbformat.writes(release_notebook(p)) + "\n" for p in sources}
+    built = {
+        p.name: nbformat.writes(release_notebook(p)) + "\n"  # type: ignore[no-untyped-call]
+        for p in sources
+    }
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("ex*.ipynb"):
         if exercise_of(old) and old.name not in built:

@@ -21,6 +21,7 @@ import io
 import json
 import re
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,14 +53,20 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0][:160]}" if text else type(exc).__name__
 
 
-def run_cells(cells: list[tuple[int, str]], cell_timeout: float) -> tuple[dict[str, Any], list[str]]:
+def _no_check(*args: Any, **kwargs: Any) -> None:
+    """Stands in for ``check``: grading runs the instructor's checks, not the student's call."""
+
+
+def run_cells(
+    cells: list[tuple[int, str]], cell_timeout: float
+) -> tuple[dict[str, Any], list[str]]:
     """Execute each cell in one namespace; return it and notes on cells that broke or hung."""
     from labkit.grading.core import run_with_timeout
 
     namespace: dict[str, Any] = {
         "__name__": "__main__",
         "__builtins__": builtins,
-        "check": lambda *args, **kwargs: None,
+        "check": _no_check,
     }
     notes: list[str] = []
     for index, source in cells:
@@ -69,13 +76,17 @@ def run_cells(cells: list[tuple[int, str]], cell_timeout: float) -> tuple[dict[s
         try:
             code = compile(code_text, f"<cell {index}>", "exec")
         except SyntaxError as exc:
-            notes.append(f"cell {index} has a syntax error (line {exc.lineno}: {exc.msg}); "
-                         "it was skipped, so what it defines is missing")
+            notes.append(
+                f"cell {index} has a syntax error (line {exc.lineno}: {exc.msg}); "
+                "it was skipped, so what it defines is missing"
+            )
             continue
-        finished, error = run_with_timeout(lambda c=code: exec(c, namespace), cell_timeout)
+        finished, error = run_with_timeout(partial(exec, code, namespace), cell_timeout)
         if not finished:
-            notes.append(f"cell {index} did not finish within {cell_timeout:g}s and was stopped "
-                         "(a loop that never ends at the top level?)")
+            notes.append(
+                f"cell {index} did not finish within {cell_timeout:g}s and was stopped "
+                "(a loop that never ends at the top level?)"
+            )
         elif error is not None and not (
             isinstance(error, NotImplementedError) and str(error).startswith("Exercise")
         ):
@@ -105,7 +116,9 @@ def main() -> None:
     expected_root = Path(request["labkit_root"]).resolve()
     actual = Path(labkit.__file__).resolve().parents[1]
     if actual != expected_root:
-        answer: dict[str, Any] = {"error": f"grader imported labkit from {actual}, not {expected_root}"}
+        answer: dict[str, Any] = {
+            "error": f"grader imported labkit from {actual}, not {expected_root}"
+        }
     else:
         sink = io.StringIO()
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):

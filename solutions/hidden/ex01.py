@@ -10,30 +10,43 @@ from labkit.grading.core import Checks, Namespace, expect
 CHECKS = Checks("ex01", hidden=True)
 
 
-@CHECKS.add(1, "the contract names the exact canonical form: sort_keys=True, "
-               "separators=(',', ':'), ensure_ascii=False, then SHA-256 hex")
+@CHECKS.add(
+    1,
+    "the contract names the exact canonical form: sort_keys=True, "
+    "separators=(',', ':'), ensure_ascii=False, then SHA-256 hex",
+)
 def fingerprint_matches_the_contract(ns: Namespace) -> None:
     payload = {"name": "Conceição", "tags": ["ção", 1, 2.5, None, True], "n": {"b": 1, "a": 2}}
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     want = hashlib.sha256(text.encode()).hexdigest()
     got = ns.payload_fingerprint(payload)
-    expect(got == want, f"{want[:16]}... (canonical JSON with non-ASCII kept)", f"{str(got)[:16]}...")
+    expect(
+        got == want, f"{want[:16]}... (canonical JSON with non-ASCII kept)", f"{str(got)[:16]}..."
+    )
 
 
-@CHECKS.add(1, "remember operations by key, not by payload: two orders with equal "
-               "contents are still two operations")
+@CHECKS.add(
+    1,
+    "remember operations by key, not by payload: two orders with equal "
+    "contents are still two operations",
+)
 def accept_does_not_confuse_keys(ns: Namespace) -> None:
     seen: dict[str, str] = {}
     payload = {"amount_cents": 500}
     a = ns.accept(seen, "billing:1:charge:v1", payload)
     b = ns.accept(seen, "billing:2:charge:v1", payload)
-    expect(a is True and b is True, "True for two different keys with the same payload",
-           f"{a!r} and {b!r}")
+    expect(
+        a is True and b is True,
+        "True for two different keys with the same payload",
+        f"{a!r} and {b!r}",
+    )
 
 
 @CHECKS.add(1, "the key must not depend on the process (hash() is salted per process)")
 def key_is_plain_text(ns: Namespace) -> None:
     key = ns.operation_key("billing", 42, "charge")
-    expect("42" in key and "charge" in key and "billing" in key,
-           "a readable key that contains billing, 42 and charge (operators read keys in logs)",
-           repr(key))
+    expect(
+        "42" in key and "charge" in key and "billing" in key,
+        "a readable key that contains billing, 42 and charge (operators read keys in logs)",
+        repr(key),
+    )

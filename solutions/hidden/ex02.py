@@ -12,9 +12,13 @@ from labkit.grading.core import Checks, Namespace, expect
 CHECKS = Checks("ex02", hidden=True)
 
 
-@CHECKS.add(1, "open the file without truncating it ('a+' or os.open with O_RDWR | O_CREAT) "
-               "and truncate only once you hold the lock: a refused attempt opened with 'w' "
-               "erases the holder's pid", timeout=20.0)
+@CHECKS.add(
+    1,
+    "open the file without truncating it ('a+' or os.open with O_RDWR | O_CREAT) "
+    "and truncate only once you hold the lock: a refused attempt opened with 'w' "
+    "erases the holder's pid",
+    timeout=20.0,
+)
 def refused_attempt_keeps_the_holder(ns: Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="labkit-ex02h-") as tmp:
         path = Path(tmp) / "report.lock"

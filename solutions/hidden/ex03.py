@@ -50,8 +50,11 @@ def no_double_claim_across_processes(ns: Namespace) -> None:
     expect(not errors, "no errors in 3 claiming processes", "; ".join(errors[:2]))
     counts = Counter(x for _, got in results for x in got)
     doubled = sorted(j for j, n in counts.items() if n > 1)
-    expect(not doubled and len(counts) == 30, "30 jobs, each claimed once",
-           f"{len(counts)} claimed, jobs claimed twice: {doubled[:5]}")
+    expect(
+        not doubled and len(counts) == 30,
+        "30 jobs, each claimed once",
+        f"{len(counts)} claimed, jobs claimed twice: {doubled[:5]}",
+    )
 
 
 @CHECKS.add(1, "ORDER BY run_after, id: the job due first goes first")

@@ -14,14 +14,21 @@ SEED = 7
 def backoff_grows(ns: Namespace) -> None:
     rng = random.Random(SEED)
     means = [sum(ns.backoff(n, rng, 1.0, 1000.0) for _ in range(300)) / 300 for n in (1, 4)]
-    expect(means[1] > 4 * means[0], "the average delay for n=4 about 8 times that for n=1",
-           f"averages {means[0]:.2f} and {means[1]:.2f}")
+    expect(
+        means[1] > 4 * means[0],
+        "the average delay for n=4 about 8 times that for n=1",
+        f"averages {means[0]:.2f} and {means[1]:.2f}",
+    )
 
 
 @CHECKS.add(1, "after attempt 1 the first retry uses n = attempt - 1 = 0: at most base")
 def first_retry_uses_n_zero(ns: Namespace) -> None:
     rng = random.Random(SEED)
-    delays = [ns.next_delay(TimeoutError(), 1, rng, started_at=0.0, now=0.0, base=2.0)
-              for _ in range(50)]
-    expect(all(d is not None and 0 <= d <= 2.0 for d in delays),
-           "delays within [0, 2] after the first attempt with base 2", max(delays, key=lambda d: d or 0))
+    delays = [
+        ns.next_delay(TimeoutError(), 1, rng, started_at=0.0, now=0.0, base=2.0) for _ in range(50)
+    ]
+    expect(
+        all(d is not None and 0 <= d <= 2.0 for d in delays),
+        "delays within [0, 2] after the first attempt with base 2",
+        max(delays, key=lambda d: d or 0),
+    )

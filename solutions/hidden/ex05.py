@@ -14,12 +14,24 @@ JOBS = (
 )
 
 
-@CHECKS.add(2, "each job has its own key: a constant Idempotency-Key makes the second "
-               "invoice look like a repeat of the first", timeout=30.0)
+@CHECKS.add(
+    2,
+    "each job has its own key: a constant Idempotency-Key makes the second "
+    "invoice look like a repeat of the first",
+    timeout=30.0,
+)
 def two_invoices_two_charges(ns: Namespace) -> None:
-    scenario = Scenario("two invoices", {"charge": ns.charge_handler}, ack=ns.choose_ack(),
-                        service="payments", jobs=JOBS)
+    scenario = Scenario(
+        "two invoices",
+        {"charge": ns.charge_handler},
+        ack=ns.choose_ack(),
+        service="payments",
+        jobs=JOBS,
+    )
     row = run_scenario(scenario, FaultPlan(11).at("after_effect", "crash"), point="after_effect")
     expect(bool(row.fired), "the crash at after_effect to fire", "it never fired")
-    expect(row.outcome == "ok" and row.effects == 2, "one charge per invoice (2 in all)",
-           f"{row.outcome}: {row.effects} charge(s) (replay: {row.replay})")
+    expect(
+        row.outcome == "ok" and row.effects == 2,
+        "one charge per invoice (2 in all)",
+        f"{row.outcome}: {row.effects} charge(s) (replay: {row.replay})",
+    )

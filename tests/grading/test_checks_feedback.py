@@ -39,7 +39,9 @@ def test_an_infinite_loop_names_the_check_that_hung_and_the_rest_still_run() -> 
 
     outcomes = run_checks(list(DEMO), {"f": lambda: 2, "g": g})
     assert [(o.check, o.status) for o in outcomes] == [
-        ("returns_two", PASSED), ("finishes", TIMED_OUT)]
+        ("returns_two", PASSED),
+        ("finishes", TIMED_OUT),
+    ]
     assert "0.3s" in outcomes[1].expected
     report = format_report("ex99", outcomes)
     assert "finishes: timed out" in report and "score: 1/3" in report

@@ -35,7 +35,9 @@ def _cell_defining(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNod
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, tuple[int, int]], Path, str]:
+def graded(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[dict[str, tuple[int, int]], Path, str]:
     root = tmp_path_factory.mktemp("class")
     subs = root / "submissions"
     ref = notebook_for(SOLUTIONS, "ex01")
@@ -45,23 +47,30 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, tuple[in
     # a labkit/ folder in a submission must never be imported by the grader
     (subs / "ana" / "labkit").mkdir()
     (subs / "ana" / "labkit" / "__init__.py").write_text(
-        "raise RuntimeError('the student copy of labkit was imported')\n")
+        "raise RuntimeError('the student copy of labkit was imported')\n"
+    )
 
     def claims_full_marks(nb: nbformat.NotebookNode) -> None:
-        nb.cells[-1].source = ('from labkit.grading import check\ncheck("ex01")\n'
-                               'print("score: 14/14")\nimport builtins; builtins.SCORE = 14')
+        nb.cells[-1].source = (
+            'from labkit.grading import check\ncheck("ex01")\n'
+            'print("score: 14/14")\nimport builtins; builtins.SCORE = 14'
+        )
+
     _edit(stub, subs / "bia" / stub.name, claims_full_marks)
 
     def syntax_error(nb: nbformat.NotebookNode) -> None:
         cell = _cell_defining(nb, "accept")
         cell.source = cell.source.replace("-> bool:", "-> bool", 1)
+
     _edit(ref, subs / "caio" / ref.name, syntax_error)
 
     def loops(nb: nbformat.NotebookNode) -> None:
         cell = _cell_defining(nb, "accept")
-        cell.source = cell.source.replace("    fp = payload_fingerprint(payload)\n",
-                                          "    while True:\n        pass\n", 1)
+        cell.source = cell.source.replace(
+            "    fp = payload_fingerprint(payload)\n", "    while True:\n        pass\n", 1
+        )
         nb.cells.insert(-1, nbformat.v4.new_code_cell("while True:\n    pass"))
+
     _edit(ref, subs / "abel" / ref.name, loops)
 
     (subs / "edu").mkdir()
@@ -70,9 +79,25 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, tuple[in
     out = root / "out" / "grades.csv"
     labkit = Path(sys.executable).parent / "labkit"
     done = subprocess.run(
-        [str(labkit), "grade", str(subs), "--out", str(out), "--exercise", "ex01",
-         "--cell-timeout", "2", "--check-timeout", "1", "--jobs", "2"],
-        capture_output=True, text=True, timeout=150, cwd=root,
+        [
+            str(labkit),
+            "grade",
+            str(subs),
+            "--out",
+            str(out),
+            "--exercise",
+            "ex01",
+            "--cell-timeout",
+            "2",
+            "--check-timeout",
+            "1",
+            "--jobs",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        cwd=root,
     )
     assert done.returncode == 0, done.stderr
     with out.open() as fh:

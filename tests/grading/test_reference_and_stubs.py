@@ -17,7 +17,9 @@ def test_reference_solution_gets_full_marks_on_public_and_hidden_checks(exercise
     assert notes == []
     outcomes = grade_values(exercise, values)
     assert any(o.hidden for o in outcomes.values()), "every exercise has hidden checks"
-    failed = {name: (o.status, o.expected, o.got) for name, o in outcomes.items() if o.status != PASSED}
+    failed = {
+        name: (o.status, o.expected, o.got) for name, o in outcomes.items() if o.status != PASSED
+    }
     assert failed == {}
     assert sum(o.earned for o in outcomes.values()) == sum(o.points for o in outcomes.values())
 

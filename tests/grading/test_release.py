@@ -76,7 +76,9 @@ def test_bad_markers_are_refused_with_the_line(source: str, message: str) -> Non
 
 
 def test_stub_keeps_indentation_and_the_exercise_number() -> None:
-    source = 'def f():\n    """Doc."""\n    ### BEGIN SOLUTION\n    return 42\n    ### END SOLUTION\n'
+    source = (
+        'def f():\n    """Doc."""\n    ### BEGIN SOLUTION\n    return 42\n    ### END SOLUTION\n'
+    )
     assert strip_solution(source, 7) == (
         'def f():\n    """Doc."""\n    raise NotImplementedError("Exercise 7")'
     )
@@ -84,8 +86,11 @@ def test_stub_keeps_indentation_and_the_exercise_number() -> None:
 
 def test_release_refuses_a_notebook_without_a_check_cell(tmp_path: Path) -> None:
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("def f():\n    ### BEGIN SOLUTION\n    return 1\n"
-                                          "    ### END SOLUTION")]
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION"
+        )
+    ]
     (tmp_path / "src").mkdir()
     nbformat.write(nb, tmp_path / "src" / "ex09_demo.ipynb")
     with pytest.raises(ReleaseError, match='check\\("ex09"\\)'):

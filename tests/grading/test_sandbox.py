@@ -21,7 +21,7 @@ def test_check_calls_and_magics_are_removed_and_definitions_kept() -> None:
         "def f():\n"
         "    check('ex01')\n"
         "    return 1\n"
-        "check(\"ex01\")  # run it\n"
+        'check("ex01")  # run it\n'
         "from labkit.grading.labdb import add_job\n"
     )
     assert student_code(source) == (
@@ -50,7 +50,8 @@ def test_printed_fake_results_and_a_fake_check_cannot_raise_a_score(tmp_path: Pa
     assert graded.score == 0 and graded.possible > 0
     assert {o.status for o in graded.outcomes} == {"not started yet"}
     assert [o.check for o in graded.outcomes] == [
-        c.name for c in catalog.all_checks("ex01", SOLUTIONS / "hidden")]
+        c.name for c in catalog.all_checks("ex01", SOLUTIONS / "hidden")
+    ]
 
 
 def test_hidden_checks_run_in_grading_from_the_instructors_folder(tmp_path: Path) -> None:

@@ -14,33 +14,62 @@ from labkit.grading.core import PASSED
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
-    ("ex01", "key from uuid4 per attempt", "key_is_stable", """
+    (
+        "ex01",
+        "key from uuid4 per attempt",
+        "key_is_stable",
+        """
         import uuid
         def operation_key(source, entity_id, action, version=1):
             return f"{source}:{entity_id}:{action}:v{version}:{uuid.uuid4().hex[:8]}"
-    """),
-    ("ex01", "key from a timestamp", "key_ignores_the_clock", """
+    """,
+    ),
+    (
+        "ex01",
+        "key from a timestamp",
+        "key_ignores_the_clock",
+        """
         import time
         def operation_key(source, entity_id, action, version=1):
             return f"{source}:{entity_id}:{action}:v{version}:{int(time.time())}"
-    """),
-    ("ex01", "key from datetime.now()", "key_ignores_the_clock", """
+    """,
+    ),
+    (
+        "ex01",
+        "key from datetime.now()",
+        "key_ignores_the_clock",
+        """
         from datetime import datetime
         def operation_key(source, entity_id, action, version=1):
             return f"{source}:{entity_id}:{action}:v{version}:{datetime.now():%Y%m%d}"
-    """),
-    ("ex01", "fingerprint without sort_keys (dict order)", "fingerprint_is_canonical", """
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint without sort_keys (dict order)",
+        "fingerprint_is_canonical",
+        """
         def payload_fingerprint(payload):
             return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
-    """),
-    ("ex01", "conflict overwrites the first payload", "accept_conflict", """
+    """,
+    ),
+    (
+        "ex01",
+        "conflict overwrites the first payload",
+        "accept_conflict",
+        """
         def accept(seen, key, payload):
             fp = payload_fingerprint(payload)
             new = seen.get(key) != fp
             seen[key] = fp
             return new
-    """),
-    ("ex01", "dedup by payload instead of key", "accept_does_not_confuse_keys", """
+    """,
+    ),
+    (
+        "ex01",
+        "dedup by payload instead of key",
+        "accept_does_not_confuse_keys",
+        """
         def accept(seen, key, payload):
             fp = payload_fingerprint(payload)
             if fp in seen.values() and seen.get(key) != fp:
@@ -50,8 +79,13 @@ ZOO: list[tuple[str, str, str, str]] = [
             new = key not in seen
             seen[key] = fp
             return new
-    """),
-    ("ex02", "pidfile with O_EXCL goes stale after kill -9", "survives_holder_kill_9", """
+    """,
+    ),
+    (
+        "ex02",
+        "pidfile with O_EXCL goes stale after kill -9",
+        "survives_holder_kill_9",
+        """
         @contextmanager
         def single_instance(path):
             try:
@@ -64,8 +98,13 @@ ZOO: list[tuple[str, str, str, str]] = [
                 yield
             finally:
                 os.unlink(path)
-    """),
-    ("ex02", "refusal without the holder's pid", "message_names_the_holder", """
+    """,
+    ),
+    (
+        "ex02",
+        "refusal without the holder's pid",
+        "message_names_the_holder",
+        """
         @contextmanager
         def single_instance(path):
             with open(path, "a+") as fh:
@@ -74,8 +113,13 @@ ZOO: list[tuple[str, str, str, str]] = [
                 except BlockingIOError:
                     raise AlreadyRunning("another instance is running") from None
                 yield
-    """),
-    ("ex02", "lock kept when the block raises", "released_on_error", """
+    """,
+    ),
+    (
+        "ex02",
+        "lock kept when the block raises",
+        "released_on_error",
+        """
         HELD = []
         @contextmanager
         def single_instance(path):
@@ -90,8 +134,13 @@ ZOO: list[tuple[str, str, str, str]] = [
             yield
             HELD.remove(fh)
             fh.close()
-    """),
-    ("ex02", "open(path, 'w') wipes the holder before locking", "refused_attempt_keeps_the_holder", """
+    """,
+    ),
+    (
+        "ex02",
+        "open(path, 'w') wipes the holder before locking",
+        "refused_attempt_keeps_the_holder",
+        """
         @contextmanager
         def single_instance(path):
             fh = open(path, "w+")
@@ -105,11 +154,17 @@ ZOO: list[tuple[str, str, str, str]] = [
                 yield
             finally:
                 fh.close()
-    """),
-    ("ex03", "claim by SELECT then UPDATE", "no_double_claim_under_a_race", """
+    """,
+    ),
+    (
+        "ex03",
+        "claim by SELECT then UPDATE",
+        "no_double_claim_under_a_race",
+        """
         def claim(conn, worker, now, lease_s):
             row = conn.execute(
-                "SELECT id FROM jobs WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                "SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
                 " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1",
                 {"now": now}).fetchone()
             if row is None:
@@ -119,8 +174,13 @@ ZOO: list[tuple[str, str, str, str]] = [
                 " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
                 " updated_at = :now WHERE id = :id RETURNING *",
                 {"w": worker, "now": now, "lease_s": lease_s, "id": row["id"]}).fetchone())
-    """),
-    ("ex03", "claim without attempt + 1", "attempt_goes_up_by_one", """
+    """,
+    ),
+    (
+        "ex03",
+        "claim without attempt + 1",
+        "attempt_goes_up_by_one",
+        """
         def claim(conn, worker, now, lease_s):
             row = conn.execute(
                 "UPDATE jobs SET state = 'running', lease_owner = :w,"
@@ -130,8 +190,13 @@ ZOO: list[tuple[str, str, str, str]] = [
                 " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
                 " RETURNING *", {"w": worker, "now": now, "lease_s": lease_s}).fetchone()
             return None if row is None else dict(row)
-    """),
-    ("ex03", "the worker's name as the lease token", "token_is_fresh", """
+    """,
+    ),
+    (
+        "ex03",
+        "the worker's name as the lease token",
+        "token_is_fresh",
+        """
         def claim(conn, worker, now, lease_s):
             row = conn.execute(
                 "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
@@ -141,8 +206,13 @@ ZOO: list[tuple[str, str, str, str]] = [
                 " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
                 " RETURNING *", {"w": worker, "now": now, "lease_s": lease_s}).fetchone()
             return None if row is None else dict(row)
-    """),
-    ("ex03", "expired leases never come back", "expired_lease_is_reclaimable", """
+    """,
+    ),
+    (
+        "ex03",
+        "expired leases never come back",
+        "expired_lease_is_reclaimable",
+        """
         def claim(conn, worker, now, lease_s):
             row = conn.execute(
                 "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
@@ -152,8 +222,13 @@ ZOO: list[tuple[str, str, str, str]] = [
                 " ORDER BY run_after, id LIMIT 1)"
                 " RETURNING *", {"w": worker, "now": now, "lease_s": lease_s}).fetchone()
             return None if row is None else dict(row)
-    """),
-    ("ex03", "run_after ignored", "respects_run_after_and_state", """
+    """,
+    ),
+    (
+        "ex03",
+        "run_after ignored",
+        "respects_run_after_and_state",
+        """
         def claim(conn, worker, now, lease_s):
             row = conn.execute(
                 "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
@@ -163,45 +238,85 @@ ZOO: list[tuple[str, str, str, str]] = [
                 " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
                 " RETURNING *", {"w": worker, "now": now, "lease_s": lease_s}).fetchone()
             return None if row is None else dict(row)
-    """),
-    ("ex04", "backoff without a cap", "backoff_is_capped", """
+    """,
+    ),
+    (
+        "ex04",
+        "backoff without a cap",
+        "backoff_is_capped",
+        """
         def backoff(n, rng, base=1.0, cap=60.0):
             return rng.uniform(0, base * 2.0 ** min(n, 1000))
-    """),
-    ("ex04", "exponential backoff without jitter", "backoff_has_full_jitter", """
+    """,
+    ),
+    (
+        "ex04",
+        "exponential backoff without jitter",
+        "backoff_has_full_jitter",
+        """
         def backoff(n, rng, base=1.0, cap=60.0):
             return min(cap, base * 2 ** min(n, 64))
-    """),
-    ("ex04", "jitter from the random module", "backoff_uses_the_given_rng", """
+    """,
+    ),
+    (
+        "ex04",
+        "jitter from the random module",
+        "backoff_uses_the_given_rng",
+        """
         import random as _random
         def backoff(n, rng, base=1.0, cap=60.0):
             return _random.uniform(0, min(cap, base * 2 ** min(n, 64)))
-    """),
-    ("ex04", "Retry-After ignored", "honours_retry_after", """
+    """,
+    ),
+    (
+        "ex04",
+        "Retry-After ignored",
+        "honours_retry_after",
+        """
         def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
                        max_attempts=5, base=1.0, cap=60.0):
             if classify(error) == "permanent" or attempt >= max_attempts:
                 return None
             delay = backoff(attempt - 1, rng, base, cap)
             return None if now + delay > started_at + deadline else delay
-    """),
-    ("ex04", "every error retried", "gives_up_on_permanent", """
+    """,
+    ),
+    (
+        "ex04",
+        "every error retried",
+        "gives_up_on_permanent",
+        """
         def classify(error):
             return "transient"
-    """),
-    ("ex04", "no deadline", "respects_deadline", """
+    """,
+    ),
+    (
+        "ex04",
+        "no deadline",
+        "respects_deadline",
+        """
         def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
                        max_attempts=5, base=1.0, cap=60.0):
             if classify(error) == "permanent" or attempt >= max_attempts:
                 return None
             return max(backoff(attempt - 1, rng, base, cap), getattr(error, "retry_after", 0) or 0)
-    """),
-    ("ex05", "no idempotency key (at-least-once)", "charge_survives_crash_after_effect", """
+    """,
+    ),
+    (
+        "ex05",
+        "no idempotency key (at-least-once)",
+        "charge_survives_crash_after_effect",
+        """
         def charge_handler(job, ctx):
             return ctx.world.payments.charge(job.payload["customer"], job.payload["amount"],
                                              key=job.key)
-    """),
-    ("ex05", "check-then-act in two transactions", "charge_survives_crash_after_effect", """
+    """,
+    ),
+    (
+        "ex05",
+        "check-then-act in two transactions",
+        "charge_survives_crash_after_effect",
+        """
         def charge_handler(job, ctx):
             if ctx.world.ledger.status(job.key) == "done":
                 return {"skipped": True}
@@ -209,18 +324,33 @@ ZOO: list[tuple[str, str, str, str]] = [
                                               key=job.key)
             ctx.world.ledger.mark(job.key, "done")
             return reply
-    """),
-    ("ex05", "a new idempotency key per attempt", "charge_survives_lost_response", """
+    """,
+    ),
+    (
+        "ex05",
+        "a new idempotency key per attempt",
+        "charge_survives_lost_response",
+        """
         import uuid
         def charge_handler(job, ctx):
             return ctx.world.payments.charge(job.payload["customer"], job.payload["amount"],
                                              key=job.key, idempotency_key=uuid.uuid4().hex)
-    """),
-    ("ex05", "ack before the effect", "charge_survives_crash_after_commit", """
+    """,
+    ),
+    (
+        "ex05",
+        "ack before the effect",
+        "charge_survives_crash_after_commit",
+        """
         def choose_ack():
             return "first"
-    """),
-    ("ex05", "ledger entry and mark in two transactions", "post_survives_every_crash", """
+    """,
+    ),
+    (
+        "ex05",
+        "ledger entry and mark in two transactions",
+        "post_survives_every_crash",
+        """
         def post_handler(job, ctx):
             ledger = ctx.world.ledger
             if ledger.status(job.key) == "done":
@@ -229,13 +359,23 @@ ZOO: list[tuple[str, str, str, str]] = [
                 reply = tx.post(job.payload["customer"], job.payload["amount"], key=job.key)
             ledger.mark(job.key, "done")
             return reply
-    """),
-    ("ex05", "one constant idempotency key", "two_invoices_two_charges", """
+    """,
+    ),
+    (
+        "ex05",
+        "one constant idempotency key",
+        "two_invoices_two_charges",
+        """
         def charge_handler(job, ctx):
             return ctx.world.payments.charge(job.payload["customer"], job.payload["amount"],
                                              key=job.key, idempotency_key="charge")
-    """),
-    ("ex06", "redrive as a copy with a new key", "redrive_keeps_the_key", """
+    """,
+    ),
+    (
+        "ex06",
+        "redrive as a copy with a new key",
+        "redrive_keeps_the_key",
+        """
         import uuid
         def redrive(conn, *, limit, now, kind=None, dry_run=False):
             if limit is None or limit < 1:
@@ -246,11 +386,17 @@ ZOO: list[tuple[str, str, str, str]] = [
             if dry_run:
                 return [r["id"] for r in rows]
             return [conn.execute(
-                "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (:key, :kind, :now, :now)"
+                "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                " VALUES (:key, :kind, :now, :now)"
                 " RETURNING id", {"key": f"{r['key']}:{uuid.uuid4().hex[:6]}", "kind": r["kind"],
                                   "now": now}).fetchone()[0] for r in rows]
-    """),
-    ("ex06", "redrive of everything, limit ignored", "redrive_respects_the_limit", """
+    """,
+    ),
+    (
+        "ex06",
+        "redrive of everything, limit ignored",
+        "redrive_respects_the_limit",
+        """
         def redrive(conn, *, limit, now, kind=None, dry_run=False):
             if limit is None or limit < 1:
                 raise ValueError("limit")
@@ -264,8 +410,13 @@ ZOO: list[tuple[str, str, str, str]] = [
                     " WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)",
                     {"now": now, "kind": kind})
             return ids
-    """),
-    ("ex06", "redrive without resetting attempts", "redrive_gives_a_fresh_start", """
+    """,
+    ),
+    (
+        "ex06",
+        "redrive without resetting attempts",
+        "redrive_gives_a_fresh_start",
+        """
         def redrive(conn, *, limit, now, kind=None, dry_run=False):
             if limit is None or limit < 1:
                 raise ValueError("limit")
@@ -277,8 +428,13 @@ ZOO: list[tuple[str, str, str, str]] = [
                     conn.execute("UPDATE jobs SET state = 'pending', redrives = redrives + 1,"
                                  " updated_at = :now WHERE id = :id", {"now": now, "id": i})
             return ids
-    """),
-    ("ex06", "the raw error stored, secrets and all", "dead_letter_hides_secrets", """
+    """,
+    ),
+    (
+        "ex06",
+        "the raw error stored, secrets and all",
+        "dead_letter_hides_secrets",
+        """
         def dead_letter(conn, job_id, token, reason, error, now):
             return conn.execute(
                 "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
@@ -286,8 +442,13 @@ ZOO: list[tuple[str, str, str, str]] = [
                 " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
                 {"id": job_id, "token": token, "reason": reason,
                  "error": f"{type(error).__name__}: {error}", "now": now}).fetchone() is not None
-    """),
-    ("ex06", "dead letter without the token fence", "dead_letter_is_fenced", """
+    """,
+    ),
+    (
+        "ex06",
+        "dead letter without the token fence",
+        "dead_letter_is_fenced",
+        """
         def dead_letter(conn, job_id, token, reason, error, now):
             return conn.execute(
                 "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
@@ -295,13 +456,19 @@ ZOO: list[tuple[str, str, str, str]] = [
                 " WHERE id = :id AND state = 'running' RETURNING id",
                 {"id": job_id, "reason": reason, "error": describe(error), "now": now}
             ).fetchone() is not None
-    """),
-    ("ex06", "no limit required", "redrive_requires_a_limit", """
+    """,
+    ),
+    (
+        "ex06",
+        "no limit required",
+        "redrive_requires_a_limit",
+        """
         _reference_redrive = redrive
         def redrive(conn, *, limit=None, now, kind=None, dry_run=False):
             return _reference_redrive(conn, limit=limit or 1_000_000, now=now, kind=kind,
                                       dry_run=dry_run)
-    """),
+    """,
+    ),
 ]
 
 

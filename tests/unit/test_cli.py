@@ -24,7 +24,9 @@ def db(tmp_path: Path) -> Path:
         for n in range(1, 5):
             job = store.claim("w1")
             assert job is not None
-            error = PermanentError("card declined") if n <= 2 else TransientError("503 from the ERP")
+            error = (
+                PermanentError("card declined") if n <= 2 else TransientError("503 from the ERP")
+            )
             store.fail(job, error)
             clock.advance(10)
         assert store.counts()["dead"] == 4
@@ -36,7 +38,9 @@ def _states(path: Path) -> dict[int, str]:
         return {j.id: str(j.state) for j in store.jobs()}
 
 
-def test_inspect_shows_counts_and_dead_letters_with_reasons(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_inspect_shows_counts_and_dead_letters_with_reasons(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["inspect", str(db)]) == 0
     out = capsys.readouterr().out
     assert "dead" in out and "pending" in out
@@ -51,14 +55,18 @@ def test_inspect_one_job_shows_its_attempts(db: Path, capsys: pytest.CaptureFixt
     assert "w1" in out and "TransientError: 503 from the ERP" in out
 
 
-def test_a_missing_database_is_a_clear_error_and_is_not_created(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_missing_database_is_a_clear_error_and_is_not_created(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     missing = tmp_path / "nope.db"
     assert main(["inspect", str(missing)]) == 2
     assert "no database at" in capsys.readouterr().err
     assert not missing.exists()
 
 
-def test_a_file_that_is_not_a_database_is_refused_and_left_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_file_that_is_not_a_database_is_refused_and_left_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "notes.db"
     bad.write_text("shopping list\n")
     for command in (["inspect"], ["redrive", "--limit", "1"], ["retry-failed", "--limit", "1"]):
@@ -67,14 +75,18 @@ def test_a_file_that_is_not_a_database_is_refused_and_left_alone(tmp_path: Path,
     assert bad.read_text() == "shopping list\n"
 
 
-def test_bulk_redrive_without_limit_is_refused_and_changes_nothing(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bulk_redrive_without_limit_is_refused_and_changes_nothing(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = _states(db)
     assert main(["redrive", str(db)]) == 2
     assert "--limit" in capsys.readouterr().err
     assert _states(db) == before
 
 
-def test_redrive_dry_run_names_the_jobs_and_changes_nothing(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_redrive_dry_run_names_the_jobs_and_changes_nothing(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = _states(db)
     assert main(["redrive", str(db), "--limit", "2", "--dry-run"]) == 0
     out = capsys.readouterr().out
@@ -87,12 +99,19 @@ def test_redrive_with_limit_keeps_the_key_oldest_first(db: Path) -> None:
     assert main(["redrive", str(db), "--limit", "1", "--note", "card fixed"]) == 0
     with JobStore(db) as store:
         job = store.get(1)
-        assert (job.state, job.key, job.redrives, job.attempt) == ("pending", "billing:1:charge:v1", 1, 0)
+        assert (job.state, job.key, job.redrives, job.attempt) == (
+            "pending",
+            "billing:1:charge:v1",
+            1,
+            0,
+        )
         assert store.get(2).state == "dead"
         assert len(store.jobs()) == 5  # the same row, no copy
 
 
-def test_redrive_by_id_refuses_a_job_that_is_not_dead(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_redrive_by_id_refuses_a_job_that_is_not_dead(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = _states(db)
     assert main(["redrive", str(db), "1", "5"]) == 2
     assert "5 is pending" in capsys.readouterr().err
@@ -106,7 +125,9 @@ def test_retry_failed_needs_a_limit(db: Path, capsys: pytest.CaptureFixture[str]
     assert "--limit" in capsys.readouterr().err
 
 
-def test_retry_failed_redrives_transient_failures_and_leaves_permanent_ones(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_retry_failed_redrives_transient_failures_and_leaves_permanent_ones(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["retry-failed", str(db), "--limit", "10", "--dry-run"]) == 0
     assert "would redrive 2 job(s)" in capsys.readouterr().out
     assert _states(db)[3] == "dead"
@@ -116,23 +137,30 @@ def test_retry_failed_redrives_transient_failures_and_leaves_permanent_ones(db: 
     assert _states(db) == {1: "dead", 2: "dead", 3: "pending", 4: "pending", 5: "pending"}
 
 
-def test_worker_runs_the_handlers_until_idle(db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_worker_runs_the_handlers_until_idle(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "cli_handlers.py").write_text(
         "def charge(job, ctx):\n    return {'charged': job.payload['invoice']}\n"
-        "HANDLERS = {'charge': charge}\n")
+        "HANDLERS = {'charge': charge}\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     assert main(["worker", str(db), "--handlers", "cli_handlers:HANDLERS", "--until-idle"]) == 0
     assert "stopped after 1 job(s)" in capsys.readouterr().out
     assert _states(db)[5] == "succeeded"
 
 
-def test_worker_with_handlers_that_cannot_load_says_why(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_worker_with_handlers_that_cannot_load_says_why(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["worker", str(db), "--handlers", "no_such_module_here:HANDLERS"]) == 2
     assert "cannot load handlers" in capsys.readouterr().err
     assert main(["worker", str(db), "--handlers", "nocolon"]) == 2
     assert "package.module:HANDLERS" in capsys.readouterr().err
 
 
-def test_grade_with_a_missing_folder_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_grade_with_a_missing_folder_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["grade", str(tmp_path / "none"), "--out", str(tmp_path / "g.csv")]) == 2
     assert "not a folder of student folders" in capsys.readouterr().err

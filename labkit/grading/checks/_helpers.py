@@ -10,7 +10,6 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
-
 #: Every check that draws random numbers starts from this seed, so a failure replays.
 SEED = 20260101
 
@@ -27,18 +26,20 @@ def clock_moved(values: MutableMapping[str, Any], seconds: float) -> Iterator[No
 
     class Later(_dt.datetime):
         @classmethod
-        def now(cls, tz: Any = None) -> Any:  # type: ignore[override]
+        def now(cls, tz: Any = None) -> Any:
             return _dt.datetime.now(tz) + _dt.timedelta(seconds=shift)
 
         @classmethod
-        def utcnow(cls) -> Any:  # type: ignore[override]
+        def utcnow(cls) -> Any:
             return _dt.datetime.now(_dt.UTC).replace(tzinfo=None) + _dt.timedelta(seconds=shift)
 
         @classmethod
-        def today(cls) -> Any:  # type: ignore[override]
+        def today(cls) -> Any:
             return cls.now()
 
-    fake_module = types.SimpleNamespace(**{k: getattr(_dt, k) for k in dir(_dt) if not k.startswith("__")})
+    fake_module = types.SimpleNamespace(
+        **{k: getattr(_dt, k) for k in dir(_dt) if not k.startswith("__")}
+    )
     fake_module.datetime = Later
     saved: dict[str, Any] = {}
     for name, value in list(values.items()):
@@ -67,4 +68,3 @@ def clock_moved(values: MutableMapping[str, Any], seconds: float) -> Iterator[No
 def short_repr(value: Any, limit: int = 120) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-

@@ -16,20 +16,34 @@ CHECKS = Checks(
 )
 
 ORDER = {"invoice": 42, "amount_cents": 1990, "currency": "BRL", "lines": [{"sku": "A", "qty": 1}]}
-REORDERED = {"lines": [{"qty": 1, "sku": "A"}], "currency": "BRL", "amount_cents": 1990, "invoice": 42}
+REORDERED = {
+    "lines": [{"qty": 1, "sku": "A"}],
+    "currency": "BRL",
+    "amount_cents": 1990,
+    "invoice": 42,
+}
 
 
-@CHECKS.add(2, "build the key only from the arguments (source, entity, action, version): "
-               "no uuid4(), no random, nothing that changes per call")
+@CHECKS.add(
+    2,
+    "build the key only from the arguments (source, entity, action, version): "
+    "no uuid4(), no random, nothing that changes per call",
+)
 def key_is_stable(ns: Namespace) -> None:
     first = ns.operation_key("billing", 42, "charge")
     again = ns.operation_key("billing", 42, "charge")
     expect(isinstance(first, str), "a str", type(first).__name__)
-    expect(first == again, "the same key for the same intent, call after call",
-           f"{first!r}, then {again!r}")
+    expect(
+        first == again,
+        "the same key for the same intent, call after call",
+        f"{first!r}, then {again!r}",
+    )
     explicit = ns.operation_key("billing", 42, "charge", version=1)
-    expect(explicit == first, "version=1 to be the default",
-           f"{first!r} without version, {explicit!r} with version=1")
+    expect(
+        explicit == first,
+        "version=1 to be the default",
+        f"{first!r} without version, {explicit!r} with version=1",
+    )
 
 
 @CHECKS.add(1, "put every part of the intent into the key: source, entity id, action and version")
@@ -45,30 +59,44 @@ def key_names_the_intent(ns: Namespace) -> None:
         expect(key != base, f"a different key for {what}", f"{key!r} for both")
 
 
-@CHECKS.add(2, "a key built from the time (time.time(), datetime.now()) changes between a "
-               "retry and the first try, so the retry is not recognised; leave the clock out")
+@CHECKS.add(
+    2,
+    "a key built from the time (time.time(), datetime.now()) changes between a "
+    "retry and the first try, so the retry is not recognised; leave the clock out",
+)
 def key_ignores_the_clock(ns: Namespace) -> None:
     before = ns.operation_key("billing", 42, "charge")
     with clock_moved(ns._values, 86_400 * 3 + 3_601.5):  # type: ignore[arg-type]
         after = ns.operation_key("billing", 42, "charge")
-    expect(before == after, "the same key three days later (a late retry)",
-           f"{before!r} then {after!r}")
+    expect(
+        before == after,
+        "the same key three days later (a late retry)",
+        f"{before!r} then {after!r}",
+    )
 
 
-@CHECKS.add(2, "dict order is not meaning: serialise with json.dumps(payload, sort_keys=True, "
-               "separators=(',', ':'), ensure_ascii=False) before hashing")
+@CHECKS.add(
+    2,
+    "dict order is not meaning: serialise with json.dumps(payload, sort_keys=True, "
+    "separators=(',', ':'), ensure_ascii=False) before hashing",
+)
 def fingerprint_is_canonical(ns: Namespace) -> None:
     a, b = ns.payload_fingerprint(ORDER), ns.payload_fingerprint(REORDERED)
-    expect(a == b, "equal fingerprints for the same payload with keys in another order",
-           f"{a!r} and {b!r}")
+    expect(
+        a == b,
+        "equal fingerprints for the same payload with keys in another order",
+        f"{a!r} and {b!r}",
+    )
 
 
 @CHECKS.add(1, "hash the whole payload (hashlib.sha256(...).hexdigest()), types included")
 def fingerprint_tells_payloads_apart(ns: Namespace) -> None:
     base = ns.payload_fingerprint(ORDER)
-    expect(isinstance(base, str) and len(base) == 64
-           and all(c in "0123456789abcdef" for c in base),
-           "a SHA-256 hex digest (64 characters 0-9a-f)", repr(base))
+    expect(
+        isinstance(base, str) and len(base) == 64 and all(c in "0123456789abcdef" for c in base),
+        "a SHA-256 hex digest (64 characters 0-9a-f)",
+        repr(base),
+    )
     for what, other in {
         "another amount": {**ORDER, "amount_cents": 1991},
         "the amount as a string": {**ORDER, "amount_cents": "1990"},
@@ -78,8 +106,11 @@ def fingerprint_tells_payloads_apart(ns: Namespace) -> None:
         expect(fp != base, f"a different fingerprint for {what}", "the same fingerprint")
 
 
-@CHECKS.add(1, "a key not in `seen` is new: store its fingerprint and return True; "
-               "a repeat with the same payload returns False")
+@CHECKS.add(
+    1,
+    "a key not in `seen` is new: store its fingerprint and return True; "
+    "a repeat with the same payload returns False",
+)
 def accept_new_then_repeat(ns: Namespace) -> None:
     seen: dict[str, str] = {}
     key = "billing:42:charge:v1"
@@ -91,8 +122,11 @@ def accept_new_then_repeat(ns: Namespace) -> None:
     expect(len(seen) == 1, "one entry in `seen`", f"{len(seen)} entries")
 
 
-@CHECKS.add(2, "same key with another fingerprint is a bug upstream: raise IdempotencyConflict "
-               "and leave `seen` as it was (never overwrite the first payload)")
+@CHECKS.add(
+    2,
+    "same key with another fingerprint is a bug upstream: raise IdempotencyConflict "
+    "and leave `seen` as it was (never overwrite the first payload)",
+)
 def accept_conflict(ns: Namespace) -> None:
     seen: dict[str, str] = {}
     key = "billing:42:charge:v1"
@@ -102,6 +136,9 @@ def accept_conflict(ns: Namespace) -> None:
         result = ns.accept(seen, key, {**ORDER, "amount_cents": 99_000})
     except IdempotencyConflict:
         result = "raised"
-    expect(result == "raised", "IdempotencyConflict for the same key with another amount",
-           f"returned {result!r}")
+    expect(
+        result == "raised",
+        "IdempotencyConflict for the same key with another amount",
+        f"returned {result!r}",
+    )
     expect(seen == before, "`seen` unchanged after a conflict", f"{seen!r} (was {before!r})")

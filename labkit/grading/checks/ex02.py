@@ -55,8 +55,11 @@ def held_by_child(ns: Namespace, path: Path) -> Iterator[int]:
     try:
         ready, _, _ = select.select([read_fd], [], [], 10.0)
         said = os.read(read_fd, 16) if ready else b""
-        expect(said == b"held", "the child process to take the lock",
-               "it could not (did single_instance raise in a fresh process?)")
+        expect(
+            said == b"held",
+            "the child process to take the lock",
+            "it could not (did single_instance raise in a fresh process?)",
+        )
         yield pid
     finally:
         os.close(read_fd)
@@ -67,24 +70,31 @@ def held_by_child(ns: Namespace, path: Path) -> Iterator[int]:
             pass
 
 
-@CHECKS.add(2, "open the file and fcntl.flock(fd, LOCK_EX | LOCK_NB); on BlockingIOError "
-               "raise AlreadyRunning")
+@CHECKS.add(
+    2,
+    "open the file and fcntl.flock(fd, LOCK_EX | LOCK_NB); on BlockingIOError raise AlreadyRunning",
+)
 def second_holder_is_refused(ns: Namespace) -> None:
     with _lock_path() as path:
         with ns.single_instance(path):
             second = attempt(ns, path)
-        expect(second.startswith("refused"),
-               "AlreadyRunning while another holder has the lock", second)
+        expect(
+            second.startswith("refused"), "AlreadyRunning while another holder has the lock", second
+        )
 
 
-@CHECKS.add(1, "write your pid into the file after you hold the lock, and read it back for "
-               "the AlreadyRunning message: 'already running (pid 4242)'")
+@CHECKS.add(
+    1,
+    "write your pid into the file after you hold the lock, and read it back for "
+    "the AlreadyRunning message: 'already running (pid 4242)'",
+)
 def message_names_the_holder(ns: Namespace) -> None:
     with _lock_path() as path:
         with ns.single_instance(path):
             second = attempt(ns, path)
-        expect(str(os.getpid()) in second, f"a message naming the holder's pid {os.getpid()}",
-               second)
+        expect(
+            str(os.getpid()) in second, f"a message naming the holder's pid {os.getpid()}", second
+        )
 
 
 @CHECKS.add(1, "release the lock when the with block ends")
@@ -92,8 +102,9 @@ def released_after_exit(ns: Namespace) -> None:
     with _lock_path() as path:
         with ns.single_instance(path):
             pass
-        expect(attempt(ns, path) == "acquired", "the lock free after the with block",
-               attempt(ns, path))
+        expect(
+            attempt(ns, path) == "acquired", "the lock free after the with block", attempt(ns, path)
+        )
 
 
 @CHECKS.add(1, "release in a finally: an exception inside the with block must free the lock")
@@ -104,23 +115,35 @@ def released_on_error(ns: Namespace) -> None:
                 raise RuntimeError("the report failed")
         except RuntimeError:
             pass
-        expect(attempt(ns, path) == "acquired", "the lock free after an error inside the block",
-               attempt(ns, path))
+        expect(
+            attempt(ns, path) == "acquired",
+            "the lock free after an error inside the block",
+            attempt(ns, path),
+        )
 
 
-@CHECKS.add(3, "a lock must not depend on the file existing (a pidfile created with O_EXCL "
-               "stays behind after kill -9 and blocks every later run); flock is released "
-               "by the kernel when the process dies", timeout=20.0)
+@CHECKS.add(
+    3,
+    "a lock must not depend on the file existing (a pidfile created with O_EXCL "
+    "stays behind after kill -9 and blocks every later run); flock is released "
+    "by the kernel when the process dies",
+    timeout=20.0,
+)
 def survives_holder_kill_9(ns: Namespace) -> None:
     with _lock_path() as path:
         with held_by_child(ns, path) as pid:
             while_alive = attempt(ns, path)
-            expect(while_alive.startswith("refused"), "AlreadyRunning while the child holds it",
-                   while_alive)
+            expect(
+                while_alive.startswith("refused"),
+                "AlreadyRunning while the child holds it",
+                while_alive,
+            )
             os.kill(pid, signal.SIGKILL)
             _, status = os.waitpid(pid, 0)
-            expect(os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL,
-                   "the child killed by SIGKILL (the fault fired)", f"wait status {status}")
+            expect(
+                os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL,
+                "the child killed by SIGKILL (the fault fired)",
+                f"wait status {status}",
+            )
         after = attempt(ns, path)
-        expect(after == "acquired", "the lock free once its holder was killed with SIGKILL",
-               after)
+        expect(after == "acquired", "the lock free once its holder was killed with SIGKILL", after)
