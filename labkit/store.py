@@ -14,24 +14,22 @@ behaviour under crashes is the lesson.
 from __future__ import annotations
 
 import json
-import os
 import random
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labkit import queries
+from labkit import dbfile, queries
 from labkit.clock import Clock, SystemClock
 from labkit.errors import (
     IdempotencyConflict,
     InvalidTransition,
     LeaseLost,
     NotFound,
-    StoreBusy,
     StoreError,
 )
 from labkit.job import Attempt, Job, JobState
@@ -40,8 +38,14 @@ from labkit.redact import describe, sanitize
 from labkit.retry import RetryPolicy
 
 SCHEMA_VERSION = 1
-BUSY_TIMEOUT_S = 10.0
 SQL = queries.load("store.sql")
+JOB_DATABASE = dbfile.FileKind(
+    noun="database file",
+    label="labkit job database",
+    meta_table="labkit_meta",
+    version_sql=SQL["get_meta"],
+    schema_version=SCHEMA_VERSION,
+)
 
 
 @dataclass(frozen=True)
@@ -58,11 +62,6 @@ class DeadLetter:
     attempts: int
     redrives: int
     age_s: float
-
-
-def _sqlite_header_ok(path: Path) -> bool:
-    with path.open("rb") as fh:
-        return fh.read(16) == b"SQLite format 3\x00"
 
 
 class JobStore:
@@ -86,71 +85,18 @@ class JobStore:
         self.clock: Clock = clock or SystemClock()
         self.retry = retry or RetryPolicy()
         self.rng = rng or random.Random()
-        if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+        if synchronous.upper() not in dbfile.SYNCHRONOUS:
             raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         self._lock = threading.RLock()
-        self._check_file()
+        dbfile.check_file(self.path, JOB_DATABASE)
         self.conn = self._connect(synchronous.upper())
         self._migrate()
 
     # -- opening -----------------------------------------------------------------------
 
-    def _check_file(self) -> None:
-        """Refuse, without writing a byte, a file that is not a labkit database we understand."""
-        path = self.path
-        if path.is_dir():
-            raise StoreError(f"{path} is a directory; give the path of a database file")
-        if not path.exists() or path.stat().st_size == 0:
-            if not path.parent.exists():
-                raise StoreError(f"folder {path.parent} does not exist; create it first")
-            return
-        if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
-            raise StoreError(
-                f"cannot write {path}: labkit needs write access to the file and its folder "
-                f"{path.parent} (for the -wal and -shm files); it was not modified. Fix the "
-                "permissions or copy the database to a writable folder"
-            )
-        if not _sqlite_header_ok(path):
-            raise StoreError(
-                f"{path} is not a SQLite database (corrupt, or some other file); it was not "
-                "modified. Move it aside or choose another path."
-            )
-        try:
-            ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-            try:
-                tables = {r[0] for r in ro.execute(SQL["table_names"])}
-                version = None
-                if "labkit_meta" in tables:
-                    row = ro.execute(SQL["get_meta"], {"name": "schema_version"}).fetchone()
-                    version = int(row[0]) if row else None
-            finally:
-                ro.close()
-        except sqlite3.DatabaseError as exc:
-            if "readonly" in str(exc) or "unable to open" in str(exc):
-                raise self._explain(exc) from None
-            raise StoreError(
-                f"{path} cannot be read as a SQLite database ({exc}); it was not modified. "
-                "Restore it from a backup or move it aside."
-            ) from None
-        if tables and version is None:
-            raise StoreError(
-                f"{path} is a SQLite database but not a labkit job database (it has tables "
-                f"{', '.join(sorted(tables)[:5])}); it was not modified. Choose another path."
-            )
-        if version is not None and version > SCHEMA_VERSION:
-            raise StoreError(
-                f"{path} has labkit schema version {version}, newer than this labkit "
-                f"understands ({SCHEMA_VERSION}); it was not modified. Upgrade labkit."
-            )
-
     def _connect(self, synchronous: str) -> sqlite3.Connection:
         try:
-            conn = sqlite3.connect(
-                self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-            )
-            conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={synchronous}")  # validated above
+            conn = dbfile.connect(self.path, synchronous=synchronous)
             conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.OperationalError as exc:
             raise self._explain(exc) from None
@@ -159,8 +105,7 @@ class JobStore:
     def _migrate(self) -> None:
         try:
             with self._tx() as conn:
-                for statement in _split_script(SQL["schema"]):
-                    conn.execute(statement)
+                dbfile.run_script(conn, SQL["schema"])
                 row = conn.execute(SQL["get_meta"], {"name": "schema_version"}).fetchone()
                 # Write the version only when it changes: opening a database is not a write.
                 if row is None or row[0] != str(SCHEMA_VERSION):
@@ -172,43 +117,11 @@ class JobStore:
             raise self._explain(exc) from None
 
     def _explain(self, exc: sqlite3.Error) -> StoreError:
-        text = str(exc)
-        if "locked" in text or "busy" in text:
-            return StoreBusy(
-                f"{self.path} stayed locked by another connection for over {BUSY_TIMEOUT_S:g}s "
-                "(a long transaction elsewhere?); nothing was changed, try again"
-            )
-        if "readonly" in text or "unable to open" in text:
-            return StoreError(
-                f"cannot write {self.path} ({text}): labkit needs write access to the file and "
-                f"its folder {self.path.parent} (for the -wal and -shm files); choose a "
-                "writable folder"
-            )
-        if "malformed" in text or "not a database" in text:
-            return StoreError(
-                f"{self.path} is corrupt ({text}); restore it from a backup or move it aside"
-            )
-        return StoreError(f"{self.path}: {text}")
+        return dbfile.explain(self.path, exc)
 
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` transaction: all or nothing, one writer at a time."""
-        with self._lock:
-            conn = self.conn
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                raise self._explain(exc) from None
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            try:
-                conn.execute("COMMIT")
-            except sqlite3.OperationalError as exc:
-                conn.execute("ROLLBACK")
-                raise self._explain(exc) from None
+        return dbfile.transaction(self.conn, self._lock, self._explain)
 
     def close(self) -> None:
         with self._lock:
@@ -540,15 +453,3 @@ class JobStore:
     def attempts(self, job_id: int) -> list[Attempt]:
         """The attempt history of one job, oldest first."""
         return [Attempt(**dict(r)) for r in self.conn.execute(SQL["attempts"], {"id": job_id})]
-
-
-def _split_script(script: str) -> list[str]:
-    """Split the schema into statements, keeping trigger bodies whole."""
-    statements, current = [], []
-    for line in script.splitlines():
-        current.append(line)
-        candidate = "\n".join(current).strip()
-        if candidate and sqlite3.complete_statement(candidate):
-            statements.append(candidate)
-            current = []
-    return statements

@@ -100,10 +100,6 @@ VALUES (:kind, :queue, :key, :fingerprint, :payload, 'pending', :max_attempts, :
 ON CONFLICT (key) DO NOTHING
 RETURNING *
 
--- table_names --
--- The tables of a database, to recognise a labkit file before touching it.
-SELECT name FROM sqlite_master WHERE type = 'table'
-
 -- retry_state --
 -- The previous backoff delay (decorrelated jitter grows from it) and when the deadline
 -- window opened: at acceptance, or at the latest redrive, which grants a fresh window.

@@ -1,0 +1,192 @@
+"""Opening labkit's SQLite files: recognise before touching, connect, run a schema, transact.
+
+The job store, the world, the circuit breaker and the outbox all keep their state in
+SQLite the same way: WAL mode (readers never block the one writer), autocommit mode
+with explicit ``BEGIN IMMEDIATE`` transactions (a writer takes the write lock at the
+start, so two writers queue instead of deadlocking halfway), and a busy timeout so a
+short wait for another process's transaction is not an error. This module is that
+shared way, so the four cannot drift apart.
+
+``check_file`` refuses, without writing a byte, a file that is not the kind of labkit
+file the caller expects; ``explain`` turns SQLite's terse errors into messages that say
+what to do. In production the database driver or an ORM (SQLAlchemy's engine events,
+Django's ``OPTIONS``) applies such connection settings; labkit writes them by hand
+because it uses the standard library's ``sqlite3`` alone.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from labkit import queries
+from labkit.errors import StoreBusy, StoreError
+
+SQL = queries.load("dbfile.sql")
+#: How long a connection waits for another one's write lock before giving up.
+BUSY_TIMEOUT_S = 10.0
+#: SQLite's ``synchronous`` levels: NORMAL survives any process crash, FULL a power cut.
+SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+@dataclass(frozen=True)
+class FileKind:
+    """What a labkit file is: how to recognise it, and how messages name it."""
+
+    noun: str  # "database file": what to give the path of
+    label: str  # "labkit job database": what a foreign file is not
+    meta_table: str  # the table whose presence marks the file as ours
+    version_sql: str  # reads ``value`` of the meta row named ``:name``
+    schema_version: int  # the newest version this labkit understands
+
+
+def connect(
+    path: str | Path, synchronous: str | None = None, check_same_thread: bool = False
+) -> sqlite3.Connection:
+    """Open ``path`` in autocommit mode, WAL, with a busy timeout and rows by name.
+
+    ``synchronous`` is one of SQLite's levels (``NORMAL``, ``FULL``); None keeps the
+    default. The connection may be used from other threads unless ``check_same_thread``.
+    """
+    conn = sqlite3.connect(
+        path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=check_same_thread
+    )
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    if synchronous is not None:
+        if synchronous.upper() not in SYNCHRONOUS:
+            conn.close()
+            raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
+        conn.execute(f"PRAGMA synchronous={synchronous.upper()}")  # checked just above
+    return conn
+
+
+@contextmanager
+def transaction(
+    conn: sqlite3.Connection,
+    lock: AbstractContextManager[Any] | None = None,
+    explain: Callable[[sqlite3.Error], Exception] | None = None,
+) -> Iterator[sqlite3.Connection]:
+    """One ``BEGIN IMMEDIATE`` transaction: all or nothing, one writer at a time.
+
+    ``lock`` serialises the threads sharing ``conn``; ``explain`` turns a busy or broken
+    database into the caller's own error (SQLite's is raised as is without it).
+    """
+    with lock if lock is not None else nullcontext():
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if explain is None:
+                raise
+            raise explain(exc) from None
+        try:
+            yield conn
+        except BaseException:
+            # A crash inside the transaction undoes it, as the OS would for a dead process.
+            conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            conn.execute("ROLLBACK")
+            if explain is None:
+                raise
+            raise explain(exc) from None
+
+
+def split_script(script: str) -> list[str]:
+    """Split a schema into statements, keeping trigger bodies whole."""
+    statements, current = [], []
+    for line in script.splitlines():
+        current.append(line)
+        candidate = "\n".join(current).strip()
+        if candidate and sqlite3.complete_statement(candidate):
+            statements.append(candidate)
+            current = []
+    return statements
+
+
+def run_script(conn: sqlite3.Connection, script: str) -> None:
+    """Execute every statement of ``script`` on ``conn`` (inside the caller's transaction)."""
+    for statement in split_script(script):
+        conn.execute(statement)
+
+
+def _sqlite_header_ok(path: Path) -> bool:
+    with path.open("rb") as fh:
+        return fh.read(16) == b"SQLite format 3\x00"
+
+
+def check_file(path: Path, kind: FileKind) -> None:
+    """Refuse, without writing a byte, a file that is not a ``kind`` file we understand.
+
+    A missing or empty file is fine (it will be created) as long as its folder exists.
+    """
+    if path.is_dir():
+        raise StoreError(f"{path} is a directory; give the path of a {kind.noun}")
+    if not path.exists() or path.stat().st_size == 0:
+        if not path.parent.exists():
+            raise StoreError(f"folder {path.parent} does not exist; create it first")
+        return
+    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+        raise StoreError(
+            f"cannot write {path}: labkit needs write access to the file and its folder "
+            f"{path.parent} (for the -wal and -shm files); it was not modified. Fix the "
+            "permissions or copy the database to a writable folder"
+        )
+    if not _sqlite_header_ok(path):
+        raise StoreError(
+            f"{path} is not a SQLite database (corrupt, or some other file); it was not "
+            "modified. Move it aside or choose another path."
+        )
+    try:
+        ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in ro.execute(SQL["table_names"])}
+            version = None
+            if kind.meta_table in tables:
+                row = ro.execute(kind.version_sql, {"name": "schema_version"}).fetchone()
+                version = int(row[0]) if row else None
+        finally:
+            ro.close()
+    except sqlite3.DatabaseError as exc:
+        if "readonly" in str(exc) or "unable to open" in str(exc):
+            raise explain(path, exc) from None
+        raise StoreError(
+            f"{path} cannot be read as a SQLite database ({exc}); it was not modified. "
+            "Restore it from a backup or move it aside."
+        ) from None
+    if tables and version is None:
+        raise StoreError(
+            f"{path} is a SQLite database but not a {kind.label} (it has tables "
+            f"{', '.join(sorted(tables)[:5])}); it was not modified. Choose another path."
+        )
+    if version is not None and version > kind.schema_version:
+        raise StoreError(
+            f"{path} has labkit schema version {version}, newer than this labkit "
+            f"understands ({kind.schema_version}); it was not modified. Upgrade labkit."
+        )
+
+
+def explain(path: Path, exc: sqlite3.Error) -> StoreError:
+    """SQLite's error on ``path`` as a ``StoreError`` that says what happened and what to do."""
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return StoreBusy(
+            f"{path} stayed locked by another connection for over {BUSY_TIMEOUT_S:g}s "
+            "(a long transaction elsewhere?); nothing was changed, try again"
+        )
+    if "readonly" in text or "unable to open" in text:
+        return StoreError(
+            f"cannot write {path} ({text}): labkit needs write access to the file and "
+            f"its folder {path.parent} (for the -wal and -shm files); choose a "
+            "writable folder"
+        )
+    if "malformed" in text or "not a database" in text:
+        return StoreError(f"{path} is corrupt ({text}); restore it from a backup or move it aside")
+    return StoreError(f"{path}: {text}")
