@@ -30,20 +30,19 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TypeVar
 
-from labkit import queries
+from labkit import dbfile, queries
 from labkit.clock import Clock, isoformat
 from labkit.errors import CircuitOpen, LabkitError
 from labkit.retry import default_classify
 
 SQL = queries.load("breaker.sql")
-BUSY_TIMEOUT_S = 10.0
 T = TypeVar("T")
 
 
@@ -115,31 +114,17 @@ class CircuitBreaker:
         self._listeners: list[Callable[[Transition], None]] = []
         self._lock = threading.RLock()
         try:
-            self.conn = sqlite3.connect(
-                self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-            )
-            self.conn.row_factory = sqlite3.Row
-            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn = dbfile.connect(self.path)
         except sqlite3.Error as exc:
             raise LabkitError(f"cannot open breaker file {self.path}: {exc}") from None
         with self._tx() as conn:
-            for statement in SQL["schema"].split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            dbfile.run_script(conn, SQL["schema"])
             conn.execute(SQL["ensure"], {"name": name, "now": clock.now()})
 
     # -- storage -------------------------------------------------------------------------
 
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self.conn
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
-            self.conn.execute("COMMIT")
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        return dbfile.transaction(self.conn, self._lock)
 
     def _read(self, conn: sqlite3.Connection) -> _Row:
         r = conn.execute(SQL["get"], {"name": self.name}).fetchone()

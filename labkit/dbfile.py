@@ -100,7 +100,10 @@ def transaction(
 
 
 def split_script(script: str) -> list[str]:
-    """Split a schema into statements, keeping trigger bodies whole."""
+    """Split a schema into statements, keeping trigger bodies whole.
+
+    The last statement may leave out its ``;``, as a named query in a .sql file does.
+    """
     statements, current = [], []
     for line in script.splitlines():
         current.append(line)
@@ -108,6 +111,9 @@ def split_script(script: str) -> list[str]:
         if candidate and sqlite3.complete_statement(candidate):
             statements.append(candidate)
             current = []
+    rest = "\n".join(current).strip()
+    if rest:
+        statements.append(rest)
     return statements
 
 

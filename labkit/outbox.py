@@ -29,19 +29,18 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labkit import queries
+from labkit import dbfile, queries
 from labkit.clock import Clock
 from labkit.errors import IdempotencyConflict, LabkitError
 from labkit.faults import FaultPlan
 from labkit.keys import check_payload
 
 SQL = queries.load("outbox.sql")
-BUSY_TIMEOUT_S = 10.0
 #: Fired by the Relay after the broker has a message and before the row is marked sent.
 AFTER_PUBLISH = "relay_after_publish"
 #: Fired by the Consumer after its effect and before its transaction commits.
@@ -50,38 +49,22 @@ BEFORE_CONSUMER_COMMIT = "consumer_before_commit"
 
 def connect(path: str | Path) -> sqlite3.Connection:
     """A connection the outbox helpers can drive: autocommit mode, WAL, rows by name."""
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
-    return conn
+    return dbfile.connect(path, check_same_thread=True)
 
 
-def _script(conn: sqlite3.Connection, script: str) -> None:
-    for statement in script.split(";"):
-        if statement.strip():
-            conn.execute(statement)
-
-
-@contextmanager
-def _immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+def _immediate(conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Connection]:
     if conn.in_transaction:
         raise LabkitError(
             "this connection already has an open transaction; commit or roll it back "
             "first, so the outbox transaction holds exactly your business write and its message"
         )
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+    return dbfile.transaction(conn)
 
 
 def install(conn: sqlite3.Connection) -> None:
     """Create the outbox table in the business database (safe to call every time)."""
     with _immediate(conn):
-        _script(conn, SQL["outbox_schema"])
+        dbfile.run_script(conn, SQL["outbox_schema"])
 
 
 @dataclass(frozen=True)
@@ -171,7 +154,7 @@ class Broker:
         self.clock = clock
         self.conn = connect(self.path)
         with _immediate(self.conn):
-            _script(self.conn, SQL["broker_schema"])
+            dbfile.run_script(self.conn, SQL["broker_schema"])
 
     def publish(self, topic: str, message_id: str, body: str) -> int:
         """Append a message (``body`` is JSON text) and return its position."""
@@ -267,7 +250,7 @@ class Consumer:
         self.name = name
         self.faults = faults
         with _immediate(conn):
-            _script(conn, SQL["consumer_schema"])
+            dbfile.run_script(conn, SQL["consumer_schema"])
 
     def position(self) -> int:
         """The broker position this consumer has processed up to."""
