@@ -561,6 +561,6 @@ assert [(r["charges"], r["w1's late ack"], r["result"]) for r in slow] == [
 # | local effect, same transaction | efeito local, mesma transação |
 # | ledger | livro-razão (registro contábil) |
 # | reconciliation | reconciliação |
-# | visibility timeout | tempo de invisibilidade (visibility timeout) |
+# | visibility timeout | tempo limite de visibilidade (visibility timeout) |
 # | fencing (lease token) | cercamento (token do lease) |
 # | replay | reexecução (replay) |
