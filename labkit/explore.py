@@ -191,6 +191,27 @@ def _run_in(folder: Path, sc: Scenario, plan: FaultPlan, real: bool, label: str,
     )
 
 
+def one_life(
+    sc: Scenario, store: JobStore, world: World, plan: FaultPlan, clock: FakeClock, restarts: int
+) -> bool:
+    """Run one worker life until the queue drains (True) or a simulated crash ends it."""
+    worker = Worker(
+        store,
+        sc.handlers,
+        name=f"w{restarts + 1}",
+        lease_s=sc.lease_s,
+        faults=plan,
+        clock=clock,
+        world=world,
+        ack=sc.ack,
+    )
+    try:
+        worker.drain()
+    except SimulatedCrash:
+        return False
+    return True
+
+
 def _run_in_process(
     db: Path, world_path: Path, sc: Scenario, plan: FaultPlan
 ) -> tuple[tuple[str, ...], int]:
@@ -200,20 +221,9 @@ def _run_in_process(
         # Fresh objects and connections for every worker life, as after a real restart.
         store = JobStore(db, clock, rng=Random(plan.seed + restarts))
         world = World(world_path, clock, faults=plan)
-        worker = Worker(
-            store,
-            sc.handlers,
-            name=f"w{restarts + 1}",
-            lease_s=sc.lease_s,
-            faults=plan,
-            clock=clock,
-            world=world,
-            ack=sc.ack,
-        )
         try:
-            worker.drain()
-            break
-        except SimulatedCrash:
+            if one_life(sc, store, world, plan, clock, restarts):
+                break
             restarts += 1
             if restarts >= MAX_RESTARTS:
                 break

@@ -22,11 +22,9 @@ from pathlib import Path
 from random import Random
 
 from labkit.clock import LAB_EPOCH, FakeClock
-from labkit.errors import SimulatedCrash
-from labkit.explore import MAX_RESTARTS, Scenario, judge, run_scenario
+from labkit.explore import MAX_RESTARTS, Scenario, judge, one_life, run_scenario
 from labkit.faults import BEFORE_CALL, LOST_RESPONSE, POINTS, FaultPlan
 from labkit.store import JobStore
-from labkit.worker import Worker
 from labkit.world import World
 
 #: Actions a random rule may take (no "kill": it would end the test process itself).
@@ -111,22 +109,8 @@ def _one(
     world.faults = plan
     store.rng.seed(seed)
     restarts = 0
-    while restarts < MAX_RESTARTS:
-        worker = Worker(
-            store,
-            sc.handlers,
-            name=f"w{restarts + 1}",
-            lease_s=sc.lease_s,
-            faults=plan,
-            clock=clock,
-            world=world,
-            ack=sc.ack,
-        )
-        try:
-            worker.drain()
-            break
-        except SimulatedCrash:
-            restarts += 1
+    while restarts < MAX_RESTARTS and not one_life(sc, store, world, plan, clock, restarts):
+        restarts += 1
     world.faults = None
     outcome, _effects = judge(world, store, sc)
     return FuzzResult(seed, f"{sc.name} | {plan.replay()}", outcome, len(plan.fired), restarts)
