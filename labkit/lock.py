@@ -66,6 +66,14 @@ def read_holder(path: str | Path) -> Holder | None:
         return None
 
 
+def _this_process(clock: Clock | None, started_at: float | None, pid: int | None) -> Holder:
+    """Who is taking the lock: this pid (or ``pid``), started now (or at ``started_at``)."""
+    return Holder(
+        pid=os.getpid() if pid is None else pid,
+        started_at=started_at if started_at is not None else (clock or SystemClock()).now(),
+    )
+
+
 def _record(holder: Holder) -> bytes:
     return (json.dumps({"pid": holder.pid, "started_at": holder.started_at}) + "\n").encode()
 
@@ -90,10 +98,7 @@ def single_instance(
     path = Path(path)
     if not path.parent.exists():
         raise LabkitError(f"folder {path.parent} does not exist; create it before locking {path}")
-    holder = Holder(
-        pid=os.getpid() if pid is None else pid,
-        started_at=started_at if started_at is not None else (clock or SystemClock()).now(),
-    )
+    holder = _this_process(clock, started_at, pid)
     # O_CREAT without O_TRUNC: the file's content belongs to the holder until we have the lock.
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -130,10 +135,7 @@ def naive_pidfile(
     the file goes stale and blocks every later run: prefer ``single_instance``.
     """
     path = Path(path)
-    holder = Holder(
-        pid=os.getpid() if pid is None else pid,
-        started_at=started_at if started_at is not None else (clock or SystemClock()).now(),
-    )
+    holder = _this_process(clock, started_at, pid)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
