@@ -18,7 +18,8 @@ KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "nam
 
 def refresh(py_path: Path, timeout: int = 120) -> float:
     """Write ``<name>.ipynb`` from ``<name>.py``, executed in the notebook's folder."""
-    import jupytext
+    # jupytext ships no type information (no py.typed, no stubs package).
+    import jupytext  # type: ignore[import-untyped]
     from nbclient import NotebookClient
 
     nb = jupytext.read(py_path)
