@@ -244,7 +244,7 @@ def summarize(results: dict[str, Any]) -> str:
         med[(name, n)] = {
             "enq": statistics.median(r["enqueue_per_s"] for r in rs),
             "proc": statistics.median(r["process_per_s"] for r in rs),
-            "rss": max(r["peak_rss_mb"] for r in rs),
+            "rss": max((r["peak_rss_mb"] or 0.0) for r in rs),
             "reps": len(rs),
             "partial": any(r["partial"] for r in rs),
             "bad": sum(r.get("lost", 0) + r.get("duplicated", 0) for r in rs),
@@ -256,7 +256,7 @@ def summarize(results: dict[str, Any]) -> str:
         for (name, n), m in med.items():
             out.append(f"| {n:,} | {ADAPTERS[name].name} | {m['reps']} | {m['enq']:,.0f} | "
                        f"{m['proc']:,.0f}{' (partial)' if m['partial'] else ''} | "
-                       f"{m['rss']:.0f} | {m['bad']} |")
+                       f"{m['rss']:.0f} | {m['bad']} |".replace("| 0 | 0 |", "| - | - |"))
         out.append("\n### Targets (ratios of medians within this run)\n")
         out.append("Columns: labkit as it is / with bench/proposed.sql; *best peer* is the "
                    "fastest of huey, persist-queue, litequeue; *best acking peer* leaves out huey "
@@ -281,6 +281,8 @@ def summarize(results: dict[str, Any]) -> str:
                 f"{p('labkit_batch_proposed') / p('raw_batched'):.2f} |")
         if 2_000 in sizes and 100_000 in sizes:
             for name in ("labkit", "labkit_proposed"):
+                if (name, 2_000) not in med or (name, 100_000) not in med:
+                    continue
                 a, b = med[(name, 2_000)]["proc"], med[(name, 100_000)]["proc"]
                 out.append(f"\n{ADAPTERS[name].name}: process rate at N=100,000 is "
                            f"{100 * (b / a - 1):+.0f}% of N=2,000 (target within ±20%).")
@@ -378,12 +380,13 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     results["wall_s"] = time.perf_counter() - started
+    if args.out:  # the raw rows first: a bug in the tables must not cost the run
+        Path(args.out).write_text(json.dumps(results, indent=1))
     text = summarize(results)
     print()
     print(text)
     print(f"\nwall time {results['wall_s']:.0f}s")
     if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=1))
         Path(args.out).with_suffix(".md").write_text(text + "\n")
     return 0
 
