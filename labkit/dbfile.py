@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit import queries
+from labkit.clock import SystemClock
 from labkit.errors import StoreBusy, StoreError
 
 SQL = queries.load("dbfile.sql")
@@ -57,13 +58,30 @@ def connect(
         path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=check_same_thread
     )
     conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
+    _enable_wal(conn)
     if synchronous is not None:
         if synchronous.upper() not in SYNCHRONOUS:
             conn.close()
             raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         conn.execute(f"PRAGMA synchronous={synchronous.upper()}")  # checked just above
     return conn
+
+
+def _enable_wal(conn: sqlite3.Connection, tries: int = 100) -> None:
+    """Switch to WAL, waiting out another connection doing the same.
+
+    Two processes opening a brand-new file at once both try to switch it to WAL; the
+    loser gets "database is locked" at once, without SQLite's busy handler, so the wait
+    is written here (a few milliseconds between tries, about two seconds at most).
+    """
+    for attempt in range(tries):
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == tries - 1:
+                raise
+            SystemClock().sleep(0.002 * (1 + attempt % 10))
 
 
 @contextmanager
