@@ -29,10 +29,7 @@ from labkit.clock import SystemClock, isoformat
 from labkit.errors import LabkitError
 from labkit.job import Job, JobState
 from labkit.report import format_table
-from labkit.store import JobStore
-
-#: Dead reasons that retrying later can fix (the store writes these words).
-TRANSIENT_REASONS = ("attempts exhausted", "deadline passed", "lease expired")
+from labkit.store import RETRYABLE_DEAD_REASONS, JobStore
 
 
 class CliError(Exception):
@@ -160,7 +157,7 @@ def cmd_retry_failed(args: argparse.Namespace) -> int:
             j
             for j in dead
             if (args.kind is None or j.kind == args.kind)
-            and (j.dead_reason or "").startswith(TRANSIENT_REASONS)
+            and (j.dead_reason or "").startswith(RETRYABLE_DEAD_REASONS)
         ]
         matching.sort(key=lambda j: (j.updated_at, j.id))
         chosen = matching[:limit]

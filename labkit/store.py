@@ -39,6 +39,10 @@ from labkit.retry import RetryPolicy
 
 SCHEMA_VERSION = 1
 SQL = queries.load("store.sql")
+#: How the dead reasons of jobs that died of a transient cause begin: the retry policy's
+#: "attempts exhausted" and "deadline passed", and the crash-loop cap's "lease expired".
+#: Retrying these later may work; the others (permanent errors) need their cause fixed.
+RETRYABLE_DEAD_REASONS = ("attempts exhausted", "deadline passed", "lease expired")
 JOB_DATABASE = dbfile.FileKind(
     noun="database file",
     label="labkit job database",

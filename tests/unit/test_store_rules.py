@@ -469,3 +469,27 @@ def test_an_ambiguous_failure_is_retried_only_under_a_natural_key(store, key, ex
     assert after.state == expected
     if expected == JobState.DEAD:
         assert "outcome unknown" in (after.dead_reason or "")
+
+
+def test_the_retryable_dead_reasons_name_what_the_store_writes(db_path, clock):
+    # `labkit retry-failed` picks dead jobs by these prefixes: if the store's wording
+    # drifts, this fails instead of the command silently retrying nothing.
+    from labkit.store import RETRYABLE_DEAD_REASONS
+
+    store = make_store(db_path, clock, retry=RetryPolicy(backoff=constant(5.0), deadline=60.0))
+    exhausted, _ = store.enqueue("a", {}, max_attempts=1)
+    late, _ = store.enqueue("b", {}, max_attempts=5)
+    crashed, _ = store.enqueue("c", {}, max_attempts=1)
+    broken, _ = store.enqueue("d", {}, max_attempts=5)
+    reasons = {}
+    reasons["a"] = store.fail(store.claim("w"), TransientError("503")).dead_reason
+    clock.advance(58)
+    reasons["b"] = store.fail(store.claim("w"), TransientError("503")).dead_reason
+    assert store.claim("w").id == crashed.id  # and its worker dies: it never finishes
+    clock.advance(31)
+    taken = store.claim("w")  # buries c (its only attempt expired), then takes d
+    assert taken.id == broken.id
+    reasons["c"] = store.get(crashed.id).dead_reason
+    reasons["d"] = store.fail(taken, PermanentError("400")).dead_reason
+    assert all((reasons[k] or "").startswith(RETRYABLE_DEAD_REASONS) for k in "abc"), reasons
+    assert not (reasons["d"] or "").startswith(RETRYABLE_DEAD_REASONS)
