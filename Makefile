@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/notebooks/sanitize.cfg --nbval-cell-timeout=60
 PORT ?= 8888
 
-.PHONY: lab test venv venv-test notebooks notebook check-one release soak bench clean
+.PHONY: lab test lint venv venv-test notebooks notebook check-one release soak bench clean
 
 # The shared, idempotent step: a venv, re-installed only when pyproject.toml changed.
 $(BIN)/python:
@@ -19,8 +19,12 @@ $(VENV)/.installed-lab: pyproject.toml | $(BIN)/python
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[lab,dev,services,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[lab,dev,services]'
 	@touch $@ $(VENV)/.installed-lab
+
+$(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed-test
+	$(BIN)/python -m pip install --quiet -e '.[lab,dev,services,bench]'
+	@touch $@
 
 venv: $(VENV)/.installed-lab
 
@@ -37,8 +41,13 @@ lab: venv
 	fi
 
 # Every test, every notebook (nbval, strict), and the exercises' release check.
-test: venv-test
+test: lint
 	$(BIN)/python -m pytest -n 2 --dist loadfile -p no:cacheprovider tests notebooks $(NBVAL)
+
+# The house rules a machine can check: lint and strict types.
+lint: venv-test
+	$(BIN)/ruff check labkit tests bench
+	$(BIN)/mypy
 
 # Re-execute one lesson after editing its .py: make notebook NB=04_job_table
 notebook: venv-test
@@ -59,7 +68,7 @@ release: venv-test
 soak: venv-test
 	$(BIN)/python -m pytest -p no:cacheprovider tests/reliability --soak
 
-bench: venv-test
+bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/run.py
 
 clean:
