@@ -9,14 +9,19 @@ tries again from the read. This is the model of the simulator behind AWS's
 "Exponential Backoff and Jitter" (aws-samples/aws-arch-backoff-simulator), rewritten as
 a deterministic event loop: time is simulated (milliseconds, no real sleep), network
 delays are ``|N(mean, sd)|`` drawn from the injected ``random.Random``, and ties are
-broken by event order, so a seed always gives the same numbers.
+broken by event order, so a seed always gives the same numbers. It draws its random
+numbers in the simulator's order and asks the strategy for the simulator's ``n``, so
+for a given seed it reproduces the simulator's calls and completion time exactly
+(``tests/unit/test_herd.py`` checks this against an independent rendering of it).
 
 With plain exponential backoff the clients that collided once collide again: they all
 wait the same 2**n and come back together. Jitter spreads them out, so fewer writes
 fail: the total number of calls (the work the service does) drops, which is the
-known result lesson 05 shows. One difference from the AWS code: labkit strategies
-count retries from ``n = 0`` (the first retry waits about ``base``), the simulator from
-``n = 1``.
+known result lesson 05 shows. Attempt numbering: the simulator's client counts its
+failed attempts and asks ``backoff(n)`` with ``n = 1`` after the first failure, so its
+first wait is ``e(1) = 2 * base``; the herd does the same. ``RetryPolicy`` asks with
+``n = attempt - 1`` instead (the first retry waits ``e(0) = base``, tenacity's habit);
+the formulas at a given ``n`` are the simulator's either way.
 
 Plotting is the notebook's job: ``compare`` returns plain lists for matplotlib.
 """
@@ -71,7 +76,7 @@ class HerdResult:
 @dataclass
 class _Client:
     previous: float = 0.0  # last backoff (decorrelated jitter grows from it)
-    retries: int = 0
+    retries: int = 0  # failed writes so far: the simulator's ``attempt``
 
 
 # Event kinds, in the order one round trip visits them.
@@ -138,9 +143,13 @@ def simulate(
             done_at = max(done_at, now)
         else:  # write reply: conflict, back off and start again from the read
             me = state[client]
+            me.retries += 1
+            # As in the simulator: the network delay is drawn before the backoff, and the
+            # backoff is asked for n = the failed attempt's number (1 for the first).
+            travel = net()
             delay = backoff(me.retries, rng, me.previous)
-            me.previous, me.retries = delay, me.retries + 1
-            send(now + net() + delay, _READ, client)
+            me.previous = delay
+            send(now + travel + delay, _READ, client)
     return HerdResult(strategy, clients, seed, calls, failures, done_at, writes)
 
 

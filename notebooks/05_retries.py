@@ -309,7 +309,8 @@ assert [c.outcome for c in world.calls(service="payments") if c.key == key] == [
 # behind the AWS article: N clients each want to write the same row once, with
 # optimistic concurrency, so when several read the same version only one write wins and
 # the rest must back off and try again. Every failed write is work the service did for
-# nothing. Simulated time (milliseconds, base 5 ms, cap 2 s), ten seeds per point.
+# nothing. Simulated time (milliseconds, base 5 ms, cap 2 s), ten seeds per point. As
+# in the AWS simulator, a client's first wait is `e(1)`, counted from its first failure.
 # `none` retries at once with no backoff at all.
 
 # %%
@@ -341,7 +342,7 @@ assert calls50["none"] == max(calls50.values())
 # %% [markdown]
 # * **No backoff** finishes early only by hammering: the most calls of all.
 # * **Exponential without jitter** barely reduces the calls (the clients that collided
-#   collide again, 2, 4, 8 ms later, together) and takes by far the longest, because
+#   collide again, 10, 20, 40 ms later, together) and takes by far the longest, because
 #   the waits keep doubling while the collisions continue.
 # * **Any jitter** cuts the calls by about 40% and finishes an order of magnitude
 #   sooner. Full and decorrelated jitter do best; the differences between the three
