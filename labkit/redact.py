@@ -10,17 +10,24 @@ import re
 
 MAX_MESSAGE = 500
 
+_SECRET_NAME = (
+    r"(?:password|passwd|pwd|secret|client_secret|token|access_token|refresh_token|"
+    r"api[_-]?key|apikey|private_key)"
+)
+# A value: a quoted string (spaces allowed) or a bare word.
+_VALUE = r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s'\",;&}]+)"
+
 _PATTERNS: list[tuple[re.Pattern[str], str]] = [
-    # Authorization: Bearer abc / Authorization=Basic xyz (the whole header value goes)
-    (re.compile(r"(?i)(authorization\s*[:=]\s*)[^\n,;]+"), r"\1***"),
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{4,}"), r"\1 ***"),
-    # password=..., token: ..., api_key="..." and friends
+    # Authorization: Bearer abc / "Authorization": "Token xyz" / Proxy-Authorization=Basic ..
+    # (the whole header value goes, whatever its scheme)
     (
-        re.compile(
-            r"(?i)\b((?:password|passwd|pwd|secret|client_secret|token|access_token|"
-            r"refresh_token|api[_-]?key|apikey|private_key)['\"]?\s*[:=]\s*)"
-            r"(['\"]?)[^\s'\",;&}]+\2"
-        ),
+        re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*)(?:\"[^\"\n]*\"|'[^'\n]*'|[^\n,;}]+)"),
+        r"\1***",
+    ),
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{4,}"), r"\1 ***"),
+    # password=..., token: ..., "api_key": "...", DB_PASSWORD=..., github_token=...
+    (
+        re.compile(rf"(?i)(\b[\w-]*?{_SECRET_NAME}['\"]?\s*[:=]\s*){_VALUE}"),
         r"\1***",
     ),
     # scheme://user:password@host

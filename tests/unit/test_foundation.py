@@ -159,6 +159,12 @@ def test_operation_keys_come_from_intent():
         ("sent Bearer abcdefghij123 to the ERP", "abcdefghij123"),
         ("postgresql://app:s3cret@db:5432/x", "s3cret"),
         ("card 4111 1111 1111 1111 declined", "4111 1111 1111 1111"),
+        ('login failed, password: "correct horse" refused', "horse"),  # quoted, with a space
+        ("connect(password='p a s s') failed", "p a s s"),  # a Python repr
+        ("env DB_PASSWORD=hunter2 rejected", "hunter2"),  # a prefixed name
+        ("github_token=ghp_abc123 expired", "ghp_abc123"),  # a prefixed name
+        ('sent {"Authorization": "Token abcdef12345"}', "abcdef12345"),  # quoted header
+        ("sent {'authorization': 'Basic dXNlcjpwYXNz'}", "dXNlcjpwYXNz"),  # a dict repr
     ],
 )
 def test_redact_removes_secrets_and_keeps_the_rest(text, secret):
