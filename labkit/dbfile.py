@@ -141,9 +141,22 @@ def run_script(conn: sqlite3.Connection, script: str) -> None:
         conn.execute(statement)
 
 
-def _sqlite_header_ok(path: Path) -> bool:
+def _read_header(path: Path) -> bytes:
     with path.open("rb") as fh:
-        return fh.read(16) == b"SQLite format 3\x00"
+        return fh.read(20)
+
+
+def _read_only_uri(path: Path, header: bytes) -> str:
+    """A URI that reads ``path`` without creating anything next to it.
+
+    Reading a WAL-mode file, even read-only, creates its ``-wal`` and ``-shm`` files.
+    When there is no ``-wal`` file, no connection has the file open and all its content
+    is in the main file, so it can be read as immutable, which creates nothing. When
+    there is one, the side files exist already and a plain read-only open adds nothing.
+    """
+    wal_mode = header[18:20] == b"\x02\x02"
+    no_wal = not path.with_name(path.name + "-wal").exists()
+    return f"{path.resolve().as_uri()}?{'immutable=1' if wal_mode and no_wal else 'mode=ro'}"
 
 
 def check_file(path: Path, kind: FileKind) -> None:
@@ -163,13 +176,14 @@ def check_file(path: Path, kind: FileKind) -> None:
             f"{path.parent} (for the -wal and -shm files); it was not modified. Fix the "
             "permissions or copy the database to a writable folder"
         )
-    if not _sqlite_header_ok(path):
+    header = _read_header(path)
+    if not header.startswith(b"SQLite format 3\x00"):
         raise StoreError(
             f"{path} is not a SQLite database (corrupt, or some other file); it was not "
             "modified. Move it aside or choose another path."
         )
     try:
-        ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        ro = sqlite3.connect(_read_only_uri(path, header), uri=True)
         try:
             tables = {r[0] for r in ro.execute(SQL["table_names"])}
             version = None

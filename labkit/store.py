@@ -109,6 +109,9 @@ class JobStore:
     def _migrate(self) -> None:
         try:
             with self._tx() as conn:
+                # Checked again under the write lock: check_file read the file before
+                # another process (a newer labkit) may have migrated it.
+                self._refuse_newer(conn)
                 dbfile.run_script(conn, SQL["schema"])
                 row = conn.execute(SQL["get_meta"], {"name": "schema_version"}).fetchone()
                 # Write the version only when it changes: opening a database is not a write.
@@ -119,6 +122,20 @@ class JobStore:
         except sqlite3.OperationalError as exc:
             self.conn.close()
             raise self._explain(exc) from None
+        except StoreError:
+            self.conn.close()
+            raise
+
+    def _refuse_newer(self, conn: sqlite3.Connection) -> None:
+        tables = {r[0] for r in conn.execute(dbfile.SQL["table_names"])}
+        if "labkit_meta" not in tables:
+            return
+        row = conn.execute(SQL["get_meta"], {"name": "schema_version"}).fetchone()
+        if row is not None and int(row[0]) > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} has labkit schema version {row[0]}, newer than this labkit "
+                f"understands ({SCHEMA_VERSION}); it was not modified. Upgrade labkit."
+            )
 
     def _explain(self, exc: sqlite3.Error) -> StoreError:
         return dbfile.explain(self.path, exc)

@@ -141,10 +141,40 @@ def test_a_file_we_do_not_understand_is_refused_and_left_unchanged(tmp_path, mak
     path = tmp_path / "some.db"
     make(path)
     before = path.read_bytes()
+    beside = sorted(p.name for p in tmp_path.iterdir())
     with pytest.raises(StoreError, match=words) as caught:
         JobStore(path, clock=FakeClock())
     assert "not modified" in str(caught.value)
     assert path.read_bytes() == before
+    # Nor anything next to it: reading a WAL file carelessly leaves -wal and -shm files.
+    assert sorted(p.name for p in tmp_path.iterdir()) == beside
+
+
+def test_a_newer_labkit_migrating_while_we_open_is_refused_not_downgraded(tmp_path, monkeypatch):
+    # check_file reads the file before the store takes the write lock; a newer labkit
+    # migrating in between must still be refused, and its version kept.
+    from labkit import dbfile
+
+    path = tmp_path / "jobs.db"
+    JobStore(path, clock=FakeClock()).close()
+    check_file = dbfile.check_file
+    migrated = []
+
+    def check_then_a_newer_labkit_migrates(path_: Path, kind: dbfile.FileKind) -> None:
+        check_file(path_, kind)
+        conn = sqlite3.connect(path_)
+        conn.execute("UPDATE labkit_meta SET value = ?", (str(SCHEMA_VERSION + 1),))
+        conn.commit()
+        conn.close()
+        migrated.append(path_)
+
+    monkeypatch.setattr(dbfile, "check_file", check_then_a_newer_labkit_migrates)
+    with pytest.raises(StoreError, match="newer than this labkit"):
+        JobStore(path, clock=FakeClock())
+    assert migrated == [path]  # the race was staged
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT value FROM labkit_meta").fetchall() == [(str(SCHEMA_VERSION + 1),)]
+    conn.close()
 
 
 def test_a_directory_or_a_missing_folder_is_a_clear_error(tmp_path):
@@ -177,7 +207,9 @@ def _run_without_root_powers(path: Path) -> str:
         if setpriv is None:
             pytest.skip("running as root without setpriv: cannot make a folder read-only")
         command = [
-            setpriv, "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search",
+            setpriv,
+            "--inh-caps=-all",
+            "--bounding-set=-dac_override,-dac_read_search",
             *command,
         ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
