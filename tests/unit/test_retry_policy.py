@@ -29,8 +29,9 @@ SEEDS = [0, 1, 7, 42, 2015]
 # The reference: the backoff classes of aws-samples/aws-arch-backoff-simulator
 # (src/backoff_simulator.py), transcribed with the module-level `random` replaced by an
 # injected generator. Their `backoff(n)` is called with n = 1, 2, ... (the client
-# increments its attempt before asking), while labkit counts retries from n = 0, so the
-# reference is asked for n and labkit for the same n.
+# increments its attempt before asking); both are asked for those same n here.
+# (RetryPolicy asks for n = attempt - 1, pinned by test_policy_numbering_...; the herd
+# asks for the simulator's n, pinned by tests/unit/test_herd.py.)
 class AwsBackoff:
     def __init__(self, base: float, cap: float, rng: random.Random) -> None:
         self.base, self.cap, self.rng = base, cap, rng
@@ -79,9 +80,41 @@ class AwsDecorr(AwsBackoff):
 def test_formulas_match_the_aws_simulator_for_a_seeded_rng(ours, theirs, seed):
     # base 5 and cap 2000 are the simulator's own settings; 15 retries reach the cap.
     reference = theirs(5, 2000, random.Random(seed))
-    expected = [reference.backoff(n) for n in range(15)]
-    assert delays(ours(base=5, cap=2000), 15, random.Random(seed)) == expected
+    expected = [reference.backoff(n) for n in range(1, 16)]
+    backoff, rng, previous, got = ours(base=5, cap=2000), random.Random(seed), 0.0, []
+    for n in range(1, 16):
+        previous = backoff(n, rng, previous)
+        got.append(previous)
+    assert got == expected
     assert max(expected) <= 2000
+
+
+def test_decorrelated_jitter_is_min_cap_of_uniform_base_to_three_times_the_last_sleep():
+    # Written out by hand, not through a reference class: sleep starts at base.
+    rng, check = random.Random(4), random.Random(4)
+    sleep, previous = 5.0, 0.0
+    for n in range(1, 12):
+        sleep = min(100.0, check.uniform(5.0, sleep * 3))
+        previous = decorrelated_jitter(base=5, cap=100)(n, rng, previous)
+        assert previous == sleep
+
+
+def test_policy_numbering_first_retry_waits_base_and_store_fail_uses_it(tmp_path):
+    # RetryPolicy counts like tenacity: after attempt 1 fails, n = 0, so e(0) = base.
+    policy = RetryPolicy(max_attempts=4, backoff=exponential(base=5, cap=2000))
+    rng = random.Random(0)
+    assert [policy.decide(TimeoutError(), a, rng).delay for a in (1, 2, 3)] == [5, 10, 20]
+    # JobStore.fail asks the same policy: run_after = now + delay, Retry-After a floor.
+    from labkit.store import JobStore
+
+    clock = FakeClock(start=100)
+    store = JobStore(tmp_path / "jobs.db", clock=clock, rng=random.Random(0), retry=policy)
+    store.enqueue("sync", {"n": 1}, key="erp:1:sync:v1")
+    first = store.fail(store.claim("w"), TimeoutError("read timed out"))
+    assert (first.state, first.run_after) == ("retry_wait", 105)
+    clock.set(105)
+    second = store.fail(store.claim("w"), TransientError(status=429, retry_after=90))
+    assert second.run_after == 105 + 90  # the server's Retry-After beats e(1) = 10
 
 
 def test_exponential_doubles_until_the_cap():
