@@ -11,6 +11,11 @@ pair of files per strategy, and a restart keeps the store and world objects (a c
 rolls their open transactions back, as the OS would); ``explore.crash_matrix`` is the
 place where every restart opens fresh connections. Production code would reach for
 Hypothesis' stateful testing; here the seed is the whole recipe, printed on failure.
+
+Each result's ``replay`` line (``"reconcile | seed=7; ... | fuzz jobs=2"``) names the
+strategy, the plan and the number of jobs; ``labkit.fuzz.replay(line)`` runs that one
+seed again, alone in fresh files, and returns an equal ``FuzzResult`` (the jobs' keys
+and amounts come from the seed, and every time in a run is relative to its start).
 """
 
 from __future__ import annotations
@@ -54,13 +59,18 @@ def random_plan(seed: int, points: Iterable[str], keys: Iterable[str]) -> FaultP
 
 @dataclass(frozen=True)
 class FuzzResult:
-    """One seed: its plan line, the worst verdict over its jobs, and whether it fired."""
+    """One seed: its replay line, the worst verdict over its jobs, and what fired."""
 
     seed: int
     replay: str
     outcome: str
+    #: How many faults acted.
     fired: int
     restarts: int
+    #: How many points were hit (the same number when the line is replayed).
+    hits: int = 0
+    #: The plan's first rule (the one sure to fire) did act.
+    sure_fired: bool = False
 
 
 def fuzz(
@@ -81,6 +91,30 @@ def fuzz(
         finally:
             store.close()
             world.close()
+
+
+def replay(line: str, scenario: Scenario | None = None) -> FuzzResult:
+    """Run again the one seed a ``FuzzResult.replay`` line names; return its new result.
+
+    Give ``scenario`` when the line names a scenario of your own, not a strategy.
+    """
+    parts = [p.strip() for p in line.split("|")]
+    if len(parts) != 3 or not parts[2].startswith("fuzz jobs="):
+        raise ValueError(
+            "a fuzz replay line looks like 'reconcile | seed=7; after_effect:crash nth=1 | "
+            f"fuzz jobs=2' (copy the whole line the run printed), got {line!r}"
+        )
+    base = scenario if scenario is not None else Scenario.of(parts[0])
+    if base.name != parts[0]:
+        raise ValueError(f"this line replays scenario {parts[0]!r}, not {base.name!r}")
+    plan = FaultPlan.parse(parts[1])
+    result = fuzz(base, seeds=[plan.seed], jobs=int(parts[2].removeprefix("fuzz jobs=")))[0]
+    if result.replay != line:
+        raise ValueError(
+            f"seed {plan.seed} now draws another plan than the line's ({result.replay!r}); "
+            "the strategy's reachable points changed since the line was printed"
+        )
+    return result
 
 
 def _one(
@@ -113,4 +147,13 @@ def _one(
         restarts += 1
     world.faults = None
     outcome, _effects = judge(world, store, sc)
-    return FuzzResult(seed, f"{sc.name} | {plan.replay()}", outcome, len(plan.fired), restarts)
+    sure = str(plan.rules[0])
+    return FuzzResult(
+        seed,
+        f"{sc.name} | {plan.replay()} | fuzz jobs={jobs}",
+        outcome,
+        len(plan.fired),
+        restarts,
+        hits=len(plan.hits),
+        sure_fired=any(f.rule == sure for f in plan.fired),
+    )

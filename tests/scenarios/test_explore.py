@@ -7,6 +7,7 @@ import pytest
 from labkit.explore import Scenario, crash_matrix, explore_all_boundaries, replay, run_scenario
 from labkit.faults import MATRIX_POINTS, FaultPlan
 from labkit.fuzz import fuzz
+from labkit.fuzz import replay as replay_fuzz
 from labkit.strategies import CORRECT
 
 #: What the lab promises (issue 3). "-": the point is never reached (no outside call).
@@ -61,6 +62,10 @@ def test_correct_strategy_never_duplicates_nor_loses_under_1000_random_plans(str
     assert not bad, f"{len(bad)} bad runs; replay the first with: {bad[0].replay}"
     unfired = [r.replay for r in results if r.fired == 0]
     assert not unfired, f"plans whose faults never fired: {unfired[:3]}"
+    # The first rule is aimed at a point the clean run reaches; only another rule that
+    # changes the path (a reconcile, an error swallowed after the ack) can dodge it.
+    unsure = [r.replay for r in results if not r.sure_fired]
+    assert len(unsure) <= 5, f"{len(unsure)} plans whose sure rule never fired: {unsure[:3]}"
     # Most plans let every job finish; the rest kill a job every attempt (dead, not lost).
     assert sum(r.outcome == "ok" for r in results) > 900
 
@@ -68,6 +73,15 @@ def test_correct_strategy_never_duplicates_nor_loses_under_1000_random_plans(str
 def test_the_fuzzer_does_find_the_duplicates_of_ack_late() -> None:
     results = fuzz("ack_late", seeds=range(200), jobs=2)
     assert any(r.outcome == "duplicate" for r in results) and all(r.fired for r in results)
+
+
+def test_a_fuzz_replay_line_reproduces_that_seed_alone() -> None:
+    results = fuzz("reconcile", seeds=range(40, 60), jobs=2)
+    for result in results:
+        assert result.replay.endswith("| fuzz jobs=2") and result.fired
+        assert replay_fuzz(result.replay) == result
+    with pytest.raises(ValueError, match="fuzz jobs="):
+        replay_fuzz("reconcile | seed=1; after_effect:crash nth=1")
 
 
 def test_a_replay_line_reproduces_its_run_exactly() -> None:
