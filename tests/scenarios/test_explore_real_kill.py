@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from labkit.clock import LAB_EPOCH, FakeClock
-from labkit.explore import crash_matrix
+from labkit.explore import crash_matrix, run_scenario
 from labkit.faults import LOST_RESPONSE, FaultPlan
 from labkit.job import JobState
 from labkit.procs import WorkerProcess, run_worker_process
 from labkit.store import JobStore
+from labkit.world import World
 
 pytestmark = pytest.mark.slow
 
@@ -60,3 +61,55 @@ def _pause(proc: WorkerProcess) -> None:
         proc.popen.wait(timeout=0.05)
     except subprocess.TimeoutExpired:
         pass
+
+
+def test_sigterm_in_the_middle_of_a_job_finishes_that_job_then_exits(tmp_path: Path) -> None:
+    db = tmp_path / "jobs.db"
+    with JobStore(db, FakeClock()) as store:
+        for n in range(3):
+            store.enqueue("charge", {"customer": "c", "amount": 1 + n}, key=f"k{n}")
+    # One real second inside the first job, after the charge and before its commit.
+    plan = FaultPlan().at("before_commit", "delay", delay=1.0, nth=1)
+    proc = run_worker_process(
+        db,
+        {"charge": "labkit.strategies:ack_late"},
+        world_path=tmp_path / "world.db",
+        mode="forever",
+        poll_s=0.05,
+        faults=plan,
+        clock_start=None,
+        log_path=tmp_path / "w.log",
+    )
+    for _ in range(400):  # until the child says the delay started (it is mid-job now)
+        if proc.fired() or proc.returncode is not None:
+            break
+        _pause(proc)
+    proc.terminate()
+    assert proc.wait(30) == 0, proc.log_text()
+    assert proc.fired() == ["FAULT fired delay at before_commit key=k0 n=1"]
+    with JobStore(db, FakeClock(LAB_EPOCH)) as store:
+        # The job it was in finished; the two it had not started wait for the next worker.
+        assert store.get_by_key("k0").state == JobState.SUCCEEDED  # type: ignore[union-attr]
+        assert store.counts()["pending"] == 2
+    assert "exits after 1 jobs" in proc.log_text()
+
+
+# Each row: a strategy killed for real between the world's commit and its reply, and
+# the calls the world logged (the killed call never logged a reply).
+@pytest.mark.parametrize(
+    ("strategy", "outcome", "effects", "calls"),
+    [
+        ("ack_late", "duplicate", 2, ["ok"]),  # the retry charged again
+        ("idempotency_key", "ok", 1, ["replayed"]),  # the retry got the stored reply
+        ("reconcile", "ok", 1, []),  # the retry found the charge and did not call again
+    ],
+)
+def test_an_effect_is_durable_before_the_world_replies(
+    tmp_path: Path, strategy: str, outcome: str, effects: int, calls: list[str]
+) -> None:
+    plan = FaultPlan(seed=3).at(LOST_RESPONSE, "kill", nth=1)
+    row = run_scenario(strategy, plan, real_kill=True, workdir=tmp_path)
+    assert row.fired == ("kill at lost_response n=1",) and row.restarts == 1, row
+    assert (row.outcome, row.effects) == (outcome, effects), row
+    with World(tmp_path / "world.db", FakeClock(LAB_EPOCH)) as world:
+        assert [c.outcome for c in world.calls("payments")] == calls
