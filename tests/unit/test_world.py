@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,65 @@ def test_refuses_a_database_that_is_not_a_world(tmp_path: Path) -> None:
 def test_unknown_behaviour_is_refused(world: World) -> None:
     with pytest.raises(ValueError, match="unknown behaviour"):
         world.payments.script("explode")
+
+
+def test_two_threads_with_their_own_connections_get_409_then_the_stored_reply(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "world.db"
+    entered, release = threading.Event(), threading.Event()
+
+    class Gate(FakeClock):
+        """The slow request waits here, holding the key, until the test lets it go."""
+
+        def sleep(self, seconds: float) -> None:
+            entered.set()
+            assert release.wait(10), "the test never released the slow request"
+            super().sleep(seconds)
+
+    first, second = World(path, Gate()), World(path, FakeClock())
+    first.payments.script("slow", delay=3.0)
+    replies: list[dict[str, object]] = []
+    slow = threading.Thread(
+        target=lambda: replies.append(first.payments.charge("c", 500, idempotency_key="inv:1"))
+    )
+    slow.start()
+    try:
+        assert entered.wait(10), "the slow request never started"
+        with pytest.raises(KeyInProgress) as busy:
+            second.payments.charge("c", 500, idempotency_key="inv:1")
+        with pytest.raises(IdempotencyKeyReused):
+            second.payments.charge("c", 999, idempotency_key="inv:1")
+    finally:
+        release.set()
+        slow.join(10)
+    assert busy.value.status == 409 and replies and world_count(second, "inv:1") == 1
+    assert second.payments.charge("c", 500, idempotency_key="inv:1") == replies[0]
+    assert [c.outcome for c in second.calls()] == ["in_progress", "conflict", "ok", "replayed"]
+
+
+def test_racing_threads_never_charge_one_key_twice(tmp_path: Path) -> None:
+    path = tmp_path / "world.db"
+    worlds = [World(path, FakeClock()) for _ in range(2)]
+    seen: list[str] = []
+
+    def race(world: World) -> None:
+        for n in range(40):
+            try:
+                world.payments.charge("c", 100 + n, idempotency_key=f"inv:{n}")
+                seen.append("reply")
+            except KeyInProgress:
+                seen.append("409")
+
+    threads = [threading.Thread(target=race, args=(w,)) for w in worlds]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(seen) == 80 and all(world_count(worlds[0], f"inv:{n}") == 1 for n in range(40))
+    outcomes = {c.outcome for c in worlds[0].calls()}
+    assert outcomes <= {"ok", "replayed", "in_progress"} and "ok" in outcomes
+
+
+def world_count(world: World, key: str) -> int:
+    return world.count(key, "payments")
