@@ -9,9 +9,9 @@ only when grading, each file defining ``CHECKS = Checks("exNN", hidden=True)``.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import pkgutil
 import re
+import types
 from pathlib import Path
 
 from labkit.grading import checks as _checks_pkg
@@ -42,12 +42,14 @@ def hidden(exercise: str, hidden_dir: Path) -> list[Check]:
     path = Path(hidden_dir) / f"{exercise}.py"
     if not path.exists():
         return []
-    spec = importlib.util.spec_from_file_location(f"labkit_hidden_{exercise}", path)
-    if spec is None or spec.loader is None:
-        raise ValueError(f"cannot load hidden checks from {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    collected: Checks = module.CHECKS
+    # Compiled from the source every time, never through __pycache__: a .pyc that
+    # outlived an edit (same size, same second) must not stand in for the file.
+    module = types.ModuleType(f"labkit_hidden_{exercise}")
+    module.__file__ = str(path)
+    exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), module.__dict__)
+    collected = getattr(module, "CHECKS", None)
+    if not isinstance(collected, Checks):
+        raise ValueError(f"{path} must define CHECKS = Checks({exercise!r}, hidden=True)")
     if collected.exercise != exercise or not collected.hidden:
         raise ValueError(f"{path} must define CHECKS = Checks({exercise!r}, hidden=True)")
     return list(collected)

@@ -67,3 +67,24 @@ def test_a_missing_notebook_scores_zero_with_the_expected_name() -> None:
     graded = grade_notebook("ana", "ex03", None, Settings(SOLUTIONS, execute=False))
     assert graded.score == 0 and graded.possible > 0
     assert graded.notes == ["no notebook for ex03: expected a file named ex03_*.ipynb"]
+
+
+def test_hidden_checks_come_from_the_source_never_from_a_stale_pycache(tmp_path: Path) -> None:
+    import os
+    import py_compile
+
+    path = tmp_path / "ex01.py"
+    template = (
+        "from labkit.grading.core import Checks\n"
+        "CHECKS = Checks('ex01', hidden=True)\n"
+        "@CHECKS.add(1, 'hint')\n"
+        "def {name}(ns):\n"
+        "    pass\n"
+    )
+    path.write_text(template.format(name="old_one"))
+    stamp = os.stat(path)
+    py_compile.compile(str(path))  # a __pycache__ entry valid for this size and mtime
+    path.write_text(template.format(name="new_one"))  # same size
+    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # same second
+    assert (tmp_path / "__pycache__").is_dir()
+    assert [c.name for c in catalog.hidden("ex01", tmp_path)] == ["new_one"]
