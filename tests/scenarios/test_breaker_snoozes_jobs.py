@@ -15,11 +15,14 @@ from labkit.worker import Worker
 def test_open_breaker_snoozes_until_retry_at_and_keeps_the_attempt_budget(tmp_path):
     clock = FakeClock()
     store = JobStore(
-        tmp_path / "jobs.db", clock=clock, rng=random.Random(1),
+        tmp_path / "jobs.db",
+        clock=clock,
+        rng=random.Random(1),
         retry=RetryPolicy(max_attempts=3, backoff=constant(1)),
     )
-    breaker = CircuitBreaker("erp", threshold=2, cooldown=60, clock=clock,
-                             store_path=tmp_path / "jobs.db")
+    breaker = CircuitBreaker(
+        "erp", threshold=2, cooldown=60, clock=clock, store_path=tmp_path / "jobs.db"
+    )
     erp_up = False
     calls = []
 
@@ -50,5 +53,55 @@ def test_open_breaker_snoozes_until_retry_at_and_keeps_the_attempt_budget(tmp_pa
     assert store.counts()["succeeded"] == 4
     assert breaker.state == "closed"
     assert [(t.from_state, t.to_state) for t in breaker.history()] == [
-        ("closed", "open"), ("open", "half_open"), ("half_open", "closed")
+        ("closed", "open"),
+        ("open", "half_open"),
+        ("half_open", "closed"),
     ]
+
+
+def test_snoozes_outnumber_the_attempt_budget_and_the_history_shows_no_attempt_spent(tmp_path):
+    # Budget of 2 attempts per job; the ERP stays down for three cooldowns, so the jobs
+    # behind the open breaker are snoozed more times than their budget allows runs.
+    clock = FakeClock()
+    store = JobStore(
+        tmp_path / "jobs.db",
+        clock=clock,
+        rng=random.Random(1),
+        retry=RetryPolicy(max_attempts=2, backoff=constant(1)),
+    )
+    breaker = CircuitBreaker(
+        "erp", threshold=2, cooldown=60, clock=clock, store_path=tmp_path / "jobs.db"
+    )
+    erp_up = False
+    reached: list[int] = []
+
+    def sync(job, ctx):
+        def call_erp():
+            reached.append(job.id)
+            if not erp_up:
+                raise TransientError("ERP answered 503", status=503)
+            return "synced"
+
+        return breaker.call(call_erp)
+
+    ids = [store.enqueue("sync", {"n": n}, key=f"erp:{n}:sync:v1")[0].id for n in range(4)]
+    worker = Worker(store, {"sync": sync}, clock=clock)
+    worker.run_until_idle()
+    for _ in range(3):  # each cooldown: one trial call reaches the ERP and fails
+        clock.set(breaker.retry_at)
+        worker.run_until_idle()
+    last = ids[-1]
+    assert last not in reached  # the breaker refused it every time
+    history = store.attempts(last)
+    assert len(history) == 4 > 2  # four claims, twice its budget of runs...
+    assert {(a.attempt, a.outcome, a.error_class) for a in history} == {
+        (1, "retry_wait", "Snoozed")  # ...each one handed back: always attempt 1 again
+    }
+    assert store.get(last).attempt == 0 and store.get(last).state == "retry_wait"
+    erp_up = True
+    for _ in range(3):
+        clock.set(max(clock.now(), breaker.retry_at or clock.now()) + 60)
+        worker.run_until_idle()
+    done = store.get(last)
+    assert done.state == "succeeded" and done.attempt == 1  # its first real run
+    assert store.attempts(last)[-1].outcome == "succeeded"

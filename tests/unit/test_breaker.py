@@ -109,7 +109,9 @@ def test_listeners_see_each_transition(tmp_path):
     breaker.allow()
     breaker.record_success()
     assert [(t.from_state, t.to_state) for t in seen] == [
-        ("closed", "open"), ("open", "half_open"), ("half_open", "closed")
+        ("closed", "open"),
+        ("open", "half_open"),
+        ("half_open", "closed"),
     ]
     assert seen[0].at == START and seen[1].at == START + 30
     assert breaker.history() == seen
@@ -151,7 +153,10 @@ CHILD = textwrap.dedent(
 def in_child(path, now, action):
     out = subprocess.run(
         [sys.executable, "-c", CHILD, str(path), repr(now), action],
-        capture_output=True, text=True, timeout=60, check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     return out.stdout.split()
 
@@ -169,7 +174,9 @@ def test_transitions_are_visible_across_processes(tmp_path):
     here.record_success()
     assert in_child(path, START + 32, "allow") == ["allowed", "closed"]
     assert [(t.from_state, t.to_state) for t in here.history()] == [
-        ("closed", "open"), ("open", "half_open"), ("half_open", "closed")
+        ("closed", "open"),
+        ("open", "half_open"),
+        ("half_open", "closed"),
     ]
 
 
@@ -178,3 +185,55 @@ def test_bad_settings_are_refused_with_a_reason(tmp_path):
         make(tmp_path, FakeClock(START), threshold=0)
     with pytest.raises(ValueError, match="cooldown"):
         make(tmp_path, FakeClock(START), cooldown=0)
+
+
+# Each racer opens the breaker file with its own FakeClock, waits for "go" on stdin so
+# both start together, asks allow() many times and prints how many calls it admitted.
+RACER = textwrap.dedent(
+    """
+    import sys
+    from labkit.breaker import CircuitBreaker
+    from labkit.clock import FakeClock
+    path, now = sys.argv[1], float(sys.argv[2])
+    b = CircuitBreaker("erp", threshold=1, cooldown=30, clock=FakeClock(now),
+                       store_path=path, half_open_max=2)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    print(sum(b.allow() for _ in range(50)), flush=True)
+    """
+)
+
+
+def test_half_open_admits_half_open_max_trials_across_two_racing_processes(tmp_path):
+    path = tmp_path / "breakers.db"
+    clock = FakeClock(START)
+    here = CircuitBreaker(
+        "erp", threshold=1, cooldown=30, clock=clock, store_path=path, half_open_max=2
+    )
+    here.record_failure()
+    assert here.state == "open"
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, str(path), repr(START + 30)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    for racer in racers:
+        assert racer.stdout.readline().strip() == "ready"
+    for racer in racers:  # release both at once
+        racer.stdin.write("go\n")
+        racer.stdin.flush()
+    admitted = []
+    for racer in racers:
+        out, err = racer.communicate(timeout=60)
+        assert racer.returncode == 0, err
+        admitted.append(int(out))
+    print("admitted per process:", admitted)
+    assert sum(admitted) == 2  # 100 concurrent asks, exactly half_open_max trials
+    assert here.state == "half_open"
+    moves = [(t.from_state, t.to_state) for t in here.history()]
+    assert moves == [("closed", "open"), ("open", "half_open")]  # one process turned it
