@@ -45,6 +45,20 @@ def test_bundle_has_no_solutions_no_hidden_checks_and_stubs_keep_docstrings(tmp_
         assert f'raise NotImplementedError("Exercise {number}")' in code
         assert '"""' in code  # the contracts (docstrings) stay
         assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+        # no line of a solution region survives, unless the same line is also outside one
+        source = nbformat.read(SOLUTIONS / path.name, as_version=4)
+        for sol, out in zip(source.cells, nb.cells, strict=True):
+            if sol.cell_type != "code":
+                continue
+            inside, solution, outside = False, set(), set()
+            for line in sol.source.splitlines():
+                marker = line.strip()
+                if marker in (BEGIN, "### END SOLUTION"):
+                    inside = marker == BEGIN
+                elif marker:
+                    (solution if inside else outside).add(marker)
+            shipped = {line.strip() for line in out.source.splitlines()}
+            assert not (solution - outside) & shipped, f"{path.name} ships solution code"
         # none of the hidden checks' names is revealed
         for hidden in (SOLUTIONS / "hidden").glob("*.py"):
             for line in hidden.read_text().splitlines():
