@@ -24,7 +24,8 @@ Each row carries its ``seed`` and a one-line ``replay`` (``"ack_late | seed=0;
 after_effect:crash nth=1"``); ``replay(row.replay)`` runs it again and returns an equal
 row. In-process runs use a ``FakeClock`` starting at ``LAB_EPOCH`` and seeded random
 generators, so equal means equal. In real-kill mode the plan runs in the first process
-only; restarts run without faults.
+only; restarts run without faults; ``hits`` counts the points every process logged
+(the same number as in-process).
 
 ``explore_all_boundaries(scenario)`` first runs a scenario with an empty plan that
 records every point hit, then re-runs it breaking at each of those hits in turn: no list
@@ -168,9 +169,10 @@ def _prepare(folder: Path, sc: Scenario, seed: int) -> tuple[Path, Path]:
 def _run_in(folder: Path, sc: Scenario, plan: FaultPlan, real: bool, label: str, line: str) -> Row:
     db, world_path = _prepare(folder, sc, plan.seed)
     if real:
-        fired, restarts = _run_processes(folder, db, world_path, sc, plan)
+        fired, restarts, hits = _run_processes(folder, db, world_path, sc, plan)
     else:
         fired, restarts = _run_in_process(db, world_path, sc, plan)
+        hits = len(plan.hits)
     clock = FakeClock(LAB_EPOCH)
     with JobStore(db, clock) as store, World(world_path, clock) as world:
         outcome, effects = judge(world, store, sc)
@@ -187,7 +189,7 @@ def _run_in(folder: Path, sc: Scenario, plan: FaultPlan, real: bool, label: str,
         line,
         attempts,
         restarts,
-        len(plan.hits),
+        hits,
     )
 
 
@@ -235,12 +237,13 @@ def _run_in_process(
 
 def _run_processes(
     folder: Path, db: Path, world_path: Path, sc: Scenario, plan: FaultPlan
-) -> tuple[tuple[str, ...], int]:
+) -> tuple[tuple[str, ...], int, int]:
+    """Run worker processes until one drains; the faults fired, restarts and points hit."""
     from labkit.procs import run_worker_process  # only real-kill runs need processes
 
     paths = sc.handler_paths()
     fired: list[str] = []
-    restarts, start = 0, LAB_EPOCH
+    restarts, start, hits = 0, LAB_EPOCH, 0
     faults: str | None = str(plan)
     while True:
         proc = run_worker_process(
@@ -259,6 +262,7 @@ def _run_processes(
         code = proc.wait(60)
         # "FAULT fired kill at after_effect key=... n=1" -> "kill at after_effect n=1"
         fired += [f"{t[2]} at {t[4]} {t[-1]}" for t in (f.split() for f in proc.fired())]
+        hits += len(proc.hits())
         if code == 0 or not proc.killed or restarts >= MAX_RESTARTS:
             if code != 0 and not proc.killed:
                 raise RuntimeError(
@@ -269,7 +273,7 @@ def _run_processes(
         faults = None  # the plan ran in the first process; restarts run clean
         with JobStore(db, FakeClock(LAB_EPOCH)) as store:
             start = max([LAB_EPOCH, *(j.updated_at for j in store.jobs())])
-    return tuple(fired), restarts
+    return tuple(fired), restarts, hits
 
 
 def replay(line: str, scenario: Scenario | None = None) -> Row:

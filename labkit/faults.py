@@ -139,6 +139,8 @@ class FaultPlan:
     rules: list[Rule] = field(default_factory=list)
     #: Called with each ``Fired`` before the fault acts (a real kill leaves no other trace).
     on_fire: Callable[[Fired], None] | None = field(default=None, compare=False, repr=False)
+    #: Called with each ``Hit`` as it is recorded (a child process logs them for its parent).
+    on_hit: Callable[[Hit], None] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.seed, int):
@@ -199,9 +201,13 @@ class FaultPlan:
             self.hits.append(hit)
             chosen = self._match(hit)
             if chosen is None:
+                if self.on_hit is not None:
+                    self.on_hit(hit)
                 return None
             fired = Fired(point, key, hit.n, chosen.action, str(chosen))
             self.fired.append(fired)
+        if self.on_hit is not None:
+            self.on_hit(hit)
         if self.on_fire is not None:
             self.on_fire(fired)
         return _act(chosen, fired, clock)
@@ -238,7 +244,7 @@ class FaultPlan:
 
     def fresh(self) -> FaultPlan:
         """An equal plan with nothing hit yet (the same seed, the same rules)."""
-        return FaultPlan(self.seed, list(self.rules), on_fire=self.on_fire)
+        return FaultPlan(self.seed, list(self.rules), on_fire=self.on_fire, on_hit=self.on_hit)
 
     # -- replay ------------------------------------------------------------------------
 

@@ -12,7 +12,8 @@ forked; the child imports everything it needs by name.
   a module the parent can import, the child can import too.
 - ``faults`` is a ``FaultPlan`` (or its replay line). ``"kill"`` rules SIGKILL the child
   at the point; before any fault acts, the child writes ``FAULT fired ...`` to its log
-  and syncs it, so the parent can prove the fault fired even after a kill.
+  and syncs it, so the parent can prove the fault fired even after a kill. Every point
+  reached is logged too (``HIT point key=... n=...``, read back with ``hits()``).
 - Clock: ``clock_start=None`` uses ``SystemClock`` (real time, real leases: use it to
   watch a real restart); a number gives the child a ``FakeClock`` starting there, whose
   sleeps are instant, so a test can kill, restart and drain in milliseconds and get the
@@ -43,7 +44,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from labkit.clock import Clock, FakeClock, SystemClock
-from labkit.faults import FaultPlan, Fired
+from labkit.faults import FaultPlan, Fired, Hit
 from labkit.store import JobStore
 from labkit.worker import Handler, Worker
 from labkit.world import World
@@ -97,6 +98,10 @@ class WorkerProcess:
     def log_text(self) -> str:
         """What the child wrote (log lines, ``FAULT fired`` lines, tracebacks)."""
         return self.log_path.read_text(encoding="utf-8") if self.log_path.exists() else ""
+
+    def hits(self) -> list[str]:
+        """The ``HIT`` lines of the log: every fault point the child reached, in order."""
+        return [line for line in self.log_text().splitlines() if line.startswith("HIT ")]
 
     def fired(self) -> list[str]:
         """The ``FAULT fired`` lines of the log: the proof a fault acted in the child."""
@@ -209,7 +214,13 @@ def _child(config: dict[str, Any]) -> int:
         sys.stdout.flush()
         os.fsync(sys.stdout.fileno())
 
+    def seen(hit: Hit) -> None:
+        # Flushed, not synced: the kernel keeps what was written when the process dies.
+        sys.stdout.write(f"HIT {hit.point} key={hit.key} n={hit.n}\n")
+        sys.stdout.flush()
+
     plan.on_fire = note
+    plan.on_hit = seen
     print(f"worker {config['name']} pid {os.getpid()} faults: {plan.replay()}", flush=True)
     store = JobStore(config["db_path"], clock=clock, rng=random.Random(config["seed"]))
     world = None

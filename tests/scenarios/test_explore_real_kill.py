@@ -24,6 +24,7 @@ def test_every_cell_with_real_kills_matches_in_process() -> None:
     for r, f in zip(real.rows, fake.rows, strict=True):
         assert (r.strategy, r.point) == (f.strategy, f.point)
         assert r.outcome == f.outcome and bool(r.fired) == bool(f.fired), (r, f)
+        assert (r.effects, r.attempts, r.hits) == (f.effects, f.attempts, f.hits), (r, f)
         if r.fired and r.point != LOST_RESPONSE:
             assert r.fired[0].startswith(f"kill at {r.point}") and r.restarts >= 1, r
     assert real.counts()["duplicate"] == 6 and real.counts()["lost"] == 3
