@@ -1,0 +1,310 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+# ---
+
+# %% [markdown]
+# # 10 · Periodic jobs
+#
+# *Key every periodic run by its schedule and fire time, so any number of schedulers
+# enqueue each slot once, downtime is caught up by a rule you chose, and a late arrival
+# finds the slot already done, as long as you keep the keys.*
+#
+# Seed 000's cron script charged customers twice because two runs overlapped. Seed 004
+# tells the same story one level up: Celery Beat, the scheduler that pushes periodic
+# tasks onto the broker, must run as exactly one instance; a deployment with three
+# replicas of Beat sent the daily sales report to the board three times. This lesson:
+#
+# 1. three scheduler replicas, the naive way: three reports;
+# 2. slot keys `schedule:<name>:<fire time>`: three replicas, one job per slot;
+# 3. catch-up after downtime: `skip`, `once` or `all`;
+# 4. how long to keep the keys: prune too early and a reconciliation charges twice;
+# 5. what that means for Celery Beat.
+
+# %% [markdown]
+# ## Setup
+#
+# A `FakeClock`, a seeded rng (it decides which replica ticks first each minute), a fresh
+# folder, and the outside world (`labkit.world`), whose records tell us how many reports
+# were mailed and how many charges were made. The handlers take their effect's key from
+# the job key.
+
+# %%
+import random
+
+from labkit.clock import LAB_EPOCH, FakeClock, isoformat
+from labkit.report import jobs_table, show
+from labkit.schedule import Scheduler, fire_time_of, slot_key
+from labkit.scratch import fresh_dir
+from labkit.store import JobStore
+from labkit.worker import Worker
+from labkit.world import World
+
+SEED = 10
+rng = random.Random(SEED)
+folder = fresh_dir("10")
+MINUTE, HOUR, DAY = 60.0, 3600.0, 86_400.0
+
+
+def send_report(job, ctx):
+    return ctx.world.mail.send("board@shop.example", f"Daily sales {job.payload['day']}",
+                               key=job.key)
+
+
+def sync_stock(job, ctx):
+    return {"synced": isoformat(fire_time_of(job))}
+
+
+def charge_plan(job, ctx):
+    return ctx.world.payments.charge(job.payload["customer"], job.payload["amount"],
+                                     key=job.key)
+
+
+HANDLERS = {"report.daily": send_report, "stock.sync": sync_stock, "billing.charge": charge_plan}
+print(f"seed={SEED}  folder={folder}")
+
+# %% [markdown]
+# ## 1. Three replicas of a naive scheduler
+#
+# A naive scheduler is a loop that remembers, in its own memory, when it should fire
+# next. That is what Beat does, and what cron does. Run three copies (Kubernetes
+# `replicas: 3`, as in seed 004) and each one fires on its own: nothing tells a replica
+# that another one already did. This class is the naive thing the lesson shows failing.
+
+# %%
+class NaiveScheduler:
+    """Fires the daily report at 06:00, remembering the next fire time in memory."""
+
+    def __init__(self, store, first_fire):
+        self.store, self.next_fire = store, first_fire
+
+    def tick(self, now):
+        if now >= self.next_fire:
+            day = isoformat(self.next_fire)[:10]
+            self.store.enqueue("report.daily", {"day": day})  # no key: a fresh one each time
+            self.next_fire += DAY
+
+
+clock = FakeClock()
+naive_store = JobStore(folder / "naive.db", clock=clock, rng=rng)
+naive_world = World(folder / "naive_world.db", clock)
+replicas = [NaiveScheduler(naive_store, clock.now() + 6 * HOUR) for _ in range(3)]
+clock.advance(6 * HOUR - 2 * MINUTE)  # 05:58
+for _ in range(5):  # every replica ticks once a minute until 06:02
+    for replica in replicas:
+        replica.tick(clock.now())
+    clock.advance(MINUTE)
+Worker(naive_store, HANDLERS, world=naive_world).run_until_idle()
+print(jobs_table(naive_store, columns=("id", "kind", "state", "payload")))
+print()
+show([{"mail": e.response["message_id"], "subject": e.payload["subject"], "at": isoformat(e.at)}
+      for e in naive_world.effects("mail")])
+assert len(naive_world.effects("mail")) == 3
+
+# %% [markdown]
+# Three jobs, three mails to the board, all for the same 06:00 slot. The job keys were
+# random, so the store had nothing to compare.
+#
+# ## 2. Slot keys: one job per slot, whoever ticks
+#
+# `labkit.schedule.Scheduler` names each run by what it is, not by who fired it: the key
+# of the 06:00 report on 2 January is `schedule:daily-sales:2026-01-02T06:00:00Z`. Any
+# replica computes the same slots and the same keys (slots are aligned to the clock,
+# not to when a process started), and the job store accepts a key once (lesson 03). A
+# second replica's `enqueue` returns the existing job with `created=False`.
+#
+# Three replicas again, each with its own connection to the job file, as three pods
+# would have. Each knows two schedules: the daily report (a crontab, `0 6 * * *`) and a
+# stock sync every 15 minutes. They tick once a minute from 05:58 to 07:00, in an order
+# the seeded rng shuffles each minute, so the winner of each slot varies.
+
+# %%
+clock = FakeClock(LAB_EPOCH + 6 * HOUR - 2 * MINUTE)  # 05:58, when the replicas start
+path = folder / "jobs.db"
+world = World(folder / "world.db", clock)
+schedulers = []
+for n in (1, 2, 3):
+    replica = Scheduler(JobStore(path, clock=clock, rng=rng), clock, name=f"replica-{n}")
+    replica.cron("report.daily", {"day": "2026-01-01"}, name="daily-sales", minute=0, hour=6)
+    replica.every(15 * MINUTE, "stock.sync", {"warehouse": "main"}, name="stock-sync")
+    schedulers.append(replica)
+store = schedulers[0].store
+
+fired = []
+while clock.now() <= LAB_EPOCH + 7 * HOUR:
+    for replica in rng.sample(schedulers, k=3):
+        fired += replica.tick()
+    clock.advance(MINUTE)
+
+show([{"key": f.job.key, "job": f.job.id, "created by": f.scheduler, "created": f.created}
+      for f in fired])
+assert [f.created for f in fired] == [True] * 6 and len(store.jobs()) == 6
+assert len({f.job.key for f in fired}) == 6
+
+# %% [markdown]
+# Six slots, six jobs, whichever replica happened to tick first. The replicas that
+# ticked after it offered nothing: a scheduler reads the latest slot it has from the
+# keys in the store, so it saw the slot was taken.
+#
+# Real processes can also decide at the same instant: both read the store before either
+# wrote. Then the key settles it. Here replica-3 works out what is due at 07:15, and
+# before it enqueues, replica-1 ticks and takes the slot. replica-3's enqueue, with the
+# same slot key, gets the existing job back.
+
+# %%
+clock.set(LAB_EPOCH + 7 * HOUR + 15 * MINUTE)
+late, first = schedulers[2], schedulers[0]
+decided = late.due(late.schedules["stock-sync"], clock.now())  # replica-3 reads...
+won = first.tick()  # ...replica-1 enqueues first...
+job, created = late.store.enqueue(  # ...then replica-3 enqueues what it decided
+    "stock.sync", {"warehouse": "main"}, key=slot_key("stock-sync", decided[0]),
+    run_after=decided[0])
+print(f"replica-3 decided: {[isoformat(t) for t in decided]}")
+print(f"replica-1 created: {[(f.job.key, f.job.id) for f in won if f.created]}")
+print(f"replica-3 got    : job {job.id}, created={created}")
+assert created is False and job.id == won[0].job.id and len(store.jobs()) == 7
+
+# %% [markdown]
+# A worker runs the seven jobs, and the world's mail log has one report.
+
+# %%
+Worker(store, HANDLERS, world=world).run_until_idle()
+print(jobs_table(store, columns=("id", "kind", "key", "state", "run_after")))
+print()
+show([{"mail": e.response["message_id"], "key": e.key, "subject": e.payload["subject"]}
+      for e in world.effects("mail")])
+assert [e.key for e in world.effects("mail")] == [slot_key("daily-sales", store.get(1).run_after)]
+assert store.counts()["succeeded"] == 7
+
+# %% [markdown]
+# ## 3. Catch-up after downtime
+#
+# All schedulers were down from 00:00 to 03:10 (a bad deploy). An hourly job missed
+# 01:00, 02:00 and 03:00. What should the first tick after the outage do? It depends on
+# the job, so each schedule says, with `catch_up`:
+#
+# | policy | the first tick after downtime enqueues | good for |
+# |---|---|---|
+# | `skip` | nothing missed (only slots within `grace`, 60 s by default) | a cache refresh: the next slot does the same work |
+# | `once` | one run, for the most recent missed slot (Beat's habit) | a report or a sync that covers "everything so far" |
+# | `all` | every missed slot, oldest first (bounded by `max_catch_up`) | per-slot work: hourly invoices, one per hour owed |
+#
+# The scheduler knows what was missed without any state of its own: the latest slot it
+# has is the latest key in the job store.
+
+# %%
+def after_downtime(policy):
+    clock = FakeClock()
+    sched = Scheduler(JobStore(folder / f"catch_up_{policy}.db", clock=clock, rng=rng), clock)
+    sched.every(HOUR, "stock.sync", name="hourly", catch_up=policy)
+    on_time = sched.tick()  # 00:00, on time
+    clock.advance(3 * HOUR + 10 * MINUTE)  # down until 03:10
+    return {"catch_up": policy, "before": [f.fire_iso[11:16] for f in on_time],
+            "after downtime": [f.fire_iso[11:16] for f in sched.tick()],
+            "last slot": isoformat(sched.last_slot("hourly"))[11:]}
+
+
+catch_up = [after_downtime(policy) for policy in ("skip", "once", "all")]
+show(catch_up)
+assert [c["after downtime"] for c in catch_up] == [[], ["03:00"], ["01:00", "02:00", "03:00"]]
+
+# %% [markdown]
+# ## 4. How long to keep the keys
+#
+# The slot key only protects a slot while its job is in the store. Job tables grow, so
+# someone adds a cleanup: `JobStore.prune_finished(older_than_s)` deletes finished jobs
+# and their history. Seed 004 describes what happens when the cleanup is too eager: the
+# dedup records of a week were deleted after 24 hours, a reconciliation re-ran that week,
+# and every payment was made again.
+#
+# Here is the same thing in minutes. An hourly billing schedule charges a customer per
+# slot through the payments API. The fast scheduler enqueues slot 01:00 and a worker
+# charges it. Ten seconds later the cleanup runs. Twenty seconds after that, a second
+# scheduler that was restarting reconciles its slots: 01:00 is still inside its grace
+# window, so it offers that slot. We run this twice, once with a cleanup that prunes at
+# once and once with a one-week retention.
+
+# %%
+def reconcile_after_prune(retention_s):
+    clock = FakeClock(LAB_EPOCH + 30 * MINUTE)  # the schedule starts at 00:30
+    name = f"billing_keep_{int(retention_s)}s"
+    where = folder / f"{name}.db"
+    world = World(folder / f"{name}_world.db", clock)
+    fast, slow = (Scheduler(JobStore(where, clock=clock, rng=rng), clock, name=who)
+                  for who in ("fast", "slow"))
+    for sched in (fast, slow):
+        sched.every(HOUR, "billing.charge", {"customer": "cus_7", "amount": 2900}, name="billing")
+    clock.advance(30 * MINUTE + 5)  # 01:00:05
+    fast.tick()
+    Worker(fast.store, HANDLERS, world=world).run_until_idle()
+    clock.advance(10)
+    pruned = fast.store.prune_finished(older_than_s=retention_s)
+    clock.advance(20)
+    again = slow.tick()  # the restarted scheduler reconciles
+    Worker(fast.store, HANDLERS, world=world).run_until_idle()
+    return {"retention": f"{retention_s / DAY:g} days", "jobs pruned": pruned,
+            "slow scheduler enqueued": [f.fire_iso for f in again],
+            "charges for slot 01:00": world.count(slot_key("billing", LAB_EPOCH + HOUR), "payments")}
+
+
+retention = [reconcile_after_prune(0.0), reconcile_after_prune(7 * DAY)]
+show(retention)
+assert [r["charges for slot 01:00"] for r in retention] == [2, 1]
+assert retention[0]["slow scheduler enqueued"] == ["2026-01-01T01:00:00Z"]
+assert retention[1]["jobs pruned"] == 0 and retention[1]["slow scheduler enqueued"] == []
+
+# %% [markdown]
+# Pruned at once, the key was gone when the slow scheduler arrived, so the store had no
+# reason to refuse: slot 01:00 was charged twice. Kept for a week, the key was still
+# there and the late arrival changed nothing.
+#
+# The rule: keep keys longer than anything can arrive late with them. That is not only
+# the broker's redelivery window (minutes to hours) but every re-run a person or a
+# reconciliation job can start: often months, and then an explicit, audited archive is
+# safer than a silent expiry. (The payments API here keeps no idempotency key; with one,
+# lesson 06's fix would have refused the second charge too, as a second layer.)
+#
+# ## 5. And Celery Beat?
+#
+# Beat is a separate process that pushes a message onto the broker at each scheduled
+# time. Several Beat instances do not coordinate, and a broker does not deduplicate
+# messages, so seed 004's advice has two layers:
+#
+# 1. run **exactly one** Beat: `replicas: 1`, no autoscaling, or a lock that a second
+#    instance cannot take (lesson 02's `single_instance`, or a leader election), or a
+#    scheduler built for several instances;
+# 2. make the task itself idempotent with a key from (schedule, fire time), checked in
+#    the same transaction as its effect, so an accidental second Beat, or an operator
+#    running the task by hand, changes nothing. Keep those keys as long as section 4 says.
+#
+# `labkit.schedule` is the second layer built into the scheduler: the key is the
+# enqueue's key, so the job table itself is the one place where "this slot ran" is
+# written.
+#
+# ## What you should see
+#
+# | step | what the records show |
+# |---|---|
+# | three naive replicas | 3 jobs with random keys; the board gets the 06:00 report 3 times |
+# | three replicas with slot keys | 6 slots, 6 jobs, each created by one replica |
+# | two replicas decide at once | the late enqueue gets the same job back, `created=False` |
+# | the worker runs them | one report mailed |
+# | downtime 00:00 → 03:10 | `skip`: nothing; `once`: 03:00; `all`: 01:00, 02:00, 03:00 |
+# | prune at once, then reconcile | 1 job pruned; slot 01:00 enqueued again; 2 charges |
+# | keep keys a week, then reconcile | nothing pruned, nothing enqueued; 1 charge |
+#
+# ## Glossary
+#
+# | English | Português (Brasil) |
+# |---|---|
+# | periodic job (task) | job (tarefa) periódico |
+# | scheduler | agendador |
+# | replica, instance | réplica, instância |
+# | slot, fire time | horário agendado (slot), horário de disparo |
+# | slot key | chave do horário (slot) |
+# | catch-up, missed slot | recuperação de atraso, horário perdido |
+# | grace window | janela de tolerância |
+# | retention, prune | retenção, limpeza (expurgo) |
+# | reconciliation | reconciliação |
+# | leader election | eleição de líder |
