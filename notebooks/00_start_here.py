@@ -45,7 +45,7 @@
 
 # %%
 from labkit.clock import FakeClock, isoformat
-from labkit.errors import LeaseLost
+from labkit.errors import LeaseLost, ResponseLost
 from labkit.report import format_table, jobs_table, show
 from labkit.scratch import fresh_dir
 from labkit.store import JobStore
@@ -136,6 +136,20 @@ assert [a.outcome for a in store.attempts(job.id)] == ["lease_expired", "succeed
 # notebook and compares each output with the stored one (with nbval), so a lesson cannot
 # quietly drift from what its text says.
 #
+# You can run the same check from a terminal in the lab's folder:
+#
+# ```
+# make check-one NB=00_start_here   # re-run this notebook, compare every output
+# make test                         # every test and every notebook
+# ```
+#
+# `check-one` runs `pytest --nbval` in strict mode: the notebook runs from top to
+# bottom in a fresh kernel, and every cell must pass its `assert`s and print exactly
+# what is stored. That is why every lesson uses a `FakeClock` and a seeded random
+# generator: a wall-clock time or an unseeded draw would differ on every run. A failing
+# cell is reported with the stored output next to the new one; after you change a
+# lesson on purpose, `make notebook NB=00_start_here` stores the new outputs.
+#
 # The exercises work the same way from the other side: you write a function, and a
 # cell calling `check("ex03")` (from `labkit.grading`) runs the exercise's checks on it
 # and prints a table of what passed, with points and hints.
@@ -164,7 +178,29 @@ assert world.count(key) == 2
 print(f"effects for {key}: {world.count(key)}  -> a duplicate")
 
 # %% [markdown]
-# The lessons that follow are about making that count exactly one, whatever crashes.
+# The world keeps a second record: its log of **calls**, every request it received and
+# how it ended for the caller. The two can disagree, and that disagreement is where
+# most of this lab lives. Here the payments API charges the card and the reply is lost
+# on the way back: the caller sees a timeout, the effects show the charge.
+
+# %%
+world.payments.script("lose_response")
+try:
+    world.payments.charge("ana", 4_990, key="shop:order-17:charge:v1")
+except ResponseLost as exc:
+    print(f"the caller saw: {type(exc).__name__}: {exc}")
+print()
+show([{"id": c.id, "service": c.service, "key": c.key, "outcome": c.outcome,
+       "status": c.status} for c in world.calls(service="payments")])
+print(f"charges recorded: {world.count('shop:order-17:charge:v1', 'payments')}")
+assert [c.outcome for c in world.calls(service="payments")] == ["ok_response_lost"]
+assert world.count("shop:order-17:charge:v1", "payments") == 1
+
+# %% [markdown]
+# So read a lesson's world in two ways: `world.effects()` and `world.count(key)` for
+# what really happened; `world.calls()` for what each caller was told. The lessons that
+# follow are about making each count exactly one, whatever crashes and whatever replies
+# are lost.
 
 # %%
 store.close()
@@ -182,6 +218,7 @@ print(format_table([{"file": p.name} for p in sorted(folder.iterdir()) if p.suff
 # | claim again | `worker-b`, attempt 2; `worker-a`'s `complete` raises `LeaseLost` |
 # | finish | `succeeded`; history: attempt 1 `lease_expired`, attempt 2 `succeeded` |
 # | the world | two `mail` effects for one key: a duplicate |
+# | a lost reply | the caller saw `ResponseLost`; the call log says `ok_response_lost`; one charge |
 #
 # ## Glossary
 #
@@ -196,5 +233,7 @@ print(format_table([{"file": p.name} for p in sorted(folder.iterdir()) if p.suff
 # | attempt | tentativa |
 # | crash recovery | recuperação após queda |
 # | effect | efeito (o que aconteceu lá fora) |
+# | call log | registro de chamadas |
+# | lost response (reply) | resposta perdida |
 # | duplicate | duplicado |
 # | fake clock | relógio falso |
