@@ -20,8 +20,9 @@
 # 1. pick the **unit of work**: the smallest thing that can be done on its own;
 # 2. see keys made from a uuid or from the time fail: the same intent becomes two jobs;
 # 3. build the key from the **intent** with `labkit.keys.operation_key`;
-# 4. fingerprint the payload, so the same key with other content is caught;
-# 5. decide when a key's version must change.
+# 4. fingerprint the payload, so a rebuilt dict is still the same job;
+# 5. refuse the same key with other content: an `IdempotencyConflict`;
+# 6. decide when a key's version must change.
 
 # %% [markdown]
 # ## Setup
@@ -249,6 +250,7 @@ except IdempotencyConflict as exc:
     print(f"IdempotencyConflict: {exc}")
 else:
     raise AssertionError("the same key with another kind must be refused")
+assert store.counts() == before
 
 # %% [markdown]
 # A conflict is a bug to find, not an error to retry: two callers disagree about what
