@@ -148,8 +148,13 @@ def run_scenario(
 ) -> Row:
     """Run the scenario's jobs to the end under ``plan``, restarting after crashes; judge."""
     sc = _scenario(scenario)
-    label = point or (plan.rules[0].point if plan.rules else "-")
-    line = f"{sc.name} | {plan.replay()}" + (" | real_kill" if real_kill else "")
+    first = plan.rules[0].point if plan.rules else "-"
+    label = point or first
+    line = f"{sc.name} | {plan.replay()}"
+    if label != first:  # e.g. "before_call#2" from explore_all_boundaries
+        line += f" | at={label}"
+    if real_kill:
+        line += " | real_kill"
     if workdir is not None:
         return _run_in(Path(workdir), sc, plan, real_kill, label, line)
     with tempfile.TemporaryDirectory(prefix="labkit-explore-") as tmp:
@@ -287,8 +292,17 @@ def replay(line: str, scenario: Scenario | None = None) -> Row:
     if sc.name != parts[0]:
         raise ValueError(f"this line replays scenario {parts[0]!r}, not {sc.name!r}")
     plan = FaultPlan.parse(parts[1])
-    real = len(parts) > 2 and parts[2] == "real_kill"
-    point = plan.rules[0].point if plan.rules else None
+    real, point = False, None
+    for extra in parts[2:]:
+        if extra == "real_kill":
+            real = True
+        elif extra.startswith("at="):
+            point = extra.removeprefix("at=")
+        else:
+            raise ValueError(
+                f"unknown part {extra!r} in replay line {line!r}: expected 'real_kill' or "
+                "'at=<label>' (a 'fuzz jobs=N' line is replayed by labkit.fuzz.replay)"
+            )
     return run_scenario(sc, plan, real_kill=real, point=point)
 
 

@@ -118,16 +118,25 @@ def test_explore_all_boundaries_finds_the_points_by_itself() -> None:
 
 
 def test_a_students_own_point_is_explored_too() -> None:
-    matrix = explore_all_boundaries(Scenario("mine", {"charge": _student_handler}))
+    matrix = explore_all_boundaries(STUDENT)
     assert "between_charges" in matrix.points()
     # Crashing between the two charges repeats the first on the retry.
     assert matrix.outcome("mine", "between_charges") == "duplicate"
+    # The world is called twice, so its points are labelled by hit; each row replays.
+    assert "before_call#2" in matrix.points() and all(row.fired for row in matrix.rows)
+    for row in matrix.rows:
+        assert replay(row.replay, STUDENT) == row
+    with pytest.raises(ValueError, match="unknown part 'real kill'"):
+        replay("mine | seed=0; my_point:crash nth=1 | real kill", STUDENT)
 
 
 def _student_handler(job, ctx):  # type: ignore[no-untyped-def]
     ctx.world.payments.charge("cus_42", 100, key=job.key)
     ctx.point("between_charges")
     return ctx.world.mail.send("cus@example.com", "receipt", key="receipt:" + job.key)
+
+
+STUDENT = Scenario("mine", {"charge": _student_handler})
 
 
 def test_an_unknown_strategy_is_named_in_the_error() -> None:

@@ -6,13 +6,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import student_handlers
 
 from labkit.clock import LAB_EPOCH, FakeClock
-from labkit.explore import crash_matrix, run_scenario
+from labkit.explore import Scenario, crash_matrix, replay, run_scenario
 from labkit.faults import LOST_RESPONSE, FaultPlan
 from labkit.job import JobState
 from labkit.procs import WorkerProcess, run_worker_process
 from labkit.store import JobStore
+from labkit.worker import Handler
 from labkit.world import World
 
 pytestmark = pytest.mark.slow
@@ -114,3 +116,25 @@ def test_an_effect_is_durable_before_the_world_replies(
     assert (row.outcome, row.effects) == (outcome, effects), row
     with World(tmp_path / "world.db", FakeClock(LAB_EPOCH)) as world:
         assert [c.outcome for c in world.calls("payments")] == calls
+
+
+# Each row: a student's handler (its own module), killed for real at the student's own
+# point, and the verdict the world gives after a new process takes over.
+@pytest.mark.parametrize(
+    ("handler", "outcome"),
+    [
+        (student_handlers.charge_then_note, "ok"),  # Idempotency-Key: the retry is replayed
+        (student_handlers.charge_twice_unsafely, "duplicate"),  # no key: charged again
+    ],
+)
+def test_a_student_kills_their_own_handler_at_their_own_point(
+    handler: Handler, outcome: str
+) -> None:
+    scenario = Scenario(handler.__name__, {"charge": handler}, service="payments")
+    plan = FaultPlan(seed=8).at("between_charge_and_note", "kill", nth=1)
+    real = run_scenario(scenario, plan, real_kill=True)
+    assert real.fired == ("kill at between_charge_and_note n=1",) and real.restarts == 1
+    assert real.outcome == outcome
+    fake = run_scenario(scenario, FaultPlan(seed=8).at("between_charge_and_note", "crash", nth=1))
+    assert (fake.outcome, fake.effects, fake.hits) == (real.outcome, real.effects, real.hits)
+    assert replay(real.replay, scenario) == real
