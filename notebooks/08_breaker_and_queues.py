@@ -315,8 +315,8 @@ assert runs[2]["acme"].max_wait > runs[None]["acme"].max_wait
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.5), sharey=True)
-for ax, stat in zip(axes, ("mean_wait", "max_wait")):
-    for offset, (cap, waits) in zip((-0.2, 0.2), runs.items()):
+for ax, stat in zip(axes, ("mean_wait", "max_wait"), strict=True):
+    for offset, (cap, waits) in zip((-0.2, 0.2), runs.items(), strict=True):
         ax.bar([i + offset for i in range(len(FLOOD))],
                [getattr(waits[a], stat) for a in FLOOD], width=0.4,
                label="no cap" if cap is None else f"cap {cap}")

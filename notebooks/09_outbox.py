@@ -173,7 +173,8 @@ try:
 except RuntimeError as exc:
     print(f"RuntimeError: {exc}")
 print(f"order 5 in orders: {any(o['id'] == 5 for o in orders())}")
-print(f"order 5 in outbox: {any(r['message_id'] == 'order:5:placed:v1' for r in outbox.rows(shop))}")
+in_outbox = any(r["message_id"] == "order:5:placed:v1" for r in outbox.rows(shop))
+print(f"order 5 in outbox: {in_outbox}")
 assert not any(o["id"] == 5 for o in orders())
 assert [r["message_id"] for r in outbox.rows(shop)] == ["order:3:placed:v1", "order:4:placed:v1"]
 

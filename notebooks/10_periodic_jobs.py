@@ -245,7 +245,8 @@ def reconcile_after_prune(retention_s):
     Worker(fast.store, HANDLERS, world=world).run_until_idle()
     return {"retention": f"{retention_s / DAY:g} days", "jobs pruned": pruned,
             "slow scheduler enqueued": [f.fire_iso for f in again],
-            "charges for slot 01:00": world.count(slot_key("billing", LAB_EPOCH + HOUR), "payments")}
+            "charges for slot 01:00": world.count(slot_key("billing", LAB_EPOCH + HOUR),
+                                                  "payments")}
 
 
 retention = [reconcile_after_prune(0.0), reconcile_after_prune(7 * DAY)]
