@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import multiprocessing
+import queue
 import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from labkit.grading.core import Checks, Namespace, expect
+from labkit.grading.core import CheckFailed, Checks, Namespace, expect
 from labkit.grading.labdb import add_job, connect, lab_db
 
 CHECKS = Checks("ex03", hidden=True)
@@ -43,9 +44,22 @@ def no_double_claim_across_processes(ns: Namespace) -> None:
         procs = [ctx.Process(target=_worker, args=(claim, path, f"p{i}", out)) for i in range(3)]
         for p in procs:
             p.start()
-        results = [out.get(timeout=25) for _ in procs]
-        for p in procs:
-            p.join(5)
+        try:
+            results = [out.get(timeout=20) for _ in procs]
+        except queue.Empty:
+            raise CheckFailed(
+                "3 processes to claim 30 jobs within 20s",
+                "a process never finished (does claim loop or wait when jobs are ready?)",
+                "claim runs one UPDATE ... RETURNING and returns at once",
+            ) from None
+        finally:
+            # A student's loop must not outlive the check: grading exits with os._exit,
+            # which would leave spinning children behind.
+            for p in procs:
+                p.join(1)
+                if p.is_alive():
+                    p.kill()
+                    p.join(5)
     errors = [x for _, got in results for x in got if isinstance(x, str)]
     expect(not errors, "no errors in 3 claiming processes", "; ".join(errors[:2]))
     counts = Counter(x for _, got in results for x in got)
