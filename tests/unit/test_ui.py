@@ -93,6 +93,19 @@ def test_redrive_selected_sends_back_only_the_ticked_job_with_its_key(store, dea
     assert "redrove 1 job(s)" in shown and "shop:1:stock" in shown
     assert shown == f"<pre>{screen.text}</pre>"  # the plain text notebooks print
     assert store.counts()["pending"] == 1 and "pending" in shown  # counts after the redrive
+    notes = store.conn.execute(
+        "SELECT note FROM redrives WHERE job_id = :id", {"id": dead["stock"]}).fetchall()
+    assert [n[0] for n in notes] == ["stock API back"]  # the why is stored with the redrive
+
+
+def test_refresh_keeps_the_ticks_of_rows_still_shown(store, dead):
+    screen = dead_letter_screen(store)
+    screen.checkboxes[dead["order"]].value = True
+    screen.checkboxes[dead["stock"]].value = True
+    store.redrive(dead["stock"], note="from the CLI")  # leaves the dead-letter queue
+    screen.refresh_button.click()
+    assert set(screen.checkboxes) == {dead["order"], dead["order2"]}
+    assert screen.selected() == [dead["order"]]  # the tick survived; order2 was never ticked
 
 
 def test_dry_run_lists_the_selection_and_changes_nothing(store, dead):
@@ -166,7 +179,9 @@ def test_fault_panel_correct_strategy_is_ok_under_a_lost_response(tmp_path: Path
     panel = fault_panel(strategies=["idempotency_key"], workdir=tmp_path)
     panel.point.value = "lost_response"
     panel.run_button.click()
-    assert panel.last is not None and panel.last.fired  # the reply really was lost
+    assert panel.last is not None  # the reply really was lost, not a crash at that point:
+    assert panel.last.fired == ("lose_response at lost_response n=1",)
+    assert "lost_response:lose_response nth=1" in panel.last.replay
     with World(tmp_path / "fault-run" / "world.db", FakeClock()) as world:
         assert world.count(CHARGE_KEY) == 1
     assert "verdict : ok" in text(panel.result)
