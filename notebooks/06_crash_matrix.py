@@ -28,8 +28,9 @@
 # 4. draw the attempts per worker on a timeline;
 # 5. crash six strategies at every point: the strategy × crash-point table;
 # 6. confirm a column of it with real `kill -9`;
-# 7. prove the three fixes: one transaction, an Idempotency-Key, reconciliation;
-# 8. see why acking late is not enough.
+# 7. to 9. prove the three fixes: one transaction, an Idempotency-Key, reconciliation;
+# 10. see why acking late is not enough;
+# 11. try any cell yourself on the fault panel.
 
 # %% [markdown]
 # ## Setup
@@ -535,6 +536,35 @@ assert [(r["charges"], r["w1's late ack"], r["result"]) for r in slow] == [
 # promise is worth.
 
 # %% [markdown]
+# ## 11. Try it yourself: the fault panel
+#
+# `labkit.ui.fault_panel()` runs one cell of the table at a time: pick a strategy, a
+# crash point and a seed, press **Run**, and read the verdict, the charges the world
+# recorded and the replay line. Its widgets only show in a live notebook, so this
+# cell's output is not compared.
+
+# %% tags=["nbval-ignore-output"]
+from labkit.ui import fault_panel, row_text
+
+panel = fault_panel(workdir=folder)
+panel
+
+# %% [markdown]
+# The panel can be driven from code too. Here it runs `check_then_act` with a crash
+# at ④ `before_commit`: the strategy looks careful (it checks its ledger first), yet the
+# world holds two charges, exactly as its cell in the table says.
+
+# %%
+panel.strategy.value = "check_then_act"
+panel.point.value = "before_commit"
+panel.seed.value = SEED
+panel.run_button.click()
+print(row_text(panel.last))
+assert panel.last.fired == ("crash at before_commit n=1",)
+assert (panel.last.outcome, panel.last.effects) == ("duplicate", 2)
+assert panel.last.outcome == matrix.outcome("check_then_act", "before_commit")
+
+# %% [markdown]
 # ## What you should see
 #
 # | step | what the records show |
@@ -548,6 +578,7 @@ assert [(r["charges"], r["w1's late ack"], r["result"]) for r in slow] == [
 # | Idempotency-Key | calls `ok`, `replayed`; one charge; another amount is refused |
 # | reconciliation | one call (`ok_response_lost`), the retry adopts `ch_1`; one charge |
 # | slow worker past its lease | w1's late ack gets `LeaseLost`, the result is w2's; `ack_late` 2 charges, `idempotency_key` 1 |
+# | the fault panel, `check_then_act` at ④ | verdict `duplicate`, 2 charges, the same as its cell in the table |
 #
 # ## Glossary
 #
