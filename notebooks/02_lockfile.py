@@ -38,8 +38,8 @@ import sys
 from collections import Counter
 from select import select
 
-from labkit.clock import LAB_EPOCH, FakeClock, isoformat
-from labkit.errors import AlreadyRunning, SimulatedCrash
+from labkit.clock import LAB_EPOCH, FakeClock
+from labkit.errors import SimulatedCrash
 from labkit.faults import FaultPlan
 from labkit.lock import read_holder, single_instance
 from labkit.report import show

@@ -36,7 +36,7 @@ from labkit.clock import FakeClock, isoformat
 from labkit.errors import InvalidTransition, LeaseLost
 from labkit.job import TRANSITIONS, JobState
 from labkit.keys import operation_key
-from labkit.report import format_table, jobs_table, show
+from labkit.report import jobs_table, show
 from labkit.scratch import fresh_dir
 from labkit.store import JobStore
 

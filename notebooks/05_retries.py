@@ -180,7 +180,7 @@ for name, backoff in STRATEGIES.items():
             retry_times[name].append((t, client))
 
 fig, axes = plt.subplots(4, 1, figsize=(10, 8), sharex=True)
-for ax, (name, points) in zip(axes, retry_times.items()):
+for ax, (name, points) in zip(axes, retry_times.items(), strict=True):
     ax.scatter([t for t, _ in points], [c for _, c in points], s=2)
     ax.set_title(name, fontsize=10, loc="left")
     ax.set_ylabel("client")
