@@ -5,6 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/notebooks/sanitize.cfg --nbval-cell-timeout=60
 PORT ?= 8888
+# Jupyter refuses to start as root (common in containers) unless told it is deliberate.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: lab test lint venv venv-test notebooks notebook check-one release soak bench clean
 
@@ -34,10 +36,10 @@ venv-test: $(VENV)/.installed-test
 # instead of opening a browser: copy it into a browser, through an SSH tunnel if needed.
 lab: venv
 	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ] || [ "$$(uname)" = "Darwin" ]; then \
-		$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT); \
+		$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT) $(ALLOW_ROOT); \
 	else \
 		echo "No display found: starting JupyterLab headless; open the http://127.0.0.1:$(PORT)/lab?token=... URL printed below."; \
-		$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT) --no-browser --ip=127.0.0.1; \
+		$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT) --no-browser --ip=127.0.0.1 $(ALLOW_ROOT); \
 	fi
 
 # Every test, every notebook (nbval, strict), and the exercises' release check.
