@@ -510,6 +510,49 @@ ZOO: list[tuple[str, str, str, str]] = [
 ]
 
 
+#: What the named check must say it expected, for each mistake: the failure is about the
+#: mistake itself, not a side effect that a later edit of the check could stop catching.
+SAYS: dict[str, str] = {
+    "key from uuid4 per attempt": "the same key for the same intent",
+    "key from a timestamp": "the same key three days later",
+    "key from datetime.now()": "the same key three days later",
+    "fingerprint without sort_keys (dict order)": "keys in another order",
+    "conflict overwrites the first payload": "IdempotencyConflict for the same key",
+    "dedup by payload instead of key": "two different keys with the same payload",
+    "pidfile with O_EXCL goes stale after kill -9": "killed with SIGKILL",
+    "refusal without the holder's pid": "naming the holder's pid",
+    "lock kept when the block raises": "after an error inside the block",
+    "open(path, 'w') wipes the holder before locking": "still naming the holder",
+    "claim by SELECT then UPDATE": "each job claimed by exactly one worker",
+    "claim without attempt + 1": "attempt 1 after the first claim",
+    "the worker's name as the lease token": "different tokens for two claims",
+    "expired leases never come back": "lease expired at 50",
+    "run_after ignored": "due later",
+    "backoff without a cap": "delays within [0, 60]",
+    "exponential backoff without jitter": "different delays (jitter)",
+    "jitter from the random module": "two rngs with the same seed",
+    "Retry-After ignored": "Retry-After: 120",
+    "every error retried": "None for HTTP 400",
+    "no deadline": "deadline",
+    "no idempotency key (at-least-once)": "exactly one charge after a crash",
+    "check-then-act in two transactions": "exactly one charge after a crash",
+    "a new idempotency key per attempt": "exactly one charge after a lost reply",
+    "ack before the effect": "exactly one charge after a crash at after_commit",
+    "ledger entry and mark in two transactions": "after the first ledger commit",
+    "one constant idempotency key": "one charge per invoice",
+    "redrive as a copy with a new key": "still one row in jobs",
+    "redrive of everything, limit ignored": "with limit=2",
+    "redrive without resetting attempts": "'attempt': 0",
+    "the raw error stored, secrets and all": "the password and the token redacted",
+    "dead letter without the token fence": "False for a stale token",
+    "no limit required": "ValueError for limit=None",
+    "failures counted in total, not in a row": "never 3 failures in a row",
+    "half open lets everyone through": "the callers behind the trial",
+    "a failed trial keeps the old cooldown": "10 s after the failed trial",
+    "cooldown timed with the wall clock": "the fake clock did not move",
+}
+
+
 @pytest.mark.parametrize(
     ("exercise", "mistake", "check", "source"), ZOO, ids=[f"{e}: {m}" for e, m, _, _ in ZOO]
 )
@@ -522,6 +565,7 @@ def test_wrong_solution_fails_the_check_that_names_its_mistake(
     assert named.status == "failed", f"{mistake}: {check} was {named.status}"
     assert named.earned == 0 and named.expected and named.got and named.hint
     assert "Traceback" not in named.got
+    assert SAYS[mistake] in named.expected, f"{mistake}: {check} said {named.expected!r}"
     passed = [o.check for o in outcomes.values() if o.status == PASSED]
     assert passed, f"{mistake}: every check failed, the feedback would not point at the mistake"
 
@@ -532,4 +576,5 @@ def test_the_zoo_covers_every_exercise_three_times() -> None:
     from labkit.grading import catalog
 
     counts = Counter(e for e, *_ in ZOO)
+    assert sorted(SAYS) == sorted(m for _, m, _, _ in ZOO)
     assert all(counts[e] >= 3 for e in catalog.exercises()), counts
