@@ -34,7 +34,10 @@
 # | 05 | retries, backoff and jitter |
 # | 06 | a crash between the effect and the ack |
 # | 07 | dead letters and redrive |
-# | 08–13 | planned: circuit breaker, outbox, periodic jobs, observability, request-reply, production |
+# | 08 | a circuit breaker, a queue per account, a serial queue |
+# | 09 | the transactional outbox and its relay |
+# | 10 | periodic jobs: two schedulers, one run per slot |
+# | 11–13 | planned: observability, request-reply, production |
 
 # %% [markdown]
 # ## Setup
