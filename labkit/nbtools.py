@@ -42,6 +42,7 @@ def refresh(py_path: Path, timeout: int = 120) -> float:
         cell["id"] = f"cell-{index:03d}"
         if cell.cell_type == "code":
             cell.outputs = _coalesce_streams(cell.outputs)
+            _stable_widget_ids(cell.outputs, f"cell-{index:03d}")
     jupytext.write(nb, py_path.with_suffix(".ipynb"))
     return elapsed
 
@@ -61,6 +62,23 @@ def _coalesce_streams(outputs: list[Any]) -> list[Any]:
         else:
             merged.append(out)
     return merged
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def _stable_widget_ids(outputs: list[Any], prefix: str) -> None:
+    """Name each displayed widget after its cell: the kernel's random model id is noise.
+
+    The widget state is not stored (``store_widget_state=False``), so the id points at
+    nothing either way; a fixed one keeps re-runs byte-identical.
+    """
+    count = 0
+    for out in outputs:
+        view = out.get("data", {}).get(WIDGET_VIEW)
+        if isinstance(view, dict) and "model_id" in view:
+            view["model_id"] = f"{prefix}-widget-{count}"
+            count += 1
 
 
 def main(argv: list[str] | None = None) -> int:
