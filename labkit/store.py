@@ -14,6 +14,7 @@ behaviour under crashes is the lesson.
 from __future__ import annotations
 
 import json
+import os
 import random
 import sqlite3
 import threading
@@ -198,9 +199,26 @@ class JobStore:
                     "conn.execute('BEGIN') first (or use a connection in Python's default "
                     "transaction mode) so the job commits or rolls back with your write"
                 )
+            self._check_same_file(conn)
             return self._insert(conn, params)
         with self._tx() as own:
             return self._insert(own, params)
+
+    def _check_same_file(self, conn: sqlite3.Connection) -> None:
+        """Refuse a connection to another file: the job would land in the wrong database."""
+        main = next(
+            (row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), ""
+        )
+        try:
+            same = bool(main) and os.path.samefile(main, self.path)
+        except OSError:
+            same = False
+        if not same:
+            raise StoreError(
+                f"enqueue(conn=...) got a connection to {main or 'an in-memory database'}, "
+                f"not to this store's file {self.path}; open the connection on {self.path} "
+                "so your write and the job share one transaction"
+            )
 
     def _insert(self, conn: sqlite3.Connection, params: dict[str, Any]) -> tuple[Job, bool]:
         # A cursor of our own, so a caller's connection keeps its own row_factory.

@@ -274,7 +274,8 @@ def test_dead_keeps_reason_class_and_a_sanitized_truncated_message(store, db_pat
     error = PermanentError(
         "upstream said no: password=hunter2 token=tok-98765 "
         "headers={'Authorization': 'Basic abcDEF123456'} retry with Bearer s3cr3tBearer "
-        + "x" * 2000
+        + "x"
+        * 2000
     )
     store.enqueue("k", {}, key="a")
     dead = store.fail(store.claim("w"), error)
@@ -353,7 +354,11 @@ def test_redrive_where_needs_a_limit_and_respects_it(store):
     assert len(preview) == 3 and store.counts()["dead"] == 4
     done = store.redrive_where(limit=3, kind="k")
     assert len(done) == 3 and store.counts() == {
-        "pending": 3, "running": 0, "succeeded": 0, "retry_wait": 0, "dead": 1
+        "pending": 3,
+        "running": 0,
+        "succeeded": 0,
+        "retry_wait": 0,
+        "dead": 1,
     }
     assert store.redrive_where(limit=5, kind="other") == []
 
@@ -438,6 +443,27 @@ def test_enqueue_with_conn_in_autocommit_without_a_transaction_is_refused(store,
         store.enqueue("k", {}, key="a", conn=conn)
     conn.close()
     assert store.get_by_key("a") is None
+
+
+@pytest.mark.parametrize("other", ["another_store", "memory"])
+def test_enqueue_with_conn_to_another_database_is_refused(store, tmp_path, clock, other):
+    # Another labkit file has a jobs table too: without the check the job would commit
+    # into the wrong database and this store would never run it.
+    if other == "another_store":
+        elsewhere = JobStore(tmp_path / "elsewhere.db", clock=clock)
+        conn = sqlite3.connect(elsewhere.path)
+    else:
+        conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY)")
+    conn.execute("INSERT INTO orders DEFAULT VALUES")
+    with pytest.raises(StoreError, match="not to this store's file"):
+        store.enqueue("k", {}, key="a", conn=conn)
+    conn.rollback()
+    conn.close()
+    assert store.get_by_key("a") is None
+    if other == "another_store":
+        assert elsewhere.get_by_key("a") is None
+        elsewhere.close()
 
 
 def test_a_redrive_opens_a_fresh_deadline_window(db_path, clock):
