@@ -469,22 +469,35 @@ ZOO: list[tuple[str, str, str, str]] = [
                                       dry_run=dry_run)
     """,
     ),
-    ("ex07", "failures counted in total, not in a row", "opens_after_consecutive_failures", """
+    (
+        "ex07",
+        "failures counted in total, not in a row",
+        "opens_after_consecutive_failures",
+        """
         _Reference = Breaker
         class Breaker(_Reference):
             def record_success(self):
                 self.state, self.trial_out = "closed", False
-    """),
-    ("ex07", "half open lets everyone through", "half_open_allows_one_trial", """
+    """,
+    ),
+    (
+        "ex07",
+        "half open lets everyone through",
+        "half_open_allows_one_trial",
+        """
         _Reference = Breaker
         class Breaker(_Reference):
             def allow(self):
                 if self.state == "open" and self.clock.now() >= self.opened_at + self.cooldown_s:
                     self.state = "half_open"
                 return self.state != "open"
-    """),
-    ("ex07", "a failed trial keeps the old cooldown",
-     "trial_failure_reopens_for_a_full_cooldown", """
+    """,
+    ),
+    (
+        "ex07",
+        "a failed trial keeps the old cooldown",
+        "trial_failure_reopens_for_a_full_cooldown",
+        """
         _Reference = Breaker
         class Breaker(_Reference):
             def record_failure(self):
@@ -493,8 +506,13 @@ ZOO: list[tuple[str, str, str, str]] = [
                     self.state, self.trial_out = "open", False
                 elif self.failures >= self.threshold:
                     self.state, self.opened_at = "open", self.clock.now()
-    """),
-    ("ex07", "cooldown timed with the wall clock", "ignores_the_wall_clock", """
+    """,
+    ),
+    (
+        "ex07",
+        "cooldown timed with the wall clock",
+        "ignores_the_wall_clock",
+        """
         import time
         _Reference = Breaker
         class Breaker(_Reference):
@@ -506,7 +524,8 @@ ZOO: list[tuple[str, str, str, str]] = [
                 if self.state == "open" and time.time() >= self.opened_wall + self.cooldown_s:
                     self.state, self.trial_out = "half_open", False
                 return super().allow() if self.state != "open" else False
-    """),
+    """,
+    ),
 ]
 
 

@@ -34,20 +34,29 @@ def starts_closed(ns: Namespace) -> None:
     expect(all(breaker.allow() for _ in range(5)), "allow() True while closed", "False")
 
 
-@CHECKS.add(2, "count failures in a row: a success resets the count, and the breaker opens "
-               "when the count reaches threshold")
+@CHECKS.add(
+    2,
+    "count failures in a row: a success resets the count, and the breaker opens "
+    "when the count reaches threshold",
+)
 def opens_after_consecutive_failures(ns: Namespace) -> None:
     breaker, _ = _breaker(ns)
     for outcome in ("fail", "fail", "ok", "fail", "fail"):
         breaker.record_failure() if outcome == "fail" else breaker.record_success()
-    expect(breaker.state == "closed",
-           "still closed: fail, fail, ok, fail, fail is never 3 failures in a row", breaker.state)
+    expect(
+        breaker.state == "closed",
+        "still closed: fail, fail, ok, fail, fail is never 3 failures in a row",
+        breaker.state,
+    )
     breaker.record_failure()
     expect(breaker.state == "open", "open at the 3rd failure in a row", breaker.state)
 
 
-@CHECKS.add(2, "while open, allow() is False until cooldown_s has passed on the clock you "
-               "were given (clock.now()), never the wall clock")
+@CHECKS.add(
+    2,
+    "while open, allow() is False until cooldown_s has passed on the clock you "
+    "were given (clock.now()), never the wall clock",
+)
 def open_refuses_until_the_cooldown(ns: Namespace) -> None:
     breaker, clock = _open(ns)
     expect(breaker.allow() is False, "allow() False right after opening", "True")
@@ -55,8 +64,11 @@ def open_refuses_until_the_cooldown(ns: Namespace) -> None:
     expect(breaker.allow() is False, "allow() False 29.9 s into a 30 s cooldown", "True")
 
 
-@CHECKS.add(2, "after the cooldown, go half_open and let ONE trial call through; the next "
-               "callers wait for its result (otherwise a crowd hits a service that is down)")
+@CHECKS.add(
+    2,
+    "after the cooldown, go half_open and let ONE trial call through; the next "
+    "callers wait for its result (otherwise a crowd hits a service that is down)",
+)
 def half_open_allows_one_trial(ns: Namespace) -> None:
     breaker, clock = _open(ns)
     clock.advance(30.0)
@@ -76,12 +88,16 @@ def trial_success_closes(ns: Namespace) -> None:
     expect(breaker.state == "closed", "state 'closed' after a successful trial", breaker.state)
     breaker.record_failure()
     breaker.record_failure()
-    expect(breaker.state == "closed", "closed after 2 new failures (count was reset)",
-           breaker.state)
+    expect(
+        breaker.state == "closed", "closed after 2 new failures (count was reset)", breaker.state
+    )
 
 
-@CHECKS.add(2, "a failed trial opens the breaker again with a fresh cooldown from now "
-               "(opened_at = clock.now()), not the old one")
+@CHECKS.add(
+    2,
+    "a failed trial opens the breaker again with a fresh cooldown from now "
+    "(opened_at = clock.now()), not the old one",
+)
 def trial_failure_reopens_for_a_full_cooldown(ns: Namespace) -> None:
     breaker, clock = _open(ns)
     clock.advance(30.0)
