@@ -65,12 +65,14 @@ def claim(conn, worker: str, now: float, lease_s: float):
 
 
 # %% [markdown]
-# A table to try your claim on: two jobs, claimed by two workers.
+# A table to try your claim on, with two ready jobs. Once `claim` is written,
+# `claim(conn, "w1", 100.0, 30.0)` leases one to w1, a second call with "w2" the other,
+# and a third returns None; `all_jobs(conn)` shows the rows.
 
 # %%
 conn = exercise_db(fresh_dir("ex03"))
-add_job(conn, "mail:1:send:v1")
-add_job(conn, "mail:2:send:v1")
+for n in (1, 2):
+    add_job(conn, f"mail:{n}:send:v1")
 
 # %% [markdown]
 # ## Check your work
