@@ -107,6 +107,11 @@ def release(solutions: Path, out: Path) -> list[Path]:
     Stale ``exNN_*.ipynb`` files in ``out`` (an exercise renamed or removed) are deleted,
     so ``out`` always equals the release of ``solutions``.
     """
+    if Path(out).resolve() == Path(solutions).resolve():
+        raise ReleaseError(
+            f"{out} is the solutions folder: releasing into it would replace every "
+            "solution with its stub; pass another folder, such as exercises"
+        )
     sources = solution_notebooks(solutions)
     if not sources:
         raise ReleaseError(f"no exNN_name.ipynb notebooks in {solutions}")

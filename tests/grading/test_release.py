@@ -112,3 +112,13 @@ def test_release_refuses_a_notebook_without_a_check_cell(tmp_path: Path) -> None
     assert main(["release", str(tmp_path / "out"), "--solutions", str(tmp_path / "src")]) == 2
     assert not (tmp_path / "out" / "ex09_demo.ipynb").exists()
     assert json.loads(nbformat.writes(nb))  # the source itself was left alone
+
+
+def test_release_refuses_to_write_over_the_solutions(tmp_path: Path) -> None:
+    solutions = tmp_path / "solutions"
+    solutions.mkdir()
+    source = next(SOLUTIONS.glob("ex01_*.ipynb"))
+    (solutions / source.name).write_bytes(source.read_bytes())
+    with pytest.raises(ReleaseError, match="solutions folder"):
+        release(solutions, solutions / ".." / "solutions")
+    assert (solutions / source.name).read_bytes() == source.read_bytes()
