@@ -62,6 +62,7 @@ notebooks: venv-test
 
 # Check one lesson the way CI does: make check-one NB=04_job_table
 check-one: venv-test
+	@test -n "$(NB)" || { echo "usage: make check-one NB=04_job_table"; exit 2; }
 	$(BIN)/python -m pytest -p no:cacheprovider notebooks/$(NB).ipynb $(NBVAL)
 
 release: venv-test
