@@ -49,6 +49,18 @@ class Effect:
         self.after(i)
 
 
+def peak_rss_kb() -> int:
+    """This process's own peak RSS (VmHWM).
+
+    Not ``getrusage().ru_maxrss``: Linux carries that across ``exec``, so a child would
+    report its parent's size at fork whenever the parent was bigger.
+    """
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def main(spec: dict) -> dict:
     adapter = ADAPTERS[spec["adapter"]](Path(spec["dir"]))
     out: dict = {}
@@ -95,7 +107,7 @@ def main(spec: dict) -> dict:
         out["t_end"] = time.monotonic()
         out["done"] = done
         out["errors"] = dict(errors)
-    out["maxrss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out["maxrss_kb"] = peak_rss_kb()
     adapter.close()
     return out
 
