@@ -63,7 +63,12 @@ def apply_mutant(name: str) -> None:
     for statement, old, new in MUTANTS[name]:
         if old not in SQL[statement]:
             raise SystemExit(f"mutant {name}: {old!r} not found in SQL[{statement!r}]")
-        SQL[statement] = SQL[statement].replace(old, new)
+        # Every claim variant (e.g. a single-queue fast path) carries the same rule.
+        targets = [statement] + (
+            [n for n in SQL if n.startswith("claim_")] if statement == "claim" else []
+        )
+        for target in targets:
+            SQL[target] = SQL[target].replace(old, new)
 
 
 def complete_with_effect(store: JobStore, job: Job, after_effect: Any = None) -> bool:
