@@ -19,7 +19,7 @@ import random
 import sqlite3
 import threading
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,9 @@ SQL = queries.load("store.sql")
 #: How the dead reasons of jobs that died of a transient cause begin: the retry policy's
 #: "attempts exhausted" and "deadline passed", and the crash-loop cap's "lease expired".
 #: Retrying these later may work; the others (permanent errors) need their cause fixed.
+#: At most this long (clock seconds) between sweeps of exhausted expired leases to dead
+#: while claims keep finding work; a claim that comes up short always sweeps.
+BURY_EVERY_S = 1.0
 RETRYABLE_DEAD_REASONS = ("attempts exhausted", "deadline passed", "lease expired")
 JOB_DATABASE = dbfile.FileKind(
     noun="database file",
@@ -93,6 +96,7 @@ class JobStore:
         if synchronous.upper() not in dbfile.SYNCHRONOUS:
             raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         self._lock = threading.RLock()
+        self._next_bury = float("-inf")
         dbfile.check_file(self.path, JOB_DATABASE)
         self.conn = self._connect(synchronous.upper())
         self._migrate()
@@ -199,12 +203,12 @@ class JobStore:
                     "conn.execute('BEGIN') first (or use a connection in Python's default "
                     "transaction mode) so the job commits or rolls back with your write"
                 )
-            self._check_same_file(conn)
+            self._check_same_file(conn, "enqueue")
             return self._insert(conn, params)
         with self._tx() as own:
             return self._insert(own, params)
 
-    def _check_same_file(self, conn: sqlite3.Connection) -> None:
+    def _check_same_file(self, conn: sqlite3.Connection, operation: str) -> None:
         """Refuse a connection to another file: the job would land in the wrong database."""
         main = next(
             (row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), ""
@@ -215,9 +219,10 @@ class JobStore:
             same = False
         if not same:
             raise StoreError(
-                f"enqueue(conn=...) got a connection to {main or 'an in-memory database'}, "
-                f"not to this store's file {self.path}; open the connection on {self.path} "
-                "so your write and the job share one transaction"
+                f"{operation}(conn=...) got a connection to "
+                f"{main or 'an in-memory database'}, not to this store's file {self.path}; "
+                f"open the connection on {self.path} so your write and the job's change "
+                "share one transaction"
             )
 
     def _insert(self, conn: sqlite3.Connection, params: dict[str, Any]) -> tuple[Job, bool]:
@@ -264,6 +269,13 @@ class JobStore:
         lease_s: float = 30.0,
     ) -> list[Job]:
         """Lease up to ``limit`` ready jobs in one transaction, oldest due first."""
+        if isinstance(queues, str):
+            queues = (queues,)
+        if len(queues) == 1:
+            # One queue: an index-ordered scan that stops after ``limit`` rows.
+            return self._claim(
+                worker, queues, lease_s, limit, SQL["claim_one_queue"], {"queue": queues[0]}
+            )
         return self._claim(worker, queues, lease_s, limit, SQL["claim"])
 
     def _claim(
@@ -296,18 +308,38 @@ class JobStore:
             **(extra or {}),
         }
         with self._tx() as conn:
-            conn.execute(SQL["bury_exhausted"], params)
             rows = conn.execute(sql, params).fetchall()
+            # The claim never hands out a job whose crashes used up its attempts, so
+            # moving such jobs to dead can wait until a claim comes up short (the queue
+            # has nothing else to give) or a second has passed: a busy worker does not
+            # pay for the sweep on every job.
+            if len(rows) < limit or params["now"] >= self._next_bury:
+                conn.execute(SQL["bury_exhausted"], params)
+                self._next_bury = params["now"] + BURY_EVERY_S
         return sorted((Job.from_row(r) for r in rows), key=lambda j: (j.run_after, j.id))
 
     # -- finishing ---------------------------------------------------------------------
 
-    def _fenced(self, name: str, job: Job, params: dict[str, Any]) -> Job:
+    def _fenced(
+        self,
+        name: str,
+        job: Job,
+        params: dict[str, Any],
+        conn: sqlite3.Connection | None = None,
+    ) -> Job:
+        """Run a statement that only the holder of ``job``'s lease token may run.
+
+        With ``conn``, it runs inside the caller's open transaction (a cursor of our own,
+        so the caller's row_factory stays as it was); otherwise in one of ours.
+        """
         params = {"id": job.id, "token": job.lease_token, "now": self.clock.now(), **params}
-        with self._tx() as conn:
-            row = conn.execute(SQL[name], params).fetchone()
+        tx = nullcontext(conn) if conn is not None else self._tx()
+        with tx as open_conn:
+            cur = open_conn.cursor()
+            cur.row_factory = sqlite3.Row
+            row = cur.execute(SQL[name], params).fetchone()
             if row is None:
-                current = conn.execute(SQL["job_by_id"], {"id": job.id}).fetchone()
+                current = cur.execute(SQL["job_by_id"], {"id": job.id}).fetchone()
         if row is not None:
             return Job.from_row(row)
         if current is None:
@@ -317,7 +349,8 @@ class JobStore:
             f"{name} refused for job {job.id} (attempt {job.attempt}, worker "
             f"{job.lease_owner}): it is now {current['state']} at attempt {current['attempt']}"
             + (f", held by {now_holder}" if now_holder else "")
-            + ". The lease expired and the job moved on; this worker's result is discarded."
+            + ". The lease expired and the job moved on; this worker's result is discarded"
+            + (" (roll back your transaction)." if conn is not None else ".")
         )
 
     def heartbeat(self, job: Job, lease_s: float = 30.0) -> Job:
@@ -326,9 +359,49 @@ class JobStore:
             raise ValueError("lease_s must be positive")
         return self._fenced("heartbeat", job, {"lease_s": float(lease_s)})
 
-    def complete(self, job: Job, result: Any = None) -> Job:
-        """Mark the job succeeded; LeaseLost (and nothing changed) if the lease moved on."""
-        return self._fenced("complete", job, {"result": json.dumps(result, default=str)})
+    def complete(
+        self, job: Job, result: Any = None, conn: sqlite3.Connection | None = None
+    ) -> Job:
+        """Mark the job succeeded; LeaseLost (and nothing changed) if the lease moved on.
+
+        With ``conn=`` (a connection to this database with an open transaction) the
+        completion joins the caller's transaction: an effect written on ``conn`` and the
+        completion commit together or not at all (the ledger pattern). On LeaseLost the
+        caller must roll back, which also discards the effect.
+        """
+        params = {"result": json.dumps(result, default=str)}
+        if conn is not None:
+            if not conn.in_transaction:
+                raise StoreError(
+                    "complete(conn=...) needs an open transaction on that connection; run "
+                    "conn.execute('BEGIN IMMEDIATE') first so the effect and the completion "
+                    "commit together"
+                )
+            self._check_same_file(conn, "complete")
+        return self._fenced("complete", job, params, conn)
+
+    def complete_many(
+        self, jobs: Sequence[Job], results: Sequence[Any] | None = None
+    ) -> list[Job]:
+        """Complete several jobs in ONE transaction (one commit), each fenced by its token.
+
+        Returns the jobs that completed; a job whose lease moved on is left unchanged and
+        is missing from the result (the same rule as ``complete``, without the exception,
+        so one lost lease does not undo the others).
+        """
+        results = list(results) if results is not None else [None] * len(jobs)
+        done: list[Job] = []
+        now = self.clock.now()
+        with self._tx() as conn:
+            for job, result in zip(jobs, results, strict=True):
+                row = conn.execute(
+                    SQL["complete"],
+                    {"id": job.id, "token": job.lease_token, "now": now,
+                     "result": json.dumps(result, default=str)},
+                ).fetchone()
+                if row is not None:
+                    done.append(Job.from_row(row))
+        return done
 
     def fail(self, job: Job, error: BaseException) -> Job:
         """Record a failed attempt: retry_wait with backoff while the policy allows, else dead.

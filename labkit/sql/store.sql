@@ -128,6 +128,7 @@ UPDATE jobs
 
 -- claim --
 -- Lease up to :limit ready jobs (pending or retry_wait due, or running with an expired lease) in one statement.
+-- Each branch is cut to :limit before the merge: without the inner LIMITs SQLite sorts every ready job on every claim.
 UPDATE jobs
    SET state = 'running',
        attempt = attempt + 1,
@@ -139,13 +140,48 @@ UPDATE jobs
        updated_at = :now
  WHERE id IN (
        SELECT id FROM (
-           SELECT id, run_after AS due FROM jobs
-            WHERE state IN ('pending', 'retry_wait') AND run_after <= :now
-              AND queue IN (SELECT value FROM json_each(:queues))
+           SELECT * FROM (
+               SELECT id, run_after AS due FROM jobs
+                WHERE state IN ('pending', 'retry_wait') AND run_after <= :now
+                  AND queue IN (SELECT value FROM json_each(:queues))
+                ORDER BY run_after, id
+                LIMIT :limit)
            UNION ALL
-           SELECT id, lease_until AS due FROM jobs
-            WHERE state = 'running' AND lease_until <= :now AND attempt < max_attempts
-              AND queue IN (SELECT value FROM json_each(:queues))
+           SELECT * FROM (
+               SELECT id, lease_until AS due FROM jobs
+                WHERE state = 'running' AND lease_until <= :now AND attempt < max_attempts
+                  AND queue IN (SELECT value FROM json_each(:queues))
+                ORDER BY lease_until, id
+                LIMIT :limit)
+       )
+       ORDER BY due, id
+       LIMIT :limit)
+RETURNING *
+
+-- claim_one_queue --
+-- The claim for a single :queue: the jobs_ready index then yields rows already in (run_after, id) order and the scan stops after :limit.
+UPDATE jobs
+   SET state = 'running',
+       attempt = attempt + 1,
+       lease_owner = :worker,
+       lease_until = :now + :lease_s,
+       lease_token = id || '.' || (1 + (SELECT count(*) FROM attempts a WHERE a.job_id = jobs.id)),
+       updated_at = :now
+ WHERE id IN (
+       SELECT id FROM (
+           SELECT * FROM (
+               SELECT id, run_after AS due FROM jobs
+                WHERE state IN ('pending', 'retry_wait') AND run_after <= :now
+                  AND queue = :queue
+                ORDER BY run_after, id
+                LIMIT :limit)
+           UNION ALL
+           SELECT * FROM (
+               SELECT id, lease_until AS due FROM jobs
+                WHERE state = 'running' AND lease_until <= :now AND attempt < max_attempts
+                  AND queue = :queue
+                ORDER BY lease_until, id
+                LIMIT :limit)
        )
        ORDER BY due, id
        LIMIT :limit)
