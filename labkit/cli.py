@@ -28,7 +28,7 @@ from typing import Any
 from labkit.clock import SystemClock, isoformat
 from labkit.errors import LabkitError
 from labkit.job import Job, JobState
-from labkit.report import format_table
+from labkit.report import age_text, format_table
 from labkit.store import RETRYABLE_DEAD_REASONS, JobStore
 
 
@@ -47,16 +47,6 @@ def _open(path: Path) -> JobStore:
         return JobStore(path, clock=SystemClock())
     except LabkitError as exc:
         raise CliError(str(exc)) from None
-
-
-def _age(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f}m"
-    if seconds < 172_800:
-        return f"{seconds / 3600:.0f}h"
-    return f"{seconds / 86_400:.0f}d"
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -91,7 +81,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
                 "id": d.id,
                 "kind": d.kind,
                 "key": d.key,
-                "age": _age(d.age_s),
+                "age": age_text(d.age_s),
                 "attempts": d.attempts,
                 "redrives": d.redrives,
                 "reason": d.reason,

@@ -44,6 +44,17 @@ def format_table(
     return "\n".join(lines)
 
 
+def age_text(seconds: float) -> str:
+    """A short age for people: 90s, 12m, 8h, 3d (whole units, seconds up to two minutes)."""
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 172_800:
+        return f"{seconds / 3600:.0f}h"
+    return f"{seconds / 86_400:.0f}d"
+
+
 def show(rows: Iterable[Mapping[str, Any] | Any], columns: Sequence[str] | None = None) -> None:
     """Print ``format_table(rows, columns)``."""
     print(format_table(rows, columns))

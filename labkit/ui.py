@@ -34,7 +34,7 @@ from labkit.errors import InvalidTransition, LabkitError, NotFound
 from labkit.explore import Row, run_scenario
 from labkit.faults import LOST_RESPONSE, MATRIX_POINTS, FaultPlan
 from labkit.job import Job, JobState
-from labkit.report import format_table
+from labkit.report import age_text, format_table
 from labkit.scratch import fresh_dir
 from labkit.store import JobStore
 from labkit.strategies import STRATEGIES
@@ -46,17 +46,6 @@ REASON_WIDTH = 48
 
 class NothingSelected(LabkitError, ValueError):
     """Nothing is selected, so nothing was redriven: tick the rows to send back first."""
-
-
-def age_text(seconds: float) -> str:
-    """A short age for people: 45s, 12m, 8h, 3d."""
-    if seconds < 60:
-        return f"{seconds:.0f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f}m"
-    if seconds < 172_800:
-        return f"{seconds / 3600:.0f}h"
-    return f"{seconds / 86_400:.0f}d"
 
 
 def dead_rows(
