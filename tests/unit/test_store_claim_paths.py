@@ -168,3 +168,16 @@ def test_complete_many_commits_the_holders_and_skips_a_lost_lease(store, clock):
     assert sorted(j.key for j in done) == ["b1", "b2"]
     assert store.get(taken.id).state == JobState.RUNNING
     assert store.get(taken.id).lease_owner == "w2"
+
+
+def test_the_one_queue_claim_is_the_general_claim_with_one_queue_filter():
+    # Two copies of the claim must not drift: apart from the queue filter they are equal.
+    def body(name: str) -> str:
+        lines = [ln.strip() for ln in SQL[name].splitlines() if not ln.strip().startswith("--")]
+        return " ".join(" ".join(lines).split())
+
+    general = body("claim")
+    one = body("claim_one_queue").replace(
+        "queue = :queue", "queue IN (SELECT value FROM json_each(:queues))"
+    )
+    assert one == general

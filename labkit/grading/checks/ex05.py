@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from labkit.explore import Row, Scenario, run_scenario
-from labkit.faults import LOST_RESPONSE, FaultPlan
+from labkit.faults import LOST_RESPONSE, POINTS, FaultPlan
 from labkit.grading.core import CheckFailed, Checks, Namespace, expect
 
 CHECKS = Checks(
@@ -200,16 +200,4 @@ def charge_survives_lost_response(ns: Namespace) -> None:
     timeout=30.0,
 )
 def post_survives_every_crash(ns: Namespace) -> None:
-    _judge(
-        ns,
-        "post",
-        (
-            LEDGER_COMMIT,
-            "after_claim",
-            "before_effect",
-            "after_effect",
-            "before_commit",
-            "after_commit",
-            "after_ack",
-        ),
-    )
+    _judge(ns, "post", (LEDGER_COMMIT, *POINTS))
