@@ -26,16 +26,20 @@ from typing import Any
 
 from labkit import dbfile, queries
 from labkit.clock import Clock, SystemClock
-from labkit.errors import (
-    IdempotencyConflict,
-    InvalidTransition,
-    LeaseLost,
-    NotFound,
-    StoreError,
-)
+from labkit.errors import NotFound, StoreError
 from labkit.job import Attempt, Job, JobState
-from labkit.keys import check_payload, fingerprint, is_natural, short, unique_key
-from labkit.redact import describe, sanitize
+from labkit.jobrules import (
+    check_claim_limit,
+    check_lease_s,
+    check_redrive_limit,
+    check_same_operation,
+    enqueue_params,
+    fail_params,
+    lease_lost,
+    not_dead,
+    snooze_params,
+)
+from labkit.redact import sanitize
 from labkit.retry import RetryPolicy
 
 SCHEMA_VERSION = 1
@@ -181,21 +185,9 @@ class JobStore:
         ``IdempotencyConflict``. With ``conn=``, the insert joins the caller's open
         transaction on that connection, so the job exists only if the caller commits.
         """
-        if not isinstance(kind, str) or not kind:
-            raise ValueError("kind must be a non-empty string naming the handler")
-        if not isinstance(max_attempts, int) or max_attempts < 1:
-            raise ValueError(f"max_attempts must be a whole number >= 1, not {max_attempts!r}")
-        text = check_payload(payload)
-        params = {
-            "kind": kind,
-            "queue": queue,
-            "key": key if key is not None else unique_key(),
-            "fingerprint": fingerprint(payload),
-            "payload": text,
-            "max_attempts": max_attempts,
-            "now": self.clock.now(),
-        }
-        params["run_after"] = params["now"] if run_after is None else float(run_after)
+        params = enqueue_params(
+            kind, payload, key, queue, run_after, max_attempts, self.clock.now()
+        )
         if conn is not None:
             if conn.isolation_level is None and not conn.in_transaction:
                 raise StoreError(
@@ -241,15 +233,7 @@ class JobStore:
         if row is not None:
             return Job.from_row(row), True
         existing = Job.from_row(cur.execute(SQL["job_by_key"], params).fetchone())
-        if existing.fingerprint != params["fingerprint"] or existing.kind != params["kind"]:
-            raise IdempotencyConflict(
-                f"key {params['key']!r} already names job {existing.id} "
-                f"(kind {existing.kind!r}, payload fingerprint {short(existing.fingerprint)}), "
-                f"but this call sent kind {params['kind']!r} with fingerprint "
-                f"{short(params['fingerprint'])}. The same key must always carry the same "
-                "operation: build the key from everything that makes the operation distinct, "
-                "or bump its version for a deliberate new one."
-            )
+        check_same_operation(existing, params)
         return existing, False
 
     # -- claiming ----------------------------------------------------------------------
@@ -294,11 +278,9 @@ class JobStore:
         """
         if isinstance(queues, str):
             queues = (queues,)
-        if lease_s <= 0:
-            raise ValueError("lease_s must be positive")
+        check_lease_s(lease_s)
         # SQLite reads a negative LIMIT as "no limit": never let -1 claim the whole queue.
-        if not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be a whole number >= 1, not {limit!r}")
+        check_claim_limit(limit)
         params = {
             "worker": worker,
             "queues": json.dumps(list(queues)),
@@ -344,19 +326,18 @@ class JobStore:
             return Job.from_row(row)
         if current is None:
             raise NotFound(f"job {job.id} does not exist in {self.path}")
-        now_holder = current["lease_owner"] if current["state"] == "running" else None
-        raise LeaseLost(
-            f"{name} refused for job {job.id} (attempt {job.attempt}, worker "
-            f"{job.lease_owner}): it is now {current['state']} at attempt {current['attempt']}"
-            + (f", held by {now_holder}" if now_holder else "")
-            + ". The lease expired and the job moved on; this worker's result is discarded"
-            + (" (roll back your transaction)." if conn is not None else ".")
+        raise lease_lost(
+            name,
+            job,
+            current["state"],
+            current["attempt"],
+            current["lease_owner"],
+            in_caller_tx=conn is not None,
         )
 
     def heartbeat(self, job: Job, lease_s: float = 30.0) -> Job:
         """Extend the lease of a job this worker still holds; LeaseLost otherwise."""
-        if lease_s <= 0:
-            raise ValueError("lease_s must be positive")
+        check_lease_s(lease_s)
         return self._fenced("heartbeat", job, {"lease_s": float(lease_s)})
 
     def complete(
@@ -410,32 +391,17 @@ class JobStore:
         only when the job has a natural key (given at enqueue); a keyless job goes dead
         with "outcome unknown" so a person checks the destination before anything repeats.
         """
-        now = self.clock.now()
         previous, window_start = self._retry_state(job)
-        decision = self.retry.decide(
-            error,
-            job.attempt,
+        params = fail_params(
+            self.retry,
             self.rng,
-            previous=previous,
-            started_at=window_start,
-            now=now,
-            max_attempts=job.max_attempts,
-            # An outcome-unknown failure is retried only for a job keyed by its intent:
-            # the key is what lets the destination (or a ledger) recognise the repeat.
-            idempotent=is_natural(job.key),
-        )
-        return self._fenced(
-            "fail",
             job,
-            {
-                "state": JobState.RETRY_WAIT if decision.retry else JobState.DEAD,
-                "run_after": now + decision.delay if decision.retry else job.run_after,
-                "delay": decision.delay,
-                "error": describe(error),
-                "error_class": type(error).__name__,
-                "dead_reason": None if decision.retry else sanitize(f"{decision.reason}: {error}"),
-            },
+            error,
+            now=self.clock.now(),
+            previous=previous,
+            window_start=window_start,
         )
+        return self._fenced("fail", job, params)
 
     def _retry_state(self, job: Job) -> tuple[float, float]:
         found = self.conn.execute(SQL["retry_state"], {"id": job.id}).fetchone()
@@ -445,12 +411,7 @@ class JobStore:
 
     def snooze(self, job: Job, delay_s: float, reason: str = "snoozed") -> Job:
         """Put a running job back to wait ``delay_s`` without spending an attempt."""
-        now = self.clock.now()
-        return self._fenced(
-            "snooze",
-            job,
-            {"run_after": now + delay_s, "error": sanitize(reason), "error_class": "Snoozed"},
-        )
+        return self._fenced("snooze", job, snooze_params(self.clock.now(), delay_s, reason))
 
     # -- dead letters ------------------------------------------------------------------
 
@@ -461,10 +422,7 @@ class JobStore:
             if before is None:
                 raise NotFound(f"job {job_id} does not exist in {self.path}")
             if before["state"] != JobState.DEAD:
-                raise InvalidTransition(
-                    f"job {job_id} is {before['state']}, not dead; only dead jobs can be "
-                    "redriven (a job in retry_wait will run again by itself)"
-                )
+                raise not_dead(job_id, before["state"])
             params = {"id": job_id, "now": self.clock.now(), "note": sanitize(note)}
             row = conn.execute(SQL["redrive"], params).fetchone()
             conn.execute(SQL["record_redrive"], {**params, "dead_reason": before["dead_reason"]})
@@ -485,8 +443,7 @@ class JobStore:
         ``limit`` has no default so that nobody redrives a whole dead-letter queue by
         accident; ``dry_run=True`` returns what would be redriven and changes nothing.
         """
-        if not isinstance(limit, int) or limit < 1:
-            raise ValueError("limit must be a whole number >= 1: say how many jobs to redrive")
+        check_redrive_limit(limit)
         rows = self.conn.execute(
             SQL["dead_matching"],
             {"kind": kind, "queue": queue, "error_class": error_class, "limit": limit},

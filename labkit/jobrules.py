@@ -1,0 +1,154 @@
+"""The Python side of the job contract that every backend shares, as pure functions.
+
+The SQL differs between SQLite (``labkit.store``) and PostgreSQL
+(``labkit.backends.postgres``); what a backend checks before it writes, how it turns a
+failure into the next state, and what its errors say must not. Each function here
+takes plain values (no connection, no clock), so both stores call the same code and a
+message or a retry rule cannot drift between them.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from labkit.errors import IdempotencyConflict, InvalidTransition, LeaseLost
+from labkit.job import Job, JobState
+from labkit.keys import check_payload, fingerprint, is_natural, short, unique_key
+from labkit.redact import describe, sanitize
+from labkit.retry import RetryPolicy
+
+
+def enqueue_params(
+    kind: str,
+    payload: Any,
+    key: str | None,
+    queue: str,
+    run_after: float | None,
+    max_attempts: int,
+    now: float,
+) -> dict[str, Any]:
+    """Check an enqueue's arguments and return the insert's parameters.
+
+    Raises ValueError (or PayloadError) before anything is written, so bad input loses
+    nothing and says what to fix.
+    """
+    if not isinstance(kind, str) or not kind:
+        raise ValueError("kind must be a non-empty string naming the handler")
+    if not isinstance(max_attempts, int) or max_attempts < 1:
+        raise ValueError(f"max_attempts must be a whole number >= 1, not {max_attempts!r}")
+    text = check_payload(payload)
+    return {
+        "kind": kind,
+        "queue": queue,
+        "key": key if key is not None else unique_key(),
+        "fingerprint": fingerprint(payload),
+        "payload": text,
+        "max_attempts": max_attempts,
+        "now": now,
+        "run_after": now if run_after is None else float(run_after),
+    }
+
+
+def check_same_operation(existing: Job, params: dict[str, Any]) -> None:
+    """Raise IdempotencyConflict unless ``existing`` is the operation ``params`` describe."""
+    if existing.fingerprint != params["fingerprint"] or existing.kind != params["kind"]:
+        raise IdempotencyConflict(
+            f"key {params['key']!r} already names job {existing.id} "
+            f"(kind {existing.kind!r}, payload fingerprint {short(existing.fingerprint)}), "
+            f"but this call sent kind {params['kind']!r} with fingerprint "
+            f"{short(params['fingerprint'])}. The same key must always carry the same "
+            "operation: build the key from everything that makes the operation distinct, "
+            "or bump its version for a deliberate new one."
+        )
+
+
+def check_lease_s(lease_s: float) -> None:
+    """A lease must last some time."""
+    if lease_s <= 0:
+        raise ValueError("lease_s must be positive")
+
+
+def check_claim_limit(limit: int) -> None:
+    """A claim takes a positive whole number of jobs (SQL reads -1 as "no limit")."""
+    if not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"limit must be a whole number >= 1, not {limit!r}")
+
+
+def check_redrive_limit(limit: int) -> None:
+    """``redrive_where`` must be told how many jobs, so nobody redrives a queue by accident."""
+    if not isinstance(limit, int) or limit < 1:
+        raise ValueError("limit must be a whole number >= 1: say how many jobs to redrive")
+
+
+def lease_lost(
+    name: str,
+    job: Job,
+    state: str,
+    attempt: int,
+    holder: str | None,
+    in_caller_tx: bool,
+) -> LeaseLost:
+    """The error for a fenced ``name`` refused because ``job``'s token no longer matches.
+
+    ``state``, ``attempt`` and ``holder`` describe the job as it is now.
+    """
+    now_holder = holder if state == JobState.RUNNING else None
+    return LeaseLost(
+        f"{name} refused for job {job.id} (attempt {job.attempt}, worker "
+        f"{job.lease_owner}): it is now {state} at attempt {attempt}"
+        + (f", held by {now_holder}" if now_holder else "")
+        + ". The lease expired and the job moved on; this worker's result is discarded"
+        + (" (roll back your transaction)." if in_caller_tx else ".")
+    )
+
+
+def not_dead(job_id: int, state: str) -> InvalidTransition:
+    """The error for redriving a job that is not dead."""
+    return InvalidTransition(
+        f"job {job_id} is {state}, not dead; only dead jobs can be "
+        "redriven (a job in retry_wait will run again by itself)"
+    )
+
+
+def fail_params(
+    policy: RetryPolicy,
+    rng: random.Random,
+    job: Job,
+    error: BaseException,
+    *,
+    now: float,
+    previous: float,
+    window_start: float,
+) -> dict[str, Any]:
+    """Decide what a failed attempt leads to; return the fenced ``fail`` update's parameters.
+
+    ``previous`` is the job's last backoff delay (decorrelated jitter grows from it);
+    ``window_start`` is when the deadline window opened: at acceptance, or at the
+    latest redrive, which grants a fresh window.
+    """
+    decision = policy.decide(
+        error,
+        job.attempt,
+        rng,
+        previous=previous,
+        started_at=window_start,
+        now=now,
+        max_attempts=job.max_attempts,
+        # An outcome-unknown failure is retried only for a job keyed by its intent:
+        # the key is what lets the destination (or a ledger) recognise the repeat.
+        idempotent=is_natural(job.key),
+    )
+    return {
+        "state": (JobState.RETRY_WAIT if decision.retry else JobState.DEAD).value,
+        "run_after": now + decision.delay if decision.retry else job.run_after,
+        "delay": decision.delay,
+        "error": describe(error),
+        "error_class": type(error).__name__,
+        "dead_reason": None if decision.retry else sanitize(f"{decision.reason}: {error}"),
+    }
+
+
+def snooze_params(now: float, delay_s: float, reason: str) -> dict[str, Any]:
+    """The fenced ``snooze`` update's parameters: wait ``delay_s`` without an attempt spent."""
+    return {"run_after": now + delay_s, "error": sanitize(reason), "error_class": "Snoozed"}
