@@ -8,7 +8,8 @@ are none, which is how "no SQLITE_BUSY escapes as an error" is checked).
 Spec keys:
 - ``db``, ``name``, ``lease_s``; ``idle_s``: how long to wait for a dead worker's lease.
 - ``mode``: ``ledger`` - the effect is a row of the ``effects`` table inserted in the same
-  transaction as the fenced completion (``complete_with_effect``); ``log`` - the effect
+  transaction as the fenced completion (``complete_with_effect``: ``store.complete`` with
+  ``conn=`` the worker's own connection); ``log`` - the effect
   is a line appended to the file ``log`` (O_APPEND), then ``store.complete`` runs in a
   transaction of its own; ``worker`` - jobs run through ``labkit.worker.Worker`` with the
   handlers below (``effect`` logs a line, ``poison`` SIGKILLs this process).
@@ -28,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -71,32 +73,46 @@ def apply_mutant(name: str) -> None:
             SQL[target] = SQL[target].replace(old, new)
 
 
-def complete_with_effect(store: JobStore, job: Job, after_effect: Any = None) -> bool:
-    """Insert the effect row and run the store's fenced ``complete`` in ONE transaction.
+def ledger_connection(store: JobStore) -> sqlite3.Connection:
+    """The application's own connection to the job database, where effect rows go."""
+    conn = sqlite3.connect(store.path, isolation_level=None, timeout=10)
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
 
-    Uses the store's own connection and its ``complete`` statement. If the lease moved
-    on, ``complete`` matches no row and the whole transaction - effect included - rolls
-    back. Returns whether the job was completed.
+
+def complete_with_effect(
+    store: JobStore,
+    job: Job,
+    after_effect: Any = None,
+    conn: sqlite3.Connection | None = None,
+) -> bool:
+    """Insert the effect row and ``store.complete(job, conn=conn)`` in ONE transaction.
+
+    ``conn`` is the application's connection (one is opened for this call if none is
+    given). If the lease moved on, ``complete`` raises LeaseLost and the whole
+    transaction - effect included - rolls back. Returns whether the job was completed.
     """
-    conn = store.conn
-    conn.execute("BEGIN IMMEDIATE")
+    own = conn is None
+    conn = ledger_connection(store) if conn is None else conn
     try:
-        conn.execute("INSERT INTO effects (job_id) VALUES (:id)", {"id": job.id})
-        row = conn.execute(
-            SQL["complete"],
-            {"id": job.id, "token": job.lease_token, "now": store.clock.now(), "result": "null"},
-        ).fetchone()
-        if row is None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("INSERT INTO effects (job_id) VALUES (:id)", {"id": job.id})
+            store.complete(job, None, conn=conn)
+            if after_effect is not None:
+                after_effect()
+            conn.execute("COMMIT")
+            return True
+        except LeaseLost:
             conn.execute("ROLLBACK")
             return False
-        if after_effect is not None:
-            after_effect()
-        conn.execute("COMMIT")
-        return True
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    finally:
+        if own:
+            conn.close()
 
 
 def _kill_self() -> None:
@@ -114,6 +130,7 @@ def main(spec: dict[str, Any]) -> dict[str, Any]:
     kill_at, kill_after = spec.get("kill_at"), int(spec.get("kill_after", 0))
     log_fd = os.open(spec["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT) if "log" in spec else -1
     out: dict[str, Any] = {"done": 0, "lease_lost": 0, "errors": []}
+    ledger = ledger_connection(store) if mode == "ledger" else None
 
     def log_effect(job: Job) -> None:
         os.write(log_fd, b"%d\n" % job.id)
@@ -154,7 +171,7 @@ def main(spec: dict[str, Any]) -> dict[str, Any]:
                         _kill_self()
                     after = _kill_self if kill_at == "after_effect" and seen == kill_after else None
                     if mode == "ledger":
-                        if complete_with_effect(store, job, after):
+                        if complete_with_effect(store, job, after, ledger):
                             out["done"] += 1
                         else:
                             out["lease_lost"] += 1
@@ -183,6 +200,8 @@ def main(spec: dict[str, Any]) -> dict[str, Any]:
         elif clock.now() - idle_since > idle_s:
             break
         clock.sleep(0.02)
+    if ledger is not None:
+        ledger.close()
     store.close()
     return out
 
