@@ -97,19 +97,37 @@ class LabkitMany(Labkit):
         return len(jobs)
 
 
+class LabkitBatch(Labkit):
+    """``claim_many(100)`` in one transaction, then ``complete_many``: 100 fenced completes
+    sharing ONE commit, as the raw batched loop shares its acks."""
+
+    name = "labkit claim_many(100) + complete_many"
+
+    def work_one(self, effect: Effect, worker: str) -> int:
+        jobs = self.store.claim_many(worker, 100, lease_s=LEASE_S)
+        for job in jobs:
+            effect(job.payload["i"])
+        if jobs:
+            self.store.complete_many(jobs)
+        return len(jobs)
+
+
 class LabkitLedger(Labkit):
     """The effect is a row in the job database, inserted in the transaction that completes.
 
-    Uses the store's own connection and its fenced ``complete`` statement: if the lease
-    moved on, the statement matches no row and the whole transaction, effect included,
-    rolls back. See ``complete_with_effect``.
+    ``JobStore.complete(job, result, conn=...)`` joins that transaction: if the lease moved
+    on it raises ``LeaseLost`` and the whole transaction, effect included, rolls back.
     """
 
     name = "labkit + ledger"
 
     def __init__(self, path: Path, synchronous: str = "NORMAL") -> None:
         super().__init__(path, synchronous)
-        self.store.conn.execute(
+        # The caller's own connection, as an application would have; synchronous=NORMAL
+        # like the store's, since the ledger transaction commits here.
+        self.conn = sqlite3.connect(path / "jobs.db", isolation_level=None, timeout=10)
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute(
             "CREATE TABLE IF NOT EXISTS effects (id INTEGER PRIMARY KEY, job_id INTEGER, i INTEGER)"
         )
 
@@ -121,40 +139,39 @@ class LabkitLedger(Labkit):
         # The child's effect object carries the W3 kill points; the log write is replaced
         # by the ledger row, so only its before/after hooks run here.
         getattr(effect, "before", _nothing)(i)
-        complete_with_effect(self.store, job, i, getattr(effect, "after", _nothing))
+        complete_with_effect(self.store, self.conn, job, i, getattr(effect, "after", _nothing))
         return 1
 
-    def ledger(self) -> list[int]:
-        return [r[0] for r in self.store.conn.execute("SELECT i FROM effects")]
+    def close(self) -> None:
+        self.conn.close()
+        super().close()
 
 
 def _nothing(i: int) -> None:
     pass
 
 
-def complete_with_effect(store: Any, job: Any, i: int, before_commit: Effect) -> bool:
-    """Insert the effect row and run the fenced ``complete`` in ONE transaction.
+def complete_with_effect(
+    store: Any, conn: sqlite3.Connection, job: Any, i: int, before_commit: Effect
+) -> bool:
+    """Insert the effect row and complete the job in ONE transaction on ``conn``.
 
     ``before_commit(i)`` runs after both statements and before COMMIT: W3 kills the
     worker there to show that the effect dies with the uncommitted completion.
     Returns False (and changes nothing) when the lease was lost.
     """
-    from labkit.store import SQL
+    from labkit.errors import LeaseLost
 
-    conn = store.conn
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute("INSERT INTO effects (job_id, i) VALUES (:job, :i)", {"job": job.id, "i": i})
-        row = conn.execute(
-            SQL["complete"],
-            {"id": job.id, "token": job.lease_token, "now": store.clock.now(), "result": "null"},
-        ).fetchone()
-        if row is None:
-            conn.execute("ROLLBACK")
-            return False
+        store.complete(job, None, conn=conn)
         before_commit(i)
         conn.execute("COMMIT")
         return True
+    except LeaseLost:
+        conn.execute("ROLLBACK")
+        return False
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
@@ -355,6 +372,7 @@ class LiteQueue(Adapter):
 ADAPTERS: dict[str, Callable[[Path], Adapter]] = {
     "labkit": Labkit,
     "labkit_many": LabkitMany,
+    "labkit_batch": LabkitBatch,
     "labkit_ledger": LabkitLedger,
     "raw_normal": Raw,
     "raw_full": RawFull,
@@ -363,65 +381,3 @@ ADAPTERS: dict[str, Callable[[Path], Adapter]] = {
     "persistqueue": PersistQueue,
     "litequeue": LiteQueue,
 }
-
-
-def load_proposed() -> dict[str, str]:
-    """The statements of bench/proposed.sql, parsed like labkit.queries parses its files."""
-    import re
-
-    text = (Path(__file__).parent / "proposed.sql").read_text()
-    parts = re.split(r"^-- ([a-z_][a-z0-9_]*) --\s*$", text, flags=re.MULTILINE)
-    return {
-        name: "\n".join(ln for ln in body.strip().splitlines() if not ln.startswith("--"))
-        for name, body in zip(parts[1::2], parts[2::2], strict=True)
-    }
-
-
-class LabkitProposed(Labkit):
-    """labkit with the statements of bench/proposed.sql swapped in (see bench/PROPOSALS.md)."""
-
-    name = "labkit + proposed SQL"
-
-    def __init__(self, path: Path, synchronous: str = "NORMAL") -> None:
-        from labkit.store import SQL
-
-        SQL.update(load_proposed())
-        super().__init__(path, synchronous)
-
-
-class LabkitManyProposed(LabkitProposed, LabkitMany):
-    name = "labkit claim_many(100) + proposed SQL"
-
-
-ADAPTERS["labkit_proposed"] = LabkitProposed
-ADAPTERS["labkit_many_proposed"] = LabkitManyProposed
-
-
-class LabkitBatchProposed(LabkitProposed):
-    """Proposed ``complete_many``: claim_many(100), then every complete in ONE transaction.
-
-    Each completion is still the store's fenced ``complete`` statement; only the commits
-    are shared, as in the raw batched loop.
-    """
-
-    name = "labkit claim_many(100) + complete_many (proposed)"
-
-    def work_one(self, effect: Effect, worker: str) -> int:
-        from labkit.store import SQL
-
-        store = self.store
-        jobs = store.claim_many(worker, 100, lease_s=LEASE_S)
-        for job in jobs:
-            effect(job.payload["i"])
-        if jobs:
-            conn, now = store.conn, store.clock.now()
-            conn.execute("BEGIN IMMEDIATE")
-            conn.executemany(
-                SQL["complete"],
-                [{"id": j.id, "token": j.lease_token, "now": now, "result": "null"} for j in jobs],
-            )
-            conn.execute("COMMIT")
-        return len(jobs)
-
-
-ADAPTERS["labkit_batch_proposed"] = LabkitBatchProposed

@@ -113,9 +113,4 @@ def main(spec: dict) -> dict:
 
 
 if __name__ == "__main__":
-    SPEC = json.loads(sys.argv[1])
-    if SPEC.get("labkit_src"):
-        # Measure a patched copy of labkit (bench/proposal.diff applied elsewhere); the
-        # adapters import labkit lazily, so this wins over the checkout.
-        sys.path.insert(0, SPEC["labkit_src"])
-    print(json.dumps(main(SPEC)), flush=True)
+    print(json.dumps(main(json.loads(sys.argv[1]))), flush=True)

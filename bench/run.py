@@ -34,15 +34,12 @@ sys.path.insert(0, str(ROOT))
 from bench.adapters import ADAPTERS, LEASE_S  # noqa: E402
 
 W1_ADAPTERS = [
-    "labkit", "labkit_proposed", "labkit_many", "labkit_many_proposed", "labkit_batch_proposed",
+    "labkit", "labkit_many", "labkit_batch",
     "raw_normal", "raw_full", "raw_batched", "huey", "persistqueue", "litequeue",
 ]
 #: Rows the targets are judged on get the full repeat count at N=100,000.
-W1_KEY = {"labkit", "labkit_proposed", "labkit_many_proposed", "labkit_batch_proposed",
-          "raw_normal", "raw_batched"}
-W2_ADAPTERS = [
-    "labkit", "labkit_proposed", "labkit_ledger", "raw_normal", "huey", "persistqueue", "litequeue",
-]
+W1_KEY = {"labkit", "labkit_batch", "raw_normal", "raw_batched"}
+W2_ADAPTERS = ["labkit", "labkit_ledger", "raw_normal", "huey", "persistqueue", "litequeue"]
 W3_ADAPTERS = ["labkit_ledger", "labkit", "raw_normal", "huey", "persistqueue", "litequeue"]
 W3_MODES = ["before_effect", "after_effect", "random"]
 
@@ -83,7 +80,7 @@ def judge(seen: Counter[int], n: int) -> dict[str, int]:
 
 def w1(
     sizes: list[int], repeats: int, big_repeats: int, budget_s: float, tmp: Path,
-    adapters: list[str], extra: dict[str, Any],
+    adapters: list[str],
 ) -> list[dict]:
     rows = []
     for n in sizes:
@@ -96,10 +93,9 @@ def w1(
                     continue
                 work = Path(tempfile.mkdtemp(dir=tmp))
                 log = work / "effects.log"
-                enq = child({"adapter": name, "dir": str(work), "phase": "enqueue", "n": n,
-                             **extra})
+                enq = child({"adapter": name, "dir": str(work), "phase": "enqueue", "n": n})
                 done = child({"adapter": name, "dir": str(work), "phase": "work",
-                              "log": str(log), "budget_s": budget_s, **extra})
+                              "log": str(log), "budget_s": budget_s})
                 seen = effects(name, work, log)
                 row = {
                     "workload": "W1", "adapter": name, "n": n, "repeat": r,
@@ -229,6 +225,7 @@ def machine() -> dict[str, Any]:
         "cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform(),
         "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
         "versions": versions, "labkit_commit": commit,
+        "loadavg_start": os.getloadavg(),
     }
 
 
@@ -258,14 +255,12 @@ def summarize(results: dict[str, Any]) -> str:
                        f"{m['proc']:,.0f}{' (partial)' if m['partial'] else ''} | "
                        f"{m['rss']:.0f} | {m['bad']} |".replace("| 0 | 0 |", "| - | - |"))
         out.append("\n### Targets (ratios of medians within this run)\n")
-        out.append("Columns: labkit as it is / with bench/proposed.sql; *best peer* is the "
-                   "fastest of huey, persist-queue, litequeue; *best acking peer* leaves out huey "
-                   "(which deletes at dequeue and never acknowledges).\n")
-        out.append("| N | labkit / raw NORMAL | proposed / raw NORMAL | labkit / best peer "
-                   "| proposed / best peer | proposed / best acking peer "
-                   "| claim_many / raw batched | proposed claim_many / raw batched "
+        out.append("*best peer* is the fastest of huey, persist-queue, litequeue; *best acking "
+                   "peer* leaves out huey (which deletes at dequeue and never acknowledges).\n")
+        out.append("| N | labkit / raw NORMAL | labkit / best peer | labkit / best acking peer "
+                   "| claim_many + complete / raw batched "
                    "| claim_many + complete_many / raw batched |")
-        out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        out.append("|---:|---:|---:|---:|---:|---:|")
         sizes = sorted({n for _, n in med})
         for n in sizes:
             def p(name: str, n: int = n) -> float:
@@ -273,14 +268,11 @@ def summarize(results: dict[str, Any]) -> str:
             peer = max(p("huey"), p("persistqueue"), p("litequeue"))
             acking = max(p("persistqueue"), p("litequeue"))
             out.append(
-                f"| {n:,} | {p('labkit') / p('raw_normal'):.2f} | "
-                f"{p('labkit_proposed') / p('raw_normal'):.2f} | {p('labkit') / peer:.2f} | "
-                f"{p('labkit_proposed') / peer:.2f} | {p('labkit_proposed') / acking:.2f} | "
-                f"{p('labkit_many') / p('raw_batched'):.2f} | "
-                f"{p('labkit_many_proposed') / p('raw_batched'):.2f} | "
-                f"{p('labkit_batch_proposed') / p('raw_batched'):.2f} |")
+                f"| {n:,} | {p('labkit') / p('raw_normal'):.2f} | {p('labkit') / peer:.2f} | "
+                f"{p('labkit') / acking:.2f} | {p('labkit_many') / p('raw_batched'):.2f} | "
+                f"{p('labkit_batch') / p('raw_batched'):.2f} |")
         if 2_000 in sizes and 100_000 in sizes:
-            for name in ("labkit", "labkit_proposed"):
+            for name in ("labkit", "labkit_batch"):
                 if (name, 2_000) not in med or (name, 100_000) not in med:
                     continue
                 a, b = med[(name, 2_000)]["proc"], med[(name, 100_000)]["proc"]
@@ -334,8 +326,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default=None, help="W1 sizes, e.g. 2000,10000")
     ap.add_argument("--adapters", default=None,
                     help="W1 rows to run (default: all): " + ",".join(W1_ADAPTERS))
-    ap.add_argument("--labkit-src", default=None, metavar="DIR",
-                    help="import labkit from DIR (a copy with bench/proposal.diff applied)")
     ap.add_argument("--summarize", default=None, metavar="RESULTS_JSON",
                     help="print the tables of an earlier run's JSON and exit")
     args = ap.parse_args(argv)
@@ -351,15 +341,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.sizes:
         sizes = [int(x) for x in args.sizes.split(",")]
     adapters = args.adapters.split(",") if args.adapters else W1_ADAPTERS
-    extra = {"labkit_src": str(Path(args.labkit_src).resolve())} if args.labkit_src else {}
     info = machine()
-    if args.labkit_src:
-        info["labkit_src"] = extra["labkit_src"]
-        print(f"labkit imported from {extra['labkit_src']} (patched copy)")
     print(f"machine: {info['cpu']} x{info['cores']}, {info['platform']}, Python "
           f"{info['python']}, SQLite {info['sqlite']}")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in info["versions"].items())
-          + f"; labkit commit {info['labkit_commit']}")
+          + f"; labkit commit {info['labkit_commit']}; load average {info['loadavg_start']}")
     given = sys.argv[1:] if argv is None else argv
     if "--seed" not in given:
         given = [*given, "--seed", str(args.seed)]
@@ -370,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if "W1" in only:
             print("W1 durable round trip")
-            results["rows"] += w1(sizes, repeats, big, args.budget, tmp, adapters, extra)
+            results["rows"] += w1(sizes, repeats, big, args.budget, tmp, adapters)
         if "W2" in only:
             print("W2 two workers")
             results["rows"] += w2(w2n, w2r, tmp)
@@ -380,12 +366,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     results["wall_s"] = time.perf_counter() - started
+    results["machine"]["loadavg_end"] = os.getloadavg()
     if args.out:  # the raw rows first: a bug in the tables must not cost the run
         Path(args.out).write_text(json.dumps(results, indent=1))
     text = summarize(results)
     print()
     print(text)
-    print(f"\nwall time {results['wall_s']:.0f}s")
+    print(f"\nwall time {results['wall_s']:.0f}s; load average (1/5/15 min) at start "
+          f"{info['loadavg_start']}, at end {info['loadavg_end']}")
     if args.out:
         Path(args.out).with_suffix(".md").write_text(text + "\n")
     return 0
