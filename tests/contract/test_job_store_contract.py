@@ -31,20 +31,28 @@ def _operations() -> list[str]:
     ]
 
 
-def test_sqlite_job_store_satisfies_the_protocol(tmp_path):
-    with JobStore(tmp_path / "j.db", clock=FakeClock()) as store:
-        assert isinstance(store, JobStoreContract)
+def _store_classes() -> list[type]:
+    from labkit.backends.postgres import PostgresJobStore
+
+    return [JobStore, PostgresJobStore]
 
 
+def test_every_backend_satisfies_the_protocol(make_store):
+    assert isinstance(make_store(FakeClock()), JobStoreContract)
+
+
+@pytest.mark.parametrize("cls", _store_classes(), ids=lambda c: c.__name__)
 @pytest.mark.parametrize("name", _operations())
-def test_job_store_signatures_match_the_contract(name):
+def test_job_store_signatures_match_the_contract(name, cls):
     wanted = inspect.signature(getattr(JobStoreContract, name))
-    have = inspect.signature(getattr(JobStore, name))
+    have = inspect.signature(getattr(cls, name))
     for param in wanted.parameters.values():
-        assert param.name in have.parameters, f"JobStore.{name} lacks {param.name}"
+        assert param.name in have.parameters, f"{cls.__name__}.{name} lacks {param.name}"
         got = have.parameters[param.name]
-        assert got.kind == param.kind, f"JobStore.{name}({param.name}) kind differs"
-        assert got.default == param.default, f"JobStore.{name}({param.name}) default differs"
+        assert got.kind == param.kind, f"{cls.__name__}.{name}({param.name}) kind differs"
+        assert got.default == param.default, (
+            f"{cls.__name__}.{name}({param.name}) default differs"
+        )
 
 
 class TestJobStoreContract:

@@ -1,0 +1,280 @@
+-- schema --
+-- Tables, checks, partial indexes and plpgsql history triggers of a labkit job schema (version in labkit_meta).
+CREATE TABLE IF NOT EXISTS labkit_meta (
+    name  TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    id           BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    kind         TEXT NOT NULL CHECK (kind <> ''),
+    queue        TEXT NOT NULL,
+    key          TEXT NOT NULL UNIQUE,
+    fingerprint  TEXT NOT NULL,
+    payload      TEXT NOT NULL,
+    state        TEXT NOT NULL
+                 CHECK (state IN ('pending', 'running', 'succeeded', 'retry_wait', 'dead')),
+    attempt      INTEGER NOT NULL DEFAULT 0 CHECK (attempt >= 0),
+    max_attempts INTEGER NOT NULL CHECK (max_attempts >= 1),
+    run_after    DOUBLE PRECISION NOT NULL,
+    last_delay   DOUBLE PRECISION NOT NULL DEFAULT 0,
+    lease_owner  TEXT,
+    lease_until  DOUBLE PRECISION,
+    lease_token  TEXT,
+    last_error   TEXT,
+    error_class  TEXT,
+    dead_reason  TEXT,
+    result       TEXT,
+    redrives     INTEGER NOT NULL DEFAULT 0 CHECK (redrives >= 0),
+    created_at   DOUBLE PRECISION NOT NULL,
+    updated_at   DOUBLE PRECISION NOT NULL,
+    CHECK ((state = 'running') = (lease_token IS NOT NULL)),
+    CHECK ((state = 'running') = (lease_until IS NOT NULL))
+);
+-- Partial indexes cover only live rows, so a million finished jobs cost the claim nothing.
+CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (queue, run_after, id)
+    WHERE state IN ('pending', 'retry_wait');
+CREATE INDEX IF NOT EXISTS jobs_leased ON jobs (queue, lease_until, id)
+    WHERE state = 'running';
+CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (updated_at, id) WHERE state = 'dead';
+CREATE TABLE IF NOT EXISTS attempts (
+    id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_id      BIGINT NOT NULL REFERENCES jobs (id),
+    attempt     INTEGER NOT NULL,
+    worker      TEXT NOT NULL,
+    lease_token TEXT NOT NULL,
+    started_at  DOUBLE PRECISION NOT NULL,
+    finished_at DOUBLE PRECISION,
+    outcome     TEXT,
+    error       TEXT,
+    error_class TEXT
+);
+CREATE INDEX IF NOT EXISTS attempts_job ON attempts (job_id, attempt);
+CREATE INDEX IF NOT EXISTS attempts_open ON attempts (job_id) WHERE finished_at IS NULL;
+CREATE TABLE IF NOT EXISTS redrives (
+    id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_id      BIGINT NOT NULL REFERENCES jobs (id),
+    at          DOUBLE PRECISION NOT NULL,
+    dead_reason TEXT,
+    note        TEXT
+);
+CREATE INDEX IF NOT EXISTS redrives_job ON redrives (job_id, at);
+-- The history is written by triggers so no code path can change a job and forget it.
+-- A new lease opens an attempt, closing the one a dead worker left open.
+-- SET search_path FROM CURRENT: the triggers find this schema's tables whatever search_path
+-- the connection that fires them has (a caller's own, with complete(conn=...)).
+CREATE OR REPLACE FUNCTION labkit_attempt_opens() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+    UPDATE attempts SET finished_at = NEW.updated_at, outcome = 'lease_expired'
+     WHERE job_id = NEW.id AND finished_at IS NULL;
+    INSERT INTO attempts (job_id, attempt, worker, lease_token, started_at)
+    VALUES (NEW.id, NEW.attempt, NEW.lease_owner, NEW.lease_token, NEW.updated_at);
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER attempt_opens
+AFTER UPDATE OF lease_token ON jobs
+FOR EACH ROW
+WHEN (NEW.state = 'running' AND NEW.lease_token IS DISTINCT FROM OLD.lease_token)
+EXECUTE FUNCTION labkit_attempt_opens();
+-- Leaving running closes the attempt with the state it reached.
+CREATE OR REPLACE FUNCTION labkit_attempt_closes() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+    UPDATE attempts
+       SET finished_at = NEW.updated_at,
+           outcome = CASE WHEN OLD.lease_until <= NEW.updated_at AND NEW.state = 'dead'
+                               AND NEW.error_class = 'LeaseExpired'
+                          THEN 'lease_expired' ELSE NEW.state END,
+           error = CASE WHEN NEW.state = 'succeeded' THEN NULL ELSE NEW.last_error END,
+           error_class = CASE WHEN NEW.state = 'succeeded' THEN NULL ELSE NEW.error_class END
+     WHERE job_id = NEW.id AND finished_at IS NULL;
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER attempt_closes
+AFTER UPDATE OF state ON jobs
+FOR EACH ROW
+WHEN (OLD.state = 'running' AND NEW.state <> 'running')
+EXECUTE FUNCTION labkit_attempt_closes();
+
+-- migration_lock --
+-- Serialise schema creation between processes opening the same schema at once (CREATE ... IF NOT EXISTS races otherwise).
+SELECT pg_advisory_xact_lock(hashtext(CAST(:schema AS text)))
+
+-- create_schema --
+-- Create the store's schema if missing; {schema} is filled by psycopg.sql.Identifier, never by string formatting.
+CREATE SCHEMA IF NOT EXISTS {schema}
+
+-- use_schema --
+-- Point this session's unqualified names at the store's schema (a checked identifier).
+SELECT set_config('search_path', :schema, false)
+
+-- use_schema_locally --
+-- The same for the rest of the caller's transaction only; returns the search_path to restore.
+SELECT current_setting('search_path') AS previous, set_config('search_path', :schema, true)
+
+-- restore_schema_locally --
+-- Give the caller's transaction back the search_path it had.
+SELECT set_config('search_path', :previous, true)
+
+-- schema_exists --
+-- Whether a schema of this name exists.
+SELECT count(*) AS n FROM pg_namespace WHERE nspname = :schema
+
+-- table_names --
+-- The tables in the store's schema.
+SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()
+
+-- where_am_i --
+-- The database and schema a connection writes to, to refuse a caller's connection elsewhere.
+SELECT current_database() AS db, current_schema() AS schema,
+       to_regclass('jobs') IS NOT NULL AS has_jobs
+
+-- get_meta --
+-- Read one metadata value.
+SELECT value FROM labkit_meta WHERE name = :name
+
+-- set_meta --
+-- Write one metadata value.
+INSERT INTO labkit_meta (name, value) VALUES (:name, :value)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value
+
+-- insert_job --
+-- Accept a job unless its key exists; returns the new row, or nothing on a duplicate.
+INSERT INTO jobs (kind, queue, key, fingerprint, payload, state, max_attempts, run_after,
+                  created_at, updated_at)
+VALUES (:kind, :queue, :key, :fingerprint, :payload, 'pending', :max_attempts, :run_after,
+        :now, :now)
+ON CONFLICT (key) DO NOTHING
+RETURNING *
+
+-- retry_state --
+-- The previous backoff delay and when the deadline window opened: at acceptance, or at the latest redrive.
+SELECT last_delay,
+       coalesce((SELECT max(at) FROM redrives WHERE job_id = :id), created_at) AS window_start
+  FROM jobs WHERE id = :id
+
+-- job_by_key --
+-- The job with a given key.
+SELECT * FROM jobs WHERE key = :key
+
+-- job_by_id --
+-- The job with a given id.
+SELECT * FROM jobs WHERE id = :id
+
+-- job_by_id_for_update --
+-- The job with a given id, locked until the transaction ends (redrive reads, checks, then writes).
+SELECT * FROM jobs WHERE id = :id FOR UPDATE
+
+-- bury_exhausted --
+-- Send expired leases on their last attempt to dead; SKIP LOCKED so two claimers never wait on each other here.
+UPDATE jobs
+   SET state = 'dead', error_class = 'LeaseExpired',
+       dead_reason = 'lease expired on the last attempt (' || attempt || ' of ' || max_attempts
+                     || '): the worker died or hung every time',
+       last_error = 'LeaseExpired: worker ' || lease_owner || ' never finished attempt ' || attempt,
+       lease_token = NULL, lease_until = NULL, updated_at = :now
+ WHERE id IN (
+       SELECT id FROM jobs
+        WHERE state = 'running' AND lease_until <= :now AND attempt >= max_attempts
+          AND queue = ANY(:queues)
+          FOR UPDATE SKIP LOCKED)
+
+-- claim --
+-- Lease up to :limit ready jobs (due pending/retry_wait, or running with an expired lease) that no other claimer holds.
+-- FOR UPDATE SKIP LOCKED: a concurrent claimer skips the rows this one is taking instead of waiting for them
+-- or taking them too; the row lock re-checks the WHERE on the latest version of each row.
+UPDATE jobs
+   SET state = 'running',
+       attempt = jobs.attempt + 1,
+       lease_owner = :worker,
+       lease_until = :now + :lease_s,
+       -- <job id>.<claim number>: unique for every claim of a job, even after a snooze or
+       -- a redrive set attempt back, so an old holder's token can never match again.
+       lease_token = jobs.id || '.' || (1 + (SELECT count(*) FROM attempts a WHERE a.job_id = jobs.id)),
+       updated_at = :now
+ WHERE id IN (
+       SELECT id FROM jobs
+        WHERE queue = ANY(:queues)
+          AND ((state IN ('pending', 'retry_wait') AND run_after <= :now)
+               OR (state = 'running' AND lease_until <= :now AND attempt < max_attempts))
+        ORDER BY CASE WHEN state = 'running' THEN lease_until ELSE run_after END, id
+        LIMIT :limit
+          FOR UPDATE SKIP LOCKED)
+RETURNING *
+
+-- heartbeat --
+-- Extend a lease, only for the holder of the current token.
+UPDATE jobs SET lease_until = :now + :lease_s, updated_at = :now
+ WHERE id = :id AND state = 'running' AND lease_token = :token
+RETURNING *
+
+-- complete --
+-- Finish a job, only for the holder of the current token.
+UPDATE jobs
+   SET state = 'succeeded', result = :result, lease_token = NULL, lease_until = NULL,
+       updated_at = :now
+ WHERE id = :id AND state = 'running' AND lease_token = :token
+RETURNING *
+
+-- fail --
+-- Record a failed attempt: to retry_wait (with run_after) or to dead, only for the token holder.
+UPDATE jobs
+   SET state = :state, run_after = :run_after, last_delay = :delay,
+       last_error = :error, error_class = :error_class, dead_reason = :dead_reason,
+       lease_token = NULL, lease_until = NULL, updated_at = :now
+ WHERE id = :id AND state = 'running' AND lease_token = :token
+RETURNING *
+
+-- snooze --
+-- Put a running job back to wait without spending its attempt (a dependency is down).
+UPDATE jobs
+   SET state = 'retry_wait', run_after = :run_after, attempt = attempt - 1,
+       last_error = :error, error_class = :error_class,
+       lease_token = NULL, lease_until = NULL, updated_at = :now
+ WHERE id = :id AND state = 'running' AND lease_token = :token
+RETURNING *
+
+-- redrive --
+-- Send one dead job back to pending with the same key and a fresh attempt budget.
+UPDATE jobs
+   SET state = 'pending', attempt = 0, run_after = :now, last_delay = 0,
+       dead_reason = NULL, redrives = redrives + 1, updated_at = :now
+ WHERE id = :id AND state = 'dead'
+RETURNING *
+
+-- record_redrive --
+-- Keep a trace of each redrive.
+INSERT INTO redrives (job_id, at, dead_reason, note) VALUES (:id, :now, :dead_reason, :note)
+
+-- dead_matching --
+-- Dead jobs matching optional filters, oldest first.
+SELECT * FROM jobs
+ WHERE state = 'dead'
+   AND (CAST(:kind AS text) IS NULL OR kind = :kind)
+   AND (CAST(:queue AS text) IS NULL OR queue = :queue)
+   AND (CAST(:error_class AS text) IS NULL OR error_class = :error_class)
+ ORDER BY updated_at, id
+ LIMIT :limit
+
+-- counts --
+-- How many jobs are in each state.
+SELECT state, count(*) AS n FROM jobs GROUP BY state
+
+-- attempts --
+-- One job's attempt history, oldest first.
+SELECT job_id, attempt, worker, started_at, finished_at, outcome, error, error_class
+  FROM attempts WHERE job_id = :id ORDER BY id
+
+-- jobs_list --
+-- Jobs, optionally of one state, by id.
+SELECT * FROM jobs WHERE (CAST(:state AS text) IS NULL OR state = :state) ORDER BY id LIMIT :limit
+
+-- prune_finished_history --
+-- Delete the attempts and redrives of succeeded jobs last updated at or before :cutoff.
+WITH gone AS (SELECT id FROM jobs WHERE state = 'succeeded' AND updated_at <= :cutoff),
+     a AS (DELETE FROM attempts WHERE job_id IN (SELECT id FROM gone))
+DELETE FROM redrives WHERE job_id IN (SELECT id FROM gone)
+
+-- prune_finished --
+-- Delete succeeded jobs last updated at or before :cutoff (their keys stop deduplicating).
+DELETE FROM jobs WHERE state = 'succeeded' AND updated_at <= :cutoff
