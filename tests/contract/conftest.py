@@ -15,13 +15,16 @@ from labkit.clock import FakeClock
 from labkit.contract import JobStoreContract
 from labkit.store import JobStore
 
-MakeStore = Callable[[FakeClock], JobStoreContract]
+#: ``make_store(clock, retry=..., rng=...)``: the options go to the backend's constructor.
+MakeStore = Callable[..., JobStoreContract]
 
 
 @contextmanager
 def _sqlite(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeStore]:
     counter = iter(range(1_000_000))
-    yield lambda clock: JobStore(tmp_path / f"contract-{next(counter)}.db", clock=clock)
+    yield lambda clock, **options: JobStore(
+        tmp_path / f"contract-{next(counter)}.db", clock=clock, **options
+    )
 
 
 @contextmanager
@@ -38,9 +41,9 @@ def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeSt
     prefix = f"contract_{uuid.uuid4().hex[:12]}"
     schemas: list[str] = []
 
-    def make(clock: FakeClock) -> JobStoreContract:
+    def make(clock: FakeClock, **options: Any) -> JobStoreContract:
         schemas.append(f"{prefix}_{len(schemas)}")
-        return PostgresJobStore(dsn, clock=clock, schema=schemas[-1])
+        return PostgresJobStore(dsn, clock=clock, schema=schemas[-1], **options)
 
     yield make
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -58,27 +61,37 @@ BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Any]] = {
 }
 
 
-def caller_connection(store: JobStoreContract) -> Any:
-    """A connection of the caller's own to ``store``'s database, in a transaction mode.
+def _caller_connection(store: JobStoreContract) -> Any:
+    """A connection of the caller's own to ``store``'s database with a transaction open.
 
     What a web handler holds when it writes its row and enqueues the job with ``conn=``.
+    The caller ends it with ``commit()`` or ``rollback()`` and then ``close()``.
     """
     if isinstance(store, JobStore):
-        return sqlite3.connect(store.path)
+        conn = sqlite3.connect(store.path)
+        conn.execute("BEGIN IMMEDIATE")
+        return conn
+    # psycopg with autocommit off opens the transaction at the first statement.
     return store.connect(autocommit=False)  # type: ignore[attr-defined]
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeStore]:
-    """``make_store(clock)`` opens a fresh, empty store of the backend under test."""
+    """``make_store(clock, **options)`` opens a fresh, empty store of the backend under test."""
     opened: list[JobStoreContract] = []
     with BACKENDS[request.param](request, tmp_path) as factory:
 
-        def make(clock: FakeClock) -> JobStoreContract:
-            store = factory(clock)
+        def make(clock: FakeClock, **options: Any) -> JobStoreContract:
+            store = factory(clock, **options)
             opened.append(store)
             return store
 
         yield make
         for store in opened:
             store.close()
+
+
+@pytest.fixture
+def caller_connection() -> Callable[[JobStoreContract], Any]:
+    """``caller_connection(store)``: the caller's own connection, transaction open."""
+    return _caller_connection
