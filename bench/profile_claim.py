@@ -5,7 +5,8 @@ Prints (1) a cProfile of one worker processing 3,000 jobs through ``JobStore.cla
 per job at several queue lengths, each statement in its own ``BEGIN IMMEDIATE`` ...
 ``COMMIT`` as the worker runs it: the store's claim and complete, the same with the
 attempt-history triggers dropped (what the history costs), the ``bury_exhausted`` sweep,
-``Job.from_row``, and the raw loop of bench/adapters.py for comparison. The numbers behind
+``Job.from_row``, the raw loop of bench/adapters.py for comparison, and (3) the same per job
+through the public API, one at a time and in batches of 100. The numbers behind
 bench/RESULTS.md.
 """
 
@@ -84,6 +85,68 @@ def statement_costs(n: int, rounds: int = 1_000, triggers: bool = True) -> dict[
         return out
 
 
+def api_costs(n: int, batch: int, rounds: int = 2_000) -> dict[str, float]:
+    """Microseconds per job through the public API: claim/complete, or claim_many/complete_many."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "jobs.db"
+        fill(path, n)
+        store = JobStore(path, clock=SystemClock())
+        pc = time.perf_counter
+        t_claim = t_done = 0.0
+        jobs_done = 0
+        while jobs_done < rounds:
+            t0 = pc()
+            if batch == 1:
+                job = store.claim("w", lease_s=30.0)
+                t1 = pc()
+                store.complete(job)  # type: ignore[arg-type]
+                got = 1
+            else:
+                jobs = store.claim_many("w", batch, lease_s=30.0)
+                t1 = pc()
+                store.complete_many(jobs)
+                got = len(jobs)
+            t_claim += t1 - t0
+            t_done += pc() - t1
+            jobs_done += got
+        store.close()
+        return {"claim": t_claim / jobs_done * 1e6, "complete": t_done / jobs_done * 1e6}
+
+
+def batch_sql_costs(n: int, triggers: bool, batches: int = 30) -> dict[str, float]:
+    """Microseconds per job of the batched SQL alone: a claim of 100, then 100 completes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "jobs.db"
+        fill(path, n)
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA synchronous=NORMAL")
+        if not triggers:
+            conn.execute("DROP TRIGGER attempt_opens")
+            conn.execute("DROP TRIGGER attempt_closes")
+        now = SystemClock().now()
+        params = {"worker": "w", "queue": "default", "lease_s": 30.0, "limit": 100, "now": now}
+        pc = time.perf_counter
+        t_claim = t_done = 0.0
+        count = 0
+        for _ in range(batches):
+            t0 = pc()
+            conn.execute("BEGIN IMMEDIATE")
+            rows = conn.execute(SQL["claim_one_queue"], params).fetchall()
+            conn.execute("COMMIT")
+            t1 = pc()
+            conn.execute("BEGIN IMMEDIATE")
+            for r in rows:
+                conn.execute(SQL["complete"], {"id": r["id"], "token": r["lease_token"],
+                                               "now": now, "result": "null"}).fetchone()
+            conn.execute("COMMIT")
+            t_claim += t1 - t0
+            t_done += pc() - t1
+            count += len(rows)
+        conn.close()
+        return {"claim": t_claim / count * 1e6, "complete": t_done / count * 1e6}
+
+
 def raw_costs(n: int, rounds: int = 1_000) -> dict[str, float]:
     """The raw loop's claim and ack, same transactions, same queue length."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -99,6 +162,17 @@ def raw_costs(n: int, rounds: int = 1_000) -> dict[str, float]:
         out: dict[str, float] = {}
         out["raw claim"], rows = _timed(conn, RAW_CLAIM, [p] * rounds)
         out["raw ack"], _ = _timed(conn, RAW_ACK, [{"id": r[0], "owner": "w"} for r in rows])
+        t0 = time.perf_counter()
+        count = 0
+        for _ in range(rounds // 100):
+            conn.execute("BEGIN IMMEDIATE")
+            got = conn.execute(RAW_CLAIM, {**p, "limit": 100}).fetchall()
+            conn.execute("COMMIT")
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(RAW_ACK, [{"id": r[0], "owner": "w"} for r in got])
+            conn.execute("COMMIT")
+            count += len(got)
+        out["raw batched(100) claim+ack"] = (time.perf_counter() - t0) / count * 1e6
         conn.close()
         return out
 
@@ -137,6 +211,16 @@ def main() -> None:
             print(f"  {k:<22} {v:>8.1f} {without[k]:>20.1f}")
         for k, v in raw.items():
             print(f"  {k:<22} {v:>8.1f}")
+        one, many = api_costs(n, 1), api_costs(n, 100)
+        sql_t, sql_nt = batch_sql_costs(n, True), batch_sql_costs(n, False)
+        print("  per job through the API (claim + complete; claim_many(100) + complete_many):")
+        print(f"    claim/complete           {one['claim']:>6.1f} + {one['complete']:>6.1f} = "
+              f"{one['claim'] + one['complete']:>6.1f}")
+        print(f"    claim_many/complete_many {many['claim']:>6.1f} + {many['complete']:>6.1f} = "
+              f"{many['claim'] + many['complete']:>6.1f}")
+        print(f"    the same batch, SQL only {sql_t['claim']:>6.1f} + {sql_t['complete']:>6.1f}"
+              f" = {sql_t['claim'] + sql_t['complete']:>6.1f} (no history triggers: "
+              f"{sql_nt['claim'] + sql_nt['complete']:.1f})")
 
 
 if __name__ == "__main__":

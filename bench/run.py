@@ -103,7 +103,10 @@ def w1(
                     "process_per_s": done["done"] / done["elapsed"],
                     "processed": done["done"],
                     "partial": done["done"] < n,
+                    # Each process's own VmHWM; the table shows the larger, never a sum.
                     "peak_rss_mb": max(enq["maxrss_kb"], done["maxrss_kb"]) / 1024,
+                    "enqueue_rss_mb": enq["maxrss_kb"] / 1024,
+                    "worker_rss_mb": done["maxrss_kb"] / 1024,
                     "errors": done["errors"],
                     **(judge(seen, n) if done["done"] == n else {}),
                 }
