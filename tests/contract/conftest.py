@@ -47,6 +47,8 @@ def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeSt
 
     yield make
     with psycopg.connect(dsn, autocommit=True) as conn:
+        # A connection a failed test left in a transaction would make DROP wait forever.
+        conn.execute("SET lock_timeout = '10s'")
         for schema in schemas:
             conn.execute(
                 sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
@@ -92,6 +94,19 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeS
 
 
 @pytest.fixture
-def caller_connection() -> Callable[[JobStoreContract], Any]:
-    """``caller_connection(store)``: the caller's own connection, transaction open."""
-    return _caller_connection
+def caller_connection(make_store: MakeStore) -> Iterator[Callable[[JobStoreContract], Any]]:
+    """``caller_connection(store)``: the caller's own connection, transaction open.
+
+    Every one is rolled back and closed at teardown (before the store's schema or file
+    goes), so a test that fails half-way through cannot leave a transaction holding locks.
+    """
+    opened: list[Any] = []
+
+    def open_one(store: JobStoreContract) -> Any:
+        opened.append(_caller_connection(store))
+        return opened[-1]
+
+    yield open_one
+    for conn in opened:
+        conn.rollback()
+        conn.close()

@@ -184,7 +184,6 @@ class TestTransactionalContract:
         job, created = store.enqueue("receipt", {"order": 1}, key="receipt:1", conn=conn)
         assert created and job.state == JobState.PENDING
         conn.rollback()
-        conn.close()
         assert store.get_by_key("receipt:1") is None
         assert store.claim("w") is None
 
@@ -194,7 +193,6 @@ class TestTransactionalContract:
         conn.execute("INSERT INTO orders (id, total) VALUES (1, 100)")
         store.enqueue("receipt", {"order": 1}, key="receipt:1", conn=conn)
         conn.commit()
-        conn.close()
         assert store.claim("w").key == "receipt:1"
 
     def test_complete_with_a_stale_token_in_the_callers_transaction_is_lease_lost(
@@ -210,7 +208,6 @@ class TestTransactionalContract:
         with pytest.raises(LeaseLost, match="roll back your transaction"):
             store.complete(old, conn=conn)
         conn.rollback()
-        conn.close()
         assert store.get(job.id).state == JobState.RUNNING
 
     def test_complete_in_the_callers_transaction_commits_with_it(self, store, caller_connection):
@@ -220,6 +217,5 @@ class TestTransactionalContract:
         done = store.complete(job, {"ledger": 1}, conn=conn)
         assert done.state == JobState.SUCCEEDED
         conn.commit()
-        conn.close()
         assert store.get(job.id).result == {"ledger": 1}
         assert [a.outcome for a in store.attempts(job.id)] == ["succeeded"]
