@@ -62,8 +62,10 @@ def _pyformat(text: str) -> str:
 
 
 _RAW = queries.load("postgres.sql")
-SQL = {name: text if name in ("schema", "create_schema") else _pyformat(text)
-       for name, text in _RAW.items()}
+SQL = {
+    name: text if name in ("schema", "create_schema") else _pyformat(text)
+    for name, text in _RAW.items()
+}
 
 
 class PostgresJobStore:
@@ -128,9 +130,7 @@ class PostgresJobStore:
     def _migrate(self) -> None:
         with self._tx() as conn:
             conn.execute(SQL["migration_lock"], {"schema": self.schema})
-            conn.execute(
-                sql.SQL(SQL["create_schema"]).format(schema=sql.Identifier(self.schema))
-            )
+            conn.execute(sql.SQL(SQL["create_schema"]).format(schema=sql.Identifier(self.schema)))
             tables = {r["table_name"] for r in conn.execute(SQL["table_names"])}
             row = (
                 conn.execute(SQL["get_meta"], {"name": "schema_version"}).fetchone()
@@ -312,9 +312,7 @@ class PostgresJobStore:
         else:
             with self._tx() as conn:
                 row = conn.execute(SQL[name], params).fetchone()
-                current = (
-                    None if row else conn.execute(SQL["job_by_id"], {"id": job.id}).fetchone()
-                )
+                current = None if row else conn.execute(SQL["job_by_id"], {"id": job.id}).fetchone()
         if row is not None:
             return Job.from_row(row)
         if current is None:
@@ -346,9 +344,7 @@ class PostgresJobStore:
         with self._in_caller_tx(conn, "complete") as cur:
             return self._fenced("complete", job, params, cur)
 
-    def complete_many(
-        self, jobs: Sequence[Job], results: Sequence[Any] | None = None
-    ) -> list[Job]:
+    def complete_many(self, jobs: Sequence[Job], results: Sequence[Any] | None = None) -> list[Job]:
         """Complete several jobs in ONE transaction, each fenced by its token.
 
         Returns the jobs that completed; a job whose lease moved on is left unchanged and
@@ -361,8 +357,12 @@ class PostgresJobStore:
             for job, result in zip(jobs, results, strict=True):
                 row = conn.execute(
                     SQL["complete"],
-                    {"id": job.id, "token": job.lease_token, "now": now,
-                     "result": json.dumps(result, default=str)},
+                    {
+                        "id": job.id,
+                        "token": job.lease_token,
+                        "now": now,
+                        "result": json.dumps(result, default=str),
+                    },
                 ).fetchone()
                 if row is not None:
                     done.append(Job.from_row(row))

@@ -50,9 +50,7 @@ def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeSt
         # A connection a failed test left in a transaction would make DROP wait forever.
         conn.execute("SET lock_timeout = '10s'")
         for schema in schemas:
-            conn.execute(
-                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
-            )
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Any]] = {
