@@ -1,0 +1,419 @@
+"""The Python side of a job store, written once for every database driver.
+
+``labkit.store.JobStore`` (sqlite3) and ``labkit.backends.postgres.PostgresJobStore``
+(psycopg) keep the same contract (``labkit.contract``) with different SQL. Around that
+SQL the flow is the same: enqueue is insert-or-existing plus the conflict check, a claim
+does the same bookkeeping and the same lazy bury, the fenced statements raise the same
+``LeaseLost``, redrive is read-check-update. ``StoreBase`` holds that flow, so a rule or
+a message cannot drift between backends; each backend supplies only what its driver does
+differently, through these hooks:
+
+- ``_sql``: the backend's statements by name, already in its driver's parameter style;
+- ``_tx()``: one transaction of the store's own, yielding something with
+  ``execute(sql, params)`` whose rows read by column name;
+- ``_in_caller_tx(conn, operation)``: the same on a caller's open transaction, after
+  refusing a connection that could not commit together with the caller's write;
+- ``_rows(name, params)``: a read outside any transaction;
+- ``_queues_param(queues)``: how a claim statement takes its list of queues;
+- ``_location()``: where the jobs live, for "does not exist in ..." messages.
+
+The pure rules (argument checks, the retry decision, error texts) are in
+``labkit.jobrules``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from labkit.clock import Clock
+from labkit.errors import NotFound, StoreError
+from labkit.job import Attempt, Job, JobState
+from labkit.jobrules import (
+    check_claim_limit,
+    check_lease_s,
+    check_redrive_limit,
+    check_same_operation,
+    enqueue_params,
+    fail_params,
+    lease_lost,
+    not_dead,
+    snooze_params,
+)
+from labkit.redact import sanitize
+from labkit.retry import RetryPolicy
+
+#: At most this long (clock seconds) between sweeps of exhausted expired leases to dead
+#: while claims keep finding work; a claim that comes up short always sweeps.
+BURY_EVERY_S = 1.0
+
+
+class Executor(Protocol):
+    """A connection or cursor of either driver: runs one statement, returns a cursor."""
+
+    def execute(self, sql: str, params: dict[str, Any], /) -> Any: ...
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A dead job as the operations report shows it."""
+
+    id: int
+    kind: str
+    queue: str
+    key: str
+    reason: str
+    error_class: str | None
+    error: str | None
+    attempts: int
+    redrives: int
+    age_s: float
+
+
+class StoreBase:
+    """The driver-independent operations of a job store; subclasses supply the hooks."""
+
+    #: The statement ``redrive`` reads the dead job with (PostgreSQL locks the row).
+    _REDRIVE_READ: ClassVar[str] = "job_by_id"
+
+    clock: Clock
+    retry: RetryPolicy
+    rng: random.Random
+    _next_bury: float
+
+    # -- hooks -------------------------------------------------------------------------
+
+    @property
+    def _sql(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _tx(self) -> AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def _in_caller_tx(self, conn: Any, operation: str) -> AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def _rows(self, name: str, params: dict[str, Any] | None = None) -> list[Any]:
+        raise NotImplementedError
+
+    def _queues_param(self, queues: Sequence[str]) -> Any:
+        raise NotImplementedError
+
+    def _location(self) -> str:
+        raise NotImplementedError
+
+    # -- accepting ---------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        kind: str,
+        payload: Any,
+        key: str | None = None,
+        queue: str = "default",
+        run_after: float | None = None,
+        max_attempts: int = 5,
+        conn: Any = None,
+    ) -> tuple[Job, bool]:
+        """Accept a job durably; return ``(job, created)``.
+
+        The same ``key`` with the same kind and payload returns the existing job with
+        ``created`` False; the same key with a different payload raises
+        ``IdempotencyConflict``. With ``conn=`` (a connection to this store's database),
+        the insert joins the caller's open transaction on that connection, so the job
+        exists only if the caller commits.
+        """
+        params = enqueue_params(
+            kind, payload, key, queue, run_after, max_attempts, self.clock.now()
+        )
+        if conn is not None:
+            with self._in_caller_tx(conn, "enqueue") as cur:
+                return self._insert(cur, params)
+        with self._tx() as own:
+            return self._insert(own, params)
+
+    def _insert(self, ex: Executor, params: dict[str, Any]) -> tuple[Job, bool]:
+        row = ex.execute(self._sql["insert_job"], params).fetchone()
+        if row is not None:
+            return Job.from_row(row), True
+        found = ex.execute(self._sql["job_by_key"], params).fetchone()
+        if found is None:
+            # The insert saw the key, yet it is gone: pruned in between. Nothing was written.
+            raise StoreError(f"key {params['key']!r} vanished while enqueueing; enqueue again")
+        existing = Job.from_row(found)
+        check_same_operation(existing, params)
+        return existing, False
+
+    # -- claiming ----------------------------------------------------------------------
+
+    def claim(
+        self, worker: str, queues: Sequence[str] = ("default",), lease_s: float = 30.0
+    ) -> Job | None:
+        """Lease the next ready job to ``worker``, or return None when nothing is ready."""
+        jobs = self.claim_many(worker, 1, queues=queues, lease_s=lease_s)
+        return jobs[0] if jobs else None
+
+    def claim_many(
+        self,
+        worker: str,
+        limit: int,
+        queues: Sequence[str] = ("default",),
+        lease_s: float = 30.0,
+    ) -> list[Job]:
+        """Lease up to ``limit`` ready jobs in one transaction, oldest due first."""
+        return self._claim(worker, queues, lease_s, limit, self._sql["claim"])
+
+    def _claim(
+        self,
+        worker: str,
+        queues: Sequence[str],
+        lease_s: float,
+        limit: int,
+        sql: str,
+        extra: dict[str, Any] | None = None,
+    ) -> list[Job]:
+        """Run a claim statement with the bookkeeping every claim shares.
+
+        Other claim policies (per-account caps, serial keys) pass their own ``sql``; it
+        must take ``:worker :now :lease_s :limit :queues`` and return the claimed rows.
+        """
+        if isinstance(queues, str):
+            queues = (queues,)
+        check_lease_s(lease_s)
+        # SQLite reads a negative LIMIT as "no limit": never let -1 claim the whole queue.
+        check_claim_limit(limit)
+        params = {
+            "worker": worker,
+            "queues": self._queues_param(queues),
+            "lease_s": float(lease_s),
+            "limit": int(limit),
+            "now": self.clock.now(),
+            **(extra or {}),
+        }
+        with self._tx() as ex:
+            rows = ex.execute(sql, params).fetchall()
+            # The claim never hands out a job whose crashes used up its attempts, so
+            # moving such jobs to dead can wait until a claim comes up short (the queue
+            # has nothing else to give) or a second has passed: a busy worker does not
+            # pay for the sweep on every job.
+            if len(rows) < limit or params["now"] >= self._next_bury:
+                ex.execute(self._sql["bury_exhausted"], params)
+                self._next_bury = params["now"] + BURY_EVERY_S
+        return sorted((Job.from_row(r) for r in rows), key=lambda j: (j.run_after, j.id))
+
+    # -- finishing ---------------------------------------------------------------------
+
+    def _fenced(
+        self, name: str, job: Job, params: dict[str, Any], cur: Executor | None = None
+    ) -> Job:
+        """Run a statement that only the holder of ``job``'s lease token may run.
+
+        With ``cur`` (from ``_in_caller_tx``) it runs inside the caller's open
+        transaction; otherwise in one of the store's own.
+        """
+        params = {"id": job.id, "token": job.lease_token, "now": self.clock.now(), **params}
+        tx: AbstractContextManager[Any] = nullcontext(cur) if cur is not None else self._tx()
+        with tx as ex:
+            row = ex.execute(self._sql[name], params).fetchone()
+            if row is None:
+                current = ex.execute(self._sql["job_by_id"], {"id": job.id}).fetchone()
+        if row is not None:
+            return Job.from_row(row)
+        if current is None:
+            raise NotFound(f"job {job.id} does not exist in {self._location()}")
+        raise lease_lost(
+            name,
+            job,
+            current["state"],
+            current["attempt"],
+            current["lease_owner"],
+            in_caller_tx=cur is not None,
+        )
+
+    def heartbeat(self, job: Job, lease_s: float = 30.0) -> Job:
+        """Extend the lease of a job this worker still holds; LeaseLost otherwise."""
+        check_lease_s(lease_s)
+        return self._fenced("heartbeat", job, {"lease_s": float(lease_s)})
+
+    def complete(self, job: Job, result: Any = None, conn: Any = None) -> Job:
+        """Mark the job succeeded; LeaseLost (and nothing changed) if the lease moved on.
+
+        With ``conn=`` (a connection to this database with an open transaction) the
+        completion joins the caller's transaction: an effect written on ``conn`` and the
+        completion commit together or not at all (the ledger pattern). On LeaseLost the
+        caller must roll back, which also discards the effect.
+        """
+        params = {"result": json.dumps(result, default=str)}
+        if conn is None:
+            return self._fenced("complete", job, params)
+        with self._in_caller_tx(conn, "complete") as cur:
+            return self._fenced("complete", job, params, cur)
+
+    def complete_many(
+        self, jobs: Sequence[Job], results: Sequence[Any] | None = None
+    ) -> list[Job]:
+        """Complete several jobs in ONE transaction (one commit), each fenced by its token.
+
+        Returns the jobs that completed; a job whose lease moved on is left unchanged and
+        is missing from the result (the same rule as ``complete``, without the exception,
+        so one lost lease does not undo the others).
+        """
+        results = list(results) if results is not None else [None] * len(jobs)
+        done: list[Job] = []
+        now = self.clock.now()
+        with self._tx() as ex:
+            for job, result in zip(jobs, results, strict=True):
+                row = ex.execute(
+                    self._sql["complete"],
+                    {
+                        "id": job.id,
+                        "token": job.lease_token,
+                        "now": now,
+                        "result": json.dumps(result, default=str),
+                    },
+                ).fetchone()
+                if row is not None:
+                    done.append(Job.from_row(row))
+        return done
+
+    def fail(self, job: Job, error: BaseException) -> Job:
+        """Record a failed attempt: retry_wait with backoff while the policy allows, else dead.
+
+        An ambiguous failure (``ResponseLost``: the effect may have happened) is retried
+        only when the job has a natural key (given at enqueue); a keyless job goes dead
+        with "outcome unknown" so a person checks the destination before anything repeats.
+        """
+        found = self._rows("retry_state", {"id": job.id})
+        previous, window_start = (
+            (0.0, job.created_at)
+            if not found
+            else (float(found[0]["last_delay"]), float(found[0]["window_start"]))
+        )
+        params = fail_params(
+            self.retry,
+            self.rng,
+            job,
+            error,
+            now=self.clock.now(),
+            previous=previous,
+            window_start=window_start,
+        )
+        return self._fenced("fail", job, params)
+
+    def snooze(self, job: Job, delay_s: float, reason: str = "snoozed") -> Job:
+        """Put a running job back to wait ``delay_s`` without spending an attempt."""
+        return self._fenced("snooze", job, snooze_params(self.clock.now(), delay_s, reason))
+
+    # -- dead letters ------------------------------------------------------------------
+
+    def redrive(self, job_id: int, note: str = "") -> Job:
+        """Send one dead job back to pending, with the same key and a fresh attempt budget."""
+        with self._tx() as ex:
+            before = ex.execute(self._sql[self._REDRIVE_READ], {"id": job_id}).fetchone()
+            if before is None:
+                raise NotFound(f"job {job_id} does not exist in {self._location()}")
+            if before["state"] != JobState.DEAD:
+                raise not_dead(job_id, before["state"])
+            params = {"id": job_id, "now": self.clock.now(), "note": sanitize(note)}
+            row = ex.execute(self._sql["redrive"], params).fetchone()
+            record = {**params, "dead_reason": before["dead_reason"]}
+            ex.execute(self._sql["record_redrive"], record)
+        assert row is not None  # one writer (or the row lock) kept it dead since the check
+        return Job.from_row(row)
+
+    def redrive_where(
+        self,
+        *,
+        limit: int,
+        kind: str | None = None,
+        queue: str | None = None,
+        error_class: str | None = None,
+        dry_run: bool = False,
+        note: str = "",
+    ) -> list[Job]:
+        """Redrive at most ``limit`` dead jobs matching the filters, oldest first.
+
+        ``limit`` has no default so that nobody redrives a whole dead-letter queue by
+        accident; ``dry_run=True`` returns what would be redriven and changes nothing.
+        """
+        check_redrive_limit(limit)
+        rows = self._rows(
+            "dead_matching",
+            {"kind": kind, "queue": queue, "error_class": error_class, "limit": limit},
+        )
+        chosen = [Job.from_row(r) for r in rows]
+        if dry_run:
+            return chosen
+        return [self.redrive(job.id, note=note) for job in chosen]
+
+    # -- inspection --------------------------------------------------------------------
+
+    def get(self, job_id: int) -> Job:
+        """The job with this id; NotFound if there is none."""
+        rows = self._rows("job_by_id", {"id": job_id})
+        if not rows:
+            raise NotFound(f"job {job_id} does not exist in {self._location()}")
+        return Job.from_row(rows[0])
+
+    def get_by_key(self, key: str) -> Job | None:
+        """The job with this key, or None."""
+        rows = self._rows("job_by_key", {"key": key})
+        return Job.from_row(rows[0]) if rows else None
+
+    def jobs(self, state: JobState | str | None = None, limit: int = 1000) -> list[Job]:
+        """Jobs by id, optionally only those in ``state``."""
+        params = {"state": None if state is None else str(state), "limit": limit}
+        return [Job.from_row(r) for r in self._rows("jobs_list", params)]
+
+    def counts(self) -> dict[str, int]:
+        """Number of jobs in every state (zeros included)."""
+        found = {r["state"]: r["n"] for r in self._rows("counts")}
+        return {state.value: found.get(state.value, 0) for state in JobState}
+
+    def dead_letters(
+        self, *, kind: str | None = None, queue: str | None = None, limit: int = 100
+    ) -> list[DeadLetter]:
+        """Dead jobs, oldest first, with age, reason and attempts: the operations report."""
+        now = self.clock.now()
+        rows = self._rows(
+            "dead_matching", {"kind": kind, "queue": queue, "error_class": None, "limit": limit}
+        )
+        return [
+            DeadLetter(
+                id=r["id"],
+                kind=r["kind"],
+                queue=r["queue"],
+                key=r["key"],
+                reason=r["dead_reason"] or "",
+                error_class=r["error_class"],
+                error=r["last_error"],
+                attempts=r["attempt"],
+                redrives=r["redrives"],
+                age_s=now - r["updated_at"],
+            )
+            for r in rows
+        ]
+
+    def prune_finished(self, older_than_s: float) -> int:
+        """Delete succeeded jobs (and their history) finished ``older_than_s`` ago or more.
+
+        Returns how many jobs went. A pruned job's key no longer deduplicates: a retry,
+        redelivery or scheduler reconciliation arriving later with that key creates a
+        new job. Keep keys longer than anything can arrive late. Dead jobs are kept.
+        """
+        if older_than_s < 0:
+            raise ValueError(f"older_than_s must be >= 0 seconds, not {older_than_s!r}")
+        params = {"cutoff": self.clock.now() - older_than_s}
+        with self._tx() as ex:
+            # sqlite3 runs one statement per execute, so a multi-statement entry is split.
+            for statement in self._sql["prune_finished_history"].split(";"):
+                ex.execute(statement, params)
+            rowcount: int = ex.execute(self._sql["prune_finished"], params).rowcount
+            return rowcount
+
+    def attempts(self, job_id: int) -> list[Attempt]:
+        """The attempt history of one job, oldest first."""
+        return [Attempt(**dict(r)) for r in self._rows("attempts", {"id": job_id})]
