@@ -12,17 +12,24 @@ from labkit.store import JobStore
 from labkit.worker import Worker
 
 
-def test_open_breaker_snoozes_until_retry_at_and_keeps_the_attempt_budget(tmp_path):
+def store_and_erp_breaker(
+    tmp_path, max_attempts: int
+) -> tuple[FakeClock, JobStore, CircuitBreaker]:
+    """A job store and the ERP's breaker (2 failures open it for 60 s) sharing one file."""
     clock = FakeClock()
     store = JobStore(
         tmp_path / "jobs.db",
         clock=clock,
         rng=random.Random(1),
-        retry=RetryPolicy(max_attempts=3, backoff=constant(1)),
+        retry=RetryPolicy(max_attempts=max_attempts, backoff=constant(1)),
     )
     breaker = CircuitBreaker(
         "erp", threshold=2, cooldown=60, clock=clock, store_path=tmp_path / "jobs.db"
     )
+    return clock, store, breaker
+
+def test_open_breaker_snoozes_until_retry_at_and_keeps_the_attempt_budget(tmp_path):
+    clock, store, breaker = store_and_erp_breaker(tmp_path, max_attempts=3)
     erp_up = False
     calls = []
 
@@ -62,16 +69,7 @@ def test_open_breaker_snoozes_until_retry_at_and_keeps_the_attempt_budget(tmp_pa
 def test_snoozes_outnumber_the_attempt_budget_and_the_history_shows_no_attempt_spent(tmp_path):
     # Budget of 2 attempts per job; the ERP stays down for three cooldowns, so the jobs
     # behind the open breaker are snoozed more times than their budget allows runs.
-    clock = FakeClock()
-    store = JobStore(
-        tmp_path / "jobs.db",
-        clock=clock,
-        rng=random.Random(1),
-        retry=RetryPolicy(max_attempts=2, backoff=constant(1)),
-    )
-    breaker = CircuitBreaker(
-        "erp", threshold=2, cooldown=60, clock=clock, store_path=tmp_path / "jobs.db"
-    )
+    clock, store, breaker = store_and_erp_breaker(tmp_path, max_attempts=2)
     erp_up = False
     reached: list[int] = []
 
