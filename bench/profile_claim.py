@@ -53,17 +53,23 @@ def _timed(conn: sqlite3.Connection, sql: str, params: list[dict]) -> tuple[floa
     return (time.perf_counter() - t0) / len(params) * 1e6, rows
 
 
+def _raw_connection(path: Path, triggers: bool) -> sqlite3.Connection:
+    """A plain connection to a filled store file, optionally without the history triggers."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA synchronous=NORMAL")
+    if not triggers:
+        conn.execute("DROP TRIGGER attempt_opens")
+        conn.execute("DROP TRIGGER attempt_closes")
+    return conn
+
+
 def statement_costs(n: int, rounds: int = 1_000, triggers: bool = True) -> dict[str, float]:
     """Microseconds per transaction for each piece of the round trip at queue length n."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "jobs.db"
         fill(path, n)
-        conn = sqlite3.connect(path, isolation_level=None)
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA synchronous=NORMAL")
-        if not triggers:
-            conn.execute("DROP TRIGGER attempt_opens")
-            conn.execute("DROP TRIGGER attempt_closes")
+        conn = _raw_connection(path, triggers)
         now = SystemClock().now()
         base = {"worker": "w", "queues": json.dumps(["default"]), "queue": "default",
                 "lease_s": 30.0, "limit": 1, "now": now}
@@ -118,12 +124,7 @@ def batch_sql_costs(n: int, triggers: bool, batches: int = 30) -> dict[str, floa
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "jobs.db"
         fill(path, n)
-        conn = sqlite3.connect(path, isolation_level=None)
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA synchronous=NORMAL")
-        if not triggers:
-            conn.execute("DROP TRIGGER attempt_opens")
-            conn.execute("DROP TRIGGER attempt_closes")
+        conn = _raw_connection(path, triggers)
         now = SystemClock().now()
         params = {"worker": "w", "queue": "default", "lease_s": 30.0, "limit": 100, "now": now}
         pc = time.perf_counter
