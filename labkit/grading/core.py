@@ -13,7 +13,12 @@ keeps checks in plain Python modules the instructor owns, which is why it needs 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import importlib
+import os
+import signal
+import subprocess
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping
@@ -50,10 +55,53 @@ def expect(ok: bool, expected: str, got: object, hint: str | None = None) -> Non
 
 
 class Namespace:
-    """The student's definitions, looked up by attribute with a friendly error when missing."""
+    """The student's side of a check: their definitions, their folder, their processes.
 
-    def __init__(self, values: Mapping[str, Any]) -> None:
+    Checks touch student code only through this object, and only in these ways, so the
+    same check runs in the notebook (everything in one process) and under ``labkit
+    grade`` (student code in a confined process, the check in the trusted one):
+
+    - ``ns.NAME(*args)``: call the student's top-level ``NAME`` with plain data (None,
+      bool, int, float, str, list, tuple, dict) and get plain data back;
+    - ``ns.harness("labkit.grading.harness.MOD:FUNC", *args)``: run a labkit harness
+      function beside the student's code, ``FUNC(values, *args)``, data in and out (for
+      checks that must hand the student's code live objects: a connection, a clock);
+    - ``ns.workdir``: the student's own folder, the working directory of their code;
+      files written by ``%%writefile`` cells are there, and checks put databases there
+      and read them back themselves;
+    - ``ns.spawn(argv, **popen_kwargs)``: a new process running student code, confined
+      like the student's own and killed with its whole tree when the check ends.
+    """
+
+    def __init__(self, values: Mapping[str, Any], workdir: Path | None = None) -> None:
         self._values = values
+        self.workdir = Path(workdir) if workdir is not None else Path.cwd()
+        self._spawned: list[subprocess.Popen[Any]] = []
+
+    def harness(self, target: str, *args: Any, **kwargs: Any) -> Any:
+        """Run the labkit harness function ``module:function`` on the student's definitions."""
+        module_name, _, func_name = target.partition(":")
+        if not module_name.startswith("labkit.grading.harness.") or not func_name:
+            raise ValueError(f"{target!r} is not a labkit.grading.harness.MODULE:FUNCTION")
+        func = getattr(importlib.import_module(module_name), func_name)
+        return func(self._values, *args, **kwargs)
+
+    def spawn(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
+        """Start ``argv`` in the student's folder, in its own session, killed after the check."""
+        kwargs.setdefault("cwd", self.workdir)
+        kwargs["start_new_session"] = True
+        proc = subprocess.Popen(argv, **kwargs)
+        self._spawned.append(proc)
+        return proc
+
+    def close(self) -> None:
+        """Kill every process the check spawned, with its whole process group."""
+        for proc in self._spawned:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5)
+        self._spawned.clear()
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -188,7 +236,10 @@ def run_check(check: Check, ns: Namespace, timeout: float | None = None) -> Outc
     ) -> Outcome:
         return Outcome(check.name, check.points, earned, status, expected, got, hint, check.hidden)
 
-    finished, error = run_with_timeout(lambda: check.run(ns), limit)
+    try:
+        finished, error = run_with_timeout(lambda: check.run(ns), limit)
+    finally:
+        ns.close()
     if not finished:
         return base(
             TIMED_OUT,
@@ -222,10 +273,13 @@ def run_check(check: Check, ns: Namespace, timeout: float | None = None) -> Outc
 
 
 def run_checks(
-    checks: list[Check], values: Mapping[str, Any], timeout: float | None = None
+    checks: list[Check],
+    values: Mapping[str, Any],
+    timeout: float | None = None,
+    workdir: Path | None = None,
 ) -> list[Outcome]:
     """Run every check in order; one failing, crashing or hanging check never stops the rest."""
-    ns = Namespace(values)
+    ns = Namespace(values, workdir)
     return [run_check(check, ns, timeout) for check in checks]
 
 

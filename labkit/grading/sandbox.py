@@ -32,6 +32,30 @@ _CHECK_LINE = re.compile(
 )
 
 
+#: ``%%writefile [-a] NAME`` at the top of a cell: Jupyter writes the cell's body to NAME.
+_WRITEFILE = re.compile(r"^%%writefile(\s+(-a|--append))?\s+(\S+)\s*$")
+
+
+def write_file_cell(source: str, folder: Path) -> str | None:
+    """Do what Jupyter does for a ``%%writefile NAME`` cell, inside ``folder`` only.
+
+    Returns a note when the cell names a path outside the folder (it is not written),
+    None otherwise (written, or not a writefile cell).
+    """
+    first, _, body = source.lstrip().partition("\n")
+    match = _WRITEFILE.match(first.strip())
+    if not match:
+        return None
+    name = match.group(3).strip("\"'")
+    target = (folder / name).resolve()
+    if not target.is_relative_to(folder.resolve()) or target == folder.resolve():
+        return f"%%writefile {name} names a path outside your folder; it was not written"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("a" if match.group(2) else "w", encoding="utf-8") as fh:
+        fh.write(body)
+    return None
+
+
 def student_code(source: str) -> str:
     """A code cell as grading runs it: no check calls, no IPython magics or shell lines."""
     if source.lstrip().startswith("%%"):
@@ -70,6 +94,9 @@ def run_cells(
     }
     notes: list[str] = []
     for index, source in cells:
+        note = write_file_cell(source, Path.cwd())
+        if note:
+            notes.append(f"cell {index}: {note}")
         code_text = student_code(source)
         if not code_text.strip():
             continue
@@ -103,7 +130,7 @@ def grade_request(request: dict[str, Any]) -> dict[str, Any]:
     checks = catalog.all_checks(request["exercise"], Path(hidden_dir) if hidden_dir else None)
     cells = [(int(i), str(s)) for i, s in request["cells"]]
     namespace, notes = run_cells(cells, float(request["cell_timeout"]))
-    outcomes = run_checks(checks, namespace, float(request["check_timeout"]))
+    outcomes = run_checks(checks, namespace, float(request["check_timeout"]), Path.cwd())
     return {"outcomes": [o.to_dict() for o in outcomes], "notes": notes}
 
 
