@@ -13,6 +13,7 @@ from labkit.grading.core import (
     TIMED_OUT,
     Checks,
     Namespace,
+    StudentRaised,
     expect,
     format_report,
     run_checks,
@@ -80,8 +81,44 @@ def test_an_exception_in_student_code_is_one_line_with_where_it_happened() -> No
 
     [outcome] = run_checks([DEMO.items[0]], {"f": f})
     assert outcome.status == FAILED
-    assert outcome.got.startswith("raised KeyError: 'b' (line ")
+    assert outcome.got.startswith("your code raised KeyError: 'b' (line ")
     assert "of f)" in outcome.got and "\n" not in outcome.got
+    assert outcome.expected == ""  # never "expected no exception" beside a hint to raise
+
+
+def test_student_exceptions_reach_checks_as_data_by_name() -> None:
+    class Conflict(ValueError):
+        pass
+
+    def f() -> None:
+        raise Conflict("key reused with another payload")
+
+    ns = Namespace({"f": f})
+    with pytest.raises(StudentRaised) as info:
+        ns.f()
+    exc = info.value
+    assert exc.type_names[:2] == ("Conflict", "ValueError")
+    assert exc.is_a("ValueError") and exc.is_a("Exception") and not exc.is_a("KeyError")
+    assert exc.message == "key reused with another payload"
+    assert exc.where.startswith("line ") and exc.where.endswith("of f")
+
+
+def test_the_stub_and_base_exceptions_pass_through_the_wrapper() -> None:
+    class Crash(BaseException):
+        pass
+
+    def stub() -> None:
+        raise NotImplementedError("Exercise 99")
+
+    def crash() -> None:
+        raise Crash()
+
+    ns = Namespace({"stub": stub, "crash": crash, "n": 3})
+    with pytest.raises(NotImplementedError):
+        ns.stub()
+    with pytest.raises(Crash):
+        ns.crash()
+    assert ns.n == 3  # plain values are returned as they are
 
 
 def test_a_wrong_answer_shows_expected_got_and_hint() -> None:

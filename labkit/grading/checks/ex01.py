@@ -5,9 +5,8 @@ The student writes ``operation_key``, ``payload_fingerprint`` and ``accept``.
 
 from __future__ import annotations
 
-from labkit.errors import IdempotencyConflict
 from labkit.grading.checks._helpers import clock_moved
-from labkit.grading.core import Checks, Namespace, expect
+from labkit.grading.core import Checks, Namespace, StudentRaised, expect
 
 CHECKS = Checks(
     "ex01",
@@ -134,7 +133,9 @@ def accept_conflict(ns: Namespace) -> None:
     before = dict(seen)
     try:
         result = ns.accept(seen, key, {**ORDER, "amount_cents": 99_000})
-    except IdempotencyConflict:
+    except StudentRaised as exc:
+        if not exc.is_a("IdempotencyConflict"):
+            raise
         result = "raised"
     expect(
         result == "raised",

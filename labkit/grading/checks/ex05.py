@@ -16,7 +16,7 @@ from typing import Any
 
 from labkit.explore import Row, Scenario, run_scenario
 from labkit.faults import LOST_RESPONSE, POINTS, FaultPlan
-from labkit.grading.core import CheckFailed, Checks, Namespace, expect
+from labkit.grading.core import CheckFailed, Checks, Namespace, StudentRaised, expect
 
 CHECKS = Checks(
     "ex05",
@@ -80,6 +80,9 @@ class _Ctx:
 
 
 def _observed(handler: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    # The worker must see the faults it injects as they are, not as StudentRaised.
+    handler = getattr(handler, "__wrapped__", handler)
+
     def run(job: Any, ctx: Any) -> Any:
         return handler(job, _Ctx(ctx))
 
@@ -112,7 +115,7 @@ def _run(ns: Namespace, which: str, fault: tuple[str, str] | None) -> Row:
         plan = plan.at(fault[0], fault[1], nth=1)
     try:
         return run_scenario(_scenario(ns, which), plan, point=fault[0] if fault else "-")
-    except CheckFailed:
+    except (CheckFailed, StudentRaised):
         raise
     except NotImplementedError:
         raise

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from labkit.grading.core import Checks, Namespace, expect
+from labkit.grading.core import Checks, Namespace, StudentRaised, expect
 from labkit.grading.labdb import add_job, all_jobs, lab_db
 
 CHECKS = Checks("ex06", "dead letter and redrive", needs=("dead_letter", "redrive"))
@@ -143,10 +143,8 @@ def redrive_requires_a_limit(ns: Namespace) -> None:
         for limit in (None, 0):
             try:
                 result = ns.redrive(conn, limit=limit, now=NOW)
-            except ValueError:
-                result = "raised"
-            except TypeError:
-                result = "raised"
+            except StudentRaised as exc:
+                result = "raised" if exc.is_a("ValueError", "TypeError") else exc.describe()
             expect(result == "raised", f"ValueError for limit={limit!r}", f"returned {result!r}")
         expect(all_jobs(conn) == before, "nothing changed", "jobs were changed")
 
