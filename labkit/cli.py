@@ -8,7 +8,7 @@
     labkit redrive jobs.db --limit N [--kind K]    redrive in bulk: --limit is required
     labkit worker jobs.db --handlers mod:HANDLERS  run a worker until stopped (Ctrl-C)
     labkit release exercises                        write the student notebooks
-    labkit grade submissions --out grades.csv       grade one folder per student
+    labkit grade submissions --out grading          grade one folder per student
 
 Every command that changes jobs accepts ``--dry-run`` and names what it would do. Bulk
 redrive has no default limit: redriving a whole dead-letter queue by accident floods
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -214,26 +215,34 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
+    from labkit.grading.confine import Confinement, Limits
     from labkit.grading.grade import Settings, grade_folder
 
     if not args.solutions.is_dir():
         raise CliError(f"no solutions folder at {args.solutions}; pass --solutions DIR")
-    feedback = args.feedback or args.out.parent / "feedback"
+    limits = Limits(
+        memory=args.memory_mib << 20,
+        processes=args.max_processes,
+        open_files=args.max_open_files,
+        file_size=args.max_file_mib << 20,
+        cpu_seconds=args.cpu_seconds,
+        output=args.max_output_kib << 10,
+    )
     settings = Settings(
         args.solutions,
         cell_timeout=args.cell_timeout,
         check_timeout=args.check_timeout,
-        execute=not args.no_execute,
+        confinement=Confinement.detect(limits, network=args.network, sandbox=not args.no_sandbox),
     )
     try:
         grade_folder(
             args.submissions,
             args.out,
-            feedback,
             settings,
             jobs=args.jobs,
             only=args.exercise,
             progress=lambda line: print(line, flush=True),
+            run=args.run_id,
         )
     except (FileNotFoundError, ValueError) as exc:
         raise CliError(str(exc)) from None
@@ -288,19 +297,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--solutions", type=Path, default=DEFAULT_SOLUTIONS)
     p.set_defaults(run=cmd_release)
 
-    p = sub.add_parser("grade", help="grade a folder with one subfolder per student")
-    p.add_argument("submissions", type=Path)
-    p.add_argument("--out", type=Path, default=Path("grades.csv"))
-    p.add_argument("--feedback", type=Path, help="feedback folder (default: next to --out)")
-    p.add_argument("--solutions", type=Path, default=DEFAULT_SOLUTIONS)
+    p = sub.add_parser(
+        "grade",
+        help="grade a folder with one subfolder per student",
+        description="Run each student's notebook confined (own uid as root, bubblewrap when "
+        "installed, resource limits) and the instructor's public and hidden checks in this "
+        "process; write OUT/RUN_ID/grades.csv, totals.csv and feedback/.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("submissions", type=Path, help="folder with one subfolder per student")
+    p.add_argument("--out", type=Path, default=Path("grading"), help="runs are written here")
+    p.add_argument("--run-id", help="name of this run's folder (default: UTC time, to the second)")
+    p.add_argument("--solutions", type=Path, default=DEFAULT_SOLUTIONS, help="holds hidden/")
     p.add_argument("--exercise", action="append", help="grade only this exercise (repeatable)")
-    p.add_argument("--cell-timeout", type=float, default=60.0)
-    p.add_argument("--check-timeout", type=float, default=10.0)
-    p.add_argument("--jobs", type=int, default=2, help="notebooks graded at once")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="notebooks graded at once")
+    p.add_argument("--cell-timeout", type=float, default=30.0, help="seconds per code cell")
     p.add_argument(
-        "--no-execute",
+        "--check-timeout",
+        type=float,
+        default=None,
+        help="cap on each check's seconds (default: each check's own, as in check())",
+    )
+    p.add_argument("--memory-mib", type=int, default=1024, help="address space per process")
+    p.add_argument("--max-processes", type=int, default=128, help="processes per student (root)")
+    p.add_argument("--max-open-files", type=int, default=256, help="open files per process")
+    p.add_argument("--max-file-mib", type=int, default=64, help="largest file a student writes")
+    p.add_argument("--cpu-seconds", type=int, default=120, help="CPU time per process")
+    p.add_argument("--max-output-kib", type=int, default=4096, help="printed output per student")
+    p.add_argument(
+        "--network", action="store_true", help="let student code reach the network (services)"
+    )
+    p.add_argument(
+        "--no-sandbox",
         action="store_true",
-        help="skip running each notebook in a kernel (checks still run)",
+        help="no own uid, no bubblewrap: limits only (to debug the grader, never for a class)",
     )
     p.set_defaults(run=cmd_grade)
     return parser
