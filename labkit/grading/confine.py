@@ -153,6 +153,11 @@ class Confinement:
         parts = []
         if self.drop_uid:
             parts.append(f"as its own uid ({BASE_UID}+slot)")
+        elif hasattr(os, "geteuid") and os.geteuid() == 0:
+            parts.append(
+                "AS ROOT (WARNING: another uid could not run this Python; install "
+                "bubblewrap or a Python other users can read)"
+            )
         else:
             parts.append("as the grader's user (not root: no uid of its own)")
         if self.bwrap:

@@ -1,0 +1,153 @@
+"""Checks against a student's process over the channel: the ``Namespace`` contract, remote.
+
+A tiny notebook's cells run in a real confined student process; checks written here call
+it the way exercise checks do. Each check starts from the state the cells left (one
+fork per check), a student exception comes back with the student's line, a live object
+cannot come back, and a hung call is killed and the next check gets a fresh process.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from labkit.grading.confine import Confinement, Limits
+from labkit.grading.core import Check, CheckFailed, Namespace, StudentRaised, run_check
+from labkit.grading.remote import RemoteNamespace, StudentProcess
+
+CELLS = [
+    (0, "calls = 0\n"),
+    (
+        1,
+        "def bump():\n"
+        "    global calls\n"
+        "    calls += 1\n"
+        "    return calls\n"
+        "\n"
+        "def boom(n):\n"
+        "    if n > 1:\n"
+        "        raise ValueError(f'n={n} is too big')\n"
+        "    return (n, b'ok', float('nan'))\n"
+        "\n"
+        "def a_set():\n"
+        "    return {1, 2}\n"
+        "\n"
+        "def hang():\n"
+        "    while True:\n"
+        "        pass\n"
+        "\n"
+        "def stub():\n"
+        "    raise NotImplementedError('Exercise 9')\n"
+        "\n"
+        "LIMIT = {'tries': 3}\n",
+    ),
+]
+
+
+@pytest.fixture
+def student(tmp_path: Path) -> Iterator[StudentProcess]:
+    os.chmod(tmp_path, 0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    confinement = Confinement.detect(Limits(cpu_seconds=60))
+    confinement.hand_over(work, 0)
+    proc = StudentProcess(confinement, work, 0, CELLS, cell_timeout=20)
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+def _run(student: StudentProcess, body, timeout: float = 20) -> object:  # type: ignore[no-untyped-def]
+    box: dict[str, object] = {}
+
+    def run(ns: Namespace) -> None:
+        box["value"] = body(ns)
+
+    if not student.alive:
+        student.start()
+    student.begin_check()
+    outcome = run_check(Check("c", 1, "hint", run, timeout=timeout), RemoteNamespace(student))
+    if outcome.status == "timed out":
+        student.stop()
+    else:
+        student.end_check()
+    box["outcome"] = outcome
+    return box
+
+
+def test_calls_and_values_cross_as_data(student: StudentProcess) -> None:
+    box = _run(student, lambda ns: (ns.boom(1), ns.LIMIT))
+    first, limit = box["value"]  # type: ignore[index]
+    assert first[:2] == (1, b"ok") and first[2] != first[2]  # nan
+    assert limit == {"tries": 3}
+
+
+def test_each_check_starts_from_the_state_the_cells_left(student: StudentProcess) -> None:
+    assert _run(student, lambda ns: (ns.bump(), ns.bump()))["value"] == (1, 2)
+    assert _run(student, lambda ns: ns.bump())["value"] == 1  # not 3
+
+
+def test_a_student_exception_comes_back_with_the_students_line(student: StudentProcess) -> None:
+    def body(ns: Namespace) -> StudentRaised:
+        with pytest.raises(StudentRaised) as info:
+            ns.boom(5)
+        return info.value
+
+    raised = _run(student, body)["value"]
+    assert isinstance(raised, StudentRaised)
+    assert raised.is_a("ValueError") and raised.is_a("Exception")
+    assert raised.message == "n=5 is too big"
+    assert raised.where == "line 8 of cell 1"
+
+
+def test_the_stub_reads_not_started_and_a_missing_name_says_so(student: StudentProcess) -> None:
+    assert _run(student, lambda ns: ns.stub())["outcome"].status == "not started yet"  # type: ignore[union-attr]
+
+    def missing(ns: Namespace) -> None:
+        with pytest.raises(CheckFailed, match="no such name"):
+            ns.not_defined_anywhere()
+
+    assert _run(student, missing)["outcome"].status == "passed"  # type: ignore[union-attr]
+
+
+def test_a_live_object_cannot_come_back(student: StudentProcess) -> None:
+    outcome = _run(student, lambda ns: ns.a_set())["outcome"]
+    assert outcome.status == "failed"  # type: ignore[union-attr]
+    assert "a set object is not plain data" in outcome.got  # type: ignore[union-attr]
+
+
+def test_a_hung_call_times_out_and_the_next_check_gets_a_fresh_process(
+    student: StudentProcess,
+) -> None:
+    outcome = _run(student, lambda ns: ns.hang(), timeout=1)["outcome"]
+    assert outcome.status == "timed out"  # type: ignore[union-attr]
+    assert not student.alive and student.starts == 1
+    assert _run(student, lambda ns: ns.bump())["value"] == 1
+    assert student.starts == 2  # started again, cells re-run
+
+
+def test_spawned_processes_are_confined_and_killed_after_the_check(
+    student: StudentProcess,
+) -> None:
+    seen: dict[str, object] = {}
+
+    def body(ns: Namespace) -> None:
+        proc = ns.spawn(
+            [
+                sys.executable,
+                "-c",
+                "import os, time; print(os.getuid(), flush=True); time.sleep(60)",
+            ],
+            stdout=-1,
+        )
+        seen["proc"] = proc
+        seen["uid"] = int(proc.stdout.readline())
+
+    assert _run(student, body)["outcome"].status == "passed"  # type: ignore[union-attr]
+    assert seen["proc"].poll() is not None  # type: ignore[attr-defined]
+    if student.confinement.drop_uid:
+        assert seen["uid"] == student.confinement.uid(0) != os.getuid()
