@@ -8,7 +8,7 @@ PORT ?= 8888
 # Jupyter refuses to start as root (common in containers) unless told it is deliberate.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test lint venv venv-test notebooks notebook check-one release soak bench clean
+.PHONY: lab test lint venv venv-test notebooks notebook check-one release student-kit soak bench clean
 
 # The shared, idempotent step: a venv, re-installed only when pyproject.toml changed.
 $(BIN)/python:
@@ -32,14 +32,17 @@ venv: $(VENV)/.installed-lab
 
 venv-test: $(VENV)/.installed-test
 
-# Opens JupyterLab on the lessons. On a headless server it prints the URL (with its token)
-# instead of opening a browser: copy it into a browser, through an SSH tunnel if needed.
+# Opens JupyterLab at the repository root, on the first lesson: notebooks/ (lessons) and
+# exercises/ are both reachable, and the lessons' relative links still work. On a headless
+# server it prints the URL (with its token) instead of opening a browser: copy it into a
+# browser, through an SSH tunnel if needed.
+START := --ServerApp.default_url=/lab/tree/notebooks/00_start_here.ipynb
 lab: venv
 	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ] || [ "$$(uname)" = "Darwin" ]; then \
-		$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT) $(ALLOW_ROOT); \
+		$(BIN)/jupyter lab --notebook-dir=. $(START) --port=$(PORT) $(ALLOW_ROOT); \
 	else \
 		echo "No display found: starting JupyterLab headless; open the http://127.0.0.1:$(PORT)/lab?token=... URL printed below."; \
-		$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT) --no-browser --ip=127.0.0.1 $(ALLOW_ROOT); \
+		$(BIN)/jupyter lab --notebook-dir=. $(START) --port=$(PORT) --no-browser --ip=127.0.0.1 $(ALLOW_ROOT); \
 	fi
 
 # Every test, every notebook (nbval, strict), and the exercises' release check.
@@ -67,6 +70,12 @@ check-one: venv-test
 
 release: venv-test
 	$(BIN)/labkit release exercises
+
+# The student kit (lessons, exercises, labkit; no solutions, no hidden checks), outside
+# the repository: make student-kit KIT=../student-kit
+KIT ?= ../student-kit
+student-kit: venv-test
+	$(BIN)/labkit release --bundle $(KIT)
 
 soak: venv-test
 	$(BIN)/python -m pytest -p no:cacheprovider tests/reliability --soak

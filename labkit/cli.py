@@ -8,6 +8,7 @@
     labkit redrive jobs.db --limit N [--kind K]    redrive in bulk: --limit is required
     labkit worker jobs.db --handlers mod:HANDLERS  run a worker until stopped (Ctrl-C)
     labkit release exercises                        write the student notebooks
+    labkit release --bundle ../student-kit          the student kit: lessons, exercises, labkit
     labkit grade submissions --out grading          grade one folder per student
 
 Every command that changes jobs accepts ``--dry-run`` and names what it would do. Bulk
@@ -203,10 +204,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_release(args: argparse.Namespace) -> int:
+    from labkit.grading.bundle import bundle
+    from labkit.grading.grade import LABKIT_ROOT
     from labkit.grading.release import ReleaseError, release
 
+    if (args.out is None) == (args.bundle is None):
+        raise CliError("give either OUT (the exercises folder) or --bundle DIR (the student kit)")
     try:
-        written = release(args.solutions, args.out)
+        if args.bundle is not None:
+            written = bundle(LABKIT_ROOT, args.solutions, args.bundle)
+        else:
+            written = release(args.solutions, args.out)
     except ReleaseError as exc:
         raise CliError(str(exc)) from None
     for path in written:
@@ -293,7 +301,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_worker)
 
     p = sub.add_parser("release", help="write the student notebooks from the solutions")
-    p.add_argument("out", type=Path)
+    p.add_argument("out", type=Path, nargs="?", help="folder for the exercise notebooks")
+    p.add_argument(
+        "--bundle", type=Path, help="write the whole student kit (no solutions) into this folder"
+    )
     p.add_argument("--solutions", type=Path, default=DEFAULT_SOLUTIONS)
     p.set_defaults(run=cmd_release)
 
