@@ -36,7 +36,7 @@ venv-test: $(VENV)/.installed-test
 # exercises/ are both reachable, and the lessons' relative links still work. On a headless
 # server it prints the URL (with its token) instead of opening a browser: copy it into a
 # browser, through an SSH tunnel if needed.
-START := --ServerApp.default_url=/lab/tree/notebooks/00_start_here.ipynb
+START := --LabApp.default_url=/lab/tree/notebooks/00_start_here.ipynb
 lab: venv
 	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ] || [ "$$(uname)" = "Darwin" ]; then \
 		$(BIN)/jupyter lab --notebook-dir=. $(START) --port=$(PORT) $(ALLOW_ROOT); \

@@ -33,7 +33,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8888
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
-START := --ServerApp.default_url=/lab/tree/notebooks/00_start_here.ipynb
+START := --LabApp.default_url=/lab/tree/notebooks/00_start_here.ipynb
 
 .PHONY: lab venv clean
 
