@@ -151,3 +151,36 @@ def test_spawned_processes_are_confined_and_killed_after_the_check(
     assert seen["proc"].poll() is not None  # type: ignore[attr-defined]
     if student.confinement.drop_uid:
         assert seen["uid"] == student.confinement.uid(0) != os.getuid()
+
+
+@pytest.mark.parametrize("network", [False, True])
+def test_the_network_is_shared_only_when_the_exercise_asks(tmp_path: Path, network: bool) -> None:
+    import dataclasses
+    import socket
+
+    confinement = Confinement.detect()
+    if confinement.bwrap is None:
+        pytest.skip("needs bubblewrap (apt-get install bubblewrap): " + confinement.describe())
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    cell = (
+        "import socket\n"
+        "def reach(port):\n"
+        "    try:\n"
+        "        socket.create_connection(('127.0.0.1', port), 2).close()\n"
+        "        return True\n"
+        "    except OSError:\n"
+        "        return False\n"
+    )
+    os.chmod(tmp_path, 0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    shared = dataclasses.replace(confinement, network=network)
+    shared.hand_over(work, 0)
+    proc = StudentProcess(shared, work, 0, [(0, cell)], cell_timeout=20)
+    try:
+        proc.start()
+        assert _run(proc, lambda ns: ns.reach(port))["value"] is network
+    finally:
+        proc.stop()
+        server.close()
