@@ -82,6 +82,60 @@ ZOO: list[tuple[str, str, str, str]] = [
     """,
     ),
     (
+        "ex01",
+        "key from hash() (salted per process)",
+        "key_is_the_same_in_another_process",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{abs(hash((source, str(entity_id), action))):x}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key from the order of a set of strings",
+        "key_is_the_same_in_another_process",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return ":".join(sorted({source, action}, key=hash) + [str(entity_id), f"v{version}"])
+    """,
+    ),
+    (
+        "ex01",
+        "entity id lowercased in the key",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{str(entity_id).lower()}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint that sorts only the top-level keys",
+        "fingerprint_is_canonical",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps({k: payload[k] for k in sorted(payload)}, separators=(",", ":"),
+                              ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with 1990.0 made 1990",
+        "fingerprint_tells_payloads_apart",
+        """
+        def payload_fingerprint(payload):
+            def norm(v):
+                if isinstance(v, dict):
+                    return {k: norm(x) for k, x in v.items()}
+                if isinstance(v, list):
+                    return [norm(x) for x in v]
+                return int(v) if isinstance(v, float) and v.is_integer() else v
+            text = json.dumps(norm(payload), sort_keys=True, separators=(",", ":"))
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
         "ex02",
         "pidfile with O_EXCL goes stale after kill -9",
         "survives_holder_kill_9",
@@ -538,6 +592,11 @@ SAYS: dict[str, str] = {
     "fingerprint without sort_keys (dict order)": "keys in another order",
     "conflict overwrites the first payload": "IdempotencyConflict for the same key",
     "dedup by payload instead of key": "two different keys with the same payload",
+    "key from hash() (salted per process)": "in another Python process",
+    "key from the order of a set of strings": "in another Python process",
+    "entity id lowercased in the key": "different keys for",
+    "fingerprint that sorts only the top-level keys": "keys in another order",
+    "fingerprint with 1990.0 made 1990": "the amount as a float",
     "pidfile with O_EXCL goes stale after kill -9": "killed with SIGKILL",
     "refusal without the holder's pid": "naming the holder's pid",
     "lock kept when the block raises": "after an error inside the block",
