@@ -211,6 +211,69 @@ ZOO: list[tuple[str, str, str, str]] = [
     """,
     ),
     (
+        "ex02",
+        "pidfile that appends the pid instead of replacing it",
+        "pidfile_names_only_the_current_holder",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    raise AlreadyRunning(f"locked (pid {fh.read().strip()})") from None
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "lock by checking the file exists, then creating it",
+        "two_instances_started_together",
+        """
+        @contextmanager
+        def single_instance(path):
+            if os.path.exists(path):
+                with open(path) as fh:
+                    raise AlreadyRunning(f"already running (pid {fh.read().strip()})")
+            with open(path, "w") as fh:
+                fh.write(str(os.getpid()))
+            try:
+                yield
+            finally:
+                os.unlink(path)
+    """,
+    ),
+    (
+        "ex02",
+        "a refused attempt deletes the holder's lock file",
+        "refusal_leaves_the_lock_alone",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    raise AlreadyRunning(f"locked (pid {fh.read().strip()})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+                os.unlink(path)
+    """,
+    ),
+    (
         "ex03",
         "claim by SELECT then UPDATE",
         "no_double_claim_under_a_race",
@@ -601,6 +664,9 @@ SAYS: dict[str, str] = {
     "refusal without the holder's pid": "naming the holder's pid",
     "lock kept when the block raises": "after an error inside the block",
     "open(path, 'w') wipes the holder before locking": "still naming the holder",
+    "pidfile that appends the pid instead of replacing it": "only the last holder's pid",
+    "lock by checking the file exists, then creating it": "exactly one of 3 processes",
+    "a refused attempt deletes the holder's lock file": "a third process refused too",
     "claim by SELECT then UPDATE": "each job claimed by exactly one worker",
     "claim without attempt + 1": "attempt 1 after the first claim",
     "the worker's name as the lease token": "different tokens for two claims",
