@@ -358,6 +358,60 @@ ZOO: list[tuple[str, str, str, str]] = [
     """,
     ),
     (
+        "ex03",
+        "'<' where the boundary needs '<=' (run_after < now)",
+        "due_exactly_now_is_ready",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after < :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "a lease ending exactly now still counted as held (lease_until > now)",
+        "due_exactly_now_is_ready",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until < :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "claim that never sets updated_at",
+        "claims_one_ready_job",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16)))"
+                " WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
         "ex04",
         "backoff without a cap",
         "backoff_is_capped",
@@ -672,6 +726,9 @@ SAYS: dict[str, str] = {
     "the worker's name as the lease token": "different tokens for two claims",
     "expired leases never come back": "lease expired at 50",
     "run_after ignored": "due later",
+    "'<' where the boundary needs '<=' (run_after < now)": "run_after = 100 exactly",
+    "a lease ending exactly now still counted as held (lease_until > now)": "ends at 130 exactly",
+    "claim that never sets updated_at": "updated_at = now",
     "backoff without a cap": "delays within [0, 60]",
     "exponential backoff without jitter": "different delays (jitter)",
     "jitter from the random module": "two rngs with the same seed",
