@@ -474,6 +474,91 @@ ZOO: list[tuple[str, str, str, str]] = [
     """,
     ),
     (
+        "ex04",
+        "'<' where the boundary needs '<=' (status > 500)",
+        "classify_every_status",
+        """
+        def classify(error):
+            if isinstance(error, (TimeoutError, ConnectionError, TransientError)):
+                return "transient"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and (status in (408, 429) or status > 500):
+                return "transient"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "classify by the exact class, not isinstance",
+        "classify_transient",
+        """
+        def classify(error):
+            if type(error) in (TimeoutError, ConnectionError, TransientError):
+                return "transient"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and (status in (408, 429) or status >= 500):
+                return "transient"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "backoff that overflows for a huge n",
+        "backoff_survives_a_huge_n",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            return rng.uniform(0, min(cap, base * 2**n))
+    """,
+    ),
+    (
+        "ex04",
+        "backoff with the base fixed at 1 s",
+        "backoff_bounds_hold_for_any_base_and_cap",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            return rng.uniform(0, cap if n >= 64 else min(cap, 2**n))
+    """,
+    ),
+    (
+        "ex04",
+        "Retry-After honoured only when it is a float",
+        "honours_retry_after",
+        """
+        _reference_next_delay = next_delay
+        def next_delay(error, attempt, rng, **kwargs):
+            if not isinstance(getattr(error, "retry_after", None), float):
+                error.retry_after = None
+            return _reference_next_delay(error, attempt, rng, **kwargs)
+    """,
+    ),
+    (
+        "ex04",
+        "one retry too many (attempt > max_attempts)",
+        "gives_up_after_max_attempts",
+        """
+        _reference_next_delay = next_delay
+        def next_delay(error, attempt, rng, *, max_attempts=5, **kwargs):
+            return _reference_next_delay(error, attempt - 1, rng, max_attempts=max_attempts,
+                                         **kwargs)
+    """,
+    ),
+    (
+        "ex04",
+        "a retry exactly on the deadline refused (>=)",
+        "respects_deadline",
+        """
+        _reference_next_delay = next_delay
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, **kwargs):
+            delay = _reference_next_delay(error, attempt, rng, started_at=started_at, now=now,
+                                          deadline=deadline, **kwargs)
+            if delay is not None and now + delay >= started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
         "ex05",
         "no idempotency key (at-least-once)",
         "charge_survives_crash_after_effect",
@@ -735,6 +820,13 @@ SAYS: dict[str, str] = {
     "Retry-After ignored": "Retry-After: 120",
     "every error retried": "None for HTTP 400",
     "no deadline": "deadline",
+    "'<' where the boundary needs '<=' (status > 500)": "every HTTP status 100-599",
+    "classify by the exact class, not isinstance": "'transient' for",
+    "backoff that overflows for a huge n": "backoff(2000",
+    "backoff with the base fixed at 1 s": "base=",
+    "Retry-After honoured only when it is a float": "Retry-After",
+    "one retry too many (attempt > max_attempts)": "None after attempt",
+    "a retry exactly on the deadline refused (>=)": "exactly on the 300 s deadline",
     "no idempotency key (at-least-once)": "exactly one charge after a crash",
     "check-then-act in two transactions": "exactly one charge after a crash",
     "a new idempotency key per attempt": "exactly one charge after a lost reply",
