@@ -412,6 +412,24 @@ ZOO: list[tuple[str, str, str, str]] = [
     """,
     ),
     (
+        "ex03",
+        "retried jobs never run again (only pending is ready)",
+        "retried_jobs_run_again",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs"
+                " WHERE (state = 'pending' AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
         "ex04",
         "backoff without a cap",
         "backoff_is_capped",
@@ -814,6 +832,7 @@ SAYS: dict[str, str] = {
     "'<' where the boundary needs '<=' (run_after < now)": "run_after = 100 exactly",
     "a lease ending exactly now still counted as held (lease_until > now)": "ends at 130 exactly",
     "claim that never sets updated_at": "updated_at = now",
+    "retried jobs never run again (only pending is ready)": "claimed at 200",
     "backoff without a cap": "delays within [0, 60]",
     "exponential backoff without jitter": "different delays (jitter)",
     "jitter from the random module": "two rngs with the same seed",
@@ -861,6 +880,18 @@ def test_wrong_solution_fails_the_check_that_names_its_mistake(
     assert SAYS[mistake] in named.expected, f"{mistake}: {check} said {named.expected!r}"
     passed = [o.check for o in outcomes.values() if o.status == PASSED]
     assert passed, f"{mistake}: every check failed, the feedback would not point at the mistake"
+
+
+#: Mistakes so serious that a solution making them cannot score above half the points.
+SERIOUS = ["retried jobs never run again (only pending is ready)"]
+
+
+@pytest.mark.parametrize("mistake", SERIOUS)
+def test_a_serious_mistake_costs_at_least_half_the_points(mistake: str) -> None:
+    [(exercise, source)] = [(e, src) for e, m, _, src in ZOO if m == mistake]
+    outcomes = grade_values(exercise, with_override(exercise, source)).values()
+    earned, possible = sum(o.earned for o in outcomes), sum(o.points for o in outcomes)
+    assert earned <= possible / 2, f"{mistake}: {earned}/{possible}"
 
 
 def test_the_zoo_covers_every_exercise_three_times() -> None:

@@ -247,8 +247,10 @@ def no_double_claim_under_a_race(ns: Namespace) -> None:
     workers, n_jobs = 4, 6
     with lab_file(ns) as (conn, path):
         _claim(ns, path, "probe", 0.0, 1.0)  # on an empty table: a stub says "not started yet"
+        before = {}  # half of the jobs failed once and are due again
         for i in range(n_jobs):
-            add_job(conn, f"mail:{i}:send:v1")
+            retried = {"state": "retry_wait", "attempt": 1, "run_after": 50.0} if i % 2 else {}
+            before[add_job(conn, f"mail:{i}:send:v1", **retried)] = 1 if i % 2 else 0
         run = ns.harness(
             HARNESS + "race", str(path), workers, n_jobs + 2, 100.0, 30.0, RACE_PAUSE_S
         )
@@ -262,8 +264,36 @@ def no_double_claim_under_a_race(ns: Namespace) -> None:
             "; ".join(f"job {j} claimed by {', '.join(ws)}" for j, ws in doubled.items()),
         )
         expect(len(counts) == n_jobs, f"all {n_jobs} jobs claimed", f"{len(counts)} claimed")
-        twice = [j["id"] for j in all_jobs(conn) if j["attempt"] != 1]
-        expect(not twice, "attempt 1 on every job in the table (each taken once)", f"jobs {twice}")
+        twice = [j["id"] for j in all_jobs(conn) if j["attempt"] != before[j["id"]] + 1]
+        expect(
+            not twice, "attempt up by exactly one on every job (each taken once)", f"jobs {twice}"
+        )
+
+
+@CHECKS.add(
+    3,
+    "a job in retry_wait failed once and must run again when run_after comes: "
+    "state IN ('pending', 'retry_wait'); otherwise every retried job waits forever",
+)
+def retried_jobs_run_again(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        job_id = add_job(conn, "mail:9:send:v1", state="retry_wait", attempt=1, run_after=150.0)
+        early = _claim(ns, path, "w1", 100.0, 30.0)
+        expect(
+            early is None, "None at 100: the retry is due at 150", f"job {(early or {}).get('id')}"
+        )
+        got = _claim(ns, path, "w1", 200.0, 30.0)
+        job = _job(conn, job_id)
+        expect(
+            got is not None and got.get("id") == job_id,
+            f"job {job_id} claimed at 200 (retry_wait, due at 150)",
+            "None" if got is None else f"job {got.get('id')}",
+        )
+        expect(
+            job["state"] == "running" and job["attempt"] == 2 and job["lease_owner"] == "w1",
+            "the retried job running again as attempt 2, leased to w1",
+            f"state={job['state']}, attempt={job['attempt']}, lease_owner={job['lease_owner']}",
+        )
 
 
 @CHECKS.add(
