@@ -82,6 +82,60 @@ ZOO: list[tuple[str, str, str, str]] = [
     """,
     ),
     (
+        "ex01",
+        "key from hash() (salted per process)",
+        "key_is_the_same_in_another_process",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{abs(hash((source, str(entity_id), action))):x}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key from the order of a set of strings",
+        "key_is_the_same_in_another_process",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return ":".join(sorted({source, action}, key=hash) + [str(entity_id), f"v{version}"])
+    """,
+    ),
+    (
+        "ex01",
+        "entity id lowercased in the key",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{str(entity_id).lower()}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint that sorts only the top-level keys",
+        "fingerprint_is_canonical",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps({k: payload[k] for k in sorted(payload)}, separators=(",", ":"),
+                              ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with 1990.0 made 1990",
+        "fingerprint_tells_payloads_apart",
+        """
+        def payload_fingerprint(payload):
+            def norm(v):
+                if isinstance(v, dict):
+                    return {k: norm(x) for k, x in v.items()}
+                if isinstance(v, list):
+                    return [norm(x) for x in v]
+                return int(v) if isinstance(v, float) and v.is_integer() else v
+            text = json.dumps(norm(payload), sort_keys=True, separators=(",", ":"))
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
         "ex02",
         "pidfile with O_EXCL goes stale after kill -9",
         "survives_holder_kill_9",
@@ -154,6 +208,69 @@ ZOO: list[tuple[str, str, str, str]] = [
                 yield
             finally:
                 fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "pidfile that appends the pid instead of replacing it",
+        "pidfile_names_only_the_current_holder",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    raise AlreadyRunning(f"locked (pid {fh.read().strip()})") from None
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "lock by checking the file exists, then creating it",
+        "two_instances_started_together",
+        """
+        @contextmanager
+        def single_instance(path):
+            if os.path.exists(path):
+                with open(path) as fh:
+                    raise AlreadyRunning(f"already running (pid {fh.read().strip()})")
+            with open(path, "w") as fh:
+                fh.write(str(os.getpid()))
+            try:
+                yield
+            finally:
+                os.unlink(path)
+    """,
+    ),
+    (
+        "ex02",
+        "a refused attempt deletes the holder's lock file",
+        "refusal_leaves_the_lock_alone",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    raise AlreadyRunning(f"locked (pid {fh.read().strip()})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+                os.unlink(path)
     """,
     ),
     (
@@ -241,6 +358,78 @@ ZOO: list[tuple[str, str, str, str]] = [
     """,
     ),
     (
+        "ex03",
+        "'<' where the boundary needs '<=' (run_after < now)",
+        "due_exactly_now_is_ready",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after < :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "a lease ending exactly now still counted as held (lease_until > now)",
+        "due_exactly_now_is_ready",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until < :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "claim that never sets updated_at",
+        "claims_one_ready_job",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16)))"
+                " WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "retried jobs never run again (only pending is ready)",
+        "retried_jobs_run_again",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs"
+                " WHERE (state = 'pending' AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
         "ex04",
         "backoff without a cap",
         "backoff_is_capped",
@@ -300,6 +489,91 @@ ZOO: list[tuple[str, str, str, str]] = [
             if classify(error) == "permanent" or attempt >= max_attempts:
                 return None
             return max(backoff(attempt - 1, rng, base, cap), getattr(error, "retry_after", 0) or 0)
+    """,
+    ),
+    (
+        "ex04",
+        "'<' where the boundary needs '<=' (status > 500)",
+        "classify_every_status",
+        """
+        def classify(error):
+            if isinstance(error, (TimeoutError, ConnectionError, TransientError)):
+                return "transient"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and (status in (408, 429) or status > 500):
+                return "transient"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "classify by the exact class, not isinstance",
+        "classify_transient",
+        """
+        def classify(error):
+            if type(error) in (TimeoutError, ConnectionError, TransientError):
+                return "transient"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and (status in (408, 429) or status >= 500):
+                return "transient"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "backoff that overflows for a huge n",
+        "backoff_survives_a_huge_n",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            return rng.uniform(0, min(cap, base * 2**n))
+    """,
+    ),
+    (
+        "ex04",
+        "backoff with the base fixed at 1 s",
+        "backoff_bounds_hold_for_any_base_and_cap",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            return rng.uniform(0, cap if n >= 64 else min(cap, 2**n))
+    """,
+    ),
+    (
+        "ex04",
+        "Retry-After honoured only when it is a float",
+        "honours_retry_after",
+        """
+        _reference_next_delay = next_delay
+        def next_delay(error, attempt, rng, **kwargs):
+            if not isinstance(getattr(error, "retry_after", None), float):
+                error.retry_after = None
+            return _reference_next_delay(error, attempt, rng, **kwargs)
+    """,
+    ),
+    (
+        "ex04",
+        "one retry too many (attempt > max_attempts)",
+        "gives_up_after_max_attempts",
+        """
+        _reference_next_delay = next_delay
+        def next_delay(error, attempt, rng, *, max_attempts=5, **kwargs):
+            return _reference_next_delay(error, attempt - 1, rng, max_attempts=max_attempts,
+                                         **kwargs)
+    """,
+    ),
+    (
+        "ex04",
+        "a retry exactly on the deadline refused (>=)",
+        "respects_deadline",
+        """
+        _reference_next_delay = next_delay
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, **kwargs):
+            delay = _reference_next_delay(error, attempt, rng, started_at=started_at, now=now,
+                                          deadline=deadline, **kwargs)
+            if delay is not None and now + delay >= started_at + deadline:
+                return None
+            return delay
     """,
     ),
     (
@@ -538,21 +812,40 @@ SAYS: dict[str, str] = {
     "fingerprint without sort_keys (dict order)": "keys in another order",
     "conflict overwrites the first payload": "IdempotencyConflict for the same key",
     "dedup by payload instead of key": "two different keys with the same payload",
+    "key from hash() (salted per process)": "in another Python process",
+    "key from the order of a set of strings": "in another Python process",
+    "entity id lowercased in the key": "different keys for",
+    "fingerprint that sorts only the top-level keys": "keys in another order",
+    "fingerprint with 1990.0 made 1990": "the amount as a float",
     "pidfile with O_EXCL goes stale after kill -9": "killed with SIGKILL",
     "refusal without the holder's pid": "naming the holder's pid",
     "lock kept when the block raises": "after an error inside the block",
     "open(path, 'w') wipes the holder before locking": "still naming the holder",
+    "pidfile that appends the pid instead of replacing it": "only the last holder's pid",
+    "lock by checking the file exists, then creating it": "exactly one of 3 processes",
+    "a refused attempt deletes the holder's lock file": "a third process refused too",
     "claim by SELECT then UPDATE": "each job claimed by exactly one worker",
     "claim without attempt + 1": "attempt 1 after the first claim",
     "the worker's name as the lease token": "different tokens for two claims",
     "expired leases never come back": "lease expired at 50",
     "run_after ignored": "due later",
+    "'<' where the boundary needs '<=' (run_after < now)": "run_after = 100 exactly",
+    "a lease ending exactly now still counted as held (lease_until > now)": "ends at 130 exactly",
+    "claim that never sets updated_at": "updated_at = now",
+    "retried jobs never run again (only pending is ready)": "claimed at 200",
     "backoff without a cap": "delays within [0, 60]",
     "exponential backoff without jitter": "different delays (jitter)",
     "jitter from the random module": "two rngs with the same seed",
     "Retry-After ignored": "Retry-After: 120",
     "every error retried": "None for HTTP 400",
     "no deadline": "deadline",
+    "'<' where the boundary needs '<=' (status > 500)": "every HTTP status 100-599",
+    "classify by the exact class, not isinstance": "'transient' for",
+    "backoff that overflows for a huge n": "backoff(2000",
+    "backoff with the base fixed at 1 s": "base=",
+    "Retry-After honoured only when it is a float": "Retry-After",
+    "one retry too many (attempt > max_attempts)": "None after attempt",
+    "a retry exactly on the deadline refused (>=)": "exactly on the 300 s deadline",
     "no idempotency key (at-least-once)": "exactly one charge after a crash",
     "check-then-act in two transactions": "exactly one charge after a crash",
     "a new idempotency key per attempt": "exactly one charge after a lost reply",
@@ -587,6 +880,18 @@ def test_wrong_solution_fails_the_check_that_names_its_mistake(
     assert SAYS[mistake] in named.expected, f"{mistake}: {check} said {named.expected!r}"
     passed = [o.check for o in outcomes.values() if o.status == PASSED]
     assert passed, f"{mistake}: every check failed, the feedback would not point at the mistake"
+
+
+#: Mistakes so serious that a solution making them cannot score above half the points.
+SERIOUS = ["retried jobs never run again (only pending is ready)"]
+
+
+@pytest.mark.parametrize("mistake", SERIOUS)
+def test_a_serious_mistake_costs_at_least_half_the_points(mistake: str) -> None:
+    [(exercise, source)] = [(e, src) for e, m, _, src in ZOO if m == mistake]
+    outcomes = grade_values(exercise, with_override(exercise, source)).values()
+    earned, possible = sum(o.earned for o in outcomes), sum(o.points for o in outcomes)
+    assert earned <= possible / 2, f"{mistake}: {earned}/{possible}"
 
 
 def test_the_zoo_covers_every_exercise_three_times() -> None:

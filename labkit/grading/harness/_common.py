@@ -1,0 +1,102 @@
+"""What every harness module needs: fresh student state, results as data, plain rows.
+
+Harness functions run beside the student's code and hand back plain data only. Two
+rules keep one check from influencing the next: ``fresh_state(values)`` restores the
+student's module-level data (a dict used as a cache, a counter, class attributes)
+after each harness call, and ``outcome(fn, ...)`` turns whatever the student's call
+did into data (``{"returned": ...}`` or ``{"raised": [...], "message": ...}``), so a
+check can read "it raised IdempotencyConflict" without holding the exception object.
+"""
+
+from __future__ import annotations
+
+import copy
+import sqlite3
+from collections.abc import Callable, Iterator, MutableMapping
+from contextlib import contextmanager
+from typing import Any
+
+_MUTABLE = (dict, list, set, bytearray)
+
+
+def _mutable_class_attrs(values: MutableMapping[str, Any]) -> list[tuple[type, str, Any]]:
+    found = []
+    for value in list(values.values()):
+        if isinstance(value, type) and value.__module__ == values.get("__name__", "__main__"):
+            for name, attr in list(vars(value).items()):
+                if not name.startswith("__") and (
+                    isinstance(attr, (*_MUTABLE, int, float, str, bool)) or attr is None
+                ):
+                    try:
+                        found.append((value, name, copy.deepcopy(attr)))
+                    except Exception:  # noqa: BLE001, S112 - not restorable, left alone
+                        continue
+    return found
+
+
+@contextmanager
+def fresh_state(values: MutableMapping[str, Any]) -> Iterator[None]:
+    """Run the block, then put the student's module-level data back as it was.
+
+    Module-level dicts, lists and sets and plain class attributes are copied before
+    and restored after, so a cache or a counter kept there cannot carry what one
+    check did into the next (each check starts from the state the notebook left).
+    """
+    saved: dict[str, Any] = {}
+    for name, value in list(values.items()):
+        if name.startswith("_") or name in ("In", "Out") or type(value) not in _MUTABLE:
+            continue
+        try:
+            saved[name] = copy.deepcopy(value)
+        except Exception:  # noqa: BLE001, S112 - what cannot be copied cannot be restored
+            continue
+    class_attrs = _mutable_class_attrs(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            current: Any = values.get(name)
+            if type(current) is type(value):
+                # The same object, refilled: anything holding it sees the old contents.
+                current.clear()
+                current.update(value) if isinstance(current, (dict, set)) else current.extend(value)
+            else:
+                values[name] = value
+        for cls, name, value in class_attrs:
+            setattr(cls, name, value)
+
+
+def raised(exc: BaseException) -> dict[str, Any]:
+    """An exception as data: its class names (most specific first) and first line."""
+    text = str(exc).strip().splitlines()
+    return {
+        "raised": [k.__name__ for k in type(exc).__mro__ if k is not object],
+        "message": (text[0] if text else "")[:200],
+    }
+
+
+def outcome(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """``{"returned": value}``, or ``raised(exc)`` when the student's call raised.
+
+    The exercise stub is not caught, so a check on it still reads "not started yet".
+    """
+    try:
+        return {"returned": fn(*args, **kwargs)}
+    except NotImplementedError as exc:
+        if str(exc).startswith("Exercise"):
+            raise
+        return raised(exc)
+    except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+        return raised(exc)
+
+
+def plain_row(row: Any) -> Any:
+    """A returned row as a plain dict (sqlite3.Row, a mapping), or the value as it is."""
+    if isinstance(row, sqlite3.Row):
+        return dict(row)
+    if row is None or isinstance(row, (bool, int, float, str)):
+        return row
+    try:
+        return dict(row)
+    except (TypeError, ValueError):
+        return repr(row)[:200]
