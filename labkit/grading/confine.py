@@ -190,7 +190,9 @@ class Confinement:
         args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if not self.network:
             args.append("--unshare-net")
-        args += ["--tmpfs", "/tmp", "--dev", "/dev", "--proc", "/proc"]
+        args += ["--perms", "1777", "--tmpfs", "/tmp", "--dev", "/dev", "--proc", "/proc"]
+        # multiprocessing's locks and queues live in /dev/shm: writable, like /tmp.
+        args += ["--perms", "1777", "--tmpfs", "/dev/shm"]
         for system in _SYSTEM:
             args += ["--ro-bind-try", str(system), str(system)]
         visible = [Path(sys.base_prefix), Path(sys.prefix), _LABKIT_PACKAGE]

@@ -43,6 +43,13 @@ CELLS = [
         "def stub():\n"
         "    raise NotImplementedError('Exercise 9')\n"
         "\n"
+        "def scratch():\n"
+        "    import multiprocessing, tempfile\n"
+        "    multiprocessing.get_context('fork').Queue().put(1)\n"
+        "    with tempfile.NamedTemporaryFile() as fh:\n"
+        "        fh.write(b'x')\n"
+        "    return True\n"
+        "\n"
         "LIMIT = {'tries': 3}\n",
     ),
 ]
@@ -84,6 +91,10 @@ def test_calls_and_values_cross_as_data(student: StudentProcess) -> None:
     first, limit = box["value"]  # type: ignore[index]
     assert first[:2] == (1, b"ok") and first[2] != first[2]  # nan
     assert limit == {"tries": 3}
+
+
+def test_tmp_and_multiprocessing_work_inside_the_confinement(student: StudentProcess) -> None:
+    assert _run(student, lambda ns: ns.scratch())["value"] is True
 
 
 def test_each_check_starts_from_the_state_the_cells_left(student: StudentProcess) -> None:
