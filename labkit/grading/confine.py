@@ -2,10 +2,11 @@
 
 The strongest confinement the machine offers, decided once per run (``Confinement.detect``):
 
-- **as root**: each grading slot runs student code as its own unprivileged uid
-  (``BASE_UID + slot``), so the grader (root) cannot be signalled, the instructor's files
-  and other slots' folders cannot be written, and every process left behind is found by
-  uid and killed;
+- **as root**: each grading slot runs student code as its own unprivileged uid, so the
+  grader (root) cannot be signalled, the instructor's files and other slots' folders
+  cannot be written, and every process left behind is found by uid and killed. Each
+  grading process claims its own block of uids (``uid_block``, an flock held while it
+  runs), so two graders on one machine never share, or sweep, each other's uids;
 - **with bubblewrap** (``bwrap`` on Linux): a new mount, pid, ipc and network namespace;
   the system read-only; a private ``/tmp``; only Python, the venv, the ``labkit``
   package folder (not the repository: no ``solutions/``) and the student's own folder
@@ -19,11 +20,14 @@ uses what a Debian machine has after ``apt-get install bubblewrap``.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +35,36 @@ from typing import Any
 
 import labkit
 
-#: First uid used for student code when grading as root (one per grading slot).
+#: First uid used for student code when grading as root; blocks of ``BLOCK`` uids follow.
 BASE_UID = 61_000
+BLOCK, BLOCKS = 100, 64
+_claimed: list[tuple[int, int]] = []  # (first uid, the lock's fd) of this process's block
+_claim_lock = threading.Lock()
+
+
+def uid_block() -> int:
+    """The first uid of this process's block, claimed once and held until it exits.
+
+    A block is claimed by an exclusive ``flock`` on a file in the system's temporary
+    folder; the kernel releases it when the process ends, however it ends.
+    """
+    with _claim_lock:
+        if _claimed:
+            return _claimed[0][0]
+        folder = Path(tempfile.gettempdir()) / "labkit-grade-uids"
+        folder.mkdir(mode=0o755, exist_ok=True)
+        for block in range(BLOCKS):
+            fd = os.open(folder / f"{block}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            _claimed.append((BASE_UID + block * BLOCK, fd))
+            return _claimed[0][0]
+    raise RuntimeError(f"all {BLOCKS} blocks of grading uids are in use: too many graders at once")
+
+
 _LABKIT_PACKAGE = Path(labkit.__file__).resolve().parent
 
 #: Sets the limits, drops to the student's uid (when given), then runs the real command.
@@ -152,7 +184,7 @@ class Confinement:
         """One line for the grading log: what is confined, and what is not."""
         parts = []
         if self.drop_uid:
-            parts.append(f"as its own uid ({BASE_UID}+slot)")
+            parts.append(f"as its own uid ({uid_block()}+slot)")
         elif hasattr(os, "geteuid") and os.geteuid() == 0:
             parts.append(
                 "AS ROOT (WARNING: another uid could not run this Python; install "
@@ -168,7 +200,12 @@ class Confinement:
         return "student code runs " + ", ".join(parts) + f"; limits: {self.limits.summary()}"
 
     def uid(self, slot: int) -> int | None:
-        return BASE_UID + slot if self.drop_uid else None
+        """The uid of a grading slot (None when student code keeps the grader's uid)."""
+        if not self.drop_uid:
+            return None
+        if not 0 <= slot < BLOCK:
+            raise ValueError(f"slot {slot} is outside 0..{BLOCK - 1}: use fewer --jobs")
+        return uid_block() + slot
 
     def works(self) -> bool:
         """Can a trivial command run inside this confinement? (bwrap may lack namespaces.)"""

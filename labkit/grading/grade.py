@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import multiprocessing
 import os
-import queue
 import re
 import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,7 +86,33 @@ class Settings:
     cell_timeout: float = 30.0
     #: None: each check's own timeout, the same the student's ``check()`` uses.
     check_timeout: float | None = None
+    #: Multiplies each check's own timeout: 1 on a quiet machine; more on a loaded one,
+    #: where every call to the student's process waits for a CPU twice.
+    timeout_factor: float = 1.0
     confinement: Confinement = field(default_factory=Confinement)
+
+
+_warmed: list[bool] = []
+
+
+def warm_up() -> None:
+    """Build the checks' one-time caches before any check's timeout starts (once per process).
+
+    Hypothesis computes its Unicode tables the first time a text strategy draws (seconds
+    on a loaded machine: longer than a check's timeout) and caches them under its home
+    folder, by default ``.hypothesis`` in the working directory. Grading keeps that cache
+    in the system's temporary folder, so it is computed once per machine, and draws one
+    string here, so no check pays for it.
+    """
+    if _warmed:
+        return
+    _warmed.append(True)
+    from hypothesis import configuration, find, settings
+    from hypothesis import strategies as st
+
+    home = Path(tempfile.gettempdir()) / f"labkit-hypothesis-{os.getuid()}"
+    configuration.set_hypothesis_home_dir(home)
+    find(st.text(min_size=1), lambda _: True, settings=settings(database=None, max_examples=5))
 
 
 def _not_graded(checks: list[Check]) -> list[Outcome]:
@@ -105,9 +131,9 @@ def grade_notebook(
     notebook: Path | None,
     settings: Settings,
     slot: int = 0,
-    scratch: Path | None = None,
 ) -> Graded:
     """Grade one notebook (or its absence); never raises for anything the student did."""
+    warm_up()
     hidden_dir = settings.solutions.resolve() / "hidden"
     checks = catalog.all_checks(exercise, hidden_dir)
     public = catalog.public(exercise)
@@ -137,16 +163,12 @@ def grade_notebook(
             f"{notebook.name} is not a readable notebook ({type(exc).__name__}: "
             f"{str(exc)[:120]}); save it again from Jupyter",
         )
-    own_scratch = scratch is None
-    base = Path(tempfile.mkdtemp(prefix="labkit-grade-")) if own_scratch else scratch
-    assert base is not None
+    base = Path(tempfile.mkdtemp(prefix="labkit-grade-"))
     try:
         workdir = _fresh_folder(base, slot, notebook, settings.confinement)
         _run(result, checks, cells, workdir, slot, settings)
     finally:
-        shutil.rmtree(base / f"slot-{slot}", ignore_errors=True)
-        if own_scratch:
-            shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(base, ignore_errors=True)
     return result
 
 
@@ -232,6 +254,8 @@ def _one_check(student: StudentProcess, check: Check, settings: Settings) -> tup
     ns = RemoteNamespace(student)
     try:
         student.begin_check()
+        if settings.timeout_factor != 1.0:
+            check = dataclasses.replace(check, timeout=check.timeout * settings.timeout_factor)
         outcome = run_check(check, ns, settings.check_timeout)
         if outcome.status == TIMED_OUT:
             student.stop()  # the hung call may still run: kill it, start again next check
@@ -325,39 +349,28 @@ def grade_folder(
         duplicates.update({(folder.name, e): note for e, note in notes.items()})
         tasks += [(folder.name, e, found.get(e)) for e in exercises]
     total = len(tasks)
-    jobs = max(1, jobs or os.cpu_count() or 1)
+    jobs = max(1, min(jobs or os.cpu_count() or 1, total))
     progress(settings.confinement.describe())
     progress(
         f"grading {len(students)} student(s) x {len(exercises)} exercise(s) = {total} "
         f"notebooks, {jobs} at a time, into {run_dir}"
     )
-    slots: queue.Queue[int] = queue.Queue()
-    for slot in range(jobs):
-        slots.put(slot)
-    done = 0
-    scratch = Path(tempfile.mkdtemp(prefix="labkit-grade-"))
-
-    def one(task: tuple[str, str, Path | None]) -> Graded:
-        nonlocal done
-        slot = slots.get()
-        try:
-            graded = grade_notebook(*task, settings, slot=slot, scratch=scratch)
-        finally:
-            slots.put(slot)
-        if (graded.student, graded.exercise) in duplicates:
-            graded.notes.insert(0, duplicates[graded.student, graded.exercise])
-        done += 1
-        progress(
-            f"[{done}/{total}] {graded.student} {graded.exercise}: "
-            f"{graded.score}/{graded.possible} {graded.status}"
-        )
-        return graded
-
-    try:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            results = list(pool.map(one, tasks))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    results: list[Graded] = []
+    # Processes, not threads: checks are CPU-bound Python (and some use Hypothesis, which
+    # is not thread-safe), so threads would share one core. Each worker process claims
+    # its own block of uids for the student code it starts.
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(grade_notebook, *task, settings) for task in tasks]
+        for future in as_completed(futures):
+            graded = future.result()
+            if (graded.student, graded.exercise) in duplicates:
+                graded.notes.insert(0, duplicates[graded.student, graded.exercise])
+            results.append(graded)
+            progress(
+                f"[{len(results)}/{total}] {graded.student} {graded.exercise}: "
+                f"{graded.score}/{graded.possible} {graded.status}"
+            )
+    results.sort(key=lambda g: (g.student, g.exercise))
     write_gradebook(results, run_dir / "grades.csv")
     write_totals(results, run_dir / "totals.csv")
     write_feedback(results, run_dir / "feedback")

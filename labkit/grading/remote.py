@@ -300,7 +300,7 @@ class RemoteNamespace(Namespace):
                 "return numbers, strings, lists, tuples or dicts, not objects",
             )
         if "missing" in reply:
-            raise self._missing(name)
+            raise self._missing(str(reply.get("name") or name)[:100])
         if "raised" in reply:
             raise self._raised(reply["raised"], harness)
         raise CheckFailed("an answer from your code", f"an unexpected reply to {name}")

@@ -186,6 +186,11 @@ def _answer(values: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
         return {"refused": f"unknown request {op!r}"}
     try:
         result = func(*args, **kwargs)
+    except KeyError as exc:
+        missing = exc.args[0] if exc.args else None
+        if op == "harness" and isinstance(missing, str) and missing not in values:
+            return {"missing": True, "name": missing}  # the harness looked up a definition
+        return {"raised": describe(exc)}
     except BaseException as exc:  # noqa: BLE001 - every failure goes back as data
         return {"raised": describe(exc)}
     try:

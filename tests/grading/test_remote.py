@@ -195,3 +195,14 @@ def test_the_network_is_shared_only_when_the_exercise_asks(tmp_path: Path, netwo
     finally:
         proc.stop()
         server.close()
+
+
+def test_a_harness_looking_up_a_missing_definition_says_no_such_name(
+    student: StudentProcess,
+) -> None:
+    def body(ns: Namespace) -> None:
+        with pytest.raises(CheckFailed, match="no such name") as info:
+            ns.harness("labkit.grading.harness.ex01:keys_later", [["billing", 1, "charge"]], 1.0)
+        assert "'operation_key'" in info.value.expected
+
+    assert _run(student, body)["outcome"].status == "passed"  # type: ignore[union-attr]
