@@ -240,6 +240,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
         args.solutions,
         cell_timeout=args.cell_timeout,
         check_timeout=args.check_timeout,
+        timeout_factor=args.timeout_factor,
         confinement=Confinement.detect(limits, network=args.network, sandbox=not args.no_sandbox),
     )
     try:
@@ -328,6 +329,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         help="cap on each check's seconds (default: each check's own, as in check())",
+    )
+    p.add_argument(
+        "--timeout-factor",
+        type=float,
+        default=1.0,
+        help="multiply every check's own timeout (more than 1 on a loaded machine)",
     )
     p.add_argument("--memory-mib", type=int, default=1024, help="address space per process")
     p.add_argument("--max-processes", type=int, default=128, help="processes per student (root)")
