@@ -637,6 +637,34 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex05",
+        "check, post and mark in three separate transactions",
+        "post_survives_every_crash",
+        """
+        def post_handler(job, ctx):
+            ledger = ctx.world.ledger
+            with ledger.transaction() as tx:
+                done = tx.status(job.key) == "done"
+            if done:
+                return {"skipped": "already posted"}
+            with ledger.transaction() as tx:
+                reply = tx.post(job.payload["customer"], job.payload["amount"], key=job.key)
+            with ledger.transaction() as tx:
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "a typo in the handler (an AttributeError the worker retries)",
+        "charge_survives_crash_after_effect",
+        """
+        def charge_handler(job, ctx):
+            return ctx.world.payment.charge(job.payload["customer"], job.payload["amount"],
+                                            key=job.key, idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
         "one constant idempotency key",
         "two_invoices_two_charges",
         """
@@ -852,6 +880,8 @@ SAYS: dict[str, str] = {
     "ack before the effect": "exactly one charge after a crash at after_commit",
     "ledger entry and mark in two transactions": "after the first ledger commit",
     "one constant idempotency key": "one charge per invoice",
+    "check, post and mark in three separate transactions": "ledger commit number 2",
+    "a typo in the handler (an AttributeError the worker retries)": "to fire",
     "redrive as a copy with a new key": "still one row in jobs",
     "redrive of everything, limit ignored": "with limit=2",
     "redrive without resetting attempts": "'attempt': 0",
@@ -878,9 +908,18 @@ def test_wrong_solution_fails_the_check_that_names_its_mistake(
     assert named.earned == 0 and named.expected and named.got and named.hint
     assert "Traceback" not in named.got
     assert SAYS[mistake] in named.expected, f"{mistake}: {check} said {named.expected!r}"
+    if mistake in GOT:
+        assert GOT[mistake] in named.got, f"{mistake}: {check} got {named.got!r}"
     passed = [o.check for o in outcomes.values() if o.status == PASSED]
     assert passed, f"{mistake}: every check failed, the feedback would not point at the mistake"
 
+
+#: What the feedback must name in its "got" line, where the expectation alone would not.
+GOT = {
+    "a typo in the handler (an AttributeError the worker retries)": (
+        "your code raised AttributeError"
+    ),
+}
 
 #: Mistakes so serious that a solution making them cannot score above half the points.
 SERIOUS = ["retried jobs never run again (only pending is ready)"]
