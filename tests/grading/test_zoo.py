@@ -772,6 +772,59 @@ ZOO: list[tuple[str, str, str, str]] = [
     """,
     ),
     (
+        "ex06",
+        "redrive that selects then updates without BEGIN IMMEDIATE",
+        "two_redrives_at_once_share_nothing",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            ids = [r["id"] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+            if not dry_run:
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                    " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                    " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                    {"now": now, "ids": json.dumps(ids)})
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive by id alone, outside a transaction (a running job reset)",
+        "redrive_racing_a_worker",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            ids = [r["id"] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+            if not dry_run:
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                    " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                    " WHERE id IN (SELECT value FROM json_each(:ids))",
+                    {"now": now, "ids": json.dumps(ids)})
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "limit checked with `if not limit` (a negative limit accepted)",
+        "redrive_requires_a_limit",
+        """
+        _reference_redrive = redrive
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if not limit:
+                raise ValueError("limit is required")
+            return _reference_redrive(conn, limit=max(limit, 1), now=now, kind=kind,
+                                      dry_run=dry_run)
+    """,
+    ),
+    (
         "ex07",
         "failures counted in total, not in a row",
         "opens_after_consecutive_failures",
@@ -888,6 +941,9 @@ SAYS: dict[str, str] = {
     "the raw error stored, secrets and all": "the password and the token redacted",
     "dead letter without the token fence": "False for a stale token",
     "no limit required": "ValueError for limit=None",
+    "redrive that selects then updates without BEGIN IMMEDIATE": "at the same moment",
+    "redrive by id alone, outside a transaction (a running job reset)": "left with the worker",
+    "limit checked with `if not limit` (a negative limit accepted)": "limit=-3",
     "failures counted in total, not in a row": "never 3 failures in a row",
     "half open lets everyone through": "the callers behind the trial",
     "a failed trial keeps the old cooldown": "10 s after the failed trial",

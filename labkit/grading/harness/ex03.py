@@ -20,7 +20,7 @@ from labkit.grading.harness._common import fresh_state, outcome, plain_row
 from labkit.grading.labdb import connect
 
 
-class _Rows:
+class Rows:
     def __init__(self, rows: list[Any]) -> None:
         self._rows = rows
 
@@ -55,7 +55,7 @@ class Traced:
             rows = cursor.fetchall()
             self.pauses += 1
             time.sleep(self.pause)
-            return _Rows(rows)
+            return Rows(rows)
         return cursor
 
     def cursor(self) -> Traced:
