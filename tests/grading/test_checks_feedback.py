@@ -169,3 +169,32 @@ def test_a_fault_that_never_fired_is_reported_not_passed() -> None:
     assert outcome.status == FAILED
     assert "to fire" in outcome.expected and "never fired" in outcome.got
     assert "ctx.world.payments.charge" in outcome.got
+
+
+def test_a_breaker_that_never_opens_is_sent_to_the_check_that_explains_it() -> None:
+    """Not told to "read time only from the clock": it never opened in the first place."""
+    from gradingkit import HIDDEN, grade_values, with_override
+
+    from labkit.grading import catalog
+
+    values = with_override(
+        "ex07",
+        """
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.state = "closed"
+            def allow(self):
+                return True
+            def record_failure(self):
+                pass
+            def record_success(self):
+                pass
+        """,
+    )
+    outcomes = grade_values("ex07", values)
+    wall = outcomes["ignores_the_wall_clock"]
+    assert wall.status == FAILED
+    assert "threshold_of_one" in wall.expected and "fix that one first" in wall.expected
+    assert "fake clock" not in wall.expected
+    assert outcomes["threshold_of_one"].status == FAILED
+    assert any(c.name == "ignores_the_wall_clock" for c in catalog.all_checks("ex07", HIDDEN))

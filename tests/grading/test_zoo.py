@@ -881,6 +881,61 @@ ZOO: list[tuple[str, str, str, str]] = [
                 return super().allow() if self.state != "open" else False
     """,
     ),
+    (
+        "ex07",
+        "failure count kept on the class, shared by every breaker",
+        "two_breakers_side_by_side",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            failures_everywhere = 0
+            def record_failure(self):
+                Breaker.failures_everywhere += 1
+                self.failures = Breaker.failures_everywhere - 1
+                super().record_failure()
+            def record_success(self):
+                Breaker.failures_everywhere = 0
+                super().record_success()
+    """,
+    ),
+    (
+        "ex07",
+        "'<=' at the end of the cooldown (exactly 30 s still refused)",
+        "half_open_allows_one_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                if self.state == "open" and self.clock.now() <= self.opened_at + self.cooldown_s:
+                    return False
+                return super().allow()
+    """,
+    ),
+    (
+        "ex07",
+        "opens one failure late (failures > threshold)",
+        "opens_after_consecutive_failures",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                self.failures += 1
+                if self.state == "half_open" or self.failures > self.threshold:
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+    """,
+    ),
+    (
+        "ex07",
+        "a breaker that records failures but never refuses a call",
+        "outage_spares_the_dependency",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                super().allow()
+                return True
+    """,
+    ),
 ]
 
 
@@ -948,6 +1003,10 @@ SAYS: dict[str, str] = {
     "half open lets everyone through": "the callers behind the trial",
     "a failed trial keeps the old cooldown": "10 s after the failed trial",
     "cooldown timed with the wall clock": "the fake clock did not move",
+    "failure count kept on the class, shared by every breaker": "breaker B closed",
+    "'<=' at the end of the cooldown (exactly 30 s still refused)": "exactly 30 s",
+    "opens one failure late (failures > threshold)": "open at the 3rd failure",
+    "a breaker that records failures but never refuses a call": "at most 7 calls",
 }
 
 

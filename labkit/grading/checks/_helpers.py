@@ -19,6 +19,11 @@ from labkit.grading.core import CheckFailed, StudentRaised
 SEED = 20260101
 
 
+def because_of(check: str) -> str:
+    """Said when a check cannot get past what an earlier check tests: fix that one first."""
+    return f" (needed first; the check {check} tests it: fix that one first)"
+
+
 def short_repr(value: Any, limit: int = 120) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -16,7 +16,21 @@ from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
+from labkit.grading.core import CheckFailed
+
 _MUTABLE = (dict, list, set, bytearray)
+
+
+def need(values: MutableMapping[str, Any], name: str) -> Any:
+    """The student's definition ``name``, or the same failure ``ns.NAME`` gives when missing."""
+    try:
+        return values[name]
+    except KeyError:
+        raise CheckFailed(
+            f"a definition named {name!r} in the notebook",
+            "no such name",
+            f"run the cell that defines {name} (and do not rename it), then check again",
+        ) from None
 
 
 def _mutable_class_attrs(values: MutableMapping[str, Any]) -> list[tuple[type, str, Any]]:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
-from labkit.grading.harness._common import fresh_state
+from labkit.grading.harness._common import fresh_state, need
 
 #: How long a child that won the lock keeps it in ``start_together``.
 HOLD_S = 1.0
@@ -30,7 +30,7 @@ SLOW_FILE_S = 0.05
 
 def _attempt(values: MutableMapping[str, Any], path: str) -> str:
     try:
-        with values["single_instance"](path):
+        with need(values, "single_instance")(path):
             return "acquired"
     except NotImplementedError as exc:
         if str(exc).startswith("Exercise"):
@@ -59,7 +59,7 @@ def attempt_while_holding(
     out: dict[str, Any] = {"pid": os.getpid()}
     with fresh_state(values):
         try:
-            with values["single_instance"](path):
+            with need(values, "single_instance")(path):
                 out["second"] = _attempt(values, path)
                 out["file_while_held"] = pathlib.Path(path).read_text(errors="replace")
                 if raise_inside:
@@ -106,7 +106,7 @@ def _read(fd: int, timeout: float = 10.0) -> str:
 def _holder(values: MutableMapping[str, Any], path: str) -> Callable[[int], None]:
     def body(write_fd: int) -> None:
         try:
-            with values["single_instance"](path):
+            with need(values, "single_instance")(path):
                 os.write(write_fd, b"held")
                 time.sleep(30)
         except BaseException as exc:  # noqa: BLE001 - told to the parent, then exit
@@ -200,7 +200,7 @@ def start_together(values: MutableMapping[str, Any], path: str, n: int = 3) -> l
             os.path.exists = _slow(os.path.exists)
             pathlib.Path.exists = _slow(pathlib.Path.exists)  # type: ignore[method-assign]
             try:
-                with values["single_instance"](path):
+                with need(values, "single_instance")(path):
                     os.write(write_fd, b"acquired")
                     time.sleep(HOLD_S)
             except BaseException as exc:  # noqa: BLE001 - told to the parent

@@ -16,7 +16,7 @@ from typing import Any
 from labkit.explore import Scenario, run_scenario
 from labkit.faults import FaultPlan
 from labkit.grading.core import StudentRaised
-from labkit.grading.harness._common import fresh_state
+from labkit.grading.harness._common import fresh_state, need
 
 #: Fired by the check each time the student's ledger work commits (see ``_Ledger``).
 LEDGER_COMMIT = "ledger_commit"
@@ -103,10 +103,10 @@ def run(
     """
     errors: list[str] = []
     with fresh_state(values):
-        ack = values["choose_ack"]()
+        ack = need(values, "choose_ack")()
         if ack not in ("late", "first"):
             return {"ack": repr(ack)}
-        handler = values["charge_handler" if which == "charge" else "post_handler"]
+        handler = need(values, "charge_handler" if which == "charge" else "post_handler")
         scenario = Scenario(
             f"your {which}_handler",
             {which: _observed(handler, errors)},

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
-from labkit.grading.harness._common import fresh_state, outcome
+from labkit.grading.harness._common import fresh_state, need, outcome
 from labkit.grading.harness.ex03 import Rows, Traced
 from labkit.grading.harness.ex04 import build_error
 from labkit.grading.labdb import connect
@@ -66,7 +66,7 @@ def dead_letter(
     try:
         with fresh_state(values):
             return outcome(
-                values["dead_letter"], conn, job_id, token, reason, build_error(error), now
+                need(values, "dead_letter"), conn, job_id, token, reason, build_error(error), now
             )
     finally:
         conn.close()
@@ -86,7 +86,7 @@ def redrive(values: MutableMapping[str, Any], path: str, **kwargs: Any) -> dict[
     conn = connect(path)
     try:
         with fresh_state(values):
-            return _ids(outcome(values["redrive"], conn, **kwargs))
+            return _ids(outcome(need(values, "redrive"), conn, **kwargs))
     finally:
         conn.close()
 
@@ -101,7 +101,7 @@ def two_redrives_at_once(
 
     def one(i: int) -> None:
         start.wait()
-        results[i] = _ids(outcome(values["redrive"], conns[i], **kwargs))
+        results[i] = _ids(outcome(need(values, "redrive"), conns[i], **kwargs))
 
     with fresh_state(values):
         threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
@@ -141,7 +141,7 @@ def redrive_while_a_worker_claims(
     conn = Racing(connect(path), 0.0, then=lambda: worker("in the gap"))
     try:
         with fresh_state(values):
-            result = _ids(outcome(values["redrive"], conn, limit=5, now=now))
+            result = _ids(outcome(need(values, "redrive"), conn, limit=5, now=now))
         if conn.then is not None:  # no gap: the other party comes after the redrive
             conn.then = None
             worker("after")
