@@ -198,3 +198,19 @@ def test_a_breaker_that_never_opens_is_sent_to_the_check_that_explains_it() -> N
     assert "fake clock" not in wall.expected
     assert outcomes["threshold_of_one"].status == FAILED
     assert any(c.name == "ignores_the_wall_clock" for c in catalog.all_checks("ex07", HIDDEN))
+
+
+def test_graded_checks_get_the_time_the_students_check_gave_them() -> None:
+    from pathlib import Path
+
+    from labkit.grading import catalog
+    from labkit.grading.core import Check
+    from labkit.grading.grade import Settings, check_timeout_for
+
+    checks = catalog.all_checks("ex05", Path(__file__).resolve().parents[2] / "solutions/hidden")
+    limit = check_timeout_for(Settings(Path("solutions")), checks)
+    assert {min(c.timeout, limit) for c in checks} == {c.timeout for c in checks}
+    assert max(c.timeout for c in checks) > 10.0  # ex05's runs are allowed 30 s
+    capped = check_timeout_for(Settings(Path("solutions"), check_timeout=5.0), checks)
+    assert capped == 5.0  # an instructor's explicit cap still wins
+    assert check_timeout_for(Settings(Path("s")), [Check("c", 1, "h", lambda ns: None)]) == 10.0
