@@ -665,6 +665,21 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex05",
+        "mark checked in its own transaction before posting (two deliveries both post)",
+        "post_survives_two_deliveries_at_once",
+        """
+        def post_handler(job, ctx):
+            ledger = ctx.world.ledger
+            if ledger.status(job.key) == "done":
+                return {"skipped": "already posted"}
+            with ledger.transaction() as tx:
+                reply = tx.post(job.payload["customer"], job.payload["amount"], key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
         "one constant idempotency key",
         "two_invoices_two_charges",
         """
@@ -988,6 +1003,9 @@ SAYS: dict[str, str] = {
     "ack before the effect": "exactly one charge after a crash at after_commit",
     "ledger entry and mark in two transactions": "after the first ledger commit",
     "one constant idempotency key": "one charge per invoice",
+    "mark checked in its own transaction before posting (two deliveries both post)": (
+        "two deliveries of the job at the same moment"
+    ),
     "check, post and mark in three separate transactions": "ledger commit number 2",
     "a typo in the handler (an AttributeError the worker retries)": "to fire",
     "redrive as a copy with a new key": "still one row in jobs",

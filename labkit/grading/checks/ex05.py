@@ -192,3 +192,26 @@ def charge_survives_lost_response(ns: Namespace) -> None:
 )
 def post_survives_every_crash(ns: Namespace) -> None:
     _judge(ns, "post", (LEDGER_COMMIT, *POINTS))
+
+
+@CHECKS.add(
+    2,
+    "a job can be delivered twice at the same moment (a lease ran out while the first "
+    "worker was still busy): read the mark inside the same "
+    "`with ctx.world.ledger.transaction() as tx:` that posts and marks, so the second "
+    "delivery waits for the first and then sees 'done'",
+    timeout=20.0,
+)
+def post_survives_two_deliveries_at_once(ns: Namespace) -> None:
+    [job] = POST
+    with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+        got = ns.harness(HARNESS + "two_deliveries", "post", tmp, list(job))
+        with World(Path(tmp) / "world.db", FakeClock(LAB_EPOCH)) as world:
+            entries = world.count(job[2], "ledger")
+    errors = got["handler_errors"]
+    expect(
+        entries == 1,
+        "exactly one ledger entry after two deliveries of the job at the same moment",
+        f"{entries} entries (the deliveries ended: {'; '.join(got['deliveries'])})"
+        + (f"; {errors[0]}" if errors else ""),
+    )
