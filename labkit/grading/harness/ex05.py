@@ -20,9 +20,9 @@ from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.explore import Scenario, run_scenario
 from labkit.faults import FaultPlan
 from labkit.grading.core import StudentRaised
+from labkit.grading.harness._common import fresh_state, need
 from labkit.store import JobStore
 from labkit.world import World
-from labkit.grading.harness._common import fresh_state, need
 
 #: Fired by the check each time the student's ledger work commits (see ``_Ledger``).
 LEDGER_COMMIT = "ledger_commit"
