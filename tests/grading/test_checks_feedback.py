@@ -214,3 +214,55 @@ def test_graded_checks_get_the_time_the_students_check_gave_them() -> None:
     capped = check_timeout_for(Settings(Path("solutions"), check_timeout=5.0), checks)
     assert capped == 5.0  # an instructor's explicit cap still wins
     assert check_timeout_for(Settings(Path("s")), [Check("c", 1, "h", lambda ns: None)]) == 10.0
+
+
+def test_module_state_does_not_leak_from_one_check_into_the_next() -> None:
+    """A module-level cache the student's code fills in one check is back as the
+    notebook left it when the next check starts."""
+    values: dict[str, object] = {"__name__": "__main__", "SEEN_EVER": {}}
+
+    def accept(seen: dict[str, str], key: str, payload: dict[str, int]) -> bool:
+        ever = values["SEEN_EVER"]
+        assert isinstance(ever, dict)
+        first = key not in ever
+        ever[key] = "x"
+        seen[key] = "x"
+        return first
+
+    values["accept"] = accept
+    calls = [["billing:1:charge:v1", {"a": 1}]]
+    runs = [
+        Namespace(values).harness("labkit.grading.harness.ex01:accept_calls", calls)
+        for _ in range(2)
+    ]
+    assert [r["results"][0] for r in runs] == [{"returned": True}] * 2
+    assert values["SEEN_EVER"] == {}
+
+
+def test_an_exception_from_student_code_inside_a_harness_is_named_with_its_line() -> None:
+    def operation_key(source: str, entity_id: object, action: str, version: int = 1) -> str:
+        return source + entity_id  # type: ignore[operator]
+
+    ns = Namespace({"__name__": "__main__", "operation_key": operation_key})
+    with pytest.raises(StudentRaised) as info:
+        ns.harness("labkit.grading.harness.ex01:keys_later", [["billing", 42, "charge"]], 60.0)
+    assert info.value.is_a("TypeError") and "of operation_key" in info.value.where
+
+
+def test_a_crash_check_says_when_the_job_goes_wrong_without_any_crash() -> None:
+    from gradingkit import grade_values, with_override
+
+    values = with_override(
+        "ex05",
+        """
+        def charge_handler(job, ctx):
+            pay = ctx.world.payments.charge
+            pay(job.payload["customer"], job.payload["amount"], key=job.key)
+            return pay(job.payload["customer"], job.payload["amount"], key=job.key)
+        """,
+    )
+    outcomes = grade_values("ex05", values)
+    assert outcomes["charge_runs_once_without_faults"].status == FAILED
+    after = outcomes["charge_survives_crash_after_effect"]
+    assert after.status == FAILED and "charge_runs_once_without_faults" in after.expected
+    assert outcomes["post_runs_once_without_faults"].status == PASSED

@@ -136,6 +136,22 @@ ZOO: list[tuple[str, str, str, str]] = [
     """,
     ),
     (
+        "ex01",
+        "accept remembers keys in a module-level dict, not in `seen`",
+        "accept_new_then_repeat",
+        """
+        _memory = {}
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            if key not in _memory:
+                _memory[key] = fp
+                return True
+            if _memory[key] != fp:
+                raise IdempotencyConflict(key)
+            return False
+    """,
+    ),
+    (
         "ex02",
         "pidfile with O_EXCL goes stale after kill -9",
         "survives_holder_kill_9",
@@ -968,6 +984,7 @@ SAYS: dict[str, str] = {
     "entity id lowercased in the key": "different keys for",
     "fingerprint that sorts only the top-level keys": "keys in another order",
     "fingerprint with 1990.0 made 1990": "the amount as a float",
+    "accept remembers keys in a module-level dict, not in `seen`": "one entry in `seen`",
     "pidfile with O_EXCL goes stale after kill -9": "killed with SIGKILL",
     "refusal without the holder's pid": "naming the holder's pid",
     "lock kept when the block raises": "after an error inside the block",

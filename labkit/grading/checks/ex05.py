@@ -20,6 +20,7 @@ from typing import Any
 from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.explore import Scenario, judge
 from labkit.faults import LOST_RESPONSE, POINTS
+from labkit.grading.checks._helpers import because_of
 from labkit.grading.core import Checks, Namespace, expect
 from labkit.grading.harness.ex05 import LEDGER_COMMIT
 from labkit.store import JobStore
@@ -99,10 +100,17 @@ def _judge(ns: Namespace, which: str, points: tuple[str, ...], action: str = "cr
         noun = "charge" if which == "charge" else "ledger entry"
         expect(
             run.outcome == "ok",
-            f"exactly one {noun} after {what} {where}",
+            f"exactly one {noun} after {what} {where}" + _unless_broken_anyway(ns, which, run),
             f"{run.outcome}: {run.effects} effect(s) ({run.replay})"
             + (f"; {_raised(run, which)}" if run.errors else ""),
         )
+
+
+def _unless_broken_anyway(ns: Namespace, which: str, run: Run) -> str:
+    """Point at the no-fault check when the job goes wrong even without a crash."""
+    if run.outcome == "ok" or run_job(ns, which, []).outcome == "ok":
+        return ""
+    return because_of(f"{which}_runs_once_without_faults")
 
 
 def _judge_every_commit(ns: Namespace) -> None:
@@ -129,9 +137,10 @@ def _judge_every_commit(ns: Namespace) -> None:
             + (
                 "first ledger commit"
                 if nth == 1
-                else f"ledger commit number {nth} (work split "
-                "over several transactions: a crash between them repeats the first part)"
-            ),
+                else f"ledger commit number {nth} (work split over several transactions: "
+                "a crash between them repeats the first part)"
+            )
+            + _unless_broken_anyway(ns, "post", run),
             f"{run.outcome}: {run.effects} entries ({run.replay})",
         )
 
@@ -144,6 +153,19 @@ def charge_runs_once_without_faults(ns: Namespace) -> None:
         "one charge, job succeeded",
         f"{run.outcome} with {run.effects} charge(s)"
         + (f"; {_raised(run, 'charge')}" if run.errors else ""),
+    )
+
+
+@CHECKS.add(
+    1, "the entry is posted once and the job succeeds when nothing goes wrong", timeout=30.0
+)
+def post_runs_once_without_faults(ns: Namespace) -> None:
+    run = run_job(ns, "post", [])
+    expect(
+        run.outcome == "ok" and run.effects == 1,
+        "one ledger entry, job succeeded",
+        f"{run.outcome} with {run.effects} entries"
+        + (f"; {_raised(run, 'post')}" if run.errors else ""),
     )
 
 

@@ -11,6 +11,7 @@ check can read "it raised IdempotencyConflict" without holding the exception obj
 from __future__ import annotations
 
 import copy
+import re
 import sqlite3
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
@@ -19,6 +20,8 @@ from typing import Any
 from labkit.grading.core import CheckFailed
 
 _MUTABLE = (dict, list, set, bytearray)
+#: IPython's own history names in a notebook's namespace: not the student's state.
+_IPYTHON = re.compile(r"^(In|Out|_+|_(i|ii|iii|ih|oh|dh)\d*|_\d+)$")
 
 
 def need(values: MutableMapping[str, Any], name: str) -> Any:
@@ -58,7 +61,7 @@ def fresh_state(values: MutableMapping[str, Any]) -> Iterator[None]:
     """
     saved: dict[str, Any] = {}
     for name, value in list(values.items()):
-        if name.startswith("_") or name in ("In", "Out") or type(value) not in _MUTABLE:
+        if _IPYTHON.match(name) or name.startswith("__") or type(value) not in _MUTABLE:
             continue
         try:
             saved[name] = copy.deepcopy(value)
