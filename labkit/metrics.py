@@ -65,9 +65,7 @@ def _read(store: JobStore, name: str, params: dict[str, Any]) -> list[dict[str, 
 def inspect(store: JobStore, name: str, **params: float) -> list[dict[str, Any]]:
     """Run the inspection query ``name`` at the store's clock time; rows as dicts."""
     if name not in INSPECTIONS:
-        raise ValueError(
-            f"no inspection query {name!r}; the queries are {', '.join(INSPECTIONS)}"
-        )
+        raise ValueError(f"no inspection query {name!r}; the queries are {', '.join(INSPECTIONS)}")
     unknown = sorted(set(params) - set(INSPECTIONS[name]))
     if unknown:
         raise ValueError(
