@@ -120,7 +120,8 @@ def test_wrong_app_fails_the_check_named_after_its_mistake(
     (tmp_path / "ex10_app.py").write_text(source.replace(old, new, 1), encoding="utf-8")
     caught = outcome(failing, tmp_path)
     assert caught.status == FAILED, (caught.status, caught.expected, caught.got)
-    assert caught.earned == 0
+    assert caught.earned == 0 and caught.expected and caught.got and caught.hint
+    assert "Traceback" not in caught.got
     control = outcome(passing, tmp_path)
     assert control.status == PASSED, (control.status, control.expected, control.got)
 
