@@ -25,12 +25,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from labkit.clock import Clock, SystemClock
 
 HOST = "127.0.0.1"
 #: Seconds a server may take to answer its first request (importing FastAPI is most of it).
@@ -59,10 +60,18 @@ def server_argv(target: str, fd: int, factory: bool = False) -> list[str]:
 
 
 def wait_until_serving(
-    url: str, alive: Callable[[], bool], timeout: float = START_TIMEOUT_S, path: str = "/"
+    url: str,
+    alive: Callable[[], bool],
+    timeout: float = START_TIMEOUT_S,
+    path: str = "/",
+    clock: Clock | None = None,
 ) -> None:
-    """Poll ``url + path`` until any HTTP answer comes back; RuntimeError if the process died."""
-    deadline = time.monotonic() + timeout
+    """Poll ``url + path`` until any HTTP answer comes back; RuntimeError if the process died.
+
+    The wait is real (a process is starting), so ``clock`` defaults to the wall clock.
+    """
+    clock = clock or SystemClock()
+    deadline = clock.now() + timeout
     while True:
         if not alive():
             raise RuntimeError(f"the server process for {url} exited before it answered")
@@ -70,9 +79,9 @@ def wait_until_serving(
             httpx.get(url + path, timeout=2.0)
             return
         except httpx.TransportError:
-            if time.monotonic() > deadline:
+            if clock.now() > deadline:
                 raise TimeoutError(f"no answer from {url} within {timeout:g}s") from None
-            time.sleep(0.05)
+            clock.sleep(0.05)
 
 
 @dataclass
