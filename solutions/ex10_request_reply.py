@@ -63,7 +63,20 @@ def accept(
     authorization: Annotated[str | None, Header()] = None,
     idempotency_key: Annotated[str | None, Header()] = None,
 ) -> JSONResponse:
-    """Accept a report request: commit the job, then answer 202 (see the table above)."""
+    """Accept a report request as a durable job; answer 202 only once it is committed.
+
+    - The caller: ``owner = caller_of(authorization)`` (a 401 for a missing or unknown
+      token).
+    - The job: ``store.enqueue("report", {"owner": owner, "request": body}, key=...)``.
+      It is committed when ``enqueue`` returns, so answer after it, never before (no
+      ``BackgroundTasks``, no thread).
+    - ``idempotency_key``: the same key and body again gets the same job. Scope the key
+      to the owner. The same key with another body raises ``IdempotencyConflict``:
+      answer 409 or 422 with a message that names the key.
+    - A credential-looking field raises ``PayloadError``: answer 422 with its message.
+    - The answer: 202, ``{"job_id": job.id}``, headers ``Location: /reports/<id>`` and
+      ``Retry-After: <seconds>``.
+    """
     ### BEGIN SOLUTION
     owner = caller_of(authorization)
     # Scoped to the caller: bob's "k1" is not alice's "k1".
@@ -89,7 +102,15 @@ def accept(
 
 @app.get("/reports/{job_id}")
 def status(job_id: int, authorization: Annotated[str | None, Header()] = None) -> JSONResponse:
-    """The job's status for its owner; the same 404 for another owner as for no job."""
+    """The status of job ``job_id`` for its owner, and nothing for anyone else.
+
+    - The caller: ``caller_of(authorization)``.
+    - Read the job on every call (``store.get``, which raises ``NotFound``).
+    - A job whose ``payload["owner"]`` is not the caller gets exactly the answer of a
+      job that does not exist: 404, the same body (a 403 would confirm the id exists).
+    - The owner gets 200 with ``status_view(job)``: state, attempts, next attempt
+      time, sanitized error; never the payload.
+    """
     ### BEGIN SOLUTION
     owner = caller_of(authorization)
     try:
