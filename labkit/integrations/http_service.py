@@ -45,6 +45,7 @@ from labkit.clock import Clock, FakeClock, isoformat
 from labkit.errors import IdempotencyConflict, NotFound, PayloadError
 from labkit.faults import FaultPlan, Fired
 from labkit.job import Job, JobState
+from labkit.metrics import exposition
 from labkit.redact import sanitize
 from labkit.store import SQL as STORE_SQL
 from labkit.store import JobStore
@@ -207,8 +208,6 @@ def create_app(
     retry_after_s: int = RETRY_AFTER_S,
 ) -> FastAPI:
     """The FastAPI app over the job database at ``db_path`` (see the module docstring)."""
-    from labkit.metrics import exposition
-
     store = JobStore(db_path, clock=clock)
     service = JobService(store, faults)
     app = FastAPI(title="labkit jobs", description="Async request-reply over a labkit job store.")
