@@ -257,3 +257,22 @@ def test_metrics_are_served_in_the_prometheus_text_format(client: httpx.Client) 
     assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/plain")
     assert 'labkit_jobs{state="pending"}' in reply.text
     assert "labkit_attempts_total" in reply.text
+
+
+def test_an_unknown_kind_is_404_naming_the_kinds(client: httpx.Client) -> None:
+    reply = client.post("/jobs/payroll", json={"month": "2027-03"}, headers=ALICE)
+    assert reply.status_code == 404 and "report" in reply.json()["detail"]
+
+
+def test_a_body_that_is_not_a_json_object_is_422(client: httpx.Client, db: Path) -> None:
+    with read_store(db) as store:
+        before = sum(store.counts().values())
+    for content in (b"[1, 2]", b"not json"):
+        reply = client.post(
+            "/jobs/report",
+            content=content,
+            headers={**ALICE, "Content-Type": "application/json"},
+        )
+        assert reply.status_code == 422
+    with read_store(db) as store:
+        assert sum(store.counts().values()) == before
