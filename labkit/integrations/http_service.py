@@ -42,7 +42,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from labkit import dbfile, queries
 from labkit.clock import Clock, FakeClock, isoformat
-from labkit.errors import IdempotencyConflict, NotFound, PayloadError
+from labkit.errors import IdempotencyConflict, InvalidTransition, NotFound, PayloadError
 from labkit.faults import FaultPlan, Fired
 from labkit.job import Job, JobState
 from labkit.metrics import exposition
@@ -117,6 +117,10 @@ def status_view(job: Job) -> dict[str, Any]:
     }
 
 
+class CannotCancel(InvalidTransition):
+    """The job is running or finished; only a job waiting to run can be cancelled."""
+
+
 class JobService:
     """The HTTP service's operations as plain Python: accept, status, cancel, per owner."""
 
@@ -166,10 +170,10 @@ class JobService:
         """The job, if ``owner`` created it; ``NotFound`` otherwise (whoever else owns it)."""
         with closing(self._connect()) as conn:
             self._owned(conn, owner, job_id)
-        return self.store.get(job_id)
+            return Job.from_row(conn.execute(STORE_SQL["job_by_id"], {"id": job_id}).fetchone())
 
     def cancel(self, owner: str, job_id: int) -> Job:
-        """Cancel a job that is not running; ``InvalidTransition`` says why one cannot be."""
+        """Cancel a job that is not running; ``CannotCancel`` says why one cannot be."""
         with closing(self._connect()) as conn, dbfile.transaction(conn):
             self._owned(conn, owner, job_id)
             row = conn.execute(
@@ -179,10 +183,6 @@ class JobService:
                 return Job.from_row(row)
             current = Job.from_row(conn.execute(STORE_SQL["job_by_id"], {"id": job_id}).fetchone())
         raise CannotCancel(_why_not_cancelled(current))
-
-
-class CannotCancel(Exception):
-    """The job is running or finished; only a job waiting to run can be cancelled."""
 
 
 def _why_not_cancelled(job: Job) -> str:
