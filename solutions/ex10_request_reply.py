@@ -145,7 +145,7 @@ def try_it(body=None):
 # ## Check your work
 #
 # Each check starts your app in a fresh process, so re-run the `%%writefile` cell after
-# every change. The checks take about half a minute.
+# every change. The checks take about ten seconds.
 
 # %%
 from labkit.grading import check
