@@ -241,7 +241,9 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from labkit.grading.grade import DEFAULT_SOLUTIONS
+    # Not imported from labkit.grading.grade: that pulls in nbformat and jsonschema (seconds
+    # of imports), which `labkit inspect` and the worker never need.
+    DEFAULT_SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions"  # noqa: N806
 
     parser = argparse.ArgumentParser(prog="labkit", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
