@@ -142,6 +142,7 @@ try:
     Worker(store, {"sync_invoice": sync_invoice}, name="w2", faults=crash).run_once()
 except BaseException as exc:
     print("w2 died:", type(exc).__name__, "| fired:", [f.point for f in crash.fired])
+print("fault plan (replay):", crash.replay())
 for month in ("2026-01", "2026-02", "2026-03"):
     store.enqueue("monthly_report", {"month": month}, key=operation_key("reports", month, "build"))
     clock.advance(60)

@@ -195,7 +195,9 @@ job_table()
 # `LABKIT_HTTP_FAULTS="after_commit:kill"`, and send it a request with a key.
 
 # %%
-doomed = serve("doomed", faults="seed=0; after_commit:kill nth=1")
+KILL_AFTER_COMMIT = "seed=0; after_commit:kill nth=1"  # the fault plan's replay line
+print("fault plan:", KILL_AFTER_COMMIT)
+doomed = serve("doomed", faults=KILL_AFTER_COMMIT)
 feb = {"month": "2026-02", "credential_id": "erp-readonly"}
 try:
     httpx.post(doomed.url + "/jobs/report", json=feb,
@@ -227,7 +229,7 @@ assert retry.status_code == 202 and retry.json() == {"job_id": 2, "state": "pend
 # queued twice (jobs 3 and 4), and the customer would get it twice.
 
 # %%
-doomed_again = serve("doomed-again", faults="seed=0; after_commit:kill nth=1")
+doomed_again = serve("doomed-again", faults=KILL_AFTER_COMMIT)
 mar = {"month": "2026-03", "credential_id": "erp-readonly"}
 try:
     httpx.post(doomed_again.url + "/jobs/report", json=mar, headers=ALICE, timeout=30)
