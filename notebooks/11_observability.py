@@ -20,11 +20,13 @@
 # **Time to run:** about 5 seconds on a quiet machine; the four `labkit` commands are
 # real subprocesses and take most of it.
 #
-# The cron article ends with a minimal kit for scripts that must not fail in silence:
-# logs that carry the key of the work, a table of runs, a query that shows what failed,
-# a command to retry what failed, and an alert on failures. The Celery-in-production
-# article adds that a retry nobody sees is a failure postponed. This lesson builds that
-# kit on the job table of lesson 04:
+# The cron article asks two things of a job that must not fail in silence: log lines
+# that say which item failed, at which step, with which error, after how many attempts
+# and what was decided; and a table of runs, so that "is it healthy?" needs no terminal
+# archaeology. The Celery-in-production article adds that a sudden spike of retries on
+# a task that normally runs clean is often the first sign that a dependency is
+# degrading, and that a dashboard is not an alert. This lesson builds that kit on the
+# job table of lesson 04:
 #
 # 1. one night of jobs, logged as JSON lines with `job_id`, `key`, `attempt`, `worker`;
 # 2. the attempts table, which is the runs table, and four inspection queries;

@@ -245,8 +245,8 @@ assert doomed_again.returncode == -9 and again.json()["job_id"] == 4
 # %% [markdown]
 # The same key with a **different** body is not a retry but a mistake (or a bug that
 # reuses keys). Answering with the old job would be wrong, and so would a new one: the
-# service refuses with `422` and says why, as the IETF Idempotency-Key draft suggests
-# and as Stripe does.
+# service refuses and says why. `422` is the status the IETF Idempotency-Key draft
+# gives this case; Stripe refuses it too, with its own `idempotency_error`.
 
 # %%
 clash = client.post("/jobs/report", json={"month": "2026-12"},
