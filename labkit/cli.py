@@ -2,7 +2,7 @@
 
 ::
 
-    labkit inspect jobs.db [--job ID]              counts, dead letters, one job's attempts
+    labkit inspect jobs.db [--job ID] [--as-of T]  counts, dead letters, one job's attempts
     labkit retry-failed jobs.db --limit N          redrive dead jobs whose failures were transient
     labkit redrive jobs.db ID [ID ...]             redrive those dead jobs (same key)
     labkit redrive jobs.db --limit N [--kind K]    redrive in bulk: --limit is required
@@ -22,10 +22,11 @@ import importlib
 import signal
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from labkit.clock import SystemClock, isoformat
+from labkit.clock import Clock, FakeClock, SystemClock, isoformat
 from labkit.errors import LabkitError
 from labkit.job import Job, JobState
 from labkit.report import age_text, format_table
@@ -36,7 +37,7 @@ class CliError(Exception):
     """A usage problem, reported as one line on stderr with exit code 2."""
 
 
-def _open(path: Path) -> JobStore:
+def _open(path: Path, clock: Clock | None = None) -> JobStore:
     """Open an existing job database; never create one by mistake."""
     if not path.exists():
         raise CliError(
@@ -44,13 +45,26 @@ def _open(path: Path) -> JobStore:
             "(the file your workers and enqueuers use)"
         )
     try:
-        return JobStore(path, clock=SystemClock())
+        return JobStore(path, clock=clock or SystemClock())
     except LabkitError as exc:
         raise CliError(str(exc)) from None
 
 
+def _as_of(text: str) -> float:
+    """``--as-of`` as epoch seconds: ISO 8601, read as UTC when it names no zone."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--as-of wants a time like 2026-01-01T08:00:00Z, not {text!r}"
+        ) from None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
-    with _open(args.db) as store:
+    # --as-of reads ages at a fixed time, so a report (or a lesson) prints the same each run.
+    clock = FakeClock(args.as_of) if args.as_of is not None else None
+    with _open(args.db, clock) as store:
         if args.job is not None:
             job = store.get(args.job)
             print(
@@ -250,6 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("db", type=Path)
     p.add_argument("--job", type=int, help="show this job's attempt history")
     p.add_argument("--limit", type=int, default=20, help="dead letters to list (default 20)")
+    p.add_argument(
+        "--as-of", type=_as_of, help="read ages at this UTC time (ISO 8601) instead of now"
+    )
     p.set_defaults(run=cmd_inspect)
 
     def filters(p: argparse.ArgumentParser) -> None:

@@ -48,6 +48,27 @@ def test_inspect_shows_counts_and_dead_letters_with_reasons(
     assert "attempts exhausted" in out
 
 
+def test_inspect_as_of_reads_ages_at_that_time(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Job 1 died at LAB_EPOCH (2026-01-01 00:00:00); two hours later it is 2h old.
+    assert main(["inspect", str(db), "--as-of", "2026-01-01T02:00:00Z"]) == 0
+    first = capsys.readouterr().out
+    assert main(["inspect", str(db), "--as-of", "2026-01-01 02:00:00"]) == 0
+    assert capsys.readouterr().out == first  # no zone given: read as UTC
+    row = next(line for line in first.splitlines() if "billing:1:charge:v1" in line)
+    assert " 2h " in row, row
+
+
+def test_inspect_as_of_with_a_bad_time_says_what_it_wants(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["inspect", str(db), "--as-of", "yesterday"])
+    assert exit_.value.code == 2
+    assert "--as-of wants a time like 2026-01-01T08:00:00Z" in capsys.readouterr().err
+
+
 def test_inspect_one_job_shows_its_attempts(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["inspect", str(db), "--job", "3"]) == 0
     out = capsys.readouterr().out
