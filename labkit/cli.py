@@ -255,8 +255,9 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from labkit.grading.grade import DEFAULT_SOLUTIONS
-
+    # labkit.grading.grade's DEFAULT_SOLUTIONS, named here without importing grading: that
+    # pulls in nbformat, a second of start-up every `labkit inspect` would pay for nothing.
+    default_solutions = Path(__file__).resolve().parents[1] / "solutions"
     parser = argparse.ArgumentParser(prog="labkit", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -302,14 +303,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("release", help="write the student notebooks from the solutions")
     p.add_argument("out", type=Path)
-    p.add_argument("--solutions", type=Path, default=DEFAULT_SOLUTIONS)
+    p.add_argument("--solutions", type=Path, default=default_solutions)
     p.set_defaults(run=cmd_release)
 
     p = sub.add_parser("grade", help="grade a folder with one subfolder per student")
     p.add_argument("submissions", type=Path)
     p.add_argument("--out", type=Path, default=Path("grades.csv"))
     p.add_argument("--feedback", type=Path, help="feedback folder (default: next to --out)")
-    p.add_argument("--solutions", type=Path, default=DEFAULT_SOLUTIONS)
+    p.add_argument("--solutions", type=Path, default=default_solutions)
     p.add_argument("--exercise", action="append", help="grade only this exercise (repeatable)")
     p.add_argument("--cell-timeout", type=float, default=60.0)
     p.add_argument("--check-timeout", type=float, default=10.0)

@@ -185,3 +185,11 @@ def test_grade_with_a_missing_folder_is_a_clear_error(
 ) -> None:
     assert main(["grade", str(tmp_path / "none"), "--out", str(tmp_path / "g.csv")]) == 2
     assert "not a folder of student folders" in capsys.readouterr().err
+
+
+def test_the_default_solutions_folder_is_the_one_grading_uses() -> None:
+    from labkit.cli import build_parser
+    from labkit.grading.grade import DEFAULT_SOLUTIONS
+
+    args = build_parser().parse_args(["release", "out"])
+    assert args.solutions == DEFAULT_SOLUTIONS
