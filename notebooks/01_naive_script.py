@@ -11,13 +11,13 @@
 # three ways it charges people twice, each shown from the payment provider's own
 # records.*
 #
-# > **Resumo.** O script de cobrança que todo mundo escreve primeiro (buscar, processar, enviar),
-# > sem proteção nenhuma, em três noites ruins: o processo morre no meio e a reexecução
-# > cobra de novo; o cron dispara duas execuções ao mesmo tempo; a resposta do provedor
-# > se perde e o retry cobra duas vezes. Quem julga é o registro do provedor de
+# > **Resumo.** O script de cobrança que todo mundo escreve primeiro (buscar, processar,
+# > enviar), sem proteção nenhuma, em três noites ruins: o processo morre no meio e a
+# > reexecução cobra de novo; o cron dispara duas execuções ao mesmo tempo; a resposta do
+# > provedor se perde e o retry cobra duas vezes. Quem julga é o registro do provedor de
 # > pagamentos, não o log do script.
 #
-# Run time: about 3 seconds (two threads run the overlapping nights).
+# Run time: about 2 seconds (two threads play the overlapping cron runs).
 #
 # The cron article opens with the script everyone writes first: fetch the data, process it,
 # send the result. It is clean, it works on the first day, and it knows nothing: not

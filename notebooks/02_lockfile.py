@@ -10,12 +10,12 @@
 # *A lock the kernel takes back when its holder dies stops two cron runs from
 # overlapping; a pidfile does not, and neither makes a re-run safe.*
 #
-# > **Resumo.** Um lock que o kernel libera quando o dono morre impede duas execuções do cron ao
-# > mesmo tempo. Com processos reais: o segundo é recusado, o dono leva `kill -9` e o
-# > lock se solta sozinho; um pidfile ingênuo fica para trás e bloqueia tudo. E o que o
-# > lock não resolve: a reexecução depois de um crash continua cobrando em dobro.
+# > **Resumo.** Um lock que o kernel libera quando o dono morre impede duas execuções do
+# > cron ao mesmo tempo. Com processos reais: o segundo é recusado, o dono leva `kill -9`
+# > e o lock se solta sozinho; um pidfile ingênuo fica para trás e bloqueia tudo. E o que
+# > o lock não resolve: a reexecução depois de um crash continua cobrando em dobro.
 #
-# Run time: about 5 seconds (it starts a dozen short Python processes).
+# Run time: about 3 seconds (it starts a dozen short Python processes).
 #
 # Lesson 01's second bad night had two runs of the billing script charging everyone
 # twice, because cron starts a new run whether or not the last one finished. The cron article

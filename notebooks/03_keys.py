@@ -10,11 +10,11 @@
 # *A retry, a second cron run and a redelivery must all carry the same key, so the job
 # table can tell "again" from "new".*
 #
-# > **Resumo.** Cada unidade de trabalho ganha uma chave estável, feita da intenção (origem, id,
-# > ação, versão), nunca de uuid ou horário. Você vai ver duas execuções do cron virarem
-# > três jobs, não seis; o mesmo item duas vezes na fonte e um webhook duplicado virarem
-# > um job só; o fingerprint do payload; e a mesma chave com outro conteúdo recusada com
-# > `IdempotencyConflict`.
+# > **Resumo.** Cada unidade de trabalho ganha uma chave estável, feita da intenção
+# > (origem, id, ação, versão), nunca de uuid ou horário. Você vai ver duas execuções do
+# > cron virarem três jobs, não seis; o mesmo item duas vezes na fonte e um webhook
+# > duplicado virarem um job só; o fingerprint do payload; e a mesma chave com outro
+# > conteúdo recusada com `IdempotencyConflict`.
 #
 # Run time: about 2 seconds.
 #

@@ -10,14 +10,13 @@
 # *A job is a row: accepted only once it is on disk, claimed by exactly one worker at a
 # time, and given back when its worker dies.*
 #
-# > **Resumo.** O job vira uma linha numa tabela: aceito só depois de gravado em disco, pego (claim)
-# > por um worker de cada vez com um lease, e devolvido quando o worker morre. Você vai
-# > ver os estados, o aceite durável (e o que `synchronous=NORMAL` não aguenta), dois
-# > workers disputando 200 jobs, o fencing pelo token do lease, um worker real morto com
-# > SIGKILL, o evento que o UPDATE condicional do artigo do ERP deixa preso em
-# > `running`, e o comando `labkit inspect`.
+# > **Resumo.** O job vira uma linha numa tabela: aceito só depois de gravado em disco,
+# > pego (claim) por um worker de cada vez com um lease, e devolvido quando o worker
+# > morre. Você vai ver os estados, o aceite durável (e o que `synchronous=NORMAL` não
+# > aguenta), o fencing, um worker real morto com SIGKILL, o evento que o UPDATE sem lease
+# > do artigo do ERP deixa preso, e o `labkit inspect`.
 #
-# Run time: about 6 seconds (two real worker processes and three `labkit` commands start).
+# Run time: about 5 seconds (two real worker processes and three `labkit` commands start).
 #
 # Lesson 03 gave every piece of work a stable key. Now the work needs a home that
 # outlives any process: a table of jobs with a state, an attempt counter and a lease.

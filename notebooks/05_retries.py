@@ -10,13 +10,13 @@
 # *Retry only what can succeed later, wait longer each time with a cap, spread the
 # waits with jitter so clients do not come back together, and stop at a budget.*
 #
-# > **Resumo.** Retry só para o que pode dar certo depois: classificar o erro, esperar cada vez mais
-# > (backoff com teto), espalhar as esperas com jitter e parar num limite. Você vai ver
-# > a classificação dos erros, o jitter em gráfico, Retry-After, deadline, o thundering
-# > herd simulado em números, o token expirado que precisa falhar alto (e por que um
-# > refresh não é um retry), e o retry guardado como estado na tabela de jobs.
+# > **Resumo.** Retry só para o que pode dar certo depois: classificar o erro, esperar
+# > cada vez mais (backoff com teto), espalhar as esperas com jitter e parar num limite.
+# > Você vai ver a classificação dos erros, o jitter em gráfico, Retry-After, deadline, o
+# > thundering herd simulado em números, o token expirado que precisa falhar alto (e por
+# > que um refresh não é um retry), e o retry guardado como estado na tabela de jobs.
 #
-# Run time: about 8 seconds (the thundering-herd simulation: 250 simulated runs).
+# Run time: about 3 seconds (mostly the thundering-herd simulation: 250 simulated runs).
 #
 # The cron article says it bluntly: a retry without a limit is automated stubbornness, and a
 # retry without idempotency is duplication with self-esteem. The Celery-in-production article shows the Celery

@@ -11,14 +11,13 @@
 # this lesson finds every such moment, shows which designs charge twice and which lose
 # the charge, and proves three fixes with the outside world's own records.*
 #
-# > **Resumo.** O worker pode morrer depois que o mundo lá fora fez o efeito e antes de alguém
-# > registrar. Você vai ver a cobrança em dobro nos registros do provedor, a tabela
-# > estratégia × ponto de crash (confirmada com `kill -9` de verdade), três correções
-# > (mesma transação, Idempotency-Key, reconciliação), quando a reconciliação falha (um
-# > worker lento) e efeitos idempotentes por natureza: upsert e "atribuir, não
-# > incrementar".
+# > **Resumo.** O worker pode morrer depois que o mundo lá fora fez o efeito e antes de
+# > alguém registrar. Você vai ver a cobrança em dobro, a tabela estratégia × ponto de
+# > crash (confirmada com `kill -9`), três correções (mesma transação, Idempotency-Key,
+# > reconciliação), quando a reconciliação cobra duas vezes, e efeitos idempotentes por
+# > natureza: upsert e "atribuir, não incrementar".
 #
-# Run time: about 12 seconds (ten cells re-run with real SIGKILLed processes).
+# Run time: about 5 seconds on an idle machine, more on a busy one (seven cells start and SIGKILL real worker processes).
 #
 # Lesson 04 ended with a question: the job table made sure order 2 was finished, once,
 # by worker-2. But did the ERP receive it twice? The table cannot say. The async-jobs lesson names
@@ -304,8 +303,9 @@ print(matrix.table())
 #   mode comes after the ack) **loses** the charge: the job says succeeded, nobody paid.
 # * `ack_late` never loses, but every crash in the window (③ ④ ⑦) **duplicates**.
 # * `check_then_act` is no better: the check and the "done" mark are separate
-#   transactions, so a crash between the charge and the mark repeats the charge. The Celery-in-production article describes exactly this bug: the dedup record written outside the effect's
-#   transaction.
+#   transactions, so a crash between the charge and the mark repeats the charge. The
+#   Celery-in-production article describes exactly this bug: the dedup record written
+#   outside the effect's transaction.
 # * The last three rows are `ok` everywhere.
 
 # %%
@@ -370,9 +370,11 @@ print("real kills agree with the in-process table:", len(rows), "cells")
 #
 # When the effect is a write to **our own** database (a ledger entry, a balance), it can
 # share a transaction with the record that says "done". Both commit, or neither does.
-# The Celery-in-production article tells the story of a deploy that SIGKILLed a Celery worker mid-task: the
-# transaction never committed, so the whole effect rolled back, and the redelivered task
-# ran from scratch, correctly.
+# The Celery-in-production article tells the story of a deploy that SIGKILLed a Celery
+# worker mid-task: the transaction never committed, so the whole effect rolled back, and
+# the redelivered task ran from scratch, correctly. (It was redelivered only because the
+# task acked late. With Celery's default, acked before running, the rollback would have
+# been right and the task simply lost.)
 #
 # `labkit.explore.run_scenario` runs one strategy under one plan; we keep its files to
 # read them. The worker dies at `after_effect`, *inside* the open transaction.

@@ -10,14 +10,13 @@
 # *A job that cannot finish stops in `dead` with its reason, without secrets, where a
 # person can see it, fix the cause, and send it back with the same key.*
 #
-# > **Resumo.** Um job que não consegue terminar para em `dead` com o motivo, sem segredos, onde uma
-# > pessoa vê, corrige a causa e reprocessa com a mesma chave. Você vai ver três jeitos
-# > de morrer, o erro sanitizado, o relatório operacional, redrive de um job e em lote
-# > (com limite e dry run), a tela de dead letter, o CLI `labkit`, e quanto tempo
-# > guardar um dead letter, quem pode lê-lo e o que ele deve carregar (origem e versão
-# > do código).
+# > **Resumo.** Um job que não termina para em `dead` com o motivo, sem segredos, onde uma
+# > pessoa vê, corrige a causa e reprocessa com a mesma chave. Você vai ver três jeitos de
+# > morrer, o erro sanitizado, o relatório, o redrive (um job, ou em lote com limite e dry
+# > run), a tela e o CLI `labkit`, e o que um dead letter carrega (origem, versão do
+# > código), quem pode lê-lo e quanto tempo guardá-lo.
 #
-# Run time: about 5 seconds (four `labkit` commands start as processes).
+# Run time: about 4 seconds (four `labkit` commands start as processes).
 #
 # Retries (lesson 05) handle failures that go away. Some do not: the data is wrong, the
 # dependency stays down, or the job itself crashes every worker that touches it. The ERP article puts it plainly: dead letter is a screen, not a log. This lesson fills a dead-letter

@@ -11,14 +11,13 @@
 # floods the queue, the others still get served; when order matters, one job per key at a
 # time.*
 #
-# > **Resumo.** Quando o ERP cai, pare de bater na porta e preserve as tentativas; quando uma conta
-# > inunda a fila ou é limitada com 429, as outras continuam sendo atendidas; quando a
-# > ordem importa, um job por chave de cada vez. Você vai ver o circuit breaker
-# > compartilhado entre workers, um breaker por conta, a fila por conta com limite, a
-# > fila serial, o primeiro da fila que morre, e como um retry com countdown desordena a
-# > fila serial do artigo do ERP.
+# > **Resumo.** Quando o ERP cai, pare de bater na porta e preserve as tentativas; quando
+# > uma conta inunda a fila ou leva 429, as outras seguem atendidas; quando a ordem
+# > importa, um job por chave de cada vez. Você vai ver o circuit breaker compartilhado,
+# > um breaker por conta, a fila por conta, a fila serial, o primeiro da fila que morre, e
+# > o retry com countdown que desordena a fila do artigo do ERP.
 #
-# Run time: about 5 seconds (a simulated ten-minute outage and a flood of 66 jobs).
+# Run time: about 2 seconds (a simulated ten-minute outage and a flood of 66 jobs, on a fake clock).
 #
 # Retries (lesson 05) fix one failed call. They do not fix a dependency that is down for
 # ten minutes: every job tries, fails, waits, tries again, and the queue turns into a

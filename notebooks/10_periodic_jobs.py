@@ -11,11 +11,11 @@
 # enqueue each slot once, downtime is caught up by a rule you chose, and a late arrival
 # finds the slot already done, as long as you keep the keys.*
 #
-# > **Resumo.** Jobs periódicos com chave por (agendamento, horário de disparo): qualquer número de
-# > schedulers enfileira cada slot uma vez. Você vai ver três réplicas ingênuas mandando
-# > o relatório três vezes, as chaves de slot, o catch-up depois de uma parada, quanto
-# > tempo guardar as chaves (e que as chaves de idempotência do Stripe expiram), e o que
-# > isso significa para o Celery Beat, inclusive por que um flock não basta.
+# > **Resumo.** Jobs periódicos com chave por (agendamento, horário de disparo): qualquer
+# > número de schedulers enfileira cada slot uma vez. Você vai ver três réplicas ingênuas
+# > mandando o relatório três vezes, as chaves de slot, o catch-up depois de uma parada,
+# > quanto tempo guardar as chaves (e que as chaves de idempotência do Stripe expiram), e
+# > o que isso significa para o Celery Beat, inclusive por que um flock não basta.
 #
 # Run time: about 3 seconds.
 #
