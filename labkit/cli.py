@@ -10,7 +10,10 @@
     labkit release exercises                        write the student notebooks
     labkit grade submissions --out grades.csv       grade one folder per student
 
-Every command that changes jobs accepts ``--dry-run`` and names what it would do. Bulk
+Every command that changes jobs accepts ``--dry-run`` and names what it would do.
+``inspect``, ``redrive`` and ``retry-failed`` accept ``--as-of T`` to act as if it were
+time T (UTC): ages are read, and redriven jobs become due, at T. Reports and lessons
+use it to print the same thing on every run. Bulk
 redrive has no default limit: redriving a whole dead-letter queue by accident floods
 the dependency that killed those jobs in the first place.
 """
@@ -61,10 +64,13 @@ def _as_of(text: str) -> float:
     return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
+def _clock(args: argparse.Namespace) -> Clock | None:
+    """A clock fixed at ``--as-of`` when given; None means the wall clock."""
+    return FakeClock(args.as_of) if args.as_of is not None else None
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
-    # --as-of reads ages at a fixed time, so a report (or a lesson) prints the same each run.
-    clock = FakeClock(args.as_of) if args.as_of is not None else None
-    with _open(args.db, clock) as store:
+    with _open(args.db, _clock(args)) as store:
         if args.job is not None:
             job = store.get(args.job)
             print(
@@ -126,7 +132,7 @@ def _need_limit(args: argparse.Namespace, what: str) -> int:
 
 
 def cmd_redrive(args: argparse.Namespace) -> int:
-    with _open(args.db) as store:
+    with _open(args.db, _clock(args)) as store:
         if args.ids:
             if args.kind or args.queue or args.error_class:
                 raise CliError("give job ids or filters (--kind/--queue/--error-class), not both")
@@ -155,7 +161,7 @@ def cmd_redrive(args: argparse.Namespace) -> int:
 
 def cmd_retry_failed(args: argparse.Namespace) -> int:
     limit = _need_limit(args, "retry failed jobs")
-    with _open(args.db) as store:
+    with _open(args.db, _clock(args)) as store:
         dead = store.jobs(state=JobState.DEAD, limit=1_000_000)
         matching = [
             j
@@ -261,13 +267,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="labkit", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
+    def as_of(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--as-of", type=_as_of, help="act at this UTC time (ISO 8601) instead of now"
+        )
+
     p = sub.add_parser("inspect", help="counts by state, dead letters, one job's history")
     p.add_argument("db", type=Path)
     p.add_argument("--job", type=int, help="show this job's attempt history")
     p.add_argument("--limit", type=int, default=20, help="dead letters to list (default 20)")
-    p.add_argument(
-        "--as-of", type=_as_of, help="read ages at this UTC time (ISO 8601) instead of now"
-    )
+    as_of(p)
     p.set_defaults(run=cmd_inspect)
 
     def filters(p: argparse.ArgumentParser) -> None:
@@ -276,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--dry-run", action="store_true", help="show what would change, change nothing"
         )
+        as_of(p)
 
     p = sub.add_parser("redrive", help="send dead jobs back to pending, keeping their keys")
     p.add_argument("db", type=Path)

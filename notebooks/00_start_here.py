@@ -10,10 +10,10 @@
 # *A ten-minute tour: what this lab teaches, the job store in five cells, how a
 # notebook checks itself, and the outside world whose truth every lesson reads.*
 #
-# > **Resumo.** Um tour de dez minutos: o que o lab ensina, a tabela de jobs em cinco
-# > células (chave, claim, lease, crash e recuperação), como cada notebook confere a si
-# > mesmo com `assert` e nbval, e o "mundo lá fora", cujos registros dizem o que realmente
-# > aconteceu. No fim, os quatro artigos em que o lab se baseia e o glossário.
+# > **Resumo.** Um tour de dez minutos: o que o lab ensina, de onde ele vem (quatro
+# > artigos em português), a tabela de jobs em cinco células (chave, claim, lease, crash e
+# > recuperação), como cada notebook confere a si mesmo com `assert` e nbval, e o "mundo
+# > lá fora", cujos registros dizem o que realmente aconteceu.
 #
 # Run time: about 2 seconds (one small SQLite file; nothing waits).
 #

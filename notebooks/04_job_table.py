@@ -310,6 +310,7 @@ assert [(a["worker"], a["outcome"]) for a in history] == [
 # with real processes.
 
 # %%
+import shlex
 import signal
 import subprocess
 import sys
@@ -416,7 +417,7 @@ assert [(a.worker, a.outcome) for a in real.attempts(2)] == [
 # %%
 def labkit_cli(*args):
     """Run the ``labkit`` command in the lesson's folder, print what a terminal shows."""
-    print("$ labkit " + " ".join(args))
+    print("$ " + shlex.join(["labkit", *args]))
     done = subprocess.run([sys.executable, "-m", "labkit.cli", *args], cwd=folder,
                           capture_output=True, text=True, timeout=60)
     print(done.stdout + done.stderr)

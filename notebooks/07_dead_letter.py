@@ -16,7 +16,7 @@
 # > run), a tela e o CLI `labkit`, e o que um dead letter carrega (origem, versão do
 # > código), quem pode lê-lo e quanto tempo guardá-lo.
 #
-# Run time: about 4 seconds (four `labkit` commands start as processes).
+# Run time: about 4 seconds (five `labkit` commands start as processes).
 #
 # Retries (lesson 05) handle failures that go away. Some do not: the data is wrong, the
 # dependency stays down, or the job itself crashes every worker that touches it. The ERP article puts it plainly: dead letter is a screen, not a log. This lesson fills a dead-letter
@@ -228,6 +228,12 @@ for secret in (b"Sup3rS3cret", b"ck_live_9f8e7d6c", b"c2VjcmV0"):
     print(f"{secret.decode():<18} found in the files: {secret in raw}")
     assert secret not in raw
 assert "***" in stored.last_error
+# Opening and closing the files dropped the locks SQLite holds on them for this process
+# (POSIX drops all of a process's locks on a file when any of its descriptors closes), so
+# the store reconnects before another process (section 8) opens the file.
+store.close()
+store = JobStore(folder / "jobs.db", clock=clock, rng=rng,
+                 retry=RetryPolicy(backoff=exponential(base=10, cap=300)))
 
 # %% [markdown]
 # ## 4. The operations report
@@ -392,17 +398,19 @@ assert store.counts() == {"pending": 0, "running": 0, "succeeded": 8, "retry_wai
 # The on-call person at 3 a.m. may have a shell, not a notebook. The `labkit` command
 # does the same work on the same file, in its own process: `inspect` for the report,
 # `inspect --job` for one job's history, `redrive` by id or, in bulk, only with
-# `--limit` (and `--dry-run` to look first). `--as-of` reads the ages at this lesson's
-# clock, so the page prints the same on every run; on a server you leave it out.
+# `--limit` (and `--dry-run` to look first). `--as-of` makes the command act at this
+# lesson's clock (ages are read, and a redriven job becomes due, at that time), so the
+# page prints the same on every run; on a server you leave it out.
 
 # %%
+import shlex
 import subprocess
 import sys
 
 
 def labkit_cli(*args):
     """Run the ``labkit`` command in the lesson's folder, print what a terminal shows."""
-    print("$ labkit " + " ".join(args))
+    print("$ " + shlex.join(["labkit", *args]))
     done = subprocess.run([sys.executable, "-m", "labkit.cli", *args], cwd=folder,
                           capture_output=True, text=True, timeout=60)
     print(done.stdout + done.stderr)
@@ -462,11 +470,15 @@ assert store.attempts(letter.id)[-1].worker == "mailer@1.4.2"
 # %% [markdown]
 # Now the row answers the questions an operator asks before redriving: the checkout
 # API sent it, and release 1.4.2 failed it. After 1.4.3 ships (the fix), the redrive is
-# safe, and the history shows which version failed and which succeeded:
+# safe. The on-call person does it from the terminal, by id, with a note that stays in
+# the job's redrive history; the history then shows which version failed and which
+# succeeded:
 
 # %%
 handlers["mail.send_receipt"] = lambda job, ctx: {"sent_to": job.payload["to"]}
-store.redrive(receipt.id, note="mailer 1.4.3 accepts plus addresses")
+sent_back = labkit_cli("redrive", "jobs.db", str(receipt.id), "--as-of", now,
+                       "--note", "mailer 1.4.3 accepts plus addresses")
+assert sent_back.returncode == 0 and store.get(receipt.id).state == "pending"
 Worker(store, handlers, name="mailer@1.4.3", lease_s=30).run_until_idle()
 show([{"attempt": a.attempt, "worker": a.worker, "outcome": a.outcome, "error": a.error}
       for a in store.attempts(receipt.id)])
@@ -518,7 +530,7 @@ assert pruned == before["succeeded"] and after["dead"] == before["dead"] == 1
 # | the screen | "Nothing is selected" and no change; the ticked CRM job pending (redrives 1), then succeeded; the report still dead |
 # | `labkit inspect` / `--job` | the same counts; the report's three `LeaseExpired` attempts |
 # | `labkit redrive` without `--limit`; with `--dry-run` | refused (exit 2); "would redrive 1 job(s)", nothing changed |
-# | a dead receipt | origin `checkout-api`, code version `1.4.2`; after the redrive, attempt 2 by `mailer@1.4.3` succeeded |
+# | a dead receipt | origin `checkout-api`, code version `1.4.2`; `labkit redrive` by id, then `mailer@1.4.3` succeeds |
 # | `prune_finished(0)` | every succeeded job deleted; the dead report kept |
 #
 # ## Glossary and next

@@ -60,6 +60,13 @@ def test_inspect_as_of_reads_ages_at_that_time(
     assert " 2h " in row, row
 
 
+def test_redrive_as_of_makes_the_job_due_at_that_time(db: Path) -> None:
+    assert main(["redrive", str(db), "1", "--as-of", "2026-01-01T03:00:00Z"]) == 0
+    with JobStore(db) as store:
+        job = store.get(1)
+    assert (job.state, job.run_after) == ("pending", LAB_EPOCH + 3 * 3600)
+
+
 def test_inspect_as_of_with_a_bad_time_says_what_it_wants(
     db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
