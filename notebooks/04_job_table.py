@@ -262,7 +262,7 @@ CLAIM_EVENT = ("UPDATE integration_event SET status = 'running' "
                "WHERE id = 1 AND status IN ('pending', 'failed')")
 
 print("worker-a claims:", erp_db.execute(CLAIM_EVENT).rowcount, "row")  # then it is killed
-clock.advance(24 * 3600)  # a day later, the Celery task is delivered again
+clock.advance(24 * 3600)  # a day later the task runs again (a redelivery, or a person re-sends it)
 print("worker-b claims:", erp_db.execute(CLAIM_EVENT).rowcount, "rows")
 print("the event:", erp_db.execute("SELECT id, status FROM integration_event").fetchall())
 assert erp_db.execute("SELECT status FROM integration_event").fetchone()[0] == "running"
