@@ -322,6 +322,22 @@ print(matrix.counts())
 assert got == EXPECTED, got
 
 # %% [markdown]
+# The first two rows are Celery's two modes. Read them as a Celery user: with the
+# default, a worker killed before its task's effect has already acked it, so the task
+# is **lost**; only the late-ack settings bring it back, at the price of a duplicate when
+# the kill lands after the effect.
+
+# %%
+CELERY = {"ack_first": "task_acks_late=False (the default)",
+          "ack_late": "task_acks_late=True + task_reject_on_worker_lost=True"}
+show([{"Celery setting": setting, "strategy": name,
+       "killed before the effect": matrix.outcome(name, "before_effect"),
+       "killed after the effect": matrix.outcome(name, "after_effect")}
+      for name, setting in CELERY.items()])
+assert [matrix.outcome(n, "before_effect") for n in CELERY] == ["lost", "ok"]
+assert [matrix.outcome(n, "after_effect") for n in CELERY] == ["ok", "duplicate"]
+
+# %% [markdown]
 # Each cell is a run with its own seed and replay line. Here are the three duplicates
 # of `ack_late`, with how many attempts and restarts each needed:
 
@@ -724,6 +740,7 @@ assert panel.last.outcome == matrix.outcome("check_then_act", "before_commit")
 # | the replay line | the same charges, attempts and deaths in a fresh folder |
 # | timeline | w1 dies at 4 s; a 28 s lease wait; a 10 s backoff for invoice 43; w2 finishes |
 # | crash matrix | `ack_first` lost at ②⑤⑥; `ack_late` and `check_then_act` duplicate at ③④⑦; the last three `ok` |
+# | Celery's two modes | default (`acks_late=False`): killed before the effect, `lost`; late ack: `ok`, but `duplicate` after the effect |
 # | real kills | the `after_effect` column and `ack_first` × `after_commit` agree with the in-process table |
 # | one transaction | one ledger entry after two attempts; the first rolled back |
 # | Idempotency-Key | calls `ok`, `replayed`; one charge; another amount is refused |
