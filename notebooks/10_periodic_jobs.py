@@ -280,9 +280,9 @@ assert retention[1]["jobs pruned"] == 0 and retention[1]["slow scheduler enqueue
 # have refused the second charge, as a second layer, but only for as long as it keeps
 # the key: Stripe removes an `Idempotency-Key` once it is at least 24 hours old. After
 # that the same key is a new request. `expire_idempotency_keys` plays Stripe's cleanup.
-# The slot is charged with its slot key as the `Idempotency-Key`, our own job was pruned
-# after a day (as in the first run above), and a reconciliation re-runs the slot 2 hours
-# later, then 25 hours later:
+# The slot is charged with its slot key as the `Idempotency-Key`; our own job for the
+# slot is already pruned (as in the first run above), so nothing on our side refuses a
+# re-run; and a reconciliation re-runs the slot 2 hours later, then 25 hours later:
 
 # %%
 def late_rerun(after_s):
