@@ -10,15 +10,14 @@
 # *Answer `202 Accepted` only once the job is committed, let a retried request find the
 # same job, and show each job only to the caller who asked for it.*
 #
-# **Resumo.** Uma requisição que leva minutos vira um job durável: o serviço responde
-# `202` com o id do job, um `Location` para consultar o status e um `Retry-After`. Você
-# vai ver um servidor uvicorn de verdade e um worker em outro processo; o status só
-# para o dono (os outros recebem `404`); o servidor morto entre o commit e a resposta,
-# e o retry com a mesma `Idempotency-Key` criando um único job; um cancelamento; e uma
-# credencial recusada no corpo da requisição.
+# > **Resumo.** Uma requisição demorada vira um job durável: `202` com o id, um `Location`
+# > para o status e um `Retry-After`. Você vai ver um servidor uvicorn e um worker de
+# > verdade; o status visível só para o dono (os outros recebem `404`); o servidor morto
+# > entre o commit e a resposta, e o retry com a mesma `Idempotency-Key` achando o único
+# > job; um cancelamento; e uma credencial recusada no corpo da requisição.
 #
-# **Time to run:** about 15 seconds, almost all of it starting real server and worker
-# processes (each one imports FastAPI or labkit afresh).
+# Run time: about 8 seconds, almost all of it starting real server and worker processes
+# (each one imports FastAPI or labkit afresh).
 #
 # The async-jobs lesson opens with this question: a request that takes minutes cannot
 # hold an HTTP connection open, so the service accepts it as a job and the caller comes
@@ -341,18 +340,9 @@ assert all(server.returncode is not None for server in servers)
 # job table, behind a load balancer that retries; callers are identified by your
 # identity provider and the secret store is Vault or a cloud secrets manager.
 #
-# [Next: 13 · Beyond one machine](13_beyond_one_machine.ipynb) ·
-# [Glossary / Glossário](glossary.md)
+# ## Glossary and next
 #
-# ## Glossary
+# The terms of this lesson, and of every other, in English and Portuguese:
+# [Glossary / Glossário](glossary.md).
 #
-# | English | Português (Brasil) |
-# |---|---|
-# | async request-reply | requisição-resposta assíncrona |
-# | accepted (202) | aceito (202) |
-# | status endpoint, polling | endpoint de status, consulta periódica (polling) |
-# | owner, caller | dono, chamador |
-# | bearer token | token de portador (bearer token) |
-# | idempotency key | chave de idempotência |
-# | cancel | cancelar |
-# | credential reference, secret store | referência de credencial, cofre de segredos |
+# [Next: 13 · Beyond one machine](13_beyond_one_machine.ipynb)
