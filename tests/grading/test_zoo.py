@@ -914,6 +914,21 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex07",
+        "failures forgotten after a minute (a window, not failures in a row)",
+        "opens_after_consecutive_failures",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                now = self.clock.now()
+                if now - getattr(self, "last_failure", now) > 60:
+                    self.failures = 0
+                self.last_failure = now
+                super().record_failure()
+    """,
+    ),
+    (
+        "ex07",
         "failure count kept on the class, shared by every breaker",
         "two_breakers_side_by_side",
         """
@@ -1039,6 +1054,7 @@ SAYS: dict[str, str] = {
     "a failed trial keeps the old cooldown": "10 s after the failed trial",
     "cooldown timed with the wall clock": "the fake clock did not move",
     "failure count kept on the class, shared by every breaker": "breaker B closed",
+    "failures forgotten after a minute (a window, not failures in a row)": "one failure every",
     "'<=' at the end of the cooldown (exactly 30 s still refused)": "exactly 30 s",
     "opens one failure late (failures > threshold)": "open at the 3rd failure",
     "a breaker that records failures but never refuses a call": "at most 7 calls",

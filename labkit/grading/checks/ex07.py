@@ -84,19 +84,26 @@ def opens_after_consecutive_failures(ns: Namespace) -> None:
     )
     expect(out[7] == "open", "open at the 3rd failure in a row", out[7])
 
-    def opens_at(case: tuple[int, int]) -> None:
-        threshold, noise = case
-        run = [["fail", 0]] * noise + [["ok", 0]] + [["fail", 0]] * (threshold - 1)
-        got = drive(ns, [*run, ["state", 0], ["fail", 0], ["state", 0]], threshold=threshold)
+    def opens_at(case: tuple[int, int, float]) -> None:
+        threshold, noise, gap = case
+        # Failures in a row count however far apart they come: a breaker has no window.
+        fail = [["advance", gap], ["fail", 0]]
+        run = fail * noise + [["ok", 0]] + fail * (threshold - 1)
+        got = drive(ns, [*run, ["state", 0], *fail, ["state", 0]], threshold=threshold)
         before, after = got[len(run)], got[-1]
         expect(
             before == "closed" and after == "open",
             f"with threshold={threshold}: closed after {threshold - 1} failures in a row, "
-            f"open at failure {threshold} (after {noise} failures and a success)",
+            f"open at failure {threshold} (after {noise} failures and a success; "
+            f"one failure every {gap:g} s)",
             f"{before} then {after}",
         )
 
-    cases = st.integers(1, 8).flatmap(lambda t: st.tuples(st.just(t), st.integers(0, t - 1)))
+    cases = st.integers(1, 8).flatmap(
+        lambda t: st.tuples(
+            st.just(t), st.integers(0, t - 1), st.sampled_from([0.0, 1.0, 45.0, 3600.0])
+        )
+    )
     holds_for(cases, opens_at, examples=25)
 
 
