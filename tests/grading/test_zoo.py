@@ -844,6 +844,28 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex06",
+        "redrive in id order, not oldest first",
+        "redrive_picks_the_oldest_for_any_table",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            conn.execute("BEGIN IMMEDIATE")
+            ids = [r["id"] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY id LIMIT :limit", {"kind": kind, "limit": limit})]
+            if not dry_run:
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                    " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                    " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                    {"now": now, "ids": json.dumps(ids)})
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
         "limit checked with `if not limit` (a negative limit accepted)",
         "redrive_requires_a_limit",
         """
@@ -1049,6 +1071,7 @@ SAYS: dict[str, str] = {
     "redrive that selects then updates without BEGIN IMMEDIATE": "at the same moment",
     "redrive by id alone, outside a transaction (a running job reset)": "left with the worker",
     "limit checked with `if not limit` (a negative limit accepted)": "limit=-3",
+    "redrive in id order, not oldest first": "on jobs",
     "failures counted in total, not in a row": "never 3 failures in a row",
     "half open lets everyone through": "the callers behind the trial",
     "a failed trial keeps the old cooldown": "10 s after the failed trial",

@@ -19,6 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from hypothesis import strategies as st
+
+from labkit.grading.checks._helpers import holds_for
 from labkit.grading.core import Checks, Namespace, expect
 from labkit.grading.labdb import add_job, all_jobs, lab_db
 
@@ -383,3 +386,54 @@ def redrive_racing_a_worker(ns: Namespace) -> None:
                 f"[{job_id}] returned and the job pending",
                 f"returned {ids}, state {job['state']}",
             )
+
+
+#: A generated table: (state, kind, updated_at) per job; times repeat so ties happen.
+TABLES = st.lists(
+    st.tuples(
+        st.sampled_from(["dead", "dead", "pending", "succeeded", "retry_wait"]),
+        st.sampled_from(["email", "payment"]),
+        st.sampled_from([10.0, 20.0, 30.0, 40.0]),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@CHECKS.add(
+    2,
+    "the oldest dead letters first, ties by id (ORDER BY updated_at, id), of the kind "
+    "asked for, never more than limit, and nothing else touched",
+    timeout=30.0,
+)
+def redrive_picks_the_oldest_for_any_table(ns: Namespace) -> None:
+    def picks(case: tuple[list[tuple[str, str, float]], int, str | None]) -> None:
+        table, limit, kind = case
+        with lab_file(ns) as (conn, path):
+            ids = [
+                add_job(conn, f"{k}:{i}:v1", kind=k, state=st_, attempt=1, updated_at=t)
+                for i, (st_, k, t) in enumerate(table)
+            ]
+            before = {j["id"]: j for j in all_jobs(conn)}
+            dead = [i for i, (st_, k, _) in zip(ids, table, strict=True) if st_ == "dead"]
+            want = sorted(
+                (i for i in dead if kind is None or before[i]["kind"] == kind),
+                key=lambda i: (before[i]["updated_at"], i),
+            )[:limit]
+            got = redrive(ns, path, limit=limit, now=NOW, kind=kind)
+            after = {j["id"]: j for j in all_jobs(conn)}
+        shape = ", ".join(f"{i}:{s}/{k}@{t:g}" for i, (s, k, t) in zip(ids, table, strict=True))
+        expect(
+            list(got) == want,
+            f"{want} for limit={limit}, kind={kind!r} on jobs {shape}",
+            f"returned {list(got)}",
+        )
+        changed = sorted(i for i in ids if after[i] != before[i])
+        expect(
+            changed == sorted(want) and all(after[i]["state"] == "pending" for i in want),
+            f"exactly jobs {sorted(want)} changed (pending) on jobs {shape}",
+            f"changed: {changed}",
+        )
+
+    cases = st.tuples(TABLES, st.integers(1, 4), st.sampled_from([None, "email", "payment"]))
+    holds_for(cases, picks, examples=20)
