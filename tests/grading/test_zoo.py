@@ -429,6 +429,24 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex03",
+        "claim in id order, not the job due first",
+        "claims_the_right_job_for_any_table",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY id LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
         "retried jobs never run again (only pending is ready)",
         "retried_jobs_run_again",
         """
@@ -1038,6 +1056,7 @@ SAYS: dict[str, str] = {
     "a lease ending exactly now still counted as held (lease_until > now)": "ends at 130 exactly",
     "claim that never sets updated_at": "updated_at = now",
     "retried jobs never run again (only pending is ready)": "claimed at 200",
+    "claim in id order, not the job due first": "at now=100 among jobs",
     "backoff without a cap": "delays within [0, 60]",
     "exponential backoff without jitter": "different delays (jitter)",
     "jitter from the random module": "two rngs with the same seed",
