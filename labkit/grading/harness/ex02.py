@@ -21,8 +21,6 @@ from typing import Any
 
 from labkit.grading.harness._common import fresh_state, need
 
-#: How long a child that won the lock keeps it in ``start_together``.
-HOLD_S = 1.0
 #: Pause after each file call in ``start_together``'s children: it widens a gap
 #: between "is the file there?" and "create it" so every child falls into it.
 SLOW_FILE_S = 0.05
@@ -185,7 +183,8 @@ def start_together(values: MutableMapping[str, Any], path: str, n: int = 3) -> l
 
     Each file call in the children (exists, open, os.open) pauses a little after it
     returns, so a check-then-create lock is caught every time, not once in a while.
-    A child that gets the lock keeps it for ``HOLD_S``. Returns what each child got.
+    A child that gets the lock keeps it until it is killed, after every child has said
+    what it got, so a slow machine cannot make the winner let go too early.
     """
     with fresh_state(values), contextlib.ExitStack() as stack:
         _attempt(values, path)
@@ -202,7 +201,7 @@ def start_together(values: MutableMapping[str, Any], path: str, n: int = 3) -> l
             try:
                 with need(values, "single_instance")(path):
                     os.write(write_fd, b"acquired")
-                    time.sleep(HOLD_S)
+                    time.sleep(30)
             except BaseException as exc:  # noqa: BLE001 - told to the parent
                 name = type(exc).__name__
                 said = "refused" if name == "AlreadyRunning" else f"raised {name}: {exc}"

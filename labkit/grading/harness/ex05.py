@@ -142,7 +142,7 @@ def run(
 
 
 #: How long a ledger read made in its own transaction pauses in ``two_deliveries``.
-DELIVERY_PAUSE_S = 0.1
+DELIVERY_PAUSE_S = 0.3
 
 
 def two_deliveries(
