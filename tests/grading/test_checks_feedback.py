@@ -266,3 +266,54 @@ def test_a_crash_check_says_when_the_job_goes_wrong_without_any_crash() -> None:
     after = outcomes["charge_survives_crash_after_effect"]
     assert after.status == FAILED and "charge_runs_once_without_faults" in after.expected
     assert outcomes["post_runs_once_without_faults"].status == PASSED
+
+
+def _plain(value: object) -> bool:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
+
+
+@pytest.mark.parametrize("exercise", ["ex01", "ex02", "ex03", "ex04", "ex05", "ex06", "ex07"])
+def test_checks_reach_student_code_with_plain_data_only(exercise: str) -> None:
+    """The grading contract: data in and out of ns.NAME(...) and ns.harness(...), so the
+    calls can cross a process boundary (issue 10)."""
+    from typing import Any
+
+    from gradingkit import HIDDEN, SOLUTIONS, namespace_of, notebook_for
+
+    from labkit.grading import catalog
+    from labkit.grading.core import run_check
+
+    seen: list[str] = []
+
+    class DataOnly(Namespace):
+        def harness(self, target: str, *args: Any, **kwargs: Any) -> Any:
+            assert _plain(list(args)) and _plain(kwargs), f"{target}: live object passed in"
+            out = super().harness(target, *args, **kwargs)
+            assert _plain(out), f"{target} returned a live object: {out!r:.200}"
+            seen.append(target)
+            return out
+
+        def __getattr__(self, name: str) -> Any:
+            fn = super().__getattr__(name)
+            if not callable(fn):
+                return fn
+
+            def call(*args: Any, **kwargs: Any) -> Any:
+                assert _plain(list(args)) and _plain(kwargs), f"{name}: live object passed in"
+                out = fn(*args, **kwargs)
+                assert _plain(out), f"{name} returned a live object: {out!r:.200}"
+                return out
+
+            return call
+
+    values, _ = namespace_of(notebook_for(SOLUTIONS, exercise))
+    for one in catalog.all_checks(exercise, HIDDEN):
+        outcome = run_check(one, DataOnly(values))
+        assert outcome.status == PASSED, (one.name, outcome.expected, outcome.got)
+    assert seen, "every exercise runs some student code through a harness"
