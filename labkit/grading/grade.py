@@ -110,7 +110,7 @@ def warm_up() -> None:
     from hypothesis import configuration, find, settings
     from hypothesis import strategies as st
 
-    home = Path(tempfile.gettempdir()) / f"labkit-hypothesis-{os.getuid()}"
+    home = Path(tempfile.gettempdir()) / "labkit-hypothesis"  # where the checks keep it too
     configuration.set_hypothesis_home_dir(home)
     find(st.text(min_size=1), lambda _: True, settings=settings(database=None, max_examples=5))
 

@@ -136,6 +136,22 @@ ZOO: list[tuple[str, str, str, str]] = [
     """,
     ),
     (
+        "ex01",
+        "accept remembers keys in a module-level dict, not in `seen`",
+        "accept_new_then_repeat",
+        """
+        _memory = {}
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            if key not in _memory:
+                _memory[key] = fp
+                return True
+            if _memory[key] != fp:
+                raise IdempotencyConflict(key)
+            return False
+    """,
+    ),
+    (
         "ex02",
         "pidfile with O_EXCL goes stale after kill -9",
         "survives_holder_kill_9",
@@ -413,6 +429,24 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex03",
+        "claim in id order, not the job due first",
+        "claims_the_right_job_for_any_table",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY id LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
         "retried jobs never run again (only pending is ready)",
         "retried_jobs_run_again",
         """
@@ -637,6 +671,49 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex05",
+        "check, post and mark in three separate transactions",
+        "post_survives_every_crash",
+        """
+        def post_handler(job, ctx):
+            ledger = ctx.world.ledger
+            with ledger.transaction() as tx:
+                done = tx.status(job.key) == "done"
+            if done:
+                return {"skipped": "already posted"}
+            with ledger.transaction() as tx:
+                reply = tx.post(job.payload["customer"], job.payload["amount"], key=job.key)
+            with ledger.transaction() as tx:
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "a typo in the handler (an AttributeError the worker retries)",
+        "charge_survives_crash_after_effect",
+        """
+        def charge_handler(job, ctx):
+            return ctx.world.payment.charge(job.payload["customer"], job.payload["amount"],
+                                            key=job.key, idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "mark checked in its own transaction before posting (two deliveries both post)",
+        "post_survives_two_deliveries_at_once",
+        """
+        def post_handler(job, ctx):
+            ledger = ctx.world.ledger
+            if ledger.status(job.key) == "done":
+                return {"skipped": "already posted"}
+            with ledger.transaction() as tx:
+                reply = tx.post(job.payload["customer"], job.payload["amount"], key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
         "one constant idempotency key",
         "two_invoices_two_charges",
         """
@@ -744,6 +821,81 @@ ZOO: list[tuple[str, str, str, str]] = [
     """,
     ),
     (
+        "ex06",
+        "redrive that selects then updates without BEGIN IMMEDIATE",
+        "two_redrives_at_once_share_nothing",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            ids = [r["id"] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+            if not dry_run:
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                    " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                    " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                    {"now": now, "ids": json.dumps(ids)})
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive by id alone, outside a transaction (a running job reset)",
+        "redrive_racing_a_worker",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            ids = [r["id"] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+            if not dry_run:
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                    " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                    " WHERE id IN (SELECT value FROM json_each(:ids))",
+                    {"now": now, "ids": json.dumps(ids)})
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive in id order, not oldest first",
+        "redrive_picks_the_oldest_for_any_table",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            conn.execute("BEGIN IMMEDIATE")
+            ids = [r["id"] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY id LIMIT :limit", {"kind": kind, "limit": limit})]
+            if not dry_run:
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                    " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                    " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                    {"now": now, "ids": json.dumps(ids)})
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "limit checked with `if not limit` (a negative limit accepted)",
+        "redrive_requires_a_limit",
+        """
+        _reference_redrive = redrive
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if not limit:
+                raise ValueError("limit is required")
+            return _reference_redrive(conn, limit=max(limit, 1), now=now, kind=kind,
+                                      dry_run=dry_run)
+    """,
+    ),
+    (
         "ex07",
         "failures counted in total, not in a row",
         "opens_after_consecutive_failures",
@@ -800,6 +952,76 @@ ZOO: list[tuple[str, str, str, str]] = [
                 return super().allow() if self.state != "open" else False
     """,
     ),
+    (
+        "ex07",
+        "failures forgotten after a minute (a window, not failures in a row)",
+        "opens_after_consecutive_failures",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                now = self.clock.now()
+                if now - getattr(self, "last_failure", now) > 60:
+                    self.failures = 0
+                self.last_failure = now
+                super().record_failure()
+    """,
+    ),
+    (
+        "ex07",
+        "failure count kept on the class, shared by every breaker",
+        "two_breakers_side_by_side",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            failures_everywhere = 0
+            def record_failure(self):
+                Breaker.failures_everywhere += 1
+                self.failures = Breaker.failures_everywhere - 1
+                super().record_failure()
+            def record_success(self):
+                Breaker.failures_everywhere = 0
+                super().record_success()
+    """,
+    ),
+    (
+        "ex07",
+        "'<=' at the end of the cooldown (exactly 30 s still refused)",
+        "half_open_allows_one_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                if self.state == "open" and self.clock.now() <= self.opened_at + self.cooldown_s:
+                    return False
+                return super().allow()
+    """,
+    ),
+    (
+        "ex07",
+        "opens one failure late (failures > threshold)",
+        "opens_after_consecutive_failures",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                self.failures += 1
+                if self.state == "half_open" or self.failures > self.threshold:
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+    """,
+    ),
+    (
+        "ex07",
+        "a breaker that records failures but never refuses a call",
+        "outage_spares_the_dependency",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                super().allow()
+                return True
+    """,
+    ),
 ]
 
 
@@ -817,6 +1039,7 @@ SAYS: dict[str, str] = {
     "entity id lowercased in the key": "different keys for",
     "fingerprint that sorts only the top-level keys": "keys in another order",
     "fingerprint with 1990.0 made 1990": "the amount as a float",
+    "accept remembers keys in a module-level dict, not in `seen`": "one entry in `seen`",
     "pidfile with O_EXCL goes stale after kill -9": "killed with SIGKILL",
     "refusal without the holder's pid": "naming the holder's pid",
     "lock kept when the block raises": "after an error inside the block",
@@ -833,6 +1056,7 @@ SAYS: dict[str, str] = {
     "a lease ending exactly now still counted as held (lease_until > now)": "ends at 130 exactly",
     "claim that never sets updated_at": "updated_at = now",
     "retried jobs never run again (only pending is ready)": "claimed at 200",
+    "claim in id order, not the job due first": "at now=100 among jobs",
     "backoff without a cap": "delays within [0, 60]",
     "exponential backoff without jitter": "different delays (jitter)",
     "jitter from the random module": "two rngs with the same seed",
@@ -852,16 +1076,30 @@ SAYS: dict[str, str] = {
     "ack before the effect": "exactly one charge after a crash at after_commit",
     "ledger entry and mark in two transactions": "after the first ledger commit",
     "one constant idempotency key": "one charge per invoice",
+    "mark checked in its own transaction before posting (two deliveries both post)": (
+        "two deliveries of the job at the same moment"
+    ),
+    "check, post and mark in three separate transactions": "ledger commit number 2",
+    "a typo in the handler (an AttributeError the worker retries)": "to fire",
     "redrive as a copy with a new key": "still one row in jobs",
     "redrive of everything, limit ignored": "with limit=2",
     "redrive without resetting attempts": "'attempt': 0",
     "the raw error stored, secrets and all": "the password and the token redacted",
     "dead letter without the token fence": "False for a stale token",
     "no limit required": "ValueError for limit=None",
+    "redrive that selects then updates without BEGIN IMMEDIATE": "at the same moment",
+    "redrive by id alone, outside a transaction (a running job reset)": "left with the worker",
+    "limit checked with `if not limit` (a negative limit accepted)": "limit=-3",
+    "redrive in id order, not oldest first": "on jobs",
     "failures counted in total, not in a row": "never 3 failures in a row",
     "half open lets everyone through": "the callers behind the trial",
     "a failed trial keeps the old cooldown": "10 s after the failed trial",
     "cooldown timed with the wall clock": "the fake clock did not move",
+    "failure count kept on the class, shared by every breaker": "breaker B closed",
+    "failures forgotten after a minute (a window, not failures in a row)": "one failure every",
+    "'<=' at the end of the cooldown (exactly 30 s still refused)": "exactly 30 s",
+    "opens one failure late (failures > threshold)": "open at the 3rd failure",
+    "a breaker that records failures but never refuses a call": "at most 7 calls",
 }
 
 
@@ -878,9 +1116,18 @@ def test_wrong_solution_fails_the_check_that_names_its_mistake(
     assert named.earned == 0 and named.expected and named.got and named.hint
     assert "Traceback" not in named.got
     assert SAYS[mistake] in named.expected, f"{mistake}: {check} said {named.expected!r}"
+    if mistake in GOT:
+        assert GOT[mistake] in named.got, f"{mistake}: {check} got {named.got!r}"
     passed = [o.check for o in outcomes.values() if o.status == PASSED]
     assert passed, f"{mistake}: every check failed, the feedback would not point at the mistake"
 
+
+#: What the feedback must name in its "got" line, where the expectation alone would not.
+GOT = {
+    "a typo in the handler (an AttributeError the worker retries)": (
+        "your code raised AttributeError"
+    ),
+}
 
 #: Mistakes so serious that a solution making them cannot score above half the points.
 SERIOUS = ["retried jobs never run again (only pending is ready)"]
@@ -897,8 +1144,10 @@ def test_a_serious_mistake_costs_at_least_half_the_points(mistake: str) -> None:
 def test_the_zoo_covers_every_exercise_three_times() -> None:
     from collections import Counter
 
+    from test_zoo_ex10 import ZOO as ZOO_EX10  # ex10's wrong apps are files: their own zoo
+
     from labkit.grading import catalog
 
-    counts = Counter(e for e, *_ in ZOO)
+    counts = Counter(e for e, *_ in ZOO) + Counter({"ex10": len(ZOO_EX10)})
     assert sorted(SAYS) == sorted(m for _, m, _, _ in ZOO)
     assert all(counts[e] >= 3 for e in catalog.exercises()), counts

@@ -7,16 +7,23 @@ check stays inside its timeout and a student's failure replays exactly.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, Verbosity, given, settings
+from hypothesis import HealthCheck, Verbosity, configuration, given, settings
 from hypothesis import strategies as st
 
 from labkit.grading.core import CheckFailed, StudentRaised
 
 #: Every check that draws random numbers starts from this seed, so a failure replays.
 SEED = 20260101
+
+
+def because_of(check: str) -> str:
+    """Said when a check cannot get past what an earlier check tests: fix that one first."""
+    return f" (needed first; the check {check} tests it: fix that one first)"
 
 
 def short_repr(value: Any, limit: int = 120) -> str:
@@ -41,6 +48,9 @@ def holds_for(
         suppress_health_check=list(HealthCheck),
         report_multiple_bugs=False,
     )(given(strategy)(prop))
+    # Hypothesis caches what it learns in ./.hypothesis: not in the student's folder.
+    home = configuration.storage_directory(intent_to_write=False).path
+    configuration.set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "labkit-hypothesis")
     try:
         runner()
     except BaseExceptionGroup as group:  # a flaky student function: report its first failure
@@ -51,3 +61,5 @@ def holds_for(
         while isinstance(first, BaseExceptionGroup):
             first = first.exceptions[0]
         raise first from None
+    finally:
+        configuration.set_hypothesis_home_dir(home)

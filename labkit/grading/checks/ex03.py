@@ -20,6 +20,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from hypothesis import strategies as st
+
+from labkit.grading.checks._helpers import holds_for
 from labkit.grading.core import CheckFailed, Checks, Namespace, expect
 from labkit.grading.labdb import add_job, all_jobs, lab_db
 
@@ -327,3 +330,56 @@ def due_exactly_now_is_ready(ns: Namespace) -> None:
             f"job {ended} claimed at now=130 (its lease ends at 130 exactly)",
             "None" if again is None else f"job {again.get('id')}",
         )
+
+
+#: A generated job: (state, run_after, lease_until); times sit on both sides of now=100.
+JOBS = st.tuples(
+    st.sampled_from(["pending", "retry_wait", "running", "succeeded", "dead"]),
+    st.sampled_from([0.0, 99.5, 100.0, 100.5, 500.0]),
+    st.sampled_from([50.0, 100.0, 100.5, 200.0]),
+)
+
+
+@CHECKS.add(
+    2,
+    "ready = (pending or retry_wait, run_after <= now) or (running, lease_until <= now); "
+    "of those, the smallest run_after, then the smallest id",
+    timeout=30.0,
+)
+def claims_the_right_job_for_any_table(ns: Namespace) -> None:
+    now = 100.0
+
+    def right_job(table: list[tuple[str, float, float]]) -> None:
+        with lab_file(ns) as (conn, path):
+            ids = []
+            for i, (state, run_after, until) in enumerate(table):
+                lease = {"lease_owner": "w0", "lease_until": until, "lease_token": f"t{i}"}
+                ids.append(
+                    add_job(
+                        conn,
+                        f"a:{i}:v1",
+                        state=state,
+                        attempt=0 if state == "pending" else 1,
+                        run_after=run_after,
+                        **(lease if state == "running" else {}),
+                    )
+                )
+            ready = [
+                (run_after, job_id)
+                for job_id, (state, run_after, until) in zip(ids, table, strict=True)
+                if (state in ("pending", "retry_wait") and run_after <= now)
+                or (state == "running" and until <= now)
+            ]
+            got = _claim(ns, path, "w1", now, 30.0)
+        shape = ", ".join(
+            f"{i}:{s} run_after={r:g}" + (f" lease_until={u:g}" if s == "running" else "")
+            for i, (s, r, u) in zip(ids, table, strict=True)
+        )
+        want = min(ready)[1] if ready else None
+        expect(
+            (got or {}).get("id") == want,
+            f"{'job ' + str(want) if want else 'None'} at now=100 among jobs {shape}",
+            "None" if got is None else f"job {got.get('id')}",
+        )
+
+    holds_for(st.lists(JOBS, min_size=1, max_size=6), right_job, examples=25)

@@ -1,7 +1,13 @@
 """Exercise 6: the dead letter and the redrive that keeps the key.
 
 The student writes ``dead_letter`` and ``redrive`` on the exercise table
-(``labkit.grading.labdb``).
+(``labkit.grading.labdb``). Each check makes the database file under the student's
+folder, runs the student's functions through the harness
+(``labkit.grading.harness.ex06``, its own connections, errors built from plain
+descriptions) and reads the table back itself. Two checks race: two operators
+redriving at once, and a redrive while another party redrives the job and a worker
+claims it; a redrive that selects and then updates outside one ``BEGIN IMMEDIATE``
+transaction is caught by both.
 """
 
 from __future__ import annotations
@@ -13,7 +19,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from labkit.grading.core import Checks, Namespace, StudentRaised, expect
+from hypothesis import strategies as st
+
+from labkit.grading.checks._helpers import holds_for
+from labkit.grading.core import Checks, Namespace, expect
 from labkit.grading.labdb import add_job, all_jobs, lab_db
 
 CHECKS = Checks("ex06", "dead letter and redrive", needs=("dead_letter", "redrive"))
@@ -21,14 +30,53 @@ CHECKS = Checks("ex06", "dead letter and redrive", needs=("dead_letter", "redriv
 NOW = 1000.0
 
 
+HARNESS = "labkit.grading.harness.ex06:"
+#: How long a read outside a write transaction pauses in the race checks.
+RACE_PAUSE_S = 0.3
+
+
 @contextmanager
-def _db() -> Iterator[sqlite3.Connection]:
-    with tempfile.TemporaryDirectory(prefix="labkit-ex06-") as tmp:
-        conn = lab_db(Path(tmp) / "jobs.db")
+def lab_file(ns: Namespace) -> Iterator[tuple[sqlite3.Connection, Path]]:
+    """A fresh exercise database under the student's folder, and the check's connection."""
+    with tempfile.TemporaryDirectory(prefix="labkit-ex06-", dir=ns.workdir) as tmp:
+        path = Path(tmp) / "jobs.db"
+        conn = lab_db(path)
         try:
-            yield conn
+            yield conn, path
         finally:
             conn.close()
+
+
+def _said(result: dict[str, Any]) -> str:
+    if "raised" in result:
+        return f"your code raised {result['raised'][0]}: {result['message']}"
+    return f"returned {result['returned']!r}"
+
+
+def _returned(result: dict[str, Any], call: str) -> Any:
+    expect("raised" not in result, f"{call} to return", _said(result))
+    return result["returned"]
+
+
+def bury(
+    ns: Namespace,
+    path: Path,
+    job_id: int,
+    token: Any,
+    reason: str,
+    error: dict[str, Any],
+    now: float,
+) -> Any:
+    """The student's ``dead_letter`` through the harness; what it returned."""
+    result = ns.harness(HARNESS + "dead_letter", str(path), job_id, token, reason, error, now)
+    return _returned(result, f"dead_letter(job {job_id})")
+
+
+def redrive(ns: Namespace, path: Path, **kwargs: Any) -> Any:
+    """The student's ``redrive`` through the harness; the ids it returned."""
+    result = ns.harness(HARNESS + "redrive", str(path), **kwargs)
+    args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+    return _returned(result, f"redrive({args})")
 
 
 def _job(conn: sqlite3.Connection, job_id: int) -> dict[str, Any]:
@@ -73,10 +121,16 @@ def _running(conn: sqlite3.Connection, token: str = "tok-1") -> int:
     "state='running' AND lease_token=:token; return whether a row changed",
 )
 def dead_letter_records_the_reason(ns: Namespace) -> None:
-    with _db() as conn:
+    with lab_file(ns) as (conn, path):
         job_id = _running(conn)
-        ok = ns.dead_letter(
-            conn, job_id, "tok-1", "permanent error", ValueError("no such customer"), NOW
+        ok = bury(
+            ns,
+            path,
+            job_id,
+            "tok-1",
+            "permanent error",
+            {"type": "ValueError", "message": "no such customer"},
+            NOW,
         )
         job = _job(conn, job_id)
         expect(ok is True, "True (the job was buried)", ok)
@@ -107,10 +161,13 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
     "labkit.redact.describe(error), never str(error) as it is",
 )
 def dead_letter_hides_secrets(ns: Namespace) -> None:
-    with _db() as conn:
+    with lab_file(ns) as (conn, path):
         job_id = _running(conn)
-        error = PermissionError("login to https://erp:hunter2@erp.example failed, token=abc123xyz")
-        ns.dead_letter(conn, job_id, "tok-1", "permanent error", error, NOW)
+        error = {
+            "type": "PermissionError",
+            "message": "login to https://erp:hunter2@erp.example failed, token=abc123xyz",
+        }
+        bury(ns, path, job_id, "tok-1", "permanent error", error, NOW)
         stored = _job(conn, job_id)["last_error"] or ""
         leaked = [s for s in ("hunter2", "abc123xyz") if s in stored]
         expect(
@@ -122,10 +179,10 @@ def dead_letter_hides_secrets(ns: Namespace) -> None:
 
 @CHECKS.add(1, "fence on the token: a worker whose lease moved on must change nothing")
 def dead_letter_is_fenced(ns: Namespace) -> None:
-    with _db() as conn:
+    with lab_file(ns) as (conn, path):
         job_id = _running(conn, token="new-holder")
         before = _job(conn, job_id)
-        ok = ns.dead_letter(conn, job_id, "stale-token", "permanent error", ValueError("x"), NOW)
+        ok = bury(ns, path, job_id, "stale-token", "permanent error", {"type": "ValueError"}, NOW)
         expect(ok is False, "False for a stale token", ok)
         expect(_job(conn, job_id) == before, "the job unchanged", _job(conn, job_id)["state"])
 
@@ -137,15 +194,17 @@ def dead_letter_is_fenced(ns: Namespace) -> None:
     "the service that killed those jobs)",
 )
 def redrive_requires_a_limit(ns: Namespace) -> None:
-    with _db() as conn:
+    with lab_file(ns) as (conn, path):
         _dead(conn, 3)
         before = all_jobs(conn)
-        for limit in (None, 0):
-            try:
-                result = ns.redrive(conn, limit=limit, now=NOW)
-            except StudentRaised as exc:
-                result = "raised" if exc.is_a("ValueError", "TypeError") else exc.describe()
-            expect(result == "raised", f"ValueError for limit={limit!r}", f"returned {result!r}")
+        for limit in (None, 0, -3):
+            result = ns.harness(HARNESS + "redrive", str(path), limit=limit, now=NOW)
+            wanted = ("ValueError", "TypeError") if limit is None else ("ValueError",)
+            expect(
+                any(name in result.get("raised", ()) for name in wanted),
+                f"ValueError for limit={limit!r}",
+                _said(result),
+            )
         expect(all_jobs(conn) == before, "nothing changed", "jobs were changed")
 
 
@@ -155,9 +214,9 @@ def redrive_requires_a_limit(ns: Namespace) -> None:
     "recognises a repeat; a copy with a new key can charge twice",
 )
 def redrive_keeps_the_key(ns: Namespace) -> None:
-    with _db() as conn:
+    with lab_file(ns) as (conn, path):
         [job_id] = _dead(conn, 1)
-        ids = ns.redrive(conn, limit=1, now=NOW)
+        ids = redrive(ns, path, limit=1, now=NOW)
         rows = all_jobs(conn)
         expect(
             len(rows) == 1,
@@ -178,9 +237,9 @@ def redrive_keeps_the_key(ns: Namespace) -> None:
     "never more than asked",
 )
 def redrive_respects_the_limit(ns: Namespace) -> None:
-    with _db() as conn:
+    with lab_file(ns) as (conn, path):
         ids = _dead(conn, 5)
-        got = ns.redrive(conn, limit=2, now=NOW)
+        got = redrive(ns, path, limit=2, now=NOW)
         pending = [j["id"] for j in all_jobs(conn) if j["state"] == "pending"]
         expect(len(pending) == 2, "2 jobs redriven with limit=2", f"{len(pending)} redriven")
         expect(
@@ -196,7 +255,7 @@ def redrive_respects_the_limit(ns: Namespace) -> None:
     "is none of the redrive's business",
 )
 def redrive_only_dead_jobs(ns: Namespace) -> None:
-    with _db() as conn:
+    with lab_file(ns) as (conn, path):
         others = {
             "pending": add_job(conn, "o:1:v1", updated_at=1.0),
             "retry_wait": add_job(conn, "o:2:v1", state="retry_wait", attempt=1, updated_at=1.0),
@@ -214,7 +273,7 @@ def redrive_only_dead_jobs(ns: Namespace) -> None:
         }
         before = {k: _job(conn, v) for k, v in others.items()}
         [dead] = _dead(conn, 1)
-        got = ns.redrive(conn, limit=100, now=NOW)
+        got = redrive(ns, path, limit=100, now=NOW)
         expect(list(got) == [dead], f"only the dead job {dead}", list(got))
         changed = [k for k, v in others.items() if _job(conn, v) != before[k]]
         expect(not changed, "the other jobs untouched", f"changed: {changed}")
@@ -226,9 +285,9 @@ def redrive_only_dead_jobs(ns: Namespace) -> None:
     "redrives + 1, updated_at = now (or it dies again at once)",
 )
 def redrive_gives_a_fresh_start(ns: Namespace) -> None:
-    with _db() as conn:
+    with lab_file(ns) as (conn, path):
         [job_id] = _dead(conn, 1)
-        ns.redrive(conn, limit=1, now=NOW)
+        redrive(ns, path, limit=1, now=NOW)
         job = _job(conn, job_id)
         want = {
             "attempt": 0,
@@ -243,10 +302,10 @@ def redrive_gives_a_fresh_start(ns: Namespace) -> None:
 
 @CHECKS.add(1, "dry_run=True returns the ids it would redrive and changes nothing")
 def dry_run_changes_nothing(ns: Namespace) -> None:
-    with _db() as conn:
+    with lab_file(ns) as (conn, path):
         ids = _dead(conn, 3)
         before = all_jobs(conn)
-        got = ns.redrive(conn, limit=2, now=NOW, dry_run=True)
+        got = redrive(ns, path, limit=2, now=NOW, dry_run=True)
         expect(list(got) == ids[:2], f"{ids[:2]} returned", got)
         expect(
             all_jobs(conn) == before, "every job unchanged", [j["state"] for j in all_jobs(conn)]
@@ -255,13 +314,126 @@ def dry_run_changes_nothing(ns: Namespace) -> None:
 
 @CHECKS.add(1, "kind=... redrives only that kind ((:kind IS NULL OR kind = :kind))")
 def redrive_filters_by_kind(ns: Namespace) -> None:
-    with _db() as conn:
+    with lab_file(ns) as (conn, path):
         mails = _dead(conn, 2, kind="email")
         pays = _dead(conn, 2, kind="payment", first_id=10)
-        got = ns.redrive(conn, limit=10, now=NOW, kind="payment")
+        got = redrive(ns, path, limit=10, now=NOW, kind="payment")
         expect(sorted(got) == pays, f"the payment jobs {pays}", list(got))
         expect(
             all(_job(conn, i)["state"] == "dead" for i in mails),
             "the email jobs still dead",
             [_job(conn, i)["state"] for i in mails],
         )
+
+
+@CHECKS.add(
+    3,
+    "choose and change in one write transaction: conn.execute('BEGIN IMMEDIATE'), "
+    "SELECT the ids, UPDATE them, COMMIT; two operators who both SELECT before "
+    "either UPDATEs pick the same jobs and each reports redriving them",
+    timeout=20.0,
+)
+def two_redrives_at_once_share_nothing(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        redrive(ns, path, limit=1, now=NOW, dry_run=True)  # a stub says "not started yet"
+        ids = _dead(conn, 2)
+        results = ns.harness(
+            HARNESS + "two_redrives_at_once", str(path), {"limit": 1, "now": NOW}, RACE_PAUSE_S
+        )
+        a, b = (_returned(r, "both redrives") for r in results)
+        expect(
+            isinstance(a, list) and isinstance(b, list) and not set(a) & set(b),
+            "two redrives with limit=1 at the same moment to return different jobs",
+            f"{a} and {b}",
+        )
+        rows = {j["id"]: j for j in all_jobs(conn)}
+        expect(
+            all(rows[i]["state"] == "pending" and rows[i]["redrives"] == 1 for i in ids),
+            f"both dead jobs {ids} pending, each redriven once",
+            "; ".join(f"job {i}: {rows[i]['state']}, redrives {rows[i]['redrives']}" for i in ids),
+        )
+
+
+@CHECKS.add(
+    2,
+    "a job can leave 'dead' between your SELECT and your UPDATE (another operator "
+    "redrove it, a worker took it): read and write inside one BEGIN IMMEDIATE "
+    "transaction and return only the jobs you changed",
+    timeout=20.0,
+)
+def redrive_racing_a_worker(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        redrive(ns, path, limit=1, now=NOW, dry_run=True)  # a stub says "not started yet"
+        [job_id] = _dead(conn, 1)
+        result = ns.harness(HARNESS + "redrive_while_a_worker_claims", str(path), job_id, NOW)
+        ids = _returned(result, "redrive(limit=5)")
+        job = _job(conn, job_id)
+        if result["worker"] == "in the gap":
+            expect(
+                job["state"] == "running" and job["lease_token"] == "worker-9-token",
+                f"job {job_id} left with the worker that claimed it while your redrive ran",
+                f"state={job['state']}, lease_token={job['lease_token']!r}: the redrive "
+                "overwrote a running job",
+            )
+            expect(
+                job_id not in ids,
+                f"job {job_id} not reported as redriven (it was no longer dead)",
+                f"returned {ids}",
+            )
+        else:
+            expect(
+                ids == [job_id] and job["state"] == "pending",
+                f"[{job_id}] returned and the job pending",
+                f"returned {ids}, state {job['state']}",
+            )
+
+
+#: A generated table: (state, kind, updated_at) per job; times repeat so ties happen.
+TABLES = st.lists(
+    st.tuples(
+        st.sampled_from(["dead", "dead", "pending", "succeeded", "retry_wait"]),
+        st.sampled_from(["email", "payment"]),
+        st.sampled_from([10.0, 20.0, 30.0, 40.0]),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@CHECKS.add(
+    2,
+    "the oldest dead letters first, ties by id (ORDER BY updated_at, id), of the kind "
+    "asked for, never more than limit, and nothing else touched",
+    timeout=30.0,
+)
+def redrive_picks_the_oldest_for_any_table(ns: Namespace) -> None:
+    def picks(case: tuple[list[tuple[str, str, float]], int, str | None]) -> None:
+        table, limit, kind = case
+        with lab_file(ns) as (conn, path):
+            ids = [
+                add_job(conn, f"{k}:{i}:v1", kind=k, state=st_, attempt=1, updated_at=t)
+                for i, (st_, k, t) in enumerate(table)
+            ]
+            before = {j["id"]: j for j in all_jobs(conn)}
+            dead = [i for i, (st_, k, _) in zip(ids, table, strict=True) if st_ == "dead"]
+            want = sorted(
+                (i for i in dead if kind is None or before[i]["kind"] == kind),
+                key=lambda i: (before[i]["updated_at"], i),
+            )[:limit]
+            got = redrive(ns, path, limit=limit, now=NOW, kind=kind)
+            after = {j["id"]: j for j in all_jobs(conn)}
+        shape = ", ".join(f"{i}:{s}/{k}@{t:g}" for i, (s, k, t) in zip(ids, table, strict=True))
+        expect(
+            list(got) == want,
+            f"{want} for limit={limit}, kind={kind!r} on jobs {shape}",
+            f"returned {list(got)}",
+        )
+        changed = sorted(i for i in ids if after[i] != before[i])
+        expect(
+            changed == sorted(want) and all(after[i]["state"] == "pending" for i in want),
+            f"exactly jobs {sorted(want)} changed (pending) on jobs {shape}",
+            f"changed: {changed}",
+        )
+
+    cases = st.tuples(TABLES, st.integers(1, 4), st.sampled_from([None, "email", "payment"]))
+    holds_for(cases, picks, examples=20)

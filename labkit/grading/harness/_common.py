@@ -11,12 +11,29 @@ check can read "it raised IdempotencyConflict" without holding the exception obj
 from __future__ import annotations
 
 import copy
+import re
 import sqlite3
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
+from labkit.grading.core import CheckFailed
+
 _MUTABLE = (dict, list, set, bytearray)
+#: IPython's own history names in a notebook's namespace: not the student's state.
+_IPYTHON = re.compile(r"^(In|Out|_+|_(i|ii|iii|ih|oh|dh)\d*|_\d+)$")
+
+
+def need(values: MutableMapping[str, Any], name: str) -> Any:
+    """The student's definition ``name``, or the same failure ``ns.NAME`` gives when missing."""
+    try:
+        return values[name]
+    except KeyError:
+        raise CheckFailed(
+            f"a definition named {name!r} in the notebook",
+            "no such name",
+            f"run the cell that defines {name} (and do not rename it), then check again",
+        ) from None
 
 
 def _mutable_class_attrs(values: MutableMapping[str, Any]) -> list[tuple[type, str, Any]]:
@@ -44,7 +61,7 @@ def fresh_state(values: MutableMapping[str, Any]) -> Iterator[None]:
     """
     saved: dict[str, Any] = {}
     for name, value in list(values.items()):
-        if name.startswith("_") or name in ("In", "Out") or type(value) not in _MUTABLE:
+        if _IPYTHON.match(name) or name.startswith("__") or type(value) not in _MUTABLE:
             continue
         try:
             saved[name] = copy.deepcopy(value)

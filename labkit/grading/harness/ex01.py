@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
-from labkit.grading.harness._common import fresh_state, outcome
+from labkit.grading.harness._common import fresh_state, need, outcome
 from labkit.grading.harness._replay import CannotShip, call_in_fresh_process
 
 #: Two hash seeds far apart: a hash()-built key differs between them.
@@ -78,7 +78,7 @@ def keys_later(
 ) -> list[Any]:
     """``operation_key(*args)`` for each call while the wall clock reads ``seconds`` later."""
     with fresh_state(values), clock_moved(values, seconds):
-        return [values["operation_key"](*args) for args in calls]
+        return [need(values, "operation_key")(*args) for args in calls]
 
 
 def keys_in_processes(values: MutableMapping[str, Any], calls: list[list[Any]]) -> dict[str, Any]:
@@ -89,7 +89,7 @@ def keys_in_processes(values: MutableMapping[str, Any], calls: list[list[Any]]) 
     swaps ``hash`` for a salted one in this process instead: ``"how": "salted hash()"``.
     """
     with fresh_state(values):
-        here = [repr(values["operation_key"](*args)) for args in calls]
+        here = [repr(need(values, "operation_key")(*args)) for args in calls]
         try:
             seeds = {
                 str(seed): [
@@ -104,7 +104,7 @@ def keys_in_processes(values: MutableMapping[str, Any], calls: list[list[Any]]) 
         except CannotShip as exc:
             salted = {"hash": lambda obj: builtins.hash((0x5EED, obj))}
             with mock.patch.dict(values, salted):
-                other = [repr(values["operation_key"](*args)) for args in calls]
+                other = [repr(need(values, "operation_key")(*args)) for args in calls]
             return {"how": f"salted hash() ({exc})", "here": here, "seeds": {"salted": other}}
 
 
@@ -116,5 +116,5 @@ def accept_calls(values: MutableMapping[str, Any], calls: list[list[Any]]) -> di
     """
     seen: dict[str, Any] = {}
     with fresh_state(values):
-        results = [outcome(values["accept"], seen, key, payload) for key, payload in calls]
+        results = [outcome(need(values, "accept"), seen, key, payload) for key, payload in calls]
     return {"results": results, "seen": {str(k): repr(v) for k, v in seen.items()}}

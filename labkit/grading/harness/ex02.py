@@ -19,10 +19,8 @@ from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
-from labkit.grading.harness._common import fresh_state
+from labkit.grading.harness._common import fresh_state, need
 
-#: How long a child that won the lock keeps it in ``start_together``.
-HOLD_S = 1.0
 #: Pause after each file call in ``start_together``'s children: it widens a gap
 #: between "is the file there?" and "create it" so every child falls into it.
 SLOW_FILE_S = 0.05
@@ -30,7 +28,7 @@ SLOW_FILE_S = 0.05
 
 def _attempt(values: MutableMapping[str, Any], path: str) -> str:
     try:
-        with values["single_instance"](path):
+        with need(values, "single_instance")(path):
             return "acquired"
     except NotImplementedError as exc:
         if str(exc).startswith("Exercise"):
@@ -59,7 +57,7 @@ def attempt_while_holding(
     out: dict[str, Any] = {"pid": os.getpid()}
     with fresh_state(values):
         try:
-            with values["single_instance"](path):
+            with need(values, "single_instance")(path):
                 out["second"] = _attempt(values, path)
                 out["file_while_held"] = pathlib.Path(path).read_text(errors="replace")
                 if raise_inside:
@@ -106,7 +104,7 @@ def _read(fd: int, timeout: float = 10.0) -> str:
 def _holder(values: MutableMapping[str, Any], path: str) -> Callable[[int], None]:
     def body(write_fd: int) -> None:
         try:
-            with values["single_instance"](path):
+            with need(values, "single_instance")(path):
                 os.write(write_fd, b"held")
                 time.sleep(30)
         except BaseException as exc:  # noqa: BLE001 - told to the parent, then exit
@@ -185,7 +183,8 @@ def start_together(values: MutableMapping[str, Any], path: str, n: int = 3) -> l
 
     Each file call in the children (exists, open, os.open) pauses a little after it
     returns, so a check-then-create lock is caught every time, not once in a while.
-    A child that gets the lock keeps it for ``HOLD_S``. Returns what each child got.
+    A child that gets the lock keeps it until it is killed, after every child has said
+    what it got, so a slow machine cannot make the winner let go too early.
     """
     with fresh_state(values), contextlib.ExitStack() as stack:
         _attempt(values, path)
@@ -200,9 +199,9 @@ def start_together(values: MutableMapping[str, Any], path: str, n: int = 3) -> l
             os.path.exists = _slow(os.path.exists)
             pathlib.Path.exists = _slow(pathlib.Path.exists)  # type: ignore[method-assign]
             try:
-                with values["single_instance"](path):
+                with need(values, "single_instance")(path):
                     os.write(write_fd, b"acquired")
-                    time.sleep(HOLD_S)
+                    time.sleep(30)
             except BaseException as exc:  # noqa: BLE001 - told to the parent
                 name = type(exc).__name__
                 said = "refused" if name == "AlreadyRunning" else f"raised {name}: {exc}"

@@ -16,11 +16,11 @@ import time
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
-from labkit.grading.harness._common import fresh_state, outcome, plain_row
+from labkit.grading.harness._common import fresh_state, need, outcome, plain_row
 from labkit.grading.labdb import connect
 
 
-class _Rows:
+class Rows:
     def __init__(self, rows: list[Any]) -> None:
         self._rows = rows
 
@@ -55,7 +55,7 @@ class Traced:
             rows = cursor.fetchall()
             self.pauses += 1
             time.sleep(self.pause)
-            return _Rows(rows)
+            return Rows(rows)
         return cursor
 
     def cursor(self) -> Traced:
@@ -76,7 +76,7 @@ def claim(
     conn = Traced(connect(path))
     try:
         with fresh_state(values):
-            result = outcome(values["claim"], conn, worker, now, lease_s)
+            result = outcome(need(values, "claim"), conn, worker, now, lease_s)
     finally:
         conn.close()
     if "returned" in result:
@@ -107,7 +107,7 @@ def race(
         start.wait()
         try:
             for _ in range(rounds):
-                row = plain_row(values["claim"](own, name, now, lease_s))
+                row = plain_row(need(values, "claim")(own, name, now, lease_s))
                 if row is None:
                     return
                 claims.append([name, row.get("id") if isinstance(row, dict) else row])
@@ -130,7 +130,7 @@ def _process_worker(values: Any, path: str, name: str, out: Any) -> None:
     got: list[Any] = []
     try:
         for _ in range(100):
-            row = plain_row(values["claim"](conn, name, 100.0, 30.0))
+            row = plain_row(need(values, "claim")(conn, name, 100.0, 30.0))
             if row is None:
                 break
             got.append(row["id"])

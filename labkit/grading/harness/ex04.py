@@ -13,7 +13,7 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from labkit.errors import PermanentError, TransientError
-from labkit.grading.harness._common import fresh_state, outcome
+from labkit.grading.harness._common import fresh_state, need, outcome
 
 
 class HTTPError(Exception):
@@ -75,7 +75,7 @@ def build_error(spec: dict[str, Any]) -> BaseException:
 def classify(values: MutableMapping[str, Any], specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``classify(error)`` for each described error, as outcomes."""
     with fresh_state(values):
-        return [outcome(values["classify"], build_error(spec)) for spec in specs]
+        return [outcome(need(values, "classify"), build_error(spec)) for spec in specs]
 
 
 def backoff_draws(values: MutableMapping[str, Any], calls: list[list[Any]]) -> list[dict[str, Any]]:
@@ -90,7 +90,7 @@ def backoff_draws(values: MutableMapping[str, Any], calls: list[list[Any]]) -> l
             draws: list[Any] = []
             failed: dict[str, Any] | None = None
             for _ in range(count):
-                one = outcome(values["backoff"], n, rng, base, cap)
+                one = outcome(need(values, "backoff"), n, rng, base, cap)
                 if "raised" in one:
                     failed = one
                     break
@@ -112,7 +112,7 @@ def next_delays(values: MutableMapping[str, Any], calls: list[dict[str, Any]]) -
             out.append(
                 [
                     outcome(
-                        values["next_delay"],
+                        need(values, "next_delay"),
                         build_error(call["error"]),
                         call["attempt"],
                         rng,
