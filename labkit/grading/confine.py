@@ -277,7 +277,10 @@ class Confinement:
         kwargs["env"] = self.environment(workdir, kwargs.get("env"))
         kwargs["start_new_session"] = True
         kwargs.setdefault("stdin", subprocess.DEVNULL)
-        return subprocess.Popen(self.command(argv, Path(workdir), slot), **kwargs)
+        command = self.command(argv, Path(workdir), slot)
+        if self.bwrap:
+            return SandboxedPopen(command, **kwargs)
+        return subprocess.Popen(command, **kwargs)
 
     def hand_over(self, workdir: Path, slot: int) -> None:
         """Give the slot's uid what the grader created in the student's folder.
@@ -329,6 +332,31 @@ def _pids_of(uid: int) -> list[int]:
                         pids.append(int(entry.name))
                     break
     return pids
+
+
+class SandboxedPopen(subprocess.Popen[Any]):
+    """A process started in bubblewrap, whose return code reads as if it ran bare.
+
+    bwrap exits with ``128 + N`` when the command inside was killed by signal N; this
+    turns that back into ``-N``, as ``subprocess`` reports a signal, so a check that
+    kills a server (or a CPU limit that stops one) sees the same code either way.
+    """
+
+    def _translate(self) -> int | None:
+        code = self.returncode
+        if code is not None and 128 < code < 128 + 65:
+            self.returncode = code = -(code - 128)
+        return code
+
+    def poll(self) -> int | None:
+        super().poll()
+        return self._translate()
+
+    def wait(self, timeout: float | None = None) -> int:
+        super().wait(timeout)
+        code = self._translate()
+        assert code is not None
+        return code
 
 
 def kill_tree(proc: subprocess.Popen[Any]) -> None:

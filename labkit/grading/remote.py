@@ -299,6 +299,13 @@ class RemoteNamespace(Namespace):
                 str(reply["not_data"])[:200],
                 "return numbers, strings, lists, tuples or dicts, not objects",
             )
+        if "failed" in reply:  # a harness's verdict: it can only take points away
+            failed = reply["failed"] if isinstance(reply["failed"], dict) else {}
+            raise CheckFailed(
+                str(failed.get("expected", ""))[:300],
+                str(failed.get("got", ""))[:300],
+                str(failed.get("hint", ""))[:300] or None,
+            )
         if "missing" in reply:
             raise self._missing(str(reply.get("name") or name)[:100])
         if "raised" in reply:

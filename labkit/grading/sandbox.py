@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.grading.channel import LineReader, NotData, encode, write
+from labkit.grading.core import CheckFailed
 
 #: Lines of a student's cell that grading drops: the check call and its import.
 _CHECK_LINE = re.compile(
@@ -186,6 +187,9 @@ def _answer(values: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
         return {"refused": f"unknown request {op!r}"}
     try:
         result = func(*args, **kwargs)
+    except CheckFailed as exc:
+        # A harness's own verdict ("no such name"...): it can only cost the student points.
+        return {"failed": {"expected": exc.expected, "got": exc.got, "hint": exc.hint or ""}}
     except KeyError as exc:
         missing = exc.args[0] if exc.args else None
         if op == "harness" and isinstance(missing, str) and missing not in values:

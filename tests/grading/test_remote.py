@@ -206,3 +206,11 @@ def test_a_harness_looking_up_a_missing_definition_says_no_such_name(
         assert "'operation_key'" in info.value.expected
 
     assert _run(student, body)["outcome"].status == "passed"  # type: ignore[union-attr]
+
+
+def test_a_spawned_process_killed_by_a_signal_reads_as_killed(student: StudentProcess) -> None:
+    def body(ns: Namespace) -> int:
+        code = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+        return ns.spawn([sys.executable, "-c", code]).wait(30)
+
+    assert _run(student, body)["value"] == -9  # not bubblewrap's 137
