@@ -10,20 +10,26 @@ and the released stubs, with a seeded mix of notebooks a real class hands in:
 - ``hanging``: the reference with a required function that loops forever (each check
   that calls it times out) or, one in two, a top-level loop (the cell times out).
 
-It grades the class with this checkout's ``labkit grade`` and, with ``--legacy REF``,
-with the grader of an earlier commit (its ``labkit/`` and ``solutions/`` taken from git,
-so both graders run their own checks), then prints notebooks per minute for each, the
-speed-up, and how many (student, exercise) scores differ. Without ``--legacy`` the rate
-is compared with the rate recorded before the trust boundary: 14 notebooks in 48 s on
-2 cores (one Jupyter kernel plus one grading process per notebook).
+It grades the class with this checkout's ``labkit grade`` and reports notebooks per
+minute. Two comparisons:
+
+- speed: with ``--legacy REF``, the same class graded by the grader of an earlier commit
+  (its ``grade.py``, ``sandbox.py`` and ``execute.py`` taken from git: a Jupyter kernel
+  per notebook, then the checks in the same process as the student's code) running
+  today's checks, so the two differ only in how they grade, and their scores must agree;
+  without it, the rate recorded before the trust boundary: 14 notebooks in 48 s on 2 cores;
+- scores: with ``--same-scores``, every notebook is also scored in one process, the way
+  the student's own ``check()`` runs the same checks (cells and checks side by side, no
+  confinement), and every (student, exercise) whose score differs is listed.
 
     .venv/bin/python bench/grading.py                        # 40 students, new grader only
-    .venv/bin/python bench/grading.py --legacy 4c7b143       # and the old one, same class
+    .venv/bin/python bench/grading.py --same-scores          # and in-process scores
+    .venv/bin/python bench/grading.py --legacy 4c7b143       # and the old grader, same class
     .venv/bin/python bench/grading.py --students 2 --exercise ex01   # a smoke run
 
-Both graders get the same timeouts (``--cell-timeout``, ``--check-timeout``), so hanging
-notebooks cost each of them the same waiting. Performance is measured here only: the
-test suite never times anything.
+Both graders get the same cell timeout and, by default, each check's own timeout (the
+old grader is given the longest), so hanging notebooks cost each the same waiting.
+Performance is measured here only: the test suite never times anything.
 """
 
 from __future__ import annotations
@@ -32,13 +38,12 @@ import argparse
 import csv
 import os
 import random
+import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections import Counter
-from io import BytesIO
 from pathlib import Path
 
 import nbformat
@@ -126,7 +131,8 @@ def run_new(
         "--cell-timeout",
         str(args.cell_timeout),
     ]
-    argv += ["--check-timeout", str(args.check_timeout)]
+    if args.check_timeout is not None:
+        argv += ["--check-timeout", str(args.check_timeout)]
     for exercise in args.exercise or []:
         argv += ["--exercise", exercise]
     started = time.perf_counter()
@@ -134,30 +140,69 @@ def run_new(
     return time.perf_counter() - started, _scores(out / "bench" / "grades.csv")
 
 
+#: The modules that made up the grader before the trust boundary (the rest is labkit).
+LEGACY_MODULES = ("grade.py", "sandbox.py", "execute.py")
+
+
 def run_legacy(
     ref: str, subs: Path, tmp: Path, args: argparse.Namespace
 ) -> tuple[float, dict[tuple[str, str], int]]:
-    """The grader of commit ``ref`` (its labkit and solutions), on the same class."""
+    """The grader of commit ``ref`` (a kernel per notebook, checks beside the student's code)
+    running today's checks, so the two graders differ only in how they grade."""
     tree = tmp / "legacy"
-    tree.mkdir()
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", ref, "labkit", "solutions"],
-        check=True,
-        capture_output=True,
-    ).stdout
-    with tarfile.open(fileobj=BytesIO(archive)) as tar:
-        tar.extractall(tree, filter="data")
-    boot = f"import sys; sys.path.insert(0, {str(tree)!r}); from labkit.cli import main; "
-    boot += "sys.exit(main())"
+    shutil.copytree(ROOT / "labkit", tree / "labkit", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in LEGACY_MODULES:
+        old = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{ref}:labkit/grading/{name}"],
+            check=True,
+            capture_output=True,
+        ).stdout
+        (tree / "labkit" / "grading" / name).write_bytes(old)
+    longest = max(c.timeout for e in catalog.exercises() for c in catalog.all_checks(e))
     out = tmp / "legacy.csv"
-    argv = [sys.executable, "-c", boot, "grade", str(subs), "--out", str(out)]
-    argv += ["--solutions", str(tree / "solutions"), "--jobs", str(args.jobs)]
-    argv += ["--cell-timeout", str(args.cell_timeout), "--check-timeout", str(args.check_timeout)]
-    for exercise in args.exercise or []:
-        argv += ["--exercise", exercise]
+    boot = (
+        f"import sys; sys.path.insert(0, {str(tree)!r})\n"
+        "from pathlib import Path\n"
+        "from labkit.grading.grade import Settings, grade_folder\n"
+        f"settings = Settings(Path({str(ROOT / 'solutions')!r}), cell_timeout={args.cell_timeout},"
+        f" check_timeout={args.check_timeout or longest})\n"
+        f"grade_folder(Path({str(subs)!r}), Path({str(out)!r}), Path({str(tmp / 'legacy-fb')!r}),"
+        f" settings, jobs={args.jobs}, only={args.exercise!r}, progress=lambda line: None)\n"
+    )
     started = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=tmp)
+    subprocess.run([sys.executable, "-c", boot], check=True, stdout=subprocess.DEVNULL, cwd=tmp)
     return time.perf_counter() - started, _scores(out)
+
+
+def in_process_scores(
+    subs: Path, exercises: list[str], args: argparse.Namespace
+) -> dict[tuple[str, str], int]:
+    """Each notebook scored the way the student's ``check()`` scores it: all in this process.
+
+    The generated notebooks are the bench's own, so running them here is safe.
+    """
+    from labkit.grading.core import run_checks
+    from labkit.grading.grade import find_notebooks, warm_up
+    from labkit.grading.sandbox import run_cells
+
+    warm_up()
+    scores: dict[tuple[str, str], int] = {}
+    for folder in sorted(p for p in subs.iterdir() if p.is_dir()):
+        found, _ = find_notebooks(folder, exercises)
+        for exercise, path in found.items():
+            nb = nbformat.read(path, as_version=4)
+            cells = [(i, c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+            with tempfile.TemporaryDirectory() as work:
+                here = os.getcwd()
+                os.chdir(work)  # %%writefile cells and the checks' files land there
+                try:
+                    values, _ = run_cells(cells, args.cell_timeout)
+                    checks = catalog.all_checks(exercise, ROOT / "solutions" / "hidden")
+                    outcomes = run_checks(checks, values, args.check_timeout, Path(work))
+                finally:
+                    os.chdir(here)
+            scores[folder.name, exercise] = sum(o.earned for o in outcomes)
+    return scores
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,9 +211,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exercise", action="append", help="only this exercise (repeatable)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--cell-timeout", type=float, default=5.0)
-    parser.add_argument("--check-timeout", type=float, default=2.0)
+    parser.add_argument(
+        "--check-timeout", type=float, help="cap every check (default: each check's own)"
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--legacy", metavar="REF", help="also grade with the grader of this commit")
+    parser.add_argument(
+        "--same-scores", action="store_true", help="also score every notebook in one process"
+    )
     args = parser.parse_args(argv)
     exercises = args.exercise or [
         e for e in map(exercise_of, solution_notebooks(ROOT / "solutions")) if e
@@ -198,7 +248,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"speed-up: {rate / old_rate:.1f}x; scores that differ: {len(differ)} of {total}")
             for key in differ[:20]:
                 print(f"  {key[0]} {key[1]}: new {scores[key]}, legacy {old_scores.get(key)}")
-        else:
+        if args.same_scores:
+            local = in_process_scores(subs, exercises, args)
+            differ = sorted(k for k in scores if scores[k] != local.get(k))
+            print(f"in-process scores that differ from the graded ones: {len(differ)} of {total}")
+            for key in differ[:20]:
+                print(f"  {key[0]} {key[1]}: graded {scores[key]}, in-process {local.get(key)}")
+        if not args.legacy:
             n, s = RECORDED_BASELINE
             old_rate = n / s * 60
             print(f"recorded baseline: {n} notebooks in {s:g} s = {old_rate:.1f} notebooks/min")
