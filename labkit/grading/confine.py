@@ -72,9 +72,10 @@ _LABKIT_PACKAGE = Path(labkit.__file__).resolve().parent
 _ENTER = """
 import os, resource, sys
 uid, nproc, *limits = (int(a) for a in sys.argv[1:7])
-for which, value in zip(("AS", "NOFILE", "FSIZE", "CPU"), limits):
-    which = getattr(resource, "RLIMIT_" + which)
-    resource.setrlimit(which, (value, value))
+for name, value in zip(("AS", "NOFILE", "FSIZE", "CPU"), limits):
+    # CPU: the soft limit sends SIGXCPU (named in the feedback); the hard one, SIGKILL.
+    hard = value + 5 if name == "CPU" else value
+    resource.setrlimit(getattr(resource, "RLIMIT_" + name), (value, hard))
 if uid >= 0:
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     os.setgroups([])

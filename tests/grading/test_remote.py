@@ -214,3 +214,45 @@ def test_a_spawned_process_killed_by_a_signal_reads_as_killed(student: StudentPr
         return ns.spawn([sys.executable, "-c", code]).wait(30)
 
     assert _run(student, body)["value"] == -9  # not bubblewrap's 137
+
+
+LIMITED_CELL = (
+    "import os\n"
+    "def write_big(n):\n"
+    "    with open('big.bin', 'wb') as fh:\n"
+    "        fh.write(b'x' * n)\n"
+    "def open_many(n):\n"
+    "    return len([open('small.txt', 'w') for _ in range(n)])\n"
+    "def spin():\n"
+    "    while True:\n"
+    "        pass\n"
+)
+
+
+@pytest.fixture
+def limited(tmp_path: Path) -> Iterator[StudentProcess]:
+    os.chmod(tmp_path, 0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    limits = Limits(file_size=1 << 20, open_files=64, cpu_seconds=2)
+    confinement = Confinement.detect(limits)
+    confinement.hand_over(work, 0)
+    proc = StudentProcess(confinement, work, 0, [(0, LIMITED_CELL)], cell_timeout=20)
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+@pytest.mark.parametrize(
+    ("call", "note"),
+    [
+        # each row: what the student's code does, and the line the feedback gets
+        (lambda ns: ns.write_big(2 << 20), "limit hit: wrote a file bigger than 1 MiB"),
+        (lambda ns: ns.open_many(200), "limit hit: opened more than 64 files at once"),
+        (lambda ns: ns.spin(), "limit hit: used more than 2 s of CPU time"),
+    ],
+)
+def test_each_limit_stops_the_code_and_is_named(limited: StudentProcess, call, note: str) -> None:  # type: ignore[no-untyped-def]
+    outcome = _run(limited, call, timeout=60)["outcome"]
+    assert outcome.status == "failed"  # type: ignore[union-attr]
+    assert limited.limits_hit == [note]
