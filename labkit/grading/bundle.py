@@ -1,13 +1,13 @@
 """``labkit release --bundle DIR``: everything a student needs, and no answers.
 
-The kit holds the lessons (``notebooks/``), the exercises as released (``exercises/``,
-stubs only), the ``labkit`` package (public checks only: hidden checks live in the
-instructor's ``solutions/hidden/``), ``pyproject.toml`` and ``environment.yml`` to
-install it, a Makefile whose ``make lab`` opens JupyterLab where both folders are
-reachable, and a short README. It never copies ``solutions/``, ``tests/`` (the zoo of
-wrong answers is built from the right ones) or ``bench/``. After writing, every file is
-searched for solution markers and for the hidden checks' names, and the bundle is
-refused if one is found.
+The kit holds the lessons (``notebooks/``, and ``ops/`` which they read), the exercises
+as released (``exercises/``, stubs only), the ``labkit`` package (public checks only:
+hidden checks live in the instructor's ``solutions/hidden/``), ``pyproject.toml`` and
+``environment.yml`` to install it, a Makefile whose ``make lab`` opens JupyterLab where
+both folders are reachable, and a short README. It never copies ``solutions/``,
+``tests/`` (the zoo of wrong answers is built from the right ones) or ``bench/``. After
+writing, every file is searched for solution markers and for the hidden checks' names,
+and the bundle is refused if one is found.
 
 nbgrader's "release" and otter-grader's "assign" produce the same kind of student
 folder; this one is a plain directory an instructor can zip or push as its own repo.
@@ -22,6 +22,8 @@ from pathlib import Path
 
 from labkit.grading.release import BEGIN, END, ReleaseError, release
 
+#: Folders next to notebooks/ that lessons read from.
+LESSON_FOLDERS = ("ops",)
 _SKIP_NAMES = ("__pycache__", "*.pyc", ".ipynb_checkpoints", ".labkit-scratch", "*.db", "*.db-*")
 
 STUDENT_MAKEFILE = """\
@@ -113,6 +115,9 @@ def bundle(repo: Path, solutions: Path, out: Path) -> list[Path]:
     for name in ("pyproject.toml", "environment.yml", "compose.yaml"):
         if (repo / name).exists():
             shutil.copyfile(repo / name, out / name)
+    for name in LESSON_FOLDERS:  # files the lessons read (../ops/alerts.yml)
+        if (repo / name).is_dir():
+            shutil.copytree(repo / name, out / name, ignore=shutil.ignore_patterns(*_SKIP_NAMES))
     (out / "Makefile").write_text(STUDENT_MAKEFILE, encoding="utf-8")
     (out / "README.md").write_text(STUDENT_README, encoding="utf-8")
     _refuse_answers(out, _hidden_names(Path(solutions) / "hidden"))

@@ -36,6 +36,9 @@ def test_the_kit_has_what_a_student_needs(kit: Path) -> None:
     for path in EXERCISES.glob("ex*.ipynb"):  # the exercises exactly as released
         assert (kit / "exercises" / path.name).read_bytes() == path.read_bytes()
     assert (kit / "labkit" / "grading" / "checks" / "ex01.py").exists()  # public checks
+    for lesson in (kit / "notebooks").glob("*.ipynb"):  # files a lesson reads beside it
+        for target in re.findall(r"\.\./([\w./-]+\.\w+)", lesson.read_text()):
+            assert (kit / target).exists(), f"{lesson.name} reads ../{target}"
     makefile = (kit / "Makefile").read_text()
     assert re.search(r"^lab: venv$", makefile, re.MULTILINE)
     assert "--notebook-dir=." in makefile  # lessons and exercises both reachable
