@@ -162,6 +162,8 @@ class Confinement:
     bwrap: str | None = None
     drop_uid: bool = False
     network: bool = False
+    #: Why a stronger confinement was not used (set by ``detect``).
+    fallback: str = ""
 
     @classmethod
     def detect(
@@ -170,11 +172,18 @@ class Confinement:
         """The strongest confinement this machine allows (``sandbox=False``: limits only)."""
         bwrap = shutil.which("bwrap") if sandbox and sys.platform == "linux" else None
         drop = sandbox and hasattr(os, "geteuid") and os.geteuid() == 0
+        skipped = ""
         for bwrap_option, drop_option in ((bwrap, drop), (None, drop), (None, False)):
-            found = cls(limits or Limits(), bwrap_option, drop_option, network)
+            found = cls(limits or Limits(), bwrap_option, drop_option, network, skipped)
             if (bwrap_option is None and not drop_option) or found.works():
                 return found
+            skipped += f"{found.describe_short()} failed a trial run; "
         return found
+
+    def describe_short(self) -> str:
+        what = ["own uid" if self.drop_uid else "grader's uid"]
+        what += ["bubblewrap"] if self.bwrap else []
+        return " + ".join(what)
 
     @property
     def isolated(self) -> bool:
@@ -188,8 +197,8 @@ class Confinement:
             parts.append(f"as its own uid ({uid_block()}+slot)")
         elif hasattr(os, "geteuid") and os.geteuid() == 0:
             parts.append(
-                "AS ROOT (WARNING: another uid could not run this Python; install "
-                "bubblewrap or a Python other users can read)"
+                "AS ROOT (WARNING: nothing stops it from changing the instructor's files; "
+                "install bubblewrap, or a Python other users can run)"
             )
         else:
             parts.append("as the grader's user (not root: no uid of its own)")
@@ -198,7 +207,8 @@ class Confinement:
             parts.append(f"in bubblewrap ({net}, read-only system, private /tmp)")
         else:
             parts.append("without a sandbox (install bubblewrap on Linux for one)")
-        return "student code runs " + ", ".join(parts) + f"; limits: {self.limits.summary()}"
+        text = "student code runs " + ", ".join(parts) + f"; limits: {self.limits.summary()}"
+        return text + (f" ({self.fallback.strip('; ')})" if self.fallback else "")
 
     def uid(self, slot: int) -> int | None:
         """The uid of a grading slot (None when student code keeps the grader's uid)."""
