@@ -39,7 +39,15 @@ import labkit
 from labkit.clock import Clock, SystemClock
 from labkit.grading import catalog
 from labkit.grading.confine import Confinement
-from labkit.grading.core import NOT_STARTED, PASSED, TIMED_OUT, Check, Outcome, run_check
+from labkit.grading.core import (
+    DEFAULT_TIMEOUT,
+    NOT_STARTED,
+    PASSED,
+    TIMED_OUT,
+    Check,
+    Outcome,
+    run_check,
+)
 from labkit.grading.release import exercise_of, solution_notebooks
 from labkit.grading.remote import RemoteNamespace, StudentGone, StudentProcess
 
@@ -90,6 +98,14 @@ class Settings:
     #: where every call to the student's process waits for a CPU twice.
     timeout_factor: float = 1.0
     confinement: Confinement = field(default_factory=Confinement)
+
+
+def check_timeout_for(settings: Settings, checks: list[Check]) -> float:
+    """The cap on each check's own timeout: ``--check-timeout`` when given, else the largest
+    of them, so a graded check gets exactly the time the student's ``check()`` gave it."""
+    if settings.check_timeout is not None:
+        return settings.check_timeout
+    return max((c.timeout for c in checks), default=DEFAULT_TIMEOUT)
 
 
 _warmed: list[bool] = []
@@ -256,7 +272,7 @@ def _one_check(student: StudentProcess, check: Check, settings: Settings) -> tup
         student.begin_check()
         if settings.timeout_factor != 1.0:
             check = dataclasses.replace(check, timeout=check.timeout * settings.timeout_factor)
-        outcome = run_check(check, ns, settings.check_timeout)
+        outcome = run_check(check, ns, check_timeout_for(settings, [check]))
         if outcome.status == TIMED_OUT:
             student.stop()  # the hung call may still run: kill it, start again next check
             return outcome, False
