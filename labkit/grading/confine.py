@@ -24,6 +24,7 @@ import fcntl
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -294,24 +295,33 @@ class Confinement:
         return subprocess.Popen(command, **kwargs)
 
     def hand_over(self, workdir: Path, slot: int) -> None:
-        """Give the slot's uid what the grader created in the student's folder.
+        """Before the student's code runs again: give it what the grader made in its folder,
+        and remove the student's symlinks that lead out of it.
 
-        Only files with one link are changed (a hard link planted by the student must not
-        turn an instructor's file into theirs), and symlinks are never followed.
+        Files the grader created become the slot uid's, so the student's code can write
+        the databases a check prepared; only files with one link (a hard link planted by
+        the student must not turn an instructor's file into theirs), never through a
+        symlink. A symlink out of the folder is deleted: a check reading ``jobs.db`` as
+        root must not read the file it points to (``/etc/shadow``, the hidden checks) into
+        the feedback. Code still running during a check (a server) could plant one between
+        two requests; checks read the student's files with that in mind.
         """
         uid = self.uid(slot)
-        if uid is None:
-            return
         me = os.geteuid()
+        inside = os.path.realpath(workdir)
         for root, dirs, files in os.walk(workdir):
             for name in [*dirs, *files]:
                 path = os.path.join(root, name)
                 with contextlib.suppress(OSError):
                     st = os.lstat(path)
-                    if st.st_uid == me and (st.st_nlink == 1 or name in dirs):
+                    if stat.S_ISLNK(st.st_mode):
+                        target = os.path.realpath(path)
+                        if os.path.commonpath([inside, target]) != inside:
+                            os.unlink(path)
+                    elif uid is not None and st.st_uid == me and (st.st_nlink == 1 or name in dirs):
                         os.chown(path, uid, uid, follow_symlinks=False)
         with contextlib.suppress(OSError):
-            if os.lstat(workdir).st_uid == me:
+            if uid is not None and os.lstat(workdir).st_uid == me:
                 os.chown(workdir, uid, uid)
 
     def sweep(self, slot: int) -> int:

@@ -239,6 +239,8 @@ class StudentProcess:
         self.confinement.hand_over(self.workdir, self.slot)
         self.send(message)
         reply = self.receive(timeout)
+        # Again now the student's code has run: the check is about to read its files.
+        self.confinement.hand_over(self.workdir, self.slot)
         if "ended" in reply:
             self._child_ended(reply["ended"])
             self.send({"op": "check"})  # keep the two sides in step for the next request

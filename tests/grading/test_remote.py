@@ -256,3 +256,26 @@ def test_each_limit_stops_the_code_and_is_named(limited: StudentProcess, call, n
     outcome = _run(limited, call, timeout=60)["outcome"]
     assert outcome.status == "failed"  # type: ignore[union-attr]
     assert limited.limits_hit == [note]
+
+
+def test_a_symlink_out_of_the_folder_is_gone_before_the_check_reads_it(
+    student: StudentProcess, tmp_path: Path
+) -> None:
+    secret = tmp_path / "instructor-only.txt"
+    secret.write_text("the hidden answer")
+    secret.chmod(0o600)
+
+    def body(ns: Namespace) -> list[str]:
+        link = ns.workdir / "jobs.db"
+        made = ns.make_link(str(secret), str(link))  # the student's code plants it
+        assert made is True
+        found = [p.name for p in ns.workdir.iterdir()]
+        with pytest.raises(FileNotFoundError):
+            link.read_text()  # the check, as root, never reads the secret through it
+        return found
+
+    student.cells.append(
+        (9, "import os\ndef make_link(src, dst):\n    os.symlink(src, dst)\n    return True\n")
+    )
+    student.stop()
+    assert "jobs.db" not in _run(student, body)["value"]  # type: ignore[operator]
