@@ -290,6 +290,31 @@ ZOO: list[tuple[str, str, str, str]] = [
     """,
     ),
     (
+        "ex02",
+        "a refused attempt removes the 'stale' lock file it could not take",
+        "refusal_leaves_the_lock_alone",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip()
+                    os.unlink(path)
+                    raise AlreadyRunning(f"locked (pid {holder}); removed the stale file") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
         "ex03",
         "claim by SELECT then UPDATE",
         "no_double_claim_under_a_race",
@@ -1047,6 +1072,9 @@ SAYS: dict[str, str] = {
     "pidfile that appends the pid instead of replacing it": "only the last holder's pid",
     "lock by checking the file exists, then creating it": "exactly one of 3 processes",
     "a refused attempt deletes the holder's lock file": "a third process refused too",
+    "a refused attempt removes the 'stale' lock file it could not take": (
+        "a third process refused too"
+    ),
     "claim by SELECT then UPDATE": "each job claimed by exactly one worker",
     "claim without attempt + 1": "attempt 1 after the first claim",
     "the worker's name as the lease token": "different tokens for two claims",
@@ -1130,7 +1158,10 @@ GOT = {
 }
 
 #: Mistakes so serious that a solution making them cannot score above half the points.
-SERIOUS = ["retried jobs never run again (only pending is ready)"]
+SERIOUS = [
+    "retried jobs never run again (only pending is ready)",
+    "a refused attempt removes the 'stale' lock file it could not take",  # two run at once
+]
 
 
 @pytest.mark.parametrize("mistake", SERIOUS)

@@ -59,7 +59,7 @@ def attempt_while_holding(
         try:
             with need(values, "single_instance")(path):
                 out["second"] = _attempt(values, path)
-                out["file_while_held"] = pathlib.Path(path).read_text(errors="replace")
+                out["file_while_held"] = _text(path)
                 if raise_inside:
                     raise RuntimeError("the report failed")
         except RuntimeError as exc:
