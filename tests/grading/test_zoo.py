@@ -137,6 +137,26 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex01",
+        "fingerprint with json's default separators (', ' and ': ')",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of ASCII-escaped JSON (ensure_ascii left on)",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
         "accept remembers keys in a module-level dict, not in `seen`",
         "accept_new_then_repeat",
         """
@@ -1065,6 +1085,8 @@ SAYS: dict[str, str] = {
     "fingerprint that sorts only the top-level keys": "keys in another order",
     "fingerprint with 1990.0 made 1990": "the amount as a float",
     "accept remembers keys in a module-level dict, not in `seen`": "one entry in `seen`",
+    "fingerprint with json's default separators (', ' and ': ')": "canonical JSON",
+    "fingerprint of ASCII-escaped JSON (ensure_ascii left on)": "non-ASCII kept",
     "pidfile with O_EXCL goes stale after kill -9": "killed with SIGKILL",
     "refusal without the holder's pid": "naming the holder's pid",
     "lock kept when the block raises": "after an error inside the block",
