@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from labkit.grading.checks._helpers import raised_text
 from labkit.grading.core import Namespace, expect
 from labkit.grading.labdb import add_job, all_jobs, lab_db
 
@@ -37,7 +38,7 @@ def lab_file(ns: Namespace) -> Iterator[tuple[sqlite3.Connection, Path]]:
 
 def said(result: dict[str, Any]) -> str:
     if "raised" in result:
-        return f"your code raised {result['raised'][0]}: {result['message']}"
+        return raised_text(result)
     return f"returned {result['returned']!r}"
 
 

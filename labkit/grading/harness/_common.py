@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
-from labkit.grading.core import CheckFailed
+from labkit.grading.core import CheckFailed, StudentRaised
 
 _MUTABLE = (dict, list, set, bytearray)
 #: IPython's own history names in a notebook's namespace: not the student's state.
@@ -84,11 +84,12 @@ def fresh_state(values: MutableMapping[str, Any]) -> Iterator[None]:
 
 
 def raised(exc: BaseException) -> dict[str, Any]:
-    """An exception as data: its class names (most specific first) and first line."""
+    """An exception as data: class names (most specific first), first line, the student's line."""
     text = str(exc).strip().splitlines()
     return {
         "raised": [k.__name__ for k in type(exc).__mro__ if k is not object],
         "message": (text[0] if text else "")[:200],
+        "where": StudentRaised.from_exception(exc).where,
     }
 
 
