@@ -40,12 +40,6 @@ def _attempt(values: MutableMapping[str, Any], path: str) -> str:
         return f"raised {type(exc).__name__}: {str(exc)[:160]}"
 
 
-def attempt(values: MutableMapping[str, Any], path: str) -> str:
-    """Take the lock in this process and let it go at once: what happened, as text."""
-    with fresh_state(values):
-        return _attempt(values, path)
-
-
 def attempt_while_holding(
     values: MutableMapping[str, Any], path: str, raise_inside: bool = False
 ) -> dict[str, Any]:
