@@ -65,6 +65,8 @@ def redact(text: str) -> str:
 
 def sanitize(text: str, limit: int = MAX_MESSAGE) -> str:
     """Redact ``text`` and cut it to ``limit`` characters, marking the cut."""
+    # NUL bytes and lone surrogates are storable in SQLite and refused by PostgreSQL.
+    text = text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
     text = redact(" ".join(text.split()))
     if len(text) > limit:
         text = text[: limit - 12] + " …[cut]"

@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from labkit import dbfile, queries
+from labkit import dbfile, jobargs, queries
 from labkit.clock import Clock, SystemClock
 from labkit.errors import StoreError
 from labkit.job import Job
@@ -227,8 +227,7 @@ class JobStore(StoreBase):
         lease_s: float = 30.0,
     ) -> list[Job]:
         """Lease up to ``limit`` ready jobs in one transaction, oldest due first."""
-        if isinstance(queues, str):
-            queues = (queues,)
+        queues = jobargs.queues(queues)
         if len(queues) == 1:
             # One queue: an index-ordered scan that stops after ``limit`` rows.
             return self._claim(

@@ -267,3 +267,12 @@ DELETE FROM redrives WHERE job_id IN
 -- prune_finished --
 -- Delete succeeded jobs last updated at or before :cutoff (their keys stop deduplicating).
 DELETE FROM jobs WHERE state = 'succeeded' AND updated_at <= :cutoff
+
+-- next_due --
+-- When the next job of :queues becomes claimable: its earliest due wait or lease expiry (NULL if none will).
+SELECT min(due) AS due FROM (
+    SELECT min(run_after) AS due FROM jobs
+     WHERE state IN ('pending', 'retry_wait') AND queue IN (SELECT value FROM json_each(:queues))
+    UNION ALL
+    SELECT min(lease_until) FROM jobs
+     WHERE state = 'running' AND queue IN (SELECT value FROM json_each(:queues)))
