@@ -19,21 +19,56 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import signal
 import sys
-from collections.abc import Sequence
+import unicodedata
+from collections.abc import Iterable, Iterator, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from labkit import jobargs
 from labkit.clock import SystemClock, isoformat
 from labkit.errors import LabkitError
 from labkit.job import Job, JobState
 from labkit.report import age_text, format_table
-from labkit.store import RETRYABLE_DEAD_REASONS, JobStore
+from labkit.store import LEASE_EXPIRED_REASON, RETRYABLE_DEAD_REASONS, JobStore
 
 
 class CliError(Exception):
     """A usage problem, reported as one line on stderr with exit code 2."""
+
+
+#: How many rows a bulk command reads and prints at a time: memory stays flat.
+BATCH = 500
+
+
+def safe(value: object) -> str:
+    """``value`` as text a terminal shows as is: control characters escaped.
+
+    A key or kind comes from whoever enqueued the job; printed raw, a newline in it
+    forges a table row and an escape sequence repaints the operator's terminal.
+    """
+    text = "-" if value is None else str(value)
+    return "".join(
+        ch if ch == " " or unicodedata.category(ch)[0] not in "CZ" else _escape(ch)
+        for ch in text
+    )
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _pages(items: Iterable[Job], size: int) -> Iterator[list[Job]]:
+    """``items`` in lists of ``size`` (itertools.batched is Python 3.12+)."""
+    it = iter(items)
+    while page := list(itertools.islice(it, size)):
+        yield page
 
 
 def _open(path: Path) -> JobStore:
@@ -42,6 +77,11 @@ def _open(path: Path) -> JobStore:
         raise CliError(
             f"no database at {path}; give the path of an existing labkit job database "
             "(the file your workers and enqueuers use)"
+        )
+    if path.is_file() and path.stat().st_size == 0:
+        raise CliError(
+            f"{path} is an empty file, not a labkit job database; it was left as it is. "
+            "Give the path of the database your workers use"
         )
     try:
         return JobStore(path, clock=SystemClock())
@@ -54,18 +94,18 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         if args.job is not None:
             job = store.get(args.job)
             print(
-                f"job {job.id} {job.kind} key={job.key} state={job.state} "
+                f"job {job.id} {safe(job.kind)} key={safe(job.key)} state={job.state} "
                 f"attempt {job.attempt}/{job.max_attempts} redrives={job.redrives}"
             )
             if job.dead_reason:
-                print(f"dead reason: {job.dead_reason}")
+                print(f"dead reason: {safe(job.dead_reason)}")
             rows = [
                 {
                     "attempt": a.attempt,
-                    "worker": a.worker,
+                    "worker": safe(a.worker),
                     "started": isoformat(a.started_at),
                     "outcome": a.outcome,
-                    "error": a.error,
+                    "error": safe(a.error),
                 }
                 for a in store.attempts(job.id)
             ]
@@ -79,12 +119,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         rows = [
             {
                 "id": d.id,
-                "kind": d.kind,
-                "key": d.key,
+                "kind": safe(d.kind),
+                "key": safe(d.key),
                 "age": age_text(d.age_s),
                 "attempts": d.attempts,
                 "redrives": d.redrives,
-                "reason": d.reason,
+                "reason": safe(d.reason),
             }
             for d in dead
         ]
@@ -92,12 +132,19 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show(jobs: Sequence[Job], verb: str, dry_run: bool) -> None:
-    prefix = "would redrive" if dry_run else verb
-    print(f"{prefix} {len(jobs)} job(s)" + (" (dry run: nothing changed)" if dry_run else ""))
-    if jobs:
-        rows = [{"id": j.id, "kind": j.kind, "key": j.key, "reason": j.dead_reason} for j in jobs]
+def _show(jobs: Iterable[Job], verb: str, dry_run: bool) -> int:
+    """Print the jobs a page at a time (a table per page), then how many; return it."""
+    shown = 0
+    for page in _pages(jobs, BATCH):
+        rows = [
+            {"id": j.id, "kind": safe(j.kind), "key": safe(j.key), "reason": safe(j.dead_reason)}
+            for j in page
+        ]
         print(format_table(rows, ["id", "kind", "key", "reason"]))
+        shown += len(page)
+    prefix = "would redrive" if dry_run else verb
+    print(f"{prefix} {shown} job(s)" + (" (dry run: nothing changed)" if dry_run else ""))
+    return shown
 
 
 def _need_limit(args: argparse.Namespace, what: str) -> int:
@@ -106,8 +153,6 @@ def _need_limit(args: argparse.Namespace, what: str) -> int:
             f"refusing to {what} in bulk without --limit: say how many jobs at most "
             "(for example --limit 10), and try --dry-run first to see which"
         )
-    if args.limit < 1:
-        raise CliError(f"--limit must be 1 or more, not {args.limit}")
     return int(args.limit)
 
 
@@ -116,7 +161,8 @@ def cmd_redrive(args: argparse.Namespace) -> int:
         if args.ids:
             if args.kind or args.queue or args.error_class:
                 raise CliError("give job ids or filters (--kind/--queue/--error-class), not both")
-            chosen = [store.get(i) for i in args.ids]
+            # The same id twice is one job: redriving it twice would fail half-way.
+            chosen = [store.get(i) for i in dict.fromkeys(args.ids)]
             not_dead = [j for j in chosen if j.state != JobState.DEAD]
             if not_dead:
                 listed = ", ".join(f"{j.id} is {j.state}" for j in not_dead)
@@ -124,7 +170,7 @@ def cmd_redrive(args: argparse.Namespace) -> int:
             if args.dry_run:
                 _show(chosen, "redrove", True)
                 return 0
-            _show([store.redrive(j.id, note=args.note) for j in chosen], "redrove", False)
+            _show((store.redrive(j.id, note=args.note) for j in chosen), "redrove", False)
             return 0
         limit = _need_limit(args, "redrive")
         jobs = store.redrive_where(
@@ -141,26 +187,30 @@ def cmd_redrive(args: argparse.Namespace) -> int:
 
 def cmd_retry_failed(args: argparse.Namespace) -> int:
     limit = _need_limit(args, "retry failed jobs")
+    reasons: tuple[str, ...] = RETRYABLE_DEAD_REASONS
+    if args.include_lease_expired:
+        reasons += (LEASE_EXPIRED_REASON,)
     with _open(args.db) as store:
-        dead = store.jobs(state=JobState.DEAD, limit=1_000_000)
-        matching = [
-            j
-            for j in dead
-            if (args.kind is None or j.kind == args.kind)
-            and (j.dead_reason or "").startswith(RETRYABLE_DEAD_REASONS)
-        ]
-        matching.sort(key=lambda j: (j.updated_at, j.id))
-        chosen = matching[:limit]
-        skipped = sum(1 for j in dead if j not in matching)
+        chosen = itertools.islice(store.dead_by_reason(reasons, kind=args.kind), limit)
         if args.dry_run:
             _show(chosen, "retried", True)
         else:
-            _show([store.redrive(j.id, note="retry-failed") for j in chosen], "retried", False)
-        if skipped:
+            _show((store.redrive(j.id, note="retry-failed") for j in chosen), "retried", False)
+        left = store.count_dead_by_reason(reasons, kind=args.kind, matching=False)
+        if left:
+            of_kind = f" of kind {safe(args.kind)}" if args.kind else ""
             print(
-                f"left {skipped} dead job(s) with permanent failures alone: fix their cause, "
-                "then use `labkit redrive` on them"
+                f"left {left} dead job(s){of_kind} with permanent failures alone: fix their "
+                "cause, then use `labkit redrive` on them"
             )
+        if not args.include_lease_expired:
+            crashed = store.count_dead_by_reason((LEASE_EXPIRED_REASON,), kind=args.kind)
+            if crashed:
+                print(
+                    f"left {crashed} dead job(s) whose worker died on every attempt alone: "
+                    "they may be poison jobs; read their history (`labkit inspect --job ID`), "
+                    "then add --include-lease-expired to retry them"
+                )
     return 0
 
 
@@ -182,13 +232,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     handlers = _load_handlers(args.handlers)
     store = _open(args.db)
-    worker = Worker(
-        store, handlers, name=args.name, queues=args.queue or ("default",), lease_s=args.lease_s
-    )
+    try:
+        worker = Worker(
+            store, handlers, name=args.name, queues=args.queue or ("default",), lease_s=args.lease_s
+        )
+    except ValueError as exc:
+        store.close()
+        raise CliError(str(exc)) from None
     signal.signal(signal.SIGTERM, lambda *_: worker.stop())
     print(
-        f"worker {args.name} on {args.db} ({', '.join(sorted(handlers))}); Ctrl-C stops it "
-        "after the current job"
+        f"worker {safe(args.name)} on {args.db} ({', '.join(sorted(handlers))}); Ctrl-C stops "
+        "it after the current job"
     )
     try:
         ran = worker.run_until_idle() if args.until_idle else worker.run_forever(args.poll_s)
@@ -197,7 +251,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         ran = len(worker.runs)
     finally:
         store.close()
-    print(f"worker {args.name} stopped after {ran} job(s)")
+    print(f"worker {safe(args.name)} stopped after {ran} job(s)")
     return 0
 
 
@@ -240,46 +294,104 @@ def cmd_grade(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    try:
+        return metadata.version("labkit")
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from a bare checkout
+        return "unknown (not installed)"
+
+
+def _count(text: str) -> int:
+    """An argparse type: a whole number of jobs, 1 or more."""
+    try:
+        return jobargs.count("the value", int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number, 1 or more, not {text!r}"
+        ) from None
+
+
+def _job_id(text: str) -> int:
+    """An argparse type: a job id."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a job id is a whole number, not {text!r}") from None
+    if not jobargs.in_id_range(value):
+        raise argparse.ArgumentTypeError(f"a job id is 1 or more, not {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite, positive number of seconds."""
+    try:
+        return jobargs.seconds("the value", float(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a positive, finite number of seconds (ten years at most), not {text!r}"
+        ) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     from labkit.grading.grade import DEFAULT_SOLUTIONS
 
     parser = argparse.ArgumentParser(prog="labkit", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument(
+        "--version", action="version", version=f"labkit {_version()}", help="print the version"
+    )
+    sub = parser.add_subparsers(
+        dest="command", required=True, help="what to do (`labkit COMMAND --help` for its options)"
+    )
+    db_help = "the labkit job database (a SQLite file your workers use)"
 
     p = sub.add_parser("inspect", help="counts by state, dead letters, one job's history")
-    p.add_argument("db", type=Path)
-    p.add_argument("--job", type=int, help="show this job's attempt history")
-    p.add_argument("--limit", type=int, default=20, help="dead letters to list (default 20)")
+    p.add_argument("db", type=Path, help=db_help)
+    p.add_argument("--job", type=_job_id, help="show this job's attempt history")
+    p.add_argument(
+        "--limit", type=_count, default=20, help="dead letters to list, 1 or more (default 20)"
+    )
     p.set_defaults(run=cmd_inspect)
 
     def filters(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--limit", type=int, help="at most this many jobs (required in bulk)")
-        p.add_argument("--kind")
+        p.add_argument(
+            "--limit", type=_count, help="at most this many jobs, 1 or more (required in bulk)"
+        )
+        p.add_argument("--kind", help="only dead jobs of this kind")
         p.add_argument(
             "--dry-run", action="store_true", help="show what would change, change nothing"
         )
 
     p = sub.add_parser("redrive", help="send dead jobs back to pending, keeping their keys")
-    p.add_argument("db", type=Path)
-    p.add_argument("ids", nargs="*", type=int, help="job ids (or use filters with --limit)")
+    p.add_argument("db", type=Path, help=db_help)
+    p.add_argument("ids", nargs="*", type=_job_id, help="job ids (or use filters with --limit)")
     filters(p)
-    p.add_argument("--queue")
-    p.add_argument("--error-class")
+    p.add_argument("--queue", help="only dead jobs of this queue")
+    p.add_argument("--error-class", help="only dead jobs whose last error had this class")
     p.add_argument("--note", default="", help="why (kept in the redrive history)")
     p.set_defaults(run=cmd_redrive)
 
     p = sub.add_parser("retry-failed", help="redrive dead jobs whose failures were transient")
-    p.add_argument("db", type=Path)
+    p.add_argument("db", type=Path, help=db_help)
     filters(p)
+    p.add_argument(
+        "--include-lease-expired",
+        action="store_true",
+        help="also retry jobs whose worker died on every attempt (often poison jobs: "
+        "read their history first)",
+    )
     p.set_defaults(run=cmd_retry_failed)
 
     p = sub.add_parser("worker", help="run a worker on a job database")
-    p.add_argument("db", type=Path)
+    p.add_argument("db", type=Path, help=db_help)
     p.add_argument("--handlers", required=True, help="package.module:HANDLERS (kind -> function)")
-    p.add_argument("--name", default="worker")
-    p.add_argument("--queue", action="append")
-    p.add_argument("--lease-s", type=float, default=30.0)
-    p.add_argument("--poll-s", type=float, default=1.0)
+    p.add_argument("--name", default="worker", help="the worker's name in leases and logs")
+    p.add_argument("--queue", action="append", help="a queue to take jobs from (repeatable)")
+    p.add_argument(
+        "--lease-s", type=_seconds, default=30.0, help="seconds a claimed job stays leased"
+    )
+    p.add_argument(
+        "--poll-s", type=_seconds, default=1.0, help="seconds to wait when no job is ready"
+    )
     p.add_argument("--until-idle", action="store_true", help="stop when nothing is ready")
     p.set_defaults(run=cmd_worker)
 

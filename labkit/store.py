@@ -33,6 +33,7 @@ from labkit.storebase import BURY_EVERY_S, DeadLetter, StoreBase
 __all__ = [
     "BURY_EVERY_S",
     "JOB_DATABASE",
+    "LEASE_EXPIRED_REASON",
     "RETRYABLE_DEAD_REASONS",
     "SCHEMA_VERSION",
     "SQL",
@@ -43,9 +44,12 @@ __all__ = [
 SCHEMA_VERSION = 1
 SQL = queries.load("store.sql")
 #: How the dead reasons of jobs that died of a transient cause begin: the retry policy's
-#: "attempts exhausted" and "deadline passed", and the crash-loop cap's "lease expired".
-#: Retrying these later may work; the others (permanent errors) need their cause fixed.
-RETRYABLE_DEAD_REASONS = ("attempts exhausted", "deadline passed", "lease expired")
+#: "attempts exhausted" and "deadline passed". Retrying these later may work; the others
+#: (permanent errors) need their cause fixed.
+RETRYABLE_DEAD_REASONS = ("attempts exhausted", "deadline passed")
+#: How the crash-loop cap's reason begins: the worker died on every attempt. Not
+#: retryable by default: such a job is often a poison job, and retrying it kills workers.
+LEASE_EXPIRED_REASON = "lease expired"
 JOB_DATABASE = dbfile.FileKind(
     noun="database file",
     label="labkit job database",

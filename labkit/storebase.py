@@ -24,7 +24,7 @@ The pure rules (argument checks, the retry decision, error texts) are in
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -355,6 +355,45 @@ class StoreBase:
         if dry_run:
             return chosen
         return [self.redrive(job.id, note=note) for job in chosen]
+
+    def dead_by_reason(
+        self,
+        prefixes: Sequence[str],
+        *,
+        kind: str | None = None,
+        batch: int = 500,
+    ) -> Iterator[Job]:
+        """Dead jobs whose reason starts with one of ``prefixes``, oldest first, read a page
+        of ``batch`` rows at a time: memory stays flat however long the dead-letter queue."""
+        jobargs.name("kind", kind, optional=True)
+        jobargs.count("batch", batch)
+        after: tuple[float, int] = (float("-inf"), 0)
+        while True:
+            params = {
+                "prefixes": self._queues_param([str(p) for p in prefixes]),
+                "kind": kind,
+                "after_at": after[0],
+                "after_id": after[1],
+                "limit": batch,
+            }
+            page = [Job.from_row(r) for r in self._rows("dead_by_reason", params)]
+            yield from page
+            if len(page) < batch:
+                return
+            after = (page[-1].updated_at, page[-1].id)
+
+    def count_dead_by_reason(
+        self, prefixes: Sequence[str], *, kind: str | None = None, matching: bool = True
+    ) -> int:
+        """How many dead jobs have (``matching``) or have not a reason starting with one
+        of ``prefixes``, optionally of one ``kind``."""
+        jobargs.name("kind", kind, optional=True)
+        params = {
+            "prefixes": self._queues_param([str(p) for p in prefixes]),
+            "kind": kind,
+            "matching": bool(matching),
+        }
+        return int(self._rows("count_dead_by_reason", params)[0]["n"])
 
     # -- inspection --------------------------------------------------------------------
 
