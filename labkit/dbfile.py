@@ -104,17 +104,33 @@ def transaction(
             raise explain(exc) from None
         try:
             yield conn
-        except BaseException:
-            # A crash inside the transaction undoes it, as the OS would for a dead process.
-            conn.execute("ROLLBACK")
-            raise
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.OperationalError as exc:
-            conn.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            _rollback(conn)
             if explain is None:
                 raise
             raise explain(exc) from None
+        except BaseException:
+            # A crash inside the transaction undoes it, as the OS would for a dead process.
+            _rollback(conn)
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            _rollback(conn)
+            if explain is None:
+                raise
+            raise explain(exc) from None
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back unless SQLite already did.
+
+    After some errors (a full disk, an I/O error) SQLite has rolled the transaction
+    back itself; a second ROLLBACK would fail with "cannot rollback - no transaction is
+    active" and hide the error that matters.
+    """
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
 def split_script(script: str) -> list[str]:
@@ -225,6 +241,12 @@ def explain(path: Path, exc: sqlite3.Error) -> StoreError:
             f"its folder {path.parent} (for the -wal and -shm files); choose a "
             "writable folder"
         )
-    if "malformed" in text or "not a database" in text:
+    if "full" in text:
+        return StoreError(
+            f"disk full: {path} cannot grow ({text}); the transaction was rolled back, so "
+            "nothing was written and nothing already stored was lost. Free some space and "
+            "try again"
+        )
+    if "malformed" in text or "not a database" in text or "corrupt" in text:
         return StoreError(f"{path} is corrupt ({text}); restore it from a backup or move it aside")
     return StoreError(f"{path}: {text}")
