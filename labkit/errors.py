@@ -29,6 +29,15 @@ class StoreBusy(StoreError):
     """The job database stayed locked by another connection longer than the busy timeout."""
 
 
+class ConnectionLost(StoreError):
+    """The connection to the database was lost during the call; the next call reconnects."""
+
+    def __init__(self, message: str | None = None, *, may_have_committed: bool = False) -> None:
+        super().__init__(message)
+        #: True when the drop came while committing: the change may or may not be saved.
+        self.may_have_committed = may_have_committed
+
+
 class NotFound(LabkitError, LookupError):
     """No job with that id."""
 

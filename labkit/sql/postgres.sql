@@ -306,3 +306,7 @@ SELECT count(*) AS n FROM jobs
    AND (CAST(:kind AS text) IS NULL OR kind = :kind)
    AND EXISTS (SELECT 1 FROM unnest(CAST(:prefixes AS text[])) AS p (prefix)
                 WHERE left(jobs.dead_reason, length(p.prefix)) = p.prefix) = :matching
+
+-- set_lock_timeout --
+-- How long this session waits for a lock another connection holds before failing (LockNotAvailable), in milliseconds.
+SELECT set_config('lock_timeout', :ms, false)
