@@ -167,3 +167,25 @@ class Session:
                 may_have_committed=committing,
             ) from None
         raise StoreError(f"PostgreSQL refused {operation}: {detail}") from None
+
+
+def caller_error(exc: psycopg.Error, conn: Conn, operation: str) -> StoreError:
+    """A driver error on the caller's own connection (``enqueue(conn=...)``) as a labkit one.
+
+    The caller's transaction has not committed (the caller commits it later), so a drop
+    here lost nothing that was saved; the caller must open a new connection.
+    """
+    text = str(exc).strip()
+    detail = redact(text.splitlines()[0] if text else type(exc).__name__)
+    if isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled):
+        return StoreBusy(
+            f"{operation}(conn=...) waited too long for a lock another connection holds "
+            f"({detail}); roll your transaction back and try again"
+        )
+    if conn.closed or conn.broken:
+        return ConnectionLost(
+            f"your connection was lost during {operation}(conn=...) ({detail}); your "
+            "transaction did not commit: open a new connection and run it again",
+            may_have_committed=False,
+        )
+    return StoreError(f"PostgreSQL refused {operation}(conn=...): {detail}")

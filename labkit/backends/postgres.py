@@ -31,7 +31,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
 from labkit import jobargs, queries
-from labkit.backends.pgconn import Session
+from labkit.backends.pgconn import Session, caller_error
 from labkit.clock import Clock, SystemClock
 from labkit.dbfile import BUSY_TIMEOUT_S
 from labkit.errors import StoreError
@@ -212,13 +212,19 @@ class PostgresJobStore(StoreBase):
                 f"{self.conn.info.host}; open it with store.connect() so your write and the "
                 "job's change share one transaction"
             )
-        cur = conn.cursor(row_factory=dict_row)
-        previous = cur.execute(SQL["use_schema_locally"], {"schema": self.schema}).fetchone()
         try:
-            yield cur
-        finally:
-            if previous is not None and conn.info.transaction_status == TransactionStatus.INTRANS:
-                cur.execute(SQL["restore_schema_locally"], {"previous": previous["previous"]})
+            cur = conn.cursor(row_factory=dict_row)
+            previous = cur.execute(SQL["use_schema_locally"], {"schema": self.schema}).fetchone()
+            try:
+                yield cur
+            finally:
+                if (
+                    previous is not None
+                    and conn.info.transaction_status == TransactionStatus.INTRANS
+                ):
+                    cur.execute(SQL["restore_schema_locally"], {"previous": previous["previous"]})
+        except psycopg.Error as exc:
+            raise caller_error(exc, conn, operation) from None
 
     # -- the driver hooks of StoreBase ------------------------------------------------
 
