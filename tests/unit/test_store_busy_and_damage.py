@@ -179,3 +179,26 @@ def test_a_damaged_database_is_a_labkit_error_not_a_traceback(db_path: Path) -> 
     )
     assert done.returncode in (1, 2), done.stdout
     assert "corrupt" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_the_worlds_ledger_transaction_raises_store_busy_and_a_handler_retries_it(
+    tmp_path: Path, short_busy: None
+) -> None:
+    """The lessons' local-effect pattern (``world.ledger.transaction()``) on a busy file."""
+    from labkit.retry import default_classify as classify
+    from labkit.world import World
+
+    world = World(tmp_path / "world.db", clock=FakeClock(0.0))
+    other = sqlite3.connect(tmp_path / "world.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreBusy, match="locked") as caught, world.ledger.transaction():
+            pass
+    finally:
+        other.rollback()
+        other.close()
+    assert classify(caught.value) == "transient"  # a handler meeting it is retried
+    with world.ledger.transaction() as tx:  # free again
+        tx.mark("k-1")
+    assert world.ledger.status("k-1") == "done"
+    world.close()
