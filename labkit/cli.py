@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import itertools
+import logging
 import signal
 import sys
 import unicodedata
@@ -244,12 +245,20 @@ def cmd_worker(args: argparse.Namespace) -> int:
         f"worker {safe(args.name)} on {args.db} ({', '.join(sorted(handlers))}); Ctrl-C stops "
         "it after the current job"
     )
+    # The worker's log (each job, busy back-offs, lost leases) goes to stderr.
+    log = logging.getLogger("labkit.worker")
+    to_stderr = logging.StreamHandler(sys.stderr)
+    to_stderr.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    log.addHandler(to_stderr)
+    level, log.level = log.level, logging.INFO
     try:
         ran = worker.run_until_idle() if args.until_idle else worker.run_forever(args.poll_s)
     except KeyboardInterrupt:
         worker.stop()
         ran = len(worker.runs)
     finally:
+        log.removeHandler(to_stderr)
+        log.setLevel(level)
         store.close()
     print(f"worker {safe(args.name)} stopped after {ran} job(s)")
     return 0

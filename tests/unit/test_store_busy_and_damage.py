@@ -96,7 +96,9 @@ def test_labkit_worker_backs_off_while_the_database_is_busy_and_then_runs_the_jo
             other.close()
     assert released.is_set()
     assert code == 0
-    assert "stopped after 1 job(s)" in capsys.readouterr().out
+    shown = capsys.readouterr()
+    assert "stopped after 1 job(s)" in shown.out
+    assert "busy" in shown.err and "backing off" in shown.err  # the operator sees it
     assert any("busy" in r.getMessage() for r in caplog.records), "the busy fault must fire"
     with JobStore(db_path, clock=clock) as store:
         assert store.get_by_key("busy-1").state == "succeeded"  # type: ignore[union-attr]
