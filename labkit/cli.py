@@ -35,7 +35,7 @@ from typing import Any
 
 from labkit import jobargs
 from labkit.clock import Clock, FakeClock, SystemClock, isoformat
-from labkit.errors import LabkitError
+from labkit.errors import InvalidTransition, LabkitError
 from labkit.job import Job, JobState
 from labkit.report import age_text, format_table
 from labkit.store import LEASE_EXPIRED_REASON, RETRYABLE_DEAD_REASONS, JobStore
@@ -153,8 +153,15 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show(jobs: Iterable[Job], verb: str, dry_run: bool) -> int:
-    """Print the jobs a page at a time (a table per page), then how many; return it."""
+def _show(jobs: Iterable[Job], verb: str, dry_run: bool, total: int) -> int:
+    """Say how many jobs (``total``), then print them a page at a time; return how many.
+
+    ``jobs`` may be a lazy walk (the redrives happen as it is read), so memory holds one
+    page. Should fewer than ``total`` come (another process redrove some meanwhile),
+    a last line says so.
+    """
+    prefix = "would redrive" if dry_run else verb
+    print(f"{prefix} {total} job(s)" + (" (dry run: nothing changed)" if dry_run else ""))
     shown = 0
     for page in _pages(jobs, BATCH):
         rows = [
@@ -163,8 +170,8 @@ def _show(jobs: Iterable[Job], verb: str, dry_run: bool) -> int:
         ]
         print(format_table(rows, ["id", "kind", "key", "reason"]))
         shown += len(page)
-    prefix = "would redrive" if dry_run else verb
-    print(f"{prefix} {shown} job(s)" + (" (dry run: nothing changed)" if dry_run else ""))
+    if shown != total:
+        print(f"({shown} of them, in the end: the others changed while this ran)")
     return shown
 
 
@@ -189,9 +196,10 @@ def cmd_redrive(args: argparse.Namespace) -> int:
                 listed = ", ".join(f"{j.id} is {j.state}" for j in not_dead)
                 raise CliError(f"only dead jobs can be redriven ({listed}); nothing was changed")
             if args.dry_run:
-                _show(chosen, "redrove", True)
+                _show(chosen, "redrove", True, len(chosen))
                 return 0
-            _show((store.redrive(j.id, note=args.note) for j in chosen), "redrove", False)
+            redriven = [store.redrive(j.id, note=args.note) for j in chosen]
+            _show(redriven, "redrove", False, len(redriven))
             return 0
         limit = _need_limit(args, "redrive")
         jobs = store.redrive_where(
@@ -202,7 +210,7 @@ def cmd_redrive(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             note=args.note,
         )
-        _show(jobs, "redrove", args.dry_run)
+        _show(jobs, "redrove", args.dry_run, len(jobs))
     return 0
 
 
@@ -212,12 +220,14 @@ def cmd_retry_failed(args: argparse.Namespace) -> int:
     if args.include_lease_expired:
         reasons += (LEASE_EXPIRED_REASON,)
     with _open(args.db, _clock(args)) as store:
+        total = min(limit, store.count_dead_by_reason(reasons, kind=args.kind))
         chosen = itertools.islice(store.dead_by_reason(reasons, kind=args.kind), limit)
         if args.dry_run:
-            _show(chosen, "retried", True)
+            _show(chosen, "retried", True, total)
         else:
-            _show((store.redrive(j.id, note="retry-failed") for j in chosen), "retried", False)
-        left = store.count_dead_by_reason(reasons, kind=args.kind, matching=False)
+            _show(_redrive_each(store, chosen), "retried", False, total)
+        known = (*RETRYABLE_DEAD_REASONS, LEASE_EXPIRED_REASON)
+        left = store.count_dead_by_reason(known, kind=args.kind, matching=False)
         if left:
             of_kind = f" of kind {safe(args.kind)}" if args.kind else ""
             print(
@@ -233,6 +243,15 @@ def cmd_retry_failed(args: argparse.Namespace) -> int:
                     "then add --include-lease-expired to retry them"
                 )
     return 0
+
+
+def _redrive_each(store: JobStore, jobs: Iterable[Job]) -> Iterator[Job]:
+    """Redrive each job as it is read; skip one another process redrove meanwhile."""
+    for job in jobs:
+        try:
+            yield store.redrive(job.id, note="retry-failed")
+        except InvalidTransition:
+            continue
 
 
 def _load_handlers(spec: str) -> dict[str, Any]:

@@ -45,6 +45,26 @@ _NAME = (
     rf"(?:[\w.-]*(?:{_STRONG})[\w.-]*"
     rf"|(?:[\w.-]*[_.-])?(?:{_WEAK})(?:[_.-][\w.-]*)?)"
 )
+# A name ending like these points at a secret instead of holding it (``credential_id``,
+# ``secret_name``, ``token_expires_at``): the lab's advice for payloads. A session id is
+# the exception: it is the secret.
+_REFERENCE = re.compile(
+    r"(?i)(?<!session)(?<!session[_.-])[_.-]?(?:id|ids|ref|reference|name|arn|path|uri|url|"
+    r"version|count|type|kind|length|expires?(?:_at)?|at|age|ttl|rotated_at|hint)$"
+)
+
+
+def _is_reference(name: str) -> bool:
+    return bool(_REFERENCE.search(name.strip("'\"")))
+
+
+def _mask_value(match: re.Match[str]) -> str:
+    """``name<sep>***`` unless the name only refers to a secret."""
+    if _is_reference(match.group(1)):
+        return match.group(0)
+    return f"{match.group(1)}{match.group(2)}{MASK}"
+
+
 # A value: a quoted string (spaces allowed) or a bare word.
 _VALUE = r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s'\",;&}]+)"
 
@@ -73,12 +93,12 @@ _RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
     # DB_PASSWORD=..., "api_key": "...", X-Api-Key: ..., pass=...
     (
         re.compile(rf"(?i)(?<![\w.-])({_NAME})(['\"]?\s*(?:[:=]|=>)\s*){_VALUE}"),
-        rf"\1\2{MASK}",
+        _mask_value,
     ),
     # password%3Dhunter2%26user%3D... (a URL-encoded form or query string)
     (
         re.compile(rf"(?i)(?<![\w.-])({_NAME})(%3D)(?:(?!%26)[^\s&\"'])+"),
-        rf"\1\2{MASK}",
+        _mask_value,
     ),
     # "the password is hunter2", "token was abc"
     (
@@ -169,7 +189,11 @@ def is_secret_field(name: str) -> bool:
 
     ``db_password``, ``secret_key``, ``aws_secret_access_key``, ``x-api-key``, ``pwd``,
     ``githubToken``: the same words as the text rules, anywhere in the name (or, for
-    the short ones, as a whole part of it). Pass a reference to a secret store instead.
+    the short ones, as a whole part of it). A name that only refers to a secret
+    (``credential_id``, ``secret_name``, ``token_expires_at``) passes: that is what a
+    payload should carry instead.
     """
-    lowered = name.lower()
-    return lowered in SECRET_FIELDS or bool(_FIELD.match(lowered.replace(" ", "_")))
+    lowered = name.lower().replace(" ", "_")
+    if lowered in SECRET_FIELDS:
+        return True
+    return bool(_FIELD.match(lowered)) and not _is_reference(lowered)

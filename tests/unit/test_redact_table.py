@@ -191,6 +191,7 @@ LOOK_ALIKES: list[tuple[str, str]] = [
     ("amount", "amount=1999.90 BRL"),
     ("skip live tests", "skip_live_tests=true"),
     ("lease", "lease 30.0s expired on worker w-3"),
+    ("credential reference", "credential_id=erp-readonly secret_name: billing/erp"),
 ]
 
 
@@ -203,7 +204,8 @@ def test_a_look_alike_is_kept(label: str, text: str) -> None:
 @pytest.mark.parametrize(
     "field",
     ["db_password", "secret_key", "aws_secret_access_key", "x-api-key", "pwd", "password",
-     "githubToken", "client_secret", "refresh_token", "card_number", "Authorization", "passwd"],
+     "githubToken", "client_secret", "refresh_token", "card_number", "Authorization", "passwd",
+     "session_id", "sessionid"],
 )
 def test_payload_fields_named_like_credentials_are_refused(store: JobStore, field: str) -> None:
     with pytest.raises(PayloadError, match="credential"):
@@ -213,7 +215,9 @@ def test_payload_fields_named_like_credentials_are_refused(store: JobStore, fiel
 
 @pytest.mark.parametrize(
     "field", ["key", "kind", "invoice_id", "customer_email", "max_tokens", "token_count",
-              "compass", "author", "key_version", "passenger_count", "spin"],
+              "compass", "author", "key_version", "passenger_count", "spin",
+              # references to a secret are what a payload should carry instead
+              "credential_id", "secret_name", "api_key_id", "token_expires_at", "secret_ref"],
 )
 def test_ordinary_payload_fields_pass(store: JobStore, field: str) -> None:
     assert store.enqueue("k", {field: 1})[1]
