@@ -193,6 +193,7 @@ anything = st.one_of(
 @settings(
     max_examples=60,
     deadline=None,
+    database=None,  # nothing written into the working directory
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
