@@ -17,7 +17,7 @@ class Sizes:
     soak_jobs: int
     kills: int
     #: The chaos runs (test_chaos.py): jobs, and how many faults to inject.
-    chaos_jobs: int = 300
+    chaos_jobs: int = 200
     chaos_events: int = 6
 
 
