@@ -1,18 +1,20 @@
 """Chaos: real worker processes SIGKILLed, SIGSTOPped and cut off from PostgreSQL at random.
 
-Three workers drain a queue with short leases (0.5 s) using the ledger (the effect row
-commits with the completion). A seeded chooser picks, again and again, a fault and a
-victim: SIGKILL (the worker is replaced), SIGSTOP (frozen past its lease, so another
-worker takes its job, then SIGCONT: a zombie that must change nothing) or, on
-PostgreSQL, ``pg_terminate_backend`` of one of the worker's connections. Every fault
-is counted only when it fired (the kill's return code, a live process stopped, a
-backend the server confirms it terminated).
+Three workers take jobs that arrive one every 30 ms, with short leases (0.5 s), using
+the ledger (the effect row commits with the completion). A seeded chooser picks, again
+and again, a fault and a victim, and strikes while the victim holds a lease: SIGKILL
+(the worker is replaced), SIGSTOP (frozen past its lease, so another worker takes its
+job, then SIGCONT: a zombie whose completion must be refused) or, on PostgreSQL,
+``pg_terminate_backend`` of one of the worker's connections. Every fault is counted
+only when it fired (the kill's return code, a live process stopped, a backend the
+server confirms it terminated). A mutant run without the ledger must show duplicates,
+so a clean report means something.
 
 The report counts, from the database alone: lost (a job that never took effect),
 duplicated (an effect row twice) and stuck (a job not finished at the end). All three
 must be zero. The seed decides the sequence of faults and victims; where each lands in
 a worker's work depends on timing, so a replay repeats the plan, not every interleaving.
-``make soak`` runs 3,000 jobs and 60 faults per backend; ``make test`` a short run.
+``make soak`` runs 5,000 jobs and 60 faults per backend; ``make test`` a short run.
 """
 
 from __future__ import annotations
