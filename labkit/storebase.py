@@ -367,9 +367,14 @@ class StoreBase:
         of ``batch`` rows at a time: memory stays flat however long the dead-letter queue."""
         jobargs.name("kind", kind, optional=True)
         jobargs.count("batch", batch)
+        # Checked here, not at the first next(): a bad argument fails at the call.
+        return self._dead_pages(prefixes, kind, batch)
+
+    def _dead_pages(self, prefixes: Sequence[str], kind: str | None, batch: int) -> Iterator[Job]:
         after: tuple[float, int] = (float("-inf"), 0)
         while True:
             params = {
+                # A list parameter, passed the way the backend passes a claim's queues.
                 "prefixes": self._queues_param([str(p) for p in prefixes]),
                 "kind": kind,
                 "after_at": after[0],
