@@ -28,7 +28,7 @@ except ImportError:  # the driver comes with the `services` extra (make venv-tes
 
 from labkit.backends.postgres import PostgresJobStore
 from labkit.clock import FakeClock, SystemClock
-from labkit.errors import ConnectionLost, StoreBusy
+from labkit.errors import ConnectionLost, StoreBusy, StoreError
 from labkit.job import JobState
 
 
@@ -159,3 +159,21 @@ def test_a_row_locked_elsewhere_times_out_as_store_busy_and_changes_nothing(
             holder.close()
         assert store.get(job.id).state == JobState.RUNNING
         assert store.complete(job, {"ok": True}).state == JobState.SUCCEEDED
+
+
+def test_while_the_server_is_down_calls_say_so_and_work_again_once_it_is_back(
+    postgres_dsn: str, schema: str, admin: psycopg.Connection[Any]
+) -> None:
+    """A restart, simulated: the backend is terminated and the address stops answering
+    (the session is pointed at a closed port) until the server is "back"."""
+    with PostgresJobStore(postgres_dsn, clock=FakeClock(1_000.0), schema=schema) as store:
+        store.enqueue("charge", {"n": 1}, key="before-restart")
+        _terminate(admin, store.conn.info.backend_pid)
+        store._session.dsn = "postgresql://postgres@127.0.0.1:1/test?connect_timeout=2"
+        for _ in range(2):  # every call while it is down: a labkit error, never psycopg's
+            with pytest.raises(StoreError, match="cannot connect to PostgreSQL") as down:
+                store.counts()
+            assert not isinstance(down.value, psycopg.Error)
+        store._session.dsn = postgres_dsn  # the server is back
+        assert store.counts()["pending"] == 1
+        assert store.enqueue("charge", {"n": 2}, key="after-restart")[1]
