@@ -317,3 +317,20 @@ def test_checks_reach_student_code_with_plain_data_only(exercise: str) -> None:
         outcome = run_check(one, DataOnly(values))
         assert outcome.status == PASSED, (one.name, outcome.expected, outcome.got)
     assert seen, "every exercise runs some student code through a harness"
+
+
+def test_an_exception_caught_as_evidence_in_a_harness_still_names_the_students_line() -> None:
+    from gradingkit import grade_values, with_override
+
+    values = with_override(
+        "ex03",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute("SELECT * FROM jobs LIMIT 1").fetchone()
+            return {"id": row["no_such_column"]}
+        """,
+    )
+    outcome = grade_values("ex03", values)["claims_one_ready_job"]
+    assert outcome.status == FAILED
+    assert outcome.got.startswith("your code raised IndexError: No item with that key")
+    assert "of claim)" in outcome.got

@@ -137,6 +137,26 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex01",
+        "fingerprint with json's default separators (', ' and ': ')",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of ASCII-escaped JSON (ensure_ascii left on)",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
         "accept remembers keys in a module-level dict, not in `seen`",
         "accept_new_then_repeat",
         """
@@ -287,6 +307,31 @@ ZOO: list[tuple[str, str, str, str]] = [
             finally:
                 fh.close()
                 os.unlink(path)
+    """,
+    ),
+    (
+        "ex02",
+        "a refused attempt removes the 'stale' lock file it could not take",
+        "refusal_leaves_the_lock_alone",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip()
+                    os.unlink(path)
+                    raise AlreadyRunning(f"locked (pid {holder}); removed the stale file") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
     """,
     ),
     (
@@ -1040,6 +1085,8 @@ SAYS: dict[str, str] = {
     "fingerprint that sorts only the top-level keys": "keys in another order",
     "fingerprint with 1990.0 made 1990": "the amount as a float",
     "accept remembers keys in a module-level dict, not in `seen`": "one entry in `seen`",
+    "fingerprint with json's default separators (', ' and ': ')": "canonical JSON",
+    "fingerprint of ASCII-escaped JSON (ensure_ascii left on)": "non-ASCII kept",
     "pidfile with O_EXCL goes stale after kill -9": "killed with SIGKILL",
     "refusal without the holder's pid": "naming the holder's pid",
     "lock kept when the block raises": "after an error inside the block",
@@ -1047,6 +1094,9 @@ SAYS: dict[str, str] = {
     "pidfile that appends the pid instead of replacing it": "only the last holder's pid",
     "lock by checking the file exists, then creating it": "exactly one of 3 processes",
     "a refused attempt deletes the holder's lock file": "a third process refused too",
+    "a refused attempt removes the 'stale' lock file it could not take": (
+        "a third process refused too"
+    ),
     "claim by SELECT then UPDATE": "each job claimed by exactly one worker",
     "claim without attempt + 1": "attempt 1 after the first claim",
     "the worker's name as the lease token": "different tokens for two claims",
@@ -1130,7 +1180,10 @@ GOT = {
 }
 
 #: Mistakes so serious that a solution making them cannot score above half the points.
-SERIOUS = ["retried jobs never run again (only pending is ready)"]
+SERIOUS = [
+    "retried jobs never run again (only pending is ready)",
+    "a refused attempt removes the 'stale' lock file it could not take",  # two run at once
+]
 
 
 @pytest.mark.parametrize("mistake", SERIOUS)

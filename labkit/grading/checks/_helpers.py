@@ -21,6 +21,16 @@ from labkit.grading.core import CheckFailed, StudentRaised
 SEED = 20260101
 
 
+def raised_text(result: dict[str, Any]) -> str:
+    """'your code raised KeyError: 'id' (line 4 of claim)' for a harness outcome that raised."""
+    text = f"your code raised {result['raised'][0]}"
+    if result.get("message"):
+        text += f": {result['message']}"
+    if result.get("where"):
+        text += f" ({result['where']})"
+    return text
+
+
 def because_of(check: str) -> str:
     """Said when a check cannot get past what an earlier check tests: fix that one first."""
     return f" (needed first; the check {check} tests it: fix that one first)"

@@ -13,7 +13,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from labkit.grading.checks._helpers import holds_for
+from labkit.grading.checks._helpers import holds_for, raised_text
 from labkit.grading.core import Checks, Namespace, expect
 
 CHECKS = Checks(
@@ -245,5 +245,5 @@ def _returned(result: dict[str, Any]) -> Any:
 
 def _said(result: dict[str, Any]) -> str:
     if "raised" in result:
-        return f"your code raised {result['raised'][0]}: {result['message']}"
+        return raised_text(result)
     return f"returned {result['returned']!r}"

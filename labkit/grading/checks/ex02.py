@@ -122,7 +122,7 @@ def two_instances_started_together(ns: Namespace) -> None:
 
 
 @CHECKS.add(
-    3,
+    5,
     "a refused attempt must leave the lock alone: never delete (unlink) or replace the "
     "lock file unless you hold the lock, or the next run creates a new file, locks "
     "that one and runs beside the holder",

@@ -22,7 +22,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from labkit.grading.checks._helpers import holds_for
+from labkit.grading.checks._helpers import holds_for, raised_text
 from labkit.grading.core import CheckFailed, Checks, Namespace, expect
 from labkit.grading.labdb import add_job, all_jobs, lab_db
 
@@ -52,7 +52,7 @@ def _claim(ns: Namespace, path: Path, worker: str, now: float, lease_s: float = 
     if "raised" in result:
         raise CheckFailed(
             f"claim({worker!r}, now={now:g}) to return a job or None",
-            f"your code raised {result['raised'][0]}: {result['message']}",
+            raised_text(result),
             "run your claim on a database from exercise_db() in the notebook and read the error",
         )
     row = result["returned"]

@@ -15,7 +15,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from labkit.grading.checks._helpers import SEED, holds_for
+from labkit.grading.checks._helpers import SEED, holds_for, raised_text
 from labkit.grading.core import CheckFailed, Checks, Namespace, expect
 
 CHECKS = Checks("ex04", "retry policy", needs=("classify", "backoff", "next_delay"))
@@ -63,7 +63,7 @@ def _results(results: list[dict[str, Any]], what: str) -> list[Any]:
         if "raised" in result:
             raise CheckFailed(
                 f"{what} to return a value",
-                f"your code raised {result['raised'][0]}: {result['message']}",
+                raised_text(result),
             )
     return [r["returned"] for r in results]
 

@@ -12,106 +12,26 @@ transaction is caught by both.
 
 from __future__ import annotations
 
-import sqlite3
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
-
 from hypothesis import strategies as st
 
+from labkit.grading.checks._deadletters import (
+    HARNESS,
+    NOW,
+    RACE_PAUSE_S,
+    add_dead,
+    add_running,
+    bury,
+    lab_file,
+    redrive,
+    returned,
+    row_of,
+    said,
+)
 from labkit.grading.checks._helpers import holds_for
 from labkit.grading.core import Checks, Namespace, expect
-from labkit.grading.labdb import add_job, all_jobs, lab_db
+from labkit.grading.labdb import add_job, all_jobs
 
 CHECKS = Checks("ex06", "dead letter and redrive", needs=("dead_letter", "redrive"))
-
-NOW = 1000.0
-
-
-HARNESS = "labkit.grading.harness.ex06:"
-#: How long a read outside a write transaction pauses in the race checks.
-RACE_PAUSE_S = 0.3
-
-
-@contextmanager
-def lab_file(ns: Namespace) -> Iterator[tuple[sqlite3.Connection, Path]]:
-    """A fresh exercise database under the student's folder, and the check's connection."""
-    with tempfile.TemporaryDirectory(prefix="labkit-ex06-", dir=ns.workdir) as tmp:
-        path = Path(tmp) / "jobs.db"
-        conn = lab_db(path)
-        try:
-            yield conn, path
-        finally:
-            conn.close()
-
-
-def _said(result: dict[str, Any]) -> str:
-    if "raised" in result:
-        return f"your code raised {result['raised'][0]}: {result['message']}"
-    return f"returned {result['returned']!r}"
-
-
-def _returned(result: dict[str, Any], call: str) -> Any:
-    expect("raised" not in result, f"{call} to return", _said(result))
-    return result["returned"]
-
-
-def bury(
-    ns: Namespace,
-    path: Path,
-    job_id: int,
-    token: Any,
-    reason: str,
-    error: dict[str, Any],
-    now: float,
-) -> Any:
-    """The student's ``dead_letter`` through the harness; what it returned."""
-    result = ns.harness(HARNESS + "dead_letter", str(path), job_id, token, reason, error, now)
-    return _returned(result, f"dead_letter(job {job_id})")
-
-
-def redrive(ns: Namespace, path: Path, **kwargs: Any) -> Any:
-    """The student's ``redrive`` through the harness; the ids it returned."""
-    result = ns.harness(HARNESS + "redrive", str(path), **kwargs)
-    args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-    return _returned(result, f"redrive({args})")
-
-
-def _job(conn: sqlite3.Connection, job_id: int) -> dict[str, Any]:
-    return next(j for j in all_jobs(conn) if j["id"] == job_id)
-
-
-def _dead(conn: sqlite3.Connection, n: int, kind: str = "email", first_id: int = 0) -> list[int]:
-    """``n`` dead jobs, the first the oldest (updated_at 10, 20, ...)."""
-    return [
-        add_job(
-            conn,
-            f"{kind}:{first_id + i}:send:v1",
-            kind=kind,
-            state="dead",
-            attempt=3,
-            dead_reason="attempts exhausted (3 of 3)",
-            last_error="TimeoutError: slow",
-            updated_at=10.0 * (first_id + i + 1),
-        )
-        for i in range(n)
-    ]
-
-
-def _running(conn: sqlite3.Connection, token: str = "tok-1") -> int:
-    return add_job(
-        conn,
-        "pay:7:charge:v1",
-        kind="payment",
-        state="running",
-        attempt=2,
-        lease_owner="w1",
-        lease_until=NOW + 30,
-        lease_token=token,
-        updated_at=NOW - 5,
-    )
 
 
 @CHECKS.add(
@@ -122,7 +42,7 @@ def _running(conn: sqlite3.Connection, token: str = "tok-1") -> int:
 )
 def dead_letter_records_the_reason(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        job_id = _running(conn)
+        job_id = add_running(conn)
         ok = bury(
             ns,
             path,
@@ -132,7 +52,7 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
             {"type": "ValueError", "message": "no such customer"},
             NOW,
         )
-        job = _job(conn, job_id)
+        job = row_of(conn, job_id)
         expect(ok is True, "True (the job was buried)", ok)
         expect(
             job["state"] == "dead" and job["dead_reason"] == "permanent error",
@@ -162,13 +82,13 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
 )
 def dead_letter_hides_secrets(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        job_id = _running(conn)
+        job_id = add_running(conn)
         error = {
             "type": "PermissionError",
             "message": "login to https://erp:hunter2@erp.example failed, token=abc123xyz",
         }
         bury(ns, path, job_id, "tok-1", "permanent error", error, NOW)
-        stored = _job(conn, job_id)["last_error"] or ""
+        stored = row_of(conn, job_id)["last_error"] or ""
         leaked = [s for s in ("hunter2", "abc123xyz") if s in stored]
         expect(
             not leaked and "PermissionError" in stored,
@@ -180,11 +100,11 @@ def dead_letter_hides_secrets(ns: Namespace) -> None:
 @CHECKS.add(1, "fence on the token: a worker whose lease moved on must change nothing")
 def dead_letter_is_fenced(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        job_id = _running(conn, token="new-holder")
-        before = _job(conn, job_id)
+        job_id = add_running(conn, token="new-holder")
+        before = row_of(conn, job_id)
         ok = bury(ns, path, job_id, "stale-token", "permanent error", {"type": "ValueError"}, NOW)
         expect(ok is False, "False for a stale token", ok)
-        expect(_job(conn, job_id) == before, "the job unchanged", _job(conn, job_id)["state"])
+        expect(row_of(conn, job_id) == before, "the job unchanged", row_of(conn, job_id)["state"])
 
 
 @CHECKS.add(
@@ -195,7 +115,7 @@ def dead_letter_is_fenced(ns: Namespace) -> None:
 )
 def redrive_requires_a_limit(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        _dead(conn, 3)
+        add_dead(conn, 3)
         before = all_jobs(conn)
         for limit in (None, 0, -3):
             result = ns.harness(HARNESS + "redrive", str(path), limit=limit, now=NOW)
@@ -203,7 +123,7 @@ def redrive_requires_a_limit(ns: Namespace) -> None:
             expect(
                 any(name in result.get("raised", ()) for name in wanted),
                 f"ValueError for limit={limit!r}",
-                _said(result),
+                said(result),
             )
         expect(all_jobs(conn) == before, "nothing changed", "jobs were changed")
 
@@ -215,7 +135,7 @@ def redrive_requires_a_limit(ns: Namespace) -> None:
 )
 def redrive_keeps_the_key(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        [job_id] = _dead(conn, 1)
+        [job_id] = add_dead(conn, 1)
         ids = redrive(ns, path, limit=1, now=NOW)
         rows = all_jobs(conn)
         expect(
@@ -238,7 +158,7 @@ def redrive_keeps_the_key(ns: Namespace) -> None:
 )
 def redrive_respects_the_limit(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        ids = _dead(conn, 5)
+        ids = add_dead(conn, 5)
         got = redrive(ns, path, limit=2, now=NOW)
         pending = [j["id"] for j in all_jobs(conn) if j["state"] == "pending"]
         expect(len(pending) == 2, "2 jobs redriven with limit=2", f"{len(pending)} redriven")
@@ -271,11 +191,11 @@ def redrive_only_dead_jobs(ns: Namespace) -> None:
                 updated_at=1.0,
             ),
         }
-        before = {k: _job(conn, v) for k, v in others.items()}
-        [dead] = _dead(conn, 1)
+        before = {k: row_of(conn, v) for k, v in others.items()}
+        [dead] = add_dead(conn, 1)
         got = redrive(ns, path, limit=100, now=NOW)
         expect(list(got) == [dead], f"only the dead job {dead}", list(got))
-        changed = [k for k, v in others.items() if _job(conn, v) != before[k]]
+        changed = [k for k, v in others.items() if row_of(conn, v) != before[k]]
         expect(not changed, "the other jobs untouched", f"changed: {changed}")
 
 
@@ -286,9 +206,9 @@ def redrive_only_dead_jobs(ns: Namespace) -> None:
 )
 def redrive_gives_a_fresh_start(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        [job_id] = _dead(conn, 1)
+        [job_id] = add_dead(conn, 1)
         redrive(ns, path, limit=1, now=NOW)
-        job = _job(conn, job_id)
+        job = row_of(conn, job_id)
         want = {
             "attempt": 0,
             "run_after": NOW,
@@ -303,7 +223,7 @@ def redrive_gives_a_fresh_start(ns: Namespace) -> None:
 @CHECKS.add(1, "dry_run=True returns the ids it would redrive and changes nothing")
 def dry_run_changes_nothing(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        ids = _dead(conn, 3)
+        ids = add_dead(conn, 3)
         before = all_jobs(conn)
         got = redrive(ns, path, limit=2, now=NOW, dry_run=True)
         expect(list(got) == ids[:2], f"{ids[:2]} returned", got)
@@ -315,14 +235,14 @@ def dry_run_changes_nothing(ns: Namespace) -> None:
 @CHECKS.add(1, "kind=... redrives only that kind ((:kind IS NULL OR kind = :kind))")
 def redrive_filters_by_kind(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        mails = _dead(conn, 2, kind="email")
-        pays = _dead(conn, 2, kind="payment", first_id=10)
+        mails = add_dead(conn, 2, kind="email")
+        pays = add_dead(conn, 2, kind="payment", first_id=10)
         got = redrive(ns, path, limit=10, now=NOW, kind="payment")
         expect(sorted(got) == pays, f"the payment jobs {pays}", list(got))
         expect(
-            all(_job(conn, i)["state"] == "dead" for i in mails),
+            all(row_of(conn, i)["state"] == "dead" for i in mails),
             "the email jobs still dead",
-            [_job(conn, i)["state"] for i in mails],
+            [row_of(conn, i)["state"] for i in mails],
         )
 
 
@@ -336,11 +256,11 @@ def redrive_filters_by_kind(ns: Namespace) -> None:
 def two_redrives_at_once_share_nothing(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         redrive(ns, path, limit=1, now=NOW, dry_run=True)  # a stub says "not started yet"
-        ids = _dead(conn, 2)
+        ids = add_dead(conn, 2)
         results = ns.harness(
             HARNESS + "two_redrives_at_once", str(path), {"limit": 1, "now": NOW}, RACE_PAUSE_S
         )
-        a, b = (_returned(r, "both redrives") for r in results)
+        a, b = (returned(r, "both redrives") for r in results)
         expect(
             isinstance(a, list) and isinstance(b, list) and not set(a) & set(b),
             "two redrives with limit=1 at the same moment to return different jobs",
@@ -364,10 +284,10 @@ def two_redrives_at_once_share_nothing(ns: Namespace) -> None:
 def redrive_racing_a_worker(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         redrive(ns, path, limit=1, now=NOW, dry_run=True)  # a stub says "not started yet"
-        [job_id] = _dead(conn, 1)
+        [job_id] = add_dead(conn, 1)
         result = ns.harness(HARNESS + "redrive_while_a_worker_claims", str(path), job_id, NOW)
-        ids = _returned(result, "redrive(limit=5)")
-        job = _job(conn, job_id)
+        ids = returned(result, "redrive(limit=5)")
+        job = row_of(conn, job_id)
         if result["worker"] == "in the gap":
             expect(
                 job["state"] == "running" and job["lease_token"] == "worker-9-token",

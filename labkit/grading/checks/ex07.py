@@ -16,7 +16,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from labkit.grading.checks._helpers import because_of, holds_for
+from labkit.grading.checks._helpers import because_of, holds_for, raised_text
 from labkit.grading.core import Checks, Namespace, expect
 
 CHECKS = Checks("ex07", "circuit breaker", needs=("Breaker",))
@@ -33,7 +33,7 @@ def drive(ns: Namespace, steps: list[list[Any]], **kwargs: Any) -> list[Any]:
         expect(
             False,
             f"step {len(out)} ({step[0]}) to run",
-            f"your code raised {last['raised'][0]}: {last['message']}",
+            raised_text(last),
         )
     return out
 

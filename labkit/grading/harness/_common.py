@@ -13,11 +13,11 @@ from __future__ import annotations
 import copy
 import re
 import sqlite3
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
-from labkit.grading.core import CheckFailed
+from labkit.grading.core import CheckFailed, StudentRaised
 
 _MUTABLE = (dict, list, set, bytearray)
 #: IPython's own history names in a notebook's namespace: not the student's state.
@@ -84,12 +84,32 @@ def fresh_state(values: MutableMapping[str, Any]) -> Iterator[None]:
 
 
 def raised(exc: BaseException) -> dict[str, Any]:
-    """An exception as data: its class names (most specific first) and first line."""
+    """An exception as data: class names (most specific first), first line, the student's line."""
     text = str(exc).strip().splitlines()
     return {
         "raised": [k.__name__ for k in type(exc).__mro__ if k is not object],
         "message": (text[0] if text else "")[:200],
+        "where": StudentRaised.from_exception(exc).where,
     }
+
+
+def plain(value: Any) -> Any:
+    """``value`` as plain data (None, bool, int, float, str, lists, str-keyed dicts).
+
+    Whatever else the student's code returned (bytes, a Decimal, an object) becomes its
+    repr, so it can cross a process boundary and still show in the feedback.
+    """
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, sqlite3.Row):
+        value = dict(value)
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, bytes):
+        return value.hex()
+    return repr(value)[:200]
 
 
 def outcome(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -98,7 +118,7 @@ def outcome(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]
     The exercise stub is not caught, so a check on it still reads "not started yet".
     """
     try:
-        return {"returned": fn(*args, **kwargs)}
+        return {"returned": plain(fn(*args, **kwargs))}
     except NotImplementedError as exc:
         if str(exc).startswith("Exercise"):
             raise
@@ -109,11 +129,9 @@ def outcome(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]
 
 def plain_row(row: Any) -> Any:
     """A returned row as a plain dict (sqlite3.Row, a mapping), or the value as it is."""
-    if isinstance(row, sqlite3.Row):
-        return dict(row)
     if row is None or isinstance(row, (bool, int, float, str)):
         return row
     try:
-        return dict(row)
+        return plain(dict(row))
     except (TypeError, ValueError):
         return repr(row)[:200]

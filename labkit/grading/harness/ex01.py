@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
-from labkit.grading.harness._common import fresh_state, need, outcome
+from labkit.grading.harness._common import fresh_state, need, outcome, plain
 from labkit.grading.harness._replay import CannotShip, call_in_fresh_process
 
 #: Two hash seeds far apart: a hash()-built key differs between them.
@@ -78,7 +78,7 @@ def keys_later(
 ) -> list[Any]:
     """``operation_key(*args)`` for each call while the wall clock reads ``seconds`` later."""
     with fresh_state(values), clock_moved(values, seconds):
-        return [need(values, "operation_key")(*args) for args in calls]
+        return [plain(need(values, "operation_key")(*args)) for args in calls]
 
 
 def keys_in_processes(values: MutableMapping[str, Any], calls: list[list[Any]]) -> dict[str, Any]:

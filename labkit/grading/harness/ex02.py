@@ -40,12 +40,6 @@ def _attempt(values: MutableMapping[str, Any], path: str) -> str:
         return f"raised {type(exc).__name__}: {str(exc)[:160]}"
 
 
-def attempt(values: MutableMapping[str, Any], path: str) -> str:
-    """Take the lock in this process and let it go at once: what happened, as text."""
-    with fresh_state(values):
-        return _attempt(values, path)
-
-
 def attempt_while_holding(
     values: MutableMapping[str, Any], path: str, raise_inside: bool = False
 ) -> dict[str, Any]:
@@ -59,7 +53,7 @@ def attempt_while_holding(
         try:
             with need(values, "single_instance")(path):
                 out["second"] = _attempt(values, path)
-                out["file_while_held"] = pathlib.Path(path).read_text(errors="replace")
+                out["file_while_held"] = _text(path)
                 if raise_inside:
                     raise RuntimeError("the report failed")
         except RuntimeError as exc:

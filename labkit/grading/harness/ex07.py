@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.clock import FakeClock
-from labkit.grading.harness._common import fresh_state, need, raised
+from labkit.grading.harness._common import fresh_state, need, plain, raised
 from labkit.grading.harness.ex01 import clock_moved
 
 
@@ -54,11 +54,13 @@ def drive(
             what, arg = step[0], step[1] if len(step) > 1 else 0
             try:
                 if what == "allow":
-                    out.append(made[arg].allow())
+                    out.append(plain(made[arg].allow()))
                 elif what == "fail":
-                    out.append(made[arg].record_failure())
+                    made[arg].record_failure()
+                    out.append(None)
                 elif what == "ok":
-                    out.append(made[arg].record_success())
+                    made[arg].record_success()
+                    out.append(None)
                 elif what == "state":
                     out.append(_state(made[arg]))
                 elif what == "advance":
