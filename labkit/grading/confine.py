@@ -76,7 +76,10 @@ uid, nproc, *limits = (int(a) for a in sys.argv[1:7])
 for name, value in zip(("AS", "NOFILE", "FSIZE", "CPU"), limits):
     # CPU: the soft limit sends SIGXCPU (named in the feedback); the hard one, SIGKILL.
     hard = value + 5 if name == "CPU" else value
-    resource.setrlimit(getattr(resource, "RLIMIT_" + name), (value, hard))
+    try:
+        resource.setrlimit(getattr(resource, "RLIMIT_" + name), (value, hard))
+    except (ValueError, OSError):  # macOS refuses some (RLIMIT_AS): the rest still hold
+        pass
 if uid >= 0:
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     os.setgroups([])
