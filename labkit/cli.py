@@ -397,6 +397,16 @@ def _seconds(text: str) -> float:
         ) from None
 
 
+class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's default in ``--help``, unless its help already names it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False):
+            return text if action.default is not False else text + " (default: off)"
+        return super()._get_help_string(action) or text
+
+
 def build_parser() -> argparse.ArgumentParser:
     # labkit.grading.grade's DEFAULT_SOLUTIONS, named here without importing grading: that
     # pulls in nbformat, a second of start-up every `labkit inspect` would pay for nothing.
@@ -482,15 +492,22 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run each student's notebook confined (own uid as root, bubblewrap when "
         "installed, resource limits) and the instructor's public and hidden checks in this "
         "process; write OUT/RUN_ID/grades.csv, totals.csv and feedback/.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_DefaultsShown,
     )
     p.add_argument("submissions", type=Path, help="folder with one subfolder per student")
     p.add_argument("--out", type=Path, default=Path("grading"), help="runs are written here")
     p.add_argument("--run-id", help="name of this run's folder (default: UTC time, to the second)")
     p.add_argument("--solutions", type=Path, default=default_solutions, help="holds hidden/")
-    p.add_argument("--exercise", action="append", help="grade only this exercise (repeatable)")
     p.add_argument(
-        "--jobs", type=_count, default=os.cpu_count() or 1, help="notebooks graded at once"
+        "--exercise",
+        action="append",
+        help="grade only this exercise, repeatable (default: every exercise)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=_count,
+        default=os.cpu_count() or 1,
+        help=f"notebooks graded at once (default: the number of cores, {os.cpu_count()} here)",
     )
     p.add_argument("--cell-timeout", type=_seconds, default=30.0, help="seconds per code cell")
     p.add_argument(
