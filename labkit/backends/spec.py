@@ -1,0 +1,100 @@
+"""One string names a job store on any engine, so a child process can open the same one.
+
+``open_store(spec, clock, rng)`` opens:
+
+- a file path: ``labkit.store.JobStore`` (SQLite);
+- ``postgresql://...#schema=NAME``: ``labkit.backends.postgres.PostgresJobStore`` in
+  that schema;
+- ``redis://...#prefix=NAME&reclaim_idle_ms=N``: ``labkit.backends.redis_store.StreamJobStore``.
+
+``new_spec(backend, folder, url, name)`` makes a fresh one for a run (its own file,
+schema or key prefix) and ``drop(spec)`` removes what it holds: the explorer and the
+tests make one per run and leave nothing behind in the servers. Drivers are imported
+only when their engine is asked for.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from labkit.clock import Clock
+
+BACKENDS = ("sqlite", "postgres", "redis_streams")
+POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def _split(spec: str) -> tuple[str, dict[str, str]]:
+    url, _, fragment = spec.partition("#")
+    return url, {k: v[-1] for k, v in parse_qs(fragment).items()}
+
+
+def is_url(spec: str | Path) -> bool:
+    return isinstance(spec, str) and spec.startswith(("postgresql://", "redis://"))
+
+
+def open_store(spec: str | Path, clock: Clock, rng: random.Random | None = None) -> Any:
+    """Open the job store ``spec`` names (see the module docstring)."""
+    text = str(spec)
+    if text.startswith("postgresql://"):
+        from labkit.backends.postgres import PostgresJobStore
+
+        url, opts = _split(text)
+        return PostgresJobStore(url, clock=clock, rng=rng, schema=opts.get("schema"))
+    if text.startswith("redis://"):
+        from labkit.backends.redis_store import StreamJobStore
+
+        url, opts = _split(text)
+        if "prefix" not in opts:
+            raise ValueError(f"a Redis store spec needs #prefix=NAME, got {text!r}")
+        idle = int(opts.get("reclaim_idle_ms", "30000"))
+        return StreamJobStore(url, opts["prefix"], clock=clock, rng=rng, reclaim_idle_ms=idle)
+    from labkit.store import JobStore
+
+    return JobStore(Path(text), clock, rng=rng)
+
+
+def new_spec(backend: str, folder: Path, name: str, url: str | None = None) -> str:
+    """A spec for a fresh, empty store of ``backend`` named after ``name``.
+
+    On Redis the spec reclaims entries of other consumers at once
+    (``reclaim_idle_ms=0``): the explorer runs one worker at a time, and a restarted
+    worker knows the previous one is dead, as a supervisor would.
+    """
+    safe = "".join(c if c.isalnum() else "_" for c in name.lower())
+    if backend == "sqlite":
+        return str(folder / "jobs.db")
+    if backend == "postgres":
+        return f"{url or POSTGRES_URL}#schema={safe[:63]}"
+    if backend == "redis_streams":
+        return f"{url or REDIS_URL}#prefix={safe}&reclaim_idle_ms=0"
+    raise ValueError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
+
+
+def drop(spec: str | Path) -> None:
+    """Remove everything the store ``spec`` names holds on its server (files stay)."""
+    text = str(spec)
+    if text.startswith("postgresql://"):
+        import psycopg
+        from psycopg import sql
+
+        url, opts = _split(text)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("SET lock_timeout = '10s'")
+            conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(opts["schema"]))
+            )
+    elif text.startswith("redis://"):
+        import redis
+
+        url, opts = _split(text)
+        client = redis.Redis.from_url(url)
+        try:
+            keys = list(client.scan_iter(match=f"{opts['prefix']}:*", count=1000))
+            if keys:
+                client.delete(*keys)
+        finally:
+            client.close()
