@@ -6,7 +6,8 @@ keeps the parts of ``labkit.contract`` that a stream can keep (see
 
 - ``enqueue``: one Lua script records the key, the job's status hash and the ``XADD``,
   so acceptance is all or nothing and the same key never adds a second entry;
-- ``claim``: this consumer's own pending entries first (a restart under the same name
+- ``claim``: this consumer's own pending entries first, once their lease (on the
+  injected clock) has expired or their retry is due (a restart under the same name
   finishes its work), then entries of other consumers idle past ``reclaim_idle_ms``
   (server time), then new entries (``XREADGROUP >``). ``attempt`` is the entry's
   delivery count from ``XPENDING``; the lease token is ``<entry id>|<deliveries>``;
@@ -180,6 +181,13 @@ class StreamJobStore:
             job = self._job_of_entry(entry_id)
             if job is not None and job.run_after > now:
                 continue  # failed earlier and not due yet: leave it pending where it is
+            if (
+                min_idle == 0
+                and job is not None
+                and job.state == JobState.RUNNING
+                and (job.lease_until or 0.0) > now
+            ):
+                continue  # our own job, still running under a live lease (clock time)
             # XCLAIM re-checks the idle time: of two claimers, only one gets the entry.
             got = self.r.xclaim(self.q.stream, self.q.group, worker, min_idle, [entry_id])
             if got:

@@ -263,6 +263,19 @@ class StreamQueue:
         rows, deleted = reply[1], (reply[2] if len(reply) > 2 else [])
         return Claimed([Entry.parse(i, f) for i, f in rows if f], [str(d) for d in deleted])
 
+    def age(self, entry_id: str, idle_ms: int) -> None:
+        """Make a pending entry look idle for ``idle_ms`` (``XCLAIM ... IDLE ms JUSTID``).
+
+        For lessons and tests, which must not wait real seconds for the server's clock:
+        the entry stays with its consumer and its delivery count does not change.
+        """
+        rows = self.r.xpending_range(self.stream, self.group, entry_id, entry_id, 1)
+        if not rows:
+            raise ValueError(f"entry {entry_id} is not pending in group {self.group}")
+        self.r.xclaim(
+            self.stream, self.group, rows[0]["consumer"], 0, [entry_id], idle=idle_ms, justid=True
+        )
+
     # -- dead letters ------------------------------------------------------------------
 
     def dead_letter(self, entry: Entry, reason: str, deliveries: int = 0) -> str:
