@@ -1,30 +1,34 @@
 """The worker's job store on Redis Streams, so ``labkit.worker`` and ``labkit.explore`` run on it.
 
 ``StreamJobStore(url, prefix, clock=None, retry=None, rng=None, reclaim_idle_ms=30000)``
-keeps the parts of ``labkit.contract`` that a stream can keep (see
-``labkit.backends.redis_streams`` for the commands and for what it cannot keep):
+keeps the parts of ``labkit.contract`` that a stream can keep, and passes the shared
+contract tests that apply (``tests/contract/test_redis_streams_contract.py``; see
+``labkit.backends.redis_streams`` for the commands and for what a stream cannot keep):
 
 - ``enqueue``: one Lua script records the key, the job's status hash and the ``XADD``,
   so acceptance is all or nothing and the same key never adds a second entry;
-- ``claim``: this consumer's own pending entries first, once their lease (on the
-  injected clock) has expired or their retry is due (a restart under the same name
-  finishes its work), then entries of other consumers idle past ``reclaim_idle_ms``
-  (server time), then new entries (``XREADGROUP >``). ``attempt`` is the entry's
-  delivery count from ``XPENDING``; the lease token is ``<entry id>|<deliveries>``;
+- ``claim``: a pending entry (anyone's, oldest first) whose job may run now: its retry
+  is due, its lease ran out on the injected clock, or another consumer has held it
+  idle past ``reclaim_idle_ms`` on the server's clock (a consumer that died without
+  anyone telling the clock); then new entries (``XREADGROUP >``). A Lua script decides
+  and takes (``XCLAIM``) in one step, so two claimers never get the same entry.
+  ``attempt`` is the entry's delivery count; the lease token is ``<entry id>|<count>``;
+- a delivery count above ``max_attempts`` sends the entry to the dead-letter stream
+  (``XADD`` + ``XACK`` in the same script, ``error_class`` ``DeliveryLimit``);
 - ``complete``, ``fail``, ``heartbeat`` are **fenced** by a Lua script that checks the
   PEL (owner and delivery count) before it ``XACK``s, dead-letters or touches the entry:
-  a consumer whose entry was reclaimed gets ``LeaseLost`` and changes nothing. Plain
+  a consumer whose entry was taken over gets ``LeaseLost`` and changes nothing. Plain
   ``XACK`` has no such check;
-- a delivery count above ``max_attempts`` sends the entry to the dead-letter stream
-  (``XADD`` + ``XACK`` in the same script) instead of running it again;
-- ``redrive`` moves a dead job back with the same key, in one ``MULTI``.
+- a transient failure leaves the entry pending with ``run_after`` (a stream has no
+  delayed delivery: the claim looks before it takes);
+- ``redrive`` adds a new entry with the same key and deletes the dead letter, in one
+  ``MULTI``; the attempt history is a list per job, kept by the same scripts.
 
-Reclaiming respects a failed job's ``run_after`` (a stream has no delayed delivery, so
-the store looks before it claims: ``XPENDING`` with ``IDLE``, then ``XCLAIM`` of the due
-ones, which re-checks the idle time atomically). Not kept: ``snooze``, the attempt
-history (``attempts`` is empty) and ``prune_finished``. The status hashes beside the
-stream exist so the explorer can judge "succeeded but no effect" (``lost``); a plain
-stream consumer has only the PEL.
+Not kept: ``snooze``, several queues per stream, ``conn=`` (Redis has no transaction
+to join: use the outbox of lesson 09), ``prune_finished``. ``complete_many`` completes
+one job per script, not all in one transaction. The status hashes beside the stream
+exist so the explorer can judge "succeeded but no effect" (``lost``); a plain stream
+consumer has only the PEL.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from labkit.clock import Clock, SystemClock
 from labkit.errors import LeaseLost, NotFound, StoreError
 from labkit.job import Attempt, Job, JobState
 from labkit.jobrules import (
+    check_claim_limit,
+    check_lease_s,
     check_redrive_limit,
     check_same_operation,
     enqueue_params,
@@ -63,8 +69,59 @@ redis.call('HSET', KEYS[3], id, ARGV[1])
 return id
 """
 
+# The claim, atomic: take the entry if its job may run now, count the delivery, close an
+# attempt a dead holder left open, open this one; past max_attempts, dead-letter instead.
+# KEYS: stream, job hash, attempts list, dead stream.
+# ARGV: group entry consumer now lease_until min_idle_ms mode('fresh'|'take')
+_CLAIM = """
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+if #p == 0 then return 0 end
+local owner, idle, n = p[1][2], tonumber(p[1][3]), tonumber(p[1][4])
+local h = redis.call('HMGET', KEYS[2], 'state', 'run_after', 'lease_until', 'max_attempts')
+local state, now, mine = h[1], tonumber(ARGV[4]), p[1][2] == ARGV[3]
+local ok = false
+if ARGV[7] == 'fresh' then ok = mine and state == 'pending'
+elseif state == 'retry_wait' then ok = tonumber(h[2]) <= now
+elseif state == 'running' then
+  ok = tonumber(h[3]) <= now or ((not mine) and idle >= tonumber(ARGV[6]))
+elseif state == 'pending' then ok = mine or idle >= tonumber(ARGV[6]) end
+if not ok then return 0 end
+if ARGV[7] ~= 'fresh' then
+  if #redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[3], 0, ARGV[2]) == 0 then return 0 end
+  n = n + 1
+end
+local last = redis.call('LINDEX', KEYS[3], -1)
+if last then
+  local a = cjson.decode(last)
+  if a.finished_at == nil then
+    a.finished_at = now
+    a.outcome = 'lease_expired'
+    redis.call('LSET', KEYS[3], -1, cjson.encode(a))
+  end
+end
+local max = tonumber(h[4])
+if n > max then
+  local reason = 'delivered ' .. n .. ' times, more than max_attempts=' .. max ..
+    ': the consumer died or hung every time (a poison job)'
+  local j = redis.call('HMGET', KEYS[2], 'key', 'kind', 'payload')
+  local dead = redis.call('XADD', KEYS[4], '*', 'key', j[1], 'kind', j[2], 'payload', j[3],
+    'origin', ARGV[2], 'reason', reason, 'deliveries', n)
+  redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+  redis.call('HSET', KEYS[2], 'state', 'dead', 'dead_reason', reason, 'error_class',
+    'DeliveryLimit', 'last_error', 'DeliveryLimit: never finished in ' .. max .. ' deliveries',
+    'lease_owner', '', 'lease_token', '', 'lease_until', '', 'updated_at', ARGV[4],
+    'dead_entry', dead)
+  return -1
+end
+redis.call('RPUSH', KEYS[3], cjson.encode({attempt = n, worker = ARGV[3], started_at = now}))
+redis.call('HSET', KEYS[2], 'state', 'running', 'attempt', n, 'lease_owner', ARGV[3],
+  'lease_token', ARGV[2] .. '|' .. n, 'lease_until', ARGV[5], 'updated_at', ARGV[4])
+return n
+"""
+
 # The fence: act only if the entry is still pending with this consumer and this many
-# deliveries. KEYS: stream, job hash, dead stream.
+# deliveries; close the open attempt with the state reached.
+# KEYS: stream, job hash, dead stream, attempts list.
 # ARGV: group entry consumer deliveries op n_hash_args hash_args... dead_fields...
 _FENCED = """
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
@@ -83,6 +140,16 @@ if op == 'dead' then
 end
 if op == 'touch' then redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[3], 0, ARGV[2], 'JUSTID') end
 redis.call('HSET', KEYS[2], unpack(fields))
+if op ~= 'touch' then
+  local last = redis.call('LINDEX', KEYS[4], -1)
+  if last then
+    local a = cjson.decode(last)
+    local s = redis.call('HMGET', KEYS[2], 'state', 'updated_at', 'last_error', 'error_class')
+    a.outcome, a.finished_at = s[1], tonumber(s[2])
+    if s[1] ~= 'succeeded' then a.error, a.error_class = s[3], s[4] end
+    redis.call('LSET', KEYS[4], -1, cjson.encode(a))
+  end
+end
 return 1
 """
 
@@ -114,9 +181,13 @@ class StreamJobStore:
         self.prefix = prefix
         self._enqueue = self.r.register_script(_ENQUEUE)
         self._fenced_script = self.r.register_script(_FENCED)
+        self._claim_script = self.r.register_script(_CLAIM)
 
     def _hash(self, key: str) -> str:
         return f"{self.prefix}:job:{key}"
+
+    def _attempts(self, key: str) -> str:
+        return f"{self.prefix}:attempts:{key}"
 
     def close(self) -> None:
         self.q.close()
@@ -165,82 +236,51 @@ class StreamJobStore:
     def claim(
         self, worker: str, queues: Sequence[str] = ("default",), lease_s: float = 30.0
     ) -> Job | None:
-        """Own pending first, then others' entries idle past the threshold, then new ones."""
+        """Pending entries whose job may run now (any holder's, oldest first), then new ones.
+
+        A pending entry may be taken when its retry is due, when its lease ran out on the
+        injected clock, or when another consumer has held it idle past
+        ``reclaim_idle_ms`` on the server's clock. One Lua script decides and takes it,
+        so two claimers never both get it.
+        """
+        check_lease_s(lease_s)
         now = self.clock.now()
-        mine = self.r.xpending_range(
-            self.q.stream, self.q.group, "-", "+", 100, consumername=worker
-        )
-        others = self.r.xpending_range(
-            self.q.stream, self.q.group, "-", "+", 100, idle=self.reclaim_idle_ms
-        )
-        candidates = [(r, 0) for r in mine] + [
-            (r, self.reclaim_idle_ms) for r in others if r["consumer"] != worker
-        ]
-        for row, min_idle in candidates:
-            entry_id = str(row["message_id"])
-            job = self._job_of_entry(entry_id)
-            if job is not None and job.run_after > now:
-                continue  # failed earlier and not due yet: leave it pending where it is
-            if (
-                min_idle == 0
-                and job is not None
-                and job.state == JobState.RUNNING
-                and (job.lease_until or 0.0) > now
-            ):
-                continue  # our own job, still running under a live lease (clock time)
-            # XCLAIM re-checks the idle time: of two claimers, only one gets the entry.
-            got = self.r.xclaim(self.q.stream, self.q.group, worker, min_idle, [entry_id])
-            if got:
-                found = self._start(worker, entry_id, now, lease_s)
-                if found is not None:
-                    return found
-        for entry in self.q.read_new(worker, count=1):
-            found = self._start(worker, entry.id, now, lease_s)
-            if found is not None:
-                return found
+        for row in self.r.xpending_range(self.q.stream, self.q.group, "-", "+", 100):
+            job = self._claim_entry(worker, str(row["message_id"]), now, lease_s, "take")
+            if job is not None:
+                return job
+        while entries := self.q.read_new(worker, count=1):
+            job = self._claim_entry(worker, entries[0].id, now, lease_s, "fresh")
+            if job is not None:
+                return job
         return None
 
     def claim_many(
         self, worker: str, limit: int, queues: Sequence[str] = ("default",), lease_s: float = 30.0
     ) -> list[Job]:
         """``claim`` up to ``limit`` times (a stream has no multi-row claim to batch)."""
+        check_claim_limit(limit)
         jobs: list[Job] = []
         while len(jobs) < limit and (job := self.claim(worker, queues, lease_s)) is not None:
             jobs.append(job)
         return jobs
 
-    def _job_of_entry(self, entry_id: str) -> Job | None:
+    def _key_of(self, entry_id: str) -> str | None:
         rows = self.r.xrange(self.q.stream, entry_id, entry_id, count=1)
-        if not rows:
-            return None
-        return self.get_by_key(rows[0][1]["key"])
+        return str(rows[0][1]["key"]) if rows else None
 
-    def _start(self, worker: str, entry_id: str, now: float, lease_s: float) -> Job | None:
-        job = self._job_of_entry(entry_id)
-        if job is None or job.state in (JobState.SUCCEEDED, JobState.DEAD):
-            # Trimmed by MAXLEN (the payload is gone) or finished: nothing to run.
-            self.q.ack(entry_id)
-            return None
-        deliveries = self.q.deliveries(entry_id)
-        token = f"{entry_id}|{deliveries}"
-        held = Job(**{**job.__dict__, "lease_owner": worker, "lease_token": token})
-        if deliveries > job.max_attempts:
-            reason = (
-                f"delivered {deliveries} times, more than max_attempts={job.max_attempts}: "
-                "the consumer died or hung every time (a poison job)"
-            )
-            self._fence(held, "dead", {"error_class": "DeliveryLimit"}, reason)
-            return None
-        fields = {
-            "state": JobState.RUNNING.value,
-            "attempt": deliveries,
-            "lease_owner": worker,
-            "lease_token": token,
-            "lease_until": repr(now + lease_s),
-            "updated_at": repr(now),
-        }
-        self.r.hset(self._hash(job.key), mapping=fields)
-        return self.get_by_key(job.key)
+    def _claim_entry(
+        self, worker: str, entry_id: str, now: float, lease_s: float, mode: str
+    ) -> Job | None:
+        key = self._key_of(entry_id)
+        if key is None:
+            return None  # trimmed by MAXLEN while pending: its job is gone (see the docstring)
+        n = self._claim_script(
+            keys=[self.q.stream, self._hash(key), self._attempts(key), self.q.dead],
+            args=[self.q.group, entry_id, worker, repr(now), repr(now + lease_s),
+                  self.reclaim_idle_ms, mode],
+        )  # fmt: skip
+        return self.get_by_key(key) if int(n) > 0 else None
 
     # -- finishing ---------------------------------------------------------------------
 
@@ -258,7 +298,7 @@ class StreamJobStore:
             *("origin", entry, "reason", sanitize(reason), "deliveries", deliveries),
         ]
         ok = self._fenced_script(
-            keys=[self.q.stream, self._hash(job.key), self.q.dead],
+            keys=[self.q.stream, self._hash(job.key), self.q.dead, self._attempts(job.key)],
             args=[self.q.group, entry, job.lease_owner or "", deliveries, op, len(flat)]
             + flat
             + (dead if op == "dead" else []),
@@ -283,6 +323,22 @@ class StreamJobStore:
             job, "ack", {"state": "succeeded", "result": json.dumps(result, default=str)}
         )
 
+    def complete_many(
+        self, jobs: Sequence[Job], results: Sequence[Any] | None = None
+    ) -> list[Job]:
+        """Complete each job still held (one fenced script each); skip the ones moved on.
+
+        Not one transaction as on SQL: each completion is atomic on its own.
+        """
+        results = list(results) if results is not None else [None] * len(jobs)
+        done = []
+        for job, result in zip(jobs, results, strict=True):
+            try:
+                done.append(self.complete(job, result))
+            except LeaseLost:
+                continue
+        return done
+
     def heartbeat(self, job: Job, lease_s: float = 30.0) -> Job:
         """Fenced ``XCLAIM ... JUSTID`` to self: resets the entry's idle time."""
         until = repr(self.clock.now() + lease_s)
@@ -290,14 +346,16 @@ class StreamJobStore:
 
     def fail(self, job: Job, error: BaseException) -> Job:
         """Retry: stays pending with ``run_after``; otherwise dead-lettered, fenced."""
+        kept = self.r.hmget(self._hash(job.key), "last_delay", "window_start")
         p = fail_params(
-            self.retry, self.rng, job, error,
-            now=self.clock.now(), previous=0.0, window_start=job.created_at,
+            self.retry, self.rng, job, error, now=self.clock.now(),
+            previous=float(kept[0] or 0.0), window_start=float(kept[1] or job.created_at),
         )  # fmt: skip
         fields = {
             "last_error": p["error"],
             "error_class": p["error_class"],
             "run_after": repr(p["run_after"]),
+            "last_delay": repr(p["delay"]),
         }
         if p["state"] == JobState.DEAD:
             return self._fence(job, "dead", fields, p["dead_reason"] or "failed")
@@ -329,6 +387,7 @@ class StreamJobStore:
             mapping={
                 "state": "pending", "attempt": 0, "entry": str(entry), "run_after": now,
                 "dead_reason": "", "redrives": job.redrives + 1, "updated_at": now,
+                "last_delay": 0.0, "window_start": now,
             },
         )  # fmt: skip
         return self.get(job_id)
@@ -411,6 +470,16 @@ class StreamJobStore:
         return found
 
     def attempts(self, job_id: int) -> list[Attempt]:
-        """Not kept on a stream: the PEL knows only the current delivery."""
-        self.get(job_id)
-        return []
+        """The attempt history the claim and fence scripts keep (the PEL has only the last)."""
+        job = self.get(job_id)
+        history = []
+        for text in self.r.lrange(self._attempts(job.key), 0, -1):
+            a = json.loads(text)
+            history.append(
+                Attempt(
+                    job_id, int(a["attempt"]), a["worker"], float(a["started_at"]),
+                    a.get("finished_at"), a.get("outcome"), a.get("error") or None,
+                    a.get("error_class") or None,
+                )  # fmt: skip
+            )
+        return history

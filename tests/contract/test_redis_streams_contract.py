@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -213,3 +214,65 @@ def test_redrive_sends_a_dead_job_back_with_its_key(store):
     assert store.q.dead_letters() == []
     again = store.claim("w")
     assert again is not None and again.key == "k1" and again.attempt == 1
+
+
+# -- the shared contract suite, where it applies ----------------------------------------
+
+import test_job_store_contract as shared  # noqa: E402
+import test_job_store_contract_details as shared_details  # noqa: E402
+
+
+@pytest.fixture
+def make_store(redis_url: str) -> Iterator[Any]:
+    """The contract suite's factory, here opening StreamJobStores under fresh prefixes."""
+    opened: list[StreamJobStore] = []
+
+    def make(clock: FakeClock, **options: Any) -> StreamJobStore:
+        opened.append(
+            StreamJobStore(redis_url, f"contract:{uuid.uuid4().hex[:12]}", clock=clock, **options)
+        )
+        return opened[-1]
+
+    yield make
+    for s in opened:
+        s.delete_all()
+        s.close()
+
+
+class TestSharedContractOnStreams(shared.TestJobStoreContract):
+    """Every rule of test_job_store_contract.py, on Redis Streams."""
+
+
+def _not_kept(why: str) -> Any:
+    @pytest.mark.skip(reason=f"not kept on Redis Streams: {why}")
+    def test(self: Any) -> None:
+        raise AssertionError("skipped")
+
+    return test
+
+
+class TestSharedDetailsOnStreams(shared_details.TestJobStoreContractDetails):
+    """The finer rules on Redis Streams; the ones a stream cannot keep say why."""
+
+    test_snooze_spends_no_attempt_and_retires_the_token = _not_kept(
+        "a delivery cannot be handed back without counting it"
+    )
+    test_crash_loop_is_buried_with_lease_expired_history = _not_kept(
+        "the cap counts deliveries and says so (DeliveryLimit); "
+        "test_crash_loop_hits_the_delivery_cap_and_goes_dead above checks it"
+    )
+    test_claim_many_takes_the_oldest_due_first_from_the_named_queues = _not_kept(
+        "one stream is one queue; use a stream per queue"
+    )
+
+
+@pytest.mark.parametrize("name", shared._operations())
+def test_stream_store_signatures_match_the_contract(name):
+    import inspect
+
+    wanted = inspect.signature(getattr(JobStoreContract, name))
+    have = inspect.signature(getattr(StreamJobStore, name))
+    for param in wanted.parameters.values():
+        assert param.name in have.parameters, f"StreamJobStore.{name} lacks {param.name}"
+        got = have.parameters[param.name]
+        assert (got.kind, got.default) == (param.kind, param.default), f"{name}({param.name})"
