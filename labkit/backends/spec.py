@@ -60,9 +60,8 @@ def open_store(spec: str | Path, clock: Clock, rng: random.Random | None = None)
 def new_spec(backend: str, folder: Path, name: str, url: str | None = None) -> str:
     """A spec for a fresh, empty store of ``backend`` named after ``name``.
 
-    On Redis the spec reclaims entries of other consumers at once
-    (``reclaim_idle_ms=0``): the explorer runs one worker at a time, and a restarted
-    worker knows the previous one is dead, as a supervisor would.
+    On Redis a restarted worker takes a dead one's entry back when the job's lease runs
+    out on the injected clock (the store keeps one beside the PEL), as on SQL.
     """
     safe = "".join(c if c.isalnum() else "_" for c in name.lower())
     if backend == "sqlite":
@@ -70,7 +69,7 @@ def new_spec(backend: str, folder: Path, name: str, url: str | None = None) -> s
     if backend == "postgres":
         return f"{url or POSTGRES_URL}#schema={safe[:63]}"
     if backend == "redis_streams":
-        return f"{url or REDIS_URL}#prefix={safe}&reclaim_idle_ms=0"
+        return f"{url or REDIS_URL}#prefix={safe}"
     raise ValueError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
 
 
