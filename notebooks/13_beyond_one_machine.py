@@ -202,6 +202,7 @@ w1 = run_worker_process(target, {"charge": "labkit.strategies:idempotency_key"},
                         world_path=folder / "world.db", name="w1", clock_start=LAB_EPOCH,
                         faults=plan, mode="drain", log_path=folder / "w1.log")
 print("w1 exit code:", w1.wait(60), "| fired:", w1.fired())
+print("replay:", plan.replay())
 
 
 # %% [markdown]
