@@ -1,4 +1,9 @@
-"""Grading tests run in a folder of their own: %%writefile cells and checks write there."""
+"""Every grading test runs in its own empty folder: the student's folder of the checks.
+
+``%%writefile`` cells land in the working directory and checks put their databases
+there (``ns.workdir``), so without this an exercise's files would be written into the
+repository.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,10 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def _own_folder(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    # Exercise 9 writes stream_consumer.py into the working directory, as Jupyter would;
-    # a test must never write into the repository.
+def _in_a_scratch_folder(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     if "ex09" in request.node.name:
-        request.getfixturevalue("redis_url")  # skip with how to start Redis (CI: fail)
+        # Exercise 9 is graded against a real Redis: skip with how to start it (CI: fail).
+        request.getfixturevalue("redis_url")
