@@ -10,17 +10,15 @@
 # *The job of lessons 04, 06 and 07 moves to PostgreSQL and to Redis Streams: the same
 # rules, new ways for a worker to die, and the same strategy × crash-point table.*
 #
-# **Resumo.** Levamos o job das lições 04, 06 e 07 para o PostgreSQL e para o Redis
-# Streams. No PostgreSQL, três processos disputam a fila com `FOR UPDATE SKIP LOCKED` sem
-# nunca dividir um job, uma conexão é derrubada com `pg_terminate_backend` e o lease
-# devolve o job, e um advisory lock impede uma segunda instância. No Redis Streams, um
-# consumidor morre com SIGKILL, `XPENDING` e `XAUTOCLAIM` recuperam a entrada, um job
-# venenoso vai para o dead-letter e volta por redrive. No fim, a tabela da lição 06
-# roda nos três motores.
+# > **Resumo.** O job das lições 04, 06 e 07 vai para o PostgreSQL e o Redis Streams.
+# > No PostgreSQL: três processos com `SKIP LOCKED` sem dividir um job, uma conexão
+# > derrubada com `pg_terminate_backend` e o lease devolvendo o job, um advisory lock.
+# > No Redis: um consumidor morto com SIGKILL, `XPENDING`, `XAUTOCLAIM`, um job venenoso
+# > no dead-letter e o redrive. No fim, a tabela da lição 06 nos três motores.
 #
-# **Time:** about 30 s (more on a busy machine), most of it starting worker processes
-# (three on PostgreSQL, one on Redis, twelve for the crash table's real kills) and
-# creating a PostgreSQL schema for each of the crash table's 42 runs.
+# Run time: about 30 seconds (more on a busy machine), most of it starting worker
+# processes (three on PostgreSQL, one on Redis, twelve for the crash table's real kills)
+# and creating a PostgreSQL schema for each of the crash table's 42 runs.
 #
 # The articles this lab follows run their jobs on a broker, not on a file: the ERP
 # article's Celery workers and the async-jobs lesson's queue, where a consumer
@@ -120,18 +118,27 @@ assert set(charges) == {1}
 # invoice 100's row inside its claim transaction and not committed. Worker B's claim skips
 # the locked row (it does not wait). Then an operator (or a failover, or a network cut)
 # terminates A's connection with `pg_terminate_backend`: the server rolls A's transaction
-# back, the row is free, and B's next claim takes it.
+# back, the row is free, and B's next claim takes it. (`pg_terminate_backend` only
+# signals the backend; `terminate` below waits until it is gone from `pg_stat_activity`.)
 
 # %%
+admin = psycopg.connect(PG, autocommit=True)
+
+
+def terminate(pid):
+    signalled = admin.execute("SELECT pg_terminate_backend(%s)", [pid]).fetchone()[0]
+    gone = "SELECT count(*) FROM pg_stat_activity WHERE pid = %s"
+    while admin.execute(gone, [pid]).fetchone()[0]:
+        SystemClock().sleep(0.01)
+    return signalled
+
+
 store.enqueue("charge", {"customer": "cus_100", "amount": 10000}, key="invoice:100")
 worker_a = psycopg.connect(PG, autocommit=False)
 worker_a.execute(f'SELECT id FROM "{SCHEMA}".jobs WHERE key = %s FOR UPDATE', ["invoice:100"])
 worker_b = PostgresJobStore(PG, clock=clock, schema=SCHEMA)
 print("B while A holds the row lock:", worker_b.claim("worker-b", lease_s=30))
-
-admin = psycopg.connect(PG, autocommit=True)
-killed = admin.execute("SELECT pg_terminate_backend(%s)", [worker_a.info.backend_pid]).fetchone()
-print("A's backend terminated:", killed[0])
+print("A's backend terminated:", terminate(worker_a.info.backend_pid))
 job = worker_b.claim("worker-b", lease_s=30)
 print(f"B now: job {job.id} {job.key} attempt {job.attempt}, lease until +30 s")
 
@@ -142,7 +149,7 @@ print(f"B now: job {job.id} {job.key} attempt {job.attempt}, lease until +30 s")
 # clock, then reclaims it, and the attempts table shows both attempts.
 
 # %%
-admin.execute("SELECT pg_terminate_backend(%s)", [worker_b.conn.info.backend_pid])
+print("B's backend terminated:", terminate(worker_b.conn.info.backend_pid))
 worker_c = PostgresJobStore(PG, clock=clock, schema=SCHEMA)
 print("C before the lease ends:", worker_c.claim("worker-c", lease_s=30))
 clock.advance(31)
@@ -450,19 +457,14 @@ q.close()
 # | `MAXLEN 3` | invoice 300 reported deleted while pending: lost |
 # | crash table | no cell differs between SQLite, PostgreSQL and Redis Streams; the real kills at `after_effect` agree |
 #
-# [Next: 14 · Celery in production](14_celery.ipynb) · [Glossary / Glossário](glossary.md)
+# In production: PostgreSQL queues such as procrastinate or Oban-style libraries claim
+# exactly like section 1; on Redis, Streams with redis-py as here, or a library on top.
+# Whatever the engine, the protection sits at the effect (lesson 06).
 #
-# ## Glossary
+# ## Glossary and next
 #
-# | English | Português (Brasil) |
-# |---|---|
-# | consumer group | grupo de consumidores |
-# | pending entries list (PEL) | lista de entradas pendentes |
-# | acknowledge (ack) | confirmar (ack) |
-# | idle time | tempo ocioso |
-# | delivery count | contagem de entregas |
-# | dead-letter stream | stream de dead-letter (mensagens mortas) |
-# | redrive | reenvio (redrive) |
-# | advisory lock | lock consultivo (advisory lock) |
-# | lease | concessão com prazo (lease) |
-# | trimming (MAXLEN) | corte do stream (MAXLEN) |
+# The terms of this lesson (consumer group, pending entries list, idle time, delivery
+# count, dead-letter stream, advisory lock, trimming), and of every other, in English
+# and Portuguese: [Glossary / Glossário](glossary.md).
+#
+# [Next: 14 · Celery in production](14_celery.ipynb)
