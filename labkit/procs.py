@@ -1,7 +1,8 @@
 """Run a worker in a real child process, so a crash can be a real ``kill -9``.
 
-``run_worker_process(db_path, handlers, ...)`` starts ``python -m labkit.procs`` with a
-JSON config and returns a ``WorkerProcess`` handle (``pid``, ``wait()``, ``kill()``,
+``run_worker_process(db_path, handlers, ...)`` (``db_path``: a SQLite file, or a
+PostgreSQL / Redis store spec of ``labkit.backends.spec``) starts ``python -m
+labkit.procs`` with a JSON config and returns a ``WorkerProcess`` handle (``pid``, ``wait()``, ``kill()``,
 ``terminate()``, ``log_text()``). Spawn-safe by construction: nothing is pickled or
 forked; the child imports everything it needs by name.
 

@@ -64,6 +64,24 @@ from labkit.redact import redact, sanitize
 
 DEFAULT_GROUP = "workers"
 
+# Record the key and append the entry in one step. KEYS: key record, stream.
+# ARGV: record value, ttl (0: none), maxlen (0: none), then the entry's field/value pairs.
+_ADD = """
+local set
+if tonumber(ARGV[2]) > 0 then
+  set = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2])
+else
+  set = redis.call('SET', KEYS[1], ARGV[1], 'NX')
+end
+if not set then return false end
+local fields = {}
+for i = 4, #ARGV do fields[#fields + 1] = ARGV[i] end
+if tonumber(ARGV[3]) > 0 then
+  return redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[3], '*', unpack(fields))
+end
+return redis.call('XADD', KEYS[2], '*', unpack(fields))
+"""
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -150,6 +168,7 @@ class StreamQueue:
         self.key_ttl_s = key_ttl_s
         self.stream = f"{prefix}:stream"
         self.dead = f"{prefix}:dead"
+        self._add = self.r.register_script(_ADD)
         self.ensure_group()
 
     # -- setting up --------------------------------------------------------------------
@@ -178,16 +197,23 @@ class StreamQueue:
         """Append a job; ``(entry id, True)``, or ``(None, False)`` if the key was seen.
 
         The key is recorded with ``SET <prefix>:key:<key> <fingerprint> NX`` (for
-        ``key_ttl_s`` seconds, or for good): the same key again adds nothing; the same key
-        with another payload raises ``IdempotencyConflict``. ``maxlen`` trims the stream
-        to about that many entries (``MAXLEN ~``), even ones still pending.
+        ``key_ttl_s`` seconds, or for good) in the same Lua script as the ``XADD``, so a
+        crash cannot leave a recorded key without its entry: the same key again adds
+        nothing; the same key with another payload raises ``IdempotencyConflict``.
+        ``maxlen`` trims the stream to that many entries (``MAXLEN``), even ones still
+        pending.
         """
         if not kind or not key:
             raise ValueError("kind and key must be non-empty: the key names the operation")
         text = check_payload(payload)
         fp = fingerprint(payload)
         record = f"{self.prefix}:key:{key}"
-        if not self.r.set(record, f"{kind} {fp}", nx=True, ex=self.key_ttl_s):
+        fields = {"key": key, "kind": kind, "payload": text, "at": repr(self.clock.now())}
+        args: list[Any] = [f"{kind} {fp}", self.key_ttl_s or 0, maxlen or 0]
+        for pair in fields.items():
+            args += pair
+        entry = self._add(keys=[record, self.stream], args=args)
+        if not entry:
             seen = self.r.get(record) or ""
             if seen != f"{kind} {fp}":
                 raise IdempotencyConflict(
@@ -197,8 +223,6 @@ class StreamQueue:
                     "everything that makes the operation distinct."
                 )
             return None, False
-        fields = {"key": key, "kind": kind, "payload": text, "at": repr(self.clock.now())}
-        entry = self.r.xadd(self.stream, fields, maxlen=maxlen, approximate=False)
         return str(entry), True
 
     # -- consuming ---------------------------------------------------------------------

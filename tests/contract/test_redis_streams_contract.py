@@ -59,6 +59,20 @@ def test_same_key_adds_one_entry_and_other_payload_conflicts(queue):
     assert queue.length() == 1
 
 
+def test_key_record_lives_key_ttl_s_and_then_the_key_is_new_again(redis_url, prefix):
+    q = StreamQueue(redis_url, prefix, key_ttl_s=60)
+    try:
+        assert q.add("charge", {"n": 1}, "k1")[1]
+        record = f"{prefix}:key:k1"
+        assert 0 < q.r.ttl(record) <= 60
+        q.r.delete(record)  # what the TTL does when it runs out
+        assert q.add("charge", {"n": 1}, "k1")[1] and q.length() == 2
+        with pytest.raises(ValueError, match="key_ttl_s"):
+            StreamQueue(q.r, prefix, key_ttl_s=0)
+    finally:
+        q.delete_all()
+
+
 def test_restarted_consumer_reads_its_own_pending_with_zero(queue):
     queue.add("charge", {"n": 1}, "k1")
     (got,) = queue.read_new("c1")
