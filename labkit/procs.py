@@ -2,9 +2,9 @@
 
 ``run_worker_process(db_path, handlers, ...)`` (``db_path``: a SQLite file, or a
 PostgreSQL / Redis store spec of ``labkit.backends.spec``) starts ``python -m
-labkit.procs`` with a JSON config and returns a ``WorkerProcess`` handle (``pid``, ``wait()``, ``kill()``,
-``terminate()``, ``log_text()``). Spawn-safe by construction: nothing is pickled or
-forked; the child imports everything it needs by name.
+labkit.procs`` with a JSON config and returns a ``WorkerProcess`` handle (``pid``,
+``wait()``, ``kill()``, ``terminate()``, ``log_text()``). Spawn-safe by construction:
+nothing is pickled or forked; the child imports everything it needs by name.
 
 - ``handlers`` is either ``{"kind": "module:function"}`` or ``"module:attribute"``
   naming a dict of handlers. The code must live in an importable module (labkit's own
