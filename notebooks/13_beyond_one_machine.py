@@ -17,8 +17,8 @@
 # > no dead-letter e o redrive. No fim, a tabela da lição 06 nos três motores.
 #
 # Run time: about 30 seconds (more on a busy machine), most of it starting worker
-# processes (three on PostgreSQL, one on Redis, twelve for the crash table's real kills)
-# and creating a PostgreSQL schema for each of the crash table's 42 runs.
+# processes (three on PostgreSQL, one on Redis, and 24 for the crash table's twelve real
+# kills and their restarts) and creating a PostgreSQL schema for each of 42 table runs.
 #
 # The articles this lab follows run their jobs on a broker, not on a file: the ERP
 # article's Celery workers and the async-jobs lesson's queue, where a consumer
