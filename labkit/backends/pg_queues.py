@@ -8,12 +8,15 @@ The statements are in ``labkit/sql/pg_queues.sql`` and go through
 plain claim's.
 
 What PostgreSQL adds is concurrency: SQLite has one writer, so a claim's count of
-running jobs cannot change under it. Here many workers claim at once, and each one's
-statement sees a snapshot; two of them could both see an account below its cap and
-both add a job. So the claim first takes a transaction-level advisory lock per queue
-it may touch (``lock_queues``, in name order so claimers cannot deadlock), then runs
-the claim statement, whose snapshot starts after the wait and includes every earlier
-claim. Claims for other accounts do not wait; completions never take the locks.
+running jobs cannot change under it. Here many workers claim at once, each statement
+counting from its own snapshot. ``FOR UPDATE SKIP LOCKED`` with the state re-checked
+on the locked row already stops two claimers from taking the same top-ranked rows, but
+claimers that rank rows differently (other account lists, clocks a little apart) could
+each admit a job from a stale count and pass the cap. So the claim first takes a
+transaction-level advisory lock per queue it may touch (``lock_queues``, in name order
+so claimers cannot deadlock), then runs the claim statement, whose snapshot starts
+after the wait and includes every earlier claim. Claims for other accounts do not
+wait; completions never take the locks.
 
 In production: Oban Pro's partitioned queues and ``global_limit``, Sidekiq
 Enterprise's limiters, SQS FIFO message groups or Kafka partitions for ordering.
