@@ -57,30 +57,13 @@ from typing import Any
 
 import redis
 
+from labkit.backends import redis_lua
 from labkit.clock import Clock, SystemClock
 from labkit.errors import IdempotencyConflict, StoreError
 from labkit.keys import check_payload, fingerprint, short
 from labkit.redact import redact, sanitize
 
 DEFAULT_GROUP = "workers"
-
-# Record the key and append the entry in one step. KEYS: key record, stream.
-# ARGV: record value, ttl (0: none), maxlen (0: none), then the entry's field/value pairs.
-_ADD = """
-local set
-if tonumber(ARGV[2]) > 0 then
-  set = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2])
-else
-  set = redis.call('SET', KEYS[1], ARGV[1], 'NX')
-end
-if not set then return false end
-local fields = {}
-for i = 4, #ARGV do fields[#fields + 1] = ARGV[i] end
-if tonumber(ARGV[3]) > 0 then
-  return redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[3], '*', unpack(fields))
-end
-return redis.call('XADD', KEYS[2], '*', unpack(fields))
-"""
 
 
 @dataclass(frozen=True)
@@ -168,7 +151,7 @@ class StreamQueue:
         self.key_ttl_s = key_ttl_s
         self.stream = f"{prefix}:stream"
         self.dead = f"{prefix}:dead"
-        self._add = self.r.register_script(_ADD)
+        self._add = self.r.register_script(redis_lua.ADD)
         self.ensure_group()
 
     # -- setting up --------------------------------------------------------------------
