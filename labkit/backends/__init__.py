@@ -8,7 +8,7 @@
 - ``redis_streams.StreamQueue``: the moves of Redis Streams one by one (``XADD``,
   ``XREADGROUP``, ``XPENDING``, ``XAUTOCLAIM``, a dead-letter stream, redrive);
   ``redis_store.StreamJobStore``: the contract's stream-shaped subset on top, so the
-  worker and the crash explorer run on Redis;
+  worker and the crash explorer run on Redis; ``redis_lua``: their atomic steps;
 - ``spec``: one string that names a store on any engine (``open_store``, ``new_spec``,
   ``drop``), for child processes and the explorer.
 
