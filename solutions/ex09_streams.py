@@ -103,15 +103,18 @@ def consume(url, prefix, consumer, max_deliveries=3, idle_ms=1000):
             except Exception:
                 continue
             record = f"{prefix}:done:{fields['key']}"
-            with r.pipeline(transaction=True) as pipe:
-                pipe.watch(record)
-                done_before = pipe.exists(record)
-                pipe.multi()
-                if not done_before:
-                    pipe.set(record, entry_id)
-                    pipe.rpush(effects, fields["key"])
-                pipe.xack(stream, GROUP, entry_id)
-                pipe.execute()
+            try:
+                with r.pipeline(transaction=True) as pipe:
+                    pipe.watch(record)
+                    done_before = pipe.exists(record)
+                    pipe.multi()
+                    if not done_before:
+                        pipe.set(record, entry_id)
+                        pipe.rpush(effects, fields["key"])
+                    pipe.xack(stream, GROUP, entry_id)
+                    pipe.execute()
+            except redis.WatchError:
+                continue  # someone applied the key meanwhile: the entry comes round again
             applied += 0 if done_before else 1
     ### END SOLUTION
 

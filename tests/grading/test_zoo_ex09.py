@@ -54,8 +54,8 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
     (
         "no idempotency record: a second copy of a key is applied again",
         "a_second_delivery_of_a_done_key_is_not_applied",
-        [("                done_before = pipe.exists(record)",
-          "                done_before = False")],
+        [("                    done_before = pipe.exists(record)",
+          "                    done_before = False")],
     ),
     (
         "dead-letters at the first failure instead of after max_deliveries",
