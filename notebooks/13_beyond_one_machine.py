@@ -68,7 +68,8 @@ print("PostgreSQL and Redis answer; scratch folder:", folder)
 #
 # Thirty invoices wait in a PostgreSQL job table (same schema and rules as lesson 04's
 # SQLite file, `labkit.backends.postgres`). Three real worker processes drain it at once,
-# each charging through the payments API with the job key as `Idempotency-Key`.
+# each charging through the payments API with the job key as `Idempotency-Key`; every
+# job takes 0.15 real seconds (a `delay` fault before the effect), so the three overlap.
 #
 # SQLite let one writer in at a time. PostgreSQL lets all three claim together, so the
 # claim locks the rows it picks with `FOR UPDATE SKIP LOCKED`: a second claimer skips a
@@ -84,9 +85,10 @@ print(store.counts())
 
 # %%
 target = f"{PG}#schema={SCHEMA}"
+pace = FaultPlan(seed=13).at("before_effect", "delay", delay=0.15)
 workers = [
     run_worker_process(target, {"charge": "labkit.strategies:idempotency_key"},
-                       world_path=folder / "world.db", name=f"pg-{i}", clock_start=LAB_EPOCH,
+                       world_path=folder / "world.db", name=f"pg-{i}", faults=pace,
                        mode="until_idle", log_path=folder / f"pg-{i}.log")
     for i in range(3)
 ]
@@ -100,14 +102,15 @@ print("exit codes:", [w.wait(120) for w in workers])
 
 # %%
 history = store.conn.execute(
-    "SELECT job_id, count(*) AS attempts, count(DISTINCT worker) AS workers "
-    "FROM attempts GROUP BY job_id").fetchall()
+    "SELECT job_id, count(*) AS attempts, count(DISTINCT worker) AS workers, "
+    "min(worker) AS worker FROM attempts GROUP BY job_id").fetchall()
 with World(folder / "world.db", clock) as world:
     charges = [world.count(f"invoice:{n}", "payments") for n in range(30)]
 print("jobs by state:", {k: v for k, v in store.counts().items() if v})
 print("attempts per job:", sorted({r["attempts"] for r in history}),
       "| workers per job:", sorted({r["workers"] for r in history}))
 print("charges per invoice:", sorted(set(charges)))
+print("more than one process took jobs:", len({r["worker"] for r in history}) > 1)
 assert store.counts()["succeeded"] == 30 and {r["attempts"] for r in history} == {1}
 assert set(charges) == {1}
 
@@ -445,7 +448,7 @@ q.close()
 #
 # | step | what the records show |
 # |---|---|
-# | 3 PostgreSQL workers | 30 succeeded, 1 attempt and 1 worker per job, 1 charge per invoice |
+# | 3 PostgreSQL workers | 30 succeeded, 1 attempt and 1 worker per job, 1 charge per invoice, more than one process took jobs |
 # | row locked mid-claim | B gets `None`; after `pg_terminate_backend`, B claims attempt 1 |
 # | B's connection terminated after its claim | C gets `None` until the lease ends, then attempt 2; history `lease_expired`, `succeeded` |
 # | advisory lock | host 2 refused, naming host 1; free once host 1 lets go |
