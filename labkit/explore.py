@@ -48,7 +48,7 @@ from pathlib import Path
 from random import Random
 from typing import Any, Literal, cast
 
-from labkit.backends.spec import drop, new_spec, open_store
+from labkit.backends.spec import drop, new_spec, open_store, reuse_schemas
 from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.contract import JobStoreContract
 from labkit.errors import SimulatedCrash
@@ -450,7 +450,8 @@ def crash_matrix(
     names = list(strategies or STRATEGIES)
     where = list(points or MATRIX_POINTS)
     tasks = [(Scenario.of(s), _cell_plan(p, seed, real_kill), p) for s in names for p in where]
-    return Matrix(_run_all(tasks, real_kill, parallel, backend))
+    with reuse_schemas():
+        return Matrix(_run_all(tasks, real_kill, parallel, backend))
 
 
 def explore_all_boundaries(

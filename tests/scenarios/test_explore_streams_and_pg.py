@@ -6,6 +6,8 @@ run ends; the tests check that nothing under the runs' names is left behind.
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from labkit.backends import spec
@@ -86,3 +88,21 @@ def test_runs_leave_no_schema_or_key_behind(services, monkeypatch):
     crash_matrix(["ack_late"], ["after_effect"], backend="redis_streams")
     assert len(made) == 2 and all("#" in m for m in made)
     assert _still_there(*services, made) == []
+
+
+def test_reused_schemas_are_emptied_between_runs_and_dropped_at_the_end(services, tmp_path):
+    from labkit.clock import FakeClock
+
+    with spec.reuse_schemas():
+        first = spec.new_spec("postgres", tmp_path, f"reuse_{uuid.uuid4().hex[:8]}")
+        store = spec.open_store(first, FakeClock())
+        store.enqueue("k", {}, key="a")
+        store.close()
+        spec.drop(first)
+        second = spec.new_spec("postgres", tmp_path, "another_name")
+        assert second == first, "the emptied schema is handed out again"
+        store = spec.open_store(second, FakeClock())
+        assert store.counts()["pending"] == 0 and store.get_by_key("a") is None
+        store.close()
+        spec.drop(second)
+    assert _still_there(*services, [first]) == []
