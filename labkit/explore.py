@@ -32,8 +32,9 @@ records every point hit, then re-runs it breaking at each of those hits in turn:
 of points to keep up to date, and a student's own ``ctx.point("...")`` is covered too.
 
 ``backend=`` runs the same table on another engine: ``"sqlite"`` (a file per run),
-``"postgres"`` (a schema per run) or ``"redis_streams"`` (a key prefix per run), each
-removed afterwards (``labkit.backends.spec``). The world stays a SQLite file: it is the
+``"postgres"`` (a schema per run; ``crash_matrix`` empties and reuses one per thread)
+or ``"redis_streams"`` (a key prefix per run), all removed afterwards
+(``labkit.backends.spec``). The world stays a SQLite file: it is the
 outside truth the judge reads, whatever engine queued the job.
 """
 

@@ -18,7 +18,7 @@
 #
 # Run time: about 30 seconds (more on a busy machine), most of it starting worker
 # processes (three on PostgreSQL, one on Redis, and 24 for the crash table's twelve real
-# kills and their restarts) and creating a PostgreSQL schema for each of 42 table runs.
+# kills and their restarts) and the crash table's 42 runs on PostgreSQL.
 #
 # The articles this lab follows run their jobs on a broker, not on a file: the ERP
 # article's Celery workers and the async-jobs lesson's queue, where a consumer
@@ -368,8 +368,8 @@ assert held.id in claimed.deleted
 # ## 10. The crash table on three engines
 #
 # Lesson 06 crashed six strategies at seven points on SQLite. `labkit.explore` takes the
-# engine as a parameter: each run gets its own file, schema or key prefix, removed
-# afterwards; the world stays the judge. First in-process (a `SimulatedCrash`), all
+# engine as a parameter: each run starts from an empty store (a fresh file, an emptied
+# schema, a fresh key prefix), all removed afterwards; the world stays the judge. First in-process (a `SimulatedCrash`), all
 # cells, on the three engines; then the `after_effect` column again with real SIGKILLs
 # of worker processes on PostgreSQL and Redis Streams (the test suite does the same for
 # `after_commit`: `tests/scenarios/test_explore_streams_and_pg.py`).
@@ -379,8 +379,9 @@ tables = {"sqlite": crash_matrix(seed=6)}
 print(tables["sqlite"].table())
 
 # %% [markdown]
-# The same 42 runs on PostgreSQL (a schema each, the slow part of this lesson) and on
-# Redis Streams (a key prefix each), then every cell compared with SQLite's.
+# The same 42 runs on PostgreSQL (one schema, emptied between runs: the slow part of
+# this lesson) and on Redis Streams (a key prefix each), then every cell compared with
+# SQLite's.
 
 # %%
 tables["postgres"] = crash_matrix(seed=6, backend="postgres")
