@@ -52,13 +52,15 @@ local owner, idle, n = p[1][2], tonumber(p[1][3]), tonumber(p[1][4])
 local h = redis.call('HMGET', KEYS[2], 'state', 'run_after', 'lease_until', 'max_attempts')
 local state, now, mine = h[1], tonumber(ARGV[4]), p[1][2] == ARGV[3]
 local ok = false
-if ARGV[7] == 'fresh' then ok = mine and state == 'pending'
-elseif state == 'retry_wait' then ok = tonumber(h[2]) <= now
+local due = tonumber(h[2]) <= now
+if ARGV[7] == 'fresh' then ok = mine and state == 'pending' and due
+elseif state == 'retry_wait' then ok = due
 elseif state == 'running' then
   ok = tonumber(h[3]) <= now or ((not mine) and idle >= tonumber(ARGV[6]))
-elseif state == 'pending' then ok = mine or idle >= tonumber(ARGV[6]) end
+elseif state == 'pending' then ok = due and (mine or idle >= tonumber(ARGV[6])) end
 if not ok then return 0 end
-if ARGV[7] ~= 'fresh' then
+-- Read earlier but never started (not due then): that delivery was this first attempt.
+if ARGV[7] ~= 'fresh' and not (state == 'pending' and mine) then
   if #redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[3], 0, ARGV[2]) == 0 then return 0 end
   n = n + 1
 end

@@ -194,6 +194,14 @@ def test_transient_failure_waits_in_the_pel_until_run_after(store, clock):
     assert again is not None and again.attempt == 2
 
 
+def test_a_job_enqueued_for_later_waits_and_runs_as_attempt_one(store, clock):
+    store.enqueue("charge", {}, key="later", run_after=clock.now() + 10)
+    assert store.claim("w") is None  # read from the stream, but not due: not run
+    clock.advance(10)
+    job = store.claim("w")
+    assert job is not None and job.key == "later" and job.attempt == 1
+
+
 def test_permanent_failure_goes_to_the_dead_letter_stream_acked(store):
     store.enqueue("charge", {}, key="k1")
     job = store.claim("w")
