@@ -366,6 +366,16 @@ class StreamJobStore:
                 found.append(job)
         return found[:limit]
 
+    def next_due(self, queues: Sequence[str] = ("default",)) -> float | None:
+        """When the next job becomes claimable (a wait ends or a lease runs out on the
+        clock), or None when none is waiting: what a draining worker sleeps until."""
+        times = [
+            j.run_after if j.state != JobState.RUNNING else (j.lease_until or j.run_after)
+            for j in self.jobs(limit=10**9)
+            if j.state in (JobState.PENDING, JobState.RETRY_WAIT, JobState.RUNNING)
+        ]
+        return min(times, default=None)
+
     def counts(self) -> dict[str, int]:
         found = {s.value: 0 for s in JobState}
         for job in self.jobs(limit=10**9):

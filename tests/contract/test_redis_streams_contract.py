@@ -202,6 +202,17 @@ def test_a_job_enqueued_for_later_waits_and_runs_as_attempt_one(store, clock):
     assert job is not None and job.key == "later" and job.attempt == 1
 
 
+def test_next_due_is_the_next_wait_or_lease_end_on_the_clock(store, clock):
+    assert store.next_due() is None
+    store.enqueue("charge", {}, key="later", run_after=clock.now() + 10)
+    assert store.next_due() == clock.now() + 10
+    clock.advance(10)
+    job = store.claim("w", lease_s=30)
+    assert store.next_due() == job.lease_until == clock.now() + 30
+    store.complete(job)
+    assert store.next_due() is None
+
+
 def test_permanent_failure_goes_to_the_dead_letter_stream_acked(store):
     store.enqueue("charge", {}, key="k1")
     job = store.claim("w")
