@@ -1,0 +1,310 @@
+"""Start real ``celery worker`` and ``celery beat`` processes, kill them, never leave one behind.
+
+``start_worker(app, queue=..., folder=...)`` runs ``python -m celery -A APP worker`` in
+its own session (process group) and returns a ``CeleryWorker``:
+
+- ``wait_ready()`` waits for the worker's "ready." log line (its consumer is up);
+- ``kill_child()`` SIGKILLs the prefork pool child that runs tasks (what the kernel's
+  OOM killer usually picks); the main process survives and forks a new child;
+- ``kill_main()`` SIGKILLs the main process, the one holding the broker connection,
+  then the rest of its group (an orphaned pool child would otherwise go on running its
+  task unseen; when a machine or container dies, everything dies together);
+- ``stop()`` asks for a warm shutdown (SIGTERM: finish the current task, then exit);
+- leaving the ``with`` block (or ``close()``) SIGKILLs the whole process group, whatever
+  happened, so no worker outlives the lesson or the test.
+
+``start_beat(app, folder=...)`` does the same for ``celery beat``. ``spawn=`` takes the
+function that starts the process (the grader passes ``ns.spawn`` so the worker runs as
+the student's code does); it must start a new session, as ``ns.spawn`` does.
+
+Every process gets the run's ``tag`` in its command line (the node name, the beat's
+schedule file), so ``leftovers(tag)`` can prove nothing of a run remains.
+
+In production a supervisor (systemd, Kubernetes) runs ``celery worker``; this module is
+only the lab's hands on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from labkit.clock import Clock, SystemClock
+
+Spawn = Callable[..., "subprocess.Popen[Any]"]
+
+#: The log line a worker prints once its consumer is up: ``celery@NODE ready.``
+READY_LINE = " ready."
+#: The log line ``celery beat`` prints when its scheduler starts.
+BEAT_LINE = "beat: Starting"
+
+
+class CeleryNotReady(RuntimeError):
+    """The Celery process did not become ready in time (or died first); see its log."""
+
+
+def _default_spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
+    kwargs["start_new_session"] = True
+    return subprocess.Popen(argv, **kwargs)
+
+
+def wait_until(
+    predicate: Callable[[], bool],
+    timeout: float,
+    what: str,
+    *,
+    clock: Clock | None = None,
+    every: float = 0.05,
+) -> None:
+    """Poll ``predicate`` until it is true; ``TimeoutError`` naming ``what`` after ``timeout``."""
+    clock = clock or SystemClock()
+    deadline = clock.now() + timeout
+    while not predicate():
+        if clock.now() > deadline:
+            raise TimeoutError(f"still waiting after {timeout:g}s for {what}")
+        clock.sleep(every)
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name in parentheses may hold spaces; the fields after it do not.
+    fields = stat.rsplit(")", 1)[1].split()
+    return int(fields[1]) if fields[0] != "Z" else None
+
+
+def children_of(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (Linux /proc), oldest first."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _ppid(int(entry.name)) == pid:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def leftovers(tag: str) -> list[int]:
+    """Pids of live processes whose command line contains ``tag`` (should be [] after a run)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if tag in cmdline and _ppid(int(entry.name)) is not None:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+@dataclass
+class _CeleryProcess:
+    """A ``celery`` command in its own process group, with its log file."""
+
+    popen: subprocess.Popen[Any]
+    log_path: Path
+    name: str
+    clock: Clock = field(default_factory=SystemClock)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_text(self) -> str:
+        """What the process wrote (Celery's log lines, tracebacks)."""
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def _wait_line(self, line: str, timeout: float) -> None:
+        def seen() -> bool:
+            if not self.alive:
+                raise CeleryNotReady(
+                    f"{self.name} exited with code {self.popen.returncode} before it was "
+                    f"ready; the end of its log ({self.log_path}):\n{self.log_text()[-2000:]}"
+                )
+            return line in self.log_text()
+
+        try:
+            wait_until(seen, timeout, f"{self.name} to log {line.strip()!r}", clock=self.clock)
+        except TimeoutError as exc:
+            raise CeleryNotReady(f"{exc}; the end of its log:\n{self.log_text()[-2000:]}") from None
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM (warm shutdown), wait up to ``timeout``; then kill the group. Exit code."""
+        if self.alive:
+            self.popen.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout)
+        self.close()
+        return self.popen.returncode
+
+    def close(self) -> None:
+        """SIGKILL the whole process group (main process and every child) and reap."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(10)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class CeleryWorker(_CeleryProcess):
+    """A running ``celery worker`` (see the module docstring)."""
+
+    def wait_ready(self, timeout: float = 60.0) -> CeleryWorker:
+        """Wait for the "ready." line; ``CeleryNotReady`` with the log's end if it never comes."""
+        self._wait_line(READY_LINE, timeout)
+        return self
+
+    def pool_children(self) -> list[int]:
+        """Pids of the pool's child processes (empty for ``--pool=solo``)."""
+        return children_of(self.pid)
+
+    def kill_child(self, timeout: float = 30.0) -> int:
+        """SIGKILL the (first) pool child; wait until it is gone and return its pid."""
+        wait_until(lambda: bool(self.pool_children()), timeout, f"a pool child of {self.name}")
+        child = self.pool_children()[0]
+        os.kill(child, signal.SIGKILL)
+        wait_until(
+            lambda: child not in children_of(self.pid), timeout, f"pool child {child} to die"
+        )
+        return child
+
+    def kill_main(self) -> None:
+        """SIGKILL the main process (the broker connection dies with it), then its group."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        self.popen.wait(30)
+        self.close()
+
+
+@dataclass
+class CeleryBeat(_CeleryProcess):
+    """A running ``celery beat``."""
+
+    def wait_ready(self, timeout: float = 60.0) -> CeleryBeat:
+        self._wait_line(BEAT_LINE, timeout)
+        return self
+
+
+def _env(env: Mapping[str, str] | None, folder: Path) -> dict[str, str]:
+    merged = dict(os.environ)
+    merged.update(env or {})
+    # The child imports the app by name: the caller's import path, and the folder first.
+    paths = [str(folder), *(p for p in sys.path if p and Path(p).is_dir())]
+    merged["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return merged
+
+
+def start_worker(
+    app: str,
+    *,
+    queue: str,
+    folder: str | Path,
+    name: str = "w1",
+    tag: str = "lab",
+    concurrency: int = 1,
+    pool: str = "prefork",
+    prefetch_multiplier: int | None = None,
+    env: Mapping[str, str] | None = None,
+    extra: Sequence[str] = (),
+    spawn: Spawn | None = None,
+    clock: Clock | None = None,
+) -> CeleryWorker:
+    """Start ``celery -A app worker`` consuming ``queue``; its log goes to ``folder/name.log``.
+
+    Gossip, mingle and heartbeats are off: the lab's workers must not talk to other
+    people's workers on a shared broker, and starting is faster without them.
+    """
+    folder = Path(folder)
+    log_path = folder / f"{name}.log"
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        app,
+        "worker",
+        "--queues",
+        queue,
+        "--concurrency",
+        str(concurrency),
+        "--pool",
+        pool,
+        "--hostname",
+        f"{name}@{tag}",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "--loglevel",
+        "INFO",
+    ]
+    if prefetch_multiplier is not None:
+        argv += ["--prefetch-multiplier", str(prefetch_multiplier)]
+    argv += list(extra)
+    with log_path.open("ab") as out:
+        popen = (spawn or _default_spawn)(
+            argv,
+            cwd=folder,
+            env=_env(env, folder),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    return CeleryWorker(popen, log_path, name, clock or SystemClock())
+
+
+def start_beat(
+    app: str,
+    *,
+    folder: str | Path,
+    name: str = "beat1",
+    tag: str = "lab",
+    env: Mapping[str, str] | None = None,
+    spawn: Spawn | None = None,
+    clock: Clock | None = None,
+) -> CeleryBeat:
+    """Start ``celery -A app beat``, its schedule and pid files in ``folder`` (never the cwd)."""
+    folder = Path(folder)
+    log_path = folder / f"{name}.log"
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        app,
+        "beat",
+        "--schedule",
+        str(folder / f"{name}-{tag}.schedule"),
+        "--pidfile",
+        str(folder / f"{name}-{tag}.pid"),
+        "--loglevel",
+        "INFO",
+    ]
+    with log_path.open("ab") as out:
+        popen = (spawn or _default_spawn)(
+            argv,
+            cwd=folder,
+            env=_env(env, folder),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    return CeleryBeat(popen, log_path, name, clock or SystemClock())
