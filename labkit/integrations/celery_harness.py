@@ -26,6 +26,7 @@ only the lab's hands on it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -42,6 +43,10 @@ Spawn = Callable[..., "subprocess.Popen[Any]"]
 
 #: The log line a worker prints once its consumer is up: ``celery@NODE ready.``
 READY_LINE = " ready."
+#: What the main process logs for each message it takes (``Task NAME[ID] received``).
+RECEIVED = "] received\n"
+#: What the main process logs once it has declared a killed child's task lost.
+LOST_LINE = "raised error: WorkerLostError"
 #: The log line ``celery beat`` prints when its scheduler starts.
 BEAT_LINE = "beat: Starting"
 
@@ -53,6 +58,38 @@ class CeleryNotReady(RuntimeError):
 def _default_spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
     kwargs["start_new_session"] = True
     return subprocess.Popen(argv, **kwargs)
+
+
+#: Process groups started by this interpreter and not yet killed: killed at exit.
+_STARTED: set[int] = set()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for pgid in list(_STARTED):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+    _STARTED.clear()
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere).
+
+    A notebook kernel or a test run that is itself killed runs no ``finally`` and no
+    ``atexit``; this is what still takes its workers down.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+
+
+def _celery_argv(args: list[str]) -> list[str]:
+    # Through this module's main: it sets the parent-death signal, then execs celery.
+    return [sys.executable, "-m", __name__, str(os.getpid()), *args]
 
 
 def wait_until(
@@ -82,6 +119,11 @@ def _ppid(pid: int) -> int | None:
     return int(fields[1]) if fields[0] != "Z" else None
 
 
+def is_alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie, dead and not yet reaped, is not alive)."""
+    return _ppid(pid) is not None
+
+
 def children_of(pid: int) -> list[int]:
     """The live child processes of ``pid`` (Linux /proc), oldest first."""
     found = []
@@ -104,6 +146,16 @@ def leftovers(tag: str) -> list[int]:
         if tag in cmdline and _ppid(int(entry.name)) is not None:
             found.append(int(entry.name))
     return sorted(found)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m labkit.integrations.celery_harness PARENT_PID CELERY_ARGS...``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    parent, celery_args = int(args[0]), args[1:]
+    die_with_parent()
+    if os.getppid() != parent:  # the parent died before prctl: nothing to serve
+        sys.exit(1)
+    os.execv(sys.executable, [sys.executable, "-m", "celery", *celery_args])
 
 
 @dataclass
@@ -156,6 +208,7 @@ class _CeleryProcess:
             os.killpg(self.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(10)
+        _STARTED.discard(self.pid)
 
     def __enter__(self) -> Any:
         return self
@@ -173,19 +226,45 @@ class CeleryWorker(_CeleryProcess):
         self._wait_line(READY_LINE, timeout)
         return self
 
+    def received(self) -> int:
+        """How many messages the worker has logged as received (redeliveries included)."""
+        return self.log_text().count(RECEIVED)
+
     def pool_children(self) -> list[int]:
         """Pids of the pool's child processes (empty for ``--pool=solo``)."""
         return children_of(self.pid)
 
-    def kill_child(self, timeout: float = 30.0) -> int:
-        """SIGKILL the (first) pool child; wait until it is gone and return its pid."""
+    def kill_child(self, timeout: float = 60.0, *, busy: bool = True) -> int:
+        """SIGKILL the (first) pool child and return its pid (see ``kill_children``)."""
         wait_until(lambda: bool(self.pool_children()), timeout, f"a pool child of {self.name}")
         child = self.pool_children()[0]
-        os.kill(child, signal.SIGKILL)
-        wait_until(
-            lambda: child not in children_of(self.pid), timeout, f"pool child {child} to die"
-        )
+        self.kill_children([child], timeout, busy=busy)
         return child
+
+    def kill_children(self, pids: Sequence[int], timeout: float = 60.0, *, busy: bool = True) -> None:
+        """SIGKILL these pool children together.
+
+        With ``busy`` (each was running a task) this returns only once the main process
+        has declared every one of those tasks lost (``WorkerLostError`` in its log) and
+        so has acked or requeued its message. Celery does that at its next pool check
+        (every 5 s) after ``worker_lost_wait``: killing several children at once pays
+        that wait once.
+        """
+        strangers = set(pids) - set(self.pool_children())
+        if strangers:
+            raise ValueError(f"{sorted(strangers)} are not pool children of {self.name}")
+        lost_before = self.log_text().count(LOST_LINE)
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        wait_until(
+            lambda: not set(pids) & set(children_of(self.pid)), timeout, f"children {pids} to die"
+        )
+        if busy:
+            wait_until(
+                lambda: self.log_text().count(LOST_LINE) >= lost_before + len(pids),
+                timeout,
+                f"{self.name} to report {len(pids)} lost task(s)",
+            )
 
     def kill_main(self) -> None:
         """SIGKILL the main process (the broker connection dies with it), then its group."""
@@ -233,12 +312,9 @@ def start_worker(
     Gossip, mingle and heartbeats are off: the lab's workers must not talk to other
     people's workers on a shared broker, and starting is faster without them.
     """
-    folder = Path(folder)
+    folder = Path(folder).resolve()
     log_path = folder / f"{name}.log"
     argv = [
-        sys.executable,
-        "-m",
-        "celery",
         "-A",
         app,
         "worker",
@@ -261,13 +337,14 @@ def start_worker(
     argv += list(extra)
     with log_path.open("ab") as out:
         popen = (spawn or _default_spawn)(
-            argv,
+            _celery_argv(argv),
             cwd=folder,
             env=_env(env, folder),
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )
+    _STARTED.add(popen.pid)
     return CeleryWorker(popen, log_path, name, clock or SystemClock())
 
 
@@ -282,12 +359,9 @@ def start_beat(
     clock: Clock | None = None,
 ) -> CeleryBeat:
     """Start ``celery -A app beat``, its schedule and pid files in ``folder`` (never the cwd)."""
-    folder = Path(folder)
+    folder = Path(folder).resolve()
     log_path = folder / f"{name}.log"
     argv = [
-        sys.executable,
-        "-m",
-        "celery",
         "-A",
         app,
         "beat",
@@ -300,11 +374,16 @@ def start_beat(
     ]
     with log_path.open("ab") as out:
         popen = (spawn or _default_spawn)(
-            argv,
+            _celery_argv(argv),
             cwd=folder,
             env=_env(env, folder),
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )
+    _STARTED.add(popen.pid)
     return CeleryBeat(popen, log_path, name, clock or SystemClock())
+
+
+if __name__ == "__main__":
+    main()

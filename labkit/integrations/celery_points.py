@@ -29,9 +29,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from celery.signals import task_postrun, task_prerun
+from celery.signals import task_postrun, task_prerun, worker_process_init
 
-from labkit.integrations.celery_harness import wait_until
+from labkit.integrations.celery_harness import die_with_parent, wait_until
 
 #: The environment variable naming the folder that holds the plan and the markers.
 ENV = "LABKIT_PAUSE_DIR"
@@ -90,11 +90,57 @@ def checkpoint(point: str) -> None:
     threading.Event().wait(HOLD_S)
 
 
+RUNS = "runs.log"
+
+
+def _record(event: str, task_id: object) -> None:
+    """Append ``start``/``end`` of a task run (with the pid) to the folder's runs log."""
+    folder = os.environ.get(ENV)
+    if folder:
+        # One short O_APPEND write per line: lines from several children never interleave.
+        with open(Path(folder) / RUNS, "a", encoding="utf-8") as fh:
+            fh.write(f"{event} {task_id} {os.getpid()} {os.getppid()}\n")
+
+
+def runs(folder: str | Path) -> list[tuple[str, str, int, int]]:
+    """The runs log: ``(event, task id, pid, parent pid)`` per line, in order."""
+    path = Path(folder) / RUNS
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    found = []
+    for line in text.splitlines():
+        event, task_id, pid, ppid = line.split()
+        found.append((event, task_id, int(pid), int(ppid)))
+    return found
+
+
+def running(folder: str | Path, alive: Any) -> list[str]:
+    """Task ids whose last run started and has not ended, in a process ``alive(pid)`` says lives.
+
+    A run whose process was killed never ends: it is not running, it is lost (or will
+    start again, under the same task id, when redelivered).
+    """
+    last = {task_id: (event, pid) for event, task_id, pid, _ in runs(folder)}
+    return [tid for tid, (event, pid) in last.items() if event == "start" and alive(pid)]
+
+
+def started_under(folder: str | Path, parent: int) -> int:
+    """How many task runs started in the pool children of the worker process ``parent``."""
+    return sum(1 for event, _, _, ppid in runs(folder) if event == "start" and ppid == parent)
+
+
+@worker_process_init.connect
+def _pool_child_dies_with_worker(**_: Any) -> None:
+    # A pool child whose main process was SIGKILLed would otherwise live on, orphaned.
+    die_with_parent()
+
+
 @task_prerun.connect
-def _at_task_start(**_: Any) -> None:
+def _at_task_start(task_id: str | None = None, **_: Any) -> None:
+    _record("start", task_id)
     checkpoint("task_start")
 
 
 @task_postrun.connect
-def _at_task_end(**_: Any) -> None:
+def _at_task_end(task_id: str | None = None, **_: Any) -> None:
     checkpoint("task_end")
+    _record("end", task_id)

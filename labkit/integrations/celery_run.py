@@ -1,0 +1,213 @@
+"""One run of the Celery lab: its config, app, workers and beats, the world, and the cleanup.
+
+``CeleryRun(broker, folder, postgres=None, transport_options=None, beat=False)`` gives a
+lesson or a test short verbs over the harness:
+
+- ``worker(name, **kw)`` starts a ``celery worker`` on the run's queue and waits until
+  it is ready; ``beat(name)`` starts a ``celery beat``;
+- ``send(task, *args, **options)`` publishes a task by name;
+- ``pause(point)`` / ``wait_paused(point)`` / ``unpause()``: the next task to reach
+  ``point`` stops there (``labkit.integrations.celery_points``) so a real kill lands
+  exactly there;
+- ``effects(key)``, ``calls(service)``: the world's records; ``depth()``,
+  ``unacked()``: the broker's; ``settle()``: send a probe and wait until it ran, so
+  everything queued before it has been delivered;
+- ``close()`` (or leaving ``with``) SIGKILLs every process group the run started,
+  deletes the run's queue / Redis keys / PostgreSQL schema, and raises if any process
+  carrying the run's tag is still alive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from labkit.integrations import brokers, celery_harness, celery_points
+from labkit.integrations.celery_lab import LabConfig, cleanup, make_app, prepare_postgres
+from labkit.world import World
+from labkit.world.records import Call, Effect
+
+APP = "labkit.integrations.celery_lab"
+
+
+class CeleryRun:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        broker: str,
+        folder: str | Path,
+        *,
+        postgres: str | None = None,
+        transport_options: dict[str, Any] | None = None,
+        beat: bool = False,
+    ) -> None:
+        self.folder = Path(folder)
+        self.config = LabConfig.new(
+            broker, self.folder, postgres=postgres, transport_options=transport_options, beat=beat
+        )
+        self.app = make_app(self.config)
+        self.world = World(self.config.world_path)
+        self._procs: list[celery_harness._CeleryProcess] = []
+        self._pauses = 0
+        self._pause = ("", "")
+        self._held: list[Path] = []
+        self._probes = 0
+        if postgres:
+            prepare_postgres(self.config)
+
+    # -- processes ------------------------------------------------------------------------
+
+    def worker(self, name: str = "w1", *, ready: bool = True, **kwargs: Any) -> Any:
+        """Start a worker (prefork, one child by default) on the run's queue."""
+        proc = celery_harness.start_worker(
+            APP,
+            queue=self.config.queue,
+            folder=self.folder,
+            name=name,
+            tag=self.config.tag,
+            env=self.config.env(),
+            **kwargs,
+        )
+        self._procs.append(proc)
+        return proc.wait_ready() if ready else proc
+
+    def beat(self, name: str = "beat1") -> Any:
+        proc = celery_harness.start_beat(
+            APP, folder=self.folder, name=name, tag=self.config.tag, env=self.config.env()
+        )
+        self._procs.append(proc)
+        return proc.wait_ready()
+
+    # -- messages and pauses ----------------------------------------------------------
+
+    def send(self, task: str, *args: Any, **options: Any) -> None:
+        self.app.send_task(task, args=list(args), **options)
+
+    def pause(self, point: str) -> str:
+        """The next task reaching ``point`` stops there; returns this pause's label."""
+        self._pauses += 1
+        label = f"p{self._pauses}"
+        celery_points.set_pause(self.folder, point, label)
+        self._pause = (point, label)
+        return label
+
+    def wait_paused(self, timeout: float = 60.0) -> None:
+        """Wait until a task is paused at the point of the last ``pause``."""
+        point, label = self._pause
+        celery_points.wait_reached(self.folder, point, label, timeout)
+
+    def hold(self, point: str, task: str, *args: Any, **options: Any) -> None:
+        """Send ``task`` and wait until it is paused at ``point`` (other held tasks stay held)."""
+        point_label = self.pause(point)
+        self.send(task, *args, **options)
+        self.wait_paused()
+        self._held.append(celery_points.marker(self.folder, point, point_label))
+
+    def kill_held(self, worker: Any) -> None:
+        """SIGKILL the pool children of ``worker`` running the held tasks, all at once.
+
+        Waits until the worker has declared each task lost (acked or requeued it), then
+        lifts the pause so the redeliveries run through.
+        """
+        pids = [int(path.read_text().split()[0]) for path in self._held]
+        self._held.clear()
+        # A held task whose worker died whole (kill_main) is no longer anyone's to kill.
+        worker.kill_children([pid for pid in pids if celery_harness.is_alive(pid)])
+        self.unpause()
+
+    def holder(self, *workers: Any) -> Any:
+        """Which of ``workers`` runs the paused task (its pool child wrote the marker)."""
+        point, label = self._pause
+        pid = int(celery_points.marker(self.folder, point, label).read_text().split()[0])
+        for worker in workers:
+            if pid in worker.pool_children():
+                return worker
+        raise LookupError(f"no worker among {[w.name for w in workers]} holds pid {pid}")
+
+    def unpause(self) -> None:
+        celery_points.clear_pause(self.folder)
+
+    # -- what the world and the broker say --------------------------------------------
+
+    def effects(self, key: str | None = None, service: str | None = None) -> list[Effect]:
+        return self.world.effects(service=service, key=key)
+
+    def count(self, key: str) -> int:
+        return len(self.effects(key))
+
+    def calls(self, service: str | None = None) -> list[Call]:
+        return self.world.calls(service)
+
+    def wait_effects(self, key: str, n: int, timeout: float = 60.0) -> int:
+        """Wait until ``key`` has at least ``n`` effects; return the count."""
+        celery_harness.wait_until(lambda: self.count(key) >= n, timeout, f"{n} effect(s) of {key}")
+        return self.count(key)
+
+    def settle(self, timeout: float = 60.0) -> None:
+        """Wait until the queue has moved on and no task of the run is still running.
+
+        A probe sent now runs after every message ahead of it reached a worker; then
+        every message a live worker received must have started (a redelivery can arrive
+        just after the probe), and every start must have ended or died with its process
+        (see ``celery_points.running``). Tasks waiting for an ETA keep a run unsettled.
+        """
+        self._probes += 1
+        key = f"probe-{self._probes}"
+        self.send("lab.probe", key)
+        self.wait_effects(key, 1, timeout)
+        celery_harness.wait_until(self.quiet, timeout, "the run's tasks to finish")
+
+    def quiet(self) -> bool:
+        """No task running, and every live worker started every message it received."""
+        if celery_points.running(self.folder, celery_harness.is_alive):
+            return False
+        return all(
+            proc.received() == celery_points.started_under(self.folder, proc.pid)
+            for proc in self._procs
+            if isinstance(proc, celery_harness.CeleryWorker) and proc.alive
+        )
+
+    def depth(self) -> int:
+        """Messages ready in the run's queue, as the broker counts them."""
+        if self.config.broker.startswith("redis"):
+            return brokers.redis_depth(self.config.broker, self.config.redis_prefix, self.config.queue)
+        return brokers.amqp_depth(self.config.broker, self.config.queue)
+
+    def wait_depth(self, n: int, timeout: float = 30.0) -> int:
+        """Wait until the queue holds exactly ``n`` ready messages (the broker lags a kill)."""
+        celery_harness.wait_until(lambda: self.depth() == n, timeout, f"queue depth {n}")
+        return n
+
+    def unacked(self) -> int:
+        """Redis only: messages delivered and not yet acknowledged."""
+        return brokers.redis_unacked(self.config.broker, self.config.redis_prefix)
+
+    # -- the end ----------------------------------------------------------------------
+
+    def stop_all(self) -> None:
+        """Kill every process of the run (its whole groups), keep the broker state."""
+        for proc in self._procs:
+            proc.close()
+        self._procs.clear()
+
+    def leftovers(self) -> list[int]:
+        return celery_harness.leftovers(self.config.tag)
+
+    def close(self) -> None:
+        try:
+            self.stop_all()
+        finally:
+            with contextlib.suppress(Exception):
+                self.world.close()
+            cleanup(self.config)
+        left = self.leftovers()
+        if left:
+            raise RuntimeError(f"processes of run {self.config.tag} still alive: {left}")
+
+    def __enter__(self) -> CeleryRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
