@@ -109,14 +109,30 @@ def wait_until(
         clock.sleep(every)
 
 
-def _ppid(pid: int) -> int | None:
+def _stat(pid: int) -> list[str] | None:
+    """``/proc/PID/stat`` after the command name: state, ppid, pgrp, ...; None if gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # The command name in parentheses may hold spaces; the fields after it do not.
-    fields = stat.rsplit(")", 1)[1].split()
-    return int(fields[1]) if fields[0] != "Z" else None
+    return stat.rsplit(")", 1)[1].split()
+
+
+def _ppid(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[1]) if fields and fields[0] != "Z" else None
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group ``pgid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat(int(entry.name))
+            if fields and fields[0] != "Z" and int(fields[2]) == pgid:
+                found.append(int(entry.name))
+    return found
 
 
 def is_alive(pid: int) -> bool:
@@ -203,11 +219,14 @@ class _CeleryProcess:
         return self.popen.returncode
 
     def close(self) -> None:
-        """SIGKILL the whole process group (main process and every child) and reap."""
+        """SIGKILL the whole process group (main process and every child); wait until gone."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(10)
+        # SIGKILL is delivered at once but acted on a moment later: wait for the children.
+        with contextlib.suppress(TimeoutError):
+            wait_until(lambda: not group_members(self.pid), 10, f"{self.name}'s group to die")
         _STARTED.discard(self.pid)
 
     def __enter__(self) -> Any:
