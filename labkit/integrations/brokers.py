@@ -41,7 +41,7 @@ def missing_services(names: Iterable[str] = SERVICES, host: str = "127.0.0.1") -
 
 def amqp_depth(url: str, queue: str) -> int:
     """Messages ready in ``queue`` (delivered-but-unacked ones are not counted)."""
-    from kombu import Connection
+    from kombu.connection import Connection
 
     with Connection(url) as conn:
         channel = conn.channel()
@@ -54,7 +54,7 @@ def amqp_depth(url: str, queue: str) -> int:
 
 def amqp_cleanup(url: str, queues: Iterable[str]) -> None:
     """Delete the run's queues and their exchanges (same names), ignoring missing ones."""
-    from kombu import Connection
+    from kombu.connection import Connection
 
     with Connection(url) as conn:
         for name in queues:

@@ -260,7 +260,9 @@ class CeleryWorker(_CeleryProcess):
         self.kill_children([child], timeout, busy=busy)
         return child
 
-    def kill_children(self, pids: Sequence[int], timeout: float = 60.0, *, busy: bool = True) -> None:
+    def kill_children(
+        self, pids: Sequence[int], timeout: float = 60.0, *, busy: bool = True
+    ) -> None:
         """SIGKILL these pool children together.
 
         With ``busy`` (each was running a task) this returns only once the main process
@@ -305,7 +307,7 @@ class CeleryBeat(_CeleryProcess):
 def _env(env: Mapping[str, str] | None, folder: Path) -> dict[str, str]:
     merged = dict(os.environ)
     merged.update(env or {})
-    # The child imports the app by name: the caller's import path, and the folder first.
+    # The child imports the app by name: the caller's import path, and its folder first.
     paths = [str(folder), *(p for p in sys.path if p and Path(p).is_dir())]
     merged["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     return merged
@@ -325,13 +327,17 @@ def start_worker(
     extra: Sequence[str] = (),
     spawn: Spawn | None = None,
     clock: Clock | None = None,
+    cwd: str | Path | None = None,
 ) -> CeleryWorker:
     """Start ``celery -A app worker`` consuming ``queue``; its log goes to ``folder/name.log``.
 
-    Gossip, mingle and heartbeats are off: the lab's workers must not talk to other
-    people's workers on a shared broker, and starting is faster without them.
+    The worker runs in ``cwd`` (default: ``folder``), which is also first on its import
+    path, so ``app`` may be a module written there. Gossip, mingle and heartbeats are
+    off: the lab's workers must not talk to other people's workers on a shared broker,
+    and starting is faster without them.
     """
     folder = Path(folder).resolve()
+    home = Path(cwd).resolve() if cwd is not None else folder
     log_path = folder / f"{name}.log"
     argv = [
         "-A",
@@ -357,8 +363,8 @@ def start_worker(
     with log_path.open("ab") as out:
         popen = (spawn or _default_spawn)(
             _celery_argv(argv),
-            cwd=folder,
-            env=_env(env, folder),
+            cwd=home,
+            env=_env(env, home),
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from celery import Celery, Task
-from celery.beat import Scheduler, ScheduleEntry
+from celery.beat import ScheduleEntry, Scheduler
 from celery.schedules import schedstate, schedule
 
 from labkit import queries
@@ -135,7 +135,9 @@ def prepare_postgres(config: LabConfig) -> None:
     from psycopg import sql
 
     with pg(config) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(config.schema)))
+        conn.execute(
+            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(config.schema))
+        )
         conn.execute(SQL["schema"])
 
 
@@ -179,8 +181,9 @@ class whole_seconds(schedule):  # noqa: N801 - reads like Celery's own ``crontab
 class SlotScheduler(Scheduler):
     """A beat scheduler that hands each run its slot (the whole second it fired for)."""
 
-    def apply_async(self, entry: ScheduleEntry, producer: Any = None, advance: bool = True,
-                    **kwargs: Any) -> Any:
+    def apply_async(
+        self, entry: ScheduleEntry, producer: Any = None, advance: bool = True, **kwargs: Any
+    ) -> Any:
         entry = self.reserve(entry) if advance else entry
         entry.kwargs = {**(entry.kwargs or {}), "slot": float(math.floor(SystemClock().now()))}
         return super().apply_async(entry, producer, advance=False, **kwargs)
@@ -210,7 +213,7 @@ class _Ctx:
 def run_strategy(config: LabConfig, strategy: str, key: str, customer: str, amount: int) -> Any:
     """Run a ``labkit.strategies`` handler in a task, with checkpoints where lesson 06 has them."""
     handler = STRATEGIES[strategy].handler
-    own = getattr(handler, "fires_points", frozenset())
+    own: frozenset[str] = getattr(handler, "fires_points", frozenset())
     with World(config.world_path) as world:
         if "before_effect" not in own:
             checkpoint("before_effect")
@@ -263,7 +266,9 @@ def make_app(config: LabConfig) -> Celery:
             with conn.transaction():
                 if conn.execute(SQL["claim_key"], {"key": key}).fetchone() is None:
                     return "skipped: already processed"
-                conn.execute(SQL["add_charge"], {"key": key, "customer": customer, "amount": amount})
+                conn.execute(
+                    SQL["add_charge"], {"key": key, "customer": customer, "amount": amount}
+                )
                 checkpoint("after_effect")
             checkpoint("after_commit")
         return "charged"

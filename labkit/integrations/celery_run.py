@@ -20,6 +20,7 @@ lesson or a test short verbs over the harness:
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,20 @@ from labkit.world import World
 from labkit.world.records import Call, Effect
 
 APP = "labkit.integrations.celery_lab"
+
+
+def quiet(folder: str | Path, procs: Sequence[Any]) -> bool:
+    """True when no task runs and every live worker in ``procs`` started all it received.
+
+    ``folder`` is the workers' ``LABKIT_PAUSE_DIR`` (their runs log lives there).
+    """
+    if celery_points.running(folder, celery_harness.is_alive):
+        return False
+    return all(
+        proc.received() == celery_points.started_under(folder, proc.pid)
+        for proc in procs
+        if isinstance(proc, celery_harness.CeleryWorker) and proc.alive
+    )
 
 
 class CeleryRun:
@@ -161,18 +176,14 @@ class CeleryRun:
 
     def quiet(self) -> bool:
         """No task running, and every live worker started every message it received."""
-        if celery_points.running(self.folder, celery_harness.is_alive):
-            return False
-        return all(
-            proc.received() == celery_points.started_under(self.folder, proc.pid)
-            for proc in self._procs
-            if isinstance(proc, celery_harness.CeleryWorker) and proc.alive
-        )
+        return quiet(self.folder, self._procs)
 
     def depth(self) -> int:
         """Messages ready in the run's queue, as the broker counts them."""
         if self.config.broker.startswith("redis"):
-            return brokers.redis_depth(self.config.broker, self.config.redis_prefix, self.config.queue)
+            return brokers.redis_depth(
+                self.config.broker, self.config.redis_prefix, self.config.queue
+            )
         return brokers.amqp_depth(self.config.broker, self.config.queue)
 
     def wait_depth(self, n: int, timeout: float = 30.0) -> int:

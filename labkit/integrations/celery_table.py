@@ -50,7 +50,9 @@ def _key(row: str, point: str) -> str:
     return f"table:{row}:{point}"
 
 
-def crash_column(run: Any, worker: Any, point: str, rows: Sequence[str] = tuple(ROWS)) -> dict[str, str]:
+def crash_column(
+    run: Any, worker: Any, point: str, rows: Sequence[str] = tuple(ROWS)
+) -> dict[str, str]:
     """Each row's task paused at ``point`` in its own pool child, all killed together.
 
     ``run`` is a ``CeleryRun``; ``worker`` one of its prefork workers with at least

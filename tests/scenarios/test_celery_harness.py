@@ -82,7 +82,9 @@ def test_beat_starts_and_is_killed_with_its_group(amqp_url, tmp_path):
 
 
 def test_a_worker_that_cannot_start_says_why(amqp_url, tmp_path):
-    (tmp_path / "broken_app.py").write_text("raise ImportError('no such thing: broken on purpose')\n")
+    (tmp_path / "broken_app.py").write_text(
+        "raise ImportError('no such thing: broken on purpose')\n"
+    )
     cfg = LabConfig.new(amqp_url, tmp_path)
     worker = celery_harness.start_worker(
         "broken_app", queue=cfg.queue, folder=tmp_path, tag=cfg.tag, env=cfg.env()
@@ -123,9 +125,7 @@ def test_workers_die_when_the_process_that_started_them_is_killed(amqp_url, tmp_
     cleanup(cfg)
 
 
-def test_checkpoint_pauses_once_per_plan_and_is_a_noop_without_a_folder(
-    tmp_path, monkeypatch
-):
+def test_checkpoint_pauses_once_per_plan_and_is_a_noop_without_a_folder(tmp_path, monkeypatch):
     monkeypatch.delenv(celery_points.ENV, raising=False)
     celery_points.checkpoint("after_effect")  # no folder: returns at once
     monkeypatch.setenv(celery_points.ENV, str(tmp_path))

@@ -1,0 +1,104 @@
+"""Hidden checks for exercise 8: dedup per key, duplicate messages, one transaction."""
+
+from __future__ import annotations
+
+from labkit.grading.checks.ex08 import TIMEOUT, Ex08Run
+from labkit.grading.core import Checks, Namespace, expect
+from labkit.integrations import celery_harness, celery_points
+from labkit.integrations.celery_lab import pg
+
+CHECKS = Checks("ex08", hidden=True)
+
+
+@CHECKS.add(
+    2,
+    "dedup by the task's key: two invoices are two charges, even for one customer",
+    timeout=TIMEOUT,
+)
+def two_invoices_two_charges(ns: Namespace) -> None:
+    with Ex08Run(ns) as run:
+        run.worker()
+        run.send("inv-a", "cus_same", 500)
+        run.send("inv-b", "cus_same", 500)
+        run.settle()
+        got = (run.charges("inv-a"), run.charges("inv-b"))
+        expect(got == (1, 1), "1 charge row for each of two keys", f"{got[0]} and {got[1]}")
+
+
+@CHECKS.add(
+    1,
+    "the same message published twice (a producer retry) must charge once",
+    timeout=TIMEOUT,
+)
+def duplicate_message_charges_once(ns: Namespace) -> None:
+    with Ex08Run(ns) as run:
+        run.worker()
+        run.send("inv-dup")
+        run.send("inv-dup")
+        run.settle()
+        n = run.charges("inv-dup")
+        expect(n == 1, "1 charge row for a key sent twice", f"{n} charge rows")
+
+
+def _waiting_on_a_lock(app_name: str, run: Ex08Run) -> int:
+    with pg(run.config) as conn:
+        row = conn.execute(
+            "SELECT count(*) AS n FROM pg_stat_activity "
+            "WHERE application_name = %s AND wait_event_type = 'Lock'",
+            (app_name,),
+        ).fetchone()
+    return int(row["n"])
+
+
+def _terminate_sessions(app_name: str, run: Ex08Run) -> None:
+    with pg(run.config) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (app_name,),
+        )
+
+
+@CHECKS.add(
+    3,
+    "the dedup record and the charge commit together: with them in two transactions, "
+    "a kill between the two commits charges twice",
+    timeout=TIMEOUT,
+)
+def dedup_commits_with_the_charge(ns: Namespace) -> None:
+    key = "inv-tx"
+    with Ex08Run(ns) as run:
+        worker = run.worker()
+        # The check holds the key in `processed` (uncommitted): the task's own insert of
+        # that key must wait, so the kill lands while the task is writing its dedup record.
+        with pg(run.config) as blocker:
+            blocker.execute("INSERT INTO processed (key) VALUES (%s)", (key,))
+            run.send(key)
+            try:
+                celery_harness.wait_until(
+                    lambda: _waiting_on_a_lock(run.config.tag, run) > 0,
+                    30,
+                    "the task to wait for its dedup record",
+                )
+            except TimeoutError:
+                run.check_not_stub()
+                expect(
+                    False,
+                    "the task to insert its key into processed",
+                    "it never touched processed while the check held that key",
+                    "record the key with INSERT INTO processed ... in the charge's transaction",
+                )
+            worker.kill_children(worker.pool_children())
+            # The dead worker's session would finish its statement once the lock is free
+            # (PostgreSQL notices a dead client only when it next writes to it); end it,
+            # as PostgreSQL eventually would, so nothing the killed task began commits.
+            _terminate_sessions(run.config.tag, run)
+            blocker.rollback()
+        celery_points.clear_pause(run.folder)
+        run.settle()
+        n = run.charges(key)
+        expect(
+            n == 1,
+            "1 charge row after a kill while the task wrote its dedup record",
+            f"{n} charge rows",
+            "commit the charge and the dedup record in ONE transaction",
+        )
