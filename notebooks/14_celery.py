@@ -62,9 +62,10 @@ print("RabbitMQ, Redis and PostgreSQL are up.")
 # To kill a worker at an exact moment, the task stops there and waits:
 # `run.hold(point, task, ...)` sends a task and returns once it is paused at `point`;
 # `run.kill_held(worker)` SIGKILLs the pool children running the held tasks, for real.
-# Celery notices a dead child at once, but declares its task lost only at its next pool
-# check (every 5 s) after `worker_lost_wait`; that is why each kill below takes about 5
-# seconds, and why several tasks are killed together. `run.settle()` then waits until
+# Celery notices a dead child at once, but declares its task lost only at a later pool
+# check (every 5 s, or when another child exits) once `worker_lost_wait` has passed (10 s
+# by default, 1 s in the lab's app): that is why a kill can take a few seconds, and why
+# several tasks are killed together. `run.settle()` then waits until
 # the queue has moved on and nothing is running, so "no charge" means lost, not "not
 # yet".
 
@@ -260,6 +261,7 @@ assert redis_run.count("redis-1") == 1 and redis_run.unacked() == 1
 # %%
 r3 = redis_run.worker("r3")
 redis_run.wait_effects("redis-1", 2)
+redis_run.wait_unacked(0)  # the second run's ack reaches Redis a moment after its charge
 first, second = redis_run.effects("redis-1")
 print("charges:", redis_run.count("redis-1"), "| unacked:", redis_run.unacked())
 print("came back later than the visibility timeout:", second.at - first.at >= 1.0)
@@ -463,7 +465,7 @@ print("no Celery process left:", rabbit.leftovers() == [])
 # | 5 · prefetch 1, late ack | queue 3 while running; 4 back; charges 1, 1, 1, 1 |
 # | 6 · Redis, whole worker killed | unacked 1; still 1 charge 3 s later; 2 once a worker starts |
 # | 6 · Redis, countdown > visibility timeout | 2 charges for one task |
-# | 7 · backoff, Retry-After | 503, 503, ok; 429, replayed... 1 charge each |
+# | 7 · backoff, Retry-After | 503, 503, ok; 429, ok: 1 charge each |
 # | 7 · serial queue with a retry | sent A, B, C; received B, C, A |
 # | 8 · e-mail inside the transaction / outbox | 0 users, 1 e-mail / only committed users mailed |
 # | 9 · two beats | slots delivered twice, each reported once |

@@ -191,6 +191,11 @@ class CeleryRun:
         celery_harness.wait_until(lambda: self.depth() == n, timeout, f"queue depth {n}")
         return n
 
+    def wait_unacked(self, n: int, timeout: float = 30.0) -> int:
+        """Redis only: wait until exactly ``n`` messages are delivered and not yet acked."""
+        celery_harness.wait_until(lambda: self.unacked() == n, timeout, f"{n} unacked message(s)")
+        return n
+
     def unacked(self) -> int:
         """Redis only: messages delivered and not yet acknowledged."""
         return brokers.redis_unacked(self.config.broker, self.config.redis_prefix)
