@@ -67,6 +67,19 @@ def wait_reached(folder: str | Path, point: str, label: str, timeout: float = 60
     wait_until(path.exists, timeout, f"a task to reach {point!r} ({label})")
 
 
+def _task_id() -> str:
+    from celery import current_task
+
+    request = getattr(current_task, "request", None)
+    return str(getattr(request, "id", None) or "-")
+
+
+def paused(folder: str | Path, point: str, label: str) -> tuple[int, str]:
+    """``(pid, task id)`` of the task paused at ``point`` under plan ``label``."""
+    pid, task_id = marker(folder, point, label).read_text().split()
+    return int(pid), task_id
+
+
 def checkpoint(point: str) -> None:
     """Block here (until killed) if the plan names ``point`` and nobody has stopped here yet."""
     folder = os.environ.get(ENV)
@@ -83,8 +96,9 @@ def checkpoint(point: str) -> None:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
         return  # someone stopped here already: this is the redelivery, run through
-    # Synced before waiting: the marker is the lab's proof that the kill fell here.
-    os.write(fd, f"{os.getpid()}\n".encode())
+    # Synced before waiting: the marker is the lab's proof that the kill fell here, and
+    # says which process to kill and which task it was running.
+    os.write(fd, f"{os.getpid()} {_task_id()}\n".encode())
     os.fsync(fd)
     os.close(fd)
     threading.Event().wait(HOLD_S)

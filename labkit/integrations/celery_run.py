@@ -24,12 +24,58 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from labkit.clock import SystemClock
 from labkit.integrations import brokers, celery_harness, celery_points
 from labkit.integrations.celery_lab import LabConfig, cleanup, make_app, prepare_postgres
 from labkit.world import World
 from labkit.world.records import Call, Effect
 
 APP = "labkit.integrations.celery_lab"
+
+
+#: Seconds a killed task has to be received again before the run counts it as not given back.
+REDELIVERY_GRACE = 2.0
+
+
+def received_of(procs: Sequence[Any], task_id: str) -> int:
+    """How many times the workers in ``procs`` logged receiving ``task_id``."""
+    return sum(
+        p.log_text().count(f"[{task_id}] received")
+        for p in procs
+        if isinstance(p, celery_harness.CeleryWorker)
+    )
+
+
+class Kills:
+    """Tasks whose process was killed, and whether the broker has given each back yet.
+
+    A killed task's message is either acknowledged (lost) or given back and received
+    again, by the same worker or a new one. The second shows in the workers' logs; the
+    first is what remains after ``grace`` seconds without it: a lost message cannot
+    announce itself, so the grace is the bound on "not yet".
+    """
+
+    def __init__(self, grace: float = REDELIVERY_GRACE) -> None:
+        self.grace = grace
+        self.clock = SystemClock()
+        self._killed: dict[str, tuple[int, float]] = {}
+
+    def record(self, task_id: str, procs: Sequence[Any]) -> None:
+        self._killed[task_id] = (received_of(procs, task_id), self.clock.now())
+
+    def decided(self, procs: Sequence[Any]) -> bool:
+        """True when every killed task was received again, or its grace has run out."""
+        now = self.clock.now()
+        return all(
+            received_of(procs, task_id) > before or now - killed_at >= self.grace
+            for task_id, (before, killed_at) in self._killed.items()
+        )
+
+    def wait(self, procs: Sequence[Any], timeout: float = 60.0) -> None:
+        celery_harness.wait_until(
+            lambda: self.decided(procs), timeout, "the killed tasks to come back or not"
+        )
+        self._killed.clear()
 
 
 def quiet(folder: str | Path, procs: Sequence[Any]) -> bool:
@@ -67,7 +113,8 @@ class CeleryRun:
         self._procs: list[celery_harness._CeleryProcess] = []
         self._pauses = 0
         self._pause = ("", "")
-        self._held: list[Path] = []
+        self._held: list[tuple[str, str]] = []
+        self.kills = Kills()
         self._probes = 0
         if postgres:
             prepare_postgres(self.config)
@@ -115,10 +162,10 @@ class CeleryRun:
 
     def hold(self, point: str, task: str, *args: Any, **options: Any) -> None:
         """Send ``task`` and wait until it is paused at ``point`` (other held tasks stay held)."""
-        point_label = self.pause(point)
+        label = self.pause(point)
         self.send(task, *args, **options)
         self.wait_paused()
-        self._held.append(celery_points.marker(self.folder, point, point_label))
+        self._held.append((point, label))
 
     def kill_held(self, worker: Any) -> None:
         """SIGKILL the pool children of ``worker`` running the held tasks, all at once.
@@ -126,16 +173,19 @@ class CeleryRun:
         Waits until the worker has declared each task lost (acked or requeued it), then
         lifts the pause so the redeliveries run through.
         """
-        pids = [int(path.read_text().split()[0]) for path in self._held]
+        held = [celery_points.paused(self.folder, point, label) for point, label in self._held]
         self._held.clear()
         # A held task whose worker died whole (kill_main) is no longer anyone's to kill.
-        worker.kill_children([pid for pid in pids if celery_harness.is_alive(pid)])
+        alive = [(pid, task_id) for pid, task_id in held if celery_harness.is_alive(pid)]
+        for _, task_id in alive:
+            self.kills.record(task_id, self._procs)
+        worker.kill_children([pid for pid, _ in alive])
         self.unpause()
 
     def holder(self, *workers: Any) -> Any:
         """Which of ``workers`` runs the paused task (its pool child wrote the marker)."""
         point, label = self._pause
-        pid = int(celery_points.marker(self.folder, point, label).read_text().split()[0])
+        pid, _ = celery_points.paused(self.folder, point, label)
         for worker in workers:
             if pid in worker.pool_children():
                 return worker
@@ -163,11 +213,13 @@ class CeleryRun:
     def settle(self, timeout: float = 60.0) -> None:
         """Wait until the queue has moved on and no task of the run is still running.
 
-        A probe sent now runs after every message ahead of it reached a worker; then
-        every message a live worker received must have started (a redelivery can arrive
-        just after the probe), and every start must have ended or died with its process
-        (see ``celery_points.running``). Tasks waiting for an ETA keep a run unsettled.
+        Each task killed by ``kill_held`` must have been received again or be past its
+        grace (``Kills``); a probe sent now runs after every message ahead of it reached
+        a worker; then every message a live worker received must have started, and
+        every start must have ended or died with its process (``celery_points.running``).
+        Tasks waiting for an ETA keep a run unsettled.
         """
+        self.kills.wait(self._procs, timeout)
         self._probes += 1
         key = f"probe-{self._probes}"
         self.send("lab.probe", key)

@@ -87,7 +87,13 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
                     "it never touched processed while the check held that key",
                     "record the key with INSERT INTO processed ... in the charge's transaction",
                 )
-            worker.kill_children(worker.pool_children())
+            children = worker.pool_children()
+            celery_harness.wait_until(
+                lambda: bool(celery_points.runs(run.folder)), 10, "the task's start record"
+            )
+            _, task_id, _, _ = celery_points.runs(run.folder)[-1]
+            run.kills.record(task_id, run.procs)
+            worker.kill_children(children)
             # The dead worker's session would finish its statement once the lock is free
             # (PostgreSQL notices a dead client only when it next writes to it); end it,
             # as PostgreSQL eventually would, so nothing the killed task began commits.

@@ -19,7 +19,7 @@ from celery import Celery
 from labkit.grading.core import CheckFailed, Checks, Namespace, expect
 from labkit.integrations import brokers, celery_harness, celery_points
 from labkit.integrations.celery_lab import LabConfig, charges_for, cleanup, prepare_postgres
-from labkit.integrations.celery_run import quiet
+from labkit.integrations.celery_run import Kills, quiet
 
 CHECKS = Checks("ex08", "a Celery task that charges once, whatever is killed")
 
@@ -67,6 +67,7 @@ class Ex08Run:
             "PGAPPNAME": self.config.tag,
         }
         self.procs: list[celery_harness.CeleryWorker] = []
+        self.kills = Kills()
         self._pauses = 0
         self.app = Celery(f"ex08-check-{self.config.tag}", broker=AMQP, set_as_current=False)
 
@@ -100,7 +101,11 @@ class Ex08Run:
         self.app.send_task(TASK, args=[key, customer, amount], queue=self.config.queue)
 
     def hold(self, point: str, key: str) -> int:
-        """Send ``key``'s charge and wait until it is paused at ``point``; the child's pid."""
+        """Send ``key``'s charge, wait until it is paused at ``point``; the child's pid.
+
+        The task counts as killed from here on (``Kills``): ``settle`` waits for the
+        broker to give it back, or for the grace to run out.
+        """
         self._pauses += 1
         label = f"p{self._pauses}"
         celery_points.set_pause(self.folder, point, label)
@@ -114,10 +119,13 @@ class Ex08Run:
                 "it never reached the worker's task start within 30 s",
                 f"keep @app.task(name={TASK!r}) and the queue from EX08_QUEUE",
             ) from None
-        return int(celery_points.marker(self.folder, point, label).read_text().split()[0])
+        pid, task_id = celery_points.paused(self.folder, point, label)
+        self.kills.record(task_id, self.procs)
+        return pid
 
     def settle(self, timeout: float = 60.0) -> None:
-        """Wait until the queue is empty and every worker is idle (twice in a row)."""
+        """Wait for the killed tasks' fate, then until the queue is empty and all idle."""
+        self.kills.wait(self.procs, timeout)
 
         def idle() -> bool:
             return brokers.amqp_depth(AMQP, self.config.queue) == 0 and quiet(
