@@ -1,5 +1,8 @@
-"""Real production tools driven from the lab: Celery workers and beats in child processes.
+"""Labkit beside the tools a production system would use: an HTTP front door, Celery.
 
-``celery_harness`` starts, watches, kills and stops ``celery worker`` / ``celery beat``
-processes; ``celery_lab`` is the Celery app lesson 14 and its tests run in them.
+``http_service`` / ``serve`` run the request-reply service (lesson 12);
+``celery_harness`` starts, watches, kills and stops real ``celery worker`` / ``celery
+beat`` processes, ``celery_points`` pauses a task where the lab kills it,
+``celery_lab`` is the Celery app lesson 14 runs, ``celery_run`` one run of it, and
+``brokers`` reads queue depths and unacked messages straight from the brokers.
 """

@@ -1,4 +1,9 @@
-"""Grading tests run in their own folder: %%writefile cells and check databases land there."""
+"""Every grading test runs in its own empty folder: the student's folder of the checks.
+
+``%%writefile`` cells land in the working directory and checks put their databases
+there (``ns.workdir``), so without this an exercise's files would be written into the
+repository.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,5 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def _own_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # An exercise's %%writefile cell writes into the working directory, and checks read
-    # ns.workdir (the working directory by default): never the repository.
+def _in_a_scratch_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
