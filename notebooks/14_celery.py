@@ -16,10 +16,10 @@
 # > novo (e cobra duas vezes sem idempotência). Depois: o Redis e o visibility timeout,
 # > retries, prefetch, dois Beats e a tabela de falhas da lição 06 no Celery.
 #
-# **How long it takes:** about 40 to 60 seconds. Every section starts or kills real
-# `celery worker` processes (about a second each to start), and a few wait on purpose:
-# retries with real countdowns (about 5 s), two `celery beat` processes left to tick
-# (about 3 s), and Redis's visibility timeout and a countdown (about 7 s).
+# Run time: about 45 to 60 seconds. Every section starts or kills real `celery worker`
+# processes (about a second each to start), and a few wait on purpose: retries with real
+# countdowns (about 5 s), two `celery beat` processes left to tick (about 3 s), and
+# Redis's visibility timeout and a countdown (about 7 s).
 #
 # The Celery-in-production article says Celery is "at-least-once by default". **It is
 # not.** By default Celery acknowledges a message just before the task runs
@@ -493,17 +493,10 @@ print("no Celery process left:", rabbit.leftovers() == [] and one.leftovers() ==
 # | 9 · two beats | slots delivered twice, each reported once |
 # | 10 · crash table, `after_effect` | Celery = lesson 06 for all six; `acks_late alone` ok |
 #
-# [Next: 15 · Three nights, again](15_three_nights_again.ipynb) ·
-# [Glossary / Glossário](glossary.md)
+# ## Glossary and next
 #
-# ## Glossary
+# The terms of this lesson (pool child, main process, prefetch, unacked message, restore,
+# warm shutdown...), and of every other, in English and Portuguese:
+# [Glossary / Glossário](glossary.md).
 #
-# | English | Português (Brasil) |
-# |---|---|
-# | acknowledgement (ack), late ack | confirmação (ack), confirmação tardia |
-# | pool child, main process | processo filho do pool, processo principal |
-# | redelivery | reentrega |
-# | visibility timeout | tempo de invisibilidade |
-# | prefetch | pré-busca (prefetch) |
-# | countdown, ETA | contagem regressiva, horário de execução (ETA) |
-# | outbox | caixa de saída (outbox) |
+# [Next: 15 · The three bad nights, again](15_three_nights_again.ipynb)
