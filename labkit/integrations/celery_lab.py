@@ -17,7 +17,8 @@ Tasks, each a different set of Celery options around the same work:
 ``lab.charge_retry_after``  ``self.retry(countdown=...)`` from the API's Retry-After
 ``lab.serial_step``         one step of the ERP article's serial queue; may retry once
 ``lab.tick``                the periodic job two ``celery beat`` processes enqueue
-``lab.send_welcome``        the welcome e-mail, sent by the outbox relay
+``lab.welcome_atomic``      the article's e-mail task: dedup record and send, one transaction
+``lab.welcome_reconciled``  the e-mail with lesson 06's reconcile (the outbox relay's task)
 ``lab.probe``               a marker: once it ran, everything before it in the queue did
 ==========================  ================================================================
 
@@ -315,10 +316,33 @@ def make_app(config: LabConfig) -> Celery:
                 tx.mark(key, "done")
         return "ran"
 
-    @app.task(name="lab.send_welcome", acks_late=True, reject_on_worker_lost=True)
-    def send_welcome(email: str, key: str) -> None:
+    @app.task(name="lab.welcome_atomic", acks_late=True, reject_on_worker_lost=True)
+    def welcome_atomic(email: str, event_id: str) -> str:
+        # The Celery-in-production article's fix: dedup record and send in one
+        # transaction. The transaction covers the record, not the e-mail.
+        with pg(config) as conn, conn.transaction(), world() as w:
+            if conn.execute(SQL["claim_key"], {"key": event_id}).fetchone() is None:
+                return "skipped: already processed"
+            w.mail.send(email, "Welcome!", key=event_id)
+            checkpoint("after_effect")
+        return "sent"
+
+    @app.task(name="lab.welcome_reconciled", acks_late=True, reject_on_worker_lost=True)
+    def welcome_reconciled(email: str, event_id: str) -> str:
+        # Lesson 06's reconcile: "sending" is committed before the send; a rerun that
+        # finds it asks the provider (by the key the message was tagged with) first.
         with world() as w:
-            w.mail.send(email, "Welcome!", key=key)
+            state = w.ledger.status(event_id)
+            if state == "done":
+                return "skipped: already sent"
+            if state == "sending" and w.mail.find(event_id):
+                w.ledger.mark(event_id, "done")
+                return "reconciled: the provider has it"
+            w.ledger.mark(event_id, "sending")
+            w.mail.send(email, "Welcome!", key=event_id)
+            checkpoint("after_effect")
+            w.ledger.mark(event_id, "done")
+        return "sent"
 
     @app.task(name="lab.probe")
     def probe(key: str) -> None:
