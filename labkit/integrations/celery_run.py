@@ -15,6 +15,9 @@ lesson or a test short verbs over the harness:
 - ``close()`` (or leaving ``with``) SIGKILLs every process group the run started,
   deletes the run's queue / Redis keys / PostgreSQL schema, and raises if any process
   carrying the run's tag is still alive.
+
+This is the lab's bench, not a production pattern: in production a supervisor runs the
+workers, nobody pauses a task to kill it, and the broker's own console shows the queues.
 """
 
 from __future__ import annotations
