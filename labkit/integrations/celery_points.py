@@ -31,7 +31,7 @@ from typing import Any
 
 from celery.signals import task_postrun, task_prerun, worker_process_init
 
-from labkit.integrations.celery_harness import die_with_parent, wait_until
+from labkit.integrations.proctree import die_with_parent, wait_until
 
 #: The environment variable naming the folder that holds the plan and the markers.
 ENV = "LABKIT_PAUSE_DIR"
