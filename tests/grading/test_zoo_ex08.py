@@ -79,35 +79,41 @@ def _body(text: str) -> Callable[[str], str]:
 
 
 ZOO = [
-    # (name, how the reference file is changed, the check that must fail, one that passes)
+    # (name, how the reference file is changed, the check that must fail, what its
+    # feedback must say, a check the mistake does not touch, which must pass)
     (
         "acks_late without reject_on_worker_lost",
         _settings("    app.conf.task_acks_late = True\n"),
         "worker_killed_before_the_charge",
+        "SIGKILLed before charging",
         "worker_killed_after_the_commit",
     ),
     (
         "Celery's defaults (acknowledged before the task runs)",
         _settings("    pass\n"),
         "whole_worker_killed_before_the_charge",
+        "whole worker was SIGKILLed",
         "worker_starts_and_charges_once",
     ),
     (
         "no dedup record",
         _body(NO_DEDUP),
         "worker_killed_after_the_commit",
+        "once the charge had committed",
         "worker_killed_before_the_charge",
     ),
     (
         "dedup record in its own transaction, after the charge",
         _body(TWO_TRANSACTIONS),
         "dedup_commits_with_the_charge",
+        "while the task wrote its dedup record",
         "worker_killed_after_the_commit",
     ),
     (
         "dedup by customer instead of by key",
         _body(DEDUP_BY_CUSTOMER),
         "two_invoices_two_charges",
+        "each of two keys",
         "worker_killed_after_the_commit",
     ),
 ]
@@ -120,13 +126,15 @@ def _checks() -> dict[str, Check]:
 def test_zoo_changes_are_real_edits():
     namespace_of(notebook_for(SOLUTIONS, "ex08"))
     source = (Path.cwd() / "ex08_tasks.py").read_text()
-    for name, change, _, _ in ZOO:
+    for name, change, *_ in ZOO:
         assert change(source) != source, f"{name}: the edit did not apply to the reference"
 
 
-@pytest.mark.parametrize(("name", "change", "fails", "passes"), ZOO, ids=[row[0] for row in ZOO])
+@pytest.mark.parametrize(
+    ("name", "change", "fails", "says", "passes"), ZOO, ids=[row[0] for row in ZOO]
+)
 def test_wrong_task_module_is_caught_by_its_named_check(
-    postgres_dsn, amqp_url, name, change, fails, passes
+    postgres_dsn, amqp_url, name, change, fails, says, passes
 ):
     values, notes = namespace_of(notebook_for(SOLUTIONS, "ex08"))
     assert notes == []
@@ -135,5 +143,8 @@ def test_wrong_task_module_is_caught_by_its_named_check(
     checks = _checks()
     caught = run_check(checks[fails], Namespace(values, Path.cwd()))
     assert caught.status == FAILED, (name, caught)
+    assert caught.earned == 0 and caught.expected and caught.got and caught.hint
+    assert "Traceback" not in caught.got
+    assert says in caught.expected, f"{name}: {fails} said {caught.expected!r}"
     kept = run_check(checks[passes], Namespace(values, Path.cwd()))
     assert kept.status == PASSED, (name, kept)
