@@ -25,6 +25,10 @@ Tasks, each a different set of Celery options around the same work:
 The ``lab.charge_*`` tasks run a strategy of ``labkit.strategies`` (lesson 06) by name,
 so the crash table on Celery compares the very same handlers. Every task writes its
 effects to the world (``labkit.world``), which the lab reads to judge.
+
+In production this is your project's own Celery app module (``celery -A proj worker``);
+the options each task shows are the ones to choose there, per task or in ``app.conf``.
+The run's tag comes from ``uuid4``: it only has to be unique, it is never printed.
 """
 
 from __future__ import annotations
