@@ -286,7 +286,8 @@ assert second.at - first.at >= 3.0
 redis_run.close()
 fast = {"visibility_timeout": 1, "unacked_restore_interval": 1, "unacked_restore_throttle": 1}
 eta_run = CeleryRun(REDIS, fresh_dir("14-eta"), transport_options=fast)
-eta_run.worker("e1"), eta_run.worker("e2")
+for name in ("e1", "e2"):
+    eta_run.worker(name)
 eta_run.send("lab.charge_late_reject", "ack_late", "eta-1", "cus_1", 100, countdown=4)
 eta_run.wait_effects("eta-1", 2)
 eta_run.settle()
