@@ -140,3 +140,40 @@ def test_checkpoint_pauses_once_per_plan_and_is_a_noop_without_a_folder(tmp_path
     celery_points.checkpoint("after_effect")  # the second arrival (a redelivery) passes
     first.join(5)
     assert not first.is_alive()
+
+
+class _Log:
+    """A stand-in worker: only its log text matters to ``received_of``."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def log_text(self) -> str:
+        return self.text
+
+
+def test_kills_wait_for_a_redelivery_or_the_grace(monkeypatch):
+    from labkit.clock import FakeClock
+    from labkit.integrations import celery_run
+
+    monkeypatch.setattr(celery_run.celery_harness, "CeleryWorker", _Log)
+    worker = _Log("Task lab.x[t1] received\nTask lab.x[t2] received\n")
+    kills = celery_run.Kills(grace=2.0)
+    kills.clock = FakeClock(0.0)
+    kills.record("t1", [worker])
+    kills.record("t2", [worker])
+    assert not kills.decided([worker])  # neither received again, grace not over
+    worker.text += "Task lab.x[t1] received\n"  # t1 given back and received again
+    assert not kills.decided([worker])  # t2 still might come back
+    kills.clock.advance(2.0)
+    assert kills.decided([worker])  # t2's grace ran out: it was not given back
+
+
+def test_running_reads_the_runs_log(tmp_path):
+    (tmp_path / celery_points.RUNS).write_text(
+        "start a 11 10\nend a 11 10\nstart b 12 10\nstart c 13 10\n"
+    )
+    alive = {12}.__contains__  # 13 was killed: its run never ends, and it is not running
+    assert celery_points.running(tmp_path, alive) == ["b"]
+    assert celery_points.started_under(tmp_path, 10) == 3
+    assert celery_points.started_under(tmp_path, 99) == 0
