@@ -15,7 +15,10 @@ its own session (process group) and returns a ``CeleryWorker``:
 
 ``start_beat(app, folder=...)`` does the same for ``celery beat``. ``spawn=`` takes the
 function that starts the process (the grader passes ``ns.spawn`` so the worker runs as
-the student's code does); it must start a new session, as ``ns.spawn`` does.
+the student's code does); it must start a new session, as ``ns.spawn`` does, and gets
+plain data only (argv, cwd, env, ``DEVNULL`` streams): the process opens its own log.
+Killed workers leave nothing behind even when the lab itself is killed: each Celery
+process asks Linux to SIGKILL it when its parent dies (``proctree.die_with_parent``).
 
 Every process gets the run's ``tag`` in its command line (the node name, the beat's
 schedule file), so ``leftovers(tag)`` can prove nothing of a run remains.
@@ -94,17 +97,23 @@ def _kill_leftovers() -> None:
     _STARTED.clear()
 
 
-def _celery_argv(args: list[str]) -> list[str]:
-    # Through this module's main: it sets the parent-death signal, then execs celery.
-    return [sys.executable, "-m", __name__, str(os.getpid()), *args]
+def _celery_argv(log_path: Path, args: list[str]) -> list[str]:
+    # Through this module's main, so what starts the process needs nothing but plain data
+    # (argv, cwd, env): main opens the log, sets the parent-death signal, execs celery.
+    return [sys.executable, "-m", __name__, str(log_path), *args]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m labkit.integrations.celery_harness PARENT_PID CELERY_ARGS...``."""
+    """``python -m labkit.integrations.celery_harness LOG_PATH CELERY_ARGS...``."""
     args = list(sys.argv[1:] if argv is None else argv)
-    parent, celery_args = int(args[0]), args[1:]
+    log_path, celery_args = args[0], args[1:]
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    parent = os.getppid()
     die_with_parent()
-    if os.getppid() != parent:  # the parent died before prctl: nothing to serve
+    if os.getppid() != parent:  # the parent died before prctl took effect: nobody to serve
         sys.exit(1)
     os.execv(sys.executable, [sys.executable, "-m", "celery", *celery_args])
 
@@ -128,6 +137,8 @@ class _CeleryProcess:
 
     def log_text(self) -> str:
         """What the process wrote (Celery's log lines, tracebacks)."""
+        if not self.log_path.exists():  # the process has not opened it yet
+            return ""
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
     def _wait_line(self, line: str, timeout: float) -> None:
@@ -295,15 +306,14 @@ def start_worker(
     if prefetch_multiplier is not None:
         argv += ["--prefetch-multiplier", str(prefetch_multiplier)]
     argv += list(extra)
-    with log_path.open("ab") as out:
-        popen = (spawn or _default_spawn)(
-            _celery_argv(argv),
-            cwd=home,
-            env=_env(env, home),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
+    popen = (spawn or _default_spawn)(
+        _celery_argv(log_path, argv),
+        cwd=home,
+        env=_env(env, home),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     _STARTED.add(popen.pid)
     return CeleryWorker(popen, log_path, name, clock or SystemClock())
 
@@ -332,15 +342,14 @@ def start_beat(
         "--loglevel",
         "INFO",
     ]
-    with log_path.open("ab") as out:
-        popen = (spawn or _default_spawn)(
-            _celery_argv(argv),
-            cwd=folder,
-            env=_env(env, folder),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
+    popen = (spawn or _default_spawn)(
+        _celery_argv(log_path, argv),
+        cwd=folder,
+        env=_env(env, folder),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     _STARTED.add(popen.pid)
     return CeleryBeat(popen, log_path, name, clock or SystemClock())
 

@@ -61,17 +61,29 @@ class Kills:
     def __init__(self, grace: float = REDELIVERY_GRACE) -> None:
         self.grace = grace
         self.clock = SystemClock()
-        self._killed: dict[str, tuple[int, float]] = {}
+        self._killed: dict[str, tuple[int, float | None]] = {}
 
     def record(self, task_id: str, procs: Sequence[Any]) -> None:
-        self._killed[task_id] = (received_of(procs, task_id), self.clock.now())
+        """Before the kill: how often ``task_id`` was received so far."""
+        self._killed[task_id] = (received_of(procs, task_id), None)
+
+    def start_grace(self) -> None:
+        """After the kill, once the worker has acked or given back each task: start the clock.
+
+        (Celery may take seconds to declare a killed child's task lost; the grace counts
+        from then, not from the kill.)
+        """
+        now = self.clock.now()
+        for task_id, (before, started) in self._killed.items():
+            self._killed[task_id] = (before, now if started is None else started)
 
     def decided(self, procs: Sequence[Any]) -> bool:
         """True when every killed task was received again, or its grace has run out."""
         now = self.clock.now()
         return all(
-            received_of(procs, task_id) > before or now - killed_at >= self.grace
-            for task_id, (before, killed_at) in self._killed.items()
+            received_of(procs, task_id) > before
+            or (started is not None and now - started >= self.grace)
+            for task_id, (before, started) in self._killed.items()
         )
 
     def wait(self, procs: Sequence[Any], timeout: float = 60.0) -> None:
@@ -183,6 +195,7 @@ class CeleryRun:
         for _, task_id in alive:
             self.kills.record(task_id, self._procs)
         worker.kill_children([pid for pid, _ in alive])
+        self.kills.start_grace()
         self.unpause()
 
     def holder(self, *workers: Any) -> Any:

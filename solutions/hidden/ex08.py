@@ -40,22 +40,21 @@ def duplicate_message_charges_once(ns: Namespace) -> None:
         expect(n == 1, "1 charge row for a key sent twice", f"{n} charge rows")
 
 
-def _waiting_on_a_lock(app_name: str, run: Ex08Run) -> int:
+def _waiting_on_a_lock(app_name: str, run: Ex08Run) -> list[int]:
+    """Backend pids of the worker's sessions (by application name) waiting for a lock."""
     with pg(run.config) as conn:
-        row = conn.execute(
-            "SELECT count(*) AS n FROM pg_stat_activity "
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity "
             "WHERE application_name = %s AND wait_event_type = 'Lock'",
             (app_name,),
-        ).fetchone()
-    return int(row["n"])
+        ).fetchall()
+    return [int(row["pid"]) for row in rows]
 
 
-def _terminate_sessions(app_name: str, run: Ex08Run) -> None:
+def _terminate(backends: list[int], run: Ex08Run) -> None:
     with pg(run.config) as conn:
-        conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-            (app_name,),
-        )
+        for pid in backends:
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
 
 @CHECKS.add(
@@ -75,7 +74,7 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
             run.send(key)
             try:
                 celery_harness.wait_until(
-                    lambda: _waiting_on_a_lock(run.config.tag, run) > 0,
+                    lambda: bool(_waiting_on_a_lock(run.config.tag, run)),
                     30,
                     "the task to wait for its dedup record",
                 )
@@ -87,19 +86,20 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
                     "it never touched processed while the check held that key",
                     "record the key with INSERT INTO processed ... in the charge's transaction",
                 )
+            waiting = _waiting_on_a_lock(run.config.tag, run)  # the task about to die
             children = worker.pool_children()
             celery_harness.wait_until(
                 lambda: bool(celery_points.runs(run.folder)), 10, "the task's start record"
             )
             _, task_id, _, _ = celery_points.runs(run.folder)[-1]
             run.kills.record(task_id, run.procs)
-            worker.kill_children(children)
-            # The dead worker's session would finish its statement once the lock is free
-            # (PostgreSQL notices a dead client only when it next writes to it); end it,
-            # as PostgreSQL eventually would, so nothing the killed task began commits.
-            _terminate_sessions(run.config.tag, run)
+            run.kill_children(worker, children)
+            # The dead task's session would finish its statement once the lock is free
+            # (PostgreSQL notices a dead client only when it next writes to it); end that
+            # session, as PostgreSQL eventually would, so nothing the killed task began
+            # commits. Only that one: the redelivery may already be waiting too.
+            _terminate(waiting, run)
             blocker.rollback()
-        celery_points.clear_pause(run.folder)
         run.settle()
         n = run.charges(key)
         expect(

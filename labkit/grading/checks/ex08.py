@@ -124,6 +124,19 @@ class Ex08Run:
         self.kills.record(task_id, self.procs)
         return pid
 
+    def kill_children(self, worker: celery_harness.CeleryWorker, pids: list[int]) -> None:
+        """SIGKILL these pool children; once the worker has declared their tasks lost,
+        start the redelivery grace and lift the pause."""
+        worker.kill_children(pids)
+        self.kills.start_grace()
+        celery_points.clear_pause(self.folder)
+
+    def kill_main(self, worker: celery_harness.CeleryWorker) -> None:
+        """SIGKILL the whole worker; RabbitMQ gives back what it had not acknowledged."""
+        worker.kill_main()
+        self.kills.start_grace()
+        celery_points.clear_pause(self.folder)
+
     def settle(self, timeout: float = 60.0) -> None:
         """Wait for the killed tasks' fate, then until the queue is empty and all idle."""
         self.kills.wait(self.procs, timeout)
@@ -191,8 +204,7 @@ def worker_killed_before_the_charge(ns: Namespace) -> None:
     with Ex08Run(ns) as run:
         worker = run.worker()
         child = run.hold("task_start", "inv-2")
-        worker.kill_children([child])
-        celery_points.clear_pause(run.folder)
+        run.kill_children(worker, [child])
         run.settle()
         _charged_once(
             run,
@@ -213,8 +225,7 @@ def worker_killed_after_the_commit(ns: Namespace) -> None:
     with Ex08Run(ns) as run:
         worker = run.worker()
         child = run.hold("task_end", "inv-3")
-        worker.kill_children([child])
-        celery_points.clear_pause(run.folder)
+        run.kill_children(worker, [child])
         run.settle()
         _charged_once(
             run,
@@ -236,8 +247,7 @@ def whole_worker_killed_before_the_charge(ns: Namespace) -> None:
     with Ex08Run(ns) as run:
         first = run.worker("w1")
         run.hold("task_start", "inv-4")
-        first.kill_main()
-        celery_points.clear_pause(run.folder)
+        run.kill_main(first)
         run.worker("w2")
         run.settle()
         _charged_once(
