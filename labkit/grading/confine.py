@@ -236,10 +236,11 @@ class Confinement:
             return False
         return done.returncode == 0
 
-    def _bwrap_args(self, workdir: Path) -> list[str]:
+    def _bwrap_args(self, workdir: Path, own_pids: bool = True) -> list[str]:
         assert self.bwrap is not None
         args = [self.bwrap, "--die-with-parent", "--new-session"]
-        args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        args += ["--unshare-pid"] if own_pids else []
+        args += ["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if not self.network:
             args.append("--unshare-net")
         args += ["--perms", "1777", "--tmpfs", "/tmp", "--dev", "/dev", "--proc", "/proc"]
@@ -260,7 +261,9 @@ class Confinement:
             args += ["--bind", str(workdir), str(workdir)]
         return [*args, "--chdir", str(workdir), "--"]
 
-    def command(self, argv: list[str], workdir: Path, slot: int) -> list[str]:
+    def command(
+        self, argv: list[str], workdir: Path, slot: int, own_pids: bool = True
+    ) -> list[str]:
         """``argv`` wrapped in the sandbox, the limits and the uid drop (when they apply)."""
         uid = self.uid(slot)
         lim = self.limits
@@ -269,7 +272,7 @@ class Confinement:
         enter += [str(lim.cpu_seconds)]
         exe = shutil.which(argv[0]) or argv[0]
         inner = [*enter, exe, *argv[1:]]
-        return [*self._bwrap_args(workdir), *inner] if self.bwrap else inner
+        return [*self._bwrap_args(workdir, own_pids), *inner] if self.bwrap else inner
 
     def environment(self, workdir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """A small environment: nothing of the grader's (no tokens, no DSNs with passwords)."""
@@ -281,18 +284,20 @@ class Confinement:
             "PYTHONDONTWRITEBYTECODE": "1",
             "TMPDIR": "/tmp" if self.bwrap else str(workdir),
         }
-        env.update(extra or {})
+        # Only what the caller added or changed: a check passing {**os.environ, ...} must
+        # not hand the grader's own environment (tokens, passwords) to student code.
+        env.update({k: v for k, v in (extra or {}).items() if os.environ.get(k) != v})
         return env
 
     def popen(
-        self, argv: list[str], workdir: Path, slot: int, **kwargs: Any
+        self, argv: list[str], workdir: Path, slot: int, own_pids: bool = True, **kwargs: Any
     ) -> subprocess.Popen[Any]:
         """Start ``argv`` confined, in its own session (so its group can be killed)."""
         kwargs.setdefault("cwd", workdir)
         kwargs["env"] = self.environment(workdir, kwargs.get("env"))
         kwargs["start_new_session"] = True
         kwargs.setdefault("stdin", subprocess.DEVNULL)
-        command = self.command(argv, Path(workdir), slot)
+        command = self.command(argv, Path(workdir), slot, own_pids)
         if self.bwrap:
             return SandboxedPopen(command, **kwargs)
         return subprocess.Popen(command, **kwargs)

@@ -345,7 +345,10 @@ class RemoteNamespace(Namespace):
         student = self._student
         cwd = Path(kwargs.pop("cwd", self.workdir))
         student.confinement.hand_over(self.workdir, student.slot)
-        proc = student.confinement.popen(argv, cwd, student.slot, **kwargs)
+        # The host's pid namespace: checks signal a spawned worker's children by the pids
+        # it reports (ex08 kills one Celery pool process). Its tree still dies with the
+        # check (its session is killed) and, as root, with the notebook (its uid is swept).
+        proc = student.confinement.popen(argv, cwd, student.slot, own_pids=False, **kwargs)
         self._spawned.append(proc)
         return proc
 
