@@ -48,6 +48,23 @@ print(f"seed={SEED}  clock={clock}  folder={folder}")
 # `running → running` is crash recovery: the lease expired and another worker took the
 # job. `dead → pending` happens only when a person redrives it (lesson 07).
 
+# %% [markdown]
+# The same contract as a diagram, drawn from `labkit.viz.job_states_mermaid()` (a test
+# holds it against `TRANSITIONS`, so the picture cannot drift from the code):
+#
+# ```mermaid
+# stateDiagram-v2
+#     [*] --> pending: enqueue
+#     pending --> running: claim
+#     running --> succeeded: complete
+#     running --> retry_wait: transient failure
+#     retry_wait --> running: claim after run_after
+#     running --> dead: permanent failure, attempts or deadline used up
+#     running --> running: lease expired, another worker claims it
+#     dead --> pending: redrive (a person, never automatic)
+#     succeeded --> [*]
+# ```
+
 # %%
 rows = [
     {"from": state, "to": ", ".join(sorted(TRANSITIONS[state])) or "(final)"}

@@ -268,9 +268,10 @@ plt.show()
 
 # %%
 from labkit.explore import crash_matrix, replay
+from labkit.viz import matrix_grid
 
 matrix = crash_matrix(seed=SEED)
-print(matrix.table())
+matrix_grid(matrix)
 
 # %% [markdown]
 # This table is the centre of the lab, so the lesson checks every cell. Read it by rows:

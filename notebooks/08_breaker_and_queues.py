@@ -64,6 +64,19 @@ print(f"seed={SEED}  clock={clock}  folder={folder}")
 # `erp_in_w2` share nothing but the file. A listener on w1's object prints each
 # transition it makes.
 
+# %% [markdown]
+# The three states as a diagram, from `labkit.viz.breaker_mermaid()` (a test drives a real
+# breaker through every arrow, so the picture cannot drift from the code):
+#
+# ```mermaid
+# stateDiagram-v2
+#     [*] --> closed: created
+#     closed --> open: threshold failures in a row
+#     open --> half_open: cooldown has passed
+#     half_open --> closed: the trial call succeeds
+#     half_open --> open: the trial call fails
+# ```
+
 # %%
 store = JobStore(folder / "jobs.db", clock=clock, rng=rng)
 erp_in_w1 = CircuitBreaker("erp", threshold=3, cooldown=60, clock=clock, store_path=store.path)
