@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,12 @@ def save_like_jupyter(ipynb_path: Path) -> None:
     # jupytext ships no type information (no py.typed, no stubs package).
     from jupytext import TextFileContentsManager  # type: ignore[import-untyped]
 
-    manager = TextFileContentsManager(
-        root_dir=str(ipynb_path.parent.resolve()), pre_save_hook=pre_save_hook
-    )
+    with warnings.catch_warnings():
+        # jupyter_server warns that a hook given at construction "overrides" its default.
+        warnings.simplefilter("ignore", UserWarning)
+        manager = TextFileContentsManager(
+            root_dir=str(ipynb_path.parent.resolve()), pre_save_hook=pre_save_hook
+        )
     model = manager.get(ipynb_path.name, content=True)
     manager.save(model, ipynb_path.name)
 

@@ -51,9 +51,9 @@ JOB_STATE_EDGES: tuple[tuple[str, str, str], ...] = (
     ("running", "succeeded", "complete"),
     ("running", "retry_wait", "transient failure"),
     ("retry_wait", "running", "claim after run_after"),
-    ("running", "dead", "permanent failure, attempts or deadline used up"),
-    ("running", "running", "lease expired, another worker claims it"),
-    ("dead", "pending", "redrive (a person, never automatic)"),
+    ("running", "dead", "permanent, or out of attempts"),
+    ("running", "running", "lease expired"),
+    ("dead", "pending", "redrive"),
 )
 #: The breaker's moves (``labkit.breaker.CircuitBreaker``) with their causes.
 BREAKER_EDGES: tuple[tuple[str, str, str], ...] = (

@@ -59,9 +59,9 @@ print(f"seed={SEED}  clock={clock}  folder={folder}")
 #     running --> succeeded: complete
 #     running --> retry_wait: transient failure
 #     retry_wait --> running: claim after run_after
-#     running --> dead: permanent failure, attempts or deadline used up
-#     running --> running: lease expired, another worker claims it
-#     dead --> pending: redrive (a person, never automatic)
+#     running --> dead: permanent, or out of attempts
+#     running --> running: lease expired
+#     dead --> pending: redrive
 #     succeeded --> [*]
 # ```
 
