@@ -13,6 +13,7 @@ matrix grid and the ``check()`` report build on. (pandas users reach for
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any
@@ -56,19 +57,26 @@ def format_table(
 # (JupyterLab centres tables and right-aligns cells by default: undo both.)
 TABLE_STYLE = "border-collapse:collapse;margin:0.3em 0;table-layout:auto;max-width:100%"
 CELL_STYLE = "text-align:left;vertical-align:top;padding:2px 8px;border-bottom:1px solid #ccc"
+#: Where a word without spaces may wrap: after these (HTML-escaped) separators.
+WRAP_AFTER = (":", "/", "&amp;", "?", ",", "_")
+_HYPHENATED = re.compile(r"[^\s:/?,_<>]+-[^\s:/?,_<>]+")
 #: Short words that must never break (an error class, a state, a number).
 NOWRAP = "white-space:nowrap"
 
 
 def html_cell(value: Any, tag: str = "td", style: str = "") -> str:
-    """One table cell, escaped; long text wraps at spaces and after ``:`` ``/`` ``&`` ``?``.
+    """One table cell, escaped; long text wraps at spaces and after ``: / & ? , _``.
 
-    Keys and URLs have no spaces; a ``<wbr>`` after their separators lets them wrap at a
-    separator instead of running off the right edge or breaking mid-word.
+    Keys, URLs and snake_case names have no spaces; a ``<wbr>`` after their separators
+    lets them wrap at a separator instead of running off the right edge or breaking
+    mid-word; a piece with a hyphen is never split at it. (A cell styled
+    ``white-space:nowrap`` never wraps at all.)
     """
     text = html.escape(_cell(value), quote=False)
-    for sep in (":", "/", "&amp;", "?", ","):
+    for sep in WRAP_AFTER:
         text = text.replace(sep, sep + "<wbr>")
+    # Browsers also break after a hyphen ("2026-01-" / "01"); keep such pieces whole.
+    text = _HYPHENATED.sub(lambda m: f'<span style="{NOWRAP}">{m.group(0)}</span>', text)
     css = CELL_STYLE + (f";{style}" if style else "")
     return f'<{tag} style="{css}">{text}</{tag}>'
 

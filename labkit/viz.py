@@ -309,8 +309,9 @@ def matrix_grid(matrix: Any) -> Rich:
     points = matrix.points()
     pivot = matrix.pivot()
     found = [v for v in VERDICT_COLOURS if any(v in row.values() for row in pivot)]
-    head = html_cell("strategy \\ crash point", "th", "white-space:nowrap") + "".join(
-        html_cell(p, "th", "white-space:nowrap") for p in points
+    # Point names may wrap after "_", so seven columns fit beside the file browser.
+    head = html_cell("strategy \\ crash point", "th") + "".join(
+        html_cell(p, "th") for p in points
     )
     body = ""
     for row in pivot:

@@ -19,6 +19,7 @@ Without Chromium or Playwright it skips, saying how to install them;
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -151,6 +152,24 @@ def open_notebook(page: Any, lab: Lab, path: str) -> None:
         timeout=90_000)
 
 
+def wait_for_cells(page: Any, path: Path, timeout_s: float = 60) -> None:
+    """Wait until the open notebook shows all the cells and outputs the file holds."""
+    stored = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    outputs = sum(len(c.get("outputs", [])) for c in stored)
+    panel = ".jp-NotebookPanel:not(.lm-mod-hidden) "
+    deadline = time.monotonic() + timeout_s
+    seen = (0, 0)
+    while time.monotonic() < deadline:
+        seen = (page.locator(panel + ".jp-Cell").count(),
+                page.locator(panel + ".jp-OutputArea-output").count())
+        if seen[0] == len(stored) and seen[1] >= min(outputs, 1):
+            page.wait_for_timeout(300)  # let the last outputs finish rendering
+            return
+        page.wait_for_timeout(250)
+    raise AssertionError(f"{path.name}: {seen[0]} of {len(stored)} cells and {seen[1]} outputs "
+                         f"shown after {timeout_s:.0f}s")
+
+
 def menu(page: Any, top: str, item: str) -> None:
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{top}$")).click()
     page.locator(".lm-Menu-itemLabel", has_text=item).first.click()
@@ -186,6 +205,35 @@ def assert_clean_outputs(page: Any, what: str) -> None:
     text = page.locator(panel + ".jp-Notebook").inner_text()
     broken = [b for b in BROKEN_WIDGET if b in text]
     assert not broken, f"{what}: widgets did not render ({broken})"
+    assert_tables_fit(page, what)
+
+
+def assert_tables_fit(page: Any, what: str) -> None:
+    """No labkit table or widget grid is wider than its output area (nothing cut off)."""
+    overflowing = page.evaluate("""() => {
+        const sel = '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output';
+        return [...document.querySelectorAll(sel)]
+            .filter(out => out.querySelector('.labkit-table, .labkit-matrix, .widget-gridbox'))
+            .filter(out => out.scrollWidth > out.clientWidth + 1)
+            .map(out => out.innerText.slice(0, 120));
+    }""")
+    assert not overflowing, f"{what}: tables wider than a {WIDTH} px window: {overflowing}"
+
+
+def save_untouched(page: Any, repo: Path, path: str) -> None:
+    """File > Save Notebook on a freshly opened notebook; its files must keep their bytes."""
+    ipynb = repo / path
+    before = files_of(ipynb.parent, ipynb.stem)
+    stamp = ipynb.stat().st_mtime_ns
+    menu(page, "File", "Save Notebook")
+    deadline = time.monotonic() + 30
+    while ipynb.stat().st_mtime_ns == stamp and time.monotonic() < deadline:
+        page.wait_for_timeout(200)
+    assert ipynb.stat().st_mtime_ns != stamp, "File > Save Notebook wrote nothing"
+    page.wait_for_timeout(500)  # the paired .py is written in the same save
+    after = files_of(ipynb.parent, ipynb.stem)
+    changed = sorted(n for n in after if after[n] != before.get(n))
+    assert not changed, f"a save in JupyterLab rewrote {changed}"
 
 
 def files_of(folder: Path, stem: str) -> dict[str, bytes]:
@@ -194,24 +242,39 @@ def files_of(folder: Path, stem: str) -> dict[str, bytes]:
 
 def test_saving_a_lesson_in_the_browser_leaves_its_files_as_committed(served, page):
     lab, repo = served
-    before = files_of(repo / "notebooks", "04_job_table")
     open_notebook(page, lab, "notebooks/04_job_table.ipynb")
-    ipynb = repo / "notebooks" / "04_job_table.ipynb"
-    stamp = ipynb.stat().st_mtime_ns
-    menu(page, "File", "Save Notebook")
-    deadline = time.monotonic() + 30
-    while ipynb.stat().st_mtime_ns == stamp and time.monotonic() < deadline:
-        page.wait_for_timeout(200)
-    assert ipynb.stat().st_mtime_ns != stamp, "File > Save Notebook wrote nothing"
-    page.wait_for_timeout(500)  # the paired .py is written in the same save
-    after = files_of(repo / "notebooks", "04_job_table")
-    changed = sorted(n for n in after if after[n] != before.get(n))
-    assert not changed, f"a save in JupyterLab rewrote {changed}"
+    save_untouched(page, repo, "notebooks/04_job_table.ipynb")
+    assert_tables_fit(page, "lesson 04 as stored")
     # The Mermaid diagram is drawn (an SVG), not left as a code block.
     diagram = page.locator(".jp-RenderedMarkdown .jp-RenderedMermaid img").first
     diagram.scroll_into_view_if_needed()
     diagram.wait_for()
     shoot(page, "04_mermaid", diagram)
+
+
+LESSONS = sorted(p.name for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def test_every_lesson_as_stored_shows_no_error_and_fits_the_window(served, page):
+    # One JupyterLab page, each lesson opened from the file browser and closed again
+    # (reloading the app per lesson would double the test's time).
+    lab, _repo = served
+    page.goto(lab.page("notebooks"))
+    for lesson in LESSONS:
+        page.locator(".jp-DirListing-itemText", has_text=re.compile(f"^{lesson}$")).dblclick()
+        tab = page.locator(".lm-TabBar-tab.lm-mod-current", has_text=lesson)
+        tab.wait_for()
+        wait_for_cells(page, REPO / "notebooks" / lesson)
+        assert_clean_outputs(page, f"{lesson} as stored")
+        tables = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .labkit-table")
+        if os.environ.get("LABKIT_BROWSER_SHOTS") and tables.count():
+            tables.last.scroll_into_view_if_needed()
+            shoot(page, f"stored_{Path(lesson).stem}", tables.last.locator("xpath=../.."))
+        menu(page, "File", "Close and Shut Down Notebook")
+        accept = page.locator(".jp-Dialog .jp-mod-accept")
+        with contextlib.suppress(Exception):  # the dialog shows only once a kernel runs
+            accept.click(timeout=3_000)
+        tab.wait_for(state="detached")
 
 
 def test_lesson_06_runs_clean_and_the_fault_panel_works(served, page):
@@ -257,6 +320,11 @@ def test_lesson_07_runs_clean_and_the_dead_letter_screen_redrives(served, page):
     lab, repo = served
     db = repo / "notebooks" / ".labkit-scratch" / "07" / "jobs.db"
     open_notebook(page, lab, "notebooks/07_dead_letter.ipynb")
+    # Before a run the stored widget output reads as its one line of text, not an error.
+    stored = page.locator(".jp-OutputArea-output", has_text="Dead-letter screen: run the")
+    stored.first.wait_for()
+    assert_clean_outputs(page, "lesson 07 as stored")
+    save_untouched(page, repo, "notebooks/07_dead_letter.ipynb")  # widgets and HTML outputs
     restart_and_run_all(page)
     wait_until_all_ran(page)
     assert_clean_outputs(page, "lesson 07")
