@@ -165,16 +165,20 @@ def age_text(seconds: float) -> str:
     return f"{seconds / 86_400:.0f}d"
 
 
-def show(rows: Iterable[Mapping[str, Any] | Any], columns: Sequence[str] | None = None) -> None:
-    """Show the rows as a ``Table``: HTML in a notebook, ``format_table`` text elsewhere."""
-    display(Table(rows, columns))
+def show(
+    rows: Rich | Iterable[Mapping[str, Any] | Any], columns: Sequence[str] | None = None
+) -> None:
+    """Show rows (or a ready ``Table``): HTML in a notebook, ``format_table`` text elsewhere."""
+    display(rows if isinstance(rows, Rich) else Table(rows, columns))
 
 
 JOB_COLUMNS = ("id", "kind", "key", "state", "attempt", "max_attempts", "run_after", "lease_owner")
 
 
-def jobs_table(store: Any, columns: Sequence[str] = JOB_COLUMNS, state: str | None = None) -> str:
-    """The jobs table as text, times shown as UTC."""
+def jobs_table(
+    store: Any, columns: Sequence[str] = JOB_COLUMNS, state: str | None = None
+) -> Table:
+    """The jobs table, times shown as UTC: ``show()`` it as HTML, ``print()`` it as text."""
     rows = []
     for job in store.jobs(state=state):
         row = asdict(job)
@@ -182,4 +186,4 @@ def jobs_table(store: Any, columns: Sequence[str] = JOB_COLUMNS, state: str | No
         for name in ("run_after", "lease_until", "created_at", "updated_at"):
             row[name] = isoformat(row[name]) if row[name] is not None else None
         rows.append(row)
-    return format_table(rows, columns)
+    return Table(rows, columns)

@@ -164,7 +164,7 @@ assert plan.fired_at("after_effect", "crash") and plan.fired_at("before_call", "
 # %%
 store = JobStore(folder / "run" / "jobs.db", clock)
 world = World(folder / "run" / "world.db", clock)
-print(jobs_table(store, columns=("id", "key", "state", "attempt", "lease_owner", "result")))
+show(jobs_table(store, columns=("id", "key", "state", "attempt", "lease_owner", "result")))
 assert [j.state for j in store.jobs()] == ["succeeded"] * 3
 
 # %% [markdown]

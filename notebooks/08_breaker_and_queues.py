@@ -212,7 +212,7 @@ def spent(store, job_id):
 
 # %%
 plain, _, plain_calls = outage(with_breaker=False)
-print(jobs_table(plain, columns=("id", "key", "state", "attempt", "dead_reason")))
+show(jobs_table(plain, columns=("id", "key", "state", "attempt", "dead_reason")))
 print(f"\ncalls to the ERP: {len(plain_calls)}")
 assert plain.counts()["dead"] == 6 and len(plain_calls) == 30
 

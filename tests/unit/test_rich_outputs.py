@@ -136,3 +136,14 @@ def test_fault_panel_labels_are_sized_to_their_words():
     panel = fault_panel()
     for control in (panel.strategy, panel.point, panel.seed):
         assert control.style.description_width == "initial", control.description
+
+
+def test_jobs_table_shows_as_html_and_prints_as_the_text_table(store, capsys):
+    from labkit.report import jobs_table
+
+    store.enqueue("mail.send", {"to": 1}, key="mail:1:send:v1")
+    table = jobs_table(store, columns=("id", "key", "state"))
+    print(table)
+    assert capsys.readouterr().out.splitlines() == [
+        "id  key             state", "--  --------------  -------", "1   mail:1:send:v1  pending"]
+    assert "<wbr>" in mimebundle(table)["text/html"]  # a key may wrap after its colons
