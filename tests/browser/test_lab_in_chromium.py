@@ -126,12 +126,19 @@ def browser(chromium: str) -> Iterator[Any]:
 
 
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
+def page(browser: Any, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
     page = context.new_page()
     page.set_default_timeout(60_000)
     try:
         yield page
+        if getattr(request.node, "labkit_failed", False):
+            # What the browser showed when the test failed, for the CI log.
+            shot = Path(os.environ.get("LABKIT_BROWSER_SHOTS") or tmp_path) / (
+                re.sub(r"\W+", "_", request.node.name) + "_failed.png")
+            shot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(shot))
+            print(f"screenshot of the failure: {shot}")
     finally:
         context.close()
 
@@ -145,7 +152,8 @@ def shoot(page: Any, name: str, locator: Any = None) -> None:
 
 def open_notebook(page: Any, lab: Lab, path: str) -> None:
     """Open ``path`` in JupyterLab and wait until its kernel is idle."""
-    page.goto(lab.page(path))
+    # "reset": start from an empty workspace, not the tabs an earlier test left open.
+    page.goto(lab.page(path) + "&reset")
     page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").wait_for()
     # The status bar names the kernel once it is connected, then says Idle.
     page.locator(".jp-StatusBar-Widget", has_text=re.compile(r"Python 3.*\| Idle")).wait_for(
@@ -168,6 +176,12 @@ def wait_for_cells(page: Any, path: Path, timeout_s: float = 60) -> None:
         page.wait_for_timeout(250)
     raise AssertionError(f"{path.name}: {seen[0]} of {len(stored)} cells and {seen[1]} outputs "
                          f"shown after {timeout_s:.0f}s")
+
+
+def wait_idle(page: Any) -> None:
+    """Let a click reach the kernel, then wait until the kernel has handled it."""
+    page.wait_for_timeout(300)
+    page.locator(".jp-StatusBar-Widget", has_text=re.compile(r"Python 3.*\| Idle")).wait_for()
 
 
 def menu(page: Any, top: str, item: str) -> None:
@@ -259,7 +273,7 @@ def test_every_lesson_as_stored_shows_no_error_and_fits_the_window(served, page)
     # One JupyterLab page, each lesson opened from the file browser and closed again
     # (reloading the app per lesson would double the test's time).
     lab, _repo = served
-    page.goto(lab.page("notebooks"))
+    page.goto(lab.page("notebooks") + "&reset")
     for lesson in LESSONS:
         page.locator(".jp-DirListing-itemText", has_text=re.compile(f"^{lesson}$")).dblclick()
         tab = page.locator(".lm-TabBar-tab.lm-mod-current", has_text=lesson)
@@ -299,6 +313,7 @@ def test_lesson_06_runs_clean_and_the_fault_panel_works(served, page):
     panel.locator(".widget-dropdown", has=page.locator("label", has_text="crash at")) \
         .locator("select").select_option("after_commit")
     world_db = repo / "notebooks" / ".labkit-scratch" / "06" / "fault-run" / "world.db"
+    wait_idle(page)
     panel.locator("button", has_text=re.compile(r"^\s*Run\s*$")).click()
     panel.locator("pre", has_text="verdict : lost").wait_for(timeout=60_000)
     shoot(page, "06_fault_panel", panel)
@@ -337,6 +352,7 @@ def test_lesson_07_runs_clean_and_the_dead_letter_screen_redrives(served, page):
     kinds = [o for o in kind.locator("option").all_inner_texts() if o != "(all)"]
     assert kinds, "the dead-letter screen offers no kind to filter by"
     kind.select_option(kinds[0])
+    wait_idle(page)  # the kernel re-reads the store and redraws the rows
     boxes = screen.locator("input[type='checkbox']")
     boxes.first.wait_for()
     assert boxes.count() >= 1
@@ -349,13 +365,17 @@ def test_lesson_07_runs_clean_and_the_dead_letter_screen_redrives(served, page):
     assert state == "dead"
 
     boxes.first.check()
+    wait_idle(page)
+    assert boxes.first.is_checked()
     screen.locator("button", has_text="Dry run").click()
-    message = screen.locator("pre", has_text="would redrive")
+    wait_idle(page)
+    message = screen.locator("pre", has_text=re.compile("would redrive|Nothing is selected"))
     message.wait_for()
-    assert "would redrive 1 job(s)" in message.inner_text()
+    assert "would redrive 1 job(s)" in message.inner_text(), message.inner_text()
     assert _job(db, job_id) == ("dead", redrives)  # a dry run changes nothing
 
     screen.locator("button", has_text="Redrive selected").click()
+    wait_idle(page)
     screen.locator("pre", has_text="redrove").wait_for()
     assert "redrove 1 job(s)" in screen.inner_text()
     assert _job(db, job_id) == ("pending", redrives + 1)  # the database, read here
