@@ -280,6 +280,14 @@ def test_every_lesson_as_stored_shows_no_error_and_fits_the_window(served, page)
         tab.wait_for()
         wait_for_cells(page, REPO / "notebooks" / lesson)
         assert_clean_outputs(page, f"{lesson} as stored")
+        # Every ```mermaid block is drawn as a diagram, not left as code.
+        blocks = (REPO / "notebooks" / lesson).read_text(encoding="utf-8").count("```mermaid")
+        drawn = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedMermaid img")
+        if blocks:
+            drawn.nth(blocks - 1).wait_for(timeout=30_000)
+            drawn.last.scroll_into_view_if_needed()
+            shoot(page, f"mermaid_{Path(lesson).stem}", drawn.last)
+        assert drawn.count() == blocks, f"{lesson}: {drawn.count()} of {blocks} diagrams drawn"
         tables = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .labkit-table")
         if os.environ.get("LABKIT_BROWSER_SHOTS") and tables.count():
             tables.last.scroll_into_view_if_needed()
