@@ -2,7 +2,7 @@
 
 ::
 
-    labkit inspect jobs.db [--job ID]              counts, dead letters, one job's attempts
+    labkit inspect jobs.db [--job ID] [--as-of T]  counts, dead letters, one job's attempts
     labkit retry-failed jobs.db --limit N          redrive dead jobs whose failures were transient
     labkit redrive jobs.db ID [ID ...]             redrive those dead jobs (same key)
     labkit redrive jobs.db --limit N [--kind K]    redrive in bulk: --limit is required
@@ -10,7 +10,10 @@
     labkit release exercises                        write the student notebooks
     labkit grade submissions --out grades.csv       grade one folder per student
 
-Every command that changes jobs accepts ``--dry-run`` and names what it would do. Bulk
+Every command that changes jobs accepts ``--dry-run`` and names what it would do.
+``inspect``, ``redrive`` and ``retry-failed`` accept ``--as-of T`` to act as if it were
+time T (UTC): ages are read, and redriven jobs become due, at T. Reports and lessons
+use it to print the same thing on every run. Bulk
 redrive has no default limit: redriving a whole dead-letter queue by accident floods
 the dependency that killed those jobs in the first place.
 """
@@ -22,10 +25,11 @@ import importlib
 import signal
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from labkit.clock import SystemClock, isoformat
+from labkit.clock import Clock, FakeClock, SystemClock, isoformat
 from labkit.errors import LabkitError
 from labkit.job import Job, JobState
 from labkit.report import age_text, format_table
@@ -36,7 +40,7 @@ class CliError(Exception):
     """A usage problem, reported as one line on stderr with exit code 2."""
 
 
-def _open(path: Path) -> JobStore:
+def _open(path: Path, clock: Clock | None = None) -> JobStore:
     """Open an existing job database; never create one by mistake."""
     if not path.exists():
         raise CliError(
@@ -44,13 +48,29 @@ def _open(path: Path) -> JobStore:
             "(the file your workers and enqueuers use)"
         )
     try:
-        return JobStore(path, clock=SystemClock())
+        return JobStore(path, clock=clock or SystemClock())
     except LabkitError as exc:
         raise CliError(str(exc)) from None
 
 
+def _as_of(text: str) -> float:
+    """``--as-of`` as epoch seconds: ISO 8601, read as UTC when it names no zone."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--as-of wants a time like 2026-01-01T08:00:00Z, not {text!r}"
+        ) from None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
+def _clock(args: argparse.Namespace) -> Clock | None:
+    """A clock fixed at ``--as-of`` when given; None means the wall clock."""
+    return FakeClock(args.as_of) if args.as_of is not None else None
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
-    with _open(args.db) as store:
+    with _open(args.db, _clock(args)) as store:
         if args.job is not None:
             job = store.get(args.job)
             print(
@@ -112,7 +132,7 @@ def _need_limit(args: argparse.Namespace, what: str) -> int:
 
 
 def cmd_redrive(args: argparse.Namespace) -> int:
-    with _open(args.db) as store:
+    with _open(args.db, _clock(args)) as store:
         if args.ids:
             if args.kind or args.queue or args.error_class:
                 raise CliError("give job ids or filters (--kind/--queue/--error-class), not both")
@@ -141,7 +161,7 @@ def cmd_redrive(args: argparse.Namespace) -> int:
 
 def cmd_retry_failed(args: argparse.Namespace) -> int:
     limit = _need_limit(args, "retry failed jobs")
-    with _open(args.db) as store:
+    with _open(args.db, _clock(args)) as store:
         dead = store.jobs(state=JobState.DEAD, limit=1_000_000)
         matching = [
             j
@@ -241,15 +261,22 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from labkit.grading.grade import DEFAULT_SOLUTIONS
-
+    # labkit.grading.grade's DEFAULT_SOLUTIONS, named here without importing grading: that
+    # pulls in nbformat, a second of start-up every `labkit inspect` would pay for nothing.
+    default_solutions = Path(__file__).resolve().parents[1] / "solutions"
     parser = argparse.ArgumentParser(prog="labkit", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
+
+    def as_of(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--as-of", type=_as_of, help="act at this UTC time (ISO 8601) instead of now"
+        )
 
     p = sub.add_parser("inspect", help="counts by state, dead letters, one job's history")
     p.add_argument("db", type=Path)
     p.add_argument("--job", type=int, help="show this job's attempt history")
     p.add_argument("--limit", type=int, default=20, help="dead letters to list (default 20)")
+    as_of(p)
     p.set_defaults(run=cmd_inspect)
 
     def filters(p: argparse.ArgumentParser) -> None:
@@ -258,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--dry-run", action="store_true", help="show what would change, change nothing"
         )
+        as_of(p)
 
     p = sub.add_parser("redrive", help="send dead jobs back to pending, keeping their keys")
     p.add_argument("db", type=Path)
@@ -285,14 +313,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("release", help="write the student notebooks from the solutions")
     p.add_argument("out", type=Path)
-    p.add_argument("--solutions", type=Path, default=DEFAULT_SOLUTIONS)
+    p.add_argument("--solutions", type=Path, default=default_solutions)
     p.set_defaults(run=cmd_release)
 
     p = sub.add_parser("grade", help="grade a folder with one subfolder per student")
     p.add_argument("submissions", type=Path)
     p.add_argument("--out", type=Path, default=Path("grades.csv"))
     p.add_argument("--feedback", type=Path, help="feedback folder (default: next to --out)")
-    p.add_argument("--solutions", type=Path, default=DEFAULT_SOLUTIONS)
+    p.add_argument("--solutions", type=Path, default=default_solutions)
     p.add_argument("--exercise", action="append", help="grade only this exercise (repeatable)")
     p.add_argument("--cell-timeout", type=float, default=60.0)
     p.add_argument("--check-timeout", type=float, default=10.0)

@@ -4,6 +4,13 @@
 # *A ten-minute tour: what this lab teaches, the job store in five cells, how a
 # notebook checks itself, and the outside world whose truth every lesson reads.*
 #
+# > **Resumo.** Um tour de dez minutos: o que o lab ensina, de onde ele vem (quatro
+# > artigos em português), a tabela de jobs em cinco células (chave, claim, lease, crash e
+# > recuperação), como cada notebook confere a si mesmo com `assert` e nbval, e o "mundo
+# > lá fora", cujos registros dizem o que realmente aconteceu.
+#
+# Run time: about 2 seconds (one small SQLite file; nothing waits).
+#
 # Background jobs fail in ways that are easy to miss: a cron script charges a customer
 # twice because it ran twice; a worker dies after the ERP accepted an order but before it
 # wrote that down; a retry storm hits a service that was already down; a poison message
@@ -20,18 +27,42 @@
 #
 # | nb | topic |
 # |---|---|
-# | 00 | start here (this tour) |
-# | 01 | the naive script and how it lies |
-# | 02 | a lockfile: one instance at a time |
-# | 03 | units of work and stable keys |
-# | 04 | the job table: states, claims, leases |
-# | 05 | retries, backoff and jitter |
-# | 06 | a crash between the effect and the ack |
-# | 07 | dead letters and redrive |
-# | 08 | a circuit breaker, a queue per account, a serial queue |
-# | 09 | the transactional outbox and its relay |
-# | 10 | periodic jobs: two schedulers, one run per slot |
-# | 11–13 | planned: observability, request-reply, production |
+# | 00 | [start here](00_start_here.ipynb) (this tour) |
+# | 01 | [the naive script and how it lies](01_naive_script.ipynb) |
+# | 02 | [a lockfile: one instance at a time](02_lockfile.ipynb) |
+# | 03 | [units of work and stable keys](03_keys.ipynb) |
+# | 04 | [the job table: states, claims, leases](04_job_table.ipynb) |
+# | 05 | [retries, backoff and jitter](05_retries.ipynb) |
+# | 06 | [a crash between the effect and the ack](06_crash_matrix.ipynb) |
+# | 07 | [dead letters and redrive](07_dead_letter.ipynb) |
+# | 08 | [a circuit breaker, a queue per account, a serial queue](08_breaker_and_queues.ipynb) |
+# | 09 | [the transactional outbox and its relay](09_outbox.ipynb) |
+# | 10 | [periodic jobs: two schedulers, one run per slot](10_periodic_jobs.ipynb) |
+# | 11 | [observability: logs, the runs table, metrics, an alert](11_observability.ipynb) |
+# | 12 | [async request-reply over real HTTP](12_request_reply.ipynb) |
+# | 13 | [beyond one machine: PostgreSQL and Redis Streams](13_beyond_one_machine.ipynb) |
+# | 14 | [Celery in production, for real](14_celery.ipynb) |
+# | 15 | [the three bad nights again: before and after](15_three_nights_again.ipynb) |
+#
+# Words you do not know, in English or Portuguese: [Glossary / Glossário](glossary.md).
+#
+# ## Where the lab comes from
+#
+# Four articles, written in Portuguese, tell the stories this lab re-runs. The lessons
+# name them by a short name:
+#
+# | short name | article | what the lab takes from it |
+# |---|---|---|
+# | the cron article | *Automação Resiliente com Python: Retries, Lockfile e Idempotência Sem Drama* | the naive cron script and its bad nights, the lockfile, errors sorted before retrying, an expired token that must fail loudly (lessons 01, 02, 03, 05) |
+# | the ERP article | *Filas que falham bem: retry, dead-letter, circuit breaker e idempotência com Celery* | the event row with a content key, dead letter as a screen with a redrive button, a breaker and a queue per ERP account, a serial queue (lessons 03, 04, 07, 08, 09) |
+# | the async-jobs lesson | *Queues/Workers/async agents* | job states, durable acceptance, redelivery and the effect/ack window, the outbox, dead letters with their origin (lessons 04, 06, 07, 09, 12) |
+# | the Celery-in-production article | *Celery em produção — retries, idempotência e Celery Beat* | retries with backoff and jitter, the dedup record in the effect's transaction, upsert instead of increment, one Celery Beat and how long to keep keys (lessons 05, 06, 10, 14) |
+#
+# Where an article is wrong the lab says so and shows it. The Celery-in-production
+# article says Celery is at-least-once by default; it is not. By default Celery
+# acknowledges a task *before* running it (`task_acks_late=False`), so a worker killed
+# mid-task loses it. Only late acks plus `task_reject_on_worker_lost=True` redeliver it,
+# and on Redis only after the visibility timeout (lessons 06 and 14).
 
 # %% [markdown]
 # ## Setup
@@ -217,20 +248,9 @@ print(format_table([{"file": p.name} for p in sorted(folder.iterdir()) if p.suff
 # | the world | two `mail` effects for one key: a duplicate |
 # | a lost reply | the caller saw `ResponseLost`; the call log says `ok_response_lost`; one charge |
 #
-# ## Glossary
+# ## Glossary and next
 #
-# | English | Português (Brasil) |
-# |---|---|
-# | job | job, tarefa em segundo plano |
-# | key (operation key) | chave (chave da operação) |
-# | enqueue | enfileirar |
-# | claim | reivindicar (pegar) o job |
-# | lease | lease, concessão com prazo |
-# | lease expired | lease expirado |
-# | attempt | tentativa |
-# | crash recovery | recuperação após queda |
-# | effect | efeito (o que aconteceu lá fora) |
-# | call log | registro de chamadas |
-# | lost response (reply) | resposta perdida |
-# | duplicate | duplicado |
-# | fake clock | relógio falso |
+# The terms of this lesson, and of every other, in English and Portuguese:
+# [Glossary / Glossário](glossary.md).
+#
+# [Next: 01 · The naive script](01_naive_script.ipynb)

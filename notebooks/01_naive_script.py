@@ -5,7 +5,15 @@
 # three ways it charges people twice, each shown from the payment provider's own
 # records.*
 #
-# Seed 000 opens with the script everyone writes first: fetch the data, process it,
+# > **Resumo.** O script de cobrança que todo mundo escreve primeiro (buscar, processar,
+# > enviar), sem proteção nenhuma, em três noites ruins: o processo morre no meio e a
+# > reexecução cobra de novo; o cron dispara duas execuções ao mesmo tempo; a resposta do
+# > provedor se perde e o retry cobra duas vezes. Quem julga é o registro do provedor de
+# > pagamentos, não o log do script.
+#
+# Run time: about 2 seconds (two threads play the overlapping cron runs).
+#
+# The cron article opens with the script everyone writes first: fetch the data, process it,
 # send the result. It is clean, it works on the first day, and it knows nothing: not
 # whether it is already running, not whether it died halfway last night, not whether
 # the provider did the charge whose reply never came back. This lesson writes that
@@ -48,7 +56,7 @@ print(f"seed={SEED}  clock={clock}  folder={folder}")
 # Six customers are due this month. The script fetches them, works out each invoice
 # (the table below), charges the card and emails the invoice. It even retries a
 # timeout, three tries, because the payment API is sometimes slow: that is day four in
-# seed 000's story, and on day five "the retry duplicates everything".
+# the cron article's story, and on day five "the retry duplicates everything".
 #
 # It passes the invoice reference to the provider as `key`, the way one puts an order
 # number in Stripe's metadata. That is a label for us to read the records by; it does
@@ -237,12 +245,19 @@ assert charges_per_customer(night3) == {
 # The provider's log of calls shows how it happened: bruno's first charge was done and
 # its reply lost (`ok_response_lost`), then the retry was done again (`ok`). The script
 # saw one timeout and one success, and believes it charged bruno once.
+#
+# The call ids have a gap (1, 3, 4) because the world numbers the calls of all its
+# services in one sequence, and this table shows only the payment API: call 2 is the
+# invoice email to ana, sent between her charge and bruno's.
 
 # %%
 show(
     [{"id": c.id, "service": c.service, "key": c.key, "outcome": c.outcome,
       "status": c.status} for c in night3.calls(service="payments")][:3]
 )
+call_2 = next(c for c in night3.calls() if c.id == 2)
+print(f"\ncall 2 is {call_2.service}.{call_2.action} for {call_2.key}")
+assert (call_2.service, call_2.key) == ("mail", f"inv-{MONTH}-ana")
 bruno = [c.outcome for c in night3.calls(service="payments") if c.key == f"inv-{MONTH}-bruno"]
 assert bruno == ["ok_response_lost", "ok"]
 
@@ -291,18 +306,9 @@ assert [row["customers overcharged"] for row in summary] == [0, 3, 6, 1]
 # | lost response | bruno charged twice: calls `ok_response_lost`, then `ok` |
 # | side by side | overcharged customers: 0, 3, 6, 1 |
 #
-# ## Glossary
+# ## Glossary and next
 #
-# | English | Português (Brasil) |
-# |---|---|
-# | naive script | script ingênuo |
-# | side effect | efeito colateral |
-# | cron run | execução do cron |
-# | re-run | reexecução |
-# | overlapping runs | execuções simultâneas (sobrepostas) |
-# | duplicate charge | cobrança duplicada |
-# | lost response | resposta perdida |
-# | timeout | timeout, tempo esgotado |
-# | unknown outcome | resultado desconhecido |
-# | fault plan | plano de falhas |
-# | unit of work | unidade de trabalho |
+# The terms of this lesson, and of every other, in English and Portuguese:
+# [Glossary / Glossário](glossary.md).
+#
+# [Next: 02 · A lockfile](02_lockfile.ipynb)

@@ -4,8 +4,15 @@
 # *A lock the kernel takes back when its holder dies stops two cron runs from
 # overlapping; a pidfile does not, and neither makes a re-run safe.*
 #
+# > **Resumo.** Um lock que o kernel libera quando o dono morre impede duas execuções do
+# > cron ao mesmo tempo. Com processos reais: o segundo é recusado, o dono leva `kill -9`
+# > e o lock se solta sozinho; um pidfile ingênuo fica para trás e bloqueia tudo. E o que
+# > o lock não resolve: a reexecução depois de um crash continua cobrando em dobro.
+#
+# Run time: about 3 seconds (it starts a dozen short Python processes).
+#
 # Lesson 01's second bad night had two runs of the billing script charging everyone
-# twice, because cron starts a new run whether or not the last one finished. Seed 000
+# twice, because cron starts a new run whether or not the last one finished. The cron article
 # calls the lockfile "the cron's seat belt": the first thing a run does is take a lock,
 # and a run that cannot take it stops. This lesson runs real processes against
 # `labkit.lock`:
@@ -306,17 +313,9 @@ assert charges_per_customer(rerun) == {
 # | file deleted by hand | run-09h goes ahead |
 # | crash under the lock, then a re-run | ana, bruno, carla charged twice (2, 2, 2, 1, 1, 1) |
 #
-# ## Glossary
+# ## Glossary and next
 #
-# | English | Português (Brasil) |
-# |---|---|
-# | lock, lockfile | trava, lockfile (arquivo de trava) |
-# | single instance | instância única |
-# | holder (of a lock) | detentor (da trava) |
-# | process id (pid) | identificador do processo (pid) |
-# | pidfile | pidfile (arquivo de pid) |
-# | stale | obsoleto, velho (que ficou para trás) |
-# | SIGKILL, `kill -9` | SIGKILL, `kill -9` (morte sem limpeza) |
-# | overlap | sobreposição |
-# | exit code | código de saída |
-# | re-run | reexecução |
+# The terms of this lesson, and of every other, in English and Portuguese:
+# [Glossary / Glossário](glossary.md).
+#
+# [Next: 03 · Units of work and stable keys](03_keys.ipynb)

@@ -4,6 +4,14 @@
 # *A retry, a second cron run and a redelivery must all carry the same key, so the job
 # table can tell "again" from "new".*
 #
+# > **Resumo.** Cada unidade de trabalho ganha uma chave estável, feita da intenção
+# > (origem, id, ação, versão), nunca de uuid ou horário. Você vai ver duas execuções do
+# > cron virarem três jobs, não seis; o mesmo item duas vezes na fonte e um webhook
+# > duplicado virarem um job só; o fingerprint do payload; e a mesma chave com outro
+# > conteúdo recusada com `IdempotencyConflict`.
+#
+# Run time: about 2 seconds.
+#
 # Lesson 01 ended with a customer charged twice: the cron script ran twice and nothing
 # could tell that the second run was the same work as the first. This lesson gives each
 # piece of work a name that does not change between runs, and shows what the job table
@@ -150,10 +158,19 @@ assert store.counts()["pending"] == 3
 assert [o["created"] for o in second] == [False, False, False]
 
 # %% [markdown]
-# The key also survives the job's whole life. A retry is the **same row**. A worker
-# claims the first charge (invoice 41) and the payment API times out: the job goes to
-# `retry_wait` with attempt 1 recorded. Another worker charges invoices 42 and 43, and
-# when the backoff has passed it picks invoice 41 up again: same id, same key,
+# The key also survives the job's whole life. A retry is the **same row**. Three calls
+# of the job store appear here for the first time (lesson 04 takes each one apart):
+#
+# * `store.claim(worker, lease_s=30)` hands the oldest ready job to one worker, marks it
+#   `running` and counts an attempt;
+# * `store.fail(job, error)` records a failed attempt; for a transient error (a timeout,
+#   a 503) the job goes to **`retry_wait`**, a state that means "try again after a
+#   backoff" (lesson 05 chooses how long), instead of being lost or retried at once;
+# * `store.complete(job, result=...)` records success.
+#
+# A worker claims the first charge (invoice 41) and the payment API times out: the job
+# goes to `retry_wait` with attempt 1 recorded. Another worker charges invoices 42 and
+# 43, and when the backoff has passed it picks invoice 41 up again: same id, same key,
 # attempt 2. Nothing about a retry needs a new name.
 
 # %%
@@ -185,6 +202,53 @@ print()
 print(store.counts())
 assert store.counts()["succeeded"] == 3 and store.counts()["pending"] == 0
 assert not any(o["created"] for o in tomorrow)
+
+# %% [markdown]
+# ### The same item twice in the source
+#
+# The cron article lists another thing the naive script cannot know: whether the same
+# item appeared twice in the source. Exports and paginated APIs do this (a row updated
+# while the pages were read shows up on two pages). Next month's fetch returns invoice
+# 44 twice; the key, built from the invoice, makes the second copy the same job.
+
+# %%
+next_month = [
+    {"invoice": 44, "customer": "c-davi", "amount_cents": 7900},
+    {"invoice": 45, "customer": "c-elis", "amount_cents": 2500},
+    {"invoice": 44, "customer": "c-davi", "amount_cents": 7900},  # page 2 repeats it
+]
+seen = []
+for inv in next_month:
+    job, created = store.enqueue("charge", inv, key=operation_key("billing", inv["invoice"], "charge"))
+    seen.append({"invoice": inv["invoice"], "job": job.id, "created": created})
+show(seen)
+assert [row["created"] for row in seen] == [True, True, False]
+assert store.counts()["pending"] == 2
+
+# %% [markdown]
+# ### A duplicate inbound webhook
+#
+# The same happens on the way *in*. The ERP article's integration receives webhooks from
+# the ERP, and "the webhook that should arrive once arrives twice": the sender did not
+# get our 200 in time and delivered it again. A webhook carries the sender's own event
+# id; make it the key, and the second delivery finds the first job. (The ERP article
+# builds its key from a hash of the content instead; the difference is the subject of
+# section 5.) The endpoint below answers 200 both times, so the sender stops resending.
+
+# %%
+def receive_webhook(body):
+    """What an inbound webhook endpoint does: accept durably, by the sender's event id."""
+    job, created = store.enqueue("erp.order_updated", body,
+                                 key=operation_key("erp-webhook", body["event_id"], "handle"))
+    return {"status": 200, "job": job.id, "created": created}
+
+
+delivery = {"event_id": "evt_981", "order": 42, "status": "invoiced"}
+print("first delivery :", receive_webhook(delivery))
+print("second delivery:", receive_webhook(dict(delivery)))
+hooks = [j for j in store.jobs() if j.kind == "erp.order_updated"]
+print(f"jobs for evt_981: {len(hooks)}")
+assert len(hooks) == 1
 
 # %% [markdown]
 # ## 4. The payload fingerprint
@@ -253,7 +317,7 @@ assert store.counts() == before
 # something that changes on every call (a timestamp, a request id) and should not be
 # there.
 #
-# Seed 002 takes another route: it puts a hash of the payload *into* the key, so a
+# The ERP article takes another route: it puts a hash of the payload *into* the key, so a
 # changed order becomes a new event. That is right for "sync the latest state of this
 # order", where the newest content should win. For a charge it is dangerous: a corrected
 # amount would become a second charge. labkit keeps the two apart: the key names the
@@ -287,20 +351,15 @@ assert created and store.get_by_key("billing:42:charge:v1").state == "succeeded"
 # | `operation_key`, two cron runs | 3 jobs; the second run gets `created=False` |
 # | a retry | the same job id and key, attempt 2 |
 # | tomorrow's run after success | nothing created; 3 succeeded |
+# | invoice 44 twice in one fetch | 2 jobs for 3 rows; the repeat gets `created=False` |
+# | the same webhook delivered twice | 200 both times, one job |
 # | dict in another order | same fingerprint, the existing job |
 # | same key, other amount (or kind) | `IdempotencyConflict`, nothing changed |
 # | `version=2` | a new job; `v1` stays succeeded |
 #
-# ## Glossary
+# ## Glossary and next
 #
-# | English | Português (Brasil) |
-# |---|---|
-# | unit of work | unidade de trabalho |
-# | operation key, idempotency key | chave de operação, chave de idempotência |
-# | intent | intenção |
-# | stable identifier | identificador estável |
-# | payload fingerprint | assinatura (impressão digital) do payload |
-# | canonical JSON | JSON canônico |
-# | idempotency conflict | conflito de idempotência |
-# | redelivery | reentrega |
-# | version bump | troca de versão da chave |
+# The terms of this lesson, and of every other, in English and Portuguese:
+# [Glossary / Glossário](glossary.md).
+#
+# [Next: 04 · The job table](04_job_table.ipynb)

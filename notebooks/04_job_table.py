@@ -4,18 +4,28 @@
 # *A job is a row: accepted only once it is on disk, claimed by exactly one worker at a
 # time, and given back when its worker dies.*
 #
+# > **Resumo.** O job vira uma linha numa tabela: aceito só depois de gravado em disco,
+# > pego (claim) por um worker de cada vez com um lease, e devolvido quando o worker
+# > morre. Você vai ver os estados, o aceite durável (e o que `synchronous=NORMAL` não
+# > aguenta), o fencing, um worker real morto com SIGKILL, o evento que o UPDATE sem lease
+# > do artigo do ERP deixa preso, e o `labkit inspect`.
+#
+# Run time: about 5 seconds (two real worker processes and three `labkit` commands start).
+#
 # Lesson 03 gave every piece of work a stable key. Now the work needs a home that
 # outlives any process: a table of jobs with a state, an attempt counter and a lease.
 # This lesson walks through that table, `labkit.store.JobStore` on SQLite, and checks
 # each promise it makes:
 #
 # 1. the states, and the only moves between them;
-# 2. **durable acceptance**: when `enqueue` returns, the job is committed;
+# 2. **durable acceptance**: when `enqueue` returns, the job is committed (and what
+#    that survives: a process crash, not a power loss, unless `synchronous=FULL`);
 # 3. the **atomic claim**: two workers, one job, one winner;
 # 4. **leases**: a worker that stops answering loses the job, and its late result is
-#    refused;
+#    refused; and the ERP article's claim, which has no lease, for contrast;
 # 5. the attempts history;
-# 6. a real worker process killed with SIGKILL, and the table before and after.
+# 6. a real worker process killed with SIGKILL, and the table before and after;
+# 7. the same table from a terminal, with the `labkit` command.
 
 # %% [markdown]
 # ## Setup
@@ -43,7 +53,7 @@ print(f"seed={SEED}  clock={clock}  folder={folder}")
 # %% [markdown]
 # ## 1. States and transitions
 #
-# Seed 003 names five states: `pending`, `running`, `succeeded`, `retry_wait` and `dead`.
+# The async-jobs lesson names five states: `pending`, `running`, `succeeded`, `retry_wait` and `dead`.
 # `labkit.job.TRANSITIONS` is the whole contract: a job moves only along these arrows.
 # `running → running` is crash recovery: the lease expired and another worker took the
 # job. `dead → pending` happens only when a person redrives it (lesson 07).
@@ -92,7 +102,7 @@ else:
 # %% [markdown]
 # ## 2. Durable acceptance
 #
-# Seed 003 makes the point: "received by the process" and "recorded so it can be
+# The async-jobs lesson makes the point: "received by the process" and "recorded so it can be
 # recovered" are different events. An HTTP endpoint may answer `202 Accepted` only after
 # the second. `enqueue` commits before it returns, so another process opening the file
 # right after sees the job. Here a second `JobStore` on the same file plays that
@@ -109,12 +119,36 @@ assert seen is not None and seen.state == JobState.PENDING
 other_process.close()
 
 # %% [markdown]
+# Durable against what, exactly? The store runs SQLite in WAL mode with
+# `synchronous=NORMAL`, labkit's default. A commit then survives the death of any
+# *process*, which is what this lesson kills. It does not survive a *power loss* or a
+# kernel crash: the last commits may still sit in the operating system's cache, not on
+# the disk. `JobStore(path, synchronous="FULL")` makes every commit wait until the disk
+# has it: slower, and durable against a power cut. A `202 Accepted` on a machine that can
+# lose power promises only what FULL (or a database that replicates before it answers)
+# keeps. The connection says which level is in effect:
+
+# %%
+LEVELS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+
+
+def durability(s):
+    mode = s.conn.execute("PRAGMA journal_mode").fetchone()[0]
+    return f"journal_mode={mode}, synchronous={LEVELS[s.conn.execute('PRAGMA synchronous').fetchone()[0]]}"
+
+
+with JobStore(folder / "jobs_full.db", clock=clock, rng=rng, synchronous="FULL") as full:
+    print(f"JobStore(path)                     -> {durability(store)}")
+    print(f'JobStore(path, synchronous="FULL") -> {durability(full)}')
+    assert "synchronous=FULL" in durability(full)
+assert durability(store) == "journal_mode=wal, synchronous=NORMAL"
+
+# %% [markdown]
 # ## 3. The atomic claim
 #
 # A worker takes a job with `claim`: one `UPDATE ... RETURNING` inside a `BEGIN
 # IMMEDIATE` transaction that sets `running`, adds one to `attempt` and writes a lease.
-# Seed 002 does the same with a conditional `UPDATE` in Django: only one worker can
-# "take" the event. Two workers ask for the one ready job; only the first gets it.
+# Two workers ask for the one ready job; only the first gets it.
 
 # %%
 got_a = store.claim("worker-a", lease_s=30)
@@ -221,10 +255,44 @@ show(jobs_table(store, columns=("id", "key", "state", "attempt", "lease_owner", 
 assert store.get(job.id).state == JobState.SUCCEEDED
 
 # %% [markdown]
+# ### A claim without a lease: the ERP article's event
+#
+# The ERP article claims its integration events with a conditional `UPDATE` in Django:
+# `filter(pk=id, status__in=[PENDING, FAILED]).update(status=RUNNING)`. That is atomic
+# too (only one worker changes the row), but it writes no lease: nothing says who holds
+# the event or until when. Here is that table, with the same two statements, and a
+# worker that dies after its claim:
+
+# %%
+import sqlite3
+
+erp_db = sqlite3.connect(folder / "erp_events.db", isolation_level=None)
+erp_db.execute("CREATE TABLE integration_event (id INTEGER PRIMARY KEY, status TEXT)")
+erp_db.execute("INSERT INTO integration_event VALUES (1, 'pending')")
+CLAIM_EVENT = ("UPDATE integration_event SET status = 'running' "
+               "WHERE id = 1 AND status IN ('pending', 'failed')")
+
+print("worker-a claims:", erp_db.execute(CLAIM_EVENT).rowcount, "row")  # then it is killed
+clock.advance(24 * 3600)  # a day later the task runs again (a redelivery, or a person re-sends it)
+print("worker-b claims:", erp_db.execute(CLAIM_EVENT).rowcount, "rows")
+print("the event:", erp_db.execute("SELECT id, status FROM integration_event").fetchall())
+assert erp_db.execute("SELECT status FROM integration_event").fetchone()[0] == "running"
+erp_db.close()
+
+# %% [markdown]
+# A day later the event is still `running` and no worker may take it: it stays there
+# until a person notices. The article's Celery task gives up silently (`if not
+# claimed: return`), so even a redelivery does nothing. The lease is the missing piece:
+# `lease_until` turns "running" into "running until 00:01:31", and a claim after that
+# time is crash recovery (section 6 shows it with a real process). With only a status
+# column, the fix is a sweeper that resets events `running` for longer than any run can
+# take, which is a lease written by hand.
+
+# %% [markdown]
 # ## 5. The attempts history
 #
 # Every lease opens a row in the attempts history and every exit from `running` closes
-# it (database triggers write it, so no code path can forget). Seed 003 asks for exactly
+# it (database triggers write it, so no code path can forget). The async-jobs lesson asks for exactly
 # this: each attempt is work that was spent, and it must show. Job 2 had two attempts:
 # worker-a's ended because its lease expired, worker-b's succeeded.
 
@@ -253,6 +321,7 @@ assert [(a["worker"], a["outcome"]) for a in history] == [
 # with real processes.
 
 # %%
+import shlex
 import signal
 import subprocess
 import sys
@@ -348,6 +417,36 @@ assert [(a.worker, a.outcome) for a in real.attempts(2)] == [
     ("worker-1", "lease_expired"), ("worker-2", "succeeded")]
 
 # %% [markdown]
+# ## 7. The same table from a terminal: `labkit inspect`
+#
+# On a server there is no notebook. The `labkit` command reads the same file:
+# `labkit inspect DB` prints the counts by state and the dead letters (lesson 07), and
+# `labkit inspect DB --job ID` one job's attempts. It only reads; it never creates a
+# database by mistake. Here it runs as a separate process on this lesson's file, as you
+# would run it over SSH.
+
+# %%
+def labkit_cli(*args):
+    """Run the ``labkit`` command in the lesson's folder, print what a terminal shows."""
+    print("$ " + shlex.join(["labkit", *args]))
+    done = subprocess.run([sys.executable, "-m", "labkit.cli", *args], cwd=folder,
+                          capture_output=True, text=True, timeout=60)
+    print(done.stdout + done.stderr)
+    return done
+
+
+assert labkit_cli("inspect", real.path.name).returncode == 0
+shown = labkit_cli("inspect", real.path.name, "--job", "2")
+assert "lease_expired" in shown.stdout and "worker-2" in shown.stdout
+
+# %% [markdown]
+# A typo in the path is refused with what to do, and nothing is created:
+
+# %%
+typo = labkit_cli("inspect", "reel.db")
+assert typo.returncode == 2 and not (folder / "reel.db").exists()
+
+# %% [markdown]
 # ## What you should see
 #
 # | step | what the table shows |
@@ -355,28 +454,22 @@ assert [(a.worker, a.outcome) for a in real.attempts(2)] == [
 # | transitions | `succeeded` is final; `dead` goes only to `pending` |
 # | redrive a succeeded job | `InvalidTransition`, nothing changed |
 # | enqueue, then a fresh connection | the job is there, `pending` |
+# | the PRAGMAs | default `synchronous=NORMAL` (a process crash), `FULL` when asked (a power loss) |
 # | two workers, one job | one gets it, the other gets `None` |
 # | 200 jobs, two racing threads | 200 claims, 200 distinct jobs, 0 claimed twice |
 # | heartbeat in time | the lease is extended; nobody else can claim |
 # | lease expired | worker-b claims the same job, attempt 2 |
 # | the old worker's `complete` / `heartbeat` | `LeaseLost`; the row is unchanged |
+# | the ERP article's claim, worker dies | a day later still `running`; the second claim changes 0 rows |
 # | attempts history | attempt 1 `lease_expired`, attempt 2 `succeeded` |
 # | real worker holding order 2 | 1 succeeded, 1 running (worker-1), 1 pending |
 # | after SIGKILL | the same table: the dead process changed nothing |
 # | restart past the lease | 3 succeeded; order 2 at attempt 2 by worker-2 |
+# | `labkit inspect` | the same counts and order 2's two attempts; a wrong path: exit 2, no file created |
 #
-# ## Glossary
+# ## Glossary and next
 #
-# | English | Português (Brasil) |
-# |---|---|
-# | job table | tabela de jobs |
-# | state, transition | estado, transição |
-# | durable acceptance | aceitação durável |
-# | claim | reivindicar (pegar) o job |
-# | atomic | atômico |
-# | lease | lease, concessão com prazo |
-# | heartbeat | heartbeat, sinal de vida |
-# | lease token, fencing | token do lease, cercamento (fencing) |
-# | lease lost | lease perdido |
-# | attempts history | histórico de tentativas |
-# | crash recovery | recuperação após queda |
+# The terms of this lesson, and of every other, in English and Portuguese:
+# [Glossary / Glossário](glossary.md).
+#
+# [Next: 05 · Retries](05_retries.ipynb)

@@ -4,17 +4,28 @@
 # *A job that cannot finish stops in `dead` with its reason, without secrets, where a
 # person can see it, fix the cause, and send it back with the same key.*
 #
+# > **Resumo.** Um job que não termina para em `dead` com o motivo, sem segredos, onde uma
+# > pessoa vê, corrige a causa e reprocessa com a mesma chave. Você vai ver três jeitos de
+# > morrer, o erro sanitizado, o relatório, o redrive (um job, ou em lote com limite e dry
+# > run), a tela e o CLI `labkit`, e o que um dead letter carrega (origem, versão do
+# > código), quem pode lê-lo e quanto tempo guardá-lo.
+#
+# Run time: about 4 seconds (five `labkit` commands start as processes).
+#
 # Retries (lesson 05) handle failures that go away. Some do not: the data is wrong, the
-# dependency stays down, or the job itself crashes every worker that touches it. Seed
-# 002 puts it plainly: dead letter is a screen, not a log. This lesson fills a dead-letter
+# dependency stays down, or the job itself crashes every worker that touches it. The ERP article puts it plainly: dead letter is a screen, not a log. This lesson fills a dead-letter
 # queue on purpose and then works it the way an operations team would:
 #
-# 1. three ways to die: a permanent error, attempts used up, a poison job;
-# 2. the stored error is sanitized: a secret in an exception never reaches the table;
-# 3. the operations report: how many, how old, why;
-# 4. redrive one job with the same key, keeping its history;
-# 5. after fixing a cause, a limited redrive, dry run first.
-# 6. the same work on a dead-letter screen: tick, dry run, redrive selected.
+# 1. the outside world and the handlers that fail in it;
+# 2. three ways to die: a permanent error, attempts used up, a poison job;
+# 3. the stored error is sanitized: a secret in an exception never reaches the table;
+# 4. the operations report: how many, how old, why;
+# 5. redrive one job with the same key, keeping its history;
+# 6. after fixing a cause, a limited redrive, dry run first;
+# 7. the same work on a dead-letter screen: tick, dry run, redrive selected;
+# 8. the same work from a terminal, with the `labkit` command;
+# 9. what a dead letter must carry (origin, code version), who may read it, and how
+#    long to keep it.
 
 # %% [markdown]
 # ## Setup
@@ -47,7 +58,7 @@ print(f"seed={SEED}  clock={clock}  folder={folder}")
 # %% [markdown]
 # ## 1. The outside world and the handlers
 #
-# An ERP integration in the spirit of seed 002. The ERP knows two products; the stock
+# An ERP integration in the spirit of the ERP article. The ERP knows two products; the stock
 # endpoint is down; the CRM rejects our credentials (and its client library puts them
 # in the error text, as real ones sometimes do); and a report renderer has a bug that
 # kills the worker process on one input. Each handler is what a student would write:
@@ -211,11 +222,17 @@ for secret in (b"Sup3rS3cret", b"ck_live_9f8e7d6c", b"c2VjcmV0"):
     print(f"{secret.decode():<18} found in the files: {secret in raw}")
     assert secret not in raw
 assert "***" in stored.last_error
+# Opening and closing the files dropped the locks SQLite holds on them for this process
+# (POSIX drops all of a process's locks on a file when any of its descriptors closes), so
+# the store reconnects before another process (section 8) opens the file.
+store.close()
+store = JobStore(folder / "jobs.db", clock=clock, rng=rng,
+                 retry=RetryPolicy(backoff=exponential(base=10, cap=300)))
 
 # %% [markdown]
 # ## 4. The operations report
 #
-# Seed 003: a job buried without an alert is lost work, even if it is still stored. The
+# The async-jobs lesson: a job buried without an alert is lost work, even if it is still stored. The
 # report an on-call person needs answers three questions: how many are dead, how old is
 # the oldest, and why. Eight hours pass (the team looks in the morning).
 # `store.dead_letters()` lists the dead jobs oldest first, each with its age and reason.
@@ -254,7 +271,7 @@ assert {why: row["jobs"] for why, row in report.items()} == {
 #
 # The stock API is back. Redriving the stock update sends the **same row** back to
 # `pending`: same id, same key, a fresh attempt budget, and the redrive is counted.
-# Seed 003 warns against the alternative, enqueueing a copy under a new key: if the
+# The async-jobs lesson warns against the alternative, enqueueing a copy under a new key: if the
 # first attempt had in fact reached the ERP, a new key would let it happen twice.
 
 # %%
@@ -323,13 +340,15 @@ assert store.counts()["succeeded"] == 7 and store.counts()["dead"] == 2
 # %% [markdown]
 # ## 7. The dead-letter screen
 #
-# Seed 002 again: dead letter is a screen. `labkit.ui.dead_letter_screen(store)` puts
+# The ERP article again: dead letter is a screen. `labkit.ui.dead_letter_screen(store)` puts
 # everything above on one: the dead jobs with id, kind, key, reason, error class,
 # attempts and age, a tick box per row, filters by kind and error class, a dry run and
 # a **Redrive selected** button. There is no "redrive all": with nothing ticked it
-# refuses. (In production this screen comes with the queue: Flower for Celery, Oban Web,
-# River UI.) Its widgets only show in a live notebook, so this cell's output is not
-# compared.
+# refuses. In production, Oban Web and River UI ship such a screen with their queues.
+# Celery does not: it has no dead-letter queue at all, and Flower, its dashboard, lists
+# failed tasks with their exceptions but cannot redrive them. That is why the ERP article
+# makes its own event table the dead-letter store and builds the screen on it. Its
+# widgets only show in a live notebook, so this cell's output is not compared.
 
 # %% tags=["nbval-ignore-output"]
 from labkit.ui import dead_letter_screen
@@ -368,6 +387,127 @@ assert store.get(crm_job.id).state == "succeeded"
 assert store.counts() == {"pending": 0, "running": 0, "succeeded": 8, "retry_wait": 0, "dead": 1}
 
 # %% [markdown]
+# ## 8. From a terminal: the `labkit` command
+#
+# The on-call person at 3 a.m. may have a shell, not a notebook. The `labkit` command
+# does the same work on the same file, in its own process: `inspect` for the report,
+# `inspect --job` for one job's history, `redrive` by id or, in bulk, only with
+# `--limit` (and `--dry-run` to look first). `--as-of` makes the command act at this
+# lesson's clock (ages are read, and a redriven job becomes due, at that time), so the
+# page prints the same on every run; on a server you leave it out.
+
+# %%
+import shlex
+import subprocess
+import sys
+
+
+def labkit_cli(*args):
+    """Run the ``labkit`` command in the lesson's folder, print what a terminal shows."""
+    print("$ " + shlex.join(["labkit", *args]))
+    done = subprocess.run([sys.executable, "-m", "labkit.cli", *args], cwd=folder,
+                          capture_output=True, text=True, timeout=60)
+    print(done.stdout + done.stderr)
+    return done
+
+
+now = isoformat(clock.now()).replace(" ", "T") + "Z"  # ISO 8601, UTC
+assert labkit_cli("inspect", "jobs.db", "--as-of", now).returncode == 0
+shown = labkit_cli("inspect", "jobs.db", "--job", str(poison.id))
+assert "LeaseExpired" in shown.stdout and "lease expired on the last attempt" in shown.stdout
+
+# %% [markdown]
+# A bulk redrive without `--limit` is refused before it touches anything; with a limit
+# and `--dry-run` it names what it would send back, and changes nothing.
+
+# %%
+refused = labkit_cli("redrive", "jobs.db")
+looked = labkit_cli("redrive", "jobs.db", "--limit", "5", "--dry-run")
+assert refused.returncode == 2 and "--limit" in refused.stderr
+assert "would redrive 1 job(s)" in looked.stdout
+assert store.get(poison.id).state == "dead"
+
+# %% [markdown]
+# ## 9. What a dead letter carries, who may read it, how long it stays
+#
+# The async-jobs lesson asks that a dead letter say **where the job came from** and
+# **which code ran it**: "dead after 3 attempts" is not actionable until you know which
+# service enqueued it and whether the failing code is the version you are running now.
+# labkit's job row has no columns for them, so they travel in the two places the store
+# already records: the enqueuer puts its `origin` in the payload (a stable service
+# name, the same on every retry of the enqueue), and each worker's name carries its
+# code version, so every attempt row says which build ran it.
+#
+# The receipt mailer of release 1.4.2 has a bug on addresses with a plus sign:
+
+# %%
+def send_receipt(job, ctx):
+    to = job.payload["to"]
+    if "+" in to:  # the bug of release 1.4.2
+        raise PermanentError(f"mailer 1.4.2 refused the address {to!r}", status=400)
+    return {"sent_to": to}
+
+
+handlers["mail.send_receipt"] = send_receipt
+receipt, _ = store.enqueue(
+    "mail.send_receipt",
+    {"order": 107, "to": "bia+shop@example.com", "origin": "checkout-api"},
+    key=operation_key("shop", 107, "send_receipt"), max_attempts=3)
+worker = Worker(store, handlers, name="mailer@1.4.2", lease_s=30)
+worker.run_until_idle()
+letter = next(d for d in store.dead_letters() if d.id == receipt.id)
+show([{"id": letter.id, "kind": letter.kind, "origin": store.get(letter.id).payload["origin"],
+       "code version": store.attempts(letter.id)[-1].worker.split("@")[1],
+       "reason": letter.reason}])
+assert store.attempts(letter.id)[-1].worker == "mailer@1.4.2"
+
+# %% [markdown]
+# Now the row answers the questions an operator asks before redriving: the checkout
+# API sent it, and release 1.4.2 failed it. After 1.4.3 ships (the fix), the redrive is
+# safe. The on-call person does it from the terminal, by id, with a note that stays in
+# the job's redrive history; the history then shows which version failed and which
+# succeeded:
+
+# %%
+handlers["mail.send_receipt"] = lambda job, ctx: {"sent_to": job.payload["to"]}
+sent_back = labkit_cli("redrive", "jobs.db", str(receipt.id), "--as-of", now,
+                       "--note", "mailer 1.4.3 accepts plus addresses")
+assert sent_back.returncode == 0 and store.get(receipt.id).state == "pending"
+Worker(store, handlers, name="mailer@1.4.3", lease_s=30).run_until_idle()
+show([{"attempt": a.attempt, "worker": a.worker, "outcome": a.outcome, "error": a.error}
+      for a in store.attempts(receipt.id)])
+assert [a.worker for a in store.attempts(receipt.id)] == ["mailer@1.4.2", "mailer@1.4.3"]
+
+# %% [markdown]
+# **Who may read it.** labkit redacts secrets from *errors* (section 3), but the payload
+# is stored as the enqueuer gave it, and a dead letter is a payload kept on purpose:
+# here, a customer's email address. Anyone who can open the dead-letter screen or run
+# `labkit inspect` can read customer data, so give that access to the people who may
+# read the customer table (support, on-call), not to everyone with a dashboard; and
+# keep credentials out of payloads altogether (lesson 12 shows how).
+#
+# **How long it stays.** A dead letter is work someone still owes, so the routine
+# cleanup of finished jobs leaves it alone: `prune_finished` deletes succeeded jobs and
+# their history, never dead ones.
+
+# %%
+before = store.counts()
+pruned = store.prune_finished(older_than_s=0)
+after = store.counts()
+print(f"pruned {pruned} succeeded job(s); dead before {before['dead']}, after {after['dead']}")
+show([{"id": d.id, "kind": d.kind, "age (h)": round(d.age_s / 3600, 2), "reason": d.reason}
+      for d in store.dead_letters()])
+assert pruned == before["succeeded"] and after["dead"] == before["dead"] == 1
+
+# %% [markdown]
+# So the retention of dead letters is a decision, written down, not a side effect of a
+# cleanup: alert when the oldest is older than a day (section 4's report gives the
+# number); redrive or close it with a note once the cause is known; and delete or archive
+# closed ones after a fixed period that your data rules allow (personal data should not
+# outlive its purpose, under the LGPD or the GDPR). A dead letter deleted unread is the
+# "job buried without an alert" of section 4, only quieter.
+
+# %% [markdown]
 # ## What you should see
 #
 # | step | what the table shows |
@@ -382,19 +522,14 @@ assert store.counts() == {"pending": 0, "running": 0, "succeeded": 8, "retry_wai
 # | dry run, limit 2 | two orders listed, still 4 dead |
 # | fix, redrive 2, then the rest | orders succeed; only the CRM job and the report stay dead |
 # | the screen | "Nothing is selected" and no change; the ticked CRM job pending (redrives 1), then succeeded; the report still dead |
+# | `labkit inspect` / `--job` | the same counts; the report's three `LeaseExpired` attempts |
+# | `labkit redrive` without `--limit`; with `--dry-run` | refused (exit 2); "would redrive 1 job(s)", nothing changed |
+# | a dead receipt | origin `checkout-api`, code version `1.4.2`; `labkit redrive` by id, then `mailer@1.4.3` succeeds |
+# | `prune_finished(0)` | every succeeded job deleted; the dead report kept |
 #
-# ## Glossary
+# ## Glossary and next
 #
-# | English | Português (Brasil) |
-# |---|---|
-# | dead letter, dead-letter queue (DLQ) | dead-letter, fila de mortos |
-# | permanent error | erro permanente (definitivo) |
-# | transient error | erro transitório |
-# | attempts exhausted | tentativas esgotadas |
-# | poison job (poison message) | job envenenado (mensagem venenosa) |
-# | sanitized error | erro sanitizado |
-# | redact | mascarar (ocultar) dados sensíveis |
-# | operations report | relatório operacional |
-# | redrive | redrive, reprocessar |
-# | dry run | simulação (execução a seco) |
-# | canary | canário (lote de teste) |
+# The terms of this lesson, and of every other, in English and Portuguese:
+# [Glossary / Glossário](glossary.md).
+#
+# [Next: 08 · Circuit breaker and queues](08_breaker_and_queues.ipynb)

@@ -5,17 +5,27 @@
 # floods the queue, the others still get served; when order matters, one job per key at a
 # time.*
 #
+# > **Resumo.** Quando o ERP cai, pare de bater na porta e preserve as tentativas; quando
+# > uma conta inunda a fila ou leva 429, as outras seguem atendidas; quando a ordem
+# > importa, um job por chave de cada vez. Você vai ver o circuit breaker compartilhado,
+# > um breaker por conta, a fila por conta, a fila serial, o primeiro da fila que morre, e
+# > o retry com countdown que desordena a fila do artigo do ERP.
+#
+# Run time: about 2 seconds (a simulated ten-minute outage and a flood of 66 jobs, on a fake clock).
+#
 # Retries (lesson 05) fix one failed call. They do not fix a dependency that is down for
 # ten minutes: every job tries, fails, waits, tries again, and the queue turns into a
-# machine that produces errors and burns every job's attempt budget. Seed 002, an ERP
+# machine that produces errors and burns every job's attempt budget. The ERP article, an ERP
 # integration built on Celery, adds three tools on top of retries and dead letters, and
 # this lesson runs each of them against the job table:
 #
 # 1. a **circuit breaker** per dependency, its state in SQLite so every worker sees it;
 # 2. a worker that **snoozes** jobs while the breaker is open, without spending attempts;
 # 3. a **queue per account** with a concurrency cap, so one flooding account does not
-#    starve the others;
-# 4. a **serial queue**: one job per key at a time, in order.
+#    starve the others, and a **breaker per account**, so one throttled account (429)
+#    does not stop the others;
+# 4. a **serial queue**: one job per key at a time, in order; what happens when its head
+#    dies, and what the ERP article's single-worker queue keeps and loses.
 
 # %% [markdown]
 # ## Setup
@@ -32,7 +42,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from labkit.breaker import CircuitBreaker
 from labkit.clock import FakeClock, isoformat
-from labkit.errors import CircuitOpen, TransientError
+from labkit.errors import CircuitOpen, PermanentError, TransientError
 from labkit.keys import operation_key
 from labkit.queues import AccountQueues, SerialQueues, simulate_accounts
 from labkit.report import jobs_table, show
@@ -58,7 +68,7 @@ print(f"seed={SEED}  clock={clock}  folder={folder}")
 # | `open` | refused at once with `CircuitOpen` | `cooldown` has passed: → `half_open` |
 # | `half_open` | one trial call passes | the trial succeeds: → `closed`; it fails: → `open` |
 #
-# Seed 002 keeps its breaker in the Django cache so that every Celery worker shares it.
+# The ERP article keeps its breaker in the Django cache so that every Celery worker shares it.
 # `labkit.breaker.CircuitBreaker` keeps it in a SQLite table, here in the job store's own
 # file. Two breaker objects on that file play two worker processes: `erp_in_w1` and
 # `erp_in_w2` share nothing but the file. A listener on w1's object prints each
@@ -266,7 +276,7 @@ assert (transitions[-1].to_state, isoformat(transitions[-1].at)) == (
 # %% [markdown]
 # ## 3. A queue per account, with a cap
 #
-# Seed 002's second problem: several customer accounts share the ERP integration. When
+# The ERP article's second problem: several customer accounts share the ERP integration. When
 # one account is throttled, or simply drops thousands of jobs at once, a single
 # first-in-first-out queue gives every worker to that account, and everyone else waits.
 # The fix there was a Celery queue per account. `labkit.queues.AccountQueues` does it on
@@ -334,10 +344,75 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
+# ### A breaker per account: throttled, not flooded
+#
+# A flood is one account sending too much; a **throttle** is the ERP refusing one account
+# (429, "over your request quota") while it serves the others. The ERP article keeps
+# one breaker per ERP account for that reason. Here account `acme` is throttled and
+# `bolt` is fine. Each round, acme's queue tries three calls and bolt's one. With one
+# breaker for the whole ERP, acme's three 429s in a row open it for everyone; with a
+# breaker per account (`erp:acme`, `erp:bolt`), only acme waits.
+
+# %%
+def throttled(per_account):
+    """Four rounds of calls: acme (throttled, 3 a round) then bolt (1 a round)."""
+    where = folder / f"throttle_{'per_account' if per_account else 'shared'}.db"
+    t_clock = FakeClock()
+    breakers = {}
+
+    def breaker_for(account):
+        name = f"erp:{account}" if per_account else "erp"
+        if name not in breakers:
+            breakers[name] = CircuitBreaker(name, threshold=3, cooldown=60, clock=t_clock,
+                                            store_path=where)
+        return breakers[name]
+
+    def erp(account):
+        reached[account] += 1
+        if account == "acme":
+            raise TransientError("429 from the ERP: account acme is over its request quota",
+                                 status=429, retry_after=60)
+        return "200"
+
+    reached = {"acme": 0, "bolt": 0}
+    served, refused = {"acme": 0, "bolt": 0}, {"acme": 0, "bolt": 0}
+    for _round in range(4):
+        for account in ["acme"] * 3 + ["bolt"]:
+            try:
+                breaker_for(account).call(lambda: erp(account))  # noqa: B023
+                served[account] += 1
+            except CircuitOpen:
+                refused[account] += 1
+            except TransientError:
+                pass
+        t_clock.advance(10)
+    return [{"breakers": "one per account" if per_account else "one for the ERP",
+             "account": a, "calls that reached the ERP": reached[a],
+             "refused by a breaker": refused[a], "served": served[a]} for a in reached], breakers
+
+
+shared_rows, _ = throttled(per_account=False)
+account_rows, account_breakers = throttled(per_account=True)
+show(shared_rows + account_rows)
+print("breakers:", {name: str(b.state) for name, b in account_breakers.items()})
+assert [r["served"] for r in shared_rows] == [0, 0]  # bolt starved by acme's 429s
+assert [r["served"] for r in account_rows] == [0, 4]  # bolt served every round
+assert account_rows[0]["calls that reached the ERP"] == 3  # acme stopped knocking
+assert {n: b.state for n, b in account_breakers.items()} == {"erp:acme": "open",
+                                                             "erp:bolt": "closed"}
+
+# %% [markdown]
+# With one breaker, bolt is refused every round for a quota it never exceeded. With one
+# per account, acme's breaker opened after its three 429s and stopped its calls, while
+# bolt was served four times out of four. Pair it with the queue per account above:
+# acme's jobs snooze in acme's queue, so they hold no worker either. (The 429 also says
+# how long to wait, `retry_after=60`; a breaker whose cooldown honours it comes back
+# exactly when the ERP allows.)
+#
 # ## 4. A serial queue
 #
-# Some jobs must not overlap and must keep their order: seed 002's fiscal adjustments,
-# where the second depends on the result of the first. Seed 002 routes them to a Celery
+# Some jobs must not overlap and must keep their order: the ERP article's fiscal adjustments,
+# where the second depends on the result of the first. The ERP article routes them to a Celery
 # queue consumed by one worker with `concurrency=1`. `labkit.queues.SerialQueues` gets the
 # same guarantee per key, with any number of workers: it puts each serial key in its own
 # queue (`serial:<key>`) and claims only the **head** of each, the oldest live job.
@@ -353,8 +428,8 @@ plt.show()
 STEPS = {42: ["open", "adjust tax", "close"], 43: ["open", "close"]}
 
 
-def run_serial(name, make_claim):
-    """Enqueue STEPS, then two workers claim every 5 s with ``make_claim(store)``; log runs."""
+def run_serial(name, make_claim, workers=("w1", "w2")):
+    """Enqueue STEPS, then the workers claim every 5 s with ``make_claim(store)``; log runs."""
     clock = FakeClock()
     store = JobStore(folder / f"serial_{name}.db", clock=clock, rng=rng,
                      retry=RetryPolicy(backoff=constant(10)))
@@ -367,7 +442,7 @@ def run_serial(name, make_claim):
     claim = make_claim(store, serial)
     log = []
     while store.counts()["succeeded"] < 5:
-        for worker in ("w1", "w2"):
+        for worker in workers:
             for job in claim(worker):
                 p = job.payload
                 timed_out = (p["order"], p["step"], job.attempt) == (42, 1, 1)
@@ -411,10 +486,49 @@ for order, steps in STEPS.items():
 assert len({row["worker"] for row in ordered}) == 2
 
 # %% [markdown]
-# Two rules keep a serial queue from jamming. A head that dies stops blocking: it leaves
-# the line for the dead-letter report, and the next job of its key goes on (decide per
-# domain whether that is right; for fiscal steps you might redrive before anything
-# else). And one slow key holds up only itself, never the other keys.
+# ### What "one worker with `concurrency=1`" keeps
+#
+# The ERP article gets its order from a Celery queue consumed by one worker with
+# `concurrency=1`. That prevents overlap, but not reordering: its retry is
+# `apply_async(..., countdown=delay)`, a *new* message that waits for its countdown while
+# the single worker takes the next message in the queue. Played here with one worker on
+# one ordinary queue, as in that design: step 1 times out, and step 2 runs before it.
+
+# %%
+single = run_serial("one_worker", plain_claim, workers=("w1",))
+show(single)
+order_42 = [row["step"][0] for row in single if row["order"] == 42 and row["outcome"] == "ok"]
+print("order 42 finished its steps in the order:", order_42)
+assert order_42 != ["1", "2", "3"] and {row["worker"] for row in single} == {"w1"}
+
+# %% [markdown]
+# So "the same guarantee per key" means, in `SerialQueues`: no two jobs of a key run at
+# once, and a later job waits while the head runs **or waits for its retry**, and while
+# a crashed head's lease runs out. One worker with `concurrency=1` keeps the first part
+# only; a countdown retry (or a second worker added on a busy day) breaks the order.
+#
+# One thing breaks the order on purpose: a head that **dies** stops blocking. Otherwise
+# one bad job would hold its key forever. Order 44's first step is rejected by the ERP
+# (a permanent error): it goes to `dead`, and the next claim hands out step 2.
+
+# %%
+dies_store = JobStore(folder / "serial_dies.db", clock=FakeClock(), rng=rng)
+dies = SerialQueues(dies_store)
+for n, step in enumerate(("open", "close"), start=1):
+    dies.enqueue("order:44", "erp.fiscal_adjust", {"order": 44, "step": n, "what": step},
+                 key=operation_key("fiscal", f"44-{n}", "adjust"))
+head = dies.claim("w1")[0]
+dies_store.fail(head, PermanentError("ERP rejected step 1: invalid tax code", status=400))
+after = dies.claim("w1")
+show(jobs_table(dies_store, columns=("id", "key", "state", "attempt", "dead_reason")))
+print("\nclaimed after the head died:", [f"step {j.payload['step']}" for j in after])
+assert dies_store.get(head.id).state == "dead" and [j.payload["step"] for j in after] == [2]
+
+# %% [markdown]
+# Decide per domain whether that is right: for fiscal steps, closing an order whose
+# opening was rejected may be wrong, and the fix is to redrive the dead head (lesson 07)
+# before anything else of that key, or to have step 2 check step 1's result. And one
+# slow key holds up only itself, never the other keys.
 #
 # ## What you should see
 #
@@ -429,22 +543,16 @@ assert len({row["worker"] for row in ordered}) == 2
 # | job 4's attempts history | ten `Snoozed` claims, all attempt 1, then `succeeded` at attempt 1 |
 # | three claims, no cap / cap 2 | all acme / one each for acme, bolt, cora |
 # | the flood | bolt and cora wait 20-21 s without a cap, at most 2 s with cap 2; acme's worst wait 19 → 31 s |
+# | throttled acme, one breaker for the ERP | bolt refused every round, served 0 |
+# | throttled acme, a breaker per account | acme's breaker open after 3 calls; bolt served 4 of 4 |
 # | one ordinary queue | order 42's steps finish out of order |
 # | serial queue | each order's steps in order; step 1's retry blocks steps 2 and 3 only |
+# | one worker, one queue, a countdown retry | order 42's step 2 runs before step 1's retry |
+# | the head dies | step 1 `dead`; the next claim hands out step 2 |
 #
-# ## Glossary
+# ## Glossary and next
 #
-# | English | Português (Brasil) |
-# |---|---|
-# | circuit breaker | disjuntor (circuit breaker) |
-# | closed / open / half-open | fechado / aberto / meio-aberto |
-# | threshold, cooldown | limite, tempo de espera (cooldown) |
-# | trial call | chamada de teste |
-# | snooze (a job) | adiar (o job) sem gastar tentativa |
-# | dependency | dependência |
-# | queue per account | fila por conta |
-# | concurrency cap | limite de concorrência |
-# | starvation | inanição (starvation) |
-# | flood | enxurrada (rajada) de jobs |
-# | serial queue, serial key | fila serial, chave serial |
-# | head of the queue | cabeça da fila |
+# The terms of this lesson, and of every other, in English and Portuguese:
+# [Glossary / Glossário](glossary.md).
+#
+# [Next: 09 · The transactional outbox](09_outbox.ipynb)

@@ -5,8 +5,16 @@
 # lose neither and invent neither; then deliver the message at least once and let the
 # consumer drop the repeats.*
 #
+# > **Resumo.** Gravar o pedido e a mensagem que o anuncia na mesma transação, para que um
+# > crash não perca nenhum dos dois nem invente nenhum. Você vai ver a mensagem perdida e
+# > a mensagem fantasma da escrita dupla, o outbox e o relay, a publicação duplicada
+# > depois de um crash, o consumidor que descarta a repetição pelo id da mensagem, e por
+# > que o evento do artigo do ERP já é uma linha de outbox à qual falta o sweeper.
+#
+# Run time: about 1 second.
+#
 # A shop saves an order in its database and tells billing about it with a message on a
-# broker. Two systems, two writes, no transaction that spans both. Seed 003 says it
+# broker. Two systems, two writes, no transaction that spans both. The async-jobs lesson says it
 # plainly: if writing the state and publishing the message are separate operations, a
 # failure between them leaves a state without its message or a message without its
 # state. This lesson shows both failures in the records, then fixes them with
@@ -17,7 +25,8 @@
 # 3. the outbox: the order row and the message row commit together, or neither does;
 # 4. the relay publishes pending messages and marks them sent;
 # 5. a relay crash after publishing and before marking: a **duplicate** publish;
-# 6. the consumer absorbs it by message id, and survives its own crash too.
+# 6. the consumer absorbs it by message id, and survives its own crash too;
+# 7. the ERP article's event row: an outbox row whose sweeper is missing.
 
 # %% [markdown]
 # ## Setup
@@ -233,7 +242,7 @@ assert broker.count("order:6:placed:v1") == 2 and outbox.rows(shop)[-1]["publish
 # Billing reads the topic. Its handler inserts an invoice, and the `Consumer` runs it in
 # one transaction with two more writes: the message id into `processed_messages`, and
 # the read position. A message id that is already there is a duplicate: skipped, its
-# position still advanced. (Seed 004 gives the same rule for Celery tasks: the dedup
+# position still advanced. (The Celery-in-production article gives the same rule for Celery tasks: the dedup
 # record must be written in the same transaction as the business effect.)
 #
 # The ghost from section 2 is in the log too; billing has no order 2 to look up, so its
@@ -291,11 +300,52 @@ assert again.processed == ["order:7:placed:v1"]
 assert billing.execute("SELECT count(*) FROM invoices WHERE order_id = 7").fetchone()[0] == 1
 
 # %% [markdown]
+# ## 7. The ERP article's event row is an outbox row, without the sweeper
+#
+# The ERP article saves an `IntegrationEvent` row (status `pending`) in the same
+# transaction as the business change, then dispatches it with
+# `transaction.on_commit(lambda: run_event.delay(event.pk))`. The event row *is* an
+# outbox row: written with the change, or not at all, so a rollback sends nothing. What
+# the article lacks is the relay. `on_commit` runs in the process that committed, after
+# the commit; if that process dies in between (a deploy, an OOM kill), the row stays
+# `pending` and nothing will ever send it.
+#
+# Order 8 is placed (order and event row in one transaction), and the process dies
+# before its `on_commit` hook runs: here, simply, nothing publishes it.
+
+# %%
+place_order(8, "cus_8", 1200)
+print("pending in the outbox:", [r["message_id"] for r in outbox.pending(shop)])
+print(f"broker has order:8 {broker.count('order:8:placed:v1')} time(s)")
+assert [r["message_id"] for r in outbox.pending(shop)] == ["order:8:placed:v1"]
+assert broker.count("order:8:placed:v1") == 0
+
+# %% [markdown]
+# The missing piece is a **sweeper**: a periodic job (Celery Beat, cron, lesson 10) that
+# looks for events still `pending` a few minutes after they were created and dispatches
+# them again. That is the relay of section 4, run on a schedule. Five minutes later it
+# finds order 8, and billing invoices it once:
+
+# %%
+clock.advance(5 * 60)
+swept = Relay(shop, broker, clock).run_once()
+print("the sweeper dispatched:", swept)
+late = Consumer(billing, broker, "order.placed", invoice, clock, name="billing").poll()
+print("billing processed:", late.processed)
+print("invoices for order 8:",
+      billing.execute("SELECT count(*) FROM invoices WHERE order_id = 8").fetchone()[0])
+assert swept == ["order:8:placed:v1"] and late.processed == ["order:8:placed:v1"]
+assert outbox.pending(shop) == []
+
+# %% [markdown]
+# Keep both paths: `on_commit` dispatches at once in the normal case, the sweeper
+# catches what it missed. The two can race (the sweeper finds a row whose `on_commit`
+# dispatch is still on its way), so the sweeper waits longer than a dispatch takes, and
+# the consumer drops a repeat by id anyway (section 6).
+#
 # In production the relay is often not a polling loop: Debezium reads the outbox table
-# from the database's log (change data capture). Seed 002's Django code gets part of the
-# way with `transaction.on_commit`: the task is sent only after the commit, so a
-# rollback sends nothing, but a crash right after the commit still loses it; an outbox
-# row would not. Lesson 13 replaces this broker with Redis.
+# from the database's log (change data capture). Lesson 13 replaces this broker with
+# Redis.
 #
 # ## What you should see
 #
@@ -310,20 +360,12 @@ assert billing.execute("SELECT count(*) FROM invoices WHERE order_id = 7").fetch
 # | restarted relay | `publishes` = 2 | `order:6` **twice** | - |
 # | consumer | - | 5 messages | order 6 billed once, 1 duplicate dropped; the ghost recorded |
 # | consumer crash before commit | - | - | no invoice for 7; after restart exactly one |
+# | order 8, `on_commit` never ran | order 8 saved, its row pending | nothing | - |
+# | the sweeper, 5 minutes later | outbox row sent | `order:8` once | order 8 billed once |
 #
-# ## Glossary
+# ## Glossary and next
 #
-# | English | Português (Brasil) |
-# |---|---|
-# | dual write | escrita dupla |
-# | transactional outbox | outbox transacional (caixa de saída) |
-# | relay | retransmissor (relay) |
-# | broker, topic | broker, tópico |
-# | publish | publicar |
-# | ghost message | mensagem fantasma |
-# | message id | identificador da mensagem |
-# | at-least-once delivery | entrega pelo menos uma vez |
-# | consumer, deduplication | consumidor, deduplicação |
-# | processed messages table | tabela de mensagens processadas |
-# | read position (offset) | posição de leitura (offset) |
-# | change data capture (CDC) | captura de dados alterados (CDC) |
+# The terms of this lesson, and of every other, in English and Portuguese:
+# [Glossary / Glossário](glossary.md).
+#
+# [Next: 10 · Periodic jobs](10_periodic_jobs.ipynb)

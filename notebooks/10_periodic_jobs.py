@@ -5,7 +5,15 @@
 # enqueue each slot once, downtime is caught up by a rule you chose, and a late arrival
 # finds the slot already done, as long as you keep the keys.*
 #
-# Seed 000's cron script charged customers twice because two runs overlapped. Seed 004
+# > **Resumo.** Jobs periódicos com chave por (agendamento, horário de disparo): qualquer
+# > número de schedulers enfileira cada slot uma vez. Você vai ver três réplicas ingênuas
+# > mandando o relatório três vezes, as chaves de slot, o catch-up depois de uma parada,
+# > quanto tempo guardar as chaves (e que as chaves de idempotência do Stripe expiram), e
+# > o que isso significa para o Celery Beat, inclusive por que um flock não basta.
+#
+# Run time: about 3 seconds.
+#
+# The cron article's script charged customers twice because two runs overlapped. The Celery-in-production article
 # tells the same story one level up: Celery Beat, the scheduler that pushes periodic
 # tasks onto the broker, must run as exactly one instance; a deployment with three
 # replicas of Beat sent the daily sales report to the board three times. This lesson:
@@ -13,8 +21,9 @@
 # 1. three scheduler replicas, the naive way: three reports;
 # 2. slot keys `schedule:<name>:<fire time>`: three replicas, one job per slot;
 # 3. catch-up after downtime: `skip`, `once` or `all`;
-# 4. how long to keep the keys: prune too early and a reconciliation charges twice;
-# 5. what that means for Celery Beat.
+# 4. how long to keep the keys: prune too early and a reconciliation charges twice; the
+#    provider's own idempotency keys expire after a day;
+# 5. what that means for Celery Beat, and why a lockfile cannot keep it to one instance.
 
 # %% [markdown]
 # ## Setup
@@ -63,7 +72,7 @@ print(f"seed={SEED}  folder={folder}")
 #
 # A naive scheduler is a loop that remembers, in its own memory, when it should fire
 # next. That is what Beat does, and what cron does. Run three copies (Kubernetes
-# `replicas: 3`, as in seed 004) and each one fires on its own: nothing tells a replica
+# `replicas: 3`, as in the Celery-in-production article) and each one fires on its own: nothing tells a replica
 # that another one already did. This class is the naive thing the lesson shows failing.
 
 # %%
@@ -208,7 +217,7 @@ assert [c["after downtime"] for c in catch_up] == [[], ["03:00"], ["01:00", "02:
 #
 # The slot key only protects a slot while its job is in the store. Job tables grow, so
 # someone adds a cleanup: `JobStore.prune_finished(older_than_s)` deletes finished jobs
-# and their history. Seed 004 describes what happens when the cleanup is too eager: the
+# and their history. The Celery-in-production article describes what happens when the cleanup is too eager: the
 # dedup records of a week were deleted after 24 hours, a reconciliation re-ran that week,
 # and every payment was made again.
 #
@@ -257,23 +266,87 @@ assert retention[1]["jobs pruned"] == 0 and retention[1]["slow scheduler enqueue
 # The rule: keep keys longer than anything can arrive late with them. That is not only
 # the broker's redelivery window (minutes to hours) but every re-run a person or a
 # reconciliation job can start: often months, and then an explicit, audited archive is
-# safer than a silent expiry. (The payments API here keeps no idempotency key; with one,
-# lesson 06's fix would have refused the second charge too, as a second layer.)
+# safer than a silent expiry.
+#
+# ### The destination's keys expire too
+#
+# The payments API above got no idempotency key. With one (lesson 06's fix), it would
+# have refused the second charge, as a second layer, but only for as long as it keeps
+# the key: Stripe removes an `Idempotency-Key` once it is at least 24 hours old. After
+# that the same key is a new request. `expire_idempotency_keys` plays Stripe's cleanup.
+# The slot is charged with its slot key as the `Idempotency-Key`; our own job for the
+# slot is already pruned (as in the first run above), so nothing on our side refuses a
+# re-run; and a reconciliation re-runs the slot 2 hours later, then 25 hours later:
+
+# %%
+def late_rerun(after_s):
+    clock = FakeClock(LAB_EPOCH + HOUR)
+    world = World(folder / f"stripe_after_{int(after_s)}s.db", clock)
+    key = slot_key("billing", LAB_EPOCH + HOUR)
+    world.payments.charge("cus_7", 2900, idempotency_key=key)
+    clock.advance(after_s)
+    forgotten = world.payments.expire_idempotency_keys(older_than_s=DAY)  # the provider's cleanup
+    world.payments.charge("cus_7", 2900, idempotency_key=key)  # the late re-run
+    row = {"re-run after": f"{after_s / HOUR:g} h", "provider forgot the key": bool(forgotten),
+           "calls": [c.outcome for c in world.calls("payments")],
+           "charges for slot 01:00": world.count(key, "payments")}
+    world.close()
+    return row
+
+
+stripe = [late_rerun(2 * HOUR), late_rerun(25 * HOUR)]
+show(stripe)
+assert [r["charges for slot 01:00"] for r in stripe] == [1, 2]
+assert stripe[0]["calls"] == ["ok", "replayed"] and stripe[1]["provider forgot the key"]
+
+# %% [markdown]
+# Within the day the provider answered from its stored reply; a day later it had
+# forgotten, and charged again. So the destination's key covers the redelivery window
+# (minutes), not the re-runs a person or a reconciliation starts days later. Your own
+# keys must outlive every late arrival, because after 24 hours they are the only layer
+# left: keep the job table's keys (or the ledger of lesson 06) at least as long as any
+# re-run can reach back, and much longer than the provider keeps its own.
 #
 # ## 5. And Celery Beat?
 #
 # Beat is a separate process that pushes a message onto the broker at each scheduled
 # time. Several Beat instances do not coordinate, and a broker does not deduplicate
-# messages, so seed 004's advice has two layers:
+# messages, so the Celery-in-production article's advice has two layers:
 #
 # 1. run **exactly one** Beat: `replicas: 1`, no autoscaling, or a lock that a second
-#    instance cannot take (lesson 02's `single_instance`, or a leader election), or a
-#    scheduler built for several instances;
+#    instance cannot take, or a scheduler built for several instances;
 # 2. make the task itself idempotent with a key from (schedule, fire time), checked in
 #    the same transaction as its effect, so an accidental second Beat, or an operator
 #    running the task by hand, changes nothing. Keep those keys as long as section 4 says.
 #
-# `labkit.schedule` is the second layer built into the scheduler: the key is the
+# Which lock? Not lesson 02's lockfile. `single_instance` is a `flock` on a file, and a
+# file lives on one machine's disk: it keeps two Beats apart on one host only. A
+# Kubernetes rolling update starts the new Beat pod before it stops the old one, often
+# on another node, and each pod takes the lock in its own filesystem. Two "hosts" with
+# the same lock path, played here as two folders:
+
+# %%
+from contextlib import ExitStack
+
+from labkit.lock import single_instance
+
+with ExitStack() as pods:
+    holders = []
+    for node in ("node-a", "node-b"):
+        (folder / node).mkdir()
+        # each Beat pod takes "the" lock, in its own node's filesystem
+        holders.append(pods.enter_context(
+            single_instance(folder / node / "celerybeat.lock", started_at=LAB_EPOCH)))
+    print(f"Beat pods holding celerybeat.lock at the same time: {len(holders)}")
+assert len(holders) == 2
+
+# %% [markdown]
+# Both got it. A lock that spans machines must live where both can see it: a PostgreSQL
+# advisory lock (`pg_try_advisory_lock`, released when the holder's session ends, which
+# lesson 13 shows), a lease row in a shared database, or a leader election (a Kubernetes
+# `Lease`). Even then, a lock only makes a second Beat *unlikely* (a paused holder can
+# lose it and come back); the slot key is the real fix, because it holds while two Beats
+# run. `labkit.schedule` is that second layer built into the scheduler: the key is the
 # enqueue's key, so the job table itself is the one place where "this slot ran" is
 # written.
 #
@@ -288,18 +361,12 @@ assert retention[1]["jobs pruned"] == 0 and retention[1]["slow scheduler enqueue
 # | downtime 00:00 → 03:10 | `skip`: nothing; `once`: 03:00; `all`: 01:00, 02:00, 03:00 |
 # | prune at once, then reconcile | 1 job pruned; slot 01:00 enqueued again; 2 charges |
 # | keep keys a week, then reconcile | nothing pruned, nothing enqueued; 1 charge |
+# | provider key, re-run after 2 h / 25 h | `replayed`, 1 charge / forgotten, 2 charges |
+# | a lockfile on two nodes | both Beat pods hold it at once |
 #
-# ## Glossary
+# ## Glossary and next
 #
-# | English | Português (Brasil) |
-# |---|---|
-# | periodic job (task) | job (tarefa) periódico |
-# | scheduler | agendador |
-# | replica, instance | réplica, instância |
-# | slot, fire time | horário agendado (slot), horário de disparo |
-# | slot key | chave do horário (slot) |
-# | catch-up, missed slot | recuperação de atraso, horário perdido |
-# | grace window | janela de tolerância |
-# | retention, prune | retenção, limpeza (expurgo) |
-# | reconciliation | reconciliação |
-# | leader election | eleição de líder |
+# The terms of this lesson, and of every other, in English and Portuguese:
+# [Glossary / Glossário](glossary.md).
+#
+# [Next: 11 · Observability](11_observability.ipynb)

@@ -119,3 +119,7 @@ SELECT state FROM marks WHERE key = :key
 -- Write the ledger's state for a key.
 INSERT INTO marks (key, state, at) VALUES (:key, :state, :now)
 ON CONFLICT (key) DO UPDATE SET state = excluded.state, at = excluded.at
+
+-- idem_expire --
+-- Forget a service's idempotency keys first used at or before :cutoff (as Stripe does after 24 h).
+DELETE FROM idempotency WHERE service = :service AND created_at <= :cutoff

@@ -63,6 +63,21 @@ class _Service:
         """The effects this service did for ``key``: the reconciliation lookup."""
         return self.world.effects(service=self.name, key=key)
 
+    def expire_idempotency_keys(self, older_than_s: float) -> int:
+        """Forget the Idempotency-Keys first used ``older_than_s`` ago or more; how many went.
+
+        Real providers do this: Stripe removes a key once it is at least 24 hours old.
+        Afterwards a request with that key is a new request, and a charge happens again.
+        """
+        if older_than_s < 0:
+            raise ValueError(f"older_than_s must be >= 0 seconds, not {older_than_s!r}")
+        cutoff = self.world.clock.now() - older_than_s
+        with self.world._tx() as conn:
+            gone: int = conn.execute(
+                SQL["idem_expire"], {"service": self.name, "cutoff": cutoff}
+            ).rowcount
+        return gone
+
     def _next(self) -> tuple[str, float, float]:
         with self.world._lock:
             # Most calls have nothing scripted: skip the write transaction then.

@@ -3,7 +3,11 @@
 - each ``notebooks/NN_*.ipynb`` has its jupytext ``.py`` and the two hold the same cells;
 - every code cell has stored outputs (a cell that truly prints nothing carries the tag
   ``no-output``; prefer cells that show something);
-- a title cell first, a closing "What you should see" table and an EN/PT-BR glossary.
+- a title cell first, a closing "What you should see" table and an EN/PT-BR glossary;
+- the first cell has a "Resumo" in Portuguese and says how long the lesson takes to run;
+  the lesson links the glossary and the next lesson (the last lesson has no next), and
+  never calls a source article "seed NNN" (students never see those files, and "seed"
+  means the random seed printed in the same cells).
 
 nbval itself (strict re-execution with tests/notebooks/sanitize.cfg) runs from
 ``make test``; ``make check-one NB=...`` runs it for one lesson.
@@ -12,6 +16,7 @@ nbval itself (strict re-execution with tests/notebooks/sanitize.cfg) runs from
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import Path
 
 import jupytext
@@ -101,6 +106,58 @@ def test_outputs_carry_no_temp_paths_or_errors(path):
             assert "/tmp/" not in text and "pytest-of-" not in text, (
                 f"{path.name} cell {n} prints a temporary path: use labkit.scratch.fresh_dir"
             )
+
+
+#: The closing lesson, which has no next lesson to link.
+LAST_LESSON = "15_"
+SEED_FILE = re.compile(r"\bseeds?\s+0\d\d", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("path", IPYNBS, ids=ids)
+def test_lesson_opens_with_a_resumo_and_its_run_time(path):
+    first = jupytext.read(path).cells[0].source
+    assert "**Resumo.**" in first, (
+        f"{path.name}: the first cell needs a '> **Resumo.** ...' in Brazilian Portuguese "
+        "(3-5 lines: what you will see) right after the title and promise"
+    )
+    assert "Run time:" in first, f"{path.name}: say how long the lesson takes ('Run time: ...')"
+
+
+@pytest.mark.parametrize("path", IPYNBS, ids=ids)
+def test_lesson_links_the_glossary_and_the_next_lesson(path):
+    markdown = "\n".join(c.source for c in jupytext.read(path).cells if c.cell_type == "markdown")
+    assert "(glossary.md)" in markdown, f"{path.name}: link [Glossary / Glossário](glossary.md)"
+    if not path.stem.startswith(LAST_LESSON):
+        assert re.search(r"\[Next: [^]]+\]\(\d\d_[a-z0-9_]+\.ipynb\)", markdown), (
+            f"{path.name}: end with a link to the next lesson, e.g. "
+            "[Next: 12 · Async request-reply](12_request_reply.ipynb)"
+        )
+
+
+@pytest.mark.parametrize("path", IPYNBS, ids=ids)
+def test_no_lesson_calls_an_article_a_seed(path):
+    for n, cell in enumerate(jupytext.read(path).cells):
+        found = SEED_FILE.search(cell.source)
+        assert found is None, (
+            f"{path.name} cell {n} says {found.group(0)!r}: name the article by its short "
+            "name (the cron article, the ERP article, the async-jobs lesson, the "
+            "Celery-in-production article; see README, Sources)"
+        )
+
+
+def test_the_glossary_is_searchable_both_ways():
+    text = (NOTEBOOKS / "glossary.md").read_text()
+    assert "## English → Português" in text and "## Português → English" in text
+    tables = text.split("## Português → English")
+    english = [r.split("|")[1].strip() for r in tables[0].splitlines() if r.startswith("| ")][1:]
+    portuguese = [r.split("|")[1].strip() for r in tables[1].splitlines() if r.startswith("| ")][1:]
+    assert len(english) == len(portuguese) > 50
+    for column in (english, portuguese):
+        assert column == sorted(column, key=_folded), "each table is sorted by its first column"
+
+
+def _folded(term: str) -> str:
+    return unicodedata.normalize("NFKD", term).encode("ascii", "ignore").decode().lower()
 
 
 # Opening and saving a notebook in JupyterLab must leave `git status` clean. The lab

@@ -48,6 +48,34 @@ def test_inspect_shows_counts_and_dead_letters_with_reasons(
     assert "attempts exhausted" in out
 
 
+def test_inspect_as_of_reads_ages_at_that_time(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Job 1 died at LAB_EPOCH (2026-01-01 00:00:00); two hours later it is 2h old.
+    assert main(["inspect", str(db), "--as-of", "2026-01-01T02:00:00Z"]) == 0
+    first = capsys.readouterr().out
+    assert main(["inspect", str(db), "--as-of", "2026-01-01 02:00:00"]) == 0
+    assert capsys.readouterr().out == first  # no zone given: read as UTC
+    row = next(line for line in first.splitlines() if "billing:1:charge:v1" in line)
+    assert " 2h " in row, row
+
+
+def test_redrive_as_of_makes_the_job_due_at_that_time(db: Path) -> None:
+    assert main(["redrive", str(db), "1", "--as-of", "2026-01-01T03:00:00Z"]) == 0
+    with JobStore(db) as store:
+        job = store.get(1)
+    assert (job.state, job.run_after) == ("pending", LAB_EPOCH + 3 * 3600)
+
+
+def test_inspect_as_of_with_a_bad_time_says_what_it_wants(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["inspect", str(db), "--as-of", "yesterday"])
+    assert exit_.value.code == 2
+    assert "--as-of wants a time like 2026-01-01T08:00:00Z" in capsys.readouterr().err
+
+
 def test_inspect_one_job_shows_its_attempts(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["inspect", str(db), "--job", "3"]) == 0
     out = capsys.readouterr().out
@@ -164,3 +192,11 @@ def test_grade_with_a_missing_folder_is_a_clear_error(
 ) -> None:
     assert main(["grade", str(tmp_path / "none"), "--out", str(tmp_path / "g.csv")]) == 2
     assert "not a folder of student folders" in capsys.readouterr().err
+
+
+def test_the_default_solutions_folder_is_the_one_grading_uses() -> None:
+    from labkit.cli import build_parser
+    from labkit.grading.grade import DEFAULT_SOLUTIONS
+
+    args = build_parser().parse_args(["release", "out"])
+    assert args.solutions == DEFAULT_SOLUTIONS

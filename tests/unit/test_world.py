@@ -53,6 +53,23 @@ def test_same_key_other_params_is_a_permanent_conflict(world: World) -> None:
     assert world.count("inv:1") == 1
 
 
+def test_an_expired_idempotency_key_no_longer_protects(tmp_path: Path) -> None:
+    clock = FakeClock()
+    world = World(tmp_path / "world.db", clock)
+    world.payments.charge("cus_1", 500, idempotency_key="inv:1")
+    clock.advance(3600)
+    world.payments.charge("cus_2", 700, idempotency_key="inv:2")
+    world.mail.send("a@example.com", "hi", key="m")  # mail keeps no keys: nothing to expire
+    clock.advance(23 * 3600)  # inv:1 is 24 h old now, inv:2 only 23 h
+    assert world.payments.expire_idempotency_keys(older_than_s=24 * 3600) == 1
+    world.payments.charge("cus_2", 700, idempotency_key="inv:2")
+    assert world.count("inv:2") == 1  # still remembered: replayed
+    world.payments.charge("cus_1", 500, idempotency_key="inv:1")
+    assert world.count("inv:1") == 2  # forgotten: a new request, a second charge
+    with pytest.raises(ValueError, match=">= 0"):
+        world.payments.expire_idempotency_keys(-1)
+
+
 def test_key_still_in_progress_gets_a_409(tmp_path: Path) -> None:
     seen: list[Exception] = []
 
