@@ -37,7 +37,7 @@ from labkit.errors import InvalidTransition, LabkitError, NotFound
 from labkit.explore import Row, run_scenario
 from labkit.faults import LOST_RESPONSE, MATRIX_POINTS, FaultPlan
 from labkit.job import Job, JobState
-from labkit.report import age_text, format_table, html_cell
+from labkit.report import Table, age_text, format_table, html_cell
 from labkit.scratch import fresh_dir
 from labkit.store import JobStore
 from labkit.strategies import STRATEGIES
@@ -92,6 +92,21 @@ class RedriveReport:
         if self.counts:
             lines += ["", "jobs by state:", format_table([self.counts])]
         return "\n".join(lines)
+
+    def html(self) -> str:
+        """The same report for the screen: a bold summary, then HTML tables."""
+        verb = "would redrive" if self.dry_run else "redrove"
+        note = " (dry run: nothing changed)" if self.dry_run else " (same keys)"
+        parts = [f"<p><b>{verb} {len(self.jobs)} job(s)</b>{note}</p>"]
+        if self.jobs:
+            parts.append(Table(
+                [{"id": j.id, "kind": j.kind, "key": j.key, "state": str(j.state),
+                  "redrives": j.redrives} for j in self.jobs]).html)
+        parts += [f"<p>refused job {job_id}: {html.escape(why)}</p>"
+                  for job_id, why in self.refused]
+        if self.counts:
+            parts += ["<p>jobs by state:</p>", Table([self.counts]).html]
+        return "".join(parts)
 
 
 def _need_ids(ids: Iterable[int]) -> list[int]:
@@ -156,7 +171,7 @@ class DeadLetterScreen(widgets.VBox):  # type: ignore[misc]
     Parts a test (or a notebook) drives: ``kind`` and ``error_class`` (dropdowns),
     ``checkboxes`` (``{job_id: Checkbox}`` for the rows shown), ``note``, the buttons
     ``dry_run_button``, ``redrive_button``, ``refresh_button``, and ``message`` (HTML);
-    ``text`` is the message as plain text.
+    ``text`` is the message as plain text (what the CLI would print).
     """
 
     def __init__(self, store: JobStore) -> None:
@@ -235,15 +250,18 @@ class DeadLetterScreen(widgets.VBox):  # type: ignore[misc]
             else:
                 report = redrive_selected(self.store, self.selected(), note=self.note.value)
         except LabkitError as exc:
-            self._say(f"{exc}\n\njobs by state:\n{format_table([self.store.counts()])}")
+            counts = self.store.counts()
+            self._say(f"{exc}\n\njobs by state:\n{format_table([counts])}",
+                      f"<p><b>{html.escape(str(exc))}</b></p><p>jobs by state:</p>"
+                      + Table([counts]).html)
             return
         if not dry_run:
             self.refresh()
-        self._say(report.text())
+        self._say(report.text(), report.html())
 
-    def _say(self, text: str) -> None:
+    def _say(self, text: str, page: str) -> None:
         self.text = text
-        self.message.value = _pre(text)
+        self.message.value = page
 
     def __repr__(self) -> str:
         # The text JupyterLab shows for this output before the notebook runs.

@@ -377,14 +377,15 @@ def test_lesson_07_runs_clean_and_the_dead_letter_screen_redrives(served, page):
     assert boxes.first.is_checked()
     screen.locator("button", has_text="Dry run").click()
     wait_idle(page)
-    message = screen.locator("pre", has_text=re.compile("would redrive|Nothing is selected"))
+    message = screen.locator(".widget-html", has_text=re.compile(
+        "would redrive|Nothing is selected")).last
     message.wait_for()
     assert "would redrive 1 job(s)" in message.inner_text(), message.inner_text()
     assert _job(db, job_id) == ("dead", redrives)  # a dry run changes nothing
 
     screen.locator("button", has_text="Redrive selected").click()
     wait_idle(page)
-    screen.locator("pre", has_text="redrove").wait_for()
+    screen.locator(".widget-html", has_text="redrove").last.wait_for()
     assert "redrove 1 job(s)" in screen.inner_text()
     assert _job(db, job_id) == ("pending", redrives + 1)  # the database, read here
     shoot(page, "07_after_redrive", screen)
