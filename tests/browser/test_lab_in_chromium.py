@@ -359,9 +359,13 @@ def test_lesson_07_runs_clean_and_the_dead_letter_screen_redrives(served, page):
         .locator("select")
     kinds = [o for o in kind.locator("option").all_inner_texts() if o != "(all)"]
     assert kinds, "the dead-letter screen offers no kind to filter by"
-    kind.select_option(kinds[0])
-    wait_idle(page)  # the kernel re-reads the store and redraws the rows
     boxes = screen.locator("input[type='checkbox']")
+    old_box = boxes.first.element_handle()
+    kind.select_option(kinds[0])
+    # The kernel re-reads the store and sends new rows; wait until the browser has
+    # replaced the old tick boxes, or a tick could land on a box about to vanish.
+    page.wait_for_function("box => !box.isConnected", arg=old_box, timeout=60_000)
+    wait_idle(page)
     boxes.first.wait_for()
     assert boxes.count() >= 1
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
