@@ -29,7 +29,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -139,7 +139,7 @@ def start_lab(
     if runtime_dir is not None:
         child_env["JUPYTER_RUNTIME_DIR"] = str(runtime_dir)
     found = Path(runtime_dir) if runtime_dir is not None else Path(_jupyter_runtime_dir())
-    log = open(log_path, "ab") if log_path is not None else None  # noqa: SIM115
+    log = open(log_path, "ab") if log_path is not None else None
     try:
         popen = subprocess.Popen(
             lab_argv(notebook_dir, port, open_browser, landing, extra),
@@ -177,14 +177,8 @@ def _jupyter_runtime_dir() -> str:
     return str(jupyter_runtime_dir())
 
 
-@contextlib.contextmanager
-def running_lab(notebook_dir: str | Path, port: int = 8888, **kwargs: object) -> Iterator[Lab]:
-    """``start_lab`` as a context manager: the whole tree is stopped on the way out."""
-    lab = start_lab(notebook_dir, port, **kwargs)  # type: ignore[arg-type]
-    try:
-        yield lab
-    finally:
-        lab.stop()
+def _stop_on_sigterm(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt  # a closed terminal takes the same path as Ctrl-C
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,8 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--open", action="store_true", help="open a browser (needs a display)")
     args = parser.parse_args(argv)
     lab = start_lab(args.notebook_dir, args.port, open_browser=args.open, landing=args.landing)
-    # SIGTERM (e.g. from a terminal closing) takes the same path as Ctrl-C.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
         where = "opened in your browser" if args.open else "open it in a browser"
         print(f"\nJupyterLab is serving the lessons ({where}; Ctrl-C stops it):\n\n"

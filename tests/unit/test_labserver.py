@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -48,3 +49,43 @@ def test_lab_url_is_the_port_jupyter_moved_to_and_stop_ends_the_group(tmp_path):
     assert lab.popen.poll() is not None
     with pytest.raises(ProcessLookupError):
         os.killpg(lab.popen.pid, 0)  # nothing left in its process group
+
+
+def test_make_labs_banner_names_the_served_url_and_sigterm_stops_everything(tmp_path):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    runtime = tmp_path / "runtime"
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
+               JUPYTER_RUNTIME_DIR=str(runtime))
+    # What `make lab` runs on a machine without a display.
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "labkit.labserver", f"--notebook-dir={tmp_path}",
+         f"--port={port}"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        start_new_session=True,
+    )
+    try:
+        assert launcher.stdout is not None
+        banner = ""
+        for line in launcher.stdout:
+            banner += line
+            if "?token=" in line:
+                break
+        (info_file,) = runtime.glob("jpserver-*.json")
+        info = json.loads(info_file.read_text())
+        assert info["port"] != port  # Jupyter moved off the port we held...
+        url = f"{info['url']}lab/tree/notebooks/00_start_here.ipynb?token={info['token']}"
+        assert url in banner, banner  # ...and the banner says where it went
+        assert f":{port}/" not in banner
+        server_pid = info["pid"]
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(60) == 0
+    finally:
+        taken.close()
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+            launcher.wait()
+    with pytest.raises(ProcessLookupError):
+        os.killpg(server_pid, 0)  # the server's group (and its kernels) went with it
