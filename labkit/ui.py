@@ -18,9 +18,11 @@ letters are a grid (a tick box, then one cell per column) that fits a 1366 px wi
 long reasons wrap between words, error classes and numbers never break. Before a
 notebook runs, each widget's stored output reads as one short line of text.
 
-In production nobody builds this: Flower shows Celery's tasks, Oban Web and River UI
-list and retry dead jobs with filters and bulk actions, and a broker's own console
-(RabbitMQ management, SQS "start DLQ redrive") moves dead messages back.
+In production nobody builds this: Oban Web and River UI list and retry dead jobs with
+filters and bulk actions, and a broker's own console (RabbitMQ management, SQS "start
+DLQ redrive") moves dead messages back. Celery has no dead-letter state and Flower no
+dead-letter screen or redrive: it monitors tasks and workers; a Celery dead-letter queue
+is a broker feature (a RabbitMQ dead-letter exchange) or a table of your own.
 """
 
 from __future__ import annotations
