@@ -1,0 +1,150 @@
+"""The zoo of exercises 11-13: each plausible wrong solution loses the check named after it.
+
+Each entry overrides one function of the reference solution with a classic mistake,
+then runs every public and hidden check. The named check must fail with an expectation
+and a hint, the score must drop, and some checks must still pass (the feedback points
+at one mistake, not at everything).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from gradingkit import grade_values, with_override
+
+from labkit.grading.core import PASSED
+
+ZOO: list[tuple[str, str, str, str]] = [
+    # (exercise, mistake, the check that must fail, source replacing the reference)
+    (
+        "ex12",
+        "slot key in the machine's local time",
+        "slot_key_is_the_same_in_every_time_zone",
+        """
+        def slot_key(schedule, fire_time):
+            if not schedule or ":" in schedule:
+                raise ValueError(schedule)
+            return f"schedule:{schedule}:{datetime.fromtimestamp(fire_time):%Y-%m-%dT%H:%M:%SZ}"
+        """,
+    ),
+    (
+        "ex12",
+        "key from the moment of the tick, not the slot",
+        "two_schedulers_enqueue_each_slot_once",
+        """
+        _reference_due = due_slots
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(run_after) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            created = []
+            for slot in _reference_due(period_s, row[0], since, now, catch_up):
+                key = slot_key(schedule, int(now))
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "plain INSERT: the second scheduler's insert raises",
+        "two_schedulers_enqueue_each_slot_once",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(run_after) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            created = []
+            for slot in due_slots(period_s, row[0], since, now, catch_up):
+                key = slot_key(schedule, slot)
+                conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (?, ?, ?, ?)",
+                    (key, schedule, slot, now),
+                )
+                created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "what fired kept in memory, not read from the table",
+        "tick_reads_what_fired_from_the_table",
+        """
+        FIRED = {}
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            created = []
+            for slot in due_slots(period_s, FIRED.get(schedule), since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                FIRED[schedule] = slot
+                if got:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "the slot at exactly now is not due yet (< instead of <=)",
+        "due_slots_boundaries",
+        """
+        _reference_due = due_slots
+        def due_slots(period_s, last, since, now, catch_up):
+            return [s for s in _reference_due(period_s, last, since, now, catch_up) if s < now]
+        """,
+    ),
+    (
+        "ex12",
+        "slots rounded to the nearest multiple instead of the one at or before now",
+        "due_slots_on_generated_schedules",
+        """
+        def due_slots(period_s, last, since, now, catch_up):
+            if period_s <= 0 or catch_up not in ("all", "latest"):
+                raise ValueError("bad arguments")
+            slot = round(now / period_s) * period_s
+            slots = []
+            while slot >= since and (last is None or slot > last):
+                slots.append(slot)
+                if catch_up == "latest":
+                    break
+                slot -= period_s
+            return slots[::-1]
+        """,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("exercise", "mistake", "check", "source"), ZOO, ids=[f"{e}: {m}" for e, m, _, _ in ZOO]
+)
+def test_wrong_solution_fails_the_check_that_names_its_mistake(
+    exercise: str, mistake: str, check: str, source: str
+) -> None:
+    outcomes = grade_values(exercise, with_override(exercise, source))
+    assert check in outcomes, f"no check called {check}"
+    named = outcomes[check]
+    assert named.status == "failed", f"{mistake}: {check} was {named.status}"
+    assert named.earned == 0 and named.expected and named.got and named.hint
+    assert "Traceback" not in named.got
+    earned = sum(o.earned for o in outcomes.values())
+    assert earned < sum(o.points for o in outcomes.values())
+    passed = [o.check for o in outcomes.values() if o.status == PASSED]
+    assert passed, f"{mistake}: every check failed, the feedback would not point at the mistake"
+
+
+def test_the_zoo_has_three_mistakes_per_exercise_at_least() -> None:
+    counts = Counter(e for e, *_ in ZOO)
+    assert all(counts[e] >= 3 for e in ("ex11", "ex12", "ex13")), counts
