@@ -124,6 +124,98 @@ ZOO: list[tuple[str, str, str, str]] = [
             return slots[::-1]
         """,
     ),
+    (
+        "ex13",
+        "the cap alone, without least-busy-first",
+        "a_flood_does_not_starve_the_others",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (SELECT c.id FROM jobs c
+                  WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                         OR (c.state = 'running' AND c.lease_until <= :now))
+                    AND (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                          AND r.state = 'running' AND r.lease_until > :now) < :cap
+                  ORDER BY c.run_after, c.id LIMIT 1)
+                RETURNING *\"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "count in a SELECT, then claim in an UPDATE",
+        "the_cap_holds_when_two_processes_claim",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            busy = dict(conn.execute(
+                "SELECT queue, count(*) FROM jobs WHERE state = 'running'"
+                " AND lease_until > ? GROUP BY queue", (now,)).fetchall())
+            open_queues = [q for (q,) in conn.execute("SELECT DISTINCT queue FROM jobs")
+                           if busy.get(q, 0) < cap]
+            if not open_queues:
+                return None
+            marks = ",".join("?" for _ in open_queues)
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET.replace(":worker", "?").replace(":now + :lease_s", "?")
+                .replace(":now", "?") + f\"\"\"
+                 WHERE id = (SELECT id FROM jobs
+                  WHERE ((state IN ('pending', 'retry_wait') AND run_after <= ?)
+                         OR (state = 'running' AND lease_until <= ?))
+                    AND queue IN ({marks})
+                  ORDER BY run_after, id LIMIT 1)
+                RETURNING *\"\"\",
+                (worker, now + lease_s, now, now, now, *open_queues),
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "a dead worker's expired lease still counts toward the cap",
+        "a_dead_workers_job_does_not_hold_the_cap",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (SELECT c.id FROM jobs c
+                  WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                         OR (c.state = 'running' AND c.lease_until <= :now))
+                    AND (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                          AND r.state = 'running') < :cap
+                  ORDER BY (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                             AND r.state = 'running'), c.run_after, c.id LIMIT 1)
+                RETURNING *\"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "serial: the oldest ready job of the key, overtaking a head that waits to retry",
+        "a_waiting_head_blocks_its_queue",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (SELECT c.id FROM jobs c
+                  WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                         OR (c.state = 'running' AND c.lease_until <= :now))
+                    AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.queue = c.queue
+                          AND r.state = 'running' AND r.lease_until > :now)
+                    AND c.id = (SELECT min(o.id) FROM jobs o WHERE o.queue = c.queue
+                          AND ((o.state IN ('pending', 'retry_wait') AND o.run_after <= :now)
+                               OR (o.state = 'running' AND o.lease_until <= :now)))
+                  ORDER BY c.run_after, c.id LIMIT 1)
+                RETURNING *\"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 

@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import math
 import sqlite3
-import tempfile
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
 
-from labkit.grading.checks._examples import holds
 from labkit.grading.checks._helpers import short_repr
+from labkit.grading.checks._kit import holds, lab_file
 from labkit.grading.core import CheckFailed, Checks, Namespace, expect
-from labkit.grading.labdb import add_job, all_jobs, lab_db
+from labkit.grading.labdb import add_job, all_jobs
 from labkit.schedule import slot_key as reference_key
 
 CHECKS = Checks("ex12", "periodic jobs keyed by slot", needs=("slot_key", "due_slots", "tick"))
@@ -64,18 +61,6 @@ def _returned(got: dict[str, Any], what: str, hint: str) -> Any:
     if "raised" in got:
         raise CheckFailed(what, f"your code raised {got['raised']}: {got['message']}", hint)
     return got["returned"]
-
-
-@contextmanager
-def jobs_file(ns: Namespace) -> Iterator[tuple[sqlite3.Connection, Path]]:
-    """A fresh exercise jobs table under the student's folder, and the check's connection."""
-    with tempfile.TemporaryDirectory(prefix="labkit-ex12-", dir=ns.workdir) as tmp:
-        path = Path(tmp) / "jobs.db"
-        conn = lab_db(path)
-        try:
-            yield conn, path
-        finally:
-            conn.close()
 
 
 def _tick(
@@ -217,7 +202,7 @@ def due_slots_refuses_bad_arguments(ns: Namespace) -> None:
     "RETURNING key)",
 )
 def tick_enqueues_each_slot(ns: Namespace) -> None:
-    with jobs_file(ns) as (conn, path):
+    with lab_file(ns) as (conn, path):
         first = _tick(ns, path, T0 + HOUR + 5)
         want = [reference_key("nightly", T0), reference_key("nightly", T0 + HOUR)]
         expect(first == want, f"the first tick to create {want}", first)
@@ -241,7 +226,7 @@ def tick_enqueues_each_slot(ns: Namespace) -> None:
     timeout=20.0,
 )
 def tick_reads_what_fired_from_the_table(ns: Namespace) -> None:
-    with jobs_file(ns) as (conn, path):
+    with lab_file(ns) as (conn, path):
         # Another scheduler fired 02:00 only (it caught up with 'latest' after downtime).
         # A schedule no other check ticks: this process has never seen it.
         add_job(conn, reference_key("close", T0 + 2 * HOUR), kind="close", run_after=T0 + 2 * HOUR)
@@ -266,7 +251,7 @@ def two_schedulers_enqueue_each_slot_once(ns: Namespace) -> None:
     hours = 6
     # Scheduler a ticks 0.2 s after each hour, scheduler b 1.9 s after: clocks never agree.
     nows = [[T0 + k * HOUR + skew for k in range(hours)] for skew in (0.2, 1.9)]
-    with jobs_file(ns) as (conn, path):
+    with lab_file(ns) as (conn, path):
         got = ns.harness(
             HARNESS + "tick_race", str(path), "nightly", HOUR, T0, nows, "all", RACE_PAUSE_S
         )

@@ -1,20 +1,27 @@
-"""Generated examples for checks: the same ones on every run, the failing one shrunk.
+"""What the checks of exercises 11-13 share: generated examples, and a database to judge.
 
 ``holds(strategy, prop)`` runs ``prop`` on examples Hypothesis generates
 (derandomized, no example database, a bounded count), so a check stays inside its
 timeout, a failure replays exactly, and the student reads the smallest input that
-breaks their code.
+breaks their code. ``lab_file(ns, make)`` gives a fresh database file under the
+student's folder and the check's own connection to it, to build the scene and to read
+back what the student's code did.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sqlite3
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, Verbosity, given, settings
 from hypothesis import strategies as st
 
-from labkit.grading.core import CheckFailed
+from labkit.grading.core import CheckFailed, Namespace
+from labkit.grading.labdb import lab_db
 
 
 def holds(
@@ -40,3 +47,17 @@ def holds(
         while isinstance(first, BaseExceptionGroup):
             first = first.exceptions[0]
         raise first from None
+
+
+@contextmanager
+def lab_file(
+    ns: Namespace, make: Callable[[Path], sqlite3.Connection] = lab_db, name: str = "jobs.db"
+) -> Iterator[tuple[sqlite3.Connection, Path]]:
+    """A fresh database made by ``make`` under the student's folder, and the check's connection."""
+    with tempfile.TemporaryDirectory(prefix="labkit-check-", dir=ns.workdir) as tmp:
+        path = Path(tmp) / name
+        conn = make(path)
+        try:
+            yield conn, path
+        finally:
+            conn.close()
