@@ -18,6 +18,121 @@ from labkit.grading.core import PASSED
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, mistake, the check that must fail, source replacing the reference)
     (
+        "ex11",
+        "the order and its message in two transactions",
+        "place_order_is_one_transaction",
+        """
+        def place_order(conn, order_id, customer, total):
+            created = conn.execute(
+                "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                " ON CONFLICT (id) DO NOTHING RETURNING id", (order_id, customer, total),
+            ).fetchone()
+            if created is not None:
+                body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                conn.execute(
+                    "INSERT INTO outbox (message_id, topic, body) VALUES (?, 'order.placed', ?)",
+                    (f"order:{order_id}:placed:v1", body),
+                )
+            return created is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the relay marks the row sent, then publishes",
+        "relay_never_loses_a_message",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            rows = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, mid, body in rows:
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                publish(topic, mid, body)
+                sent.append(mid)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay skips a message the broker refused and goes on",
+        "relay_stops_when_the_broker_is_down",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            rows = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, mid, body in rows:
+                try:
+                    publish(topic, mid, body)
+                except Exception:
+                    continue
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(mid)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer commits the processed id before sending the email",
+        "consume_is_one_transaction",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            fresh = conn.execute(
+                "INSERT INTO processed_messages (message_id) VALUES (?)"
+                " ON CONFLICT DO NOTHING RETURNING message_id", (message_id,),
+            ).fetchone()
+            if fresh is not None:
+                conn.execute("INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                             (order["order_id"], order["customer"]))
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer checks with a SELECT outside the transaction",
+        "two_consumer_processes_send_each_email_once",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            seen = conn.execute(
+                "SELECT 1 FROM processed_messages WHERE message_id = ?", (message_id,)
+            ).fetchone()
+            if seen:
+                return False
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT OR IGNORE INTO processed_messages (message_id) VALUES (?)",
+                         (message_id,))
+            conn.execute("INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                         (order["order_id"], order["customer"]))
+            conn.execute("COMMIT")
+            return True
+        """,
+    ),
+    (
+        "ex11",
+        "the body built with an f-string",
+        "body_is_json_for_any_name",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            created = conn.execute(
+                "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                " ON CONFLICT (id) DO NOTHING RETURNING id", (order_id, customer, total),
+            ).fetchone()
+            if created is not None:
+                body = f'{{"order_id": {order_id}, "customer": "{customer}", "total": {total}}}'
+                conn.execute(
+                    "INSERT INTO outbox (message_id, topic, body) VALUES (?, 'order.placed', ?)",
+                    (f"order:{order_id}:placed:v1", body),
+                )
+            conn.execute("COMMIT")
+            return created is not None
+        """,
+    ),
+    (
         "ex12",
         "slot key in the machine's local time",
         "slot_key_is_the_same_in_every_time_zone",
