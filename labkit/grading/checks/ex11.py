@@ -32,7 +32,7 @@ HARNESS = "labkit.grading.harness.ex11:"
 NOW = 100.0
 #: How many crash points (after write 1, 2, ...) a check tries at most.
 MAX_WRITES = 6
-ORDERS = [[1, "ana", 4200], [2, "bia", 1500], [3, "caio", 990]]
+ORDERS: list[list[Any]] = [[1, "ana", 4200], [2, "bia", 1500], [3, "caio", 990]]
 
 
 def message_id(order_id: int) -> str:
