@@ -18,7 +18,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from labkit.grading.checks._kit import lab_file
+from hypothesis import strategies as st
+
+from labkit.grading.checks._kit import holds, lab_file
 from labkit.grading.core import CheckFailed, Checks, Namespace, expect
 from labkit.grading.labdb import add_job, all_jobs
 
@@ -85,6 +87,87 @@ def live(queue: str, n: int = 1, **fields: Any) -> dict[str, Any]:
 
 def _id(row: dict[str, Any] | None) -> Any:
     return None if row is None else row["id"]
+
+
+def _ready(job: dict[str, Any], now: float) -> bool:
+    if job["state"] in ("pending", "retry_wait"):
+        return bool(job["run_after"] <= now)
+    return bool(job["state"] == "running" and job["lease_until"] <= now)
+
+
+def expected_capped(jobs: list[dict[str, Any]], now: float, cap: int) -> int | None:
+    """The check's own model of ``claim_capped``: the id it must take, or None."""
+    busy = Counter(j["queue"] for j in jobs if j["state"] == "running" and j["lease_until"] > now)
+    ready = [j for j in jobs if _ready(j, now) and busy[j["queue"]] < cap]
+    ready.sort(key=lambda j: (busy[j["queue"]], j["run_after"], j["id"]))
+    return ready[0]["id"] if ready else None
+
+
+def expected_serial(jobs: list[dict[str, Any]], now: float) -> int | None:
+    """The check's own model of ``claim_serial``: the id it must take, or None."""
+    heads: dict[str, dict[str, Any]] = {}
+    for j in sorted(jobs, key=lambda j: j["id"]):
+        if j["state"] in ("pending", "retry_wait", "running"):
+            heads.setdefault(j["queue"], j)
+    ready = sorted(
+        (j for j in heads.values() if _ready(j, now)), key=lambda j: (j["run_after"], j["id"])
+    )
+    return ready[0]["id"] if ready else None
+
+
+@st.composite
+def scenes(draw: Any) -> list[dict[str, Any]]:
+    """Up to 9 jobs over three queues, in every state, with times around NOW (100)."""
+    jobs = []
+    for n in range(draw(st.integers(1, 9))):
+        state = draw(st.sampled_from(["pending", "retry_wait", "running", "succeeded", "dead"]))
+        job: dict[str, Any] = {
+            "key": f"job:{n}",
+            "queue": draw(st.sampled_from(["acme", "bolt", "cora"])),
+            "state": state,
+            "attempt": 0 if state == "pending" else 1,
+            "run_after": draw(st.sampled_from([0.0, 50.0, NOW, 150.0])),
+        }
+        if state == "running":
+            job.update(
+                lease_owner="other",
+                lease_token=f"t{n}",
+                lease_until=draw(st.sampled_from([50.0, NOW, 130.0])),
+            )
+        jobs.append(job)
+    return jobs
+
+
+def _scene_check(ns: Namespace, jobs: list[dict[str, Any]], name: str, *extra: Any) -> None:
+    with lab_file(ns) as (conn, path):
+        for entry in jobs:
+            add_job(conn, entry["key"], **{k: v for k, v in entry.items() if k != "key"})
+        stored = all_jobs(conn)
+        want = (
+            expected_capped(stored, NOW, *extra)
+            if name == "claim_capped"
+            else expected_serial(stored, NOW)
+        )
+        got = _id(claim(ns, path, name, "w9", NOW, *extra))
+        scene = "; ".join(
+            f"{j['id']} {j['queue']} {j['state']} run_after={j['run_after']:g}"
+            + (f" lease_until={j['lease_until']:g}" if j["state"] == "running" else "")
+            for j in stored
+        )
+        what = f"cap={extra[0]}, " if extra else ""
+        expect(
+            got == want,
+            f"{name} at now=100 ({what}jobs: {scene}) to take "
+            + ("nothing" if want is None else f"job {want}"),
+            "nothing" if got is None else f"job {got}",
+        )
+        if want is not None:
+            row = job(conn, want)
+            expect(
+                row["state"] == "running" and row["lease_owner"] == "w9",
+                f"job {want} running for w9 in the table",
+                f"state={row['state']}, lease_owner={row['lease_owner']}",
+            )
 
 
 @CHECKS.add(
@@ -261,6 +344,20 @@ def the_cap_holds_when_two_processes_claim(ns: Namespace) -> None:
 
 @CHECKS.add(
     2,
+    "on any table: skip accounts at their cap (live leases only), then least busy, "
+    "run_after, id; a job whose lease ended at or before now is ready again",
+    timeout=30.0,
+)
+def capped_claim_follows_the_rules_on_generated_tables(ns: Namespace) -> None:
+    holds(
+        st.tuples(scenes(), st.integers(1, 3)),
+        lambda example: _scene_check(ns, example[0], "claim_capped", example[1]),
+        examples=25,
+    )
+
+
+@CHECKS.add(
+    2,
     "claim only each queue's head, its live job with the smallest id: while the head "
     "runs, the jobs behind it wait, then they go in order",
 )
@@ -300,6 +397,16 @@ def a_waiting_head_blocks_its_queue(ns: Namespace) -> None:
             "the head itself at 160, not the job behind it",
             got,
         )
+
+
+@CHECKS.add(
+    2,
+    "on any table: the head is each queue's live job (pending, retry_wait, running) "
+    "with the smallest id; take the ready head with the smallest run_after, then id",
+    timeout=30.0,
+)
+def serial_claim_follows_the_rules_on_generated_tables(ns: Namespace) -> None:
+    holds(scenes(), lambda jobs: _scene_check(ns, jobs, "claim_serial"), examples=25)
 
 
 @CHECKS.add(
