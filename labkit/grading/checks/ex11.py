@@ -18,8 +18,10 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from hypothesis import strategies as st
+
 from labkit.clock import FakeClock
-from labkit.grading.checks._kit import lab_file
+from labkit.grading.checks._kit import holds, lab_file
 from labkit.grading.core import CheckFailed, Checks, Namespace, expect
 from labkit.grading.labdb import consumer_db, outbox_db, rows_of
 from labkit.outbox import Broker
@@ -303,3 +305,62 @@ def consume_is_one_transaction(ns: Namespace) -> None:
                 f"exactly one email after a crash right after write {nth} and a redelivery",
                 emails(conn),
             )
+
+
+NAMES = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=12)
+
+
+@st.composite
+def order_streams(draw: Any) -> tuple[list[list[Any]], list[int]]:
+    """Orders (some placed twice), then the order in which messages are delivered."""
+    ids = draw(st.lists(st.integers(1, 2**31), min_size=1, max_size=4, unique=True))
+    orders = [[i, draw(NAMES), draw(st.integers(0, 10**7))] for i in ids]
+    placed = draw(
+        st.lists(
+            st.sampled_from(range(len(orders))), min_size=len(orders), max_size=len(orders) + 3
+        )
+    )
+    placed = list(range(len(orders))) + placed[len(orders) :]  # each at least once
+    return [orders[i] for i in placed], draw(st.permutations(range(len(placed))))
+
+
+@CHECKS.add(
+    2,
+    "for any orders (any customer name, placed once or retried) and any delivery "
+    "order with repeats: one message per order, and one email per order",
+    timeout=40.0,
+)
+def pipeline_on_generated_orders(ns: Namespace) -> None:
+    def prop(example: tuple[list[list[Any]], list[int]]) -> None:
+        placed, delivery = example
+        unique = {o[0]: o for o in placed}
+        with (
+            lab_file(ns, outbox_db, "shop.db") as (shop, shop_path),
+            lab_file(ns, consumer_db, "mail.db") as (mail, mail_path),
+        ):
+            for order in placed:
+                place(ns, shop_path, order)
+            outbox = rows_of(shop, "all_outbox")
+            bodies = {r["message_id"]: r["body"] for r in outbox}
+            want_ids = sorted(message_id(i) for i in unique)
+            expect(
+                sorted(bodies) == want_ids and len(outbox) == len(unique),
+                f"one outbox row per order ({want_ids}) after placing {placed}",
+                [r["message_id"] for r in outbox],
+            )
+            rows = sorted(outbox, key=lambda r: r["id"])
+            for n in delivery:  # every message once, in a shuffled order, then again
+                row = rows[n % len(rows)]
+                for _ in range(2):
+                    got = ns.harness(
+                        HARNESS + "consume", str(mail_path), row["message_id"], row["body"], None
+                    )
+                    _raised(got, f"consume({row['message_id']!r}, ...)", "read the error")
+            want = sorted((i, o[1]) for i, o in unique.items())
+            expect(
+                sorted(emails(mail)) == want,
+                f"one email per order {want}",
+                sorted(emails(mail)),
+            )
+
+    holds(order_streams(), prop, examples=15)
