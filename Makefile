@@ -17,15 +17,15 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed-lab: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[lab]'
+	$(BIN)/python -m pip install --quiet -e '.[lab,web]'
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[lab,dev,services]'
+	$(BIN)/python -m pip install --quiet -e '.[lab,web,dev,services]'
 	@touch $@ $(VENV)/.installed-lab
 
 $(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed-test
-	$(BIN)/python -m pip install --quiet -e '.[lab,dev,services,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[lab,web,dev,services,bench]'
 	@touch $@
 
 venv: $(VENV)/.installed-lab

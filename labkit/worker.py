@@ -63,6 +63,7 @@ from labkit.clock import Clock
 from labkit.errors import CircuitOpen, LeaseLost, PermanentError
 from labkit.faults import FaultPlan
 from labkit.job import Job, JobState
+from labkit.logs import job_fields
 from labkit.redact import describe
 from labkit.store import JobStore
 
@@ -203,7 +204,14 @@ class Worker:
         except BaseException as exc:
             self.crashed = exc
             self.runs.append(Run(job.id, job.key, job.attempt, "crashed", str(exc)))
-            log.info("%s crashed on job %s (%s): %s", self.name, job.id, job.key, exc)
+            log.info(
+                "%s crashed on job %s (%s): %s",
+                self.name,
+                job.id,
+                job.key,
+                exc,
+                extra=job_fields(job, self.name, "crashed"),
+            )
             raise
 
     def run_until_idle(self, max_jobs: int | None = None) -> int:
@@ -322,6 +330,7 @@ class Worker:
                 ctx.job.id,
                 ctx.job.key,
                 describe(exc),
+                extra=job_fields(ctx.job, self.name, "lost_after_ack"),
             )
             self.runs[-1] = Run(
                 ctx.job.id, ctx.job.key, ctx.job.attempt, "lost_after_ack", describe(exc)
@@ -345,6 +354,7 @@ class Worker:
             finished.id,
             finished.key,
             ctx.job.attempt,
+            extra=job_fields(ctx.job, self.name, str(finished.state)),
         )
         try:
             at("after_commit")
@@ -371,6 +381,7 @@ class Worker:
             ctx.job.attempt,
             failed.state,
             describe(exc),
+            extra=job_fields(ctx.job, self.name, str(failed.state)),
         )
         return failed
 
@@ -382,10 +393,17 @@ class Worker:
         except LeaseLost as lost:
             return self._lease_lost(ctx, lost)
         self.runs.append(Run(snoozed.id, snoozed.key, ctx.job.attempt, "snoozed", describe(exc)))
-        log.info("%s: job %s snoozed %.1fs: %s", self.name, snoozed.id, delay, exc)
+        log.info(
+            "%s: job %s snoozed %.1fs: %s",
+            self.name,
+            snoozed.id,
+            delay,
+            exc,
+            extra=job_fields(ctx.job, self.name, "snoozed"),
+        )
         return snoozed
 
     def _lease_lost(self, ctx: Context, exc: LeaseLost) -> Job:
         self.runs.append(Run(ctx.job.id, ctx.job.key, ctx.job.attempt, "lease_lost", describe(exc)))
-        log.warning("%s: %s", self.name, exc)
+        log.warning("%s: %s", self.name, exc, extra=job_fields(ctx.job, self.name, "lease_lost"))
         return self.store.get(ctx.job.id)

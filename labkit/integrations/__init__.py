@@ -1,0 +1,1 @@
+"""Labkit beside the tools a production system would use: an HTTP front door, Celery."""

@@ -1,0 +1,27 @@
+-- schema --
+-- Who asked for each job accepted over HTTP, and with which Idempotency-Key.
+CREATE TABLE IF NOT EXISTS http_requests (
+    job_id          INTEGER PRIMARY KEY REFERENCES jobs (id),
+    owner           TEXT NOT NULL,
+    idempotency_key TEXT,
+    accepted_at     REAL NOT NULL,
+    UNIQUE (owner, idempotency_key)
+);
+
+-- remember_request --
+-- Record the caller of a job in the transaction that accepted it (a retry finds it already there).
+INSERT INTO http_requests (job_id, owner, idempotency_key, accepted_at)
+VALUES (:job_id, :owner, :idempotency_key, :now)
+ON CONFLICT (job_id) DO NOTHING
+
+-- owner_of --
+-- The caller who created a job over HTTP (no row: the job did not come through HTTP).
+SELECT owner FROM http_requests WHERE job_id = :job_id
+
+-- cancel --
+-- Stop a job that is not running: it goes dead with a reason saying its owner cancelled it.
+UPDATE jobs
+   SET state = 'dead', dead_reason = 'cancelled by its owner', error_class = 'Cancelled',
+       last_error = 'Cancelled: cancelled by its owner', updated_at = :now
+ WHERE id = :job_id AND state IN ('pending', 'retry_wait')
+RETURNING *

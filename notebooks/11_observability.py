@@ -1,0 +1,323 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+# ---
+
+# %% [markdown]
+# # 11 · Observability
+#
+# *Know what your jobs did last night without reading code: log lines that carry the
+# job's key, the attempts table as the runs table, the operator's queries, the `labkit`
+# command, and metrics an alert can fire on.*
+#
+# > **Resumo.** Você vai ver uma noite de trabalho registrada de quatro formas: linhas de
+# > log em JSON com id do job, chave, tentativa e worker; a tabela de tentativas usada
+# > como tabela de execuções, com as consultas do operador (jobs presos em running,
+# > tempestade de retries, pendente mais antigo, mortos por motivo); o comando `labkit`
+# > rodando num banco real; e métricas Prometheus com uma regra de alerta.
+#
+# Run time: about 3 seconds; the four `labkit` commands are real subprocesses and take
+# most of it.
+#
+# The cron article asks two things of a job that must not fail in silence: log lines
+# that say which item failed, at which step, with which error, after how many attempts
+# and what was decided; and a table of runs, so that "is it healthy?" needs no terminal
+# archaeology. The Celery-in-production article adds that a sudden spike of retries on
+# a task that normally runs clean is often the first sign that a dependency is
+# degrading, and that a dashboard is not an alert. This lesson builds that kit on the
+# job table of lesson 04:
+#
+# 1. one night of jobs, logged as JSON lines with `job_id`, `key`, `attempt`, `worker`;
+# 2. the attempts table, which is the runs table, and four inspection queries;
+# 3. the `labkit` command on the same database: inspect, one job's history, retry-failed;
+# 4. Prometheus metrics read from the database, and alert rules on them;
+# 5. what Flower would add, and what it would not.
+
+# %% [markdown]
+# ## Setup
+#
+# A `FakeClock`, a seeded rng for the retry jitter, a fresh folder, and a store whose
+# retry policy allows three attempts.
+
+# %%
+import io
+import random
+
+from labkit.clock import FakeClock, isoformat
+from labkit.errors import PermanentError, TransientError
+from labkit.faults import FaultPlan
+from labkit.keys import operation_key
+from labkit.logs import job_logs, parse
+from labkit.report import show
+from labkit.retry import RetryPolicy, exponential
+from labkit.scratch import fresh_dir
+from labkit.store import JobStore
+from labkit.worker import Worker
+
+SEED = 11
+clock = FakeClock()
+folder = fresh_dir("11")
+db = folder / "jobs.db"
+store = JobStore(db, clock=clock, rng=random.Random(SEED),
+                 retry=RetryPolicy(max_attempts=3, backoff=exponential(base=30, cap=300)))
+print(f"seed={SEED}  clock={clock}  folder={folder}")
+
+# %% [markdown]
+# ## 1. A night of jobs, in JSON lines
+#
+# Eight invoices to sync to the ERP. The handler's behaviour depends on the invoice:
+# most sync at once; invoice 3's ERP answers 503 twice before it works; invoice 5 is
+# refused for good (a 400); invoice 7's ERP is down all night.
+
+# %%
+def sync_invoice(job, ctx):
+    n = job.payload["invoice"]
+    if n == 3 and job.attempt < 3:
+        raise TransientError("ERP answered 503 Service Unavailable")
+    if n == 5:
+        raise PermanentError("ERP answered 400: invoice 5 has no tax id")
+    if n == 7:
+        raise TransientError("ERP timed out after 30s (login erp_user password=hunter2)")
+    return {"erp_id": f"E-{n}"}
+
+
+for n in range(1, 9):
+    store.enqueue("sync_invoice", {"invoice": n}, key=operation_key("erp", n, "sync"),
+                  max_attempts=3)
+print(store.counts())
+
+# %% [markdown]
+# The worker logs each outcome through stdlib `logging` and passes the job's fields
+# with `extra=` (`labkit.logs.job_fields`). `labkit.logs.JobFormatter` writes one JSON
+# object per line, time from the injected clock, message redacted: invoice 7's error
+# text carries a password, and the log line does not. `drain()` runs every retry to the
+# end, sleeping on the fake clock.
+
+# %%
+out = io.StringIO()
+with job_logs(out, clock=clock):
+    Worker(store, {"sync_invoice": sync_invoice}, name="w1").drain()
+lines = out.getvalue().splitlines()
+print(len(lines), "lines; the first three and the last one:")
+for line in lines[:3] + lines[-1:]:
+    print(line)
+assert "hunter2" not in out.getvalue()
+
+# %% [markdown]
+# Because every line carries the key, "what happened to invoice 3?" is a filter, not an
+# investigation. In production the same filter is a query in Loki, Elasticsearch or
+# CloudWatch Logs Insights (`key = "erp:3:sync:v1"`).
+
+# %%
+for line in parse(out.getvalue()):
+    if line["key"] == "erp:3:sync:v1":
+        print(line["at"], f"attempt {line['attempt']}", line["worker"], line["outcome"])
+
+# %% [markdown]
+# ## 2. The attempts table is the runs table
+#
+# The cron article asks for a table of runs: when each one started and ended, how it
+# ended, and the error. labkit's history triggers already write it: one row in
+# `attempts` per claim, closed with the outcome the job reached. Nobody can forget to
+# write it, because no code path writes it by hand.
+
+# %%
+rows = []
+for job in store.jobs():
+    for a in store.attempts(job.id):
+        rows.append({"job": a.job_id, "key": job.key, "attempt": a.attempt, "worker": a.worker,
+                     "started": isoformat(a.started_at)[11:], "ended": isoformat(a.finished_at)[11:],
+                     "outcome": a.outcome, "error": (a.error or "")[:44]})
+show(rows)
+
+# %% [markdown]
+# Two more things go wrong before morning. A second worker, `w2`, claims a new job and
+# dies mid-run (an in-process crash here; lesson 04 did it with `kill -9`): its job
+# stays `running` under a lease nobody will renew. And three report jobs arrive while
+# no worker is up. Then the clock moves on a quarter of an hour.
+
+# %%
+store.enqueue("sync_invoice", {"invoice": 9}, key=operation_key("erp", 9, "sync"))
+crash = FaultPlan(seed=SEED).at("after_effect", "crash", key="erp:9:sync:v1")
+try:
+    Worker(store, {"sync_invoice": sync_invoice}, name="w2", faults=crash).run_once()
+except BaseException as exc:
+    print("w2 died:", type(exc).__name__, "| fired:", [f.point for f in crash.fired])
+print("fault plan (replay):", crash.replay())
+for month in ("2026-01", "2026-02", "2026-03"):
+    store.enqueue("monthly_report", {"month": month}, key=operation_key("reports", month, "build"))
+    clock.advance(60)
+clock.advance(15 * 60)
+print(clock, store.counts())
+assert crash.fired_at("after_effect")
+
+# %% [markdown]
+# Now the operator's four questions, each one query on these tables
+# (`labkit.metrics.inspect`; the SQL is in `labkit/sql/metrics.sql`). The first one, as
+# SQL:
+
+# %%
+from labkit import metrics
+
+print(metrics.SQL["stuck_running"])
+
+# %% [markdown]
+# **Stuck running**: jobs whose lease ran out (their worker died) or that have run for
+# longer than they should (here, 10 minutes). A worker that hangs without dying shows
+# up here long before anything times out.
+
+# %%
+stuck = metrics.inspect(store, "stuck_running", older_than_s=600)
+show([{**row, "started_at": isoformat(row["started_at"])} for row in stuck])
+assert [(row["key"], row["worker"], row["lease_expired"]) for row in stuck] == [
+    ("erp:9:sync:v1", "w2", 1)]
+
+# %% [markdown]
+# **Retry storms**: kinds with many failed attempts in the last hour. One flaky call
+# is normal; a kind failing over and over means a dependency is down, and every retry
+# adds load to it (lesson 05's thundering herd).
+
+# %%
+show(metrics.inspect(store, "retry_storms", window_s=3600, min_failures=3))
+
+# %% [markdown]
+# **Oldest pending**: ready work nobody has taken. Its age is the delay your users feel.
+
+# %%
+show(metrics.inspect(store, "oldest_pending"))
+
+# %% [markdown]
+# **Dead by reason**: what the dead-letter queue holds, grouped, so one cause fixed
+# clears many jobs.
+
+# %%
+dead = metrics.inspect(store, "dead_by_reason")
+show(dead)
+assert {r["error_class"] for r in dead} == {"PermanentError", "TransientError"}
+
+# %% [markdown]
+# ## 3. The `labkit` command
+#
+# The same questions from a terminal, on the same file, in a real subprocess:
+# `labkit inspect` (counts and dead letters), `labkit inspect --job` (one job's runs)
+# and `labkit retry-failed` (redrive the dead jobs whose failures were transient; the
+# permanent one is left for a person). These jobs carry fake-clock times from
+# 2026-01-01, so each command gets `--as-of` the lesson's clock: it measures ages as if
+# it ran at that moment, and prints the same on every run.
+
+# %%
+import subprocess
+import sys
+
+LABKIT = [sys.executable, "-m", "labkit.cli"]
+NOW = isoformat(clock.now()).replace(" ", "T") + "Z"  # the lesson's clock, for --as-of
+
+
+def labkit(*args):
+    argv = [str(a) for a in args] + ["--as-of", NOW]
+    done = subprocess.run(LABKIT + argv, capture_output=True, text=True, timeout=60)
+    print(f"$ labkit {' '.join(argv)}   (exit {done.returncode})")
+    print(done.stdout + done.stderr)
+    assert done.returncode == 0
+
+
+labkit("inspect", db)
+
+# %%
+labkit("inspect", db, "--job", 3)
+
+# %%
+labkit("retry-failed", db, "--limit", 5, "--dry-run")
+labkit("retry-failed", db, "--limit", 5)
+print(store.counts())
+
+# %% [markdown]
+# `retry-failed` asks for `--limit` and offers `--dry-run`: redriving a whole
+# dead-letter queue by accident floods the dependency that killed those jobs.
+
+# %% [markdown]
+# ## 4. Metrics and an alert
+#
+# Logs tell you what happened to one job; metrics tell you, every 15 seconds, whether
+# the queue is healthy. `labkit.metrics.StoreCollector` is a `prometheus_client`
+# collector that reads the database at each scrape, so every process agrees and a
+# restart loses nothing. The HTTP service of lesson 12 serves it at `/metrics`; here is
+# the text a Prometheus server would scrape:
+
+# %%
+text, content_type = metrics.exposition(store)
+print(content_type)
+print(text)
+
+# %% [markdown]
+# An alert rule turns a metric into a page or a ticket. `ops/alerts.yml` holds five
+# examples: a job died, the dead-letter queue grows, the oldest ready job waits too
+# long, most attempts fail (a retry storm), leases keep expiring. Two of them:
+
+# %%
+from pathlib import Path
+
+import yaml
+
+rules = {r["alert"]: r for g in yaml.safe_load(Path("../ops/alerts.yml").read_text())["groups"]
+         for r in g["rules"]}
+for name in ("LabkitJobsDeadLettered", "LabkitOldestReadyJobTooOld"):
+    print(f"{name}:  {rules[name]['expr'].strip()}   for={rules[name].get('for', '0m')}")
+
+# %% [markdown]
+# The rules on gauges can be read straight off the numbers above. The rate rules need
+# Prometheus itself, which keeps the history a `rate()` is computed from.
+
+# %%
+from prometheus_client.parser import text_string_to_metric_families
+
+values = {(s.name, tuple(sorted(s.labels.items()))): s.value
+          for f in text_string_to_metric_families(text) for s in f.samples}
+oldest = values[("labkit_oldest_ready_age_seconds", ())]
+dead_now = sum(v for (name, _), v in values.items() if name == "labkit_dead_jobs")
+print(f"oldest ready job waited {oldest:.0f}s -> LabkitOldestReadyJobTooOld "
+      f"{'firing' if oldest > 600 else 'quiet'} (threshold 600s)")
+print(f"dead jobs now: {dead_now:.0f} -> LabkitDeadLetterBacklog "
+      f"{'firing' if dead_now > 20 else 'quiet'} (threshold 20)")
+assert oldest > 600
+
+# %% [markdown]
+# ## 5. Flower
+#
+# With Celery, Flower is the usual dashboard: it shows workers, their pools and
+# prefetch, tasks by state and each task's arguments, result and traceback, and it can
+# revoke a task or restart a pool. Two things it is not: it is **not alerting** (it
+# shows, it does not page anyone; alerts come from Prometheus rules like the ones
+# above, on metrics Flower or celery-exporter expose), and it has **no dead-letter
+# screen with redrive** (Celery has no dead-letter state of its own; a failed task's
+# record is a result-backend entry, and sending it back is your code). The Celery
+# lesson (14) runs real Celery; this kit's inspection queries, `labkit retry-failed`
+# and the alert rules are the parts Flower leaves to you.
+
+# %%
+store.close()
+print("closed", db.name)
+
+# %% [markdown]
+# ## What you should see
+#
+# | step | what the records show |
+# |---|---|
+# | the night's run | JSON lines with `job_id`, `key`, `attempt`, `worker`, `outcome`; no password |
+# | filter by key | invoice 3: `retry_wait`, `retry_wait`, `succeeded` |
+# | attempts table | one row per run; invoice 7 three `retry_wait`/`dead` rows, invoice 5 one `dead` |
+# | stuck running | invoice 9, worker `w2`, lease expired |
+# | retry storms | `sync_invoice` with 6 failed attempts on 3 jobs |
+# | oldest pending | the three reports, oldest first |
+# | dead by reason | one `PermanentError` (no tax id), one `TransientError` (attempts exhausted) |
+# | `labkit retry-failed` | invoice 7 redriven; invoice 5 left for a person |
+# | metrics | `labkit_jobs{state}`, oldest ready age, dead jobs by class, attempts by outcome |
+# | alert | `LabkitOldestReadyJobTooOld` firing, `LabkitDeadLetterBacklog` quiet |
+#
+# ## Glossary and next
+#
+# The terms of this lesson, and of every other, in English and Portuguese:
+# [Glossary / Glossário](glossary.md).
+#
+# [Next: 12 · Async request-reply](12_request_reply.ipynb)

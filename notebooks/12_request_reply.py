@@ -1,0 +1,348 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+# ---
+
+# %% [markdown]
+# # 12 · Async request-reply
+#
+# *Answer `202 Accepted` only once the job is committed, let a retried request find the
+# same job, and show each job only to the caller who asked for it.*
+#
+# > **Resumo.** Uma requisição demorada vira um job durável: `202` com o id, um `Location`
+# > para o status e um `Retry-After`. Você vai ver um servidor uvicorn e um worker de
+# > verdade; o status visível só para o dono (os outros recebem `404`); o servidor morto
+# > entre o commit e a resposta, e o retry com a mesma `Idempotency-Key` achando o único
+# > job; um cancelamento; e uma credencial recusada no corpo da requisição.
+#
+# Run time: about 8 seconds, almost all of it starting real server and worker processes
+# (each one imports FastAPI or labkit afresh).
+#
+# The async-jobs lesson opens with this question: a request that takes minutes cannot
+# hold an HTTP connection open, so the service accepts it as a job and the caller comes
+# back for the result. Its rules: the `202` comes only after **durable** acceptance
+# ("received by the process" and "recorded for recovery" are different events), the
+# status endpoint says who may read a job, and credentials never travel inside the
+# message. This lesson runs `labkit.integrations.http_service`, a FastAPI app over the
+# job table of lesson 04, as a real server:
+#
+# 1. `POST` answers `202` with the job id, `Location` and `Retry-After`, before any work;
+# 2. a worker process does the work; the caller polls until `succeeded`;
+# 3. another caller gets `404` for the same id, exactly like an id that does not exist;
+# 4. the server is killed between the commit and the answer; the client's retry with the
+#    same `Idempotency-Key` finds the one job, and without a key it makes a second;
+# 5. a waiting job is cancelled; a running one cannot be;
+# 6. a credential in the body is refused, and the worker resolves a reference instead.
+
+# %% [markdown]
+# ## Setup
+#
+# The service needs labkit's `web` extra (FastAPI, uvicorn, httpx); the first cell says
+# how to install it if it is missing. Everything runs on this machine: no Docker needed.
+# The server gets a `FakeClock` (through `LABKIT_HTTP_CLOCK_START`) so every time it
+# stores reads the same on every run.
+
+# %%
+import importlib.util
+
+missing = [m for m in ("fastapi", "uvicorn", "httpx") if importlib.util.find_spec(m) is None]
+if missing:
+    print(f"missing {missing}: run  pip install -e '.[web]'  (or make lab), then restart")
+else:
+    print("fastapi, uvicorn and httpx are installed")
+
+# %%
+import sqlite3
+from contextlib import closing
+
+import httpx
+
+from labkit.clock import LAB_EPOCH, FakeClock, SystemClock
+from labkit.integrations.serve import start_server
+from labkit.procs import run_worker_process
+from labkit.report import show
+from labkit.scratch import fresh_dir
+from labkit.store import JobStore
+
+folder = fresh_dir("12")
+db = folder / "jobs.db"
+APP = "labkit.integrations.http_service:app_from_env"
+ENV = {"LABKIT_HTTP_DB": str(db), "LABKIT_HTTP_CLOCK_START": str(LAB_EPOCH)}
+ALICE = {"Authorization": "Bearer alice-token"}
+BOB = {"Authorization": "Bearer bob-token"}
+servers = []  # every server this lesson starts, stopped in the last cell
+
+
+def serve(name, faults=None):
+    env = dict(ENV, LABKIT_HTTP_FAULTS=faults) if faults else ENV
+    server = start_server(APP, factory=True, env=env, log_path=folder / f"{name}.log",
+                          ready_path="/healthz")
+    servers.append(server)
+    return server
+
+
+def job_table():
+    """The jobs and who asked for them, read from the database file."""
+    with closing(sqlite3.connect(db)) as conn:
+        conn.row_factory = sqlite3.Row
+        rows = conn.execute(
+            "SELECT j.id, r.owner, r.idempotency_key AS idem_key, j.state, j.attempt,"
+            " j.dead_reason FROM jobs j LEFT JOIN http_requests r ON r.job_id = j.id"
+            " ORDER BY j.id").fetchall()
+    show([dict(r) for r in rows])
+
+
+print(f"folder={folder}")
+
+# %% [markdown]
+# ## 1. `202 Accepted`, before any work
+#
+# The server listens on 127.0.0.1 at a port the kernel picks (the parent binds port 0
+# and hands the socket to uvicorn), so two lessons never fight over a port; the number
+# changes every run and is not printed. No worker runs yet.
+
+# %%
+api = serve("api")
+client = httpx.Client(base_url=api.url, timeout=30)
+body = {"month": "2026-01", "credential_id": "erp-readonly"}
+reply = client.post("/jobs/report", json=body, headers={**ALICE, "Idempotency-Key": "jan-1"})
+print(reply.status_code, reply.json())
+print("Location:", reply.headers["Location"], " Retry-After:", reply.headers["Retry-After"])
+assert reply.status_code == 202
+job_id = reply.json()["job_id"]
+
+# %% [markdown]
+# The answer is only a promise; the database is the proof. The job is there, `pending`,
+# with its owner and key in `http_requests`, written in the **same transaction** as the
+# job (the service passes its connection to `enqueue(conn=...)`), so there is never a
+# job without an owner or an owner row without a job.
+
+# %%
+job_table()
+
+# %% [markdown]
+# The owner polls the `Location`. The status shows state, attempts and when the next
+# attempt may run, and a `Retry-After` tells the client how long to wait before asking
+# again. It never shows the payload.
+
+# %%
+status = client.get(reply.headers["Location"], headers=ALICE)
+print(status.status_code, status.json())
+print("Retry-After:", status.headers["Retry-After"])
+assert status.json()["state"] == "pending" and "month" not in status.text
+
+# %% [markdown]
+# ## 2. Only the owner sees the job
+#
+# Bob asks for Alice's job. He gets `404`, not `403`: a `403` would confirm that job 1
+# exists, and ids that leak are a map of other people's work. His answer is byte for
+# byte the one for an id nobody has. Without a token, `401`.
+
+# %%
+theirs = client.get(f"/jobs/{job_id}", headers=BOB)
+nobody = client.get("/jobs/999", headers=BOB)
+anonymous = client.get(f"/jobs/{job_id}")
+print("bob asks for alice's job:", theirs.status_code, theirs.json())
+print("bob asks for job 999:    ", nobody.status_code, nobody.json())
+print("no token:                ", anonymous.status_code, anonymous.json()["detail"][:60], "...")
+assert theirs.status_code == nobody.status_code == 404 and theirs.text == nobody.text
+assert anonymous.status_code == 401
+
+# %% [markdown]
+# ## 3. A worker does the work; the caller polls
+#
+# A worker process starts beside the server (`labkit.procs.run_worker_process`, the
+# report handler of `labkit.integrations.reports`), drains the queue and exits. The
+# client polls the status until it is final. How many polls that takes depends on
+# timing, so only the final status is printed.
+
+# %%
+worker = run_worker_process(db, "labkit.integrations.reports:HANDLERS", name="w1",
+                            clock_start=LAB_EPOCH + 5, mode="drain", log_path=folder / "w1.log")
+final = None
+for _ in range(600):
+    final = client.get(f"/jobs/{job_id}", headers=ALICE).json()
+    if final["state"] in ("succeeded", "dead"):
+        break
+    SystemClock().sleep(0.1)  # a real client would wait Retry-After seconds
+print("worker exit code:", worker.wait(60))
+print(final)
+assert final["state"] == "succeeded" and final["result"]["signed_in"] is True
+
+# %% [markdown]
+# The job asked for its credential by reference (`credential_id: erp-readonly`). The
+# worker looked the secret up in the lab's secret store at run time; the database file
+# never held it:
+
+# %%
+from labkit.integrations.reports import LAB_SECRET_STORE
+
+secret = LAB_SECRET_STORE["erp-readonly"].encode()
+on_disk = b"".join(p.read_bytes() for p in folder.glob("jobs.db*"))
+print("secret in the database files:", secret in on_disk)
+assert secret not in on_disk
+job_table()
+
+# %% [markdown]
+# ## 4. The server dies between the commit and the answer
+#
+# The worst moment for an accept endpoint: the job is committed, the `202` is not sent
+# yet, and the process dies (an OOM kill, a deploy). The client sees a broken
+# connection and cannot know whether its request counted. We start a second server
+# whose fault plan kills it for real (SIGKILL) right after the commit,
+# `LABKIT_HTTP_FAULTS="after_commit:kill"`, and send it a request with a key.
+
+# %%
+KILL_AFTER_COMMIT = "seed=0; after_commit:kill nth=1"  # the fault plan's replay line
+print("fault plan:", KILL_AFTER_COMMIT)
+doomed = serve("doomed", faults=KILL_AFTER_COMMIT)
+feb = {"month": "2026-02", "credential_id": "erp-readonly"}
+try:
+    httpx.post(doomed.url + "/jobs/report", json=feb,
+               headers={**ALICE, "Idempotency-Key": "feb-1"}, timeout=30)
+except httpx.TransportError:
+    print("the client got: a broken connection, no answer")
+else:
+    raise AssertionError("the server answered: the after_commit kill did not fire")
+doomed.popen.wait(30)
+print("server exit code:", doomed.returncode)
+print([line for line in doomed.log_text().splitlines() if line.startswith("FAULT")])
+assert doomed.returncode == -9
+job_table()
+
+# %% [markdown]
+# The job (id 2) is in the table although nobody was told. The client does what a
+# client should: retry, with **the same** `Idempotency-Key`. The retry lands on the
+# healthy server (a load balancer would do the same) and gets job 2 back, `created:
+# false`. One job.
+
+# %%
+retry = client.post("/jobs/report", json=feb, headers={**ALICE, "Idempotency-Key": "feb-1"})
+print(retry.status_code, retry.json())
+assert retry.status_code == 202 and retry.json() == {"job_id": 2, "state": "pending",
+                                                     "created": False}
+
+# %% [markdown]
+# The same crash without a key: the retry cannot be recognised, so the report is
+# queued twice (jobs 3 and 4), and the customer would get it twice.
+
+# %%
+doomed_again = serve("doomed-again", faults=KILL_AFTER_COMMIT)
+mar = {"month": "2026-03", "credential_id": "erp-readonly"}
+try:
+    httpx.post(doomed_again.url + "/jobs/report", json=mar, headers=ALICE, timeout=30)
+except httpx.TransportError:
+    print("the client got: a broken connection, no answer")
+doomed_again.popen.wait(30)
+print("server exit code:", doomed_again.returncode)
+again = client.post("/jobs/report", json=mar, headers=ALICE)
+print(again.status_code, again.json())
+job_table()
+assert doomed_again.returncode == -9 and again.json()["job_id"] == 4
+
+# %% [markdown]
+# The same key with a **different** body is not a retry but a mistake (or a bug that
+# reuses keys). Answering with the old job would be wrong, and so would a new one: the
+# service refuses and says why. `422` is the status the IETF Idempotency-Key draft
+# gives this case; Stripe refuses it too, with its own `idempotency_error`.
+
+# %%
+clash = client.post("/jobs/report", json={"month": "2026-12"},
+                    headers={**ALICE, "Idempotency-Key": "feb-1"})
+print(clash.status_code, clash.json()["detail"])
+assert clash.status_code == 422
+
+# %% [markdown]
+# ## 5. Cancel
+#
+# Alice cancels a job that has not started: it leaves the queue as `dead` with the
+# reason "cancelled by its owner" (labkit's state machine has no separate cancelled
+# state; the dead-letter tools of lesson 07 see it and `retry-failed` leaves it alone).
+# The cancelled job is number 5.
+
+# %%
+apr = client.post("/jobs/report", json={"month": "2026-04", "credential_id": "erp-readonly"},
+                  headers=ALICE).json()
+cancelled = client.delete(f"/jobs/{apr['job_id']}", headers=ALICE)
+print(cancelled.status_code, {k: cancelled.json()[k] for k in ("job_id", "state", "cancelled")})
+assert cancelled.json()["cancelled"] is True
+
+# %% [markdown]
+# A job a worker is running cannot be taken back: the work is under way, and stopping
+# it halfway needs the handler's cooperation. Here we play the worker and claim the
+# next job by hand; the worker then finishes every job still waiting (2, 3 and 4), and
+# the running one is released at the end.
+
+# %%
+hand = JobStore(db, clock=FakeClock(LAB_EPOCH + 20))
+worker = run_worker_process(db, "labkit.integrations.reports:HANDLERS", name="w2",
+                            clock_start=LAB_EPOCH + 10, mode="until_idle",
+                            log_path=folder / "w2.log")
+print("worker exit code:", worker.wait(60))
+may = client.post("/jobs/report", json={"month": "2026-05", "credential_id": "erp-readonly"},
+                  headers=ALICE).json()
+running = hand.claim("hand-worker")
+refused = client.delete(f"/jobs/{may['job_id']}", headers=ALICE)
+print(refused.status_code, refused.json()["detail"])
+assert running.id == may["job_id"] and refused.status_code == 409
+hand.complete(running, result={"report": "sales 2026-05"})
+hand.close()
+job_table()
+
+# %% [markdown]
+# ## 6. Credentials never go into a job
+#
+# A job row is read by workers, operators, dashboards and backups. A request that puts a
+# password in the body is refused with `422`, the field named and its value not echoed,
+# and nothing is stored; the message says what to send instead. The check looks at
+# field names at every depth (`labkit.keys.check_payload`, the same rule `enqueue`
+# applies to every job).
+
+# %%
+bad = client.post("/jobs/report", json={"month": "2026-06", "erp": {"password": "hunter2"}},
+                  headers=ALICE)
+print(bad.status_code, bad.json()["detail"])
+with JobStore(db, clock=FakeClock(LAB_EPOCH)) as store:
+    print("jobs in the table:", sum(store.counts().values()))
+assert bad.status_code == 422 and "hunter2" not in bad.text
+
+# %% [markdown]
+# ## Stop everything
+#
+# Every server ran in its own process group; stopping one kills the whole group. Both
+# crashed servers are already dead (`-9`); the healthy one is stopped now.
+
+# %%
+client.close()
+for server in servers:
+    server.stop()
+print([server.returncode is not None for server in servers])
+assert all(server.returncode is not None for server in servers)
+
+# %% [markdown]
+# ## What you should see
+#
+# | step | HTTP answer | in the database |
+# |---|---|---|
+# | POST with a key | `202`, `Location: /jobs/1`, `Retry-After: 2` | job 1 `pending`, owner alice, key `jan-1` |
+# | bob, job 1 / job 999 | `404` / `404`, the same body | unchanged |
+# | worker drains, client polls | `succeeded`, result `sales 2026-01` | attempt 1; the secret not in the file |
+# | server killed after commit | the client gets a broken connection | job 2 `pending` |
+# | retry, same key | `202`, job 2, `created: false` | still one job for `feb-1` |
+# | the same crash without a key | `202`, job 4 | jobs 3 and 4: a duplicate |
+# | same key, other body | `422` with the reason | unchanged |
+# | cancel a waiting job | `200`, `cancelled: true` | job 5 `dead`, "cancelled by its owner" |
+# | cancel a running job | `409`, "cannot be cancelled now" | job 6 `running`, then `succeeded` |
+# | password in the body | `422`, field named, value not echoed | no new job |
+#
+# In production the same shape is a FastAPI or Django view in front of Celery, RQ or a
+# job table, behind a load balancer that retries; callers are identified by your
+# identity provider and the secret store is Vault or a cloud secrets manager.
+#
+# ## Glossary and next
+#
+# The terms of this lesson, and of every other, in English and Portuguese:
+# [Glossary / Glossário](glossary.md).
+#
+# [Next: 13 · Beyond one machine](13_beyond_one_machine.ipynb)

@@ -1,0 +1,85 @@
+"""Hidden checks for exercise 10: the retry after the crash, keys per caller, no payload, 401."""
+
+from __future__ import annotations
+
+from labkit.grading.checks._served import TIMEOUT, accepted_id, add_job, jobs_for, scratch, served
+from labkit.grading.checks.ex10 import crash_at_202
+from labkit.grading.core import Checks, Namespace, expect
+
+CHECKS = Checks("ex10", hidden=True)
+
+
+@CHECKS.add(
+    1,
+    "after the crash, the client's retry with the same key gets the job the "
+    "crash left, and no second one",
+    timeout=TIMEOUT,
+)
+def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
+    body = {"month": "2026-09"}
+    with scratch(ns) as folder:
+        db = folder / "jobs.db"
+        with served(ns, db, crash_at_202=True) as doomed:
+            crash_at_202(ns, doomed, body, "crash-2")
+        left = [j["id"] for j in jobs_for(db, "alice", body)]
+        with served(ns, db) as app:
+            again = accepted_id(app.post(body, key="crash-2"), "the client's retry")
+        now = [j["id"] for j in jobs_for(db, "alice", body)]
+        expect(
+            len(left) == 1 and now == left and again == left[0],
+            f"the retry to answer job {left} and the database to still hold one job",
+            f"retry got {again}, jobs now {now}",
+        )
+
+
+@CHECKS.add(1, "two callers using the same Idempotency-Key get two different jobs", timeout=TIMEOUT)
+def keys_are_scoped_to_the_caller(ns: Namespace) -> None:
+    body = {"month": "2026-10"}
+    with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
+        a = accepted_id(app.post(body, "alice-token", key="shared-key"), "alice's request")
+        reply = app.post(body, "bob-token", key="shared-key")
+        b = accepted_id(reply, "bob's request with the key alice also used")
+        expect(
+            a != b,
+            "bob to get a job of his own",
+            f"alice's job {a}",
+            "put the owner in the job key next to the Idempotency-Key",
+        )
+        expect(len(jobs_for(folder / "jobs.db", "bob", body)) == 1, "bob's job stored", 0)
+
+
+@CHECKS.add(
+    1, "the status never shows the payload (the request may hold private data)", timeout=TIMEOUT
+)
+def status_hides_the_payload(ns: Namespace) -> None:
+    with scratch(ns) as folder:
+        db = folder / "jobs.db"
+        with served(ns, db) as app:
+            job_id = add_job(db, "alice", {"note": "private-marker-5521"}, "check:hide")
+            reply = app.status(job_id)
+            expect(reply.status_code == 200, "200 for the owner", reply.status_code)
+            expect(
+                "private-marker-5521" not in reply.text,
+                "no payload in the status",
+                reply.text[:160],
+                "return status_view(job), not the job itself",
+            )
+
+
+@CHECKS.add(1, "a request without a valid bearer token gets 401 on both routes", timeout=TIMEOUT)
+def no_token_is_401(ns: Namespace) -> None:
+    with scratch(ns) as folder:
+        db = folder / "jobs.db"
+        with served(ns, db) as app:
+            job_id = add_job(db, "alice", {"month": "2026-11"}, "check:401")
+            codes = (
+                app.post({"month": "2026-11"}, token=None).status_code,
+                app.post({"month": "2026-11"}, token="stolen").status_code,
+                app.status(job_id, token=None).status_code,
+            )
+            expect(
+                codes == (401, 401, 401),
+                "401, 401, 401",
+                codes,
+                "call caller_of(authorization) first in each handler",
+            )

@@ -1,0 +1,17 @@
+"""Every grading test runs in its own empty folder: the student's folder of the checks.
+
+``%%writefile`` cells land in the working directory and checks put their databases
+there (``ns.workdir``), so without this an exercise's files would be written into the
+repository.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _in_a_scratch_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
