@@ -113,7 +113,8 @@ def slot_key_is_the_same_in_every_time_zone(ns: Namespace) -> None:
     pairs = [("nightly", T0 + 2 * HOUR), ("report", 1_700_000_000), ("sync", 86_399)]
     calls = [list(pair) for pair in pairs]
     want = [reference_key(name, t) for name, t in pairs]
-    for tz in ("America/Sao_Paulo", "Asia/Kolkata"):
+    # POSIX zone strings (UTC-3 and UTC+5:30) need no tz database in the grading sandbox.
+    for tz in ("BRT3", "IST-5:30"):
         got = ns.harness(HARNESS + "keys_in_zone", calls, tz)
         keys = [g.get("returned", f"raised {g.get('raised')}") for g in got]
         expect(keys == want, f"the same UTC keys with TZ={tz}: {want}", keys)

@@ -1,4 +1,4 @@
-"""Harness for exercise 12: slot keys in another time zone, and schedulers that tick at once.
+"""Harness for exercise 12: slot keys in another time zone, and schedulers ticking at once.
 
 ``keys_in_zone`` computes keys while the process's local time zone is another one, so
 a key written in local time shows itself. ``tick`` runs the student's ``tick`` on a
