@@ -125,7 +125,8 @@ print("naive_billing_run: fetch, charge (retry on timeout), email; no record, no
 #
 # The email has no idempotency key at the mail provider, so the handler asks the
 # provider first whether this key was already mailed (reconciliation, lesson 06). That
-# is safe here only because the lease lets one worker run the job at a time.
+# is safe only while one worker at a time runs the job: the lease gives that as long as
+# no worker outlives its lease (the last section comes back to this).
 
 # %%
 def fan_out(job, ctx):
