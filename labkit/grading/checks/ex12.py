@@ -164,7 +164,8 @@ def due_slots_on_generated_schedules(ns: Namespace) -> None:
     def schedules(draw: Any) -> list[Any]:
         period = draw(st.sampled_from([1, 7, 60, 300, 3600, 86400]) | st.integers(1, 100_000))
         now = draw(st.integers(0, 2_000_000_000)) + draw(st.sampled_from([0, 0.25, 0.5]))
-        since = now - draw(st.integers(0, 12)) * period - draw(st.integers(0, period))
+        # Slots are multiples since the epoch: never before it.
+        since = max(0, now - draw(st.integers(0, 12)) * period - draw(st.integers(0, period)))
         slot_now = math.floor(now / period) * period
         last = draw(
             st.none()
