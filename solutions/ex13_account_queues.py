@@ -30,6 +30,8 @@ from labkit.grading.labdb import add_job, all_jobs, exercise_db
 from labkit.scratch import fresh_dir
 
 # %%
+# The SET clause of exercise 3's claim, for both functions below:
+# "UPDATE jobs" + CLAIM_SET + "WHERE id = (SELECT ...) RETURNING *"
 CLAIM_SET = """
        SET state = 'running',
            attempt = attempt + 1,
