@@ -4,13 +4,17 @@
 statements, can crash (``SimulatedCrash``) right after the n-th one, as a killed
 process would stop there, and can pause after plain reads to widen the window a
 read-then-write leaves. ``in_processes`` runs one function in several forked processes
-started together and collects what each returned, killing any that hang.
+started together and collects what each returned, then kills each one's process group
+(a racer that hangs, and anything a racer started).
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
 import queue
+import signal
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -112,6 +116,7 @@ def outcome(fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
 
 
 def _child(target: Callable[[int], Any], index: int, start: Any, out: Any) -> None:
+    os.setpgrp()  # its own process group, so the parent can kill whatever it starts too
     try:
         start.wait(20)
         result: tuple[str, Any] = ("returned", target(index))
@@ -144,9 +149,10 @@ def in_processes(target: Callable[[int], Any], count: int, timeout: float = 20.0
     finally:
         for proc in children:
             proc.join(1)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(5)
+            if proc.pid is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)  # the racer and anything it started
+            proc.join(5)
     for kind, text in results.values():
         if kind == "stub":
             raise NotImplementedError(text.partition(": ")[2])
