@@ -21,7 +21,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from labkit.clock import FakeClock
-from labkit.grading.checks._kit import holds, lab_file
+from labkit.grading.checks._helpers import holds_for
+from labkit.grading.checks._kit import lab_file
 from labkit.grading.core import CheckFailed, Checks, Namespace, expect
 from labkit.grading.labdb import consumer_db, outbox_db, rows_of
 from labkit.outbox import Broker
@@ -363,4 +364,4 @@ def pipeline_on_generated_orders(ns: Namespace) -> None:
                 sorted(emails(mail)),
             )
 
-    holds(order_streams(), prop, examples=15)
+    holds_for(order_streams(), prop, examples=15)

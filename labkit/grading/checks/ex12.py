@@ -20,8 +20,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from labkit.grading.checks._helpers import short_repr
-from labkit.grading.checks._kit import holds, lab_file
+from labkit.grading.checks._helpers import holds_for, short_repr
+from labkit.grading.checks._kit import lab_file
 from labkit.grading.core import CheckFailed, Checks, Namespace, expect
 from labkit.grading.labdb import add_job, all_jobs
 from labkit.schedule import slot_key as reference_key
@@ -101,7 +101,7 @@ def slot_key_names_the_slot(ns: Namespace) -> None:
         want = reference_key(name, fire)
         expect(got == want, f"slot_key({name!r}, {fire}) == {want!r}", got)
 
-    holds(st.tuples(NAMES, TIMES), prop)
+    holds_for(st.tuples(NAMES, TIMES), prop)
 
 
 @CHECKS.add(
@@ -183,7 +183,7 @@ def due_slots_on_generated_schedules(ns: Namespace) -> None:
         )
         expect(list(got) == want, f"due_slots{tuple(call)} == {want}", got)
 
-    holds(schedules(), prop, examples=40)
+    holds_for(schedules(), prop, examples=40)
 
 
 @CHECKS.add(1, "raise ValueError for period_s <= 0 and for a catch_up other than all/latest")

@@ -20,7 +20,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from labkit.grading.checks._kit import holds, lab_file
+from labkit.grading.checks._helpers import holds_for
+from labkit.grading.checks._kit import lab_file
 from labkit.grading.core import CheckFailed, Checks, Namespace, expect
 from labkit.grading.labdb import add_job, all_jobs
 
@@ -349,7 +350,7 @@ def the_cap_holds_when_two_processes_claim(ns: Namespace) -> None:
     timeout=30.0,
 )
 def capped_claim_follows_the_rules_on_generated_tables(ns: Namespace) -> None:
-    holds(
+    holds_for(
         st.tuples(scenes(), st.integers(1, 3)),
         lambda example: _scene_check(ns, example[0], "claim_capped", example[1]),
         examples=25,
@@ -406,7 +407,7 @@ def a_waiting_head_blocks_its_queue(ns: Namespace) -> None:
     timeout=30.0,
 )
 def serial_claim_follows_the_rules_on_generated_tables(ns: Namespace) -> None:
-    holds(scenes(), lambda jobs: _scene_check(ns, jobs, "claim_serial"), examples=25)
+    holds_for(scenes(), lambda jobs: _scene_check(ns, jobs, "claim_serial"), examples=25)
 
 
 @CHECKS.add(
