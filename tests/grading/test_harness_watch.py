@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from labkit.errors import SimulatedCrash
-from labkit.grading.harness._watch import Watched, in_processes, outcome
+from labkit.grading.harness._watch import Watched, in_processes
 
 
 def _db(path: Path) -> sqlite3.Connection:
@@ -54,19 +54,6 @@ def test_plain_reads_pause_and_statements_run_to_their_end(tmp_path: Path) -> No
     assert rows.rowcount == 1 and rows.fetchone() == (7,)
     assert watched.execute("SELECT x FROM t").fetchall() == [(7,)]
     assert watched.pauses == 1
-
-
-def test_outcome_turns_errors_into_data_but_lets_the_stub_through() -> None:
-    def broken() -> None:
-        raise ValueError("bad\nsecond line")
-
-    def stub() -> None:
-        raise NotImplementedError("Exercise 11")
-
-    assert outcome(lambda: 3) == {"returned": 3}
-    assert outcome(broken) == {"raised": "ValueError", "message": "bad"}
-    with pytest.raises(NotImplementedError, match="Exercise 11"):
-        outcome(stub)
 
 
 def test_racers_report_what_they_returned_or_raised() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from labkit.grading.checks._helpers import holds_for, short_repr
-from labkit.grading.checks._kit import lab_file
+from labkit.grading.checks._kit import lab_file, raised_a, said
 from labkit.grading.core import CheckFailed, Checks, Namespace, expect
 from labkit.grading.labdb import add_job, all_jobs
 from labkit.schedule import slot_key as reference_key
@@ -59,7 +59,7 @@ def _one(ns: Namespace, name: str, call: list[Any]) -> dict[str, Any]:
 
 def _returned(got: dict[str, Any], what: str, hint: str) -> Any:
     if "raised" in got:
-        raise CheckFailed(what, f"your code raised {got['raised']}: {got['message']}", hint)
+        raise CheckFailed(what, said(got), hint)
     return got["returned"]
 
 
@@ -116,7 +116,7 @@ def slot_key_is_the_same_in_every_time_zone(ns: Namespace) -> None:
     # POSIX zone strings (UTC-3 and UTC+5:30) need no tz database in the grading sandbox.
     for tz in ("BRT3", "IST-5:30"):
         got = ns.harness(HARNESS + "keys_in_zone", calls, tz)
-        keys = [g.get("returned", f"raised {g.get('raised')}") for g in got]
+        keys = [g["returned"] if "returned" in g else said(g) for g in got]
         expect(keys == want, f"the same UTC keys with TZ={tz}: {want}", keys)
 
 
@@ -125,9 +125,9 @@ def slot_key_refuses_bad_names(ns: Namespace) -> None:
     for name in ("", "daily:report", ":"):
         got = _one(ns, "slot_key", [name, T0])
         expect(
-            got.get("raised") == "ValueError",
+            raised_a(got, "ValueError"),
             f"ValueError for the schedule name {name!r}",
-            f"raised {got['raised']}" if "raised" in got else f"returned {got['returned']!r}",
+            said(got) if "raised" in got else f"returned {got['returned']!r}",
         )
 
 
@@ -191,9 +191,9 @@ def due_slots_refuses_bad_arguments(ns: Namespace) -> None:
     for call in ([0, None, 0, 100, "all"], [-60, None, 0, 100, "all"], [60, None, 0, 100, "most"]):
         got = _one(ns, "due_slots", call)
         expect(
-            got.get("raised") == "ValueError",
+            raised_a(got, "ValueError"),
             f"ValueError for due_slots{tuple(call)}",
-            f"raised {got['raised']}" if "raised" in got else f"returned {got['returned']!r}",
+            said(got) if "raised" in got else f"returned {got['returned']!r}",
         )
 
 

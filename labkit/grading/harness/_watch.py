@@ -101,20 +101,6 @@ def _not_started(exc: BaseException) -> bool:
     return isinstance(exc, NotImplementedError) and str(exc).startswith("Exercise")
 
 
-def outcome(fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
-    """``{"returned": value}`` or ``{"raised": class name, "message": first line}``.
-
-    The exercise stub is not caught, so a check on it still reads "not started yet".
-    """
-    try:
-        return {"returned": fn(*args)}
-    except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
-        if _not_started(exc):
-            raise
-        lines = str(exc).strip().splitlines()
-        return {"raised": type(exc).__name__, "message": (lines[0] if lines else "")[:200]}
-
-
 def _child(target: Callable[[int], Any], index: int, start: Any, out: Any) -> None:
     os.setpgrp()  # its own process group, so the parent can kill whatever it starts too
     try:

@@ -16,18 +16,21 @@ from typing import Any
 
 from labkit.clock import FakeClock
 from labkit.errors import SimulatedCrash
-from labkit.grading.harness._watch import Watched, in_processes, outcome
+from labkit.grading.harness._common import fresh_state, outcome
+from labkit.grading.harness._watch import Watched, in_processes
 from labkit.grading.labdb import connect
 from labkit.outbox import Broker
 
 FAULTS = ("crash_before_publish", "crash_after_publish", "broker_down")
 
 
-def _run(fn: Any, *args: Any) -> dict[str, Any]:
-    try:
-        return outcome(fn, *args)
-    except SimulatedCrash:
-        return {"crashed": True}
+def _run(values: MutableMapping[str, Any], fn: Any, *args: Any) -> dict[str, Any]:
+    """The student's call as an outcome (or ``crashed``), their module state put back after."""
+    with fresh_state(values):
+        try:
+            return outcome(fn, *args)
+        except SimulatedCrash:
+            return {"crashed": True}
 
 
 def place_order(
@@ -37,7 +40,7 @@ def place_order(
     conn = connect(path)
     watched = Watched(conn, crash_after=crash_after)
     try:
-        got = _run(values["place_order"], watched, *order)
+        got = _run(values, values["place_order"], watched, *order)
     finally:
         conn.close()
     return {**got, "fired": watched.crashed, "writes": watched.writes}
@@ -54,7 +57,7 @@ def consume(
     conn = connect(path)
     watched = Watched(conn, crash_after=crash_after)
     try:
-        got = _run(values["consume"], watched, message_id, body)
+        got = _run(values, values["consume"], watched, message_id, body)
     finally:
         conn.close()
     return {**got, "fired": watched.crashed, "writes": watched.writes}
@@ -90,7 +93,7 @@ def relay_once(
 
     conn = connect(path)
     try:
-        got = _run(values["relay_once"], Watched(conn), publish, now)
+        got = _run(values, values["relay_once"], Watched(conn), publish, now)
     finally:
         conn.close()
         broker.close()

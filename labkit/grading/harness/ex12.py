@@ -15,7 +15,8 @@ from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
-from labkit.grading.harness._watch import Watched, in_processes, outcome
+from labkit.grading.harness._common import fresh_state, outcome
+from labkit.grading.harness._watch import Watched, in_processes
 from labkit.grading.labdb import connect
 
 
@@ -36,13 +37,14 @@ def _zone(tz: str) -> Iterator[None]:
 
 def keys_in_zone(values: MutableMapping[str, Any], calls: list[list[Any]], tz: str) -> list[Any]:
     """``slot_key(*call)`` for each call, as outcomes, with the local time zone set to ``tz``."""
-    with _zone(tz):
+    with fresh_state(values), _zone(tz):
         return [outcome(values["slot_key"], *call) for call in calls]
 
 
 def many(values: MutableMapping[str, Any], name: str, calls: list[list[Any]]) -> list[Any]:
     """``NAME(*call)`` for each call, as outcomes (one round trip for many examples)."""
-    return [outcome(values[name], *call) for call in calls]
+    with fresh_state(values):
+        return [outcome(values[name], *call) for call in calls]
 
 
 def tick(
@@ -57,7 +59,8 @@ def tick(
     """One ``tick`` on a new connection to ``path``: an outcome."""
     conn = connect(path)
     try:
-        return outcome(values["tick"], Watched(conn), schedule, period_s, since, now, catch_up)
+        with fresh_state(values):
+            return outcome(values["tick"], Watched(conn), schedule, period_s, since, now, catch_up)
     finally:
         conn.close()
 

@@ -12,19 +12,11 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any
 
-from labkit.grading.harness._watch import Watched, in_processes, outcome
+from labkit.grading.harness._common import fresh_state, outcome, plain_row
+from labkit.grading.harness._watch import Watched, in_processes
 from labkit.grading.labdb import connect
 
 CLAIMS = ("claim_capped", "claim_serial")
-
-
-def _plain(row: Any) -> Any:
-    if row is None or isinstance(row, (bool, int, float, str)):
-        return row
-    try:
-        return dict(row)
-    except (TypeError, ValueError):
-        return repr(row)[:200]
 
 
 def claim(
@@ -41,12 +33,10 @@ def claim(
         raise ValueError(f"no claim called {name!r}")
     conn = connect(path)
     try:
-        got = outcome(values[name], Watched(conn), worker, now, lease_s, *extra)
+        with fresh_state(values):
+            return outcome(values[name], Watched(conn), worker, now, lease_s, *extra)
     finally:
         conn.close()
-    if "returned" in got:
-        got["returned"] = _plain(got["returned"])
-    return got
 
 
 def race(
@@ -72,7 +62,7 @@ def race(
         ids: list[Any] = []
         try:
             for _ in range(50):
-                row = _plain(values[name](watched, f"w{index}", now, lease_s, *extra))
+                row = plain_row(values[name](watched, f"w{index}", now, lease_s, *extra))
                 if row is None:
                     break
                 ids.append(row.get("id") if isinstance(row, dict) else row)
