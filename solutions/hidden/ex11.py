@@ -47,7 +47,11 @@ def two_consumer_processes_send_each_email_once(ns: Namespace) -> None:
     with lab_file(ns, consumer_db, "mail.db") as (conn, path):
         got = ns.harness(HARNESS + "consume_in_processes", str(path), messages, 0.05)
         raised = [v[1] for v in got["results"].values() if v[0] == "raised"]
-        expect(not raised and got["hung"] == 0, "both consumers to finish", "; ".join(raised))
+        expect(
+            not raised and got["hung"] == 0,
+            "both consumers to finish",
+            "your code raised " + "; ".join(raised) if raised else f"{got['hung']} still running",
+        )
         expect(
             sorted(emails(conn)) == [(o, c) for o, c, _ in ORDERS],
             "one email per order",

@@ -44,6 +44,10 @@ def serial_heads_hold_when_two_processes_claim(ns: Namespace) -> None:
             HARNESS + "race", str(path), "claim_serial", 2, NOW, 30.0, [], RACE_PAUSE_S
         )
         raised = [v[1] for v in got["results"].values() if v[0] == "raised"]
-        expect(not raised and got["hung"] == 0, "both workers to finish", "; ".join(raised))
+        expect(
+            not raised and got["hung"] == 0,
+            "both workers to finish",
+            "your code raised " + "; ".join(raised) if raised else f"{got['hung']} still running",
+        )
         counts = {key: running(conn, key) for key in ("order:1", "order:2")}
         expect(counts == {"order:1": 1, "order:2": 1}, "one running job per serial key", counts)

@@ -259,7 +259,7 @@ def two_schedulers_enqueue_each_slot_once(ns: Namespace) -> None:
         )
         expect(got["hung"] == 0, "both schedulers to finish", f"{got['hung']} still running")
         raised = [v[1] for v in got["results"].values() if v[0] == "raised"]
-        expect(not raised, "no scheduler to fail", "; ".join(raised))
+        expect(not raised, "no scheduler to fail", "your code raised " + "; ".join(raised))
         keys = _keys(conn)
         want = [reference_key("nightly", T0 + k * HOUR) for k in range(hours)]
         twice = sorted(k for k, n in Counter(keys).items() if n > 1)

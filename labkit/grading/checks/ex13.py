@@ -334,7 +334,7 @@ def the_cap_holds_when_two_processes_claim(ns: Namespace) -> None:
         )
         expect(got["hung"] == 0, "both workers to finish", f"{got['hung']} still running")
         raised = [v[1] for v in got["results"].values() if v[0] == "raised"]
-        expect(not raised, "no worker to fail", "; ".join(raised))
+        expect(not raised, "no worker to fail", "your code raised " + "; ".join(raised))
         counts = {a: running(conn, a) for a in ("acme", "bolt", "cora")}
         expect(
             counts == {"acme": 1, "bolt": 1, "cora": 1},
