@@ -1197,6 +1197,7 @@ def test_a_serious_mistake_costs_at_least_half_the_points(mistake: str) -> None:
 def test_the_zoo_covers_every_exercise_three_times() -> None:
     from collections import Counter
 
+    from test_zoo_ex08 import ZOO as ZOO_EX08  # ex08's wrong task modules are files too
     from test_zoo_ex10 import ZOO as ZOO_EX10  # ex10's wrong apps are files: their own zoo
     from test_zoo_ex11_13 import ZOO as ZOO_EX11_13  # exercises 11-13 keep their own zoo
 
@@ -1204,6 +1205,7 @@ def test_the_zoo_covers_every_exercise_three_times() -> None:
 
     counts = (
         Counter(e for e, *_ in ZOO)
+        + Counter({"ex08": len(ZOO_EX08)})
         + Counter({"ex10": len(ZOO_EX10)})
         + Counter(e for e, *_ in ZOO_EX11_13)
     )
