@@ -1,9 +1,3 @@
-# ---
-# jupyter:
-#   jupytext:
-#     formats: ipynb,py:percent
-# ---
-
 # %% [markdown]
 # # 15 · The three bad nights, again
 #
@@ -221,7 +215,7 @@ assert plan.fired_at("before_call", "crash")
 
 # %%
 with JobStore(folder / "after-1-jobs.db", clock=clock) as store:
-    print(jobs_table(store, ("id", "kind", "key", "state", "attempt", "lease_owner")))
+    show(jobs_table(store, ("id", "kind", "key", "state", "attempt", "lease_owner")))
     states = Counter(str(job.state) for job in store.jobs())
 assert states == {"succeeded": 4, "running": 1, "pending": 2}
 
@@ -244,7 +238,7 @@ with JobStore(folder / "after-1-jobs.db", clock=clock, rng=random.Random(SEED)) 
     print(f"a fan-out under the operator's own key: created={fresh}")
     with World(folder / "after-1-world.db", clock=clock) as world:
         Worker(store, HANDLERS, name="by-hand", world=world).drain()
-    print(jobs_table(store, ("id", "kind", "key", "state", "attempt", "lease_owner")))
+    show(jobs_table(store, ("id", "kind", "key", "state", "attempt", "lease_owner")))
     by_hand = store.get_by_key("billing:by-hand:v1")
 print(f"the by-hand fan-out's result: {by_hand.result}")
 assert created is False and by_hand.result == {"created": 0}
