@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/notebooks/sanitize.cfg --nbval-cell-timeout=60
 PORT ?= 8888
 
-.PHONY: lab test lint venv venv-test notebooks notebook check-one release soak bench clean
+.PHONY: lab test lint venv venv-test notebooks notebook check-one release student-kit soak bench clean
 
 # The shared, idempotent step: a venv, re-installed only when pyproject.toml changed.
 $(BIN)/python:
@@ -68,6 +68,12 @@ check-one: venv-test
 
 release: venv-test
 	$(BIN)/labkit release exercises
+
+# The student kit (lessons, exercises, labkit; no solutions, no hidden checks), outside
+# the repository: make student-kit KIT=../student-kit
+KIT ?= ../student-kit
+student-kit: venv-test
+	$(BIN)/labkit release --bundle $(KIT)
 
 # The long reliability runs: 10,000 jobs under kill -9, and the chaos runs (SIGKILL,
 # SIGSTOP, terminated PostgreSQL backends, 0.5 s leases) on both backends, each printing

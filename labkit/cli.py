@@ -8,7 +8,8 @@
     labkit redrive jobs.db --limit N [--kind K]    redrive in bulk: --limit is required
     labkit worker jobs.db --handlers mod:HANDLERS  run a worker until stopped (Ctrl-C)
     labkit release exercises                        write the student notebooks
-    labkit grade submissions --out grades.csv       grade one folder per student
+    labkit release --bundle ../student-kit          the student kit: lessons, exercises, labkit
+    labkit grade submissions --out grading          grade one folder per student
 
 Every command that changes jobs accepts ``--dry-run`` and names what it would do.
 ``inspect``, ``redrive`` and ``retry-failed`` accept ``--as-of T`` to act as if it were
@@ -24,6 +25,7 @@ import argparse
 import importlib
 import itertools
 import logging
+import os
 import signal
 import sys
 import unicodedata
@@ -57,8 +59,7 @@ def safe(value: object) -> str:
     """
     text = "-" if value is None else str(value)
     return "".join(
-        ch if ch == " " or unicodedata.category(ch)[0] not in "CZ" else _escape(ch)
-        for ch in text
+        ch if ch == " " or unicodedata.category(ch)[0] not in "CZ" else _escape(ch) for ch in text
     )
 
 
@@ -304,10 +305,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_release(args: argparse.Namespace) -> int:
+    from labkit.grading.bundle import bundle
+    from labkit.grading.grade import LABKIT_ROOT
     from labkit.grading.release import ReleaseError, release
 
+    if (args.out is None) == (args.bundle is None):
+        raise CliError("give either OUT (the exercises folder) or --bundle DIR (the student kit)")
     try:
-        written = release(args.solutions, args.out)
+        if args.bundle is not None:
+            written = bundle(LABKIT_ROOT, args.solutions, args.bundle)
+        else:
+            written = release(args.solutions, args.out)
     except ReleaseError as exc:
         raise CliError(str(exc)) from None
     for path in written:
@@ -316,26 +324,35 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
+    from labkit.grading.confine import Confinement, Limits
     from labkit.grading.grade import Settings, grade_folder
 
     if not args.solutions.is_dir():
         raise CliError(f"no solutions folder at {args.solutions}; pass --solutions DIR")
-    feedback = args.feedback or args.out.parent / "feedback"
+    limits = Limits(
+        memory=args.memory_mib << 20,
+        processes=args.max_processes,
+        open_files=args.max_open_files,
+        file_size=args.max_file_mib << 20,
+        cpu_seconds=args.cpu_seconds,
+        output=args.max_output_kib << 10,
+    )
     settings = Settings(
         args.solutions,
         cell_timeout=args.cell_timeout,
         check_timeout=args.check_timeout,
-        execute=not args.no_execute,
+        timeout_factor=args.timeout_factor,
+        confinement=Confinement.detect(limits, network=args.network, sandbox=not args.no_sandbox),
     )
     try:
         grade_folder(
             args.submissions,
             args.out,
-            feedback,
             settings,
             jobs=args.jobs,
             only=args.exercise,
             progress=lambda line: print(line, flush=True),
+            run=args.run_id,
         )
     except (FileNotFoundError, ValueError) as exc:
         raise CliError(str(exc)) from None
@@ -378,6 +395,16 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"must be a positive, finite number of seconds (ten years at most), not {text!r}"
         ) from None
+
+
+class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's default in ``--help``, unless its help already names it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False):
+            return text if action.default is not False else text + " (default: off)"
+        return super()._get_help_string(action) or text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -452,28 +479,62 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_worker)
 
     p = sub.add_parser("release", help="write the student notebooks from the solutions")
-    p.add_argument("out", type=Path)
+    p.add_argument("out", type=Path, nargs="?", help="folder for the exercise notebooks")
+    p.add_argument(
+        "--bundle", type=Path, help="write the whole student kit (no solutions) into this folder"
+    )
     p.add_argument("--solutions", type=Path, default=default_solutions)
     p.set_defaults(run=cmd_release)
 
-    p = sub.add_parser("grade", help="grade a folder with one subfolder per student")
-    p.add_argument("submissions", type=Path)
-    p.add_argument("--out", type=Path, default=Path("grades.csv"))
-    p.add_argument("--feedback", type=Path, help="feedback folder (default: next to --out)")
-    p.add_argument("--solutions", type=Path, default=default_solutions)
-    p.add_argument("--exercise", action="append", help="grade only this exercise (repeatable)")
-    p.add_argument("--cell-timeout", type=float, default=60.0)
+    p = sub.add_parser(
+        "grade",
+        help="grade a folder with one subfolder per student",
+        description="Run each student's notebook confined (own uid as root, bubblewrap when "
+        "installed, resource limits) and the instructor's public and hidden checks in this "
+        "process; write OUT/RUN_ID/grades.csv, totals.csv and feedback/.",
+        formatter_class=_DefaultsShown,
+    )
+    p.add_argument("submissions", type=Path, help="folder with one subfolder per student")
+    p.add_argument("--out", type=Path, default=Path("grading"), help="runs are written here")
+    p.add_argument("--run-id", help="name of this run's folder (default: UTC time, to the second)")
+    p.add_argument("--solutions", type=Path, default=default_solutions, help="holds hidden/")
+    p.add_argument(
+        "--exercise",
+        action="append",
+        help="grade only this exercise, repeatable (default: every exercise)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=_count,
+        default=os.cpu_count() or 1,
+        help=f"notebooks graded at once (default: the number of cores, {os.cpu_count()} here)",
+    )
+    p.add_argument("--cell-timeout", type=_seconds, default=30.0, help="seconds per code cell")
     p.add_argument(
         "--check-timeout",
-        type=float,
+        type=_seconds,
         default=None,
-        help="cap on each check's time (default: each check's own, as the student saw it)",
+        help="cap on each check's seconds (default: each check's own, as in check())",
     )
-    p.add_argument("--jobs", type=int, default=2, help="notebooks graded at once")
     p.add_argument(
-        "--no-execute",
+        "--timeout-factor",
+        type=_seconds,
+        default=1.0,
+        help="multiply every check's own timeout (more than 1 on a loaded machine)",
+    )
+    p.add_argument("--memory-mib", type=_count, default=1024, help="address space per process")
+    p.add_argument("--max-processes", type=_count, default=128, help="processes per student (root)")
+    p.add_argument("--max-open-files", type=_count, default=256, help="open files per process")
+    p.add_argument("--max-file-mib", type=_count, default=64, help="largest file a student writes")
+    p.add_argument("--cpu-seconds", type=_count, default=120, help="CPU time per process")
+    p.add_argument("--max-output-kib", type=_count, default=4096, help="printed output per student")
+    p.add_argument(
+        "--network", action="store_true", help="let student code reach the network (services)"
+    )
+    p.add_argument(
+        "--no-sandbox",
         action="store_true",
-        help="skip running each notebook in a kernel (checks still run)",
+        help="no own uid, no bubblewrap: limits only (to debug the grader, never for a class)",
     )
     p.set_defaults(run=cmd_grade)
     return parser

@@ -203,13 +203,19 @@ class Check:
 
 @dataclass
 class Checks:
-    """The checks of one exercise, collected with the ``@CHECKS.add(points, hint)`` decorator."""
+    """The checks of one exercise, collected with the ``@CHECKS.add(points, hint)`` decorator.
+
+    ``network=True`` (public checks only) says the student's code must reach the network:
+    PostgreSQL, Redis or RabbitMQ on 127.0.0.1, or an HTTP server the check calls. Under
+    ``labkit grade`` its processes then share the machine's network instead of having none.
+    """
 
     exercise: str
     title: str = ""
     needs: tuple[str, ...] = ()
     hidden: bool = False
     items: list[Check] = field(default_factory=list)
+    network: bool = False
 
     def add(
         self, points: int, hint: str, timeout: float = DEFAULT_TIMEOUT

@@ -1,47 +1,65 @@
-"""``labkit grade SUBMISSIONS``: grade a class with one command, no Docker, no cell metadata.
+"""``labkit grade SUBMISSIONS``: grade a class with one command, student code kept apart.
 
 SUBMISSIONS holds one folder per student with their ``exNN_*.ipynb`` files. For each
 notebook the grader
 
-1. executes it top to bottom in a fresh kernel with a per-cell timeout (errors allowed,
-   so one broken cell does not hide the rest), to report which cells fail or hang;
-2. in another fresh process (``labkit.grading.sandbox``) runs the student's code cells,
-   check cells removed, and then the public **and** hidden checks from the instructor's
-   labkit and ``solutions/hidden/``; a ``labkit/`` folder in the submission is never on
-   the path, so a modified copy cannot change the result.
+1. copies it alone into a fresh folder owned by the grading slot's own user;
+2. starts a confined student process there (``confine``: own uid as root, bubblewrap on
+   Linux, limits on memory, processes, files, CPU and output) that runs the code cells
+   (check lines removed) and reports cells that broke or hung (``sandbox``);
+3. runs the public **and** hidden checks from the instructor's labkit and
+   ``solutions/hidden/`` here, in the trusted process, each through a fresh fork of the
+   student's process and a data-only channel (``remote``). A hung check kills the student
+   process, which is started again for the next check.
 
-It writes a CSV gradebook (``student, exercise, score, max``) and a Markdown feedback
-file per student. A notebook that is missing, unreadable, broken or hanging scores what
-it earned, with the reason, and never stops the batch.
+Each run writes into its own folder ``OUT/RUN_ID/``: ``grades.csv`` (one row per student
+and exercise with ``status`` and ``note``), ``totals.csv`` (one row per student) and
+``feedback/STUDENT.md``. A notebook that is missing, unreadable, broken, hanging or
+hostile scores what its honest part earned, with the reason, and never stops the batch.
 """
 
 from __future__ import annotations
 
 import csv
-import json
-import secrets
+import dataclasses
+import multiprocessing
+import os
+import re
 import shutil
-import subprocess
-import sys
 import tempfile
+import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import nbformat
 
 import labkit
+from labkit.clock import Clock, SystemClock
 from labkit.grading import catalog
-from labkit.grading.core import DEFAULT_TIMEOUT, NOT_STARTED, PASSED, Check, Outcome
+from labkit.grading.confine import Confinement
+from labkit.grading.core import (
+    DEFAULT_TIMEOUT,
+    NOT_STARTED,
+    PASSED,
+    TIMED_OUT,
+    Check,
+    Outcome,
+    run_check,
+)
 from labkit.grading.release import exercise_of, solution_notebooks
+from labkit.grading.remote import RemoteNamespace, StudentGone, StudentProcess
 
 LABKIT_ROOT = Path(labkit.__file__).resolve().parents[1]
 #: The instructor's folder of solutions next to this labkit (a source checkout).
 DEFAULT_SOLUTIONS = LABKIT_ROOT / "solutions"
 
-_BOOT = "import sys; sys.path.insert(0, {root!r}); from labkit.grading.{module} import main; main()"
+GRADED, MISSING, NOT_STARTED_YET, TIMED_OUT_STATUS = "graded", "missing", "not started", "timed out"
+LIMIT_HIT, CRASHED = "limit hit", "crashed"
+#: A submitted file for exercise NN: ``ex03_claim.ipynb``, ``ex03_claim (1).ipynb``,
+#: ``ex03_claim-final.ipynb``, ``ex03 copy.ipynb``...
+SUBMITTED_NAME = re.compile(r"^(ex\d\d)(?:[ _\-.(].*)?\.ipynb$", re.IGNORECASE)
 
 
 @dataclass
@@ -55,202 +73,270 @@ class Graded:
     notebook: str | None = None
     outcomes: list[Outcome] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    status: str = GRADED
 
     @property
     def score(self) -> int:
         return sum(o.earned for o in self.outcomes)
 
-
-def _run_child(module: str, request: dict[str, Any], cwd: Path, timeout: float) -> str:
-    """Run ``labkit.grading.<module>`` in a fresh isolated interpreter; return its stdout."""
-    boot = _BOOT.format(root=str(LABKIT_ROOT), module=module)
-    done = subprocess.run(
-        [sys.executable, "-I", "-c", boot],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=timeout,
-    )
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise RuntimeError(f"exited with code {done.returncode}: {tail[:200]}")
-    return done.stdout
-
-
-def _execution_notes(executed: nbformat.NotebookNode, cell_timeout: float) -> list[str]:
-    notes = []
-    for index, cell in enumerate(executed.cells):
-        if cell.cell_type != "code":
-            continue
-        for output in cell.get("outputs", []):
-            if output.get("output_type") != "error":
-                continue
-            name, value = output.get("ename", "Error"), str(output.get("evalue", ""))
-            if name == "KeyboardInterrupt":
-                notes.append(
-                    f"while running the notebook, cell {index} did not finish within "
-                    f"{cell_timeout:g}s and was interrupted"
-                )
-            elif name == "NotImplementedError" and value.startswith("Exercise"):
-                continue
-            else:
-                first = value.splitlines()[0][:160] if value else ""
-                notes.append(f"while running the notebook, cell {index} raised {name}: {first}")
-    return notes
+    @property
+    def note(self) -> str:
+        """The notes in one CSV cell."""
+        text = " | ".join(self.notes)
+        return text if len(text) <= 400 else text[:397] + "..."
 
 
 @dataclass(frozen=True)
 class Settings:
+    """How to grade: where the hidden checks are, timeouts, and the confinement."""
+
     solutions: Path
-    cell_timeout: float = 60.0
-    #: None: each check's own timeout, the one the student's ``check()`` allowed.
+    cell_timeout: float = 30.0
+    #: None: each check's own timeout, the same the student's ``check()`` uses.
     check_timeout: float | None = None
-    execute: bool = True
+    #: Multiplies each check's own timeout: 1 on a quiet machine; more on a loaded one,
+    #: where every call to the student's process waits for a CPU twice.
+    timeout_factor: float = 1.0
+    confinement: Confinement = field(default_factory=Confinement)
 
 
 def check_timeout_for(settings: Settings, checks: list[Check]) -> float:
-    """The limit sent to the grading process: it caps each check's own timeout.
-
-    By default it is the largest of them, so a graded check gets exactly the time the
-    student's ``check()`` gave it (a 30 s check is not cut to 10 s at grading time).
-    """
+    """The cap on each check's own timeout: ``--check-timeout`` when given, else the largest
+    of them, so a graded check gets exactly the time the student's ``check()`` gave it."""
     if settings.check_timeout is not None:
         return settings.check_timeout
     return max((c.timeout for c in checks), default=DEFAULT_TIMEOUT)
 
 
+_warmed: list[bool] = []
+
+
+def warm_up() -> None:
+    """Build the checks' one-time caches before any check's timeout starts (once per process).
+
+    Hypothesis computes its Unicode tables the first time a text strategy draws (seconds
+    on a loaded machine: longer than a check's timeout) and caches them under its home
+    folder, by default ``.hypothesis`` in the working directory. Grading keeps that cache
+    in the system's temporary folder, so it is computed once per machine, and draws one
+    string here, so no check pays for it.
+    """
+    if _warmed:
+        return
+    _warmed.append(True)
+    from hypothesis import configuration, find, settings
+    from hypothesis import strategies as st
+
+    home = Path(tempfile.gettempdir()) / "labkit-hypothesis"  # where the checks keep it too
+    configuration.set_hypothesis_home_dir(home)
+    find(st.text(min_size=1), lambda _: True, settings=settings(database=None, max_examples=5))
+
+
+def _not_graded(checks: list[Check]) -> list[Outcome]:
+    return [Outcome(c.name, c.points, 0, "not graded", hidden=c.hidden) for c in checks]
+
+
+def _clean_notes(raw: object, limit: int = 30) -> list[str]:
+    """Notes from the student's process are data from the untrusted side: strings, capped."""
+    notes = [str(n)[:300] for n in raw if isinstance(n, str)] if isinstance(raw, list) else []
+    return notes[:limit]
+
+
 def grade_notebook(
-    student: str, exercise: str, notebook: Path | None, settings: Settings
+    student: str,
+    exercise: str,
+    notebook: Path | None,
+    settings: Settings,
+    slot: int = 0,
 ) -> Graded:
     """Grade one notebook (or its absence); never raises for anything the student did."""
+    warm_up()
     hidden_dir = settings.solutions.resolve() / "hidden"
     checks = catalog.all_checks(exercise, hidden_dir)
-    title = catalog.public(exercise).title
-    result = Graded(student, exercise, title, sum(c.points for c in checks))
+    public = catalog.public(exercise)
+    result = Graded(student, exercise, public.title, sum(c.points for c in checks))
+    if public.network and not settings.confinement.network:
+        # Services on 127.0.0.1, or a server the check calls: share the network.
+        settings = dataclasses.replace(
+            settings, confinement=dataclasses.replace(settings.confinement, network=True)
+        )
 
-    def zero(reason: str) -> Graded:
+    def zero(status: str, reason: str) -> Graded:
         result.notes.append(reason)
-        result.outcomes = [
-            Outcome(c.name, c.points, 0, "not graded", hidden=c.hidden) for c in checks
-        ]
+        result.outcomes = _not_graded(checks)
+        result.status = status
         return result
 
     if notebook is None:
-        return zero(f"no notebook for {exercise}: expected a file named {exercise}_*.ipynb")
+        expected = f"expected a file named {exercise}_*.ipynb"
+        return zero(MISSING, f"no notebook for {exercise}: {expected}")
     result.notebook = notebook.name
     try:
         nb = nbformat.read(notebook, as_version=4)  # type: ignore[no-untyped-call]
-        cells = [(i, c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+        cells = [(i, str(c.source)) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the student's to fix
         return zero(
+            CRASHED,
             f"{notebook.name} is not a readable notebook ({type(exc).__name__}: "
-            f"{str(exc)[:120]}); save it again from Jupyter"
+            f"{str(exc)[:120]}); save it again from Jupyter",
         )
-    with (
-        tempfile.TemporaryDirectory(prefix="labkit-grade-") as tmp,
-        ThreadPoolExecutor(max_workers=1) as side,
-    ):
-        work = Path(tmp)
-        # Running the notebook only reports broken cells; the checks never read its
-        # outputs, so both run at once.
-        ran = (
-            side.submit(_execute, notebook, work, len(cells), settings)
-            if settings.execute
-            else None
-        )
-        run_dir = work / "checks"
-        run_dir.mkdir()
-        nonce = secrets.token_hex(16)
-        request = {
-            "exercise": exercise,
-            "cells": cells,
-            "nonce": nonce,
-            "hidden_dir": str(hidden_dir) if hidden_dir.exists() else None,
-            "cell_timeout": settings.cell_timeout,
-            "check_timeout": check_timeout_for(settings, checks),
-            "labkit_root": str(LABKIT_ROOT),
-        }
-        limit = check_timeout_for(settings, checks)
-        checks_time = sum(min(c.timeout, limit) for c in checks)
-        budget = settings.cell_timeout * len(cells) + checks_time + 30
-        failure = None
-        try:
-            stdout = _run_child("sandbox", request, run_dir, budget)
-        except subprocess.TimeoutExpired:
-            failure = f"grading stopped after {budget:g}s: the checks did not finish"
-        except RuntimeError as exc:
-            failure = f"the grading process failed ({exc})"
-        if ran is not None:
-            result.notes += ran.result()
-        if failure:
-            return zero(failure)
-    answer: dict[str, Any] = next(
-        (json.loads(line[len(nonce) :]) for line in stdout.splitlines() if line.startswith(nonce)),
-        {"error": "the grading process gave no answer"},
-    )
-    if "error" in answer:
-        return zero(f"grading failed: {answer['error']}")
-    outcomes = [Outcome(**o) for o in answer["outcomes"]]
-    if [o.check for o in outcomes] != [c.name for c in checks]:
-        return zero("grading failed: the grading process ran other checks than the instructor's")
-    result.notes += answer["notes"]
-    result.outcomes = outcomes
-    if outcomes and all(o.status == NOT_STARTED for o in outcomes):
-        result.notes.append("not started yet: every function is still the stub")
+    base = Path(tempfile.mkdtemp(prefix="labkit-grade-"))
+    try:
+        workdir = _fresh_folder(base, slot, notebook, settings.confinement)
+        _run(result, checks, cells, workdir, slot, settings)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
     return result
 
 
-def _execute(notebook: Path, work: Path, n_cells: int, settings: Settings) -> list[str]:
-    run_dir = work / "run"
-    run_dir.mkdir()
-    # Only the notebook is copied: nothing else from the submission is importable.
-    copy = run_dir / notebook.name
-    shutil.copyfile(notebook, copy)
-    out = work / "executed.ipynb"
-    request = {
-        "notebook": str(copy),
-        "out": str(out),
-        "cwd": str(run_dir),
-        "cell_timeout": settings.cell_timeout,
-    }
-    budget = 90 + settings.cell_timeout * (n_cells + 1)
+def _fresh_folder(base: Path, slot: int, notebook: Path, confinement: Confinement) -> Path:
+    """``base/slot-N/work``: only the student's notebook, owned by the slot's user."""
+    os.chmod(base, 0o711)  # the slot's user may pass through, not list
+    slot_dir = base / f"slot-{slot}"
+    shutil.rmtree(slot_dir, ignore_errors=True)
+    slot_dir.mkdir(mode=0o711)
+    workdir = slot_dir / "work"
+    workdir.mkdir(mode=0o700)
+    shutil.copyfile(notebook, workdir / notebook.name)
+    confinement.hand_over(workdir, slot)
+    return workdir
+
+
+def _run(
+    result: Graded,
+    checks: list[Check],
+    cells: list[tuple[int, str]],
+    workdir: Path,
+    slot: int,
+    settings: Settings,
+) -> None:
+    student = StudentProcess(settings.confinement, workdir, slot, cells, settings.cell_timeout)
+    crashed = timed_out = False
     try:
-        _run_child("execute", request, run_dir, budget)
-    except subprocess.TimeoutExpired:
-        return [f"running the notebook was stopped after {budget:g}s"]
-    except RuntimeError as exc:
-        return [f"the notebook could not be run in a fresh kernel ({exc})"]
-    executed = nbformat.read(out, as_version=4)  # type: ignore[no-untyped-call]
-    return _execution_notes(executed, settings.cell_timeout)
+        report, why, kind = _start(student)
+        if report is None:
+            result.outcomes = _not_graded(checks)
+            result.notes.append(f"the notebook's code could not run to the end: {why}")
+            timed_out, crashed = kind == "timeout", kind != "timeout"
+        else:
+            result.notes += _clean_notes(report.get("notes"))
+            errors = report.get("errors")
+            for error in errors if isinstance(errors, list) else []:
+                if isinstance(error, dict):
+                    types = tuple(str(t) for t in error.get("types") or [])
+                    student.note_raised(types, str(error.get("message", "")))
+            timed_out = any("did not finish within" in n for n in result.notes)
+            for check in checks:
+                outcome, gone = _one_check(student, check, settings)
+                result.outcomes.append(outcome)
+                timed_out = timed_out or outcome.status == TIMED_OUT
+                crashed = crashed or gone
+    finally:
+        student.stop()
+    result.notes += student.limits_hit
+    if student.limits_hit:
+        result.status = LIMIT_HIT
+    elif timed_out:
+        result.status = TIMED_OUT_STATUS
+    elif crashed:
+        result.status = CRASHED
+    elif result.outcomes and all(o.status == NOT_STARTED for o in result.outcomes):
+        result.status = NOT_STARTED_YET
+        result.notes.append("not started yet: every function is still the stub")
+
+
+def _start(student: StudentProcess) -> tuple[dict[str, object] | None, str, str]:
+    """Run the cells; once more with output discarded if the output limit stopped them."""
+    why, kind = "", "crash"
+    for _ in range(2):
+        capped = bool(student.limits_hit)
+        try:
+            return student.start(), "", ""
+        except StudentGone as exc:
+            why, kind = str(exc.got), exc.kind
+        student.stop()
+        if capped or not student.output_capped:
+            break
+    return None, why, kind
+
+
+def _one_check(student: StudentProcess, check: Check, settings: Settings) -> tuple[Outcome, bool]:
+    """Run one check in a fresh fork of the student's process; (outcome, process lost)."""
+    if not student.alive:
+        report, why, _ = _start(student)
+        if report is None:
+            return Outcome(
+                check.name, check.points, 0, "not graded", got=why, hidden=check.hidden
+            ), True
+    ns = RemoteNamespace(student)
+    try:
+        student.begin_check()
+        if settings.timeout_factor != 1.0:
+            check = dataclasses.replace(check, timeout=check.timeout * settings.timeout_factor)
+        outcome = run_check(check, ns, check_timeout_for(settings, [check]))
+        if outcome.status == TIMED_OUT:
+            student.stop()  # the hung call may still run: kill it, start again next check
+            return outcome, False
+        student.end_check()
+        return outcome, False
+    except StudentGone:
+        student.stop()
+        return Outcome(
+            check.name,
+            check.points,
+            0,
+            "failed",
+            got="the student's process ended during the check",
+            hint=check.hint,
+            hidden=check.hidden,
+        ), True
+
+
+def exercise_of_submission(path: Path) -> str | None:
+    """The exercise a submitted file is for, accepting copy and suffix markers."""
+    match = SUBMITTED_NAME.match(path.name)
+    return match.group(1).lower() if match else None
 
 
 def find_notebooks(folder: Path, exercises: list[str]) -> tuple[dict[str, Path], dict[str, str]]:
-    """Map each exercise to the student's notebook for it; a note per exercise with duplicates."""
+    """Map each exercise to the student's notebook for it; a note per exercise with several.
+
+    The release's own name wins (``ex03_claim.ipynb``); else the newest of the renamed
+    copies (``ex03_claim (1).ipynb``, ``ex03_claim-final.ipynb``).
+    """
+    by_exercise: dict[str, list[Path]] = {}
+    for path in sorted(folder.rglob("*.ipynb")):
+        if ".ipynb_checkpoints" in path.parts:
+            continue
+        exercise = exercise_of_submission(path)
+        if exercise in exercises:
+            by_exercise.setdefault(exercise, []).append(path)
     found: dict[str, Path] = {}
     notes: dict[str, str] = {}
-    candidates = sorted(p for p in folder.rglob("ex*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-    for path in candidates:
-        exercise = exercise_of(path)
-        if exercise not in exercises:
-            continue
-        if exercise in found:
-            notes[exercise] = f"graded {found[exercise].name} and ignored {path.name}"
-            continue
-        found[exercise] = path
+    for exercise, paths in by_exercise.items():
+        paths.sort(key=lambda p: (exercise_of(p) is None, -p.stat().st_mtime, p.name))
+        found[exercise] = paths[0]
+        if len(paths) > 1:
+            ignored = ", ".join(p.name for p in paths[1:])
+            notes[exercise] = f"graded {paths[0].name} and ignored {ignored}"
     return found, notes
+
+
+def run_id(clock: Clock) -> str:
+    """A folder name for one grading run, from the clock (UTC, to the second)."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(clock.now()))
 
 
 def grade_folder(
     submissions: Path,
-    out_csv: Path,
-    feedback_dir: Path,
+    out: Path,
     settings: Settings,
-    jobs: int = 2,
+    jobs: int | None = None,
     only: list[str] | None = None,
     progress: Callable[[str], None] = print,
-) -> list[Graded]:
-    """Grade every student folder in ``submissions``; write the gradebook and feedback."""
+    run: str | None = None,
+    clock: Clock | None = None,
+) -> tuple[Path, list[Graded]]:
+    """Grade every student folder in ``submissions`` into ``out/RUN_ID``; return both."""
     if not submissions.is_dir():
         raise FileNotFoundError(f"{submissions} is not a folder of student folders")
     exercises = [e for e in (exercise_of(p) for p in solution_notebooks(settings.solutions)) if e]
@@ -265,6 +351,13 @@ def grade_folder(
     students = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not students:
         raise ValueError(f"{submissions} has no student folders (one folder per student)")
+    name = run or run_id(clock or SystemClock())
+    run_dir = out / name
+    suffix = 1
+    while run_dir.exists():
+        suffix += 1
+        run_dir = out / f"{name}-{suffix}"
+    run_dir.mkdir(parents=True)
     tasks: list[tuple[str, str, Path | None]] = []
     duplicates: dict[tuple[str, str], str] = {}
     for folder in students:
@@ -272,51 +365,82 @@ def grade_folder(
         duplicates.update({(folder.name, e): note for e, note in notes.items()})
         tasks += [(folder.name, e, found.get(e)) for e in exercises]
     total = len(tasks)
+    jobs = max(1, min(jobs or os.cpu_count() or 1, total))
+    progress(settings.confinement.describe())
     progress(
-        f"grading {len(students)} student(s) x {len(exercises)} exercise(s) = {total} notebooks"
+        f"grading {len(students)} student(s) x {len(exercises)} exercise(s) = {total} "
+        f"notebooks, {jobs} at a time, into {run_dir}"
     )
-    done = 0
+    results: list[Graded] = []
+    # Processes, not threads: checks are CPU-bound Python (and some use Hypothesis, which
+    # is not thread-safe), so threads would share one core. Each worker process claims
+    # its own block of uids for the student code it starts.
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(grade_notebook, *task, settings) for task in tasks]
+        for future in as_completed(futures):
+            graded = future.result()
+            if (graded.student, graded.exercise) in duplicates:
+                graded.notes.insert(0, duplicates[graded.student, graded.exercise])
+            results.append(graded)
+            progress(
+                f"[{len(results)}/{total}] {graded.student} {graded.exercise}: "
+                f"{graded.score}/{graded.possible} {graded.status}"
+            )
+    results.sort(key=lambda g: (g.student, g.exercise))
+    write_gradebook(results, run_dir / "grades.csv")
+    write_totals(results, run_dir / "totals.csv")
+    write_feedback(results, run_dir / "feedback")
+    progress(f"wrote grades.csv, totals.csv and {len(students)} feedback file(s) in {run_dir}")
+    return run_dir, results
 
-    def one(task: tuple[str, str, Path | None]) -> Graded:
-        nonlocal done
-        graded = grade_notebook(*task, settings)
-        if (graded.student, graded.exercise) in duplicates:
-            graded.notes.insert(0, duplicates[graded.student, graded.exercise])
-        done += 1
-        flag = f"  ({len(graded.notes)} note(s))" if graded.notes else ""
-        progress(
-            f"[{done}/{total}] {graded.student} {graded.exercise}: "
-            f"{graded.score}/{graded.possible}{flag}"
-        )
-        return graded
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        results = list(pool.map(one, tasks))
-    write_gradebook(results, out_csv)
-    write_feedback(results, feedback_dir)
-    progress(f"wrote {out_csv} and {len(students)} feedback file(s) in {feedback_dir}")
-    return results
+GRADEBOOK_COLUMNS = ["student", "exercise", "score", "max", "status", "notebook", "note"]
 
 
 def write_gradebook(results: list[Graded], path: Path) -> None:
-    """``student, exercise, score, max``: one row per student and exercise."""
+    """One row per student and exercise: score, status and why."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["student", "exercise", "score", "max"])
+        writer.writerow(GRADEBOOK_COLUMNS)
         for g in sorted(results, key=lambda g: (g.student, g.exercise)):
-            writer.writerow([g.student, g.exercise, g.score, g.possible])
+            writer.writerow(
+                [g.student, g.exercise, g.score, g.possible, g.status, g.notebook or "", g.note]
+            )
+
+
+def write_totals(results: list[Graded], path: Path) -> None:
+    """One row per student: total score, maximum, and how many exercises had each status."""
+    by_student: dict[str, list[Graded]] = {}
+    for g in results:
+        by_student.setdefault(g.student, []).append(g)
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["student", "score", "max", "percent", "graded", "needs_attention"])
+        for student, graded in sorted(by_student.items()):
+            score, possible = sum(g.score for g in graded), sum(g.possible for g in graded)
+            attention = [f"{g.exercise} {g.status}" for g in graded if g.status != GRADED]
+            writer.writerow(
+                [
+                    student,
+                    score,
+                    possible,
+                    f"{100 * score / possible:.1f}" if possible else "0.0",
+                    sum(g.status == GRADED for g in graded),
+                    "; ".join(attention),
+                ]
+            )
 
 
 def feedback_markdown(student: str, results: list[Graded]) -> str:
     """One student's feedback: a summary table, then every check and every note."""
-    lines = [f"# Feedback for {student}", "", "| exercise | score |", "|---|---|"]
-    lines += [f"| {g.exercise} {g.title} | {g.score}/{g.possible} |" for g in results]
+    lines = [f"# Feedback for {student}", "", "| exercise | score | status |", "|---|---|---|"]
+    lines += [f"| {g.exercise} {g.title} | {g.score}/{g.possible} | {g.status} |" for g in results]
     lines.append(
-        f"| **total** | **{sum(g.score for g in results)}/{sum(g.possible for g in results)}** |"
+        f"| **total** | **{sum(g.score for g in results)}/{sum(g.possible for g in results)}** | |"
     )
     for g in results:
-        lines += ["", f"## {g.exercise}: {g.title} ({g.score}/{g.possible})", ""]
+        lines += ["", f"## {g.exercise}: {g.title} ({g.score}/{g.possible}, {g.status})", ""]
         if g.notebook:
             lines.append(f"Notebook: `{g.notebook}`")
             lines.append("")
@@ -329,7 +453,7 @@ def feedback_markdown(student: str, results: list[Graded]) -> str:
             name = o.check + (" (hidden)" if o.hidden else "")
             lines.append(f"| {name} | {o.earned}/{o.points} | {o.status} |")
         for o in g.outcomes:
-            if o.status in (PASSED, NOT_STARTED, "not graded"):
+            if o.status in (PASSED, NOT_STARTED) or (o.status == "not graded" and not o.got):
                 continue
             lines += ["", f"### {o.check}: {o.status}"]
             for label, text in (("expected", o.expected), ("got", o.got), ("hint", o.hint)):

@@ -1,11 +1,13 @@
-"""``labkit release OUT``: the student bundle, made from the instructor's solutions.
+"""``labkit release OUT``: the student notebooks, made from the instructor's solutions.
 
 Each ``solutions/exNN_name.ipynb`` is the single source of its exercise. Release copies
 it with every region between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` replaced by
-``raise NotImplementedError("Exercise N")`` at the region's indentation, and with
-outputs and execution counts cleared. Hidden checks (``solutions/hidden/``) and the
-solutions never leave the instructor's folder. The output depends only on the input, so
-CI can assert that the committed ``exercises/`` is exactly what release makes.
+``raise NotImplementedError("Exercise N")`` at the region's indentation, with outputs
+and execution counts cleared, and with a note before the check cell saying how many
+hidden checks the instructor runs and how many points they carry (counted from
+``solutions/hidden/`` at release time; their code never ships). The output depends only
+on the input, so CI can assert that the committed ``exercises/`` is exactly what release
+makes. ``labkit release --bundle DIR`` writes the whole student kit (``bundle``).
 
 nbgrader does this from per-cell metadata that editors lose; labkit needs only the two
 marker comments, which survive any editor and any diff tool.
@@ -17,6 +19,8 @@ import re
 from pathlib import Path
 
 import nbformat
+
+from labkit.grading import catalog
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 NOTEBOOK_NAME = re.compile(r"^(ex(\d\d))_[a-z0-9_]+\.ipynb$")
@@ -62,7 +66,23 @@ def strip_solution(source: str, number: int, where: str = "cell") -> str:
     return "\n".join(out)
 
 
-def release_notebook(path: Path) -> nbformat.NotebookNode:
+def hidden_note(exercise: str, hidden_dir: Path) -> str:
+    """The Markdown a student reads about the checks they cannot see."""
+    hidden = catalog.hidden(exercise, hidden_dir) if hidden_dir.is_dir() else []
+    public = sum(c.points for c in catalog.public(exercise))
+    points = sum(c.points for c in hidden)
+    if not hidden:
+        return f"Grading runs only the public checks below ({public} points)."
+    checks = "check" if len(hidden) == 1 else "checks"
+    return (
+        f"**Hidden checks.** Besides the public checks below ({public} points), grading "
+        f"runs {len(hidden)} hidden {checks} worth {points} points (total "
+        f"{public + points}). They test the same contracts, with other inputs: code that "
+        "follows each docstring passes them; code fitted to the public examples may not."
+    )
+
+
+def release_notebook(path: Path, hidden_dir: Path | None = None) -> nbformat.NotebookNode:
     """The student version of one solution notebook."""
     exercise = exercise_of(path)
     if exercise is None:
@@ -84,6 +104,15 @@ def release_notebook(path: Path) -> nbformat.NotebookNode:
         raise ReleaseError(f"{path.name} has no {BEGIN} region: nothing for the student to write")
     if not calls_check:
         raise ReleaseError(f'{path.name} has no cell calling check("{exercise}")')
+    if hidden_dir is not None:
+        at = next(
+            i
+            for i, c in enumerate(nb.cells)
+            if c.cell_type == "code" and f'check("{exercise}")' in c.source
+        )
+        note = nbformat.v4.new_markdown_cell(hidden_note(exercise, hidden_dir))  # type: ignore[no-untyped-call]
+        note.id = f"{exercise}-hidden-checks"
+        nb.cells.insert(at, note)
     nb.metadata = {
         "kernelspec": {
             "display_name": "Python 3 (ipykernel)",
@@ -115,8 +144,9 @@ def release(solutions: Path, out: Path) -> list[Path]:
     sources = solution_notebooks(solutions)
     if not sources:
         raise ReleaseError(f"no exNN_name.ipynb notebooks in {solutions}")
+    hidden_dir = Path(solutions) / "hidden"
     built = {
-        p.name: nbformat.writes(release_notebook(p)) + "\n"  # type: ignore[no-untyped-call]
+        p.name: nbformat.writes(release_notebook(p, hidden_dir)) + "\n"  # type: ignore[no-untyped-call]
         for p in sources
     }
     out.mkdir(parents=True, exist_ok=True)

@@ -1,29 +1,34 @@
-"""The grading process: run a student's code cells, then the instructor's checks on them.
+"""The student's side of ``labkit grade``: run the notebook's code, then answer requests.
 
-``labkit grade`` starts this module in a fresh interpreter for each notebook, as
-``python -I -c BOOT`` with the instructor's labkit first on ``sys.path`` and a scratch
-folder as working directory, so neither a ``labkit/`` folder in the submission nor the
-student's environment can stand in for the instructor's code. The request (cells,
-exercise, timeouts, a one-time nonce) arrives on stdin; the answer is one line on
-stdout that starts with the nonce, so nothing the student prints can pass for it.
+``labkit grade`` starts this module in a confined process (``labkit.grading.confine``:
+its own uid, bubblewrap, limits) whose working directory is the student's fresh folder.
+It runs the notebook's code cells with the check lines removed (``%%writefile`` cells
+are written into the folder), reports each cell that broke or hung, and then serves
+the trusted grader over a narrow channel (``labkit.grading.channel``: JSON lines on fds
+3 and 4, plain data only). For each check it forks a child, so every check starts from
+the state the cells left and no check sees what an earlier one did to the student's
+objects; the child answers ``get NAME``, ``call NAME(*args)`` and ``harness
+MODULE:FUNC(values, *args)`` until the check ends.
 
-Check cells are never run: lines that import ``labkit.grading`` or call ``check(`` are
-removed, and ``check`` is a no-op in the namespace. This is a guard against honest
-mistakes and edited check cells, not a security sandbox: code that sets out to attack
-the grader runs with the grader's rights (so does nbgrader's, without Docker).
+Nothing here decides a score. Whatever the student's code does to this process
+(replace functions, walk frames, print) changes only the data it sends back, which
+the grader's checks judge against the state they read themselves.
 """
 
 from __future__ import annotations
 
 import builtins
-import contextlib
-import io
-import json
+import importlib
+import os
 import re
-import sys
+import signal
+import traceback
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+from labkit.grading.channel import LineReader, NotData, encode, write
+from labkit.grading.core import CheckFailed
 
 #: Lines of a student's cell that grading drops: the check call and its import.
 _CHECK_LINE = re.compile(
@@ -82,9 +87,15 @@ def _no_check(*args: Any, **kwargs: Any) -> None:
 
 
 def run_cells(
-    cells: list[tuple[int, str]], cell_timeout: float
+    cells: list[tuple[int, str]],
+    cell_timeout: float,
+    errors: list[dict[str, Any]] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """Execute each cell in one namespace; return it and notes on cells that broke or hung."""
+    """Execute each cell in one namespace; return it and notes on cells that broke or hung.
+
+    ``errors`` collects what each failing cell raised, as data (``describe``), for the
+    grader to tell a resource limit from a bug.
+    """
     from labkit.grading.core import run_with_timeout
 
     namespace: dict[str, Any] = {
@@ -117,45 +128,135 @@ def run_cells(
         elif error is not None and not (
             isinstance(error, NotImplementedError) and str(error).startswith("Exercise")
         ):
-            notes.append(f"cell {index} raised {_first_line(error)}")
+            notes.append(f"cell {index} raised {_first_line(error)}{_at(error)}")
+            if errors is not None:
+                errors.append({"cell": index, **describe(error)})
     return namespace, notes
 
 
-def grade_request(request: dict[str, Any]) -> dict[str, Any]:
-    """Run the cells and the checks a request names; return outcomes and notes."""
-    from labkit.grading import catalog
-    from labkit.grading.core import run_checks
-
-    hidden_dir = request.get("hidden_dir")
-    checks = catalog.all_checks(request["exercise"], Path(hidden_dir) if hidden_dir else None)
-    cells = [(int(i), str(s)) for i, s in request["cells"]]
-    namespace, notes = run_cells(cells, float(request["cell_timeout"]))
-    outcomes = run_checks(checks, namespace, float(request["check_timeout"]), Path.cwd())
-    return {"outcomes": [o.to_dict() for o in outcomes], "notes": notes}
+def _student_frames(exc: BaseException) -> list[traceback.FrameSummary]:
+    return [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith("<cell ")]
 
 
-def main() -> None:
-    request = json.loads(sys.stdin.read())
-    nonce = request["nonce"]
-    real_stdout = sys.stdout
-    import labkit
+def _at(exc: BaseException) -> str:
+    frames = _student_frames(exc)
+    if not frames:
+        return ""
+    last = frames[-1]
+    return f" (line {last.lineno} of {last.filename.strip('<>')})"
 
-    expected_root = Path(request["labkit_root"]).resolve()
-    actual = Path(labkit.__file__).resolve().parents[1]
-    if actual != expected_root:
-        answer: dict[str, Any] = {
-            "error": f"grader imported labkit from {actual}, not {expected_root}"
-        }
+
+def describe(exc: BaseException) -> dict[str, Any]:
+    """An exception as data: its class names (MRO), first line, and the student's line."""
+    names = [k.__name__ for k in type(exc).__mro__ if k is not object]
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    return {
+        "types": names,
+        "message": first[:197] + "..." if len(first) > 200 else first,
+        "where": _at(exc).strip(" ()"),
+        "student": bool(_student_frames(exc)),
+    }
+
+
+def _answer(values: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+    """Do one request against the student's definitions; the reply as a message."""
+    from labkit.grading.channel import decode
+
+    op = request.get("op")
+    name = str(request.get("name", ""))
+    if op == "get":
+        if name not in values or name.startswith("__"):
+            return {"missing": True}
+        value = values[name]
+        return {"callable": True} if callable(value) else {"value": encode(value)}
+    args = decode(request.get("args", []))
+    kwargs = decode(request.get("kwargs", {}))
+    if op == "call":
+        func = values.get(name)
+        if func is None or not callable(func):
+            return {"missing": True}
+    elif op == "harness":
+        module_name, _, func_name = name.partition(":")
+        if not module_name.startswith("labkit.grading.harness."):
+            return {"refused": f"{name!r} is not a labkit.grading.harness function"}
+        target = getattr(importlib.import_module(module_name), func_name)
+        args = [values, *args]
+        func = target
     else:
-        sink = io.StringIO()
-        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            try:
-                answer = grade_request(request)
-            except Exception as exc:  # noqa: BLE001 - reported to the grader, never lost
-                answer = {"error": _first_line(exc)}
-    real_stdout.write(nonce + json.dumps(answer) + "\n")
-    real_stdout.flush()
-    # Threads left running by hung checks must not keep the process alive.
-    import os
+        return {"refused": f"unknown request {op!r}"}
+    try:
+        result = func(*args, **kwargs)
+    except CheckFailed as exc:
+        # A harness's own verdict ("no such name"...): it can only cost the student points.
+        return {"failed": {"expected": exc.expected, "got": exc.got, "hint": exc.hint or ""}}
+    except KeyError as exc:
+        missing = exc.args[0] if exc.args else None
+        if op == "harness" and isinstance(missing, str) and missing not in values:
+            return {"missing": True, "name": missing}  # the harness looked up a definition
+        return {"raised": describe(exc)}
+    except BaseException as exc:  # noqa: BLE001 - every failure goes back as data
+        return {"raised": describe(exc)}
+    try:
+        return {"value": encode(result)}
+    except NotData as exc:
+        return {"not_data": str(exc)}
 
-    os._exit(0)
+
+def serve_check(values: dict[str, Any], reader: LineReader, replies: int) -> None:
+    """In the forked child of one check: answer requests until the check ends."""
+    while True:
+        request = reader.read()
+        if request.get("op") == "end":
+            os._exit(0)
+        try:
+            reply = _answer(values, request)
+        except BaseException as exc:  # noqa: BLE001 - a bad request is reported, not fatal
+            reply = {"refused": _first_line(exc)}
+        write(replies, reply)
+
+
+def _stop_strays() -> None:
+    """Kill processes the cells or a check left behind (this uid / this sandbox only)."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def main(requests: int, replies: int) -> None:
+    """Entry point in the confined process: cells, then one forked child per check.
+
+    ``requests`` and ``replies`` are the channel's file descriptors, inherited from the
+    grader; stdout and stderr go to a pipe the grader only counts.
+    """
+    reader = LineReader(requests, cap=1 << 30)
+    start = reader.read()
+    me = os.getpid()
+    cells = [(int(i), str(s)) for i, s in start["cells"]]
+    errors: list[dict[str, Any]] = []
+    values, notes = run_cells(cells, float(start["cell_timeout"]), errors)
+    if os.getpid() != me:  # a fork the student's code made ran on past its cell
+        os._exit(0)
+    isolated = bool(start.get("isolated"))
+    if isolated:
+        _stop_strays()
+    write(replies, {"ready": True, "notes": notes, "errors": errors})
+    while True:
+        request = reader.read()
+        if request.get("op") != "check":
+            os._exit(0)
+        child = os.fork()
+        if child == 0:
+            serve_check(values, reader, replies)
+        # What was read past the "check" line belongs to the child, which has a copy.
+        reader.discard()
+        _, status = os.waitpid(child, 0)
+        if isolated:
+            _stop_strays()
+        write(replies, {"ended": os.waitstatus_to_exitcode(status)})

@@ -1,11 +1,12 @@
-"""``labkit grade`` for real: kernels, the isolated grading process, the gradebook, feedback.
+"""``labkit grade`` for real: the confined student process, the gradebook, feedback.
 
 One small class, one exercise (ex01, the quickest): a reference solution, an untouched
 notebook whose check cell was edited to claim full marks, a notebook with a syntax
 error, one with an infinite loop (at the top level and inside a function; named abel so
-the slowest notebook starts first), and a file
-that is not a notebook. The reference student also ships a ``labkit/`` folder that
-would break everything if the grader imported it.
+the slowest notebook starts first), a file that is not a notebook, and a student with no
+notebook at all. The reference student also ships a ``labkit/`` folder that would break
+everything if the grader imported it, and names the file the way a download does
+(``ex01_keys (1).ipynb``).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from gradingkit import EXERCISES, SOLUTIONS, notebook_for
 
 pytestmark = pytest.mark.slow
 
-# Loose enough that a loaded 2-core machine (pytest -n 2, a kernel and a grading process
-# per notebook) never times out the reference's cells or checks; the loops still hang.
-CELL_TIMEOUT, CHECK_TIMEOUT = 5, 2
+# Loose enough that a loaded 2-core machine (pytest -n 2) never times out the reference's
+# cells or checks; the loops still hang.
+CELL_TIMEOUT, CHECK_TIMEOUT = 5, 5
 
 
 def _edit(source: Path, target: Path, change) -> None:  # type: ignore[no-untyped-def]
@@ -47,7 +48,8 @@ def graded(
     ref = notebook_for(SOLUTIONS, "ex01")
     stub = notebook_for(EXERCISES, "ex01")
 
-    shutil.copyfile(ref, (subs / "ana").mkdir(parents=True) or subs / "ana" / ref.name)
+    (subs / "ana").mkdir(parents=True)
+    shutil.copyfile(ref, subs / "ana" / "ex01_keys (1).ipynb")
     # a labkit/ folder in a submission must never be imported by the grader
     (subs / "ana" / "labkit").mkdir()
     (subs / "ana" / "labkit" / "__init__.py").write_text(
@@ -79,8 +81,10 @@ def graded(
 
     (subs / "edu").mkdir()
     (subs / "edu" / "ex01_keys.ipynb").write_text("{ this is not json")
+    (subs / "fil").mkdir()
+    (subs / "fil" / "notes.txt").write_text("I forgot to hand it in")
 
-    out = root / "out" / "grades.csv"
+    out = root / "out"
     labkit = Path(sys.executable).parent / "labkit"
     done = subprocess.run(
         [
@@ -89,6 +93,8 @@ def graded(
             str(subs),
             "--out",
             str(out),
+            "--run-id",
+            "monday",
             "--exercise",
             "ex01",
             "--cell-timeout",
@@ -104,29 +110,31 @@ def graded(
         cwd=root,
     )
     assert done.returncode == 0, done.stderr
-    with out.open() as fh:
+    with (out / "monday" / "grades.csv").open() as fh:
         rows = list(csv.DictReader(fh))
-    scores = {r["student"]: (int(r["score"]), int(r["max"])) for r in rows}
-    assert list(rows[0]) == ["student", "exercise", "score", "max"]
-    return scores, root / "out" / "feedback", done.stdout
+    assert list(rows[0]) == ["student", "exercise", "score", "max", "status", "notebook", "note"]
+    scores = {r["student"]: (int(r["score"]), int(r["max"]), r["status"]) for r in rows}
+    return scores, out / "monday" / "feedback", done.stdout
 
 
 def test_reference_gets_full_marks_and_its_labkit_folder_is_ignored(graded) -> None:  # type: ignore[no-untyped-def]
     scores, feedback, _ = graded
     assert scores["ana"][0] == scores["ana"][1] > 0
+    assert scores["ana"][2] == "graded"
     text = (feedback / "ana.md").read_text()
+    assert "ex01_keys (1).ipynb" in text
     assert "Note:" not in text and "student copy of labkit" not in text
 
 
 def test_untouched_gets_zero_even_with_a_check_cell_that_claims_full_marks(graded) -> None:  # type: ignore[no-untyped-def]
     scores, feedback, _ = graded
-    assert scores["bia"][0] == 0
+    assert scores["bia"][0] == 0 and scores["bia"][2] == "not started"
     assert "not started yet" in (feedback / "bia.md").read_text()
 
 
 def test_syntax_error_scores_what_the_other_cells_earned_with_the_reason(graded) -> None:  # type: ignore[no-untyped-def]
     scores, feedback, _ = graded
-    score, possible = scores["caio"]
+    score, possible, _ = scores["caio"]
     assert 0 < score < possible
     text = (feedback / "caio.md").read_text()
     assert "syntax error" in text
@@ -136,16 +144,25 @@ def test_syntax_error_scores_what_the_other_cells_earned_with_the_reason(graded)
 
 def test_infinite_loops_time_out_with_the_reason_and_the_hung_check_named(graded) -> None:  # type: ignore[no-untyped-def]
     scores, feedback, _ = graded
-    score, possible = scores["abel"]
-    assert 0 < score < possible
+    score, possible, status = scores["abel"]
+    assert 0 < score < possible and status == "timed out"
     text = (feedback / "abel.md").read_text()
-    assert f"did not finish within {CELL_TIMEOUT}s and was interrupted" in text  # the kernel
-    assert f"did not finish within {CELL_TIMEOUT}s and was stopped" in text  # grading run
+    assert f"did not finish within {CELL_TIMEOUT}s and was stopped" in text
     assert "### accept_new_then_repeat: timed out" in text
 
 
 def test_unreadable_notebook_scores_zero_with_the_reason_and_the_batch_goes_on(graded) -> None:  # type: ignore[no-untyped-def]
     scores, feedback, progress = graded
-    assert scores["edu"][0] == 0
+    assert scores["edu"][0] == 0 and scores["edu"][2] == "crashed"
     assert "not a readable notebook" in (feedback / "edu.md").read_text()
-    assert "[5/5]" in progress and "grading 5 student(s)" in progress
+    assert scores["fil"][0] == 0 and scores["fil"][2] == "missing"
+    assert "[6/6]" in progress and "grading 6 student(s)" in progress
+
+
+def test_grade_help_shows_every_default() -> None:
+    labkit = Path(sys.executable).parent / "labkit"
+    shown = subprocess.run([str(labkit), "grade", "--help"], capture_output=True, text=True)
+    for option in ("--jobs", "--cell-timeout", "--memory-mib", "--max-output-kib", "--out"):
+        options = shown.stdout[shown.stdout.index("options:") :]
+        described = options[options.index(f"  {option}") :].split("\n  -")[0]
+        assert "(default:" in " ".join(described.split()), option

@@ -22,7 +22,7 @@ from labkit.integrations import brokers, celery_harness, celery_points
 from labkit.integrations.celery_lab import LabConfig, charges_for, cleanup, prepare_postgres
 from labkit.integrations.celery_run import Kills, quiet
 
-CHECKS = Checks("ex08", "a Celery task that charges once, whatever is killed")
+CHECKS = Checks("ex08", "a Celery task that charges once, whatever is killed", network=True)
 
 MODULE = "ex08_tasks"
 TASK = "ex08.charge"

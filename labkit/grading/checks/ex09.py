@@ -25,7 +25,7 @@ from typing import Any
 from labkit.clock import SystemClock
 from labkit.grading.core import Checks, Namespace, expect
 
-CHECKS = Checks("ex09", "a Redis Streams consumer", needs=("consume",))
+CHECKS = Checks("ex09", "a Redis Streams consumer", needs=("consume",), network=True)
 FILE = "stream_consumer.py"
 GROUP = "workers"
 #: Seconds a consumer may take to drain a check's few entries on a loaded machine.

@@ -1,0 +1,266 @@
+"""How fast ``labkit grade`` grades a class: ``python bench/grading.py``.
+
+Generates a class (default 40 students x every exercise) from the reference solutions
+and the released stubs, with a seeded mix of notebooks a real class hands in:
+
+- ``reference``: the instructor's solution;
+- ``stub``: the exercise untouched;
+- ``wrong``: the reference with one required function replaced by one returning None;
+- ``broken``: the reference with a syntax error in the cell defining a required function;
+- ``hanging``: the reference with a required function that loops forever (each check
+  that calls it times out) or, one in two, a top-level loop (the cell times out).
+
+It grades the class with this checkout's ``labkit grade`` and reports notebooks per
+minute. Two comparisons:
+
+- speed: with ``--legacy REF``, the same class graded by the grader of an earlier commit
+  (its ``grade.py``, ``sandbox.py`` and ``execute.py`` taken from git: a Jupyter kernel
+  per notebook, then the checks in the same process as the student's code) running
+  today's checks, so the two differ only in how they grade, and their scores must agree;
+  without it, the rate recorded before the trust boundary: 14 notebooks in 48 s on 2 cores;
+- scores: with ``--same-scores``, every notebook is also scored in one process, the way
+  the student's own ``check()`` runs the same checks (cells and checks side by side, no
+  confinement), and every (student, exercise) whose score differs is listed.
+
+    .venv/bin/python bench/grading.py                        # 40 students, new grader only
+    .venv/bin/python bench/grading.py --same-scores          # and in-process scores
+    .venv/bin/python bench/grading.py --legacy 4c7b143       # and the old grader, same class
+    .venv/bin/python bench/grading.py --students 2 --exercise ex01   # a smoke run
+
+Both graders get the same cell timeout and, by default, each check's own timeout (the
+old grader is given the longest), so hanging notebooks cost each the same waiting.
+Performance is measured here only: the test suite never times anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import nbformat
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from labkit.grading import catalog  # noqa: E402
+from labkit.grading.release import exercise_of, solution_notebooks  # noqa: E402
+
+#: The rate before issue 10: 14 notebooks in 48 s on 2 cores.
+RECORDED_BASELINE = (14, 48.0)
+KINDS = {"reference": 40, "stub": 20, "wrong": 20, "broken": 10, "hanging": 10}
+
+
+def _defining_cell(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode | None:
+    for cell in nb.cells:
+        if cell.cell_type == "code" and (
+            f"def {name}(" in cell.source or f"class {name}" in cell.source
+        ):
+            return cell
+    return None
+
+
+def _cell(source: str) -> nbformat.NotebookNode:
+    """A new code cell with a fixed id, so the same seed writes the same bytes."""
+    cell = nbformat.v4.new_code_cell(source)
+    cell.id = "bench-added"
+    return cell
+
+
+def make_notebook(kind: str, exercise: str, rng: random.Random) -> nbformat.NotebookNode:
+    """One student's notebook of the given kind (deterministic for a given rng state)."""
+    [reference] = sorted((ROOT / "solutions").glob(f"{exercise}_*.ipynb"))
+    [stub] = sorted((ROOT / "exercises").glob(f"{exercise}_*.ipynb"))
+    nb = nbformat.read(stub if kind == "stub" else reference, as_version=4)
+    needs = catalog.public(exercise).needs or ("operation_key",)
+    name = rng.choice(needs)
+    if kind == "wrong":
+        nb.cells.insert(-1, _cell(f"def {name}(*args, **kwargs):\n    return None"))
+    elif kind == "broken":
+        cell = _defining_cell(nb, name)
+        if cell is not None:
+            cell.source = cell.source.replace(f"def {name}(", f"def {name}((", 1)
+    elif kind == "hanging":
+        if rng.random() < 0.5:
+            nb.cells.insert(-1, _cell("while True:\n    pass"))
+        else:
+            loop = f"def {name}(*args, **kwargs):\n    while True:\n        pass"
+            nb.cells.insert(-1, _cell(loop))
+    return nb
+
+
+def make_class(folder: Path, students: int, exercises: list[str], seed: int) -> Counter[str]:
+    """Write ``folder/sNN/exNN_name.ipynb`` for every student; count the kinds."""
+    rng = random.Random(seed)
+    names, weights = list(KINDS), list(KINDS.values())
+    kinds: Counter[str] = Counter()
+    for i in range(students):
+        for exercise in exercises:
+            kind = rng.choices(names, weights)[0]
+            kinds[kind] += 1
+            [stub] = sorted((ROOT / "exercises").glob(f"{exercise}_*.ipynb"))
+            path = folder / f"s{i:02d}" / stub.name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(make_notebook(kind, exercise, rng), path)
+    return kinds
+
+
+def _scores(csv_path: Path) -> dict[tuple[str, str], int]:
+    with csv_path.open() as fh:
+        return {(r["student"], r["exercise"]): int(r["score"]) for r in csv.DictReader(fh)}
+
+
+def run_new(
+    subs: Path, out: Path, args: argparse.Namespace
+) -> tuple[float, dict[tuple[str, str], int]]:
+    argv = [sys.executable, "-m", "labkit.cli", "grade", str(subs), "--out", str(out)]
+    argv += [
+        "--run-id",
+        "bench",
+        "--jobs",
+        str(args.jobs),
+        "--cell-timeout",
+        str(args.cell_timeout),
+    ]
+    if args.check_timeout is not None:
+        argv += ["--check-timeout", str(args.check_timeout)]
+    for exercise in args.exercise or []:
+        argv += ["--exercise", exercise]
+    started = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=out.parent)
+    return time.perf_counter() - started, _scores(out / "bench" / "grades.csv")
+
+
+#: The modules that made up the grader before the trust boundary (the rest is labkit).
+LEGACY_MODULES = ("grade.py", "sandbox.py", "execute.py")
+
+
+def run_legacy(
+    ref: str, subs: Path, tmp: Path, args: argparse.Namespace
+) -> tuple[float, dict[tuple[str, str], int]]:
+    """The grader of commit ``ref`` (a kernel per notebook, checks beside the student's code)
+    running today's checks, so the two graders differ only in how they grade."""
+    tree = tmp / "legacy"
+    shutil.copytree(ROOT / "labkit", tree / "labkit", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in LEGACY_MODULES:
+        old = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{ref}:labkit/grading/{name}"],
+            check=True,
+            capture_output=True,
+        ).stdout
+        (tree / "labkit" / "grading" / name).write_bytes(old)
+    longest = max(c.timeout for e in catalog.exercises() for c in catalog.all_checks(e))
+    out = tmp / "legacy.csv"
+    boot = (
+        f"import sys; sys.path.insert(0, {str(tree)!r})\n"
+        "from pathlib import Path\n"
+        "from labkit.grading.grade import Settings, grade_folder\n"
+        f"settings = Settings(Path({str(ROOT / 'solutions')!r}), cell_timeout={args.cell_timeout},"
+        f" check_timeout={args.check_timeout or longest})\n"
+        f"grade_folder(Path({str(subs)!r}), Path({str(out)!r}), Path({str(tmp / 'legacy-fb')!r}),"
+        f" settings, jobs={args.jobs}, only={args.exercise!r}, progress=lambda line: None)\n"
+    )
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", boot], check=True, stdout=subprocess.DEVNULL, cwd=tmp)
+    return time.perf_counter() - started, _scores(out)
+
+
+def in_process_scores(
+    subs: Path, exercises: list[str], args: argparse.Namespace
+) -> dict[tuple[str, str], int]:
+    """Each notebook scored the way the student's ``check()`` scores it: all in this process.
+
+    The generated notebooks are the bench's own, so running them here is safe.
+    """
+    from labkit.grading.core import run_checks
+    from labkit.grading.grade import find_notebooks, warm_up
+    from labkit.grading.sandbox import run_cells
+
+    warm_up()
+    scores: dict[tuple[str, str], int] = {}
+    for folder in sorted(p for p in subs.iterdir() if p.is_dir()):
+        found, _ = find_notebooks(folder, exercises)
+        for exercise, path in found.items():
+            nb = nbformat.read(path, as_version=4)
+            cells = [(i, c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+            with tempfile.TemporaryDirectory() as work:
+                here = os.getcwd()
+                os.chdir(work)  # %%writefile cells and the checks' files land there
+                try:
+                    values, _ = run_cells(cells, args.cell_timeout)
+                    checks = catalog.all_checks(exercise, ROOT / "solutions" / "hidden")
+                    outcomes = run_checks(checks, values, args.check_timeout, Path(work))
+                finally:
+                    os.chdir(here)
+            scores[folder.name, exercise] = sum(o.earned for o in outcomes)
+    return scores
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--students", type=int, default=40)
+    parser.add_argument("--exercise", action="append", help="only this exercise (repeatable)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--cell-timeout", type=float, default=5.0)
+    parser.add_argument(
+        "--check-timeout", type=float, help="cap every check (default: each check's own)"
+    )
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--legacy", metavar="REF", help="also grade with the grader of this commit")
+    parser.add_argument(
+        "--same-scores", action="store_true", help="also score every notebook in one process"
+    )
+    args = parser.parse_args(argv)
+    exercises = args.exercise or [
+        e for e in map(exercise_of, solution_notebooks(ROOT / "solutions")) if e
+    ]
+    replay = " ".join(sys.argv[1:] if argv is None else argv)
+    print(f"seed {args.seed}; replay: python bench/grading.py {replay} --seed {args.seed}")
+    with tempfile.TemporaryDirectory(prefix="labkit-bench-grading-") as tmp_name:
+        tmp = Path(tmp_name)
+        subs = tmp / "submissions"
+        kinds = make_class(subs, args.students, exercises, args.seed)
+        total = sum(kinds.values())
+        print(f"class: {args.students} students x {len(exercises)} exercises = {total} notebooks")
+        print("mix: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+        out = tmp / "out"
+        out.mkdir()
+        seconds, scores = run_new(subs, out, args)
+        rate = total / seconds * 60
+        print(f"new grader:    {seconds:7.1f} s  {rate:7.1f} notebooks/min  (--jobs {args.jobs})")
+        if args.legacy:
+            old_seconds, old_scores = run_legacy(args.legacy, subs, tmp, args)
+            old_rate = total / old_seconds * 60
+            print(
+                f"legacy grader: {old_seconds:7.1f} s  {old_rate:7.1f} notebooks/min  "
+                f"({args.legacy})"
+            )
+            differ = sorted(k for k in scores if scores[k] != old_scores.get(k))
+            print(f"speed-up: {rate / old_rate:.1f}x; scores that differ: {len(differ)} of {total}")
+            for key in differ[:20]:
+                print(f"  {key[0]} {key[1]}: new {scores[key]}, legacy {old_scores.get(key)}")
+        if args.same_scores:
+            local = in_process_scores(subs, exercises, args)
+            differ = sorted(k for k in scores if scores[k] != local.get(k))
+            print(f"in-process scores that differ from the graded ones: {len(differ)} of {total}")
+            for key in differ[:20]:
+                print(f"  {key[0]} {key[1]}: graded {scores[key]}, in-process {local.get(key)}")
+        if not args.legacy:
+            n, s = RECORDED_BASELINE
+            old_rate = n / s * 60
+            print(f"recorded baseline: {n} notebooks in {s:g} s = {old_rate:.1f} notebooks/min")
+            print(f"speed-up: {rate / old_rate:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""``labkit release --bundle DIR``: everything a student needs, and no answers.
+
+The kit holds the lessons (``notebooks/``, and ``ops/`` which they read), the exercises
+as released (``exercises/``, stubs only), the ``labkit`` package (public checks only:
+hidden checks live in the instructor's ``solutions/hidden/``), ``pyproject.toml`` and
+``environment.yml`` to install it, a Makefile whose ``make lab`` opens JupyterLab where
+both folders are reachable, and a short README. It never copies ``solutions/``,
+``tests/`` (the zoo of wrong answers is built from the right ones) or ``bench/``. After
+writing, every file is searched for solution markers and for the hidden checks' names,
+and the bundle is refused if one is found.
+
+nbgrader's "release" and otter-grader's "assign" produce the same kind of student
+folder; this one is a plain directory an instructor can zip or push as its own repo.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+from labkit.grading.release import BEGIN, END, ReleaseError, release
+
+#: Folders next to notebooks/ that lessons read from.
+LESSON_FOLDERS = ("ops",)
+_SKIP_NAMES = ("__pycache__", "*.pyc", ".ipynb_checkpoints", ".labkit-scratch", "*.db", "*.db-*")
+
+STUDENT_MAKEFILE = """\
+# The student kit: `make lab` installs what the lab needs into .venv and opens JupyterLab
+# on this folder, where notebooks/ (the lessons) and exercises/ sit side by side.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8888
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+START := --LabApp.default_url=/lab/tree/notebooks/00_start_here.ipynb
+
+.PHONY: lab venv clean
+
+$(BIN)/python:
+\t@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "labkit needs Python 3.11 \
+or newer: install it and run make again, or set PYTHON=/path/to/python3.11"'
+\t$(PYTHON) -m venv $(VENV)
+\t$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed-lab: pyproject.toml | $(BIN)/python
+\t$(BIN)/python -m pip install --quiet -e '.[lab]'
+\t@touch $@
+
+venv: $(VENV)/.installed-lab
+
+lab: venv
+\t@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ] || [ "$$(uname)" = "Darwin" ]; then \\
+\t\t$(BIN)/jupyter lab --notebook-dir=. $(START) --port=$(PORT) $(ALLOW_ROOT); \\
+\telse \\
+\t\techo "No display found: open the http://127.0.0.1:$(PORT)/lab?token=... URL below."; \\
+\t\t$(BIN)/jupyter lab --notebook-dir=. $(START) --port=$(PORT) --no-browser \\
+\t\t\t--ip=127.0.0.1 $(ALLOW_ROOT); \\
+\tfi
+
+clean:
+\trm -rf $(VENV) notebooks/.labkit-scratch exercises/.labkit-scratch
+"""
+
+STUDENT_README = """\
+# Resilient Jobs Lab: student kit
+
+Lessons and exercises on making background jobs survive crashes, retries, duplicate
+deliveries and outages.
+
+```bash
+make lab    # creates .venv, installs the lab, opens JupyterLab here
+```
+
+Python 3.11 or newer (`PYTHON=/path/to/python3.11 make lab` to choose one). Conda users:
+`conda env create -f environment.yml && conda activate resilient-jobs-lab`, then
+`jupyter lab`. Without a display, `make lab` prints a URL with a token: open it in a
+browser (through an SSH tunnel on a remote machine).
+
+- `notebooks/`: the lessons, in order, starting at `00_start_here.ipynb`.
+- `exercises/`: one notebook per exercise. Write the functions whose body is
+  `raise NotImplementedError(...)`, then run the last cell, `check("exNN")`: it runs
+  the public checks and prints what passed and why the rest did not. Grading also runs
+  hidden checks; each exercise says how many and how many points they carry.
+
+Hand in the exercise notebooks with their names unchanged (`ex03_claim.ipynb`).
+"""
+
+
+def _hidden_names(hidden_dir: Path) -> list[str]:
+    names = []
+    for path in sorted(hidden_dir.glob("ex*.py")):
+        names += re.findall(r"^def (\w+)\(", path.read_text(encoding="utf-8"), re.MULTILINE)
+    return names
+
+
+def bundle(repo: Path, solutions: Path, out: Path) -> list[Path]:
+    """Write the student kit into ``out`` (missing or empty); return the top-level entries."""
+    repo, out = Path(repo).resolve(), Path(out).resolve()
+    if out.exists() and any(out.iterdir()):
+        raise ReleaseError(f"{out} is not empty: write the student kit into a new folder")
+    if out.is_relative_to(repo):
+        raise ReleaseError(f"{out} is inside the repository; choose a folder outside it")
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(repo / "labkit", out / "labkit", ignore=shutil.ignore_patterns(*_SKIP_NAMES))
+    lessons = repo / "notebooks"
+    shutil.copytree(
+        lessons,
+        out / "notebooks",
+        ignore=shutil.ignore_patterns(*_SKIP_NAMES, "*.py", "jupytext.toml"),
+    )
+    release(solutions, out / "exercises")
+    for name in ("pyproject.toml", "environment.yml", "compose.yaml"):
+        if (repo / name).exists():
+            shutil.copyfile(repo / name, out / name)
+    for name in LESSON_FOLDERS:  # files the lessons read (../ops/alerts.yml)
+        if (repo / name).is_dir():
+            shutil.copytree(repo / name, out / name, ignore=shutil.ignore_patterns(*_SKIP_NAMES))
+    (out / "Makefile").write_text(STUDENT_MAKEFILE, encoding="utf-8")
+    (out / "README.md").write_text(STUDENT_README, encoding="utf-8")
+    _refuse_answers(out, _hidden_names(Path(solutions) / "hidden"))
+    return sorted(out.iterdir())
+
+
+def _text_of(path: Path) -> str:
+    """A file's text; for a notebook, its cells' sources (what an editor would show)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix == ".ipynb":
+        try:
+            cells = json.loads(text).get("cells", [])
+        except (ValueError, AttributeError):
+            return text
+        return "\n".join("".join(c.get("source", "")) for c in cells if isinstance(c, dict))
+    return text
+
+
+def _refuse_answers(out: Path, hidden: list[str]) -> None:
+    """Fail (and delete the kit) if a solution region or a hidden check is in it."""
+    for path in out.rglob("*"):
+        if not path.is_file():
+            continue
+        text = _text_of(path)
+        lines = {line.strip() for line in text.splitlines()}
+        found = next((m for m in (BEGIN, END) if m in lines), None)
+        found = found or next((f"def {n}(" for n in hidden if f"def {n}(" in text), None)
+        if found:
+            shutil.rmtree(out)
+            raise ReleaseError(
+                f"{path.relative_to(out)} contains {found!r}: the student kit would ship an "
+                "answer; nothing was written"
+            )

@@ -1,0 +1,38 @@
+"""bench/grading.py runs (a tiny class); the benchmark itself is never part of the tests."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+from gradingkit import ROOT
+
+sys.path.insert(0, str(ROOT))
+
+from bench import grading  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_generated_class_is_the_same_for_the_same_seed(tmp_path: Path) -> None:
+    first = grading.make_class(tmp_path / "a", 3, ["ex01", "ex02"], seed=11)
+    again = grading.make_class(tmp_path / "b", 3, ["ex01", "ex02"], seed=11)
+    assert first == again and sum(first.values()) == 6
+    for a in sorted((tmp_path / "a").rglob("*.ipynb")):
+        assert a.read_bytes() == (tmp_path / "b" / a.relative_to(tmp_path / "a")).read_bytes()
+
+
+@pytest.mark.parametrize("kind", ["wrong", "broken", "hanging"])
+def test_each_kind_changes_the_reference(kind: str) -> None:
+    reference = grading.make_notebook("reference", "ex01", random.Random(1))
+    changed = grading.make_notebook(kind, "ex01", random.Random(1))
+    assert [c.source for c in changed.cells] != [c.source for c in reference.cells]
+
+
+def test_a_tiny_class_is_graded_and_the_rate_reported(capsys: pytest.CaptureFixture[str]) -> None:
+    assert grading.main(["--students", "1", "--exercise", "ex01", "--jobs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "1 students x 1 exercises = 1 notebooks" in out
+    assert "notebooks/min" in out and "speed-up:" in out
