@@ -181,8 +181,36 @@ UPDATE jobs
 
 -- claim --
 -- Lease up to :limit ready jobs (due pending/retry_wait, or running with an expired lease) that no other claimer holds.
+-- Per queue and per branch, an index scan in (due, id) order stops after :limit rows (LATERAL ... LIMIT):
+-- one ORDER BY over both branches and every queue would sort all ready rows on every claim.
 -- FOR UPDATE SKIP LOCKED: a concurrent claimer skips the rows this one is taking instead of waiting for them
--- or taking them too; the row lock re-checks the WHERE on the latest version of each row.
+-- or taking them too; the row lock re-checks the WHERE on the latest version of each row. Rows locked in a
+-- branch but not picked (at most :limit per queue) are released at commit.
+-- id = ANY(ARRAY(...)): the update then reads the picked ids through the primary key whatever the planner
+-- statistics say (an IN (subquery) becomes a hash join over every row of jobs once the table is analyzed).
+WITH ready AS (
+    SELECT r.id, r.due
+      FROM (SELECT DISTINCT name FROM unnest(CAST(:queues AS text[])) AS u (name)) AS q,
+           LATERAL (SELECT id, run_after AS due FROM jobs
+                     WHERE state IN ('pending', 'retry_wait') AND queue = q.name
+                       AND run_after <= :now
+                     ORDER BY run_after, id
+                     LIMIT :limit
+                       FOR UPDATE SKIP LOCKED) AS r
+), expired AS (
+    SELECT r.id, r.due
+      FROM (SELECT DISTINCT name FROM unnest(CAST(:queues AS text[])) AS u (name)) AS q,
+           LATERAL (SELECT id, lease_until AS due FROM jobs
+                     WHERE state = 'running' AND queue = q.name
+                       AND lease_until <= :now AND attempt < max_attempts
+                     ORDER BY lease_until, id
+                     LIMIT :limit
+                       FOR UPDATE SKIP LOCKED) AS r
+), picked AS (
+    SELECT id FROM (SELECT * FROM ready UNION ALL SELECT * FROM expired) AS c
+     ORDER BY due, id
+     LIMIT :limit
+)
 UPDATE jobs
    SET state = 'running',
        attempt = jobs.attempt + 1,
@@ -192,14 +220,7 @@ UPDATE jobs
        -- a redrive set attempt back, so an old holder's token can never match again.
        lease_token = jobs.id || '.' || (1 + (SELECT count(*) FROM attempts a WHERE a.job_id = jobs.id)),
        updated_at = :now
- WHERE id IN (
-       SELECT id FROM jobs
-        WHERE queue = ANY(:queues)
-          AND ((state IN ('pending', 'retry_wait') AND run_after <= :now)
-               OR (state = 'running' AND lease_until <= :now AND attempt < max_attempts))
-        ORDER BY CASE WHEN state = 'running' THEN lease_until ELSE run_after END, id
-        LIMIT :limit
-          FOR UPDATE SKIP LOCKED)
+ WHERE id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING *
 
 -- heartbeat --
