@@ -14,7 +14,11 @@ differently, through these hooks:
 - ``_in_caller_tx(conn, operation)``: the same on a caller's open transaction, after
   refusing a connection that could not commit together with the caller's write;
 - ``_rows(name, params)``: a read outside any transaction;
-- ``_queues_param(queues)``: how a claim statement takes its list of queues;
+- ``_queues_param(queues)``: how a claim statement takes its list of queues (and any
+  list of strings);
+- ``_batch_param(rows, columns)``: how a batch statement (``insert_jobs``,
+  ``complete_batch``) takes its rows: SQLite one JSON list, PostgreSQL one array per
+  column;
 - ``_location()``: where the jobs live, for "does not exist in ..." messages.
 
 The pure rules (argument checks, the retry decision, error texts) are in
@@ -27,7 +31,7 @@ import json
 import random
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol
 
 from labkit.clock import Clock
@@ -50,6 +54,11 @@ from labkit.retry import RetryPolicy
 #: At most this long (clock seconds) between sweeps of exhausted expired leases to dead
 #: while claims keep finding work; a claim that comes up short always sweeps.
 BURY_EVERY_S = 1.0
+#: The columns of the batch statements, in the order of each row tuple.
+INSERT_COLUMNS = (
+    "kinds", "queues", "keys", "fingerprints", "payloads", "max_attempts", "run_afters"
+)
+COMPLETE_COLUMNS = ("ids", "tokens", "results")
 
 
 class Executor(Protocol):
@@ -103,6 +112,9 @@ class StoreBase:
     def _queues_param(self, queues: Sequence[str]) -> Any:
         raise NotImplementedError
 
+    def _batch_param(self, rows: list[tuple[Any, ...]], columns: tuple[str, ...]) -> Any:
+        raise NotImplementedError
+
     def _location(self) -> str:
         raise NotImplementedError
 
@@ -146,6 +158,79 @@ class StoreBase:
         existing = Job.from_row(found)
         check_same_operation(existing, params)
         return existing, False
+
+    def enqueue_many(
+        self,
+        kind: str,
+        payloads: Sequence[Any],
+        keys: Sequence[str | None] | None = None,
+        queue: str = "default",
+        run_after: float | None = None,
+        max_attempts: int = 5,
+    ) -> list[tuple[int, bool]]:
+        """Accept a batch of jobs of one kind in ONE transaction (one commit); return
+        ``(job id, created)`` per payload, in order.
+
+        The rules of ``enqueue`` hold for every job: a key already taken by the same
+        kind and payload gives the existing job's id with ``created`` False, the same key
+        with another payload raises ``IdempotencyConflict``, and a bad argument raises
+        before anything is written. A conflict or an error anywhere writes nothing of the
+        batch. Returns ids rather than ``Job`` objects: building a ``Job`` per accepted job
+        is most of what a batch would otherwise spend (bench/NOTES.md).
+        """
+        keys = list(keys) if keys is not None else [None] * len(payloads)
+        if len(keys) != len(payloads):
+            raise ValueError(
+                f"keys has {len(keys)} entries for {len(payloads)} payloads; give one key "
+                "per payload (None for a generated one), or no keys at all"
+            )
+        now = self.clock.now()
+        batch = [
+            enqueue_params(kind, payload, key, queue, run_after, max_attempts, now)
+            for payload, key in zip(payloads, keys, strict=True)
+        ]
+        if not batch:
+            return []
+        rows = [
+            (p["kind"], p["queue"], p["key"], p["fingerprint"], p["payload"], p["max_attempts"],
+             p["run_after"])
+            for p in batch
+        ]
+        params = {"now": now, **self._batch_param(rows, INSERT_COLUMNS)}
+        with self._tx() as ex:
+            ids = {r["key"]: (r["id"], True) for r in ex.execute(self._sql["insert_jobs"], params)}
+            # Every job the insert did not create must be the operation its key names:
+            # keys taken before, and any repeat of a key inside the batch.
+            first: set[str] = set()
+            taken = []
+            for p in batch:
+                if p["key"] not in ids or p["key"] in first:
+                    taken.append(p)
+                first.add(p["key"])
+            if taken:
+                found = {
+                    r["key"]: Job.from_row(r)
+                    for r in ex.execute(
+                        self._sql["jobs_by_keys"],
+                        {"keys": self._queues_param([p["key"] for p in taken])},
+                    )
+                }
+                for p in taken:
+                    existing = found.get(p["key"])
+                    if existing is None:
+                        raise StoreError(
+                            f"key {p['key']!r} vanished while enqueueing; enqueue again"
+                        )
+                    # Raises IdempotencyConflict: the transaction rolls back, nothing stays.
+                    check_same_operation(existing, p)
+                    ids.setdefault(p["key"], (existing.id, False))
+        # A key given twice in the batch: the first created the job, the second finds it.
+        out, seen = [], set()
+        for p in batch:
+            job_id, created = ids[p["key"]]
+            out.append((job_id, created and p["key"] not in seen))
+            seen.add(p["key"])
+        return out
 
     # -- claiming ----------------------------------------------------------------------
 
@@ -255,28 +340,40 @@ class StoreBase:
     def complete_many(
         self, jobs: Sequence[Job], results: Sequence[Any] | None = None
     ) -> list[Job]:
-        """Complete several jobs in ONE transaction (one commit), each fenced by its token.
+        """Complete several jobs in ONE statement and one commit, each fenced by its token.
 
-        Returns the jobs that completed; a job whose lease moved on is left unchanged and
-        is missing from the result (the same rule as ``complete``, without the exception,
-        so one lost lease does not undo the others).
+        Returns the jobs that completed, as the database now holds them; a job whose lease
+        moved on is left unchanged and is missing from the result (the same rule as
+        ``complete``, without the exception, so one lost lease does not undo the others).
+        The statement returns only the ids that finished: the rest of each returned job is
+        the caller's own ``Job`` with the columns the statement set.
         """
         results = list(results) if results is not None else [None] * len(jobs)
-        done: list[Job] = []
+        if len(results) != len(jobs):
+            raise ValueError(
+                f"results has {len(results)} entries for {len(jobs)} jobs; give one result "
+                "per job, or none at all"
+            )
+        if not jobs:
+            return []
         now = self.clock.now()
+        # A job listed twice is completed once, with its first result.
+        firsts: dict[int, tuple[Job, str]] = {}
+        for job, result in zip(jobs, results, strict=True):
+            firsts.setdefault(job.id, (job, json.dumps(result, default=str)))
+        rows = [(job.id, job.lease_token, text) for job, text in firsts.values()]
+        params = {"now": now, **self._batch_param(rows, COMPLETE_COLUMNS)}
         with self._tx() as ex:
-            for job, result in zip(jobs, results, strict=True):
-                row = ex.execute(
-                    self._sql["complete"],
-                    {
-                        "id": job.id,
-                        "token": job.lease_token,
-                        "now": now,
-                        "result": json.dumps(result, default=str),
-                    },
-                ).fetchone()
-                if row is not None:
-                    done.append(Job.from_row(row))
+            finished = {r["id"] for r in ex.execute(self._sql["complete_batch"], params)}
+        done: list[Job] = []
+        for job, text in firsts.values():
+            if job.id in finished:
+                done.append(
+                    replace(
+                        job, state=JobState.SUCCEEDED, result=json.loads(text),
+                        lease_token=None, lease_until=None, updated_at=now,
+                    )
+                )
         return done
 
     def fail(self, job: Job, error: BaseException) -> Job:

@@ -221,6 +221,10 @@ class PostgresJobStore(StoreBase):
     def _queues_param(self, queues: Sequence[str]) -> list[str]:
         return list(queues)  # psycopg passes a list as a text[] array
 
+    def _batch_param(self, rows: list[tuple[Any, ...]], columns: tuple[str, ...]) -> Any:
+        # One array per column; the statement zips them back with unnest.
+        return {name: [row[i] for row in rows] for i, name in enumerate(columns)}
+
     def _rows(self, name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         with self._lock:
             return self.conn.execute(SQL[name], params or {}).fetchall()

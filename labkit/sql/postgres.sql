@@ -147,6 +147,25 @@ VALUES (:kind, :queue, :key, :fingerprint, :payload, 'pending', :max_attempts, :
 ON CONFLICT (key) DO NOTHING
 RETURNING *
 
+-- insert_jobs --
+-- Accept a batch of jobs in one statement, one array per column; returns the id and key of each job it inserted.
+-- A key that exists (before, or earlier in the batch) inserts nothing.
+INSERT INTO jobs (kind, queue, key, fingerprint, payload, state, max_attempts, run_after,
+                  created_at, updated_at)
+SELECT j.kind, j.queue, j.key, j.fingerprint, j.payload, 'pending', j.max_attempts, j.run_after,
+       :now, :now
+  FROM unnest(CAST(:kinds AS text[]), CAST(:queues AS text[]), CAST(:keys AS text[]),
+              CAST(:fingerprints AS text[]), CAST(:payloads AS text[]),
+              CAST(:max_attempts AS integer[]), CAST(:run_afters AS double precision[]))
+       WITH ORDINALITY AS j (kind, queue, key, fingerprint, payload, max_attempts, run_after, n)
+ ORDER BY j.n
+ON CONFLICT (key) DO NOTHING
+RETURNING id, key
+
+-- jobs_by_keys --
+-- The jobs with the given keys (a batch's keys that were already taken).
+SELECT * FROM jobs WHERE key = ANY(CAST(:keys AS text[]))
+
 -- retry_state --
 -- The previous backoff delay and when the deadline window opened: at acceptance, or at the latest redrive.
 SELECT last_delay,
@@ -236,6 +255,17 @@ UPDATE jobs
        updated_at = :now
  WHERE id = :id AND state = 'running' AND lease_token = :token
 RETURNING *
+
+-- complete_batch --
+-- Finish a batch in one statement, each job only for the holder of its token (the fence of complete, per row).
+-- Returns only the ids that finished: the caller has the rest of each job already.
+UPDATE jobs
+   SET state = 'succeeded', result = b.result, lease_token = NULL, lease_until = NULL,
+       updated_at = :now
+  FROM unnest(CAST(:ids AS bigint[]), CAST(:tokens AS text[]), CAST(:results AS text[]))
+       AS b (id, token, result)
+ WHERE jobs.id = b.id AND jobs.state = 'running' AND jobs.lease_token = b.token
+RETURNING jobs.id
 
 -- fail --
 -- Record a failed attempt: to retry_wait (with run_after) or to dead, only for the token holder.
