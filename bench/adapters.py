@@ -103,6 +103,12 @@ class LabkitBatch(Labkit):
 
     name = "labkit claim_many(100) + complete_many"
 
+    def enqueue(self, n: int, start: int = 0) -> None:
+        # The batched row enqueues in batches too: enqueue_many, 100 jobs per commit.
+        for lo in range(start, start + n, 100):
+            hi = min(lo + 100, start + n)
+            self.store.enqueue_many("bench", [{"i": i} for i in range(lo, hi)])
+
     def work_one(self, effect: Effect, worker: str) -> int:
         jobs = self.store.claim_many(worker, 100, lease_s=LEASE_S)
         for job in jobs:
@@ -259,10 +265,17 @@ class RawFull(Raw):
 
 
 class RawBatched(Raw):
-    """100 claims in one transaction, then 100 acks in one transaction."""
+    """100 claims in one transaction, then 100 acks in one transaction; enqueue 100 per commit."""
 
     name = "raw sqlite batched(100)"
     batch = 100
+
+    def enqueue(self, n: int, start: int = 0) -> None:
+        for lo in range(start, start + n, 100):
+            rows = [(json.dumps({"i": i}),) for i in range(lo, min(lo + 100, start + n))]
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.executemany("INSERT INTO jobs (payload) VALUES (?)", rows)
+            self.conn.execute("COMMIT")
 
 
 # -- peers -------------------------------------------------------------------------------

@@ -128,6 +128,12 @@ class PgLabkitBatch(PgLabkit):
     name = "labkit PostgreSQL claim_many(10) + complete_many"
     batch = 10
 
+    def enqueue(self, n: int, start: int = 0) -> None:
+        # Batched rows enqueue in batches too: enqueue_many, 100 jobs per commit.
+        for lo in range(start, start + n, 100):
+            hi = min(lo + 100, start + n)
+            self.store.enqueue_many("bench", [{"i": i} for i in range(lo, hi)])
+
     def work_one(self, effect: Effect, worker: str) -> int:
         jobs = self.store.claim_many(worker, self.batch, lease_s=LEASE_S)
         for job in jobs:
@@ -244,6 +250,13 @@ class PgRawBatched(PgRaw):
     name = "raw psycopg SKIP LOCKED batched(10)"
     batch = 10
 
+    def enqueue(self, n: int, start: int = 0) -> None:
+        # 100 per commit, as the labkit batched row: one executemany in one transaction.
+        for lo in range(start, start + n, 100):
+            rows = [(json.dumps({"i": i}),) for i in range(lo, min(lo + 100, start + n))]
+            with self.conn.transaction(), self.conn.cursor() as cur:
+                cur.executemany("INSERT INTO jobs (payload) VALUES (%s)", rows)
+
 
 # -- peers -------------------------------------------------------------------------------
 
@@ -253,6 +266,7 @@ class Procrastinate(Adapter):
 
     name = "procrastinate"
     postgres = True
+    drains = True  # one work_one call runs a worker until the queue is empty
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
@@ -313,6 +327,7 @@ class PgQueuer(Adapter):
 
     name = "pgqueuer"
     postgres = True
+    drains = True  # one work_one call runs a worker until the queue is empty
     batch = 10
 
     def __init__(self, path: Path) -> None:
