@@ -213,12 +213,12 @@ UPDATE jobs SET lease_until = :now + :lease_s, updated_at = :now
 RETURNING *
 
 -- complete --
--- Finish a job, only for the holder of the current token.
+-- Finish a job, only for the holder of the current token; returns only what the caller lacks (the store rebuilds the Job).
 UPDATE jobs
    SET state = 'succeeded', result = :result, lease_token = NULL, lease_until = NULL,
        updated_at = :now
  WHERE id = :id AND state = 'running' AND lease_token = :token
-RETURNING *
+RETURNING id, updated_at
 
 -- complete_batch --
 -- Finish a batch in one statement, each job only for the holder of its token (the fence of complete, per row).

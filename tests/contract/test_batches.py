@@ -128,3 +128,17 @@ def test_complete_many_twice_changes_nothing_the_second_time(store):
     with pytest.raises(ValueError, match="results"):
         store.complete_many(batch, results=[1])
     assert store.complete_many([]) == []
+
+
+@pytest.mark.parametrize("result", [None, 7, "done", {"ok": [1, 2]}, ("a", 1)])
+def test_complete_returns_the_stored_row_without_reading_it_back(store, clock, result):
+    # complete rebuilds its Job from the caller's one (the statement returns two columns):
+    # after a heartbeat moved the lease, it must still equal what the database holds.
+    store.enqueue("k", {"n": 1}, key="one")
+    job = store.claim("w", lease_s=10)
+    clock.advance(3)
+    store.heartbeat(job, lease_s=10)
+    clock.advance(1)
+    done = store.complete(job, result)
+    assert done == store.get(job.id)
+    assert done.state == JobState.SUCCEEDED and done.updated_at == clock.now()
