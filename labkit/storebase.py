@@ -31,7 +31,7 @@ import json
 import random
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from labkit.clock import Clock
@@ -351,8 +351,8 @@ class StoreBase:
             # The token matched, so since this worker's claim only a heartbeat can have
             # touched the row, in columns complete sets again: the caller's Job with what
             # the statement set IS the stored row, without reading it back (bench/NOTES.md).
-            return replace(
-                job, state=JobState.SUCCEEDED, result=json.loads(text), lease_token=None,
+            return job.evolve(
+                state=JobState.SUCCEEDED, result=json.loads(text), lease_token=None,
                 lease_until=None, updated_at=row["updated_at"],
             )
 
@@ -394,8 +394,8 @@ class StoreBase:
         for job, text in firsts.values():
             if job.id in finished:
                 done.append(
-                    replace(
-                        job, state=JobState.SUCCEEDED, result=json.loads(text),
+                    job.evolve(
+                        state=JobState.SUCCEEDED, result=json.loads(text),
                         lease_token=None, lease_until=None, updated_at=now,
                     )
                 )
