@@ -73,9 +73,12 @@ def peak_rss_kb() -> int:
 def main(spec: dict) -> dict:
     adapter = SUBJECTS[spec["adapter"]](Path(spec["dir"]))
     out: dict = {}
-    if spec["phase"] == "enqueue":
+    if spec["phase"] in ("enqueue", "fill"):
         t0 = time.perf_counter()
-        adapter.enqueue(spec["n"], spec.get("start", 0))
+        if spec["phase"] == "fill":
+            adapter.fill(spec["n"])
+        else:
+            adapter.enqueue(spec["n"], spec.get("start", 0))
         out["elapsed"] = time.perf_counter() - t0
         out["done"] = spec["n"]
     else:

@@ -103,6 +103,10 @@ class PgLabkit(Adapter):
         for i in range(start, start + n):
             enqueue("bench", {"i": i})
 
+    def fill(self, n: int) -> None:
+        for lo in range(0, n, 1000):
+            self.store.enqueue_many("bench", [{"i": i} for i in range(lo, min(lo + 1000, n))])
+
     def work_one(self, effect: Effect, worker: str) -> int:
         job = self.store.claim(worker, lease_s=LEASE_S)
         if job is None:
@@ -226,6 +230,12 @@ class PgRaw(Adapter):
         for i in range(start, start + n):
             execute("INSERT INTO jobs (payload) VALUES (%s)", (json.dumps({"i": i}),))
 
+    def fill(self, n: int) -> None:
+        for lo in range(0, n, 1000):
+            rows = [(json.dumps({"i": i}),) for i in range(lo, min(lo + 1000, n))]
+            with self.conn.transaction(), self.conn.cursor() as cur:
+                cur.executemany("INSERT INTO jobs (payload) VALUES (%s)", rows)
+
     def work_one(self, effect: Effect, worker: str) -> int:
         from labkit.clock import SystemClock
 
@@ -296,6 +306,11 @@ class Procrastinate(Adapter):
             for i in range(start, start + n):
                 defer(i=i)
 
+    def fill(self, n: int) -> None:
+        with self.app.open():
+            for lo in range(0, n, 1000):
+                self.touch.batch_defer(*({"i": i} for i in range(lo, min(lo + 1000, n))))
+
     def work_one(self, effect: Effect, worker: str) -> int:
         self.effect[:] = [effect]
         before = self.done
@@ -358,6 +373,20 @@ class PgQueuer(Adapter):
         async with conn:
             for i in range(start, start + n):
                 await queries.enqueue("touch", json.dumps({"i": i}).encode())
+
+    def fill(self, n: int) -> None:
+        asyncio.run(self._fill(n))
+
+    async def _fill(self, n: int) -> None:
+        conn, queries = await self._queries()
+        async with conn:
+            for lo in range(0, n, 1000):
+                count = min(lo + 1000, n) - lo
+                await queries.enqueue(
+                    ["touch"] * count,
+                    [json.dumps({"i": i}).encode() for i in range(lo, lo + count)],
+                    [0] * count,
+                )
 
     def work_one(self, effect: Effect, worker: str) -> int:
         return asyncio.run(self._drain(effect))

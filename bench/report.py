@@ -101,6 +101,7 @@ def _medians(rows: list[dict]) -> dict[tuple[str, int], dict[str, Any]]:
         rs = [r for r in rows if r["adapter"] == name and r["n"] == n]
         med[(name, n)] = {
             "enq": statistics.median(r["enqueue_per_s"] for r in rs),
+            "filled": any(r.get("enqueue_phase") == "fill" for r in rs),
             "proc": statistics.median(r["process_per_s"] for r in rs),
             "rss": max((r["peak_rss_mb"] or 0.0) for r in rs),
             "reps": len(rs),
@@ -132,7 +133,8 @@ def summarize(results: dict[str, Any]) -> str:
         for (name, n), m in med.items():
             per_claim, commits = SHAPE.get(name, ("?", "?"))
             out.append(f"| {n:,} | {_name(name)} | {per_claim} | {commits} | {m['reps']} | "
-                       f"{m['enq']:,.0f} | {m['proc']:,.0f}{' (partial)' if m['partial'] else ''}"
+                       + ("filled in batches" if m["filled"] else f"{m['enq']:,.0f}")
+                       + f" | {m['proc']:,.0f}{' (partial)' if m['partial'] else ''}"
                        f" | {m['rss']:.0f} | {m['bad']} |")
         if any(not k[0].startswith("pg_") and k[0] not in ("procrastinate", "pgqueuer")
                for k in med):
