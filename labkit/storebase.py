@@ -14,6 +14,9 @@ differently, through these hooks:
 - ``_in_caller_tx(conn, operation)``: the same on a caller's open transaction, after
   refusing a connection that could not commit together with the caller's write;
 - ``_rows(name, params)``: a read outside any transaction;
+- ``_statement(sql, params)``: one writing statement that is a transaction by itself
+  (by default one of ``_tx()``; PostgreSQL sends it alone in autocommit, one round trip
+  instead of three with BEGIN and COMMIT);
 - ``_queues_param(queues)``: how a claim statement takes its list of queues (and any
   list of strings);
 - ``_batch_param(rows, columns)``: how a batch statement (``insert_jobs``,
@@ -109,6 +112,10 @@ class StoreBase:
 
     def _rows(self, name: str, params: dict[str, Any] | None = None) -> list[Any]:
         raise NotImplementedError
+
+    def _statement(self, sql: str, params: dict[str, Any]) -> list[Any]:
+        with self._tx() as ex:
+            return list(ex.execute(sql, params).fetchall())
 
     def _queues_param(self, queues: Sequence[str]) -> Any:
         raise NotImplementedError
@@ -286,15 +293,14 @@ class StoreBase:
             "now": self.clock.now(),
             **(extra or {}),
         }
-        with self._tx() as ex:
-            rows = ex.execute(sql, params).fetchall()
-            # The claim never hands out a job whose crashes used up its attempts, so
-            # moving such jobs to dead can wait until a claim comes up short (the queue
-            # has nothing else to give) or a second has passed: a busy worker does not
-            # pay for the sweep on every job.
-            if len(rows) < limit or params["now"] >= self._next_bury:
-                ex.execute(self._sql["bury_exhausted"], params)
-                self._next_bury = params["now"] + BURY_EVERY_S
+        rows = self._statement(sql, params)
+        # The claim never hands out a job whose crashes used up its attempts, so moving
+        # such jobs to dead can wait until a claim comes up short (the queue has nothing
+        # else to give) or a second has passed: a busy worker does not pay for the sweep
+        # on every job. The sweep is a transaction of its own: nothing ties it to the claim.
+        if len(rows) < limit or params["now"] >= self._next_bury:
+            self._statement(self._sql["bury_exhausted"], params)
+            self._next_bury = params["now"] + BURY_EVERY_S
         return sorted((Job.from_row(r) for r in rows), key=lambda j: (j.run_after, j.id))
 
     # -- finishing ---------------------------------------------------------------------
@@ -306,19 +312,31 @@ class StoreBase:
         params: dict[str, Any],
         cur: Executor | None = None,
         rebuild: Callable[[Any], Job] = Job.from_row,
+        alone: bool = False,
     ) -> Job:
         """Run a statement that only the holder of ``job``'s lease token may run.
 
         With ``cur`` (from ``_in_caller_tx``) it runs inside the caller's open
-        transaction; otherwise in one of the store's own. ``rebuild(row)`` makes the
-        returned ``Job`` from the row the statement returns (the whole row by default).
+        transaction; otherwise in one of the store's own, or with ``alone`` as a
+        ``_statement`` (the read that explains a lost lease then follows it, outside).
+        ``rebuild(row)`` makes the returned ``Job`` from the row the statement returns
+        (the whole row by default).
         """
         params = {"id": job.id, "token": job.lease_token, "now": self.clock.now(), **params}
-        tx: AbstractContextManager[Any] = nullcontext(cur) if cur is not None else self._tx()
-        with tx as ex:
-            row = ex.execute(self._sql[name], params).fetchone()
+        if alone and cur is None:
+            found = self._statement(self._sql[name], params)
+            row = found[0] if found else None
             if row is None:
-                current = ex.execute(self._sql["job_by_id"], {"id": job.id}).fetchone()
+                read = self._rows("job_by_id", {"id": job.id})
+                current = read[0] if read else None
+        else:
+            tx: AbstractContextManager[Any] = (
+                nullcontext(cur) if cur is not None else self._tx()
+            )
+            with tx as ex:
+                row = ex.execute(self._sql[name], params).fetchone()
+                if row is None:
+                    current = ex.execute(self._sql["job_by_id"], {"id": job.id}).fetchone()
         if row is not None:
             return rebuild(row)
         if current is None:
@@ -358,7 +376,7 @@ class StoreBase:
 
         params = {"result": text}
         if conn is None:
-            return self._fenced("complete", job, params, rebuild=stored)
+            return self._fenced("complete", job, params, rebuild=stored, alone=True)
         with self._in_caller_tx(conn, "complete") as cur:
             return self._fenced("complete", job, params, cur, rebuild=stored)
 

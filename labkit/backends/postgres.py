@@ -225,6 +225,13 @@ class PostgresJobStore(StoreBase):
         # One array per column; the statement zips them back with unnest.
         return {name: [row[i] for row in rows] for i, name in enumerate(columns)}
 
+    def _statement(self, sql: str, params: dict[str, Any]) -> list[Any]:
+        # The connection is in autocommit: the statement is its own transaction, sent in
+        # one round trip instead of BEGIN, statement, COMMIT (bench/NOTES.md).
+        with self._lock:
+            cur = self.conn.execute(sql, params)
+            return cur.fetchall() if cur.description is not None else []
+
     def _rows(self, name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         with self._lock:
             return self.conn.execute(SQL[name], params or {}).fetchall()
