@@ -152,8 +152,18 @@ class StoreBase:
         if conn is not None:
             with self._in_caller_tx(conn, "enqueue") as cur:
                 return self._insert(cur, params)
-        with self._tx() as own:
-            return self._insert(own, params)
+        inserted = self._statement(self._sql["insert_job"], params)
+        if inserted:
+            return Job.from_row(inserted[0]), True
+        # The key was taken: the existing job is read after, outside the insert (as the
+        # key rules need only what a committed job says; _insert does the same in one
+        # transaction for a caller's connection).
+        found = self._rows("job_by_key", params)
+        if not found:
+            raise StoreError(f"key {params['key']!r} vanished while enqueueing; enqueue again")
+        existing = Job.from_row(found[0])
+        check_same_operation(existing, params)
+        return existing, False
 
     def _insert(self, ex: Executor, params: dict[str, Any]) -> tuple[Job, bool]:
         row = ex.execute(self._sql["insert_job"], params).fetchone()
