@@ -262,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--w3-trials", type=int, default=None, help="W3 trials per kill point (3)")
     ap.add_argument("--sizes", default=None, help="W1 sizes, e.g. 2000,10000")
     ap.add_argument("--adapters", default=None,
-                    help="W1 rows to run (default: all): " + ",".join(W1_ADAPTERS))
+                    help="subjects to run in every workload (default: all): "
+                    + ",".join(SUBJECTS))
     ap.add_argument("--summarize", default=None, metavar="RESULTS_JSON",
                     help="print the tables of an earlier run's JSON and exit")
     args = ap.parse_args(argv)
@@ -290,7 +291,12 @@ def main(argv: list[str] | None = None) -> int:
     def pick(names: list[str]) -> list[str]:
         return [n for n in names if ("postgres" if is_pg(n) else "sqlite") in engines]
 
-    adapters = pick(args.adapters.split(",") if args.adapters else W1_ADAPTERS)
+    chosen = set(args.adapters.split(",")) if args.adapters else None
+    adapters = pick([n for n in W1_ADAPTERS if chosen is None or n in chosen])
+
+    def pick_w(names: list[str]) -> list[str]:
+        return [n for n in pick(names) if chosen is None or n in chosen]
+
     info = machine()
     print(f"machine: {info['cpu']} x{info['cores']}, {info['platform']}, Python "
           f"{info['python']}, SQLite {info['sqlite']}, PostgreSQL {info['postgres']}")
@@ -310,10 +316,10 @@ def main(argv: list[str] | None = None) -> int:
             results["rows"] += w1(sizes, repeats, big, args.budget, tmp, adapters)
         if "W2" in only:
             print("W2 several workers (2 on SQLite, 4 on PostgreSQL)")
-            results["rows"] += w2(w2n, pg_w2n, w2r, tmp, pick(W2_ADAPTERS + PG_W2))
+            results["rows"] += w2(w2n, pg_w2n, w2r, tmp, pick_w(W2_ADAPTERS + PG_W2))
         if "W3" in only:
             print(f"W3 kill -9 (seed {args.seed})")
-            results["rows"] += w3(w3n, w3t, kills, args.seed, tmp, pick(W3_ADAPTERS + PG_W3))
+            results["rows"] += w3(w3n, w3t, kills, args.seed, tmp, pick_w(W3_ADAPTERS + PG_W3))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     results["wall_s"] = time.perf_counter() - started
