@@ -68,8 +68,12 @@ check-one: venv-test
 release: venv-test
 	$(BIN)/labkit release exercises
 
+# The long reliability runs: 10,000 jobs under kill -9, and the chaos runs (SIGKILL,
+# SIGSTOP, terminated PostgreSQL backends, 0.5 s leases) on both backends, each printing
+# its seed, a one-line replay and its lost / duplicated / stuck counts. `make test` runs
+# short versions of the same tests.
 soak: venv-test
-	$(BIN)/python -m pytest -p no:cacheprovider tests/reliability --soak
+	$(BIN)/python -m pytest -p no:cacheprovider -s tests/reliability --soak
 
 # Every subject on both engines; writes bench/results.json, bench/results.md and
 # bench/RESULTS.md (with the load average, versions and this exact command).

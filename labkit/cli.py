@@ -22,22 +22,58 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
+import logging
 import signal
 import sys
-from collections.abc import Sequence
+import unicodedata
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from labkit import jobargs
 from labkit.clock import Clock, FakeClock, SystemClock, isoformat
-from labkit.errors import LabkitError
+from labkit.errors import InvalidTransition, LabkitError
 from labkit.job import Job, JobState
 from labkit.report import age_text, format_table
-from labkit.store import RETRYABLE_DEAD_REASONS, JobStore
+from labkit.store import LEASE_EXPIRED_REASON, RETRYABLE_DEAD_REASONS, JobStore
 
 
 class CliError(Exception):
     """A usage problem, reported as one line on stderr with exit code 2."""
+
+
+#: How many rows a bulk command reads and prints at a time: memory stays flat.
+BATCH = 500
+
+
+def safe(value: object) -> str:
+    """``value`` as text a terminal shows as is: control characters escaped.
+
+    A key or kind comes from whoever enqueued the job; printed raw, a newline in it
+    forges a table row and an escape sequence repaints the operator's terminal.
+    """
+    text = "-" if value is None else str(value)
+    return "".join(
+        ch if ch == " " or unicodedata.category(ch)[0] not in "CZ" else _escape(ch)
+        for ch in text
+    )
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _pages(items: Iterable[Job], size: int) -> Iterator[list[Job]]:
+    """``items`` in lists of ``size`` (itertools.batched is Python 3.12+)."""
+    it = iter(items)
+    while page := list(itertools.islice(it, size)):
+        yield page
 
 
 def _open(path: Path, clock: Clock | None = None) -> JobStore:
@@ -46,6 +82,11 @@ def _open(path: Path, clock: Clock | None = None) -> JobStore:
         raise CliError(
             f"no database at {path}; give the path of an existing labkit job database "
             "(the file your workers and enqueuers use)"
+        )
+    if path.is_file() and path.stat().st_size == 0:
+        raise CliError(
+            f"{path} is an empty file, not a labkit job database; it was left as it is. "
+            "Give the path of the database your workers use"
         )
     try:
         return JobStore(path, clock=clock or SystemClock())
@@ -74,18 +115,18 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         if args.job is not None:
             job = store.get(args.job)
             print(
-                f"job {job.id} {job.kind} key={job.key} state={job.state} "
+                f"job {job.id} {safe(job.kind)} key={safe(job.key)} state={job.state} "
                 f"attempt {job.attempt}/{job.max_attempts} redrives={job.redrives}"
             )
             if job.dead_reason:
-                print(f"dead reason: {job.dead_reason}")
+                print(f"dead reason: {safe(job.dead_reason)}")
             rows = [
                 {
                     "attempt": a.attempt,
-                    "worker": a.worker,
+                    "worker": safe(a.worker),
                     "started": isoformat(a.started_at),
                     "outcome": a.outcome,
-                    "error": a.error,
+                    "error": safe(a.error),
                 }
                 for a in store.attempts(job.id)
             ]
@@ -99,12 +140,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         rows = [
             {
                 "id": d.id,
-                "kind": d.kind,
-                "key": d.key,
+                "kind": safe(d.kind),
+                "key": safe(d.key),
                 "age": age_text(d.age_s),
                 "attempts": d.attempts,
                 "redrives": d.redrives,
-                "reason": d.reason,
+                "reason": safe(d.reason),
             }
             for d in dead
         ]
@@ -112,12 +153,26 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show(jobs: Sequence[Job], verb: str, dry_run: bool) -> None:
+def _show(jobs: Iterable[Job], verb: str, dry_run: bool, total: int) -> int:
+    """Say how many jobs (``total``), then print them a page at a time; return how many.
+
+    ``jobs`` may be a lazy walk (the redrives happen as it is read), so memory holds one
+    page. Should fewer than ``total`` come (another process redrove some meanwhile),
+    a last line says so.
+    """
     prefix = "would redrive" if dry_run else verb
-    print(f"{prefix} {len(jobs)} job(s)" + (" (dry run: nothing changed)" if dry_run else ""))
-    if jobs:
-        rows = [{"id": j.id, "kind": j.kind, "key": j.key, "reason": j.dead_reason} for j in jobs]
+    print(f"{prefix} {total} job(s)" + (" (dry run: nothing changed)" if dry_run else ""))
+    shown = 0
+    for page in _pages(jobs, BATCH):
+        rows = [
+            {"id": j.id, "kind": safe(j.kind), "key": safe(j.key), "reason": safe(j.dead_reason)}
+            for j in page
+        ]
         print(format_table(rows, ["id", "kind", "key", "reason"]))
+        shown += len(page)
+    if shown != total:
+        print(f"({shown} of them, in the end: the others changed while this ran)")
+    return shown
 
 
 def _need_limit(args: argparse.Namespace, what: str) -> int:
@@ -126,8 +181,6 @@ def _need_limit(args: argparse.Namespace, what: str) -> int:
             f"refusing to {what} in bulk without --limit: say how many jobs at most "
             "(for example --limit 10), and try --dry-run first to see which"
         )
-    if args.limit < 1:
-        raise CliError(f"--limit must be 1 or more, not {args.limit}")
     return int(args.limit)
 
 
@@ -136,15 +189,17 @@ def cmd_redrive(args: argparse.Namespace) -> int:
         if args.ids:
             if args.kind or args.queue or args.error_class:
                 raise CliError("give job ids or filters (--kind/--queue/--error-class), not both")
-            chosen = [store.get(i) for i in args.ids]
+            # The same id twice is one job: redriving it twice would fail half-way.
+            chosen = [store.get(i) for i in dict.fromkeys(args.ids)]
             not_dead = [j for j in chosen if j.state != JobState.DEAD]
             if not_dead:
                 listed = ", ".join(f"{j.id} is {j.state}" for j in not_dead)
                 raise CliError(f"only dead jobs can be redriven ({listed}); nothing was changed")
             if args.dry_run:
-                _show(chosen, "redrove", True)
+                _show(chosen, "redrove", True, len(chosen))
                 return 0
-            _show([store.redrive(j.id, note=args.note) for j in chosen], "redrove", False)
+            redriven = [store.redrive(j.id, note=args.note) for j in chosen]
+            _show(redriven, "redrove", False, len(redriven))
             return 0
         limit = _need_limit(args, "redrive")
         jobs = store.redrive_where(
@@ -155,33 +210,48 @@ def cmd_redrive(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             note=args.note,
         )
-        _show(jobs, "redrove", args.dry_run)
+        _show(jobs, "redrove", args.dry_run, len(jobs))
     return 0
 
 
 def cmd_retry_failed(args: argparse.Namespace) -> int:
     limit = _need_limit(args, "retry failed jobs")
+    reasons: tuple[str, ...] = RETRYABLE_DEAD_REASONS
+    if args.include_lease_expired:
+        reasons += (LEASE_EXPIRED_REASON,)
     with _open(args.db, _clock(args)) as store:
-        dead = store.jobs(state=JobState.DEAD, limit=1_000_000)
-        matching = [
-            j
-            for j in dead
-            if (args.kind is None or j.kind == args.kind)
-            and (j.dead_reason or "").startswith(RETRYABLE_DEAD_REASONS)
-        ]
-        matching.sort(key=lambda j: (j.updated_at, j.id))
-        chosen = matching[:limit]
-        skipped = sum(1 for j in dead if j not in matching)
+        total = min(limit, store.count_dead_by_reason(reasons, kind=args.kind))
+        chosen = itertools.islice(store.dead_by_reason(reasons, kind=args.kind), limit)
         if args.dry_run:
-            _show(chosen, "retried", True)
+            _show(chosen, "retried", True, total)
         else:
-            _show([store.redrive(j.id, note="retry-failed") for j in chosen], "retried", False)
-        if skipped:
+            _show(_redrive_each(store, chosen), "retried", False, total)
+        known = (*RETRYABLE_DEAD_REASONS, LEASE_EXPIRED_REASON)
+        left = store.count_dead_by_reason(known, kind=args.kind, matching=False)
+        if left:
+            of_kind = f" of kind {safe(args.kind)}" if args.kind else ""
             print(
-                f"left {skipped} dead job(s) with permanent failures alone: fix their cause, "
-                "then use `labkit redrive` on them"
+                f"left {left} dead job(s){of_kind} with permanent failures alone: fix their "
+                "cause, then use `labkit redrive` on them"
             )
+        if not args.include_lease_expired:
+            crashed = store.count_dead_by_reason((LEASE_EXPIRED_REASON,), kind=args.kind)
+            if crashed:
+                print(
+                    f"left {crashed} dead job(s) whose worker died on every attempt alone: "
+                    "they may be poison jobs; read their history (`labkit inspect --job ID`), "
+                    "then add --include-lease-expired to retry them"
+                )
     return 0
+
+
+def _redrive_each(store: JobStore, jobs: Iterable[Job]) -> Iterator[Job]:
+    """Redrive each job as it is read; skip one another process redrove meanwhile."""
+    for job in jobs:
+        try:
+            yield store.redrive(job.id, note="retry-failed")
+        except InvalidTransition:
+            continue
 
 
 def _load_handlers(spec: str) -> dict[str, Any]:
@@ -202,22 +272,34 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     handlers = _load_handlers(args.handlers)
     store = _open(args.db)
-    worker = Worker(
-        store, handlers, name=args.name, queues=args.queue or ("default",), lease_s=args.lease_s
-    )
+    try:
+        worker = Worker(
+            store, handlers, name=args.name, queues=args.queue or ("default",), lease_s=args.lease_s
+        )
+    except ValueError as exc:
+        store.close()
+        raise CliError(str(exc)) from None
     signal.signal(signal.SIGTERM, lambda *_: worker.stop())
     print(
-        f"worker {args.name} on {args.db} ({', '.join(sorted(handlers))}); Ctrl-C stops it "
-        "after the current job"
+        f"worker {safe(args.name)} on {args.db} ({', '.join(sorted(handlers))}); Ctrl-C stops "
+        "it after the current job"
     )
+    # The worker's log (each job, busy back-offs, lost leases) goes to stderr.
+    log = logging.getLogger("labkit.worker")
+    to_stderr = logging.StreamHandler(sys.stderr)
+    to_stderr.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    log.addHandler(to_stderr)
+    level, log.level = log.level, logging.INFO
     try:
         ran = worker.run_until_idle() if args.until_idle else worker.run_forever(args.poll_s)
     except KeyboardInterrupt:
         worker.stop()
         ran = len(worker.runs)
     finally:
+        log.removeHandler(to_stderr)
+        log.setLevel(level)
         store.close()
-    print(f"worker {args.name} stopped after {ran} job(s)")
+    print(f"worker {safe(args.name)} stopped after {ran} job(s)")
     return 0
 
 
@@ -260,12 +342,56 @@ def cmd_grade(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    try:
+        return metadata.version("labkit")
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from a bare checkout
+        return "unknown (not installed)"
+
+
+def _count(text: str) -> int:
+    """An argparse type: a whole number of jobs, 1 or more."""
+    try:
+        return jobargs.count("the value", int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number, 1 or more, not {text!r}"
+        ) from None
+
+
+def _job_id(text: str) -> int:
+    """An argparse type: a job id."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a job id is a whole number, not {text!r}") from None
+    if not jobargs.in_id_range(value):
+        raise argparse.ArgumentTypeError(f"a job id is 1 or more, not {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite, positive number of seconds."""
+    try:
+        return jobargs.seconds("the value", float(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a positive, finite number of seconds (ten years at most), not {text!r}"
+        ) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     # labkit.grading.grade's DEFAULT_SOLUTIONS, named here without importing grading: that
     # pulls in nbformat, a second of start-up every `labkit inspect` would pay for nothing.
     default_solutions = Path(__file__).resolve().parents[1] / "solutions"
     parser = argparse.ArgumentParser(prog="labkit", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument(
+        "--version", action="version", version=f"labkit {_version()}", help="print the version"
+    )
+    sub = parser.add_subparsers(
+        dest="command", required=True, help="what to do (`labkit COMMAND --help` for its options)"
+    )
+    db_help = "the labkit job database (a SQLite file your workers use)"
 
     def as_of(p: argparse.ArgumentParser) -> None:
         p.add_argument(
@@ -273,41 +399,55 @@ def build_parser() -> argparse.ArgumentParser:
         )
 
     p = sub.add_parser("inspect", help="counts by state, dead letters, one job's history")
-    p.add_argument("db", type=Path)
-    p.add_argument("--job", type=int, help="show this job's attempt history")
-    p.add_argument("--limit", type=int, default=20, help="dead letters to list (default 20)")
+    p.add_argument("db", type=Path, help=db_help)
+    p.add_argument("--job", type=_job_id, help="show this job's attempt history")
+    p.add_argument(
+        "--limit", type=_count, default=20, help="dead letters to list, 1 or more (default 20)"
+    )
     as_of(p)
     p.set_defaults(run=cmd_inspect)
 
     def filters(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--limit", type=int, help="at most this many jobs (required in bulk)")
-        p.add_argument("--kind")
+        p.add_argument(
+            "--limit", type=_count, help="at most this many jobs, 1 or more (required in bulk)"
+        )
+        p.add_argument("--kind", help="only dead jobs of this kind")
         p.add_argument(
             "--dry-run", action="store_true", help="show what would change, change nothing"
         )
         as_of(p)
 
     p = sub.add_parser("redrive", help="send dead jobs back to pending, keeping their keys")
-    p.add_argument("db", type=Path)
-    p.add_argument("ids", nargs="*", type=int, help="job ids (or use filters with --limit)")
+    p.add_argument("db", type=Path, help=db_help)
+    p.add_argument("ids", nargs="*", type=_job_id, help="job ids (or use filters with --limit)")
     filters(p)
-    p.add_argument("--queue")
-    p.add_argument("--error-class")
+    p.add_argument("--queue", help="only dead jobs of this queue")
+    p.add_argument("--error-class", help="only dead jobs whose last error had this class")
     p.add_argument("--note", default="", help="why (kept in the redrive history)")
     p.set_defaults(run=cmd_redrive)
 
     p = sub.add_parser("retry-failed", help="redrive dead jobs whose failures were transient")
-    p.add_argument("db", type=Path)
+    p.add_argument("db", type=Path, help=db_help)
     filters(p)
+    p.add_argument(
+        "--include-lease-expired",
+        action="store_true",
+        help="also retry jobs whose worker died on every attempt (often poison jobs: "
+        "read their history first)",
+    )
     p.set_defaults(run=cmd_retry_failed)
 
     p = sub.add_parser("worker", help="run a worker on a job database")
-    p.add_argument("db", type=Path)
+    p.add_argument("db", type=Path, help=db_help)
     p.add_argument("--handlers", required=True, help="package.module:HANDLERS (kind -> function)")
-    p.add_argument("--name", default="worker")
-    p.add_argument("--queue", action="append")
-    p.add_argument("--lease-s", type=float, default=30.0)
-    p.add_argument("--poll-s", type=float, default=1.0)
+    p.add_argument("--name", default="worker", help="the worker's name in leases and logs")
+    p.add_argument("--queue", action="append", help="a queue to take jobs from (repeatable)")
+    p.add_argument(
+        "--lease-s", type=_seconds, default=30.0, help="seconds a claimed job stays leased"
+    )
+    p.add_argument(
+        "--poll-s", type=_seconds, default=1.0, help="seconds to wait when no job is ready"
+    )
     p.add_argument("--until-idle", action="store_true", help="stop when nothing is ready")
     p.set_defaults(run=cmd_worker)
 

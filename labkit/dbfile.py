@@ -16,6 +16,7 @@ because it uses the standard library's ``sqlite3`` alone.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -93,28 +94,49 @@ def transaction(
     """One ``BEGIN IMMEDIATE`` transaction: all or nothing, one writer at a time.
 
     ``lock`` serialises the threads sharing ``conn``; ``explain`` turns a busy or broken
-    database into the caller's own error (SQLite's is raised as is without it).
+    database into the caller's own error. Without it, a database that stays locked past
+    the busy timeout still raises ``StoreBusy`` (every labkit file waits and gives up
+    the same way); other SQLite errors are raised as they are.
     """
+    explain = explain or functools.partial(_busy_only, conn)
     with lock if lock is not None else nullcontext():
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            if explain is None:
-                raise
             raise explain(exc) from None
         try:
             yield conn
+        except sqlite3.Error as exc:
+            _rollback(conn)
+            raise explain(exc) from None
         except BaseException:
             # A crash inside the transaction undoes it, as the OS would for a dead process.
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
         try:
             conn.execute("COMMIT")
-        except sqlite3.OperationalError as exc:
-            conn.execute("ROLLBACK")
-            if explain is None:
-                raise
+        except sqlite3.Error as exc:
+            _rollback(conn)
             raise explain(exc) from None
+
+
+def _busy_only(conn: sqlite3.Connection, exc: sqlite3.Error) -> Exception:
+    """``StoreBusy`` for a lock held too long, SQLite's own error for anything else."""
+    if "locked" in str(exc) or "busy" in str(exc):
+        files = {row[1]: row[2] for row in conn.execute("PRAGMA database_list")}
+        return explain(Path(files.get("main") or ":memory:"), exc)
+    return exc
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back unless SQLite already did.
+
+    After some errors (a full disk, an I/O error) SQLite has rolled the transaction
+    back itself; a second ROLLBACK would fail with "cannot rollback - no transaction is
+    active" and hide the error that matters.
+    """
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
 def split_script(script: str) -> list[str]:
@@ -225,6 +247,12 @@ def explain(path: Path, exc: sqlite3.Error) -> StoreError:
             f"its folder {path.parent} (for the -wal and -shm files); choose a "
             "writable folder"
         )
-    if "malformed" in text or "not a database" in text:
+    if "full" in text:
+        return StoreError(
+            f"disk full: {path} cannot grow ({text}); the transaction was rolled back, so "
+            "nothing was written and nothing already stored was lost. Free some space and "
+            "try again"
+        )
+    if "malformed" in text or "not a database" in text or "corrupt" in text:
         return StoreError(f"{path} is corrupt ({text}); restore it from a backup or move it aside")
     return StoreError(f"{path}: {text}")

@@ -25,8 +25,22 @@ class StoreError(LabkitError):
     """The job database cannot be used as it is."""
 
 
-class StoreBusy(StoreError):
+class StoreBusy(StoreError, TimeoutError):
     """The job database stayed locked by another connection longer than the busy timeout."""
+
+    # A TimeoutError, so a handler that meets it is retried (RetryPolicy: transient).
+
+
+class ConnectionLost(StoreError, ConnectionError):
+    """The connection to the database was lost during the call; the next call reconnects."""
+
+    def __init__(self, message: str | None = None, *, may_have_committed: bool = False) -> None:
+        super().__init__(message)
+        #: True when the drop came while committing: the change may or may not be saved.
+        self.may_have_committed = may_have_committed
+        # A ConnectionError, so a handler that meets it is retried; when the change may
+        # have been saved, the retry policy treats it as outcome unknown (ambiguous).
+        self.ambiguous = may_have_committed
 
 
 class NotFound(LabkitError, LookupError):

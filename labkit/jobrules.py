@@ -9,10 +9,12 @@ message or a retry rule cannot drift between them.
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
-from labkit.errors import IdempotencyConflict, InvalidTransition, LeaseLost
+from labkit import jobargs
+from labkit.errors import IdempotencyConflict, InvalidTransition, LeaseLost, PayloadError
 from labkit.job import Job, JobState
 from labkit.keys import check_payload, fingerprint, is_natural, short, unique_key
 from labkit.redact import describe, sanitize
@@ -33,10 +35,12 @@ def enqueue_params(
     Raises ValueError (or PayloadError) before anything is written, so bad input loses
     nothing and says what to fix.
     """
-    if not isinstance(kind, str) or not kind:
-        raise ValueError("kind must be a non-empty string naming the handler")
-    if not isinstance(max_attempts, int) or max_attempts < 1:
-        raise ValueError(f"max_attempts must be a whole number >= 1, not {max_attempts!r}")
+    jobargs.name("kind", kind)
+    jobargs.name("queue", queue)
+    jobargs.name("key", key, optional=True)
+    jobargs.count("max_attempts", max_attempts)
+    due = now if run_after is None else jobargs.timestamp("run_after", run_after)
+    jobargs.payload(payload)
     text = check_payload(payload)
     return {
         "kind": kind,
@@ -46,8 +50,23 @@ def enqueue_params(
         "payload": text,
         "max_attempts": max_attempts,
         "now": now,
-        "run_after": now if run_after is None else float(run_after),
+        "run_after": due,
     }
+
+
+def result_json(result: Any) -> str:
+    """A handler's result as the JSON text ``complete`` stores.
+
+    Anything JSON cannot say is stored as its ``str()``; ASCII escapes keep odd text
+    (NUL bytes, lone surrogates) storable on every backend.
+    """
+    try:
+        return json.dumps(result, default=str)
+    except (ValueError, RecursionError) as exc:
+        raise PayloadError(
+            f"result cannot be stored as JSON ({type(exc).__name__}: {str(exc)[:120]}); "
+            "return ids and small facts from a handler"
+        ) from None
 
 
 def check_same_operation(existing: Job, params: dict[str, Any]) -> None:
@@ -63,22 +82,21 @@ def check_same_operation(existing: Job, params: dict[str, Any]) -> None:
         )
 
 
-def check_lease_s(lease_s: float) -> None:
-    """A lease must last some time."""
-    if lease_s <= 0:
-        raise ValueError("lease_s must be positive")
+def check_lease_s(lease_s: float) -> float:
+    """A lease must last some time, and end: finite and positive."""
+    return jobargs.seconds("lease_s", lease_s)
 
 
-def check_claim_limit(limit: int) -> None:
+def check_claim_limit(limit: int) -> int:
     """A claim takes a positive whole number of jobs (SQL reads -1 as "no limit")."""
-    if not isinstance(limit, int) or limit < 1:
-        raise ValueError(f"limit must be a whole number >= 1, not {limit!r}")
+    return jobargs.count("limit", limit, maximum=100_000)
 
 
-def check_redrive_limit(limit: int) -> None:
+def check_redrive_limit(limit: int) -> int:
     """``redrive_where`` must be told how many jobs, so nobody redrives a queue by accident."""
-    if not isinstance(limit, int) or limit < 1:
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit < 1:
         raise ValueError("limit must be a whole number >= 1: say how many jobs to redrive")
+    return jobargs.count("limit", limit)
 
 
 def lease_lost(
@@ -151,4 +169,6 @@ def fail_params(
 
 def snooze_params(now: float, delay_s: float, reason: str) -> dict[str, Any]:
     """The fenced ``snooze`` update's parameters: wait ``delay_s`` without an attempt spent."""
-    return {"run_after": now + delay_s, "error": sanitize(reason), "error_class": "Snoozed"}
+    delay = jobargs.seconds("delay_s", delay_s, allow_zero=True)
+    jobargs.text("reason", reason)
+    return {"run_after": now + delay, "error": sanitize(reason), "error_class": "Snoozed"}

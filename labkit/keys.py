@@ -16,7 +16,7 @@ import uuid
 from typing import Any
 
 from labkit.errors import PayloadError
-from labkit.redact import SECRET_FIELDS
+from labkit.redact import is_secret_field
 
 #: Payloads are for ids and small facts; large data belongs elsewhere, referenced by id.
 MAX_PAYLOAD_BYTES = 256 * 1024
@@ -67,7 +67,7 @@ def _secret_fields(value: Any) -> set[str]:
     found: set[str] = set()
     if isinstance(value, dict):
         for name, inner in value.items():
-            if str(name).lower() in SECRET_FIELDS:
+            if is_secret_field(str(name)):
                 found.add(str(name))
             found |= _secret_fields(inner)
     elif isinstance(value, list):

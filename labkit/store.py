@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from labkit import dbfile, queries
+from labkit import dbfile, jobargs, queries
 from labkit.clock import Clock, SystemClock
 from labkit.errors import StoreError
 from labkit.job import Job
@@ -33,6 +33,7 @@ from labkit.storebase import BURY_EVERY_S, DeadLetter, StoreBase
 __all__ = [
     "BURY_EVERY_S",
     "JOB_DATABASE",
+    "LEASE_EXPIRED_REASON",
     "RETRYABLE_DEAD_REASONS",
     "SCHEMA_VERSION",
     "SQL",
@@ -43,9 +44,12 @@ __all__ = [
 SCHEMA_VERSION = 1
 SQL = queries.load("store.sql")
 #: How the dead reasons of jobs that died of a transient cause begin: the retry policy's
-#: "attempts exhausted" and "deadline passed", and the crash-loop cap's "lease expired".
-#: Retrying these later may work; the others (permanent errors) need their cause fixed.
-RETRYABLE_DEAD_REASONS = ("attempts exhausted", "deadline passed", "lease expired")
+#: "attempts exhausted" and "deadline passed". Retrying these later may work; the others
+#: (permanent errors) need their cause fixed.
+RETRYABLE_DEAD_REASONS = ("attempts exhausted", "deadline passed")
+#: How the crash-loop cap's reason begins: the worker died on every attempt. Not
+#: retryable by default: such a job is often a poison job, and retrying it kills workers.
+LEASE_EXPIRED_REASON = "lease expired"
 JOB_DATABASE = dbfile.FileKind(
     noun="database file",
     label="labkit job database",
@@ -99,7 +103,14 @@ class JobStore(StoreBase):
         return conn
 
     def _migrate(self) -> None:
+        """Bring the schema up to date, taking the write lock only when it is behind.
+
+        Opening a current database only reads it, so ``labkit inspect`` and a new worker
+        open at once even while another connection holds the write lock.
+        """
         try:
+            if self._schema_version() == SCHEMA_VERSION:
+                return
             with self._tx() as conn:
                 # Checked again under the write lock: check_file read the file before
                 # another process (a newer labkit) may have migrated it.
@@ -111,12 +122,20 @@ class JobStore(StoreBase):
                     conn.execute(
                         SQL["set_meta"], {"name": "schema_version", "value": str(SCHEMA_VERSION)}
                     )
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
             self.conn.close()
             raise self._explain(exc) from None
         except StoreError:
             self.conn.close()
             raise
+
+    def _schema_version(self) -> int | None:
+        """The schema version the file holds (None for a new file), read without a lock."""
+        tables = {r[0] for r in self.conn.execute(dbfile.SQL["table_names"])}
+        if "labkit_meta" not in tables or not {"jobs", "attempts", "redrives"} <= tables:
+            return None
+        row = self.conn.execute(SQL["get_meta"], {"name": "schema_version"}).fetchone()
+        return None if row is None else int(row[0])
 
     def _refuse_newer(self, conn: sqlite3.Connection) -> None:
         tables = {r[0] for r in conn.execute(dbfile.SQL["table_names"])}
@@ -169,7 +188,36 @@ class JobStore(StoreBase):
         return {"rows": json.dumps(rows)}
 
     def _rows(self, name: str, params: dict[str, Any] | None = None) -> list[sqlite3.Row]:
-        return self.conn.execute(SQL[name], params or {}).fetchall()
+        try:
+            return self.conn.execute(SQL[name], params or {}).fetchall()
+        except sqlite3.Error as exc:
+            raise self._explain(exc) from None
+
+    # -- the application's own transactions ---------------------------------------------
+
+    def connect(self) -> sqlite3.Connection:
+        """A new connection to this store's file, set up like the store's own.
+
+        Autocommit mode (open transactions with ``store.transaction(conn)``), WAL, the
+        same busy timeout. Use it for the ledger pattern: your effect row and
+        ``complete(job, conn=conn)`` in one transaction. Close it when done.
+        """
+        try:
+            return dbfile.connect(self.path)
+        except sqlite3.Error as exc:
+            raise self._explain(exc) from None
+
+    def transaction(self, conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` on your ``conn``; COMMIT at the end, ROLLBACK on an exception.
+
+        A database that stays locked raises ``StoreBusy`` (like every store call), a full
+        disk says "disk full", and a failed transaction leaves nothing behind::
+
+            with store.transaction(conn):
+                conn.execute("INSERT INTO effects ...")
+                store.complete(job, conn=conn)
+        """
+        return dbfile.transaction(conn, None, self._explain)
 
     @contextmanager
     def _in_caller_tx(self, conn: sqlite3.Connection, operation: str) -> Iterator[sqlite3.Cursor]:
@@ -231,8 +279,7 @@ class JobStore(StoreBase):
         lease_s: float = 30.0,
     ) -> list[Job]:
         """Lease up to ``limit`` ready jobs in one transaction, oldest due first."""
-        if isinstance(queues, str):
-            queues = (queues,)
+        queues = jobargs.queues(queues)
         if len(queues) == 1:
             # One queue: an index-ordered scan that stops after ``limit`` rows.
             return self._claim(

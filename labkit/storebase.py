@@ -14,9 +14,9 @@ differently, through these hooks:
 - ``_in_caller_tx(conn, operation)``: the same on a caller's open transaction, after
   refusing a connection that could not commit together with the caller's write;
 - ``_rows(name, params)``: a read outside any transaction;
-- ``_statement(sql, params)``: one writing statement that is a transaction by itself
-  (by default one of ``_tx()``; PostgreSQL sends it alone in autocommit, one round trip
-  instead of three with BEGIN and COMMIT);
+- ``_statement(sql, params, again_if_dropped)``: one writing statement that is a
+  transaction by itself (by default one of ``_tx()``; PostgreSQL sends it alone in
+  autocommit, one round trip instead of three with BEGIN and COMMIT);
 - ``_queues_param(queues)``: how a claim statement takes its list of queues (and any
   list of strings);
 - ``_batch_param(rows, columns)``: how a batch statement (``insert_jobs``,
@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from labkit import jobargs
 from labkit.clock import Clock
 from labkit.errors import NotFound, StoreError
 from labkit.job import Attempt, Job, JobState
@@ -49,6 +50,7 @@ from labkit.jobrules import (
     fail_params,
     lease_lost,
     not_dead,
+    result_json,
     snooze_params,
 )
 from labkit.keys import unique_key
@@ -113,7 +115,11 @@ class StoreBase:
     def _rows(self, name: str, params: dict[str, Any] | None = None) -> list[Any]:
         raise NotImplementedError
 
-    def _statement(self, sql: str, params: dict[str, Any]) -> list[Any]:
+    def _statement(
+        self, sql: str, params: dict[str, Any], again_if_dropped: bool = False
+    ) -> list[Any]:
+        # again_if_dropped: the statement may run twice if the connection drops under it
+        # (a claim, a sweep); only a backend that can lose its connection uses it.
         with self._tx() as ex:
             return list(ex.execute(sql, params).fetchall())
 
@@ -290,26 +296,28 @@ class StoreBase:
         Other claim policies (per-account caps, serial keys) pass their own ``sql``; it
         must take ``:worker :now :lease_s :limit :queues`` and return the claimed rows.
         """
-        if isinstance(queues, str):
-            queues = (queues,)
-        check_lease_s(lease_s)
+        jobargs.name("worker", worker)
+        queues = jobargs.queues(queues)
+        lease = check_lease_s(lease_s)
         # SQLite reads a negative LIMIT as "no limit": never let -1 claim the whole queue.
         check_claim_limit(limit)
         params = {
             "worker": worker,
             "queues": self._queues_param(queues),
-            "lease_s": float(lease_s),
-            "limit": int(limit),
+            "lease_s": lease,
+            "limit": limit,
             "now": self.clock.now(),
             **(extra or {}),
         }
-        rows = self._statement(sql, params)
+        # Repeating a claim after a dropped connection is harmless: a job the lost one may
+        # have leased comes back when its lease expires.
+        rows = self._statement(sql, params, again_if_dropped=True)
         # The claim never hands out a job whose crashes used up its attempts, so moving
         # such jobs to dead can wait until a claim comes up short (the queue has nothing
         # else to give) or a second has passed: a busy worker does not pay for the sweep
         # on every job. The sweep is a transaction of its own: nothing ties it to the claim.
         if len(rows) < limit or params["now"] >= self._next_bury:
-            self._statement(self._sql["bury_exhausted"], params)
+            self._statement(self._sql["bury_exhausted"], params, again_if_dropped=True)
             self._next_bury = params["now"] + BURY_EVERY_S
         return sorted((Job.from_row(r) for r in rows), key=lambda j: (j.run_after, j.id))
 
@@ -362,8 +370,7 @@ class StoreBase:
 
     def heartbeat(self, job: Job, lease_s: float = 30.0) -> Job:
         """Extend the lease of a job this worker still holds; LeaseLost otherwise."""
-        check_lease_s(lease_s)
-        return self._fenced("heartbeat", job, {"lease_s": float(lease_s)})
+        return self._fenced("heartbeat", job, {"lease_s": check_lease_s(lease_s)})
 
     def complete(self, job: Job, result: Any = None, conn: Any = None) -> Job:
         """Mark the job succeeded; LeaseLost (and nothing changed) if the lease moved on.
@@ -373,7 +380,7 @@ class StoreBase:
         completion commit together or not at all (the ledger pattern). On LeaseLost the
         caller must roll back, which also discards the effect.
         """
-        text = json.dumps(result, default=str)
+        text = result_json(result)
 
         def stored(row: Any) -> Job:
             # The token matched, so since this worker's claim only a heartbeat can have
@@ -413,7 +420,7 @@ class StoreBase:
         # A job listed twice is completed once, with its first result.
         firsts: dict[int, tuple[Job, str]] = {}
         for job, result in zip(jobs, results, strict=True):
-            firsts.setdefault(job.id, (job, json.dumps(result, default=str)))
+            firsts.setdefault(job.id, (job, result_json(result)))
         rows = [(job.id, job.lease_token, text) for job, text in firsts.values()]
         params = {"now": now, **self._batch_param(rows, COMPLETE_COLUMNS)}
         with self._tx() as ex:
@@ -461,6 +468,10 @@ class StoreBase:
 
     def redrive(self, job_id: int, note: str = "") -> Job:
         """Send one dead job back to pending, with the same key and a fresh attempt budget."""
+        jobargs.job_id(job_id)
+        jobargs.text("note", note)
+        if not jobargs.in_id_range(job_id):
+            raise NotFound(f"job {job_id} does not exist in {self._location()}")
         with self._tx() as ex:
             before = ex.execute(self._sql[self._REDRIVE_READ], {"id": job_id}).fetchone()
             if before is None:
@@ -490,6 +501,9 @@ class StoreBase:
         accident; ``dry_run=True`` returns what would be redriven and changes nothing.
         """
         check_redrive_limit(limit)
+        for arg, value in (("kind", kind), ("queue", queue), ("error_class", error_class)):
+            jobargs.name(arg, value, optional=True)
+        jobargs.text("note", note)
         rows = self._rows(
             "dead_matching",
             {"kind": kind, "queue": queue, "error_class": error_class, "limit": limit},
@@ -499,24 +513,81 @@ class StoreBase:
             return chosen
         return [self.redrive(job.id, note=note) for job in chosen]
 
+    def dead_by_reason(
+        self,
+        prefixes: Sequence[str],
+        *,
+        kind: str | None = None,
+        batch: int = 500,
+    ) -> Iterator[Job]:
+        """Dead jobs whose reason starts with one of ``prefixes``, oldest first, read a page
+        of ``batch`` rows at a time: memory stays flat however long the dead-letter queue."""
+        jobargs.name("kind", kind, optional=True)
+        jobargs.count("batch", batch)
+        # Checked here, not at the first next(): a bad argument fails at the call.
+        return self._dead_pages(prefixes, kind, batch)
+
+    def _dead_pages(self, prefixes: Sequence[str], kind: str | None, batch: int) -> Iterator[Job]:
+        after: tuple[float, int] = (float("-inf"), 0)
+        while True:
+            params = {
+                # A list parameter, passed the way the backend passes a claim's queues.
+                "prefixes": self._queues_param([str(p) for p in prefixes]),
+                "kind": kind,
+                "after_at": after[0],
+                "after_id": after[1],
+                "limit": batch,
+            }
+            page = [Job.from_row(r) for r in self._rows("dead_by_reason", params)]
+            yield from page
+            if len(page) < batch:
+                return
+            after = (page[-1].updated_at, page[-1].id)
+
+    def count_dead_by_reason(
+        self, prefixes: Sequence[str], *, kind: str | None = None, matching: bool = True
+    ) -> int:
+        """How many dead jobs have (``matching``) or have not a reason starting with one
+        of ``prefixes``, optionally of one ``kind``."""
+        jobargs.name("kind", kind, optional=True)
+        params = {
+            "prefixes": self._queues_param([str(p) for p in prefixes]),
+            "kind": kind,
+            "matching": bool(matching),
+        }
+        return int(self._rows("count_dead_by_reason", params)[0]["n"])
+
     # -- inspection --------------------------------------------------------------------
 
     def get(self, job_id: int) -> Job:
         """The job with this id; NotFound if there is none."""
-        rows = self._rows("job_by_id", {"id": job_id})
+        jobargs.job_id(job_id)
+        rows = self._rows("job_by_id", {"id": job_id}) if jobargs.in_id_range(job_id) else []
         if not rows:
             raise NotFound(f"job {job_id} does not exist in {self._location()}")
         return Job.from_row(rows[0])
 
     def get_by_key(self, key: str) -> Job | None:
         """The job with this key, or None."""
+        jobargs.name("key", key)
         rows = self._rows("job_by_key", {"key": key})
         return Job.from_row(rows[0]) if rows else None
 
     def jobs(self, state: JobState | str | None = None, limit: int = 1000) -> list[Job]:
         """Jobs by id, optionally only those in ``state``."""
+        if state is not None and state not in set(JobState):
+            known = ", ".join(s.value for s in JobState)
+            raise ValueError(f"state must be one of {known} (or None), not {state!r}")
+        jobargs.count("limit", limit)
         params = {"state": None if state is None else str(state), "limit": limit}
         return [Job.from_row(r) for r in self._rows("jobs_list", params)]
+
+    def next_due(self, queues: Sequence[str] = ("default",)) -> float | None:
+        """When the next job of ``queues`` becomes claimable (a wait ends or a lease
+        expires), or None when none is waiting: what a draining worker sleeps until."""
+        rows = self._rows("next_due", {"queues": self._queues_param(jobargs.queues(queues))})
+        due = rows[0]["due"] if rows else None
+        return None if due is None else float(due)
 
     def counts(self) -> dict[str, int]:
         """Number of jobs in every state (zeros included)."""
@@ -527,6 +598,9 @@ class StoreBase:
         self, *, kind: str | None = None, queue: str | None = None, limit: int = 100
     ) -> list[DeadLetter]:
         """Dead jobs, oldest first, with age, reason and attempts: the operations report."""
+        jobargs.name("kind", kind, optional=True)
+        jobargs.name("queue", queue, optional=True)
+        jobargs.count("limit", limit)
         now = self.clock.now()
         rows = self._rows(
             "dead_matching", {"kind": kind, "queue": queue, "error_class": None, "limit": limit}
@@ -554,9 +628,8 @@ class StoreBase:
         redelivery or scheduler reconciliation arriving later with that key creates a
         new job. Keep keys longer than anything can arrive late. Dead jobs are kept.
         """
-        if older_than_s < 0:
-            raise ValueError(f"older_than_s must be >= 0 seconds, not {older_than_s!r}")
-        params = {"cutoff": self.clock.now() - older_than_s}
+        age = jobargs.seconds("older_than_s", older_than_s, allow_zero=True)
+        params = {"cutoff": self.clock.now() - age}
         with self._tx() as ex:
             # sqlite3 runs one statement per execute, so a multi-statement entry is split.
             for statement in self._sql["prune_finished_history"].split(";"):
@@ -566,4 +639,6 @@ class StoreBase:
 
     def attempts(self, job_id: int) -> list[Attempt]:
         """The attempt history of one job, oldest first."""
+        if not jobargs.in_id_range(jobargs.job_id(job_id)):
+            return []
         return [Attempt(**dict(r)) for r in self._rows("attempts", {"id": job_id})]

@@ -41,7 +41,9 @@ Outcomes: the handler's return value completes the job; an ``Exception`` goes to
 ``store.fail`` (retry with backoff or dead, by the store's ``RetryPolicy``); an unknown
 kind goes dead at once with "no handler for kind '<kind>'"; ``CircuitOpen`` snoozes the
 job until ``retry_at`` without spending an attempt; ``LeaseLost`` (a zombie whose lease
-expired and whose job another worker took) discards this worker's result. A
+expired and whose job another worker took) discards this worker's result;
+``StoreBusy`` (another connection held the database too long) makes the worker log it and
+back off, doubling its wait up to ``BUSY_BACKOFF_MAX_S``, then carry on. A
 ``BaseException`` that is not an ``Exception`` - ``SimulatedCrash``, ``KeyboardInterrupt``
 - propagates out of ``run_*``: this worker object is dead (it refuses to run again) and
 a new ``Worker`` with fresh connections must take over, as after a real crash.
@@ -52,6 +54,7 @@ labkit writes it out so each boundary can be seen and broken.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections import deque
@@ -59,10 +62,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from labkit import jobargs
 from labkit.clock import Clock
-from labkit.errors import CircuitOpen, LeaseLost, PermanentError
+from labkit.errors import CircuitOpen, LeaseLost, PermanentError, StoreBusy
 from labkit.faults import FaultPlan
-from labkit.job import Job, JobState
+from labkit.job import Job
 from labkit.logs import job_fields
 from labkit.redact import describe
 from labkit.store import JobStore
@@ -71,6 +75,9 @@ log = logging.getLogger("labkit.worker")
 log.addHandler(logging.NullHandler())
 
 Handler = Callable[[Job, "Context"], Any]
+#: The first wait after the database was busy; it doubles each time, up to the cap.
+BUSY_BACKOFF_S = 0.05
+BUSY_BACKOFF_MAX_S = 5.0
 #: How long a job waits when a breaker is open and did not say when it closes.
 DEFAULT_SNOOZE_S = 30.0
 
@@ -164,12 +171,13 @@ class Worker:
             raise ValueError(
                 f"ack must be 'late' (after the handler) or 'first' (before it), not {ack!r}"
             )
-        if lease_s <= 0:
-            raise ValueError(f"lease_s must be positive seconds, not {lease_s!r}")
+        lease_s = jobargs.seconds("lease_s", lease_s)
+        circuit_snooze_s = jobargs.seconds("circuit_snooze_s", circuit_snooze_s, allow_zero=True)
+        jobargs.name("name", name)
         self.store = store
         self.handlers = dict(handlers)
         self.name = name
-        self.queues = (queues,) if isinstance(queues, str) else tuple(queues)
+        self.queues = jobargs.queues(queues)
         self.lease_s = float(lease_s)
         self.faults = faults if faults is not None else FaultPlan()
         self.clock: Clock = clock or store.clock
@@ -194,11 +202,25 @@ class Worker:
                 f"worker {self.name} crashed ({self.crashed}); a crashed worker stays dead. "
                 "Create a new Worker (with fresh store/world objects) to take over."
             )
-        job = self.store.claim(self.name, queues=self.queues, lease_s=self.lease_s)
+        job = self._claim()
         if job is None:
             return None
         try:
             return self._process(job)
+        except StoreBusy as exc:
+            # The outcome could not be recorded: the lease runs out and the job runs again
+            # (at-least-once), exactly as if this worker had died here.
+            self.runs.append(Run(job.id, job.key, job.attempt, "busy", describe(exc)))
+            log.warning(
+                "%s: job %s (%s) ran but the database was busy when recording it; it will "
+                "run again when its lease expires: %s",
+                self.name,
+                job.id,
+                job.key,
+                exc,
+                extra=job_fields(job, self.name, "busy"),
+            )
+            return job
         except Exception:
             raise
         except BaseException as exc:
@@ -213,6 +235,24 @@ class Worker:
                 extra=job_fields(job, self.name, "crashed"),
             )
             raise
+
+    def _claim(self) -> Job | None:
+        """Claim one job, backing off (by the clock) while the database is busy."""
+        for tries in itertools.count():
+            try:
+                return self.store.claim(self.name, queues=self.queues, lease_s=self.lease_s)
+            except StoreBusy as exc:
+                if self._stop.is_set():
+                    return None
+                delay = min(BUSY_BACKOFF_S * 2**tries, BUSY_BACKOFF_MAX_S)
+                log.warning(
+                    "%s: the job database is busy (%s); backing off %.2fs and trying again",
+                    self.name,
+                    exc,
+                    delay,
+                )
+                self.clock.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def run_until_idle(self, max_jobs: int | None = None) -> int:
         """Run jobs until none is ready now (or ``max_jobs`` ran); return how many ran."""
@@ -243,18 +283,7 @@ class Worker:
 
     def next_due(self) -> float | None:
         """When the next job of this worker's queues becomes claimable, or None if none will."""
-        times = [
-            j.run_after
-            for state in (JobState.PENDING, JobState.RETRY_WAIT)
-            for j in self.store.jobs(state=state)
-            if j.queue in self.queues
-        ]
-        times += [
-            j.lease_until
-            for j in self.store.jobs(state=JobState.RUNNING)
-            if j.queue in self.queues and j.lease_until is not None
-        ]
-        return min(times) if times else None
+        return self.store.next_due(self.queues)
 
     def run_forever(self, poll_s: float = 1.0) -> int:
         """Run jobs, polling every ``poll_s`` when idle, until ``stop()``; return how many ran."""

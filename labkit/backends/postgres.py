@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import random
 import re
-import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
@@ -31,8 +30,10 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
-from labkit import queries
+from labkit import jobargs, queries
+from labkit.backends.pgconn import Session, caller_error
 from labkit.clock import Clock, SystemClock
+from labkit.dbfile import BUSY_TIMEOUT_S
 from labkit.errors import StoreError
 from labkit.redact import redact
 from labkit.retry import RetryPolicy
@@ -59,10 +60,13 @@ SQL = {
 class PostgresJobStore(StoreBase):
     """A durable job queue in one PostgreSQL schema.
 
-    ``PostgresJobStore(dsn, clock=None, retry=None, rng=None, schema=None)``: ``dsn`` is
-    a libpq URL or key=value string; ``schema`` (default ``labkit``) is created if
-    missing and holds every table, so a store never collides with an application's own
-    tables; ``clock``, ``retry`` and ``rng`` mean what they mean for ``JobStore``.
+    ``PostgresJobStore(dsn, clock=None, retry=None, rng=None, schema=None,
+    lock_timeout_s=10.0)``: ``dsn`` is a libpq URL or key=value string; ``schema``
+    (default ``labkit``) is created if missing and holds every table, so a store never
+    collides with an application's own tables; ``clock``, ``retry`` and ``rng`` mean what
+    they mean for ``JobStore``. A lock held elsewhere longer than ``lock_timeout_s``
+    raises ``StoreBusy``; a dropped connection raises ``ConnectionLost`` once and is
+    replaced on the next call (``labkit.backends.pgconn``).
 
     The operations are ``labkit.storebase.StoreBase``'s, shared with ``JobStore``; this
     class holds what is particular to psycopg. Claims lock the rows they pick with
@@ -80,6 +84,7 @@ class PostgresJobStore(StoreBase):
         retry: RetryPolicy | None = None,
         rng: random.Random | None = None,
         schema: str | None = None,
+        lock_timeout_s: float = BUSY_TIMEOUT_S,
     ) -> None:
         self.schema = DEFAULT_SCHEMA if schema is None else schema
         if not isinstance(self.schema, str) or not _SCHEMA_NAME.match(self.schema):
@@ -91,13 +96,18 @@ class PostgresJobStore(StoreBase):
         self.clock: Clock = clock or SystemClock()
         self.retry = retry or RetryPolicy()
         self.rng = rng or random.Random()
-        self._lock = threading.RLock()
         self._next_bury = float("-inf")
-        self.conn = self.connect()
+        self._session = Session(
+            dsn,
+            jobargs.seconds("lock_timeout_s", lock_timeout_s),
+            self._setup_connection,
+            redact(self._where()),
+        )
+        self._lock = self._session.lock
         try:
             self._migrate()
         except BaseException:
-            self.conn.close()
+            self._session.close()
             raise
 
     # -- opening -----------------------------------------------------------------------
@@ -106,19 +116,25 @@ class PostgresJobStore(StoreBase):
         """A new connection to this store's database with its schema first on the path.
 
         Use one (``autocommit=False``) for ``enqueue(conn=...)`` / ``complete(conn=...)``
-        so your own writes and the job's change share a transaction.
+        so your own writes and the job's change share a transaction. It has the store's
+        ``lock_timeout``.
         """
-        try:
-            conn = psycopg.connect(self.dsn, autocommit=True, row_factory=dict_row)
-        except psycopg.OperationalError as exc:
-            raise StoreError(
-                f"cannot connect to PostgreSQL at {redact(self._where())}: "
-                f"{redact(str(exc).strip())}. Check that the server is running and the DSN "
-                "(host, port, database, user) is right."
-            ) from None
+        return self._session.connect(autocommit)
+
+    def _setup_connection(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
         conn.execute(SQL["use_schema"], {"schema": self.schema})
-        conn.autocommit = autocommit
-        return conn
+        ms = max(1, round(self._session.lock_timeout_s * 1000))
+        conn.execute(SQL["set_lock_timeout"], {"ms": str(ms)})
+
+    @property
+    def conn(self) -> psycopg.Connection[dict[str, Any]]:
+        """The store's own connection; a new one after the old one was dropped."""
+        return self._session.conn
+
+    @property
+    def reconnects(self) -> int:
+        """How many times this store replaced a dropped connection."""
+        return self._session.reconnects
 
     def _where(self) -> str:
         return self.dsn if "://" in self.dsn else f"'{self.dsn}'"
@@ -147,16 +163,13 @@ class PostgresJobStore(StoreBase):
                     SQL["set_meta"], {"name": "schema_version", "value": str(SCHEMA_VERSION)}
                 )
 
-    @contextmanager
-    def _tx(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
-        """One transaction on the store's connection: all or nothing."""
-        with self._lock, self.conn.transaction():
-            yield self.conn
+    def _tx(self) -> AbstractContextManager[psycopg.Connection[dict[str, Any]]]:
+        """One transaction on the store's connection: all or nothing (see ``Session``)."""
+        return self._session.transaction()
 
     def close(self) -> None:
         """Release the store's connection."""
-        with self._lock:
-            self.conn.close()
+        self._session.close()
 
     def __enter__(self) -> PostgresJobStore:
         return self
@@ -199,13 +212,19 @@ class PostgresJobStore(StoreBase):
                 f"{self.conn.info.host}; open it with store.connect() so your write and the "
                 "job's change share one transaction"
             )
-        cur = conn.cursor(row_factory=dict_row)
-        previous = cur.execute(SQL["use_schema_locally"], {"schema": self.schema}).fetchone()
         try:
-            yield cur
-        finally:
-            if previous is not None and conn.info.transaction_status == TransactionStatus.INTRANS:
-                cur.execute(SQL["restore_schema_locally"], {"previous": previous["previous"]})
+            cur = conn.cursor(row_factory=dict_row)
+            previous = cur.execute(SQL["use_schema_locally"], {"schema": self.schema}).fetchone()
+            try:
+                yield cur
+            finally:
+                if (
+                    previous is not None
+                    and conn.info.transaction_status == TransactionStatus.INTRANS
+                ):
+                    cur.execute(SQL["restore_schema_locally"], {"previous": previous["previous"]})
+        except psycopg.Error as exc:
+            raise caller_error(exc, conn, operation) from None
 
     # -- the driver hooks of StoreBase ------------------------------------------------
 
@@ -225,13 +244,14 @@ class PostgresJobStore(StoreBase):
         # One array per column; the statement zips them back with unnest.
         return {name: [row[i] for row in rows] for i, name in enumerate(columns)}
 
-    def _statement(self, sql: str, params: dict[str, Any]) -> list[Any]:
-        # The connection is in autocommit: the statement is its own transaction, sent in
-        # one round trip instead of BEGIN, statement, COMMIT (bench/NOTES.md).
-        with self._lock:
-            cur = self.conn.execute(sql, params)
-            return cur.fetchall() if cur.description is not None else []
+    def _statement(
+        self, sql: str, params: dict[str, Any], again_if_dropped: bool = False
+    ) -> list[Any]:
+        # Alone in autocommit: one round trip instead of BEGIN, statement, COMMIT
+        # (bench/NOTES.md); see Session.statement for what a drop then tells.
+        return self._session.statement(
+            sql, params, "a store call", again_if_dropped=again_if_dropped
+        )
 
     def _rows(self, name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        with self._lock:
-            return self.conn.execute(SQL[name], params or {}).fetchall()
+        return self._session.rows(SQL[name], params or {})

@@ -331,3 +331,35 @@ DELETE FROM redrives WHERE job_id IN (SELECT id FROM gone)
 -- prune_finished --
 -- Delete succeeded jobs last updated at or before :cutoff (their keys stop deduplicating).
 DELETE FROM jobs WHERE state = 'succeeded' AND updated_at <= :cutoff
+
+-- next_due --
+-- When the next job of :queues becomes claimable: its earliest due wait or lease expiry (NULL if none will).
+SELECT min(due) AS due FROM (
+    SELECT min(run_after) AS due FROM jobs
+     WHERE state IN ('pending', 'retry_wait') AND queue = ANY(:queues)
+    UNION ALL
+    SELECT min(lease_until) FROM jobs
+     WHERE state = 'running' AND queue = ANY(:queues)) AS waiting
+
+-- dead_by_reason --
+-- Dead jobs (optionally of one :kind) whose reason starts with one of :prefixes, oldest first, after the row (:after_at, :after_id): one page of a walk that never holds the whole dead-letter queue.
+SELECT * FROM jobs
+ WHERE state = 'dead'
+   AND (CAST(:kind AS text) IS NULL OR kind = :kind)
+   AND EXISTS (SELECT 1 FROM unnest(CAST(:prefixes AS text[])) AS p (prefix)
+                WHERE left(jobs.dead_reason, length(p.prefix)) = p.prefix)
+   AND (updated_at, id) > (CAST(:after_at AS double precision), CAST(:after_id AS bigint))
+ ORDER BY updated_at, id
+ LIMIT :limit
+
+-- count_dead_by_reason --
+-- How many dead jobs (optionally of one :kind) have a reason that starts (:matching true) or does not start with one of :prefixes.
+SELECT count(*) AS n FROM jobs
+ WHERE state = 'dead'
+   AND (CAST(:kind AS text) IS NULL OR kind = :kind)
+   AND EXISTS (SELECT 1 FROM unnest(CAST(:prefixes AS text[])) AS p (prefix)
+                WHERE left(jobs.dead_reason, length(p.prefix)) = p.prefix) = :matching
+
+-- set_lock_timeout --
+-- How long this session waits for a lock another connection holds before failing (LockNotAvailable), in milliseconds.
+SELECT set_config('lock_timeout', :ms, false)

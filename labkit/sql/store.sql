@@ -293,3 +293,31 @@ DELETE FROM redrives WHERE job_id IN
 -- prune_finished --
 -- Delete succeeded jobs last updated at or before :cutoff (their keys stop deduplicating).
 DELETE FROM jobs WHERE state = 'succeeded' AND updated_at <= :cutoff
+
+-- next_due --
+-- When the next job of :queues becomes claimable: its earliest due wait or lease expiry (NULL if none will).
+SELECT min(due) AS due FROM (
+    SELECT min(run_after) AS due FROM jobs
+     WHERE state IN ('pending', 'retry_wait') AND queue IN (SELECT value FROM json_each(:queues))
+    UNION ALL
+    SELECT min(lease_until) FROM jobs
+     WHERE state = 'running' AND queue IN (SELECT value FROM json_each(:queues)))
+
+-- dead_by_reason --
+-- Dead jobs (optionally of one :kind) whose reason starts with one of :prefixes (JSON list), oldest first, after the row (:after_at, :after_id): one page of a walk that never holds the whole dead-letter queue.
+SELECT * FROM jobs
+ WHERE state = 'dead'
+   AND (:kind IS NULL OR kind = :kind)
+   AND EXISTS (SELECT 1 FROM json_each(:prefixes) AS p
+                WHERE substr(jobs.dead_reason, 1, length(p.value)) = p.value)
+   AND (updated_at, id) > (:after_at, :after_id)
+ ORDER BY updated_at, id
+ LIMIT :limit
+
+-- count_dead_by_reason --
+-- How many dead jobs (optionally of one :kind) have a reason that starts (:matching true) or does not start with one of :prefixes.
+SELECT count(*) AS n FROM jobs
+ WHERE state = 'dead'
+   AND (:kind IS NULL OR kind = :kind)
+   AND EXISTS (SELECT 1 FROM json_each(:prefixes) AS p
+                WHERE substr(jobs.dead_reason, 1, length(p.value)) = p.value) = :matching

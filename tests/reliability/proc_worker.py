@@ -7,6 +7,10 @@ are none, which is how "no SQLITE_BUSY escapes as an error" is checked).
 
 Spec keys:
 - ``db``, ``name``, ``lease_s``; ``idle_s``: how long to wait for a dead worker's lease.
+- ``pg_dsn`` and ``schema`` instead of ``db``: the same worker on PostgreSQL (ledger
+  mode: the effect row and the completion commit together on the worker's own
+  connection). A dropped connection (the chaos run terminates backends) is counted
+  in ``dropped``, not as an error: the next call reconnects.
 - ``mode``: ``ledger`` - the effect is a row of the ``effects`` table inserted in the same
   transaction as the fenced completion (``complete_with_effect``: ``store.complete`` with
   ``conn=`` the worker's own connection); ``log`` - the effect
@@ -35,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.clock import SystemClock
-from labkit.errors import LeaseLost
+from labkit.errors import ConnectionLost, LeaseLost
 from labkit.job import Job
 from labkit.store import SQL, JobStore
 
@@ -95,24 +99,73 @@ def complete_with_effect(
     own = conn is None
     conn = ledger_connection(store) if conn is None else conn
     try:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        # store.transaction: BEGIN IMMEDIATE with the store's busy handling (StoreBusy,
+        # never a raw "database is locked"); ROLLBACK on any exception, LeaseLost included.
+        with store.transaction(conn):
             conn.execute("INSERT INTO effects (job_id) VALUES (:id)", {"id": job.id})
             store.complete(job, None, conn=conn)
             if after_effect is not None:
                 after_effect()
-            conn.execute("COMMIT")
-            return True
-        except LeaseLost:
-            conn.execute("ROLLBACK")
-            return False
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+        return True
+    except LeaseLost:
+        return False
     finally:
         if own:
             conn.close()
+
+
+class PgLedger:
+    """The ledger on PostgreSQL: the effect row and the completion in one transaction of
+    the application's own connection, replaced when a terminated backend broke it."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.conn: Any = None
+
+    def complete_with_effect(self, job: Job, after_effect: Any = None) -> bool:
+        if self.conn is None or self.conn.closed or self.conn.broken:
+            if self.conn is not None:
+                self.conn.close()
+            self.conn = self.store.connect(autocommit=False)
+        conn = self.conn
+        try:
+            conn.execute("INSERT INTO effects (job_id) VALUES (%(id)s)", {"id": job.id})
+            self.store.complete(job, None, conn=conn)
+            if after_effect is not None:
+                after_effect()
+            conn.commit()
+            return True
+        except LeaseLost:
+            conn.rollback()
+            return False
+        except BaseException:
+            if not (conn.closed or conn.broken):
+                conn.rollback()
+            raise
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
+def open_store(spec: dict[str, Any], clock: SystemClock) -> Any:
+    """The spec's store: SQLite at ``db``, or PostgreSQL at ``pg_dsn`` in ``schema``."""
+    if "pg_dsn" in spec:
+        from labkit.backends.postgres import PostgresJobStore
+
+        return PostgresJobStore(spec["pg_dsn"], clock=clock, schema=spec["schema"])
+    return JobStore(spec["db"], clock=clock)
+
+
+def expected_drop(exc: Exception) -> bool:
+    """A connection dropped under the worker (a terminated PostgreSQL backend)."""
+    if isinstance(exc, ConnectionLost):
+        return True
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(exc, psycopg.OperationalError)
 
 
 def _kill_self() -> None:
@@ -123,14 +176,16 @@ def main(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("mutant"):
         apply_mutant(spec["mutant"])
     clock = SystemClock()
-    store = JobStore(spec["db"], clock=clock)
+    store = open_store(spec, clock)
     name, lease_s = spec["name"], float(spec.get("lease_s", 30.0))
     idle_s = float(spec.get("idle_s", lease_s + 1.0))
     mode = spec.get("mode", "ledger")
     kill_at, kill_after = spec.get("kill_at"), int(spec.get("kill_after", 0))
     log_fd = os.open(spec["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT) if "log" in spec else -1
-    out: dict[str, Any] = {"done": 0, "lease_lost": 0, "errors": []}
-    ledger = ledger_connection(store) if mode == "ledger" else None
+    out: dict[str, Any] = {"done": 0, "lease_lost": 0, "dropped": 0, "errors": []}
+    pg = "pg_dsn" in spec
+    pg_ledger = PgLedger(store) if pg else None
+    ledger = ledger_connection(store) if mode == "ledger" and not pg else None
 
     def log_effect(job: Job) -> None:
         os.write(log_fd, b"%d\n" % job.id)
@@ -171,7 +226,12 @@ def main(spec: dict[str, Any]) -> dict[str, Any]:
                         _kill_self()
                     after = _kill_self if kill_at == "after_effect" and seen == kill_after else None
                     if mode == "ledger":
-                        if complete_with_effect(store, job, after, ledger):
+                        done = (
+                            pg_ledger.complete_with_effect(job, after)
+                            if pg_ledger is not None
+                            else complete_with_effect(store, job, after, ledger)
+                        )
+                        if done:
                             out["done"] += 1
                         else:
                             out["lease_lost"] += 1
@@ -185,6 +245,9 @@ def main(spec: dict[str, Any]) -> dict[str, Any]:
                         except LeaseLost:
                             out["lease_lost"] += 1
         except Exception as exc:  # report every error (a raw sqlite3 one is a bug), never hide
+            if pg and expected_drop(exc):
+                out["dropped"] += 1  # the chaos run terminated this worker's backend
+                continue
             out["errors"].append(f"{type(exc).__name__}: {exc}")
             if len(out["errors"]) > 20:
                 break
@@ -192,7 +255,13 @@ def main(spec: dict[str, Any]) -> dict[str, Any]:
         if got:
             idle_since = None
             continue
-        counts = store.counts()
+        try:
+            counts = store.counts()
+        except Exception as exc:
+            if pg and expected_drop(exc):
+                out["dropped"] += 1
+                continue
+            raise
         if counts["pending"] + counts["running"] + counts["retry_wait"] == 0:
             break
         if idle_since is None:
@@ -202,6 +271,9 @@ def main(spec: dict[str, Any]) -> dict[str, Any]:
         clock.sleep(0.02)
     if ledger is not None:
         ledger.close()
+    if pg_ledger is not None:
+        pg_ledger.close()
+    out["reconnects"] = getattr(store, "reconnects", 0)
     store.close()
     return out
 
