@@ -463,7 +463,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--solutions", type=Path, default=default_solutions)
     p.add_argument("--exercise", action="append", help="grade only this exercise (repeatable)")
     p.add_argument("--cell-timeout", type=float, default=60.0)
-    p.add_argument("--check-timeout", type=float, default=10.0)
+    p.add_argument(
+        "--check-timeout",
+        type=float,
+        default=None,
+        help="cap on each check's time (default: each check's own, as the student saw it)",
+    )
     p.add_argument("--jobs", type=int, default=2, help="notebooks graded at once")
     p.add_argument(
         "--no-execute",

@@ -27,7 +27,10 @@ def single_instance(path):
       ``fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)``.
     - If another process (or another open of the same file) holds it, raise
       ``AlreadyRunning`` with a message naming the holder's pid, read from the file.
-    - Once you hold it, replace the file's content with your pid (``os.getpid()``).
+    - Once you hold it, replace the file's content with your pid (``os.getpid()``):
+      the file names the current holder only, never a list of past ones.
+    - A refused attempt leaves the file as it is: never delete or empty it unless you
+      hold the lock.
     - Release it when the block ends, normally or by an exception. If the holder dies,
       even by SIGKILL, the kernel releases it: never rely on the file's existence.
     """

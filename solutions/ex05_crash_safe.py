@@ -55,6 +55,8 @@ def post_handler(job, ctx):
     The ledger is local: inside ``with ctx.world.ledger.transaction() as tx:`` use
     ``tx.status(job.key)`` (``"done"`` once posted), ``tx.post(customer, amount,
     key=job.key)`` and ``tx.mark(job.key, "done")``; they commit together or not at all.
+    The same job may be delivered twice at the same moment: read the mark inside that
+    transaction too.
     Return the reply of ``tx.post`` (or ``{"skipped": "already posted"}``).
     """
     ### BEGIN SOLUTION

@@ -58,6 +58,9 @@ def redrive(conn, *, limit, now: float, kind: str | None = None, dry_run: bool =
       ``state = 'pending'``, ``attempt = 0``, ``run_after = now``, ``dead_reason =
       NULL``, ``redrives = redrives + 1``, ``updated_at = now``.
     - ``dry_run=True`` returns the ids that would be redriven and changes nothing.
+    - Two operators may redrive at the same moment: choose and change the jobs in one
+      write transaction (``conn.execute("BEGIN IMMEDIATE")``, the SELECT, the UPDATE,
+      ``COMMIT``), so each dead job is redriven once and you return only jobs you changed.
     """
     ### BEGIN SOLUTION
     if limit is None or limit < 1:

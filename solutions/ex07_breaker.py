@@ -18,7 +18,8 @@ from labkit.clock import FakeClock
 class Breaker:
     """A circuit breaker with three states: ``"closed"``, ``"open"`` and ``"half_open"``.
 
-    - ``Breaker(threshold, cooldown_s, clock)``: starts ``closed``.
+    - ``Breaker(threshold, cooldown_s, clock)``: starts ``closed``. Each breaker keeps
+      its own counts and times (one per dependency: two breakers share nothing).
     - ``allow() -> bool``: may a call go out now? Closed: True. Open: False until
       ``cooldown_s`` seconds have passed since it opened (by ``clock.now()``); then it
       becomes ``half_open`` and returns True for ONE trial call, and False for every

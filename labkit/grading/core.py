@@ -48,6 +48,71 @@ class CheckTimedOut(BaseException):
     """Raised inside a check's thread to stop code that ran past its timeout."""
 
 
+class StudentRaised(Exception):
+    """The student's code raised: what it raised, as data, and the student's line.
+
+    Checks see student exceptions only in this form (under ``labkit grade`` the
+    exception happened in another process), so they test its kind by name:
+    ``exc.is_a("ValueError")`` is true for a ValueError or any subclass of it.
+    """
+
+    def __init__(self, type_names: tuple[str, ...], message: str, where: str = "") -> None:
+        super().__init__(f"{type_names[0] if type_names else 'Exception'}: {message}")
+        self.type_names = tuple(type_names)
+        self.message = message
+        self.where = where
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> StudentRaised:
+        names = tuple(k.__name__ for k in type(exc).__mro__ if k is not object)
+        text = str(exc).strip().splitlines()
+        first = text[0] if text else ""
+        if len(first) > 200:
+            first = first[:197] + "..."
+        return cls(names, first, _where(exc).strip().strip("()"))
+
+    @property
+    def type_name(self) -> str:
+        """The class name of what the student raised."""
+        return self.type_names[0] if self.type_names else "Exception"
+
+    def is_a(self, *names: str) -> bool:
+        """True when what the student raised is (a subclass of) one of the named classes."""
+        return any(name in self.type_names for name in names)
+
+    def describe(self) -> str:
+        """'your code raised ValueError: limit is required (line 12 of redrive)'."""
+        text = f"your code raised {self.type_name}"
+        if self.message:
+            text += f": {self.message}"
+        if self.where:
+            text += f" ({self.where})"
+        return text
+
+
+def _student_call(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` with any ``Exception`` it raises turned into ``StudentRaised``.
+
+    The exercise stub (``NotImplementedError("Exercise ...")``) passes unchanged so the
+    check reads "not started yet", and so do ``BaseException``s that are not errors
+    of the student's code (a simulated crash, a check's timeout).
+    """
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except StudentRaised:
+            raise
+        except Exception as exc:
+            if _is_not_started(exc):
+                raise
+            raise StudentRaised.from_exception(exc) from exc
+
+    call.__name__ = getattr(fn, "__name__", "student_call")
+    call.__wrapped__ = fn  # type: ignore[attr-defined]
+    return call
+
+
 def expect(ok: bool, expected: str, got: object, hint: str | None = None) -> None:
     """Fail the running check unless ``ok``; ``got`` is what the student's code produced."""
     if not ok:
@@ -84,7 +149,14 @@ class Namespace:
         if not module_name.startswith("labkit.grading.harness.") or not func_name:
             raise ValueError(f"{target!r} is not a labkit.grading.harness.MODULE:FUNCTION")
         func = getattr(importlib.import_module(module_name), func_name)
-        return func(self._values, *args, **kwargs)
+        try:
+            return func(self._values, *args, **kwargs)
+        except StudentRaised:
+            raise
+        except Exception as exc:
+            if _is_not_started(exc) or not _where(exc):
+                raise  # the stub, or labkit's own error: not the student's to fix
+            raise StudentRaised.from_exception(exc) from exc
 
     def spawn(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
         """Start ``argv`` in the student's folder, in its own session, killed after the check."""
@@ -107,13 +179,14 @@ class Namespace:
         if name.startswith("__"):
             raise AttributeError(name)
         try:
-            return self._values[name]
+            value = self._values[name]
         except KeyError:
             raise CheckFailed(
                 f"a definition named {name!r} in the notebook",
                 "no such name",
                 f"run the cell that defines {name} (and do not rename it), then check again",
             ) from None
+        return _student_call(value) if callable(value) else value
 
 
 @dataclass(frozen=True)
@@ -264,6 +337,8 @@ def run_check(check: Check, ns: Namespace, timeout: float | None = None) -> Outc
         )
     if isinstance(error, CheckTimedOut):
         return base(TIMED_OUT, got="stopped", hint=check.hint)
+    if isinstance(error, StudentRaised):
+        return base(FAILED, got=error.describe(), hint=check.hint)
     return base(
         FAILED,
         expected="no exception",

@@ -34,7 +34,7 @@ import nbformat
 
 import labkit
 from labkit.grading import catalog
-from labkit.grading.core import DEFAULT_TIMEOUT, NOT_STARTED, PASSED, Outcome
+from labkit.grading.core import DEFAULT_TIMEOUT, NOT_STARTED, PASSED, Check, Outcome
 from labkit.grading.release import exercise_of, solution_notebooks
 
 LABKIT_ROOT = Path(labkit.__file__).resolve().parents[1]
@@ -104,8 +104,20 @@ def _execution_notes(executed: nbformat.NotebookNode, cell_timeout: float) -> li
 class Settings:
     solutions: Path
     cell_timeout: float = 60.0
-    check_timeout: float = DEFAULT_TIMEOUT
+    #: None: each check's own timeout, the one the student's ``check()`` allowed.
+    check_timeout: float | None = None
     execute: bool = True
+
+
+def check_timeout_for(settings: Settings, checks: list[Check]) -> float:
+    """The limit sent to the grading process: it caps each check's own timeout.
+
+    By default it is the largest of them, so a graded check gets exactly the time the
+    student's ``check()`` gave it (a 30 s check is not cut to 10 s at grading time).
+    """
+    if settings.check_timeout is not None:
+        return settings.check_timeout
+    return max((c.timeout for c in checks), default=DEFAULT_TIMEOUT)
 
 
 def grade_notebook(
@@ -156,10 +168,12 @@ def grade_notebook(
             "nonce": nonce,
             "hidden_dir": str(hidden_dir) if hidden_dir.exists() else None,
             "cell_timeout": settings.cell_timeout,
-            "check_timeout": settings.check_timeout,
+            "check_timeout": check_timeout_for(settings, checks),
             "labkit_root": str(LABKIT_ROOT),
         }
-        budget = settings.cell_timeout * len(cells) + settings.check_timeout * len(checks) + 30
+        limit = check_timeout_for(settings, checks)
+        checks_time = sum(min(c.timeout, limit) for c in checks)
+        budget = settings.cell_timeout * len(cells) + checks_time + 30
         failure = None
         try:
             stdout = _run_child("sandbox", request, run_dir, budget)

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
-
-from labkit.grading.checks.ex02 import attempt, held_by_child
+from labkit.grading.checks.ex02 import HARNESS, lock_path
 from labkit.grading.core import Checks, Namespace, expect
 
 CHECKS = Checks("ex02", hidden=True)
@@ -20,18 +16,15 @@ CHECKS = Checks("ex02", hidden=True)
     timeout=20.0,
 )
 def refused_attempt_keeps_the_holder(ns: Namespace) -> None:
-    with tempfile.TemporaryDirectory(prefix="labkit-ex02h-") as tmp:
-        path = Path(tmp) / "report.lock"
-        with held_by_child(ns, path) as pid:
-            attempt(ns, path)
-            again = attempt(ns, path)
+    with lock_path(ns) as path:
+        run = ns.harness(HARNESS + "refused_while_a_child_holds", str(path), 2)
+        pid, again = run["holder"], run["refusals"][-1]
         expect(str(pid) in again, f"the second refusal still naming the holder, pid {pid}", again)
 
 
 @CHECKS.add(1, "the file records the holder's pid while it holds the lock")
 def file_names_the_holder(ns: Namespace) -> None:
-    with tempfile.TemporaryDirectory(prefix="labkit-ex02h-") as tmp:
-        path = Path(tmp) / "report.lock"
-        with ns.single_instance(path):
-            text = path.read_text()
-    expect(str(os.getpid()) in text, f"pid {os.getpid()} in the lock file", repr(text))
+    with lock_path(ns) as path:
+        run = ns.harness(HARNESS + "attempt_while_holding", str(path))
+        text = run.get("file_while_held", "")
+    expect(str(run["pid"]) in text, f"pid {run['pid']} in the lock file", repr(text))

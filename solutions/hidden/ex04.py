@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import random
-
+from labkit.grading.checks.ex04 import delays, draws
 from labkit.grading.core import Checks, Namespace, expect
 
 CHECKS = Checks("ex04", hidden=True)
@@ -12,8 +11,7 @@ SEED = 7
 
 @CHECKS.add(1, "the ceiling doubles with each retry: base * 2**n")
 def backoff_grows(ns: Namespace) -> None:
-    rng = random.Random(SEED)
-    means = [sum(ns.backoff(n, rng, 1.0, 1000.0) for _ in range(300)) / 300 for n in (1, 4)]
+    means = [sum(draws(ns, n, SEED, 1.0, 1000.0, 300)) / 300 for n in (1, 4)]
     expect(
         means[1] > 4 * means[0],
         "the average delay for n=4 about 8 times that for n=1",
@@ -23,12 +21,9 @@ def backoff_grows(ns: Namespace) -> None:
 
 @CHECKS.add(1, "after attempt 1 the first retry uses n = attempt - 1 = 0: at most base")
 def first_retry_uses_n_zero(ns: Namespace) -> None:
-    rng = random.Random(SEED)
-    delays = [
-        ns.next_delay(TimeoutError(), 1, rng, started_at=0.0, now=0.0, base=2.0) for _ in range(50)
-    ]
+    got = delays(ns, {"type": "TimeoutError"}, 1, count=50, started_at=0.0, now=0.0, base=2.0)
     expect(
-        all(d is not None and 0 <= d <= 2.0 for d in delays),
+        all(d is not None and 0 <= d <= 2.0 for d in got),
         "delays within [0, 2] after the first attempt with base 2",
-        max(delays, key=lambda d: d or 0),
+        max(got, key=lambda d: d or 0),
     )

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from labkit.explore import Scenario, run_scenario
-from labkit.faults import FaultPlan
+from labkit.grading.checks.ex05 import run_job
 from labkit.grading.core import Checks, Namespace, expect
 
 CHECKS = Checks("ex05", hidden=True)
@@ -21,17 +20,10 @@ JOBS = (
     timeout=30.0,
 )
 def two_invoices_two_charges(ns: Namespace) -> None:
-    scenario = Scenario(
-        "two invoices",
-        {"charge": ns.charge_handler},
-        ack=ns.choose_ack(),
-        service="payments",
-        jobs=JOBS,
-    )
-    row = run_scenario(scenario, FaultPlan(11).at("after_effect", "crash"), point="after_effect")
-    expect(bool(row.fired), "the crash at after_effect to fire", "it never fired")
+    run = run_job(ns, "charge", [["after_effect", "crash", 1]], jobs=JOBS, seed=11)
+    expect(bool(run.fired), "the crash at after_effect to fire", "it never fired")
     expect(
-        row.outcome == "ok" and row.effects == 2,
+        run.outcome == "ok" and run.effects == 2,
         "one charge per invoice (2 in all)",
-        f"{row.outcome}: {row.effects} charge(s) (replay: {row.replay})",
+        f"{run.outcome}: {run.effects} charge(s) ({run.replay})",
     )

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from unittest import mock
-
-from labkit.clock import FakeClock
+from labkit.grading.checks._helpers import because_of
+from labkit.grading.checks.ex07 import drive
 from labkit.grading.core import Checks, Namespace, expect
 
 CHECKS = Checks("ex07", hidden=True)
@@ -12,20 +11,21 @@ CHECKS = Checks("ex07", hidden=True)
 
 @CHECKS.add(1, "threshold is a parameter: threshold=1 opens at the first failure")
 def threshold_of_one(ns: Namespace) -> None:
-    breaker = ns.Breaker(threshold=1, cooldown_s=5.0, clock=FakeClock())
-    breaker.record_failure()
-    expect(breaker.state == "open", "open after one failure with threshold=1", breaker.state)
+    [_, state] = drive(ns, [["fail", 0], ["state", 0]], threshold=1, cooldown_s=5.0)
+    expect(state == "open", "open after one failure with threshold=1", state)
 
 
 @CHECKS.add(1, "read time only from the clock you were given")
 def ignores_the_wall_clock(ns: Namespace) -> None:
-    import time
-
-    clock = FakeClock()
-    breaker = ns.Breaker(threshold=1, cooldown_s=5.0, clock=clock)
-    breaker.record_failure()
-    far = time.time() + 3600
-    with mock.patch.object(time, "time", lambda: far), \
-            mock.patch.object(time, "monotonic", lambda: far):
-        allowed = breaker.allow()
-    expect(allowed is False, "allow() False: the fake clock did not move", allowed)
+    out = drive(
+        ns,
+        [["fail", 0], ["state", 0], ["wall", 3600.0], ["allow", 0]],
+        threshold=1,
+        cooldown_s=5.0,
+    )
+    expect(
+        out[1] == "open",
+        "open after one failure with threshold=1" + because_of("threshold_of_one"),
+        out[1],
+    )
+    expect(out[3] is False, "allow() False: the fake clock did not move", out[3])

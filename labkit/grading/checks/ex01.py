@@ -1,12 +1,19 @@
 """Exercise 1: a stable operation key, a canonical payload fingerprint, and conflict detection.
 
-The student writes ``operation_key``, ``payload_fingerprint`` and ``accept``.
+The student writes ``operation_key``, ``payload_fingerprint`` and ``accept``. Keys are
+checked on generated intents (Hypothesis: ids of any case, ints and text, versions),
+three days later on a moved wall clock, and in two new Python processes with
+different hash seeds (a key built with ``hash()`` differs there). ``accept`` runs in
+the harness, which owns the ``seen`` dict and returns it.
 """
 
 from __future__ import annotations
 
-from labkit.errors import IdempotencyConflict
-from labkit.grading.checks._helpers import clock_moved
+from typing import Any
+
+from hypothesis import strategies as st
+
+from labkit.grading.checks._helpers import holds_for, raised_text
 from labkit.grading.core import Checks, Namespace, expect
 
 CHECKS = Checks(
@@ -15,6 +22,8 @@ CHECKS = Checks(
     needs=("operation_key", "payload_fingerprint", "accept"),
 )
 
+HARNESS = "labkit.grading.harness.ex01:"
+
 ORDER = {"invoice": 42, "amount_cents": 1990, "currency": "BRL", "lines": [{"sku": "A", "qty": 1}]}
 REORDERED = {
     "lines": [{"qty": 1, "sku": "A"}],
@@ -22,6 +31,29 @@ REORDERED = {
     "amount_cents": 1990,
     "invoice": 42,
 }
+
+_WORD = st.text(
+    st.sampled_from("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"),
+    min_size=1,
+    max_size=12,
+)
+#: An intent: (source, entity id, action, version); ids are ints or text of any case.
+INTENTS = st.tuples(_WORD, st.one_of(st.integers(0, 10**12), _WORD), _WORD, st.integers(1, 9))
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+#: Payloads with at least two keys, so their order can differ.
+PAYLOADS = st.dictionaries(st.text(max_size=5), _JSON, min_size=2, max_size=5)
+#: Intents whose keys a hash()-based or clock-based key gets wrong.
+SAMPLE_CALLS: list[list[Any]] = [
+    ["billing", 42, "charge"],
+    ["billing", "INV-2026-0042", "refund", 2],
+    ["erp", "Cus_AbC", "sync"],
+]
 
 
 @CHECKS.add(
@@ -45,8 +77,18 @@ def key_is_stable(ns: Namespace) -> None:
         f"{first!r} without version, {explicit!r} with version=1",
     )
 
+    def same_twice(intent: tuple[str, Any, str, int]) -> None:
+        a, b = ns.operation_key(*intent), ns.operation_key(*intent)
+        expect(a == b, f"the same key twice for {intent!r}", f"{a!r}, then {b!r}")
 
-@CHECKS.add(1, "put every part of the intent into the key: source, entity id, action and version")
+    holds_for(INTENTS, same_twice, examples=30)
+
+
+@CHECKS.add(
+    2,
+    "put every part of the intent into the key, as it is: source, entity id, action "
+    "and version (no lower(), no truncation: 'INV-7' and 'inv-7' are two invoices)",
+)
 def key_names_the_intent(ns: Namespace) -> None:
     base = ns.operation_key("billing", 42, "charge")
     variants = {
@@ -58,6 +100,18 @@ def key_names_the_intent(ns: Namespace) -> None:
     for what, key in variants.items():
         expect(key != base, f"a different key for {what}", f"{key!r} for both")
 
+    def two_intents(pair: tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]) -> None:
+        a, b = pair
+        if a == b or str(a[1]) == str(b[1]) and a[::2] == b[::2] and a[3] == b[3]:
+            return  # the same intent (42 and "42" may share a key)
+        ka, kb = ns.operation_key(*a), ns.operation_key(*b)
+        expect(ka != kb, f"different keys for {a!r} and {b!r}", f"{ka!r} for both")
+
+    case_pairs = _WORD.filter(lambda w: w.lower() != w.upper()).map(
+        lambda w: (("billing", w.upper(), "charge", 1), ("billing", w.lower(), "charge", 1))
+    )
+    holds_for(st.one_of(case_pairs, st.tuples(INTENTS, INTENTS)), two_intents, examples=40)
+
 
 @CHECKS.add(
     2,
@@ -65,14 +119,31 @@ def key_names_the_intent(ns: Namespace) -> None:
     "retry and the first try, so the retry is not recognised; leave the clock out",
 )
 def key_ignores_the_clock(ns: Namespace) -> None:
-    before = ns.operation_key("billing", 42, "charge")
-    with clock_moved(ns._values, 86_400 * 3 + 3_601.5):  # type: ignore[arg-type]
-        after = ns.operation_key("billing", 42, "charge")
-    expect(
-        before == after,
-        "the same key three days later (a late retry)",
-        f"{before!r} then {after!r}",
-    )
+    before = [ns.operation_key(*args) for args in SAMPLE_CALLS]
+    after = ns.harness(HARNESS + "keys_later", SAMPLE_CALLS, 86_400 * 3 + 3_601.5)
+    for args, b, a in zip(SAMPLE_CALLS, before, after, strict=True):
+        expect(
+            b == a, f"the same key three days later (a late retry) for {args}", f"{b!r} then {a!r}"
+        )
+
+
+@CHECKS.add(
+    3,
+    "hash() of a str is salted per process (PYTHONHASHSEED): two workers, or today's "
+    "and tomorrow's cron run, get different keys; build the key from the text itself "
+    "(f'{source}:{entity_id}:{action}:v{version}'), or hashlib if it must be short",
+    timeout=30.0,
+)
+def key_is_the_same_in_another_process(ns: Namespace) -> None:
+    ns.operation_key("billing", 42, "charge")  # a stub says "not started yet" here
+    got = ns.harness(HARNESS + "keys_in_processes", SAMPLE_CALLS)
+    for seed, keys in got["seeds"].items():
+        for args, here, there in zip(SAMPLE_CALLS, got["here"], keys, strict=True):
+            expect(
+                here == there,
+                f"the same key for {args} in another Python process ({got['how']}, seed {seed})",
+                f"{here} here, {there} there",
+            )
 
 
 @CHECKS.add(
@@ -88,6 +159,25 @@ def fingerprint_is_canonical(ns: Namespace) -> None:
         f"{a!r} and {b!r}",
     )
 
+    def any_order(payload: dict[str, Any]) -> None:
+        flipped = _reversed_keys(payload)
+        fa, fb = ns.payload_fingerprint(payload), ns.payload_fingerprint(flipped)
+        expect(
+            fa == fb,
+            f"equal fingerprints for {payload!r} and {flipped!r} (keys in another order)",
+            f"{fa!r} and {fb!r}",
+        )
+
+    holds_for(PAYLOADS, any_order, examples=30)
+
+
+def _reversed_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _reversed_keys(value[k]) for k in reversed(list(value))}
+    if isinstance(value, list):
+        return [_reversed_keys(v) for v in value]
+    return value
+
 
 @CHECKS.add(1, "hash the whole payload (hashlib.sha256(...).hexdigest()), types included")
 def fingerprint_tells_payloads_apart(ns: Namespace) -> None:
@@ -101,6 +191,9 @@ def fingerprint_tells_payloads_apart(ns: Namespace) -> None:
         "another amount": {**ORDER, "amount_cents": 1991},
         "the amount as a string": {**ORDER, "amount_cents": "1990"},
         "another line": {**ORDER, "lines": [{"sku": "B", "qty": 1}]},
+        "the amount as a float (1990.0)": {**ORDER, "amount_cents": 1990.0},
+        "a flag True instead of 1": {**ORDER, "invoice": True},
+        "the currency in lower case": {**ORDER, "currency": "brl"},
     }.items():
         fp = ns.payload_fingerprint(other)
         expect(fp != base, f"a different fingerprint for {what}", "the same fingerprint")
@@ -112,14 +205,12 @@ def fingerprint_tells_payloads_apart(ns: Namespace) -> None:
     "a repeat with the same payload returns False",
 )
 def accept_new_then_repeat(ns: Namespace) -> None:
-    seen: dict[str, str] = {}
     key = "billing:42:charge:v1"
-    first = ns.accept(seen, key, ORDER)
-    expect(first is True, "True for a key seen for the first time", repr(first))
-    expect(key in seen, "the key remembered in `seen`", f"seen = {seen!r}")
-    again = ns.accept(seen, key, REORDERED)
-    expect(again is False, "False for the same key and the same payload (reordered)", repr(again))
-    expect(len(seen) == 1, "one entry in `seen`", f"{len(seen)} entries")
+    run = ns.harness(HARNESS + "accept_calls", [[key, ORDER], [key, REORDERED]])
+    first, again = (_returned(r) for r in run["results"])
+    expect(first is True, "True for a key seen for the first time", first)
+    expect(again is False, "False for the same key and the same payload (reordered)", again)
+    expect(list(run["seen"]) == [key], "one entry in `seen`, under the key", run["seen"])
 
 
 @CHECKS.add(
@@ -128,17 +219,31 @@ def accept_new_then_repeat(ns: Namespace) -> None:
     "and leave `seen` as it was (never overwrite the first payload)",
 )
 def accept_conflict(ns: Namespace) -> None:
-    seen: dict[str, str] = {}
     key = "billing:42:charge:v1"
-    ns.accept(seen, key, ORDER)
-    before = dict(seen)
-    try:
-        result = ns.accept(seen, key, {**ORDER, "amount_cents": 99_000})
-    except IdempotencyConflict:
-        result = "raised"
-    expect(
-        result == "raised",
-        "IdempotencyConflict for the same key with another amount",
-        f"returned {result!r}",
+    once = ns.harness(HARNESS + "accept_calls", [[key, ORDER]])
+    run = ns.harness(
+        HARNESS + "accept_calls", [[key, ORDER], [key, {**ORDER, "amount_cents": 99_000}]]
     )
-    expect(seen == before, "`seen` unchanged after a conflict", f"{seen!r} (was {before!r})")
+    conflict = run["results"][1]
+    expect(
+        "IdempotencyConflict" in conflict.get("raised", ()),
+        "IdempotencyConflict for the same key with another amount",
+        _said(conflict),
+    )
+    expect(
+        run["seen"] == once["seen"],
+        "`seen` unchanged after a conflict",
+        f"{run['seen']!r} (was {once['seen']!r})",
+    )
+
+
+def _returned(result: dict[str, Any]) -> Any:
+    """What one harness call returned; a student exception fails the check, named."""
+    expect("raised" not in result, "a return value, no exception", _said(result))
+    return result["returned"]
+
+
+def _said(result: dict[str, Any]) -> str:
+    if "raised" in result:
+        return raised_text(result)
+    return f"returned {result['returned']!r}"

@@ -1,73 +1,37 @@
 """Exercise 2: one instance at a time, with a lock the kernel frees when the holder dies.
 
-The student writes ``single_instance(path)``, a context manager. The kill check forks a
-child that takes the lock, confirms the child holds it, kills it with SIGKILL, asserts
-the kill happened, and then expects the lock to be free.
+The student writes ``single_instance(path)``, a context manager. Every check runs it in
+real processes through the harness (``labkit.grading.harness.ex02``): a second holder,
+a holder killed with SIGKILL (the check asserts the kill happened), three processes
+released at the same instant, a refused attempt followed by a third process, holders
+one after another. The lock file is read by the check itself.
 """
 
 from __future__ import annotations
 
-import os
-import select
-import signal
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from labkit.errors import AlreadyRunning
 from labkit.grading.core import Checks, Namespace, expect
 
 CHECKS = Checks("ex02", "single-instance lock", needs=("single_instance",))
 
+HARNESS = "labkit.grading.harness.ex02:"
+
 
 @contextmanager
-def _lock_path() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="labkit-ex02-") as tmp:
+def lock_path(ns: Namespace) -> Iterator[Path]:
+    """A lock file path in a fresh folder under the student's folder, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="labkit-ex02-", dir=ns.workdir) as tmp:
         yield Path(tmp) / "report.lock"
 
 
-def attempt(ns: Namespace, path: Path) -> str:
-    """Try to take the lock and let it go at once: 'acquired', or the AlreadyRunning message."""
-    try:
-        with ns.single_instance(path):
-            return "acquired"
-    except AlreadyRunning as exc:
-        return f"refused: {exc}"
-
-
-@contextmanager
-def held_by_child(ns: Namespace, path: Path) -> Iterator[int]:
-    """A forked child that takes the lock and sleeps until killed; yields its pid."""
-    attempt(ns, path)  # in this process first, so a stub says "not started yet"
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: take the lock, say so, wait to be killed
-        try:
-            os.close(read_fd)
-            with ns.single_instance(path):
-                os.write(write_fd, b"held")
-                time.sleep(30)
-        finally:
-            os._exit(0)
-    os.close(write_fd)
-    try:
-        ready, _, _ = select.select([read_fd], [], [], 10.0)
-        said = os.read(read_fd, 16) if ready else b""
-        expect(
-            said == b"held",
-            "the child process to take the lock",
-            "it could not (did single_instance raise in a fresh process?)",
-        )
-        yield pid
-    finally:
-        os.close(read_fd)
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
+def _holding(ns: Namespace, path: Path, raise_inside: bool = False) -> dict[str, str]:
+    run: dict[str, str] = ns.harness(HARNESS + "attempt_while_holding", str(path), raise_inside)
+    expect("error" not in run, "the with block to run and end", run.get("error", ""))
+    return run
 
 
 @CHECKS.add(
@@ -75,9 +39,8 @@ def held_by_child(ns: Namespace, path: Path) -> Iterator[int]:
     "open the file and fcntl.flock(fd, LOCK_EX | LOCK_NB); on BlockingIOError raise AlreadyRunning",
 )
 def second_holder_is_refused(ns: Namespace) -> None:
-    with _lock_path() as path:
-        with ns.single_instance(path):
-            second = attempt(ns, path)
+    with lock_path(ns) as path:
+        second = _holding(ns, path)["second"]
         expect(
             second.startswith("refused"), "AlreadyRunning while another holder has the lock", second
         )
@@ -89,37 +52,27 @@ def second_holder_is_refused(ns: Namespace) -> None:
     "the AlreadyRunning message: 'already running (pid 4242)'",
 )
 def message_names_the_holder(ns: Namespace) -> None:
-    with _lock_path() as path:
-        with ns.single_instance(path):
-            second = attempt(ns, path)
+    with lock_path(ns) as path:
+        run = _holding(ns, path)
         expect(
-            str(os.getpid()) in second, f"a message naming the holder's pid {os.getpid()}", second
+            str(run["pid"]) in run["second"],
+            f"a message naming the holder's pid {run['pid']}",
+            run["second"],
         )
 
 
 @CHECKS.add(1, "release the lock when the with block ends")
 def released_after_exit(ns: Namespace) -> None:
-    with _lock_path() as path:
-        with ns.single_instance(path):
-            pass
-        expect(
-            attempt(ns, path) == "acquired", "the lock free after the with block", attempt(ns, path)
-        )
+    with lock_path(ns) as path:
+        after = _holding(ns, path)["after"]
+        expect(after == "acquired", "the lock free after the with block", after)
 
 
 @CHECKS.add(1, "release in a finally: an exception inside the with block must free the lock")
 def released_on_error(ns: Namespace) -> None:
-    with _lock_path() as path:
-        try:
-            with ns.single_instance(path):
-                raise RuntimeError("the report failed")
-        except RuntimeError:
-            pass
-        expect(
-            attempt(ns, path) == "acquired",
-            "the lock free after an error inside the block",
-            attempt(ns, path),
-        )
+    with lock_path(ns) as path:
+        after = _holding(ns, path, raise_inside=True)["after"]
+        expect(after == "acquired", "the lock free after an error inside the block", after)
 
 
 @CHECKS.add(
@@ -130,20 +83,86 @@ def released_on_error(ns: Namespace) -> None:
     timeout=20.0,
 )
 def survives_holder_kill_9(ns: Namespace) -> None:
-    with _lock_path() as path:
-        with held_by_child(ns, path) as pid:
-            while_alive = attempt(ns, path)
-            expect(
-                while_alive.startswith("refused"),
-                "AlreadyRunning while the child holds it",
-                while_alive,
-            )
-            os.kill(pid, signal.SIGKILL)
-            _, status = os.waitpid(pid, 0)
-            expect(
-                os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL,
-                "the child killed by SIGKILL (the fault fired)",
-                f"wait status {status}",
-            )
-        after = attempt(ns, path)
-        expect(after == "acquired", "the lock free once its holder was killed with SIGKILL", after)
+    with lock_path(ns) as path:
+        run = ns.harness(HARNESS + "kill_the_holder", str(path))
+        expect(
+            run["child"] == "held",
+            "the child process to take the lock",
+            run["child"] or "no answer",
+        )
+        expect(
+            run["while_alive"].startswith("refused"),
+            "AlreadyRunning while the child holds it",
+            run["while_alive"],
+        )
+        expect(run["killed"], "the child killed by SIGKILL (the fault fired)", "it was not")
+        expect(
+            run["after"] == "acquired",
+            "the lock free once its holder was killed with SIGKILL",
+            run["after"],
+        )
+
+
+@CHECKS.add(
+    3,
+    "'does the file exist? then create it' is two steps: two runs started together "
+    "both see no file and both run; let the kernel decide in one step "
+    "(fcntl.flock with LOCK_NB on the open file)",
+    timeout=20.0,
+)
+def two_instances_started_together(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        got = ns.harness(HARNESS + "start_together", str(path), 3)
+        winners = got.count("acquired")
+        expect(
+            winners == 1 and all(g == "acquired" or g.startswith("refused") for g in got),
+            "exactly one of 3 processes started together to hold the lock, the others refused",
+            f"{winners} held it at once: {got}",
+        )
+
+
+@CHECKS.add(
+    5,
+    "a refused attempt must leave the lock alone: never delete (unlink) or replace the "
+    "lock file unless you hold the lock, or the next run creates a new file, locks "
+    "that one and runs beside the holder",
+    timeout=20.0,
+)
+def refusal_leaves_the_lock_alone(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        run = ns.harness(HARNESS + "refused_while_a_child_holds", str(path), 1)
+        expect(
+            run["child"] == "held",
+            "the child process to take the lock",
+            run["child"] or "no answer",
+        )
+        expect(
+            run["refusals"][0].startswith("refused"),
+            "AlreadyRunning while the child holds it",
+            run["refusals"][0],
+        )
+        expect(
+            run["second_process"].startswith("refused"),
+            "a third process refused too, after a refused attempt (the holder still runs)",
+            f"it got {run['second_process']!r}: the refused attempt let it in",
+        )
+
+
+@CHECKS.add(
+    2,
+    "replace the pid, do not append it: truncate the file once you hold the lock "
+    "(fh.seek(0); fh.truncate(); fh.write(str(os.getpid()))), or the file reads "
+    "'41424343' after a few runs and names nobody",
+    timeout=20.0,
+)
+def pidfile_names_only_the_current_holder(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        pids = ns.harness(HARNESS + "holders_in_turn", str(path), 3)
+        expect(all(p > 0 for p in pids), "3 processes in turn each to take the lock", pids)
+        text = path.read_text(errors="replace") if path.exists() else "<no file>"
+        expect(
+            text.strip() == str(pids[-1]),
+            f"the file to hold only the last holder's pid, {pids[-1]} "
+            f"(after pids {', '.join(map(str, pids))})",
+            repr(text[:80]),
+        )

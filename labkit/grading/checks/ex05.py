@@ -2,21 +2,29 @@
 
 The student writes ``choose_ack``, ``charge_handler`` (a payment through the world's
 payment API, which honours an Idempotency-Key) and ``post_handler`` (an entry in the
-application's own ledger). Each check runs the job with ``labkit.explore.run_scenario``,
-crashing the worker once at one point (a fixed seed, a fresh worker after the crash),
-asserts that the crash really fired, and reads the verdict from the world: exactly one
-effect is ``ok``.
+application's own ledger). Each check runs the job through the harness
+(``labkit.grading.harness.ex05``: a real worker, ``labkit.explore.run_scenario``) in a
+folder under the student's folder, crashing the worker once at one point (a fixed
+seed, a fresh worker after the crash), asserts that the crash really fired, then
+opens the job store and the world's database itself: exactly one effect is ``ok``.
+The ledger handler is crashed after each of its commits in turn, so work split over
+several transactions is caught wherever the split is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import tempfile
+from pathlib import Path
 from typing import Any
 
-from labkit.explore import Row, Scenario, run_scenario
-from labkit.faults import LOST_RESPONSE, POINTS, FaultPlan
-from labkit.grading.core import CheckFailed, Checks, Namespace, expect
+from labkit.clock import LAB_EPOCH, FakeClock
+from labkit.explore import Scenario, judge
+from labkit.faults import LOST_RESPONSE, POINTS
+from labkit.grading.checks._helpers import because_of
+from labkit.grading.core import Checks, Namespace, expect
+from labkit.grading.harness.ex05 import LEDGER_COMMIT
+from labkit.store import JobStore
+from labkit.world import World
 
 CHECKS = Checks(
     "ex05",
@@ -24,135 +32,140 @@ CHECKS = Checks(
     needs=("choose_ack", "charge_handler", "post_handler"),
 )
 
+HARNESS = "labkit.grading.harness.ex05:"
 SEED = 5
 CHARGE = (("charge", {"customer": "cus_42", "amount": 4200}, "billing:42:charge:v1"),)
 POST = (("post", {"customer": "cus_42", "amount": 4200}, "ledger:42:post:v1"),)
+#: The ledger handler is crashed after its 1st, 2nd and 3rd commit, one run each.
+LEDGER_COMMITS = 3
 
 
-#: Fired by the check each time the student's ledger work commits (see ``_Ledger``).
-LEDGER_COMMIT = "ledger_commit"
+class Run:
+    """What one run did: the faults that fired, the handler's errors, and the verdict
+    the check read from the job store and the world itself."""
+
+    def __init__(self, got: dict[str, Any], outcome: str, effects: int) -> None:
+        self.fired: list[str] = got.get("fired", [])
+        self.errors: list[str] = got.get("handler_errors", [])
+        self.replay: str = got.get("replay", "")
+        self.outcome, self.effects = outcome, effects
 
 
-class _Ledger:
-    """The world's ledger, firing ``ledger_commit`` after each commit it makes.
-
-    The worker's own points sit around the whole handler; a crash *between* two ledger
-    writes of one handler needs a point there, and this is it.
-    """
-
-    def __init__(self, ledger: Any, ctx: Any) -> None:
-        self._ledger, self._ctx = ledger, ctx
-
-    @contextmanager
-    def transaction(self) -> Iterator[Any]:
-        with self._ledger.transaction() as tx:
-            yield tx
-        self._ctx.point(LEDGER_COMMIT)
-
-    def post(self, *args: Any, **kwargs: Any) -> Any:
-        reply = self._ledger.post(*args, **kwargs)
-        self._ctx.point(LEDGER_COMMIT)
-        return reply
-
-    def mark(self, *args: Any, **kwargs: Any) -> Any:
-        reply = self._ledger.mark(*args, **kwargs)
-        self._ctx.point(LEDGER_COMMIT)
-        return reply
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._ledger, name)
-
-
-class _World:
-    def __init__(self, ctx: Any) -> None:
-        self._world, self.ledger = ctx.world, _Ledger(ctx.world.ledger, ctx)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._world, name)
-
-
-class _Ctx:
-    def __init__(self, ctx: Any) -> None:
-        self._ctx, self.world = ctx, _World(ctx)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._ctx, name)
-
-
-def _observed(handler: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    def run(job: Any, ctx: Any) -> Any:
-        return handler(job, _Ctx(ctx))
-
-    return run
-
-
-def _scenario(ns: Namespace, which: str) -> Scenario:
-    ack = ns.choose_ack()
-    expect(ack in ("late", "first"), "choose_ack() to return 'late' or 'first'", repr(ack))
-    if which == "charge":
-        return Scenario(
-            "your charge_handler",
-            {"charge": _observed(ns.charge_handler)},
-            ack=ack,
-            service="payments",
-            jobs=CHARGE,
+def run_job(
+    ns: Namespace,
+    which: str,
+    faults: list[list[Any]],
+    jobs: tuple[tuple[str, dict[str, Any], str], ...] | None = None,
+    seed: int = SEED,
+) -> Run:
+    """Run the job(s) through the student's handler in the harness and judge the world."""
+    jobs = jobs or (CHARGE if which == "charge" else POST)
+    with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+        got = ns.harness(HARNESS + "run", which, tmp, faults, seed, [list(j) for j in jobs])
+        expect(
+            got["ack"] in ("late", "first"),
+            "choose_ack() to return 'late' or 'first'",
+            got["ack"],
         )
-    return Scenario(
-        "your post_handler",
-        {"post": _observed(ns.post_handler)},
-        ack=ack,
-        service="ledger",
-        jobs=POST,
-    )
+        service = "payments" if which == "charge" else "ledger"
+        scenario = Scenario("judge", {}, service=service, jobs=jobs)
+        clock = FakeClock(LAB_EPOCH)
+        with (
+            JobStore(Path(tmp) / "jobs.db", clock) as store,
+            World(Path(tmp) / "world.db", clock) as world,
+        ):
+            outcome, effects = judge(world, store, scenario)
+    return Run(got, outcome, effects)
 
 
-def _run(ns: Namespace, which: str, fault: tuple[str, str] | None) -> Row:
-    plan = FaultPlan(SEED)
-    if fault is not None:
-        plan = plan.at(fault[0], fault[1], nth=1)
-    try:
-        return run_scenario(_scenario(ns, which), plan, point=fault[0] if fault else "-")
-    except CheckFailed:
-        raise
-    except NotImplementedError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the student's handler broke the run itself
-        raise CheckFailed(
-            "the job to run to the end", f"the run stopped: {type(exc).__name__}: {str(exc)[:160]}"
-        ) from None
+def _raised(run: Run, which: str) -> str:
+    return run.errors[0] if run.errors else ""
 
 
 def _judge(ns: Namespace, which: str, points: tuple[str, ...], action: str = "crash") -> None:
     for point in points:
-        row = _run(ns, which, (point, action))
+        if point == LEDGER_COMMIT:
+            _judge_every_commit(ns)
+            continue
+        run = run_job(ns, which, [[point, action, 1]])
         what = "a lost reply" if action == "lose_response" else "a crash"
-        where = {
-            LOST_RESPONSE: "right after the payment API charged",
-            LEDGER_COMMIT: "right after the first ledger commit",
-        }.get(point, f"at {point}")
+        where = {LOST_RESPONSE: "right after the payment API charged"}.get(point, f"at {point}")
         expect(
-            bool(row.fired),
+            bool(run.fired),
             f"{what} {where} to fire",
-            "it never fired: the run never got there "
-            + {
-                LOST_RESPONSE: "(does the handler call ctx.world.payments.charge?)",
-                LEDGER_COMMIT: "(does the handler write through ctx.world.ledger?)",
-            }.get(point, ""),
+            _raised(run, which)
+            or "it never fired: the run never got there "
+            + {LOST_RESPONSE: "(does the handler call ctx.world.payments.charge?)"}.get(point, ""),
         )
+        noun = "charge" if which == "charge" else "ledger entry"
         expect(
-            row.outcome == "ok",
-            f"exactly one {'charge' if which == 'charge' else 'ledger entry'} after {what} {where}",
-            f"{row.outcome}: {row.effects} effect(s) (seed {row.seed}, replay: {row.replay})",
+            run.outcome == "ok",
+            f"exactly one {noun} after {what} {where}" + _unless_broken_anyway(ns, which, run),
+            f"{run.outcome}: {run.effects} effect(s) ({run.replay})"
+            + (f"; {_raised(run, which)}" if run.errors else ""),
+        )
+
+
+def _unless_broken_anyway(ns: Namespace, which: str, run: Run) -> str:
+    """Point at the no-fault check when the job goes wrong even without a crash."""
+    if run.outcome == "ok" or run_job(ns, which, []).outcome == "ok":
+        return ""
+    return because_of(f"{which}_runs_once_without_faults")
+
+
+def _judge_every_commit(ns: Namespace) -> None:
+    """Crash right after the handler's 1st, 2nd, 3rd ledger commit (one run each).
+
+    The first must fire (the handler writes to the ledger); later ones fire only for a
+    handler that commits more than once, and that is where split work breaks.
+    """
+    for nth in range(1, LEDGER_COMMITS + 1):
+        run = run_job(ns, "post", [[LEDGER_COMMIT, "crash", nth]])
+        if nth == 1:
+            expect(
+                bool(run.fired),
+                "a crash right after the first ledger commit to fire",
+                _raised(run, "post")
+                or "it never fired: the run never got there (does the handler write "
+                "through ctx.world.ledger?)",
+            )
+        elif not run.fired:
+            return
+        expect(
+            run.outcome == "ok",
+            "exactly one ledger entry after a crash right after the "
+            + (
+                "first ledger commit"
+                if nth == 1
+                else f"ledger commit number {nth} (work split over several transactions: "
+                "a crash between them repeats the first part)"
+            )
+            + _unless_broken_anyway(ns, "post", run),
+            f"{run.outcome}: {run.effects} entries ({run.replay})",
         )
 
 
 @CHECKS.add(1, "the job runs once and succeeds when nothing goes wrong", timeout=30.0)
 def charge_runs_once_without_faults(ns: Namespace) -> None:
-    row = _run(ns, "charge", None)
+    run = run_job(ns, "charge", [])
     expect(
-        row.outcome == "ok" and row.effects == 1,
+        run.outcome == "ok" and run.effects == 1,
         "one charge, job succeeded",
-        f"{row.outcome} with {row.effects} charge(s)",
+        f"{run.outcome} with {run.effects} charge(s)"
+        + (f"; {_raised(run, 'charge')}" if run.errors else ""),
+    )
+
+
+@CHECKS.add(
+    1, "the entry is posted once and the job succeeds when nothing goes wrong", timeout=30.0
+)
+def post_runs_once_without_faults(ns: Namespace) -> None:
+    run = run_job(ns, "post", [])
+    expect(
+        run.outcome == "ok" and run.effects == 1,
+        "one ledger entry, job succeeded",
+        f"{run.outcome} with {run.effects} entries"
+        + (f"; {_raised(run, 'post')}" if run.errors else ""),
     )
 
 
@@ -201,3 +214,26 @@ def charge_survives_lost_response(ns: Namespace) -> None:
 )
 def post_survives_every_crash(ns: Namespace) -> None:
     _judge(ns, "post", (LEDGER_COMMIT, *POINTS))
+
+
+@CHECKS.add(
+    2,
+    "a job can be delivered twice at the same moment (a lease ran out while the first "
+    "worker was still busy): read the mark inside the same "
+    "`with ctx.world.ledger.transaction() as tx:` that posts and marks, so the second "
+    "delivery waits for the first and then sees 'done'",
+    timeout=20.0,
+)
+def post_survives_two_deliveries_at_once(ns: Namespace) -> None:
+    [job] = POST
+    with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+        got = ns.harness(HARNESS + "two_deliveries", "post", tmp, list(job))
+        with World(Path(tmp) / "world.db", FakeClock(LAB_EPOCH)) as world:
+            entries = world.count(job[2], "ledger")
+    errors = got["handler_errors"]
+    expect(
+        entries == 1,
+        "exactly one ledger entry after two deliveries of the job at the same moment",
+        f"{entries} entries (the deliveries ended: {'; '.join(got['deliveries'])})"
+        + (f"; {errors[0]}" if errors else ""),
+    )

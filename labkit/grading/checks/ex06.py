@@ -1,69 +1,37 @@
 """Exercise 6: the dead letter and the redrive that keeps the key.
 
 The student writes ``dead_letter`` and ``redrive`` on the exercise table
-(``labkit.grading.labdb``).
+(``labkit.grading.labdb``). Each check makes the database file under the student's
+folder, runs the student's functions through the harness
+(``labkit.grading.harness.ex06``, its own connections, errors built from plain
+descriptions) and reads the table back itself. Two checks race: two operators
+redriving at once, and a redrive while another party redrives the job and a worker
+claims it; a redrive that selects and then updates outside one ``BEGIN IMMEDIATE``
+transaction is caught by both.
 """
 
 from __future__ import annotations
 
-import sqlite3
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
+from hypothesis import strategies as st
 
+from labkit.grading.checks._deadletters import (
+    HARNESS,
+    NOW,
+    RACE_PAUSE_S,
+    add_dead,
+    add_running,
+    bury,
+    lab_file,
+    redrive,
+    returned,
+    row_of,
+    said,
+)
+from labkit.grading.checks._helpers import holds_for
 from labkit.grading.core import Checks, Namespace, expect
-from labkit.grading.labdb import add_job, all_jobs, lab_db
+from labkit.grading.labdb import add_job, all_jobs
 
 CHECKS = Checks("ex06", "dead letter and redrive", needs=("dead_letter", "redrive"))
-
-NOW = 1000.0
-
-
-@contextmanager
-def _db() -> Iterator[sqlite3.Connection]:
-    with tempfile.TemporaryDirectory(prefix="labkit-ex06-") as tmp:
-        conn = lab_db(Path(tmp) / "jobs.db")
-        try:
-            yield conn
-        finally:
-            conn.close()
-
-
-def _job(conn: sqlite3.Connection, job_id: int) -> dict[str, Any]:
-    return next(j for j in all_jobs(conn) if j["id"] == job_id)
-
-
-def _dead(conn: sqlite3.Connection, n: int, kind: str = "email", first_id: int = 0) -> list[int]:
-    """``n`` dead jobs, the first the oldest (updated_at 10, 20, ...)."""
-    return [
-        add_job(
-            conn,
-            f"{kind}:{first_id + i}:send:v1",
-            kind=kind,
-            state="dead",
-            attempt=3,
-            dead_reason="attempts exhausted (3 of 3)",
-            last_error="TimeoutError: slow",
-            updated_at=10.0 * (first_id + i + 1),
-        )
-        for i in range(n)
-    ]
-
-
-def _running(conn: sqlite3.Connection, token: str = "tok-1") -> int:
-    return add_job(
-        conn,
-        "pay:7:charge:v1",
-        kind="payment",
-        state="running",
-        attempt=2,
-        lease_owner="w1",
-        lease_until=NOW + 30,
-        lease_token=token,
-        updated_at=NOW - 5,
-    )
 
 
 @CHECKS.add(
@@ -73,12 +41,18 @@ def _running(conn: sqlite3.Connection, token: str = "tok-1") -> int:
     "state='running' AND lease_token=:token; return whether a row changed",
 )
 def dead_letter_records_the_reason(ns: Namespace) -> None:
-    with _db() as conn:
-        job_id = _running(conn)
-        ok = ns.dead_letter(
-            conn, job_id, "tok-1", "permanent error", ValueError("no such customer"), NOW
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        ok = bury(
+            ns,
+            path,
+            job_id,
+            "tok-1",
+            "permanent error",
+            {"type": "ValueError", "message": "no such customer"},
+            NOW,
         )
-        job = _job(conn, job_id)
+        job = row_of(conn, job_id)
         expect(ok is True, "True (the job was buried)", ok)
         expect(
             job["state"] == "dead" and job["dead_reason"] == "permanent error",
@@ -107,11 +81,14 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
     "labkit.redact.describe(error), never str(error) as it is",
 )
 def dead_letter_hides_secrets(ns: Namespace) -> None:
-    with _db() as conn:
-        job_id = _running(conn)
-        error = PermissionError("login to https://erp:hunter2@erp.example failed, token=abc123xyz")
-        ns.dead_letter(conn, job_id, "tok-1", "permanent error", error, NOW)
-        stored = _job(conn, job_id)["last_error"] or ""
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        error = {
+            "type": "PermissionError",
+            "message": "login to https://erp:hunter2@erp.example failed, token=abc123xyz",
+        }
+        bury(ns, path, job_id, "tok-1", "permanent error", error, NOW)
+        stored = row_of(conn, job_id)["last_error"] or ""
         leaked = [s for s in ("hunter2", "abc123xyz") if s in stored]
         expect(
             not leaked and "PermissionError" in stored,
@@ -122,12 +99,12 @@ def dead_letter_hides_secrets(ns: Namespace) -> None:
 
 @CHECKS.add(1, "fence on the token: a worker whose lease moved on must change nothing")
 def dead_letter_is_fenced(ns: Namespace) -> None:
-    with _db() as conn:
-        job_id = _running(conn, token="new-holder")
-        before = _job(conn, job_id)
-        ok = ns.dead_letter(conn, job_id, "stale-token", "permanent error", ValueError("x"), NOW)
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn, token="new-holder")
+        before = row_of(conn, job_id)
+        ok = bury(ns, path, job_id, "stale-token", "permanent error", {"type": "ValueError"}, NOW)
         expect(ok is False, "False for a stale token", ok)
-        expect(_job(conn, job_id) == before, "the job unchanged", _job(conn, job_id)["state"])
+        expect(row_of(conn, job_id) == before, "the job unchanged", row_of(conn, job_id)["state"])
 
 
 @CHECKS.add(
@@ -137,17 +114,17 @@ def dead_letter_is_fenced(ns: Namespace) -> None:
     "the service that killed those jobs)",
 )
 def redrive_requires_a_limit(ns: Namespace) -> None:
-    with _db() as conn:
-        _dead(conn, 3)
+    with lab_file(ns) as (conn, path):
+        add_dead(conn, 3)
         before = all_jobs(conn)
-        for limit in (None, 0):
-            try:
-                result = ns.redrive(conn, limit=limit, now=NOW)
-            except ValueError:
-                result = "raised"
-            except TypeError:
-                result = "raised"
-            expect(result == "raised", f"ValueError for limit={limit!r}", f"returned {result!r}")
+        for limit in (None, 0, -3):
+            result = ns.harness(HARNESS + "redrive", str(path), limit=limit, now=NOW)
+            wanted = ("ValueError", "TypeError") if limit is None else ("ValueError",)
+            expect(
+                any(name in result.get("raised", ()) for name in wanted),
+                f"ValueError for limit={limit!r}",
+                said(result),
+            )
         expect(all_jobs(conn) == before, "nothing changed", "jobs were changed")
 
 
@@ -157,9 +134,9 @@ def redrive_requires_a_limit(ns: Namespace) -> None:
     "recognises a repeat; a copy with a new key can charge twice",
 )
 def redrive_keeps_the_key(ns: Namespace) -> None:
-    with _db() as conn:
-        [job_id] = _dead(conn, 1)
-        ids = ns.redrive(conn, limit=1, now=NOW)
+    with lab_file(ns) as (conn, path):
+        [job_id] = add_dead(conn, 1)
+        ids = redrive(ns, path, limit=1, now=NOW)
         rows = all_jobs(conn)
         expect(
             len(rows) == 1,
@@ -180,9 +157,9 @@ def redrive_keeps_the_key(ns: Namespace) -> None:
     "never more than asked",
 )
 def redrive_respects_the_limit(ns: Namespace) -> None:
-    with _db() as conn:
-        ids = _dead(conn, 5)
-        got = ns.redrive(conn, limit=2, now=NOW)
+    with lab_file(ns) as (conn, path):
+        ids = add_dead(conn, 5)
+        got = redrive(ns, path, limit=2, now=NOW)
         pending = [j["id"] for j in all_jobs(conn) if j["state"] == "pending"]
         expect(len(pending) == 2, "2 jobs redriven with limit=2", f"{len(pending)} redriven")
         expect(
@@ -198,7 +175,7 @@ def redrive_respects_the_limit(ns: Namespace) -> None:
     "is none of the redrive's business",
 )
 def redrive_only_dead_jobs(ns: Namespace) -> None:
-    with _db() as conn:
+    with lab_file(ns) as (conn, path):
         others = {
             "pending": add_job(conn, "o:1:v1", updated_at=1.0),
             "retry_wait": add_job(conn, "o:2:v1", state="retry_wait", attempt=1, updated_at=1.0),
@@ -214,11 +191,11 @@ def redrive_only_dead_jobs(ns: Namespace) -> None:
                 updated_at=1.0,
             ),
         }
-        before = {k: _job(conn, v) for k, v in others.items()}
-        [dead] = _dead(conn, 1)
-        got = ns.redrive(conn, limit=100, now=NOW)
+        before = {k: row_of(conn, v) for k, v in others.items()}
+        [dead] = add_dead(conn, 1)
+        got = redrive(ns, path, limit=100, now=NOW)
         expect(list(got) == [dead], f"only the dead job {dead}", list(got))
-        changed = [k for k, v in others.items() if _job(conn, v) != before[k]]
+        changed = [k for k, v in others.items() if row_of(conn, v) != before[k]]
         expect(not changed, "the other jobs untouched", f"changed: {changed}")
 
 
@@ -228,10 +205,10 @@ def redrive_only_dead_jobs(ns: Namespace) -> None:
     "redrives + 1, updated_at = now (or it dies again at once)",
 )
 def redrive_gives_a_fresh_start(ns: Namespace) -> None:
-    with _db() as conn:
-        [job_id] = _dead(conn, 1)
-        ns.redrive(conn, limit=1, now=NOW)
-        job = _job(conn, job_id)
+    with lab_file(ns) as (conn, path):
+        [job_id] = add_dead(conn, 1)
+        redrive(ns, path, limit=1, now=NOW)
+        job = row_of(conn, job_id)
         want = {
             "attempt": 0,
             "run_after": NOW,
@@ -245,10 +222,10 @@ def redrive_gives_a_fresh_start(ns: Namespace) -> None:
 
 @CHECKS.add(1, "dry_run=True returns the ids it would redrive and changes nothing")
 def dry_run_changes_nothing(ns: Namespace) -> None:
-    with _db() as conn:
-        ids = _dead(conn, 3)
+    with lab_file(ns) as (conn, path):
+        ids = add_dead(conn, 3)
         before = all_jobs(conn)
-        got = ns.redrive(conn, limit=2, now=NOW, dry_run=True)
+        got = redrive(ns, path, limit=2, now=NOW, dry_run=True)
         expect(list(got) == ids[:2], f"{ids[:2]} returned", got)
         expect(
             all_jobs(conn) == before, "every job unchanged", [j["state"] for j in all_jobs(conn)]
@@ -257,13 +234,126 @@ def dry_run_changes_nothing(ns: Namespace) -> None:
 
 @CHECKS.add(1, "kind=... redrives only that kind ((:kind IS NULL OR kind = :kind))")
 def redrive_filters_by_kind(ns: Namespace) -> None:
-    with _db() as conn:
-        mails = _dead(conn, 2, kind="email")
-        pays = _dead(conn, 2, kind="payment", first_id=10)
-        got = ns.redrive(conn, limit=10, now=NOW, kind="payment")
+    with lab_file(ns) as (conn, path):
+        mails = add_dead(conn, 2, kind="email")
+        pays = add_dead(conn, 2, kind="payment", first_id=10)
+        got = redrive(ns, path, limit=10, now=NOW, kind="payment")
         expect(sorted(got) == pays, f"the payment jobs {pays}", list(got))
         expect(
-            all(_job(conn, i)["state"] == "dead" for i in mails),
+            all(row_of(conn, i)["state"] == "dead" for i in mails),
             "the email jobs still dead",
-            [_job(conn, i)["state"] for i in mails],
+            [row_of(conn, i)["state"] for i in mails],
         )
+
+
+@CHECKS.add(
+    3,
+    "choose and change in one write transaction: conn.execute('BEGIN IMMEDIATE'), "
+    "SELECT the ids, UPDATE them, COMMIT; two operators who both SELECT before "
+    "either UPDATEs pick the same jobs and each reports redriving them",
+    timeout=20.0,
+)
+def two_redrives_at_once_share_nothing(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        redrive(ns, path, limit=1, now=NOW, dry_run=True)  # a stub says "not started yet"
+        ids = add_dead(conn, 2)
+        results = ns.harness(
+            HARNESS + "two_redrives_at_once", str(path), {"limit": 1, "now": NOW}, RACE_PAUSE_S
+        )
+        a, b = (returned(r, "both redrives") for r in results)
+        expect(
+            isinstance(a, list) and isinstance(b, list) and not set(a) & set(b),
+            "two redrives with limit=1 at the same moment to return different jobs",
+            f"{a} and {b}",
+        )
+        rows = {j["id"]: j for j in all_jobs(conn)}
+        expect(
+            all(rows[i]["state"] == "pending" and rows[i]["redrives"] == 1 for i in ids),
+            f"both dead jobs {ids} pending, each redriven once",
+            "; ".join(f"job {i}: {rows[i]['state']}, redrives {rows[i]['redrives']}" for i in ids),
+        )
+
+
+@CHECKS.add(
+    2,
+    "a job can leave 'dead' between your SELECT and your UPDATE (another operator "
+    "redrove it, a worker took it): read and write inside one BEGIN IMMEDIATE "
+    "transaction and return only the jobs you changed",
+    timeout=20.0,
+)
+def redrive_racing_a_worker(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        redrive(ns, path, limit=1, now=NOW, dry_run=True)  # a stub says "not started yet"
+        [job_id] = add_dead(conn, 1)
+        result = ns.harness(HARNESS + "redrive_while_a_worker_claims", str(path), job_id, NOW)
+        ids = returned(result, "redrive(limit=5)")
+        job = row_of(conn, job_id)
+        if result["worker"] == "in the gap":
+            expect(
+                job["state"] == "running" and job["lease_token"] == "worker-9-token",
+                f"job {job_id} left with the worker that claimed it while your redrive ran",
+                f"state={job['state']}, lease_token={job['lease_token']!r}: the redrive "
+                "overwrote a running job",
+            )
+            expect(
+                job_id not in ids,
+                f"job {job_id} not reported as redriven (it was no longer dead)",
+                f"returned {ids}",
+            )
+        else:
+            expect(
+                ids == [job_id] and job["state"] == "pending",
+                f"[{job_id}] returned and the job pending",
+                f"returned {ids}, state {job['state']}",
+            )
+
+
+#: A generated table: (state, kind, updated_at) per job; times repeat so ties happen.
+TABLES = st.lists(
+    st.tuples(
+        st.sampled_from(["dead", "dead", "pending", "succeeded", "retry_wait"]),
+        st.sampled_from(["email", "payment"]),
+        st.sampled_from([10.0, 20.0, 30.0, 40.0]),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@CHECKS.add(
+    2,
+    "the oldest dead letters first, ties by id (ORDER BY updated_at, id), of the kind "
+    "asked for, never more than limit, and nothing else touched",
+    timeout=30.0,
+)
+def redrive_picks_the_oldest_for_any_table(ns: Namespace) -> None:
+    def picks(case: tuple[list[tuple[str, str, float]], int, str | None]) -> None:
+        table, limit, kind = case
+        with lab_file(ns) as (conn, path):
+            ids = [
+                add_job(conn, f"{k}:{i}:v1", kind=k, state=st_, attempt=1, updated_at=t)
+                for i, (st_, k, t) in enumerate(table)
+            ]
+            before = {j["id"]: j for j in all_jobs(conn)}
+            dead = [i for i, (st_, k, _) in zip(ids, table, strict=True) if st_ == "dead"]
+            want = sorted(
+                (i for i in dead if kind is None or before[i]["kind"] == kind),
+                key=lambda i: (before[i]["updated_at"], i),
+            )[:limit]
+            got = redrive(ns, path, limit=limit, now=NOW, kind=kind)
+            after = {j["id"]: j for j in all_jobs(conn)}
+        shape = ", ".join(f"{i}:{s}/{k}@{t:g}" for i, (s, k, t) in zip(ids, table, strict=True))
+        expect(
+            list(got) == want,
+            f"{want} for limit={limit}, kind={kind!r} on jobs {shape}",
+            f"returned {list(got)}",
+        )
+        changed = sorted(i for i in ids if after[i] != before[i])
+        expect(
+            changed == sorted(want) and all(after[i]["state"] == "pending" for i in want),
+            f"exactly jobs {sorted(want)} changed (pending) on jobs {shape}",
+            f"changed: {changed}",
+        )
+
+    cases = st.tuples(TABLES, st.integers(1, 4), st.sampled_from([None, "email", "payment"]))
+    holds_for(cases, picks, examples=20)

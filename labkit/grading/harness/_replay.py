@@ -1,0 +1,124 @@
+"""Call a student's function again in a brand-new Python process, with its own hash seed.
+
+A notebook function cannot be imported by another process, so this ships it: the
+function's code object (``marshal``, same interpreter), the student functions it calls
+the same way, the modules it uses by name and small data by ``pickle``. The child
+rebuilds them, makes the calls and prints the results. ``PYTHONHASHSEED`` is set per
+child, so a value built from ``hash()`` or from the order of a set of strings differs
+between two children, as it would between two workers or two cron runs.
+
+The multiprocessing "spawn" start method does the same for importable functions;
+nothing in the standard library ships a function defined in ``__main__``.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import marshal
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import types
+from collections.abc import Mapping
+from typing import Any
+
+_CHILD = r"""
+import builtins, importlib, marshal, pickle, sys, types
+spec = pickle.loads(sys.stdin.buffer.read())
+g = {"__builtins__": builtins, "__name__": "__main__"}
+for name, (how, what) in spec["globals"].items():
+    if how == "module":
+        g[name] = importlib.import_module(what)
+    elif how == "data":
+        g[name] = pickle.loads(what)
+for name, (how, what) in spec["globals"].items():
+    if how == "function":
+        code, defaults, kwdefaults = what
+        fn = types.FunctionType(marshal.loads(code), g, name, pickle.loads(defaults))
+        fn.__kwdefaults__ = pickle.loads(kwdefaults)
+        g[name] = fn
+out = []
+for args, kwargs in spec["calls"]:
+    try:
+        out.append(("returned", repr(g[spec["name"]](*args, **kwargs))))
+    except Exception as exc:
+        out.append(("raised", type(exc).__name__ + ": " + str(exc)[:200]))
+sys.stdout.write(repr(out))
+"""
+
+
+class CannotShip(Exception):
+    """The function uses something that cannot be rebuilt in another process."""
+
+
+def _names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+def _pack(values: Mapping[str, Any], name: str, out: dict[str, tuple[str, Any]]) -> None:
+    if name in out or name not in values:
+        return  # already packed, or a builtin the child has too
+    value = values[name]
+    if isinstance(value, types.ModuleType):
+        out[name] = ("module", value.__name__)
+    elif isinstance(value, types.FunctionType) and value.__globals__ is values:
+        if value.__closure__:
+            raise CannotShip(f"{name} is a closure")
+        out[name] = (
+            "function",
+            (
+                marshal.dumps(value.__code__),
+                pickle.dumps(value.__defaults__),
+                pickle.dumps(value.__kwdefaults__),
+            ),
+        )
+        for used in sorted(_names(value.__code__)):
+            _pack(values, used, out)
+    else:
+        try:
+            out[name] = ("data", pickle.dumps(value))
+        except Exception as exc:
+            raise CannotShip(f"{name} cannot be sent to another process ({exc})") from None
+
+
+def call_in_fresh_process(
+    values: Mapping[str, Any],
+    name: str,
+    calls: list[tuple[list[Any], dict[str, Any]]],
+    hash_seed: int,
+    timeout: float = 15.0,
+) -> list[tuple[str, str]]:
+    """``[("returned", repr(value)) | ("raised", "Type: message")]`` per call, from a new python.
+
+    Raises ``CannotShip`` when the function cannot be rebuilt there.
+    """
+    packed: dict[str, tuple[str, Any]] = {}
+    _pack(values, name, packed)
+    spec = pickle.dumps({"name": name, "globals": packed, "calls": calls})
+    env = {**os.environ, "PYTHONHASHSEED": str(hash_seed)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(spec, timeout=timeout)
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    if proc.returncode != 0 or not stdout:
+        last = stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        raise CannotShip(f"the new process failed: {last[0][:200]}")
+    result: list[tuple[str, str]] = ast.literal_eval(stdout.decode())
+    return result
