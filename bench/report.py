@@ -61,7 +61,9 @@ def machine() -> dict[str, Any]:
             versions[dist] = "not installed"
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, cwd=ROOT).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+    # The run's own outputs (bench/results.*, bench/RESULTS.md) do not make the code dirty.
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                            ":!bench/results.*", ":!bench/RESULTS.md"],
                            capture_output=True, text=True, cwd=ROOT).stdout.strip()
     return {
         "cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform(),
