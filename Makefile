@@ -75,7 +75,7 @@ release: venv-test
 soak: venv-test
 	$(BIN)/python -m pytest -p no:cacheprovider -s tests/reliability --soak
 
-# Every subject on both engines; writes bench/results.json, bench/results.md and
+# Every subject on both engines; writes bench/results.json (raw rows) and
 # bench/RESULTS.md (with the load average, versions and this exact command).
 bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/run.py --out bench/results.json --results bench/RESULTS.md

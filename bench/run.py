@@ -331,7 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     print(f"\nwall time {results['wall_s']:.0f}s; load average (1/5/15 min) at start "
           f"{info['loadavg_start']}, at end {info['loadavg_end']}")
-    if args.out:
+    if args.out and not args.results:
+        # With --results the tables are in RESULTS.md already (and results.md beside
+        # RESULTS.md would be one file on a case-insensitive file system).
         Path(args.out).with_suffix(".md").write_text(text + "\n")
     if args.results:
         Path(args.results).write_text(results_md(results, command, text))
