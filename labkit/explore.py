@@ -30,19 +30,28 @@ only; restarts run without faults; ``hits`` counts the points every process logg
 ``explore_all_boundaries(scenario)`` first runs a scenario with an empty plan that
 records every point hit, then re-runs it breaking at each of those hits in turn: no list
 of points to keep up to date, and a student's own ``ctx.point("...")`` is covered too.
+
+``backend=`` runs the same table on another engine: ``"sqlite"`` (a file per run),
+``"postgres"`` (a schema per run; ``crash_matrix`` empties and reuses one per thread)
+or ``"redis_streams"`` (a key prefix per run), all removed afterwards
+(``labkit.backends.spec``). The world stays a SQLite file: it is the
+outside truth the judge reads, whatever engine queued the job.
 """
 
 from __future__ import annotations
 
 import tempfile
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
+from labkit.backends.spec import drop, new_spec, open_store, reuse_schemas
 from labkit.clock import LAB_EPOCH, FakeClock
+from labkit.contract import JobStoreContract
 from labkit.errors import SimulatedCrash
 from labkit.faults import LOST_RESPONSE, MATRIX_POINTS, FaultPlan
 from labkit.job import JobState
@@ -119,7 +128,7 @@ def _scenario(scenario: Scenario | str) -> Scenario:
     return Scenario.of(scenario) if isinstance(scenario, str) else scenario
 
 
-def judge(world: World, store: JobStore, scenario: Scenario) -> tuple[str, int]:
+def judge(world: World, store: JobStoreContract, scenario: Scenario) -> tuple[str, int]:
     """The worst verdict over the scenario's jobs, and the number of effects counted."""
     verdicts, total = [], 0
     for _kind, _payload, key in scenario.jobs:
@@ -145,6 +154,7 @@ def run_scenario(
     real_kill: bool = False,
     point: str | None = None,
     workdir: str | Path | None = None,
+    backend: str = "sqlite",
 ) -> Row:
     """Run the scenario's jobs to the end under ``plan``, restarting after crashes; judge."""
     sc = _scenario(scenario)
@@ -155,35 +165,56 @@ def run_scenario(
         line += f" | at={label}"
     if real_kill:
         line += " | real_kill"
+    if backend != "sqlite":
+        line += f" | backend={backend}"
     if workdir is not None:
-        return _run_in(Path(workdir), sc, plan, real_kill, label, line)
+        return _run_in(Path(workdir), sc, plan, real_kill, label, line, backend)
     with tempfile.TemporaryDirectory(prefix="labkit-explore-") as tmp:
-        return _run_in(Path(tmp), sc, plan, real_kill, label, line)
+        return _run_in(Path(tmp), sc, plan, real_kill, label, line, backend)
 
 
-def _prepare(folder: Path, sc: Scenario, seed: int) -> tuple[Path, Path]:
-    db, world_path = folder / "jobs.db", folder / "world.db"
+def _prepare(folder: Path, sc: Scenario, seed: int, spec: str) -> Path:
+    world_path = folder / "world.db"
     clock = FakeClock(LAB_EPOCH)
-    with JobStore(db, clock, rng=Random(seed)) as store:
+    store = open_store(spec, clock, Random(seed))
+    try:
         for kind, payload, key in sc.jobs:
             store.enqueue(kind, payload, key=key, max_attempts=sc.max_attempts)
+    finally:
+        store.close()
     World(world_path, clock).close()
-    return db, world_path
+    return world_path
 
 
-def _run_in(folder: Path, sc: Scenario, plan: FaultPlan, real: bool, label: str, line: str) -> Row:
-    db, world_path = _prepare(folder, sc, plan.seed)
-    if real:
-        fired, restarts, hits = _run_processes(folder, db, world_path, sc, plan)
-    else:
-        fired, restarts = _run_in_process(db, world_path, sc, plan)
-        hits = len(plan.hits)
-    clock = FakeClock(LAB_EPOCH)
-    with JobStore(db, clock) as store, World(world_path, clock) as world:
-        outcome, effects = judge(world, store, sc)
-        attempts = sum(
-            j.attempt for _k, _p, key in sc.jobs if (j := store.get_by_key(key)) is not None
-        )
+def _run_in(
+    folder: Path,
+    sc: Scenario,
+    plan: FaultPlan,
+    real: bool,
+    label: str,
+    line: str,
+    backend: str = "sqlite",
+) -> Row:
+    spec = new_spec(backend, folder, f"explore_{uuid.uuid4().hex[:12]}")
+    try:
+        world_path = _prepare(folder, sc, plan.seed, spec)
+        if real:
+            fired, restarts, hits = _run_processes(folder, spec, world_path, sc, plan)
+        else:
+            fired, restarts = _run_in_process(spec, world_path, sc, plan)
+            hits = len(plan.hits)
+        clock = FakeClock(LAB_EPOCH)
+        store = open_store(spec, clock)
+        try:
+            with World(world_path, clock) as world:
+                outcome, effects = judge(world, store, sc)
+            attempts = sum(
+                j.attempt for _k, _p, key in sc.jobs if (j := store.get_by_key(key)) is not None
+            )
+        finally:
+            store.close()
+    finally:
+        drop(spec)
     return Row(
         sc.name,
         label,
@@ -199,11 +230,16 @@ def _run_in(folder: Path, sc: Scenario, plan: FaultPlan, real: bool, label: str,
 
 
 def one_life(
-    sc: Scenario, store: JobStore, world: World, plan: FaultPlan, clock: FakeClock, restarts: int
+    sc: Scenario,
+    store: JobStoreContract,
+    world: World,
+    plan: FaultPlan,
+    clock: FakeClock,
+    restarts: int,
 ) -> bool:
     """Run one worker life until the queue drains (True) or a simulated crash ends it."""
     worker = Worker(
-        store,
+        cast(JobStore, store),  # any JobStoreContract runs under the worker
         sc.handlers,
         name=f"w{restarts + 1}",
         lease_s=sc.lease_s,
@@ -220,13 +256,13 @@ def one_life(
 
 
 def _run_in_process(
-    db: Path, world_path: Path, sc: Scenario, plan: FaultPlan
+    spec: str, world_path: Path, sc: Scenario, plan: FaultPlan
 ) -> tuple[tuple[str, ...], int]:
     clock = FakeClock(LAB_EPOCH)
     restarts = 0
     while True:
         # Fresh objects and connections for every worker life, as after a real restart.
-        store = JobStore(db, clock, rng=Random(plan.seed + restarts))
+        store = open_store(spec, clock, Random(plan.seed + restarts))
         world = World(world_path, clock, faults=plan)
         try:
             if one_life(sc, store, world, plan, clock, restarts):
@@ -241,7 +277,7 @@ def _run_in_process(
 
 
 def _run_processes(
-    folder: Path, db: Path, world_path: Path, sc: Scenario, plan: FaultPlan
+    folder: Path, spec: str, world_path: Path, sc: Scenario, plan: FaultPlan
 ) -> tuple[tuple[str, ...], int, int]:
     """Run worker processes until one drains; the faults fired, restarts and points hit."""
     from labkit.procs import run_worker_process  # only real-kill runs need processes
@@ -252,7 +288,7 @@ def _run_processes(
     faults: str | None = str(plan)
     while True:
         proc = run_worker_process(
-            db,
+            spec,
             paths,
             world_path=world_path,
             name=f"w{restarts + 1}",
@@ -276,8 +312,11 @@ def _run_processes(
             break
         restarts += 1
         faults = None  # the plan ran in the first process; restarts run clean
-        with JobStore(db, FakeClock(LAB_EPOCH)) as store:
+        store = open_store(spec, FakeClock(LAB_EPOCH))
+        try:
             start = max([LAB_EPOCH, *(j.updated_at for j in store.jobs())])
+        finally:
+            store.close()
     return tuple(fired), restarts, hits
 
 
@@ -292,18 +331,20 @@ def replay(line: str, scenario: Scenario | None = None) -> Row:
     if sc.name != parts[0]:
         raise ValueError(f"this line replays scenario {parts[0]!r}, not {sc.name!r}")
     plan = FaultPlan.parse(parts[1])
-    real, point = False, None
+    real, point, backend = False, None, "sqlite"
     for extra in parts[2:]:
         if extra == "real_kill":
             real = True
         elif extra.startswith("at="):
             point = extra.removeprefix("at=")
+        elif extra.startswith("backend="):
+            backend = extra.removeprefix("backend=")
         else:
             raise ValueError(
                 f"unknown part {extra!r} in replay line {line!r}: expected 'real_kill' or "
                 "'at=<label>' (a 'fuzz jobs=N' line is replayed by labkit.fuzz.replay)"
             )
-    return run_scenario(sc, plan, real_kill=real, point=point)
+    return run_scenario(sc, plan, real_kill=real, point=point, backend=backend)
 
 
 @dataclass
@@ -380,13 +421,16 @@ def _cell_plan(point: str, seed: int, real_kill: bool, nth: int = 1) -> FaultPla
 
 
 def _run_all(
-    jobs: Iterable[tuple[Scenario, FaultPlan, str]], real_kill: bool, parallel: int
+    jobs: Iterable[tuple[Scenario, FaultPlan, str]],
+    real_kill: bool,
+    parallel: int,
+    backend: str = "sqlite",
 ) -> list[Row]:
     tasks = list(jobs)
 
     def one(task: tuple[Scenario, FaultPlan, str]) -> Row:
         sc, plan, label = task
-        return run_scenario(sc, plan, real_kill=real_kill, point=label)
+        return run_scenario(sc, plan, real_kill=real_kill, point=label, backend=backend)
 
     if real_kill and parallel > 1:
         # Threads only wait for child processes here; the work runs in the children.
@@ -401,12 +445,14 @@ def crash_matrix(
     seed: int = 0,
     real_kill: bool = False,
     parallel: int = 2,
+    backend: str = "sqlite",
 ) -> Matrix:
     """Run every strategy broken once at every point; see the module docstring."""
     names = list(strategies or STRATEGIES)
     where = list(points or MATRIX_POINTS)
     tasks = [(Scenario.of(s), _cell_plan(p, seed, real_kill), p) for s in names for p in where]
-    return Matrix(_run_all(tasks, real_kill, parallel))
+    with reuse_schemas():
+        return Matrix(_run_all(tasks, real_kill, parallel, backend))
 
 
 def explore_all_boundaries(

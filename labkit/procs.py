@@ -1,9 +1,10 @@
 """Run a worker in a real child process, so a crash can be a real ``kill -9``.
 
-``run_worker_process(db_path, handlers, ...)`` starts ``python -m labkit.procs`` with a
-JSON config and returns a ``WorkerProcess`` handle (``pid``, ``wait()``, ``kill()``,
-``terminate()``, ``log_text()``). Spawn-safe by construction: nothing is pickled or
-forked; the child imports everything it needs by name.
+``run_worker_process(db_path, handlers, ...)`` (``db_path``: a SQLite file, or a
+PostgreSQL / Redis store spec of ``labkit.backends.spec``) starts ``python -m
+labkit.procs`` with a JSON config and returns a ``WorkerProcess`` handle (``pid``,
+``wait()``, ``kill()``, ``terminate()``, ``log_text()``). Spawn-safe by construction:
+nothing is pickled or forked; the child imports everything it needs by name.
 
 - ``handlers`` is either ``{"kind": "module:function"}`` or ``"module:attribute"``
   naming a dict of handlers. The code must live in an importable module (labkit's own
@@ -41,13 +42,16 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
+from labkit.backends.spec import is_url, open_store
 from labkit.clock import Clock, FakeClock, SystemClock
 from labkit.faults import FaultPlan, Fired, Hit
-from labkit.store import JobStore
 from labkit.worker import Handler, Worker
 from labkit.world import World
+
+if TYPE_CHECKING:
+    from labkit.store import JobStore
 
 Mode = Literal["drain", "until_idle", "forever"]
 
@@ -136,10 +140,14 @@ def run_worker_process(
             _check_target(target, f"handler for {kind!r}")
     else:
         _check_target(handlers, "handlers")
-    db_path = Path(db_path)
-    log = Path(log_path) if log_path is not None else db_path.with_name(f"{name}.log")
+    # A PostgreSQL or Redis store spec (labkit.backends.spec) passes through as it is.
+    url = is_url(db_path)
+    db_path = Path(db_path) if not url else db_path
+    if log_path is None and url:
+        raise ValueError("a worker on a server-backed store needs log_path= (no folder to guess)")
+    log = Path(log_path) if log_path is not None else Path(db_path).with_name(f"{name}.log")
     config = {
-        "db_path": str(db_path.resolve()),
+        "db_path": str(db_path) if url else str(Path(db_path).resolve()),
         "world_path": None if world_path is None else str(Path(world_path).resolve()),
         "handlers": dict(handlers) if isinstance(handlers, Mapping) else handlers,
         "name": name,
@@ -222,12 +230,12 @@ def _child(config: dict[str, Any]) -> int:
     plan.on_fire = note
     plan.on_hit = seen
     print(f"worker {config['name']} pid {os.getpid()} faults: {plan.replay()}", flush=True)
-    store = JobStore(config["db_path"], clock=clock, rng=random.Random(config["seed"]))
+    store = open_store(config["db_path"], clock, random.Random(config["seed"]))
     world = None
     if config["world_path"]:
         world = World(config["world_path"], clock=clock, faults=plan)
     worker = Worker(
-        store,
+        cast("JobStore", store),  # any backend's store (labkit.backends.spec) runs the worker
         load_handlers(config["handlers"]),
         name=config["name"],
         queues=config["queues"],

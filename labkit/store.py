@@ -7,8 +7,9 @@ worker's job comes back when its lease expires. ``complete``, ``fail`` and ``hea
 are fenced by the lease token: a worker that lost its lease changes nothing.
 
 In production this is the job of a queue you do not write yourself (Oban, River,
-procrastinate, Celery with a durable broker); labkit writes it by hand because its
-behaviour under crashes is the lesson.
+procrastinate, or Celery with a durable broker, where a crashed worker's task comes back
+only with ``task_acks_late`` and ``task_reject_on_worker_lost``: lesson 14); labkit
+writes it by hand because its behaviour under crashes is the lesson.
 """
 
 from __future__ import annotations

@@ -15,9 +15,11 @@ directly; the callbacks only read widget values, call it, and show the text it r
 ``dead_letter_screen(store)`` and ``fault_panel()`` wrap them in ipywidgets, which need
 no browser: a test sets ``checkbox.value`` and calls ``button.click()``.
 
-In production nobody builds this: Flower shows Celery's tasks, Oban Web and River UI
-list and retry dead jobs with filters and bulk actions, and a broker's own console
-(RabbitMQ management, SQS "start DLQ redrive") moves dead messages back.
+In production nobody builds this: Oban Web and River UI list and retry dead jobs with
+filters and bulk actions, and a broker's own console (RabbitMQ management, SQS "start
+DLQ redrive") moves dead messages back. Celery has no dead-letter state and Flower no
+dead-letter screen or redrive: it monitors tasks and workers; a Celery dead-letter queue
+is a broker feature (a RabbitMQ dead-letter exchange) or a table of your own.
 """
 
 from __future__ import annotations

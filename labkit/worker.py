@@ -8,7 +8,8 @@ student puts a crash exactly where they want it without touching labkit),
 ``ctx.heartbeat()`` extends the lease during long work, and ``ctx.clock``,
 ``ctx.store``, ``ctx.world``, ``ctx.worker``, ``ctx.faults``, ``ctx.job`` are at hand.
 
-Where the worker fires each point (``ack="late"``, the default: at-least-once)::
+Where the worker fires each point (``ack="late"``, labkit's default: at-least-once;
+Celery's default is the opposite, ``task_acks_late=False``, see lesson 14)::
 
     claim ─ after_claim ─ before_effect ─ handler(job, ctx) ─ after_effect
           ─ before_commit ─ store.complete(...) ─ after_commit ─ after_ack

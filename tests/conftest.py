@@ -24,23 +24,22 @@ SEED = int(os.environ.get("LABKIT_SEED", "20260101"))
 
 
 # (host port, how to start it, the URL handed to tests)
+COMPOSE = "run `docker compose up -d` in the repository's root (compose.yaml starts all three)"
 SERVICES: dict[str, tuple[int, str, str]] = {
     "postgres": (
         5432,
-        "start PostgreSQL on 127.0.0.1:5432 with a `test` database you can reach without a "
-        "password, e.g. `docker run -d -p 5432:5432 -e POSTGRES_DB=test "
-        "-e POSTGRES_HOST_AUTH_METHOD=trust postgres:16`",
+        f"start PostgreSQL on 127.0.0.1:5432 with a `test` database you can reach without a "
+        f"password: {COMPOSE}",
         "postgresql://postgres@127.0.0.1:5432/test",
     ),
     "redis": (
         6379,
-        "start Redis on 127.0.0.1:6379, e.g. `docker run -d -p 6379:6379 redis:7`",
+        f"start Redis on 127.0.0.1:6379: {COMPOSE}",
         "redis://127.0.0.1:6379/0",
     ),
     "rabbitmq": (
         5672,
-        "start RabbitMQ on 127.0.0.1:5672 (guest/guest), e.g. "
-        "`docker run -d -p 5672:5672 rabbitmq:3`",
+        f"start RabbitMQ on 127.0.0.1:5672 (guest/guest): {COMPOSE}",
         "amqp://guest:guest@127.0.0.1:5672//",
     ),
 }

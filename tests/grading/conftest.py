@@ -13,5 +13,10 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def _in_a_scratch_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _in_a_scratch_folder(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
+    if "ex09" in request.node.name:
+        # Exercise 9 is graded against a real Redis: skip with how to start it (CI: fail).
+        request.getfixturevalue("redis_url")

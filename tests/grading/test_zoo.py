@@ -1197,10 +1197,15 @@ def test_a_serious_mistake_costs_at_least_half_the_points(mistake: str) -> None:
 def test_the_zoo_covers_every_exercise_three_times() -> None:
     from collections import Counter
 
+    from test_zoo_ex08 import ZOO as ZOO_EX08  # ex08's wrong task modules are files too
     from test_zoo_ex10 import ZOO as ZOO_EX10  # ex10's wrong apps are files: their own zoo
 
     from labkit.grading import catalog
 
-    counts = Counter(e for e, *_ in ZOO) + Counter({"ex10": len(ZOO_EX10)})
+    counts = (
+        Counter(e for e, *_ in ZOO)
+        + Counter({"ex08": len(ZOO_EX08)})
+        + Counter({"ex10": len(ZOO_EX10)})
+    )
     assert sorted(SAYS) == sorted(m for _, m, _, _ in ZOO)
     assert all(counts[e] >= 3 for e in catalog.exercises()), counts

@@ -1,0 +1,103 @@
+"""Look at and wait on processes through Linux's /proc: children, groups, liveness.
+
+The lab's harnesses use these to prove what they claim: that a killed process is gone,
+that a worker's pool child was replaced, that no process of a run outlived it. ``psutil``
+is the library a production tool would use for the same questions.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from labkit.clock import Clock, SystemClock
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere).
+
+    A notebook kernel or a test run that is itself killed runs no ``finally`` and no
+    ``atexit``; this is what still takes its workers down.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+
+
+def wait_until(
+    predicate: Callable[[], bool],
+    timeout: float,
+    what: str,
+    *,
+    clock: Clock | None = None,
+    every: float = 0.05,
+) -> None:
+    """Poll ``predicate`` until it is true; ``TimeoutError`` naming ``what`` after ``timeout``."""
+    clock = clock or SystemClock()
+    deadline = clock.now() + timeout
+    while not predicate():
+        if clock.now() > deadline:
+            raise TimeoutError(f"still waiting after {timeout:g}s for {what}")
+        clock.sleep(every)
+
+
+def _stat(pid: int) -> list[str] | None:
+    """``/proc/PID/stat`` after the command name: state, ppid, pgrp, ...; None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name in parentheses may hold spaces; the fields after it do not.
+    return stat.rsplit(")", 1)[1].split()
+
+
+def _ppid(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[1]) if fields and fields[0] != "Z" else None
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group ``pgid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat(int(entry.name))
+            if fields and fields[0] != "Z" and int(fields[2]) == pgid:
+                found.append(int(entry.name))
+    return found
+
+
+def is_alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie, dead and not yet reaped, is not alive)."""
+    return _ppid(pid) is not None
+
+
+def children_of(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (Linux /proc), oldest first."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _ppid(int(entry.name)) == pid:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def leftovers(tag: str) -> list[int]:
+    """Pids of live processes whose command line contains ``tag`` (should be [] after a run)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if tag in cmdline and _ppid(int(entry.name)) is not None:
+            found.append(int(entry.name))
+    return sorted(found)

@@ -1,0 +1,92 @@
+-- active_queues --
+-- Queues with a given prefix that hold live jobs (pending, retry_wait or running).
+SELECT DISTINCT queue FROM jobs
+ WHERE starts_with(queue, :prefix)
+   AND state IN ('pending', 'retry_wait', 'running')
+ ORDER BY queue
+
+-- running_in_queue --
+-- Jobs of one queue running under a live lease.
+SELECT count(*) AS n FROM jobs WHERE queue = :queue AND state = 'running' AND lease_until > :now
+
+-- claim_capped --
+-- Lease up to :limit ready jobs, least-busy queue first, never more than :cap running per queue.
+-- Run after lock_queues, in the same transaction: that statement's wait ends before
+-- this one takes its snapshot, so the running counts include every earlier claim.
+WITH candidates AS (
+    SELECT c.id, c.due,
+           -- this candidate's rank in its queue, plus the queue's live running jobs
+           row_number() OVER (PARTITION BY c.queue ORDER BY c.due, c.id)
+           + (SELECT count(*) FROM jobs r
+               WHERE r.queue = c.queue AND r.state = 'running'
+                 AND r.lease_until > :now) AS would_run
+      FROM (
+          SELECT id, queue, run_after AS due FROM jobs
+           WHERE state IN ('pending', 'retry_wait') AND run_after <= :now
+             AND queue = ANY(:queues)
+          UNION ALL
+          SELECT id, queue, lease_until AS due FROM jobs
+           WHERE state = 'running' AND lease_until <= :now AND attempt < max_attempts
+             AND queue = ANY(:queues)
+      ) AS c
+), chosen AS (
+    SELECT j.id FROM jobs j JOIN candidates c ON c.id = j.id
+     WHERE c.would_run <= :cap
+       -- repeated on j, the locked row: a row another claimer took in the meantime is
+       -- re-checked on its newest version and dropped, not claimed a second time
+       AND ((j.state IN ('pending', 'retry_wait') AND j.run_after <= :now)
+            OR (j.state = 'running' AND j.lease_until <= :now AND j.attempt < j.max_attempts))
+     -- the least busy queues first, so accounts take turns instead of going by age alone
+     ORDER BY c.would_run, c.due, c.id
+     LIMIT :limit
+       FOR UPDATE OF j SKIP LOCKED
+)
+UPDATE jobs
+   SET state = 'running',
+       attempt = jobs.attempt + 1,
+       lease_owner = :worker,
+       lease_until = :now + :lease_s,
+       -- <job id>.<claim number>: the store's claim token, copied exactly (a test compares them).
+       lease_token = jobs.id || '.' || (1 + (SELECT count(*) FROM attempts a WHERE a.job_id = jobs.id)),
+       updated_at = :now
+ WHERE id IN (SELECT id FROM chosen)
+RETURNING *
+
+-- claim_serial --
+-- Lease the head (oldest live job) of each queue when it is ready: one running job per queue, in order.
+-- Run after lock_queues: a head another claimer just took is seen as running, not skipped
+-- past to the next job of the same queue.
+WITH heads AS (
+    -- a running or retry_wait head blocks every later job of its queue
+    SELECT min(id) AS id FROM jobs
+     WHERE state IN ('pending', 'retry_wait', 'running')
+       AND queue = ANY(:queues)
+     GROUP BY queue
+), chosen AS (
+    SELECT h.id FROM jobs h
+     WHERE h.id IN (SELECT id FROM heads)
+       AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+            OR (h.state = 'running' AND h.lease_until <= :now
+                AND h.attempt < h.max_attempts))
+     ORDER BY CASE WHEN h.state = 'running' THEN h.lease_until ELSE h.run_after END, h.id
+     LIMIT :limit
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs
+   SET state = 'running',
+       attempt = jobs.attempt + 1,
+       lease_owner = :worker,
+       lease_until = :now + :lease_s,
+       -- <job id>.<claim number>: the store's claim token, copied exactly (a test compares them).
+       lease_token = jobs.id || '.' || (1 + (SELECT count(*) FROM attempts a WHERE a.job_id = jobs.id)),
+       updated_at = :now
+ WHERE id IN (SELECT id FROM chosen)
+RETURNING *
+
+-- lock_queues --
+-- Serialise claims that touch the same queues until the transaction ends (in name order, so two claimers cannot deadlock).
+-- Without it, two claimers could each see a queue below its cap in their own snapshot and both add to it.
+SELECT count(*) AS n FROM (
+    SELECT pg_advisory_xact_lock(hashtext('labkit-queue:' || q))
+      FROM (SELECT DISTINCT unnest(CAST(:queues AS text[])) AS q ORDER BY 1) AS qs
+) AS taken

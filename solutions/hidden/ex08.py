@@ -1,0 +1,110 @@
+"""Hidden checks for exercise 8: dedup per key, duplicate messages, one transaction."""
+
+from __future__ import annotations
+
+from labkit.grading.checks.ex08 import TIMEOUT, Ex08Run
+from labkit.grading.core import Checks, Namespace, expect
+from labkit.integrations import celery_harness, celery_points
+from labkit.integrations.celery_lab import pg
+
+CHECKS = Checks("ex08", hidden=True)
+
+
+@CHECKS.add(
+    2,
+    "dedup by the task's key: two invoices are two charges, even for one customer",
+    timeout=TIMEOUT,
+)
+def two_invoices_two_charges(ns: Namespace) -> None:
+    with Ex08Run(ns) as run:
+        run.worker()
+        run.send("inv-a", "cus_same", 500)
+        run.send("inv-b", "cus_same", 500)
+        run.settle()
+        got = (run.charges("inv-a"), run.charges("inv-b"))
+        expect(got == (1, 1), "1 charge row for each of two keys", f"{got[0]} and {got[1]}")
+
+
+@CHECKS.add(
+    1,
+    "the same message published twice (a producer retry) must charge once",
+    timeout=TIMEOUT,
+)
+def duplicate_message_charges_once(ns: Namespace) -> None:
+    with Ex08Run(ns) as run:
+        run.worker()
+        run.send("inv-dup")
+        run.send("inv-dup")
+        run.settle()
+        n = run.charges("inv-dup")
+        expect(n == 1, "1 charge row for a key sent twice", f"{n} charge rows")
+
+
+def _waiting_on_a_lock(app_name: str, run: Ex08Run) -> list[int]:
+    """Backend pids of the worker's sessions (by application name) waiting for a lock."""
+    with pg(run.config) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity "
+            "WHERE application_name = %s AND wait_event_type = 'Lock'",
+            (app_name,),
+        ).fetchall()
+    return [int(row["pid"]) for row in rows]
+
+
+def _terminate(backends: list[int], run: Ex08Run) -> None:
+    with pg(run.config) as conn:
+        for pid in backends:
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+@CHECKS.add(
+    3,
+    "the dedup record and the charge commit together: with them in two transactions, "
+    "a kill between the two commits charges twice",
+    timeout=TIMEOUT,
+)
+def dedup_commits_with_the_charge(ns: Namespace) -> None:
+    key = "inv-tx"
+    with Ex08Run(ns) as run:
+        worker = run.worker()
+        # The check holds the key in `processed` (uncommitted): the task's own insert of
+        # that key must wait, so the kill lands while the task is writing its dedup record.
+        with pg(run.config) as blocker:
+            blocker.execute("INSERT INTO processed (key) VALUES (%s)", (key,))
+            run.send(key)
+            try:
+                celery_harness.wait_until(
+                    lambda: bool(_waiting_on_a_lock(run.config.tag, run)),
+                    30,
+                    "the task to wait for its dedup record",
+                )
+            except TimeoutError:
+                run.check_not_stub()
+                expect(
+                    False,
+                    "the task to insert its key into processed",
+                    "it never touched processed while the check held that key",
+                    "record the key with INSERT INTO processed ... in the charge's transaction",
+                )
+            waiting = _waiting_on_a_lock(run.config.tag, run)  # the task about to die
+            children = worker.pool_children()
+            celery_harness.wait_until(
+                lambda: bool(celery_points.runs(run.folder)), 10, "the task's start record"
+            )
+            _, task_id, _, _ = celery_points.runs(run.folder)[-1]
+            run.kills.record(task_id, run.procs)
+            run.kill_children(worker, children)
+            # The dead task's session would finish its statement once the lock is free
+            # (PostgreSQL notices a dead client only when it next writes to it); end that
+            # session, as PostgreSQL eventually would, so nothing the killed task began
+            # commits. Only that one: the redelivery may already be waiting too.
+            _terminate(waiting, run)
+            blocker.rollback()
+        run.settle()
+        n = run.charges(key)
+        expect(
+            n == 1,
+            "1 charge row after a kill while the task wrote its dedup record",
+            f"{n} charge rows",
+            "commit the charge and the dedup record in ONE transaction",
+        )

@@ -1,0 +1,311 @@
+"""The stream-shaped subset of the job contract, on a real Redis (labkit.backends.redis_*).
+
+Every test works under its own key prefix and deletes it afterwards. Idle times are
+Redis's own clock: tests age an entry with ``XCLAIM ... IDLE`` instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from labkit.clock import FakeClock
+from labkit.contract import JobStoreContract
+from labkit.errors import IdempotencyConflict, LeaseLost, PermanentError, TransientError
+from labkit.job import JobState
+
+redis = pytest.importorskip("redis")
+
+from labkit.backends.redis_store import StreamJobStore  # noqa: E402
+from labkit.backends.redis_streams import StreamQueue  # noqa: E402
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"test:{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def queue(redis_url: str, prefix: str, clock: FakeClock) -> Iterator[StreamQueue]:
+    q = StreamQueue(redis_url, prefix, clock=clock)
+    yield q
+    q.delete_all()
+    assert not list(q.r.scan_iter(match=f"{prefix}:*")), "keys left behind"
+    q.close()
+
+
+@pytest.fixture
+def store(redis_url: str, prefix: str, clock: FakeClock, rng) -> Iterator[StreamJobStore]:
+    s = StreamJobStore(redis_url, prefix, clock=clock, rng=rng, reclaim_idle_ms=30_000)
+    yield s
+    s.delete_all()
+    s.close()
+
+
+# -- the stream moves ------------------------------------------------------------------
+
+
+def test_same_key_adds_one_entry_and_other_payload_conflicts(queue):
+    first, created = queue.add("charge", {"amount": 1}, "k1")
+    again, created_again = queue.add("charge", {"amount": 1}, "k1")
+    assert created and first is not None
+    assert (again, created_again) == (None, False)
+    assert queue.length() == 1
+    with pytest.raises(IdempotencyConflict, match="k1"):
+        queue.add("charge", {"amount": 2}, "k1")
+    assert queue.length() == 1
+
+
+def test_key_record_lives_key_ttl_s_and_then_the_key_is_new_again(redis_url, prefix):
+    q = StreamQueue(redis_url, prefix, key_ttl_s=60)
+    try:
+        assert q.add("charge", {"n": 1}, "k1")[1]
+        record = f"{prefix}:key:k1"
+        assert 0 < q.r.ttl(record) <= 60
+        q.r.delete(record)  # what the TTL does when it runs out
+        assert q.add("charge", {"n": 1}, "k1")[1] and q.length() == 2
+        with pytest.raises(ValueError, match="key_ttl_s"):
+            StreamQueue(q.r, prefix, key_ttl_s=0)
+    finally:
+        q.delete_all()
+
+
+def test_restarted_consumer_reads_its_own_pending_with_zero(queue):
+    queue.add("charge", {"n": 1}, "k1")
+    (got,) = queue.read_new("c1")
+    # c1 "restarts": new work is empty, its own pending entry is still there for it.
+    assert queue.read_new("c1") == []
+    (again,) = queue.read_own_pending("c1")
+    assert again.id == got.id
+    assert [(p.consumer, p.deliveries) for p in queue.pending()] == [("c1", 2)]
+    assert queue.read_own_pending("c2") == []  # another consumer's pending is not its own
+
+
+def test_autoclaim_takes_only_entries_idle_past_the_threshold(queue):
+    queue.add("charge", {"n": 1}, "k1")
+    (got,) = queue.read_new("dead-consumer")
+    assert queue.autoclaim("rescuer", min_idle_ms=30_000).entries == []  # fresh: not taken
+    queue.age(got.id, 60_000)
+    claimed = queue.autoclaim("rescuer", min_idle_ms=30_000)
+    assert [e.id for e in claimed.entries] == [got.id]
+    (row,) = queue.pending()
+    assert (row.consumer, row.deliveries) == ("rescuer", 2)
+    assert queue.ack(got.id) == 1 and queue.pending() == []
+
+
+def test_dead_letter_copies_with_reason_and_acks_in_one_step(queue):
+    queue.add("charge", {"n": 1}, "poison")
+    (got,) = queue.read_new("c1")
+    queue.dead_letter(got, "delivered 3 times", deliveries=3)
+    assert queue.pending() == []
+    (dead,) = queue.dead_letters()
+    assert (dead.key, dead.fields["reason"], dead.fields["origin"]) == (
+        "poison",
+        "delivered 3 times",
+        got.id,
+    )
+
+
+def test_redrive_needs_a_limit_keeps_the_key_and_moves_at_most_limit(queue):
+    for n in range(3):
+        queue.add("charge", {"n": n}, f"k{n}")
+    for entry in queue.read_new("c1", count=3):
+        queue.dead_letter(entry, "bad")
+    with pytest.raises(ValueError, match="limit"):
+        queue.redrive(0)
+    moved = queue.redrive(2, note="fixed the bug")
+    assert len(moved) == 2 and len(queue.dead_letters()) == 1
+    back = queue.read_new("c2", count=5)
+    assert [e.key for e in back] == ["k0", "k1"]
+    assert all(e.fields["redriven_from"] for e in back)
+
+
+def test_maxlen_trims_a_pending_entry_and_autoclaim_reports_it_deleted(queue):
+    queue.add("charge", {"n": 0}, "k0")
+    (held,) = queue.read_new("c1")
+    for n in range(1, 4):
+        queue.add("charge", {"n": n}, f"k{n}", maxlen=2)
+    assert queue.length() == 2
+    claimed = queue.autoclaim("c2", min_idle_ms=0)
+    assert held.id in claimed.deleted  # still pending, but its payload is gone
+    assert held.id not in [e.id for e in claimed.entries]
+
+
+def test_idempotency_record_is_set_once_and_forgotten_when_it_expires(queue):
+    assert queue.remember("k1", ttl_s=60)
+    assert not queue.remember("k1", ttl_s=60)
+    assert 0 < queue.r.ttl(f"{queue.prefix}:done:k1") <= 60
+    queue.forget("k1")  # what the TTL does once it runs out
+    assert queue.remember("k1", ttl_s=60)  # a late redelivery would run the effect again
+    with pytest.raises(ValueError, match="ttl_s"):
+        queue.remember("k2", ttl_s=0)
+
+
+# -- the worker's store on a stream ------------------------------------------------------
+
+
+def test_stream_store_satisfies_the_contract_protocol(store):
+    assert isinstance(store, JobStoreContract)
+
+
+def test_enqueue_is_idempotent_by_key(store):
+    job, created = store.enqueue("charge", {"a": 1}, key="k1")
+    again, created_again = store.enqueue("charge", {"a": 1}, key="k1")
+    assert created and not created_again and again.id == job.id
+    assert store.q.length() == 1
+    with pytest.raises(IdempotencyConflict):
+        store.enqueue("charge", {"a": 2}, key="k1")
+
+
+def test_two_consumers_never_get_the_same_job(store):
+    for n in range(5):
+        store.enqueue("charge", {"n": n}, key=f"k{n}")
+    got = [store.claim(w) for w in ("a", "b", "a", "b", "a", "b")]
+    ids = [j.id for j in got if j is not None]
+    assert len(ids) == 5 and len(set(ids)) == 5
+
+
+def test_complete_acks_and_a_reclaimed_holder_gets_lease_lost(store):
+    store.enqueue("charge", {}, key="k1")
+    slow = store.claim("slow")
+    assert slow is not None and slow.attempt == 1
+    store.q.age(slow.lease_token.split("|")[0], 60_000)
+    taken = store.claim("fast")
+    assert taken is not None and taken.attempt == 2 and taken.lease_owner == "fast"
+    with pytest.raises(LeaseLost, match="no longer pending"):
+        store.complete(slow, "late")
+    assert store.get(slow.id).state == JobState.RUNNING  # the stale ack changed nothing
+    done = store.complete(taken, "ok")
+    assert done.state == JobState.SUCCEEDED and store.q.pending() == []
+
+
+def test_transient_failure_waits_in_the_pel_until_run_after(store, clock):
+    store.enqueue("charge", {}, key="k1", max_attempts=3)
+    job = store.claim("w")
+    failed = store.fail(job, TransientError("503"))
+    assert failed.state == JobState.RETRY_WAIT and failed.run_after > clock.now()
+    assert store.claim("w") is None  # not due: it stays pending, not redelivered
+    assert len(store.q.pending()) == 1
+    clock.set(failed.run_after + 0.001)
+    again = store.claim("w")
+    assert again is not None and again.attempt == 2
+
+
+def test_a_job_enqueued_for_later_waits_and_runs_as_attempt_one(store, clock):
+    store.enqueue("charge", {}, key="later", run_after=clock.now() + 10)
+    assert store.claim("w") is None  # read from the stream, but not due: not run
+    clock.advance(10)
+    job = store.claim("w")
+    assert job is not None and job.key == "later" and job.attempt == 1
+
+
+def test_next_due_is_the_next_wait_or_lease_end_on_the_clock(store, clock):
+    assert store.next_due() is None
+    store.enqueue("charge", {}, key="later", run_after=clock.now() + 10)
+    assert store.next_due() == clock.now() + 10
+    clock.advance(10)
+    job = store.claim("w", lease_s=30)
+    assert store.next_due() == job.lease_until == clock.now() + 30
+    store.complete(job)
+    assert store.next_due() is None
+
+
+def test_permanent_failure_goes_to_the_dead_letter_stream_acked(store):
+    store.enqueue("charge", {}, key="k1")
+    job = store.claim("w")
+    dead = store.fail(job, PermanentError("card declined"))
+    assert dead.state == JobState.DEAD and "card declined" in (dead.dead_reason or "")
+    assert store.q.pending() == []
+    (letter,) = store.q.dead_letters()
+    assert letter.key == "k1" and "card declined" in letter.fields["reason"]
+
+
+def test_crash_loop_hits_the_delivery_cap_and_goes_dead(store):
+    store.enqueue("charge", {}, key="poison", max_attempts=2)
+    deliveries = 0
+    # Never completed: each consumer dies and the next one reclaims the idle entry.
+    while (job := store.claim(f"w{deliveries}")) is not None:
+        deliveries += 1
+        store.q.age(job.lease_token.split("|")[0], 60_000)
+        assert deliveries <= 2, "the cap did not stop the crash loop"
+    dead = store.get_by_key("poison")
+    assert dead is not None and dead.state == JobState.DEAD
+    assert dead.error_class == "DeliveryLimit" and "delivered 3 times" in (dead.dead_reason or "")
+    assert store.q.pending() == [] and len(store.q.dead_letters()) == 1
+
+
+def test_redrive_sends_a_dead_job_back_with_its_key(store):
+    store.enqueue("charge", {}, key="k1")
+    store.fail(store.claim("w"), PermanentError("bug"))
+    with pytest.raises(ValueError, match="limit"):
+        store.redrive_where(limit=0)
+    (back,) = store.redrive_where(limit=5, note="bug fixed")
+    assert back.state == JobState.PENDING and back.key == "k1" and back.redrives == 1
+    assert store.q.dead_letters() == []
+    again = store.claim("w")
+    assert again is not None and again.key == "k1" and again.attempt == 1
+
+
+# -- the shared contract suite, where it applies ----------------------------------------
+
+import test_job_store_contract as shared  # noqa: E402
+import test_job_store_contract_details as shared_details  # noqa: E402
+
+
+@pytest.fixture
+def make_store(redis_url: str) -> Iterator[Any]:
+    """The contract suite's factory, here opening StreamJobStores under fresh prefixes."""
+    opened: list[StreamJobStore] = []
+
+    def make(clock: FakeClock, **options: Any) -> StreamJobStore:
+        opened.append(
+            StreamJobStore(redis_url, f"contract:{uuid.uuid4().hex[:12]}", clock=clock, **options)
+        )
+        return opened[-1]
+
+    yield make
+    for s in opened:
+        s.delete_all()
+        s.close()
+
+
+class TestSharedContractOnStreams(shared.TestJobStoreContract):
+    """Every rule of test_job_store_contract.py, on Redis Streams."""
+
+
+def _not_kept(why: str) -> Any:
+    @pytest.mark.skip(reason=f"not kept on Redis Streams: {why}")
+    def test(self: Any) -> None:
+        raise AssertionError("skipped")
+
+    return test
+
+
+class TestSharedDetailsOnStreams(shared_details.TestJobStoreContractDetails):
+    """The finer rules on Redis Streams; the ones a stream cannot keep say why."""
+
+    test_snooze_spends_no_attempt_and_retires_the_token = _not_kept(
+        "a delivery cannot be handed back without counting it"
+    )
+    test_crash_loop_is_buried_with_lease_expired_history = _not_kept(
+        "the cap counts deliveries and says so (DeliveryLimit); "
+        "test_crash_loop_hits_the_delivery_cap_and_goes_dead above checks it"
+    )
+    test_claim_many_takes_the_oldest_due_first_from_the_named_queues = _not_kept(
+        "one stream is one queue; use a stream per queue"
+    )
+
+
+@pytest.mark.parametrize("name", shared._operations())
+def test_stream_store_signatures_match_the_contract(name):
+    import inspect
+
+    wanted = inspect.signature(getattr(JobStoreContract, name))
+    have = inspect.signature(getattr(StreamJobStore, name))
+    for param in wanted.parameters.values():
+        assert param.name in have.parameters, f"StreamJobStore.{name} lacks {param.name}"
+        got = have.parameters[param.name]
+        assert (got.kind, got.default) == (param.kind, param.default), f"{name}({param.name})"

@@ -1,0 +1,92 @@
+"""Exercise 9's zoo: wrong consumers, each caught by the check named after its mistake.
+
+The consumer is a file (``stream_consumer.py``, written by the solution's %%writefile
+cell into the test's folder); each entry rewrites one piece of the reference file and
+runs every public and hidden check against the real Redis.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from gradingkit import SOLUTIONS, grade_values, namespace_of, notebook_for
+
+from labkit.grading.core import PASSED
+
+pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
+    # (name, the check that must fail, [(text in the reference, replacement)])
+    (
+        "acks before the work (a kill mid-job loses the entry)",
+        "recovers_its_own_pending_after_a_kill",
+        [(
+            '                run_job(json.loads(fields["payload"]), deliveries)',
+            '                r.xack(stream, GROUP, entry_id)\n'
+            '                run_job(json.loads(fields["payload"]), deliveries)',
+        )],
+    ),
+    (
+        "never reads its own pending entries (XREADGROUP 0)",
+        "recovers_its_own_pending_after_a_kill",
+        [('{stream: "0"}, count=1)', '{stream: ">"}, count=1, block=50)')],
+    ),
+    (
+        "no XAUTOCLAIM: a dead consumer's entries wait forever",
+        "takes_over_a_dead_consumers_entries",
+        [(
+            'entries = [e for e in r.xautoclaim(stream, GROUP, consumer, idle_ms, "0-0", 1)[1]',
+            'entries = [e for e in []',
+        )],
+    ),
+    (
+        "no delivery cap: the poison entry kills every consumer",
+        "dead_letters_a_crashing_entry_after_max_deliveries",
+        [("            if deliveries > max_deliveries:", "            if False:")],
+    ),
+    (
+        "reads ten at a time: the poison's crashes count against its neighbours",
+        "dead_letters_a_crashing_entry_after_max_deliveries",
+        [('{stream: "0"}, count=1)', '{stream: "0"}, count=10)'),
+         ('{stream: ">"}, count=1, block=50)', '{stream: ">"}, count=10, block=50)')],
+    ),
+    (
+        "no idempotency record: a second copy of a key is applied again",
+        "a_second_delivery_of_a_done_key_is_not_applied",
+        [("                    done_before = pipe.exists(record)",
+          "                    done_before = False")],
+    ),
+    (
+        "dead-letters at the first failure instead of after max_deliveries",
+        "a_flaky_entry_is_retried_not_dead_lettered",
+        [(
+            "            except Exception:\n                continue",
+            "            except Exception as exc:\n"
+            "                pipe = r.pipeline(transaction=True)\n"
+            '                pipe.xadd(dead, {"key": fields["key"], "payload": fields["payload"],'
+            ' "reason": str(exc)})\n'
+            "                pipe.xack(stream, GROUP, entry_id)\n"
+            "                pipe.execute()\n"
+            "                continue",
+        )],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "must_fail", "edits"), ZOO, ids=[z[0] for z in ZOO]
+)
+def test_ex09_wrong_consumer_is_caught_by_its_check(name, must_fail, edits):
+    values, notes = namespace_of(notebook_for(SOLUTIONS, "ex09"))
+    assert notes == []
+    path = Path("stream_consumer.py")  # the test's own folder (tests/grading/conftest.py)
+    source = path.read_text()
+    for old, new in edits:
+        assert old in source, f"zoo entry {name!r} no longer matches the reference: {old!r}"
+        source = source.replace(old, new)
+    path.write_text(source)
+    outcomes = grade_values("ex09", values)
+    assert outcomes[must_fail].status != PASSED, (name, outcomes[must_fail])
+    earned = sum(o.earned for o in outcomes.values())
+    assert 0 < earned < sum(o.points for o in outcomes.values()), name

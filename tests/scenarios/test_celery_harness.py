@@ -1,0 +1,181 @@
+"""The Celery harness: real workers and beats start, pause, die as asked, and leave nothing.
+
+Every test ends by asserting that no process carrying its run's tag is alive.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+from labkit.integrations import celery_harness, celery_points
+from labkit.integrations.celery_lab import LabConfig
+from labkit.integrations.celery_run import APP, CeleryRun
+
+pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+
+def test_worker_starts_runs_a_task_and_stops_warm(amqp_url, tmp_path):
+    with CeleryRun(amqp_url, tmp_path) as run:
+        worker = run.worker("w1")
+        assert worker.alive and len(worker.pool_children()) == 1
+        run.send("lab.probe", "hello")
+        run.wait_effects("hello", 1)
+        assert worker.stop() == 0  # SIGTERM: warm shutdown, exit code 0
+        assert run.leftovers() == []
+    assert celery_harness.leftovers(run.config.tag) == []
+
+
+def test_killed_pool_child_is_replaced_and_its_task_reported_lost(amqp_url, tmp_path):
+    with CeleryRun(amqp_url, tmp_path) as run:
+        worker = run.worker("w1")
+        run.hold("before_effect", "lab.charge_late", "ack_late", "k1", "cus_1", 100)
+        [child] = worker.pool_children()
+        run.kill_held(worker)
+        assert not celery_harness.is_alive(child)
+        celery_harness.wait_until(lambda: bool(worker.pool_children()), 30, "a new pool child")
+        assert worker.alive and child not in worker.pool_children()
+        assert worker.log_text().count(celery_harness.LOST_LINE) == 1
+        run.settle()
+        assert run.count("k1") == 0  # acks_late alone: the lost child's task is acked
+    assert celery_harness.leftovers(run.config.tag) == []
+
+
+def test_kill_main_takes_the_whole_worker_down(amqp_url, tmp_path):
+    with CeleryRun(amqp_url, tmp_path) as run:
+        worker = run.worker("w1", concurrency=2)
+        children = worker.pool_children()
+        assert len(children) == 2
+        worker.kill_main()
+        assert worker.popen.returncode == -signal.SIGKILL
+        assert not any(celery_harness.is_alive(pid) for pid in children)
+        assert run.leftovers() == []
+
+
+def test_kill_children_refuses_pids_that_are_not_its_children(amqp_url, tmp_path):
+    with CeleryRun(amqp_url, tmp_path) as run:
+        worker = run.worker("w1")
+        with pytest.raises(ValueError, match="not pool children"):
+            worker.kill_children([os.getpid()])
+        assert celery_harness.is_alive(os.getpid())
+
+
+def test_beat_starts_and_is_killed_with_its_group(amqp_url, tmp_path):
+    with CeleryRun(amqp_url, tmp_path, beat=True) as run:
+        beat = run.beat("beat1")
+        assert beat.alive
+        run.worker("w1")
+        # The beat really publishes: a tick for some slot reaches the world.
+        celery_harness.wait_until(
+            lambda: bool(run.effects(service="webhook")), 30, "a tick from the beat"
+        )
+        beat.close()
+        assert not beat.alive
+    assert celery_harness.leftovers(run.config.tag) == []
+    assert not list(tmp_path.glob("celerybeat*")), "beat wrote its files outside the folder"
+
+
+def test_a_worker_that_cannot_start_says_why(amqp_url, tmp_path):
+    (tmp_path / "broken_app.py").write_text(
+        "raise ImportError('no such thing: broken on purpose')\n"
+    )
+    cfg = LabConfig.new(amqp_url, tmp_path)
+    worker = celery_harness.start_worker(
+        "broken_app", queue=cfg.queue, folder=tmp_path, tag=cfg.tag, env=cfg.env()
+    )
+    try:
+        with pytest.raises(celery_harness.CeleryNotReady, match="broken on purpose"):
+            worker.wait_ready(timeout=60)
+    finally:
+        worker.close()
+    assert celery_harness.leftovers(cfg.tag) == []
+
+
+def test_workers_die_when_the_process_that_started_them_is_killed(amqp_url, tmp_path):
+    cfg = LabConfig.new(amqp_url, tmp_path)
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from labkit.integrations import celery_harness
+        from labkit.integrations.celery_lab import LabConfig
+        cfg = LabConfig(**{cfg.__dict__!r})
+        w = celery_harness.start_worker({APP!r}, queue=cfg.queue, folder={str(tmp_path)!r},
+                                        tag=cfg.tag, env=cfg.env(), concurrency=2)
+        w.wait_ready()
+        print(len(celery_harness.leftovers(cfg.tag)), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)  # no finally, no atexit
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == -signal.SIGKILL, out.stderr[-2000:]
+    assert out.stdout.strip() == "3"  # main + 2 pool children were alive before the kill
+    celery_harness.wait_until(
+        lambda: celery_harness.leftovers(cfg.tag) == [], 15, "the orphaned worker to die"
+    )
+    from labkit.integrations.celery_lab import cleanup
+
+    cleanup(cfg)
+
+
+def test_checkpoint_pauses_once_per_plan_and_is_a_noop_without_a_folder(tmp_path, monkeypatch):
+    monkeypatch.delenv(celery_points.ENV, raising=False)
+    celery_points.checkpoint("after_effect")  # no folder: returns at once
+    monkeypatch.setenv(celery_points.ENV, str(tmp_path))
+    monkeypatch.setattr(celery_points, "HOLD_S", 0.5)
+    celery_points.set_pause(tmp_path, "after_effect", "p1")
+    celery_points.checkpoint("before_effect")  # another point: passes
+    assert celery_points.marker(tmp_path, "after_effect", "p1").exists() is False
+    first = threading.Thread(target=celery_points.checkpoint, args=("after_effect",))
+    first.start()
+    celery_points.wait_reached(tmp_path, "after_effect", "p1", timeout=10)
+    assert first.is_alive()  # paused there, waiting to be killed
+    celery_points.checkpoint("after_effect")  # the second arrival (a redelivery) passes
+    first.join(5)
+    assert not first.is_alive()
+
+
+class _Log:
+    """A stand-in worker: only its log text matters to ``received_of``."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def log_text(self) -> str:
+        return self.text
+
+
+def test_kills_wait_for_a_redelivery_or_the_grace(monkeypatch):
+    from labkit.clock import FakeClock
+    from labkit.integrations import celery_run
+
+    monkeypatch.setattr(celery_run.celery_harness, "CeleryWorker", _Log)
+    worker = _Log("Task lab.x[t1] received\nTask lab.x[t2] received\n")
+    kills = celery_run.Kills(grace=2.0)
+    kills.clock = FakeClock(0.0)
+    kills.record("t1", [worker])
+    kills.record("t2", [worker])
+    kills.clock.advance(10.0)  # Celery still deciding: the grace has not started
+    assert not kills.decided([worker])
+    kills.start_grace()  # the worker has acked or given back both
+    worker.text += "Task lab.x[t1] received\n"  # t1 given back and received again
+    assert not kills.decided([worker])  # t2 still might come back
+    kills.clock.advance(2.0)
+    assert kills.decided([worker])  # t2's grace ran out: it was not given back
+
+
+def test_running_reads_the_runs_log(tmp_path):
+    (tmp_path / celery_points.RUNS).write_text(
+        "start a 11 10\nend a 11 10\nstart b 12 10\nstart c 13 10\n"
+    )
+    alive = {12}.__contains__  # 13 was killed: its run never ends, and it is not running
+    assert celery_points.running(tmp_path, alive) == ["b"]
+    assert celery_points.started_under(tmp_path, 10) == 3
+    assert celery_points.started_under(tmp_path, 99) == 0

@@ -1,0 +1,263 @@
+"""PostgreSQL gains what SQLite has: account caps and serial queues, a cross-host lock,
+and the job store under several real worker processes.
+
+Each test uses its own schema (dropped afterwards) or its own lock name.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from labkit import queries
+from labkit.clock import LAB_EPOCH, FakeClock
+from labkit.errors import AlreadyRunning, PermanentError, TransientError
+from labkit.retry import RetryPolicy, constant
+
+psycopg = pytest.importorskip("psycopg")
+
+from labkit.backends import spec  # noqa: E402
+from labkit.backends.pg_lock import single_instance_pg  # noqa: E402
+from labkit.backends.pg_queues import PgAccountQueues, PgSerialQueues  # noqa: E402
+from labkit.backends.postgres import PostgresJobStore  # noqa: E402
+
+pytestmark = pytest.mark.services
+
+
+@pytest.fixture
+def schema(postgres_dsn: str) -> Iterator[str]:
+    name = f"pgq_{uuid.uuid4().hex[:12]}"
+    yield name
+    spec.drop(f"{postgres_dsn}#schema={name}")
+    with psycopg.connect(postgres_dsn) as conn:
+        left = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [name]).fetchall()
+    assert left == [], f"schema {name} left behind"
+
+
+@pytest.fixture
+def store(postgres_dsn: str, schema: str, clock: FakeClock) -> Iterator[PostgresJobStore]:
+    policy = RetryPolicy(max_attempts=3, backoff=constant(10))
+    with PostgresJobStore(
+        postgres_dsn, clock=clock, retry=policy, rng=random.Random(5), schema=schema
+    ) as s:
+        yield s
+
+
+def _set_clause(sql: str) -> str:
+    body = sql[sql.index("SET") : sql.index("WHERE id IN")]
+    lines = [ln.strip() for ln in body.splitlines() if not ln.strip().startswith("--")]
+    return " ".join(" ".join(lines).split())
+
+
+@pytest.mark.parametrize("name", ["claim_capped", "claim_serial"])
+def test_queue_claims_set_exactly_what_the_plain_claim_sets(name):
+    plain = queries.load("postgres.sql")["claim"]
+    ours = queries.load("pg_queues.sql")[name]
+    assert _set_clause(ours) == _set_clause(plain)
+    assert re.search(r"lease_token = ", _set_clause(ours))
+
+
+# -- the SQLite lessons' rules, on PostgreSQL ------------------------------------------
+
+
+def test_an_account_at_its_cap_is_skipped_and_freed_by_completion(store):
+    q = PgAccountQueues(store, cap=2)
+    for n in range(5):
+        q.enqueue("big", "sync", {"n": n})
+    q.enqueue("small", "sync", {"n": 0})
+    first = q.claim("w1", limit=10)
+    assert sorted(j.queue for j in first) == ["account:big", "account:big", "account:small"]
+    assert q.running("big") == 2
+    assert q.claim("w2", limit=10) == []
+    store.complete(first[0])
+    assert [j.queue for j in q.claim("w2", limit=10)] == ["account:big"]
+
+
+def test_an_expired_lease_frees_its_slot(store, clock):
+    q = PgAccountQueues(store, cap=1)
+    q.enqueue("a", "sync", {"n": 0})
+    q.enqueue("a", "sync", {"n": 1})
+    (held,) = q.claim("w1", lease_s=30)
+    assert q.claim("w2") == []
+    clock.advance(31)
+    (other,) = q.claim("w2", limit=5)
+    assert other.id != held.id  # the slot is free, but only one: the cap still holds
+
+
+def test_accounts_take_turns_and_no_cap_lets_the_flood_take_all(store):
+    for account in ("a", "b", "c"):
+        for n in range(3):
+            PgAccountQueues(store).enqueue(account, "sync", {"n": n})
+    turns = PgAccountQueues(store, cap=3).claim("w", limit=3)
+    assert sorted(j.queue for j in turns) == ["account:a", "account:b", "account:c"]
+    flood = PgAccountQueues(store, cap=None).claim("w", limit=3, accounts=["a"])
+    assert {j.queue for j in flood} == {"account:a"} and len(flood) == 2
+
+
+def test_serial_queue_runs_heads_only_and_retry_wait_blocks(store, clock):
+    q = PgSerialQueues(store)
+    first = q.enqueue("order:1", "update", {"step": 0})[0]
+    second = q.enqueue("order:1", "update", {"step": 1})[0]
+    other = q.enqueue("order:2", "update", {"step": 0})[0]
+    claimed = q.claim("w", limit=10)
+    assert sorted(j.id for j in claimed) == [first.id, other.id]
+    (job,) = [j for j in claimed if j.id == first.id]
+    store.fail(job, TransientError("ERP timeout"))
+    assert q.claim("w", keys=["order:1"]) == []  # the second must not overtake
+    clock.advance(10)
+    (retry,) = q.claim("w", keys=["order:1"])
+    assert retry.id == first.id and retry.attempt == 2
+    store.fail(retry, PermanentError("order 1 does not exist", status=404))
+    assert [j.id for j in q.claim("w", keys=["order:1"])] == [second.id]  # dead head unblocks
+
+
+def _claim_at_once(dsn: str, schema: str, n: int, make_queues, now: float) -> list[int]:
+    """``n`` stores on their own connections claim at the same moment; the job ids."""
+    stores = [PostgresJobStore(dsn, clock=FakeClock(now), schema=schema) for _ in range(n)]
+    barrier = threading.Barrier(n)
+    got: list[int] = []
+    lock = threading.Lock()
+
+    def run(s: PostgresJobStore, name: str) -> None:
+        barrier.wait()
+        jobs = make_queues(s).claim(name, limit=2, lease_s=600)
+        with lock:
+            got.extend(j.id for j in jobs)
+
+    threads = [threading.Thread(target=run, args=(s, f"w{i}")) for i, s in enumerate(stores)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        for s in stores:
+            s.close()
+    return got
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_concurrent_claimers_never_push_an_account_past_its_cap(
+    postgres_dsn, schema, store, round_
+):
+    q = PgAccountQueues(store, cap=2)
+    for n in range(20):
+        q.enqueue("big", "sync", {"n": n})
+    got = _claim_at_once(
+        postgres_dsn, schema, 6, lambda s: PgAccountQueues(s, cap=2), store.clock.now()
+    )
+    assert len(got) == len(set(got)) == 2, f"round {round_}: {got}"
+    assert q.running("big") == 2
+
+
+def test_concurrent_claimers_take_one_head_per_serial_key(postgres_dsn, schema, store):
+    q = PgSerialQueues(store)
+    for n in range(10):
+        q.enqueue("order:1", "update", {"step": n})
+    got = _claim_at_once(postgres_dsn, schema, 6, PgSerialQueues, store.clock.now())
+    assert len(got) == 1
+
+
+# -- one instance across machines -----------------------------------------------------
+
+HOLDER = """
+import sys, time
+from labkit.backends.pg_lock import single_instance_pg
+with single_instance_pg(sys.argv[1], sys.argv[2], application_name="nightly-holder"):
+    print("HELD", flush=True)
+    sys.stdin.readline()  # hold until the parent closes stdin or kills us
+"""
+
+
+def test_advisory_lock_refuses_a_second_instance_until_the_holder_is_killed(postgres_dsn):
+    name = f"test-lock-{uuid.uuid4().hex[:8]}"
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, postgres_dsn, name],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "HELD"
+        with pytest.raises(AlreadyRunning, match="nightly-holder"):
+            with single_instance_pg(postgres_dsn, name):
+                pass
+        child.kill()  # SIGKILL: no unlock, no clean close
+        child.wait(30)
+        # The server frees the lock once it sees the connection gone; give it a moment.
+        for _ in range(100):
+            try:
+                with single_instance_pg(postgres_dsn, name) as conn:
+                    assert conn.execute("SELECT 1").fetchone() == (1,)
+                break
+            except AlreadyRunning:
+                threading.Event().wait(0.1)
+        else:
+            pytest.fail("the lock of a SIGKILLed holder was never released")
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_the_lock_is_given_back_on_exit_and_needs_a_name(postgres_dsn):
+    name = f"test-lock-{uuid.uuid4().hex[:8]}"
+    with single_instance_pg(postgres_dsn, name):
+        pass
+    with single_instance_pg(postgres_dsn, name):
+        pass
+    with pytest.raises(ValueError, match="name"):
+        with single_instance_pg(postgres_dsn, ""):
+            pass
+
+
+# -- the job store under real worker processes ----------------------------------------
+
+
+@pytest.mark.slow
+def test_three_worker_processes_share_the_queue_and_never_a_job(postgres_dsn, schema, tmp_path):
+    from labkit.procs import run_worker_process
+    from labkit.world import World
+
+    target = f"{postgres_dsn}#schema={schema}"
+    clock = FakeClock(LAB_EPOCH)
+    with PostgresJobStore(postgres_dsn, clock=clock, schema=schema) as s:
+        for n in range(60):
+            s.enqueue("charge", {"customer": f"c{n}", "amount": n + 1}, key=f"inv:{n}")
+    World(tmp_path / "world.db", clock).close()
+    procs = [
+        run_worker_process(
+            target,
+            {"charge": "labkit.strategies:idempotency_key"},
+            world_path=tmp_path / "world.db",
+            name=f"w{i}",
+            clock_start=LAB_EPOCH,
+            mode="until_idle",
+            log_path=tmp_path / f"w{i}.log",
+        )
+        for i in range(3)
+    ]
+    try:
+        codes = [p.wait(120) for p in procs]
+    finally:
+        for p in procs:
+            if p.returncode is None:
+                p.kill()
+    assert codes == [0, 0, 0], [p.log_text() for p in procs]
+    with PostgresJobStore(postgres_dsn, clock=clock, schema=schema) as s:
+        jobs = s.jobs(limit=100)
+        assert [j.state for j in jobs] == ["succeeded"] * 60
+        assert all(j.attempt == 1 for j in jobs), "a job was claimed twice"
+        owners = {len(s.attempts(j.id)) for j in jobs}
+        assert owners == {1}
+    with World(tmp_path / "world.db", clock) as world:
+        assert [world.count(f"inv:{n}", "payments") for n in range(60)] == [1] * 60
