@@ -24,8 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.adapters import ADAPTERS  # noqa: E402
 from bench.pg import PG_ADAPTERS  # noqa: E402
+from bench.streams import STREAM_ADAPTERS  # noqa: E402
 
-SUBJECTS = {**ADAPTERS, **PG_ADAPTERS}
+SUBJECTS = {**ADAPTERS, **PG_ADAPTERS, **STREAM_ADAPTERS}
 
 
 class Effect:

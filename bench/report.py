@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-PEERS = ("huey", "persist-queue", "litequeue", "procrastinate", "pgqueuer", "psycopg", "labkit")
+PEERS = ("huey", "persist-queue", "litequeue", "procrastinate", "pgqueuer", "psycopg", "redis",
+         "labkit")
 
 #: How each subject claims and acknowledges: (jobs per claim, commits per job).
 SHAPE: dict[str, tuple[str, str]] = {
@@ -40,6 +41,8 @@ SHAPE: dict[str, tuple[str, str]] = {
     "pg_raw_batched": ("10", "0.2"),
     "procrastinate": ("1", "2"),
     "pgqueuer": ("10", "~0.2 + heartbeats (acks buffered)"),
+    "streams_labkit": ("1", "2 writes (XADD via Lua, XACK), fsync per server config"),
+    "streams_raw": ("1", "2 writes (XADD, XACK), fsync per server config"),
 }
 
 
@@ -91,8 +94,9 @@ def _postgres_version() -> str:
 def _name(key: str) -> str:
     from bench.adapters import ADAPTERS
     from bench.pg import PG_ADAPTERS
+    from bench.streams import STREAM_ADAPTERS
 
-    return {**ADAPTERS, **PG_ADAPTERS}[key].name
+    return {**ADAPTERS, **PG_ADAPTERS, **STREAM_ADAPTERS}[key].name
 
 
 def _medians(rows: list[dict]) -> dict[tuple[str, int], dict[str, Any]]:
@@ -176,6 +180,12 @@ def summarize(results: dict[str, Any]) -> str:
                 if r == r:
                     verdicts.append((f"PostgreSQL labkit ahead of procrastinate at N={n:,}",
                                      f"{r:.2f}×", r > 1))
+        if any(k[0] == "streams_labkit" for k in med):
+            out.append("\n### Redis Streams ratios (medians of this run)\n")
+            out.append("| N | labkit StreamQueue / raw XREADGROUP/XACK |")
+            out.append("|---:|---:|")
+            for n in sizes:
+                out.append(f"| {n:,} | {_ratio(p('streams_labkit', n), p('streams_raw', n))} |")
         flat = [s for s in sizes if s >= 2_000]
         if len(flat) >= 2:
             lo, hi = flat[0], flat[-1]

@@ -28,21 +28,22 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from bench import pg  # noqa: E402
+from bench import pg, streams  # noqa: E402
 from bench.adapters import ADAPTERS, LEASE_S  # noqa: E402
 from bench.report import machine, results_md, summarize  # noqa: E402
 
-SUBJECTS = {**ADAPTERS, **pg.PG_ADAPTERS}
+SUBJECTS = {**ADAPTERS, **pg.PG_ADAPTERS, **streams.STREAM_ADAPTERS}
+STREAMS = ["streams_labkit", "streams_raw"]
 SQLITE_W1 = [
     "labkit", "labkit_many", "labkit_batch",
     "raw_normal", "raw_full", "raw_batched", "huey", "persistqueue", "litequeue",
 ]
 PG_W1 = ["pg_labkit", "pg_labkit_batch", "pg_raw", "pg_raw_batched", "procrastinate", "pgqueuer"]
-W1_ADAPTERS = SQLITE_W1 + PG_W1
+W1_ADAPTERS = SQLITE_W1 + PG_W1 + STREAMS
 #: Rows the targets are judged on get the full repeat count at N=100,000; at that size
 #: the PostgreSQL rows no target names are left out (their enqueue alone takes minutes).
 W1_KEY = {"labkit", "labkit_batch", "raw_normal", "raw_batched", "pg_labkit", "pg_labkit_batch",
-          "pg_raw", "pg_raw_batched"}
+          "pg_raw", "pg_raw_batched", *STREAMS}
 W1_SKIP_BIG = {"procrastinate", "pgqueuer"}
 W2_ADAPTERS = ["labkit", "labkit_ledger", "raw_normal", "huey", "persistqueue", "litequeue"]
 PG_W2 = ["pg_labkit", "pg_labkit_batch", "pg_labkit_ledger", "pg_raw", "pg_raw_batched",
@@ -50,18 +51,24 @@ PG_W2 = ["pg_labkit", "pg_labkit_batch", "pg_labkit_ledger", "pg_raw", "pg_raw_b
 W3_ADAPTERS = ["labkit_ledger", "labkit", "raw_normal", "huey", "persistqueue", "litequeue"]
 PG_W3 = ["pg_labkit_ledger", "pg_labkit", "pg_raw", "procrastinate", "pgqueuer"]
 W3_MODES = ["before_effect", "after_effect", "random"]
-#: Worker processes in W2: two on one SQLite file, four on one PostgreSQL database.
-W2_WORKERS = {"sqlite": 2, "postgres": 4}
+#: Worker processes in W2: two on one SQLite file, four on PostgreSQL and on Redis.
+W2_WORKERS = {"sqlite": 2, "postgres": 4, "redis": 4}
 
 
 def is_pg(name: str) -> bool:
     return name in pg.PG_ADAPTERS
 
 
+def engine(name: str) -> str:
+    return "postgres" if is_pg(name) else "redis" if name in STREAMS else "sqlite"
+
+
 def cleanup(name: str, work: Path) -> None:
     """Remove one measurement's files, and its PostgreSQL schema if it had one."""
     if is_pg(name):
         pg.drop(work)
+    elif name in STREAMS:
+        streams.drop(work)
     shutil.rmtree(work, ignore_errors=True)
 
 
@@ -154,7 +161,7 @@ def w2(n: int, pg_n: int, repeats: int, tmp: Path, adapters: list[str]) -> list[
     rows = []
     for r in range(repeats):
         for name in adapters:
-            workers = W2_WORKERS["postgres" if is_pg(name) else "sqlite"]
+            workers = W2_WORKERS[engine(name)]
             work = Path(tempfile.mkdtemp(dir=tmp))
             log = work / "effects.log"
             size = pg_n if is_pg(name) else n
@@ -253,8 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="write raw results JSON here")
     ap.add_argument("--results", default=None, metavar="RESULTS_MD",
                     help="write the run's RESULTS.md here (make bench: bench/RESULTS.md)")
-    ap.add_argument("--engines", default="sqlite,postgres",
-                    help="which subjects run: sqlite, postgres or both")
+    ap.add_argument("--engines", default="sqlite,postgres,redis",
+                    help="which subjects run: sqlite, postgres, redis (comma list)")
     ap.add_argument("--w2-repeats", type=int, default=None, help="W2 repeats (default 5)")
     ap.add_argument("--w2-n", type=int, default=None, help="W2 jobs on SQLite (10,000)")
     ap.add_argument("--pg-w2-n", type=int, default=None, help="W2 jobs on PostgreSQL (10,000)")
@@ -284,12 +291,12 @@ def main(argv: list[str] | None = None) -> int:
     w3n = args.w3_n if args.w3_n is not None else w3n
     w3t = args.w3_trials if args.w3_trials is not None else w3t
     engines = {e.strip() for e in args.engines.split(",")}
-    unknown = engines - {"sqlite", "postgres"}
+    unknown = engines - {"sqlite", "postgres", "redis"}
     if unknown:
-        ap.error(f"--engines takes sqlite and/or postgres, not {', '.join(sorted(unknown))}")
+        ap.error(f"--engines takes sqlite, postgres, redis, not {', '.join(sorted(unknown))}")
 
     def pick(names: list[str]) -> list[str]:
-        return [n for n in names if ("postgres" if is_pg(n) else "sqlite") in engines]
+        return [n for n in names if engine(n) in engines]
 
     chosen = set(args.adapters.split(",")) if args.adapters else None
     adapters = pick([n for n in W1_ADAPTERS if chosen is None or n in chosen])
@@ -316,10 +323,11 @@ def main(argv: list[str] | None = None) -> int:
             results["rows"] += w1(sizes, repeats, big, args.budget, tmp, adapters)
         if "W2" in only:
             print("W2 several workers (2 on SQLite, 4 on PostgreSQL)")
-            results["rows"] += w2(w2n, pg_w2n, w2r, tmp, pick_w(W2_ADAPTERS + PG_W2))
+            results["rows"] += w2(w2n, pg_w2n, w2r, tmp, pick_w(W2_ADAPTERS + PG_W2 + STREAMS))
         if "W3" in only:
             print(f"W3 kill -9 (seed {args.seed})")
-            results["rows"] += w3(w3n, w3t, kills, args.seed, tmp, pick_w(W3_ADAPTERS + PG_W3))
+            subjects = pick_w(W3_ADAPTERS + PG_W3 + STREAMS)
+            results["rows"] += w3(w3n, w3t, kills, args.seed, tmp, subjects)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     results["wall_s"] = time.perf_counter() - started

@@ -27,6 +27,8 @@ pytest.importorskip("psycopg", reason="the bench needs the `services` extra (mak
 from bench import pg  # noqa: E402
 from bench.adapters import ADAPTERS  # noqa: E402
 from bench.report import summarize  # noqa: E402
+from bench.streams import STREAM_ADAPTERS  # noqa: E402
+from bench.streams import drop as drop_streams  # noqa: E402
 
 N = 7
 #: The third-party package each peer needs (the `bench` extra).
@@ -145,3 +147,25 @@ def test_verdicts_come_from_the_rows(labkit: float, raw: float, verdict: str) ->
     assert f"{labkit / raw:.2f}" in line and line.endswith(f"| {verdict} |")
     flat = next(x for x in text.splitlines() if "labkit PostgreSQL flat" in x)
     assert "+10 %" in flat and flat.endswith("| met |")
+
+
+@pytest.mark.parametrize("name", sorted(STREAM_ADAPTERS))
+def test_each_redis_subject_runs_every_job_once(
+    name: str, tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench import streams
+
+    monkeypatch.setattr(streams, "URL", redis_url)
+    # The key prefix is named after the folder: unique, as other runs share the server.
+    where = tmp_path / f"smoke_{uuid.uuid4().hex[:10]}"
+    try:
+        _drain(STREAM_ADAPTERS[name], where, None)
+    finally:
+        drop_streams(where)
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert not list(client.scan_iter(match=f"{streams.prefix_for(where)}:*"))
+    finally:
+        client.close()
