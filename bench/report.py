@@ -142,8 +142,7 @@ def summarize(results: dict[str, Any]) -> str:
                        + ("filled in batches" if m["filled"] else f"{m['enq']:,.0f}")
                        + f" | {m['proc']:,.0f}{' (partial)' if m['partial'] else ''}"
                        f" | {m['rss']:.0f} | {m['bad']} |")
-        if any(not k[0].startswith("pg_") and k[0] not in ("procrastinate", "pgqueuer")
-               for k in med):
+        if any(k[0] in ("labkit", "raw_normal", "labkit_batch", "raw_batched") for k in med):
             out.append("\n### SQLite ratios (medians of this run)\n")
             out.append("| N | labkit / raw NORMAL | labkit / best acking peer "
                        "| claim_many + complete_many / raw batched(100) |")

@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             print("W1 durable round trip")
             results["rows"] += w1(sizes, repeats, big, args.budget, tmp, adapters)
         if "W2" in only:
-            print("W2 several workers (2 on SQLite, 4 on PostgreSQL)")
+            print("W2 several workers (2 on SQLite, 4 on PostgreSQL and on Redis)")
             results["rows"] += w2(w2n, pg_w2n, w2r, tmp, pick_w(W2_ADAPTERS + PG_W2 + STREAMS))
         if "W3" in only:
             print(f"W3 kill -9 (seed {args.seed})")
