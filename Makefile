@@ -5,8 +5,6 @@ VENV := .venv
 BIN := $(VENV)/bin
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/notebooks/sanitize.cfg --nbval-cell-timeout=60
 PORT ?= 8888
-# Jupyter refuses to start as root (common in containers) unless told it is deliberate.
-ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: lab test lint venv venv-test notebooks notebook check-one release soak bench clean
 
@@ -32,14 +30,17 @@ venv: $(VENV)/.installed-lab
 
 venv-test: $(VENV)/.installed-test
 
-# Opens JupyterLab on the lessons. On a headless server it prints the URL (with its token)
-# instead of opening a browser: copy it into a browser, through an SSH tunnel if needed.
+# Opens JupyterLab on the repository (lessons in notebooks/, exercises in exercises/).
+# The banner shows the URL Jupyter really serves, read from its runtime file: Jupyter
+# moves to the next free port when PORT is taken. On a headless server it prints that
+# URL (with its token) instead of opening a browser: open it through an SSH tunnel.
+# Ctrl-C stops the server and every kernel it started.
 lab: venv
 	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ] || [ "$$(uname)" = "Darwin" ]; then \
-		$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT) $(ALLOW_ROOT); \
+		$(BIN)/python -m labkit.labserver --notebook-dir=. --port=$(PORT) --open; \
 	else \
-		echo "No display found: starting JupyterLab headless; open the http://127.0.0.1:$(PORT)/lab?token=... URL printed below."; \
-		$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT) --no-browser --ip=127.0.0.1 $(ALLOW_ROOT); \
+		echo "No display found: starting JupyterLab headless; its URL follows once it serves."; \
+		$(BIN)/python -m labkit.labserver --notebook-dir=. --port=$(PORT); \
 	fi
 
 # Every test, every notebook (nbval, strict), and the exercises' release check.

@@ -3,6 +3,13 @@
 ``python -m labkit.nbtools refresh notebooks/04_job_table.py`` (or ``make notebook
 NB=04_job_table``). The stored outputs always come from a real run of the current code;
 nobody edits an output by hand.
+
+Every notebook is written the way JupyterLab saves it: through jupytext's contents
+manager (``notebooks/jupytext.toml`` pairs each ``.ipynb`` with a ``.py``) and
+``pre_save_hook``. So a student who opens a lesson and saves it (autosave included)
+writes the very bytes that are committed, and ``git status`` stays clean.
+``python -m labkit.nbtools save PATH...`` puts a notebook in that form without running
+it (the solutions, after editing their ``.py``).
 """
 
 from __future__ import annotations
@@ -10,16 +17,55 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+LANGUAGE_INFO = {"name": "python"}
+
+
+def pre_save_hook(model: dict[str, Any], **_kwargs: Any) -> None:
+    """Jupyter's ``ContentsManager.pre_save_hook``: keep what the running kernel adds out.
+
+    A kernel fills ``language_info`` with its exact Python version and JupyterLab marks
+    cells ``trusted``; both describe the machine, not the lesson, and would make every
+    save a change. A notebook without a kernelspec gets ``python3``.
+    """
+    if model.get("type") != "notebook" or not isinstance(model.get("content"), dict):
+        return
+    nb = model["content"]
+    meta = nb.setdefault("metadata", {})
+    meta.setdefault("kernelspec", dict(KERNELSPEC))
+    info = meta.get("language_info")
+    name = info.get("name") if isinstance(info, dict) else None
+    meta["language_info"] = {"name": name or LANGUAGE_INFO["name"]}
+    for cell in nb.get("cells", []):
+        cell.get("metadata", {}).pop("trusted", None)
+
+
+def save_like_jupyter(ipynb_path: Path) -> None:
+    """Open and save ``ipynb_path`` (and its paired ``.py``) as JupyterLab would.
+
+    The same contents manager (jupytext's), the same config file and ``pre_save_hook``
+    that ``make lab`` runs: what this writes is what a save in the browser writes.
+    """
+    # jupytext ships no type information (no py.typed, no stubs package).
+    from jupytext import TextFileContentsManager  # type: ignore[import-untyped]
+
+    with warnings.catch_warnings():
+        # jupyter_server warns that a hook given at construction "overrides" its default.
+        warnings.simplefilter("ignore", UserWarning)
+        manager = TextFileContentsManager(
+            root_dir=str(ipynb_path.parent.resolve()), pre_save_hook=pre_save_hook
+        )
+    model = manager.get(ipynb_path.name, content=True)
+    manager.save(model, ipynb_path.name)
 
 
 def refresh(py_path: Path, timeout: int = 120) -> float:
     """Write ``<name>.ipynb`` from ``<name>.py``, executed in the notebook's folder."""
-    # jupytext ships no type information (no py.typed, no stubs package).
-    import jupytext  # type: ignore[import-untyped]
+    import jupytext
     from nbclient import NotebookClient
 
     nb = jupytext.read(py_path)
@@ -44,6 +90,7 @@ def refresh(py_path: Path, timeout: int = 120) -> float:
             cell.outputs = _coalesce_streams(cell.outputs)
             _stable_widget_ids(cell.outputs, f"cell-{index:03d}")
     jupytext.write(nb, py_path.with_suffix(".ipynb"))
+    save_like_jupyter(py_path.with_suffix(".ipynb"))
     return elapsed
 
 
@@ -86,7 +133,14 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     cmd = sub.add_parser("refresh", help="rebuild and execute notebooks from their .py files")
     cmd.add_argument("paths", nargs="+", type=Path)
+    save = sub.add_parser("save", help="write notebooks as a save in JupyterLab would")
+    save.add_argument("paths", nargs="+", type=Path)
     args = parser.parse_args(argv)
+    if args.command == "save":
+        for path in args.paths:
+            save_like_jupyter(path.with_suffix(".ipynb"))
+            print(f"{path.with_suffix('.ipynb')}: saved as JupyterLab saves it")
+        return 0
     for path in args.paths:
         path = path.with_suffix(".py")
         elapsed = refresh(path)

@@ -13,7 +13,10 @@ directly; the callbacks only read widget values, call it, and show the text it r
   ``labkit.explore.run_scenario`` and returns its row (verdict, effects, replay line).
 
 ``dead_letter_screen(store)`` and ``fault_panel()`` wrap them in ipywidgets, which need
-no browser: a test sets ``checkbox.value`` and calls ``button.click()``.
+no browser: a test sets ``checkbox.value`` and calls ``button.click()``. The dead
+letters are a grid (a tick box, then one cell per column) that fits a 1366 px window:
+long reasons wrap between words, error classes and numbers never break. Before a
+notebook runs, each widget's stored output reads as one short line of text.
 
 In production nobody builds this: Oban Web and River UI list and retry dead jobs with
 filters and bulk actions, and a broker's own console (RabbitMQ management, SQS "start
@@ -36,14 +39,19 @@ from labkit.errors import InvalidTransition, LabkitError, NotFound
 from labkit.explore import Row, run_scenario
 from labkit.faults import LOST_RESPONSE, MATRIX_POINTS, FaultPlan
 from labkit.job import Job, JobState
-from labkit.report import age_text, format_table
+from labkit.report import Table, age_text, format_table, html_cell
 from labkit.scratch import fresh_dir
 from labkit.store import JobStore
 from labkit.strategies import STRATEGIES
+from labkit.viz import VERDICT_COLOURS
 
 ALL = "(all)"
 DEAD_COLUMNS = ("id", "kind", "key", "reason", "error_class", "attempts", "age")
-REASON_WIDTH = 48
+REASON_WIDTH = 160
+#: The grid's column widths: a tick box, then DEAD_COLUMNS; only the reason stretches.
+DEAD_GRID = "2em max-content minmax(6em, max-content) minmax(8em, 16em) minmax(14em, 1fr) " \
+    "max-content max-content max-content"
+NOWRAP_COLUMNS = ("id", "error_class", "attempts", "age")
 
 
 class NothingSelected(LabkitError, ValueError):
@@ -86,6 +94,21 @@ class RedriveReport:
         if self.counts:
             lines += ["", "jobs by state:", format_table([self.counts])]
         return "\n".join(lines)
+
+    def html(self) -> str:
+        """The same report for the screen: a bold summary, then HTML tables."""
+        verb = "would redrive" if self.dry_run else "redrove"
+        note = " (dry run: nothing changed)" if self.dry_run else " (same keys)"
+        parts = [f"<p><b>{verb} {len(self.jobs)} job(s)</b>{note}</p>"]
+        if self.jobs:
+            parts.append(Table(
+                [{"id": j.id, "kind": j.kind, "key": j.key, "state": str(j.state),
+                  "redrives": j.redrives} for j in self.jobs]).html)
+        parts += [f"<p>refused job {job_id}: {html.escape(why)}</p>"
+                  for job_id, why in self.refused]
+        if self.counts:
+            parts += ["<p>jobs by state:</p>", Table([self.counts]).html]
+        return "".join(parts)
 
 
 def _need_ids(ids: Iterable[int]) -> list[int]:
@@ -132,6 +155,14 @@ def _pre(text: str) -> str:
     return f"<pre>{html.escape(text, quote=False)}</pre>"
 
 
+def _grid_cell(value: Any, column: str, header: bool = False) -> widgets.HTML:
+    """One cell of the dead-letter grid: wraps between words unless it must stay whole."""
+    style = "white-space:nowrap" if column in NOWRAP_COLUMNS or header else ""
+    inner = html_cell(value, "div", ("font-weight:bold;" if header else "") + style
+                      + ";line-height:1.35;border-bottom:none;padding:2px 4px")
+    return widgets.HTML(inner, layout=widgets.Layout(height="auto", margin="0"))
+
+
 def _option(value: str) -> str | None:
     return None if value == ALL else value
 
@@ -142,14 +173,17 @@ class DeadLetterScreen(widgets.VBox):  # type: ignore[misc]
     Parts a test (or a notebook) drives: ``kind`` and ``error_class`` (dropdowns),
     ``checkboxes`` (``{job_id: Checkbox}`` for the rows shown), ``note``, the buttons
     ``dry_run_button``, ``redrive_button``, ``refresh_button``, and ``message`` (HTML);
-    ``text`` is the message as plain text.
+    ``text`` is the message as plain text (what the CLI would print).
     """
 
     def __init__(self, store: JobStore) -> None:
         self.store = store
-        self.kind = widgets.Dropdown(description="kind", options=[ALL])
-        self.error_class = widgets.Dropdown(description="error class", options=[ALL])
-        self.note = widgets.Text(description="note", placeholder="why (stored with the redrive)")
+        label = {"description_width": "initial"}
+        self.kind = widgets.Dropdown(description="kind", options=[ALL], style=label)
+        self.error_class = widgets.Dropdown(description="error class", options=[ALL],
+                                            style=label)
+        self.note = widgets.Text(description="note", placeholder="why (stored with the redrive)",
+                                 style=label, layout=widgets.Layout(width="24em"))
         self.dry_run_button = widgets.Button(description="Dry run", icon="eye")
         self.redrive_button = widgets.Button(description="Redrive selected", button_style="warning")
         self.refresh_button = widgets.Button(description="Refresh", icon="refresh")
@@ -190,17 +224,22 @@ class DeadLetterScreen(widgets.VBox):  # type: ignore[misc]
             self._refreshing = False
         ticked = set(self.selected())
         rows = dead_rows(self.store, _option(self.kind.value), _option(self.error_class.value))
-        lines = format_table(rows, DEAD_COLUMNS).splitlines()
         self.checkboxes = {
             r["id"]: widgets.Checkbox(value=r["id"] in ticked, indent=False,
-                                      layout=widgets.Layout(width="2em"))
+                                      layout=widgets.Layout(width="2em", margin="0"))
             for r in rows
         }
-        header = widgets.HBox([widgets.Label("", layout=widgets.Layout(width="2em")),
-                               widgets.HTML(_pre("\n".join(lines[:2])))])
-        body = [widgets.HBox([box, widgets.HTML(_pre(line))])
-                for box, line in zip(self.checkboxes.values(), lines[2:], strict=True)]
-        self.table.children = [header, *body] if rows else [widgets.HTML(_pre("(no dead letters)"))]
+        if not rows:
+            self.table.children = [widgets.HTML(_pre("(no dead letters)"))]
+            return
+        cells: list[widgets.Widget] = [widgets.HTML("")]
+        cells += [_grid_cell(c, c, header=True) for c in DEAD_COLUMNS]
+        for row, box in zip(rows, self.checkboxes.values(), strict=True):
+            cells.append(box)
+            cells += [_grid_cell(row[c], c) for c in DEAD_COLUMNS]
+        self.table.children = [widgets.GridBox(cells, layout=widgets.Layout(
+            grid_template_columns=DEAD_GRID, grid_gap="2px 6px", width="100%",
+            align_items="flex-start"))]
 
     def _on_filter(self, _change: Any) -> None:
         if not self._refreshing:
@@ -213,15 +252,22 @@ class DeadLetterScreen(widgets.VBox):  # type: ignore[misc]
             else:
                 report = redrive_selected(self.store, self.selected(), note=self.note.value)
         except LabkitError as exc:
-            self._say(f"{exc}\n\njobs by state:\n{format_table([self.store.counts()])}")
+            counts = self.store.counts()
+            self._say(f"{exc}\n\njobs by state:\n{format_table([counts])}",
+                      f"<p><b>{html.escape(str(exc))}</b></p><p>jobs by state:</p>"
+                      + Table([counts]).html)
             return
         if not dry_run:
             self.refresh()
-        self._say(report.text())
+        self._say(report.text(), report.html())
 
-    def _say(self, text: str) -> None:
+    def _say(self, text: str, page: str) -> None:
         self.text = text
-        self.message.value = _pre(text)
+        self.message.value = page
+
+    def __repr__(self) -> str:
+        # The text JupyterLab shows for this output before the notebook runs.
+        return "Dead-letter screen: run the notebook to filter, dry-run and redrive here."
 
 
 def dead_letter_screen(store: JobStore) -> DeadLetterScreen:
@@ -273,17 +319,24 @@ class FaultPanel(widgets.VBox):  # type: ignore[misc]
     ) -> None:
         names = list(strategies or STRATEGIES)
         self.workdir = workdir
+        # Labels sized to their words (not the default 80 px, which cut "crash at" short),
+        # and a row that wraps instead of running past a 1366 px window.
+        label = {"description_width": "initial"}
         self.strategy = widgets.Dropdown(
             description="strategy",
             options=[(f"{n}: {STRATEGIES[n].summary}", n) for n in names],
+            style=label, layout=widgets.Layout(width="34em", max_width="100%"),
         )
-        self.point = widgets.Dropdown(description="crash at", options=list(MATRIX_POINTS))
-        self.seed = widgets.IntText(description="seed", value=0)
+        self.point = widgets.Dropdown(description="crash at", options=list(MATRIX_POINTS),
+                                      style=label, layout=widgets.Layout(width="16em"))
+        self.seed = widgets.IntText(description="seed", value=0, style=label,
+                                    layout=widgets.Layout(width="9em"))
         self.run_button = widgets.Button(description="Run", button_style="primary")
         self.result = widgets.HTML()
         self.last: Row | None = None
         super().__init__([
-            widgets.HBox([self.strategy, self.point, self.seed, self.run_button]),
+            widgets.HBox([self.strategy, self.point, self.seed, self.run_button],
+                         layout=widgets.Layout(flex_flow="row wrap")),
             self.result,
         ])
         self.run_button.on_click(lambda _b: self.run())
@@ -296,8 +349,20 @@ class FaultPanel(widgets.VBox):  # type: ignore[misc]
         except (ValueError, LabkitError) as exc:
             self.result.value = _pre(f"not run: {exc}")
             return None
-        self.result.value = _pre(row_text(self.last))
+        self.result.value = verdict_badge(self.last) + _pre(row_text(self.last))
         return self.last
+
+    def __repr__(self) -> str:
+        # The text JupyterLab shows for this output before the notebook runs.
+        return "Fault panel: run the notebook, pick a strategy, a crash point and a seed."
+
+
+def verdict_badge(row: Row) -> str:
+    """The verdict of one run as a coloured label (the crash matrix grid's colours)."""
+    verdict = row.outcome if row.fired else "-"
+    colour = VERDICT_COLOURS.get(verdict, VERDICT_COLOURS["-"])
+    return (f'<span style="background:{colour};color:#000;padding:2px 10px;'
+            f'font-weight:bold;border-radius:3px">{html.escape(verdict)}</span>')
 
 
 def fault_panel(

@@ -24,6 +24,16 @@ says it did. Two steps, so the logic can be tested without drawing:
 
 Production dashboards (Flower for Celery, the RQ dashboard, Grafana over a runs table)
 show the same thing live; labkit draws it from the table so a lesson can point at it.
+
+``job_states_mermaid()`` and ``breaker_mermaid()`` are the Mermaid state diagrams of
+lessons 04 and 08 (JupyterLab 4 draws a ```` ```mermaid ```` block in a markdown cell).
+They are built from ``JOB_STATE_EDGES`` and ``BREAKER_EDGES``, which the tests hold
+against ``labkit.job.TRANSITIONS`` and against the transitions a real
+``CircuitBreaker`` makes, and the lessons' markdown against these functions.
+
+``matrix_grid(matrix)`` shows the crash matrix (``labkit.explore.Matrix``) as a grid
+coloured by verdict (``ok``, ``duplicate``, ``lost``, ``unknown``, ``-`` unreached)
+with a legend; its plain-text twin is ``matrix.table()`` plus the same legend in words.
 """
 
 from __future__ import annotations
@@ -33,6 +43,64 @@ from dataclasses import dataclass
 from typing import Any
 
 from labkit.job import Attempt
+from labkit.report import TABLE_STYLE, Rich, html_cell
+
+#: The job's moves with the event that makes each one (``labkit.job.TRANSITIONS``).
+JOB_STATE_EDGES: tuple[tuple[str, str, str], ...] = (
+    ("pending", "running", "claim"),
+    ("running", "succeeded", "complete"),
+    ("running", "retry_wait", "transient failure"),
+    ("retry_wait", "running", "claim after run_after"),
+    ("running", "dead", "permanent, or out of attempts"),
+    ("running", "running", "lease expired"),
+    ("dead", "pending", "redrive"),
+)
+#: The breaker's moves (``labkit.breaker.CircuitBreaker``) with their causes.
+BREAKER_EDGES: tuple[tuple[str, str, str], ...] = (
+    ("closed", "open", "threshold failures in a row"),
+    ("open", "half_open", "cooldown has passed"),
+    ("half_open", "closed", "the trial call succeeds"),
+    ("half_open", "open", "the trial call fails"),
+)
+
+
+def mermaid_states(
+    edges: Iterable[tuple[str, str, str]], start: tuple[str, str], final: Iterable[str] = ()
+) -> str:
+    """A Mermaid ``stateDiagram-v2``: ``start`` is (first state, how it is entered)."""
+    first, how = start
+    lines = ["stateDiagram-v2", f"    [*] --> {first}: {how}"]
+    lines += [f"    {a} --> {b}: {label}" for a, b, label in edges]
+    lines += [f"    {state} --> [*]" for state in final]
+    return "\n".join(lines)
+
+
+def job_states_mermaid() -> str:
+    """Lesson 04's diagram: the job states and the only moves between them."""
+    return mermaid_states(JOB_STATE_EDGES, ("pending", "enqueue"), final=("succeeded",))
+
+
+def breaker_mermaid() -> str:
+    """Lesson 08's diagram: closed, open, half_open and what moves a breaker between them."""
+    return mermaid_states(BREAKER_EDGES, ("closed", "created"))
+
+
+#: Crash-matrix verdicts as cell colours (dark text on light fills reads in both themes).
+VERDICT_COLOURS: dict[str, str] = {
+    "ok": "#c8e6c9",
+    "duplicate": "#ffe0b2",
+    "lost": "#ffcdd2",
+    "unknown": "#e1bee7",
+    "-": "#eeeeee",
+}
+#: What each verdict means, for the legend under the grid.
+VERDICT_MEANING: dict[str, str] = {
+    "ok": "the effect happened exactly once",
+    "duplicate": "the effect happened more than once",
+    "lost": "the job was acknowledged, the effect never happened",
+    "unknown": "the world cannot tell",
+    "-": "the run never reached this point",
+}
 
 #: Bar colour per attempt outcome (``running``: still open).
 COLOURS: dict[str, str] = {
@@ -231,3 +299,40 @@ def plot_timeline(tl: Timeline, ax: Any = None, title: str | None = None) -> Any
     if title:
         ax.set_title(title)
     return ax
+
+
+def matrix_grid(matrix: Any) -> Rich:
+    """The crash matrix as a grid coloured by verdict, with a legend and the replay seed.
+
+    ``matrix`` is a ``labkit.explore.Matrix``; only verdicts found in it are in the legend.
+    """
+    points = matrix.points()
+    pivot = matrix.pivot()
+    found = [v for v in VERDICT_COLOURS if any(v in row.values() for row in pivot)]
+    # Point names may wrap after "_", so seven columns fit beside the file browser.
+    head = html_cell("strategy \\ crash point", "th") + "".join(
+        html_cell(p, "th") for p in points
+    )
+    body = ""
+    for row in pivot:
+        cells = html_cell(row["strategy"], "th", "white-space:nowrap")
+        for p in points:
+            verdict = row[p]
+            colour = VERDICT_COLOURS.get(verdict, "#ffffff")
+            cells += html_cell(verdict, "td", f"background:{colour};color:#000;"
+                               "text-align:center;white-space:nowrap;border:1px solid #fff")
+        body += f"<tr>{cells}</tr>"
+    legend = " ".join(
+        f'<span style="background:{VERDICT_COLOURS[v]};color:#000;padding:1px 8px;'
+        f'white-space:nowrap">{v}</span> {VERDICT_MEANING[v]}'
+        for v in found
+    )
+    seeds = ",".join(str(s) for s in sorted({r.seed for r in matrix.rows}))
+    html_out = (
+        f'<table class="labkit-matrix" style="{TABLE_STYLE}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table>"
+        f'<div style="margin:0.3em 0;line-height:1.9">{legend}</div>'
+        f"<div>seed={seeds}</div>"
+    )
+    words = "\n".join(f"  {v:<9}  {VERDICT_MEANING[v]}" for v in found)
+    return Rich(f"{matrix.table()}\nlegend:\n{words}", html_out)

@@ -1,9 +1,3 @@
-# ---
-# jupyter:
-#   jupytext:
-#     formats: ipynb,py:percent
-# ---
-
 # %% [markdown]
 # # 00 · Start here
 #
@@ -104,7 +98,7 @@ again, created_again = store.enqueue("send_receipt", {"order": 17}, key=key)
 print(f"first call:  job {job.id}, created={created}")
 print(f"second call: job {again.id}, created={created_again}")
 assert again.id == job.id and created and not created_again
-print(jobs_table(store))
+show(jobs_table(store))
 
 # %% [markdown]
 # **2. A worker claims it.** Claiming is atomic: one worker gets the job, with a
@@ -115,7 +109,7 @@ held = store.claim("worker-a", lease_s=30)
 print(f"worker-a holds job {held.id}, attempt {held.attempt}, "
       f"lease until {isoformat(held.lease_until)}")
 assert store.claim("worker-b") is None
-print(jobs_table(store, columns=("id", "state", "attempt", "lease_owner", "lease_until")))
+show(jobs_table(store, columns=("id", "state", "attempt", "lease_owner", "lease_until")))
 
 # %% [markdown]
 # **3. The worker crashes.** Here `worker-a` simply never comes back (in lesson 04 a
@@ -125,7 +119,7 @@ print(jobs_table(store, columns=("id", "state", "attempt", "lease_owner", "lease
 # %%
 clock.advance(31)
 print(f"now {isoformat(clock.now())}")
-print(jobs_table(store, columns=("id", "state", "attempt", "lease_owner", "lease_until")))
+show(jobs_table(store, columns=("id", "state", "attempt", "lease_owner", "lease_until")))
 
 # %% [markdown]
 # **4. Another worker claims it again.** The job is claimable once its lease has expired:
@@ -149,7 +143,7 @@ else:
 
 # %%
 store.complete(taken, result={"receipt": "sent"})
-print(jobs_table(store))
+show(jobs_table(store))
 print()
 show(
     [{"attempt": a.attempt, "worker": a.worker, "started": isoformat(a.started_at),

@@ -1,9 +1,3 @@
-# ---
-# jupyter:
-#   jupytext:
-#     formats: ipynb,py:percent
-# ---
-
 # %% [markdown]
 # # 03 · Units of work and stable keys
 #
@@ -96,7 +90,7 @@ def cron_run_with_uuid_keys(store):
 cron_run_with_uuid_keys(naive)
 clock.advance(300)  # the second cron run, five minutes later
 cron_run_with_uuid_keys(naive)
-print(jobs_table(naive, columns=("id", "key", "state")))
+show(jobs_table(naive, columns=("id", "key", "state")))
 assert naive.counts()["pending"] == 6, "two runs of the same intent should make six jobs here"
 
 # %% [markdown]
@@ -117,7 +111,7 @@ for _run in range(2):
     for inv in invoices:
         keyless.enqueue("charge", inv)
 
-print(jobs_table(timed, columns=("id", "key", "state")))
+show(jobs_table(timed, columns=("id", "key", "state")))
 print()
 print("without a key:", keyless.counts()["pending"], "jobs, keys start with",
       {job.key.split(":")[0] for job in keyless.jobs()})
@@ -159,7 +153,7 @@ clock.advance(300)
 second = cron_run(store)
 show(first + second)
 print()
-print(jobs_table(store, columns=("id", "key", "state")))
+show(jobs_table(store, columns=("id", "key", "state")))
 assert store.counts()["pending"] == 3
 assert [o["created"] for o in second] == [False, False, False]
 
@@ -182,7 +176,7 @@ assert [o["created"] for o in second] == [False, False, False]
 # %%
 first_try = store.claim("worker-a", lease_s=30)
 store.fail(first_try, TransientError("payment API timed out", status=504))
-print(jobs_table(store, columns=("id", "key", "state", "attempt")))
+show(jobs_table(store, columns=("id", "key", "state", "attempt")))
 
 for _ in range(2):
     job = store.claim("worker-b", lease_s=30)
@@ -341,7 +335,7 @@ v2 = operation_key("billing", 42, "charge", version=2)
 job, created = store.enqueue("charge", c, key=v2)
 print(f"{v2}: job {job.id}, created={created}")
 print()
-print(jobs_table(store, columns=("id", "key", "state", "attempt")))
+show(jobs_table(store, columns=("id", "key", "state", "attempt")))
 assert created and store.get_by_key("billing:42:charge:v1").state == "succeeded"
 
 # %% [markdown]

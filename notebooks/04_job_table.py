@@ -1,9 +1,3 @@
-# ---
-# jupyter:
-#   jupytext:
-#     formats: ipynb,py:percent
-# ---
-
 # %% [markdown]
 # # 04 · The job table
 #
@@ -63,6 +57,23 @@ print(f"seed={SEED}  clock={clock}  folder={folder}")
 # `labkit.job.TRANSITIONS` is the whole contract: a job moves only along these arrows.
 # `running → running` is crash recovery: the lease expired and another worker took the
 # job. `dead → pending` happens only when a person redrives it (lesson 07).
+
+# %% [markdown]
+# The same contract as a diagram, drawn from `labkit.viz.job_states_mermaid()` (a test
+# holds it against `TRANSITIONS`, so the picture cannot drift from the code):
+#
+# ```mermaid
+# stateDiagram-v2
+#     [*] --> pending: enqueue
+#     pending --> running: claim
+#     running --> succeeded: complete
+#     running --> retry_wait: transient failure
+#     retry_wait --> running: claim after run_after
+#     running --> dead: permanent, or out of attempts
+#     running --> running: lease expired
+#     dead --> pending: redrive
+#     succeeded --> [*]
+# ```
 
 # %%
 rows = [
@@ -191,7 +202,7 @@ assert len(all_ids) == len(set(all_ids)) == 200
 # so at 31 seconds the job is still its own and worker-b finds nothing to do.
 
 # %%
-print(jobs_table(store, columns=("id", "key", "state", "attempt", "lease_owner", "lease_until")))
+show(jobs_table(store, columns=("id", "key", "state", "attempt", "lease_owner", "lease_until")))
 clock.advance(20)
 got_a = store.heartbeat(got_a, lease_s=30)
 clock.advance(11)
@@ -206,7 +217,7 @@ print(f"{clock}: worker-a renewed until {isoformat(got_a.lease_until)}; worker-b
 # %%
 clock.advance(60)
 got_b = store.claim("worker-b", lease_s=30)
-print(jobs_table(store, columns=("id", "key", "state", "attempt", "lease_owner", "lease_until")))
+show(jobs_table(store, columns=("id", "key", "state", "attempt", "lease_owner", "lease_until")))
 assert got_b is not None and got_b.id == job.id and got_b.attempt == 2
 assert got_b.lease_token != got_a.lease_token
 
@@ -231,7 +242,7 @@ for name, call in (("complete", lambda: store.complete(got_a, result={"erp_id": 
 
 after = store.get(job.id)
 print()
-print(jobs_table(store, columns=("id", "state", "attempt", "lease_owner", "result")))
+show(jobs_table(store, columns=("id", "state", "attempt", "lease_owner", "result")))
 assert after == before
 assert after.state == JobState.RUNNING and after.lease_owner == "worker-b" and after.result is None
 
@@ -240,7 +251,7 @@ assert after.state == JobState.RUNNING and after.lease_owner == "worker-b" and a
 
 # %%
 store.complete(got_b, result={"erp_id": "E-7"})
-print(jobs_table(store, columns=("id", "key", "state", "attempt", "lease_owner", "result")))
+show(jobs_table(store, columns=("id", "key", "state", "attempt", "lease_owner", "result")))
 assert store.get(job.id).state == JobState.SUCCEEDED
 
 # %% [markdown]
@@ -341,7 +352,7 @@ program.write_text(WORKER_PROGRAM)
 real = JobStore(folder / "real.db", clock=FakeClock(LAB_EPOCH), rng=rng)
 for order in (1, 2, 3):
     real.enqueue("sync_order", {"order": order}, key=operation_key("erp", order, "sync"))
-print(jobs_table(real, columns=("id", "key", "state", "attempt", "lease_owner")))
+show(jobs_table(real, columns=("id", "key", "state", "attempt", "lease_owner")))
 
 # %% [markdown]
 # Start the worker process one second after the jobs were accepted and wait until it
@@ -357,7 +368,7 @@ ready, _, _ = select([child.stdout], [], [], 30)
 assert ready, f"the worker never reported: {child.stderr.read() if child.poll() else 'hung'}"
 said = child.stdout.readline().split()
 print("worker-1 says:", " ".join(said))
-print(jobs_table(real, columns=("id", "key", "state", "attempt", "lease_owner", "lease_until")))
+show(jobs_table(real, columns=("id", "key", "state", "attempt", "lease_owner", "lease_until")))
 assert said == ["HOLDING", "2"]
 assert [j.state for j in real.jobs()] == ["succeeded", "running", "pending"]
 
@@ -371,7 +382,7 @@ assert [j.state for j in real.jobs()] == ["succeeded", "running", "pending"]
 child.kill()  # SIGKILL
 child.wait(timeout=30)
 print("worker-1 ended by SIGKILL:", child.returncode == -signal.SIGKILL)
-print(jobs_table(real, columns=("id", "key", "state", "attempt", "lease_owner", "lease_until")))
+show(jobs_table(real, columns=("id", "key", "state", "attempt", "lease_owner", "lease_until")))
 assert child.returncode == -signal.SIGKILL
 assert [j.state for j in real.jobs()] == ["succeeded", "running", "pending"]
 
@@ -386,7 +397,7 @@ restart = subprocess.run(
     stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
 )
 print("worker-2 says:", restart.stdout.strip(), "| exit code", restart.returncode)
-print(jobs_table(real, columns=("id", "key", "state", "attempt", "lease_owner", "result")))
+show(jobs_table(real, columns=("id", "key", "state", "attempt", "lease_owner", "result")))
 assert restart.returncode == 0, restart.stderr
 assert real.counts()["succeeded"] == 3 and sum(real.counts().values()) == 3
 

@@ -1,9 +1,3 @@
-# ---
-# jupyter:
-#   jupytext:
-#     formats: ipynb,py:percent
-# ---
-
 # %% [markdown]
 # # 05 · Retries: classify, back off, add jitter, know when to stop
 #
@@ -469,7 +463,7 @@ job, _ = store.enqueue("charge", {"customer": "elis", "amount": 29_990},
 world.payments.script("fail_before", "rate_limit", "ok", retry_after=120)
 COLUMNS = ("id", "state", "attempt", "run_after", "last_error")
 print(f"{clock}: worker ran {worker.run_until_idle()} job(s)")
-print(jobs_table(store, columns=COLUMNS))
+show(jobs_table(store, columns=COLUMNS))
 
 # %% [markdown]
 # The first attempt failed with a 503. The job is not sleeping in anybody's memory: it
@@ -493,7 +487,7 @@ assert first.run_after == first.updated_at + wait1
 # %%
 clock.set(first.run_after)
 print(f"{clock}: worker ran {worker.run_until_idle()} job(s)")
-print(jobs_table(store, columns=COLUMNS))
+show(jobs_table(store, columns=COLUMNS))
 second = store.get(job.id)
 wait2 = job_policy.backoff(1, expected, wait1)
 print(f"backoff drawn for retry 2: {wait2:.2f}s; Retry-After: 120s; waiting "
@@ -508,7 +502,7 @@ assert second.run_after == second.updated_at + 120
 # %%
 clock.set(second.run_after)
 print(f"{clock}: worker ran {worker.run_until_idle()} job(s)")
-print(jobs_table(store, columns=("id", "key", "state", "attempt", "result")))
+show(jobs_table(store, columns=("id", "key", "state", "attempt", "result")))
 print()
 show([{"attempt": a.attempt, "started_at": isoformat(a.started_at), "outcome": a.outcome,
        "error": a.error} for a in store.attempts(job.id)])

@@ -1,9 +1,3 @@
-# ---
-# jupyter:
-#   jupytext:
-#     formats: ipynb,py:percent
-# ---
-
 # %% [markdown]
 # # 06 · Crash between effect and ack
 #
@@ -188,7 +182,7 @@ assert plan.fired_at("after_effect", "crash") and plan.fired_at("before_call", "
 # %%
 store = JobStore(folder / "run" / "jobs.db", clock)
 world = World(folder / "run" / "world.db", clock)
-print(jobs_table(store, columns=("id", "key", "state", "attempt", "lease_owner", "result")))
+show(jobs_table(store, columns=("id", "key", "state", "attempt", "lease_owner", "result")))
 assert [j.state for j in store.jobs()] == ["succeeded"] * 3
 
 # %% [markdown]
@@ -292,9 +286,10 @@ plt.show()
 
 # %%
 from labkit.explore import crash_matrix, replay
+from labkit.viz import matrix_grid
 
 matrix = crash_matrix(seed=SEED)
-print(matrix.table())
+matrix_grid(matrix)
 
 # %% [markdown]
 # This table is the centre of the lab, so the lesson checks every cell. Read it by rows:

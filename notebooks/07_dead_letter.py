@@ -1,9 +1,3 @@
-# ---
-# jupyter:
-#   jupytext:
-#     formats: ipynb,py:percent
-# ---
-
 # %% [markdown]
 # # 07 · Dead letter and redrive
 #
@@ -151,7 +145,7 @@ store.enqueue("crm.sync_contact", {"contact": 77},
               key=operation_key("crm", 77, "sync_contact"), max_attempts=3)
 store.enqueue("report.render", {"report": "daily-sales", "day": "2026-01-01"},
               key=operation_key("reports", "daily-sales:2026-01-01", "render"), max_attempts=3)
-print(jobs_table(store, columns=("id", "kind", "key", "state", "max_attempts")))
+show(jobs_table(store, columns=("id", "kind", "key", "state", "max_attempts")))
 
 # %% [markdown]
 # ## 2. Run until nothing is left to do
@@ -168,7 +162,7 @@ for n in range(1, 10):
     clock.advance(60)
 assert not live(store), "jobs still live after 9 workers: is a poison job looping?"
 print()
-print(jobs_table(store, columns=("id", "kind", "state", "attempt", "max_attempts")))
+show(jobs_table(store, columns=("id", "kind", "state", "attempt", "max_attempts")))
 assert store.counts() == {"pending": 0, "running": 0, "succeeded": 2, "retry_wait": 0, "dead": 7}
 
 # %% [markdown]
@@ -325,7 +319,7 @@ erp["skus"].add("SKU-9")
 sent = store.redrive_where(kind="erp.create_order", limit=2, note="SKU-9 registered")
 print(run_worker("worker-canary"))
 print()
-print(jobs_table(store, columns=("id", "kind", "key", "state", "attempt")))
+show(jobs_table(store, columns=("id", "kind", "key", "state", "attempt")))
 assert [j.id for j in sent] == [j.id for j in plan]
 assert all(store.get(j.id).state == "succeeded" for j in sent)
 assert len(store.dead_letters(kind="erp.create_order")) == 2

@@ -1,9 +1,3 @@
-# ---
-# jupyter:
-#   jupytext:
-#     formats: ipynb,py:percent
-# ---
-
 # %% [markdown]
 # # 08 · Circuit breaker, a queue per account, a serial queue
 #
@@ -79,6 +73,19 @@ print(f"seed={SEED}  clock={clock}  folder={folder}")
 # file. Two breaker objects on that file play two worker processes: `erp_in_w1` and
 # `erp_in_w2` share nothing but the file. A listener on w1's object prints each
 # transition it makes.
+
+# %% [markdown]
+# The three states as a diagram, from `labkit.viz.breaker_mermaid()` (a test drives a real
+# breaker through every arrow, so the picture cannot drift from the code):
+#
+# ```mermaid
+# stateDiagram-v2
+#     [*] --> closed: created
+#     closed --> open: threshold failures in a row
+#     open --> half_open: cooldown has passed
+#     half_open --> closed: the trial call succeeds
+#     half_open --> open: the trial call fails
+# ```
 
 # %%
 store = JobStore(folder / "jobs.db", clock=clock, rng=rng)
@@ -215,7 +222,7 @@ def spent(store, job_id):
 
 # %%
 plain, _, plain_calls = outage(with_breaker=False)
-print(jobs_table(plain, columns=("id", "key", "state", "attempt", "dead_reason")))
+show(jobs_table(plain, columns=("id", "key", "state", "attempt", "dead_reason")))
 print(f"\ncalls to the ERP: {len(plain_calls)}")
 assert plain.counts()["dead"] == 6 and len(plain_calls) == 30
 
@@ -513,7 +520,7 @@ for n, step in enumerate(("open", "close"), start=1):
 head = dies.claim("w1")[0]
 dies_store.fail(head, PermanentError("ERP rejected step 1: invalid tax code", status=400))
 after = dies.claim("w1")
-print(jobs_table(dies_store, columns=("id", "key", "state", "attempt", "dead_reason")))
+show(jobs_table(dies_store, columns=("id", "key", "state", "attempt", "dead_reason")))
 print("\nclaimed after the head died:", [f"step {j.payload['step']}" for j in after])
 assert dies_store.get(head.id).state == "dead" and [j.payload["step"] for j in after] == [2]
 

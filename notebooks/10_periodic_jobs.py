@@ -1,9 +1,3 @@
-# ---
-# jupyter:
-#   jupytext:
-#     formats: ipynb,py:percent
-# ---
-
 # %% [markdown]
 # # 10 · Periodic jobs
 #
@@ -105,7 +99,7 @@ for _ in range(5):  # every replica ticks once a minute until 06:02
         replica.tick(clock.now())
     clock.advance(MINUTE)
 Worker(naive_store, HANDLERS, world=naive_world).run_until_idle()
-print(jobs_table(naive_store, columns=("id", "kind", "state", "payload")))
+show(jobs_table(naive_store, columns=("id", "kind", "state", "payload")))
 print()
 show([{"mail": e.response["message_id"], "subject": e.payload["subject"], "at": isoformat(e.at)}
       for e in naive_world.effects("mail")])
@@ -179,7 +173,7 @@ assert created is False and job.id == won[0].job.id and len(store.jobs()) == 7
 
 # %%
 Worker(store, HANDLERS, world=world).run_until_idle()
-print(jobs_table(store, columns=("id", "kind", "key", "state", "run_after")))
+show(jobs_table(store, columns=("id", "kind", "key", "state", "run_after")))
 print()
 show([{"mail": e.response["message_id"], "key": e.key, "subject": e.payload["subject"]}
       for e in world.effects("mail")])

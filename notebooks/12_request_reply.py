@@ -1,9 +1,3 @@
-# ---
-# jupyter:
-#   jupytext:
-#     formats: ipynb,py:percent
-# ---
-
 # %% [markdown]
 # # 12 · Async request-reply
 #

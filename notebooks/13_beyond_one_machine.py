@@ -1,9 +1,3 @@
-# ---
-# jupyter:
-#   jupytext:
-#     formats: ipynb,py:percent
-# ---
-
 # %% [markdown]
 # # 13 · Beyond one machine
 #
@@ -375,8 +369,10 @@ assert held.id in claimed.deleted
 # `after_commit`: `tests/scenarios/test_explore_streams_and_pg.py`).
 
 # %%
+from labkit.viz import matrix_grid
+
 tables = {"sqlite": crash_matrix(seed=6)}
-print(tables["sqlite"].table())
+matrix_grid(tables["sqlite"])
 
 # %% [markdown]
 # The same 42 runs on PostgreSQL (one schema, emptied between runs: the slow part of

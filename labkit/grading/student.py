@@ -11,7 +11,9 @@ import sys
 from typing import Any
 
 from labkit.grading import catalog
-from labkit.grading.core import Outcome, format_report, run_checks
+from labkit.grading.core import Outcome, run_checks
+from labkit.grading.display import check_report
+from labkit.report import display
 
 
 def check(exercise: str, namespace: dict[str, Any] | None = None) -> None:
@@ -22,7 +24,8 @@ def check(exercise: str, namespace: dict[str, Any] | None = None) -> None:
     """
     values = namespace if namespace is not None else sys._getframe(1).f_globals
     checks = catalog.public(exercise)
-    print(format_report(f"{exercise}: {checks.title}", run_public(exercise, values)))
+    # HTML with the score on top in a notebook; format_report's text everywhere else.
+    display(check_report(f"{exercise}: {checks.title}", run_public(exercise, values)))
 
 
 def run_public(exercise: str, values: dict[str, Any]) -> list[Outcome]:

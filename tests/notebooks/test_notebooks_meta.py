@@ -158,3 +158,60 @@ def test_the_glossary_is_searchable_both_ways():
 
 def _folded(term: str) -> str:
     return unicodedata.normalize("NFKD", term).encode("ascii", "ignore").decode().lower()
+
+
+# Opening and saving a notebook in JupyterLab must leave `git status` clean. The lab
+# saves through jupytext's contents manager (the folder's jupytext.toml pairs .ipynb and
+# .py) with the pre_save_hook `make lab` configures; here the same manager, configured
+# from the same flag, gets and saves every committed notebook in a copy of its folder.
+REPO = NOTEBOOKS.parent
+ALL_NOTEBOOKS = sorted(
+    p for folder in ("notebooks", "solutions", "exercises")
+    for p in (REPO / folder).glob("*.ipynb")
+)
+ALL_IDS = [f"{p.parent.name}/{p.stem}" for p in ALL_NOTEBOOKS]
+
+
+def _lab_contents_manager(root: Path):
+    from jupytext import TextFileContentsManager
+
+    from labkit.labserver import SERVER_FLAGS
+
+    (hook,) = [f.split("=", 1)[1] for f in SERVER_FLAGS if "pre_save_hook" in f]
+    # An import string, resolved as Jupyter resolves the flag (at construction).
+    return TextFileContentsManager(root_dir=str(root), pre_save_hook=hook)
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=ALL_IDS)
+def test_saving_in_jupyterlab_writes_the_committed_bytes(path, tmp_path):
+    import shutil
+
+    folder = tmp_path / path.parent.name
+    shutil.copytree(path.parent, folder, ignore=shutil.ignore_patterns(".*", "__pycache__"))
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    manager = _lab_contents_manager(tmp_path)
+    rel = f"{folder.name}/{path.name}"
+    model = manager.get(rel, content=True)
+    # What JupyterLab adds once a kernel runs: its exact language_info, trusted cells.
+    model["content"]["metadata"]["language_info"] = {
+        "name": "python", "version": "3.11.99", "mimetype": "text/x-python",
+        "codemirror_mode": {"name": "ipython", "version": 3}, "file_extension": ".py",
+    }
+    for cell in model["content"]["cells"]:
+        cell["metadata"]["trusted"] = True
+    manager.save(model, rel)
+    after = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    changed = sorted(n for n in after if before.get(n) != after[n])
+    assert not changed, (
+        f"saving {rel} in JupyterLab would rewrite {changed}: write notebooks with "
+        f"`python -m labkit.nbtools save {rel}` (make notebook does) and commit the result"
+    )
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=ALL_IDS)
+def test_every_notebook_names_the_python3_kernel(path):
+    nb = jupytext.read(path)
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3", (
+        f"{path.parent.name}/{path.name} has no python3 kernelspec, so JupyterLab asks "
+        "which kernel to start: `python -m labkit.nbtools save` adds it"
+    )

@@ -13,8 +13,8 @@ in the same engine and is written in the same atomic step as the acknowledgement
 Spec keys: ``engine``, ``url``, ``schema`` or ``prefix``, ``name``; ``lease_s`` (PG, clock
 seconds) or ``idle_ms`` (Redis, server time); ``pace_s``: pretend work per job, so a kill
 usually lands with a job in hand; ``mutant``: ``"no_ledger"`` commits the effect apart
-from the completion (PG) or runs it without the record (Redis), so a test can show the
-suite notices.
+from the completion (PG) or runs it without the record and acknowledges in a second step
+(Redis), with the pretend work between the two, so a test can show the suite notices.
 """
 
 from __future__ import annotations
@@ -30,8 +30,12 @@ EFFECT_ONCE = """
 if redis.call('SET', KEYS[2], '1', 'NX') then redis.call('RPUSH', KEYS[3], ARGV[2]) end
 return redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
 """
+#: The mutant: the effect with no record, and the ack as a separate step after it.
 EFFECT_BLIND = """
 redis.call('RPUSH', KEYS[3], ARGV[2])
+return 1
+"""
+ACK = """
 return redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
 """
 
@@ -51,11 +55,15 @@ def run_postgres(spec: dict[str, Any], report: dict[str, Any]) -> None:
                 break
             clock.sleep(0.05)  # a killed worker's lease has not expired yet
             continue
-        clock.sleep(float(spec.get("pace_s", 0.0)))
+        mutant = spec.get("mutant") == "no_ledger"
+        # The mutant spends its pretend work between the effect and the ack, so a kill
+        # lands in that window nearly every time and the test cannot pass by luck.
+        clock.sleep(0.0 if mutant else float(spec.get("pace_s", 0.0)))
         try:
             conn.execute("INSERT INTO effects (job_id) VALUES (%s)", [job.id])
-            if spec.get("mutant") == "no_ledger":
+            if mutant:
                 conn.commit()
+                clock.sleep(float(spec.get("pace_s", 0.0)))
             store.complete(job, conn=conn)
             conn.commit()
             report["done"] += 1
@@ -70,6 +78,7 @@ def run_redis(spec: dict[str, Any], report: dict[str, Any]) -> None:
     q = StreamQueue(spec["url"], spec["prefix"])
     name, idle_ms = spec["name"], int(spec.get("idle_ms", 500))
     script = q.r.register_script(EFFECT_BLIND if spec.get("mutant") else EFFECT_ONCE)
+    ack = q.r.register_script(ACK) if spec.get("mutant") else None
     clock = SystemClock()
     while True:
         # What this consumer held before a restart, then a dead consumer's, then new work.
@@ -82,9 +91,14 @@ def run_redis(spec: dict[str, Any], report: dict[str, Any]) -> None:
             clock.sleep(0.05)  # a killed consumer's entries are not idle long enough yet
             continue
         for entry in entries:
-            clock.sleep(float(spec.get("pace_s", 0.0)))
             keys = [q.stream, f"{q.prefix}:done:{entry.key}", f"{q.prefix}:effects"]
-            acked = script(keys=keys, args=[q.group, entry.key, entry.id])
+            if ack is None:
+                clock.sleep(float(spec.get("pace_s", 0.0)))
+                acked = script(keys=keys, args=[q.group, entry.key, entry.id])
+            else:  # the mutant: effect, pretend work, then the ack (a kill lands between)
+                script(keys=keys, args=[q.group, entry.key, entry.id])
+                clock.sleep(float(spec.get("pace_s", 0.0)))
+                acked = ack(keys=keys, args=[q.group, entry.key, entry.id])
             report["done" if acked else "lease_lost"] += 1
 
 

@@ -144,7 +144,7 @@ def _soak(
     chooser = random.Random(seed)
     clock = SystemClock()
     keys = engine["fill"](jobs)
-    base = {**engine["spec"], "pace_s": 0.002, "mutant": mutant}
+    base = {**engine["spec"], "pace_s": 0.02 if mutant else 0.002, "mutant": mutant}
     live = {k: _spawn({**base, "name": f"w{k}"}) for k in range(WORKERS)}
     fired, progress = 0, 0
     total: Callable[[], int] = engine["total"]

@@ -74,7 +74,7 @@ def test_redrive_button_with_nothing_selected_changes_nothing(store, dead):
     before = snapshot(store)
     screen.redrive_button.click()
     assert snapshot(store) == before
-    assert "Nothing is selected" in text(screen.message)
+    assert "Nothing is selected" in text(screen.message) and "Nothing is selected" in screen.text
     with pytest.raises(NothingSelected):
         redrive_selected(store, [])
 
@@ -89,9 +89,10 @@ def test_redrive_selected_sends_back_only_the_ticked_job_with_its_key(store, dea
     assert (str(job.state), job.key, job.redrives, job.attempt) == ("pending", "shop:1:stock", 1, 0)
     assert [str(store.get(i).state) for i in (dead["order"], dead["order2"])] == ["dead", "dead"]
     assert set(screen.checkboxes) == {dead["order"], dead["order2"]}  # table refreshed
-    shown = text(screen.message)
+    shown = screen.text  # the plain text; the screen shows the same as HTML tables
     assert "redrove 1 job(s)" in shown and "shop:1:stock" in shown
-    assert shown == f"<pre>{screen.text}</pre>"  # the plain text notebooks print
+    page = screen.message.value
+    assert "redrove 1 job(s)" in page and page.count("<table") == 2  # the jobs, the counts
     assert store.counts()["pending"] == 1 and "pending" in shown  # counts after the redrive
     notes = store.conn.execute(
         "SELECT note FROM redrives WHERE job_id = :id", {"id": dead["stock"]}).fetchall()
@@ -114,7 +115,8 @@ def test_dry_run_lists_the_selection_and_changes_nothing(store, dead):
     before = snapshot(store)
     screen.dry_run_button.click()
     assert snapshot(store) == before
-    shown = text(screen.message)
+    shown = screen.text
+    assert "would redrive 1 job(s)" in text(screen.message)
     assert "would redrive 1 job(s)" in shown and "shop:1:order" in shown
     assert "shop:2:order" not in shown
     assert screen.checkboxes[dead["order"]].value  # the tick survives a dry run
@@ -127,7 +129,8 @@ def test_a_job_redriven_elsewhere_is_refused_clearly_and_the_rest_still_go(store
     store.redrive(dead["order"], note="someone else, from the CLI")  # the screen is now stale
     assert plan_redrive(store, [dead["order"]]).refused[0][1].startswith("it is pending now")
     screen.redrive_button.click()
-    shown = text(screen.message)
+    shown = screen.text
+    assert f"refused job {dead['order']}" in text(screen.message)
     assert f"refused job {dead['order']}" in shown and "not dead" in shown
     assert store.get(dead["order"]).redrives == 1  # not redriven a second time
     assert store.get(dead["order2"]).redrives == 1 and str(store.get(dead["order2"]).state) == (
