@@ -181,6 +181,41 @@ def _read_only_uri(path: Path, header: bytes) -> str:
     return f"{path.resolve().as_uri()}?{'immutable=1' if wal_mode and no_wal else 'mode=ro'}"
 
 
+def _read_schema(
+    path: Path, header: bytes, kind: FileKind, tries: int = 5
+) -> tuple[set[str], int | None]:
+    """The file's table names and labkit schema version, read without writing a byte.
+
+    An immutable read races another connection that is creating the file right now (it
+    switched to WAL, has no ``-wal`` file yet, then checkpoints while we read), and SQLite
+    calls that "malformed". So a failed read is tried again with a fresh look at the
+    header; a file that is really damaged fails every time and is reported as such.
+    """
+    for attempt in range(tries):
+        try:
+            ro = sqlite3.connect(_read_only_uri(path, header), uri=True)
+            try:
+                tables = {r[0] for r in ro.execute(SQL["table_names"])}
+                version = None
+                if kind.meta_table in tables:
+                    row = ro.execute(kind.version_sql, {"name": "schema_version"}).fetchone()
+                    version = int(row[0]) if row else None
+            finally:
+                ro.close()
+            return tables, version
+        except sqlite3.DatabaseError as exc:
+            if "readonly" in str(exc) or "unable to open" in str(exc):
+                raise explain(path, exc) from None
+            if attempt == tries - 1:
+                raise StoreError(
+                    f"{path} cannot be read as a SQLite database ({exc}); it was not "
+                    "modified. Restore it from a backup or move it aside."
+                ) from None
+            SystemClock().sleep(0.02 * (attempt + 1))
+            header = _read_header(path)
+    raise AssertionError("unreachable: the last try returns or raises")
+
+
 def check_file(path: Path, kind: FileKind) -> None:
     """Refuse, without writing a byte, a file that is not a ``kind`` file we understand.
 
@@ -204,23 +239,7 @@ def check_file(path: Path, kind: FileKind) -> None:
             f"{path} is not a SQLite database (corrupt, or some other file); it was not "
             "modified. Move it aside or choose another path."
         )
-    try:
-        ro = sqlite3.connect(_read_only_uri(path, header), uri=True)
-        try:
-            tables = {r[0] for r in ro.execute(SQL["table_names"])}
-            version = None
-            if kind.meta_table in tables:
-                row = ro.execute(kind.version_sql, {"name": "schema_version"}).fetchone()
-                version = int(row[0]) if row else None
-        finally:
-            ro.close()
-    except sqlite3.DatabaseError as exc:
-        if "readonly" in str(exc) or "unable to open" in str(exc):
-            raise explain(path, exc) from None
-        raise StoreError(
-            f"{path} cannot be read as a SQLite database ({exc}); it was not modified. "
-            "Restore it from a backup or move it aside."
-        ) from None
+    tables, version = _read_schema(path, header, kind)
     if tables and version is None:
         raise StoreError(
             f"{path} is a SQLite database but not a {kind.label} (it has tables "
