@@ -17,12 +17,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 from gradingkit import EXERCISES, SOLUTIONS, notebook_for
 
 from labkit.integrations.proctree import argv_of
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+EARLY_ACK_REMOVES = (
+    "    app.conf.task_acks_late = True\n    app.conf.task_reject_on_worker_lost = True\n"
+)
 
 # tests/conftest.py's require_service, for a module-scoped fixture (`import conftest`
 # would find tests/grading/conftest.py).
@@ -60,6 +65,14 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, list[str
         (subs / student).mkdir(parents=True)
         notebook = notebook_for(folder, "ex08")
         shutil.copyfile(notebook, subs / student / notebook.name)
+    # A wrong one: Celery's default early ack (the two settings deleted). Its kills must
+    # cost it marks under the grader too, so the kills really land in the sandbox.
+    wrong = nbformat.read(subs / "ref" / notebook_for(SOLUTIONS, "ex08").name, as_version=4)
+    cell = next(c for c in wrong.cells if c.source.startswith("%%writefile ex08_tasks.py"))
+    assert EARLY_ACK_REMOVES in cell.source
+    cell.source = cell.source.replace(EARLY_ACK_REMOVES, "")
+    (subs / "early").mkdir()
+    nbformat.write(wrong, subs / "early" / "ex08_celery.ipynb")
     # The grader's scratch folders (the students' work folders, where the workers run)
     # go under root, so the test can look for anything of this run left alive.
     scratch = root / "scratch"
@@ -103,6 +116,16 @@ def test_untouched_notebook_scores_zero_not_started(graded) -> None:  # type: ig
     rows, feedback, _ = graded
     assert rows["stub"] == ["0", "15", "not started"]
     assert "not started yet" in (feedback / "stub.md").read_text()
+
+
+def test_early_ack_loses_the_kill_checks_under_the_confined_grader(graded) -> None:  # type: ignore[no-untyped-def]
+    rows, feedback, _ = graded
+    text = (feedback / "early.md").read_text()
+    assert rows["early"][2] == "graded" and 0 < int(rows["early"][0]) < 15, text
+    assert "worker_starts_and_charges_once | 1/1 | passed" in text
+    assert "worker_killed_before_the_charge | 0/3 | failed" in text
+    assert "whole_worker_killed_before_the_charge | 0/2 | failed" in text
+    assert "0 charge rows" in text  # failed by counting the rows, not by a harness error
 
 
 def test_no_process_of_the_run_outlives_the_grade(graded) -> None:  # type: ignore[no-untyped-def]
