@@ -58,6 +58,7 @@ __all__ = [
     "CeleryNotReady",
     "CeleryWorker",
     "children_of",
+    "descendants_of",
     "die_with_parent",
     "group_members",
     "is_alive",
@@ -188,13 +189,19 @@ class _CeleryProcess:
         self.close()
         return self.popen.returncode
 
-    def close(self) -> None:
+    def close(self, also: Sequence[int] = ()) -> None:
         """SIGKILL the whole tree (wrapper, main process, every child); wait until gone.
 
         The tree, not only the process group: a wrapper may start the command in a
-        session of its own (bubblewrap's ``--new-session``).
+        session of its own (bubblewrap's ``--new-session``). ``also``: pids that were in
+        the tree before a kill orphaned them (killed and waited for too).
         """
         tree = kill_tree(self.pid)
+        for pid in also:
+            if pid not in tree:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+                tree.append(pid)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -270,11 +277,13 @@ class CeleryWorker(_CeleryProcess):
     def kill_main(self) -> None:
         """SIGKILL the main process (the broker connection dies with it), then the rest."""
         main = self.main_pid
+        # Once main is dead its children are orphans, out of the wrapper's tree: note them.
+        tree = [self.pid, *descendants_of(self.pid)]
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid if main is None else main, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(30)  # a wrapper exits once the command it ran is dead
-        self.close()
+        self.close(also=tree)
 
 
 @dataclass
