@@ -10,13 +10,16 @@ its own session (process group) and returns a ``CeleryWorker``:
   then the rest of its group (an orphaned pool child would otherwise go on running its
   task unseen; when a machine or container dies, everything dies together);
 - ``stop()`` asks for a warm shutdown (SIGTERM: finish the current task, then exit);
-- leaving the ``with`` block (or ``close()``) SIGKILLs the whole process group, whatever
+- leaving the ``with`` block (or ``close()``) SIGKILLs the whole process tree, whatever
   happened, so no worker outlives the lesson or the test.
 
 ``start_beat(app, folder=...)`` does the same for ``celery beat``. ``spawn=`` takes the
 function that starts the process (the grader passes ``ns.spawn`` so the worker runs as
 the student's code does); it must start a new session, as ``ns.spawn`` does, and gets
 plain data only (argv, cwd, env, ``DEVNULL`` streams): the process opens its own log.
+The spawned pid may be a wrapper's (the grader's bubblewrap runs the command as its
+child, in a session of its own): ``main_pid`` is the celery process, found in the
+kernel's process tree, and kills and waits go by the tree, not by the process group.
 Killed workers leave nothing behind even when the lab itself is killed: each Celery
 process asks Linux to SIGKILL it when its parent dies (``proctree.die_with_parent``).
 
