@@ -18,12 +18,12 @@ $(VENV)/.installed-lab: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[lab,web]'
 	@touch $@
 
+# The bench's peers too: tests/unit/test_bench_smoke.py runs every subject once.
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[lab,web,dev,services]'
-	@touch $@ $(VENV)/.installed-lab
+	$(BIN)/python -m pip install --quiet -e '.[lab,web,dev,services,bench]'
+	@touch $@ $(VENV)/.installed-lab $(VENV)/.installed-bench
 
 $(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed-test
-	$(BIN)/python -m pip install --quiet -e '.[lab,web,dev,services,bench]'
 	@touch $@
 
 venv: $(VENV)/.installed-lab
@@ -82,8 +82,10 @@ student-kit: venv-test
 soak: venv-test
 	$(BIN)/python -m pytest -p no:cacheprovider -s tests/reliability --soak
 
+# Every subject on both engines; writes bench/results.json (raw rows) and
+# bench/RESULTS.md (with the load average, versions and this exact command).
 bench: $(VENV)/.installed-bench
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/run.py --out bench/results.json --results bench/RESULTS.md
 
 clean:
 	rm -rf $(VENV) .labkit-scratch notebooks/.labkit-scratch .pytest_cache

@@ -38,6 +38,11 @@ class Adapter:
     def enqueue(self, n: int, start: int = 0) -> None:
         raise NotImplementedError
 
+    def fill(self, n: int) -> None:
+        """Put ``n`` jobs in the queue the quickest way the library offers (big W1 sizes
+        on PostgreSQL, where one commit per job would take minutes); not a measurement."""
+        self.enqueue(n)
+
     def work_one(self, effect: Effect, worker: str) -> int:
         """Process up to one claim's worth of jobs; return how many (0 = nothing ready)."""
         raise NotImplementedError
@@ -102,6 +107,12 @@ class LabkitBatch(Labkit):
     sharing ONE commit, as the raw batched loop shares its acks."""
 
     name = "labkit claim_many(100) + complete_many"
+
+    def enqueue(self, n: int, start: int = 0) -> None:
+        # The batched row enqueues in batches too: enqueue_many, 100 jobs per commit.
+        for lo in range(start, start + n, 100):
+            hi = min(lo + 100, start + n)
+            self.store.enqueue_many("bench", [{"i": i} for i in range(lo, hi)])
 
     def work_one(self, effect: Effect, worker: str) -> int:
         jobs = self.store.claim_many(worker, 100, lease_s=LEASE_S)
@@ -259,10 +270,17 @@ class RawFull(Raw):
 
 
 class RawBatched(Raw):
-    """100 claims in one transaction, then 100 acks in one transaction."""
+    """100 claims in one transaction, then 100 acks in one transaction; enqueue 100 per commit."""
 
     name = "raw sqlite batched(100)"
     batch = 100
+
+    def enqueue(self, n: int, start: int = 0) -> None:
+        for lo in range(start, start + n, 100):
+            rows = [(json.dumps({"i": i}),) for i in range(lo, min(lo + 100, start + n))]
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.executemany("INSERT INTO jobs (payload) VALUES (?)", rows)
+            self.conn.execute("COMMIT")
 
 
 # -- peers -------------------------------------------------------------------------------

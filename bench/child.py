@@ -23,6 +23,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.adapters import ADAPTERS  # noqa: E402
+from bench.pg import PG_ADAPTERS  # noqa: E402
+from bench.streams import STREAM_ADAPTERS  # noqa: E402
+
+SUBJECTS = {**ADAPTERS, **PG_ADAPTERS, **STREAM_ADAPTERS}
 
 
 class Effect:
@@ -33,13 +37,19 @@ class Effect:
         self.kill_at = kill_at
         self.kill_after = kill_after
         self.seen = 0
+        #: monotonic time of the last effect: a rate stops there, not at the worker's exit
+        #: (pgqueuer's drain mode takes seconds to shut down after its last job).
+        self.t_last = 0.0
 
     def before(self, i: int) -> None:
         self.seen += 1
+        if self.seen == 1:
+            print("first effect", flush=True)  # W3 random kills count from here
         if self.kill_at == "before_effect" and self.seen == self.kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def after(self, i: int) -> None:
+        self.t_last = time.monotonic()
         if self.kill_at == "after_effect" and self.seen == self.kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -62,11 +72,14 @@ def peak_rss_kb() -> int:
 
 
 def main(spec: dict) -> dict:
-    adapter = ADAPTERS[spec["adapter"]](Path(spec["dir"]))
+    adapter = SUBJECTS[spec["adapter"]](Path(spec["dir"]))
     out: dict = {}
-    if spec["phase"] == "enqueue":
+    if spec["phase"] in ("enqueue", "fill"):
         t0 = time.perf_counter()
-        adapter.enqueue(spec["n"], spec.get("start", 0))
+        if spec["phase"] == "fill":
+            adapter.fill(spec["n"])
+        else:
+            adapter.enqueue(spec["n"], spec.get("start", 0))
         out["elapsed"] = time.perf_counter() - t0
         out["done"] = spec["n"]
     else:
@@ -77,7 +90,7 @@ def main(spec: dict) -> dict:
         # A queue whose claim slows down with its length could take hours at N=100,000:
         # past the budget the run stops and reports the rate of the jobs it did finish.
         budget = spec.get("budget_s") or float("inf")
-        print("working", flush=True)  # W3 random kills wait for this line
+        print("working", flush=True)
         out["t_start"] = time.monotonic()
         t0 = time.perf_counter()
         while True:
@@ -105,6 +118,7 @@ def main(spec: dict) -> dict:
             time.sleep(0.02)
         out["elapsed"] = time.perf_counter() - t0
         out["t_end"] = time.monotonic()
+        out["t_last"] = effect.t_last or out["t_end"]
         out["done"] = done
         out["errors"] = dict(errors)
     out["maxrss_kb"] = peak_rss_kb()

@@ -12,18 +12,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import shutil
 import signal
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +28,48 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import pg, streams  # noqa: E402
 from bench.adapters import ADAPTERS, LEASE_S  # noqa: E402
+from bench.report import machine, results_md, summarize  # noqa: E402
 
-W1_ADAPTERS = [
+SUBJECTS = {**ADAPTERS, **pg.PG_ADAPTERS, **streams.STREAM_ADAPTERS}
+STREAMS = ["streams_labkit", "streams_raw"]
+SQLITE_W1 = [
     "labkit", "labkit_many", "labkit_batch",
     "raw_normal", "raw_full", "raw_batched", "huey", "persistqueue", "litequeue",
 ]
-#: Rows the targets are judged on get the full repeat count at N=100,000.
-W1_KEY = {"labkit", "labkit_batch", "raw_normal", "raw_batched"}
+PG_W1 = ["pg_labkit", "pg_labkit_batch", "pg_raw", "pg_raw_batched", "procrastinate", "pgqueuer"]
+W1_ADAPTERS = SQLITE_W1 + PG_W1 + STREAMS
+#: Rows the targets are judged on get the full repeat count at N=100,000; at that size
+#: the PostgreSQL rows no target names are left out (their enqueue alone takes minutes).
+W1_KEY = {"labkit", "labkit_batch", "raw_normal", "raw_batched", "pg_labkit", "pg_labkit_batch",
+          "pg_raw", "pg_raw_batched", *STREAMS}
+W1_SKIP_BIG = {"procrastinate", "pgqueuer"}
 W2_ADAPTERS = ["labkit", "labkit_ledger", "raw_normal", "huey", "persistqueue", "litequeue"]
+PG_W2 = ["pg_labkit", "pg_labkit_batch", "pg_labkit_ledger", "pg_raw", "pg_raw_batched",
+         "procrastinate", "pgqueuer"]
 W3_ADAPTERS = ["labkit_ledger", "labkit", "raw_normal", "huey", "persistqueue", "litequeue"]
+PG_W3 = ["pg_labkit_ledger", "pg_labkit", "pg_raw", "procrastinate", "pgqueuer"]
 W3_MODES = ["before_effect", "after_effect", "random"]
+#: Worker processes in W2: two on one SQLite file, four on PostgreSQL and on Redis.
+W2_WORKERS = {"sqlite": 2, "postgres": 4, "redis": 4}
+
+
+def is_pg(name: str) -> bool:
+    return name in pg.PG_ADAPTERS
+
+
+def engine(name: str) -> str:
+    return "postgres" if is_pg(name) else "redis" if name in STREAMS else "sqlite"
+
+
+def cleanup(name: str, work: Path) -> None:
+    """Remove one measurement's files, and its PostgreSQL schema if it had one."""
+    if is_pg(name):
+        pg.drop(work)
+    elif name in STREAMS:
+        streams.drop(work)
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def child(spec: dict[str, Any], timeout: float = 900) -> dict[str, Any]:
@@ -58,6 +86,8 @@ def child(spec: dict[str, Any], timeout: float = 900) -> dict[str, Any]:
 
 def effects(adapter: str, workdir: Path, log: Path) -> Counter[int]:
     """What actually happened: lines of the O_APPEND log, or rows of the ledger table."""
+    if adapter == "pg_labkit_ledger":
+        return Counter(pg.ledger_effects(workdir))
     if adapter == "labkit_ledger":
         conn = sqlite3.connect(workdir / "jobs.db")
         try:
@@ -89,18 +119,23 @@ def w1(
             # Adapters interleave inside each repeat so a noisy neighbour hurts all of them.
             for name in adapters:
                 wanted = repeats if (n < 100_000 or name in W1_KEY) else big_repeats
-                if r >= wanted:
+                if r >= wanted or (n >= 100_000 and name in W1_SKIP_BIG):
                     continue
                 work = Path(tempfile.mkdtemp(dir=tmp))
                 log = work / "effects.log"
-                enq = child({"adapter": name, "dir": str(work), "phase": "enqueue", "n": n})
+                # PostgreSQL commits cost ~1 ms each on a shared machine: past 2,000 jobs
+                # the queue is filled in batches, and only N=2,000 measures enqueue.
+                phase = "fill" if is_pg(name) and n > 2_000 else "enqueue"
+                enq = child({"adapter": name, "dir": str(work), "phase": phase, "n": n})
                 done = child({"adapter": name, "dir": str(work), "phase": "work",
                               "log": str(log), "budget_s": budget_s})
                 seen = effects(name, work, log)
                 row = {
                     "workload": "W1", "adapter": name, "n": n, "repeat": r,
-                    "enqueue_per_s": n / enq["elapsed"],
-                    "process_per_s": done["done"] / done["elapsed"],
+                    "enqueue_per_s": n / enq["elapsed"], "enqueue_phase": phase,
+                    # Up to the last effect: a worker's shutdown is not throughput.
+                    "process_per_s": done["done"] / (done["t_last"] - done["t_start"]),
+                    "exit_s": done["t_end"] - done["t_last"],
                     "processed": done["done"],
                     "partial": done["done"] < n,
                     # Each process's own VmHWM; the table shows the larger, never a sum.
@@ -115,27 +150,31 @@ def w1(
                       f"proc {row['process_per_s']:>8.0f}/s"
                       + (f" (partial: {done['done']} of {n} in {budget_s:g}s budget)"
                          if row["partial"] else ""), flush=True)
-                shutil.rmtree(work, ignore_errors=True)
+                cleanup(name, work)
     return rows
 
 
 # -- W2 ----------------------------------------------------------------------------------
 
 
-def w2(n: int, repeats: int, tmp: Path) -> list[dict]:
+def w2(n: int, pg_n: int, repeats: int, tmp: Path, adapters: list[str]) -> list[dict]:
     rows = []
     for r in range(repeats):
-        for name in W2_ADAPTERS:
+        for name in adapters:
+            workers = W2_WORKERS[engine(name)]
             work = Path(tempfile.mkdtemp(dir=tmp))
             log = work / "effects.log"
-            child({"adapter": name, "dir": str(work), "phase": "enqueue", "n": n})
+            size = pg_n if is_pg(name) else n
+            # Enqueue is not what W2 measures: PostgreSQL queues are filled in batches.
+            child({"adapter": name, "dir": str(work),
+                   "phase": "fill" if is_pg(name) else "enqueue", "n": size})
             procs = [
                 subprocess.Popen(
                     [sys.executable, str(HERE / "child.py"), json.dumps(
                         {"adapter": name, "dir": str(work), "phase": "work", "log": str(log),
                          "worker": f"w{k}"})],
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-                for k in (1, 2)
+                for k in range(1, workers + 1)
             ]
             outs = []
             for proc in procs:
@@ -143,36 +182,39 @@ def w2(n: int, repeats: int, tmp: Path) -> list[dict]:
                 if proc.returncode != 0:
                     raise RuntimeError(f"W2 {name} worker failed:\n{stderr[-2000:]}")
                 outs.append(json.loads(stdout.strip().splitlines()[-1]))
-            wall = max(o["t_end"] for o in outs) - min(o["t_start"] for o in outs)
-            verdict = judge(effects(name, work, log), n)
+            wall = max(o["t_last"] for o in outs) - min(o["t_start"] for o in outs)
+            verdict = judge(effects(name, work, log), size)
             errors = Counter()
             for o in outs:
                 errors.update(o["errors"])
-            row = {"workload": "W2", "adapter": name, "n": n, "repeat": r,
-                   "per_s": n / wall, "split": [o["done"] for o in outs],
+            row = {"workload": "W2", "adapter": name, "n": size, "repeat": r,
+                   "workers": workers, "per_s": size / wall, "split": [o["done"] for o in outs],
                    "errors": dict(errors), **verdict}
             rows.append(row)
-            print(f"  W2 n={n} r={r} {name:<22} {row['per_s']:>8.0f}/s split {row['split']} "
+            print(f"  W2 n={size} r={r} {name:<22} {row['per_s']:>8.0f}/s split {row['split']} "
                   f"lost {verdict['lost']} dup {verdict['duplicated']}"
                   + (f" errors {dict(errors)}" if errors else ""), flush=True)
-            shutil.rmtree(work, ignore_errors=True)
+            cleanup(name, work)
     return rows
 
 
 # -- W3 ----------------------------------------------------------------------------------
 
 
-def w3(n: int, trials: int, kills: int, seed: int, tmp: Path) -> list[dict]:
+def w3(
+    n: int, trials: int, kills: int, seed: int, tmp: Path, adapters: list[str]
+) -> list[dict]:
     rng = random.Random(seed)
     rows = []
-    for name in W3_ADAPTERS:
+    for name in adapters:
         for mode in W3_MODES:
             for t in range(trials):
                 work = Path(tempfile.mkdtemp(dir=tmp))
                 log = work / "effects.log"
-                child({"adapter": name, "dir": str(work), "phase": "enqueue", "n": n})
+                child({"adapter": name, "dir": str(work),
+                       "phase": "fill" if is_pg(name) else "enqueue", "n": n})
                 base = {"adapter": name, "dir": str(work), "phase": "work", "log": str(log),
-                        "recover_wait": LEASE_S + 0.5}
+                        "recover_wait": pg.RECOVER_WAIT_S.get(name, LEASE_S + 0.5)}
                 fired = 0
                 for k in range(kills):
                     spec = {**base, "worker": f"w{k}"}
@@ -183,10 +225,11 @@ def w3(n: int, trials: int, kills: int, seed: int, tmp: Path) -> list[dict]:
                         [sys.executable, str(HERE / "child.py"), json.dumps(spec)],
                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
                     if mode == "random":
-                        # The child says "working" once its queue is open; the kill lands at a
-                        # random moment in the first ~100 jobs, wherever in a job that is.
+                        # The child says "first effect" at its first job; the kill lands at a
+                        # random moment in the next ~40 ms, wherever in a job that is.
                         assert proc.stdout is not None
-                        proc.stdout.readline()
+                        while (line := proc.stdout.readline()) and "first effect" not in line:
+                            pass
                         time.sleep(rng.uniform(0.0, 0.04))
                         if proc.poll() is None:
                             proc.send_signal(signal.SIGKILL)
@@ -200,119 +243,8 @@ def w3(n: int, trials: int, kills: int, seed: int, tmp: Path) -> list[dict]:
                 rows.append(row)
                 print(f"  W3 {name:<16} {mode:<14} t={t} kills {fired}/{kills} "
                       f"lost {verdict['lost']} dup {verdict['duplicated']}", flush=True)
-                shutil.rmtree(work, ignore_errors=True)
+                cleanup(name, work)
     return rows
-
-
-# -- report ------------------------------------------------------------------------------
-
-
-def machine() -> dict[str, Any]:
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    versions = {}
-    for dist in ("huey", "persist-queue", "litequeue", "labkit"):
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            versions[dist] = "not installed"
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, cwd=ROOT).stdout.strip()
-    return {
-        "cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform(),
-        "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
-        "versions": versions, "labkit_commit": commit,
-        "loadavg_start": os.getloadavg(),
-    }
-
-
-def summarize(results: dict[str, Any]) -> str:
-    """Markdown tables: medians per row and the target ratios, all from this run."""
-    out = []
-    w1_rows = [r for r in results["rows"] if r["workload"] == "W1"]
-    med: dict[tuple[str, int], dict[str, float]] = {}
-    keys = sorted({(r["adapter"], r["n"]) for r in w1_rows},
-                  key=lambda k: (k[1], W1_ADAPTERS.index(k[0])))
-    for name, n in keys:
-        rs = [r for r in w1_rows if r["adapter"] == name and r["n"] == n]
-        med[(name, n)] = {
-            "enq": statistics.median(r["enqueue_per_s"] for r in rs),
-            "proc": statistics.median(r["process_per_s"] for r in rs),
-            "rss": max((r["peak_rss_mb"] or 0.0) for r in rs),
-            "reps": len(rs),
-            "partial": any(r["partial"] for r in rs),
-            "bad": sum(r.get("lost", 0) + r.get("duplicated", 0) for r in rs),
-        }
-    if med:
-        out.append("### W1 durable round trip (medians; jobs/s)\n")
-        out.append("| N | queue | repeats | enqueue/s | process/s | peak RSS MB | lost+dup |")
-        out.append("|---:|---|---:|---:|---:|---:|---:|")
-        for (name, n), m in med.items():
-            out.append(f"| {n:,} | {ADAPTERS[name].name} | {m['reps']} | {m['enq']:,.0f} | "
-                       f"{m['proc']:,.0f}{' (partial)' if m['partial'] else ''} | "
-                       f"{m['rss']:.0f} | {m['bad']} |".replace("| 0 | 0 |", "| - | - |"))
-        out.append("\n### Targets (ratios of medians within this run)\n")
-        out.append("*best peer* is the fastest of huey, persist-queue, litequeue; *best acking "
-                   "peer* leaves out huey (which deletes at dequeue and never acknowledges).\n")
-        out.append("| N | labkit / raw NORMAL | labkit / best peer | labkit / best acking peer "
-                   "| claim_many + complete / raw batched "
-                   "| claim_many + complete_many / raw batched |")
-        out.append("|---:|---:|---:|---:|---:|---:|")
-        sizes = sorted({n for _, n in med})
-        for n in sizes:
-            def p(name: str, n: int = n) -> float:
-                return med.get((name, n), {}).get("proc", float("nan"))
-            peer = max(p("huey"), p("persistqueue"), p("litequeue"))
-            acking = max(p("persistqueue"), p("litequeue"))
-            out.append(
-                f"| {n:,} | {p('labkit') / p('raw_normal'):.2f} | {p('labkit') / peer:.2f} | "
-                f"{p('labkit') / acking:.2f} | {p('labkit_many') / p('raw_batched'):.2f} | "
-                f"{p('labkit_batch') / p('raw_batched'):.2f} |")
-        if 2_000 in sizes and 100_000 in sizes:
-            for name in ("labkit", "labkit_batch"):
-                if (name, 2_000) not in med or (name, 100_000) not in med:
-                    continue
-                a, b = med[(name, 2_000)]["proc"], med[(name, 100_000)]["proc"]
-                out.append(f"\n{ADAPTERS[name].name}: process rate at N=100,000 is "
-                           f"{100 * (b / a - 1):+.0f}% of N=2,000 (target within ±20%).")
-    w2_rows = [r for r in results["rows"] if r["workload"] == "W2"]
-    if w2_rows:
-        out.append("\n### W2 two worker processes, one file\n")
-        out.append("| queue | repeats | jobs/s (median) | lost (total) | duplicated (total) "
-                   "| errors |")
-        out.append("|---|---:|---:|---:|---:|---|")
-        for name in W2_ADAPTERS:
-            rs = [r for r in w2_rows if r["adapter"] == name]
-            if not rs:
-                continue
-            errs: Counter[str] = Counter()
-            for r in rs:
-                errs.update(r["errors"])
-            out.append(f"| {ADAPTERS[name].name} | {len(rs)} | "
-                       f"{statistics.median(r['per_s'] for r in rs):,.0f} | "
-                       f"{sum(r['lost'] for r in rs)} | {sum(r['duplicated'] for r in rs)} | "
-                       f"{sum(errs.values())} |")
-    w3_rows = [r for r in results["rows"] if r["workload"] == "W3"]
-    if w3_rows:
-        out.append("\n### W3 kill -9 and restart (totals over all trials)\n")
-        out.append("| queue | kill point | trials | kills fired | lost | duplicated |")
-        out.append("|---|---|---:|---:|---:|---:|")
-        for name in W3_ADAPTERS:
-            for mode in W3_MODES:
-                rs = [r for r in w3_rows if r["adapter"] == name and r["mode"] == mode]
-                if rs:
-                    fired = sum(r["kills_fired"] for r in rs)
-                    planned = sum(r["kills_planned"] for r in rs)
-                    out.append(
-                        f"| {ADAPTERS[name].name} | {mode} | {len(rs)} | {fired}/{planned} | "
-                        f"{sum(r['lost'] for r in rs)} | {sum(r['duplicated'] for r in rs)} |")
-    return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -326,9 +258,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds a W1 worker may run before it stops and reports a partial rate")
     ap.add_argument("--seed", type=int, default=7, help="seed for W3 kill points")
     ap.add_argument("--out", default=None, help="write raw results JSON here")
+    ap.add_argument("--results", default=None, metavar="RESULTS_MD",
+                    help="write the run's RESULTS.md here (make bench: bench/RESULTS.md)")
+    ap.add_argument("--engines", default="sqlite,postgres,redis",
+                    help="which subjects run: sqlite, postgres, redis (comma list)")
+    ap.add_argument("--w2-repeats", type=int, default=None, help="W2 repeats (default 5)")
+    ap.add_argument("--w2-n", type=int, default=None, help="W2 jobs on SQLite (10,000)")
+    ap.add_argument("--pg-w2-n", type=int, default=None, help="W2 jobs on PostgreSQL (10,000)")
+    ap.add_argument("--w3-n", type=int, default=None, help="W3 jobs per trial (500)")
+    ap.add_argument("--w3-trials", type=int, default=None, help="W3 trials per kill point (3)")
     ap.add_argument("--sizes", default=None, help="W1 sizes, e.g. 2000,10000")
     ap.add_argument("--adapters", default=None,
-                    help="W1 rows to run (default: all): " + ",".join(W1_ADAPTERS))
+                    help="subjects to run in every workload (default: all): "
+                    + ",".join(SUBJECTS))
     ap.add_argument("--summarize", default=None, metavar="RESULTS_JSON",
                     help="print the tables of an earlier run's JSON and exit")
     args = ap.parse_args(argv)
@@ -343,16 +285,35 @@ def main(argv: list[str] | None = None) -> int:
             [2_000, 10_000, 100_000], args.repeats, args.big_repeats, 10_000, 5, 500, 3, 3)
     if args.sizes:
         sizes = [int(x) for x in args.sizes.split(",")]
-    adapters = args.adapters.split(",") if args.adapters else W1_ADAPTERS
+    w2r = args.w2_repeats if args.w2_repeats is not None else w2r
+    w2n = args.w2_n if args.w2_n is not None else w2n
+    pg_w2n = args.pg_w2_n if args.pg_w2_n is not None else w2n
+    w3n = args.w3_n if args.w3_n is not None else w3n
+    w3t = args.w3_trials if args.w3_trials is not None else w3t
+    engines = {e.strip() for e in args.engines.split(",")}
+    unknown = engines - {"sqlite", "postgres", "redis"}
+    if unknown:
+        ap.error(f"--engines takes sqlite, postgres, redis, not {', '.join(sorted(unknown))}")
+
+    def pick(names: list[str]) -> list[str]:
+        return [n for n in names if engine(n) in engines]
+
+    chosen = set(args.adapters.split(",")) if args.adapters else None
+    adapters = pick([n for n in W1_ADAPTERS if chosen is None or n in chosen])
+
+    def pick_w(names: list[str]) -> list[str]:
+        return [n for n in pick(names) if chosen is None or n in chosen]
+
     info = machine()
     print(f"machine: {info['cpu']} x{info['cores']}, {info['platform']}, Python "
-          f"{info['python']}, SQLite {info['sqlite']}")
+          f"{info['python']}, SQLite {info['sqlite']}, PostgreSQL {info['postgres']}")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in info["versions"].items())
           + f"; labkit commit {info['labkit_commit']}; load average {info['loadavg_start']}")
     given = sys.argv[1:] if argv is None else argv
     if "--seed" not in given:
         given = [*given, "--seed", str(args.seed)]
-    print("replay: python bench/run.py " + " ".join(given))
+    command = "python bench/run.py " + " ".join(given)
+    print("replay: " + command)
     results: dict[str, Any] = {"machine": info, "args": vars(args), "rows": []}
     started = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="labkit-bench-"))
@@ -361,11 +322,12 @@ def main(argv: list[str] | None = None) -> int:
             print("W1 durable round trip")
             results["rows"] += w1(sizes, repeats, big, args.budget, tmp, adapters)
         if "W2" in only:
-            print("W2 two workers")
-            results["rows"] += w2(w2n, w2r, tmp)
+            print("W2 several workers (2 on SQLite, 4 on PostgreSQL and on Redis)")
+            results["rows"] += w2(w2n, pg_w2n, w2r, tmp, pick_w(W2_ADAPTERS + PG_W2 + STREAMS))
         if "W3" in only:
             print(f"W3 kill -9 (seed {args.seed})")
-            results["rows"] += w3(w3n, w3t, kills, args.seed, tmp)
+            subjects = pick_w(W3_ADAPTERS + PG_W3 + STREAMS)
+            results["rows"] += w3(w3n, w3t, kills, args.seed, tmp, subjects)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     results["wall_s"] = time.perf_counter() - started
@@ -377,8 +339,12 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     print(f"\nwall time {results['wall_s']:.0f}s; load average (1/5/15 min) at start "
           f"{info['loadavg_start']}, at end {info['loadavg_end']}")
-    if args.out:
+    if args.out and not args.results:
+        # With --results the tables are in RESULTS.md already (and results.md beside
+        # RESULTS.md would be one file on a case-insensitive file system).
         Path(args.out).with_suffix(".md").write_text(text + "\n")
+    if args.results:
+        Path(args.results).write_text(results_md(results, command, text))
     return 0
 
 

@@ -70,29 +70,53 @@ class Job:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row | dict[str, Any]) -> Job:
-        data = dict(row)
-        return cls(
-            id=data["id"],
-            kind=data["kind"],
-            queue=data["queue"],
-            key=data["key"],
-            fingerprint=data["fingerprint"],
-            payload=json.loads(data["payload"]),
-            state=JobState(data["state"]),
-            attempt=data["attempt"],
-            max_attempts=data["max_attempts"],
-            run_after=data["run_after"],
-            lease_owner=data["lease_owner"],
-            lease_until=data["lease_until"],
-            lease_token=data["lease_token"],
-            last_error=data["last_error"],
-            error_class=data["error_class"],
-            result=None if data["result"] is None else json.loads(data["result"]),
-            created_at=data["created_at"],
-            updated_at=data["updated_at"],
-            dead_reason=data["dead_reason"],
-            redrives=data["redrives"],
-        )
+        """The job a ``SELECT *`` / ``RETURNING *`` row of either backend describes."""
+        data = row if isinstance(row, dict) else dict(zip(row.keys(), row, strict=True))
+        result = data["result"]
+        return cls._build({
+            "id": data["id"],
+            "kind": data["kind"],
+            "queue": data["queue"],
+            "key": data["key"],
+            "fingerprint": data["fingerprint"],
+            "payload": json.loads(data["payload"]),
+            "state": _STATES[data["state"]],
+            "attempt": data["attempt"],
+            "max_attempts": data["max_attempts"],
+            "run_after": data["run_after"],
+            "lease_owner": data["lease_owner"],
+            "lease_until": data["lease_until"],
+            "lease_token": data["lease_token"],
+            "last_error": data["last_error"],
+            "error_class": data["error_class"],
+            "result": None if result is None else json.loads(result),
+            "created_at": data["created_at"],
+            "updated_at": data["updated_at"],
+            "dead_reason": data["dead_reason"],
+            "redrives": data["redrives"],
+        })
+
+    def evolve(self, **changes: Any) -> Job:
+        """This job with some fields changed (``dataclasses.replace`` without its cost).
+
+        For the store only, which knows the new values are what the database now holds.
+        """
+        fields = dict(self.__dict__)
+        fields.update(changes)
+        return self._build(fields)
+
+    @classmethod
+    def _build(cls, fields: dict[str, Any]) -> Job:
+        # A frozen dataclass's __init__ sets each of the 20 fields through
+        # object.__setattr__ (~5 us a job on the hot path, bench/NOTES.md); the store
+        # builds every Job from complete, checked values, so it fills __dict__ at once.
+        job = object.__new__(cls)
+        job.__dict__.update(fields)
+        return job
+
+
+#: JobState by its text, without the enum's lookup machinery on every row.
+_STATES = {state.value: state for state in JobState}
 
 
 @dataclass(frozen=True)

@@ -184,6 +184,10 @@ class JobStore(StoreBase):
         # SQLite has no arrays: the claim reads the queue list with json_each.
         return json.dumps(list(queues))
 
+    def _batch_param(self, rows: list[tuple[Any, ...]], columns: tuple[str, ...]) -> Any:
+        # One JSON list of rows, read by json_each in the statement.
+        return {"rows": json.dumps(rows)}
+
     def _rows(self, name: str, params: dict[str, Any] | None = None) -> list[sqlite3.Row]:
         try:
             return self.conn.execute(SQL[name], params or {}).fetchall()

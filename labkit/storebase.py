@@ -14,7 +14,14 @@ differently, through these hooks:
 - ``_in_caller_tx(conn, operation)``: the same on a caller's open transaction, after
   refusing a connection that could not commit together with the caller's write;
 - ``_rows(name, params)``: a read outside any transaction;
-- ``_queues_param(queues)``: how a claim statement takes its list of queues;
+- ``_statement(sql, params, again_if_dropped)``: one writing statement that is a
+  transaction by itself (by default one of ``_tx()``; PostgreSQL sends it alone in
+  autocommit, one round trip instead of three with BEGIN and COMMIT);
+- ``_queues_param(queues)``: how a claim statement takes its list of queues (and any
+  list of strings);
+- ``_batch_param(rows, columns)``: how a batch statement (``insert_jobs``,
+  ``complete_batch``) takes its rows: SQLite one JSON list, PostgreSQL one array per
+  column;
 - ``_location()``: where the jobs live, for "does not exist in ..." messages.
 
 The pure rules (argument checks, the retry decision, error texts) are in
@@ -23,8 +30,9 @@ The pure rules (argument checks, the retry decision, error texts) are in
 
 from __future__ import annotations
 
+import json
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -45,12 +53,18 @@ from labkit.jobrules import (
     result_json,
     snooze_params,
 )
+from labkit.keys import unique_key
 from labkit.redact import sanitize
 from labkit.retry import RetryPolicy
 
 #: At most this long (clock seconds) between sweeps of exhausted expired leases to dead
 #: while claims keep finding work; a claim that comes up short always sweeps.
 BURY_EVERY_S = 1.0
+#: The columns of the batch statements, in the order of each row tuple.
+INSERT_COLUMNS = (
+    "kinds", "queues", "keys", "fingerprints", "payloads", "max_attempts", "run_afters"
+)
+COMPLETE_COLUMNS = ("ids", "tokens", "results")
 
 
 class Executor(Protocol):
@@ -101,7 +115,18 @@ class StoreBase:
     def _rows(self, name: str, params: dict[str, Any] | None = None) -> list[Any]:
         raise NotImplementedError
 
+    def _statement(
+        self, sql: str, params: dict[str, Any], again_if_dropped: bool = False
+    ) -> list[Any]:
+        # again_if_dropped: the statement may run twice if the connection drops under it
+        # (a claim, a sweep); only a backend that can lose its connection uses it.
+        with self._tx() as ex:
+            return list(ex.execute(sql, params).fetchall())
+
     def _queues_param(self, queues: Sequence[str]) -> Any:
+        raise NotImplementedError
+
+    def _batch_param(self, rows: list[tuple[Any, ...]], columns: tuple[str, ...]) -> Any:
         raise NotImplementedError
 
     def _location(self) -> str:
@@ -133,8 +158,18 @@ class StoreBase:
         if conn is not None:
             with self._in_caller_tx(conn, "enqueue") as cur:
                 return self._insert(cur, params)
-        with self._tx() as own:
-            return self._insert(own, params)
+        inserted = self._statement(self._sql["insert_job"], params)
+        if inserted:
+            return Job.from_row(inserted[0]), True
+        # The key was taken: the existing job is read after, outside the insert (as the
+        # key rules need only what a committed job says; _insert does the same in one
+        # transaction for a caller's connection).
+        found = self._rows("job_by_key", params)
+        if not found:
+            raise StoreError(f"key {params['key']!r} vanished while enqueueing; enqueue again")
+        existing = Job.from_row(found[0])
+        check_same_operation(existing, params)
+        return existing, False
 
     def _insert(self, ex: Executor, params: dict[str, Any]) -> tuple[Job, bool]:
         row = ex.execute(self._sql["insert_job"], params).fetchone()
@@ -147,6 +182,86 @@ class StoreBase:
         existing = Job.from_row(found)
         check_same_operation(existing, params)
         return existing, False
+
+    def enqueue_many(
+        self,
+        kind: str,
+        payloads: Sequence[Any],
+        keys: Sequence[str | None] | None = None,
+        queue: str = "default",
+        run_after: float | None = None,
+        max_attempts: int = 5,
+    ) -> list[tuple[int, bool]]:
+        """Accept a batch of jobs of one kind in ONE transaction (one commit); return
+        ``(job id, created)`` per payload, in order.
+
+        The rules of ``enqueue`` hold for every job: a key already taken by the same
+        kind and payload gives the existing job's id with ``created`` False, the same key
+        with another payload raises ``IdempotencyConflict``, and a bad argument raises
+        before anything is written. A conflict or an error anywhere writes nothing of the
+        batch. Returns ids rather than ``Job`` objects: building a ``Job`` per accepted job
+        is most of what a batch would otherwise spend (bench/NOTES.md).
+        """
+        keys = list(keys) if keys is not None else [None] * len(payloads)
+        if len(keys) != len(payloads):
+            raise ValueError(
+                f"keys has {len(keys)} entries for {len(payloads)} payloads; give one key "
+                "per payload (None for a generated one), or no keys at all"
+            )
+        now = self.clock.now()
+        # Jobs without a key share one generated stem, numbered: unique like enqueue's, and
+        # adjacent in the key index, so the batch writes one region of it instead of one
+        # random page per job (half the insert's cost, bench/NOTES.md).
+        stem = unique_key()
+        batch = [
+            enqueue_params(
+                kind, payload, f"{stem}.{n:06d}" if key is None else key, queue, run_after,
+                max_attempts, now,
+            )
+            for n, (payload, key) in enumerate(zip(payloads, keys, strict=True))
+        ]
+        if not batch:
+            return []
+        rows = [
+            (p["kind"], p["queue"], p["key"], p["fingerprint"], p["payload"], p["max_attempts"],
+             p["run_after"])
+            for p in batch
+        ]
+        params = {"now": now, **self._batch_param(rows, INSERT_COLUMNS)}
+        with self._tx() as ex:
+            ids = {r["key"]: (r["id"], True) for r in ex.execute(self._sql["insert_jobs"], params)}
+            # Every job the insert did not create must be the operation its key names:
+            # keys taken before, and any repeat of a key inside the batch.
+            first: set[str] = set()
+            taken = []
+            for p in batch:
+                if p["key"] not in ids or p["key"] in first:
+                    taken.append(p)
+                first.add(p["key"])
+            if taken:
+                found = {
+                    r["key"]: Job.from_row(r)
+                    for r in ex.execute(
+                        self._sql["jobs_by_keys"],
+                        {"keys": self._queues_param([p["key"] for p in taken])},
+                    )
+                }
+                for p in taken:
+                    existing = found.get(p["key"])
+                    if existing is None:
+                        raise StoreError(
+                            f"key {p['key']!r} vanished while enqueueing; enqueue again"
+                        )
+                    # Raises IdempotencyConflict: the transaction rolls back, nothing stays.
+                    check_same_operation(existing, p)
+                    ids.setdefault(p["key"], (existing.id, False))
+        # A key given twice in the batch: the first created the job, the second finds it.
+        out, seen = [], set()
+        for p in batch:
+            job_id, created = ids[p["key"]]
+            out.append((job_id, created and p["key"] not in seen))
+            seen.add(p["key"])
+        return out
 
     # -- claiming ----------------------------------------------------------------------
 
@@ -194,35 +309,54 @@ class StoreBase:
             "now": self.clock.now(),
             **(extra or {}),
         }
-        with self._tx() as ex:
-            rows = ex.execute(sql, params).fetchall()
-            # The claim never hands out a job whose crashes used up its attempts, so
-            # moving such jobs to dead can wait until a claim comes up short (the queue
-            # has nothing else to give) or a second has passed: a busy worker does not
-            # pay for the sweep on every job.
-            if len(rows) < limit or params["now"] >= self._next_bury:
-                ex.execute(self._sql["bury_exhausted"], params)
-                self._next_bury = params["now"] + BURY_EVERY_S
+        # Repeating a claim after a dropped connection is harmless: a job the lost one may
+        # have leased comes back when its lease expires.
+        rows = self._statement(sql, params, again_if_dropped=True)
+        # The claim never hands out a job whose crashes used up its attempts, so moving
+        # such jobs to dead can wait until a claim comes up short (the queue has nothing
+        # else to give) or a second has passed: a busy worker does not pay for the sweep
+        # on every job. The sweep is a transaction of its own: nothing ties it to the claim.
+        if len(rows) < limit or params["now"] >= self._next_bury:
+            self._statement(self._sql["bury_exhausted"], params, again_if_dropped=True)
+            self._next_bury = params["now"] + BURY_EVERY_S
         return sorted((Job.from_row(r) for r in rows), key=lambda j: (j.run_after, j.id))
 
     # -- finishing ---------------------------------------------------------------------
 
     def _fenced(
-        self, name: str, job: Job, params: dict[str, Any], cur: Executor | None = None
+        self,
+        name: str,
+        job: Job,
+        params: dict[str, Any],
+        cur: Executor | None = None,
+        rebuild: Callable[[Any], Job] = Job.from_row,
+        alone: bool = False,
     ) -> Job:
         """Run a statement that only the holder of ``job``'s lease token may run.
 
         With ``cur`` (from ``_in_caller_tx``) it runs inside the caller's open
-        transaction; otherwise in one of the store's own.
+        transaction; otherwise in one of the store's own, or with ``alone`` as a
+        ``_statement`` (the read that explains a lost lease then follows it, outside).
+        ``rebuild(row)`` makes the returned ``Job`` from the row the statement returns
+        (the whole row by default).
         """
         params = {"id": job.id, "token": job.lease_token, "now": self.clock.now(), **params}
-        tx: AbstractContextManager[Any] = nullcontext(cur) if cur is not None else self._tx()
-        with tx as ex:
-            row = ex.execute(self._sql[name], params).fetchone()
+        if alone and cur is None:
+            found = self._statement(self._sql[name], params)
+            row = found[0] if found else None
             if row is None:
-                current = ex.execute(self._sql["job_by_id"], {"id": job.id}).fetchone()
+                read = self._rows("job_by_id", {"id": job.id})
+                current = read[0] if read else None
+        else:
+            tx: AbstractContextManager[Any] = (
+                nullcontext(cur) if cur is not None else self._tx()
+            )
+            with tx as ex:
+                row = ex.execute(self._sql[name], params).fetchone()
+                if row is None:
+                    current = ex.execute(self._sql["job_by_id"], {"id": job.id}).fetchone()
         if row is not None:
-            return Job.from_row(row)
+            return rebuild(row)
         if current is None:
             raise NotFound(f"job {job.id} does not exist in {self._location()}")
         raise lease_lost(
@@ -246,37 +380,60 @@ class StoreBase:
         completion commit together or not at all (the ledger pattern). On LeaseLost the
         caller must roll back, which also discards the effect.
         """
-        params = {"result": result_json(result)}
+        text = result_json(result)
+
+        def stored(row: Any) -> Job:
+            # The token matched, so since this worker's claim only a heartbeat can have
+            # touched the row, in columns complete sets again: the caller's Job with what
+            # the statement set IS the stored row, without reading it back (bench/NOTES.md).
+            return job.evolve(
+                state=JobState.SUCCEEDED, result=json.loads(text), lease_token=None,
+                lease_until=None, updated_at=row["updated_at"],
+            )
+
+        params = {"result": text}
         if conn is None:
-            return self._fenced("complete", job, params)
+            return self._fenced("complete", job, params, rebuild=stored, alone=True)
         with self._in_caller_tx(conn, "complete") as cur:
-            return self._fenced("complete", job, params, cur)
+            return self._fenced("complete", job, params, cur, rebuild=stored)
 
     def complete_many(
         self, jobs: Sequence[Job], results: Sequence[Any] | None = None
     ) -> list[Job]:
-        """Complete several jobs in ONE transaction (one commit), each fenced by its token.
+        """Complete several jobs in ONE statement and one commit, each fenced by its token.
 
-        Returns the jobs that completed; a job whose lease moved on is left unchanged and
-        is missing from the result (the same rule as ``complete``, without the exception,
-        so one lost lease does not undo the others).
+        Returns the jobs that completed, as the database now holds them; a job whose lease
+        moved on is left unchanged and is missing from the result (the same rule as
+        ``complete``, without the exception, so one lost lease does not undo the others).
+        The statement returns only the ids that finished: the rest of each returned job is
+        the caller's own ``Job`` with the columns the statement set.
         """
         results = list(results) if results is not None else [None] * len(jobs)
-        done: list[Job] = []
+        if len(results) != len(jobs):
+            raise ValueError(
+                f"results has {len(results)} entries for {len(jobs)} jobs; give one result "
+                "per job, or none at all"
+            )
+        if not jobs:
+            return []
         now = self.clock.now()
+        # A job listed twice is completed once, with its first result.
+        firsts: dict[int, tuple[Job, str]] = {}
+        for job, result in zip(jobs, results, strict=True):
+            firsts.setdefault(job.id, (job, result_json(result)))
+        rows = [(job.id, job.lease_token, text) for job, text in firsts.values()]
+        params = {"now": now, **self._batch_param(rows, COMPLETE_COLUMNS)}
         with self._tx() as ex:
-            for job, result in zip(jobs, results, strict=True):
-                row = ex.execute(
-                    self._sql["complete"],
-                    {
-                        "id": job.id,
-                        "token": job.lease_token,
-                        "now": now,
-                        "result": result_json(result),
-                    },
-                ).fetchone()
-                if row is not None:
-                    done.append(Job.from_row(row))
+            finished = {r["id"] for r in ex.execute(self._sql["complete_batch"], params)}
+        done: list[Job] = []
+        for job, text in firsts.values():
+            if job.id in finished:
+                done.append(
+                    job.evolve(
+                        state=JobState.SUCCEEDED, result=json.loads(text),
+                        lease_token=None, lease_until=None, updated_at=now,
+                    )
+                )
         return done
 
     def fail(self, job: Job, error: BaseException) -> Job:

@@ -34,6 +34,13 @@ from labkit.errors import ConnectionLost, StoreBusy, StoreError
 from labkit.redact import redact
 
 Conn = psycopg.Connection[dict[str, Any]]
+#: FATAL errors by which the server says it ended the session itself: whatever statement
+#: was running then was rolled back, and one not yet run never started.
+_SERVER_ENDED = (
+    psycopg.errors.AdminShutdown,
+    psycopg.errors.CrashShutdown,
+    psycopg.errors.CannotConnectNow,
+)
 
 
 class Session:
@@ -125,6 +132,34 @@ class Session:
                     if attempt == 1 and self._dropped(conn):
                         continue
                     self._raise(exc, conn, operation, committing=False)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def statement(
+        self, sql: str, params: dict[str, Any], operation: str, *, again_if_dropped: bool
+    ) -> list[Any]:
+        """Run one writing statement as its own transaction (autocommit): one round trip
+        where ``transaction()`` takes three (BEGIN, the statement, COMMIT).
+
+        When the server itself ended the session (terminated, shut down: it says so
+        with a FATAL error, which comes before our statement's result or instead of it),
+        the statement did not commit, and it runs once more on a new connection, as a
+        BEGIN that meets a dead connection does. Any other drop leaves it unknown: the
+        statement may have committed before the connection died, so ``ConnectionLost``
+        says it MAY HAVE BEEN SAVED, unless ``again_if_dropped`` (a statement whose repeat
+        is harmless, like a claim: a job it leased without telling anyone comes back when
+        that lease expires) runs it once more.
+        """
+        with self.lock:
+            for attempt in (1, 2):
+                conn = self.conn
+                try:
+                    cur = conn.execute(sql, params)
+                    return cur.fetchall() if cur.description is not None else []
+                except psycopg.Error as exc:
+                    ended = isinstance(exc, _SERVER_ENDED)
+                    if attempt == 1 and self._dropped(conn) and (ended or again_if_dropped):
+                        continue
+                    self._raise(exc, conn, operation, committing=not ended)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _begin(self, operation: str) -> tuple[Conn, Any]:

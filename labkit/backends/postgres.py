@@ -240,5 +240,18 @@ class PostgresJobStore(StoreBase):
     def _queues_param(self, queues: Sequence[str]) -> list[str]:
         return list(queues)  # psycopg passes a list as a text[] array
 
+    def _batch_param(self, rows: list[tuple[Any, ...]], columns: tuple[str, ...]) -> Any:
+        # One array per column; the statement zips them back with unnest.
+        return {name: [row[i] for row in rows] for i, name in enumerate(columns)}
+
+    def _statement(
+        self, sql: str, params: dict[str, Any], again_if_dropped: bool = False
+    ) -> list[Any]:
+        # Alone in autocommit: one round trip instead of BEGIN, statement, COMMIT
+        # (bench/NOTES.md); see Session.statement for what a drop then tells.
+        return self._session.statement(
+            sql, params, "a store call", again_if_dropped=again_if_dropped
+        )
+
     def _rows(self, name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         return self._session.rows(SQL[name], params or {})

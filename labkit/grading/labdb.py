@@ -1,8 +1,9 @@
-"""The small SQLite jobs table exercises 3 and 6 work on, for checks and for notebooks.
+"""The small SQLite tables the exercises work on, for checks and for notebooks.
 
-``exercise_db(folder)`` gives a fresh database to try your code on; ``add_job`` puts a
-job in any state; ``all_jobs`` reads them back. The schema is ``exercise_schema`` in
-``labkit/sql/grading.sql``.
+``exercise_db(folder)`` gives a fresh jobs table to try your code on (exercises 3, 6,
+12 and 13); ``add_job`` puts a job in any state; ``all_jobs`` reads them back.
+``outbox_db`` and ``consumer_db`` are exercise 11's business and consumer databases.
+The schemas are in ``labkit/sql/grading.sql``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def add_job(conn: sqlite3.Connection, key: str, **fields: Any) -> int:
     row = {
         "key": key,
         "kind": "email",
+        "queue": "default",
         "state": "pending",
         "attempt": 0,
         "max_attempts": 3,
@@ -63,3 +65,27 @@ def exercise_db(folder: Path | str, name: str = "lab.db") -> sqlite3.Connection:
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     return lab_db(path)
+
+
+def _fresh(path: Path | str, schema: str) -> sqlite3.Connection:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    conn = connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.executescript(queries.load("grading.sql")[schema])
+    return conn
+
+
+def outbox_db(path: Path | str) -> sqlite3.Connection:
+    """Exercise 11: a fresh business database (``orders``, ``outbox``) at ``path``."""
+    return _fresh(path, "outbox_schema")
+
+
+def consumer_db(path: Path | str) -> sqlite3.Connection:
+    """Exercise 11: a fresh consumer database (``processed_messages``, ``emails``) at ``path``."""
+    return _fresh(path, "consumer_schema")
+
+
+def rows_of(conn: sqlite3.Connection, query: str) -> list[dict[str, Any]]:
+    """Every row of one of the named listings (``all_orders``, ``all_outbox``, ``all_emails``)."""
+    return [dict(r) for r in conn.execute(queries.load("grading.sql")[query])]

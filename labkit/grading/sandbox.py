@@ -27,6 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from labkit.clock import SystemClock
 from labkit.grading.channel import LineReader, NotData, encode, write
 from labkit.grading.core import CheckFailed
 
@@ -216,17 +217,28 @@ def serve_check(values: dict[str, Any], reader: LineReader, replies: int) -> Non
         write(replies, reply)
 
 
-def _stop_strays() -> None:
-    """Kill processes the cells or a check left behind (this uid / this sandbox only)."""
+def _stop_strays(clock: SystemClock | None = None, grace_s: float = 5.0) -> None:
+    """Kill processes the cells or a check left behind (this uid / this sandbox only).
+
+    Then reap every child, waiting for them to die: a killed child is a zombie until it
+    is reaped, and zombies still count against the process limit, so a fork storm in the
+    cells would otherwise leave the next check unable to fork and cost honest points.
+    """
+    clock = clock or SystemClock()
     try:
         os.kill(-1, signal.SIGKILL)
     except OSError:
         pass
+    deadline = clock.now() + grace_s
     try:
-        while os.waitpid(-1, os.WNOHANG)[0]:
-            pass
+        while True:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                if clock.now() > deadline:
+                    return
+                clock.sleep(0.005)
     except ChildProcessError:
-        pass
+        pass  # no child left
 
 
 def main(requests: int, replies: int) -> None:

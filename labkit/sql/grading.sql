@@ -1,9 +1,10 @@
 -- exercise_schema --
--- The small jobs table exercises 3 and 6 work on (a trimmed copy of the store's).
+-- The small jobs table exercises 3, 6, 12 and 13 work on (a trimmed copy of the store's).
 CREATE TABLE IF NOT EXISTS jobs (
     id           INTEGER PRIMARY KEY,
     key          TEXT NOT NULL UNIQUE,
     kind         TEXT NOT NULL DEFAULT 'email',
+    queue        TEXT NOT NULL DEFAULT 'default',
     state        TEXT NOT NULL DEFAULT 'pending'
                  CHECK (state IN ('pending', 'running', 'retry_wait', 'succeeded', 'dead')),
     attempt      INTEGER NOT NULL DEFAULT 0,
@@ -20,12 +21,50 @@ CREATE TABLE IF NOT EXISTS jobs (
 
 -- add_job --
 -- Put one job into the exercise table in any state (checks build their scenes with it).
-INSERT INTO jobs (key, kind, state, attempt, max_attempts, run_after, lease_owner,
+INSERT INTO jobs (key, kind, queue, state, attempt, max_attempts, run_after, lease_owner,
                   lease_until, lease_token, last_error, dead_reason, updated_at)
-VALUES (:key, :kind, :state, :attempt, :max_attempts, :run_after, :lease_owner,
+VALUES (:key, :kind, :queue, :state, :attempt, :max_attempts, :run_after, :lease_owner,
         :lease_until, :lease_token, :last_error, :dead_reason, :updated_at)
 RETURNING id
 
 -- all_jobs --
 -- Every job of the exercise table, by id.
 SELECT * FROM jobs ORDER BY id
+
+-- outbox_schema --
+-- Exercise 11, the business database: orders and the outbox written with them.
+CREATE TABLE IF NOT EXISTS orders (
+    id        INTEGER PRIMARY KEY,
+    customer  TEXT NOT NULL,
+    total     INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS outbox (
+    id          INTEGER PRIMARY KEY,
+    message_id  TEXT NOT NULL UNIQUE,
+    topic       TEXT NOT NULL,
+    body        TEXT NOT NULL,
+    sent_at     REAL
+);
+
+-- consumer_schema --
+-- Exercise 11, the consumer's own database: the ids it has applied and its effect (emails).
+CREATE TABLE IF NOT EXISTS processed_messages (
+    message_id  TEXT PRIMARY KEY
+);
+CREATE TABLE IF NOT EXISTS emails (
+    id          INTEGER PRIMARY KEY,
+    order_id    INTEGER NOT NULL,
+    customer    TEXT NOT NULL
+);
+
+-- all_orders --
+-- Every order of exercise 11's business database, by id.
+SELECT * FROM orders ORDER BY id
+
+-- all_outbox --
+-- Every outbox row of exercise 11's business database, by id.
+SELECT * FROM outbox ORDER BY id
+
+-- all_emails --
+-- Every email exercise 11's consumer sent, by id.
+SELECT * FROM emails ORDER BY id

@@ -49,7 +49,9 @@ CREATE TABLE IF NOT EXISTS attempts (
     error_class TEXT
 );
 CREATE INDEX IF NOT EXISTS attempts_job ON attempts (job_id, attempt);
-CREATE INDEX IF NOT EXISTS attempts_open ON attempts (job_id) WHERE finished_at IS NULL;
+-- No separate index of open attempts (as on SQLite): the triggers find a job's open
+-- attempt through attempts_job, and a second index is written twice per job.
+DROP INDEX IF EXISTS attempts_open;
 CREATE TABLE IF NOT EXISTS redrives (
     id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     job_id      BIGINT NOT NULL REFERENCES jobs (id),
@@ -147,6 +149,25 @@ VALUES (:kind, :queue, :key, :fingerprint, :payload, 'pending', :max_attempts, :
 ON CONFLICT (key) DO NOTHING
 RETURNING *
 
+-- insert_jobs --
+-- Accept a batch of jobs in one statement, one array per column; returns the id and key of each job it inserted.
+-- A key that exists (before, or earlier in the batch) inserts nothing.
+INSERT INTO jobs (kind, queue, key, fingerprint, payload, state, max_attempts, run_after,
+                  created_at, updated_at)
+SELECT j.kind, j.queue, j.key, j.fingerprint, j.payload, 'pending', j.max_attempts, j.run_after,
+       :now, :now
+  FROM unnest(CAST(:kinds AS text[]), CAST(:queues AS text[]), CAST(:keys AS text[]),
+              CAST(:fingerprints AS text[]), CAST(:payloads AS text[]),
+              CAST(:max_attempts AS integer[]), CAST(:run_afters AS double precision[]))
+       WITH ORDINALITY AS j (kind, queue, key, fingerprint, payload, max_attempts, run_after, n)
+ ORDER BY j.n
+ON CONFLICT (key) DO NOTHING
+RETURNING id, key
+
+-- jobs_by_keys --
+-- The jobs with the given keys (a batch's keys that were already taken).
+SELECT * FROM jobs WHERE key = ANY(CAST(:keys AS text[]))
+
 -- retry_state --
 -- The previous backoff delay and when the deadline window opened: at acceptance, or at the latest redrive.
 SELECT last_delay,
@@ -181,8 +202,36 @@ UPDATE jobs
 
 -- claim --
 -- Lease up to :limit ready jobs (due pending/retry_wait, or running with an expired lease) that no other claimer holds.
+-- Per queue and per branch, an index scan in (due, id) order stops after :limit rows (LATERAL ... LIMIT):
+-- one ORDER BY over both branches and every queue would sort all ready rows on every claim.
 -- FOR UPDATE SKIP LOCKED: a concurrent claimer skips the rows this one is taking instead of waiting for them
--- or taking them too; the row lock re-checks the WHERE on the latest version of each row.
+-- or taking them too; the row lock re-checks the WHERE on the latest version of each row. Rows locked in a
+-- branch but not picked (at most :limit per queue) are released at commit.
+-- id = ANY(ARRAY(...)): the update then reads the picked ids through the primary key whatever the planner
+-- statistics say (an IN (subquery) becomes a hash join over every row of jobs once the table is analyzed).
+WITH ready AS (
+    SELECT r.id, r.due
+      FROM (SELECT DISTINCT name FROM unnest(CAST(:queues AS text[])) AS u (name)) AS q,
+           LATERAL (SELECT id, run_after AS due FROM jobs
+                     WHERE state IN ('pending', 'retry_wait') AND queue = q.name
+                       AND run_after <= :now
+                     ORDER BY run_after, id
+                     LIMIT :limit
+                       FOR UPDATE SKIP LOCKED) AS r
+), expired AS (
+    SELECT r.id, r.due
+      FROM (SELECT DISTINCT name FROM unnest(CAST(:queues AS text[])) AS u (name)) AS q,
+           LATERAL (SELECT id, lease_until AS due FROM jobs
+                     WHERE state = 'running' AND queue = q.name
+                       AND lease_until <= :now AND attempt < max_attempts
+                     ORDER BY lease_until, id
+                     LIMIT :limit
+                       FOR UPDATE SKIP LOCKED) AS r
+), picked AS (
+    SELECT id FROM (SELECT * FROM ready UNION ALL SELECT * FROM expired) AS c
+     ORDER BY due, id
+     LIMIT :limit
+)
 UPDATE jobs
    SET state = 'running',
        attempt = jobs.attempt + 1,
@@ -192,14 +241,7 @@ UPDATE jobs
        -- a redrive set attempt back, so an old holder's token can never match again.
        lease_token = jobs.id || '.' || (1 + (SELECT count(*) FROM attempts a WHERE a.job_id = jobs.id)),
        updated_at = :now
- WHERE id IN (
-       SELECT id FROM jobs
-        WHERE queue = ANY(:queues)
-          AND ((state IN ('pending', 'retry_wait') AND run_after <= :now)
-               OR (state = 'running' AND lease_until <= :now AND attempt < max_attempts))
-        ORDER BY CASE WHEN state = 'running' THEN lease_until ELSE run_after END, id
-        LIMIT :limit
-          FOR UPDATE SKIP LOCKED)
+ WHERE id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING *
 
 -- heartbeat --
@@ -209,12 +251,23 @@ UPDATE jobs SET lease_until = :now + :lease_s, updated_at = :now
 RETURNING *
 
 -- complete --
--- Finish a job, only for the holder of the current token.
+-- Finish a job, only for the holder of the current token; returns only what the caller lacks (the store rebuilds the Job).
 UPDATE jobs
    SET state = 'succeeded', result = :result, lease_token = NULL, lease_until = NULL,
        updated_at = :now
  WHERE id = :id AND state = 'running' AND lease_token = :token
-RETURNING *
+RETURNING id, updated_at
+
+-- complete_batch --
+-- Finish a batch in one statement, each job only for the holder of its token (the fence of complete, per row).
+-- Returns only the ids that finished: the caller has the rest of each job already.
+UPDATE jobs
+   SET state = 'succeeded', result = b.result, lease_token = NULL, lease_until = NULL,
+       updated_at = :now
+  FROM unnest(CAST(:ids AS bigint[]), CAST(:tokens AS text[]), CAST(:results AS text[]))
+       AS b (id, token, result)
+ WHERE jobs.id = b.id AND jobs.state = 'running' AND jobs.lease_token = b.token
+RETURNING jobs.id
 
 -- fail --
 -- Record a failed attempt: to retry_wait (with run_after) or to dead, only for the token holder.

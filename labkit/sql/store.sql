@@ -103,6 +103,22 @@ VALUES (:kind, :queue, :key, :fingerprint, :payload, 'pending', :max_attempts, :
 ON CONFLICT (key) DO NOTHING
 RETURNING *
 
+-- insert_jobs --
+-- Accept a batch of jobs in one statement; :rows is a JSON list of [kind, queue, key, fingerprint, payload text, max_attempts, run_after].
+-- Returns the id and key of each job it inserted; a key that exists (before, or earlier in the batch) inserts nothing.
+INSERT INTO jobs (kind, queue, key, fingerprint, payload, state, max_attempts, run_after,
+                  created_at, updated_at)
+SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, 'pending',
+       j.value ->> 5, j.value ->> 6, :now, :now
+  FROM json_each(:rows) AS j
+ WHERE true  -- SQLite's parser needs a WHERE between SELECT ... FROM and ON CONFLICT
+ON CONFLICT (key) DO NOTHING
+RETURNING id, key
+
+-- jobs_by_keys --
+-- The jobs with the keys of a JSON list (a batch's keys that were already taken).
+SELECT * FROM jobs WHERE key IN (SELECT value FROM json_each(:keys))
+
 -- retry_state --
 -- The previous backoff delay (decorrelated jitter grows from it) and when the deadline
 -- window opened: at acceptance, or at the latest redrive, which grants a fresh window.
@@ -197,12 +213,22 @@ UPDATE jobs SET lease_until = :now + :lease_s, updated_at = :now
 RETURNING *
 
 -- complete --
--- Finish a job, only for the holder of the current token.
+-- Finish a job, only for the holder of the current token; returns only what the caller lacks (the store rebuilds the Job).
 UPDATE jobs
    SET state = 'succeeded', result = :result, lease_token = NULL, lease_until = NULL,
        updated_at = :now
  WHERE id = :id AND state = 'running' AND lease_token = :token
-RETURNING *
+RETURNING id, updated_at
+
+-- complete_batch --
+-- Finish a batch in one statement, each job only for the holder of its token (the fence of complete, per row).
+-- :rows is a JSON list of [id, token, result JSON text]; returns only the ids that finished: the caller has the rest.
+UPDATE jobs
+   SET state = 'succeeded', result = b.value ->> 2, lease_token = NULL, lease_until = NULL,
+       updated_at = :now
+  FROM json_each(:rows) AS b
+ WHERE jobs.id = b.value ->> 0 AND jobs.state = 'running' AND jobs.lease_token = b.value ->> 1
+RETURNING jobs.id
 
 -- fail --
 -- Record a failed attempt: to retry_wait (with run_after) or to dead, only for the token holder.

@@ -1200,6 +1200,7 @@ def test_the_zoo_covers_every_exercise_three_times() -> None:
     from test_zoo_ex08 import ZOO as ZOO_EX08  # ex08's wrong task modules are files too
     from test_zoo_ex09 import ZOO as ZOO_EX09  # ex09's wrong consumers run as processes
     from test_zoo_ex10 import ZOO as ZOO_EX10  # ex10's wrong apps are files: their own zoo
+    from test_zoo_ex11_13 import ZOO as ZOO_EX11_13  # exercises 11-13 keep their own zoo
 
     from labkit.grading import catalog
 
@@ -1208,6 +1209,7 @@ def test_the_zoo_covers_every_exercise_three_times() -> None:
         + Counter({"ex08": len(ZOO_EX08)})
         + Counter({"ex09": len(ZOO_EX09)})
         + Counter({"ex10": len(ZOO_EX10)})
+        + Counter(e for e, *_ in ZOO_EX11_13)
     )
     assert sorted(SAYS) == sorted(m for _, m, _, _ in ZOO)
     assert all(counts[e] >= 3 for e in catalog.exercises()), counts

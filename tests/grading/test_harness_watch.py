@@ -1,0 +1,101 @@
+"""The shared harness tools of exercises 11-13: the watched connection and the forked racers."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from labkit.errors import SimulatedCrash
+from labkit.grading.harness._watch import Watched, in_processes
+
+
+def _db(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE TABLE t (x INTEGER)")
+    return conn
+
+
+def test_a_crash_after_the_second_write_leaves_the_first_committed_in_autocommit(
+    tmp_path: Path,
+) -> None:
+    conn = _db(tmp_path / "t.db")
+    watched = Watched(conn, crash_after=2)
+    watched.execute("INSERT INTO t VALUES (1)")
+    with pytest.raises(SimulatedCrash):
+        watched.execute("INSERT INTO t VALUES (2)")
+    assert watched.crashed and watched.writes == 2
+    # Each autocommit statement is its own transaction: both rows are there.
+    assert [r[0] for r in conn.execute("SELECT x FROM t ORDER BY x")] == [1, 2]
+
+
+def test_a_crash_inside_a_transaction_rolls_back_when_the_connection_closes(
+    tmp_path: Path,
+) -> None:
+    conn = _db(tmp_path / "t.db")
+    watched = Watched(conn, crash_after=1)
+    watched.execute("BEGIN IMMEDIATE")
+    with pytest.raises(SimulatedCrash):
+        watched.execute("INSERT INTO t VALUES (1)")
+    conn.close()
+    fresh = sqlite3.connect(tmp_path / "t.db")
+    assert fresh.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+
+
+def test_plain_reads_pause_and_statements_run_to_their_end(tmp_path: Path) -> None:
+    conn = _db(tmp_path / "t.db")
+    watched = Watched(conn, pause=0.01)
+    rows = watched.execute("INSERT INTO t VALUES (7) RETURNING x")
+    assert rows.rowcount == 1 and rows.fetchone() == (7,)
+    assert watched.execute("SELECT x FROM t").fetchall() == [(7,)]
+    assert watched.pauses == 1
+
+
+def test_racers_report_what_they_returned_or_raised() -> None:
+    def racer(index: int) -> int:
+        if index == 1:
+            raise RuntimeError("racer 1 failed")
+        return index * 10
+
+    got = in_processes(racer, 3)
+    assert got["hung"] == 0
+    assert got["results"]["0"] == ["returned", 0]
+    assert got["results"]["2"] == ["returned", 20]
+    assert got["results"]["1"] == ["raised", "RuntimeError: racer 1 failed"]
+
+
+def test_a_stub_in_a_racer_reads_as_not_started() -> None:
+    def racer(index: int) -> None:
+        raise NotImplementedError("Exercise 12")
+
+    with pytest.raises(NotImplementedError, match="Exercise 12"):
+        in_processes(racer, 2)
+
+
+def test_a_hanging_racer_and_what_it_started_are_killed(tmp_path: Path) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+
+    def racer(index: int) -> None:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        pidfile.write_text(str(child.pid))
+        time.sleep(60)
+
+    got = in_processes(racer, 1, timeout=3.0)
+    assert got == {"results": {}, "hung": 1}
+    grandchild = int(pidfile.read_text())
+    for _ in range(50):  # reaped by init once killed; poll generously on a loaded machine
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            break
+        with open(f"/proc/{grandchild}/stat") as stat:
+            if stat.read().split()[2] == "Z":
+                break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the racer's child {grandchild} outlived the race")

@@ -1,0 +1,357 @@
+"""The zoo of exercises 11-13: each plausible wrong solution loses the check named after it.
+
+Each entry overrides one function of the reference solution with a classic mistake,
+then runs every public and hidden check. The named check must fail with an expectation
+and a hint, the score must drop, and some checks must still pass (the feedback points
+at one mistake, not at everything).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from gradingkit import grade_values, with_override
+
+from labkit.grading.core import PASSED
+
+ZOO: list[tuple[str, str, str, str]] = [
+    # (exercise, mistake, the check that must fail, source replacing the reference)
+    (
+        "ex11",
+        "the order and its message in two transactions",
+        "place_order_is_one_transaction",
+        """
+        def place_order(conn, order_id, customer, total):
+            created = conn.execute(
+                "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                " ON CONFLICT (id) DO NOTHING RETURNING id", (order_id, customer, total),
+            ).fetchone()
+            if created is not None:
+                body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                conn.execute(
+                    "INSERT INTO outbox (message_id, topic, body) VALUES (?, 'order.placed', ?)",
+                    (f"order:{order_id}:placed:v1", body),
+                )
+            return created is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the relay marks the row sent, then publishes",
+        "relay_never_loses_a_message",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            rows = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, mid, body in rows:
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                publish(topic, mid, body)
+                sent.append(mid)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay skips a message the broker refused and goes on",
+        "relay_stops_when_the_broker_is_down",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            rows = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, mid, body in rows:
+                try:
+                    publish(topic, mid, body)
+                except Exception:
+                    continue
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(mid)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer commits the processed id before sending the email",
+        "consume_is_one_transaction",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            fresh = conn.execute(
+                "INSERT INTO processed_messages (message_id) VALUES (?)"
+                " ON CONFLICT DO NOTHING RETURNING message_id", (message_id,),
+            ).fetchone()
+            if fresh is not None:
+                conn.execute("INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                             (order["order_id"], order["customer"]))
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer checks with a SELECT outside the transaction",
+        "two_consumer_processes_send_each_email_once",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            seen = conn.execute(
+                "SELECT 1 FROM processed_messages WHERE message_id = ?", (message_id,)
+            ).fetchone()
+            if seen:
+                return False
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT OR IGNORE INTO processed_messages (message_id) VALUES (?)",
+                         (message_id,))
+            conn.execute("INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                         (order["order_id"], order["customer"]))
+            conn.execute("COMMIT")
+            return True
+        """,
+    ),
+    (
+        "ex11",
+        "the body built with an f-string",
+        "body_is_json_for_any_name",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            created = conn.execute(
+                "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                " ON CONFLICT (id) DO NOTHING RETURNING id", (order_id, customer, total),
+            ).fetchone()
+            if created is not None:
+                body = f'{{"order_id": {order_id}, "customer": "{customer}", "total": {total}}}'
+                conn.execute(
+                    "INSERT INTO outbox (message_id, topic, body) VALUES (?, 'order.placed', ?)",
+                    (f"order:{order_id}:placed:v1", body),
+                )
+            conn.execute("COMMIT")
+            return created is not None
+        """,
+    ),
+    (
+        "ex12",
+        "slot key in the machine's local time",
+        "slot_key_is_the_same_in_every_time_zone",
+        """
+        def slot_key(schedule, fire_time):
+            if not schedule or ":" in schedule:
+                raise ValueError(schedule)
+            return f"schedule:{schedule}:{datetime.fromtimestamp(fire_time):%Y-%m-%dT%H:%M:%SZ}"
+        """,
+    ),
+    (
+        "ex12",
+        "key from the moment of the tick, not the slot",
+        "two_schedulers_enqueue_each_slot_once",
+        """
+        _reference_due = due_slots
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(run_after) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            created = []
+            for slot in _reference_due(period_s, row[0], since, now, catch_up):
+                key = slot_key(schedule, int(now))
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "plain INSERT: the second scheduler's insert raises",
+        "two_schedulers_enqueue_each_slot_once",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(run_after) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            created = []
+            for slot in due_slots(period_s, row[0], since, now, catch_up):
+                key = slot_key(schedule, slot)
+                conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (?, ?, ?, ?)",
+                    (key, schedule, slot, now),
+                )
+                created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "what fired kept in memory, not read from the table",
+        "tick_reads_what_fired_from_the_table",
+        """
+        FIRED = {}
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            created = []
+            for slot in due_slots(period_s, FIRED.get(schedule), since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                FIRED[schedule] = slot
+                if got:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "the slot at exactly now is not due yet (< instead of <=)",
+        "due_slots_boundaries",
+        """
+        _reference_due = due_slots
+        def due_slots(period_s, last, since, now, catch_up):
+            return [s for s in _reference_due(period_s, last, since, now, catch_up) if s < now]
+        """,
+    ),
+    (
+        "ex12",
+        "slots rounded to the nearest multiple instead of the one at or before now",
+        "due_slots_on_generated_schedules",
+        """
+        def due_slots(period_s, last, since, now, catch_up):
+            if period_s <= 0 or catch_up not in ("all", "latest"):
+                raise ValueError("bad arguments")
+            slot = round(now / period_s) * period_s
+            slots = []
+            while slot >= since and (last is None or slot > last):
+                slots.append(slot)
+                if catch_up == "latest":
+                    break
+                slot -= period_s
+            return slots[::-1]
+        """,
+    ),
+    (
+        "ex13",
+        "the cap alone, without least-busy-first",
+        "a_flood_does_not_starve_the_others",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (SELECT c.id FROM jobs c
+                  WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                         OR (c.state = 'running' AND c.lease_until <= :now))
+                    AND (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                          AND r.state = 'running' AND r.lease_until > :now) < :cap
+                  ORDER BY c.run_after, c.id LIMIT 1)
+                RETURNING *\"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "count in a SELECT, then claim in an UPDATE",
+        "the_cap_holds_when_two_processes_claim",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            busy = dict(conn.execute(
+                "SELECT queue, count(*) FROM jobs WHERE state = 'running'"
+                " AND lease_until > ? GROUP BY queue", (now,)).fetchall())
+            open_queues = [q for (q,) in conn.execute("SELECT DISTINCT queue FROM jobs")
+                           if busy.get(q, 0) < cap]
+            if not open_queues:
+                return None
+            marks = ",".join("?" for _ in open_queues)
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET.replace(":worker", "?").replace(":now + :lease_s", "?")
+                .replace(":now", "?") + f\"\"\"
+                 WHERE id = (SELECT id FROM jobs
+                  WHERE ((state IN ('pending', 'retry_wait') AND run_after <= ?)
+                         OR (state = 'running' AND lease_until <= ?))
+                    AND queue IN ({marks})
+                  ORDER BY run_after, id LIMIT 1)
+                RETURNING *\"\"\",
+                (worker, now + lease_s, now, now, now, *open_queues),
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "a dead worker's expired lease still counts toward the cap",
+        "a_dead_workers_job_does_not_hold_the_cap",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (SELECT c.id FROM jobs c
+                  WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                         OR (c.state = 'running' AND c.lease_until <= :now))
+                    AND (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                          AND r.state = 'running') < :cap
+                  ORDER BY (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                             AND r.state = 'running'), c.run_after, c.id LIMIT 1)
+                RETURNING *\"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "serial: the oldest ready job of the key, overtaking a head that waits to retry",
+        "a_waiting_head_blocks_its_queue",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (SELECT c.id FROM jobs c
+                  WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                         OR (c.state = 'running' AND c.lease_until <= :now))
+                    AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.queue = c.queue
+                          AND r.state = 'running' AND r.lease_until > :now)
+                    AND c.id = (SELECT min(o.id) FROM jobs o WHERE o.queue = c.queue
+                          AND ((o.state IN ('pending', 'retry_wait') AND o.run_after <= :now)
+                               OR (o.state = 'running' AND o.lease_until <= :now)))
+                  ORDER BY c.run_after, c.id LIMIT 1)
+                RETURNING *\"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("exercise", "mistake", "check", "source"), ZOO, ids=[f"{e}: {m}" for e, m, _, _ in ZOO]
+)
+def test_wrong_solution_fails_the_check_that_names_its_mistake(
+    exercise: str, mistake: str, check: str, source: str
+) -> None:
+    outcomes = grade_values(exercise, with_override(exercise, source))
+    assert check in outcomes, f"no check called {check}"
+    named = outcomes[check]
+    assert named.status == "failed", f"{mistake}: {check} was {named.status}"
+    assert named.earned == 0 and named.expected and named.got and named.hint
+    assert "Traceback" not in named.got
+    earned = sum(o.earned for o in outcomes.values())
+    assert earned < sum(o.points for o in outcomes.values())
+    passed = [o.check for o in outcomes.values() if o.status == PASSED]
+    assert passed, f"{mistake}: every check failed, the feedback would not point at the mistake"
+
+
+def test_the_zoo_has_three_mistakes_per_exercise_at_least() -> None:
+    counts = Counter(e for e, *_ in ZOO)
+    assert all(counts[e] >= 3 for e in ("ex11", "ex12", "ex13")), counts
