@@ -10,13 +10,16 @@ its own session (process group) and returns a ``CeleryWorker``:
   then the rest of its group (an orphaned pool child would otherwise go on running its
   task unseen; when a machine or container dies, everything dies together);
 - ``stop()`` asks for a warm shutdown (SIGTERM: finish the current task, then exit);
-- leaving the ``with`` block (or ``close()``) SIGKILLs the whole process group, whatever
+- leaving the ``with`` block (or ``close()``) SIGKILLs the whole process tree, whatever
   happened, so no worker outlives the lesson or the test.
 
 ``start_beat(app, folder=...)`` does the same for ``celery beat``. ``spawn=`` takes the
 function that starts the process (the grader passes ``ns.spawn`` so the worker runs as
 the student's code does); it must start a new session, as ``ns.spawn`` does, and gets
 plain data only (argv, cwd, env, ``DEVNULL`` streams): the process opens its own log.
+The spawned pid may be a wrapper's (the grader's bubblewrap runs the command as its
+child, in a session of its own): ``main_pid`` is the celery process, found in the
+kernel's process tree, and kills and waits go by the tree, not by the process group.
 Killed workers leave nothing behind even when the lab itself is killed: each Celery
 process asks Linux to SIGKILL it when its parent dies (``proctree.die_with_parent``).
 
@@ -42,10 +45,13 @@ from typing import Any
 
 from labkit.clock import Clock, SystemClock
 from labkit.integrations.proctree import (
+    argv_of,
     children_of,
+    descendants_of,
     die_with_parent,
     group_members,
     is_alive,
+    kill_tree,
     leftovers,
     wait_until,
 )
@@ -55,6 +61,7 @@ __all__ = [
     "CeleryNotReady",
     "CeleryWorker",
     "children_of",
+    "descendants_of",
     "die_with_parent",
     "group_members",
     "is_alive",
@@ -127,9 +134,30 @@ class _CeleryProcess:
     name: str
     clock: Clock = field(default_factory=SystemClock)
 
+    _main: int | None = field(default=None, init=False, repr=False)
+
     @property
     def pid(self) -> int:
+        """The spawned pid: the celery process itself, or the wrapper that runs it."""
         return self.popen.pid
+
+    @property
+    def main_pid(self) -> int | None:
+        """Pid of the ``celery`` process itself; None until it has started.
+
+        Started bare, that is the spawned pid (this module's ``main`` execs celery). A
+        ``spawn`` may wrap the command (the grader's bubblewrap, then an interpreter that
+        drops to the student's uid): then it is the nearest descendant running
+        ``python -m celery``. Found from the kernel's process tree, never from what the
+        worker writes, so a worker cannot point the lab's kills at another process.
+        """
+        if self._main is None:
+            for pid in [self.popen.pid, *descendants_of(self.popen.pid)]:
+                argv = argv_of(pid)
+                if any(argv[i : i + 2] == ["-m", "celery"] for i in range(len(argv))):
+                    self._main = pid
+                    break
+        return self._main
 
     @property
     def alive(self) -> bool:
@@ -164,15 +192,30 @@ class _CeleryProcess:
         self.close()
         return self.popen.returncode
 
-    def close(self) -> None:
-        """SIGKILL the whole process group (main process and every child); wait until gone."""
+    def close(self, also: Sequence[int] = ()) -> None:
+        """SIGKILL the whole tree (wrapper, main process, every child); wait until gone.
+
+        The tree, not only the process group: a wrapper may start the command in a
+        session of its own (bubblewrap's ``--new-session``). ``also``: pids that were in
+        the tree before a kill orphaned them (killed and waited for too).
+        """
+        tree = kill_tree(self.pid)
+        for pid in also:
+            if pid not in tree:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+                tree.append(pid)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(10)
         # SIGKILL is delivered at once but acted on a moment later: wait for the children.
         with contextlib.suppress(TimeoutError):
-            wait_until(lambda: not group_members(self.pid), 10, f"{self.name}'s group to die")
+            wait_until(
+                lambda: not group_members(self.pid) and not any(is_alive(p) for p in tree),
+                10,
+                f"{self.name}'s processes to die",
+            )
         _STARTED.discard(self.pid)
 
     def __enter__(self) -> Any:
@@ -196,8 +239,9 @@ class CeleryWorker(_CeleryProcess):
         return self.log_text().count(RECEIVED)
 
     def pool_children(self) -> list[int]:
-        """Pids of the pool's child processes (empty for ``--pool=solo``)."""
-        return children_of(self.pid)
+        """Pids of the pool's child processes (empty for ``--pool=solo``, or before start)."""
+        main = self.main_pid
+        return children_of(main) if main is not None else []
 
     def kill_child(self, timeout: float = 60.0, *, busy: bool = True) -> int:
         """SIGKILL the (first) pool child and return its pid (see ``kill_children``)."""
@@ -224,7 +268,7 @@ class CeleryWorker(_CeleryProcess):
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
         wait_until(
-            lambda: not set(pids) & set(children_of(self.pid)), timeout, f"children {pids} to die"
+            lambda: not set(pids) & set(self.pool_children()), timeout, f"children {pids} to die"
         )
         if busy:
             wait_until(
@@ -234,11 +278,15 @@ class CeleryWorker(_CeleryProcess):
             )
 
     def kill_main(self) -> None:
-        """SIGKILL the main process (the broker connection dies with it), then its group."""
+        """SIGKILL the main process (the broker connection dies with it), then the rest."""
+        main = self.main_pid
+        # Once main is dead its children are orphans, out of the wrapper's tree: note them.
+        tree = [self.pid, *descendants_of(self.pid)]
         with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
-        self.popen.wait(30)
-        self.close()
+            os.kill(self.pid if main is None else main, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(30)  # a wrapper exits once the command it ran is dead
+        self.close(also=tree)
 
 
 @dataclass

@@ -101,7 +101,7 @@ def quiet(folder: str | Path, procs: Sequence[Any]) -> bool:
     if celery_points.running(folder, celery_harness.is_alive):
         return False
     return all(
-        proc.received() == celery_points.started_under(folder, proc.pid)
+        proc.received() == celery_points.started_under(folder, proc.main_pid or proc.pid)
         for proc in procs
         if isinstance(proc, celery_harness.CeleryWorker) and proc.alive
     )

@@ -7,6 +7,7 @@ is the library a production tool would use for the same questions.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -101,3 +102,54 @@ def leftovers(tag: str) -> list[int]:
         if tag in cmdline and _ppid(int(entry.name)) is not None:
             found.append(int(entry.name))
     return sorted(found)
+
+
+def descendants_of(pid: int) -> list[int]:
+    """Live descendants of ``pid`` (children, their children, ...), nearest first.
+
+    Follows the parent pids in /proc, so it finds a process whatever session or group it
+    moved to (bubblewrap's ``--new-session`` puts the command in a session of its own).
+    """
+    kids: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            parent = _ppid(int(entry.name))
+            if parent is not None:
+                kids.setdefault(parent, []).append(int(entry.name))
+    found: list[int] = []
+    level = [pid]
+    while level:
+        level = sorted(child for p in level for child in kids.get(p, []) if child not in found)
+        found += level
+    return found
+
+
+def argv_of(pid: int) -> list[str]:
+    """The command line of ``pid`` as a list ([] if it is gone or a zombie)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0")[:-1]]
+
+
+def kill_tree(pid: int) -> list[int]:
+    """SIGKILL ``pid`` and every descendant; the pids that were signalled.
+
+    The tree is stopped first (SIGSTOP: a stopped process cannot fork a child that
+    would escape the count), looked at again until it stops growing, then killed
+    (children first is not needed: SIGKILL on a stopped process is acted on at once).
+    """
+    tree: list[int] = []
+    for _ in range(20):
+        now = [p for p in [pid, *descendants_of(pid)] if p not in tree]
+        if not now:
+            break
+        for p in now:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p, signal.SIGSTOP)
+        tree += now
+    for p in tree:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(p, signal.SIGKILL)
+    return tree

@@ -179,3 +179,45 @@ def test_running_reads_the_runs_log(tmp_path):
     assert celery_points.running(tmp_path, alive) == ["b"]
     assert celery_points.started_under(tmp_path, 10) == 3
     assert celery_points.started_under(tmp_path, 99) == 0
+
+
+def _wrapped(argv, **kwargs):  # type: ignore[no-untyped-def]
+    # Like the grader's bubblewrap (--new-session): the spawned pid is a wrapper, and the
+    # command runs as its child in a session of its own (setsid forks when, as here, it
+    # already leads a process group).
+    kwargs["start_new_session"] = True
+    return subprocess.Popen(["setsid", "--wait", *argv], **kwargs)
+
+
+def test_a_wrapped_worker_is_found_killed_and_leaves_nothing(amqp_url, tmp_path):
+    with CeleryRun(amqp_url, tmp_path) as run:
+        worker = run.worker("w1", spawn=_wrapped)
+        main = worker.main_pid
+        assert main is not None and main != worker.pid
+        assert os.getsid(main) != os.getsid(worker.pid)  # a group kill of the wrapper misses it
+        run.hold("before_effect", "lab.charge_late", "ack_late", "k1", "cus_1", 100)
+        [child] = worker.pool_children()
+        assert child in celery_harness.descendants_of(worker.pid)
+        assert child not in celery_harness.children_of(worker.pid)
+        run.kill_held(worker)
+        assert not celery_harness.is_alive(child)
+        assert worker.log_text().count(celery_harness.LOST_LINE) == 1
+        run.settle()  # counts the tasks started under the main pid, not the wrapper's
+        assert run.count("k1") == 0
+        tree = [worker.pid, *celery_harness.descendants_of(worker.pid)]
+        assert main in tree and len(tree) >= 3  # wrapper, celery, a pool child
+        worker.close()
+        assert not any(celery_harness.is_alive(pid) for pid in tree)
+    assert celery_harness.leftovers(run.config.tag) == []
+
+
+def test_a_wrapped_worker_killed_whole_takes_its_children(amqp_url, tmp_path):
+    with CeleryRun(amqp_url, tmp_path) as run:
+        worker = run.worker("w1", spawn=_wrapped, concurrency=2)
+        children = worker.pool_children()
+        assert len(children) == 2
+        worker.kill_main()
+        assert not celery_harness.is_alive(worker.main_pid or 0)
+        assert not any(celery_harness.is_alive(pid) for pid in children)
+        assert run.leftovers() == []
+    assert celery_harness.leftovers(run.config.tag) == []

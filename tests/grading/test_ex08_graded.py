@@ -1,0 +1,149 @@
+"""``labkit grade`` on exercise 8 (Celery): the confined grader scores it like ``check()``.
+
+Under ``labkit grade`` the workers a check starts with ``ns.spawn`` run inside bubblewrap
+(when installed), as the slot's own uid, in a session of their own: the spawned pid is
+the wrapper's, not Celery's. The harness must still find the pool children it kills,
+count the tasks each worker started, and leave no Celery process behind. The reference
+notebook must score full marks, the untouched one 0 "not started".
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from gradingkit import EXERCISES, SOLUTIONS, notebook_for
+
+from labkit.integrations.proctree import argv_of
+
+pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+EARLY_ACK_REMOVES = (
+    "    app.conf.task_acks_late = True\n    app.conf.task_reject_on_worker_lost = True\n"
+)
+
+# tests/conftest.py's require_service, for a module-scoped fixture (`import conftest`
+# would find tests/grading/conftest.py).
+_spec = importlib.util.spec_from_file_location(
+    "labkit_tests_conftest_ex08", Path(__file__).parents[1] / "conftest.py"
+)
+assert _spec is not None and _spec.loader is not None
+_conftest = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_conftest)
+
+
+def _processes_under(root: Path) -> list[tuple[int, str]]:
+    """Live processes whose working directory or command line is inside ``root``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            cwd = ""
+        argv = " ".join(argv_of(int(entry.name)))
+        if cwd.startswith(str(root)) or str(root) in argv:
+            found.append((int(entry.name), argv[:200]))
+    return found
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, list[str]], Path, Path]:
+    _conftest.require_service("rabbitmq")
+    _conftest.require_service("postgres")
+    root = tmp_path_factory.mktemp("ex08class")
+    subs = root / "submissions"
+    for student, folder in (("ref", SOLUTIONS), ("stub", EXERCISES)):
+        (subs / student).mkdir(parents=True)
+        notebook = notebook_for(folder, "ex08")
+        shutil.copyfile(notebook, subs / student / notebook.name)
+    # A wrong one: Celery's default early ack (the two settings deleted). Its kills must
+    # cost it marks under the grader too, so the kills really land in the sandbox.
+    wrong = nbformat.read(subs / "ref" / notebook_for(SOLUTIONS, "ex08").name, as_version=4)
+    cell = next(c for c in wrong.cells if c.source.startswith("%%writefile ex08_tasks.py"))
+    assert EARLY_ACK_REMOVES in cell.source
+    cell.source = cell.source.replace(EARLY_ACK_REMOVES, "")
+    (subs / "early").mkdir()
+    nbformat.write(wrong, subs / "early" / "ex08_celery.ipynb")
+    # The grader's scratch folders (the students' work folders, where the workers run)
+    # go under root, so the test can look for anything of this run left alive.
+    scratch = root / "scratch"
+    scratch.mkdir()
+    out = root / "out"
+    labkit = Path(sys.executable).parent / "labkit"
+    done = subprocess.run(
+        [str(labkit), "grade", str(subs), "--out", str(out), "--run-id", "r"]
+        + ["--exercise", "ex08", "--jobs", "2"],
+        capture_output=True,
+        text=True,
+        timeout=1200,  # a bound for a loaded machine, not an expectation
+        cwd=root,
+        env={**os.environ, "TMPDIR": str(scratch)},
+        start_new_session=True,
+    )
+    assert done.returncode == 0, done.stderr
+    with (out / "r" / "grades.csv").open() as fh:
+        rows = {r["student"]: [r["score"], r["max"], r["status"]] for r in csv.DictReader(fh)}
+    return rows, out / "r" / "feedback", scratch
+
+
+def test_reference_scores_full_marks_under_the_confined_grader(graded) -> None:  # type: ignore[no-untyped-def]
+    rows, feedback, _ = graded
+    text = (feedback / "ref.md").read_text()
+    assert rows["ref"] == ["15", "15", "graded"], text
+    # every check, public and hidden, passed on its own (no partial credit hides a failure)
+    for check in (
+        "worker_starts_and_charges_once | 1/1",
+        "worker_killed_before_the_charge | 3/3",
+        "worker_killed_after_the_commit | 3/3",
+        "whole_worker_killed_before_the_charge | 2/2",
+        "two_invoices_two_charges (hidden) | 2/2",
+        "duplicate_message_charges_once (hidden) | 1/1",
+        "dedup_commits_with_the_charge (hidden) | 3/3",
+    ):
+        assert check in text, text
+
+
+def test_untouched_notebook_scores_zero_not_started(graded) -> None:  # type: ignore[no-untyped-def]
+    rows, feedback, _ = graded
+    assert rows["stub"] == ["0", "15", "not started"]
+    assert "not started yet" in (feedback / "stub.md").read_text()
+
+
+def test_early_ack_loses_the_kill_checks_under_the_confined_grader(graded) -> None:  # type: ignore[no-untyped-def]
+    rows, feedback, _ = graded
+    text = (feedback / "early.md").read_text()
+    assert rows["early"][2] == "graded" and 0 < int(rows["early"][0]) < 15, text
+    assert "worker_starts_and_charges_once | 1/1 | passed" in text
+    assert "worker_killed_before_the_charge | 0/3 | failed" in text
+    assert "whole_worker_killed_before_the_charge | 0/2 | failed" in text
+    assert "0 charge rows" in text  # failed by counting the rows, not by a harness error
+
+
+def test_no_process_of_the_run_outlives_the_grade(graded) -> None:  # type: ignore[no-untyped-def]
+    _, _, scratch = graded
+    left = _processes_under(scratch)
+    assert not left, f"still alive after labkit grade returned: {left}"
+
+
+def test_the_leftover_detector_sees_a_process_working_there(tmp_path: Path) -> None:
+    # The check above can fail: a process whose cwd is in the folder is found.
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import threading; threading.Event().wait(60)"],
+        cwd=tmp_path,
+        start_new_session=True,
+    )
+    try:
+        assert proc.pid in [pid for pid, _ in _processes_under(tmp_path)]
+    finally:
+        proc.kill()
+        proc.wait(10)
+    assert proc.pid not in [pid for pid, _ in _processes_under(tmp_path)]
