@@ -98,10 +98,17 @@ def make_notebook(kind: str, exercise: str, rng: random.Random) -> nbformat.Note
     return nb
 
 
-def make_class(folder: Path, students: int, exercises: list[str], seed: int) -> Counter[str]:
+def make_class(
+    folder: Path,
+    students: int,
+    exercises: list[str],
+    seed: int,
+    mix: dict[str, int] | None = None,
+) -> Counter[str]:
     """Write ``folder/sNN/exNN_name.ipynb`` for every student; count the kinds."""
     rng = random.Random(seed)
-    names, weights = list(KINDS), list(KINDS.values())
+    mix = mix or KINDS
+    names, weights = list(mix), list(mix.values())
     kinds: Counter[str] = Counter()
     for i in range(students):
         for exercise in exercises:
@@ -215,6 +222,12 @@ def main(argv: list[str] | None = None) -> int:
         "--check-timeout", type=float, help="cap every check (default: each check's own)"
     )
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--no-hanging",
+        action="store_true",
+        help="leave out hanging notebooks (the issue's mix: reference, stub, wrong, broken); "
+        "their timeouts cost both graders the same seconds and hide the difference",
+    )
     parser.add_argument("--legacy", metavar="REF", help="also grade with the grader of this commit")
     parser.add_argument(
         "--same-scores", action="store_true", help="also score every notebook in one process"
@@ -228,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="labkit-bench-grading-") as tmp_name:
         tmp = Path(tmp_name)
         subs = tmp / "submissions"
-        kinds = make_class(subs, args.students, exercises, args.seed)
+        mix = {k: w for k, w in KINDS.items() if k != "hanging"} if args.no_hanging else None
+        kinds = make_class(subs, args.students, exercises, args.seed, mix)
         total = sum(kinds.values())
         print(f"class: {args.students} students x {len(exercises)} exercises = {total} notebooks")
         print("mix: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
