@@ -30,7 +30,9 @@ def test_four_worker_processes_run_every_job_exactly_once_with_the_ledger(tmp_pa
         ids = _enqueue(store, sizes.jobs)
     go = tmp_path / "go"
     workers = [
-        spawn({"db": str(db), "name": f"w{k}", "mode": "ledger",
+        # A short pace between claim and completion is a job's own work: without it one
+        # process can drain 400 jobs before the others' busy handlers wake up.
+        spawn({"db": str(db), "name": f"w{k}", "mode": "ledger", "pace_s": 0.002,
                "ready": str(tmp_path / f"ready-{k}"), "go": str(go)})
         for k in range(4)
     ]
