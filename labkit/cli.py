@@ -337,12 +337,16 @@ def cmd_grade(args: argparse.Namespace) -> int:
         cpu_seconds=args.cpu_seconds,
         output=args.max_output_kib << 10,
     )
+    confinement = Confinement.detect(limits, network=args.network, sandbox=not args.no_sandbox)
+    refused = None if args.no_sandbox else confinement.refusal()
+    if refused:
+        raise CliError(refused)
     settings = Settings(
         args.solutions,
         cell_timeout=args.cell_timeout,
         check_timeout=args.check_timeout,
         timeout_factor=args.timeout_factor,
-        confinement=Confinement.detect(limits, network=args.network, sandbox=not args.no_sandbox),
+        confinement=confinement,
     )
     try:
         grade_folder(

@@ -194,6 +194,27 @@ class Confinement:
         """True when a student's processes can be told apart from everyone else's."""
         return self.drop_uid or self.bwrap is not None
 
+    def refusal(self) -> str | None:
+        """Why grading a class must not start with this confinement, or None if it may.
+
+        Student code as root with nothing around it can kill every process on the
+        machine and rewrite every file, the gradebook and the hidden checks included:
+        that is no trust boundary at all. As an ordinary user it can still reach that
+        user's files, which ``describe`` says in the log; as root it is refused.
+        """
+        if self.isolated or not (hasattr(os, "geteuid") and os.geteuid() == 0):
+            return None
+        python = Path(sys.executable).resolve()
+        return (
+            "refusing to run student code as root with no confinement: it could kill any "
+            "process and change any file, the gradebook included. "
+            + (f"Tried and failed: {self.fallback.strip('; ')}. " if self.fallback else "")
+            + "Install bubblewrap (apt-get install bubblewrap), or let other users run "
+            f"this Python ({python}: every folder above it must be searchable, "
+            "chmod o+x), or grade as an ordinary user. --no-sandbox grades anyway, to "
+            "debug the grader on trusted notebooks only."
+        )
+
     def describe(self) -> str:
         """One line for the grading log: what is confined, and what is not."""
         parts = []

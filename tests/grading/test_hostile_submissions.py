@@ -9,8 +9,12 @@ that other students' files and the instructor's files hash the same before and a
 and that nothing rewrites the gradebook after the grader has exited.
 
 The attacks that need the grader to run as another user than the student's code (kill
-the grader, write the instructor's files) are skipped, with the reason, on a machine that
-has neither root nor bubblewrap; CI runs as root with bubblewrap installed (``.ci/run``).
+the grader, write the instructor's files) are left out of the class, and their tests
+skipped with the reason, on a machine that has neither root nor bubblewrap: run there,
+they would do what they attempt. As root without a working confinement ``labkit grade``
+refuses to start (tested here) and the module's class is not graded at all: the killer
+would kill every process on the machine. CI runs as root with bubblewrap installed
+(``.ci/run``).
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ ISOLATED = pytest.mark.skipif(
     not CONFINEMENT.isolated,
     reason="needs root (own uid per student) or bubblewrap: " + CONFINEMENT.describe(),
 )
+#: Attacks that only a confinement stops: graded only where there is one.
+NEEDS_ISOLATION = {"reader", "vandal", "killer", "ghost", "forker"}
+REFUSED = CONFINEMENT.refusal()
 CHECKS_DIR = ROOT / "labkit" / "grading" / "checks"
 DELAY = 3  # seconds the detached process waits before it rewrites the gradebook
 
@@ -227,16 +234,49 @@ def _tree_hashes(*roots: Path) -> dict[str, str]:
     }
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    root = tmp_path_factory.mktemp("hostile")
+def _class_folder(root: Path) -> tuple[Path, Path]:
+    """A class with the hidden checks and one exercise: (solutions, submissions)."""
     shutil.copytree(SOLUTIONS / "hidden", root / "solutions" / "hidden")
     shutil.copyfile(notebook_for(SOLUTIONS, "ex01"), root / "solutions" / "ex01_keys.ipynb")
-    subs = root / "submissions"
+    return root / "solutions", root / "submissions"
+
+
+def test_grading_as_root_without_confinement_is_refused(tmp_path: Path) -> None:
+    solutions, subs = _class_folder(tmp_path)
+    (subs / "ana").mkdir(parents=True)
+    shutil.copyfile(notebook_for(SOLUTIONS, "ex01"), subs / "ana" / "ex01_keys.ipynb")
+    # The confinement a root grader gets when bubblewrap is missing and the uid drop fails.
+    code = f"""
+import os, sys
+import labkit.grading.confine as confine
+os.geteuid = lambda: 0
+bare = confine.Confinement(confine.Limits(), None, False, False, "own uid failed a trial run; ")
+confine.Confinement.detect = classmethod(lambda cls, *a, **k: bare)
+from labkit.cli import main
+sys.exit(main(["grade", {str(subs)!r}, "--out", {str(tmp_path / "out")!r},
+               "--solutions", {str(solutions)!r}, "--exercise", "ex01"]))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "refusing to run student code as root with no confinement" in done.stderr
+    assert "apt-get install bubblewrap" in done.stderr
+    assert "own uid failed a trial run" in done.stderr  # says what was tried
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("grades.csv"))
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    if REFUSED:
+        pytest.skip("labkit grade refuses this machine (install bubblewrap): " + REFUSED)
+    root = tmp_path_factory.mktemp("hostile")
+    _, subs = _class_folder(root)
     reference, stub = notebook_for(SOLUTIONS, "ex01"), notebook_for(EXERCISES, "ex01")
     (subs / "ana").mkdir(parents=True)
     shutil.copyfile(reference, subs / "ana" / reference.name)
     attacks = _attacks(root)
+    if not CONFINEMENT.isolated:  # these would succeed here: leave them out, skip their tests
+        attacks = {k: v for k, v in attacks.items() if k not in NEEDS_ISOLATION}
     for student, (base, cell) in attacks.items():
         nb = nbformat.read(reference if base == "reference" else stub, as_version=4)
         nb.cells.append(nbformat.v4.new_code_cell(textwrap.dedent(cell).strip()))
