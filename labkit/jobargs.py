@@ -99,6 +99,8 @@ def name(arg: str, value: Any, *, optional: bool = False) -> str | None:
     SQLite stores a NUL byte, PostgreSQL refuses it: refusing it here keeps the two
     backends alike. With ``optional``, None passes (a filter that is not set).
     """
+    if type(value) is str and value.isascii() and value and "\x00" not in value:
+        return value  # the common case, decided without encoding the text
     if value is None and optional:
         return None
     if not isinstance(value, str) or not value:
@@ -130,7 +132,8 @@ def payload(value: Any, arg: str = "payload") -> None:
 
     A lone surrogate (``"\\ud800"``) is a valid Python string that no UTF-8 database can
     store; nesting deeper than ``MAX_DEPTH`` makes the encoder hit the recursion limit.
-    The rest (types, size, credential fields) is ``labkit.keys.check_payload``'s job.
+    The rest (types, size, credential fields) is ``labkit.keys.payload_text``'s job,
+    which calls this only to say where a payload it refused went wrong.
     """
     stack: list[tuple[Any, int, str]] = [(value, 0, arg)]
     while stack:

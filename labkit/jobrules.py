@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from typing import Any
 
 from labkit import jobargs
 from labkit.errors import IdempotencyConflict, InvalidTransition, LeaseLost, PayloadError
 from labkit.job import Job, JobState
-from labkit.keys import check_payload, fingerprint, is_natural, short, unique_key
+from labkit.keys import is_natural, payload_text, short, unique_key
 from labkit.redact import describe, sanitize
 from labkit.retry import RetryPolicy
 
@@ -40,18 +41,56 @@ def enqueue_params(
     jobargs.name("key", key, optional=True)
     jobargs.count("max_attempts", max_attempts)
     due = now if run_after is None else jobargs.timestamp("run_after", run_after)
-    jobargs.payload(payload)
-    text = check_payload(payload)
+    text, fp = payload_text(payload)
     return {
         "kind": kind,
         "queue": queue,
         "key": key if key is not None else unique_key(),
-        "fingerprint": fingerprint(payload),
+        "fingerprint": fp,
         "payload": text,
         "max_attempts": max_attempts,
         "now": now,
         "run_after": due,
     }
+
+
+def enqueue_batch_rows(
+    kind: str,
+    payloads: Sequence[Any],
+    keys: Sequence[str | None],
+    queue: str,
+    run_after: float | None,
+    max_attempts: int,
+    now: float,
+) -> list[tuple[str, str, str, str, str, int, float]]:
+    """A batch of one kind, checked, as insert rows: (kind, queue, key, fingerprint,
+    payload text, max_attempts, run_after). What the jobs share is checked once.
+
+    Jobs without a key share one generated stem, numbered: unique like ``enqueue``'s, and
+    adjacent in the key index, so the batch writes one region of it instead of one
+    random page per job (bench/NOTES.md). ``row_params`` turns a row back into the
+    parameters ``check_same_operation`` reads.
+    """
+    jobargs.name("kind", kind)
+    jobargs.name("queue", queue)
+    jobargs.count("max_attempts", max_attempts)
+    due = now if run_after is None else jobargs.timestamp("run_after", run_after)
+    stem = unique_key()
+    rows = []
+    for n, (payload, key) in enumerate(zip(payloads, keys, strict=True)):
+        text, fp = payload_text(payload)
+        rows.append((
+            kind, queue, f"{stem}.{n:06d}" if key is None else str(jobargs.name("key", key)),
+            fp, text, max_attempts, due,
+        ))
+    return rows
+
+
+def row_params(row: tuple[Any, ...]) -> dict[str, Any]:
+    """The enqueue parameters of one ``enqueue_batch_rows`` row."""
+    kind, queue, key, fp, text, max_attempts, due = row
+    return {"kind": kind, "queue": queue, "key": key, "fingerprint": fp, "payload": text,
+            "max_attempts": max_attempts, "run_after": due}
 
 
 def result_json(result: Any) -> str:
@@ -60,6 +99,8 @@ def result_json(result: Any) -> str:
     Anything JSON cannot say is stored as its ``str()``; ASCII escapes keep odd text
     (NUL bytes, lone surrogates) storable on every backend.
     """
+    if result is None:
+        return "null"  # most handlers return nothing: skip the encoder
     try:
         return json.dumps(result, default=str)
     except (ValueError, RecursionError) as exc:
@@ -67,6 +108,11 @@ def result_json(result: Any) -> str:
             f"result cannot be stored as JSON ({type(exc).__name__}: {str(exc)[:120]}); "
             "return ids and small facts from a handler"
         ) from None
+
+
+def stored_result(text: str) -> Any:
+    """What a handler's result reads back as, from the text ``result_json`` made."""
+    return None if text == "null" else json.loads(text)
 
 
 def check_same_operation(existing: Job, params: dict[str, Any]) -> None:

@@ -10,11 +10,13 @@ returning the wrong job.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import uuid
 from typing import Any
 
+from labkit import jobargs
 from labkit.errors import PayloadError
 from labkit.redact import is_secret_field
 
@@ -22,12 +24,17 @@ from labkit.redact import is_secret_field
 MAX_PAYLOAD_BYTES = 256 * 1024
 
 
+#: One encoder for every call: ``json.dumps`` with options builds a new one each time,
+#: which costs more than encoding a small payload (bench/NOTES.md, enqueue).
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
 def canonical_json(payload: Any) -> str:
     """JSON with sorted keys and no spaces: equal payloads give equal text."""
     try:
-        return json.dumps(
-            payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
+        return _CANONICAL.encode(payload)
     except (TypeError, ValueError) as exc:
         raise PayloadError(
             f"payload is not plain JSON ({exc}); pass ids, strings, numbers, lists and dicts, "
@@ -43,37 +50,71 @@ def fingerprint(payload: Any) -> str:
 def check_payload(payload: Any) -> str:
     """Validate a job payload and return its canonical JSON.
 
-    Raises ``PayloadError`` when it is not JSON, too large, or carries a field named like
-    a credential (``password``, ``token``…): a job row is read by many people and tools,
-    so a payload carries a reference to a secret, never the secret.
+    Raises ``PayloadError`` when it is not JSON, too large, nested too deep, holds
+    invalid Unicode, or carries a field named like a credential (``password``,
+    ``token``…): a job row is read by many people and tools, so a payload carries a
+    reference to a secret, never the secret.
     """
+    return payload_text(payload)[0]
+
+
+def payload_text(payload: Any) -> tuple[str, str]:
+    """Check a payload once and return ``(canonical JSON, fingerprint)``.
+
+    One walk over its containers (depth, credential-like field names), one serialization,
+    one encoding: the text that is stored is the text that is hashed. An enqueue pays
+    for this per job, so it does each step once (bench/NOTES.md, enqueue).
+    """
+    secrets = _walk(payload)
     text = canonical_json(payload)
-    size = len(text.encode())
-    if size > MAX_PAYLOAD_BYTES:
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:
+        jobargs.payload(payload)  # names where the lone surrogate is, and raises
+        raise PayloadError("payload holds text that UTF-8 cannot encode") from None
+    if len(data) > MAX_PAYLOAD_BYTES:
         raise PayloadError(
-            f"payload is {size} bytes, over the {MAX_PAYLOAD_BYTES} byte limit; store the data "
-            "elsewhere (a file, a table) and put its id in the payload"
+            f"payload is {len(data)} bytes, over the {MAX_PAYLOAD_BYTES} byte limit; store the "
+            "data elsewhere (a file, a table) and put its id in the payload"
         )
-    found = sorted(_secret_fields(payload))
-    if found:
+    if secrets:
         raise PayloadError(
-            f"payload field {found[0]!r} looks like a credential; never put secrets in a job. "
-            "Pass a reference (for example 'credential_id') and look the secret up in the handler"
+            f"payload field {min(secrets)!r} looks like a credential; never put secrets in a "
+            "job. Pass a reference (for example 'credential_id') and look the secret up in "
+            "the handler"
         )
-    return text
+    return text, hashlib.sha256(data).hexdigest()
 
 
-def _secret_fields(value: Any) -> set[str]:
+def _walk(payload: Any) -> set[str]:
+    """The credential-like field names anywhere in ``payload``; raise if it nests too deep.
+
+    Only containers are visited: a scalar needs no check here (the encoder refuses what
+    JSON cannot say, and the encoding refuses lone surrogates).
+    """
     found: set[str] = set()
-    if isinstance(value, dict):
-        for name, inner in value.items():
-            if is_secret_field(str(name)):
-                found.add(str(name))
-            found |= _secret_fields(inner)
-    elif isinstance(value, list):
-        for inner in value:
-            found |= _secret_fields(inner)
+    stack: list[tuple[Any, int]] = [(payload, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth >= jobargs.MAX_DEPTH and item:
+            jobargs.payload(payload)  # its members nest too deep: says where, and raises
+        if isinstance(item, dict):
+            for name, inner in item.items():
+                if _secret_name(name if type(name) is str else str(name)):
+                    found.add(str(name))
+                if isinstance(inner, dict | list | tuple):
+                    stack.append((inner, depth + 1))
+        elif isinstance(item, list | tuple):
+            stack.extend(
+                (inner, depth + 1) for inner in item if isinstance(inner, dict | list | tuple)
+            )
     return found
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret_name(name: str) -> bool:
+    # Payloads of one kind repeat the same few field names: judge each name once.
+    return is_secret_field(name)
 
 
 def operation_key(source: str, entity_id: object, action: str, version: int = 1) -> str:

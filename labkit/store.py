@@ -14,6 +14,7 @@ writes it by hand because its behaviour under crashes is the lesson.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -181,7 +182,10 @@ class JobStore(StoreBase):
         return str(self.path)
 
     def _queues_param(self, queues: Sequence[str]) -> str:
-        # SQLite has no arrays: the claim reads the queue list with json_each.
+        # SQLite has no arrays: the claim reads the queue list with json_each. A claim's
+        # queues arrive as the tuple jobargs.queues made, the same every time.
+        if isinstance(queues, tuple):
+            return _queue_list(queues)
         return json.dumps(list(queues))
 
     def _batch_param(self, rows: list[tuple[Any, ...]], columns: tuple[str, ...]) -> Any:
@@ -287,3 +291,9 @@ class JobStore(StoreBase):
                 worker, queues, lease_s, limit, SQL["claim_one_queue"], {"queue": queues[0]}
             )
         return self._claim(worker, queues, lease_s, limit, SQL["claim"])
+
+
+@functools.lru_cache(maxsize=256)
+def _queue_list(queues: tuple[str, ...]) -> str:
+    # A worker claims from the same queues every time: encode the list once.
+    return json.dumps(list(queues))

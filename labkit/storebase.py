@@ -30,7 +30,6 @@ The pure rules (argument checks, the retry decision, error texts) are in
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -46,20 +45,26 @@ from labkit.jobrules import (
     check_lease_s,
     check_redrive_limit,
     check_same_operation,
+    enqueue_batch_rows,
     enqueue_params,
     fail_params,
     lease_lost,
     not_dead,
     result_json,
+    row_params,
     snooze_params,
+    stored_result,
 )
-from labkit.keys import unique_key
 from labkit.redact import sanitize
 from labkit.retry import RetryPolicy
 
 #: At most this long (clock seconds) between sweeps of exhausted expired leases to dead
 #: while claims keep finding work; a claim that comes up short always sweeps.
 BURY_EVERY_S = 1.0
+def _due_order(job: Job) -> tuple[float, int]:
+    return (job.run_after, job.id)
+
+
 #: The columns of the batch statements, in the order of each row tuple.
 INSERT_COLUMNS = (
     "kinds", "queues", "keys", "fingerprints", "payloads", "max_attempts", "run_afters"
@@ -209,24 +214,9 @@ class StoreBase:
                 "per payload (None for a generated one), or no keys at all"
             )
         now = self.clock.now()
-        # Jobs without a key share one generated stem, numbered: unique like enqueue's, and
-        # adjacent in the key index, so the batch writes one region of it instead of one
-        # random page per job (half the insert's cost, bench/NOTES.md).
-        stem = unique_key()
-        batch = [
-            enqueue_params(
-                kind, payload, f"{stem}.{n:06d}" if key is None else key, queue, run_after,
-                max_attempts, now,
-            )
-            for n, (payload, key) in enumerate(zip(payloads, keys, strict=True))
-        ]
-        if not batch:
+        rows = enqueue_batch_rows(kind, payloads, keys, queue, run_after, max_attempts, now)
+        if not rows:
             return []
-        rows = [
-            (p["kind"], p["queue"], p["key"], p["fingerprint"], p["payload"], p["max_attempts"],
-             p["run_after"])
-            for p in batch
-        ]
         params = {"now": now, **self._batch_param(rows, INSERT_COLUMNS)}
         with self._tx() as ex:
             ids = {r["key"]: (r["id"], True) for r in ex.execute(self._sql["insert_jobs"], params)}
@@ -234,10 +224,10 @@ class StoreBase:
             # keys taken before, and any repeat of a key inside the batch.
             first: set[str] = set()
             taken = []
-            for p in batch:
-                if p["key"] not in ids or p["key"] in first:
-                    taken.append(p)
-                first.add(p["key"])
+            for row in rows:
+                if row[2] not in ids or row[2] in first:
+                    taken.append(row_params(row))
+                first.add(row[2])
             if taken:
                 found = {
                     r["key"]: Job.from_row(r)
@@ -257,10 +247,10 @@ class StoreBase:
                     ids.setdefault(p["key"], (existing.id, False))
         # A key given twice in the batch: the first created the job, the second finds it.
         out, seen = [], set()
-        for p in batch:
-            job_id, created = ids[p["key"]]
-            out.append((job_id, created and p["key"] not in seen))
-            seen.add(p["key"])
+        for row in rows:
+            job_id, created = ids[row[2]]
+            out.append((job_id, created and row[2] not in seen))
+            seen.add(row[2])
         return out
 
     # -- claiming ----------------------------------------------------------------------
@@ -319,7 +309,9 @@ class StoreBase:
         if len(rows) < limit or params["now"] >= self._next_bury:
             self._statement(self._sql["bury_exhausted"], params, again_if_dropped=True)
             self._next_bury = params["now"] + BURY_EVERY_S
-        return sorted((Job.from_row(r) for r in rows), key=lambda j: (j.run_after, j.id))
+        jobs = Job.from_rows(rows)
+        jobs.sort(key=_due_order)
+        return jobs
 
     # -- finishing ---------------------------------------------------------------------
 
@@ -387,7 +379,7 @@ class StoreBase:
             # touched the row, in columns complete sets again: the caller's Job with what
             # the statement set IS the stored row, without reading it back (bench/NOTES.md).
             return job.evolve(
-                state=JobState.SUCCEEDED, result=json.loads(text), lease_token=None,
+                state=JobState.SUCCEEDED, result=stored_result(text), lease_token=None,
                 lease_until=None, updated_at=row["updated_at"],
             )
 
@@ -420,19 +412,19 @@ class StoreBase:
         # A job listed twice is completed once, with its first result.
         firsts: dict[int, tuple[Job, str]] = {}
         for job, result in zip(jobs, results, strict=True):
-            firsts.setdefault(job.id, (job, result_json(result)))
+            if job.id not in firsts:
+                firsts[job.id] = (job, result_json(result))
         rows = [(job.id, job.lease_token, text) for job, text in firsts.values()]
         params = {"now": now, **self._batch_param(rows, COMPLETE_COLUMNS)}
         with self._tx() as ex:
             finished = {r["id"] for r in ex.execute(self._sql["complete_batch"], params)}
         done: list[Job] = []
+        changes = {"state": JobState.SUCCEEDED, "lease_token": None, "lease_until": None,
+                   "updated_at": now}
         for job, text in firsts.values():
             if job.id in finished:
                 done.append(
-                    job.evolve(
-                        state=JobState.SUCCEEDED, result=json.loads(text),
-                        lease_token=None, lease_until=None, updated_at=now,
-                    )
+                    job.evolve(**changes, result=stored_result(text))
                 )
         return done
 

@@ -60,7 +60,7 @@ import redis
 from labkit.backends import redis_lua
 from labkit.clock import Clock, SystemClock
 from labkit.errors import IdempotencyConflict, StoreError
-from labkit.keys import check_payload, fingerprint, short
+from labkit.keys import payload_text, short
 from labkit.redact import redact, sanitize
 
 DEFAULT_GROUP = "workers"
@@ -188,8 +188,7 @@ class StreamQueue:
         """
         if not kind or not key:
             raise ValueError("kind and key must be non-empty: the key names the operation")
-        text = check_payload(payload)
-        fp = fingerprint(payload)
+        text, fp = payload_text(payload)
         record = f"{self.prefix}:key:{key}"
         fields = {"key": key, "kind": kind, "payload": text, "at": repr(self.clock.now())}
         args: list[Any] = [f"{kind} {fp}", self.key_ttl_s or 0, maxlen or 0]
