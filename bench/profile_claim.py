@@ -60,6 +60,7 @@ def _raw_connection(path: Path, triggers: bool) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous=NORMAL")
     if not triggers:
         conn.execute("DROP TRIGGER attempt_opens")
+        conn.execute("DROP TRIGGER attempt_expires")
         conn.execute("DROP TRIGGER attempt_closes")
     return conn
 
