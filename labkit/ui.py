@@ -192,6 +192,9 @@ class DeadLetterScreen(widgets.VBox):  # type: ignore[misc]
         self.text = ""
         self.checkboxes: dict[int, widgets.Checkbox] = {}
         self._refreshing = False
+        #: The filter and the ids the table shows, so a refresh that would show the same
+        #: rows keeps its widgets (and a tick the browser is still sending).
+        self._shown: tuple[Any, ...] | None = None
         super().__init__([
             widgets.HTML("<b>Dead letters</b> (oldest first)"),
             widgets.HBox([self.kind, self.error_class, self.refresh_button]),
@@ -224,6 +227,13 @@ class DeadLetterScreen(widgets.VBox):  # type: ignore[misc]
             self._refreshing = False
         ticked = set(self.selected())
         rows = dead_rows(self.store, _option(self.kind.value), _option(self.error_class.value))
+        shown = (self.kind.value, self.error_class.value, *(r["id"] for r in rows))
+        if shown == self._shown:
+            # Dead rows change only by leaving (a redrive) or arriving: the same ids are the
+            # same rows. Rebuilding them would drop a tick sent while the browser echoed
+            # the filter change back (a second refresh right after the first).
+            return
+        self._shown = shown
         self.checkboxes = {
             r["id"]: widgets.Checkbox(value=r["id"] in ticked, indent=False,
                                       layout=widgets.Layout(width="2em", margin="0"))

@@ -109,6 +109,23 @@ def test_refresh_keeps_the_ticks_of_rows_still_shown(store, dead):
     assert screen.selected() == [dead["order"]]  # the tick survived; order2 was never ticked
 
 
+def test_a_refresh_showing_the_same_rows_keeps_their_widgets_and_a_late_tick(store, dead):
+    screen = dead_letter_screen(store)
+    screen.kind.value = "erp.order"
+    boxes = dict(screen.checkboxes)
+    # The browser echoes the filter change back: a second refresh of the same rows. A
+    # tick sent before it arrives lands on the box the browser shows, so that box stays.
+    screen.refresh()
+    assert screen.checkboxes == boxes
+    assert all(a is b for a, b in zip(screen.checkboxes.values(), boxes.values(), strict=True))
+    boxes[dead["order"]].value = True
+    screen.refresh_button.click()
+    assert screen.selected() == [dead["order"]]
+    # New rows (another kind) are new widgets.
+    screen.kind.value = "erp.stock"
+    assert set(screen.checkboxes) == {dead["stock"]}
+
+
 def test_dry_run_lists_the_selection_and_changes_nothing(store, dead):
     screen = dead_letter_screen(store)
     screen.checkboxes[dead["order"]].value = True
