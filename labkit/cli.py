@@ -17,6 +17,9 @@ time T (UTC): ages are read, and redriven jobs become due, at T. Reports and les
 use it to print the same thing on every run. Bulk
 redrive has no default limit: redriving a whole dead-letter queue by accident floods
 the dependency that killed those jobs in the first place.
+
+The commands on a job database are here; ``release`` and ``grade`` are
+``labkit.cligrading``'s, and what every command shares is ``labkit.cliargs``'s.
 """
 
 from __future__ import annotations
@@ -25,49 +28,23 @@ import argparse
 import importlib
 import itertools
 import logging
-import os
 import signal
 import sys
-import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from labkit import jobargs
+from labkit import cligrading
+from labkit.cliargs import CliError, count, job_id, safe, seconds, utc_time
 from labkit.clock import Clock, FakeClock, SystemClock, isoformat
 from labkit.errors import InvalidTransition, LabkitError
 from labkit.job import Job, JobState
 from labkit.report import age_text, format_table
 from labkit.store import LEASE_EXPIRED_REASON, RETRYABLE_DEAD_REASONS, JobStore
 
-
-class CliError(Exception):
-    """A usage problem, reported as one line on stderr with exit code 2."""
-
-
 #: How many rows a bulk command reads and prints at a time: memory stays flat.
 BATCH = 500
-
-
-def safe(value: object) -> str:
-    """``value`` as text a terminal shows as is: control characters escaped.
-
-    A key or kind comes from whoever enqueued the job; printed raw, a newline in it
-    forges a table row and an escape sequence repaints the operator's terminal.
-    """
-    text = "-" if value is None else str(value)
-    return "".join(
-        ch if ch == " " or unicodedata.category(ch)[0] not in "CZ" else _escape(ch) for ch in text
-    )
-
-
-def _escape(ch: str) -> str:
-    code = ord(ch)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def _pages(items: Iterable[Job], size: int) -> Iterator[list[Job]]:
@@ -93,17 +70,6 @@ def _open(path: Path, clock: Clock | None = None) -> JobStore:
         return JobStore(path, clock=clock or SystemClock())
     except LabkitError as exc:
         raise CliError(str(exc)) from None
-
-
-def _as_of(text: str) -> float:
-    """``--as-of`` as epoch seconds: ISO 8601, read as UTC when it names no zone."""
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--as-of wants a time like 2026-01-01T08:00:00Z, not {text!r}"
-        ) from None
-    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
 def _clock(args: argparse.Namespace) -> Clock | None:
@@ -304,65 +270,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_release(args: argparse.Namespace) -> int:
-    from labkit.grading.bundle import bundle
-    from labkit.grading.grade import LABKIT_ROOT
-    from labkit.grading.release import ReleaseError, release
-
-    if (args.out is None) == (args.bundle is None):
-        raise CliError("give either OUT (the exercises folder) or --bundle DIR (the student kit)")
-    try:
-        if args.bundle is not None:
-            written = bundle(LABKIT_ROOT, args.solutions, args.bundle)
-        else:
-            written = release(args.solutions, args.out)
-    except ReleaseError as exc:
-        raise CliError(str(exc)) from None
-    for path in written:
-        print(f"wrote {path}")
-    return 0
-
-
-def cmd_grade(args: argparse.Namespace) -> int:
-    from labkit.grading.confine import Confinement, Limits
-    from labkit.grading.grade import Settings, grade_folder
-
-    if not args.solutions.is_dir():
-        raise CliError(f"no solutions folder at {args.solutions}; pass --solutions DIR")
-    limits = Limits(
-        memory=args.memory_mib << 20,
-        processes=args.max_processes,
-        open_files=args.max_open_files,
-        file_size=args.max_file_mib << 20,
-        cpu_seconds=args.cpu_seconds,
-        output=args.max_output_kib << 10,
-    )
-    confinement = Confinement.detect(limits, network=args.network, sandbox=not args.no_sandbox)
-    refused = None if args.no_sandbox else confinement.refusal()
-    if refused:
-        raise CliError(refused)
-    settings = Settings(
-        args.solutions,
-        cell_timeout=args.cell_timeout,
-        check_timeout=args.check_timeout,
-        timeout_factor=args.timeout_factor,
-        confinement=confinement,
-    )
-    try:
-        grade_folder(
-            args.submissions,
-            args.out,
-            settings,
-            jobs=args.jobs,
-            only=args.exercise,
-            progress=lambda line: print(line, flush=True),
-            run=args.run_id,
-        )
-    except (FileNotFoundError, ValueError) as exc:
-        raise CliError(str(exc)) from None
-    return 0
-
-
 def _version() -> str:
     try:
         return metadata.version("labkit")
@@ -370,51 +277,7 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def _count(text: str) -> int:
-    """An argparse type: a whole number of jobs, 1 or more."""
-    try:
-        return jobargs.count("the value", int(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be a whole number, 1 or more, not {text!r}"
-        ) from None
-
-
-def _job_id(text: str) -> int:
-    """An argparse type: a job id."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a job id is a whole number, not {text!r}") from None
-    if not jobargs.in_id_range(value):
-        raise argparse.ArgumentTypeError(f"a job id is 1 or more, not {text!r}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    """An argparse type: a finite, positive number of seconds."""
-    try:
-        return jobargs.seconds("the value", float(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be a positive, finite number of seconds (ten years at most), not {text!r}"
-        ) from None
-
-
-class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
-    """Every option's default in ``--help``, unless its help already names it."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if "default" in text or action.default in (None, False):
-            return text if action.default is not False else text + " (default: off)"
-        return super()._get_help_string(action) or text
-
-
 def build_parser() -> argparse.ArgumentParser:
-    # labkit.grading.grade's DEFAULT_SOLUTIONS, named here without importing grading: that
-    # pulls in nbformat, a second of start-up every `labkit inspect` would pay for nothing.
-    default_solutions = Path(__file__).resolve().parents[1] / "solutions"
     parser = argparse.ArgumentParser(prog="labkit", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--version", action="version", version=f"labkit {_version()}", help="print the version"
@@ -426,21 +289,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     def as_of(p: argparse.ArgumentParser) -> None:
         p.add_argument(
-            "--as-of", type=_as_of, help="act at this UTC time (ISO 8601) instead of now"
+            "--as-of", type=utc_time, help="act at this UTC time (ISO 8601) instead of now"
         )
 
     p = sub.add_parser("inspect", help="counts by state, dead letters, one job's history")
     p.add_argument("db", type=Path, help=db_help)
-    p.add_argument("--job", type=_job_id, help="show this job's attempt history")
+    p.add_argument("--job", type=job_id, help="show this job's attempt history")
     p.add_argument(
-        "--limit", type=_count, default=20, help="dead letters to list, 1 or more (default 20)"
+        "--limit", type=count, default=20, help="dead letters to list, 1 or more (default 20)"
     )
     as_of(p)
     p.set_defaults(run=cmd_inspect)
 
     def filters(p: argparse.ArgumentParser) -> None:
         p.add_argument(
-            "--limit", type=_count, help="at most this many jobs, 1 or more (required in bulk)"
+            "--limit", type=count, help="at most this many jobs, 1 or more (required in bulk)"
         )
         p.add_argument("--kind", help="only dead jobs of this kind")
         p.add_argument(
@@ -450,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("redrive", help="send dead jobs back to pending, keeping their keys")
     p.add_argument("db", type=Path, help=db_help)
-    p.add_argument("ids", nargs="*", type=_job_id, help="job ids (or use filters with --limit)")
+    p.add_argument("ids", nargs="*", type=job_id, help="job ids (or use filters with --limit)")
     filters(p)
     p.add_argument("--queue", help="only dead jobs of this queue")
     p.add_argument("--error-class", help="only dead jobs whose last error had this class")
@@ -474,73 +337,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", default="worker", help="the worker's name in leases and logs")
     p.add_argument("--queue", action="append", help="a queue to take jobs from (repeatable)")
     p.add_argument(
-        "--lease-s", type=_seconds, default=30.0, help="seconds a claimed job stays leased"
+        "--lease-s", type=seconds, default=30.0, help="seconds a claimed job stays leased"
     )
     p.add_argument(
-        "--poll-s", type=_seconds, default=1.0, help="seconds to wait when no job is ready"
+        "--poll-s", type=seconds, default=1.0, help="seconds to wait when no job is ready"
     )
     p.add_argument("--until-idle", action="store_true", help="stop when nothing is ready")
     p.set_defaults(run=cmd_worker)
 
-    p = sub.add_parser("release", help="write the student notebooks from the solutions")
-    p.add_argument("out", type=Path, nargs="?", help="folder for the exercise notebooks")
-    p.add_argument(
-        "--bundle", type=Path, help="write the whole student kit (no solutions) into this folder"
-    )
-    p.add_argument("--solutions", type=Path, default=default_solutions)
-    p.set_defaults(run=cmd_release)
-
-    p = sub.add_parser(
-        "grade",
-        help="grade a folder with one subfolder per student",
-        description="Run each student's notebook confined (own uid as root, bubblewrap when "
-        "installed, resource limits) and the instructor's public and hidden checks in this "
-        "process; write OUT/RUN_ID/grades.csv, totals.csv and feedback/.",
-        formatter_class=_DefaultsShown,
-    )
-    p.add_argument("submissions", type=Path, help="folder with one subfolder per student")
-    p.add_argument("--out", type=Path, default=Path("grading"), help="runs are written here")
-    p.add_argument("--run-id", help="name of this run's folder (default: UTC time, to the second)")
-    p.add_argument("--solutions", type=Path, default=default_solutions, help="holds hidden/")
-    p.add_argument(
-        "--exercise",
-        action="append",
-        help="grade only this exercise, repeatable (default: every exercise)",
-    )
-    p.add_argument(
-        "--jobs",
-        type=_count,
-        default=os.cpu_count() or 1,
-        help=f"notebooks graded at once (default: the number of cores, {os.cpu_count()} here)",
-    )
-    p.add_argument("--cell-timeout", type=_seconds, default=30.0, help="seconds per code cell")
-    p.add_argument(
-        "--check-timeout",
-        type=_seconds,
-        default=None,
-        help="cap on each check's seconds (default: each check's own, as in check())",
-    )
-    p.add_argument(
-        "--timeout-factor",
-        type=_seconds,
-        default=1.0,
-        help="multiply every check's own timeout (more than 1 on a loaded machine)",
-    )
-    p.add_argument("--memory-mib", type=_count, default=1024, help="address space per process")
-    p.add_argument("--max-processes", type=_count, default=128, help="processes per student (root)")
-    p.add_argument("--max-open-files", type=_count, default=256, help="open files per process")
-    p.add_argument("--max-file-mib", type=_count, default=64, help="largest file a student writes")
-    p.add_argument("--cpu-seconds", type=_count, default=120, help="CPU time per process")
-    p.add_argument("--max-output-kib", type=_count, default=4096, help="printed output per student")
-    p.add_argument(
-        "--network", action="store_true", help="let student code reach the network (services)"
-    )
-    p.add_argument(
-        "--no-sandbox",
-        action="store_true",
-        help="no own uid, no bubblewrap: limits only (to debug the grader, never for a class)",
-    )
-    p.set_defaults(run=cmd_grade)
+    cligrading.add_parsers(sub)
     return parser
 
 

@@ -7,7 +7,7 @@ suite against every backend, so a backend cannot drift from the rules the lesson
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from labkit.job import Attempt, Job
@@ -89,12 +89,35 @@ class JobStoreContract(Protocol):
         """Redrive at most ``limit`` matching dead jobs; ``limit`` is required."""
         ...
 
+    def dead_by_reason(
+        self,
+        prefixes: Sequence[str],
+        *,
+        kind: str | None = None,
+        batch: int = 500,
+    ) -> Iterator[Job]:
+        """Dead jobs whose reason starts with one of ``prefixes``, oldest first, read a page
+        of ``batch`` rows at a time: memory stays flat however long the dead-letter queue."""
+        ...
+
+    def count_dead_by_reason(
+        self, prefixes: Sequence[str], *, kind: str | None = None, matching: bool = True
+    ) -> int:
+        """How many dead jobs have (``matching``) or have not a reason starting with one
+        of ``prefixes``, optionally of one ``kind``."""
+        ...
+
     def get(self, job_id: int) -> Job:
         """The job with this id; ``NotFound`` otherwise."""
         ...
 
     def get_by_key(self, key: str) -> Job | None:
         """The job with this key, or None."""
+        ...
+
+    def next_due(self, queues: Sequence[str] = ("default",)) -> float | None:
+        """When the next job of ``queues`` becomes claimable (a wait ends or a lease
+        expires), or None when none is waiting: what a draining worker sleeps until."""
         ...
 
     def counts(self) -> dict[str, int]:

@@ -35,9 +35,10 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+from labkit import jobargs
 from labkit.backends import redis_lua
 from labkit.backends.redis_streams import StreamQueue
 from labkit.clock import Clock, SystemClock
@@ -328,6 +329,35 @@ class StreamJobStore:
             for j in self.jobs(JobState.DEAD)
             if (kind is None or j.kind == kind) and (queue is None or j.queue == queue)
         ][:limit]
+
+    def dead_by_reason(
+        self, prefixes: Sequence[str], *, kind: str | None = None, batch: int = 500
+    ) -> Iterator[Job]:
+        """Dead jobs whose reason starts with one of ``prefixes``, oldest first. ``batch`` is
+        checked, not used: the status hashes are read whole, as ``jobs`` reads them."""
+        jobargs.name("kind", kind, optional=True)
+        jobargs.count("batch", batch)
+        return iter(self._dead_by_reason(prefixes, kind, matching=True))
+
+    def count_dead_by_reason(
+        self, prefixes: Sequence[str], *, kind: str | None = None, matching: bool = True
+    ) -> int:
+        """How many dead jobs have (``matching``) or have not a reason starting with one
+        of ``prefixes``, optionally of one ``kind``."""
+        jobargs.name("kind", kind, optional=True)
+        return len(self._dead_by_reason(prefixes, kind, matching))
+
+    def _dead_by_reason(
+        self, prefixes: Sequence[str], kind: str | None, matching: bool
+    ) -> list[Job]:
+        starts = tuple(str(p) for p in prefixes)
+        found = [
+            j
+            for j in self.jobs(JobState.DEAD, limit=10**9)
+            if (kind is None or j.kind == kind)
+            and (j.dead_reason is not None and j.dead_reason.startswith(starts)) == bool(matching)
+        ]
+        return sorted(found, key=lambda j: (j.updated_at, j.id))
 
     # -- inspection --------------------------------------------------------------------
 

@@ -251,6 +251,7 @@ def test_redrive_sends_a_dead_job_back_with_its_key(store):
 
 # -- the shared contract suite, where it applies ----------------------------------------
 
+import test_hardening_contract as hardening  # noqa: E402
 import test_job_store_contract as shared  # noqa: E402
 import test_job_store_contract_details as shared_details  # noqa: E402
 
@@ -297,6 +298,23 @@ class TestSharedDetailsOnStreams(shared_details.TestJobStoreContractDetails):
     test_claim_many_takes_the_oldest_due_first_from_the_named_queues = _not_kept(
         "one stream is one queue; use a stream per queue"
     )
+
+
+#: The walk `labkit retry-failed` leans on, run here with the streams' make_store.
+test_dead_by_reason_walks_every_matching_dead_job_once_in_order = (
+    hardening.test_dead_by_reason_walks_every_matching_dead_job_once_in_order
+)
+
+
+def test_dead_by_reason_refuses_a_bad_argument_at_the_call(store):
+    store.enqueue("charge", {}, key="k1", max_attempts=1)
+    store.fail(store.claim("w"), TransientError("503"))
+    with pytest.raises(ValueError, match="batch"):
+        store.dead_by_reason(("attempts exhausted",), batch=0)
+    with pytest.raises(ValueError, match="kind"):
+        store.count_dead_by_reason(("attempts exhausted",), kind="")
+    assert [j.key for j in store.dead_by_reason(("attempts exhausted",))] == ["k1"]
+    assert store.count_dead_by_reason(("attempts exhausted",), matching=False) == 0
 
 
 @pytest.mark.parametrize("name", shared._operations())

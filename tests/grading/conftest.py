@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+# Before any test module imports it: assert_caught_by_name's asserts explain a failure.
+pytest.register_assert_rewrite("gradingkit")
+
 
 @pytest.fixture(autouse=True)
 def _in_a_scratch_folder(

@@ -1,4 +1,8 @@
-"""Helpers for the grading tests: build a namespace from a notebook, run every check."""
+"""Helpers for the grading tests: build a namespace from a notebook, run every check.
+
+conftest.py has pytest rewrite this module's asserts, so a failing zoo entry shows its
+values as a failing assert in a test file would.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from typing import Any
 import nbformat
 
 from labkit.grading import catalog
-from labkit.grading.core import Outcome, run_checks
+from labkit.grading.core import PASSED, Outcome, run_checks
 from labkit.grading.sandbox import run_cells
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,3 +46,25 @@ def with_override(exercise: str, source: str) -> dict[str, Any]:
     assert not notes, notes
     exec(compile(textwrap.dedent(source), f"<zoo {exercise}>", "exec"), values)
     return values
+
+
+def assert_caught_by_name(
+    exercise: str, mistake: str, check: str, source: str, says: str, got: str | None = None
+) -> None:
+    """A zoo entry: the reference with ``source`` on top loses ``check``, and only there.
+
+    ``check`` fails with nothing earned, an expectation that says ``says``, a "got" line
+    (naming ``got``, when given) and a hint, and no traceback; some other check still
+    passes, so the feedback points at the one mistake.
+    """
+    outcomes = grade_values(exercise, with_override(exercise, source))
+    assert check in outcomes, f"no check called {check}"
+    named = outcomes[check]
+    assert named.status == "failed", f"{mistake}: {check} was {named.status}"
+    assert named.earned == 0 and named.expected and named.got and named.hint
+    assert "Traceback" not in named.got
+    assert says in named.expected, f"{mistake}: {check} said {named.expected!r}"
+    if got is not None:
+        assert got in named.got, f"{mistake}: {check} got {named.got!r}"
+    passed = [o.check for o in outcomes.values() if o.status == PASSED]
+    assert passed, f"{mistake}: every check failed, the feedback would not point at the mistake"

@@ -1,0 +1,201 @@
+"""Exercise 1's zoo: each plausible wrong solution loses the check named after it.
+
+Exercise 1 is about stable operation keys and payload fingerprints. Each entry overrides
+one or two functions of the reference solution with a classic mistake, then runs every
+public and hidden check; ``gradingkit.assert_caught_by_name`` says what the named check
+must report. ``test_zoo.py`` checks the zoo as a whole.
+"""
+
+from __future__ import annotations
+
+import pytest
+from gradingkit import assert_caught_by_name
+
+ZOO: list[tuple[str, str, str, str]] = [
+    # (exercise, name, the check that must fail, source replacing the reference)
+    (
+        "ex01",
+        "key from uuid4 per attempt",
+        "key_is_stable",
+        """
+        import uuid
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}:{uuid.uuid4().hex[:8]}"
+    """,
+    ),
+    (
+        "ex01",
+        "key from a timestamp",
+        "key_ignores_the_clock",
+        """
+        import time
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}:{int(time.time())}"
+    """,
+    ),
+    (
+        "ex01",
+        "key from datetime.now()",
+        "key_ignores_the_clock",
+        """
+        from datetime import datetime
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}:{datetime.now():%Y%m%d}"
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint without sort_keys (dict order)",
+        "fingerprint_is_canonical",
+        """
+        def payload_fingerprint(payload):
+            return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "conflict overwrites the first payload",
+        "accept_conflict",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            new = seen.get(key) != fp
+            seen[key] = fp
+            return new
+    """,
+    ),
+    (
+        "ex01",
+        "dedup by payload instead of key",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            if fp in seen.values() and seen.get(key) != fp:
+                return False
+            if key in seen and seen[key] != fp:
+                raise IdempotencyConflict(key)
+            new = key not in seen
+            seen[key] = fp
+            return new
+    """,
+    ),
+    (
+        "ex01",
+        "key from hash() (salted per process)",
+        "key_is_the_same_in_another_process",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{abs(hash((source, str(entity_id), action))):x}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key from the order of a set of strings",
+        "key_is_the_same_in_another_process",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return ":".join(sorted({source, action}, key=hash) + [str(entity_id), f"v{version}"])
+    """,
+    ),
+    (
+        "ex01",
+        "entity id lowercased in the key",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{str(entity_id).lower()}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint that sorts only the top-level keys",
+        "fingerprint_is_canonical",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps({k: payload[k] for k in sorted(payload)}, separators=(",", ":"),
+                              ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with 1990.0 made 1990",
+        "fingerprint_tells_payloads_apart",
+        """
+        def payload_fingerprint(payload):
+            def norm(v):
+                if isinstance(v, dict):
+                    return {k: norm(x) for k, x in v.items()}
+                if isinstance(v, list):
+                    return [norm(x) for x in v]
+                return int(v) if isinstance(v, float) and v.is_integer() else v
+            text = json.dumps(norm(payload), sort_keys=True, separators=(",", ":"))
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with json's default separators (', ' and ': ')",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of ASCII-escaped JSON (ensure_ascii left on)",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "accept remembers keys in a module-level dict, not in `seen`",
+        "accept_new_then_repeat",
+        """
+        _memory = {}
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            if key not in _memory:
+                _memory[key] = fp
+                return True
+            if _memory[key] != fp:
+                raise IdempotencyConflict(key)
+            return False
+    """,
+    ),
+]
+
+
+#: What the named check must say it expected, for each mistake (see test_zoo.py).
+SAYS: dict[str, str] = {
+    "key from uuid4 per attempt": "the same key for the same intent",
+    "key from a timestamp": "the same key three days later",
+    "key from datetime.now()": "the same key three days later",
+    "fingerprint without sort_keys (dict order)": "keys in another order",
+    "conflict overwrites the first payload": "IdempotencyConflict for the same key",
+    "dedup by payload instead of key": "two different keys with the same payload",
+    "key from hash() (salted per process)": "in another Python process",
+    "key from the order of a set of strings": "in another Python process",
+    "entity id lowercased in the key": "different keys for",
+    "fingerprint that sorts only the top-level keys": "keys in another order",
+    "fingerprint with 1990.0 made 1990": "the amount as a float",
+    "fingerprint with json's default separators (', ' and ': ')": "canonical JSON",
+    "fingerprint of ASCII-escaped JSON (ensure_ascii left on)": "non-ASCII kept",
+    "accept remembers keys in a module-level dict, not in `seen`": "one entry in `seen`",
+}
+
+
+@pytest.mark.parametrize(
+    ("exercise", "mistake", "check", "source"), ZOO, ids=[f"{e}: {m}" for e, m, _, _ in ZOO]
+)
+def test_wrong_solution_fails_the_check_that_names_its_mistake(
+    exercise: str, mistake: str, check: str, source: str
+) -> None:
+    assert_caught_by_name(exercise, mistake, check, source, SAYS[mistake])

@@ -1,0 +1,203 @@
+"""Exercise 2's zoo: each plausible wrong solution loses the check named after it.
+
+Exercise 2 is about a lock that lets one instance run. Each entry overrides one or two
+functions of the reference solution with a classic mistake, then runs every public and
+hidden check; ``gradingkit.assert_caught_by_name`` says what the named check must
+report. ``test_zoo.py`` checks the zoo as a whole.
+"""
+
+from __future__ import annotations
+
+import pytest
+from gradingkit import assert_caught_by_name
+
+ZOO: list[tuple[str, str, str, str]] = [
+    # (exercise, name, the check that must fail, source replacing the reference)
+    (
+        "ex02",
+        "pidfile with O_EXCL goes stale after kill -9",
+        "survives_holder_kill_9",
+        """
+        @contextmanager
+        def single_instance(path):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                raise AlreadyRunning(f"locked by pid {open(path).read()}") from None
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+            try:
+                yield
+            finally:
+                os.unlink(path)
+    """,
+    ),
+    (
+        "ex02",
+        "refusal without the holder's pid",
+        "message_names_the_holder",
+        """
+        @contextmanager
+        def single_instance(path):
+            with open(path, "a+") as fh:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise AlreadyRunning("another instance is running") from None
+                yield
+    """,
+    ),
+    (
+        "ex02",
+        "lock kept when the block raises",
+        "released_on_error",
+        """
+        HELD = []
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.seek(0)
+                raise AlreadyRunning(f"pid {fh.read()}") from None
+            fh.seek(0); fh.truncate(); fh.write(str(os.getpid())); fh.flush()
+            HELD.append(fh)
+            yield
+            HELD.remove(fh)
+            fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "open(path, 'w') wipes the holder before locking",
+        "refused_attempt_keeps_the_holder",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "w+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    raise AlreadyRunning(f"pid {fh.read() or 'unknown'}") from None
+                fh.write(str(os.getpid())); fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "pidfile that appends the pid instead of replacing it",
+        "pidfile_names_only_the_current_holder",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    raise AlreadyRunning(f"locked (pid {fh.read().strip()})") from None
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "lock by checking the file exists, then creating it",
+        "two_instances_started_together",
+        """
+        @contextmanager
+        def single_instance(path):
+            if os.path.exists(path):
+                with open(path) as fh:
+                    raise AlreadyRunning(f"already running (pid {fh.read().strip()})")
+            with open(path, "w") as fh:
+                fh.write(str(os.getpid()))
+            try:
+                yield
+            finally:
+                os.unlink(path)
+    """,
+    ),
+    (
+        "ex02",
+        "a refused attempt deletes the holder's lock file",
+        "refusal_leaves_the_lock_alone",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    raise AlreadyRunning(f"locked (pid {fh.read().strip()})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+                os.unlink(path)
+    """,
+    ),
+    (
+        "ex02",
+        "a refused attempt removes the 'stale' lock file it could not take",
+        "refusal_leaves_the_lock_alone",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip()
+                    os.unlink(path)
+                    raise AlreadyRunning(f"locked (pid {holder}); removed the stale file") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+]
+
+
+#: What the named check must say it expected, for each mistake (see test_zoo.py).
+SAYS: dict[str, str] = {
+    "pidfile with O_EXCL goes stale after kill -9": "killed with SIGKILL",
+    "refusal without the holder's pid": "naming the holder's pid",
+    "lock kept when the block raises": "after an error inside the block",
+    "open(path, 'w') wipes the holder before locking": "still naming the holder",
+    "pidfile that appends the pid instead of replacing it": "only the last holder's pid",
+    "lock by checking the file exists, then creating it": "exactly one of 3 processes",
+    "a refused attempt deletes the holder's lock file": "a third process refused too",
+    "a refused attempt removes the 'stale' lock file it could not take": (
+        "a third process refused too"
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("exercise", "mistake", "check", "source"), ZOO, ids=[f"{e}: {m}" for e, m, _, _ in ZOO]
+)
+def test_wrong_solution_fails_the_check_that_names_its_mistake(
+    exercise: str, mistake: str, check: str, source: str
+) -> None:
+    assert_caught_by_name(exercise, mistake, check, source, SAYS[mistake])

@@ -1,0 +1,214 @@
+"""Exercise 3's zoo: each plausible wrong solution loses the check named after it.
+
+Exercise 3 is about claiming a job with a lease. Each entry overrides one or two
+functions of the reference solution with a classic mistake, then runs every public and
+hidden check; ``gradingkit.assert_caught_by_name`` says what the named check must
+report. ``test_zoo.py`` checks the zoo as a whole.
+"""
+
+from __future__ import annotations
+
+import pytest
+from gradingkit import assert_caught_by_name
+
+ZOO: list[tuple[str, str, str, str]] = [
+    # (exercise, name, the check that must fail, source replacing the reference)
+    (
+        "ex03",
+        "claim by SELECT then UPDATE",
+        "no_double_claim_under_a_race",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1",
+                {"now": now}).fetchone()
+            if row is None:
+                return None
+            return dict(conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = :id RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s, "id": row["id"]}).fetchone())
+    """,
+    ),
+    (
+        "ex03",
+        "claim without attempt + 1",
+        "attempt_goes_up_by_one",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *", {"w": worker, "now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "the worker's name as the lease token",
+        "token_is_fresh",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = :w,"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *", {"w": worker, "now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "expired leases never come back",
+        "expired_lease_is_reclaimable",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+                " state IN ('pending', 'retry_wait') AND run_after <= :now"
+                " ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *", {"w": worker, "now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "run_after ignored",
+        "respects_run_after_and_state",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+                " state IN ('pending', 'retry_wait')"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *", {"w": worker, "now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "'<' where the boundary needs '<=' (run_after < now)",
+        "due_exactly_now_is_ready",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after < :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "a lease ending exactly now still counted as held (lease_until > now)",
+        "due_exactly_now_is_ready",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until < :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "claim that never sets updated_at",
+        "claims_one_ready_job",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16)))"
+                " WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "claim in id order, not the job due first",
+        "claims_the_right_job_for_any_table",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY id LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "retried jobs never run again (only pending is ready)",
+        "retried_jobs_run_again",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs"
+                " WHERE (state = 'pending' AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+]
+
+
+#: What the named check must say it expected, for each mistake (see test_zoo.py).
+SAYS: dict[str, str] = {
+    "claim by SELECT then UPDATE": "each job claimed by exactly one worker",
+    "claim without attempt + 1": "attempt 1 after the first claim",
+    "the worker's name as the lease token": "different tokens for two claims",
+    "expired leases never come back": "lease expired at 50",
+    "run_after ignored": "due later",
+    "'<' where the boundary needs '<=' (run_after < now)": "run_after = 100 exactly",
+    "a lease ending exactly now still counted as held (lease_until > now)": "ends at 130 exactly",
+    "claim that never sets updated_at": "updated_at = now",
+    "claim in id order, not the job due first": "at now=100 among jobs",
+    "retried jobs never run again (only pending is ready)": "claimed at 200",
+}
+
+
+@pytest.mark.parametrize(
+    ("exercise", "mistake", "check", "source"), ZOO, ids=[f"{e}: {m}" for e, m, _, _ in ZOO]
+)
+def test_wrong_solution_fails_the_check_that_names_its_mistake(
+    exercise: str, mistake: str, check: str, source: str
+) -> None:
+    assert_caught_by_name(exercise, mistake, check, source, SAYS[mistake])

@@ -1,0 +1,190 @@
+"""Exercise 4's zoo: each plausible wrong solution loses the check named after it.
+
+Exercise 4 is about retries: classify, back off, stop. Each entry overrides one or two
+functions of the reference solution with a classic mistake, then runs every public and
+hidden check; ``gradingkit.assert_caught_by_name`` says what the named check must
+report. ``test_zoo.py`` checks the zoo as a whole.
+"""
+
+from __future__ import annotations
+
+import pytest
+from gradingkit import assert_caught_by_name
+
+ZOO: list[tuple[str, str, str, str]] = [
+    # (exercise, name, the check that must fail, source replacing the reference)
+    (
+        "ex04",
+        "backoff without a cap",
+        "backoff_is_capped",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            return rng.uniform(0, base * 2.0 ** min(n, 1000))
+    """,
+    ),
+    (
+        "ex04",
+        "exponential backoff without jitter",
+        "backoff_has_full_jitter",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            return min(cap, base * 2 ** min(n, 64))
+    """,
+    ),
+    (
+        "ex04",
+        "jitter from the random module",
+        "backoff_uses_the_given_rng",
+        """
+        import random as _random
+        def backoff(n, rng, base=1.0, cap=60.0):
+            return _random.uniform(0, min(cap, base * 2 ** min(n, 64)))
+    """,
+    ),
+    (
+        "ex04",
+        "Retry-After ignored",
+        "honours_retry_after",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=5, base=1.0, cap=60.0):
+            if classify(error) == "permanent" or attempt >= max_attempts:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            return None if now + delay > started_at + deadline else delay
+    """,
+    ),
+    (
+        "ex04",
+        "every error retried",
+        "gives_up_on_permanent",
+        """
+        def classify(error):
+            return "transient"
+    """,
+    ),
+    (
+        "ex04",
+        "no deadline",
+        "respects_deadline",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=5, base=1.0, cap=60.0):
+            if classify(error) == "permanent" or attempt >= max_attempts:
+                return None
+            return max(backoff(attempt - 1, rng, base, cap), getattr(error, "retry_after", 0) or 0)
+    """,
+    ),
+    (
+        "ex04",
+        "'<' where the boundary needs '<=' (status > 500)",
+        "classify_every_status",
+        """
+        def classify(error):
+            if isinstance(error, (TimeoutError, ConnectionError, TransientError)):
+                return "transient"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and (status in (408, 429) or status > 500):
+                return "transient"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "classify by the exact class, not isinstance",
+        "classify_transient",
+        """
+        def classify(error):
+            if type(error) in (TimeoutError, ConnectionError, TransientError):
+                return "transient"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and (status in (408, 429) or status >= 500):
+                return "transient"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "backoff that overflows for a huge n",
+        "backoff_survives_a_huge_n",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            return rng.uniform(0, min(cap, base * 2**n))
+    """,
+    ),
+    (
+        "ex04",
+        "backoff with the base fixed at 1 s",
+        "backoff_bounds_hold_for_any_base_and_cap",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            return rng.uniform(0, cap if n >= 64 else min(cap, 2**n))
+    """,
+    ),
+    (
+        "ex04",
+        "Retry-After honoured only when it is a float",
+        "honours_retry_after",
+        """
+        _reference_next_delay = next_delay
+        def next_delay(error, attempt, rng, **kwargs):
+            if not isinstance(getattr(error, "retry_after", None), float):
+                error.retry_after = None
+            return _reference_next_delay(error, attempt, rng, **kwargs)
+    """,
+    ),
+    (
+        "ex04",
+        "one retry too many (attempt > max_attempts)",
+        "gives_up_after_max_attempts",
+        """
+        _reference_next_delay = next_delay
+        def next_delay(error, attempt, rng, *, max_attempts=5, **kwargs):
+            return _reference_next_delay(error, attempt - 1, rng, max_attempts=max_attempts,
+                                         **kwargs)
+    """,
+    ),
+    (
+        "ex04",
+        "a retry exactly on the deadline refused (>=)",
+        "respects_deadline",
+        """
+        _reference_next_delay = next_delay
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, **kwargs):
+            delay = _reference_next_delay(error, attempt, rng, started_at=started_at, now=now,
+                                          deadline=deadline, **kwargs)
+            if delay is not None and now + delay >= started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+]
+
+
+#: What the named check must say it expected, for each mistake (see test_zoo.py).
+SAYS: dict[str, str] = {
+    "backoff without a cap": "delays within [0, 60]",
+    "exponential backoff without jitter": "different delays (jitter)",
+    "jitter from the random module": "two rngs with the same seed",
+    "Retry-After ignored": "Retry-After: 120",
+    "every error retried": "None for HTTP 400",
+    "no deadline": "deadline",
+    "'<' where the boundary needs '<=' (status > 500)": "every HTTP status 100-599",
+    "classify by the exact class, not isinstance": "'transient' for",
+    "backoff that overflows for a huge n": "backoff(2000",
+    "backoff with the base fixed at 1 s": "base=",
+    "Retry-After honoured only when it is a float": "Retry-After",
+    "one retry too many (attempt > max_attempts)": "None after attempt",
+    "a retry exactly on the deadline refused (>=)": "exactly on the 300 s deadline",
+}
+
+
+@pytest.mark.parametrize(
+    ("exercise", "mistake", "check", "source"), ZOO, ids=[f"{e}: {m}" for e, m, _, _ in ZOO]
+)
+def test_wrong_solution_fails_the_check_that_names_its_mistake(
+    exercise: str, mistake: str, check: str, source: str
+) -> None:
+    assert_caught_by_name(exercise, mistake, check, source, SAYS[mistake])

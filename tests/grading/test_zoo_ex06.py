@@ -1,0 +1,213 @@
+"""Exercise 6's zoo: each plausible wrong solution loses the check named after it.
+
+Exercise 6 is about dead letters and redrive. Each entry overrides one or two functions
+of the reference solution with a classic mistake, then runs every public and hidden
+check; ``gradingkit.assert_caught_by_name`` says what the named check must report.
+``test_zoo.py`` checks the zoo as a whole.
+"""
+
+from __future__ import annotations
+
+import pytest
+from gradingkit import assert_caught_by_name
+
+ZOO: list[tuple[str, str, str, str]] = [
+    # (exercise, name, the check that must fail, source replacing the reference)
+    (
+        "ex06",
+        "redrive as a copy with a new key",
+        "redrive_keeps_the_key",
+        """
+        import uuid
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit")
+            rows = conn.execute(
+                "SELECT * FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit}).fetchall()
+            if dry_run:
+                return [r["id"] for r in rows]
+            return [conn.execute(
+                "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                " VALUES (:key, :kind, :now, :now)"
+                " RETURNING id", {"key": f"{r['key']}:{uuid.uuid4().hex[:6]}", "kind": r["kind"],
+                                  "now": now}).fetchone()[0] for r in rows]
+    """,
+    ),
+    (
+        "ex06",
+        "redrive of everything, limit ignored",
+        "redrive_respects_the_limit",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit")
+            ids = [r["id"] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY updated_at, id", {"kind": kind})]
+            if not dry_run:
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                    " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                    " WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)",
+                    {"now": now, "kind": kind})
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive without resetting attempts",
+        "redrive_gives_a_fresh_start",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit")
+            ids = [r["id"] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+            if not dry_run:
+                for i in ids:
+                    conn.execute("UPDATE jobs SET state = 'pending', redrives = redrives + 1,"
+                                 " updated_at = :now WHERE id = :id", {"now": now, "id": i})
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "the raw error stored, secrets and all",
+        "dead_letter_hides_secrets",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            return conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason,
+                 "error": f"{type(error).__name__}: {error}", "now": now}).fetchone() is not None
+    """,
+    ),
+    (
+        "ex06",
+        "dead letter without the token fence",
+        "dead_letter_is_fenced",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            return conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' RETURNING id",
+                {"id": job_id, "reason": reason, "error": describe(error), "now": now}
+            ).fetchone() is not None
+    """,
+    ),
+    (
+        "ex06",
+        "no limit required",
+        "redrive_requires_a_limit",
+        """
+        _reference_redrive = redrive
+        def redrive(conn, *, limit=None, now, kind=None, dry_run=False):
+            return _reference_redrive(conn, limit=limit or 1_000_000, now=now, kind=kind,
+                                      dry_run=dry_run)
+    """,
+    ),
+    (
+        "ex06",
+        "redrive that selects then updates without BEGIN IMMEDIATE",
+        "two_redrives_at_once_share_nothing",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            ids = [r["id"] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+            if not dry_run:
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                    " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                    " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                    {"now": now, "ids": json.dumps(ids)})
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive by id alone, outside a transaction (a running job reset)",
+        "redrive_racing_a_worker",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            ids = [r["id"] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+            if not dry_run:
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                    " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                    " WHERE id IN (SELECT value FROM json_each(:ids))",
+                    {"now": now, "ids": json.dumps(ids)})
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive in id order, not oldest first",
+        "redrive_picks_the_oldest_for_any_table",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            conn.execute("BEGIN IMMEDIATE")
+            ids = [r["id"] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY id LIMIT :limit", {"kind": kind, "limit": limit})]
+            if not dry_run:
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                    " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                    " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                    {"now": now, "ids": json.dumps(ids)})
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "limit checked with `if not limit` (a negative limit accepted)",
+        "redrive_requires_a_limit",
+        """
+        _reference_redrive = redrive
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if not limit:
+                raise ValueError("limit is required")
+            return _reference_redrive(conn, limit=max(limit, 1), now=now, kind=kind,
+                                      dry_run=dry_run)
+    """,
+    ),
+]
+
+
+#: What the named check must say it expected, for each mistake (see test_zoo.py).
+SAYS: dict[str, str] = {
+    "redrive as a copy with a new key": "still one row in jobs",
+    "redrive of everything, limit ignored": "with limit=2",
+    "redrive without resetting attempts": "'attempt': 0",
+    "the raw error stored, secrets and all": "the password and the token redacted",
+    "dead letter without the token fence": "False for a stale token",
+    "no limit required": "ValueError for limit=None",
+    "redrive that selects then updates without BEGIN IMMEDIATE": "at the same moment",
+    "redrive by id alone, outside a transaction (a running job reset)": "left with the worker",
+    "redrive in id order, not oldest first": "on jobs",
+    "limit checked with `if not limit` (a negative limit accepted)": "limit=-3",
+}
+
+
+@pytest.mark.parametrize(
+    ("exercise", "mistake", "check", "source"), ZOO, ids=[f"{e}: {m}" for e, m, _, _ in ZOO]
+)
+def test_wrong_solution_fails_the_check_that_names_its_mistake(
+    exercise: str, mistake: str, check: str, source: str
+) -> None:
+    assert_caught_by_name(exercise, mistake, check, source, SAYS[mistake])

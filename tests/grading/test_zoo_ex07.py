@@ -1,0 +1,166 @@
+"""Exercise 7's zoo: each plausible wrong solution loses the check named after it.
+
+Exercise 7 is about a circuit breaker. Each entry overrides one or two functions of the
+reference solution with a classic mistake, then runs every public and hidden check;
+``gradingkit.assert_caught_by_name`` says what the named check must report.
+``test_zoo.py`` checks the zoo as a whole.
+"""
+
+from __future__ import annotations
+
+import pytest
+from gradingkit import assert_caught_by_name
+
+ZOO: list[tuple[str, str, str, str]] = [
+    # (exercise, name, the check that must fail, source replacing the reference)
+    (
+        "ex07",
+        "failures counted in total, not in a row",
+        "opens_after_consecutive_failures",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_success(self):
+                self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        "half open lets everyone through",
+        "half_open_allows_one_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                if self.state == "open" and self.clock.now() >= self.opened_at + self.cooldown_s:
+                    self.state = "half_open"
+                return self.state != "open"
+    """,
+    ),
+    (
+        "ex07",
+        "a failed trial keeps the old cooldown",
+        "trial_failure_reopens_for_a_full_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                self.failures += 1
+                if self.state == "half_open":
+                    self.state, self.trial_out = "open", False
+                elif self.failures >= self.threshold:
+                    self.state, self.opened_at = "open", self.clock.now()
+    """,
+    ),
+    (
+        "ex07",
+        "cooldown timed with the wall clock",
+        "ignores_the_wall_clock",
+        """
+        import time
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                super().record_failure()
+                if self.state == "open":
+                    self.opened_wall = time.time()
+            def allow(self):
+                if self.state == "open" and time.time() >= self.opened_wall + self.cooldown_s:
+                    self.state, self.trial_out = "half_open", False
+                return super().allow() if self.state != "open" else False
+    """,
+    ),
+    (
+        "ex07",
+        "failures forgotten after a minute (a window, not failures in a row)",
+        "opens_after_consecutive_failures",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                now = self.clock.now()
+                if now - getattr(self, "last_failure", now) > 60:
+                    self.failures = 0
+                self.last_failure = now
+                super().record_failure()
+    """,
+    ),
+    (
+        "ex07",
+        "failure count kept on the class, shared by every breaker",
+        "two_breakers_side_by_side",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            failures_everywhere = 0
+            def record_failure(self):
+                Breaker.failures_everywhere += 1
+                self.failures = Breaker.failures_everywhere - 1
+                super().record_failure()
+            def record_success(self):
+                Breaker.failures_everywhere = 0
+                super().record_success()
+    """,
+    ),
+    (
+        "ex07",
+        "'<=' at the end of the cooldown (exactly 30 s still refused)",
+        "half_open_allows_one_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                if self.state == "open" and self.clock.now() <= self.opened_at + self.cooldown_s:
+                    return False
+                return super().allow()
+    """,
+    ),
+    (
+        "ex07",
+        "opens one failure late (failures > threshold)",
+        "opens_after_consecutive_failures",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                self.failures += 1
+                if self.state == "half_open" or self.failures > self.threshold:
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+    """,
+    ),
+    (
+        "ex07",
+        "a breaker that records failures but never refuses a call",
+        "outage_spares_the_dependency",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                super().allow()
+                return True
+    """,
+    ),
+]
+
+
+#: What the named check must say it expected, for each mistake (see test_zoo.py).
+SAYS: dict[str, str] = {
+    "failures counted in total, not in a row": "never 3 failures in a row",
+    "half open lets everyone through": "the callers behind the trial",
+    "a failed trial keeps the old cooldown": "10 s after the failed trial",
+    "cooldown timed with the wall clock": "the fake clock did not move",
+    "failures forgotten after a minute (a window, not failures in a row)": "one failure every",
+    "failure count kept on the class, shared by every breaker": "breaker B closed",
+    "'<=' at the end of the cooldown (exactly 30 s still refused)": "exactly 30 s",
+    "opens one failure late (failures > threshold)": "open at the 3rd failure",
+    "a breaker that records failures but never refuses a call": "at most 7 calls",
+}
+
+
+@pytest.mark.parametrize(
+    ("exercise", "mistake", "check", "source"), ZOO, ids=[f"{e}: {m}" for e, m, _, _ in ZOO]
+)
+def test_wrong_solution_fails_the_check_that_names_its_mistake(
+    exercise: str, mistake: str, check: str, source: str
+) -> None:
+    assert_caught_by_name(exercise, mistake, check, source, SAYS[mistake])
