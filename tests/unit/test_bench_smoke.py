@@ -169,3 +169,15 @@ def test_each_redis_subject_runs_every_job_once(
         assert not list(client.scan_iter(match=f"{streams.prefix_for(where)}:*"))
     finally:
         client.close()
+
+
+def test_the_enqueue_profile_runs_and_names_each_piece(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    from bench import profile_enqueue
+
+    monkeypatch.setattr(profile_enqueue, "N", 300)
+    profile_enqueue.main()
+    printed = capsys.readouterr().out
+    for piece in ("payload_text", "insert_jobs + commit", "without the jobs_ready index",
+                  "without the unique key index", "the row alone", "raw executemany",
+                  "enqueue_many / raw"):
+        assert piece in printed, printed
