@@ -18,45 +18,99 @@ dead-letter report); later jobs go on.
 
 Both pass their own claim statement (``labkit/sql/queues.sql``) to ``JobStore._claim``,
 so leases, attempt counting, lease tokens and burying work exactly as in a plain
-claim. In production: Oban Pro's partitioned queues and ``global_limit``, Sidekiq
-Enterprise's limiters, SQS FIFO message groups or Kafka partitions for ordering.
+claim. The same two classes run on PostgreSQL: ``labkit.backends.pg_queues`` supplies
+only its statements and the three engine hooks of ``_KeyedQueues``.
+
+In production: Oban Pro's partitioned queues and ``global_limit``, Sidekiq Enterprise's
+limiters, SQS FIFO message groups or Kafka partitions for ordering.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Generic, TypeVar
 
 from labkit import queries
 from labkit.clock import FakeClock
 from labkit.job import Job
 from labkit.store import JobStore
+from labkit.storebase import StoreBase
 
 SQL = queries.load("queues.sql")
 ACCOUNT_PREFIX = "account:"
 SERIAL_PREFIX = "serial:"
 
-
-def _active(store: JobStore, prefix: str) -> list[str]:
-    # Every character sorts below chr(0x10FFFF), so this range holds exactly the prefix.
-    params = {"prefix": prefix, "prefix_end": prefix + "\U0010ffff"}
-    return [r[0] for r in store.conn.execute(SQL["active_queues"], params)]
+S = TypeVar("S", bound=StoreBase)
 
 
-class AccountQueues:
+class _KeyedQueues(Generic[S]):
+    """A queue per key under one prefix, on one store: what both queue kinds share.
+
+    The rules are written once, in the two classes below. What an engine changes is
+    three hooks: how the live queues are listed (``_active``), how a queue's running
+    jobs are counted (``_running``) and how a claim statement is run (``_claim``, given
+    the statement's name). Here they run SQLite's statements; ``labkit.backends.pg_queues``
+    overrides them, and sets ``engine``, for PostgreSQL.
+    """
+
+    #: The store class the hooks' SQL is written for.
+    engine: ClassVar[type[StoreBase]] = JobStore
+
+    def __init__(self, store: S, prefix: str) -> None:
+        if not isinstance(store, self.engine):
+            raise TypeError(
+                f"{type(self).__name__} needs a {self.engine.__name__}, not a "
+                f"{type(store).__name__}: its SQL is written for that engine (labkit.queues "
+                "for SQLite, labkit.backends.pg_queues for PostgreSQL)"
+            )
+        self.store = store
+        self.prefix = prefix
+
+    # -- engine hooks ------------------------------------------------------------------
+
+    def _active(self) -> list[str]:
+        """Queues under ``prefix`` that hold live jobs, in name order."""
+        # Every character sorts below chr(0x10FFFF), so this range holds exactly the prefix.
+        params = {"prefix": self.prefix, "prefix_end": self.prefix + "\U0010ffff"}
+        return [r[0] for r in self._sqlite().execute(SQL["active_queues"], params)]
+
+    def _running(self, queue: str) -> int:
+        """How many jobs of ``queue`` run under a live lease."""
+        params = {"queue": queue, "now": self.store.clock.now()}
+        return int(self._sqlite().execute(SQL["running_in_queue"], params).fetchone()[0])
+
+    def _claim(
+        self,
+        worker: str,
+        queues: list[str],
+        lease_s: float,
+        limit: int,
+        name: str,
+        extra: dict[str, Any] | None = None,
+    ) -> list[Job]:
+        """Run the claim statement ``name`` through ``StoreBase._claim``."""
+        return self.store._claim(worker, queues, lease_s, limit, SQL[name], extra)
+
+    def _sqlite(self) -> sqlite3.Connection:
+        store = self.store
+        assert isinstance(store, JobStore)  # __init__ checked it; this tells the type checker
+        return store.conn
+
+
+class AccountQueues(_KeyedQueues[S]):
     """One queue per account, claimed so that no account runs more than ``cap`` jobs.
 
     ``cap=None`` claims in plain oldest-first order across the same queues (the
     starving baseline the lesson compares against).
     """
 
-    def __init__(self, store: JobStore, cap: int | None = 2, prefix: str = ACCOUNT_PREFIX) -> None:
+    def __init__(self, store: S, cap: int | None = 2, prefix: str = ACCOUNT_PREFIX) -> None:
         if cap is not None and (not isinstance(cap, int) or cap < 1):
             raise ValueError(f"cap must be a whole number >= 1 (or None for no cap), not {cap!r}")
-        self.store = store
+        super().__init__(store, prefix)
         self.cap = cap
-        self.prefix = prefix
 
     def queue_for(self, account: str | int) -> str:
         """The queue name of an account: ``account:<id>``."""
@@ -75,12 +129,11 @@ class AccountQueues:
 
     def queues(self) -> list[str]:
         """Account queues that hold live jobs now."""
-        return _active(self.store, self.prefix)
+        return self._active()
 
     def running(self, account: str | int) -> int:
         """How many of the account's jobs run under a live lease."""
-        params = {"queue": self.queue_for(account), "now": self.store.clock.now()}
-        return int(self.store.conn.execute(SQL["running_in_queue"], params).fetchone()[0])
+        return self._running(self.queue_for(account))
 
     def claim(
         self,
@@ -95,17 +148,14 @@ class AccountQueues:
             return []
         if self.cap is None:
             return self.store.claim_many(worker, limit, queues=queues, lease_s=lease_s)
-        return self.store._claim(
-            worker, queues, lease_s, limit, SQL["claim_capped"], {"cap": self.cap}
-        )
+        return self._claim(worker, queues, lease_s, limit, "claim_capped", {"cap": self.cap})
 
 
-class SerialQueues:
+class SerialQueues(_KeyedQueues[S]):
     """At most one running job per serial key, in enqueue order."""
 
-    def __init__(self, store: JobStore, prefix: str = SERIAL_PREFIX) -> None:
-        self.store = store
-        self.prefix = prefix
+    def __init__(self, store: S, prefix: str = SERIAL_PREFIX) -> None:
+        super().__init__(store, prefix)
 
     def queue_for(self, serial_key: str) -> str:
         """The queue name of a serial key: ``serial:<key>``."""
@@ -127,14 +177,10 @@ class SerialQueues:
         keys: Sequence[str] | None = None,
     ) -> list[Job]:
         """Lease the ready heads of up to ``limit`` serial keys."""
-        queues = (
-            [self.queue_for(k) for k in keys]
-            if keys is not None
-            else _active(self.store, self.prefix)
-        )
+        queues = [self.queue_for(k) for k in keys] if keys is not None else self._active()
         if not queues:
             return []
-        return self.store._claim(worker, queues, lease_s, limit, SQL["claim_serial"])
+        return self._claim(worker, queues, lease_s, limit, "claim_serial")
 
 
 # -- the lesson's simulation ---------------------------------------------------------

@@ -27,12 +27,12 @@
 
 # %%
 import re
-import uuid
 
 import psycopg
 
 from labkit.backends import spec
 from labkit.backends.pg_lock import single_instance_pg
+from labkit.backends.pg_runs import RunSchema
 from labkit.backends.postgres import PostgresJobStore
 from labkit.backends.redis_streams import StreamQueue
 from labkit.clock import LAB_EPOCH, FakeClock, SystemClock
@@ -52,8 +52,10 @@ if problems:
 
 PG, REDIS = spec.POSTGRES_URL, spec.REDIS_URL
 # Names of our own, removed at the end: other notebooks and tests share these servers.
-RUN = uuid.uuid4().hex[:10]
-SCHEMA, PREFIX = f"lesson13_{RUN}", f"lesson13:{RUN}"
+# Taking a run name also drops the schemas of earlier runs that failed before the end.
+run = RunSchema(PG, "lesson13_")
+RUN = run.id
+SCHEMA, PREFIX = run.name, f"lesson13:{RUN}"
 folder = fresh_dir("13")
 print("PostgreSQL and Redis answer; scratch folder:", folder)
 
@@ -433,6 +435,7 @@ assert all(real[e].outcome(s, p) == tables["sqlite"].outcome(s, p)
 for closing in (store, worker_c, stream_store, worker_b.conn, admin, worker_a):
     closing.close()
 spec.drop(f"{PG}#schema={SCHEMA}")
+run.close()
 spec.drop(f"{REDIS}#prefix={PREFIX}")
 with psycopg.connect(PG) as conn:
     left = conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [SCHEMA])

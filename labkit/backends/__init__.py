@@ -4,7 +4,8 @@
 
 - ``postgres.PostgresJobStore``: a PostgreSQL schema for workers on many machines (the
   same ``tests/contract`` suite); ``pg_queues`` adds per-account caps and serial queues
-  on it, ``pg_lock`` a single-instance lock across machines (an advisory lock);
+  on it, ``pg_lock`` a single-instance lock across machines (an advisory lock),
+  ``pg_runs`` a schema per lesson run that the next run drops if this one died;
 - ``redis_streams.StreamQueue``: the moves of Redis Streams one by one (``XADD``,
   ``XREADGROUP``, ``XPENDING``, ``XAUTOCLAIM``, a dead-letter stream, redrive);
   ``redis_store.StreamJobStore``: the contract's stream-shaped subset on top, so the

@@ -120,6 +120,22 @@ def test_serial_queue_runs_heads_only_and_retry_wait_blocks(store, clock):
     assert [j.id for j in q.claim("w", keys=["order:1"])] == [second.id]  # dead head unblocks
 
 
+def test_queue_classes_refuse_a_store_of_the_other_engine(store, tmp_path):
+    from labkit.queues import AccountQueues, SerialQueues
+    from labkit.store import JobStore
+
+    # SQLite's statements on PostgreSQL (or the reverse) would fail later and obscurely.
+    with pytest.raises(TypeError, match="AccountQueues needs a JobStore, not a PostgresJobStore"):
+        AccountQueues(store)
+    with pytest.raises(TypeError, match="SerialQueues needs a JobStore"):
+        SerialQueues(store)
+    with JobStore(tmp_path / "jobs.db") as sqlite_store:
+        with pytest.raises(TypeError, match="PgAccountQueues needs a PostgresJobStore"):
+            PgAccountQueues(sqlite_store)
+        with pytest.raises(TypeError, match="PgSerialQueues needs a PostgresJobStore"):
+            PgSerialQueues(sqlite_store)
+
+
 def _claim_at_once(dsn: str, schema: str, n: int, make_queues, now: float) -> list[int]:
     """``n`` stores on their own connections claim at the same moment; the job ids."""
     stores = [PostgresJobStore(dsn, clock=FakeClock(now), schema=schema) for _ in range(n)]

@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import os
 import threading
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 try:
     import psycopg
-    from psycopg import sql
 except ImportError:  # the driver comes with the `services` extra (make venv-test)
     if os.environ.get("LABKIT_REQUIRE_SERVICES") == "1":
         raise
@@ -30,21 +27,6 @@ from labkit.backends.postgres import PostgresJobStore
 from labkit.clock import FakeClock, SystemClock
 from labkit.errors import ConnectionLost, StoreBusy, StoreError
 from labkit.job import JobState
-
-
-@pytest.fixture
-def schema(postgres_dsn: str) -> Iterator[str]:
-    name = f"conn_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("SET lock_timeout = '10s'")
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
-
-
-@pytest.fixture
-def admin(postgres_dsn: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        yield conn
 
 
 def _terminate(admin: psycopg.Connection[Any], pid: int) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import socket
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +20,6 @@ import pytest
 
 try:
     import psycopg
-    from psycopg import sql
 except ImportError:  # the driver comes with the `services` extra (make venv-test)
     if os.environ.get("LABKIT_REQUIRE_SERVICES") == "1":
         raise
@@ -34,22 +32,9 @@ from labkit.job import JobState
 
 
 @pytest.fixture
-def store(postgres_dsn: str) -> Iterator[PostgresJobStore]:
-    schema = f"one_{uuid.uuid4().hex[:12]}"
-    s = PostgresJobStore(postgres_dsn, clock=FakeClock(1_000.0), schema=schema)
-    try:
+def store(postgres_dsn: str, schema: str) -> Iterator[PostgresJobStore]:
+    with PostgresJobStore(postgres_dsn, clock=FakeClock(1_000.0), schema=schema) as s:
         yield s
-    finally:
-        s.close()
-        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-            conn.execute("SET lock_timeout = '10s'")
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-
-
-@pytest.fixture
-def admin(postgres_dsn: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        yield conn
 
 
 def _terminate(admin: psycopg.Connection[Any], store: PostgresJobStore) -> int:

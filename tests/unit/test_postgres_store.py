@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
-import uuid
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 
@@ -27,14 +25,6 @@ from labkit.backends.postgres import PostgresJobStore
 from labkit.clock import FakeClock
 from labkit.errors import StoreError
 from labkit.job import JobState
-
-
-@pytest.fixture
-def schema(postgres_dsn: str) -> Iterator[str]:
-    name = f"unit_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
 @pytest.fixture
@@ -100,19 +90,15 @@ def test_a_claim_skips_a_row_another_transaction_holds_instead_of_waiting(
 
 
 def test_stores_in_two_schemas_do_not_see_each_other(postgres_dsn, schema, clock):
-    other = f"{schema}_b"
-    try:
-        with (
-            PostgresJobStore(postgres_dsn, clock=clock, schema=schema) as a,
-            PostgresJobStore(postgres_dsn, clock=clock, schema=other) as b,
-        ):
-            a.enqueue("k", {}, key="same-key")
-            _, created = b.enqueue("k", {"other": True}, key="same-key")
-            assert created and b.counts()["pending"] == 1
-            assert a.get_by_key("same-key").payload == {}
-    finally:
-        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(other)))
+    other = f"{schema}_b"  # the schema fixture drops it too
+    with (
+        PostgresJobStore(postgres_dsn, clock=clock, schema=schema) as a,
+        PostgresJobStore(postgres_dsn, clock=clock, schema=other) as b,
+    ):
+        a.enqueue("k", {}, key="same-key")
+        _, created = b.enqueue("k", {"other": True}, key="same-key")
+        assert created and b.counts()["pending"] == 1
+        assert a.get_by_key("same-key").payload == {}
 
 
 def test_a_schema_from_a_newer_labkit_is_refused_and_left_alone(postgres_dsn, schema, clock):

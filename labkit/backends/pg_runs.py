@@ -1,0 +1,101 @@
+"""A PostgreSQL schema per run of a lesson, and the sweep of what failed runs left.
+
+A lesson names its schema ``lesson13_<run id>`` and drops it in its last cell. A run that
+fails part-way never reaches that cell, and its schema stays on the shared server. The
+next run cannot simply drop every ``lesson13_*`` schema: another run of the same lesson
+(a second kernel, another checkout's tests) may be using its own right now.
+
+So a run holds a session-level advisory lock named after its schema (``labkit.backends.
+pg_lock``) for as long as it lives. ``RunSchema(url, "lesson13_")`` takes its own lock,
+then drops every schema of the pattern ``lesson13_<run id>`` whose lock it can take: no
+live session holds it, so its run is over. When a run's process ends, however it ends,
+its connection closes and the server gives the lock back, so a killed kernel's schema is
+swept by the next run; a run still going keeps its lock and its schema.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from contextlib import ExitStack
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from labkit import queries
+from labkit.backends.pg_lock import SQL as LOCK_SQL
+from labkit.backends.pg_lock import single_instance_pg
+from labkit.backends.postgres import _pyformat
+
+SQL = {name: _pyformat(text) for name, text in queries.load("pg_runs.sql").items()}
+_PREFIX = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
+#: A run id: 10 hex digits, as the lessons have always named their runs.
+_RUN_ID = "[0-9a-f]{10}"
+
+
+def _lock_name(schema: str) -> str:
+    return f"labkit-run:{schema}"
+
+
+class RunSchema:
+    """The schema name of one run, ``<prefix><run id>``, guarded while the run lives.
+
+    ``RunSchema(url, prefix)`` picks a fresh run id, holds the run's advisory lock on a
+    connection of its own, and drops the schemas earlier runs with the same ``prefix``
+    left behind (``swept`` lists them). It does not create the schema: the store does.
+    ``close()`` gives the lock back; drop the schema before, or the next run will.
+    """
+
+    def __init__(self, url: str, prefix: str) -> None:
+        if not isinstance(prefix, str) or not _PREFIX.match(prefix):
+            raise ValueError(
+                "prefix must start a lower-case SQL identifier (letters, digits, _; at most "
+                f"41), e.g. 'lesson13_', not {prefix!r}"
+            )
+        self.id = uuid.uuid4().hex[:10]
+        self.name = prefix + self.id
+        self._held = ExitStack()
+        self._conn: psycopg.Connection[Any] = self._held.enter_context(
+            single_instance_pg(url, _lock_name(self.name), application_name=self.name)
+        )
+        try:
+            self.swept = self._sweep(prefix)
+        except BaseException:
+            self._held.close()
+            raise
+
+    def _sweep(self, prefix: str) -> list[str]:
+        conn = self._conn
+        # A lock some statement of a dying run still holds must not hang the sweep.
+        conn.execute("SET lock_timeout = '10s'")
+        pattern = f"^{prefix}{_RUN_ID}$"
+        names = [row[0] for row in conn.execute(SQL["run_schemas"], {"pattern": pattern})]
+        swept = []
+        for name in names:
+            if name == self.name:
+                continue  # this session holds that lock already: taking it again succeeds
+            lock = {"name": _lock_name(name)}
+            got = conn.execute(LOCK_SQL["try_lock"], lock).fetchone()
+            if not (got and got[0]):
+                continue  # its run is alive
+            try:
+                drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name))
+                conn.execute(drop)
+                swept.append(name)
+            finally:
+                conn.execute(LOCK_SQL["unlock"], lock)
+        return swept
+
+    def close(self) -> None:
+        """Give the run's lock back (closing its connection)."""
+        self._held.close()
+
+    def __enter__(self) -> RunSchema:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RunSchema({self.name!r})"
