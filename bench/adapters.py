@@ -107,6 +107,8 @@ class LabkitBatch(Labkit):
     sharing ONE commit, as the raw batched loop shares its acks."""
 
     name = "labkit claim_many(100) + complete_many"
+    #: Jobs per claim (bench/pg.py's PostgreSQL row takes 10, as pgqueuer does).
+    batch = 100
 
     def enqueue(self, n: int, start: int = 0) -> None:
         # The batched row enqueues in batches too: enqueue_many, 100 jobs per commit.
@@ -115,7 +117,7 @@ class LabkitBatch(Labkit):
             self.store.enqueue_many("bench", [{"i": i} for i in range(lo, hi)])
 
     def work_one(self, effect: Effect, worker: str) -> int:
-        jobs = self.store.claim_many(worker, 100, lease_s=LEASE_S)
+        jobs = self.store.claim_many(worker, self.batch, lease_s=LEASE_S)
         for job in jobs:
             effect(job.payload["i"])
         if jobs:

@@ -33,7 +33,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from bench.adapters import LEASE_S, Adapter, Effect
+from bench.adapters import LEASE_S, Adapter, Effect, Labkit, LabkitBatch
 
 DSN = os.environ.get("LABKIT_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 #: pgqueuer picks a job again once its worker's heartbeat is this old.
@@ -82,45 +82,28 @@ def ledger_effects(path: Path) -> list[int]:
 # -- labkit ----------------------------------------------------------------------------
 
 
-class PgLabkit(Adapter):
-    """``PostgresJobStore.claim`` -> effect -> ``complete``: two commits per job."""
+class PgLabkit(Labkit):
+    """``PostgresJobStore.claim`` -> effect -> ``complete``: two commits per job.
+
+    The SQLite row's enqueue, work and counts, on the PostgreSQL store.
+    """
 
     name = "labkit PostgreSQL"
     postgres = True
 
     def __init__(self, path: Path) -> None:
-        super().__init__(path)
+        Adapter.__init__(self, path)  # not Labkit's: that one opens a SQLite file
         from labkit.backends.postgres import PostgresJobStore
         from labkit.clock import SystemClock
 
         self.store = PostgresJobStore(DSN, clock=SystemClock(), schema=schema_for(path))
 
-    def enqueue(self, n: int, start: int = 0) -> None:
-        enqueue = self.store.enqueue
-        for i in range(start, start + n):
-            enqueue("bench", {"i": i})
-
     def fill(self, n: int) -> None:
         for lo in range(0, n, 1000):
             self.store.enqueue_many("bench", [{"i": i} for i in range(lo, min(lo + 1000, n))])
 
-    def work_one(self, effect: Effect, worker: str) -> int:
-        job = self.store.claim(worker, lease_s=LEASE_S)
-        if job is None:
-            return 0
-        effect(job.payload["i"])
-        self.store.complete(job)
-        return 1
 
-    def remaining(self) -> int:
-        counts = self.store.counts()
-        return counts["pending"] + counts["running"] + counts["retry_wait"]
-
-    def close(self) -> None:
-        self.store.close()
-
-
-class PgLabkitBatch(PgLabkit):
+class PgLabkitBatch(PgLabkit, LabkitBatch):
     """``claim_many(10)`` (one statement, one commit) then ``complete_many`` (one commit).
 
     Ten per claim, like pgqueuer's default batch, so the two compare like with like.
@@ -128,20 +111,6 @@ class PgLabkitBatch(PgLabkit):
 
     name = "labkit PostgreSQL claim_many(10) + complete_many"
     batch = 10
-
-    def enqueue(self, n: int, start: int = 0) -> None:
-        # Batched rows enqueue in batches too: enqueue_many, 100 jobs per commit.
-        for lo in range(start, start + n, 100):
-            hi = min(lo + 100, start + n)
-            self.store.enqueue_many("bench", [{"i": i} for i in range(lo, hi)])
-
-    def work_one(self, effect: Effect, worker: str) -> int:
-        jobs = self.store.claim_many(worker, self.batch, lease_s=LEASE_S)
-        for job in jobs:
-            effect(job.payload["i"])
-        if jobs:
-            self.store.complete_many(jobs)
-        return len(jobs)
 
 
 class PgLabkitLedger(PgLabkit):
