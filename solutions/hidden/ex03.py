@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from labkit.grading.checks.ex03 import HARNESS, _claim, lab_file
+from labkit.grading.checks._kit import lab_file
+from labkit.grading.checks.ex03 import HARNESS, _claim
 from labkit.grading.core import Checks, Namespace, expect
 from labkit.grading.labdb import add_job, all_jobs
 

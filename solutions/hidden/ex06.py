@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from labkit.grading.checks._deadletters import bury, lab_file, redrive
+from labkit.grading.checks._deadletters import bury, redrive
+from labkit.grading.checks._kit import lab_file
 from labkit.grading.core import Checks, Namespace, expect
 from labkit.grading.labdb import add_job, all_jobs
 

@@ -6,15 +6,12 @@ checked for an exception first.
 from __future__ import annotations
 
 import sqlite3
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from labkit.grading.checks._helpers import raised_text
 from labkit.grading.core import Namespace, expect
-from labkit.grading.labdb import add_job, all_jobs, lab_db
+from labkit.grading.labdb import add_job, all_jobs
 
 NOW = 1000.0
 
@@ -22,18 +19,6 @@ NOW = 1000.0
 HARNESS = "labkit.grading.harness.ex06:"
 #: How long a read outside a write transaction pauses in the race checks.
 RACE_PAUSE_S = 0.3
-
-
-@contextmanager
-def lab_file(ns: Namespace) -> Iterator[tuple[sqlite3.Connection, Path]]:
-    """A fresh exercise database under the student's folder, and the check's connection."""
-    with tempfile.TemporaryDirectory(prefix="labkit-ex06-", dir=ns.workdir) as tmp:
-        path = Path(tmp) / "jobs.db"
-        conn = lab_db(path)
-        try:
-            yield conn, path
-        finally:
-            conn.close()
 
 
 def said(result: dict[str, Any]) -> str:

@@ -1,8 +1,8 @@
-"""What the checks of exercises 11-13 share: a database file to judge, and errors as text.
+"""What the checks that judge a database file share: a database file to judge, and errors as text.
 
 ``lab_file(ns, make)`` gives a fresh database file under the student's folder and the
 check's own connection to it, to build the scene and to read back what the student's
-code did. ``said(got)`` turns a harness outcome that raised into the feedback's words.
+code did. ``raised_a(got, name)`` tells whether a harness outcome raised ``name``.
 """
 
 from __future__ import annotations
@@ -16,16 +16,6 @@ from typing import Any
 
 from labkit.grading.core import Namespace
 from labkit.grading.labdb import lab_db
-
-
-def said(got: dict[str, Any]) -> str:
-    """'your code raised ValueError: ... (line 3 of tick)' for an outcome that raised."""
-    text = f"your code raised {got['raised'][0]}"
-    if got.get("message"):
-        text += f": {got['message']}"
-    if got.get("where"):
-        text += f" ({got['where']})"
-    return text
 
 
 def raised_a(got: dict[str, Any], name: str) -> bool:

@@ -13,18 +13,16 @@ now, a lease ending exactly now.
 from __future__ import annotations
 
 import sqlite3
-import tempfile
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
 
 from labkit.grading.checks._helpers import holds_for, raised_text
+from labkit.grading.checks._kit import lab_file
 from labkit.grading.core import CheckFailed, Checks, Namespace, expect
-from labkit.grading.labdb import add_job, all_jobs, lab_db
+from labkit.grading.labdb import add_job, all_jobs
 
 CHECKS = Checks("ex03", "atomic claim with a lease", needs=("claim",))
 
@@ -33,18 +31,6 @@ RACE_PAUSE_S = 0.05
 
 
 HARNESS = "labkit.grading.harness.ex03:"
-
-
-@contextmanager
-def lab_file(ns: Namespace) -> Iterator[tuple[sqlite3.Connection, Path]]:
-    """A fresh exercise database under the student's folder, and the check's connection."""
-    with tempfile.TemporaryDirectory(prefix="labkit-ex03-", dir=ns.workdir) as tmp:
-        path = Path(tmp) / "jobs.db"
-        conn = lab_db(path)
-        try:
-            yield conn, path
-        finally:
-            conn.close()
 
 
 def _claim(ns: Namespace, path: Path, worker: str, now: float, lease_s: float = 30.0) -> Any:

@@ -21,13 +21,13 @@ from labkit.grading.checks._deadletters import (
     add_dead,
     add_running,
     bury,
-    lab_file,
     redrive,
     returned,
     row_of,
     said,
 )
 from labkit.grading.checks._helpers import holds_for
+from labkit.grading.checks._kit import lab_file
 from labkit.grading.core import Checks, Namespace, expect
 from labkit.grading.labdb import add_job, all_jobs
 

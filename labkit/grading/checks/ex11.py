@@ -21,8 +21,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from labkit.clock import FakeClock
-from labkit.grading.checks._helpers import holds_for
-from labkit.grading.checks._kit import lab_file, said
+from labkit.grading.checks._helpers import holds_for, raised_text
+from labkit.grading.checks._kit import lab_file
 from labkit.grading.core import CheckFailed, Checks, Namespace, expect
 from labkit.grading.labdb import consumer_db, outbox_db, rows_of
 from labkit.outbox import Broker
@@ -44,7 +44,7 @@ def message_id(order_id: int) -> str:
 
 def _raised(got: dict[str, Any], call: str, hint: str) -> None:
     if "raised" in got:
-        raise CheckFailed(f"{call} to run", said(got), hint)
+        raise CheckFailed(f"{call} to run", raised_text(got), hint)
 
 
 def place(ns: Namespace, path: Path, order: list[Any], crash_after: int | None = None) -> Any:

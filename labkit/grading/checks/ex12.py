@@ -20,8 +20,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from labkit.grading.checks._helpers import holds_for, short_repr
-from labkit.grading.checks._kit import lab_file, raised_a, said
+from labkit.grading.checks._helpers import holds_for, raised_text, short_repr
+from labkit.grading.checks._kit import lab_file, raised_a
 from labkit.grading.core import CheckFailed, Checks, Namespace, expect
 from labkit.grading.labdb import add_job, all_jobs
 from labkit.schedule import slot_key as reference_key
@@ -59,7 +59,7 @@ def _one(ns: Namespace, name: str, call: list[Any]) -> dict[str, Any]:
 
 def _returned(got: dict[str, Any], what: str, hint: str) -> Any:
     if "raised" in got:
-        raise CheckFailed(what, said(got), hint)
+        raise CheckFailed(what, raised_text(got), hint)
     return got["returned"]
 
 
@@ -116,7 +116,7 @@ def slot_key_is_the_same_in_every_time_zone(ns: Namespace) -> None:
     # POSIX zone strings (UTC-3 and UTC+5:30) need no tz database in the grading sandbox.
     for tz in ("BRT3", "IST-5:30"):
         got = ns.harness(HARNESS + "keys_in_zone", calls, tz)
-        keys = [g["returned"] if "returned" in g else said(g) for g in got]
+        keys = [g["returned"] if "returned" in g else raised_text(g) for g in got]
         expect(keys == want, f"the same UTC keys with TZ={tz}: {want}", keys)
 
 
@@ -127,7 +127,7 @@ def slot_key_refuses_bad_names(ns: Namespace) -> None:
         expect(
             raised_a(got, "ValueError"),
             f"ValueError for the schedule name {name!r}",
-            said(got) if "raised" in got else f"returned {got['returned']!r}",
+            raised_text(got) if "raised" in got else f"returned {got['returned']!r}",
         )
 
 
@@ -193,7 +193,7 @@ def due_slots_refuses_bad_arguments(ns: Namespace) -> None:
         expect(
             raised_a(got, "ValueError"),
             f"ValueError for due_slots{tuple(call)}",
-            said(got) if "raised" in got else f"returned {got['returned']!r}",
+            raised_text(got) if "raised" in got else f"returned {got['returned']!r}",
         )
 
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from labkit.grading.checks._helpers import holds_for
-from labkit.grading.checks._kit import lab_file, said
+from labkit.grading.checks._helpers import holds_for, raised_text
+from labkit.grading.checks._kit import lab_file
 from labkit.grading.core import CheckFailed, Checks, Namespace, expect
 from labkit.grading.labdb import add_job, all_jobs
 
@@ -44,7 +44,7 @@ def claim(
     if "raised" in got:
         raise CheckFailed(
             f"{call} to return a job or None",
-            said(got),
+            raised_text(got),
             f"try {name} on exercise_db(...) in the notebook and read the error",
         )
     row = got["returned"]
