@@ -61,13 +61,7 @@ WITH q AS (
      LIMIT :limit
 )
 UPDATE jobs
-   SET state = 'running',
-       attempt = jobs.attempt + 1,
-       lease_owner = :worker,
-       lease_until = :now + :lease_s,
-       -- <job id>.<claim number>: the store's claim token, copied exactly (a test compares them).
-       lease_token = jobs.id || '.' || (1 + (SELECT count(*) FROM attempts a WHERE a.job_id = jobs.id)),
-       updated_at = :now
+{{ lease_claimed }}
 -- id = ANY(ARRAY(...)): read the chosen ids through the primary key whatever the planner
 -- statistics say (an IN (subquery) becomes a hash join over every row of jobs once analyzed).
  WHERE id = ANY(ARRAY(SELECT id FROM chosen))
@@ -101,13 +95,7 @@ WITH live AS (
        FOR UPDATE SKIP LOCKED
 )
 UPDATE jobs
-   SET state = 'running',
-       attempt = jobs.attempt + 1,
-       lease_owner = :worker,
-       lease_until = :now + :lease_s,
-       -- <job id>.<claim number>: the store's claim token, copied exactly (a test compares them).
-       lease_token = jobs.id || '.' || (1 + (SELECT count(*) FROM attempts a WHERE a.job_id = jobs.id)),
-       updated_at = :now
+{{ lease_claimed }}
 -- id = ANY(ARRAY(...)): read the chosen ids through the primary key whatever the planner
 -- statistics say (an IN (subquery) becomes a hash join over every row of jobs once analyzed).
  WHERE id = ANY(ARRAY(SELECT id FROM chosen))

@@ -233,14 +233,7 @@ WITH ready AS (
      LIMIT :limit
 )
 UPDATE jobs
-   SET state = 'running',
-       attempt = jobs.attempt + 1,
-       lease_owner = :worker,
-       lease_until = :now + :lease_s,
-       -- <job id>.<claim number>: unique for every claim of a job, even after a snooze or
-       -- a redrive set attempt back, so an old holder's token can never match again.
-       lease_token = jobs.id || '.' || (1 + (SELECT count(*) FROM attempts a WHERE a.job_id = jobs.id)),
-       updated_at = :now
+{{ lease_claimed }}
  WHERE id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING *
 

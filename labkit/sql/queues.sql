@@ -12,13 +12,7 @@ SELECT count(*) FROM jobs WHERE queue = :queue AND state = 'running' AND lease_u
 -- claim_capped --
 -- Lease up to :limit ready jobs, least-busy queue first, never more than :cap running per queue.
 UPDATE jobs
-   SET state = 'running',
-       attempt = attempt + 1,
-       lease_owner = :worker,
-       lease_until = :now + :lease_s,
-       -- <job id>.<claim number>: the store's claim token, copied exactly (a test compares them).
-       lease_token = id || '.' || (1 + (SELECT count(*) FROM attempts a WHERE a.job_id = jobs.id)),
-       updated_at = :now
+{{ lease_claimed }}
  WHERE id IN (
        SELECT id FROM (
            SELECT c.id, c.due,
@@ -46,13 +40,7 @@ RETURNING *
 -- claim_serial --
 -- Lease the head (oldest live job) of each queue when it is ready: one running job per queue, in order.
 UPDATE jobs
-   SET state = 'running',
-       attempt = attempt + 1,
-       lease_owner = :worker,
-       lease_until = :now + :lease_s,
-       -- <job id>.<claim number>: the store's claim token, copied exactly (a test compares them).
-       lease_token = id || '.' || (1 + (SELECT count(*) FROM attempts a WHERE a.job_id = jobs.id)),
-       updated_at = :now
+{{ lease_claimed }}
  WHERE id IN (
        SELECT h.id FROM jobs h
         WHERE h.id IN (

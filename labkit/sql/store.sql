@@ -159,14 +159,7 @@ UPDATE jobs
 -- Lease up to :limit ready jobs (pending or retry_wait due, or running with an expired lease) in one statement.
 -- Each branch is cut to :limit before the merge: without the inner LIMITs SQLite sorts every ready job on every claim.
 UPDATE jobs
-   SET state = 'running',
-       attempt = attempt + 1,
-       lease_owner = :worker,
-       lease_until = :now + :lease_s,
-       -- <job id>.<claim number>: unique for every claim of a job, even after a snooze or
-       -- a redrive set attempt back, so an old holder's token can never match again.
-       lease_token = id || '.' || (1 + (SELECT count(*) FROM attempts a WHERE a.job_id = jobs.id)),
-       updated_at = :now
+{{ lease_claimed }}
  WHERE id IN (
        SELECT id FROM (
            SELECT * FROM (
@@ -190,12 +183,7 @@ RETURNING *
 -- claim_one_queue --
 -- The claim for a single :queue: the jobs_ready index then yields rows already in (run_after, id) order and the scan stops after :limit.
 UPDATE jobs
-   SET state = 'running',
-       attempt = attempt + 1,
-       lease_owner = :worker,
-       lease_until = :now + :lease_s,
-       lease_token = id || '.' || (1 + (SELECT count(*) FROM attempts a WHERE a.job_id = jobs.id)),
-       updated_at = :now
+{{ lease_claimed }}
  WHERE id IN (
        SELECT id FROM (
            SELECT * FROM (

@@ -1,0 +1,58 @@
+"""The SQL loader: named statements, and the fragments both engines share."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import pytest
+
+from labkit import queries
+
+#: Every statement that leases jobs, on both engines.
+CLAIMS = [
+    ("store.sql", "claim"),
+    ("store.sql", "claim_one_queue"),
+    ("queues.sql", "claim_capped"),
+    ("queues.sql", "claim_serial"),
+    ("postgres.sql", "claim"),
+    ("pg_queues.sql", "claim_capped"),
+    ("pg_queues.sql", "claim_serial"),
+]
+
+
+@pytest.mark.parametrize(("filename", "name"), CLAIMS)
+def test_every_claim_sets_the_one_shared_lease(filename, name):
+    lease = queries.load(queries.SHARED)["lease_claimed"]
+    sql = queries.load(filename)[name]
+    assert lease in sql
+    assert "{{" not in sql  # every fragment was filled in
+
+
+def test_no_statement_writes_a_claim_token_by_hand():
+    # A claim written out again would be free to drift from the store's: the token rule
+    # lives in shared.sql alone.
+    token = re.compile(r"lease_token\s*=\s*(?!NULL|:token|b\.)\S", re.IGNORECASE)
+    for path in resources.files("labkit").joinpath("sql").iterdir():
+        if path.name.endswith(".sql") and path.name != queries.SHARED:
+            found = token.findall(path.read_text(encoding="utf-8"))
+            assert found == [], f"{path.name} sets lease_token itself: use {{{{ lease_claimed }}}}"
+
+
+def test_a_claim_leases_what_it_always_leased():
+    lines = [ln.strip() for ln in queries.load(queries.SHARED)["lease_claimed"].splitlines()]
+    assert lines[0] == "SET state = 'running',"
+    assert "lease_owner = :worker," in lines and "lease_until = :now + :lease_s," in lines
+    token = "lease_token = jobs.id || '.' || (1 + (SELECT count(*)"
+    assert any(ln.startswith(token) for ln in lines)
+
+
+def test_an_unknown_fragment_is_named_with_where_it_was_used():
+    with pytest.raises(KeyError, match=r"store\.sql: claim uses \{\{ nope \}\}.*shared\.sql"):
+        queries._fill("UPDATE jobs\n{{ nope }}", "store.sql: claim")
+
+
+def test_headers_split_statements_and_drop_their_comment_lines():
+    sql = queries.load("store.sql")["claim"]
+    assert sql.startswith("UPDATE jobs\n   SET state = 'running',")
+    assert not any(line.startswith("--") for line in sql.splitlines())
