@@ -1,5 +1,6 @@
-"""PostgreSQL gains what SQLite has: account caps and serial queues, a cross-host lock,
-and the job store under several real worker processes.
+"""PostgreSQL beyond what SQLite can show: claimers racing on their own connections
+against account caps and serial keys, a cross-host lock, and the job store under several
+real worker processes.
 
 Each test uses its own schema (dropped afterwards) or its own lock name.
 """
@@ -7,7 +8,6 @@ Each test uses its own schema (dropped afterwards) or its own lock name.
 from __future__ import annotations
 
 import random
-import re
 import subprocess
 import sys
 import threading
@@ -16,9 +16,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from labkit import queries
 from labkit.clock import LAB_EPOCH, FakeClock
-from labkit.errors import AlreadyRunning, PermanentError, TransientError
+from labkit.errors import AlreadyRunning
 from labkit.retry import RetryPolicy, constant
 
 psycopg = pytest.importorskip("psycopg")
@@ -50,74 +49,8 @@ def store(postgres_dsn: str, schema: str, clock: FakeClock) -> Iterator[Postgres
         yield s
 
 
-def _set_clause(sql: str) -> str:
-    # Up to the row filter, however it is written (IN (...) here, = ANY(ARRAY(...)) in
-    # the store's claim, which must not turn into a hash join over all of jobs).
-    body = sql[sql.index("SET") : sql.index("WHERE id ")]
-    lines = [ln.strip() for ln in body.splitlines() if not ln.strip().startswith("--")]
-    return " ".join(" ".join(lines).split())
-
-
-@pytest.mark.parametrize("name", ["claim_capped", "claim_serial"])
-def test_queue_claims_set_exactly_what_the_plain_claim_sets(name):
-    plain = queries.load("postgres.sql")["claim"]
-    ours = queries.load("pg_queues.sql")[name]
-    assert _set_clause(ours) == _set_clause(plain)
-    assert re.search(r"lease_token = ", _set_clause(ours))
-
-
-# -- the SQLite lessons' rules, on PostgreSQL ------------------------------------------
-
-
-def test_an_account_at_its_cap_is_skipped_and_freed_by_completion(store):
-    q = PgAccountQueues(store, cap=2)
-    for n in range(5):
-        q.enqueue("big", "sync", {"n": n})
-    q.enqueue("small", "sync", {"n": 0})
-    first = q.claim("w1", limit=10)
-    assert sorted(j.queue for j in first) == ["account:big", "account:big", "account:small"]
-    assert q.running("big") == 2
-    assert q.claim("w2", limit=10) == []
-    store.complete(first[0])
-    assert [j.queue for j in q.claim("w2", limit=10)] == ["account:big"]
-
-
-def test_an_expired_lease_frees_its_slot(store, clock):
-    q = PgAccountQueues(store, cap=1)
-    q.enqueue("a", "sync", {"n": 0})
-    q.enqueue("a", "sync", {"n": 1})
-    (held,) = q.claim("w1", lease_s=30)
-    assert q.claim("w2") == []
-    clock.advance(31)
-    (other,) = q.claim("w2", limit=5)
-    assert other.id != held.id  # the slot is free, but only one: the cap still holds
-
-
-def test_accounts_take_turns_and_no_cap_lets_the_flood_take_all(store):
-    for account in ("a", "b", "c"):
-        for n in range(3):
-            PgAccountQueues(store).enqueue(account, "sync", {"n": n})
-    turns = PgAccountQueues(store, cap=3).claim("w", limit=3)
-    assert sorted(j.queue for j in turns) == ["account:a", "account:b", "account:c"]
-    flood = PgAccountQueues(store, cap=None).claim("w", limit=3, accounts=["a"])
-    assert {j.queue for j in flood} == {"account:a"} and len(flood) == 2
-
-
-def test_serial_queue_runs_heads_only_and_retry_wait_blocks(store, clock):
-    q = PgSerialQueues(store)
-    first = q.enqueue("order:1", "update", {"step": 0})[0]
-    second = q.enqueue("order:1", "update", {"step": 1})[0]
-    other = q.enqueue("order:2", "update", {"step": 0})[0]
-    claimed = q.claim("w", limit=10)
-    assert sorted(j.id for j in claimed) == [first.id, other.id]
-    (job,) = [j for j in claimed if j.id == first.id]
-    store.fail(job, TransientError("ERP timeout"))
-    assert q.claim("w", keys=["order:1"]) == []  # the second must not overtake
-    clock.advance(10)
-    (retry,) = q.claim("w", keys=["order:1"])
-    assert retry.id == first.id and retry.attempt == 2
-    store.fail(retry, PermanentError("order 1 does not exist", status=404))
-    assert [j.id for j in q.claim("w", keys=["order:1"])] == [second.id]  # dead head unblocks
+# The account and serial queue rules themselves run on both engines in
+# tests/unit/test_queues.py; here is what only real concurrency on PostgreSQL shows.
 
 
 def test_queue_classes_refuse_a_store_of_the_other_engine(store, tmp_path):
