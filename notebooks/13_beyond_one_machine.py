@@ -52,8 +52,10 @@ if problems:
 
 PG, REDIS = spec.POSTGRES_URL, spec.REDIS_URL
 # Names of our own, removed at the end: other notebooks and tests share these servers.
-# Taking a run name also drops the schemas of earlier runs that failed before the end.
+# Taking a run name also drops the schema and the Redis keys of earlier runs that failed
+# before the end (a run that is still going, in another kernel, keeps its own).
 run = RunSchema(PG, "lesson13_")
+run.sweep_keys(REDIS, "lesson13:")
 RUN = run.id
 SCHEMA, PREFIX = run.name, f"lesson13:{RUN}"
 folder = fresh_dir("13")

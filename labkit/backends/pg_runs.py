@@ -11,13 +11,18 @@ then drops every schema of the pattern ``lesson13_<run id>`` whose lock it can t
 live session holds it, so its run is over. When a run's process ends, however it ends,
 its connection closes and the server gives the lock back, so a killed kernel's schema is
 swept by the next run; a run still going keeps its lock and its schema.
+
+A run that also keeps Redis keys names them ``<key prefix><run id>:...``; ``sweep_keys``
+removes those of runs whose lock is free, by the same rule.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from contextlib import ExitStack
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -38,6 +43,11 @@ def _lock_name(schema: str) -> str:
     return f"labkit-run:{schema}"
 
 
+def _glob_escape(text: str) -> str:
+    """``text`` as a literal in a Redis SCAN MATCH pattern."""
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
 class RunSchema:
     """The schema name of one run, ``<prefix><run id>``, guarded while the run lives.
 
@@ -54,6 +64,7 @@ class RunSchema:
                 f"41), e.g. 'lesson13_', not {prefix!r}"
             )
         self.id = uuid.uuid4().hex[:10]
+        self.prefix = prefix
         self.name = prefix + self.id
         self._held = ExitStack()
         self._conn: psycopg.Connection[Any] = self._held.enter_context(
@@ -73,18 +84,44 @@ class RunSchema:
         names = [row[0] for row in conn.execute(SQL["run_schemas"], {"pattern": pattern})]
         swept = []
         for name in names:
-            if name == self.name:
-                continue  # this session holds that lock already: taking it again succeeds
-            lock = {"name": _lock_name(name)}
-            got = conn.execute(LOCK_SQL["try_lock"], lock).fetchone()
-            if not (got and got[0]):
-                continue  # its run is alive
-            try:
-                drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name))
-                conn.execute(drop)
+            drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name))
+            if self._if_over(name.removeprefix(prefix), partial(conn.execute, drop)):
                 swept.append(name)
-            finally:
-                conn.execute(LOCK_SQL["unlock"], lock)
+        return swept
+
+    def _if_over(self, run_id: str, clean: Callable[[], object]) -> bool:
+        """Run ``clean`` while holding the lock of run ``run_id``, if no live session has it."""
+        if run_id == self.id:
+            return False  # this session holds that lock already: taking it again succeeds
+        lock = {"name": _lock_name(self.prefix + run_id)}
+        got = self._conn.execute(LOCK_SQL["try_lock"], lock).fetchone()
+        if not (got and got[0]):
+            return False  # its run is alive
+        try:
+            clean()
+        finally:
+            self._conn.execute(LOCK_SQL["unlock"], lock)
+        return True
+
+    def sweep_keys(self, redis_url: str, key_prefix: str) -> list[str]:
+        """Remove the Redis keys ``<key_prefix><run id>:*`` of runs that are over.
+
+        Returns the key prefixes removed (``<key_prefix><run id>``). A live run's keys stay,
+        whether or not it has made its schema yet: its lock is what counts.
+        """
+        import redis
+
+        from labkit.backends import spec
+
+        shape = re.compile(rf"{re.escape(key_prefix)}({_RUN_ID}):")
+        with redis.Redis.from_url(redis_url) as client:
+            keys = client.scan_iter(match=f"{_glob_escape(key_prefix)}*", count=1000)
+            found = {m.group(1) for key in keys if (m := shape.match(key.decode("latin-1")))}
+        swept = []
+        for run_id in sorted(found):
+            target = f"{redis_url}#prefix={key_prefix}{run_id}"
+            if self._if_over(run_id, partial(spec.drop, target)):
+                swept.append(key_prefix + run_id)
         return swept
 
     def close(self) -> None:

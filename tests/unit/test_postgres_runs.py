@@ -98,6 +98,31 @@ def test_a_closed_runs_schema_is_swept_by_the_next_run(postgres_dsn, schema):
     assert _schemas(postgres_dsn, prefix) == []
 
 
+def test_the_redis_keys_of_a_finished_run_go_and_a_live_runs_stay(postgres_dsn, redis_url, schema):
+    import redis
+
+    prefix, keys = f"{schema}_", f"{schema}:"
+    finished = RunSchema(postgres_dsn, prefix)
+    finished.close()  # ended before its clean-up cell: its keys stay on the server
+    kept = [f"{keys}notes:x", f"{keys}{finished.id}"]  # not under a run's prefix
+    with RunSchema(postgres_dsn, prefix) as live, redis.Redis.from_url(redis_url) as r:
+        try:
+            for run_id in (finished.id, live.id):
+                for name in ("stream", "dead", "done:inv-1"):
+                    r.set(f"{keys}{run_id}:{name}", "x")
+            for key in kept:
+                r.set(key, "x")
+            with RunSchema(postgres_dsn, prefix) as next_run:
+                assert next_run.sweep_keys(redis_url, keys) == [keys + finished.id]
+                assert next_run.sweep_keys(redis_url, keys) == []  # nothing more to do
+            left = sorted(k.decode() for k in r.scan_iter(match=f"{keys}*"))
+            live_keys = [f"{keys}{live.id}:{n}" for n in ("stream", "dead", "done:inv-1")]
+            assert left == sorted([*live_keys, *kept])
+        finally:
+            for key in r.scan_iter(match=f"{keys}*"):
+                r.delete(key)
+
+
 @pytest.mark.parametrize(
     "bad",
     [
