@@ -1,0 +1,120 @@
+"""What a graded class leaves behind: one ``Graded`` per student and exercise, and the files.
+
+``write_gradebook`` writes ``grades.csv`` (one row per student and exercise, with its
+status and why), ``write_totals`` writes ``totals.csv`` (one row per student) and
+``write_feedback`` one ``feedback/STUDENT.md`` each. ``labkit.grading.grade`` fills the
+``Graded`` rows; nothing here runs or reads student code.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from labkit.grading.core import NOT_STARTED, PASSED, Outcome
+
+GRADED, MISSING, NOT_STARTED_YET, TIMED_OUT_STATUS = "graded", "missing", "not started", "timed out"
+LIMIT_HIT, CRASHED = "limit hit", "crashed"
+
+
+@dataclass
+class Graded:
+    """One student's result on one exercise."""
+
+    student: str
+    exercise: str
+    title: str
+    possible: int
+    notebook: str | None = None
+    outcomes: list[Outcome] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    status: str = GRADED
+
+    @property
+    def score(self) -> int:
+        return sum(o.earned for o in self.outcomes)
+
+    @property
+    def note(self) -> str:
+        """The notes in one CSV cell."""
+        text = " | ".join(self.notes)
+        return text if len(text) <= 400 else text[:397] + "..."
+
+
+GRADEBOOK_COLUMNS = ["student", "exercise", "score", "max", "status", "notebook", "note"]
+
+
+def write_gradebook(results: list[Graded], path: Path) -> None:
+    """One row per student and exercise: score, status and why."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(GRADEBOOK_COLUMNS)
+        for g in sorted(results, key=lambda g: (g.student, g.exercise)):
+            writer.writerow(
+                [g.student, g.exercise, g.score, g.possible, g.status, g.notebook or "", g.note]
+            )
+
+
+def write_totals(results: list[Graded], path: Path) -> None:
+    """One row per student: total score, maximum, and how many exercises had each status."""
+    by_student: dict[str, list[Graded]] = {}
+    for g in results:
+        by_student.setdefault(g.student, []).append(g)
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["student", "score", "max", "percent", "graded", "needs_attention"])
+        for student, graded in sorted(by_student.items()):
+            score, possible = sum(g.score for g in graded), sum(g.possible for g in graded)
+            attention = [f"{g.exercise} {g.status}" for g in graded if g.status != GRADED]
+            writer.writerow(
+                [
+                    student,
+                    score,
+                    possible,
+                    f"{100 * score / possible:.1f}" if possible else "0.0",
+                    sum(g.status == GRADED for g in graded),
+                    "; ".join(attention),
+                ]
+            )
+
+
+def feedback_markdown(student: str, results: list[Graded]) -> str:
+    """One student's feedback: a summary table, then every check and every note."""
+    lines = [f"# Feedback for {student}", "", "| exercise | score | status |", "|---|---|---|"]
+    lines += [f"| {g.exercise} {g.title} | {g.score}/{g.possible} | {g.status} |" for g in results]
+    lines.append(
+        f"| **total** | **{sum(g.score for g in results)}/{sum(g.possible for g in results)}** | |"
+    )
+    for g in results:
+        lines += ["", f"## {g.exercise}: {g.title} ({g.score}/{g.possible}, {g.status})", ""]
+        if g.notebook:
+            lines.append(f"Notebook: `{g.notebook}`")
+            lines.append("")
+        for note in g.notes:
+            lines.append(f"- Note: {note}")
+        if g.notes:
+            lines.append("")
+        lines += ["| check | points | result |", "|---|---|---|"]
+        for o in g.outcomes:
+            name = o.check + (" (hidden)" if o.hidden else "")
+            lines.append(f"| {name} | {o.earned}/{o.points} | {o.status} |")
+        for o in g.outcomes:
+            if o.status in (PASSED, NOT_STARTED) or (o.status == "not graded" and not o.got):
+                continue
+            lines += ["", f"### {o.check}: {o.status}"]
+            for label, text in (("expected", o.expected), ("got", o.got), ("hint", o.hint)):
+                if text:
+                    lines.append(f"- {label}: {text}")
+    return "\n".join(lines) + "\n"
+
+
+def write_feedback(results: list[Graded], folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    by_student: dict[str, list[Graded]] = {}
+    for g in results:
+        by_student.setdefault(g.student, []).append(g)
+    for student, graded in by_student.items():
+        text = feedback_markdown(student, sorted(graded, key=lambda g: g.exercise))
+        (folder / f"{student}.md").write_text(text, encoding="utf-8")
