@@ -27,6 +27,8 @@ generators, so equal means equal. In real-kill mode the plan runs in the first p
 only; restarts run without faults; ``hits`` counts the points every process logged
 (the same number as in-process).
 
+The rows and the table are ``labkit.verdicts`` (``Row``, ``Matrix``).
+
 ``explore_all_boundaries(scenario)`` first runs a scenario with an empty plan that
 records every point hit, then re-runs it breaking at each of those hits in turn: no list
 of points to keep up to date, and a student's own ``ctx.point("...")`` is covered too.
@@ -44,7 +46,7 @@ import tempfile
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from random import Random
 from typing import Any, Literal, cast
@@ -55,13 +57,12 @@ from labkit.contract import JobStoreContract
 from labkit.errors import SimulatedCrash
 from labkit.faults import LOST_RESPONSE, MATRIX_POINTS, FaultPlan
 from labkit.job import JobState
-from labkit.report import format_table
 from labkit.store import JobStore
 from labkit.strategies import STRATEGIES
+from labkit.verdicts import Matrix, Row
 from labkit.worker import Handler, Worker
 from labkit.world import World
 
-OUTCOMES = ("ok", "duplicate", "lost", "unknown")
 DEFAULT_JOBS: tuple[tuple[str, dict[str, Any], str], ...] = (
     ("charge", {"customer": "cus_42", "amount": 4200}, "billing:42:charge:v1"),
 )
@@ -106,22 +107,6 @@ class Scenario:
                 )
             paths[kind] = f"{module}:{qual}"
         return paths
-
-
-@dataclass(frozen=True)
-class Row:
-    """One run: where it broke, what the world says, and how to run it again."""
-
-    strategy: str
-    point: str
-    outcome: str
-    effects: int
-    fired: tuple[str, ...]
-    seed: int
-    replay: str
-    attempts: int = 0
-    restarts: int = 0
-    hits: int = 0
 
 
 def _scenario(scenario: Scenario | str) -> Scenario:
@@ -345,71 +330,6 @@ def replay(line: str, scenario: Scenario | None = None) -> Row:
                 "'at=<label>' (a 'fuzz jobs=N' line is replayed by labkit.fuzz.replay)"
             )
     return run_scenario(sc, plan, real_kill=real, point=point, backend=backend)
-
-
-@dataclass
-class Matrix:
-    """Rows of runs, shown as a strategy x point table of verdicts."""
-
-    rows: list[Row] = field(default_factory=list)
-
-    def outcome(self, strategy: str, point: str) -> str:
-        """The verdict of one cell (``-`` if the point was never reached)."""
-        for row in self.rows:
-            if row.strategy == strategy and row.point == point:
-                return row.outcome if row.fired else "-"
-        raise KeyError(f"no run of {strategy!r} at {point!r} in this matrix")
-
-    def points(self) -> list[str]:
-        return list(dict.fromkeys(r.point for r in self.rows))
-
-    def strategies(self) -> list[str]:
-        return list(dict.fromkeys(r.strategy for r in self.rows))
-
-    def pivot(self) -> list[dict[str, str]]:
-        """One dict per strategy: ``{"strategy": name, point: verdict, ...}``."""
-        return [
-            {"strategy": s, **{p: self._cell(s, p) for p in self.points()}}
-            for s in self.strategies()
-        ]
-
-    def _cell(self, strategy: str, point: str) -> str:
-        try:
-            return self.outcome(strategy, point)
-        except KeyError:
-            return ""
-
-    def table(self) -> str:
-        """The pivot as plain text, with the seed to replay it."""
-        seeds = sorted({r.seed for r in self.rows})
-        return format_table(self.pivot()) + f"\nseed={','.join(map(str, seeds))}"
-
-    def details(self, columns: Sequence[str] | None = None) -> str:
-        """Every row as text (outcome, effects, attempts, restarts, replay line)."""
-        cols = columns or (
-            "strategy",
-            "point",
-            "outcome",
-            "effects",
-            "attempts",
-            "restarts",
-            "replay",
-        )
-        return format_table(self.rows, cols)
-
-    def counts(self) -> dict[str, int]:
-        """How many reached cells ended in each verdict."""
-        found = {o: 0 for o in OUTCOMES}
-        for row in self.rows:
-            if row.fired:
-                found[row.outcome] += 1
-        return found
-
-    def __str__(self) -> str:
-        return self.table()
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(self.table())
 
 
 def _cell_plan(point: str, seed: int, real_kill: bool, nth: int = 1) -> FaultPlan:

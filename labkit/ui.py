@@ -36,21 +36,24 @@ from typing import Any
 import ipywidgets as widgets  # type: ignore[import-untyped]  # ships no type hints
 
 from labkit.errors import InvalidTransition, LabkitError, NotFound
-from labkit.explore import Row, run_scenario
+from labkit.explore import run_scenario
 from labkit.faults import LOST_RESPONSE, MATRIX_POINTS, FaultPlan
 from labkit.job import Job, JobState
 from labkit.report import Table, age_text, format_table, html_cell
 from labkit.scratch import fresh_dir
 from labkit.store import JobStore
 from labkit.strategies import STRATEGIES
+from labkit.verdicts import Row
 from labkit.viz import VERDICT_COLOURS
 
 ALL = "(all)"
 DEAD_COLUMNS = ("id", "kind", "key", "reason", "error_class", "attempts", "age")
 REASON_WIDTH = 160
 #: The grid's column widths: a tick box, then DEAD_COLUMNS; only the reason stretches.
-DEAD_GRID = "2em max-content minmax(6em, max-content) minmax(8em, 16em) minmax(14em, 1fr) " \
+DEAD_GRID = (
+    "2em max-content minmax(6em, max-content) minmax(8em, 16em) minmax(14em, 1fr) "
     "max-content max-content max-content"
+)
 NOWRAP_COLUMNS = ("id", "error_class", "attempts", "age")
 
 
@@ -67,9 +70,17 @@ def dead_rows(
         if error_class is not None and d.error_class != error_class:
             continue
         reason = d.reason if len(d.reason) <= REASON_WIDTH else d.reason[: REASON_WIDTH - 1] + "…"
-        rows.append({"id": d.id, "kind": d.kind, "key": d.key, "reason": reason,
-                     "error_class": d.error_class, "attempts": d.attempts,
-                     "age": age_text(d.age_s)})
+        rows.append(
+            {
+                "id": d.id,
+                "kind": d.kind,
+                "key": d.key,
+                "reason": reason,
+                "error_class": d.error_class,
+                "attempts": d.attempts,
+                "age": age_text(d.age_s),
+            }
+        )
     return rows
 
 
@@ -84,12 +95,25 @@ class RedriveReport:
 
     def text(self) -> str:
         verb = "would redrive" if self.dry_run else "redrove"
-        lines = [f"{verb} {len(self.jobs)} job(s)"
-                 + (" (dry run: nothing changed)" if self.dry_run else " (same keys)")]
+        lines = [
+            f"{verb} {len(self.jobs)} job(s)"
+            + (" (dry run: nothing changed)" if self.dry_run else " (same keys)")
+        ]
         if self.jobs:
-            lines.append(format_table(
-                [{"id": j.id, "kind": j.kind, "key": j.key, "state": str(j.state),
-                  "redrives": j.redrives} for j in self.jobs]))
+            lines.append(
+                format_table(
+                    [
+                        {
+                            "id": j.id,
+                            "kind": j.kind,
+                            "key": j.key,
+                            "state": str(j.state),
+                            "redrives": j.redrives,
+                        }
+                        for j in self.jobs
+                    ]
+                )
+            )
         lines += [f"refused job {job_id}: {why}" for job_id, why in self.refused]
         if self.counts:
             lines += ["", "jobs by state:", format_table([self.counts])]
@@ -101,11 +125,23 @@ class RedriveReport:
         note = " (dry run: nothing changed)" if self.dry_run else " (same keys)"
         parts = [f"<p><b>{verb} {len(self.jobs)} job(s)</b>{note}</p>"]
         if self.jobs:
-            parts.append(Table(
-                [{"id": j.id, "kind": j.kind, "key": j.key, "state": str(j.state),
-                  "redrives": j.redrives} for j in self.jobs]).html)
-        parts += [f"<p>refused job {job_id}: {html.escape(why)}</p>"
-                  for job_id, why in self.refused]
+            parts.append(
+                Table(
+                    [
+                        {
+                            "id": j.id,
+                            "kind": j.kind,
+                            "key": j.key,
+                            "state": str(j.state),
+                            "redrives": j.redrives,
+                        }
+                        for j in self.jobs
+                    ]
+                ).html
+            )
+        parts += [
+            f"<p>refused job {job_id}: {html.escape(why)}</p>" for job_id, why in self.refused
+        ]
         if self.counts:
             parts += ["<p>jobs by state:</p>", Table([self.counts]).html]
         return "".join(parts)
@@ -158,8 +194,13 @@ def _pre(text: str) -> str:
 def _grid_cell(value: Any, column: str, header: bool = False) -> widgets.HTML:
     """One cell of the dead-letter grid: wraps between words unless it must stay whole."""
     style = "white-space:nowrap" if column in NOWRAP_COLUMNS or header else ""
-    inner = html_cell(value, "div", ("font-weight:bold;" if header else "") + style
-                      + ";line-height:1.35;border-bottom:none;padding:2px 4px")
+    inner = html_cell(
+        value,
+        "div",
+        ("font-weight:bold;" if header else "")
+        + style
+        + ";line-height:1.35;border-bottom:none;padding:2px 4px",
+    )
     return widgets.HTML(inner, layout=widgets.Layout(height="auto", margin="0"))
 
 
@@ -180,10 +221,13 @@ class DeadLetterScreen(widgets.VBox):  # type: ignore[misc]
         self.store = store
         label = {"description_width": "initial"}
         self.kind = widgets.Dropdown(description="kind", options=[ALL], style=label)
-        self.error_class = widgets.Dropdown(description="error class", options=[ALL],
-                                            style=label)
-        self.note = widgets.Text(description="note", placeholder="why (stored with the redrive)",
-                                 style=label, layout=widgets.Layout(width="24em"))
+        self.error_class = widgets.Dropdown(description="error class", options=[ALL], style=label)
+        self.note = widgets.Text(
+            description="note",
+            placeholder="why (stored with the redrive)",
+            style=label,
+            layout=widgets.Layout(width="24em"),
+        )
         self.dry_run_button = widgets.Button(description="Dry run", icon="eye")
         self.redrive_button = widgets.Button(description="Redrive selected", button_style="warning")
         self.refresh_button = widgets.Button(description="Refresh", icon="refresh")
@@ -195,13 +239,15 @@ class DeadLetterScreen(widgets.VBox):  # type: ignore[misc]
         #: The filter and the ids the table shows, so a refresh that would show the same
         #: rows keeps its widgets (and a tick the browser is still sending).
         self._shown: tuple[Any, ...] | None = None
-        super().__init__([
-            widgets.HTML("<b>Dead letters</b> (oldest first)"),
-            widgets.HBox([self.kind, self.error_class, self.refresh_button]),
-            self.table,
-            widgets.HBox([self.note, self.dry_run_button, self.redrive_button]),
-            self.message,
-        ])
+        super().__init__(
+            [
+                widgets.HTML("<b>Dead letters</b> (oldest first)"),
+                widgets.HBox([self.kind, self.error_class, self.refresh_button]),
+                self.table,
+                widgets.HBox([self.note, self.dry_run_button, self.redrive_button]),
+                self.message,
+            ]
+        )
         self.kind.observe(self._on_filter, names="value")
         self.error_class.observe(self._on_filter, names="value")
         self.refresh_button.on_click(lambda _b: self.refresh())
@@ -235,8 +281,11 @@ class DeadLetterScreen(widgets.VBox):  # type: ignore[misc]
             return
         self._shown = shown
         self.checkboxes = {
-            r["id"]: widgets.Checkbox(value=r["id"] in ticked, indent=False,
-                                      layout=widgets.Layout(width="2em", margin="0"))
+            r["id"]: widgets.Checkbox(
+                value=r["id"] in ticked,
+                indent=False,
+                layout=widgets.Layout(width="2em", margin="0"),
+            )
             for r in rows
         }
         if not rows:
@@ -247,9 +296,17 @@ class DeadLetterScreen(widgets.VBox):  # type: ignore[misc]
         for row, box in zip(rows, self.checkboxes.values(), strict=True):
             cells.append(box)
             cells += [_grid_cell(row[c], c) for c in DEAD_COLUMNS]
-        self.table.children = [widgets.GridBox(cells, layout=widgets.Layout(
-            grid_template_columns=DEAD_GRID, grid_gap="2px 6px", width="100%",
-            align_items="flex-start"))]
+        self.table.children = [
+            widgets.GridBox(
+                cells,
+                layout=widgets.Layout(
+                    grid_template_columns=DEAD_GRID,
+                    grid_gap="2px 6px",
+                    width="100%",
+                    align_items="flex-start",
+                ),
+            )
+        ]
 
     def _on_filter(self, _change: Any) -> None:
         if not self._refreshing:
@@ -263,9 +320,11 @@ class DeadLetterScreen(widgets.VBox):  # type: ignore[misc]
                 report = redrive_selected(self.store, self.selected(), note=self.note.value)
         except LabkitError as exc:
             counts = self.store.counts()
-            self._say(f"{exc}\n\njobs by state:\n{format_table([counts])}",
-                      f"<p><b>{html.escape(str(exc))}</b></p><p>jobs by state:</p>"
-                      + Table([counts]).html)
+            self._say(
+                f"{exc}\n\njobs by state:\n{format_table([counts])}",
+                f"<p><b>{html.escape(str(exc))}</b></p><p>jobs by state:</p>"
+                + Table([counts]).html,
+            )
             return
         if not dry_run:
             self.refresh()
@@ -291,9 +350,7 @@ def fault_plan(point: str, seed: int) -> FaultPlan:
     return FaultPlan(seed).at(point, action, nth=1)
 
 
-def run_fault(
-    strategy: str, point: str, seed: int = 0, workdir: str | Path | None = None
-) -> Row:
+def run_fault(strategy: str, point: str, seed: int = 0, workdir: str | Path | None = None) -> Row:
     """Run one scenario (``strategy`` broken at ``point``) and judge it from the world.
 
     With ``workdir`` the run's ``jobs.db`` and ``world.db`` stay there (emptied first)
@@ -308,20 +365,22 @@ def run_fault(
 def row_text(row: Row) -> str:
     """Verdict (``-`` if the run never reached the point), effects, seed and replay line."""
     verdict = row.outcome if row.fired else "- (the run never reached this point)"
-    return "\n".join([
-        f"verdict : {verdict}",
-        f"effects : {row.effects} in the world",
-        f"attempts: {row.attempts}, restarts {row.restarts}",
-        f"fired   : {', '.join(row.fired) or 'nothing'}",
-        f"seed    : {row.seed}",
-        f"replay  : {row.replay}",
-    ])
+    return "\n".join(
+        [
+            f"verdict : {verdict}",
+            f"effects : {row.effects} in the world",
+            f"attempts: {row.attempts}, restarts {row.restarts}",
+            f"fired   : {', '.join(row.fired) or 'nothing'}",
+            f"seed    : {row.seed}",
+            f"replay  : {row.replay}",
+        ]
+    )
 
 
 class FaultPanel(widgets.VBox):  # type: ignore[misc]
     """Pick a strategy, a crash point and a seed; ``run_button`` runs that one scenario.
 
-    After a run, ``last`` holds the ``labkit.explore.Row`` and ``result`` shows it.
+    After a run, ``last`` holds the ``labkit.verdicts.Row`` and ``result`` shows it.
     """
 
     def __init__(
@@ -335,27 +394,38 @@ class FaultPanel(widgets.VBox):  # type: ignore[misc]
         self.strategy = widgets.Dropdown(
             description="strategy",
             options=[(f"{n}: {STRATEGIES[n].summary}", n) for n in names],
-            style=label, layout=widgets.Layout(width="34em", max_width="100%"),
+            style=label,
+            layout=widgets.Layout(width="34em", max_width="100%"),
         )
-        self.point = widgets.Dropdown(description="crash at", options=list(MATRIX_POINTS),
-                                      style=label, layout=widgets.Layout(width="16em"))
-        self.seed = widgets.IntText(description="seed", value=0, style=label,
-                                    layout=widgets.Layout(width="9em"))
+        self.point = widgets.Dropdown(
+            description="crash at",
+            options=list(MATRIX_POINTS),
+            style=label,
+            layout=widgets.Layout(width="16em"),
+        )
+        self.seed = widgets.IntText(
+            description="seed", value=0, style=label, layout=widgets.Layout(width="9em")
+        )
         self.run_button = widgets.Button(description="Run", button_style="primary")
         self.result = widgets.HTML()
         self.last: Row | None = None
-        super().__init__([
-            widgets.HBox([self.strategy, self.point, self.seed, self.run_button],
-                         layout=widgets.Layout(flex_flow="row wrap")),
-            self.result,
-        ])
+        super().__init__(
+            [
+                widgets.HBox(
+                    [self.strategy, self.point, self.seed, self.run_button],
+                    layout=widgets.Layout(flex_flow="row wrap"),
+                ),
+                self.result,
+            ]
+        )
         self.run_button.on_click(lambda _b: self.run())
 
     def run(self) -> Row | None:
         """Run the chosen scenario and show its verdict; errors are shown, not raised."""
         try:
-            self.last = run_fault(self.strategy.value, self.point.value, int(self.seed.value),
-                                  workdir=self.workdir)
+            self.last = run_fault(
+                self.strategy.value, self.point.value, int(self.seed.value), workdir=self.workdir
+            )
         except (ValueError, LabkitError) as exc:
             self.result.value = _pre(f"not run: {exc}")
             return None
@@ -371,8 +441,10 @@ def verdict_badge(row: Row) -> str:
     """The verdict of one run as a coloured label (the crash matrix grid's colours)."""
     verdict = row.outcome if row.fired else "-"
     colour = VERDICT_COLOURS.get(verdict, VERDICT_COLOURS["-"])
-    return (f'<span style="background:{colour};color:#000;padding:2px 10px;'
-            f'font-weight:bold;border-radius:3px">{html.escape(verdict)}</span>')
+    return (
+        f'<span style="background:{colour};color:#000;padding:2px 10px;'
+        f'font-weight:bold;border-radius:3px">{html.escape(verdict)}</span>'
+    )
 
 
 def fault_panel(

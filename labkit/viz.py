@@ -31,7 +31,7 @@ They are built from ``JOB_STATE_EDGES`` and ``BREAKER_EDGES``, which the tests h
 against ``labkit.job.TRANSITIONS`` and against the transitions a real
 ``CircuitBreaker`` makes, and the lessons' markdown against these functions.
 
-``matrix_grid(matrix)`` shows the crash matrix (``labkit.explore.Matrix``) as a grid
+``matrix_grid(matrix)`` shows the crash matrix (``labkit.verdicts.Matrix``) as a grid
 coloured by verdict (``ok``, ``duplicate``, ``lost``, ``unknown``, ``-`` unreached)
 with a legend; its plain-text twin is ``matrix.table()`` plus the same legend in words.
 """
@@ -304,7 +304,7 @@ def plot_timeline(tl: Timeline, ax: Any = None, title: str | None = None) -> Any
 def matrix_grid(matrix: Any) -> Rich:
     """The crash matrix as a grid coloured by verdict, with a legend and the replay seed.
 
-    ``matrix`` is a ``labkit.explore.Matrix``; only verdicts found in it are in the legend.
+    ``matrix`` is a ``labkit.verdicts.Matrix``; only verdicts found in it are in the legend.
     """
     points = matrix.points()
     pivot = matrix.pivot()

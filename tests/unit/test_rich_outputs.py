@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 from IPython.core.formatters import DisplayFormatter
 
 from labkit.errors import PermanentError
-from labkit.explore import Matrix, Row
 from labkit.grading.core import FAILED, NOT_STARTED, PASSED, Outcome, format_report
 from labkit.grading.display import check_report
 from labkit.report import WRAP_AFTER, Table, format_table, html_cell, show
 from labkit.ui import dead_letter_screen, fault_panel
+from labkit.verdicts import Matrix, Row
 from labkit.viz import VERDICT_COLOURS, matrix_grid
 
 
