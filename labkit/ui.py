@@ -100,24 +100,24 @@ class RedriveReport:
             + (" (dry run: nothing changed)" if self.dry_run else " (same keys)")
         ]
         if self.jobs:
-            lines.append(
-                format_table(
-                    [
-                        {
-                            "id": j.id,
-                            "kind": j.kind,
-                            "key": j.key,
-                            "state": str(j.state),
-                            "redrives": j.redrives,
-                        }
-                        for j in self.jobs
-                    ]
-                )
-            )
+            lines.append(format_table(self._job_rows()))
         lines += [f"refused job {job_id}: {why}" for job_id, why in self.refused]
         if self.counts:
             lines += ["", "jobs by state:", format_table([self.counts])]
         return "\n".join(lines)
+
+    def _job_rows(self) -> list[dict[str, Any]]:
+        """The redriven jobs, one row each, for the text and the HTML report alike."""
+        return [
+            {
+                "id": j.id,
+                "kind": j.kind,
+                "key": j.key,
+                "state": str(j.state),
+                "redrives": j.redrives,
+            }
+            for j in self.jobs
+        ]
 
     def html(self) -> str:
         """The same report for the screen: a bold summary, then HTML tables."""
@@ -125,20 +125,7 @@ class RedriveReport:
         note = " (dry run: nothing changed)" if self.dry_run else " (same keys)"
         parts = [f"<p><b>{verb} {len(self.jobs)} job(s)</b>{note}</p>"]
         if self.jobs:
-            parts.append(
-                Table(
-                    [
-                        {
-                            "id": j.id,
-                            "kind": j.kind,
-                            "key": j.key,
-                            "state": str(j.state),
-                            "redrives": j.redrives,
-                        }
-                        for j in self.jobs
-                    ]
-                ).html
-            )
+            parts.append(Table(self._job_rows()).html)
         parts += [
             f"<p>refused job {job_id}: {html.escape(why)}</p>" for job_id, why in self.refused
         ]
