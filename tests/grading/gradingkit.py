@@ -49,13 +49,18 @@ def with_override(exercise: str, source: str) -> dict[str, Any]:
 
 
 def assert_caught_by_name(
-    exercise: str, mistake: str, check: str, source: str, says: str, got: str | None = None
-) -> None:
+    exercise: str,
+    mistake: str,
+    check: str,
+    source: str,
+    says: str | None = None,
+    got: str | None = None,
+) -> dict[str, Outcome]:
     """A zoo entry: the reference with ``source`` on top loses ``check``, and only there.
 
-    ``check`` fails with nothing earned, an expectation that says ``says``, a "got" line
-    (naming ``got``, when given) and a hint, and no traceback; some other check still
-    passes, so the feedback points at the one mistake.
+    ``check`` fails with nothing earned, an expectation (that says ``says``, when given),
+    a "got" line (naming ``got``, when given) and a hint, and no traceback; some other
+    check still passes, so the feedback points at the one mistake. Returns every outcome.
     """
     outcomes = grade_values(exercise, with_override(exercise, source))
     assert check in outcomes, f"no check called {check}"
@@ -63,8 +68,10 @@ def assert_caught_by_name(
     assert named.status == "failed", f"{mistake}: {check} was {named.status}"
     assert named.earned == 0 and named.expected and named.got and named.hint
     assert "Traceback" not in named.got
-    assert says in named.expected, f"{mistake}: {check} said {named.expected!r}"
+    if says is not None:
+        assert says in named.expected, f"{mistake}: {check} said {named.expected!r}"
     if got is not None:
         assert got in named.got, f"{mistake}: {check} got {named.got!r}"
     passed = [o.check for o in outcomes.values() if o.status == PASSED]
     assert passed, f"{mistake}: every check failed, the feedback would not point at the mistake"
+    return outcomes
