@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/notebooks/sanitize.cfg --nbval-cell-timeout=60
 PORT ?= 8888
 
-.PHONY: lab test lint venv venv-test notebooks notebook check-one release student-kit soak bench clean
+.PHONY: help lab test quick lint venv venv-test notebooks notebook check-one release student-kit soak bench clean
 
 # The shared, idempotent step: a venv, re-installed only when pyproject.toml changed.
 $(BIN)/python:
@@ -30,6 +30,25 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 $(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed-test
 	@touch $@
 
+# What each target does (the default goal stays the venv's python, above).
+help:
+	@printf '%s\n' \
+		'make lab                create .venv, install the lab, open JupyterLab (PORT=8890 to change the port)' \
+		'make test               lint, then every test and every notebook (nbval); CI runs it via .ci/run' \
+		'make quick              the fast loop: lint, then tests/unit and tests/contract (no notebooks, no services)' \
+		'make lint               ruff and strict mypy' \
+		'make notebook NB=name   rebuild notebooks/NB.ipynb from its .py by executing it' \
+		'make notebooks          rebuild every lesson from its .py' \
+		'make check-one NB=name  re-run one lesson and compare every output (nbval)' \
+		'make release            regenerate exercises/ from solutions/' \
+		'make student-kit KIT=d  write the student kit (no solutions, no hidden checks) to d (default ../student-kit)' \
+		'make soak               the long reliability runs (kill -9, chaos) on both backends' \
+		'make bench              every benchmark subject; writes bench/results.json and bench/RESULTS.md' \
+		'make venv               .venv with the lab installed (what make lab uses)' \
+		'make venv-test          .venv with the test, service and bench tools too' \
+		'make clean              remove .venv and the scratch folders' \
+		'make help               this list'
+
 venv: $(VENV)/.installed-lab
 
 venv-test: $(VENV)/.installed-test
@@ -41,10 +60,10 @@ venv-test: $(VENV)/.installed-test
 # Ctrl-C stops the server and every kernel it started.
 lab: venv
 	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ] || [ "$$(uname)" = "Darwin" ]; then \
-		$(BIN)/python -m labkit.labserver --notebook-dir=. --port=$(PORT) --open; \
+		$(BIN)/python -m labkit.notebook.server --notebook-dir=. --port=$(PORT) --open; \
 	else \
 		echo "No display found: starting JupyterLab headless; its URL follows once it serves."; \
-		$(BIN)/python -m labkit.labserver --notebook-dir=. --port=$(PORT); \
+		$(BIN)/python -m labkit.notebook.server --notebook-dir=. --port=$(PORT); \
 	fi
 
 # Every test, every notebook (nbval, strict), and the exercises' release check.
@@ -59,14 +78,19 @@ lint: venv-test
 	$(BIN)/ruff check labkit tests bench
 	$(BIN)/mypy
 
+# The fast loop while editing: lint, then the unit and contract tests, stopping at the
+# first failure. No notebooks; tests that need the services skip without them.
+quick: lint
+	$(BIN)/python -m pytest -q -x -n 2 -p no:cacheprovider tests/unit tests/contract
+
 # Re-execute one lesson after editing its .py: make notebook NB=04_job_table
 notebook: venv-test
 	@test -n "$(NB)" || { echo "usage: make notebook NB=04_job_table"; exit 2; }
-	$(BIN)/python -m labkit.nbtools refresh notebooks/$(NB).py
+	$(BIN)/python -m labkit.notebook.refresh refresh notebooks/$(NB).py
 
 # Re-execute every lesson (and the solutions) from their .py files.
 notebooks: venv-test
-	$(BIN)/python -m labkit.nbtools refresh notebooks/[0-9]*.py
+	$(BIN)/python -m labkit.notebook.refresh refresh notebooks/[0-9]*.py
 
 # Check one lesson the way CI does: make check-one NB=04_job_table
 check-one: venv-test

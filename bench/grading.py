@@ -14,9 +14,8 @@ It grades the class with this checkout's ``labkit grade`` and reports notebooks 
 minute. Two comparisons:
 
 - speed: with ``--legacy REF``, the same class graded by the grader of an earlier commit
-  (its ``grade.py``, ``sandbox.py`` and ``execute.py`` taken from git: a Jupyter kernel
-  per notebook, then the checks in the same process as the student's code) running
-  today's checks, so the two differ only in how they grade, and their scores must agree;
+  (its whole ``labkit`` package taken from git: a Jupyter kernel per notebook, then the
+  checks in the same process as the student's code), with the checks it had then;
   without it, the rate recorded before the trust boundary: 14 notebooks in 48 s on 2 cores;
 - scores: with ``--same-scores``, every notebook is also scored in one process, the way
   the student's own ``check()`` runs the same checks (cells and checks side by side, no
@@ -38,7 +37,6 @@ import argparse
 import csv
 import os
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -147,24 +145,22 @@ def run_new(
     return time.perf_counter() - started, _scores(out / "bench" / "grades.csv")
 
 
-#: The modules that made up the grader before the trust boundary (the rest is labkit).
-LEGACY_MODULES = ("grade.py", "sandbox.py", "execute.py")
-
-
 def run_legacy(
     ref: str, subs: Path, tmp: Path, args: argparse.Namespace
 ) -> tuple[float, dict[tuple[str, str], int]]:
-    """The grader of commit ``ref`` (a kernel per notebook, checks beside the student's code)
-    running today's checks, so the two graders differ only in how they grade."""
+    """The grader of commit ``ref`` (a kernel per notebook, checks beside the student's code),
+    its whole ``labkit`` package as it was then, grading the same class.
+
+    The package moved into folders since the trust boundary came, so the old grader's
+    modules no longer fit today's tree: the old tree is taken whole (``git archive``), with
+    the checks it had then. Scores agree wherever those checks are today's.
+    """
     tree = tmp / "legacy"
-    shutil.copytree(ROOT / "labkit", tree / "labkit", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in LEGACY_MODULES:
-        old = subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{ref}:labkit/grading/{name}"],
-            check=True,
-            capture_output=True,
-        ).stdout
-        (tree / "labkit" / "grading" / name).write_bytes(old)
+    tree.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref, "labkit"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     longest = max(c.timeout for e in catalog.exercises() for c in catalog.all_checks(e))
     out = tmp / "legacy.csv"
     boot = (
@@ -188,9 +184,9 @@ def in_process_scores(
 
     The generated notebooks are the bench's own, so running them here is safe.
     """
-    from labkit.grading.core import run_checks
+    from labkit.grading.checks import run_checks
     from labkit.grading.grade import find_notebooks, warm_up
-    from labkit.grading.sandbox import run_cells
+    from labkit.grading.isolation.student_side import run_cells
 
     warm_up()
     scores: dict[tuple[str, str], int] = {}

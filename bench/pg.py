@@ -93,7 +93,7 @@ class PgLabkit(Labkit):
 
     def __init__(self, path: Path) -> None:
         Adapter.__init__(self, path)  # not Labkit's: that one opens a SQLite file
-        from labkit.backends.postgres import PostgresJobStore
+        from labkit.backends.postgres.store import PostgresJobStore
         from labkit.clock import SystemClock
 
         self.store = PostgresJobStore(DSN, clock=SystemClock(), schema=schema_for(path))

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.adapters import RAW_ACK, RAW_CLAIM, RAW_SCHEMA  # noqa: E402
 from labkit.clock import SystemClock  # noqa: E402
 from labkit.job import Job  # noqa: E402
-from labkit.store import SQL, JobStore  # noqa: E402
+from labkit.store.sqlite import SQL, JobStore  # noqa: E402
 
 
 def fill(path: Path, n: int) -> None:

@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.adapters import RawBatched  # noqa: E402
 from labkit.clock import SystemClock  # noqa: E402
-from labkit.jobrules import enqueue_batch_rows  # noqa: E402
 from labkit.keys import payload_text  # noqa: E402
-from labkit.store import SQL, JobStore  # noqa: E402
+from labkit.store.rules import enqueue_batch_rows  # noqa: E402
+from labkit.store.sqlite import SQL, JobStore  # noqa: E402
 
 N = 20_000
 BATCH = 100

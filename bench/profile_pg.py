@@ -28,7 +28,7 @@ from psycopg.rows import dict_row
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.pg import DSN, RAW_ACK, RAW_CLAIM, RAW_SCHEMA  # noqa: E402
-from labkit.backends.postgres import SQL, PostgresJobStore  # noqa: E402
+from labkit.backends.postgres.store import SQL, PostgresJobStore  # noqa: E402
 from labkit.clock import SystemClock  # noqa: E402
 from labkit.job import Job  # noqa: E402
 

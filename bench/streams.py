@@ -3,7 +3,7 @@
 Same interface as bench/adapters.py, same effect, same workloads. Each measurement uses
 its own key prefix (``labkit-bench:<folder>``), deleted by ``drop(path)`` afterwards.
 
-- ``labkit Redis Streams``: ``labkit.backends.redis_streams.StreamQueue``: ``add`` (a Lua
+- ``labkit Redis Streams``: ``labkit.backends.redis.streams.StreamQueue``: ``add`` (a Lua
   script: ``SET key NX`` + ``XADD``), ``read_new`` (``XREADGROUP ... >``), effect, ``ack``
   (``XACK``); a dead consumer's entries are taken with ``autoclaim`` (``XAUTOCLAIM``)
   once idle for ``IDLE_MS``.
@@ -64,7 +64,7 @@ class LabkitStreams(Adapter):
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
-        from labkit.backends.redis_streams import StreamQueue
+        from labkit.backends.redis.streams import StreamQueue
         from labkit.clock import SystemClock
 
         self.q = StreamQueue(URL, prefix_for(path), group=GROUP, clock=SystemClock())

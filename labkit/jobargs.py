@@ -4,7 +4,7 @@ A value that slips past these checks does not fail loudly later: ``lease_s=nan``
 a job ``running`` forever once its worker dies (no lease ever expires), ``run_after=inf``
 is a job that never runs, ``max_attempts=True`` is silently 1, ``2**70`` overflows the
 driver, a NUL byte is fine for SQLite and an error for PostgreSQL. So each operation of
-``labkit.storebase.StoreBase`` (and the ``Worker`` and the ``labkit`` command) passes its
+``labkit.store.base.StoreBase`` (and the ``Worker`` and the ``labkit`` command) passes its
 arguments through these functions before anything touches the database; each raises
 ``ValueError`` (``PayloadError`` for payloads) naming the argument, what it got and what
 it wants, and nothing has been written.

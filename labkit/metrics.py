@@ -2,7 +2,7 @@
 
 The attempts table is the runs table the cron article asks for: one row per run of a
 job, with worker, start, end, outcome and sanitized error. ``inspect(store, name)`` runs
-one of the operator's questions on it (SQL in ``labkit/sql/metrics.sql``):
+one of the operator's questions on it (SQL in ``labkit/metrics.sql``):
 
 - ``stuck_running``: running jobs whose lease expired, or running for ``older_than_s``;
 - ``retry_storms``: kinds with many failed attempts in the last ``window_s``;

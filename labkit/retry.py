@@ -24,7 +24,7 @@ strategy                    delay before retry ``n``
 ``U(a, b)`` is ``rng.uniform(a, b)``, drawn in the same order as the AWS simulator, so a
 seeded ``random.Random`` gives the simulator's numbers exactly for the same ``n``.
 Numbering: the simulator's client asks for ``backoff(n)`` with ``n = 1`` after its first
-failure (first wait ``e(1) = 2 * base``), and ``labkit.herd`` does the same to reproduce
+failure (first wait ``e(1) = 2 * base``), and ``labkit.patterns.herd`` does the same to reproduce
 it; ``RetryPolicy`` asks with ``n = attempt - 1`` (first wait ``e(0) = base``, as
 tenacity and Celery count). Strategies compose the way tenacity's waits do:
 ``exponential(1) + random_uniform(0, 1)``, ``capped(s, 30)``.

@@ -61,6 +61,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Literal
 
 from labkit import jobargs
@@ -70,7 +71,7 @@ from labkit.faults import FaultPlan
 from labkit.job import Job
 from labkit.logs import job_fields
 from labkit.redact import describe
-from labkit.store import JobStore
+from labkit.store.contract import WorkerStore
 
 log = logging.getLogger("labkit.worker")
 log.addHandler(logging.NullHandler())
@@ -114,7 +115,7 @@ class Context:
         self.worker = worker
 
     @property
-    def store(self) -> JobStore:
+    def store(self) -> WorkerStore:
         return self.worker.store
 
     @property
@@ -140,6 +141,24 @@ class Context:
         return self.job
 
 
+class RunOutcome(StrEnum):
+    """How one run of a job by this worker ended (the job's new state, or what stopped it)."""
+
+    SUCCEEDED = "succeeded"
+    RETRY_WAIT = "retry_wait"
+    DEAD = "dead"
+    #: The handler asked to run again later, without spending an attempt.
+    SNOOZED = "snoozed"
+    #: The outcome could not be recorded (the database stayed busy): the lease decides.
+    BUSY = "busy"
+    #: The process "died" here (a ``SimulatedCrash``): nothing recorded.
+    CRASHED = "crashed"
+    #: Another worker took the job over; this worker's outcome was refused.
+    LEASE_LOST = "lease_lost"
+    #: Recorded and acknowledged, then the reply to the caller was lost.
+    LOST_AFTER_ACK = "lost_after_ack"
+
+
 @dataclass(frozen=True)
 class Run:
     """One job run by this worker and how it ended, for tests and logs."""
@@ -147,7 +166,7 @@ class Run:
     job_id: int
     key: str
     attempt: int
-    outcome: str
+    outcome: RunOutcome
     error: str | None = None
 
 
@@ -156,7 +175,7 @@ class Worker:
 
     def __init__(
         self,
-        store: JobStore,
+        store: WorkerStore,
         handlers: Mapping[str, Handler],
         *,
         name: str = "w1",
@@ -211,7 +230,7 @@ class Worker:
         except StoreBusy as exc:
             # The outcome could not be recorded: the lease runs out and the job runs again
             # (at-least-once), exactly as if this worker had died here.
-            self.runs.append(Run(job.id, job.key, job.attempt, "busy", describe(exc)))
+            self.runs.append(Run(job.id, job.key, job.attempt, RunOutcome.BUSY, describe(exc)))
             log.warning(
                 "%s: job %s (%s) ran but the database was busy when recording it; it will "
                 "run again when its lease expires: %s",
@@ -219,21 +238,21 @@ class Worker:
                 job.id,
                 job.key,
                 exc,
-                extra=job_fields(job, self.name, "busy"),
+                extra=job_fields(job, self.name, RunOutcome.BUSY),
             )
             return job
         except Exception:
             raise
         except BaseException as exc:
             self.crashed = exc
-            self.runs.append(Run(job.id, job.key, job.attempt, "crashed", str(exc)))
+            self.runs.append(Run(job.id, job.key, job.attempt, RunOutcome.CRASHED, str(exc)))
             log.info(
                 "%s crashed on job %s (%s): %s",
                 self.name,
                 job.id,
                 job.key,
                 exc,
-                extra=job_fields(job, self.name, "crashed"),
+                extra=job_fields(job, self.name, RunOutcome.CRASHED),
             )
             raise
 
@@ -360,10 +379,10 @@ class Worker:
                 ctx.job.id,
                 ctx.job.key,
                 describe(exc),
-                extra=job_fields(ctx.job, self.name, "lost_after_ack"),
+                extra=job_fields(ctx.job, self.name, RunOutcome.LOST_AFTER_ACK),
             )
             self.runs[-1] = Run(
-                ctx.job.id, ctx.job.key, ctx.job.attempt, "lost_after_ack", describe(exc)
+                ctx.job.id, ctx.job.key, ctx.job.attempt, RunOutcome.LOST_AFTER_ACK, describe(exc)
             )
         return acked
 
@@ -377,7 +396,9 @@ class Worker:
         return handler(ctx.job, ctx)
 
     def _after_ack(self, ctx: Context, at: Callable[[str], None], finished: Job) -> None:
-        self.runs.append(Run(finished.id, finished.key, ctx.job.attempt, str(finished.state)))
+        self.runs.append(
+            Run(finished.id, finished.key, ctx.job.attempt, RunOutcome(finished.state))
+        )
         log.info(
             "%s: job %s (%s) attempt %s succeeded",
             self.name,
@@ -401,7 +422,7 @@ class Worker:
         except LeaseLost as lost:
             return self._lease_lost(ctx, lost)
         self.runs.append(
-            Run(failed.id, failed.key, ctx.job.attempt, str(failed.state), describe(exc))
+            Run(failed.id, failed.key, ctx.job.attempt, RunOutcome(failed.state), describe(exc))
         )
         log.info(
             "%s: job %s (%s) attempt %s -> %s: %s",
@@ -422,18 +443,24 @@ class Worker:
             snoozed = self.store.snooze(ctx.job, delay, reason=str(exc))
         except LeaseLost as lost:
             return self._lease_lost(ctx, lost)
-        self.runs.append(Run(snoozed.id, snoozed.key, ctx.job.attempt, "snoozed", describe(exc)))
+        self.runs.append(
+            Run(snoozed.id, snoozed.key, ctx.job.attempt, RunOutcome.SNOOZED, describe(exc))
+        )
         log.info(
             "%s: job %s snoozed %.1fs: %s",
             self.name,
             snoozed.id,
             delay,
             exc,
-            extra=job_fields(ctx.job, self.name, "snoozed"),
+            extra=job_fields(ctx.job, self.name, RunOutcome.SNOOZED),
         )
         return snoozed
 
     def _lease_lost(self, ctx: Context, exc: LeaseLost) -> Job:
-        self.runs.append(Run(ctx.job.id, ctx.job.key, ctx.job.attempt, "lease_lost", describe(exc)))
-        log.warning("%s: %s", self.name, exc, extra=job_fields(ctx.job, self.name, "lease_lost"))
+        self.runs.append(
+            Run(ctx.job.id, ctx.job.key, ctx.job.attempt, RunOutcome.LEASE_LOST, describe(exc))
+        )
+        log.warning(
+            "%s: %s", self.name, exc, extra=job_fields(ctx.job, self.name, RunOutcome.LEASE_LOST)
+        )
         return self.store.get(ctx.job.id)

@@ -74,8 +74,8 @@
 # %%
 from labkit.clock import FakeClock, isoformat
 from labkit.errors import LeaseLost, ResponseLost
-from labkit.report import format_table, jobs_table, show
-from labkit.scratch import fresh_dir
+from labkit.tables import format_table, jobs_table, show
+from labkit.notebook.scratch import fresh_dir
 from labkit.store import JobStore
 from labkit.world import World
 

@@ -41,8 +41,8 @@ from collections import Counter
 from labkit.clock import LAB_EPOCH, FakeClock, isoformat
 from labkit.errors import SimulatedCrash, TransientError
 from labkit.faults import FaultPlan
-from labkit.report import format_table, show
-from labkit.scratch import fresh_dir
+from labkit.tables import format_table, show
+from labkit.notebook.scratch import fresh_dir
 from labkit.world import World
 
 SEED = 1

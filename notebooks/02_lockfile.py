@@ -15,7 +15,7 @@
 # twice, because cron starts a new run whether or not the last one finished. The cron article
 # calls the lockfile "the cron's seat belt": the first thing a run does is take a lock,
 # and a run that cannot take it stops. This lesson runs real processes against
-# `labkit.lock`:
+# `labkit.patterns.lock`:
 #
 # 1. `single_instance`: a second process is refused, and told who holds the lock;
 # 2. `kill -9` the holder: the lock frees itself, the next run goes ahead;
@@ -42,9 +42,9 @@ from select import select
 from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.errors import SimulatedCrash
 from labkit.faults import FaultPlan
-from labkit.lock import read_holder, single_instance
-from labkit.report import show
-from labkit.scratch import fresh_dir
+from labkit.patterns.lock import read_holder, single_instance
+from labkit.tables import show
+from labkit.notebook.scratch import fresh_dir
 from labkit.world import World
 
 SEED = 2
@@ -84,7 +84,7 @@ print(f"seed={SEED}  clock={clock}  folder={folder}")
 CRON_PROGRAM = """
 import sys
 from labkit.errors import AlreadyRunning
-from labkit.lock import naive_pidfile, single_instance
+from labkit.patterns.lock import naive_pidfile, single_instance
 
 how, path, started_at = sys.argv[1], sys.argv[2], float(sys.argv[3])
 take = single_instance if how == "flock" else naive_pidfile
@@ -187,7 +187,7 @@ assert code == 0 and said.split() == ["RUNNING", "DONE"]
 # ## 3. The naive pidfile goes stale
 #
 # Many cron scripts start with a different idea: create `billing.pid` with `O_EXCL`
-# (fail if it exists), delete it on the way out. `labkit.lock.naive_pidfile` is that
+# (fail if it exists), delete it on the way out. `labkit.patterns.lock.naive_pidfile` is that
 # idea. On a normal night it works, and the file is gone after the run, which is why
 # nobody notices the flaw:
 

@@ -40,8 +40,8 @@ import uuid
 from labkit.clock import FakeClock, isoformat
 from labkit.errors import IdempotencyConflict, TransientError
 from labkit.keys import canonical_json, fingerprint, operation_key
-from labkit.report import jobs_table, show
-from labkit.scratch import fresh_dir
+from labkit.tables import jobs_table, show
+from labkit.notebook.scratch import fresh_dir
 from labkit.store import JobStore
 
 SEED = 3

@@ -40,8 +40,8 @@ from labkit.clock import FakeClock, isoformat
 from labkit.errors import InvalidTransition, LeaseLost
 from labkit.job import TRANSITIONS, JobState
 from labkit.keys import operation_key
-from labkit.report import jobs_table, show
-from labkit.scratch import fresh_dir
+from labkit.tables import jobs_table, show
+from labkit.notebook.scratch import fresh_dir
 from labkit.store import JobStore
 
 SEED = 4
@@ -59,7 +59,7 @@ print(f"seed={SEED}  clock={clock}  folder={folder}")
 # job. `dead → pending` happens only when a person redrives it (lesson 07).
 
 # %% [markdown]
-# The same contract as a diagram, drawn from `labkit.viz.job_states_mermaid()` (a test
+# The same contract as a diagram, drawn from `labkit.notebook.timelines.job_states_mermaid()` (a test
 # holds it against `TRANSITIONS`, so the picture cannot drift from the code):
 #
 # ```mermaid

@@ -43,8 +43,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from labkit.clock import FakeClock, isoformat
 from labkit.errors import PermanentError, ResponseLost, TransientError
-from labkit.herd import compare
-from labkit.report import jobs_table, show
+from labkit.patterns.herd import compare
+from labkit.tables import jobs_table, show
 from labkit.retry import (
     RetryPolicy,
     decorrelated_jitter,
@@ -55,7 +55,7 @@ from labkit.retry import (
     full_jitter,
     retry_call,
 )
-from labkit.scratch import fresh_dir
+from labkit.notebook.scratch import fresh_dir
 from labkit.store import JobStore
 from labkit.world import World
 from labkit.worker import Worker
@@ -386,7 +386,7 @@ assert rows[1]["outcome"].startswith("stopped")
 # %% [markdown]
 # ## 5. The thundering herd, simulated
 #
-# Section 3 showed the waves; this measures what they cost. `labkit.herd` is the model
+# Section 3 showed the waves; this measures what they cost. `labkit.patterns.herd` is the model
 # behind the AWS article: N clients each want to write the same row once, with
 # optimistic concurrency, so when several read the same version only one write wins and
 # the rest must back off and try again. Every failed write is work the service did for

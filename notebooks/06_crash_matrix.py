@@ -57,11 +57,11 @@ from labkit.clock import FakeClock, isoformat
 from labkit.errors import SimulatedCrash
 from labkit.faults import MATRIX_POINTS, FaultPlan
 from labkit.keys import operation_key
-from labkit.report import jobs_table, show
+from labkit.tables import jobs_table, show
 from labkit.retry import RetryPolicy, exponential
-from labkit.scratch import fresh_dir
+from labkit.notebook.scratch import fresh_dir
 from labkit.store import JobStore
-from labkit.strategies import STRATEGIES
+from labkit.explore.strategies import STRATEGIES
 from labkit.worker import Worker
 from labkit.world import World
 
@@ -134,7 +134,7 @@ print(f"replay: {plan}")
 
 # %% [markdown]
 # `run_invoices` plays the deployment: it enqueues the three charges, then starts a
-# worker running the `ack_late` strategy from `labkit.strategies` (charge, then record
+# worker running the `ack_late` strategy from `labkit.explore.strategies` (charge, then record
 # and acknowledge). When a worker dies, a supervisor starts the next one with fresh
 # connections, as systemd or Kubernetes would. Each worker drains the queue: it sleeps
 # (on the fake clock) until retries are due and until a dead worker's lease runs out.
@@ -231,7 +231,7 @@ assert again == plan and same_charges and same_attempts and died2 == died
 # %% [markdown]
 # ## 4. A timeline of attempts per worker
 #
-# `labkit.viz` reads the attempts history (written by the store's triggers) and turns it
+# `labkit.notebook.timelines` reads the attempts history (written by the store's triggers) and turns it
 # into lanes, one per worker: a bar per attempt, a cross where a worker died, and the
 # waits between two attempts of a job. First the pieces as a table, then the picture.
 #
@@ -241,7 +241,7 @@ assert again == plan and same_charges and same_attempts and died2 == died
 #   ran it again.
 
 # %%
-from labkit.viz import plot_timeline, store_timeline
+from labkit.notebook.timelines import plot_timeline, store_timeline
 
 tl = store_timeline(store, crashed_at=died)
 show(tl.segments)
@@ -271,7 +271,7 @@ plt.show()
 # | `lost` | no charge, yet the job says `succeeded` |
 # | `-` | the run never reached that point (no call, no reply to lose) |
 #
-# The six strategies (`labkit.strategies`):
+# The six strategies (`labkit.explore.strategies`):
 #
 # | strategy | what it does |
 # |---|---|
@@ -286,7 +286,7 @@ plt.show()
 
 # %%
 from labkit.explore import crash_matrix, replay
-from labkit.viz import matrix_grid
+from labkit.notebook.timelines import matrix_grid
 
 matrix = crash_matrix(seed=SEED)
 matrix_grid(matrix)
@@ -700,13 +700,13 @@ shop.close()
 #
 # ## 12. Try it yourself: the fault panel
 #
-# `labkit.ui.fault_panel()` runs one cell of the table at a time: pick a strategy, a
+# `labkit.notebook.fault_panel.fault_panel()` runs one cell of the table at a time: pick a strategy, a
 # crash point and a seed, press **Run**, and read the verdict, the charges the world
 # recorded and the replay line. Its widgets only show in a live notebook, so this
 # cell's output is not compared.
 
 # %% tags=["nbval-ignore-output"]
-from labkit.ui import fault_panel, row_text
+from labkit.notebook.fault_panel import fault_panel, row_text
 
 panel = fault_panel(workdir=folder)
 panel

@@ -39,9 +39,9 @@ import random
 from labkit.clock import FakeClock, isoformat
 from labkit.errors import PermanentError, SimulatedCrash, TransientError
 from labkit.keys import operation_key
-from labkit.report import jobs_table, show
+from labkit.tables import jobs_table, show
 from labkit.retry import RetryPolicy, exponential
-from labkit.scratch import fresh_dir
+from labkit.notebook.scratch import fresh_dir
 from labkit.store import JobStore
 from labkit.worker import Worker
 
@@ -340,7 +340,7 @@ assert store.counts()["succeeded"] == 7 and store.counts()["dead"] == 2
 # %% [markdown]
 # ## 7. The dead-letter screen
 #
-# The ERP article again: dead letter is a screen. `labkit.ui.dead_letter_screen(store)` puts
+# The ERP article again: dead letter is a screen. `labkit.notebook.dead_letters.dead_letter_screen(store)` puts
 # everything above on one: the dead jobs with id, kind, key, reason, error class,
 # attempts and age, a tick box per row, filters by kind and error class, a dry run and
 # a **Redrive selected** button. There is no "redrive all": with nothing ticked it
@@ -351,7 +351,7 @@ assert store.counts()["succeeded"] == 7 and store.counts()["dead"] == 2
 # widgets only show in a live notebook, so this cell's output is not compared.
 
 # %% tags=["nbval-ignore-output"]
-from labkit.ui import dead_letter_screen
+from labkit.notebook.dead_letters import dead_letter_screen
 
 screen = dead_letter_screen(store)
 screen

@@ -40,14 +40,14 @@ import random
 logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
 import matplotlib.pyplot as plt  # noqa: E402
 
-from labkit.breaker import CircuitBreaker
+from labkit.patterns.breaker import CircuitBreaker
 from labkit.clock import FakeClock, isoformat
 from labkit.errors import CircuitOpen, PermanentError, TransientError
 from labkit.keys import operation_key
-from labkit.queues import AccountQueues, SerialQueues, simulate_accounts
-from labkit.report import jobs_table, show
+from labkit.patterns.queues import AccountQueues, SerialQueues, simulate_accounts
+from labkit.tables import jobs_table, show
 from labkit.retry import RetryPolicy, constant, exponential
-from labkit.scratch import fresh_dir
+from labkit.notebook.scratch import fresh_dir
 from labkit.store import JobStore
 from labkit.worker import Worker
 
@@ -69,13 +69,13 @@ print(f"seed={SEED}  clock={clock}  folder={folder}")
 # | `half_open` | one trial call passes | the trial succeeds: → `closed`; it fails: → `open` |
 #
 # The ERP article keeps its breaker in the Django cache so that every Celery worker shares it.
-# `labkit.breaker.CircuitBreaker` keeps it in a SQLite table, here in the job store's own
+# `labkit.patterns.breaker.CircuitBreaker` keeps it in a SQLite table, here in the job store's own
 # file. Two breaker objects on that file play two worker processes: `erp_in_w1` and
 # `erp_in_w2` share nothing but the file. A listener on w1's object prints each
 # transition it makes.
 
 # %% [markdown]
-# The three states as a diagram, from `labkit.viz.breaker_mermaid()` (a test drives a real
+# The three states as a diagram, from `labkit.notebook.timelines.breaker_mermaid()` (a test drives a real
 # breaker through every arrow, so the picture cannot drift from the code):
 #
 # ```mermaid
@@ -279,7 +279,7 @@ assert (transitions[-1].to_state, isoformat(transitions[-1].at)) == (
 # The ERP article's second problem: several customer accounts share the ERP integration. When
 # one account is throttled, or simply drops thousands of jobs at once, a single
 # first-in-first-out queue gives every worker to that account, and everyone else waits.
-# The fix there was a Celery queue per account. `labkit.queues.AccountQueues` does it on
+# The fix there was a Celery queue per account. `labkit.patterns.queues.AccountQueues` does it on
 # the job table: each account gets a queue (`account:<id>`), and a claim skips any
 # account that already has `cap` jobs running, least busy accounts first.
 #
@@ -413,7 +413,7 @@ assert {n: b.state for n, b in account_breakers.items()} == {"erp:acme": "open",
 #
 # Some jobs must not overlap and must keep their order: the ERP article's fiscal adjustments,
 # where the second depends on the result of the first. The ERP article routes them to a Celery
-# queue consumed by one worker with `concurrency=1`. `labkit.queues.SerialQueues` gets the
+# queue consumed by one worker with `concurrency=1`. `labkit.patterns.queues.SerialQueues` gets the
 # same guarantee per key, with any number of workers: it puts each serial key in its own
 # queue (`serial:<key>`) and claims only the **head** of each, the oldest live job.
 # While the head runs, or waits in `retry_wait` for its next attempt, the later jobs of

@@ -18,7 +18,7 @@
 # plainly: if writing the state and publishing the message are separate operations, a
 # failure between them leaves a state without its message or a message without its
 # state. This lesson shows both failures in the records, then fixes them with
-# `labkit.outbox`:
+# `labkit.patterns.outbox`:
 #
 # 1. write, then publish: a crash in between **loses** the message;
 # 2. publish, then write: a crash in between publishes a **ghost**;
@@ -32,19 +32,19 @@
 # ## Setup
 #
 # A `FakeClock`, a seed for the fault plans, a fresh folder. The shop's database holds an
-# `orders` table; the broker (`labkit.outbox.Broker`) is an append-only log in its own
+# `orders` table; the broker (`labkit.patterns.outbox.Broker`) is an append-only log in its own
 # file, like a Redis Stream or a Kafka topic: it keeps every publish, in order.
 
 # %%
 import json
 
-from labkit import outbox
+from labkit.patterns import outbox
 from labkit.clock import FakeClock, isoformat
 from labkit.errors import SimulatedCrash
 from labkit.faults import FaultPlan
-from labkit.outbox import AFTER_PUBLISH, BEFORE_CONSUMER_COMMIT, Broker, Consumer, Relay
-from labkit.report import show
-from labkit.scratch import fresh_dir
+from labkit.patterns.outbox import AFTER_PUBLISH, BEFORE_CONSUMER_COMMIT, Broker, Consumer, Relay
+from labkit.tables import show
+from labkit.notebook.scratch import fresh_dir
 
 SEED = 9
 clock = FakeClock()

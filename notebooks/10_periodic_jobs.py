@@ -37,9 +37,9 @@
 import random
 
 from labkit.clock import LAB_EPOCH, FakeClock, isoformat
-from labkit.report import jobs_table, show
-from labkit.schedule import Scheduler, fire_time_of, slot_key
-from labkit.scratch import fresh_dir
+from labkit.tables import jobs_table, show
+from labkit.patterns.schedule import Scheduler, fire_time_of, slot_key
+from labkit.notebook.scratch import fresh_dir
 from labkit.store import JobStore
 from labkit.worker import Worker
 from labkit.world import World
@@ -111,7 +111,7 @@ assert len(naive_world.effects("mail")) == 3
 #
 # ## 2. Slot keys: one job per slot, whoever ticks
 #
-# `labkit.schedule.Scheduler` names each run by what it is, not by who fired it: the key
+# `labkit.patterns.schedule.Scheduler` names each run by what it is, not by who fired it: the key
 # of the 06:00 report on 2 January is `schedule:daily-sales:2026-01-02T06:00:00Z`. Any
 # replica computes the same slots and the same keys (slots are aligned to the clock,
 # not to when a process started), and the job store accepts a key once (lesson 03). A
@@ -328,7 +328,7 @@ assert stripe[0]["calls"] == ["ok", "replayed"] and stripe[1]["provider forgot t
 # %%
 from contextlib import ExitStack
 
-from labkit.lock import single_instance
+from labkit.patterns.lock import single_instance
 
 with ExitStack() as pods:
     holders = []
@@ -346,7 +346,7 @@ assert len(holders) == 2
 # lesson 13 shows), a lease row in a shared database, or a leader election (a Kubernetes
 # `Lease`). Even then, a lock only makes a second Beat *unlikely* (a paused holder can
 # lose it and come back); the slot key is the real fix, because it holds while two Beats
-# run. `labkit.schedule` is that second layer built into the scheduler: the key is the
+# run. `labkit.patterns.schedule` is that second layer built into the scheduler: the key is the
 # enqueue's key, so the job table itself is the one place where "this slot ran" is
 # written.
 #

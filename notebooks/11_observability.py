@@ -43,9 +43,9 @@ from labkit.errors import PermanentError, TransientError
 from labkit.faults import FaultPlan
 from labkit.keys import operation_key
 from labkit.logs import job_logs, parse
-from labkit.report import show
+from labkit.tables import show
 from labkit.retry import RetryPolicy, exponential
-from labkit.scratch import fresh_dir
+from labkit.notebook.scratch import fresh_dir
 from labkit.store import JobStore
 from labkit.worker import Worker
 
@@ -148,7 +148,7 @@ assert crash.fired_at("after_effect")
 
 # %% [markdown]
 # Now the operator's four questions, each one query on these tables
-# (`labkit.metrics.inspect`; the SQL is in `labkit/sql/metrics.sql`). The first one, as
+# (`labkit.metrics.inspect`; the SQL is in `labkit/metrics.sql`). The first one, as
 # SQL:
 
 # %%

@@ -18,7 +18,7 @@
 # back for the result. Its rules: the `202` comes only after **durable** acceptance
 # ("received by the process" and "recorded for recovery" are different events), the
 # status endpoint says who may read a job, and credentials never travel inside the
-# message. This lesson runs `labkit.integrations.http_service`, a FastAPI app over the
+# message. This lesson runs `labkit.integrations.http.service`, a FastAPI app over the
 # job table of lesson 04, as a real server:
 #
 # 1. `POST` answers `202` with the job id, `Location` and `Retry-After`, before any work;
@@ -53,15 +53,15 @@ from contextlib import closing
 import httpx
 
 from labkit.clock import LAB_EPOCH, FakeClock, SystemClock
-from labkit.integrations.serve import start_server
-from labkit.procs import run_worker_process
-from labkit.report import show
-from labkit.scratch import fresh_dir
+from labkit.integrations.http.serve import start_server
+from labkit.worker_process import run_worker_process
+from labkit.tables import show
+from labkit.notebook.scratch import fresh_dir
 from labkit.store import JobStore
 
 folder = fresh_dir("12")
 db = folder / "jobs.db"
-APP = "labkit.integrations.http_service:app_from_env"
+APP = "labkit.integrations.http.service:app_from_env"
 ENV = {"LABKIT_HTTP_DB": str(db), "LABKIT_HTTP_CLOCK_START": str(LAB_EPOCH)}
 ALICE = {"Authorization": "Bearer alice-token"}
 BOB = {"Authorization": "Bearer bob-token"}
@@ -146,13 +146,13 @@ assert anonymous.status_code == 401
 # %% [markdown]
 # ## 3. A worker does the work; the caller polls
 #
-# A worker process starts beside the server (`labkit.procs.run_worker_process`, the
-# report handler of `labkit.integrations.reports`), drains the queue and exits. The
+# A worker process starts beside the server (`labkit.worker_process.run_worker_process`, the
+# report handler of `labkit.integrations.http.report_job`), drains the queue and exits. The
 # client polls the status until it is final. How many polls that takes depends on
 # timing, so only the final status is printed.
 
 # %%
-worker = run_worker_process(db, "labkit.integrations.reports:HANDLERS", name="w1",
+worker = run_worker_process(db, "labkit.integrations.http.report_job:HANDLERS", name="w1",
                             clock_start=LAB_EPOCH + 5, mode="drain", log_path=folder / "w1.log")
 final = None
 for _ in range(600):
@@ -170,7 +170,7 @@ assert final["state"] == "succeeded" and final["result"]["signed_in"] is True
 # never held it:
 
 # %%
-from labkit.integrations.reports import LAB_SECRET_STORE
+from labkit.integrations.http.report_job import LAB_SECRET_STORE
 
 secret = LAB_SECRET_STORE["erp-readonly"].encode()
 on_disk = b"".join(p.read_bytes() for p in folder.glob("jobs.db*"))
@@ -270,7 +270,7 @@ assert cancelled.json()["cancelled"] is True
 
 # %%
 hand = JobStore(db, clock=FakeClock(LAB_EPOCH + 20))
-worker = run_worker_process(db, "labkit.integrations.reports:HANDLERS", name="w2",
+worker = run_worker_process(db, "labkit.integrations.http.report_job:HANDLERS", name="w2",
                             clock_start=LAB_EPOCH + 10, mode="until_idle",
                             log_path=folder / "w2.log")
 print("worker exit code:", worker.wait(60))

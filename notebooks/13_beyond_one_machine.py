@@ -31,17 +31,17 @@ import re
 import psycopg
 
 from labkit.backends import spec
-from labkit.backends.pg_lock import single_instance_pg
-from labkit.backends.pg_runs import RunSchema
-from labkit.backends.postgres import PostgresJobStore
-from labkit.backends.redis_streams import StreamQueue
+from labkit.backends.postgres.lock import single_instance_pg
+from labkit.backends.postgres.runs import RunSchema
+from labkit.backends.postgres.store import PostgresJobStore
+from labkit.backends.redis.streams import StreamQueue
 from labkit.clock import LAB_EPOCH, FakeClock, SystemClock
 from labkit.errors import AlreadyRunning, PermanentError
 from labkit.explore import crash_matrix
 from labkit.faults import FaultPlan
-from labkit.procs import run_worker_process
-from labkit.report import format_table
-from labkit.scratch import fresh_dir
+from labkit.worker_process import run_worker_process
+from labkit.tables import format_table
+from labkit.notebook.scratch import fresh_dir
 from labkit.world import World
 
 problems = spec.missing_services()
@@ -65,7 +65,7 @@ print("PostgreSQL and Redis answer; scratch folder:", folder)
 # ## 1. PostgreSQL: three worker processes, one queue, no job shared
 #
 # Thirty invoices wait in a PostgreSQL job table (same schema and rules as lesson 04's
-# SQLite file, `labkit.backends.postgres`). Three real worker processes drain it at once,
+# SQLite file, `labkit.backends.postgres.store`). Three real worker processes drain it at once,
 # each charging through the payments API with the job key as `Idempotency-Key`; every
 # job takes 0.15 real seconds (a `delay` fault before the effect), so the three overlap.
 #
@@ -85,7 +85,7 @@ print(store.counts())
 target = f"{PG}#schema={SCHEMA}"
 pace = FaultPlan(seed=13).at("before_effect", "delay", delay=0.15)
 workers = [
-    run_worker_process(target, {"charge": "labkit.strategies:idempotency_key"},
+    run_worker_process(target, {"charge": "labkit.explore.strategies:idempotency_key"},
                        world_path=folder / "world.db", name=f"pg-{i}", faults=pace,
                        mode="until_idle", log_path=folder / f"pg-{i}.log")
     for i in range(3)
@@ -167,7 +167,7 @@ assert [a.outcome for a in rows] == ["lease_expired", "succeeded"]
 # Lesson 02's `flock` guards one host: a second machine has its own disk and takes its
 # own lock. When the nightly billing run must run once *anywhere*, take a lock in the
 # database every machine shares: `pg_try_advisory_lock`, held by a session
-# (`labkit.backends.pg_lock.single_instance_pg`). A second instance on another connection
+# (`labkit.backends.postgres.lock.single_instance_pg`). A second instance on another connection
 # is refused and told who holds it; when the holder's connection ends, even by SIGKILL,
 # the server frees the lock, as the kernel frees a `flock`. Server pids and this run's
 # name change between runs, so the cell prints `<pid>` and `<run>` in their place.
@@ -206,7 +206,7 @@ q = StreamQueue(REDIS, PREFIX)
 print("stream length:", q.length(), "| pending:", q.pending())
 
 plan = FaultPlan(seed=13).at("after_effect", "kill", nth=1)
-w1 = run_worker_process(target, {"charge": "labkit.strategies:idempotency_key"},
+w1 = run_worker_process(target, {"charge": "labkit.explore.strategies:idempotency_key"},
                         world_path=folder / "world.db", name="w1", clock_start=LAB_EPOCH,
                         faults=plan, mode="drain", log_path=folder / "w1.log")
 print("w1 exit code:", w1.wait(60), "| fired:", w1.fired())
@@ -373,7 +373,7 @@ assert held.id in claimed.deleted
 # `after_commit`: `tests/scenarios/test_explore_streams_and_pg.py`).
 
 # %%
-from labkit.viz import matrix_grid
+from labkit.notebook.timelines import matrix_grid
 
 tables = {"sqlite": crash_matrix(seed=6)}
 matrix_grid(tables["sqlite"])

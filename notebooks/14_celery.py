@@ -36,7 +36,7 @@
 # repository's `compose.yaml`) and stops here instead of failing in every later cell.
 
 # %%
-from labkit.integrations.brokers import HOW_TO_START, missing_services
+from labkit.integrations.celery.brokers import HOW_TO_START, missing_services
 
 missing = missing_services()
 if missing:
@@ -45,9 +45,9 @@ if missing:
 print("RabbitMQ, Redis and PostgreSQL are up.")
 
 # %% [markdown]
-# A run (`labkit.integrations.celery_run.CeleryRun`) owns a queue with a fresh name, a
+# A run (`labkit.integrations.celery.run.CeleryRun`) owns a queue with a fresh name, a
 # PostgreSQL schema and a world file, so nothing here collides with anyone else on the
-# same broker. Its app (`labkit.integrations.celery_lab`) has one task per Celery
+# same broker. Its app (`labkit.integrations.celery.app`) has one task per Celery
 # setting, all doing the same work: charge 1.00 BRL through the world's payment API.
 # `run.worker()` starts a real `celery worker --pool prefork`: a main process that talks
 # to the broker, and pool children that run the tasks.
@@ -63,9 +63,9 @@ print("RabbitMQ, Redis and PostgreSQL are up.")
 # moved on and nothing is running, so "no charge" means lost.
 
 # %%
-from labkit.integrations.celery_run import CeleryRun
-from labkit.report import show
-from labkit.scratch import fresh_dir
+from labkit.integrations.celery.run import CeleryRun
+from labkit.tables import show
+from labkit.notebook.scratch import fresh_dir
 
 AMQP = "amqp://guest:guest@127.0.0.1:5672//"
 REDIS = "redis://127.0.0.1:6379/0"
@@ -126,7 +126,7 @@ assert (rabbit.count("reject-1"), rabbit.count("reject-2")) == (1, 2)
 # The charge rows are counted in PostgreSQL itself.
 
 # %%
-from labkit.integrations.celery_lab import charges_for
+from labkit.integrations.celery.app import charges_for
 
 rabbit.hold("after_effect", "lab.charge_pg", "pg-1", "cus_1", 100)
 rabbit.hold("after_commit", "lab.charge_pg", "pg-2", "cus_1", 100)
@@ -381,7 +381,7 @@ assert (rabbit.count("welcome-ana-1"), rabbit.count("welcome-bia-1")) == (2, 1)
 # then fails leaves an e-mail for a user who never existed.
 
 # %%
-from labkit.integrations.celery_lab import SQL, pg
+from labkit.integrations.celery.app import SQL, pg
 
 try:
     with pg(rabbit.config) as conn, conn.transaction():
@@ -447,7 +447,7 @@ assert len(deliveries) > len(set(deliveries)) and sorted(set(deliveries)) == sor
 # %% [markdown]
 # ## 10 · The crash table of lesson 06, on Celery
 #
-# The same six strategies (`labkit.strategies`), each run as a Celery task and killed
+# The same six strategies (`labkit.explore.strategies`), each run as a Celery task and killed
 # at a point: the pool children are SIGKILLed while the tasks are paused there. The late
 # strategies run with `acks_late=True, reject_on_worker_lost=True`; `ack_first` with
 # Celery's default; and one more row, `acks_late alone`, that lesson 06 did not need.
@@ -457,7 +457,7 @@ assert len(deliveries) > len(set(deliveries)) and sorted(set(deliveries)) == sor
 
 # %%
 from labkit.explore import crash_matrix
-from labkit.integrations.celery_table import EXPECTED, ROWS, crash_column
+from labkit.integrations.celery.table import EXPECTED, ROWS, crash_column
 
 column = crash_column(rabbit, w1, "after_effect")  # w1: seven pool children
 lesson06 = crash_matrix(points=["after_effect"], seed=6)

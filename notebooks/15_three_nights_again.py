@@ -45,9 +45,9 @@ from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.errors import SimulatedCrash, TransientError
 from labkit.faults import FaultPlan
 from labkit.keys import operation_key
-from labkit.report import jobs_table, show
-from labkit.schedule import Scheduler
-from labkit.scratch import fresh_dir
+from labkit.tables import jobs_table, show
+from labkit.patterns.schedule import Scheduler
+from labkit.notebook.scratch import fresh_dir
 from labkit.store import JobStore
 from labkit.worker import Worker
 from labkit.world import World

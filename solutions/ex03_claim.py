@@ -6,7 +6,7 @@
 # SELECT and takes it with an UPDATE: between the two, another worker reads the same
 # row, and the job runs twice. The cure is to choose and take in **one statement**.
 #
-# The table (`labkit.grading.labdb`, also in `labkit/sql/grading.sql`):
+# The table (`labkit.grading.exercises.labdb`, also in `labkit/grading/exercises/labdb.sql`):
 #
 # | column | meaning |
 # |---|---|
@@ -22,8 +22,8 @@
 # impossible to miss.
 
 # %%
-from labkit.grading.labdb import add_job, all_jobs, exercise_db
-from labkit.scratch import fresh_dir
+from labkit.grading.exercises.labdb import add_job, all_jobs, exercise_db
+from labkit.notebook.scratch import fresh_dir
 
 
 # %%

@@ -8,16 +8,16 @@
 # *same* keys (so the destination still recognises a repeat), a fresh attempt budget,
 # never more than asked for, and with a dry run to look first.
 #
-# The table is the one from exercise 3 (`labkit.grading.labdb`). Use `:named`
+# The table is the one from exercise 3 (`labkit.grading.exercises.labdb`). Use `:named`
 # parameters; `conn` is in autocommit mode, so open a transaction (`BEGIN IMMEDIATE`)
 # where two statements must see the same rows.
 
 # %%
 import json
 
-from labkit.grading.labdb import add_job, all_jobs, exercise_db
+from labkit.grading.exercises.labdb import add_job, all_jobs, exercise_db
 from labkit.redact import describe
-from labkit.scratch import fresh_dir
+from labkit.notebook.scratch import fresh_dir
 
 
 # %%

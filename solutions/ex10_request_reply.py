@@ -37,7 +37,7 @@
 # %%writefile ex10_app.py
 """Exercise 10: accept report requests as durable jobs; owner-scoped status.
 
-Served by the checks as ``python -m labkit.integrations.serve ex10_app:app --fd N`` with
+Served by the checks as ``python -m labkit.integrations.http.serve ex10_app:app --fd N`` with
 ``EX10_DB`` naming the job database; without it the app uses ``ex10_jobs.db`` here.
 """
 
@@ -48,8 +48,8 @@ from fastapi import Body, FastAPI, Header
 from fastapi.responses import JSONResponse
 
 from labkit.errors import IdempotencyConflict, NotFound, PayloadError
-from labkit.grading.harness.ex10 import install
-from labkit.integrations.http_service import caller_of, status_view
+from labkit.grading.exercises.ex10.harness import install
+from labkit.integrations.http.service import caller_of, status_view
 from labkit.store import JobStore
 
 store = JobStore(os.environ.get("EX10_DB", "ex10_jobs.db"))
@@ -131,7 +131,7 @@ def status(job_id: int, authorization: Annotated[str | None, Header()] = None) -
 def try_it(body=None):
     import httpx
 
-    from labkit.integrations.serve import start_server
+    from labkit.integrations.http.serve import start_server
 
     headers = {"Authorization": "Bearer alice-token", "Idempotency-Key": "try-1"}
     with start_server("ex10_app:app", env={"EX10_DB": "ex10_try.db"}) as server:

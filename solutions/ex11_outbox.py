@@ -11,7 +11,7 @@
 # the **consumer** must apply each message id once, recording the id in the same
 # transaction as its effect.
 #
-# The tables (`labkit.grading.labdb`, also in `labkit/sql/grading.sql`):
+# The tables (`labkit.grading.exercises.labdb`, also in `labkit/grading/exercises/labdb.sql`):
 #
 # | database | table | columns |
 # |---|---|---|
@@ -28,8 +28,8 @@
 # %%
 import json
 
-from labkit.grading.labdb import consumer_db, outbox_db, rows_of
-from labkit.scratch import fresh_dir
+from labkit.grading.exercises.labdb import consumer_db, outbox_db, rows_of
+from labkit.notebook.scratch import fresh_dir
 
 
 # %%

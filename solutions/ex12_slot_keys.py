@@ -15,16 +15,16 @@
 # - what has already fired is read back from the **table**, not kept in memory, so a
 #   restarted scheduler, or a second one, knows which slots were missed (catch-up).
 #
-# You work on the exercise jobs table (`labkit.grading.labdb`, also in
-# `labkit/sql/grading.sql`): `id`, `key` (UNIQUE), `kind`, `queue`, `state`,
+# You work on the exercise jobs table (`labkit.grading.exercises.labdb`, also in
+# `labkit/grading/exercises/labdb.sql`): `id`, `key` (UNIQUE), `kind`, `queue`, `state`,
 # `run_after`, `updated_at`, and more you will not need here. The connection you get
 # is in autocommit mode: each statement is its own transaction.
 
 # %%
 from datetime import UTC, datetime
 
-from labkit.grading.labdb import all_jobs, exercise_db
-from labkit.scratch import fresh_dir
+from labkit.grading.exercises.labdb import all_jobs, exercise_db
+from labkit.notebook.scratch import fresh_dir
 
 
 # %%

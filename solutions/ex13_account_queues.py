@@ -16,7 +16,7 @@
 # attempt, the jobs behind it wait too. A dead head is out of the line: the next job
 # goes on.
 #
-# You work on the exercise jobs table (`labkit.grading.labdb`): the columns of exercise
+# You work on the exercise jobs table (`labkit.grading.exercises.labdb`): the columns of exercise
 # 3 plus `queue`. A job is **ready** when it is `pending` or `retry_wait` with
 # `run_after <= now`, or `running` with `lease_until <= now` (its worker died). A job
 # **runs under a live lease** when it is `running` with `lease_until > now`. Claiming sets
@@ -26,8 +26,8 @@
 # several processes: choose and take in **one statement**.
 
 # %%
-from labkit.grading.labdb import add_job, all_jobs, exercise_db
-from labkit.scratch import fresh_dir
+from labkit.grading.exercises.labdb import add_job, all_jobs, exercise_db
+from labkit.notebook.scratch import fresh_dir
 
 # %%
 # The SET clause of exercise 3's claim, for both functions below:

@@ -2,10 +2,10 @@
 
 ``open_store(spec, clock, rng)`` opens:
 
-- a file path: ``labkit.store.JobStore`` (SQLite);
-- ``postgresql://...#schema=NAME``: ``labkit.backends.postgres.PostgresJobStore`` in
+- a file path: ``labkit.store.sqlite.JobStore`` (SQLite);
+- ``postgresql://...#schema=NAME``: ``labkit.backends.postgres.store.PostgresJobStore`` in
   that schema;
-- ``redis://...#prefix=NAME&reclaim_idle_ms=N``: ``labkit.backends.redis_store.StreamJobStore``.
+- ``redis://...#prefix=NAME&reclaim_idle_ms=N``: ``labkit.backends.redis.store.StreamJobStore``.
 
 ``new_spec(backend, folder, url, name)`` makes a fresh one for a run (its own file,
 schema or key prefix) and ``drop(spec)`` removes what it holds: the explorer and the
@@ -46,12 +46,12 @@ def open_store(spec: str | Path, clock: Clock, rng: random.Random | None = None)
     """Open the job store ``spec`` names (see the module docstring)."""
     text = str(spec)
     if text.startswith("postgresql://"):
-        from labkit.backends.postgres import PostgresJobStore
+        from labkit.backends.postgres.store import PostgresJobStore
 
         url, opts = _split(text)
         return PostgresJobStore(url, clock=clock, rng=rng, schema=opts.get("schema"))
     if text.startswith("redis://"):
-        from labkit.backends.redis_store import StreamJobStore
+        from labkit.backends.redis.store import StreamJobStore
 
         url, opts = _split(text)
         if "prefix" not in opts:

@@ -4,10 +4,10 @@ The kit holds the lessons (``notebooks/``, and ``ops/`` which they read), the ex
 as released (``exercises/``, stubs only), the ``labkit`` package (public checks only:
 hidden checks live in the instructor's ``solutions/hidden/``), ``pyproject.toml`` and
 ``environment.yml`` to install it, a Makefile whose ``make lab`` opens JupyterLab where
-both folders are reachable, and a short README. It never copies ``solutions/``,
-``tests/`` (the zoo of wrong answers is built from the right ones) or ``bench/``. After
-writing, every file is searched for solution markers and for the hidden checks' names,
-and the bundle is refused if one is found.
+both folders are reachable, and a short README (both kept as files in ``templates/``).
+It never copies ``solutions/``, ``tests/`` (the zoo of wrong answers is built from the
+right ones) or ``bench/``. After writing, every file is searched for solution markers
+and for the hidden checks' names, and the bundle is refused if one is found.
 
 nbgrader's "release" and otter-grader's "assign" produce the same kind of student
 folder; this one is a plain directory an instructor can zip or push as its own repo.
@@ -18,75 +18,18 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from importlib import resources
 from pathlib import Path
 
+from labkit.grading.course import hidden_of
 from labkit.grading.release import BEGIN, END, ReleaseError, release
 
 #: Folders next to notebooks/ that lessons read from.
 LESSON_FOLDERS = ("ops",)
 _SKIP_NAMES = ("__pycache__", "*.pyc", ".ipynb_checkpoints", ".labkit-scratch", "*.db", "*.db-*")
 
-STUDENT_MAKEFILE = """\
-# The student kit: `make lab` installs what the lab needs into .venv and opens JupyterLab
-# on this folder, where notebooks/ (the lessons) and exercises/ sit side by side.
-SHELL := /bin/bash
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
-VENV := .venv
-BIN := $(VENV)/bin
-PORT ?= 8888
-ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
-START := --LabApp.default_url=/lab/tree/notebooks/00_start_here.ipynb
-
-.PHONY: lab venv clean
-
-$(BIN)/python:
-\t@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "labkit needs Python 3.11 \
-or newer: install it and run make again, or set PYTHON=/path/to/python3.11"'
-\t$(PYTHON) -m venv $(VENV)
-\t$(BIN)/python -m pip install --quiet --upgrade pip
-
-$(VENV)/.installed-lab: pyproject.toml | $(BIN)/python
-\t$(BIN)/python -m pip install --quiet -e '.[lab]'
-\t@touch $@
-
-venv: $(VENV)/.installed-lab
-
-lab: venv
-\t@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ] || [ "$$(uname)" = "Darwin" ]; then \\
-\t\t$(BIN)/jupyter lab --notebook-dir=. $(START) --port=$(PORT) $(ALLOW_ROOT); \\
-\telse \\
-\t\techo "No display found: open the http://127.0.0.1:$(PORT)/lab?token=... URL below."; \\
-\t\t$(BIN)/jupyter lab --notebook-dir=. $(START) --port=$(PORT) --no-browser \\
-\t\t\t--ip=127.0.0.1 $(ALLOW_ROOT); \\
-\tfi
-
-clean:
-\trm -rf $(VENV) notebooks/.labkit-scratch exercises/.labkit-scratch
-"""
-
-STUDENT_README = """\
-# Resilient Jobs Lab: student kit
-
-Lessons and exercises on making background jobs survive crashes, retries, duplicate
-deliveries and outages.
-
-```bash
-make lab    # creates .venv, installs the lab, opens JupyterLab here
-```
-
-Python 3.11 or newer (`PYTHON=/path/to/python3.11 make lab` to choose one). Conda users:
-`conda env create -f environment.yml && conda activate resilient-jobs-lab`, then
-`jupyter lab`. Without a display, `make lab` prints a URL with a token: open it in a
-browser (through an SSH tunnel on a remote machine).
-
-- `notebooks/`: the lessons, in order, starting at `00_start_here.ipynb`.
-- `exercises/`: one notebook per exercise. Write the functions whose body is
-  `raise NotImplementedError(...)`, then run the last cell, `check("exNN")`: it runs
-  the public checks and prints what passed and why the rest did not. Grading also runs
-  hidden checks; each exercise says how many and how many points they carry.
-
-Hand in the exercise notebooks with their names unchanged (`ex03_claim.ipynb`).
-"""
+#: The kit's own Makefile and README, kept as files beside this module.
+TEMPLATES = resources.files("labkit.grading").joinpath("templates")
 
 
 def _hidden_names(hidden_dir: Path) -> list[str]:
@@ -118,9 +61,9 @@ def bundle(repo: Path, solutions: Path, out: Path) -> list[Path]:
     for name in LESSON_FOLDERS:  # files the lessons read (../ops/alerts.yml)
         if (repo / name).is_dir():
             shutil.copytree(repo / name, out / name, ignore=shutil.ignore_patterns(*_SKIP_NAMES))
-    (out / "Makefile").write_text(STUDENT_MAKEFILE, encoding="utf-8")
-    (out / "README.md").write_text(STUDENT_README, encoding="utf-8")
-    _refuse_answers(out, _hidden_names(Path(solutions) / "hidden"))
+    for name in ("Makefile", "README.md"):
+        (out / name).write_text(TEMPLATES.joinpath(name).read_text(encoding="utf-8"), "utf-8")
+    _refuse_answers(out, _hidden_names(hidden_of(solutions)))
     return sorted(out.iterdir())
 
 

@@ -1,6 +1,6 @@
 """Where an exercise's checks come from: public ones in labkit, hidden ones with the instructor.
 
-Public checks live in ``labkit/grading/checks/exNN.py`` and ship with labkit, so a
+Public checks live in ``labkit/grading/exercises/exNN/checks.py`` and ship with labkit, so a
 student's ``check("exNN")`` can run them. Hidden checks live in the instructor's
 ``solutions/hidden/exNN.py`` (never in the release bundle) and are loaded by file path
 only when grading, each file defining ``CHECKS = Checks("exNN", hidden=True)``.
@@ -14,15 +14,15 @@ import re
 import types
 from pathlib import Path
 
-from labkit.grading import checks as _checks_pkg
-from labkit.grading.core import Check, Checks
+from labkit.grading import exercises as _exercises_pkg
+from labkit.grading.checks import Check, Checks
 
 EXERCISE_ID = re.compile(r"^ex\d\d$")
 
 
 def exercises() -> list[str]:
     """The ids of every exercise labkit has checks for, in order."""
-    names = [m.name for m in pkgutil.iter_modules(_checks_pkg.__path__)]
+    names = [m.name for m in pkgutil.iter_modules(_exercises_pkg.__path__) if m.ispkg]
     return sorted(n for n in names if EXERCISE_ID.match(n))
 
 
@@ -32,7 +32,7 @@ def public(exercise: str) -> Checks:
         raise ValueError(
             f"no exercise called {exercise!r}; the exercises are {', '.join(exercises())}"
         )
-    module = importlib.import_module(f"labkit.grading.checks.{exercise}")
+    module = importlib.import_module(f"labkit.grading.exercises.{exercise}.checks")
     found: Checks = module.CHECKS
     return found
 

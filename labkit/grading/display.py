@@ -1,6 +1,6 @@
 """How a student's ``check("exNN")`` looks in JupyterLab: the score on top, pass/fail colour.
 
-``check_report(title, outcomes)`` is a ``labkit.report.Rich``: HTML for the notebook
+``check_report(title, outcomes)`` is a ``labkit.tables.Rich``: HTML for the notebook
 (the score first, then one coloured row per check, then what was expected, what
 happened and the hint for each check that did not pass) with ``format_report``'s
 plain text as its twin, which nbval and terminals read. nbgrader and otter-grader show
@@ -11,21 +11,25 @@ from __future__ import annotations
 
 import html
 
-from labkit.grading.core import NOT_STARTED, PASSED, TIMED_OUT, Outcome, format_report, score
-from labkit.report import TABLE_STYLE, Rich, html_cell
+from labkit.grading.checks import CheckStatus, Outcome, format_report, score
+from labkit.tables import TABLE_STYLE, Rich, html_cell
 
 #: Row colours by result: green passed, grey not started, red failed, amber timed out.
-STATUS_COLOURS = {PASSED: "#c8e6c9", NOT_STARTED: "#eeeeee", TIMED_OUT: "#ffe0b2"}
+STATUS_COLOURS: dict[str, str] = {
+    CheckStatus.PASSED: "#c8e6c9",
+    CheckStatus.NOT_STARTED: "#eeeeee",
+    CheckStatus.TIMED_OUT: "#ffe0b2",
+}
 FAILED_COLOUR = "#ffcdd2"
 
 
 def _banner(earned: int, possible: int, outcomes: list[Outcome]) -> str:
-    if outcomes and all(o.status == NOT_STARTED for o in outcomes):
-        colour, words = STATUS_COLOURS[NOT_STARTED], "not started yet"
+    if outcomes and all(o.status == CheckStatus.NOT_STARTED for o in outcomes):
+        colour, words = STATUS_COLOURS[CheckStatus.NOT_STARTED], "not started yet"
     elif earned == possible:
-        colour, words = STATUS_COLOURS[PASSED], "every check passed"
+        colour, words = STATUS_COLOURS[CheckStatus.PASSED], "every check passed"
     else:
-        failing = sum(o.status != PASSED for o in outcomes)
+        failing = sum(o.status != CheckStatus.PASSED for o in outcomes)
         colour, words = FAILED_COLOUR, f"{failing} check(s) to fix"
     return (f'<div style="background:{colour};color:#000;padding:6px 10px;margin:0.2em 0;'
             f'font-size:1.15em"><b>score: {earned}/{possible}</b> &mdash; {words}</div>')
@@ -46,7 +50,7 @@ def check_report(title: str, outcomes: list[Outcome]) -> Rich:
     head = "".join(html_cell(c, "th", "white-space:nowrap") for c in ("check", "points", "result"))
     details = ""
     for o in outcomes:
-        if o.status in (PASSED, NOT_STARTED):
+        if o.status in (CheckStatus.PASSED, CheckStatus.NOT_STARTED):
             continue
         parts = [f"<b>{html.escape(o.check)}</b>: {html.escape(o.status)}"]
         parts += [f"<i>{label}</i> {html.escape(value)}"
@@ -55,9 +59,9 @@ def check_report(title: str, outcomes: list[Outcome]) -> Rich:
         details += ('<div style="margin:0.4em 0;padding-left:8px;border-left:3px solid '
                     f'{STATUS_COLOURS.get(o.status, FAILED_COLOUR)};white-space:pre-wrap">'
                     + "<br>".join(parts) + "</div>")
+    not_started = outcomes and all(o.status == CheckStatus.NOT_STARTED for o in outcomes)
     footer = ("<p>Not started yet: write your code in the cells above and run this cell "
-              "again.</p>" if outcomes and all(o.status == NOT_STARTED for o in outcomes)
-              else "")
+              "again.</p>" if not_started else "")
     body = (f"<div><b>{html.escape(title)}</b></div>{_banner(earned, possible, outcomes)}"
             f'<table style="{TABLE_STYLE}"><thead><tr>{head}</tr></thead>'
             f"<tbody>{rows}</tbody></table>{footer}{details}")

@@ -3,7 +3,7 @@
 SUBMISSIONS holds one folder per student with their ``exNN_*.ipynb`` files. For each
 notebook the grader
 
-1. copies it alone into a fresh folder owned by the grading slot's own user;
+1. copies it alone into a fresh folder owned by the grading process's own student uid;
 2. starts a confined student process there (``confine``: own uid as root, bubblewrap on
    Linux, limits on memory, processes, files, CPU and output) that runs the code cells
    (check lines removed) and reports cells that broke or hung (``sandbox``);
@@ -34,35 +34,20 @@ from pathlib import Path
 
 import nbformat
 
-import labkit
 from labkit.clock import Clock, SystemClock
 from labkit.grading import catalog
-from labkit.grading.confine import Confinement
-from labkit.grading.core import (
-    DEFAULT_TIMEOUT,
-    NOT_STARTED,
-    TIMED_OUT,
-    Check,
-    Outcome,
-    run_check,
-)
+from labkit.grading.checks import DEFAULT_TIMEOUT, Check, CheckStatus, Outcome, run_check
+from labkit.grading.course import hidden_of
 from labkit.grading.gradebook import (
-    CRASHED,
-    LIMIT_HIT,
-    MISSING,
-    NOT_STARTED_YET,
-    TIMED_OUT_STATUS,
     Graded,
+    NotebookStatus,
     write_feedback,
     write_gradebook,
     write_totals,
 )
+from labkit.grading.isolation.confine import Confinement
+from labkit.grading.isolation.grader_side import RemoteNamespace, StudentGone, StudentProcess
 from labkit.grading.release import exercise_of, solution_notebooks
-from labkit.grading.remote import RemoteNamespace, StudentGone, StudentProcess
-
-LABKIT_ROOT = Path(labkit.__file__).resolve().parents[1]
-#: The instructor's folder of solutions next to this labkit (a source checkout).
-DEFAULT_SOLUTIONS = LABKIT_ROOT / "solutions"
 
 #: A submitted file for exercise NN: ``ex03_claim.ipynb``, ``ex03_claim (1).ipynb``,
 #: ``ex03_claim-final.ipynb``, ``ex03 copy.ipynb``...
@@ -115,7 +100,7 @@ def warm_up() -> None:
 
 
 def _not_graded(checks: list[Check]) -> list[Outcome]:
-    return [Outcome(c.name, c.points, 0, "not graded", hidden=c.hidden) for c in checks]
+    return [Outcome(c.name, c.points, 0, CheckStatus.NOT_GRADED, hidden=c.hidden) for c in checks]
 
 
 def _clean_notes(raw: object, limit: int = 30) -> list[str]:
@@ -129,11 +114,10 @@ def grade_notebook(
     exercise: str,
     notebook: Path | None,
     settings: Settings,
-    slot: int = 0,
 ) -> Graded:
     """Grade one notebook (or its absence); never raises for anything the student did."""
     warm_up()
-    hidden_dir = settings.solutions.resolve() / "hidden"
+    hidden_dir = hidden_of(settings.solutions.resolve())
     checks = catalog.all_checks(exercise, hidden_dir)
     public = catalog.public(exercise)
     result = Graded(student, exercise, public.title, sum(c.points for c in checks))
@@ -143,7 +127,7 @@ def grade_notebook(
             settings, confinement=dataclasses.replace(settings.confinement, network=True)
         )
 
-    def zero(status: str, reason: str) -> Graded:
+    def zero(status: NotebookStatus, reason: str) -> Graded:
         result.notes.append(reason)
         result.outcomes = _not_graded(checks)
         result.status = status
@@ -151,36 +135,36 @@ def grade_notebook(
 
     if notebook is None:
         expected = f"expected a file named {exercise}_*.ipynb"
-        return zero(MISSING, f"no notebook for {exercise}: {expected}")
+        return zero(NotebookStatus.MISSING, f"no notebook for {exercise}: {expected}")
     result.notebook = notebook.name
     try:
         nb = nbformat.read(notebook, as_version=4)  # type: ignore[no-untyped-call]
         cells = [(i, str(c.source)) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the student's to fix
         return zero(
-            CRASHED,
+            NotebookStatus.CRASHED,
             f"{notebook.name} is not a readable notebook ({type(exc).__name__}: "
             f"{str(exc)[:120]}); save it again from Jupyter",
         )
     base = Path(tempfile.mkdtemp(prefix="labkit-grade-"))
     try:
-        workdir = _fresh_folder(base, slot, notebook, settings.confinement)
-        _run(result, checks, cells, workdir, slot, settings)
+        workdir = _fresh_folder(base, notebook, settings.confinement)
+        _run(result, checks, cells, workdir, settings)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return result
 
 
-def _fresh_folder(base: Path, slot: int, notebook: Path, confinement: Confinement) -> Path:
-    """``base/slot-N/work``: only the student's notebook, owned by the slot's user."""
-    os.chmod(base, 0o711)  # the slot's user may pass through, not list
-    slot_dir = base / f"slot-{slot}"
-    shutil.rmtree(slot_dir, ignore_errors=True)
-    slot_dir.mkdir(mode=0o711)
-    workdir = slot_dir / "work"
+def _fresh_folder(base: Path, notebook: Path, confinement: Confinement) -> Path:
+    """``base/student/work``: only the student's notebook, owned by the student's uid."""
+    os.chmod(base, 0o711)  # the student's uid may pass through, not list
+    own = base / "student"
+    shutil.rmtree(own, ignore_errors=True)
+    own.mkdir(mode=0o711)
+    workdir = own / "work"
     workdir.mkdir(mode=0o700)
     shutil.copyfile(notebook, workdir / notebook.name)
-    confinement.hand_over(workdir, slot)
+    confinement.hand_over(workdir)
     return workdir
 
 
@@ -189,10 +173,9 @@ def _run(
     checks: list[Check],
     cells: list[tuple[int, str]],
     workdir: Path,
-    slot: int,
     settings: Settings,
 ) -> None:
-    student = StudentProcess(settings.confinement, workdir, slot, cells, settings.cell_timeout)
+    student = StudentProcess(settings.confinement, workdir, cells, settings.cell_timeout)
     crashed = timed_out = False
     try:
         report, why, kind = _start(student)
@@ -211,19 +194,19 @@ def _run(
             for check in checks:
                 outcome, gone = _one_check(student, check, settings)
                 result.outcomes.append(outcome)
-                timed_out = timed_out or outcome.status == TIMED_OUT
+                timed_out = timed_out or outcome.status == CheckStatus.TIMED_OUT
                 crashed = crashed or gone
     finally:
         student.stop()
     result.notes += student.limits_hit
     if student.limits_hit:
-        result.status = LIMIT_HIT
+        result.status = NotebookStatus.LIMIT_HIT
     elif timed_out:
-        result.status = TIMED_OUT_STATUS
+        result.status = NotebookStatus.TIMED_OUT
     elif crashed:
-        result.status = CRASHED
-    elif result.outcomes and all(o.status == NOT_STARTED for o in result.outcomes):
-        result.status = NOT_STARTED_YET
+        result.status = NotebookStatus.CRASHED
+    elif result.outcomes and all(o.status == CheckStatus.NOT_STARTED for o in result.outcomes):
+        result.status = NotebookStatus.NOT_STARTED
         result.notes.append("not started yet: every function is still the stub")
 
 
@@ -248,7 +231,7 @@ def _one_check(student: StudentProcess, check: Check, settings: Settings) -> tup
         report, why, _ = _start(student)
         if report is None:
             return Outcome(
-                check.name, check.points, 0, "not graded", got=why, hidden=check.hidden
+                check.name, check.points, 0, CheckStatus.NOT_GRADED, got=why, hidden=check.hidden
             ), True
     ns = RemoteNamespace(student)
     try:
@@ -256,7 +239,7 @@ def _one_check(student: StudentProcess, check: Check, settings: Settings) -> tup
         if settings.timeout_factor != 1.0:
             check = dataclasses.replace(check, timeout=check.timeout * settings.timeout_factor)
         outcome = run_check(check, ns, check_timeout_for(settings, [check]))
-        if outcome.status == TIMED_OUT:
+        if outcome.status == CheckStatus.TIMED_OUT:
             student.stop()  # the hung call may still run: kill it, start again next check
             return outcome, False
         student.end_check()

@@ -10,12 +10,25 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
-from labkit.grading.core import NOT_STARTED, PASSED, Outcome
+from labkit.grading.checks import CheckStatus, Outcome
 
-GRADED, MISSING, NOT_STARTED_YET, TIMED_OUT_STATUS = "graded", "missing", "not started", "timed out"
-LIMIT_HIT, CRASHED = "limit hit", "crashed"
+
+class NotebookStatus(StrEnum):
+    """What became of one student's notebook as a whole: the totals' ``status`` column."""
+
+    GRADED = "graded"
+    MISSING = "missing"
+    #: Every check met the stub.
+    NOT_STARTED = "not started"
+    TIMED_OUT = "timed out"
+    #: The student's process hit one of its limits (the note names which).
+    LIMIT_HIT = "limit hit"
+    #: The student's process died, or the notebook could not be run.
+    CRASHED = "crashed"
+
 
 
 @dataclass
@@ -29,7 +42,7 @@ class Graded:
     notebook: str | None = None
     outcomes: list[Outcome] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    status: str = GRADED
+    status: NotebookStatus = NotebookStatus.GRADED
 
     @property
     def score(self) -> int:
@@ -67,14 +80,16 @@ def write_totals(results: list[Graded], path: Path) -> None:
         writer.writerow(["student", "score", "max", "percent", "graded", "needs_attention"])
         for student, graded in sorted(by_student.items()):
             score, possible = sum(g.score for g in graded), sum(g.possible for g in graded)
-            attention = [f"{g.exercise} {g.status}" for g in graded if g.status != GRADED]
+            attention = [
+                f"{g.exercise} {g.status}" for g in graded if g.status != NotebookStatus.GRADED
+            ]
             writer.writerow(
                 [
                     student,
                     score,
                     possible,
                     f"{100 * score / possible:.1f}" if possible else "0.0",
-                    sum(g.status == GRADED for g in graded),
+                    sum(g.status == NotebookStatus.GRADED for g in graded),
                     "; ".join(attention),
                 ]
             )
@@ -101,7 +116,8 @@ def feedback_markdown(student: str, results: list[Graded]) -> str:
             name = o.check + (" (hidden)" if o.hidden else "")
             lines.append(f"| {name} | {o.earned}/{o.points} | {o.status} |")
         for o in g.outcomes:
-            if o.status in (PASSED, NOT_STARTED) or (o.status == "not graded" and not o.got):
+            quiet = o.status == CheckStatus.NOT_GRADED and not o.got
+            if o.status in (CheckStatus.PASSED, CheckStatus.NOT_STARTED) or quiet:
                 continue
             lines += ["", f"### {o.check}: {o.status}"]
             for label, text in (("expected", o.expected), ("got", o.got), ("hint", o.hint)):

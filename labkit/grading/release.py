@@ -21,6 +21,8 @@ from pathlib import Path
 import nbformat
 
 from labkit.grading import catalog
+from labkit.grading.course import hidden_of
+from labkit.grading.stub import stub_line
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 NOTEBOOK_NAME = re.compile(r"^(ex(\d\d))_[a-z0-9_]+\.ipynb$")
@@ -53,7 +55,7 @@ def strip_solution(source: str, number: int, where: str = "cell") -> str:
                     f"{where}, line {lineno}: a solution region must sit inside a function "
                     "body (indented), so the stub's raise runs only when the function is called"
                 )
-            out.append(f'{indent}raise NotImplementedError("Exercise {number}")')
+            out.append(f"{indent}{stub_line(number)}")
             inside = True
         elif marker == END:
             if not inside:
@@ -144,7 +146,7 @@ def release(solutions: Path, out: Path) -> list[Path]:
     sources = solution_notebooks(solutions)
     if not sources:
         raise ReleaseError(f"no exNN_name.ipynb notebooks in {solutions}")
-    hidden_dir = Path(solutions) / "hidden"
+    hidden_dir = hidden_of(solutions)
     built = {
         p.name: nbformat.writes(release_notebook(p, hidden_dir)) + "\n"  # type: ignore[no-untyped-call]
         for p in sources

@@ -11,9 +11,9 @@ import sys
 from typing import Any
 
 from labkit.grading import catalog
-from labkit.grading.core import Outcome, run_checks
+from labkit.grading.checks import Outcome, run_checks
 from labkit.grading.display import check_report
-from labkit.report import display
+from labkit.tables import display
 
 
 def check(exercise: str, namespace: dict[str, Any] | None = None) -> None:

@@ -1,10 +1,10 @@
 """Labkit beside the tools a production system would use: an HTTP front door, Celery.
 
-``http_service`` / ``serve`` run the request-reply service (lesson 12);
-``celery_harness`` starts, watches, kills and stops real ``celery worker`` / ``celery
-beat`` processes, ``celery_points`` pauses a task where the lab kills it,
-``celery_lab`` is the Celery app lesson 14 runs, ``celery_run`` one run of it,
-``celery_table`` lesson 06's crash table on it, ``brokers`` reads queue depths and
-unacked messages straight from the brokers, and ``proctree`` answers "is that process
-really gone?" from /proc.
+- ``http/``: ``service`` is the request-reply service of lesson 12, ``serve`` starts it
+  in a server process, ``report_job`` is its example job;
+- ``celery/``: ``app`` is the Celery app lesson 14 runs, ``run`` one run of it,
+  ``harness`` starts, watches, kills and stops real ``celery worker`` / ``celery beat``
+  processes, ``points`` pauses a task where the lab kills it, ``table`` is lesson 06's
+  crash table on Celery, ``brokers`` reads queue depths and unacked messages straight
+  from the brokers, and ``proctree`` answers "is that process really gone?" from /proc.
 """

@@ -16,7 +16,7 @@ from typing import Any
 from labkit import dbfile, queries
 from labkit.keys import canonical_json, fingerprint
 
-SQL = queries.load("world.sql")
+SQL = queries.load("world/world.sql")
 SCHEMA_VERSION = 1
 WORLD_FILE = dbfile.FileKind(
     noun="world file",

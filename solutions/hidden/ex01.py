@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from labkit.grading.core import Checks, Namespace, expect
+from labkit.grading.checks import Checks, Namespace, expect
 
 CHECKS = Checks("ex01", hidden=True)
 
@@ -33,7 +33,7 @@ def fingerprint_matches_the_contract(ns: Namespace) -> None:
 def accept_does_not_confuse_keys(ns: Namespace) -> None:
     payload = {"amount_cents": 500}
     run = ns.harness(
-        "labkit.grading.harness.ex01:accept_calls",
+        "labkit.grading.exercises.ex01.harness:accept_calls",
         [["billing:1:charge:v1", payload], ["billing:2:charge:v1", payload]],
     )
     a, b = (r.get("returned", r.get("raised")) for r in run["results"])

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from labkit.grading.checks.ex02 import HARNESS, lock_path
-from labkit.grading.core import Checks, Namespace, expect
+from labkit.grading.exercises.ex02.checks import HARNESS, lock_path
+from labkit.grading.checks import Checks, Namespace, expect
 
 CHECKS = Checks("ex02", hidden=True)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from labkit.grading.checks._kit import lab_file
-from labkit.grading.checks.ex03 import HARNESS, _claim
-from labkit.grading.core import Checks, Namespace, expect
-from labkit.grading.labdb import add_job, all_jobs
+from labkit.grading.exercises.kit import lab_file
+from labkit.grading.exercises.ex03.checks import HARNESS, _claim
+from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.exercises.labdb import add_job, all_jobs
 
 CHECKS = Checks("ex03", hidden=True)
 RETRIED = {str(i) for i in range(0, 30, 3)}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from labkit.grading.checks.ex04 import delays, draws
-from labkit.grading.core import Checks, Namespace, expect
+from labkit.grading.exercises.ex04.checks import delays, draws
+from labkit.grading.checks import Checks, Namespace, expect
 
 CHECKS = Checks("ex04", hidden=True)
 SEED = 7

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from labkit.grading.checks.ex05 import run_job
-from labkit.grading.core import Checks, Namespace, expect
+from labkit.grading.exercises.ex05.checks import run_job
+from labkit.grading.checks import Checks, Namespace, expect
 
 CHECKS = Checks("ex05", hidden=True)
 

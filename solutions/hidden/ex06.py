@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from labkit.grading.checks._deadletters import bury, redrive
-from labkit.grading.checks._kit import lab_file
-from labkit.grading.core import Checks, Namespace, expect
-from labkit.grading.labdb import add_job, all_jobs
+from labkit.grading.exercises.ex06.deadletters import bury, redrive
+from labkit.grading.exercises.kit import lab_file
+from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.exercises.labdb import add_job, all_jobs
 
 CHECKS = Checks("ex06", hidden=True)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from labkit.grading.checks._helpers import because_of
-from labkit.grading.checks.ex07 import drive
-from labkit.grading.core import Checks, Namespace, expect
+from labkit.grading.exercises.helpers import because_of
+from labkit.grading.exercises.ex07.checks import drive
+from labkit.grading.checks import Checks, Namespace, expect
 
 CHECKS = Checks("ex07", hidden=True)
 

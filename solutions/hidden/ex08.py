@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from labkit.grading.checks.ex08 import TIMEOUT, Ex08Run
-from labkit.grading.core import Checks, Namespace, expect
-from labkit.integrations import celery_harness, celery_points
-from labkit.integrations.celery_lab import pg
+from labkit.grading.exercises.ex08.checks import TIMEOUT, Ex08Run
+from labkit.grading.checks import Checks, Namespace, expect
+from labkit.integrations.celery import harness, points
+from labkit.integrations.celery.app import pg
 
 CHECKS = Checks("ex08", hidden=True)
 
@@ -73,7 +73,7 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
             blocker.execute("INSERT INTO processed (key) VALUES (%s)", (key,))
             run.send(key)
             try:
-                celery_harness.wait_until(
+                harness.wait_until(
                     lambda: bool(_waiting_on_a_lock(run.config.tag, run)),
                     30,
                     "the task to wait for its dedup record",
@@ -88,10 +88,10 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
                 )
             waiting = _waiting_on_a_lock(run.config.tag, run)  # the task about to die
             children = worker.pool_children()
-            celery_harness.wait_until(
-                lambda: bool(celery_points.runs(run.folder)), 10, "the task's start record"
+            harness.wait_until(
+                lambda: bool(points.runs(run.folder)), 10, "the task's start record"
             )
-            _, task_id, _, _ = celery_points.runs(run.folder)[-1]
+            _, task_id, _, _ = points.runs(run.folder)[-1]
             run.kills.record(task_id, run.procs)
             run.kill_children(worker, children)
             # The dead task's session would finish its statement once the lock is free

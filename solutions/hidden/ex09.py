@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from labkit.grading.checks.ex09 import expect_once_each, stream
-from labkit.grading.core import Checks, Namespace, expect
+from labkit.grading.exercises.ex09.checks import expect_once_each, stream
+from labkit.grading.checks import Checks, Namespace, expect
 
 CHECKS = Checks("ex09", hidden=True)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from labkit.grading.checks._served import TIMEOUT, accepted_id, add_job, jobs_for, scratch, served
-from labkit.grading.checks.ex10 import crash_at_202
-from labkit.grading.core import Checks, Namespace, expect
+from labkit.grading.exercises.ex10.served import TIMEOUT, accepted_id, add_job, jobs_for, scratch, served
+from labkit.grading.exercises.ex10.checks import crash_at_202
+from labkit.grading.checks import Checks, Namespace, expect
 
 CHECKS = Checks("ex10", hidden=True)
 

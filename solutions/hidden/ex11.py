@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from labkit.grading.checks._kit import lab_file
-from labkit.grading.checks.ex11 import HARNESS, ORDERS, emails, message_id, place
-from labkit.grading.core import Checks, Namespace, expect
-from labkit.grading.labdb import consumer_db, outbox_db, rows_of
+from labkit.grading.exercises.kit import lab_file
+from labkit.grading.exercises.ex11.checks import HARNESS, ORDERS, emails, message_id, place
+from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.exercises.labdb import consumer_db, outbox_db, rows_of
 
 CHECKS = Checks("ex11", hidden=True)
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from labkit.grading.checks._kit import lab_file
-from labkit.grading.checks.ex12 import HOUR, T0, _keys, _tick
-from labkit.grading.core import Checks, Namespace, expect
-from labkit.grading.labdb import add_job
-from labkit.schedule import slot_key as reference_key
+from labkit.grading.exercises.kit import lab_file
+from labkit.grading.exercises.ex12.checks import HOUR, T0, _keys, _tick
+from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.exercises.labdb import add_job
+from labkit.patterns.schedule import slot_key as reference_key
 
 CHECKS = Checks("ex12", hidden=True)
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from labkit.grading.checks._kit import lab_file
-from labkit.grading.checks.ex13 import HARNESS, NOW, RACE_PAUSE_S, _id, capped, live, running
-from labkit.grading.core import Checks, Namespace, expect
-from labkit.grading.labdb import add_job
+from labkit.grading.exercises.kit import lab_file
+from labkit.grading.exercises.ex13.checks import HARNESS, NOW, RACE_PAUSE_S, _id, capped, live, running
+from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.exercises.labdb import add_job
 
 CHECKS = Checks("ex13", hidden=True)
 

@@ -1,6 +1,6 @@
 """The lab in a real browser: JupyterLab started as ``make lab`` starts it, driven by Chromium.
 
-A copy of the lessons and exercises is served by ``labkit.labserver.start_lab`` (the
+A copy of the lessons and exercises is served by ``labkit.notebook.server.start_lab`` (the
 launcher ``make lab`` runs) on a free port with a fresh runtime folder; Playwright drives
 the distribution's Chromium (Playwright's own browser download is not used). The test
 
@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from labkit.labserver import Lab, start_lab
+from labkit.notebook.server import Lab, start_lab
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM_FLAGS = [
@@ -301,7 +301,7 @@ def test_every_lesson_as_stored_shows_no_error_and_fits_the_window(served, page)
 
 def test_lesson_06_runs_clean_and_the_fault_panel_works(served, page):
     from labkit.clock import FakeClock
-    from labkit.strategies import STRATEGIES
+    from labkit.explore.strategies import STRATEGIES
     from labkit.world import World
 
     lab, repo = served

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from labkit.clock import FakeClock
-from labkit.contract import JobStoreContract
 from labkit.store import JobStore
+from labkit.store.contract import JobStoreContract
 
 #: ``make_store(clock, retry=..., rng=...)``: the options go to the backend's constructor.
 MakeStore = Callable[..., JobStoreContract]
@@ -34,7 +34,7 @@ def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeSt
     import psycopg
     from psycopg import sql
 
-    from labkit.backends.postgres import PostgresJobStore
+    from labkit.backends.postgres.store import PostgresJobStore
 
     # A schema per store, dropped afterwards: tests running in parallel (pytest -n 2)
     # never see each other's jobs.
@@ -56,7 +56,7 @@ def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeSt
 BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Any]] = {
     # The reference implementation; one file per store under tmp_path.
     "sqlite": _sqlite,
-    # labkit.backends.postgres on 127.0.0.1:5432, one schema per store.
+    # labkit.backends.postgres.store on 127.0.0.1:5432, one schema per store.
     "postgres": _postgres,
 }
 

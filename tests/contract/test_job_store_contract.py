@@ -8,7 +8,6 @@ import inspect
 import pytest
 
 from labkit.clock import FakeClock
-from labkit.contract import JobStoreContract
 from labkit.errors import (
     IdempotencyConflict,
     InvalidTransition,
@@ -19,6 +18,7 @@ from labkit.errors import (
 )
 from labkit.job import JobState
 from labkit.keys import fingerprint
+from labkit.store.contract import JobStoreContract
 
 STATES = {s.value for s in JobState}
 
@@ -32,7 +32,10 @@ def _operations() -> list[str]:
 
 
 #: Every backend class, by module: importing one needs its driver (psycopg for PostgreSQL).
-STORE_CLASSES = {"JobStore": "labkit.store", "PostgresJobStore": "labkit.backends.postgres"}
+STORE_CLASSES = {
+    "JobStore": "labkit.store.sqlite",
+    "PostgresJobStore": "labkit.backends.postgres.store",
+}
 
 
 def test_every_backend_satisfies_the_protocol(make_store):

@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from labkit.clock import FakeClock
-from labkit.contract import JobStoreContract
 from labkit.errors import IdempotencyConflict, LeaseLost, PermanentError, TransientError
 from labkit.job import JobState
+from labkit.store.contract import JobStoreContract
 
 redis = pytest.importorskip("redis")
 
-from labkit.backends.redis_store import StreamJobStore  # noqa: E402
-from labkit.backends.redis_streams import StreamQueue  # noqa: E402
+from labkit.backends.redis.store import StreamJobStore  # noqa: E402
+from labkit.backends.redis.streams import StreamQueue  # noqa: E402
 
 
 @pytest.fixture

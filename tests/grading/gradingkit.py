@@ -13,8 +13,8 @@ from typing import Any
 import nbformat
 
 from labkit.grading import catalog
-from labkit.grading.core import PASSED, Outcome, run_checks
-from labkit.grading.sandbox import run_cells
+from labkit.grading.checks import CheckStatus, Outcome, run_checks
+from labkit.grading.isolation.student_side import run_cells
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"
@@ -72,6 +72,6 @@ def assert_caught_by_name(
         assert says in named.expected, f"{mistake}: {check} said {named.expected!r}"
     if got is not None:
         assert got in named.got, f"{mistake}: {check} got {named.got!r}"
-    passed = [o.check for o in outcomes.values() if o.status == PASSED]
+    passed = [o.check for o in outcomes.values() if o.status == CheckStatus.PASSED]
     assert passed, f"{mistake}: every check failed, the feedback would not point at the mistake"
     return outcomes

@@ -35,7 +35,7 @@ def test_the_kit_has_what_a_student_needs(kit: Path) -> None:
     assert sorted(p.name for p in (kit / "notebooks").glob("*.ipynb")) == lessons
     for path in EXERCISES.glob("ex*.ipynb"):  # the exercises exactly as released
         assert (kit / "exercises" / path.name).read_bytes() == path.read_bytes()
-    assert (kit / "labkit" / "grading" / "checks" / "ex01.py").exists()  # public checks
+    assert (kit / "labkit" / "grading" / "exercises" / "ex01" / "checks.py").exists()  # public
     for lesson in (kit / "notebooks").glob("*.ipynb"):  # files a lesson reads beside it
         for target in re.findall(r"\.\./([\w./-]+\.\w+)", lesson.read_text()):
             assert (kit / target).exists(), f"{lesson.name} reads ../{target}"

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from labkit.grading.channel import LineReader, NotData, decode, dumps, encode, write
+from labkit.grading.isolation.channel import LineReader, NotData, decode, dumps, encode, write
 
 
 @pytest.mark.parametrize(

@@ -6,12 +6,9 @@ import pytest
 
 from labkit.errors import TransientError
 from labkit.grading import check
-from labkit.grading.core import (
-    FAILED,
-    NOT_STARTED,
-    PASSED,
-    TIMED_OUT,
+from labkit.grading.checks import (
     Checks,
+    CheckStatus,
     Namespace,
     StudentRaised,
     expect,
@@ -40,8 +37,8 @@ def test_an_infinite_loop_names_the_check_that_hung_and_the_rest_still_run() -> 
 
     outcomes = run_checks(list(DEMO), {"f": lambda: 2, "g": g})
     assert [(o.check, o.status) for o in outcomes] == [
-        ("returns_two", PASSED),
-        ("finishes", TIMED_OUT),
+        ("returns_two", CheckStatus.PASSED),
+        ("finishes", CheckStatus.TIMED_OUT),
     ]
     assert "0.3s" in outcomes[1].expected
     report = format_report("ex99", outcomes)
@@ -70,7 +67,7 @@ def test_a_stub_is_not_started_yet_not_a_failure() -> None:
         raise NotImplementedError("Exercise 99")
 
     outcomes = run_checks(list(DEMO), {"f": stub, "g": stub})
-    assert {o.status for o in outcomes} == {NOT_STARTED}
+    assert {o.status for o in outcomes} == {CheckStatus.NOT_STARTED}
     report = format_report("ex99", outcomes)
     assert "Not started yet" in report and "Traceback" not in report
 
@@ -80,7 +77,7 @@ def test_an_exception_in_student_code_is_one_line_with_where_it_happened() -> No
         return {"a": 1}["b"]
 
     [outcome] = run_checks([DEMO.items[0]], {"f": f})
-    assert outcome.status == FAILED
+    assert outcome.status == CheckStatus.FAILED
     assert outcome.got.startswith("your code raised KeyError: 'b' (line ")
     assert "of f)" in outcome.got and "\n" not in outcome.got
     assert outcome.expected == ""  # never "expected no exception" beside a hint to raise
@@ -129,7 +126,8 @@ def test_a_wrong_answer_shows_expected_got_and_hint() -> None:
 
 def test_a_missing_definition_says_which_name_to_define() -> None:
     [outcome] = run_checks([DEMO.items[0]], {})
-    assert outcome.status == FAILED and "'f'" in outcome.expected and "run the cell" in outcome.hint
+    assert outcome.status == CheckStatus.FAILED
+    assert "'f'" in outcome.expected and "run the cell" in outcome.hint
 
 
 def _classify(error: BaseException) -> str:
@@ -166,7 +164,7 @@ def test_a_fault_that_never_fired_is_reported_not_passed() -> None:
     [lost_reply] = [c for c in catalog.public("ex05") if c.name == "charge_survives_lost_response"]
     values = {"choose_ack": lambda: "late", "charge_handler": lambda job, ctx: {"id": "fake"}}
     [outcome] = run_checks([lost_reply], values)
-    assert outcome.status == FAILED
+    assert outcome.status == CheckStatus.FAILED
     assert "to fire" in outcome.expected and "never fired" in outcome.got
     assert "ctx.world.payments.charge" in outcome.got
 
@@ -193,10 +191,10 @@ def test_a_breaker_that_never_opens_is_sent_to_the_check_that_explains_it() -> N
     )
     outcomes = grade_values("ex07", values)
     wall = outcomes["ignores_the_wall_clock"]
-    assert wall.status == FAILED
+    assert wall.status == CheckStatus.FAILED
     assert "threshold_of_one" in wall.expected and "fix that one first" in wall.expected
     assert "fake clock" not in wall.expected
-    assert outcomes["threshold_of_one"].status == FAILED
+    assert outcomes["threshold_of_one"].status == CheckStatus.FAILED
     assert any(c.name == "ignores_the_wall_clock" for c in catalog.all_checks("ex07", HIDDEN))
 
 
@@ -204,7 +202,7 @@ def test_graded_checks_get_the_time_the_students_check_gave_them() -> None:
     from pathlib import Path
 
     from labkit.grading import catalog
-    from labkit.grading.core import Check
+    from labkit.grading.checks import Check
     from labkit.grading.grade import Settings, check_timeout_for
 
     checks = catalog.all_checks("ex05", Path(__file__).resolve().parents[2] / "solutions/hidden")
@@ -232,7 +230,7 @@ def test_module_state_does_not_leak_from_one_check_into_the_next() -> None:
     values["accept"] = accept
     calls = [["billing:1:charge:v1", {"a": 1}]]
     runs = [
-        Namespace(values).harness("labkit.grading.harness.ex01:accept_calls", calls)
+        Namespace(values).harness("labkit.grading.exercises.ex01.harness:accept_calls", calls)
         for _ in range(2)
     ]
     assert [r["results"][0] for r in runs] == [{"returned": True}] * 2
@@ -245,7 +243,9 @@ def test_an_exception_from_student_code_inside_a_harness_is_named_with_its_line(
 
     ns = Namespace({"__name__": "__main__", "operation_key": operation_key})
     with pytest.raises(StudentRaised) as info:
-        ns.harness("labkit.grading.harness.ex01:keys_later", [["billing", 42, "charge"]], 60.0)
+        ns.harness(
+            "labkit.grading.exercises.ex01.harness:keys_later", [["billing", 42, "charge"]], 60.0
+        )
     assert info.value.is_a("TypeError") and "of operation_key" in info.value.where
 
 
@@ -262,10 +262,11 @@ def test_a_crash_check_says_when_the_job_goes_wrong_without_any_crash() -> None:
         """,
     )
     outcomes = grade_values("ex05", values)
-    assert outcomes["charge_runs_once_without_faults"].status == FAILED
+    assert outcomes["charge_runs_once_without_faults"].status == CheckStatus.FAILED
     after = outcomes["charge_survives_crash_after_effect"]
-    assert after.status == FAILED and "charge_runs_once_without_faults" in after.expected
-    assert outcomes["post_runs_once_without_faults"].status == PASSED
+    assert after.status == CheckStatus.FAILED
+    assert "charge_runs_once_without_faults" in after.expected
+    assert outcomes["post_runs_once_without_faults"].status == CheckStatus.PASSED
 
 
 def _plain(value: object) -> bool:
@@ -287,7 +288,7 @@ def test_checks_reach_student_code_with_plain_data_only(exercise: str) -> None:
     from gradingkit import HIDDEN, SOLUTIONS, namespace_of, notebook_for
 
     from labkit.grading import catalog
-    from labkit.grading.core import run_check
+    from labkit.grading.checks import run_check
 
     seen: list[str] = []
 
@@ -315,7 +316,7 @@ def test_checks_reach_student_code_with_plain_data_only(exercise: str) -> None:
     values, _ = namespace_of(notebook_for(SOLUTIONS, exercise))
     for one in catalog.all_checks(exercise, HIDDEN):
         outcome = run_check(one, DataOnly(values))
-        assert outcome.status == PASSED, (one.name, outcome.expected, outcome.got)
+        assert outcome.status == CheckStatus.PASSED, (one.name, outcome.expected, outcome.got)
     assert seen, "every exercise runs some student code through a harness"
 
 
@@ -331,6 +332,6 @@ def test_an_exception_caught_as_evidence_in_a_harness_still_names_the_students_l
         """,
     )
     outcome = grade_values("ex03", values)["claims_one_ready_job"]
-    assert outcome.status == FAILED
+    assert outcome.status == CheckStatus.FAILED
     assert outcome.got.startswith("your code raised IndexError: No item with that key")
     assert "of claim)" in outcome.got

@@ -21,7 +21,7 @@ import nbformat
 import pytest
 from gradingkit import EXERCISES, SOLUTIONS, notebook_for
 
-from labkit.integrations.proctree import argv_of
+from labkit.integrations.celery.proctree import argv_of
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from labkit.errors import SimulatedCrash
-from labkit.grading.harness._watch import Watched, in_processes
+from labkit.grading.exercises.racers import in_processes
+from labkit.grading.exercises.tracing import Watched
 
 
 def _db(path: Path) -> sqlite3.Connection:

@@ -32,7 +32,7 @@ import nbformat
 import pytest
 from gradingkit import EXERCISES, ROOT, SOLUTIONS, notebook_for
 
-from labkit.grading.confine import Confinement
+from labkit.grading.isolation.confine import Confinement
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +44,8 @@ ISOLATED = pytest.mark.skipif(
 #: Attacks that only a confinement stops: graded only where there is one.
 NEEDS_ISOLATION = {"reader", "vandal", "killer", "ghost", "forker"}
 REFUSED = CONFINEMENT.refusal()
-CHECKS_DIR = ROOT / "labkit" / "grading" / "checks"
+#: Exercise 1's public checks and harness: the vandal tries to rewrite and add to them.
+CHECKS_DIR = ROOT / "labkit" / "grading" / "exercises" / "ex01"
 DELAY = 3  # seconds the detached process waits before it rewrites the gradebook
 
 
@@ -58,8 +59,8 @@ def _attacks(class_root: Path) -> dict[str, tuple[str, str]]:
         "forger": (
             "stub",
             """
-            import labkit.grading.core as core
-            from labkit.grading.core import Outcome
+            import labkit.grading.checks as core
+            from labkit.grading.checks import Outcome
             def passed(check, ns, timeout=None):
                 return Outcome(check.name, check.points, check.points, "passed")
             core.run_check = passed
@@ -108,8 +109,8 @@ def _attacks(class_root: Path) -> dict[str, tuple[str, str]]:
             f"""
             import glob, os
             done = []
-            targets = [{str(other)!r}, {str(hidden)!r}, {str(CHECKS_DIR / "ex01.py")!r}]
-            targets += glob.glob("/tmp/labkit-grade-*/slot-*/work/*.ipynb")
+            targets = [{str(other)!r}, {str(hidden)!r}, {str(CHECKS_DIR / "checks.py")!r}]
+            targets += glob.glob("/tmp/labkit-grade-*/student/work/*.ipynb")
             for path in targets:
                 if path.startswith(os.getcwd()):
                     continue
@@ -248,7 +249,7 @@ def test_grading_as_root_without_confinement_is_refused(tmp_path: Path) -> None:
     # The confinement a root grader gets when bubblewrap is missing and the uid drop fails.
     code = f"""
 import os, sys
-import labkit.grading.confine as confine
+import labkit.grading.isolation.confine as confine
 os.geteuid = lambda: 0
 bare = confine.Confinement(confine.Limits(), None, False, False, "own uid failed a trial run; ")
 confine.Confinement.detect = classmethod(lambda cls, *a, **k: bare)

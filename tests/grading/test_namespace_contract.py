@@ -2,8 +2,8 @@
 
 import sys
 
-from labkit.grading.core import Check, Namespace, run_check
-from labkit.grading.sandbox import write_file_cell
+from labkit.grading.checks import Check, Namespace, run_check
+from labkit.grading.isolation.student_side import write_file_cell
 
 
 def test_spawn_killed_after_check(tmp_path):

@@ -6,7 +6,7 @@ import pytest
 from gradingkit import EXERCISES, SOLUTIONS, grade_values, namespace_of, notebook_for
 
 from labkit.grading import catalog
-from labkit.grading.core import NOT_STARTED, PASSED
+from labkit.grading.checks import CheckStatus
 
 IDS = catalog.exercises()
 
@@ -18,7 +18,9 @@ def test_reference_solution_gets_full_marks_on_public_and_hidden_checks(exercise
     outcomes = grade_values(exercise, values)
     assert any(o.hidden for o in outcomes.values()), "every exercise has hidden checks"
     failed = {
-        name: (o.status, o.expected, o.got) for name, o in outcomes.items() if o.status != PASSED
+        name: (o.status, o.expected, o.got)
+        for name, o in outcomes.items()
+        if o.status != CheckStatus.PASSED
     }
     assert failed == {}
     assert sum(o.earned for o in outcomes.values()) == sum(o.points for o in outcomes.values())
@@ -30,4 +32,4 @@ def test_untouched_exercise_gets_zero_and_says_not_started(exercise: str) -> Non
     assert notes == []  # the stubs only raise when called, so every cell runs
     outcomes = grade_values(exercise, values)
     assert sum(o.earned for o in outcomes.values()) == 0
-    assert {o.status for o in outcomes.values()} == {NOT_STARTED}
+    assert {o.status for o in outcomes.values()} == {CheckStatus.NOT_STARTED}

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from labkit.grading.confine import Confinement, Limits
-from labkit.grading.core import Check, CheckFailed, Namespace, StudentRaised, run_check
-from labkit.grading.remote import RemoteNamespace, StudentProcess
+from labkit.grading.checks import Check, CheckFailed, Namespace, StudentRaised, run_check
+from labkit.grading.isolation.confine import Confinement
+from labkit.grading.isolation.grader_side import RemoteNamespace, StudentProcess
+from labkit.grading.isolation.limits import Limits
 
 CELLS = [
     (0, "calls = 0\n"),
@@ -61,8 +62,8 @@ def student(tmp_path: Path) -> Iterator[StudentProcess]:
     work = tmp_path / "work"
     work.mkdir()
     confinement = Confinement.detect(Limits(cpu_seconds=60))
-    confinement.hand_over(work, 0)
-    proc = StudentProcess(confinement, work, 0, CELLS, cell_timeout=20)
+    confinement.hand_over(work)
+    proc = StudentProcess(confinement, work, CELLS, cell_timeout=20)
     proc.start()
     yield proc
     proc.stop()
@@ -161,7 +162,7 @@ def test_spawned_processes_are_confined_and_killed_after_the_check(
     assert _run(student, body)["outcome"].status == "passed"  # type: ignore[union-attr]
     assert seen["proc"].poll() is not None  # type: ignore[attr-defined]
     if student.confinement.drop_uid:
-        assert seen["uid"] == student.confinement.uid(0) != os.getuid()
+        assert seen["uid"] == student.confinement.uid() != os.getuid()
 
 
 @pytest.mark.parametrize("network", [False, True])
@@ -187,8 +188,8 @@ def test_the_network_is_shared_only_when_the_exercise_asks(tmp_path: Path, netwo
     work = tmp_path / "work"
     work.mkdir()
     shared = dataclasses.replace(confinement, network=network)
-    shared.hand_over(work, 0)
-    proc = StudentProcess(shared, work, 0, [(0, cell)], cell_timeout=20)
+    shared.hand_over(work)
+    proc = StudentProcess(shared, work, [(0, cell)], cell_timeout=20)
     try:
         proc.start()
         assert _run(proc, lambda ns: ns.reach(port))["value"] is network
@@ -202,7 +203,9 @@ def test_a_harness_looking_up_a_missing_definition_says_no_such_name(
 ) -> None:
     def body(ns: Namespace) -> None:
         with pytest.raises(CheckFailed, match="no such name") as info:
-            ns.harness("labkit.grading.harness.ex01:keys_later", [["billing", 1, "charge"]], 1.0)
+            ns.harness(
+                "labkit.grading.exercises.ex01.harness:keys_later", [["billing", 1, "charge"]], 1.0
+            )
         assert "'operation_key'" in info.value.expected
 
     assert _run(student, body)["outcome"].status == "passed"  # type: ignore[union-attr]
@@ -236,8 +239,8 @@ def limited(tmp_path: Path) -> Iterator[StudentProcess]:
     work.mkdir()
     limits = Limits(file_size=1 << 20, open_files=64, cpu_seconds=2)
     confinement = Confinement.detect(limits)
-    confinement.hand_over(work, 0)
-    proc = StudentProcess(confinement, work, 0, [(0, LIMITED_CELL)], cell_timeout=20)
+    confinement.hand_over(work)
+    proc = StudentProcess(confinement, work, [(0, LIMITED_CELL)], cell_timeout=20)
     proc.start()
     yield proc
     proc.stop()

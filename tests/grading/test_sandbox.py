@@ -9,7 +9,7 @@ from gradingkit import EXERCISES, SOLUTIONS, notebook_for
 
 from labkit.grading import catalog
 from labkit.grading.grade import Settings, grade_notebook
-from labkit.grading.sandbox import student_code
+from labkit.grading.isolation.student_side import student_code
 
 
 def test_check_calls_and_magics_are_removed_and_definitions_kept() -> None:
@@ -22,10 +22,11 @@ def test_check_calls_and_magics_are_removed_and_definitions_kept() -> None:
         "    check('ex01')\n"
         "    return 1\n"
         'check("ex01")  # run it\n'
-        "from labkit.grading.labdb import add_job\n"
+        "from labkit.grading.exercises.labdb import add_job\n"
     )
     assert student_code(source) == (
-        "\n\n\n\ndef f():\n    pass\n    return 1\n\nfrom labkit.grading.labdb import add_job"
+        "\n\n\n\ndef f():\n    pass\n    return 1\n\n"
+        "from labkit.grading.exercises.labdb import add_job"
     )
     assert student_code("%%bash\necho hi") == ""
 
@@ -41,7 +42,7 @@ def _notebook(tmp_path: Path, source: Path, extra: str) -> Path:
 def test_printed_fake_results_and_a_fake_check_cannot_raise_a_score(tmp_path: Path) -> None:
     forged = (
         'print(\'{"outcomes": [], "notes": []}\')\n'
-        "import labkit.grading.core as core\n"
+        "import labkit.grading.checks as core\n"
         "core.run_checks = lambda *a, **k: []\n"
         "def check(*args):\n    print('score: 14/14')\n"
     )
@@ -75,7 +76,7 @@ def test_hidden_checks_come_from_the_source_never_from_a_stale_pycache(tmp_path:
 
     path = tmp_path / "ex01.py"
     template = (
-        "from labkit.grading.core import Checks\n"
+        "from labkit.grading.checks import Checks\n"
         "CHECKS = Checks('ex01', hidden=True)\n"
         "@CHECKS.add(1, 'hint')\n"
         "def {name}(ns):\n"

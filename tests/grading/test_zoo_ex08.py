@@ -15,7 +15,7 @@ import pytest
 from gradingkit import HIDDEN, SOLUTIONS, namespace_of, notebook_for
 
 from labkit.grading import catalog
-from labkit.grading.core import FAILED, PASSED, Check, Namespace, run_check
+from labkit.grading.checks import Check, CheckStatus, Namespace, run_check
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -142,9 +142,9 @@ def test_wrong_task_module_is_caught_by_its_named_check(
     path.write_text(change(path.read_text()))
     checks = _checks()
     caught = run_check(checks[fails], Namespace(values, Path.cwd()))
-    assert caught.status == FAILED, (name, caught)
+    assert caught.status == CheckStatus.FAILED, (name, caught)
     assert caught.earned == 0 and caught.expected and caught.got and caught.hint
     assert "Traceback" not in caught.got
     assert says in caught.expected, f"{name}: {fails} said {caught.expected!r}"
     kept = run_check(checks[passes], Namespace(values, Path.cwd()))
-    assert kept.status == PASSED, (name, kept)
+    assert kept.status == CheckStatus.PASSED, (name, kept)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from gradingkit import SOLUTIONS, grade_values, namespace_of, notebook_for
 
-from labkit.grading.checks import ex09 as ex09_checks
-from labkit.grading.core import PASSED
+from labkit.grading.checks import CheckStatus
+from labkit.grading.exercises.ex09 import checks as ex09_checks
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -92,6 +92,6 @@ def test_ex09_wrong_consumer_is_caught_by_its_check(name, must_fail, edits, monk
         source = source.replace(old, new)
     path.write_text(source)
     outcomes = grade_values("ex09", values)
-    assert outcomes[must_fail].status != PASSED, (name, outcomes[must_fail])
+    assert outcomes[must_fail].status != CheckStatus.PASSED, (name, outcomes[must_fail])
     earned = sum(o.earned for o in outcomes.values())
     assert 0 < earned < sum(o.points for o in outcomes.values()), name

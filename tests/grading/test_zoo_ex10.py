@@ -16,7 +16,7 @@ import pytest
 from gradingkit import HIDDEN, SOLUTIONS, notebook_for
 
 from labkit.grading import catalog
-from labkit.grading.core import FAILED, PASSED, Namespace, run_check
+from labkit.grading.checks import CheckStatus, Namespace, run_check
 
 ACCEPT_OK = "accept_answers_202_with_location"
 STATUS_OK = "status_shows_the_job_to_its_owner"
@@ -119,23 +119,23 @@ def test_wrong_app_fails_the_check_named_after_its_mistake(
     assert old in source, f"the zoo entry {mistake!r} no longer matches the reference"
     (tmp_path / "ex10_app.py").write_text(source.replace(old, new, 1), encoding="utf-8")
     caught = outcome(failing, tmp_path)
-    assert caught.status == FAILED, (caught.status, caught.expected, caught.got)
+    assert caught.status == CheckStatus.FAILED, (caught.status, caught.expected, caught.got)
     assert caught.earned == 0 and caught.expected and caught.got and caught.hint
     assert "Traceback" not in caught.got
     control = outcome(passing, tmp_path)
-    assert control.status == PASSED, (control.status, control.expected, control.got)
+    assert control.status == CheckStatus.PASSED, (control.status, control.expected, control.got)
 
 
 def test_missing_app_file_says_which_cell_to_run(tmp_path: Path) -> None:
     result = outcome(ACCEPT_OK, tmp_path)
-    assert result.status == FAILED and "ex10_app.py" in result.expected
+    assert result.status == CheckStatus.FAILED and "ex10_app.py" in result.expected
     assert "%%writefile" in result.hint
 
 
 def test_app_that_does_not_import_shows_the_error(tmp_path: Path) -> None:
     (tmp_path / "ex10_app.py").write_text("import no_such_module_x\n", encoding="utf-8")
     result = outcome(ACCEPT_OK, tmp_path)
-    assert result.status == FAILED and "no_such_module_x" in result.got
+    assert result.status == CheckStatus.FAILED and "no_such_module_x" in result.got
 
 
 class Watched(Namespace):
@@ -159,7 +159,7 @@ def test_no_check_leaves_a_server_or_a_scratch_folder_behind(tmp_path: Path) -> 
         if c.name == "retry_after_the_crash_gets_the_same_job"
     ]
     ns = Watched(tmp_path)
-    assert run_check(check, ns).status == PASSED
+    assert run_check(check, ns).status == CheckStatus.PASSED
     assert len(ns.started) == 2  # the server killed at its 202, then the healthy one
     assert [p.poll() for p in ns.started] == [-9, -9]
     assert [p.name for p in tmp_path.iterdir()] == ["ex10_app.py"]

@@ -15,11 +15,11 @@ import httpx
 import pytest
 
 from labkit.clock import SystemClock
-from labkit.integrations.serve import start_server
+from labkit.integrations.http.serve import start_server
 from labkit.job import JobState
 from labkit.store import JobStore
 
-APP = "labkit.integrations.http_service:app_from_env"
+APP = "labkit.integrations.http.service:app_from_env"
 ALICE = {"Authorization": "Bearer alice-token"}
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from labkit.integrations.serve import start_server
+from labkit.integrations.http.serve import start_server
 
-APP = "labkit.integrations.http_service:app_from_env"
+APP = "labkit.integrations.http.service:app_from_env"
 
 
 def test_two_servers_get_two_ports_and_stop_kills_the_group(tmp_path: Path) -> None:

@@ -17,9 +17,9 @@ import pytest
 
 from labkit.clock import SystemClock
 from labkit.errors import TransientError
-from labkit.integrations import reports
-from labkit.integrations.http_service import NOT_FOUND
-from labkit.integrations.serve import Server, start_server
+from labkit.integrations.http import report_job
+from labkit.integrations.http.serve import Server, start_server
+from labkit.integrations.http.service import NOT_FOUND
 from labkit.job import Job, JobState
 from labkit.retry import RetryPolicy
 from labkit.store import JobStore
@@ -27,7 +27,7 @@ from labkit.worker import Worker
 
 ALICE = {"Authorization": "Bearer alice-token"}
 BOB = {"Authorization": "Bearer bob-token"}
-APP = "labkit.integrations.http_service:app_from_env"
+APP = "labkit.integrations.http.service:app_from_env"
 
 
 @pytest.fixture(scope="module")
@@ -189,11 +189,11 @@ def test_a_malformed_idempotency_key_is_400(client: httpx.Client, key: str) -> N
 def test_status_follows_the_worker_and_never_shows_the_payload(
     client: httpx.Client, db: Path
 ) -> None:
-    secret = reports.LAB_SECRET_STORE["erp-readonly"]
+    secret = report_job.LAB_SECRET_STORE["erp-readonly"]
     body = {"month": "2026-10", "credential_id": "erp-readonly", "note": "payload-marker-q7"}
     job_id = client.post("/jobs/report", json=body, headers=ALICE).json()["job_id"]
     with read_store(db) as store:
-        Worker(store, reports.HANDLERS, name="w-test", queues=("default",)).drain()
+        Worker(store, report_job.HANDLERS, name="w-test", queues=("default",)).drain()
         assert store.get(job_id).state == JobState.SUCCEEDED
     reply = client.get(f"/jobs/{job_id}", headers=ALICE)
     view = reply.json()
@@ -230,7 +230,7 @@ def test_cancel_a_pending_job_and_no_worker_runs_it(client: httpx.Client, db: Pa
     assert reply.json()["cancelled"] is True and reply.json()["state"] == "dead"
     with read_store(db) as store:
         assert store.get(job_id).dead_reason == "cancelled by its owner"
-        Worker(store, reports.HANDLERS, name="w-after-cancel").drain()
+        Worker(store, report_job.HANDLERS, name="w-after-cancel").drain()
         assert store.get(job_id).attempt == 0  # never claimed
     again = client.delete(f"/jobs/{job_id}", headers=ALICE)
     assert again.status_code == 409 and "already finished" in again.json()["detail"]

@@ -104,7 +104,8 @@ def test_outputs_carry_no_temp_paths_or_errors(path):
                 assert out.get("output_type") != "error", f"{path.name} cell {n} stored an error"
             text = out.get("text", "") or "".join(out.get("data", {}).get("text/plain", ""))
             assert "/tmp/" not in text and "pytest-of-" not in text, (
-                f"{path.name} cell {n} prints a temporary path: use labkit.scratch.fresh_dir"
+                f"{path.name} cell {n} prints a temporary path: "
+                "use labkit.notebook.scratch.fresh_dir"
             )
 
 
@@ -175,7 +176,7 @@ ALL_IDS = [f"{p.parent.name}/{p.stem}" for p in ALL_NOTEBOOKS]
 def _lab_contents_manager(root: Path):
     from jupytext import TextFileContentsManager
 
-    from labkit.labserver import SERVER_FLAGS
+    from labkit.notebook.server import SERVER_FLAGS
 
     (hook,) = [f.split("=", 1)[1] for f in SERVER_FLAGS if "pre_save_hook" in f]
     # An import string, resolved as Jupyter resolves the flag (at construction).
@@ -204,7 +205,7 @@ def test_saving_in_jupyterlab_writes_the_committed_bytes(path, tmp_path):
     changed = sorted(n for n in after if before.get(n) != after[n])
     assert not changed, (
         f"saving {rel} in JupyterLab would rewrite {changed}: write notebooks with "
-        f"`python -m labkit.nbtools save {rel}` (make notebook does) and commit the result"
+        f"`python -m labkit.notebook.refresh save {rel}` (make notebook does) and commit the result"
     )
 
 
@@ -213,5 +214,5 @@ def test_every_notebook_names_the_python3_kernel(path):
     nb = jupytext.read(path)
     assert nb.metadata.get("kernelspec", {}).get("name") == "python3", (
         f"{path.parent.name}/{path.name} has no python3 kernelspec, so JupyterLab asks "
-        "which kernel to start: `python -m labkit.nbtools save` adds it"
+        "which kernel to start: `python -m labkit.notebook.refresh save` adds it"
     )

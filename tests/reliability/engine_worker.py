@@ -41,7 +41,7 @@ return redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
 
 
 def run_postgres(spec: dict[str, Any], report: dict[str, Any]) -> None:
-    from labkit.backends.postgres import PostgresJobStore
+    from labkit.backends.postgres.store import PostgresJobStore
 
     clock = SystemClock()
     store = PostgresJobStore(spec["url"], clock=clock, schema=spec["schema"])
@@ -73,7 +73,7 @@ def run_postgres(spec: dict[str, Any], report: dict[str, Any]) -> None:
 
 
 def run_redis(spec: dict[str, Any], report: dict[str, Any]) -> None:
-    from labkit.backends.redis_streams import StreamQueue
+    from labkit.backends.redis.streams import StreamQueue
 
     q = StreamQueue(spec["url"], spec["prefix"])
     name, idle_ms = spec["name"], int(spec.get("idle_ms", 500))

@@ -41,14 +41,14 @@ from typing import Any
 from labkit.clock import SystemClock
 from labkit.errors import ConnectionLost, LeaseLost
 from labkit.job import Job
-from labkit.store import SQL, JobStore
+from labkit.store.sqlite import SQL, JobStore
 
 EFFECTS_TABLE = (
     "CREATE TABLE IF NOT EXISTS effects (id INTEGER PRIMARY KEY, job_id INTEGER NOT NULL)"
 )
 
 #: name -> (statement, text that must be removed, replacement). Applying one to
-#: labkit.store.SQL removes a single safety rule; ``apply_mutant`` fails if the text is
+#: labkit.store.sqlite.SQL removes a single safety rule; ``apply_mutant`` fails if the text is
 #: not there, so a mutant can never silently be a no-op.
 MUTANTS: dict[str, list[tuple[str, str, str]]] = {
     # complete no longer checks the lease token: a zombie can finish a job that another
@@ -151,7 +151,7 @@ class PgLedger:
 def open_store(spec: dict[str, Any], clock: SystemClock) -> Any:
     """The spec's store: SQLite at ``db``, or PostgreSQL at ``pg_dsn`` in ``schema``."""
     if "pg_dsn" in spec:
-        from labkit.backends.postgres import PostgresJobStore
+        from labkit.backends.postgres.store import PostgresJobStore
 
         return PostgresJobStore(spec["pg_dsn"], clock=clock, schema=spec["schema"])
     return JobStore(spec["db"], clock=clock)

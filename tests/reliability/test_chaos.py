@@ -93,7 +93,7 @@ class PostgresBackend(Backend):
     name = "postgres"
 
     def __init__(self, dsn: str, schema: str) -> None:
-        from labkit.backends.postgres import PostgresJobStore
+        from labkit.backends.postgres.store import PostgresJobStore
         from labkit.clock import SystemClock as Clock
 
         self.dsn, self.schema = dsn, schema

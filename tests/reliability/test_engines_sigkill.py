@@ -61,7 +61,7 @@ def pg_engine(postgres_dsn: str) -> Iterator[dict[str, Any]]:
     import psycopg
 
     from labkit.backends import spec
-    from labkit.backends.postgres import PostgresJobStore
+    from labkit.backends.postgres.store import PostgresJobStore
 
     schema = f"soak_{uuid.uuid4().hex[:12]}"
 
@@ -103,7 +103,7 @@ def pg_engine(postgres_dsn: str) -> Iterator[dict[str, Any]]:
 
 @pytest.fixture
 def redis_engine(redis_url: str) -> Iterator[dict[str, Any]]:
-    from labkit.backends.redis_streams import StreamQueue
+    from labkit.backends.redis.streams import StreamQueue
 
     prefix = f"soak:{uuid.uuid4().hex[:12]}"
     q = StreamQueue(redis_url, prefix)

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 from proc_worker import EFFECTS_TABLE, apply_mutant, complete_with_effect
 
-from labkit import store as store_module
 from labkit.clock import FakeClock
 from labkit.errors import LeaseLost, PayloadError, StoreError, TransientError
 from labkit.job import JobState
 from labkit.keys import MAX_PAYLOAD_BYTES
 from labkit.store import JobStore
+from labkit.store import sqlite as store_module
 from labkit.worker import Worker
 
 

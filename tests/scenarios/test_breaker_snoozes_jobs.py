@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
-from labkit.breaker import CircuitBreaker
 from labkit.clock import FakeClock
 from labkit.errors import TransientError
+from labkit.patterns.breaker import CircuitBreaker
 from labkit.retry import RetryPolicy, constant
 from labkit.store import JobStore
 from labkit.worker import Worker

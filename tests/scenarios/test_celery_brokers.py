@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from labkit.integrations import brokers
+from labkit.integrations.celery import brokers
 
 
 def _closed_port() -> int:

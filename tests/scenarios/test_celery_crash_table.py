@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from labkit.explore import crash_matrix
-from labkit.integrations import celery_harness
-from labkit.integrations.celery_run import CeleryRun
-from labkit.integrations.celery_table import EXPECTED, POINTS, ROWS, crash_column, verdict
+from labkit.integrations.celery import harness as celery_harness
+from labkit.integrations.celery.run import CeleryRun
+from labkit.integrations.celery.table import EXPECTED, POINTS, ROWS, crash_column, verdict
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

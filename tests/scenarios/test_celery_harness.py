@@ -14,9 +14,10 @@ import threading
 
 import pytest
 
-from labkit.integrations import celery_harness, celery_points
-from labkit.integrations.celery_lab import LabConfig
-from labkit.integrations.celery_run import APP, CeleryRun
+from labkit.integrations.celery import harness as celery_harness
+from labkit.integrations.celery import points as celery_points
+from labkit.integrations.celery.app import LabConfig
+from labkit.integrations.celery.run import APP, CeleryRun
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -102,8 +103,8 @@ def test_workers_die_when_the_process_that_started_them_is_killed(amqp_url, tmp_
     script = textwrap.dedent(
         f"""
         import os, signal
-        from labkit.integrations import celery_harness
-        from labkit.integrations.celery_lab import LabConfig
+        from labkit.integrations.celery import harness as celery_harness
+        from labkit.integrations.celery.app import LabConfig
         cfg = LabConfig(**{cfg.__dict__!r})
         w = celery_harness.start_worker({APP!r}, queue=cfg.queue, folder={str(tmp_path)!r},
                                         tag=cfg.tag, env=cfg.env(), concurrency=2)
@@ -120,7 +121,7 @@ def test_workers_die_when_the_process_that_started_them_is_killed(amqp_url, tmp_
     celery_harness.wait_until(
         lambda: celery_harness.leftovers(cfg.tag) == [], 15, "the orphaned worker to die"
     )
-    from labkit.integrations.celery_lab import cleanup
+    from labkit.integrations.celery.app import cleanup
 
     cleanup(cfg)
 
@@ -154,9 +155,9 @@ class _Log:
 
 def test_kills_wait_for_a_redelivery_or_the_grace(monkeypatch):
     from labkit.clock import FakeClock
-    from labkit.integrations import celery_run
+    from labkit.integrations.celery import run as celery_run
 
-    monkeypatch.setattr(celery_run.celery_harness, "CeleryWorker", _Log)
+    monkeypatch.setattr(celery_run.harness, "CeleryWorker", _Log)
     worker = _Log("Task lab.x[t1] received\nTask lab.x[t2] received\n")
     kills = celery_run.Kills(grace=2.0)
     kills.clock = FakeClock(0.0)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from labkit.clock import SystemClock
-from labkit.integrations import celery_harness
-from labkit.integrations.celery_run import CeleryRun
+from labkit.integrations.celery import harness as celery_harness
+from labkit.integrations.celery.run import CeleryRun
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

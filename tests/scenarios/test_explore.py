@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from labkit.explore import Scenario, crash_matrix, explore_all_boundaries, replay, run_scenario
+from labkit.explore.fuzz import fuzz
+from labkit.explore.fuzz import replay as replay_fuzz
+from labkit.explore.strategies import CORRECT
 from labkit.faults import MATRIX_POINTS, FaultPlan
-from labkit.fuzz import fuzz
-from labkit.fuzz import replay as replay_fuzz
-from labkit.strategies import CORRECT
 
 #: What the lab promises (issue 3). "-": the point is never reached (no outside call).
 EXPECTED = {

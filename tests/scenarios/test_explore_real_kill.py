@@ -12,9 +12,9 @@ from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.explore import Scenario, crash_matrix, replay, run_scenario
 from labkit.faults import LOST_RESPONSE, FaultPlan
 from labkit.job import JobState
-from labkit.procs import WorkerProcess, run_worker_process
 from labkit.store import JobStore
 from labkit.worker import Handler
+from labkit.worker_process import WorkerProcess, run_worker_process
 from labkit.world import World
 
 pytestmark = pytest.mark.slow
@@ -39,7 +39,7 @@ def test_sigterm_lets_the_worker_finish_and_exit_cleanly(tmp_path: Path) -> None
     plan = FaultPlan().at("after_ack", "delay", delay=1.0)
     proc = run_worker_process(
         db,
-        {"charge": "labkit.strategies:ack_late"},
+        {"charge": "labkit.explore.strategies:ack_late"},
         world_path=tmp_path / "world.db",
         mode="forever",
         poll_s=0.05,
@@ -75,7 +75,7 @@ def test_sigterm_in_the_middle_of_a_job_finishes_that_job_then_exits(tmp_path: P
     plan = FaultPlan().at("before_commit", "delay", delay=1.0, nth=1)
     proc = run_worker_process(
         db,
-        {"charge": "labkit.strategies:ack_late"},
+        {"charge": "labkit.explore.strategies:ack_late"},
         world_path=tmp_path / "world.db",
         mode="forever",
         poll_s=0.05,

@@ -75,7 +75,7 @@ def test_a_row_replays_on_its_own_engine(services, engine):
 
 
 def test_runs_leave_no_schema_or_key_behind(services, monkeypatch):
-    import labkit.explore as explore
+    import labkit.explore.matrix as explore
 
     made: list[str] = []
 

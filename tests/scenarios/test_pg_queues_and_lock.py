@@ -23,9 +23,9 @@ from labkit.retry import RetryPolicy, constant
 psycopg = pytest.importorskip("psycopg")
 
 from labkit.backends import spec  # noqa: E402
-from labkit.backends.pg_lock import single_instance_pg  # noqa: E402
-from labkit.backends.pg_queues import PgAccountQueues, PgSerialQueues  # noqa: E402
-from labkit.backends.postgres import PostgresJobStore  # noqa: E402
+from labkit.backends.postgres.lock import single_instance_pg  # noqa: E402
+from labkit.backends.postgres.queues import PgAccountQueues, PgSerialQueues  # noqa: E402
+from labkit.backends.postgres.store import PostgresJobStore  # noqa: E402
 
 pytestmark = pytest.mark.services
 
@@ -54,7 +54,7 @@ def store(postgres_dsn: str, schema: str, clock: FakeClock) -> Iterator[Postgres
 
 
 def test_queue_classes_refuse_a_store_of_the_other_engine(store, tmp_path):
-    from labkit.queues import AccountQueues, SerialQueues
+    from labkit.patterns.queues import AccountQueues, SerialQueues
     from labkit.store import JobStore
 
     # SQLite's statements on PostgreSQL (or the reverse) would fail later and obscurely.
@@ -120,7 +120,7 @@ def test_concurrent_claimers_take_one_head_per_serial_key(postgres_dsn, schema, 
 
 HOLDER = """
 import sys, time
-from labkit.backends.pg_lock import single_instance_pg
+from labkit.backends.postgres.lock import single_instance_pg
 with single_instance_pg(sys.argv[1], sys.argv[2], application_name="nightly-holder"):
     print("HELD", flush=True)
     sys.stdin.readline()  # hold until the parent closes stdin or kills us
@@ -176,7 +176,7 @@ def test_the_lock_is_given_back_on_exit_and_needs_a_name(postgres_dsn):
 
 @pytest.mark.slow
 def test_three_worker_processes_share_the_queue_and_never_a_job(postgres_dsn, schema, tmp_path):
-    from labkit.procs import run_worker_process
+    from labkit.worker_process import run_worker_process
     from labkit.world import World
 
     target = f"{postgres_dsn}#schema={schema}"
@@ -188,7 +188,7 @@ def test_three_worker_processes_share_the_queue_and_never_a_job(postgres_dsn, sc
     procs = [
         run_worker_process(
             target,
-            {"charge": "labkit.strategies:idempotency_key"},
+            {"charge": "labkit.explore.strategies:idempotency_key"},
             world_path=tmp_path / "world.db",
             name=f"w{i}",
             clock_start=LAB_EPOCH,

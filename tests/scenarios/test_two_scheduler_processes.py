@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from labkit.clock import LAB_EPOCH, FakeClock
-from labkit.schedule import Scheduler, fire_time_of, slot_iso
+from labkit.patterns.schedule import Scheduler, fire_time_of, slot_iso
 from labkit.store import JobStore
 
 HOUR = 3600.0
@@ -22,7 +22,7 @@ HOUR = 3600.0
 CHILD = """
 import sys
 from labkit.clock import FakeClock
-from labkit.schedule import Scheduler
+from labkit.patterns.schedule import Scheduler
 from labkit.store import JobStore
 
 path, name, start, since, every, policy, ticks = sys.argv[1:8]

@@ -8,9 +8,9 @@ import textwrap
 
 import pytest
 
-from labkit.breaker import CircuitBreaker, Transition
 from labkit.clock import FakeClock
 from labkit.errors import CircuitOpen, PermanentError, TransientError
+from labkit.patterns.breaker import CircuitBreaker, Transition
 
 START = 1_767_225_600.0
 
@@ -136,7 +136,7 @@ def test_two_connections_share_one_breaker(tmp_path):
 CHILD = textwrap.dedent(
     """
     import sys
-    from labkit.breaker import CircuitBreaker
+    from labkit.patterns.breaker import CircuitBreaker
     from labkit.clock import FakeClock
     path, now, action = sys.argv[1], float(sys.argv[2]), sys.argv[3]
     b = CircuitBreaker("erp", threshold=3, cooldown=30, clock=FakeClock(now), store_path=path)
@@ -192,7 +192,7 @@ def test_bad_settings_are_refused_with_a_reason(tmp_path):
 RACER = textwrap.dedent(
     """
     import sys
-    from labkit.breaker import CircuitBreaker
+    from labkit.patterns.breaker import CircuitBreaker
     from labkit.clock import FakeClock
     path, now = sys.argv[1], float(sys.argv[2])
     b = CircuitBreaker("erp", threshold=1, cooldown=30, clock=FakeClock(now),

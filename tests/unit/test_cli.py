@@ -196,7 +196,7 @@ def test_grade_with_a_missing_folder_is_a_clear_error(
 
 def test_the_default_solutions_folder_is_the_one_grading_uses() -> None:
     from labkit.cli import build_parser
-    from labkit.grading.grade import DEFAULT_SOLUTIONS
+    from labkit.grading.course import Course
 
     args = build_parser().parse_args(["release", "out"])
-    assert args.solutions == DEFAULT_SOLUTIONS
+    assert args.solutions == Course().solutions

@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from labkit import cli
-from labkit.cli import build_parser, main
+from labkit.cli import build_parser, jobs, main
 from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.errors import PermanentError, TransientError
 from labkit.store import JobStore
@@ -92,7 +91,7 @@ def test_retry_failed_redrives_across_pages_in_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = _dead_db(tmp_path / "jobs.db", 40)
-    monkeypatch.setattr(cli, "BATCH", 7)  # several pages, and a short last one
+    monkeypatch.setattr(jobs, "BATCH", 7)  # several pages, and a short last one
     assert main(["retry-failed", str(db), "--limit", "15"]) == 0
     out = capsys.readouterr().out
     assert "retried 15 job(s)" in out and "left 20 dead job(s)" in out

@@ -12,10 +12,15 @@ from pathlib import Path
 import jupytext
 import pytest
 
-from labkit.breaker import CircuitBreaker
 from labkit.clock import FakeClock
 from labkit.job import TRANSITIONS
-from labkit.viz import BREAKER_EDGES, JOB_STATE_EDGES, breaker_mermaid, job_states_mermaid
+from labkit.notebook.timelines import (
+    BREAKER_EDGES,
+    JOB_STATE_EDGES,
+    breaker_mermaid,
+    job_states_mermaid,
+)
+from labkit.patterns.breaker import CircuitBreaker
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from labkit.herd import compare, simulate, strategies
+from labkit.patterns.herd import compare, simulate, strategies
 from labkit.retry import constant
 
 SEEDS = list(range(10))

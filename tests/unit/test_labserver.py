@@ -1,4 +1,4 @@
-"""labkit.labserver, the launcher behind `make lab`: the URL it shows is the one Jupyter serves.
+"""labkit.notebook.server, behind `make lab`: the URL it shows is the one Jupyter serves.
 
 Jupyter moves to the next free port when the asked one is taken, so the banner is read
 from the server's runtime file; and stopping the lab ends its whole process group.
@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from labkit.labserver import start_lab
+from labkit.notebook.server import start_lab
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +61,7 @@ def test_make_labs_banner_names_the_served_url_and_sigterm_stops_everything(tmp_
                JUPYTER_RUNTIME_DIR=str(runtime))
     # What `make lab` runs on a machine without a display.
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "labkit.labserver", f"--notebook-dir={tmp_path}",
+        [sys.executable, "-m", "labkit.notebook.server", f"--notebook-dir={tmp_path}",
          f"--port={port}"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         start_new_session=True,

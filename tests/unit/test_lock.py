@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-import labkit.lock
+import labkit.patterns.lock
 from labkit.clock import FakeClock
 from labkit.errors import AlreadyRunning, LabkitError
-from labkit.lock import naive_pidfile, read_holder, single_instance
+from labkit.patterns.lock import naive_pidfile, read_holder, single_instance
 
 START = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC
 
@@ -22,7 +22,7 @@ START = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC
 HOLDER = textwrap.dedent(
     """
     import sys
-    from labkit.lock import {name}
+    from labkit.patterns.lock import {name}
     with {name}(sys.argv[1], started_at={start}):
         print("locked", flush=True)
         sys.stdin.read()
@@ -107,7 +107,7 @@ def test_naive_pidfile_is_removed_on_a_clean_exit(tmp_path):
 
 
 def test_without_fcntl_the_message_says_use_wsl(tmp_path, monkeypatch):
-    monkeypatch.setattr(labkit.lock, "fcntl", None)
+    monkeypatch.setattr(labkit.patterns.lock, "fcntl", None)
     with pytest.raises(LabkitError, match="WSL"):
         with single_instance(tmp_path / "job.lock", started_at=START):
             pass

@@ -6,11 +6,11 @@ import sqlite3
 
 import pytest
 
-from labkit import outbox
 from labkit.clock import FakeClock
 from labkit.errors import IdempotencyConflict, LabkitError, PayloadError, SimulatedCrash
 from labkit.faults import FaultPlan
-from labkit.outbox import AFTER_PUBLISH, Broker, Consumer, Relay
+from labkit.patterns import outbox
+from labkit.patterns.outbox import AFTER_PUBLISH, Broker, Consumer, Relay
 
 SEED = 11
 

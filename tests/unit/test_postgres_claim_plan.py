@@ -9,8 +9,8 @@ anything near the number of ready jobs, and no node scanned ``jobs`` sequentiall
 checked on a never-analyzed table (no statistics), after ANALYZE, and with the generic
 plan a prepared statement switches to after five executions.
 
-The claims of the account and serial queues (``labkit/sql/pg_queues.sql``) are checked the
-same way, among many more rows of other queues: no sequential scan of ``jobs``, and no
+The claims of the account and serial queues (``labkit/backends/postgres/queues.sql``) are
+checked the same way, among many more rows of other queues: no sequential scan of ``jobs``, and no
 node handles (returns, or reads and drops) more than what the claim must look at. A capped
 claim looks at the first ``cap`` rows of each account, not at a flooded account's whole
 backlog; a serial claim at the live jobs of its keys. Their UPDATE reads the chosen ids
@@ -32,8 +32,8 @@ except ImportError:  # the driver comes with the `services` extra (make venv-tes
         raise
     pytest.skip("psycopg is not installed: pip install -e '.[services]'", allow_module_level=True)
 
-from labkit.backends import pg_queues
-from labkit.backends.postgres import SQL, PostgresJobStore
+from labkit.backends.postgres import queues as pg_queues
+from labkit.backends.postgres.store import SQL, PostgresJobStore
 from labkit.clock import FakeClock
 
 READY = 3_000

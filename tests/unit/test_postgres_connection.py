@@ -23,7 +23,7 @@ except ImportError:  # the driver comes with the `services` extra (make venv-tes
         raise
     pytest.skip("psycopg is not installed: pip install -e '.[services]'", allow_module_level=True)
 
-from labkit.backends.postgres import PostgresJobStore
+from labkit.backends.postgres.store import PostgresJobStore
 from labkit.clock import FakeClock, SystemClock
 from labkit.errors import ConnectionLost, StoreBusy, StoreError
 from labkit.job import JobState

@@ -20,13 +20,13 @@ except ImportError:  # the driver comes with the `services` extra (make venv-tes
         raise
     pytest.skip("psycopg is not installed: pip install -e '.[services]'", allow_module_level=True)
 
-from labkit.backends.pg_runs import RunSchema
+from labkit.backends.postgres.runs import RunSchema
 
 # A run that creates its schema and is then SIGKILLed: no clean-up cell, no unlock.
 DIES = """
 import sys
 import psycopg
-from labkit.backends.pg_runs import RunSchema
+from labkit.backends.postgres.runs import RunSchema
 run = RunSchema(sys.argv[1], sys.argv[2])
 with psycopg.connect(sys.argv[1], autocommit=True) as conn:
     conn.execute(f'CREATE SCHEMA "{run.name}"')

@@ -20,7 +20,7 @@ import pytest
 from labkit.clock import FakeClock
 from labkit.errors import PermanentError, TransientError
 from labkit.job import Job
-from labkit.queues import AccountQueues, SerialQueues, simulate_accounts
+from labkit.patterns.queues import AccountQueues, SerialQueues, simulate_accounts
 from labkit.retry import RetryPolicy, constant
 from labkit.store import JobStore
 
@@ -49,8 +49,8 @@ def engine(request: pytest.FixtureRequest, tmp_path) -> Iterator[Engine]:
             return
         dsn = request.getfixturevalue("postgres_dsn")
         schema = request.getfixturevalue("schema")  # dropped after the test
-        from labkit.backends.pg_queues import PgAccountQueues, PgSerialQueues
-        from labkit.backends.postgres import PostgresJobStore
+        from labkit.backends.postgres.queues import PgAccountQueues, PgSerialQueues
+        from labkit.backends.postgres.store import PostgresJobStore
 
         def open_postgres(clock: FakeClock, retry: RetryPolicy, rng: random.Random) -> Any:
             store = PostgresJobStore(dsn, clock=clock, retry=retry, rng=rng, schema=schema)

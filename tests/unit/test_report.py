@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.report import age_text, format_table
+from labkit.tables import age_text, format_table
 
 
 @pytest.mark.parametrize(

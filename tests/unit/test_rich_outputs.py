@@ -15,12 +15,15 @@ from hypothesis import strategies as st
 from IPython.core.formatters import DisplayFormatter
 
 from labkit.errors import PermanentError
-from labkit.grading.core import FAILED, NOT_STARTED, PASSED, Outcome, format_report
+from labkit.explore.verdicts import Matrix, Row
+from labkit.grading.checks import CheckStatus, Outcome, format_report
 from labkit.grading.display import check_report
-from labkit.report import WRAP_AFTER, Table, format_table, html_cell, show
-from labkit.ui import dead_letter_screen, fault_panel
-from labkit.verdicts import Matrix, Row
-from labkit.viz import VERDICT_COLOURS, matrix_grid
+from labkit.notebook.dead_letters import dead_letter_screen
+from labkit.notebook.fault_panel import fault_panel
+from labkit.notebook.timelines import VERDICT_COLOURS, matrix_grid
+from labkit.tables import WRAP_AFTER, Table, format_table, html_cell, show
+
+PASSED, FAILED = CheckStatus.PASSED, CheckStatus.FAILED
 
 
 def mimebundle(obj):
@@ -90,8 +93,10 @@ def test_matrix_grid_colours_each_cell_by_verdict_and_explains_them():
 
 
 def _outcomes(*statuses):
-    return [Outcome(f"check_{n}", 2, 2 if s == PASSED else 0, s, "a <b>", "c", "hint <x>")
-            for n, s in enumerate(statuses)]
+    return [
+        Outcome(f"check_{n}", 2, 2 if s == PASSED else 0, s, "a <b>", "c", "hint <x>")
+        for n, s in enumerate(statuses)
+    ]
 
 
 def test_check_report_puts_the_score_on_top_coloured_by_the_result():
@@ -105,7 +110,7 @@ def test_check_report_puts_the_score_on_top_coloured_by_the_result():
     assert "score: 2/4" in part and "1 check(s) to fix" in part and "#ffcdd2" in part
     assert "hint &lt;x&gt;" in part and "<x>" not in part  # feedback text is escaped
 
-    fresh = mimebundle(check_report("ex01: keys", _outcomes(NOT_STARTED)))["text/html"]
+    fresh = mimebundle(check_report("ex01: keys", _outcomes(CheckStatus.NOT_STARTED)))["text/html"]
     assert "not started yet" in fresh and "#ffcdd2" not in fresh
 
 
@@ -139,7 +144,7 @@ def test_fault_panel_labels_are_sized_to_their_words():
 
 
 def test_jobs_table_shows_as_html_and_prints_as_the_text_table(store, capsys):
-    from labkit.report import jobs_table
+    from labkit.tables import jobs_table
 
     store.enqueue("mail.send", {"to": 1}, key="mail:1:send:v1")
     table = jobs_table(store, columns=("id", "key", "state"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from labkit.clock import FakeClock
-from labkit.schedule import Scheduler, fire_time_of, parse_field, slot_iso, slot_key
+from labkit.patterns.schedule import Scheduler, fire_time_of, parse_field, slot_iso, slot_key
 from labkit.store import JobStore
 
 T0 = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC, a Thursday

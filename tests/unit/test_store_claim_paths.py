@@ -9,7 +9,7 @@ import pytest
 from labkit.clock import FakeClock
 from labkit.errors import LeaseLost, StoreError
 from labkit.job import JobState
-from labkit.store import BURY_EVERY_S, SQL, JobStore
+from labkit.store.sqlite import BURY_EVERY_S, SQL, JobStore
 
 
 def _ready_rows(db_path, clock, n: int, queue: str = "default") -> None:

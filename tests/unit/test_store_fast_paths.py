@@ -16,9 +16,9 @@ from labkit import jobargs
 from labkit.clock import FakeClock
 from labkit.errors import PayloadError
 from labkit.job import Job, JobState
-from labkit.jobrules import enqueue_batch_rows, enqueue_params, row_params
 from labkit.keys import canonical_json, check_payload, fingerprint, payload_text
 from labkit.store import JobStore
+from labkit.store.rules import enqueue_batch_rows, enqueue_params, row_params
 
 PAYLOADS = [
     {"i": 1},

@@ -500,7 +500,7 @@ def test_an_ambiguous_failure_is_retried_only_under_a_natural_key(store, key, ex
 def test_the_retryable_dead_reasons_name_what_the_store_writes(db_path, clock):
     # `labkit retry-failed` picks dead jobs by these prefixes: if the store's wording
     # drifts, this fails instead of the command silently retrying nothing.
-    from labkit.store import LEASE_EXPIRED_REASON, RETRYABLE_DEAD_REASONS
+    from labkit.store.contract import LEASE_EXPIRED_REASON, RETRYABLE_DEAD_REASONS
 
     store = make_store(db_path, clock, retry=RetryPolicy(backoff=constant(5.0), deadline=60.0))
     exhausted, _ = store.enqueue("a", {}, max_attempts=1)

@@ -13,7 +13,9 @@ import pytest
 
 from labkit.clock import FakeClock
 from labkit.errors import StoreError
-from labkit.store import SCHEMA_VERSION, SQL, JobStore
+from labkit.store import JobStore
+from labkit.store.contract import SCHEMA_VERSION
+from labkit.store.sqlite import SQL
 
 
 def test_check_constraint_on_state_rejects_junk(store, db_path):

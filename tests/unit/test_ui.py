@@ -1,4 +1,4 @@
-"""labkit.ui: the widgets built headless, driven by setting values and clicking buttons.
+"""labkit.notebook.dead_letters and fault_panel: widgets built headless, driven by clicks.
 
 Every assertion reads the database (or the world's file) after the click, not only
 what the screen says.
@@ -14,18 +14,17 @@ import pytest
 from labkit.clock import FakeClock
 from labkit.errors import PermanentError, TransientError
 from labkit.explore import replay
-from labkit.ui import (
+from labkit.notebook.dead_letters import (
     NothingSelected,
     dead_letter_screen,
     dead_rows,
-    fault_panel,
     plan_redrive,
     redrive_selected,
-    run_fault,
 )
+from labkit.notebook.fault_panel import fault_panel, run_fault
 from labkit.world import World
 
-CHARGE_KEY = "billing:42:charge:v1"  # the key of labkit.explore's default job
+CHARGE_KEY = "billing:42:charge:v1"  # the key of labkit.explore.matrix's default job
 
 
 def bury(store, kind, key, error):

@@ -1,4 +1,4 @@
-"""labkit.viz: attempts become lanes, waits and crash marks; drawing works headless (Agg)."""
+"""labkit.notebook.timelines: attempts become lanes, waits and crash marks; drawn headless (Agg)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest  # noqa: E402
 from labkit.errors import SimulatedCrash, TransientError  # noqa: E402
 from labkit.faults import FaultPlan  # noqa: E402
 from labkit.job import Attempt  # noqa: E402
+from labkit.notebook.timelines import plot_timeline, store_timeline, timeline  # noqa: E402
 from labkit.retry import RetryPolicy, exponential  # noqa: E402
-from labkit.store import JobStore  # noqa: E402
-from labkit.viz import plot_timeline, store_timeline, timeline  # noqa: E402
+from labkit.store.sqlite import JobStore  # noqa: E402
 from labkit.worker import Worker  # noqa: E402
 
 T0 = 1000.0

@@ -1,0 +1,354 @@
+"""A job queue on Redis Streams with a consumer group: the moves a stream gives you, one by one.
+
+A stream is an append-only log; a consumer group remembers, per entry, which consumer
+got it and has not acknowledged it yet (the Pending Entries List, PEL). That is the
+whole recovery story, and each step has its command:
+
+=====================  ===========================================================
+``add``                ``XADD`` (optionally ``MAXLEN``): accept a job as an entry
+``ensure_group``       ``XGROUP CREATE ... MKSTREAM``: the group, from the start
+``read_new``           ``XREADGROUP ... >``: entries never delivered to anyone
+``read_own_pending``   ``XREADGROUP ... 0``: this consumer's unacknowledged entries,
+                       what a restarted consumer must finish before taking new work
+``ack``                ``XACK``: done; the entry leaves the PEL
+``pending``            ``XPENDING``: who holds what, idle for how long, delivered
+                       how many times
+``autoclaim``          ``XAUTOCLAIM``: take entries idle past a threshold from a
+                       consumer that died (their delivery count goes up)
+``dead_letter``        ``XADD`` to the dead-letter stream with the reason and ``XACK``
+                       of the original, in one ``MULTI``
+``redrive``            back from the dead-letter stream with the same key, at most
+                       ``limit`` entries
+``remember``           ``SET key NX EX ttl``: the consumer's idempotency record
+=====================  ===========================================================
+
+What the job contract of ``labkit.store.contract`` keeps here and what it cannot:
+
+- kept: durable acceptance (with ``appendfsync always``; Redis's default fsyncs once a
+  second, so an acknowledged ``XADD`` can vanish in a power cut), at-least-once delivery
+  with recovery of a dead consumer's work, a delivery-count cap that sends a poison
+  entry to a dead-letter stream with its reason, limited redrive with the same key.
+- not kept: **idle times are the server's clock**, not the injected one: ``XPENDING``
+  and ``XAUTOCLAIM`` measure milliseconds on Redis's own wall clock, so a ``FakeClock``
+  cannot make an entry look idle; lessons print "idle >= threshold", never the number.
+- not kept: **a fence on completion**: ``XACK`` does not check which consumer holds the
+  entry, so a slow consumer whose entry was autoclaimed can still acknowledge it (and
+  both ran the effect). ``labkit.backends.redis.store`` adds the fence with a Lua check
+  of the PEL; a plain consumer must make its effect idempotent instead.
+- not kept: **delayed retries** (``retry_wait`` with backoff): a stream delivers in
+  order and cannot hide an entry until later; a failed entry stays pending and comes
+  back after the idle threshold, which is the only backoff a stream has.
+- not kept: **key uniqueness over time**: ``add`` records each key with ``SET NX``;
+  the record lives as long as ``key_ttl_s`` says, and the stream itself forgets nothing
+  about keys. ``MAXLEN`` trimming can delete an entry that is still pending: the PEL
+  keeps its id, ``XAUTOCLAIM`` returns it as deleted, and its payload is gone.
+
+In production: Redis Streams directly with redis-py (this module), or a library on top
+of it such as ``rq`` (lists, not streams), Dramatiq's Redis broker, or Celery on Redis
+(lists with a visibility timeout, lesson 14).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from labkit.backends.redis import lua
+from labkit.clock import Clock, SystemClock
+from labkit.errors import IdempotencyConflict, StoreError
+from labkit.keys import payload_text, short
+from labkit.redact import redact, sanitize
+
+DEFAULT_GROUP = "workers"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One stream entry as a consumer gets it."""
+
+    id: str
+    key: str
+    kind: str
+    payload: Any
+    fields: dict[str, str]
+
+    @classmethod
+    def parse(cls, entry_id: str, fields: dict[str, str]) -> Entry:
+        return cls(
+            entry_id,
+            fields.get("key", ""),
+            fields.get("kind", ""),
+            json.loads(fields.get("payload", "null")),
+            dict(fields),
+        )
+
+
+@dataclass(frozen=True)
+class Pending:
+    """One row of ``XPENDING``: who holds an entry, idle since when, delivered how often.
+
+    ``idle_ms`` is measured by the Redis server's own clock.
+    """
+
+    id: str
+    consumer: str
+    idle_ms: int
+    deliveries: int
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """What ``XAUTOCLAIM`` gave: the entries taken, and pending ids whose data was trimmed."""
+
+    entries: list[Entry]
+    deleted: list[str]
+
+
+def connect(url: str) -> redis.Redis:
+    """A redis-py client that decodes replies to str, with a clear error if Redis is down."""
+    client = redis.Redis.from_url(url, decode_responses=True)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        client.close()
+        raise StoreError(
+            f"cannot reach Redis at {redact(url)}: {redact(str(exc))}. Start it (for the lab: "
+            "`docker compose up -d`) or fix the URL."
+        ) from None
+    return client
+
+
+class StreamQueue:
+    """A stream ``<prefix>:stream``, its group, and a dead-letter stream ``<prefix>:dead``.
+
+    ``StreamQueue(url_or_client, prefix, group="workers", clock=None, key_ttl_s=None)``.
+    Every Redis key this object writes starts with ``prefix``, so ``delete_all()``
+    removes exactly its own keys (tests and lessons use a unique prefix each).
+    """
+
+    def __init__(
+        self,
+        url_or_client: str | redis.Redis,
+        prefix: str,
+        group: str = DEFAULT_GROUP,
+        clock: Clock | None = None,
+        key_ttl_s: int | None = None,
+    ) -> None:
+        if not prefix or any(c.isspace() for c in prefix):
+            raise ValueError(f"prefix must be a non-empty name without spaces, not {prefix!r}")
+        if key_ttl_s is not None and (not isinstance(key_ttl_s, int) or key_ttl_s < 1):
+            raise ValueError(f"key_ttl_s must be whole seconds >= 1 or None, not {key_ttl_s!r}")
+        # redis-py's stubs type every reply as bytes | str | ...; with decode_responses
+        # the replies are str, so the client is used untyped here.
+        self.r: Any = connect(url_or_client) if isinstance(url_or_client, str) else url_or_client
+        self.prefix = prefix
+        self.group = group
+        self.clock: Clock = clock or SystemClock()
+        self.key_ttl_s = key_ttl_s
+        self.stream = f"{prefix}:stream"
+        self.dead = f"{prefix}:dead"
+        self._add = self.r.register_script(lua.ADD)
+        self.ensure_group()
+
+    # -- setting up --------------------------------------------------------------------
+
+    def ensure_group(self) -> None:
+        """``XGROUP CREATE <stream> <group> 0 MKSTREAM``; an existing group is kept."""
+        try:
+            self.r.xgroup_create(self.stream, self.group, id="0", mkstream=True)
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    def delete_all(self) -> int:
+        """Delete every key under this queue's prefix; returns how many went."""
+        keys = list(self.r.scan_iter(match=f"{self.prefix}:*", count=1000))
+        return int(self.r.delete(*keys)) if keys else 0
+
+    def close(self) -> None:
+        self.r.close()
+
+    # -- accepting ---------------------------------------------------------------------
+
+    def add(
+        self, kind: str, payload: Any, key: str, maxlen: int | None = None
+    ) -> tuple[str | None, bool]:
+        """Append a job; ``(entry id, True)``, or ``(None, False)`` if the key was seen.
+
+        The key is recorded with ``SET <prefix>:key:<key> <fingerprint> NX`` (for
+        ``key_ttl_s`` seconds, or for good) in the same Lua script as the ``XADD``, so a
+        crash cannot leave a recorded key without its entry: the same key again adds
+        nothing; the same key with another payload raises ``IdempotencyConflict``.
+        ``maxlen`` trims the stream to that many entries (``MAXLEN``), even ones still
+        pending.
+        """
+        if not kind or not key:
+            raise ValueError("kind and key must be non-empty: the key names the operation")
+        text, fp = payload_text(payload)
+        record = f"{self.prefix}:key:{key}"
+        fields = {"key": key, "kind": kind, "payload": text, "at": repr(self.clock.now())}
+        args: list[Any] = [f"{kind} {fp}", self.key_ttl_s or 0, maxlen or 0]
+        for pair in fields.items():
+            args += pair
+        entry = self._add(keys=[record, self.stream], args=args)
+        if not entry:
+            seen = self.r.get(record) or ""
+            if seen != f"{kind} {fp}":
+                raise IdempotencyConflict(
+                    f"key {key!r} was accepted before with another operation "
+                    f"({seen.split(' ')[0]!r}, fingerprint {short(seen.split(' ')[-1])}); "
+                    f"this call sent {kind!r} with {short(fp)}. Build the key from "
+                    "everything that makes the operation distinct."
+                )
+            return None, False
+        return str(entry), True
+
+    # -- consuming ---------------------------------------------------------------------
+
+    def _read(self, consumer: str, start: str, count: int, block_ms: int | None) -> list[Entry]:
+        reply = self.r.xreadgroup(
+            self.group, consumer, {self.stream: start}, count=count, block=block_ms
+        )
+        entries: list[Entry] = []
+        for _stream, rows in reply or []:
+            # A pending entry trimmed away by MAXLEN comes back with no fields.
+            entries += [Entry.parse(i, f) for i, f in rows if f]
+        return entries
+
+    def read_new(self, consumer: str, count: int = 1, block_ms: int | None = None) -> list[Entry]:
+        """``XREADGROUP GROUP g consumer COUNT n STREAMS s >``: never-delivered entries."""
+        return self._read(consumer, ">", count, block_ms)
+
+    def read_own_pending(self, consumer: str, count: int = 10) -> list[Entry]:
+        """``XREADGROUP ... STREAMS s 0``: what this consumer got and never acknowledged.
+
+        A consumer that restarts under the same name reads these first, or they wait
+        for someone's ``XAUTOCLAIM``. Each read counts as a delivery.
+        """
+        return self._read(consumer, "0", count, None)
+
+    def ack(self, *entry_ids: str) -> int:
+        """``XACK``: how many of these entries were pending and are now acknowledged."""
+        return int(self.r.xack(self.stream, self.group, *entry_ids)) if entry_ids else 0
+
+    def pending(self, count: int = 100, consumer: str | None = None) -> list[Pending]:
+        """``XPENDING s g - + count [consumer]``: the PEL, oldest first."""
+        rows = self.r.xpending_range(
+            self.stream, self.group, min="-", max="+", count=count, consumername=consumer
+        )
+        return [
+            Pending(
+                str(r["message_id"]),
+                str(r["consumer"]),
+                int(r["time_since_delivered"]),
+                int(r["times_delivered"]),
+            )
+            for r in rows
+        ]
+
+    def deliveries(self, entry_id: str) -> int:
+        """How many times this entry was delivered (0 if it is not pending)."""
+        rows = self.r.xpending_range(self.stream, self.group, entry_id, entry_id, 1)
+        return int(rows[0]["times_delivered"]) if rows else 0
+
+    def autoclaim(self, consumer: str, min_idle_ms: int, count: int = 10) -> Claimed:
+        """``XAUTOCLAIM s g consumer min_idle 0-0 COUNT n``: take entries idle that long.
+
+        ``min_idle_ms`` is server time: pick it longer than any healthy job runs, or a
+        slow but live consumer loses its entry to another and the job runs twice.
+        """
+        if min_idle_ms < 0:
+            raise ValueError(f"min_idle_ms must be >= 0, not {min_idle_ms!r}")
+        reply = self.r.xautoclaim(
+            self.stream, self.group, consumer, min_idle_ms, start_id="0-0", count=count
+        )
+        rows, deleted = reply[1], (reply[2] if len(reply) > 2 else [])
+        return Claimed([Entry.parse(i, f) for i, f in rows if f], [str(d) for d in deleted])
+
+    def age(self, entry_id: str, idle_ms: int) -> None:
+        """Make a pending entry look idle for ``idle_ms`` (``XCLAIM ... IDLE ms JUSTID``).
+
+        For lessons and tests, which must not wait real seconds for the server's clock:
+        the entry stays with its consumer and its delivery count does not change.
+        """
+        rows = self.r.xpending_range(self.stream, self.group, entry_id, entry_id, 1)
+        if not rows:
+            raise ValueError(f"entry {entry_id} is not pending in group {self.group}")
+        self.r.xclaim(
+            self.stream, self.group, rows[0]["consumer"], 0, [entry_id], idle=idle_ms, justid=True
+        )
+
+    # -- dead letters ------------------------------------------------------------------
+
+    def dead_letter(self, entry: Entry, reason: str, deliveries: int = 0) -> str:
+        """Copy the entry to ``<prefix>:dead`` with its reason and ``XACK`` it, in one MULTI.
+
+        Both happen or neither: a crash cannot leave the entry acknowledged and nowhere,
+        nor in both places. Returns the dead-letter entry's id.
+        """
+        fields = {
+            **entry.fields,
+            "origin": entry.id,
+            "reason": sanitize(reason),
+            "deliveries": str(deliveries),
+            "dead_at": repr(self.clock.now()),
+        }
+        pipe = self.r.pipeline(transaction=True)
+        pipe.xadd(self.dead, fields)
+        pipe.xack(self.stream, self.group, entry.id)
+        added, _acked = pipe.execute()
+        return str(added)
+
+    def dead_letters(self, count: int = 100) -> list[Entry]:
+        """The dead-letter stream, oldest first (fields: key, kind, payload, reason, ...)."""
+        return [Entry.parse(i, f) for i, f in self.r.xrange(self.dead, count=count)]
+
+    def redrive(self, limit: int, note: str = "") -> list[str]:
+        """Move at most ``limit`` dead letters back to the stream with the same key.
+
+        ``limit`` is required so nobody redrives a whole dead-letter stream by accident.
+        The new entry carries the old key and ``redriven_from``; the dead letter is
+        deleted in the same MULTI. Returns the new entry ids.
+        """
+        if not isinstance(limit, int) or limit < 1:
+            raise ValueError("limit must be a whole number >= 1: say how many to redrive")
+        moved = []
+        for dead in self.dead_letters(count=limit):
+            fields: dict[str, str] = {
+                k: dead.fields[k] for k in ("key", "kind", "payload") if k in dead.fields
+            }
+            fields |= {"redriven_from": dead.id, "note": sanitize(note)}
+            pipe = self.r.pipeline(transaction=True)
+            pipe.xadd(self.stream, fields)
+            pipe.xdel(self.dead, dead.id)
+            added, _deleted = pipe.execute()
+            moved.append(str(added))
+        return moved
+
+    # -- the consumer's idempotency record ---------------------------------------------
+
+    def remember(self, key: str, ttl_s: int, value: str = "done") -> bool:
+        """``SET <prefix>:done:<key> value NX EX ttl_s``: True the first time, False after.
+
+        The record is only as good as its TTL: once it expires, a late redelivery of the
+        same key runs the effect again. Keep it longer than anything can arrive late
+        (idle threshold x max deliveries, plus redrives).
+        """
+        if not isinstance(ttl_s, int) or ttl_s < 1:
+            raise ValueError(f"ttl_s must be whole seconds >= 1, not {ttl_s!r}")
+        return bool(self.r.set(f"{self.prefix}:done:{key}", value, nx=True, ex=ttl_s))
+
+    def forget(self, key: str) -> None:
+        """Delete a key's idempotency record (what an expired TTL does, on demand)."""
+        self.r.delete(f"{self.prefix}:done:{key}")
+
+    def length(self) -> int:
+        """``XLEN`` of the job stream (trimmed entries are gone from it)."""
+        return int(self.r.xlen(self.stream))
+
+    def ids(self, entries: Sequence[Entry]) -> list[str]:
+        return [e.id for e in entries]

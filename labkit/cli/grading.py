@@ -1,0 +1,170 @@
+"""The instructor's ``labkit`` commands: ``release`` and ``grade``.
+
+``labkit.cli`` adds them to its parser with ``add_parsers``. Grading's modules (nbformat,
+the sandbox) are imported when one of these commands runs, never when the parser is
+built: every ``labkit inspect`` would pay a second of start-up for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from labkit.cli.args import CliError, count, seconds
+from labkit.grading.course import Course
+from labkit.grading.isolation.limits import Limits
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    from labkit.grading.bundle import bundle
+    from labkit.grading.release import ReleaseError, release
+
+    if (args.out is None) == (args.bundle is None):
+        raise CliError("give either OUT (the exercises folder) or --bundle DIR (the student kit)")
+    try:
+        if args.bundle is not None:
+            written = bundle(Course().root, args.solutions, args.bundle)
+        else:
+            written = release(args.solutions, args.out)
+    except ReleaseError as exc:
+        raise CliError(str(exc)) from None
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    from labkit.grading.grade import Settings, grade_folder
+    from labkit.grading.isolation.confine import Confinement
+
+    if not args.solutions.is_dir():
+        raise CliError(f"no solutions folder at {args.solutions}; pass --solutions DIR")
+    limits = Limits(
+        memory=args.memory_mib << 20,
+        processes=args.max_processes,
+        open_files=args.max_open_files,
+        file_size=args.max_file_mib << 20,
+        cpu_seconds=args.cpu_seconds,
+        output=args.max_output_kib << 10,
+    )
+    confinement = Confinement.detect(limits, network=args.network, sandbox=not args.no_sandbox)
+    refused = None if args.no_sandbox else confinement.refusal()
+    if refused:
+        raise CliError(refused)
+    settings = Settings(
+        args.solutions,
+        cell_timeout=args.cell_timeout,
+        check_timeout=args.check_timeout,
+        timeout_factor=args.timeout_factor,
+        confinement=confinement,
+    )
+    try:
+        grade_folder(
+            args.submissions,
+            args.out,
+            settings,
+            jobs=args.jobs,
+            only=args.exercise,
+            progress=lambda line: print(line, flush=True),
+            run=args.run_id,
+        )
+    except (FileNotFoundError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    return 0
+
+
+class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's default in ``--help``, unless its help already names it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False):
+            return text if action.default is not False else text + " (default: off)"
+        return super()._get_help_string(action) or text
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``release`` and ``grade`` to the ``labkit`` command's subcommands."""
+    # The course and the limits import nothing heavy: the grader's own modules (nbformat)
+    # load when a grading command runs, not for every `labkit inspect`.
+    default_solutions = Course().solutions
+    limits = Limits()
+
+    p = sub.add_parser("release", help="write the student notebooks from the solutions")
+    p.add_argument("out", type=Path, nargs="?", help="folder for the exercise notebooks")
+    p.add_argument(
+        "--bundle", type=Path, help="write the whole student kit (no solutions) into this folder"
+    )
+    p.add_argument("--solutions", type=Path, default=default_solutions)
+    p.set_defaults(run=cmd_release)
+
+    p = sub.add_parser(
+        "grade",
+        help="grade a folder with one subfolder per student",
+        description="Run each student's notebook confined (own uid as root, bubblewrap when "
+        "installed, resource limits) and the instructor's public and hidden checks in this "
+        "process; write OUT/RUN_ID/grades.csv, totals.csv and feedback/.",
+        formatter_class=_DefaultsShown,
+    )
+    p.add_argument("submissions", type=Path, help="folder with one subfolder per student")
+    p.add_argument("--out", type=Path, default=Path("grading"), help="runs are written here")
+    p.add_argument("--run-id", help="name of this run's folder (default: UTC time, to the second)")
+    p.add_argument("--solutions", type=Path, default=default_solutions, help="holds hidden/")
+    p.add_argument(
+        "--exercise",
+        action="append",
+        help="grade only this exercise, repeatable (default: every exercise)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=count,
+        default=os.cpu_count() or 1,
+        help=f"notebooks graded at once (default: the number of cores, {os.cpu_count()} here)",
+    )
+    p.add_argument("--cell-timeout", type=seconds, default=30.0, help="seconds per code cell")
+    p.add_argument(
+        "--check-timeout",
+        type=seconds,
+        default=None,
+        help="cap on each check's seconds (default: each check's own, as in check())",
+    )
+    p.add_argument(
+        "--timeout-factor",
+        type=seconds,
+        default=1.0,
+        help="multiply every check's own timeout (more than 1 on a loaded machine)",
+    )
+    p.add_argument(
+        "--memory-mib", type=count, default=limits.memory >> 20, help="address space per process"
+    )
+    p.add_argument(
+        "--max-processes", type=count, default=limits.processes, help="processes per student (root)"
+    )
+    p.add_argument(
+        "--max-open-files", type=count, default=limits.open_files, help="open files per process"
+    )
+    p.add_argument(
+        "--max-file-mib",
+        type=count,
+        default=limits.file_size >> 20,
+        help="largest file a student writes",
+    )
+    p.add_argument(
+        "--cpu-seconds", type=count, default=limits.cpu_seconds, help="CPU time per process"
+    )
+    p.add_argument(
+        "--max-output-kib",
+        type=count,
+        default=limits.output >> 10,
+        help="printed output per student",
+    )
+    p.add_argument(
+        "--network", action="store_true", help="let student code reach the network (services)"
+    )
+    p.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="no own uid, no bubblewrap: limits only (to debug the grader, never for a class)",
+    )
+    p.set_defaults(run=cmd_grade)

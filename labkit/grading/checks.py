@@ -1,0 +1,411 @@
+"""The check machinery shared by the student's ``check("exNN")`` and ``labkit grade``.
+
+A check is a small function of the student's namespace that either returns (passed) or
+raises ``CheckFailed`` with what was expected, what happened and a hint. Each check
+runs in its own thread with a timeout, so an infinite loop in the student's code names
+the check that hung instead of freezing the notebook; a runaway loop is then stopped
+by raising an exception inside that thread (``PyThreadState_SetAsyncExc``), which works
+for pure-Python loops (the usual culprit) and is harmless otherwise.
+
+nbgrader and otter-grader do the same job with cell metadata and Docker images; labkit
+keeps checks in plain Python modules the instructor owns, which is why it needs neither.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import os
+import signal
+import subprocess
+import threading
+import traceback
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from labkit.grading.course import PACKAGE
+from labkit.grading.isolation.channel import harness_target
+from labkit.grading.stub import is_stub
+from labkit.tables import format_table
+
+#: Seconds a single check may run before it is reported as hung.
+DEFAULT_TIMEOUT = 10.0
+
+
+
+class CheckStatus(StrEnum):
+    """What became of one check: the gradebook's ``status`` column and ``check()``'s colour."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    #: The exercise's stub raised: nothing to judge yet (not the student's mistake).
+    NOT_STARTED = "not started yet"
+    TIMED_OUT = "timed out"
+    #: The notebook could not be run far enough to try the check (the reason is in ``got``).
+    NOT_GRADED = "not graded"
+
+
+
+class CheckFailed(Exception):
+    """A check found the student's code does not meet the contract."""
+
+    def __init__(self, expected: str, got: str, hint: str | None = None) -> None:
+        super().__init__(f"expected {expected}, got {got}")
+        self.expected = expected
+        self.got = got
+        self.hint = hint
+
+
+class CheckTimedOut(BaseException):
+    """Raised inside a check's thread to stop code that ran past its timeout."""
+
+
+class StudentRaised(Exception):
+    """The student's code raised: what it raised, as data, and the student's line.
+
+    Checks see student exceptions only in this form (under ``labkit grade`` the
+    exception happened in another process), so they test its kind by name:
+    ``exc.is_a("ValueError")`` is true for a ValueError or any subclass of it.
+    """
+
+    def __init__(self, type_names: tuple[str, ...], message: str, where: str = "") -> None:
+        super().__init__(f"{type_names[0] if type_names else 'Exception'}: {message}")
+        self.type_names = tuple(type_names)
+        self.message = message
+        self.where = where
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> StudentRaised:
+        names = tuple(k.__name__ for k in type(exc).__mro__ if k is not object)
+        text = str(exc).strip().splitlines()
+        first = text[0] if text else ""
+        if len(first) > 200:
+            first = first[:197] + "..."
+        return cls(names, first, _where(exc).strip().strip("()"))
+
+    @property
+    def type_name(self) -> str:
+        """The class name of what the student raised."""
+        return self.type_names[0] if self.type_names else "Exception"
+
+    def is_a(self, *names: str) -> bool:
+        """True when what the student raised is (a subclass of) one of the named classes."""
+        return any(name in self.type_names for name in names)
+
+    def describe(self) -> str:
+        """'your code raised ValueError: limit is required (line 12 of redrive)'."""
+        text = f"your code raised {self.type_name}"
+        if self.message:
+            text += f": {self.message}"
+        if self.where:
+            text += f" ({self.where})"
+        return text
+
+
+def _student_call(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` with any ``Exception`` it raises turned into ``StudentRaised``.
+
+    The exercise stub (``NotImplementedError("Exercise ...")``) passes unchanged so the
+    check reads "not started yet", and so do ``BaseException``s that are not errors
+    of the student's code (a simulated crash, a check's timeout).
+    """
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except StudentRaised:
+            raise
+        except Exception as exc:
+            if _is_not_started(exc):
+                raise
+            raise StudentRaised.from_exception(exc) from exc
+
+    call.__name__ = getattr(fn, "__name__", "student_call")
+    call.__wrapped__ = fn  # type: ignore[attr-defined]
+    return call
+
+
+def expect(ok: bool, expected: str, got: object, hint: str | None = None) -> None:
+    """Fail the running check unless ``ok``; ``got`` is what the student's code produced."""
+    if not ok:
+        raise CheckFailed(expected, got if isinstance(got, str) else repr(got), hint)
+
+
+class Namespace:
+    """The student's side of a check: their definitions, their folder, their processes.
+
+    Checks touch student code only through this object, and only in these ways, so the
+    same check runs in the notebook (everything in one process) and under ``labkit
+    grade`` (student code in a confined process, the check in the trusted one):
+
+    - ``ns.NAME(*args)``: call the student's top-level ``NAME`` with plain data (None,
+      bool, int, float, str, list, tuple, dict) and get plain data back;
+    - ``ns.harness("labkit.grading.exercises.exNN.harness:FUNC", *args)``: run a labkit harness
+      function beside the student's code, ``FUNC(values, *args)``, data in and out (for
+      checks that must hand the student's code live objects: a connection, a clock);
+    - ``ns.workdir``: the student's own folder, the working directory of their code;
+      files written by ``%%writefile`` cells are there, and checks put databases there
+      and read them back themselves;
+    - ``ns.spawn(argv, **popen_kwargs)``: a new process running student code, confined
+      like the student's own and killed with its whole tree when the check ends.
+    """
+
+    def __init__(self, values: Mapping[str, Any], workdir: Path | None = None) -> None:
+        self._values = values
+        self.workdir = Path(workdir) if workdir is not None else Path.cwd()
+        self._spawned: list[subprocess.Popen[Any]] = []
+
+    def harness(self, target: str, *args: Any, **kwargs: Any) -> Any:
+        """Run the labkit harness function ``module:function`` on the student's definitions."""
+        module_name, func_name = harness_target(target)
+        func = getattr(importlib.import_module(module_name), func_name)
+        try:
+            return func(self._values, *args, **kwargs)
+        except StudentRaised:
+            raise
+        except Exception as exc:
+            if _is_not_started(exc) or not _where(exc):
+                raise  # the stub, or labkit's own error: not the student's to fix
+            raise StudentRaised.from_exception(exc) from exc
+
+    def spawn(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
+        """Start ``argv`` in the student's folder, in its own session, killed after the check."""
+        kwargs.setdefault("cwd", self.workdir)
+        kwargs["start_new_session"] = True
+        proc = subprocess.Popen(argv, **kwargs)
+        self._spawned.append(proc)
+        return proc
+
+    def close(self) -> None:
+        """Kill every process the check spawned, with its whole process group."""
+        for proc in self._spawned:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5)
+        self._spawned.clear()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            value = self._values[name]
+        except KeyError:
+            raise CheckFailed(
+                f"a definition named {name!r} in the notebook",
+                "no such name",
+                f"run the cell that defines {name} (and do not rename it), then check again",
+            ) from None
+        return _student_call(value) if callable(value) else value
+
+
+@dataclass(frozen=True)
+class Check:
+    """One named, scored property of an exercise."""
+
+    name: str
+    points: int
+    hint: str
+    run: Callable[[Namespace], None]
+    hidden: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+
+
+@dataclass
+class Checks:
+    """The checks of one exercise, collected with the ``@CHECKS.add(points, hint)`` decorator.
+
+    ``network=True`` (public checks only) says the student's code must reach the network:
+    PostgreSQL, Redis or RabbitMQ on 127.0.0.1, or an HTTP server the check calls. Under
+    ``labkit grade`` its processes then share the machine's network instead of having none.
+    """
+
+    exercise: str
+    title: str = ""
+    needs: tuple[str, ...] = ()
+    hidden: bool = False
+    items: list[Check] = field(default_factory=list)
+    network: bool = False
+
+    def add(
+        self, points: int, hint: str, timeout: float = DEFAULT_TIMEOUT
+    ) -> Callable[[Callable[[Namespace], None]], Callable[[Namespace], None]]:
+        def register(fn: Callable[[Namespace], None]) -> Callable[[Namespace], None]:
+            self.items.append(Check(fn.__name__, points, hint, fn, self.hidden, timeout))
+            return fn
+
+        return register
+
+    def __iter__(self) -> Iterator[Check]:
+        return iter(self.items)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one check found."""
+
+    check: str
+    points: int
+    earned: int
+    status: str
+    expected: str = ""
+    got: str = ""
+    hint: str = ""
+    hidden: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _stop_thread(thread: threading.Thread) -> None:
+    if thread.ident is not None:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(
+            ctypes.c_ulong(thread.ident), ctypes.py_object(CheckTimedOut)
+        )
+
+
+def run_with_timeout(fn: Callable[[], Any], timeout: float) -> tuple[bool, BaseException | None]:
+    """Run ``fn`` in a daemon thread; return ``(finished, error)``.
+
+    When ``fn`` is still running after ``timeout`` seconds, a ``CheckTimedOut`` is raised
+    inside it and ``(False, None)`` is returned whether or not it stopped.
+    """
+    box: list[BaseException | None] = [None]
+
+    def target() -> None:
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 - every failure becomes an outcome
+            box[0] = exc
+
+    thread = threading.Thread(target=target, name="labkit-check", daemon=True)
+    thread.start()
+    try:
+        thread.join(timeout)
+    except BaseException:
+        # The caller was interrupted (Jupyter's stop button): stop the check too.
+        _stop_thread(thread)
+        raise
+    if thread.is_alive():
+        _stop_thread(thread)
+        thread.join(0.5)
+        return False, None
+    return True, box[0]
+
+
+def _where(exc: BaseException) -> str:
+    """' (line N of name)' for the innermost frame that is not labkit's or the stdlib's."""
+    labkit_dir = str(PACKAGE)
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        name = frame.filename
+        if name.startswith(labkit_dir) or "/lib/python" in name:
+            continue
+        return f" (line {frame.lineno} of {frame.name})"
+    return ""
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    if len(first) > 200:
+        first = first[:197] + "..."
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _is_not_started(exc: BaseException) -> bool:
+    return is_stub(exc)
+
+
+def run_check(check: Check, ns: Namespace, timeout: float | None = None) -> Outcome:
+    """Run one check against the namespace and turn whatever happens into an ``Outcome``."""
+    limit = check.timeout if timeout is None else min(timeout, check.timeout)
+
+    def base(
+        status: str, earned: int = 0, expected: str = "", got: str = "", hint: str = ""
+    ) -> Outcome:
+        return Outcome(check.name, check.points, earned, status, expected, got, hint, check.hidden)
+
+    try:
+        finished, error = run_with_timeout(lambda: check.run(ns), limit)
+    finally:
+        ns.close()
+    if not finished:
+        return base(
+            CheckStatus.TIMED_OUT,
+            expected=f"to finish within {limit:g}s",
+            got="still running when the time ran out (an infinite loop, or waiting forever?)",
+            hint=check.hint,
+        )
+    if error is None:
+        return base(CheckStatus.PASSED, earned=check.points)
+    if _is_not_started(error):
+        return base(
+            CheckStatus.NOT_STARTED,
+            got=f"{error} is still a stub",
+            hint="replace the `raise NotImplementedError` line",
+        )
+    if isinstance(error, CheckFailed):
+        return base(
+            CheckStatus.FAILED,
+            expected=error.expected,
+            got=error.got,
+            hint=error.hint or check.hint,
+        )
+    if isinstance(error, CheckTimedOut):
+        return base(CheckStatus.TIMED_OUT, got="stopped", hint=check.hint)
+    if isinstance(error, StudentRaised):
+        return base(CheckStatus.FAILED, got=error.describe(), hint=check.hint)
+    return base(
+        CheckStatus.FAILED,
+        expected="no exception",
+        got=f"raised {_short(error)}{_where(error)}",
+        hint=check.hint,
+    )
+
+
+def run_checks(
+    checks: list[Check],
+    values: Mapping[str, Any],
+    timeout: float | None = None,
+    workdir: Path | None = None,
+) -> list[Outcome]:
+    """Run every check in order; one failing, crashing or hanging check never stops the rest."""
+    ns = Namespace(values, workdir)
+    return [run_check(check, ns, timeout) for check in checks]
+
+
+def score(outcomes: list[Outcome]) -> tuple[int, int]:
+    """``(earned, possible)`` points."""
+    return sum(o.earned for o in outcomes), sum(o.points for o in outcomes)
+
+
+def format_report(title: str, outcomes: list[Outcome]) -> str:
+    """The table a student sees, then one paragraph per check that did not pass."""
+    earned, possible = score(outcomes)
+    rows = [
+        {
+            "check": o.check + (" (hidden)" if o.hidden else ""),
+            "points": f"{o.earned}/{o.points}",
+            "result": o.status,
+        }
+        for o in outcomes
+    ]
+    lines = [title, "", format_table(rows, ["check", "points", "result"]), ""]
+    lines.append(f"score: {earned}/{possible}")
+    if outcomes and all(o.status == CheckStatus.NOT_STARTED for o in outcomes):
+        lines.append("Not started yet: write your code in the cells above and run this cell again.")
+    for o in outcomes:
+        if o.status in (CheckStatus.PASSED, CheckStatus.NOT_STARTED):
+            continue
+        lines += ["", f"{o.check}: {o.status}"]
+        if o.expected:
+            lines.append(f"  expected: {o.expected}")
+        if o.got:
+            lines.append(f"  got:      {o.got}")
+        if o.hint:
+            lines.append(f"  hint:     {o.hint}")
+    return "\n".join(lines)

@@ -1,1 +1,0 @@
-"""Public checks, one module per exercise (``ex01`` ... ): ``CHECKS`` in each."""

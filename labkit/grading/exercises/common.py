@@ -1,0 +1,138 @@
+"""What every harness module needs: fresh student state, results as data, plain rows.
+
+Harness functions run beside the student's code and hand back plain data only. Two
+rules keep one check from influencing the next: ``fresh_state(values)`` restores the
+student's module-level data (a dict used as a cache, a counter, class attributes)
+after each harness call, and ``outcome(fn, ...)`` turns whatever the student's call
+did into data (``{"returned": ...}`` or ``{"raised": [...], "message": ...}``), so a
+check can read "it raised IdempotencyConflict" without holding the exception object.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
+from typing import Any
+
+from labkit.grading.checks import CheckFailed, StudentRaised
+from labkit.grading.stub import is_stub
+
+_MUTABLE = (dict, list, set, bytearray)
+#: IPython's own history names in a notebook's namespace: not the student's state.
+_IPYTHON = re.compile(r"^(In|Out|_+|_(i|ii|iii|ih|oh|dh)\d*|_\d+)$")
+
+
+def need(values: MutableMapping[str, Any], name: str) -> Any:
+    """The student's definition ``name``, or the same failure ``ns.NAME`` gives when missing."""
+    try:
+        return values[name]
+    except KeyError:
+        raise CheckFailed(
+            f"a definition named {name!r} in the notebook",
+            "no such name",
+            f"run the cell that defines {name} (and do not rename it), then check again",
+        ) from None
+
+
+def _mutable_class_attrs(values: MutableMapping[str, Any]) -> list[tuple[type, str, Any]]:
+    found = []
+    for value in list(values.values()):
+        if isinstance(value, type) and value.__module__ == values.get("__name__", "__main__"):
+            for name, attr in list(vars(value).items()):
+                if not name.startswith("__") and (
+                    isinstance(attr, (*_MUTABLE, int, float, str, bool)) or attr is None
+                ):
+                    try:
+                        found.append((value, name, copy.deepcopy(attr)))
+                    except Exception:  # noqa: BLE001, S112 - not restorable, left alone
+                        continue
+    return found
+
+
+@contextmanager
+def fresh_state(values: MutableMapping[str, Any]) -> Iterator[None]:
+    """Run the block, then put the student's module-level data back as it was.
+
+    Module-level dicts, lists and sets and plain class attributes are copied before
+    and restored after, so a cache or a counter kept there cannot carry what one
+    check did into the next (each check starts from the state the notebook left).
+    """
+    saved: dict[str, Any] = {}
+    for name, value in list(values.items()):
+        if _IPYTHON.match(name) or name.startswith("__") or type(value) not in _MUTABLE:
+            continue
+        try:
+            saved[name] = copy.deepcopy(value)
+        except Exception:  # noqa: BLE001, S112 - what cannot be copied cannot be restored
+            continue
+    class_attrs = _mutable_class_attrs(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            current: Any = values.get(name)
+            if type(current) is type(value):
+                # The same object, refilled: anything holding it sees the old contents.
+                current.clear()
+                current.update(value) if isinstance(current, (dict, set)) else current.extend(value)
+            else:
+                values[name] = value
+        for cls, name, value in class_attrs:
+            setattr(cls, name, value)
+
+
+def raised(exc: BaseException) -> dict[str, Any]:
+    """An exception as data: class names (most specific first), first line, the student's line."""
+    text = str(exc).strip().splitlines()
+    return {
+        "raised": [k.__name__ for k in type(exc).__mro__ if k is not object],
+        "message": (text[0] if text else "")[:200],
+        "where": StudentRaised.from_exception(exc).where,
+    }
+
+
+def plain(value: Any) -> Any:
+    """``value`` as plain data (None, bool, int, float, str, lists, str-keyed dicts).
+
+    Whatever else the student's code returned (bytes, a Decimal, an object) becomes its
+    repr, so it can cross a process boundary and still show in the feedback.
+    """
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, sqlite3.Row):
+        value = dict(value)
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, bytes):
+        return value.hex()
+    return repr(value)[:200]
+
+
+def outcome(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """``{"returned": value}``, or ``raised(exc)`` when the student's call raised.
+
+    The exercise stub is not caught, so a check on it still reads "not started yet".
+    """
+    try:
+        return {"returned": plain(fn(*args, **kwargs))}
+    except NotImplementedError as exc:
+        if is_stub(exc):
+            raise
+        return raised(exc)
+    except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+        return raised(exc)
+
+
+def plain_row(row: Any) -> Any:
+    """A returned row as a plain dict (sqlite3.Row, a mapping), or the value as it is."""
+    if row is None or isinstance(row, (bool, int, float, str)):
+        return row
+    try:
+        return plain(dict(row))
+    except (TypeError, ValueError):
+        return repr(row)[:200]

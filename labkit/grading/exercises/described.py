@@ -1,0 +1,69 @@
+"""Errors built from plain descriptions, beside the student's code (exercises 4 and 6).
+
+A check describes an error as data, ``{"type": "HTTPError", "status": 503,
+"retry_after": 120}``; ``build_error`` builds it in the student's process, so no
+exception object ever crosses the channel. The classes stand for a client library's own
+errors: subclasses the student never saw.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from labkit.errors import PermanentError, TransientError
+
+
+class HTTPError(Exception):
+    """An error from an HTTP client, carrying its status code (and Retry-After)."""
+
+    def __init__(self, status: Any, retry_after: Any = None) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+        self.retry_after = retry_after
+
+
+class RateLimited(TransientError):
+    """A library's own transient error: a subclass the student never saw."""
+
+
+class BadRequest(PermanentError):
+    """A library's own permanent error."""
+
+
+class QuotaExceeded(HTTPError):
+    """An HTTP error subclass, as client libraries define them (status 429)."""
+
+
+ERRORS: dict[str, type[BaseException]] = {
+    cls.__name__: cls
+    for cls in (
+        TimeoutError,
+        ConnectionError,
+        ConnectionResetError,
+        ConnectionRefusedError,
+        BrokenPipeError,
+        TransientError,
+        PermanentError,
+        RateLimited,
+        BadRequest,
+        ValueError,
+        KeyError,
+        TypeError,
+        ZeroDivisionError,
+        PermissionError,
+        FileNotFoundError,
+        RuntimeError,
+    )
+}
+
+
+def build_error(spec: dict[str, Any]) -> BaseException:
+    """The exception a description names."""
+    kind = spec["type"]
+    if kind in ("HTTPError", "QuotaExceeded"):
+        cls = HTTPError if kind == "HTTPError" else QuotaExceeded
+        return cls(spec["status"], spec.get("retry_after"))
+    error = ERRORS[kind](spec.get("message", ""))
+    if "status" in spec:
+        error.status = spec["status"]  # type: ignore[attr-defined]
+    return error

@@ -1,0 +1,249 @@
+"""Exercise 1: a stable operation key, a canonical payload fingerprint, and conflict detection.
+
+The student writes ``operation_key``, ``payload_fingerprint`` and ``accept``. Keys are
+checked on generated intents (Hypothesis: ids of any case, ints and text, versions),
+three days later on a moved wall clock, and in two new Python processes with
+different hash seeds (a key built with ``hash()`` differs there). ``accept`` runs in
+the harness, which owns the ``seen`` dict and returns it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.exercises.helpers import holds_for, raised_text
+
+CHECKS = Checks(
+    "ex01",
+    "stable keys and payload fingerprints",
+    needs=("operation_key", "payload_fingerprint", "accept"),
+)
+
+HARNESS = "labkit.grading.exercises.ex01.harness:"
+
+ORDER = {"invoice": 42, "amount_cents": 1990, "currency": "BRL", "lines": [{"sku": "A", "qty": 1}]}
+REORDERED = {
+    "lines": [{"qty": 1, "sku": "A"}],
+    "currency": "BRL",
+    "amount_cents": 1990,
+    "invoice": 42,
+}
+
+_WORD = st.text(
+    st.sampled_from("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"),
+    min_size=1,
+    max_size=12,
+)
+#: An intent: (source, entity id, action, version); ids are ints or text of any case.
+INTENTS = st.tuples(_WORD, st.one_of(st.integers(0, 10**12), _WORD), _WORD, st.integers(1, 9))
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+#: Payloads with at least two keys, so their order can differ.
+PAYLOADS = st.dictionaries(st.text(max_size=5), _JSON, min_size=2, max_size=5)
+#: Intents whose keys a hash()-based or clock-based key gets wrong.
+SAMPLE_CALLS: list[list[Any]] = [
+    ["billing", 42, "charge"],
+    ["billing", "INV-2026-0042", "refund", 2],
+    ["erp", "Cus_AbC", "sync"],
+]
+
+
+@CHECKS.add(
+    2,
+    "build the key only from the arguments (source, entity, action, version): "
+    "no uuid4(), no random, nothing that changes per call",
+)
+def key_is_stable(ns: Namespace) -> None:
+    first = ns.operation_key("billing", 42, "charge")
+    again = ns.operation_key("billing", 42, "charge")
+    expect(isinstance(first, str), "a str", type(first).__name__)
+    expect(
+        first == again,
+        "the same key for the same intent, call after call",
+        f"{first!r}, then {again!r}",
+    )
+    explicit = ns.operation_key("billing", 42, "charge", version=1)
+    expect(
+        explicit == first,
+        "version=1 to be the default",
+        f"{first!r} without version, {explicit!r} with version=1",
+    )
+
+    def same_twice(intent: tuple[str, Any, str, int]) -> None:
+        a, b = ns.operation_key(*intent), ns.operation_key(*intent)
+        expect(a == b, f"the same key twice for {intent!r}", f"{a!r}, then {b!r}")
+
+    holds_for(INTENTS, same_twice, examples=30)
+
+
+@CHECKS.add(
+    2,
+    "put every part of the intent into the key, as it is: source, entity id, action "
+    "and version (no lower(), no truncation: 'INV-7' and 'inv-7' are two invoices)",
+)
+def key_names_the_intent(ns: Namespace) -> None:
+    base = ns.operation_key("billing", 42, "charge")
+    variants = {
+        "another entity (43)": ns.operation_key("billing", 43, "charge"),
+        "another action (refund)": ns.operation_key("billing", 42, "refund"),
+        "another source (erp)": ns.operation_key("erp", 42, "charge"),
+        "version 2": ns.operation_key("billing", 42, "charge", version=2),
+    }
+    for what, key in variants.items():
+        expect(key != base, f"a different key for {what}", f"{key!r} for both")
+
+    def two_intents(pair: tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]) -> None:
+        a, b = pair
+        if a == b or str(a[1]) == str(b[1]) and a[::2] == b[::2] and a[3] == b[3]:
+            return  # the same intent (42 and "42" may share a key)
+        ka, kb = ns.operation_key(*a), ns.operation_key(*b)
+        expect(ka != kb, f"different keys for {a!r} and {b!r}", f"{ka!r} for both")
+
+    case_pairs = _WORD.filter(lambda w: w.lower() != w.upper()).map(
+        lambda w: (("billing", w.upper(), "charge", 1), ("billing", w.lower(), "charge", 1))
+    )
+    holds_for(st.one_of(case_pairs, st.tuples(INTENTS, INTENTS)), two_intents, examples=40)
+
+
+@CHECKS.add(
+    2,
+    "a key built from the time (time.time(), datetime.now()) changes between a "
+    "retry and the first try, so the retry is not recognised; leave the clock out",
+)
+def key_ignores_the_clock(ns: Namespace) -> None:
+    before = [ns.operation_key(*args) for args in SAMPLE_CALLS]
+    after = ns.harness(HARNESS + "keys_later", SAMPLE_CALLS, 86_400 * 3 + 3_601.5)
+    for args, b, a in zip(SAMPLE_CALLS, before, after, strict=True):
+        expect(
+            b == a, f"the same key three days later (a late retry) for {args}", f"{b!r} then {a!r}"
+        )
+
+
+@CHECKS.add(
+    3,
+    "hash() of a str is salted per process (PYTHONHASHSEED): two workers, or today's "
+    "and tomorrow's cron run, get different keys; build the key from the text itself "
+    "(f'{source}:{entity_id}:{action}:v{version}'), or hashlib if it must be short",
+    timeout=30.0,
+)
+def key_is_the_same_in_another_process(ns: Namespace) -> None:
+    ns.operation_key("billing", 42, "charge")  # a stub says "not started yet" here
+    got = ns.harness(HARNESS + "keys_in_processes", SAMPLE_CALLS)
+    for seed, keys in got["seeds"].items():
+        for args, here, there in zip(SAMPLE_CALLS, got["here"], keys, strict=True):
+            expect(
+                here == there,
+                f"the same key for {args} in another Python process ({got['how']}, seed {seed})",
+                f"{here} here, {there} there",
+            )
+
+
+@CHECKS.add(
+    2,
+    "dict order is not meaning: serialise with json.dumps(payload, sort_keys=True, "
+    "separators=(',', ':'), ensure_ascii=False) before hashing",
+)
+def fingerprint_is_canonical(ns: Namespace) -> None:
+    a, b = ns.payload_fingerprint(ORDER), ns.payload_fingerprint(REORDERED)
+    expect(
+        a == b,
+        "equal fingerprints for the same payload with keys in another order",
+        f"{a!r} and {b!r}",
+    )
+
+    def any_order(payload: dict[str, Any]) -> None:
+        flipped = _reversed_keys(payload)
+        fa, fb = ns.payload_fingerprint(payload), ns.payload_fingerprint(flipped)
+        expect(
+            fa == fb,
+            f"equal fingerprints for {payload!r} and {flipped!r} (keys in another order)",
+            f"{fa!r} and {fb!r}",
+        )
+
+    holds_for(PAYLOADS, any_order, examples=30)
+
+
+def _reversed_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _reversed_keys(value[k]) for k in reversed(list(value))}
+    if isinstance(value, list):
+        return [_reversed_keys(v) for v in value]
+    return value
+
+
+@CHECKS.add(1, "hash the whole payload (hashlib.sha256(...).hexdigest()), types included")
+def fingerprint_tells_payloads_apart(ns: Namespace) -> None:
+    base = ns.payload_fingerprint(ORDER)
+    expect(
+        isinstance(base, str) and len(base) == 64 and all(c in "0123456789abcdef" for c in base),
+        "a SHA-256 hex digest (64 characters 0-9a-f)",
+        repr(base),
+    )
+    for what, other in {
+        "another amount": {**ORDER, "amount_cents": 1991},
+        "the amount as a string": {**ORDER, "amount_cents": "1990"},
+        "another line": {**ORDER, "lines": [{"sku": "B", "qty": 1}]},
+        "the amount as a float (1990.0)": {**ORDER, "amount_cents": 1990.0},
+        "a flag True instead of 1": {**ORDER, "invoice": True},
+        "the currency in lower case": {**ORDER, "currency": "brl"},
+    }.items():
+        fp = ns.payload_fingerprint(other)
+        expect(fp != base, f"a different fingerprint for {what}", "the same fingerprint")
+
+
+@CHECKS.add(
+    1,
+    "a key not in `seen` is new: store its fingerprint and return True; "
+    "a repeat with the same payload returns False",
+)
+def accept_new_then_repeat(ns: Namespace) -> None:
+    key = "billing:42:charge:v1"
+    run = ns.harness(HARNESS + "accept_calls", [[key, ORDER], [key, REORDERED]])
+    first, again = (_returned(r) for r in run["results"])
+    expect(first is True, "True for a key seen for the first time", first)
+    expect(again is False, "False for the same key and the same payload (reordered)", again)
+    expect(list(run["seen"]) == [key], "one entry in `seen`, under the key", run["seen"])
+
+
+@CHECKS.add(
+    2,
+    "same key with another fingerprint is a bug upstream: raise IdempotencyConflict "
+    "and leave `seen` as it was (never overwrite the first payload)",
+)
+def accept_conflict(ns: Namespace) -> None:
+    key = "billing:42:charge:v1"
+    once = ns.harness(HARNESS + "accept_calls", [[key, ORDER]])
+    run = ns.harness(
+        HARNESS + "accept_calls", [[key, ORDER], [key, {**ORDER, "amount_cents": 99_000}]]
+    )
+    conflict = run["results"][1]
+    expect(
+        "IdempotencyConflict" in conflict.get("raised", ()),
+        "IdempotencyConflict for the same key with another amount",
+        _said(conflict),
+    )
+    expect(
+        run["seen"] == once["seen"],
+        "`seen` unchanged after a conflict",
+        f"{run['seen']!r} (was {once['seen']!r})",
+    )
+
+
+def _returned(result: dict[str, Any]) -> Any:
+    """What one harness call returned; a student exception fails the check, named."""
+    expect("raised" not in result, "a return value, no exception", _said(result))
+    return result["returned"]
+
+
+def _said(result: dict[str, Any]) -> str:
+    if "raised" in result:
+        return raised_text(result)
+    return f"returned {result['returned']!r}"

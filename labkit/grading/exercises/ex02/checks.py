@@ -1,0 +1,168 @@
+"""Exercise 2: one instance at a time, with a lock the kernel frees when the holder dies.
+
+The student writes ``single_instance(path)``, a context manager. Every check runs it in
+real processes through the harness (``labkit.grading.exercises.ex02.harness``): a second holder,
+a holder killed with SIGKILL (the check asserts the kill happened), three processes
+released at the same instant, a refused attempt followed by a third process, holders
+one after another. The lock file is read by the check itself.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from labkit.grading.checks import Checks, Namespace, expect
+
+CHECKS = Checks("ex02", "single-instance lock", needs=("single_instance",))
+
+HARNESS = "labkit.grading.exercises.ex02.harness:"
+
+
+@contextmanager
+def lock_path(ns: Namespace) -> Iterator[Path]:
+    """A lock file path in a fresh folder under the student's folder, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="labkit-ex02-", dir=ns.workdir) as tmp:
+        yield Path(tmp) / "report.lock"
+
+
+def _holding(ns: Namespace, path: Path, raise_inside: bool = False) -> dict[str, str]:
+    run: dict[str, str] = ns.harness(HARNESS + "attempt_while_holding", str(path), raise_inside)
+    expect("error" not in run, "the with block to run and end", run.get("error", ""))
+    return run
+
+
+@CHECKS.add(
+    2,
+    "open the file and fcntl.flock(fd, LOCK_EX | LOCK_NB); on BlockingIOError raise AlreadyRunning",
+)
+def second_holder_is_refused(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        second = _holding(ns, path)["second"]
+        expect(
+            second.startswith("refused"), "AlreadyRunning while another holder has the lock", second
+        )
+
+
+@CHECKS.add(
+    1,
+    "write your pid into the file after you hold the lock, and read it back for "
+    "the AlreadyRunning message: 'already running (pid 4242)'",
+)
+def message_names_the_holder(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        run = _holding(ns, path)
+        expect(
+            str(run["pid"]) in run["second"],
+            f"a message naming the holder's pid {run['pid']}",
+            run["second"],
+        )
+
+
+@CHECKS.add(1, "release the lock when the with block ends")
+def released_after_exit(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        after = _holding(ns, path)["after"]
+        expect(after == "acquired", "the lock free after the with block", after)
+
+
+@CHECKS.add(1, "release in a finally: an exception inside the with block must free the lock")
+def released_on_error(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        after = _holding(ns, path, raise_inside=True)["after"]
+        expect(after == "acquired", "the lock free after an error inside the block", after)
+
+
+@CHECKS.add(
+    3,
+    "a lock must not depend on the file existing (a pidfile created with O_EXCL "
+    "stays behind after kill -9 and blocks every later run); flock is released "
+    "by the kernel when the process dies",
+    timeout=20.0,
+)
+def survives_holder_kill_9(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        run = ns.harness(HARNESS + "kill_the_holder", str(path))
+        expect(
+            run["child"] == "held",
+            "the child process to take the lock",
+            run["child"] or "no answer",
+        )
+        expect(
+            run["while_alive"].startswith("refused"),
+            "AlreadyRunning while the child holds it",
+            run["while_alive"],
+        )
+        expect(run["killed"], "the child killed by SIGKILL (the fault fired)", "it was not")
+        expect(
+            run["after"] == "acquired",
+            "the lock free once its holder was killed with SIGKILL",
+            run["after"],
+        )
+
+
+@CHECKS.add(
+    3,
+    "'does the file exist? then create it' is two steps: two runs started together "
+    "both see no file and both run; let the kernel decide in one step "
+    "(fcntl.flock with LOCK_NB on the open file)",
+    timeout=20.0,
+)
+def two_instances_started_together(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        got = ns.harness(HARNESS + "start_together", str(path), 3)
+        winners = got.count("acquired")
+        expect(
+            winners == 1 and all(g == "acquired" or g.startswith("refused") for g in got),
+            "exactly one of 3 processes started together to hold the lock, the others refused",
+            f"{winners} held it at once: {got}",
+        )
+
+
+@CHECKS.add(
+    5,
+    "a refused attempt must leave the lock alone: never delete (unlink) or replace the "
+    "lock file unless you hold the lock, or the next run creates a new file, locks "
+    "that one and runs beside the holder",
+    timeout=20.0,
+)
+def refusal_leaves_the_lock_alone(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        run = ns.harness(HARNESS + "refused_while_a_child_holds", str(path), 1)
+        expect(
+            run["child"] == "held",
+            "the child process to take the lock",
+            run["child"] or "no answer",
+        )
+        expect(
+            run["refusals"][0].startswith("refused"),
+            "AlreadyRunning while the child holds it",
+            run["refusals"][0],
+        )
+        expect(
+            run["second_process"].startswith("refused"),
+            "a third process refused too, after a refused attempt (the holder still runs)",
+            f"it got {run['second_process']!r}: the refused attempt let it in",
+        )
+
+
+@CHECKS.add(
+    2,
+    "replace the pid, do not append it: truncate the file once you hold the lock "
+    "(fh.seek(0); fh.truncate(); fh.write(str(os.getpid()))), or the file reads "
+    "'41424343' after a few runs and names nobody",
+    timeout=20.0,
+)
+def pidfile_names_only_the_current_holder(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        pids = ns.harness(HARNESS + "holders_in_turn", str(path), 3)
+        expect(all(p > 0 for p in pids), "3 processes in turn each to take the lock", pids)
+        text = path.read_text(errors="replace") if path.exists() else "<no file>"
+        expect(
+            text.strip() == str(pids[-1]),
+            f"the file to hold only the last holder's pid, {pids[-1]} "
+            f"(after pids {', '.join(map(str, pids))})",
+            repr(text[:80]),
+        )

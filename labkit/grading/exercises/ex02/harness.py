@@ -1,0 +1,217 @@
+"""Harness for exercise 2: the student's ``single_instance`` held by real processes.
+
+Every function forks children that take the lock with the student's code, reports
+what each attempt did as text (``"acquired"``, ``"refused: <message>"`` or ``"raised
+<Type>: <message>"``) and kills every child before returning. The checks read the lock
+file themselves. ``os.fork`` is what a second cron run is: another process, same file.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import os
+import pathlib
+import select
+import signal
+import time
+from collections.abc import Callable, Iterator, MutableMapping
+from contextlib import contextmanager
+from typing import Any
+
+from labkit.grading.exercises.common import fresh_state, need
+from labkit.grading.stub import is_stub
+
+#: Pause after each file call in ``start_together``'s children: it widens a gap
+#: between "is the file there?" and "create it" so every child falls into it.
+SLOW_FILE_S = 0.05
+
+
+def _attempt(values: MutableMapping[str, Any], path: str) -> str:
+    try:
+        with need(values, "single_instance")(path):
+            return "acquired"
+    except NotImplementedError as exc:
+        if is_stub(exc):
+            raise
+        return f"raised NotImplementedError: {exc}"
+    except Exception as exc:  # noqa: BLE001 - what the attempt did is the evidence
+        if type(exc).__name__ == "AlreadyRunning":
+            return f"refused: {exc}"
+        return f"raised {type(exc).__name__}: {str(exc)[:160]}"
+
+
+def attempt_while_holding(
+    values: MutableMapping[str, Any], path: str, raise_inside: bool = False
+) -> dict[str, Any]:
+    """Hold the lock here, try again (as a second holder would), then leave the block.
+
+    ``raise_inside`` leaves the block with a RuntimeError instead. Returns the second
+    attempt, the file's text while held, and an attempt after the block ended.
+    """
+    out: dict[str, Any] = {"pid": os.getpid()}
+    with fresh_state(values):
+        try:
+            with need(values, "single_instance")(path):
+                out["second"] = _attempt(values, path)
+                out["file_while_held"] = _text(path)
+                if raise_inside:
+                    raise RuntimeError("the report failed")
+        except RuntimeError as exc:
+            if str(exc) != "the report failed":
+                out["error"] = f"raised RuntimeError: {exc}"
+        except NotImplementedError as exc:
+            if is_stub(exc):
+                raise
+            out["error"] = f"raised NotImplementedError: {exc}"
+        except Exception as exc:  # noqa: BLE001 - reported to the check
+            out["error"] = f"raised {type(exc).__name__}: {str(exc)[:160]}"
+        out["after"] = _attempt(values, path)
+    return out
+
+
+@contextmanager
+def _child(body: Callable[[int], None]) -> Iterator[tuple[int, int]]:
+    """Fork a child running ``body(write_fd)``; yield ``(pid, read_fd)``; kill it at the end."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the check
+        try:
+            os.close(read_fd)
+            body(write_fd)
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    try:
+        yield pid, read_fd
+    finally:
+        os.close(read_fd)
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
+def _read(fd: int, timeout: float = 10.0) -> str:
+    ready, _, _ = select.select([fd], [], [], timeout)
+    return os.read(fd, 512).decode(errors="replace") if ready else ""
+
+
+def _holder(values: MutableMapping[str, Any], path: str) -> Callable[[int], None]:
+    def body(write_fd: int) -> None:
+        try:
+            with need(values, "single_instance")(path):
+                os.write(write_fd, b"held")
+                time.sleep(30)
+        except BaseException as exc:  # noqa: BLE001 - told to the parent, then exit
+            os.write(write_fd, f"raised {type(exc).__name__}: {exc}"[:400].encode())
+
+    return body
+
+
+def kill_the_holder(values: MutableMapping[str, Any], path: str) -> dict[str, Any]:
+    """A child takes the lock; attempt while it lives; SIGKILL it; attempt again."""
+    out: dict[str, Any] = {}
+    with fresh_state(values):
+        _attempt(values, path)  # here first, so a stub says "not started yet"
+        with _child(_holder(values, path)) as (pid, fd):
+            out["child"] = _read(fd)
+            out["while_alive"] = _attempt(values, path)
+            os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+            out["killed"] = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        out["after"] = _attempt(values, path)
+    return out
+
+
+def refused_while_a_child_holds(
+    values: MutableMapping[str, Any], path: str, tries: int = 2
+) -> dict[str, Any]:
+    """A child holds the lock; this process tries ``tries`` times; then a second child tries.
+
+    Returns the holder's pid, each refusal, what the second child got while the first
+    still held the lock, and the file's text before the holder is killed.
+    """
+    out: dict[str, Any] = {}
+    with fresh_state(values):
+        _attempt(values, path)
+        with _child(_holder(values, path)) as (pid, fd):
+            out["holder"], out["child"] = pid, _read(fd)
+            out["refusals"] = [_attempt(values, path) for _ in range(tries)]
+
+            def second(write_fd: int) -> None:
+                os.write(write_fd, _attempt(values, path).encode()[:400])
+
+            with _child(second) as (_pid2, fd2):
+                out["second_process"] = _read(fd2)
+            out["file"] = _text(path)
+    return out
+
+
+def holders_in_turn(values: MutableMapping[str, Any], path: str, n: int = 3) -> list[int]:
+    """``n`` processes, one after the other, each take the lock and exit: their pids."""
+    pids = []
+    with fresh_state(values):
+        _attempt(values, path)
+        for _ in range(n):
+
+            def body(write_fd: int) -> None:
+                os.write(write_fd, _attempt(values, path).encode()[:400])
+
+            with _child(body) as (pid, fd):
+                said = _read(fd)
+                os.waitpid(pid, 0)
+            pids.append(pid if said == "acquired" else -pid)
+    return pids
+
+
+def _slow(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        result = fn(*args, **kwargs)
+        time.sleep(SLOW_FILE_S)
+        return result
+
+    return call
+
+
+def start_together(values: MutableMapping[str, Any], path: str, n: int = 3) -> list[str]:
+    """``n`` processes released at the same instant each try to take the lock.
+
+    Each file call in the children (exists, open, os.open) pauses a little after it
+    returns, so a check-then-create lock is caught every time, not once in a while.
+    A child that gets the lock keeps it until it is killed, after every child has said
+    what it got, so a slow machine cannot make the winner let go too early.
+    """
+    with fresh_state(values), contextlib.ExitStack() as stack:
+        _attempt(values, path)
+        go_read, go_write = os.pipe()
+        stack.callback(os.close, go_read)
+
+        def body(write_fd: int) -> None:
+            os.close(go_write)
+            select.select([go_read], [], [], 10.0)
+            builtins.open = _slow(builtins.open)
+            os.open = _slow(os.open)
+            os.path.exists = _slow(os.path.exists)
+            pathlib.Path.exists = _slow(pathlib.Path.exists)  # type: ignore[method-assign]
+            try:
+                with need(values, "single_instance")(path):
+                    os.write(write_fd, b"acquired")
+                    time.sleep(30)
+            except BaseException as exc:  # noqa: BLE001 - told to the parent
+                name = type(exc).__name__
+                said = "refused" if name == "AlreadyRunning" else f"raised {name}: {exc}"
+                os.write(write_fd, said.encode()[:400])
+
+        try:
+            fds = [stack.enter_context(_child(body))[1] for _ in range(n)]
+        finally:
+            os.write(go_write, b"go")
+            os.close(go_write)
+        return [_read(fd) for fd in fds]
+
+
+def _text(path: str) -> str:
+    try:
+        return pathlib.Path(path).read_text(errors="replace")
+    except OSError as exc:
+        return f"<{type(exc).__name__}>"

@@ -1,0 +1,371 @@
+"""Exercise 3: claim a job atomically with a lease, in one ``UPDATE ... RETURNING``.
+
+The student writes ``claim(conn, worker, now, lease_s)`` on the exercise table
+(``labkit.grading.exercises.labdb``). Each check makes the database file under the student's
+folder, runs ``claim`` through the harness (``labkit.grading.exercises.ex03.harness``, which opens
+its own connections) and reads the table back itself. The race check runs real
+threads, each with its own connection, and widens the window between a read and a
+write (every plain SELECT outside a transaction pauses), so a read-then-write claim is
+caught every time instead of once in a while. Boundaries are exact: a job due exactly
+now, a lease ending exactly now.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
+from labkit.grading.exercises.helpers import holds_for, raised_text
+from labkit.grading.exercises.kit import lab_file
+from labkit.grading.exercises.labdb import add_job, all_jobs
+
+CHECKS = Checks("ex03", "atomic claim with a lease", needs=("claim",))
+
+#: How long a plain SELECT pauses in the race check: enough for the others to read too.
+RACE_PAUSE_S = 0.05
+
+
+HARNESS = "labkit.grading.exercises.ex03.harness:"
+
+
+def _claim(ns: Namespace, path: Path, worker: str, now: float, lease_s: float = 30.0) -> Any:
+    result = ns.harness(HARNESS + "claim", str(path), worker, now, lease_s)
+    if "raised" in result:
+        raise CheckFailed(
+            f"claim({worker!r}, now={now:g}) to return a job or None",
+            raised_text(result),
+            "run your claim on a database from exercise_db() in the notebook and read the error",
+        )
+    row = result["returned"]
+    if row is not None and not isinstance(row, dict):
+        raise CheckFailed(
+            "a dict (or sqlite3.Row) for the claimed job, or None",
+            str(row),
+            "return dict(row) for the row RETURNING gave you",
+        )
+    return row
+
+
+def _job(conn: sqlite3.Connection, job_id: int) -> dict[str, Any]:
+    return next(j for j in all_jobs(conn) if j["id"] == job_id)
+
+
+@CHECKS.add(
+    1,
+    "UPDATE jobs SET state='running', lease_owner=:worker, lease_until=:now + :lease_s "
+    "... WHERE id = (SELECT ... LIMIT 1) RETURNING *, then return dict(row) or None",
+)
+def claims_one_ready_job(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        job_id = add_job(conn, "mail:1:send:v1")
+        got = _claim(ns, path, "w1", 100.0, 30.0)
+        expect(got is not None, "the pending job", "None")
+        expect(got.get("id") == job_id, f"a dict for job {job_id} (the whole row)", got)
+        stored = _job(conn, job_id)
+        expect(
+            stored["state"] == "running" and stored["lease_owner"] == "w1",
+            "the job running, leased to w1, in the database",
+            f"state={stored['state']}, lease_owner={stored['lease_owner']}",
+        )
+        expect(
+            stored["lease_until"] == 130.0,
+            "lease_until = now + lease_s = 130.0",
+            f"lease_until={stored['lease_until']}",
+        )
+        expect(bool(stored["lease_token"]), "a lease token", repr(stored["lease_token"]))
+        expect(
+            stored["updated_at"] == 100.0,
+            "updated_at = now = 100.0 (when it was claimed: the ops report reads it)",
+            f"updated_at={stored['updated_at']}",
+        )
+        again = _claim(ns, path, "w2", 100.0, 30.0)
+        expect(again is None, "None when nothing else is ready (w1 holds the only job)", again)
+
+
+@CHECKS.add(
+    2,
+    "add one to attempt in the same UPDATE (attempt = attempt + 1): a crash "
+    "redelivery is an attempt too, or a poison job loops forever",
+)
+def attempt_goes_up_by_one(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        job_id = add_job(conn, "mail:1:send:v1")
+        first = _claim(ns, path, "w1", 100.0, 30.0)
+        expect(
+            first is not None and _job(conn, job_id)["attempt"] == 1,
+            "attempt 1 after the first claim",
+            f"attempt {_job(conn, job_id)['attempt']}",
+        )
+        second = _claim(ns, path, "w2", 200.0, 30.0)  # w1's lease ended at 130
+        expect(
+            second is not None and _job(conn, job_id)["attempt"] == 2,
+            "attempt 2 after the expired lease is claimed again",
+            f"claim returned {'None' if second is None else 'the job'}, "
+            f"attempt {_job(conn, job_id)['attempt']}",
+        )
+
+
+@CHECKS.add(
+    2,
+    "make a new token at every claim, for example lower(hex(randomblob(16))); a "
+    "token that repeats (the worker's name, the job id) cannot fence off a zombie",
+)
+def token_is_fresh(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        a, b = add_job(conn, "mail:1:send:v1"), add_job(conn, "mail:2:send:v1")
+        _claim(ns, path, "w1", 100.0, 30.0)
+        _claim(ns, path, "w1", 100.0, 30.0)
+        token_a, token_b = _job(conn, a)["lease_token"], _job(conn, b)["lease_token"]
+        expect(
+            bool(token_a) and token_a != token_b,
+            "different tokens for two claims",
+            f"{token_a!r} and {token_b!r}",
+        )
+        _claim(ns, path, "w1", 500.0, 30.0)  # both leases expired; w1 takes one back
+        # Found by its new lease (ends at 530), not by updated_at: another check owns that.
+        retaken = [j["lease_token"] for j in all_jobs(conn) if j["lease_until"] == 530.0]
+        expect(
+            len(retaken) == 1 and retaken[0] not in (token_a, token_b),
+            "a new token when the same worker claims a job again after its lease expired",
+            f"{retaken!r} (before: {token_a!r}, {token_b!r})",
+        )
+
+
+@CHECKS.add(
+    2,
+    "a running job whose lease_until <= now is ready again (its worker died); "
+    "one whose lease is still valid is not",
+)
+def expired_lease_is_reclaimable(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        dead = add_job(
+            conn,
+            "mail:1:send:v1",
+            state="running",
+            attempt=1,
+            lease_owner="crashed",
+            lease_until=50.0,
+            lease_token="old-token",
+            updated_at=20.0,
+        )
+        alive = add_job(
+            conn,
+            "mail:2:send:v1",
+            state="running",
+            attempt=1,
+            lease_owner="busy",
+            lease_until=200.0,
+            lease_token="live-token",
+            updated_at=20.0,
+        )
+        got = _claim(ns, path, "w2", 100.0, 30.0)
+        expect(
+            got is not None and got.get("id") == dead,
+            f"job {dead} (lease expired at 50, now is 100)",
+            "None" if got is None else f"job {got.get('id')}",
+        )
+        expect(
+            _job(conn, dead)["lease_token"] != "old-token",
+            "the old token replaced",
+            repr(_job(conn, dead)["lease_token"]),
+        )
+        stolen = _claim(ns, path, "w3", 100.0, 30.0)
+        expect(
+            stolen is None,
+            f"None: job {alive} is leased until 200",
+            f"job {stolen.get('id')}" if stolen else stolen,
+        )
+
+
+@CHECKS.add(
+    1,
+    "ready means pending or retry_wait with run_after <= now (or an expired lease); "
+    "never succeeded or dead, never a job due later",
+)
+def respects_run_after_and_state(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        add_job(conn, "a:1:v1", run_after=500.0)
+        add_job(conn, "a:2:v1", state="succeeded", attempt=1)
+        add_job(conn, "a:3:v1", state="dead", attempt=3)
+        due = add_job(conn, "a:4:v1", state="retry_wait", attempt=1, run_after=90.0)
+        got = _claim(ns, path, "w1", 100.0, 30.0)
+        expect(
+            got is not None and got.get("id") == due,
+            f"job {due} (retry_wait, due at 90)",
+            "None" if got is None else f"job {got.get('id')}",
+        )
+        more = _claim(ns, path, "w1", 100.0, 30.0)
+        expect(
+            more is None,
+            "None: the rest is due later, succeeded or dead",
+            f"job {more.get('id')} ({_job(conn, more['id'])['key']})" if more else more,
+        )
+
+
+@CHECKS.add(
+    1,
+    "one UPDATE ... RETURNING, nothing else: a SELECT followed by an UPDATE leaves a "
+    "gap in which another worker reads the same job",
+)
+def claim_is_one_statement(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        add_job(conn, "mail:1:send:v1")
+        statements = ns.harness(HARNESS + "claim", str(path), "w1", 100.0, 30.0)["statements"]
+        expect(
+            len(statements) == 1
+            and statements[0].upper().startswith("UPDATE")
+            and "RETURNING" in statements[0].upper(),
+            "exactly one statement, UPDATE ... RETURNING",
+            f"{len(statements)} statement(s): "
+            + "; ".join(s.split()[0].upper() for s in statements),
+        )
+
+
+@CHECKS.add(
+    3,
+    "two workers must never hold the same job: do the choosing and the taking in "
+    "one statement (UPDATE ... WHERE id = (SELECT ...) RETURNING *)",
+    timeout=20.0,
+)
+def no_double_claim_under_a_race(ns: Namespace) -> None:
+    workers, n_jobs = 4, 6
+    with lab_file(ns) as (conn, path):
+        _claim(ns, path, "probe", 0.0, 1.0)  # on an empty table: a stub says "not started yet"
+        before = {}  # half of the jobs failed once and are due again
+        for i in range(n_jobs):
+            retried = {"state": "retry_wait", "attempt": 1, "run_after": 50.0} if i % 2 else {}
+            before[add_job(conn, f"mail:{i}:send:v1", **retried)] = 1 if i % 2 else 0
+        run = ns.harness(
+            HARNESS + "race", str(path), workers, n_jobs + 2, 100.0, 30.0, RACE_PAUSE_S
+        )
+        claims, errors = [tuple(c) for c in run["claims"]], run["errors"]
+        expect(not errors, "no errors while 4 workers claim at once", "; ".join(errors[:2]))
+        counts = Counter(job for _, job in claims)
+        doubled = {job: [w for w, j in claims if j == job] for job, n in counts.items() if n > 1}
+        expect(
+            not doubled,
+            "each job claimed by exactly one worker",
+            "; ".join(f"job {j} claimed by {', '.join(ws)}" for j, ws in doubled.items()),
+        )
+        expect(len(counts) == n_jobs, f"all {n_jobs} jobs claimed", f"{len(counts)} claimed")
+        twice = [j["id"] for j in all_jobs(conn) if j["attempt"] != before[j["id"]] + 1]
+        expect(
+            not twice, "attempt up by exactly one on every job (each taken once)", f"jobs {twice}"
+        )
+
+
+@CHECKS.add(
+    3,
+    "a job in retry_wait failed once and must run again when run_after comes: "
+    "state IN ('pending', 'retry_wait'); otherwise every retried job waits forever",
+)
+def retried_jobs_run_again(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        job_id = add_job(conn, "mail:9:send:v1", state="retry_wait", attempt=1, run_after=150.0)
+        early = _claim(ns, path, "w1", 100.0, 30.0)
+        expect(
+            early is None, "None at 100: the retry is due at 150", f"job {(early or {}).get('id')}"
+        )
+        got = _claim(ns, path, "w1", 200.0, 30.0)
+        job = _job(conn, job_id)
+        expect(
+            got is not None and got.get("id") == job_id,
+            f"job {job_id} claimed at 200 (retry_wait, due at 150)",
+            "None" if got is None else f"job {got.get('id')}",
+        )
+        expect(
+            job["state"] == "running" and job["attempt"] == 2 and job["lease_owner"] == "w1",
+            "the retried job running again as attempt 2, leased to w1",
+            f"state={job['state']}, attempt={job['attempt']}, lease_owner={job['lease_owner']}",
+        )
+
+
+@CHECKS.add(
+    2,
+    "the boundary counts: a job due exactly now (run_after <= now) is ready, and a "
+    "lease that ends exactly now (lease_until <= now) has ended; '<' leaves them "
+    "waiting one more poll, forever on a clock that does not move",
+)
+def due_exactly_now_is_ready(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        due = add_job(conn, "a:1:v1", state="retry_wait", attempt=1, run_after=100.0)
+        got = _claim(ns, path, "w1", 100.0, 30.0)
+        expect(
+            got is not None and got.get("id") == due,
+            f"job {due} claimed at now=100 (run_after = 100 exactly)",
+            "None" if got is None else f"job {got.get('id')}",
+        )
+        ended = add_job(
+            conn,
+            "a:2:v1",
+            state="running",
+            attempt=1,
+            lease_owner="crashed",
+            lease_until=130.0,
+            lease_token="old",
+            updated_at=100.0,
+        )
+        again = _claim(ns, path, "w2", 130, 30.0)  # an int now: the same instant
+        expect(
+            again is not None and again.get("id") == ended,
+            f"job {ended} claimed at now=130 (its lease ends at 130 exactly)",
+            "None" if again is None else f"job {again.get('id')}",
+        )
+
+
+#: A generated job: (state, run_after, lease_until); times sit on both sides of now=100.
+JOBS = st.tuples(
+    st.sampled_from(["pending", "retry_wait", "running", "succeeded", "dead"]),
+    st.sampled_from([0.0, 99.5, 100.0, 100.5, 500.0]),
+    st.sampled_from([50.0, 100.0, 100.5, 200.0]),
+)
+
+
+@CHECKS.add(
+    2,
+    "ready = (pending or retry_wait, run_after <= now) or (running, lease_until <= now); "
+    "of those, the smallest run_after, then the smallest id",
+    timeout=30.0,
+)
+def claims_the_right_job_for_any_table(ns: Namespace) -> None:
+    now = 100.0
+
+    def right_job(table: list[tuple[str, float, float]]) -> None:
+        with lab_file(ns) as (conn, path):
+            ids = []
+            for i, (state, run_after, until) in enumerate(table):
+                lease = {"lease_owner": "w0", "lease_until": until, "lease_token": f"t{i}"}
+                ids.append(
+                    add_job(
+                        conn,
+                        f"a:{i}:v1",
+                        state=state,
+                        attempt=0 if state == "pending" else 1,
+                        run_after=run_after,
+                        **(lease if state == "running" else {}),
+                    )
+                )
+            ready = [
+                (run_after, job_id)
+                for job_id, (state, run_after, until) in zip(ids, table, strict=True)
+                if (state in ("pending", "retry_wait") and run_after <= now)
+                or (state == "running" and until <= now)
+            ]
+            got = _claim(ns, path, "w1", now, 30.0)
+        shape = ", ".join(
+            f"{i}:{s} run_after={r:g}" + (f" lease_until={u:g}" if s == "running" else "")
+            for i, (s, r, u) in zip(ids, table, strict=True)
+        )
+        want = min(ready)[1] if ready else None
+        expect(
+            (got or {}).get("id") == want,
+            f"{'job ' + str(want) if want else 'None'} at now=100 among jobs {shape}",
+            "None" if got is None else f"job {got.get('id')}",
+        )
+
+    holds_for(st.lists(JOBS, min_size=1, max_size=6), right_job, examples=25)

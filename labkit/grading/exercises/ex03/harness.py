@@ -1,0 +1,118 @@
+"""Harness for exercise 3: the student's ``claim`` on a database file the check made.
+
+Each call opens its own connection to the file (as a worker would), wrapped in
+``Traced``, which records every statement and can pause after plain reads to widen the
+gap a read-then-write claim leaves. Rows come back as plain dicts; the check reads
+the table itself to judge.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import threading
+from collections.abc import MutableMapping
+from typing import Any
+
+from labkit.grading.exercises.common import fresh_state, need, outcome, plain_row
+from labkit.grading.exercises.labdb import connect
+from labkit.grading.exercises.tracing import Traced
+
+
+def claim(
+    values: MutableMapping[str, Any],
+    path: str,
+    worker: str,
+    now: float,
+    lease_s: float,
+) -> dict[str, Any]:
+    """One ``claim`` on a new connection: ``{"returned" | "raised"..., "statements": [...]}``."""
+    conn = Traced(connect(path))
+    try:
+        with fresh_state(values):
+            result = outcome(need(values, "claim"), conn, worker, now, lease_s)
+    finally:
+        conn.close()
+    if "returned" in result:
+        result["returned"] = plain_row(result["returned"])
+    result["statements"] = [s for s in conn.statements if s]
+    return result
+
+
+def race(
+    values: MutableMapping[str, Any],
+    path: str,
+    workers: int,
+    rounds: int,
+    now: float,
+    lease_s: float,
+    pause: float,
+) -> dict[str, Any]:
+    """``workers`` threads, each with its own paused connection, claim until None.
+
+    Returns ``{"claims": [[worker, job id]...], "errors": [...], "pauses": n}``.
+    """
+    claims: list[list[Any]] = []
+    errors: list[str] = []
+    start = threading.Barrier(workers)
+    conns = [Traced(connect(path), pause=pause) for _ in range(workers)]
+
+    def work(name: str, own: Traced) -> None:
+        start.wait()
+        try:
+            for _ in range(rounds):
+                row = plain_row(need(values, "claim")(own, name, now, lease_s))
+                if row is None:
+                    return
+                claims.append([name, row.get("id") if isinstance(row, dict) else row])
+        except Exception as exc:  # noqa: BLE001 - reported as the check's result
+            errors.append(f"{name}: {type(exc).__name__}: {str(exc)[:160]}")
+
+    with fresh_state(values):
+        threads = [threading.Thread(target=work, args=(f"w{i}", c)) for i, c in enumerate(conns)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for c in conns:
+        c.close()
+    return {"claims": claims, "errors": errors, "pauses": sum(c.pauses for c in conns)}
+
+
+def _process_worker(values: Any, path: str, name: str, out: Any) -> None:
+    conn = connect(path)
+    got: list[Any] = []
+    try:
+        for _ in range(100):
+            row = plain_row(need(values, "claim")(conn, name, 100.0, 30.0))
+            if row is None:
+                break
+            got.append(row["id"])
+    except Exception as exc:  # noqa: BLE001 - reported to the parent
+        got.append(f"error: {type(exc).__name__}: {exc}")
+    out.put((name, got))
+
+
+def claim_in_processes(values: MutableMapping[str, Any], path: str, procs: int) -> dict[str, Any]:
+    """``procs`` forked processes claim until None; ``{"results": [[name, ids]], "hung": n}``."""
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    children = [
+        ctx.Process(target=_process_worker, args=(values, path, f"p{i}", out)) for i in range(procs)
+    ]
+    for p in children:
+        p.start()
+    results: list[Any] = []
+    try:
+        for _ in children:
+            results.append(list(out.get(timeout=20)))
+    except queue.Empty:
+        pass
+    finally:
+        # A student's loop must not outlive the check.
+        for p in children:
+            p.join(1)
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+    return {"results": results, "hung": procs - len(results)}

@@ -1,0 +1,68 @@
+"""Harness for exercise 4: errors and seeded rngs built here, from plain descriptions.
+
+A check describes an error as data, ``{"type": "HTTPError", "status": 503,
+"retry_after": 120}``, and a random generator by its seed; the harness builds them
+beside the student's code and returns what ``classify``, ``backoff`` and
+``next_delay`` made of them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import MutableMapping
+from typing import Any
+
+from labkit.grading.exercises.common import fresh_state, need, outcome
+from labkit.grading.exercises.described import build_error
+
+
+def classify(values: MutableMapping[str, Any], specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``classify(error)`` for each described error, as outcomes."""
+    with fresh_state(values):
+        return [outcome(need(values, "classify"), build_error(spec)) for spec in specs]
+
+
+def backoff_draws(values: MutableMapping[str, Any], calls: list[list[Any]]) -> list[dict[str, Any]]:
+    """For each ``[n, seed, base, cap, count]``: ``count`` draws from one ``Random(seed)``.
+
+    Each result is ``{"returned": [delays]}`` or the outcome of the first call that raised.
+    """
+    out: list[dict[str, Any]] = []
+    with fresh_state(values):
+        for n, seed, base, cap, count in calls:
+            rng = random.Random(seed)
+            draws: list[Any] = []
+            failed: dict[str, Any] | None = None
+            for _ in range(count):
+                one = outcome(need(values, "backoff"), n, rng, base, cap)
+                if "raised" in one:
+                    failed = one
+                    break
+                draws.append(one["returned"])
+            out.append(failed or {"returned": draws})
+    return out
+
+
+def next_delays(values: MutableMapping[str, Any], calls: list[dict[str, Any]]) -> list[Any]:
+    """``next_delay(error, attempt, Random(seed), **kwargs)`` per call (``count`` times each).
+
+    A call is ``{"error": spec, "attempt": n, "seed": s, "kwargs": {...}, "count": k}``;
+    each result is a list of ``count`` outcomes drawn from one rng.
+    """
+    out = []
+    with fresh_state(values):
+        for call in calls:
+            rng = random.Random(call.get("seed", 0))
+            out.append(
+                [
+                    outcome(
+                        need(values, "next_delay"),
+                        build_error(call["error"]),
+                        call["attempt"],
+                        rng,
+                        **call.get("kwargs", {}),
+                    )
+                    for _ in range(call.get("count", 1))
+                ]
+            )
+    return out

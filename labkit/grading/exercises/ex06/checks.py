@@ -1,0 +1,362 @@
+"""Exercise 6: the dead letter and the redrive that keeps the key.
+
+The student writes ``dead_letter`` and ``redrive`` on the exercise table
+(``labkit.grading.exercises.labdb``). Each check makes the database file under the student's
+folder, runs the student's functions through the harness
+(``labkit.grading.exercises.ex06.harness``, its own connections, errors built from plain
+descriptions) and reads the table back itself. Two checks race: two operators
+redriving at once, and a redrive while another party redrives the job and a worker
+claims it; a redrive that selects and then updates outside one ``BEGIN IMMEDIATE``
+transaction is caught by both.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.exercises.ex06.deadletters import (
+    HARNESS,
+    NOW,
+    RACE_PAUSE_S,
+    add_dead,
+    add_running,
+    bury,
+    redrive,
+    returned,
+    row_of,
+    said,
+)
+from labkit.grading.exercises.helpers import holds_for
+from labkit.grading.exercises.kit import lab_file
+from labkit.grading.exercises.labdb import add_job, all_jobs
+
+CHECKS = Checks("ex06", "dead letter and redrive", needs=("dead_letter", "redrive"))
+
+
+@CHECKS.add(
+    2,
+    "UPDATE ... SET state='dead', dead_reason=:reason, last_error=..., lease_owner, "
+    "lease_until and lease_token to NULL, updated_at=:now WHERE id=:id AND "
+    "state='running' AND lease_token=:token; return whether a row changed",
+)
+def dead_letter_records_the_reason(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        ok = bury(
+            ns,
+            path,
+            job_id,
+            "tok-1",
+            "permanent error",
+            {"type": "ValueError", "message": "no such customer"},
+            NOW,
+        )
+        job = row_of(conn, job_id)
+        expect(ok is True, "True (the job was buried)", ok)
+        expect(
+            job["state"] == "dead" and job["dead_reason"] == "permanent error",
+            "state dead with dead_reason 'permanent error'",
+            f"state={job['state']}, dead_reason={job['dead_reason']!r}",
+        )
+        expect(
+            "ValueError" in (job["last_error"] or "") and "no such customer" in job["last_error"],
+            "last_error naming the class and message: 'ValueError: no such customer'",
+            repr(job["last_error"]),
+        )
+        expect(
+            job["lease_token"] is None
+            and job["lease_owner"] is None
+            and job["lease_until"] is None
+            and job["updated_at"] == NOW,
+            "the lease cleared and updated_at = now",
+            {k: job[k] for k in ("lease_owner", "lease_until", "lease_token", "updated_at")},
+        )
+        expect(job["key"] == "pay:7:charge:v1", "the key unchanged", job["key"])
+
+
+@CHECKS.add(
+    1,
+    "errors carry secrets (passwords, tokens in URLs): store "
+    "labkit.redact.describe(error), never str(error) as it is",
+)
+def dead_letter_hides_secrets(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        error = {
+            "type": "PermissionError",
+            "message": "login to https://erp:hunter2@erp.example failed, token=abc123xyz",
+        }
+        bury(ns, path, job_id, "tok-1", "permanent error", error, NOW)
+        stored = row_of(conn, job_id)["last_error"] or ""
+        leaked = [s for s in ("hunter2", "abc123xyz") if s in stored]
+        expect(
+            not leaked and "PermissionError" in stored,
+            "the error class kept, the password and the token redacted",
+            repr(stored),
+        )
+
+
+@CHECKS.add(1, "fence on the token: a worker whose lease moved on must change nothing")
+def dead_letter_is_fenced(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn, token="new-holder")
+        before = row_of(conn, job_id)
+        ok = bury(ns, path, job_id, "stale-token", "permanent error", {"type": "ValueError"}, NOW)
+        expect(ok is False, "False for a stale token", ok)
+        expect(row_of(conn, job_id) == before, "the job unchanged", row_of(conn, job_id)["state"])
+
+
+@CHECKS.add(
+    2,
+    "limit is required: raise ValueError when it is None or below 1, before "
+    "touching anything (a whole dead-letter queue redriven by accident floods "
+    "the service that killed those jobs)",
+)
+def redrive_requires_a_limit(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        add_dead(conn, 3)
+        before = all_jobs(conn)
+        for limit in (None, 0, -3):
+            result = ns.harness(HARNESS + "redrive", str(path), limit=limit, now=NOW)
+            wanted = ("ValueError", "TypeError") if limit is None else ("ValueError",)
+            expect(
+                any(name in result.get("raised", ()) for name in wanted),
+                f"ValueError for limit={limit!r}",
+                said(result),
+            )
+        expect(all_jobs(conn) == before, "nothing changed", "jobs were changed")
+
+
+@CHECKS.add(
+    2,
+    "redrive the same row (UPDATE, not INSERT): its key is how the destination "
+    "recognises a repeat; a copy with a new key can charge twice",
+)
+def redrive_keeps_the_key(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        [job_id] = add_dead(conn, 1)
+        ids = redrive(ns, path, limit=1, now=NOW)
+        rows = all_jobs(conn)
+        expect(
+            len(rows) == 1,
+            "still one row in jobs",
+            f"{len(rows)} rows: " + ", ".join(f"{r['id']}:{r['key']}" for r in rows),
+        )
+        expect(list(ids) == [job_id], f"[{job_id}] returned", ids)
+        expect(
+            rows[0]["state"] == "pending" and rows[0]["key"] == "email:0:send:v1",
+            "the job pending again with key 'email:0:send:v1'",
+            f"state={rows[0]['state']}, key={rows[0]['key']!r}",
+        )
+
+
+@CHECKS.add(
+    2,
+    "ORDER BY updated_at, id LIMIT :limit: the oldest dead letters first, and "
+    "never more than asked",
+)
+def redrive_respects_the_limit(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        ids = add_dead(conn, 5)
+        got = redrive(ns, path, limit=2, now=NOW)
+        pending = [j["id"] for j in all_jobs(conn) if j["state"] == "pending"]
+        expect(len(pending) == 2, "2 jobs redriven with limit=2", f"{len(pending)} redriven")
+        expect(
+            list(got) == ids[:2] and pending == ids[:2],
+            f"the two oldest, {ids[:2]}",
+            f"returned {list(got)}, pending {pending}",
+        )
+
+
+@CHECKS.add(
+    1,
+    "only dead jobs are redriven: a pending, running, retry_wait or succeeded job "
+    "is none of the redrive's business",
+)
+def redrive_only_dead_jobs(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        others = {
+            "pending": add_job(conn, "o:1:v1", updated_at=1.0),
+            "retry_wait": add_job(conn, "o:2:v1", state="retry_wait", attempt=1, updated_at=1.0),
+            "succeeded": add_job(conn, "o:3:v1", state="succeeded", attempt=1, updated_at=1.0),
+            "running": add_job(
+                conn,
+                "o:4:v1",
+                state="running",
+                attempt=1,
+                lease_owner="w",
+                lease_until=NOW + 60,
+                lease_token="t",
+                updated_at=1.0,
+            ),
+        }
+        before = {k: row_of(conn, v) for k, v in others.items()}
+        [dead] = add_dead(conn, 1)
+        got = redrive(ns, path, limit=100, now=NOW)
+        expect(list(got) == [dead], f"only the dead job {dead}", list(got))
+        changed = [k for k, v in others.items() if row_of(conn, v) != before[k]]
+        expect(not changed, "the other jobs untouched", f"changed: {changed}")
+
+
+@CHECKS.add(
+    1,
+    "a redriven job starts over: attempt = 0, run_after = now, dead_reason NULL, "
+    "redrives + 1, updated_at = now (or it dies again at once)",
+)
+def redrive_gives_a_fresh_start(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        [job_id] = add_dead(conn, 1)
+        redrive(ns, path, limit=1, now=NOW)
+        job = row_of(conn, job_id)
+        want = {
+            "attempt": 0,
+            "run_after": NOW,
+            "dead_reason": None,
+            "redrives": 1,
+            "updated_at": NOW,
+        }
+        got = {k: job[k] for k in want}
+        expect(got == want, str(want), str(got))
+
+
+@CHECKS.add(1, "dry_run=True returns the ids it would redrive and changes nothing")
+def dry_run_changes_nothing(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        ids = add_dead(conn, 3)
+        before = all_jobs(conn)
+        got = redrive(ns, path, limit=2, now=NOW, dry_run=True)
+        expect(list(got) == ids[:2], f"{ids[:2]} returned", got)
+        expect(
+            all_jobs(conn) == before, "every job unchanged", [j["state"] for j in all_jobs(conn)]
+        )
+
+
+@CHECKS.add(1, "kind=... redrives only that kind ((:kind IS NULL OR kind = :kind))")
+def redrive_filters_by_kind(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        mails = add_dead(conn, 2, kind="email")
+        pays = add_dead(conn, 2, kind="payment", first_id=10)
+        got = redrive(ns, path, limit=10, now=NOW, kind="payment")
+        expect(sorted(got) == pays, f"the payment jobs {pays}", list(got))
+        expect(
+            all(row_of(conn, i)["state"] == "dead" for i in mails),
+            "the email jobs still dead",
+            [row_of(conn, i)["state"] for i in mails],
+        )
+
+
+@CHECKS.add(
+    3,
+    "choose and change in one write transaction: conn.execute('BEGIN IMMEDIATE'), "
+    "SELECT the ids, UPDATE them, COMMIT; two operators who both SELECT before "
+    "either UPDATEs pick the same jobs and each reports redriving them",
+    timeout=20.0,
+)
+def two_redrives_at_once_share_nothing(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        redrive(ns, path, limit=1, now=NOW, dry_run=True)  # a stub says "not started yet"
+        ids = add_dead(conn, 2)
+        results = ns.harness(
+            HARNESS + "two_redrives_at_once", str(path), {"limit": 1, "now": NOW}, RACE_PAUSE_S
+        )
+        a, b = (returned(r, "both redrives") for r in results)
+        expect(
+            isinstance(a, list) and isinstance(b, list) and not set(a) & set(b),
+            "two redrives with limit=1 at the same moment to return different jobs",
+            f"{a} and {b}",
+        )
+        rows = {j["id"]: j for j in all_jobs(conn)}
+        expect(
+            all(rows[i]["state"] == "pending" and rows[i]["redrives"] == 1 for i in ids),
+            f"both dead jobs {ids} pending, each redriven once",
+            "; ".join(f"job {i}: {rows[i]['state']}, redrives {rows[i]['redrives']}" for i in ids),
+        )
+
+
+@CHECKS.add(
+    2,
+    "a job can leave 'dead' between your SELECT and your UPDATE (another operator "
+    "redrove it, a worker took it): read and write inside one BEGIN IMMEDIATE "
+    "transaction and return only the jobs you changed",
+    timeout=20.0,
+)
+def redrive_racing_a_worker(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        redrive(ns, path, limit=1, now=NOW, dry_run=True)  # a stub says "not started yet"
+        [job_id] = add_dead(conn, 1)
+        result = ns.harness(HARNESS + "redrive_while_a_worker_claims", str(path), job_id, NOW)
+        ids = returned(result, "redrive(limit=5)")
+        job = row_of(conn, job_id)
+        if result["worker"] == "in the gap":
+            expect(
+                job["state"] == "running" and job["lease_token"] == "worker-9-token",
+                f"job {job_id} left with the worker that claimed it while your redrive ran",
+                f"state={job['state']}, lease_token={job['lease_token']!r}: the redrive "
+                "overwrote a running job",
+            )
+            expect(
+                job_id not in ids,
+                f"job {job_id} not reported as redriven (it was no longer dead)",
+                f"returned {ids}",
+            )
+        else:
+            expect(
+                ids == [job_id] and job["state"] == "pending",
+                f"[{job_id}] returned and the job pending",
+                f"returned {ids}, state {job['state']}",
+            )
+
+
+#: A generated table: (state, kind, updated_at) per job; times repeat so ties happen.
+TABLES = st.lists(
+    st.tuples(
+        st.sampled_from(["dead", "dead", "pending", "succeeded", "retry_wait"]),
+        st.sampled_from(["email", "payment"]),
+        st.sampled_from([10.0, 20.0, 30.0, 40.0]),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@CHECKS.add(
+    2,
+    "the oldest dead letters first, ties by id (ORDER BY updated_at, id), of the kind "
+    "asked for, never more than limit, and nothing else touched",
+    timeout=30.0,
+)
+def redrive_picks_the_oldest_for_any_table(ns: Namespace) -> None:
+    def picks(case: tuple[list[tuple[str, str, float]], int, str | None]) -> None:
+        table, limit, kind = case
+        with lab_file(ns) as (conn, path):
+            ids = [
+                add_job(conn, f"{k}:{i}:v1", kind=k, state=st_, attempt=1, updated_at=t)
+                for i, (st_, k, t) in enumerate(table)
+            ]
+            before = {j["id"]: j for j in all_jobs(conn)}
+            dead = [i for i, (st_, k, _) in zip(ids, table, strict=True) if st_ == "dead"]
+            want = sorted(
+                (i for i in dead if kind is None or before[i]["kind"] == kind),
+                key=lambda i: (before[i]["updated_at"], i),
+            )[:limit]
+            got = redrive(ns, path, limit=limit, now=NOW, kind=kind)
+            after = {j["id"]: j for j in all_jobs(conn)}
+        shape = ", ".join(f"{i}:{s}/{k}@{t:g}" for i, (s, k, t) in zip(ids, table, strict=True))
+        expect(
+            list(got) == want,
+            f"{want} for limit={limit}, kind={kind!r} on jobs {shape}",
+            f"returned {list(got)}",
+        )
+        changed = sorted(i for i in ids if after[i] != before[i])
+        expect(
+            changed == sorted(want) and all(after[i]["state"] == "pending" for i in want),
+            f"exactly jobs {sorted(want)} changed (pending) on jobs {shape}",
+            f"changed: {changed}",
+        )
+
+    # One plain call first: an untouched stub says "not started" at once, instead of
+    # Hypothesis spending seconds shrinking its NotImplementedError.
+    picks(([("dead", "email", 10.0), ("pending", "email", 20.0)], 1, None))
+    cases = st.tuples(TABLES, st.integers(1, 4), st.sampled_from([None, "email", "payment"]))
+    holds_for(cases, picks, examples=20)

@@ -1,0 +1,151 @@
+"""Harness for exercise 6: ``dead_letter`` and ``redrive`` on a database file the check made.
+
+Each call opens its own connection, as an operator's console or a worker would.
+Errors are built here from plain descriptions. The race functions run two redrives
+at once, or a redrive while a worker takes the job, on connections that pause after a
+read made outside a write transaction (``BEGIN IMMEDIATE``), so a redrive that selects
+and then updates in separate steps is caught every time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, MutableMapping
+from typing import Any
+
+from labkit.grading.exercises.common import fresh_state, need, outcome
+from labkit.grading.exercises.described import build_error
+from labkit.grading.exercises.labdb import connect
+from labkit.grading.exercises.tracing import Rows, Traced
+
+
+class Racing(Traced):
+    """``Traced`` that pauses after reads unless a BEGIN IMMEDIATE/EXCLUSIVE is open.
+
+    A deferred ``BEGIN`` takes no write lock until the first write, so another
+    connection can read the same rows in between: that read pauses too. ``then`` runs
+    once, at the first pause (another party acting in the gap).
+    """
+
+    def __init__(self, conn: Any, pause: float, then: Callable[[], None] | None = None) -> None:
+        super().__init__(conn, pause=pause)
+        self.locked = False
+        self.then = then
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        word = " ".join(sql.split()).upper()
+        if word.startswith("BEGIN"):
+            self.locked = "IMMEDIATE" in word or "EXCLUSIVE" in word
+        cursor = self._conn.execute(sql, params)
+        self.statements.append(word)
+        if word.startswith(("COMMIT", "ROLLBACK", "END")):
+            self.locked = False
+        if word.startswith(("SELECT", "WITH")) and not self.locked:
+            rows = cursor.fetchall()
+            self.pauses += 1
+            if self.then is not None:
+                then, self.then = self.then, None
+                then()
+            else:
+                threading.Event().wait(self.pause)
+            return Rows(rows, cursor.rowcount, cursor.lastrowid)
+        return cursor
+
+
+def dead_letter(
+    values: MutableMapping[str, Any],
+    path: str,
+    job_id: int,
+    token: Any,
+    reason: str,
+    error: dict[str, Any],
+    now: float,
+) -> dict[str, Any]:
+    """``dead_letter(conn, job_id, token, reason, <error built from spec>, now)``, as an outcome."""
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            return outcome(
+                need(values, "dead_letter"), conn, job_id, token, reason, build_error(error), now
+            )
+    finally:
+        conn.close()
+
+
+def _ids(result: dict[str, Any]) -> dict[str, Any]:
+    if "returned" in result:
+        try:
+            result["returned"] = [int(i) for i in result["returned"]]
+        except (TypeError, ValueError):
+            result["returned"] = repr(result["returned"])[:200]
+    return result
+
+
+def redrive(values: MutableMapping[str, Any], path: str, **kwargs: Any) -> dict[str, Any]:
+    """``redrive(conn, **kwargs)`` on a new connection; the ids it returned, as an outcome."""
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            return _ids(outcome(need(values, "redrive"), conn, **kwargs))
+    finally:
+        conn.close()
+
+
+def two_redrives_at_once(
+    values: MutableMapping[str, Any], path: str, kwargs: dict[str, Any], pause: float
+) -> list[dict[str, Any]]:
+    """Two operators run ``redrive(**kwargs)`` at the same moment; what each returned."""
+    start = threading.Barrier(2)
+    results: list[dict[str, Any]] = [{}, {}]
+    conns = [Racing(connect(path), pause) for _ in range(2)]
+
+    def one(i: int) -> None:
+        start.wait()
+        results[i] = _ids(outcome(need(values, "redrive"), conns[i], **kwargs))
+
+    with fresh_state(values):
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for c in conns:
+        c.close()
+    return results
+
+
+def redrive_while_a_worker_claims(
+    values: MutableMapping[str, Any], path: str, job_id: int, now: float
+) -> dict[str, Any]:
+    """Redrive while another operator redrives job ``job_id`` and a worker claims it.
+
+    The other party acts in the redrive's gap between reading and writing, if it leaves
+    one; otherwise right after it. Returns the redrive's outcome and whether the worker
+    acted inside the gap.
+    """
+    acted: list[str] = []
+
+    def worker(where: str) -> None:
+        other = connect(path)
+        try:
+            other.execute(
+                "UPDATE jobs SET state = 'running', attempt = 1, redrives = redrives + 1,"
+                " lease_owner = 'worker-9', lease_until = :until, lease_token = 'worker-9-token',"
+                " dead_reason = NULL, updated_at = :now WHERE id = :id AND state = 'dead'",
+                {"id": job_id, "now": now, "until": now + 300},
+            )
+            acted.append(where)
+        finally:
+            other.close()
+
+    conn = Racing(connect(path), 0.0, then=lambda: worker("in the gap"))
+    try:
+        with fresh_state(values):
+            result = _ids(outcome(need(values, "redrive"), conn, limit=5, now=now))
+        if conn.then is not None:  # no gap: the other party comes after the redrive
+            conn.then = None
+            worker("after")
+    finally:
+        conn.close()
+    result["worker"] = acted[0] if acted else "never"
+    return result

@@ -1,0 +1,206 @@
+"""Exercise 7 (extra): a circuit breaker, closed / open / half_open, on an injected clock.
+
+The student writes the ``Breaker`` class. Every check drives it through the harness
+(``labkit.grading.exercises.ex07.harness``) with a script of steps on a ``FakeClock``, so a
+30-second cooldown passes in no time and the same steps give the same states. Two
+breakers side by side must not share anything; the outage check counts, from a file
+it reads itself, the calls the breaker let through to a dependency that was down.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.exercises.helpers import because_of, holds_for, raised_text
+
+CHECKS = Checks("ex07", "circuit breaker", needs=("Breaker",))
+
+HARNESS = "labkit.grading.exercises.ex07.harness:"
+
+
+def drive(ns: Namespace, steps: list[list[Any]], **kwargs: Any) -> list[Any]:
+    """What each step returned; a student exception fails the check, named."""
+    out: list[Any] = ns.harness(HARNESS + "drive", steps, **kwargs)
+    last = out[-1] if out else None
+    if isinstance(last, dict) and "raised" in last:
+        step = steps[len(out) - 1]
+        expect(
+            False,
+            f"step {len(out)} ({step[0]}) to run",
+            raised_text(last),
+        )
+    return out
+
+
+def to_open(ns: Namespace, **kwargs: Any) -> list[list[Any]]:
+    """The failures in a row that open breaker 0, however many it takes (up to 6).
+
+    A breaker that opens one failure late is the business of
+    ``opens_after_consecutive_failures``; the checks of what comes after opening still
+    judge what comes after. One that never opens is sent to that check.
+    """
+    probe = drive(ns, [["fail", 0], ["state", 0]] * 6, **kwargs)
+    states = probe[1::2]
+    expect(
+        "open" in states,
+        "state 'open' after a few failures in a row"
+        + because_of("opens_after_consecutive_failures"),
+        f"{states[-1]!r} after 6 failures in a row",
+    )
+    return [["fail", 0]] * (states.index("open") + 1)
+
+
+def opened(ns: Namespace, steps: list[list[Any]], **kwargs: Any) -> list[Any]:
+    """Open breaker 0 (see ``to_open``), then run ``steps``; what the steps returned."""
+    failures = to_open(ns, **kwargs)
+    return drive(ns, [*failures, *steps], **kwargs)[len(failures) :]
+
+
+@CHECKS.add(1, "a new breaker is 'closed' and lets every call through")
+def starts_closed(ns: Namespace) -> None:
+    out = drive(ns, [["state", 0]] + [["allow", 0]] * 5)
+    expect(out[0] == "closed", "state 'closed'", out[0])
+    expect(all(x is True for x in out[1:]), "allow() True while closed", out[1:])
+
+
+@CHECKS.add(
+    2,
+    "count failures in a row: a success resets the count, and the breaker opens "
+    "when the count reaches threshold (>=, the threshold-th failure opens it)",
+)
+def opens_after_consecutive_failures(ns: Namespace) -> None:
+    steps = [["fail", 0], ["fail", 0], ["ok", 0], ["fail", 0], ["fail", 0], ["state", 0]]
+    out = drive(ns, [*steps, ["fail", 0], ["state", 0]])
+    expect(
+        out[5] == "closed",
+        "still closed: fail, fail, ok, fail, fail is never 3 failures in a row",
+        out[5],
+    )
+    expect(out[7] == "open", "open at the 3rd failure in a row", out[7])
+
+    def opens_at(case: tuple[int, int, float]) -> None:
+        threshold, noise, gap = case
+        # Failures in a row count however far apart they come: a breaker has no window.
+        fail = [["advance", gap], ["fail", 0]]
+        run = fail * noise + [["ok", 0]] + fail * (threshold - 1)
+        got = drive(ns, [*run, ["state", 0], *fail, ["state", 0]], threshold=threshold)
+        before, after = got[len(run)], got[-1]
+        expect(
+            before == "closed" and after == "open",
+            f"with threshold={threshold}: closed after {threshold - 1} failures in a row, "
+            f"open at failure {threshold} (after {noise} failures and a success; "
+            f"one failure every {gap:g} s)",
+            f"{before} then {after}",
+        )
+
+    cases = st.integers(1, 8).flatmap(
+        lambda t: st.tuples(
+            st.just(t), st.integers(0, t - 1), st.sampled_from([0.0, 1.0, 45.0, 3600.0])
+        )
+    )
+    holds_for(cases, opens_at, examples=25)
+
+
+@CHECKS.add(
+    2,
+    "while open, allow() is False until cooldown_s has passed on the clock you "
+    "were given (clock.now()), never the wall clock",
+)
+def open_refuses_until_the_cooldown(ns: Namespace) -> None:
+    out = opened(ns, [["allow", 0], ["advance", 29.9], ["allow", 0]])
+    expect(out[0] is False, "allow() False right after opening", out[0])
+    expect(out[2] is False, "allow() False 29.9 s into a 30 s cooldown", out[2])
+
+
+@CHECKS.add(
+    2,
+    "after the cooldown (now >= opened_at + cooldown_s, exactly 30 s included), go "
+    "half_open and let ONE trial call through; the next callers wait for its result "
+    "(otherwise a crowd hits a service that is down)",
+)
+def half_open_allows_one_trial(ns: Namespace) -> None:
+    out = opened(ns, [["advance", 30.0], ["allow", 0], ["state", 0]] + [["allow", 0]] * 3)
+    expect(out[1] is True, "allow() True once the 30 s cooldown passed (exactly 30 s)", out[1])
+    expect(out[2] == "half_open", "state 'half_open' during the trial", out[2])
+    expect(out[3:] == [False] * 3, "allow() False for the callers behind the trial", out[3:])
+
+
+@CHECKS.add(1, "a successful trial closes the breaker and resets the failure count")
+def trial_success_closes(ns: Namespace) -> None:
+    out = opened(
+        ns,
+        [["advance", 30.0], ["allow", 0], ["ok", 0], ["state", 0], ["fail", 0], ["fail", 0]]
+        + [["state", 0]],
+    )
+    expect(out[3] == "closed", "state 'closed' after a successful trial", out[3])
+    expect(out[6] == "closed", "closed after 2 new failures (count was reset)", out[6])
+
+
+@CHECKS.add(
+    2,
+    "a failed trial opens the breaker again with a fresh cooldown from now "
+    "(opened_at = clock.now()), not the old one",
+)
+def trial_failure_reopens_for_a_full_cooldown(ns: Namespace) -> None:
+    out = opened(
+        ns,
+        [["advance", 30.0], ["allow", 0], ["fail", 0], ["state", 0], ["advance", 10.0]]
+        + [["allow", 0], ["advance", 20.0], ["allow", 0]],
+    )
+    expect(out[3] == "open", "state 'open' after a failed trial", out[3])
+    expect(out[5] is False, "allow() False 10 s after the failed trial", out[5])
+    expect(out[7] is True, "allow() True 30 s after the failed trial", out[7])
+
+
+@CHECKS.add(
+    2,
+    "keep every count and time on self (the instance): a class attribute or a "
+    "module-level variable is shared by every breaker, so one failing dependency "
+    "opens the breaker of another",
+)
+def two_breakers_side_by_side(ns: Namespace) -> None:
+    out = opened(
+        ns,
+        [["state", 0], ["state", 1], ["allow", 1], ["fail", 1], ["state", 1]]
+        + [["advance", 31.0], ["allow", 0], ["allow", 1], ["state", 0], ["state", 1]],
+        breakers=2,
+    )
+    expect(
+        out[1] == "closed" and out[2] is True,
+        "breaker B closed and letting calls through while breaker A opened",
+        f"B is {out[1]!r}, allow() {out[2]!r}",
+    )
+    expect(out[4] == "closed", "breaker B closed after its own first failure", out[4])
+    expect(
+        out[6] is True and out[7] is True and out[8] == "half_open" and out[9] == "closed",
+        "A half_open with its trial out, B still closed and letting calls through",
+        f"A allow() {out[6]!r}, state {out[8]!r}; B allow() {out[7]!r}, state {out[9]!r}",
+    )
+
+
+@CHECKS.add(
+    2,
+    "the point of a breaker is to spare a dependency that is down: after threshold "
+    "failures stop calling, and then only one trial per cooldown",
+    timeout=20.0,
+)
+def outage_spares_the_dependency(ns: Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="labkit-ex07-", dir=ns.workdir) as tmp:
+        ns.harness(HARNESS + "outage", tmp, 5, 150, 100.0)
+        with sqlite3.connect(Path(tmp) / "calls.db") as db:
+            down = db.execute("SELECT count(*) FROM calls WHERE ok = 0").fetchone()[0]
+            after = db.execute("SELECT count(*) FROM calls WHERE t >= 110").fetchone()[0]
+        db.close()
+    # 3 failures open it; one trial every 30 s of a 100 s outage: 3 + 4 at the most.
+    expect(
+        down <= 7,
+        "at most 7 calls to the dependency during a 100 s outage (5 callers, every second)",
+        f"{down} calls reached it",
+    )
+    expect(after > 0, "calls going through again once the dependency is back", "none")

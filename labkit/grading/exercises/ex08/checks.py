@@ -1,0 +1,260 @@
+"""Exercise 8: a Celery task module that charges once, whatever is killed.
+
+The student's ``%%writefile ex08_tasks.py`` cell leaves the module in their folder
+(``ns.workdir``). Each check starts real ``celery worker`` processes on it through
+``ns.spawn`` (RabbitMQ, a fresh queue; PostgreSQL, a fresh schema with ``charges`` and
+``processed``), pauses the task at a point with ``labkit.integrations.celery.points``
+(loaded into the worker with ``--include``), SIGKILLs the pool child or the whole
+worker, lets the broker redeliver, and counts the ``charges`` rows itself. The
+student's code is never imported here: it runs only in the workers.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+from celery import Celery
+
+from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
+from labkit.grading.stub import stub_error, stub_line
+from labkit.integrations.celery import brokers, harness, points
+from labkit.integrations.celery.app import LabConfig, charges_for, cleanup, prepare_postgres
+from labkit.integrations.celery.run import Kills, quiet
+
+CHECKS = Checks("ex08", "a Celery task that charges once, whatever is killed", network=True)
+
+MODULE = "ex08_tasks"
+TASK = "ex08.charge"
+STUB = stub_line(8)
+AMQP = "amqp://guest:guest@127.0.0.1:5672//"
+POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+#: Seconds one check may take: it starts workers and waits for Celery to notice kills.
+TIMEOUT = 120.0
+
+
+class Ex08Run:
+    """One check's world: a queue, a schema, workers on the student's module, the cleanup."""
+
+    def __init__(self, ns: Namespace) -> None:
+        source = Path(ns.workdir) / f"{MODULE}.py"
+        if not source.exists():
+            raise CheckFailed(
+                f"{MODULE}.py in your folder",
+                "no such file",
+                "run the %%writefile ex08_tasks.py cell (and do not rename it), then check again",
+            )
+        if STUB in source.read_text(encoding="utf-8"):
+            raise stub_error(8)
+        down = brokers.missing_services(("rabbitmq", "postgres"))
+        if down:
+            raise CheckFailed(
+                "RabbitMQ and PostgreSQL on 127.0.0.1",
+                f"not reachable: {', '.join(down)}",
+                brokers.HOW_TO_START,
+            )
+        self.ns = ns
+        self.folder = Path(ns.workdir) / f".labkit-ex08-{uuid.uuid4().hex[:8]}"
+        self.folder.mkdir()
+        self.config = LabConfig.new(AMQP, self.folder, postgres=POSTGRES)
+        prepare_postgres(self.config)
+        self.env = {
+            "EX08_BROKER": AMQP,
+            "EX08_QUEUE": self.config.queue,
+            "EX08_DSN": POSTGRES,
+            "EX08_SCHEMA": self.config.schema,
+            points.ENV: str(self.folder.resolve()),
+            # libpq reads it: the check can find the worker's sessions in pg_stat_activity.
+            "PGAPPNAME": self.config.tag,
+        }
+        self.procs: list[harness.CeleryWorker] = []
+        self.kills = Kills()
+        self._pauses = 0
+        self.app = Celery(f"ex08-check-{self.config.tag}", broker=AMQP, set_as_current=False)
+
+    def worker(self, name: str = "w1") -> harness.CeleryWorker:
+        proc = harness.start_worker(
+            MODULE,
+            queue=self.config.queue,
+            folder=self.folder,
+            cwd=self.ns.workdir,
+            name=name,
+            tag=self.config.tag,
+            env=self.env,
+            extra=["--include", "labkit.integrations.celery.points"],
+            spawn=self.ns.spawn,
+        )
+        self.procs.append(proc)
+        try:
+            return proc.wait_ready(timeout=60)
+        except harness.CeleryNotReady:
+            log = proc.log_text()
+            if "NotImplementedError: Exercise 8" in log:
+                raise stub_error(8) from None
+            last = [line for line in log.splitlines() if line.strip()][-1:] or ["(empty log)"]
+            raise CheckFailed(
+                f"`celery -A {MODULE} worker` to start",
+                f"it stopped: {last[0][:200]}",
+                "run `celery -A ex08_tasks worker` in your folder to see the whole error",
+            ) from None
+
+    def send(self, key: str, customer: str = "cus_8", amount: int = 800) -> None:
+        self.app.send_task(TASK, args=[key, customer, amount], queue=self.config.queue)
+
+    def hold(self, point: str, key: str) -> int:
+        """Send ``key``'s charge, wait until it is paused at ``point``; the child's pid.
+
+        The task counts as killed from here on (``Kills``): ``settle`` waits for the
+        broker to give it back, or for the grace to run out.
+        """
+        self._pauses += 1
+        label = f"p{self._pauses}"
+        points.set_pause(self.folder, point, label)
+        self.send(key)
+        try:
+            points.wait_reached(self.folder, point, label, timeout=30)
+        except TimeoutError:
+            self.check_not_stub()
+            raise CheckFailed(
+                f"the task {TASK} to start on a worker",
+                "it never reached the worker's task start within 30 s",
+                f"keep @app.task(name={TASK!r}) and the queue from EX08_QUEUE",
+            ) from None
+        pid, task_id = points.paused(self.folder, point, label)
+        self.kills.record(task_id, self.procs)
+        return pid
+
+    def kill_children(self, worker: harness.CeleryWorker, pids: list[int]) -> None:
+        """SIGKILL these pool children; once the worker has declared their tasks lost,
+        start the redelivery grace and lift the pause."""
+        worker.kill_children(pids)
+        self.kills.start_grace()
+        points.clear_pause(self.folder)
+
+    def kill_main(self, worker: harness.CeleryWorker) -> None:
+        """SIGKILL the whole worker; RabbitMQ gives back what it had not acknowledged."""
+        worker.kill_main()
+        self.kills.start_grace()
+        points.clear_pause(self.folder)
+
+    def settle(self, timeout: float = 60.0) -> None:
+        """Wait for the killed tasks' fate, then until the queue is empty and all idle."""
+        self.kills.wait(self.procs, timeout)
+
+        def idle() -> bool:
+            return brokers.amqp_depth(AMQP, self.config.queue) == 0 and quiet(
+                self.folder, self.procs
+            )
+
+        harness.wait_until(
+            lambda: idle() and _pause(0.3) and idle(), timeout, "the workers to finish"
+        )
+        self.check_not_stub()
+
+    def check_not_stub(self) -> None:
+        if any("NotImplementedError: Exercise 8" in p.log_text() for p in self.procs):
+            raise stub_error(8)
+
+    def charges(self, key: str) -> int:
+        return charges_for(self.config, key)
+
+    def close(self) -> None:
+        for proc in self.procs:
+            proc.close()
+        cleanup(self.config)
+        # Logs, markers and the runs log: the check has read what it needed.
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self) -> Ex08Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _pause(seconds: float) -> bool:
+    from labkit.clock import SystemClock
+
+    SystemClock().sleep(seconds)
+    return True
+
+
+def _charged_once(run: Ex08Run, key: str, when: str, hint: str) -> None:
+    n = run.charges(key)
+    expect(n == 1, f"exactly 1 charge row for {key!r} {when}", f"{n} charge rows", hint)
+
+
+@CHECKS.add(1, "the worker imports ex08_tasks.py and charges once", timeout=TIMEOUT)
+def worker_starts_and_charges_once(ns: Namespace) -> None:
+    with Ex08Run(ns) as run:
+        run.worker()
+        run.send("inv-1")
+        run.settle()
+        _charged_once(run, "inv-1", "with nothing killed", "the task must insert into charges")
+
+
+@CHECKS.add(
+    3,
+    "killed before charging, the task must come back: acknowledge late "
+    "(task_acks_late) and give the message back when the pool child dies "
+    "(task_reject_on_worker_lost)",
+    timeout=TIMEOUT,
+)
+def worker_killed_before_the_charge(ns: Namespace) -> None:
+    with Ex08Run(ns) as run:
+        worker = run.worker()
+        child = run.hold("task_start", "inv-2")
+        run.kill_children(worker, [child])
+        run.settle()
+        _charged_once(
+            run,
+            "inv-2",
+            "after its pool child was SIGKILLed before charging",
+            "0 rows means the task was acknowledged and lost: set task_acks_late and "
+            "task_reject_on_worker_lost",
+        )
+
+
+@CHECKS.add(
+    3,
+    "killed after the charge committed, the task runs again: the dedup record in "
+    "the same transaction as the charge makes the second run charge nothing",
+    timeout=TIMEOUT,
+)
+def worker_killed_after_the_commit(ns: Namespace) -> None:
+    with Ex08Run(ns) as run:
+        worker = run.worker()
+        child = run.hold("task_end", "inv-3")
+        run.kill_children(worker, [child])
+        run.settle()
+        _charged_once(
+            run,
+            "inv-3",
+            "after its pool child was SIGKILLed once the charge had committed",
+            "2 rows means the redelivery charged again: insert the key into processed "
+            "(ON CONFLICT DO NOTHING RETURNING key) in the charge's transaction, and "
+            "skip the charge when no row comes back",
+        )
+
+
+@CHECKS.add(
+    2,
+    "the whole worker (main process) killed: RabbitMQ gives back every message that "
+    "was not acknowledged, so only a late ack survives",
+    timeout=TIMEOUT,
+)
+def whole_worker_killed_before_the_charge(ns: Namespace) -> None:
+    with Ex08Run(ns) as run:
+        first = run.worker("w1")
+        run.hold("task_start", "inv-4")
+        run.kill_main(first)
+        run.worker("w2")
+        run.settle()
+        _charged_once(
+            run,
+            "inv-4",
+            "after the whole worker was SIGKILLed and a new one started",
+            "0 rows means the message was acknowledged before the task ran (Celery's "
+            "default): set task_acks_late",
+        )

@@ -1,0 +1,227 @@
+"""Exercise 9: a Redis Streams consumer that recovers pending work and dead-letters poison.
+
+The student's ``consume`` lives in ``stream_consumer.py`` (a ``%%writefile`` cell) in
+their folder. Every check builds a stream under a prefix of its own on the real Redis
+(127.0.0.1:6379, or ``LABKIT_REDIS_URL``), runs the student's file in processes started
+with ``ns.spawn`` (killed with SIGKILL where the check says, and with their whole
+process group when the check ends), then judges only from what it reads in Redis
+itself: the effects list, the PEL (``XPENDING``) and the dead-letter stream. The
+prefix's keys are deleted at the end of every check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from labkit.clock import SystemClock
+from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.stub import stub_error
+
+CHECKS = Checks("ex09", "a Redis Streams consumer", needs=("consume",), network=True)
+FILE = "stream_consumer.py"
+GROUP = "workers"
+#: Seconds a consumer may take to drain a check's few entries on a loaded machine.
+RUN_S = 30.0
+
+
+def redis_url() -> str:
+    return os.environ.get("LABKIT_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+@dataclass
+class Stream:
+    """One check's stream: the Redis client, its key names, and how to run consumers."""
+
+    ns: Namespace
+    r: Any
+    prefix: str
+
+    @property
+    def stream(self) -> str:
+        return f"{self.prefix}:stream"
+
+    def add(self, key: str, **payload: Any) -> str:
+        fields = {"key": key, "payload": json.dumps(payload)}
+        return str(self.r.xadd(self.stream, fields))
+
+    def effects(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for key in self.r.lrange(f"{self.prefix}:effects", 0, -1):
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    def pending(self) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = self.r.xpending_range(self.stream, GROUP, "-", "+", 100)
+        return rows
+
+    def dead(self) -> list[dict[str, str]]:
+        return [fields for _id, fields in self.r.xrange(f"{self.prefix}:dead")]
+
+    def start(
+        self, consumer: str, max_deliveries: int = 3, idle_ms: int = 1000
+    ) -> subprocess.Popen[str]:
+        config = {
+            "url": redis_url(),
+            "prefix": self.prefix,
+            "consumer": consumer,
+            "max_deliveries": max_deliveries,
+            "idle_ms": idle_ms,
+        }
+        if not (self.ns.workdir / FILE).exists():
+            expect(False, f"{FILE} in your folder", "no such file",
+                   f"run the %%writefile {FILE} cell first")  # fmt: skip
+        return self.ns.spawn(
+            [sys.executable, FILE, json.dumps(config)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def finish(self, proc: subprocess.Popen[str], what: str) -> int:
+        """Wait for a consumer to exit; its return code. Not started / hung become outcomes."""
+        try:
+            _out, err = proc.communicate(timeout=RUN_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            expect(
+                False,
+                f"consume to return after {what}",
+                f"still running after {RUN_S:g}s; pending: {len(self.pending())}, "
+                f"effects: {self.effects()}",
+                "return once XPENDING is empty and nothing new waits; and make sure you "
+                "read your own pending entries, XAUTOCLAIM idle ones and cap deliveries",
+            )
+        if "NotImplementedError: Exercise" in (err or ""):
+            raise stub_error(9, "is still a stub")
+        if proc.returncode not in (0, -signal.SIGKILL):
+            last = (err or "").strip().splitlines()[-1:] or ["no output"]
+            expect(False, f"consume to exit cleanly after {what}",
+                   f"exit code {proc.returncode}: {last[0][:200]}")  # fmt: skip
+        return int(proc.returncode)
+
+    def kill_when_holding(self, proc: subprocess.Popen[str], consumer: str, key: str) -> None:
+        """SIGKILL ``proc`` once the PEL shows ``consumer`` holding ``key``'s entry."""
+        clock = SystemClock()
+        deadline = clock.now() + RUN_S
+        while clock.now() < deadline:
+            held = [p for p in self.pending() if p["consumer"] == consumer]
+            if any(self._key_of(str(p["message_id"])) == key for p in held):
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                return
+            if proc.poll() is not None:
+                self.finish(proc, "reading the slow entry")
+                expect(False, f"{consumer} to hold {key!r} while it works on it",
+                       "the process ended before it held the entry")  # fmt: skip
+            clock.sleep(0.02)
+        expect(False, f"{consumer} to read {key!r} (XREADGROUP)", "never read it in time")
+
+    def _key_of(self, entry_id: str) -> str | None:
+        rows = self.r.xrange(self.stream, entry_id, entry_id)
+        return str(rows[0][1]["key"]) if rows else None
+
+
+@contextmanager
+def stream(ns: Namespace) -> Iterator[Stream]:
+    """A fresh stream with its group under a unique prefix; every key deleted afterwards."""
+    import redis
+
+    r = redis.Redis.from_url(redis_url(), decode_responses=True)
+    try:
+        r.ping()
+    except redis.RedisError:
+        hint = "start the lab's services with `docker compose up -d`, then check again"
+        expect(False, f"Redis at {redis_url()}", "no answer", hint)
+    s = Stream(ns, r, f"ex09:{uuid.uuid4().hex[:12]}")
+    r.xgroup_create(s.stream, GROUP, id="0", mkstream=True)
+    try:
+        yield s
+    finally:
+        ns.close()
+        keys = list(r.scan_iter(match=f"{s.prefix}:*"))
+        if keys:
+            r.delete(*keys)
+        r.close()
+
+
+def expect_once_each(s: Stream, keys: list[str], hint: str) -> None:
+    effects = s.effects()
+    expect(effects == {k: 1 for k in keys}, f"each of {keys} applied exactly once",
+           effects or "no effects", hint)  # fmt: skip
+    left = len(s.pending())
+    expect(left == 0, "nothing left pending (every entry XACKed)", f"{left} pending",
+           "XACK every entry you applied or dead-lettered")  # fmt: skip
+
+
+@CHECKS.add(2, "apply each new entry once: RPUSH its key to <prefix>:effects and XACK it", 60)
+def applies_each_entry_once(ns: Namespace) -> None:
+    with stream(ns) as s:
+        keys = [f"order:{n}" for n in range(5)]
+        for key in keys:
+            s.add(key, cents=100)
+        s.finish(s.start("a"), "five plain entries")
+        expect_once_each(s, keys, "read new entries with XREADGROUP ... > and apply each")
+
+
+@CHECKS.add(
+    3,
+    "after a restart under the same name, read your own pending entries first "
+    "(XREADGROUP ... 0): nobody else will take them while they look busy",
+    90,
+)
+def recovers_its_own_pending_after_a_kill(ns: Namespace) -> None:
+    with stream(ns) as s:
+        s.add("slow", cents=100, work_s=3)
+        s.add("order:1", cents=100)
+        # A huge idle threshold: only the restarted consumer itself can recover its entry.
+        s.kill_when_holding(s.start("a", idle_ms=600_000), "a", "slow")
+        expect("slow" not in s.effects(), "no effect from the killed run (it died mid-job)",
+               s.effects())  # fmt: skip
+        s.finish(s.start("a", idle_ms=600_000), "a restart of consumer 'a'")
+        expect_once_each(s, ["slow", "order:1"], "start each round with XREADGROUP ... 0")
+
+
+@CHECKS.add(
+    3, "take a dead consumer's entries once they are idle >= idle_ms (XAUTOCLAIM)", 90
+)
+def takes_over_a_dead_consumers_entries(ns: Namespace) -> None:
+    with stream(ns) as s:
+        s.add("slow", cents=100, work_s=3)
+        s.kill_when_holding(s.start("dead-one", idle_ms=600_000), "dead-one", "slow")
+        s.finish(s.start("rescuer", idle_ms=300), "another consumer's takeover")
+        expect_once_each(s, ["slow"], "XAUTOCLAIM entries idle at least idle_ms")
+
+
+@CHECKS.add(
+    3,
+    "read the delivery count (XPENDING) before running an entry; above max_deliveries "
+    "XADD it to <prefix>:dead with key, payload and reason, and XACK it in one MULTI",
+    120,
+)
+def dead_letters_a_crashing_entry_after_max_deliveries(ns: Namespace) -> None:
+    with stream(ns) as s:
+        s.add("poison", cents=100, crash=True)
+        s.add("order:1", cents=100)
+        kills = 0
+        for _ in range(8):
+            if s.finish(s.start("a", max_deliveries=3), "the poison entry") == 0:
+                break
+            kills += 1
+        expect(kills == 3, "exactly 3 deliveries of the poison entry (3 crashes), then no more",
+               f"{kills} crashes", "check the count before run_job, not after")  # fmt: skip
+        dead = s.dead()
+        expect(len(dead) == 1 and dead[0].get("key") == "poison" and bool(dead[0].get("reason")),
+               "one dead letter with key 'poison' and a reason", dead)  # fmt: skip
+        expect(json.loads(dead[0].get("payload", "null")) == {"cents": 100, "crash": True},
+               "the dead letter keeps the payload", dead[0].get("payload"))  # fmt: skip
+        expect_once_each(s, ["order:1"], "the poison must not hold the other entries hostage")

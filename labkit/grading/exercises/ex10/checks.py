@@ -1,0 +1,256 @@
+"""Exercise 10: async request-reply over HTTP, graded through real HTTP calls.
+
+The student's ``ex10_app.py`` (written by the notebook's ``%%writefile`` cell into
+their folder) is served by uvicorn in a process of its own (``ns.spawn``, killed with
+its tree after each check) on a port the kernel picked, and driven with httpx
+(``labkit.grading.exercises.ex10.served``). The verdict comes from the answers and from the
+job database, which the check reads itself: a 202 whose job is not in the database
+fails, whatever the body says.
+
+One check kills the server at the moment it starts a 202 (the app's test point,
+``labkit.grading.exercises.ex10.harness``): a job written after the answer (a background task)
+is not in the database then.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+from typing import Any
+
+import httpx
+
+from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.exercises.ex10.served import (
+    ALICE,
+    BOB,
+    TIMEOUT,
+    App,
+    accepted_id,
+    add_job,
+    jobs_for,
+    jobs_in,
+    scratch,
+    served,
+)
+
+CHECKS = Checks("ex10", "async request-reply over HTTP")
+
+
+def crash_at_202(ns: Namespace, app: App, body: Any, key: str) -> None:
+    """POST to a server that dies as its 202 starts; fail unless it really died there."""
+    try:
+        reply = app.post(body, key=key)
+    except httpx.TransportError:
+        reply = None
+    if reply is not None:
+        accepted_id(reply, "the report request")  # not a 202: say so
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        app.proc.wait(30)
+    fired = "FAULT fired kill at 202" in app.log.read_text(encoding="utf-8", errors="replace")
+    expect(
+        app.proc.returncode == -signal.SIGKILL and fired,
+        "the server killed at the moment it started the 202 (the check's crash point)",
+        f"exit code {app.proc.returncode}, crash point fired: {fired}",
+        "keep `app = install(FastAPI(...))` at the top of ex10_app.py",
+    )
+
+
+@CHECKS.add(
+    2,
+    "POST /reports answers 202 with {'job_id': N}, a Location that GET answers for its "
+    "owner, and a Retry-After in seconds; the job is in the database",
+    timeout=TIMEOUT,
+)
+def accept_answers_202_with_location(ns: Namespace) -> None:
+    body = {"month": "2026-01", "credential_id": "erp-readonly"}
+    with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
+        reply = app.post(body)
+        job_id = accepted_id(reply, "a new report request")
+        location = reply.headers.get("Location")
+        expect(location is not None, "a Location header (the status URL)", "none")
+        retry_after = reply.headers.get("Retry-After", "")
+        expect(
+            retry_after.isdigit() and int(retry_after) >= 1,
+            "Retry-After: a whole number of seconds, 1 or more",
+            retry_after or "none",
+        )
+        stored = jobs_for(folder / "jobs.db", "alice", body)
+        expect(
+            [j["id"] for j in stored] == [job_id],
+            f"job {job_id} in the database with payload {{'owner': 'alice', 'request': body}}",
+            f"jobs with that payload: {[j['id'] for j in stored]}",
+            "store.enqueue('report', {'owner': owner, 'request': body}, key=...)",
+        )
+        expect(stored[0]["state"] == "pending", "the new job pending", stored[0]["state"])
+        polled = app.status(str(location))
+        expect(
+            polled.status_code == 200 and polled.json().get("job_id") == job_id,
+            f"GET {location} by its owner: 200 with job {job_id}'s status",
+            f"{polled.status_code} {polled.text[:160]}",
+        )
+
+
+@CHECKS.add(
+    2,
+    "commit the job BEFORE answering: a server killed as its 202 starts must leave the "
+    "job in the database (no background task, no write after the answer)",
+    timeout=TIMEOUT,
+)
+def job_is_committed_before_the_202(ns: Namespace) -> None:
+    body = {"month": "2026-02"}
+    with scratch(ns) as folder:
+        db = folder / "jobs.db"
+        with served(ns, db, crash_at_202=True) as app:
+            crash_at_202(ns, app, body, "crash-1")
+        stored = jobs_for(db, "alice", body)
+        expect(
+            len(stored) == 1,
+            "the job in the database although the server died before its 202 went out",
+            f"{len(stored)} job(s) with that request",
+            "call store.enqueue (which commits) before returning the 202, not in a "
+            "BackgroundTask or after the answer",
+        )
+
+
+@CHECKS.add(
+    2,
+    "the same Idempotency-Key and body sent again (a retry) gets the same job_id and "
+    "creates no second job",
+    timeout=TIMEOUT,
+)
+def same_key_same_job(ns: Namespace) -> None:
+    body = {"month": "2026-03"}
+    with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
+        first = accepted_id(app.post(body, key="order-77"), "the first request")
+        again = accepted_id(app.post(body, key="order-77"), "the retry with the same key")
+        expect(
+            again == first,
+            f"the retry to get job {first} again",
+            f"job {again}",
+            "build the job key from the Idempotency-Key (scoped to the caller)",
+        )
+        stored = jobs_for(folder / "jobs.db", "alice", body)
+        expect(len(stored) == 1, "one job in the database for the two requests", len(stored))
+
+
+@CHECKS.add(
+    1,
+    "the same Idempotency-Key with another body is refused with 409 or 422 and a message; "
+    "the first job stays as it was",
+    timeout=TIMEOUT,
+)
+def same_key_other_body_is_refused(ns: Namespace) -> None:
+    with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
+        first = accepted_id(app.post({"month": "2026-04"}, key="k-9"), "the first request")
+        other = app.post({"month": "2026-05"}, key="k-9")
+        expect(
+            other.status_code in (409, 422),
+            "409 or 422 for a reused key with another body",
+            f"{other.status_code} {other.text[:160]}",
+            "catch IdempotencyConflict and answer 422 with a message",
+        )
+        expect("k-9" in other.text, "the message to name the key", other.text[:160])
+        rows = jobs_in(folder / "jobs.db")
+        expect(
+            [(j["id"], j["payload"]["request"]) for j in rows] == [(first, {"month": "2026-04"})],
+            "only the first job, with its first body",
+            [(j["id"], j["payload"]) for j in rows],
+        )
+
+
+@CHECKS.add(
+    1,
+    "a body with a credential-looking field (password, token, api_key...) is refused with "
+    "422 and a message naming it; no job is stored",
+    timeout=TIMEOUT,
+)
+def credential_in_the_body_is_refused(ns: Namespace) -> None:
+    with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
+        reply = app.post({"month": "2026-06", "erp": {"password": "hunter2"}})
+        expect(
+            reply.status_code == 422,
+            "422 for a body holding a password",
+            f"{reply.status_code} {reply.text[:160]}",
+            "catch PayloadError and answer 422",
+        )
+        expect(
+            "password" in reply.text and "hunter2" not in reply.text,
+            "a message naming the field 'password', without its value",
+            reply.text[:160],
+        )
+        expect(jobs_in(folder / "jobs.db") == [], "no job stored", "a job was stored")
+
+
+@CHECKS.add(
+    2,
+    "GET /reports/{id} by the owner shows the job as the database has it: state, attempts, "
+    "next attempt, a sanitized error (use status_view)",
+    timeout=TIMEOUT,
+)
+def status_shows_the_job_to_its_owner(ns: Namespace) -> None:
+    from labkit.errors import TransientError
+    from labkit.store import JobStore
+
+    with scratch(ns) as folder:
+        db = folder / "jobs.db"
+        with served(ns, db) as app:
+            job_id = add_job(db, "alice", {"month": "2026-07"}, "check:status")
+            first = app.status(job_id)
+            expect(first.status_code == 200, "200 for the owner", first.status_code)
+            view = first.json()
+            expect(
+                (view.get("job_id"), view.get("state"), view.get("attempts"))
+                == (job_id, "pending", 0),
+                "job_id, state 'pending', attempts 0",
+                {k: view.get(k) for k in ("job_id", "state", "attempts")},
+            )
+            # The check plays the worker: one attempt that fails with a secret in its text.
+            with JobStore(db) as store:
+                job = store.claim("check-worker")
+                expect(job is not None and job.id == job_id, "the job claimable", job)
+                assert job is not None
+                store.fail(job, TransientError("ERP 503 while logging in with password=hunter2"))
+            view = app.status(job_id).json()
+            expect(
+                (view.get("state"), view.get("attempts")) == ("retry_wait", 1),
+                "state 'retry_wait' and attempts 1, as in the database now",
+                {k: view.get(k) for k in ("state", "attempts")},
+                "read the job from the store on every GET; do not cache it",
+            )
+            error = str(view.get("error"))
+            expect(
+                "503" in error and "hunter2" not in error,
+                "the error, sanitized (no password)",
+                error[:160],
+            )
+            expect(view.get("next_attempt_at") is not None, "a next_attempt_at", view)
+
+
+@CHECKS.add(
+    2,
+    "another caller asking for your job gets 404, exactly like an id that does not exist "
+    "(not 403, not the job): ids must leak nothing",
+    timeout=TIMEOUT,
+)
+def other_owner_gets_404(ns: Namespace) -> None:
+    with scratch(ns) as folder:
+        db = folder / "jobs.db"
+        with served(ns, db) as app:
+            job_id = add_job(db, "alice", {"month": "2026-08"}, "check:owner")
+            mine = app.status(job_id, ALICE)
+            expect(mine.status_code == 200, "200 for the owner alice", mine.status_code)
+            theirs = app.status(job_id, BOB)
+            missing = app.status(job_id + 1000, BOB)
+            expect(
+                theirs.status_code == 404,
+                "404 when bob asks for alice's job",
+                f"{theirs.status_code} {theirs.text[:160]}",
+                "compare job.payload['owner'] with caller_of(authorization)",
+            )
+            expect(
+                missing.status_code == 404 and theirs.text == missing.text,
+                "the same 404 body as for an id that does not exist",
+                f"{theirs.text[:80]!r} vs {missing.text[:80]!r}",
+            )

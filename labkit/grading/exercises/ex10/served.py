@@ -1,0 +1,185 @@
+"""Serve a student's ASGI app for a check, and read back the job database it wrote.
+
+``served(ns, db)`` starts the student's ``ex10_app:app`` with uvicorn in a process of
+its own (``ns.spawn``: in the student's folder, killed with its whole tree afterwards)
+on a listening socket the kernel gave a free port, and yields an ``App`` that posts
+and polls with httpx. ``jobs_in(db)`` reads the job table read-only, from the check's
+own process: the verdict comes from there, not from what the app answered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from labkit.grading.checks import CheckFailed, Namespace, expect
+from labkit.grading.course import ROOT
+from labkit.grading.exercises.ex10.harness import CRASH_ENV, NOT_STARTED_STATUS
+from labkit.grading.stub import is_stub_text
+from labkit.integrations.http.serve import listening_socket, server_argv, url_of, wait_until_serving
+
+APP_FILE = "ex10_app.py"
+ALICE, BOB = "alice-token", "bob-token"
+#: Seconds a check may take: it starts one or two servers (importing FastAPI is slow).
+TIMEOUT = 90.0
+
+
+@dataclass
+class App:
+    """The student's app, running."""
+
+    url: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def post(self, body: Any, token: str | None = ALICE, key: str | None = None) -> httpx.Response:
+        headers = _headers(token, key)
+        return _answer(
+            self, httpx.post(self.url + "/reports", json=body, headers=headers, timeout=30)
+        )
+
+    def status(self, job_id: int | str, token: str | None = ALICE) -> httpx.Response:
+        path = job_id if isinstance(job_id, str) else f"/reports/{job_id}"
+        url = str(httpx.URL(self.url).join(path))
+        return _answer(self, httpx.get(url, headers=_headers(token, None), timeout=30))
+
+    def log_tail(self, lines: int = 3) -> str:
+        text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
+        tail = [line for line in text.splitlines() if line.strip()][-lines:]
+        return " | ".join(tail) or "(the server wrote nothing)"
+
+
+def _headers(token: str | None, key: str | None) -> dict[str, str]:
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    if key is not None:
+        headers["Idempotency-Key"] = key
+    return headers
+
+
+def _answer(app: App, reply: httpx.Response) -> httpx.Response:
+    """The reply, after turning the stub's 501 into "not started" and a 500 into a failure."""
+    if reply.status_code == NOT_STARTED_STATUS:
+        with contextlib.suppress(ValueError):
+            text = reply.json().get("not_started", "")
+            if is_stub_text(text):
+                raise NotImplementedError(text)
+    if reply.status_code >= 500:
+        raise CheckFailed(
+            f"an answer to {reply.request.method} {reply.request.url.path}",
+            f"{reply.status_code}: your code raised; the server's log ends with: {app.log_tail()}",
+            "run the request by hand with try_it() and read the traceback",
+        )
+    return reply
+
+
+@contextmanager
+def scratch(ns: Namespace) -> Iterator[Path]:
+    """A fresh folder for this check's database, inside the student's folder, removed after."""
+    folder = Path(tempfile.mkdtemp(prefix=".ex10-check-", dir=ns.workdir))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def served(ns: Namespace, db: Path, crash_at_202: bool = False) -> Iterator[App]:
+    """Serve the student's ``ex10_app:app`` on ``db``; killed with its tree on the way out."""
+    if not (Path(ns.workdir) / APP_FILE).exists():
+        raise CheckFailed(
+            f"a file {APP_FILE} in your folder",
+            "no such file",
+            f"run the %%writefile {APP_FILE} cell (after each change), then check again",
+        )
+    env = {**os.environ, "EX10_DB": str(db), "PYTHONPATH": str(ROOT)}
+    env.pop(CRASH_ENV, None)
+    if crash_at_202:
+        env[CRASH_ENV] = "1"
+    log = db.with_name(f"server-{len(list(db.parent.glob('server-*')))}.log")
+    sock = listening_socket()
+    try:
+        with log.open("ab") as out:
+            proc = ns.spawn(
+                server_argv("ex10_app:app", sock.fileno()),
+                env=env,
+                pass_fds=(sock.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        url = url_of(sock)
+    finally:
+        sock.close()
+    app = App(url, proc, log)
+    try:
+        try:
+            wait_until_serving(url, lambda: proc.poll() is None, TIMEOUT / 2, "/openapi.json")
+        except RuntimeError:
+            raise CheckFailed(
+                f"{APP_FILE} to start as a server",
+                f"it exited; its log ends with: {app.log_tail()}",
+                "run the %%writefile cell and then `import ex10_app` in a cell to see the error",
+            ) from None
+        yield app
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(10)
+
+
+def jobs_in(db: Path) -> list[dict[str, Any]]:
+    """Every job row of the database, payload decoded, read by the check itself."""
+    if not db.exists():
+        return []
+    with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        conn.row_factory = sqlite3.Row
+        try:
+            rows = conn.execute("SELECT * FROM jobs ORDER BY id").fetchall()
+        except sqlite3.OperationalError:
+            return []
+    return [{**dict(r), "payload": json.loads(r["payload"])} for r in rows]
+
+
+def jobs_for(db: Path, owner: str, body: Any) -> list[dict[str, Any]]:
+    """The jobs holding exactly this owner's request."""
+    wanted = {"owner": owner, "request": body}
+    return [j for j in jobs_in(db) if j["payload"] == wanted]
+
+
+def accepted_id(reply: httpx.Response, what: str) -> int:
+    """The job id of a 202, or a failure saying what came back instead."""
+    expect(
+        reply.status_code == 202,
+        f"202 Accepted for {what}",
+        f"{reply.status_code} {reply.text[:160]}",
+        "answer 202 once the job is stored: JSONResponse(..., status_code=202)",
+    )
+    try:
+        job_id = reply.json()["job_id"]
+    except (ValueError, KeyError, TypeError):
+        raise CheckFailed('a JSON body {"job_id": N}', reply.text[:160]) from None
+    expect(isinstance(job_id, int), "job_id to be the job's integer id", job_id)
+    return int(job_id)
+
+
+def add_job(db: Path, owner: str, body: Any, key: str) -> int:
+    """A job created by the check itself, the way the contract stores one."""
+    from labkit.store import JobStore
+
+    with JobStore(db) as store:
+        job, _ = store.enqueue("report", {"owner": owner, "request": body}, key=key)
+    return job.id

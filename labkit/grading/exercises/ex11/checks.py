@@ -1,0 +1,365 @@
+"""Exercise 11: the transactional outbox, its relay, and a consumer that dedups by message id.
+
+The student writes ``place_order`` (the order and its message in one transaction),
+``relay_once`` (publish, then mark) and ``consume`` (the effect and the message id in
+one transaction). Each check makes the databases in a folder under the student's
+folder and runs the student's code through the harness (``labkit.grading.exercises.ex11.harness``)
+on its own connections, crashing it right after its first, second, ... write in turn
+(the crash must fire), or inside ``publish`` before or after the broker has the
+message. The check then reads the shop's database, the broker's log and the
+consumer's database itself: every order has exactly one message, no message is lost,
+and every order gets exactly one email however often its message arrives.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+from labkit.clock import FakeClock
+from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
+from labkit.grading.exercises.helpers import holds_for, raised_text
+from labkit.grading.exercises.kit import lab_file
+from labkit.grading.exercises.labdb import consumer_db, outbox_db, rows_of
+from labkit.patterns.outbox import Broker
+
+CHECKS = Checks(
+    "ex11", "transactional outbox, relay and dedup", needs=("place_order", "relay_once", "consume")
+)
+
+HARNESS = "labkit.grading.exercises.ex11.harness:"
+NOW = 100.0
+#: How many crash points (after write 1, 2, ...) a check tries at most.
+MAX_WRITES = 6
+ORDERS: list[list[Any]] = [[1, "ana", 4200], [2, "bia", 1500], [3, "caio", 990]]
+
+
+def message_id(order_id: int) -> str:
+    return f"order:{order_id}:placed:v1"
+
+
+def _raised(got: dict[str, Any], call: str, hint: str) -> None:
+    if "raised" in got:
+        raise CheckFailed(f"{call} to run", raised_text(got), hint)
+
+
+def place(ns: Namespace, path: Path, order: list[Any], crash_after: int | None = None) -> Any:
+    got = ns.harness(HARNESS + "place_order", str(path), order, crash_after)
+    if crash_after is None:
+        _raised(got, f"place_order{tuple(order)}", "try place_order on outbox_db(...)")
+    return got
+
+
+def seed_outbox(conn: sqlite3.Connection, orders: list[list[Any]]) -> None:
+    """The check's own outbox rows (what a correct place_order writes), to test the relay."""
+    for order_id, customer, total in orders:
+        body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+        conn.execute(
+            "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)",
+            (order_id, customer, total),
+        )
+        conn.execute(
+            "INSERT INTO outbox (message_id, topic, body) VALUES (?, 'order.placed', ?)",
+            (message_id(order_id), body),
+        )
+
+
+def relay(
+    ns: Namespace,
+    path: Path,
+    broker: Path,
+    fault: str | None = None,
+    nth: int = 0,
+    now: float = NOW,
+) -> dict[str, Any]:
+    got = ns.harness(HARNESS + "relay_once", str(path), str(broker), now, fault, nth)
+    if fault is None:
+        _raised(got, "relay_once(conn, publish, now)", "try relay_once with a list as broker")
+    return dict(got)
+
+
+def broker_log(path: Path) -> list[str]:
+    broker = Broker(path, FakeClock())
+    try:
+        return [m.message_id for m in broker.read("order.placed", limit=1000)]
+    finally:
+        broker.close()
+
+
+def consistent(conn: sqlite3.Connection) -> tuple[bool, str]:
+    """Every order has its one message and every message its order."""
+    orders = {r["id"] for r in rows_of(conn, "all_orders")}
+    messages = [r["message_id"] for r in rows_of(conn, "all_outbox")]
+    ok = sorted(messages) == sorted(message_id(o) for o in orders)
+    return ok, f"orders {sorted(orders)}, outbox messages {messages}"
+
+
+@CHECKS.add(
+    1,
+    "insert the order and an outbox row: message_id 'order:<id>:placed:v1', topic "
+    "'order.placed', body json.dumps({'order_id', 'customer', 'total'}), sent_at NULL",
+)
+def place_order_writes_the_order_and_its_message(ns: Namespace) -> None:
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        got = place(ns, path, [7, "ana", 4200])
+        expect(got.get("returned") is True, "True for a new order", got.get("returned"))
+        orders, outbox = rows_of(conn, "all_orders"), rows_of(conn, "all_outbox")
+        expect(
+            orders == [{"id": 7, "customer": "ana", "total": 4200}],
+            "the order in the orders table",
+            orders,
+        )
+        expect(len(outbox) == 1, "one outbox row", outbox)
+        row = outbox[0]
+        try:
+            body = json.loads(row["body"])
+        except (TypeError, ValueError):
+            body = row["body"]
+        expect(
+            row["message_id"] == message_id(7)
+            and row["topic"] == "order.placed"
+            and body == {"order_id": 7, "customer": "ana", "total": 4200}
+            and row["sent_at"] is None,
+            "message_id 'order:7:placed:v1', topic 'order.placed', the order as JSON, sent_at NULL",
+            row,
+        )
+
+
+@CHECKS.add(
+    1,
+    "a retried place_order for an order that exists writes nothing and returns False "
+    "(INSERT ... ON CONFLICT (id) DO NOTHING, and no message when nothing was inserted)",
+)
+def place_order_twice_is_one_message(ns: Namespace) -> None:
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        place(ns, path, [7, "ana", 4200])
+        again = place(ns, path, [7, "ana", 4200])
+        expect(again.get("returned") is False, "False the second time", again.get("returned"))
+        ok, seen = consistent(conn)
+        expect(ok and len(rows_of(conn, "all_outbox")) == 1, "one order, one message", seen)
+
+
+@CHECKS.add(
+    3,
+    "the order and its message must commit together: BEGIN IMMEDIATE, both INSERTs, "
+    "COMMIT (ROLLBACK on error); two transactions leave an order without its message "
+    "when the process dies between them",
+)
+def place_order_is_one_transaction(ns: Namespace) -> None:
+    for nth in range(1, MAX_WRITES + 1):
+        with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+            got = place(ns, path, [7, "ana", 4200], crash_after=nth)
+            if nth == 1:
+                _raised(got, "place_order(7, 'ana', 4200)", "try place_order on outbox_db(...)")
+                expect(
+                    got["fired"],
+                    "a crash right after place_order's first write to fire",
+                    f"place_order wrote {got['writes']} times (does it INSERT the order?)",
+                )
+            if not got["fired"]:
+                return
+            ok, seen = consistent(conn)
+            expect(ok, f"both rows or neither after a crash right after write {nth}", seen)
+            place(ns, path, [7, "ana", 4200])
+            ok, seen = consistent(conn)
+            expect(
+                ok and len(rows_of(conn, "all_outbox")) == 1,
+                f"one order and one message once the request is retried after the crash "
+                f"after write {nth}",
+                seen,
+            )
+
+
+@CHECKS.add(
+    1,
+    "publish every pending row (sent_at IS NULL) in id order, set sent_at = now after "
+    "each, return the ids; a second run finds nothing pending",
+)
+def relay_publishes_and_marks(ns: Namespace) -> None:
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        seed_outbox(conn, ORDERS)
+        broker = path.parent / "broker.db"
+        got = relay(ns, path, broker)
+        want = [message_id(o[0]) for o in ORDERS]
+        expect(got.get("returned") == want, f"relay_once to return {want}", got.get("returned"))
+        expect(broker_log(broker) == want, f"the broker's log to be {want}", broker_log(broker))
+        sent = [r["sent_at"] for r in rows_of(conn, "all_outbox")]
+        expect(sent == [NOW] * 3, f"every row's sent_at = {NOW:g}", sent)
+        again = relay(ns, path, broker, now=NOW + 5)
+        expect(again.get("returned") == [], "[] from the second run", again.get("returned"))
+        expect(len(broker_log(broker)) == 3, "still 3 messages on the broker", broker_log(broker))
+
+
+@CHECKS.add(
+    3,
+    "publish first, then mark sent: a relay that marks first and dies while publishing "
+    "has lost the message for good; one that dies after publishing and before marking "
+    "only publishes it again (the consumer drops the repeat)",
+)
+def relay_never_loses_a_message(ns: Namespace) -> None:
+    want = [message_id(o[0]) for o in ORDERS]
+    for fault in ("crash_before_publish", "crash_after_publish"):
+        with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+            seed_outbox(conn, ORDERS)
+            broker = path.parent / "broker.db"
+            got = relay(ns, path, broker, fault, nth=2)
+            _raised(got, "relay_once(conn, publish, now)", "try relay_once with a list as broker")
+            what = fault.replace("_", " ") + " of message 2"
+            expect(got["fired"], f"a {what} to fire", f"{got['publishes']} publish call(s)")
+            relay(ns, path, broker, now=NOW + 5)
+            log = broker_log(broker)
+            expect(
+                set(log) == set(want),
+                f"every message on the broker after a {what} and a second run",
+                f"the broker has {log}",
+            )
+            pending = [r["message_id"] for r in rows_of(conn, "all_outbox") if not r["sent_at"]]
+            expect(not pending, "every row marked sent after the second run", pending)
+
+
+@CHECKS.add(
+    2,
+    "when publish raises, leave that row pending and let the error out: the messages "
+    "after it wait for the next run, in order",
+)
+def relay_stops_when_the_broker_is_down(ns: Namespace) -> None:
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        seed_outbox(conn, ORDERS)
+        broker = path.parent / "broker.db"
+        got = relay(ns, path, broker, "broker_down", nth=2)
+        expect(
+            got["fired"], "the broker to refuse message 2", f"{got['publishes']} publish call(s)"
+        )
+        rows = {r["message_id"]: r["sent_at"] for r in rows_of(conn, "all_outbox")}
+        expect(
+            rows[message_id(2)] is None and rows[message_id(3)] is None,
+            "messages 2 and 3 still pending (sent_at NULL)",
+            rows,
+        )
+        expect(
+            broker_log(broker) == [message_id(1)],
+            "only message 1 on the broker: message 3 must not overtake message 2",
+            broker_log(broker),
+        )
+
+
+def consume(
+    ns: Namespace, path: Path, order: list[Any], crash_after: int | None = None
+) -> dict[str, Any]:
+    body = json.dumps({"order_id": order[0], "customer": order[1], "total": order[2]})
+    got = ns.harness(HARNESS + "consume", str(path), message_id(order[0]), body, crash_after)
+    if crash_after is None:
+        _raised(got, f"consume({message_id(order[0])!r}, ...)", "try consume on consumer_db(...)")
+    return dict(got)
+
+
+def emails(conn: sqlite3.Connection) -> list[tuple[Any, Any]]:
+    return [(r["order_id"], r["customer"]) for r in rows_of(conn, "all_emails")]
+
+
+@CHECKS.add(
+    1,
+    "record the message id in processed_messages and send the email only if the id "
+    "was new; return True, and False for a repeat",
+)
+def consume_applies_each_message_once(ns: Namespace) -> None:
+    with lab_file(ns, consumer_db, "mail.db") as (conn, path):
+        first = consume(ns, path, ORDERS[0])
+        again = consume(ns, path, ORDERS[0])
+        other = consume(ns, path, ORDERS[1])
+        got = [first.get("returned"), again.get("returned"), other.get("returned")]
+        expect(got == [True, False, True], "True, False (a repeat), True", got)
+        expect(
+            emails(conn) == [(1, "ana"), (2, "bia")],
+            "one email for order 1 and one for order 2",
+            emails(conn),
+        )
+
+
+@CHECKS.add(
+    3,
+    "the email and the processed id must commit together (BEGIN IMMEDIATE ... COMMIT): "
+    "id first and a crash loses the email; email first and a crash sends it twice",
+)
+def consume_is_one_transaction(ns: Namespace) -> None:
+    for nth in range(1, MAX_WRITES + 1):
+        with lab_file(ns, consumer_db, "mail.db") as (conn, path):
+            got = consume(ns, path, ORDERS[0], crash_after=nth)
+            if nth == 1:
+                _raised(got, "consume('order:1:placed:v1', ...)", "try consume on consumer_db(...)")
+                expect(
+                    got["fired"],
+                    "a crash right after consume's first write to fire",
+                    f"consume wrote {got['writes']} times",
+                )
+            if not got["fired"]:
+                return
+            consume(ns, path, ORDERS[0])  # the broker redelivers after the crash
+            expect(
+                emails(conn) == [(1, "ana")],
+                f"exactly one email after a crash right after write {nth} and a redelivery",
+                emails(conn),
+            )
+
+
+NAMES = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=12)
+
+
+@st.composite
+def order_streams(draw: Any) -> tuple[list[list[Any]], list[int]]:
+    """Orders (some placed twice), then the order in which messages are delivered."""
+    ids = draw(st.lists(st.integers(1, 2**31), min_size=1, max_size=4, unique=True))
+    orders = [[i, draw(NAMES), draw(st.integers(0, 10**7))] for i in ids]
+    placed = draw(
+        st.lists(
+            st.sampled_from(range(len(orders))), min_size=len(orders), max_size=len(orders) + 3
+        )
+    )
+    placed = list(range(len(orders))) + placed[len(orders) :]  # each at least once
+    return [orders[i] for i in placed], draw(st.permutations(range(len(placed))))
+
+
+@CHECKS.add(
+    2,
+    "for any orders (any customer name, placed once or retried) and any delivery "
+    "order with repeats: one message per order, and one email per order",
+    timeout=40.0,
+)
+def pipeline_on_generated_orders(ns: Namespace) -> None:
+    def prop(example: tuple[list[list[Any]], list[int]]) -> None:
+        placed, delivery = example
+        unique = {o[0]: o for o in placed}
+        with (
+            lab_file(ns, outbox_db, "shop.db") as (shop, shop_path),
+            lab_file(ns, consumer_db, "mail.db") as (mail, mail_path),
+        ):
+            for order in placed:
+                place(ns, shop_path, order)
+            outbox = rows_of(shop, "all_outbox")
+            bodies = {r["message_id"]: r["body"] for r in outbox}
+            want_ids = sorted(message_id(i) for i in unique)
+            expect(
+                sorted(bodies) == want_ids and len(outbox) == len(unique),
+                f"one outbox row per order ({want_ids}) after placing {placed}",
+                [r["message_id"] for r in outbox],
+            )
+            rows = sorted(outbox, key=lambda r: r["id"])
+            for n in delivery:  # every message once, in a shuffled order, then again
+                row = rows[n % len(rows)]
+                for _ in range(2):
+                    got = ns.harness(
+                        HARNESS + "consume", str(mail_path), row["message_id"], row["body"], None
+                    )
+                    _raised(got, f"consume({row['message_id']!r}, ...)", "read the error")
+            want = sorted((i, o[1]) for i, o in unique.items())
+            expect(
+                sorted(emails(mail)) == want,
+                f"one email per order {want}",
+                sorted(emails(mail)),
+            )
+
+    holds_for(order_streams(), prop, examples=15)

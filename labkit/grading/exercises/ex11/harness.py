@@ -1,0 +1,121 @@
+"""Harness for exercise 11: the student's outbox code on files the check made, crashed on purpose.
+
+Each function opens its own connection to the file the check names, wrapped in
+``Watched`` (which can crash right after the n-th write statement, as a killed process
+stops there), and closes it afterwards without committing, so whatever the student's
+code left uncommitted is rolled back as it would be after a real crash. The relay's
+``publish`` appends to a ``labkit.patterns.outbox.Broker`` file and can crash before the broker
+has the message, crash after it, or raise ``ConnectionError`` (the broker is down).
+Each returns whether the fault fired and an outcome; the check reads the databases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from typing import Any
+
+from labkit.clock import FakeClock
+from labkit.errors import SimulatedCrash
+from labkit.grading.exercises.common import fresh_state, outcome
+from labkit.grading.exercises.labdb import connect
+from labkit.grading.exercises.racers import in_processes
+from labkit.grading.exercises.tracing import Watched
+from labkit.patterns.outbox import Broker
+
+FAULTS = ("crash_before_publish", "crash_after_publish", "broker_down")
+
+
+def _run(values: MutableMapping[str, Any], fn: Any, *args: Any) -> dict[str, Any]:
+    """The student's call as an outcome (or ``crashed``), their module state put back after."""
+    with fresh_state(values):
+        try:
+            return outcome(fn, *args)
+        except SimulatedCrash:
+            return {"crashed": True}
+
+
+def place_order(
+    values: MutableMapping[str, Any], path: str, order: list[Any], crash_after: int | None
+) -> dict[str, Any]:
+    """``place_order(conn, *order)``, crashing after write ``crash_after`` (None: never)."""
+    conn = connect(path)
+    watched = Watched(conn, crash_after=crash_after)
+    try:
+        got = _run(values, values["place_order"], watched, *order)
+    finally:
+        conn.close()
+    return {**got, "fired": watched.crashed, "writes": watched.writes}
+
+
+def consume(
+    values: MutableMapping[str, Any],
+    path: str,
+    message_id: str,
+    body: str,
+    crash_after: int | None,
+) -> dict[str, Any]:
+    """``consume(conn, message_id, body)``, crashing after write ``crash_after``."""
+    conn = connect(path)
+    watched = Watched(conn, crash_after=crash_after)
+    try:
+        got = _run(values, values["consume"], watched, message_id, body)
+    finally:
+        conn.close()
+    return {**got, "fired": watched.crashed, "writes": watched.writes}
+
+
+def relay_once(
+    values: MutableMapping[str, Any],
+    path: str,
+    broker_path: str,
+    now: float,
+    fault: str | None,
+    nth: int,
+) -> dict[str, Any]:
+    """``relay_once(conn, publish, now)`` with ``fault`` on the ``nth`` publish call."""
+    if fault is not None and fault not in FAULTS:
+        raise ValueError(f"fault must be one of {FAULTS}, not {fault!r}")
+    broker = Broker(broker_path, FakeClock(now))
+    calls = {"n": 0, "fired": False}
+
+    def publish(topic: str, message_id: str, body: str) -> None:
+        calls["n"] += 1
+        hit = fault is not None and calls["n"] == nth
+        if hit and fault == "broker_down":
+            calls["fired"] = True
+            raise ConnectionError("the broker refused the connection")
+        if hit and fault == "crash_before_publish":
+            calls["fired"] = True
+            raise SimulatedCrash("crashed while publishing, before the broker had it")
+        broker.publish(topic, message_id, body)
+        if hit and fault == "crash_after_publish":
+            calls["fired"] = True
+            raise SimulatedCrash("crashed after the broker had it, before marking")
+
+    conn = connect(path)
+    try:
+        got = _run(values, values["relay_once"], Watched(conn), publish, now)
+    finally:
+        conn.close()
+        broker.close()
+    return {**got, "fired": calls["fired"], "publishes": calls["n"]}
+
+
+def consume_in_processes(
+    values: MutableMapping[str, Any], path: str, messages: list[list[str]], pause: float
+) -> dict[str, Any]:
+    """Two forked consumers each receive every message (a redelivery to another process).
+
+    Their plain reads pause, so a consumer that checks in one statement and records in
+    another lets both apply the same message. Returns ``in_processes``' result.
+    """
+
+    def consumer(index: int) -> list[Any]:
+        conn = connect(path)
+        watched = Watched(conn, pause=pause)
+        try:
+            return [values["consume"](watched, mid, body) for mid, body in messages]
+        finally:
+            conn.close()
+
+    return in_processes(consumer, 2)

@@ -1,0 +1,277 @@
+"""Exercise 12: periodic slot keys, so any number of schedulers enqueue each slot once.
+
+The student writes ``slot_key``, ``due_slots`` and ``tick``. Keys are compared with
+``labkit.patterns.schedule.slot_key`` on generated names and times, and again while the
+student's process runs in other time zones (a key in local time differs there).
+``due_slots`` is compared with the check's own model on generated periods, times and
+last slots, and at the exact boundaries. ``tick`` runs through the harness
+(``labkit.grading.exercises.ex12.harness``) on a database file the check makes; two schedulers
+tick in two real processes at moments 1.7 s apart, with every plain read paused to
+widen the race, and the check reads the table itself: every slot once, nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
+from labkit.grading.exercises.helpers import holds_for, raised_text, short_repr
+from labkit.grading.exercises.kit import lab_file, raised_a
+from labkit.grading.exercises.labdb import add_job, all_jobs
+from labkit.patterns.schedule import slot_key as reference_key
+
+CHECKS = Checks("ex12", "periodic jobs keyed by slot", needs=("slot_key", "due_slots", "tick"))
+
+HARNESS = "labkit.grading.exercises.ex12.harness:"
+HOUR = 3600
+T0 = 1767225600  # 2026-01-01T00:00:00Z
+#: How long a plain read pauses in the race: long enough for the other scheduler to read.
+RACE_PAUSE_S = 0.05
+
+NAMES = st.from_regex(r"[a-z][a-z0-9_.-]{0,15}", fullmatch=True)
+TIMES = st.integers(min_value=0, max_value=4_102_444_800)  # up to 2100
+
+
+def expected_slots(
+    period: int, last: float | None, since: float, now: float, catch_up: str
+) -> list[float]:
+    """The check's own model of ``due_slots``."""
+    slot = math.floor(now / period) * period
+    slots: list[float] = []
+    while slot >= since and (last is None or slot > last):
+        slots.append(slot)
+        if catch_up == "latest":
+            break
+        slot -= period
+    return slots[::-1]
+
+
+def _one(ns: Namespace, name: str, call: list[Any]) -> dict[str, Any]:
+    [got] = ns.harness(HARNESS + "many", name, [call])
+    return dict(got)
+
+
+def _returned(got: dict[str, Any], what: str, hint: str) -> Any:
+    if "raised" in got:
+        raise CheckFailed(what, raised_text(got), hint)
+    return got["returned"]
+
+
+def _tick(
+    ns: Namespace,
+    path: Path,
+    now: float,
+    catch_up: str = "all",
+    schedule: str = "nightly",
+    since: float = T0,
+) -> list[Any]:
+    got = ns.harness(HARNESS + "tick", str(path), schedule, HOUR, since, now, catch_up)
+    created = _returned(
+        got,
+        f"tick({schedule!r}, now={now:g}) to return the keys it created",
+        "try tick on exercise_db(...) in the notebook and read the error",
+    )
+    expect(isinstance(created, list), "a list of the keys this call created", created)
+    return list(created)
+
+
+def _keys(conn: sqlite3.Connection) -> list[str]:
+    return [job["key"] for job in all_jobs(conn)]
+
+
+@CHECKS.add(
+    2,
+    'f"schedule:{name}:{fire time as %Y-%m-%dT%H:%M:%SZ in UTC}", e.g. '
+    "datetime.fromtimestamp(fire_time, UTC).strftime(...)",
+)
+def slot_key_names_the_slot(ns: Namespace) -> None:
+    def prop(example: tuple[str, int]) -> None:
+        name, fire = example
+        got = _returned(
+            _one(ns, "slot_key", [name, fire]),
+            f"slot_key({name!r}, {fire}) to return a key",
+            "a valid name and a whole number of seconds must give a key",
+        )
+        want = reference_key(name, fire)
+        expect(got == want, f"slot_key({name!r}, {fire}) == {want!r}", got)
+
+    holds_for(st.tuples(NAMES, TIMES), prop)
+
+
+@CHECKS.add(
+    2,
+    "write the fire time in UTC (datetime.fromtimestamp(t, UTC)); without the tz the "
+    "key follows the machine's time zone, and two schedulers in two zones disagree",
+)
+def slot_key_is_the_same_in_every_time_zone(ns: Namespace) -> None:
+    pairs = [("nightly", T0 + 2 * HOUR), ("report", 1_700_000_000), ("sync", 86_399)]
+    calls = [list(pair) for pair in pairs]
+    want = [reference_key(name, t) for name, t in pairs]
+    # POSIX zone strings (UTC-3 and UTC+5:30) need no tz database in the grading sandbox.
+    for tz in ("BRT3", "IST-5:30"):
+        got = ns.harness(HARNESS + "keys_in_zone", calls, tz)
+        keys = [g["returned"] if "returned" in g else raised_text(g) for g in got]
+        expect(keys == want, f"the same UTC keys with TZ={tz}: {want}", keys)
+
+
+@CHECKS.add(1, "raise ValueError when the name is empty or contains ':' (the separator)")
+def slot_key_refuses_bad_names(ns: Namespace) -> None:
+    for name in ("", "daily:report", ":"):
+        got = _one(ns, "slot_key", [name, T0])
+        expect(
+            raised_a(got, "ValueError"),
+            f"ValueError for the schedule name {name!r}",
+            raised_text(got) if "raised" in got else f"returned {got['returned']!r}",
+        )
+
+
+@CHECKS.add(
+    2,
+    "due means since <= slot <= now and slot > last: a slot exactly at now is due, "
+    "the slot equal to last is not, and slots are multiples of period_s since the epoch",
+)
+def due_slots_boundaries(ns: Namespace) -> None:
+    cases: list[tuple[list[Any], list[float], str]] = [
+        ([HOUR, None, T0, T0 + 2 * HOUR, "all"], [T0, T0 + HOUR, T0 + 2 * HOUR], "now on a slot"),
+        ([HOUR, T0 + HOUR, T0, T0 + 2 * HOUR, "all"], [T0 + 2 * HOUR], "last on a slot"),
+        ([HOUR, T0 + 2 * HOUR, T0, T0 + 2 * HOUR, "all"], [], "last equal to now"),
+        ([HOUR, None, T0 + 1, T0 + 2 * HOUR - 1, "all"], [T0 + HOUR], "since after a slot"),
+        ([HOUR, None, T0 + 30, T0 + 40, "all"], [], "no slot in [since, now]"),
+        ([300, None, 1000, 1900, "all"], [1200, 1500, 1800], "slots aligned to the epoch"),
+    ]
+    for call, want, what in cases:
+        got = _returned(
+            _one(ns, "due_slots", call),
+            f"due_slots{tuple(call)} to return a list",
+            "due_slots raises only for a bad period or catch_up",
+        )
+        expect(list(got) == want, f"due_slots{tuple(call)} == {want} ({what})", got)
+
+
+@CHECKS.add(
+    2,
+    "walk back from the latest multiple of period_s at or before now, down to since "
+    "and above last; 'latest' keeps only the newest of them",
+)
+def due_slots_on_generated_schedules(ns: Namespace) -> None:
+    @st.composite
+    def schedules(draw: Any) -> list[Any]:
+        period = draw(st.sampled_from([1, 7, 60, 300, 3600, 86400]) | st.integers(1, 100_000))
+        now = draw(st.integers(0, 2_000_000_000)) + draw(st.sampled_from([0, 0.25, 0.5]))
+        # Slots are multiples since the epoch: never before it.
+        since = max(0, now - draw(st.integers(0, 12)) * period - draw(st.integers(0, period)))
+        slot_now = math.floor(now / period) * period
+        last = draw(
+            st.none()
+            | st.integers(0, 14).map(lambda k: slot_now - k * period)
+            | st.integers(int(since) - 2 * period, int(now) + 1).map(float)
+        )
+        return [period, last, since, now, draw(st.sampled_from(["all", "latest"]))]
+
+    def prop(call: list[Any]) -> None:
+        want = expected_slots(*call)
+        got = _returned(
+            _one(ns, "due_slots", call),
+            f"due_slots{tuple(call)} to return a list",
+            "due_slots raises only for a bad period or catch_up",
+        )
+        expect(list(got) == want, f"due_slots{tuple(call)} == {want}", got)
+
+    holds_for(schedules(), prop, examples=40)
+
+
+@CHECKS.add(1, "raise ValueError for period_s <= 0 and for a catch_up other than all/latest")
+def due_slots_refuses_bad_arguments(ns: Namespace) -> None:
+    for call in ([0, None, 0, 100, "all"], [-60, None, 0, 100, "all"], [60, None, 0, 100, "most"]):
+        got = _one(ns, "due_slots", call)
+        expect(
+            raised_a(got, "ValueError"),
+            f"ValueError for due_slots{tuple(call)}",
+            raised_text(got) if "raised" in got else f"returned {got['returned']!r}",
+        )
+
+
+@CHECKS.add(
+    1,
+    "insert one job per due slot with key=slot_key(schedule, slot), run_after=slot, "
+    "and return the keys this call inserted (INSERT ... ON CONFLICT (key) DO NOTHING "
+    "RETURNING key)",
+)
+def tick_enqueues_each_slot(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        first = _tick(ns, path, T0 + HOUR + 5)
+        want = [reference_key("nightly", T0), reference_key("nightly", T0 + HOUR)]
+        expect(first == want, f"the first tick to create {want}", first)
+        expect(_keys(conn) == want, f"the table to hold {want}", _keys(conn))
+        job = all_jobs(conn)[1]
+        expect(
+            job["run_after"] == T0 + HOUR and job["kind"] == "nightly",
+            f"run_after={T0 + HOUR} (the slot) and kind='nightly'",
+            f"run_after={job['run_after']}, kind={job['kind']!r}",
+        )
+        again = _tick(ns, path, T0 + HOUR + 9)
+        expect(again == [], "[] from a tick in the same hour (nothing new is due)", again)
+        expect(len(_keys(conn)) == 2, "still 2 jobs", _keys(conn))
+
+
+@CHECKS.add(
+    2,
+    "read what already fired from the table (the newest key with the prefix "
+    "'schedule:<name>:'), never from memory: a scheduler that just started, or "
+    "another one, must not fill a gap that a 'latest' catch-up left on purpose",
+    timeout=20.0,
+)
+def tick_reads_what_fired_from_the_table(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        # Another scheduler fired 02:00 only (it caught up with 'latest' after downtime).
+        # A schedule no other check ticks: this process has never seen it.
+        add_job(conn, reference_key("close", T0 + 2 * HOUR), kind="close", run_after=T0 + 2 * HOUR)
+        created = _tick(ns, path, T0 + 4 * HOUR + 30, schedule="close")
+        want = [reference_key("close", T0 + 3 * HOUR), reference_key("close", T0 + 4 * HOUR)]
+        expect(
+            created == want and len(_keys(conn)) == 3,
+            f"only the slots after 02:00: {want}, 3 jobs in all",
+            f"created {short_repr(created, 300)}; the table holds {len(_keys(conn))} jobs",
+        )
+
+
+@CHECKS.add(
+    3,
+    "two schedulers tick the same schedule at the same moments in two processes: "
+    "the key must come from the slot (never from now) and a key already inserted "
+    "must be skipped by the INSERT itself (ON CONFLICT DO NOTHING), not by a SELECT "
+    "before it",
+    timeout=40.0,
+)
+def two_schedulers_enqueue_each_slot_once(ns: Namespace) -> None:
+    hours = 6
+    # Scheduler a ticks 0.2 s after each hour, scheduler b 1.9 s after: clocks never agree.
+    nows = [[T0 + k * HOUR + skew for k in range(hours)] for skew in (0.2, 1.9)]
+    with lab_file(ns) as (conn, path):
+        got = ns.harness(
+            HARNESS + "tick_race", str(path), "nightly", HOUR, T0, nows, "all", RACE_PAUSE_S
+        )
+        expect(got["hung"] == 0, "both schedulers to finish", f"{got['hung']} still running")
+        raised = [v[1] for v in got["results"].values() if v[0] == "raised"]
+        expect(not raised, "no scheduler to fail", "your code raised " + "; ".join(raised))
+        keys = _keys(conn)
+        want = [reference_key("nightly", T0 + k * HOUR) for k in range(hours)]
+        twice = sorted(k for k, n in Counter(keys).items() if n > 1)
+        expect(
+            sorted(keys) == want,
+            f"the {hours} slot keys, each once",
+            f"{len(keys)} jobs: {short_repr(sorted(keys), 300)}"
+            + (f" ({len(twice)} twice)" if twice else ""),
+        )
+        created = [k for v in got["results"].values() for k in v[1]["created"]]
+        expect(
+            sorted(created) == want,
+            "the two schedulers' returned keys to add up to the table, each slot once",
+            short_repr(sorted(created), 300),
+        )

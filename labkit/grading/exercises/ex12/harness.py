@@ -1,0 +1,97 @@
+"""Harness for exercise 12: slot keys in another time zone, and schedulers ticking at once.
+
+``keys_in_zone`` computes keys while the process's local time zone is another one, so
+a key written in local time shows itself. ``tick`` runs the student's ``tick`` on a
+connection the harness opens to a file the check made; ``tick_race`` runs two
+schedulers in two forked processes, each with its own connection whose plain reads
+pause, ticking the same schedule at skewed moments. The check reads the table itself.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
+from typing import Any
+
+from labkit.grading.exercises.common import fresh_state, outcome
+from labkit.grading.exercises.labdb import connect
+from labkit.grading.exercises.racers import in_processes
+from labkit.grading.exercises.tracing import Watched
+
+
+@contextmanager
+def _zone(tz: str) -> Iterator[None]:
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = tz
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
+
+
+def keys_in_zone(values: MutableMapping[str, Any], calls: list[list[Any]], tz: str) -> list[Any]:
+    """``slot_key(*call)`` for each call, as outcomes, with the local time zone set to ``tz``."""
+    with fresh_state(values), _zone(tz):
+        return [outcome(values["slot_key"], *call) for call in calls]
+
+
+def many(values: MutableMapping[str, Any], name: str, calls: list[list[Any]]) -> list[Any]:
+    """``NAME(*call)`` for each call, as outcomes (one round trip for many examples)."""
+    with fresh_state(values):
+        return [outcome(values[name], *call) for call in calls]
+
+
+def tick(
+    values: MutableMapping[str, Any],
+    path: str,
+    schedule: str,
+    period_s: int,
+    since: float,
+    now: float,
+    catch_up: str,
+) -> dict[str, Any]:
+    """One ``tick`` on a new connection to ``path``: an outcome."""
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            return outcome(values["tick"], Watched(conn), schedule, period_s, since, now, catch_up)
+    finally:
+        conn.close()
+
+
+def tick_race(
+    values: MutableMapping[str, Any],
+    path: str,
+    schedule: str,
+    period_s: int,
+    since: float,
+    nows: list[list[float]],
+    catch_up: str,
+    pause: float,
+) -> dict[str, Any]:
+    """One forked scheduler per list in ``nows``, each ticking at its own moments.
+
+    Returns ``in_processes``' result: each scheduler's list of created keys, or what
+    it raised; plus ``"pauses"``, how many reads were paused (the race was widened).
+    """
+
+    def scheduler(index: int) -> dict[str, Any]:
+        conn = connect(path)
+        watched = Watched(conn, pause=pause)
+        created: list[Any] = []
+        try:
+            for now in nows[index]:
+                got = values["tick"](watched, schedule, period_s, since, now, catch_up)
+                created.extend(got or [])
+        finally:
+            conn.close()
+        return {"created": created, "pauses": watched.pauses}
+
+    return in_processes(scheduler, len(nows))

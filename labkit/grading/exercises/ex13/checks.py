@@ -1,0 +1,430 @@
+"""Exercise 13: a queue per account with a concurrency cap, and a serial queue per key.
+
+The student writes ``claim_capped`` and ``claim_serial`` on the exercise jobs table
+(``queue`` holds the account or the serial key). Each check builds the table in a file
+under the student's folder, runs the claims through the harness
+(``labkit.grading.exercises.ex13.harness``, one new connection per claim, as a worker opens it)
+and reads the table back itself. The flood check plays three workers against a
+flooding account on a simulated clock, completing jobs itself, and measures from the
+table how long the other accounts waited. The race checks run two real processes
+whose plain reads pause, so a claim that counts and takes in two statements passes
+the cap, or runs two jobs of one serial key, every time instead of once in a while.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
+from labkit.grading.exercises.helpers import holds_for, raised_text
+from labkit.grading.exercises.kit import lab_file
+from labkit.grading.exercises.labdb import add_job, all_jobs
+
+CHECKS = Checks(
+    "ex13", "a queue per account, and serial queues", needs=("claim_capped", "claim_serial")
+)
+
+HARNESS = "labkit.grading.exercises.ex13.harness:"
+#: How long a plain read pauses in the race checks: long enough for the other worker.
+RACE_PAUSE_S = 0.05
+NOW = 100.0
+
+
+def claim(
+    ns: Namespace, path: Path, name: str, worker: str, now: float = NOW, *extra: Any
+) -> dict[str, Any] | None:
+    """The student's claim through the harness; the row as a dict, or None."""
+    got = ns.harness(HARNESS + "claim", str(path), name, worker, now, 30.0, *extra)
+    call = f"{name}({worker!r}, now={now:g}{''.join(f', {e!r}' for e in extra)})"
+    if "raised" in got:
+        raise CheckFailed(
+            f"{call} to return a job or None",
+            raised_text(got),
+            f"try {name} on exercise_db(...) in the notebook and read the error",
+        )
+    row = got["returned"]
+    if row is not None and not (isinstance(row, dict) and "id" in row):
+        raise CheckFailed(f"{call} to return dict(row) or None", repr(row), "return dict(row)")
+    return row
+
+
+def capped(ns: Namespace, path: Path, worker: str, cap: int, now: float = NOW) -> Any:
+    return claim(ns, path, "claim_capped", worker, now, cap)
+
+
+def serial(ns: Namespace, path: Path, worker: str, now: float = NOW) -> Any:
+    return claim(ns, path, "claim_serial", worker, now)
+
+
+def job(conn: sqlite3.Connection, job_id: int) -> dict[str, Any]:
+    return next(j for j in all_jobs(conn) if j["id"] == job_id)
+
+
+def running(conn: sqlite3.Connection, queue: str, now: float = NOW) -> int:
+    return sum(
+        1
+        for j in all_jobs(conn)
+        if j["queue"] == queue and j["state"] == "running" and j["lease_until"] > now
+    )
+
+
+def live(queue: str, n: int = 1, **fields: Any) -> dict[str, Any]:
+    """A job of ``queue`` running under a lease that ends long after NOW."""
+    return {
+        "queue": queue,
+        "state": "running",
+        "attempt": 1,
+        "lease_owner": "other",
+        "lease_until": NOW + 500,
+        "lease_token": f"t{queue}{n}",
+        **fields,
+    }
+
+
+def _id(row: dict[str, Any] | None) -> Any:
+    return None if row is None else row["id"]
+
+
+def _ready(job: dict[str, Any], now: float) -> bool:
+    if job["state"] in ("pending", "retry_wait"):
+        return bool(job["run_after"] <= now)
+    return bool(job["state"] == "running" and job["lease_until"] <= now)
+
+
+def expected_capped(jobs: list[dict[str, Any]], now: float, cap: int) -> int | None:
+    """The check's own model of ``claim_capped``: the id it must take, or None."""
+    busy = Counter(j["queue"] for j in jobs if j["state"] == "running" and j["lease_until"] > now)
+    ready = [j for j in jobs if _ready(j, now) and busy[j["queue"]] < cap]
+    ready.sort(key=lambda j: (busy[j["queue"]], j["run_after"], j["id"]))
+    return ready[0]["id"] if ready else None
+
+
+def expected_serial(jobs: list[dict[str, Any]], now: float) -> int | None:
+    """The check's own model of ``claim_serial``: the id it must take, or None."""
+    heads: dict[str, dict[str, Any]] = {}
+    for j in sorted(jobs, key=lambda j: j["id"]):
+        if j["state"] in ("pending", "retry_wait", "running"):
+            heads.setdefault(j["queue"], j)
+    ready = sorted(
+        (j for j in heads.values() if _ready(j, now)), key=lambda j: (j["run_after"], j["id"])
+    )
+    return ready[0]["id"] if ready else None
+
+
+@st.composite
+def scenes(draw: Any) -> list[dict[str, Any]]:
+    """Up to 9 jobs over three queues, in every state, with times around NOW (100)."""
+    jobs = []
+    for n in range(draw(st.integers(1, 9))):
+        state = draw(st.sampled_from(["pending", "retry_wait", "running", "succeeded", "dead"]))
+        job: dict[str, Any] = {
+            "key": f"job:{n}",
+            "queue": draw(st.sampled_from(["acme", "bolt", "cora"])),
+            "state": state,
+            "attempt": 0 if state == "pending" else 1,
+            "run_after": draw(st.sampled_from([0.0, 50.0, NOW, 150.0])),
+        }
+        if state == "running":
+            job.update(
+                lease_owner="other",
+                lease_token=f"t{n}",
+                lease_until=draw(st.sampled_from([50.0, NOW, 130.0])),
+            )
+        jobs.append(job)
+    return jobs
+
+
+def _scene_check(ns: Namespace, jobs: list[dict[str, Any]], name: str, *extra: Any) -> None:
+    with lab_file(ns) as (conn, path):
+        for entry in jobs:
+            add_job(conn, entry["key"], **{k: v for k, v in entry.items() if k != "key"})
+        stored = all_jobs(conn)
+        want = (
+            expected_capped(stored, NOW, *extra)
+            if name == "claim_capped"
+            else expected_serial(stored, NOW)
+        )
+        got = _id(claim(ns, path, name, "w9", NOW, *extra))
+        scene = "; ".join(
+            f"{j['id']} {j['queue']} {j['state']} run_after={j['run_after']:g}"
+            + (f" lease_until={j['lease_until']:g}" if j["state"] == "running" else "")
+            for j in stored
+        )
+        what = f"cap={extra[0]}, " if extra else ""
+        expect(
+            got == want,
+            f"{name} at now=100 ({what}jobs: {scene}) to take "
+            + ("nothing" if want is None else f"job {want}"),
+            "nothing" if got is None else f"job {got}",
+        )
+        if want is not None:
+            row = job(conn, want)
+            expect(
+                row["state"] == "running" and row["lease_owner"] == "w9",
+                f"job {want} running for w9 in the table",
+                f"state={row['state']}, lease_owner={row['lease_owner']}",
+            )
+
+
+@CHECKS.add(
+    1,
+    "claim like exercise 3: state='running', attempt + 1, lease_owner, lease_until = "
+    "now + lease_s, a fresh lease_token, updated_at = now; return dict(row), or None",
+)
+def capped_claim_leases_a_job(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        job_id = add_job(conn, "acme:1", queue="acme")
+        got = capped(ns, path, "w1", 2)
+        expect(_id(got) == job_id, f"job {job_id}, the only ready one", got)
+        stored = job(conn, job_id)
+        expect(
+            stored["state"] == "running"
+            and stored["lease_owner"] == "w1"
+            and stored["lease_until"] == NOW + 30
+            and stored["attempt"] == 1
+            and bool(stored["lease_token"])
+            and stored["updated_at"] == NOW,
+            "running, lease_owner w1, lease_until 130, attempt 1, a token, updated_at 100",
+            {
+                k: stored[k]
+                for k in (
+                    "state",
+                    "lease_owner",
+                    "lease_until",
+                    "attempt",
+                    "lease_token",
+                    "updated_at",
+                )
+            },
+        )
+        expect(capped(ns, path, "w2", 2) is None, "None: nothing else is ready", "a job")
+
+
+@CHECKS.add(
+    2,
+    "skip an account whose live running jobs (state='running' AND lease_until > now) "
+    "already number cap; below the cap it may still run one more",
+)
+def cap_skips_a_busy_account(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        add_job(conn, "acme:r1", **live("acme", 1))
+        add_job(conn, "acme:r2", **live("acme", 2))
+        waiting = add_job(conn, "acme:3", queue="acme")
+        got = capped(ns, path, "w1", 2)
+        expect(got is None, "None: acme already runs 2 jobs and the cap is 2", got)
+        got = capped(ns, path, "w1", 3)
+        expect(_id(got) == waiting, f"job {waiting} with cap=3 (acme runs 2 < 3)", got)
+        expect(running(conn, "acme") == 3, "3 acme jobs running now", running(conn, "acme"))
+
+
+@CHECKS.add(
+    1,
+    "a lease that ended at or before now does not count toward the cap (its worker "
+    "died): count only lease_until > now",
+)
+def a_dead_workers_job_does_not_hold_the_cap(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        add_job(conn, "acme:r1", **live("acme", 1, lease_until=NOW))
+        waiting = add_job(conn, "acme:2", queue="acme", run_after=-5.0)
+        got = capped(ns, path, "w1", 1)
+        expect(
+            _id(got) == waiting,
+            f"job {waiting}: acme's only running job has a lease that ended at now",
+            got,
+        )
+
+
+@CHECKS.add(
+    2,
+    "order by how busy the account is first (fewest live running jobs), then "
+    "run_after, then id: an older job of a busier account waits",
+)
+def least_busy_account_first(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        add_job(conn, "acme:r1", **live("acme", 1))
+        add_job(conn, "acme:2", queue="acme", run_after=0.0)
+        bolt = add_job(conn, "bolt:1", queue="bolt", run_after=50.0)
+        got = capped(ns, path, "w1", 5)
+        expect(
+            _id(got) == bolt,
+            f"bolt's job {bolt} (bolt runs 0 jobs, acme 1), though acme's is older",
+            got,
+        )
+
+
+def _flood(ns: Namespace, cap: int) -> dict[str, list[float]]:
+    """Three workers, jobs of 1 s: acme floods with 30, then bolt and cora add 3 each.
+
+    The check moves the clock and completes jobs itself; each job's wait is read from
+    the table (the claim's updated_at minus when the job was added).
+    """
+    with lab_file(ns) as (conn, path):
+        for account, count in (("acme", 30), ("bolt", 3), ("cora", 3)):
+            for n in range(count):
+                add_job(conn, f"{account}:{n}", queue=account)
+        now, busy = 0.0, list[int]()
+        waits: dict[str, list[float]] = {"acme": [], "bolt": [], "cora": []}
+        for _ in range(60):
+            for worker in range(3 - len(busy)):
+                got = capped(ns, path, f"w{worker}", cap, now)
+                if got is None:
+                    break
+                row = job(conn, got["id"])
+                expect(
+                    row["state"] == "running" and row["updated_at"] == now,
+                    f"job {got['id']} running since {now:g} in the table",
+                    f"state={row['state']}, updated_at={row['updated_at']}",
+                )
+                waits[row["queue"]].append(now)
+                busy.append(got["id"])
+            if not busy:
+                break
+            now += 1.0
+            conn.executemany(
+                "UPDATE jobs SET state = 'succeeded', updated_at = ? WHERE id = ?",
+                [(now, i) for i in busy],
+            )
+            busy.clear()
+        done = Counter(j["queue"] for j in all_jobs(conn) if j["state"] == "succeeded")
+        expect(
+            done == {"acme": 30, "bolt": 3, "cora": 3},
+            "every job to run (30 acme, 3 bolt, 3 cora)",
+            dict(done),
+        )
+        return waits
+
+
+@CHECKS.add(
+    2,
+    "with cap=2 and three workers, acme's flood holds two workers at most and the "
+    "third takes turns between bolt and cora; skipping capped accounts is not enough "
+    "without least-busy-first",
+    timeout=40.0,
+)
+def a_flood_does_not_starve_the_others(ns: Namespace) -> None:
+    waits = _flood(ns, 2)
+    worst = max(waits["bolt"] + waits["cora"])
+    expect(
+        worst <= 2.0,
+        "bolt's and cora's jobs all started within 2 s (each gets a worker in turn)",
+        f"the last of them started after {worst:g} s; bolt at {waits['bolt']}, "
+        f"cora at {waits['cora']}",
+    )
+
+
+@CHECKS.add(
+    3,
+    "two workers in two processes claim at once: count and take in ONE statement "
+    "(UPDATE ... WHERE id = (SELECT ... count(*) ... < :cap ...)), or both read the "
+    "same count and the account passes its cap",
+    timeout=40.0,
+)
+def the_cap_holds_when_two_processes_claim(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        for account in ("acme", "bolt", "cora"):
+            for n in range(4):
+                add_job(conn, f"{account}:{n}", queue=account)
+        got = ns.harness(
+            HARNESS + "race", str(path), "claim_capped", 2, NOW, 30.0, [1], RACE_PAUSE_S
+        )
+        expect(got["hung"] == 0, "both workers to finish", f"{got['hung']} still running")
+        raised = [v[1] for v in got["results"].values() if v[0] == "raised"]
+        expect(not raised, "no worker to fail", "your code raised " + "; ".join(raised))
+        counts = {a: running(conn, a) for a in ("acme", "bolt", "cora")}
+        expect(
+            counts == {"acme": 1, "bolt": 1, "cora": 1},
+            "one running job per account (cap=1) once both workers stop",
+            counts,
+        )
+
+
+@CHECKS.add(
+    2,
+    "on any table: skip accounts at their cap (live leases only), then least busy, "
+    "run_after, id; a job whose lease ended at or before now is ready again",
+    timeout=30.0,
+)
+def capped_claim_follows_the_rules_on_generated_tables(ns: Namespace) -> None:
+    holds_for(
+        st.tuples(scenes(), st.integers(1, 3)),
+        lambda example: _scene_check(ns, example[0], "claim_capped", example[1]),
+        examples=25,
+    )
+
+
+@CHECKS.add(
+    2,
+    "claim only each queue's head, its live job with the smallest id: while the head "
+    "runs, the jobs behind it wait, then they go in order",
+)
+def serial_runs_one_at_a_time_in_order(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        first, second, third = (add_job(conn, f"order:42:{n}", queue="order:42") for n in "abc")
+        other = add_job(conn, "order:7:a", queue="order:7")
+        got = [_id(serial(ns, path, w)) for w in ("w1", "w2", "w3")]
+        expect(
+            got == [first, other, None],
+            f"[{first}, {other}, None]: each queue's head, then nothing (both heads run)",
+            got,
+        )
+        for done in (first, second):
+            conn.execute("UPDATE jobs SET state = 'succeeded' WHERE id = ?", (done,))
+            nxt = _id(serial(ns, path, "w1"))
+            want = second if done == first else third
+            expect(nxt == want, f"job {want} once job {done} succeeded", nxt)
+
+
+@CHECKS.add(
+    2,
+    "a head waiting in retry_wait (run_after > now) is still the head: the jobs behind "
+    "it wait, or they overtake it and run out of order",
+)
+def a_waiting_head_blocks_its_queue(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        add_job(
+            conn, "order:42:a", queue="order:42", state="retry_wait", attempt=1, run_after=NOW + 60
+        )
+        behind = add_job(conn, "order:42:b", queue="order:42")
+        got = serial(ns, path, "w1")
+        expect(got is None, "None: order:42's head retries at 160", got)
+        got = serial(ns, path, "w1", NOW + 60)
+        expect(
+            _id(got) != behind and got is not None,
+            "the head itself at 160, not the job behind it",
+            got,
+        )
+
+
+@CHECKS.add(
+    2,
+    "on any table: the head is each queue's live job (pending, retry_wait, running) "
+    "with the smallest id; take the ready head with the smallest run_after, then id",
+    timeout=30.0,
+)
+def serial_claim_follows_the_rules_on_generated_tables(ns: Namespace) -> None:
+    holds_for(scenes(), lambda jobs: _scene_check(ns, jobs, "claim_serial"), examples=25)
+
+
+@CHECKS.add(
+    1,
+    "succeeded and dead jobs are out of the line: a dead head stops blocking; a head "
+    "whose lease ended (its worker died) is claimed again before the jobs behind it",
+)
+def dead_and_expired_heads(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        add_job(conn, "order:1:a", queue="order:1", state="dead", attempt=3)
+        after_dead = add_job(conn, "order:1:b", queue="order:1")
+        expired = add_job(conn, "order:2:a", **live("order:2", 1, lease_until=NOW - 1))
+        add_job(conn, "order:2:b", queue="order:2")
+        got = sorted(_id(serial(ns, path, w)) or 0 for w in ("w1", "w2"))
+        expect(
+            got == sorted([after_dead, expired]),
+            f"jobs {sorted([after_dead, expired])}: the job after the dead head, and the "
+            "expired head again",
+            got,
+        )

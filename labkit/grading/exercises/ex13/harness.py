@@ -1,0 +1,74 @@
+"""Harness for exercise 13: the student's claims on a file the check made, alone or racing.
+
+``claim`` runs one ``claim_capped`` or ``claim_serial`` on a new connection (as a
+worker would open it). ``race`` runs several forked workers, each with its own
+connection whose plain reads pause, claiming until nothing is left: a claim that
+counts in one statement and takes in another lets two workers pass the same count.
+Rows come back as plain dicts; the check reads the table itself to judge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from typing import Any
+
+from labkit.grading.exercises.common import fresh_state, outcome, plain_row
+from labkit.grading.exercises.labdb import connect
+from labkit.grading.exercises.racers import in_processes
+from labkit.grading.exercises.tracing import Watched
+
+CLAIMS = ("claim_capped", "claim_serial")
+
+
+def claim(
+    values: MutableMapping[str, Any],
+    path: str,
+    name: str,
+    worker: str,
+    now: float,
+    lease_s: float,
+    *extra: Any,
+) -> dict[str, Any]:
+    """One ``NAME(conn, worker, now, lease_s, *extra)`` on a new connection: an outcome."""
+    if name not in CLAIMS:
+        raise ValueError(f"no claim called {name!r}")
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            return outcome(values[name], Watched(conn), worker, now, lease_s, *extra)
+    finally:
+        conn.close()
+
+
+def race(
+    values: MutableMapping[str, Any],
+    path: str,
+    name: str,
+    workers: int,
+    now: float,
+    lease_s: float,
+    extra: list[Any],
+    pause: float,
+) -> dict[str, Any]:
+    """``workers`` forked processes claim with ``NAME`` until None (at most 50 each).
+
+    Returns ``in_processes``' result, each worker's value being the ids it claimed.
+    """
+    if name not in CLAIMS:
+        raise ValueError(f"no claim called {name!r}")
+
+    def worker(index: int) -> list[Any]:
+        conn = connect(path)
+        watched = Watched(conn, pause=pause)
+        ids: list[Any] = []
+        try:
+            for _ in range(50):
+                row = plain_row(values[name](watched, f"w{index}", now, lease_s, *extra))
+                if row is None:
+                    break
+                ids.append(row.get("id") if isinstance(row, dict) else row)
+        finally:
+            conn.close()
+        return ids
+
+    return in_processes(worker, workers)

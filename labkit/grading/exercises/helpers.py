@@ -1,0 +1,75 @@
+"""Small tools the exercise checks share: the seed, short reprs, property-based checks.
+
+``holds_for(strategy, prop)`` runs ``prop`` on examples Hypothesis generates, the same
+examples on every run (derandomized, no example database, a bounded number), so a
+check stays inside its timeout and a student's failure replays exactly.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, Verbosity, configuration, given, settings
+from hypothesis import strategies as st
+
+from labkit.grading.checks import CheckFailed, StudentRaised
+
+#: Every check that draws random numbers starts from this seed, so a failure replays.
+SEED = 20260101
+
+
+def raised_text(result: dict[str, Any]) -> str:
+    """'your code raised KeyError: 'id' (line 4 of claim)' for a harness outcome that raised."""
+    text = f"your code raised {result['raised'][0]}"
+    if result.get("message"):
+        text += f": {result['message']}"
+    if result.get("where"):
+        text += f" ({result['where']})"
+    return text
+
+
+def because_of(check: str) -> str:
+    """Said when a check cannot get past what an earlier check tests: fix that one first."""
+    return f" (needed first; the check {check} tests it: fix that one first)"
+
+
+def short_repr(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def holds_for(
+    strategy: st.SearchStrategy[Any], prop: Callable[[Any], None], examples: int = 40
+) -> None:
+    """Run ``prop(example)`` on generated examples; the first failure (shrunk) fails the check.
+
+    ``prop`` calls ``expect``; Hypothesis shrinks a failing example to a small one, so
+    the student reads the simplest input that breaks their code.
+    """
+    runner = settings(
+        max_examples=examples,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        verbosity=Verbosity.quiet,
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+    )(given(strategy)(prop))
+    # Hypothesis caches what it learns in ./.hypothesis: not in the student's folder.
+    home = configuration.storage_directory(intent_to_write=False).path
+    configuration.set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "labkit-hypothesis")
+    try:
+        runner()
+    except BaseExceptionGroup as group:  # a flaky student function: report its first failure
+        found = group.subgroup((CheckFailed, StudentRaised))
+        if found is None:
+            raise
+        first: BaseException = found
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        raise first from None
+    finally:
+        configuration.set_hypothesis_home_dir(home)

@@ -1,0 +1,121 @@
+"""Connections a harness hands a student's function, to watch what it sends to the database.
+
+``Traced`` records every statement and can pause after plain reads to widen the gap a
+read-then-write leaves (exercises 3 and 6). ``Watched`` counts the write statements,
+can crash (``SimulatedCrash``) right after the n-th one, as a killed process would stop
+there, and can pause after plain reads too (exercises 11-13). Both hand back ``Rows``
+when they had to read a statement to its end before returning.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from labkit.errors import SimulatedCrash
+
+WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
+
+class Rows:
+    """The rows of a statement already run to its end, with the cursor's counters."""
+
+    def __init__(self, rows: list[Any], rowcount: int, lastrowid: int | None) -> None:
+        self._rows = rows
+        self.rowcount = rowcount
+        self.lastrowid = lastrowid
+
+    def fetchone(self) -> Any:
+        return self._rows.pop(0) if self._rows else None
+
+    def fetchall(self) -> list[Any]:
+        rows, self._rows = self._rows, []
+        return rows
+
+    def fetchmany(self, size: int = 1) -> list[Any]:
+        rows, self._rows = self._rows[:size], self._rows[size:]
+        return rows
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
+
+
+class Watched:
+    """A connection that counts writes, crashes after the ``crash_after``-th, pauses reads."""
+
+    def __init__(
+        self, conn: sqlite3.Connection, crash_after: int | None = None, pause: float = 0.0
+    ) -> None:
+        self._conn = conn
+        self.crash_after = crash_after
+        self.pause = pause
+        self.writes = 0
+        self.crashed = False
+        self.pauses = 0
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        verb = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+        reading = verb == "SELECT" and not self._conn.in_transaction
+        cursor = self._conn.execute(sql, params)
+        # Run the statement to its end now, so a crash "after" it means after it.
+        rows = Rows(cursor.fetchall(), cursor.rowcount, cursor.lastrowid)
+        if verb in WRITES:
+            self.writes += 1
+            if self.crash_after is not None and self.writes == self.crash_after:
+                self.crashed = True
+                raise SimulatedCrash(f"crashed after write statement {self.writes}")
+        if reading and self.pause:
+            self.pauses += 1
+            time.sleep(self.pause)
+        return rows
+
+    def executemany(self, sql: str, seq: Any) -> Any:
+        result = None
+        for params in seq:
+            result = self.execute(sql, params)
+        return result
+
+    def cursor(self) -> Watched:
+        return self
+
+    def __enter__(self) -> Watched:
+        self._conn.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._conn.__exit__(*exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+class Traced:
+    """A connection that records every statement and pauses after plain reads.
+
+    ``pause`` > 0 widens the race between a SELECT and the UPDATE that follows it.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, pause: float = 0.0) -> None:
+        self._conn = conn
+        self.pause = pause
+        self.statements: list[str] = []
+        self.pauses = 0
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        self.statements.append(" ".join(sql.split()))
+        reading = sql.lstrip().upper().startswith("SELECT") and not self._conn.in_transaction
+        cursor = self._conn.execute(sql, params)
+        if reading and self.pause:
+            rows = cursor.fetchall()
+            self.pauses += 1
+            time.sleep(self.pause)
+            return Rows(rows, cursor.rowcount, cursor.lastrowid)
+        return cursor
+
+    def cursor(self) -> Traced:
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)

@@ -1,0 +1,66 @@
+"""A wall clock moved on, for code that (wrongly) reads it: exercises 1 and 7 use it.
+
+A function whose result must not depend on the time it runs (a key, a breaker driven by
+the injected clock) gives the same answer with ``clock_moved(values, seconds)`` around it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+import types
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
+from typing import Any
+from unittest import mock
+
+
+@contextmanager
+def clock_moved(values: MutableMapping[str, Any], seconds: float) -> Iterator[None]:
+    """Make the wall clock read ``seconds`` later, for code that (wrongly) reads it.
+
+    Patches the ``time`` module's functions and, in the student's namespace, a bound
+    ``datetime`` class or module, then restores everything.
+    """
+    real = {name: getattr(time, name) for name in ("time", "time_ns", "monotonic", "perf_counter")}
+    shift = seconds
+
+    class Later(_dt.datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return _dt.datetime.now(tz) + _dt.timedelta(seconds=shift)
+
+        @classmethod
+        def utcnow(cls) -> Any:
+            return _dt.datetime.now(_dt.UTC).replace(tzinfo=None) + _dt.timedelta(seconds=shift)
+
+        @classmethod
+        def today(cls) -> Any:
+            return cls.now()
+
+    fake_module = types.SimpleNamespace(
+        **{k: getattr(_dt, k) for k in dir(_dt) if not k.startswith("__")}
+    )
+    fake_module.datetime = Later
+    saved: dict[str, Any] = {}
+    for name, value in list(values.items()):
+        if value is _dt.datetime:
+            saved[name] = value
+            values[name] = Later
+        elif value is _dt:
+            saved[name] = value
+            values[name] = fake_module
+    patches = [
+        mock.patch.object(time, "time", lambda: real["time"]() + shift),
+        mock.patch.object(time, "time_ns", lambda: real["time_ns"]() + int(shift * 1e9)),
+        mock.patch.object(time, "monotonic", lambda: real["monotonic"]() + shift),
+        mock.patch.object(time, "perf_counter", lambda: real["perf_counter"]() + shift),
+    ]
+    try:
+        for patch in patches:
+            patch.start()
+        yield
+    finally:
+        for patch in patches:
+            patch.stop()
+        values.update(saved)

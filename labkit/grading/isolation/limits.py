@@ -1,0 +1,72 @@
+"""What one student may use while graded, and which limit a failure points at.
+
+``Limits`` are the numbers (the ``labkit grade`` options take their defaults from
+it); ``limit_of_error`` and ``limit_of_signal`` read which one a dead or failing
+student process hit, so the feedback can name it.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} bytes"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one student's process may use; each one, when hit, is named in the feedback."""
+
+    memory: int = 1 << 30
+    processes: int = 128
+    open_files: int = 256
+    file_size: int = 64 << 20
+    cpu_seconds: int = 120
+    output: int = 4 << 20
+
+    def hit(self, what: str) -> str:
+        """The feedback line for a limit: ``limit hit: used more than 1 GiB of memory``."""
+        text = {
+            "memory": f"used more than {_size(self.memory)} of memory",
+            "processes": f"started more than {self.processes} processes",
+            "open_files": f"opened more than {self.open_files} files at once",
+            "file_size": f"wrote a file bigger than {_size(self.file_size)}",
+            "cpu": f"used more than {self.cpu_seconds} s of CPU time",
+            "output": f"printed more than {_size(self.output)}; the rest was not read",
+        }[what]
+        return f"limit hit: {text}"
+
+    def summary(self) -> str:
+        return (
+            f"memory {_size(self.memory)}, {self.processes} processes, "
+            f"{self.open_files} open files, files up to {_size(self.file_size)}, "
+            f"{self.cpu_seconds} s CPU, output {_size(self.output)}"
+        )
+
+
+def limit_of_error(type_names: tuple[str, ...] | list[str], message: str) -> str | None:
+    """Which limit an exception from student code points at, if any."""
+    if "MemoryError" in type_names:
+        return "memory"
+    if "OSError" in type_names:
+        if message.startswith("[Errno 24]"):
+            return "open_files"
+        if message.startswith("[Errno 27]"):
+            return "file_size"
+        if "BlockingIOError" in type_names and message.startswith("[Errno 11]"):
+            return "processes"
+    return None
+
+
+def limit_of_signal(returncode: int | None) -> str | None:
+    """Which limit killed a process, from its (negative) return code."""
+    if returncode == -signal.SIGXCPU:
+        return "cpu"
+    if returncode == -signal.SIGXFSZ:
+        return "file_size"
+    return None

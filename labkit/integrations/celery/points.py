@@ -1,0 +1,160 @@
+"""Pause a real Celery task at a named point, so the lab can SIGKILL its worker right there.
+
+A crash "after the effect, before the ack" lasts a few microseconds in a real worker:
+nobody can aim a ``kill -9`` at it from outside. So the task stops and waits there:
+
+- the lab writes a plan with ``set_pause(folder, point)``;
+- the first task to reach ``point`` (its ``checkpoint(point)``) writes a marker file,
+  syncs it, and blocks; later arrivals (the redelivery) pass straight through;
+- the lab waits for the marker with ``wait_reached(...)``, kills the worker for real,
+  and judges what happened from the world and the broker.
+
+Two points need no help from the task's code: importing this module in the worker
+(``celery worker --include labkit.integrations.celery.points``, or importing it from
+the app module) connects Celery's signals so that ``task_start`` is reached before the
+task body runs (``task_prerun``: nothing done yet; the message is already acked unless
+``acks_late``) and ``task_end`` after it returned (``task_postrun``: the work is done
+and committed; with ``acks_late`` the ack has not been sent). Task code may call
+``checkpoint("after_effect")`` (or any name) for points in between.
+
+The folder comes from the worker's environment, ``LABKIT_PAUSE_DIR``; without it every
+checkpoint is a no-op, so the same task module runs unchanged in production.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from celery.signals import task_postrun, task_prerun, worker_process_init
+
+from labkit.integrations.celery.proctree import die_with_parent, wait_until
+
+#: The environment variable naming the folder that holds the plan and the markers.
+ENV = "LABKIT_PAUSE_DIR"
+PLAN = "pause-plan.json"
+#: How long a paused task waits to be killed before it gives up and goes on.
+HOLD_S = 120.0
+
+
+def set_pause(folder: str | Path, point: str, label: str) -> Path:
+    """Pause the next task reaching ``point``; ``label`` names this plan (one pause per label).
+
+    Returns the marker file the paused task will create.
+    """
+    folder = Path(folder)
+    tmp = folder / f".{PLAN}.tmp"
+    tmp.write_text(json.dumps({"point": point, "label": label}))
+    tmp.replace(folder / PLAN)  # atomic: a task never reads half a plan
+    return marker(folder, point, label)
+
+
+def clear_pause(folder: str | Path) -> None:
+    """No more pauses: every checkpoint passes."""
+    (Path(folder) / PLAN).unlink(missing_ok=True)
+
+
+def marker(folder: str | Path, point: str, label: str) -> Path:
+    return Path(folder) / f"reached-{label}-{point}"
+
+
+def wait_reached(folder: str | Path, point: str, label: str, timeout: float = 60.0) -> None:
+    """Wait until a task is paused at ``point`` under plan ``label``."""
+    path = marker(folder, point, label)
+    wait_until(path.exists, timeout, f"a task to reach {point!r} ({label})")
+
+
+def _task_id() -> str:
+    from celery import current_task
+
+    request = getattr(current_task, "request", None)
+    return str(getattr(request, "id", None) or "-")
+
+
+def paused(folder: str | Path, point: str, label: str) -> tuple[int, str]:
+    """``(pid, task id)`` of the task paused at ``point`` under plan ``label``."""
+    pid, task_id = marker(folder, point, label).read_text().split()
+    return int(pid), task_id
+
+
+def checkpoint(point: str) -> None:
+    """Block here (until killed) if the plan names ``point`` and nobody has stopped here yet."""
+    folder = os.environ.get(ENV)
+    if not folder:
+        return
+    try:
+        plan: dict[str, Any] = json.loads((Path(folder) / PLAN).read_text())
+    except (OSError, ValueError):
+        return
+    if plan.get("point") != point:
+        return
+    path = marker(folder, point, str(plan.get("label")))
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return  # someone stopped here already: this is the redelivery, run through
+    # Synced before waiting: the marker is the lab's proof that the kill fell here, and
+    # says which process to kill and which task it was running.
+    os.write(fd, f"{os.getpid()} {_task_id()}\n".encode())
+    os.fsync(fd)
+    os.close(fd)
+    threading.Event().wait(HOLD_S)
+
+
+RUNS = "runs.log"
+
+
+def _record(event: str, task_id: object) -> None:
+    """Append ``start``/``end`` of a task run (with the pid) to the folder's runs log."""
+    folder = os.environ.get(ENV)
+    if folder:
+        # One short O_APPEND write per line: lines from several children never interleave.
+        with open(Path(folder) / RUNS, "a", encoding="utf-8") as fh:
+            fh.write(f"{event} {task_id} {os.getpid()} {os.getppid()}\n")
+
+
+def runs(folder: str | Path) -> list[tuple[str, str, int, int]]:
+    """The runs log: ``(event, task id, pid, parent pid)`` per line, in order."""
+    path = Path(folder) / RUNS
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    found = []
+    for line in text.splitlines():
+        event, task_id, pid, ppid = line.split()
+        found.append((event, task_id, int(pid), int(ppid)))
+    return found
+
+
+def running(folder: str | Path, alive: Any) -> list[str]:
+    """Task ids whose last run started and has not ended, in a process ``alive(pid)`` says lives.
+
+    A run whose process was killed never ends: it is not running, it is lost (or will
+    start again, under the same task id, when redelivered).
+    """
+    last = {task_id: (event, pid) for event, task_id, pid, _ in runs(folder)}
+    return [tid for tid, (event, pid) in last.items() if event == "start" and alive(pid)]
+
+
+def started_under(folder: str | Path, parent: int) -> int:
+    """How many task runs started in the pool children of the worker process ``parent``."""
+    return sum(1 for event, _, _, ppid in runs(folder) if event == "start" and ppid == parent)
+
+
+@worker_process_init.connect
+def _pool_child_dies_with_worker(**_: Any) -> None:
+    # A pool child whose main process was SIGKILLed would otherwise live on, orphaned.
+    die_with_parent()
+
+
+@task_prerun.connect
+def _at_task_start(task_id: str | None = None, **_: Any) -> None:
+    _record("start", task_id)
+    checkpoint("task_start")
+
+
+@task_postrun.connect
+def _at_task_end(task_id: str | None = None, **_: Any) -> None:
+    checkpoint("task_end")
+    _record("end", task_id)

@@ -1,0 +1,298 @@
+"""Async request-reply over HTTP: accept a job with 202, let only its owner poll or cancel it.
+
+``create_app(db_path, ...)`` builds a FastAPI app over a labkit job database:
+
+- ``POST /jobs/{kind}`` with a JSON object: the job is committed first, then the answer
+  is ``202 Accepted`` with ``{"job_id": ...}``, a ``Location`` of its status and a
+  ``Retry-After`` saying when to poll. An ``Idempotency-Key`` header makes a retried POST
+  return the same job (keys are scoped to the caller, as Stripe scopes them to an
+  account); the same key with another body is ``422`` and changes nothing. A body with
+  a field named like a credential is ``422``: a job carries a reference to a secret
+  (``credential_id``), which the worker resolves.
+- ``GET /jobs/{id}``: state, attempts, next attempt time, sanitized error and result,
+  never the payload. Only the caller who created the job sees it; anyone else gets the
+  same ``404`` as for an id that does not exist, so ids leak nothing.
+- ``DELETE /jobs/{id}``: a job that is not running (pending, or waiting for a retry) is
+  cancelled; a running or finished one is ``409`` with the reason.
+- ``GET /metrics``: the store's Prometheus metrics (``labkit.metrics``).
+
+Callers are identified by a bearer token (``LAB_TOKENS`` in the lab; an identity
+provider in production). The owner and the key are kept in the ``http_requests`` table,
+written in the same transaction as the job. A fault plan may fire ``after_commit``
+between that commit and the answer (``LABKIT_HTTP_FAULTS="after_commit:kill"`` kills
+the server there), which is the crash a client's retry with the same key must survive.
+
+In production this is a FastAPI or Django view in front of Celery, RQ or a job table;
+the shape is Microsoft's "Asynchronous Request-Reply" pattern and the key follows
+Stripe's idempotent requests and the IETF Idempotency-Key draft.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+from collections.abc import Mapping, Sequence
+from contextlib import closing
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Body, FastAPI, Header, HTTPException
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from labkit import dbfile, queries
+from labkit.clock import Clock, FakeClock, isoformat
+from labkit.errors import IdempotencyConflict, InvalidTransition, NotFound, PayloadError
+from labkit.faults import FaultPlan, Fired
+from labkit.job import Job, JobState
+from labkit.metrics import exposition
+from labkit.redact import sanitize
+from labkit.store import JobStore
+from labkit.store.sqlite import SQL as STORE_SQL
+
+SQL = queries.load("integrations/http/service.sql")
+
+#: The lab's callers: bearer token -> owner. A real service asks its identity provider.
+LAB_TOKENS: Mapping[str, str] = {"alice-token": "alice", "bob-token": "bob"}
+#: Seconds a client is told to wait before polling a job's status.
+RETRY_AFTER_S = 2
+#: Longest Idempotency-Key accepted (the IETF draft leaves it to the server; Stripe: 255).
+MAX_KEY_LENGTH = 255
+#: Environment of ``app_from_env``, the factory a uvicorn process starts.
+DB_ENV, FAULTS_ENV, CLOCK_ENV = "LABKIT_HTTP_DB", "LABKIT_HTTP_FAULTS", "LABKIT_HTTP_CLOCK_START"
+
+#: The ``Authorization`` header a route reads the caller from.
+Auth = Annotated[str | None, Header()]
+#: The optional ``Idempotency-Key`` header.
+IdemKey = Annotated[str | None, Header()]
+
+#: The error class the cancel statement (``http.sql``) gives a cancelled job.
+CANCELLED = "Cancelled"
+
+#: The one answer for "no such job" and "not your job": nothing tells them apart.
+NOT_FOUND = "no job with this id for this caller"
+
+
+def caller_of(authorization: str | None, tokens: Mapping[str, str] = LAB_TOKENS) -> str:
+    """The owner named by an ``Authorization: Bearer <token>`` header; 401 otherwise."""
+    scheme, _, token = (authorization or "").partition(" ")
+    owner = tokens.get(token.strip()) if scheme.lower() == "bearer" else None
+    if owner is None:
+        raise HTTPException(
+            401,
+            "send 'Authorization: Bearer <token>' with a valid token; this service tells "
+            "callers apart by their token and shows each one only its own jobs",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return owner
+
+
+def check_idempotency_key(key: str | None) -> str | None:
+    """The header's key, or 400 when it is empty, too long or not printable ASCII."""
+    if key is None:
+        return None
+    if not key or len(key) > MAX_KEY_LENGTH or not key.isascii() or not key.isprintable():
+        raise HTTPException(
+            400,
+            f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable ASCII characters; "
+            "use one fresh random value (a UUID) per operation and resend it on every retry",
+        )
+    return key
+
+
+def status_view(job: Job) -> dict[str, Any]:
+    """What a job's owner may see of it: never the payload, errors sanitized."""
+    waiting = job.state in (JobState.PENDING, JobState.RETRY_WAIT)
+    return {
+        "job_id": job.id,
+        "kind": job.kind,
+        "state": str(job.state),
+        "attempts": job.attempt,
+        "max_attempts": job.max_attempts,
+        "next_attempt_at": isoformat(job.run_after) if waiting else None,
+        "error": None if job.last_error is None else sanitize(job.last_error),
+        "dead_reason": job.dead_reason,
+        "result": job.result if job.state == JobState.SUCCEEDED else None,
+        "cancelled": job.error_class == CANCELLED,
+    }
+
+
+class CannotCancel(InvalidTransition):
+    """The job is running or finished; only a job waiting to run can be cancelled."""
+
+
+class JobService:
+    """The HTTP service's operations as plain Python: accept, status, cancel, per owner."""
+
+    def __init__(self, store: JobStore, faults: FaultPlan | None = None) -> None:
+        self.store = store
+        self.faults = faults if faults is not None else FaultPlan()
+        with closing(self._connect()) as conn, dbfile.transaction(conn):
+            dbfile.run_script(conn, SQL["schema"])
+
+    @property
+    def clock(self) -> Clock:
+        return self.store.clock
+
+    def _connect(self) -> sqlite3.Connection:
+        # One connection per request: the server's threads never share a transaction.
+        return dbfile.connect(self.store.path)
+
+    def accept(
+        self, owner: str, kind: str, body: Any, idempotency_key: str | None = None
+    ) -> tuple[Job, bool]:
+        """Commit the job and its owner in one transaction; ``(job, created)``.
+
+        Raises ``IdempotencyConflict`` (same key, other body) and ``PayloadError`` (not
+        JSON, too large, or a credential-looking field) with nothing written.
+        """
+        key = None if idempotency_key is None else f"http:{owner}:{idempotency_key}"
+        with closing(self._connect()) as conn:
+            with dbfile.transaction(conn):
+                job, created = self.store.enqueue(kind, body, key=key, conn=conn)
+                params = {
+                    "job_id": job.id,
+                    "owner": owner,
+                    "idempotency_key": idempotency_key,
+                    "now": self.clock.now(),
+                }
+                conn.execute(SQL["remember_request"], params)
+        # Committed, not yet answered: a crash here is the one a client's retry must survive.
+        self.faults.hit("after_commit", key=job.key, clock=self.clock)
+        return job, created
+
+    def _owned(self, conn: sqlite3.Connection, owner: str, job_id: int) -> None:
+        row = conn.execute(SQL["owner_of"], {"job_id": job_id}).fetchone()
+        if row is None or row["owner"] != owner:
+            raise NotFound(NOT_FOUND)
+
+    def status(self, owner: str, job_id: int) -> Job:
+        """The job, if ``owner`` created it; ``NotFound`` otherwise (whoever else owns it)."""
+        with closing(self._connect()) as conn:
+            self._owned(conn, owner, job_id)
+            return Job.from_row(conn.execute(STORE_SQL["job_by_id"], {"id": job_id}).fetchone())
+
+    def cancel(self, owner: str, job_id: int) -> Job:
+        """Cancel a job that is not running; ``CannotCancel`` says why one cannot be."""
+        with closing(self._connect()) as conn, dbfile.transaction(conn):
+            self._owned(conn, owner, job_id)
+            row = conn.execute(
+                SQL["cancel"], {"job_id": job_id, "now": self.clock.now()}
+            ).fetchone()
+            if row is not None:
+                return Job.from_row(row)
+            current = Job.from_row(conn.execute(STORE_SQL["job_by_id"], {"id": job_id}).fetchone())
+        raise CannotCancel(_why_not_cancelled(current))
+
+
+def _why_not_cancelled(job: Job) -> str:
+    if job.state == JobState.RUNNING:
+        return (
+            f"job {job.id} is running (attempt {job.attempt}) and cannot be cancelled now: "
+            "a worker is in the middle of it; poll its status until it finishes"
+        )
+    return f"job {job.id} already finished ({job.state}); there is nothing left to cancel"
+
+
+def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"detail": message}, status_code=status, headers=dict(headers or {}))
+
+
+def create_app(
+    db_path: str | Path,
+    *,
+    kinds: Sequence[str] = ("report",),
+    clock: Clock | None = None,
+    faults: FaultPlan | None = None,
+    tokens: Mapping[str, str] = LAB_TOKENS,
+    retry_after_s: int = RETRY_AFTER_S,
+) -> FastAPI:
+    """The FastAPI app over the job database at ``db_path`` (see the module docstring)."""
+    store = JobStore(db_path, clock=clock)
+    service = JobService(store, faults)
+    app = FastAPI(title="labkit jobs", description="Async request-reply over a labkit job store.")
+    app.state.service = service
+
+    @app.post("/jobs/{kind}", status_code=202)
+    def accept(
+        kind: str,
+        body: Annotated[dict[str, Any], Body()],
+        authorization: Auth = None,
+        idempotency_key: IdemKey = None,
+    ) -> JSONResponse:
+        owner = caller_of(authorization, tokens)
+        if kind not in kinds:
+            return _error(404, f"no job kind {kind!r} here; the kinds are {', '.join(kinds)}")
+        key = check_idempotency_key(idempotency_key)
+        try:
+            job, created = service.accept(owner, kind, body, key)
+        except IdempotencyConflict:
+            return _error(
+                422,
+                f"Idempotency-Key {key!r} was already used with a different request body; "
+                "resend the original body to get the original job, or use a new key for a "
+                "new request",
+            )
+        except PayloadError as exc:
+            return _error(422, str(exc))
+        return JSONResponse(
+            {"job_id": job.id, "state": str(job.state), "created": created},
+            status_code=202,
+            headers={"Location": f"/jobs/{job.id}", "Retry-After": str(retry_after_s)},
+        )
+
+    @app.get("/jobs/{job_id}")
+    def status(job_id: int, authorization: Auth = None) -> JSONResponse:
+        owner = caller_of(authorization, tokens)
+        try:
+            job = service.status(owner, job_id)
+        except NotFound:
+            return _error(404, NOT_FOUND)
+        headers = {} if _finished(job) else {"Retry-After": str(retry_after_s)}
+        return JSONResponse(status_view(job), headers=headers)
+
+    @app.delete("/jobs/{job_id}")
+    def cancel(job_id: int, authorization: Auth = None) -> JSONResponse:
+        owner = caller_of(authorization, tokens)
+        try:
+            job = service.cancel(owner, job_id)
+        except NotFound:
+            return _error(404, NOT_FOUND)
+        except CannotCancel as exc:
+            return _error(409, str(exc))
+        return JSONResponse(status_view(job))
+
+    @app.get("/metrics")
+    def metrics() -> PlainTextResponse:
+        text, content_type = exposition(store)
+        return PlainTextResponse(text, media_type=content_type)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app
+
+
+def _finished(job: Job) -> bool:
+    return job.state in (JobState.SUCCEEDED, JobState.DEAD)
+
+
+def app_from_env(environ: Mapping[str, str] | None = None) -> FastAPI:
+    """The app a server process builds from ``LABKIT_HTTP_DB`` (and the optional
+    ``LABKIT_HTTP_FAULTS`` replay line and ``LABKIT_HTTP_CLOCK_START`` fake clock)."""
+    env = os.environ if environ is None else environ
+    db = env.get(DB_ENV)
+    if not db:
+        raise SystemExit(f"set {DB_ENV} to the job database this service accepts jobs into")
+    plan = FaultPlan.parse(env[FAULTS_ENV]) if env.get(FAULTS_ENV) else FaultPlan()
+    plan.on_fire = _announce
+    start = env.get(CLOCK_ENV)
+    clock = FakeClock(float(start)) if start else None
+    return create_app(db, clock=clock, faults=plan)
+
+
+def _announce(fired: Fired) -> None:
+    # A kill leaves no traceback: this line on stderr is the proof that the fault fired.
+    sys.stderr.write(f"FAULT fired {fired.action} at {fired.point} key={fired.key}\n")
+    sys.stderr.flush()

@@ -1,0 +1,1 @@
+"""What the lessons build beside the store: lock, breaker, outbox, schedules, queues, herd."""
