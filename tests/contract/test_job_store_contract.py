@@ -18,7 +18,7 @@ from labkit.errors import (
 )
 from labkit.job import JobState
 from labkit.keys import fingerprint
-from labkit.store.contract import JobStoreContract
+from labkit.store.contract import JobStoreContract, WorkerStore
 
 STATES = {s.value for s in JobState}
 
@@ -40,6 +40,15 @@ STORE_CLASSES = {
 
 def test_every_backend_satisfies_the_protocol(make_store):
     assert isinstance(make_store(FakeClock()), JobStoreContract)
+
+
+def test_every_backend_is_what_a_worker_runs_on(make_store):
+    store = make_store(FakeClock())
+    assert isinstance(store, WorkerStore)
+    for name in ("claim", "heartbeat", "complete", "fail", "snooze", "get", "next_due"):
+        wanted = inspect.signature(getattr(WorkerStore, name))
+        have = inspect.signature(getattr(type(store), name))
+        assert list(have.parameters)[: len(wanted.parameters)] == list(wanted.parameters), name
 
 
 @pytest.mark.parametrize("class_name", sorted(STORE_CLASSES))

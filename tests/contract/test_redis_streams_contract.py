@@ -1,4 +1,4 @@
-"""The stream-shaped subset of the job contract, on a real Redis (labkit.backends.redis_*).
+"""The stream-shaped subset of the job contract, on a real Redis (labkit.backends.redis).
 
 Every test works under its own key prefix and deletes it afterwards. Idle times are
 Redis's own clock: tests age an entry with ``XCLAIM ... IDLE`` instead of sleeping.
@@ -15,7 +15,7 @@ import pytest
 from labkit.clock import FakeClock
 from labkit.errors import IdempotencyConflict, LeaseLost, PermanentError, TransientError
 from labkit.job import JobState
-from labkit.store.contract import JobStoreContract
+from labkit.store.contract import JobStoreContract, WorkerStore
 
 redis = pytest.importorskip("redis")
 
@@ -149,6 +149,7 @@ def test_idempotency_record_is_set_once_and_forgotten_when_it_expires(queue):
 
 def test_stream_store_satisfies_the_contract_protocol(store):
     assert isinstance(store, JobStoreContract)
+    assert isinstance(store, WorkerStore)  # the worker runs on it as on the others
 
 
 def test_enqueue_is_idempotent_by_key(store):

@@ -200,3 +200,18 @@ def test_the_default_solutions_folder_is_the_one_grading_uses() -> None:
 
     args = build_parser().parse_args(["release", "out"])
     assert args.solutions == Course().solutions
+
+
+def test_the_grade_limits_default_to_the_graders_own_limits() -> None:
+    # One source for the numbers: the option defaults are read from Limits, not retyped.
+    from labkit.cli import build_parser
+    from labkit.grading.isolation.limits import Limits
+
+    args = build_parser().parse_args(["grade", "subs"])
+    limits = Limits()
+    assert args.memory_mib << 20 == limits.memory
+    assert args.max_processes == limits.processes
+    assert args.max_open_files == limits.open_files
+    assert args.max_file_mib << 20 == limits.file_size
+    assert args.cpu_seconds == limits.cpu_seconds
+    assert args.max_output_kib << 10 == limits.output

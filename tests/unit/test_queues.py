@@ -20,6 +20,7 @@ import pytest
 from labkit.clock import FakeClock
 from labkit.errors import PermanentError, TransientError
 from labkit.job import Job
+from labkit.patterns.queue_rules import AccountRules, SerialRules
 from labkit.patterns.queues import AccountQueues, SerialQueues, simulate_accounts
 from labkit.retry import RetryPolicy, constant
 from labkit.store import JobStore
@@ -31,8 +32,8 @@ class Engine:
 
     name: str
     open: Callable[[FakeClock, RetryPolicy, random.Random], Any]
-    account: type[AccountQueues[Any]]
-    serial: type[SerialQueues[Any]]
+    account: type[AccountRules[Any]]
+    serial: type[SerialRules[Any]]
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.services)])

@@ -4,7 +4,7 @@ The classes are ``labkit.patterns.queues``' own, with the same rules (read that 
 each exists): an account queue that already runs ``cap`` jobs under a live lease is
 skipped and the least busy accounts go first; a serial queue runs only its head, the
 oldest live job. This module supplies only what PostgreSQL does differently, through
-the engine hooks of ``labkit.patterns.queues._KeyedQueues``: the statements in
+the engine hooks of ``labkit.patterns.queue_rules._KeyedQueues``: the statements in
 ``labkit/backends/postgres/queues.sql``, and a claim that takes the queue locks below first. The
 claim statements go through ``PostgresJobStore.claim_with``, so leases, attempt counting,
 tokens and burying are the plain claim's.
@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 from labkit.backends.postgres.sql import load_statements
 from labkit.backends.postgres.store import PostgresJobStore
 from labkit.job import Job
-from labkit.patterns.queues import AccountQueues, SerialQueues, _KeyedQueues
+from labkit.patterns.queue_rules import AccountRules, SerialRules, _KeyedQueues
 from labkit.store.base import StoreBase
 
 SQL = load_statements("backends/postgres/queues.sql")
@@ -67,9 +67,9 @@ class _OnPostgres(_KeyedQueues[PostgresJobStore]):
             return self.store.claim_with(worker, queues, lease_s, limit, SQL[name], extra)
 
 
-class PgAccountQueues(_OnPostgres, AccountQueues[PostgresJobStore]):
+class PgAccountQueues(_OnPostgres, AccountRules[PostgresJobStore]):
     """One queue per account, at most ``cap`` running jobs each (``None``: no cap)."""
 
 
-class PgSerialQueues(_OnPostgres, SerialQueues[PostgresJobStore]):
+class PgSerialQueues(_OnPostgres, SerialRules[PostgresJobStore]):
     """At most one running job per serial key, in enqueue order."""
