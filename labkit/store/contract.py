@@ -29,53 +29,12 @@ class WorkerStore(Protocol):
     """What ``labkit.worker.Worker`` calls on a store: claim, lease, record the outcome.
 
     Every engine's store is one (SQLite, PostgreSQL, Redis Streams), so the worker is
-    typed by what it uses, not by one engine's class. ``JobStoreContract`` below is the
-    whole contract; each operation's promise is written there.
+    typed by what it uses, not by one engine's class. ``JobStoreContract`` is the whole
+    contract, these operations included.
     """
-
-    clock: Clock
-
-    def claim(
-        self, worker: str, queues: Sequence[str] = ("default",), lease_s: float = 30.0
-    ) -> Job | None: ...
-
-    def heartbeat(self, job: Job, lease_s: float = 30.0) -> Job: ...
-
-    def complete(self, job: Job, result: Any = None) -> Job: ...
-
-    def fail(self, job: Job, error: BaseException) -> Job: ...
-
-    def snooze(self, job: Job, delay_s: float, reason: str = "snoozed") -> Job: ...
-
-    def get(self, job_id: int) -> Job: ...
-
-    def next_due(self, queues: Sequence[str] = ("default",)) -> float | None: ...
-
-
-@runtime_checkable
-class JobStoreContract(Protocol):
-    """A durable job queue with leases, fenced completion, retries, dead letters and redrive."""
 
     #: Where every time the store writes comes from (never the wall clock in SQL).
     clock: Clock
-
-    def enqueue(
-        self,
-        kind: str,
-        payload: Any,
-        key: str | None = None,
-        queue: str = "default",
-        run_after: float | None = None,
-        max_attempts: int = 5,
-        conn: Any = None,
-    ) -> tuple[Job, bool]:
-        """Accept a job durably and return ``(job, created)``.
-
-        Same key and payload: the existing job, ``created`` False. Same key, other
-        payload or kind: ``IdempotencyConflict`` naming both fingerprints. No key: a unique
-        one. ``conn=`` joins the caller's open transaction (commit or roll back together).
-        """
-        ...
 
     def claim(
         self, worker: str, queues: Sequence[str] = ("default",), lease_s: float = 30.0
@@ -86,12 +45,6 @@ class JobStoreContract(Protocol):
         a lease token no earlier claim of that job had. A job whose expired lease was its
         last attempt goes to dead instead. None when nothing is ready.
         """
-        ...
-
-    def claim_many(
-        self, worker: str, limit: int, queues: Sequence[str] = ("default",), lease_s: float = 30.0
-    ) -> list[Job]:
-        """Like ``claim`` for up to ``limit`` jobs in one transaction, oldest due first."""
         ...
 
     def heartbeat(self, job: Job, lease_s: float = 30.0) -> Job:
@@ -117,6 +70,48 @@ class JobStoreContract(Protocol):
         Fenced like ``complete``. An engine that cannot give a delivery back without
         counting it (Redis Streams) refuses with ``StoreError``.
         """
+        ...
+
+    def get(self, job_id: int) -> Job:
+        """The job with this id; ``NotFound`` otherwise."""
+        ...
+
+    def next_due(self, queues: Sequence[str] = ("default",)) -> float | None:
+        """When the next job of ``queues`` becomes claimable (a wait ends or a lease
+        expires), or None when none is waiting: what a draining worker sleeps until."""
+        ...
+
+
+@runtime_checkable
+class JobStoreContract(WorkerStore, Protocol):
+    """A durable job queue with leases, fenced completion, retries, dead letters and redrive.
+
+    The worker's part (claim, heartbeat, complete, fail, snooze, get, next_due) is
+    ``WorkerStore``'s; the rest is here.
+    """
+
+    def enqueue(
+        self,
+        kind: str,
+        payload: Any,
+        key: str | None = None,
+        queue: str = "default",
+        run_after: float | None = None,
+        max_attempts: int = 5,
+        conn: Any = None,
+    ) -> tuple[Job, bool]:
+        """Accept a job durably and return ``(job, created)``.
+
+        Same key and payload: the existing job, ``created`` False. Same key, other
+        payload or kind: ``IdempotencyConflict`` naming both fingerprints. No key: a unique
+        one. ``conn=`` joins the caller's open transaction (commit or roll back together).
+        """
+        ...
+
+    def claim_many(
+        self, worker: str, limit: int, queues: Sequence[str] = ("default",), lease_s: float = 30.0
+    ) -> list[Job]:
+        """Like ``claim`` for up to ``limit`` jobs in one transaction, oldest due first."""
         ...
 
     def redrive(self, job_id: int, note: str = "") -> Job:
@@ -157,17 +152,8 @@ class JobStoreContract(Protocol):
         of ``prefixes``, optionally of one ``kind``."""
         ...
 
-    def get(self, job_id: int) -> Job:
-        """The job with this id; ``NotFound`` otherwise."""
-        ...
-
     def get_by_key(self, key: str) -> Job | None:
         """The job with this key, or None."""
-        ...
-
-    def next_due(self, queues: Sequence[str] = ("default",)) -> float | None:
-        """When the next job of ``queues`` becomes claimable (a wait ends or a lease
-        expires), or None when none is waiting: what a draining worker sleeps until."""
         ...
 
     def counts(self) -> dict[str, int]:

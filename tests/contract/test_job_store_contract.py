@@ -24,11 +24,15 @@ STATES = {s.value for s in JobState}
 
 
 def _operations() -> list[str]:
-    return [
-        name
-        for name, member in vars(JobStoreContract).items()
-        if callable(member) and not name.startswith("_")
-    ]
+    """Every operation of the contract, the worker's part (``WorkerStore``) included."""
+    return sorted(
+        {
+            name
+            for protocol in (JobStoreContract, WorkerStore)
+            for name, member in vars(protocol).items()
+            if callable(member) and not name.startswith("_")
+        }
+    )
 
 
 #: Every backend class, by module: importing one needs its driver (psycopg for PostgreSQL).

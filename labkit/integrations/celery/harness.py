@@ -27,7 +27,8 @@ Every process gets the run's ``tag`` in its command line (the node name, the bea
 schedule file), so ``leftovers(tag)`` can prove nothing of a run remains.
 
 In production a supervisor (systemd, Kubernetes) runs ``celery worker``; this module is
-only the lab's hands on it.
+only the lab's hands on it. It is a little over 400 lines: starting, watching, killing
+and stopping a Celery process are one life cycle, kept together.
 """
 
 from __future__ import annotations
