@@ -47,6 +47,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
         file_size=args.max_file_mib << 20,
         cpu_seconds=args.cpu_seconds,
         output=args.max_output_kib << 10,
+        memory_total=args.memory_total_mib << 20,
     )
     confinement = Confinement.detect(limits, network=args.network, sandbox=not args.no_sandbox)
     refused = None if args.no_sandbox else confinement.refusal()
@@ -158,6 +159,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         type=count,
         default=limits.output >> 10,
         help="printed output per student",
+    )
+    p.add_argument(
+        "--memory-total-mib",
+        type=count,
+        default=limits.memory_total >> 20,
+        help="memory of all of one notebook's processes and its /tmp together (control groups)",
     )
     p.add_argument(
         "--network", action="store_true", help="let student code reach the network (services)"

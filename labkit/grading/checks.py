@@ -182,6 +182,13 @@ class Namespace:
         self._spawned.append(proc)
         return proc
 
+    def kill(self, proc: subprocess.Popen[Any]) -> None:
+        """SIGKILL a process ``spawn`` started, with its process group; reap it."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(5)
+
     def close(self) -> None:
         """Kill every process the check spawned, with its whole process group."""
         for proc in self._spawned:

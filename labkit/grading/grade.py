@@ -244,14 +244,14 @@ def _one_check(student: StudentProcess, check: Check, settings: Settings) -> tup
             return outcome, False
         student.end_check()
         return outcome, False
-    except StudentGone:
+    except StudentGone as gone:
         student.stop()
         return Outcome(
             check.name,
             check.points,
             0,
-            "failed",
-            got="the student's process ended during the check",
+            CheckStatus.FAILED,
+            got=f"the student's process ended during the check ({gone.got})",
             hint=check.hint,
             hidden=check.hidden,
         ), True

@@ -6,6 +6,8 @@ values as a failing assert in a test file would.
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -15,11 +17,38 @@ import nbformat
 from labkit.grading import catalog
 from labkit.grading.checks import CheckStatus, Outcome, run_checks
 from labkit.grading.isolation.student_side import run_cells
+from labkit.integrations.celery.proctree import argv_of
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"
 EXERCISES = ROOT / "exercises"
 HIDDEN = SOLUTIONS / "hidden"
+
+# tests/conftest.py's require_service, for module-scoped fixtures (`import conftest`
+# would find tests/grading/conftest.py).
+_spec = importlib.util.spec_from_file_location(
+    "labkit_tests_root_conftest", Path(__file__).parents[1] / "conftest.py"
+)
+assert _spec is not None and _spec.loader is not None
+_root_conftest = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_root_conftest)
+require_service = _root_conftest.require_service
+
+
+def processes_under(root: Path) -> list[tuple[int, str]]:
+    """Live processes whose working directory or command line is inside ``root``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            cwd = ""
+        argv = " ".join(argv_of(int(entry.name)))
+        if cwd.startswith(str(root)) or str(root) in argv:
+            found.append((int(entry.name), argv[:200]))
+    return found
 
 
 def notebook_for(folder: Path, exercise: str) -> Path:

@@ -10,7 +10,6 @@ notebook must score full marks, the untouched one 0 "not started".
 from __future__ import annotations
 
 import csv
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -19,9 +18,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from gradingkit import EXERCISES, SOLUTIONS, notebook_for
-
-from labkit.integrations.celery.proctree import argv_of
+from gradingkit import EXERCISES, SOLUTIONS, notebook_for, processes_under, require_service
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -29,36 +26,10 @@ EARLY_ACK_REMOVES = (
     "    app.conf.task_acks_late = True\n    app.conf.task_reject_on_worker_lost = True\n"
 )
 
-# tests/conftest.py's require_service, for a module-scoped fixture (`import conftest`
-# would find tests/grading/conftest.py).
-_spec = importlib.util.spec_from_file_location(
-    "labkit_tests_conftest_ex08", Path(__file__).parents[1] / "conftest.py"
-)
-assert _spec is not None and _spec.loader is not None
-_conftest = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_conftest)
-
-
-def _processes_under(root: Path) -> list[tuple[int, str]]:
-    """Live processes whose working directory or command line is inside ``root``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cwd = os.readlink(entry / "cwd")
-        except OSError:
-            cwd = ""
-        argv = " ".join(argv_of(int(entry.name)))
-        if cwd.startswith(str(root)) or str(root) in argv:
-            found.append((int(entry.name), argv[:200]))
-    return found
-
-
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, list[str]], Path, Path]:
-    _conftest.require_service("rabbitmq")
-    _conftest.require_service("postgres")
+    require_service("rabbitmq")
+    require_service("postgres")
     root = tmp_path_factory.mktemp("ex08class")
     subs = root / "submissions"
     for student, folder in (("ref", SOLUTIONS), ("stub", EXERCISES)):
@@ -130,7 +101,7 @@ def test_early_ack_loses_the_kill_checks_under_the_confined_grader(graded) -> No
 
 def test_no_process_of_the_run_outlives_the_grade(graded) -> None:  # type: ignore[no-untyped-def]
     _, _, scratch = graded
-    left = _processes_under(scratch)
+    left = processes_under(scratch)
     assert not left, f"still alive after labkit grade returned: {left}"
 
 
@@ -142,8 +113,8 @@ def test_the_leftover_detector_sees_a_process_working_there(tmp_path: Path) -> N
         start_new_session=True,
     )
     try:
-        assert proc.pid in [pid for pid, _ in _processes_under(tmp_path)]
+        assert proc.pid in [pid for pid, _ in processes_under(tmp_path)]
     finally:
         proc.kill()
         proc.wait(10)
-    assert proc.pid not in [pid for pid, _ in _processes_under(tmp_path)]
+    assert proc.pid not in [pid for pid, _ in processes_under(tmp_path)]

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
+import pytest
 from gradingkit import EXERCISES, SOLUTIONS, notebook_for
 
 from labkit.grading import catalog
@@ -89,3 +93,32 @@ def test_hidden_checks_come_from_the_source_never_from_a_stale_pycache(tmp_path:
     os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # same second
     assert (tmp_path / "__pycache__").is_dir()
     assert [c.name for c in catalog.hidden("ex01", tmp_path)] == ["new_one"]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="uids are root's")
+def test_two_graders_with_other_temporary_folders_claim_other_uids(tmp_path: Path) -> None:
+    # Each grader's TMPDIR is its own (tests, CI): the uid claims must still be shared,
+    # or two graders run student code as one uid and each one's sweep kills the other's.
+    code = (
+        "import sys, time; from labkit.grading.isolation.confine import student_uid; "
+        "print(student_uid(), flush=True); time.sleep(5)"
+    )
+    procs = []
+    for name in ("a", "b"):
+        folder = tmp_path / name
+        folder.mkdir()
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", code],
+                stdout=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "TMPDIR": str(folder)},
+            )
+        )
+    try:
+        uids = [int(p.stdout.readline()) for p in procs]  # type: ignore[union-attr]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert uids[0] != uids[1]

@@ -215,3 +215,4 @@ def test_the_grade_limits_default_to_the_graders_own_limits() -> None:
     assert args.max_file_mib << 20 == limits.file_size
     assert args.cpu_seconds == limits.cpu_seconds
     assert args.max_output_kib << 10 == limits.output
+    assert args.memory_total_mib << 20 == limits.memory_total

@@ -20,6 +20,7 @@ uses what a Debian machine has after ``apt-get install bubblewrap``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import shutil
@@ -35,10 +36,21 @@ from pathlib import Path
 from typing import Any
 
 from labkit.grading.course import PACKAGE
+from labkit.grading.isolation import cgroups
+from labkit.grading.isolation.cgroups import Group, Hierarchy
 from labkit.grading.isolation.limits import Limits
+from labkit.grading.isolation.processes import ConfinedPopen, SandboxedPopen
 
 #: The uids student code runs as when grading as root: one per grading process.
 BASE_UID, UIDS = 61_000, 64
+#: One folder for the whole machine: two graders whose TMPDIR differ must still see each
+#: other's claims, or both would run (and sweep) student code as the same uid. /run is
+#: root's and never a student's; elsewhere the system's temporary folder.
+UID_LOCKS = (
+    Path("/run/labkit-grade-uids")
+    if os.access("/run", os.W_OK)
+    else Path(tempfile.gettempdir()) / "labkit-grade-uids"
+)
 _claimed: list[tuple[int, int]] = []  # (this process's student uid, the lock's fd)
 _claim_lock = threading.Lock()
 
@@ -46,15 +58,15 @@ _claim_lock = threading.Lock()
 def student_uid() -> int:
     """The uid this grading process runs student code as, claimed once and held until it exits.
 
-    A uid is claimed by an exclusive ``flock`` on a file in the system's temporary folder;
+    A uid is claimed by an exclusive ``flock`` on a file in ``UID_LOCKS``;
     the kernel releases it when the process ends, however it ends. Two grading processes
     (``--jobs``, or two graders on one machine) never share, or sweep, each other's uid.
     """
     with _claim_lock:
         if _claimed:
             return _claimed[0][0]
-        folder = Path(tempfile.gettempdir()) / "labkit-grade-uids"
-        folder.mkdir(mode=0o755, exist_ok=True)
+        folder = UID_LOCKS
+        folder.mkdir(mode=0o700, exist_ok=True)
         for n in range(UIDS):
             fd = os.open(folder / f"{n}.lock", os.O_RDWR | os.O_CREAT, 0o600)
             try:
@@ -92,6 +104,14 @@ os.execv(sys.argv[7], sys.argv[7:])
 _SYSTEM = tuple(Path(p) for p in ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin", "/etc"))
 
 
+def _groups() -> Hierarchy | None:
+    """The machine's control groups for the grader, or None (no cgroups, or they refuse)."""
+    try:
+        return cgroups.detect()
+    except OSError:
+        return None
+
+
 def _ancestors(path: Path) -> list[Path]:
     return list(reversed(path.parents))[1:]
 
@@ -106,6 +126,8 @@ class Confinement:
     network: bool = False
     #: Why a stronger confinement was not used (set by ``detect``).
     fallback: str = ""
+    #: A control group per notebook, where the machine lets the grader make one.
+    groups: Hierarchy | None = None
 
     @classmethod
     def detect(
@@ -118,7 +140,7 @@ class Confinement:
         for bwrap_option, drop_option in ((bwrap, drop), (None, drop), (None, False)):
             found = cls(limits or Limits(), bwrap_option, drop_option, network, skipped)
             if (bwrap_option is None and not drop_option) or found.works():
-                return found
+                return dataclasses.replace(found, groups=_groups()) if drop_option else found
             skipped += f"{found.describe_short()} failed a trial run; "
         return found
 
@@ -170,6 +192,8 @@ class Confinement:
             parts.append(f"in bubblewrap ({net}, read-only system, private /tmp)")
         else:
             parts.append("without a sandbox (install bubblewrap on Linux for one)")
+        if self.groups is not None:
+            parts.append(f"in a control group per notebook (cgroup v{self.groups.version})")
         text = "student code runs " + ", ".join(parts) + f"; limits: {self.limits.summary()}"
         return text + (f" ({self.fallback.strip('; ')})" if self.fallback else "")
 
@@ -244,18 +268,39 @@ class Confinement:
         env.update({k: v for k, v in (extra or {}).items() if os.environ.get(k) != v})
         return env
 
+    def notebook_group(self) -> Group | None:
+        """A new control group for one notebook, with the per-student limits set."""
+        if self.groups is None:
+            return None
+        group = self.groups.group("notebook")
+        group.limit(self.limits.memory_total, self.limits.processes)
+        return group
+
     def popen(
-        self, argv: list[str], workdir: Path, own_pids: bool = True, **kwargs: Any
+        self,
+        argv: list[str],
+        workdir: Path,
+        own_pids: bool = True,
+        group: Group | None = None,
+        **kwargs: Any,
     ) -> subprocess.Popen[Any]:
-        """Start ``argv`` confined, in its own session (so its group can be killed)."""
+        """Start ``argv`` confined, in its own session (so its group can be killed).
+
+        With ``group``, the process joins that control group before anything else runs,
+        and ``kill_tree`` kills the group: whatever the process started, in any session.
+        """
         kwargs.setdefault("cwd", workdir)
         kwargs["env"] = self.environment(workdir, kwargs.get("env"))
         kwargs["start_new_session"] = True
         kwargs.setdefault("stdin", subprocess.DEVNULL)
         command = self.command(argv, Path(workdir), own_pids)
-        if self.bwrap:
-            return SandboxedPopen(command, **kwargs)
-        return subprocess.Popen(command, **kwargs)
+        if group is not None:
+            command = group.join_argv(command)
+        popen = SandboxedPopen if self.bwrap else ConfinedPopen
+        proc = popen(command, **kwargs)
+        proc.group = group  # read back by kill_tree
+        proc.output_cap = self.limits.output
+        return proc
 
     def hand_over(self, workdir: Path) -> None:
         """Before the student's code runs again: give it what the grader made in its folder,
@@ -316,38 +361,3 @@ def _pids_of(uid: int) -> list[int]:
                         pids.append(int(entry.name))
                     break
     return pids
-
-
-class SandboxedPopen(subprocess.Popen[Any]):
-    """A process started in bubblewrap, whose return code reads as if it ran bare.
-
-    bwrap exits with ``128 + N`` when the command inside was killed by signal N; this
-    turns that back into ``-N``, as ``subprocess`` reports a signal, so a check that
-    kills a server (or a CPU limit that stops one) sees the same code either way.
-    """
-
-    def _translate(self) -> int | None:
-        code = self.returncode
-        if code is not None and 128 < code < 128 + 65:
-            self.returncode = code = -(code - 128)
-        return code
-
-    def poll(self) -> int | None:
-        super().poll()
-        return self._translate()
-
-    def wait(self, timeout: float | None = None) -> int:
-        super().wait(timeout)
-        code = self._translate()
-        assert code is not None
-        return code
-
-
-def kill_tree(proc: subprocess.Popen[Any]) -> None:
-    """Kill a process started with ``start_new_session`` and its whole group; reap it."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        proc.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(10)

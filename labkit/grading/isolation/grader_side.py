@@ -25,6 +25,7 @@ from typing import Any
 
 from labkit.grading.checks import CheckFailed, Namespace, StudentRaised
 from labkit.grading.course import ROOT
+from labkit.grading.isolation.cgroups import Group
 from labkit.grading.isolation.channel import (
     ChannelClosed,
     ChannelTimeout,
@@ -38,8 +39,9 @@ from labkit.grading.isolation.channel import (
     request,
     write,
 )
-from labkit.grading.isolation.confine import Confinement, kill_tree
+from labkit.grading.isolation.confine import Confinement
 from labkit.grading.isolation.limits import limit_of_error, limit_of_signal
+from labkit.grading.isolation.processes import kill_tree
 from labkit.grading.stub import is_stub_text
 
 _PLAIN = "plain data (None, bool, int, float, str, bytes, list, tuple, dict)"
@@ -83,6 +85,9 @@ class StudentProcess:
         self._output = 0
         self._discard_output = False
         self._drain: threading.Thread | None = None
+        #: This life's control group (None where the machine has none): the cells'
+        #: process and every process a check spawns live in it, and die with it.
+        self.group: Group | None = None
 
     # -- life cycle -------------------------------------------------------------
 
@@ -100,10 +105,12 @@ class StudentProcess:
         rep_r, rep_w = os.pipe()
         out_r, out_w = os.pipe()
         boot = _BOOT.format(root=root, fds=(req_r, rep_w))
+        self.group = self.confinement.notebook_group()
         try:
             self._proc = self.confinement.popen(
                 [sys.executable, "-I", "-B", "-c", boot],
                 self.workdir,
+                group=self.group.child("cells") if self.group else None,
                 stdout=subprocess.DEVNULL if self._discard_output else out_w,
                 stderr=subprocess.STDOUT,
                 pass_fds=(req_r, rep_w),
@@ -157,6 +164,11 @@ class StudentProcess:
             if limit:
                 self._limit(limit)
             self._proc = None
+        if self.group is not None:
+            for limit in self.group.hits():
+                self._limit(limit)
+            self.group.remove()  # every process of this life, in any session, and its group
+            self.group = None
         self.confinement.sweep()
         with contextlib.suppress(OSError):
             if self._to_student >= 0:
@@ -349,9 +361,14 @@ class RemoteNamespace(Namespace):
         # The host's pid namespace: checks signal a spawned worker's children by the pids
         # it reports (ex08 kills one Celery pool process). Its tree still dies with the
         # check (its session is killed) and, as root, with the notebook (its uid is swept).
-        proc = student.confinement.popen(argv, cwd, own_pids=False, **kwargs)
+        group = student.group.child(f"spawn-{len(self._spawned)}") if student.group else None
+        proc = student.confinement.popen(argv, cwd, own_pids=False, group=group, **kwargs)
         self._spawned.append(proc)
         return proc
+
+    def kill(self, proc: subprocess.Popen[Any]) -> None:
+        """SIGKILL a process ``spawn`` started, with everything it started; reap it."""
+        kill_tree(proc)
 
     def close(self) -> None:
         for proc in self._spawned:

@@ -28,6 +28,9 @@ class Limits:
     file_size: int = 64 << 20
     cpu_seconds: int = 120
     output: int = 4 << 20
+    #: Every process of one notebook together, and what it writes to the RAM-backed /tmp
+    #: (held by the notebook's control group, where the machine has one).
+    memory_total: int = 2 << 30
 
     def hit(self, what: str) -> str:
         """The feedback line for a limit: ``limit hit: used more than 1 GiB of memory``."""
@@ -38,6 +41,8 @@ class Limits:
             "file_size": f"wrote a file bigger than {_size(self.file_size)}",
             "cpu": f"used more than {self.cpu_seconds} s of CPU time",
             "output": f"printed more than {_size(self.output)}; the rest was not read",
+            "memory_total": f"used more than {_size(self.memory_total)} of memory together "
+            "(every process of the notebook, and its files in /tmp)",
         }[what]
         return f"limit hit: {text}"
 
@@ -45,7 +50,8 @@ class Limits:
         return (
             f"memory {_size(self.memory)}, {self.processes} processes, "
             f"{self.open_files} open files, files up to {_size(self.file_size)}, "
-            f"{self.cpu_seconds} s CPU, output {_size(self.output)}"
+            f"{self.cpu_seconds} s CPU, output {_size(self.output)}, "
+            f"{_size(self.memory_total)} per notebook"
         )
 
 

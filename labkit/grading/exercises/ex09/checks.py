@@ -91,7 +91,7 @@ class Stream:
         try:
             _out, err = proc.communicate(timeout=RUN_S)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            self.ns.kill(proc)
             proc.communicate()
             expect(
                 False,
@@ -116,7 +116,7 @@ class Stream:
         while clock.now() < deadline:
             held = [p for p in self.pending() if p["consumer"] == consumer]
             if any(self._key_of(str(p["message_id"])) == key for p in held):
-                os.killpg(proc.pid, signal.SIGKILL)
+                self.ns.kill(proc)
                 proc.communicate()
                 return
             if proc.poll() is not None:

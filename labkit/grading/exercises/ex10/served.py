@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import sqlite3
 import subprocess
 import tempfile
@@ -136,7 +135,7 @@ def served(ns: Namespace, db: Path, crash_at_202: bool = False) -> Iterator[App]
         yield app
     finally:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+            ns.kill(proc)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(10)
 

@@ -1,0 +1,172 @@
+"""What a check spawns for a student dies when the check kills it, whatever it did to hide.
+
+Under ``labkit grade`` as root, a spawned process runs as the student's uid inside
+bubblewrap's own session, so signalling its process group reaches only the wrapper. Each
+notebook's processes therefore live in a control group of their own
+(``labkit.grading.isolation.cgroups``): ``ns.kill(proc)`` kills the spawned tree's
+group, a grandchild that left with ``setsid`` included, and the notebook's limits hold
+for all its processes together. These tests run a real confined student process and
+real spawned processes; they need root and control groups (CI has both).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from labkit.clock import SystemClock
+from labkit.grading.checks import Check, Namespace, run_check
+from labkit.grading.isolation.confine import Confinement
+from labkit.grading.isolation.grader_side import RemoteNamespace, StudentProcess
+from labkit.grading.isolation.limits import Limits
+
+CONFINED = Confinement.detect(Limits(cpu_seconds=60, memory_total=384 << 20))
+pytestmark = pytest.mark.skipif(
+    CONFINED.groups is None, reason="needs root and control groups (cgroup v1 or v2)"
+)
+
+#: A consumer that hands its job to a grandchild in a session of its own, then waits.
+HIDING = """
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    with open("started", "w") as fh:
+        fh.write(str(os.getpid()))
+    time.sleep(2.0)
+    open("finished", "w").write("the job ran to its end")
+    sys.exit(0)
+time.sleep(60)
+"""
+#: Fills 200 MiB (every page written), then waits: three of them pass 384 MiB together.
+HOG = "import time\nb = b'x' * (200 << 20)\ntime.sleep(30)\n"
+
+
+@pytest.fixture
+def student(tmp_path: Path) -> Iterator[StudentProcess]:
+    os.chmod(tmp_path, 0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    CONFINED.hand_over(work)
+    proc = StudentProcess(CONFINED, work, [(0, "x = 1\n")], cell_timeout=20)
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+def _in_a_check(student: StudentProcess, body: Callable[[Namespace], object]) -> object:
+    box: dict[str, object] = {}
+
+    def run(ns: Namespace) -> None:
+        box["value"] = body(ns)
+
+    student.begin_check()
+    outcome = run_check(Check("c", 1, "hint", run, timeout=30), RemoteNamespace(student))
+    student.end_check()
+    assert outcome.status == "passed", outcome
+    return box["value"]
+
+
+def _wait_for(path: Path, seconds: float) -> bool:
+    clock = SystemClock()
+    deadline = clock.now() + seconds
+    while not path.exists() and clock.now() < deadline:
+        clock.sleep(0.02)
+    return path.exists()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_killed_consumer_does_not_finish_its_job_through_a_hidden_grandchild(
+    student: StudentProcess,
+) -> None:
+    work = student.workdir
+    (work / "hiding.py").write_text(HIDING)
+
+    def body(ns: Namespace) -> int:
+        proc = ns.spawn([sys.executable, "hiding.py"])
+        assert _wait_for(work / "started", 10), "the grandchild never started"
+        grandchild = int((work / "started").read_text())
+        assert _alive(grandchild)  # the job is running in its own session
+        ns.kill(proc)
+        return grandchild
+
+    grandchild = _in_a_check(student, body)
+    assert isinstance(grandchild, int)
+    assert not _alive(grandchild)
+    assert not _wait_for(work / "finished", 3.0), "the killed consumer's job ran to its end"
+
+
+def test_processes_a_check_started_die_with_its_end_even_unkilled(
+    student: StudentProcess,
+) -> None:
+    work = student.workdir
+    (work / "hiding.py").write_text(HIDING.replace("time.sleep(2.0)", "time.sleep(4.0)"))
+
+    def body(ns: Namespace) -> int:
+        ns.spawn([sys.executable, "hiding.py"])
+        assert _wait_for(work / "started", 10), "the grandchild never started"
+        return int((work / "started").read_text())
+
+    grandchild = _in_a_check(student, body)  # the check ends without killing anything
+    assert isinstance(grandchild, int)
+    assert not _alive(grandchild)
+    assert not _wait_for(work / "finished", 5.0)
+
+
+def test_the_notebooks_memory_is_counted_across_its_processes(
+    student: StudentProcess,
+) -> None:
+    work = student.workdir
+    (work / "hog.py").write_text(HOG)
+
+    def body(ns: Namespace) -> list[int | None]:
+        procs = [ns.spawn([sys.executable, "hog.py"]) for _ in range(3)]
+        clock = SystemClock()
+        deadline = clock.now() + 20  # each one alone is well under every per-process limit
+        while clock.now() < deadline and all(p.poll() is None for p in procs):
+            clock.sleep(0.1)
+        return [p.poll() for p in procs]
+
+    codes = _in_a_check(student, body)
+    assert isinstance(codes, list)
+    assert -9 in codes, codes  # the group's memory limit killed one of them
+    student.stop()
+    assert any("of memory together" in note for note in student.limits_hit), student.limits_hit
+
+
+def test_a_spawned_process_printing_hundreds_of_mib_costs_the_grader_a_capped_buffer(
+    student: StudentProcess,
+) -> None:
+    import resource
+
+    work = student.workdir
+    (work / "loud.py").write_text(
+        "import sys\nchunk = 'y' * (1 << 20)\nfor _ in range(300):\n    sys.stdout.write(chunk)\n"
+        "sys.stderr.write('done')\n"
+    )
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+
+    def body(ns: Namespace) -> tuple[int, str]:
+        import subprocess
+
+        proc = ns.spawn(
+            [sys.executable, "loud.py"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        out, err = proc.communicate(timeout=60)
+        return len(out), err
+
+    kept, err = _in_a_check(student, body)  # type: ignore[misc]
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert err == "done"  # it ran to its end: all 300 MiB went through the pipe
+    assert kept == CONFINED.limits.output  # the first 4 MiB kept, the rest dropped
+    assert grown_mib < 100, f"the grader grew by {grown_mib:.0f} MiB reading it"
