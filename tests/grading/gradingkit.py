@@ -6,8 +6,11 @@ values as a failing assert in a test file would.
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,36 @@ assert _spec is not None and _spec.loader is not None
 _root_conftest = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_root_conftest)
 require_service = _root_conftest.require_service
+
+
+def grade_class(
+    root: Path, subs: Path, exercises: list[str]
+) -> tuple[list[dict[str, str]], Path, Path]:
+    """``labkit grade`` on ``subs`` as an instructor runs it: grades.csv rows, feedback, scratch.
+
+    The grader's scratch folders (the students' work folders, where their processes
+    run) go under ``root/scratch``, so a test can look for anything of the run left alive.
+    """
+    scratch = root / "scratch"
+    scratch.mkdir()
+    out = root / "out"
+    labkit = Path(sys.executable).parent / "labkit"
+    argv = [str(labkit), "grade", str(subs), "--out", str(out), "--run-id", "r", "--jobs", "2"]
+    for exercise in exercises:
+        argv += ["--exercise", exercise]
+    done = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=1200,  # a bound for a loaded machine, not an expectation
+        cwd=root,
+        env={**os.environ, "TMPDIR": str(scratch)},
+        start_new_session=True,
+    )
+    assert done.returncode == 0, done.stderr
+    with (out / "r" / "grades.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    return rows, out / "r" / "feedback", scratch
 
 
 def processes_under(root: Path) -> list[tuple[int, str]]:

@@ -9,8 +9,6 @@ notebook must score full marks, the untouched one 0 "not started".
 
 from __future__ import annotations
 
-import csv
-import os
 import shutil
 import subprocess
 import sys
@@ -18,7 +16,14 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from gradingkit import EXERCISES, SOLUTIONS, notebook_for, processes_under, require_service
+from gradingkit import (
+    EXERCISES,
+    SOLUTIONS,
+    grade_class,
+    notebook_for,
+    processes_under,
+    require_service,
+)
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -44,26 +49,9 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, list[str
     cell.source = cell.source.replace(EARLY_ACK_REMOVES, "")
     (subs / "early").mkdir()
     nbformat.write(wrong, subs / "early" / "ex08_celery.ipynb")
-    # The grader's scratch folders (the students' work folders, where the workers run)
-    # go under root, so the test can look for anything of this run left alive.
-    scratch = root / "scratch"
-    scratch.mkdir()
-    out = root / "out"
-    labkit = Path(sys.executable).parent / "labkit"
-    done = subprocess.run(
-        [str(labkit), "grade", str(subs), "--out", str(out), "--run-id", "r"]
-        + ["--exercise", "ex08", "--jobs", "2"],
-        capture_output=True,
-        text=True,
-        timeout=1200,  # a bound for a loaded machine, not an expectation
-        cwd=root,
-        env={**os.environ, "TMPDIR": str(scratch)},
-        start_new_session=True,
-    )
-    assert done.returncode == 0, done.stderr
-    with (out / "r" / "grades.csv").open() as fh:
-        rows = {r["student"]: [r["score"], r["max"], r["status"]] for r in csv.DictReader(fh)}
-    return rows, out / "r" / "feedback", scratch
+    graded, feedback, scratch = grade_class(root, subs, ["ex08"])
+    rows = {r["student"]: [r["score"], r["max"], r["status"]] for r in graded}
+    return rows, feedback, scratch
 
 
 def test_reference_scores_full_marks_under_the_confined_grader(graded) -> None:  # type: ignore[no-untyped-def]

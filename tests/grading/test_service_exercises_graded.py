@@ -11,15 +11,18 @@ untouched notebook zero, and nothing of the run may be left alive afterwards.
 
 from __future__ import annotations
 
-import csv
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from gradingkit import EXERCISES, SOLUTIONS, notebook_for, processes_under, require_service
+from gradingkit import (
+    EXERCISES,
+    SOLUTIONS,
+    grade_class,
+    notebook_for,
+    processes_under,
+    require_service,
+)
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -36,27 +39,9 @@ def graded(
         for exercise in ("ex09", "ex10"):
             notebook = notebook_for(folder, exercise)
             shutil.copyfile(notebook, subs / student / notebook.name)
-    scratch = root / "scratch"
-    scratch.mkdir()
-    out = root / "out"
-    labkit = Path(sys.executable).parent / "labkit"
-    done = subprocess.run(
-        [str(labkit), "grade", str(subs), "--out", str(out), "--run-id", "r"]
-        + ["--exercise", "ex09", "--exercise", "ex10", "--jobs", "2"],
-        capture_output=True,
-        text=True,
-        timeout=1200,  # a bound for a loaded machine, not an expectation
-        cwd=root,
-        env={**os.environ, "TMPDIR": str(scratch)},
-        start_new_session=True,
-    )
-    assert done.returncode == 0, done.stderr
-    with (out / "r" / "grades.csv").open() as fh:
-        rows = {
-            (r["student"], r["exercise"]): [r["score"], r["max"], r["status"]]
-            for r in csv.DictReader(fh)
-        }
-    return rows, out / "r" / "feedback", scratch
+    graded, feedback, scratch = grade_class(root, subs, ["ex09", "ex10"])
+    rows = {(r["student"], r["exercise"]): [r["score"], r["max"], r["status"]] for r in graded}
+    return rows, feedback, scratch
 
 
 @pytest.mark.parametrize("exercise", ["ex09", "ex10"])
