@@ -182,6 +182,15 @@ class Namespace:
         self._spawned.append(proc)
         return proc
 
+    def redis_url(self) -> str:
+        """The Redis this check and the student's code share: in ``check()``, the lab's.
+
+        ``LABKIT_REDIS_URL`` or Redis on 127.0.0.1:6379 (``docker compose up -d``). Under
+        ``labkit grade`` each check gets a private one instead
+        (``labkit.grading.isolation.services``).
+        """
+        return os.environ.get("LABKIT_REDIS_URL", "redis://127.0.0.1:6379/0")
+
     def kill(self, proc: subprocess.Popen[Any]) -> None:
         """SIGKILL a process ``spawn`` started, with its process group; reap it."""
         with contextlib.suppress(ProcessLookupError, PermissionError):

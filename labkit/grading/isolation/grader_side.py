@@ -42,6 +42,7 @@ from labkit.grading.isolation.channel import (
 from labkit.grading.isolation.confine import Confinement
 from labkit.grading.isolation.limits import limit_of_error, limit_of_signal
 from labkit.grading.isolation.processes import kill_tree
+from labkit.grading.isolation.services import private_redis
 from labkit.grading.stub import is_stub_text
 
 _PLAIN = "plain data (None, bool, int, float, str, bytes, list, tuple, dict)"
@@ -295,6 +296,13 @@ class RemoteNamespace(Namespace):
     def __init__(self, student: StudentProcess) -> None:
         super().__init__({}, student.workdir)
         self._student = student
+        self._redis: str | None = None
+
+    def redis_url(self) -> str:
+        """A Redis for this check alone, on a socket in the student's folder (see services)."""
+        if self._redis is None:
+            self._redis = private_redis(self.spawn, self.workdir)
+        return self._redis
 
     def _call(self, op: Op, name: str, args: Any, kwargs: Any) -> Any:
         try:
@@ -374,6 +382,7 @@ class RemoteNamespace(Namespace):
         for proc in self._spawned:
             kill_tree(proc)
         self._spawned.clear()
+        self._redis = None  # it was one of them
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):

@@ -1,9 +1,11 @@
 """Exercise 9: a Redis Streams consumer that recovers pending work and dead-letters poison.
 
 The student's ``consume`` lives in ``stream_consumer.py`` (a ``%%writefile`` cell) in
-their folder. Every check builds a stream under a prefix of its own on the real Redis
-(127.0.0.1:6379, or ``LABKIT_REDIS_URL``), runs the student's file in processes started
-with ``ns.spawn`` (killed with SIGKILL where the check says, and with their whole
+their folder. Every check builds a stream under a prefix of its own on a real Redis
+(``ns.redis_url()``: in ``check()`` the lab's, 127.0.0.1:6379 or ``LABKIT_REDIS_URL``;
+under ``labkit grade`` one started for the check alone, on a unix socket in the
+student's folder, so the student's code needs no network), runs the student's file in
+processes started with ``ns.spawn`` (killed with SIGKILL where the check says, and with their whole
 process group when the check ends), then judges only from what it reads in Redis
 itself: the effects list, the PEL (``XPENDING``) and the dead-letter stream. The
 prefix's keys are deleted at the end of every check.
@@ -11,8 +13,8 @@ prefix's keys are deleted at the end of every check.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -26,15 +28,11 @@ from labkit.clock import SystemClock
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.stub import stub_error
 
-CHECKS = Checks("ex09", "a Redis Streams consumer", needs=("consume",), network=True)
+CHECKS = Checks("ex09", "a Redis Streams consumer", needs=("consume",))
 FILE = "stream_consumer.py"
 GROUP = "workers"
 #: Seconds a consumer may take to drain a check's few entries on a loaded machine.
 RUN_S = 30.0
-
-
-def redis_url() -> str:
-    return os.environ.get("LABKIT_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
 @dataclass
@@ -44,6 +42,8 @@ class Stream:
     ns: Namespace
     r: Any
     prefix: str
+    #: Where the check's Redis is, for the consumers it starts (ns.redis_url()).
+    url: str
 
     @property
     def stream(self) -> str:
@@ -70,7 +70,7 @@ class Stream:
         self, consumer: str, max_deliveries: int = 3, idle_ms: int = 1000
     ) -> subprocess.Popen[str]:
         config = {
-            "url": redis_url(),
+            "url": self.url,
             "prefix": self.prefix,
             "consumer": consumer,
             "max_deliveries": max_deliveries,
@@ -136,21 +136,24 @@ def stream(ns: Namespace) -> Iterator[Stream]:
     """A fresh stream with its group under a unique prefix; every key deleted afterwards."""
     import redis
 
-    r = redis.Redis.from_url(redis_url(), decode_responses=True)
+    url = ns.redis_url()
+    r = redis.Redis.from_url(url, decode_responses=True)
     try:
         r.ping()
     except redis.RedisError:
         hint = "start the lab's services with `docker compose up -d`, then check again"
-        expect(False, f"Redis at {redis_url()}", "no answer", hint)
-    s = Stream(ns, r, f"ex09:{uuid.uuid4().hex[:12]}")
+        expect(False, f"Redis at {url}", "no answer", hint)
+    s = Stream(ns, r, f"ex09:{uuid.uuid4().hex[:12]}", url)
     r.xgroup_create(s.stream, GROUP, id="0", mkstream=True)
     try:
         yield s
     finally:
-        ns.close()
-        keys = list(r.scan_iter(match=f"{s.prefix}:*"))
-        if keys:
-            r.delete(*keys)
+        ns.close()  # the consumers first, so none writes after the cleanup
+        # Under labkit grade the check's private Redis died with them, keys and all.
+        with contextlib.suppress(redis.ConnectionError):
+            keys = list(r.scan_iter(match=f"{s.prefix}:*"))
+            if keys:
+                r.delete(*keys)
         r.close()
 
 
