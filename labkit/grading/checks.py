@@ -201,10 +201,7 @@ class Namespace:
     def close(self) -> None:
         """Kill every process the check spawned, with its whole process group."""
         for proc in self._spawned:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(5)
+            self.kill(proc)
         self._spawned.clear()
 
     def __getattr__(self, name: str) -> Any:

@@ -12,13 +12,17 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import nbformat
 
 from labkit.grading import catalog
-from labkit.grading.checks import CheckStatus, Outcome, run_checks
+from labkit.grading.checks import Check, CheckStatus, Namespace, Outcome, run_check, run_checks
+from labkit.grading.isolation.confine import Confinement
+from labkit.grading.isolation.grader_side import RemoteNamespace, StudentProcess
 from labkit.grading.isolation.student_side import run_cells
 from labkit.integrations.celery.proctree import argv_of
 
@@ -66,6 +70,37 @@ def grade_class(
     with (out / "r" / "grades.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     return rows, out / "r" / "feedback", scratch
+
+
+@contextmanager
+def confined_student(
+    tmp_path: Path, confinement: Confinement, cells: list[tuple[int, str]] | None = None
+) -> Iterator[StudentProcess]:
+    """A real confined student process on ``cells`` (one harmless cell by default)."""
+    os.chmod(tmp_path, 0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    confinement.hand_over(work)
+    proc = StudentProcess(confinement, work, cells or [(0, "x = 1\n")], cell_timeout=20)
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def in_a_check(student: StudentProcess, body: Callable[[Namespace], object]) -> object:
+    """Run ``body`` as one check over the channel (it must pass); what it returned."""
+    box: dict[str, object] = {}
+
+    def run(ns: Namespace) -> None:
+        box["value"] = body(ns)
+
+    student.begin_check()
+    outcome = run_check(Check("c", 1, "hint", run, timeout=30), RemoteNamespace(student))
+    student.end_check()
+    assert outcome.status == CheckStatus.PASSED, outcome
+    return box["value"]
 
 
 def processes_under(root: Path) -> list[tuple[int, str]]:

@@ -12,19 +12,19 @@ with its check.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from gradingkit import confined_student, in_a_check
 
 from labkit.grading import catalog
-from labkit.grading.checks import Check, Namespace, run_check
+from labkit.grading.checks import Namespace
 from labkit.grading.isolation.confine import Confinement
-from labkit.grading.isolation.grader_side import RemoteNamespace, StudentProcess
+from labkit.grading.isolation.grader_side import StudentProcess
 from labkit.grading.isolation.limits import Limits
 
 pytestmark = pytest.mark.skipif(
@@ -49,29 +49,11 @@ print(redis.Redis.from_url(sys.argv[1]).ping(), reached)
 
 @pytest.fixture
 def student(tmp_path: Path) -> Iterator[StudentProcess]:
-    os.chmod(tmp_path, 0o755)
-    work = tmp_path / "w"
-    work.mkdir()
     confined = Confinement.detect(Limits(cpu_seconds=60))
     assert confined.bwrap is not None and not confined.network
-    confined.hand_over(work)
-    proc = StudentProcess(confined, work, [(0, "x = 1\n")], cell_timeout=20)
-    proc.start()
-    yield proc
-    proc.stop()
+    with confined_student(tmp_path, confined) as proc:
+        yield proc
 
-
-def _in_a_check(student: StudentProcess, body: Callable[[Namespace], object]) -> object:
-    box: dict[str, object] = {}
-
-    def run(ns: Namespace) -> None:
-        box["value"] = body(ns)
-
-    student.begin_check()
-    outcome = run_check(Check("c", 1, "hint", run, timeout=30), RemoteNamespace(student))
-    student.end_check()
-    assert outcome.status == "passed", outcome
-    return box["value"]
 
 
 def test_exercise_9_asks_for_no_network() -> None:
@@ -94,7 +76,7 @@ def test_the_students_code_reaches_the_checks_redis_and_nothing_of_the_machine(
         return out.decode().strip()
 
     # The machine's Redis is up (the redis_url fixture checked it), yet out of reach.
-    assert _in_a_check(student, body) == "True []"
+    assert in_a_check(student, body) == "True []"
 
 
 def test_each_check_gets_an_empty_redis_that_dies_with_it(student: StudentProcess) -> None:
@@ -113,7 +95,7 @@ def test_each_check_gets_an_empty_redis_that_dies_with_it(student: StudentProces
         client.close()
         return keys
 
-    pid = _in_a_check(student, first)
+    pid = in_a_check(student, first)
     assert isinstance(pid, int)
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
-    assert _in_a_check(student, second) == []
+    assert in_a_check(student, second) == []

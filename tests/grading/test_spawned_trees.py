@@ -11,17 +11,17 @@ real spawned processes; they need root and control groups (CI has both).
 
 from __future__ import annotations
 
-import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from gradingkit import confined_student, in_a_check
 
 from labkit.clock import SystemClock
-from labkit.grading.checks import Check, Namespace, run_check
+from labkit.grading.checks import Namespace
 from labkit.grading.isolation.confine import Confinement
-from labkit.grading.isolation.grader_side import RemoteNamespace, StudentProcess
+from labkit.grading.isolation.grader_side import StudentProcess
 from labkit.grading.isolation.limits import Limits
 
 CONFINED = Confinement.detect(Limits(cpu_seconds=60, memory_total=384 << 20))
@@ -36,7 +36,7 @@ if os.fork() == 0:
     os.setsid()
     with open("started", "w") as fh:
         fh.write(str(os.getpid()))
-    time.sleep(2.0)
+    time.sleep(5.0)
     open("finished", "w").write("the job ran to its end")
     sys.exit(0)
 time.sleep(60)
@@ -47,27 +47,9 @@ HOG = "import time\nb = b'x' * (200 << 20)\ntime.sleep(30)\n"
 
 @pytest.fixture
 def student(tmp_path: Path) -> Iterator[StudentProcess]:
-    os.chmod(tmp_path, 0o755)
-    work = tmp_path / "work"
-    work.mkdir()
-    CONFINED.hand_over(work)
-    proc = StudentProcess(CONFINED, work, [(0, "x = 1\n")], cell_timeout=20)
-    proc.start()
-    yield proc
-    proc.stop()
+    with confined_student(tmp_path, CONFINED) as proc:
+        yield proc
 
-
-def _in_a_check(student: StudentProcess, body: Callable[[Namespace], object]) -> object:
-    box: dict[str, object] = {}
-
-    def run(ns: Namespace) -> None:
-        box["value"] = body(ns)
-
-    student.begin_check()
-    outcome = run_check(Check("c", 1, "hint", run, timeout=30), RemoteNamespace(student))
-    student.end_check()
-    assert outcome.status == "passed", outcome
-    return box["value"]
 
 
 def _wait_for(path: Path, seconds: float) -> bool:
@@ -94,33 +76,33 @@ def test_a_killed_consumer_does_not_finish_its_job_through_a_hidden_grandchild(
 
     def body(ns: Namespace) -> int:
         proc = ns.spawn([sys.executable, "hiding.py"])
-        assert _wait_for(work / "started", 10), "the grandchild never started"
+        assert _wait_for(work / "started", 30), "the grandchild never started"
         grandchild = int((work / "started").read_text())
         assert _alive(grandchild)  # the job is running in its own session
         ns.kill(proc)
         return grandchild
 
-    grandchild = _in_a_check(student, body)
+    grandchild = in_a_check(student, body)
     assert isinstance(grandchild, int)
     assert not _alive(grandchild)
-    assert not _wait_for(work / "finished", 3.0), "the killed consumer's job ran to its end"
+    assert not _wait_for(work / "finished", 6.0), "the killed consumer's job ran to its end"
 
 
 def test_processes_a_check_started_die_with_its_end_even_unkilled(
     student: StudentProcess,
 ) -> None:
     work = student.workdir
-    (work / "hiding.py").write_text(HIDING.replace("time.sleep(2.0)", "time.sleep(4.0)"))
+    (work / "hiding.py").write_text(HIDING)
 
     def body(ns: Namespace) -> int:
         ns.spawn([sys.executable, "hiding.py"])
-        assert _wait_for(work / "started", 10), "the grandchild never started"
+        assert _wait_for(work / "started", 30), "the grandchild never started"
         return int((work / "started").read_text())
 
-    grandchild = _in_a_check(student, body)  # the check ends without killing anything
+    grandchild = in_a_check(student, body)  # the check ends without killing anything
     assert isinstance(grandchild, int)
     assert not _alive(grandchild)
-    assert not _wait_for(work / "finished", 5.0)
+    assert not _wait_for(work / "finished", 6.0)
 
 
 def test_the_notebooks_memory_is_counted_across_its_processes(
@@ -137,7 +119,7 @@ def test_the_notebooks_memory_is_counted_across_its_processes(
             clock.sleep(0.1)
         return [p.poll() for p in procs]
 
-    codes = _in_a_check(student, body)
+    codes = in_a_check(student, body)
     assert isinstance(codes, list)
     assert -9 in codes, codes  # the group's memory limit killed one of them
     student.stop()
@@ -165,7 +147,7 @@ def test_a_spawned_process_printing_hundreds_of_mib_costs_the_grader_a_capped_bu
         out, err = proc.communicate(timeout=60)
         return len(out), err
 
-    kept, err = _in_a_check(student, body)  # type: ignore[misc]
+    kept, err = in_a_check(student, body)  # type: ignore[misc]
     grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert err == "done"  # it ran to its end: all 300 MiB went through the pipe
     assert kept == CONFINED.limits.output  # the first 4 MiB kept, the rest dropped

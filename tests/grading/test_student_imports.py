@@ -16,9 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from labkit.grading.checks import Check, Namespace, run_check
+from gradingkit import confined_student, in_a_check
+
 from labkit.grading.isolation.confine import Confinement
-from labkit.grading.isolation.grader_side import RemoteNamespace, StudentProcess
 from labkit.grading.isolation.limits import Limits
 
 #: What the student side must not load: the lab itself, as opposed to the grading engine.
@@ -46,27 +46,10 @@ def test_the_student_side_imports_no_store_worker_or_world() -> None:
 
 
 def test_a_confined_student_process_has_none_of_them_loaded(tmp_path: Path) -> None:
-    os.chmod(tmp_path, 0o755)
-    work = tmp_path / "work"
-    work.mkdir()
-    confinement = Confinement.detect(Limits(cpu_seconds=60))
-    confinement.hand_over(work)
     cells = [(0, "import sys\nLOADED = sorted(sys.modules)\nPID = __import__('os').getpid()\n")]
-    student = StudentProcess(confinement, work, cells, cell_timeout=20)
-    student.start()
-    box: dict[str, object] = {}
-
-    def read(ns: Namespace) -> None:
-        box["loaded"], box["pid"] = ns.LOADED, ns.PID
-
-    try:
-        student.begin_check()
-        outcome = run_check(Check("c", 1, "hint", read, timeout=20), RemoteNamespace(student))
-        student.end_check()
-    finally:
-        student.stop()
-    assert outcome.status == "passed", outcome
-    assert box["pid"] != os.getpid()  # read from the student's own process
-    loaded = list(box["loaded"])  # type: ignore[call-overload]
+    with confined_student(tmp_path, Confinement.detect(Limits(cpu_seconds=60)), cells) as student:
+        found = in_a_check(student, lambda ns: (ns.LOADED, ns.PID))
+    loaded, pid = found  # type: ignore[misc]
+    assert pid != os.getpid()  # read from the student's own process
     assert "labkit.grading.isolation.student_side" in loaded
-    assert _lab_modules(loaded) == []
+    assert _lab_modules(list(loaded)) == []

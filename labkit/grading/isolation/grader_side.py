@@ -380,7 +380,7 @@ class RemoteNamespace(Namespace):
 
     def close(self) -> None:
         for proc in self._spawned:
-            kill_tree(proc)
+            self.kill(proc)
         self._spawned.clear()
         self._redis = None  # it was one of them
 
