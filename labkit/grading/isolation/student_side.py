@@ -18,10 +18,12 @@ the grader's checks judge against the state they read themselves.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import importlib
 import os
 import re
 import signal
+import sys
 import traceback
 from functools import partial
 from pathlib import Path
@@ -229,18 +231,61 @@ def serve_check(values: dict[str, Any], reader: LineReader, replies: int) -> Non
         write(replies, answer)
 
 
+#: What the original process becomes once the cells ran (``_shed_threads``): it waits
+#: for the single-threaded copy that goes on, and ends the way that copy ended.
+_WAITER = """
+import os, signal, sys
+_, status = os.waitpid(int(sys.argv[1]), 0)
+if os.WIFSIGNALED(status):
+    signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+    os.kill(os.getpid(), os.WTERMSIG(status))
+os._exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def _shed_threads(channel: tuple[int, ...]) -> None:
+    """Go on in a copy of this process that has only this thread; the original execs a waiter.
+
+    A thread a cell started (``threading``, ``_thread``, a C library's) would otherwise run
+    on beside every check: writing into the check's database or Redis, forging the
+    effects the check counts. ``fork`` copies only the calling thread, and ``exec`` ends
+    every thread of the original at once; the original's pid, which the grader and the
+    sandbox watch, stays alive as the waiter until the copy ends.
+    """
+    child = os.fork()
+    if child == 0:
+        return
+    for fd in channel:  # the copy holds the channel; the waiter must not keep it open
+        with contextlib.suppress(OSError):
+            os.set_inheritable(fd, False)
+    os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", _WAITER, str(child)])
+
+
+def _kill_all_but(keep: set[int]) -> int:
+    """SIGKILL every process this one may signal, except ``keep``; how many were signalled."""
+    hit = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) not in keep:
+            with contextlib.suppress(OSError):
+                os.kill(int(entry), signal.SIGKILL)
+                hit += 1
+    return hit
+
+
 def _stop_strays(clock: SystemClock | None = None, grace_s: float = 5.0) -> None:
     """Kill processes the cells or a check left behind (this uid / this sandbox only).
 
-    Then reap every child, waiting for them to die: a killed child is a zombie until it
-    is reaped, and zombies still count against the process limit, so a fork storm in the
-    cells would otherwise leave the next check unable to fork and cost honest points.
+    Every process this one may signal goes, except itself, its parent (the waiter of
+    ``_shed_threads``) and the sandbox's init. Then reap every child, waiting for them to
+    die: a killed child is a zombie until it is reaped, and zombies still count against
+    the process limit, so a fork storm in the cells would otherwise leave the next check
+    unable to fork and cost honest points.
     """
     clock = clock or SystemClock()
-    try:
-        os.kill(-1, signal.SIGKILL)
-    except OSError:
-        pass
+    keep = {1, os.getpid(), os.getppid()}
+    for _ in range(20):  # a forking process can add children while we look
+        if not _kill_all_but(keep):
+            break
     deadline = clock.now() + grace_s
     try:
         while True:
@@ -269,6 +314,7 @@ def main(requests: int, replies: int) -> None:
         os._exit(0)
     isolated = bool(start.get("isolated"))
     if isolated:
+        _shed_threads((requests, replies))
         _stop_strays()
     write(replies, reply(Reply.READY, notes=notes, errors=errors))
     while True:
