@@ -38,19 +38,38 @@ HOST = "127.0.0.1"
 START_TIMEOUT_S = 60.0
 
 
-def listening_socket() -> socket.socket:
-    """A TCP socket listening on 127.0.0.1 at a port the kernel chose; inheritable."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((HOST, 0))
+def listening_socket(path: Path | None = None) -> socket.socket:
+    """A listening socket, inheritable: TCP on 127.0.0.1 at a port the kernel chose, or
+    with ``path`` a unix socket there (reached by path only: no network needed, and no
+    one outside the folder's sandbox can connect)."""
+    if path is not None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        sock.bind(str(path))
+    else:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((HOST, 0))
     sock.listen(128)
     sock.set_inheritable(True)
     return sock
 
 
 def url_of(sock: socket.socket) -> str:
+    """The base URL of a TCP listening socket (a unix socket's requests name no host)."""
+    if sock.family == socket.AF_UNIX:
+        return "http://localhost"
     host, port = sock.getsockname()[:2]
     return f"http://{host}:{port}"
+
+
+def client_for(sock: socket.socket, timeout: float = 30.0) -> httpx.Client:
+    """An httpx client that talks to the server listening on ``sock`` (TCP or unix)."""
+    transport = (
+        httpx.HTTPTransport(uds=sock.getsockname()) if sock.family == socket.AF_UNIX else None
+    )
+    return httpx.Client(base_url=url_of(sock), transport=transport, timeout=timeout)
 
 
 def server_argv(target: str, fd: int, factory: bool = False) -> list[str]:
@@ -65,18 +84,21 @@ def wait_until_serving(
     timeout: float = START_TIMEOUT_S,
     path: str = "/",
     clock: Clock | None = None,
+    client: httpx.Client | None = None,
 ) -> None:
     """Poll ``url + path`` until any HTTP answer comes back; RuntimeError if the process died.
 
-    The wait is real (a process is starting), so ``clock`` defaults to the wall clock.
+    ``client`` (``client_for``) reaches a server on a unix socket. The wait is real (a
+    process is starting), so ``clock`` defaults to the wall clock.
     """
     clock = clock or SystemClock()
     deadline = clock.now() + timeout
+    get = client.get if client is not None else httpx.get
     while True:
         if not alive():
             raise RuntimeError(f"the server process for {url} exited before it answered")
         try:
-            httpx.get(url + path, timeout=2.0)
+            get(url + path, timeout=2.0)
             return
         except httpx.TransportError:
             if clock.now() > deadline:

@@ -2,8 +2,8 @@
 
 ``served(ns, db)`` starts the student's ``ex10_app:app`` with uvicorn in a process of
 its own (``ns.spawn``: in the student's folder, killed with its whole tree afterwards)
-on a listening socket the kernel gave a free port, and yields an ``App`` that posts
-and polls with httpx. ``jobs_in(db)`` reads the job table read-only, from the check's
+on a unix socket (``SOCKETS``), and yields an ``App`` that posts and polls
+with httpx through that socket. ``jobs_in(db)`` reads the job table read-only, from the check's
 own process: the verdict comes from there, not from what the app answered.
 """
 
@@ -28,32 +28,41 @@ from labkit.grading.checks import CheckFailed, Namespace, expect
 from labkit.grading.course import ROOT
 from labkit.grading.exercises.ex10.harness import CRASH_ENV, NOT_STARTED_STATUS
 from labkit.grading.stub import is_stub_text
-from labkit.integrations.http.serve import listening_socket, server_argv, url_of, wait_until_serving
+from labkit.integrations.http.serve import (
+    client_for,
+    listening_socket,
+    server_argv,
+    wait_until_serving,
+)
 
 APP_FILE = "ex10_app.py"
 ALICE, BOB = "alice-token", "bob-token"
 #: Seconds a check may take: it starts one or two servers (importing FastAPI is slow).
 TIMEOUT = 90.0
+#: Where the check's server listens: a unix socket the checker made, handed to the server
+#: as an open descriptor. The server needs no network, and no student's code, in a
+#: sandbox that shows neither /run nor the checker's /tmp, can connect to it (a TCP port
+#: on the host's loopback was in reach of every process on the machine). A short folder,
+#: because a unix socket's path is limited to 107 bytes.
+SOCKETS = "/run" if os.access("/run", os.W_OK) else "/tmp"
 
 
 @dataclass
 class App:
-    """The student's app, running."""
+    """The student's app, running, and a client that reaches it on its unix socket."""
 
-    url: str
+    client: httpx.Client
     proc: subprocess.Popen[bytes]
     log: Path
 
     def post(self, body: Any, token: str | None = ALICE, key: str | None = None) -> httpx.Response:
         headers = _headers(token, key)
-        return _answer(
-            self, httpx.post(self.url + "/reports", json=body, headers=headers, timeout=30)
-        )
+        return _answer(self, self.client.post("/reports", json=body, headers=headers))
 
     def status(self, job_id: int | str, token: str | None = ALICE) -> httpx.Response:
         path = job_id if isinstance(job_id, str) else f"/reports/{job_id}"
-        url = str(httpx.URL(self.url).join(path))
-        return _answer(self, httpx.get(url, headers=_headers(token, None), timeout=30))
+        url = self.client.base_url.join(path)
+        return _answer(self, self.client.get(url, headers=_headers(token, None)))
 
     def log_tail(self, lines: int = 3) -> str:
         text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
@@ -108,7 +117,8 @@ def served(ns: Namespace, db: Path, crash_at_202: bool = False) -> Iterator[App]
     if crash_at_202:
         env[CRASH_ENV] = "1"
     log = db.with_name(f"server-{len(list(db.parent.glob('server-*')))}.log")
-    sock = listening_socket()
+    folder = Path(tempfile.mkdtemp(prefix="ex10-", dir=SOCKETS))
+    sock = listening_socket(folder / "http.sock")
     try:
         with log.open("ab") as out:
             proc = ns.spawn(
@@ -119,13 +129,15 @@ def served(ns: Namespace, db: Path, crash_at_202: bool = False) -> Iterator[App]
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-        url = url_of(sock)
+        client = client_for(sock)
     finally:
         sock.close()
-    app = App(url, proc, log)
+    app = App(client, proc, log)
     try:
         try:
-            wait_until_serving(url, lambda: proc.poll() is None, TIMEOUT / 2, "/openapi.json")
+            wait_until_serving(
+                "", lambda: proc.poll() is None, TIMEOUT / 2, "/openapi.json", client=client
+            )
         except RuntimeError:
             raise CheckFailed(
                 f"{APP_FILE} to start as a server",
@@ -134,10 +146,12 @@ def served(ns: Namespace, db: Path, crash_at_202: bool = False) -> Iterator[App]
             ) from None
         yield app
     finally:
+        client.close()
         with contextlib.suppress(ProcessLookupError, PermissionError):
             ns.kill(proc)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(10)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def jobs_in(db: Path) -> list[dict[str, Any]]:
