@@ -137,6 +137,21 @@ def expect(ok: bool, expected: str, got: object, hint: str | None = None) -> Non
         raise CheckFailed(expected, got if isinstance(got, str) else repr(got), hint)
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """A service's URL as the student's processes reach it, and as the check does."""
+
+    student: str
+    checker: str
+
+
+#: The lab's services, as ``compose.yaml`` starts them and the lessons use them.
+LAB_SERVICES = {
+    "rabbitmq": "amqp://guest:guest@127.0.0.1:5672//",
+    "postgres": "postgresql://postgres@127.0.0.1:5432/test",
+}
+
+
 class Namespace:
     """The student's side of a check: their definitions, their folder, their processes.
 
@@ -153,7 +168,9 @@ class Namespace:
       files written by ``%%writefile`` cells are there, and checks put databases there
       and read them back themselves;
     - ``ns.spawn(argv, **popen_kwargs)``: a new process running student code, confined
-      like the student's own and killed with its whole tree when the check ends.
+      like the student's own and killed with its whole tree when the check ends;
+    - ``ns.redis_url()`` and ``ns.services("rabbitmq", "postgres")``: the services the
+      student's code and the check share (under ``labkit grade``, the student's own).
     """
 
     def __init__(self, values: Mapping[str, Any], workdir: Path | None = None) -> None:
@@ -190,6 +207,13 @@ class Namespace:
         (``labkit.grading.isolation.services``).
         """
         return os.environ.get("LABKIT_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+    def services(self, *names: str) -> dict[str, Endpoint]:
+        """Where the student's code and the check reach each named service (``rabbitmq``,
+        ``postgres``): in ``check()``, the lab's own on 127.0.0.1 (``docker compose up
+        -d``), the same address for both. Under ``labkit grade`` the notebook gets its own
+        (``labkit.grading.isolation.services.NotebookServices``)."""
+        return {name: Endpoint(LAB_SERVICES[name], LAB_SERVICES[name]) for name in names}
 
     def kill(self, proc: subprocess.Popen[Any]) -> None:
         """SIGKILL a process ``spawn`` started, with its process group; reap it."""

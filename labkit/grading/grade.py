@@ -46,7 +46,8 @@ from labkit.grading.gradebook import (
     write_totals,
 )
 from labkit.grading.isolation.confine import Confinement
-from labkit.grading.isolation.grader_side import RemoteNamespace, StudentGone, StudentProcess
+from labkit.grading.isolation.grader_side import StudentGone, StudentProcess
+from labkit.grading.isolation.remote import RemoteNamespace
 from labkit.grading.release import exercise_of, solution_notebooks
 
 #: A submitted file for exercise NN: ``ex03_claim.ipynb``, ``ex03_claim (1).ipynb``,

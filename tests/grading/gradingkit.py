@@ -22,7 +22,8 @@ import nbformat
 from labkit.grading import catalog
 from labkit.grading.checks import Check, CheckStatus, Namespace, Outcome, run_check, run_checks
 from labkit.grading.isolation.confine import Confinement
-from labkit.grading.isolation.grader_side import RemoteNamespace, StudentProcess
+from labkit.grading.isolation.grader_side import StudentProcess
+from labkit.grading.isolation.remote import RemoteNamespace
 from labkit.grading.isolation.student_side import run_cells
 from labkit.integrations.celery.proctree import argv_of
 

@@ -25,11 +25,33 @@ from gradingkit import (
     require_service,
 )
 
+from labkit.grading.isolation import netns
+
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 EARLY_ACK_REMOVES = (
     "    app.conf.task_acks_late = True\n    app.conf.task_reject_on_worker_lost = True\n"
 )
+#: What "mallory" appends to a correct ex08_tasks.py: on every worker's import, reach for
+#: the machine's Redis and PostgreSQL, and run a program on the host through PostgreSQL.
+ATTACK = """
+
+def _attack():
+    import redis
+    try:
+        redis.Redis(host="127.0.0.1", port=6379, socket_timeout=2).set("{tag}", "forged")
+    except Exception:
+        pass
+    try:
+        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True) as c:
+            c.execute("CREATE TABLE IF NOT EXISTS {tag} (x int)")
+            c.execute("COPY (SELECT 1) TO PROGRAM 'touch {marker}'")
+    except Exception:
+        pass
+
+
+_attack()
+"""
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, list[str]], Path, Path]:
@@ -49,9 +71,20 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, list[str
     cell.source = cell.source.replace(EARLY_ACK_REMOVES, "")
     (subs / "early").mkdir()
     nbformat.write(wrong, subs / "early" / "ex08_celery.ipynb")
+    # A hostile one: correct, plus the attack on every worker's import.
+    hostile = nbformat.read(subs / "ref" / notebook_for(SOLUTIONS, "ex08").name, as_version=4)
+    cell = next(c for c in hostile.cells if c.source.startswith("%%writefile ex08_tasks.py"))
+    tag, marker = f"mallory_{root.name}".replace("-", "_"), root / "ran-on-the-host"
+    cell.source += ATTACK.format(tag=tag, marker=marker)
+    (subs / "mallory").mkdir()
+    nbformat.write(hostile, subs / "mallory" / "ex08_celery.ipynb")
     graded, feedback, scratch = grade_class(root, subs, ["ex08"])
     rows = {r["student"]: [r["score"], r["max"], r["status"]] for r in graded}
+    ATTACKS.update(tag=tag, marker=str(marker))
     return rows, feedback, scratch
+
+
+ATTACKS: dict[str, str] = {}
 
 
 def test_reference_scores_full_marks_under_the_confined_grader(graded) -> None:  # type: ignore[no-untyped-def]
@@ -85,6 +118,44 @@ def test_early_ack_loses_the_kill_checks_under_the_confined_grader(graded) -> No
     assert "worker_killed_before_the_charge | 0/3 | failed" in text
     assert "whole_worker_killed_before_the_charge | 0/2 | failed" in text
     assert "0 charge rows" in text  # failed by counting the rows, not by a harness error
+
+
+@pytest.mark.skipif(netns.available() is not None, reason=f"{netns.available()}")
+def test_a_hostile_worker_reaches_nothing_of_the_machine_and_keeps_its_honest_marks(graded) -> None:  # type: ignore[no-untyped-def]
+    import psycopg
+    import redis
+
+    rows, feedback, _ = graded
+    assert rows["mallory"] == ["15", "15", "graded"], (feedback / "mallory.md").read_text()
+    assert rows["ref"] == ["15", "15", "graded"]  # graded beside it (--jobs 2)
+    tag = ATTACKS["tag"]
+    assert redis.Redis(host="127.0.0.1", port=6379).get(tag) is None
+    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test") as conn:
+        found = conn.execute("SELECT count(*) FROM pg_tables WHERE tablename = %s", (tag,))
+        assert found.fetchone() == (0,)
+    assert not Path(ATTACKS["marker"]).exists(), "a program ran on the host through PostgreSQL"
+
+
+def test_the_attack_reaches_the_machine_when_nothing_confines_it(tmp_path: Path) -> None:
+    # The test above can fail: run bare, the same code does write into the machine's services.
+    import psycopg
+    import redis
+
+    require_service("redis")
+    require_service("postgres")
+    tag = f"mallory_bare_{tmp_path.name}".replace("-", "_")
+    code = "import psycopg\n" + ATTACK.format(tag=tag, marker=tmp_path / "marker")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    machine = redis.Redis(host="127.0.0.1", port=6379)
+    try:
+        assert machine.get(tag) == b"forged"
+        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test") as conn:
+            found = conn.execute("SELECT count(*) FROM pg_tables WHERE tablename = %s", (tag,))
+            assert found.fetchone() == (1,)
+    finally:
+        machine.delete(tag)
+        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True) as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {tag}")
 
 
 def test_no_process_of_the_run_outlives_the_grade(graded) -> None:  # type: ignore[no-untyped-def]

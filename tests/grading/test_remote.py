@@ -17,8 +17,9 @@ import pytest
 
 from labkit.grading.checks import Check, CheckFailed, Namespace, StudentRaised, run_check
 from labkit.grading.isolation.confine import Confinement
-from labkit.grading.isolation.grader_side import RemoteNamespace, StudentProcess
+from labkit.grading.isolation.grader_side import StudentProcess
 from labkit.grading.isolation.limits import Limits
+from labkit.grading.isolation.remote import RemoteNamespace
 
 CELLS = [
     (0, "calls = 0\n"),
@@ -166,9 +167,15 @@ def test_spawned_processes_are_confined_and_killed_after_the_check(
 
 
 @pytest.mark.parametrize("network", [False, True])
-def test_the_network_is_shared_only_when_the_exercise_asks(tmp_path: Path, network: bool) -> None:
+def test_the_machines_network_is_shared_only_where_no_namespace_can_be_made(
+    tmp_path: Path, network: bool
+) -> None:
+    """An exercise that asks for the network gets its own namespace where the machine can
+    make one (as root: ``netns``), and the machine's only where it cannot."""
     import dataclasses
     import socket
+
+    from labkit.grading.isolation import netns
 
     confinement = Confinement.detect()
     if confinement.bwrap is None:
@@ -192,7 +199,9 @@ def test_the_network_is_shared_only_when_the_exercise_asks(tmp_path: Path, netwo
     proc = StudentProcess(shared, work, [(0, cell)], cell_timeout=20)
     try:
         proc.start()
-        assert _run(proc, lambda ns: ns.reach(port))["value"] is network
+        shared_network = network and netns.available() is not None
+        assert _run(proc, lambda ns: ns.reach(port))["value"] is shared_network
+        assert (proc.netns is not None) is (network and not shared_network)
     finally:
         proc.stop()
         server.close()

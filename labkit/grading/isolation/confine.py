@@ -39,6 +39,8 @@ from labkit.grading.course import PACKAGE
 from labkit.grading.isolation import cgroups
 from labkit.grading.isolation.cgroups import Group, Hierarchy
 from labkit.grading.isolation.limits import Limits
+from labkit.grading.isolation.netns import NetworkNamespace
+from labkit.grading.isolation.netns import available as netns_missing
 from labkit.grading.isolation.processes import ConfinedPopen, SandboxedPopen
 
 #: The uids student code runs as when grading as root: one per grading process.
@@ -188,7 +190,14 @@ class Confinement:
         else:
             parts.append("as the grader's user (not root: no uid of its own)")
         if self.bwrap:
-            net = "network shared" if self.network else "no network"
+            net = "no network"
+            if self.network:
+                why_not = netns_missing()
+                net = (
+                    "a network namespace of its own per notebook, with its own services"
+                    if why_not is None
+                    else f"network shared: {why_not}"
+                )
             parts.append(f"in bubblewrap ({net}, read-only system, private /tmp)")
         else:
             parts.append("without a sandbox (install bubblewrap on Linux for one)")
@@ -215,12 +224,14 @@ class Confinement:
             return False
         return done.returncode == 0
 
-    def _bwrap_args(self, workdir: Path, own_pids: bool = True) -> list[str]:
+    def _bwrap_args(
+        self, workdir: Path, own_pids: bool = True, keep_net: bool = False
+    ) -> list[str]:
         assert self.bwrap is not None
         args = [self.bwrap, "--die-with-parent", "--new-session"]
         args += ["--unshare-pid"] if own_pids else []
         args += ["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-        if not self.network:
+        if not keep_net:
             args.append("--unshare-net")
         args += ["--perms", "1777", "--tmpfs", "/tmp", "--dev", "/dev", "--proc", "/proc"]
         # multiprocessing's locks and queues live in /dev/shm: writable, like /tmp.
@@ -236,22 +247,39 @@ class Confinement:
                     made.add(parent)
         for path in visible:
             args += ["--ro-bind", str(path.resolve()), str(path.resolve())]
+        uid = self.uid()
+        if uid is not None:  # programs that look their user up (initdb, getpass) find it
+            for name, text in _account_files(uid).items():
+                args += ["--ro-bind", str(text), f"/etc/{name}"]
         if workdir != Path("/"):
             args += ["--bind", str(workdir), str(workdir)]
         return [*args, "--chdir", str(workdir), "--"]
 
     def command(
-        self, argv: list[str], workdir: Path, own_pids: bool = True
+        self,
+        argv: list[str],
+        workdir: Path,
+        own_pids: bool = True,
+        netns: NetworkNamespace | None = None,
+        limits: Limits | None = None,
     ) -> list[str]:
-        """``argv`` wrapped in the sandbox, the limits and the uid drop (when they apply)."""
+        """``argv`` wrapped in the sandbox, the limits and the uid drop (when they apply).
+
+        With ``netns`` the process runs in that network namespace (the notebook's own
+        loopback); without one, in no network at all, unless the exercise asked for the
+        network and the machine can make no namespace (then the machine's is shared).
+        """
         uid = self.uid()
-        lim = self.limits
+        lim = limits or self.limits
         enter = [sys.executable, "-I", "-S", "-c", _ENTER, str(-1 if uid is None else uid)]
         enter += [str(v) for v in (lim.processes, lim.memory, lim.open_files, lim.file_size)]
         enter += [str(lim.cpu_seconds)]
         exe = shutil.which(argv[0]) or argv[0]
         inner = [*enter, exe, *argv[1:]]
-        return [*self._bwrap_args(workdir, own_pids), *inner] if self.bwrap else inner
+        keep_net = netns is not None or self.network
+        if self.bwrap:
+            inner = [*self._bwrap_args(workdir, own_pids, keep_net), *inner]
+        return netns.enter(inner) if netns is not None else inner
 
     def environment(self, workdir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """A small environment: nothing of the grader's (no tokens, no DSNs with passwords)."""
@@ -282,18 +310,21 @@ class Confinement:
         workdir: Path,
         own_pids: bool = True,
         group: Group | None = None,
+        netns: NetworkNamespace | None = None,
+        limits: Limits | None = None,
         **kwargs: Any,
     ) -> subprocess.Popen[Any]:
         """Start ``argv`` confined, in its own session (so its group can be killed).
 
         With ``group``, the process joins that control group before anything else runs,
         and ``kill_tree`` kills the group: whatever the process started, in any session.
+        ``netns`` and ``limits`` as for ``command``.
         """
         kwargs.setdefault("cwd", workdir)
         kwargs["env"] = self.environment(workdir, kwargs.get("env"))
         kwargs["start_new_session"] = True
         kwargs.setdefault("stdin", subprocess.DEVNULL)
-        command = self.command(argv, Path(workdir), own_pids)
+        command = self.command(argv, Path(workdir), own_pids, netns, limits)
         if group is not None:
             command = group.join_argv(command)
         popen = SandboxedPopen if self.bwrap else ConfinedPopen
@@ -347,6 +378,30 @@ class Confinement:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
         return found
+
+
+def _account_files(uid: int) -> dict[str, Path]:
+    """The machine's ``/etc/passwd`` and ``/etc/group`` with the student's uid added.
+
+    ``initdb`` and ``postgres`` refuse to run as a uid with no name; the student's uid is
+    nobody's on the machine. Written once per uid, beside the uid claims (root's folder).
+    """
+    made = {}
+    for name, line in (
+        ("passwd", f"student:x:{uid}:{uid}:labkit student:/tmp:/usr/sbin/nologin\n"),
+        ("group", f"student:x:{uid}:\n"),
+    ):
+        target = UID_LOCKS / f"{name}-{uid}"
+        system = Path("/etc") / name
+        base = system.read_text(encoding="utf-8") if system.exists() else ""
+        text = base + ("" if base.endswith("\n") or not base else "\n") + line
+        if not target.exists() or target.read_text(encoding="utf-8") != text:
+            scratch = target.with_suffix(f".{os.getpid()}")
+            scratch.write_text(text, encoding="utf-8")
+            scratch.chmod(0o644)
+            scratch.replace(target)
+        made[name] = target
+    return made
 
 
 def _pids_of(uid: int) -> list[int]:

@@ -1,15 +1,10 @@
 """The trusted side of the channel: a student's confined process and the checks' ``ns``.
 
 ``StudentProcess`` starts ``labkit.grading.isolation.student_side`` confined
-(``confine``), sends it the
-notebook's cells, drains its output (counting, up to the output limit), and brackets
-each check (the student side forks a fresh child per check). ``RemoteNamespace`` is the
-``Namespace`` a check receives under ``labkit grade``: ``ns.NAME(*args)``,
-``ns.harness(...)``, ``ns.workdir``, ``ns.spawn(...)``, exactly the contract of
-``labkit.grading.checks.Namespace``, with every value crossing as plain data.
-
-A student exception comes back as ``StudentRaised`` with the student's line; the
-exercise stub comes back as ``NotImplementedError`` so the check reads "not started".
+(``confine``), sends it the notebook's cells, drains its output (counting, up to the
+output limit), brackets each check (the student side forks a fresh child per check),
+and owns what lives as long as the notebook: its control group, its network namespace
+and its services. ``remote.RemoteNamespace`` is the ``Namespace`` checks receive over it.
 The process that holds these objects never runs student code.
 """
 
@@ -20,30 +15,28 @@ import os
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from labkit.grading.checks import CheckFailed, Namespace, StudentRaised
+from labkit.grading.checks import CheckFailed
 from labkit.grading.course import ROOT
 from labkit.grading.isolation.cgroups import Group
 from labkit.grading.isolation.channel import (
     ChannelClosed,
     ChannelTimeout,
     LineReader,
-    NotData,
     Op,
     Reply,
-    decode,
-    encode,
-    harness_target,
     request,
     write,
 )
 from labkit.grading.isolation.confine import Confinement
 from labkit.grading.isolation.limits import limit_of_error, limit_of_signal
+from labkit.grading.isolation.netns import NetworkNamespace
+from labkit.grading.isolation.netns import available as netns_missing
 from labkit.grading.isolation.processes import kill_tree
-from labkit.grading.isolation.services import private_redis
-from labkit.grading.stub import is_stub_text
+from labkit.grading.isolation.services import NotebookServices
 
 _PLAIN = "plain data (None, bool, int, float, str, bytes, list, tuple, dict)"
 #: Imports the instructor's labkit (never a ``labkit/`` folder in the submission).
@@ -89,6 +82,12 @@ class StudentProcess:
         #: This life's control group (None where the machine has none): the cells'
         #: process and every process a check spawns live in it, and die with it.
         self.group: Group | None = None
+        #: This life's network namespace, for an exercise whose code needs TCP (None
+        #: otherwise, or where the machine can make none): its processes and services
+        #: share it, and nothing else of the machine is in it.
+        self.netns: NetworkNamespace | None = None
+        self._services: NotebookServices | None = None
+        self._starter: ThreadPoolExecutor | None = None
 
     # -- life cycle -------------------------------------------------------------
 
@@ -98,7 +97,6 @@ class StudentProcess:
         Raises ``StudentGone`` when the cells never finish (hang past every cell's
         timeout, crash, or a limit that kills the process).
         """
-        
         self.stop()
         self.starts += 1
         root = str(ROOT)
@@ -107,11 +105,14 @@ class StudentProcess:
         out_r, out_w = os.pipe()
         boot = _BOOT.format(root=root, fds=(req_r, rep_w))
         self.group = self.confinement.notebook_group()
+        if self.confinement.network and netns_missing() is None:
+            self.netns = NetworkNamespace.create()
         try:
             self._proc = self.confinement.popen(
                 [sys.executable, "-I", "-B", "-c", boot],
                 self.workdir,
                 group=self.group.child("cells") if self.group else None,
+                netns=self.netns,
                 stdout=subprocess.DEVNULL if self._discard_output else out_w,
                 stderr=subprocess.STDOUT,
                 pass_fds=(req_r, rep_w),
@@ -171,6 +172,13 @@ class StudentProcess:
             self.group.remove()  # every process of this life, in any session, and its group
             self.group = None
         self.confinement.sweep()
+        self._services = None  # its processes were in the group, and are gone
+        if self._starter is not None:
+            self._starter.shutdown()
+            self._starter = None
+        if self.netns is not None:
+            self.netns.remove()
+            self.netns = None
         with contextlib.suppress(OSError):
             if self._to_student >= 0:
                 os.close(self._to_student)
@@ -182,6 +190,42 @@ class StudentProcess:
         if self._drain is not None:
             self._drain.join(5)
             self._drain = None
+
+    def services(self) -> NotebookServices | None:
+        """This notebook's own RabbitMQ and PostgreSQL (started on first use), or None
+        where the machine can make no network namespace."""
+        if self.netns is None:
+            return None
+        if self._services is None:
+            self._services = NotebookServices(self.netns, self._start_service, self.workdir)
+        return self._services
+
+    def _start_service(self, name: str, argv: list[str], env: dict[str, str]) -> Any:
+        """A service of the notebook: confined like its code, in its group and namespace,
+        with the room a server needs (``Limits.for_services``), its output in a log."""
+        log_path = self.workdir / ".labkit-services" / f"{name}.log"
+        self.confinement.hand_over(self.workdir)
+        group = self.group.child(f"service-{name}") if self.group else None
+
+        def start() -> subprocess.Popen[Any]:
+            with log_path.open("ab") as log:
+                return self.confinement.popen(
+                    argv,
+                    self.workdir,
+                    group=group,
+                    netns=self.netns,
+                    limits=self.confinement.limits.for_services(),
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+
+        # bubblewrap's --die-with-parent watches the *thread* that started it, and each
+        # check runs in a thread of its own: a service started there would die with the
+        # check. This thread lives as long as the notebook.
+        if self._starter is None:
+            self._starter = ThreadPoolExecutor(1, thread_name_prefix="notebook-services")
+        return self._starter.submit(start).result()
 
     @property
     def output_capped(self) -> bool:
@@ -274,120 +318,3 @@ class StudentProcess:
         limit = limit_of_error(types, message)
         if limit:
             self._limit(limit)
-
-
-class RemoteFunction:
-    """``ns.NAME`` for a callable definition: calling it sends the arguments as data."""
-
-    def __init__(self, ns: RemoteNamespace, name: str) -> None:
-        self._ns = ns
-        self.__name__ = name
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._ns._call(Op.CALL, self.__name__, args, kwargs)
-
-    def __repr__(self) -> str:
-        return f"<student function {self.__name__}>"
-
-
-class RemoteNamespace(Namespace):
-    """The ``Namespace`` contract over the channel: the student's code is in another process."""
-
-    def __init__(self, student: StudentProcess) -> None:
-        super().__init__({}, student.workdir)
-        self._student = student
-        self._redis: str | None = None
-
-    def redis_url(self) -> str:
-        """A Redis for this check alone, on a socket in the student's folder (see services)."""
-        if self._redis is None:
-            self._redis = private_redis(self.spawn, self.workdir)
-        return self._redis
-
-    def _call(self, op: Op, name: str, args: Any, kwargs: Any) -> Any:
-        try:
-            message = request(op, name, encode(list(args)), encode(dict(kwargs)))
-        except NotData as exc:
-            raise TypeError(f"a check passed something that is not data to {name}: {exc}") from exc
-        reply = self._student.request(message)
-        return self._value(reply, name, op == Op.HARNESS)
-
-    def _value(self, reply: dict[str, Any], name: str, harness: bool) -> Any:
-        if Reply.VALUE in reply:
-            try:
-                return decode(reply[Reply.VALUE])
-            except (NotData, ValueError, TypeError) as exc:
-                raise CheckFailed(_PLAIN, f"a malformed answer from {name} ({exc})") from None
-        if Reply.NOT_DATA in reply:
-            raise CheckFailed(
-                f"{name} to return {_PLAIN}",
-                str(reply[Reply.NOT_DATA])[:200],
-                "return numbers, strings, lists, tuples or dicts, not objects",
-            )
-        if Reply.FAILED in reply:  # a harness's verdict: it can only take points away
-            failed = reply[Reply.FAILED] if isinstance(reply[Reply.FAILED], dict) else {}
-            raise CheckFailed(
-                str(failed.get("expected", ""))[:300],
-                str(failed.get("got", ""))[:300],
-                str(failed.get("hint", ""))[:300] or None,
-            )
-        if Reply.MISSING in reply:
-            raise self._missing(str(reply.get("name") or name)[:100])
-        if Reply.RAISED in reply:
-            raise self._raised(reply[Reply.RAISED], harness)
-        raise CheckFailed("an answer from your code", f"an unexpected reply to {name}")
-
-    def _raised(self, data: Any, harness: bool) -> BaseException:
-        data = data if isinstance(data, dict) else {}
-        types = tuple(str(t) for t in data.get("types", ()) if isinstance(t, str))[:20]
-        message = str(data.get("message", ""))[:300]
-        where = str(data.get("where", ""))[:100]
-        self._student.note_raised(types, message)
-        if "NotImplementedError" in types and is_stub_text(message):
-            return NotImplementedError(message)
-        if harness and not data.get("student"):
-            return RuntimeError(f"the harness raised {types[:1] or ('an error',)[0]}: {message}")
-        return StudentRaised(types, message, where)
-
-    @staticmethod
-    def _missing(name: str) -> CheckFailed:
-        return CheckFailed(
-            f"a definition named {name!r} in the notebook",
-            "no such name",
-            f"run the cell that defines {name} (and do not rename it), then check again",
-        )
-
-    def harness(self, target: str, *args: Any, **kwargs: Any) -> Any:
-        harness_target(target)  # refused here, before anything is sent
-        return self._call(Op.HARNESS, target, args, kwargs)
-
-    def spawn(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
-        """Start ``argv`` confined like the student's process, killed after the check."""
-        student = self._student
-        cwd = Path(kwargs.pop("cwd", self.workdir))
-        student.confinement.hand_over(self.workdir)
-        # The host's pid namespace: checks signal a spawned worker's children by the pids
-        # it reports (ex08 kills one Celery pool process). Its tree still dies with the
-        # check (its session is killed) and, as root, with the notebook (its uid is swept).
-        group = student.group.child(f"spawn-{len(self._spawned)}") if student.group else None
-        proc = student.confinement.popen(argv, cwd, own_pids=False, group=group, **kwargs)
-        self._spawned.append(proc)
-        return proc
-
-    def kill(self, proc: subprocess.Popen[Any]) -> None:
-        """SIGKILL a process ``spawn`` started, with everything it started; reap it."""
-        kill_tree(proc)
-
-    def close(self) -> None:
-        for proc in self._spawned:
-            self.kill(proc)
-        self._spawned.clear()
-        self._redis = None  # it was one of them
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        reply = self._student.request(request(Op.GET, name))
-        if reply.get(Reply.CALLABLE):
-            return RemoteFunction(self, name)
-        return self._value(reply, name, False)

@@ -7,6 +7,7 @@ student process hit, so the feedback can name it.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 from dataclasses import dataclass
 
@@ -31,6 +32,13 @@ class Limits:
     #: Every process of one notebook together, and what it writes to the RAM-backed /tmp
     #: (held by the notebook's control group, where the machine has one).
     memory_total: int = 2 << 30
+
+    def for_services(self) -> Limits:
+        """The per-process limits of a server the grader starts for a notebook (a broker,
+        a database): an Erlang VM reserves gigabytes of address space and wants file
+        descriptors, and a server idles for the notebook's whole life. The notebook's own
+        limits (``memory_total``, processes) still hold for it with everything else."""
+        return dataclasses.replace(self, memory=16 << 30, open_files=4096, cpu_seconds=3600)
 
     def hit(self, what: str) -> str:
         """The feedback line for a limit: ``limit hit: used more than 1 GiB of memory``."""

@@ -1,4 +1,4 @@
-"""Services made for one check: a private Redis on a unix socket in the student's folder.
+"""Services made for one student: a Redis per check, a RabbitMQ and a PostgreSQL per notebook.
 
 Under ``labkit grade`` an exercise whose code talks to Redis (exercise 9) gets a
 ``redis-server`` of its own for each check, started like any spawned process (as the
@@ -8,6 +8,18 @@ the student's processes and the check reach by path; the student's network names
 stays empty, so no other service of the machine, and no other student's server, is in
 reach. A check's Redis starts empty and dies with the check: no key of one check, or of
 one student, is ever seen by another. Starting one costs a few milliseconds.
+
+An exercise whose code needs TCP (exercise 8: Celery on RabbitMQ, charges in
+PostgreSQL) gets ``NotebookServices`` instead: a RabbitMQ and a PostgreSQL cluster of the
+notebook's own, started on the first check that asks (``endpoint``), as the student's
+uid, in the sandbox, inside the notebook's network namespace (``netns``), at their usual
+addresses there (``127.0.0.1:5672``, ``127.0.0.1:5432``), with their files in the
+student's folder. The student's code is superuser of a database that holds only its own
+data and runs as its own uid in its own sandbox, so ``COPY ... TO PROGRAM`` or
+``pg_read_file`` reach nothing it could not reach already. They live until the notebook
+ends (its control group is killed, its namespace deleted). Booting RabbitMQ is most of
+the cost: about 10 s a notebook on two cores, PostgreSQL's ``initdb`` and start about 2 s,
+both at once.
 """
 
 from __future__ import annotations
@@ -17,11 +29,13 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from labkit.clock import SystemClock
-from labkit.grading.checks import CheckFailed
+from labkit.grading.checks import LAB_SERVICES, CheckFailed, Endpoint
+from labkit.grading.isolation.netns import NetworkNamespace
 
 #: The socket's name in the student's folder (a unix socket path must stay short).
 REDIS_SOCKET = "redis.sock"
@@ -68,3 +82,141 @@ def _answers(path: Path) -> bool:
         client.sendall(b"PING\r\n")
         return client.recv(16).startswith(b"+PONG")
     return False
+
+
+#: The notebook's services start as confined processes with this signature:
+#: ``start(name, argv, env)`` -> the process (in the notebook's group and namespace).
+StartService = Callable[[str, list[str], dict[str, str]], subprocess.Popen[Any]]
+#: Seconds a service may take to answer after it starts (RabbitMQ on a loaded machine).
+BOOT_TIMEOUT_S = 120.0
+_MACHINE = (
+    "a grading machine problem, not yours: tell your instructor (the grading log says "
+    "what the machine lacks)"
+)
+
+
+def _program(name: str, *candidates: str) -> str:
+    for candidate in candidates:
+        found = shutil.which(candidate) or (candidate if Path(candidate).exists() else None)
+        if found:
+            return found
+    raise CheckFailed(f"{name} on the grading machine", "not installed", _MACHINE)
+
+
+def _postgres_bin(tool: str) -> str:
+    versions = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{tool}"), key=lambda p: p.parts[-3])
+    return _program(f"PostgreSQL's {tool}", *(str(p) for p in reversed(versions)), tool)
+
+
+@dataclass
+class _Running:
+    endpoint: Endpoint
+    proc: subprocess.Popen[Any]
+
+
+class NotebookServices:
+    """The RabbitMQ and PostgreSQL of one notebook (see the module docstring)."""
+
+    #: The student's code reaches them where it would on a laptop (``check()``'s).
+    STUDENT_URLS = LAB_SERVICES
+    PORTS = {"rabbitmq": 5672, "postgres": 5432}
+
+    def __init__(self, netns: NetworkNamespace, start: StartService, workdir: Path) -> None:
+        self.netns = netns
+        self.start = start
+        self.folder = Path(workdir) / ".labkit-services"
+        self._running: dict[str, _Running] = {}
+
+    def endpoints(self, *names: str) -> dict[str, Endpoint]:
+        """Each named service's addresses, starting those not running yet (all at once)."""
+        unknown = [n for n in names if n not in self.PORTS]
+        if unknown:
+            raise ValueError(f"no such service {unknown[0]!r}; there are {sorted(self.PORTS)}")
+        starting = {n: self._boot(n) for n in names if n not in self._running}
+        for name, proc in starting.items():
+            self._wait(name, proc)
+            relay = self.netns.relay(self.PORTS[name])
+            url = self.STUDENT_URLS[name].replace(f":{self.PORTS[name]}/", f":{relay.port}/")
+            self._running[name] = _Running(Endpoint(self.STUDENT_URLS[name], url), proc)
+            if name == "postgres":
+                _create_database(url)
+        return {n: self._running[n].endpoint for n in names}
+
+    def _boot(self, name: str) -> subprocess.Popen[Any]:
+        home = self.folder / name
+        home.mkdir(parents=True, exist_ok=True)
+        if name == "rabbitmq":
+            return self._rabbitmq(home)
+        return self._postgres(home)
+
+    def _rabbitmq(self, home: Path) -> subprocess.Popen[Any]:
+        (home / "rabbitmq.conf").write_text("listeners.tcp.local = 127.0.0.1:5672\n")
+        (home / "enabled_plugins").write_text("[].\n")
+        env = {
+            "HOME": str(home),  # the Erlang cookie goes there
+            "RABBITMQ_CONF_ENV_FILE": "/dev/null",  # not the machine's broker settings
+            "RABBITMQ_NODENAME": "rabbit@localhost",
+            "RABBITMQ_CONFIG_FILE": str(home / "rabbitmq"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(home / "enabled_plugins"),
+            "RABBITMQ_MNESIA_BASE": str(home / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(home / "log"),
+            "RABBITMQ_PID_FILE": str(home / "rabbit.pid"),
+            "ERL_EPMD_ADDRESS": "127.0.0.1",
+        }
+        server = _program(
+            "RabbitMQ (apt-get install rabbitmq-server)",
+            "/usr/lib/rabbitmq/bin/rabbitmq-server",
+            "rabbitmq-server",
+        )
+        return self.start("rabbitmq", [server], env)
+
+    def _postgres(self, home: Path) -> subprocess.Popen[Any]:
+        data = home / "data"
+        initdb = [_postgres_bin("initdb"), "-D", str(data), "-U", "postgres", "--auth=trust"]
+        initdb += ["--no-sync", "-E", "UTF8", "--locale=C.UTF-8"]
+        made = self.start("initdb", initdb, {})
+        if made.wait(BOOT_TIMEOUT_S) != 0:
+            raise CheckFailed("the notebook's PostgreSQL to be created", "initdb failed", _MACHINE)
+        settings = {
+            "listen_addresses": "127.0.0.1",
+            "port": "5432",
+            "unix_socket_directories": "",
+            "fsync": "off",
+            "shared_buffers": "16MB",
+            "max_connections": "40",
+        }
+        argv = [_postgres_bin("postgres"), "-D", str(data)]
+        for key, value in settings.items():
+            argv += ["-c", f"{key}={value}"]
+        return self.start("postgres", argv, {})
+
+    def _wait(self, name: str, proc: subprocess.Popen[Any]) -> None:
+        clock = SystemClock()
+        deadline = clock.now() + BOOT_TIMEOUT_S
+        while clock.now() < deadline and proc.poll() is None:
+            with contextlib.suppress(OSError):
+                self.netns.connect(self.PORTS[name], timeout=1.0).close()
+                return
+            clock.sleep(0.1)
+        state = f"exited ({proc.returncode})" if proc.poll() is not None else "did not answer"
+        raise CheckFailed(
+            f"the notebook's {name} to start", f"it {state} within {BOOT_TIMEOUT_S:g} s", _MACHINE
+        )
+
+
+def _create_database(url: str) -> None:
+    """``test`` in a fresh cluster (``initdb`` makes only ``postgres``), once it accepts."""
+    import psycopg
+
+    clock = SystemClock()
+    deadline = clock.now() + BOOT_TIMEOUT_S
+    admin = url.rsplit("/", 1)[0] + "/postgres"
+    while True:
+        try:
+            with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
+                conn.execute("CREATE DATABASE test")
+            return
+        except psycopg.OperationalError:  # still starting up
+            if clock.now() > deadline:
+                raise
+            clock.sleep(0.1)

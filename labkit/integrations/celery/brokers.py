@@ -17,7 +17,8 @@ Operators use the RabbitMQ management UI or ``redis-cli`` for the same numbers.
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from urllib.parse import urlsplit
 
 #: host port and name of each service the Celery lessons use.
 SERVICES = {"rabbitmq": 5672, "redis": 6379, "postgres": 5432}
@@ -29,10 +30,16 @@ HOW_TO_START = (
 
 def missing_services(names: Iterable[str] = SERVICES, host: str = "127.0.0.1") -> list[str]:
     """The services among ``names`` that do not accept a TCP connection on their port."""
+    return unreachable({name: f"tcp://{host}:{SERVICES[name]}" for name in names})
+
+
+def unreachable(urls: Mapping[str, str]) -> list[str]:
+    """The names whose URL's host and port accept no TCP connection (``name -> URL``)."""
     down = []
-    for name in names:
+    for name, url in urls.items():
+        parts = urlsplit(url)
         try:
-            with socket.create_connection((host, SERVICES[name]), timeout=1.0):
+            with socket.create_connection((parts.hostname, parts.port), timeout=1.0):
                 pass
         except OSError:
             down.append(name)

@@ -3,10 +3,11 @@
 The student's ``%%writefile ex08_tasks.py`` cell leaves the module in their folder
 (``ns.workdir``). Each check starts real ``celery worker`` processes on it through
 ``ns.spawn`` (RabbitMQ, a fresh queue; PostgreSQL, a fresh schema with ``charges`` and
-``processed``), pauses the task at a point with ``labkit.integrations.celery.points``
-(loaded into the worker with ``--include``), SIGKILLs the pool child or the whole
-worker, lets the broker redeliver, and counts the ``charges`` rows itself. The
-student's code is never imported here: it runs only in the workers.
+``processed``; under ``labkit grade`` both are the notebook's own, ``ns.services``),
+pauses the task at a point with ``labkit.integrations.celery.points`` (loaded into the
+worker with ``--include``), SIGKILLs the pool child or the whole worker, lets the broker
+redeliver, and counts the ``charges`` rows itself. The student's code is never imported
+here: it runs only in the workers.
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ CHECKS = Checks("ex08", "a Celery task that charges once, whatever is killed", n
 MODULE = "ex08_tasks"
 TASK = "ex08.charge"
 STUB = stub_line(8)
-AMQP = "amqp://guest:guest@127.0.0.1:5672//"
-POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 #: Seconds one check may take: it starts workers and waits for Celery to notice kills.
 TIMEOUT = 120.0
 
@@ -47,22 +46,27 @@ class Ex08Run:
             )
         if STUB in source.read_text(encoding="utf-8"):
             raise stub_error(8)
-        down = brokers.missing_services(("rabbitmq", "postgres"))
+        # The student's workers and this check reach the same broker and database, by
+        # different addresses under labkit grade (the notebook's own, through relays).
+        found = ns.services("rabbitmq", "postgres")
+        down = brokers.unreachable({name: e.checker for name, e in found.items()})
         if down:
             raise CheckFailed(
-                "RabbitMQ and PostgreSQL on 127.0.0.1",
+                "RabbitMQ and PostgreSQL",
                 f"not reachable: {', '.join(down)}",
                 brokers.HOW_TO_START,
             )
+        rabbitmq, postgres = found["rabbitmq"], found["postgres"]
+        self.amqp = rabbitmq.checker
         self.ns = ns
         self.folder = Path(ns.workdir) / f".labkit-ex08-{uuid.uuid4().hex[:8]}"
         self.folder.mkdir()
-        self.config = LabConfig.new(AMQP, self.folder, postgres=POSTGRES)
+        self.config = LabConfig.new(self.amqp, self.folder, postgres=postgres.checker)
         prepare_postgres(self.config)
         self.env = {
-            "EX08_BROKER": AMQP,
+            "EX08_BROKER": rabbitmq.student,
             "EX08_QUEUE": self.config.queue,
-            "EX08_DSN": POSTGRES,
+            "EX08_DSN": postgres.student,
             "EX08_SCHEMA": self.config.schema,
             points.ENV: str(self.folder.resolve()),
             # libpq reads it: the check can find the worker's sessions in pg_stat_activity.
@@ -71,7 +75,7 @@ class Ex08Run:
         self.procs: list[harness.CeleryWorker] = []
         self.kills = Kills()
         self._pauses = 0
-        self.app = Celery(f"ex08-check-{self.config.tag}", broker=AMQP, set_as_current=False)
+        self.app = Celery(f"ex08-check-{self.config.tag}", broker=self.amqp, set_as_current=False)
 
     def worker(self, name: str = "w1") -> harness.CeleryWorker:
         proc = harness.start_worker(
@@ -143,7 +147,7 @@ class Ex08Run:
         self.kills.wait(self.procs, timeout)
 
         def idle() -> bool:
-            return brokers.amqp_depth(AMQP, self.config.queue) == 0 and quiet(
+            return brokers.amqp_depth(self.amqp, self.config.queue) == 0 and quiet(
                 self.folder, self.procs
             )
 
@@ -162,6 +166,7 @@ class Ex08Run:
     def close(self) -> None:
         for proc in self.procs:
             proc.close()
+        self.app.close()  # its pooled broker connection
         cleanup(self.config)
         # Logs, markers and the runs log: the check has read what it needed.
         shutil.rmtree(self.folder, ignore_errors=True)
