@@ -252,7 +252,14 @@ def _shed_threads(channel: tuple[int, ...]) -> None:
     every thread of the original at once; the original's pid, which the grader and the
     sandbox watch, stays alive as the waiter until the copy ends.
     """
-    child = os.fork()
+    for _ in range(20):
+        try:
+            child = os.fork()
+            break
+        except BlockingIOError:  # the cells used up the process limit: clear it, retry
+            _stop_strays()
+    else:
+        raise OSError("could not fork a single-threaded copy: the process limit stays full")
     if child == 0:
         return
     for fd in channel:  # the copy holds the channel; the waiter must not keep it open
@@ -314,8 +321,9 @@ def main(requests: int, replies: int) -> None:
         os._exit(0)
     isolated = bool(start.get("isolated"))
     if isolated:
+        _stop_strays()  # first: the fork below needs room under the process limit
         _shed_threads((requests, replies))
-        _stop_strays()
+        _stop_strays()  # what a cell's thread started meanwhile
     write(replies, reply(Reply.READY, notes=notes, errors=errors))
     while True:
         request = reader.read()
