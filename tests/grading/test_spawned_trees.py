@@ -11,6 +11,7 @@ real spawned processes; they need root and control groups (CI has both).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from labkit.grading.checks import Namespace
 from labkit.grading.isolation.confine import Confinement
 from labkit.grading.isolation.grader_side import StudentProcess
 from labkit.grading.isolation.limits import Limits
+from labkit.integrations.celery.proctree import host_pids
 
 CONFINED = Confinement.detect(Limits(cpu_seconds=60, memory_total=384 << 20))
 pytestmark = pytest.mark.skipif(
@@ -35,7 +37,7 @@ import os, sys, time
 if os.fork() == 0:
     os.setsid()
     with open("started", "w") as fh:
-        fh.write(str(os.getpid()))
+        fh.write(f"{os.getpid()} {os.readlink('/proc/self/ns/pid')}")
     time.sleep(5.0)
     open("finished", "w").write("the job ran to its end")
     sys.exit(0)
@@ -60,6 +62,13 @@ def _wait_for(path: Path, seconds: float) -> bool:
     return path.exists()
 
 
+def _started(work: Path) -> int:
+    """The hidden grandchild's pid as the test sees it: it ran in a pid namespace of its own."""
+    pid, ns = (work / "started").read_text().split()
+    assert ns != os.readlink("/proc/self/ns/pid"), "the spawned process shares our pid namespace"
+    return host_pids({(ns, int(pid))})[(ns, int(pid))]
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -77,7 +86,7 @@ def test_a_killed_consumer_does_not_finish_its_job_through_a_hidden_grandchild(
     def body(ns: Namespace) -> int:
         proc = ns.spawn([sys.executable, "hiding.py"])
         assert _wait_for(work / "started", 30), "the grandchild never started"
-        grandchild = int((work / "started").read_text())
+        grandchild = _started(work)
         assert _alive(grandchild)  # the job is running in its own session
         ns.kill(proc)
         return grandchild
@@ -97,7 +106,7 @@ def test_processes_a_check_started_die_with_its_end_even_unkilled(
     def body(ns: Namespace) -> int:
         ns.spawn([sys.executable, "hiding.py"])
         assert _wait_for(work / "started", 30), "the grandchild never started"
-        return int((work / "started").read_text())
+        return _started(work)
 
     grandchild = in_a_check(student, body)  # the check ends without killing anything
     assert isinstance(grandchild, int)
@@ -152,3 +161,25 @@ def test_a_spawned_process_printing_hundreds_of_mib_costs_the_grader_a_capped_bu
     assert err == "done"  # it ran to its end: all 300 MiB went through the pipe
     assert kept == CONFINED.limits.output  # the first 4 MiB kept, the rest dropped
     assert grown_mib < 100, f"the grader grew by {grown_mib:.0f} MiB reading it"
+
+
+def test_a_spawned_process_sees_its_own_tree_not_the_hosts_processes(
+    student: StudentProcess,
+) -> None:
+    import subprocess
+
+    count = (
+        "import os; print(len([p for p in os.listdir('/proc') if p.isdigit()]), "
+        "os.readlink('/proc/self/ns/pid'))"
+    )
+
+    def body(ns: Namespace) -> str:
+        proc = ns.spawn([sys.executable, "-c", count], stdout=subprocess.PIPE)
+        out, _ = proc.communicate(timeout=30)
+        return out.decode()
+
+    seen, namespace = str(in_a_check(student, body)).split()
+    host = len([p for p in os.listdir("/proc") if p.isdigit()])
+    assert host > 20  # the machine runs many: the grader, the services, this test
+    assert int(seen) <= 3, f"a spawned process saw {seen} processes"  # bwrap's init and itself
+    assert namespace != os.readlink("/proc/self/ns/pid")

@@ -129,12 +129,12 @@ class RemoteNamespace(Namespace):
         student = self._student
         cwd = Path(kwargs.pop("cwd", self.workdir))
         student.confinement.hand_over(self.workdir)
-        # The host's pid namespace: checks signal a spawned worker's children by the pids
-        # it reports (ex08 kills one Celery pool process). Its tree still dies with the
-        # check (its session is killed) and, as root, with the notebook (its uid is swept).
+        # A pid namespace of its own: it sees only its own tree, not the host's processes
+        # (the grader's command line, other students' consumers). The pids it reports are
+        # inner numbers; the Celery harness looks them up (proctree.host_pids).
         group = student.group.child(f"spawn-{len(self._spawned)}") if student.group else None
         proc = student.confinement.popen(
-            argv, cwd, own_pids=False, group=group, netns=student.netns, **kwargs
+            argv, cwd, own_pids=True, group=group, netns=student.netns, **kwargs
         )
         self._spawned.append(proc)
         return proc

@@ -31,7 +31,7 @@ from typing import Any
 
 from celery.signals import task_postrun, task_prerun, worker_process_init
 
-from labkit.integrations.celery.proctree import die_with_parent, wait_until
+from labkit.integrations.celery.proctree import die_with_parent, host_pids, pid_namespace, wait_until
 
 #: The environment variable naming the folder that holds the plan and the markers.
 ENV = "LABKIT_PAUSE_DIR"
@@ -74,10 +74,32 @@ def _task_id() -> str:
     return str(getattr(request, "id", None) or "-")
 
 
+def _here() -> str:
+    """This process as the lab's logs name it: its pid and its pid namespace."""
+    return f"{os.getpid()} {pid_namespace() or '-'}"
+
+
+def _translate(entries: list[tuple[int, str]]) -> list[int]:
+    """Pids written as ``(pid, namespace)`` inside a worker, as this process sees them.
+
+    Outside any pid namespace of its own (a lesson) each is the same number. Inside one
+    (a worker the grader spawned) the live process is looked up; a process that is gone
+    reads as -1, which no process is.
+    """
+    wanted = {(ns, pid) for pid, ns in entries if ns not in ("-", pid_namespace())}
+    found = host_pids(wanted)
+    return [pid if (ns, pid) not in wanted else found.get((ns, pid), -1) for pid, ns in entries]
+
+
 def paused(folder: str | Path, point: str, label: str) -> tuple[int, str]:
-    """``(pid, task id)`` of the task paused at ``point`` under plan ``label``."""
-    pid, task_id = marker(folder, point, label).read_text().split()
-    return int(pid), task_id
+    """``(pid, task id)`` of the task paused at ``point`` under plan ``label``.
+
+    The pid as this process sees it (-1 if that process is gone)."""
+    pid, ns, task_id = (marker(folder, point, label).read_text().split() + ["-"])[:3]
+    if task_id == "-" and not ns.startswith("pid:"):  # written without a namespace
+        ns, task_id = "-", ns
+    [host] = _translate([(int(pid), ns)])
+    return host, task_id
 
 
 def checkpoint(point: str) -> None:
@@ -98,7 +120,7 @@ def checkpoint(point: str) -> None:
         return  # someone stopped here already: this is the redelivery, run through
     # Synced before waiting: the marker is the lab's proof that the kill fell here, and
     # says which process to kill and which task it was running.
-    os.write(fd, f"{os.getpid()} {_task_id()}\n".encode())
+    os.write(fd, f"{_here()} {_task_id()}\n".encode())
     os.fsync(fd)
     os.close(fd)
     threading.Event().wait(HOLD_S)
@@ -113,18 +135,26 @@ def _record(event: str, task_id: object) -> None:
     if folder:
         # One short O_APPEND write per line: lines from several children never interleave.
         with open(Path(folder) / RUNS, "a", encoding="utf-8") as fh:
-            fh.write(f"{event} {task_id} {os.getpid()} {os.getppid()}\n")
+            fh.write(f"{event} {task_id} {_here()} {os.getppid()}\n")
 
 
 def runs(folder: str | Path) -> list[tuple[str, str, int, int]]:
-    """The runs log: ``(event, task id, pid, parent pid)`` per line, in order."""
+    """The runs log: ``(event, task id, pid, parent pid)`` per line, in order.
+
+    Pids as this process sees them (``_translate``: a worker in a pid namespace of its
+    own writes its inner numbers; the parent is in the same namespace)."""
     path = Path(folder) / RUNS
     text = path.read_text(encoding="utf-8") if path.exists() else ""
-    found = []
+    rows = []
     for line in text.splitlines():
-        event, task_id, pid, ppid = line.split()
-        found.append((event, task_id, int(pid), int(ppid)))
-    return found
+        fields = line.split()
+        if len(fields) == 4:  # written without a namespace
+            fields.insert(3, "-")
+        event, task_id, pid, ns, ppid = fields
+        rows.append((event, task_id, int(pid), ns, int(ppid)))
+    pids = _translate([(pid, ns) for _, _, pid, ns, _ in rows])
+    parents = _translate([(ppid, ns) for _, _, _, ns, ppid in rows])
+    return [(r[0], r[1], pid, ppid) for r, pid, ppid in zip(rows, pids, parents, strict=True)]
 
 
 def running(folder: str | Path, alive: Any) -> list[str]:
