@@ -48,6 +48,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
         cpu_seconds=args.cpu_seconds,
         output=args.max_output_kib << 10,
         memory_total=args.memory_total_mib << 20,
+        disk=args.disk_mib << 20,
     )
     confinement = Confinement.detect(limits, network=args.network, sandbox=not args.no_sandbox)
     refused = None if args.no_sandbox else confinement.refusal()
@@ -167,7 +168,16 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="memory of all of one notebook's processes and its /tmp together (control groups)",
     )
     p.add_argument(
-        "--network", action="store_true", help="let student code reach the network (services)"
+        "--disk-mib",
+        type=count,
+        default=limits.disk >> 20,
+        help="files one notebook may write in its folder, together (as root: a tmpfs)",
+    )
+    p.add_argument(
+        "--network",
+        action="store_true",
+        help="give student code a network: a namespace of its own per notebook (as root), "
+        "else the machine's",
     )
     p.add_argument(
         "--no-sandbox",

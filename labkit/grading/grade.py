@@ -45,6 +45,7 @@ from labkit.grading.gradebook import (
     write_gradebook,
     write_totals,
 )
+from labkit.grading.isolation import disk
 from labkit.grading.isolation.confine import Confinement
 from labkit.grading.isolation.grader_side import StudentGone, StudentProcess
 from labkit.grading.isolation.remote import RemoteNamespace
@@ -152,6 +153,7 @@ def grade_notebook(
         workdir = _fresh_folder(base, notebook, settings.confinement)
         _run(result, checks, cells, workdir, settings)
     finally:
+        disk.unmount(base / "student" / "work")
         shutil.rmtree(base, ignore_errors=True)
     return result
 
@@ -164,6 +166,7 @@ def _fresh_folder(base: Path, notebook: Path, confinement: Confinement) -> Path:
     own.mkdir(mode=0o711)
     workdir = own / "work"
     workdir.mkdir(mode=0o700)
+    disk.mount(workdir, confinement.limits.disk)  # as root: a folder of capped size
     shutil.copyfile(notebook, workdir / notebook.name)
     confinement.hand_over(workdir)
     return workdir

@@ -42,7 +42,7 @@ ISOLATED = pytest.mark.skipif(
     reason="needs root (own uid per student) or bubblewrap: " + CONFINEMENT.describe(),
 )
 #: Attacks that only a confinement stops: graded only where there is one.
-NEEDS_ISOLATION = {"reader", "vandal", "killer", "ghost", "forker"}
+NEEDS_ISOLATION = {"reader", "vandal", "killer", "ghost", "forker", "filler", "tmpfiller", "crowd"}
 REFUSED = CONFINEMENT.refusal()
 #: Exercise 1's public checks and harness: the vandal tries to rewrite and add to them.
 CHECKS_DIR = ROOT / "labkit" / "grading" / "exercises" / "ex01"
@@ -170,6 +170,43 @@ def _attacks(class_root: Path) -> dict[str, tuple[str, str]]:
         ),
         # two gigabytes of memory
         "hog": ("reference", "hog = bytearray(2 << 30)"),
+        # fill the disk: files in its own folder until the disk limit, then tidy up
+        "filler": (
+            "reference",
+            """
+            import os
+            made = []
+            try:
+                for i in range(40):  # 2.4 GB, past the 512 MiB a notebook may write
+                    made.append(f"fill-{i}.bin")
+                    with open(made[-1], "wb") as fh:
+                        fh.write(b"x" * (60 << 20))
+            finally:
+                for name in made:
+                    if os.path.exists(name):
+                        os.remove(name)
+            """,
+        ),
+        # fill the RAM-backed /tmp past the notebook's memory
+        "tmpfiller": (
+            "reference",
+            """
+            import os
+            for i in range(50):  # 3 GB, in files under the 64 MiB a file may have
+                with open(f"/tmp/fill-{i}.bin", "wb") as fh:
+                    fh.write(b"x" * (60 << 20))
+            """,
+        ),
+        # three processes of 900 MiB: each under the per-process limit, 2.7 GB together
+        "crowd": (
+            "reference",
+            """
+            import subprocess, sys
+            hog = "import time; b = b'x' * (900 << 20); time.sleep(20)"
+            crowd = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(3)]
+            codes = [p.wait() for p in crowd]
+            """,
+        ),
         # many processes
         "forker": (
             "reference",
@@ -378,6 +415,30 @@ def test_two_gigabytes_of_memory_are_refused_and_reported(graded) -> None:  # ty
     assert row["status"] == "limit hit"
     assert "limit hit: used more than 1 GiB of memory" in row["note"]
     assert _score(graded, "hog") == _score(graded, "ana")
+
+
+@ISOLATED
+def test_filling_the_disk_is_stopped_at_the_notebooks_share_and_reported(graded) -> None:  # type: ignore[no-untyped-def]
+    row = graded["rows"]["filler"]
+    assert row["status"] == "limit hit", row
+    assert "limit hit: wrote more than 512 MiB of files in its folder" in row["note"]
+    assert _score(graded, "filler") == _score(graded, "ana")
+
+
+@ISOLATED
+def test_filling_tmp_counts_in_the_notebooks_memory(graded) -> None:  # type: ignore[no-untyped-def]
+    row = graded["rows"]["tmpfiller"]
+    assert row["status"] == "limit hit", row
+    assert "limit hit: used more than 2 GiB of memory together" in row["note"]
+    assert _score(graded, "tmpfiller") <= _score(graded, "ana")
+
+
+@ISOLATED
+def test_many_large_processes_are_limited_together(graded) -> None:  # type: ignore[no-untyped-def]
+    row = graded["rows"]["crowd"]
+    assert row["status"] == "limit hit", row
+    assert "limit hit: used more than 2 GiB of memory together" in row["note"]
+    assert _score(graded, "crowd") == _score(graded, "ana")
 
 
 @ISOLATED

@@ -21,6 +21,7 @@ from typing import Any
 
 from labkit.grading.checks import CheckFailed
 from labkit.grading.course import ROOT
+from labkit.grading.isolation import disk
 from labkit.grading.isolation.cgroups import Group
 from labkit.grading.isolation.channel import (
     ChannelClosed,
@@ -166,6 +167,8 @@ class StudentProcess:
             if limit:
                 self._limit(limit)
             self._proc = None
+        if disk.full(self.workdir):
+            self._limit("disk")
         if self.group is not None:
             for limit in self.group.hits():
                 self._limit(limit)

@@ -32,6 +32,9 @@ class Limits:
     #: Every process of one notebook together, and what it writes to the RAM-backed /tmp
     #: (held by the notebook's control group, where the machine has one).
     memory_total: int = 2 << 30
+    #: What one notebook's files in its folder may take together (as root: a tmpfs
+    #: of this size, ``labkit.grading.isolation.disk``).
+    disk: int = 512 << 20
 
     def for_services(self) -> Limits:
         """The per-process limits of a server the grader starts for a notebook (a broker,
@@ -51,6 +54,7 @@ class Limits:
             "output": f"printed more than {_size(self.output)}; the rest was not read",
             "memory_total": f"used more than {_size(self.memory_total)} of memory together "
             "(every process of the notebook, and its files in /tmp)",
+            "disk": f"wrote more than {_size(self.disk)} of files in its folder",
         }[what]
         return f"limit hit: {text}"
 
@@ -59,7 +63,7 @@ class Limits:
             f"memory {_size(self.memory)}, {self.processes} processes, "
             f"{self.open_files} open files, files up to {_size(self.file_size)}, "
             f"{self.cpu_seconds} s CPU, output {_size(self.output)}, "
-            f"{_size(self.memory_total)} per notebook"
+            f"{_size(self.memory_total)} per notebook, files {_size(self.disk)} per notebook"
         )
 
 
@@ -72,6 +76,8 @@ def limit_of_error(type_names: tuple[str, ...] | list[str], message: str) -> str
             return "open_files"
         if message.startswith("[Errno 27]"):
             return "file_size"
+        if message.startswith("[Errno 28]"):
+            return "disk"
         if "BlockingIOError" in type_names and message.startswith("[Errno 11]"):
             return "processes"
     return None

@@ -31,7 +31,12 @@ from typing import Any
 
 from celery.signals import task_postrun, task_prerun, worker_process_init
 
-from labkit.integrations.celery.proctree import die_with_parent, host_pids, pid_namespace, wait_until
+from labkit.integrations.celery.proctree import (
+    die_with_parent,
+    host_pids,
+    pid_namespace,
+    wait_until,
+)
 
 #: The environment variable naming the folder that holds the plan and the markers.
 ENV = "LABKIT_PAUSE_DIR"
