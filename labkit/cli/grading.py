@@ -49,6 +49,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
         output=args.max_output_kib << 10,
         memory_total=args.memory_total_mib << 20,
         disk=args.disk_mib << 20,
+        cpu_total=args.cpu_total_s,
     )
     confinement = Confinement.detect(limits, network=args.network, sandbox=not args.no_sandbox)
     refused = None if args.no_sandbox else confinement.refusal()
@@ -166,6 +167,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         type=count,
         default=limits.memory_total >> 20,
         help="memory of all of one notebook's processes and its /tmp together (control groups)",
+    )
+    p.add_argument(
+        "--cpu-total-s",
+        type=count,
+        default=limits.cpu_total,
+        help="CPU seconds of all of one notebook's processes together (control groups)",
     )
     p.add_argument(
         "--disk-mib",

@@ -20,10 +20,11 @@ import pytest
 from gradingkit import confined_student, in_a_check
 
 from labkit.clock import SystemClock
-from labkit.grading.checks import Namespace
+from labkit.grading.checks import Check, Namespace, run_check
 from labkit.grading.isolation.confine import Confinement
-from labkit.grading.isolation.grader_side import StudentProcess
+from labkit.grading.isolation.grader_side import StudentGone, StudentProcess
 from labkit.grading.isolation.limits import Limits
+from labkit.grading.isolation.remote import RemoteNamespace
 from labkit.integrations.celery.proctree import host_pids
 
 CONFINED = Confinement.detect(Limits(cpu_seconds=60, memory_total=384 << 20))
@@ -183,3 +184,41 @@ def test_a_spawned_process_sees_its_own_tree_not_the_hosts_processes(
     assert host > 20  # the machine runs many: the grader, the services, this test
     assert int(seen) <= 3, f"a spawned process saw {seen} processes"  # bwrap's init and itself
     assert namespace != os.readlink("/proc/self/ns/pid")
+
+
+def test_cpu_is_counted_for_the_notebook_as_a_whole(tmp_path: Path) -> None:
+    """Two busy processes, each far under the per-process CPU limit, pass the notebook's."""
+    import dataclasses
+
+    limits = dataclasses.replace(CONFINED.limits, cpu_total=3)
+    confined = dataclasses.replace(CONFINED, limits=limits)
+    assert confined.groups is not None
+    probe = confined.groups.group("probe-cpu")
+    counted = probe.cpu_seconds() is not None
+    probe.remove()
+    if not counted:
+        pytest.skip("this machine's control groups do not count CPU time")
+    busy = "while True:\n    pass\n"
+    with confined_student(tmp_path, confined) as student:
+        (student.workdir / "busy.py").write_text(busy)
+
+        def body(ns: Namespace) -> list[int | None]:
+            procs = [ns.spawn([sys.executable, "busy.py"]) for _ in range(2)]
+            clock = SystemClock()
+            deadline = clock.now() + 30  # 3 CPU seconds on two cores: about 1.5 s
+            while clock.now() < deadline and any(p.poll() is None for p in procs):
+                clock.sleep(0.1)
+            return [p.poll() for p in procs]
+
+        box: dict[str, object] = {}
+        student.begin_check()
+        run_check(
+            Check("busy", 1, "", lambda ns: box.update(codes=body(ns)), timeout=60),
+            RemoteNamespace(student),
+        )
+        # The whole notebook's group was killed, the cells' process with it.
+        with pytest.raises(StudentGone):
+            student.end_check()
+        assert box["codes"] == [-9, -9], box  # killed by the notebook's CPU budget...
+        assert limits.hit("cpu_total") in student.limits_hit  # ...and named for it
+        assert limits.cpu_seconds > 3  # no single process reached its own limit

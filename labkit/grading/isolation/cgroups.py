@@ -7,8 +7,9 @@ process that runs its cells, and every process a check spawns for it, join their
 sub-group before they exec (``join_argv``), and a check that kills a spawned consumer
 kills that sub-group, with whatever the consumer started. The notebook's group carries
 the per-student limits (``Limits.memory_total``: every process of the notebook and the
-files it writes to the RAM-backed ``/tmp``, together; ``Limits.processes``), and at the
-end of the notebook it is killed whole and removed.
+files it writes to the RAM-backed ``/tmp``, together; ``Limits.processes``), counts the
+CPU time they use together (``cpu_seconds``, which the grader holds to
+``Limits.cpu_total``), and at the end of the notebook it is killed whole and removed.
 
 cgroup v2 is used where the unified hierarchy offers the ``memory`` and ``pids``
 controllers; else cgroup v1's ``memory``, ``pids`` and ``freezer`` hierarchies, each group
@@ -33,6 +34,8 @@ from labkit.clock import SystemClock
 
 MOUNT = Path("/sys/fs/cgroup")
 V1 = ("memory", "pids", "freezer")
+#: Used where the machine has it: the CPU time a notebook's processes used together.
+V1_OPTIONAL = ("cpuacct",)
 _names = itertools.count()
 
 #: Runs as root between the grader and the sandbox: joins the groups, then becomes argv.
@@ -66,6 +69,10 @@ def detect() -> Hierarchy | None:
                 return Hierarchy.make(2, {"": unified})
     roots = {c: MOUNT / c / _own_path(c).lstrip("/") for c in V1}
     if all((root / "cgroup.procs").exists() for root in roots.values()):
+        for extra in V1_OPTIONAL:
+            root = MOUNT / extra / _own_path(extra).lstrip("/")
+            if (root / "cgroup.procs").exists():
+                roots[extra] = root
         return Hierarchy.make(1, roots)
     return None
 
@@ -145,6 +152,16 @@ class Group:
         elif int(self._read("memory", "memory.failcnt") or 0) > 0:
             found.append("memory_total")
         return found
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time every process of the group used so far, together; None if not counted."""
+        if self.version == 2:
+            stat = self._events("", "cpu.stat")
+            return stat["usage_usec"] / 1e6 if "usage_usec" in stat else None
+        if "cpuacct" not in self.paths:
+            return None
+        used = self._read("cpuacct", "cpuacct.usage").strip()
+        return int(used) / 1e9 if used.isdigit() else None
 
     def pids(self) -> list[int]:
         """Every process in this group and its sub-groups."""

@@ -89,6 +89,10 @@ class StudentProcess:
         self.netns: NetworkNamespace | None = None
         self._services: NotebookServices | None = None
         self._starter: ThreadPoolExecutor | None = None
+        #: CPU seconds the notebook's earlier lives used (``Limits.cpu_total`` is per
+        #: notebook), and the event that ends this life's CPU watch.
+        self._cpu_before = 0.0
+        self._watching = threading.Event()
 
     # -- life cycle -------------------------------------------------------------
 
@@ -106,6 +110,11 @@ class StudentProcess:
         out_r, out_w = os.pipe()
         boot = _BOOT.format(root=root, fds=(req_r, rep_w))
         self.group = self.confinement.notebook_group()
+        if self.group is not None:
+            self._watching = threading.Event()
+            threading.Thread(
+                target=self._watch_cpu, args=(self.group, self._watching), daemon=True
+            ).start()
         if self.confinement.network and netns_missing() is None:
             self.netns = NetworkNamespace.create()
         try:
@@ -170,6 +179,8 @@ class StudentProcess:
         if disk.full(self.workdir):
             self._limit("disk")
         if self.group is not None:
+            self._watching.set()
+            self._cpu_before += self.group.cpu_seconds() or 0.0
             for limit in self.group.hits():
                 self._limit(limit)
             self.group.remove()  # every process of this life, in any session, and its group
@@ -193,6 +204,18 @@ class StudentProcess:
         if self._drain is not None:
             self._drain.join(5)
             self._drain = None
+
+    def _watch_cpu(self, group: Group, stop: threading.Event) -> None:
+        """Kill the life's group once the notebook's processes used ``cpu_total`` together."""
+        budget = self.confinement.limits.cpu_total
+        while not stop.wait(0.5):
+            used = group.cpu_seconds()
+            if used is None:
+                return  # this machine does not count it
+            if self._cpu_before + used > budget:
+                self._limit("cpu_total")
+                group.kill()
+                return
 
     def services(self) -> NotebookServices | None:
         """This notebook's own RabbitMQ and PostgreSQL (started on first use), or None

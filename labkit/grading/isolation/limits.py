@@ -35,6 +35,9 @@ class Limits:
     #: What one notebook's files in its folder may take together (as root: a tmpfs
     #: of this size, ``labkit.grading.isolation.disk``).
     disk: int = 512 << 20
+    #: CPU seconds of every process of one notebook together (its control group), over
+    #: all its checks; ``cpu_seconds`` stays the cap of each process.
+    cpu_total: int = 600
 
     def for_services(self) -> Limits:
         """The per-process limits of a server the grader starts for a notebook (a broker,
@@ -55,6 +58,8 @@ class Limits:
             "memory_total": f"used more than {_size(self.memory_total)} of memory together "
             "(every process of the notebook, and its files in /tmp)",
             "disk": f"wrote more than {_size(self.disk)} of files in its folder",
+            "cpu_total": f"used more than {self.cpu_total} s of CPU time together "
+            "(every process of the notebook)",
         }[what]
         return f"limit hit: {text}"
 
@@ -63,7 +68,8 @@ class Limits:
             f"memory {_size(self.memory)}, {self.processes} processes, "
             f"{self.open_files} open files, files up to {_size(self.file_size)}, "
             f"{self.cpu_seconds} s CPU, output {_size(self.output)}, "
-            f"{_size(self.memory_total)} per notebook, files {_size(self.disk)} per notebook"
+            f"{_size(self.memory_total)}, {self.cpu_total} s CPU and {_size(self.disk)} of "
+            "files per notebook"
         )
 
 
