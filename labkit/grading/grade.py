@@ -337,6 +337,10 @@ def grade_folder(
     total = len(tasks)
     jobs = max(1, min(jobs or os.cpu_count() or 1, total))
     progress(settings.confinement.describe())
+    networked = [e for e in exercises if catalog.public(e).network]
+    if networked and not settings.confinement.network:
+        shared = dataclasses.replace(settings.confinement, network=True)
+        progress(f"{', '.join(networked)}: student code needs TCP: {shared.network_words()}")
     progress(
         f"grading {len(students)} student(s) x {len(exercises)} exercise(s) = {total} "
         f"notebooks, {jobs} at a time, into {run_dir}"

@@ -45,9 +45,9 @@ pytestmark = [
 ATTACK = """
 import json, os, socket, sys
 import psycopg
-marker, hidden, tag = sys.argv[1:4]
+marker, hidden, tag, relay = sys.argv[1:5]
 seen = {}
-for port in (5432, 5672, 6379, 15672):
+for port in (5432, 5672, 6379, 15672, int(relay)):
     try:
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
         seen[port] = True
@@ -97,14 +97,16 @@ def test_the_students_code_reaches_its_own_services_and_nothing_of_the_machine(
         found = ns.services("rabbitmq", "postgres")
         assert found["postgres"].student == "postgresql://postgres@127.0.0.1:5432/test"
         assert found["postgres"].checker != found["postgres"].student  # a relay
+        relay = found["postgres"].checker.split(":")[-1].split("/")[0]  # the check's way in
         proc = ns.spawn(
-            [sys.executable, "attack.py", str(marker), str(hidden), tag],
+            [sys.executable, "attack.py", str(marker), str(hidden), tag, relay],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
         seen: dict[str, object] = json.loads(out)
+        seen["relay"] = seen.pop(relay)
         # The check reaches the same database through its relay and sees the table.
         with psycopg.connect(found["postgres"].checker) as conn:
             seen["checker_sees"] = conn.execute(
@@ -117,6 +119,7 @@ def test_the_students_code_reaches_its_own_services_and_nothing_of_the_machine(
     # Its own broker and database answer at the usual ports; nothing else listens there.
     assert seen["5432"] is True and seen["5672"] is True
     assert seen["6379"] is False and seen["15672"] is False
+    assert seen["relay"] is False  # the check's relay, on the host's loopback, is not its
     socket.create_connection(("127.0.0.1", 6379), timeout=2).close()  # yet the machine's is up
     assert str(seen["data_directory"]).startswith(str(student.workdir))
     assert seen["checker_sees"] == 1

@@ -190,14 +190,7 @@ class Confinement:
         else:
             parts.append("as the grader's user (not root: no uid of its own)")
         if self.bwrap:
-            net = "no network"
-            if self.network:
-                why_not = netns_missing()
-                net = (
-                    "a network namespace of its own per notebook, with its own services"
-                    if why_not is None
-                    else f"network shared: {why_not}"
-                )
+            net = self.network_words()
             parts.append(f"in bubblewrap ({net}, read-only system, private /tmp)")
         else:
             parts.append("without a sandbox (install bubblewrap on Linux for one)")
@@ -205,6 +198,15 @@ class Confinement:
             parts.append(f"in a control group per notebook (cgroup v{self.groups.version})")
         text = "student code runs " + ", ".join(parts) + f"; limits: {self.limits.summary()}"
         return text + (f" ({self.fallback.strip('; ')})" if self.fallback else "")
+
+    def network_words(self) -> str:
+        """What the network of student code is, for the grading log."""
+        if not self.network:
+            return "no network"
+        why_not = netns_missing()
+        if why_not is None:
+            return "a network namespace of its own per notebook, with its own services"
+        return f"the machine's network, shared ({why_not})"
 
     def uid(self) -> int | None:
         """The uid student code runs as (None when it keeps the grader's uid)."""
