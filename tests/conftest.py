@@ -63,6 +63,14 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Long files first: `make test` hands whole files to its workers (--dist loadfile), so
+    # a long file that starts last sets the end of the run while the others idle.
+    long_files = {
+        item.path
+        for item in items
+        if item.get_closest_marker("slow") or item.path.suffix == ".ipynb"
+    }
+    items.sort(key=lambda item: item.path not in long_files)  # stable: order kept within
     if config.getoption("--soak"):
         return
     skip = pytest.mark.skip(reason="soak test: run with `make soak` (pytest --soak)")
