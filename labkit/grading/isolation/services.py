@@ -29,7 +29,6 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,14 +103,10 @@ def _program(name: str, *candidates: str) -> str:
 
 
 def _postgres_bin(tool: str) -> str:
-    versions = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{tool}"), key=lambda p: p.parts[-3])
-    return _program(f"PostgreSQL's {tool}", *(str(p) for p in reversed(versions)), tool)
-
-
-@dataclass
-class _Running:
-    endpoint: Endpoint
-    proc: subprocess.Popen[Any]
+    """The newest installed PostgreSQL's ``tool`` (Debian keeps them off PATH, by version)."""
+    found = Path("/usr/lib/postgresql").glob(f"*/bin/{tool}")
+    newest = sorted(found, key=lambda p: [int(x) for x in p.parts[-3].split(".") if x.isdigit()])
+    return _program(f"PostgreSQL's {tool}", *(str(p) for p in reversed(newest)), tool)
 
 
 class NotebookServices:
@@ -125,7 +120,7 @@ class NotebookServices:
         self.netns = netns
         self.start = start
         self.folder = Path(workdir) / ".labkit-services"
-        self._running: dict[str, _Running] = {}
+        self._running: dict[str, Endpoint] = {}
 
     def endpoints(self, *names: str) -> dict[str, Endpoint]:
         """Each named service's addresses, starting those not running yet (all at once)."""
@@ -137,10 +132,10 @@ class NotebookServices:
             self._wait(name, proc)
             relay = self.netns.relay(self.PORTS[name])
             url = self.STUDENT_URLS[name].replace(f":{self.PORTS[name]}/", f":{relay.port}/")
-            self._running[name] = _Running(Endpoint(self.STUDENT_URLS[name], url), proc)
             if name == "postgres":
                 _create_database(url)
-        return {n: self._running[n].endpoint for n in names}
+            self._running[name] = Endpoint(self.STUDENT_URLS[name], url)
+        return {n: self._running[n] for n in names}
 
     def _boot(self, name: str) -> subprocess.Popen[Any]:
         home = self.folder / name
