@@ -39,7 +39,6 @@ from labkit.grading.isolation.netns import available as netns_missing
 from labkit.grading.isolation.processes import kill_tree
 from labkit.grading.isolation.services import NotebookServices
 
-_PLAIN = "plain data (None, bool, int, float, str, bytes, list, tuple, dict)"
 #: Imports the instructor's labkit (never a ``labkit/`` folder in the submission).
 _BOOT = (
     "import sys; sys.path.insert(0, {root!r}); "
@@ -116,7 +115,13 @@ class StudentProcess:
                 target=self._watch_cpu, args=(self.group, self._watching), daemon=True
             ).start()
         if self.confinement.network and netns_missing() is None:
-            self.netns = NetworkNamespace.create()
+            try:
+                self.netns = NetworkNamespace.create()
+            except OSError as exc:  # never fall back to the machine's network silently
+                raise StudentGone(
+                    f"the grading machine could not make this notebook's network ({exc}); "
+                    "a grading machine problem, not yours"
+                ) from exc
         try:
             self._proc = self.confinement.popen(
                 [sys.executable, "-I", "-B", "-c", boot],
