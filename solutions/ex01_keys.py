@@ -73,6 +73,12 @@ def accept(seen: dict, key: str, payload: dict) -> bool:
 
 # %% [markdown]
 # ## Check your work
+#
+# Checks marked *severe* catch a mistake that loses or duplicates an effect, lets two
+# holders run, shows one owner's data to another or never runs a retried job again:
+# failing one caps the exercise's score at half. Here: `key_is_stable`,
+# `key_ignores_the_clock`, `key_is_the_same_in_another_process`,
+# `accept_new_then_repeat`, `accept_conflict`, and hidden ones the grader runs.
 
 # %%
 from labkit.grading import check

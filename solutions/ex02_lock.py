@@ -55,6 +55,12 @@ def single_instance(path):
 
 # %% [markdown]
 # ## Check your work
+#
+# Checks marked *severe* catch a mistake that loses or duplicates an effect, lets two
+# holders run, shows one owner's data to another or never runs a retried job again:
+# failing one caps the exercise's score at half. Here: `second_holder_is_refused`,
+# `released_after_exit`, `released_on_error`, `survives_holder_kill_9`,
+# `two_instances_started_together`, `refusal_leaves_the_lock_alone`.
 
 # %%
 from labkit.grading import check

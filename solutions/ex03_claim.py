@@ -76,6 +76,13 @@ for n in (1, 2):
 
 # %% [markdown]
 # ## Check your work
+#
+# Checks marked *severe* catch a mistake that loses or duplicates an effect, lets two
+# holders run, shows one owner's data to another or never runs a retried job again:
+# failing one caps the exercise's score at half. Here: `token_is_fresh`,
+# `expired_lease_is_reclaimable`, `respects_run_after_and_state`,
+# `no_double_claim_under_a_race`, `retried_jobs_run_again`, and hidden ones the grader
+# runs.
 
 # %%
 from labkit.grading import check

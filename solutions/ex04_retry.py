@@ -86,6 +86,10 @@ def next_delay(
 
 # %% [markdown]
 # ## Check your work
+#
+# No check of this exercise is marked *severe*: elsewhere, a mistake that loses or
+# duplicates an effect, lets two holders run or shows one owner's data to another caps
+# the score at half.
 
 # %%
 from labkit.grading import check

@@ -82,6 +82,14 @@ def try_crash(point: str):
 
 # %% [markdown]
 # ## Check your work
+#
+# Checks marked *severe* catch a mistake that loses or duplicates an effect, lets two
+# holders run, shows one owner's data to another or never runs a retried job again:
+# failing one caps the exercise's score at half. Here:
+# `charge_survives_crash_before_effect`, `charge_survives_crash_after_effect`,
+# `charge_survives_crash_after_commit`, `charge_survives_lost_response`,
+# `post_survives_every_crash`, `post_survives_two_deliveries_at_once`, and hidden ones
+# the grader runs.
 
 # %%
 from labkit.grading import check

@@ -113,6 +113,12 @@ print([(job["id"], job["kind"], job["state"]) for job in all_jobs(conn)])
 
 # %% [markdown]
 # ## Check your work
+#
+# Checks marked *severe* catch a mistake that loses or duplicates an effect, lets two
+# holders run, shows one owner's data to another or never runs a retried job again:
+# failing one caps the exercise's score at half. Here: `dead_letter_hides_secrets`,
+# `dead_letter_is_fenced`, `redrive_keeps_the_key`, `redrive_only_dead_jobs`,
+# `two_redrives_at_once_share_nothing`, `redrive_racing_a_worker`.
 
 # %%
 from labkit.grading import check

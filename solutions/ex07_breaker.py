@@ -84,6 +84,10 @@ def demo(breaker_class=Breaker):
 
 # %% [markdown]
 # ## Check your work
+#
+# No check of this exercise is marked *severe*: elsewhere, a mistake that loses or
+# duplicates an effect, lets two holders run or shows one owner's data to another caps
+# the score at half.
 
 # %%
 from labkit.grading import check

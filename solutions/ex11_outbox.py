@@ -142,6 +142,14 @@ def demo():
 
 # %% [markdown]
 # ## Check your work
+#
+# Checks marked *severe* catch a mistake that loses or duplicates an effect, lets two
+# holders run, shows one owner's data to another or never runs a retried job again:
+# failing one caps the exercise's score at half. Here:
+# `place_order_twice_is_one_message`, `place_order_is_one_transaction`,
+# `relay_never_loses_a_message`, `consume_applies_each_message_once`,
+# `consume_is_one_transaction`, `pipeline_on_generated_orders`, and hidden ones the
+# grader runs.
 
 # %%
 from labkit.grading import check

@@ -126,6 +126,12 @@ def demo():
 
 # %% [markdown]
 # ## Check your work
+#
+# Checks marked *severe* catch a mistake that loses or duplicates an effect, lets two
+# holders run, shows one owner's data to another or never runs a retried job again:
+# failing one caps the exercise's score at half. Here:
+# `slot_key_is_the_same_in_every_time_zone`, `tick_reads_what_fired_from_the_table`,
+# `two_schedulers_enqueue_each_slot_once`, and hidden ones the grader runs.
 
 # %%
 from labkit.grading import check

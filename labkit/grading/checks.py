@@ -252,6 +252,18 @@ class Check:
     run: Callable[[Namespace], None]
     hidden: bool = False
     timeout: float = DEFAULT_TIMEOUT
+    #: A mistake this check catches loses or duplicates an effect, lets two holders run,
+    #: shows one owner's data to another, or never runs a retried job again: failing it
+    #: caps the exercise's score at half (``score``).
+    severe: bool = False
+
+    def outcome(
+        self, status: str, earned: int = 0, expected: str = "", got: str = "", hint: str = ""
+    ) -> Outcome:
+        """What this check found, as an ``Outcome`` carrying its name, points and kind."""
+        return Outcome(
+            self.name, self.points, earned, status, expected, got, hint, self.hidden, self.severe
+        )
 
 
 @dataclass
@@ -271,10 +283,11 @@ class Checks:
     network: bool = False
 
     def add(
-        self, points: int, hint: str, timeout: float = DEFAULT_TIMEOUT
+        self, points: int, hint: str, timeout: float = DEFAULT_TIMEOUT, *, severe: bool = False
     ) -> Callable[[Callable[[Namespace], None]], Callable[[Namespace], None]]:
         def register(fn: Callable[[Namespace], None]) -> Callable[[Namespace], None]:
-            self.items.append(Check(fn.__name__, points, hint, fn, self.hidden, timeout))
+            check = Check(fn.__name__, points, hint, fn, self.hidden, timeout, severe)
+            self.items.append(check)
             return fn
 
         return register
@@ -295,6 +308,13 @@ class Outcome:
     got: str = ""
     hint: str = ""
     hidden: bool = False
+    severe: bool = False
+
+    @property
+    def label(self) -> str:
+        """The check's name as reports show it: ``name (hidden, severe)``."""
+        kinds = [k for k, on in (("hidden", self.hidden), ("severe", self.severe)) if on]
+        return self.check + (f" ({', '.join(kinds)})" if kinds else "")
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -363,10 +383,7 @@ def run_check(check: Check, ns: Namespace, timeout: float | None = None) -> Outc
     """Run one check against the namespace and turn whatever happens into an ``Outcome``."""
     limit = check.timeout if timeout is None else min(timeout, check.timeout)
 
-    def base(
-        status: str, earned: int = 0, expected: str = "", got: str = "", hint: str = ""
-    ) -> Outcome:
-        return Outcome(check.name, check.points, earned, status, expected, got, hint, check.hidden)
+    base = check.outcome
 
     try:
         finished, error = run_with_timeout(lambda: check.run(ns), limit)
@@ -417,9 +434,35 @@ def run_checks(
     return [run_check(check, ns, timeout) for check in checks]
 
 
+def severe_failures(outcomes: list[Outcome]) -> list[str]:
+    """The severe checks (``Check.severe``) a started solution did not pass."""
+    return [o.check for o in outcomes if o.severe and o.earned < o.points and o.status not in (
+        CheckStatus.NOT_STARTED, CheckStatus.NOT_GRADED)]
+
+
 def score(outcomes: list[Outcome]) -> tuple[int, int]:
-    """``(earned, possible)`` points."""
-    return sum(o.earned for o in outcomes), sum(o.points for o in outcomes)
+    """``(earned, possible)`` points: at most half of ``possible`` after a severe failure.
+
+    A solution that charges twice, loses a job or lets two workers hold one lock is not
+    "mostly right" because it passes the other checks: a severe mistake caps the score.
+    """
+    earned, possible = sum(o.earned for o in outcomes), sum(o.points for o in outcomes)
+    if severe_failures(outcomes):
+        earned = min(earned, possible // 2)
+    return earned, possible
+
+
+def cap_note(outcomes: list[Outcome]) -> str | None:
+    """Why the score was capped, in one line, or None."""
+    failed = severe_failures(outcomes)
+    if not failed:
+        return None
+    _, possible = score(outcomes)
+    return (
+        f"score capped at half ({possible // 2}): {', '.join(failed)} failed, a severe mistake "
+        "(an effect lost or done twice, two holders at once, or one owner's data shown to "
+        "another)"
+    )
 
 
 def format_report(title: str, outcomes: list[Outcome]) -> str:
@@ -427,7 +470,7 @@ def format_report(title: str, outcomes: list[Outcome]) -> str:
     earned, possible = score(outcomes)
     rows = [
         {
-            "check": o.check + (" (hidden)" if o.hidden else ""),
+            "check": o.label,
             "points": f"{o.earned}/{o.points}",
             "result": o.status,
         }
@@ -435,6 +478,9 @@ def format_report(title: str, outcomes: list[Outcome]) -> str:
     ]
     lines = [title, "", format_table(rows, ["check", "points", "result"]), ""]
     lines.append(f"score: {earned}/{possible}")
+    note = cap_note(outcomes)
+    if note:
+        lines.append(note)
     if outcomes and all(o.status == CheckStatus.NOT_STARTED for o in outcomes):
         lines.append("Not started yet: write your code in the cells above and run this cell again.")
     for o in outcomes:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 
-from labkit.grading.checks import CheckStatus, Outcome, format_report, score
+from labkit.grading.checks import CheckStatus, Outcome, cap_note, format_report, score
 from labkit.tables import TABLE_STYLE, Rich, html_cell
 
 #: Row colours by result: green passed, grey not started, red failed, amber timed out.
@@ -41,7 +41,7 @@ def check_report(title: str, outcomes: list[Outcome]) -> Rich:
     rows = ""
     for o in outcomes:
         colour = STATUS_COLOURS.get(o.status, FAILED_COLOUR)
-        name = o.check + (" (hidden)" if o.hidden else "")
+        name = o.label
         fill = f"background:{colour};color:#000"
         rows += ("<tr>" + html_cell(name, "td", fill)
                  + html_cell(f"{o.earned}/{o.points}", "td", fill + ";white-space:nowrap")
@@ -62,6 +62,8 @@ def check_report(title: str, outcomes: list[Outcome]) -> Rich:
     not_started = outcomes and all(o.status == CheckStatus.NOT_STARTED for o in outcomes)
     footer = ("<p>Not started yet: write your code in the cells above and run this cell "
               "again.</p>" if not_started else "")
+    capped = cap_note(outcomes)
+    footer += f"<p><b>{html.escape(capped)}</b></p>" if capped else ""
     body = (f"<div><b>{html.escape(title)}</b></div>{_banner(earned, possible, outcomes)}"
             f'<table style="{TABLE_STYLE}"><thead><tr>{head}</tr></thead>'
             f"<tbody>{rows}</tbody></table>{footer}{details}")

@@ -102,7 +102,7 @@ def warm_up() -> None:
 
 
 def _not_graded(checks: list[Check]) -> list[Outcome]:
-    return [Outcome(c.name, c.points, 0, CheckStatus.NOT_GRADED, hidden=c.hidden) for c in checks]
+    return [c.outcome(CheckStatus.NOT_GRADED) for c in checks]
 
 
 def _clean_notes(raw: object, limit: int = 30) -> list[str]:
@@ -234,9 +234,7 @@ def _one_check(student: StudentProcess, check: Check, settings: Settings) -> tup
     if not student.alive:
         report, why, _ = _start(student)
         if report is None:
-            return Outcome(
-                check.name, check.points, 0, CheckStatus.NOT_GRADED, got=why, hidden=check.hidden
-            ), True
+            return check.outcome(CheckStatus.NOT_GRADED, got=why), True
     ns = RemoteNamespace(student)
     try:
         student.begin_check()
@@ -250,14 +248,10 @@ def _one_check(student: StudentProcess, check: Check, settings: Settings) -> tup
         return outcome, False
     except StudentGone as gone:
         student.stop()
-        return Outcome(
-            check.name,
-            check.points,
-            0,
+        return check.outcome(
             CheckStatus.FAILED,
             got=f"the student's process ended during the check ({gone.got})",
             hint=check.hint,
-            hidden=check.hidden,
         ), True
 
 

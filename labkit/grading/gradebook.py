@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from labkit.grading.checks import CheckStatus, Outcome
+from labkit.grading.checks import CheckStatus, Outcome, cap_note, score
 
 
 class NotebookStatus(StrEnum):
@@ -46,7 +46,8 @@ class Graded:
 
     @property
     def score(self) -> int:
-        return sum(o.earned for o in self.outcomes)
+        """Points earned, capped at half after a severe failure (``checks.score``)."""
+        return score(self.outcomes)[0]
 
     @property
     def note(self) -> str:
@@ -107,14 +108,14 @@ def feedback_markdown(student: str, results: list[Graded]) -> str:
         if g.notebook:
             lines.append(f"Notebook: `{g.notebook}`")
             lines.append("")
-        for note in g.notes:
+        notes = [*g.notes, *filter(None, [cap_note(g.outcomes)])]
+        for note in notes:
             lines.append(f"- Note: {note}")
-        if g.notes:
+        if notes:
             lines.append("")
         lines += ["| check | points | result |", "|---|---|---|"]
         for o in g.outcomes:
-            name = o.check + (" (hidden)" if o.hidden else "")
-            lines.append(f"| {name} | {o.earned}/{o.points} | {o.status} |")
+            lines.append(f"| {o.label} | {o.earned}/{o.points} | {o.status} |")
         for o in g.outcomes:
             quiet = o.status == CheckStatus.NOT_GRADED and not o.got
             if o.status in (CheckStatus.PASSED, CheckStatus.NOT_STARTED) or quiet:

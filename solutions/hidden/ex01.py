@@ -29,6 +29,7 @@ def fingerprint_matches_the_contract(ns: Namespace) -> None:
     1,
     "remember operations by key, not by payload: two orders with equal "
     "contents are still two operations",
+    severe=True,
 )
 def accept_does_not_confuse_keys(ns: Namespace) -> None:
     payload = {"amount_cents": 500}
@@ -44,7 +45,7 @@ def accept_does_not_confuse_keys(ns: Namespace) -> None:
     )
 
 
-@CHECKS.add(1, "the key must not depend on the process (hash() is salted per process)")
+@CHECKS.add(1, "the key must not depend on the process (hash() is salted per process)", severe=True)
 def key_is_plain_text(ns: Namespace) -> None:
     key = ns.operation_key("billing", 42, "charge")
     expect(

@@ -13,7 +13,7 @@ CHECKS = Checks("ex03", hidden=True)
 RETRIED = {str(i) for i in range(0, 30, 3)}
 
 
-@CHECKS.add(2, "processes, not only threads, must never share a job", timeout=30.0)
+@CHECKS.add(2, "processes, not only threads, must never share a job", timeout=30.0, severe=True)
 def no_double_claim_across_processes(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         _claim(ns, path, "probe", 0.0, 1.0)  # on an empty table: a stub says "not started yet"

@@ -18,6 +18,7 @@ JOBS = (
     "each job has its own key: a constant Idempotency-Key makes the second "
     "invoice look like a repeat of the first",
     timeout=30.0,
+    severe=True,
 )
 def two_invoices_two_charges(ns: Namespace) -> None:
     run = run_job(ns, "charge", [["after_effect", "crash", 1]], jobs=JOBS, seed=11)

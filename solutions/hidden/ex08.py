@@ -14,6 +14,7 @@ CHECKS = Checks("ex08", hidden=True)
     2,
     "dedup by the task's key: two invoices are two charges, even for one customer",
     timeout=TIMEOUT,
+    severe=True,
 )
 def two_invoices_two_charges(ns: Namespace) -> None:
     with Ex08Run(ns) as run:
@@ -29,6 +30,7 @@ def two_invoices_two_charges(ns: Namespace) -> None:
     1,
     "the same message published twice (a producer retry) must charge once",
     timeout=TIMEOUT,
+    severe=True,
 )
 def duplicate_message_charges_once(ns: Namespace) -> None:
     with Ex08Run(ns) as run:
@@ -62,6 +64,7 @@ def _terminate(backends: list[int], run: Ex08Run) -> None:
     "the dedup record and the charge commit together: with them in two transactions, "
     "a kill between the two commits charges twice",
     timeout=TIMEOUT,
+    severe=True,
 )
 def dedup_commits_with_the_charge(ns: Namespace) -> None:
     key = "inv-tx"

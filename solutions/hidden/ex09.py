@@ -13,6 +13,7 @@ CHECKS = Checks("ex09", hidden=True)
     "a producer may XADD the same key twice (at-least-once publishing): the record "
     "<prefix>:done:<key> must stop the second effect, and the entry is still XACKed",
     90,
+    severe=True,
 )
 def a_second_delivery_of_a_done_key_is_not_applied(ns: Namespace) -> None:
     with stream(ns) as s:
@@ -29,6 +30,7 @@ def a_second_delivery_of_a_done_key_is_not_applied(ns: Namespace) -> None:
     "an entry that fails while a dependency is down stays pending and succeeds on a "
     "later delivery; only the delivery cap dead-letters",
     90,
+    severe=True,
 )
 def a_flaky_entry_is_retried_not_dead_lettered(ns: Namespace) -> None:
     with stream(ns) as s:

@@ -14,6 +14,7 @@ CHECKS = Checks("ex10", hidden=True)
     "after the crash, the client's retry with the same key gets the job the "
     "crash left, and no second one",
     timeout=TIMEOUT,
+    severe=True,
 )
 def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
     body = {"month": "2026-09"}
@@ -32,7 +33,10 @@ def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
         )
 
 
-@CHECKS.add(1, "two callers using the same Idempotency-Key get two different jobs", timeout=TIMEOUT)
+@CHECKS.add(
+    1, "two callers using the same Idempotency-Key get two different jobs", timeout=TIMEOUT,
+    severe=True,
+)
 def keys_are_scoped_to_the_caller(ns: Namespace) -> None:
     body = {"month": "2026-10"}
     with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
@@ -49,7 +53,8 @@ def keys_are_scoped_to_the_caller(ns: Namespace) -> None:
 
 
 @CHECKS.add(
-    1, "the status never shows the payload (the request may hold private data)", timeout=TIMEOUT
+    1, "the status never shows the payload (the request may hold private data)", timeout=TIMEOUT,
+    severe=True,
 )
 def status_hides_the_payload(ns: Namespace) -> None:
     with scratch(ns) as folder:
@@ -66,7 +71,10 @@ def status_hides_the_payload(ns: Namespace) -> None:
             )
 
 
-@CHECKS.add(1, "a request without a valid bearer token gets 401 on both routes", timeout=TIMEOUT)
+@CHECKS.add(
+    1, "a request without a valid bearer token gets 401 on both routes", timeout=TIMEOUT,
+    severe=True,
+)
 def no_token_is_401(ns: Namespace) -> None:
     with scratch(ns) as folder:
         db = folder / "jobs.db"

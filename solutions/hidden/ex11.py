@@ -38,6 +38,7 @@ def body_is_json_for_any_name(ns: Namespace) -> None:
     "two consumer processes receive the same messages at the same moment: the id and "
     "the email commit in one BEGIN IMMEDIATE transaction, or both send the email",
     timeout=40.0,
+    severe=True,
 )
 def two_consumer_processes_send_each_email_once(ns: Namespace) -> None:
     messages = [

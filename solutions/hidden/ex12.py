@@ -15,6 +15,7 @@ CHECKS = Checks("ex12", hidden=True)
     2,
     "the last slot of 'report' is read from keys starting with 'schedule:report:' "
     "(colon included): 'schedule:reports:...' belongs to another schedule",
+    severe=True,
 )
 def another_schedule_with_a_longer_name(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):

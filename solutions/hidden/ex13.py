@@ -34,6 +34,7 @@ def busy_means_running_now(ns: Namespace) -> None:
     "two workers in two processes claim serial heads at once: choose and take the "
     "head in one statement, or both take the same queue's jobs",
     timeout=40.0,
+    severe=True,
 )
 def serial_heads_hold_when_two_processes_claim(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):

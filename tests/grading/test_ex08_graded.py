@@ -94,12 +94,12 @@ def test_reference_scores_full_marks_under_the_confined_grader(graded) -> None: 
     # every check, public and hidden, passed on its own (no partial credit hides a failure)
     for check in (
         "worker_starts_and_charges_once | 1/1",
-        "worker_killed_before_the_charge | 3/3",
-        "worker_killed_after_the_commit | 3/3",
-        "whole_worker_killed_before_the_charge | 2/2",
-        "two_invoices_two_charges (hidden) | 2/2",
-        "duplicate_message_charges_once (hidden) | 1/1",
-        "dedup_commits_with_the_charge (hidden) | 3/3",
+        "worker_killed_before_the_charge (severe) | 3/3",
+        "worker_killed_after_the_commit (severe) | 3/3",
+        "whole_worker_killed_before_the_charge (severe) | 2/2",
+        "two_invoices_two_charges (hidden, severe) | 2/2",
+        "duplicate_message_charges_once (hidden, severe) | 1/1",
+        "dedup_commits_with_the_charge (hidden, severe) | 3/3",
     ):
         assert check in text, text
 
@@ -113,10 +113,12 @@ def test_untouched_notebook_scores_zero_not_started(graded) -> None:  # type: ig
 def test_early_ack_loses_the_kill_checks_under_the_confined_grader(graded) -> None:  # type: ignore[no-untyped-def]
     rows, feedback, _ = graded
     text = (feedback / "early.md").read_text()
-    assert rows["early"][2] == "graded" and 0 < int(rows["early"][0]) < 15, text
+    # A lost charge is a severe mistake: the score is capped at half, and says why.
+    assert rows["early"][2] == "graded" and 0 < int(rows["early"][0]) <= 7, text
+    assert "score capped at half (7): worker_killed_before_the_charge" in text
     assert "worker_starts_and_charges_once | 1/1 | passed" in text
-    assert "worker_killed_before_the_charge | 0/3 | failed" in text
-    assert "whole_worker_killed_before_the_charge | 0/2 | failed" in text
+    assert "worker_killed_before_the_charge (severe) | 0/3 | failed" in text
+    assert "whole_worker_killed_before_the_charge (severe) | 0/2 | failed" in text
     assert "0 charge rows" in text  # failed by counting the rows, not by a harness error
 
 

@@ -138,7 +138,7 @@ def test_syntax_error_scores_what_the_other_cells_earned_with_the_reason(graded)
     assert 0 < score < possible
     text = (feedback / "caio.md").read_text()
     assert "syntax error" in text
-    assert "key_is_stable | 2/2 | passed" in text  # the cells before it still count
+    assert "key_is_stable (severe) | 2/2 | passed" in text  # the cells before it still count
     assert "no such name" in text  # accept never got defined
 
 

@@ -60,6 +60,7 @@ SAMPLE_CALLS: list[list[Any]] = [
     2,
     "build the key only from the arguments (source, entity, action, version): "
     "no uuid4(), no random, nothing that changes per call",
+    severe=True,
 )
 def key_is_stable(ns: Namespace) -> None:
     first = ns.operation_key("billing", 42, "charge")
@@ -117,6 +118,7 @@ def key_names_the_intent(ns: Namespace) -> None:
     2,
     "a key built from the time (time.time(), datetime.now()) changes between a "
     "retry and the first try, so the retry is not recognised; leave the clock out",
+    severe=True,
 )
 def key_ignores_the_clock(ns: Namespace) -> None:
     before = [ns.operation_key(*args) for args in SAMPLE_CALLS]
@@ -133,6 +135,7 @@ def key_ignores_the_clock(ns: Namespace) -> None:
     "and tomorrow's cron run, get different keys; build the key from the text itself "
     "(f'{source}:{entity_id}:{action}:v{version}'), or hashlib if it must be short",
     timeout=30.0,
+    severe=True,
 )
 def key_is_the_same_in_another_process(ns: Namespace) -> None:
     ns.operation_key("billing", 42, "charge")  # a stub says "not started yet" here
@@ -203,6 +206,7 @@ def fingerprint_tells_payloads_apart(ns: Namespace) -> None:
     1,
     "a key not in `seen` is new: store its fingerprint and return True; "
     "a repeat with the same payload returns False",
+    severe=True,
 )
 def accept_new_then_repeat(ns: Namespace) -> None:
     key = "billing:42:charge:v1"
@@ -217,6 +221,7 @@ def accept_new_then_repeat(ns: Namespace) -> None:
     2,
     "same key with another fingerprint is a bug upstream: raise IdempotencyConflict "
     "and leave `seen` as it was (never overwrite the first payload)",
+    severe=True,
 )
 def accept_conflict(ns: Namespace) -> None:
     key = "billing:42:charge:v1"

@@ -37,6 +37,7 @@ def _holding(ns: Namespace, path: Path, raise_inside: bool = False) -> dict[str,
 @CHECKS.add(
     2,
     "open the file and fcntl.flock(fd, LOCK_EX | LOCK_NB); on BlockingIOError raise AlreadyRunning",
+    severe=True,
 )
 def second_holder_is_refused(ns: Namespace) -> None:
     with lock_path(ns) as path:
@@ -61,14 +62,17 @@ def message_names_the_holder(ns: Namespace) -> None:
         )
 
 
-@CHECKS.add(1, "release the lock when the with block ends")
+@CHECKS.add(1, "release the lock when the with block ends", severe=True)
 def released_after_exit(ns: Namespace) -> None:
     with lock_path(ns) as path:
         after = _holding(ns, path)["after"]
         expect(after == "acquired", "the lock free after the with block", after)
 
 
-@CHECKS.add(1, "release in a finally: an exception inside the with block must free the lock")
+@CHECKS.add(
+    1, "release in a finally: an exception inside the with block must free the lock",
+    severe=True,
+)
 def released_on_error(ns: Namespace) -> None:
     with lock_path(ns) as path:
         after = _holding(ns, path, raise_inside=True)["after"]
@@ -81,6 +85,7 @@ def released_on_error(ns: Namespace) -> None:
     "stays behind after kill -9 and blocks every later run); flock is released "
     "by the kernel when the process dies",
     timeout=20.0,
+    severe=True,
 )
 def survives_holder_kill_9(ns: Namespace) -> None:
     with lock_path(ns) as path:
@@ -109,6 +114,7 @@ def survives_holder_kill_9(ns: Namespace) -> None:
     "both see no file and both run; let the kernel decide in one step "
     "(fcntl.flock with LOCK_NB on the open file)",
     timeout=20.0,
+    severe=True,
 )
 def two_instances_started_together(ns: Namespace) -> None:
     with lock_path(ns) as path:
@@ -127,6 +133,7 @@ def two_instances_started_together(ns: Namespace) -> None:
     "lock file unless you hold the lock, or the next run creates a new file, locks "
     "that one and runs beside the holder",
     timeout=20.0,
+    severe=True,
 )
 def refusal_leaves_the_lock_alone(ns: Namespace) -> None:
     with lock_path(ns) as path:

@@ -114,6 +114,7 @@ def attempt_goes_up_by_one(ns: Namespace) -> None:
     2,
     "make a new token at every claim, for example lower(hex(randomblob(16))); a "
     "token that repeats (the worker's name, the job id) cannot fence off a zombie",
+    severe=True,
 )
 def token_is_fresh(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
@@ -140,6 +141,7 @@ def token_is_fresh(ns: Namespace) -> None:
     2,
     "a running job whose lease_until <= now is ready again (its worker died); "
     "one whose lease is still valid is not",
+    severe=True,
 )
 def expired_lease_is_reclaimable(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
@@ -186,6 +188,7 @@ def expired_lease_is_reclaimable(ns: Namespace) -> None:
     1,
     "ready means pending or retry_wait with run_after <= now (or an expired lease); "
     "never succeeded or dead, never a job due later",
+    severe=True,
 )
 def respects_run_after_and_state(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
@@ -231,6 +234,7 @@ def claim_is_one_statement(ns: Namespace) -> None:
     "two workers must never hold the same job: do the choosing and the taking in "
     "one statement (UPDATE ... WHERE id = (SELECT ...) RETURNING *)",
     timeout=20.0,
+    severe=True,
 )
 def no_double_claim_under_a_race(ns: Namespace) -> None:
     workers, n_jobs = 4, 6
@@ -263,6 +267,7 @@ def no_double_claim_under_a_race(ns: Namespace) -> None:
     3,
     "a job in retry_wait failed once and must run again when run_after comes: "
     "state IN ('pending', 'retry_wait'); otherwise every retried job waits forever",
+    severe=True,
 )
 def retried_jobs_run_again(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):

@@ -170,7 +170,10 @@ def post_runs_once_without_faults(ns: Namespace) -> None:
     )
 
 
-@CHECKS.add(1, "a crash before the effect is easy: the job is redelivered and runs", timeout=30.0)
+@CHECKS.add(
+    1, "a crash before the effect is easy: the job is redelivered and runs", timeout=30.0,
+    severe=True,
+)
 def charge_survives_crash_before_effect(ns: Namespace) -> None:
     _judge(ns, "charge", ("after_claim", "before_effect"))
 
@@ -182,6 +185,7 @@ def charge_survives_crash_before_effect(ns: Namespace) -> None:
     "call with the first reply instead of charging twice (a ledger check in "
     "another transaction does not help: the crash falls between the two)",
     timeout=30.0,
+    severe=True,
 )
 def charge_survives_crash_after_effect(ns: Namespace) -> None:
     _judge(ns, "charge", (LOST_RESPONSE, "after_effect", "before_commit"))
@@ -192,6 +196,7 @@ def charge_survives_crash_after_effect(ns: Namespace) -> None:
     "acknowledge after the handler (ack 'late'): acknowledging first marks the job "
     "done before the charge, and a crash in between loses it",
     timeout=30.0,
+    severe=True,
 )
 def charge_survives_crash_after_commit(ns: Namespace) -> None:
     _judge(ns, "charge", ("after_commit", "after_ack"))
@@ -202,6 +207,7 @@ def charge_survives_crash_after_commit(ns: Namespace) -> None:
     "the API charged and the reply was lost (a timeout): the retry must carry the "
     "same Idempotency-Key, the job's key, never a new one per attempt",
     timeout=30.0,
+    severe=True,
 )
 def charge_survives_lost_response(ns: Namespace) -> None:
     _judge(ns, "charge", (LOST_RESPONSE,), action="lose_response")
@@ -212,6 +218,7 @@ def charge_survives_lost_response(ns: Namespace) -> None:
     "the ledger is our own database: check, post and mark 'done' inside one "
     "`with ctx.world.ledger.transaction() as tx:` so they commit together",
     timeout=30.0,
+    severe=True,
 )
 def post_survives_every_crash(ns: Namespace) -> None:
     _judge(ns, "post", (LEDGER_COMMIT, *POINTS))
@@ -224,6 +231,7 @@ def post_survives_every_crash(ns: Namespace) -> None:
     "`with ctx.world.ledger.transaction() as tx:` that posts and marks, so the second "
     "delivery waits for the first and then sees 'done'",
     timeout=20.0,
+    severe=True,
 )
 def post_survives_two_deliveries_at_once(ns: Namespace) -> None:
     [job] = POST

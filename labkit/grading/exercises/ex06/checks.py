@@ -79,6 +79,7 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
     1,
     "errors carry secrets (passwords, tokens in URLs): store "
     "labkit.redact.describe(error), never str(error) as it is",
+    severe=True,
 )
 def dead_letter_hides_secrets(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
@@ -97,7 +98,7 @@ def dead_letter_hides_secrets(ns: Namespace) -> None:
         )
 
 
-@CHECKS.add(1, "fence on the token: a worker whose lease moved on must change nothing")
+@CHECKS.add(1, "fence on the token: a worker whose lease moved on must change nothing", severe=True)
 def dead_letter_is_fenced(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         job_id = add_running(conn, token="new-holder")
@@ -132,6 +133,7 @@ def redrive_requires_a_limit(ns: Namespace) -> None:
     2,
     "redrive the same row (UPDATE, not INSERT): its key is how the destination "
     "recognises a repeat; a copy with a new key can charge twice",
+    severe=True,
 )
 def redrive_keeps_the_key(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
@@ -173,6 +175,7 @@ def redrive_respects_the_limit(ns: Namespace) -> None:
     1,
     "only dead jobs are redriven: a pending, running, retry_wait or succeeded job "
     "is none of the redrive's business",
+    severe=True,
 )
 def redrive_only_dead_jobs(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
@@ -252,6 +255,7 @@ def redrive_filters_by_kind(ns: Namespace) -> None:
     "SELECT the ids, UPDATE them, COMMIT; two operators who both SELECT before "
     "either UPDATEs pick the same jobs and each reports redriving them",
     timeout=20.0,
+    severe=True,
 )
 def two_redrives_at_once_share_nothing(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
@@ -280,6 +284,7 @@ def two_redrives_at_once_share_nothing(ns: Namespace) -> None:
     "redrove it, a worker took it): read and write inside one BEGIN IMMEDIATE "
     "transaction and return only the jobs you changed",
     timeout=20.0,
+    severe=True,
 )
 def redrive_racing_a_worker(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):

@@ -205,6 +205,7 @@ def worker_starts_and_charges_once(ns: Namespace) -> None:
     "(task_acks_late) and give the message back when the pool child dies "
     "(task_reject_on_worker_lost)",
     timeout=TIMEOUT,
+    severe=True,
 )
 def worker_killed_before_the_charge(ns: Namespace) -> None:
     with Ex08Run(ns) as run:
@@ -226,6 +227,7 @@ def worker_killed_before_the_charge(ns: Namespace) -> None:
     "killed after the charge committed, the task runs again: the dedup record in "
     "the same transaction as the charge makes the second run charge nothing",
     timeout=TIMEOUT,
+    severe=True,
 )
 def worker_killed_after_the_commit(ns: Namespace) -> None:
     with Ex08Run(ns) as run:
@@ -248,6 +250,7 @@ def worker_killed_after_the_commit(ns: Namespace) -> None:
     "the whole worker (main process) killed: RabbitMQ gives back every message that "
     "was not acknowledged, so only a late ack survives",
     timeout=TIMEOUT,
+    severe=True,
 )
 def whole_worker_killed_before_the_charge(ns: Namespace) -> None:
     with Ex08Run(ns) as run:

@@ -166,7 +166,10 @@ def expect_once_each(s: Stream, keys: list[str], hint: str) -> None:
            "XACK every entry you applied or dead-lettered")  # fmt: skip
 
 
-@CHECKS.add(2, "apply each new entry once: RPUSH its key to <prefix>:effects and XACK it", 60)
+@CHECKS.add(
+    2, "apply each new entry once: RPUSH its key to <prefix>:effects and XACK it", 60,
+    severe=True,
+)
 def applies_each_entry_once(ns: Namespace) -> None:
     with stream(ns) as s:
         keys = [f"order:{n}" for n in range(5)]
@@ -181,6 +184,7 @@ def applies_each_entry_once(ns: Namespace) -> None:
     "after a restart under the same name, read your own pending entries first "
     "(XREADGROUP ... 0): nobody else will take them while they look busy",
     90,
+    severe=True,
 )
 def recovers_its_own_pending_after_a_kill(ns: Namespace) -> None:
     with stream(ns) as s:
@@ -195,7 +199,8 @@ def recovers_its_own_pending_after_a_kill(ns: Namespace) -> None:
 
 
 @CHECKS.add(
-    3, "take a dead consumer's entries once they are idle >= idle_ms (XAUTOCLAIM)", 90
+    3, "take a dead consumer's entries once they are idle >= idle_ms (XAUTOCLAIM)", 90,
+    severe=True,
 )
 def takes_over_a_dead_consumers_entries(ns: Namespace) -> None:
     with stream(ns) as s:

@@ -97,6 +97,7 @@ def accept_answers_202_with_location(ns: Namespace) -> None:
     "commit the job BEFORE answering: a server killed as its 202 starts must leave the "
     "job in the database (no background task, no write after the answer)",
     timeout=TIMEOUT,
+    severe=True,
 )
 def job_is_committed_before_the_202(ns: Namespace) -> None:
     body = {"month": "2026-02"}
@@ -119,6 +120,7 @@ def job_is_committed_before_the_202(ns: Namespace) -> None:
     "the same Idempotency-Key and body sent again (a retry) gets the same job_id and "
     "creates no second job",
     timeout=TIMEOUT,
+    severe=True,
 )
 def same_key_same_job(ns: Namespace) -> None:
     body = {"month": "2026-03"}
@@ -233,6 +235,7 @@ def status_shows_the_job_to_its_owner(ns: Namespace) -> None:
     "another caller asking for your job gets 404, exactly like an id that does not exist "
     "(not 403, not the job): ids must leak nothing",
     timeout=TIMEOUT,
+    severe=True,
 )
 def other_owner_gets_404(ns: Namespace) -> None:
     with scratch(ns) as folder:

@@ -133,6 +133,7 @@ def place_order_writes_the_order_and_its_message(ns: Namespace) -> None:
     1,
     "a retried place_order for an order that exists writes nothing and returns False "
     "(INSERT ... ON CONFLICT (id) DO NOTHING, and no message when nothing was inserted)",
+    severe=True,
 )
 def place_order_twice_is_one_message(ns: Namespace) -> None:
     with lab_file(ns, outbox_db, "shop.db") as (conn, path):
@@ -148,6 +149,7 @@ def place_order_twice_is_one_message(ns: Namespace) -> None:
     "the order and its message must commit together: BEGIN IMMEDIATE, both INSERTs, "
     "COMMIT (ROLLBACK on error); two transactions leave an order without its message "
     "when the process dies between them",
+    severe=True,
 )
 def place_order_is_one_transaction(ns: Namespace) -> None:
     for nth in range(1, MAX_WRITES + 1):
@@ -199,6 +201,7 @@ def relay_publishes_and_marks(ns: Namespace) -> None:
     "publish first, then mark sent: a relay that marks first and dies while publishing "
     "has lost the message for good; one that dies after publishing and before marking "
     "only publishes it again (the consumer drops the repeat)",
+    severe=True,
 )
 def relay_never_loses_a_message(ns: Namespace) -> None:
     want = [message_id(o[0]) for o in ORDERS]
@@ -265,6 +268,7 @@ def emails(conn: sqlite3.Connection) -> list[tuple[Any, Any]]:
     1,
     "record the message id in processed_messages and send the email only if the id "
     "was new; return True, and False for a repeat",
+    severe=True,
 )
 def consume_applies_each_message_once(ns: Namespace) -> None:
     with lab_file(ns, consumer_db, "mail.db") as (conn, path):
@@ -284,6 +288,7 @@ def consume_applies_each_message_once(ns: Namespace) -> None:
     3,
     "the email and the processed id must commit together (BEGIN IMMEDIATE ... COMMIT): "
     "id first and a crash loses the email; email first and a crash sends it twice",
+    severe=True,
 )
 def consume_is_one_transaction(ns: Namespace) -> None:
     for nth in range(1, MAX_WRITES + 1):
@@ -328,6 +333,7 @@ def order_streams(draw: Any) -> tuple[list[list[Any]], list[int]]:
     "for any orders (any customer name, placed once or retried) and any delivery "
     "order with repeats: one message per order, and one email per order",
     timeout=40.0,
+    severe=True,
 )
 def pipeline_on_generated_orders(ns: Namespace) -> None:
     def prop(example: tuple[list[list[Any]], list[int]]) -> None:

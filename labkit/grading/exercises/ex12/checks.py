@@ -108,6 +108,7 @@ def slot_key_names_the_slot(ns: Namespace) -> None:
     2,
     "write the fire time in UTC (datetime.fromtimestamp(t, UTC)); without the tz the "
     "key follows the machine's time zone, and two schedulers in two zones disagree",
+    severe=True,
 )
 def slot_key_is_the_same_in_every_time_zone(ns: Namespace) -> None:
     pairs = [("nightly", T0 + 2 * HOUR), ("report", 1_700_000_000), ("sync", 86_399)]
@@ -226,6 +227,7 @@ def tick_enqueues_each_slot(ns: Namespace) -> None:
     "'schedule:<name>:'), never from memory: a scheduler that just started, or "
     "another one, must not fill a gap that a 'latest' catch-up left on purpose",
     timeout=20.0,
+    severe=True,
 )
 def tick_reads_what_fired_from_the_table(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
@@ -248,6 +250,7 @@ def tick_reads_what_fired_from_the_table(ns: Namespace) -> None:
     "must be skipped by the INSERT itself (ON CONFLICT DO NOTHING), not by a SELECT "
     "before it",
     timeout=40.0,
+    severe=True,
 )
 def two_schedulers_enqueue_each_slot_once(ns: Namespace) -> None:
     hours = 6

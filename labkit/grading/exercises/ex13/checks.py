@@ -325,6 +325,7 @@ def a_flood_does_not_starve_the_others(ns: Namespace) -> None:
     "(UPDATE ... WHERE id = (SELECT ... count(*) ... < :cap ...)), or both read the "
     "same count and the account passes its cap",
     timeout=40.0,
+    severe=True,
 )
 def the_cap_holds_when_two_processes_claim(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
@@ -363,6 +364,7 @@ def capped_claim_follows_the_rules_on_generated_tables(ns: Namespace) -> None:
     2,
     "claim only each queue's head, its live job with the smallest id: while the head "
     "runs, the jobs behind it wait, then they go in order",
+    severe=True,
 )
 def serial_runs_one_at_a_time_in_order(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
@@ -385,6 +387,7 @@ def serial_runs_one_at_a_time_in_order(ns: Namespace) -> None:
     2,
     "a head waiting in retry_wait (run_after > now) is still the head: the jobs behind "
     "it wait, or they overtake it and run out of order",
+    severe=True,
 )
 def a_waiting_head_blocks_its_queue(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
