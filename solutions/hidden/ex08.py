@@ -53,6 +53,12 @@ def _waiting_on_a_lock(app_name: str, run: Ex08Run) -> list[int]:
     return [int(row["pid"]) for row in rows]
 
 
+def _processed_keys(run: Ex08Run) -> set[str]:
+    """The keys committed in ``processed`` (the check's own uncommitted row is not seen)."""
+    with pg(run.config) as conn:
+        return {str(row["key"]) for row in conn.execute("SELECT key FROM processed")}
+
+
 def _terminate(backends: list[int], run: Ex08Run) -> None:
     with pg(run.config) as conn:
         for pid in backends:
@@ -83,11 +89,15 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
                 )
             except TimeoutError:
                 run.check_not_stub()
+                others = sorted(_processed_keys(run) - {key})
                 expect(
                     False,
-                    "the task to insert its key into processed",
-                    "it never touched processed while the check held that key",
-                    "record the key with INSERT INTO processed ... in the charge's transaction",
+                    f"the task to insert its key {key!r} into processed",
+                    f"it recorded {others} in processed, not the task's key"
+                    if others
+                    else "it never touched processed while the check held that key",
+                    "record the task's key with INSERT INTO processed ... in the charge's "
+                    "transaction",
                 )
             waiting = _waiting_on_a_lock(run.config.tag, run)  # the task about to die
             children = worker.pool_children()

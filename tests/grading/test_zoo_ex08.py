@@ -16,6 +16,7 @@ from gradingkit import HIDDEN, SOLUTIONS, namespace_of, notebook_for
 
 from labkit.grading import catalog
 from labkit.grading.checks import Check, CheckStatus, Namespace, run_check
+from labkit.grading.exercises.ex08.checks import SKIPPED_REDELIVERY
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -51,6 +52,26 @@ DEDUP_BY_CUSTOMER = """\
         first = conn.execute(
             "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING RETURNING key",
             (customer,),
+        ).fetchone()
+        if first is None:
+            return "already charged"
+        conn.execute(
+            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+            (key, customer, amount),
+        )
+    return "charged"
+"""
+
+#: The settings are right, but the task throws every redelivered message away.
+SKIPS_REDELIVERIES = """\
+    from celery import current_task
+
+    if (current_task.request.delivery_info or {}).get("redelivered"):
+        return "skipped: looks like a duplicate"
+    with connect() as conn, conn.transaction():
+        first = conn.execute(
+            "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING RETURNING key",
+            (key,),
         ).fetchone()
         if first is None:
             return "already charged"
@@ -110,6 +131,14 @@ ZOO = [
         "worker_killed_after_the_commit",
     ),
     (
+        # The hint must blame the task, not the ack settings, which are right here.
+        "skips every redelivered message",
+        _body(SKIPS_REDELIVERIES),
+        "worker_killed_before_the_charge",
+        "SIGKILLed before charging",
+        "worker_starts_and_charges_once",
+    ),
+    (
         "dedup by customer instead of by key",
         _body(DEDUP_BY_CUSTOMER),
         "two_invoices_two_charges",
@@ -148,3 +177,15 @@ def test_wrong_task_module_is_caught_by_its_named_check(
     assert says in caught.expected, f"{name}: {fails} said {caught.expected!r}"
     kept = run_check(checks[passes], Namespace(values, Path.cwd()))
     assert kept.status == CheckStatus.PASSED, (name, kept)
+    if name == "skips every redelivered message":
+        assert caught.hint == SKIPPED_REDELIVERY, caught.hint
+        assert "task_acks_late" not in caught.hint
+
+
+def test_a_dedup_under_another_key_is_named_as_such(postgres_dsn, amqp_url):
+    values, notes = namespace_of(notebook_for(SOLUTIONS, "ex08"))
+    path = Path.cwd() / "ex08_tasks.py"
+    path.write_text(_body(DEDUP_BY_CUSTOMER)(path.read_text()))
+    caught = run_check(_checks()["dedup_commits_with_the_charge"], Namespace(values, Path.cwd()))
+    assert caught.status == CheckStatus.FAILED, caught
+    assert caught.got == "it recorded ['cus_8'] in processed, not the task's key", caught.got

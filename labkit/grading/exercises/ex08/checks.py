@@ -74,6 +74,7 @@ class Ex08Run:
         }
         self.procs: list[harness.CeleryWorker] = []
         self.kills = Kills()
+        self.held: list[str] = []  # task ids paused by ``hold``
         self._pauses = 0
         self.app = Celery(f"ex08-check-{self.config.tag}", broker=self.amqp, set_as_current=False)
 
@@ -127,7 +128,13 @@ class Ex08Run:
             ) from None
         pid, task_id = points.paused(self.folder, point, label)
         self.kills.record(task_id, self.procs)
+        self.held.append(task_id)
         return pid
+
+    def ran_again(self) -> bool:
+        """True when a task this run paused (and killed) started again: it was redelivered."""
+        starts = [task for event, task, _, _ in points.runs(self.folder) if event == "start"]
+        return any(starts.count(task) > 1 for task in self.held)
 
     def kill_children(self, worker: harness.CeleryWorker, pids: list[int]) -> None:
         """SIGKILL these pool children; once the worker has declared their tasks lost,
@@ -185,8 +192,20 @@ def _pause(seconds: float) -> bool:
     return True
 
 
+#: The hint for "0 rows" when the runs log shows the killed task ran again: the ack
+#: settings did their job, and the task itself threw the redelivery away.
+SKIPPED_REDELIVERY = (
+    "the message came back and your task ran again, but charged nothing: the redelivery "
+    "must charge when the first run's charge never committed. Is the key recorded in "
+    "processed before the charge commits (or in another transaction), or does the task "
+    "return early when it sees a redelivered message?"
+)
+
+
 def _charged_once(run: Ex08Run, key: str, when: str, hint: str) -> None:
     n = run.charges(key)
+    if n == 0 and run.ran_again():
+        hint = SKIPPED_REDELIVERY
     expect(n == 1, f"exactly 1 charge row for {key!r} {when}", f"{n} charge rows", hint)
 
 
