@@ -1,0 +1,88 @@
+"""Every exercise graded for real: ``labkit grade`` with the sandbox CI has, on each exercise.
+
+The exercises whose checks drive servers and brokers have their own graded classes
+(``test_ex08_graded.py``, ``test_service_exercises_graded.py``). This one grades, in one
+class, the reference (full marks), the untouched stub (zero, "not started") and two
+entries of the project's zoo (the first and the last) for each of the other ten
+exercises, through the confined grader, and checks each wrong solution is caught by the
+check named after its mistake, with the score the in-process grading gives it: the
+sandbox changes nothing about what a solution earns.
+"""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pytest
+import test_zoo
+import test_zoo_ex11_13
+from gradingkit import EXERCISES, SOLUTIONS, grade_class, grade_values, notebook_for, with_override
+
+from labkit.grading.checks import score
+from labkit.grading.isolation.confine import Confinement
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not Confinement.detect().isolated, reason="needs root or bubblewrap (CI has both)"
+    ),
+]
+
+PLAIN = ["ex01", "ex02", "ex03", "ex04", "ex05", "ex06", "ex07", "ex11", "ex12", "ex13"]
+_ALL = test_zoo.ZOO + test_zoo_ex11_13.ZOO
+#: student name -> (exercise, mistake, the check that must fail, the wrong source)
+WRONG = {
+    f"zoo-{exercise}-{n}": entry
+    for exercise in PLAIN
+    for n, entry in enumerate(
+        [e for e in _ALL if e[0] == exercise][i] for i in (0, -1)
+    )
+}
+
+
+@pytest.fixture(scope="module")
+def graded(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[dict[tuple[str, str], dict[str, str]], Path]:
+    root = tmp_path_factory.mktemp("everyexercise")
+    subs = root / "submissions"
+    for student, folder in (("ref", SOLUTIONS), ("stub", EXERCISES)):
+        (subs / student).mkdir(parents=True)
+        for exercise in PLAIN:
+            notebook = notebook_for(folder, exercise)
+            shutil.copyfile(notebook, subs / student / notebook.name)
+    for student, (exercise, _, _, source) in WRONG.items():
+        reference = notebook_for(SOLUTIONS, exercise)
+        nb = nbformat.read(reference, as_version=4)
+        nb.cells.append(nbformat.v4.new_code_cell(textwrap.dedent(source).strip()))
+        (subs / student).mkdir()
+        nbformat.write(nb, subs / student / reference.name)
+    rows, feedback, _ = grade_class(root, subs, PLAIN)
+    return {(r["student"], r["exercise"]): r for r in rows}, feedback
+
+
+@pytest.mark.parametrize("exercise", PLAIN)
+def test_the_reference_scores_full_marks_and_the_stub_zero(graded, exercise: str) -> None:  # type: ignore[no-untyped-def]
+    rows, feedback = graded
+    ref, stub = rows[("ref", exercise)], rows[("stub", exercise)]
+    full = (ref["max"], "graded")
+    assert (ref["score"], ref["status"]) == full, (feedback / "ref.md").read_text()
+    assert (stub["score"], stub["status"]) == ("0", "not started")
+
+
+@pytest.mark.parametrize("student", sorted(WRONG))
+def test_a_wrong_solution_is_caught_by_its_check_with_its_in_process_score(  # type: ignore[no-untyped-def]
+    graded, student: str
+) -> None:
+    rows, feedback = graded
+    exercise, mistake, check, source = WRONG[student]
+    row = rows[(student, exercise)]
+    text = (feedback / f"{student}.md").read_text()
+    failed = [line for line in text.splitlines() if line.startswith(f"| {check}")]
+    assert failed and failed[0].endswith("| failed |"), f"{mistake}: {failed or text}"
+    outcomes = list(grade_values(exercise, with_override(exercise, source)).values())
+    assert int(row["score"]) == score(outcomes)[0], f"{mistake}: sandbox {row['score']}"
+    assert int(row["score"]) < int(row["max"])
