@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 from pathlib import Path
 
 from labkit.cli.args import CliError, count, seconds
@@ -61,6 +62,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
         check_timeout=args.check_timeout,
         timeout_factor=args.timeout_factor,
         confinement=confinement,
+        seed=args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2**31),
     )
     try:
         grade_folder(
@@ -113,6 +115,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("submissions", type=Path, help="folder with one subfolder per student")
     p.add_argument("--out", type=Path, default=Path("grading"), help="runs are written here")
     p.add_argument("--run-id", help="name of this run's folder (default: UTC time, to the second)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        help="the seed this run's generated inputs are drawn from (default: a fresh one, "
+        "printed and kept in run.json, so a run replays)",
+    )
     p.add_argument("--solutions", type=Path, default=default_solutions, help="holds hidden/")
     p.add_argument(
         "--exercise",

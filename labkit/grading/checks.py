@@ -137,6 +137,28 @@ def expect(ok: bool, expected: str, got: object, hint: str | None = None) -> Non
         raise CheckFailed(expected, got if isinstance(got, str) else repr(got), hint)
 
 
+_grading_seed: list[int] = []
+
+
+def use_grading_seed(seed: int | None) -> None:
+    """Set (or, with None, clear) the seed ``labkit grade`` draws this run's inputs from.
+
+    Checks that generate inputs (``exercises.helpers.holds_for``) draw the same
+    examples on every ``check()``, so a student's failure replays; under ``labkit grade``
+    they draw from this seed instead, fresh for each run unless ``--seed`` names one,
+    so no fixed scene can be learned from ``check()``. The run prints it and keeps it
+    in ``run.json``.
+    """
+    _grading_seed.clear()
+    if seed is not None:
+        _grading_seed.append(seed)
+
+
+def grading_seed() -> int | None:
+    """The seed of this ``labkit grade`` run, or None in ``check()``."""
+    return _grading_seed[0] if _grading_seed else None
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """A service's URL as the student's processes reach it, and as the check does."""

@@ -21,6 +21,7 @@ hanging or hostile scores what its honest part earned, with the reason, and neve
 from __future__ import annotations
 
 import dataclasses
+import json
 import multiprocessing
 import os
 import re
@@ -36,7 +37,14 @@ import nbformat
 
 from labkit.clock import Clock, SystemClock
 from labkit.grading import catalog
-from labkit.grading.checks import DEFAULT_TIMEOUT, Check, CheckStatus, Outcome, run_check
+from labkit.grading.checks import (
+    DEFAULT_TIMEOUT,
+    Check,
+    CheckStatus,
+    Outcome,
+    run_check,
+    use_grading_seed,
+)
 from labkit.grading.course import hidden_of
 from labkit.grading.gradebook import (
     Graded,
@@ -68,6 +76,9 @@ class Settings:
     #: where every call to the student's process waits for a CPU twice.
     timeout_factor: float = 1.0
     confinement: Confinement = field(default_factory=Confinement)
+    #: The seed generated inputs are drawn from (``checks.use_grading_seed``); None:
+    #: the fixed examples ``check()`` uses.
+    seed: int | None = None
 
 
 def check_timeout_for(settings: Settings, checks: list[Check]) -> float:
@@ -119,6 +130,7 @@ def grade_notebook(
 ) -> Graded:
     """Grade one notebook (or its absence); never raises for anything the student did."""
     warm_up()
+    use_grading_seed(settings.seed)
     hidden_dir = hidden_of(settings.solutions.resolve())
     checks = catalog.all_checks(exercise, hidden_dir)
     public = catalog.public(exercise)
@@ -331,6 +343,12 @@ def grade_folder(
     total = len(tasks)
     jobs = max(1, min(jobs or os.cpu_count() or 1, total))
     progress(settings.confinement.describe())
+    if settings.seed is not None:
+        progress(
+            f"grading seed {settings.seed}: generated inputs differ from check()'s; "
+            f"replay this run with --seed {settings.seed}"
+        )
+        (run_dir / "run.json").write_text(json.dumps({"seed": settings.seed}) + "\n")
     networked = [e for e in exercises if catalog.public(e).network]
     if networked and not settings.confinement.network:
         shared = dataclasses.replace(settings.confinement, network=True)

@@ -41,6 +41,7 @@ assert _spec is not None and _spec.loader is not None
 _root_conftest = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_root_conftest)
 require_service = _root_conftest.require_service
+SEED: int = _root_conftest.SEED
 
 
 def grade_class(
@@ -56,6 +57,7 @@ def grade_class(
     out = root / "out"
     labkit = Path(sys.executable).parent / "labkit"
     argv = [str(labkit), "grade", str(subs), "--out", str(out), "--run-id", "r", "--jobs", "2"]
+    argv += ["--seed", str(SEED)]  # the test session's seed: a failing run replays
     for exercise in exercises:
         argv += ["--exercise", exercise]
     done = subprocess.run(

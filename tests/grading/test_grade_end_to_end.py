@@ -166,3 +166,14 @@ def test_grade_help_shows_every_default() -> None:
         options = shown.stdout[shown.stdout.index("options:") :]
         described = options[options.index(f"  {option}") :].split("\n  -")[0]
         assert "(default:" in " ".join(described.split()), option
+
+
+def test_the_run_prints_its_grading_seed_and_keeps_it_for_replay(graded) -> None:  # type: ignore[no-untyped-def]
+    import json
+    import re
+
+    _, feedback, stdout = graded
+    found = re.search(r"grading seed (\d+): .*replay this run with --seed (\d+)", stdout)
+    assert found and found.group(1) == found.group(2), stdout
+    kept = json.loads((feedback.parent / "run.json").read_text())
+    assert kept == {"seed": int(found.group(1))}

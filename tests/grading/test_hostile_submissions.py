@@ -30,7 +30,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from gradingkit import EXERCISES, ROOT, SOLUTIONS, notebook_for
+from gradingkit import EXERCISES, ROOT, SEED, SOLUTIONS, notebook_for
 
 from labkit.grading.isolation.confine import Confinement
 
@@ -324,6 +324,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
     before = _tree_hashes(*instructor) | {str(subs / "ana" / reference.name): _sha(reference)}
     labkit = Path(sys.executable).parent / "labkit"
     argv = [str(labkit), "grade", str(subs), "--out", str(root / "out"), "--run-id", "run"]
+    argv += ["--seed", str(SEED)]
     argv += ["--solutions", str(root / "solutions"), "--exercise", "ex01", "--jobs", "2"]
     argv += ["--cell-timeout", "20"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=root)

@@ -1,8 +1,9 @@
 """Small tools the exercise checks share: the seed, short reprs, property-based checks.
 
-``holds_for(strategy, prop)`` runs ``prop`` on examples Hypothesis generates, the same
-examples on every run (derandomized, no example database, a bounded number), so a
-check stays inside its timeout and a student's failure replays exactly.
+``holds_for(strategy, prop)`` runs ``prop`` on examples Hypothesis generates, a bounded
+number (no example database), so a check stays inside its timeout: in ``check()`` the
+same examples on every run (derandomized), so a student's failure replays exactly;
+under ``labkit grade`` examples drawn from the run's seed (``checks.grading_seed``).
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, Verbosity, configuration, given, settings
+from hypothesis import HealthCheck, Verbosity, configuration, given, seed, settings
 from hypothesis import strategies as st
 
-from labkit.grading.checks import CheckFailed, StudentRaised
+from labkit.grading.checks import CheckFailed, StudentRaised, grading_seed
 
 #: Every check that draws random numbers starts from this seed, so a failure replays.
 SEED = 20260101
@@ -49,15 +50,18 @@ def holds_for(
     ``prop`` calls ``expect``; Hypothesis shrinks a failing example to a small one, so
     the student reads the simplest input that breaks their code.
     """
+    graded = grading_seed()
     runner = settings(
         max_examples=examples,
-        derandomize=True,
+        derandomize=graded is None,  # check(): the same examples every time
         database=None,
         deadline=None,
         verbosity=Verbosity.quiet,
         suppress_health_check=list(HealthCheck),
         report_multiple_bugs=False,
     )(given(strategy)(prop))
+    if graded is not None:  # labkit grade: this run's own examples, replayable by its seed
+        runner = seed(graded)(runner)
     # Hypothesis caches what it learns in ./.hypothesis: not in the student's folder.
     home = configuration.storage_directory(intent_to_write=False).path
     configuration.set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "labkit-hypothesis")

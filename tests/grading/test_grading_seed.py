@@ -1,0 +1,47 @@
+"""Generated inputs: the same in every ``check()``, this run's own under ``labkit grade``.
+
+``holds_for`` draws a property check's examples. A student sees the same ones each time
+they run ``check()``, so a failure replays; the grader draws from the run's seed, so the
+examples a class is graded on were never shown, and the same seed draws them again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import strategies as st
+
+from labkit.grading.checks import grading_seed, use_grading_seed
+from labkit.grading.exercises.helpers import holds_for
+
+
+@pytest.fixture(autouse=True)
+def no_seed_left() -> Iterator[None]:
+    yield
+    use_grading_seed(None)
+
+
+def _examples() -> list[int]:
+    seen: list[int] = []
+
+    def prop(n: int) -> None:  # holds for every n: only what was drawn matters here
+        seen.append(n)
+
+    holds_for(st.integers(0, 10**9), prop, examples=20)
+    return seen
+
+
+def test_check_draws_the_same_examples_every_time() -> None:
+    assert grading_seed() is None
+    assert _examples() == _examples()
+
+
+def test_a_grading_seed_draws_other_examples_and_replays_them() -> None:
+    fixed = _examples()
+    use_grading_seed(12345)
+    first = _examples()
+    assert first == _examples()  # the same seed replays the run
+    use_grading_seed(67890)
+    other = _examples()
+    assert set(first) != set(fixed) and set(other) != set(first)
