@@ -24,6 +24,7 @@ import dataclasses
 import json
 import multiprocessing
 import os
+import random
 import re
 import shutil
 import tempfile
@@ -88,6 +89,17 @@ def check_timeout_for(settings: Settings, checks: list[Check]) -> float:
         return settings.check_timeout
     return max((c.timeout for c in checks), default=DEFAULT_TIMEOUT)
 
+
+#: Student code runs in one of these per run (chosen by the seed), west and east of UTC
+#: and with odd offsets: a time read from the machine's zone (a naive ``.timestamp()``,
+#: ``datetime.now()``) shows up where ``check()`` on a UTC laptop hid it.
+TIME_ZONES = (
+    "America/Sao_Paulo",
+    "America/Los_Angeles",
+    "Asia/Kolkata",
+    "Pacific/Auckland",
+    "Pacific/Kiritimati",
+)
 
 _warmed: list[bool] = []
 
@@ -344,11 +356,15 @@ def grade_folder(
     jobs = max(1, min(jobs or os.cpu_count() or 1, total))
     progress(settings.confinement.describe())
     if settings.seed is not None:
+        zone = random.Random(settings.seed).choice(TIME_ZONES)
+        confinement = dataclasses.replace(settings.confinement, timezone=zone)
+        settings = dataclasses.replace(settings, confinement=confinement)
         progress(
-            f"grading seed {settings.seed}: generated inputs differ from check()'s; "
-            f"replay this run with --seed {settings.seed}"
+            f"grading seed {settings.seed}: generated inputs differ from check()'s, and "
+            f"student code runs with TZ={zone}; replay this run with --seed {settings.seed}"
         )
-        (run_dir / "run.json").write_text(json.dumps({"seed": settings.seed}) + "\n")
+        kept = {"seed": settings.seed, "timezone": zone}
+        (run_dir / "run.json").write_text(json.dumps(kept) + "\n")
     networked = [e for e in exercises if catalog.public(e).network]
     if networked and not settings.confinement.network:
         shared = dataclasses.replace(settings.confinement, network=True)

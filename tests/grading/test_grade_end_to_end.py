@@ -21,6 +21,8 @@ import nbformat
 import pytest
 from gradingkit import EXERCISES, SOLUTIONS, notebook_for
 
+from labkit.grading.grade import TIME_ZONES
+
 pytestmark = pytest.mark.slow
 
 # Loose enough that a loaded 2-core machine (pytest -n 2) never times out the reference's
@@ -173,7 +175,10 @@ def test_the_run_prints_its_grading_seed_and_keeps_it_for_replay(graded) -> None
     import re
 
     _, feedback, stdout = graded
-    found = re.search(r"grading seed (\d+): .*replay this run with --seed (\d+)", stdout)
-    assert found and found.group(1) == found.group(2), stdout
+    found = re.search(
+        r"grading seed (\d+): .*runs with TZ=(\S+); replay this run with --seed (\d+)", stdout
+    )
+    assert found and found.group(1) == found.group(3), stdout
     kept = json.loads((feedback.parent / "run.json").read_text())
-    assert kept == {"seed": int(found.group(1))}
+    assert kept == {"seed": int(found.group(1)), "timezone": found.group(2)}
+    assert found.group(2) in TIME_ZONES

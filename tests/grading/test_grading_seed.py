@@ -45,3 +45,16 @@ def test_a_grading_seed_draws_other_examples_and_replays_them() -> None:
     use_grading_seed(67890)
     other = _examples()
     assert set(first) != set(fixed) and set(other) != set(first)
+
+
+def test_student_code_runs_in_the_time_zone_the_run_chose(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import dataclasses
+
+    from gradingkit import confined_student, in_a_check
+
+    from labkit.grading.isolation.confine import Confinement
+
+    confined = dataclasses.replace(Confinement.detect(), timezone="Asia/Kolkata")
+    cell = "import time\ndef offset():\n    return time.strftime('%z')\n"
+    with confined_student(tmp_path, confined, [(0, cell)]) as student:
+        assert in_a_check(student, lambda ns: ns.offset()) == "+0530"

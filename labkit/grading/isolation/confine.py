@@ -130,6 +130,8 @@ class Confinement:
     fallback: str = ""
     #: A control group per notebook, where the machine lets the grader make one.
     groups: Hierarchy | None = None
+    #: The time zone student code runs in (``TZ``); None: the machine's.
+    timezone: str | None = None
 
     @classmethod
     def detect(
@@ -293,6 +295,8 @@ class Confinement:
             "PYTHONDONTWRITEBYTECODE": "1",
             "TMPDIR": "/tmp" if self.bwrap else str(workdir),
         }
+        if self.timezone:
+            env["TZ"] = self.timezone
         # Only what the caller added or changed: a check passing {**os.environ, ...} must
         # not hand the grader's own environment (tokens, passwords) to student code.
         env.update({k: v for k, v in (extra or {}).items() if os.environ.get(k) != v})
