@@ -135,6 +135,8 @@ def run_new(
         str(args.jobs),
         "--cell-timeout",
         str(args.cell_timeout),
+        "--seed",  # the in-process scores draw the same generated inputs
+        str(args.seed),
     ]
     if args.check_timeout is not None:
         argv += ["--check-timeout", str(args.check_timeout)]
@@ -184,11 +186,18 @@ def in_process_scores(
 
     The generated notebooks are the bench's own, so running them here is safe.
     """
-    from labkit.grading.checks import run_checks
-    from labkit.grading.grade import find_notebooks, warm_up
+    import random
+    import time as clock_module
+
+    from labkit.grading.checks import run_checks, score, use_grading_seed
+    from labkit.grading.grade import TIME_ZONES, find_notebooks, warm_up
     from labkit.grading.isolation.student_side import run_cells
 
     warm_up()
+    # As `labkit grade --seed` does: the same generated inputs, the same time zone.
+    use_grading_seed(args.seed)
+    os.environ["TZ"] = random.Random(args.seed).choice(TIME_ZONES)
+    clock_module.tzset()
     scores: dict[tuple[str, str], int] = {}
     for folder in sorted(p for p in subs.iterdir() if p.is_dir()):
         found, _ = find_notebooks(folder, exercises)
@@ -204,7 +213,7 @@ def in_process_scores(
                     outcomes = run_checks(checks, values, args.check_timeout, Path(work))
                 finally:
                     os.chdir(here)
-            scores[folder.name, exercise] = sum(o.earned for o in outcomes)
+            scores[folder.name, exercise] = score(outcomes)[0]  # severe mistakes capped
     return scores
 
 
