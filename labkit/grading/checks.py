@@ -32,7 +32,6 @@ from typing import Any
 from labkit.grading.course import PACKAGE
 from labkit.grading.isolation.channel import harness_target
 from labkit.grading.stub import is_stub
-from labkit.tables import format_table
 
 #: Seconds a single check may run before it is reported as hung.
 DEFAULT_TIMEOUT = 10.0
@@ -276,7 +275,7 @@ class Check:
     timeout: float = DEFAULT_TIMEOUT
     #: A mistake this check catches loses or duplicates an effect, lets two holders run,
     #: shows one owner's data to another, or never runs a retried job again: failing it
-    #: caps the exercise's score at half (``score``).
+    #: caps the exercise's score at half (``scoring.score``).
     severe: bool = False
 
     def outcome(
@@ -454,65 +453,3 @@ def run_checks(
     """Run every check in order; one failing, crashing or hanging check never stops the rest."""
     ns = Namespace(values, workdir)
     return [run_check(check, ns, timeout) for check in checks]
-
-
-def severe_failures(outcomes: list[Outcome]) -> list[str]:
-    """The severe checks (``Check.severe``) a started solution did not pass."""
-    return [o.check for o in outcomes if o.severe and o.earned < o.points and o.status not in (
-        CheckStatus.NOT_STARTED, CheckStatus.NOT_GRADED)]
-
-
-def score(outcomes: list[Outcome]) -> tuple[int, int]:
-    """``(earned, possible)`` points: at most half of ``possible`` after a severe failure.
-
-    A solution that charges twice, loses a job or lets two workers hold one lock is not
-    "mostly right" because it passes the other checks: a severe mistake caps the score.
-    """
-    earned, possible = sum(o.earned for o in outcomes), sum(o.points for o in outcomes)
-    if severe_failures(outcomes):
-        earned = min(earned, possible // 2)
-    return earned, possible
-
-
-def cap_note(outcomes: list[Outcome]) -> str | None:
-    """Why the score was capped, in one line, or None."""
-    failed = severe_failures(outcomes)
-    if not failed:
-        return None
-    _, possible = score(outcomes)
-    return (
-        f"score capped at half ({possible // 2}): {', '.join(failed)} failed, a severe mistake "
-        "(an effect lost or done twice, two holders at once, or one owner's data shown to "
-        "another)"
-    )
-
-
-def format_report(title: str, outcomes: list[Outcome]) -> str:
-    """The table a student sees, then one paragraph per check that did not pass."""
-    earned, possible = score(outcomes)
-    rows = [
-        {
-            "check": o.label,
-            "points": f"{o.earned}/{o.points}",
-            "result": o.status,
-        }
-        for o in outcomes
-    ]
-    lines = [title, "", format_table(rows, ["check", "points", "result"]), ""]
-    lines.append(f"score: {earned}/{possible}")
-    note = cap_note(outcomes)
-    if note:
-        lines.append(note)
-    if outcomes and all(o.status == CheckStatus.NOT_STARTED for o in outcomes):
-        lines.append("Not started yet: write your code in the cells above and run this cell again.")
-    for o in outcomes:
-        if o.status in (CheckStatus.PASSED, CheckStatus.NOT_STARTED):
-            continue
-        lines += ["", f"{o.check}: {o.status}"]
-        if o.expected:
-            lines.append(f"  expected: {o.expected}")
-        if o.got:
-            lines.append(f"  got:      {o.got}")
-        if o.hint:
-            lines.append(f"  hint:     {o.hint}")
-    return "\n".join(lines)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import html
 
-from labkit.grading.checks import CheckStatus, Outcome, cap_note, format_report, score
+from labkit.grading.checks import CheckStatus, Outcome
+from labkit.grading.scoring import cap_note, format_report, score
 from labkit.tables import TABLE_STYLE, Rich, html_cell
 
 #: Row colours by result: green passed, grey not started, red failed, amber timed out.

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from labkit.grading.checks import CheckStatus, Outcome, cap_note, score
+from labkit.grading.checks import CheckStatus, Outcome
+from labkit.grading.scoring import cap_note, score
 
 
 class NotebookStatus(StrEnum):
@@ -46,7 +47,7 @@ class Graded:
 
     @property
     def score(self) -> int:
-        """Points earned, capped at half after a severe failure (``checks.score``)."""
+        """Points earned, capped at half after a severe failure (``scoring.score``)."""
         return score(self.outcomes)[0]
 
     @property

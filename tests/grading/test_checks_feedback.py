@@ -12,9 +12,9 @@ from labkit.grading.checks import (
     Namespace,
     StudentRaised,
     expect,
-    format_report,
     run_checks,
 )
+from labkit.grading.scoring import format_report
 
 DEMO = Checks("ex99", "demo")
 

@@ -21,8 +21,8 @@ import test_zoo
 import test_zoo_ex11_13
 from gradingkit import EXERCISES, SOLUTIONS, grade_class, grade_values, notebook_for, with_override
 
-from labkit.grading.checks import score
 from labkit.grading.isolation.confine import Confinement
+from labkit.grading.scoring import score
 
 pytestmark = [
     pytest.mark.slow,

@@ -3,7 +3,7 @@
 A solution that charges twice, loses a job, lets two workers hold one lock or shows one
 owner's data to another is not "mostly right" because it passes the other checks.
 Checks that catch such mistakes are marked ``severe``; failing one caps the score at
-half (``labkit.grading.checks.score``). Every exercise notebook names its severe checks.
+half (``labkit.grading.scoring.score``). Every exercise notebook names its severe checks.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import test_zoo
 from gradingkit import EXERCISES, HIDDEN, grade_values, notebook_for, with_override
 
 from labkit.grading import catalog
-from labkit.grading.checks import CheckStatus, Outcome, cap_note, format_report, score
+from labkit.grading.checks import CheckStatus, Outcome
 from labkit.grading.gradebook import Graded, feedback_markdown
+from labkit.grading.scoring import cap_note, format_report, score
 
 
 def _outcome(name: str, points: int, earned: int, severe: bool, status: str = "") -> Outcome:
