@@ -14,8 +14,12 @@ from labkit.tables import format_table
 
 def severe_failures(outcomes: list[Outcome]) -> list[str]:
     """The severe checks (``Check.severe``) a started solution did not pass."""
-    return [o.check for o in outcomes if o.severe and o.earned < o.points and o.status not in (
-        CheckStatus.NOT_STARTED, CheckStatus.NOT_GRADED)]
+    untouched = (CheckStatus.NOT_STARTED, CheckStatus.NOT_GRADED)
+    return [
+        o.check
+        for o in outcomes
+        if o.severe and o.earned < o.points and o.status not in untouched
+    ]
 
 
 def score(outcomes: list[Outcome]) -> tuple[int, int]:
