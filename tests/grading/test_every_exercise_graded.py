@@ -5,22 +5,35 @@ The exercises whose checks drive servers and brokers have their own graded class
 class, the reference (full marks), the untouched stub (zero, "not started") and two
 entries of the project's zoo (the first and the last) for each of the other ten
 exercises, through the confined grader, and checks each wrong solution is caught by the
-check named after its mistake, with the score the in-process grading gives it: the
-sandbox changes nothing about what a solution earns.
+check named after its mistake, with the score the in-process grading gives it under the
+run's seed and time zone: the sandbox changes nothing about what a solution earns.
 """
 
 from __future__ import annotations
 
+import os
+import random
 import shutil
 import textwrap
+import time
 from pathlib import Path
 
 import nbformat
 import pytest
 import test_zoo
 import test_zoo_ex11_13
-from gradingkit import EXERCISES, SOLUTIONS, grade_class, grade_values, notebook_for, with_override
+from gradingkit import (
+    EXERCISES,
+    SEED,
+    SOLUTIONS,
+    grade_class,
+    grade_values,
+    notebook_for,
+    with_override,
+)
 
+from labkit.grading.checks import use_grading_seed
+from labkit.grading.grade import TIME_ZONES
 from labkit.grading.isolation.confine import Confinement
 from labkit.grading.scoring import score
 
@@ -83,6 +96,20 @@ def test_a_wrong_solution_is_caught_by_its_check_with_its_in_process_score(  # t
     text = (feedback / f"{student}.md").read_text()
     failed = [line for line in text.splitlines() if line.startswith(f"| {check}")]
     assert failed and failed[0].endswith("| failed |"), f"{mistake}: {failed or text}"
-    outcomes = list(grade_values(exercise, with_override(exercise, source)).values())
-    assert int(row["score"]) == score(outcomes)[0], f"{mistake}: sandbox {row['score']}"
+    # In-process, as the run graded it: its seed's generated inputs, its time zone.
+    zone = random.Random(SEED).choice(TIME_ZONES)
+    saved = os.environ.get("TZ")
+    os.environ["TZ"] = zone
+    time.tzset()
+    use_grading_seed(SEED)
+    try:
+        outcomes = list(grade_values(exercise, with_override(exercise, source)).values())
+    finally:
+        use_grading_seed(None)
+        if saved is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = saved
+        time.tzset()
+    assert int(row["score"]) == score(outcomes)[0], f"{mistake}: sandbox {row['score']} ({zone})"
     assert int(row["score"]) < int(row["max"])

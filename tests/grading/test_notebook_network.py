@@ -72,9 +72,11 @@ print(json.dumps(seen))
 """
 
 
-@pytest.fixture
-def student(tmp_path: Path) -> Iterator[StudentProcess]:
-    with confined_student(tmp_path, CONFINED) as proc:
+@pytest.fixture(scope="module")
+def student(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StudentProcess]:
+    """One notebook for the module: its services boot once (RabbitMQ takes about 10 s).
+    The last test ends it."""
+    with confined_student(tmp_path_factory.mktemp("netns"), CONFINED) as proc:
         yield proc
 
 
