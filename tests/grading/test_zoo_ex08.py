@@ -62,30 +62,24 @@ DEDUP_BY_CUSTOMER = """\
     return "charged"
 """
 
-#: The settings are right, but the task throws every redelivered message away.
+#: The settings are right, but the task throws every redelivered message away before
+#: the reference's body runs.
 SKIPS_REDELIVERIES = """\
     from celery import current_task
 
     if (current_task.request.delivery_info or {}).get("redelivered"):
         return "skipped: looks like a duplicate"
-    with connect() as conn, conn.transaction():
-        first = conn.execute(
-            "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING RETURNING key",
-            (key,),
-        ).fetchone()
-        if first is None:
-            return "already charged"
-        conn.execute(
-            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
-            (key, customer, amount),
-        )
-    return "charged"
 """
 
 
 def _settings(text: str) -> Callable[[str], str]:
     """Replace the two settings in configure(app) by ``text``."""
     return lambda source: source.replace(REFERENCE_SETTINGS, text)
+
+
+def _before_body(text: str) -> Callable[[str], str]:
+    """Put ``text`` at the top of the charge task's body, before the reference's."""
+    return lambda source: source.replace(REFERENCE_BODY_START, text + REFERENCE_BODY_START, 1)
 
 
 def _body(text: str) -> Callable[[str], str]:
@@ -133,7 +127,7 @@ ZOO = [
     (
         # The hint must blame the task, not the ack settings, which are right here.
         "skips every redelivered message",
-        _body(SKIPS_REDELIVERIES),
+        _before_body(SKIPS_REDELIVERIES),
         "worker_killed_before_the_charge",
         "SIGKILLed before charging",
         "worker_starts_and_charges_once",
