@@ -32,7 +32,7 @@ from gradingkit import (
     with_override,
 )
 
-from labkit.grading.checks import use_grading_seed
+from labkit.grading.checks import CheckStatus, use_grading_seed
 from labkit.grading.grade import TIME_ZONES
 from labkit.grading.isolation.confine import Confinement
 from labkit.grading.scoring import score
@@ -104,6 +104,10 @@ def test_a_wrong_solution_is_caught_by_its_check_with_its_in_process_score(  # t
     use_grading_seed(SEED)
     try:
         outcomes = list(grade_values(exercise, with_override(exercise, source)).values())
+        if any(o.status == CheckStatus.TIMED_OUT for o in outcomes):
+            # This process shares two cores with the other test workers: a check that ran
+            # out of time here says nothing about the sandbox. Once more, then compare.
+            outcomes = list(grade_values(exercise, with_override(exercise, source)).values())
     finally:
         use_grading_seed(None)
         if saved is None:
@@ -111,5 +115,8 @@ def test_a_wrong_solution_is_caught_by_its_check_with_its_in_process_score(  # t
         else:
             os.environ["TZ"] = saved
         time.tzset()
-    assert int(row["score"]) == score(outcomes)[0], f"{mistake}: sandbox {row['score']} ({zone})"
+    differ = [(o.check, o.status, o.got[:100]) for o in outcomes if o.status != "passed"]
+    assert int(row["score"]) == score(outcomes)[0], (
+        f"{mistake}: sandbox {row['score']} ({zone}); in-process not passed: {differ}"
+    )
     assert int(row["score"]) < int(row["max"])
