@@ -373,10 +373,40 @@ def grade_folder(
         f"grading {len(students)} student(s) x {len(exercises)} exercise(s) = {total} "
         f"notebooks, {jobs} at a time, into {run_dir}"
     )
-    results: list[Graded] = []
     # Processes, not threads: checks are CPU-bound Python (and some use Hypothesis, which
     # is not thread-safe), so threads would share one core. Each worker process claims
     # its own block of uids for the student code it starts.
+    # The checks run in the pool's processes. Hypothesis draws from the seed, but how it
+    # walks its alphabets follows str hashing, salted per process: fix the salt too, or
+    # the same seed draws other examples and a run does not replay.
+    salt = os.environ.get("PYTHONHASHSEED")
+    if settings.seed is not None:
+        os.environ["PYTHONHASHSEED"] = str(settings.seed % 4294967296)
+    try:
+        results = _grade_in_pool(tasks, settings, jobs, duplicates, progress)
+    finally:
+        if salt is None:
+            os.environ.pop("PYTHONHASHSEED", None)
+        else:
+            os.environ["PYTHONHASHSEED"] = salt
+    results.sort(key=lambda g: (g.student, g.exercise))
+    write_gradebook(results, run_dir / "grades.csv")
+    write_totals(results, run_dir / "totals.csv")
+    write_feedback(results, run_dir / "feedback")
+    progress(f"wrote grades.csv, totals.csv and {len(students)} feedback file(s) in {run_dir}")
+    return run_dir, results
+
+
+def _grade_in_pool(
+    tasks: list[tuple[str, str, Path | None]],
+    settings: Settings,
+    jobs: int,
+    duplicates: dict[tuple[str, str], str],
+    progress: Callable[[str], None],
+) -> list[Graded]:
+    """Grade every task in ``jobs`` processes; the results as they finish."""
+    total = len(tasks)
+    results: list[Graded] = []
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(grade_notebook, *task, settings) for task in tasks]
         for future in as_completed(futures):
@@ -388,9 +418,4 @@ def grade_folder(
                 f"[{len(results)}/{total}] {graded.student} {graded.exercise}: "
                 f"{graded.score}/{graded.possible} {graded.status}"
             )
-    results.sort(key=lambda g: (g.student, g.exercise))
-    write_gradebook(results, run_dir / "grades.csv")
-    write_totals(results, run_dir / "totals.csv")
-    write_feedback(results, run_dir / "feedback")
-    progress(f"wrote grades.csv, totals.csv and {len(students)} feedback file(s) in {run_dir}")
-    return run_dir, results
+    return results
