@@ -186,17 +186,16 @@ def in_process_scores(
 
     The generated notebooks are the bench's own, so running them here is safe.
     """
-    import random
     import time as clock_module
 
     from labkit.grading.checks import run_checks, score, use_grading_seed
-    from labkit.grading.grade import TIME_ZONES, find_notebooks, warm_up
+    from labkit.grading.grade import find_notebooks, seeded_environment, warm_up
     from labkit.grading.isolation.student_side import run_cells
 
     warm_up()
     # As `labkit grade --seed` does: the same generated inputs, the same time zone.
     use_grading_seed(args.seed)
-    os.environ["TZ"] = random.Random(args.seed).choice(TIME_ZONES)
+    os.environ["TZ"] = seeded_environment(args.seed)["TZ"]
     clock_module.tzset()
     scores: dict[tuple[str, str], int] = {}
     for folder in sorted(p for p in subs.iterdir() if p.is_dir()):

@@ -101,6 +101,14 @@ TIME_ZONES = (
     "Pacific/Kiritimati",
 )
 
+
+
+def seeded_environment(seed: int) -> dict[str, str]:
+    """What a run's seed fixes beside its inputs: the time zone student code runs in, and
+    the str-hash salt of the check processes (Hypothesis walks alphabets in hash order)."""
+    return {"TZ": random.Random(seed).choice(TIME_ZONES), "PYTHONHASHSEED": str(seed % 2**32)}
+
+
 _warmed: list[bool] = []
 
 
@@ -356,7 +364,7 @@ def grade_folder(
     jobs = max(1, min(jobs or os.cpu_count() or 1, total))
     progress(settings.confinement.describe())
     if settings.seed is not None:
-        zone = random.Random(settings.seed).choice(TIME_ZONES)
+        zone = seeded_environment(settings.seed)["TZ"]
         confinement = dataclasses.replace(settings.confinement, timezone=zone)
         settings = dataclasses.replace(settings, confinement=confinement)
         progress(
@@ -381,7 +389,7 @@ def grade_folder(
     # the same seed draws other examples and a run does not replay.
     salt = os.environ.get("PYTHONHASHSEED")
     if settings.seed is not None:
-        os.environ["PYTHONHASHSEED"] = str(settings.seed % 4294967296)
+        os.environ["PYTHONHASHSEED"] = seeded_environment(settings.seed)["PYTHONHASHSEED"]
     try:
         results = _grade_in_pool(tasks, settings, jobs, duplicates, progress)
     finally:

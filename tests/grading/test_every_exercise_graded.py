@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from gradingkit import (
     notebook_for,
 )
 
-from labkit.grading.grade import TIME_ZONES
+from labkit.grading.grade import seeded_environment
 from labkit.grading.isolation.confine import Confinement
 
 pytestmark = [
@@ -113,8 +112,8 @@ def test_a_wrong_solution_is_caught_by_its_check_with_its_in_process_score(  # t
     # In-process, as the run graded it: its seed's generated inputs, its time zone, and
     # its str-hash salt (Hypothesis walks its alphabets in hash order), so in a process of
     # its own.
-    zone = random.Random(SEED).choice(TIME_ZONES)
-    env = {**os.environ, "TZ": zone, "PYTHONHASHSEED": str(SEED % 4294967296)}
+    fixed = seeded_environment(SEED)
+    zone, env = fixed["TZ"], {**os.environ, **fixed}
     code = IN_PROCESS.format(here=str(Path(__file__).parent), seed=SEED, student=student)
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
