@@ -143,6 +143,30 @@ def test_checkpoint_pauses_once_per_plan_and_is_a_noop_without_a_folder(tmp_path
     assert not first.is_alive()
 
 
+def test_the_marker_is_never_seen_before_it_is_whole(tmp_path, monkeypatch):
+    """Whoever waits for the marker reads the pid and task id at once: never an empty file.
+
+    The write is where a slow task would be caught mid-way, so the test looks at the
+    marker's path at that moment: it must not exist yet.
+    """
+    monkeypatch.setenv(celery_points.ENV, str(tmp_path))
+    monkeypatch.setattr(celery_points, "HOLD_S", 0.2)
+    path = celery_points.set_pause(tmp_path, "after_effect", "whole")
+    seen_during_write: list[bool] = []
+    real_write = os.write
+
+    def watching_write(fd: int, data: bytes) -> int:
+        seen_during_write.append(path.exists())
+        return real_write(fd, data)
+
+    monkeypatch.setattr(celery_points.os, "write", watching_write)
+    celery_points.checkpoint("after_effect")
+    assert seen_during_write == [False]  # the write happened, with no marker in sight
+    pid, task_id = celery_points.paused(tmp_path, "after_effect", "whole")
+    assert (pid, task_id) == (os.getpid(), "-")
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".reached")] == []
+
+
 class _Log:
     """A stand-in worker: only its log text matters to ``received_of``."""
 

@@ -119,15 +119,23 @@ def checkpoint(point: str) -> None:
     if plan.get("point") != point:
         return
     path = marker(folder, point, str(plan.get("label")))
+    # The marker is the lab's proof that the kill fell here, and says which process to
+    # kill and which task it was running. It is written whole and synced under a name of
+    # this process's own, then linked into place: the link is the claim (it fails if
+    # someone stopped here already), and nobody waiting for the marker can read it empty.
+    draft = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(draft, os.O_CREAT | os.O_TRUNC | os.O_WRONLY)
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        os.write(fd, f"{_here()} {_task_id()}\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(draft, path)
     except FileExistsError:
         return  # someone stopped here already: this is the redelivery, run through
-    # Synced before waiting: the marker is the lab's proof that the kill fell here, and
-    # says which process to kill and which task it was running.
-    os.write(fd, f"{_here()} {_task_id()}\n".encode())
-    os.fsync(fd)
-    os.close(fd)
+    finally:
+        draft.unlink(missing_ok=True)
     threading.Event().wait(HOLD_S)
 
 
