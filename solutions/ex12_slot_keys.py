@@ -131,7 +131,8 @@ def demo():
 # holders run, shows one owner's data to another or never runs a retried job again:
 # failing one caps the exercise's score at half. Here:
 # `slot_key_is_the_same_in_every_time_zone`, `tick_reads_what_fired_from_the_table`,
-# `two_schedulers_enqueue_each_slot_once`, and hidden ones the grader runs.
+# `two_schedulers_enqueue_each_slot_once`, `a_killed_scheduler_restarts_without_losing_a_slot`,
+# and hidden ones the grader runs.
 
 # %%
 from labkit.grading import check

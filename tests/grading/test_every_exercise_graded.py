@@ -2,11 +2,12 @@
 
 The exercises whose checks drive servers and brokers have their own graded classes
 (``test_ex08_graded.py``, ``test_service_exercises_graded.py``). This one grades, in one
-class, the reference (full marks), the untouched stub (zero, "not started") and two
-entries of the project's zoo (the first and the last) for each of the other ten
-exercises, through the confined grader, and checks each wrong solution is caught by the
-check named after its mistake, with the score the in-process grading gives it under the
-run's seed and time zone: the sandbox changes nothing about what a solution earns.
+class, the reference (full marks), the untouched stub (zero, "not started") and entries
+of the project's zoo (the first and the last, and every entry a kill sweep must catch)
+for each of the other ten exercises, through the confined grader, and checks each wrong
+solution is caught by the check named after its mistake, with the score the in-process
+grading gives it under the run's seed and time zone: the sandbox changes nothing about
+what a solution earns.
 """
 
 from __future__ import annotations
@@ -43,13 +44,24 @@ pytestmark = [
 
 PLAIN = ["ex01", "ex02", "ex03", "ex04", "ex05", "ex06", "ex07", "ex11", "ex12", "ex13"]
 _ALL = test_zoo.ZOO + test_zoo_ex11_13.ZOO
+#: Checks that kill the student's code for real after each of its writes (``killsweep``):
+#: every zoo entry they must catch is graded here, since forking and killing inside the
+#: sandbox is what in-process grading cannot show.
+SWEPT = {
+    "place_order_is_one_transaction",
+    "consume_is_one_transaction",
+    "a_killed_scheduler_restarts_without_losing_a_slot",
+}
+
+
+def _picked(exercise: str) -> list[tuple[str, str, str, str]]:
+    entries = [e for e in _ALL if e[0] == exercise]
+    return [e for i, e in enumerate(entries) if i in (0, len(entries) - 1) or e[2] in SWEPT]
+
+
 #: student name -> (exercise, mistake, the check that must fail, the wrong source)
 WRONG = {
-    f"zoo-{exercise}-{n}": entry
-    for exercise in PLAIN
-    for n, entry in enumerate(
-        [e for e in _ALL if e[0] == exercise][i] for i in (0, -1)
-    )
+    f"zoo-{exercise}-{n}": entry for exercise in PLAIN for n, entry in enumerate(_picked(exercise))
 }
 
 

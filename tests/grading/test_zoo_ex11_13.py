@@ -90,6 +90,46 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex11",
+        "the processed id committed first, the email sent through a cursor after it",
+        "consume_is_one_transaction",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            fresh = conn.execute(
+                "INSERT INTO processed_messages (message_id) VALUES (?)"
+                " ON CONFLICT (message_id) DO NOTHING RETURNING message_id", (message_id,),
+            ).fetchone()
+            conn.execute("COMMIT")
+            if fresh is not None:
+                conn.cursor().execute("INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                                      (order["order_id"], order["customer"]))
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the order committed, then its outbox row written by executemany",
+        "place_order_is_one_transaction",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            created = conn.execute(
+                "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                " ON CONFLICT (id) DO NOTHING RETURNING id", (order_id, customer, total),
+            ).fetchone()
+            conn.execute("COMMIT")
+            if created is not None:
+                body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                conn.executemany(
+                    "INSERT INTO outbox (message_id, topic, body) VALUES (?, 'order.placed', ?)",
+                    [(f"order:{order_id}:placed:v1", body)],
+                )
+            return created is not None
+        """,
+    ),
+    (
+        "ex11",
         "the consumer checks with a SELECT outside the transaction",
         "two_consumer_processes_send_each_email_once",
         """
@@ -185,6 +225,33 @@ ZOO: list[tuple[str, str, str, str]] = [
                     (key, schedule, slot, now),
                 )
                 created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "the catch-up inserted newest slot first",
+        "a_killed_scheduler_restarts_without_losing_a_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            newest = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchone()[0]
+            last = None
+            if newest is not None:
+                fired = datetime.strptime(newest[len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in sorted(due_slots(period_s, last, since, now, catch_up), reverse=True):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got:
+                    created.append(key)
             return created
         """,
     ),

@@ -3,18 +3,22 @@
 The student writes ``place_order`` (the order and its message in one transaction),
 ``relay_once`` (publish, then mark) and ``consume`` (the effect and the message id in
 one transaction). Each check makes the databases in a folder under the student's
-folder and runs the student's code through the harness (``labkit.grading.exercises.ex11.harness``)
-on its own connections, crashing it right after its first, second, ... write in turn
-(the crash must fire), or inside ``publish`` before or after the broker has the
-message. The check then reads the shop's database, the broker's log and the
-consumer's database itself: every order has exactly one message, no message is lost,
-and every order gets exactly one email however often its message arrives.
+folder and runs the student's code through the harness
+(``labkit.grading.exercises.ex11.harness``) on its own connections. The transaction
+checks kill the student's process for real (``killsweep``) right after each write and
+each COMMIT it sends, then retry or redeliver; the relay checks crash inside
+``publish`` before or after the broker has the message. The check then reads the
+shop's database, the broker's log and the consumer's database itself: every order has
+exactly one message, no message is lost, and every order gets exactly one email however
+often its message arrives.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +27,9 @@ from hypothesis import strategies as st
 from labkit.clock import FakeClock
 from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
 from labkit.grading.exercises.helpers import holds_for, raised_text
+from labkit.grading.exercises.killsweep import after_every_kill
 from labkit.grading.exercises.kit import lab_file
-from labkit.grading.exercises.labdb import consumer_db, outbox_db, rows_of
+from labkit.grading.exercises.labdb import connect, consumer_db, outbox_db, rows_of
 from labkit.patterns.outbox import Broker
 
 CHECKS = Checks(
@@ -33,8 +38,6 @@ CHECKS = Checks(
 
 HARNESS = "labkit.grading.exercises.ex11.harness:"
 NOW = 100.0
-#: How many crash points (after write 1, 2, ...) a check tries at most.
-MAX_WRITES = 6
 ORDERS: list[list[Any]] = [[1, "ana", 4200], [2, "bia", 1500], [3, "caio", 990]]
 
 
@@ -80,6 +83,16 @@ def relay(
     if fault is None:
         _raised(got, "relay_once(conn, publish, now)", "try relay_once with a list as broker")
     return dict(got)
+
+
+@contextmanager
+def _reading(path: Path) -> Iterator[sqlite3.Connection]:
+    """The check's own connection to a file the student's code wrote."""
+    conn = connect(path)
+    try:
+        yield conn
+    finally:
+        conn.close()
 
 
 def broker_log(path: Path) -> list[str]:
@@ -152,28 +165,20 @@ def place_order_twice_is_one_message(ns: Namespace) -> None:
     severe=True,
 )
 def place_order_is_one_transaction(ns: Namespace) -> None:
-    for nth in range(1, MAX_WRITES + 1):
-        with lab_file(ns, outbox_db, "shop.db") as (conn, path):
-            got = place(ns, path, [7, "ana", 4200], crash_after=nth)
-            if nth == 1:
-                _raised(got, "place_order(7, 'ana', 4200)", "try place_order on outbox_db(...)")
-                expect(
-                    got["fired"],
-                    "a crash right after place_order's first write to fire",
-                    f"place_order wrote {got['writes']} times (does it INSERT the order?)",
-                )
-            if not got["fired"]:
-                return
+    def judge(life: Path) -> tuple[bool, str]:
+        with _reading(life / "shop.db") as conn:
             ok, seen = consistent(conn)
-            expect(ok, f"both rows or neither after a crash right after write {nth}", seen)
-            place(ns, path, [7, "ana", 4200])
-            ok, seen = consistent(conn)
-            expect(
-                ok and len(rows_of(conn, "all_outbox")) == 1,
-                f"one order and one message once the request is retried after the crash "
-                f"after write {nth}",
-                seen,
-            )
+            return ok and len(rows_of(conn, "all_outbox")) == 1, seen
+
+    after_every_kill(
+        ns,
+        HARNESS + "place_order_kills",
+        lambda folder: outbox_db(folder / "shop.db").close(),
+        [[7, "ana", 4200]],
+        judge,
+        "one order and one message",
+        "the retried request",
+    )
 
 
 @CHECKS.add(
@@ -291,24 +296,23 @@ def consume_applies_each_message_once(ns: Namespace) -> None:
     severe=True,
 )
 def consume_is_one_transaction(ns: Namespace) -> None:
-    for nth in range(1, MAX_WRITES + 1):
-        with lab_file(ns, consumer_db, "mail.db") as (conn, path):
-            got = consume(ns, path, ORDERS[0], crash_after=nth)
-            if nth == 1:
-                _raised(got, "consume('order:1:placed:v1', ...)", "try consume on consumer_db(...)")
-                expect(
-                    got["fired"],
-                    "a crash right after consume's first write to fire",
-                    f"consume wrote {got['writes']} times",
-                )
-            if not got["fired"]:
-                return
-            consume(ns, path, ORDERS[0])  # the broker redelivers after the crash
-            expect(
-                emails(conn) == [(1, "ana")],
-                f"exactly one email after a crash right after write {nth} and a redelivery",
-                emails(conn),
-            )
+    order = ORDERS[0]
+    body = json.dumps({"order_id": order[0], "customer": order[1], "total": order[2]})
+
+    def judge(life: Path) -> tuple[bool, str]:
+        with _reading(life / "mail.db") as conn:
+            sent = emails(conn)
+            return sent == [(1, "ana")], f"emails {sent}"
+
+    after_every_kill(
+        ns,
+        HARNESS + "consume_kills",
+        lambda folder: consumer_db(folder / "mail.db").close(),
+        [message_id(order[0]), body],
+        judge,
+        "exactly one email",
+        "the redelivery",
+    )
 
 
 NAMES = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=12)

@@ -12,11 +12,13 @@ Each returns whether the fault fired and an outcome; the check reads the databas
 from __future__ import annotations
 
 from collections.abc import MutableMapping
+from pathlib import Path
 from typing import Any
 
 from labkit.clock import FakeClock
 from labkit.errors import SimulatedCrash
 from labkit.grading.exercises.common import fresh_state, outcome
+from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racers import in_processes
 from labkit.grading.exercises.tracing import Watched
@@ -119,3 +121,41 @@ def consume_in_processes(
             conn.close()
 
     return in_processes(consumer, 2)
+
+
+def _call(values: MutableMapping[str, Any], name: str, path: Path, *args: Any) -> Any:
+    """The student's ``name(conn, *args)`` on its own connection, closed without a commit."""
+    conn = connect(path)
+    try:
+        return values[name](conn, *args)
+    finally:
+        conn.close()
+
+
+def place_order_kills(
+    values: MutableMapping[str, Any], folder: str, order: list[Any], seed: int
+) -> dict[str, Any]:
+    """``place_order`` killed right after each of its writes in ``folder/shop.db``'s copies.
+
+    After each kill the request is retried (``place_order`` again, as the shop's caller
+    would). See ``killsweep.sweep``.
+    """
+
+    def once(life: Path, _tracer: Any = None) -> Any:
+        return _call(values, "place_order", life / "shop.db", *order)
+
+    return sweep(folder, ["shop.db"], once, once, seed)
+
+
+def consume_kills(
+    values: MutableMapping[str, Any], folder: str, message_id: str, body: str, seed: int
+) -> dict[str, Any]:
+    """``consume`` killed right after each of its writes in ``folder/mail.db``'s copies.
+
+    After each kill the broker redelivers (``consume`` again with the same message).
+    """
+
+    def once(life: Path, _tracer: Any = None) -> Any:
+        return _call(values, "consume", life / "mail.db", message_id, body)
+
+    return sweep(folder, ["mail.db"], once, once, seed)

@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 
 from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
 from labkit.grading.exercises.helpers import holds_for, raised_text, short_repr
+from labkit.grading.exercises.killsweep import after_every_kill
 from labkit.grading.exercises.kit import lab_file, raised_a
-from labkit.grading.exercises.labdb import add_job, all_jobs
+from labkit.grading.exercises.labdb import add_job, all_jobs, connect, lab_db
 from labkit.patterns.schedule import slot_key as reference_key
 
 CHECKS = Checks("ex12", "periodic jobs keyed by slot", needs=("slot_key", "due_slots", "tick"))
@@ -278,3 +279,35 @@ def two_schedulers_enqueue_each_slot_once(ns: Namespace) -> None:
             "the two schedulers' returned keys to add up to the table, each slot once",
             short_repr(sorted(created), 300),
         )
+
+
+@CHECKS.add(
+    2,
+    "a scheduler killed between any two of its inserts and started again must leave "
+    "every due slot once: it resumes after the newest key in the table, so insert the "
+    "slots oldest first (or all in one transaction)",
+    severe=True,
+)
+def a_killed_scheduler_restarts_without_losing_a_slot(ns: Namespace) -> None:
+    hours = 5
+    want = [reference_key("nightly", T0 + k * HOUR) for k in range(hours)]
+
+    def judge(life: Path) -> tuple[bool, str]:
+        conn = connect(life / "jobs.db")
+        try:
+            keys = _keys(conn)
+        finally:
+            conn.close()
+        return sorted(keys) == want, f"{len(keys)} jobs: {short_repr(sorted(keys), 300)}"
+
+    after_every_kill(
+        ns,
+        HARNESS + "tick_kills",
+        lambda folder: lab_db(folder / "jobs.db").close(),
+        ["nightly", HOUR, T0, T0 + (hours - 1) * HOUR + 5, "all"],
+        judge,
+        f"the {hours} slot keys, each once,",
+        "the scheduler's restart",
+        "the restart resumes after the newest key in the table: insert the slots oldest "
+        "first, or all of them in one transaction",
+    )

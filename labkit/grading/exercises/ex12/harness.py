@@ -4,7 +4,9 @@
 a key written in local time shows itself. ``tick`` runs the student's ``tick`` on a
 connection the harness opens to a file the check made; ``tick_race`` runs two
 schedulers in two forked processes, each with its own connection whose plain reads
-pause, ticking the same schedule at skewed moments. The check reads the table itself.
+pause, ticking the same schedule at skewed moments; ``tick_kills`` kills a scheduler
+right after each write of a catch-up and starts it again. The check reads the table
+itself.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ import os
 import time
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from labkit.grading.exercises.common import fresh_state, outcome
+from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racers import in_processes
 from labkit.grading.exercises.tracing import Watched
@@ -95,3 +99,29 @@ def tick_race(
         return {"created": created, "pauses": watched.pauses}
 
     return in_processes(scheduler, len(nows))
+
+
+def tick_kills(
+    values: MutableMapping[str, Any],
+    folder: str,
+    schedule: str,
+    period_s: int,
+    since: float,
+    now: float,
+    catch_up: str,
+    seed: int,
+) -> dict[str, Any]:
+    """A scheduler killed right after each of its writes while catching up, then restarted.
+
+    The restart is the same ``tick`` at the same moment on ``folder/jobs.db``'s copy, as
+    a supervisor starting the scheduler again would run it. See ``killsweep.sweep``.
+    """
+
+    def once(life: Path, _tracer: Any = None) -> Any:
+        conn = connect(life / "jobs.db")
+        try:
+            return values["tick"](conn, schedule, period_s, since, now, catch_up)
+        finally:
+            conn.close()
+
+    return sweep(folder, ["jobs.db"], once, once, seed)

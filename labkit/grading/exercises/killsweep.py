@@ -1,0 +1,150 @@
+"""The crash explorer on a student's function: killed right after each of its writes, for real.
+
+Harness side, ``sweep(folder, files, first, restart, ...)``: the check made the starting
+database files in ``folder``. One clean run (the probe) lists the boundaries the
+student's code crosses (``labkit.explore.boundaries``: each write, each COMMIT, each
+mark the harness adds). Then, for each boundary in turn (all of them when few, else a
+sample drawn from the check's seed), the starting files are copied into a life folder of
+their own (SQLite's backup API: a consistent snapshot, never a half-copied file), the
+student's code runs there in a forked child that is SIGKILLed right after that
+boundary, and ``restart`` runs what the exercise's contract says comes next (the
+redelivery, the retried request) in another child. Each life's folder is left for the
+check.
+
+Check side, ``after_every_kill(ns, target, args, judge, ...)``: calls the harness and
+judges every life's files itself with ``judge(folder)``. A life whose kill did not fire
+fails the check (the fault must fire); a judgment that fails names the boundary in the
+student's words, what the files hold, and how to replay it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from random import Random
+from typing import Any
+
+from labkit.explore.boundaries import Life, Tracer, live, targets
+from labkit.grading.checks import CheckFailed, Namespace, grading_seed
+from labkit.grading.exercises.helpers import SEED
+from labkit.grading.stub import is_stub_text
+
+#: What a failed sweep says to do, unless the check knows better.
+ONE_TRANSACTION = (
+    "what must happen together must commit in one transaction, so that the restart "
+    "finds it all done or not started"
+)
+#: At most this many kills per sweep (the first and last boundary always among them).
+LIMIT = 12
+
+
+def _snapshot(start: Path, life: Path, files: list[str]) -> None:
+    life.mkdir()
+    for name in files:
+        src, dst = sqlite3.connect(start / name), sqlite3.connect(life / name)
+        try:
+            src.backup(dst)
+        finally:
+            src.close()
+            dst.close()
+
+
+def _stub_or(life: Life) -> None:
+    said = life.ended.removeprefix("raised ")
+    if said.startswith("NotImplementedError: ") and is_stub_text(said.partition(": ")[2]):
+        raise NotImplementedError(said.partition(": ")[2])
+
+
+def sweep(
+    folder: str,
+    files: list[str],
+    first: Callable[[Path, Tracer], Any],
+    restart: Callable[[Path], Any] | None,
+    seed: int,
+    limit: int = LIMIT,
+) -> dict[str, Any]:
+    """Kill ``first`` right after each boundary in a copy of ``files``; restart; report.
+
+    ``{"probe": ended, "count": n, "lives": [{"index", "boundary", "folder", "killed",
+    "restart"}]}``; the probe's folder is ``folder/life-0`` (nobody killed).
+    """
+    start = Path(folder)
+
+    def first_in(where: Path, tracer: Tracer) -> Any:
+        return first(where, tracer)
+
+    def restart_in(where: Path, _tracer: Tracer) -> Any:
+        return restart(where) if restart is not None else None
+
+    _snapshot(start, start / "life-0", files)
+    probe = live(partial(first_in, start / "life-0"))
+    _stub_or(probe)
+    lives: list[dict[str, Any]] = []
+    for k in targets(len(probe.boundaries), limit, Random(seed)):
+        where = start / f"life-{k}"
+        _snapshot(start, where, files)
+        killed = live(partial(first_in, where), kill_after=k)
+        said = [b.words() for b in killed.boundaries if b.index == k] or ["a write"]
+        again = "-"
+        if killed.killed and restart is not None:
+            again = live(partial(restart_in, where)).ended
+            again = "ran to its end" if again == "returned" else again
+        lives.append(
+            {
+                "index": k,
+                "boundary": said[0],
+                "folder": str(where),
+                "killed": killed.killed,
+                "ended": killed.ended,
+                "restart": again,
+            }
+        )
+    return {"probe": probe.ended, "count": len(probe.boundaries), "lives": lives}
+
+
+def after_every_kill(
+    ns: Namespace,
+    target: str,
+    make: Callable[[Path], None],
+    args: list[Any],
+    judge: Callable[[Path], tuple[bool, str]],
+    want: str,
+    restart: str,
+    hint: str = ONE_TRANSACTION,
+) -> int:
+    """Make the starting files with ``make(folder)``, sweep ``target(folder, *args, seed)``.
+
+    ``judge(life_folder)`` reads one life's files and says ``(ok, what it found)``;
+    ``want`` says what must hold ("exactly one email"), ``restart`` what ran after the
+    kill ("the redelivery"). Returns how many lives were judged.
+    """
+    seed = grading_seed()
+    seed = SEED if seed is None else seed
+    name = target.rpartition(":")[2]
+    with tempfile.TemporaryDirectory(prefix="labkit-kills-", dir=ns.workdir) as tmp:
+        folder = Path(tmp)
+        make(folder)
+        got = ns.harness(target, str(folder), *args, seed)
+        if got["probe"] != "returned":
+            raise CheckFailed(f"a clean run of {name}", f"it {got['probe']}", "fix that first")
+        if not got["lives"]:
+            raise CheckFailed(f"{name} to write to the database", "no write at all", "see above")
+        for life in got["lives"]:
+            replay = f"kill {life['index']} of {got['count']}, sweep seed {seed}"
+            if not life["killed"]:
+                raise CheckFailed(
+                    f"a kill right after {life['boundary']} to fire ({replay})",
+                    f"the run {life['ended']}",
+                    "the same call must write the same way each time it runs",
+                )
+            ok, seen = judge(Path(life["folder"]))
+            if not ok:
+                raise CheckFailed(
+                    f"{want} after a kill -9 right after {life['boundary']} and {restart}",
+                    f"{seen} ({replay}; {restart} {life['restart']})",
+                    hint,
+                )
+        return len(got["lives"])
