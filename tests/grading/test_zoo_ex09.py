@@ -59,6 +59,41 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
           "                    done_before = False")],
     ),
     (
+        "the dead letter and its XACK sent as two commands",
+        "survives_a_kill_after_every_command",
+        [(
+            "                pipe = r.pipeline(transaction=True)\n"
+            "                pipe.xadd(dead,",
+            "                pipe = r\n"
+            "                pipe.xadd(dead,",
+        ), (
+            "                pipe.xack(stream, GROUP, entry_id)\n"
+            "                pipe.execute()\n"
+            "                continue",
+            "                pipe.xack(stream, GROUP, entry_id)\n"
+            "                continue",
+        )],
+    ),
+    (
+        "the done record claimed with SET NX, then the effect and the XACK",
+        "survives_a_kill_after_every_command",
+        [(
+            "                with r.pipeline(transaction=True) as pipe:\n"
+            "                    pipe.watch(record)\n"
+            "                    done_before = pipe.exists(record)\n"
+            "                    pipe.multi()\n"
+            "                    if not done_before:\n"
+            "                        pipe.set(record, entry_id)\n"
+            "                        pipe.rpush(effects, fields[\"key\"])\n"
+            "                    pipe.xack(stream, GROUP, entry_id)\n"
+            "                    pipe.execute()\n",
+            "                done_before = not r.set(record, entry_id, nx=True)\n"
+            "                if not done_before:\n"
+            "                    r.rpush(effects, fields[\"key\"])\n"
+            "                r.xack(stream, GROUP, entry_id)\n",
+        )],
+    ),
+    (
         "dead-letters at the first failure instead of after max_deliveries",
         "a_flaky_entry_is_retried_not_dead_lettered",
         [(

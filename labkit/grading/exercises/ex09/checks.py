@@ -22,10 +22,14 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from random import Random
 from typing import Any
 
 from labkit.clock import SystemClock
-from labkit.grading.checks import Checks, Namespace, expect
+from labkit.explore.boundaries import Boundary, targets
+from labkit.explore.killrun import read_log
+from labkit.grading.checks import Checks, Namespace, expect, grading_seed
+from labkit.grading.exercises.helpers import SEED
 from labkit.grading.stub import stub_error
 
 CHECKS = Checks("ex09", "a Redis Streams consumer", needs=("consume",))
@@ -67,8 +71,13 @@ class Stream:
         return [fields for _id, fields in self.r.xrange(f"{self.prefix}:dead")]
 
     def start(
-        self, consumer: str, max_deliveries: int = 3, idle_ms: int = 1000
+        self,
+        consumer: str,
+        max_deliveries: int = 3,
+        idle_ms: int = 1000,
+        runner: tuple[str, ...] = (),
     ) -> subprocess.Popen[str]:
+        """Start the student's consumer; ``runner`` goes before the file (a killrun)."""
         config = {
             "url": self.url,
             "prefix": self.prefix,
@@ -80,7 +89,7 @@ class Stream:
             expect(False, f"{FILE} in your folder", "no such file",
                    f"run the %%writefile {FILE} cell first")  # fmt: skip
         return self.ns.spawn(
-            [sys.executable, FILE, json.dumps(config)],
+            [sys.executable, *runner, FILE, json.dumps(config)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -233,3 +242,69 @@ def dead_letters_a_crashing_entry_after_max_deliveries(ns: Namespace) -> None:
         expect(json.loads(dead[0].get("payload", "null")) == {"cents": 100, "crash": True},
                "the dead letter keeps the payload", dead[0].get("payload"))  # fmt: skip
         expect_once_each(s, ["order:1"], "the poison must not hold the other entries hostage")
+
+
+#: At most this many kills per sweep (the reference's scene has 8 boundaries: all are tried).
+KILLS = 10
+#: Each life of the kill sweep: two entries that apply, one that fails until dead-lettered.
+SWEPT_KEYS = ["order:1", "order:2"]
+
+
+def _sweep_scene(s: Stream) -> None:
+    for key in SWEPT_KEYS:
+        s.add(key, cents=100)
+    s.add("flaky", cents=100, flaky=99)  # fails on every delivery: dead-lettered after 2
+
+
+def _life(ns: Namespace, kill_after: int) -> list[Boundary]:
+    """One consumer run killed right after boundary ``kill_after`` (0: a clean probe)."""
+    log = ns.workdir / f".killrun-{uuid.uuid4().hex[:8]}.log"
+    with stream(ns) as s:
+        _sweep_scene(s)
+        runner = ("-m", "labkit.explore.killrun", str(log), str(kill_after))
+        s.finish(s.start("a", max_deliveries=2, idle_ms=600_000, runner=runner), "a killed run")
+        found, killed = read_log(log)
+        log.unlink(missing_ok=True)
+        if kill_after == 0:
+            expect_once_each(s, SWEPT_KEYS, "apply each entry once, then XACK it")
+            return found
+        expect(
+            killed == kill_after,
+            f"the kill right after command {kill_after} to fire",
+            f"{len(found)} commands logged",
+            "the same scene must send the same commands each time",
+        )
+        s.finish(s.start("a", max_deliveries=2, idle_ms=600_000), "the consumer's restart")
+        what = [b.words() for b in found if b.index == kill_after][0]
+        replay = f"kill {kill_after} of the probe's commands, sweep seed {_seed()}"
+        effects, dead = s.effects(), [d.get("key") for d in s.dead()]
+        left = len(s.pending())
+        expect(
+            effects == {k: 1 for k in SWEPT_KEYS} and dead == ["flaky"] and left == 0,
+            f"each of {SWEPT_KEYS} applied once, 'flaky' dead-lettered once and nothing "
+            f"pending, after a kill -9 right after {what} and a restart",
+            f"effects {effects}, dead letters {dead}, {left} pending ({replay})",
+            "send what must happen together in one MULTI/EXEC (the effect with its done "
+            "record and the XACK; the dead letter with its XACK), so a restart finds it "
+            "all done or not started",
+        )
+    return found
+
+
+def _seed() -> int:
+    seed = grading_seed()
+    return SEED if seed is None else seed
+
+
+@CHECKS.add(
+    3,
+    "killed with SIGKILL right after any command it sends and restarted, the consumer "
+    "still applies each entry once and dead-letters once: an effect, its done record "
+    "and its XACK go in one MULTI/EXEC, and so do a dead letter and its XACK",
+    120,
+    severe=True,
+)
+def survives_a_kill_after_every_command(ns: Namespace) -> None:
+    probe = _life(ns, 0)
+    for k in targets(len(probe), KILLS, Random(_seed())):
+        _life(ns, k)
