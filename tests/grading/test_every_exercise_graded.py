@@ -44,10 +44,12 @@ pytestmark = [
 
 PLAIN = ["ex01", "ex02", "ex03", "ex04", "ex05", "ex06", "ex07", "ex11", "ex12", "ex13"]
 _ALL = test_zoo.ZOO + test_zoo_ex11_13.ZOO
-#: Checks that kill the student's code for real after each of its writes (``killsweep``):
-#: every zoo entry they must catch is graded here, since forking and killing inside the
-#: sandbox is what in-process grading cannot show.
+#: Checks that kill the student's code after each of its writes (``killsweep``) or race
+#: two processes of it (``racesweep``): every zoo entry they must catch is graded here,
+#: since forking, stopping and killing inside the sandbox is what in-process grading
+#: cannot show.
 SWEPT = {
+    "no_double_claim_under_a_race",
     "place_order_is_one_transaction",
     "consume_is_one_transaction",
     "a_killed_scheduler_restarts_without_losing_a_slot",

@@ -35,6 +35,30 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex03",
+        "SELECT then UPDATE behind a threading.Lock (it guards one process only)",
+        "no_double_claim_under_a_race",
+        """
+        import threading
+        _CLAIMING = threading.Lock()
+        def claim(conn, worker, now, lease_s):
+            with _CLAIMING:
+                row = conn.execute(
+                    "SELECT id FROM jobs WHERE"
+                    " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                    " OR (state = 'running' AND lease_until <= :now)"
+                    " ORDER BY run_after, id LIMIT 1",
+                    {"now": now}).fetchone()
+                if row is None:
+                    return None
+                return dict(conn.execute(
+                    "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                    " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                    " updated_at = :now WHERE id = :id RETURNING *",
+                    {"w": worker, "now": now, "lease_s": lease_s, "id": row["id"]}).fetchone())
+        """,
+    ),
+    (
+        "ex03",
         "claim without attempt + 1",
         "attempt_goes_up_by_one",
         """
@@ -193,6 +217,9 @@ ZOO: list[tuple[str, str, str, str]] = [
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
     "claim by SELECT then UPDATE": "each job claimed by exactly one worker",
+    "SELECT then UPDATE behind a threading.Lock (it guards one process only)": (
+        "exactly one of two workers in two processes"
+    ),
     "claim without attempt + 1": "attempt 1 after the first claim",
     "the worker's name as the lease token": "different tokens for two claims",
     "expired leases never come back": "lease expired at 50",

@@ -41,7 +41,8 @@ ONE_TRANSACTION = (
 LIMIT = 12
 
 
-def _snapshot(start: Path, life: Path, files: list[str]) -> None:
+def snapshot(start: Path, life: Path, files: list[str]) -> None:
+    """Copy ``files`` from ``start`` into the new folder ``life``, each one consistent."""
     life.mkdir()
     for name in files:
         src, dst = sqlite3.connect(start / name), sqlite3.connect(life / name)
@@ -79,13 +80,13 @@ def sweep(
     def restart_in(where: Path, _tracer: Tracer) -> Any:
         return restart(where) if restart is not None else None
 
-    _snapshot(start, start / "life-0", files)
+    snapshot(start, start / "life-0", files)
     probe = live(partial(first_in, start / "life-0"))
     _stub_or(probe)
     lives: list[dict[str, Any]] = []
     for k in targets(len(probe.boundaries), limit, Random(seed)):
         where = start / f"life-{k}"
-        _snapshot(start, where, files)
+        snapshot(start, where, files)
         killed = live(partial(first_in, where), kill_after=k)
         said = [b.words() for b in killed.boundaries if b.index == k] or ["a write"]
         again = "-"

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
 from labkit.grading.exercises.helpers import holds_for, raised_text
 from labkit.grading.exercises.kit import lab_file
-from labkit.grading.exercises.labdb import add_job, all_jobs
+from labkit.grading.exercises.labdb import add_job, all_jobs, connect, lab_db
+from labkit.grading.exercises.racesweep import after_every_schedule
 
 CHECKS = Checks("ex03", "atomic claim with a lease", needs=("claim",))
 
@@ -233,7 +234,7 @@ def claim_is_one_statement(ns: Namespace) -> None:
     3,
     "two workers must never hold the same job: do the choosing and the taking in "
     "one statement (UPDATE ... WHERE id = (SELECT ...) RETURNING *)",
-    timeout=20.0,
+    timeout=40.0,
     severe=True,
 )
 def no_double_claim_under_a_race(ns: Namespace) -> None:
@@ -261,6 +262,43 @@ def no_double_claim_under_a_race(ns: Namespace) -> None:
         expect(
             not twice, "attempt up by exactly one on every job (each taken once)", f"jobs {twice}"
         )
+    _one_job_two_processes(ns)
+
+
+def _one_job_two_processes(ns: Namespace) -> None:
+    """Two workers in two processes, one ready job, every way one can overtake the other."""
+
+    def make(folder: Path) -> None:
+        conn = lab_db(folder / "jobs.db")
+        add_job(conn, "mail:1:send:v1")
+        conn.close()
+
+    def judge(folder: Path, run: dict[str, Any]) -> tuple[bool, str]:
+        got = [run[w]["returned"] for w in ("first", "second")]
+        holders = [w for w, row in zip(("w1", "w2"), got, strict=True) if isinstance(row, dict)]
+        conn = connect(folder / "jobs.db")
+        try:
+            [job] = all_jobs(conn)
+        finally:
+            conn.close()
+        ended = [run[w]["ended"] for w in ("first", "second")]
+        ok = len(holders) == 1 and job["attempt"] == 1 and job["lease_owner"] == holders[0]
+        return ok, (
+            f"claimed by {holders or 'nobody'}; the job's lease_owner "
+            f"{job['lease_owner']!r}, attempt {job['attempt']}; the workers {ended}"
+        )
+
+    after_every_schedule(
+        ns,
+        HARNESS + "claim_schedules",
+        make,
+        [100.0, 30.0],
+        judge,
+        "exactly one of two workers in two processes to get the one ready job",
+        "a lock in Python (threading.Lock, a flag) guards nothing between processes; let "
+        "the database choose and take in one statement (UPDATE ... WHERE id = (SELECT "
+        "...) RETURNING *)",
+    )
 
 
 @CHECKS.add(

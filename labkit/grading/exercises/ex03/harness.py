@@ -2,8 +2,9 @@
 
 Each call opens its own connection to the file (as a worker would), wrapped in
 ``Traced``, which records every statement and can pause after plain reads to widen the
-gap a read-then-write claim leaves. Rows come back as plain dicts; the check reads
-the table itself to judge.
+gap a read-then-write claim leaves; ``claim_schedules`` races two workers in two
+processes, one schedule at a time (``racesweep``). Rows come back as plain dicts; the
+check reads the table itself to judge.
 """
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ import multiprocessing
 import queue
 import threading
 from collections.abc import MutableMapping
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 from labkit.grading.exercises.common import fresh_state, need, outcome, plain_row
 from labkit.grading.exercises.labdb import connect
+from labkit.grading.exercises.racesweep import race_sweep
 from labkit.grading.exercises.tracing import Traced
 
 
@@ -116,3 +120,22 @@ def claim_in_processes(values: MutableMapping[str, Any], path: str, procs: int) 
                 p.kill()
                 p.join(5)
     return {"results": results, "hung": procs - len(results)}
+
+
+def claim_schedules(
+    values: MutableMapping[str, Any], folder: str, now: float, lease_s: float, seed: int
+) -> dict[str, Any]:
+    """Two workers' ``claim`` in two processes, the first stopped after each statement in turn.
+
+    See ``racesweep.race_sweep``; each copy returns the row it claimed (a plain dict) or
+    None, and the check reads ``jobs.db`` in each schedule's folder.
+    """
+
+    def worker(name: str, where: Path) -> Any:
+        conn = connect(where / "jobs.db")
+        try:
+            return plain_row(need(values, "claim")(conn, name, now, lease_s))
+        finally:
+            conn.close()
+
+    return race_sweep(folder, ["jobs.db"], partial(worker, "w1"), partial(worker, "w2"), seed)

@@ -1,0 +1,116 @@
+"""The race explorer on a student's function: two copies, every way one can overtake the other.
+
+Harness side, ``race_sweep(folder, files, first, second, seed)``: one clean run of
+``first`` alone counts its statements. Then, for each stop ``n`` (all of them when few,
+else a sample drawn from the check's seed), the check's starting files are copied into a
+folder of their own and ``labkit.explore.interleavings.one_schedule`` runs ``first``
+stopped right after its statement ``n`` while ``second`` runs whole, in two forked
+processes (so a ``threading.Lock`` or a module-level flag guards nothing, as between
+two workers). Each schedule's folder is left for the check.
+
+Check side, ``after_every_schedule(ns, target, make, args, judge, want, hint)``: calls
+the harness and judges each schedule's files with ``judge(folder, schedule)``; a failure
+names the schedule ("the first worker stopped right after its statement 2 while the
+second ran") and the sweep's seed.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from random import Random
+from typing import Any
+
+from labkit.explore.interleavings import Copy, alone, one_schedule, schedules
+from labkit.grading.checks import CheckFailed, Namespace, grading_seed
+from labkit.grading.exercises.helpers import SEED
+from labkit.grading.exercises.killsweep import snapshot
+from labkit.grading.stub import is_stub_text
+
+#: At most this many schedules per sweep (stopping before the first statement, and
+#: after the last, always among them).
+LIMIT = 10
+
+
+def _said(copy: Copy) -> dict[str, Any]:
+    return {"ended": copy.ended, "returned": copy.returned}
+
+
+def race_sweep(
+    folder: str,
+    files: list[str],
+    first: Callable[[Path], Any],
+    second: Callable[[Path], Any],
+    seed: int,
+    limit: int = LIMIT,
+) -> dict[str, Any]:
+    """``{"probe", "count", "schedules": [{"after", "folder", "stopped", "blocked",
+    "first", "second"}]}``; ``first(folder)`` and ``second(folder)`` run the student's code
+    on that folder's files."""
+    start = Path(folder)
+    snapshot(start, start / "alone", files)
+    probe = alone(partial(first, start / "alone"))
+    said = probe.ended.removeprefix("raised ")
+    if said.startswith("NotImplementedError: ") and is_stub_text(said.partition(": ")[2]):
+        raise NotImplementedError(said.partition(": ")[2])
+    runs = []
+    for n in schedules(max(probe.statements, 0), limit, Random(seed)):
+        where = start / f"order-{n}"
+        snapshot(start, where, files)
+        run = one_schedule(partial(first, where), partial(second, where), n)
+        runs.append(
+            {
+                "after": n,
+                "folder": str(where),
+                "stopped": run.stopped,
+                "blocked": run.second_blocked,
+                "first": _said(run.first),
+                "second": _said(run.second),
+            }
+        )
+    return {"probe": probe.ended, "count": probe.statements, "schedules": runs}
+
+
+def _schedule_words(run: dict[str, Any]) -> str:
+    n = run["after"]
+    where = "before its first statement" if n == 0 else f"right after its statement {n}"
+    if not run["stopped"]:
+        return "the first worker ran whole, then the second"
+    if run["blocked"]:
+        return f"the first worker stopped {where} (holding the lock the second waited on)"
+    return f"the first worker stopped {where} while the second ran whole"
+
+
+def after_every_schedule(
+    ns: Namespace,
+    target: str,
+    make: Callable[[Path], None],
+    args: list[Any],
+    judge: Callable[[Path, dict[str, Any]], tuple[bool, str]],
+    want: str,
+    hint: str,
+) -> int:
+    """Make the starting files with ``make(folder)``, sweep ``target(folder, *args, seed)``.
+
+    ``judge(schedule_folder, schedule)`` says ``(ok, what it found)``. Returns how many
+    schedules were judged.
+    """
+    seed = grading_seed()
+    seed = SEED if seed is None else seed
+    name = target.rpartition(":")[2]
+    with tempfile.TemporaryDirectory(prefix="labkit-races-", dir=ns.workdir) as tmp:
+        folder = Path(tmp)
+        make(folder)
+        got = ns.harness(target, str(folder), *args, seed)
+        if got["probe"] != "returned":
+            raise CheckFailed(f"a run of {name} alone", f"it {got['probe']}", "fix that first")
+        for run in got["schedules"]:
+            ok, seen = judge(Path(run["folder"]), run)
+            if not ok:
+                replay = f"stop {run['after']} of {got['count']}, sweep seed {seed}"
+                raise CheckFailed(
+                    f"{want} when {_schedule_words(run)}", f"{seen} ({replay})", hint
+                )
+        return len(got["schedules"])
