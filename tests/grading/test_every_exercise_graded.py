@@ -50,6 +50,7 @@ _ALL = test_zoo.ZOO + test_zoo_ex11_13.ZOO
 #: cannot show.
 SWEPT = {
     "no_double_claim_under_a_race",
+    "two_redrives_at_once_share_nothing",
     "place_order_is_one_transaction",
     "consume_is_one_transaction",
     "a_killed_scheduler_restarts_without_losing_a_slot",

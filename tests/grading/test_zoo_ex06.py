@@ -133,6 +133,29 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex06",
+        "redrive that selects then updates behind a threading.Lock",
+        "two_redrives_at_once_share_nothing",
+        """
+        import threading
+        _REDRIVING = threading.Lock()
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            with _REDRIVING:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            return ids
+    """,
+    ),
+    (
+        "ex06",
         "redrive by id alone, outside a transaction (a running job reset)",
         "redrive_racing_a_worker",
         """
@@ -198,6 +221,7 @@ SAYS: dict[str, str] = {
     "dead letter without the token fence": "False for a stale token",
     "no limit required": "ValueError for limit=None",
     "redrive that selects then updates without BEGIN IMMEDIATE": "at the same moment",
+    "redrive that selects then updates behind a threading.Lock": "in two processes",
     "redrive by id alone, outside a transaction (a running job reset)": "left with the worker",
     "redrive in id order, not oldest first": "on jobs",
     "limit checked with `if not limit` (a negative limit accepted)": "limit=-3",

@@ -73,14 +73,14 @@ def race_sweep(
     return {"probe": probe.ended, "count": probe.statements, "schedules": runs}
 
 
-def _schedule_words(run: dict[str, Any]) -> str:
+def _schedule_words(run: dict[str, Any], who: str) -> str:
     n = run["after"]
     where = "before its first statement" if n == 0 else f"right after its statement {n}"
     if not run["stopped"]:
-        return "the first worker ran whole, then the second"
+        return f"the first {who} ran whole, then the second"
     if run["blocked"]:
-        return f"the first worker stopped {where} (holding the lock the second waited on)"
-    return f"the first worker stopped {where} while the second ran whole"
+        return f"the first {who} stopped {where} (holding the lock the second waited on)"
+    return f"the first {who} stopped {where} while the second ran whole"
 
 
 def after_every_schedule(
@@ -91,11 +91,13 @@ def after_every_schedule(
     judge: Callable[[Path, dict[str, Any]], tuple[bool, str]],
     want: str,
     hint: str,
+    who: str = "worker",
 ) -> int:
     """Make the starting files with ``make(folder)``, sweep ``target(folder, *args, seed)``.
 
-    ``judge(schedule_folder, schedule)`` says ``(ok, what it found)``. Returns how many
-    schedules were judged.
+    ``judge(schedule_folder, schedule)`` says ``(ok, what it found)``; ``who`` names the
+    two copies in the feedback ("worker", "operator"). Returns how many schedules were
+    judged.
     """
     seed = grading_seed()
     seed = SEED if seed is None else seed
@@ -111,6 +113,6 @@ def after_every_schedule(
             if not ok:
                 replay = f"stop {run['after']} of {got['count']}, sweep seed {seed}"
                 raise CheckFailed(
-                    f"{want} when {_schedule_words(run)}", f"{seen} ({replay})", hint
+                    f"{want} when {_schedule_words(run, who)}", f"{seen} ({replay})", hint
                 )
         return len(got["schedules"])

@@ -7,10 +7,14 @@ folder, runs the student's functions through the harness
 descriptions) and reads the table back itself. Two checks race: two operators
 redriving at once, and a redrive while another party redrives the job and a worker
 claims it; a redrive that selects and then updates outside one ``BEGIN IMMEDIATE``
-transaction is caught by both.
+transaction is caught by both. The first also races two operators in two processes,
+one schedule at a time (``racesweep``), so a lock in Python cannot hide the gap.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -29,7 +33,8 @@ from labkit.grading.exercises.ex06.deadletters import (
 )
 from labkit.grading.exercises.helpers import holds_for
 from labkit.grading.exercises.kit import lab_file
-from labkit.grading.exercises.labdb import add_job, all_jobs
+from labkit.grading.exercises.labdb import add_job, all_jobs, connect, lab_db
+from labkit.grading.exercises.racesweep import after_every_schedule
 
 CHECKS = Checks("ex06", "dead letter and redrive", needs=("dead_letter", "redrive"))
 
@@ -254,7 +259,7 @@ def redrive_filters_by_kind(ns: Namespace) -> None:
     "choose and change in one write transaction: conn.execute('BEGIN IMMEDIATE'), "
     "SELECT the ids, UPDATE them, COMMIT; two operators who both SELECT before "
     "either UPDATEs pick the same jobs and each reports redriving them",
-    timeout=20.0,
+    timeout=40.0,
     severe=True,
 )
 def two_redrives_at_once_share_nothing(ns: Namespace) -> None:
@@ -276,6 +281,46 @@ def two_redrives_at_once_share_nothing(ns: Namespace) -> None:
             f"both dead jobs {ids} pending, each redriven once",
             "; ".join(f"job {i}: {rows[i]['state']}, redrives {rows[i]['redrives']}" for i in ids),
         )
+    _two_operators_in_two_processes(ns)
+
+
+def _two_operators_in_two_processes(ns: Namespace) -> None:
+    """The same race between two processes, every way one operator can overtake the other."""
+
+    def make(folder: Path) -> None:
+        conn = lab_db(folder / "jobs.db")
+        add_dead(conn, 2)
+        conn.close()
+
+    def judge(folder: Path, run: dict[str, Any]) -> tuple[bool, str]:
+        a, b = (run[w]["returned"] for w in ("first", "second"))
+        conn = connect(folder / "jobs.db")
+        try:
+            rows = all_jobs(conn)
+        finally:
+            conn.close()
+        state = "; ".join(f"job {j['id']}: {j['state']}, redrives {j['redrives']}" for j in rows)
+        ok = (
+            isinstance(a, list)
+            and isinstance(b, list)
+            and not set(a) & set(b)
+            and all(j["state"] == "pending" and j["redrives"] == 1 for j in rows)
+        )
+        ended = [run[w]["ended"] for w in ("first", "second")]
+        return ok, f"they returned {a} and {b}; {state}; the operators {ended}"
+
+    after_every_schedule(
+        ns,
+        HARNESS + "redrive_schedules",
+        make,
+        [{"limit": 1, "now": NOW}],
+        judge,
+        "two redrives with limit=1 in two processes to return different jobs, each "
+        "redriven once,",
+        "choose and change in one BEGIN IMMEDIATE transaction: a lock in Python guards "
+        "nothing between two operators' processes",
+        who="operator",
+    )
 
 
 @CHECKS.add(

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, MutableMapping
+from pathlib import Path
 from typing import Any
 
 from labkit.grading.exercises.common import fresh_state, need, outcome
 from labkit.grading.exercises.described import build_error
 from labkit.grading.exercises.labdb import connect
+from labkit.grading.exercises.racesweep import race_sweep
 from labkit.grading.exercises.tracing import Rows, Traced
 
 
@@ -149,3 +151,22 @@ def redrive_while_a_worker_claims(
         conn.close()
     result["worker"] = acted[0] if acted else "never"
     return result
+
+
+def redrive_schedules(
+    values: MutableMapping[str, Any], folder: str, kwargs: dict[str, Any], seed: int
+) -> dict[str, Any]:
+    """Two operators' ``redrive(**kwargs)`` in two processes, one schedule at a time.
+
+    See ``racesweep.race_sweep``; each copy returns the ids it reported (or raises), and
+    the check reads ``jobs.db`` in each schedule's folder.
+    """
+
+    def operator(where: Path) -> Any:
+        conn = connect(where / "jobs.db")
+        try:
+            return need(values, "redrive")(conn, **kwargs)
+        finally:
+            conn.close()
+
+    return race_sweep(folder, ["jobs.db"], operator, operator, seed)
