@@ -24,6 +24,7 @@ minute. Two comparisons:
     .venv/bin/python bench/grading.py                        # 40 students, new grader only
     .venv/bin/python bench/grading.py --same-scores          # and in-process scores
     .venv/bin/python bench/grading.py --legacy 4c7b143       # and the old grader, same class
+    .venv/bin/python bench/grading.py --per-exercise         # and each exercise's own rate
     .venv/bin/python bench/grading.py --students 2 --exercise ex01   # a smoke run
 
 Both graders get the same cell timeout and, by default, each check's own timeout (the
@@ -147,6 +148,23 @@ def run_new(
     return time.perf_counter() - started, _scores(out / "bench" / "grades.csv")
 
 
+def per_exercise(subs: Path, tmp: Path, exercises: list[str], args: argparse.Namespace) -> None:
+    """Grade each exercise's notebooks alone (same class, same seed) and print its rate.
+
+    The kill and race sweeps make some exercises cost more than others; one run per
+    exercise says which. The runs are one after another, so their sum is a little more
+    than the whole class in one run (each run's last notebooks leave a core idle).
+    """
+    print("per exercise (each graded alone):")
+    for exercise in exercises:
+        out = tmp / f"out-{exercise}"
+        out.mkdir()
+        one = argparse.Namespace(**{**vars(args), "exercise": [exercise]})
+        seconds, scores = run_new(subs, out, one)
+        print(f"  {exercise}: {len(scores):3d} notebooks {seconds:7.1f} s "
+              f"{len(scores) / seconds * 60:7.1f} notebooks/min")  # fmt: skip
+
+
 def run_legacy(
     ref: str, subs: Path, tmp: Path, args: argparse.Namespace
 ) -> tuple[float, dict[tuple[str, str], int]]:
@@ -188,9 +206,10 @@ def in_process_scores(
     """
     import time as clock_module
 
-    from labkit.grading.checks import run_checks, score, use_grading_seed
+    from labkit.grading.checks import run_checks, use_grading_seed
     from labkit.grading.grade import find_notebooks, seeded_environment, warm_up
     from labkit.grading.isolation.student_side import run_cells
+    from labkit.grading.scoring import score
 
     warm_up()
     # As `labkit grade --seed` does: the same generated inputs, the same time zone.
@@ -236,6 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--same-scores", action="store_true", help="also score every notebook in one process"
     )
+    parser.add_argument(
+        "--per-exercise",
+        action="store_true",
+        help="also grade each exercise's notebooks on their own and print each one's rate",
+    )
     args = parser.parse_args(argv)
     exercises = args.exercise or [
         e for e in map(exercise_of, solution_notebooks(ROOT / "solutions")) if e
@@ -255,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         seconds, scores = run_new(subs, out, args)
         rate = total / seconds * 60
         print(f"new grader:    {seconds:7.1f} s  {rate:7.1f} notebooks/min  (--jobs {args.jobs})")
+        if args.per_exercise:
+            per_exercise(subs, tmp, exercises, args)
         if args.legacy:
             old_seconds, old_scores = run_legacy(args.legacy, subs, tmp, args)
             old_rate = total / old_seconds * 60

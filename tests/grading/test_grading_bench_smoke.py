@@ -32,7 +32,10 @@ def test_each_kind_changes_the_reference(kind: str) -> None:
 
 
 def test_a_tiny_class_is_graded_and_the_rate_reported(capsys: pytest.CaptureFixture[str]) -> None:
-    assert grading.main(["--students", "1", "--exercise", "ex01", "--jobs", "1"]) == 0
+    argv = ["--students", "1", "--exercise", "ex01", "--jobs", "1"]
+    assert grading.main([*argv, "--same-scores", "--per-exercise"]) == 0
     out = capsys.readouterr().out
     assert "1 students x 1 exercises = 1 notebooks" in out
     assert "notebooks/min" in out and "speed-up:" in out
+    assert "in-process scores that differ from the graded ones: 0 of 1" in out
+    assert "  ex01:   1 notebooks" in out  # the exercise's own rate

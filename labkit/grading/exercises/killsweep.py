@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import sqlite3
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from random import Random
@@ -106,6 +107,31 @@ def sweep(
     return {"probe": probe.ended, "count": len(probe.boundaries), "lives": lives}
 
 
+def sweep_seed() -> int:
+    """What a sweep samples with: the grading run's seed, or in ``check()`` the fixed one."""
+    seed = grading_seed()
+    return SEED if seed is None else seed
+
+
+@contextmanager
+def swept(
+    ns: Namespace, target: str, make: Callable[[Path], None], args: list[Any]
+) -> Iterator[tuple[dict[str, Any], int]]:
+    """Make the starting files in a folder of the check's, run ``target(folder, *args, seed)``.
+
+    Yields what the harness reported and the seed; a probe that did not return fails the
+    check. The folder and every copy in it go afterwards.
+    """
+    seed = sweep_seed()
+    name = target.rpartition(":")[2]
+    with tempfile.TemporaryDirectory(prefix="labkit-sweep-", dir=ns.workdir) as tmp:
+        make(Path(tmp))
+        got = ns.harness(target, str(tmp), *args, seed)
+        if got["probe"] != "returned":
+            raise CheckFailed(f"a clean run of {name}", f"it {got['probe']}", "fix that first")
+        yield got, seed
+
+
 def after_every_kill(
     ns: Namespace,
     target: str,
@@ -122,15 +148,8 @@ def after_every_kill(
     ``want`` says what must hold ("exactly one email"), ``restart`` what ran after the
     kill ("the redelivery"). Returns how many lives were judged.
     """
-    seed = grading_seed()
-    seed = SEED if seed is None else seed
     name = target.rpartition(":")[2]
-    with tempfile.TemporaryDirectory(prefix="labkit-kills-", dir=ns.workdir) as tmp:
-        folder = Path(tmp)
-        make(folder)
-        got = ns.harness(target, str(folder), *args, seed)
-        if got["probe"] != "returned":
-            raise CheckFailed(f"a clean run of {name}", f"it {got['probe']}", "fix that first")
+    with swept(ns, target, make, args) as (got, seed):
         if not got["lives"]:
             raise CheckFailed(f"{name} to write to the database", "no write at all", "see above")
         for life in got["lives"]:

@@ -2,7 +2,9 @@
 
 ``lab_file(ns, make)`` gives a fresh database file under the student's folder and the
 check's own connection to it, to build the scene and to read back what the student's
-code did. ``raised_a(got, name)`` tells whether a harness outcome raised ``name``.
+code did; ``reading(path)`` is the check's own connection to a file the student's code
+made (a sweep's copy). ``raised_a(got, name)`` tells whether a harness outcome raised
+``name``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.grading.checks import Namespace
-from labkit.grading.exercises.labdb import lab_db
+from labkit.grading.exercises.labdb import connect, lab_db
 
 
 def raised_a(got: dict[str, Any], name: str) -> bool:
@@ -35,3 +37,13 @@ def lab_file(
             yield conn, path
         finally:
             conn.close()
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[sqlite3.Connection]:
+    """The check's own connection to a database file the student's code wrote."""
+    conn = connect(path)
+    try:
+        yield conn
+    finally:
+        conn.close()

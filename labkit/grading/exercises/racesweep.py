@@ -16,7 +16,6 @@ second ran") and the sweep's seed.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -24,9 +23,8 @@ from random import Random
 from typing import Any
 
 from labkit.explore.interleavings import Copy, alone, one_schedule, schedules
-from labkit.grading.checks import CheckFailed, Namespace, grading_seed
-from labkit.grading.exercises.helpers import SEED
-from labkit.grading.exercises.killsweep import snapshot
+from labkit.grading.checks import CheckFailed, Namespace
+from labkit.grading.exercises.killsweep import snapshot, swept
 from labkit.grading.stub import is_stub_text
 
 #: At most this many schedules per sweep (stopping before the first statement, and
@@ -99,15 +97,7 @@ def after_every_schedule(
     two copies in the feedback ("worker", "operator"). Returns how many schedules were
     judged.
     """
-    seed = grading_seed()
-    seed = SEED if seed is None else seed
-    name = target.rpartition(":")[2]
-    with tempfile.TemporaryDirectory(prefix="labkit-races-", dir=ns.workdir) as tmp:
-        folder = Path(tmp)
-        make(folder)
-        got = ns.harness(target, str(folder), *args, seed)
-        if got["probe"] != "returned":
-            raise CheckFailed(f"a run of {name} alone", f"it {got['probe']}", "fix that first")
+    with swept(ns, target, make, args) as (got, seed):
         for run in got["schedules"]:
             ok, seen = judge(Path(run["folder"]), run)
             if not ok:

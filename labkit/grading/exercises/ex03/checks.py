@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
 from labkit.grading.exercises.helpers import holds_for, raised_text
-from labkit.grading.exercises.kit import lab_file
-from labkit.grading.exercises.labdb import add_job, all_jobs, connect, lab_db
+from labkit.grading.exercises.kit import lab_file, reading
+from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
 from labkit.grading.exercises.racesweep import after_every_schedule
 
 CHECKS = Checks("ex03", "atomic claim with a lease", needs=("claim",))
@@ -276,11 +276,8 @@ def _one_job_two_processes(ns: Namespace) -> None:
     def judge(folder: Path, run: dict[str, Any]) -> tuple[bool, str]:
         got = [run[w]["returned"] for w in ("first", "second")]
         holders = [w for w, row in zip(("w1", "w2"), got, strict=True) if isinstance(row, dict)]
-        conn = connect(folder / "jobs.db")
-        try:
+        with reading(folder / "jobs.db") as conn:
             [job] = all_jobs(conn)
-        finally:
-            conn.close()
         ended = [run[w]["ended"] for w in ("first", "second")]
         ok = len(holders) == 1 and job["attempt"] == 1 and job["lease_owner"] == holders[0]
         return ok, (

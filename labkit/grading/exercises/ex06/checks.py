@@ -32,8 +32,8 @@ from labkit.grading.exercises.ex06.deadletters import (
     said,
 )
 from labkit.grading.exercises.helpers import holds_for
-from labkit.grading.exercises.kit import lab_file
-from labkit.grading.exercises.labdb import add_job, all_jobs, connect, lab_db
+from labkit.grading.exercises.kit import lab_file, reading
+from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
 from labkit.grading.exercises.racesweep import after_every_schedule
 
 CHECKS = Checks("ex06", "dead letter and redrive", needs=("dead_letter", "redrive"))
@@ -294,11 +294,8 @@ def _two_operators_in_two_processes(ns: Namespace) -> None:
 
     def judge(folder: Path, run: dict[str, Any]) -> tuple[bool, str]:
         a, b = (run[w]["returned"] for w in ("first", "second"))
-        conn = connect(folder / "jobs.db")
-        try:
+        with reading(folder / "jobs.db") as conn:
             rows = all_jobs(conn)
-        finally:
-            conn.close()
         state = "; ".join(f"job {j['id']}: {j['state']}, redrives {j['redrives']}" for j in rows)
         ok = (
             isinstance(a, list)

@@ -28,8 +28,8 @@ from typing import Any
 from labkit.clock import SystemClock
 from labkit.explore.boundaries import Boundary, targets
 from labkit.explore.killrun import read_log
-from labkit.grading.checks import Checks, Namespace, expect, grading_seed
-from labkit.grading.exercises.helpers import SEED
+from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.exercises.killsweep import sweep_seed
 from labkit.grading.stub import stub_error
 
 CHECKS = Checks("ex09", "a Redis Streams consumer", needs=("consume",))
@@ -276,7 +276,7 @@ def _life(ns: Namespace, kill_after: int) -> list[Boundary]:
         )
         s.finish(s.start("a", max_deliveries=2, idle_ms=600_000), "the consumer's restart")
         what = [b.words() for b in found if b.index == kill_after][0]
-        replay = f"kill {kill_after} of the probe's commands, sweep seed {_seed()}"
+        replay = f"kill {kill_after} of the probe's commands, sweep seed {sweep_seed()}"
         effects, dead = s.effects(), [d.get("key") for d in s.dead()]
         left = len(s.pending())
         expect(
@@ -291,11 +291,6 @@ def _life(ns: Namespace, kill_after: int) -> list[Boundary]:
     return found
 
 
-def _seed() -> int:
-    seed = grading_seed()
-    return SEED if seed is None else seed
-
-
 @CHECKS.add(
     3,
     "killed with SIGKILL right after any command it sends and restarted, the consumer "
@@ -306,5 +301,5 @@ def _seed() -> int:
 )
 def survives_a_kill_after_every_command(ns: Namespace) -> None:
     probe = _life(ns, 0)
-    for k in targets(len(probe), KILLS, Random(_seed())):
+    for k in targets(len(probe), KILLS, Random(sweep_seed())):
         _life(ns, k)

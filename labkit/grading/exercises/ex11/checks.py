@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +26,8 @@ from labkit.clock import FakeClock
 from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
 from labkit.grading.exercises.helpers import holds_for, raised_text
 from labkit.grading.exercises.killsweep import after_every_kill
-from labkit.grading.exercises.kit import lab_file
-from labkit.grading.exercises.labdb import connect, consumer_db, outbox_db, rows_of
+from labkit.grading.exercises.kit import lab_file, reading
+from labkit.grading.exercises.labdb import consumer_db, outbox_db, rows_of
 from labkit.patterns.outbox import Broker
 
 CHECKS = Checks(
@@ -83,16 +81,6 @@ def relay(
     if fault is None:
         _raised(got, "relay_once(conn, publish, now)", "try relay_once with a list as broker")
     return dict(got)
-
-
-@contextmanager
-def _reading(path: Path) -> Iterator[sqlite3.Connection]:
-    """The check's own connection to a file the student's code wrote."""
-    conn = connect(path)
-    try:
-        yield conn
-    finally:
-        conn.close()
 
 
 def broker_log(path: Path) -> list[str]:
@@ -166,7 +154,7 @@ def place_order_twice_is_one_message(ns: Namespace) -> None:
 )
 def place_order_is_one_transaction(ns: Namespace) -> None:
     def judge(life: Path) -> tuple[bool, str]:
-        with _reading(life / "shop.db") as conn:
+        with reading(life / "shop.db") as conn:
             ok, seen = consistent(conn)
             return ok and len(rows_of(conn, "all_outbox")) == 1, seen
 
@@ -300,7 +288,7 @@ def consume_is_one_transaction(ns: Namespace) -> None:
     body = json.dumps({"order_id": order[0], "customer": order[1], "total": order[2]})
 
     def judge(life: Path) -> tuple[bool, str]:
-        with _reading(life / "mail.db") as conn:
+        with reading(life / "mail.db") as conn:
             sent = emails(conn)
             return sent == [(1, "ana")], f"emails {sent}"
 

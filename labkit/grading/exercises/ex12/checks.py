@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
 from labkit.grading.exercises.helpers import holds_for, raised_text, short_repr
 from labkit.grading.exercises.killsweep import after_every_kill
-from labkit.grading.exercises.kit import lab_file, raised_a
-from labkit.grading.exercises.labdb import add_job, all_jobs, connect, lab_db
+from labkit.grading.exercises.kit import lab_file, raised_a, reading
+from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
 from labkit.patterns.schedule import slot_key as reference_key
 
 CHECKS = Checks("ex12", "periodic jobs keyed by slot", needs=("slot_key", "due_slots", "tick"))
@@ -293,11 +293,8 @@ def a_killed_scheduler_restarts_without_losing_a_slot(ns: Namespace) -> None:
     want = [reference_key("nightly", T0 + k * HOUR) for k in range(hours)]
 
     def judge(life: Path) -> tuple[bool, str]:
-        conn = connect(life / "jobs.db")
-        try:
+        with reading(life / "jobs.db") as conn:
             keys = _keys(conn)
-        finally:
-            conn.close()
         return sorted(keys) == want, f"{len(keys)} jobs: {short_repr(sorted(keys), 300)}"
 
     after_every_kill(
