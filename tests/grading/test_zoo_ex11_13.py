@@ -278,6 +278,16 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex12",
+        "a catch-up capped at 48 slots without a word",
+        "due_slots_on_generated_schedules",
+        """
+        _due = due_slots
+        def due_slots(period_s, last, since, now, catch_up):
+            return _due(period_s, last, since, now, catch_up)[-48:]
+        """,
+    ),
+    (
+        "ex12",
         "the slot at exactly now is not due yet (< instead of <=)",
         "due_slots_boundaries",
         """

@@ -159,15 +159,17 @@ def due_slots_boundaries(ns: Namespace) -> None:
 @CHECKS.add(
     2,
     "walk back from the latest multiple of period_s at or before now, down to since "
-    "and above last; 'latest' keeps only the newest of them",
+    "and above last, however many that is; 'latest' keeps only the newest of them",
 )
 def due_slots_on_generated_schedules(ns: Namespace) -> None:
     @st.composite
     def schedules(draw: Any) -> list[Any]:
         period = draw(st.sampled_from([1, 7, 60, 300, 3600, 86400]) | st.integers(1, 100_000))
         now = draw(st.integers(0, 2_000_000_000)) + draw(st.sampled_from([0, 0.25, 0.5]))
-        # Slots are multiples since the epoch: never before it.
-        since = max(0, now - draw(st.integers(0, 12)) * period - draw(st.integers(0, period)))
+        # Slots are multiples since the epoch: never before it. A long outage too (up to
+        # 400 slots back), so a catch-up capped at some number of slots shows itself.
+        back = draw(st.integers(0, 12) | st.integers(100, 400))
+        since = max(0, now - back * period - draw(st.integers(0, period)))
         slot_now = math.floor(now / period) * period
         last = draw(
             st.none()
