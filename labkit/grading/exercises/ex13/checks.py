@@ -24,8 +24,9 @@ from hypothesis import strategies as st
 
 from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
 from labkit.grading.exercises.helpers import holds_for, raised_text
-from labkit.grading.exercises.kit import lab_file
-from labkit.grading.exercises.labdb import add_job, all_jobs
+from labkit.grading.exercises.kit import lab_file, reading
+from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
+from labkit.grading.exercises.racesweep import after_every_schedule
 
 CHECKS = Checks(
     "ex13", "a queue per account, and serial queues", needs=("claim_capped", "claim_serial")
@@ -344,6 +345,31 @@ def the_cap_holds_when_two_processes_claim(ns: Namespace) -> None:
             "one running job per account (cap=1) once both workers stop",
             counts,
         )
+
+    def make(folder: Path) -> None:
+        conn = lab_db(folder / "jobs.db")
+        for n in range(2):
+            add_job(conn, f"acme:{n}", queue="acme")
+        conn.close()
+
+    def judge(folder: Path, run: dict[str, Any]) -> tuple[bool, str]:
+        got = [run[w]["returned"] for w in ("first", "second")]
+        with reading(folder / "jobs.db") as conn:
+            busy = running(conn, "acme")
+        ended = [run[w]["ended"] for w in ("first", "second")]
+        ok = busy == 1 and sum(isinstance(row, dict) for row in got) == 1
+        return ok, f"acme has {busy} running; the workers got {got} ({ended})"
+
+    after_every_schedule(
+        ns,
+        HARNESS + "claim_schedules",
+        make,
+        ["claim_capped", NOW, 30.0, [1]],
+        judge,
+        "exactly one of acme's two jobs claimed by two workers (cap=1)",
+        "count and take in one statement: a count read in one statement and a claim "
+        "made in the next let the other worker pass the same count",
+    )
 
 
 @CHECKS.add(

@@ -4,17 +4,21 @@
 worker would open it). ``race`` runs several forked workers, each with its own
 connection whose plain reads pause, claiming until nothing is left: a claim that
 counts in one statement and takes in another lets two workers pass the same count.
-Rows come back as plain dicts; the check reads the table itself to judge.
+``claim_schedules`` races two workers one schedule at a time (``racesweep``). Rows come
+back as plain dicts; the check reads the table itself to judge.
 """
 
 from __future__ import annotations
 
 from collections.abc import MutableMapping
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 from labkit.grading.exercises.common import fresh_state, outcome, plain_row
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racers import in_processes
+from labkit.grading.exercises.racesweep import race_sweep
 from labkit.grading.exercises.tracing import Watched
 
 CLAIMS = ("claim_capped", "claim_serial")
@@ -72,3 +76,30 @@ def race(
         return ids
 
     return in_processes(worker, workers)
+
+
+def claim_schedules(
+    values: MutableMapping[str, Any],
+    folder: str,
+    name: str,
+    now: float,
+    lease_s: float,
+    extra: list[Any],
+    seed: int,
+) -> dict[str, Any]:
+    """Two workers' ``NAME`` in two processes, one schedule at a time (``racesweep``).
+
+    Each copy returns the row it claimed (a plain dict) or None; the check reads
+    ``jobs.db`` in each schedule's folder.
+    """
+    if name not in CLAIMS:
+        raise ValueError(f"no claim called {name!r}")
+
+    def worker(who: str, where: Path) -> Any:
+        conn = connect(where / "jobs.db")
+        try:
+            return plain_row(values[name](conn, who, now, lease_s, *extra))
+        finally:
+            conn.close()
+
+    return race_sweep(folder, ["jobs.db"], partial(worker, "w1"), partial(worker, "w2"), seed)
