@@ -61,9 +61,25 @@ _TARGET = re.compile(
 #: Where code that is not the watched code lives: the lab itself and the installed Python.
 _NOT_WATCHED = tuple(
     {str(Path(__file__).resolve().parents[1]) + os.sep}
-    | {str(Path(sysconfig.get_path(k)).resolve()) + os.sep for k in ("stdlib", "purelib")}
-    | {str(Path(sysconfig.get_path("platlib")).resolve()) + os.sep}
+    | {str(Path(sysconfig.get_path(k)).resolve()) + os.sep for k in ("stdlib", "platlib")}
+    | {str(Path(sysconfig.get_path("purelib")).resolve()) + os.sep}
 )
+
+
+def trace_every_connection(callback: Callable[[str], None]) -> None:
+    """From now on in this process, every SQLite connection calls ``callback(statement)``.
+
+    ``sqlite3.connect`` is wrapped, so a connection the watched code opens itself is
+    watched too. Only ever done in a forked child that ends when its run does.
+    """
+    real_connect = sqlite3.connect
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn: sqlite3.Connection = real_connect(*args, **kwargs)
+        conn.set_trace_callback(callback)
+        return conn
+
+    sqlite3.connect = connect  # type: ignore[assignment]
 
 
 def student_code(filename: str) -> bool:
@@ -134,13 +150,8 @@ class Tracer:
         return conn
 
     def watch_sqlite(self) -> None:
-        """Watch every connection opened from now on (``sqlite3.connect`` wrapped)."""
-        real_connect = sqlite3.connect
-
-        def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-            return self.watch(real_connect(*args, **kwargs))
-
-        sqlite3.connect = connect  # type: ignore[assignment]
+        """Watch every connection opened from now on."""
+        trace_every_connection(self._statement)
 
     def mark(self, what: str) -> None:
         """A boundary the caller names, called right after it happened (a publish returned).

@@ -29,14 +29,13 @@ import json
 import os
 import select
 import signal
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from random import Random
 from typing import Any
 
-from labkit.explore.boundaries import parse_lines, targets
+from labkit.explore.boundaries import parse_lines, targets, trace_every_connection
 
 
 @dataclass(frozen=True)
@@ -88,14 +87,7 @@ def _start(run: Callable[[], Any], stop_at: int | None) -> tuple[int, int, int]:
         try:
             os.setpgrp()
             stopper = _Stopper(out_w, go_r, stop_at)
-            real_connect = sqlite3.connect
-
-            def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-                conn: sqlite3.Connection = real_connect(*args, **kwargs)
-                conn.set_trace_callback(stopper.statement)
-                return conn
-
-            sqlite3.connect = connect  # type: ignore[assignment]
+            trace_every_connection(stopper.statement)
             try:
                 returned = run()
                 stopper.send({"returned": returned, "statements": stopper.count})
