@@ -28,7 +28,7 @@ from pathlib import Path
 from random import Random
 from typing import Any
 
-from labkit.explore.boundaries import Life, Tracer, live, targets
+from labkit.explore.boundaries import Tracer, live, targets
 from labkit.grading.checks import CheckFailed, Namespace, grading_seed
 from labkit.grading.exercises.helpers import SEED
 from labkit.grading.stub import is_stub_text
@@ -54,8 +54,10 @@ def snapshot(start: Path, life: Path, files: list[str]) -> None:
             dst.close()
 
 
-def _stub_or(life: Life) -> None:
-    said = life.ended.removeprefix("raised ")
+def raise_if_stub(ended: str) -> None:
+    """A child that ended by raising the exercise stub: raise it here, so the check says
+    "not started yet" instead of judging a run that never began."""
+    said = ended.removeprefix("raised ")
     if said.startswith("NotImplementedError: ") and is_stub_text(said.partition(": ")[2]):
         raise NotImplementedError(said.partition(": ")[2])
 
@@ -64,35 +66,31 @@ def sweep(
     folder: str,
     files: list[str],
     first: Callable[[Path, Tracer], Any],
-    restart: Callable[[Path], Any] | None,
+    restart: Callable[[Path, Tracer], Any],
     seed: int,
     limit: int = LIMIT,
 ) -> dict[str, Any]:
     """Kill ``first`` right after each boundary in a copy of ``files``; restart; report.
 
+    Both are called as ``fn(life_folder, tracer)``, each in a child of its own; the
+    restart's tracer only watches.
+
     ``{"probe": ended, "count": n, "lives": [{"index", "boundary", "folder", "killed",
     "restart"}]}``; the probe's folder is ``folder/life-0`` (nobody killed).
     """
     start = Path(folder)
-
-    def first_in(where: Path, tracer: Tracer) -> Any:
-        return first(where, tracer)
-
-    def restart_in(where: Path, _tracer: Tracer) -> Any:
-        return restart(where) if restart is not None else None
-
     snapshot(start, start / "life-0", files)
-    probe = live(partial(first_in, start / "life-0"))
-    _stub_or(probe)
+    probe = live(partial(first, start / "life-0"))
+    raise_if_stub(probe.ended)
     lives: list[dict[str, Any]] = []
     for k in targets(len(probe.boundaries), limit, Random(seed)):
         where = start / f"life-{k}"
         snapshot(start, where, files)
-        killed = live(partial(first_in, where), kill_after=k)
+        killed = live(partial(first, where), kill_after=k)
         said = [b.words() for b in killed.boundaries if b.index == k] or ["a write"]
         again = "-"
-        if killed.killed and restart is not None:
-            again = live(partial(restart_in, where)).ended
+        if killed.killed:
+            again = live(partial(restart, where)).ended
             again = "ran to its end" if again == "returned" else again
         lives.append(
             {

@@ -24,8 +24,7 @@ from typing import Any
 
 from labkit.explore.interleavings import Copy, alone, one_schedule, schedules
 from labkit.grading.checks import CheckFailed, Namespace
-from labkit.grading.exercises.killsweep import snapshot, swept
-from labkit.grading.stub import is_stub_text
+from labkit.grading.exercises.killsweep import raise_if_stub, snapshot, swept
 
 #: At most this many schedules per sweep (stopping before the first statement, and
 #: after the last, always among them).
@@ -50,9 +49,7 @@ def race_sweep(
     start = Path(folder)
     snapshot(start, start / "alone", files)
     probe = alone(partial(first, start / "alone"))
-    said = probe.ended.removeprefix("raised ")
-    if said.startswith("NotImplementedError: ") and is_stub_text(said.partition(": ")[2]):
-        raise NotImplementedError(said.partition(": ")[2])
+    raise_if_stub(probe.ended)
     runs = []
     for n in schedules(max(probe.statements, 0), limit, Random(seed)):
         where = start / f"order-{n}"

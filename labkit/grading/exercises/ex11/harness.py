@@ -141,7 +141,7 @@ def place_order_kills(
     would). See ``killsweep.sweep``.
     """
 
-    def once(life: Path, _tracer: Any = None) -> Any:
+    def once(life: Path, _tracer: Any) -> Any:
         return _call(values, "place_order", life / "shop.db", *order)
 
     return sweep(folder, ["shop.db"], once, once, seed)
@@ -155,7 +155,7 @@ def consume_kills(
     After each kill the broker redelivers (``consume`` again with the same message).
     """
 
-    def once(life: Path, _tracer: Any = None) -> Any:
+    def once(life: Path, _tracer: Any) -> Any:
         return _call(values, "consume", life / "mail.db", message_id, body)
 
     return sweep(folder, ["mail.db"], once, once, seed)

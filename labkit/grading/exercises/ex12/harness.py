@@ -117,7 +117,7 @@ def tick_kills(
     a supervisor starting the scheduler again would run it. See ``killsweep.sweep``.
     """
 
-    def once(life: Path, _tracer: Any = None) -> Any:
+    def once(life: Path, _tracer: Any) -> Any:
         conn = connect(life / "jobs.db")
         try:
             return values["tick"](conn, schedule, period_s, since, now, catch_up)
