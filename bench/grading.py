@@ -212,26 +212,36 @@ def in_process_scores(
     from labkit.grading.scoring import score
 
     warm_up()
-    # As `labkit grade --seed` does: the same generated inputs, the same time zone.
+    # As `labkit grade --seed` does: the same generated inputs, the same time zone. Both
+    # are this process's, so both are put back afterwards (the smoke test runs in pytest).
+    zone = os.environ.get("TZ")
     use_grading_seed(args.seed)
     os.environ["TZ"] = seeded_environment(args.seed)["TZ"]
     clock_module.tzset()
     scores: dict[tuple[str, str], int] = {}
-    for folder in sorted(p for p in subs.iterdir() if p.is_dir()):
-        found, _ = find_notebooks(folder, exercises)
-        for exercise, path in found.items():
-            nb = nbformat.read(path, as_version=4)
-            cells = [(i, c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
-            with tempfile.TemporaryDirectory() as work:
-                here = os.getcwd()
-                os.chdir(work)  # %%writefile cells and the checks' files land there
-                try:
-                    values, _ = run_cells(cells, args.cell_timeout)
-                    checks = catalog.all_checks(exercise, ROOT / "solutions" / "hidden")
-                    outcomes = run_checks(checks, values, args.check_timeout, Path(work))
-                finally:
-                    os.chdir(here)
-            scores[folder.name, exercise] = score(outcomes)[0]  # severe mistakes capped
+    try:
+        for folder in sorted(p for p in subs.iterdir() if p.is_dir()):
+            found, _ = find_notebooks(folder, exercises)
+            for exercise, path in found.items():
+                nb = nbformat.read(path, as_version=4)
+                cells = [(i, c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+                with tempfile.TemporaryDirectory() as work:
+                    here = os.getcwd()
+                    os.chdir(work)  # %%writefile cells and the checks' files land there
+                    try:
+                        values, _ = run_cells(cells, args.cell_timeout)
+                        checks = catalog.all_checks(exercise, ROOT / "solutions" / "hidden")
+                        outcomes = run_checks(checks, values, args.check_timeout, Path(work))
+                    finally:
+                        os.chdir(here)
+                scores[folder.name, exercise] = score(outcomes)[0]  # severe mistakes capped
+    finally:
+        use_grading_seed(None)
+        if zone is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = zone
+        clock_module.tzset()
     return scores
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 from pathlib import Path
 
 import pytest
 from gradingkit import ROOT
+
+from labkit.grading.checks import grading_seed
 
 sys.path.insert(0, str(ROOT))
 
@@ -33,9 +36,11 @@ def test_each_kind_changes_the_reference(kind: str) -> None:
 
 def test_a_tiny_class_is_graded_and_the_rate_reported(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--students", "1", "--exercise", "ex01", "--jobs", "1"]
+    zone = os.environ.get("TZ")
     assert grading.main([*argv, "--same-scores", "--per-exercise"]) == 0
     out = capsys.readouterr().out
     assert "1 students x 1 exercises = 1 notebooks" in out
     assert "notebooks/min" in out and "speed-up:" in out
     assert "in-process scores that differ from the graded ones: 0 of 1" in out
     assert "  ex01:   1 notebooks" in out  # the exercise's own rate
+    assert grading_seed() is None and os.environ.get("TZ") == zone  # nothing left behind
