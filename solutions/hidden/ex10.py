@@ -30,6 +30,9 @@ def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
             len(left) == 1 and now == left and again == left[0],
             f"the retry to answer job {left} and the database to still hold one job",
             f"retry got {again}, jobs now {now}",
+            "build the job key from the owner and the Idempotency-Key alone (no hash(), "
+            "no clock, no counter in memory): the restarted server must compute the same "
+            "key, and only the store remembers what the crashed one did",
         )
 
 

@@ -72,6 +72,14 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         'f"report:{idempotency_key}"',
     ),
     (
+        # hash() of a str is salted per process: the restarted server computes another key.
+        "the job key built with hash(), which changes with each server process",
+        "retry_after_the_crash_gets_the_same_job",
+        "same_key_same_job",
+        'f"report:{owner}:{idempotency_key}"',
+        'f"report:{hash((owner, idempotency_key))}"',
+    ),
+    (
         "the status returns the whole job, payload included",
         "status_hides_the_payload",
         ACCEPT_OK,

@@ -27,6 +27,7 @@ import httpx
 from labkit.grading.checks import CheckFailed, Namespace, expect
 from labkit.grading.course import ROOT
 from labkit.grading.exercises.ex10.harness import CRASH_ENV, NOT_STARTED_STATUS
+from labkit.grading.exercises.killsweep import sweep_seed
 from labkit.grading.stub import is_stub_text
 from labkit.integrations.http.serve import (
     client_for,
@@ -93,6 +94,11 @@ def _answer(app: App, reply: httpx.Response) -> httpx.Response:
     return reply
 
 
+def hash_salt(nth: int) -> int:
+    """The ``PYTHONHASHSEED`` of a check's ``nth`` server: from the grading seed, never 0."""
+    return 1 + (sweep_seed() * 7919 + nth) % (2**32 - 1)
+
+
 @contextmanager
 def scratch(ns: Namespace) -> Iterator[Path]:
     """A fresh folder for this check's database, inside the student's folder, removed after."""
@@ -112,11 +118,15 @@ def served(ns: Namespace, db: Path, crash_at_202: bool = False) -> Iterator[App]
             "no such file",
             f"run the %%writefile {APP_FILE} cell (after each change), then check again",
         )
+    nth = len(list(db.parent.glob("server-*")))
     env = {**os.environ, "EX10_DB": str(db), "PYTHONPATH": str(ROOT)}
+    # Each server its own str hash salt, as two deployments of one app have: a job key
+    # built from hash() does not survive the restart after a crash.
+    env["PYTHONHASHSEED"] = str(hash_salt(nth))
     env.pop(CRASH_ENV, None)
     if crash_at_202:
         env[CRASH_ENV] = "1"
-    log = db.with_name(f"server-{len(list(db.parent.glob('server-*')))}.log")
+    log = db.with_name(f"server-{nth}.log")
     folder = Path(tempfile.mkdtemp(prefix="ex10-", dir=SOCKETS))
     sock = listening_socket(folder / "http.sock")
     try:
