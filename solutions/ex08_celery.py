@@ -107,7 +107,8 @@ def charge(key, customer, amount):
 # holders run, shows one owner's data to another or never runs a retried job again:
 # failing one caps the exercise's score at half. Here:
 # `worker_killed_before_the_charge`, `worker_killed_after_the_commit`,
-# `whole_worker_killed_before_the_charge`, and hidden ones the grader runs.
+# `whole_worker_killed_before_the_charge`, `killed_right_after_each_commit`, and hidden
+# ones the grader runs.
 #
 # The check takes about a minute: it starts several real workers and waits for Celery to
 # notice each one it kills.

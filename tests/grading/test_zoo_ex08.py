@@ -47,6 +47,42 @@ TWO_TRANSACTIONS = """\
     return "charged"
 """
 
+#: The dedup record commits on its own, first: a kill between the two commits leaves
+#: the key "processed" with no charge, and the redelivery skips it (the charge is lost).
+DEDUP_COMMITTED_FIRST = """\
+    with connect() as conn:
+        with conn.transaction():
+            first = conn.execute(
+                "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING "
+                "RETURNING key",
+                (key,),
+            ).fetchone()
+        if first is None:
+            return "already charged"
+        with conn.transaction():
+            conn.execute(
+                "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+                (key, customer, amount),
+            )
+    return "charged"
+"""
+
+#: The same split with an autocommit connection: each INSERT commits by itself.
+DEDUP_AUTOCOMMITTED_FIRST = """\
+    with psycopg.connect(DSN, options=f"-c search_path={SCHEMA}", autocommit=True) as conn:
+        first = conn.execute(
+            "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING RETURNING key",
+            (key,),
+        ).fetchone()
+        if first is None:
+            return "already charged"
+        conn.execute(
+            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+            (key, customer, amount),
+        )
+    return "charged"
+"""
+
 DEDUP_BY_CUSTOMER = """\
     with connect() as conn, conn.transaction():
         first = conn.execute(
@@ -131,6 +167,20 @@ ZOO = [
         "worker_killed_before_the_charge",
         "SIGKILLed before charging",
         "worker_starts_and_charges_once",
+    ),
+    (
+        "dedup record committed first, in a transaction of its own",
+        _body(DEDUP_COMMITTED_FIRST),
+        "killed_right_after_each_commit",
+        "right after your COMMIT at line",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "dedup record autocommitted before the charge",
+        _body(DEDUP_AUTOCOMMITTED_FIRST),
+        "killed_right_after_each_commit",
+        "right after your autocommitted INSERT at line",
+        "dedup_commits_with_the_charge",
     ),
     (
         "dedup by customer instead of by key",

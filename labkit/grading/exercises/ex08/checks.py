@@ -5,9 +5,10 @@ The student's ``%%writefile ex08_tasks.py`` cell leaves the module in their fold
 ``ns.spawn`` (RabbitMQ, a fresh queue; PostgreSQL, a fresh schema with ``charges`` and
 ``processed``; under ``labkit grade`` both are the notebook's own, ``ns.services``),
 pauses the task at a point with ``labkit.integrations.celery.points`` (loaded into the
-worker with ``--include``), SIGKILLs the pool child or the whole worker, lets the broker
-redeliver, and counts the ``charges`` rows itself. The student's code is never imported
-here: it runs only in the workers.
+worker with ``--include``; ``commits`` adds a point right after each COMMIT), SIGKILLs
+the pool child or the whole worker, lets the broker redeliver, and counts the
+``charges`` rows itself. The student's code is never imported here: it runs only in
+the workers.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from celery import Celery
 
 from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
 from labkit.grading.stub import stub_error, stub_line
-from labkit.integrations.celery import brokers, harness, points
+from labkit.integrations.celery import brokers, commits, harness, points
 from labkit.integrations.celery.app import LabConfig, charges_for, cleanup, prepare_postgres
 from labkit.integrations.celery.run import Kills, quiet
 
@@ -87,7 +88,7 @@ class Ex08Run:
             name=name,
             tag=self.config.tag,
             env=self.env,
-            extra=["--include", "labkit.integrations.celery.points"],
+            extra=["--include", f"{points.__name__},{commits.__name__}"],
             spawn=self.ns.spawn,
         )
         self.procs.append(proc)
@@ -285,3 +286,47 @@ def whole_worker_killed_before_the_charge(ns: Namespace) -> None:
             "0 rows means the message was acknowledged before the task ran (Celery's "
             "default): set task_acks_late",
         )
+
+
+SPLIT_COMMITS = {
+    0: "the dedup record committed before the charge, so the redelivery skipped the key "
+    "and the charge is lost: ",
+    2: "the charge committed before the dedup record, so the redelivery charged again: ",
+}
+#: At most this many of the task's commits are each killed after, one delivery each.
+COMMITS = 4
+
+
+@CHECKS.add(
+    3,
+    "killed right after each COMMIT the task makes, the redelivery charges exactly once: "
+    "the dedup record and the charge in ONE transaction, so no kill falls between them",
+    timeout=TIMEOUT,
+    severe=True,
+)
+def killed_right_after_each_commit(ns: Namespace) -> None:
+    with Ex08Run(ns) as run:
+        worker = run.worker()
+        run.send("inv-probe")
+        run.settle()
+        made = commits.made(run.folder)
+        expect(
+            bool(made),
+            "the task to commit its work to PostgreSQL",
+            "no COMMIT and no autocommitted write in the task's run",
+            "write through psycopg, in `with connect() as conn, conn.transaction():`",
+        )
+        [probe] = made.values()
+        for nth, (what, where) in enumerate(probe[:COMMITS], start=1):
+            key = f"inv-c{nth}"
+            child = run.hold(commits.point(nth), key)
+            run.kill_children(worker, [child])
+            run.settle()
+            n = run.charges(key)
+            expect(
+                n == 1,
+                f"exactly 1 charge row for {key!r} after a kill -9 right after your {what} "
+                f"at {where} (commit {nth} of {len(probe)}) and the redelivery",
+                f"{n} charge rows",
+                SPLIT_COMMITS.get(n, "") + "insert both in one `conn.transaction()`",
+            )
