@@ -120,13 +120,29 @@ class Stream:
 
     def kill_when_holding(self, proc: subprocess.Popen[str], consumer: str, key: str) -> None:
         """SIGKILL ``proc`` once the PEL shows ``consumer`` holding ``key``'s entry."""
+        self.wait_held(proc, consumer, key)
+        self.ns.kill(proc)
+        proc.communicate()
+
+    def owners_while(self, proc: subprocess.Popen[str], entry_id: str) -> list[str]:
+        """Each consumer the PEL showed holding ``entry_id``, in order, while ``proc`` ran."""
+        owners: list[str] = []
+        clock = SystemClock()
+        deadline = clock.now() + RUN_S
+        while proc.poll() is None and clock.now() < deadline:
+            held = self.r.xpending_range(self.stream, GROUP, entry_id, entry_id, 1)
+            if held and (not owners or owners[-1] != held[0]["consumer"]):
+                owners.append(str(held[0]["consumer"]))
+            clock.sleep(0.02)
+        return owners
+
+    def wait_held(self, proc: subprocess.Popen[str], consumer: str, key: str) -> None:
+        """Return once the PEL shows ``consumer`` holding ``key``'s entry; fail if it never does."""
         clock = SystemClock()
         deadline = clock.now() + RUN_S
         while clock.now() < deadline:
             held = [p for p in self.pending() if p["consumer"] == consumer]
             if any(self._key_of(str(p["message_id"])) == key for p in held):
-                self.ns.kill(proc)
-                proc.communicate()
                 return
             if proc.poll() is not None:
                 self.finish(proc, "reading the slow entry")
@@ -217,6 +233,30 @@ def takes_over_a_dead_consumers_entries(ns: Namespace) -> None:
         s.kill_when_holding(s.start("dead-one", idle_ms=600_000), "dead-one", "slow")
         s.finish(s.start("rescuer", idle_ms=300), "another consumer's takeover")
         expect_once_each(s, ["slow"], "XAUTOCLAIM entries idle at least idle_ms")
+
+
+@CHECKS.add(
+    2,
+    "a consumer still working on an entry keeps it: XAUTOCLAIM only entries idle at least "
+    "idle_ms (the argument, not 0 or a constant of yours), or a live consumer's entry runs "
+    "twice at once and its deliveries pile up",
+    90,
+    severe=True,
+)
+def leaves_a_live_consumers_entry_alone(ns: Namespace) -> None:
+    with stream(ns) as s:
+        entry = s.add("slow", cents=100, work_s=2)
+        worker = s.start("a", idle_ms=600_000)
+        s.wait_held(worker, "a", "slow")
+        other = s.start("b", idle_ms=600_000)  # starts while 'a' works on 'slow'
+        owners = s.owners_while(worker, entry)
+        s.finish(worker, "the consumer working on the slow entry")
+        s.finish(other, "a second consumer next to it")
+        expect(owners == ["a"], "only 'a' to hold 'slow' while it worked on it (idle_ms is "
+               "600000 for both)", f"held by {owners}",
+               "pass idle_ms to XAUTOCLAIM as its min-idle-time")  # fmt: skip
+        expect(s.dead() == [], "no dead letter (the entry was healthy)", s.dead())
+        expect_once_each(s, ["slow"], "apply it once")
 
 
 @CHECKS.add(
