@@ -77,8 +77,9 @@ def accept(seen: dict, key: str, payload: dict) -> bool:
 # Checks marked *severe* catch a mistake that loses or duplicates an effect, lets two
 # holders run, shows one owner's data to another or never runs a retried job again:
 # failing one caps the exercise's score at half. Here: `key_is_stable`,
-# `key_ignores_the_clock`, `key_is_the_same_in_another_process`,
-# `accept_new_then_repeat`, `accept_conflict`, and hidden ones the grader runs.
+# `key_names_the_intent`, `key_parts_do_not_run_together`, `key_ignores_the_clock`,
+# `key_is_the_same_in_another_process`, `accept_new_then_repeat`, `accept_conflict`,
+# and hidden ones the grader runs.
 
 # %%
 from labkit.grading import check

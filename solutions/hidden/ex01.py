@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.exercises.ex01.checks import INTENTS, PAYLOADS
+from labkit.grading.exercises.helpers import holds_for
 
 CHECKS = Checks("ex01", hidden=True)
 
@@ -23,6 +26,19 @@ def fingerprint_matches_the_contract(ns: Namespace) -> None:
     expect(
         got == want, f"{want[:16]}... (canonical JSON with non-ASCII kept)", f"{str(got)[:16]}..."
     )
+
+    def exact(any_payload: dict[str, Any]) -> None:
+        text = json.dumps(any_payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        want = hashlib.sha256(text.encode()).hexdigest()
+        got = ns.payload_fingerprint(any_payload)
+        expect(
+            got == want,
+            f"{want[:16]}... for {any_payload!r} (the canonical JSON of the whole payload, "
+            "None, blanks and all)",
+            f"{str(got)[:16]}...",
+        )
+
+    holds_for(PAYLOADS, exact, examples=40)
 
 
 @CHECKS.add(
@@ -53,3 +69,17 @@ def key_is_plain_text(ns: Namespace) -> None:
         "a readable key that contains billing, 42 and charge (operators read keys in logs)",
         repr(key),
     )
+
+
+@CHECKS.add(
+    1,
+    "the key shows each part as it was given, version included "
+    "(billing:42:charge:v1, not billing:42:charge): operators grep logs for it",
+)
+def key_shows_every_part(ns: Namespace) -> None:
+    def shown(intent: tuple[str, Any, str, int]) -> None:
+        key = ns.operation_key(*intent)
+        missing = [str(p) for p in intent if str(p) not in str(key)]
+        expect(not missing, f"a key containing {', '.join(map(str, intent))}", repr(key))
+
+    holds_for(INTENTS, shown, examples=30)

@@ -170,6 +170,125 @@ ZOO: list[tuple[str, str, str, str]] = [
             return False
     """,
     ),
+    (
+        "ex01",
+        "key joined with '_' (ids with '_' run together)",
+        "key_parts_do_not_run_together",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}_{entity_id}_{action}_v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key parts concatenated without a separator",
+        "key_parts_do_not_run_together",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}{entity_id}{action}v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key truncates the entity id to 8 characters",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{str(entity_id)[:8]}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key lowercases the source and the action",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source.lower()}:{entity_id}:{action.lower()}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key leaves the version out when it is 1",
+        "key_shows_every_part",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            base = f"{source}:{entity_id}:{action}"
+            return base if version == 1 else f"{base}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "conflict message that does not name the key",
+        "conflict_names_the_key",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict("payload changed for a known operation")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept stores the payload in `seen`, not its fingerprint",
+        "seen_maps_keys_to_fingerprints",
+        """
+        def accept(seen, key, payload):
+            if key not in seen:
+                seen[key] = payload
+                return True
+            if payload_fingerprint(seen[key]) != payload_fingerprint(payload):
+                raise IdempotencyConflict(f"key {key!r} reused with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint drops the fields that are None",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            clean = {k: v for k, v in payload.items() if v is not None}
+            text = json.dumps(clean, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint strips blanks around strings",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            def norm(v):
+                if isinstance(v, dict):
+                    return {k: norm(x) for k, x in v.items()}
+                if isinstance(v, list):
+                    return [norm(x) for x in v]
+                return v.strip() if isinstance(v, str) else v
+            text = json.dumps(norm(payload), sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "conflict raised only when the amount changed",
+        "accept_conflict",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            if key not in seen:
+                seen[key] = fp
+                return True
+            if seen[key] != fp and "amount_cents" in payload:
+                raise IdempotencyConflict(f"key {key!r}")
+            return False
+    """,
+    ),
 ]
 
 
@@ -189,6 +308,16 @@ SAYS: dict[str, str] = {
     "fingerprint with json's default separators (', ' and ': ')": "canonical JSON",
     "fingerprint of ASCII-escaped JSON (ensure_ascii left on)": "non-ASCII kept",
     "accept remembers keys in a module-level dict, not in `seen`": "one entry in `seen`",
+    "key joined with '_' (ids with '_' run together)": "different keys for the intents",
+    "key parts concatenated without a separator": "different keys for the intents",
+    "key truncates the entity id to 8 characters": "different keys for",
+    "key lowercases the source and the action": "different keys for",
+    "key leaves the version out when it is 1": "a key containing",
+    "conflict message that does not name the key": "message naming the key",
+    "accept stores the payload in `seen`, not its fingerprint": "already maps it to",
+    "fingerprint drops the fields that are None": "the whole payload",
+    "fingerprint strips blanks around strings": "the whole payload",
+    "conflict raised only when the amount changed": "IdempotencyConflict for the same key",
 }
 
 

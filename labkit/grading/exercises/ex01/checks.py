@@ -9,12 +9,14 @@ the harness, which owns the ``seen`` dict and returns it.
 
 from __future__ import annotations
 
+import random
+import string
 from typing import Any
 
 from hypothesis import strategies as st
 
-from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.helpers import holds_for, raised_text
+from labkit.grading.checks import Checks, Namespace, expect, grading_seed
+from labkit.grading.exercises.helpers import SEED, because_of, holds_for, raised_text
 
 CHECKS = Checks(
     "ex01",
@@ -88,7 +90,9 @@ def key_is_stable(ns: Namespace) -> None:
 @CHECKS.add(
     2,
     "put every part of the intent into the key, as it is: source, entity id, action "
-    "and version (no lower(), no truncation: 'INV-7' and 'inv-7' are two invoices)",
+    "and version (no lower(), no truncation: 'INV-7' and 'inv-7' are two invoices, "
+    "and two intents sharing a key means the second one is skipped as a repeat)",
+    severe=True,
 )
 def key_names_the_intent(ns: Namespace) -> None:
     base = ns.operation_key("billing", 42, "charge")
@@ -108,10 +112,62 @@ def key_names_the_intent(ns: Namespace) -> None:
         ka, kb = ns.operation_key(*a), ns.operation_key(*b)
         expect(ka != kb, f"different keys for {a!r} and {b!r}", f"{ka!r} for both")
 
-    case_pairs = _WORD.filter(lambda w: w.lower() != w.upper()).map(
-        lambda w: (("billing", w.upper(), "charge", 1), ("billing", w.lower(), "charge", 1))
-    )
-    holds_for(st.one_of(case_pairs, st.tuples(INTENTS, INTENTS)), two_intents, examples=40)
+    holds_for(st.one_of(CASE_PAIRS, LONG_ID_PAIRS, st.tuples(INTENTS, INTENTS)), two_intents, 60)
+
+
+def _with_part(part: int, value: Any) -> tuple[str, Any, str, int]:
+    intent: list[Any] = ["billing", 42, "charge", 1]
+    intent[part] = value
+    return (intent[0], intent[1], intent[2], intent[3])
+
+
+#: The same word in upper and in lower case, as the source, the entity id or the action.
+CASE_PAIRS = st.tuples(st.integers(0, 2), _WORD.filter(lambda w: w.lower() != w.upper())).map(
+    lambda pw: (_with_part(pw[0], pw[1].upper()), _with_part(pw[0], pw[1].lower()))
+)
+#: Long entity ids that differ only in their last character (a truncated key loses it).
+LONG_ID_PAIRS = st.one_of(
+    st.tuples(_WORD, _WORD, st.sampled_from("0123456789"), st.sampled_from("abcXYZ")).map(
+        lambda t: (
+            _with_part(1, f"{t[0]}-{t[1]}-{t[0]}{t[2]}"),
+            _with_part(1, f"{t[0]}-{t[1]}-{t[0]}{t[3]}"),
+        )
+    ),
+    st.integers(10**9, 10**15).map(lambda n: (_with_part(1, n), _with_part(1, n + 1))),
+)
+#: Characters real ids contain (INV-2026-0042, Cus_AbC): a key joined with one of them,
+#: or with nothing, gives two intents the same key.
+JOINED_BY = ("_", "-", "")
+
+
+def _run_together(rng: random.Random) -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+    """Pairs of intents whose parts a key joined with ``_``, ``-`` or nothing runs together."""
+    pairs = []
+    for sep in JOINED_BY:
+        a, b, c = ("".join(rng.choices(string.ascii_letters, k=rng.randint(2, 6))) for _ in "abc")
+        pairs.append(((f"{a}{sep}{b}", c, "charge", 1), (a, f"{b}{sep}{c}", "charge", 1)))
+        pairs.append((("billing", f"{a}{sep}{b}", c, 1), ("billing", a, f"{b}{sep}{c}", 1)))
+    return pairs
+
+
+@CHECKS.add(
+    2,
+    "ids contain '_' and '-' (INV-2026-0042, Cus_AbC): joined with one of those, or "
+    "with nothing, ('billing_eu', 42) and ('billing', 'eu_42') share a key and the "
+    "second is skipped as a repeat; join with a character ids never contain, ':'",
+    severe=True,
+)
+def key_parts_do_not_run_together(ns: Namespace) -> None:
+    rng = random.Random(grading_seed() or SEED)
+    for a, b in [(("billing_eu", 42, "charge", 1), ("billing", "eu_42", "charge", 1))] + (
+        _run_together(rng)
+    ):
+        ka, kb = ns.operation_key(*a), ns.operation_key(*b)
+        expect(
+            ka != kb,
+            f"different keys for the intents {a!r} and {b!r}",
+            f"operation_key gave {ka!r} for both",
+        )
 
 
 @CHECKS.add(
@@ -239,6 +295,74 @@ def accept_conflict(ns: Namespace) -> None:
         run["seen"] == once["seen"],
         "`seen` unchanged after a conflict",
         f"{run['seen']!r} (was {once['seen']!r})",
+    )
+
+    def any_change(case: tuple[dict[str, Any], str]) -> None:
+        payload, field = case
+        changed = {**payload, field: [payload.get(field), "changed"]}
+        if ns.payload_fingerprint(payload) == ns.payload_fingerprint(changed):
+            return  # fingerprint_tells_payloads_apart's business
+        got = ns.harness(HARNESS + "accept_calls", [[key, payload], [key, changed]])["results"]
+        expect(
+            "IdempotencyConflict" in got[1].get("raised", ()),
+            f"IdempotencyConflict for the same key with {payload!r}, then {changed!r}",
+            _said(got[1]),
+        )
+
+    cases = PAYLOADS.flatmap(lambda p: st.tuples(st.just(p), st.sampled_from(sorted(p))))
+    holds_for(cases, any_change, examples=15)
+
+
+_KEYS = st.tuples(_WORD, _WORD, _WORD, st.integers(1, 9)).map(
+    lambda t: f"{t[0]}:{t[1]}:{t[2]}:v{t[3]}"
+)
+
+
+@CHECKS.add(
+    1,
+    "name the key in the IdempotencyConflict message (f'key {key!r} ...'): the "
+    "operator reading the log must find which operation came back with another payload",
+)
+def conflict_names_the_key(ns: Namespace) -> None:
+    def named(key: str) -> None:
+        run = ns.harness(HARNESS + "accept_calls", [[key, ORDER], [key, {**ORDER, "invoice": 7}]])
+        said = run["results"][1]
+        if "IdempotencyConflict" not in said.get("raised", ()):
+            expect(False, "IdempotencyConflict" + because_of("accept_conflict"), _said(said))
+        expect(
+            key in said.get("message", ""),
+            f"an IdempotencyConflict message naming the key {key!r}",
+            _said(said),
+        )
+
+    holds_for(_KEYS, named, examples=10)
+
+
+@CHECKS.add(
+    1,
+    "`seen` maps key -> payload_fingerprint(payload), not the payload: it is kept "
+    "in a store between runs, and a repeat is told by comparing fingerprints",
+)
+def seen_maps_keys_to_fingerprints(ns: Namespace) -> None:
+    key, other = "billing:42:charge:v1", "billing:43:charge:v1"
+    fp = ns.payload_fingerprint(ORDER)
+    run = ns.harness(
+        HARNESS + "accept_calls",
+        [[key, REORDERED], [other, ORDER]],
+        {key: fp},
+    )
+    first, new = (r.get("returned", _said(r)) for r in run["results"])
+    expect(
+        first is False,
+        f"False for {key!r} when `seen` already maps it to payload_fingerprint(payload) "
+        "(a repeat after a restart)",
+        first,
+    )
+    expect(new is True, f"True for the new key {other!r}", new)
+    expect(
+        run["seen"].get(other) == repr(fp),
+        f"seen[{other!r}] == payload_fingerprint(payload), {fp[:16]}...",
+        run["seen"].get(other, "nothing stored"),
     )
 
 

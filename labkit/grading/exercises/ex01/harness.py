@@ -54,13 +54,18 @@ def keys_in_processes(values: MutableMapping[str, Any], calls: list[list[Any]]) 
             return {"how": f"salted hash() ({exc})", "here": here, "seeds": {"salted": other}}
 
 
-def accept_calls(values: MutableMapping[str, Any], calls: list[list[Any]]) -> dict[str, Any]:
-    """Run ``accept(seen, key, payload)`` for each ``[key, payload]`` on one fresh ``seen``.
+def accept_calls(
+    values: MutableMapping[str, Any],
+    calls: list[list[Any]],
+    seen_before: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Run ``accept(seen, key, payload)`` for each ``[key, payload]`` on one ``seen``.
 
+    ``seen`` starts empty, or as ``seen_before`` (key -> fingerprint, as a store kept it).
     ``{"results": [outcome...], "seen": {...}}``: each outcome is ``{"returned": x}`` or
     ``{"raised": [class names], "message": ...}``; ``seen`` as it was after the last call.
     """
-    seen: dict[str, Any] = {}
+    seen: dict[str, Any] = dict(seen_before or {})
     with fresh_state(values):
         results = [outcome(need(values, "accept"), seen, key, payload) for key, payload in calls]
     return {"results": results, "seen": {str(k): repr(v) for k, v in seen.items()}}
