@@ -176,6 +176,133 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        'lockf (a per-process record lock) instead of flock',
+        'second_holder_is_refused',
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.lockf(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    fh.seek(0)
+                    raise AlreadyRunning(f"locked by pid {fh.read().strip()}") from None
+                fh.seek(0); fh.truncate(); fh.write(str(os.getpid())); fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        'the holder deletes the lock file when it is done',
+        'release_keeps_the_lock_file',
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    raise AlreadyRunning(f"locked by pid {fh.read().strip()}") from None
+                fh.seek(0); fh.truncate(); fh.write(str(os.getpid())); fh.flush()
+                try:
+                    yield
+                finally:
+                    os.unlink(path)
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        'an error inside the with block swallowed',
+        'error_inside_the_block_comes_out',
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    raise AlreadyRunning(f"locked by pid {fh.read().strip()}") from None
+                fh.seek(0); fh.truncate(); fh.write(str(os.getpid())); fh.flush()
+                try:
+                    yield
+                except Exception as exc:
+                    print("job failed:", exc)
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a dead holder's pidfile taken over in steps (O_EXCL)",
+        'takeover_after_kill_admits_one',
+        """
+        @contextmanager
+        def single_instance(path):
+            while True:
+                try:
+                    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                    break
+                except FileExistsError:
+                    try:
+                        pid = int(open(path).read().strip() or 0)
+                    except (OSError, ValueError):
+                        pid = 0
+                    alive = False
+                    if pid:
+                        try:
+                            os.kill(pid, 0)
+                            alive = True
+                        except ProcessLookupError:
+                            alive = False
+                        except PermissionError:
+                            alive = True
+                    if alive:
+                        raise AlreadyRunning(f"locked by pid {pid}") from None
+                    try:
+                        os.unlink(path)
+                    except FileNotFoundError:
+                        pass
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+            try:
+                yield
+            finally:
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+    """,
+    ),
+    (
+        "ex02",
+        "the job's own BlockingIOError reported as AlreadyRunning",
+        'error_inside_the_block_comes_out',
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fh.seek(0); fh.truncate(); fh.write(str(os.getpid())); fh.flush()
+                yield
+            except OSError:
+                fh.seek(0)
+                raise AlreadyRunning(f"locked by pid {fh.read().strip()}") from None
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
@@ -191,6 +318,11 @@ SAYS: dict[str, str] = {
     "a refused attempt removes the 'stale' lock file it could not take": (
         "a third process refused too"
     ),
+    'lockf (a per-process record lock) instead of flock': 'AlreadyRunning while another holder',
+    'the holder deletes the lock file when it is done': 'exactly one of a newcomer',
+    'an error inside the with block swallowed': 'to come out of it',
+    "a dead holder's pidfile taken over in steps (O_EXCL)": 'killed with SIGKILL: exactly one',
+    "the job's own BlockingIOError reported as AlreadyRunning": 'BlockingIOError raised inside',
 }
 
 

@@ -173,3 +173,78 @@ def pidfile_names_only_the_current_holder(ns: Namespace) -> None:
             f"(after pids {', '.join(map(str, pids))})",
             repr(text[:80]),
         )
+
+
+@CHECKS.add(
+    1,
+    "a lock must not hide the job's errors: let every exception raised inside the "
+    "with block come out of it as it is (no except around the yield, and no except "
+    "OSError that turns the job's own BlockingIOError into AlreadyRunning)",
+)
+def error_inside_the_block_comes_out(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        got = ns.harness(HARNESS + "error_inside", str(path))
+    for name, said in got.items():
+        expect(
+            said == f"propagated {name}",
+            f"the {name} raised inside `with single_instance(path):` to come out of it",
+            f"{said}" if said != "swallowed" else "nothing came out: the error was swallowed",
+        )
+
+
+#: A newcomer is stopped after each of its first file or lock calls, in turn.
+RACE_STOPS = list(range(1, 7))
+
+
+def _one_holder(ns: Namespace, event: str, want: str, hint: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="labkit-ex02-", dir=ns.workdir) as tmp:
+        runs = ns.harness(HARNESS + "newcomer_race", tmp, event, RACE_STOPS)
+    for run in runs:
+        expect(run["holder"] == "held", "the first process to take the lock", run["holder"])
+        got = [run["newcomer"], run["third"]]
+        held = got.count("held")
+        where = (
+            f"stopped after its file call {run['stop']}"
+            if run["paused"]
+            else "which finished before its file call " + str(run["stop"])
+        )
+        expect(
+            held == 1 and all(g == "held" or g.startswith("refused") for g in got),
+            f"{want}: exactly one of a newcomer ({where}) and a third process holding the lock",
+            f"the newcomer got {run['newcomer']!r}, the third process {run['third']!r}",
+            hint,
+        )
+
+
+@CHECKS.add(
+    3,
+    "release by closing the file, never by deleting it: a newcomer that opened the "
+    "file just before the holder deleted it locks the deleted file, while the next "
+    "run creates a new one and locks that: two holders",
+    timeout=30.0,
+    severe=True,
+)
+def release_keeps_the_lock_file(ns: Namespace) -> None:
+    _one_holder(
+        ns,
+        "released",
+        "after the holder released the lock while a newcomer was taking it",
+        "release by closing the file (the with block's end): do not unlink it",
+    )
+
+
+@CHECKS.add(
+    3,
+    "taking over a dead holder's pidfile in steps (read the pid, see it is dead, "
+    "delete, create) lets two newcomers both do it, one deleting the other's fresh "
+    "file; flock needs no takeover: the kernel dropped the dead holder's lock",
+    timeout=30.0,
+    severe=True,
+)
+def takeover_after_kill_admits_one(ns: Namespace) -> None:
+    _one_holder(
+        ns,
+        "killed",
+        "after the holder was killed with SIGKILL",
+        "fcntl.flock on the open file: the kernel releases a dead holder's lock in one step",
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import fcntl
 import os
 import pathlib
 import select
@@ -21,6 +22,9 @@ from typing import Any
 
 from labkit.grading.exercises.common import fresh_state, need
 from labkit.grading.stub import is_stub
+
+#: The real os.write, for children whose os.write the race checks wrap.
+_WRITE = os.write
 
 #: Pause after each file call in ``start_together``'s children: it widens a gap
 #: between "is the file there?" and "create it" so every child falls into it.
@@ -215,3 +219,160 @@ def _text(path: str) -> str:
         return pathlib.Path(path).read_text(errors="replace")
     except OSError as exc:
         return f"<{type(exc).__name__}>"
+
+
+def error_inside(values: MutableMapping[str, Any], path: str) -> dict[str, str]:
+    """Raise a RuntimeError, then a BlockingIOError, inside the student's with block.
+
+    For each: ``"propagated <Type>"`` when that very error came out of the block,
+    ``"swallowed"`` when nothing did, ``"raised <Type>: ..."`` for anything else.
+    """
+    out: dict[str, str] = {}
+    with fresh_state(values):
+        for error in (
+            RuntimeError("the report failed"),
+            BlockingIOError(11, "the report's socket would block"),
+        ):
+            name = type(error).__name__
+            try:
+                with need(values, "single_instance")(path):
+                    raise error
+                out[name] = "swallowed"
+            except NotImplementedError as exc:
+                if is_stub(exc):
+                    raise
+                out[name] = f"raised NotImplementedError: {exc}"
+            except Exception as exc:  # noqa: BLE001 - what came out is the evidence
+                same = exc is error
+                out[name] = f"propagated {name}" if same else f"raised {type(exc).__name__}: {exc}"
+    return out
+
+
+#: The file and lock calls after which the race checks stop a newcomer (``newcomer_race``).
+_GAPS: list[tuple[Any, str]] = [
+    (builtins, "open"),
+    (os, "open"),
+    (os, "unlink"),
+    (os, "remove"),
+    (os, "rename"),
+    (os, "replace"),
+    (os, "kill"),
+    (os, "read"),
+    (os, "write"),
+    (os.path, "exists"),
+    (pathlib.Path, "exists"),
+    (pathlib.Path, "unlink"),
+    (pathlib.Path, "open"),
+    (pathlib.Path, "read_text"),
+    (pathlib.Path, "write_text"),
+    (fcntl, "flock"),
+    (fcntl, "lockf"),
+]
+
+
+class _Said:
+    """Newline-ended messages from one child's pipe, one at a time."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.buffer = fd, b""
+
+    def next(self, timeout: float = 10.0) -> str:
+        end = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            ready, _, _ = select.select([self.fd], [], [], max(0.0, end - time.monotonic()))
+            chunk = os.read(self.fd, 512) if ready else b""
+            if not chunk:
+                return ""
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line.decode(errors="replace")
+
+
+def _holds(values: MutableMapping[str, Any], path: str, fd: int, until: int | None) -> None:
+    """Take the lock and say so; keep it until killed, or until ``until`` is readable."""
+    tell = _WRITE  # in a newcomer os.write is wrapped: tell the parent with the real one
+    try:
+        with need(values, "single_instance")(path):
+            tell(fd, b"held\n")
+            select.select([until] if until is not None else [], [], [], 30.0)
+        tell(fd, b"released\n")
+    except BaseException as exc:  # noqa: BLE001 - told to the parent
+        name = type(exc).__name__
+        said = f"refused: {exc}" if name == "AlreadyRunning" else f"raised {name}: {exc}"
+        tell(fd, said.replace("\n", " ")[:300].encode() + b"\n")
+
+
+def _newcomer(
+    values: MutableMapping[str, Any], path: str, stop: int, go: int
+) -> Callable[[int], None]:
+    """A process that tries the lock, stopped after its ``stop``-th file or lock call."""
+
+    def body(fd: int) -> None:
+        tell, calls = _WRITE, [0]
+
+        def pausing(fn: Callable[..., Any]) -> Callable[..., Any]:
+            def call(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    calls[0] += 1
+                    if calls[0] == stop:
+                        tell(fd, b"paused\n")
+                        select.select([go], [], [], 10.0)
+
+            return call
+
+        for owner, name in _GAPS:
+            setattr(owner, name, pausing(getattr(owner, name)))
+        _holds(values, path, fd, None)
+
+    return body
+
+
+def newcomer_race(
+    values: MutableMapping[str, Any], folder: str, event: str, stops: list[int]
+) -> list[dict[str, Any]]:
+    """A holder, then a newcomer stopped after its k-th file call, for each k in ``stops``.
+
+    ``event`` is what happens to the holder while the newcomer is stopped: ``"killed"``
+    (SIGKILL before the newcomer starts: the holder's file stays behind) or
+    ``"released"`` (it leaves its with block while the newcomer waits). Then a third
+    process takes the lock whole, and the newcomer goes on. Each schedule, in a folder
+    of its own: ``{"stop", "paused", "newcomer", "third"}``, what each one got.
+    """
+    runs = []
+    with fresh_state(values):
+        _attempt(values, str(pathlib.Path(folder) / "probe.lock"))
+        for stop in stops:
+            path = str(pathlib.Path(folder) / f"stop-{stop}" / "report.lock")
+            os.makedirs(os.path.dirname(path))
+            runs.append(_one_race(values, path, event, stop))
+    return runs
+
+
+def _one_race(values: MutableMapping[str, Any], path: str, event: str, stop: int) -> dict[str, Any]:
+    run: dict[str, Any] = {"stop": stop, "paused": False}
+    with contextlib.ExitStack() as stack:
+        release_r, release_w = os.pipe()
+        go_r, go_w = os.pipe()
+        for fd in (release_r, release_w, go_r, go_w):
+            stack.callback(os.close, fd)
+        holder_pid, holder_fd = stack.enter_context(
+            _child(lambda fd: _holds(values, path, fd, release_r))
+        )
+        holder = _Said(holder_fd)
+        run["holder"] = holder.next()
+        if event == "killed":
+            os.kill(holder_pid, signal.SIGKILL)
+            os.waitpid(holder_pid, 0)
+        newcomer = _Said(stack.enter_context(_child(_newcomer(values, path, stop, go_r)))[1])
+        first = newcomer.next()
+        run["paused"] = first == "paused"
+        if event == "released":
+            os.write(release_w, b"release")
+            run["released"] = holder.next()
+        third = _Said(stack.enter_context(_child(lambda fd: _holds(values, path, fd, None)))[1])
+        run["third"] = third.next()
+        os.write(go_w, b"go")
+        run["newcomer"] = newcomer.next() if run["paused"] else first
+    return run
