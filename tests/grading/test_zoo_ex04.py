@@ -160,6 +160,147 @@ ZOO: list[tuple[str, str, str, str]] = [
             return delay
     """,
     ),
+    (
+        "ex04",
+        'cap applied after the draw (delays pile at the cap)',
+        'backoff_does_not_pile_at_the_cap',
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = base * 2 ** min(n, 64)
+            return min(cap, rng.uniform(0, ceiling))
+    """,
+    ),
+    (
+        "ex04",
+        'next_delay draws from its own rng, not the one given',
+        'next_delay_is_the_backoff',
+        """
+        _own = random.Random()
+        def next_delay(
+            error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5, base=1.0,
+            cap=60.0,
+        ):
+            if classify(error) == "permanent" or attempt >= max_attempts:
+                return None
+            delay = backoff(attempt - 1, _own, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        'next_delay calls backoff without its base and cap',
+        'next_delay_is_the_backoff',
+        """
+        def next_delay(
+            error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5, base=1.0,
+            cap=60.0,
+        ):
+            if classify(error) == "permanent" or attempt >= max_attempts:
+                return None
+            delay = backoff(attempt - 1, rng)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        'next_delay with n = attempt - 2 after the first retry',
+        'next_delay_is_the_backoff',
+        """
+        def next_delay(
+            error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5, base=1.0,
+            cap=60.0,
+        ):
+            if classify(error) == "permanent" or attempt >= max_attempts:
+                return None
+            delay = backoff(max(0, attempt - 2), rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        'next_delay rounds the delay to whole seconds',
+        'next_delay_is_the_backoff',
+        """
+        def next_delay(
+            error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5, base=1.0,
+            cap=60.0,
+        ):
+            if classify(error) == "permanent" or attempt >= max_attempts:
+                return None
+            delay = round(backoff(attempt - 1, rng, base, cap))
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        'Retry-After cut down to the cap',
+        'honours_retry_after',
+        """
+        def next_delay(
+            error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5, base=1.0,
+            cap=60.0,
+        ):
+            if classify(error) == "permanent" or attempt >= max_attempts:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = min(cap, float(retry_after))
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        'deadline checked before Retry-After raises the delay',
+        'respects_deadline',
+        """
+        def next_delay(
+            error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5, base=1.0,
+            cap=60.0,
+        ):
+            if classify(error) == "permanent" or attempt >= max_attempts:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            if now + delay > started_at + deadline:
+                return None
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        'huge-n guard with a fixed threshold (n > 10 means the cap)',
+        'backoff_bounds_hold_for_any_base_and_cap',
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = cap if n > 10 else min(cap, base * 2**n)
+            return rng.uniform(0, ceiling)
+    """,
+    ),
 ]
 
 
@@ -178,6 +319,14 @@ SAYS: dict[str, str] = {
     "Retry-After honoured only when it is a float": "Retry-After",
     "one retry too many (attempt > max_attempts)": "None after attempt",
     "a retry exactly on the deadline refused (>=)": "exactly on the 300 s deadline",
+    'cap applied after the draw (delays pile at the cap)': 'spread evenly over',
+    'next_delay draws from its own rng, not the one given': 'from the same seed',
+    'next_delay calls backoff without its base and cap': 'from the same seed',
+    'next_delay with n = attempt - 2 after the first retry': 'from the same seed',
+    'next_delay rounds the delay to whole seconds': 'from the same seed',
+    'Retry-After cut down to the cap': 'Retry-After: 120',
+    'deadline checked before Retry-After raises the delay': '300 s deadline',
+    'huge-n guard with a fixed threshold (n > 10 means the cap)': 'base=',
 }
 
 

@@ -219,7 +219,28 @@ def backoff_bounds_hold_for_any_base_and_cap(ns: Namespace) -> None:
         st.floats(0.5, 900.0),
         st.integers(0, 2**16),
     )
+    # base * 2**n just under the cap for every n: a shortcut "n > 10 means the cap" shows.
+    for n in range(41):
+        within((n, 60.0 / 2 ** (n + 1), 60.0, SEED + n))
     holds_for(cases, within, examples=40)
+
+
+@CHECKS.add(
+    1,
+    "cap the ceiling, not the draw: min(cap, rng.uniform(0, base * 2**n)) puts most "
+    "delays exactly at the cap, so late retries come back in lockstep; draw from "
+    "rng.uniform(0, min(cap, base * 2**n))",
+)
+def backoff_does_not_pile_at_the_cap(ns: Namespace) -> None:
+    for n, cap in ((10, 60.0), (8, 5.0)):
+        got = draws(ns, n, SEED, 1.0, cap, 200)
+        at_cap = [d for d in got if _number(d) and d >= cap * 0.995]
+        expect(
+            len(at_cap) <= 10,
+            f"delays for n={n} (cap {cap:g}) spread evenly over [0, {cap:g}]: "
+            "about 1 in 200 within 0.5% of the cap",
+            f"{len(at_cap)} of 200 at the cap, e.g. {at_cap[0]!r}" if at_cap else "",
+        )
 
 
 @CHECKS.add(
@@ -310,4 +331,34 @@ def respects_deadline(ns: Namespace) -> None:
         exact == 50,
         "50 s: Retry-After 50 at 250 s lands exactly on the 300 s deadline, still in time",
         exact,
+    )
+
+
+@CHECKS.add(
+    2,
+    "the delay is backoff(attempt - 1, rng, base, cap): pass next_delay's own rng, "
+    "base and cap through, and return the draw as it is (no rounding)",
+)
+def next_delay_is_the_backoff(ns: Namespace) -> None:
+    def same(case: tuple[int, float, float]) -> None:
+        attempt, base, cap = case
+        kwargs = {"base": base, "cap": cap, "max_attempts": 9, "deadline": 1e9}
+        got = delays(ns, {"type": "TimeoutError"}, attempt, 5, started_at=0.0, now=0.0, **kwargs)
+        want = draws(ns, attempt - 1, SEED, base, cap, 5)
+        expect(
+            got == want,
+            f"next_delay(TimeoutError(), {attempt}, rng, base={base:g}, cap={cap:g}) to return "
+            f"what backoff({attempt - 1}, rng, {base:g}, {cap:g}) draws from the same seed: "
+            f"{[round(w, 4) for w in want]}",
+            f"{[round(g, 4) if _number(g) else g for g in got]}",
+        )
+
+    holds_for(
+        st.tuples(
+            st.integers(1, 8),
+            st.sampled_from([0.1, 0.5, 1.0, 3.0]) | st.floats(0.05, 10.0),
+            st.sampled_from([60.0, 5.0]) | st.floats(1.0, 900.0),
+        ),
+        same,
+        examples=20,
     )
