@@ -140,6 +140,196 @@ ZOO: list[tuple[str, str, str, str]] = [
                 return True
     """,
     ),
+    (
+        "ex07",
+        'cooldown fixed at 30 s in the code',
+        'cooldown_is_the_one_given',
+        """
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = threshold
+                self.cooldown_s = cooldown_s
+                self.clock = clock
+                self.state = "closed"
+                self.failures = 0
+                self.opened_at = 0.0
+                self.trial_out = False
+
+            def allow(self):
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    if self.clock.now() < self.opened_at + 30:
+                        return False
+                    self.state, self.trial_out = "half_open", False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+
+            def record_failure(self):
+                self.failures += 1
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+
+            def record_success(self):
+                self.failures = 0
+                self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        'elapsed time truncated with int()',
+        'cooldown_is_the_one_given',
+        """
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = threshold
+                self.cooldown_s = cooldown_s
+                self.clock = clock
+                self.state = "closed"
+                self.failures = 0
+                self.opened_at = 0.0
+                self.trial_out = False
+
+            def allow(self):
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    if int(self.clock.now() - self.opened_at) < self.cooldown_s:
+                        return False
+                    self.state, self.trial_out = "half_open", False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+
+            def record_failure(self):
+                self.failures += 1
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+
+            def record_success(self):
+                self.failures = 0
+                self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        'cooldown counted from the first failure of the streak',
+        'cooldown_counts_from_the_opening',
+        """
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = threshold
+                self.cooldown_s = cooldown_s
+                self.clock = clock
+                self.state = "closed"
+                self.failures = 0
+                self.opened_at = 0.0
+                self.trial_out = False
+
+            def allow(self):
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    if self.clock.now() < self.opened_at + self.cooldown_s:
+                        return False
+                    self.state, self.trial_out = "half_open", False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+
+            def record_failure(self):
+                if self.failures == 0 or self.state == "half_open":
+                    self.first_failure_at = self.clock.now()
+                self.failures += 1
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    self.state, self.trial_out = "open", False
+                    self.opened_at = self.first_failure_at
+
+            def record_success(self):
+                self.failures = 0
+                self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        'cooldown doubled after each failed trial',
+        'trial_failure_reopens_for_a_full_cooldown',
+        """
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = threshold
+                self.cooldown_s = cooldown_s
+                self.clock = clock
+                self.state = "closed"
+                self.failures = 0
+                self.opened_at = 0.0
+                self.trial_out = False
+
+            def allow(self):
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    if self.clock.now() < self.opened_at + self.cooldown_s:
+                        return False
+                    self.state, self.trial_out = "half_open", False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+
+            def record_failure(self):
+                self.failures += 1
+                if self.state == "half_open":
+                    self.cooldown_s *= 2
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+
+            def record_success(self):
+                self.failures = 0
+                self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        'trial flag never cleared on reopening',
+        'trial_failure_reopens_for_a_full_cooldown',
+        """
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = threshold
+                self.cooldown_s = cooldown_s
+                self.clock = clock
+                self.state = "closed"
+                self.failures = 0
+                self.opened_at = 0.0
+                self.trial_out = False
+
+            def allow(self):
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    if self.clock.now() < self.opened_at + self.cooldown_s:
+                        return False
+                    self.state = "half_open"
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+
+            def record_failure(self):
+                self.failures += 1
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    self.state, self.opened_at = "open", self.clock.now()
+
+            def record_success(self):
+                self.failures = 0
+                self.state, self.trial_out = "closed", False
+    """,
+    ),
 ]
 
 
@@ -154,6 +344,11 @@ SAYS: dict[str, str] = {
     "'<=' at the end of the cooldown (exactly 30 s still refused)": "exactly 30 s",
     "opens one failure late (failures > threshold)": "open at the 3rd failure",
     "a breaker that records failures but never refuses a call": "at most 7 calls",
+    'cooldown fixed at 30 s in the code': 'with cooldown_s=',
+    'elapsed time truncated with int()': 'with cooldown_s=',
+    'cooldown counted from the first failure of the streak': 'it opened the breaker',
+    'cooldown doubled after each failed trial': '30 s after the failed trial',
+    'trial flag never cleared on reopening': '30 s after the failed trial',
 }
 
 

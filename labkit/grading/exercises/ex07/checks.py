@@ -204,3 +204,65 @@ def outage_spares_the_dependency(ns: Namespace) -> None:
         f"{down} calls reached it",
     )
     expect(after > 0, "calls going through again once the dependency is back", "none")
+
+
+def _quarters(low: int, high: int) -> st.SearchStrategy[float]:
+    """Seconds in quarter steps: exact in binary, so opened_at + cooldown_s is exact too."""
+    return st.integers(low, high).map(lambda q: q / 4)
+
+
+def _at_the_end_of_the_cooldown(
+    ns: Namespace, failures: list[list[Any]], cooldown: float
+) -> tuple[Any, Any]:
+    """allow() a quarter second before ``cooldown`` after ``failures`` opened it, and at it."""
+    kwargs = {"cooldown_s": cooldown}
+    before = drive(ns, [*failures, ["advance", cooldown - 0.25], ["allow", 0]], **kwargs)[-1]
+    at = drive(ns, [*failures, ["advance", cooldown], ["allow", 0]], **kwargs)[-1]
+    return before, at
+
+
+@CHECKS.add(
+    2,
+    "cooldown_s is a parameter, and a float: compare clock.now() with opened_at + "
+    "cooldown_s as they are (no 30 written in the code, no int() or round() of the "
+    "elapsed time)",
+)
+def cooldown_is_the_one_given(ns: Namespace) -> None:
+    failures = to_open(ns)
+
+    def ends_on_time(cooldown: float) -> None:
+        before, at = _at_the_end_of_the_cooldown(ns, failures, cooldown)
+        expect(
+            before is False and at is True,
+            f"with cooldown_s={cooldown:g}: allow() False {cooldown - 0.25:g} s after opening, "
+            f"True at {cooldown:g} s",
+            f"{before!r}, then {at!r}",
+        )
+
+    for cooldown in (5.5, 0.75, 90.0):
+        ends_on_time(cooldown)
+    holds_for(_quarters(1, 2400), ends_on_time, examples=15)
+
+
+@CHECKS.add(
+    2,
+    "the cooldown starts when the breaker opens (the threshold-th failure in a row: "
+    "opened_at = clock.now() there), not at the first failure of the streak",
+)
+def cooldown_counts_from_the_opening(ns: Namespace) -> None:
+    count = len(to_open(ns))
+
+    def from_opening(case: tuple[float, float]) -> None:
+        gap, cooldown = case
+        failures = [["fail", 0]] + [["advance", gap], ["fail", 0]] * (count - 1)
+        before, at = _at_the_end_of_the_cooldown(ns, failures, cooldown)
+        expect(
+            before is False and at is True,
+            f"{count} failures {gap:g} s apart, cooldown_s={cooldown:g}: allow() False "
+            f"{cooldown - 0.25:g} s after the last one (it opened the breaker), True at "
+            f"{cooldown:g} s",
+            f"{before!r}, then {at!r}",
+        )
+
+    from_opening((10.0, 30.0))
+    holds_for(st.tuples(_quarters(1, 400), _quarters(1, 2400)), from_opening, examples=15)
