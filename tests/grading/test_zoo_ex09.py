@@ -96,12 +96,18 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
     (
         "XAUTOCLAIM with min-idle-time 0: it takes a live consumer's entry",
         "leaves_a_live_consumers_entry_alone",
-        [("r.xautoclaim(stream, GROUP, consumer, idle_ms,", "r.xautoclaim(stream, GROUP, consumer, 0,")],
+        [(
+            "r.xautoclaim(stream, GROUP, consumer, idle_ms,",
+            "r.xautoclaim(stream, GROUP, consumer, 0,",
+        )],
     ),
     (
         "XAUTOCLAIM with a constant 1000 ms instead of idle_ms",
         "leaves_a_live_consumers_entry_alone",
-        [("r.xautoclaim(stream, GROUP, consumer, idle_ms,", "r.xautoclaim(stream, GROUP, consumer, 1000,")],
+        [(
+            "r.xautoclaim(stream, GROUP, consumer, idle_ms,",
+            "r.xautoclaim(stream, GROUP, consumer, 1000,",
+        )],
     ),
     (
         "dead-letters at the first failure instead of after max_deliveries",
