@@ -1,11 +1,24 @@
-"""Hidden checks for exercise 11: names JSON must escape, and two consumer processes at once."""
+"""Hidden checks for exercise 11: names JSON must escape, two consumer processes at once,
+hundreds of pending rows in id order, and a message the consumer cannot apply."""
 
 from __future__ import annotations
 
 import json
+from random import Random
 
+from labkit.grading.exercises.ex11.checks import (
+    HARNESS,
+    ORDERS,
+    broker_log,
+    did,
+    emails,
+    message_id,
+    place,
+    relay,
+    seed_outbox,
+)
+from labkit.grading.exercises.killsweep import sweep_seed
 from labkit.grading.exercises.kit import lab_file
-from labkit.grading.exercises.ex11.checks import HARNESS, ORDERS, emails, message_id, place
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.labdb import consumer_db, outbox_db, rows_of
 
@@ -57,4 +70,62 @@ def two_consumer_processes_send_each_email_once(ns: Namespace) -> None:
             sorted(emails(conn)) == [(o, c) for o, c, _ in ORDERS],
             "one email per order",
             emails(conn),
+        )
+
+
+@CHECKS.add(
+    2,
+    "publish EVERY pending row, by outbox id (the order they were saved in): no LIMIT "
+    "on the run, no ORDER BY message_id (as text, 'order:10:...' sorts before "
+    "'order:9:...'), and rows already sent are not published again",
+    timeout=40.0,
+)
+def relay_publishes_every_pending_row_oldest_first(ns: Namespace) -> None:
+    rng = Random(sweep_seed())
+    count = rng.randint(150, 260)
+    ids = rng.sample(range(1, 20000), count)  # saved in no particular order of id
+    orders = [[i, f"c{i}", rng.randint(0, 10**6)] for i in ids]
+    sent = set(rng.sample(ids, count // 10))
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        seed_outbox(conn, orders)
+        conn.executemany(
+            "UPDATE outbox SET sent_at = 50 WHERE message_id = ?", [(message_id(i),) for i in sent]
+        )
+        broker = path.parent / "broker.db"
+        relay(ns, path, broker)
+        want = [message_id(i) for i in ids if i not in sent]
+        log = broker_log(broker)
+        first = next((n for n, (a, b) in enumerate(zip(log, want, strict=False)) if a != b), None)
+        if first is None and len(log) != len(want):
+            first = min(len(log), len(want))
+        expect(
+            first is None,
+            f"the broker to get all {len(want)} pending messages of {count} rows, by outbox id",
+            f"it got {len(log)}; the first difference at position {first}: "
+            f"{log[first] if first is not None and first < len(log) else 'nothing'} where "
+            f"{want[first] if first is not None and first < len(want) else 'nothing'} was due",
+        )
+
+
+@CHECKS.add(
+    2,
+    "a message consume cannot apply (its email INSERT fails: customer null) rolls back "
+    "with its id: the consumer's long-lived connection must stay usable for the next "
+    "messages, and the failed id stays unrecorded, so a fixed redelivery applies it",
+)
+def consume_rolls_back_a_message_it_cannot_apply(ns: Namespace) -> None:
+    poison = [message_id(5), json.dumps({"order_id": 5, "customer": None, "total": 1})]
+    calls = [poison] + [
+        [message_id(o), json.dumps({"order_id": o, "customer": c, "total": t})]
+        for o, c, t in ORDERS[:2]
+    ]
+    with lab_file(ns, consumer_db, "mail.db") as (conn, path):
+        got = ns.harness(HARNESS + "on_one_connection", "consume", str(path), calls)
+        held = sorted(r[0] for r in conn.execute("SELECT message_id FROM processed_messages"))
+        said = "; ".join(f"{mid}: {did(g)}" for (mid, _), g in zip(calls, got, strict=True))
+        expect(
+            emails(conn) == [(1, "ana"), (2, "bia")] and len(held) == 2 and poison[0] not in held,
+            f"after {message_id(5)} failed, orders 1 and 2 applied on the same connection "
+            f"(emails [(1, 'ana'), (2, 'bia')]), and only their 2 ids in processed_messages",
+            f"emails {emails(conn)}, processed_messages {held} ({said})",
         )

@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from gradingkit import assert_caught_by_name
+from gradingkit import assert_caught_by_name, grade_values, with_override
+
+from labkit.grading.scoring import score
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, mistake, the check that must fail, source replacing the reference)
@@ -162,6 +164,144 @@ ZOO: list[tuple[str, str, str, str]] = [
             ).fetchone()
             if created is not None:
                 body = f'{{"order_id": {order_id}, "customer": "{customer}", "total": {total}}}'
+                conn.execute(
+                    "INSERT INTO outbox (message_id, topic, body) VALUES (?, 'order.placed', ?)",
+                    (f"order:{order_id}:placed:v1", body),
+                )
+            conn.execute("COMMIT")
+            return created is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the relay marks every pending row sent in one UPDATE after publishing",
+        "relay_marks_only_the_rows_it_published",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            rows = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, mid, body in rows:
+                publish(topic, mid, body)
+                sent.append(mid)
+            conn.execute("UPDATE outbox SET sent_at = ? WHERE sent_at IS NULL", (now,))
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay publishes in message_id order (text: order 10 before order 9)",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            rows = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL"
+                " ORDER BY message_id"
+            ).fetchall()
+            for row_id, topic, mid, body in rows:
+                publish(topic, mid, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(mid)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay publishes at most 100 rows a run, as labkit's Relay does by default",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            rows = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL"
+                " ORDER BY id LIMIT 100"
+            ).fetchall()
+            for row_id, topic, mid, body in rows:
+                publish(topic, mid, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(mid)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay stops quietly when the broker is down",
+        "relay_lets_the_broker_error_out",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            rows = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, mid, body in rows:
+                try:
+                    publish(topic, mid, body)
+                except ConnectionError:
+                    break
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(mid)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer records hash(message_id), which changes with each process",
+        "consume_records_the_message_id",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            key = str(hash(message_id))
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (?)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id", (key,),
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute("INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                                 (order["order_id"], order["customer"]))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer never rolls back: a failed message leaves its transaction open",
+        "consume_rolls_back_a_message_it_cannot_apply",
+        """
+        def consume(conn, message_id, body):
+            conn.execute("BEGIN IMMEDIATE")
+            fresh = conn.execute(
+                "INSERT INTO processed_messages (message_id) VALUES (?)"
+                " ON CONFLICT (message_id) DO NOTHING RETURNING message_id", (message_id,),
+            ).fetchone()
+            if fresh is not None:
+                order = json.loads(body)
+                conn.execute("INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                             (order["order_id"], order["customer"]))
+            conn.execute("COMMIT")
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "place_order never rolls back: a failed INSERT leaves the transaction open",
+        "place_order_rolls_back_and_re_raises",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            created = conn.execute(
+                "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                " ON CONFLICT (id) DO NOTHING RETURNING id", (order_id, customer, total),
+            ).fetchone()
+            if created is not None:
+                body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
                 conn.execute(
                     "INSERT INTO outbox (message_id, topic, body) VALUES (?, 'order.placed', ?)",
                     (f"order:{order_id}:placed:v1", body),
@@ -409,15 +549,52 @@ ZOO: list[tuple[str, str, str, str]] = [
 ]
 
 
+#: What the named check must say it expected, for the entries that name it (see test_zoo.py).
+SAYS: dict[str, str] = {
+    "the relay marks every pending row sent in one UPDATE after publishing": (
+        "only rows the broker has marked sent"
+    ),
+    "the relay publishes in message_id order (text: order 10 before order 9)": "by outbox id",
+    "the relay publishes at most 100 rows a run, as labkit's Relay does by default": (
+        "pending messages of"
+    ),
+    "the relay stops quietly when the broker is down": "relay_once to raise",
+    "the consumer records hash(message_id), which changes with each process": (
+        "processed_messages to hold ['order:1:placed:v1'"
+    ),
+    "the consumer never rolls back: a failed message leaves its transaction open": (
+        "applied on the same connection"
+    ),
+    "place_order never rolls back: a failed INSERT leaves the transaction open": (
+        "by the next place_order on the same connection"
+    ),
+}
+
+#: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
+#: is at most half of the exercise.
+SEVERE = [
+    "the relay marks every pending row sent in one UPDATE after publishing",
+    "the consumer records hash(message_id), which changes with each process",
+]
+
+
 @pytest.mark.parametrize(
     ("exercise", "mistake", "check", "source"), ZOO, ids=[f"{e}: {m}" for e, m, _, _ in ZOO]
 )
 def test_wrong_solution_fails_the_check_that_names_its_mistake(
     exercise: str, mistake: str, check: str, source: str
 ) -> None:
-    outcomes = assert_caught_by_name(exercise, mistake, check, source)
+    outcomes = assert_caught_by_name(exercise, mistake, check, source, SAYS.get(mistake))
     earned = sum(o.earned for o in outcomes.values())
     assert earned < sum(o.points for o in outcomes.values())
+
+
+@pytest.mark.parametrize("mistake", SEVERE)
+def test_a_severe_mistake_costs_at_least_half_the_points(mistake: str) -> None:
+    [(exercise, source)] = [(e, src) for e, m, _, src in ZOO if m == mistake]
+    outcomes = list(grade_values(exercise, with_override(exercise, source)).values())
+    earned, possible = score(outcomes)
+    assert earned <= possible / 2, f"{mistake}: {earned}/{possible}"
 
 
 def test_the_zoo_has_three_mistakes_per_exercise_at_least() -> None:

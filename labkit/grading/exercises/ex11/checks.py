@@ -7,10 +7,12 @@ folder and runs the student's code through the harness
 (``labkit.grading.exercises.ex11.harness``) on its own connections. The transaction
 checks kill the student's process for real (``killsweep``) right after each write and
 each COMMIT it sends, then retry or redeliver; the relay checks crash inside
-``publish`` before or after the broker has the message. The check then reads the
-shop's database, the broker's log and the consumer's database itself: every order has
-exactly one message, no message is lost, and every order gets exactly one email however
-often its message arrives.
+``publish`` before or after the broker has the message, refuse it, or save another
+order while it publishes; a few checks make several calls on one connection, as a
+long-lived process does, so a transaction left open after an error shows. The check
+then reads the shop's database, the broker's log and the consumer's database itself:
+every order has exactly one message, no message is lost or marked sent unpublished,
+and every order gets exactly one email however often its message arrives.
 """
 
 from __future__ import annotations
@@ -18,14 +20,16 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from random import Random
 from typing import Any
 
 from hypothesis import strategies as st
 
 from labkit.clock import FakeClock
 from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
+from labkit.grading.exercises.ex11.harness import save_order
 from labkit.grading.exercises.helpers import holds_for, raised_text
-from labkit.grading.exercises.killsweep import after_every_kill
+from labkit.grading.exercises.killsweep import after_every_kill, sweep_seed
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import consumer_db, outbox_db, rows_of
 from labkit.patterns.outbox import Broker
@@ -43,6 +47,13 @@ def message_id(order_id: int) -> str:
     return f"order:{order_id}:placed:v1"
 
 
+def did(got: dict[str, Any]) -> str:
+    """What one harness call did: 'returned True', 'raised KeyError: 'customer''."""
+    if "raised" in got:
+        return raised_text(got).removeprefix("your code ")
+    return f"returned {got.get('returned')!r}"
+
+
 def _raised(got: dict[str, Any], call: str, hint: str) -> None:
     if "raised" in got:
         raise CheckFailed(f"{call} to run", raised_text(got), hint)
@@ -57,16 +68,8 @@ def place(ns: Namespace, path: Path, order: list[Any], crash_after: int | None =
 
 def seed_outbox(conn: sqlite3.Connection, orders: list[list[Any]]) -> None:
     """The check's own outbox rows (what a correct place_order writes), to test the relay."""
-    for order_id, customer, total in orders:
-        body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
-        conn.execute(
-            "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)",
-            (order_id, customer, total),
-        )
-        conn.execute(
-            "INSERT INTO outbox (message_id, topic, body) VALUES (?, 'order.placed', ?)",
-            (message_id(order_id), body),
-        )
+    for order in orders:
+        save_order(conn, order)
 
 
 def relay(
@@ -171,6 +174,29 @@ def place_order_is_one_transaction(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
+    "when a statement fails inside place_order's transaction, ROLLBACK and re-raise: "
+    "a transaction left open spoils the connection, and the next order on it fails",
+)
+def place_order_rolls_back_and_re_raises(ns: Namespace) -> None:
+    bad, good = [8, None, 100], [9, "ana", 4200]  # customer is NOT NULL: the INSERT fails
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        got = ns.harness(HARNESS + "on_one_connection", "place_order", str(path), [bad, good])
+        ok, seen = consistent(conn)
+        said = [did(g) for g in got]
+        expect(
+            "raised" in got[0],
+            "place_order(conn, 8, None, 100) to raise (customer must not be NULL)",
+            f"it {said[0]}; {seen}",
+        )
+        expect(
+            ok and [r["id"] for r in rows_of(conn, "all_orders")] == [9],
+            "order 9 and its message saved by the next place_order on the same connection",
+            f"{seen}; the second call {said[1]}",
+        )
+
+
+@CHECKS.add(
+    1,
     "publish every pending row (sent_at IS NULL) in id order, set sent_at = now after "
     "each, return the ids; a second run finds nothing pending",
 )
@@ -243,6 +269,73 @@ def relay_stops_when_the_broker_is_down(ns: Namespace) -> None:
         )
 
 
+@CHECKS.add(
+    1,
+    "when publish raises, relay_once raises too (no try/except around publish that "
+    "returns, or re-raise): its caller must learn that the broker is down, to back off "
+    "and alert instead of reporting a quiet run",
+)
+def relay_lets_the_broker_error_out(ns: Namespace) -> None:
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        seed_outbox(conn, ORDERS)
+        broker = path.parent / "broker.db"
+        got = relay(ns, path, broker, "broker_down", nth=2)
+        expect(
+            got["fired"], "the broker to refuse message 2", f"{got['publishes']} publish call(s)"
+        )
+        pending = [r["message_id"] for r in rows_of(conn, "all_outbox") if r["sent_at"] is None]
+        expect(
+            "raised" in got,
+            "relay_once to raise when the broker refuses message 2 (ConnectionError)",
+            f"it returned {got.get('returned')!r}; the broker has {broker_log(broker)}, "
+            f"pending {pending}",
+        )
+
+
+@CHECKS.add(
+    2,
+    "mark each row by its id right after publishing it (UPDATE outbox SET sent_at = :now "
+    "WHERE id = :id): one UPDATE of every pending row at the end also marks an order the "
+    "shop saved while the relay was publishing, and nobody ever publishes it",
+    severe=True,
+)
+def relay_marks_only_the_rows_it_published(ns: Namespace) -> None:
+    rng = Random(sweep_seed())
+    count = rng.randint(2, 6)
+    orders = [[i, f"cliente {i}", rng.randint(0, 10**5)] for i in range(1, count + 1)]
+    nth = rng.randint(1, count)
+    extra = [count + rng.randint(1, 90), "dora", 700]
+    scene = f"order {extra[0]} placed while the relay published message {nth} of {count}"
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        seed_outbox(conn, orders)
+        broker = path.parent / "broker.db"
+        got = ns.harness(
+            HARNESS + "relay_with_an_order_meanwhile", str(path), str(broker), NOW, nth, extra
+        )
+        _raised(got, "relay_once(conn, publish, now)", "try relay_once with a list as broker")
+        log = broker_log(broker)
+        unpublished = [
+            f"{r['message_id']} (sent_at {r['sent_at']:g})"
+            for r in rows_of(conn, "all_outbox")
+            if r["sent_at"] is not None and r["message_id"] not in log
+        ]
+        expect(
+            not unpublished,
+            f"only rows the broker has marked sent, after a run with {scene}",
+            f"marked sent but never published: {', '.join(unpublished)}; the broker has {log}",
+        )
+        relay(ns, path, broker, now=NOW + 5)
+        log = broker_log(broker)
+        missing = [
+            r["message_id"] for r in rows_of(conn, "all_outbox") if r["message_id"] not in log
+        ]
+        expect(
+            not missing,
+            f"every message on the broker after a run with {scene}, and a second run",
+            f"never published: {missing}; the broker has {log}",
+        )
+
+
 def consume(
     ns: Namespace, path: Path, order: list[Any], crash_after: int | None = None
 ) -> dict[str, Any]:
@@ -301,6 +394,22 @@ def consume_is_one_transaction(ns: Namespace) -> None:
         "exactly one email",
         "the redelivery",
     )
+
+
+@CHECKS.add(
+    1,
+    "record the message id itself in processed_messages (not hash(message_id), not the "
+    "order id): hash() of a str changes with each process, so a consumer restarted "
+    "after a crash would not know the ids it applied and would send their emails again",
+    severe=True,
+)
+def consume_records_the_message_id(ns: Namespace) -> None:
+    with lab_file(ns, consumer_db, "mail.db") as (conn, path):
+        for order in ORDERS:
+            consume(ns, path, order)
+        held = sorted(r[0] for r in conn.execute("SELECT message_id FROM processed_messages"))
+        want = sorted(message_id(o[0]) for o in ORDERS)
+        expect(held == want, f"processed_messages to hold {want}", f"it holds {held}")
 
 
 NAMES = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=12)

@@ -5,12 +5,15 @@ Each function opens its own connection to the file the check names, wrapped in
 stops there), and closes it afterwards without committing, so whatever the student's
 code left uncommitted is rolled back as it would be after a real crash. The relay's
 ``publish`` appends to a ``labkit.patterns.outbox.Broker`` file and can crash before the broker
-has the message, crash after it, or raise ``ConnectionError`` (the broker is down).
-Each returns whether the fault fired and an outcome; the check reads the databases.
+has the message, crash after it, or raise ``ConnectionError`` (the broker is down); or
+the shop can save another order while the relay publishes. Each returns whether the
+fault fired and an outcome; the check reads the databases.
 """
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
@@ -101,6 +104,83 @@ def relay_once(
         conn.close()
         broker.close()
     return {**got, "fired": calls["fired"], "publishes": calls["n"]}
+
+
+def save_order(conn: Any, order: list[Any]) -> None:
+    """What a correct ``place_order`` commits for ``order``: the row and its message."""
+    order_id, customer, total = order
+    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+    conn.execute(
+        "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)", (order_id, customer, total)
+    )
+    conn.execute(
+        "INSERT INTO outbox (message_id, topic, body) VALUES (?, 'order.placed', ?)",
+        (f"order:{order_id}:placed:v1", body),
+    )
+
+
+def relay_with_an_order_meanwhile(
+    values: MutableMapping[str, Any],
+    path: str,
+    broker_path: str,
+    now: float,
+    nth: int,
+    order: list[Any],
+) -> dict[str, Any]:
+    """``relay_once`` while another request saves ``order`` during the ``nth`` publish.
+
+    The request commits on a connection of its own, as the shop's web process would,
+    while the relay waits for the broker. A relay whose open transaction holds the
+    database keeps it out: the order is then saved after the run (``fired`` is False),
+    since it could not have slipped in.
+    """
+    broker = Broker(broker_path, FakeClock(now))
+    calls = {"n": 0, "fired": False}
+
+    def shop_request() -> None:
+        other = sqlite3.connect(path, timeout=0.2, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            save_order(other, order)
+            other.execute("COMMIT")
+        finally:
+            other.close()
+
+    def publish(topic: str, message_id: str, body: str) -> None:
+        calls["n"] += 1
+        if calls["n"] == nth:
+            try:
+                shop_request()
+                calls["fired"] = True
+            except sqlite3.OperationalError:  # locked by the relay's own transaction
+                pass
+        broker.publish(topic, message_id, body)
+
+    conn = connect(path)
+    try:
+        got = _run(values, values["relay_once"], Watched(conn), publish, now)
+    finally:
+        conn.close()
+        broker.close()
+    if not calls["fired"]:
+        shop_request()
+    return {**got, "fired": calls["fired"], "publishes": calls["n"]}
+
+
+def on_one_connection(
+    values: MutableMapping[str, Any], name: str, path: str, calls: list[list[Any]]
+) -> list[dict[str, Any]]:
+    """``name(conn, *args)`` for each of ``calls`` on ONE connection, as a long-lived process.
+
+    A failed call that leaves its transaction open spoils every later call on that
+    connection; the connection is closed (rolled back) only after the last call.
+    """
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            return [outcome(values[name], Watched(conn), *args) for args in calls]
+    finally:
+        conn.close()
 
 
 def consume_in_processes(
