@@ -88,8 +88,12 @@ def try_crash(point: str):
 # failing one caps the exercise's score at half. Here:
 # `charge_survives_crash_before_effect`, `charge_survives_crash_after_effect`,
 # `charge_survives_crash_after_commit`, `charge_survives_lost_response`,
-# `post_survives_every_crash`, `post_survives_two_deliveries_at_once`, and hidden ones
-# the grader runs.
+# `post_survives_every_crash`, `post_survives_two_deliveries_at_once`,
+# `every_invoice_is_charged_once`, `every_entry_is_posted_once`,
+# `a_failed_charge_is_retried`, `a_failed_ledger_write_is_retried`,
+# `charge_is_the_same_after_a_restart`, `post_is_the_same_after_a_restart`, and hidden
+# ones the grader runs. The grader draws its invoices from a seed of its own and calls
+# your handlers again in new processes, as a restarted worker would.
 
 # %%
 from labkit.grading import check

@@ -35,6 +35,9 @@ from labkit.grading.stub import is_stub
 
 #: Seconds a single check may run before it is reported as hung.
 DEFAULT_TIMEOUT = 10.0
+#: Where the graded namespace keeps the cells it was built from (``[(index, source)]``),
+#: so a harness can build the same namespace again in a brand-new process.
+CELLS = "__cells__"
 
 
 

@@ -20,7 +20,15 @@ from typing import Any
 import nbformat
 
 from labkit.grading import catalog
-from labkit.grading.checks import Check, CheckStatus, Namespace, Outcome, run_check, run_checks
+from labkit.grading.checks import (
+    CELLS,
+    Check,
+    CheckStatus,
+    Namespace,
+    Outcome,
+    run_check,
+    run_checks,
+)
 from labkit.grading.isolation.confine import Confinement
 from labkit.grading.isolation.grader_side import StudentProcess
 from labkit.grading.isolation.remote import RemoteNamespace
@@ -145,6 +153,9 @@ def with_override(exercise: str, source: str) -> dict[str, Any]:
     values, notes = namespace_of(notebook_for(SOLUTIONS, exercise))
     assert not notes, notes
     exec(compile(textwrap.dedent(source), f"<zoo {exercise}>", "exec"), values)
+    # The variant is one more cell, as it would be in a graded notebook: a harness that
+    # builds the namespace again in a new process (``replay``) must build this one.
+    values[CELLS] = (*values[CELLS], (len(values[CELLS]) + 1000, textwrap.dedent(source)))
     return values
 
 

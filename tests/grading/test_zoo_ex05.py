@@ -125,6 +125,110 @@ ZOO: list[tuple[str, str, str, str]] = [
                                              key=job.key, idempotency_key="charge")
     """,
     ),
+    (
+        "ex05",
+        "an Idempotency-Key built from the customer and the amount",
+        "every_invoice_is_charged_once",
+        """
+        def charge_handler(job, ctx):
+            c, a = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(c, a, key=job.key, idempotency_key=f"{c}:{a}")
+    """,
+    ),
+    (
+        "ex05",
+        "the job's key cut to its first 12 characters",
+        "every_invoice_is_charged_once",
+        """
+        def charge_handler(job, ctx):
+            c, a = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(c, a, key=job.key, idempotency_key=job.key[:12])
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key built with hash()",
+        "charge_is_the_same_after_a_restart",
+        """
+        def charge_handler(job, ctx):
+            c, a = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(c, a, key=job.key, idempotency_key=str(hash(job.key)))
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key prefixed with a uuid made at import",
+        "charge_is_the_same_after_a_restart",
+        """
+        import uuid
+        RUN = uuid.uuid4().hex[:8]
+        def charge_handler(job, ctx):
+            c, a = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(c, a, key=job.key, idempotency_key=f"{RUN}:{job.key}")
+    """,
+    ),
+    (
+        "ex05",
+        "a failed payment call caught and returned as a reply",
+        "a_failed_charge_is_retried",
+        """
+        def charge_handler(job, ctx):
+            c, a = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(c, a, key=job.key, idempotency_key=job.key)
+            except Exception as exc:
+                return {"error": str(exc)}
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark kept under the customer",
+        "every_entry_is_posted_once",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(customer) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(customer, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "a failed ledger write caught and returned as a reply",
+        "a_failed_ledger_write_is_retried",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                with ctx.world.ledger.transaction() as tx:
+                    if tx.status(job.key) == "done":
+                        return {"skipped": "already posted"}
+                    reply = tx.post(customer, amount, key=job.key)
+                    tx.mark(job.key, "done")
+                return reply
+            except Exception as exc:
+                return {"error": str(exc)}
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark kept under hash(job.key)",
+        "post_is_the_same_after_a_restart",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            k = str(hash(job.key))
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(k) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(k, "done")
+            return reply
+    """,
+    ),
 ]
 
 
@@ -141,6 +245,14 @@ SAYS: dict[str, str] = {
         "two deliveries of the job at the same moment"
     ),
     "one constant idempotency key": "one charge per invoice",
+    "an Idempotency-Key built from the customer and the amount": "one charge per invoice",
+    "the job's key cut to its first 12 characters": "one charge per invoice",
+    "an Idempotency-Key built with hash()": "in a restarted worker",
+    "an Idempotency-Key prefixed with a uuid made at import": "in a restarted worker",
+    "a failed payment call caught and returned as a reply": "after a 503 from the payment API",
+    "the ledger mark kept under the customer": "one ledger entry per job",
+    "a failed ledger write caught and returned as a reply": "after a failed ledger write",
+    "the ledger mark kept under hash(job.key)": "in a restarted worker",
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.

@@ -1,11 +1,15 @@
 """Call a student's function again in a brand-new Python process, with its own hash seed.
 
-A notebook function cannot be imported by another process, so this ships it: the
-function's code object (``marshal``, same interpreter), the student functions it calls
-the same way, the modules it uses by name and small data by ``pickle``. The child
-rebuilds them, makes the calls and prints the results. ``PYTHONHASHSEED`` is set per
-child, so a value built from ``hash()`` or from the order of a set of strings differs
-between two children, as it would between two workers or two cron runs.
+A notebook function cannot be imported by another process. Under the grader the
+namespace knows the cells it was built from (``CELLS``): the child runs them again, as
+a restarted worker would import its module, so a value computed once at import (a
+``uuid4()`` prefix, a start time) is computed afresh there. Without them (``check()``
+in Jupyter) this ships the function instead: its code object (``marshal``, same
+interpreter), the student functions it calls the same way, the modules it uses by name
+and small data by ``pickle``. Either way the child makes the calls and reports the
+results. ``PYTHONHASHSEED`` is set per child, so a value built from ``hash()`` or from
+the order of a set of strings differs between two children, as it would between two
+workers or two cron runs.
 
 The multiprocessing "spawn" start method does the same for importable functions;
 nothing in the standard library ships a function defined in ``__main__``.
@@ -25,10 +29,20 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
+from labkit.grading.checks import CELLS
+
 _CHILD = r"""
-import builtins, importlib, marshal, pickle, sys, types
+import builtins, importlib, marshal, os, pickle, sys, tempfile, types
 spec = pickle.loads(sys.stdin.buffer.read())
+answer = os.dup(1)  # what the cells print is theirs, not the answer: fd 1 goes nowhere
+os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+sys.stdout = open(os.devnull, "w")
 g = {"__builtins__": builtins, "__name__": "__main__"}
+if spec["cells"]:
+    from labkit.grading.isolation.student_side import run_cells
+    scratch = tempfile.TemporaryDirectory(prefix="labkit-replay-")  # gone at exit
+    os.chdir(scratch.name)  # a file a cell writes lands here
+    g, _notes = run_cells(list(spec["cells"]), spec["cell_timeout"])
 for name, (how, what) in spec["globals"].items():
     if how == "module":
         g[name] = importlib.import_module(what)
@@ -46,7 +60,7 @@ for args, kwargs in spec["calls"]:
         out.append(("returned", repr(g[spec["name"]](*args, **kwargs))))
     except Exception as exc:
         out.append(("raised", type(exc).__name__ + ": " + str(exc)[:200]))
-sys.stdout.write(repr(out))
+os.write(answer, repr(out).encode())
 """
 
 
@@ -88,20 +102,34 @@ def _pack(values: Mapping[str, Any], name: str, out: dict[str, tuple[str, Any]])
             raise CannotShip(f"{name} cannot be sent to another process ({exc})") from None
 
 
+#: Seconds each cell may run when the child builds the namespace again.
+CELL_TIMEOUT = 10.0
+
+
 def call_in_fresh_process(
     values: Mapping[str, Any],
     name: str,
     calls: list[tuple[list[Any], dict[str, Any]]],
     hash_seed: int,
-    timeout: float = 15.0,
+    timeout: float = 30.0,
 ) -> list[tuple[str, str]]:
     """``[("returned", repr(value)) | ("raised", "Type: message")]`` per call, from a new python.
 
     Raises ``CannotShip`` when the function cannot be rebuilt there.
     """
     packed: dict[str, tuple[str, Any]] = {}
-    _pack(values, name, packed)
-    spec = pickle.dumps({"name": name, "globals": packed, "calls": calls})
+    cells = values.get(CELLS, ())
+    if not cells:
+        _pack(values, name, packed)
+    spec = pickle.dumps(
+        {
+            "name": name,
+            "globals": packed,
+            "cells": cells,
+            "cell_timeout": CELL_TIMEOUT,
+            "calls": calls,
+        }
+    )
     env = {**os.environ, "PYTHONHASHSEED": str(hash_seed)}
     proc = subprocess.Popen(
         [sys.executable, "-c", _CHILD],

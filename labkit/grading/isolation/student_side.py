@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.clock import SystemClock
-from labkit.grading.checks import CheckFailed
+from labkit.grading.checks import CELLS, CheckFailed
 from labkit.grading.isolation.channel import (
     LineReader,
     NotData,
@@ -144,6 +144,7 @@ def run_cells(
             notes.append(f"cell {index} raised {_first_line(error)}{_at(error)}")
             if errors is not None:
                 errors.append({"cell": index, **describe(error)})
+    namespace[CELLS] = tuple(cells)
     return namespace, notes
 
 

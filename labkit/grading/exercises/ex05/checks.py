@@ -10,20 +10,30 @@ seed, a fresh worker after the crash), asserts that the crash really fired, then
 opens the job store and the world's database itself: exactly one effect is ``ok``.
 The ledger handler is crashed after each of its commits in turn, so work split over
 several transactions is caught wherever the split is.
+
+Beyond the one job of the scenes: invoices generated from the grading seed (one customer
+billed the same amount twice, names that are prefixes of one another, ``_`` and
+non-ASCII), a call to the API or the ledger that fails (it must fail the attempt, so
+the job is retried, not swallowed), and the handler called again in new processes, as a
+restarted worker would be: a key built with ``hash()`` or from a value computed at
+import changes there, and the restart charges again.
 """
 
 from __future__ import annotations
 
+import random
 import tempfile
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
 from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.explore.matrix import Scenario, judge
-from labkit.faults import LOST_RESPONSE, POINTS
+from labkit.faults import BEFORE_CALL, LOST_RESPONSE, POINTS
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex05.harness import LEDGER_COMMIT
+from labkit.grading.exercises.ex05.harness import LEDGER_COMMIT, LEDGER_WRITE
 from labkit.grading.exercises.helpers import because_of
+from labkit.grading.exercises.killsweep import sweep_seed
 from labkit.store import JobStore
 from labkit.world import World
 
@@ -45,11 +55,13 @@ class Run:
     """What one run did: the faults that fired, the handler's errors, and the verdict
     the check read from the job store and the world itself."""
 
-    def __init__(self, got: dict[str, Any], outcome: str, effects: int) -> None:
+    def __init__(
+        self, got: dict[str, Any], outcome: str, effects: int, per_key: dict[str, int]
+    ) -> None:
         self.fired: list[str] = got.get("fired", [])
         self.errors: list[str] = got.get("handler_errors", [])
         self.replay: str = got.get("replay", "")
-        self.outcome, self.effects = outcome, effects
+        self.outcome, self.effects, self.per_key = outcome, effects, per_key
 
 
 def run_job(
@@ -76,7 +88,8 @@ def run_job(
             World(Path(tmp) / "world.db", clock) as world,
         ):
             outcome, effects = judge(world, store, scenario)
-    return Run(got, outcome, effects)
+            per_key = {key: world.count(key, service) for _kind, _payload, key in jobs}
+    return Run(got, outcome, effects, per_key)
 
 
 def _raised(run: Run, which: str) -> str:
@@ -246,3 +259,154 @@ def post_survives_two_deliveries_at_once(ns: Namespace) -> None:
         f"{entries} entries (the deliveries ended: {'; '.join(got['deliveries'])})"
         + (f"; {errors[0]}" if errors else ""),
     )
+
+
+def invoices(kind: str, rng: random.Random) -> tuple[tuple[str, dict[str, Any], str], ...]:
+    """Five jobs from one seed: the cases one fixed invoice never shows.
+
+    One customer billed the same amount in two months (a key built from the payload
+    makes the second look like a repeat), two keys that differ only after their first
+    30 characters (a truncated key), a customer whose name starts another's, and names
+    with ``_``, capitals and non-ASCII.
+    """
+    base = rng.choice(["cus_Ana", "cus_ana_1", "Cus_42", "cus_joão", "cus_Zoë"])
+    other = base + rng.choice(["0", "_2", "ç"])
+    amount = rng.choice([990, 4200, 12_345])
+    month = rng.randrange(1, 12)
+    stem = f"{'billing' if kind == 'charge' else 'ledger'}:{base}:2026-{month:02d}"
+    rows = [
+        (base, amount, f"{stem}:{kind}:v1"),
+        (base, amount, f"{stem[:-2]}{month + 1:02d}:{kind}:v1"),  # the next month, same bill
+        (base, amount + rng.randrange(1, 90), f"{stem}:{kind}:v2"),  # differs only at the end
+        (other, amount, f"{stem.replace(base, other)}:{kind}:v1"),
+        (rng.choice(["cliente_Ção", "CUS_Ñ"]), rng.randrange(100, 9_999), f"{kind}:{rng.random()}"),
+    ]
+    rng.shuffle(rows)
+    return tuple((kind, {"customer": c, "amount": a}, key) for c, a, key in rows)
+
+
+def _each_once(ns: Namespace, which: str) -> None:
+    jobs = invoices(which, random.Random(f"ex05 {which} {sweep_seed()}"))
+    run = run_job(ns, which, [["after_effect", "crash", 1]], jobs=jobs)
+    fired = _raised(run, which) or "it never fired"
+    expect(bool(run.fired), "the crash at after_effect to fire", fired)
+    noun = "charge per invoice" if which == "charge" else "ledger entry per job"
+    wrong = {key: n for key, n in run.per_key.items() if n != 1}
+    expect(
+        not wrong,
+        f"one {noun} for {len(jobs)} jobs ({', '.join(sorted(run.per_key))}), a crash at "
+        "after_effect on the first",
+        "; ".join(f"{key}: {n}" for key, n in wrong.items()) + f" ({run.replay}, sweep seed "
+        f"{sweep_seed()})" + (f"; {_raised(run, which)}" if run.errors else ""),
+    )
+
+
+@CHECKS.add(
+    2,
+    "each job is its own charge: the Idempotency-Key is the job's key, whole, not the "
+    "customer, the amount or a part of the key (one customer can be billed the same "
+    "amount twice)",
+    timeout=30.0,
+    severe=True,
+)
+def every_invoice_is_charged_once(ns: Namespace) -> None:
+    _each_once(ns, "charge")
+
+
+@CHECKS.add(
+    2,
+    "each job is its own ledger entry: mark and look up the job's key, whole, not the "
+    "customer or the amount",
+    timeout=30.0,
+    severe=True,
+)
+def every_entry_is_posted_once(ns: Namespace) -> None:
+    _each_once(ns, "post")
+
+
+def _failure_comes_out(ns: Namespace, which: str, point: str, what: str) -> None:
+    run = run_job(ns, which, [[point, "raise_transient", 1]])
+    expect(bool(run.fired), f"{what} to fire", _raised(run, which) or "it never fired")
+    noun = "charge" if which == "charge" else "ledger entry"
+    expect(
+        run.outcome == "ok",
+        f"exactly one {noun} after {what}: the error must fail the attempt so the worker "
+        "retries the job",
+        f"{run.outcome}: {run.effects} {noun}(s) ({run.replay})",
+    )
+
+
+@CHECKS.add(
+    1,
+    "a payment call that fails (a 503) must fail the attempt: catching it and returning "
+    "marks the job done with no charge, and nobody retries it",
+    timeout=30.0,
+    severe=True,
+)
+def a_failed_charge_is_retried(ns: Namespace) -> None:
+    _failure_comes_out(ns, "charge", BEFORE_CALL, "a 503 from the payment API")
+
+
+@CHECKS.add(
+    1,
+    "a ledger write that fails (the database was busy) must fail the attempt: catching it "
+    "and returning marks the job done with no entry, and nobody retries it",
+    timeout=30.0,
+    severe=True,
+)
+def a_failed_ledger_write_is_retried(ns: Namespace) -> None:
+    _failure_comes_out(ns, "post", LEDGER_WRITE, "a failed ledger write")
+
+
+def _same_after_a_restart(ns: Namespace, which: str) -> None:
+    jobs = invoices(which, random.Random(f"ex05 restart {which} {sweep_seed()}"))[:2]
+    with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+        got = ns.harness(HARNESS + "sent_in_processes", which, tmp, [list(j) for j in jobs])
+    here = got["here"]
+    expect(
+        all(here),
+        f"your {which}_handler to call the {'payment API' if which == 'charge' else 'ledger'}",
+        "it sent nothing for "
+        + ", ".join(job[2] for job, sent in zip(jobs, here, strict=True) if not sent),
+    )
+    for seed, there in got["seeds"].items():
+        for job, mine, theirs in zip(jobs, here, there, strict=True):
+            if mine != theirs:
+                first = next((a, b) for a, b in zip_longest(mine, theirs, fillvalue={}) if a != b)
+                expect(
+                    False,
+                    f"the same calls for job {job[2]} in a restarted worker (a new process, "
+                    f"{'hash seed ' + seed if seed.isdigit() else got['how']})",
+                    f"first {_call(first[0])}, after the restart {_call(first[1])}",
+                    "build every key from the job (job.key): hash() is salted per process, "
+                    "and a value computed when the module is imported is new in each worker",
+                )
+
+
+def _call(call: dict[str, Any]) -> str:
+    if not call:
+        return "nothing"
+    rest = ", ".join(f"{k}={v}" for k, v in call.items() if k not in ("call", "args"))
+    return f"{call['call']}({', '.join([*call['args'], *([rest] if rest else [])])})"
+
+
+@CHECKS.add(
+    2,
+    "a restarted worker is a new process: it must send the same charge with the same "
+    "Idempotency-Key, or the API charges again",
+    timeout=60.0,
+    severe=True,
+)
+def charge_is_the_same_after_a_restart(ns: Namespace) -> None:
+    _same_after_a_restart(ns, "charge")
+
+
+@CHECKS.add(
+    2,
+    "a restarted worker is a new process: it must look up and mark the same keys, or it "
+    "posts the entry again",
+    timeout=60.0,
+    severe=True,
+)
+def post_is_the_same_after_a_restart(ns: Namespace) -> None:
+    _same_after_a_restart(ns, "post")

@@ -9,6 +9,7 @@ and judges them itself.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import types
 from collections.abc import Callable, Iterator, MutableMapping
@@ -21,12 +22,17 @@ from labkit.explore.matrix import Scenario, run_scenario
 from labkit.faults import FaultPlan
 from labkit.grading.checks import StudentRaised
 from labkit.grading.exercises.common import fresh_state, need
+from labkit.grading.exercises.ex05.recorder import RecordingCtx, calls_in
+from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process
 from labkit.grading.stub import is_stub
 from labkit.store import JobStore
 from labkit.world import World
 
 #: Fired by the check each time the student's ledger work commits (see ``_Ledger``).
 LEDGER_COMMIT = "ledger_commit"
+#: Fired right before each ledger write the student's handler makes: where a check
+#: makes the ledger fail (a locked database) to see the failure come out of the handler.
+LEDGER_WRITE = "ledger_write"
 
 
 class _Ledger:
@@ -49,21 +55,41 @@ class _Ledger:
     @contextmanager
     def transaction(self) -> Iterator[Any]:
         with self._ledger.transaction() as tx:
-            yield tx
+            yield _Tx(tx, self._ctx)
         self._ctx.point(LEDGER_COMMIT)
 
     def post(self, *args: Any, **kwargs: Any) -> Any:
+        self._ctx.point(LEDGER_WRITE)
         reply = self._ledger.post(*args, **kwargs)
         self._ctx.point(LEDGER_COMMIT)
         return reply
 
     def mark(self, *args: Any, **kwargs: Any) -> Any:
+        self._ctx.point(LEDGER_WRITE)
         reply = self._ledger.mark(*args, **kwargs)
         self._ctx.point(LEDGER_COMMIT)
         return reply
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._ledger, name)
+
+
+class _Tx:
+    """A ledger transaction firing ``ledger_write`` before each write in it."""
+
+    def __init__(self, tx: Any, ctx: Any) -> None:
+        self._tx, self._ctx = tx, ctx
+
+    def post(self, *args: Any, **kwargs: Any) -> Any:
+        self._ctx.point(LEDGER_WRITE)
+        return self._tx.post(*args, **kwargs)
+
+    def mark(self, *args: Any, **kwargs: Any) -> Any:
+        self._ctx.point(LEDGER_WRITE)
+        return self._tx.mark(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tx, name)
 
 
 class _World:
@@ -194,3 +220,56 @@ def two_deliveries(
     if stub:
         raise stub[0]  # the exercise stub: the check reads "not started yet"
     return {"deliveries": said, "handler_errors": errors[:3]}
+
+
+#: The hash seeds of the new processes ``sent_in_processes`` calls the handler in.
+HASH_SEEDS = (1, 2)
+
+
+def sent_in_processes(
+    values: MutableMapping[str, Any], which: str, folder: str, jobs: list[list[Any]]
+) -> dict[str, Any]:
+    """What the student's handler sends for each of ``jobs``, here and in new processes.
+
+    A restarted worker is a new process: it imports the handler's module again and
+    hashes with another salt. The handler is called with a ``RecordingCtx`` (nothing is
+    charged or posted) here and in one new process per hash seed (the namespace is built
+    again from the cells there, see ``replay``). ``{"here": [...], "seeds": {seed:
+    [...]}, "how": ...}``: the calls each sent, in order, per job.
+    """
+    clock = FakeClock(LAB_EPOCH)
+    with JobStore(Path(folder) / "jobs.db", clock) as store:
+        for kind, payload, key in jobs:
+            store.enqueue(kind, payload, key=key)
+        the_jobs = [store.get_by_key(key) for _kind, _payload, key in jobs]
+    name = "charge_handler" if which == "charge" else "post_handler"
+
+    def recorded(label: str, call: Callable[[list[Any]], None]) -> list[list[dict[str, Any]]]:
+        paths = [str(Path(folder) / f"{label}-{i}.jsonl") for i in range(len(the_jobs))]
+        call(paths)
+        return [calls_in(path) for path in paths]
+
+    def here(paths: list[str]) -> None:
+        with fresh_state(values):
+            for job, path in zip(the_jobs, paths, strict=True):
+                with contextlib.suppress(Exception):  # a failed call sent what it sent
+                    need(values, name)(job, RecordingCtx(path))
+
+    def fresh(seed: int) -> Callable[[list[str]], None]:
+        def call(paths: list[str]) -> None:
+            pairs = zip(the_jobs, paths, strict=True)
+            calls = [([job, RecordingCtx(path)], {}) for job, path in pairs]
+            for how, text in call_in_fresh_process(values, name, calls, seed):
+                if how == "raised" and text.startswith("NotImplementedError"):
+                    raise NotImplementedError(text.partition(": ")[2])
+
+        return call
+
+    got: dict[str, Any] = {"here": recorded("here", here), "seeds": {}, "how": "processes"}
+    try:
+        for seed in HASH_SEEDS:
+            got["seeds"][str(seed)] = recorded(f"seed-{seed}", fresh(seed))
+    except CannotShip as exc:  # check() in Jupyter, a closure: a second call here instead
+        got["how"] = f"a second call in this process ({exc})"
+        got["seeds"] = {"again": recorded("again", here)}
+    return got

@@ -1,0 +1,82 @@
+"""A stand-in context for exercise 5's handlers that writes down every call they make.
+
+``RecordingCtx(path)`` looks like the worker's ``ctx`` to ``charge_handler`` and
+``post_handler``: ``ctx.world.payments.charge(...)``, ``ctx.world.ledger.status/post/
+mark`` and ``ctx.world.ledger.transaction()``. Nothing is charged or posted; each call
+is appended to ``path`` as one JSON line. It pickles (plain attributes, a module-level
+class), so a handler called in a brand-new process (``replay.call_in_fresh_process``)
+records there what it would have sent, and the check compares the two processes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+
+class _Notes:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def write(self, call: str, *args: Any, **kwargs: Any) -> None:
+        line = {"call": call, "args": [repr(a) for a in args]}
+        line |= {k: repr(v) for k, v in sorted(kwargs.items())}
+        with Path(self.path).open("a", encoding="utf-8") as out:
+            out.write(json.dumps(line) + "\n")
+
+
+class _Payments:
+    def __init__(self, notes: _Notes) -> None:
+        self._notes = notes
+
+    def charge(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        self._notes.write("charge", *args, **kwargs)
+        return {"charge_id": "ch_recorded"}
+
+
+class _Tx:
+    def __init__(self, notes: _Notes) -> None:
+        self._notes = notes
+
+    def status(self, *args: Any, **kwargs: Any) -> None:
+        self._notes.write("status", *args, **kwargs)
+        return None  # never posted: the handler goes on to post
+
+    def post(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        self._notes.write("post", *args, **kwargs)
+        return {"entry_id": 1}
+
+    def mark(self, *args: Any, **kwargs: Any) -> None:
+        self._notes.write("mark", *args, **kwargs)
+
+
+class _Ledger(_Tx):
+    @contextmanager
+    def transaction(self) -> Iterator[_Tx]:
+        yield _Tx(self._notes)
+
+
+class _World:
+    def __init__(self, notes: _Notes) -> None:
+        self.payments, self.ledger = _Payments(notes), _Ledger(notes)
+
+
+class RecordingCtx:
+    """``ctx`` for one handler call; what the handler sent is in ``path``, a line a call."""
+
+    def __init__(self, path: str) -> None:
+        self.world = _World(_Notes(path))
+
+    def point(self, *args: Any, **kwargs: Any) -> None:
+        """The worker's fault points: nothing fires here."""
+
+
+def calls_in(path: str | Path) -> list[dict[str, Any]]:
+    """What a recorded handler sent, in order (none when it sent nothing)."""
+    file = Path(path)
+    if not file.exists():
+        return []
+    return [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines()]
