@@ -372,7 +372,9 @@ def _same_after_a_restart(ns: Namespace, which: str) -> None:
     for seed, there in got["seeds"].items():
         for job, mine, theirs in zip(jobs, here, there, strict=True):
             if mine != theirs:
-                first = next((a, b) for a, b in zip_longest(mine, theirs, fillvalue={}) if a != b)
+                nothing: dict[str, Any] = {}
+                pairs = zip_longest(mine, theirs, fillvalue=nothing)
+                first = next((a, b) for a, b in pairs if a != b)
                 expect(
                     False,
                     f"the same calls for job {job[2]} in a restarted worker (a new process, "

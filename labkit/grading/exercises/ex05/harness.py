@@ -258,7 +258,9 @@ def sent_in_processes(
     def fresh(seed: int) -> Callable[[list[str]], None]:
         def call(paths: list[str]) -> None:
             pairs = zip(the_jobs, paths, strict=True)
-            calls = [([job, RecordingCtx(path)], {}) for job, path in pairs]
+            calls: list[tuple[list[Any], dict[str, Any]]] = [
+                ([job, RecordingCtx(path)], {}) for job, path in pairs
+            ]
             for how, text in call_in_fresh_process(values, name, calls, seed):
                 if how == "raised" and text.startswith("NotImplementedError"):
                     raise NotImplementedError(text.partition(": ")[2])
