@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from random import Random
 
+from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex11.checks import (
     HARNESS,
     ORDERS,
@@ -19,7 +20,6 @@ from labkit.grading.exercises.ex11.checks import (
 )
 from labkit.grading.exercises.killsweep import sweep_seed
 from labkit.grading.exercises.kit import lab_file
-from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.labdb import consumer_db, outbox_db, rows_of
 
 CHECKS = Checks("ex11", hidden=True)
