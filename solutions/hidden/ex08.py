@@ -1,4 +1,10 @@
-"""Hidden checks for exercise 8: dedup per key, duplicate messages, one transaction."""
+"""Hidden checks for exercise 8: dedup per key, duplicate messages, one transaction.
+
+``two_deliveries_at_once_charge_once`` runs two pool children and holds both copies of
+one message inside their transactions at the same time (the check locks ``charges``
+until both wait): a dedup that reads ``processed`` and inserts it later, after the
+charge, lets both copies through, which one child taking messages in turn never shows.
+"""
 
 from __future__ import annotations
 
@@ -120,4 +126,50 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
             "1 charge row after a kill while the task wrote its dedup record",
             f"{n} charge rows",
             "commit the charge and the dedup record in ONE transaction",
+        )
+
+
+@CHECKS.add(
+    2,
+    "two copies of one message at once, on two pool children (a producer retry while "
+    "the first copy runs): the dedup record must be claimed by an INSERT that waits for "
+    "the other transaction, not read with a SELECT and written after the charge",
+    timeout=TIMEOUT,
+    severe=True,
+)
+def two_deliveries_at_once_charge_once(ns: Namespace) -> None:
+    key = "inv-twice"
+    with Ex08Run(ns) as run:
+        run.worker(concurrency=2)
+        # Until both copies wait on a lock, no charge row can be written: each copy gets
+        # as far as it can in its transaction, and they are inside it together.
+        with pg(run.config) as blocker:
+            blocker.execute("LOCK TABLE charges IN EXCLUSIVE MODE")
+            run.send(key)
+            run.send(key)
+            try:
+                harness.wait_until(
+                    lambda: len(_waiting_on_a_lock(run.config.tag, run)) >= 2,
+                    30,
+                    "both copies of the message to wait inside their transactions",
+                )
+            except TimeoutError:
+                run.check_not_stub()
+                waiting = len(_waiting_on_a_lock(run.config.tag, run))
+                expect(
+                    False,
+                    "two copies of one message to run at once on two pool children",
+                    f"{waiting} of them waited in the database while the check held charges",
+                    "insert into processed and charges in the task, in one transaction",
+                )
+            blocker.rollback()
+        run.settle()
+        n = run.charges(key)
+        expect(
+            n == 1,
+            "1 charge row after two copies of one message ran at the same time",
+            f"{n} charge rows",
+            "claim the key first with INSERT INTO processed ... ON CONFLICT (key) DO NOTHING "
+            "RETURNING key in the charge's transaction: the second copy's INSERT waits for "
+            "the first to commit, then finds the key taken",
         )

@@ -47,6 +47,20 @@ TWO_TRANSACTIONS = """\
     return "charged"
 """
 
+#: One transaction, but the dedup record is read with a SELECT and written after the
+#: charge: two copies running at once both read "not processed" and both charge.
+SELECT_THEN_INSERT = """\
+    with connect() as conn, conn.transaction():
+        if conn.execute("SELECT 1 FROM processed WHERE key = %s", (key,)).fetchone():
+            return "already charged"
+        conn.execute(
+            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+            (key, customer, amount),
+        )
+        conn.execute("INSERT INTO processed (key) VALUES (%s) ON CONFLICT DO NOTHING", (key,))
+    return "charged"
+"""
+
 #: The dedup record commits on its own, first: a kill between the two commits leaves
 #: the key "processed" with no charge, and the redelivery skips it (the charge is lost).
 DEDUP_COMMITTED_FIRST = """\
@@ -181,6 +195,13 @@ ZOO = [
         "killed_right_after_each_commit",
         "right after your autocommitted INSERT at line",
         "dedup_commits_with_the_charge",
+    ),
+    (
+        "dedup read with a SELECT, written after the charge (two copies at once)",
+        _body(SELECT_THEN_INSERT),
+        "two_deliveries_at_once_charge_once",
+        "two copies of one message ran at the same time",
+        "duplicate_message_charges_once",
     ),
     (
         "dedup by customer instead of by key",

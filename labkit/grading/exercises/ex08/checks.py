@@ -79,10 +79,11 @@ class Ex08Run:
         self._pauses = 0
         self.app = Celery(f"ex08-check-{self.config.tag}", broker=self.amqp, set_as_current=False)
 
-    def worker(self, name: str = "w1") -> harness.CeleryWorker:
+    def worker(self, name: str = "w1", concurrency: int = 1) -> harness.CeleryWorker:
         proc = harness.start_worker(
             MODULE,
             queue=self.config.queue,
+            concurrency=concurrency,
             folder=self.folder,
             cwd=self.ns.workdir,
             name=name,
