@@ -1,4 +1,5 @@
-"""Hidden checks for exercise 10: the retry after the crash, keys per caller, no payload, 401."""
+"""Hidden checks for exercise 10: the retry after the crash, keys per caller, requests
+without a key, no payload, 401 (before the job is read)."""
 
 from __future__ import annotations
 
@@ -83,14 +84,43 @@ def no_token_is_401(ns: Namespace) -> None:
         db = folder / "jobs.db"
         with served(ns, db) as app:
             job_id = add_job(db, "alice", {"month": "2026-11"}, "check:401")
+            there, missing = app.status(job_id, token=None), app.status(job_id + 1000, token=None)
             codes = (
                 app.post({"month": "2026-11"}, token=None).status_code,
                 app.post({"month": "2026-11"}, token="stolen").status_code,
-                app.status(job_id, token=None).status_code,
+                there.status_code,
+                missing.status_code,
             )
             expect(
-                codes == (401, 401, 401),
-                "401, 401, 401",
+                codes == (401, 401, 401, 401),
+                "401 for a POST without a token, with an unknown token, and for a GET "
+                "without a token of a job that exists and of one that does not",
                 codes,
-                "call caller_of(authorization) first in each handler",
+                "call caller_of(authorization) first in each handler, before reading the "
+                "job: an anonymous caller must not learn which ids exist",
             )
+            expect(
+                there.text == missing.text,
+                "the same 401 body for an id that exists and one that does not",
+                f"{there.text[:80]!r} vs {missing.text[:80]!r}",
+            )
+
+
+@CHECKS.add(
+    1,
+    "requests without an Idempotency-Key are each a job of their own: no key means no "
+    "dedup, never one shared key",
+    timeout=TIMEOUT,
+    severe=True,
+)
+def requests_without_a_key_are_never_merged(ns: Namespace) -> None:
+    bodies = ({"month": "2026-01"}, {"month": "2026-02"})
+    with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
+        ids = [accepted_id(app.post(body), f"the request {body} without a key") for body in bodies]
+        stored = [len(jobs_for(folder / "jobs.db", "alice", body)) for body in bodies]
+        expect(
+            ids[0] != ids[1] and stored == [1, 1],
+            "two jobs for two requests without a key",
+            f"job ids {ids}, jobs stored per request {stored}",
+            "pass key=None to store.enqueue when the request has no Idempotency-Key",
+        )

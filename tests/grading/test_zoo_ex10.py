@@ -24,6 +24,30 @@ STATUS_OK = "status_shows_the_job_to_its_owner"
 ZOO: list[tuple[str, str, str, str, str]] = [
     # (mistake, the check that must fail, a check that must pass, old text, new text)
     (
+        "requests without a key share the key 'report:<owner>:None'",
+        "requests_without_a_key_are_never_merged",
+        STATUS_OK,
+        '    key = None if idempotency_key is None else f"report:{owner}:{idempotency_key}"\n',
+        '    key = f"report:{owner}:{idempotency_key}"\n',
+    ),
+    (
+        "the job is read before the caller is known (anonymous 404 for a missing id)",
+        "no_token_is_401",
+        ACCEPT_OK,
+        """    owner = caller_of(authorization)
+    try:
+        job = store.get(job_id)
+    except NotFound:
+        job = None
+""",
+        """    try:
+        job = store.get(job_id)
+    except NotFound:
+        return JSONResponse({"detail": "no such job"}, status_code=404)
+    owner = caller_of(authorization)
+""",
+    ),
+    (
         "status shows any caller's job",
         "other_owner_gets_404",
         ACCEPT_OK,
