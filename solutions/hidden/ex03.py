@@ -1,12 +1,15 @@
-"""Hidden checks for exercise 3: real processes, and the order of the queue."""
+"""Hidden checks for exercise 3: real processes, the order of the queue, times to the fraction."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from labkit.grading.exercises.kit import lab_file
-from labkit.grading.exercises.ex03.checks import HARNESS, _claim
+from hypothesis import strategies as st
+
 from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.exercises.ex03.checks import HARNESS, _claim, _job
+from labkit.grading.exercises.helpers import holds_for, raised_text
+from labkit.grading.exercises.kit import lab_file
 from labkit.grading.exercises.labdb import add_job, all_jobs
 
 CHECKS = Checks("ex03", hidden=True)
@@ -49,3 +52,69 @@ def oldest_due_first(ns: Namespace) -> None:
         early = add_job(conn, "a:2:v1", run_after=10.0)
         got = [(_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id") for _ in range(2)]
     expect(got == [early, late], f"job {early} (due at 10) then job {late} (due at 50)", got)
+
+
+@CHECKS.add(
+    2,
+    "keep now and lease_s as given (no int(), no round()): lease_until = now + lease_s and "
+    "updated_at = now to the fraction of a second, and a job due a moment ago is ready; a "
+    "lease cut short lets a second worker take a job the first still holds",
+    timeout=30.0,
+    severe=True,
+)
+def lease_runs_to_now_plus_lease_s_exactly(ns: Namespace) -> None:
+    def exact(case: tuple[int, float, float]) -> None:
+        whole, frac, lease_s = case
+        now = whole + frac
+        with lab_file(ns) as (conn, path):
+            due = add_job(conn, "a:1:v1", run_after=now - frac / 2)  # due a moment ago
+            add_job(conn, "a:2:v1", run_after=now + (1 - frac) / 2)  # due in a moment
+            got = _claim(ns, path, "w1", now, lease_s)
+            job = _job(conn, due)
+        expect(
+            (got or {}).get("id") == due
+            and job["lease_until"] == now + lease_s
+            and job["updated_at"] == now,
+            f"claim(now={now!r}, lease_s={lease_s!r}) to lease job {due} (due at "
+            f"{now - frac / 2!r}) until {now + lease_s!r}, updated_at {now!r}",
+            f"claim returned {'None' if got is None else 'job ' + str(got.get('id'))}; "
+            f"job {due} in the table: state={job['state']}, lease_until={job['lease_until']!r}, "
+            f"updated_at={job['updated_at']!r}",
+        )
+
+    cases = st.tuples(
+        st.integers(100, 2_000_000_000),
+        st.floats(0.01, 0.99),
+        st.sampled_from([30.0, 0.5]) | st.floats(0.5, 3600.0),
+    )
+    holds_for(cases, exact, examples=12)
+
+
+@CHECKS.add(
+    2,
+    "two worker processes forked from one parent must make different tokens: draw them "
+    "from the database (lower(hex(randomblob(16)))) or secrets, not from a random.Random "
+    "seeded once at import, which every child inherits in the same state",
+    timeout=40.0,
+    severe=True,
+)
+def tokens_differ_between_worker_processes(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        _claim(ns, path, "probe", 0.0, 1.0)  # on an empty table: a stub says "not started yet"
+        job_id = add_job(conn, "mail:1:send:v1")
+        tokens = []
+        # w1 claims and stalls; its lease ends; w2, another child of the same parent, takes over.
+        for worker, now in (("w1", 100.0), ("w2", 200.0)):
+            got = ns.harness(HARNESS + "claim_in_a_new_process", str(path), worker, now, 30.0)
+            expect(
+                "returned" in got and (got["returned"] or {}).get("id") == job_id,
+                f"{worker} in a process of its own to claim job {job_id} at {now:g}",
+                "it hung" if got.get("hung") else raised_text(got) if "raised" in got else got,
+            )
+            tokens.append(_job(conn, job_id)["lease_token"])
+    expect(
+        tokens[0] != tokens[1],
+        "a new token when w2 (another process forked from the same parent) takes over "
+        "w1's expired lease, so that w1, still running, is fenced off",
+        f"the job's token was {tokens[0]!r} under w1 and {tokens[1]!r} under w2",
+    )

@@ -211,6 +211,118 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
     """,
     ),
+    (
+        "ex03",
+        "now cut to whole seconds (now = int(now))",
+        "lease_runs_to_now_plus_lease_s_exactly",
+        """
+        def claim(conn, worker, now, lease_s):
+            now = int(now)  # epoch seconds
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "an expired lease makes any job ready, not only a running one",
+        "respects_run_after_and_state",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR lease_until <= :now"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "the job id and the attempt as the lease token (repeats after a redrive)",
+        "token_is_fresh",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = id || ':' || (attempt + 1),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "claim returns only id, key and kind (RETURNING id, key, kind)",
+        "returns_the_claimed_row_whole",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING id, key, kind",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "ties of run_after broken by key, not id (text order)",
+        "claims_the_right_job_for_any_table",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, key LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "lease tokens from a random.Random seeded once at import",
+        "tokens_differ_between_worker_processes",
+        """
+        import random
+        _TOKENS = random.Random(20260101)  # seeded, so runs replay
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = :token,"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s,
+                 "token": "%032x" % _TOKENS.getrandbits(128)},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
 ]
 
 
@@ -229,6 +341,14 @@ SAYS: dict[str, str] = {
     "claim that never sets updated_at": "updated_at = now",
     "claim in id order, not the job due first": "at now=100 among jobs",
     "retried jobs never run again (only pending is ready)": "claimed at 200",
+    "now cut to whole seconds (now = int(now))": "to lease job",
+    "an expired lease makes any job ready, not only a running one": "retry_wait, due at 90",
+    "the job id and the attempt as the lease token (repeats after a redrive)": "after a redrive",
+    "claim returns only id, key and kind (RETURNING id, key, kind)": "every column",
+    "ties of run_after broken by key, not id (text order)": "at now=100 among jobs",
+    "lease tokens from a random.Random seeded once at import": (
+        "another process forked from the same parent"
+    ),
 }
 
 

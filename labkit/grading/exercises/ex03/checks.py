@@ -89,6 +89,31 @@ def claims_one_ready_job(ns: Namespace) -> None:
 
 
 @CHECKS.add(
+    1,
+    "RETURNING * and return dict(row): the worker runs the job from that row and needs "
+    "its lease_token to finish it and attempt to decide a retry, as the claim left them",
+)
+def returns_the_claimed_row_whole(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        job_id = add_job(
+            conn, "report:7:build:v1", kind="report", queue="reports", max_attempts=5, attempt=1
+        )
+        got = _claim(ns, path, "w1", 100.0, 30.0)
+        stored = _job(conn, job_id)
+        missing = [k for k in stored if k not in (got or {})]
+        differs = [k for k in stored if k in (got or {}) and got[k] != stored[k]]
+        shown = "; ".join(
+            [f"no {', '.join(missing)} in what claim returned"] * bool(missing)
+            + [f"{k}: returned {got[k]!r}, the table holds {stored[k]!r}" for k in differs]
+        )
+        expect(
+            got is not None and not missing and not differs,
+            f"a dict equal to job {job_id}'s row as the claim left it, every column",
+            shown if got is not None else "None",
+        )
+
+
+@CHECKS.add(
     2,
     "add one to attempt in the same UPDATE (attempt = attempt + 1): a crash "
     "redelivery is an attempt too, or a poison job loops forever",
@@ -135,6 +160,24 @@ def token_is_fresh(ns: Namespace) -> None:
             len(retaken) == 1 and retaken[0] not in (token_a, token_b),
             "a new token when the same worker claims a job again after its lease expired",
             f"{retaken!r} (before: {token_a!r}, {token_b!r})",
+        )
+        # An operator's redrive (exercise 6) puts a dead job back at attempt 0, so a
+        # token built from the id and the attempt comes back, and a zombie still holding
+        # the old one passes the fence of the new run.
+        seen = {token_a, token_b, *retaken}
+        conn.execute(
+            "UPDATE jobs SET state = 'pending', attempt = 0, run_after = 0, lease_owner = NULL,"
+            " lease_until = NULL, lease_token = NULL WHERE id IN (:a, :b)",
+            {"a": a, "b": b},
+        )
+        _claim(ns, path, "w1", 600.0, 30.0)
+        _claim(ns, path, "w1", 600.0, 30.0)
+        after = [j["lease_token"] for j in all_jobs(conn)]
+        expect(
+            not seen & set(after),
+            "tokens never used before when the jobs are claimed again after a redrive put "
+            "them back at attempt 0 (a token made of the id and the attempt repeats)",
+            f"{after!r} in the table, before the redrive: {sorted(seen, key=str)!r}",
         )
 
 
@@ -192,23 +235,39 @@ def expired_lease_is_reclaimable(ns: Namespace) -> None:
     severe=True,
 )
 def respects_run_after_and_state(ns: Namespace) -> None:
+    # Finished and waiting jobs keep the lease their last run left (nothing has to clear
+    # it), long expired: only a *running* job comes back when its lease ends.
+    old = {"lease_owner": "w0", "lease_until": 60.0, "lease_token": "old"}
     with lab_file(ns) as (conn, path):
         add_job(conn, "a:1:v1", run_after=500.0)
-        add_job(conn, "a:2:v1", state="succeeded", attempt=1)
-        add_job(conn, "a:3:v1", state="dead", attempt=3)
+        add_job(conn, "a:2:v1", state="succeeded", attempt=1, **old)
+        add_job(conn, "a:3:v1", state="dead", attempt=3, **old)
         due = add_job(conn, "a:4:v1", state="retry_wait", attempt=1, run_after=90.0)
+        add_job(conn, "a:5:v1", state="retry_wait", attempt=1, run_after=400.0, **old)
+        before = {j["id"]: (j["state"], j["attempt"], j["lease_until"]) for j in all_jobs(conn)}
         got = _claim(ns, path, "w1", 100.0, 30.0)
         expect(
             got is not None and got.get("id") == due,
             f"job {due} (retry_wait, due at 90)",
-            "None" if got is None else f"job {got.get('id')}",
+            "None" if got is None else _taken(_job(conn, got["id"]), before),
         )
         more = _claim(ns, path, "w1", 100.0, 30.0)
+        taken = [j for j in all_jobs(conn) if j["id"] != due and j["attempt"] != before[j["id"]][1]]
         expect(
-            more is None,
-            "None: the rest is due later, succeeded or dead",
-            f"job {more.get('id')} ({_job(conn, more['id'])['key']})" if more else more,
+            more is None and not taken,
+            "None: the rest is due later, succeeded or dead (an old lease_until left on a "
+            "finished or waiting job does not make it ready: only state = 'running' does)",
+            "; ".join(_taken(j, before) for j in taken) or f"claim returned {more!r}",
         )
+
+
+def _taken(job: dict[str, Any], before: dict[int, tuple[str, int, float | None]]) -> str:
+    """What a claim did to a job the check did not want taken, from the table."""
+    state, attempt, until = before[job["id"]]
+    return (
+        f"job {job['id']} (was {state}, attempt {attempt}, lease_until {until!r}) is now "
+        f"{job['state']}, attempt {job['attempt']}, leased to {job['lease_owner']}"
+    )
 
 
 @CHECKS.add(
@@ -358,11 +417,19 @@ def due_exactly_now_is_ready(ns: Namespace) -> None:
         )
 
 
-#: A generated job: (state, run_after, lease_until); times sit on both sides of now=100.
+#: A generated job: (state, run_after, lease_until, key); times sit on both sides of
+#: now=100. Every job but a pending one carries the lease its last run left. Keys run
+#: in no order of their own (numbers, `_`, capitals, non-ASCII), so only the id breaks a
+#: tie of run_after.
 JOBS = st.tuples(
     st.sampled_from(["pending", "retry_wait", "running", "succeeded", "dead"]),
     st.sampled_from([0.0, 99.5, 100.0, 100.5, 500.0]),
     st.sampled_from([50.0, 100.0, 100.5, 200.0]),
+    st.builds(
+        "{}:{}:v1".format,
+        st.sampled_from(["mail", "Mail", "mail_digest", "reçu", "a"]),
+        st.integers(0, 120),
+    ),
 )
 
 
@@ -375,31 +442,31 @@ JOBS = st.tuples(
 def claims_the_right_job_for_any_table(ns: Namespace) -> None:
     now = 100.0
 
-    def right_job(table: list[tuple[str, float, float]]) -> None:
+    def right_job(table: list[tuple[str, float, float, str]]) -> None:
         with lab_file(ns) as (conn, path):
             ids = []
-            for i, (state, run_after, until) in enumerate(table):
+            for i, (state, run_after, until, key) in enumerate(table):
                 lease = {"lease_owner": "w0", "lease_until": until, "lease_token": f"t{i}"}
                 ids.append(
                     add_job(
                         conn,
-                        f"a:{i}:v1",
+                        key,
                         state=state,
                         attempt=0 if state == "pending" else 1,
                         run_after=run_after,
-                        **(lease if state == "running" else {}),
+                        **(lease if state != "pending" else {}),
                     )
                 )
             ready = [
                 (run_after, job_id)
-                for job_id, (state, run_after, until) in zip(ids, table, strict=True)
+                for job_id, (state, run_after, until, _) in zip(ids, table, strict=True)
                 if (state in ("pending", "retry_wait") and run_after <= now)
                 or (state == "running" and until <= now)
             ]
             got = _claim(ns, path, "w1", now, 30.0)
         shape = ", ".join(
-            f"{i}:{s} run_after={r:g}" + (f" lease_until={u:g}" if s == "running" else "")
-            for i, (s, r, u) in zip(ids, table, strict=True)
+            f"{i}:{k} {s} run_after={r:g}" + (f" lease_until={u:g}" if s != "pending" else "")
+            for i, (s, r, u, k) in zip(ids, table, strict=True)
         )
         want = min(ready)[1] if ready else None
         expect(
@@ -408,4 +475,9 @@ def claims_the_right_job_for_any_table(ns: Namespace) -> None:
             "None" if got is None else f"job {got.get('id')}",
         )
 
-    holds_for(st.lists(JOBS, min_size=1, max_size=6), right_job, examples=25)
+    # Two tables every run meets: the later id due first, and a tie of run_after where
+    # text order is not number order ("mail:10" sorts before "mail:9", the later id).
+    right_job([("pending", 99.5, 50.0, "mail:1:v1"), ("retry_wait", 0.0, 50.0, "mail:2:v1")])
+    right_job([("pending", 0.0, 50.0, "mail:9:v1"), ("pending", 0.0, 50.0, "mail:10:v1")])
+    jobs = st.lists(JOBS, min_size=1, max_size=6, unique_by=lambda job: job[3])
+    holds_for(jobs, right_job, examples=25)

@@ -3,8 +3,9 @@
 Each call opens its own connection to the file (as a worker would), wrapped in
 ``Traced``, which records every statement and can pause after plain reads to widen the
 gap a read-then-write claim leaves; ``claim_schedules`` races two workers in two
-processes, one schedule at a time (``racesweep``). Rows come back as plain dicts; the
-check reads the table itself to judge.
+processes, one schedule at a time (``racesweep``); ``claim_in_a_new_process`` runs one
+claim in a child forked from the student's process, as a prefork pool starts its
+workers. Rows come back as plain dicts; the check reads the table itself to judge.
 """
 
 from __future__ import annotations
@@ -120,6 +121,42 @@ def claim_in_processes(values: MutableMapping[str, Any], path: str, procs: int) 
                 p.kill()
                 p.join(5)
     return {"results": results, "hung": procs - len(results)}
+
+
+def _one_claim_in_a_child(
+    values: Any, path: str, worker: str, now: float, lease_s: float, out: Any
+) -> None:
+    try:
+        out.put(claim(values, path, worker, now, lease_s))
+    except BaseException as exc:  # noqa: BLE001 - the stub included: reported to the parent
+        out.put({"raised": [type(exc).__name__], "message": str(exc)[:200]})
+
+
+def claim_in_a_new_process(
+    values: MutableMapping[str, Any], path: str, worker: str, now: float, lease_s: float
+) -> dict[str, Any]:
+    """One ``claim`` in a child forked from this process (its state as the notebook left it).
+
+    Two calls give two workers that start alike, as the children of one prefork parent
+    do: whatever the student's module built at import (a seeded ``random.Random``, a
+    counter) starts from the same state in each. Returns what ``claim`` above returns,
+    or ``{"hung": True}`` when the child did not answer within 20 s.
+    """
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(
+        target=_one_claim_in_a_child, args=(values, path, worker, now, lease_s, out)
+    )
+    child.start()
+    try:
+        return dict(out.get(timeout=20))
+    except queue.Empty:
+        return {"hung": True}
+    finally:
+        child.join(1)
+        if child.is_alive():
+            child.kill()
+            child.join(5)
 
 
 def claim_schedules(
