@@ -94,6 +94,18 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         )],
     ),
     (
+        "the done record read outside the WATCH: two copies at once are both applied",
+        "two_copies_of_a_key_at_once_apply_once",
+        [(
+            "                with r.pipeline(transaction=True) as pipe:\n"
+            "                    pipe.watch(record)\n"
+            "                    done_before = pipe.exists(record)\n"
+            "                    pipe.multi()\n",
+            "                done_before = r.exists(record)\n"
+            "                with r.pipeline(transaction=True) as pipe:\n",
+        )],
+    ),
+    (
         "XAUTOCLAIM with min-idle-time 0: it takes a live consumer's entry",
         "leaves_a_live_consumers_entry_alone",
         [(
