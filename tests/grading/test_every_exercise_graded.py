@@ -44,11 +44,13 @@ pytestmark = [
 
 PLAIN = ["ex01", "ex02", "ex03", "ex04", "ex05", "ex06", "ex07", "ex11", "ex12", "ex13"]
 _ALL = test_zoo.ZOO + test_zoo_ex11_13.ZOO
-#: Checks that kill the student's code after each of its writes (``killsweep``) or race
-#: two processes of it (``racesweep``): every zoo entry they must catch is graded here,
-#: since forking, stopping and killing inside the sandbox is what in-process grading
-#: cannot show.
+#: Checks that kill the student's code after each of its writes (``killsweep``), race
+#: two processes of it (``racesweep``) or call it again in a new process (``replay``):
+#: every zoo entry they must catch is graded here, since forking, stopping, killing and
+#: starting Python again inside the sandbox is what in-process grading cannot show.
 SWEPT = {
+    "charge_is_the_same_after_a_restart",
+    "post_is_the_same_after_a_restart",
     "no_double_claim_under_a_race",
     "two_redrives_at_once_share_nothing",
     "place_order_is_one_transaction",
