@@ -1,14 +1,55 @@
-"""Hidden checks for exercise 12: a schedule whose name prefixes another, and 'latest' in tick."""
+"""Hidden checks for exercise 12: other schedules' keys, 'latest' in tick, the machine's
+time zone, a retried slot job, a long outage, and two schedulers in every order.
+
+The scenes are drawn from the grading run's seed (``killsweep.sweep_seed``), so no
+fixed scene can be learned from ``check()``.
+"""
 
 from __future__ import annotations
 
-from labkit.grading.exercises.kit import lab_file
-from labkit.grading.exercises.ex12.checks import HOUR, T0, _keys, _tick
+from collections import Counter
+from pathlib import Path
+from random import Random
+from typing import Any
+
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.labdb import add_job
+from labkit.grading.exercises.ex12.checks import HARNESS, HOUR, T0, _keys, _tick
+from labkit.grading.exercises.helpers import short_repr
+from labkit.grading.exercises.killsweep import sweep_seed
+from labkit.grading.exercises.kit import lab_file, reading
+from labkit.grading.exercises.labdb import add_job, lab_db
+from labkit.grading.exercises.racesweep import after_every_schedule
+from labkit.patterns.schedule import slot_iso
 from labkit.patterns.schedule import slot_key as reference_key
 
 CHECKS = Checks("ex12", hidden=True)
+
+#: West and east of UTC (UTC-3, UTC+5:30); POSIX strings need no tz database in the sandbox.
+ZONES = ("BRT3", "IST-5:30")
+
+
+def _rng(check: str) -> Random:
+    """One generator per check, from the grading run's seed (the fixed one in ``check()``)."""
+    return Random(f"{sweep_seed()}:{check}")
+
+
+def _slots(name: str, first: float, last: float, period: int) -> list[str]:
+    """The keys of ``name``'s slots from ``first`` to ``last``, both included."""
+    count = int((last - first) // period) + 1
+    return [reference_key(name, first + k * period) for k in range(count)]
+
+
+def _held(keys: list[str], name: str, want: list[str]) -> str:
+    """What the table holds of ``name``, said against what it should hold."""
+    mine = [k for k in keys if k.startswith(f"schedule:{name}:")]
+    missing = sorted(set(want) - set(mine))
+    extra = sorted(k for k, n in (Counter(mine) - Counter(want)).items() for _ in range(n))
+    said = f"the table holds {len(mine)} jobs of {name!r}"
+    if missing:
+        said += f"; missing {len(missing)}: {short_repr(missing, 160)}"
+    if extra:
+        said += f"; not due or twice: {short_repr(extra, 160)}"
+    return said
 
 
 @CHECKS.add(
@@ -34,3 +75,179 @@ def tick_catches_up_with_the_latest_slot(ns: Namespace) -> None:
         want = [reference_key("nightly", T0 + 7 * HOUR)]
         expect(created == want, f"{want} after seven hours away", created)
         expect(len(_keys(conn)) == 2, "2 jobs in the table", _keys(conn))
+
+
+@CHECKS.add(
+    2,
+    "parse the newest key's fire time back as UTC (strptime(...).replace(tzinfo=UTC)"
+    ".timestamp(), or calendar.timegm): a naive .timestamp() reads it in the machine's "
+    "zone, so a scheduler west of UTC skips slots and one east of it refills old ones",
+    severe=True,
+)
+def tick_reads_what_fired_in_every_time_zone(ns: Namespace) -> None:
+    rng = _rng("zones")
+    for tz in ZONES:
+        period = rng.choice([900, 1800, HOUR])
+        fired = T0 + rng.randint(2, 6) * period
+        missed = rng.randint(2, 4)
+        now = fired + missed * period + rng.randint(0, period - 1)
+        want = _slots("close", fired + period, fired + missed * period, period)
+        with lab_file(ns) as (conn, path):
+            add_job(conn, reference_key("close", fired), kind="close", run_after=fired)
+            created = _tick(ns, path, now, schedule="close", period=period, tz=tz)
+            keys, held = _keys(conn), [reference_key("close", fired), *want]
+            expect(
+                created == want and sorted(keys) == sorted(held),
+                f"with TZ={tz}, period {period} s and {slot_iso(fired)} fired, only the "
+                f"{missed} slots after it: {short_repr(want, 200)}",
+                f"created {short_repr(created, 200)}; " + _held(keys, "close", held),
+            )
+
+
+@CHECKS.add(
+    2,
+    "match your own keys with substr(key, 1, :n) = :prefix (or key >= :prefix AND key "
+    "< :end): LIKE treats '_' as any character and ignores case, and slot_key must keep "
+    "the name as given, or 'Daily_Report' reads or takes the keys of 'daily-report'",
+    severe=True,
+)
+def names_with_underscores_and_capitals_are_their_own_schedules(ns: Namespace) -> None:
+    rng = _rng("names")
+    own = rng.choice(["Daily_Report", "EU_Sync", "Nightly_Backup", "Clôture_Mois", "Ärzte_Export"])
+    others = [own.replace("_", "-"), own.lower()]
+    period = rng.choice([900, 1800, HOUR])
+    since = T0 + rng.randint(0, 3) * period
+    now = since + rng.randint(2, 4) * period + rng.randint(0, period - 1)
+    want = _slots(own, since, now, period)
+    with lab_file(ns) as (conn, path):
+        # Older schedules with look-alike names, on time up to now; ``own`` is new.
+        for other in others:
+            for key in _slots(other, T0, now, period):
+                add_job(conn, key, kind=other)
+        before = _keys(conn)
+        created = _tick(ns, path, now, schedule=own, period=period, since=since)
+        keys = _keys(conn)
+        expect(
+            created == want and sorted(keys) == sorted(before + want),
+            f"the new schedule {own!r} (beside {others}) to get its own {len(want)} slots "
+            f"{short_repr(want, 200)}, the others untouched",
+            f"created {short_repr(created, 200)}; " + _held(keys, own, want),
+        )
+
+
+@CHECKS.add(
+    2,
+    "what fired is the newest KEY with the prefix (keys sort by time), not max(run_after), "
+    "which a retry moves later, nor the row inserted last, which a re-run by hand is",
+    severe=True,
+)
+def last_fired_is_the_newest_key(ns: Namespace) -> None:
+    rng = _rng("newest")
+    period = rng.choice([300, 600, 900])
+    fired = T0 + rng.randint(4, 8) * period
+    backoff = rng.randint(3, 6)
+    missed = backoff + rng.randint(1, 3)
+    now = fired + missed * period + rng.randint(0, period - 1)
+    want = _slots("billing", fired + period, fired + missed * period, period)
+    with lab_file(ns) as (conn, path):
+        # A 'latest' catch-up fired ``fired``; its job failed and waits for its retry;
+        # then an operator re-ran an older missed slot by hand (a newer row, older slot).
+        retry_at = fired + backoff * period
+        add_job(
+            conn,
+            reference_key("billing", fired),
+            kind="billing",
+            state="retry_wait",
+            attempt=2,
+            run_after=retry_at,
+        )
+        rerun = fired - 3 * period
+        add_job(conn, reference_key("billing", rerun), kind="billing", run_after=rerun)
+        created = _tick(ns, path, now, schedule="billing", period=period, since=T0)
+        keys = _keys(conn)
+        expect(
+            created == want,
+            f"the {missed} slots after {slot_iso(fired)} (the newest key; its job retries at "
+            f"{slot_iso(retry_at)}; {slot_iso(rerun)} was re-run by hand): {short_repr(want, 200)}",
+            f"created {short_repr(created, 200)}; "
+            + _held(keys, "billing", [reference_key("billing", t) for t in (fired, rerun)] + want),
+        )
+
+
+@CHECKS.add(
+    2,
+    "after a long outage (hundreds of slots, more than a day) catch_up='all' enqueues "
+    "every missed slot in one tick: no cap on their number and no lookback window",
+    timeout=20.0,
+    severe=True,
+)
+def a_long_outage_enqueues_every_missed_slot(ns: Namespace) -> None:
+    rng = _rng("outage")
+    period = rng.choice([300, 600, 900])
+    n = rng.randint(300, 450)
+    fired = T0 + 3 * period
+    now = fired + n * period + rng.randint(0, period - 1)
+    want = _slots("sync", fired + period, fired + n * period, period)
+    held = [reference_key("sync", fired), *want]
+    with lab_file(ns) as (conn, path):
+        add_job(conn, reference_key("sync", fired), kind="sync", run_after=fired)
+        created = _tick(ns, path, now, schedule="sync", period=period)
+        keys = _keys(conn)
+        expect(
+            created == want and sorted(keys) == sorted(held),
+            f"all {n} slots of {period} s from {slot_iso(fired + period)} to "
+            f"{slot_iso(fired + n * period)}, each once",
+            f"created {len(created)}; " + _held(keys, "sync", held),
+        )
+
+
+@CHECKS.add(
+    3,
+    "whatever the order two schedulers' statements interleave in: insert with INSERT ... "
+    "ON CONFLICT (key) DO NOTHING RETURNING key in autocommit, and report a key only when "
+    "that RETURNING gave it back (lastrowid keeps the previous insert's id when a row is "
+    "skipped; INSERT OR REPLACE deletes the other's job; BEGIN ... COMMIT around a read "
+    "fails when the other commits first)",
+    timeout=40.0,
+    severe=True,
+)
+def two_schedulers_in_every_order_enqueue_each_slot_once(ns: Namespace) -> None:
+    rng = _rng("race")
+    name = rng.choice(["nightly", "Ledger_Close", "sync.eu", "Rapport_Été"])
+    period = rng.choice([900, 1800, HOUR])
+    slots = rng.randint(3, 5)
+    first = T0 + (slots - 1) * period + rng.randint(0, 60)
+    # The second ticks a moment later, or one period later (one more slot is due).
+    second = first + rng.choice([0.4, 1.9, float(period)])
+    want = _slots(name, T0, second, period)
+
+    def make(folder: Path) -> None:
+        lab_db(folder / "jobs.db").close()
+
+    def judge(folder: Path, run: dict[str, Any]) -> tuple[bool, str]:
+        ended = [run[w]["ended"] for w in ("first", "second")]
+        said = [run[w]["returned"] for w in ("first", "second")]
+        with reading(folder / "jobs.db") as conn:
+            keys = _keys(conn)
+        created = [k for got in said if isinstance(got, list) for k in got]
+        ok = ended == ["returned", "returned"] and sorted(keys) == want == sorted(created)
+        both = sorted(k for k, n in Counter(created).items() if n > 1)
+        unreported = sorted(set(keys) - set(created))
+        return ok, (
+            f"{_held(keys, name, want)}; the schedulers {ended}"
+            + (f"; both reported creating {short_repr(both, 150)}" if both else "")
+            + (f"; nobody reported {short_repr(unreported, 150)}" if unreported else "")
+        )
+
+    after_every_schedule(
+        ns,
+        HARNESS + "tick_schedules",
+        make,
+        [name, period, T0, [first, second], "all"],
+        judge,
+        f"the {len(want)} slots of {name!r} once each, and the two schedulers' reports "
+        "adding up to them",
+        "insert each slot with INSERT ... ON CONFLICT (key) DO NOTHING RETURNING key, one "
+        "statement per slot in autocommit, and report a key only when RETURNING gave it back",
+        who="scheduler",
+    )

@@ -35,7 +35,10 @@ T0 = 1767225600  # 2026-01-01T00:00:00Z
 #: How long a plain read pauses in the race: long enough for the other scheduler to read.
 RACE_PAUSE_S = 0.05
 
-NAMES = st.from_regex(r"[a-z][a-z0-9_.-]{0,15}", fullmatch=True)
+#: Schedule names as people write them: capitals, '_', non-ASCII letters, long ones too.
+NAMES = st.from_regex(r"[a-z][a-z0-9_.-]{0,15}", fullmatch=True) | st.from_regex(
+    r"[A-Za-zÉéøß日][A-Za-z0-9_.\-Ééøß日]{0,59}", fullmatch=True
+)
 TIMES = st.integers(min_value=0, max_value=4_102_444_800)  # up to 2100
 
 
@@ -71,11 +74,14 @@ def _tick(
     catch_up: str = "all",
     schedule: str = "nightly",
     since: float = T0,
+    period: int = HOUR,
+    tz: str | None = None,
 ) -> list[Any]:
-    got = ns.harness(HARNESS + "tick", str(path), schedule, HOUR, since, now, catch_up)
+    got = ns.harness(HARNESS + "tick", str(path), schedule, period, since, now, catch_up, tz)
+    zone = f" with TZ={tz}" if tz else ""
     created = _returned(
         got,
-        f"tick({schedule!r}, now={now:g}) to return the keys it created",
+        f"tick({schedule!r}, now={now:g}){zone} to return the keys it created",
         "try tick on exercise_db(...) in the notebook and read the error",
     )
     expect(isinstance(created, list), "a list of the keys this call created", created)

@@ -4,9 +4,12 @@
 a key written in local time shows itself. ``tick`` runs the student's ``tick`` on a
 connection the harness opens to a file the check made; ``tick_race`` runs two
 schedulers in two forked processes, each with its own connection whose plain reads
-pause, ticking the same schedule at skewed moments; ``tick_kills`` kills a scheduler
-right after each write of a catch-up and starts it again. The check reads the table
-itself.
+pause, ticking the same schedule at skewed moments; ``tick_schedules`` runs two
+schedulers in two processes one schedule at a time (``racesweep``: the first stopped
+after each of its statements while the second runs whole); ``tick_kills`` kills a
+scheduler right after each write of a catch-up and starts it again. ``tick`` takes a
+time zone too, so a fire time parsed back from a key as local time shows itself. The
+check reads the table itself.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator, MutableMapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +26,7 @@ from labkit.grading.exercises.common import fresh_state, outcome
 from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racers import in_processes
+from labkit.grading.exercises.racesweep import race_sweep
 from labkit.grading.exercises.tracing import Watched
 
 
@@ -60,11 +65,13 @@ def tick(
     since: float,
     now: float,
     catch_up: str,
+    tz: str | None = None,
 ) -> dict[str, Any]:
-    """One ``tick`` on a new connection to ``path``: an outcome."""
+    """One ``tick`` on a new connection to ``path``: an outcome; with ``tz``, run while
+    the process's local time zone is that one."""
     conn = connect(path)
     try:
-        with fresh_state(values):
+        with fresh_state(values), _zone(tz) if tz else nullcontext():
             return outcome(values["tick"], Watched(conn), schedule, period_s, since, now, catch_up)
     finally:
         conn.close()
@@ -99,6 +106,34 @@ def tick_race(
         return {"created": created, "pauses": watched.pauses}
 
     return in_processes(scheduler, len(nows))
+
+
+def tick_schedules(
+    values: MutableMapping[str, Any],
+    folder: str,
+    schedule: str,
+    period_s: int,
+    since: float,
+    nows: list[float],
+    catch_up: str,
+    seed: int,
+) -> dict[str, Any]:
+    """Two schedulers ticking at ``nows[0]`` and ``nows[1]`` in two processes, one
+    schedule at a time (see ``racesweep.race_sweep``).
+
+    Each copy returns the keys its ``tick`` reported creating (or raises); the check
+    reads ``jobs.db`` in each schedule's folder.
+    """
+
+    def scheduler(now: float, where: Path) -> Any:
+        conn = connect(where / "jobs.db")
+        try:
+            return values["tick"](conn, schedule, period_s, since, now, catch_up)
+        finally:
+            conn.close()
+
+    first, second = (partial(scheduler, now) for now in nows)
+    return race_sweep(folder, ["jobs.db"], first, second, seed)
 
 
 def tick_kills(

@@ -1,0 +1,215 @@
+"""Exercise 12's red-team zoo: wrong schedulers the first zoo's scenes let through.
+
+Exercise 12 enqueues one job per slot however many schedulers tick. Each entry overrides
+one function of the reference solution with a mistake a student could make (the first
+ones are in ``test_zoo_ex11_13.py``), then runs every public and hidden check;
+``gradingkit.assert_caught_by_name`` says what the named check must report. Each of
+these mistakes loses or duplicates a slot's job, so its score must also be at most half.
+"""
+
+from __future__ import annotations
+
+import pytest
+from gradingkit import HIDDEN, assert_caught_by_name
+
+from labkit.grading import catalog
+from labkit.grading.scoring import score
+
+ZOO: list[tuple[str, str, str, str]] = [
+    # (exercise, name, the check that must fail, source replacing the reference)
+    (
+        # Correct under UTC, the only zone the first checks ticked in.
+        "ex12",
+        "the newest key's fire time parsed back with a naive .timestamp()",
+        "tick_reads_what_fired_in_every_time_zone",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                last = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ").timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # 'report' vs 'reports' passes: LIKE goes wrong only on '_' and capitals.
+        "ex12",
+        "the schedule's keys matched with LIKE 'schedule:<name>:%'",
+        "names_with_underscores_and_capitals_are_their_own_schedules",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE key LIKE :pattern", {"pattern": prefix + "%"}
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # The generated names had no capitals: two schedules differing by case share keys.
+        "ex12",
+        "slot_key normalises the name to lower case",
+        "names_with_underscores_and_capitals_are_their_own_schedules",
+        """
+        def slot_key(schedule, fire_time):
+            if not schedule or ":" in schedule:
+                raise ValueError(f"bad schedule name {schedule!r}")
+            stamp = datetime.fromtimestamp(fire_time, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            return f"schedule:{schedule.strip().lower()}:{stamp}"
+        """,
+    ),
+    (
+        # Every scene's jobs had run_after equal to their slot; a retry moves it later.
+        "ex12",
+        "what fired read as max(run_after) instead of the newest key",
+        "last_fired_is_the_newest_key",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            last = conn.execute(
+                "SELECT max(run_after) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()[0]
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # labkit.patterns.schedule's max_catch_up=100, copied into tick: the oldest are lost.
+        "ex12",
+        "tick keeps only the newest 100 due slots of a catch-up",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        MAX_CATCH_UP = 100
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up)[-MAX_CATCH_UP:]:
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # The scripted race lets one scheduler win every slot, so its rival's lastrowid
+        # stays 0; stopped after its first insert, a scheduler reports the other's slots.
+        "ex12",
+        "a key reported as created when cursor.lastrowid is set (INSERT OR IGNORE)",
+        "two_schedulers_in_every_order_enqueue_each_slot_once",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                cursor = conn.execute(
+                    "INSERT OR IGNORE INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now)",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                )
+                if cursor.lastrowid:
+                    created.append(key)
+            return created
+        """,
+    ),
+]
+
+
+#: What the named check must say it expected, for each mistake.
+SAYS: dict[str, str] = {
+    "the newest key's fire time parsed back with a naive .timestamp()": "fired, only the",
+    "the schedule's keys matched with LIKE 'schedule:<name>:%'": "to get its own",
+    "slot_key normalises the name to lower case": "to get its own",
+    "what fired read as max(run_after) instead of the newest key": "its job retries at",
+    "tick keeps only the newest 100 due slots of a catch-up": "each once",
+    "a key reported as created when cursor.lastrowid is set (INSERT OR IGNORE)": (
+        "reports adding up to them"
+    ),
+}
+
+#: What the feedback must name in its "got" line, where the expectation alone would not.
+GOT = {
+    "the newest key's fire time parsed back with a naive .timestamp()": "missing",
+    "tick keeps only the newest 100 due slots of a catch-up": "created 100;",
+    "a key reported as created when cursor.lastrowid is set (INSERT OR IGNORE)": (
+        "both reported creating"
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("exercise", "mistake", "check", "source"), ZOO, ids=[f"{e}: {m}" for e, m, _, _ in ZOO]
+)
+def test_wrong_solution_fails_the_check_that_names_its_mistake(
+    exercise: str, mistake: str, check: str, source: str
+) -> None:
+    outcomes = assert_caught_by_name(
+        exercise, mistake, check, source, SAYS[mistake], GOT.get(mistake)
+    )
+    severe = {c.name for c in catalog.all_checks(exercise, HIDDEN) if c.severe}
+    assert check in severe  # each loses or duplicates a slot's job
+    earned, possible = score(list(outcomes.values()))  # the reported score, cap included
+    assert earned <= possible / 2, f"{mistake}: {earned}/{possible}"
+
+
+def test_the_zoo_lists_what_each_check_says() -> None:
+    assert sorted(SAYS) == sorted(m for _, m, _, _ in ZOO)
