@@ -1,11 +1,26 @@
-"""Hidden checks for exercise 13: other caps, what counts as busy, and serial claims racing."""
+"""Hidden checks for exercise 13: other caps, what counts as busy, serial claims racing,
+backlogs of hundreds of jobs, dead workers' leases in the order, and keys out of order."""
 
 from __future__ import annotations
 
-from labkit.grading.exercises.kit import lab_file
-from labkit.grading.exercises.ex13.checks import HARNESS, NOW, RACE_PAUSE_S, _id, capped, live, running
+from random import Random
+
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.labdb import add_job
+from labkit.grading.exercises.ex13.checks import (
+    HARNESS,
+    NOW,
+    RACE_PAUSE_S,
+    _id,
+    capped,
+    expected_capped,
+    job,
+    live,
+    running,
+    serial,
+)
+from labkit.grading.exercises.killsweep import sweep_seed
+from labkit.grading.exercises.kit import lab_file
+from labkit.grading.exercises.labdb import add_job, all_jobs
 
 CHECKS = Checks("ex13", hidden=True)
 
@@ -52,3 +67,94 @@ def serial_heads_hold_when_two_processes_claim(ns: Namespace) -> None:
         )
         counts = {key: running(conn, key) for key in ("order:1", "order:2")}
         expect(counts == {"order:1": 1, "order:2": 1}, "one running job per serial key", counts)
+
+
+#: Account names as customers have them: capitals, an underscore, non-ASCII.
+ACCOUNTS = ["acme", "Bolt_2", "çora", "Dá_Ví"]
+
+
+@CHECKS.add(
+    2,
+    "a flood's backlog must not hide another account's job: among ALL ready jobs (no "
+    "LIMIT on the candidates before the cap filter), the one of an account under its "
+    "cap is taken while the flooding account is at its cap",
+)
+def a_backlog_does_not_hide_another_accounts_job(ns: Namespace) -> None:
+    rng = Random(sweep_seed())
+    flood, other = rng.sample(ACCOUNTS, 2)
+    cap, count = rng.randint(1, 3), rng.randint(120, 300)
+    with lab_file(ns) as (conn, path):
+        for n in range(cap):
+            add_job(conn, f"{flood}:r{n}", **live(flood, n))
+        for n in range(count):
+            add_job(conn, f"{flood}:{n}", queue=flood, run_after=rng.randint(0, 99))
+        waiting = add_job(conn, f"{other}:0", queue=other, run_after=NOW)
+        got = capped(ns, path, "w1", cap)
+        stored = job(conn, waiting)
+        expect(
+            _id(got) == waiting and stored["state"] == "running",
+            f"{other}'s job {waiting} claimed (cap={cap}: {flood} runs {cap} and has "
+            f"{count} older jobs waiting)",
+            f"{'nothing' if got is None else 'job ' + str(_id(got))} claimed; job {waiting} "
+            f"is {stored['state']}, {flood} runs {running(conn, flood)}",
+        )
+
+
+@CHECKS.add(
+    1,
+    "least busy counts live leases only: an account whose jobs' leases ended (their "
+    "workers died) is not busier for them, in the order as in the cap",
+)
+def least_busy_counts_only_live_leases(ns: Namespace) -> None:
+    rng = Random(sweep_seed())
+    for _ in range(4):
+        dead, busy = rng.sample(ACCOUNTS, 2)
+        expired = rng.randint(2, 4)
+        with lab_file(ns) as (conn, path):
+            for n in range(expired):
+                lease = rng.choice([NOW, NOW - rng.randint(1, 90)])
+                add_job(conn, f"{dead}:r{n}", **live(dead, n, lease_until=lease))
+            for n in range(rng.randint(1, expired - 1)):
+                add_job(conn, f"{busy}:r{n}", **live(busy, n))
+            add_job(conn, f"{dead}:p", queue=dead, run_after=rng.randint(0, 99))
+            add_job(conn, f"{busy}:p", queue=busy, run_after=rng.randint(0, 99))
+            stored = all_jobs(conn)
+            want = expected_capped(stored, NOW, 10)
+            got = capped(ns, path, "w1", 10)
+            scene = "; ".join(
+                f"{j['id']} {j['queue']} {j['state']} run_after={j['run_after']:g}"
+                + (f" lease_until={j['lease_until']:g}" if j["state"] == "running" else "")
+                for j in stored
+            )
+            expect(
+                _id(got) == want,
+                f"job {want} at now=100, cap=10 ({dead} runs 0 live jobs; jobs: {scene})",
+                "nothing" if got is None else f"job {_id(got)} of {got.get('queue')}",
+            )
+
+
+@CHECKS.add(
+    2,
+    "the head of a serial queue is its live job with the smallest id, whatever its key "
+    "says: keys like 'sync:9' and 'sync:10' sort the other way as text",
+    severe=True,
+)
+def serial_head_is_the_smallest_id_whatever_the_keys(ns: Namespace) -> None:
+    rng = Random(sweep_seed())
+    queue = rng.choice(["erp:Sync_7", "order:çà_42", "ledger:X_1"])
+    start, count = rng.randint(5, 9), rng.randint(6, 12)
+    with lab_file(ns) as (conn, path):
+        ids = [add_job(conn, f"{queue}:{n}", queue=queue) for n in range(start, start + count)]
+        order = []
+        for _ in ids:
+            got = _id(serial(ns, path, "w1"))
+            order.append(got)
+            if got is None:
+                break
+            conn.execute("UPDATE jobs SET state = 'succeeded' WHERE id = ?", (got,))
+        keys = {j["id"]: j["key"] for j in all_jobs(conn)}
+        expect(
+            order == ids,
+            f"{queue}'s jobs one at a time in id order: {[keys[i] for i in ids]}",
+            f"{[keys.get(i, i) for i in order]}",
+        )

@@ -546,6 +546,98 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    (
+        "ex13",
+        "least busy counted with every running job, dead workers' leases included",
+        "least_busy_counts_only_live_leases",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (SELECT c.id FROM jobs c
+                  WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                         OR (c.state = 'running' AND c.lease_until <= :now))
+                    AND (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                          AND r.state = 'running' AND r.lease_until > :now) < :cap
+                  ORDER BY (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                             AND r.state = 'running'), c.run_after, c.id LIMIT 1)
+                RETURNING *\"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "the cap applied among the 50 oldest ready jobs only",
+        "a_backlog_does_not_hide_another_accounts_job",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (SELECT c.id FROM (
+                        SELECT * FROM jobs
+                         WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                            OR (state = 'running' AND lease_until <= :now)
+                         ORDER BY run_after, id LIMIT 50) c
+                  WHERE (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                          AND r.state = 'running' AND r.lease_until > :now) < :cap
+                  ORDER BY (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                             AND r.state = 'running' AND r.lease_until > :now),
+                           c.run_after, c.id LIMIT 1)
+                RETURNING *\"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "serial head by the smallest key, as text ('sync:10' before 'sync:9')",
+        "serial_head_is_the_smallest_id_whatever_the_keys",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (SELECT h.id FROM jobs h
+                  WHERE h.key IN (SELECT min(key) FROM jobs
+                                   WHERE state IN ('pending', 'retry_wait', 'running')
+                                   GROUP BY queue)
+                    AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                         OR (h.state = 'running' AND h.lease_until <= :now))
+                  ORDER BY h.run_after, h.id LIMIT 1)
+                RETURNING *\"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "the lease fixed at 30 s, exercise 3's value, whatever lease_s says",
+        "lease_lasts_the_lease_s_given",
+        """
+        LEASE_S = 30.0
+        _reference_capped = claim_capped
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _reference_capped(conn, worker, now, LEASE_S, cap)
+        """,
+    ),
+    (
+        "ex13",
+        "a claim that finds nothing returns without ending its BEGIN IMMEDIATE",
+        "a_worker_claims_again_on_its_own_connection",
+        """
+        _reference_capped = claim_capped
+        def claim_capped(conn, worker, now, lease_s, cap):
+            conn.execute("BEGIN IMMEDIATE")
+            row = _reference_capped(conn, worker, now, lease_s, cap)
+            if row is None:
+                return None
+            conn.execute("COMMIT")
+            return row
+        """,
+    ),
 ]
 
 
@@ -568,6 +660,15 @@ SAYS: dict[str, str] = {
     "place_order never rolls back: a failed INSERT leaves the transaction open": (
         "by the next place_order on the same connection"
     ),
+    "least busy counted with every running job, dead workers' leases included": (
+        "runs 0 live jobs"
+    ),
+    "the cap applied among the 50 oldest ready jobs only": "older jobs waiting",
+    "serial head by the smallest key, as text ('sync:10' before 'sync:9')": "in id order",
+    "the lease fixed at 30 s, exercise 3's value, whatever lease_s says": "lease_s=",
+    "a claim that finds nothing returns without ending its BEGIN IMMEDIATE": (
+        "on one connection at now=100, 100 and 110"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
@@ -575,6 +676,8 @@ SAYS: dict[str, str] = {
 SEVERE = [
     "the relay marks every pending row sent in one UPDATE after publishing",
     "the consumer records hash(message_id), which changes with each process",
+    "serial head by the smallest key, as text ('sync:10' before 'sync:9')",
+    "the lease fixed at 30 s, exercise 3's value, whatever lease_s says",
 ]
 
 

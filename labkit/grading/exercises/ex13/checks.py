@@ -18,12 +18,14 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter
 from pathlib import Path
+from random import Random
 from typing import Any
 
 from hypothesis import strategies as st
 
 from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
 from labkit.grading.exercises.helpers import holds_for, raised_text
+from labkit.grading.exercises.killsweep import sweep_seed
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
 from labkit.grading.exercises.racesweep import after_every_schedule
@@ -39,10 +41,16 @@ NOW = 100.0
 
 
 def claim(
-    ns: Namespace, path: Path, name: str, worker: str, now: float = NOW, *extra: Any
+    ns: Namespace,
+    path: Path,
+    name: str,
+    worker: str,
+    now: float = NOW,
+    *extra: Any,
+    lease_s: float = 30.0,
 ) -> dict[str, Any] | None:
     """The student's claim through the harness; the row as a dict, or None."""
-    got = ns.harness(HARNESS + "claim", str(path), name, worker, now, 30.0, *extra)
+    got = ns.harness(HARNESS + "claim", str(path), name, worker, now, lease_s, *extra)
     call = f"{name}({worker!r}, now={now:g}{''.join(f', {e!r}' for e in extra)})"
     if "raised" in got:
         raise CheckFailed(
@@ -206,6 +214,61 @@ def capped_claim_leases_a_job(ns: Namespace) -> None:
             },
         )
         expect(capped(ns, path, "w2", 2) is None, "None: nothing else is ready", "a job")
+
+
+@CHECKS.add(
+    2,
+    "lease_until = now + lease_s with the lease_s the caller passes, in both claims (no "
+    "30 written in the code): a lease shorter than the worker asked for ends while it "
+    "still runs the job, and another worker takes it too",
+    severe=True,
+)
+def lease_lasts_the_lease_s_given(ns: Namespace) -> None:
+    rng = Random(sweep_seed())
+    for name, extra in (("claim_capped", (2,)), ("claim_serial", ())):
+        lease_s = rng.choice([rng.randint(1, 100) / 4, rng.randint(31, 3600)])
+        now = NOW + rng.randint(0, 400) / 4
+        with lab_file(ns) as (conn, path):
+            job_id = add_job(conn, "acme:1", queue="acme")
+            got = claim(ns, path, name, "w1", now, *extra, lease_s=lease_s)
+            expect(_id(got) == job_id, f"{name} to take job {job_id}, the only ready one", got)
+            stored = job(conn, job_id)
+            expect(
+                stored["lease_until"] == now + lease_s and stored["updated_at"] == now,
+                f"{name}(conn, 'w1', now={now:g}, lease_s={lease_s:g}): lease_until "
+                f"{now + lease_s:g} and updated_at {now:g} in the table",
+                f"lease_until={stored['lease_until']}, updated_at={stored['updated_at']}",
+            )
+
+
+@CHECKS.add(
+    2,
+    "a worker claims again and again on ONE connection: every path through a claim, "
+    "None included, leaves no transaction open (one UPDATE ... RETURNING in autocommit "
+    "needs no BEGIN; with one, COMMIT or ROLLBACK before each return)",
+)
+def a_worker_claims_again_on_its_own_connection(ns: Namespace) -> None:
+    for name, extra in (("claim_capped", [2]), ("claim_serial", [])):
+        with lab_file(ns) as (conn, path):
+            first = add_job(conn, "acme:1", queue="acme")
+            later = add_job(
+                conn, "bolt:1", queue="bolt", state="retry_wait", attempt=1, run_after=NOW + 10
+            )
+            calls = [["w1", now, 30.0, *extra] for now in (NOW, NOW, NOW + 10)]
+            got = ns.harness(HARNESS + "on_one_connection", str(path), name, calls)
+            said = "; ".join(
+                raised_text(g).removeprefix("your code ")
+                if "raised" in g
+                else ("got None" if g["returned"] is None else f"got job {_id(g['returned'])}")
+                for g in got
+            )
+            states = {j["id"]: (j["state"], j["lease_owner"]) for j in all_jobs(conn)}
+            expect(
+                states == {first: ("running", "w1"), later: ("running", "w1")},
+                f"{name} on one connection at now=100, 100 and 110: job {first}, None, then "
+                f"job {later} (due at 110), both running for w1 in the table",
+                f"the table holds {states} (the claims: {said})",
+            )
 
 
 @CHECKS.add(

@@ -4,8 +4,10 @@
 worker would open it). ``race`` runs several forked workers, each with its own
 connection whose plain reads pause, claiming until nothing is left: a claim that
 counts in one statement and takes in another lets two workers pass the same count.
-``claim_schedules`` races two workers one schedule at a time (``racesweep``). Rows come
-back as plain dicts; the check reads the table itself to judge.
+``claim_schedules`` races two workers one schedule at a time (``racesweep``).
+``on_one_connection`` makes several claims on ONE connection, as a long-lived worker
+does, so a transaction a claim leaves open shows in the next. Rows come back as plain
+dicts; the check reads the table itself to judge.
 """
 
 from __future__ import annotations
@@ -40,6 +42,20 @@ def claim(
     try:
         with fresh_state(values):
             return outcome(values[name], Watched(conn), worker, now, lease_s, *extra)
+    finally:
+        conn.close()
+
+
+def on_one_connection(
+    values: MutableMapping[str, Any], path: str, name: str, calls: list[list[Any]]
+) -> list[dict[str, Any]]:
+    """``NAME(conn, *args)`` for each of ``calls`` on one connection, closed after the last."""
+    if name not in CLAIMS:
+        raise ValueError(f"no claim called {name!r}")
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            return [outcome(values[name], Watched(conn), *args) for args in calls]
     finally:
         conn.close()
 
