@@ -209,6 +209,151 @@ ZOO: list[tuple[str, str, str, str]] = [
                                       dry_run=dry_run)
     """,
     ),
+    (
+        "ex06",
+        "the fresh start committed apart from the state (two transactions)",
+        "a_killed_redrive_leaves_no_job_half_redriven",
+        """
+        import json
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"limit": limit, "kind": kind})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', redrives = redrives + 1"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            if not dry_run:
+                # The rows are ours now: the fresh start needs no lock.
+                conn.execute(
+                    "UPDATE jobs SET attempt = 0, run_after = :now, dead_reason = NULL,"
+                    " updated_at = :now WHERE id IN (SELECT value FROM json_each(:ids))",
+                    {"now": now, "ids": json.dumps(ids)})
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "a dry run that returns inside its BEGIN IMMEDIATE (never rolled back)",
+        "leaves_no_transaction_open",
+        """
+        import json
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            conn.execute("BEGIN IMMEDIATE")
+            ids = [r["id"] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY updated_at, id LIMIT :limit", {"limit": limit, "kind": kind})]
+            if dry_run:
+                return ids
+            conn.execute(
+                "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                " dead_reason = NULL,"
+                " redrives = redrives + 1, updated_at = :now"
+                " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                {"now": now, "ids": json.dumps(ids)})
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter that returns False inside its BEGIN IMMEDIATE",
+        "leaves_no_transaction_open",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute(
+                "SELECT state, lease_token FROM jobs WHERE id = :id", {"id": job_id}
+            ).fetchone()
+            if row is None or row["state"] != "running" or row["lease_token"] != token:
+                return False
+            conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id",
+                {"id": job_id, "reason": reason, "error": describe(error), "now": now})
+            conn.execute("COMMIT")
+            return True
+    """,
+    ),
+    (
+        "ex06",
+        "kind matched with LIKE ('_' is any character, case ignored)",
+        "redrive_filters_by_kind",
+        """
+        import json
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND kind LIKE :kind"
+                    " ORDER BY updated_at, id LIMIT :limit", {"limit": limit, "kind": kind or "%"})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL,"
+                        " redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "one UPDATE ... RETURNING id: the ids in table order, not oldest first",
+        "redrive_picks_the_oldest_for_any_table",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            pick = ("SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit")
+            params = {"limit": limit, "kind": kind, "now": now}
+            if dry_run:
+                return [r["id"] for r in conn.execute(pick, params)]
+            # One statement: atomic without BEGIN IMMEDIATE.
+            rows = conn.execute(
+                "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                " dead_reason = NULL,"
+                " redrives = redrives + 1, updated_at = :now"
+                " WHERE id IN (" + pick + ") RETURNING id",
+                params).fetchall()
+            return [r["id"] for r in rows]
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter fenced on the token alone (a succeeded job buried)",
+        "dead_letter_needs_a_running_job",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now},
+            ).fetchone()
+            return row is not None
+    """,
+    ),
 ]
 
 
@@ -225,6 +370,16 @@ SAYS: dict[str, str] = {
     "redrive by id alone, outside a transaction (a running job reset)": "left with the worker",
     "redrive in id order, not oldest first": "on jobs",
     "limit checked with `if not limit` (a negative limit accepted)": "limit=-3",
+    "the fresh start committed apart from the state (two transactions)": "redriven whole",
+    "a dry run that returns inside its BEGIN IMMEDIATE (never rolled back)": (
+        "dry_run=True) is over"
+    ),
+    "dead_letter that returns False inside its BEGIN IMMEDIATE": (
+        "dead_letter(job 4, 'stale-token') is over"
+    ),
+    "kind matched with LIKE ('_' is any character, case ignored)": "kind='mail_digest' among kinds",
+    "one UPDATE ... RETURNING id: the ids in table order, not oldest first": "on jobs",
+    "dead_letter fenced on the token alone (a succeeded job buried)": "kept its last token",
 }
 
 

@@ -240,7 +240,12 @@ def dry_run_changes_nothing(ns: Namespace) -> None:
         )
 
 
-@CHECKS.add(1, "kind=... redrives only that kind ((:kind IS NULL OR kind = :kind))")
+@CHECKS.add(
+    1,
+    "kind=... redrives only that kind, the very name ((:kind IS NULL OR kind = :kind)): "
+    "LIKE reads '_' as any character and ignores case, so 'mail_digest' takes "
+    "'mail-digest' and 'Mail_Digest' too",
+)
 def redrive_filters_by_kind(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         mails = add_dead(conn, 2, kind="email")
@@ -251,6 +256,22 @@ def redrive_filters_by_kind(ns: Namespace) -> None:
             all(row_of(conn, i)["state"] == "dead" for i in mails),
             "the email jobs still dead",
             [row_of(conn, i)["state"] for i in mails],
+        )
+    # Kinds that differ by a '_', a capital or a suffix: only the exact one is asked for.
+    kinds = ["mail-digest", "Mail_Digest", "mail_digest", "mail_digest_v2", "maïl_digest"]
+    with lab_file(ns) as (conn, path):
+        ids = {k: add_dead(conn, 1, kind=k, first_id=20 + n)[0] for n, k in enumerate(kinds)}
+        got = redrive(ns, path, limit=10, now=NOW, kind="mail_digest")
+        moved = [
+            f"{k} ({row_of(conn, i)['state']})"
+            for k, i in ids.items()
+            if row_of(conn, i)["state"] != "dead"
+        ]
+        expect(
+            list(got) == [ids["mail_digest"]] and moved == ["mail_digest (pending)"],
+            f"only job {ids['mail_digest']} (kind 'mail_digest') redriven for "
+            f"kind='mail_digest' among kinds {kinds}",
+            f"returned {list(got)}; redriven in the table: {', '.join(moved) or 'none'}",
         )
 
 
@@ -352,6 +373,39 @@ def redrive_racing_a_worker(ns: Namespace) -> None:
                 ids == [job_id] and job["state"] == "pending",
                 f"[{job_id}] returned and the job pending",
                 f"returned {ids}, state {job['state']}",
+            )
+
+
+@CHECKS.add(
+    2,
+    "end every path with COMMIT or ROLLBACK (the dry run, a refusal, an error, a False): "
+    "conn is in autocommit mode, and while your BEGIN is open no worker can write",
+)
+def leaves_no_transaction_open(ns: Namespace) -> None:
+    error = {"type": "ValueError", "message": "no such customer"}
+    with lab_file(ns) as (conn, path):
+        redrive(ns, path, limit=1, now=NOW, dry_run=True)  # a stub says "not started yet"
+        add_dead(conn, 3)
+        job = add_running(conn)
+        calls: list[tuple[str, list[Any], dict[str, Any]]] = [
+            ("redrive", [], {"limit": 2, "now": NOW, "dry_run": True}),
+            ("redrive", [], {"limit": 0, "now": NOW}),
+            ("redrive", [], {"limit": 5, "now": NOW, "kind": "no-such-kind"}),
+            ("redrive", [], {"limit": 2, "now": NOW}),
+            ("dead_letter", [job, "stale-token", "permanent", error, NOW], {}),
+            ("dead_letter", [job, "tok-1", "permanent", error, NOW], {}),
+        ]
+        for name, args, kwargs in calls:
+            got = ns.harness(HARNESS + "then_another_writes", str(path), name, args, kwargs)
+            shown = [f"job {job}", repr(args[1])] if args else []
+            call = f"{name}({', '.join(shown + [f'{k}={v!r}' for k, v in kwargs.items()])})"
+            expect(
+                not got["open"] and got["other"] == "wrote",
+                f"no transaction left open when {call} is over: another connection can "
+                "write at once",
+                f"it {said(got).removeprefix('your code ')}; then your connection was "
+                f"{'still' if got['open'] else 'not'} inside a transaction and another "
+                f"connection's BEGIN IMMEDIATE got {got['other']}",
             )
 
 

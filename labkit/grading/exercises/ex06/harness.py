@@ -4,11 +4,15 @@ Each call opens its own connection, as an operator's console or a worker would.
 Errors are built here from plain descriptions. The race functions run two redrives
 at once, or a redrive while a worker takes the job, on connections that pause after a
 read made outside a write transaction (``BEGIN IMMEDIATE``), so a redrive that selects
-and then updates in separate steps is caught every time.
+and then updates in separate steps is caught every time. ``then_another_writes`` keeps
+the student's connection open after the call and tries a write from another one, as the
+next worker would; ``redrive_kills`` kills a redrive right after each of its writes
+(``killsweep``) and runs it again, as the operator would.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Callable, MutableMapping
 from pathlib import Path
@@ -16,6 +20,7 @@ from typing import Any
 
 from labkit.grading.exercises.common import fresh_state, need, outcome
 from labkit.grading.exercises.described import build_error
+from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racesweep import race_sweep
 from labkit.grading.exercises.tracing import Rows, Traced
@@ -170,3 +175,57 @@ def redrive_schedules(
             conn.close()
 
     return race_sweep(folder, ["jobs.db"], operator, operator, seed)
+
+
+def then_another_writes(
+    values: MutableMapping[str, Any],
+    path: str,
+    name: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+) -> dict[str, Any]:
+    """``name(conn, *args, **kwargs)``, then, its connection still open, another one's write.
+
+    For ``dead_letter`` the error (``args[3]``) is built from its description. Returns
+    the call's outcome, ``"open"`` (whether the student's connection was still inside a
+    transaction) and ``"other"``: ``"wrote"``, or the error another connection's
+    ``BEGIN IMMEDIATE`` met at once (no busy timeout: a worker would wait, then fail).
+    """
+    if name == "dead_letter":
+        args = [*args[:3], build_error(args[3]), *args[4:]]
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            result = outcome(need(values, name), conn, *args, **kwargs)
+        result["open"] = conn.in_transaction
+        other = sqlite3.connect(path, timeout=0, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            other.execute("ROLLBACK")
+            result["other"] = "wrote"
+        except sqlite3.OperationalError as exc:
+            result["other"] = f"{type(exc).__name__}: {exc}"
+        finally:
+            other.close()
+    finally:
+        conn.close()
+    return result
+
+
+def redrive_kills(
+    values: MutableMapping[str, Any], folder: str, kwargs: dict[str, Any], seed: int
+) -> dict[str, Any]:
+    """``redrive(**kwargs)`` killed right after each of its writes, then run again.
+
+    The restart is the same redrive on the life's copy of ``folder/jobs.db``, as the
+    operator runs it again after the console died. See ``killsweep.sweep``.
+    """
+
+    def once(life: Path, _tracer: Any) -> Any:
+        conn = connect(life / "jobs.db")
+        try:
+            return need(values, "redrive")(conn, **kwargs)
+        finally:
+            conn.close()
+
+    return sweep(folder, ["jobs.db"], once, once, seed)
