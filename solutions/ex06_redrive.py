@@ -118,7 +118,8 @@ print([(job["id"], job["kind"], job["state"]) for job in all_jobs(conn)])
 # holders run, shows one owner's data to another or never runs a retried job again:
 # failing one caps the exercise's score at half. Here: `dead_letter_hides_secrets`,
 # `dead_letter_is_fenced`, `redrive_keeps_the_key`, `redrive_only_dead_jobs`,
-# `two_redrives_at_once_share_nothing`, `redrive_racing_a_worker`.
+# `two_redrives_at_once_share_nothing`, `redrive_racing_a_worker`, and hidden ones the
+# grader runs.
 
 # %%
 from labkit.grading import check

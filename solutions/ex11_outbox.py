@@ -148,8 +148,9 @@ def demo():
 # failing one caps the exercise's score at half. Here:
 # `place_order_twice_is_one_message`, `place_order_is_one_transaction`,
 # `relay_never_loses_a_message`, `consume_applies_each_message_once`,
-# `consume_is_one_transaction`, `pipeline_on_generated_orders`, and hidden ones the
-# grader runs.
+# `consume_is_one_transaction`, `pipeline_on_generated_orders`,
+# `relay_marks_only_the_rows_it_published`, `consume_records_the_message_id`, and hidden
+# ones the grader runs.
 
 # %%
 from labkit.grading import check

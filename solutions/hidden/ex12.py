@@ -33,7 +33,7 @@ def _rng(check: str) -> Random:
     return Random(f"{sweep_seed()}:{check}")
 
 
-def _slots(name: str, first: float, last: float, period: int) -> list[str]:
+def _keys_between(name: str, first: float, last: float, period: int) -> list[str]:
     """The keys of ``name``'s slots from ``first`` to ``last``, both included."""
     count = int((last - first) // period) + 1
     return [reference_key(name, first + k * period) for k in range(count)]
@@ -91,7 +91,7 @@ def tick_reads_what_fired_in_every_time_zone(ns: Namespace) -> None:
         fired = T0 + rng.randint(2, 6) * period
         missed = rng.randint(2, 4)
         now = fired + missed * period + rng.randint(0, period - 1)
-        want = _slots("close", fired + period, fired + missed * period, period)
+        want = _keys_between("close", fired + period, fired + missed * period, period)
         with lab_file(ns) as (conn, path):
             add_job(conn, reference_key("close", fired), kind="close", run_after=fired)
             created = _tick(ns, path, now, schedule="close", period=period, tz=tz)
@@ -118,11 +118,11 @@ def names_with_underscores_and_capitals_are_their_own_schedules(ns: Namespace) -
     period = rng.choice([900, 1800, HOUR])
     since = T0 + rng.randint(0, 3) * period
     now = since + rng.randint(2, 4) * period + rng.randint(0, period - 1)
-    want = _slots(own, since, now, period)
+    want = _keys_between(own, since, now, period)
     with lab_file(ns) as (conn, path):
         # Older schedules with look-alike names, on time up to now; ``own`` is new.
         for other in others:
-            for key in _slots(other, T0, now, period):
+            for key in _keys_between(other, T0, now, period):
                 add_job(conn, key, kind=other)
         before = _keys(conn)
         created = _tick(ns, path, now, schedule=own, period=period, since=since)
@@ -148,7 +148,7 @@ def last_fired_is_the_newest_key(ns: Namespace) -> None:
     backoff = rng.randint(3, 6)
     missed = backoff + rng.randint(1, 3)
     now = fired + missed * period + rng.randint(0, period - 1)
-    want = _slots("billing", fired + period, fired + missed * period, period)
+    want = _keys_between("billing", fired + period, fired + missed * period, period)
     with lab_file(ns) as (conn, path):
         # A 'latest' catch-up fired ``fired``; its job failed and waits for its retry;
         # then an operator re-ran an older missed slot by hand (a newer row, older slot).
@@ -187,7 +187,7 @@ def a_long_outage_enqueues_every_missed_slot(ns: Namespace) -> None:
     n = rng.randint(300, 450)
     fired = T0 + 3 * period
     now = fired + n * period + rng.randint(0, period - 1)
-    want = _slots("sync", fired + period, fired + n * period, period)
+    want = _keys_between("sync", fired + period, fired + n * period, period)
     held = [reference_key("sync", fired), *want]
     with lab_file(ns) as (conn, path):
         add_job(conn, reference_key("sync", fired), kind="sync", run_after=fired)
@@ -219,7 +219,7 @@ def two_schedulers_in_every_order_enqueue_each_slot_once(ns: Namespace) -> None:
     first = T0 + (slots - 1) * period + rng.randint(0, 60)
     # The second ticks a moment later, or one period later (one more slot is due).
     second = first + rng.choice([0.4, 1.9, float(period)])
-    want = _slots(name, T0, second, period)
+    want = _keys_between(name, T0, second, period)
 
     def make(folder: Path) -> None:
         lab_db(folder / "jobs.db").close()

@@ -24,6 +24,7 @@ import nbformat
 import pytest
 import test_zoo
 import test_zoo_ex11_13
+import test_zoo_ex12
 from gradingkit import (
     EXERCISES,
     SEED,
@@ -43,12 +44,15 @@ pytestmark = [
 ]
 
 PLAIN = ["ex01", "ex02", "ex03", "ex04", "ex05", "ex06", "ex07", "ex11", "ex12", "ex13"]
-_ALL = test_zoo.ZOO + test_zoo_ex11_13.ZOO
+_ALL = test_zoo.ZOO + test_zoo_ex11_13.ZOO + test_zoo_ex12.ZOO
 #: Checks that kill the student's code after each of its writes (``killsweep``), race
 #: two processes of it (``racesweep``) or call it again in a new process (``replay``):
 #: every zoo entry they must catch is graded here, since forking, stopping, killing and
 #: starting Python again inside the sandbox is what in-process grading cannot show.
 SWEPT = {
+    "tokens_differ_between_worker_processes",
+    "a_killed_redrive_leaves_no_job_half_redriven",
+    "two_schedulers_in_every_order_enqueue_each_slot_once",
     "charge_is_the_same_after_a_restart",
     "post_is_the_same_after_a_restart",
     "no_double_claim_under_a_race",

@@ -52,6 +52,7 @@ def test_the_zoo_covers_every_exercise_three_times() -> None:
     from test_zoo_ex09 import ZOO as ZOO_EX09  # ex09's wrong consumers run as processes
     from test_zoo_ex10 import ZOO as ZOO_EX10  # ex10's wrong apps are files: their own zoo
     from test_zoo_ex11_13 import ZOO as ZOO_EX11_13  # exercises 11-13 keep their own zoo
+    from test_zoo_ex12 import ZOO as ZOO_EX12  # exercise 12's red-team round
 
     from labkit.grading import catalog
 
@@ -61,6 +62,7 @@ def test_the_zoo_covers_every_exercise_three_times() -> None:
         + Counter({"ex09": len(ZOO_EX09)})
         + Counter({"ex10": len(ZOO_EX10)})
         + Counter(e for e, *_ in ZOO_EX11_13)
+        + Counter(e for e, *_ in ZOO_EX12)
     )
     assert sorted(SAYS) == sorted(m for _, m, _, _ in ZOO)
     assert all(counts[e] >= 3 for e in catalog.exercises()), counts
