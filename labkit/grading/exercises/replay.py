@@ -1,15 +1,15 @@
 """Call a student's function again in a brand-new Python process, with its own hash seed.
 
 A notebook function cannot be imported by another process. Under the grader the
-namespace knows the cells it was built from (``CELLS``): the child runs them again, as
-a restarted worker would import its module, so a value computed once at import (a
-``uuid4()`` prefix, a start time) is computed afresh there. Without them (``check()``
-in Jupyter) this ships the function instead: its code object (``marshal``, same
-interpreter), the student functions it calls the same way, the modules it uses by name
-and small data by ``pickle``. Either way the child makes the calls and reports the
-results. ``PYTHONHASHSEED`` is set per child, so a value built from ``hash()`` or from
-the order of a set of strings differs between two children, as it would between two
-workers or two cron runs.
+namespace knows the cells it was built from (``CELLS``): asked to (``rerun_cells``), the
+child runs them again, as a restarted worker would import its module, so a value
+computed once at import (a ``uuid4()`` prefix, a start time) is computed afresh there.
+Otherwise (and in ``check()`` in Jupyter) this ships the function instead: its code
+object (``marshal``, same interpreter), the student functions it calls the same way,
+the modules it uses by name and small data by ``pickle``. Either way the child makes
+the calls and reports the results. ``PYTHONHASHSEED`` is set per child, so a value
+built from ``hash()`` or from the order of a set of strings differs between two
+children, as it would between two workers or two cron runs.
 
 The multiprocessing "spawn" start method does the same for importable functions;
 nothing in the standard library ships a function defined in ``__main__``.
@@ -112,13 +112,17 @@ def call_in_fresh_process(
     calls: list[tuple[list[Any], dict[str, Any]]],
     hash_seed: int,
     timeout: float = 30.0,
+    rerun_cells: bool = False,
 ) -> list[tuple[str, str]]:
     """``[("returned", repr(value)) | ("raised", "Type: message")]`` per call, from a new python.
 
-    Raises ``CannotShip`` when the function cannot be rebuilt there.
+    ``rerun_cells``: build the namespace there from the cells (when the namespace has
+    them), for a check about values computed at import; every cell runs again, so only
+    where that is the point. Raises ``CannotShip`` when the function cannot be rebuilt
+    there, or the new process fails or hangs.
     """
     packed: dict[str, tuple[str, Any]] = {}
-    cells = values.get(CELLS, ())
+    cells = values.get(CELLS, ()) if rerun_cells else ()
     if not cells:
         _pack(values, name, packed)
     spec = pickle.dumps(
@@ -141,6 +145,8 @@ def call_in_fresh_process(
     )
     try:
         stdout, stderr = proc.communicate(spec, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise CannotShip(f"the new process did not answer within {timeout:g} s") from None
     finally:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)

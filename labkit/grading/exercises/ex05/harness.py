@@ -261,7 +261,7 @@ def sent_in_processes(
             calls: list[tuple[list[Any], dict[str, Any]]] = [
                 ([job, RecordingCtx(path)], {}) for job, path in pairs
             ]
-            for how, text in call_in_fresh_process(values, name, calls, seed):
+            for how, text in call_in_fresh_process(values, name, calls, seed, rerun_cells=True):
                 if how == "raised" and text.startswith("NotImplementedError"):
                     raise NotImplementedError(text.partition(": ")[2])
 

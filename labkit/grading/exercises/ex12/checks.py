@@ -13,6 +13,7 @@ widen the race, and the check reads the table itself: every slot once, nothing e
 from __future__ import annotations
 
 import math
+import random
 import sqlite3
 from collections import Counter
 from pathlib import Path
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 
 from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
 from labkit.grading.exercises.helpers import holds_for, raised_text, short_repr
-from labkit.grading.exercises.killsweep import after_every_kill
+from labkit.grading.exercises.killsweep import after_every_kill, sweep_seed
 from labkit.grading.exercises.kit import lab_file, raised_a, reading
 from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
 from labkit.patterns.schedule import slot_key as reference_key
@@ -193,6 +194,12 @@ def due_slots_on_generated_schedules(ns: Namespace) -> None:
         )
         expect(list(got) == want, f"due_slots{tuple(call)} == {want}", got)
 
+    # One long outage every time (the generated ones depend on what Hypothesis draws):
+    # 100 to 400 slots missed, nothing fired yet, catch-up "all".
+    rng = random.Random(f"ex12 outage {sweep_seed()}")
+    period = rng.choice([60, 300, 3600])
+    now = float(rng.randrange(1_000_000_000, 2_000_000_000))
+    prop([period, None, now - rng.randrange(100, 401) * period, now, "all"])
     holds_for(schedules(), prop, examples=40)
 
 
