@@ -33,6 +33,7 @@ from labkit.grading.isolation.confine import Confinement
 from labkit.grading.isolation.grader_side import StudentProcess
 from labkit.grading.isolation.remote import RemoteNamespace
 from labkit.grading.isolation.student_side import run_cells
+from labkit.grading.scoring import score
 from labkit.integrations.celery.proctree import argv_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -185,4 +186,7 @@ def assert_caught_by_name(
         assert got in named.got, f"{mistake}: {check} got {named.got!r}"
     passed = [o.check for o in outcomes.values() if o.status == CheckStatus.PASSED]
     assert passed, f"{mistake}: every check failed, the feedback would not point at the mistake"
+    if named.severe:  # the score the grader reports, severity cap included
+        earned, possible = score(list(outcomes.values()))
+        assert earned <= possible // 2, f"{mistake}: a severe mistake scored {earned}/{possible}"
     return outcomes

@@ -13,7 +13,7 @@ import re
 import nbformat
 import pytest
 import test_zoo
-from gradingkit import EXERCISES, HIDDEN, grade_values, notebook_for, with_override
+from gradingkit import EXERCISES, HIDDEN, notebook_for
 
 from labkit.grading import catalog
 from labkit.grading.checks import CheckStatus, Outcome
@@ -66,15 +66,10 @@ def test_each_exercise_notebook_names_its_severe_checks(exercise: str) -> None:
 
 
 def test_every_zoo_mistake_caught_by_a_severe_check_scores_at_most_half() -> None:
+    """Each zoo entry is graded once, where it lives: ``gradingkit.assert_caught_by_name``
+    asserts the cap for an entry whose check is severe. Here: that many entries are."""
     severe = {
         (e, c.name) for e in catalog.exercises() for c in catalog.all_checks(e, HIDDEN) if c.severe
     }
-    tried = 0
-    for exercise, mistake, check, source in test_zoo.ZOO:
-        if (exercise, check) not in severe:
-            continue
-        tried += 1
-        outcomes = list(grade_values(exercise, with_override(exercise, source)).values())
-        earned, possible = score(outcomes)
-        assert earned <= possible // 2, f"{exercise} {mistake}: {earned}/{possible}"
-    assert tried >= 20  # the zoo holds many such mistakes: the loop really ran
+    tried = [m for e, m, check, _ in test_zoo.ZOO if (e, check) in severe]
+    assert len(tried) >= 20, tried
