@@ -6,6 +6,8 @@ student's module-level data (a dict used as a cache, a counter, class attributes
 after each harness call, and ``outcome(fn, ...)`` turns whatever the student's call
 did into data (``{"returned": ...}`` or ``{"raised": [...], "message": ...}``), so a
 check can read "it raised IdempotencyConflict" without holding the exception object.
+``on_one_connection`` makes several calls on one connection, as a long-lived process
+does, for the exercises whose functions take the lab database's connection.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from labkit.grading.checks import CheckFailed, StudentRaised
+from labkit.grading.exercises.labdb import connect
+from labkit.grading.exercises.tracing import Watched
 from labkit.grading.stub import is_stub
 
 _MUTABLE = (dict, list, set, bytearray)
@@ -136,3 +140,19 @@ def plain_row(row: Any) -> Any:
         return plain(dict(row))
     except (TypeError, ValueError):
         return repr(row)[:200]
+
+
+def on_one_connection(
+    values: MutableMapping[str, Any], name: str, path: str, calls: list[list[Any]]
+) -> list[dict[str, Any]]:
+    """``name(conn, *args)`` for each of ``calls`` on ONE connection, as a long-lived process.
+
+    A failed call that leaves its transaction open spoils every later call on that
+    connection; the connection is closed (rolled back) only after the last call.
+    """
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            return [outcome(values[name], Watched(conn), *args) for args in calls]
+    finally:
+        conn.close()

@@ -21,6 +21,7 @@ from typing import Any
 from labkit.clock import FakeClock
 from labkit.errors import SimulatedCrash
 from labkit.grading.exercises.common import fresh_state, outcome
+from labkit.grading.exercises.common import on_one_connection as on_one_connection  # checks call it
 from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racers import in_processes
@@ -165,22 +166,6 @@ def relay_with_an_order_meanwhile(
     if not calls["fired"]:
         shop_request()
     return {**got, "fired": calls["fired"], "publishes": calls["n"]}
-
-
-def on_one_connection(
-    values: MutableMapping[str, Any], name: str, path: str, calls: list[list[Any]]
-) -> list[dict[str, Any]]:
-    """``name(conn, *args)`` for each of ``calls`` on ONE connection, as a long-lived process.
-
-    A failed call that leaves its transaction open spoils every later call on that
-    connection; the connection is closed (rolled back) only after the last call.
-    """
-    conn = connect(path)
-    try:
-        with fresh_state(values):
-            return [outcome(values[name], Watched(conn), *args) for args in calls]
-    finally:
-        conn.close()
 
 
 def consume_in_processes(

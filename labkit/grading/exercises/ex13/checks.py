@@ -256,7 +256,7 @@ def a_worker_claims_again_on_its_own_connection(ns: Namespace) -> None:
                 conn, "bolt:1", queue="bolt", state="retry_wait", attempt=1, run_after=NOW + 10
             )
             calls = [["w1", now, 30.0, *extra] for now in (NOW, NOW, NOW + 10)]
-            got = ns.harness(HARNESS + "on_one_connection", str(path), name, calls)
+            got = ns.harness(HARNESS + "on_one_connection", name, str(path), calls)
             said = "; ".join(
                 raised_text(g).removeprefix("your code ")
                 if "raised" in g

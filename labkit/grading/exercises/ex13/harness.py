@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from labkit.grading.exercises import common
 from labkit.grading.exercises.common import fresh_state, outcome, plain_row
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racers import in_processes
@@ -47,17 +48,12 @@ def claim(
 
 
 def on_one_connection(
-    values: MutableMapping[str, Any], path: str, name: str, calls: list[list[Any]]
+    values: MutableMapping[str, Any], name: str, path: str, calls: list[list[Any]]
 ) -> list[dict[str, Any]]:
-    """``NAME(conn, *args)`` for each of ``calls`` on one connection, closed after the last."""
+    """``NAME(conn, *args)`` for each of ``calls`` on one connection (``common``)."""
     if name not in CLAIMS:
         raise ValueError(f"no claim called {name!r}")
-    conn = connect(path)
-    try:
-        with fresh_state(values):
-            return [outcome(values[name], Watched(conn), *args) for args in calls]
-    finally:
-        conn.close()
+    return common.on_one_connection(values, name, path, calls)
 
 
 def race(
