@@ -5,18 +5,14 @@ The exercises whose checks drive servers and brokers have their own graded class
 class, the reference (full marks), the untouched stub (zero, "not started") and entries
 of the project's zoo (the first and the last, and every entry a kill sweep must catch)
 for each of the other ten exercises, through the confined grader, and checks each wrong
-solution is caught by the check named after its mistake, with the score the in-process
-grading gives it under the run's seed and time zone: the sandbox changes nothing about
-what a solution earns.
+solution is caught there by the check named after its mistake, capped at half when that
+check is severe. That in-process grading gives every notebook the score the sandbox gives
+is ``bench/grading.py --same-scores``'s to show, over a whole class.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -27,13 +23,11 @@ import test_zoo_ex11_13
 import test_zoo_ex12
 from gradingkit import (
     EXERCISES,
-    SEED,
     SOLUTIONS,
     grade_class,
     notebook_for,
 )
 
-from labkit.grading.grade import seeded_environment
 from labkit.grading.isolation.confine import Confinement
 
 pytestmark = [
@@ -74,22 +68,6 @@ WRONG = {
 }
 
 
-#: Scores one zoo entry in this process, the way ``check()`` does, under the run's seed.
-IN_PROCESS = """
-import json, sys
-sys.path.insert(0, {here!r})
-from test_every_exercise_graded import WRONG
-from gradingkit import grade_values, with_override
-from labkit.grading.checks import use_grading_seed
-from labkit.grading.scoring import score
-use_grading_seed({seed})
-exercise, _, _, source = WRONG[{student!r}]
-outcomes = list(grade_values(exercise, with_override(exercise, source)).values())
-not_passed = [(o.check, str(o.status), o.got[:100]) for o in outcomes if o.status != "passed"]
-print(json.dumps({{"score": score(outcomes)[0], "not_passed": not_passed}}))
-"""
-
-
 @pytest.fixture(scope="module")
 def graded(
     tmp_path_factory: pytest.TempPathFactory,
@@ -121,29 +99,20 @@ def test_the_reference_scores_full_marks_and_the_stub_zero(graded, exercise: str
 
 
 @pytest.mark.parametrize("student", sorted(WRONG))
-def test_a_wrong_solution_is_caught_by_its_check_with_its_in_process_score(  # type: ignore[no-untyped-def]
-    graded, student: str, tmp_path: Path
+def test_a_wrong_solution_is_caught_by_its_check_in_the_sandbox(  # type: ignore[no-untyped-def]
+    graded, student: str
 ) -> None:
     rows, feedback = graded
-    exercise, mistake, check, source = WRONG[student]
+    exercise, mistake, check, _ = WRONG[student]
     row = rows[(student, exercise)]
     text = (feedback / f"{student}.md").read_text()
-    failed = [line for line in text.splitlines() if line.startswith(f"| {check}")]
+    failed = [line for line in text.splitlines() if line.startswith(f"| {check} ")]
     assert failed and failed[0].endswith("| failed |"), f"{mistake}: {failed or text}"
-    # In-process, as the run graded it: its seed's generated inputs, its time zone, and
-    # its str-hash salt (Hypothesis walks its alphabets in hash order), so in a process of
-    # its own.
-    fixed = seeded_environment(SEED)
-    zone, env = fixed["TZ"], {**os.environ, **fixed}
-    code = IN_PROCESS.format(here=str(Path(__file__).parent), seed=SEED, student=student)
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    found = json.loads(done.stdout.strip().splitlines()[-1])
-    outcomes_score, differ = found["score"], found["not_passed"]
-    assert int(row["score"]) == outcomes_score, (
-        f"{mistake}: sandbox {row['score']} ({zone}); in-process not passed: {differ}"
-    )
-    assert int(row["score"]) < int(row["max"])
+    assert "| 0/" in failed[0], f"{mistake}: {failed[0]}"
+    earned, possible = int(row["score"]), int(row["max"])
+    assert row["status"] == "graded" and earned < possible, f"{mistake}: {row}"
+    passed = [line for line in text.splitlines() if line.endswith("| passed |")]
+    assert passed, f"{mistake}: every check failed in the sandbox\n{text}"
+    if "severe" in failed[0]:  # its label: "name (hidden, severe)"
+        assert earned <= possible // 2, f"{mistake}: a severe mistake scored {earned}/{possible}"
+        assert "score capped at half" in text, text

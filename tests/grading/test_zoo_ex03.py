@@ -1,9 +1,9 @@
 """Exercise 3's zoo: each plausible wrong solution loses the check named after it.
 
 Exercise 3 is about claiming a job with a lease. Each entry overrides one or two
-functions of the reference solution with a classic mistake, then runs every public and
-hidden check; ``gradingkit.assert_caught_by_name`` says what the named check must
-report. ``test_zoo.py`` checks the zoo as a whole.
+functions of the reference solution with a classic mistake, then runs the named check,
+then others until one passes; ``gradingkit.assert_caught_by_name`` says what the named
+check must report. ``test_zoo.py`` checks the zoo as a whole.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Exercise 5 is about a handler safe against a crash after the effect. Each entry
 overrides one or two functions of the reference solution with a classic mistake, then
-runs every public and hidden check; ``gradingkit.assert_caught_by_name`` says what the
-named check must report. ``test_zoo.py`` checks the zoo as a whole.
+runs the named check, then others until one passes; ``gradingkit.assert_caught_by_name``
+says what the named check must report. ``test_zoo.py`` checks the zoo as a whole.
 """
 
 from __future__ import annotations
