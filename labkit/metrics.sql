@@ -50,6 +50,19 @@ SELECT :now - min(run_after) AS age_s
 SELECT coalesce(error_class, '-') AS error_class, count(*) AS n
   FROM jobs WHERE state = 'dead' GROUP BY coalesce(error_class, '-')
 
--- attempts_by_outcome --
--- Finished attempts per outcome (succeeded, retry_wait, dead, lease_expired).
-SELECT outcome, count(*) AS n FROM attempts WHERE outcome IS NOT NULL GROUP BY outcome
+-- dead_classes_seen --
+-- Every error class an attempt died of (dead, or buried after its last lease expired), in the attempts table or folded into pruned_attempts by prune_finished.
+SELECT coalesce(error_class, '-') AS error_class FROM attempts
+ WHERE outcome = 'dead' OR (outcome = 'lease_expired' AND error_class IS NOT NULL)
+UNION
+SELECT error_class FROM pruned_attempts
+ WHERE outcome = 'dead' OR (outcome = 'lease_expired' AND error_class <> '-')
+
+-- attempt_totals --
+-- Finished attempts and their seconds by outcome and duration bucket: the attempts table plus what prune_finished folded into pruned_attempts, so no total ever falls.
+SELECT outcome, le, sum(n) AS n, sum(seconds) AS seconds FROM (
+    SELECT outcome, le, attempts AS n, seconds FROM pruned_attempts
+    UNION ALL
+    SELECT a.outcome, {{ duration_le }}, count(*), sum(a.finished_at - a.started_at)
+      FROM attempts a WHERE a.outcome IS NOT NULL GROUP BY 1, 2)
+ GROUP BY outcome, le

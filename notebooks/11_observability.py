@@ -238,12 +238,15 @@ print(store.counts())
 # `scrape_interval` says otherwise; its example configuration sets 15 s). `labkit.metrics.StoreCollector` is a `prometheus_client`
 # collector that reads the database at each scrape, so every process agrees and a
 # restart loses nothing. The HTTP service of lesson 12 serves it at `/metrics`; here is
-# the text a Prometheus server would scrape:
+# the text a Prometheus server would scrape, less the histogram's bucket lines (twelve
+# per outcome; the end of this section shows them). Every series is there even at 0:
+# `TransientError` reads 0 dead jobs since `retry-failed` redrove invoice 7, where a
+# vanished series would look to Prometheus like a target that stopped answering.
 
 # %%
 text, content_type = metrics.exposition(store)
 print(content_type)
-print(text)
+print("\n".join(line for line in text.splitlines() if "_bucket{" not in line))
 
 # %% [markdown]
 # An alert rule turns a metric into a page or a ticket. `ops/alerts.yml` holds five
@@ -328,6 +331,50 @@ else:
 # goes *down* (old rows pruned): Prometheus reads a fall as a restart from zero.
 
 # %% [markdown]
+# labkit's counters do not go down. `prune_finished` deletes old succeeded jobs with
+# their attempts, so a count of the attempts table would fall at every cleanup; the
+# prune first adds the attempts it deletes to the `pruned_attempts` table, in the same
+# transaction, and the metrics are that table plus the rows still there. A day later
+# the operator prunes what finished more than an hour ago:
+
+# %%
+def scrape():
+    text, _ = metrics.exposition(store)
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def attempt_rows():
+    return sum(len(store.attempts(job.id)) for job in store.jobs())
+
+
+before, rows_before = scrape(), attempt_rows()
+clock.advance(24 * 3600)
+pruned = store.prune_finished(older_than_s=3600)
+after, rows_after = scrape(), attempt_rows()
+print(f"pruned {pruned} jobs; attempts table: {rows_before} rows -> {rows_after}")
+show([{"outcome": o, "before prune": before[("labkit_attempts_total", (("outcome", o),))],
+       "after prune": after[("labkit_attempts_total", (("outcome", o),))]}
+      for o in metrics.OUTCOMES])
+assert pruned > 0 and rows_after < rows_before
+assert all(after[k] >= v for k, v in before.items() if k[0] == "labkit_attempts_total")
+
+# %% [markdown]
+# The same holds for `labkit_attempt_duration_seconds`, a histogram of how long each
+# attempt ran (claim to end), by outcome. Its buckets are cumulative, as Prometheus's
+# are: `le="5.0"` counts every attempt of 5 seconds or less, and `+Inf` is the count.
+# Here every handler returned at once on the fake clock, so every attempt sits in the
+# first bucket, and the ones pruned are still counted:
+
+# %%
+show([{"le": dict(labels)["le"], "succeeded": value}
+      for (name, labels), value in after.items()
+      if name == "labkit_attempt_duration_seconds_bucket"
+      and ("outcome", "succeeded") in labels])
+assert after[("labkit_attempt_duration_seconds_count", (("outcome", "succeeded"),))] == \
+    after[("labkit_attempts_total", (("outcome", "succeeded"),))]
+
+# %% [markdown]
 # ## 5. Flower
 #
 # With Celery, Flower is the usual dashboard: it shows workers, their pools and
@@ -357,7 +404,8 @@ print("closed", db.name)
 # | oldest pending | the three reports, oldest first |
 # | dead by reason | one `PermanentError` (no tax id), one `TransientError` (attempts exhausted) |
 # | `labkit retry-failed` | invoice 7 redriven; invoice 5 left for a person |
-# | metrics | `labkit_jobs{state}`, oldest ready age, dead jobs by class, attempts by outcome |
+# | metrics | `labkit_jobs{state}`, oldest ready age, dead jobs by class (`TransientError` at 0), attempts by outcome, attempt durations |
+# | prune | the attempts table shrinks; `labkit_attempts_total` and the histogram stay the same |
 # | alert | `LabkitOldestReadyJobTooOld` pending for minutes 0-4, firing from minute 5 (promtool); `LabkitDeadLetterBacklog` quiet |
 #
 # ## Glossary and next

@@ -203,10 +203,15 @@ class StoreAdmin(StoreHooks):
         Returns how many jobs went. A pruned job's key no longer deduplicates: a retry,
         redelivery or scheduler reconciliation arriving later with that key creates a
         new job. Keep keys longer than anything can arrive late. Dead jobs are kept.
+        The pruned attempts are first added to ``pruned_attempts`` (by outcome, error
+        class and duration bucket), so the totals ``labkit.metrics`` reports never fall.
         """
         age = jobargs.seconds("older_than_s", older_than_s, allow_zero=True)
         params = {"cutoff": self.clock.now() - age}
         with self._tx() as ex:
+            # First into the kept totals, in the same transaction: the attempt counts the
+            # metrics report never fall when their rows go (labkit.metrics).
+            ex.execute(self._sql["fold_pruned_attempts"], params)
             # sqlite3 runs one statement per execute, so a multi-statement entry is split.
             for statement in self._sql["prune_finished_history"].split(";"):
                 ex.execute(statement, params)

@@ -88,6 +88,18 @@ SELECT state, count(*) AS n FROM jobs GROUP BY state
 SELECT job_id, attempt, worker, started_at, finished_at, outcome, error, error_class
   FROM attempts WHERE job_id = :id ORDER BY id
 
+-- fold_pruned_attempts --
+-- Add the finished attempts of the jobs prune_finished deletes (succeeded, last updated at or before :cutoff) to the kept totals, by outcome, error class and duration bucket.
+INSERT INTO pruned_attempts (outcome, error_class, le, attempts, seconds)
+SELECT a.outcome, coalesce(a.error_class, '-'), {{ duration_le }}, count(*),
+       sum(a.finished_at - a.started_at)
+  FROM attempts a JOIN jobs j ON j.id = a.job_id
+ WHERE j.state = 'succeeded' AND j.updated_at <= :cutoff AND a.outcome IS NOT NULL
+ GROUP BY 1, 2, 3
+ON CONFLICT (outcome, error_class, le) DO UPDATE
+   SET attempts = pruned_attempts.attempts + excluded.attempts,
+       seconds = pruned_attempts.seconds + excluded.seconds
+
 -- prune_finished --
 -- Delete succeeded jobs last updated at or before :cutoff (their keys stop deduplicating).
 DELETE FROM jobs WHERE state = 'succeeded' AND updated_at <= :cutoff

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -10,11 +12,12 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from labkit import metrics
+from labkit import metrics, queries
 from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.errors import PermanentError, TransientError
 from labkit.retry import RetryPolicy, none
 from labkit.store import JobStore
+from labkit.store.contract import SCHEMA_VERSION
 from labkit.worker import Worker
 
 ALERTS = Path(__file__).resolve().parents[2] / "ops" / "alerts.yml"
@@ -164,3 +167,188 @@ def test_alert_rules_use_only_metrics_labkit_exports(tmp_path: Path) -> None:
         assert rule["alert"].startswith("Labkit") and rule["annotations"]["summary"]
         used = set(__import__("re").findall(r"\blabkit_[a-z_]+", rule["expr"]))
         assert used and used <= exported, (rule["alert"], used - exported)
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def _by_name(samples: Samples, name: str, **labels: str) -> dict[str, float]:
+    """The samples called ``name`` with ``labels``, keyed by their remaining label (or "")."""
+    out = {}
+    for (sample, pairs), value in samples.items():
+        got = dict(pairs)
+        if sample == name and all(got.pop(k, None) == v for k, v in labels.items()):
+            out[next(iter(got.values()), "")] = value
+    return out
+
+
+def _finished_attempts(store: JobStore) -> dict[str, int]:
+    rows = _direct(
+        store, "SELECT outcome, count(*) FROM attempts WHERE outcome IS NOT NULL GROUP BY outcome"
+    )
+    return dict(rows)
+
+
+def test_attempts_total_never_falls_when_prune_deletes_the_rows(
+    busy: tuple[JobStore, FakeClock],
+) -> None:
+    store, clock = busy
+    before = _by_name(_samples(store), "labkit_attempts_total")
+    rows_before = _finished_attempts(store)
+    assert before == {o: rows_before.get(o, 0) for o in metrics.OUTCOMES}
+    assert before["succeeded"] == 2
+    clock.advance(10)
+    assert store.prune_finished(0) == 2
+    # The fault fired: the succeeded jobs' attempts are gone from the table, so a
+    # COUNT(*) over it would now say 0.
+    assert "succeeded" not in _finished_attempts(store)
+    after = _by_name(_samples(store), "labkit_attempts_total")
+    assert after == before
+    # And it keeps counting from there.
+    store.enqueue("invoice", {"do": "ok"}, key="inv:late")
+    Worker(store, {"invoice": lambda job, ctx: "ok"}, name="w2").drain()
+    assert _by_name(_samples(store), "labkit_attempts_total")["succeeded"] == 3
+
+
+def test_the_kept_totals_survive_reopening_the_store(busy: tuple[JobStore, FakeClock]) -> None:
+    store, clock = busy
+    clock.advance(10)
+    assert store.prune_finished(0) == 2
+    pruned = _samples(store)
+    store.close()
+    again = JobStore(store.path, clock=clock)
+    try:
+        reopened = _samples(again)
+    finally:
+        again.close()
+    for name in ("labkit_attempts_total", "labkit_attempt_duration_seconds_count"):
+        assert _by_name(reopened, name) == _by_name(pruned, name)
+        assert _by_name(reopened, name)["succeeded"] == 2
+
+
+def test_an_empty_store_reports_every_series_at_zero(tmp_path: Path) -> None:
+    store = JobStore(tmp_path / "empty.db", clock=FakeClock(LAB_EPOCH))
+    samples = _samples(store)
+    assert _by_name(samples, "labkit_jobs") == {s: 0 for s in
+                                                ("pending", "running", "succeeded",
+                                                 "retry_wait", "dead")}
+    assert _by_name(samples, "labkit_attempts_total") == dict.fromkeys(metrics.OUTCOMES, 0)
+    assert _by_name(samples, "labkit_attempt_duration_seconds_count") == dict.fromkeys(
+        metrics.OUTCOMES, 0
+    )
+    for outcome in metrics.OUTCOMES:
+        buckets = _by_name(samples, "labkit_attempt_duration_seconds_bucket", outcome=outcome)
+        assert len(buckets) == len(metrics.DURATION_BUCKETS) and set(buckets.values()) == {0}
+
+
+def test_a_dead_class_reports_zero_after_its_jobs_are_redriven_and_pruned(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    store = JobStore(tmp_path / "jobs.db", clock=clock, retry=RetryPolicy(3, none()))
+    job, _ = store.enqueue("invoice", {}, key="inv:1")
+    store.fail(store.claim("w"), Unpaid("invoice 1 unpaid"))
+    assert _by_name(_samples(store), "labkit_dead_jobs") == {"Unpaid": 1}
+    store.redrive(job.id)
+    assert _by_name(_samples(store), "labkit_dead_jobs") == {"Unpaid": 0}
+    store.complete(store.claim("w"))
+    clock.advance(10)
+    assert store.prune_finished(0) == 1
+    assert _finished_attempts(store) == {}  # the dead attempt's row is gone
+    assert _by_name(_samples(store), "labkit_dead_jobs") == {"Unpaid": 0}
+
+
+#: Handler run times (clock seconds) and the bucket each lands in; the last is past 1800.
+DURATIONS = [(0.005, "0.01"), (0.3, "0.5"), (0.5, "0.5"), (2.0, "5.0"), (45.0, "60.0"),
+             (4000.0, "+Inf")]
+
+
+@pytest.fixture
+def timed(tmp_path: Path) -> tuple[JobStore, FakeClock]:
+    """A store whose jobs each ran for one of DURATIONS, then failed once or succeeded."""
+    clock = FakeClock()
+    store = JobStore(tmp_path / "timed.db", clock=clock, retry=RetryPolicy(3, none()))
+    for i, (seconds, _) in enumerate(DURATIONS):
+        store.enqueue("report", {"s": seconds}, key=f"rep:{i}")
+        job = store.claim("w", lease_s=10_000)
+        clock.advance(seconds)
+        store.complete(job)
+    # One attempt that failed after 7 s: another outcome, with its own buckets.
+    store.enqueue("report", {"s": 7}, key="rep:fails")
+    job = store.claim("w")
+    clock.advance(7)
+    store.fail(job, TransientError("503"))
+    return store, clock
+
+
+def test_duration_histogram_buckets_are_cumulative_and_count_finished_attempts(
+    timed: tuple[JobStore, FakeClock],
+) -> None:
+    store, _ = timed
+    samples = _samples(store)
+    buckets = _by_name(samples, "labkit_attempt_duration_seconds_bucket", outcome="succeeded")
+    bounds = [float(le) for le in buckets]
+    assert bounds == sorted(bounds) and bounds == list(metrics.DURATION_BUCKETS)
+    values = list(buckets.values())
+    assert values == sorted(values), "cumulative buckets never fall as le grows"
+    expected = [sum(1 for s, _ in DURATIONS if s <= le) for le in metrics.DURATION_BUCKETS]
+    assert values == expected
+    assert buckets["0.5"] == 3  # 0.005, 0.3 and 0.5 (le is "less than or equal")
+    finished = _finished_attempts(store)
+    count = _by_name(samples, "labkit_attempt_duration_seconds_count")
+    assert count["succeeded"] == buckets["+Inf"] == finished["succeeded"] == len(DURATIONS)
+    assert count["retry_wait"] == finished["retry_wait"] == 1
+    assert count == _by_name(samples, "labkit_attempts_total")
+    [(seconds,)] = _direct(
+        store,
+        "SELECT sum(finished_at - started_at) FROM attempts WHERE outcome = 'succeeded'",
+    )
+    total = _by_name(samples, "labkit_attempt_duration_seconds_sum")
+    assert total["succeeded"] == pytest.approx(seconds) == pytest.approx(4047.805)
+    failed = _by_name(samples, "labkit_attempt_duration_seconds_bucket", outcome="retry_wait")
+    assert (failed["5.0"], failed["10.0"]) == (0, 1)
+
+
+def test_duration_histogram_is_the_same_after_prune(timed: tuple[JobStore, FakeClock]) -> None:
+    store, clock = timed
+    names = ("labkit_attempt_duration_seconds_bucket", "labkit_attempt_duration_seconds_sum",
+             "labkit_attempt_duration_seconds_count")
+    before = {k: v for k, v in _samples(store).items() if k[0] in names}
+    clock.advance(10)
+    assert store.prune_finished(0) == len(DURATIONS)
+    assert _finished_attempts(store) == {"retry_wait": 1}
+    after = {k: v for k, v in _samples(store).items() if k[0] in names}
+    assert after.keys() == before.keys()
+    for key, value in before.items():
+        assert after[key] == pytest.approx(value), key
+
+
+def test_the_sql_buckets_are_the_documented_ones() -> None:
+    fragment = queries.load(queries.SHARED)["duration_le"]
+    bounds = [float(b) for b in re.findall(r"THEN '([^']+)'", fragment)]
+    assert "ELSE '+Inf'" in fragment
+    assert (*bounds, math.inf) == metrics.DURATION_BUCKETS
+    assert ", ".join(f"{b:g}" for b in bounds) in " ".join(metrics.__doc__.split())
+
+
+def test_a_version_1_database_gains_the_totals_and_its_counts_stay(
+    busy: tuple[JobStore, FakeClock],
+) -> None:
+    store, clock = busy
+    before = _by_name(_samples(store), "labkit_attempts_total")
+    store.close()
+    # What labkit wrote before the kept totals: no pruned_attempts, version 1.
+    with closing(sqlite3.connect(store.path)) as conn:
+        conn.execute("DROP TABLE pruned_attempts")
+        conn.execute("UPDATE labkit_meta SET value = '1' WHERE name = 'schema_version'")
+        conn.commit()
+    upgraded = JobStore(store.path, clock=clock)
+    try:
+        [(version,)] = _direct(upgraded, "SELECT value FROM labkit_meta")
+        assert int(version) == SCHEMA_VERSION == 2
+        assert _by_name(_samples(upgraded), "labkit_attempts_total") == before
+        clock.advance(10)
+        assert upgraded.prune_finished(0) == 2
+        assert _by_name(_samples(upgraded), "labkit_attempts_total") == before
+    finally:
+        upgraded.close()

@@ -113,6 +113,26 @@ def test_a_schema_from_a_newer_labkit_is_refused_and_left_alone(postgres_dsn, sc
         assert conn.execute("SELECT key FROM jobs").fetchall() == [("kept",)]
 
 
+def test_a_version_1_schema_gains_the_pruned_totals_when_opened(postgres_dsn, schema, clock):
+    with PostgresJobStore(postgres_dsn, clock=clock, schema=schema) as store:
+        store.enqueue("k", {}, key="kept")
+        # What labkit wrote before the metrics' kept totals: version 1, no pruned_attempts.
+        store.conn.execute("DROP TABLE pruned_attempts")
+        store.conn.execute("UPDATE labkit_meta SET value = '1' WHERE name = 'schema_version'")
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        assert conn.execute("SELECT value FROM labkit_meta").fetchone() == ("1",)
+        assert conn.execute("SELECT to_regclass('pruned_attempts')").fetchone() == (None,)
+    with PostgresJobStore(postgres_dsn, clock=clock, schema=schema) as store:
+        store.complete(store.claim("w"))
+        clock.advance(10)
+        assert store.prune_finished(0) == 1
+        rows = store.conn.execute("SELECT outcome, attempts FROM pruned_attempts").fetchall()
+        assert rows == [{"outcome": "succeeded", "attempts": 1}]
+        version = store.conn.execute("SELECT value FROM labkit_meta").fetchone()
+        assert version == {"value": "2"}
+
+
 def test_reopening_a_current_schema_keeps_its_jobs(postgres_dsn, schema, clock):
     with PostgresJobStore(postgres_dsn, clock=clock, schema=schema) as store:
         store.enqueue("k", {}, key="kept")

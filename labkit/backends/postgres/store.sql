@@ -60,6 +60,20 @@ CREATE TABLE IF NOT EXISTS redrives (
     note        TEXT
 );
 CREATE INDEX IF NOT EXISTS redrives_job ON redrives (job_id, at);
+-- What prune_finished deletes from attempts is added here first, by outcome, error class
+-- and duration bucket (le, as Prometheus writes it): the totals labkit.metrics reports
+-- (attempts by outcome, their durations, the classes jobs died of) then never go down,
+-- where a count of attempts would fall at every prune and read to Prometheus as a
+-- restart. Cheaper than a running total written on every finish: the hot path pays
+-- nothing, and the table keeps a few rows per outcome and class, not per job.
+CREATE TABLE IF NOT EXISTS pruned_attempts (
+    outcome     TEXT NOT NULL,
+    error_class TEXT NOT NULL,  -- '-' for none
+    le          TEXT NOT NULL,
+    attempts    BIGINT NOT NULL,
+    seconds     DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (outcome, error_class, le)
+);
 -- The history is written by triggers so no code path can change a job and forget it.
 -- A new lease opens an attempt, closing the one a dead worker left open.
 -- SET search_path FROM CURRENT: the triggers find this schema's tables whatever search_path
