@@ -28,7 +28,8 @@ class StoreError(LabkitError):
 class StoreBusy(StoreError, TimeoutError):
     """The job database stayed locked by another connection longer than the busy timeout."""
 
-    # A TimeoutError, so a handler that meets it is retried (RetryPolicy: transient).
+    # The change was not committed, so RetryPolicy calls it never-sent and a handler
+    # that meets it is retried.
 
 
 class ConnectionLost(StoreError, ConnectionError):
@@ -38,8 +39,8 @@ class ConnectionLost(StoreError, ConnectionError):
         super().__init__(message)
         #: True when the drop came while committing: the change may or may not be saved.
         self.may_have_committed = may_have_committed
-        # A ConnectionError, so a handler that meets it is retried; when the change may
-        # have been saved, the retry policy treats it as outcome unknown (ambiguous).
+        # The retry policy calls a drop while committing maybe-done (retried only under a
+        # job's natural key) and any other drop never-sent: nothing was saved.
         self.ambiguous = may_have_committed
 
 
@@ -72,9 +73,10 @@ class AlreadyRunning(LabkitError):
 
 
 class TransientError(LabkitError):
-    """A temporary failure (timeout, 429, 5xx): the same call may succeed later."""
+    """A temporary failure that did nothing (refused, 429, 503): the same call may succeed later."""
 
-    #: True when the effect may already have happened (a timeout after sending).
+    #: True when the effect may already have happened (a timeout after sending): the
+    #: retry policy then calls it maybe-done, not never-sent.
     ambiguous = False
 
     def __init__(

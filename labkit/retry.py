@@ -31,7 +31,8 @@ tenacity and Celery count). Strategies compose the way tenacity's waits do:
 
 ``RetryPolicy`` decides whether to retry at all (classification, attempt budget,
 deadline, Retry-After); ``JobStore.fail`` asks it after every failed job attempt, and
-``retry_call`` uses it for in-process retries of one call.
+``retry_call`` uses it for in-process retries of one call, and a shared ``RetryBudget``
+stops retry layers (a client, a queue and a worker, each retrying) from multiplying.
 
 In production, reach for tenacity (in-process retries) or your queue's own retry
 settings (Celery's ``retry_backoff``/``retry_jitter``); this module is written by hand
@@ -42,16 +43,25 @@ from __future__ import annotations
 
 import math
 import random
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 from labkit.clock import Clock
-from labkit.errors import PermanentError, TransientError
+from labkit.errors import ConnectionLost, PermanentError, StoreBusy, TransientError
 
 T = TypeVar("T")
 
-Verdict = Literal["transient", "permanent", "ambiguous"]
+#: What a failure says about the call that failed:
+#:
+#: - ``never_sent``: it never reached the other side, or was refused before any work
+#:   (connection refused, a connect timeout, 408, 429, 503): retrying is always safe;
+#: - ``maybe_done``: it was sent and the answer did not come back (a read timeout, a reset
+#:   connection, 500/502/504, ``ResponseLost``): the effect may have happened, so a retry
+#:   is safe only under an idempotency key the destination honours, or after checking;
+#: - ``permanent``: retrying repeats the same failure (bad input, other 4xx, a bug).
+Verdict = Literal["never_sent", "maybe_done", "permanent"]
 
 
 class Backoff:
@@ -166,25 +176,60 @@ def _status(error: BaseException) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def default_classify(error: BaseException) -> Verdict:
-    """Sort an error into transient, permanent or ambiguous.
+#: Statuses that say the server did no work: it timed out waiting for the request (408),
+#: asks the client to slow down (429) or is not taking requests now (503; RFC 9110 15.6.4).
+NEVER_SENT_STATUSES = frozenset({408, 429, 503})
+#: Exception class names, from any library, that are raised before a request is sent:
+#: httpx's ``ConnectError``/``ConnectTimeout``/``PoolTimeout``, requests' and urllib3's
+#: ``ConnectTimeout``/``NewConnectionError``/``NameResolutionError``.
+NEVER_SENT_NAMES = frozenset(
+    {"ConnectError", "ConnectTimeout", "PoolTimeout", "NewConnectionError", "NameResolutionError"}
+)
+#: Exception class names raised after the request may have been sent: httpx's and
+#: requests' ``ReadTimeout``, httpx's ``WriteTimeout``/``ReadError``/``RemoteProtocolError``,
+#: requests' ``Timeout`` and httpx's ``TimeoutException`` when nothing narrower is known.
+MAYBE_DONE_NAMES = frozenset(
+    {"ReadTimeout", "WriteTimeout", "ReadError", "WriteError", "RemoteProtocolError",
+     "Timeout", "TimeoutException", "ChunkedEncodingError"}
+)
 
-    Timeouts, 408, 429 and 5xx are transient; 400, 401, 403, 404, 409, 422 and other
-    4xx, validation errors and anything unknown are permanent (retrying a bug only
-    repeats it). An error flagged ``ambiguous`` (the request was sent, the answer was
-    lost) is ambiguous: the effect may have happened.
+
+def _names(error: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(error).__mro__}
+
+
+def default_classify(error: BaseException) -> Verdict:
+    """Sort an error into ``never_sent``, ``maybe_done`` or ``permanent`` (see ``Verdict``).
+
+    In order: an error flagged ``ambiguous`` (``ResponseLost``, a connection lost while
+    committing) is maybe-done; labkit's ``TransientError`` says the call did nothing
+    (never-sent); ``PermanentError`` is permanent. Then the HTTP status: 408, 429 and 503
+    never-sent, every other 5xx maybe-done (the server may have acted before it failed),
+    other statuses permanent. Then the exception: a refused connection, a failed name
+    lookup, a connect timeout, a local database that stayed locked (``StoreBusy``) and
+    a database connection lost before its commit (``ConnectionLost``) never sent
+    anything; any other timeout or connection error (a read timeout, a
+    reset) came after the request may have left, so it is maybe-done. Anything unknown
+    is permanent: retrying a bug only repeats it.
     """
     if getattr(error, "ambiguous", False):
-        return "ambiguous"
+        return "maybe_done"
     if isinstance(error, TransientError):
-        return "transient"
+        return "never_sent"
     if isinstance(error, PermanentError):
         return "permanent"
     status = _status(error)
     if status is not None:
-        return "transient" if status in (408, 429) or status >= 500 else "permanent"
-    if isinstance(error, (TimeoutError, ConnectionError)):
-        return "transient"
+        if status in NEVER_SENT_STATUSES:
+            return "never_sent"
+        return "maybe_done" if 500 <= status <= 599 else "permanent"
+    names = _names(error)
+    if isinstance(error, (ConnectionRefusedError, socket.gaierror, StoreBusy, ConnectionLost)) or (
+        names & NEVER_SENT_NAMES
+    ):
+        return "never_sent"
+    if isinstance(error, (TimeoutError, ConnectionError)) or names & MAYBE_DONE_NAMES:
+        return "maybe_done"
     return "permanent"
 
 
@@ -203,7 +248,7 @@ class RetryPolicy:
     """When to retry and how long to wait.
 
     ``max_attempts`` counts every run, the first included. ``deadline`` is seconds after
-    the job was first accepted; no retry is scheduled past it. ``retry_ambiguous``
+    the job was first accepted; no retry is scheduled past it. ``retry_maybe_done``
     decides what happens when the effect may have happened: retrying is only safe when
     the operation carries an idempotency key the destination honours. A ``retry_after``
     carried by the error (a 429's Retry-After) is a floor under the backoff.
@@ -213,7 +258,7 @@ class RetryPolicy:
     backoff: Backoff = field(default_factory=lambda: full_jitter(base=1.0, cap=300.0))
     deadline: float | None = None
     classify: Callable[[BaseException], Verdict] = default_classify
-    retry_ambiguous: bool = True
+    retry_maybe_done: bool = True
 
     def decide(
         self,
@@ -232,19 +277,20 @@ class RetryPolicy:
         ``previous`` is the last delay (for decorrelated jitter), ``started_at`` and
         ``now`` place the deadline, ``max_attempts`` overrides the policy's budget (a
         job carries its own). ``idempotent=False`` says the call carries no idempotency
-        key, so an ambiguous failure is never retried whatever ``retry_ambiguous`` says.
+        key, so a maybe-done failure is never retried whatever ``retry_maybe_done`` says.
         """
         budget = self.max_attempts if max_attempts is None else max_attempts
         verdict = self.classify(error)
         if verdict == "permanent":
             return Decision(False, 0.0, verdict, "permanent error")
-        if verdict == "ambiguous" and not (self.retry_ambiguous and idempotent):
+        if verdict == "maybe_done" and not (self.retry_maybe_done and idempotent):
             return Decision(
                 False,
                 0.0,
                 verdict,
                 "outcome unknown (the effect may have happened) and the policy does not "
-                "retry ambiguous failures without an idempotency key",
+                "retry a maybe-done failure without an idempotency key: check the "
+                "destination before running it again",
             )
         if attempt >= budget:
             return Decision(False, 0.0, verdict, f"attempts exhausted ({attempt} of {budget})")
@@ -260,7 +306,37 @@ class RetryPolicy:
                 f"deadline passed (next try in {delay:.1f}s would end after the "
                 f"{self.deadline:g}s deadline)",
             )
-        return Decision(True, delay, verdict, f"{verdict} error, retry in {delay:.1f}s")
+        said = {"never_sent": "never sent", "maybe_done": "maybe done, under its key"}[verdict]
+        return Decision(True, delay, verdict, f"{said}: retry in {delay:.1f}s")
+
+
+@dataclass
+class RetryBudget:
+    """A shared allowance of retries, so retry layers cannot multiply a failure.
+
+    gRPC's retry throttling (gRFC A6): the budget holds ``max_tokens`` tokens; every
+    failed call takes one, every successful call gives back ``token_ratio``; a retry is
+    allowed only while more than half the tokens are left. While a dependency is down,
+    retries stop after a few failures across every caller that shares the budget, and
+    first attempts still go through, so they see the recovery. Share one budget per
+    dependency between all the callers in a process.
+    """
+
+    max_tokens: float = 10.0
+    token_ratio: float = 0.1
+    tokens: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tokens = self.max_tokens
+
+    def failed(self) -> None:
+        self.tokens = max(0.0, self.tokens - 1.0)
+
+    def succeeded(self) -> None:
+        self.tokens = min(self.max_tokens, self.tokens + self.token_ratio)
+
+    def allows_retry(self) -> bool:
+        return self.tokens > self.max_tokens / 2
 
 
 def delays(backoff: Backoff, count: int, rng: random.Random) -> list[float]:
@@ -281,16 +357,19 @@ def retry_call(
     *,
     idempotency_key: str | None = None,
     on_retry: Callable[[int, BaseException, Decision], None] | None = None,
+    budget: RetryBudget | None = None,
 ) -> T:
     """Call ``fn()`` until it returns, retrying as ``policy`` decides; return its result.
 
     Between attempts it waits with ``clock.sleep`` (a FakeClock makes that instant).
-    Transient errors are retried with the policy's backoff, floored by the error's
-    ``retry_after``; permanent errors are raised at once; an ambiguous error (the call
+    Never-sent errors are retried with the policy's backoff, floored by the error's
+    ``retry_after``; permanent errors are raised at once; a maybe-done error (the call
     may have taken effect) is retried only when ``idempotency_key`` is given, i.e. the
     caller promises ``fn`` sends that key and the destination honours it. The deadline
     counts from the first call. When the policy gives up, the last error is raised with
     a note saying why; ``on_retry(attempt, error, decision)`` is called before each wait.
+    A shared ``budget`` is told of every outcome and can refuse a retry the policy
+    would allow (the note then says "retry budget spent").
 
     This is tenacity's job in production (``@retry(stop=..., wait=...,
     retry=retry_if_exception(...))``); it is hand-written here so a lesson can run it on
@@ -302,8 +381,10 @@ def retry_call(
     while True:
         attempt += 1
         try:
-            return fn()
+            result = fn()
         except Exception as error:
+            if budget is not None:
+                budget.failed()
             decision = policy.decide(
                 error,
                 attempt,
@@ -313,6 +394,8 @@ def retry_call(
                 now=clock.now(),
                 idempotent=idempotency_key is not None,
             )
+            if decision.retry and budget is not None and not budget.allows_retry():
+                decision = Decision(False, 0.0, decision.verdict, "retry budget spent")
             if not decision.retry:
                 error.add_note(f"retry_call gave up after attempt {attempt}: {decision.reason}")
                 raise
@@ -320,3 +403,7 @@ def retry_call(
                 on_retry(attempt, error, decision)
             previous = decision.delay
             clock.sleep(decision.delay)
+        else:
+            if budget is not None:
+                budget.succeeded()
+            return result

@@ -2,10 +2,12 @@
 # # Exercise 4: a retry policy
 #
 # A good retry policy answers two questions after each failure: **should we try
-# again?** (is the error transient, are attempts and time left?) and **when?**
+# again?** (did the call reach the server, could it have taken effect, are attempts and
+# time left?) and **when?**
 # (exponential backoff with full jitter, capped, and never sooner than the server's
 # `Retry-After`). A bad one hammers a struggling service in lockstep, retries a bug
-# forever, or waits for years.
+# forever, waits for years, or charges a customer twice because a read timed out after
+# the charge was made.
 #
 # Write the three functions. Randomness comes only from the `rng` argument, so a run
 # with `random.Random(seed)` replays exactly.
@@ -18,21 +20,37 @@ from labkit.errors import PermanentError, TransientError
 
 # %%
 def classify(error: BaseException) -> str:
-    """Return ``"transient"`` or ``"permanent"``.
+    """Return ``"never_sent"``, ``"maybe_done"`` or ``"permanent"``, in this order:
 
-    Transient (may succeed later): ``TimeoutError``, ``ConnectionError``, labkit's
-    ``TransientError``, and any error whose ``status`` attribute is 408, 429 or 500 and
-    above. Everything else is permanent: ``PermanentError``, ``ValueError``, ``KeyError``,
-    other 4xx (400, 401, 403, 404, 409, 422...) and anything unknown.
+    1. ``"maybe_done"`` (the request was sent, the answer was lost: the effect may have
+       happened) for an error whose ``ambiguous`` attribute is true, such as labkit's
+       ``ResponseLost`` (a ``TransientError`` subclass, so test this first).
+    2. ``"never_sent"`` (nothing happened, safe to retry) for labkit's
+       ``TransientError`` and its subclasses; ``"permanent"`` for ``PermanentError``.
+    3. By the ``status`` attribute, when it is an int: 408, 429 and 503 are
+       ``"never_sent"``; every other status from 500 to 599 is ``"maybe_done"``; any
+       other status is ``"permanent"``.
+    4. ``ConnectionRefusedError`` (nobody listened) is ``"never_sent"``; any other
+       ``TimeoutError`` or ``ConnectionError`` (a read timeout, a reset, a broken pipe)
+       is ``"maybe_done"``.
+    5. Everything else is ``"permanent"``: ``ValueError``, ``KeyError``, unknown errors.
     """
     ### BEGIN SOLUTION
-    if isinstance(error, (TimeoutError, ConnectionError, TransientError)):
-        return "transient"
+    if getattr(error, "ambiguous", False):
+        return "maybe_done"
+    if isinstance(error, TransientError):
+        return "never_sent"
     if isinstance(error, PermanentError):
         return "permanent"
     status = getattr(error, "status", None)
-    if isinstance(status, int) and (status in (408, 429) or status >= 500):
-        return "transient"
+    if isinstance(status, int) and not isinstance(status, bool):
+        if status in (408, 429, 503):
+            return "never_sent"
+        return "maybe_done" if 500 <= status <= 599 else "permanent"
+    if isinstance(error, ConnectionRefusedError):
+        return "never_sent"
+    if isinstance(error, (TimeoutError, ConnectionError)):
+        return "maybe_done"
     return "permanent"
     ### END SOLUTION
 
@@ -62,17 +80,23 @@ def next_delay(
     max_attempts: int = 5,
     base: float = 1.0,
     cap: float = 60.0,
+    idempotency_key: str | None = None,
 ) -> float | None:
     """Seconds to wait before the next attempt, or None to give up.
 
     ``attempt`` is the number of the run that just failed (1 for the first). Give up
-    (None) when the error is permanent, when ``attempt >= max_attempts``, or when the
-    retry would start after ``started_at + deadline``. Otherwise the delay is
+    (None) when the error is permanent, when it is maybe-done and no ``idempotency_key``
+    is given (the call may have taken effect: someone checks the destination first),
+    when ``attempt >= max_attempts``, or when the retry would start after
+    ``started_at + deadline``. Otherwise the delay is
     ``backoff(attempt - 1, rng, base, cap)``, raised to ``error.retry_after`` when the
     error carries a larger one (a 429's Retry-After).
     """
     ### BEGIN SOLUTION
-    if classify(error) == "permanent" or attempt >= max_attempts:
+    verdict = classify(error)
+    if verdict == "permanent" or attempt >= max_attempts:
+        return None
+    if verdict == "maybe_done" and idempotency_key is None:
         return None
     delay = backoff(attempt - 1, rng, base, cap)
     retry_after = getattr(error, "retry_after", None)
@@ -87,9 +111,11 @@ def next_delay(
 # %% [markdown]
 # ## Check your work
 #
-# No check of this exercise is marked *severe*: elsewhere, a mistake that loses or
-# duplicates an effect, lets two holders run or shows one owner's data to another caps
-# the score at half.
+# Checks marked *severe* catch a mistake that loses or duplicates an effect, lets two
+# holders run, shows one owner's data to another or never runs a retried job again:
+# failing one caps the exercise's score at half. Here:
+# `gives_up_on_maybe_done_without_a_key` (a retry without a key can repeat a charge
+# that already happened).
 
 # %%
 from labkit.grading import check

@@ -75,7 +75,7 @@ class _Row:
 
 
 def counts_as_failure(error: BaseException) -> bool:
-    """Transient and ambiguous errors say the dependency is unwell; a 404 or a bug does not."""
+    """Never-sent and maybe-done errors say the dependency is unwell; a 404 or a bug does not."""
     return default_classify(error) != "permanent"
 
 
@@ -280,7 +280,7 @@ class CircuitBreaker:
         """Run ``fn()`` through the breaker: CircuitOpen if refused, else record the outcome.
 
         Only errors for which ``counts(error)`` is True count as failures (by default
-        transient and ambiguous ones); a permanent error is re-raised and counts as a
+        never-sent and maybe-done ones); a permanent error is re-raised and counts as a
         success for the dependency, which did answer.
         """
         if not self.allow():

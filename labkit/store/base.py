@@ -362,7 +362,8 @@ class StoreBase(StoreAdmin):
     def fail(self, job: Job, error: BaseException) -> Job:
         """Record a failed attempt: retry_wait with backoff while the policy allows, else dead.
 
-        An ambiguous failure (``ResponseLost``: the effect may have happened) is retried
+        A maybe-done failure (a read timeout, a 500, ``ResponseLost``: the effect may
+        have happened) is retried
         only when the job has a natural key (given at enqueue); a keyless job goes dead
         with "outcome unknown" so a person checks the destination before anything repeats.
         """

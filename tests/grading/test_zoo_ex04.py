@@ -60,7 +60,7 @@ ZOO: list[tuple[str, str, str, str]] = [
         "gives_up_on_permanent",
         """
         def classify(error):
-            return "transient"
+            return "never_sent"
     """,
     ),
     (
@@ -81,28 +81,111 @@ ZOO: list[tuple[str, str, str, str]] = [
         "classify_every_status",
         """
         def classify(error):
-            if isinstance(error, (TimeoutError, ConnectionError, TransientError)):
-                return "transient"
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
             if isinstance(error, PermanentError):
                 return "permanent"
             status = getattr(error, "status", None)
-            if isinstance(status, int) and (status in (408, 429) or status > 500):
-                return "transient"
+            if isinstance(status, int):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 < status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
             return "permanent"
     """,
     ),
     (
         "ex04",
         "classify by the exact class, not isinstance",
-        "classify_transient",
+        "classify_never_sent",
         """
         def classify(error):
-            if type(error) in (TimeoutError, ConnectionError, TransientError):
-                return "transient"
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if type(error) in (TransientError, ConnectionRefusedError):
+                return "never_sent"
+            if type(error) in (TimeoutError, ConnectionError):
+                return "maybe_done"
             status = getattr(error, "status", None)
-            if isinstance(status, int) and (status in (408, 429) or status >= 500):
-                return "transient"
+            if isinstance(status, int):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
             return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "a read timeout retried as if it never reached the server",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        _reference_classify = classify
+        def classify(error):
+            if isinstance(error, TimeoutError):
+                return "never_sent"
+            return _reference_classify(error)
+    """,
+    ),
+    (
+        "ex04",
+        "TransientError tested before the ambiguous flag (ResponseLost never sent)",
+        "classify_maybe_done",
+        """
+        _reference_classify = classify
+        def classify(error):
+            if isinstance(error, TransientError):
+                return "never_sent"
+            return _reference_classify(error)
+    """,
+    ),
+    (
+        "ex04",
+        "every 5xx called never sent (500 and 502 retried like 503)",
+        "classify_every_status",
+        """
+        _reference_classify = classify
+        def classify(error):
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and 500 <= status <= 599:
+                return "never_sent"
+            return _reference_classify(error)
+    """,
+    ),
+    (
+        "ex04",
+        "every connection error called maybe done, a refused one too",
+        "classify_never_sent",
+        """
+        _reference_classify = classify
+        def classify(error):
+            if isinstance(error, ConnectionError):
+                return "maybe_done"
+            return _reference_classify(error)
+    """,
+    ),
+    (
+        "ex04",
+        "next_delay retries a maybe-done failure without a key",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        _reference_next_delay = next_delay
+        def next_delay(error, attempt, rng, *, idempotency_key=None, **kwargs):
+            return _reference_next_delay(error, attempt, rng, idempotency_key="k", **kwargs)
+    """,
+    ),
+    (
+        "ex04",
+        "next_delay never retries a maybe-done failure, key or not",
+        "retries_maybe_done_under_a_key",
+        """
+        _reference_next_delay = next_delay
+        def next_delay(error, attempt, rng, *, idempotency_key=None, **kwargs):
+            return _reference_next_delay(error, attempt, rng, **kwargs)
     """,
     ),
     (
@@ -313,7 +396,15 @@ SAYS: dict[str, str] = {
     "every error retried": "None for HTTP 400",
     "no deadline": "deadline",
     "'<' where the boundary needs '<=' (status > 500)": "every HTTP status 100-599",
-    "classify by the exact class, not isinstance": "'transient' for",
+    "classify by the exact class, not isinstance": "'never_sent' for",
+    "a read timeout retried as if it never reached the server": "without an idempotency_key",
+    "TransientError tested before the ambiguous flag (ResponseLost never sent)": (
+        "'maybe_done' for"
+    ),
+    "every 5xx called never sent (500 and 502 retried like 503)": "every HTTP status 100-599",
+    "every connection error called maybe done, a refused one too": "'never_sent' for",
+    "next_delay retries a maybe-done failure without a key": "without an idempotency_key",
+    "next_delay never retries a maybe-done failure, key or not": "under a key",
     "backoff that overflows for a huge n": "backoff(2000",
     "backoff with the base fixed at 1 s": "base=",
     "Retry-After honoured only when it is a float": "Retry-After",

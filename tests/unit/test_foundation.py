@@ -208,8 +208,8 @@ def test_same_seed_same_delays():
     ("error", "attempt", "kwargs", "retry", "reason"),
     [
         (PermanentError("400"), 1, {}, False, "permanent"),  # never retried
-        (TransientError("503"), 1, {}, True, "transient"),  # retried with backoff
-        (ResponseLost(), 1, {}, True, "ambiguous"),  # retried: the default trusts keys
+        (TransientError("503"), 1, {}, True, "never sent"),  # retried with backoff
+        (ResponseLost(), 1, {}, True, "maybe done"),  # retried: the default trusts keys
         (TransientError("503"), 5, {}, False, "exhausted"),  # 5 of 5 used
         (TransientError("503"), 1, {"now": 100.0}, False, "deadline"),  # 100 > 0 + 50
         (TransientError("429", retry_after=40), 1, {}, True, "retry in 40.0s"),
@@ -221,7 +221,7 @@ def test_retry_policy_decides(error, attempt, kwargs, retry, reason):
     assert decision.retry is retry and reason in decision.reason
 
 
-def test_retry_policy_refuses_ambiguous_without_idempotency():
-    policy = RetryPolicy(retry_ambiguous=False)
+def test_retry_policy_refuses_maybe_done_without_idempotency():
+    policy = RetryPolicy(retry_maybe_done=False)
     decision = policy.decide(ResponseLost(), 1, random.Random(0))
-    assert not decision.retry and decision.verdict == "ambiguous"
+    assert not decision.retry and decision.verdict == "maybe_done"

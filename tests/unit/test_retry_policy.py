@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
+import socket
 
 import pytest
 
 from labkit.clock import FakeClock
-from labkit.errors import PermanentError, ResponseLost, TransientError
+from labkit.errors import ConnectionLost, PermanentError, ResponseLost, StoreBusy, TransientError
 from labkit.retry import (
+    RetryBudget,
     RetryPolicy,
     capped,
     constant,
@@ -160,31 +162,66 @@ class HttpError(Exception):
 @pytest.mark.parametrize(
     ("error", "verdict"),
     [
-        (TimeoutError("read timed out"), "transient"),  # a timeout before sending
-        (HttpError(429), "transient"),  # rate limited
-        (HttpError(500), "transient"),  # server error
-        (HttpError(503), "transient"),  # unavailable
+        (ConnectionRefusedError(), "never_sent"),  # nothing listened: nothing was sent
+        (socket.gaierror(), "never_sent"),  # the name did not resolve
+        (HttpError(408), "never_sent"),  # the server gave up waiting for the request
+        (HttpError(429), "never_sent"),  # rate limited, before any work
+        (HttpError(503), "never_sent"),  # not taking requests now
+        (TransientError(status=502), "never_sent"),  # labkit's own: says nothing happened
+        (StoreBusy(), "never_sent"),  # a local database stayed locked: nothing committed
+        (ConnectionLost(), "never_sent"),  # dropped before the commit
+        (TimeoutError("read timed out"), "maybe_done"),  # sent; the answer never came
+        (ConnectionResetError(), "maybe_done"),  # reset after the request may have left
+        (BrokenPipeError(), "maybe_done"),
+        (HttpError(500), "maybe_done"),  # the server may have acted before it failed
+        (HttpError(502), "maybe_done"),
+        (HttpError(504), "maybe_done"),  # the gateway stopped waiting, not the upstream
+        (ResponseLost(), "maybe_done"),  # sent, then the answer was lost
+        (ConnectionLost(may_have_committed=True), "maybe_done"),
         (HttpError(400), "permanent"),  # bad request: a bug, retrying repeats it
         (HttpError(401), "permanent"),  # credentials
         (HttpError(403), "permanent"),  # forbidden
         (HttpError(404), "permanent"),  # not found
         (ValueError("amount must be positive"), "permanent"),  # validation
         (PermanentError(status=422), "permanent"),
-        (TransientError(status=502), "transient"),
-        (ResponseLost(), "ambiguous"),  # sent, then the answer was lost
     ],
 )
 def test_errors_are_classified(error, verdict):
     assert default_classify(error) == verdict
 
 
-def test_ambiguous_is_retried_only_under_an_idempotency_key():
+def test_a_real_clients_errors_are_classified_by_what_reached_the_server():
+    """httpx against real sockets: a closed port never got the request, a silent server did."""
+    httpx = pytest.importorskip("httpx")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    with pytest.raises(httpx.ConnectError) as refused:
+        httpx.post(f"http://127.0.0.1:{closed}/charge", timeout=2.0)
+    assert default_classify(refused.value) == "never_sent"
+
+    with socket.socket() as silent:  # accepts, reads the request, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        with pytest.raises(httpx.ReadTimeout) as lost:
+            httpx.post(f"http://127.0.0.1:{port}/charge", json={"amount": 5}, timeout=0.3)
+        conn, _ = silent.accept()
+        with conn:
+            received = conn.recv(65536)
+    assert received.startswith(b"POST /charge"), received  # the server did get it
+    assert default_classify(lost.value) == "maybe_done"
+
+
+def test_maybe_done_is_retried_only_under_an_idempotency_key():
     policy = RetryPolicy(max_attempts=3, backoff=constant(1))
     rng = random.Random(0)
-    assert policy.decide(ResponseLost(), 1, rng, idempotent=True).retry
-    refused = policy.decide(ResponseLost(), 1, rng, idempotent=False)
-    assert not refused.retry and "idempotency key" in refused.reason
-    strict = RetryPolicy(max_attempts=3, backoff=constant(1), retry_ambiguous=False)
+    for error in (ResponseLost(), TimeoutError("read timed out"), HttpError(500)):
+        assert policy.decide(error, 1, rng, idempotent=True).retry
+        refused = policy.decide(error, 1, rng, idempotent=False)
+        assert not refused.retry and "idempotency key" in refused.reason
+    assert policy.decide(HttpError(503), 1, rng, idempotent=False).retry  # never sent
+    strict = RetryPolicy(max_attempts=3, backoff=constant(1), retry_maybe_done=False)
     assert not strict.decide(ResponseLost(), 1, rng, idempotent=True).retry
 
 
@@ -222,7 +259,7 @@ class Flaky:
 
 def test_retry_call_waits_on_the_clock_and_returns_the_result():
     clock = FakeClock(start=0)
-    fn = Flaky(TimeoutError(), TransientError(status=503))
+    fn = Flaky(ConnectionRefusedError(), TransientError(status=503))
     seen = []
     result = retry_call(
         fn,
@@ -252,8 +289,8 @@ def test_retry_call_raises_a_permanent_error_at_once():
 
 
 def test_retry_call_stops_at_the_attempt_budget():
-    fn = Flaky(*[TimeoutError(f"t{i}") for i in range(10)])
-    with pytest.raises(TimeoutError, match="t2"):
+    fn = Flaky(*[ConnectionRefusedError(f"t{i}") for i in range(10)])
+    with pytest.raises(ConnectionRefusedError, match="t2"):
         policy = RetryPolicy(max_attempts=3, backoff=constant(1))
         retry_call(fn, policy, FakeClock(0), random.Random(0))
     assert fn.calls == 3
@@ -261,9 +298,9 @@ def test_retry_call_stops_at_the_attempt_budget():
 
 def test_retry_call_stops_at_the_deadline():
     clock = FakeClock(start=0)
-    fn = Flaky(*[TimeoutError() for _ in range(10)])
+    fn = Flaky(*[ConnectionRefusedError() for _ in range(10)])
     policy = RetryPolicy(max_attempts=10, backoff=constant(4), deadline=10)
-    with pytest.raises(TimeoutError) as info:
+    with pytest.raises(ConnectionRefusedError) as info:
         retry_call(fn, policy, clock, random.Random(0))
     assert fn.calls == 3  # at 0, 4 and 8; a wait to 12 would pass the deadline
     assert clock.now() == 8
@@ -281,3 +318,56 @@ def test_retry_call_retries_a_lost_response_only_with_an_idempotency_key():
         idempotency_key="billing:42:charge:v1",
     )
     assert result == "ok" and with_key.calls == 2
+
+
+def test_retry_call_does_not_repeat_a_read_timeout_without_a_key():
+    """A read timeout is the lost answer under another name: one call, then the error."""
+    fn = Flaky(TimeoutError("read timed out"))
+    with pytest.raises(TimeoutError) as info:
+        retry_call(fn, RetryPolicy(backoff=constant(1)), FakeClock(0), random.Random(0))
+    assert fn.calls == 1
+    assert "outcome unknown" in "".join(info.value.__notes__)
+
+
+def test_retry_layers_multiply_and_a_shared_budget_stops_them():
+    """Three layers of 3, 3 and 5 attempts make 45 calls; a budget keeps retries few."""
+    calls = 0
+
+    def down() -> str:
+        nonlocal calls
+        calls += 1
+        raise TransientError("503", status=503)
+
+    def layered(budget: RetryBudget | None) -> None:
+        clock, rng = FakeClock(0), random.Random(0)
+
+        def layer(fn, attempts):  # type: ignore[no-untyped-def]
+            policy = RetryPolicy(max_attempts=attempts, backoff=constant(0))
+            return lambda: retry_call(fn, policy, clock, rng, budget=budget)
+
+        with pytest.raises(TransientError):
+            layer(layer(layer(down, 3), 3), 5)()
+
+    layered(None)
+    assert calls == 3 * 3 * 5
+    calls = 0
+    budget = RetryBudget(max_tokens=10, token_ratio=0.1)
+    layered(budget)
+    # Each layer that sees a failure takes a token: 3 inner failures (10 -> 7), the middle
+    # layer's (6), one more inner call (5: half gone, no retry), then middle and outer.
+    assert calls == 4 and budget.tokens == 3
+    calls = 0
+    layered(budget)
+    assert calls == 1  # the next request gets its first attempt only
+
+
+def test_a_retry_budget_refills_on_success():
+    budget = RetryBudget(max_tokens=10, token_ratio=0.5)
+    for _ in range(5):
+        budget.failed()
+    assert not budget.allows_retry()
+    budget.succeeded()
+    assert budget.allows_retry() and budget.tokens == 5.5
+    for _ in range(100):
+        budget.succeeded()
+    assert budget.tokens == 10

@@ -199,7 +199,7 @@ def test_the_worlds_ledger_transaction_raises_store_busy_and_a_handler_retries_i
     finally:
         other.rollback()
         other.close()
-    assert classify(caught.value) == "transient"  # a handler meeting it is retried
+    assert classify(caught.value) == "never_sent"  # a handler meeting it is retried
     with world.ledger.transaction() as tx:  # free again
         tx.mark("k-1")
     assert world.ledger.status("k-1") == "done"

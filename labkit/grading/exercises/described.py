@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from labkit.errors import PermanentError, TransientError
+from labkit.errors import PermanentError, ResponseLost, TransientError
 
 
 class HTTPError(Exception):
@@ -30,6 +30,10 @@ class BadRequest(PermanentError):
     """A library's own permanent error."""
 
 
+class ReadTimeout(TimeoutError):
+    """A client library's read timeout: the request went out, the answer did not come."""
+
+
 class QuotaExceeded(HTTPError):
     """An HTTP error subclass, as client libraries define them (status 429)."""
 
@@ -43,6 +47,8 @@ ERRORS: dict[str, type[BaseException]] = {
         ConnectionRefusedError,
         BrokenPipeError,
         TransientError,
+        ResponseLost,
+        ReadTimeout,
         PermanentError,
         RateLimited,
         BadRequest,

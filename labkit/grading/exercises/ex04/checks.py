@@ -1,6 +1,7 @@
 """Exercise 4: a retry policy: classify the error, full jitter, a cap, Retry-After, a deadline.
 
-The student writes ``classify``, ``backoff`` and ``next_delay``. Errors and random
+The student writes ``classify`` (never sent, maybe done, or permanent), ``backoff`` and
+``next_delay``, which retries a maybe-done failure only under an idempotency key. Errors and random
 generators are built in the harness (``labkit.grading.exercises.ex04.harness``) from plain
 descriptions and seeds, so results replay exactly. Beyond the notebook's table the
 checks try every HTTP status from 100 to 599, error classes the student never saw
@@ -27,18 +28,28 @@ def http(status: Any, retry_after: Any = None) -> dict[str, Any]:
     return {"type": "HTTPError", "status": status, "retry_after": retry_after}
 
 
-TRANSIENT = {
-    "TimeoutError()": {"type": "TimeoutError"},
-    "ConnectionError()": {"type": "ConnectionError"},
+NEVER_SENT = {
+    "ConnectionRefusedError()": {"type": "ConnectionRefusedError"},
     "TransientError()": {"type": "TransientError"},
     "HTTP 429": http(429),
     "HTTP 503": http(503),
-    "HTTP 500": http(500),
     "HTTP 408": http(408),
-    "ConnectionResetError()": {"type": "ConnectionResetError"},
-    "BrokenPipeError()": {"type": "BrokenPipeError"},
     "RateLimited() (a TransientError subclass)": {"type": "RateLimited"},
     "QuotaExceeded(429) (an HTTPError subclass)": {"type": "QuotaExceeded", "status": 429},
+    "TransientError(status=502) (labkit's own says nothing happened)": {
+        "type": "TransientError", "status": 502,
+    },
+}
+MAYBE_DONE = {
+    "TimeoutError('read timed out')": {"type": "TimeoutError", "message": "read timed out"},
+    "ReadTimeout() (a library's TimeoutError subclass)": {"type": "ReadTimeout"},
+    "ConnectionResetError()": {"type": "ConnectionResetError"},
+    "BrokenPipeError()": {"type": "BrokenPipeError"},
+    "ConnectionError()": {"type": "ConnectionError"},
+    "ResponseLost() (a TransientError whose answer was lost)": {"type": "ResponseLost"},
+    "HTTP 500": http(500),
+    "HTTP 502": http(502),
+    "HTTP 504": http(504),
     "HTTP 599": http(599),
 }
 PERMANENT = {
@@ -55,6 +66,14 @@ PERMANENT = {
     "FileNotFoundError()": {"type": "FileNotFoundError"},
     "HTTP 499": http(499),
 }
+#: An error that never reached the server, for the checks of the waiting rules.
+REFUSED = {"type": "ConnectionRefusedError"}
+
+
+def verdict_for_status(status: int) -> str:
+    if status in (408, 429, 503):
+        return "never_sent"
+    return "maybe_done" if 500 <= status <= 599 else "permanent"
 
 
 def _results(results: list[dict[str, Any]], what: str) -> list[Any]:
@@ -68,8 +87,13 @@ def _results(results: list[dict[str, Any]], what: str) -> list[Any]:
     return [r["returned"] for r in results]
 
 
+def verdicts(ns: Namespace, specs: list[dict[str, Any]]) -> list[Any]:
+    """What the student's ``classify`` returned for each described error."""
+    return _results(ns.harness(HARNESS + "classify", specs), "classify")
+
+
 def _verdicts(ns: Namespace, table: dict[str, dict[str, Any]], want: str) -> None:
-    got = _results(ns.harness(HARNESS + "classify", list(table.values())), "classify")
+    got = verdicts(ns, list(table.values()))
     wrong = {name: g for name, g in zip(table, got, strict=True) if g != want}
     expect(
         not wrong,
@@ -98,12 +122,22 @@ def _number(value: Any) -> bool:
 
 @CHECKS.add(
     1,
-    "timeouts, connection errors (ConnectionResetError, BrokenPipeError... are "
-    "ConnectionErrors), TransientError and its subclasses, 408, 429 and 5xx may "
-    "succeed later: use isinstance, not the exact class",
+    "never sent, safe to retry: a refused connection (ConnectionRefusedError), labkit's "
+    "TransientError and its subclasses (unless ambiguous), 408, 429 and 503: use "
+    "isinstance, not the exact class",
 )
-def classify_transient(ns: Namespace) -> None:
-    _verdicts(ns, TRANSIENT, "transient")
+def classify_never_sent(ns: Namespace) -> None:
+    _verdicts(ns, NEVER_SENT, "never_sent")
+
+
+@CHECKS.add(
+    2,
+    "maybe done, the request was sent and the answer lost: any error with a true "
+    "`ambiguous` attribute (ResponseLost, checked before TransientError), any other "
+    "TimeoutError or ConnectionError (a read timeout, a reset), and every 5xx but 503",
+)
+def classify_maybe_done(ns: Namespace) -> None:
+    _verdicts(ns, MAYBE_DONE, "maybe_done")
 
 
 @CHECKS.add(
@@ -117,13 +151,13 @@ def classify_permanent(ns: Namespace) -> None:
 
 @CHECKS.add(
     2,
-    "status 408, 429 and every status >= 500 (500 included, up to 599) are "
-    "transient; every other status is permanent",
+    "408, 429 and 503 are never_sent; every other status from 500 to 599 is "
+    "maybe_done; every other status is permanent",
 )
 def classify_every_status(ns: Namespace) -> None:
     statuses = list(range(100, 600))
-    got = _results(ns.harness(HARNESS + "classify", [http(s) for s in statuses]), "classify")
-    want = ["transient" if s in (408, 429) or s >= 500 else "permanent" for s in statuses]
+    got = verdicts(ns, [http(s) for s in statuses])
+    want = [verdict_for_status(s) for s in statuses]
     wrong = [(s, g) for s, g, w in zip(statuses, got, want, strict=True) if g != w]
     expect(
         not wrong,
@@ -266,6 +300,38 @@ def gives_up_on_permanent(ns: Namespace) -> None:
 
 
 @CHECKS.add(
+    3,
+    "a maybe-done failure (read timeout, reset, 500, ResponseLost) may already have "
+    "charged: without an idempotency_key return None, so nobody repeats the effect "
+    "before checking the destination",
+    severe=True,
+)
+def gives_up_on_maybe_done_without_a_key(ns: Namespace) -> None:
+    for name, error in MAYBE_DONE.items():
+        [got] = delays(ns, error, 1, started_at=0.0, now=0.0)
+        expect(got is None, f"None for {name} without an idempotency_key", got)
+    [safe] = delays(ns, REFUSED, 1, started_at=0.0, now=0.0)
+    expect(_number(safe), "a delay for ConnectionRefusedError: it never reached the server", safe)
+
+
+@CHECKS.add(
+    1,
+    "with an idempotency_key the destination recognises the repeat, so a maybe-done "
+    "failure is retried like a never-sent one",
+)
+def retries_maybe_done_under_a_key(ns: Namespace) -> None:
+    for name, error in MAYBE_DONE.items():
+        [got] = delays(
+            ns, error, 2, started_at=0.0, now=0.0, idempotency_key="billing:42:charge:v1"
+        )
+        expect(
+            _number(got) and 0.0 <= got <= 2.0,
+            f"a delay in [0, 2] s for {name} after attempt 2, under a key",
+            got,
+        )
+
+
+@CHECKS.add(
     2,
     "attempt counts every run, the first included: after attempt < max_attempts "
     "retry, at attempt == max_attempts stop (>=, not >)",
@@ -273,10 +339,10 @@ def gives_up_on_permanent(ns: Namespace) -> None:
 def gives_up_after_max_attempts(ns: Namespace) -> None:
     for most in (2, 3, 5, 8):
         [before] = delays(
-            ns, {"type": "TimeoutError"}, most - 1, started_at=0.0, now=0.0, max_attempts=most
+            ns, REFUSED, most - 1, started_at=0.0, now=0.0, max_attempts=most
         )
         [last] = delays(
-            ns, {"type": "TimeoutError"}, most, started_at=0.0, now=0.0, max_attempts=most
+            ns, REFUSED, most, started_at=0.0, now=0.0, max_attempts=most
         )
         expect(_number(before), f"a delay after attempt {most - 1} of {most}", before)
         expect(last is None, f"None after attempt {most} of {most}", last)
@@ -318,7 +384,7 @@ def honours_retry_after(ns: Namespace) -> None:
     "return None; a retry landing exactly on the deadline is still in time",
 )
 def respects_deadline(ns: Namespace) -> None:
-    [got] = delays(ns, {"type": "TimeoutError"}, 1, started_at=0.0, now=299.5, deadline=300.0)
+    [got] = delays(ns, REFUSED, 1, started_at=0.0, now=299.5, deadline=300.0)
     expect(
         got is None or got <= 0.5, "None (or at most 0.5 s) at 299.5 s into a 300 s deadline", got
     )
@@ -343,12 +409,13 @@ def next_delay_is_the_backoff(ns: Namespace) -> None:
     def same(case: tuple[int, float, float]) -> None:
         attempt, base, cap = case
         kwargs = {"base": base, "cap": cap, "max_attempts": 9, "deadline": 1e9}
-        got = delays(ns, {"type": "TimeoutError"}, attempt, 5, started_at=0.0, now=0.0, **kwargs)
+        got = delays(ns, REFUSED, attempt, 5, started_at=0.0, now=0.0, **kwargs)
         want = draws(ns, attempt - 1, SEED, base, cap, 5)
         expect(
             got == want,
-            f"next_delay(TimeoutError(), {attempt}, rng, base={base:g}, cap={cap:g}) to return "
-            f"what backoff({attempt - 1}, rng, {base:g}, {cap:g}) draws from the same seed: "
+            f"next_delay(ConnectionRefusedError(), {attempt}, rng, base={base:g}, "
+            f"cap={cap:g}) to return what backoff({attempt - 1}, rng, {base:g}, {cap:g}) "
+            "draws from the same seed: "
             f"{[round(w, 4) for w in want]}",
             f"{[round(g, 4) if _number(g) else g for g in got]}",
         )
