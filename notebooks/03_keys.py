@@ -163,8 +163,9 @@ assert [o["created"] for o in second] == [False, False, False]
 #
 # * `store.claim(worker, lease_s=30)` hands the oldest ready job to one worker, marks it
 #   `running` and counts an attempt;
-# * `store.fail(job, error)` records a failed attempt; for a transient error (a timeout,
-#   a 503) the job goes to **`retry_wait`**, a state that means "try again after a
+# * `store.fail(job, error)` records a failed attempt; for an error that can pass (a
+#   503; a read timeout only for a job with a natural key, lesson 05 says why) the job
+#   goes to **`retry_wait`**, a state that means "try again after a
 #   backoff" (lesson 05 chooses how long), instead of being lost or retried at once;
 # * `store.complete(job, result=...)` records success.
 #

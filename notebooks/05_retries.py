@@ -18,13 +18,14 @@
 # `retry_backoff_max`, `retry_jitter`, `max_retries`). This lesson takes those apart
 # with `labkit.retry`:
 #
-# 1. classify errors: transient, permanent, ambiguous;
+# 1. classify errors: never sent, maybe done, permanent, shown with a real HTTP call;
 # 2. exponential backoff with a cap;
 # 3. jitter (full, equal, decorrelated), plotted;
 # 4. Retry-After, a deadline and an attempts budget, against the outside world; an
 #    expired token, and how a refresh differs from a retry;
 # 5. the thundering herd, simulated: why jitter matters, in numbers;
-# 6. retries in the process (`retry_call`) versus retries as job state (`JobStore`).
+# 6. retries in the process (`retry_call`) versus retries as job state (`JobStore`);
+# 7. retry layers that multiply, and a shared retry budget.
 
 # %% [markdown]
 # ## Setup
@@ -46,6 +47,7 @@ from labkit.errors import PermanentError, ResponseLost, TransientError
 from labkit.patterns.herd import compare
 from labkit.tables import jobs_table, show
 from labkit.retry import (
+    RetryBudget,
     RetryPolicy,
     decorrelated_jitter,
     default_classify,
@@ -70,14 +72,95 @@ print(f"seed={SEED}  clock={clock}  folder={folder}")
 # %% [markdown]
 # ## 1. Classify before you retry
 #
-# Not every failure deserves another try. The cron article sorts them in three groups:
+# Not every failure deserves another try, and not every retry is safe. The cron article
+# sorts failures into transient and permanent and counts timeouts among the transient
+# ones. That skips the question that decides whether a retry can charge a customer
+# twice: **did the request reach the other side?** `labkit.retry` sorts every error in
+# three groups:
 #
-# * **transient**: timeouts, 429 (rate limited), 5xx. The same call may work later.
+# * **never sent**: the connection was refused, the name did not resolve, or the server
+#   said it did not take the request: 408 (it gave up waiting for the request), 429
+#   (rate limited), 503 (not taking requests now). Nothing happened; retry with backoff.
+# * **maybe done**: the request went out and the answer did not come back: a read
+#   timeout, a connection reset after sending, a 500, 502 or 504, a lost response. The
+#   effect may have happened, so retry only under an idempotency key the destination
+#   honours, or after checking the destination first (reconciliation, lesson 06).
 # * **permanent**: 400 (bad payload), 401 (bad credential), 404, validation errors, and
-#   bugs. Retrying repeats them, and the Celery-in-production article's trap (`autoretry_for=(Exception,)`)
-#   hides a `KeyError` behind five retries before anyone sees it.
-# * **ambiguous**: the request was sent and the answer was lost. The effect may have
-#   happened, so a retry is only safe under an idempotency key the destination honours.
+#   bugs. Retrying repeats them, and the Celery-in-production article's trap
+#   (`autoretry_for=(Exception,)`) hides a `KeyError` behind five retries.
+#
+# RFC 9110 (section 15.6) defines the server errors: a 500 is an "unexpected condition"
+# met while handling the request, a 502 and a 504 come from a gateway whose upstream
+# answered badly or too late, and a 503 is a temporary overload or maintenance, often
+# with a `Retry-After`. Only the 503 says the request was turned away; after the others
+# the upstream may have done the work.
+#
+# First, the two timeouts on a real socket. A small HTTP server on this machine makes
+# the charge as soon as it reads the request, then takes 1 s to answer. The client,
+# Python's own `http.client`, gives up after 0.3 s.
+
+# %% tags=["no-output"]
+import http.client  # noqa: E402
+import socket  # noqa: E402
+import threading  # noqa: E402
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
+
+charged: list[str] = []  # what the server did, whatever the client heard
+answer_now = threading.Event()
+
+
+class SlowPayments(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        charged.append(self.path)  # the effect happens here...
+        answer_now.wait(1.0)  # ...and the answer is late
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), SlowPayments)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+
+
+def post(port, path):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=0.3)
+    try:
+        conn.request("POST", path, body=b'{"amount": 4990}')
+        return conn.getresponse().status
+    except OSError as error:
+        return error
+    finally:
+        conn.close()
+
+# %% [markdown]
+# One call to the slow server, one to a port where nothing listens:
+
+# %%
+with socket.socket() as probe:  # a port that was free a moment ago: nothing listens there
+    probe.bind(("127.0.0.1", 0))
+    closed_port = probe.getsockname()[1]
+read_timeout = post(server.server_address[1], "/charges/ana")
+refused = post(closed_port, "/charges/bruno")
+answer_now.set()
+server.shutdown()
+server.server_close()
+show([{"call": "slow server", "error": type(read_timeout).__name__,
+       "verdict": default_classify(read_timeout), "server charged": "/charges/ana" in charged},
+      {"call": "closed port", "error": type(refused).__name__,
+       "verdict": default_classify(refused), "server charged": "/charges/bruno" in charged}])
+assert isinstance(read_timeout, TimeoutError) and charged == ["/charges/ana"]
+assert isinstance(refused, ConnectionRefusedError)
+
+# %% [markdown]
+# The read timeout is a `TimeoutError`, and the charge was made: a client that retries
+# every timeout charges ana twice. That is the duplicate e-mail of the
+# Celery-in-production article under another name. The refused connection never
+# reached anyone, so retrying it is always safe. Real clients raise the read timeout
+# (`TimeoutError` here, `httpx.ReadTimeout` or `requests.ReadTimeout` elsewhere), never
+# a tidy "response lost"; `default_classify` knows those libraries' class names too.
 #
 # An **idempotency key** (lesson 06 takes it apart) is a name for one request that the
 # caller sends along, as Stripe's `Idempotency-Key` header. The destination stores its
@@ -86,22 +169,32 @@ print(f"seed={SEED}  clock={clock}  folder={folder}")
 # *destination* that honours it: our own job key (lesson 03) protects our table, not
 # the payment provider.
 #
-# `default_classify` sorts an error by its type and its HTTP status. `RetryPolicy.decide`
-# turns that into a decision after a failed first attempt, once for a call without an
-# idempotency key and once for a call with one.
+# `RetryPolicy.decide` turns the verdict into a decision after a failed first attempt,
+# once for a call without an idempotency key and once for a call with one.
 
 # %%
+class HTTPStatusError(Exception):
+    """What an HTTP client raises for an error status (httpx's and requests' carry it)."""
+
+    def __init__(self, status, message=""):
+        super().__init__(f"HTTP {status} {message}".strip())
+        self.status = status
+
+
 policy = RetryPolicy(max_attempts=5, backoff=exponential(base=1, cap=60))
 errors = [
-    ("timeout", TimeoutError("read timed out after 10s")),
+    ("connection refused", refused),
     ("429 rate limited", TransientError("429 Too Many Requests", status=429, retry_after=20)),
-    ("503 unavailable", TransientError("503 Service Unavailable", status=503)),
+    ("503 unavailable", HTTPStatusError(503, "Service Unavailable")),
+    ("read timeout", read_timeout),
+    ("500 server error", HTTPStatusError(500, "Internal Server Error")),
+    ("504 gateway timeout", HTTPStatusError(504, "Gateway Timeout")),
+    ("response lost", ResponseLost("timeout after the request was sent")),
     ("400 bad request", PermanentError("400: amount must be positive", status=400)),
     ("401 unauthorized", PermanentError("401: invalid API key", status=401)),
     ("404 not found", PermanentError("404: no customer cus_9", status=404)),
     ("validation", ValueError("e-mail address 'ana@' is not valid")),
     ("bug", KeyError("customer_id")),
-    ("response lost", ResponseLost("timeout after the request was sent")),
 ]
 
 
@@ -114,19 +207,23 @@ table = [{"error": label, "type": type(e).__name__, "verdict": default_classify(
           "no key": decision(e, False), "with idempotency key": decision(e, True)}
          for label, e in errors]
 show(table)
-verdicts = {row["error"]: row["verdict"] for row in table}
-assert [verdicts[k] for k in ("timeout", "429 rate limited", "503 unavailable")] == ["transient"] * 3
-assert {verdicts[k] for k in ("400 bad request", "401 unauthorized", "404 not found",
-                              "validation", "bug")} == {"permanent"}
-assert verdicts["response lost"] == "ambiguous"
-assert table[-1]["no key"] == "stop" and table[-1]["with idempotency key"] == "retry in 1s"
-assert table[1]["no key"] == "retry in 20s"  # the 429's Retry-After, not the 1 s backoff
+rows = {row["error"]: row for row in table}
+never_sent = ("connection refused", "429 rate limited", "503 unavailable")
+maybe_done = ("read timeout", "500 server error", "504 gateway timeout", "response lost")
+assert {rows[k]["verdict"] for k in never_sent} == {"never_sent"}
+assert {rows[k]["verdict"] for k in maybe_done} == {"maybe_done"}
+assert {rows[k]["no key"] for k in maybe_done} == {"stop"}
+assert {rows[k]["with idempotency key"] for k in maybe_done} == {"retry in 1s"}
+assert {r["verdict"] for r in table[7:]} == {"permanent"}
+assert rows["429 rate limited"]["no key"] == "retry in 20s"  # the Retry-After, not 1 s
 
 # %% [markdown]
 # Three things to read in that table. Permanent errors stop at once, whatever the key.
-# The 429 waits 20 s, not 1 s: the server said when to come back (section 4). And the
-# lost response stops unless the call carries an idempotency key: without one, a retry
-# is exactly lesson 01's third lie.
+# The 429 waits 20 s, not 1 s: the server said when to come back (section 4). And every
+# maybe-done failure, the read timeout first, stops unless the call carries an
+# idempotency key: without one, a retry is exactly lesson 01's third lie. A job in the
+# job table follows the same rule: `JobStore.fail` retries a maybe-done failure only for
+# a job enqueued with a natural key, and buries a keyless one as "outcome unknown".
 
 # %% [markdown]
 # ## 2. Exponential backoff, with a cap
@@ -275,7 +372,7 @@ assert "attempts exhausted (3 of 3)" in why
 assert [c.outcome for c in world.calls(service="webhook")] == ["failed_before"] * 3
 
 # %% [markdown]
-# **An ambiguous failure.** The API charges carla and the reply is lost. Without an
+# **A maybe-done failure.** The API charges carla and the reply is lost. Without an
 # idempotency key `retry_call` refuses to retry: the charge *did* happen (the world has
 # it), and a retry would make it two. The outcome is unknown to the caller, which must
 # now find out (lesson 06's reconciliation) instead of guessing.
@@ -511,11 +608,69 @@ assert [a.outcome for a in store.attempts(job.id)] == ["retry_wait", "retry_wait
 assert world.count(job.key) == 1
 
 # %% [markdown]
+# ## 7. Retry layers multiply
+#
+# A request often passes through several layers that each retry: an HTTP client with
+# 3 attempts, inside a task that retries 3 times, inside a job the store runs up to 5
+# times. Each layer is reasonable alone. Together, one request to a service that is
+# down becomes 3 × 3 × 5 calls, and every caller does the same, which is how a short
+# outage becomes a retry storm. Three `retry_call` layers against a payment API that
+# answers every call with a 503:
+
+# %%
+down_calls = 0
+
+
+def payments_down():
+    global down_calls
+    down_calls += 1
+    raise TransientError("503 Service Unavailable", status=503)
+
+
+def layer(fn, attempts, budget=None):
+    """One more layer that retries ``fn``: a client, a task, a job runner."""
+    layer_policy = RetryPolicy(max_attempts=attempts, backoff=exponential(base=1, cap=60))
+    return lambda: retry_call(fn, layer_policy, clock, rng, budget=budget)
+
+
+def one_request(budget=None):
+    global down_calls
+    down_calls = 0
+    try:
+        layer(layer(layer(payments_down, 3, budget), 3, budget), 5, budget)()
+    except TransientError as error:
+        return down_calls, error.__notes__[-1]
+
+
+layers_alone = one_request()
+print(f"calls for one request: {layers_alone[0]}  ({layers_alone[1]})")
+assert layers_alone[0] == 3 * 3 * 5
+
+# %% [markdown]
+# Two fixes, used together. Retry in **one** layer, the one that knows whether the call
+# is safe to repeat (for a job, the job store), and let the others fail fast. And give
+# the calls to one dependency a shared **retry budget**: `RetryBudget` follows gRPC's
+# retry throttling (the gRPC proposal A6, "Retry throttling"): every failure takes a
+# token, every success gives back a tenth of one, and retries stop while half the
+# tokens or fewer are left. First attempts always go through, so callers still see the
+# service come back. The same three layers, three requests in a row, sharing one budget:
+
+# %%
+budget = RetryBudget(max_tokens=10, token_ratio=0.1)
+with_budget = [one_request(budget) for _ in range(3)]
+show([{"request": n, "calls": calls, "why it stopped": why}
+      for n, (calls, why) in enumerate(with_budget, 1)])
+print(f"tokens left: {budget.tokens:g} of {budget.max_tokens:g}")
+assert [calls for calls, _ in with_budget] == [4, 1, 1]
+assert all("retry budget spent" in why for _, why in with_budget)
+
+# %% [markdown]
 # ## What you should see
 #
 # | step | what the output shows |
 # |---|---|
-# | classification | timeout, 429, 503 transient; 400, 401, 404, validation, bug permanent; lost response ambiguous |
+# | real HTTP call | read timeout: `TimeoutError`, maybe done, and the server charged; closed port: `ConnectionRefusedError`, never sent |
+# | classification | refused, 429, 503 never sent; read timeout, 500, 504, lost response maybe done (stop without a key); 400, 401, 404, validation, bug permanent |
 # | lost response | stop without a key; retry with an idempotency key |
 # | exponential, cap 60 | 1, 2, 4, 8, 16, 32, then 60 s every time |
 # | 100 clients, plotted | vertical lines without jitter; spread dots with jitter |
@@ -529,6 +684,7 @@ assert world.count(job.key) == 1
 # | refresh, then one more call | valid refresh token: 2 calls, ok; revoked: 1 call, stopped |
 # | herd, 50 clients | jitter: ~40% fewer calls than exponential, finishes 8 to 18 times sooner |
 # | job-level retries | `retry_wait` with `run_after` from the policy; 120 s after the 429; then `succeeded`, one charge |
+# | retry layers 3, 3, 5 | 45 calls for one request; with a shared budget 4, then 1 and 1 |
 #
 # ## Glossary and next
 #

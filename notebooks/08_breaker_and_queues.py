@@ -420,7 +420,8 @@ assert {n: b.state for n, b in account_breakers.items()} == {"erp:acme": "open",
 # that key wait behind it; other keys go on.
 #
 # Order 42 has three adjustments, order 43 two. The first try of order 42's first step
-# times out (a transient error, retried 10 s later). Two workers claim every 5 seconds;
+# is turned away: the ERP answers 503, busy, nothing done (never sent, so it is retried
+# 10 s later). Two workers claim every 5 seconds;
 # a job takes less than that. `run_serial` runs this with a claim function and logs who
 # ran what.
 
@@ -445,12 +446,12 @@ def run_serial(name, make_claim, workers=("w1", "w2")):
         for worker in workers:
             for job in claim(worker):
                 p = job.payload
-                timed_out = (p["order"], p["step"], job.attempt) == (42, 1, 1)
+                turned_away = (p["order"], p["step"], job.attempt) == (42, 1, 1)
                 log.append({"at": isoformat(clock.now())[11:], "worker": worker,
                             "order": p["order"], "step": f"{p['step']} {p['what']}",
-                            "attempt": job.attempt, "outcome": "timeout" if timed_out else "ok"})
-                if timed_out:
-                    store.fail(job, TransientError("ERP timeout"))
+                            "attempt": job.attempt, "outcome": "503 busy" if turned_away else "ok"})
+                if turned_away:
+                    store.fail(job, TransientError("ERP busy, nothing done", status=503))
                 else:
                     store.complete(job)
         clock.advance(5)
@@ -492,7 +493,7 @@ assert len({row["worker"] for row in ordered}) == 2
 # `concurrency=1`. That prevents overlap, but not reordering: its retry is
 # `apply_async(..., countdown=delay)`, a *new* message that waits for its countdown while
 # the single worker takes the next message in the queue. Played here with one worker on
-# one ordinary queue, as in that design: step 1 times out, and step 2 runs before it.
+# one ordinary queue, as in that design: step 1 is turned away, and step 2 runs before it.
 
 # %%
 single = run_serial("one_worker", plain_claim, workers=("w1",))
