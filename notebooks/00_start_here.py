@@ -61,8 +61,24 @@
 # Where an article is wrong the lab says so and shows it. The Celery-in-production
 # article says Celery is at-least-once by default; it is not. By default Celery
 # acknowledges a task *before* running it (`task_acks_late=False`), so a worker killed
-# mid-task loses it. Only late acks plus `task_reject_on_worker_lost=True` redeliver it,
-# and on Redis only after the visibility timeout (lessons 06 and 14).
+# mid-task loses it. With late acks alone, a task comes back when the whole worker dies
+# (the broker never got its ack) but not when only the pool process running it dies:
+# Celery then records a failure and acknowledges it. Adding
+# `task_reject_on_worker_lost=True` brings that one back too. On Redis a redelivery waits
+# for the visibility timeout, and even the default runs a task twice when its countdown
+# is longer than that timeout (lessons 06 and 14).
+#
+# ### Errata: what the articles get wrong, and where the lab shows it
+#
+# | article | what it gets wrong | shown in |
+# |---|---|---|
+# | the cron article | lists timeouts and 5xx among the transient failures to retry with backoff; a read timeout or a 500 can come after the work was done | 05 §1: a server charges, then answers late; the client's `TimeoutError` is *maybe done* |
+# | the Celery-in-production article | "Celery is at-least-once by default": the default acknowledges before the task runs | 06 §5 (the `ack_first` row) and 14 §1, with a real worker killed |
+# | the Celery-in-production article | late acks alone are not enough: a killed pool process's task is marked failed and acknowledged | 14 §1-§4: lost when the child dies, back when the whole worker dies or with `reject_on_worker_lost` |
+# | the ERP article | claims its events with a conditional `UPDATE` and no lease: a worker that dies leaves the event `running` for good | 04 §4, "A claim without a lease" |
+# | the ERP article | one worker with `concurrency=1` does not keep order: a countdown retry is a new message, and the next one passes it | 08 §4, "What one worker with `concurrency=1` keeps", and 14 §7 |
+# | the ERP article | a retry countdown can grow past Redis's visibility timeout, and then the task runs twice, even with Celery's default acks | 14 §6, the ETA cell |
+# | the ERP article | its breaker lets every worker's call through when the cooldown ends; a half-open breaker lets one trial call through | 08 §1, the half-open cell: one trial slot, the other worker refused |
 
 # %% [markdown]
 # ## Setup

@@ -21,7 +21,9 @@
 # The Celery-in-production article says Celery is at-least-once by default. It is not.
 # By default (`task_acks_late=False`) Celery acknowledges a task when a worker takes it,
 # *before* running it: a worker killed mid-task has already acked, and the task is lost.
-# That is the `ack_first` row of the table below (at-most-once). Only with
+# That is the `ack_first` row of the table below (at most once, when the worker dies
+# mid-task; lesson 14 shows that on Redis even the default runs a task twice when its
+# countdown outlasts the visibility timeout). Only with
 # `task_acks_late=True` and `task_reject_on_worker_lost=True` does a killed worker's task
 # come back (on Redis, only after the visibility timeout), and then the article's real
 # point holds: a re-run means the effect may happen again, retries do not fix that, and
@@ -275,7 +277,7 @@ plt.show()
 #
 # | strategy | what it does |
 # |---|---|
-# | `ack_first` | acknowledge the job, then charge (at-most-once; Celery's default) |
+# | `ack_first` | acknowledge the job, then charge (lost if the worker dies mid-task; Celery's default) |
 # | `ack_late` | charge, then acknowledge (at-least-once, no protection; Celery with `acks_late` and `reject_on_worker_lost`) |
 # | `check_then_act` | look in our ledger, charge, write "done": separate transactions |
 # | `same_transaction` | a local effect: ledger entry and "done" mark in one transaction |

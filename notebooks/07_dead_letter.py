@@ -345,8 +345,11 @@ assert store.counts()["succeeded"] == 7 and store.counts()["dead"] == 2
 # attempts and age, a tick box per row, filters by kind and error class, a dry run and
 # a **Redrive selected** button. There is no "redrive all": with nothing ticked it
 # refuses. In production, Oban Web and River UI ship such a screen with their queues.
-# Celery does not: it has no dead-letter queue at all, and Flower, its dashboard, lists
-# failed tasks with their exceptions but cannot redrive them. That is why the ERP article
+# Celery does not: it has no dead-letter *state*. A task can `raise Reject(requeue=False)`
+# with `acks_late`, and RabbitMQ then routes the message to the dead-letter exchange
+# configured on the queue (Celery's Tasks guide, "Reject"; RabbitMQ's "Dead Letter
+# Exchanges"), but nothing in Celery lists or redrives those messages. Flower, its
+# dashboard, lists failed tasks with their exceptions but cannot redrive them. That is why the ERP article
 # makes its own event table the dead-letter store and builds the screen on it. Its
 # widgets only show in a live notebook, so this cell's output is not compared.
 

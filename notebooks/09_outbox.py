@@ -344,8 +344,8 @@ assert outbox.pending(shop) == []
 # the consumer drops a repeat by id anyway (section 6).
 #
 # In production the relay is often not a polling loop: Debezium reads the outbox table
-# from the database's log (change data capture). Lesson 13 replaces this broker with
-# Redis.
+# from the database's log (change data capture), and the broker is a real one: lesson 13
+# takes the queue itself onto Redis Streams and PostgreSQL.
 #
 # ## What you should see
 #

@@ -208,8 +208,10 @@ job_table()
 # %% [markdown]
 # The job (id 2) is in the table although nobody was told. The client does what a
 # client should: retry, with **the same** `Idempotency-Key`. The retry lands on the
-# healthy server (a load balancer would do the same) and gets job 2 back, `created:
-# false`. One job.
+# healthy server and gets job 2 back, `created: false`. One job. It is the client that
+# must retry: a load balancer does not, by default, send a POST again once it reached
+# a server (nginx's proxy module docs, `proxy_next_upstream`: a non-idempotent request
+# goes to the next server only with the `non_idempotent` option).
 
 # %%
 retry = client.post("/jobs/report", json=feb, headers={**ALICE, "Idempotency-Key": "feb-1"})
@@ -331,7 +333,7 @@ assert all(server.returncode is not None for server in servers)
 # | password in the body | `422`, field named, value not echoed | no new job |
 #
 # In production the same shape is a FastAPI or Django view in front of Celery, RQ or a
-# job table, behind a load balancer that retries; callers are identified by your
+# job table, behind a load balancer; callers are identified by your
 # identity provider and the secret store is Vault or a cloud secrets manager.
 #
 # ## Glossary and next

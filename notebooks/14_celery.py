@@ -6,8 +6,10 @@
 #
 # > **Resumo.** Workers Celery de verdade, mortos com `kill -9`, contra RabbitMQ e Redis.
 # > O padrão do Celery **não** é at-least-once: o ack vem antes da tarefa, e um worker
-# > morto a perde; `acks_late` sozinho também perde; `reject_on_worker_lost` entrega de
-# > novo (e cobra duas vezes sem idempotência). Depois: o Redis e o visibility timeout,
+# > morto a perde; `acks_late` sozinho perde a tarefa quando morre o processo filho (não
+# > quando morre o worker inteiro); `reject_on_worker_lost` entrega de novo (e cobra
+# > duas vezes sem idempotência). No Redis, até o padrão roda duas vezes uma tarefa com
+# > countdown maior que o visibility timeout. Depois: o Redis e o visibility timeout,
 # > retries, prefetch, dois Beats e a tabela de falhas da lição 06 no Celery.
 #
 # Run time: about 45 to 60 seconds. Every section starts or kills real `celery worker`
@@ -168,7 +170,9 @@ assert one.count("main-1") == 1
 # ## 5 · Prefetch: what a killed worker was holding
 #
 # A worker does not take one message at a time: it *prefetches*
-# `worker_prefetch_multiplier × concurrency` (4 × 1 by default). Four tasks are sent; the
+# `worker_prefetch_multiplier × concurrency` messages: the multiplier is 4 by default,
+# and the concurrency defaults to the number of CPUs (`celery worker --concurrency`'s
+# help says so); this worker runs one pool process, so it holds 4. Four tasks are sent; the
 # first stops before its charge. With the default, the worker holds all four (the queue
 # is empty) while it runs only one, so nobody else could take the other three. With
 # early acks, only the running one was acknowledged: kill the worker and the other three
@@ -269,8 +273,10 @@ assert second.at - first.at >= 3.0
 # your longest task *and* your longest countdown, and know that recovery waits for it
 # plus the next restore (`unacked_restore_interval`, `unacked_restore_throttle`).
 #
-# **ETA longer than the visibility timeout.** A task sent with `countdown=4` is delivered
-# at once and held, unacknowledged, by a worker until its time. After 1 s it looks
+# **ETA longer than the visibility timeout, under Celery's default acks.** Early acks do
+# not help here: a task is acknowledged when it *starts*, and a task sent with
+# `countdown=4` is delivered at once and held, unacknowledged, by a worker until its
+# time. Retries with a countdown (section 7) are such messages too. After 1 s it looks
 # abandoned: the next restore puts it back in the queue and the other worker takes it
 # too; at the ETA both run it. This run sweeps every second
 # (`unacked_restore_interval=1`, `unacked_restore_throttle=1`), so every held copy is
@@ -282,10 +288,11 @@ fast = {"visibility_timeout": 1, "unacked_restore_interval": 1, "unacked_restore
 eta_run = CeleryRun(REDIS, fresh_dir("14-eta"), transport_options=fast)
 for name in ("e1", "e2"):
     eta_run.worker(name)
-eta_run.send("lab.charge_late_reject", "ack_late", "eta-1", "cus_1", 100, countdown=4)
+eta_run.send("lab.charge_early", "ack_late", "eta-1", "cus_1", 100, countdown=4)
 eta_run.wait_effects("eta-1", 2)
 eta_run.settle()
-print("one task sent once; charged more than once:", eta_run.count("eta-1") >= 2)
+print("one task with Celery's default options, sent once; charged more than once:",
+      eta_run.count("eta-1") >= 2)
 assert eta_run.count("eta-1") >= 2
 eta_run.close()
 
@@ -299,7 +306,7 @@ eta_run.close()
 # | `full_jitter(base, cap)` | `retry_jitter=True` (Celery's default!) |
 # | `RetryPolicy(max_attempts=4)` | `max_retries=3` (retries, not attempts) |
 # | Retry-After honoured | `raise self.retry(exc=exc, countdown=exc.retry_after)` |
-# | a retry is the same job, `retry_wait` | a retry is a **new message** at the queue's tail |
+# | a retry is the same job, `retry_wait` | a retry is a **new message**; with a countdown a worker takes it at once and holds it, unacknowledged, until its ETA |
 #
 # Celery's own backoff function and lesson 05's give the same delays:
 
@@ -501,7 +508,7 @@ print("no Celery process left:", rabbit.leftovers() == [] and one.leftovers() ==
 # | 5 · prefetch 4, early ack | queue 0 while running; 3 back; charges 0, 1, 1, 1 |
 # | 5 · prefetch 1, late ack | queue 3 while running; 4 back; charges 1, 1, 1, 1 |
 # | 6 · Redis, whole worker killed | unacked 1; still 1 charge 3 s later; 2 once a worker starts |
-# | 6 · Redis, countdown > visibility timeout | one task, charged more than once |
+# | 6 · Redis, countdown > visibility timeout, default acks | one task, charged more than once |
 # | 7 · backoff, Retry-After | 503, 503, ok; 429, ok: 1 charge each |
 # | 7 · serial queue with a retry | sent A, B, C; received B, C, A |
 # | 8 · killed after the send: `transaction.atomic` / reconcile | 2 e-mails / 1 e-mail |
