@@ -6,9 +6,11 @@
 #
 # > **Resumo.** O job das lições 04, 06 e 07 vai para o PostgreSQL e o Redis Streams.
 # > No PostgreSQL: três processos com `SKIP LOCKED` sem dividir um job, uma conexão
-# > derrubada com `pg_terminate_backend` e o lease devolvendo o job, um advisory lock.
-# > No Redis: um consumidor morto com SIGKILL, `XPENDING`, `XAUTOCLAIM`, um job venenoso
-# > no dead-letter e o redrive. No fim, a tabela da lição 06 nos três motores.
+# > derrubada com `pg_terminate_backend` e o lease devolvendo o job, um advisory lock
+# > liberado mesmo com SIGKILL. No Redis: um consumidor morto com SIGKILL, `XPENDING`,
+# > `XAUTOCLAIM`, um job venenoso no dead-letter e o redrive, um registro "feito" que
+# > perde o e-mail (e a correção: claim com lease e Idempotency-Key), e um `XTRIM` que
+# > apaga entradas pendentes. No fim, a tabela da lição 06 nos três motores.
 #
 # Run time: about 30 seconds (more on a busy machine), most of it starting worker
 # processes (three on PostgreSQL, one on Redis, and 24 for the crash table's twelve real
@@ -31,12 +33,12 @@ import re
 import psycopg
 
 from labkit.backends import spec
-from labkit.backends.postgres.lock import single_instance_pg
+from labkit.backends.postgres.lock import hold_in_subprocess, single_instance_pg
 from labkit.backends.postgres.runs import RunSchema
 from labkit.backends.postgres.store import PostgresJobStore
 from labkit.backends.redis.streams import StreamQueue
 from labkit.clock import LAB_EPOCH, FakeClock, SystemClock
-from labkit.errors import AlreadyRunning, PermanentError
+from labkit.errors import AlreadyRunning, PermanentError, SimulatedCrash
 from labkit.explore import crash_matrix
 from labkit.faults import FaultPlan
 from labkit.worker_process import run_worker_process
@@ -148,6 +150,15 @@ print(f"B now: job {job.id} {job.key} attempt {job.attempt}, lease until +30 s")
 # connection is terminated mid-job. Nothing rolls back now: the row says *running,
 # leased to worker-b*. Worker C finds nothing to claim until the lease runs out on the
 # clock, then reclaims it, and the attempts table shows both attempts.
+#
+# Here B and C read one `FakeClock`. On two machines each reads its own clock, and
+# clocks drift apart: a lease written with B's time and checked with C's ends early or
+# late by the skew between them, and an early end runs the job twice. So check every
+# lease on one clock: the database's (`now()` is the transaction's start time on the
+# server, [PostgreSQL docs](https://www.postgresql.org/docs/current/functions-datetime.html#FUNCTIONS-DATETIME-CURRENT)),
+# or Redis's (`TIME`, [Redis docs](https://redis.io/docs/latest/commands/time/), or a
+# `PX` expiry, which the server counts, as in section 8); or keep each lease longer
+# than the longest job plus the worst skew you have measured.
 
 # %%
 print("B's backend terminated:", terminate(worker_b.conn.info.backend_pid))
@@ -168,9 +179,12 @@ assert [a.outcome for a in rows] == ["lease_expired", "succeeded"]
 # own lock. When the nightly billing run must run once *anywhere*, take a lock in the
 # database every machine shares: `pg_try_advisory_lock`, held by a session
 # (`labkit.backends.postgres.lock.single_instance_pg`). A second instance on another connection
-# is refused and told who holds it; when the holder's connection ends, even by SIGKILL,
-# the server frees the lock, as the kernel frees a `flock`. Server pids and this run's
-# name change between runs, so the cell prints `<pid>` and `<run>` in their place.
+# is refused and told who holds it; when the holder's connection ends the server frees
+# the lock, as the kernel frees a `flock` (a session-level lock "is held until explicitly
+# released or the session ends",
+# [PostgreSQL docs](https://www.postgresql.org/docs/current/explicit-locking.html#ADVISORY-LOCKS)).
+# Server pids and this run's name change between runs, so the cell prints `<pid>` and
+# `<run>` in their place.
 
 # %%
 LOCK = f"nightly-billing-{RUN}"
@@ -182,6 +196,44 @@ with single_instance_pg(PG, LOCK, application_name="billing-host-1"):
         print(re.sub(r"pid \d+", "pid <pid>", str(exc)).replace(RUN, "<run>"))
 with single_instance_pg(PG, LOCK, application_name="billing-host-2"):
     print("after host 1 let go, host 2 holds the lock")
+
+# %% [markdown]
+# Letting go inside a `with` is the easy case. Now the holder is a real process that
+# gets SIGKILL while it holds the lock: no `finally`, no unlock. Its kernel closes the
+# socket, the server's backend sees the connection end, and the lock goes with the
+# session. Another session waits for that (at most 10 s), then takes the lock.
+
+# %%
+import signal
+
+
+def wait_until_free(name, timeout_s=10.0):
+    """Try as host 4 until it gets the lock (True) or timeout_s pass (False)."""
+    clock = SystemClock()
+    deadline = clock.now() + timeout_s
+    while True:
+        try:
+            with single_instance_pg(PG, name, application_name="billing-host-4"):
+                return True
+        except AlreadyRunning:
+            if clock.now() >= deadline:
+                return False
+            clock.sleep(0.02)
+
+
+holder, _pid = hold_in_subprocess(PG, LOCK, application_name="billing-host-3")
+try:
+    before = wait_until_free(LOCK, timeout_s=0)
+    print("host 4 while host 3's process holds it:", "got it" if before else "refused")
+    holder.send_signal(signal.SIGKILL)
+    print("host 3 exit code:", holder.wait(10))
+    after = wait_until_free(LOCK)
+    print("after the SIGKILL, host 4 got the lock:", after)
+finally:
+    if holder.poll() is None:
+        holder.kill()
+    holder.communicate(timeout=10)
+assert not before and after and holder.returncode == -signal.SIGKILL
 
 # %% [markdown]
 # | | `flock` (lesson 02) | advisory lock |
@@ -314,14 +366,14 @@ q.ack(entry.id)
 print("dead letters left:", len(q.dead_letters()), "| pending:", q.pending())
 
 # %% [markdown]
-# ## 8. The idempotency record, and a TTL that is too short
+# ## 8. The idempotency record: a TTL too short, and a record written too early
 #
-# A consumer whose effect has no `Idempotency-Key` of its own (an e-mail) keeps a record
-# per key: `SET <prefix>:done:<key> done NX EX <ttl>`; only the consumer that sets it
-# sends. The record must outlive every late copy of the message: a redelivery after the
-# idle threshold, a redrive next week. Here the TTL is one second (we let it run out with
-# a short `PEXPIRE` rather than waiting), and a late copy of the same job sends the
-# e-mail again.
+# A consumer whose effect has no `Idempotency-Key` of its own (a plain e-mail) may keep
+# a record per key: `SET <prefix>:done:<key> done NX EX <ttl>`; only the consumer that
+# sets it sends. The record must outlive every late copy of the message: a redelivery
+# after the idle threshold, a redrive next week. Here the TTL is one second (we let it
+# run out with a short `PEXPIRE` rather than waiting), and a late copy of the same job
+# sends the e-mail again.
 
 # %%
 def send_receipt(key, ttl_s):
@@ -342,25 +394,146 @@ with World(folder / "world.db") as world:
     print("receipts sent:", world.count("receipt:201", "mail"))
 
 # %% [markdown]
-# ## 9. `MAXLEN` trims what is still pending
-#
-# `XADD ... MAXLEN 3` keeps the stream short, and it does not ask whether an entry was
-# acknowledged. Consumer c3 holds invoice 300 (its process is about to die); five more
-# invoices arrive with `MAXLEN 3`. When the rescuer autoclaims, Redis reports invoice
-# 300's id as **deleted**: still in the PEL, its payload gone. That job is lost. Trim by
-# age of *acknowledged* work only (or not at all), and alert on deleted ids.
+# The TTL is the smaller problem. `send_receipt` writes "done" **before** it sends, so
+# the e-mail is at most once, not exactly once: a worker that dies between the `SET` and
+# the send leaves the record saying done and no e-mail anywhere, and every redelivery
+# skips it. The lab's own fault plan crashes it there (a `SimulatedCrash` at a point the
+# consumer fires, `after_record`), then the entry is delivered again.
 
 # %%
-q.add("charge", {"customer": "cus_300", "amount": 3000}, "invoice:300")
-(held,) = q.read_new("c3", count=1)
-for n in range(301, 306):
-    q.add("charge", {"customer": f"cus_{n}", "amount": 3000}, f"invoice:{n}", maxlen=3)
-print("stream length after MAXLEN 3:", q.length())
-claimed = q.autoclaim("rescuer", min_idle_ms=0, count=10)
-print("autoclaimed entries:", len(claimed.entries),
-      "| deleted ids reported:", len(claimed.deleted), "| invoice:300's among them:",
-      held.id in claimed.deleted)
-assert held.id in claimed.deleted
+def send_receipt_early(key, faults):
+    """The record first, then the e-mail: what section 8's consumer does."""
+    if not q.remember(key, ttl_s=86_400):
+        return "skipped: already done"
+    faults.hit("after_record", key)
+    with World(folder / "world.db") as world:
+        world.mail.send("cus_202@example.com", "receipt", key=key)
+    return "sent"
+
+
+early = FaultPlan(seed=13).at("after_record", "crash", nth=1)
+try:
+    send_receipt_early("receipt:202", early)
+except SimulatedCrash as exc:
+    print("first delivery:", exc)
+print("redelivered:", send_receipt_early("receipt:202", early))
+with World(folder / "world.db") as world:
+    print("receipts sent for receipt:202:", world.count("receipt:202", "mail"))
+    assert early.fired_at("after_record") and world.count("receipt:202", "mail") == 0
+
+# %% [markdown]
+# The fix has three parts, and the guarantee rests on the second:
+#
+# 1. **A claim with a short lease**, not a "done": `SET <prefix>:claim:<key> <consumer>
+#    NX PX 30000` (`q.claim_key`) says *in progress*. If its worker dies it expires on
+#    Redis's clock; meanwhile another consumer that finds it leaves the entry pending.
+# 2. **The effect is idempotent where it lands**: the e-mail carries the job key as
+#    `Idempotency-Key` (mail APIs such as
+#    [Resend's](https://resend.com/docs/dashboard/emails/idempotency-keys) take one; the
+#    world's mail honours it like its payments API), so a second send of the same key
+#    returns the first reply and sends nothing.
+# 3. **"Done" only after the send** (`q.finish_key`: `SET <prefix>:done:<key> EX ttl`,
+#    then drop this consumer's claim), so later copies skip even the call.
+#
+# The plan crashes the worker in each gap: invoice 203 after the claim (nothing sent),
+# invoice 204 after the send (nothing recorded). A redelivery while the lease holds is
+# left pending; once the lease runs out (shortened with `PEXPIRE` rather than waiting
+# 30 s) the next one finishes the job, and a last copy is skipped.
+
+# %%
+def send_receipt_once(key, consumer, faults):
+    """Claim, send with the key as Idempotency-Key, then record done."""
+    if q.is_done(key):
+        return "skipped: done"
+    if not q.claim_key(key, consumer, lease_ms=30_000):
+        return "left pending: claimed by another consumer"
+    faults.hit("after_claim", key)
+    with World(folder / "world.db") as world:
+        world.mail.send("cus@example.com", "receipt", key=key, idempotency_key=key)
+    faults.hit("after_send", key)
+    q.finish_key(key, consumer, ttl_s=86_400)
+    return "sent"
+
+
+def let_expire(name):
+    q.r.pexpire(name, 1)
+    while q.r.exists(name):
+        SystemClock().sleep(0.01)
+
+
+fixed = (FaultPlan(seed=13).at("after_claim", "crash", key="receipt:203", nth=1)
+         .at("after_send", "crash", key="receipt:204", nth=1))
+for key in ("receipt:203", "receipt:204"):
+    try:
+        send_receipt_once(key, "c1", fixed)
+    except SimulatedCrash as exc:
+        print(f"{key}: c1 {exc}")
+    print(f"{key}: c2 within the lease:", send_receipt_once(key, "c2", fixed))
+    let_expire(f"{PREFIX}:claim:{key}")
+    print(f"{key}: c2 after the lease:", send_receipt_once(key, "c2", fixed))
+    print(f"{key}: a late copy:", send_receipt_once(key, "c3", fixed))
+with World(folder / "world.db") as world:
+    sent = {key: world.count(key, "mail") for key in ("receipt:203", "receipt:204")}
+    calls = [c.outcome for c in world.calls("mail") if c.key == "receipt:204"]
+print("e-mails sent:", sent, "| crashes fired:", [f.point for f in fixed.fired])
+print("the mail API's answers for receipt:204:", calls)
+assert sent == {"receipt:203": 1, "receipt:204": 1} and len(fixed.fired) == 2
+
+# %% [markdown]
+# ## 9. Trimming deletes what is still pending
+#
+# `XTRIM` keeps a stream short: `MAXLEN n` keeps the newest n entries, `MINID id` drops
+# every entry older than `id` (by age, since an id starts with its milliseconds). On
+# Redis 7 neither asks whether a group still has an entry pending
+# ([XTRIM](https://redis.io/docs/latest/commands/xtrim/)): there is no way to "trim only
+# acknowledged work" (Redis 8.2 added an `ACKED` option for that; this server is 7).
+# Consumer c3 reads invoices 300 to 302, acknowledges 300 and dies holding 301 and 302;
+# then the stream is trimmed to invoice 303 and newer.
+
+# %%
+version = q.r.info("server")["redis_version"]
+print("Redis server", version)
+ids = {q.add("charge", {"customer": f"cus_{n}", "amount": 3000}, f"invoice:{n}")[0]:
+       f"invoice:{n}" for n in range(300, 306)}
+held = q.read_new("c3", count=3)
+q.ack(held[0].id)
+print("pending before the trim:", [ids[p.id] for p in q.pending()])
+q.trim(minid=list(ids)[3])
+print("stream after XTRIM MINID <invoice:303>:", [ids[i] for i, _ in q.r.xrange(q.stream)])
+print("still pending, with no payload:", [ids[p.id] for p in q.pending()])
+assert version.split(".")[0] == "7"
+
+# %% [markdown]
+# The PEL still names 301 and 302, but their payloads are gone. The next `XAUTOCLAIM`
+# that reaches them drops them from the PEL and lists their ids **once**, in the third
+# element of its reply (deleted ids, since Redis 7.0,
+# [XAUTOCLAIM](https://redis.io/docs/latest/commands/xautoclaim/)). A second
+# `XAUTOCLAIM` says nothing, and `XPENDING` no longer counts them: that one reply is the
+# only signal the jobs were lost.
+
+# %%
+first = q.autoclaim("rescuer", min_idle_ms=0, count=10)
+print("1st XAUTOCLAIM: claimed", len(first.entries),
+      "| deleted:", [ids[i] for i in first.deleted])
+second = q.autoclaim("rescuer", min_idle_ms=0, count=10)
+print("2nd XAUTOCLAIM: claimed", len(second.entries), "| deleted:", second.deleted)
+print("XPENDING count:", q.r.xpending(q.stream, q.group)["pending"])
+assert [ids[i] for i in first.deleted] == ["invoice:301", "invoice:302"]
+assert second.deleted == [] and not q.pending()
+
+# %% [markdown]
+# So a rescuer must act on `deleted` the moment it sees it: here `q.record_lost` writes
+# each id with its reason to `<prefix>:lost` (apart from the dead letters: there is no
+# payload to redrive), for a reconciliation against the source of the jobs (the
+# invoices table) to re-issue what never ran. Better still, trim only behind what every
+# group has acknowledged (on Redis 7 compute that `MINID` yourself from `XPENDING` and
+# the group's last-delivered id), and alert on any `deleted` at all.
+
+# %%
+q.record_lost(first.deleted, "trimmed by XTRIM MINID while pending; payload gone")
+lost = q.lost()
+print(format_table([{"origin": ids[r["origin"]], "reason": r["reason"]} for r in lost]))
+assert [ids[r["origin"]] for r in lost] == ["invoice:301", "invoice:302"]
 
 # %% [markdown]
 # ## 10. The crash table on three engines
@@ -427,7 +600,9 @@ assert all(real[e].outcome(s, p) == tables["sqlite"].outcome(s, p)
 #   commit and acknowledge in one step (the Redis store records the result and `XACK`s
 #   in one Lua script). A consumer that writes its result somewhere else and *then*
 #   sends `XACK` has a real gap between the two: a crash there redelivers a finished
-#   job, and only an idempotent effect or a record like section 8's keeps it single.
+#   job, and only an effect idempotent at its destination keeps it single (section 8:
+#   a "done" record written before the effect loses it on a crash, one written after
+#   sends it twice without the destination's key).
 #
 # ## Clean up
 #
@@ -454,12 +629,15 @@ q.close()
 # | row locked mid-claim | B gets `None`; after `pg_terminate_backend`, B claims attempt 1 |
 # | B's connection terminated after its claim | C gets `None` until the lease ends, then attempt 2; history `lease_expired`, `succeeded` |
 # | advisory lock | host 2 refused, naming host 1; free once host 1 lets go |
+# | holder SIGKILLed | host 4 refused while host 3's process holds it; exit code -9, then host 4 gets it |
 # | w1 SIGKILLed after the charge | `XPENDING`: w1, 1 delivery, idle < 30 s; 1 charge |
 # | `XAUTOCLAIM` | nothing before the threshold; rescuer, 2 deliveries after; still 1 charge; PEL empty after `XACK` |
 # | poison invoice 666 | 3 failed deliveries, dead-lettered on the 4th read with the 400 reason |
 # | redrive limit 1 | same key back on the stream, 1 charge, no dead letters left |
 # | TTL 1 s | sent, skipped, then sent again after expiry: 2 receipts |
-# | `MAXLEN 3` | invoice 300 reported deleted while pending: lost |
+# | "done" before the send, crash after the `SET` | redelivery skipped: 0 receipts (at most once) |
+# | claim lease + `Idempotency-Key` + "done" after | crash after the claim or after the send: left pending within the lease, then 1 e-mail each; a late copy skipped; the mail API answers `ok`, `replayed` for 204 |
+# | `XTRIM MINID` over pending 301, 302 | Redis 7.0.x; 1st `XAUTOCLAIM` reports both deleted, the 2nd none, `XPENDING` 0; both recorded as lost |
 # | crash table | no cell differs between SQLite, PostgreSQL and Redis Streams; the real kills at `after_effect` agree |
 #
 # In production: PostgreSQL queues such as procrastinate or Oban-style libraries claim

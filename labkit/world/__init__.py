@@ -13,7 +13,9 @@ Services (attributes of a world):
   stored reply and charge nothing; the same key with other parameters raises
   ``IdempotencyKeyReused`` (a ``PermanentError``: it is a bug, not a retry); a key whose
   first request is still running raises ``KeyInProgress`` (409, transient: try later).
-- ``world.mail.send(to, subject, body="", *, key=None)`` - a mail provider, no dedup.
+- ``world.mail.send(to, subject, body="", *, key=None, idempotency_key=None)`` - a mail
+  provider: every call sends, unless an ``idempotency_key`` it saw before replays the
+  first reply (the same rules as payments).
 - ``world.webhook.post(url, body, *, key=None)`` - a webhook receiver, no dedup.
 - ``world.ledger`` - the application's *own* database, kept in the same file so the
   judge reads one truth: ``post`` writes a ledger entry (a local effect), ``status`` /

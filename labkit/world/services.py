@@ -239,13 +239,27 @@ class Payments(_Service):
 
 
 class Mail(_Service):
-    """A mail provider: every call sends a message, no deduplication."""
+    """A mail provider: every call sends a message, unless it carries an Idempotency-Key."""
 
     def send(
-        self, to: str, subject: str, body: str = "", *, key: str | None = None
+        self,
+        to: str,
+        subject: str,
+        body: str = "",
+        *,
+        key: str | None = None,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
-        """Send one message; returns ``{"message_id": ...}``."""
-        return self._call("send", key, {"to": to, "subject": subject, "body": body})
+        """Send one message; returns ``{"message_id": ...}``.
+
+        Without ``idempotency_key`` every call sends. With it, a repeat gets the first
+        reply and sends nothing, as mail APIs such as Resend's do with an
+        ``Idempotency-Key`` header.
+        """
+        params = {"to": to, "subject": subject, "body": body}
+        return self._call(
+            "send", key if key is not None else idempotency_key, params, idempotency_key
+        )
 
     def _reply(self, effect_id: int, params: dict[str, Any]) -> dict[str, Any]:
         return {"message_id": f"msg_{effect_id}"}

@@ -26,6 +26,9 @@ its caveats); for Kubernetes, a Lease object.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -84,3 +87,44 @@ def single_instance_pg(
                 conn.execute(SQL["unlock"], {"name": name})
     finally:
         conn.close()
+
+
+# The child takes the lock, says so on stdout, and holds it until it is killed or its
+# stdin closes (so a parent that dies does not leave a holder behind).
+_HOLDER = """
+import os, sys
+from labkit.backends.postgres.lock import single_instance_pg
+with single_instance_pg(os.environ["LABKIT_LOCK_DSN"], sys.argv[1], sys.argv[2]) as conn:
+    print("held", conn.info.backend_pid, flush=True)
+    sys.stdin.read()
+"""
+
+
+def hold_in_subprocess(
+    dsn: str, name: str, application_name: str = "labkit-holder"
+) -> tuple[subprocess.Popen[str], int]:
+    """Start a Python process holding ``name``'s lock; ``(process, its server pid)``.
+
+    Returns once the child holds the lock. The caller must stop the process (kill it,
+    or close its stdin for a clean exit) and ``wait()`` for it. The DSN travels in the
+    child's environment, not its command line, so ``ps`` does not show it.
+    """
+    env = {**os.environ, "LABKIT_LOCK_DSN": dsn}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, name, application_name],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.readline().split()
+    if first[:1] != ["held"]:
+        proc.kill()
+        _out, err = proc.communicate()
+        raise StoreError(
+            f"the lock holder process for {name!r} did not take the lock: "
+            f"{redact(err.strip()) or 'no output'}"
+        )
+    return proc, int(first[1])

@@ -26,6 +26,18 @@ end
 return redis.call('XADD', KEYS[2], '*', unpack(fields))
 """
 
+# After the effect: write "done", then drop the claim only if this owner still holds it
+# (an expired claim another consumer took is theirs). KEYS: done record, claim.
+# ARGV: ttl in seconds, owner. Returns 1 if the claim was still this owner's.
+FINISH_KEY = """
+redis.call('SET', KEYS[1], 'done', 'EX', ARGV[1])
+if redis.call('GET', KEYS[2]) == ARGV[2] then
+  redis.call('DEL', KEYS[2])
+  return 1
+end
+return 0
+"""
+
 # Accept a job unless its key exists: status hash, id and XADD together.
 # KEYS: job hash, id counter, id->key hash, stream.
 # ARGV: key kind queue payload fingerprint max_attempts now run_after

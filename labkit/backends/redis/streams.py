@@ -19,7 +19,14 @@ whole recovery story, and each step has its command:
                        of the original, in one ``MULTI``
 ``redrive``            back from the dead-letter stream with the same key, at most
                        ``limit`` entries
+``trim``               ``XTRIM MAXLEN | MINID``: drop old entries, pending or not
+``record_lost``        ``XADD`` to ``<prefix>:lost``: ids ``XAUTOCLAIM`` reported
+                       deleted, kept for reconciliation
 ``remember``           ``SET key NX EX ttl``: the consumer's idempotency record
+``claim_key``          ``SET <prefix>:claim:<key> owner NX PX lease``: "in progress",
+                       gone by itself if the owner dies
+``finish_key``         ``SET <prefix>:done:<key> EX ttl``, then drop the owner's claim:
+                       written only after the effect
 =====================  ===========================================================
 
 What the job contract of ``labkit.store.contract`` keeps here and what it cannot:
@@ -40,8 +47,14 @@ What the job contract of ``labkit.store.contract`` keeps here and what it cannot
   back after the idle threshold, which is the only backoff a stream has.
 - not kept: **key uniqueness over time**: ``add`` records each key with ``SET NX``;
   the record lives as long as ``key_ttl_s`` says, and the stream itself forgets nothing
-  about keys. ``MAXLEN`` trimming can delete an entry that is still pending: the PEL
-  keeps its id, ``XAUTOCLAIM`` returns it as deleted, and its payload is gone.
+  about keys.
+- not kept: **trimming only acknowledged work**: on Redis 7, ``MAXLEN`` and ``MINID``
+  (in ``XADD`` or ``XTRIM``) delete entries whether or not a group still has them
+  pending. The PEL keeps the id; the next ``XAUTOCLAIM`` that reaches it drops it from
+  the PEL and reports it once, in the third element of its reply (Redis >= 7.0), and
+  its payload is gone. Act on that one report (``record_lost``) or the job vanishes
+  without a trace. Redis 8.2 added ``ACKED`` to trim only entries every group
+  acknowledged; this module targets Redis 7.
 
 In production: Redis Streams directly with redis-py (this module), or a library on top
 of it such as ``rq`` (lists, not streams), Dramatiq's Redis broker, or Celery on Redis
@@ -152,6 +165,7 @@ class StreamQueue:
         self.stream = f"{prefix}:stream"
         self.dead = f"{prefix}:dead"
         self._add = self.r.register_script(lua.ADD)
+        self._finish = self.r.register_script(lua.FINISH_KEY)
         self.ensure_group()
 
     # -- setting up --------------------------------------------------------------------
@@ -269,6 +283,40 @@ class StreamQueue:
         rows, deleted = reply[1], (reply[2] if len(reply) > 2 else [])
         return Claimed([Entry.parse(i, f) for i, f in rows if f], [str(d) for d in deleted])
 
+    def trim(self, maxlen: int | None = None, minid: str | None = None) -> int:
+        """``XTRIM <stream> MAXLEN = n`` or ``MINID = id``: how many entries were removed.
+
+        On Redis 7 this deletes pending entries too: only their ids stay in the PEL,
+        for ``autoclaim`` to report once in ``Claimed.deleted``.
+        """
+        if (maxlen is None) == (minid is None):
+            raise ValueError(
+                "give exactly one of maxlen (entries to keep) or minid (oldest id kept)"
+            )
+        if maxlen is not None:
+            return int(self.r.xtrim(self.stream, maxlen=maxlen, approximate=False))
+        return int(self.r.xtrim(self.stream, minid=minid, approximate=False))
+
+    def record_lost(self, entry_ids: Sequence[str], reason: str) -> list[str]:
+        """Append each id to ``<prefix>:lost`` with the reason; returns the new entry ids.
+
+        For the ids ``XAUTOCLAIM`` reported deleted: Redis says so once and forgets
+        them, so this is the only trace left. An entry id starts with the milliseconds
+        of its ``XADD``, which is where reconciliation against the source begins. Kept
+        apart from the dead letters: there is no payload to redrive.
+        """
+        pipe = self.r.pipeline(transaction=True)
+        for entry_id in entry_ids:
+            pipe.xadd(
+                f"{self.prefix}:lost",
+                {"origin": entry_id, "reason": sanitize(reason), "at": repr(self.clock.now())},
+            )
+        return [str(i) for i in pipe.execute()] if entry_ids else []
+
+    def lost(self, count: int = 100) -> list[dict[str, str]]:
+        """The ``<prefix>:lost`` records, oldest first (fields: origin, reason, at)."""
+        return [dict(f) for _i, f in self.r.xrange(f"{self.prefix}:lost", count=count)]
+
     def age(self, entry_id: str, idle_ms: int) -> None:
         """Make a pending entry look idle for ``idle_ms`` (``XCLAIM ... IDLE ms JUSTID``).
 
@@ -341,6 +389,34 @@ class StreamQueue:
         if not isinstance(ttl_s, int) or ttl_s < 1:
             raise ValueError(f"ttl_s must be whole seconds >= 1, not {ttl_s!r}")
         return bool(self.r.set(f"{self.prefix}:done:{key}", value, nx=True, ex=ttl_s))
+
+    def claim_key(self, key: str, owner: str, lease_ms: int) -> bool:
+        """``SET <prefix>:claim:<key> owner NX PX lease_ms``: True if ``owner`` now holds it.
+
+        The claim says "in progress", not "done": if its owner dies it expires on the
+        Redis server's clock (one clock for every consumer), and the next delivery may
+        run the effect. So the effect itself must be idempotent at its destination; the
+        claim only keeps two live consumers from running it at once.
+        """
+        if not isinstance(lease_ms, int) or lease_ms < 1:
+            raise ValueError(f"lease_ms must be whole milliseconds >= 1, not {lease_ms!r}")
+        return bool(self.r.set(f"{self.prefix}:claim:{key}", owner, nx=True, px=lease_ms))
+
+    def is_done(self, key: str) -> bool:
+        """True if a ``done`` record exists for ``key`` (from ``finish_key`` or ``remember``)."""
+        return bool(self.r.exists(f"{self.prefix}:done:{key}"))
+
+    def finish_key(self, key: str, owner: str, ttl_s: int) -> bool:
+        """After the effect: ``SET <prefix>:done:<key> EX ttl_s``, then drop ``owner``'s claim.
+
+        One Lua script; the claim is deleted only if ``owner`` still holds it (a claim
+        that expired and was taken by another consumer is theirs). Returns whether the
+        claim was still ``owner``'s.
+        """
+        if not isinstance(ttl_s, int) or ttl_s < 1:
+            raise ValueError(f"ttl_s must be whole seconds >= 1, not {ttl_s!r}")
+        keys = [f"{self.prefix}:done:{key}", f"{self.prefix}:claim:{key}"]
+        return bool(self._finish(keys=keys, args=[ttl_s, owner]))
 
     def forget(self, key: str) -> None:
         """Delete a key's idempotency record (what an expired TTL does, on demand)."""
