@@ -9,10 +9,13 @@
 # > log em JSON com id do job, chave, tentativa e worker; a tabela de tentativas usada
 # > como tabela de execuções, com as consultas do operador (jobs presos em running,
 # > tempestade de retries, pendente mais antigo, mortos por motivo); o comando `labkit`
-# > rodando num banco real; e métricas Prometheus com uma regra de alerta.
+# > rodando num banco real; e métricas Prometheus com regras de alerta, com um servidor
+# > Prometheus de verdade vendo um alerta passar de pendente (pending) a disparado (firing).
 #
-# Run time: about 3 seconds; the four `labkit` commands are real subprocesses and take
-# most of it.
+# Run time: about 15 seconds. The real Prometheus server of section 4 takes about 10 of
+# them: it hands its first target to the scrape loop about 5 s after it starts, and the
+# alert's shortened `for:` waits 5 s more. The four `labkit` commands, real subprocesses,
+# take most of the rest.
 #
 # The cron article asks two things of a job that must not fail in silence: log lines
 # that say which item failed, at which step, with which error, after how many attempts
@@ -25,7 +28,8 @@
 # 1. one night of jobs, logged as JSON lines with `job_id`, `key`, `attempt`, `worker`;
 # 2. the attempts table, which is the runs table, and four inspection queries;
 # 3. the `labkit` command on the same database: inspect, one job's history, retry-failed;
-# 4. Prometheus metrics read from the database, and alert rules on them;
+# 4. Prometheus metrics read from the database, alert rules on them, and a real Prometheus
+#    server that scrapes them while an alert goes pending, then firing;
 # 5. what Flower would add, and what it would not.
 
 # %% [markdown]
@@ -235,7 +239,8 @@ print(store.counts())
 #
 # Logs tell you what happened to one job; metrics tell you, at every scrape, whether
 # the queue is healthy (Prometheus scrapes each target once a minute unless
-# `scrape_interval` says otherwise; its example configuration sets 15 s). `labkit.metrics.StoreCollector` is a `prometheus_client`
+# `scrape_interval` says otherwise; its example configuration sets 15 s:
+# [Prometheus: configuration](https://prometheus.io/docs/prometheus/latest/configuration/configuration/)). `labkit.metrics.StoreCollector` is a `prometheus_client`
 # collector that reads the database at each scrape, so every process agrees and a
 # restart loses nothing. The HTTP service of lesson 12 serves it at `/metrics`; here is
 # the text a Prometheus server would scrape, less the histogram's bucket lines (twelve
@@ -375,6 +380,95 @@ assert after[("labkit_attempt_duration_seconds_count", (("outcome", "succeeded")
     after[("labkit_attempts_total", (("outcome", "succeeded"),))]
 
 # %% [markdown]
+# ### A real Prometheus server
+#
+# `promtool` replays made-up series through a rule. A real server does all of it: it
+# scrapes an endpoint, stores the samples and evaluates the rule on its own clock. The
+# lesson serves this job database's metrics on 127.0.0.1 from a thread of this kernel
+# (`prometheus_client`'s own HTTP server, holding only the `StoreCollector`), and starts
+# the `prometheus` binary with a configuration of its own: `scrape_interval: 1s` and
+# `evaluation_interval: 1s` (both default to one minute), and one rule,
+# `LabkitDeadLetterBacklog`, with the same `expr` as in `ops/alerts.yml` but **`for: 5s`
+# instead of `1h`. The `for:` is shortened only so that this lesson runs in seconds; the
+# real rule keeps its `1h`** (`labkit.integrations.prometheus` does the starting,
+# polling and stopping).
+
+# %%
+from labkit.integrations import prometheus
+
+ALERT = "LabkitDeadLetterBacklog"
+DEAD = 'sum(labkit_dead_jobs{error_class!="Cancelled"})'  # the expr, less "> 20"
+lesson_rules = prometheus.shortened_rule(
+    yaml.safe_load(Path("../ops/alerts.yml").read_text()), ALERT, for_="5s")
+print(yaml.safe_dump(lesson_rules, sort_keys=False))
+binary = prometheus.find_prometheus()  # under LABKIT_REQUIRE_SERVICES=1 a missing one fails
+assert lesson_rules["groups"][0]["rules"][0]["expr"] == rules[ALERT]["expr"]
+
+# %% [markdown]
+# Prometheus evaluates on the wall clock, not on the lesson's `FakeClock`, so the
+# condition has to be true in real terms. A count of dead jobs is the same whatever the
+# clock says, and the lesson moves it: one job is dead now (invoice 5), and a batch of 20
+# invoices from a second branch arrives with no tax id; the ERP refuses each one for good,
+# so 21 are dead, over the threshold of 20. The batch has a queue of its own, so the
+# worker `w3` takes only those.
+
+# %%
+def refused(job, ctx):
+    raise PermanentError(f"ERP answered 400: invoice {job.payload['invoice']} has no tax id")
+
+
+def branch_batch():
+    for n in range(101, 121):
+        store.enqueue("sync_invoice", {"invoice": n, "branch": 2},
+                      key=operation_key("erp", n, "sync"), queue="branch2", max_attempts=3)
+    Worker(store, {"sync_invoice": refused}, name="w3", queues=("branch2",)).drain()
+
+
+print("dead now:", store.counts()["dead"], "| the batch adds 20 on queue branch2")
+
+# %% [markdown]
+# Now the server. The alert's state is read from Prometheus's HTTP API
+# (`/api/v1/rules`) every 0.1 s and printed as the sequence of distinct states, not
+# timestamps, so the output is the same on every run. Prometheus and everything in its
+# process group are stopped in the `finally`, whatever happened.
+
+# %%
+from labkit.integrations.celery.proctree import group_members
+
+if binary is None:
+    print(prometheus.MISSING, "- the live server is skipped here; "
+          "tests/ops/test_prometheus_server.py runs the same steps")
+    branch_batch()
+else:
+    endpoint = prometheus.serve_metrics(metrics.registry_for(store))
+    server = prometheus.Prometheus.start(endpoint.target, lesson_rules, binary=binary)
+    try:
+        server.wait_for_target()
+        server.wait_for_evaluation(ALERT)  # it has judged a scrape of tonight's numbers
+        before, read_before = server.alert(ALERT), server.query(DEAD)
+        branch_batch()
+        seen = prometheus.watch_alert(server, ALERT, until="firing", timeout=40, since=before)
+        read_after = server.query(DEAD)
+    finally:
+        server.stop()
+        endpoint.stop()
+    show([{"alert state": s.state,
+           "dead jobs Prometheus read": f"{read_before if s.value is None else s.value:.0f}"}
+          for s in seen])
+    print(" -> ".join(s.state for s in seen), f"| after: {read_after:.0f} dead")
+    print("processes left in Prometheus's group:", len(group_members(server.popen.pid)))
+    assert [s.state for s in seen] == ["inactive", "pending", "firing"]
+    assert not server.workdir.exists()
+
+# %% [markdown]
+# Inactive at one dead job; pending from the first evaluation that saw 21; firing once
+# the condition had held at every evaluation for the 5 s of `for:`. Elements that are
+# active but not yet firing are pending ([Prometheus: alerting rules](https://prometheus.io/docs/prometheus/latest/configuration/alerting_rules/)).
+# With the real `for: 1h` the same batch would page an hour later, and a cleanup inside
+# that hour would page nobody. Here nothing is listening: a production server sends the
+# firing alert to Alertmanager, which routes it to a pager or a ticket queue.
+
+# %% [markdown]
 # ## 5. Flower
 #
 # With Celery, Flower is the usual dashboard: it shows workers, their pools and
@@ -382,8 +476,15 @@ assert after[("labkit_attempt_duration_seconds_count", (("outcome", "succeeded")
 # revoke a task or restart a pool. Two things it is not: it is **not alerting** (it
 # shows, it does not page anyone; alerts come from Prometheus rules like the ones
 # above, on metrics Flower or celery-exporter expose), and it has **no dead-letter
-# screen with redrive** (Celery has no dead-letter state of its own; a failed task's
-# record is a result-backend entry, and sending it back is your code). The Celery
+# screen with redrive**. Celery has no dead-letter *state*: a failed task's record is a
+# result-backend entry, and sending it back is your code. It can still dead-letter a
+# message: a task with `acks_late=True` that raises `Reject(exc, requeue=False)` rejects
+# its message ([Celery: Reject](https://docs.celeryq.dev/en/stable/userguide/tasks.html#reject);
+# without `acks_late` it has no effect), and RabbitMQ republishes a message rejected with
+# `requeue=false` to the dead-letter exchange configured on its queue (the
+# `x-dead-letter-exchange` queue argument, or a policy), or drops it if none is
+# ([RabbitMQ: dead letter exchanges](https://www.rabbitmq.com/docs/dlx)). What lands
+# there is a message, not a job with its attempts. The Celery
 # lesson (14) runs real Celery; this kit's inspection queries, `labkit retry-failed`
 # and the alert rules are the parts Flower leaves to you.
 
@@ -407,6 +508,7 @@ print("closed", db.name)
 # | metrics | `labkit_jobs{state}`, oldest ready age, dead jobs by class (`TransientError` at 0), attempts by outcome, attempt durations |
 # | prune | the attempts table shrinks; `labkit_attempts_total` and the histogram stay the same |
 # | alert | `LabkitOldestReadyJobTooOld` pending for minutes 0-4, firing from minute 5 (promtool); `LabkitDeadLetterBacklog` quiet |
+# | real Prometheus | `LabkitDeadLetterBacklog` with `for: 5s` (the real rule: `1h`): `inactive` at 1 dead job, `pending` at 21, then `firing`; no process left |
 #
 # ## Glossary and next
 #
