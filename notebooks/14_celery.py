@@ -10,12 +10,14 @@
 # > quando morre o worker inteiro); `reject_on_worker_lost` entrega de novo (e cobra
 # > duas vezes sem idempotência). No Redis, até o padrão roda duas vezes uma tarefa com
 # > countdown maior que o visibility timeout. Depois: o Redis e o visibility timeout,
-# > retries, prefetch, dois Beats e a tabela de falhas da lição 06 no Celery.
+# > retries, prefetch, dois Beats, a tabela de falhas da lição 06 no Celery e um deploy
+# > (SIGTERM, warm shutdown e o fim do grace period).
 #
 # Run time: about 45 to 60 seconds. Every section starts or kills real `celery worker`
 # processes (about a second each to start), and a few wait on purpose: retries with real
 # countdowns (about 5 s), two `celery beat` processes left to tick (about 3 s), and
-# Redis's visibility timeout and a countdown (about 7 s).
+# Redis's visibility timeout and a countdown (about 7 s), and a deploy's three workers
+# stopped with SIGTERM (about 5 s).
 #
 # The Celery-in-production article says Celery is "at-least-once by default". **It is
 # not.** By default Celery acknowledges a message just before the task runs
@@ -28,7 +30,7 @@
 # harmless; 4. the whole worker killed: RabbitMQ redelivers; 5. prefetch; 6. Redis: when
 # a killed worker's task really comes back, and an ETA that runs twice; 7. retries,
 # mapped to lesson 05; 8. the welcome e-mail inside a transaction; 9. two Beats; 10. the
-# crash table of lesson 06, on Celery.
+# crash table of lesson 06, on Celery; 11. a deploy: SIGTERM, warm shutdown, grace period.
 
 # %% [markdown]
 # ## Setup: the brokers
@@ -495,7 +497,66 @@ print("no Celery process left:", rabbit.leftovers() == [] and one.leftovers() ==
 #   before its ack to kill. The test checks both differences against lesson 06's table;
 # - lesson 06's `after_ack` column has no Celery twin: the late ack is sent by the main
 #   process after the child returns, with no task code in between to pause.
+
+# %% [markdown]
+# ## 11 · A deploy: SIGTERM, warm shutdown and the grace period
 #
+# The Celery-in-production article's first scenario is a deploy: the old workers are
+# stopped while they run tasks. A deploy does not start with `kill -9`. `docker stop`
+# and Kubernetes first send SIGTERM, wait a grace period (Kubernetes' default
+# `terminationGracePeriodSeconds` is 30 s, in its "Pod Lifecycle" docs), and only then
+# send SIGKILL. Celery's Workers guide ("Stopping the worker") says that on SIGTERM the
+# worker finishes all currently executing tasks before it terminates: a **warm
+# shutdown**. A third run, `deploy`, with one worker at a time. First, a task in hand
+# (paused before its charge) when SIGTERM arrives:
+
+# %%
+deploy = CeleryRun(AMQP, fresh_dir("14-deploy"))
+w7 = deploy.worker("w7")
+deploy.hold("before_effect", "lab.charge_early", "ack_late", "deploy-1", "cus_1", 100)
+w7.terminate()  # what a deploy sends first
+w7.wait_log("Warm shutdown")
+print("after SIGTERM, still finishing its task:", w7.alive)
+deploy.release_held()  # the task goes on to its charge
+print("exit code once the task is done:", w7.popen.wait(30))
+print("charges:", deploy.count("deploy-1"))
+assert deploy.count("deploy-1") == 1 and w7.popen.returncode == 0
+
+# %% [markdown]
+# Now the task outlasts the grace period: after SIGTERM it is still paused, so the
+# supervisor sends SIGKILL to the whole worker. What happens to the task depends on when
+# it was acknowledged. With Celery's default the ack went out when the task started, so
+# it is gone; with `acks_late=True` the broker still holds the message, and the next
+# worker runs it (the whole worker died, as in section 4).
+
+# %%
+def deploy_cut_short(task, key, worker):
+    w = deploy.worker(worker)
+    deploy.hold("before_effect", task, "ack_late", key, "cus_1", 100)
+    w.terminate()
+    w.wait_log("Warm shutdown")
+    w.kill_main()  # the grace period is over
+    deploy.unpause()
+
+
+deploy_cut_short("lab.charge_early", "deploy-2", "w8")
+deploy_cut_short("lab.charge_late", "deploy-3", "w9")
+w10 = deploy.worker("w10")  # the new version's worker
+deploy.wait_effects("deploy-3", 1)
+deploy.settle()
+show([{"task options": "Celery's defaults", "charges": deploy.count("deploy-2")},
+      {"task options": "acks_late=True", "charges": deploy.count("deploy-3")}])
+assert deploy.count("deploy-2") == 0 and deploy.count("deploy-3") == 1
+deploy.close()
+print("no Celery process left:", deploy.leftovers() == [])
+
+# %% [markdown]
+# So a deploy loses a default task that runs longer than the grace period, and
+# redelivers a late-acked one, which must then be idempotent (section 3). Make the grace
+# period longer than your longest task, keep tasks short (split long work into steps),
+# and use late acks with an idempotent task for the rest.
+
+# %% [markdown]
 # ## What you should see
 #
 # | step | what the world and the broker show |
@@ -515,6 +576,8 @@ print("no Celery process left:", rabbit.leftovers() == [] and one.leftovers() ==
 # | 8 · signup fails after the send / outbox | 0 users, 1 e-mail / only the committed user mailed |
 # | 9 · two beats | slots delivered twice, each reported once |
 # | 10 · crash table, `after_effect` | Celery = lesson 06 for all six; `acks_late alone` ok |
+# | 11 · SIGTERM, task in hand | warm shutdown: the task finishes, 1 charge, exit code 0 |
+# | 11 · grace period over, SIGKILL | default: 0 charges (lost); `acks_late`: 1 charge on the next worker |
 #
 # ## Glossary and next
 #

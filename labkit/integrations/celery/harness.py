@@ -193,6 +193,21 @@ class _CeleryProcess:
         self.close()
         return self.popen.returncode
 
+    def terminate(self) -> None:
+        """SIGTERM the celery process, as a deploy does first, and return at once.
+
+        Celery starts a warm shutdown: it takes no new message and finishes the tasks it
+        runs. ``wait_log("Warm shutdown")`` sees it begin, ``popen.wait`` its end; a
+        supervisor whose grace period runs out first sends SIGKILL (``kill_main``).
+        """
+        main = self.main_pid
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid if main is None else main, signal.SIGTERM)
+
+    def wait_log(self, text: str, timeout: float = 30.0) -> None:
+        """Wait until the process has logged a line containing ``text``."""
+        self._wait_line(text, timeout)
+
     def close(self, also: Sequence[int] = ()) -> None:
         """SIGKILL the whole tree (wrapper, main process, every child); wait until gone.
 

@@ -23,9 +23,9 @@ checkpoint is a no-op, so the same task module runs unchanged in production.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,16 @@ def set_pause(folder: str | Path, point: str, label: str) -> Path:
 def clear_pause(folder: str | Path) -> None:
     """No more pauses: every checkpoint passes."""
     (Path(folder) / PLAN).unlink(missing_ok=True)
+
+
+def release_marker(folder: str | Path, label: str) -> Path:
+    """The file whose existence lets the task paused under plan ``label`` go on."""
+    return Path(folder) / f"released-{label}"
+
+
+def release(folder: str | Path, label: str) -> None:
+    """Let the task paused under plan ``label`` go on, as if it had never stopped."""
+    release_marker(folder, label).touch()
 
 
 def marker(folder: str | Path, point: str, label: str) -> Path:
@@ -136,7 +146,10 @@ def checkpoint(point: str) -> None:
         return  # someone stopped here already: this is the redelivery, run through
     finally:
         draft.unlink(missing_ok=True)
-    threading.Event().wait(HOLD_S)
+    # Until killed, or released: the lab may let a paused task go on (a warm shutdown).
+    released = release_marker(folder, str(plan.get("label")))
+    with contextlib.suppress(TimeoutError):
+        wait_until(released.exists, HOLD_S, "a release")
 
 
 RUNS = "runs.log"

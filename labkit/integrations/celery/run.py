@@ -207,6 +207,13 @@ class CeleryRun:
                 return worker
         raise LookupError(f"no worker among {[w.name for w in workers]} holds pid {pid}")
 
+    def release_held(self) -> None:
+        """Let every held task go on past its pause point (it was only waiting)."""
+        for _, label in self._held:
+            points.release(self.folder, label)
+        self._held.clear()
+        self.unpause()
+
     def unpause(self) -> None:
         points.clear_pause(self.folder)
 
