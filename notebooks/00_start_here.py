@@ -73,6 +73,7 @@
 # | article | what it gets wrong | shown in |
 # |---|---|---|
 # | the cron article | lists timeouts and 5xx among the transient failures to retry with backoff; a read timeout or a 500 can come after the work was done | 05 §1: a server charges, then answers late; the client's `TimeoutError` is *maybe done* |
+# | the cron article | adds a fixed jitter of up to 1.5 s to an exponential wait: it barely spreads the clients once the waits grow | 05 §5, the cron article's jitter beside full jitter, 50 clients |
 # | the Celery-in-production article | "Celery is at-least-once by default": the default acknowledges before the task runs | 06 §5 (the `ack_first` row) and 14 §1, with a real worker killed |
 # | the Celery-in-production article | late acks alone are not enough: a killed pool process's task is marked failed and acknowledged | 14 §1-§4: lost when the child dies, back when the whole worker dies or with `reject_on_worker_lost` |
 # | the ERP article | claims its events with a conditional `UPDATE` and no lease: a worker that dies leaves the event `running` for good | 04 §4, "A claim without a lease" |

@@ -55,6 +55,7 @@ from labkit.retry import (
     equal_jitter,
     exponential,
     full_jitter,
+    random_uniform,
     retry_call,
 )
 from labkit.notebook.scratch import fresh_dir
@@ -532,6 +533,30 @@ assert calls50["none"] == max(calls50.values())
 #   matter far less than having jitter at all.
 
 # %% [markdown]
+# **The cron article's jitter.** Its retry waits `min(60, 2**attempt + random.uniform(0,
+# 1.5))` seconds: exponential backoff plus a small *additive* jitter. The spread is
+# 1.5 s whatever the wait, so it separates the clients at the first retry (2 s + up to
+# 1.5 s) and barely at the fifth (32 s + up to 1.5 s). In the simulator's units (base
+# 5 ms) that jitter is `random_uniform(0, 7.5)` added to `exponential`. Same 50 clients,
+# same seeds:
+
+# %%
+additive = {"exponential": exponential(5, 2000),
+            "cron article: + U(0, 1.5 base)": exponential(5, 2000) + random_uniform(0, 7.5),
+            "full_jitter": full_jitter(5, 2000)}
+spread = compare(clients=(50,), seeds=range(10), chosen=additive)
+show(spread.rows())
+got = {row["strategy"]: row for row in spread.rows()}
+cron = got["cron article: + U(0, 1.5 base)"]
+assert got["full_jitter"]["calls"] < cron["calls"] < got["exponential"]["calls"]
+
+# %% [markdown]
+# The additive jitter helps a little over none at all, and stays far from full jitter:
+# full jitter spreads the clients over the whole window, which grows with every retry,
+# so the crowd keeps thinning out. Use `full_jitter` (tenacity's `wait_random_exponential`,
+# Celery's `retry_jitter=True`), not a constant spread added to the wait.
+
+# %% [markdown]
 # ## 6. Retries in the process versus retries as job state
 #
 # `retry_call` keeps the retry in memory: the worker sits in `sleep` for the whole
@@ -683,6 +708,7 @@ assert all("retry budget spent" in why for _, why in with_budget)
 # | expired token, 50 attempts allowed | one call, then a loud `PermanentError` (401) |
 # | refresh, then one more call | valid refresh token: 2 calls, ok; revoked: 1 call, stopped |
 # | herd, 50 clients | jitter: ~40% fewer calls than exponential, finishes 8 to 18 times sooner |
+# | cron article's additive jitter, 50 clients | fewer calls than no jitter, far more than full jitter |
 # | job-level retries | `retry_wait` with `run_after` from the policy; 120 s after the 429; then `succeeded`, one charge |
 # | retry layers 3, 3, 5 | 45 calls for one request; with a shared budget 4, then 1 and 1 |
 #
