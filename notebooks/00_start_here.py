@@ -76,6 +76,8 @@
 # | the cron article | adds a fixed jitter of up to 1.5 s to an exponential wait: it barely spreads the clients once the waits grow | 05 §5, the cron article's jitter beside full jitter, 50 clients |
 # | the Celery-in-production article | "Celery is at-least-once by default": the default acknowledges before the task runs | 06 §5 (the `ack_first` row) and 14 §1, with a real worker killed |
 # | the Celery-in-production article | late acks alone are not enough: a killed pool process's task is marked failed and acknowledged | 14 §1-§4: lost when the child dies, back when the whole worker dies or with `reject_on_worker_lost` |
+# | the Celery-in-production article | makes `evento_id` with `uuid4()` when the task is sent: a second dispatch of the same event gets a new key, and the dedup never matches | 03 §2: keys from a uuid make the same intent two jobs |
+# | the Celery-in-production article | guards with `select_for_update().filter(...).exists()`, which locks nothing the first time (there is no row yet): two first runs both pass | 13 §3, "A lock on a row that does not exist yet", on a real PostgreSQL |
 # | the ERP article | claims its events with a conditional `UPDATE` and no lease: a worker that dies leaves the event `running` for good | 04 §4, "A claim without a lease" |
 # | the ERP article | one worker with `concurrency=1` does not keep order: a countdown retry is a new message, and the next one passes it | 08 §4, "What one worker with `concurrency=1` keeps", and 14 §7 |
 # | the ERP article | a retry countdown can grow past Redis's visibility timeout, and then the task runs twice, even with Celery's default acks | 14 §6, the ETA cell |

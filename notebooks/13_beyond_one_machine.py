@@ -242,6 +242,79 @@ assert not before and after and holder.returncode == -signal.SIGKILL
 # | freed when the holder dies | at once, by the kernel | when the server sees the connection gone (at once on a clean kill; TCP keepalive after a network cut) |
 # | breaks with | NFS, containers without a shared volume | PgBouncer in transaction mode; a partitioned holder still running |
 #
+# ### A lock on a row that does not exist yet
+#
+# The Celery-in-production article guards its task with
+# `Evento.objects.select_for_update().filter(evento_id=...).exists()`: if the event is
+# there, skip; else do the work and create it. `SELECT ... FOR UPDATE` locks the rows it
+# *returns* (PostgreSQL's docs, "The Locking Clause"), and the first time there is no
+# row, so it locks nothing. Two deliveries of one event, run A and run B, each in its
+# own transaction on its own connection:
+
+# %%
+EVENTS = f"{SCHEMA}.celery_events"
+admin.execute(f"CREATE TABLE {EVENTS} (evento_id text PRIMARY KEY)")
+FIND = f"SELECT 1 FROM {EVENTS} WHERE evento_id = %s FOR UPDATE"
+ADD = f"INSERT INTO {EVENTS} VALUES (%s)"
+emails = []
+run_a, run_b = psycopg.connect(PG), psycopg.connect(PG)
+try:
+    for name, conn in (("A", run_a), ("B", run_b)):
+        if not conn.execute(FIND, ["evt-42"]).fetchall():  # nothing found, nothing locked
+            emails.append(name)  # the e-mail goes out
+    run_a.execute(ADD, ["evt-42"])
+    run_a.commit()
+    try:
+        run_b.execute(ADD, ["evt-42"])
+        run_b.commit()
+        b_insert = "inserted"
+    except psycopg.errors.UniqueViolation:
+        run_b.rollback()
+        b_insert = "unique violation (its e-mail already went out)"
+finally:
+    run_a.close()
+    run_b.close()
+print("e-mails sent by:", emails, "| run B's insert:", b_insert)
+assert emails == ["A", "B"]
+
+# %% [markdown]
+# Both runs sent the e-mail; the unique key only turned the second insert into an
+# error after the fact. Claim by inserting instead: `INSERT ... ON CONFLICT DO NOTHING
+# RETURNING` makes the row that the other run's insert must wait for. Run A claims and
+# holds its transaction open while it sends; run B's claim waits for A (here it gives
+# up after 200 ms, `lock_timeout`); once A commits, B's claim returns no row and B skips.
+
+# %%
+CLAIM = f"INSERT INTO {EVENTS} VALUES (%s) ON CONFLICT DO NOTHING RETURNING evento_id"
+emails = []
+run_a, run_b = psycopg.connect(PG), psycopg.connect(PG)
+try:
+    run_b.execute("SET lock_timeout = '200ms'")
+    run_b.commit()
+    if run_a.execute(CLAIM, ["evt-43"]).fetchall():
+        emails.append("A")
+    try:
+        run_b.execute(CLAIM, ["evt-43"])
+        b_first = "claimed (it should have waited)"
+    except psycopg.errors.LockNotAvailable:
+        run_b.rollback()
+        b_first = "waits for run A's claim"
+    run_a.commit()
+    b_after = "claimed" if run_b.execute(CLAIM, ["evt-43"]).fetchall() else "no row: skip"
+    run_b.commit()
+finally:
+    run_a.close()
+    run_b.close()
+print("run B while A holds the claim:", b_first, "| after A commits:", b_after)
+print("e-mails sent by:", emails)
+assert emails == ["A"] and b_after == "no row: skip"
+
+# %% [markdown]
+# One e-mail. A crash between the send and the commit rolls the claim back and the
+# redelivery sends again, so the send itself still carries an idempotency key (section
+# 8); the claim stops two *live* runs from doing it at once.
+
+# %% [markdown]
 # ## 4. Redis Streams: a consumer SIGKILLed mid-job
 #
 # On Redis the queue is a **stream** and the workers form a **consumer group**. Reading
@@ -630,6 +703,8 @@ q.close()
 # | B's connection terminated after its claim | C gets `None` until the lease ends, then attempt 2; history `lease_expired`, `succeeded` |
 # | advisory lock | host 2 refused, naming host 1; free once host 1 lets go |
 # | holder SIGKILLed | host 4 refused while host 3's process holds it; exit code -9, then host 4 gets it |
+# | `select_for_update().exists()` on a new event | both runs send the e-mail; B's insert is a unique violation |
+# | claim by `INSERT ... ON CONFLICT` | B waits for A's claim, then finds no row and skips: 1 e-mail |
 # | w1 SIGKILLed after the charge | `XPENDING`: w1, 1 delivery, idle < 30 s; 1 charge |
 # | `XAUTOCLAIM` | nothing before the threshold; rescuer, 2 deliveries after; still 1 charge; PEL empty after `XACK` |
 # | poison invoice 666 | 3 failed deliveries, dead-lettered on the 4th read with the 400 reason |
