@@ -18,7 +18,8 @@ table in the same transaction as its effect.
 
 ``Broker`` is a minimal durable log in SQLite written for this lab (``labkit.world``
 has no broker): publishing appends, consumers read from a position they keep
-themselves, much like a Redis Stream or a Kafka topic. Lesson 13 swaps it for Redis.
+themselves, much like a Redis Stream or a Kafka topic (lesson 13 runs the queue itself on
+Redis Streams).
 In production, Debezium reads the outbox from the database log (change data capture)
 instead of polling; Django and Rails projects use libraries such as
 ``django-outbox-pattern``, and the consumer side is the same dedup table.
