@@ -8,7 +8,9 @@
 # > para o status e um `Retry-After`. Você vai ver um servidor uvicorn e um worker de
 # > verdade; o status visível só para o dono (os outros recebem `404`); o servidor morto
 # > entre o commit e a resposta, e o retry com a mesma `Idempotency-Key` achando o único
-# > job; um cancelamento; e uma credencial recusada no corpo da requisição.
+# > job (marcado `Idempotent-Replayed: true`, com a chave entre aspas ou sem); um
+# > cancelamento; uma credencial recusada no corpo da requisição; e um segundo pedido
+# > com a mesma chave, enquanto o primeiro ainda está em andamento, recebendo `409`.
 #
 # Run time: about 8 seconds, almost all of it starting real server and worker processes
 # (each one imports FastAPI or labkit afresh).
@@ -27,7 +29,8 @@
 # 4. the server is killed between the commit and the answer; the client's retry with the
 #    same `Idempotency-Key` finds the one job, and without a key it makes a second;
 # 5. a waiting job is cancelled; a running one cannot be;
-# 6. a credential in the body is refused, and the worker resolves a reference instead.
+# 6. a credential in the body is refused, and the worker resolves a reference instead;
+# 7. a second request with a key whose first request is still in progress gets `409`.
 
 # %% [markdown]
 # ## Setup
@@ -48,12 +51,14 @@ else:
 
 # %%
 import sqlite3
+import threading
 from contextlib import closing
 
 import httpx
 
 from labkit.clock import LAB_EPOCH, FakeClock, SystemClock
 from labkit.integrations.http.serve import start_server
+from labkit.integrations.http.service import Pause
 from labkit.worker_process import run_worker_process
 from labkit.tables import show
 from labkit.notebook.scratch import fresh_dir
@@ -68,8 +73,10 @@ BOB = {"Authorization": "Bearer bob-token"}
 servers = []  # every server this lesson starts, stopped in the last cell
 
 
-def serve(name, faults=None):
-    env = dict(ENV, LABKIT_HTTP_FAULTS=faults) if faults else ENV
+def serve(name, faults=None, pause=None):
+    env = dict(ENV, LABKIT_HTTP_FAULTS=faults) if faults else dict(ENV)
+    if pause is not None:
+        env["LABKIT_HTTP_PAUSE"] = str(pause.folder)
     server = start_server(APP, factory=True, env=env, log_path=folder / f"{name}.log",
                           ready_path="/healthz")
     servers.append(server)
@@ -212,12 +219,45 @@ job_table()
 # must retry: a load balancer does not, by default, send a POST again once it reached
 # a server (nginx's proxy module docs, `proxy_next_upstream`: a non-idempotent request
 # goes to the next server only with the `non_idempotent` option).
+#
+# The answer also says, in a header, that it is a replay: `Idempotent-Replayed: true`,
+# the header Stripe adds to a replayed response (Stripe's "Advanced error handling"
+# page, docs.stripe.com/error-low-level). A first answer carries no such header.
 
 # %%
 retry = client.post("/jobs/report", json=feb, headers={**ALICE, "Idempotency-Key": "feb-1"})
 print(retry.status_code, retry.json())
+print("Idempotent-Replayed:", retry.headers.get("Idempotent-Replayed"),
+      "| on the first answer, job 1:", reply.headers.get("Idempotent-Replayed"))
 assert retry.status_code == 202 and retry.json() == {"job_id": 2, "state": "pending",
                                                      "created": False}
+assert retry.headers["Idempotent-Replayed"] == "true"
+
+# %% [markdown]
+# Two spellings of one key. The IETF HTTPAPI draft "The Idempotency-Key HTTP Header
+# Field" (draft-ietf-httpapi-idempotency-key-header, section "Syntax") makes the value
+# an RFC 8941 structured-field String, in double quotes:
+# `Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"`. Stripe's clients send the
+# bare value (its API reference: `-H "Idempotency-Key: KG5LxwFBepaKHyUD"`). The service
+# accepts both, and the quotes are syntax, not part of the key: `"feb-1"` is `feb-1`.
+
+# %%
+for sent in ('"feb-1"', "feb-1"):
+    again_feb = client.post("/jobs/report", json=feb, headers={**ALICE, "Idempotency-Key": sent})
+    print(f"Idempotency-Key: {sent:9} ->", again_feb.status_code, again_feb.json(),
+          "replayed:", again_feb.headers.get("Idempotent-Replayed"))
+    assert again_feb.json()["job_id"] == 2
+job_table()
+
+# %% [markdown]
+# A value that opens a quote must be one well-formed String. A missing closing quote,
+# or text after it, or an escape other than `\"` and `\\`, is `400`, and the answer
+# says which of these it was.
+
+# %%
+broken = client.post("/jobs/report", json=feb, headers={**ALICE, "Idempotency-Key": '"feb-1'})
+print(broken.status_code, broken.json()["detail"])
+assert broken.status_code == 400 and "closing quote is missing" in broken.text
 
 # %% [markdown]
 # The same crash without a key: the retry cannot be recognised, so the report is
@@ -242,6 +282,11 @@ assert doomed_again.returncode == -9 and again.json()["job_id"] == 4
 # reuses keys). Answering with the old job would be wrong, and so would a new one: the
 # service refuses and says why. `422` is the status the IETF Idempotency-Key draft
 # gives this case; Stripe refuses it too, with its own `idempotency_error`.
+#
+# This service keeps a key as long as its job row. Stripe's v1 API may prune a key
+# once it is at least 24 hours old (its API reference, "Idempotent requests"); its v2
+# API uses a 30-day window (docs.stripe.com/error-low-level). A client that retries
+# later than the server remembers gets a new operation.
 
 # %%
 clash = client.post("/jobs/report", json={"month": "2026-12"},
@@ -304,10 +349,59 @@ with JobStore(db, clock=FakeClock(LAB_EPOCH)) as store:
 assert bad.status_code == 422 and "hunter2" not in bad.text
 
 # %% [markdown]
+# ## 7. The same key while the first request is still in progress
+#
+# The draft's third case: a retry that arrives **before** the original request has
+# been answered. There is no answer to replay yet, so the draft says `409 Conflict`
+# (its "Error Scenarios"), and the client retries later. To make "still in progress"
+# last long enough to see, a third server starts with a pause
+# (`LABKIT_HTTP_PAUSE`, `labkit.integrations.http.service.Pause`): the first request
+# with a key stops while it holds its key, before its transaction, and waits until the
+# lesson resumes it. One thread sends that first request; the main thread sends the
+# second one while the first is held.
+
+# %%
+pause = Pause(folder / "pause")
+pause.folder.mkdir()
+slow = serve("slow", pause=pause)
+jul, JUL_KEY = {"month": "2026-07", "credential_id": "erp-readonly"}, '"jul-1"'
+answers = []
+first = threading.Thread(target=lambda: answers.append(httpx.post(
+    slow.url + "/jobs/report", json=jul, headers={**ALICE, "Idempotency-Key": JUL_KEY},
+    timeout=30)))
+first.start()
+print("the server holds the first request, key:", pause.wait_until_held())
+second = httpx.post(slow.url + "/jobs/report", json=jul,
+                    headers={**ALICE, "Idempotency-Key": JUL_KEY}, timeout=30)
+print(second.status_code, second.json()["detail"])
+print("Retry-After:", second.headers["Retry-After"], "| first answered yet:", bool(answers))
+assert second.status_code == 409 and first.is_alive() and not answers
+
+# %% [markdown]
+# The lesson resumes the first request: it commits job 7 and gets the `202`. The
+# second client, retrying after its `Retry-After`, now gets the replay. One job.
+# The `409` comes from a list of keys in progress that each server process keeps in
+# memory, so a crash cannot leave a key stuck "in progress"; two server processes do
+# not see each other's list, and there the unique key still makes one job (the second
+# request waits for SQLite's write lock, then gets the replay).
+
+# %%
+pause.resume()
+first.join(30)
+print("first: ", answers[0].status_code, answers[0].json())
+later = httpx.post(slow.url + "/jobs/report", json=jul,
+                   headers={**ALICE, "Idempotency-Key": JUL_KEY}, timeout=30)
+print("retry: ", later.status_code, later.json(),
+      "replayed:", later.headers.get("Idempotent-Replayed"))
+assert answers[0].json() == {"job_id": 7, "state": "pending", "created": True}
+assert later.json()["job_id"] == 7 and later.headers["Idempotent-Replayed"] == "true"
+job_table()
+
+# %% [markdown]
 # ## Stop everything
 #
 # Every server ran in its own process group; stopping one kills the whole group. Both
-# crashed servers are already dead (`-9`); the healthy one is stopped now.
+# crashed servers are already dead (`-9`); the healthy and the paused one are stopped now.
 
 # %%
 client.close()
@@ -325,12 +419,16 @@ assert all(server.returncode is not None for server in servers)
 # | bob, job 1 / job 999 | `404` / `404`, the same body | unchanged |
 # | worker drains, client polls | `succeeded`, result `sales 2026-01` | attempt 1; the secret not in the file |
 # | server killed after commit | the client gets a broken connection | job 2 `pending` |
-# | retry, same key | `202`, job 2, `created: false` | still one job for `feb-1` |
+# | retry, same key | `202`, job 2, `created: false`, `Idempotent-Replayed: true` | still one job for `feb-1` |
+# | the key quoted (`"feb-1"`) and bare (`feb-1`) | `202`, job 2 both times, replayed | still one job for `feb-1` |
+# | a quoted key without its closing quote | `400`, "the closing quote is missing" | unchanged |
 # | the same crash without a key | `202`, job 4 | jobs 3 and 4: a duplicate |
 # | same key, other body | `422` with the reason | unchanged |
 # | cancel a waiting job | `200`, `cancelled: true` | job 5 `dead`, "cancelled by its owner" |
 # | cancel a running job | `409`, "cannot be cancelled now" | job 6 `running`, then `succeeded` |
 # | password in the body | `422`, field named, value not echoed | no new job |
+# | same key while the first is paused | `409`, "still being handled", `Retry-After: 2` | unchanged |
+# | the first resumed, then the retry | `202` job 7 `created: true`; the retry replayed | job 7 `pending`, key `jul-1` |
 #
 # In production the same shape is a FastAPI or Django view in front of Celery, RQ or a
 # job table, behind a load balancer; callers are identified by your

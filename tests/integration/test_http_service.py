@@ -1,13 +1,15 @@
 """The HTTP service driven for real: a uvicorn process, httpx, the job database read back.
 
 Every test reads the database itself (``JobStore`` on the server's file) instead of
-trusting the answers alone. One server serves the whole module; the crash tests start
-their own (tests/integration/test_http_crash.py).
+trusting the answers alone. One server serves the whole module, except the in-progress
+test, which starts one with a pause; the crash tests start their own
+(tests/integration/test_http_crash.py).
 """
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -19,7 +21,7 @@ from labkit.clock import SystemClock
 from labkit.errors import TransientError
 from labkit.integrations.http import report_job
 from labkit.integrations.http.serve import Server, start_server
-from labkit.integrations.http.service import NOT_FOUND
+from labkit.integrations.http.service import NOT_FOUND, Pause
 from labkit.job import Job, JobState
 from labkit.retry import RetryPolicy
 from labkit.store import JobStore
@@ -100,7 +102,37 @@ def test_same_idempotency_key_and_body_returns_the_same_job_once(
     assert first.status_code == second.status_code == 202
     assert first.json()["job_id"] == second.json()["job_id"]
     assert (first.json()["created"], second.json()["created"]) == (True, False)
+    # Only the replay says it is one.
+    assert "Idempotent-Replayed" not in first.headers
+    assert second.headers["Idempotent-Replayed"] == "true"
     assert len(jobs_with_key(db, "same-twice")) == 1
+
+
+def test_the_drafts_quoted_key_and_the_bare_key_are_one_key(client: httpx.Client, db: Path) -> None:
+    body, key = {"month": "2026-02"}, "8e03978e-40d5-43e8-bc93-6894a57f9324"
+    quoted = client.post(
+        "/jobs/report", json=body, headers={**ALICE, "Idempotency-Key": f'"{key}"'}
+    )
+    bare = client.post("/jobs/report", json=body, headers={**ALICE, "Idempotency-Key": key})
+    assert quoted.status_code == bare.status_code == 202
+    assert quoted.json()["created"] is True and bare.json()["created"] is False
+    assert bare.json()["job_id"] == quoted.json()["job_id"]
+    assert bare.headers["Idempotent-Replayed"] == "true"
+    # The quotes are syntax, not part of the key the database holds.
+    assert owner_row(db, quoted.json()["job_id"]) == ("alice", key)
+    assert len(jobs_with_key(db, key)) == 1
+
+
+def test_an_escaped_quote_inside_a_quoted_key_is_part_of_the_key(
+    client: httpx.Client, db: Path
+) -> None:
+    reply = client.post(
+        "/jobs/report",
+        json={"month": "2026-02"},
+        headers={**ALICE, "Idempotency-Key": r'"say \"hi\" \\ bye"'},
+    )
+    assert reply.status_code == 202
+    assert owner_row(db, reply.json()["job_id"]) == ("alice", 'say "hi" \\ bye')
 
 
 def test_same_key_with_another_body_is_422_and_changes_nothing(
@@ -177,6 +209,8 @@ def test_a_credential_in_the_body_is_refused_with_nothing_stored(
     [
         "",  # empty
         "k" * 256,  # longer than 255
+        '""',  # quoted, but empty inside
+        '"' + "k" * 256 + '"',  # quoted, longer than 255 inside
     ],
 )
 def test_a_malformed_idempotency_key_is_400(client: httpx.Client, key: str) -> None:
@@ -184,6 +218,63 @@ def test_a_malformed_idempotency_key_is_400(client: httpx.Client, key: str) -> N
         "/jobs/report", json={"month": "2026-09"}, headers={**ALICE, "Idempotency-Key": key}
     )
     assert reply.status_code == 400 and "Idempotency-Key" in reply.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "key, fault",
+    [
+        ('"abc', "the closing quote is missing"),  # opened, never closed
+        ('"abc"def', "'def' follows the closing quote"),  # more after the string
+        (r'"a\nb"', "character 3 is a backslash before 'n'"),  # only \" and \\ escape
+        ('"a\tb"', "character 3 is '\\t', not printable ASCII"),  # a tab inside
+    ],
+)
+def test_a_malformed_quoted_key_is_400_saying_what_is_wrong(
+    client: httpx.Client, db: Path, key: str, fault: str
+) -> None:
+    with read_store(db) as store:
+        before = sum(store.counts().values())
+    reply = client.post(
+        "/jobs/report", json={"month": "2026-09"}, headers={**ALICE, "Idempotency-Key": key}
+    )
+    assert reply.status_code == 400
+    detail = reply.json()["detail"]
+    assert fault in detail and "not one quoted string" in detail and "bare" in detail
+    with read_store(db) as store:
+        assert sum(store.counts().values()) == before
+
+
+def test_the_same_key_while_its_first_request_is_in_progress_is_409(tmp_path: Path) -> None:
+    db, pause = tmp_path / "jobs.db", Pause(tmp_path / "pause", timeout_s=30)
+    pause.folder.mkdir()
+    body, headers = {"month": "2026-02"}, {**ALICE, "Idempotency-Key": '"slow-1"'}
+    answers: list[httpx.Response] = []
+    env = {"LABKIT_HTTP_DB": str(db), "LABKIT_HTTP_PAUSE": str(pause.folder)}
+    with start_server(
+        APP, factory=True, env=env, log_path=tmp_path / "server.log", ready_path="/healthz"
+    ) as srv:
+
+        def first_request() -> None:
+            answers.append(httpx.post(srv.url + "/jobs/report", json=body, headers=headers))
+
+        first = threading.Thread(target=first_request)
+        first.start()
+        try:
+            assert pause.wait_until_held() == "slow-1", "the first request was never paused"
+            second = httpx.post(srv.url + "/jobs/report", json=body, headers=headers)
+            assert first.is_alive() and not answers, "the first request finished too soon"
+        finally:
+            pause.resume()
+            first.join(30)
+        third = httpx.post(srv.url + "/jobs/report", json=body, headers=headers)
+    assert second.status_code == 409 and "still being handled" in second.json()["detail"]
+    assert int(second.headers["Retry-After"]) >= 1
+    [answer] = answers
+    assert answer.status_code == 202 and answer.json()["created"] is True
+    assert third.json() == {"job_id": answer.json()["job_id"], "state": "pending", "created": False}
+    assert third.headers["Idempotent-Replayed"] == "true"
+    with read_store(db) as store:
+        assert [j.key for j in store.jobs()] == ["http:alice:slow-1"]
 
 
 def test_status_follows_the_worker_and_never_shows_the_payload(

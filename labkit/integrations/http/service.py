@@ -5,9 +5,13 @@
 - ``POST /jobs/{kind}`` with a JSON object: the job is committed first, then the answer
   is ``202 Accepted`` with ``{"job_id": ...}``, a ``Location`` of its status and a
   ``Retry-After`` saying when to poll. An ``Idempotency-Key`` header makes a retried POST
-  return the same job (keys are scoped to the caller, as Stripe scopes them to an
-  account); the same key with another body is ``422`` and changes nothing. A body with
-  a field named like a credential is ``422``: a job carries a reference to a secret
+  return the same job, marked ``Idempotent-Replayed: true`` (keys are scoped to the
+  caller, as Stripe scopes them to an account). The key may come quoted, as the IETF
+  draft's String (``"8e03978e-..."``), or bare, as Stripe's clients send it: both are
+  the same key; a malformed quoted value is ``400`` saying what is wrong. The same key
+  with another body is ``422`` and changes nothing; the same key while its first request
+  is still being handled is ``409`` (both as the draft says). A body with a field named
+  like a credential is ``422``: a job carries a reference to a secret
   (``credential_id``), which the worker resolves.
 - ``GET /jobs/{id}``: state, attempts, next attempt time, sanitized error and result,
   never the payload. Only the caller who created the job sees it; anyone else gets the
@@ -21,6 +25,9 @@ provider in production). The owner and the key are kept in the ``http_requests``
 written in the same transaction as the job. A fault plan may fire ``after_commit``
 between that commit and the answer (``LABKIT_HTTP_FAULTS="after_commit:kill"`` kills
 the server there), which is the crash a client's retry with the same key must survive.
+``LABKIT_HTTP_PAUSE=<folder>`` holds the first keyed request while it holds its key
+(``Pause``), so a lesson can send a second request with that key while the first is
+still in progress.
 
 In production this is a FastAPI or Django view in front of Celery, RQ or a job table;
 the shape is Microsoft's "Asynchronous Request-Reply" pattern and the key follows
@@ -32,8 +39,10 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
-from collections.abc import Mapping, Sequence
-from contextlib import closing
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -41,8 +50,14 @@ from fastapi import Body, FastAPI, Header, HTTPException
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from labkit import dbfile, queries
-from labkit.clock import Clock, FakeClock, isoformat
-from labkit.errors import IdempotencyConflict, InvalidTransition, NotFound, PayloadError
+from labkit.clock import Clock, FakeClock, SystemClock, isoformat
+from labkit.errors import (
+    IdempotencyConflict,
+    InvalidTransition,
+    LabkitError,
+    NotFound,
+    PayloadError,
+)
 from labkit.faults import FaultPlan, Fired
 from labkit.job import Job, JobState
 from labkit.metrics import exposition
@@ -60,6 +75,9 @@ RETRY_AFTER_S = 2
 MAX_KEY_LENGTH = 255
 #: Environment of ``app_from_env``, the factory a uvicorn process starts.
 DB_ENV, FAULTS_ENV, CLOCK_ENV = "LABKIT_HTTP_DB", "LABKIT_HTTP_FAULTS", "LABKIT_HTTP_CLOCK_START"
+PAUSE_ENV = "LABKIT_HTTP_PAUSE"
+#: The header on an answer that returns an earlier request's job.
+REPLAYED = "Idempotent-Replayed"
 
 #: The ``Authorization`` header a route reads the caller from.
 Auth = Annotated[str | None, Header()]
@@ -87,10 +105,17 @@ def caller_of(authorization: str | None, tokens: Mapping[str, str] = LAB_TOKENS)
     return owner
 
 
-def check_idempotency_key(key: str | None) -> str | None:
-    """The header's key, or 400 when it is empty, too long or not printable ASCII."""
-    if key is None:
+def check_idempotency_key(value: str | None) -> str | None:
+    """The key the header carries, quoted or bare; 400 saying what is wrong otherwise.
+
+    The IETF draft makes the value an RFC 8941 String, ``"8e03978e-..."`` (RFC 8941
+    section 3.3.3: printable ASCII in double quotes, backslash-quote and
+    backslash-backslash the only escapes); Stripe's clients send the bare value. Both
+    give the same key, so a client may switch forms between retries.
+    """
+    if value is None:
         return None
+    key = _unquote(value) if value.startswith('"') else value
     if not key or len(key) > MAX_KEY_LENGTH or not key.isascii() or not key.isprintable():
         raise HTTPException(
             400,
@@ -98,6 +123,41 @@ def check_idempotency_key(key: str | None) -> str | None:
             "use one fresh random value (a UUID) per operation and resend it on every retry",
         )
     return key
+
+
+def _unquote(value: str) -> str:
+    """The content of a quoted String (RFC 8941, 3.3.3); 400 naming the first fault."""
+    chars: list[str] = []
+    i = 1
+    while i < len(value):
+        char = value[i]
+        if char == "\\":
+            escaped = value[i + 1 : i + 2]
+            if escaped not in ('"', "\\"):
+                raise _malformed(value, f"character {i + 1} is a backslash before {escaped!r}")
+            chars.append(escaped)
+            i += 2
+        elif char == '"':
+            if value[i + 1 :]:
+                raise _malformed(value, f"{value[i + 1 :]!r} follows the closing quote")
+            return "".join(chars)
+        elif " " <= char <= "~":
+            chars.append(char)
+            i += 1
+        else:
+            raise _malformed(value, f"character {i + 1} is {char!r}, not printable ASCII")
+    raise _malformed(value, "the closing quote is missing")
+
+
+def _malformed(value: str, fault: str) -> HTTPException:
+    shown = value if len(value) <= 60 else value[:57] + "..."
+    return HTTPException(
+        400,
+        f"Idempotency-Key [{shown}] opens a quote but is not one quoted string: "
+        f"{fault}. Send the key bare, or quoted as the IETF draft shows "
+        '(Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"), '
+        "escaping only a quote or a backslash with a backslash",
+    )
 
 
 def status_view(job: Job) -> dict[str, Any]:
@@ -121,12 +181,64 @@ class CannotCancel(InvalidTransition):
     """The job is running or finished; only a job waiting to run can be cancelled."""
 
 
+class KeyInUse(LabkitError):
+    """Another request with this Idempotency-Key is still being handled."""
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Hold the first keyed request while it holds its key, until the lab says resume.
+
+    The server calls ``hold(key)``: the first call creates ``folder/paused`` (holding the
+    key) and waits, on the real clock, until ``folder/resume`` exists; every later call
+    passes at once. The lab calls ``wait_until_held()``, sends what it wants to the
+    waiting server, then ``resume()``. Files, because the two sides are processes.
+    """
+
+    folder: Path
+    timeout_s: float = 60.0
+
+    def hold(self, key: str, clock: Clock | None = None) -> None:
+        try:
+            fd = os.open(self.folder / "paused", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
+            return
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(key)
+        self._wait_for(self.folder / "resume", clock)
+
+    def wait_until_held(self, clock: Clock | None = None) -> str:
+        """The key of the request now held (TimeoutError if none arrives in time)."""
+        self._wait_for(self.folder / "paused", clock)
+        return (self.folder / "paused").read_text(encoding="utf-8")
+
+    def resume(self) -> None:
+        (self.folder / "resume").touch()
+
+    def _wait_for(self, path: Path, clock: Clock | None) -> None:
+        # Real time: another process creates the file, which a fake clock would never see.
+        clock = clock or SystemClock()
+        deadline = clock.now() + self.timeout_s
+        while not path.exists():
+            if clock.now() > deadline:
+                raise TimeoutError(f"{path} did not appear within {self.timeout_s:g}s")
+            clock.sleep(0.02)
+
+
 class JobService:
     """The HTTP service's operations as plain Python: accept, status, cancel, per owner."""
 
-    def __init__(self, store: JobStore, faults: FaultPlan | None = None) -> None:
+    def __init__(
+        self, store: JobStore, faults: FaultPlan | None = None, pause: Pause | None = None
+    ) -> None:
         self.store = store
         self.faults = faults if faults is not None else FaultPlan()
+        self.pause = pause
+        # The keys of the requests this process is handling now. A crash empties it with
+        # the process, so no key stays stuck "in progress". Across server processes the
+        # unique key still gives one job (the second waits on SQLite's write lock).
+        self._in_progress: set[tuple[str, str]] = set()
+        self._in_progress_lock = threading.Lock()
         with closing(self._connect()) as conn, dbfile.transaction(conn):
             dbfile.run_script(conn, SQL["schema"])
 
@@ -143,9 +255,34 @@ class JobService:
     ) -> tuple[Job, bool]:
         """Commit the job and its owner in one transaction; ``(job, created)``.
 
-        Raises ``IdempotencyConflict`` (same key, other body) and ``PayloadError`` (not
-        JSON, too large, or a credential-looking field) with nothing written.
+        Raises ``KeyInUse`` (a request with this key is still being handled here),
+        ``IdempotencyConflict`` (same key, other body) and ``PayloadError`` (not JSON, too
+        large, or a credential-looking field) with nothing written.
         """
+        with self._holding(owner, idempotency_key):
+            return self._accept(owner, kind, body, idempotency_key)
+
+    @contextmanager
+    def _holding(self, owner: str, idempotency_key: str | None) -> Iterator[None]:
+        if idempotency_key is None:
+            yield
+            return
+        claim = (owner, idempotency_key)
+        with self._in_progress_lock:
+            if claim in self._in_progress:
+                raise KeyInUse()
+            self._in_progress.add(claim)
+        try:
+            if self.pause is not None:
+                self.pause.hold(idempotency_key)
+            yield
+        finally:
+            with self._in_progress_lock:
+                self._in_progress.discard(claim)
+
+    def _accept(
+        self, owner: str, kind: str, body: Any, idempotency_key: str | None
+    ) -> tuple[Job, bool]:
         key = None if idempotency_key is None else f"http:{owner}:{idempotency_key}"
         with closing(self._connect()) as conn:
             with dbfile.transaction(conn):
@@ -206,10 +343,11 @@ def create_app(
     faults: FaultPlan | None = None,
     tokens: Mapping[str, str] = LAB_TOKENS,
     retry_after_s: int = RETRY_AFTER_S,
+    pause: Pause | None = None,
 ) -> FastAPI:
     """The FastAPI app over the job database at ``db_path`` (see the module docstring)."""
     store = JobStore(db_path, clock=clock)
-    service = JobService(store, faults)
+    service = JobService(store, faults, pause)
     app = FastAPI(title="labkit jobs", description="Async request-reply over a labkit job store.")
     app.state.service = service
 
@@ -226,6 +364,13 @@ def create_app(
         key = check_idempotency_key(idempotency_key)
         try:
             job, created = service.accept(owner, kind, body, key)
+        except KeyInUse:
+            return _error(
+                409,
+                f"a request with Idempotency-Key {key!r} is still being handled; retry it "
+                "unchanged after Retry-After seconds to get its answer",
+                {"Retry-After": str(retry_after_s)},
+            )
         except IdempotencyConflict:
             return _error(
                 422,
@@ -235,10 +380,13 @@ def create_app(
             )
         except PayloadError as exc:
             return _error(422, str(exc))
+        headers = {"Location": f"/jobs/{job.id}", "Retry-After": str(retry_after_s)}
+        if not created:
+            headers[REPLAYED] = "true"
         return JSONResponse(
             {"job_id": job.id, "state": str(job.state), "created": created},
             status_code=202,
-            headers={"Location": f"/jobs/{job.id}", "Retry-After": str(retry_after_s)},
+            headers=headers,
         )
 
     @app.get("/jobs/{job_id}")
@@ -280,7 +428,8 @@ def _finished(job: Job) -> bool:
 
 def app_from_env(environ: Mapping[str, str] | None = None) -> FastAPI:
     """The app a server process builds from ``LABKIT_HTTP_DB`` (and the optional
-    ``LABKIT_HTTP_FAULTS`` replay line and ``LABKIT_HTTP_CLOCK_START`` fake clock)."""
+    ``LABKIT_HTTP_FAULTS`` replay line, ``LABKIT_HTTP_CLOCK_START`` fake clock and
+    ``LABKIT_HTTP_PAUSE`` folder)."""
     env = os.environ if environ is None else environ
     db = env.get(DB_ENV)
     if not db:
@@ -289,7 +438,8 @@ def app_from_env(environ: Mapping[str, str] | None = None) -> FastAPI:
     plan.on_fire = _announce
     start = env.get(CLOCK_ENV)
     clock = FakeClock(float(start)) if start else None
-    return create_app(db, clock=clock, faults=plan)
+    pause = Pause(Path(env[PAUSE_ENV])) if env.get(PAUSE_ENV) else None
+    return create_app(db, clock=clock, faults=plan, pause=pause)
 
 
 def _announce(fired: Fired) -> None:
