@@ -43,6 +43,7 @@
 # | 13 | [beyond one machine: PostgreSQL and Redis Streams](13_beyond_one_machine.ipynb) |
 # | 14 | [Celery in production, for real](14_celery.ipynb) |
 # | 15 | [the three bad nights again: before and after](15_three_nights_again.ipynb) |
+# | 16 | [multi-step jobs: checkpoints, compensation, policy versions](16_multi_step_jobs.ipynb) |
 #
 # Words you do not know, in English or Portuguese: [Glossary / Glossário](glossary.md).
 #
@@ -55,7 +56,7 @@
 # |---|---|---|
 # | the cron article | *Automação Resiliente com Python: Retries, Lockfile e Idempotência Sem Drama* | the naive cron script and its bad nights, the lockfile, errors sorted before retrying, an expired token that must fail loudly (lessons 01, 02, 03, 05) |
 # | the ERP article | *Filas que falham bem: retry, dead-letter, circuit breaker e idempotência com Celery* | the event row with a content key, dead letter as a screen with a redrive button, a breaker and a queue per ERP account, a serial queue (lessons 03, 04, 07, 08, 09) |
-# | the async-jobs lesson | *Queues/Workers/async agents* | job states, durable acceptance, redelivery and the effect/ack window, the outbox, dead letters with their origin (lessons 04, 06, 07, 09, 12) |
+# | the async-jobs lesson | *Queues/Workers/async agents* | job states, durable acceptance, redelivery and the effect/ack window, the outbox, dead letters with their origin, checkpoints per step and the policy version a resumed job runs (lessons 04, 06, 07, 09, 12, 16) |
 # | the Celery-in-production article | *Celery em produção — retries, idempotência e Celery Beat* | retries with backoff and jitter, the dedup record in the effect's transaction, upsert instead of increment, one Celery Beat and how long to keep keys (lessons 05, 06, 10, 14) |
 #
 # Where an article is wrong the lab says so and shows it. The Celery-in-production

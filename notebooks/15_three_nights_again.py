@@ -407,6 +407,10 @@ assert [r["after: charges"] for r in rows] == [6, 6, 6]
 # * **Beyond one machine.** One SQLite file is one host's disk. Lesson 13 moves the
 #   same job contract to PostgreSQL and Redis Streams; lesson 14 to Celery, whose
 #   default acknowledges before running.
+# * **A job of several effects.** An invoice job here runs again whole after a crash,
+#   and each of its effects is keyed or reconciled. A job of more steps (reserve stock,
+#   charge, email) should resume after its last finished step, and undo the earlier
+#   ones when a later one fails for good: checkpoints and compensation (lesson 16).
 
 # %% [markdown]
 # ## What you should see
@@ -418,10 +422,9 @@ assert [r["after: charges"] for r in rows] == [6, 6, 6]
 # | 3: lost response | bruno charged twice (`ok_response_lost`, `ok`) | bruno's job fails once with `ResponseLost`, the retry is `replayed` by the provider; 1 charge each |
 # | side by side | overcharged customers 3, 6, 1 | overcharged customers 0, 0, 0 |
 #
-# ## Glossary and the way back
+# ## Glossary and next
 #
 # The terms of this lesson, and of every other, in English and Portuguese:
 # [Glossary / Glossário](glossary.md).
 #
-# This is the last lesson. To go round again, or to show the lab to someone else:
-# [Back to the start: 00 · Start here](00_start_here.ipynb).
+# [Next: 16 · Multi-step jobs](16_multi_step_jobs.ipynb)

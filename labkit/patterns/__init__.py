@@ -1,1 +1,1 @@
-"""What the lessons build beside the store: lock, breaker, outbox, steps, schedules, queues, herd."""
+"""What the lessons build beside the store: lock, breaker, outbox, steps, schedules, herd…"""

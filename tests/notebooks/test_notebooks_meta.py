@@ -110,7 +110,7 @@ def test_outputs_carry_no_temp_paths_or_errors(path):
 
 
 #: The closing lesson, which has no next lesson to link.
-LAST_LESSON = "15_"
+LAST_LESSON = "16_"
 SEED_FILE = re.compile(r"\bseeds?\s+0\d\d", re.IGNORECASE)
 
 
