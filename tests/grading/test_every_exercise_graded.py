@@ -4,7 +4,7 @@ The exercises whose checks drive servers and brokers have their own graded class
 (``test_ex08_graded.py``, ``test_service_exercises_graded.py``). This one grades, in one
 class, the reference (full marks), the untouched stub (zero, "not started") and entries
 of the project's zoo (the first and the last, and every entry a kill sweep must catch)
-for each of the other ten exercises, through the confined grader, and checks each wrong
+for each of the other eleven exercises, through the confined grader, and checks each wrong
 solution is caught there by the check named after its mistake, capped at half when that
 check is severe. That in-process grading gives every notebook the score the sandbox gives
 is ``bench/grading.py --same-scores``'s to show, over a whole class.
@@ -21,6 +21,7 @@ import pytest
 import test_zoo
 import test_zoo_ex11_13
 import test_zoo_ex12
+import test_zoo_ex14
 from gradingkit import (
     EXERCISES,
     SOLUTIONS,
@@ -37,8 +38,8 @@ pytestmark = [
     ),
 ]
 
-PLAIN = ["ex01", "ex02", "ex03", "ex04", "ex05", "ex06", "ex07", "ex11", "ex12", "ex13"]
-_ALL = test_zoo.ZOO + test_zoo_ex11_13.ZOO + test_zoo_ex12.ZOO
+PLAIN = ["ex01", "ex02", "ex03", "ex04", "ex05", "ex06", "ex07", "ex11", "ex12", "ex13", "ex14"]
+_ALL = test_zoo.ZOO + test_zoo_ex11_13.ZOO + test_zoo_ex12.ZOO + test_zoo_ex14.ZOO
 #: Checks that kill the student's code after each of its writes (``killsweep``), race
 #: two processes of it (``racesweep``) or call it again in a new process (``replay``):
 #: every zoo entry they must catch is graded here, since forking, stopping, killing and
@@ -54,6 +55,10 @@ SWEPT = {
     "place_order_is_one_transaction",
     "consume_is_one_transaction",
     "a_killed_scheduler_restarts_without_losing_a_slot",
+    "every_effect_once_after_a_kill_anywhere",
+    "a_resume_skips_the_finished_steps",
+    "a_kill_during_compensation_releases_once",
+    "every_effect_once_after_a_kill_under_policy_v2",
 }
 
 

@@ -51,6 +51,7 @@ def test_the_zoo_covers_every_exercise_three_times() -> None:
     from test_zoo_ex10 import ZOO as ZOO_EX10  # ex10's wrong apps are files: their own zoo
     from test_zoo_ex11_13 import ZOO as ZOO_EX11_13  # exercises 11-13 keep their own zoo
     from test_zoo_ex12 import ZOO as ZOO_EX12  # exercise 12's red-team round
+    from test_zoo_ex14 import ZOO as ZOO_EX14  # exercise 14's edits of the reference
 
     from labkit.grading import catalog
 
@@ -61,6 +62,7 @@ def test_the_zoo_covers_every_exercise_three_times() -> None:
         + Counter({"ex10": len(ZOO_EX10)})
         + Counter(e for e, *_ in ZOO_EX11_13)
         + Counter(e for e, *_ in ZOO_EX12)
+        + Counter(e for e, *_ in ZOO_EX14)
     )
     assert sorted(SAYS) == sorted(m for _, m, _, _ in ZOO)
     assert all(counts[e] >= 3 for e in catalog.exercises()), counts

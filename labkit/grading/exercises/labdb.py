@@ -2,7 +2,8 @@
 
 ``exercise_db(folder)`` gives a fresh jobs table to try your code on (exercises 3, 6,
 12 and 13); ``add_job`` puts a job in any state; ``all_jobs`` reads them back.
-``outbox_db`` and ``consumer_db`` are exercise 11's business and consumer databases.
+``outbox_db`` and ``consumer_db`` are exercise 11's business and consumer databases,
+``steps_db`` exercise 14's jobs and their checkpoints.
 The schemas are in ``labkit/grading/exercises/labdb.sql``.
 """
 
@@ -87,6 +88,11 @@ def consumer_db(path: Path | str) -> sqlite3.Connection:
     return _fresh(path, "consumer_schema")
 
 
+def steps_db(path: Path | str) -> sqlite3.Connection:
+    """Exercise 14: a fresh job database (``step_jobs``, ``job_steps``) at ``path``."""
+    return _fresh(path, "steps_schema")
+
+
 def rows_of(conn: sqlite3.Connection, query: str) -> list[dict[str, Any]]:
-    """Every row of one of the named listings (``all_orders``, ``all_outbox``, ``all_emails``)."""
+    """Every row of one of the named listings (``all_orders``, ``all_job_steps``...)."""
     return [dict(r) for r in conn.execute(queries.load("grading/exercises/labdb.sql")[query])]

@@ -68,3 +68,25 @@ SELECT * FROM outbox ORDER BY id
 -- all_emails --
 -- Every email exercise 11's consumer sent, by id.
 SELECT * FROM emails ORDER BY id
+
+-- steps_schema --
+-- Exercise 14, a multi-step job's own database: each order's job and one checkpoint per finished step.
+CREATE TABLE IF NOT EXISTS step_jobs (
+    order_id        INTEGER PRIMARY KEY,
+    policy_version  INTEGER NOT NULL,
+    state           TEXT NOT NULL DEFAULT 'running' CHECK (state IN ('running', 'done', 'failed'))
+);
+CREATE TABLE IF NOT EXISTS job_steps (
+    order_id  INTEGER NOT NULL,
+    step      TEXT NOT NULL,
+    result    TEXT,
+    PRIMARY KEY (order_id, step)
+);
+
+-- all_step_jobs --
+-- Every job of exercise 14's database, by order id.
+SELECT * FROM step_jobs ORDER BY order_id
+
+-- all_job_steps --
+-- Every checkpoint of exercise 14's database, by order id, in the order they were written.
+SELECT * FROM job_steps ORDER BY order_id, rowid

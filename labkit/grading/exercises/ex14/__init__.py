@@ -1,0 +1,1 @@
+"""Exercise 14: its checks (``checks.CHECKS``) and the harness they drive."""

@@ -1,0 +1,351 @@
+"""Exercise 14: a multi-step job with a checkpoint per step, a compensation and a policy version.
+
+The student writes ``do_step`` (one effect, under a key built from the order and the
+step) and ``run_order`` (the steps of the job's policy version, a checkpoint after each,
+the release of the stock when the charge is declined for good). Each check makes a
+folder under the student's folder with the job's database (``labdb.steps_db``) and a
+``labkit.world.World`` file, perhaps with the payment API scripted to decline, and runs
+the student's code through the harness (``labkit.grading.exercises.ex14.harness``). The
+sweeps kill it for real (``killsweep``) right before and after each effect and right
+after each write to the job's database, then run the job again; one check crashes it
+right after the charge and resumes it after a deploy of the other policy version. The
+check then reads the world's file itself: the effects it did (exactly one reservation,
+charge and e-mail per order, a release for a declined one) and the calls it received
+(after a kill, only the step in flight may be called again).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from labkit.clock import LAB_EPOCH, FakeClock
+from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
+from labkit.grading.exercises.helpers import raised_text
+from labkit.grading.exercises.killsweep import after_every_kill
+from labkit.grading.exercises.kit import reading
+from labkit.grading.exercises.labdb import rows_of, steps_db
+from labkit.world import World
+
+CHECKS = Checks("ex14", "a multi-step job that resumes", needs=("do_step", "run_order"))
+
+HARNESS = "labkit.grading.exercises.ex14.harness:"
+ORDER: dict[str, Any] = {
+    "id": 42,
+    "customer": "cus_ana",
+    "email": "ana@example.com",
+    "sku": "mug",
+    "amount": 4200,
+}
+OTHER: dict[str, Any] = {
+    "id": 7,
+    "customer": "cus_bia",
+    "email": "bia@example.com",
+    "sku": "mug",
+    "amount": 1500,
+}
+#: How many e-mails each policy version sends for an order that goes through.
+MAILS = {1: 1, 2: 2}
+#: A card declined for good: the payment API declines this many calls in a row.
+DECLINES = 6
+
+
+def make(folder: Path, declines: int = 0) -> None:
+    """The job's database and the world in ``folder``; the API declines ``declines`` calls."""
+    steps_db(folder / "steps.db").close()
+    with World(folder / "world.db", FakeClock(LAB_EPOCH)) as world:
+        if declines:
+            world.payments.script(*["reject"] * declines)
+
+
+@contextmanager
+def scene(ns: Namespace, declines: int = 0) -> Iterator[Path]:
+    """A fresh folder under the student's folder with the files ``make`` writes."""
+    with tempfile.TemporaryDirectory(prefix="labkit-ex14-", dir=ns.workdir) as tmp:
+        make(Path(tmp), declines)
+        yield Path(tmp)
+
+
+def run(
+    ns: Namespace,
+    folder: Path,
+    order: dict[str, Any],
+    version: int = 1,
+    crash_after: str | None = None,
+) -> dict[str, Any]:
+    got = dict(ns.harness(HARNESS + "run", str(folder), order, version, crash_after))
+    if "raised" in got:
+        raise CheckFailed(
+            f"run_order(conn, world, order {order['id']}, policy_version={version}) to run",
+            raised_text(got),
+            "try it in the demo cell first",
+        )
+    return got
+
+
+def world_of(folder: Path) -> dict[str, Any]:
+    """The world's truth in ``folder``: its effects, the calls it got, the keys it holds."""
+    with World(folder / "world.db", FakeClock(LAB_EPOCH)) as world:
+        held = world.conn.execute("SELECT service, key FROM idempotency ORDER BY service, key")
+        return {
+            "effects": [(e.service, e.key, e.payload) for e in world.effects()],
+            "calls": [(c.service, c.key, c.outcome) for c in world.calls()],
+            "keys": [(r["service"], r["key"]) for r in held],
+        }
+
+
+def state_of(folder: Path, order_id: int) -> str | None:
+    with reading(folder / "steps.db") as conn:
+        jobs = {r["order_id"]: r["state"] for r in rows_of(conn, "all_step_jobs")}
+    return jobs.get(order_id)
+
+
+def steps_of(folder: Path, order_id: int) -> list[str]:
+    with reading(folder / "steps.db") as conn:
+        return [r["step"] for r in rows_of(conn, "all_job_steps") if r["order_id"] == order_id]
+
+
+def wanted(order: dict[str, Any], version: int, declined: bool) -> dict[str, list[Any]]:
+    """The effects one order's job must leave, per service, whatever crashed on the way."""
+    stock = [[order["sku"], -1]] + ([[order["sku"], 1]] if declined else [])
+    charges = [] if declined else [[order["customer"], order["amount"]]]
+    mails = [] if declined else [order["email"]] * MAILS[version]
+    return {"ledger": stock, "payments": charges, "mail": mails}
+
+
+def found(truth: dict[str, Any], order: dict[str, Any]) -> dict[str, list[Any]]:
+    """The effects in the world that belong to ``order`` (by its sku, customer, e-mail)."""
+    got: dict[str, list[Any]] = {"ledger": [], "payments": [], "mail": []}
+    for service, _key, p in truth["effects"]:
+        if service == "ledger" and p.get("account") in (order["sku"], order["customer"]):
+            got["ledger"].append([p["account"], p["amount"]])
+        elif service == "payments" and p.get("customer") == order["customer"]:
+            got["payments"].append([p["customer"], p["amount"]])
+        elif service == "mail" and p.get("to") == order["email"]:
+            got["mail"].append(p["to"])
+    return got
+
+
+def exactly_once(
+    folder: Path, order: dict[str, Any], version: int, declined: bool = False
+) -> tuple[bool, str]:
+    """The world holds the order's effects exactly once, and the job ended as it should."""
+    want, state = wanted(order, version, declined), "failed" if declined else "done"
+    got, ended = found(world_of(folder), order), state_of(folder, order["id"])
+    return got == want and ended == state, f"effects {got}, the job {ended!r}"
+
+
+def called_again(truth: dict[str, Any]) -> dict[str, int]:
+    """Keys the payment and mail APIs got more than one call for, with how many."""
+    calls = Counter(key for service, key, _ in truth["calls"] if service in ("payments", "mail"))
+    return {key: n for key, n in calls.items() if n > 1}
+
+
+@CHECKS.add(
+    2,
+    "run the steps of POLICIES[1] in order, do_step then its checkpoint in job_steps: "
+    "one reservation (-1 on the sku), one charge, one e-mail, the job 'done'; run again, "
+    "it changes nothing",
+)
+def run_order_does_every_step_once(ns: Namespace) -> None:
+    with scene(ns) as folder:
+        got = run(ns, folder, ORDER)
+        expect(got.get("returned") == "done", "'done' from run_order", got.get("returned"))
+        ok, seen = exactly_once(folder, ORDER, 1)
+        expect(ok, f"the world to hold {wanted(ORDER, 1, False)}, the job 'done'", seen)
+        expect(
+            sorted(steps_of(folder, ORDER["id"])) == ["charge", "email", "reserve"],
+            "one checkpoint per step in job_steps: reserve, charge, email",
+            steps_of(folder, ORDER["id"]),
+        )
+        again = run(ns, folder, ORDER)
+        ok, seen = exactly_once(folder, ORDER, 1)
+        expect(
+            again.get("returned") == "done" and ok,
+            "'done' again and the same effects when a finished job runs a second time",
+            f"{again.get('returned')!r}; {seen}",
+        )
+
+
+def _sweep(
+    ns: Namespace,
+    order: dict[str, Any],
+    versions: tuple[int, int],
+    judge: Callable[[Path], tuple[bool, str]],
+    want: str,
+    hint: str,
+    declines: int = 0,
+) -> None:
+    after_every_kill(
+        ns,
+        HARNESS + "kills",
+        lambda folder: make(folder, declines),
+        [order, *versions],
+        judge,
+        want,
+        "the job run again",
+        hint,
+    )
+
+
+@CHECKS.add(
+    3,
+    "do each step's effect FIRST, then write its checkpoint; the stock in one ledger "
+    "transaction with its mark: a checkpoint before the effect loses the effect when the "
+    "worker dies between them, and a repeat without a key does it twice",
+    timeout=60.0,
+    severe=True,
+)
+def every_effect_once_after_a_kill_anywhere(ns: Namespace) -> None:
+    _sweep(
+        ns,
+        ORDER,
+        (1, 1),
+        lambda life: exactly_once(life, ORDER, 1),
+        f"exactly {wanted(ORDER, 1, False)} in the world and the job 'done'",
+        "write the checkpoint after the effect returns; make every effect safe to repeat",
+    )
+
+
+@CHECKS.add(
+    2,
+    "after a kill, only the step in flight may be called again: checkpoint each step as "
+    "soon as it is done, committed at once (not in a transaction kept open, not all at "
+    "the end), and skip every checkpointed step on the re-run",
+    timeout=60.0,
+)
+def a_resume_skips_the_finished_steps(ns: Namespace) -> None:
+    def judge(life: Path) -> tuple[bool, str]:
+        again = called_again(world_of(life))
+        ok = len(again) <= 1 and all(n == 2 for n in again.values())
+        return ok and state_of(life, ORDER["id"]) == "done", f"keys called again: {again}"
+
+    _sweep(
+        ns,
+        ORDER,
+        (1, 1),
+        judge,
+        "at most one step called a second time, and the job 'done'",
+        "a key only makes a repeat harmless until the provider forgets it (Stripe: "
+        "24 hours); read job_steps first and skip what is there",
+    )
+
+
+@CHECKS.add(
+    1,
+    "build each step's key from the order and the step (f'order:{id}:{step}'), never "
+    "from uuid4(), the time or hash(): the same order run again must send the same "
+    "keys, or a resumed job charges again",
+    severe=True,
+)
+def each_effect_has_a_key_from_the_order(ns: Namespace) -> None:
+    keys = []
+    for _ in range(2):
+        with scene(ns) as folder:
+            run(ns, folder, ORDER)
+            truth = world_of(folder)
+            ledger = [("ledger", k) for s, k, _ in truth["effects"] if s == "ledger"]
+            keys.append(sorted(truth["keys"]) + sorted(ledger))
+            run(ns, folder, OTHER)
+            other = set(world_of(folder)["keys"]) - set(truth["keys"])
+    services = sorted(s for s, _ in keys[0])
+    expect(
+        services == ["ledger", "mail", "payments"],
+        "an Idempotency-Key on the charge and on the e-mail, and a key on the ledger entry",
+        f"keys {keys[0]}",
+    )
+    expect(keys[0] == keys[1], "the same keys when the same order runs twice", keys)
+    expect(
+        len(other) == 2,
+        f"order {OTHER['id']}'s own two keys, none of order {ORDER['id']}'s",
+        f"order {OTHER['id']} added {sorted(other)}",
+    )
+
+
+@CHECKS.add(
+    2,
+    "when the charge raises PermanentError, record the job 'failed' and release the "
+    "stock: a +1 ledger entry on the same sku (the compensation of 'reserve'), not a "
+    "refund, no charge",
+    severe=True,
+)
+def a_declined_charge_releases_the_stock(ns: Namespace) -> None:
+    with scene(ns, DECLINES) as folder:
+        got = run(ns, folder, ORDER)
+        expect(got.get("returned") == "failed", "'failed' from run_order", got.get("returned"))
+        truth = found(world_of(folder), ORDER)
+        want = wanted(ORDER, 1, True)
+        expect(
+            truth["ledger"] == want["ledger"] and truth["payments"] == [],
+            f"the ledger {want['ledger']} and no charge",
+            f"the ledger {truth['ledger']}, charges {truth['payments']}",
+        )
+        expect(
+            state_of(folder, ORDER["id"]) == "failed",
+            "the job 'failed' in step_jobs",
+            state_of(folder, ORDER["id"]),
+        )
+
+
+@CHECKS.add(
+    1,
+    "a declined charge ends the job: no later step runs, and no e-mail says the order "
+    "is on its way",
+    severe=True,
+)
+def no_email_after_a_declined_charge(ns: Namespace) -> None:
+    with scene(ns, DECLINES) as folder:
+        run(ns, folder, ORDER)
+        run(ns, folder, ORDER)  # a redelivery of the failed job
+        mails = found(world_of(folder), ORDER)["mail"]
+        expect(mails == [], "no e-mail for a declined order, run twice", f"e-mails to {mails}")
+
+
+@CHECKS.add(
+    2,
+    "record the decline and the 'failed' state in one transaction BEFORE releasing, and "
+    "release under a key with its mark: a kill during the compensation, then a re-run, "
+    "must release once and never charge",
+    timeout=60.0,
+    severe=True,
+)
+def a_kill_during_compensation_releases_once(ns: Namespace) -> None:
+    _sweep(
+        ns,
+        ORDER,
+        (1, 1),
+        lambda life: exactly_once(life, ORDER, 1, declined=True),
+        f"exactly {wanted(ORDER, 1, True)} in the world and the job 'failed'",
+        "the release is an effect like the others: its own key, its own checkpoint",
+        DECLINES,
+    )
+
+
+@CHECKS.add(
+    2,
+    "store policy_version with the job on its first run and follow the stored one: a "
+    "job started on version 1 and resumed after the deploy of version 2 sends no "
+    "receipt it never promised, one started on 2 still sends its receipt",
+    severe=True,
+)
+def a_resumed_job_keeps_its_first_policy_version(ns: Namespace) -> None:
+    for first, then in ((1, 2), (2, 1)):
+        with scene(ns) as folder:
+            crashed = run(ns, folder, ORDER, first, crash_after="payments.charge")
+            expect(
+                crashed["fired"],
+                f"a crash right after the charge (policy version {first}) to fire",
+                f"it {crashed.get('returned', 'raised')!r} without charging",
+            )
+            got = run(ns, folder, ORDER, then)
+            ok, seen = exactly_once(folder, ORDER, first)
+            expect(
+                got.get("returned") == "done" and ok,
+                f"version {first}'s {MAILS[first]} e-mail(s) after a start on version {first}, "
+                f"a crash and a resume with policy_version={then}",
+                f"{got.get('returned')!r}; {seen}",
+            )

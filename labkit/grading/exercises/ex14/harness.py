@@ -1,0 +1,191 @@
+"""Harness for exercise 14: the student's multi-step job on the check's files, crashed on purpose.
+
+A check makes a folder with ``steps.db`` (``labdb.steps_db``) and ``world.db`` (a
+``labkit.world.World``, perhaps with the payment API scripted to decline). Each function
+here opens its own connection to ``steps.db`` and its own ``World`` on ``world.db``, hands
+the student's ``run_order`` a view of that world (``_Seen``) and closes both afterwards
+without committing, so whatever the student's code left uncommitted is rolled back as
+after a real crash. The check reads both files itself.
+
+``_Seen`` passes every call to the real world and names the moments around each effect:
+right before it (the job got there) and right after it returned or committed (the
+effect is done, its checkpoint not yet written). In a kill sweep those are boundaries of
+their own beside the student's writes; in ``run`` it can raise ``SimulatedCrash`` right
+after a named effect. The world's own SQL statements are not boundaries: a kill inside
+one of the world's transactions would test SQLite, not the job.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from labkit.clock import LAB_EPOCH, FakeClock
+from labkit.errors import SimulatedCrash
+from labkit.explore.boundaries import Tracer
+from labkit.grading.exercises.common import fresh_state, need, outcome
+from labkit.grading.exercises.killsweep import sweep
+from labkit.grading.exercises.labdb import connect
+from labkit.world import World
+
+#: The real ``sqlite3.connect``, taken when this module is imported (before a sweep's
+#: child wraps it to watch every connection): the world's file is opened with it.
+_CONNECT = sqlite3.connect
+#: Kills per sweep: every boundary of a job of four steps and its compensation.
+LIMIT = 40
+
+
+class _Moments:
+    """Where ``_Seen`` reports a moment: a sweep's tracer, a crash after one effect, both."""
+
+    def __init__(self, tracer: Tracer | None = None, crash_after: str | None = None) -> None:
+        self.tracer, self.crash_after = tracer, crash_after
+        self.crashed = False
+
+    def before(self, what: str) -> None:
+        if self.tracer is not None:
+            self.tracer.mark(f"{what} (before it ran)")
+
+    def after(self, what: str) -> None:
+        if self.tracer is not None:
+            self.tracer.mark(f"{what} (after it returned)")
+        if what == self.crash_after and not self.crashed:
+            self.crashed = True
+            raise SimulatedCrash(f"crashed right after {what}, before its checkpoint")
+
+
+class _Service:
+    def __init__(self, service: Any, moments: _Moments, name: str, action: str) -> None:
+        self._service, self._moments = service, moments
+        self._what = f"{name}.{action}"
+        setattr(self, action, self._call)
+
+    def _call(self, *args: Any, **kwargs: Any) -> Any:
+        self._moments.before(self._what)
+        reply = getattr(self._service, self._what.partition(".")[2])(*args, **kwargs)
+        self._moments.after(self._what)
+        return reply
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._service, name)
+
+
+class _Ledger:
+    def __init__(self, ledger: Any, moments: _Moments) -> None:
+        self._ledger, self._moments = ledger, moments
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        self._moments.before("ledger.transaction()")
+        with self._ledger.transaction() as tx:
+            yield tx
+        self._moments.after("ledger.transaction()")
+
+    def post(self, *args: Any, **kwargs: Any) -> Any:
+        self._moments.before("ledger.post")
+        reply = self._ledger.post(*args, **kwargs)
+        self._moments.after("ledger.post")
+        return reply
+
+    def mark(self, *args: Any, **kwargs: Any) -> Any:
+        self._moments.before("ledger.mark")
+        reply = self._ledger.mark(*args, **kwargs)
+        self._moments.after("ledger.mark")
+        return reply
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ledger, name)
+
+
+class _Seen:
+    """The world as the student's job sees it: the real services, each moment named."""
+
+    def __init__(self, world: World, moments: _Moments) -> None:
+        self._world = world
+        self.payments = _Service(world.payments, moments, "payments", "charge")
+        self.mail = _Service(world.mail, moments, "mail", "send")
+        self.ledger = _Ledger(world.ledger, moments)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._world, name)
+
+
+def open_world(path: Path) -> World:
+    """The world on ``path``, its own statements unwatched (see ``_CONNECT``)."""
+    watching, sqlite3.connect = sqlite3.connect, _CONNECT
+    try:
+        return World(path, FakeClock(LAB_EPOCH))
+    finally:
+        sqlite3.connect = watching
+
+
+def _job(
+    values: MutableMapping[str, Any],
+    folder: Path,
+    order: dict[str, Any],
+    version: int,
+    moments: _Moments,
+) -> Any:
+    """The student's ``run_order`` once, on its own connection and world, both closed after."""
+    conn, world = connect(folder / "steps.db"), open_world(folder / "world.db")
+    try:
+        return need(values, "run_order")(
+            conn, _Seen(world, moments), dict(order), policy_version=version
+        )
+    finally:
+        conn.close()
+        world.close()
+
+
+def run(
+    values: MutableMapping[str, Any],
+    folder: str,
+    order: dict[str, Any],
+    version: int,
+    crash_after: str | None = None,
+) -> dict[str, Any]:
+    """``run_order(conn, world, order, policy_version=version)`` in ``folder``.
+
+    ``crash_after`` names an effect (``"payments.charge"``, ``"mail.send"``,
+    ``"ledger.transaction()"``): a ``SimulatedCrash`` right after its first one returns.
+    The outcome, ``{"crashed": True}`` when it did, and ``fired``.
+    """
+    moments = _Moments(crash_after=crash_after)
+    with fresh_state(values):
+        try:
+            got = outcome(_job, values, Path(folder), order, version, moments)
+        except SimulatedCrash:
+            got = {"crashed": True}
+    return {**got, "fired": moments.crashed}
+
+
+def kills(
+    values: MutableMapping[str, Any],
+    folder: str,
+    order: dict[str, Any],
+    version: int,
+    resume_version: int,
+    seed: int,
+) -> dict[str, Any]:
+    """``run_order`` killed right after each boundary in copies of ``folder``'s two files.
+
+    The boundaries: the student's writes and COMMITs to ``steps.db``, and the moments
+    before and after each effect. After each kill the job is run again (a redelivery)
+    with ``policy_version=resume_version``. See ``killsweep.sweep``.
+    """
+
+    def first(life: Path, tracer: Tracer, at: int) -> Any:
+        return _job(values, life, order, at, _Moments(tracer))
+
+    return sweep(
+        folder,
+        ["steps.db", "world.db"],
+        partial(first, at=version),
+        partial(first, at=resume_version),
+        seed,
+        limit=LIMIT,
+    )

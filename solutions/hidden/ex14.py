@@ -1,0 +1,165 @@
+"""Hidden checks for exercise 14: generated orders sharing one database and one world, a
+kill anywhere in a job of policy version 2, and a finished job delivered again after a
+deploy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from random import Random
+from typing import Any
+
+from hypothesis import strategies as st
+
+from labkit.clock import LAB_EPOCH, FakeClock
+from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.exercises.ex14.checks import (
+    HARNESS,
+    MAILS,
+    exactly_once,
+    found,
+    make,
+    run,
+    scene,
+    state_of,
+    wanted,
+    world_of,
+)
+from labkit.grading.exercises.helpers import holds_for
+from labkit.grading.exercises.killsweep import after_every_kill, sweep_seed
+from labkit.world import World
+
+CHECKS = Checks("ex14", hidden=True)
+
+NAMES = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=10)
+
+
+@st.composite
+def order_runs(draw: Any) -> list[tuple[dict[str, Any], int, bool, int]]:
+    """Orders (several on one sku), each with its policy version, declined or not, and
+    how many times it is delivered."""
+    ids = draw(st.lists(st.integers(1, 2**31), min_size=1, max_size=4, unique=True))
+    skus = draw(st.lists(NAMES, min_size=1, max_size=2, unique=True))
+    runs = []
+    for n, i in enumerate(ids):
+        order = {
+            "id": i,
+            "customer": f"cus_{n}_" + draw(NAMES),
+            "email": f"c{n}@example.com",
+            "sku": draw(st.sampled_from(skus)),
+            "amount": draw(st.integers(1, 10**7)),
+        }
+        runs.append(
+            (order, draw(st.sampled_from([1, 2])), draw(st.booleans()), draw(st.integers(1, 2)))
+        )
+    return runs
+
+
+@CHECKS.add(
+    2,
+    "for any orders on one database and one world (several on one sku, some declined, "
+    "some delivered twice, policy versions 1 and 2): each order's effects exactly once, "
+    "its checkpoints its own (job_steps keyed by order AND step)",
+    timeout=60.0,
+    severe=True,
+)
+def generated_orders_each_done_once(ns: Namespace) -> None:
+    def prop(runs: list[tuple[dict[str, Any], int, bool, int]]) -> None:
+        with scene(ns) as folder:
+            for order, version, declined, times in runs:
+                if declined:
+                    with_declines(folder)
+                for _ in range(times):
+                    run(ns, folder, order, version)
+            truth = world_of(folder)
+            for order, version, declined, times in runs:
+                want, got = wanted(order, version, declined), found(truth, order)
+                state = state_of(folder, order["id"])
+                expect(
+                    [got["payments"], got["mail"], state]
+                    == [want["payments"], want["mail"], "failed" if declined else "done"],
+                    f"order {order['id']} (policy version {version}, "
+                    f"{'declined' if declined else 'paid'}, run {times}x) to leave the "
+                    f"charges {want['payments']} and e-mails {want['mail']}, among "
+                    f"{len(runs)} orders",
+                    f"charges {got['payments']}, e-mails {got['mail']}, the job {state!r}",
+                )
+            for sku in {order["sku"] for order, *_ in runs}:
+                want_stock = sorted(
+                    a
+                    for o, v, d, _ in runs
+                    if o["sku"] == sku
+                    for _, a in wanted(o, v, d)["ledger"]
+                )
+                got_stock = sorted(
+                    p["amount"]
+                    for s, _, p in truth["effects"]
+                    if s == "ledger" and p.get("account") == sku
+                )
+                expect(
+                    got_stock == want_stock,
+                    f"the ledger entries of sku {sku!r} to be {want_stock}",
+                    got_stock,
+                )
+
+    holds_for(order_runs(), prop, examples=12)
+
+
+def with_declines(folder: Path) -> None:
+    """The payment API declines its next call (this order's card)."""
+    with World(folder / "world.db", FakeClock(LAB_EPOCH)) as world:
+        world.payments.script("reject")
+
+
+@CHECKS.add(
+    2,
+    "a job of policy version 2 (four steps: reserve, charge, receipt, e-mail) killed "
+    "anywhere and run again: every effect exactly once, the two e-mails under keys of "
+    "their own",
+    timeout=60.0,
+    severe=True,
+)
+def every_effect_once_after_a_kill_under_policy_v2(ns: Namespace) -> None:
+    rng = Random(sweep_seed())
+    order = {
+        "id": rng.randint(1, 10**9),
+        "customer": f"cus_{rng.randint(1, 999)}_Zé",
+        "email": f"z{rng.randint(1, 999)}@example.com",
+        "sku": rng.choice(["mug", "caneca_azul", "T-shirt M"]),
+        "amount": rng.randint(1, 10**6),
+    }
+    after_every_kill(
+        ns,
+        HARNESS + "kills",
+        make,
+        [order, 2, 2],
+        lambda life: exactly_once(life, order, 2),
+        f"exactly {wanted(order, 2, False)} in the world and the job 'done'",
+        "the job run again",
+        "every step's effect first, then its checkpoint; every key its step's own",
+    )
+
+
+@CHECKS.add(
+    1,
+    "a job already done, delivered again after a deploy of the other policy version, "
+    "calls nothing: every step has its checkpoint, and the job's version is its own",
+)
+def a_finished_job_calls_nothing_again(ns: Namespace) -> None:
+    order = {
+        "id": 314,
+        "customer": "cus_eva",
+        "email": "eva@example.com",
+        "sku": "pen",
+        "amount": 99,
+    }
+    with scene(ns) as folder:
+        run(ns, folder, order, 1)
+        before = world_of(folder)["calls"]
+        got = run(ns, folder, order, 2)
+        after = world_of(folder)["calls"]
+        expect(
+            got.get("returned") == "done" and after == before,
+            f"'done' and no call to any service (policy version 1: {MAILS[1]} e-mail)",
+            f"{got.get('returned')!r}; new calls {after[len(before) :]}; "
+            f"effects {found(world_of(folder), order)}",
+        )

@@ -1,0 +1,273 @@
+"""The zoo of exercise 14: each plausible wrong multi-step job loses the check named after it.
+
+Most entries are the reference's ``run_order`` or ``do_step`` with one mistake edited in
+(``_run_order`` spells the reference out, so each edit is a line or two); each runs the
+named check first, then others until one passes (``gradingkit.assert_caught_by_name``).
+"""
+
+from __future__ import annotations
+
+import pytest
+from gradingkit import assert_caught_by_name, assert_severe
+
+#: The reference ``run_order``, spelled out so an entry can edit one line of it.
+RUN_ORDER = """
+def run_order(conn, world, order, *, policy_version):
+    job = {"id": order["id"], "version": policy_version}
+    conn.execute(
+        "INSERT INTO step_jobs (order_id, policy_version) VALUES (:id, :version)"
+        " ON CONFLICT (order_id) DO NOTHING",
+        job,
+    )
+    version, state = conn.execute(
+        "SELECT policy_version, state FROM step_jobs WHERE order_id = :id", job
+    ).fetchone()
+    done = {r[0] for r in conn.execute("SELECT step FROM job_steps WHERE order_id = :id", job)}
+
+    def checkpoint(step, result):
+        conn.execute(
+            "INSERT INTO job_steps (order_id, step, result) VALUES (:id, :step, :result)",
+            {"id": order["id"], "step": step, "result": result},
+        )
+
+    if state == "running":
+        for step in POLICIES[version]:
+            if step in done:
+                continue
+            try:
+                reply = do_step(world, order, step)
+            except PermanentError:
+                if step != "charge":
+                    raise
+                conn.execute("BEGIN IMMEDIATE")
+                checkpoint("charge", "declined")
+                conn.execute("UPDATE step_jobs SET state = 'failed' WHERE order_id = :id", job)
+                conn.execute("COMMIT")
+                state = "failed"
+                break
+            checkpoint(step, json.dumps(reply))
+        else:
+            conn.execute("UPDATE step_jobs SET state = 'done' WHERE order_id = :id", job)
+            return "done"
+    if state == "failed":
+        if "release" not in done:
+            checkpoint("release", json.dumps(do_step(world, order, "release")))
+        return "failed"
+    return "done"
+"""
+
+#: The reference ``do_step``, spelled out the same way.
+DO_STEP = """
+def do_step(world, order, step):
+    key = f"order:{order['id']}:{step}:v1"
+    if step in ("reserve", "release"):
+        with world.ledger.transaction() as tx:
+            if tx.status(key) == "done":
+                return {"skipped": key}
+            reply = tx.post(order["sku"], -1 if step == "reserve" else 1, key=key)
+            tx.mark(key, "done")
+        return reply
+    if step == "charge":
+        return world.payments.charge(order["customer"], order["amount"], idempotency_key=key)
+    subject = {"receipt": "Receipt for order {}", "email": "Order {} is on its way"}[step]
+    return world.mail.send(order["email"], subject.format(order["id"]), idempotency_key=key)
+"""
+
+
+def _edit(source: str, *edits: tuple[str, str]) -> str:
+    """``source`` with each ``(old, new)`` replaced; an ``old`` that is not there is a bug here."""
+    for old, new in edits:
+        assert old in source, old
+        source = source.replace(old, new)
+    return source
+
+
+ZOO: list[tuple[str, str, str, str]] = [
+    # (exercise, mistake, the check that must fail, source replacing the reference)
+    (
+        "ex14",
+        "the checkpoint written before the step's effect",
+        "every_effect_once_after_a_kill_anywhere",
+        _edit(
+            RUN_ORDER,
+            ("            try:\n", "            checkpoint(step, None)\n            try:\n"),
+            ("            checkpoint(step, json.dumps(reply))\n", ""),
+            ('                checkpoint("charge", "declined")\n', ""),
+        ),
+    ),
+    (
+        "ex14",
+        "the stock reserved with a plain ledger.post, no mark read in its transaction",
+        "every_effect_once_after_a_kill_anywhere",
+        _edit(
+            DO_STEP,
+            (
+                '    if step in ("reserve", "release"):\n',
+                '    if step == "reserve":\n'
+                '        return world.ledger.post(order["sku"], -1, key=key)\n'
+                '    if step in ("reserve", "release"):\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "every checkpoint written at the end, once all steps are done",
+        "a_resume_skips_the_finished_steps",
+        _edit(
+            RUN_ORDER,
+            ("        for step in POLICIES", "        finished = []\n        for step in POLICIES"),
+            (
+                "            checkpoint(step, json.dumps(reply))\n",
+                "            finished.append(step)\n",
+            ),
+            (
+                "        else:\n",
+                "        else:\n            for each in finished:\n"
+                "                checkpoint(each, None)\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the steps re-run from the top on every run (checkpoints written, never read)",
+        "a_resume_skips_the_finished_steps",
+        _edit(
+            RUN_ORDER,
+            ("            if step in done:\n                continue\n", ""),
+            ('"INSERT INTO job_steps', '"INSERT OR REPLACE INTO job_steps'),
+        ),
+    ),
+    (
+        "ex14",
+        "the checkpoints kept in one transaction, committed when the job ends",
+        "a_resume_skips_the_finished_steps",
+        _edit(
+            RUN_ORDER,
+            ('                conn.execute("BEGIN IMMEDIATE")\n', ""),
+            ('                conn.execute("COMMIT")\n', ""),
+            (
+                '    if state == "running":\n',
+                '    conn.execute("BEGIN")\n    if state == "running":\n',
+            ),
+            (
+                '            return "done"\n    if state',
+                '            conn.execute("COMMIT")\n            return "done"\n    if state',
+            ),
+            (
+                '        return "failed"\n    return "done"\n',
+                '        conn.execute("COMMIT")\n        return "failed"\n'
+                '    conn.execute("COMMIT")\n    return "done"\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "each step's key made with uuid4()",
+        "each_effect_has_a_key_from_the_order",
+        "import uuid\n" + _edit(DO_STEP, ('{step}:v1"', '{step}:{uuid.uuid4()}"')),
+    ),
+    (
+        "ex14",
+        "each step's key made with the time",
+        "each_effect_has_a_key_from_the_order",
+        "import time\n" + _edit(DO_STEP, ('{step}:v1"', '{step}:{time.time_ns()}"')),
+    ),
+    (
+        "ex14",
+        "the compensation refunds the customer in the ledger instead of releasing the stock",
+        "a_declined_charge_releases_the_stock",
+        _edit(
+            DO_STEP,
+            (
+                'order["sku"], -1 if step == "reserve" else 1,',
+                '*((order["sku"], -1) if step == "reserve"'
+                ' else (order["customer"], order["amount"])),',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the release posted with a plain ledger.post, so a re-run releases again",
+        "a_kill_during_compensation_releases_once",
+        _edit(
+            DO_STEP,
+            (
+                '    if step in ("reserve", "release"):\n',
+                '    if step == "release":\n'
+                '        return world.ledger.post(order["sku"], 1, key=key)\n'
+                '    if step in ("reserve", "release"):\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the e-mail sent after the charge was declined",
+        "no_email_after_a_declined_charge",
+        _edit(
+            RUN_ORDER,
+            (
+                '        return "failed"\n',
+                '        do_step(world, order, "email")\n        return "failed"\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "a resumed job follows the policy version it is called with",
+        "a_resumed_job_keeps_its_first_policy_version",
+        _edit(RUN_ORDER, ("for step in POLICIES[version]", "for step in POLICIES[policy_version]")),
+    ),
+    (
+        "ex14",
+        "the checkpoints read for every order at once (job_steps by step only)",
+        "generated_orders_each_done_once",
+        _edit(
+            RUN_ORDER,
+            (
+                'conn.execute("SELECT step FROM job_steps WHERE order_id = :id", job)',
+                'conn.execute("SELECT step FROM job_steps")',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the receipt and the e-mail share one key",
+        "every_effect_once_after_a_kill_under_policy_v2",
+        _edit(
+            DO_STEP,
+            (
+                "    subject = {",
+                "    key = f\"order:{order['id']}:mail:v1\"\n    subject = {",
+            ),
+        ),
+    ),
+]
+
+#: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
+#: is at most half of the exercise.
+SEVERE = [
+    "the checkpoint written before the step's effect",
+    "each step's key made with uuid4()",
+    "the release posted with a plain ledger.post, so a re-run releases again",
+    "a resumed job follows the policy version it is called with",
+]
+
+
+@pytest.mark.parametrize(
+    ("exercise", "mistake", "check", "source"), ZOO, ids=[f"{e}: {m}" for e, m, _, _ in ZOO]
+)
+def test_wrong_solution_fails_the_check_that_names_its_mistake(
+    exercise: str, mistake: str, check: str, source: str
+) -> None:
+    assert_caught_by_name(exercise, mistake, check, source)
+
+
+@pytest.mark.parametrize("mistake", SEVERE)
+def test_a_severe_mistake_costs_at_least_half_the_points(mistake: str) -> None:
+    # Its entry's test proves the named check fails; a severe check's failure is capped.
+    [(exercise, check)] = [(e, c) for e, m, c, _ in ZOO if m == mistake]
+    assert_severe(exercise, mistake, check)
+
+
+def test_the_zoo_has_eight_mistakes_at_least() -> None:
+    assert len(ZOO) >= 8 and len({m for _, m, _, _ in ZOO}) == len(ZOO)
