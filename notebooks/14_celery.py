@@ -10,14 +10,15 @@
 # > quando morre o worker inteiro); `reject_on_worker_lost` entrega de novo (e cobra
 # > duas vezes sem idempotência). No Redis, até o padrão roda duas vezes uma tarefa com
 # > countdown maior que o visibility timeout. Depois: o Redis e o visibility timeout,
-# > retries, prefetch, dois Beats, a tabela de falhas da lição 06 no Celery e um deploy
-# > (SIGTERM, warm shutdown e o fim do grace period).
+# > retries, prefetch, dois Beats, a tabela de falhas da lição 06 no Celery, um deploy
+# > (SIGTERM, warm shutdown e o fim do grace period) e a tarefa envenenada que
+# > `reject_on_worker_lost` entrega para sempre, até um contador e uma dead-letter queue.
 #
 # Run time: about 45 to 60 seconds. Every section starts or kills real `celery worker`
 # processes (about a second each to start), and a few wait on purpose: retries with real
 # countdowns (about 5 s), two `celery beat` processes left to tick (about 3 s), and
-# Redis's visibility timeout and a countdown (about 7 s), and a deploy's three workers
-# stopped with SIGTERM (about 5 s).
+# Redis's visibility timeout and a countdown (about 7 s), a deploy's three workers
+# stopped with SIGTERM (about 5 s), and a poison task's redeliveries (about 3 s).
 #
 # The Celery-in-production article says Celery is "at-least-once by default". **It is
 # not.** By default Celery acknowledges a message just before the task runs
@@ -30,7 +31,9 @@
 # harmless; 4. the whole worker killed: RabbitMQ redelivers; 5. prefetch; 6. Redis: when
 # a killed worker's task really comes back, and an ETA that runs twice; 7. retries,
 # mapped to lesson 05; 8. the welcome e-mail inside a transaction; 9. two Beats; 10. the
-# crash table of lesson 06, on Celery; 11. a deploy: SIGTERM, warm shutdown, grace period.
+# crash table of lesson 06, on Celery; 11. a deploy: SIGTERM, warm shutdown, grace period;
+# 12. the poison task: `reject_on_worker_lost` redelivers it forever, until a delivery
+# counter and a dead-letter queue stop it.
 
 # %% [markdown]
 # ## Setup: the brokers
@@ -65,6 +68,15 @@ print("RabbitMQ, Redis and PostgreSQL are up.")
 # several tasks are killed together. `run.settle()` then waits until each killed task
 # was received again (or 2 s passed without it: the bound on "not yet"), the queue has
 # moved on and nothing is running, so "no charge" means lost.
+#
+# The code the workers run, exactly as they import it: the app's settings and every task
+# of this lesson (`make_app`), and the lesson-06 charge the `lab.charge_*` tasks call
+# (`run_strategy`, then the `ack_late` handler: a plain charge, the key only a tag).
+
+# %%
+from labkit.integrations.celery.app import task_source
+
+print(task_source())
 
 # %%
 from labkit.integrations.celery.run import CeleryRun
@@ -557,6 +569,80 @@ print("no Celery process left:", deploy.leftovers() == [])
 # and use late acks with an idempotent task for the rest.
 
 # %% [markdown]
+# ## 12 · The poison task: `reject_on_worker_lost` redelivers it forever
+#
+# Section 3's setting has a price, and Celery's docs name it. Its Configuration guide
+# (`task_reject_on_worker_lost`, the same words in `Task.reject_on_worker_lost`'s
+# docstring): "Setting this to true allows the message to be re-queued instead, so that
+# the task will execute again by the same worker, or another worker. Warning: Enabling
+# this can cause message loops; make sure you know what you're doing." A task whose run
+# always kills its own process (an input that makes it grow until the OOM killer picks
+# it) is requeued, delivered again and killed again, for as long as a worker runs.
+# `lab.poison` records each delivery in the world, then SIGKILLs its own pool process.
+#
+# A child that kills itself is often declared lost only at the pool's next periodic
+# check, every 5 s; these two runs check every 0.2 s (`quick_pool_check=True`, like the
+# shortened `worker_lost_wait`: the outcome is the same, the lesson waits less).
+
+# %%
+from labkit.integrations.celery.harness import wait_until
+
+loop = CeleryRun(AMQP, fresh_dir("14-poison"), quick_pool_check=True)
+w11 = loop.worker("w11")
+loop.send("lab.poison", task_id="poison-1")
+loop.wait_effects("poison-1", 4)
+w11.kill_main()  # we stop here; the loop would not
+loop.wait_depth(1)
+first = loop.effects("poison-1")[:4]
+show([{"delivery": n, "task id": e.key, "then": "its process was killed"} for n, e in enumerate(first, 1)])
+print("4 deliveries in under 5 s:", first[3].at - first[0].at < 5.0,
+      "| WorkerLostError in the log:", "WorkerLostError" in w11.log_text())
+print("worker stopped; the message is back in the queue for the next one:", loop.depth())
+assert first[3].at - first[0].at < 5.0 and loop.depth() == 1
+loop.close()
+
+# %% [markdown]
+# The message cannot say how often it came: a classic queue (this lesson's) requeues the
+# very same message, with only AMQP's `redelivered` flag set. Quorum queues do count:
+# they set an `x-delivery-count` header and, past the queue's `x-delivery-limit`, drop or
+# dead-letter the message (RabbitMQ's "Quorum Queues" guide, "Poison Message Handling").
+# (Celery 5.7, installed here, also adds `retry_on_worker_lost`: a lost task is sent again
+# as a retry, so `max_retries` bounds it; see `Task.retry_on_worker_lost`'s docstring.)
+#
+# The fix on a classic queue keeps the counter outside the message. `lab.poison_limited`
+# counts its deliveries in the world, keyed by the task id (a redelivery keeps it), and
+# from delivery `POISON_LIMIT + 1` on it raises `celery.exceptions.Reject(requeue=False)`
+# instead of running. RabbitMQ then *dead-letters* the message: this run, `dlx`, declares
+# its queue with the `x-dead-letter-exchange` argument (Celery's `task_queues`, a kombu
+# `Queue(..., queue_arguments={...})`), and a queue bound to that exchange keeps the
+# message for a person to look at.
+
+# %%
+from labkit.integrations.celery.app import POISON_LIMIT
+
+dlx = CeleryRun(AMQP, fresh_dir("14-dlx"), dead_letter=True, quick_pool_check=True)
+w12 = dlx.worker("w12")
+dlx.send("lab.poison_limited", task_id="poison-2")
+wait_until(lambda: dlx.dead_letters() == 1, 30, "the message in the dead-letter queue")
+show([{"delivery": n, "then": "its process was killed" if n <= POISON_LIMIT else "Reject(requeue=False)"}
+      for n, _ in enumerate(dlx.effects("poison-2"), 1)])
+print("queue:", dlx.depth(), "| dead-letter queue:", dlx.dead_letters(),
+      "| the worker lives on:", w12.alive)
+assert dlx.count("poison-2") == POISON_LIMIT + 1 and (dlx.depth(), dlx.dead_letters()) == (0, 1)
+dlx.close()
+print("no Celery process left:", loop.leftovers() == [] and dlx.leftovers() == [])
+assert loop.leftovers() == [] and dlx.leftovers() == []
+
+# %% [markdown]
+# One more limit for late acks on RabbitMQ: `consumer_timeout`, 30 minutes by default.
+# A consumer that holds a delivery unacknowledged longer than that has its channel closed
+# with a `PRECONDITION_FAILED` error, and the channel's deliveries go back to the queue
+# (RabbitMQ's "Consumers" guide, "Delivery Acknowledgement Timeout"). A late-acked task
+# that runs longer, and a countdown or ETA task that a worker holds unacknowledged until
+# its time (section 6: the worker takes it at once), both hit it: the task runs again
+# elsewhere. Keep late-acked tasks and countdowns well under it, or raise it on the broker.
+
+# %% [markdown]
 # ## What you should see
 #
 # | step | what the world and the broker show |
@@ -578,6 +664,8 @@ print("no Celery process left:", deploy.leftovers() == [])
 # | 10 · crash table, `after_effect` | Celery = lesson 06 for all six; `acks_late alone` ok |
 # | 11 · SIGTERM, task in hand | warm shutdown: the task finishes, 1 charge, exit code 0 |
 # | 11 · grace period over, SIGKILL | default: 0 charges (lost); `acks_late`: 1 charge on the next worker |
+# | 12 · poison task, `reject_on_worker_lost` | 4 deliveries in under 5 s, each killed; back in the queue when stopped |
+# | 12 · delivery counter + `Reject(requeue=False)` | 3 killed, the 4th rejected; queue 0, dead-letter queue 1 |
 #
 # ## Glossary and next
 #

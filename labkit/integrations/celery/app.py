@@ -20,6 +20,8 @@ Tasks, each a different set of Celery options around the same work:
 ``lab.welcome_atomic``      the article's e-mail task: dedup record and send, one transaction
 ``lab.welcome_reconciled``  the e-mail with lesson 06's reconcile (the outbox relay's task)
 ``lab.probe``               a marker: once it ran, everything before it in the queue did
+``lab.poison``              the poison task: every run kills its own process (an OOM kill)
+``lab.poison_limited``      the same, with a delivery counter in the world and ``Reject``
 ==========================  ================================================================
 
 The ``lab.charge_*`` tasks run a strategy of ``labkit.explore.strategies`` (lesson 06) by name,
@@ -33,11 +35,13 @@ The run's tag comes from ``uuid4``: it only has to be unique, it is never printe
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
+import signal
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
@@ -46,6 +50,9 @@ from typing import Any, cast
 
 from celery import Celery, Task
 from celery.beat import ScheduleEntry, Scheduler
+from celery.concurrency.asynpool import AsynPool
+from celery.concurrency.prefork import TaskPool
+from celery.exceptions import Reject
 from celery.schedules import schedstate, schedule
 
 from labkit.backends.postgres.sql import load_statements
@@ -73,6 +80,8 @@ class LabConfig:
     postgres: str | None = None
     transport_options: dict[str, Any] = field(default_factory=dict)
     beat: bool = False
+    dead_letter: bool = False
+    quick_pool_check: bool = False
 
     @classmethod
     def new(
@@ -83,6 +92,8 @@ class LabConfig:
         postgres: str | None = None,
         transport_options: dict[str, Any] | None = None,
         beat: bool = False,
+        dead_letter: bool = False,
+        quick_pool_check: bool = False,
     ) -> LabConfig:
         """A config with a fresh tag: its own queue, Redis prefix and schema."""
         tag = f"lab{uuid.uuid4().hex[:10]}"
@@ -90,7 +101,10 @@ class LabConfig:
         if broker.startswith("redis"):
             options.setdefault("global_keyprefix", f"{tag}:")
         folder = Path(folder).resolve()
-        return cls(broker, f"q-{tag}", str(folder), tag, postgres, options, beat)
+        queue = f"q-{tag}"
+        return cls(
+            broker, queue, str(folder), tag, postgres, options, beat, dead_letter, quick_pool_check
+        )
 
     @classmethod
     def from_env(cls) -> LabConfig:
@@ -110,6 +124,12 @@ class LabConfig:
     @property
     def schema(self) -> str:
         return self.tag
+
+    @property
+    def dead_letter_queue(self) -> str:
+        """RabbitMQ only: the exchange (fanout) and the queue bound to it, one name, where
+        the run's queue puts what is rejected without requeue (``dead_letter=True``)."""
+        return f"{self.queue}.dead"
 
     @property
     def redis_prefix(self) -> str:
@@ -155,7 +175,8 @@ def cleanup(config: LabConfig) -> None:
     if config.broker.startswith("redis"):
         brokers.redis_cleanup(config.broker, config.redis_prefix)
     else:
-        brokers.amqp_cleanup(config.broker, [config.queue])
+        queues = [config.queue, config.dead_letter_queue] if config.dead_letter else [config.queue]
+        brokers.amqp_cleanup(config.broker, queues)
     if config.postgres:
         import psycopg
         from psycopg import sql
@@ -228,6 +249,30 @@ def run_strategy(config: LabConfig, strategy: str, key: str, customer: str, amou
     return reply
 
 
+#: Deliveries ``lab.poison_limited`` lets die before it rejects its message for good.
+POISON_LIMIT = 3
+
+
+def _killed_by_oom() -> None:
+    """Die as the kernel's OOM killer ends a process: SIGKILL."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class QuickCheckPool(TaskPool):
+    """Celery's prefork pool, checking for dead children every 0.2 s instead of every 5 s.
+
+    A child that kills itself is often declared lost only at the pool's next periodic
+    check: on this machine a loop of such deliveries ran at about 0.1 s or 5 s per
+    delivery, from one run to the next. With checks every 0.2 s the outcome is the same
+    and the wait short and steady. ``LabConfig(quick_pool_check=True)``.
+    """
+
+    class Pool(AsynPool):
+        @property
+        def timers(self) -> dict[Any, float]:
+            return {self.maintain_pool: 0.2}
+
+
 def make_app(config: LabConfig) -> Celery:
     """The lab's Celery app for ``config`` (see the module docstring for its tasks)."""
     app = Celery(f"labkit-{config.tag}", set_as_current=False)
@@ -249,6 +294,18 @@ def make_app(config: LabConfig) -> Celery:
         enable_utc=True,
         timezone="UTC",
     )
+    if config.dead_letter:
+        from kombu.entity import Exchange, Queue
+
+        # The queue Celery declares (worker and sender alike) carries the argument: a
+        # message rejected without requeue goes to this exchange instead of vanishing.
+        dead = {"x-dead-letter-exchange": config.dead_letter_queue}
+        app.conf.task_queues = [
+            Queue(config.queue, Exchange(config.queue), config.queue, queue_arguments=dead)
+        ]
+    if config.quick_pool_check:
+        # ``--pool prefork`` (the harness's) gives way to a configured worker_pool.
+        app.conf.worker_pool = f"{__name__}:QuickCheckPool"
     if config.beat:
         app.conf.beat_scheduler = f"{__name__}:SlotScheduler"
         app.conf.beat_schedule = {"nightly": {"task": "lab.tick", "schedule": whole_seconds()}}
@@ -351,7 +408,34 @@ def make_app(config: LabConfig) -> Celery:
         with world() as w:
             w.webhook.post("probe", {}, key=key)
 
+    @app.task(name="lab.poison", bind=True, acks_late=True, reject_on_worker_lost=True)
+    def poison(self: Task) -> None:
+        with world() as w:
+            w.webhook.post("deliveries", {}, key=self.request.id)
+        _killed_by_oom()
+
+    @app.task(name="lab.poison_limited", bind=True, acks_late=True, reject_on_worker_lost=True)
+    def poison_limited(self: Task, limit: int = POISON_LIMIT) -> None:
+        # The count lives outside the message: a classic queue redelivers the very same
+        # message, with nothing in it that says how often it came before.
+        with world() as w:
+            delivery = w.count(self.request.id) + 1
+            w.webhook.post("deliveries", {"delivery": delivery}, key=self.request.id)
+        if delivery > limit:
+            raise Reject(f"its process died in each of {limit} deliveries", requeue=False)
+        _killed_by_oom()
+
     return app
+
+
+def task_source(strategy: str = "ack_late") -> str:
+    """The source of the lab's app (settings and tasks) and of the charge its tasks run.
+
+    ``lab.charge_*`` run ``run_strategy``, which calls the lesson-06 handler ``strategy``
+    (the lesson passes ``ack_late``: the plain charge).
+    """
+    parts: list[Callable[..., Any]] = [make_app, run_strategy, STRATEGIES[strategy].handler]
+    return "\n\n".join(inspect.getsource(part) for part in parts)
 
 
 #: What ``celery -A labkit.integrations.celery.app worker`` loads.

@@ -59,6 +59,19 @@ def amqp_depth(url: str, queue: str) -> int:
     return int(count)
 
 
+def amqp_declare_dead_letters(url: str, name: str) -> None:
+    """Declare a fanout exchange ``name`` and a queue ``name`` bound to it.
+
+    A queue declared with ``x-dead-letter-exchange: name`` sends there every message
+    rejected without requeue; without the exchange RabbitMQ would drop it silently.
+    """
+    from kombu.connection import Connection
+    from kombu.entity import Exchange, Queue
+
+    with Connection(url) as conn:
+        Queue(name, Exchange(name, type="fanout"), name)(conn.default_channel).declare()
+
+
 def amqp_cleanup(url: str, queues: Iterable[str]) -> None:
     """Delete the run's queues and their exchanges (same names), ignoring missing ones."""
     from kombu.connection import Connection

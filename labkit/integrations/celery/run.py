@@ -1,7 +1,8 @@
 """One run of the Celery lab: its config, app, workers and beats, the world, and the cleanup.
 
-``CeleryRun(broker, folder, postgres=None, transport_options=None, beat=False)`` gives a
-lesson or a test short verbs over the harness:
+``CeleryRun(broker, folder, postgres=None, transport_options=None, beat=False,
+dead_letter=False, quick_pool_check=False)`` gives a lesson or a test short verbs over
+the harness:
 
 - ``worker(name, **kw)`` starts a ``celery worker`` on the run's queue and waits until
   it is ready; ``beat(name)`` starts a ``celery beat``;
@@ -10,8 +11,9 @@ lesson or a test short verbs over the harness:
   ``point`` stops there (``labkit.integrations.celery.points``) so a real kill lands
   exactly there;
 - ``effects(key)``, ``calls(service)``: the world's records; ``depth()``,
-  ``unacked()``: the broker's; ``settle()``: send a probe and wait until it ran, so
-  everything queued before it has been delivered;
+  ``unacked()``, ``dead_letters()`` (with ``dead_letter=True`` the run's queue
+  dead-letters to a queue of its own): the broker's; ``settle()``: send a probe and
+  wait until it ran, so everything queued before it has been delivered;
 - ``close()`` (or leaving ``with``) SIGKILLs every process group the run started,
   deletes the run's queue / Redis keys / PostgreSQL schema, and raises if any process
   carrying the run's tag is still alive.
@@ -118,10 +120,18 @@ class CeleryRun:
         postgres: str | None = None,
         transport_options: dict[str, Any] | None = None,
         beat: bool = False,
+        dead_letter: bool = False,
+        quick_pool_check: bool = False,
     ) -> None:
         self.folder = Path(folder)
         self.config = LabConfig.new(
-            broker, self.folder, postgres=postgres, transport_options=transport_options, beat=beat
+            broker,
+            self.folder,
+            postgres=postgres,
+            transport_options=transport_options,
+            beat=beat,
+            dead_letter=dead_letter,
+            quick_pool_check=quick_pool_check,
         )
         self.app = make_app(self.config)
         self.world = World(self.config.world_path)
@@ -133,6 +143,8 @@ class CeleryRun:
         self._probes = 0
         if postgres:
             prepare_postgres(self.config)
+        if dead_letter:
+            brokers.amqp_declare_dead_letters(broker, self.config.dead_letter_queue)
 
     # -- processes ------------------------------------------------------------------------
 
@@ -260,6 +272,10 @@ class CeleryRun:
                 self.config.broker, self.config.redis_prefix, self.config.queue
             )
         return brokers.amqp_depth(self.config.broker, self.config.queue)
+
+    def dead_letters(self) -> int:
+        """RabbitMQ, ``dead_letter=True``: messages in the run's dead-letter queue."""
+        return brokers.amqp_depth(self.config.broker, self.config.dead_letter_queue)
 
     def wait_depth(self, n: int, timeout: float = 30.0) -> int:
         """Wait until the queue holds exactly ``n`` ready messages (the broker lags a kill)."""
