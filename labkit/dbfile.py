@@ -27,7 +27,7 @@ from typing import Any
 
 from labkit import queries
 from labkit.clock import SystemClock
-from labkit.errors import StoreBusy, StoreError
+from labkit.errors import LabkitError, StoreBusy, StoreError
 
 SQL = queries.load("dbfile.sql")
 #: How long a connection waits for another one's write lock before giving up.
@@ -118,6 +118,20 @@ def transaction(
         except sqlite3.Error as exc:
             _rollback(conn)
             raise explain(exc) from None
+
+
+def own_transaction(conn: sqlite3.Connection, purpose: str) -> AbstractContextManager[Any]:
+    """``transaction(conn)``, refused while ``conn`` already has one open.
+
+    For helpers whose writes must commit on their own (a checkpoint, an outbox row with
+    its business write): the error says what to do, and ``purpose`` says why.
+    """
+    if conn.in_transaction:
+        raise LabkitError(
+            "this connection already has an open transaction; commit or roll it back "
+            f"first, so {purpose}"
+        )
+    return transaction(conn)
 
 
 def _busy_only(conn: sqlite3.Connection, exc: sqlite3.Error) -> Exception:

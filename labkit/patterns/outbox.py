@@ -37,7 +37,7 @@ from typing import Any
 
 from labkit import dbfile, queries
 from labkit.clock import Clock
-from labkit.errors import IdempotencyConflict, LabkitError
+from labkit.errors import IdempotencyConflict
 from labkit.faults import FaultPlan
 from labkit.keys import check_payload
 
@@ -53,13 +53,10 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return dbfile.connect(path, check_same_thread=True)
 
 
-def _immediate(conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Connection]:
-    if conn.in_transaction:
-        raise LabkitError(
-            "this connection already has an open transaction; commit or roll it back "
-            "first, so the outbox transaction holds exactly your business write and its message"
-        )
-    return dbfile.transaction(conn)
+def _immediate(conn: sqlite3.Connection) -> AbstractContextManager[Any]:
+    return dbfile.own_transaction(
+        conn, "the outbox transaction holds exactly your business write and its message"
+    )
 
 
 def install(conn: sqlite3.Connection) -> None:

@@ -80,13 +80,8 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return dbfile.connect(path, check_same_thread=True)
 
 
-def _immediate(conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Connection]:
-    if conn.in_transaction:
-        raise LabkitError(
-            "this connection already has an open transaction; commit or roll it back "
-            "first, so each checkpoint commits on its own"
-        )
-    return dbfile.transaction(conn)
+def _immediate(conn: sqlite3.Connection) -> AbstractContextManager[Any]:
+    return dbfile.own_transaction(conn, "each checkpoint commits on its own")
 
 
 def install(conn: sqlite3.Connection) -> None:
