@@ -55,10 +55,9 @@ SWEPT = {
     "place_order_is_one_transaction",
     "consume_is_one_transaction",
     "a_killed_scheduler_restarts_without_losing_a_slot",
+    # Exercise 14's four sweep checks kill at 11 boundaries each: one of them here keeps
+    # CI in its budget; the entries of the other three are caught in test_zoo_ex14.
     "every_effect_once_after_a_kill_anywhere",
-    "a_resume_skips_the_finished_steps",
-    "a_kill_during_compensation_releases_once",
-    "every_effect_once_after_a_kill_under_policy_v2",
 }
 
 
