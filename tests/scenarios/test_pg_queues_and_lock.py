@@ -8,8 +8,7 @@ Each test uses its own schema (dropped afterwards) or its own lock name.
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
+import signal
 import threading
 import uuid
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from labkit.retry import RetryPolicy, constant
 psycopg = pytest.importorskip("psycopg")
 
 from labkit.backends import spec  # noqa: E402
-from labkit.backends.postgres.lock import single_instance_pg  # noqa: E402
+from labkit.backends.postgres.lock import hold_in_subprocess, single_instance_pg  # noqa: E402
 from labkit.backends.postgres.queues import PgAccountQueues, PgSerialQueues  # noqa: E402
 from labkit.backends.postgres.store import PostgresJobStore  # noqa: E402
 
@@ -118,32 +117,15 @@ def test_concurrent_claimers_take_one_head_per_serial_key(postgres_dsn, schema, 
 
 # -- one instance across machines -----------------------------------------------------
 
-HOLDER = """
-import sys, time
-from labkit.backends.postgres.lock import single_instance_pg
-with single_instance_pg(sys.argv[1], sys.argv[2], application_name="nightly-holder"):
-    print("HELD", flush=True)
-    sys.stdin.readline()  # hold until the parent closes stdin or kills us
-"""
-
-
 def test_advisory_lock_refuses_a_second_instance_until_the_holder_is_killed(postgres_dsn):
     name = f"test-lock-{uuid.uuid4().hex[:8]}"
-    child = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, postgres_dsn, name],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    child, pid = hold_in_subprocess(postgres_dsn, name, application_name="nightly-holder")
     try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "HELD"
-        with pytest.raises(AlreadyRunning, match="nightly-holder"):
+        with pytest.raises(AlreadyRunning, match=f"pid {pid} \\(nightly-holder\\)"):
             with single_instance_pg(postgres_dsn, name):
                 pass
-        child.kill()  # SIGKILL: no unlock, no clean close
-        child.wait(30)
+        child.send_signal(signal.SIGKILL)  # no unlock, no clean close
+        assert child.wait(30) == -signal.SIGKILL
         # The server frees the lock once it sees the connection gone; give it a moment.
         for _ in range(100):
             try:
@@ -157,7 +139,7 @@ def test_advisory_lock_refuses_a_second_instance_until_the_holder_is_killed(post
     finally:
         if child.poll() is None:
             child.kill()
-            child.wait()
+        child.communicate(timeout=10)
 
 
 def test_the_lock_is_given_back_on_exit_and_needs_a_name(postgres_dsn):
