@@ -37,8 +37,9 @@ HIDING = """
 import os, sys, time
 if os.fork() == 0:
     os.setsid()
-    with open("started", "w") as fh:
+    with open("started.tmp", "w") as fh:  # renamed whole: the test never reads half a file
         fh.write(f"{os.getpid()} {os.readlink('/proc/self/ns/pid')}")
+    os.rename("started.tmp", "started")
     time.sleep(5.0)
     open("finished", "w").write("the job ran to its end")
     sys.exit(0)
