@@ -110,8 +110,8 @@ def charge(key, customer, amount):
 # `whole_worker_killed_before_the_charge`, `killed_right_after_each_commit`, and hidden
 # ones the grader runs.
 #
-# The check takes about a minute: it starts several real workers and waits for Celery to
-# notice each one it kills.
+# The check takes 10 to 20 seconds: it starts several real workers and waits for Celery
+# to notice each one it kills.
 
 # %%
 from labkit.grading import check

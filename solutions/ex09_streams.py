@@ -128,7 +128,10 @@ if __name__ == "__main__":
 # ## Try it
 #
 # A small run against your local Redis: three entries, one consumer, then what Redis
-# holds. The check below does much more (and kills your consumers for real).
+# holds. The cell defines `try_it()`; call it in a cell of your own (`try_it()`) once
+# your consumer is written: it returns the effects your consumer recorded and Redis's
+# pending summary, which should show nothing pending. It uses keys of its own and
+# deletes them. The check below does much more (and kills your consumers for real).
 
 # %%
 import json

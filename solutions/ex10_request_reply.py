@@ -125,19 +125,27 @@ def status(job_id: int, authorization: Annotated[str | None, Header()] = None) -
 
 # %% [markdown]
 # Try it by hand (optional): start your app with the lab's launcher, post a report
-# request and poll it. The function below does that and stops the server afterwards.
+# request and poll it. The cell defines `try_it()`; call it in a cell of your own once
+# your handlers are written. It stops the server afterwards, and its job database lives
+# in a temporary folder that goes with it, so nothing is left beside this notebook.
 
 # %%
 def try_it(body=None):
+    import tempfile
+    from pathlib import Path
+
     import httpx
 
     from labkit.integrations.http.serve import start_server
 
     headers = {"Authorization": "Bearer alice-token", "Idempotency-Key": "try-1"}
-    with start_server("ex10_app:app", env={"EX10_DB": "ex10_try.db"}) as server:
-        accepted = httpx.post(server.url + "/reports", json=body or {"month": "2026-01"},
-                              headers=headers)
-        polled = httpx.get(server.url + accepted.headers.get("Location", "/"), headers=headers)
+    with tempfile.TemporaryDirectory() as folder:
+        db = str(Path(folder) / "ex10_try.db")
+        with start_server("ex10_app:app", env={"EX10_DB": db}) as server:
+            accepted = httpx.post(server.url + "/reports", json=body or {"month": "2026-01"},
+                                  headers=headers)
+            polled = httpx.get(server.url + accepted.headers.get("Location", "/"),
+                               headers=headers)
     return accepted.status_code, accepted.json(), polled.status_code, polled.json()
 
 

@@ -70,7 +70,10 @@ def place_order(conn, order_id: int, customer: str, total: int) -> bool:
 
 # %%
 def relay_once(conn, publish, now: float) -> list:
-    """Publish every pending outbox message, oldest (smallest id) first; return their ids.
+    """Publish every pending outbox message, oldest (smallest id) first.
+
+    Return the ``message_id`` of each message published, in the order published (not
+    the outbox rows' ``id``).
 
     - Pending means ``sent_at IS NULL``. For each: call ``publish(topic, message_id,
       body)`` FIRST, then set ``sent_at = now`` on that row. A crash between the two

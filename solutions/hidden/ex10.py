@@ -46,7 +46,12 @@ def keys_are_scoped_to_the_caller(ns: Namespace) -> None:
     with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
         a = accepted_id(app.post(body, "alice-token", key="shared-key"), "alice's request")
         reply = app.post(body, "bob-token", key="shared-key")
-        b = accepted_id(reply, "bob's request with the key alice also used")
+        b = accepted_id(
+            reply,
+            "bob's request with the key alice also used",
+            "put the owner in the job key next to the Idempotency-Key: bob's key must not "
+            "meet alice's job (a 409 here means it did)",
+        )
         expect(
             a != b,
             "bob to get a job of his own",

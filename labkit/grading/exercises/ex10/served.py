@@ -183,13 +183,17 @@ def jobs_for(db: Path, owner: str, body: Any) -> list[dict[str, Any]]:
     return [j for j in jobs_in(db) if j["payload"] == wanted]
 
 
-def accepted_id(reply: httpx.Response, what: str) -> int:
-    """The job id of a 202, or a failure saying what came back instead."""
+def accepted_id(reply: httpx.Response, what: str, hint: str | None = None) -> int:
+    """The job id of a 202, or a failure saying what came back instead.
+
+    ``hint`` replaces the default one (answer 202) where another status means another
+    mistake: a 409 for a second caller's key is a key not scoped to its caller.
+    """
     expect(
         reply.status_code == 202,
         f"202 Accepted for {what}",
         f"{reply.status_code} {reply.text[:160]}",
-        "answer 202 once the job is stored: JSONResponse(..., status_code=202)",
+        hint or "answer 202 once the job is stored: JSONResponse(..., status_code=202)",
     )
     try:
         job_id = reply.json()["job_id"]
