@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "ops" / "alerts.yml"
-TESTS = Path(__file__).with_name("alerts_test.yml")
+TESTS = ROOT / "ops" / "alerts_test.yml"
 
 
 @pytest.fixture
@@ -68,11 +68,10 @@ def test_every_alert_has_a_test() -> None:
 def test_a_broken_rule_fails_its_tests(promtool: str, tmp_path: Path) -> None:
     """The tests can fail: the oldest-job alert without its ``for:`` fires a minute early."""
     (tmp_path / "ops").mkdir()
-    (tmp_path / "tests" / "ops").mkdir(parents=True)
     text = RULES.read_text()
     assert "for: 5m" in text
     (tmp_path / "ops" / "alerts.yml").write_text(text.replace("for: 5m", "for: 1m"))
-    shutil.copyfile(TESTS, tmp_path / "tests" / "ops" / TESTS.name)
-    done = _run([promtool, "test", "rules", str(tmp_path / "tests" / "ops" / TESTS.name)])
+    shutil.copyfile(TESTS, tmp_path / "ops" / TESTS.name)
+    done = _run([promtool, "test", "rules", str(tmp_path / "ops" / TESTS.name)])
     assert done.returncode != 0
     assert "the oldest ready job is pending for 5 minutes, then fires" in done.stdout + done.stderr
