@@ -188,7 +188,7 @@ assert [a.outcome for a in store.attempts(job.id)] == ["lease_expired", "succeed
 #
 # ```
 # make check-one NB=00_start_here   # re-run this notebook, compare every output
-# make test                         # every test and every notebook
+# make check                        # the same for every lesson
 # ```
 #
 # `check-one` runs `pytest --nbval` in strict mode: the notebook runs from top to
@@ -196,7 +196,7 @@ assert [a.outcome for a in store.attempts(job.id)] == ["lease_expired", "succeed
 # what is stored. That is why every lesson uses a `FakeClock` and a seeded random
 # generator: a wall-clock time or an unseeded draw would differ on every run. A failing
 # cell is reported with the stored output next to the new one; after you change a
-# lesson on purpose, `make notebook NB=00_start_here` stores the new outputs.
+# lesson on purpose, re-run it in JupyterLab and save it: the stored outputs are the new ones.
 #
 # The exercises work the same way from the other side: you write a function, and a
 # cell calling `check("ex03")` (from `labkit.grading`) runs the exercise's checks on it

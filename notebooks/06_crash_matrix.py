@@ -364,8 +364,8 @@ assert rerun == cell
 # minute, too long for a lesson meant to run in seconds. So here we confirm the column
 # the lesson is about,
 # `after_effect`, for every strategy, plus the `lost` cell of `ack_first` at
-# `after_commit`. The test suite confirms every cell the same way
-# (`crash_matrix(real_kill=True)` in `tests/scenarios/test_explore_real_kill.py`).
+# `after_commit`. The lab's own test suite confirms every cell the same way, with
+# `crash_matrix(real_kill=True)`.
 
 # %%
 real = crash_matrix(points=["after_effect"], seed=SEED, real_kill=True)

@@ -35,8 +35,19 @@
 # %% [markdown]
 # ## Setup
 #
-# A `FakeClock`, a seeded rng for the retry jitter, a fresh folder, and a store whose
-# retry policy allows three attempts.
+# The metrics need `prometheus_client` (labkit's `web` extra) and the alert rules are
+# read with PyYAML: the first cell checks both and, if one is missing, says the command
+# that installs it and stops there. A real Prometheus server is optional: without one,
+# the cells that need it say so and skip.
+
+# %%
+from labkit.notebook.needs import require
+
+require("prometheus_client", "yaml", extra="web")
+
+# %% [markdown]
+# Then a `FakeClock`, a seeded rng for the retry jitter, a fresh folder, and a store
+# whose retry policy allows three attempts.
 
 # %%
 import io
@@ -323,7 +334,7 @@ def fires_at(minute: int, age: float) -> bool:
 
 if promtool is None:
     print("promtool is not installed (apt-get install prometheus, or brew install "
-          "prometheus); tests/ops/alerts_test.yml holds the same cases")
+          "prometheus); ../ops/alerts_test.yml holds the same cases")
 else:
     show([{"minute": m, "condition": "true" if oldest > 600 else "false",
            "alert": "firing" if fires_at(m, oldest) else "pending"} for m in range(7)])
@@ -331,9 +342,20 @@ else:
 # %% [markdown]
 # Pending for minutes 0 to 4, firing from minute 5: a single slow scrape pages nobody.
 # The rate rules (`LabkitRetryStorm`, `LabkitJobsDeadLettered`) need the history a
-# `rate()` or `increase()` is computed from; `tests/ops/alerts_test.yml` runs each of
-# them through `promtool` too, including the false ticket a counter raises when it
-# goes *down* (old rows pruned): Prometheus reads a fall as a restart from zero.
+# `rate()` or `increase()` is computed from; `ops/alerts_test.yml`, beside the rules,
+# feeds each of them such a history, including the false ticket a counter raises when it
+# goes *down* (old rows pruned): Prometheus reads a fall as a restart from zero. Here is
+# `promtool test rules` running that whole file: every case passes.
+
+# %%
+if promtool is None:
+    print("promtool is not installed: the rule tests are skipped here")
+else:
+    done = subprocess.run([promtool, "test", "rules", "alerts_test.yml"], cwd="../ops",
+                          capture_output=True, text=True, check=False)
+    cases = len(yaml.safe_load(Path("../ops/alerts_test.yml").read_text())["tests"])
+    print(f"promtool test rules alerts_test.yml: {cases} test groups,",
+          "every one passed" if done.returncode == 0 else "FAILED:\n" + done.stdout + done.stderr)
 
 # %% [markdown]
 # labkit's counters do not go down. `prune_finished` deletes old succeeded jobs with
@@ -437,7 +459,7 @@ from labkit.integrations.celery.proctree import group_members
 
 if binary is None:
     print(prometheus.MISSING, "- the live server is skipped here; "
-          "tests/ops/test_prometheus_server.py runs the same steps")
+          "the lab's test suite runs the same steps against a real server")
     branch_batch()
 else:
     endpoint = prometheus.serve_metrics(metrics.registry_for(store))

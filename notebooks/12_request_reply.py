@@ -35,19 +35,15 @@
 # %% [markdown]
 # ## Setup
 #
-# The service needs labkit's `web` extra (FastAPI, uvicorn, httpx); the first cell says
-# how to install it if it is missing. Everything runs on this machine: no Docker needed.
+# The service needs labkit's `web` extra (FastAPI, uvicorn, httpx); the first cell checks
+# and, if one is missing, says the command that installs it and stops there. Everything runs on this machine: no Docker needed.
 # The server gets a `FakeClock` (through `LABKIT_HTTP_CLOCK_START`) so every time it
 # stores reads the same on every run.
 
 # %%
-import importlib.util
+from labkit.notebook.needs import require
 
-missing = [m for m in ("fastapi", "uvicorn", "httpx") if importlib.util.find_spec(m) is None]
-if missing:
-    print(f"missing {missing}: run  pip install -e '.[web]'  (or make lab), then restart")
-else:
-    print("fastapi, uvicorn and httpx are installed")
+require("fastapi", "uvicorn", "httpx", extra="web")
 
 # %%
 import sqlite3

@@ -24,8 +24,18 @@
 # %% [markdown]
 # ## Setup
 #
-# This lesson needs PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379. The cell
-# below checks both and stops with how to start them if one is missing.
+# This lesson needs PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379, and
+# labkit's `services` extra (psycopg, redis). The first cell checks all four and, if one
+# is missing, says the command that fixes it and stops there.
+
+# %%
+from labkit.notebook.needs import require
+
+require("psycopg", "redis", extra="services", services=("postgres", "redis"))
+
+# %% [markdown]
+# Then the imports, and names of this run's own on the shared servers: a PostgreSQL
+# schema and a Redis key prefix, both removed at the end of the lesson.
 
 # %%
 import re
@@ -46,12 +56,6 @@ from labkit.tables import format_table
 from labkit.notebook.scratch import fresh_dir
 from labkit.world import World
 
-problems = spec.missing_services()
-for line in problems:
-    print(line)
-if problems:
-    raise RuntimeError("start the services above (docker compose up -d), then re-run")
-
 PG, REDIS = spec.POSTGRES_URL, spec.REDIS_URL
 # Names of our own, removed at the end: other notebooks and tests share these servers.
 # Taking a run name also drops the schema and the Redis keys of earlier runs that failed
@@ -61,7 +65,7 @@ run.sweep_keys(REDIS, "lesson13:")
 RUN = run.id
 SCHEMA, PREFIX = run.name, f"lesson13:{RUN}"
 folder = fresh_dir("13")
-print("PostgreSQL and Redis answer; scratch folder:", folder)
+print("scratch folder:", folder)
 
 # %% [markdown]
 # ## 1. PostgreSQL: three worker processes, one queue, no job shared
@@ -615,8 +619,8 @@ assert [ids[r["origin"]] for r in lost] == ["invoice:301", "invoice:302"]
 # engine as a parameter: each run starts from an empty store (a fresh file, an emptied
 # schema, a fresh key prefix), all removed afterwards; the world stays the judge. First in-process (a `SimulatedCrash`), all
 # cells, on the three engines; then the `after_effect` column again with real SIGKILLs
-# of worker processes on PostgreSQL and Redis Streams (the test suite does the same for
-# `after_commit`: `tests/scenarios/test_explore_streams_and_pg.py`).
+# of worker processes on PostgreSQL and Redis Streams (the lab's own test suite does the
+# same for `after_commit`).
 
 # %%
 from labkit.notebook.timelines import matrix_grid

@@ -38,18 +38,16 @@
 # %% [markdown]
 # ## Setup: the brokers
 #
-# This lesson needs RabbitMQ (5672), Redis (6379) and PostgreSQL (5432) on this machine.
-# The first cell checks, and if one is missing says how to start them all (the
-# repository's `compose.yaml`) and stops here instead of failing in every later cell.
+# This lesson needs RabbitMQ (5672), Redis (6379) and PostgreSQL (5432) on this machine,
+# and labkit's `services` extra (Celery, psycopg, redis). The first cell checks, and if
+# one is missing says the command that fixes it (`make venv`, or the lab's
+# `compose.yaml` for the services) and stops here instead of failing in every later cell.
 
 # %%
-from labkit.integrations.celery.brokers import HOW_TO_START, missing_services
+from labkit.notebook.needs import require
 
-missing = missing_services()
-if missing:
-    print(f"Not reachable: {', '.join(missing)}. To run this lesson, {HOW_TO_START}.")
-    raise SystemExit("stopped: the lesson needs its services (see the line above)")
-print("RabbitMQ, Redis and PostgreSQL are up.")
+require("celery", "psycopg", "redis", extra="services",
+        services=("rabbitmq", "redis", "postgres"))
 
 # %% [markdown]
 # A run (`labkit.integrations.celery.run.CeleryRun`) owns a queue with a fresh name, a
@@ -474,7 +472,7 @@ assert len(deliveries) > len(set(deliveries)) and sorted(set(deliveries)) == sor
 # Celery's default; and one more row, `acks_late alone`, that lesson 06 did not need.
 # To fit in this lesson, one column runs here, `after_effect` (the charge is done, the
 # task has not finished), next to lesson 06's verdict for the same cell (its simulated
-# worker, re-run here); `tests/scenarios/test_celery_crash_table.py` runs every column.
+# worker, re-run here); the lab's own test suite runs every column.
 
 # %%
 from labkit.explore import crash_matrix

@@ -440,5 +440,6 @@ assert [e.payload["amount"] for e in world.payments.find("order:7:charge")] == [
 # The terms of this lesson, and of every other, in English and Portuguese:
 # [Glossary / Glossário](glossary.md).
 #
-# This is the last lesson. To go round again, or to show the lab to someone else:
-# [Back to the start: 00 · Start here](00_start_here.ipynb).
+# This is the last lesson. Next come the exercises, in the `exercises/` folder beside
+# this one, starting with the keys of lesson 03:
+# [Next: exercise 1 · keys](../exercises/ex01_keys.ipynb).

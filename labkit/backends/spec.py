@@ -144,27 +144,3 @@ def reuse_schemas() -> Iterator[None]:
                 left, _pool = _pool or [], None
             for spec in left:
                 drop(spec)
-
-
-def missing_services(
-    postgres_url: str = POSTGRES_URL, redis_url: str = REDIS_URL, timeout_s: float = 1.0
-) -> list[str]:
-    """Which of PostgreSQL and Redis do not answer, each with how to start it; [] if both do."""
-    import socket
-    from urllib.parse import urlsplit
-
-    missing = []
-    for name, url, port in (("PostgreSQL", postgres_url, 5432), ("Redis", redis_url, 6379)):
-        parts = urlsplit(url)
-        try:
-            with socket.create_connection(
-                (parts.hostname or "127.0.0.1", parts.port or port), timeout=timeout_s
-            ):
-                pass
-        except OSError:
-            missing.append(
-                f"{name} is not answering at {parts.hostname}:{parts.port or port}: start the "
-                "lab's services with `docker compose up -d` (compose.yaml at the repository "
-                "root), then run this notebook again"
-            )
-    return missing

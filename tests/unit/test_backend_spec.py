@@ -1,20 +1,12 @@
-"""labkit.backends.spec: one string names a store on any engine; missing services say so."""
+"""labkit.backends.spec: one string names a store on any engine."""
 
 from __future__ import annotations
-
-import socket
 
 import pytest
 
 from labkit.backends import spec
 from labkit.clock import FakeClock
 from labkit.store import JobStore
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])  # closed again when the socket goes
 
 
 def test_a_path_opens_sqlite_and_drop_leaves_files_alone(tmp_path):
@@ -38,12 +30,3 @@ def test_server_specs_carry_their_own_names():
         spec.new_spec("mongodb", None, "x")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="#prefix=NAME"):
         spec.open_store("redis://127.0.0.1:6379/0", FakeClock())
-
-
-def test_missing_services_say_how_to_start_them():
-    port = _closed_port()
-    found = spec.missing_services(
-        f"postgresql://postgres@127.0.0.1:{port}/test", f"redis://127.0.0.1:{port}/0", 0.2
-    )
-    assert len(found) == 2
-    assert all("docker compose up -d" in line and str(port) in line for line in found)

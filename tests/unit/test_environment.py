@@ -10,7 +10,7 @@ import yaml  # PyYAML comes with jupytext, a pinned lab dependency
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Extras a conda user gets from environment.yml (bench stays pip-only, for maintainers).
-EXTRAS = ("lab", "web", "dev", "services")
+EXTRAS = ("lab", "web", "check", "dev", "services")
 #: pip name -> conda-forge name where they differ.
 CONDA_NAMES = {"psycopg": "psycopg", "redis": "redis-py"}
 

@@ -9,7 +9,7 @@ The lab never trusts what a task returned; it asks the broker:
   and not acknowledged sits in the ``unacked`` hash (``redis_unacked``) until it is
   acked or restored;
 - ``missing_services()`` tells a student which of the lab's services are down and how
-  to start them (the repository's ``compose.yaml``).
+  to start them (the lab's ``compose.yaml``).
 
 Operators use the RabbitMQ management UI or ``redis-cli`` for the same numbers.
 """
@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 #: host port and name of each service the Celery lessons use.
 SERVICES = {"rabbitmq": 5672, "redis": 6379, "postgres": 5432}
 HOW_TO_START = (
-    "start them with `docker compose up -d` in the repository's root (compose.yaml: "
+    "start them with `docker compose up -d` in the lab's folder (its compose.yaml runs "
     "PostgreSQL 5432, Redis 6379, RabbitMQ 5672), then run this notebook again"
 )
 
