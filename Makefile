@@ -15,7 +15,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed-lab: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[lab,web]'
+	$(BIN)/python -m pip install --quiet -e '.[lab,web,services]'
 	@touch $@
 
 # The bench's peers too: tests/unit/test_bench_smoke.py runs every subject once.
@@ -23,7 +23,7 @@ $(VENV)/.installed-lab: pyproject.toml | $(BIN)/python
 # on 2 cores). The files must be compiled before the tests: the grader's sandbox reads
 # the venv read-only, so what it imports uncompiled would be compiled on every start.
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --no-compile -e '.[lab,web,dev,services,bench]'
+	$(BIN)/python -m pip install --quiet --no-compile -e '.[lab,web,services,check,dev,bench]'
 	$(BIN)/python -m compileall -qq -j 0 $(VENV)/lib || true  # a bad file in a package is pip's to ignore, too
 	@touch $@ $(VENV)/.installed-lab $(VENV)/.installed-bench
 
@@ -66,12 +66,14 @@ lab: venv
 		$(BIN)/python -m labkit.notebook.server --notebook-dir=. --port=$(PORT); \
 	fi
 
-# Every test, every notebook (nbval, strict), and the exercises' release check.
+# Every test, every notebook (nbval, strict), and the exercises' release check. The
+# lessons run once, in a student kit built for the run (tests/kit: the kit's own
+# `make venv` and `make check`, so they prove the kit and the lessons together).
 # Three workers on a 2-core machine: a third of the tests' time is spent waiting on
 # worker processes, servers and brokers (CPU 32% idle with two; 5% with three, and the
 # run takes 440 s instead of 520 s).
 test: lint
-	$(BIN)/python -m pytest -n 3 --dist loadfile -p no:cacheprovider tests notebooks $(NBVAL)
+	$(BIN)/python -m pytest -n 3 --dist loadfile -p no:cacheprovider tests
 
 # The house rules a machine can check: lint and strict types.
 lint: venv-test

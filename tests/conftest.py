@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from studentkit import build_kit
 
 from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.store import JobStore
@@ -144,3 +145,9 @@ def store(db_path: Path, clock: FakeClock, rng: random.Random) -> Iterator[JobSt
     """A fresh JobStore on tmp_path, driven by the ``clock`` fixture."""
     with JobStore(db_path, clock=clock, rng=rng) as opened:
         yield opened
+
+
+@pytest.fixture(scope="session")
+def kit(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """The student kit, built and installed as a student receives it (tests/studentkit.py)."""
+    return build_kit(tmp_path_factory, worker_id)

@@ -5,8 +5,12 @@ as released (``exercises/``, stubs only), the ``labkit`` package (public checks 
 hidden checks live in the instructor's ``solutions/hidden/``), ``pyproject.toml`` and
 ``environment.yml`` to install it, a Makefile whose ``make lab`` opens JupyterLab where
 both folders are reachable, and a short README (both kept as files in ``templates/``).
-It never copies ``solutions/``, ``tests/`` (the zoo of wrong answers is built from the
-right ones) or ``bench/``. After writing, every file is searched for solution markers
+The lessons keep their paired ``.py`` and ``jupytext.toml``, and the kit gets nbval's
+sanitize file, so saving a lesson in the kit's JupyterLab writes the bytes it had and
+``make check-one`` compares outputs as CI does. The kit is a git repository with one
+commit (``git diff`` shows a student their own work) and a ``.gitignore``. It never
+copies ``solutions/``, ``tests/`` (the zoo of wrong answers is built from the right
+ones) or ``bench/``. After writing, every file is searched for solution markers
 and for the hidden checks' names, and the bundle is refused if one is found.
 
 nbgrader's "release" and otter-grader's "assign" produce the same kind of student
@@ -18,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 from importlib import resources
 from pathlib import Path
 
@@ -28,8 +33,12 @@ from labkit.grading.release import BEGIN, END, ReleaseError, release
 LESSON_FOLDERS = ("ops",)
 _SKIP_NAMES = ("__pycache__", "*.pyc", ".ipynb_checkpoints", ".labkit-scratch", "*.db", "*.db-*")
 
-#: The kit's own Makefile and README, kept as files beside this module.
+#: The kit's own Makefile, README and .gitignore, kept as files beside this module.
 TEMPLATES = resources.files("labkit.grading").joinpath("templates")
+#: What legitimately varies between runs of a lesson (nbval's format), kept with the tests.
+SANITIZE = Path("tests", "notebooks", "sanitize.cfg")
+#: Who the kit's first commit is by: no git identity is needed on the instructor's machine.
+_GIT_AUTHOR = ("-c", "user.name=Resilient Jobs Lab", "-c", "user.email=lab@localhost")
 
 
 def _hidden_names(hidden_dir: Path) -> list[str]:
@@ -49,11 +58,7 @@ def bundle(repo: Path, solutions: Path, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     shutil.copytree(repo / "labkit", out / "labkit", ignore=shutil.ignore_patterns(*_SKIP_NAMES))
     lessons = repo / "notebooks"
-    shutil.copytree(
-        lessons,
-        out / "notebooks",
-        ignore=shutil.ignore_patterns(*_SKIP_NAMES, "*.py", "jupytext.toml"),
-    )
+    shutil.copytree(lessons, out / "notebooks", ignore=shutil.ignore_patterns(*_SKIP_NAMES))
     release(solutions, out / "exercises")
     for name in ("pyproject.toml", "environment.yml", "compose.yaml"):
         if (repo / name).exists():
@@ -61,10 +66,30 @@ def bundle(repo: Path, solutions: Path, out: Path) -> list[Path]:
     for name in LESSON_FOLDERS:  # files the lessons read (../ops/alerts.yml)
         if (repo / name).is_dir():
             shutil.copytree(repo / name, out / name, ignore=shutil.ignore_patterns(*_SKIP_NAMES))
-    for name in ("Makefile", "README.md"):
-        (out / name).write_text(TEMPLATES.joinpath(name).read_text(encoding="utf-8"), "utf-8")
+    if (repo / SANITIZE).exists():
+        shutil.copyfile(repo / SANITIZE, out / "sanitize.cfg")
+    for name, target in (("Makefile", "Makefile"), ("README.md", "README.md"),
+                         ("gitignore", ".gitignore")):
+        text = TEMPLATES.joinpath(name).read_text(encoding="utf-8")
+        (out / target).write_text(text, "utf-8")
     _refuse_answers(out, _hidden_names(hidden_of(solutions)))
+    _first_commit(out)
     return sorted(out.iterdir())
+
+
+def _first_commit(out: Path) -> None:
+    """Make the kit a git repository whose one commit is the kit as released.
+
+    Without git on the machine the kit is still complete, only not a repository.
+    """
+    if shutil.which("git") is None:
+        return
+    for argv in (
+        ["init", "--quiet", "--initial-branch=main"],
+        ["add", "--all"],
+        [*_GIT_AUTHOR, "commit", "--quiet", "--no-verify", "-m", "The student kit as released"],
+    ):
+        subprocess.run(["git", *argv], cwd=out, check=True, capture_output=True)
 
 
 def _text_of(path: Path) -> str:

@@ -94,9 +94,10 @@ def lab_argv(
     open_browser: bool,
     landing: str = "",
     extra: Sequence[str] = (),
+    python: str | None = None,
 ) -> list[str]:
-    """The ``jupyter lab`` command line ``make lab`` runs."""
-    argv = [sys.executable, "-m", "jupyterlab", f"--notebook-dir={notebook_dir}",
+    """The ``jupyter lab`` command line ``make lab`` runs (``python``: default, this one)."""
+    argv = [python or sys.executable, "-m", "jupyterlab", f"--notebook-dir={notebook_dir}",
             f"--port={port}", *SERVER_FLAGS]
     if landing:
         argv.append(f"--ServerApp.default_url=/lab/tree/{landing}")
@@ -128,12 +129,15 @@ def start_lab(
     env: dict[str, str] | None = None,
     extra: Sequence[str] = (),
     timeout_s: float = 120.0,
+    python: str | None = None,
 ) -> Lab:
     """Start JupyterLab in its own process group and wait until it says where it listens.
 
     ``runtime_dir`` (default: Jupyter's own) is where the server writes its
     ``jpserver-<pid>.json``; a test passes a fresh folder. Output goes to ``log_path``
-    (default: inherited, so ``make lab`` shows Jupyter's log as usual).
+    (default: inherited, so ``make lab`` shows Jupyter's log as usual). ``python`` is the
+    interpreter whose JupyterLab runs, and so the kernels' (default: this one; the kit's
+    tests pass the student kit's own).
     """
     child_env = dict(os.environ if env is None else env)
     if runtime_dir is not None:
@@ -142,7 +146,7 @@ def start_lab(
     log = open(log_path, "ab") if log_path is not None else None
     try:
         popen = subprocess.Popen(
-            lab_argv(notebook_dir, port, open_browser, landing, extra),
+            lab_argv(notebook_dir, port, open_browser, landing, extra, python),
             env=child_env, stdout=log, stderr=subprocess.STDOUT if log else None,
             start_new_session=True,
         )

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from studentkit import kit_python
 
 from labkit.notebook.server import Lab, start_lab
 
@@ -95,6 +96,13 @@ def served(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         shutil.copytree(REPO / folder, repo / folder, ignore=skip)
     # A student who finished exercise 1: the check must show full marks, in green.
     shutil.copy(REPO / "solutions" / "ex01_keys.ipynb", repo / "exercises" / "ex01_done.ipynb")
+    with _lab_on(repo, root) as lab:
+        yield lab, repo
+
+
+@contextlib.contextmanager
+def _lab_on(folder: Path, root: Path, python: str | None = None) -> Iterator[Lab]:
+    """JupyterLab on ``folder`` with settings of the test's own (in ``root``); stopped after."""
     env = dict(os.environ)
     for name, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTERLAB_SETTINGS_DIR", "settings"),
                       ("JUPYTERLAB_WORKSPACES_DIR", "workspaces")):
@@ -103,13 +111,20 @@ def served(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         path = root / "settings" / f"{plugin}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values), encoding="utf-8")
-    lab = start_lab(repo, _free_port(), runtime_dir=root / "runtime",
-                    log_path=root / "lab.log", env=env)
+    lab = start_lab(folder, _free_port(), runtime_dir=root / "runtime",
+                    log_path=root / "lab.log", env=env, python=python)
     try:
-        yield lab, repo
+        yield lab
     finally:
         lab.stop()
         assert lab.popen.poll() is not None, "JupyterLab still running after stop()"
+
+
+@pytest.fixture(scope="module")
+def served_kit(chromium: str, kit: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """The student kit's own JupyterLab, on its own .venv (what the kit's `make lab` runs)."""
+    with _lab_on(kit, tmp_path_factory.mktemp("kitlab"), python=kit_python(kit)) as lab:
+        yield lab
 
 
 @pytest.fixture(scope="module")
@@ -414,3 +429,20 @@ def test_an_exercise_check_shows_the_score_on_top(served, page, notebook, expect
     text = report.inner_text()
     assert expect in text and re.search(r"score: \d+/\d+", text), text
     shoot(page, Path(notebook).stem + "_check", report)
+
+
+def test_the_student_kit_runs_a_lesson_and_an_exercise_in_the_browser(served_kit, page):
+    """Lesson 12 (it needs the web extra) and exercise 10, opened and run in the kit."""
+    open_notebook(page, served_kit, "notebooks/12_request_reply.ipynb")
+    restart_and_run_all(page)
+    wait_until_all_ran(page, timeout_s=120)
+    assert_clean_outputs(page, "lesson 12 run in the student kit")
+    ready = page.locator(".jp-OutputArea-output", has_text="Ready: fastapi, uvicorn, httpx")
+    assert ready.count() == 1, "lesson 12's first cell did not find its packages in the kit"
+    open_notebook(page, served_kit, "exercises/ex10_request_reply.ipynb")
+    restart_and_run_all(page)
+    wait_until_all_ran(page, timeout_s=90)
+    assert_clean_outputs(page, "exercise 10 in the student kit")
+    report = page.locator(".jp-OutputArea-output", has_text="score:").last
+    assert "not started yet" in report.inner_text().lower(), report.inner_text()
+    shoot(page, "kit_ex10_check", report)

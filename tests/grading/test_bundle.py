@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import nbformat
@@ -33,6 +34,13 @@ def test_the_kit_has_what_a_student_needs(kit: Path) -> None:
     }
     lessons = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
     assert sorted(p.name for p in (kit / "notebooks").glob("*.ipynb")) == lessons
+    # The lessons byte for byte, with their pairs and jupytext's settings: tests/kit runs
+    # these very files, and saving one in the kit writes what it had.
+    for path in (ROOT / "notebooks").glob("*"):
+        if path.suffix in (".ipynb", ".py", ".md", ".toml"):
+            assert (kit / "notebooks" / path.name).read_bytes() == path.read_bytes(), path.name
+    sanitize = ROOT / "tests" / "notebooks" / "sanitize.cfg"
+    assert (kit / "sanitize.cfg").read_bytes() == sanitize.read_bytes()
     for path in EXERCISES.glob("ex*.ipynb"):  # the exercises exactly as released
         assert (kit / "exercises" / path.name).read_bytes() == path.read_bytes()
     assert (kit / "labkit" / "grading" / "exercises" / "ex01" / "checks.py").exists()  # public
@@ -42,6 +50,39 @@ def test_the_kit_has_what_a_student_needs(kit: Path) -> None:
     makefile = (kit / "Makefile").read_text()
     assert re.search(r"^lab: venv$", makefile, re.MULTILINE)
     assert "--notebook-dir=." in makefile  # lessons and exercises both reachable
+    assert "labkit.notebook.server" in makefile  # the real URL, and saves that change nothing
+
+
+def test_the_kit_is_a_repository_whose_one_commit_is_the_kit(kit: Path) -> None:
+    def git(*argv: str) -> str:
+        return subprocess.run(["git", *argv], cwd=kit, text=True, capture_output=True,
+                              check=True).stdout
+
+    assert git("rev-list", "--count", "HEAD").strip() == "1"
+    assert git("status", "--porcelain", "--untracked-files=all") == ""
+    tracked = set(git("ls-files").split())
+    assert {".gitignore", "Makefile", "notebooks/00_start_here.ipynb",
+            "exercises/ex01_keys.ipynb"} <= tracked
+    ignored = (kit / ".gitignore").read_text()
+    for written in (".venv/", ".labkit-scratch/", "*.db"):  # what running the lab writes
+        assert written in ignored
+
+
+#: Paths under the repository's own folders, as a lesson would name one in backquotes.
+_PATH = re.compile(r"`((?:tests|solutions|bench|docs|labkit|notebooks|exercises|ops)/[\w./-]+)`")
+
+
+def test_no_lesson_names_a_file_or_make_target_the_kit_lacks(kit: Path) -> None:
+    targets = set(re.findall(r"^([\w-]+):", (kit / "Makefile").read_text(), re.MULTILINE))
+    for lesson in sorted((kit / "notebooks").glob("*.ipynb")):
+        text = "\n".join(c.source for c in nbformat.read(lesson, as_version=4).cells)
+        for path in _PATH.findall(text):
+            assert (kit / path).exists(), f"{lesson.name} names {path}, which the kit lacks"
+        missing = re.findall(r"(?<![\w./])((?:tests|solutions|bench)/[\w./-]+)", text)
+        assert not missing, f"{lesson.name} points at {missing}: the kit has no such folder"
+        # A command in backquotes or on a line of a code block: `make check-one NB=...`
+        for target in re.findall(r"(?:`|^)make ([a-z][\w-]*)", text, re.MULTILINE):
+            assert target in targets, f"{lesson.name} says `make {target}`: not in the kit"
 
 
 def test_the_kit_has_no_solutions_and_no_hidden_checks_anywhere(kit: Path) -> None:

@@ -1,0 +1,110 @@
+"""Every lesson, run in the student kit with the kit's own ``make check`` (nbval, strict).
+
+Then the kit's ``make lab``: its banner gives the URL JupyterLab really serves, and
+saving every lesson and exercise through that server (its REST API, as the browser
+saves) leaves ``git status`` clean.
+
+This is the run that proves the lessons in CI: the kit holds the same lesson files as the
+repository (tests/grading/test_bundle.py checks they are byte for byte the same), and
+running them here, on the kit's own .venv, also fails when the kit lacks a package a
+lesson imports, a file a lesson reads, or a Makefile target the lessons name. Lessons 13
+and 14 need PostgreSQL, Redis and RabbitMQ; without them the test skips, saying how to
+start them (LABKIT_REQUIRE_SERVICES=1 makes that a failure).
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import time
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from studentkit import kit_env, run_in_kit
+
+from labkit.integrations.celery.proctree import kill_tree
+
+pytestmark = pytest.mark.slow
+
+
+def test_every_lesson_runs_in_the_kit_and_prints_what_is_stored(
+    kit: Path, postgres_dsn: str, redis_url: str, amqp_url: str
+) -> None:
+    lessons = sorted(p.name for p in (kit / "notebooks").glob("[0-9]*.ipynb"))
+    assert len(lessons) >= 17, lessons
+    done = run_in_kit(kit, ["make", "check"], timeout=900)
+    assert done.returncode == 0, done.stdout[-12000:]
+    ran = set(re.findall(r"^notebooks/(\S+\.ipynb) ", done.stdout, re.MULTILINE))
+    assert ran == set(lessons), f"make check ran {sorted(ran)}"
+    assert re.search(r"\d+ passed", done.stdout) and " failed" not in done.stdout
+    # What running the lessons wrote (scratch folders, databases) is all ignored by git.
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=kit, text=True,
+                            capture_output=True, check=True).stdout
+    assert status == "", f"running the lessons left files git would show a student:\n{status}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _banner_url(proc: subprocess.Popen[str], timeout_s: float = 120) -> str:
+    """The URL ``make lab`` printed, read from its output as a student reads it."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout_s
+    seen = []
+    banner = False  # Jupyter's own log lists URLs too: take the one under labkit's banner
+    for line in proc.stdout:
+        seen.append(line)
+        banner = banner or line.startswith("JupyterLab is serving the lessons")
+        found = re.search(r"^\s+(http://\S+)$", line)
+        if banner and found:
+            return found[1]
+        assert time.monotonic() < deadline, "make lab printed no URL:\n" + "".join(seen)
+    raise AssertionError("make lab ended before printing its URL:\n" + "".join(seen))
+
+
+def test_make_lab_prints_its_real_url_and_saving_any_notebook_changes_nothing(
+    kit: Path, tmp_path: Path
+) -> None:
+    """``make lab`` headless, then every lesson and exercise saved through its REST API."""
+    env = kit_env({"PORT": str(_free_port()), "DISPLAY": "", "WAYLAND_DISPLAY": "",
+                   "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+                   "JUPYTER_CONFIG_DIR": str(tmp_path / "config")})
+    proc = subprocess.Popen(["make", "lab"], cwd=kit, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        url = _banner_url(proc)
+        parts = urlsplit(url)
+        token = parse_qs(parts.query)["token"][0]
+        assert re.fullmatch(r"[0-9a-f]{32,}", token), url  # a real token, not "..."
+        assert parts.path == "/lab/tree/notebooks/00_start_here.ipynb", url
+        api = f"{parts.scheme}://{parts.netloc}/api/contents"
+        headers = {"Authorization": f"token {token}"}
+        paths = sorted(p.relative_to(kit).as_posix() for folder in ("notebooks", "exercises")
+                       for p in (kit / folder).glob("*.ipynb"))
+        assert len(paths) >= 30, paths
+        with httpx.Client(headers=headers, timeout=60) as client:
+            for rel in paths:
+                model = client.get(f"{api}/{rel}", params={"content": 1}).raise_for_status()
+                notebook = model.json()["content"]
+                # What JupyterLab adds once a kernel runs: its language_info, trusted cells.
+                notebook["metadata"]["language_info"] = {
+                    "name": "python", "version": "3.11.99", "mimetype": "text/x-python",
+                    "codemirror_mode": {"name": "ipython", "version": 3},
+                    "file_extension": ".py"}
+                for cell in notebook["cells"]:
+                    cell["metadata"]["trusted"] = True
+                saved = client.put(f"{api}/{rel}", json={"type": "notebook", "format": "json",
+                                                         "content": notebook})
+                assert saved.status_code == 200, f"{rel}: {saved.status_code} {saved.text[:300]}"
+    finally:
+        kill_tree(proc.pid)
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=kit, text=True,
+                            capture_output=True, check=True).stdout
+    assert status == "", f"saving in the kit's JupyterLab changed files:\n{status}"

@@ -1,0 +1,109 @@
+"""The student kit as a student receives it: built once per run, installed by its own Makefile.
+
+The ``kit`` fixture (tests/conftest.py) is ``labkit release --bundle`` into a temporary
+folder, then the kit's own ``make venv`` on a fresh virtual environment: pip takes the
+packages from the same wheel cache as the repository's ``.venv``, never from that venv,
+so a package the kit forgets to install is missing here exactly as it would be on a
+student's machine. xdist workers
+share one build (a file lock; the first worker builds, the others wait and reuse it);
+a failed build fails every test that needs it with the build's own output.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from labkit.grading.bundle import bundle
+from labkit.integrations.celery.proctree import kill_tree
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = ROOT / "solutions"
+#: The repository's venv: kept off the kit's PATH, so the kit's Makefile finds the
+#: machine's Python the way it does on a student's machine.
+REPO_BIN = str(ROOT / ".venv" / "bin")
+
+
+def kit_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a student's terminal would have: no repository venv in it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                  if p and p != REPO_BIN)
+    env.pop("PYTEST_ADDOPTS", None)  # the repository's options are not the kit's
+    env.pop("PYTEST_XDIST_WORKER", None)
+    return {**env, **(extra or {})}
+
+
+def run_in_kit(kit: Path, argv: list[str], timeout: float,
+               env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` in the kit as a student's terminal would; kill its whole tree after.
+
+    Kernels started by nbval and servers started by a lesson are descendants of the
+    command even in sessions of their own, so ``kill_tree`` reaches them too.
+    """
+    proc = subprocess.Popen(argv, cwd=kit, env=kit_env(env), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid)
+        out, _ = proc.communicate()
+        out += f"\n[killed after {timeout:.0f}s]"
+    finally:
+        kill_tree(proc.pid)  # what it left behind, if anything
+    return subprocess.CompletedProcess(argv, proc.returncode, out, "")
+
+
+def _shared_folder(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    base = tmp_path_factory.getbasetemp()
+    return base if worker_id == "master" else base.parent  # one folder for all workers
+
+
+def kit_python(kit: Path) -> str:
+    """The kit's own interpreter, in the .venv its ``make venv`` made."""
+    return str(kit / ".venv" / "bin" / "python")
+
+
+def build_kit(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """A fresh student kit with its own ``.venv``, installed by the kit's ``make venv``."""
+    shared = _shared_folder(tmp_path_factory, worker_id)
+    out, failed = shared / "student-kit", shared / "student-kit.failed"
+    with open(shared / "student-kit.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if failed.exists():
+            pytest.fail(failed.read_text())
+        if not (out / ".venv" / ".installed-lab").exists():
+            shutil.rmtree(out, ignore_errors=True)  # a build an interrupted run left
+            bundle(ROOT, SOLUTIONS, out)
+            done = run_in_kit(out, ["make", "venv"], timeout=600)
+            if done.returncode != 0:
+                failed.write_text(f"the kit's `make venv` failed:\n{done.stdout[-4000:]}")
+                pytest.fail(failed.read_text())
+    return out
+
+
+#: Runs a notebook in the interpreter that starts it; its last line is JSON.
+RUN_NOTEBOOK = Path(__file__).resolve().parent / "kit" / "run_notebook.py"
+
+
+def run_notebook_in_kit(
+    kit: Path, notebook: Path, folder: Path
+) -> tuple[str | None, int, int, str]:
+    """Run a copy of ``notebook`` in ``folder`` with the kit's Python: error, score, check text."""
+    copy = folder / notebook.name
+    shutil.copyfile(notebook, copy)
+    done = run_in_kit(kit, [kit_python(kit), str(RUN_NOTEBOOK), str(copy)], timeout=300)
+    assert done.returncode == 0, done.stdout[-4000:]
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    found = re.search(r"score: (\d+)/(\d+)", said["check"])
+    assert found, f"no score in the check cell's output:\n{said['check'][-2000:]}\n{said['error']}"
+    return said["error"], int(found[1]), int(found[2]), said["check"]
