@@ -20,9 +20,16 @@ class JobState(StrEnum):
                   dead (permanent failure, attempts or deadline used up),
                   running (lease expired and another worker claimed it)
     retry_wait    running (claim once ``run_after`` has passed)
+    pending,      cancelled (its owner takes it back before any worker has it:
+    retry_wait    ``labkit.integrations.http``'s ``DELETE``)
     dead          pending (redrive, and only redrive)
     succeeded     nothing: it is final
+    cancelled     nothing: it is final, and not a dead letter (no operator has
+                  anything to fix, and a redrive must not bring it back)
     ============  ==============================================================
+
+    Oban (https://hexdocs.pm/oban/job_lifecycle.html) and River keep ``cancelled`` apart
+    from their dead-letter state (``discarded``) for the same reason.
     """
 
     PENDING = "pending"
@@ -30,16 +37,18 @@ class JobState(StrEnum):
     SUCCEEDED = "succeeded"
     RETRY_WAIT = "retry_wait"
     DEAD = "dead"
+    CANCELLED = "cancelled"
 
 
 TRANSITIONS: dict[JobState, frozenset[JobState]] = {
-    JobState.PENDING: frozenset({JobState.RUNNING}),
+    JobState.PENDING: frozenset({JobState.RUNNING, JobState.CANCELLED}),
     JobState.RUNNING: frozenset(
         {JobState.SUCCEEDED, JobState.RETRY_WAIT, JobState.DEAD, JobState.RUNNING}
     ),
-    JobState.RETRY_WAIT: frozenset({JobState.RUNNING}),
+    JobState.RETRY_WAIT: frozenset({JobState.RUNNING, JobState.CANCELLED}),
     JobState.DEAD: frozenset({JobState.PENDING}),
     JobState.SUCCEEDED: frozenset(),
+    JobState.CANCELLED: frozenset(),
 }
 
 

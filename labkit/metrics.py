@@ -31,8 +31,9 @@ from a target that stopped answering, and ``sum()`` or ``rate()`` over it jumps:
 ``labkit_jobs`` reports every ``JobState``; the counter and the histogram report every
 outcome of ``OUTCOMES``; ``labkit_dead_jobs`` reports, besides the classes of the jobs
 dead now, every error class an attempt ever died of, with 0 once those jobs are redriven
-or pruned (a class only a job that never ran was given, such as ``Cancelled``, is
-reported while such a job is dead).
+or pruned (a class only a job that never ran was given, such as ``LeaseExpired`` set
+by the sweep, is reported while such a job is dead). A cancelled job is not dead: it is
+counted in ``labkit_jobs{state="cancelled"}``.
 
 The counter and the histogram never go down. ``prune_finished`` deletes old attempts,
 and a count of the attempts table would fall with them, which Prometheus reads as a

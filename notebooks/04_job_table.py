@@ -54,6 +54,8 @@ print(f"seed={SEED}  clock={clock}  folder={folder}")
 # ## 1. States and transitions
 #
 # The async-jobs lesson names five states: `pending`, `running`, `succeeded`, `retry_wait` and `dead`.
+# labkit adds a sixth, `cancelled`, for a job its owner took back before any worker had it
+# (lesson 12): it is final, and not a dead letter, because nobody has anything to fix.
 # `labkit.job.TRANSITIONS` is the whole contract: a job moves only along these arrows.
 # `running → running` is crash recovery: the lease expired and another worker took the
 # job. `dead → pending` happens only when a person redrives it (lesson 07).
@@ -72,7 +74,10 @@ print(f"seed={SEED}  clock={clock}  folder={folder}")
 #     running --> dead: permanent, or out of attempts
 #     running --> running: lease expired
 #     dead --> pending: redrive
+#     pending --> cancelled: cancel
+#     retry_wait --> cancelled: cancel
 #     succeeded --> [*]
+#     cancelled --> [*]
 # ```
 
 # %%

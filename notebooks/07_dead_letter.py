@@ -163,7 +163,8 @@ for n in range(1, 10):
 assert not live(store), "jobs still live after 9 workers: is a poison job looping?"
 print()
 show(jobs_table(store, columns=("id", "kind", "state", "attempt", "max_attempts")))
-assert store.counts() == {"pending": 0, "running": 0, "succeeded": 2, "retry_wait": 0, "dead": 7}
+assert store.counts() == {"pending": 0, "running": 0, "succeeded": 2, "retry_wait": 0, "dead": 7,
+                          "cancelled": 0}
 
 # %% [markdown]
 # Seven jobs are dead, for three different reasons. Each reason is stored with the job:
@@ -387,7 +388,8 @@ print(run_worker("worker-after-rotation"))
 show([{"id": j.id, "kind": j.kind, "state": j.state, "attempt": j.attempt,
        "redrives": j.redrives} for j in store.jobs() if j.id in (crm_job.id, poison.id)])
 assert store.get(crm_job.id).state == "succeeded"
-assert store.counts() == {"pending": 0, "running": 0, "succeeded": 8, "retry_wait": 0, "dead": 1}
+assert store.counts() == {"pending": 0, "running": 0, "succeeded": 8, "retry_wait": 0, "dead": 1,
+                          "cancelled": 0}
 
 # %% [markdown]
 # ## 8. From a terminal: the `labkit` command

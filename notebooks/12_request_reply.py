@@ -53,6 +53,7 @@ from contextlib import closing
 import httpx
 
 from labkit.clock import LAB_EPOCH, FakeClock, SystemClock
+from labkit.errors import InvalidTransition
 from labkit.integrations.http.serve import start_server
 from labkit.integrations.http.service import Pause
 from labkit.worker_process import run_worker_process
@@ -293,10 +294,13 @@ assert clash.status_code == 422
 # %% [markdown]
 # ## 5. Cancel
 #
-# Alice cancels a job that has not started: it leaves the queue as `dead` with the
-# reason "cancelled by its owner" (labkit's state machine has no separate cancelled
-# state; the dead-letter tools of lesson 07 see it and `retry-failed` leaves it alone).
-# The cancelled job is number 5.
+# Alice cancels a job that has not started: it leaves the queue in the state
+# `cancelled`, which is final and is not a dead letter. The dead letters (lesson 07) are
+# what an operator must look at and fix; a job its owner took back needs nobody, so it
+# is not among them, and a redrive cannot bring it back. Oban keeps `cancelled` apart
+# from `discarded` the same way ([Oban: job lifecycle](https://hexdocs.pm/oban/job_lifecycle.html)),
+# and so does River (its `JobState`, [riverqueue on docs.rs](https://docs.rs/riverqueue/latest/riverqueue/job/enum.JobState.html)).
+# The cancelled job is number 5; the table below is read from the database.
 
 # %%
 apr = client.post("/jobs/report", json={"month": "2026-04", "credential_id": "erp-readonly"},
@@ -304,6 +308,15 @@ apr = client.post("/jobs/report", json={"month": "2026-04", "credential_id": "er
 cancelled = client.delete(f"/jobs/{apr['job_id']}", headers=ALICE)
 print(cancelled.status_code, {k: cancelled.json()[k] for k in ("job_id", "state", "cancelled")})
 assert cancelled.json()["cancelled"] is True
+with JobStore(db, clock=FakeClock(LAB_EPOCH)) as store:
+    dead_ids = [d.id for d in store.dead_letters()]
+    show([{"job": apr["job_id"], "state": store.get(apr["job_id"]).state,
+           "among the dead letters": apr["job_id"] in dead_ids}])
+    try:
+        store.redrive(apr["job_id"])
+    except InvalidTransition as exc:
+        print("redrive:", exc)
+assert apr["job_id"] not in dead_ids
 
 # %% [markdown]
 # A job a worker is running cannot be taken back: the work is under way, and stopping
@@ -420,7 +433,7 @@ assert all(server.returncode is not None for server in servers)
 # | a quoted key without its closing quote | `400`, "the closing quote is missing" | unchanged |
 # | the same crash without a key | `202`, job 4 | jobs 3 and 4: a duplicate |
 # | same key, other body | `422` with the reason | unchanged |
-# | cancel a waiting job | `200`, `cancelled: true` | job 5 `dead`, "cancelled by its owner" |
+# | cancel a waiting job | `200`, `cancelled: true` | job 5 `cancelled`, not a dead letter; a redrive refused |
 # | cancel a running job | `409`, "cannot be cancelled now" | job 6 `running`, then `succeeded` |
 # | password in the body | `422`, field named, value not echoed | no new job |
 # | same key while the first is paused | `409`, "still being handled", `Retry-After: 2` | unchanged |

@@ -54,6 +54,8 @@ JOB_STATE_EDGES: tuple[tuple[str, str, str], ...] = (
     ("running", "dead", "permanent, or out of attempts"),
     ("running", "running", "lease expired"),
     ("dead", "pending", "redrive"),
+    ("pending", "cancelled", "cancel"),
+    ("retry_wait", "cancelled", "cancel"),
 )
 #: The breaker's moves (``labkit.patterns.breaker.CircuitBreaker``) with their causes.
 BREAKER_EDGES: tuple[tuple[str, str, str], ...] = (
@@ -77,7 +79,8 @@ def mermaid_states(
 
 def job_states_mermaid() -> str:
     """Lesson 04's diagram: the job states and the only moves between them."""
-    return mermaid_states(JOB_STATE_EDGES, ("pending", "enqueue"), final=("succeeded",))
+    return mermaid_states(JOB_STATE_EDGES, ("pending", "enqueue"),
+                          final=("succeeded", "cancelled"))
 
 
 def breaker_mermaid() -> str:

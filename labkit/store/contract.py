@@ -15,8 +15,9 @@ from labkit.job import Attempt, Job
 
 #: The job tables' schema version, the same on every engine (its meta table says which).
 #: 2 added ``pruned_attempts``, the totals ``prune_finished`` keeps for the metrics; a
-#: version-1 database gains it (empty) when it is opened.
-SCHEMA_VERSION = 2
+#: version-1 database gains it (empty) when it is opened. 3 added the state ``cancelled``
+#: (``JobState``): an older jobs table has its state check widened when it is opened.
+SCHEMA_VERSION = 3
 #: How the dead reasons of jobs that died of a transient cause begin: the retry policy's
 #: "attempts exhausted" and "deadline passed". Retrying these later may work; the others
 #: (permanent errors) need their cause fixed.

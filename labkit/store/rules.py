@@ -169,6 +169,11 @@ def lease_lost(
 
 def not_dead(job_id: int, state: str) -> InvalidTransition:
     """The error for redriving a job that is not dead."""
+    if state == JobState.CANCELLED:
+        return InvalidTransition(
+            f"job {job_id} is cancelled, not dead: a cancelled job is final and is not "
+            "redriven; enqueue a new job if the work must run after all"
+        )
     return InvalidTransition(
         f"job {job_id} is {state}, not dead; only dead jobs can be "
         "redriven (a job in retry_wait will run again by itself)"

@@ -18,6 +18,7 @@ import functools
 import json
 import os
 import random
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -49,6 +50,31 @@ JOB_DATABASE = dbfile.FileKind(
     version_sql=SQL["get_meta"],
     schema_version=SCHEMA_VERSION,
 )
+
+
+def _widen_states(conn: sqlite3.Connection) -> None:
+    """Give a jobs table made before version 3 the state check that admits ``cancelled``.
+
+    SQLite cannot change a CHECK in place, so the table is rebuilt the way its manual
+    says (ALTER TABLE, "Making Other Kinds Of Table Schema Changes"): a new table from
+    the schema's own definition, every row copied, the old one dropped, the new one
+    renamed; the schema script then re-creates the indexes and triggers the drop took.
+    Inside the caller's transaction, with foreign keys off, so it is all or nothing.
+    """
+    row = conn.execute(SQL["jobs_table_sql"]).fetchone()
+    if row is None or "'cancelled'" in row[0]:
+        return
+    create = _JOBS_TABLE.search(SQL["schema"])
+    assert create is not None, "sqlite.sql defines the jobs table"
+    columns = ", ".join(r[1] for r in conn.execute("PRAGMA table_info(jobs)"))
+    conn.execute(create[0].replace("IF NOT EXISTS jobs (", "jobs_widened (", 1))
+    conn.execute(f"INSERT INTO jobs_widened ({columns}) SELECT {columns} FROM jobs")
+    conn.execute("DROP TABLE jobs")
+    conn.execute("ALTER TABLE jobs_widened RENAME TO jobs")
+
+
+#: The jobs table's definition in sqlite.sql, up to its closing line.
+_JOBS_TABLE = re.compile(r"CREATE TABLE IF NOT EXISTS jobs \(.*?\n\);", re.DOTALL)
 
 
 class JobStore(StoreBase):
@@ -103,11 +129,22 @@ class JobStore(StoreBase):
         try:
             if self._schema_version() == SCHEMA_VERSION:
                 return
+            # A table rebuild (below) must not see its own drop as deleting the rows that
+            # attempts and redrives point at; SQLite reads this only outside a transaction.
+            self.conn.execute("PRAGMA foreign_keys=OFF")
             with self._tx() as conn:
                 # Checked again under the write lock: check_file read the file before
                 # another process (a newer labkit) may have migrated it.
                 self._refuse_newer(conn)
+                _widen_states(conn)
                 dbfile.run_script(conn, SQL["schema"])
+                broken = conn.execute("PRAGMA foreign_key_check").fetchall()
+                if broken:  # rolled back: the file stays as it was
+                    raise StoreError(
+                        f"{self.path}: migrating the job tables would break {len(broken)} "
+                        "references between them; nothing was changed. Restore a backup or "
+                        "report this with the file."
+                    )
                 row = conn.execute(SQL["get_meta"], {"name": "schema_version"}).fetchone()
                 # Write the version only when it changes: opening a database is not a write.
                 if row is None or row[0] != str(SCHEMA_VERSION):
@@ -120,6 +157,7 @@ class JobStore(StoreBase):
         except StoreError:
             self.conn.close()
             raise
+        self.conn.execute("PRAGMA foreign_keys=ON")
 
     def _schema_version(self) -> int | None:
         """The schema version the file holds (None for a new file), read without a lock."""

@@ -12,7 +12,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     fingerprint  TEXT NOT NULL,
     payload      TEXT NOT NULL,
     state        TEXT NOT NULL
-                 CHECK (state IN ('pending', 'running', 'succeeded', 'retry_wait', 'dead')),
+                 CHECK (state IN ('pending', 'running', 'succeeded', 'retry_wait', 'dead',
+                                  'cancelled')),
     attempt      INTEGER NOT NULL DEFAULT 0 CHECK (attempt >= 0),
     max_attempts INTEGER NOT NULL CHECK (max_attempts >= 1),
     run_after    REAL NOT NULL,
@@ -108,6 +109,10 @@ BEGIN
            error_class = CASE WHEN NEW.state = 'succeeded' THEN NULL ELSE NEW.error_class END
      WHERE job_id = NEW.id AND finished_at IS NULL;
 END;
+
+-- jobs_table_sql --
+-- How the jobs table was made: a table from before version 3 lacks the state 'cancelled'.
+SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'jobs'
 
 -- insert_jobs --
 -- Accept a batch of jobs in one statement; :rows is a JSON list of [kind, queue, key, fingerprint, payload text, max_attempts, run_after].

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from labkit.clock import SystemClock
-from labkit.errors import TransientError
+from labkit.errors import InvalidTransition, TransientError
 from labkit.integrations.http import report_job
 from labkit.integrations.http.serve import Server, start_server
 from labkit.integrations.http.service import NOT_FOUND, Pause
@@ -318,13 +318,17 @@ def test_cancel_a_pending_job_and_no_worker_runs_it(client: httpx.Client, db: Pa
     job_id = client.post("/jobs/report", json={"month": "2027-01"}, headers=ALICE).json()["job_id"]
     reply = client.delete(f"/jobs/{job_id}", headers=ALICE)
     assert reply.status_code == 200
-    assert reply.json()["cancelled"] is True and reply.json()["state"] == "dead"
+    assert reply.json()["cancelled"] is True and reply.json()["state"] == "cancelled"
     with read_store(db) as store:
-        assert store.get(job_id).dead_reason == "cancelled by its owner"
+        assert store.get(job_id).state == JobState.CANCELLED
+        # Not a dead letter: nobody has anything to fix.
+        assert job_id not in {d.id for d in store.dead_letters(limit=1000)}
         Worker(store, report_job.HANDLERS, name="w-after-cancel").drain()
         assert store.get(job_id).attempt == 0  # never claimed
+        with pytest.raises(InvalidTransition, match="cancelled, not dead: .* is final"):
+            store.redrive(job_id)  # and a redrive cannot bring it back
     again = client.delete(f"/jobs/{job_id}", headers=ALICE)
-    assert again.status_code == 409 and "already finished" in again.json()["detail"]
+    assert again.status_code == 409 and "already cancelled" in again.json()["detail"]
 
 
 def test_a_running_job_cannot_be_cancelled(client: httpx.Client, db: Path) -> None:

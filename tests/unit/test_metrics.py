@@ -231,7 +231,7 @@ def test_an_empty_store_reports_every_series_at_zero(tmp_path: Path) -> None:
     samples = _samples(store)
     assert _by_name(samples, "labkit_jobs") == {s: 0 for s in
                                                 ("pending", "running", "succeeded",
-                                                 "retry_wait", "dead")}
+                                                 "retry_wait", "dead", "cancelled")}
     assert _by_name(samples, "labkit_attempts_total") == dict.fromkeys(metrics.OUTCOMES, 0)
     assert _by_name(samples, "labkit_attempt_duration_seconds_count") == dict.fromkeys(
         metrics.OUTCOMES, 0
@@ -345,7 +345,7 @@ def test_a_version_1_database_gains_the_totals_and_its_counts_stay(
     upgraded = JobStore(store.path, clock=clock)
     try:
         [(version,)] = _direct(upgraded, "SELECT value FROM labkit_meta")
-        assert int(version) == SCHEMA_VERSION == 2
+        assert int(version) == SCHEMA_VERSION == 3
         assert _by_name(_samples(upgraded), "labkit_attempts_total") == before
         clock.advance(10)
         assert upgraded.prune_finished(0) == 2

@@ -25,6 +25,7 @@ from labkit.backends.postgres.store import PostgresJobStore
 from labkit.clock import FakeClock
 from labkit.errors import StoreError
 from labkit.job import JobState
+from labkit.store.contract import SCHEMA_VERSION
 
 
 @pytest.fixture
@@ -130,7 +131,7 @@ def test_a_version_1_schema_gains_the_pruned_totals_when_opened(postgres_dsn, sc
         rows = store.conn.execute("SELECT outcome, attempts FROM pruned_attempts").fetchall()
         assert rows == [{"outcome": "succeeded", "attempts": 1}]
         version = store.conn.execute("SELECT value FROM labkit_meta").fetchone()
-        assert version == {"value": "2"}
+        assert version == {"value": str(SCHEMA_VERSION)}
 
 
 def test_reopening_a_current_schema_keeps_its_jobs(postgres_dsn, schema, clock):
@@ -183,3 +184,23 @@ def test_enqueue_in_a_callers_transaction_gives_back_its_search_path(postgres_ds
         finally:
             conn.close()
         assert store.get_by_key("a") is not None
+
+
+#: The state check every schema had before version 3 added ``cancelled``.
+OLD_STATES = "CHECK (state IN ('pending', 'running', 'succeeded', 'retry_wait', 'dead'))"
+
+
+def test_a_version_2_schema_lets_a_job_be_cancelled_once_opened(postgres_dsn, schema, clock):
+    with PostgresJobStore(postgres_dsn, clock=clock, schema=schema) as store:
+        job, _ = store.enqueue("k", {}, key="kept")
+        store.conn.execute("ALTER TABLE jobs DROP CONSTRAINT jobs_state_check")
+        store.conn.execute(f"ALTER TABLE jobs ADD CONSTRAINT jobs_state_check {OLD_STATES}")
+        store.conn.execute("UPDATE labkit_meta SET value = '2' WHERE name = 'schema_version'")
+        with pytest.raises(psycopg.errors.CheckViolation):  # what version 2 refuses
+            store.conn.execute("UPDATE jobs SET state = 'cancelled' WHERE id = %s", (job.id,))
+    with PostgresJobStore(postgres_dsn, clock=clock, schema=schema) as store:
+        store.conn.execute("UPDATE jobs SET state = 'cancelled' WHERE id = %s", (job.id,))
+        assert store.get(job.id).state == JobState.CANCELLED
+        assert store.counts()["cancelled"] == 1
+        version = store.conn.execute("SELECT value FROM labkit_meta").fetchone()
+        assert version == {"value": str(SCHEMA_VERSION)}

@@ -359,6 +359,7 @@ def test_redrive_where_needs_a_limit_and_respects_it(store):
         "succeeded": 0,
         "retry_wait": 0,
         "dead": 1,
+        "cancelled": 0,
     }
     assert store.redrive_where(limit=5, kind="other") == []
 

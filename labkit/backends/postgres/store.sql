@@ -11,8 +11,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     key          TEXT NOT NULL UNIQUE,
     fingerprint  TEXT NOT NULL,
     payload      TEXT NOT NULL,
-    state        TEXT NOT NULL
-                 CHECK (state IN ('pending', 'running', 'succeeded', 'retry_wait', 'dead')),
+    state        TEXT NOT NULL,  -- its check, jobs_state_check, follows the table
     attempt      INTEGER NOT NULL DEFAULT 0 CHECK (attempt >= 0),
     max_attempts INTEGER NOT NULL CHECK (max_attempts >= 1),
     run_after    DOUBLE PRECISION NOT NULL,
@@ -30,6 +29,11 @@ CREATE TABLE IF NOT EXISTS jobs (
     CHECK ((state = 'running') = (lease_token IS NOT NULL)),
     CHECK ((state = 'running') = (lease_until IS NOT NULL))
 );
+-- The states a job can be in (labkit.job.JobState), set apart from the table so that a
+-- table made before a state was added (version 3 added 'cancelled') gets the new list.
+ALTER TABLE jobs DROP CONSTRAINT IF EXISTS jobs_state_check;
+ALTER TABLE jobs ADD CONSTRAINT jobs_state_check
+    CHECK (state IN ('pending', 'running', 'succeeded', 'retry_wait', 'dead', 'cancelled'));
 -- Partial indexes cover only live rows, so a million finished jobs cost the claim nothing.
 CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (queue, run_after, id)
     WHERE state IN ('pending', 'retry_wait');

@@ -84,9 +84,6 @@ Auth = Annotated[str | None, Header()]
 #: The optional ``Idempotency-Key`` header.
 IdemKey = Annotated[str | None, Header()]
 
-#: The error class the cancel statement (``http.sql``) gives a cancelled job.
-CANCELLED = "Cancelled"
-
 #: The one answer for "no such job" and "not your job": nothing tells them apart.
 NOT_FOUND = "no job with this id for this caller"
 
@@ -173,7 +170,7 @@ def status_view(job: Job) -> dict[str, Any]:
         "error": None if job.last_error is None else sanitize(job.last_error),
         "dead_reason": job.dead_reason,
         "result": job.result if job.state == JobState.SUCCEEDED else None,
-        "cancelled": job.error_class == CANCELLED,
+        "cancelled": job.state == JobState.CANCELLED,
     }
 
 
@@ -328,6 +325,8 @@ def _why_not_cancelled(job: Job) -> str:
             f"job {job.id} is running (attempt {job.attempt}) and cannot be cancelled now: "
             "a worker is in the middle of it; poll its status until it finishes"
         )
+    if job.state == JobState.CANCELLED:
+        return f"job {job.id} is already cancelled"
     return f"job {job.id} already finished ({job.state}); there is nothing left to cancel"
 
 

@@ -19,9 +19,9 @@ ON CONFLICT (job_id) DO NOTHING
 SELECT owner FROM http_requests WHERE job_id = :job_id
 
 -- cancel --
--- Stop a job that is not running: it goes dead with a reason saying its owner cancelled it.
+-- Take back a job no worker has: it becomes cancelled, a final state that is not a dead
+-- letter (the operators' dead-letter list and a redrive never see it).
 UPDATE jobs
-   SET state = 'dead', dead_reason = 'cancelled by its owner', error_class = 'Cancelled',
-       last_error = 'Cancelled: cancelled by its owner', updated_at = :now
+   SET state = 'cancelled', updated_at = :now
  WHERE id = :job_id AND state IN ('pending', 'retry_wait')
 RETURNING *
