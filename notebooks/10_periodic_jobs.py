@@ -9,7 +9,9 @@
 # > número de schedulers enfileira cada slot uma vez. Você vai ver três réplicas ingênuas
 # > mandando o relatório três vezes, as chaves de slot, o catch-up depois de uma parada,
 # > quanto tempo guardar as chaves (e que as chaves de idempotência do Stripe expiram), e
-# > o que isso significa para o Celery Beat, inclusive por que um flock não basta.
+# > o que isso significa para o Celery Beat, inclusive por que um flock não basta; o
+# > horário que o horário de verão pula ou repete; e um checklist antes de pôr um script
+# > no cron.
 #
 # Run time: about 3 seconds.
 #
@@ -23,7 +25,10 @@
 # 3. catch-up after downtime: `skip`, `once` or `all`;
 # 4. how long to keep the keys: prune too early and a reconciliation charges twice; the
 #    provider's own idempotency keys expire after a day;
-# 5. what that means for Celery Beat, and why a lockfile cannot keep it to one instance.
+# 5. what that means for Celery Beat, and why a lockfile cannot keep it to one instance;
+# 6. time zones: the hour daylight saving time skips or repeats, and keys built from the
+#    machine's local time;
+# 7. a checklist before putting a script on cron.
 
 # %% [markdown]
 # ## Setup
@@ -349,7 +354,117 @@ assert len(holders) == 2
 # run. `labkit.patterns.schedule` is that second layer built into the scheduler: the key is the
 # enqueue's key, so the job table itself is the one place where "this slot ran" is
 # written.
+
+# %% [markdown]
+# ## 6. Time zones and daylight saving time
 #
+# labkit's schedules run in UTC, and a slot's key is its UTC instant. A business
+# schedule is usually local ("every day at 02:30 in New York"), and local time is not a
+# clock: on the day daylight saving time starts, 02:30 does not happen there at all; on
+# the day it ends, 01:30 happens twice. A scheduler that fires "when the wall clock reads
+# 02:30" skips a day, and one at 01:30 runs twice. Python's `zoneinfo` (the IANA time
+# zone database) shows it: every minute of each day, in UTC, whose New York wall clock
+# reads the schedule's time.
+
+# %%
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from labkit.patterns.schedule import slot_iso
+
+NEW_YORK = ZoneInfo("America/New_York")
+
+
+def wall_clock_hits(day: str, hhmm: str, zone: ZoneInfo) -> list[datetime]:
+    """The UTC minutes of ``day`` (local) at which ``zone``'s wall clock reads ``hhmm``."""
+    start = datetime.fromisoformat(day).replace(tzinfo=zone).astimezone(UTC)
+    minutes = (start + timedelta(minutes=k) for k in range(26 * 60))
+    return [m for m in minutes if m.astimezone(zone).strftime("%Y-%m-%d %H:%M") == f"{day} {hhmm}"]
+
+
+rows = [{"New York day": day, "wall clock": hhmm,
+         "times it happens": len(hits := wall_clock_hits(day, hhmm, NEW_YORK)),
+         "UTC instants": ", ".join(slot_iso(h.timestamp()) for h in hits) or "-"}
+        for day, hhmm in (("2026-03-08", "02:30"), ("2026-11-01", "01:30"),
+                          ("2026-11-02", "01:30"))]
+show(rows)
+assert [r["times it happens"] for r in rows] == [0, 2, 1]
+
+# %% [markdown]
+# The fix is to decide the fire *instant* once per local day, with a stated rule for the
+# gap and the repeat, and to key the slot by that instant. `zoneinfo` has the rule
+# built in ([Python: zoneinfo](https://docs.python.org/3/library/zoneinfo.html), and
+# [PEP 495](https://peps.python.org/pep-0495/) for `fold`): a local time built with
+# `fold=0` that falls in the gap is read with the offset from before the change, and
+# one that happens twice means its first occurrence. Each day then has exactly one
+# instant, and two schedulers that both compute it enqueue one job:
+
+# %%
+def local_daily_instant(day: str, hhmm: str, zone: ZoneInfo) -> float:
+    """The one UTC instant of ``day`` at ``hhmm`` in ``zone`` (gap: offset before; repeat: first)."""
+    local = datetime.fromisoformat(f"{day}T{hhmm}").replace(tzinfo=zone, fold=0)
+    return local.timestamp()
+
+
+local_store = JobStore(folder / "local.db", clock=FakeClock(LAB_EPOCH))
+rows = []
+for day, hhmm in (("2026-03-08", "02:30"), ("2026-11-01", "01:30")):
+    when = local_daily_instant(day, hhmm, NEW_YORK)
+    created = [local_store.enqueue("report.daily", {"day": day},
+                                   key=slot_key("ny-report", when))[1] for _replica in "ab"]
+    rows.append({"New York day": day, "wall clock": hhmm, "fire instant": slot_iso(when),
+                 "created by replica a, b": created})
+show(rows)
+print("jobs:", local_store.counts()["pending"])
+assert local_store.counts()["pending"] == 2
+
+# %% [markdown]
+# One more trap, the one exercise 12 grades: a key built from the *machine's* local
+# time. `datetime.fromtimestamp(ts)` without a zone uses the zone the process runs in,
+# so two schedulers on machines set to different zones name the same slot differently,
+# and the job store sees two slots. Here is what that call returns for the same instant
+# on a machine set to UTC and on one set to São Paulo (computed with each zone, so this
+# lesson does not depend on the zone of the machine you run it on):
+
+# %%
+instant = LAB_EPOCH + 9 * HOUR
+naive_keys = {tz: "schedule:report:" + datetime.fromtimestamp(instant, ZoneInfo(tz))
+              .replace(tzinfo=None).isoformat() for tz in ("UTC", "America/Sao_Paulo")}
+for tz, key in naive_keys.items():
+    local_store.enqueue("report.daily", {"machine": tz}, key=key)
+show([{"machine's zone": tz, "key it builds": key} for tz, key in naive_keys.items()])
+one_slot = [j for j in local_store.jobs() if j.key.startswith("schedule:report:")]
+print("jobs in the table for one slot:", len(one_slot), "| its UTC key, the same everywhere:",
+      slot_key("report", instant))
+assert len(one_slot) == 2
+
+# %% [markdown]
+# ## 7. Before you put a script on cron
+#
+# Each item points at where this lab shows it:
+#
+# 1. **Two runs at once will happen** (a slow run still going when the next starts, a
+#    second host, a re-run by hand): key each run by its slot (§2), or at the very least
+#    hold a lock for the run (lesson 02).
+# 2. **A run must be safe to repeat**: keys from the intent, not from the clock or a
+#    uuid (lesson 03); effects recorded with their key (lesson 06).
+# 3. **Every outside call has a timeout**, and retries know a request that was never
+#    sent from one that may have been done (lesson 05).
+# 4. **cron starts the command in a small environment**: crontab(5) says `SHELL` is set
+#    to `/bin/sh` and `LOGNAME` and `HOME` come from the owner's `/etc/passwd` entry,
+#    and that a line like `PATH = $HOME/bin:$PATH` is not expanded
+#    ([crontab(5)](https://man.cx/crontab(5))). Use absolute paths, and set what the
+#    script needs (its virtualenv, `TZ`) in the script itself.
+# 5. **Its output goes to mail or nowhere**: crontab(5)'s `MAILTO` decides. Log each run
+#    with its slot and key where you will read it, and exit non-zero on failure
+#    (lesson 11).
+# 6. **A run that never happened raises no error**: alert on the age of the last
+#    success or of the oldest waiting job, not only on failures (lesson 11's
+#    `LabkitOldestReadyJobTooOld`).
+# 7. **Write down the catch-up policy** after downtime (§3) and **the time zone** of the
+#    schedule, with its rule for the skipped and the repeated hour (§6).
+
+# %% [markdown]
 # ## What you should see
 #
 # | step | what the records show |
@@ -363,6 +478,9 @@ assert len(holders) == 2
 # | keep keys a week, then reconcile | nothing pruned, nothing enqueued; 1 charge |
 # | provider key, re-run after 2 h / 25 h | `replayed`, 1 charge / forgotten, 2 charges |
 # | a lockfile on two nodes | both Beat pods hold it at once |
+# | New York wall clock, 8 Mar / 1 Nov 2026 | 02:30 happens 0 times; 01:30 happens twice |
+# | one instant per local day, two replicas | one job per day, the second replica's `created` is False |
+# | keys from the machine's local time | two keys, two jobs for one slot; the UTC key is one |
 #
 # ## Glossary and next
 #
