@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from studentkit import build_kit
+from studentkit import build_kit, start_building
 
 from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.store import JobStore
@@ -59,6 +59,39 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "soak: long reliability run, only with --soak")
 
 
+_KIT_TESTS = Path(__file__).resolve().parent / "kit"
+
+
+@pytest.hookimpl(trylast=True)  # after the tmp_path plugin has made its factory
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under xdist, start building the student kit at once, in the background.
+
+    The workers' ``kit`` fixture then finds it built (or waits on its lock) instead of
+    all of them waiting while one builds, a minute of two idle workers in ``make test``.
+    Only in the controller, and only when the run collects tests/kit.
+    """
+    config = session.config
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        return
+    paths = [Path(str(a).split("::")[0]).resolve() for a in config.args]
+    if not any(p == _KIT_TESTS or p in _KIT_TESTS.parents or _KIT_TESTS in p.parents
+               for p in paths):
+        return
+    factory = config._tmp_path_factory  # type: ignore[attr-defined]
+    config._labkit_kit_builder = start_building(factory.getbasetemp())  # type: ignore[attr-defined]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    builder = getattr(session.config, "_labkit_kit_builder", None)
+    # Finished long ago in a full run; stopped, whole, if the run was cut short. poll()
+    # first: until it is reaped its pid cannot be another process's.
+    if builder is not None and builder.poll() is None:
+        from labkit.integrations.celery.proctree import kill_tree
+
+        kill_tree(builder.pid)
+        builder.wait(10)
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     return f"labkit: rng seed {SEED} (replay with LABKIT_SEED={SEED})"
 
@@ -71,7 +104,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items
         if item.get_closest_marker("slow") or item.path.suffix == ".ipynb"
     }
-    items.sort(key=lambda item: item.path not in long_files)  # stable: order kept within
+    # The kit's files last among the long ones: the kit builds meanwhile (sessionstart).
+    items.sort(key=lambda item: (item.path not in long_files, item.path.parent == _KIT_TESTS))
     if config.getoption("--soak"):
         return
     skip = pytest.mark.skip(reason="soak test: run with `make soak` (pytest --soak)")

@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -73,22 +74,45 @@ def kit_python(kit: Path) -> str:
     return str(kit / ".venv" / "bin" / "python")
 
 
-def build_kit(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
-    """A fresh student kit with its own ``.venv``, installed by the kit's ``make venv``."""
-    shared = _shared_folder(tmp_path_factory, worker_id)
+def build_into(shared: Path) -> Path:
+    """Bundle the kit into ``shared/student-kit`` and run its ``make venv``, once.
+
+    Whoever holds ``shared/student-kit.lock`` builds; the others wait, then find it
+    ready. A failed build leaves ``student-kit.failed`` with its output, and raises.
+    """
     out, failed = shared / "student-kit", shared / "student-kit.failed"
     with open(shared / "student-kit.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if failed.exists():
-            pytest.fail(failed.read_text())
+            raise KitBuildFailed(failed.read_text())
         if not (out / ".venv" / ".installed-lab").exists():
             shutil.rmtree(out, ignore_errors=True)  # a build an interrupted run left
             bundle(ROOT, SOLUTIONS, out)
             done = run_in_kit(out, ["make", "venv"], timeout=600)
             if done.returncode != 0:
                 failed.write_text(f"the kit's `make venv` failed:\n{done.stdout[-4000:]}")
-                pytest.fail(failed.read_text())
+                raise KitBuildFailed(failed.read_text())
     return out
+
+
+class KitBuildFailed(RuntimeError):
+    """The kit could not be bundled or installed; the message holds the build's output."""
+
+
+def build_kit(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """The kit for this run (built here unless ``start_building`` already did or does)."""
+    try:
+        return build_into(_shared_folder(tmp_path_factory, worker_id))
+    except KitBuildFailed as exc:
+        pytest.fail(str(exc))
+
+
+def start_building(shared: Path) -> subprocess.Popen[bytes]:
+    """Build the kit in the background while the first tests run (the xdist controller)."""
+    shared.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen([sys.executable, __file__, str(shared)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
 
 
 #: Runs a notebook in the interpreter that starts it; its last line is JSON.
@@ -107,3 +131,10 @@ def run_notebook_in_kit(
     found = re.search(r"score: (\d+)/(\d+)", said["check"])
     assert found, f"no score in the check cell's output:\n{said['check'][-2000:]}\n{said['error']}"
     return said["error"], int(found[1]), int(found[2]), said["check"]
+
+
+if __name__ == "__main__":  # start_building's background process
+    try:
+        build_into(Path(sys.argv[1]))
+    except KitBuildFailed:
+        sys.exit(1)  # the failure is in student-kit.failed, for the tests to report
