@@ -73,9 +73,14 @@ def graded(
     _edit(ref, subs / "caio" / ref.name, syntax_error)
 
     def loops(nb: nbformat.NotebookNode) -> None:
+        # Inside accept, a loop that waits forever (every check that calls it hangs: it
+        # sleeps, so the hangs do not take the CPU the rest of the suite needs); at the
+        # top level, one that spins.
         cell = _cell_defining(nb, "accept")
         cell.source = cell.source.replace(
-            "    fp = payload_fingerprint(payload)\n", "    while True:\n        pass\n", 1
+            "    fp = payload_fingerprint(payload)\n",
+            "    while True:\n        __import__('time').sleep(0.01)\n",
+            1,
         )
         nb.cells.insert(-1, nbformat.v4.new_code_cell("while True:\n    pass"))
 
