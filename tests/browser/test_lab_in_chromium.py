@@ -1,7 +1,8 @@
 """The lab in a real browser: JupyterLab started as ``make lab`` starts it, driven by Chromium.
 
-A copy of the lessons and exercises is served by ``labkit.notebook.server.start_lab`` (the
-launcher ``make lab`` runs) on a free port with a fresh runtime folder; Playwright drives
+A copy of the student kit's lessons and exercises is served by the kit's own JupyterLab
+(``labkit.notebook.server.start_lab`` with the kit's interpreter, the launcher the kit's
+``make lab`` runs) on a free port with a fresh runtime folder; Playwright drives
 the distribution's Chromium (Playwright's own browser download is not used). The test
 
 - opens lesson 06, saves it untouched and checks both files kept their bytes;
@@ -88,16 +89,23 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def served(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Path]]:
-    """JupyterLab on a copy of the lessons and exercises; stopped with its kernels after."""
+def served(
+    chromium: str, kit: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Lab, Path]]:
+    """The student kit's own JupyterLab (its .venv, what its `make lab` runs) on a copy
+    of the kit's lessons and exercises; stopped with its kernels after.
+
+    A copy, because these tests run lessons and save notebooks while tests/kit runs the
+    kit itself; the kit's files are the repository's, byte for byte (test_bundle.py).
+    """
     root = tmp_path_factory.mktemp("lab")
-    repo = root / "repo"
+    repo = root / "kit"
     skip = shutil.ignore_patterns(".*", "__pycache__")
-    for folder in ("notebooks", "exercises"):
-        shutil.copytree(REPO / folder, repo / folder, ignore=skip)
+    for folder in ("notebooks", "exercises", "ops"):
+        shutil.copytree(kit / folder, repo / folder, ignore=skip)
     # A student who finished exercise 1: the check must show full marks, in green.
     shutil.copy(REPO / "solutions" / "ex01_keys.ipynb", repo / "exercises" / "ex01_done.ipynb")
-    with _lab_on(repo, root) as lab:
+    with _lab_on(repo, root, python=kit_python(kit)) as lab:
         yield lab, repo
 
 
@@ -119,13 +127,6 @@ def _lab_on(folder: Path, root: Path, python: str | None = None) -> Iterator[Lab
     finally:
         lab.stop()
         assert lab.popen.poll() is not None, "JupyterLab still running after stop()"
-
-
-@pytest.fixture(scope="module")
-def served_kit(chromium: str, kit: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    """The student kit's own JupyterLab, on its own .venv (what the kit's `make lab` runs)."""
-    with _lab_on(kit, tmp_path_factory.mktemp("kitlab"), python=kit_python(kit)) as lab:
-        yield lab
 
 
 @pytest.fixture(scope="module")
@@ -432,16 +433,13 @@ def test_an_exercise_check_shows_the_score_on_top(served, page, notebook, expect
     shoot(page, Path(notebook).stem + "_check", report)
 
 
-def test_the_student_kit_opens_a_lesson_and_runs_an_exercise_in_the_browser(
-    served_kit, kit, page
+def test_lesson_12_finds_its_packages_and_exercise_14_runs_in_the_kits_kernel(
+    served, kit, page
 ):
-    """Lesson 12 as stored, its first cell run in the kit's kernel; exercise 14 run whole.
-
-    Lesson 12 is only opened and its first cell (the package check) run: the whole
-    lessons run in the kit in tests/kit at the same time, in the same scratch folders.
-    Exercise 14 writes no file beside it, so the kit stays as released.
-    """
-    open_notebook(page, served_kit, "notebooks/12_request_reply.ipynb")
+    """Lesson 12's first cell (its package check) run, exercise 14 run whole, in kernels
+    of the kit's own .venv: what a student's `make lab` gives them."""
+    lab, _repo = served
+    open_notebook(page, lab, "notebooks/12_request_reply.ipynb")
     assert_clean_outputs(page, "lesson 12 as stored in the student kit")
     first = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell").first
     first.locator(".jp-InputArea-editor").click()
@@ -450,10 +448,10 @@ def test_the_student_kit_opens_a_lesson_and_runs_an_exercise_in_the_browser(
     ready.wait_for(timeout=60_000)
     assert_clean_outputs(page, "lesson 12's first cell in the student kit")
     # The kernel that ran it is a process of the kit's own .venv, not the repository's.
-    kernels = [argv_of(p) for p in descendants_of(served_kit.popen.pid)
+    kernels = [argv_of(p) for p in descendants_of(lab.popen.pid)
                if "ipykernel_launcher" in " ".join(argv_of(p))]
     assert kernels and all(k[0] == kit_python(kit) for k in kernels), kernels
-    open_notebook(page, served_kit, "exercises/ex14_multi_step.ipynb")
+    open_notebook(page, lab, "exercises/ex14_multi_step.ipynb")
     restart_and_run_all(page)
     wait_until_all_ran(page, timeout_s=90)
     assert_clean_outputs(page, "exercise 14 in the student kit")
