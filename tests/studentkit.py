@@ -14,12 +14,12 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,22 +115,25 @@ def start_building(shared: Path) -> subprocess.Popen[bytes]:
                             start_new_session=True)
 
 
-#: Runs a notebook in the interpreter that starts it; its last line is JSON.
-RUN_NOTEBOOK = Path(__file__).resolve().parent / "kit" / "run_notebook.py"
+#: Grades notebooks with the kit's own labkit; its last line is JSON.
+GRADE_IN_KIT = Path(__file__).resolve().parent / "kit" / "grade_in_kit.py"
 
 
-def run_notebook_in_kit(
-    kit: Path, notebook: Path, folder: Path
-) -> tuple[str | None, int, int, str]:
-    """Run a copy of ``notebook`` in ``folder`` with the kit's Python: error, score, check text."""
-    copy = folder / notebook.name
-    shutil.copyfile(notebook, copy)
-    done = run_in_kit(kit, [kit_python(kit), str(RUN_NOTEBOOK), str(copy)], timeout=300)
+def grade_in_kit(kit: Path, notebooks: list[Path], folder: Path) -> dict[str, Any]:
+    """Grade copies of ``notebooks`` (one folder each, in ``folder``) with the kit's Python.
+
+    What each says: the notes on cells that broke, points earned and possible, and the
+    statuses of its public checks, by notebook name.
+    """
+    copies = []
+    for notebook in notebooks:
+        (folder / notebook.stem).mkdir()
+        copies.append(str(shutil.copy(notebook, folder / notebook.stem / notebook.name)))
+    done = run_in_kit(kit, [kit_python(kit), str(GRADE_IN_KIT), *copies], timeout=600)
     assert done.returncode == 0, done.stdout[-4000:]
-    said = json.loads(done.stdout.strip().splitlines()[-1])
-    found = re.search(r"score: (\d+)/(\d+)", said["check"])
-    assert found, f"no score in the check cell's output:\n{said['check'][-2000:]}\n{said['error']}"
-    return said["error"], int(found[1]), int(found[2]), said["check"]
+    said: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert sorted(said) == sorted(n.name for n in notebooks), sorted(said)
+    return said
 
 
 if __name__ == "__main__":  # start_building's background process

@@ -1,22 +1,25 @@
 """Every exercise's reference, run in the student kit, earns every public point.
 
-Each notebook runs top to bottom in a kernel of the kit's own .venv (run_notebook.py
-with the kit's interpreter), from a folder outside the kit, the way a student's copy
-runs: a package the kit does not install, or a path the exercise expects beside it,
-fails here. The reference is the instructor's solution notebook (the stubs as shipped
-run in test_kit_untouched.py, on another worker). That the reference also earns the
-hidden points is proven through the grader's sandbox (test_every_exercise_graded.py
-and its siblings in tests/grading).
+Each notebook's cells run top to bottom with the kit's own labkit in the kit's own
+.venv (grade_in_kit.py, one process for all of them, as ``check()`` grades), from copies
+outside the kit: a package the kit does not install, or a path the exercise expects
+beside it, fails here. The browser suite runs a finished exercise 1 in a kernel of
+the kit's own JupyterLab (tests/browser). The reference is the instructor's solution
+notebook (the stubs as shipped run in test_kit_untouched.py, on another worker). That
+the reference also earns the hidden points is proven through the grader's sandbox
+(test_every_exercise_graded.py and its siblings in tests/grading).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
-from studentkit import SOLUTIONS, run_notebook_in_kit
+from studentkit import SOLUTIONS, grade_in_kit
 
 from labkit.grading import catalog
+from labkit.grading.checks import CheckStatus
 
 pytestmark = pytest.mark.slow
 #: Exercises 8 and 9 run real Celery workers and Redis consumers in their checks (half
@@ -28,11 +31,17 @@ GRADED_ELSEWHERE = {"ex08", "ex09"}
 IDS = [e for e in catalog.exercises() if e not in GRADED_ELSEWHERE]
 
 
+@pytest.fixture(scope="module")
+def graded(kit: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    references = [p for e in IDS for p in SOLUTIONS.glob(f"{e}_*.ipynb")]
+    return grade_in_kit(kit, references, tmp_path_factory.mktemp("references"))
+
+
 @pytest.mark.parametrize("exercise", IDS)
 def test_the_reference_earns_every_public_point_in_the_kit(
-    kit: Path, exercise: str, tmp_path: Path, postgres_dsn: str, redis_url: str, amqp_url: str
+    graded: dict[str, Any], exercise: str
 ) -> None:
-    [notebook] = SOLUTIONS.glob(f"{exercise}_*.ipynb")
-    error, earned, possible, text = run_notebook_in_kit(kit, notebook, tmp_path)
-    assert error is None, error
-    assert possible > 0 and earned == possible, text
+    [(name, result)] = [(n, r) for n, r in graded.items() if n.startswith(f"{exercise}_")]
+    assert result["notes"] == [], (name, result["notes"])  # every cell ran
+    assert result["possible"] > 0 and result["earned"] == result["possible"], (name, result)
+    assert result["statuses"] == [CheckStatus.PASSED.value], (name, result)

@@ -1,7 +1,7 @@
 """Grade notebooks with the student kit's own labkit, the way ``check()`` does; print JSON.
 
-Not a test: tests/kit/test_kit_untouched.py runs it with the kit's interpreter
-(``.venv/bin/python grade_untouched.py NOTEBOOK...``). Each notebook's code cells run
+Not a test: tests/kit/test_kit_exercises.py and test_kit_untouched.py run it with the
+kit's interpreter (``.venv/bin/python grade_in_kit.py NOTEBOOK...``). Each notebook's code cells run
 in a namespace of their own, from the notebook's folder (``%%writefile`` cells write
 there), then its exercise's public checks run on what they defined. One process for
 every notebook: a kernel each would cost a second of start-up per exercise.
