@@ -136,6 +136,13 @@ def grade_in_kit(kit: Path, notebooks: list[Path], folder: Path) -> dict[str, An
     return said
 
 
+def result_of(graded: dict[str, Any], exercise: str) -> tuple[str, dict[str, Any]]:
+    """The notebook name and what ``grade_in_kit`` said of ``exercise``'s one notebook."""
+    [(name, result)] = [(n, r) for n, r in graded.items() if n.startswith(f"{exercise}_")]
+    assert result["notes"] == [], (name, result["notes"])  # every cell ran
+    return name, result
+
+
 if __name__ == "__main__":  # start_building's background process
     try:
         build_into(Path(sys.argv[1]))

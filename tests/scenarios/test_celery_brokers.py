@@ -16,9 +16,11 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])  # free once the socket closes: nothing listens
 
 
-def test_missing_services_names_the_ones_down_and_how_to_start(monkeypatch):
-    monkeypatch.setitem(brokers.SERVICES, "rabbitmq", _closed_port())
-    assert brokers.missing_services(["rabbitmq"]) == ["rabbitmq"]
+def test_unreachable_names_the_services_down_and_how_to_start_them():
+    port = _closed_port()
+    assert brokers.unreachable({"rabbitmq": f"amqp://guest:guest@127.0.0.1:{port}//"}) == [
+        "rabbitmq"
+    ]
     assert "docker compose up -d" in brokers.HOW_TO_START
 
 

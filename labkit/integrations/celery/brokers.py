@@ -8,8 +8,8 @@ The lab never trusts what a task returned; it asks the broker:
 - Redis (kombu's transport): a queue is a list (``redis_depth``); a message delivered
   and not acknowledged sits in the ``unacked`` hash (``redis_unacked``) until it is
   acked or restored;
-- ``missing_services()`` tells a student which of the lab's services are down and how
-  to start them (the lab's ``compose.yaml``).
+- ``unreachable()`` says which of the lab's services do not answer, and ``HOW_TO_START``
+  how to start them (the lab's ``compose.yaml``); ``labkit.notebook.needs`` uses both.
 
 Operators use the RabbitMQ management UI or ``redis-cli`` for the same numbers.
 """
@@ -26,11 +26,6 @@ HOW_TO_START = (
     "start them with `docker compose up -d` in the lab's folder (its compose.yaml runs "
     "PostgreSQL 5432, Redis 6379, RabbitMQ 5672), then run this notebook again"
 )
-
-
-def missing_services(names: Iterable[str] = SERVICES, host: str = "127.0.0.1") -> list[str]:
-    """The services among ``names`` that do not accept a TCP connection on their port."""
-    return unreachable({name: f"tcp://{host}:{SERVICES[name]}" for name in names})
 
 
 def unreachable(urls: Mapping[str, str]) -> list[str]:
