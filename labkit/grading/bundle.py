@@ -23,6 +23,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -84,12 +85,20 @@ def _first_commit(out: Path) -> None:
     """
     if shutil.which("git") is None:
         return
-    for argv in (
-        ["init", "--quiet", "--initial-branch=main"],
-        ["add", "--all"],
-        [*_GIT_AUTHOR, "commit", "--quiet", "--no-verify", "-m", "The student kit as released"],
-    ):
-        subprocess.run(["git", *argv], cwd=out, check=True, capture_output=True)
+    try:
+        for argv in (
+            ["init", "--quiet"],
+            ["symbolic-ref", "HEAD", "refs/heads/main"],  # git before 2.28 has no -b
+            ["add", "--all"],
+            [*_GIT_AUTHOR, "commit", "--quiet", "--no-verify", "-m",
+             "The student kit as released"],
+        ):
+            subprocess.run(["git", *argv], cwd=out, check=True, capture_output=True)
+    except subprocess.CalledProcessError as exc:  # the kit stays whole, only not a repo
+        shutil.rmtree(out / ".git", ignore_errors=True)
+        step = next(a for a in exc.cmd[1:] if not a.startswith("-") and "=" not in a)
+        print(f"warning: the kit is not a git repository: git {step} failed: "
+              f"{exc.stderr.decode(errors='replace').strip()[:200]}", file=sys.stderr)
 
 
 def _text_of(path: Path) -> str:

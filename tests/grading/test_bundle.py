@@ -134,3 +134,24 @@ def test_the_kit_is_not_written_into_the_repository_or_over_a_folder(tmp_path: P
     with pytest.raises(ReleaseError, match="not empty"):
         bundle(ROOT, SOLUTIONS, tmp_path / "full")
     assert (tmp_path / "full" / "x").read_text() == "keep me"
+
+
+def test_a_kit_whose_git_commit_fails_is_whole_and_says_it_is_no_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from labkit.grading import bundle as bundling
+
+    real_run = subprocess.run
+
+    def run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[bytes]:
+        if argv[0] == "git" and "commit" in argv:  # a git that refuses, say with no space
+            raise subprocess.CalledProcessError(128, argv, stderr=b"fatal: cannot commit")
+        return real_run(argv, **kwargs)  # type: ignore[call-overload, no-any-return]
+
+    monkeypatch.setattr(bundling.subprocess, "run", run)
+    out = tmp_path / "kit"
+    bundle(ROOT, SOLUTIONS, out)
+    assert not (out / ".git").exists()
+    assert (out / "notebooks" / "00_start_here.ipynb").exists() and (out / "Makefile").exists()
+    said = capsys.readouterr().err
+    assert "not a git repository: git commit failed: fatal: cannot commit" in said
