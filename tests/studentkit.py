@@ -4,9 +4,12 @@ The ``kit`` fixture (tests/conftest.py) is ``labkit release --bundle`` into a te
 folder, then the kit's own ``make venv`` on a fresh virtual environment: pip takes the
 packages from the same wheel cache as the repository's ``.venv``, never from that venv,
 so a package the kit forgets to install is missing here exactly as it would be on a
-student's machine. xdist workers
-share one build (a file lock; the first worker builds, the others wait and reuse it);
-a failed build fails every test that needs it with the build's own output.
+student's machine. xdist workers share one build (a file lock: whoever holds it builds,
+the controller's background ``start_building`` or the first worker, and the others wait
+and reuse it); a failed build fails every test that needs it with the build's own output.
+
+Also here, for the tests that drive a kit's JupyterLab: ``free_port``, what a running
+kernel adds to a notebook before JupyterLab saves it, and ``git_status``.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import fcntl
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -62,6 +66,30 @@ def run_in_kit(kit: Path, argv: list[str], timeout: float,
     finally:
         kill_tree(proc.pid)  # what it left behind, if anything
     return subprocess.CompletedProcess(argv, proc.returncode, out, "")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nothing listens on (free once its probe socket closes)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def as_a_kernel_leaves_it(notebook: dict[str, Any]) -> None:
+    """Add to ``notebook`` (nbformat JSON) what JupyterLab adds once a kernel has run it:
+    the kernel's ``language_info`` and trusted cells. Saving must drop both."""
+    notebook["metadata"]["language_info"] = {
+        "name": "python", "version": "3.11.99", "mimetype": "text/x-python",
+        "codemirror_mode": {"name": "ipython", "version": 3}, "file_extension": ".py",
+    }
+    for cell in notebook["cells"]:
+        cell["metadata"]["trusted"] = True
+
+
+def git_status(folder: Path) -> str:
+    """``git status --porcelain`` in ``folder``: empty when nothing changed or appeared."""
+    return subprocess.run(["git", "status", "--porcelain"], cwd=folder, text=True,
+                          capture_output=True, check=True).stdout
 
 
 def _shared_folder(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:

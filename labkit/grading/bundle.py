@@ -85,20 +85,21 @@ def _first_commit(out: Path) -> None:
     """
     if shutil.which("git") is None:
         return
-    try:
-        for argv in (
-            ["init", "--quiet"],
-            ["symbolic-ref", "HEAD", "refs/heads/main"],  # git before 2.28 has no -b
-            ["add", "--all"],
-            [*_GIT_AUTHOR, "commit", "--quiet", "--no-verify", "-m",
-             "The student kit as released"],
-        ):
+    steps = (
+        ("init", ["init", "--quiet"]),
+        ("symbolic-ref", ["symbolic-ref", "HEAD", "refs/heads/main"]),  # no -b before 2.28
+        ("add", ["add", "--all"]),
+        ("commit", [*_GIT_AUTHOR, "commit", "--quiet", "--no-verify", "-m",
+                    "The student kit as released"]),
+    )
+    for step, argv in steps:
+        try:
             subprocess.run(["git", *argv], cwd=out, check=True, capture_output=True)
-    except subprocess.CalledProcessError as exc:  # the kit stays whole, only not a repo
-        shutil.rmtree(out / ".git", ignore_errors=True)
-        step = next(a for a in exc.cmd[1:] if not a.startswith("-") and "=" not in a)
-        print(f"warning: the kit is not a git repository: git {step} failed: "
-              f"{exc.stderr.decode(errors='replace').strip()[:200]}", file=sys.stderr)
+        except subprocess.CalledProcessError as exc:  # the kit stays whole, not a repo
+            shutil.rmtree(out / ".git", ignore_errors=True)
+            print(f"warning: the kit is not a git repository: git {step} failed: "
+                  f"{exc.stderr.decode(errors='replace').strip()[:200]}", file=sys.stderr)
+            return
 
 
 def _text_of(path: Path) -> str:

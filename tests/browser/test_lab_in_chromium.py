@@ -25,7 +25,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from studentkit import kit_python
+from studentkit import free_port, kit_python
 
 from labkit.integrations.celery.proctree import argv_of, descendants_of
 from labkit.notebook.server import Lab, start_lab
@@ -82,12 +81,6 @@ def chromium() -> str:
     return str(path)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def served(
     chromium: str, kit: Path, tmp_path_factory: pytest.TempPathFactory
@@ -120,7 +113,7 @@ def _lab_on(folder: Path, root: Path, python: str | None = None) -> Iterator[Lab
         path = root / "settings" / f"{plugin}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values), encoding="utf-8")
-    lab = start_lab(folder, _free_port(), runtime_dir=root / "runtime",
+    lab = start_lab(folder, free_port(), runtime_dir=root / "runtime",
                     log_path=root / "lab.log", env=env, python=python)
     try:
         yield lab

@@ -15,7 +15,6 @@ start them (LABKIT_REQUIRE_SERVICES=1 makes that a failure).
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from studentkit import kit_env, run_in_kit
+from studentkit import as_a_kernel_leaves_it, free_port, git_status, kit_env, run_in_kit
 
 from labkit.integrations.celery.proctree import kill_tree
 
@@ -41,15 +40,8 @@ def test_every_lesson_runs_in_the_kit_and_prints_what_is_stored(
     assert ran == set(lessons), f"make check ran {sorted(ran)}"
     assert re.search(r"\d+ passed", done.stdout) and " failed" not in done.stdout
     # What running the lessons wrote (scratch folders, databases) is all ignored by git.
-    status = subprocess.run(["git", "status", "--porcelain"], cwd=kit, text=True,
-                            capture_output=True, check=True).stdout
+    status = git_status(kit)
     assert status == "", f"running the lessons left files git would show a student:\n{status}"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _banner_url(proc: subprocess.Popen[str], timeout_s: float = 120) -> str:
@@ -72,7 +64,7 @@ def test_make_lab_prints_its_real_url_and_saving_any_notebook_changes_nothing(
     kit: Path, tmp_path: Path
 ) -> None:
     """``make lab`` headless, then every lesson and exercise saved through its REST API."""
-    env = kit_env({"PORT": str(_free_port()), "DISPLAY": "", "WAYLAND_DISPLAY": "",
+    env = kit_env({"PORT": str(free_port()), "DISPLAY": "", "WAYLAND_DISPLAY": "",
                    "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
                    "JUPYTER_CONFIG_DIR": str(tmp_path / "config")})
     proc = subprocess.Popen(["make", "lab"], cwd=kit, env=env, text=True,
@@ -93,18 +85,11 @@ def test_make_lab_prints_its_real_url_and_saving_any_notebook_changes_nothing(
             for rel in paths:
                 model = client.get(f"{api}/{rel}", params={"content": 1}).raise_for_status()
                 notebook = model.json()["content"]
-                # What JupyterLab adds once a kernel runs: its language_info, trusted cells.
-                notebook["metadata"]["language_info"] = {
-                    "name": "python", "version": "3.11.99", "mimetype": "text/x-python",
-                    "codemirror_mode": {"name": "ipython", "version": 3},
-                    "file_extension": ".py"}
-                for cell in notebook["cells"]:
-                    cell["metadata"]["trusted"] = True
+                as_a_kernel_leaves_it(notebook)
                 saved = client.put(f"{api}/{rel}", json={"type": "notebook", "format": "json",
                                                          "content": notebook})
                 assert saved.status_code == 200, f"{rel}: {saved.status_code} {saved.text[:300]}"
     finally:
         kill_tree(proc.pid)
-    status = subprocess.run(["git", "status", "--porcelain"], cwd=kit, text=True,
-                            capture_output=True, check=True).stdout
+    status = git_status(kit)
     assert status == "", f"saving in the kit's JupyterLab changed files:\n{status}"

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import jupytext
 import pytest
+from studentkit import as_a_kernel_leaves_it
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 LESSON = re.compile(r"^\d\d_[a-z0-9_]+$")
@@ -193,13 +194,7 @@ def test_saving_in_jupyterlab_writes_the_committed_bytes(path, tmp_path):
     manager = _lab_contents_manager(tmp_path)
     rel = f"{folder.name}/{path.name}"
     model = manager.get(rel, content=True)
-    # What JupyterLab adds once a kernel runs: its exact language_info, trusted cells.
-    model["content"]["metadata"]["language_info"] = {
-        "name": "python", "version": "3.11.99", "mimetype": "text/x-python",
-        "codemirror_mode": {"name": "ipython", "version": 3}, "file_extension": ".py",
-    }
-    for cell in model["content"]["cells"]:
-        cell["metadata"]["trusted"] = True
+    as_a_kernel_leaves_it(model["content"])
     manager.save(model, rel)
     after = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
     changed = sorted(n for n in after if before.get(n) != after[n])
