@@ -12,6 +12,11 @@ Messages are redacted (``labkit.redact``) on the way out, so a secret that reach
 exception text does not reach the log files. The time comes from an injected clock
 when one is given (a lesson prints the same lines on every run), else from the record.
 
+``FieldsByJob`` adds what a worker cannot know from the job alone, looked up by the
+record's ``job_id``: the id of the HTTP request that created the job
+(``labkit.integrations.http.correlation``), so one search finds the request and every
+attempt.
+
 In production: structlog or python-json-logger do this, and OpenTelemetry's logging
 instrumentation adds trace ids the same way.
 """
@@ -20,7 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import IO, Any
 
@@ -28,7 +33,7 @@ from labkit.clock import Clock, isoformat
 from labkit.redact import redact
 
 #: The fields a job's log line may carry, in the order they are written.
-JOB_FIELDS = ("job_id", "key", "attempt", "worker", "outcome", "error_class")
+JOB_FIELDS = ("job_id", "key", "attempt", "worker", "outcome", "error_class", "request_id")
 
 
 def job_fields(job: Any, worker: str, outcome: str | None = None) -> dict[str, Any]:
@@ -66,6 +71,37 @@ class JobFormatter(logging.Formatter):
         if record.exc_info:
             line["exception"] = redact(self.formatException(record.exc_info))
         return json.dumps(line, ensure_ascii=False)
+
+
+class FieldsByJob(logging.Filter):
+    """Add the fields ``lookup(job_id)`` returns to each record that carries a ``job_id``.
+
+    A field the record already has wins. Answers are cached per job (a job's request id
+    never changes); an empty answer is asked again next time, since a lookup that
+    failed (a busy database) says nothing about the job.
+    """
+
+    def __init__(self, lookup: Callable[[int], Mapping[str, Any]], cache_size: int = 1024) -> None:
+        super().__init__()
+        self.lookup = lookup
+        self.cache_size = cache_size
+        self._known: dict[int, dict[str, Any]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        job_id = getattr(record, "job_id", None)
+        if job_id is None:
+            return True
+        fields = self._known.get(job_id)
+        if fields is None:
+            fields = dict(self.lookup(job_id))
+            if fields:
+                if len(self._known) >= self.cache_size:
+                    self._known.pop(next(iter(self._known)))
+                self._known[job_id] = fields
+        for name, value in fields.items():
+            if getattr(record, name, None) is None:
+                setattr(record, name, value)
+        return True
 
 
 @contextmanager

@@ -23,7 +23,11 @@ nothing is pickled or forked; the child imports everything it needs by name.
   ``"until_idle"`` (stop when nothing is ready now) or ``"forever"`` (poll until SIGTERM;
   SIGTERM asks the worker to stop after its current job and exit 0).
 - Output (the worker's log lines, tracebacks) goes to ``log_path``, never to the parent's
-  stdout, so nothing leaks into a notebook cell.
+  stdout, so nothing leaks into a notebook cell. ``json_logs=True`` writes the worker's
+  lines as JSON (``labkit.logs.JobFormatter``, on the child's clock); ``log_fields=
+  "module:factory"`` adds fields looked up by job id (the factory is called with
+  ``db_path`` and returns the lookup of ``labkit.logs.FieldsByJob``), for example
+  ``labkit.integrations.http.correlation:job_request_ids``.
 
 Production equivalents: a process supervisor (systemd, supervisord, Kubernetes) runs
 workers and restarts them; ``celery worker`` and ``rq worker`` are such processes.
@@ -47,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from labkit.backends.spec import is_url, open_store
 from labkit.clock import Clock, FakeClock, SystemClock
 from labkit.faults import FaultPlan, Fired, Hit
+from labkit.logs import FieldsByJob, JobFormatter
 from labkit.worker import Handler, Worker
 from labkit.world import World
 
@@ -131,6 +136,8 @@ def run_worker_process(
     max_jobs: int | None = None,
     seed: int = 0,
     log_path: str | Path | None = None,
+    json_logs: bool = False,
+    log_fields: str | None = None,
 ) -> WorkerProcess:
     """Start a worker in a child process (see the module docstring); return its handle."""
     if mode not in ("drain", "until_idle", "forever"):
@@ -140,6 +147,8 @@ def run_worker_process(
             _check_target(target, f"handler for {kind!r}")
     else:
         _check_target(handlers, "handlers")
+    if log_fields is not None:
+        _check_target(log_fields, "log_fields")
     # A PostgreSQL or Redis store spec (labkit.backends.spec) passes through as it is.
     url = is_url(db_path)
     db_path = Path(db_path) if not url else db_path
@@ -160,6 +169,8 @@ def run_worker_process(
         "poll_s": poll_s,
         "max_jobs": max_jobs,
         "seed": seed,
+        "json_logs": json_logs or log_fields is not None,
+        "log_fields": log_fields,
         "sys_path": [p for p in sys.path if p and Path(p).is_dir()],
     }
     with log.open("ab") as out:
@@ -207,11 +218,9 @@ def _child(config: dict[str, Any]) -> int:
     for entry in reversed(config["sys_path"]):
         if entry not in sys.path:
             sys.path.insert(0, entry)
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stdout, format=f"%(levelname)s {config['name']} %(message)s"
-    )
     start = config["clock_start"]
     clock: Clock = SystemClock() if start is None else FakeClock(start)
+    _log_to_stdout(config, clock)
     plan = FaultPlan.parse(config["faults"]) if config["faults"] else FaultPlan()
 
     def note(fired: Fired) -> None:
@@ -258,6 +267,21 @@ def _child(config: dict[str, Any]) -> int:
     if world is not None:
         world.close()
     return 0
+
+
+def _log_to_stdout(config: dict[str, Any], clock: Clock) -> None:
+    if not config.get("json_logs"):
+        logging.basicConfig(
+            level=logging.INFO,
+            stream=sys.stdout,
+            format=f"%(levelname)s {config['name']} %(message)s",
+        )
+        return
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(JobFormatter(clock))
+    if config.get("log_fields"):
+        handler.addFilter(FieldsByJob(load_target(config["log_fields"])(config["db_path"])))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

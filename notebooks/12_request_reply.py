@@ -9,10 +9,11 @@
 # > verdade; o status visível só para o dono (os outros recebem `404`); o servidor morto
 # > entre o commit e a resposta, e o retry com a mesma `Idempotency-Key` achando o único
 # > job (marcado `Idempotent-Replayed: true`, com a chave entre aspas ou sem); um
-# > cancelamento; uma credencial recusada no corpo da requisição; e um segundo pedido
-# > com a mesma chave, enquanto o primeiro ainda está em andamento, recebendo `409`.
+# > cancelamento; uma credencial recusada no corpo da requisição; um segundo pedido
+# > com a mesma chave, enquanto o primeiro ainda está em andamento, recebendo `409`; e
+# > o `X-Request-Id` da requisição aparecendo nas linhas de log do worker que roda o job.
 #
-# Run time: about 8 seconds, almost all of it starting real server and worker processes
+# Run time: about 9 seconds, almost all of it starting real server and worker processes
 # (each one imports FastAPI or labkit afresh).
 #
 # The async-jobs lesson opens with this question: a request that takes minutes cannot
@@ -30,7 +31,8 @@
 #    same `Idempotency-Key` finds the one job, and without a key it makes a second;
 # 5. a waiting job is cancelled; a running one cannot be;
 # 6. a credential in the body is refused, and the worker resolves a reference instead;
-# 7. a second request with a key whose first request is still in progress gets `409`.
+# 7. a second request with a key whose first request is still in progress gets `409`;
+# 8. the request's id reaches every log line the worker writes about its job.
 
 # %% [markdown]
 # ## Setup
@@ -407,6 +409,76 @@ assert later.json()["job_id"] == 7 and later.headers["Idempotent-Replayed"] == "
 job_table()
 
 # %% [markdown]
+# ## 8. One id from the request to the job's logs
+#
+# A customer writes: "the August report I asked for never came". Their client logged
+# the id it sent with the request; the server logs its own lines, the worker its own,
+# on another machine, hours later. Without a name they share, nobody can say which
+# worker lines belong to that request. The service reads an `X-Request-Id` header (or
+# makes one), sends it back on every answer, and keeps the id of the request that
+# **created** a job beside the job's owner, in the job's own transaction
+# (`labkit.integrations.http.correlation`). The name `X-Request-Id` is a convention,
+# not a standard; the W3C standard for the same idea, across services, is the
+# `traceparent` header of [Trace Context](https://www.w3.org/TR/trace-context/).
+#
+# Alice asks for August with `req-7f3a`; her client times out and retries with the same
+# `Idempotency-Key` and a fresh request id, `req-9b21`.
+
+# %%
+aug, AUG = {"month": "2026-08", "credential_id": "erp-readonly"}, {**ALICE, "Idempotency-Key": "aug-1"}
+asked = client.post("/jobs/report", json=aug, headers={**AUG, "X-Request-Id": "req-7f3a"})
+again = client.post("/jobs/report", json=aug, headers={**AUG, "X-Request-Id": "req-9b21"})
+for reply in (asked, again):
+    print(reply.status_code, reply.json(), "X-Request-Id:", reply.headers["X-Request-Id"],
+          "replayed:", reply.headers.get("Idempotent-Replayed"))
+assert asked.json()["job_id"] == again.json()["job_id"] == 8
+
+# %% [markdown]
+# The retry is a replay, not a `422`: the request id is **not** in the payload, so the
+# fingerprint that compares a retried body with the first one never sees it. The
+# database keeps the first request's id for job 8, and the payload has no id at all:
+
+# %%
+with closing(sqlite3.connect(db)) as conn:
+    conn.row_factory = sqlite3.Row
+    row = conn.execute("SELECT j.id, r.request_id, j.payload FROM jobs j"
+                       " JOIN http_requests r ON r.job_id = j.id WHERE j.id = 8").fetchone()
+show([dict(row)])
+assert row["request_id"] == "req-7f3a" and "req-" not in row["payload"]
+
+# %% [markdown]
+# A worker knows only the job. Its log lines are JSON (`labkit.logs.JobFormatter`), and
+# a log filter, `labkit.logs.FieldsByJob`, looks each line's `job_id` up in
+# `http_requests` (`log_fields=` names the lookup) and adds the `request_id`. The
+# worker drains the queue, so jobs 2, 3, 4 and 7 of the earlier sections run too.
+# Then one search over both logs for `req-7f3a`:
+
+# %%
+from labkit import logs
+
+w2 = run_worker_process(db, "labkit.integrations.http.report_job:HANDLERS", name="w2",
+                        clock_start=LAB_EPOCH + 60, mode="drain", log_path=folder / "w2.log",
+                        log_fields="labkit.integrations.http.correlation:job_request_ids")
+print("worker exit code:", w2.wait(60))
+lines = logs.parse(api.log_text()) + logs.parse(w2.log_text())
+FIELDS = ("at", "logger", "job_id", "request_id", "event")
+found = [{k: line.get(k) for k in FIELDS} for line in lines if line.get("request_id") == "req-7f3a"]
+show(found)
+replay = [line["event"] for line in lines if line.get("request_id") == "req-9b21"]
+print("the retry's line:", replay)
+assert [line["logger"] for line in found] == ["labkit.http", "labkit.worker"]
+assert replay == ["replayed job 8 to a retry: it was accepted by request req-7f3a"]
+
+# %% [markdown]
+# Two lines for `req-7f3a`: the server accepted job 8, and worker `w2` ran it, a minute
+# later by its clock, in another process. The retry's own id, `req-9b21`, finds the
+# replay, which names the first request; either id leads to the whole story. The id
+# stays out of the payload on purpose. In production it travels as the message's
+# metadata, beside the body: OpenTelemetry's conventions for messaging attach the
+# context a message was created in to the message itself
+# ([messaging spans](https://opentelemetry.io/docs/specs/semconv/messaging/messaging-spans/)).
+
+# %% [markdown]
 # ## Stop everything
 #
 # Every server ran in its own process group; stopping one kills the whole group. Both
@@ -438,6 +510,8 @@ assert all(server.returncode is not None for server in servers)
 # | password in the body | `422`, field named, value not echoed | no new job |
 # | same key while the first is paused | `409`, "still being handled", `Retry-After: 2` | unchanged |
 # | the first resumed, then the retry | `202` job 7 `created: true`; the retry replayed | job 7 `pending`, key `jul-1` |
+# | POST `X-Request-Id: req-7f3a`, retry `req-9b21` | `202` job 8 twice, each answer echoing its own id | job 8 with request id `req-7f3a`; no id in the payload |
+# | a worker drains; search the logs for `req-7f3a` | | the server's "accepted job 8" and `w2`'s line for job 8 |
 #
 # In production the same shape is a FastAPI or Django view in front of Celery, RQ or a
 # job table, behind a load balancer; callers are identified by your

@@ -7,7 +7,7 @@ import logging
 
 from labkit.clock import FakeClock
 from labkit.errors import PermanentError, TransientError
-from labkit.logs import JobFormatter, job_logs, parse
+from labkit.logs import FieldsByJob, JobFormatter, job_logs, parse
 from labkit.retry import RetryPolicy, none
 from labkit.store import JobStore
 from labkit.worker import Worker
@@ -74,3 +74,32 @@ def test_job_logs_removes_its_handler_afterwards():
     with job_logs(io.StringIO()):
         assert len(logger.handlers) == len(before) + 1
     assert logger.handlers == before
+
+
+def test_fields_by_job_adds_looked_up_fields_caches_answers_and_never_overrides():
+    asked: list[int] = []
+    answers = {7: {"request_id": "req-7"}}
+
+    def lookup(job_id: int) -> dict:
+        asked.append(job_id)
+        return answers.get(job_id, {})
+
+    fields = FieldsByJob(lookup, cache_size=2)
+
+    def record(**extra) -> logging.LogRecord:
+        rec = logging.LogRecord("labkit.worker", logging.INFO, __file__, 1, "m", (), None)
+        rec.__dict__.update(extra)
+        assert fields.filter(rec) is True  # a filter that adds fields drops nothing
+        return rec
+
+    assert record(job_id=7).request_id == "req-7"
+    assert record(job_id=7).request_id == "req-7" and asked == [7]  # cached
+    assert record(job_id=7, request_id="mine").request_id == "mine"  # the record's own wins
+    assert not hasattr(record(job_id=8), "request_id")
+    answers[8] = {"request_id": "req-8"}  # an empty answer was not cached: asked again
+    assert record(job_id=8).request_id == "req-8" and asked == [7, 8, 8]
+    assert not hasattr(record(), "request_id") and asked == [7, 8, 8]  # no job, no lookup
+    record(job_id=9)
+    answers[9] = {"request_id": "req-9"}
+    record(job_id=9)
+    assert set(fields._known) == {8, 9}  # the oldest answer left when the cache was full

@@ -19,6 +19,10 @@
 - ``DELETE /jobs/{id}``: a job that is not running (pending, or waiting for a retry) is
   cancelled; a running or finished one is ``409`` with the reason.
 - ``GET /metrics``: the store's Prometheus metrics (``labkit.metrics``).
+- Every answer carries ``X-Request-Id``: the caller's, or one the service made. The id of
+  the request that created a job is kept beside its owner and reaches every log line
+  about the job (``labkit.integrations.http.correlation``); it is not part of the
+  payload, so a retry with a new request id still replays the same job.
 
 Callers are identified by a bearer token (``LAB_TOKENS`` in the lab; an identity
 provider in production). The owner and the key are kept in the ``http_requests`` table,
@@ -46,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import Body, FastAPI, Header, HTTPException
+from fastapi import Body, FastAPI, Header, HTTPException, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from labkit import dbfile, queries
@@ -59,6 +63,13 @@ from labkit.errors import (
     PayloadError,
 )
 from labkit.faults import FaultPlan, Fired
+from labkit.integrations.http.correlation import (
+    REQUEST_ID,
+    check_request_id,
+    new_request_id,
+    request_logger,
+)
+from labkit.integrations.http.idempotency import REPLAYED, check_idempotency_key
 from labkit.job import Job, JobState
 from labkit.metrics import exposition
 from labkit.redact import sanitize
@@ -71,13 +82,9 @@ SQL = queries.load("integrations/http/service.sql")
 LAB_TOKENS: Mapping[str, str] = {"alice-token": "alice", "bob-token": "bob"}
 #: Seconds a client is told to wait before polling a job's status.
 RETRY_AFTER_S = 2
-#: Longest Idempotency-Key accepted (the IETF draft leaves it to the server; Stripe: 255).
-MAX_KEY_LENGTH = 255
 #: Environment of ``app_from_env``, the factory a uvicorn process starts.
 DB_ENV, FAULTS_ENV, CLOCK_ENV = "LABKIT_HTTP_DB", "LABKIT_HTTP_FAULTS", "LABKIT_HTTP_CLOCK_START"
 PAUSE_ENV = "LABKIT_HTTP_PAUSE"
-#: The header on an answer that returns an earlier request's job.
-REPLAYED = "Idempotent-Replayed"
 
 #: The ``Authorization`` header a route reads the caller from.
 Auth = Annotated[str | None, Header()]
@@ -100,61 +107,6 @@ def caller_of(authorization: str | None, tokens: Mapping[str, str] = LAB_TOKENS)
             headers={"WWW-Authenticate": "Bearer"},
         )
     return owner
-
-
-def check_idempotency_key(value: str | None) -> str | None:
-    """The key the header carries, quoted or bare; 400 saying what is wrong otherwise.
-
-    The IETF draft makes the value an RFC 8941 String, ``"8e03978e-..."`` (RFC 8941
-    section 3.3.3: printable ASCII in double quotes, backslash-quote and
-    backslash-backslash the only escapes); Stripe's clients send the bare value. Both
-    give the same key, so a client may switch forms between retries.
-    """
-    if value is None:
-        return None
-    key = _unquote(value) if value.startswith('"') else value
-    if not key or len(key) > MAX_KEY_LENGTH or not key.isascii() or not key.isprintable():
-        raise HTTPException(
-            400,
-            f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable ASCII characters; "
-            "use one fresh random value (a UUID) per operation and resend it on every retry",
-        )
-    return key
-
-
-def _unquote(value: str) -> str:
-    """The content of a quoted String (RFC 8941, 3.3.3); 400 naming the first fault."""
-    chars: list[str] = []
-    i = 1
-    while i < len(value):
-        char = value[i]
-        if char == "\\":
-            escaped = value[i + 1 : i + 2]
-            if escaped not in ('"', "\\"):
-                raise _malformed(value, f"character {i + 1} is a backslash before {escaped!r}")
-            chars.append(escaped)
-            i += 2
-        elif char == '"':
-            if value[i + 1 :]:
-                raise _malformed(value, f"{value[i + 1 :]!r} follows the closing quote")
-            return "".join(chars)
-        elif " " <= char <= "~":
-            chars.append(char)
-            i += 1
-        else:
-            raise _malformed(value, f"character {i + 1} is {char!r}, not printable ASCII")
-    raise _malformed(value, "the closing quote is missing")
-
-
-def _malformed(value: str, fault: str) -> HTTPException:
-    shown = value if len(value) <= 60 else value[:57] + "..."
-    return HTTPException(
-        400,
-        f"Idempotency-Key [{shown}] opens a quote but is not one quoted string: "
-        f"{fault}. Send the key bare, or quoted as the IETF draft shows "
-        '(Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"), '
-        "escaping only a quote or a backslash with a backslash",
-    )
 
 
 def status_view(job: Job) -> dict[str, Any]:
@@ -238,6 +190,10 @@ class JobService:
         self._in_progress_lock = threading.Lock()
         with closing(self._connect()) as conn, dbfile.transaction(conn):
             dbfile.run_script(conn, SQL["schema"])
+            columns = {row["name"] for row in conn.execute("PRAGMA table_info(http_requests)")}
+            if "request_id" not in columns:  # a database made before request ids
+                conn.execute(SQL["add_request_id"])
+        self.log = request_logger(self.clock)
 
     @property
     def clock(self) -> Clock:
@@ -248,7 +204,12 @@ class JobService:
         return dbfile.connect(self.store.path)
 
     def accept(
-        self, owner: str, kind: str, body: Any, idempotency_key: str | None = None
+        self,
+        owner: str,
+        kind: str,
+        body: Any,
+        idempotency_key: str | None = None,
+        request_id: str | None = None,
     ) -> tuple[Job, bool]:
         """Commit the job and its owner in one transaction; ``(job, created)``.
 
@@ -257,7 +218,7 @@ class JobService:
         large, or a credential-looking field) with nothing written.
         """
         with self._holding(owner, idempotency_key):
-            return self._accept(owner, kind, body, idempotency_key)
+            return self._accept(owner, kind, body, idempotency_key, request_id)
 
     @contextmanager
     def _holding(self, owner: str, idempotency_key: str | None) -> Iterator[None]:
@@ -278,7 +239,12 @@ class JobService:
                 self._in_progress.discard(claim)
 
     def _accept(
-        self, owner: str, kind: str, body: Any, idempotency_key: str | None
+        self,
+        owner: str,
+        kind: str,
+        body: Any,
+        idempotency_key: str | None,
+        request_id: str | None,
     ) -> tuple[Job, bool]:
         key = None if idempotency_key is None else f"http:{owner}:{idempotency_key}"
         with closing(self._connect()) as conn:
@@ -288,12 +254,29 @@ class JobService:
                     "job_id": job.id,
                     "owner": owner,
                     "idempotency_key": idempotency_key,
+                    "request_id": request_id,
                     "now": self.clock.now(),
                 }
                 conn.execute(SQL["remember_request"], params)
+                first = conn.execute(SQL["request_of"], {"job_id": job.id}).fetchone()
+        self._log_accepted(job, created, request_id, first["request_id"] if first else None)
         # Committed, not yet answered: a crash here is the one a client's retry must survive.
         self.faults.hit("after_commit", key=job.key, clock=self.clock)
         return job, created
+
+    def _log_accepted(
+        self, job: Job, created: bool, request_id: str | None, first: str | None
+    ) -> None:
+        fields = {"job_id": job.id, "key": job.key, "request_id": request_id}
+        if created:
+            self.log.info("accepted job %d (%s)", job.id, job.kind, extra=fields)
+        else:
+            self.log.info(
+                "replayed job %d to a retry: it was accepted by request %s",
+                job.id,
+                first or "(no id)",
+                extra=fields,
+            )
 
     def _owned(self, conn: sqlite3.Connection, owner: str, job_id: int) -> None:
         row = conn.execute(SQL["owner_of"], {"job_id": job_id}).fetchone()
@@ -350,9 +333,22 @@ def create_app(
     app = FastAPI(title="labkit jobs", description="Async request-reply over a labkit job store.")
     app.state.service = service
 
+    @app.middleware("http")
+    async def correlate(request: Request, call_next: Any) -> Response:
+        # Every answer names its request, errors too: that is what a caller quotes.
+        try:
+            request_id = check_request_id(request.headers.get(REQUEST_ID))
+        except HTTPException as exc:
+            return _error(exc.status_code, str(exc.detail))
+        request.state.request_id = request_id or new_request_id()
+        response: Response = await call_next(request)
+        response.headers[REQUEST_ID] = request.state.request_id
+        return response
+
     @app.post("/jobs/{kind}", status_code=202)
     def accept(
         kind: str,
+        request: Request,
         body: Annotated[dict[str, Any], Body()],
         authorization: Auth = None,
         idempotency_key: IdemKey = None,
@@ -362,7 +358,7 @@ def create_app(
             return _error(404, f"no job kind {kind!r} here; the kinds are {', '.join(kinds)}")
         key = check_idempotency_key(idempotency_key)
         try:
-            job, created = service.accept(owner, kind, body, key)
+            job, created = service.accept(owner, kind, body, key, request.state.request_id)
         except KeyInUse:
             return _error(
                 409,
