@@ -18,6 +18,7 @@ the sandbox, and share only a folder.
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
 from labkit.clock import Clock, SystemClock
@@ -46,7 +47,9 @@ class Rendezvous:
             return self.parties
         self.met = True
         self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / f"{os.getpid()}.here").touch()
+        # Not the pid alone: two sandboxes each have a pid namespace of their own, where
+        # both processes may be pid 2, and one file for two parties never meets.
+        (self.folder / f"{os.getpid()}-{uuid.uuid4().hex}.here").touch()
         deadline = self.clock.now() + self.timeout
         while True:
             here = len(list(self.folder.glob("*.here")))

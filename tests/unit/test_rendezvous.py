@@ -33,6 +33,22 @@ def test_two_processes_leave_only_once_both_have_arrived(tmp_path: Path) -> None
     assert left >= float((stamps / "late").read_text())
 
 
+def test_two_parties_with_one_pid_each_in_its_own_sandbox_still_meet(
+    tmp_path: Path, monkeypatch
+) -> None:
+    # Two bubblewrap sandboxes have a pid namespace each: both consumers may be pid 2.
+    monkeypatch.setattr(os, "getpid", lambda: 2)
+    clock = FakeClock()
+    first = Rendezvous(tmp_path / "meet", 2, timeout=5, clock=clock)
+    (tmp_path / "meet").mkdir()
+    assert arrived(tmp_path / "meet") == 0
+    second = Rendezvous(tmp_path / "meet", 2, timeout=5, clock=clock)
+    assert second.arrive() == 1  # alone: waited its timeout
+    start = clock.now()
+    assert first.arrive() == 2 and clock.now() == start  # the other was there: no wait
+    assert arrived(tmp_path / "meet") == 2
+
+
 def test_a_party_that_never_comes_costs_the_timeout_not_a_hang(tmp_path: Path) -> None:
     clock = FakeClock()
     start = clock.now()

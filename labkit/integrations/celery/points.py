@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +134,8 @@ def checkpoint(point: str) -> None:
     # kill and which task it was running. It is written whole and synced under a name of
     # this process's own, then linked into place: the link is the claim (it fails if
     # someone stopped here already), and nobody waiting for the marker can read it empty.
-    draft = path.with_name(f".{path.name}.{os.getpid()}")
+    # (the pid and a random part: two sandboxed workers may both have a child of pid 3)
+    draft = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex}")
     fd = os.open(draft, os.O_CREAT | os.O_TRUNC | os.O_WRONLY)
     try:
         os.write(fd, f"{_here()} {_task_id()}\n".encode())
