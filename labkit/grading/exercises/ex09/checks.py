@@ -213,7 +213,8 @@ def applies_each_entry_once(ns: Namespace) -> None:
 )
 def recovers_its_own_pending_after_a_kill(ns: Namespace) -> None:
     with stream(ns) as s:
-        s.add("slow", cents=100, work_s=3)
+        # Slow on its first delivery only: the kill lands mid-job, the restart is quick.
+        s.add("slow", cents=100, work_s=3, slow_deliveries=1)
         s.add("order:1", cents=100)
         # A huge idle threshold: only the restarted consumer itself can recover its entry.
         s.kill_when_holding(s.start("a", idle_ms=600_000), "a", "slow")
@@ -229,7 +230,7 @@ def recovers_its_own_pending_after_a_kill(ns: Namespace) -> None:
 )
 def takes_over_a_dead_consumers_entries(ns: Namespace) -> None:
     with stream(ns) as s:
-        s.add("slow", cents=100, work_s=3)
+        s.add("slow", cents=100, work_s=3, slow_deliveries=1)
         s.kill_when_holding(s.start("dead-one", idle_ms=600_000), "dead-one", "slow")
         s.finish(s.start("rescuer", idle_ms=300), "another consumer's takeover")
         expect_once_each(s, ["slow"], "XAUTOCLAIM entries idle at least idle_ms")
