@@ -246,3 +246,35 @@ def test_a_wrapped_worker_killed_whole_takes_its_children(amqp_url, tmp_path):
         assert not any(celery_harness.is_alive(pid) for pid in children)
         assert run.leftovers() == []
     assert celery_harness.leftovers(run.config.tag) == []
+
+
+def test_under_the_lab_a_worker_checks_its_pool_more_often_than_every_5_s(monkeypatch):
+    class Hub:
+        def __init__(self):
+            self.timers = []
+
+        def call_repeatedly(self, seconds, fn):
+            self.timers.append((seconds, fn))
+
+    class Consumer:
+        def __init__(self):
+            self.hub = Hub()
+            self.pool = type("TaskPool", (), {})()
+            self.pool._pool = type("Pool", (), {"maintain_pool": lambda self: None})()
+
+    monkeypatch.delenv(celery_points.ENV, raising=False)
+    outside = Consumer()
+    celery_points._notice_lost_children_sooner(sender=outside)
+    assert outside.hub.timers == []  # production: Celery's own 5 s, untouched
+
+    monkeypatch.setenv(celery_points.ENV, "/tmp/lab")
+    inside = Consumer()
+    celery_points._notice_lost_children_sooner(sender=inside)
+    assert [s for s, _ in inside.hub.timers] == [celery_points.LOST_CHECK_S]
+    assert inside.hub.timers[0][1] == inside.pool._pool.maintain_pool
+    assert celery_points.LOST_CHECK_S < 5.0
+
+    solo = Consumer()
+    solo.pool = object()  # a pool without maintain_pool (solo, threads): nothing added
+    celery_points._notice_lost_children_sooner(sender=solo)
+    assert solo.hub.timers == []

@@ -274,8 +274,9 @@ class CeleryWorker(_CeleryProcess):
         With ``busy`` (each was running a task) this returns only once the main process
         has declared every one of those tasks lost (``WorkerLostError`` in its log) and
         so has acked or requeued its message. Celery does that at its next pool check
-        (every 5 s) after ``worker_lost_wait``: killing several children at once pays
-        that wait once.
+        after ``worker_lost_wait`` (every 5 s; every ``points.LOST_CHECK_S`` in a worker
+        that includes ``labkit.integrations.celery.points`` under the lab): killing
+        several children at once pays that wait once.
         """
         strangers = set(pids) - set(self.pool_children())
         if strangers:

@@ -19,6 +19,12 @@ and committed; with ``acks_late`` the ack has not been sent). Task code may call
 
 The folder comes from the worker's environment, ``LABKIT_PAUSE_DIR``; without it every
 checkpoint is a no-op, so the same task module runs unchanged in production.
+
+With the folder set, the worker also looks for dead pool children every
+``LOST_CHECK_S`` instead of every 5 s (``_notice_lost_children_sooner``): Celery's
+prefork pool declares a killed child's task lost at the first pool check after
+``worker_lost_wait``, so a lab waited up to 5 s more after each kill. What happens to the
+task (requeued, acked, failed) is Celery's, unchanged; only when it happens moves.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from celery.signals import task_postrun, task_prerun, worker_process_init
+from celery.signals import task_postrun, task_prerun, worker_process_init, worker_ready
 
 from labkit.integrations.celery.proctree import (
     die_with_parent,
@@ -204,6 +210,22 @@ def started_under(folder: str | Path, parent: int) -> int:
 def _pool_child_dies_with_worker(**_: Any) -> None:
     # A pool child whose main process was SIGKILLed would otherwise live on, orphaned.
     die_with_parent()
+
+
+#: Seconds between the pool checks of a worker under the lab (Celery's own: 5 s).
+LOST_CHECK_S = 0.25
+
+
+@worker_ready.connect
+def _notice_lost_children_sooner(sender: Any = None, **_: Any) -> None:
+    # The consumer runs the event loop (hub) the prefork pool registered its 5 s timer
+    # with; add one more, more often. Not under the lab, or another pool: nothing.
+    if not os.environ.get(ENV):
+        return
+    hub = getattr(sender, "hub", None)
+    maintain = getattr(getattr(getattr(sender, "pool", None), "_pool", None), "maintain_pool", None)
+    if hub is not None and callable(maintain):
+        hub.call_repeatedly(LOST_CHECK_S, maintain)
 
 
 @task_prerun.connect
