@@ -16,6 +16,7 @@ second ran") and the sweep's seed.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -29,6 +30,11 @@ from labkit.grading.exercises.killsweep import raise_if_stub, snapshot, swept
 #: At most this many schedules per sweep (stopping before the first statement, and
 #: after the last, always among them).
 LIMIT = 10
+#: How long ``second`` may take before it counts as blocked by ``first``'s lock: this
+#: many times what one copy took alone, within the bounds below. A correct solution
+#: blocks the second copy in most schedules (that is its lock working), and a fixed
+#: second of waiting each time was most of a race check's run.
+GRACE_TIMES, GRACE_MIN_S, GRACE_MAX_S = 5.0, 0.2, 1.0
 
 
 def _said(copy: Copy) -> dict[str, Any]:
@@ -48,13 +54,16 @@ def race_sweep(
     on that folder's files."""
     start = Path(folder)
     snapshot(start, start / "alone", files)
+    began = time.monotonic()
     probe = alone(partial(first, start / "alone"))
+    took = time.monotonic() - began
     raise_if_stub(probe.ended)
+    grace = min(GRACE_MAX_S, max(GRACE_MIN_S, GRACE_TIMES * took))
     runs = []
     for n in schedules(max(probe.statements, 0), limit, Random(seed)):
         where = start / f"order-{n}"
         snapshot(start, where, files)
-        run = one_schedule(partial(first, where), partial(second, where), n)
+        run = one_schedule(partial(first, where), partial(second, where), n, grace=grace)
         runs.append(
             {
                 "after": n,
