@@ -7,6 +7,11 @@ reaches only the wrapper; the kill must reach the whole tree (its control group)
 "killed" consumer finishes its job and the reference loses the recovery checks. So the
 reference must score full marks through the real grader, exactly as in ``check()``, the
 untouched notebook zero, and nothing of the run may be left alive afterwards.
+
+The zoo entries graded here are the ones whose mistake only shows where processes are
+killed, raced or started again (a kill, two consumers at once, a per-process hash
+salt); every entry of both zoos is caught in process by ``test_zoo_ex09.py`` and
+``test_zoo_ex10.py``, which cost minutes less.
 """
 
 from __future__ import annotations
@@ -14,7 +19,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import nbformat
 import pytest
+import test_zoo_ex09
+import test_zoo_ex10
 from gradingkit import (
     EXERCISES,
     SOLUTIONS,
@@ -25,6 +33,42 @@ from gradingkit import (
 )
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+#: The sandbox-only mistakes: (exercise, the start of the zoo entry's name).
+PICKS = [
+    ("ex09", "acks before the work"),
+    ("ex09", "no XAUTOCLAIM"),
+    ("ex09", "the done record claimed with SET NX"),
+    ("ex09", "the done record read outside the WATCH"),
+    ("ex10", "the job key built with hash()"),
+    ("ex10", "202 first, the job written in a background task"),
+]
+
+
+def _edits(exercise: str, start: str) -> tuple[str, str, list[tuple[str, str]]]:
+    """(mistake, the check that must fail, [(old, new)]) of the picked zoo entry."""
+    if exercise == "ex09":
+        found = [(n, c, e) for n, c, e in test_zoo_ex09.ZOO if n.startswith(start)]
+    else:
+        found = [(n, c, [(o, w)]) for n, c, _ok, o, w in test_zoo_ex10.ZOO if n.startswith(start)]
+    assert len(found) == 1, f"no single {exercise} zoo entry starts with {start!r}"
+    return found[0]
+
+
+#: student name -> (exercise, mistake, the check that must fail)
+WRONG = {f"zoo-{e}-{n}": (e, *_edits(e, start)[:2]) for n, (e, start) in enumerate(PICKS)}
+
+
+def _wrong_notebook(exercise: str, start: str, target: Path) -> None:
+    reference = notebook_for(SOLUTIONS, exercise)
+    nb = nbformat.read(reference, as_version=4)
+    _, _, edits = _edits(exercise, start)
+    for old, new in edits:
+        cells = [c for c in nb.cells if c.cell_type == "code" and old in c.source]
+        assert len(cells) == 1, f"{start!r}: the reference no longer holds {old!r}"
+        cells[0].source = cells[0].source.replace(old, new)
+    target.mkdir(parents=True)
+    nbformat.write(nb, target / reference.name)
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +83,8 @@ def graded(
         for exercise in ("ex09", "ex10"):
             notebook = notebook_for(folder, exercise)
             shutil.copyfile(notebook, subs / student / notebook.name)
+    for n, (exercise, start) in enumerate(PICKS):
+        _wrong_notebook(exercise, start, subs / f"zoo-{exercise}-{n}")
     graded, feedback, scratch = grade_class(root, subs, ["ex09", "ex10"])
     rows = {(r["student"], r["exercise"]): [r["score"], r["max"], r["status"]] for r in graded}
     return rows, feedback, scratch
@@ -68,3 +114,17 @@ def test_the_untouched_notebook_scores_zero_not_started(graded, exercise) -> Non
 def test_no_process_of_the_run_outlives_the_grade(graded) -> None:  # type: ignore[no-untyped-def]
     _, _, scratch = graded
     assert processes_under(scratch) == []
+
+
+@pytest.mark.parametrize("student", sorted(WRONG))
+def test_a_wrong_solution_is_caught_by_its_check_in_the_sandbox(graded, student) -> None:  # type: ignore[no-untyped-def]
+    rows, feedback, _ = graded
+    exercise, mistake, check = WRONG[student]
+    score, possible, status = rows[(student, exercise)]
+    text = (feedback / f"{student}.md").read_text()
+    failed = [line for line in text.splitlines() if line.startswith(f"| {check} ")]
+    assert failed and failed[0].endswith("| failed |"), f"{mistake}: {failed or text}"
+    assert status == "graded" and int(score) < int(possible), f"{mistake}: {score}/{possible}"
+    assert any(line.endswith("| passed |") for line in text.splitlines()), text
+    if "severe" in failed[0]:
+        assert int(score) <= int(possible) // 2, f"{mistake}: severe, scored {score}/{possible}"
