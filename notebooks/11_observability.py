@@ -253,8 +253,8 @@ print(store.counts())
 # `scrape_interval` says otherwise; its example configuration sets 15 s:
 # [Prometheus: configuration](https://prometheus.io/docs/prometheus/latest/configuration/configuration/)). `labkit.metrics.StoreCollector` is a `prometheus_client`
 # collector that reads the database at each scrape, so every process agrees and a
-# restart loses nothing. The HTTP service of lesson 12 serves it at `/metrics`; here is
-# the text a Prometheus server would scrape, less the histogram's bucket lines (twelve
+# restart loses nothing. The HTTP service of lesson 12 serves it at `/metrics`, to callers
+# with a token; here is the text a Prometheus server would scrape, less the histogram's bucket lines (twelve
 # per outcome; the end of this section shows them). Every series is there even at 0:
 # `TransientError` reads 0 dead jobs since `retry-failed` redrove invoice 7, where a
 # vanished series would look to Prometheus like a target that stopped answering.

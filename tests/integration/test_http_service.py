@@ -348,7 +348,7 @@ def test_a_running_job_cannot_be_cancelled(client: httpx.Client, db: Path) -> No
 
 
 def test_metrics_are_served_in_the_prometheus_text_format(client: httpx.Client) -> None:
-    reply = client.get("/metrics")
+    reply = client.get("/metrics", headers=ALICE)
     assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/plain")
     assert 'labkit_jobs{state="pending"}' in reply.text
     assert "labkit_attempts_total" in reply.text

@@ -18,7 +18,14 @@
   same ``404`` as for an id that does not exist, so ids leak nothing.
 - ``DELETE /jobs/{id}``: a job that is not running (pending, or waiting for a retry) is
   cancelled; a running or finished one is ``409`` with the reason.
-- ``GET /metrics``: the store's Prometheus metrics (``labkit.metrics``).
+- ``GET /metrics``: the store's Prometheus metrics (``labkit.metrics``), to callers with a
+  token like every route but ``/healthz`` (a scrape config sends it as
+  ``authorization: credentials``).
+- Before any body is read, a request must show a valid token (``401``) and, for a
+  ``POST``, a ``Content-Length`` (``411``) no larger than ``MAX_BODY_BYTES`` (``413``):
+  an anonymous 200 MiB upload costs the server nothing. A database another writer holds
+  for over ``REQUEST_BUSY_S`` is a ``503`` with ``Retry-After``, and an id out of the
+  database's range the same ``404`` as any missing id.
 - Every answer carries ``X-Request-Id``: the caller's, or one the service made. The id of
   the request that created a job is kept beside its owner and reaches every log line
   about the job (``labkit.integrations.http.correlation``); it is not part of the
@@ -53,7 +60,7 @@ from typing import Annotated, Any
 from fastapi import Body, FastAPI, Header, HTTPException, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from labkit import dbfile, queries
+from labkit import dbfile, keys, queries
 from labkit.clock import Clock, FakeClock, SystemClock, isoformat
 from labkit.errors import (
     IdempotencyConflict,
@@ -61,6 +68,7 @@ from labkit.errors import (
     LabkitError,
     NotFound,
     PayloadError,
+    StoreBusy,
 )
 from labkit.faults import FaultPlan, Fired
 from labkit.integrations.http.correlation import (
@@ -82,6 +90,15 @@ SQL = queries.load("integrations/http/service.sql")
 LAB_TOKENS: Mapping[str, str] = {"alice-token": "alice", "bob-token": "bob"}
 #: Seconds a client is told to wait before polling a job's status.
 RETRY_AFTER_S = 2
+#: The largest request body read: twice the largest payload a job may carry, for the
+#: whitespace and escapes a client's JSON may have that the stored form has not.
+MAX_BODY_BYTES = 2 * keys.MAX_PAYLOAD_BYTES
+#: Seconds a request waits for another writer's lock before it is answered 503.
+REQUEST_BUSY_S = 2.0
+#: Job ids are SQLite integers: anything outside 1 .. 2**63 - 1 is no job.
+MAX_JOB_ID = 2**63 - 1
+#: Routes anyone may call without a token.
+OPEN_PATHS = frozenset({"/healthz"})
 #: Environment of ``app_from_env``, the factory a uvicorn process starts.
 DB_ENV, FAULTS_ENV, CLOCK_ENV = "LABKIT_HTTP_DB", "LABKIT_HTTP_FAULTS", "LABKIT_HTTP_CLOCK_START"
 PAUSE_ENV = "LABKIT_HTTP_PAUSE"
@@ -201,7 +218,10 @@ class JobService:
 
     def _connect(self) -> sqlite3.Connection:
         # One connection per request: the server's threads never share a transaction.
-        return dbfile.connect(self.store.path)
+        # A request waits REQUEST_BUSY_S for another writer, not the store's 10 s.
+        conn = dbfile.connect(self.store.path)
+        conn.execute(f"PRAGMA busy_timeout = {int(REQUEST_BUSY_S * 1000)}")
+        return conn
 
     def accept(
         self,
@@ -279,6 +299,8 @@ class JobService:
             )
 
     def _owned(self, conn: sqlite3.Connection, owner: str, job_id: int) -> None:
+        if not 1 <= job_id <= MAX_JOB_ID:
+            raise NotFound(NOT_FOUND)
         row = conn.execute(SQL["owner_of"], {"job_id": job_id}).fetchone()
         if row is None or row["owner"] != owner:
             raise NotFound(NOT_FOUND)
@@ -341,7 +363,8 @@ def create_app(
         except HTTPException as exc:
             return _error(exc.status_code, str(exc.detail))
         request.state.request_id = request_id or new_request_id()
-        response: Response = await call_next(request)
+        refused = _refused_before_the_body(request, tokens)
+        response: Response = refused or await call_next(request)
         response.headers[REQUEST_ID] = request.state.request_id
         return response
 
@@ -375,6 +398,8 @@ def create_app(
             )
         except PayloadError as exc:
             return _error(422, str(exc))
+        except StoreBusy:
+            return _busy(retry_after_s)
         headers = {"Location": f"/jobs/{job.id}", "Retry-After": str(retry_after_s)}
         if not created:
             headers[REPLAYED] = "true"
@@ -403,10 +428,13 @@ def create_app(
             return _error(404, NOT_FOUND)
         except CannotCancel as exc:
             return _error(409, str(exc))
+        except StoreBusy:
+            return _busy(retry_after_s)
         return JSONResponse(status_view(job))
 
     @app.get("/metrics")
-    def metrics() -> PlainTextResponse:
+    def metrics(authorization: Auth = None) -> PlainTextResponse:
+        caller_of(authorization, tokens)
         text, content_type = exposition(store)
         return PlainTextResponse(text, media_type=content_type)
 
@@ -415,6 +443,41 @@ def create_app(
         return {"status": "ok"}
 
     return app
+
+
+def _refused_before_the_body(request: Request, tokens: Mapping[str, str]) -> Response | None:
+    """The answer for a request refused on its headers alone, or None to go on."""
+    if request.url.path in OPEN_PATHS:
+        return None
+    try:
+        caller_of(request.headers.get("authorization"), tokens)
+    except HTTPException as exc:
+        return _error(exc.status_code, str(exc.detail), exc.headers)
+    if request.method != "POST":
+        return None
+    length = request.headers.get("content-length")
+    if length is None or not length.isdigit():
+        return _error(
+            411,
+            "send the request body with a Content-Length header (not chunked): this "
+            f"service reads at most {MAX_BODY_BYTES} bytes and says so before reading any",
+        )
+    if int(length) > MAX_BODY_BYTES:
+        return _error(
+            413,
+            f"the body is {int(length)} bytes, over the {MAX_BODY_BYTES} byte limit; a job "
+            "carries what the work needs (ids, references), never the data itself",
+        )
+    return None
+
+
+def _busy(retry_after_s: int) -> JSONResponse:
+    return _error(
+        503,
+        "the job database is busy with another writer; nothing was changed, retry the same "
+        "request after Retry-After seconds",
+        {"Retry-After": str(retry_after_s)},
+    )
 
 
 def _finished(job: Job) -> bool:
