@@ -31,6 +31,8 @@ MAX_COUNT = 2**31 - 1
 MAX_ID = 2**63 - 1
 #: How deep a payload may nest; JSON this deep is a bug, and deeper crashes the encoder.
 MAX_DEPTH = 64
+#: The longest name (kind, key, queue, worker): a key names an operation, it does not hold one.
+MAX_NAME_CHARS = 1024
 
 
 def _number(name: str, value: Any) -> float:
@@ -99,6 +101,11 @@ def name(arg: str, value: Any, *, optional: bool = False) -> str | None:
     SQLite stores a NUL byte, PostgreSQL refuses it: refusing it here keeps the two
     backends alike. With ``optional``, None passes (a filter that is not set).
     """
+    if isinstance(value, str) and len(value) > MAX_NAME_CHARS:
+        raise ValueError(
+            f"{arg} must be at most {MAX_NAME_CHARS} characters, not {len(value)}: build it "
+            "from the ids that make the operation distinct, not from its data"
+        )
     if type(value) is str and value.isascii() and value and "\x00" not in value:
         return value  # the common case, decided without encoding the text
     if value is None and optional:

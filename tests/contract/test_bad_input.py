@@ -74,6 +74,11 @@ BAD: list[tuple[str, Callable[[Any, dict[str, Any]], Any], str]] = [
     ("claim queue None", lambda s, h: s.claim("w", queues=[None]), "queues"),
     ("heartbeat nan", lambda s, h: s.heartbeat(h["running"], lease_s=NAN), "lease_s"),
     ("heartbeat inf", lambda s, h: s.heartbeat(h["running"], lease_s=INF), "lease_s"),
+    ("heartbeat negative", lambda s, h: s.heartbeat(h["running"], lease_s=-100), "lease_s"),
+    ("heartbeat zero", lambda s, h: s.heartbeat(h["running"], lease_s=0), "lease_s"),
+    ("claim worker empty", lambda s, h: s.claim(""), "worker"),
+    ("claim worker 1 MB", lambda s, h: s.claim("w" * 2**20), "worker"),
+    ("enqueue key 1 MB", lambda s, h: s.enqueue("k", {}, key="k" * 2**20), "key"),
     # run_after NaN never runs on PostgreSQL, raised IntegrityError on SQLite.
     ("run_after nan", lambda s, h: s.enqueue("k", {}, run_after=NAN), "run_after"),
     ("run_after inf", lambda s, h: s.enqueue("k", {}, run_after=INF), "run_after"),

@@ -328,3 +328,33 @@ def test_stream_store_signatures_match_the_contract(name):
         assert param.name in have.parameters, f"StreamJobStore.{name} lacks {param.name}"
         got = have.parameters[param.name]
         assert (got.kind, got.default) == (param.kind, param.default), f"{name}({param.name})"
+
+
+@pytest.mark.parametrize(
+    ("label", "call", "arg"),
+    [
+        ("heartbeat negative", lambda s, job: s.heartbeat(job, lease_s=-100), "lease_s"),
+        ("heartbeat zero", lambda s, job: s.heartbeat(job, lease_s=0), "lease_s"),
+        ("heartbeat nan", lambda s, job: s.heartbeat(job, lease_s=float("nan")), "lease_s"),
+        ("heartbeat inf", lambda s, job: s.heartbeat(job, lease_s=float("inf")), "lease_s"),
+        ("claim worker empty", lambda s, job: s.claim(""), "worker"),
+        ("claim worker 1 MB", lambda s, job: s.claim("w" * 2**20), "worker"),
+        ("enqueue key 1 MB", lambda s, job: s.enqueue("k", {}, key="k" * 2**20), "key"),
+    ],
+    ids=lambda v: v if isinstance(v, str) and " " in v else "",
+)
+def test_bad_lease_worker_and_key_are_refused_as_on_the_other_engines(
+    store: StreamJobStore, label: str, call: Any, arg: str
+) -> None:
+    """The same validators as SQLite and PostgreSQL (labkit.store.rules, labkit.jobargs)."""
+    store.enqueue("charge", {"n": 1}, key="held")
+    store.enqueue("charge", {"n": 2}, key="waiting")
+    job = store.claim("w1", lease_s=30)
+    assert job is not None
+    with pytest.raises(ValueError) as caught:
+        call(store, job)
+    assert arg in str(caught.value), f"{label}: {caught.value}"
+    # Nothing moved: the held job keeps its lease, the other is still there to claim.
+    assert store.get(job.id).lease_until == job.lease_until
+    other = store.claim("w2", lease_s=30)
+    assert other is not None and other.key == "waiting"

@@ -148,6 +148,7 @@ class StreamJobStore:
         ``reclaim_idle_ms`` on the server's clock. One Lua script decides and takes it,
         so two claimers never both get it.
         """
+        jobargs.name("worker", worker)
         check_lease_s(lease_s)
         now = self.clock.now()
         for row in self.r.xpending_range(self.q.stream, self.q.group, "-", "+", 100):
@@ -246,7 +247,7 @@ class StreamJobStore:
 
     def heartbeat(self, job: Job, lease_s: float = 30.0) -> Job:
         """Fenced ``XCLAIM ... JUSTID`` to self: resets the entry's idle time."""
-        until = repr(self.clock.now() + lease_s)
+        until = repr(self.clock.now() + check_lease_s(lease_s))
         return self._fence(job, "touch", {"lease_until": until})
 
     def fail(self, job: Job, error: BaseException) -> Job:
