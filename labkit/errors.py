@@ -32,6 +32,12 @@ class StoreBusy(StoreError, TimeoutError):
     # that meets it is retried.
 
 
+class StatementTimeout(StoreBusy):
+    """The database ended a statement that ran past its ``statement_timeout``: no lock was
+    waited for, the statement was slow (or the timeout set on the role is too short).
+    Nothing was committed, so it is retried like ``StoreBusy``."""
+
+
 class ConnectionLost(StoreError, ConnectionError):
     """The connection to the database was lost during the call; the next call reconnects."""
 

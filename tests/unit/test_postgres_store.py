@@ -204,3 +204,71 @@ def test_a_version_2_schema_lets_a_job_be_cancelled_once_opened(postgres_dsn, sc
         assert store.counts()["cancelled"] == 1
         version = store.conn.execute("SELECT value FROM labkit_meta").fetchone()
         assert version == {"value": str(SCHEMA_VERSION)}
+
+
+def test_a_statement_timeout_is_named_as_one_not_as_a_lock_wait(postgres_dsn, schema, clock):
+    from labkit.errors import StatementTimeout
+
+    with PostgresJobStore(postgres_dsn, clock=clock, schema=schema) as store:
+        store.conn.execute("SET statement_timeout = '1ms'")  # a role's setting, say
+        with pytest.raises(StatementTimeout) as caught:
+            store.enqueue_many("k", [{"n": n, "pad": "x" * 200} for n in range(20_000)])
+        message = str(caught.value)
+        assert "statement_timeout" in message and "no lock was in the way" in message
+        assert "row or table lock" not in message
+        store.conn.execute("SET statement_timeout = 0")
+        assert sum(store.counts().values()) == 0  # nothing written
+
+
+def test_a_cancel_from_another_session_and_a_lock_timeout_are_told_apart(postgres_dsn):
+    from labkit.backends.postgres.session import cancelled_error
+    from labkit.errors import StatementTimeout, StoreBusy
+
+    with (
+        psycopg.connect(postgres_dsn, autocommit=True) as victim,
+        psycopg.connect(postgres_dsn, autocommit=True) as operator,
+    ):
+        pid = victim.info.backend_pid
+        caught: list[BaseException] = []
+
+        def sleep() -> None:
+            try:
+                victim.execute("SELECT pg_sleep(30)")
+            except psycopg.Error as exc:
+                caught.append(exc)
+
+        sleeper = threading.Thread(target=sleep)
+        sleeper.start()
+        for _ in range(500):  # until the sleep is running, then cancel it
+            row = operator.execute(
+                "SELECT state FROM pg_stat_activity WHERE pid = %s", (pid,)
+            ).fetchone()
+            if row and row[0] == "active":
+                break
+            threading.Event().wait(0.01)
+        assert operator.execute("SELECT pg_cancel_backend(%s)", (pid,)).fetchone()[0]
+        sleeper.join(30)
+        assert caught and isinstance(caught[0], psycopg.errors.QueryCanceled)
+        error = cancelled_error(caught[0], "claim", "d", "try again")
+        assert type(error) is StoreBusy and "cancelled by another session" in str(error)
+
+        victim.execute("SET lock_timeout = '50ms'")
+        with psycopg.connect(postgres_dsn) as holder:
+            holder.execute("SELECT pg_advisory_lock(4242)")
+            victim.execute("SET statement_timeout = 0")
+            try:
+                victim.execute("SELECT pg_advisory_lock(4242)")
+            except psycopg.Error as exc:
+                assert isinstance(exc, psycopg.errors.LockNotAvailable)
+                assert cancelled_error(exc, "claim", "d", "try again") is None  # a lock wait
+            else:
+                pytest.fail("the advisory lock was free: the lock timeout never fired")
+            holder.execute("SELECT pg_advisory_unlock(4242)")
+
+        victim.execute("SET statement_timeout = '20ms'")
+        try:
+            victim.execute("SELECT pg_sleep(5)")
+        except psycopg.Error as exc:
+            assert isinstance(cancelled_error(exc, "claim", "d", "try again"), StatementTimeout)
+        else:
+            pytest.fail("the statement timeout never fired")

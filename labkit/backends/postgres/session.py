@@ -30,7 +30,7 @@ from typing import Any, NoReturn
 import psycopg
 from psycopg.rows import dict_row
 
-from labkit.errors import ConnectionLost, StoreBusy, StoreError
+from labkit.errors import ConnectionLost, StatementTimeout, StoreBusy, StoreError
 from labkit.redact import redact
 
 Conn = psycopg.Connection[dict[str, Any]]
@@ -183,7 +183,10 @@ class Session:
     def _raise(self, exc: psycopg.Error, conn: Conn, operation: str, committing: bool) -> NoReturn:
         text = str(exc).strip()
         detail = redact(text.splitlines()[0] if text else type(exc).__name__)
-        if isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled):
+        cancelled = cancelled_error(exc, operation, detail, "nothing was changed, try again")
+        if cancelled is not None:
+            raise cancelled from None
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
             raise StoreBusy(
                 f"{operation} waited over {self.lock_timeout_s:g}s for a row or table lock "
                 f"another connection holds ({detail}); nothing was changed, try again"
@@ -212,7 +215,12 @@ def caller_error(exc: psycopg.Error, conn: Conn, operation: str) -> StoreError:
     """
     text = str(exc).strip()
     detail = redact(text.splitlines()[0] if text else type(exc).__name__)
-    if isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled):
+    cancelled = cancelled_error(
+        exc, f"{operation}(conn=...)", detail, "roll your transaction back and try again"
+    )
+    if cancelled is not None:
+        return cancelled
+    if isinstance(exc, psycopg.errors.LockNotAvailable):
         return StoreBusy(
             f"{operation}(conn=...) waited too long for a lock another connection holds "
             f"({detail}); roll your transaction back and try again"
@@ -224,3 +232,26 @@ def caller_error(exc: psycopg.Error, conn: Conn, operation: str) -> StoreError:
             may_have_committed=False,
         )
     return StoreError(f"PostgreSQL refused {operation}(conn=...): {detail}")
+
+
+def cancelled_error(
+    exc: psycopg.Error, operation: str, detail: str, then: str
+) -> StoreBusy | None:
+    """A statement the server cancelled (SQLSTATE 57014), named for why; None otherwise.
+
+    PostgreSQL gives one class for a ``statement_timeout`` and for a cancel another
+    session sent (``pg_cancel_backend``); its message says which. A lock timeout is
+    another class (``LockNotAvailable``), reported as a lock wait by the caller.
+    """
+    if not isinstance(exc, psycopg.errors.QueryCanceled):
+        return None
+    if "statement timeout" in str(exc):
+        return StatementTimeout(
+            f"{operation} ran longer than the server's statement_timeout and was cancelled "
+            f"({detail}); no lock was in the way: the statement itself was slow, or the "
+            f"statement_timeout set for this role or database is too short for it. {then}"
+        )
+    return StoreBusy(
+        f"{operation} was cancelled by another session (pg_cancel_backend, or an operator) "
+        f"({detail}); {then}"
+    )
