@@ -358,3 +358,45 @@ def test_bad_lease_worker_and_key_are_refused_as_on_the_other_engines(
     assert store.get(job.id).lease_until == job.lease_until
     other = store.claim("w2", lease_s=30)
     assert other is not None and other.key == "waiting"
+
+
+def test_malformed_entries_are_set_aside_one_at_a_time_and_the_rest_runs(
+    store: StreamJobStore,
+) -> None:
+    """An entry without a key, one without a job record, a job whose payload is not
+    JSON: each goes to the dead-letter stream with its reason; every good job still runs."""
+    first, _ = store.enqueue("charge", {"n": 1}, key="good-1")
+    store.r.xadd(store.q.stream, {"kind": "charge"})  # no key field
+    store.r.xadd(store.q.stream, {"key": "ghost"})  # no job record behind it
+    broken, _ = store.enqueue("charge", {"n": 2}, key="broken")
+    store.r.hset(store._hash("broken"), "payload", "{not json")  # a hand edit
+    last, _ = store.enqueue("charge", {"n": 3}, key="good-2")
+
+    ran = []
+    while (job := store.claim("w1", lease_s=30)) is not None:
+        ran.append(job.key)
+        store.complete(job)
+    assert ran == ["good-1", "good-2"]
+    letters = [fields for _id, fields in store.r.xrange(store.q.dead)]
+    reasons = [f["reason"] for f in letters]
+    assert len(letters) == 3, reasons
+    assert "no 'key' field" in reasons[0] and "ghost" in reasons[1]
+    assert "broken" in reasons[2] and "not JSON" in reasons[2]
+    assert all(r.startswith("malformed entry:") for r in reasons)
+    assert store.q.pending() == []  # nothing left pending for anyone to trip on again
+    assert store.get(broken.id).state == JobState.DEAD  # and still readable
+    assert store.counts()["succeeded"] == 2 and store.counts()["dead"] == 1
+
+
+def test_a_plain_consumer_gets_the_good_entries_of_a_batch_with_a_bad_one(
+    queue: StreamQueue,
+) -> None:
+    good = [queue.r.xadd(queue.stream, {"key": f"k{n}", "kind": "x", "payload": "{}"})
+            for n in range(2)]  # fmt: skip
+    bad = queue.r.xadd(queue.stream, {"key": "bad", "kind": "x", "payload": "{oops"})
+    also = queue.r.xadd(queue.stream, {"key": "k9", "kind": "x", "payload": '{"a": 1}'})
+    got = queue.read_new("c1", count=10)
+    assert [e.id for e in got] == [*good, also]
+    letters = queue.r.xrange(queue.dead)
+    assert [f["origin"] for _i, f in letters] == [bad] and "not JSON" in letters[0][1]["reason"]
+    assert [p.id for p in queue.pending()] == [*good, also]  # the bad one is acked

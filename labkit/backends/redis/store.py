@@ -41,6 +41,7 @@ from typing import Any
 
 from labkit import jobargs
 from labkit.backends.redis import lua
+from labkit.backends.redis.malformed import decode_payload, quarantine
 from labkit.backends.redis.streams import StreamQueue
 from labkit.clock import Clock, SystemClock
 from labkit.errors import LeaseLost, NotFound, StoreError
@@ -171,22 +172,41 @@ class StreamJobStore:
             jobs.append(job)
         return jobs
 
-    def _key_of(self, entry_id: str) -> str | None:
-        rows = self.r.xrange(self.q.stream, entry_id, entry_id, count=1)
-        return str(rows[0][1]["key"]) if rows else None
-
     def _claim_entry(
         self, worker: str, entry_id: str, now: float, lease_s: float, mode: str
     ) -> Job | None:
-        key = self._key_of(entry_id)
-        if key is None:
+        rows = self.r.xrange(self.q.stream, entry_id, entry_id, count=1)
+        if not rows:
             return None  # trimmed by MAXLEN while pending: its job is gone (see the docstring)
+        fields = dict(rows[0][1])
+        key = fields.get("key")
+        if not key:
+            self._set_aside(entry_id, fields, "it has no 'key' field", now)
+            return None
+        if not self.r.exists(self._hash(key)):
+            why = f"no job record for key {key!r} (was it added without enqueue?)"
+            self._set_aside(entry_id, fields, why, now)
+            return None
         n = self._claim_script(
             keys=[self.q.stream, self._hash(key), self._attempts(key), self.q.dead],
             args=[self.q.group, entry_id, worker, repr(now), repr(now + lease_s),
                   self.reclaim_idle_ms, mode],
         )  # fmt: skip
-        return self.get_by_key(key) if int(n) > 0 else None
+        if int(n) <= 0:
+            return None
+        problem = decode_payload(self.r.hget(self._hash(key), "payload"))[1]
+        if problem is not None:
+            self._set_aside(entry_id, fields, f"job {key!r}: {problem}", now, self._hash(key))
+            return None
+        return self.get_by_key(key)
+
+    def _set_aside(
+        self, entry_id: str, fields: dict[str, Any], why: str, now: float, job: str | None = None
+    ) -> None:
+        quarantine(
+            self.r, stream=self.q.stream, group=self.q.group, dead=self.q.dead,
+            entry_id=entry_id, fields=fields, reason=why, now=now, job_hash=job,
+        )  # fmt: skip
 
     # -- finishing ---------------------------------------------------------------------
 
@@ -370,7 +390,7 @@ class StreamJobStore:
         running = h.get("state") == "running"
         return Job(
             id=int(h["id"]), kind=h["kind"], queue=h["queue"], key=h["key"],
-            fingerprint=h["fingerprint"], payload=json.loads(h["payload"]),
+            fingerprint=h["fingerprint"], payload=decode_payload(h.get("payload"))[0],
             state=JobState(h["state"]), attempt=int(h["attempt"]),
             max_attempts=int(h["max_attempts"]), run_after=float(h["run_after"]),
             lease_owner=h.get("lease_owner") or None,

@@ -71,6 +71,7 @@ from typing import Any
 import redis
 
 from labkit.backends.redis import lua
+from labkit.backends.redis.malformed import quarantine
 from labkit.clock import Clock, SystemClock
 from labkit.errors import IdempotencyConflict, StoreError
 from labkit.keys import payload_text, short
@@ -230,7 +231,18 @@ class StreamQueue:
         entries: list[Entry] = []
         for _stream, rows in reply or []:
             # A pending entry trimmed away by MAXLEN comes back with no fields.
-            entries += [Entry.parse(i, f) for i, f in rows if f]
+            for entry_id, fields in rows:
+                if not fields:
+                    continue
+                try:
+                    entries.append(Entry.parse(entry_id, fields))
+                except ValueError as exc:  # its payload is not JSON: set it aside, go on
+                    quarantine(
+                        self.r, stream=self.stream, group=self.group, dead=self.dead,
+                        entry_id=str(entry_id), fields=dict(fields),
+                        reason=f"its payload is not JSON ({str(exc)[:80]})",
+                        now=self.clock.now(),
+                    )  # fmt: skip
         return entries
 
     def read_new(self, consumer: str, count: int = 1, block_ms: int | None = None) -> list[Entry]:
