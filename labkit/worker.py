@@ -68,7 +68,7 @@ from typing import Any, Literal
 
 from labkit import jobargs
 from labkit.clock import Clock
-from labkit.errors import CircuitOpen, LeaseLost, PermanentError, StoreBusy
+from labkit.errors import CircuitOpen, ConnectionLost, LeaseLost, PermanentError, StoreBusy
 from labkit.faults import FaultPlan
 from labkit.job import Job
 from labkit.logs import job_fields
@@ -153,6 +153,8 @@ class RunOutcome(StrEnum):
     SNOOZED = "snoozed"
     #: The outcome could not be recorded (the database stayed busy): the lease decides.
     BUSY = "busy"
+    #: The connection to the store dropped while recording: the lease decides.
+    DISCONNECTED = "disconnected"
     #: The process "died" here (a ``SimulatedCrash``): nothing recorded.
     CRASHED = "crashed"
     #: Another worker took the job over; this worker's outcome was refused.
@@ -229,6 +231,23 @@ class Worker:
             return None
         try:
             return self._process(job)
+        except self._dropped as exc:
+            # The connection went while the outcome was being recorded: it may or may not
+            # have been saved. Either the job is finished, or its lease runs out and it
+            # runs again (at-least-once); the next call reconnects.
+            self.runs.append(
+                Run(job.id, job.key, job.attempt, RunOutcome.DISCONNECTED, describe(exc))
+            )
+            log.warning(
+                "%s: the connection to the job store dropped while recording job %s (%s); "
+                "if the outcome was not saved, the job runs again when its lease expires: %s",
+                self.name,
+                job.id,
+                job.key,
+                exc,
+                extra=job_fields(job, self.name, RunOutcome.DISCONNECTED),
+            )
+            return job
         except StoreBusy as exc:
             # The outcome could not be recorded: the lease runs out and the job runs again
             # (at-least-once), exactly as if this worker had died here.
@@ -258,18 +277,31 @@ class Worker:
             )
             raise
 
+    @property
+    def _dropped(self) -> tuple[type[BaseException], ...]:
+        """What a store raises when its connection drops: labkit's ``ConnectionLost``, and
+        the driver's own classes a store names in ``connection_errors`` (Redis's)."""
+        return (ConnectionLost, *getattr(self.store, "connection_errors", ()))
+
     def _claim(self) -> Job | None:
-        """Claim one job, backing off (by the clock) while the database is busy."""
+        """Claim one job, backing off (by the clock) while the database is busy or gone.
+
+        A failover or a dropped connection does not stop the worker: it waits, longer
+        each time up to ``BUSY_BACKOFF_MAX_S``, and asks again (the store reconnects).
+        """
+        waiting: tuple[type[BaseException], ...] = (StoreBusy, *self._dropped)
         for tries in itertools.count():
             try:
                 return self.store.claim(self.name, queues=self.queues, lease_s=self.lease_s)
-            except StoreBusy as exc:
+            except waiting as exc:
                 if self._stop.is_set():
                     return None
                 delay = min(BUSY_BACKOFF_S * 2**tries, BUSY_BACKOFF_MAX_S)
+                what = "busy" if isinstance(exc, StoreBusy) else "unreachable"
                 log.warning(
-                    "%s: the job database is busy (%s); backing off %.2fs and trying again",
+                    "%s: the job database is %s (%s); backing off %.2fs and trying again",
                     self.name,
+                    what,
                     exc,
                     delay,
                 )

@@ -39,6 +39,8 @@ import random
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import redis
+
 from labkit import jobargs
 from labkit.backends.redis import lua
 from labkit.backends.redis.malformed import decode_payload, quarantine
@@ -66,6 +68,13 @@ def _num(value: str | None) -> float | None:
 
 class StreamJobStore:
     """The job contract's stream-shaped subset on Redis (see the module docstring)."""
+
+    #: What a dropped connection raises here; ``labkit.worker`` waits and asks again
+    #: (redis-py opens a new connection on the next command).
+    connection_errors: tuple[type[BaseException], ...] = (
+        redis.exceptions.ConnectionError,
+        redis.exceptions.TimeoutError,
+    )
 
     def __init__(
         self,
@@ -249,9 +258,7 @@ class StreamJobStore:
             job, "ack", {"state": "succeeded", "result": json.dumps(result, default=str)}
         )
 
-    def complete_many(
-        self, jobs: Sequence[Job], results: Sequence[Any] | None = None
-    ) -> list[Job]:
+    def complete_many(self, jobs: Sequence[Job], results: Sequence[Any] | None = None) -> list[Job]:
         """Complete each job still held (one fenced script each); skip the ones moved on.
 
         Not one transaction as on SQL: each completion is atomic on its own.
@@ -345,8 +352,16 @@ class StreamJobStore:
         now = self.clock.now()
         return [
             DeadLetter(
-                j.id, j.kind, j.queue, j.key, j.dead_reason or "", j.error_class,
-                j.last_error, j.attempt, j.redrives, now - j.updated_at,
+                j.id,
+                j.kind,
+                j.queue,
+                j.key,
+                j.dead_reason or "",
+                j.error_class,
+                j.last_error,
+                j.attempt,
+                j.redrives,
+                now - j.updated_at,
             )  # fmt: skip
             for j in self.jobs(JobState.DEAD)
             if (kind is None or j.kind == kind) and (queue is None or j.queue == queue)
@@ -442,8 +457,13 @@ class StreamJobStore:
             a = json.loads(text)
             history.append(
                 Attempt(
-                    job_id, int(a["attempt"]), a["worker"], float(a["started_at"]),
-                    a.get("finished_at"), a.get("outcome"), a.get("error") or None,
+                    job_id,
+                    int(a["attempt"]),
+                    a["worker"],
+                    float(a["started_at"]),
+                    a.get("finished_at"),
+                    a.get("outcome"),
+                    a.get("error") or None,
                     a.get("error_class") or None,
                 )  # fmt: skip
             )
