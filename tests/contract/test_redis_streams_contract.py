@@ -400,3 +400,20 @@ def test_a_plain_consumer_gets_the_good_entries_of_a_batch_with_a_bad_one(
     letters = queue.r.xrange(queue.dead)
     assert [f["origin"] for _i, f in letters] == [bad] and "not JSON" in letters[0][1]["reason"]
     assert [p.id for p in queue.pending()] == [*good, also]  # the bad one is acked
+
+
+def test_a_crashed_workers_job_behind_a_page_of_delayed_ones_is_still_found(
+    store: StreamJobStore, clock: FakeClock
+) -> None:
+    from labkit.backends.redis.store import PENDING_PAGE
+
+    later = clock.now() + 3600
+    for n in range(PENDING_PAGE + 20):
+        store.enqueue("charge", {"n": n}, key=f"later-{n}", run_after=later)
+    store.enqueue("charge", {"n": -1}, key="victim")
+    first = store.claim("w1", lease_s=30)  # reads past the delayed ones: they stay pending
+    assert first is not None and first.key == "victim"
+    assert len(store.q.pending(count=1000)) == PENDING_PAGE + 21
+    clock.sleep(31)  # w1 died holding it; its lease ran out
+    again = store.claim("w2", lease_s=30)
+    assert again is not None and again.key == "victim" and again.lease_owner == "w2"

@@ -66,6 +66,10 @@ def _num(value: str | None) -> float | None:
     return None if value in (None, "") else float(value)
 
 
+#: How many pending entries one ``XPENDING`` call of a claim reads.
+PENDING_PAGE = 100
+
+
 class StreamJobStore:
     """The job contract's stream-shaped subset on Redis (see the module docstring)."""
 
@@ -161,8 +165,8 @@ class StreamJobStore:
         jobargs.name("worker", worker)
         check_lease_s(lease_s)
         now = self.clock.now()
-        for row in self.r.xpending_range(self.q.stream, self.q.group, "-", "+", 100):
-            job = self._claim_entry(worker, str(row["message_id"]), now, lease_s, "take")
+        for entry_id in self._pending_ids():
+            job = self._claim_entry(worker, entry_id, now, lease_s, "take")
             if job is not None:
                 return job
         while entries := self.q.read_new(worker, count=1):
@@ -170,6 +174,21 @@ class StreamJobStore:
             if job is not None:
                 return job
         return None
+
+    def _pending_ids(self, page: int = PENDING_PAGE) -> Iterator[str]:
+        """Every pending entry's id, oldest first, a page of ``XPENDING`` at a time.
+
+        Not only the first page: delayed and retrying jobs stay pending until due, and a
+        crashed worker's job behind a hundred of them must still be found.
+        """
+        start = "-"
+        while True:
+            rows = self.r.xpending_range(self.q.stream, self.q.group, start, "+", page)
+            for row in rows:
+                yield str(row["message_id"])
+            if len(rows) < page:
+                return
+            start = f"({rows[-1]['message_id']}"  # exclusive: the page after the last seen
 
     def claim_many(
         self, worker: str, limit: int, queues: Sequence[str] = ("default",), lease_s: float = 30.0
