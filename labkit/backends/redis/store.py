@@ -28,7 +28,7 @@ Not kept: ``snooze``, several queues per stream, ``conn=`` (Redis has no transac
 to join: use the outbox of lesson 09), ``prune_finished``. ``complete_many`` completes
 one job per script, not all in one transaction. The status hashes beside the stream
 exist so the explorer can judge "succeeded but no effect" (``lost``); a plain stream
-consumer has only the PEL. The module is longer than most (about 430 lines) because it
+consumer has only the PEL. The module is longer than most (about 490 lines) because it
 is one engine's whole side of the contract; its Lua steps are apart in ``lua.py``.
 """
 
