@@ -65,4 +65,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LabkitError as exc:
         print(f"labkit {args.command}: {exc}", file=sys.stderr)
         return 1
-

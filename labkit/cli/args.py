@@ -76,3 +76,11 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"must be a positive, finite number of seconds (ten years at most), not {text!r}"
         ) from None
+
+
+def name(text: str) -> str:
+    """An argparse type: a kind, queue, worker or error class, as the store checks names."""
+    try:
+        return str(jobargs.name("the value", text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(safe(str(exc).removeprefix("the value "))) from None

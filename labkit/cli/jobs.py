@@ -8,7 +8,6 @@ redrive has no default limit: redriving a whole dead-letter queue by accident fl
 dependency that killed those jobs in the first place.
 """
 
-
 from __future__ import annotations
 
 import argparse
@@ -21,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from labkit.cli.args import CliError, count, job_id, safe, seconds, utc_time
+from labkit.cli.args import CliError, count, job_id, name, safe, seconds, utc_time
 from labkit.clock import Clock, FakeClock, SystemClock, isoformat
 from labkit.errors import InvalidTransition, LabkitError
 from labkit.job import Job, JobState
@@ -278,7 +277,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         p.add_argument(
             "--limit", type=count, help="at most this many jobs, 1 or more (required in bulk)"
         )
-        p.add_argument("--kind", help="only dead jobs of this kind")
+        p.add_argument("--kind", type=name, help="only dead jobs of this kind")
         p.add_argument(
             "--dry-run", action="store_true", help="show what would change, change nothing"
         )
@@ -288,8 +287,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("db", type=Path, help=db_help)
     p.add_argument("ids", nargs="*", type=job_id, help="job ids (or use filters with --limit)")
     filters(p)
-    p.add_argument("--queue", help="only dead jobs of this queue")
-    p.add_argument("--error-class", help="only dead jobs whose last error had this class")
+    p.add_argument("--queue", type=name, help="only dead jobs of this queue")
+    p.add_argument(
+        "--error-class", type=name, help="only dead jobs whose last error had this class"
+    )
     p.add_argument("--note", default="", help="why (kept in the redrive history)")
     p.set_defaults(run=cmd_redrive)
 
@@ -307,8 +308,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p = sub.add_parser("worker", help="run a worker on a job database")
     p.add_argument("db", type=Path, help=db_help)
     p.add_argument("--handlers", required=True, help="package.module:HANDLERS (kind -> function)")
-    p.add_argument("--name", default="worker", help="the worker's name in leases and logs")
-    p.add_argument("--queue", action="append", help="a queue to take jobs from (repeatable)")
+    p.add_argument(
+        "--name", type=name, default="worker", help="the worker's name in leases and logs"
+    )
+    p.add_argument(
+        "--queue", type=name, action="append", help="a queue to take jobs from (repeatable)"
+    )
     p.add_argument(
         "--lease-s", type=seconds, default=30.0, help="seconds a claimed job stays leased"
     )

@@ -147,8 +147,11 @@ def test_keys_and_kinds_are_escaped_so_they_cannot_forge_rows_or_paint_the_termi
         claimed = store.claim("w\x07")
         assert claimed is not None
         store.fail(claimed, PermanentError("bad\rline\x1b]0;owned\x07"))
-    for argv in (["inspect", str(db)], ["inspect", str(db), "--job", str(job.id)],
-                 ["redrive", str(db), str(job.id), "--dry-run"]):
+    for argv in (
+        ["inspect", str(db)],
+        ["inspect", str(db), "--job", str(job.id)],
+        ["redrive", str(db), str(job.id), "--dry-run"],
+    ):
         assert main(argv) == 0
         out = capsys.readouterr().out
         assert "\x1b" not in out and "\r" not in out and "\x07" not in out, argv
@@ -185,9 +188,20 @@ def test_worker_with_a_bad_lease_is_a_usage_error_without_a_traceback(
 ) -> None:
     db = _dead_db(tmp_path / "jobs.db", 2)
     done = subprocess.run(
-        [sys.executable, "-m", "labkit", "worker", str(db), "--handlers", "x:Y",
-         "--lease-s", value],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "labkit",
+            "worker",
+            str(db),
+            "--handlers",
+            "x:Y",
+            "--lease-s",
+            value,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 2, done.stderr
     assert "--lease-s" in done.stderr and "Traceback" not in done.stderr
@@ -226,3 +240,30 @@ def test_inspect_on_an_empty_file_leaves_it_empty(
     assert "empty file" in capsys.readouterr().err
     assert empty.stat().st_size == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["retry-failed", "{db}", "--kind", "", "--limit", "5"],
+        ["redrive", "{db}", "--kind", "", "--limit", "5"],
+        ["redrive", "{db}", "--queue", "", "--limit", "5"],
+        ["redrive", "{db}", "--error-class", "", "--limit", "5"],
+        ["redrive", "{db}", "--kind", "k" * 2000, "--limit", "5"],
+        ["worker", "{db}", "--handlers", "labkit.explore.strategies:HANDLERS", "--name", ""],
+        ["worker", "{db}", "--handlers", "labkit.explore.strategies:HANDLERS", "--queue", ""],
+    ],
+    ids=lambda argv: " ".join(a if len(a) < 20 else a[:8] + "..." for a in argv[:1] + argv[2:4]),
+)
+def test_a_bad_name_option_is_an_argument_error_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    db = _dead_db(tmp_path / "jobs.db", 4)
+    before = db.read_bytes()
+    with pytest.raises(SystemExit) as stopped:
+        main([str(db) if a == "{db}" else a for a in argv])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    option = next(a for a in argv if a.startswith("--") and a not in ("--limit", "--handlers"))
+    assert f"argument {option}:" in err and "Traceback" not in err, err
+    assert db.read_bytes() == before  # nothing was touched
