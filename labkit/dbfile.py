@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import os
 import sqlite3
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -241,6 +242,14 @@ def check_file(path: Path, kind: FileKind) -> None:
         if not path.parent.exists():
             raise StoreError(f"folder {path.parent} does not exist; create it first")
         return
+    mode = path.stat().st_mode
+    if not mode & 0o222:
+        # os.access says yes to root whatever the mode: the mode is what someone meant.
+        raise StoreError(
+            f"{path} is read-only (mode {stat.S_IMODE(mode):04o}): someone marked it so, and "
+            "labkit will not write it, even as root; it was not modified. If it should "
+            "change, make it writable first (chmod u+w), or work on a copy"
+        )
     if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
         raise StoreError(
             f"cannot write {path}: labkit needs write access to the file and its folder "

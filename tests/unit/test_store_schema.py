@@ -236,3 +236,19 @@ def test_a_read_only_folder_is_a_clear_error(tmp_path, existing):
     assert said.startswith("StoreError:") and "write access" in said, said
     assert (path.read_bytes() if existing else None) == before
     assert existing or not path.exists()
+
+
+def test_a_read_only_file_is_refused_even_by_root_and_left_as_it_was(tmp_path):
+    path = tmp_path / "jobs.db"
+    with JobStore(path, clock=FakeClock()) as store:
+        store.enqueue("k", {}, key="a")
+    path.chmod(0o444)
+    before = path.read_bytes()
+    try:
+        assert os.access(path, os.W_OK) == (os.geteuid() == 0)  # root may write anything
+        with pytest.raises(StoreError) as refused:
+            JobStore(path, clock=FakeClock())
+    finally:
+        path.chmod(0o644)
+    assert "read-only (mode 0444)" in str(refused.value) and "chmod u+w" in str(refused.value)
+    assert path.read_bytes() == before
