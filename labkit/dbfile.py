@@ -208,7 +208,7 @@ def _read_schema(
     """
     for attempt in range(tries):
         try:
-            ro = sqlite3.connect(_read_only_uri(path, header), uri=True)
+            ro = sqlite3.connect(_read_only_uri(path, header), uri=True, timeout=BUSY_TIMEOUT_S)
             try:
                 tables = {r[0] for r in ro.execute(SQL["table_names"])}
                 version = None
@@ -219,7 +219,9 @@ def _read_schema(
                 ro.close()
             return tables, version
         except sqlite3.DatabaseError as exc:
-            if "readonly" in str(exc) or "unable to open" in str(exc):
+            # Busy is not damage: another process holds the file (an exclusive lock, a
+            # backup). Said at once, after one busy timeout, and never called corrupt.
+            if any(w in str(exc) for w in ("readonly", "unable to open", "locked", "busy")):
                 raise explain(path, exc) from None
             if attempt == tries - 1:
                 raise StoreError(

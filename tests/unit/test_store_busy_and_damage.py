@@ -56,7 +56,9 @@ def test_opening_a_current_database_does_not_need_the_write_lock(
 
 
 def test_labkit_inspect_reads_while_another_connection_writes(
-    db_path: Path, short_busy: None, writer_holding_the_lock: sqlite3.Connection,
+    db_path: Path,
+    short_busy: None,
+    writer_holding_the_lock: sqlite3.Connection,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(["inspect", str(db_path)]) == 0
@@ -64,8 +66,12 @@ def test_labkit_inspect_reads_while_another_connection_writes(
 
 
 def test_labkit_worker_backs_off_while_the_database_is_busy_and_then_runs_the_job(
-    db_path: Path, clock: FakeClock, short_busy: None, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    db_path: Path,
+    clock: FakeClock,
+    short_busy: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     with JobStore(db_path, clock=clock) as store:
@@ -89,8 +95,17 @@ def test_labkit_worker_backs_off_while_the_database_is_busy_and_then_runs_the_jo
     with caplog.at_level(logging.WARNING, logger="labkit.worker"):
         holder.start()
         try:
-            code = main(["worker", str(db_path), "--handlers", "busy_handlers:HANDLERS",
-                         "--until-idle", "--name", "w-busy"])
+            code = main(
+                [
+                    "worker",
+                    str(db_path),
+                    "--handlers",
+                    "busy_handlers:HANDLERS",
+                    "--until-idle",
+                    "--name",
+                    "w-busy",
+                ]
+            )
         finally:
             holder.join()
             other.close()
@@ -177,7 +192,9 @@ def test_a_damaged_database_is_a_labkit_error_not_a_traceback(db_path: Path) -> 
             store.jobs(limit=3000)
     done = subprocess.run(
         [sys.executable, "-m", "labkit", "inspect", str(db_path)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode in (1, 2), done.stdout
     assert "corrupt" in done.stderr and "Traceback" not in done.stderr, done.stderr
@@ -204,3 +221,36 @@ def test_the_worlds_ledger_transaction_raises_store_busy_and_a_handler_retries_i
         tx.mark("k-1")
     assert world.ledger.status("k-1") == "done"
     world.close()
+
+
+def test_a_healthy_file_another_process_holds_exclusively_is_busy_not_corrupt(
+    tmp_path: Path, short_busy: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "jobs.db"
+    with JobStore(db, clock=FakeClock()) as store:
+        store.enqueue("k", {}, key="kept")
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sqlite3, sys\n"
+         f"c = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
+         "c.execute('PRAGMA locking_mode=EXCLUSIVE')\n"
+         "c.execute('BEGIN EXCLUSIVE')\n"
+         "c.execute('UPDATE labkit_meta SET value = value')\n"
+         "print('held', flush=True)\n"
+         "sys.stdin.read()\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(StoreBusy) as busy:
+            JobStore(db, clock=FakeClock())
+        assert "locked" in str(busy.value) and "corrupt" not in str(busy.value)
+        assert "Restore" not in str(busy.value)
+        assert main(["inspect", str(db)]) != 0
+        said = capsys.readouterr().err
+        assert "locked" in said and "corrupt" not in said and "backup" not in said, said
+    finally:
+        holder.kill()
+        holder.wait(10)
+    with JobStore(db, clock=FakeClock()) as store:  # the lock gone, the file is whole
+        assert [j.key for j in store.jobs()] == ["kept"]
