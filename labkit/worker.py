@@ -233,35 +233,22 @@ class Worker:
             return self._process(job)
         except self._dropped as exc:
             # The connection went while the outcome was being recorded: it may or may not
-            # have been saved. Either the job is finished, or its lease runs out and it
-            # runs again (at-least-once); the next call reconnects.
-            self.runs.append(
-                Run(job.id, job.key, job.attempt, RunOutcome.DISCONNECTED, describe(exc))
-            )
-            log.warning(
-                "%s: the connection to the job store dropped while recording job %s (%s); "
-                "if the outcome was not saved, the job runs again when its lease expires: %s",
-                self.name,
-                job.id,
-                job.key,
+            # have been saved; the next call reconnects.
+            return self._left_to_lease(
+                job,
+                RunOutcome.DISCONNECTED,
                 exc,
-                extra=job_fields(job, self.name, RunOutcome.DISCONNECTED),
+                "the connection to the job store dropped while recording it; unless the "
+                "outcome was saved, it runs again when its lease expires",
             )
-            return job
         except StoreBusy as exc:
-            # The outcome could not be recorded: the lease runs out and the job runs again
-            # (at-least-once), exactly as if this worker had died here.
-            self.runs.append(Run(job.id, job.key, job.attempt, RunOutcome.BUSY, describe(exc)))
-            log.warning(
-                "%s: job %s (%s) ran but the database was busy when recording it; it will "
-                "run again when its lease expires: %s",
-                self.name,
-                job.id,
-                job.key,
+            return self._left_to_lease(
+                job,
+                RunOutcome.BUSY,
                 exc,
-                extra=job_fields(job, self.name, RunOutcome.BUSY),
+                "the database was busy when recording it, so nothing was saved; it runs "
+                "again when its lease expires",
             )
-            return job
         except Exception:
             raise
         except BaseException as exc:
@@ -276,6 +263,22 @@ class Worker:
                 extra=job_fields(job, self.name, RunOutcome.CRASHED),
             )
             raise
+
+    def _left_to_lease(self, job: Job, outcome: RunOutcome, exc: BaseException, why: str) -> Job:
+        """The job ran but its outcome could not be recorded: either it was saved after all,
+        or the lease runs out and the job runs again (at-least-once), exactly as if this
+        worker had died here."""
+        self.runs.append(Run(job.id, job.key, job.attempt, outcome, describe(exc)))
+        log.warning(
+            "%s: job %s (%s) ran but %s: %s",
+            self.name,
+            job.id,
+            job.key,
+            why,
+            exc,
+            extra=job_fields(job, self.name, outcome),
+        )
+        return job
 
     @property
     def _dropped(self) -> tuple[type[BaseException], ...]:
