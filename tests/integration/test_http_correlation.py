@@ -16,16 +16,15 @@ from pathlib import Path
 
 import httpx
 import pytest
+from httpkit import ALICE, client_of, lab_server
 
 from labkit import logs
 from labkit.clock import LAB_EPOCH
 from labkit.integrations.http.correlation import REQUEST_ID, job_request_ids
-from labkit.integrations.http.serve import Server, start_server
+from labkit.integrations.http.serve import Server
 from labkit.store import JobStore
 from labkit.worker_process import run_worker_process
 
-ALICE = {"Authorization": "Bearer alice-token"}
-APP = "labkit.integrations.http.service:app_from_env"
 LOOKUP = "labkit.integrations.http.correlation:job_request_ids"
 HANDLERS = "labkit.integrations.http.report_job:HANDLERS"
 BODY = {"month": "2026-03", "credential_id": "erp-readonly"}
@@ -38,16 +37,13 @@ def db(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def server(db: Path) -> Iterator[Server]:
-    env = {"LABKIT_HTTP_DB": str(db), "LABKIT_HTTP_CLOCK_START": str(LAB_EPOCH)}
-    with start_server(
-        APP, factory=True, env=env, log_path=db.with_name("api.log"), ready_path="/healthz"
-    ) as srv:
+    with lab_server(db, "api.log", LABKIT_HTTP_CLOCK_START=str(LAB_EPOCH)) as srv:
         yield srv
 
 
 @pytest.fixture
 def client(server: Server) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=30.0) as c:
+    with client_of(server) as c:
         yield c
 
 

@@ -17,12 +17,11 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from httpkit import ALICE, client_of, lab_server
 
-from labkit.integrations.http.serve import Server, start_server
+from labkit.integrations.http.serve import Server
 from labkit.integrations.http.service import MAX_BODY_BYTES, NOT_FOUND, REQUEST_BUSY_S
 
-ALICE = {"Authorization": "Bearer alice-token"}
-APP = "labkit.integrations.http.service:app_from_env"
 BODY = {"month": "2026-05", "credential_id": "erp-readonly"}
 
 
@@ -33,19 +32,13 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(db: Path) -> Iterator[Server]:
-    with start_server(
-        APP,
-        factory=True,
-        env={"LABKIT_HTTP_DB": str(db)},
-        log_path=db.with_name("server.log"),
-        ready_path="/healthz",
-    ) as srv:
+    with lab_server(db) as srv:
         yield srv
 
 
 @pytest.fixture
 def client(server: Server) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=30.0) as c:
+    with client_of(server) as c:
         yield c
 
 

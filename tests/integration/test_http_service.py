@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from httpkit import ALICE, APP, BOB, client_of, lab_server
 
 from labkit.clock import SystemClock
 from labkit.errors import InvalidTransition, TransientError
@@ -27,10 +28,6 @@ from labkit.retry import RetryPolicy
 from labkit.store import JobStore
 from labkit.worker import Worker
 
-ALICE = {"Authorization": "Bearer alice-token"}
-BOB = {"Authorization": "Bearer bob-token"}
-APP = "labkit.integrations.http.service:app_from_env"
-
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -39,20 +36,13 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(db: Path) -> Iterator[Server]:
-    with start_server(
-        APP,
-        factory=True,
-        env={"LABKIT_HTTP_DB": str(db)},
-        log_path=db.with_name("server.log"),
-        ready_path="/healthz",
-    ) as srv:
+    with lab_server(db) as srv:
         yield srv
-    assert srv.returncode is not None, "the server process outlived its fixture"
 
 
 @pytest.fixture
 def client(server: Server) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=30.0) as c:
+    with client_of(server) as c:
         yield c
 
 
