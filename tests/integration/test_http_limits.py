@@ -84,31 +84,23 @@ def test_an_anonymous_huge_upload_is_refused_before_a_byte_of_it_is_read(
     assert job_count(db) == before
 
 
-def test_a_body_over_the_limit_is_413_before_it_is_read(server: Server, db: Path) -> None:
+@pytest.mark.parametrize(
+    ("length", "status", "said"),
+    [
+        (f"Content-Length: {MAX_BODY_BYTES + 1}", 413, b"byte limit"),
+        ("Transfer-Encoding: chunked", 411, b"Content-Length"),
+    ],
+    ids=["over the limit: 413", "chunked: 411"],
+)
+def test_a_body_too_long_or_without_a_length_is_refused_before_it_is_read(
+    server: Server, db: Path, length: str, status: int, said: bytes
+) -> None:
     before = job_count(db)
-    status, answer = headers_only(
+    got, answer = headers_only(
         server,
-        [
-            "Authorization: Bearer alice-token",
-            "Content-Type: application/json",
-            f"Content-Length: {MAX_BODY_BYTES + 1}",
-        ],
+        ["Authorization: Bearer alice-token", "Content-Type: application/json", length],
     )
-    assert status == 413 and b"byte limit" in answer
-    assert job_count(db) == before
-
-
-def test_a_chunked_body_is_411_saying_to_send_a_length(server: Server, db: Path) -> None:
-    before = job_count(db)
-    status, answer = headers_only(
-        server,
-        [
-            "Authorization: Bearer alice-token",
-            "Content-Type: application/json",
-            "Transfer-Encoding: chunked",
-        ],
-    )
-    assert status == 411 and b"Content-Length" in answer
+    assert got == status and said in answer
     assert job_count(db) == before
 
 
