@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
@@ -27,21 +28,75 @@ class Clock(Protocol):
 
 
 class SystemClock:
-    """The real wall clock."""
+    """The real wall clock; ``SystemClock(skew_s=30)`` plays a machine whose clock is 30 s ahead.
+
+    Skew is what NTP trouble, a paused VM or a container on another host gives a worker:
+    the tests run one worker process ahead of (or behind) the others to show that a
+    server-backed store judges leases by the server's clock, not the worker's.
+    """
+
+    def __init__(self, skew_s: float = 0.0) -> None:
+        self.skew_s = float(skew_s)
 
     def now(self) -> float:
-        return time.time()
+        return time.time() + self.skew_s
 
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
             time.sleep(seconds)
 
     def __repr__(self) -> str:
-        return "SystemClock()"
+        return f"SystemClock(skew_s={self.skew_s:g})" if self.skew_s else "SystemClock()"
+
+
+class ServerClock:
+    """The time of a shared server (a database, Redis), read at most every ``every_s``.
+
+    Workers on several machines must judge one lease by one clock, or a worker whose
+    clock runs ahead takes a live job and one behind loses its own. ``read()`` returns the
+    server's time in epoch seconds (PostgreSQL's ``clock_timestamp()``, Redis's ``TIME``);
+    between reads the time is carried forward by this machine's monotonic clock, which no
+    wall-clock step moves, so a store pays one round trip every ``every_s`` seconds, not
+    one per call. Half the read's round trip is added, as NTP does.
+    """
+
+    def __init__(self, read: Callable[[], float], every_s: float = 5.0) -> None:
+        self._read = read
+        self.every_s = every_s
+        self._lock = threading.Lock()
+        self._anchor: tuple[float, float] | None = None  # (server time, monotonic then)
+
+    def now(self) -> float:
+        with self._lock:
+            mono = time.monotonic()
+            if self._anchor is None or mono - self._anchor[1] >= self.every_s:
+                before = time.monotonic()
+                server = self._read()
+                after = time.monotonic()
+                self._anchor = (server + (after - before) / 2, after)
+                mono = after
+            server_then, mono_then = self._anchor
+            return server_then + (mono - mono_then)
+
+    def forget(self) -> None:
+        """Read the server again on the next call (after a reconnect, say)."""
+        with self._lock:
+            self._anchor = None
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            time.sleep(seconds)
+
+    def __repr__(self) -> str:
+        return f"ServerClock(every_s={self.every_s:g})"
 
 
 class FakeClock:
     """A clock that only moves when told to: ``sleep`` and ``advance`` move it forward."""
+
+    #: Simulated time: a server-backed store given this clock takes its time from it
+    #: (lessons and tests replay exactly), not from the server (``is_simulated``).
+    simulated = True
 
     def __init__(self, start: float = LAB_EPOCH) -> None:
         self._now = float(start)
@@ -71,6 +126,16 @@ class FakeClock:
 
     def __repr__(self) -> str:
         return f"FakeClock({isoformat(self._now)})"
+
+
+def is_simulated(clock: Clock) -> bool:
+    """True for a clock that plays time (``FakeClock``), False for one that reads real time.
+
+    A PostgreSQL or Redis store keeps the time of a simulated clock, so a lesson replays
+    to the second, and takes real time from its server instead of from any real clock it
+    is given (``ServerClock``), so workers on machines whose clocks disagree agree.
+    """
+    return bool(getattr(clock, "simulated", False))
 
 
 def isoformat(ts: float | None) -> str:
