@@ -67,16 +67,19 @@ class ServerClock:
         self._anchor: tuple[float, float] | None = None  # (server time, monotonic then)
 
     def now(self) -> float:
+        # The read runs outside the lock: it may wait on a connection whose own lock the
+        # calling thread's store holds, and two threads reading at once is harmless.
         with self._lock:
+            anchor = self._anchor
+        mono = time.monotonic()
+        if anchor is None or mono - anchor[1] >= self.every_s:
+            before = time.monotonic()
+            server = self._read()
             mono = time.monotonic()
-            if self._anchor is None or mono - self._anchor[1] >= self.every_s:
-                before = time.monotonic()
-                server = self._read()
-                after = time.monotonic()
-                self._anchor = (server + (after - before) / 2, after)
-                mono = after
-            server_then, mono_then = self._anchor
-            return server_then + (mono - mono_then)
+            anchor = (server + (mono - before) / 2, mono)
+            with self._lock:
+                self._anchor = anchor
+        return anchor[0] + (mono - anchor[1])
 
     def forget(self) -> None:
         """Read the server again on the next call (after a reconnect, say)."""

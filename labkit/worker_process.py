@@ -18,7 +18,10 @@ nothing is pickled or forked; the child imports everything it needs by name.
 - Clock: ``clock_start=None`` uses ``SystemClock`` (real time, real leases: use it to
   watch a real restart); a number gives the child a ``FakeClock`` starting there, whose
   sleeps are instant, so a test can kill, restart and drain in milliseconds and get the
-  same times on every run. The explorer uses the second.
+  same times on every run. The explorer uses the second. ``clock_skew_s=30`` runs the
+  child on a real clock 30 s ahead (``SystemClock(skew_s=30)``; negative: behind), to
+  play a machine whose clock is wrong. The worker keeps time by its store's clock
+  (``store.clock``): on PostgreSQL and Redis that is the server's, whatever the skew.
 - ``mode``: ``"drain"`` (every job to the end, sleeping to retries and expired leases),
   ``"until_idle"`` (stop when nothing is ready now) or ``"forever"`` (poll until SIGTERM;
   SIGTERM asks the worker to stop after its current job and exit 0).
@@ -131,6 +134,7 @@ def run_worker_process(
     ack: Literal["late", "first"] = "late",
     faults: FaultPlan | str | None = None,
     clock_start: float | None = None,
+    clock_skew_s: float = 0.0,
     mode: Mode = "drain",
     poll_s: float = 0.5,
     max_jobs: int | None = None,
@@ -149,6 +153,11 @@ def run_worker_process(
         _check_target(handlers, "handlers")
     if log_fields is not None:
         _check_target(log_fields, "log_fields")
+    if clock_skew_s and clock_start is not None:
+        raise ValueError(
+            "clock_skew_s plays a real clock that is wrong; clock_start a simulated one: "
+            "give one of them"
+        )
     # A PostgreSQL or Redis store spec (labkit.backends.spec) passes through as it is.
     url = is_url(db_path)
     db_path = Path(db_path) if not url else db_path
@@ -165,6 +174,7 @@ def run_worker_process(
         "ack": ack,
         "faults": None if faults is None else str(faults),
         "clock_start": clock_start,
+        "clock_skew_s": float(clock_skew_s),
         "mode": mode,
         "poll_s": poll_s,
         "max_jobs": max_jobs,
@@ -219,7 +229,7 @@ def _child(config: dict[str, Any]) -> int:
         if entry not in sys.path:
             sys.path.insert(0, entry)
     start = config["clock_start"]
-    clock: Clock = SystemClock() if start is None else FakeClock(start)
+    clock: Clock = SystemClock(config["clock_skew_s"]) if start is None else FakeClock(start)
     _log_to_stdout(config, clock)
     plan = FaultPlan.parse(config["faults"]) if config["faults"] else FaultPlan()
 
@@ -238,7 +248,10 @@ def _child(config: dict[str, Any]) -> int:
 
     plan.on_fire = note
     plan.on_hit = seen
-    print(f"worker {config['name']} pid {os.getpid()} faults: {plan.replay()}", flush=True)
+    print(
+        f"worker {config['name']} pid {os.getpid()} clock {clock!r} faults: {plan.replay()}",
+        flush=True,
+    )
     store = open_store(config["db_path"], clock, random.Random(config["seed"]))
     world = None
     if config["world_path"]:
@@ -250,7 +263,7 @@ def _child(config: dict[str, Any]) -> int:
         queues=config["queues"],
         lease_s=config["lease_s"],
         faults=plan,
-        clock=clock,
+        clock=store.clock,  # the server's on PostgreSQL and Redis, else the one given
         world=world,
         ack=config["ack"],
     )

@@ -6,8 +6,22 @@ with a ``<id>.<claim number>`` token, attempt counted at claim, ``complete``/``f
 decisions through ``RetryPolicy``, sanitized dead letters, limited redrive. What changes
 is how claims stay exclusive: SQLite has one writer at a time; PostgreSQL has many, so
 the claim locks the rows it picks with ``FOR UPDATE SKIP LOCKED`` and concurrent workers
-skip them instead of waiting or taking them twice. History is kept by plpgsql triggers,
-and time still comes from the injected clock as ``:now`` (SQL never calls ``now()``).
+skip them instead of waiting or taking them twice. History is kept by plpgsql triggers.
+
+Time: workers on several machines must judge one lease by one clock, so the store's
+``:now`` is the database server's (``clock_timestamp()``, read through
+``labkit.clock.ServerClock`` at most every few seconds and carried forward by the
+monotonic clock), whatever real clock the process has. A worker whose clock runs 30 s
+ahead would otherwise take a job another worker holds under a live lease, and one 30 s
+behind would lose its own leases at once and see new jobs 30 s late. A ``FakeClock`` is
+kept as it is: lessons and tests play time, and every statement takes it as ``:now``.
+
+A frozen worker (a paused VM, a SIGSTOP, a debugger) that stops inside a transaction
+holds its row locks, and ``SKIP LOCKED`` claims pass its job by for as long as it is
+frozen, lease or no lease. Every connection the store opens or hands out therefore has
+``idle_in_transaction_session_timeout``: the server ends such a session after
+``idle_in_transaction_s`` and its locks go with it (its transaction rolls back), so the
+job comes back when its lease runs out.
 
 Every store lives in its own schema (``labkit`` unless told), with a ``labkit_meta``
 table holding the schema version; SQL is in ``labkit/backends/postgres/store.sql``.
@@ -33,7 +47,7 @@ from psycopg.rows import dict_row
 from labkit import jobargs
 from labkit.backends.postgres.session import Session, caller_error
 from labkit.backends.postgres.sql import load_statements
-from labkit.clock import Clock, SystemClock
+from labkit.clock import Clock, ServerClock, SystemClock, is_simulated
 from labkit.dbfile import BUSY_TIMEOUT_S
 from labkit.errors import StoreError
 from labkit.redact import redact
@@ -43,6 +57,10 @@ from labkit.store.contract import SCHEMA_VERSION
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 DEFAULT_SCHEMA = "labkit"
+#: How long a session may sit idle inside a transaction before the server ends it: longer
+#: than any pause between the statements of a caller's transaction, shorter than a job
+#: should stay pinned by a frozen worker's row lock.
+IDLE_IN_TRANSACTION_S = 60.0
 
 
 SQL = load_statements(
@@ -50,16 +68,25 @@ SQL = load_statements(
 )
 
 
+def _ms(seconds: float) -> str:
+    """A duration as a PostgreSQL timeout setting: whole milliseconds, 1 to its maximum."""
+    return str(min(max(1, round(seconds * 1000)), 2**31 - 1))
+
+
 class PostgresJobStore(StoreBase):
     """A durable job queue in one PostgreSQL schema.
 
     ``PostgresJobStore(dsn, clock=None, retry=None, rng=None, schema=None,
-    lock_timeout_s=10.0)``: ``dsn`` is a libpq URL or key=value string; ``schema``
-    (default ``labkit``) is created if missing and holds every table, so a store never
-    collides with an application's own tables; ``clock``, ``retry`` and ``rng`` mean what
-    they mean for ``JobStore``. A lock held elsewhere longer than ``lock_timeout_s``
-    raises ``StoreBusy``; a dropped connection raises ``ConnectionLost`` once and is
-    replaced on the next call (``labkit.backends.postgres.session``).
+    lock_timeout_s=10.0, idle_in_transaction_s=60.0)``: ``dsn`` is a libpq URL or
+    key=value string; ``schema`` (default ``labkit``) is created if missing and holds
+    every table, so a store never collides with an application's own tables; ``retry``
+    and ``rng`` mean what they mean for ``JobStore``. ``clock``: a ``FakeClock`` plays
+    time; any real clock (None, ``SystemClock``) gives way to the server's
+    (``store.clock`` is then a ``ServerClock``; see the module docstring). A lock held
+    elsewhere longer than ``lock_timeout_s`` raises ``StoreBusy``; a session idle in a
+    transaction longer than ``idle_in_transaction_s`` is ended by the server; a dropped
+    connection raises ``ConnectionLost`` once and is replaced on the next call
+    (``labkit.backends.postgres.session``).
 
     The operations are ``labkit.store.base.StoreBase``'s, shared with ``JobStore``; this
     class holds what is particular to psycopg. Claims lock the rows they pick with
@@ -78,6 +105,7 @@ class PostgresJobStore(StoreBase):
         rng: random.Random | None = None,
         schema: str | None = None,
         lock_timeout_s: float = BUSY_TIMEOUT_S,
+        idle_in_transaction_s: float = IDLE_IN_TRANSACTION_S,
     ) -> None:
         self.schema = DEFAULT_SCHEMA if schema is None else schema
         if not isinstance(self.schema, str) or not _SCHEMA_NAME.match(self.schema):
@@ -86,10 +114,12 @@ class PostgresJobStore(StoreBase):
                 f"not {self.schema!r}"
             )
         self.dsn = dsn
-        self.clock: Clock = clock or SystemClock()
+        given = clock or SystemClock()
+        self.clock: Clock = given if is_simulated(given) else ServerClock(self._server_time)
         self.retry = retry or RetryPolicy()
         self.rng = rng or random.Random()
         self._next_bury = float("-inf")
+        self.idle_in_transaction_s = jobargs.seconds("idle_in_transaction_s", idle_in_transaction_s)
         self._session = Session(
             dsn,
             jobargs.seconds("lock_timeout_s", lock_timeout_s),
@@ -116,8 +146,14 @@ class PostgresJobStore(StoreBase):
 
     def _setup_connection(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
         conn.execute(SQL["use_schema"], {"schema": self.schema})
-        ms = max(1, round(self._session.lock_timeout_s * 1000))
-        conn.execute(SQL["set_lock_timeout"], {"ms": str(ms)})
+        conn.execute(SQL["set_lock_timeout"], {"ms": _ms(self._session.lock_timeout_s)})
+        conn.execute(
+            SQL["set_idle_in_transaction_timeout"], {"ms": _ms(self.idle_in_transaction_s)}
+        )
+
+    def _server_time(self) -> float:
+        row = self._session.rows(SQL["server_time"], {}, "reading the server's clock")[0]
+        return float(row["now"])
 
     @property
     def conn(self) -> psycopg.Connection[dict[str, Any]]:

@@ -285,3 +285,11 @@ SELECT count(*) AS n FROM jobs
 -- set_lock_timeout --
 -- How long this session waits for a lock another connection holds before failing (LockNotAvailable), in milliseconds.
 SELECT set_config('lock_timeout', :ms, false)
+
+-- set_idle_in_transaction_timeout --
+-- How long this session may sit inside an open transaction doing nothing before the server ends it, in milliseconds.
+SELECT set_config('idle_in_transaction_session_timeout', :ms, false)
+
+-- server_time --
+-- The server's own clock, in epoch seconds: the one clock every worker's leases are judged by.
+SELECT extract(epoch FROM clock_timestamp())::float8 AS now
