@@ -2,13 +2,15 @@
 
 ``write_gradebook`` writes ``grades.csv`` (one row per student and exercise, with its
 status and why), ``write_totals`` writes ``totals.csv`` (one row per student) and
-``write_feedback`` one ``feedback/STUDENT.md`` each. ``labkit.grading.grade`` fills the
-``Graded`` rows; nothing here runs or reads student code.
+``write_feedback`` one ``feedback/STUDENT.md`` each, and ``write_outcomes``
+``outcomes.json``: every check's outcome as data, for ``labkit.grading.export``.
+``labkit.grading.grade`` fills the ``Graded`` rows; nothing here runs or reads student code.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -136,3 +138,34 @@ def write_feedback(results: list[Graded], folder: Path) -> None:
     for student, graded in by_student.items():
         text = feedback_markdown(student, sorted(graded, key=lambda g: g.exercise))
         (folder / f"{student}.md").write_text(text, encoding="utf-8")
+
+
+#: The version of ``outcomes.json``'s layout: a reader refuses one it does not know.
+OUTCOMES_FORMAT = 1
+
+
+def write_outcomes(results: list[Graded], path: Path) -> None:
+    """Every student's every check as data (the feedback's content, machine-readable).
+
+    One entry per student and exercise, as in ``grades.csv``, with its title and notes,
+    the score cap's reason, and per check: its id and label, points, earned, status,
+    expected, got, hint, and whether it is hidden or severe. Platform exports
+    (``labkit.grading.export``) read it instead of parsing the feedback.
+    """
+    entries = [
+        {
+            "student": g.student,
+            "exercise": g.exercise,
+            "title": g.title,
+            "score": g.score,
+            "max": g.possible,
+            "status": str(g.status),
+            "notebook": g.notebook,
+            "notes": list(g.notes),
+            "cap": cap_note(g.outcomes),
+            "checks": [{**o.to_dict(), "label": o.label} for o in g.outcomes],
+        }
+        for g in sorted(results, key=lambda g: (g.student, g.exercise))
+    ]
+    document = {"format": OUTCOMES_FORMAT, "results": entries}
+    path.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
