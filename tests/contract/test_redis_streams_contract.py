@@ -224,20 +224,6 @@ def test_permanent_failure_goes_to_the_dead_letter_stream_acked(store):
     assert letter.key == "k1" and "card declined" in letter.fields["reason"]
 
 
-def test_crash_loop_hits_the_delivery_cap_and_goes_dead(store):
-    store.enqueue("charge", {}, key="poison", max_attempts=2)
-    deliveries = 0
-    # Never completed: each consumer dies and the next one reclaims the idle entry.
-    while (job := store.claim(f"w{deliveries}")) is not None:
-        deliveries += 1
-        store.q.age(job.lease_token.split("|")[0], 60_000)
-        assert deliveries <= 2, "the cap did not stop the crash loop"
-    dead = store.get_by_key("poison")
-    assert dead is not None and dead.state == JobState.DEAD
-    assert dead.error_class == "DeliveryLimit" and "delivered 3 times" in (dead.dead_reason or "")
-    assert store.q.pending() == [] and len(store.q.dead_letters()) == 1
-
-
 def test_redrive_sends_a_dead_job_back_with_its_key(store):
     store.enqueue("charge", {}, key="k1")
     store.fail(store.claim("w"), PermanentError("bug"))
@@ -291,10 +277,6 @@ class TestSharedDetailsOnStreams(shared_details.TestJobStoreContractDetails):
 
     test_snooze_spends_no_attempt_and_retires_the_token = _not_kept(
         "a delivery cannot be handed back without counting it"
-    )
-    test_crash_loop_is_buried_with_lease_expired_history = _not_kept(
-        "the cap counts deliveries and says so (DeliveryLimit); "
-        "test_crash_loop_hits_the_delivery_cap_and_goes_dead above checks it"
     )
     test_claim_many_takes_the_oldest_due_first_from_the_named_queues = _not_kept(
         "one stream is one queue; use a stream per queue"

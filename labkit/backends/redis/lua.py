@@ -48,21 +48,30 @@ local entry = redis.call('XADD', KEYS[4], '*', 'key', ARGV[1], 'kind', ARGV[2], 
 redis.call('HSET', KEYS[1], 'id', id, 'key', ARGV[1], 'kind', ARGV[2], 'queue', ARGV[3],
   'payload', ARGV[4], 'fingerprint', ARGV[5], 'max_attempts', ARGV[6], 'created_at', ARGV[7],
   'updated_at', ARGV[7], 'run_after', ARGV[8], 'state', 'pending', 'attempt', 0,
-  'redrives', 0, 'entry', entry)
+  'redrives', 0, 'deliveries', 0, 'entry', entry)
 redis.call('HSET', KEYS[3], id, ARGV[1])
 return id
 """
 
-# The claim, atomic: take the entry if its job may run now, count the delivery, close an
-# attempt a dead holder left open, open this one; past max_attempts, dead-letter instead.
+# The claim, atomic: take the entry if its job may run now and hand it to this worker as
+# its next attempt. Attempts are counted here, when a handler is about to start, as the SQL
+# stores count them at claim; the PEL's delivery count is kept beside them as
+# 'deliveries', for the operator only. A delivery that reached no handler (read before it
+# was due, or by a consumer that died before starting it) is no attempt, so it cannot
+# bury a job that never ran. A running job whose holder is gone (its lease ran out on
+# the clock, or it sat idle past min_idle_ms on the server's) ends that attempt as
+# 'lease_expired'; if it was the last one allowed, the job goes dead instead of running
+# again (the crash-loop cap, as the SQL stores' bury_exhausted).
 # KEYS: stream, job hash, attempts list, dead stream.
 # ARGV: group entry consumer now lease_until min_idle_ms mode('fresh'|'take')
+# Returns the attempt handed out, 0 when not taken, -1 when buried.
 CLAIM = """
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
 if #p == 0 then return 0 end
 local owner, idle, n = p[1][2], tonumber(p[1][3]), tonumber(p[1][4])
-local h = redis.call('HMGET', KEYS[2], 'state', 'run_after', 'lease_until', 'max_attempts')
-local state, now, mine = h[1], tonumber(ARGV[4]), p[1][2] == ARGV[3]
+local h = redis.call('HMGET', KEYS[2], 'state', 'run_after', 'lease_until', 'max_attempts',
+  'attempt', 'lease_owner')
+local state, now, mine = h[1], tonumber(ARGV[4]), owner == ARGV[3]
 local ok = false
 local due = tonumber(h[2]) <= now
 if ARGV[7] == 'fresh' then ok = mine and state == 'pending' and due
@@ -71,47 +80,55 @@ elseif state == 'running' then
   ok = tonumber(h[3]) <= now or ((not mine) and idle >= tonumber(ARGV[6]))
 elseif state == 'pending' then ok = due and (mine or idle >= tonumber(ARGV[6])) end
 if not ok then return 0 end
--- Read earlier but never started (not due then): that delivery was this first attempt.
+local attempt, max = tonumber(h[5]), tonumber(h[4])
+if state == 'running' then
+  local last = redis.call('LINDEX', KEYS[3], -1)
+  if last then
+    local a = cjson.decode(last)
+    if a.finished_at == nil then
+      a.finished_at = now
+      a.outcome = 'lease_expired'
+      redis.call('LSET', KEYS[3], -1, cjson.encode(a))
+    end
+  end
+  if attempt >= max then
+    local reason = 'lease expired on the last attempt (' .. attempt .. ' of ' .. max ..
+      '): the worker died or hung every time (delivered ' .. n .. ' times)'
+    local j = redis.call('HMGET', KEYS[2], 'key', 'kind', 'payload')
+    local dead = redis.call('XADD', KEYS[4], '*', 'key', j[1], 'kind', j[2], 'payload', j[3],
+      'origin', ARGV[2], 'reason', reason, 'deliveries', n, 'attempts', attempt)
+    redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+    redis.call('HSET', KEYS[2], 'state', 'dead', 'dead_reason', reason, 'error_class',
+      'LeaseExpired', 'last_error', 'LeaseExpired: worker ' .. (h[6] or '?') ..
+      ' never finished attempt ' .. attempt, 'deliveries', n, 'lease_owner', '',
+      'lease_token', '', 'lease_until', '', 'updated_at', ARGV[4], 'dead_entry', dead)
+    return -1
+  end
+end
+-- This consumer's own read that never started is reused; any other take is a delivery.
 if ARGV[7] ~= 'fresh' and not (state == 'pending' and mine) then
   if #redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[3], 0, ARGV[2]) == 0 then return 0 end
   n = n + 1
 end
-local last = redis.call('LINDEX', KEYS[3], -1)
-if last then
-  local a = cjson.decode(last)
-  if a.finished_at == nil then
-    a.finished_at = now
-    a.outcome = 'lease_expired'
-    redis.call('LSET', KEYS[3], -1, cjson.encode(a))
-  end
-end
-local max = tonumber(h[4])
-if n > max then
-  local reason = 'delivered ' .. n .. ' times, more than max_attempts=' .. max ..
-    ': the consumer died or hung every time (a poison job)'
-  local j = redis.call('HMGET', KEYS[2], 'key', 'kind', 'payload')
-  local dead = redis.call('XADD', KEYS[4], '*', 'key', j[1], 'kind', j[2], 'payload', j[3],
-    'origin', ARGV[2], 'reason', reason, 'deliveries', n)
-  redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-  redis.call('HSET', KEYS[2], 'state', 'dead', 'dead_reason', reason, 'error_class',
-    'DeliveryLimit', 'last_error', 'DeliveryLimit: never finished in ' .. max .. ' deliveries',
-    'lease_owner', '', 'lease_token', '', 'lease_until', '', 'updated_at', ARGV[4],
-    'dead_entry', dead)
-  return -1
-end
-redis.call('RPUSH', KEYS[3], cjson.encode({attempt = n, worker = ARGV[3], started_at = now}))
-redis.call('HSET', KEYS[2], 'state', 'running', 'attempt', n, 'lease_owner', ARGV[3],
-  'lease_token', ARGV[2] .. '|' .. n, 'lease_until', ARGV[5], 'updated_at', ARGV[4])
-return n
+attempt = attempt + 1
+redis.call('RPUSH', KEYS[3],
+  cjson.encode({attempt = attempt, worker = ARGV[3], started_at = now, deliveries = n}))
+redis.call('HSET', KEYS[2], 'state', 'running', 'attempt', attempt, 'deliveries', n,
+  'lease_owner', ARGV[3], 'lease_token', ARGV[2] .. '|' .. n, 'lease_until', ARGV[5],
+  'updated_at', ARGV[4])
+return attempt
 """
 
 # The fence: act only if the entry is still pending with this consumer and this many
-# deliveries; close the open attempt with the state reached.
+# deliveries, and the job record still holds this lease token; close the open attempt
+# with the state reached.
 # KEYS: stream, job hash, dead stream, attempts list.
 # ARGV: group entry consumer deliveries op n_hash_args hash_args... dead_fields...
 FENCED = """
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
 if #p == 0 or p[1][2] ~= ARGV[3] or tostring(p[1][4]) ~= ARGV[4] then return 0 end
+local held = redis.call('HMGET', KEYS[2], 'state', 'lease_token')
+if held[1] ~= 'running' or held[2] ~= ARGV[2] .. '|' .. ARGV[4] then return 0 end
 local op = ARGV[5]
 local n = tonumber(ARGV[6])
 local fields = {}
@@ -137,4 +154,24 @@ if op ~= 'touch' then
   end
 end
 return 1
+"""
+
+# Redrive, atomic: a dead job back on the stream with the same key, its dead letter
+# deleted and its record pending with no attempt spent, all or nothing. Sent as separate
+# commands, a crash after the XADD left an entry whose record still said dead, which no
+# claim takes; and two operators could both redrive one job. The check is in the script.
+# KEYS: job hash, stream, dead stream. ARGV: note now.
+# Returns {'ok', new entry id}, or {'refused', the state the job is in}.
+REDRIVE = """
+local h = redis.call('HMGET', KEYS[1], 'state', 'key', 'kind', 'payload', 'dead_entry')
+if h[1] ~= 'dead' then return {'refused', h[1] or 'missing'} end
+local from = h[5] or ''
+local entry = redis.call('XADD', KEYS[2], '*', 'key', h[2], 'kind', h[3], 'payload', h[4],
+  'redriven_from', from, 'note', ARGV[1])
+if from ~= '' then redis.call('XDEL', KEYS[3], from) end
+redis.call('HINCRBY', KEYS[1], 'redrives', 1)
+redis.call('HSET', KEYS[1], 'state', 'pending', 'attempt', 0, 'deliveries', 0, 'entry', entry,
+  'run_after', ARGV[2], 'dead_reason', '', 'dead_entry', '', 'updated_at', ARGV[2],
+  'last_delay', 0.0, 'window_start', ARGV[2])
+return {'ok', entry}
 """

@@ -8,28 +8,48 @@ contract tests that apply (``tests/contract/test_redis_streams_contract.py``; se
 - ``enqueue``: one Lua script records the key, the job's status hash and the ``XADD``,
   so acceptance is all or nothing and the same key never adds a second entry;
 - ``claim``: a pending entry (anyone's, oldest first) whose job may run now: its retry
-  is due, its lease ran out on the injected clock, or another consumer has held it
-  idle past ``reclaim_idle_ms`` on the server's clock (a consumer that died without
-  anyone telling the clock); then new entries (``XREADGROUP >``). A Lua script decides
-  and takes (``XCLAIM``) in one step, so two claimers never get the same entry.
-  ``attempt`` is the entry's delivery count; the lease token is ``<entry id>|<count>``;
-- a delivery count above ``max_attempts`` sends the entry to the dead-letter stream
-  (``XADD`` + ``XACK`` in the same script, ``error_class`` ``DeliveryLimit``);
+  is due, its lease ran out, or another consumer has held it idle past
+  ``reclaim_idle_ms`` on the server's clock (a consumer that died without anyone
+  telling the clock); then new entries (``XREADGROUP >``). A Lua script decides and
+  takes (``XCLAIM``) in one step, so two claimers never get the same entry;
+- **attempts are not deliveries.** The script counts an attempt when it hands the job
+  to a handler, as the SQL stores count it at claim; the PEL's delivery count is kept
+  beside it (``deliveries(job_id)``, the dead letter's ``deliveries``) for the
+  operator. An entry read before it was due, or read by a consumer that died before
+  starting it, was delivered but never tried, and uses up no attempt. A job whose
+  holder died on its last attempt goes to the dead-letter stream when a claim finds it
+  (``LeaseExpired``, "lease expired on the last attempt (n of n)", as on SQL): the
+  crash-loop cap is judged on attempts. The lease token is ``<entry id>|<deliveries>``;
 - ``complete``, ``fail``, ``heartbeat`` are **fenced** by a Lua script that checks the
-  PEL (owner and delivery count) before it ``XACK``s, dead-letters or touches the entry:
-  a consumer whose entry was taken over gets ``LeaseLost`` and changes nothing. Plain
-  ``XACK`` has no such check;
+  PEL (owner and delivery count) and the record's lease token before it ``XACK``s,
+  dead-letters or touches the entry: a consumer whose entry was taken over gets
+  ``LeaseLost`` and changes nothing. Plain ``XACK`` has no such check;
 - a transient failure leaves the entry pending with ``run_after`` (a stream has no
   delayed delivery: the claim looks before it takes);
-- ``redrive`` adds a new entry with the same key and deletes the dead letter, in one
-  ``MULTI``; the attempt history is a list per job, kept by the same scripts.
+- ``redrive`` (``labkit.backends.redis.admin``, with the other reads an operator makes)
+  is one Lua script: new entry, dead letter deleted, record pending, or nothing.
+
+Time: every lease, due time and backoff is judged by **Redis's clock**, so workers on
+machines whose clocks disagree agree on who holds a job. Given a real clock (``None``,
+``SystemClock``, a skewed one), the store reads ``TIME`` through
+``labkit.clock.ServerClock`` (at most every ``SERVER_CLOCK_EVERY_S``, carried forward by
+the monotonic clock) and ``store.clock`` is that clock, so a ``Worker(clock=None)``
+follows it too. A ``FakeClock`` is kept as it is, so lessons and tests replay exactly.
+Why not ``redis.call('TIME')`` inside the scripts: the same ``now`` must reach the scripts
+and the Python around them (``fail``'s backoff, ``next_due``, the worker's sleeps), one
+path serves both kinds of clock, and ``PostgresJobStore`` does the same; the cost is the
+monotonic clock's drift over a few seconds and half a round trip, far below any lease.
 
 Not kept: ``snooze``, several queues per stream, ``conn=`` (Redis has no transaction
 to join: use the outbox of lesson 09), ``prune_finished``. ``complete_many`` completes
 one job per script, not all in one transaction. The status hashes beside the stream
 exist so the explorer can judge "succeeded but no effect" (``lost``); a plain stream
-consumer has only the PEL. The module is longer than most (about 490 lines) because it
-is one engine's whole side of the contract; its Lua steps are apart in ``lua.py``.
+consumer has only the PEL. The Lua steps are in ``lua.py``.
+
+In production, a library keeps these rules on Redis for you: Dramatiq's Redis broker,
+Celery on Redis (lists with a visibility timeout, lesson 14), or a PostgreSQL queue
+(procrastinate) when you need leases and attempts as data; labkit writes this one by hand
+so every step of the claim can be seen and crashed.
 """
 
 from __future__ import annotations
@@ -43,34 +63,29 @@ import redis
 
 from labkit import jobargs
 from labkit.backends.redis import lua
+from labkit.backends.redis.admin import StreamAdmin
 from labkit.backends.redis.malformed import decode_payload, quarantine
-from labkit.backends.redis.streams import StreamQueue
-from labkit.clock import Clock, SystemClock
-from labkit.errors import LeaseLost, NotFound, StoreError
-from labkit.job import Attempt, Job, JobState
+from labkit.backends.redis.streams import StreamQueue, connect
+from labkit.clock import Clock, ServerClock, SystemClock, is_simulated
+from labkit.errors import LeaseLost, StoreError
+from labkit.job import Job, JobState
 from labkit.redact import sanitize
 from labkit.retry import RetryPolicy
-from labkit.store.base import DeadLetter
 from labkit.store.rules import (
     check_claim_limit,
     check_lease_s,
-    check_redrive_limit,
     check_same_operation,
     enqueue_params,
     fail_params,
-    not_dead,
 )
-
-
-def _num(value: str | None) -> float | None:
-    return None if value in (None, "") else float(value)
-
 
 #: How many pending entries one ``XPENDING`` call of a claim reads.
 PENDING_PAGE = 100
+#: At most this long (seconds) between two reads of Redis's ``TIME`` by a real clock.
+SERVER_CLOCK_EVERY_S = 5.0
 
 
-class StreamJobStore:
+class StreamJobStore(StreamAdmin):
     """The job contract's stream-shaped subset on Redis (see the module docstring)."""
 
     #: What a dropped connection raises here; ``labkit.worker`` waits and asks again
@@ -91,22 +106,30 @@ class StreamJobStore:
     ) -> None:
         if reclaim_idle_ms < 0:
             raise ValueError(f"reclaim_idle_ms must be >= 0, not {reclaim_idle_ms!r}")
-        self.clock: Clock = clock or SystemClock()
+        given = clock or SystemClock()
+        # Real time is Redis's, whatever this machine's clock says (see the docstring).
+        self.clock = (
+            given if is_simulated(given) else ServerClock(self._server_time, SERVER_CLOCK_EVERY_S)
+        )
         self.retry = retry or RetryPolicy()
         self.rng = rng or random.Random()
         self.reclaim_idle_ms = reclaim_idle_ms
-        self.q = StreamQueue(url, prefix, clock=self.clock)
-        self.r: Any = self.q.r
+        self.r = connect(url)
+        try:
+            self.q = StreamQueue(self.r, prefix, clock=self.clock)
+        except BaseException:
+            self.r.close()
+            raise
         self.prefix = prefix
         self._enqueue = self.r.register_script(lua.ENQUEUE)
         self._fenced_script = self.r.register_script(lua.FENCED)
         self._claim_script = self.r.register_script(lua.CLAIM)
+        self._redrive_script = self.r.register_script(lua.REDRIVE)
 
-    def _hash(self, key: str) -> str:
-        return f"{self.prefix}:job:{key}"
-
-    def _attempts(self, key: str) -> str:
-        return f"{self.prefix}:attempts:{key}"
+    def _server_time(self) -> float:
+        """Redis's ``TIME``: seconds and microseconds since the epoch, on the server."""
+        seconds, micros = self.r.time()
+        return float(seconds) + float(micros) / 1_000_000
 
     def close(self) -> None:
         self.q.close()
@@ -158,9 +181,9 @@ class StreamJobStore:
         """Pending entries whose job may run now (any holder's, oldest first), then new ones.
 
         A pending entry may be taken when its retry is due, when its lease ran out on the
-        injected clock, or when another consumer has held it idle past
+        store's clock, or when another consumer has held it idle past
         ``reclaim_idle_ms`` on the server's clock. One Lua script decides and takes it,
-        so two claimers never both get it.
+        so two claimers never both get it, and counts the attempt it starts.
         """
         jobargs.name("worker", worker)
         check_lease_s(lease_s)
@@ -211,22 +234,23 @@ class StreamJobStore:
         if not key:
             self._set_aside(entry_id, fields, "it has no 'key' field", now)
             return None
-        if not self.r.exists(self._hash(key)):
+        recorded, payload = self.r.hmget(self._hash(key), "key", "payload")
+        if recorded is None:
             why = f"no job record for key {key!r} (was it added without enqueue?)"
             self._set_aside(entry_id, fields, why, now)
             return None
-        n = self._claim_script(
+        # Checked before the claim script: a job no handler can read is set aside without
+        # an attempt counted, as it never starts.
+        problem = decode_payload(payload)[1]
+        if problem is not None:
+            self._set_aside(entry_id, fields, f"job {key!r}: {problem}", now, self._hash(key))
+            return None
+        attempt = self._claim_script(
             keys=[self.q.stream, self._hash(key), self._attempts(key), self.q.dead],
             args=[self.q.group, entry_id, worker, repr(now), repr(now + lease_s),
                   self.reclaim_idle_ms, mode],
         )  # fmt: skip
-        if int(n) <= 0:
-            return None
-        problem = decode_payload(self.r.hget(self._hash(key), "payload"))[1]
-        if problem is not None:
-            self._set_aside(entry_id, fields, f"job {key!r}: {problem}", now, self._hash(key))
-            return None
-        return self.get_by_key(key)
+        return self.get_by_key(key) if int(attempt) > 0 else None
 
     def _set_aside(
         self, entry_id: str, fields: dict[str, Any], why: str, now: float, job: str | None = None
@@ -250,6 +274,7 @@ class StreamJobStore:
         dead = [
             *("key", job.key, "kind", job.kind, "payload", json.dumps(job.payload)),
             *("origin", entry, "reason", sanitize(reason), "deliveries", deliveries),
+            *("attempts", str(job.attempt)),
         ]
         ok = self._fenced_script(
             keys=[self.q.stream, self._hash(job.key), self.q.dead, self._attempts(job.key)],
@@ -261,7 +286,8 @@ class StreamJobStore:
             now_job = self.get_by_key(job.key)
             raise LeaseLost(
                 f"{op} refused for job {job.id} (entry {entry}, delivery {deliveries}, consumer "
-                f"{job.lease_owner}): the entry is no longer pending with this consumer"
+                f"{job.lease_owner}): the entry is no longer pending with this consumer "
+                "under this lease"
                 + (f"; the job is {now_job.state}" if now_job else "")
                 + ". Another consumer took it over; this result is discarded."
             )
@@ -318,172 +344,3 @@ class StreamJobStore:
             "snooze is not kept on Redis Streams: a delivery cannot be given back without "
             "counting it. Let the entry wait in the PEL (fail with a transient error) instead."
         )
-
-    # -- dead letters ------------------------------------------------------------------
-
-    def redrive(self, job_id: int, note: str = "") -> Job:
-        """Dead job back on the stream with the same key, its dead letter deleted (MULTI)."""
-        job = self.get(job_id)
-        if job.state != JobState.DEAD:
-            raise not_dead(job_id, job.state)
-        dead_entry = self.r.hget(self._hash(job.key), "dead_entry") or ""
-        now = repr(self.clock.now())
-        pipe = self.r.pipeline(transaction=True)
-        fields = {"key": job.key, "kind": job.kind, "payload": json.dumps(job.payload)}
-        pipe.xadd(self.q.stream, {**fields, "redriven_from": dead_entry, "note": sanitize(note)})
-        if dead_entry:
-            pipe.xdel(self.q.dead, dead_entry)
-        entry = pipe.execute()[0]
-        self.r.hset(
-            self._hash(job.key),
-            mapping={
-                "state": "pending", "attempt": 0, "entry": str(entry), "run_after": now,
-                "dead_reason": "", "redrives": job.redrives + 1, "updated_at": now,
-                "last_delay": 0.0, "window_start": now,
-            },
-        )  # fmt: skip
-        return self.get(job_id)
-
-    def redrive_where(
-        self,
-        *,
-        limit: int,
-        kind: str | None = None,
-        queue: str | None = None,
-        error_class: str | None = None,
-        dry_run: bool = False,
-        note: str = "",
-    ) -> list[Job]:
-        """Redrive at most ``limit`` matching dead jobs, oldest first; ``limit`` required."""
-        check_redrive_limit(limit)
-        chosen = [
-            j
-            for j in self.jobs(JobState.DEAD)
-            if (kind is None or j.kind == kind)
-            and (queue is None or j.queue == queue)
-            and (error_class is None or j.error_class == error_class)
-        ][:limit]
-        return chosen if dry_run else [self.redrive(j.id, note=note) for j in chosen]
-
-    def dead_letters(
-        self, *, kind: str | None = None, queue: str | None = None, limit: int = 100
-    ) -> list[DeadLetter]:
-        now = self.clock.now()
-        return [
-            DeadLetter(
-                j.id,
-                j.kind,
-                j.queue,
-                j.key,
-                j.dead_reason or "",
-                j.error_class,
-                j.last_error,
-                j.attempt,
-                j.redrives,
-                now - j.updated_at,
-            )  # fmt: skip
-            for j in self.jobs(JobState.DEAD)
-            if (kind is None or j.kind == kind) and (queue is None or j.queue == queue)
-        ][:limit]
-
-    def dead_by_reason(
-        self, prefixes: Sequence[str], *, kind: str | None = None, batch: int = 500
-    ) -> Iterator[Job]:
-        """Dead jobs whose reason starts with one of ``prefixes``, oldest first. ``batch`` is
-        checked, not used: the status hashes are read whole, as ``jobs`` reads them."""
-        jobargs.name("kind", kind, optional=True)
-        jobargs.count("batch", batch)
-        return iter(self._dead_by_reason(prefixes, kind, matching=True))
-
-    def count_dead_by_reason(
-        self, prefixes: Sequence[str], *, kind: str | None = None, matching: bool = True
-    ) -> int:
-        """How many dead jobs have (``matching``) or have not a reason starting with one
-        of ``prefixes``, optionally of one ``kind``."""
-        jobargs.name("kind", kind, optional=True)
-        return len(self._dead_by_reason(prefixes, kind, matching))
-
-    def _dead_by_reason(
-        self, prefixes: Sequence[str], kind: str | None, matching: bool
-    ) -> list[Job]:
-        starts = tuple(str(p) for p in prefixes)
-        found = [
-            j
-            for j in self.jobs(JobState.DEAD, limit=10**9)
-            if (kind is None or j.kind == kind)
-            and (j.dead_reason is not None and j.dead_reason.startswith(starts)) == bool(matching)
-        ]
-        return sorted(found, key=lambda j: (j.updated_at, j.id))
-
-    # -- inspection --------------------------------------------------------------------
-
-    def get_by_key(self, key: str) -> Job | None:
-        h = self.r.hgetall(self._hash(key))
-        if not h:
-            return None
-        running = h.get("state") == "running"
-        return Job(
-            id=int(h["id"]), kind=h["kind"], queue=h["queue"], key=h["key"],
-            fingerprint=h["fingerprint"], payload=decode_payload(h.get("payload"))[0],
-            state=JobState(h["state"]), attempt=int(h["attempt"]),
-            max_attempts=int(h["max_attempts"]), run_after=float(h["run_after"]),
-            lease_owner=h.get("lease_owner") or None,
-            lease_until=_num(h.get("lease_until")) if running else None,
-            lease_token=(h.get("lease_token") or None) if running else None,
-            last_error=h.get("last_error") or None, error_class=h.get("error_class") or None,
-            result=json.loads(h["result"]) if h.get("result") else None,
-            created_at=float(h["created_at"]), updated_at=float(h["updated_at"]),
-            dead_reason=h.get("dead_reason") or None, redrives=int(h.get("redrives", 0)),
-        )  # fmt: skip
-
-    def get(self, job_id: int) -> Job:
-        key = self.r.hget(f"{self.prefix}:ids", str(job_id))
-        job = self.get_by_key(key) if key else None
-        if job is None:
-            raise NotFound(f"job {job_id} does not exist under Redis prefix {self.prefix}")
-        return job
-
-    def jobs(self, state: JobState | str | None = None, limit: int = 1000) -> list[Job]:
-        keys = self.r.hgetall(f"{self.prefix}:ids")
-        found = []
-        for job_id in sorted(keys, key=int):
-            job = self.get_by_key(keys[job_id])
-            if job is not None and (state is None or job.state == state):
-                found.append(job)
-        return found[:limit]
-
-    def next_due(self, queues: Sequence[str] = ("default",)) -> float | None:
-        """When the next job becomes claimable (a wait ends or a lease runs out on the
-        clock), or None when none is waiting: what a draining worker sleeps until."""
-        times = [
-            j.run_after if j.state != JobState.RUNNING else (j.lease_until or j.run_after)
-            for j in self.jobs(limit=10**9)
-            if j.state in (JobState.PENDING, JobState.RETRY_WAIT, JobState.RUNNING)
-        ]
-        return min(times, default=None)
-
-    def counts(self) -> dict[str, int]:
-        found = {s.value: 0 for s in JobState}
-        for job in self.jobs(limit=10**9):
-            found[job.state.value] += 1
-        return found
-
-    def attempts(self, job_id: int) -> list[Attempt]:
-        """The attempt history the claim and fence scripts keep (the PEL has only the last)."""
-        job = self.get(job_id)
-        history = []
-        for text in self.r.lrange(self._attempts(job.key), 0, -1):
-            a = json.loads(text)
-            history.append(
-                Attempt(
-                    job_id,
-                    int(a["attempt"]),
-                    a["worker"],
-                    float(a["started_at"]),
-                    a.get("finished_at"),
-                    a.get("outcome"),
-                    a.get("error") or None,
-                    a.get("error_class") or None,
-                )  # fmt: skip
-            )
-        return history
