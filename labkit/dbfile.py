@@ -8,8 +8,10 @@ short wait for another process's transaction is not an error. This module is tha
 shared way, so the four cannot drift apart.
 
 ``check_file`` refuses, without writing a byte, a file that is not the kind of labkit
-file the caller expects; ``explain`` turns SQLite's terse errors into messages that say
-what to do. In production the database driver or an ORM (SQLAlchemy's engine events,
+file the caller expects, or whose ``-wal``, ``-shm`` or ``-journal`` file is a symbolic
+link; ``explain`` turns SQLite's terse errors into messages that say what to do (a full
+disk is never called damage); ``removing_on_failure`` takes back the side files a failed
+open made. In production the database driver or an ORM (SQLAlchemy's engine events,
 Django's ``OPTIONS``) applies such connection settings; labkit writes them by hand
 because it uses the standard library's ``sqlite3`` alone.
 """
@@ -20,6 +22,8 @@ import functools
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -35,6 +39,12 @@ SQL = queries.load("dbfile.sql")
 BUSY_TIMEOUT_S = 10.0
 #: SQLite's ``synchronous`` levels: NORMAL survives any process crash, FULL a power cut.
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+#: The files SQLite keeps beside a database: the write-ahead log, its index, the journal.
+SIDE_FILES = ("-wal", "-shm", "-journal")
+#: Below this many free bytes a "disk I/O error" is a full disk: SQLite reports a failed
+#: write as "database or disk is full", but a failed growth of the -shm file as I/O.
+FULL_BELOW = 1 << 20
+SQLITE_IOERR, SQLITE_FULL = 10, 13  # SQLite's primary result codes
 
 
 @dataclass(frozen=True)
@@ -56,17 +66,68 @@ def connect(
     ``synchronous`` is one of SQLite's levels (``NORMAL``, ``FULL``); None keeps the
     default. The connection may be used from other threads unless ``check_same_thread``.
     """
-    conn = sqlite3.connect(
-        path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=check_same_thread
-    )
-    conn.row_factory = sqlite3.Row
-    _enable_wal(conn)
-    if synchronous is not None:
-        if synchronous.upper() not in SYNCHRONOUS:
+    if synchronous is not None and synchronous.upper() not in SYNCHRONOUS:
+        raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
+    with removing_on_failure(Path(path)):
+        conn = sqlite3.connect(
+            path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=check_same_thread
+        )
+        try:
+            conn.row_factory = sqlite3.Row
+            _enable_wal(conn)
+            if synchronous is not None:
+                conn.execute(f"PRAGMA synchronous={synchronous.upper()}")  # checked above
+        except BaseException:
             conn.close()
-            raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
-        conn.execute(f"PRAGMA synchronous={synchronous.upper()}")  # checked just above
+            raise
     return conn
+
+
+def side_file(path: Path, suffix: str) -> Path:
+    """Where SQLite keeps ``path``'s ``-wal``/``-shm``/``-journal``: beside the real file."""
+    real = Path(os.path.realpath(path))
+    return real.with_name(real.name + suffix)
+
+
+@contextmanager
+def removing_on_failure(path: Path) -> Iterator[None]:
+    """When the block raises, remove the ``-wal`` and ``-shm`` files it created, if unused.
+
+    SQLite deletes them when the last connection closes, after a checkpoint; an open that
+    failed for want of disk space cannot checkpoint, and leaves them. The block must have
+    closed its connection when it raises. A ``-wal`` file that holds a frame, or that
+    another connection uses, is never removed: it may hold someone's committed data.
+    """
+    sides = (side_file(path, "-wal"), side_file(path, "-shm"))
+    before = {f for f in sides if f.exists()}
+    try:
+        yield
+    except BaseException:
+        created = [str(f) for f in sides if f.exists() and f not in before]
+        if created and sys.executable:
+            argv = [sys.executable, "-I", "-S", "-c", _REMOVE_IF_UNUSED, os.path.realpath(path)]
+            try:
+                subprocess.run([*argv, *created], capture_output=True, timeout=30)
+            except (OSError, subprocess.SubprocessError):
+                pass  # left as SQLite left them: harmless, and the next open uses them
+        raise
+
+
+#: In a child process: closing a file drops all its process's POSIX locks on it, SQLite's
+#: too. Each connection to a WAL database holds a shared lock on its lock bytes (os_unix.c:
+#: 512 from 1 GiB) and on byte 128 of its -shm file: SQLite's own test before it deletes a
+#: WAL is that exclusive locks there succeed, so that no connection has the file open.
+_REMOVE_IF_UNUSED = """
+import fcntl, os, sys
+db, names, how = sys.argv[1], sys.argv[2:], fcntl.LOCK_EX | fcntl.LOCK_NB
+fcntl.lockf(os.open(db, os.O_RDWR | os.O_NOFOLLOW), how, 512, 1 << 30)
+if os.path.exists(db + "-shm"):
+    fcntl.lockf(os.open(db + "-shm", os.O_RDWR | os.O_NOFOLLOW), how, 1, 128)
+if not (os.path.exists(db + "-wal") and os.path.getsize(db + "-wal")):  # no frame in it
+    for name in names:
+        if os.path.exists(name):
+            os.unlink(name)
+"""
 
 
 def _enable_wal(conn: sqlite3.Connection, tries: int = 100) -> None:
@@ -192,7 +253,7 @@ def _read_only_uri(path: Path, header: bytes) -> str:
     there is one, the side files exist already and a plain read-only open adds nothing.
     """
     wal_mode = header[18:20] == b"\x02\x02"
-    no_wal = not path.with_name(path.name + "-wal").exists()
+    no_wal = not side_file(path, "-wal").exists()
     return f"{path.resolve().as_uri()}?{'immutable=1' if wal_mode and no_wal else 'mode=ro'}"
 
 
@@ -221,7 +282,9 @@ def _read_schema(
         except sqlite3.DatabaseError as exc:
             # Busy is not damage: another process holds the file (an exclusive lock, a
             # backup). Said at once, after one busy timeout, and never called corrupt.
-            if any(w in str(exc) for w in ("readonly", "unable to open", "locked", "busy")):
+            # Nor is an I/O error, which on a full disk is the -shm file that cannot grow.
+            said = ("readonly", "unable to open", "locked", "busy", "disk I/O", "disk is full")
+            if any(w in str(exc) for w in said):
                 raise explain(path, exc) from None
             if attempt == tries - 1:
                 raise StoreError(
@@ -237,7 +300,11 @@ def check_file(path: Path, kind: FileKind) -> None:
     """Refuse, without writing a byte, a file that is not a ``kind`` file we understand.
 
     A missing or empty file is fine (it will be created) as long as its folder exists.
+    A symbolic link in its place is followed, as SQLite does; one as its side file is not.
     """
+    for suffix in SIDE_FILES:
+        if refused := link_error(side_file(path, suffix), _SIDE_LINK_ADVICE):
+            raise refused
     if path.is_dir():
         raise StoreError(f"{path} is a directory; give the path of a {kind.noun}")
     if not path.exists() or path.stat().st_size == 0:
@@ -277,6 +344,51 @@ def check_file(path: Path, kind: FileKind) -> None:
         )
 
 
+_SIDE_LINK_ADVICE = (
+    "Check where it points, then remove the link (SQLite creates that file itself) and run "
+    "the command again"
+)
+
+
+def link_error(path: Path, advice: str) -> StoreError | None:
+    """When ``path`` is a symbolic link, the error that says where it points, why, ``advice``."""
+    if not path.is_symlink():
+        return None
+    target = Path(os.path.normpath(path.parent / os.readlink(path)))
+    where = str(target) if target.exists() else f"{target}, which does not exist"
+    return StoreError(
+        f"{path} is a symbolic link to {where}: labkit refuses it, because a link planted "
+        "as a database or beside one can redirect its writes to another file; nothing was "
+        f"changed. {advice}"
+    )
+
+
+def _full_disk(path: Path, exc: sqlite3.Error) -> StoreError | None:
+    """The error for a full disk, or for a file stopped from growing; None for others."""
+    code, text = getattr(exc, "sqlite_errorcode", 0) & 0xFF, str(exc)
+    said_full = code == SQLITE_FULL or "disk is full" in text
+    if not (said_full or code == SQLITE_IOERR or "disk I/O" in text):
+        return None
+    try:  # what this process may still write: root may use the filesystem's reserve too
+        st = os.statvfs(path.parent)
+        room: int | None = (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
+    except OSError:
+        room = None
+    free = "an unknown number of bytes" if room is None else f"{room} bytes"
+    if (room is None and said_full) or (room is not None and room < FULL_BELOW):
+        return StoreError(
+            f"the disk holding {path} is full ({free} free): free some space and run "
+            "the command again; nothing was changed, and what was stored before is intact"
+        )
+    if not said_full:
+        return None  # an I/O error on a disk with room: not the disk's size
+    return StoreError(
+        f"{path} cannot grow ({text}), though its disk has {free} free: a size limit "
+        "(PRAGMA max_page_count) stopped it, or the disk was full for a moment; raise the "
+        "limit or run the command again; nothing was changed"
+    )
+
+
 def explain(path: Path, exc: sqlite3.Error) -> StoreError:
     """SQLite's error on ``path`` as a ``StoreError`` that says what happened and what to do."""
     text = str(exc)
@@ -285,18 +397,21 @@ def explain(path: Path, exc: sqlite3.Error) -> StoreError:
             f"{path} stayed locked by another connection for over {BUSY_TIMEOUT_S:g}s "
             "(a long transaction elsewhere?); nothing was changed, try again"
         )
+    # SQLite opens no side file through a link: say it is one, not "needs write access".
+    links = (link_error(side_file(path, s), _SIDE_LINK_ADVICE) for s in SIDE_FILES)
+    if "unable to open" in text and (link := next(filter(None, links), None)):
+        return link
     if "readonly" in text or "unable to open" in text:
         return StoreError(
             f"cannot write {path} ({text}): labkit needs write access to the file and "
             f"its folder {path.parent} (for the -wal and -shm files); choose a "
             "writable folder"
         )
-    if "full" in text:
-        return StoreError(
-            f"disk full: {path} cannot grow ({text}); the transaction was rolled back, so "
-            "nothing was written and nothing already stored was lost. Free some space and "
-            "try again"
-        )
+    full = _full_disk(path, exc)
+    if full is not None:
+        return full
     if "malformed" in text or "not a database" in text or "corrupt" in text:
         return StoreError(f"{path} is corrupt ({text}); restore it from a backup or move it aside")
+    if "disk I/O" in text:  # a failing disk, a quota, a lost mount: not a damaged file
+        text += ": the system could not read or write it; check the disk (dmesg) and try again"
     return StoreError(f"{path}: {text}")

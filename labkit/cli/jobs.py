@@ -14,12 +14,14 @@ import argparse
 import importlib
 import itertools
 import logging
+import os
 import signal
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from labkit import dbfile
 from labkit.cli.args import CliError, count, job_id, name, safe, seconds, utc_time
 from labkit.clock import Clock, FakeClock, SystemClock, isoformat
 from labkit.errors import InvalidTransition, LabkitError
@@ -40,7 +42,16 @@ def _pages(items: Iterable[Job], size: int) -> Iterator[list[Job]]:
 
 
 def _open(path: Path, clock: Clock | None = None) -> JobStore:
-    """Open an existing job database; never create one by mistake."""
+    """Open an existing job database; never create one by mistake, nor through a link.
+
+    A link given as the database is refused, as dbfile refuses one beside it: an operator
+    runs these commands on a path someone else may have planted.
+    """
+    real = os.path.realpath(path)
+    advice = f"Pass the real path ({real}) instead" if path.exists() else "Pass the real path"
+    advice += ", not a link to it"
+    if refused := dbfile.link_error(path, advice):
+        raise CliError(str(refused))
     if not path.exists():
         raise CliError(
             f"no database at {path}; give the path of an existing labkit job database "

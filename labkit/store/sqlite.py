@@ -107,16 +107,22 @@ class JobStore(StoreBase):
         self._lock = threading.RLock()
         self._next_bury = float("-inf")
         dbfile.check_file(self.path, JOB_DATABASE)
-        self.conn = self._connect(synchronous.upper())
-        self._migrate()
+        # A failed open (a full disk) closes its connection and takes back its side files.
+        with dbfile.removing_on_failure(self.path):
+            self.conn = self._connect(synchronous.upper())
+            self._migrate()
 
     # -- opening -----------------------------------------------------------------------
 
     def _connect(self, synchronous: str) -> sqlite3.Connection:
         try:
             conn = dbfile.connect(self.path, synchronous=synchronous)
+        except sqlite3.OperationalError as exc:
+            raise self._explain(exc) from None
+        try:
             conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.OperationalError as exc:
+            conn.close()
             raise self._explain(exc) from None
         return conn
 

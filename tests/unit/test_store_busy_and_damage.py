@@ -2,9 +2,10 @@
 
 Each test failed before its fix. The busy timeout is cut to a fraction of a second
 (``dbfile.BUSY_TIMEOUT_S``) so "waits out the timeout" costs little; nothing asserts a
-duration. The full disk is simulated with SQLite's ``PRAGMA max_page_count`` on the
-store's own connection: SQLite then fails exactly as on a full filesystem
-(SQLITE_FULL, "database or disk is full"), without needing a tiny mounted filesystem.
+duration. A file that cannot grow is simulated with SQLite's ``PRAGMA max_page_count`` on
+the store's own connection: SQLite then fails as on a full filesystem (SQLITE_FULL,
+"database or disk is full"), though the disk has room, and the message says so. A really
+full filesystem (a filled tmpfs) is tests/unit/test_cli_full_disk.py's.
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ def test_the_ledger_transaction_commits_effect_and_completion_together(
     assert store.get(job.id).state == "succeeded"
 
 
-def test_a_full_disk_says_disk_full_and_loses_nothing(store: JobStore) -> None:
+def test_a_file_that_cannot_grow_says_so_and_loses_nothing(store: JobStore) -> None:
     kept = [store.enqueue("charge", {"n": n}, key=f"kept-{n}")[0] for n in range(5)]
     pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
     store.conn.execute(f"PRAGMA max_page_count = {pages}")
@@ -163,7 +164,9 @@ def test_a_full_disk_says_disk_full_and_loses_nothing(store: JobStore) -> None:
         for n in range(200):  # each ~64 KB: the file must grow within a few
             store.enqueue("bulk", {"blob": "x" * 64_000, "n": n})
             refused += 1
-    assert "disk full" in str(caught.value)
+    said = str(caught.value)
+    assert "cannot grow" in said and "max_page_count" in said and "nothing was changed" in said
+    assert "corrupt" not in said
     assert "cannot rollback" not in str(caught.value)
     assert refused < 200, "the full disk must have fired"
     assert [store.get(j.id).key for j in kept] == [j.key for j in kept]
