@@ -671,8 +671,10 @@ assert all(real[e].outcome(s, p) == tables["sqlite"].outcome(s, p)
 # - A plain Redis consumer gets it back when the entry has been **idle** past a
 #   threshold on the server's clock (`XAUTOCLAIM`, section 5), or when the same
 #   consumer restarts and reads its own pending entries. labkit's Redis store also keeps
-#   a lease on the injected clock beside the PEL, so in the explorer a restarted worker
-#   takes the entry back when the lease runs out, as on SQL, and with the same verdict.
+#   a lease beside the PEL, judged by Redis's clock (`TIME`), or by the injected clock
+#   when it is a `FakeClock` as in the explorer, so a restarted worker takes the entry
+#   back when the lease runs out, as on SQL, and with the same verdict. Like the SQL
+#   stores it counts an attempt when a handler starts, not when an entry is read.
 # - `after_commit` and `after_ack` are one moment in all three here: the labkit stores
 #   commit and acknowledge in one step (the Redis store records the result and `XACK`s
 #   in one Lua script). A consumer that writes its result somewhere else and *then*
