@@ -36,9 +36,20 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
-    from labkit.grading.grade import Settings, grade_folder
+    from labkit.classroom.run import grade_folder, run_status
+    from labkit.grading.grade import Settings
     from labkit.grading.isolation.confine import Confinement
 
+    if args.status is not None:
+        try:
+            print(run_status(args.out / args.status))
+        except FileNotFoundError as exc:
+            raise CliError(
+                f"{exc}; pass the run's id as written under --out ({args.out})"
+            ) from None
+        return 0
+    if args.submissions is None:
+        raise CliError("give SUBMISSIONS (a folder with one subfolder per student)")
     if not args.solutions.is_dir():
         raise CliError(f"no solutions folder at {args.solutions}; pass --solutions DIR")
     limits = Limits(
@@ -73,8 +84,9 @@ def cmd_grade(args: argparse.Namespace) -> int:
             only=args.exercise,
             progress=lambda line: print(line, flush=True),
             run=args.run_id,
+            lease_s=args.lease_s,
         )
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:
         raise CliError(str(exc)) from None
     return 0
 
@@ -112,9 +124,23 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "process; write OUT/RUN_ID/grades.csv, totals.csv and feedback/.",
         formatter_class=_DefaultsShown,
     )
-    p.add_argument("submissions", type=Path, help="folder with one subfolder per student")
+    p.add_argument(
+        "submissions", type=Path, nargs="?", help="folder with one subfolder per student"
+    )
     p.add_argument("--out", type=Path, default=Path("grading"), help="runs are written here")
-    p.add_argument("--run-id", help="name of this run's folder (default: UTC time, to the second)")
+    p.add_argument(
+        "--run-id",
+        help="name of this run's folder (default: UTC time, to the second); a run of that "
+        "name that was stopped is resumed: what was graded stays graded",
+    )
+    p.add_argument("--status", metavar="RUN_ID", help="say how far the run OUT/RUN_ID is, and stop")
+    p.add_argument(
+        "--lease-s",
+        type=seconds,
+        default=10.0,
+        help="a killed grading worker's notebook is graded again this long after "
+        "(a live worker renews its lease)",
+    )
     p.add_argument(
         "--seed",
         type=int,

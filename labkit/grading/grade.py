@@ -12,32 +12,29 @@ notebook the grader
    student's process and a data-only channel (``remote``). A hung check kills the student
    process, which is started again for the next check.
 
-Each run writes into its own folder ``OUT/RUN_ID/`` (``gradebook``): ``grades.csv`` (one
-row per student and exercise with ``status`` and ``note``), ``totals.csv`` (one row per
-student), ``feedback/STUDENT.md`` and ``outcomes.json`` (every check's outcome as data,
-for the platform exports). A notebook that is missing, unreadable, broken,
-hanging or hostile scores what its honest part earned, with the reason, and never stops the batch.
+A notebook that is missing, unreadable, broken, hanging or hostile scores what its
+honest part earned, with the reason, and never stops the batch. A whole class is graded
+as jobs on the lab's own job store by ``labkit.classroom`` (its ``grade_folder`` writes
+``OUT/RUN_ID/``: ``grades.csv``, ``totals.csv``, ``outcomes.json``, ``feedback/`` and
+``index.html``), calling ``grade_notebook`` once per notebook: this module knows
+notebooks and checks, never jobs.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import multiprocessing
 import os
 import random
 import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
-from labkit.clock import Clock, SystemClock
+from labkit.clock import Clock
 from labkit.grading import catalog
 from labkit.grading.checks import (
     DEFAULT_TIMEOUT,
@@ -51,16 +48,12 @@ from labkit.grading.course import hidden_of
 from labkit.grading.gradebook import (
     Graded,
     NotebookStatus,
-    write_feedback,
-    write_gradebook,
-    write_outcomes,
-    write_totals,
 )
 from labkit.grading.isolation import disk
 from labkit.grading.isolation.confine import Confinement
 from labkit.grading.isolation.grader_side import StudentGone, StudentProcess
 from labkit.grading.isolation.remote import RemoteNamespace
-from labkit.grading.release import exercise_of, solution_notebooks
+from labkit.grading.release import exercise_of
 
 #: A submitted file for exercise NN: ``ex03_claim.ipynb``, ``ex03_claim (1).ipynb``,
 #: ``ex03_claim-final.ipynb``, ``ex03 copy.ipynb``...
@@ -102,7 +95,6 @@ TIME_ZONES = (
     "Pacific/Auckland",
     "Pacific/Kiritimati",
 )
-
 
 
 def seeded_environment(seed: int) -> dict[str, str]:
@@ -322,111 +314,3 @@ def find_notebooks(folder: Path, exercises: list[str]) -> tuple[dict[str, Path],
 def run_id(clock: Clock) -> str:
     """A folder name for one grading run, from the clock (UTC, to the second)."""
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime(clock.now()))
-
-
-def grade_folder(
-    submissions: Path,
-    out: Path,
-    settings: Settings,
-    jobs: int | None = None,
-    only: list[str] | None = None,
-    progress: Callable[[str], None] = print,
-    run: str | None = None,
-    clock: Clock | None = None,
-) -> tuple[Path, list[Graded]]:
-    """Grade every student folder in ``submissions`` into ``out/RUN_ID``; return both."""
-    if not submissions.is_dir():
-        raise FileNotFoundError(f"{submissions} is not a folder of student folders")
-    exercises = [e for e in (exercise_of(p) for p in solution_notebooks(settings.solutions)) if e]
-    exercises = exercises or catalog.exercises()
-    if only:
-        unknown = sorted(set(only) - set(exercises))
-        if unknown:
-            raise ValueError(
-                f"unknown exercise(s) {', '.join(unknown)}; known: {', '.join(exercises)}"
-            )
-        exercises = [e for e in exercises if e in only]
-    students = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not students:
-        raise ValueError(f"{submissions} has no student folders (one folder per student)")
-    name = run or run_id(clock or SystemClock())
-    run_dir = out / name
-    suffix = 1
-    while run_dir.exists():
-        suffix += 1
-        run_dir = out / f"{name}-{suffix}"
-    run_dir.mkdir(parents=True)
-    tasks: list[tuple[str, str, Path | None]] = []
-    duplicates: dict[tuple[str, str], str] = {}
-    for folder in students:
-        found, notes = find_notebooks(folder, exercises)
-        duplicates.update({(folder.name, e): note for e, note in notes.items()})
-        tasks += [(folder.name, e, found.get(e)) for e in exercises]
-    total = len(tasks)
-    jobs = max(1, min(jobs or os.cpu_count() or 1, total))
-    progress(settings.confinement.describe())
-    if settings.seed is not None:
-        zone = seeded_environment(settings.seed)["TZ"]
-        confinement = dataclasses.replace(settings.confinement, timezone=zone)
-        settings = dataclasses.replace(settings, confinement=confinement)
-        progress(
-            f"grading seed {settings.seed}: generated inputs differ from check()'s, and "
-            f"student code runs with TZ={zone}; replay this run with --seed {settings.seed}"
-        )
-        kept = {"seed": settings.seed, "timezone": zone}
-        (run_dir / "run.json").write_text(json.dumps(kept) + "\n")
-    networked = [e for e in exercises if catalog.public(e).network]
-    if networked and not settings.confinement.network:
-        shared = dataclasses.replace(settings.confinement, network=True)
-        progress(f"{', '.join(networked)}: student code needs TCP: {shared.network_words()}")
-    progress(
-        f"grading {len(students)} student(s) x {len(exercises)} exercise(s) = {total} "
-        f"notebooks, {jobs} at a time, into {run_dir}"
-    )
-    # Processes, not threads: checks are CPU-bound Python (and some use Hypothesis, which
-    # is not thread-safe), so threads would share one core. Each worker process claims
-    # its own block of uids for the student code it starts.
-    # The checks run in the pool's processes. Hypothesis draws from the seed, but how it
-    # walks its alphabets follows str hashing, salted per process: fix the salt too, or
-    # the same seed draws other examples and a run does not replay.
-    salt = os.environ.get("PYTHONHASHSEED")
-    if settings.seed is not None:
-        os.environ["PYTHONHASHSEED"] = seeded_environment(settings.seed)["PYTHONHASHSEED"]
-    try:
-        results = _grade_in_pool(tasks, settings, jobs, duplicates, progress)
-    finally:
-        if salt is None:
-            os.environ.pop("PYTHONHASHSEED", None)
-        else:
-            os.environ["PYTHONHASHSEED"] = salt
-    results.sort(key=lambda g: (g.student, g.exercise))
-    write_gradebook(results, run_dir / "grades.csv")
-    write_totals(results, run_dir / "totals.csv")
-    write_feedback(results, run_dir / "feedback")
-    write_outcomes(results, run_dir / "outcomes.json")
-    progress(f"wrote grades.csv, totals.csv and {len(students)} feedback file(s) in {run_dir}")
-    return run_dir, results
-
-
-def _grade_in_pool(
-    tasks: list[tuple[str, str, Path | None]],
-    settings: Settings,
-    jobs: int,
-    duplicates: dict[tuple[str, str], str],
-    progress: Callable[[str], None],
-) -> list[Graded]:
-    """Grade every task in ``jobs`` processes; the results as they finish."""
-    total = len(tasks)
-    results: list[Graded] = []
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(grade_notebook, *task, settings) for task in tasks]
-        for future in as_completed(futures):
-            graded = future.result()
-            if (graded.student, graded.exercise) in duplicates:
-                graded.notes.insert(0, duplicates[graded.student, graded.exercise])
-            results.append(graded)
-            progress(
-                f"[{len(results)}/{total}] {graded.student} {graded.exercise}: "
-                f"{graded.score}/{graded.possible} {graded.status}"
-            )
-    return results

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from gradingkit import SOLUTIONS
 
+from labkit.classroom.run import grade_folder
 from labkit.clock import FakeClock
-from labkit.grading.grade import Settings, find_notebooks, grade_folder, run_id
+from labkit.grading.grade import Settings, find_notebooks, run_id
 
 
 def _touch(path: Path, mtime: float) -> Path:

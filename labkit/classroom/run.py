@@ -1,0 +1,309 @@
+"""``grade_folder``: a whole class graded as jobs, resumable, with its gradebook written once.
+
+1. The run's folder ``OUT/RUN_ID`` holds ``jobs.db`` (the job store), ``plan.json`` (the
+   settings), ``tasks.json`` (the current job of each student and exercise) and the
+   notebooks as enqueued. Started again with the same ``--run-id``, the run resumes:
+   the class is enqueued again, which adds jobs only for new or changed notebooks.
+2. ``jobs`` grading workers (``labkit.classroom.worker``) drain the queue; this process
+   only watches the store and prints each result as it lands.
+3. When every current job is finished, ``grades.csv``, ``totals.csv`` and ``feedback/``
+   are written from the store, each replaced whole (a reader never sees half a file).
+
+Killed at any moment, nothing graded is lost: a result is stored with its job's
+completion. ``run_status`` says how far a run is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from labkit.classroom import queue
+from labkit.classroom.plan import Plan
+from labkit.classroom.worker import PLAN, STORE
+from labkit.clock import Clock, SystemClock
+from labkit.grading import catalog
+from labkit.grading.checks import CheckStatus
+from labkit.grading.course import hidden_of
+from labkit.grading.grade import Settings, find_notebooks, run_id, seeded_environment
+from labkit.grading.gradebook import (
+    Graded,
+    NotebookStatus,
+    write_feedback,
+    write_gradebook,
+    write_outcomes,
+    write_totals,
+)
+from labkit.grading.release import exercise_of, solution_notebooks
+from labkit.job import JobState
+from labkit.store import JobStore
+
+POLL_S = 0.2
+
+
+def grade_folder(
+    submissions: Path,
+    out: Path,
+    settings: Settings,
+    jobs: int | None = None,
+    only: list[str] | None = None,
+    progress: Callable[[str], None] = print,
+    run: str | None = None,
+    clock: Clock | None = None,
+    lease_s: float = 10.0,
+) -> tuple[Path, list[Graded]]:
+    """Grade every student folder in ``submissions`` into ``out/RUN_ID``; return both.
+
+    A ``run`` whose folder already holds a job store is resumed with the settings it
+    started with; any other existing folder is left alone and the run gets ``RUN-2``.
+    One grader at a time works on a run (a lock in its folder says which).
+    """
+    if not submissions.is_dir():
+        raise FileNotFoundError(f"{submissions} is not a folder of student folders")
+    exercises = _exercises(settings.solutions, only)
+    students = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not students:
+        raise ValueError(f"{submissions} has no student folders (one folder per student)")
+    run_dir, resumed = _run_folder(out, run, clock)
+    with _only_grader(run_dir):
+        return _grade(run_dir, resumed, students, exercises, settings, jobs, progress, lease_s)
+
+
+def _grade(
+    run_dir: Path,
+    resumed: bool,
+    students: list[Path],
+    exercises: list[str],
+    settings: Settings,
+    jobs: int | None,
+    progress: Callable[[str], None],
+    lease_s: float,
+) -> tuple[Path, list[Graded]]:
+    plan = Plan.of(settings, lease_s)
+    if resumed:
+        kept = Plan.from_json((run_dir / PLAN).read_text(encoding="utf-8"))
+        if kept != plan:
+            progress(f"resuming run {run_dir.name} with the settings it started with")
+        plan = kept
+    else:
+        queue.write_atomically(run_dir / PLAN, plan.to_json())
+    tasks: list[queue.Task] = []
+    for folder in students:
+        found, notes = find_notebooks(folder, exercises)
+        tasks += [queue.task(folder.name, e, found.get(e), notes.get(e)) for e in exercises]
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
+    progress(settings.confinement.describe())
+    if plan.seed is not None:
+        zone = seeded_environment(plan.seed)["TZ"]
+        progress(
+            f"grading seed {plan.seed}: generated inputs differ from check()'s, and "
+            f"student code runs with TZ={zone}; replay this run with --seed {plan.seed}"
+        )
+        kept_seed = {"seed": plan.seed, "timezone": zone}
+        queue.write_atomically(run_dir / "run.json", json.dumps(kept_seed) + "\n")
+    networked = [e for e in exercises if catalog.public(e).network]
+    if networked and not settings.confinement.network:
+        shared = dataclasses.replace(settings.confinement, network=True)
+        progress(f"{', '.join(networked)}: student code needs TCP: {shared.network_words()}")
+    with JobStore(run_dir / STORE, SystemClock()) as store:
+        queue.enqueue(store, run_dir, tasks)
+        gave_up = _gave_up(settings.solutions)
+        done, waiting = queue.collect(store, tasks, gave_up)
+        verb = f"resuming: {len(done)} of {len(tasks)} already graded, " if resumed else ""
+        progress(
+            f"{verb}grading {len(students)} student(s) x {len(exercises)} exercise(s) = "
+            f"{len(tasks)} notebooks, {jobs} at a time, into {run_dir}"
+        )
+        if waiting:
+            solutions = settings.solutions
+            done += _drain(store, run_dir, solutions, plan, waiting, len(done), jobs, progress)
+    done.sort(key=lambda g: (g.student, g.exercise))
+    _write_gradebook(done, run_dir)
+    progress(f"wrote grades.csv, totals.csv and {len(students)} feedback file(s) in {run_dir}")
+    return run_dir, done
+
+
+def _exercises(solutions: Path, only: list[str] | None) -> list[str]:
+    exercises = [e for e in (exercise_of(p) for p in solution_notebooks(solutions)) if e]
+    exercises = exercises or catalog.exercises()
+    if only:
+        unknown = sorted(set(only) - set(exercises))
+        if unknown:
+            raise ValueError(
+                f"unknown exercise(s) {', '.join(unknown)}; known: {', '.join(exercises)}"
+            )
+        exercises = [e for e in exercises if e in only]
+    return exercises
+
+
+def _run_folder(out: Path, run: str | None, clock: Clock | None) -> tuple[Path, bool]:
+    """The run's folder and whether it is a run to resume."""
+    name = run or run_id(clock or SystemClock())
+    run_dir = out / name
+    if run is not None and (run_dir / STORE).exists() and (run_dir / PLAN).exists():
+        return run_dir, True
+    suffix = 1
+    while run_dir.exists():
+        suffix += 1
+        run_dir = out / f"{name}-{suffix}"
+    run_dir.mkdir(parents=True)
+    return run_dir, False
+
+
+@contextmanager
+def _only_grader(run_dir: Path) -> Iterator[None]:
+    """Hold the run's lock while grading: a second grader on the same run is refused.
+
+    The lock goes with the process that held it (``flock``), so a grader that was
+    killed never leaves the run locked; and its workers died with it.
+    """
+    with (run_dir / "grader.lock").open("a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            raise RuntimeError(
+                f"run {run_dir.name} is being graded by another labkit grade (pid "
+                f"{fh.read().strip() or '?'}); wait for it, or see labkit grade --status "
+                f"{run_dir.name}"
+            ) from None
+        fh.truncate(0)
+        fh.write(str(os.getpid()))
+        fh.flush()
+        yield
+
+
+def _gave_up(solutions: Path) -> queue.GaveUp:
+    hidden = hidden_of(solutions.resolve())
+
+    def row(student: str, exercise: str, why: str) -> Graded:
+        checks = catalog.all_checks(exercise, hidden)
+        graded = Graded(
+            student, exercise, catalog.public(exercise).title, sum(c.points for c in checks)
+        )
+        graded.outcomes = [c.outcome(CheckStatus.NOT_GRADED) for c in checks]
+        graded.status = NotebookStatus.CRASHED
+        graded.notes.append(why)
+        return graded
+
+    return row
+
+
+def _drain(
+    store: JobStore,
+    run_dir: Path,
+    solutions: Path,
+    plan: Plan,
+    waiting: list[queue.Task],
+    before: int,
+    jobs: int,
+    progress: Callable[[str], None],
+) -> list[Graded]:
+    """Start the grading workers and print each result as it lands; the new results."""
+    logs = run_dir / "workers"
+    logs.mkdir(exist_ok=True)
+    jobs = min(jobs, len(waiting))
+    workers = [_start_worker(run_dir, solutions, plan, f"g{n}", logs) for n in range(1, jobs + 1)]
+    gave_up = _gave_up(solutions)
+    total, done = before + len(waiting), list[Graded]()
+    try:
+        while waiting:
+            landed, waiting = queue.collect(store, waiting, gave_up)
+            for graded in landed:
+                done.append(graded)
+                progress(
+                    f"[{before + len(done)}/{total}] {graded.student} {graded.exercise}: "
+                    f"{graded.score}/{graded.possible} {graded.status}"
+                )
+            if waiting and all(w.poll() is not None for w in workers):
+                raise RuntimeError(_stopped_early(workers, logs, len(waiting)))
+            if waiting:
+                time.sleep(POLL_S)
+    finally:
+        # Every current job is finished (or the run is stopping): an idle worker would
+        # only sleep out another's lease before it noticed. A job a worker still held
+        # goes back to the queue when its lease runs out, for the next run to grade.
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+            w.wait()
+    return done
+
+
+def _start_worker(
+    run_dir: Path, solutions: Path, plan: Plan, name: str, logs: Path
+) -> subprocess.Popen[bytes]:
+    env = {**os.environ, **plan.environment()}
+    argv = [str(run_dir), str(solutions.resolve()), name, str(os.getpid())]
+    with (logs / f"{name}.log").open("ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "labkit.classroom.worker", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+
+def _stopped_early(workers: list[subprocess.Popen[bytes]], logs: Path, left: int) -> str:
+    tails = []
+    for n, w in enumerate(workers, 1):
+        text = (logs / f"g{n}.log").read_text(encoding="utf-8", errors="replace").strip()
+        tails.append(f"g{n} (exit {w.returncode}): {text.splitlines()[-1] if text else '-'}")
+    return (
+        f"every grading worker stopped with {left} notebook(s) left: "
+        + "; ".join(tails)
+        + f". Their logs are in {logs}; run labkit grade again with the same --run-id"
+    )
+
+
+def _write_gradebook(results: list[Graded], run_dir: Path) -> None:
+    """grades.csv, totals.csv, outcomes.json and feedback/, each replaced whole."""
+    writers = (
+        ("grades.csv", write_gradebook),
+        ("totals.csv", write_totals),
+        ("outcomes.json", write_outcomes),
+    )
+    for name, write in writers:
+        part = run_dir / f".{name}.part"
+        write(results, part)
+        os.replace(part, run_dir / name)
+    fresh, old = run_dir / ".feedback.part", run_dir / ".feedback.old"
+    for left in (fresh, old):
+        shutil.rmtree(left, ignore_errors=True)
+    write_feedback(results, fresh)
+    if (run_dir / "feedback").exists():
+        os.replace(run_dir / "feedback", old)
+    os.replace(fresh, run_dir / "feedback")
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def run_status(run_dir: Path) -> str:
+    """How far a run is: its jobs by state, and whether its gradebook is written."""
+    if not (run_dir / STORE).exists():
+        raise FileNotFoundError(f"{run_dir} holds no grading run (no {STORE})")
+    current = queue.current_tasks(run_dir)
+    with JobStore(run_dir / STORE, SystemClock()) as store:
+        states = [store.get_by_key(key) for key in current]
+    finished = sum(j is not None and j.state in (JobState.SUCCEEDED, JobState.DEAD) for j in states)
+    running = sum(j is not None and j.state == JobState.RUNNING for j in states)
+    gave_up = sum(j is not None and j.state == JobState.DEAD for j in states)
+    book = run_dir / "grades.csv"
+    lines = [
+        f"run {run_dir.name}: {finished} of {len(current)} notebooks graded, {running} being "
+        f"graded, {len(current) - finished - running} waiting"
+        + (f"; {gave_up} the grader gave up on" if gave_up else ""),
+        f"gradebook: {book}"
+        if book.exists() and finished == len(current)
+        else "gradebook: not written yet (labkit grade again with this --run-id finishes it)",
+    ]
+    return "\n".join(lines)

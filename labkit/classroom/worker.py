@@ -1,0 +1,108 @@
+"""A grading worker: the lab's own ``Worker`` claiming grading jobs and grading them, confined.
+
+``python -m labkit.classroom.worker RUN_DIR SOLUTIONS NAME`` opens the run's job store
+(``RUN_DIR/jobs.db``), rebuilds the run's ``Settings`` from ``RUN_DIR/plan.json`` with
+this machine's confinement, and drains the grading queue: claim a notebook under a lease,
+grade it (``grade_notebook``: student code in its sandbox, checks here), and complete the
+job with the result in the same write. A thread renews the lease while a notebook is
+graded, so the lease can be short: a worker that dies (SIGKILL, OOM, a lost machine)
+leaves its notebook to be graded again a lease later by whichever worker is free.
+
+A worker dies with the grader that started it (``PR_SET_PDEATHSIG`` on Linux): a
+grader killed and started again does not race its own orphans.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from labkit.classroom import queue, results
+from labkit.classroom.plan import Plan
+from labkit.clock import SystemClock
+from labkit.grading.grade import Settings, grade_notebook
+from labkit.job import Job
+from labkit.store import JobStore
+from labkit.worker import Context, Worker
+
+PLAN = "plan.json"
+STORE = "jobs.db"
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies; exit now if it already has."""
+    if sys.platform == "linux":
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+@contextmanager
+def renewing(ctx: Context, every_s: float) -> Iterator[None]:
+    """Renew the job's lease every ``every_s`` seconds while the block runs."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every_s):
+            ctx.heartbeat()
+
+    thread = threading.Thread(target=beat, name="lease", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def handler(run_dir: Path, settings: Settings, lease_s: float) -> Any:
+    """The ``grade`` job's handler for this run."""
+
+    def grade(job: Job, ctx: Context) -> dict[str, Any]:
+        if job.key not in queue.current_tasks(run_dir):
+            return {"superseded": True}  # resubmitted since: its new content has a job
+        notebook = queue.notebook_of(run_dir, job)
+        with renewing(ctx, lease_s / 4):
+            graded = grade_notebook(
+                str(job.payload["student"]), str(job.payload["exercise"]), notebook, settings
+            )
+        return results.to_json(graded)
+
+    return grade
+
+
+def main(argv: list[str]) -> int:
+    run_dir, solutions, name, parent = Path(argv[0]), Path(argv[1]), argv[2], int(argv[3])
+    die_with_parent(parent)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    plan = Plan.from_json((run_dir / PLAN).read_text(encoding="utf-8"))
+    try:
+        settings = plan.settings(solutions)
+    except RuntimeError as refused:
+        print(f"grading worker {name} refuses to grade: {refused}", file=sys.stderr)
+        return 2
+    with JobStore(run_dir / STORE, SystemClock()) as store:
+        worker = Worker(
+            store,
+            {queue.KIND: handler(run_dir, settings, plan.lease_s)},
+            name=name,
+            queues=[queue.QUEUE],
+            lease_s=plan.lease_s,
+        )
+        signal.signal(signal.SIGTERM, lambda signum, frame: worker.stop())
+        worker.drain()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
