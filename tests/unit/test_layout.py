@@ -140,3 +140,13 @@ def test_no_exercise_imports_another_exercise() -> None:
         and name.split(".")[3] != module.split(".")[3]
     )
     assert bad == []
+
+
+def test_only_the_command_line_uses_the_classroom() -> None:
+    """The class-as-jobs layer sits on the grader and the store; nothing below imports it."""
+    bad = [
+        line
+        for line in _offenders("labkit", ("labkit.classroom",))
+        if not line.startswith(("labkit.classroom", "labkit.cli"))
+    ]
+    assert bad == []
