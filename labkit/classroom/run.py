@@ -44,6 +44,7 @@ from labkit.grading.gradebook import (
     write_totals,
 )
 from labkit.grading.release import exercise_of, solution_notebooks
+from labkit.grading.report_html import write_report
 from labkit.job import JobState
 from labkit.store import JobStore
 
@@ -267,7 +268,7 @@ def _stopped_early(workers: list[subprocess.Popen[bytes]], logs: Path, left: int
 
 
 def _write_gradebook(results: list[Graded], run_dir: Path) -> None:
-    """grades.csv, totals.csv, outcomes.json and feedback/, each replaced whole."""
+    """grades.csv, totals.csv, outcomes.json and feedback/, each replaced whole; index.html."""
     writers = (
         ("grades.csv", write_gradebook),
         ("totals.csv", write_totals),
@@ -285,6 +286,7 @@ def _write_gradebook(results: list[Graded], run_dir: Path) -> None:
         os.replace(run_dir / "feedback", old)
     os.replace(fresh, run_dir / "feedback")
     shutil.rmtree(old, ignore_errors=True)
+    write_report(results, run_dir)
 
 
 def run_status(run_dir: Path) -> str:
