@@ -10,6 +10,8 @@
     labkit release exercises                        write the student notebooks
     labkit release --bundle ../student-kit          the student kit: lessons, exercises, labkit
     labkit grade submissions --out grading          grade one folder per student
+    labkit export grading/RUN --to canvas           a run's grades for Canvas, Moodle or Gradescope
+    labkit autograder --gradescope ex03.zip         a Gradescope autograder that grades with labkit
 
 Every command that changes jobs accepts ``--dry-run`` and names what it would do.
 ``inspect``, ``redrive`` and ``retry-failed`` accept ``--as-of T`` to act as if it were
@@ -18,8 +20,9 @@ use it to print the same thing on every run. Bulk
 redrive has no default limit: redriving a whole dead-letter queue by accident floods
 the dependency that killed those jobs in the first place.
 
-The commands on a job database are ``labkit.cli.jobs``'s; ``release`` and ``grade`` are
-``labkit.cli.grading``'s, and what every command shares is ``labkit.cli.args``'s.
+The commands on a job database are ``labkit.cli.jobs``'s; ``release``, ``grade``,
+``export`` and ``autograder`` are ``labkit.cli.grading``'s, and what every command shares
+is ``labkit.cli.args``'s.
 """
 
 from __future__ import annotations

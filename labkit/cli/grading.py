@@ -1,4 +1,4 @@
-"""The instructor's ``labkit`` commands: ``release`` and ``grade``.
+"""The instructor's ``labkit`` commands: ``release``, ``grade``, ``export``, ``autograder``.
 
 ``labkit.cli`` adds them to its parser with ``add_parsers``. Grading's modules (nbformat,
 the sandbox) are imported when one of these commands runs, never when the parser is
@@ -75,8 +75,9 @@ def cmd_grade(args: argparse.Namespace) -> int:
         confinement=confinement,
         seed=args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2**31),
     )
+    platforms = _platforms(args.export)
     try:
-        grade_folder(
+        run_dir, _ = grade_folder(
             args.submissions,
             args.out,
             settings,
@@ -88,6 +89,54 @@ def cmd_grade(args: argparse.Namespace) -> int:
         )
     except (FileNotFoundError, ValueError, RuntimeError) as exc:
         raise CliError(str(exc)) from None
+    _export(run_dir, platforms, args.roster)
+    return 0
+
+
+def _platforms(values: list[str] | None) -> list[str]:
+    from labkit.grading.export import ExportError, platforms_of
+
+    try:
+        return platforms_of(values)
+    except ExportError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _export(
+    run_dir: Path, platforms: list[str], roster: Path | None, seconds: float | None = None
+) -> None:
+    """Write each platform's file for the run, and say what is left to fill in by hand."""
+    from labkit.grading.export import ExportError, export
+
+    if not platforms:
+        return
+    try:
+        written = export(run_dir, platforms, roster, execution_time=seconds)
+    except (ExportError, OSError) as exc:
+        raise CliError(str(exc)) from None
+    for done in written:
+        print(f"wrote {done.platform} export {done.path}", flush=True)
+        for gap in done.to_complete:
+            print(f"  before importing: {gap}", flush=True)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    platforms = _platforms(args.to)
+    if not platforms:
+        raise CliError("say which platform with --to canvas, moodle or gradescope")
+    _export(args.run_folder, platforms, args.roster, args.execution_time)
+    return 0
+
+
+def cmd_autograder(args: argparse.Namespace) -> int:
+    from labkit.grading.autograder import AutograderError, build_gradescope
+
+    try:
+        names = build_gradescope(args.gradescope, args.exercise)
+    except AutograderError as exc:
+        raise CliError(str(exc)) from None
+    print(f"wrote {args.gradescope}: {', '.join(names)}")
+    print("upload it as the assignment's autograder (Ubuntu 24.04 base image)")
     return 0
 
 
@@ -102,7 +151,7 @@ class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``release`` and ``grade`` to the ``labkit`` command's subcommands."""
+    """Add the instructor's commands to the ``labkit`` command's subcommands."""
     # The course and the limits import nothing heavy: the grader's own modules (nbformat)
     # load when a grading command runs, not for every `labkit inspect`.
     default_solutions = Course().solutions
@@ -225,4 +274,59 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         action="store_true",
         help="no own uid, no bubblewrap: limits only (to debug the grader, never for a class)",
     )
+    p.add_argument(
+        "--export",
+        action="append",
+        metavar="PLATFORM",
+        help="also write the run's gradebook for canvas, moodle or gradescope, repeatable "
+        "or comma-separated (as `labkit export` does)",
+    )
+    p.add_argument(
+        "--roster",
+        type=Path,
+        help="CSV mapping each submission folder (student) to the platform's ids, for "
+        "--export: student,name,id,sis_user_id,sis_login_id,section,email,username,idnumber",
+    )
     p.set_defaults(run=cmd_grade)
+
+    p = sub.add_parser(
+        "export",
+        help="write a finished run's gradebook for Canvas, Moodle or Gradescope",
+        description="Read OUT/RUN_ID/grades.csv and outcomes.json and write canvas.csv, "
+        "moodle.csv or gradescope/STUDENT.json (results.json) beside them.",
+        formatter_class=_DefaultsShown,
+    )
+    p.add_argument("run_folder", metavar="RUN", type=Path, help="a run's folder, OUT/RUN_ID")
+    p.add_argument(
+        "--to",
+        action="append",
+        metavar="PLATFORM",
+        help="canvas, moodle or gradescope; repeatable or comma-separated",
+    )
+    p.add_argument(
+        "--roster",
+        type=Path,
+        help="CSV mapping each submission folder (student) to the platform's ids: "
+        "student,name,id,sis_user_id,sis_login_id,section,email,username,idnumber",
+    )
+    p.add_argument(
+        "--execution-time",
+        type=float,
+        help="gradescope: the seconds grading took, results.json's execution_time",
+    )
+    p.set_defaults(run=cmd_export)
+
+    p = sub.add_parser(
+        "autograder",
+        help="build a Gradescope autograder zip that grades with labkit",
+        description="Write a zip with setup.sh, run_autograder, the lab's wheel and the "
+        "hidden checks of the chosen exercises (never a solution notebook).",
+        formatter_class=_DefaultsShown,
+    )
+    p.add_argument("--gradescope", type=Path, required=True, metavar="OUT.zip")
+    p.add_argument(
+        "--exercise",
+        action="append",
+        help="an exercise the assignment grades, repeatable (default: every exercise)",
+    )
+    p.set_defaults(run=cmd_autograder)
