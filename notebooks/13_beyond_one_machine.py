@@ -158,8 +158,8 @@ print(f"B now: job {job.id} {job.key} attempt {job.attempt}, lease until +30 s")
 # Here B and C read one `FakeClock`. On two machines each reads its own clock, and
 # clocks drift apart: a lease written with B's time and checked with C's ends early or
 # late by the skew between them, and an early end runs the job twice. So check every
-# lease on one clock: the database's (`now()` is the transaction's start time on the
-# server, [PostgreSQL docs](https://www.postgresql.org/docs/current/functions-datetime.html#FUNCTIONS-DATETIME-CURRENT)),
+# lease on one clock: the database's (`clock_timestamp()` is the server's current time,
+# [PostgreSQL docs](https://www.postgresql.org/docs/current/functions-datetime.html#FUNCTIONS-DATETIME-CURRENT)),
 # or Redis's (`TIME`, [Redis docs](https://redis.io/docs/latest/commands/time/), or a
 # `PX` expiry, which the server counts, as in section 8); or keep each lease longer
 # than the longest job plus the worst skew you have measured.
@@ -175,6 +175,54 @@ rows = worker_c.attempts(again.id)
 print(format_table([{"attempt": a.attempt, "worker": a.worker, "outcome": a.outcome}
                     for a in rows]))
 assert [a.outcome for a in rows] == ["lease_expired", "succeeded"]
+
+# %% [markdown]
+# labkit's PostgreSQL store takes the first way. Given a real clock it keeps time by the
+# server's `clock_timestamp()` (read every few seconds, carried forward by the machine's
+# monotonic clock), whatever the worker's own clock says; only a `FakeClock`, as in this
+# lesson, is kept as it is. Below, two stores whose machines are 30 s ahead and 30 s
+# behind (`SystemClock(skew_s=...)`) agree on the time within a second, because both
+# read it from the server. The tests run the same with real worker processes: the one
+# 30 s ahead leaves a live lease alone, the one behind sees new jobs at once.
+
+# %%
+ahead = PostgresJobStore(PG, clock=SystemClock(skew_s=30), schema=SCHEMA)
+behind = PostgresJobStore(PG, clock=SystemClock(skew_s=-30), schema=SCHEMA)
+print("store clocks:", type(ahead.clock).__name__, type(behind.clock).__name__)
+print("ahead and behind agree within 1 s:", abs(ahead.clock.now() - behind.clock.now()) < 1)
+print("this lesson's store keeps its FakeClock:", worker_c.clock is clock)
+behind.close()
+
+# %% [markdown]
+# A worker can also stop without dying: a paused VM, a debugger, `SIGSTOP`. If it stops
+# inside a transaction that locked its job's row (say it completed the job with
+# `complete(job, conn=...)` beside its own write, and has not committed), claims with
+# `SKIP LOCKED` pass that row by for as long as it is stopped, lease or no lease. So every
+# connection the store opens or hands out has `idle_in_transaction_session_timeout`
+# (60 s by default, `idle_in_transaction_s=` to change it): the server ends a session
+# idle inside a transaction that long, rolls it back and releases its locks
+# ([PostgreSQL docs](https://www.postgresql.org/docs/current/runtime-config-client.html#GUC-IDLE-IN-TRANSACTION-SESSION-TIMEOUT)).
+# Here this notebook plays the stopped worker, with a 1 s timeout and a 1 s lease; this
+# cell waits 1.5 s of real time for the server.
+
+# %%
+frozen = PostgresJobStore(PG, clock=SystemClock(), schema=SCHEMA, idle_in_transaction_s=1)
+frozen.enqueue("charge", {"customer": "cus_101", "amount": 500}, key="invoice:101",
+               queue="stopped")
+held = frozen.claim("frozen", queues=["stopped"], lease_s=1)
+own = frozen.connect(autocommit=False)
+frozen.complete(held, {"charged": True}, conn=own)  # not committed: its row stays locked
+SystemClock().sleep(1.5)
+taken = ahead.claim("worker-d", queues=["stopped"], lease_s=30)
+print(f"after the lease and the timeout: {taken.key} attempt {taken.attempt} to worker-d")
+try:
+    own.commit()
+except psycopg.Error as exc:
+    print(f"the stopped worker's commit: {type(exc).__name__}, its session is gone")
+ahead.complete(taken, {"charged": True})
+own.close()
+frozen.close()
+ahead.close()
 
 # %% [markdown]
 # ## 3. One instance across machines: an advisory lock
@@ -707,6 +755,8 @@ q.close()
 # | 3 PostgreSQL workers | 30 succeeded, 1 attempt and 1 worker per job, 1 charge per invoice, more than one process took jobs |
 # | row locked mid-claim | B gets `None`; after `pg_terminate_backend`, B claims attempt 1 |
 # | B's connection terminated after its claim | C gets `None` until the lease ends, then attempt 2; history `lease_expired`, `succeeded` |
+# | stores on clocks 30 s ahead and behind | both `ServerClock`, agreeing within 1 s; the lesson's store keeps its `FakeClock` |
+# | a worker stopped inside its transaction | after 1 s lease and 1 s timeout, worker-d claims attempt 2; the stopped worker's commit fails with `IdleInTransactionSessionTimeout` |
 # | advisory lock | host 2 refused, naming host 1; free once host 1 lets go |
 # | holder SIGKILLed | host 4 refused while host 3's process holds it; exit code -9, then host 4 gets it |
 # | `select_for_update().exists()` on a new event | both runs send the e-mail; B's insert is a unique violation |
