@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-
-import nbformat
+from typing import TYPE_CHECKING
 
 from labkit.grading import catalog
 from labkit.grading.course import hidden_of
 from labkit.grading.stub import stub_line
+
+if TYPE_CHECKING:
+    import nbformat
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 NOTEBOOK_NAME = re.compile(r"^(ex(\d\d))_[a-z0-9_]+\.ipynb$")
@@ -90,6 +92,8 @@ def release_notebook(path: Path, hidden_dir: Path | None = None) -> nbformat.Not
     if exercise is None:
         raise ReleaseError(f"{path.name}: solution notebooks are named exNN_name.ipynb")
     number = int(exercise[2:])
+    import nbformat  # two seconds of start-up (its jsonschema): only where notebooks are written
+
     nb = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
     regions = 0
     calls_check = False
@@ -147,6 +151,8 @@ def release(solutions: Path, out: Path) -> list[Path]:
     if not sources:
         raise ReleaseError(f"no exNN_name.ipynb notebooks in {solutions}")
     hidden_dir = hidden_of(solutions)
+    import nbformat
+
     built = {
         p.name: nbformat.writes(release_notebook(p, hidden_dir)) + "\n"  # type: ignore[no-untyped-call]
         for p in sources
