@@ -9,6 +9,12 @@ waits until the server answers. The ``Server`` it returns has ``url``, ``kill()`
 lingers) and ``log_text()``; used as a context manager it is stopped on the way out,
 whatever happened inside.
 
+``limits=ConnectionLimits(...)`` (``labkit.integrations.http.connections``) sets what one
+connection may cost the server: deadlines for a request's head (10 s) and body (30 s),
+the keep-alive (5 s), the connections served at once (200, then ``503``), the largest
+head and the graceful-shutdown wait. Without it the server gets those defaults, so no
+client can hold it by sending slowly or not at all.
+
 ``listening_socket``, ``server_argv`` and ``wait_until_serving`` are the same steps for
 a caller that starts the process itself (an exercise check uses ``ns.spawn``).
 
@@ -28,10 +34,14 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
 from labkit.clock import Clock, SystemClock
+
+if TYPE_CHECKING:  # the server process imports it (and uvicorn); a parent needs neither
+    from labkit.integrations.http.connections import ConnectionLimits
 
 HOST = "127.0.0.1"
 #: Seconds a server may take to answer its first request (importing FastAPI is most of it).
@@ -72,10 +82,14 @@ def client_for(sock: socket.socket, timeout: float = 30.0) -> httpx.Client:
     return httpx.Client(base_url=url_of(sock), transport=transport, timeout=timeout)
 
 
-def server_argv(target: str, fd: int, factory: bool = False) -> list[str]:
-    """The command that serves ``target`` (``module:attr``) on the inherited socket ``fd``."""
+def server_argv(
+    target: str, fd: int, factory: bool = False, limits: ConnectionLimits | None = None
+) -> list[str]:
+    """The command that serves ``target`` (``module:attr``) on the inherited socket ``fd``,
+    with ``limits`` (the defaults of ``ConnectionLimits`` when None)."""
     argv = [sys.executable, "-m", "labkit.integrations.http.serve", target, "--fd", str(fd)]
-    return argv + (["--factory"] if factory else [])
+    argv += ["--factory"] if factory else []
+    return argv + (limits.argv() if limits is not None else [])
 
 
 def wait_until_serving(
@@ -158,6 +172,7 @@ def start_server(
     log_path: str | Path | None = None,
     ready_path: str = "/",
     timeout: float = START_TIMEOUT_S,
+    limits: ConnectionLimits | None = None,
 ) -> Server:
     """Start ``target`` under uvicorn in a new session and wait until it answers."""
     sock = listening_socket()
@@ -166,7 +181,7 @@ def start_server(
     out = log.open("ab") if log is not None else subprocess.DEVNULL
     try:
         popen = subprocess.Popen(
-            server_argv(target, sock.fileno(), factory),
+            server_argv(target, sock.fileno(), factory, limits),
             env={**os.environ, **(env or {})},
             cwd=cwd,
             stdin=subprocess.DEVNULL,
@@ -197,6 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("target", help="the app as module:attribute")
     parser.add_argument("--fd", type=int, required=True, help="the listening socket's fd")
     parser.add_argument("--factory", action="store_true", help="target is a function")
+    from labkit.integrations.http.connections import ConnectionLimits
+
+    ConnectionLimits.add_arguments(parser)
     args = parser.parse_args(argv)
     import uvicorn
 
@@ -204,7 +222,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.path.insert(0, os.getcwd())
     sock = socket.socket(fileno=args.fd)
     config = uvicorn.Config(
-        args.target, factory=args.factory, log_level="warning", access_log=False
+        args.target,
+        factory=args.factory,
+        log_level="warning",
+        access_log=False,
+        **ConnectionLimits.from_args(args).uvicorn_settings(),
     )
     uvicorn.Server(config).run(sockets=[sock])
     return 0
