@@ -18,6 +18,15 @@ is stored or printed:
    detectors are left out on purpose: they would also take sha256 digests, uuids and
    git shas, which an operator needs to read.
 
+The same rules also refuse: ``find_secrets(payload)`` walks a JSON-like payload and
+names every field that holds a secret (``payload.erp.note``) and what kind it is,
+never its value. A field's value is scanned with the rules above (a number too, for a
+card number); a field's name is judged by ``is_secret_field``, after folding the
+tricks that hide a name from a plain match (NFKC, so fullwidth letters are letters;
+zero-width and other invisible characters removed; Cyrillic and Greek letters that
+look Latin read as Latin). The store's enqueue refuses the same names
+(``labkit.keys``), so there is one list, here.
+
 A production system scrubs in its logging pipeline the same way (structlog processors,
 Sentry's data scrubbing, Vector's redact transforms); the rule is the same: scrub
 before you store.
@@ -26,8 +35,11 @@ before you store.
 from __future__ import annotations
 
 import functools
+import json
 import re
+import unicodedata
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, cast
 
 MAX_MESSAGE = 500
@@ -38,9 +50,10 @@ MASK = "***"
 # the name (pass, pwd, pw: "compass" and "pwned_count" are not secrets).
 _STRONG = (
     r"passw(?:or)?d|passphrase|secret|token(?!s|iz|_?count|_?type)|api[_-]?key|apikey|"
-    r"private[_-]?key|access[_-]?key|credentials?|session[_-]?id|sessionid|cookie"
+    r"private[_-]?key|access[_-]?key|signing[_-]?key|credentials?|session[_-]?id|sessionid|"
+    r"cookie|bearer|jwt"
 )
-_WEAK = r"pass|pwd|pw|pin|cvv|cvc"
+_WEAK = r"pass|pwd|pw|pin|cvv|cvc|auth|otp"
 _NAME = (
     rf"(?:[\w.-]*(?:{_STRONG})[\w.-]*"
     rf"|(?:[\w.-]*[_.-])?(?:{_WEAK})(?:[_.-][\w.-]*)?)"
@@ -50,7 +63,8 @@ _NAME = (
 # the exception: it is the secret.
 _REFERENCE = re.compile(
     r"(?i)(?<!session)(?<!session[_.-])[_.-]?(?:id|ids|ref|reference|name|arn|path|uri|url|"
-    r"version|count|type|kind|length|expires?(?:_at)?|at|age|ttl|rotated_at|hint)$"
+    r"version|count|type|kind|scheme|method|provider|length|expires?(?:_at)?|at|age|ttl|"
+    r"rotated_at|hint)$"
 )
 
 
@@ -58,29 +72,47 @@ def _is_reference(name: str) -> bool:
     return bool(_REFERENCE.search(name.strip("'\"")))
 
 
+_FIELD = re.compile(rf"(?i)^{_NAME}$")
+
+
 def _mask_value(match: re.Match[str]) -> str:
-    """``name<sep>***`` unless the name only refers to a secret."""
-    if _is_reference(match.group(1)):
+    """``name<sep>***`` if the name is a secret's name that does not only refer to one."""
+    name = match.group(1)
+    if not _FIELD.match(name) or _is_reference(name):
         return match.group(0)
-    return f"{match.group(1)}{match.group(2)}{MASK}"
+    return f"{name}{match.group(2)}{MASK}"
+
+
+# A name before ``=``, ``:`` or ``%3D``: a run of name characters with a secret's word
+# in it (a lookahead that scans the run once), then the whole run, taken possessively.
+# ``({_NAME})`` here backtracked through the run once per word it held: minutes for a
+# 200 KB "passwordpassword...". ``_mask_value`` then lets a reference name go.
+_WORD = (
+    rf"(?<![\w.-])(?=[\w.-]*?(?:{_STRONG})|(?:[\w.-]*?[_.-])?(?:{_WEAK})(?:[_.-]|(?![\w.-])))"
+    r"([\w.-]++)"
+)
 
 
 # A value: a quoted string (spaces allowed) or a bare word.
 _VALUE = r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s'\",;&}]+)"
 
-_RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
-    # A PEM private key, whole, even cut off before its END line.
+# Each rule: the pattern, its replacement, and the kind of secret it finds (what a
+# refusal says instead of the value).
+_RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str], str]] = [
+    # A PEM private key, whole, even cut off before its END line. The mask names no
+    # key type, so the vendor detectors below do not take the mask for a key.
     (
         re.compile(
             r"-----BEGIN[A-Z ]*PRIVATE KEY(?: BLOCK)?-----.*?"
             r"(?:-----END[A-Z ]*PRIVATE KEY(?: BLOCK)?-----|$)",
             re.DOTALL,
         ),
-        "-----BEGIN PRIVATE KEY----- *** -----END PRIVATE KEY-----",
+        "[private key]",
+        "a private key (PEM)",
     ),
     # scheme://user:password@host, scheme://:password@host; the password may hold '@'
     # (the last '@' before the path ends it).
-    (re.compile(r"(://[^/\s:@]*:)[^\s/]*@"), rf"\1{MASK}@"),
+    (re.compile(r"(://[^/\s:@]*:)[^\s/]*@"), rf"\1{MASK}@", "a password in a URL"),
     # Authorization: Bearer abc / "Authorization": "Token xyz" / Cookie: a=b; c=d
     (
         re.compile(
@@ -88,17 +120,24 @@ _RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
             r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\n,}]+)"
         ),
         rf"\1\2{MASK}",
+        "an Authorization or Cookie header",
     ),
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), rf"\1 {MASK}"),
+    (
+        re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"),
+        rf"\1 {MASK}",
+        "a Bearer or Basic credential",
+    ),
     # DB_PASSWORD=..., "api_key": "...", X-Api-Key: ..., pass=...
     (
-        re.compile(rf"(?i)(?<![\w.-])({_NAME})(['\"]?\s*(?:[:=]|=>)\s*){_VALUE}"),
+        re.compile(rf"(?i){_WORD}(['\"]?\s*(?:[:=]|=>)\s*){_VALUE}"),
         _mask_value,
+        "a secret assigned to a name (password=...)",
     ),
     # password%3Dhunter2%26user%3D... (a URL-encoded form or query string)
     (
-        re.compile(rf"(?i)(?<![\w.-])({_NAME})(%3D)(?:(?!%26)[^\s&\"'])+"),
+        re.compile(rf"(?i){_WORD}(%3D)(?:(?!%26)[^\s&\"'])+"),
         _mask_value,
+        "a secret assigned to a name in an encoded query",
     ),
     # "the password is hunter2", "token was abc"
     (
@@ -106,6 +145,7 @@ _RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
             rf"(?i)\b({_STRONG}|{_WEAK})(\s+(?:is|was|are|=|:)\s+)(?!{re.escape(MASK)})\S+"
         ),
         rf"\1\2{MASK}",
+        "a secret in a sentence (the password is ...)",
     ),
 ]
 
@@ -132,33 +172,48 @@ def _card(match: re.Match[str]) -> str:
 
 
 @functools.cache
-def _vendor_patterns() -> tuple[re.Pattern[str], ...]:
-    """The regexes of detect-secrets' vendor detectors, each widened to the whole token."""
+def _vendor_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
+    """The regexes of detect-secrets' vendor detectors, each widened to the whole token,
+    with the detector's name for what it finds (``AWS Access Key``)."""
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
     from detect_secrets.plugins.base import RegexBasedDetector
     from detect_secrets.plugins.ip_public import IPPublicDetector
 
-    patterns: list[re.Pattern[str]] = []
-    detectors: list[type[Any]] = list(get_mapping_from_secret_type_to_class().values())
-    for cls in detectors:
+    patterns: list[tuple[re.Pattern[str], str]] = []
+    mapping: dict[str, type[Any]] = dict(get_mapping_from_secret_type_to_class())
+    for secret_type, cls in mapping.items():
         if not issubclass(cls, RegexBasedDetector) or issubclass(cls, IPPublicDetector):
             continue
         denylist = cast(Iterable[re.Pattern[str]], cls.denylist)  # a tuple on each class
         for regex in denylist:
             # Some detectors match a fixed-length prefix of a token; take the rest of it.
-            patterns.append(
-                re.compile(rf"(?:{regex.pattern})[A-Za-z0-9_+/=-]*", regex.flags)
-            )
+            widened = re.compile(rf"(?:{regex.pattern})[A-Za-z0-9_+/=-]*", regex.flags)
+            patterns.append((widened, f"a vendor secret ({secret_type})"))
     return tuple(patterns)
+
+
+def _scrub(text: str) -> tuple[str, list[str]]:
+    """``text`` with every rule applied, and the kinds of the rules that changed it."""
+    kinds: list[str] = []
+    for pattern, replacement, kind in _RULES:
+        text, kinds = _applied(pattern.sub(replacement, text), text, kind, kinds)
+    for vendor, kind in _vendor_patterns():
+        text, kinds = _applied(vendor.sub(MASK, text), text, kind, kinds)
+    return _applied(_CARD.sub(_card, text), text, "a payment card number", kinds)
+
+
+def _applied(new: str, old: str, kind: str, kinds: list[str]) -> tuple[str, list[str]]:
+    return new, (kinds + [kind] if new != old else kinds)
 
 
 def redact(text: str) -> str:
     """Replace secret-looking values in ``text`` with ``***`` (see the module docstring)."""
-    for pattern, replacement in _RULES:
-        text = pattern.sub(replacement, text)
-    for vendor in _vendor_patterns():
-        text = vendor.sub(MASK, text)
-    return _CARD.sub(_card, text)
+    return _scrub(text)[0]
+
+
+def secret_kinds(text: str) -> list[str]:
+    """What kinds of secret ``text`` holds, by the rules ``redact`` applies; [] if none."""
+    return _scrub(text)[1]
 
 
 def sanitize(text: str, limit: int = MAX_MESSAGE) -> str:
@@ -177,7 +232,31 @@ def describe(error: BaseException, limit: int = MAX_MESSAGE) -> str:
     return sanitize(f"{name}: {message}" if message else name, limit)
 
 
-_FIELD = re.compile(rf"(?i)^{_NAME}$")
+# Letters of other scripts that read as Latin ones (after NFKC, which already folds
+# fullwidth and mathematical letters): the Cyrillic and Greek look-alikes of Unicode's
+# confusables list (UTS #39) that a name of Latin letters could be spelled with. The
+# first string holds no ASCII letter, however it looks: each is Cyrillic or Greek (and
+# the last two Latin ı and ɑ).
+_LOOK_ALIKES = dict(
+    zip(
+        "аеорсухіјѕԁһԛԝкАВЕНІЈКМОРСТХЅαεικνορτυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧıɑ",
+        "aeopcyxijsdhqwkabehijkmopctxsaeikvoptuxabezhikmnoptyxia",
+        strict=True,
+    )
+)
+assert not any(ch.isascii() for ch in _LOOK_ALIKES), "a look-alike must not be ASCII"
+_TO_LATIN = str.maketrans(_LOOK_ALIKES)
+
+
+def plain_name(name: str) -> str:
+    """``name`` as a reader sees it: NFKC, invisible characters gone, look-alikes Latin,
+    lower case: ``"p\\u0430ss\\u200bword"`` (a Cyrillic a, a zero-width space) is
+    ``"password"``."""
+    text = unicodedata.normalize("NFKC", name)
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    return text.translate(_TO_LATIN).lower()
+
+
 #: Field names a payload must never carry, whatever surrounds them in the name.
 SECRET_FIELDS = frozenset(
     {"authorization", "card_number", "cardnumber", "cvv", "cvc", "ssn", "iban"}
@@ -188,12 +267,60 @@ def is_secret_field(name: str) -> bool:
     """Whether a payload field named ``name`` would hold a secret.
 
     ``db_password``, ``secret_key``, ``aws_secret_access_key``, ``x-api-key``, ``pwd``,
-    ``githubToken``: the same words as the text rules, anywhere in the name (or, for
-    the short ones, as a whole part of it). A name that only refers to a secret
-    (``credential_id``, ``secret_name``, ``token_expires_at``) passes: that is what a
-    payload should carry instead.
+    ``githubToken``, ``auth``, ``otp``: the same words as the text rules, anywhere in the
+    name (or, for the short ones, as a whole part of it), read through ``plain_name``. A
+    name that only refers to a secret (``credential_id``, ``secret_name``,
+    ``token_expires_at``) passes: that is what a payload should carry instead.
     """
-    lowered = name.lower().replace(" ", "_")
+    lowered = plain_name(name).replace(" ", "_")
     if lowered in SECRET_FIELDS:
         return True
     return bool(_FIELD.match(lowered)) and not _is_reference(lowered)
+
+
+#: The kind a field named like a credential is refused for.
+NAMED_LIKE_A_CREDENTIAL = "a field named like a credential"
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
+
+
+@dataclass(frozen=True)
+class SecretField:
+    """Where a payload holds a secret (``payload.erp.note``) and what kind, never its value."""
+
+    path: str
+    kind: str
+
+
+def find_secrets(payload: Any, root: str = "payload") -> list[SecretField]:
+    """Every field of a JSON-like ``payload`` whose name or value is a secret, by path.
+
+    A name is judged by ``is_secret_field``; a string or number value, and a key's own
+    text, by the rules of ``redact``. One finding per path (the first kind found), in
+    the payload's order.
+    """
+    found: dict[str, str] = {}
+    # (path, the field's name or None, its value): a stack, so children go on reversed.
+    stack: list[tuple[str, str | None, Any]] = [(root, None, payload)]
+    while stack:
+        path, name, item = stack.pop()
+        if name is not None and is_secret_field(name):
+            found.setdefault(path, NAMED_LIKE_A_CREDENTIAL)
+        if isinstance(item, dict):
+            for kind in [k for key in map(str, item) for k in secret_kinds(key)][:1]:
+                found.setdefault(path, f"a key that holds {kind}")
+            fields = [(path + _segment(str(k)), str(k), v) for k, v in item.items()]
+            stack.extend(reversed(fields))
+        elif isinstance(item, list | tuple):
+            stack.extend(reversed([(f"{path}[{i}]", None, v) for i, v in enumerate(item)]))
+        elif isinstance(item, str | int | float) and not isinstance(item, bool):
+            for kind in secret_kinds(item if isinstance(item, str) else repr(item))[:1]:
+                found.setdefault(path, kind)
+    return [SecretField(path, kind) for path, kind in found.items()]
+
+
+def _segment(key: str) -> str:
+    """``.name`` for a plain name; otherwise the name in JSON, escaped and cut short."""
+    if _PLAIN_KEY.fullmatch(key):
+        return f".{key}"
+    shown = key if len(key) <= 40 else key[:40] + "…"
+    return f"[{json.dumps(shown)}]"

@@ -9,12 +9,14 @@
 # > verdade; o status visível só para o dono (os outros recebem `404`); o servidor morto
 # > entre o commit e a resposta, e o retry com a mesma `Idempotency-Key` achando o único
 # > job (marcado `Idempotent-Replayed: true`, com a chave entre aspas ou sem); um
-# > cancelamento; uma credencial recusada no corpo da requisição; um segundo pedido
-# > com a mesma chave, enquanto o primeiro ainda está em andamento, recebendo `409`; e
-# > o `X-Request-Id` da requisição aparecendo nas linhas de log do worker que roda o job.
+# > cancelamento; uma credencial recusada no corpo da requisição (pelo nome do campo ou
+# > pelo valor, sem nunca ecoá-lo); um segundo pedido com a mesma chave, enquanto o
+# > primeiro ainda está em andamento, recebendo `409`; o `X-Request-Id` da requisição
+# > aparecendo nas linhas de log do worker que roda o job; e um cliente lento cortado
+# > pelo prazo do servidor (`408`).
 #
-# Run time: about 9 seconds, almost all of it starting real server and worker processes
-# (each one imports FastAPI or labkit afresh).
+# Run time: about 30 seconds (27 to 35 s measured on a busy machine), almost all of it
+# starting five real server processes and three workers (each imports FastAPI or labkit).
 #
 # The async-jobs lesson opens with this question: a request that takes minutes cannot
 # hold an HTTP connection open, so the service accepts it as a job and the caller comes
@@ -32,7 +34,8 @@
 # 5. a waiting job is cancelled; a running one cannot be;
 # 6. a credential in the body is refused, and the worker resolves a reference instead;
 # 7. a second request with a key whose first request is still in progress gets `409`;
-# 8. the request's id reaches every log line the worker writes about its job.
+# 8. the request's id reaches every log line the worker writes about its job;
+# 9. a client that sends its request too slowly is cut off.
 
 # %% [markdown]
 # ## Setup
@@ -56,8 +59,9 @@ import httpx
 
 from labkit.clock import LAB_EPOCH, FakeClock, SystemClock
 from labkit.errors import InvalidTransition
+from labkit.integrations.http.connections import ConnectionLimits
+from labkit.integrations.http.operations import Pause
 from labkit.integrations.http.serve import start_server
-from labkit.integrations.http.service import Pause
 from labkit.worker_process import run_worker_process
 from labkit.tables import show
 from labkit.notebook.scratch import fresh_dir
@@ -72,12 +76,12 @@ BOB = {"Authorization": "Bearer bob-token"}
 servers = []  # every server this lesson starts, stopped in the last cell
 
 
-def serve(name, faults=None, pause=None):
+def serve(name, faults=None, pause=None, limits=None):
     env = dict(ENV, LABKIT_HTTP_FAULTS=faults) if faults else dict(ENV)
     if pause is not None:
         env["LABKIT_HTTP_PAUSE"] = str(pause.folder)
     server = start_server(APP, factory=True, env=env, log_path=folder / f"{name}.log",
-                          ready_path="/healthz")
+                          ready_path="/healthz", limits=limits)
     servers.append(server)
     return server
 
@@ -346,18 +350,43 @@ job_table()
 # ## 6. Credentials never go into a job
 #
 # A job row is read by workers, operators, dashboards and backups. A request that puts a
-# password in the body is refused with `422`, the field named and its value not echoed,
-# and nothing is stored; the message says what to send instead. The check looks at
-# field names at every depth (`labkit.keys.check_payload`, the same rule `enqueue`
-# applies to every job).
+# secret in the body is refused with `422`, and nothing is stored; the answer names the
+# field's path and the kind of secret, never the value, and says what to send instead.
+# A field named like a credential is refused at any depth (`password`, and also `auth`,
+# `otp`, and `password` spelled with a Cyrillic `а`), by the same rule `enqueue` applies
+# to every job (`labkit.redact.is_secret_field`).
 
 # %%
 bad = client.post("/jobs/report", json={"month": "2026-06", "erp": {"password": "hunter2"}},
                   headers=ALICE)
-print(bad.status_code, bad.json()["detail"])
+print(bad.status_code, bad.json()["errors"])
+print(bad.json()["detail"])
 with JobStore(db, clock=FakeClock(LAB_EPOCH)) as store:
     print("jobs in the table:", sum(store.counts().values()))
 assert bad.status_code == 422 and "hunter2" not in bad.text
+
+# %% [markdown]
+# A harmless name does not make a value harmless: a note can carry `password=...`, a
+# URL its password, a field a bearer token, a JWT, a cloud key or a card number. The
+# service scans every value with the rules that scrub stored errors (`labkit.redact`,
+# lesson 07), so one list decides both what is hidden and what is refused.
+
+# %%
+note = client.post("/jobs/report", headers=ALICE, json={
+    "month": "2026-06", "note": "ERP login is report / password=hunter2",
+    "source": "postgresql://report:hunter2@erp-db/erp"})
+print(note.status_code, note.json()["errors"])
+assert note.status_code == 422 and "hunter2" not in note.text
+
+# %% [markdown]
+# Every refusal follows that rule, including the ones FastAPI writes itself: its
+# validation error lists the `input` it could not take, so the service replaces it
+# with the field and the fault. A body that is a JSON list instead of an object:
+
+# %%
+typo = client.post("/jobs/report", json=["2026-06", "hunter2"], headers=ALICE)
+print(typo.status_code, typo.json()["errors"])
+assert typo.status_code == 422 and "hunter2" not in typo.text
 
 # %% [markdown]
 # ## 7. The same key while the first request is still in progress
@@ -479,10 +508,50 @@ assert replay == ["replayed job 8 to a retry: it was accepted by request req-7f3
 # ([messaging spans](https://opentelemetry.io/docs/specs/semconv/messaging/messaging-spans/)).
 
 # %% [markdown]
+# ## 9. A slow client gets a deadline
+#
+# A server that waits for a request as long as the client likes can be held by anyone:
+# connect and send nothing, or a header a byte a second (the "slowloris" attack), and
+# each connection keeps a file descriptor and a slot. uvicorn bounds two things
+# (its [Settings](https://github.com/encode/uvicorn/blob/master/docs/settings.md),
+# "Resource Limits" and "Timeouts"): `--timeout-keep-alive` closes a connection idle
+# between two requests, and `--limit-concurrency` answers `503` to a request that
+# arrives while that many connections or tasks are open. Keep-alive is its only timeout
+# ([Server Behavior](https://github.com/encode/uvicorn/blob/master/docs/server-behavior.md),
+# "Timeouts"): nothing limits how long a request's head or body may take to arrive.
+#
+# `labkit.integrations.http.connections` adds both deadlines to uvicorn's protocol and
+# sets all of it from one record, `ConnectionLimits`; every server of this lesson ran
+# with its defaults:
+
+# %%
+print(ConnectionLimits())
+
+# %% [markdown]
+# A fifth server with a one-second head deadline. A client sends half a request head
+# and stops; the server answers `408 Request Timeout` and closes the connection.
+
+# %%
+import json
+import socket
+from urllib.parse import urlsplit
+
+guarded = serve("guarded", limits=ConnectionLimits(head_s=1.0, body_s=2.0))
+where = urlsplit(guarded.url)
+answer = b""
+with socket.create_connection((where.hostname, where.port), timeout=15) as slow:
+    slow.sendall(b"POST /jobs/report HTTP/1.1\r\nHost: lab\r\nAuthoriz")  # then nothing
+    while chunk := slow.recv(4096):  # until the server closes the connection
+        answer += chunk
+head, _, body = answer.partition(b"\r\n\r\n")
+print(head.split(b"\r\n")[0].decode(), "|", json.loads(body)["detail"])
+assert answer.startswith(b"HTTP/1.1 408")
+
+# %% [markdown]
 # ## Stop everything
 #
 # Every server ran in its own process group; stopping one kills the whole group. Both
-# crashed servers are already dead (`-9`); the healthy and the paused one are stopped now.
+# crashed servers are already dead (`-9`); the other three are stopped now.
 
 # %%
 client.close()
@@ -508,10 +577,12 @@ assert all(server.returncode is not None for server in servers)
 # | cancel a waiting job | `200`, `cancelled: true` | job 5 `cancelled`, not a dead letter; a redrive refused |
 # | cancel a running job | `409`, "cannot be cancelled now" | job 6 `running`, then `succeeded` |
 # | password in the body | `422`, field named, value not echoed | no new job |
+# | `password=` in a note, a password in a URL, a list for a body | `422`, each field and its fault, no value | no new job |
 # | same key while the first is paused | `409`, "still being handled", `Retry-After: 2` | unchanged |
 # | the first resumed, then the retry | `202` job 7 `created: true`; the retry replayed | job 7 `pending`, key `jul-1` |
 # | POST `X-Request-Id: req-7f3a`, retry `req-9b21` | `202` job 8 twice, each answer echoing its own id | job 8 with request id `req-7f3a`; no id in the payload |
 # | a worker drains; search the logs for `req-7f3a` | | the server's "accepted job 8" and `w2`'s line for job 8 |
+# | half a request head, then silence | `408` after the 1 s head deadline, connection closed | unchanged |
 #
 # In production the same shape is a FastAPI or Django view in front of Celery, RQ or a
 # job table, behind a load balancer; callers are identified by your

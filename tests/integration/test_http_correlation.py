@@ -128,7 +128,7 @@ def test_every_answer_names_its_request_errors_too(client: httpx.Client) -> None
 def test_a_database_made_before_request_ids_gains_the_column_and_keeps_its_rows(
     tmp_path: Path,
 ) -> None:
-    from labkit.integrations.http.service import JobService
+    from labkit.integrations.http.operations import JobService
 
     db = tmp_path / "old.db"
     with JobStore(db) as store:

@@ -19,8 +19,9 @@ import httpx
 import pytest
 from httpkit import ALICE, client_of, lab_server
 
+from labkit.integrations.http.operations import NOT_FOUND, REQUEST_BUSY_S
+from labkit.integrations.http.refusals import MAX_BODY_BYTES
 from labkit.integrations.http.serve import Server
-from labkit.integrations.http.service import MAX_BODY_BYTES, NOT_FOUND, REQUEST_BUSY_S
 
 BODY = {"month": "2026-05", "credential_id": "erp-readonly"}
 

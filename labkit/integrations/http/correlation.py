@@ -50,11 +50,17 @@ def check_request_id(value: str | None) -> str | None:
     if value is None:
         return None
     if len(value) > MAX_REQUEST_ID or not _SAFE.fullmatch(value):
-        shown = value if len(value) <= 40 else value[:37] + "..."
+        # Where it goes wrong, never the value: an answer must not echo what was sent.
+        wrong = next((i for i, ch in enumerate(value) if not _SAFE.fullmatch(ch)), None)
+        fault = (
+            f"the one sent is {len(value)} characters long"
+            if wrong is None
+            else f"character {wrong + 1} of the one sent is not one of them"
+        )
         raise HTTPException(
             400,
-            f"{REQUEST_ID} [{shown}] must be 1 to {MAX_REQUEST_ID} characters of letters, "
-            "digits and . _ : / = + @ -; send one id per request (a UUID is fine), or "
+            f"{REQUEST_ID} must be 1 to {MAX_REQUEST_ID} characters of letters, digits and "
+            f". _ : / = + @ - ({fault}); send one id per request (a UUID is fine), or "
             "leave the header out and this service makes one",
         )
     return value

@@ -3,7 +3,8 @@
 The IETF Idempotency-Key draft makes the value an RFC 8941 String (``"8e03978e-..."``);
 Stripe's clients send it bare. Both name the same key, so a client may switch forms
 between retries. ``check_idempotency_key`` returns the key or raises a ``400`` that says
-what is wrong with it; ``labkit.integrations.http.service`` scopes the key to its caller.
+what is wrong with it, by position, never repeating the value sent;
+``labkit.integrations.http.service`` scopes the key to its caller.
 """
 
 from __future__ import annotations
@@ -45,26 +46,27 @@ def _unquote(value: str) -> str:
         if char == "\\":
             escaped = value[i + 1 : i + 2]
             if escaped not in ('"', "\\"):
-                raise _malformed(value, f"character {i + 1} is a backslash before {escaped!r}")
+                raise _malformed(
+                    f"character {i + 1} is a backslash before neither a quote nor a backslash"
+                )
             chars.append(escaped)
             i += 2
         elif char == '"':
             if value[i + 1 :]:
-                raise _malformed(value, f"{value[i + 1 :]!r} follows the closing quote")
+                raise _malformed(f"{len(value) - i - 1} characters follow the closing quote")
             return "".join(chars)
         elif " " <= char <= "~":
             chars.append(char)
             i += 1
         else:
-            raise _malformed(value, f"character {i + 1} is {char!r}, not printable ASCII")
-    raise _malformed(value, "the closing quote is missing")
+            raise _malformed(f"character {i + 1} is not printable ASCII")
+    raise _malformed("the closing quote is missing")
 
 
-def _malformed(value: str, fault: str) -> HTTPException:
-    shown = value if len(value) <= 60 else value[:57] + "..."
+def _malformed(fault: str) -> HTTPException:
     return HTTPException(
         400,
-        f"Idempotency-Key [{shown}] opens a quote but is not one quoted string: "
+        "Idempotency-Key opens a quote but is not one quoted string: "
         f"{fault}. Send the key bare, or quoted as the IETF draft shows "
         '(Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"), '
         "escaping only a quote or a backslash with a backslash",
