@@ -16,7 +16,6 @@ makes that a failure. The browser's processes are checked gone after the module.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,41 +26,18 @@ from gradedclass import HOSTILE_NAME, ODD_NAME, QUOTE_NAME, SCRIPT_TAG, hostile_
 
 from labkit.integrations.celery.proctree import argv_of, descendants_of, kill_tree
 
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 ALL = ["ana", "bob", HOSTILE_NAME, QUOTE_NAME, ODD_NAME]
 FLAGGED = ["bob", HOSTILE_NAME, QUOTE_NAME]  # limit hit; missing, crashed; timed out
 
 pytestmark = pytest.mark.slow
 
 
-def _missing(what: str, how: str) -> None:
-    message = f"{what} is not available, so the browser test cannot run: {how}"
-    if os.environ.get("LABKIT_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"{message} (LABKIT_REQUIRE_BROWSER=1 makes this a failure)")
-    pytest.skip(message)
-
-
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    path = os.environ.get("LABKIT_CHROMIUM") or shutil.which("chromium") or shutil.which(
-        "chromium-browser")
-    if not path:
-        _missing("Chromium", "install it (Debian/Ubuntu: sudo apt-get install -y chromium), "
-                 "or point LABKIT_CHROMIUM at a Chromium binary")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("Playwright for Python", "pip install -e '.[dev]' (make venv-test)")
+def no_stray_processes() -> Iterator[None]:
+    """Set up before the browser and checked after it closed: nothing of it is left."""
     before = set(descendants_of(os.getpid()))
     try:
-        with sync_playwright() as pw:
-            instance = pw.chromium.launch(executable_path=str(path), headless=True,
-                                          args=CHROMIUM_FLAGS)
-            try:
-                yield instance
-            finally:
-                instance.close()
+        yield
     finally:
         # Playwright's driver and the browser it started must be gone with it.
         deadline, left = time.monotonic() + 10, []
@@ -74,6 +50,11 @@ def browser() -> Iterator[Any]:
         for pid in left:
             kill_tree(pid)
         assert left == [], f"the browser left processes behind: {stray}"
+
+
+@pytest.fixture(scope="module")
+def browser(no_stray_processes: None, launched: Any) -> Any:
+    return launched
 
 
 @pytest.fixture
