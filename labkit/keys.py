@@ -18,7 +18,7 @@ from typing import Any
 
 from labkit import jobargs
 from labkit.errors import PayloadError
-from labkit.redact import is_secret_field
+from labkit.redact import can_hold_secret, is_secret_field
 
 #: Payloads are for ids and small facts; large data belongs elsewhere, referenced by id.
 MAX_PAYLOAD_BYTES = 256 * 1024
@@ -89,6 +89,9 @@ def payload_text(payload: Any) -> tuple[str, str]:
 def _walk(payload: Any) -> set[str]:
     """The credential-like field names anywhere in ``payload``; raise if it nests too deep.
 
+    A field whose value is true, false or null holds no secret whatever its name
+    (``otp_enabled``), as ``labkit.redact.find_secrets`` judges it too.
+
     Only containers are visited: a scalar needs no check here (the encoder refuses what
     JSON cannot say, and the encoding refuses lone surrogates).
     """
@@ -100,7 +103,9 @@ def _walk(payload: Any) -> set[str]:
             jobargs.payload(payload)  # its members nest too deep: says where, and raises
         if isinstance(item, dict):
             for name, inner in item.items():
-                if _secret_name(name if type(name) is str else str(name)):
+                if can_hold_secret(inner) and _secret_name(
+                    name if type(name) is str else str(name)
+                ):
                     found.add(str(name))
                 if isinstance(inner, dict | list | tuple):
                     stack.append((inner, depth + 1))

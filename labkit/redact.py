@@ -21,7 +21,8 @@ is stored or printed:
 The same rules also refuse: ``find_secrets(payload)`` walks a JSON-like payload and
 names every field that holds a secret (``payload.erp.note``) and what kind it is,
 never its value. A field's value is scanned with the rules above (a number too, for a
-card number); a field's name is judged by ``is_secret_field``, after folding the
+card number); a field's name is judged by ``is_secret_field`` unless its value is true,
+false or null (``"otp_enabled": false`` is a switch, not a code), after folding the
 tricks that hide a name from a plain match (NFKC, so fullwidth letters are letters;
 zero-width and other invisible characters removed; Cyrillic and Greek letters that
 look Latin read as Latin). The store's enqueue refuses the same names
@@ -291,11 +292,18 @@ class SecretField:
     kind: str
 
 
+def can_hold_secret(value: Any) -> bool:
+    """False for true, false and null: a field holding one of them is a switch or a gap,
+    never a credential, whatever it is called (``otp_enabled``, ``auth_required``)."""
+    return not (value is None or value is True or value is False)
+
+
 def find_secrets(payload: Any, root: str = "payload") -> list[SecretField]:
     """Every field of a JSON-like ``payload`` whose name or value is a secret, by path.
 
-    A name is judged by ``is_secret_field``; a string or number value, and a key's own
-    text, by the rules of ``redact``. One finding per path (the first kind found), in
+    A name is judged by ``is_secret_field`` (unless ``can_hold_secret`` says its value
+    cannot hold one); a string or number value, and a key's own text, by the rules of
+    ``redact``. One finding per path (the first kind found), in
     the payload's order.
     """
     found: dict[str, str] = {}
@@ -303,7 +311,7 @@ def find_secrets(payload: Any, root: str = "payload") -> list[SecretField]:
     stack: list[tuple[str, str | None, Any]] = [(root, None, payload)]
     while stack:
         path, name, item = stack.pop()
-        if name is not None and is_secret_field(name):
+        if name is not None and can_hold_secret(item) and is_secret_field(name):
             found.setdefault(path, NAMED_LIKE_A_CREDENTIAL)
         if isinstance(item, dict):
             for kind in [k for key in map(str, item) for k in secret_kinds(key)][:1]:

@@ -21,7 +21,7 @@ import pytest
 from labkit.cli import main
 from labkit.clock import FakeClock
 from labkit.errors import PayloadError, PermanentError
-from labkit.redact import redact, sanitize
+from labkit.redact import find_secrets, redact, sanitize
 from labkit.store import JobStore
 
 R = random.Random(20260101)
@@ -245,3 +245,37 @@ def test_secrets_reach_neither_the_database_nor_its_wal_nor_inspect(
             # Stored errors are cut to 500 characters: check only what could be stored.
             assert part.encode() not in raw, f"{label} reached the database file or WAL"
             assert part not in shown, f"{label} reached labkit inspect"
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        # A switch about a credential, never the credential: true, false and null cannot
+        # hold a secret whatever the field is called (issue 25 added auth and otp).
+        {"otp_enabled": False},
+        {"auth_required": True},
+        {"password_reset_required": True},
+        {"cookie_consent": None},
+        {"settings": {"two_factor": {"otp_enabled": True}}},
+        {"users": [{"name": "ana", "pin_set": False}]},
+    ],
+)
+def test_a_flag_named_after_a_credential_is_accepted(store: JobStore, flag: dict) -> None:
+    assert find_secrets(flag) == []
+    assert store.enqueue("k", flag)[1]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # The same names with a value that could be the secret are still refused.
+        {"otp": "492817"},
+        {"auth": {"user": "ana"}},
+        {"pin": 1234},
+        {"password": ["x"]},
+    ],
+)
+def test_a_credential_name_with_a_value_is_still_refused(store: JobStore, body: dict) -> None:
+    assert find_secrets(body)
+    with pytest.raises(PayloadError, match="credential"):
+        store.enqueue("k", body)
