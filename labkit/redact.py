@@ -193,11 +193,24 @@ def _vendor_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
     return tuple(patterns)
 
 
-def _scrub(text: str) -> tuple[str, list[str]]:
+# The rules that read a secret from the name before it: in an id (``password:42:reset:v1``,
+# what ``labkit.keys.operation_key`` makes) the name says what the operation is about.
+_BY_NAME = frozenset(
+    {
+        "a secret assigned to a name (password=...)",
+        "a secret assigned to a name in an encoded query",
+        "a secret in a sentence (the password is ...)",
+    }
+)
+assert _BY_NAME <= {kind for _, _, kind in _RULES}, "a kind in _BY_NAME has no rule"
+
+
+def _scrub(text: str, skip: frozenset[str] = frozenset()) -> tuple[str, list[str]]:
     """``text`` with every rule applied, and the kinds of the rules that changed it."""
     kinds: list[str] = []
     for pattern, replacement, kind in _RULES:
-        text, kinds = _applied(pattern.sub(replacement, text), text, kind, kinds)
+        if kind not in skip:
+            text, kinds = _applied(pattern.sub(replacement, text), text, kind, kinds)
     for vendor, kind in _vendor_patterns():
         text, kinds = _applied(vendor.sub(MASK, text), text, kind, kinds)
     return _applied(_CARD.sub(_card, text), text, "a payment card number", kinds)
@@ -215,6 +228,13 @@ def redact(text: str) -> str:
 def secret_kinds(text: str) -> list[str]:
     """What kinds of secret ``text`` holds, by the rules ``redact`` applies; [] if none."""
     return _scrub(text)[1]
+
+
+def id_secret_kinds(text: str) -> list[str]:
+    """What kinds of secret an id (an Idempotency-Key, a request id) holds: a token, a key,
+    a card, a URL's password, by the rules of ``redact`` except those that judge a value by
+    the name before it, since an id's parts name an intent (``password:42:reset:v1``)."""
+    return _scrub(text, _BY_NAME)[1]
 
 
 def sanitize(text: str, limit: int = MAX_MESSAGE) -> str:

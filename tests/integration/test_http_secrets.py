@@ -24,6 +24,7 @@ import pytest
 from httpkit import ALICE, client_of, job_count, lab_server
 
 from labkit.integrations.http.serve import Server
+from labkit.keys import operation_key
 
 SEED = 20260525
 R = random.Random(SEED)
@@ -169,4 +170,45 @@ def test_a_reference_to_a_secret_and_ordinary_values_are_accepted(client: httpx.
         "amount_cents": 1999,
     }
     reply = client.post("/jobs/report", json=body, headers=ALICE)
+    assert reply.status_code == 202, reply.text
+
+
+# (header, a secret a careless client sends as its value): a client that reuses its own
+# credential as an id. Each header is stored with the job (its key, its request row).
+HEADER_ROWS: list[tuple[str, str]] = [
+    # The caller's JWT reused as an Idempotency-Key.
+    ("Idempotency-Key", jwt()),
+    # An AWS access key id as the key.
+    ("Idempotency-Key", "AK" + "IA" + pick(string.ascii_uppercase, 16)),
+    # A Stripe key as the request id.
+    ("X-Request-Id", "sk_" + "live_" + pick(ALNUM, 24)),
+    # A card number as the request id.
+    ("X-Request-Id", card()),
+]
+
+
+@pytest.mark.parametrize(("header", "secret"), HEADER_ROWS, ids=[r[0] for r in HEADER_ROWS])
+def test_a_secret_in_a_stored_header_is_422_naming_the_header_with_nothing_stored(
+    client: httpx.Client, db: Path, header: str, secret: str
+) -> None:
+    jobs, keys = job_count(db), request_rows(db)
+    headers = {**ALICE, header: secret}
+    reply = client.post("/jobs/report", json={"month": "2026-05"}, headers=headers)
+    assert reply.status_code == 422, f"seed {SEED}: {reply.status_code} {reply.text}"
+    assert secret not in reply.text, f"seed {SEED}: the answer echoes the secret"
+    assert secret not in str(reply.headers), f"seed {SEED}: a header echoes the secret"
+    assert header in reply.text
+    assert job_count(db) == jobs and request_rows(db) == keys
+
+
+def test_a_key_built_by_operation_key_is_accepted_whatever_it_names(client: httpx.Client) -> None:
+    # A key names an intent; "password:42:reset:v1" is an action on a password, not one.
+    for key in (operation_key("password", 42, "reset"), operation_key("auth", 7, "login")):
+        reply = client.post(
+            "/jobs/report", json={"month": "2026-05"}, headers={**ALICE, "Idempotency-Key": key}
+        )
+        assert reply.status_code == 202, reply.text
+    reply = client.post(
+        "/jobs/report", json={"month": "2026-06"}, headers={**ALICE, "X-Request-Id": "token:7"}
+    )
     assert reply.status_code == 202, reply.text

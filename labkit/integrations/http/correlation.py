@@ -34,6 +34,7 @@ from fastapi import HTTPException
 
 from labkit.clock import Clock
 from labkit.logs import JobFormatter
+from labkit.redact import id_secret_kinds
 
 #: The header a caller names its request with; the answer carries it back.
 REQUEST_ID = "X-Request-Id"
@@ -61,6 +62,15 @@ def check_request_id(value: str | None) -> str | None:
             400,
             f"{REQUEST_ID} must be 1 to {MAX_REQUEST_ID} characters of letters, digits and "
             f". _ : / = + @ - ({fault}); send one id per request (a UUID is fine), or "
+            "leave the header out and this service makes one",
+        )
+    kinds = id_secret_kinds(value)
+    if kinds:
+        # It would be stored with the job and sent back on the answer: refuse it unsaid.
+        raise HTTPException(
+            422,
+            f"{REQUEST_ID} holds {kinds[0]}; a request id is logged and stored with the "
+            "job, so it must never be a credential. Send a fresh random id (a UUID), or "
             "leave the header out and this service makes one",
         )
     return value

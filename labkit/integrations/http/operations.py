@@ -5,11 +5,12 @@ and what a test or a lesson may call without a server:
 
 - ``accept(owner, kind, body, idempotency_key, request_id)`` refuses a body with a
   secret in it (``SecretInPayload``, naming each field's path and the secret's kind,
-  by ``labkit.redact.find_secrets``) before anything else, then commits the job and its
-  owner, key and request id in one transaction (the ``http_requests`` table of
-  ``service.sql``); a key whose first request is still being handled here is
-  ``KeyInUse``. A fault plan may fire ``after_commit`` between the commit and the
-  return: the crash a client's retry with the same key must survive.
+  by ``labkit.redact.find_secrets``), or a key or request id that is a credential
+  (``labkit.redact.id_secret_kinds``: both are stored with the job), before anything
+  else, then commits the job and its owner, key and request id in one transaction
+  (the ``http_requests`` table of ``service.sql``); a key whose first request is still
+  being handled here is ``KeyInUse``. A fault plan may fire ``after_commit`` between
+  the commit and the return: the crash a client's retry with the same key must survive.
 - ``status(owner, job_id)`` and ``cancel(owner, job_id)`` see only the owner's jobs;
   anyone else's, and an id out of range, is ``NotFound`` like a missing one.
 
@@ -33,9 +34,9 @@ from labkit import dbfile, queries
 from labkit.clock import Clock, SystemClock
 from labkit.errors import InvalidTransition, LabkitError, NotFound, PayloadError
 from labkit.faults import FaultPlan
-from labkit.integrations.http.correlation import request_logger
+from labkit.integrations.http.correlation import REQUEST_ID, request_logger
 from labkit.job import Job, JobState
-from labkit.redact import SecretField, find_secrets
+from labkit.redact import SecretField, find_secrets, id_secret_kinds
 from labkit.store import JobStore
 from labkit.store.sqlite import SQL as STORE_SQL
 
@@ -157,7 +158,12 @@ class JobService:
         field's name or value) and ``PayloadError`` (not JSON, too large) with nothing
         written.
         """
-        found = find_secrets(body)
+        found = find_secrets(body) + [
+            SecretField(header, kind)
+            for header, value in (("Idempotency-Key", idempotency_key), (REQUEST_ID, request_id))
+            if value is not None
+            for kind in id_secret_kinds(value)[:1]
+        ]
         if found:
             raise SecretInPayload(found)
         with self._holding(owner, idempotency_key):
