@@ -307,6 +307,13 @@ def check_file(path: Path, kind: FileKind) -> None:
             raise refused
     if path.is_dir():
         raise StoreError(f"{path} is a directory; give the path of a {kind.noun}")
+    if path.exists() and not path.is_file():
+        # A pipe, socket or device reads as an empty file, and SQLite then writes a
+        # -journal beside it (as root, /dev/null-journal) and calls the failure a disk's.
+        raise StoreError(
+            f"{path} is not a regular file (a pipe, socket or device); it was not modified. "
+            f"Give the path of a {kind.noun}"
+        )
     if not path.exists() or path.stat().st_size == 0:
         if not path.parent.exists():
             raise StoreError(f"folder {path.parent} does not exist; create it first")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -165,3 +167,24 @@ def test_side_files_another_process_uses_are_kept(tmp_path: Path) -> None:
     finally:
         holder.kill()
         holder.wait(10)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        # A named pipe: SQLite's open blocks or fails on it, and "check the disk" misleads.
+        os.mkfifo,
+        # A socket file left by some server.
+        lambda p: socket.socket(socket.AF_UNIX).bind(str(p)),
+    ],
+    ids=["fifo", "socket"],
+)
+def test_a_path_that_is_no_regular_file_is_refused_with_nothing_made_beside_it(
+    tmp_path: Path, make: Callable[[Path], None]
+) -> None:
+    # /dev/null given to labkit inspect as root left /dev/null-journal behind.
+    path = tmp_path / "jobs.db"
+    make(path)
+    with pytest.raises(dbfile.StoreError, match="not a regular file"):
+        JobStore(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jobs.db"]
