@@ -3,24 +3,23 @@
 A job's key is ``grade/STUDENT/EXERCISE/SHA`` (``missing`` for no notebook): enqueueing
 the class again, after a crash or a resubmission, finds the unchanged notebooks' jobs
 already there (graded, or waiting) and adds jobs only for new content. Each notebook is
-copied into the run folder as enqueued (``notebooks/SHA/NAME``), so a worker grades what
-was enqueued even if the student's folder changes meanwhile. ``tasks.json`` says which
-job is current for each (student, exercise); a worker that claims a superseded job
-(its notebook was resubmitted) completes it without grading.
+kept as enqueued by the run's place (``labkit.classroom.place``: the run folder, or the
+database), so a worker grades what was enqueued even if the student's folder changes
+meanwhile. The task list says which job is current for each (student, exercise); a
+worker that claims a superseded job (its notebook was resubmitted) completes it without
+grading.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from labkit.classroom import results
+from labkit.classroom.place import Place
 from labkit.grading.gradebook import Graded
 from labkit.job import Job, JobState
 
@@ -28,8 +27,6 @@ KIND = "grade"
 QUEUE = "grading"
 #: A notebook that kills its grading worker this often is given up (the crash-loop cap).
 MAX_ATTEMPTS = 3
-TASKS = "tasks.json"
-NOTEBOOKS = "notebooks"
 
 
 @dataclass(frozen=True)
@@ -53,20 +50,14 @@ def task(student: str, exercise: str, notebook: Path | None, note: str | None = 
     return Task(student, exercise, notebook, digest, note)
 
 
-def enqueue(store: Any, run_dir: Path, tasks: list[Task]) -> list[int]:
-    """Copy the notebooks in, name the current jobs, and enqueue what is not there yet."""
+def enqueue(store: Any, place: Place, tasks: list[Task]) -> list[int]:
+    """Keep the notebooks, name the current jobs, and enqueue what is not there yet."""
     for t in tasks:
         if t.notebook is not None and t.sha256 is not None:
-            kept = run_dir / NOTEBOOKS / t.sha256 / t.notebook.name
-            if not kept.exists():
-                kept.parent.mkdir(parents=True, exist_ok=True)
-                temporary = kept.with_name(f".{kept.name}.part")
-                shutil.copyfile(t.notebook, temporary)
-                os.replace(temporary, kept)
-    current = {
-        t.key: {"name": t.notebook.name if t.notebook else None, "note": t.note} for t in tasks
-    }
-    write_atomically(run_dir / TASKS, json.dumps(current, sort_keys=True, indent=1))
+            place.save_notebook(t.sha256, t.notebook)
+    place.save_tasks(
+        {t.key: {"name": t.notebook.name if t.notebook else None, "note": t.note} for t in tasks}
+    )
     payloads = [{"student": t.student, "exercise": t.exercise, "sha256": t.sha256} for t in tasks]
     ids = store.enqueue_many(
         KIND, payloads, [t.key for t in tasks], queue=QUEUE, max_attempts=MAX_ATTEMPTS
@@ -74,19 +65,13 @@ def enqueue(store: Any, run_dir: Path, tasks: list[Task]) -> list[int]:
     return [job_id for job_id, _ in ids]
 
 
-def current_tasks(run_dir: Path) -> dict[str, dict[str, Any]]:
-    """What ``tasks.json`` says: each current key with its notebook's name and note."""
-    data: dict[str, dict[str, Any]] = json.loads((run_dir / TASKS).read_text(encoding="utf-8"))
-    return data
-
-
-def notebook_of(run_dir: Path, job: Job) -> Path | None:
-    """Where the notebook of a current job was kept, or None (missing, or superseded)."""
-    entry = current_tasks(run_dir).get(job.key)
+def notebook_of(place: Place, job: Job, tasks: dict[str, dict[str, Any]]) -> Path | None:
+    """Where the notebook of a current job can be read, or None (no notebook was handed in)."""
+    entry = tasks.get(job.key)
     sha = job.payload.get("sha256")
     if entry is None or sha is None or entry["name"] is None:
         return None
-    return run_dir / NOTEBOOKS / str(sha) / str(entry["name"])
+    return place.notebook(str(sha), str(entry["name"]))
 
 
 #: Makes the row of a notebook the grader gave up on: (student, exercise, why) -> Graded.
@@ -124,13 +109,3 @@ def collect(store: Any, tasks: list[Task], gave_up: GaveUp) -> tuple[list[Graded
         else:
             done.append(graded)
     return done, waiting
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``path`` so that a reader sees the old file or the new one, never half."""
-    temporary = path.with_name(f".{path.name}.part")
-    with temporary.open("w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(temporary, path)

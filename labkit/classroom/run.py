@@ -2,10 +2,13 @@
 
 1. The run's folder ``OUT/RUN_ID`` holds ``jobs.db`` (the job store), ``plan.json`` (the
    settings), ``tasks.json`` (the current job of each student and exercise) and the
-   notebooks as enqueued. Started again with the same ``--run-id``, the run resumes:
-   the class is enqueued again, which adds jobs only for new or changed notebooks.
-2. ``jobs`` grading workers (``labkit.classroom.worker``) drain the queue; this process
-   only watches the store and prints each result as it lands.
+   notebooks as enqueued; with ``queue=postgresql://...`` all of it is in PostgreSQL
+   instead (``labkit.classroom.place``), where grading workers on other machines
+   (``labkit grade-worker``) find it. Started again with the same ``--run-id``, the run
+   resumes: the class is enqueued again, which adds jobs only for new or changed notebooks.
+2. ``jobs`` grading workers (``labkit.classroom.worker``) drain the queue here (none with
+   ``jobs=0`` on a queue: other machines grade); this process only watches the store and
+   prints each result as it lands.
 3. When every current job is finished, ``grades.csv``, ``totals.csv`` and ``feedback/``
    are written from the store, each replaced whole (a reader never sees half a file).
 
@@ -19,22 +22,38 @@ import dataclasses
 import fcntl
 import json
 import os
+import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+from labkit.backends.spec import open_store
 from labkit.classroom import queue
+from labkit.classroom.place import (
+    STORE,
+    DatabasePlace,
+    Place,
+    place_of,
+    write_atomically,
+)
 from labkit.classroom.plan import Plan
-from labkit.classroom.worker import PLAN, STORE
 from labkit.clock import Clock, SystemClock
 from labkit.grading import catalog
 from labkit.grading.checks import CheckStatus
 from labkit.grading.course import hidden_of
-from labkit.grading.grade import Settings, find_notebooks, run_id, seeded_environment
+from labkit.grading.grade import (
+    Settings,
+    find_notebooks,
+    run_id,
+    seeded_environment,
+    sweep_abandoned,
+)
 from labkit.grading.gradebook import (
     Graded,
     NotebookStatus,
@@ -46,7 +65,6 @@ from labkit.grading.gradebook import (
 from labkit.grading.release import exercise_of, solution_notebooks
 from labkit.grading.report_html import write_report
 from labkit.job import JobState
-from labkit.store import JobStore
 
 POLL_S = 0.2
 
@@ -61,6 +79,7 @@ def grade_folder(
     run: str | None = None,
     clock: Clock | None = None,
     lease_s: float = 10.0,
+    queue_url: str | None = None,
 ) -> tuple[Path, list[Graded]]:
     """Grade every student folder in ``submissions`` into ``out/RUN_ID``; return both.
 
@@ -74,14 +93,36 @@ def grade_folder(
     students = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not students:
         raise ValueError(f"{submissions} has no student folders (one folder per student)")
-    run_dir, resumed = _run_folder(out, run, clock)
-    with _only_grader(run_dir):
-        return _grade(run_dir, resumed, students, exercises, settings, jobs, progress, lease_s)
+    run_dir = _run_folder(out, run, clock, resumable=queue_url is not None)
+    where = str(run_dir) if queue_url is None else queue_spec(queue_url, run_dir.name)
+    with _only_grader(run_dir), open_store(_store_spec(where), SystemClock()) as store:
+        place = place_of(where)
+        try:
+            return _grade(
+                store, place, where, run_dir, students, exercises, settings, jobs, progress, lease_s
+            )
+        finally:
+            if isinstance(place, DatabasePlace):
+                place.close()
+
+
+def queue_spec(url: str, run: str) -> str:
+    """The PostgreSQL queue of run ``run``: the URL's ``#schema=`` or ``grading_<run>``."""
+    if "#" in url:
+        return url
+    schema = "grading_" + re.sub(r"[^a-z0-9_]", "_", run.lower())
+    return f"{url}#schema={schema[:63]}"
+
+
+def _store_spec(where: str) -> str:
+    return where if where.startswith("postgresql://") else str(Path(where) / STORE)
 
 
 def _grade(
+    store: Any,
+    place: Place,
+    where: str,
     run_dir: Path,
-    resumed: bool,
     students: list[Path],
     exercises: list[str],
     settings: Settings,
@@ -90,18 +131,22 @@ def _grade(
     lease_s: float,
 ) -> tuple[Path, list[Graded]]:
     plan = Plan.of(settings, lease_s)
-    if resumed:
-        kept = Plan.from_json((run_dir / PLAN).read_text(encoding="utf-8"))
+    kept_plan = place.plan()
+    resumed = kept_plan is not None
+    if kept_plan is not None:
+        kept = Plan.from_json(kept_plan)
         if kept != plan:
             progress(f"resuming run {run_dir.name} with the settings it started with")
         plan = kept
     else:
-        queue.write_atomically(run_dir / PLAN, plan.to_json())
+        place.save_plan(plan.to_json())
     tasks: list[queue.Task] = []
     for folder in students:
         found, notes = find_notebooks(folder, exercises)
         tasks += [queue.task(folder.name, e, found.get(e), notes.get(e)) for e in exercises]
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
+    jobs = min((os.cpu_count() or 1) if jobs is None else jobs, len(tasks))
+    if where == str(run_dir):
+        jobs = max(1, jobs)  # a run in its folder is graded here or nowhere
     progress(settings.confinement.describe())
     if plan.seed is not None:
         zone = seeded_environment(plan.seed)["TZ"]
@@ -110,23 +155,25 @@ def _grade(
             f"student code runs with TZ={zone}; replay this run with --seed {plan.seed}"
         )
         kept_seed = {"seed": plan.seed, "timezone": zone}
-        queue.write_atomically(run_dir / "run.json", json.dumps(kept_seed) + "\n")
+        write_atomically(run_dir / "run.json", json.dumps(kept_seed) + "\n")
     networked = [e for e in exercises if catalog.public(e).network]
     if networked and not settings.confinement.network:
         shared = dataclasses.replace(settings.confinement, network=True)
         progress(f"{', '.join(networked)}: student code needs TCP: {shared.network_words()}")
-    with JobStore(run_dir / STORE, SystemClock()) as store:
-        queue.enqueue(store, run_dir, tasks)
-        gave_up = _gave_up(settings.solutions)
-        done, waiting = queue.collect(store, tasks, gave_up)
-        verb = f"resuming: {len(done)} of {len(tasks)} already graded, " if resumed else ""
-        progress(
-            f"{verb}grading {len(students)} student(s) x {len(exercises)} exercise(s) = "
-            f"{len(tasks)} notebooks, {jobs} at a time, into {run_dir}"
-        )
-        if waiting:
-            solutions = settings.solutions
-            done += _drain(store, run_dir, solutions, plan, waiting, len(done), jobs, progress)
+    queue.enqueue(store, place, tasks)
+    gave_up = _gave_up(settings.solutions)
+    done, waiting = queue.collect(store, tasks, gave_up)
+    verb = f"resuming: {len(done)} of {len(tasks)} already graded, " if resumed else ""
+    here = f"{jobs} at a time here" if jobs else "by grading workers on other machines"
+    progress(
+        f"{verb}grading {len(students)} student(s) x {len(exercises)} exercise(s) = "
+        f"{len(tasks)} notebooks, {here}, into {run_dir}"
+    )
+    if where != str(run_dir):
+        progress(f"the queue: labkit grade-worker --queue '{_redacted(where)}'")
+    if waiting:
+        solutions = settings.solutions
+        done += _drain(store, where, run_dir, solutions, plan, waiting, len(done), jobs, progress)
     done.sort(key=lambda g: (g.student, g.exercise))
     _write_gradebook(done, run_dir)
     progress(f"wrote grades.csv, totals.csv and {len(students)} feedback file(s) in {run_dir}")
@@ -146,18 +193,25 @@ def _exercises(solutions: Path, only: list[str] | None) -> list[str]:
     return exercises
 
 
-def _run_folder(out: Path, run: str | None, clock: Clock | None) -> tuple[Path, bool]:
-    """The run's folder and whether it is a run to resume."""
+def _run_folder(out: Path, run: str | None, clock: Clock | None, resumable: bool) -> Path:
+    """The run's folder: a named run's own to resume (its store is in it, or in the
+    queue), else a new one (an existing folder of that name gets ``-2``)."""
     name = run or run_id(clock or SystemClock())
     run_dir = out / name
-    if run is not None and (run_dir / STORE).exists() and (run_dir / PLAN).exists():
-        return run_dir, True
+    if run is not None and run_dir.is_dir() and (resumable or (run_dir / STORE).exists()):
+        return run_dir
     suffix = 1
     while run_dir.exists():
         suffix += 1
         run_dir = out / f"{name}-{suffix}"
     run_dir.mkdir(parents=True)
-    return run_dir, False
+    return run_dir
+
+
+def _redacted(spec: str) -> str:
+    from labkit.redact import redact
+
+    return redact(spec)
 
 
 @contextmanager
@@ -200,7 +254,8 @@ def _gave_up(solutions: Path) -> queue.GaveUp:
 
 
 def _drain(
-    store: JobStore,
+    store: Any,
+    where: str,
     run_dir: Path,
     solutions: Path,
     plan: Plan,
@@ -213,7 +268,7 @@ def _drain(
     logs = run_dir / "workers"
     logs.mkdir(exist_ok=True)
     jobs = min(jobs, len(waiting))
-    workers = [_start_worker(run_dir, solutions, plan, f"g{n}", logs) for n in range(1, jobs + 1)]
+    workers = [start_worker(where, solutions, plan, f"g{n}", logs) for n in range(1, jobs + 1)]
     gave_up = _gave_up(solutions)
     total, done = before + len(waiting), list[Graded]()
     try:
@@ -225,7 +280,7 @@ def _drain(
                     f"[{before + len(done)}/{total}] {graded.student} {graded.exercise}: "
                     f"{graded.score}/{graded.possible} {graded.status}"
                 )
-            if waiting and all(w.poll() is not None for w in workers):
+            if waiting and workers and all(w.poll() is not None for w in workers):
                 raise RuntimeError(_stopped_early(workers, logs, len(waiting)))
             if waiting:
                 time.sleep(POLL_S)
@@ -237,22 +292,52 @@ def _drain(
             if w.poll() is None:
                 w.kill()
             w.wait()
+        sweep_abandoned()  # the scratch folders (and tmpfs) of a worker that was killed
     return done
 
 
-def _start_worker(
-    run_dir: Path, solutions: Path, plan: Plan, name: str, logs: Path
+def start_worker(
+    where: str, solutions: Path, plan: Plan, name: str, logs: Path | None
 ) -> subprocess.Popen[bytes]:
+    """A grading worker process on the run at ``where``; its output in ``logs/NAME.log``
+    (None: this process's own output)."""
     env = {**os.environ, **plan.environment()}
-    argv = [str(run_dir), str(solutions.resolve()), name, str(os.getpid())]
+    argv = [where, str(solutions.resolve()), name, str(os.getpid())]
+    command = [sys.executable, "-m", "labkit.classroom.worker", *argv]
+    if logs is None:
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env)
     with (logs / f"{name}.log").open("ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "labkit.classroom.worker", *argv],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env
         )
+
+
+def grade_workers(where: str, solutions: Path, jobs: int) -> None:
+    """``labkit grade-worker``: ``jobs`` grading workers on this machine, until the queue has
+    nothing left to grade. LookupError when no run is there."""
+    place = place_of(where, create=False)
+    try:
+        text = place.plan()
+    finally:
+        if isinstance(place, DatabasePlace):
+            place.close()
+    if text is None:
+        raise LookupError(
+            f"no grading run in {_redacted(where)}: start it with labkit grade ... --queue"
+        )
+    plan = Plan.from_json(text)
+    stamp = f"{socket.gethostname()}-{os.getpid()}"
+    workers = [start_worker(where, solutions, plan, f"{stamp}-g{n}", None) for n in range(jobs)]
+    try:
+        codes = [w.wait() for w in workers]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+            w.wait()
+    sweep_abandoned()
+    if any(codes):
+        raise RuntimeError(f"grading workers ended with exit codes {codes}; see their output")
 
 
 def _stopped_early(workers: list[subprocess.Popen[bytes]], logs: Path, left: int) -> str:
@@ -289,12 +374,18 @@ def _write_gradebook(results: list[Graded], run_dir: Path) -> None:
     write_report(results, run_dir)
 
 
-def run_status(run_dir: Path) -> str:
+def run_status(run_dir: Path, queue_url: str | None = None) -> str:
     """How far a run is: its jobs by state, and whether its gradebook is written."""
-    if not (run_dir / STORE).exists():
+    where = str(run_dir) if queue_url is None else queue_spec(queue_url, run_dir.name)
+    if queue_url is None and not (run_dir / STORE).exists():
         raise FileNotFoundError(f"{run_dir} holds no grading run (no {STORE})")
-    current = queue.current_tasks(run_dir)
-    with JobStore(run_dir / STORE, SystemClock()) as store:
+    with open_store(_store_spec(where), SystemClock()) as store:
+        place = place_of(where)
+        try:
+            current = place.tasks()
+        finally:
+            if isinstance(place, DatabasePlace):
+                place.close()
         states = [store.get_by_key(key) for key in current]
     finished = sum(j is not None and j.state in (JobState.SUCCEEDED, JobState.DEAD) for j in states)
     running = sum(j is not None and j.state == JobState.RUNNING for j in states)

@@ -1,8 +1,9 @@
 """A grading worker: the lab's own ``Worker`` claiming grading jobs and grading them, confined.
 
-``python -m labkit.classroom.worker RUN_DIR SOLUTIONS NAME`` opens the run's job store
-(``RUN_DIR/jobs.db``), rebuilds the run's ``Settings`` from ``RUN_DIR/plan.json`` with
-this machine's confinement, and drains the grading queue: claim a notebook under a lease,
+``python -m labkit.classroom.worker WHERE SOLUTIONS NAME PARENT`` (WHERE: a run folder,
+or a ``postgresql://...#schema=NAME`` queue) opens the run's job store and its place
+(``labkit.classroom.place``), rebuilds the run's ``Settings`` from its plan with this
+machine's confinement, and drains the grading queue: claim a notebook under a lease,
 grade it (``grade_notebook``: student code in its sandbox, checks here), and complete the
 job with the result in the same write. A thread renews the lease while a notebook is
 graded, so the lease can be short: a worker that dies (SIGKILL, OOM, a lost machine)
@@ -25,16 +26,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from labkit.backends.spec import open_store
 from labkit.classroom import queue, results
+from labkit.classroom.place import Place, place_of
 from labkit.classroom.plan import Plan
 from labkit.clock import SystemClock
+from labkit.errors import ConnectionLost, LeaseLost, StoreError
 from labkit.grading.grade import Settings, grade_notebook
 from labkit.job import Job
-from labkit.store import JobStore
 from labkit.worker import Context, Worker
 
-PLAN = "plan.json"
-STORE = "jobs.db"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -54,7 +55,12 @@ def renewing(ctx: Context, every_s: float) -> Iterator[None]:
 
     def beat() -> None:
         while not stop.wait(every_s):
-            ctx.heartbeat()
+            try:
+                ctx.heartbeat()
+            except LeaseLost:
+                return  # another worker has it now: its result will count, not ours
+            except (ConnectionLost, StoreError):
+                continue  # a dropped connection: the next beat reconnects
 
     thread = threading.Thread(target=beat, name="lease", daemon=True)
     thread.start()
@@ -65,13 +71,14 @@ def renewing(ctx: Context, every_s: float) -> Iterator[None]:
         thread.join()
 
 
-def handler(run_dir: Path, settings: Settings, lease_s: float) -> Any:
+def handler(place: Place, settings: Settings, lease_s: float) -> Any:
     """The ``grade`` job's handler for this run."""
 
     def grade(job: Job, ctx: Context) -> dict[str, Any]:
-        if job.key not in queue.current_tasks(run_dir):
+        tasks = place.tasks()
+        if job.key not in tasks:
             return {"superseded": True}  # resubmitted since: its new content has a job
-        notebook = queue.notebook_of(run_dir, job)
+        notebook = queue.notebook_of(place, job, tasks)
         with renewing(ctx, lease_s / 4):
             graded = grade_notebook(
                 str(job.payload["student"]), str(job.payload["exercise"]), notebook, settings
@@ -81,20 +88,35 @@ def handler(run_dir: Path, settings: Settings, lease_s: float) -> Any:
     return grade
 
 
+def store_spec(where: str, name: str) -> str:
+    """The job store of the run at ``where``; a PostgreSQL session named after the worker."""
+    if not where.startswith("postgresql://"):
+        return str(Path(where) / "jobs.db")
+    url, _, fragment = where.partition("#")
+    joiner = "&" if "?" in url else "?"
+    return f"{url}{joiner}application_name=labkit-grade-{name}#{fragment}"
+
+
 def main(argv: list[str]) -> int:
-    run_dir, solutions, name, parent = Path(argv[0]), Path(argv[1]), argv[2], int(argv[3])
+    where, solutions, name, parent = argv[0], Path(argv[1]), argv[2], int(argv[3])
     die_with_parent(parent)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
-    plan = Plan.from_json((run_dir / PLAN).read_text(encoding="utf-8"))
+    store = open_store(store_spec(where, name), SystemClock())
+    place = place_of(where)
+    text = place.plan()
+    if text is None:
+        print(f"grading worker {name}: no grading run at {where}", file=sys.stderr)
+        return 2
+    plan = Plan.from_json(text)
     try:
         settings = plan.settings(solutions)
     except RuntimeError as refused:
         print(f"grading worker {name} refuses to grade: {refused}", file=sys.stderr)
         return 2
-    with JobStore(run_dir / STORE, SystemClock()) as store:
+    with store:
         worker = Worker(
             store,
-            {queue.KIND: handler(run_dir, settings, plan.lease_s)},
+            {queue.KIND: handler(place, settings, plan.lease_s)},
             name=name,
             queues=[queue.QUEUE],
             lease_s=plan.lease_s,

@@ -57,6 +57,16 @@ def count(text: str) -> int:
         ) from None
 
 
+def count_or_zero(text: str) -> int:
+    """An argparse type: a whole number, 0 or more."""
+    try:
+        return jobargs.count("the value", int(text), minimum=0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number, 0 or more, not {text!r}"
+        ) from None
+
+
 def job_id(text: str) -> int:
     """An argparse type: a job id."""
     try:

@@ -12,7 +12,7 @@ import os
 import random
 from pathlib import Path
 
-from labkit.cli.args import CliError, count, seconds
+from labkit.cli.args import CliError, count, count_or_zero, seconds
 from labkit.grading.course import Course
 from labkit.grading.isolation.limits import Limits
 
@@ -40,9 +40,13 @@ def cmd_grade(args: argparse.Namespace) -> int:
     from labkit.grading.grade import Settings
     from labkit.grading.isolation.confine import Confinement
 
+    if args.queue is not None and not args.queue.startswith("postgresql://"):
+        raise CliError(f"--queue takes a postgresql:// URL, not {args.queue!r}")
+    if args.jobs == 0 and args.queue is None:
+        raise CliError("--jobs 0 grades nothing here: it goes with --queue (other machines grade)")
     if args.status is not None:
         try:
-            print(run_status(args.out / args.status))
+            print(run_status(args.out / args.status, args.queue))
         except FileNotFoundError as exc:
             raise CliError(
                 f"{exc}; pass the run's id as written under --out ({args.out})"
@@ -86,6 +90,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
             progress=lambda line: print(line, flush=True),
             run=args.run_id,
             lease_s=args.lease_s,
+            queue_url=args.queue,
         )
     except (FileNotFoundError, ValueError, RuntimeError) as exc:
         raise CliError(str(exc)) from None
@@ -118,6 +123,24 @@ def _export(
         print(f"wrote {done.platform} export {done.path}", flush=True)
         for gap in done.to_complete:
             print(f"  before importing: {gap}", flush=True)
+
+
+def cmd_grade_worker(args: argparse.Namespace) -> int:
+    from labkit.classroom.run import grade_workers, queue_spec
+
+    if not args.queue.startswith("postgresql://"):
+        raise CliError(f"--queue takes a postgresql:// URL, not {args.queue!r}")
+    if "#" not in args.queue and args.run_id is None:
+        raise CliError("say which run: --run-id RUN_ID, or the queue URL's #schema=NAME")
+    if not args.solutions.is_dir():
+        raise CliError(f"no solutions folder at {args.solutions}; pass --solutions DIR")
+    where = queue_spec(args.queue, args.run_id or "")
+    try:
+        grade_workers(where, args.solutions, args.jobs)
+    except (LookupError, RuntimeError) as exc:
+        raise CliError(str(exc)) from None
+    print("this machine's grading workers stopped: the queue has nothing left to grade")
+    return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -204,9 +227,16 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument(
         "--jobs",
-        type=count,
+        type=count_or_zero,
         default=os.cpu_count() or 1,
-        help=f"notebooks graded at once (default: the number of cores, {os.cpu_count()} here)",
+        help=f"notebooks graded at once here (default: the number of cores, {os.cpu_count()} "
+        "here; 0 with --queue: only other machines grade)",
+    )
+    p.add_argument(
+        "--queue",
+        metavar="POSTGRESQL_URL",
+        help="put the run in PostgreSQL (schema grading_<run id>, or the URL's #schema=), "
+        "notebooks included, so `labkit grade-worker --queue` on other machines grades it too",
     )
     p.add_argument("--cell-timeout", type=seconds, default=30.0, help="seconds per code cell")
     p.add_argument(
@@ -288,6 +318,25 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--export: student,name,id,sis_user_id,sis_login_id,section,email,username,idnumber",
     )
     p.set_defaults(run=cmd_grade)
+
+    p = sub.add_parser(
+        "grade-worker",
+        help="grade notebooks of a run that labkit grade --queue put in PostgreSQL",
+        description="Start --jobs grading workers on this machine: each claims a notebook "
+        "from the run's queue, grades it confined, and stores the result with the job's "
+        "completion; they stop when the queue has nothing left.",
+        formatter_class=_DefaultsShown,
+    )
+    p.add_argument("--queue", required=True, metavar="POSTGRESQL_URL", help="the run's database")
+    p.add_argument("--run-id", help="the run to grade (its schema is grading_<run id>)")
+    p.add_argument("--solutions", type=Path, default=default_solutions, help="holds hidden/")
+    p.add_argument(
+        "--jobs",
+        type=count,
+        default=os.cpu_count() or 1,
+        help=f"notebooks graded at once here (default: the number of cores, {os.cpu_count()})",
+    )
+    p.set_defaults(run=cmd_grade_worker)
 
     p = sub.add_parser(
         "export",

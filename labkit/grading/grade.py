@@ -172,7 +172,8 @@ def grade_notebook(
             f"{notebook.name} is not a readable notebook ({type(exc).__name__}: "
             f"{str(exc)[:120]}); save it again from Jupyter",
         )
-    base = Path(tempfile.mkdtemp(prefix="labkit-grade-"))
+    base = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
+    (base / SCRATCH_OWNER).write_text(str(os.getpid()))
     try:
         workdir = _fresh_folder(base, notebook, settings.confinement)
         _run(result, checks, cells, workdir, settings)
@@ -180,6 +181,40 @@ def grade_notebook(
         disk.unmount(base / "student" / "work")
         shutil.rmtree(base, ignore_errors=True)
     return result
+
+
+#: A notebook's scratch folder (``TMPDIR/labkit-grade-*``) and the file in it naming the
+#: grading process that uses it, so a later grader can clean up after one that was killed.
+SCRATCH_PREFIX = "labkit-grade-"
+SCRATCH_OWNER = "grader.pid"
+
+
+def sweep_abandoned(folder: Path | None = None) -> int:
+    """Clean up the scratch folders of grading processes that died (a SIGKILL runs no
+    ``finally``): unmount each one's tmpfs and remove it. Folders of live processes, and
+    ones that name no process, are left alone. How many were cleaned."""
+    cleaned = 0
+    for base in Path(folder or tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
+        try:
+            pid = int((base / SCRATCH_OWNER).read_text())
+        except (OSError, ValueError):
+            continue
+        if pid == os.getpid() or _alive(pid):
+            continue
+        disk.unmount(base / "student" / "work")
+        shutil.rmtree(base, ignore_errors=True)
+        cleaned += 1
+    return cleaned
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def code_cells(path: Path) -> list[tuple[int, str]]:

@@ -131,6 +131,13 @@ def processes_under(root: Path) -> list[tuple[int, str]]:
     return found
 
 
+def mounts_under(root: Path) -> list[str]:
+    """Mount points inside ``root`` (a grader's tmpfs it never unmounted)."""
+    with open("/proc/mounts", encoding="utf-8") as fh:
+        points = [line.split()[1] for line in fh]
+    return [p for p in points if p.startswith(str(root) + "/")]
+
+
 def notebook_for(folder: Path, exercise: str) -> Path:
     [path] = sorted(folder.glob(f"{exercise}_*.ipynb"))
     return path

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from gradingkit import EXERCISES, SEED, SOLUTIONS, notebook_for, processes_under
+from gradingkit import EXERCISES, SEED, SOLUTIONS, mounts_under, notebook_for, processes_under
 
 from labkit.grading.isolation.confine import Confinement
 
@@ -162,3 +162,5 @@ def test_a_grading_run_killed_halfway_resumes_to_the_same_gradebook(tmp_path: Pa
     )
     assert all(state == "succeeded" for state, _, _ in after.values()), after
     assert processes_under(scratch) == [], "student processes outlived their grader"
+    assert mounts_under(scratch) == [], "a killed worker's scratch tmpfs was never unmounted"
+    assert not list(scratch.glob("labkit-grade-*")), "a killed worker's scratch was left"
