@@ -370,6 +370,38 @@ def test_malformed_entries_are_set_aside_one_at_a_time_and_the_rest_runs(
     assert store.counts()["succeeded"] == 2 and store.counts()["dead"] == 1
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        # Each a hand edit of a job record that the claim script or Job cannot read.
+        ("attempt", "abc"),
+        ("max_attempts", ""),
+        ("run_after", "soon"),
+        ("state", "bogus"),
+        ("created_at", "nan?"),
+    ],
+)
+def test_a_job_record_with_an_unreadable_field_is_set_aside_and_the_rest_runs(
+    store: StreamJobStore, field: str, value: str
+) -> None:
+    """Not only the payload: a record whose numbers or state cannot be read stopped
+    every claim at its entry (a Lua error or a ValueError, again at each claim)."""
+    broken, _ = store.enqueue("charge", {"n": 1}, key="broken")
+    store.r.hset(store._hash("broken"), field, value)
+    store.enqueue("charge", {"n": 2}, key="good")
+    job = store.claim("w1", lease_s=30)
+    assert job is not None and job.key == "good"
+    [(_id, letter)] = store.r.xrange(store.q.dead)
+    assert "broken" in letter["reason"] and field in letter["reason"], letter["reason"]
+    store.complete(job)
+    assert store.claim("w1", lease_s=30) is None
+    assert store.q.pending() == []  # nothing left for the next claim to trip on
+    # Still listed and counted as dead; its dead letter keeps the value as it was.
+    assert store.get(broken.id).state == JobState.DEAD
+    assert store.counts()["dead"] == 1 and store.counts()["succeeded"] == 1
+    assert f'"{field}": "{value}"' in letter["payload"]
+
+
 def test_a_plain_consumer_gets_the_good_entries_of_a_batch_with_a_bad_one(
     queue: StreamQueue,
 ) -> None:

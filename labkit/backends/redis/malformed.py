@@ -17,6 +17,7 @@ it does not stop the queue.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from labkit.job import JobState
@@ -36,6 +37,49 @@ def decode_payload(text: str | None) -> tuple[Any, str | None]:
         return text, f"its payload is not JSON ({type(exc).__name__}: {str(exc)[:80]})"
 
 
+#: Fields of a job record read as numbers (by the claim script and by ``Job``).
+_NUMBERS = {
+    "id": int, "attempt": int, "max_attempts": int,
+    "run_after": float, "created_at": float, "updated_at": float,
+}  # fmt: skip
+
+
+def record_problem(record: dict[str, str]) -> str | None:
+    """What makes a job record unreadable (None when it can be claimed and read): its
+    payload not JSON, or a number or the state that is not one, as a hand edit or a
+    producer of another version leaves it."""
+    problem = decode_payload(record.get("payload"))[1]
+    if problem is not None:
+        return problem
+    for name, kind in _NUMBERS.items():
+        try:
+            value = kind(record.get(name) or "")
+        except ValueError:
+            return f"its {name} field is not a number"
+        if not math.isfinite(value):
+            return f"its {name} field is not a finite number"
+    if record.get("state") not in {state.value for state in JobState}:
+        return "its state field is not a job state"
+    return None
+
+
+def readable_numbers(record: dict[str, str], now: float) -> dict[str, str]:
+    """Stand-ins for a set-aside record's unreadable numbers (0 for counts, ``now`` for
+    times), so it can still be listed and counted as dead; its dead letter keeps the
+    values as they were."""
+    fixed = {}
+    for name, kind in _NUMBERS.items():
+        if name == "id":
+            continue  # the id is how the record is found: it is never rewritten
+        try:
+            ok = math.isfinite(kind(record.get(name) or ""))
+        except ValueError:
+            ok = False
+        if not ok:
+            fixed[name] = "0" if kind is int else repr(now)
+    return fixed
+
+
 def quarantine(
     r: Any,
     *,
@@ -47,9 +91,11 @@ def quarantine(
     reason: str,
     now: float,
     job_hash: str | None = None,
+    record: dict[str, str] | None = None,
 ) -> str:
     """Dead-letter one unreadable entry and ``XACK`` it in one ``MULTI``; the dead entry's id."""
-    raw = json.dumps(fields, default=str, ensure_ascii=False)[:KEPT_CHARS]
+    kept = fields if record is None else {**fields, "record": record}
+    raw = json.dumps(kept, default=str, ensure_ascii=False)[:KEPT_CHARS]
     letter = {
         "key": str(fields.get("key", "")),
         "kind": "",
@@ -65,6 +111,7 @@ def quarantine(
             pipe.hset(
                 job_hash,
                 mapping={
+                    **({} if record is None else readable_numbers(record, now)),
                     "state": JobState.DEAD.value,
                     "dead_reason": letter["reason"],
                     "error_class": "MalformedEntry",

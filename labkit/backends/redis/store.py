@@ -64,7 +64,7 @@ import redis
 from labkit import jobargs
 from labkit.backends.redis import lua
 from labkit.backends.redis.admin import StreamAdmin
-from labkit.backends.redis.malformed import decode_payload, quarantine
+from labkit.backends.redis.malformed import quarantine, record_problem
 from labkit.backends.redis.streams import StreamQueue, connect
 from labkit.clock import Clock, ServerClock, SystemClock, is_simulated
 from labkit.errors import LeaseLost, StoreError
@@ -234,16 +234,17 @@ class StreamJobStore(StreamAdmin):
         if not key:
             self._set_aside(entry_id, fields, "it has no 'key' field", now)
             return None
-        recorded, payload = self.r.hmget(self._hash(key), "key", "payload")
-        if recorded is None:
+        record = self.r.hgetall(self._hash(key))
+        if not record.get("key"):
             why = f"no job record for key {key!r} (was it added without enqueue?)"
             self._set_aside(entry_id, fields, why, now)
             return None
         # Checked before the claim script: a job no handler can read is set aside without
-        # an attempt counted, as it never starts.
-        problem = decode_payload(payload)[1]
+        # an attempt counted, as it never starts; so is one whose numbers or state the
+        # script cannot read (it would fail on it at every claim, stopping every worker).
+        problem = record_problem(record)
         if problem is not None:
-            self._set_aside(entry_id, fields, f"job {key!r}: {problem}", now, self._hash(key))
+            self._set_aside(entry_id, fields, f"job {key!r}: {problem}", now, key, record)
             return None
         attempt = self._claim_script(
             keys=[self.q.stream, self._hash(key), self._attempts(key), self.q.dead],
@@ -253,11 +254,18 @@ class StreamJobStore(StreamAdmin):
         return self.get_by_key(key) if int(attempt) > 0 else None
 
     def _set_aside(
-        self, entry_id: str, fields: dict[str, Any], why: str, now: float, job: str | None = None
+        self,
+        entry_id: str,
+        fields: dict[str, Any],
+        why: str,
+        now: float,
+        key: str | None = None,
+        record: dict[str, str] | None = None,
     ) -> None:
         quarantine(
             self.r, stream=self.q.stream, group=self.q.group, dead=self.q.dead,
-            entry_id=entry_id, fields=fields, reason=why, now=now, job_hash=job,
+            entry_id=entry_id, fields=fields, reason=why, now=now,
+            job_hash=None if key is None else self._hash(key), record=record,
         )  # fmt: skip
 
     # -- finishing ---------------------------------------------------------------------
