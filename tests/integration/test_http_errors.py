@@ -9,34 +9,14 @@ sent, secrets and markup included.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from httpkit import ALICE, client_of, job_count, lab_server
-
-from labkit.integrations.http.serve import Server
+from httpkit import ALICE, job_count
 
 MARKER = "MARKER-q7x-<b>"
 JSON = {"Content-Type": "application/json"}
-
-
-@pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("errors") / "jobs.db"
-
-
-@pytest.fixture(scope="module")
-def server(db: Path) -> Iterator[Server]:
-    with lab_server(db) as srv:
-        yield srv
-
-
-@pytest.fixture
-def client(server: Server) -> Iterator[httpx.Client]:
-    with client_of(server) as c:
-        yield c
 
 
 @pytest.mark.parametrize(

@@ -10,42 +10,18 @@ from __future__ import annotations
 
 import socket
 import sqlite3
-from collections.abc import Iterator
-from contextlib import closing
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from httpkit import ALICE, client_of, lab_server
+from httpkit import ALICE, job_count
 
 from labkit.integrations.http.operations import NOT_FOUND, REQUEST_BUSY_S
 from labkit.integrations.http.refusals import MAX_BODY_BYTES
 from labkit.integrations.http.serve import Server
 
 BODY = {"month": "2026-05", "credential_id": "erp-readonly"}
-
-
-@pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("limits") / "jobs.db"
-
-
-@pytest.fixture(scope="module")
-def server(db: Path) -> Iterator[Server]:
-    with lab_server(db) as srv:
-        yield srv
-
-
-@pytest.fixture
-def client(server: Server) -> Iterator[httpx.Client]:
-    with client_of(server) as c:
-        yield c
-
-
-def job_count(db: Path) -> int:
-    with closing(sqlite3.connect(db)) as conn:
-        return int(conn.execute("SELECT count(*) FROM jobs").fetchone()[0])
 
 
 def headers_only(server: Server, lines: list[str]) -> tuple[int, bytes]:

@@ -14,16 +14,14 @@ import json
 import random
 import sqlite3
 import string
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from httpkit import ALICE, client_of, job_count, lab_server
+from httpkit import ALICE, job_count
 
-from labkit.integrations.http.serve import Server
 from labkit.keys import operation_key
 
 SEED = 20260525
@@ -112,23 +110,6 @@ ROWS: list[tuple[dict[str, Any], str, str, str]] = [
     ({"signing_key": PW + "4"}, "payload.signing_key", "named like a credential", PW + "4"),
     ({"otp": "492817"}, "payload.otp", "named like a credential", "492817"),
 ]
-
-
-@pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("secrets") / "jobs.db"
-
-
-@pytest.fixture(scope="module")
-def server(db: Path) -> Iterator[Server]:
-    with lab_server(db) as srv:
-        yield srv
-
-
-@pytest.fixture
-def client(server: Server) -> Iterator[httpx.Client]:
-    with client_of(server) as c:
-        yield c
 
 
 def request_rows(db: Path) -> int:

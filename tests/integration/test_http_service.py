@@ -10,40 +10,22 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 
 import httpx
 import pytest
-from httpkit import ALICE, APP, BOB, client_of, lab_server
+from httpkit import ALICE, APP, BOB
 
 from labkit.clock import SystemClock
 from labkit.errors import InvalidTransition, TransientError
 from labkit.integrations.http import report_job
 from labkit.integrations.http.operations import NOT_FOUND, Pause
-from labkit.integrations.http.serve import Server, start_server
+from labkit.integrations.http.serve import start_server
 from labkit.job import Job, JobState
 from labkit.retry import RetryPolicy
 from labkit.store import JobStore
 from labkit.worker import Worker
-
-
-@pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("http") / "jobs.db"
-
-
-@pytest.fixture(scope="module")
-def server(db: Path) -> Iterator[Server]:
-    with lab_server(db) as srv:
-        yield srv
-
-
-@pytest.fixture
-def client(server: Server) -> Iterator[httpx.Client]:
-    with client_of(server) as c:
-        yield c
 
 
 def read_store(db: Path) -> JobStore:
