@@ -38,11 +38,14 @@ import argparse
 import csv
 import os
 import random
+import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
 
 import nbformat
@@ -51,6 +54,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import nbgrader_class  # noqa: E402
 from labkit.grading import catalog  # noqa: E402
 from labkit.grading.release import exercise_of, solution_notebooks  # noqa: E402
 
@@ -103,8 +107,12 @@ def make_class(
     exercises: list[str],
     seed: int,
     mix: dict[str, int] | None = None,
+    record: dict[tuple[str, str], str] | None = None,
 ) -> Counter[str]:
-    """Write ``folder/sNN/exNN_name.ipynb`` for every student; count the kinds."""
+    """Write ``folder/sNN/exNN_name.ipynb`` for every student; count the kinds.
+
+    ``record``, when given, gets each (student, exercise)'s kind.
+    """
     rng = random.Random(seed)
     mix = mix or KINDS
     names, weights = list(mix), list(mix.values())
@@ -114,6 +122,8 @@ def make_class(
             kind = rng.choices(names, weights)[0]
             kinds[kind] += 1
             [stub] = sorted((ROOT / "exercises").glob(f"{exercise}_*.ipynb"))
+            if record is not None:
+                record[f"s{i:02d}", exercise] = kind
             path = folder / f"s{i:02d}" / stub.name
             path.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(make_notebook(kind, exercise, rng), path)
@@ -125,13 +135,12 @@ def _scores(csv_path: Path) -> dict[tuple[str, str], int]:
         return {(r["student"], r["exercise"]): int(r["score"]) for r in csv.DictReader(fh)}
 
 
-def run_new(
-    subs: Path, out: Path, args: argparse.Namespace
-) -> tuple[float, dict[tuple[str, str], int]]:
+def grade_argv(subs: Path, out: Path, args: argparse.Namespace, run_id: str) -> list[str]:
+    """This checkout's ``labkit grade`` on the class, with the bench's settings."""
     argv = [sys.executable, "-m", "labkit.cli", "grade", str(subs), "--out", str(out)]
     argv += [
         "--run-id",
-        "bench",
+        run_id,
         "--jobs",
         str(args.jobs),
         "--cell-timeout",
@@ -143,9 +152,55 @@ def run_new(
         argv += ["--check-timeout", str(args.check_timeout)]
     for exercise in args.exercise or []:
         argv += ["--exercise", exercise]
+    return argv
+
+
+def run_new(
+    subs: Path, out: Path, args: argparse.Namespace
+) -> tuple[float, dict[tuple[str, str], int]]:
+    argv = grade_argv(subs, out, args, "bench")
     started = time.perf_counter()
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=out.parent)
     return time.perf_counter() - started, _scores(out / "bench" / "grades.csv")
+
+
+def _succeeded(jobs_db: Path) -> int:
+    """Notebooks graded so far in a run's job store, read without writing to it."""
+    try:
+        with closing(sqlite3.connect(f"file:{jobs_db}?mode=ro", uri=True, timeout=1)) as db:
+            [(count,)] = db.execute("SELECT count(*) FROM jobs WHERE state = 'succeeded'")
+    except sqlite3.OperationalError:  # not made yet, or busy for a moment
+        return 0
+    return int(count)
+
+
+def resumed_cost(subs: Path, tmp: Path, total: int, args: argparse.Namespace) -> tuple[int, float]:
+    """Grade the class, SIGKILL the grader's whole process group once half the notebooks
+    are graded, grade again with the same run id; (graded at the kill, resumed seconds).
+
+    ``--lease-s 2``: the notebook a killed worker held is claimed again 2 s after, not
+    the default 10 s, so the resumed run waits little on it.
+    """
+    out = tmp / "out-resume"
+    out.mkdir()
+    argv = [*grade_argv(subs, out, args, "resume"), "--lease-s", "2"]
+    quiet = subprocess.DEVNULL
+    grader = subprocess.Popen(argv, start_new_session=True, stdout=quiet, stderr=quiet, cwd=tmp)
+    graded = 0
+    try:
+        while grader.poll() is None:
+            graded = _succeeded(out / "resume" / "jobs.db")
+            if graded >= total / 2:
+                os.killpg(grader.pid, signal.SIGKILL)
+                break
+            time.sleep(0.1)
+    finally:
+        if grader.poll() is None:
+            os.killpg(grader.pid, signal.SIGKILL)
+        grader.wait()
+    started = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=quiet, cwd=tmp)
+    return graded, time.perf_counter() - started
 
 
 def per_exercise(subs: Path, tmp: Path, exercises: list[str], args: argparse.Namespace) -> None:
@@ -270,6 +325,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also grade each exercise's notebooks on their own and print each one's rate",
     )
+    parser.add_argument(
+        "--nbgrader",
+        action="store_true",
+        help=f"also grade the class with nbgrader's autograde ({nbgrader_class.NBGRADER}, "
+        "in its own venv bench/.nbgrader-venv, made on first use) and compare the rates",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="also grade the class again, SIGKILL the grader halfway and time the resumed run",
+    )
     args = parser.parse_args(argv)
     exercises = args.exercise or [
         e for e in map(exercise_of, solution_notebooks(ROOT / "solutions")) if e
@@ -280,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_name)
         subs = tmp / "submissions"
         mix = {k: w for k, w in KINDS.items() if k != "hanging"} if args.no_hanging else None
-        kinds = make_class(subs, args.students, exercises, args.seed, mix)
+        each: dict[tuple[str, str], str] = {}
+        kinds = make_class(subs, args.students, exercises, args.seed, mix, each)
         total = sum(kinds.values())
         print(f"class: {args.students} students x {len(exercises)} exercises = {total} notebooks")
         print("mix: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
@@ -291,6 +358,32 @@ def main(argv: list[str] | None = None) -> int:
         print(f"new grader:    {seconds:7.1f} s  {rate:7.1f} notebooks/min  (--jobs {args.jobs})")
         if args.per_exercise:
             per_exercise(subs, tmp, exercises, args)
+        if args.nbgrader:
+            nb_seconds, nb_scores = nbgrader_class.grade_with_nbgrader(
+                subs, each, exercises, tmp / "course", args.cell_timeout
+            )
+            nb_rate = len(nb_scores) / nb_seconds * 60
+            how = f"{nbgrader_class.NBGRADER} autograde, {len(nb_scores)} of {total} graded"
+            print(f"nbgrader:      {nb_seconds:7.1f} s  {nb_rate:7.1f} notebooks/min  ({how})")
+            # The conversion is right if nbgrader gives every reference all its points.
+            earned = {key: e for key, (e, out_of) in nb_scores.items() if e == out_of}
+            full = Counter(kind for key, kind in each.items() if key in earned)
+            print("  every public point: " + ", ".join(
+                f"{kind} {full[kind]} of {n}" for kind, n in sorted(kinds.items())
+            ))  # fmt: skip
+            print(f"labkit / nbgrader: {rate / nb_rate:.2f}x (target: at least 2x)")
+            print("  nbgrader: public checks only, one notebook at a time, the student's code")
+            print("  unconfined in the grader's own user; labkit: public and hidden checks,")
+            print(f"  {args.jobs} notebooks at once, each confined")
+        if args.resume:
+            graded, resumed = resumed_cost(subs, tmp, total, args)
+            left = seconds * (total - graded) / total
+            print(f"resumed run:   {resumed:7.1f} s  after a SIGKILL at {graded} of {total} graded")
+            print("  (--lease-s 2: the killed worker's notebook is claimed again 2 s after)")
+            print(
+                f"resumed / half the uninterrupted run: {resumed / (seconds / 2):.2f} (target: at "
+                f"most 1); resumed / the uninterrupted run's share left: {resumed / left:.2f}"
+            )
         if args.legacy:
             old_seconds, old_scores = run_legacy(args.legacy, subs, tmp, args)
             old_rate = total / old_seconds * 60
