@@ -11,7 +11,7 @@ and the released stubs, with a seeded mix of notebooks a real class hands in:
   that calls it times out) or, one in two, a top-level loop (the cell times out).
 
 It grades the class with this checkout's ``labkit grade`` and reports notebooks per
-minute. Two comparisons:
+minute. Comparisons:
 
 - speed: with ``--legacy REF``, the same class graded by the grader of an earlier commit
   (its whole ``labkit`` package taken from git: a Jupyter kernel per notebook, then the
@@ -19,12 +19,19 @@ minute. Two comparisons:
   without it, the rate recorded before the trust boundary: 14 notebooks in 48 s on 2 cores;
 - scores: with ``--same-scores``, every notebook is also scored in one process, the way
   the student's own ``check()`` runs the same checks (cells and checks side by side, no
-  confinement), and every (student, exercise) whose score differs is listed.
+  confinement), and every (student, exercise) whose score differs is listed;
+- nbgrader: with ``--nbgrader``, the same class graded by nbgrader's ``autograde``
+  (``bench/nbgrader_class.py``: the exercises as nbgrader notebooks, one autograder test
+  cell per public check, nbgrader in a venv of its own); it runs the student's code
+  unconfined, in the grader's own user;
+- resuming: with ``--resume``, the class graded again, the grader SIGKILLed once half the
+  notebooks are graded, and the resumed run timed against half the uninterrupted one.
 
     .venv/bin/python bench/grading.py                        # 40 students, new grader only
     .venv/bin/python bench/grading.py --same-scores          # and in-process scores
     .venv/bin/python bench/grading.py --legacy 4c7b143       # and the old grader, same class
     .venv/bin/python bench/grading.py --per-exercise         # and each exercise's own rate
+    .venv/bin/python bench/grading.py --nbgrader --resume --exercise ex01   # beside nbgrader
     .venv/bin/python bench/grading.py --students 2 --exercise ex01   # a smoke run
 
 Both graders get the same cell timeout and, by default, each check's own timeout (the
