@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -129,6 +130,26 @@ def processes_under(root: Path) -> list[tuple[int, str]]:
         if cwd.startswith(str(root)) or str(root) in argv:
             found.append((int(entry.name), argv[:200]))
     return found
+
+
+def run_in_group(
+    argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` in its own process group; the whole group is killed however it ends.
+
+    ``timeout`` is a bound for a loaded machine, not an expectation.
+    """
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def mounts_under(root: Path) -> list[str]:

@@ -12,14 +12,13 @@ from __future__ import annotations
 import csv
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from gradingkit import SOLUTIONS
+from gradingkit import SOLUTIONS, run_in_group
 
 from labkit.grading.checks import CheckStatus, Outcome
 from labkit.grading.export import ExportError, export, gradescope_results, read_roster
@@ -231,20 +230,9 @@ def test_gradescope_needs_the_per_check_outcomes(run: Path) -> None:
 def _labkit(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """``labkit ARGV``, in its own process group, killed whole if it outlives the test."""
     labkit = Path(sys.executable).parent / "labkit"
-    proc = subprocess.Popen(
-        [str(labkit), *argv], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
-        env={**os.environ, "TMPDIR": str(cwd)},
+    return run_in_group(
+        [str(labkit), *argv], cwd, {**os.environ, "TMPDIR": str(cwd)}, timeout=300
     )
-    try:
-        out, err = proc.communicate(timeout=300)  # a bound for a loaded machine
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def test_labkit_export_on_a_finished_run(run: Path, roster: Path, tmp_path: Path) -> None:

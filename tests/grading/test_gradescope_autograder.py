@@ -14,15 +14,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from gradingkit import HIDDEN, SOLUTIONS, notebook_for, processes_under
+from gradingkit import HIDDEN, SOLUTIONS, notebook_for, processes_under, run_in_group
 from test_export import assert_gradescope_results
 
 from labkit.grading import catalog
@@ -32,26 +30,11 @@ pytestmark = pytest.mark.slow
 LABKIT = Path(sys.executable).parent / "labkit"
 
 
-def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Run ``argv`` in its own process group; the whole group is killed however it ends."""
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=600)  # a bound for a loaded machine
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
-
-
 @pytest.fixture(scope="module")
 def autograder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     """The zip for ex01, unpacked as Gradescope does: ``ROOT/source``, ``ROOT/run_autograder``."""
     tmp = tmp_path_factory.mktemp("gradescope")
-    built = _run([str(LABKIT), "autograder", "--gradescope", str(tmp / "ag.zip"),
+    built = run_in_group([str(LABKIT), "autograder", "--gradescope", str(tmp / "ag.zip"),
                   "--exercise", "ex01"], tmp, dict(os.environ))
     assert built.returncode == 0, built.stderr
     root = tmp / "autograder"
@@ -94,7 +77,7 @@ def _submit(root: Path, files: list[Path]) -> dict[str, Any]:
     scratch.mkdir(exist_ok=True)
     env = {**os.environ, "LABKIT_AUTOGRADER_ROOT": str(root), "LABKIT_COMMAND": str(LABKIT),
            "TMPDIR": str(scratch)}
-    done = _run(["bash", str(root / "run_autograder")], root, env)
+    done = run_in_group(["bash", str(root / "run_autograder")], root, env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert not processes_under(scratch), "a process of the grading outlived run_autograder"
     results: dict[str, Any] = json.loads((root / "results" / "results.json").read_text())

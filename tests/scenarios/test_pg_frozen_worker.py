@@ -73,6 +73,9 @@ def test_a_frozen_worker_inside_its_transaction_lets_its_job_go_after_the_lease(
             assert first[:1] == ["COMPLETED"], f"the child never completed: {first}"
             backend = int(first[1])
             os.kill(child.pid, signal.SIGSTOP)
+            stop_by = time.monotonic() + 10  # the signal is delivered asynchronously
+            while _state(child.pid) != "T" and time.monotonic() < stop_by:
+                time.sleep(0.01)
             assert _state(child.pid) == "T", "the worker was never frozen"
             taken = None
             deadline = time.monotonic() + 15
