@@ -52,6 +52,7 @@ from labkit.grading.isolation import disk
 from labkit.grading.isolation.confine import Confinement
 from labkit.grading.isolation.grader_side import StudentGone, StudentProcess
 from labkit.grading.isolation.remote import RemoteNamespace
+from labkit.grading.isolation.services import REDIS_SOCKET, SOCKET_PATH_MAX
 from labkit.grading.release import exercise_of
 
 #: A submitted file for exercise NN: ``ex03_claim.ipynb``, ``ex03_claim (1).ipynb``,
@@ -172,7 +173,7 @@ def grade_notebook(
             f"{notebook.name} is not a readable notebook ({type(exc).__name__}: "
             f"{str(exc)[:120]}); save it again from Jupyter",
         )
-    base = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
+    base = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=scratch_root()))
     (base / SCRATCH_OWNER).write_text(str(os.getpid()))
     try:
         workdir = _fresh_folder(base, notebook, settings.confinement)
@@ -189,12 +190,28 @@ SCRATCH_PREFIX = "labkit-grade-"
 SCRATCH_OWNER = "grader.pid"
 
 
+#: The deepest unix socket a check makes in a student's folder, below the scratch root.
+_DEEPEST_SOCKET = len(f"/{SCRATCH_PREFIX}xxxxxxxx/student/work/{REDIS_SOCKET}")
+
+
+def scratch_root(configured: Path | None = None) -> Path:
+    """Where notebooks' scratch folders go: the temporary folder (``TMPDIR``, or
+    ``configured``), unless its path is so long that a socket in a student's folder would
+    not fit in a unix socket address; then ``/tmp``. (A private Redis whose socket path is
+    too long cannot bind: every check of exercise 9 would fail for a reason that is not
+    the student's.)"""
+    configured = Path(configured or tempfile.gettempdir())
+    if len(os.fsencode(configured)) + _DEEPEST_SOCKET <= SOCKET_PATH_MAX:
+        return configured
+    return Path("/tmp")
+
+
 def sweep_abandoned(folder: Path | None = None) -> int:
     """Clean up the scratch folders of grading processes that died (a SIGKILL runs no
     ``finally``): unmount each one's tmpfs and remove it. Folders of live processes, and
     ones that name no process, are left alone. How many were cleaned."""
     cleaned = 0
-    for base in Path(folder or tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
+    for base in Path(folder or scratch_root()).glob(f"{SCRATCH_PREFIX}*"):
         try:
             pid = int((base / SCRATCH_OWNER).read_text())
         except (OSError, ValueError):

@@ -7,12 +7,22 @@ repository.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 # Before any test module imports it: assert_caught_by_name's asserts explain a failure.
 pytest.register_assert_rewrite("gradingkit")
+
+from gradingkit import short_scratch  # noqa: E402 - after the rewrite is registered
+
+
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    """A ``TMPDIR`` for a grader that it really uses (``gradingkit.short_scratch``)."""
+    with short_scratch() as folder:
+        yield folder
 
 
 @pytest.fixture(autouse=True)

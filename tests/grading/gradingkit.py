@@ -9,9 +9,11 @@ from __future__ import annotations
 import csv
 import importlib.util
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,6 +32,7 @@ from labkit.grading.checks import (
     run_check,
     run_checks,
 )
+from labkit.grading.grade import scratch_root
 from labkit.grading.isolation.confine import Confinement
 from labkit.grading.isolation.grader_side import StudentProcess
 from labkit.grading.isolation.remote import RemoteNamespace
@@ -54,16 +57,32 @@ require_service = _root_conftest.require_service
 SEED: int = _root_conftest.SEED
 
 
+@contextmanager
+def short_scratch() -> Iterator[Path]:
+    """A folder for a grader's ``TMPDIR`` that the grader really uses.
+
+    Under pytest's long temporary paths the grader would put its scratch folders in
+    ``/tmp`` instead (``scratch_root``: a student's Redis socket must fit in a unix socket
+    address), and a test looking there for what a run left behind would find nothing,
+    whatever was left.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="lks-", dir="/tmp"))
+    try:
+        assert scratch_root(folder) == folder, f"{folder} is too long to be the grader's scratch"
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def grade_class(
-    root: Path, subs: Path, exercises: list[str]
+    root: Path, subs: Path, exercises: list[str], scratch: Path
 ) -> tuple[list[dict[str, str]], Path, Path]:
     """``labkit grade`` on ``subs`` as an instructor runs it: grades.csv rows, feedback, scratch.
 
     The grader's scratch folders (the students' work folders, where their processes
-    run) go under ``root/scratch``, so a test can look for anything of the run left alive.
+    run) go under ``scratch`` (from ``short_scratch``), so a test can look for anything of
+    the run left alive.
     """
-    scratch = root / "scratch"
-    scratch.mkdir()
     out = root / "out"
     labkit = Path(sys.executable).parent / "labkit"
     argv = [str(labkit), "grade", str(subs), "--out", str(out), "--run-id", "r", "--jobs", "2"]

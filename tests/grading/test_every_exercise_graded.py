@@ -27,6 +27,7 @@ from gradingkit import (
     SOLUTIONS,
     grade_class,
     notebook_for,
+    short_scratch,
 )
 
 from labkit.grading.isolation.confine import Confinement
@@ -89,7 +90,8 @@ def graded(
         nb.cells.append(nbformat.v4.new_code_cell(textwrap.dedent(source).strip()))
         (subs / student).mkdir()
         nbformat.write(nb, subs / student / reference.name)
-    rows, feedback, _ = grade_class(root, subs, PLAIN)
+    with short_scratch() as scratch:
+        rows, feedback, _ = grade_class(root, subs, PLAIN, scratch)
     return {(r["student"], r["exercise"]): r for r in rows}, feedback
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -23,6 +24,7 @@ from gradingkit import (
     notebook_for,
     processes_under,
     require_service,
+    short_scratch,
 )
 
 from labkit.grading.isolation import netns
@@ -54,7 +56,9 @@ _attack()
 """
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, list[str]], Path, Path]:
+def graded(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[dict[str, list[str]], Path, Path]]:
     require_service("rabbitmq")
     require_service("postgres")
     root = tmp_path_factory.mktemp("ex08class")
@@ -78,10 +82,11 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, list[str
     cell.source += ATTACK.format(tag=tag, marker=marker)
     (subs / "mallory").mkdir()
     nbformat.write(hostile, subs / "mallory" / "ex08_celery.ipynb")
-    graded, feedback, scratch = grade_class(root, subs, ["ex08"])
-    rows = {r["student"]: [r["score"], r["max"], r["status"]] for r in graded}
-    ATTACKS.update(tag=tag, marker=str(marker))
-    return rows, feedback, scratch
+    with short_scratch() as scratch:
+        graded, feedback, _ = grade_class(root, subs, ["ex08"], scratch)
+        rows = {r["student"]: [r["score"], r["max"], r["status"]] for r in graded}
+        ATTACKS.update(tag=tag, marker=str(marker))
+        yield rows, feedback, scratch
 
 
 ATTACKS: dict[str, str] = {}

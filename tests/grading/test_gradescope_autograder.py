@@ -20,7 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gradingkit import HIDDEN, SOLUTIONS, notebook_for, processes_under, run_in_group
+from gradingkit import (
+    HIDDEN,
+    SOLUTIONS,
+    notebook_for,
+    processes_under,
+    run_in_group,
+    short_scratch,
+)
 from test_export import assert_gradescope_results
 
 from labkit.grading import catalog
@@ -73,13 +80,12 @@ def _submit(root: Path, files: list[Path]) -> dict[str, Any]:
         (root / folder).mkdir()
     for path in files:
         shutil.copyfile(path, root / "submission" / path.name)
-    scratch = root.parent / "scratch"
-    scratch.mkdir(exist_ok=True)
-    env = {**os.environ, "LABKIT_AUTOGRADER_ROOT": str(root), "LABKIT_COMMAND": str(LABKIT),
-           "TMPDIR": str(scratch)}
-    done = run_in_group(["bash", str(root / "run_autograder")], root, env)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert not processes_under(scratch), "a process of the grading outlived run_autograder"
+    with short_scratch() as scratch:
+        env = {**os.environ, "LABKIT_AUTOGRADER_ROOT": str(root), "LABKIT_COMMAND": str(LABKIT),
+               "TMPDIR": str(scratch)}
+        done = run_in_group(["bash", str(root / "run_autograder")], root, env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert not processes_under(scratch), "a process of the grading outlived run_autograder"
     results: dict[str, Any] = json.loads((root / "results" / "results.json").read_text())
     assert_gradescope_results(results)
     return results

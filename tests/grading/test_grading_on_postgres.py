@@ -91,7 +91,7 @@ def _wait_for(what: str, ready: Callable[[], object], deadline: float) -> object
 
 
 def test_workers_on_several_machines_grade_a_class_once_through_kills_and_drops(
-    dsn: str, tmp_path: Path
+    dsn: str, tmp_path: Path, scratch: Path
 ) -> None:
     subs = tmp_path / "subs"
     _class(subs)
@@ -105,8 +105,6 @@ def test_workers_on_several_machines_grade_a_class_once_through_kills_and_drops(
     expected = _rows(tmp_path / "alone" / RUN)
 
     spawned: list[subprocess.Popen[bytes]] = []
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
     env = {**os.environ, "TMPDIR": str(scratch)}
 
     def spawn(argv: list[str], log: str) -> subprocess.Popen[bytes]:

@@ -89,7 +89,7 @@ def _wait_for(what: str, ready: object, deadline: float) -> None:
 
 
 def test_a_grading_run_killed_halfway_resumes_to_the_same_gradebook(
-    tmp_path: Path, rng: random.Random
+    tmp_path: Path, rng: random.Random, scratch: Path
 ) -> None:
     # Where the kills fall is drawn from the session's seed: after the first or second
     # notebook is graded for the worker, up to half a second later for the grader.
@@ -98,9 +98,8 @@ def test_a_grading_run_killed_halfway_resumes_to_the_same_gradebook(
         f"seed {SEED}: worker killed after {first} graded, grader {pause:.2f}s after the "
         f"next; replay: LABKIT_SEED={SEED} pytest tests/grading/test_grading_resumes.py"
     )
-    subs, scratch = tmp_path / "subs", tmp_path / "scratch"
+    subs = tmp_path / "subs"
     _class(subs)
-    scratch.mkdir()
     env = {**os.environ, "TMPDIR": str(scratch)}
     whole = subprocess.run(
         _argv(subs, tmp_path / "whole"), capture_output=True, text=True, env=env, timeout=600

@@ -17,6 +17,7 @@ salt); every entry of both zoos is caught in process by ``test_zoo_ex09.py`` and
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -30,6 +31,7 @@ from gradingkit import (
     notebook_for,
     processes_under,
     require_service,
+    short_scratch,
 )
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -74,7 +76,7 @@ def _wrong_notebook(exercise: str, start: str, target: Path) -> None:
 @pytest.fixture(scope="module")
 def graded(
     tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[dict[tuple[str, str], list[str]], Path, Path]:
+) -> Iterator[tuple[dict[tuple[str, str], list[str]], Path, Path]]:
     require_service("redis")
     root = tmp_path_factory.mktemp("serviceclass")
     subs = root / "submissions"
@@ -85,9 +87,10 @@ def graded(
             shutil.copyfile(notebook, subs / student / notebook.name)
     for n, (exercise, start) in enumerate(PICKS):
         _wrong_notebook(exercise, start, subs / f"zoo-{exercise}-{n}")
-    graded, feedback, scratch = grade_class(root, subs, ["ex09", "ex10"])
-    rows = {(r["student"], r["exercise"]): [r["score"], r["max"], r["status"]] for r in graded}
-    return rows, feedback, scratch
+    with short_scratch() as scratch:
+        graded, feedback, _ = grade_class(root, subs, ["ex09", "ex10"], scratch)
+        rows = {(r["student"], r["exercise"]): [r["score"], r["max"], r["status"]] for r in graded}
+        yield rows, feedback, scratch
 
 
 @pytest.mark.parametrize("exercise", ["ex09", "ex10"])

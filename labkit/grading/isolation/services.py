@@ -25,6 +25,7 @@ both at once.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import socket
 import subprocess
@@ -38,6 +39,8 @@ from labkit.grading.isolation.netns import NetworkNamespace
 
 #: The socket's name in the student's folder (a unix socket path must stay short).
 REDIS_SOCKET = "redis.sock"
+#: The most bytes a unix socket's path may hold on Linux (``sun_path``, less its NUL).
+SOCKET_PATH_MAX = 107
 
 
 def private_redis(
@@ -53,6 +56,12 @@ def private_redis(
             "this exercise gets a private one",
         )
     path = Path(workdir) / REDIS_SOCKET
+    if len(os.fsencode(path)) > SOCKET_PATH_MAX:
+        raise CheckFailed(
+            f"a socket path of at most {SOCKET_PATH_MAX} bytes for the check's private Redis",
+            f"{path} ({len(os.fsencode(path))} bytes)",
+            "a grading machine problem, not yours: tell your instructor (a shorter TMPDIR)",
+        )
     proc = spawn(
         [server, "--port", "0", "--unixsocket", str(path), "--unixsocketperm", "700"]
         + ["--save", "", "--appendonly", "no", "--dir", str(workdir)],
