@@ -219,6 +219,32 @@ def test_a_malformed_quoted_key_is_400_saying_what_is_wrong(
         assert sum(store.counts().values()) == before
 
 
+def test_a_held_request_is_seen_with_its_key_never_empty(tmp_path: Path) -> None:
+    # ``paused`` used to be created empty and then written: a lab that looked in between
+    # read "" and concluded no request was held (CI saw it once). It now appears whole.
+    for n in range(30):
+        pause = Pause(tmp_path / f"pause-{n}", timeout_s=30)
+        pause.folder.mkdir()
+        seen: list[str] = []
+
+        def look(pause: Pause = pause, seen: list[str] = seen) -> None:
+            while not (pause.folder / "paused").exists():
+                pass
+            seen.append((pause.folder / "paused").read_text(encoding="utf-8"))
+
+        reader = threading.Thread(target=look)
+        reader.start()
+        holder = threading.Thread(target=pause.hold, args=(f"key-{n}",))
+        holder.start()
+        reader.join(30)
+        pause.hold("a later request")  # passes at once: one request is held, not two
+        pause.resume()
+        holder.join(30)
+        assert seen == [f"key-{n}"]
+        assert (pause.folder / "paused").read_text(encoding="utf-8") == f"key-{n}"
+        assert sorted(p.name for p in pause.folder.iterdir()) == ["paused", "resume"]
+
+
 def test_the_same_key_while_its_first_request_is_in_progress_is_409(tmp_path: Path) -> None:
     db, pause = tmp_path / "jobs.db", Pause(tmp_path / "pause", timeout_s=30)
     pause.folder.mkdir()

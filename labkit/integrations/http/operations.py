@@ -85,12 +85,16 @@ class Pause:
     timeout_s: float = 60.0
 
     def hold(self, key: str, clock: Clock | None = None) -> None:
+        # Written aside, then linked into place: ``paused`` appears with the key in it
+        # (a reader that saw it empty once took "no key" for an answer), and only once.
+        draft = self.folder / f".paused-{os.getpid()}-{threading.get_ident()}"
+        draft.write_text(key, encoding="utf-8")
         try:
-            fd = os.open(self.folder / "paused", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            os.link(draft, self.folder / "paused")
         except FileExistsError:
             return
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(key)
+        finally:
+            draft.unlink()
         self._wait_for(self.folder / "resume", clock)
 
     def wait_until_held(self, clock: Clock | None = None) -> str:
