@@ -15,6 +15,7 @@ it (the solutions, after editing their ``.py``).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import warnings
@@ -66,21 +67,42 @@ def save_like_jupyter(ipynb_path: Path) -> None:
 def refresh(py_path: Path, timeout: int = 120) -> float:
     """Write ``<name>.ipynb`` from ``<name>.py``, executed in the notebook's folder."""
     import jupytext
-    from nbclient import NotebookClient
 
     nb = jupytext.read(py_path)
+    elapsed = execute(nb, py_path.parent, timeout=timeout)
+    jupytext.write(nb, py_path.with_suffix(".ipynb"))
+    save_like_jupyter(py_path.with_suffix(".ipynb"))
+    return elapsed
+
+
+def execute(
+    nb: Any, folder: Path, env: dict[str, str] | None = None, timeout: int = 120
+) -> float:
+    """Run ``nb`` in place in a fresh kernel started in ``folder`` (with ``env`` added to
+    the kernel's environment); the seconds it took. Outputs are made stable for git."""
+    from nbclient import NotebookClient
+
     nb.metadata["kernelspec"] = KERNELSPEC
     nb.metadata["language_info"] = {"name": "python"}
+    saved = {name: os.environ.get(name) for name in env or {}}
+    os.environ.update(env or {})  # the kernel inherits the environment it starts in
     started = time.perf_counter()
-    NotebookClient(
-        nb,
-        timeout=timeout,
-        kernel_name="python3",
-        # Widget state holds ids that change every run: keep it out of the stored file.
-        store_widget_state=False,
-        record_timing=False,
-        resources={"metadata": {"path": str(py_path.parent.resolve())}},
-    ).execute()
+    try:
+        NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name="python3",
+            # Widget state holds ids that change every run: keep it out of the stored file.
+            store_widget_state=False,
+            record_timing=False,
+            resources={"metadata": {"path": str(Path(folder).resolve())}},
+        ).execute()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     elapsed = time.perf_counter() - started
     nb.metadata["language_info"] = {"name": "python"}
     # Stable cell ids keep a re-run of unchanged code byte-identical in git.
@@ -89,8 +111,6 @@ def refresh(py_path: Path, timeout: int = 120) -> float:
         if cell.cell_type == "code":
             cell.outputs = _coalesce_streams(cell.outputs)
             _stable_widget_ids(cell.outputs, f"cell-{index:03d}")
-    jupytext.write(nb, py_path.with_suffix(".ipynb"))
-    save_like_jupyter(py_path.with_suffix(".ipynb"))
     return elapsed
 
 

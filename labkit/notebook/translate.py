@@ -1,0 +1,323 @@
+"""Maintainers' tool: the Portuguese edition of the lessons and exercises, from catalogs.
+
+English stays the source (``notebooks/NN_name.py``, ``solutions/``). Each lesson and
+exercise has a gettext catalog of its markdown (``notebooks/locale/pt_BR/NN_name.po``,
+``solutions/locale/pt_BR/exNN_name.po``), a message per block (``labkit.lang``), and the
+package has one of its ``_()`` messages (``labkit/locale/pt_BR/labkit.po``)::
+
+    python -m labkit.notebook.translate update   # catalogs follow the English: new
+                                                 # blocks empty, edited ones fuzzy
+    python -m labkit.notebook.translate build [NN_name ...]   # notebooks/pt_BR/, executed
+    python -m labkit.notebook.translate check    # what is untranslated, fuzzy or stale
+
+``make notebooks`` builds both editions; ``make release`` writes ``exercises/pt_BR/``.
+A lesson is executed in Portuguese (``LABKIT_LANG=pt_BR``), so what the package prints
+there is Portuguese too. Babel reads, writes and merges the catalogs (its ``update`` is
+what keeps an edited paragraph's old translation, marked fuzzy, for review).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from labkit.lang import (
+    LANG_ENV,
+    PACKAGE_CATALOGS,
+    PORTUGUESE,
+    finished,
+    markdown_blocks,
+    message_of,
+    needs_translation,
+    read_catalog,
+    translate_markdown,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSONS = ROOT / "notebooks"
+SOLUTIONS = ROOT / "solutions"
+EXERCISES = ROOT / "exercises"
+#: Where each edition's catalogs and built notebooks live, below its English folder.
+EDITION = PORTUGUESE
+
+
+def lesson_sources(names: Iterable[str] = ()) -> list[Path]:
+    """The lessons' ``.py`` sources (all, or the ones named ``NN_name``)."""
+    every = sorted(LESSONS.glob("[0-9][0-9]_*.py"))
+    wanted = {n.removesuffix(".py").removesuffix(".ipynb") for n in names}
+    return [p for p in every if not wanted or p.stem in wanted]
+
+
+def catalog_of(source: Path) -> Path:
+    """``notebooks/locale/pt_BR/NN_name.po`` for a lesson, likewise for an exercise."""
+    return source.parent / "locale" / EDITION / f"{source.stem}.po"
+
+
+def lesson_edition(source: Path) -> Path:
+    return LESSONS / EDITION / f"{source.stem}.ipynb"
+
+
+def _markdown_messages(nb: Any) -> list[tuple[str, int]]:
+    found = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "markdown":
+            continue
+        for block, _gap in markdown_blocks(cell.source):
+            if needs_translation(block):
+                found.append((message_of(block), index + 1))  # cells counted from 1
+    return found
+
+
+def _released(solution: Path) -> Any:
+    from labkit.grading.course import hidden_of
+    from labkit.grading.release import release_notebook
+
+    return release_notebook(solution, hidden_of(SOLUTIONS))
+
+
+def exercise_sources() -> list[Path]:
+    from labkit.grading.release import solution_notebooks
+
+    return solution_notebooks(SOLUTIONS)
+
+
+def _read_source(path: Path) -> Any:
+    if path.suffix == ".ipynb":
+        return _released(path)
+    import jupytext
+
+    return jupytext.read(path)
+
+
+def update(sources: Iterable[Path], package: bool = True) -> list[Path]:
+    """Bring each catalog in line with its English source; the catalogs written."""
+    written = []
+    for source in sources:
+        messages = _markdown_messages(_read_source(source))
+        written.append(_merge(catalog_of(source), source.stem, messages))
+    if package:
+        written.append(_merge(PACKAGE_CATALOGS / EDITION / "labkit.po", "labkit", _marked()))
+    return written
+
+
+def _marked() -> list[tuple[str, int]]:
+    """Every ``_("...")`` message in the package, with its line (Babel's extractor)."""
+    from babel.messages.extract import extract_from_dir
+
+    package = ROOT / "labkit"
+    found = extract_from_dir(
+        str(package), method_map=[("**.py", "python")], keywords={"_": None}
+    )
+    return [(str(msg), line) for _file, line, msg, _comments, _ctx in found if msg]
+
+
+def _merge(path: Path, name: str, messages: list[tuple[str, int]]) -> Path:
+    from babel.messages.pofile import read_po, write_po
+
+    template = _new_catalog(name)
+    for message, where in messages:
+        template.add(message, locations=[(name, where)])
+    if path.exists():
+        with path.open("rb") as fh:
+            catalog = read_po(fh, locale=EDITION)
+        catalog.update(template, update_header_comment=False)
+        catalog.obsolete.clear()  # a block gone from the English is gone here too
+    else:
+        catalog = _new_catalog(name)
+        for message in template:
+            if message.id:
+                catalog.add(message.id, locations=message.locations)
+    catalog.revision_date = catalog.creation_date = _EPOCH  # no churn in git per update
+    catalog.fuzzy = False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as fh:
+        write_po(fh, catalog, width=88, omit_header=False, sort_output=False)
+    return path
+
+
+def _new_catalog(name: str) -> Any:
+    from babel.messages.catalog import Catalog
+
+    catalog = Catalog(
+        locale=EDITION,
+        project=f"Resilient Jobs Lab: {name}",
+        version="1",
+        last_translator="Resilient Jobs Lab",
+        language_team="Resilient Jobs Lab, Brazilian Portuguese edition",
+        copyright_holder="Resilient Jobs Lab",
+    )
+    catalog.header_comment = (
+        f"# {name}, in Brazilian Portuguese (the Resilient Jobs Lab's Portuguese edition).\n"
+        "# One message per markdown block of the English source (#: name:cell). Use the\n"
+        "# terms of notebooks/glossary.md; keep code, identifiers and link targets as they\n"
+        "# are. After an English edit: python -m labkit.notebook.translate update."
+    )
+    return catalog
+
+
+def _epoch() -> Any:
+    import datetime
+
+    return datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+
+_EPOCH = _epoch()
+
+
+def translations(source: Path) -> dict[str, str]:
+    return dict(finished(read_catalog(catalog_of(source))))
+
+
+_LINK = re.compile(r"\]\((?!https?:|#|mailto:)([^)\s]+)\)")
+
+
+def relink(text: str, home: Path) -> str:
+    """Links of an English lesson in ``home``, made right from ``home/pt_BR``.
+
+    A lesson or an exercise points at its Portuguese edition; any other target (the
+    glossary, ``ops/``) at the same file, from one folder further down.
+    """
+
+    def swap(found: re.Match[str]) -> str:
+        target, _, anchor = found[1].partition("#")
+        original = (home / target).resolve()
+        has_edition = original.suffix == ".ipynb" and original.parent in (LESSONS, EXERCISES)
+        edition = original.parent / EDITION / original.name if has_edition else original
+        new = os.path.relpath(edition, home / EDITION)
+        return f"]({new}{'#' + anchor if anchor else ''})"
+
+    return _LINK.sub(swap, text)
+
+
+def translated_notebook(source: Path) -> Any:
+    """The lesson's notebook with its markdown in Portuguese (code as in English)."""
+    nb = _read_source(source)
+    known = translations(source)
+    home = source.parent
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            text = translate_markdown(cell.source, known, f"{catalog_of(source)} cell {index}")
+            cell.source = relink(text, home if source.suffix == ".py" else EXERCISES)
+    return nb
+
+
+def build(sources: Iterable[Path]) -> None:
+    """Write and execute ``notebooks/pt_BR/NN_name.ipynb`` for each lesson, in Portuguese."""
+    from labkit.notebook.refresh import execute, save_like_jupyter
+
+    import jupytext
+
+    for source in sources:
+        target = lesson_edition(source)
+        target.parent.mkdir(exist_ok=True)
+        nb = translated_notebook(source)
+        elapsed = execute(nb, target.parent, {LANG_ENV: EDITION})
+        jupytext.write(nb, target)
+        save_like_jupyter(target)
+        print(f"{target.relative_to(ROOT)}: executed in {elapsed:.1f}s")
+
+
+@dataclass(frozen=True)
+class Problem:
+    where: str
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.what}"
+
+
+def problems(sources: Iterable[Path] | None = None, package: bool = True) -> list[Problem]:
+    """Everything that keeps the Portuguese edition from matching the English one."""
+    chosen = list(sources) if sources is not None else [*lesson_sources(), *exercise_sources()]
+    found: list[Problem] = []
+    for source in chosen:
+        found += _catalog_problems(catalog_of(source), _markdown_messages(_read_source(source)))
+    if package:
+        found += _catalog_problems(PACKAGE_CATALOGS / EDITION / "labkit.po", _marked())
+    for source in chosen:
+        if source.suffix == ".py":
+            found += _stale_edition(source)
+    return found
+
+
+def _catalog_problems(path: Path, messages: list[tuple[str, int]]) -> list[Problem]:
+    where = str(path.relative_to(ROOT))
+    if not path.exists():
+        return [Problem(where, "no catalog: run `python -m labkit.notebook.translate update`")]
+    entries = {e.english: e for e in read_catalog(path)}
+    found = []
+    for message, _at in messages:
+        entry = entries.get(message)
+        first = message.splitlines()[0][:70]
+        if entry is None:
+            found.append(Problem(where, f"not in the catalog (run update): {first!r}"))
+        elif entry.fuzzy:
+            found.append(Problem(where, f"fuzzy (the English changed; review): {first!r}"))
+        elif not entry.translation:
+            found.append(Problem(where, f"untranslated: {first!r}"))
+    return found
+
+
+def _stale_edition(source: Path) -> list[Problem]:
+    target = lesson_edition(source)
+    where = str(target.relative_to(ROOT))
+    if not target.exists():
+        return [Problem(where, "not built: run `make notebooks`")]
+    import nbformat
+
+    try:
+        expected = translated_notebook(source)
+    except LookupError:
+        return []  # the catalog's own problems say what to do
+    built = nbformat.read(target, as_version=4)
+    if [(c.cell_type, c.source) for c in built.cells] != [
+        (c.cell_type, c.source) for c in expected.cells
+    ]:
+        return [Problem(where, "older than its lesson or catalog: run `make notebooks`")]
+    return []
+
+
+def sources_named(names: Iterable[str]) -> list[Path]:
+    """The lessons and exercises named (``06_crash_matrix``, ``ex03_claim``), or all."""
+    every = [*lesson_sources(), *exercise_sources()]
+    wanted = {n.removesuffix(".py").removesuffix(".ipynb").removesuffix(".po") for n in names}
+    unknown = wanted - {p.stem for p in every}
+    if unknown:
+        raise SystemExit(f"no lesson or exercise named {sorted(unknown)[0]!r}")
+    return [p for p in every if not wanted or p.stem in wanted]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m labkit.notebook.translate")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, text in (
+        ("update", "bring catalogs in line with the English (default: every one)"),
+        ("build", "write and execute the Portuguese lessons (default: every one)"),
+        ("check", "list what is untranslated, fuzzy or stale (default: everything)"),
+    ):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("names", nargs="*", help="NN_name of lessons, exNN_name of exercises")
+    args = parser.parse_args(argv)
+    chosen = sources_named(args.names)
+    if args.command == "update":
+        for path in update(chosen, package=not args.names):
+            print(path.relative_to(ROOT))
+        return 0
+    if args.command == "build":
+        build([p for p in chosen if p.suffix == ".py"])
+        return 0
+    found = problems(chosen, package=not args.names)
+    for problem in found:
+        print(problem)
+    print(f"{len(found)} problem(s)" if found else "the Portuguese edition is complete")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
