@@ -5,6 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/notebooks/sanitize.cfg --nbval-cell-timeout=60
 PORT ?= 8888
+# The language of the lessons and check(): en or pt_BR. LABKIT_LANG wins; else
+# Portuguese when LANG asks for it (LANG=pt_BR make lab opens notebooks/pt_BR/).
+LABKIT_LANG ?= $(if $(filter pt%,$(LANG)),pt_BR,en)
+export LABKIT_LANG
 
 .PHONY: help lab test quick lint venv venv-test notebooks notebook check-one release student-kit soak bench clean
 
@@ -38,7 +42,8 @@ help:
 		'make quick              the fast loop: lint, then tests/unit and tests/contract (no notebooks, no services)' \
 		'make lint               ruff and strict mypy' \
 		'make notebook NB=name   rebuild notebooks/NB.ipynb from its .py by executing it' \
-		'make notebooks          rebuild every lesson from its .py' \
+		'make notebooks          rebuild every lesson from its .py, then the Portuguese edition' \
+		'LANG=pt_BR make lab     the lab in Portuguese (notebooks/pt_BR, exercises/pt_BR)' \
 		'make check-one NB=name  re-run one lesson and compare every output (nbval)' \
 		'make release            regenerate exercises/ from solutions/' \
 		'make student-kit KIT=d  write the student kit (no solutions, no hidden checks) to d (default ../student-kit)' \
@@ -76,7 +81,7 @@ lab: venv
 # minutes); its output follows the tests', and the run fails when either fails.
 test: venv-test
 	@$(MAKE) --no-print-directory lint > $(VENV)/lint.log 2>&1 & lint=$$!; \
-	$(BIN)/python -m pytest -n 3 --dist loadfile -p no:cacheprovider tests; tests=$$?; \
+	LABKIT_LANG=en $(BIN)/python -m pytest -n 3 --dist loadfile -p no:cacheprovider tests; tests=$$?; \
 	wait $$lint; linted=$$?; cat $(VENV)/lint.log; \
 	if [ $$linted -ne 0 ]; then echo "make lint failed (above)"; fi; \
 	[ $$tests -eq 0 ] && [ $$linted -eq 0 ]
@@ -94,11 +99,13 @@ quick: lint
 # Re-execute one lesson after editing its .py: make notebook NB=04_job_table
 notebook: venv-test
 	@test -n "$(NB)" || { echo "usage: make notebook NB=04_job_table"; exit 2; }
-	$(BIN)/python -m labkit.notebook.refresh refresh notebooks/$(NB).py
+	LABKIT_LANG=en $(BIN)/python -m labkit.notebook.refresh refresh notebooks/$(NB).py
 
-# Re-execute every lesson (and the solutions) from their .py files.
+# Re-execute every lesson from its .py file, then build and execute the Portuguese
+# edition from the lessons and their catalogs (notebooks/locale/pt_BR/).
 notebooks: venv-test
-	$(BIN)/python -m labkit.notebook.refresh refresh notebooks/[0-9]*.py
+	LABKIT_LANG=en $(BIN)/python -m labkit.notebook.refresh refresh notebooks/[0-9]*.py
+	$(BIN)/python -m labkit.notebook.translate build
 
 # Check one lesson the way CI does: make check-one NB=04_job_table
 check-one: venv-test

@@ -166,3 +166,26 @@ def translate_markdown(text: str, translations: Mapping[str, str], where: str) -
             block = translated + block[len(message) :]
         out.append(block + gap)
     return "".join(out)
+
+
+_LINK = re.compile(r"\]\((?!https?:|#|mailto:)([^)\s]+)\)")
+#: The folders whose notebooks have an edition per language (``notebooks/pt_BR/``, ...).
+EDITION_FOLDERS = ("notebooks", "exercises")
+
+
+def relink(text: str, home: Path, lang: str) -> str:
+    """The relative links of markdown from ``home``, made right from ``home/lang``.
+
+    A lesson or an exercise points at its edition in ``lang``; any other target (the
+    glossary, ``ops/``) at the same file as before, from one folder further down.
+    """
+
+    def swap(found: re.Match[str]) -> str:
+        target, _, anchor = found[1].partition("#")
+        original = Path(os.path.normpath(Path(home).resolve() / target))
+        if original.suffix == ".ipynb" and original.parent.name in EDITION_FOLDERS:
+            original = original.parent / lang / original.name
+        new = os.path.relpath(original, Path(home).resolve() / lang)
+        return f"]({new}{'#' + anchor if anchor else ''})"
+
+    return _LINK.sub(swap, text)

@@ -22,6 +22,9 @@ from labkit.store import JobStore
 
 #: The seed of the ``rng`` fixture; printed in the header so a failure replays.
 SEED = int(os.environ.get("LABKIT_SEED", "20260101"))
+# The tests speak English; the ones about the Portuguese edition ask for it themselves
+# (a machine whose LANG is pt_BR, run through `make`, would otherwise set it for all).
+os.environ.pop("LABKIT_LANG", None)
 
 
 # (host port, how to start it, the URL handed to tests)

@@ -15,6 +15,7 @@ from pathlib import Path
 from labkit.cli.args import CliError, count, count_or_zero, seconds
 from labkit.grading.course import Course
 from labkit.grading.isolation.limits import Limits
+from labkit.lang import ENGLISH, LANGUAGES
 
 
 def cmd_release(args: argparse.Namespace) -> int:
@@ -25,7 +26,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         raise CliError("give either OUT (the exercises folder) or --bundle DIR (the student kit)")
     try:
         if args.bundle is not None:
-            written = bundle(Course().root, args.solutions, args.bundle)
+            written = bundle(Course().root, args.solutions, args.bundle, args.lang)
         else:
             written = release(args.solutions, args.out)
     except ReleaseError as exc:
@@ -186,6 +187,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--bundle", type=Path, help="write the whole student kit (no solutions) into this folder"
     )
     p.add_argument("--solutions", type=Path, default=default_solutions)
+    p.add_argument(
+        "--lang",
+        choices=LANGUAGES,
+        default=ENGLISH,
+        help="with --bundle: the edition the kit opens (both are in it; LANG=pt_BR or "
+        "LABKIT_LANG choose at make lab)",
+    )
     p.set_defaults(run=cmd_release)
 
     p = sub.add_parser(

@@ -29,10 +29,14 @@ from pathlib import Path
 
 from labkit.grading.course import hidden_of
 from labkit.grading.release import BEGIN, END, ReleaseError, release
+from labkit.lang import ENGLISH, LANGUAGES
 
 #: Folders next to notebooks/ that lessons read from.
 LESSON_FOLDERS = ("ops",)
 _SKIP_NAMES = ("__pycache__", "*.pyc", ".ipynb_checkpoints", ".labkit-scratch", "*.db", "*.db-*")
+#: What the kit leaves out of notebooks/: the catalogs the Portuguese edition is built
+#: from (the kit holds the built edition, notebooks/pt_BR/).
+_SKIP_LESSON_NAMES = (*_SKIP_NAMES, "locale")
 
 #: The kit's own Makefile, README and .gitignore, kept as files beside this module.
 TEMPLATES = resources.files("labkit.grading").joinpath("templates")
@@ -49,8 +53,14 @@ def _hidden_names(hidden_dir: Path) -> list[str]:
     return names
 
 
-def bundle(repo: Path, solutions: Path, out: Path) -> list[Path]:
-    """Write the student kit into ``out`` (missing or empty); return the top-level entries."""
+def bundle(repo: Path, solutions: Path, out: Path, lang: str = ENGLISH) -> list[Path]:
+    """Write the student kit into ``out`` (missing or empty); return the top-level entries.
+
+    The kit holds both editions (``notebooks/pt_BR/``, ``exercises/pt_BR/``); ``lang``
+    is the one its ``make lab`` opens and its ``check()`` speaks when ``LANG`` does not
+    ask for Portuguese (``LABKIT_LANG`` always wins)."""
+    if lang not in LANGUAGES:
+        raise ReleaseError(f"no edition in {lang!r}: the lab has {', '.join(LANGUAGES)}")
     repo, out = Path(repo).resolve(), Path(out).resolve()
     if out.exists() and any(out.iterdir()):
         raise ReleaseError(f"{out} is not empty: write the student kit into a new folder")
@@ -59,7 +69,9 @@ def bundle(repo: Path, solutions: Path, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     shutil.copytree(repo / "labkit", out / "labkit", ignore=shutil.ignore_patterns(*_SKIP_NAMES))
     lessons = repo / "notebooks"
-    shutil.copytree(lessons, out / "notebooks", ignore=shutil.ignore_patterns(*_SKIP_NAMES))
+    shutil.copytree(
+        lessons, out / "notebooks", ignore=shutil.ignore_patterns(*_SKIP_LESSON_NAMES)
+    )
     release(solutions, out / "exercises")
     for name in ("pyproject.toml", "environment.yml", "compose.yaml"):
         if (repo / name).exists():
@@ -72,6 +84,8 @@ def bundle(repo: Path, solutions: Path, out: Path) -> list[Path]:
     for name, target in (("Makefile", "Makefile"), ("README.md", "README.md"),
                          ("gitignore", ".gitignore")):
         text = TEMPLATES.joinpath(name).read_text(encoding="utf-8")
+        if name == "Makefile":
+            text = text.replace("DEFAULT_LANG := en\n", f"DEFAULT_LANG := {lang}\n", 1)
         (out / target).write_text(text, "utf-8")
     _refuse_answers(out, _hidden_names(hidden_of(solutions)))
     _first_commit(out)

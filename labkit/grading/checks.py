@@ -32,6 +32,7 @@ from typing import Any
 from labkit.grading.course import PACKAGE
 from labkit.grading.isolation.channel import harness_target
 from labkit.grading.stub import is_stub
+from labkit.lang import _
 
 #: Seconds a single check may run before it is reported as hung.
 DEFAULT_TIMEOUT = 10.0
@@ -337,7 +338,7 @@ class Outcome:
     @property
     def label(self) -> str:
         """The check's name as reports show it: ``name (hidden, severe)``."""
-        kinds = [k for k, on in (("hidden", self.hidden), ("severe", self.severe)) if on]
+        kinds = [k for k, on in ((_("hidden"), self.hidden), (_("severe"), self.severe)) if on]
         return self.check + (f" ({', '.join(kinds)})" if kinds else "")
 
     def to_dict(self) -> dict[str, Any]:
@@ -416,8 +417,8 @@ def run_check(check: Check, ns: Namespace, timeout: float | None = None) -> Outc
     if not finished:
         return base(
             CheckStatus.TIMED_OUT,
-            expected=f"to finish within {limit:g}s",
-            got="still running when the time ran out (an infinite loop, or waiting forever?)",
+            expected=_("to finish within {limit}s").format(limit=f"{limit:g}"),
+            got=_("still running when the time ran out (an infinite loop, or waiting forever?)"),
             hint=check.hint,
         )
     if error is None:
@@ -425,8 +426,8 @@ def run_check(check: Check, ns: Namespace, timeout: float | None = None) -> Outc
     if _is_not_started(error):
         return base(
             CheckStatus.NOT_STARTED,
-            got=f"{error} is still a stub",
-            hint="replace the `raise NotImplementedError` line",
+            got=_("{name} is still a stub").format(name=error),
+            hint=_("replace the `raise NotImplementedError` line"),
         )
     if isinstance(error, CheckFailed):
         return base(
@@ -436,13 +437,13 @@ def run_check(check: Check, ns: Namespace, timeout: float | None = None) -> Outc
             hint=error.hint or check.hint,
         )
     if isinstance(error, CheckTimedOut):
-        return base(CheckStatus.TIMED_OUT, got="stopped", hint=check.hint)
+        return base(CheckStatus.TIMED_OUT, got=_("stopped"), hint=check.hint)
     if isinstance(error, StudentRaised):
         return base(CheckStatus.FAILED, got=error.describe(), hint=check.hint)
     return base(
         CheckStatus.FAILED,
-        expected="no exception",
-        got=f"raised {_short(error)}{_where(error)}",
+        expected=_("no exception"),
+        got=_("raised {error}{where}").format(error=_short(error), where=_where(error)),
         hint=check.hint,
     )
 

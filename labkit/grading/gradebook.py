@@ -16,7 +16,8 @@ from enum import StrEnum
 from pathlib import Path
 
 from labkit.grading.checks import CheckStatus, Outcome
-from labkit.grading.scoring import cap_note, score
+from labkit.grading.scoring import cap_note, detail_labels, score, shown, status_text
+from labkit.lang import _
 
 
 class NotebookStatus(StrEnum):
@@ -32,6 +33,18 @@ class NotebookStatus(StrEnum):
     #: The student's process died, or the notebook could not be run.
     CRASHED = "crashed"
 
+
+def notebook_status_text(status: str) -> str:
+    """A notebook's status as a student reads it; the CSVs keep the identifier."""
+    words: dict[str, str] = {
+        NotebookStatus.GRADED: _("graded"),
+        NotebookStatus.MISSING: _("missing"),
+        NotebookStatus.NOT_STARTED: _("not started"),
+        NotebookStatus.TIMED_OUT: _("timed out"),
+        NotebookStatus.LIMIT_HIT: _("limit hit"),
+        NotebookStatus.CRASHED: _("crashed"),
+    }
+    return words.get(status, str(status))
 
 
 @dataclass
@@ -100,33 +113,39 @@ def write_totals(results: list[Graded], path: Path) -> None:
 
 
 def feedback_markdown(student: str, results: list[Graded]) -> str:
-    """One student's feedback: a summary table, then every check and every note."""
-    lines = [f"# Feedback for {student}", "", "| exercise | score | status |", "|---|---|---|"]
-    lines += [f"| {g.exercise} {g.title} | {g.score}/{g.possible} | {g.status} |" for g in results]
-    lines.append(
-        f"| **total** | **{sum(g.score for g in results)}/{sum(g.possible for g in results)}** | |"
-    )
+    """One student's feedback: a summary table, then every check and every note, in the
+    language of ``LABKIT_LANG`` (the CSVs keep English identifiers)."""
+    exercise, scored, status = _("exercise"), _("score"), _("status")
+    lines = [_("# Feedback for {student}").format(student=student), ""]
+    lines += [f"| {exercise} | {scored} | {status} |", "|---|---|---|"]
     for g in results:
-        lines += ["", f"## {g.exercise}: {g.title} ({g.score}/{g.possible}, {g.status})", ""]
+        said = notebook_status_text(g.status)
+        lines.append(f"| {g.exercise} {shown(g.title)} | {g.score}/{g.possible} | {said} |")
+    total = f"{sum(g.score for g in results)}/{sum(g.possible for g in results)}"
+    lines.append(f"| **{_('total')}** | **{total}** | |")
+    labels = detail_labels()
+    for g in results:
+        said = notebook_status_text(g.status)
+        lines += ["", f"## {g.exercise}: {shown(g.title)} ({g.score}/{g.possible}, {said})", ""]
         if g.notebook:
-            lines.append(f"Notebook: `{g.notebook}`")
+            lines.append(_("Notebook: `{name}`").format(name=g.notebook))
             lines.append("")
         notes = [*g.notes, *filter(None, [cap_note(g.outcomes)])]
         for note in notes:
-            lines.append(f"- Note: {note}")
+            lines.append(_("- Note: {note}").format(note=shown(note)))
         if notes:
             lines.append("")
-        lines += ["| check | points | result |", "|---|---|---|"]
+        lines += [f"| {_('check')} | {_('points')} | {_('result')} |", "|---|---|---|"]
         for o in g.outcomes:
-            lines.append(f"| {o.label} | {o.earned}/{o.points} | {o.status} |")
+            lines.append(f"| {o.label} | {o.earned}/{o.points} | {status_text(o.status)} |")
         for o in g.outcomes:
             quiet = o.status == CheckStatus.NOT_GRADED and not o.got
             if o.status in (CheckStatus.PASSED, CheckStatus.NOT_STARTED) or quiet:
                 continue
-            lines += ["", f"### {o.check}: {o.status}"]
-            for label, text in (("expected", o.expected), ("got", o.got), ("hint", o.hint)):
+            lines += ["", f"### {o.check}: {status_text(o.status)}"]
+            for label, text in zip(labels, (o.expected, o.got, o.hint), strict=True):
                 if text:
-                    lines.append(f"- {label}: {text}")
+                    lines.append(f"- {label} {shown(text)}")
     return "\n".join(lines) + "\n"
 
 

@@ -157,13 +157,53 @@ def release(solutions: Path, out: Path) -> list[Path]:
         p.name: nbformat.writes(release_notebook(p, hidden_dir)) + "\n"  # type: ignore[no-untyped-call]
         for p in sources
     }
+    written = _write_folder(out, built)
+    for catalogs in sorted(p for p in (Path(solutions) / "locale").glob("*") if p.is_dir()):
+        written += _release_edition(sources, hidden_dir, catalogs, out / catalogs.name)
+    return written
+
+
+def _release_edition(
+    sources: list[Path], hidden_dir: Path | None, catalogs: Path, out: Path
+) -> list[Path]:
+    """The exercises in another language: each one's markdown from its catalog
+    (``solutions/locale/LANG/exNN_name.po``, ``labkit.notebook.translate``), code as in
+    English. A missing or unfinished catalog stops the release, naming what lacks."""
+    import nbformat
+
+    from labkit.lang import Untranslated, finished, read_catalog, relink, translate_markdown
+
+    lang = catalogs.name
+    built = {}
+    for path in sources:
+        catalog = catalogs / f"{path.stem}.po"
+        if not catalog.exists():
+            raise ReleaseError(
+                f"{catalog} is missing: run `python -m labkit.notebook.translate update` "
+                f"and translate it, or remove {catalogs} to release English only"
+            )
+        known = dict(finished(read_catalog(catalog)))
+        nb = release_notebook(path, hidden_dir)
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type == "markdown":
+                try:
+                    text = translate_markdown(cell.source, known, f"{catalog} cell {index + 1}")
+                except Untranslated as exc:
+                    raise ReleaseError(str(exc)) from None
+                cell.source = relink(text, out.parent, lang)
+        built[path.name] = nbformat.writes(nb) + "\n"  # type: ignore[no-untyped-call]
+    return _write_folder(out, built)
+
+
+def _write_folder(out: Path, built: dict[str, str]) -> list[Path]:
+    """Write each notebook of ``built`` into ``out``; exercises not in it are deleted
+    (an exercise renamed or removed), so ``out`` is always exactly this release."""
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("ex*.ipynb"):
         if exercise_of(old) and old.name not in built:
             old.unlink()
     written = []
     for name, text in built.items():
-        target = out / name
-        target.write_text(text, encoding="utf-8")
-        written.append(target)
+        (out / name).write_text(text, encoding="utf-8")
+        written.append(out / name)
     return written

@@ -3,12 +3,15 @@
 ``score`` adds up the points, capped at half once a severe check failed (a lost or doubled
 effect, two holders, one owner's data shown to another: ``Check.severe``);
 ``cap_note`` says why in one line; ``format_report`` is the plain-text report of
-``check()`` and the grader's feedback.
+``check()`` and the grader's feedback, in the language of ``LABKIT_LANG``
+(``labkit.lang``): statuses, labels, and each check's hint and expectation where the
+catalog has them (check names stay identifiers).
 """
 
 from __future__ import annotations
 
 from labkit.grading.checks import CheckStatus, Outcome
+from labkit.lang import _
 from labkit.tables import format_table
 
 
@@ -39,40 +42,60 @@ def cap_note(outcomes: list[Outcome]) -> str | None:
     failed = severe_failures(outcomes)
     if not failed:
         return None
-    _, possible = score(outcomes)
-    return (
-        f"score capped at half ({possible // 2}): {', '.join(failed)} failed, a severe mistake "
-        "(an effect lost or done twice, two holders at once, or one owner's data shown to "
-        "another)"
-    )
+    _earned, possible = score(outcomes)
+    return _(
+        "score capped at half ({half}): {checks} failed, a severe mistake (an effect lost "
+        "or done twice, two holders at once, or one owner's data shown to another)"
+    ).format(half=possible // 2, checks=", ".join(failed))
+
+
+def status_text(status: str) -> str:
+    """A check's status as a student reads it (reports); the gradebook keeps the identifier."""
+    words: dict[str, str] = {
+        CheckStatus.PASSED: _("passed"),
+        CheckStatus.FAILED: _("failed"),
+        CheckStatus.NOT_STARTED: _("not started yet"),
+        CheckStatus.TIMED_OUT: _("timed out"),
+        CheckStatus.NOT_GRADED: _("not graded"),
+    }
+    return words.get(status, str(status))
+
+
+def detail_labels() -> tuple[str, str, str]:
+    """The words before what a check expected, what it got, and its hint."""
+    return _("expected:"), _("got:"), _("hint:")
+
+
+def shown(text: str) -> str:
+    """A check's own text (its hint, an expectation) in the reader's language, where the
+    catalog has it; text built from the student's values stays as it was written."""
+    return _(text) if text else text
 
 
 def format_report(title: str, outcomes: list[Outcome]) -> str:
     """The table a student sees, then one paragraph per check that did not pass."""
     earned, possible = score(outcomes)
+    columns = [_("check"), _("points"), _("result")]
     rows = [
-        {
-            "check": o.label,
-            "points": f"{o.earned}/{o.points}",
-            "result": o.status,
-        }
+        dict(zip(columns, (o.label, f"{o.earned}/{o.points}", status_text(o.status)), strict=True))
         for o in outcomes
     ]
-    lines = [title, "", format_table(rows, ["check", "points", "result"]), ""]
-    lines.append(f"score: {earned}/{possible}")
+    lines = [title, "", format_table(rows, columns), ""]
+    lines.append(_("score: {earned}/{possible}").format(earned=earned, possible=possible))
     note = cap_note(outcomes)
     if note:
         lines.append(note)
     if outcomes and all(o.status == CheckStatus.NOT_STARTED for o in outcomes):
-        lines.append("Not started yet: write your code in the cells above and run this cell again.")
+        lines.append(
+            _("Not started yet: write your code in the cells above and run this cell again.")
+        )
+    labels = detail_labels()
+    width = max(len(label) for label in labels) + 1
     for o in outcomes:
         if o.status in (CheckStatus.PASSED, CheckStatus.NOT_STARTED):
             continue
-        lines += ["", f"{o.check}: {o.status}"]
-        if o.expected:
-            lines.append(f"  expected: {o.expected}")
-        if o.got:
-            lines.append(f"  got:      {o.got}")
-        if o.hint:
-            lines.append(f"  hint:     {o.hint}")
+        lines += ["", f"{o.check}: {status_text(o.status)}"]
+        for label, text in zip(labels, (o.expected, o.got, o.hint), strict=True):
+            if text:
+                lines.append(f"  {label.ljust(width)}{shown(text)}")
     return "\n".join(lines)

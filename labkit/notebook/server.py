@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from labkit.lang import ENGLISH, language
+
 #: Passed to every lab this module starts; see labkit.notebook.refresh.pre_save_hook.
 SERVER_FLAGS = ("--ContentsManager.pre_save_hook=labkit.notebook.refresh.pre_save_hook",)
 
@@ -185,15 +187,25 @@ def _stop_on_sigterm(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt  # a closed terminal takes the same path as Ctrl-C
 
 
+def first_lesson(root: Path, lang: str) -> str:
+    """The page ``make lab`` opens: the first lesson in ``lang`` where that edition is
+    there (``notebooks/pt_BR/``), else in English."""
+    english = "notebooks/00_start_here.ipynb"
+    edition = f"notebooks/{lang}/00_start_here.ipynb"
+    return edition if lang != ENGLISH and (root / edition).exists() else english
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m labkit.notebook.server", description=__doc__)
     parser.add_argument("--notebook-dir", default="notebooks")
     parser.add_argument("--port", type=int, default=8888)
-    parser.add_argument("--landing", default="notebooks/00_start_here.ipynb",
-                        help="the page to open, relative to --notebook-dir")
+    parser.add_argument("--landing", default=None,
+                        help="the page to open, relative to --notebook-dir (default: the "
+                        "first lesson, in the language of LABKIT_LANG)")
     parser.add_argument("--open", action="store_true", help="open a browser (needs a display)")
     args = parser.parse_args(argv)
-    lab = start_lab(args.notebook_dir, args.port, open_browser=args.open, landing=args.landing)
+    landing = args.landing or first_lesson(Path(args.notebook_dir), language())
+    lab = start_lab(args.notebook_dir, args.port, open_browser=args.open, landing=landing)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
         where = "opened in your browser" if args.open else "open it in a browser"

@@ -19,8 +19,8 @@ what keeps an edited paragraph's old translation, marked fuzzy, for review).
 from __future__ import annotations
 
 import argparse
-import os
-import re
+import contextlib
+import io
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -36,6 +36,7 @@ from labkit.lang import (
     message_of,
     needs_translation,
     read_catalog,
+    relink,
     translate_markdown,
 )
 
@@ -90,7 +91,7 @@ def exercise_sources() -> list[Path]:
 def _read_source(path: Path) -> Any:
     if path.suffix == ".ipynb":
         return _released(path)
-    import jupytext
+    import jupytext  # type: ignore[import-untyped]
 
     return jupytext.read(path)
 
@@ -106,14 +107,25 @@ def update(sources: Iterable[Path], package: bool = True) -> list[Path]:
     return written
 
 
+#: What the extractor takes as a message: ``_("...")`` anywhere, and the literal texts
+#: of the checks' own API, translated where a report shows them (``scoring.shown``): a
+#: check's hint (``@CHECKS.add(points, hint)``), an exercise's title
+#: (``Checks(exercise, title)``), an expectation (``expect(ok, expected, got)``,
+#: ``CheckFailed(expected, got, hint)``).
+KEYWORDS = {"_": None, "add": (2,), "Checks": (2,), "expect": (2,), "CheckFailed": (1,)}
+
+
 def _marked() -> list[tuple[str, int]]:
     """Every ``_("...")`` message in the package, with its line (Babel's extractor)."""
     from babel.messages.extract import extract_from_dir
 
     package = ROOT / "labkit"
-    found = extract_from_dir(
-        str(package), method_map=[("**.py", "python")], keywords={"_": None}
-    )
+    # Babel warns (on stderr) at each f-string in a keyword's place: those texts are
+    # built from values and stay English until written as _("...{name}").format(...).
+    with contextlib.redirect_stderr(io.StringIO()):
+        found = list(
+            extract_from_dir(str(package), method_map=[("**.py", "python")], keywords=KEYWORDS)
+        )
     return [(str(msg), line) for _file, line, msg, _comments, _ctx in found if msg]
 
 
@@ -174,27 +186,6 @@ def translations(source: Path) -> dict[str, str]:
     return dict(finished(read_catalog(catalog_of(source))))
 
 
-_LINK = re.compile(r"\]\((?!https?:|#|mailto:)([^)\s]+)\)")
-
-
-def relink(text: str, home: Path) -> str:
-    """Links of an English lesson in ``home``, made right from ``home/pt_BR``.
-
-    A lesson or an exercise points at its Portuguese edition; any other target (the
-    glossary, ``ops/``) at the same file, from one folder further down.
-    """
-
-    def swap(found: re.Match[str]) -> str:
-        target, _, anchor = found[1].partition("#")
-        original = (home / target).resolve()
-        has_edition = original.suffix == ".ipynb" and original.parent in (LESSONS, EXERCISES)
-        edition = original.parent / EDITION / original.name if has_edition else original
-        new = os.path.relpath(edition, home / EDITION)
-        return f"]({new}{'#' + anchor if anchor else ''})"
-
-    return _LINK.sub(swap, text)
-
-
 def translated_notebook(source: Path) -> Any:
     """The lesson's notebook with its markdown in Portuguese (code as in English)."""
     nb = _read_source(source)
@@ -203,15 +194,15 @@ def translated_notebook(source: Path) -> Any:
     for index, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown":
             text = translate_markdown(cell.source, known, f"{catalog_of(source)} cell {index}")
-            cell.source = relink(text, home if source.suffix == ".py" else EXERCISES)
+            cell.source = relink(text, home if source.suffix == ".py" else EXERCISES, EDITION)
     return nb
 
 
 def build(sources: Iterable[Path]) -> None:
     """Write and execute ``notebooks/pt_BR/NN_name.ipynb`` for each lesson, in Portuguese."""
-    from labkit.notebook.refresh import execute, save_like_jupyter
-
     import jupytext
+
+    from labkit.notebook.refresh import execute, save_like_jupyter
 
     for source in sources:
         target = lesson_edition(source)
@@ -252,7 +243,7 @@ def _catalog_problems(path: Path, messages: list[tuple[str, int]]) -> list[Probl
         return [Problem(where, "no catalog: run `python -m labkit.notebook.translate update`")]
     entries = {e.english: e for e in read_catalog(path)}
     found = []
-    for message, _at in messages:
+    for message in dict.fromkeys(m for m, _at in messages):
         entry = entries.get(message)
         first = message.splitlines()[0][:70]
         if entry is None:
@@ -275,7 +266,7 @@ def _stale_edition(source: Path) -> list[Problem]:
         expected = translated_notebook(source)
     except LookupError:
         return []  # the catalog's own problems say what to do
-    built = nbformat.read(target, as_version=4)
+    built = nbformat.read(target, as_version=4)  # type: ignore[no-untyped-call]
     if [(c.cell_type, c.source) for c in built.cells] != [
         (c.cell_type, c.source) for c in expected.cells
     ]:
@@ -303,16 +294,20 @@ def main(argv: list[str] | None = None) -> int:
     ):
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("names", nargs="*", help="NN_name of lessons, exNN_name of exercises")
+        if name != "build":
+            cmd.add_argument("--package", action="store_true", help="the package's catalog")
     args = parser.parse_args(argv)
-    chosen = sources_named(args.names)
+    package_only = getattr(args, "package", False) and not args.names
+    chosen = [] if package_only else sources_named(args.names)
+    package = package_only or not args.names or getattr(args, "package", False)
     if args.command == "update":
-        for path in update(chosen, package=not args.names):
+        for path in update(chosen, package=package):
             print(path.relative_to(ROOT))
         return 0
     if args.command == "build":
         build([p for p in chosen if p.suffix == ".py"])
         return 0
-    found = problems(chosen, package=not args.names)
+    found = problems(chosen, package=package)
     for problem in found:
         print(problem)
     print(f"{len(found)} problem(s)" if found else "the Portuguese edition is complete")
