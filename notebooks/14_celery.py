@@ -4,15 +4,11 @@
 # *Real Celery workers, really killed: which settings lose a task, which run it twice,
 # and which make it run once, each shown by the outside world's records and the broker.*
 #
-# > **Resumo.** Workers Celery de verdade, mortos com `kill -9`, contra RabbitMQ e Redis.
-# > O padrão do Celery **não** é at-least-once: o ack vem antes da tarefa, e um worker
-# > morto a perde; `acks_late` sozinho perde a tarefa quando morre o processo filho (não
-# > quando morre o worker inteiro); `reject_on_worker_lost` entrega de novo (e cobra
-# > duas vezes sem idempotência). No Redis, até o padrão roda duas vezes uma tarefa com
-# > countdown maior que o visibility timeout. Depois: o Redis e o visibility timeout,
-# > retries, prefetch, dois Beats, a tabela de falhas da lição 06 no Celery, um deploy
-# > (SIGTERM, warm shutdown e o fim do grace period) e a tarefa envenenada que
-# > `reject_on_worker_lost` entrega para sempre, até um contador e uma dead-letter queue.
+# > **Resumo.** Workers Celery de verdade, derrubados com `kill -9`, com RabbitMQ e Redis.
+# > O padrão do Celery **não** é at-least-once: o ack sai antes de a tarefa rodar, e um
+# > worker morto perde a tarefa; `acks_late` sozinho também a perde se o processo filho
+# > morre; `reject_on_worker_lost` a traz de volta (e cobra duas vezes sem idempotência).
+# > Depois: o Redis, retries, prefetch, dois Beats, um deploy e a tarefa venenosa.
 #
 # Run time: about 45 to 60 seconds. Every section starts or kills real `celery worker`
 # processes (about a second each to start), and a few wait on purpose: retries with real
@@ -664,6 +660,21 @@ assert loop.leftovers() == [] and dlx.leftovers() == []
 # | 11 · grace period over, SIGKILL | default: 0 charges (lost); `acks_late`: 1 charge on the next worker |
 # | 12 · poison task, `reject_on_worker_lost` | 4 deliveries in under 5 s, each killed; back in the queue when stopped |
 # | 12 · delivery counter + `Reject(requeue=False)` | 3 killed, the 4th rejected; queue 0, dead-letter queue 1 |
+#
+# **What to take away**
+#
+# - Celery's default acks a task before it runs, so a killed worker loses it. A task that
+#   must survive any kill needs `acks_late=True` *and* `reject_on_worker_lost=True`.
+# - A task that comes back can run twice: make it idempotent, with the dedup record and
+#   the effect in one database transaction. A transaction cannot take back an e-mail.
+# - On Redis an unacknowledged task returns only after the visibility timeout and the
+#   next restore; set the timeout longer than your longest task and countdown.
+# - A retry is a new message (it breaks a serial queue's order), and two Beats send each
+#   slot twice: key each periodic run by its slot.
+# - A deploy sends SIGTERM, then SIGKILL after the grace period: make the grace period
+#   longer than your longest task, and use late acks with an idempotent task for the rest.
+# - `reject_on_worker_lost` redelivers a poison task forever: count deliveries outside
+#   the message and reject it into a dead-letter queue.
 #
 # ## Glossary and next
 #
