@@ -4,13 +4,11 @@
 # *The job of lessons 04, 06 and 07 moves to PostgreSQL and to Redis Streams: the same
 # rules, new ways for a worker to die, and the same strategy × crash-point table.*
 #
-# > **Resumo.** O job das lições 04, 06 e 07 vai para o PostgreSQL e o Redis Streams.
-# > No PostgreSQL: três processos com `SKIP LOCKED` sem dividir um job, uma conexão
-# > derrubada com `pg_terminate_backend` e o lease devolvendo o job, um advisory lock
-# > liberado mesmo com SIGKILL. No Redis: um consumidor morto com SIGKILL, `XPENDING`,
-# > `XAUTOCLAIM`, um job venenoso no dead-letter e o redrive, um registro "feito" que
-# > perde o e-mail (e a correção: claim com lease e Idempotency-Key), e um `XTRIM` que
-# > apaga entradas pendentes. No fim, a tabela da lição 06 nos três motores.
+# > **Resumo.** O job das aulas 04, 06 e 07 sai do SQLite. No PostgreSQL: `SKIP LOCKED` sem
+# > job pego duas vezes, uma conexão derrubada e o job que volta no fim do lease, um
+# > advisory lock liberado mesmo com SIGKILL. No Redis Streams: `XAUTOCLAIM` depois de um
+# > SIGKILL, o job venenoso e o redrive, um "feito" gravado cedo demais, que perde o e-mail,
+# > e um `XTRIM` que apaga entradas pendentes. E a tabela da aula 06 nos três bancos.
 #
 # Run time: about 30 seconds (more on a busy machine), most of it starting worker
 # processes (three on PostgreSQL, one on Redis, and 24 for the crash table's twelve real
@@ -770,6 +768,21 @@ q.close()
 # | claim lease + `Idempotency-Key` + "done" after | crash after the claim or after the send: left pending within the lease, then 1 e-mail each; a late copy skipped; the mail API answers `ok`, `replayed` for 204 |
 # | `XTRIM MINID` over pending 301, 302 | Redis 7.0.x; 1st `XAUTOCLAIM` reports both deleted, the 2nd none, `XPENDING` 0; both recorded as lost |
 # | crash table | no cell differs between SQLite, PostgreSQL and Redis Streams; the real kills at `after_effect` agree |
+#
+# **What to take away**
+#
+# - Claim in one step: on PostgreSQL, `FOR UPDATE SKIP LOCKED` lets many workers claim at
+#   once and never hands one job to two of them.
+# - A terminated connection rolls back an uncommitted claim at once; a committed claim
+#   comes back only when its lease runs out, judged on one clock (the server's).
+# - The server frees what a dead or stopped session holds: an advisory lock when its
+#   holder is killed, row locks after `idle_in_transaction_session_timeout`.
+# - `SELECT ... FOR UPDATE` locks nothing when the row does not exist yet: claim by
+#   inserting (`INSERT ... ON CONFLICT DO NOTHING RETURNING`).
+# - On Redis Streams an entry without `XACK` stays pending until `XAUTOCLAIM` hands it on;
+#   cap its deliveries, and treat every `deleted` id after an `XTRIM` as a lost job.
+# - A "done" record written before the effect gives at most once; what holds is an effect
+#   idempotent where it lands, which is why the crash table is the same on every engine.
 #
 # In production: PostgreSQL queues such as procrastinate or Oban-style libraries claim
 # exactly like section 1; on Redis, Streams with redis-py as here, or a library on top.
