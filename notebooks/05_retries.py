@@ -4,11 +4,11 @@
 # *Retry only what can succeed later, wait longer each time with a cap, spread the
 # waits with jitter so clients do not come back together, and stop at a budget.*
 #
-# > **Resumo.** Retry só para o que pode dar certo depois: classificar o erro, esperar
-# > cada vez mais (backoff com teto), espalhar as esperas com jitter e parar num limite.
-# > Você vai ver a classificação dos erros, o jitter em gráfico, Retry-After, deadline, o
-# > thundering herd simulado em números, o token expirado que precisa falhar alto (e por
-# > que um refresh não é um retry), e o retry guardado como estado na tabela de jobs.
+# > **Resumo.** Só faça retry do que pode dar certo depois: classifique o erro, espere
+# > cada vez mais (backoff com teto), espalhe as esperas com jitter e saiba quando parar.
+# > Você vai ver a classificação dos erros, o jitter em gráfico, Retry-After e deadline,
+# > o thundering herd simulado em números, o token expirado que precisa falhar na hora (e
+# > por que um refresh não é um retry) e o retry guardado como estado na tabela de jobs.
 #
 # Run time: about 3 seconds (mostly the thundering-herd simulation: 250 simulated runs).
 #
@@ -711,6 +711,21 @@ assert all("retry budget spent" in why for _, why in with_budget)
 # | cron article's additive jitter, 50 clients | fewer calls than no jitter, far more than full jitter |
 # | job-level retries | `retry_wait` with `run_after` from the policy; 120 s after the 429; then `succeeded`, one charge |
 # | retry layers 3, 3, 5 | 45 calls for one request; with a shared budget 4, then 1 and 1 |
+#
+# **What to take away**
+#
+# - Classify before you retry: a never-sent error is safe to retry; a maybe-done one only
+#   under an idempotency key the destination honours; a permanent one stops at once.
+# - Back off exponentially with a cap, and add jitter (full jitter by default): without
+#   it, clients that fail together come back together.
+# - Stop at a budget: an attempts limit and a deadline, with the server's Retry-After as
+#   a floor under the wait.
+# - An expired token is not a transient error: refresh once, then fail loudly; never
+#   send the same request again unchanged.
+# - Keep the retry as job state (`retry_wait` with `run_after`), not as a sleep in
+#   memory, so it survives a restart.
+# - Retry in one layer only, and share a retry budget per dependency: layers multiply
+#   (3 × 3 × 5 = 45 calls for one request).
 #
 # ## Glossary and next
 #

@@ -5,11 +5,11 @@
 # lose neither and invent neither; then deliver the message at least once and let the
 # consumer drop the repeats.*
 #
-# > **Resumo.** Gravar o pedido e a mensagem que o anuncia na mesma transação, para que um
-# > crash não perca nenhum dos dois nem invente nenhum. Você vai ver a mensagem perdida e
-# > a mensagem fantasma da escrita dupla, o outbox e o relay, a publicação duplicada
-# > depois de um crash, o consumidor que descarta a repetição pelo id da mensagem, e por
-# > que o evento do artigo do ERP já é uma linha de outbox à qual falta o sweeper.
+# > **Resumo.** Grave o pedido e a mensagem que o anuncia na mesma transação: assim, um
+# > crash não faz sumir nenhum dos dois nem cria um sem o outro. Você vai ver a mensagem
+# > perdida e a mensagem fantasma da escrita dupla, o outbox e o relay, a publicação
+# > duplicada depois de um crash, o consumidor que descarta a repetida pelo id da mensagem
+# > e por que o evento do artigo do ERP já é uma linha de outbox, só que sem o sweeper.
 #
 # Run time: about 1 second.
 #
@@ -362,6 +362,19 @@ assert outbox.pending(shop) == []
 # | consumer crash before commit | - | - | no invoice for 7; after restart exactly one |
 # | order 8, `on_commit` never ran | order 8 saved, its row pending | nothing | - |
 # | the sweeper, 5 minutes later | outbox row sent | `order:8` once | order 8 billed once |
+#
+# **What to take away**
+#
+# - Two separate writes (the database and the broker) can always fail in between:
+#   write first and the message is lost; publish first and you get a ghost.
+# - The outbox makes them one write: the business row and the message row commit in the
+#   same transaction, or neither does.
+# - A relay publishes pending rows, then marks them sent; a crash between the two
+#   publishes again, so delivery is at least once, never exactly once.
+# - The consumer drops repeats by message id, recorded in the same transaction as its
+#   effect and its read position.
+# - `on_commit` alone is not enough: a sweeper must send the rows still pending after
+#   the process that committed them died.
 #
 # ## Glossary and next
 #
