@@ -4,11 +4,11 @@
 # *A retry, a second cron run and a redelivery must all carry the same key, so the job
 # table can tell "again" from "new".*
 #
-# > **Resumo.** Cada unidade de trabalho ganha uma chave estável, feita da intenção
-# > (origem, id, ação, versão), nunca de uuid ou horário. Você vai ver duas execuções do
-# > cron virarem três jobs, não seis; o mesmo item duas vezes na fonte e um webhook
-# > duplicado virarem um job só; o fingerprint do payload; e a mesma chave com outro
-# > conteúdo recusada com `IdempotencyConflict`.
+# > **Resumo.** Cada unidade de trabalho ganha uma chave estável, montada a partir da
+# > intenção (origem, id, ação, versão), nunca de um uuid ou do horário. Você vai ver duas
+# > execuções do cron gerarem três jobs, não seis; o mesmo item repetido na origem e um
+# > webhook entregue duas vezes virarem um job só; o fingerprint do payload; e a mesma
+# > chave com outro conteúdo sendo recusada com `IdempotencyConflict`.
 #
 # Run time: about 2 seconds.
 #
@@ -357,6 +357,18 @@ assert created and store.get_by_key("billing:42:charge:v1").state == "succeeded"
 # | dict in another order | same fingerprint, the existing job |
 # | same key, other amount (or kind) | `IdempotencyConflict`, nothing changed |
 # | `version=2` | a new job; `v1` stays succeeded |
+#
+# **What to take away**
+#
+# - A key names the intent (source, entity, action, version), never the attempt: no
+#   uuid, no timestamp, nothing that changes between runs.
+# - With a stable key, a second cron run, a row repeated in the source and a redelivered
+#   webhook all find the existing job instead of creating a new one.
+# - A retry is the same job: same id, same key, one more attempt.
+# - The key says which operation; the fingerprint says with what content. The same key
+#   with other content (or another kind) is a bug to fix, not an error to retry.
+# - Bump the version only when the business decides the operation must happen again;
+#   never to silence a conflict, never inside a retry loop.
 #
 # ## Glossary and next
 #

@@ -4,11 +4,11 @@
 # *A job is a row: accepted only once it is on disk, claimed by exactly one worker at a
 # time, and given back when its worker dies.*
 #
-# > **Resumo.** O job vira uma linha numa tabela: aceito só depois de gravado em disco,
-# > pego (claim) por um worker de cada vez com um lease, e devolvido quando o worker
-# > morre. Você vai ver os estados, o aceite durável (e o que `synchronous=NORMAL` não
-# > aguenta), o fencing, um worker real morto com SIGKILL, o evento que o UPDATE sem lease
-# > do artigo do ERP deixa preso, e o `labkit inspect`.
+# > **Resumo.** Cada job vira uma linha numa tabela: só é aceito depois de gravado em
+# > disco, fica com um worker de cada vez (claim com lease) e volta a ficar disponível
+# > quando esse worker morre. Você vai ver os estados, o aceite durável (e o que
+# > `synchronous=NORMAL` não garante), o fencing, um worker real morto com SIGKILL, o
+# > evento que fica preso com o `UPDATE` sem lease do artigo do ERP e o `labkit inspect`.
 #
 # Run time: about 5 seconds (two real worker processes and three `labkit` commands start).
 #
@@ -471,6 +471,19 @@ assert typo.returncode == 2 and not (folder / "reel.db").exists()
 # | after SIGKILL | the same table: the dead process changed nothing |
 # | restart past the lease | 3 succeeded; order 2 at attempt 2 by worker-2 |
 # | `labkit inspect` | the same counts and order 2's two attempts; a wrong path: exit 2, no file created |
+#
+# **What to take away**
+#
+# - A job is accepted only once it is committed. With `synchronous=NORMAL` that survives
+#   a process crash, not a power loss; `FULL` survives both.
+# - A job moves only along `TRANSITIONS`; the store refuses any other move.
+# - The claim is one atomic update: however many workers race, each job is claimed once.
+# - A claim is a lease, renewed by heartbeats. When it runs out, another worker takes the
+#   job, so a crashed worker's job comes back with no one watching.
+# - The lease token fences the old worker: its late `complete` or `heartbeat` gets
+#   `LeaseLost` and changes nothing.
+# - A status column without a lease leaves a dead worker's job `running` for good; the
+#   attempts history keeps every attempt, the ones that died included.
 #
 # ## Glossary and next
 #

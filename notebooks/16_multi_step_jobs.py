@@ -5,12 +5,11 @@
 # step instead of starting again; a step that fails for good undoes the steps before it;
 # and a job resumed after a deploy finishes under the policy it started with.*
 #
-# > **Resumo.** Um job de pedido com três efeitos: reservar estoque, cobrar e mandar
-# > e-mail. Você vai ver o job ingênuo que, reexecutado do começo depois de um crash,
-# > reserva e cobra duas vezes; o checkpoint por etapa, que faz o job retomar da última
-# > etapa concluída; por que um crash entre o efeito e o checkpoint repete a etapa (e a
-# > chave de idempotência de cada etapa resolve); a compensação quando a cobrança é
-# > recusada de vez; e a versão da política que um job retomado depois de um deploy usa.
+# > **Resumo.** Um pedido, três efeitos: reservar estoque, cobrar e mandar e-mail. Você
+# > vai ver o job ingênuo que recomeça do zero e cobra duas vezes; o checkpoint por
+# > etapa, que retoma o job de onde parou; o crash entre efeito e checkpoint, que repete
+# > a etapa (daí uma chave de idempotência por etapa); a compensação quando a cobrança é
+# > recusada de vez; e qual versão da política vale para um job retomado após um deploy.
 #
 # Run time: about 2 seconds.
 #
@@ -434,6 +433,20 @@ assert [e.payload["amount"] for e in world.payments.find("order:7:charge")] == [
 # | the charge declined for good | `reserve` `compensated`; the job `dead` with its reason | a `-1` and a `+1` ledger entry, no charge, no e-mail |
 # | a crash while compensating, then again | `reserve` `compensated` on the second run | order 8: one release |
 # | order 6 started under v1, resumed after v2 | rows of order 6 all `v1`: reserve, charge, email | order 6 charged 42.00; order 7 runs v2: reserve, email, charge 45.00 |
+#
+# **What to take away**
+#
+# - A job re-run from the top repeats every effect it had already done; a checkpoint per
+#   step lets it resume after the last finished step.
+# - A checkpoint is a second write after the effect: a crash between the two runs the
+#   step again. Checkpoints give at-least-once per step, never exactly-once.
+# - So each step still needs its own idempotency key, built from the job's key and the
+#   step's name (`order:4:charge`).
+# - A step that fails for good calls for compensation: the undo actions of the finished
+#   steps, last first, each a new effect with its own key. It is not a rollback: others
+#   may have seen the state in between.
+# - A resumed job finishes under the policy version it started with; keep that version's
+#   code deployed until no job started under it is still running.
 #
 # ## Glossary and the way back
 #
