@@ -5,12 +5,11 @@
 # job's key, the attempts table as the runs table, the operator's queries, the `labkit`
 # command, and metrics an alert can fire on.*
 #
-# > **Resumo.** Você vai ver uma noite de trabalho registrada de quatro formas: linhas de
-# > log em JSON com id do job, chave, tentativa e worker; a tabela de tentativas usada
-# > como tabela de execuções, com as consultas do operador (jobs presos em running,
-# > tempestade de retries, pendente mais antigo, mortos por motivo); o comando `labkit`
-# > rodando num banco real; e métricas Prometheus com regras de alerta, com um servidor
-# > Prometheus de verdade vendo um alerta passar de pendente (pending) a disparado (firing).
+# > **Resumo.** Uma noite de trabalho registrada de quatro formas: logs em JSON com o id do
+# > job, a chave, a tentativa e o worker; a tabela de tentativas como tabela de execuções,
+# > com as consultas do operador (jobs presos, tempestade de retries, pendente mais antigo,
+# > mortos por motivo); o comando `labkit` num banco real; e métricas Prometheus com regras
+# > de alerta: num Prometheus real, você vê um alerta ir de pendente a disparado.
 #
 # Run time: about 15 seconds. The real Prometheus server of section 4 takes about 10 of
 # them: it hands its first target to the scrape loop about 5 s after it starts, and the
@@ -531,6 +530,18 @@ print("closed", db.name)
 # | prune | the attempts table shrinks; `labkit_attempts_total` and the histogram stay the same |
 # | alert | `LabkitOldestReadyJobTooOld` pending for minutes 0-4, firing from minute 5 (promtool); `LabkitDeadLetterBacklog` quiet |
 # | real Prometheus | `LabkitDeadLetterBacklog` with `for: 5s` (the real rule: `1h`): `inactive` at 1 dead job, `pending` at 21, then `firing`; no process left |
+#
+# **What to take away**
+#
+# - Put the job's id, key, attempt and worker on every log line: "what happened to
+#   invoice 3?" becomes a filter, not an investigation.
+# - The attempts table, written by triggers, is the runs table: no code path can forget it.
+# - Four queries answer the operator: stuck running, retry storms, oldest pending, dead
+#   by reason.
+# - Redrive only transient failures, with a `--limit` and a `--dry-run` first.
+# - A dashboard is not an alert: alert rules on metrics read from the database, with a
+#   `for:` so one bad scrape pages nobody.
+# - Counters must never go down: pruning old rows must not lower them.
 #
 # ## Glossary and next
 #

@@ -4,16 +4,11 @@
 # *Answer `202 Accepted` only once the job is committed, let a retried request find the
 # same job, and show each job only to the caller who asked for it.*
 #
-# > **Resumo.** Uma requisição demorada vira um job durável: `202` com o id, um `Location`
-# > para o status e um `Retry-After`. Você vai ver um servidor uvicorn e um worker de
-# > verdade; o status visível só para o dono (os outros recebem `404`); o servidor morto
-# > entre o commit e a resposta, e o retry com a mesma `Idempotency-Key` achando o único
-# > job (marcado `Idempotent-Replayed: true`, com a chave entre aspas ou sem); um
-# > cancelamento; uma credencial recusada no corpo da requisição (pelo nome do campo ou
-# > pelo valor, sem nunca ecoá-lo); um segundo pedido com a mesma chave, enquanto o
-# > primeiro ainda está em andamento, recebendo `409`; o `X-Request-Id` da requisição
-# > aparecendo nas linhas de log do worker que roda o job; e um cliente lento cortado
-# > pelo prazo do servidor (`408`).
+# > **Resumo.** Uma requisição demorada vira um job durável: `202` com o id, `Location` e
+# > `Retry-After`. Num servidor uvicorn real, só o dono vê o job (para os outros, `404`); se
+# > o servidor cai entre o commit e a resposta, o retry com a mesma `Idempotency-Key` recebe
+# > o mesmo job. Há ainda um cancelamento, uma credencial recusada no corpo, o `409` para
+# > uma chave em andamento, o `X-Request-Id` nos logs do worker e o `408` do cliente lento.
 #
 # Run time: about 30 seconds (27 to 35 s measured on a busy machine), almost all of it
 # starting five real server processes and three workers (each imports FastAPI or labkit).
@@ -583,6 +578,20 @@ assert all(server.returncode is not None for server in servers)
 # | POST `X-Request-Id: req-7f3a`, retry `req-9b21` | `202` job 8 twice, each answer echoing its own id | job 8 with request id `req-7f3a`; no id in the payload |
 # | a worker drains; search the logs for `req-7f3a` | | the server's "accepted job 8" and `w2`'s line for job 8 |
 # | half a request head, then silence | `408` after the 1 s head deadline, connection closed | unchanged |
+#
+# **What to take away**
+#
+# - Answer `202` only after the job is committed: "received" and "recorded" are different
+#   events.
+# - An `Idempotency-Key` lets a client retry after a lost answer and get the same job
+#   back; without one, the retry makes a duplicate.
+# - Show a job only to its owner, and answer `404` to everyone else, exactly as for an id
+#   that does not exist.
+# - Keep secrets out of jobs: refuse them by field name and by value, and send a
+#   reference the worker resolves.
+# - Carry one request id from the HTTP request to the worker's log lines, beside the
+#   payload, not in it.
+# - Put deadlines on slow clients: a server that waits forever can be held by anyone.
 #
 # In production the same shape is a FastAPI or Django view in front of Celery, RQ or a
 # job table, behind a load balancer; callers are identified by your
