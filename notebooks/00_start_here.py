@@ -6,8 +6,8 @@
 #
 # > **Resumo.** Um tour de dez minutos: o que o lab ensina, de onde ele vem (quatro
 # > artigos em português), a tabela de jobs em cinco células (chave, claim, lease, crash e
-# > recuperação), como cada notebook confere a si mesmo com `assert` e nbval, e o "mundo
-# > lá fora", cujos registros dizem o que realmente aconteceu.
+# > recuperação), como cada notebook se testa sozinho com `assert` e nbval, e o "mundo
+# > externo", cujos registros mostram o que de fato aconteceu.
 #
 # Run time: about 2 seconds (one small SQLite file; nothing waits).
 #
@@ -267,6 +267,19 @@ print(format_table([{"file": p.name} for p in sorted(folder.iterdir()) if p.suff
 # | finish | `succeeded`; history: attempt 1 `lease_expired`, attempt 2 `succeeded` |
 # | the world | two `mail` effects for one key: a duplicate |
 # | a lost reply | the caller saw `ResponseLost`; the call log says `ok_response_lost`; one charge |
+#
+# **What to take away**
+#
+# - A job's key names the intent: enqueueing the same key twice returns the job that
+#   already exists, not a second one.
+# - A claim is atomic and comes with a lease: if the worker crashes, the lease expires
+#   and another worker takes the job back as a new attempt.
+# - A worker whose lease expired is refused when it tries to finish (`LeaseLost`).
+# - Judge a strategy by the outside world's records (`world.effects()`, `world.count(key)`),
+#   not by what the code or the caller believes happened.
+# - A lost reply is not a failed call: the caller saw an error, and the charge was made.
+# - Every lesson checks itself: `assert`s, nbval re-running the notebook, and a fake
+#   clock and seeded randomness so each run prints the same output.
 #
 # ## Glossary and next
 #

@@ -6,10 +6,10 @@
 # records.*
 #
 # > **Resumo.** O script de cobrança que todo mundo escreve primeiro (buscar, processar,
-# > enviar), sem proteção nenhuma, em três noites ruins: o processo morre no meio e a
-# > reexecução cobra de novo; o cron dispara duas execuções ao mesmo tempo; a resposta do
-# > provedor se perde e o retry cobra duas vezes. Quem julga é o registro do provedor de
-# > pagamentos, não o log do script.
+# > enviar), sem proteção nenhuma, passa por três noites ruins: o processo morre no meio e
+# > a reexecução cobra de novo; o cron dispara duas execuções ao mesmo tempo; a resposta
+# > do provedor se perde e o retry cobra duas vezes. Quem dá o veredito são os registros
+# > do provedor de pagamentos, não o log do script.
 #
 # Run time: about 2 seconds (two threads play the overlapping cron runs).
 #
@@ -305,6 +305,19 @@ assert [row["customers overcharged"] for row in summary] == [0, 3, 6, 1]
 # | two cron runs at once | every customer charged twice, 12 emails, no error anywhere |
 # | lost response | bruno charged twice: calls `ok_response_lost`, then `ok` |
 # | side by side | overcharged customers: 0, 3, 6, 1 |
+#
+# **What to take away**
+#
+# - A script that keeps its progress in memory cannot tell, after a crash, what it
+#   already did: a re-run from the top repeats the work.
+# - Cron starts a new run whether or not the last one finished; nothing stops two copies
+#   from doing the same work.
+# - A timeout means "I don't know", not "it did not happen": a blind retry after a lost
+#   reply charges twice, and not retrying loses the charges that really failed.
+# - Judge by the destination's records, not the script's log: the script believes it did
+#   fine, and two of the three bad nights logged no error at all.
+# - Each failure needs its own defence: a lock, a record per unit of work under a stable
+#   key, and retries carrying an idempotency key.
 #
 # ## Glossary and next
 #

@@ -4,10 +4,11 @@
 # *A lock the kernel takes back when its holder dies stops two cron runs from
 # overlapping; a pidfile does not, and neither makes a re-run safe.*
 #
-# > **Resumo.** Um lock que o kernel libera quando o dono morre impede duas execuções do
-# > cron ao mesmo tempo. Com processos reais: o segundo é recusado, o dono leva `kill -9`
-# > e o lock se solta sozinho; um pidfile ingênuo fica para trás e bloqueia tudo. E o que
-# > o lock não resolve: a reexecução depois de um crash continua cobrando em dobro.
+# > **Resumo.** Um lock que o kernel libera quando o dono morre impede que duas execuções
+# > do cron rodem ao mesmo tempo. Com processos reais: a segunda execução é recusada; o
+# > dono leva um `kill -9` e o lock é liberado sozinho; já um pidfile ingênuo fica para
+# > trás e bloqueia todas as execuções seguintes. E o que o lock não resolve: a
+# > reexecução depois de um crash continua cobrando em dobro.
 #
 # Run time: about 3 seconds (it starts a dozen short Python processes).
 #
@@ -312,6 +313,18 @@ assert charges_per_customer(rerun) == {
 # | run-07h, run-08h | refused, both naming run-06h |
 # | file deleted by hand | run-09h goes ahead |
 # | crash under the lock, then a re-run | ana, bruno, carla charged twice (2, 2, 2, 1, 1, 1) |
+#
+# **What to take away**
+#
+# - A `flock` lock belongs to an open file: the kernel releases it when its holder dies,
+#   even by `kill -9`, with no cleanup code to run.
+# - A pidfile is removed by code that must run: after `kill -9` it stays behind and blocks
+#   every later run until someone deletes it by hand.
+# - Checking whether the pidfile's pid is still alive does not fix it: pids are reused.
+# - A refused run should exit non-zero and name the holder, so monitoring and people see why.
+# - A lock stops runs from overlapping; it does not remember what a dead run already did,
+#   so a re-run after a crash still charges twice.
+# - A lock file guards one machine; across machines the coordination needs a shared place.
 #
 # ## Glossary and next
 #

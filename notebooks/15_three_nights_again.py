@@ -5,11 +5,11 @@
 # in each; here the same three nights hit the design built since, and the payment
 # provider's own records are put side by side: before and after.*
 #
-# > **Resumo.** As três noites ruins da lição 01 de novo: o processo morre no meio, o
-# > cron dispara duas execuções ao mesmo tempo, a resposta do provedor se perde. Agora
-# > contra o que você construiu: tabela de jobs com lease, chaves estáveis, chave de slot
-# > e Idempotency-Key. Você vai ver, noite por noite, os registros do provedor antes e
-# > depois, lado a lado, e o que ainda fica de fora.
+# > **Resumo.** As três noites ruins da aula 01, de novo: o processo morre no meio, o cron
+# > dispara duas execuções ao mesmo tempo, a resposta do provedor se perde. Desta vez,
+# > usando o que você construiu: tabela de jobs com lease, chaves estáveis, chave de slot
+# > e Idempotency-Key. Noite por noite, os registros do provedor antes e depois, lado a
+# > lado, e o que ainda fica de fora.
 #
 # Run time: about 4 seconds (eleven small SQLite files; the overlapping cron runs are two
 # threads, twice).
@@ -421,6 +421,19 @@ assert [r["after: charges"] for r in rows] == [6, 6, 6]
 # | 2: two cron runs at once | everyone charged twice, 12 emails | one slot enqueued by the two hosts together; 7 jobs, all succeeded; 1 charge each, 6 emails |
 # | 3: lost response | bruno charged twice (`ok_response_lost`, `ok`) | bruno's job fails once with `ResponseLost`, the retry is `replayed` by the provider; 1 charge each |
 # | side by side | overcharged customers 3, 6, 1 | overcharged customers 0, 0, 0 |
+#
+# **What to take away**
+#
+# - The three nights that overcharged 3, 6 and 1 customers overcharge nobody once the
+#   design built since is in place.
+# - A crash now leaves a record: the job table shows how far the run got, and the lease
+#   brings the dead worker's job back.
+# - Stable keys (per invoice, per schedule slot) make a re-run or a second fan-out add
+#   nothing; across hosts the keys do what a local lock cannot.
+# - A retry after a lost reply is safe because it carries an Idempotency-Key the provider
+#   honours: it gets the stored reply, not a second charge.
+# - What is left is named: an email reconciled but not deduplicated, provider keys that
+#   expire, poison jobs, more than one machine, multi-step jobs.
 #
 # ## Glossary and next
 #
