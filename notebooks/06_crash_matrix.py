@@ -5,11 +5,11 @@
 # this lesson finds every such moment, shows which designs charge twice and which lose
 # the charge, and proves three fixes with the outside world's own records.*
 #
-# > **Resumo.** O worker pode morrer depois que o mundo lá fora fez o efeito e antes de
-# > alguém registrar. Você vai ver a cobrança em dobro, a tabela estratégia × ponto de
-# > crash (confirmada com `kill -9`), três correções (mesma transação, Idempotency-Key,
-# > reconciliação), quando a reconciliação cobra duas vezes, e efeitos idempotentes por
-# > natureza: upsert e "atribuir, não incrementar".
+# > **Resumo.** O worker pode morrer depois que o sistema externo já cobrou o cartão e
+# > antes que alguém do nosso lado registre isso. Você vai ver a cobrança em dobro, a tabela
+# > estratégia × ponto de crash (confirmada com `kill -9`), três correções (mesma transação,
+# > Idempotency-Key, reconciliação), quando a reconciliação cobra duas vezes e os efeitos
+# > idempotentes por natureza: upsert e "atribuir, não incrementar".
 #
 # Run time: about 5 seconds on an idle machine, more on a busy one (seven cells start and SIGKILL real worker processes).
 #
@@ -746,6 +746,21 @@ assert panel.last.outcome == matrix.outcome("check_then_act", "before_commit")
 # | reconciliation, w1's request in flight | w2 finds no charge and charges; w1's request arrives: 2 charges |
 # | three runs of each handler | blind insert 3 rows, upsert 1, increment 3, set `reminded` |
 # | the fault panel, `check_then_act` at ④ | verdict `duplicate`, 2 charges, the same as its cell in the table |
+#
+# **What to take away**
+#
+# - A worker can die after the outside world did the work and before your side recorded
+#   it; only the destination's own records show the duplicate or the loss.
+# - Acking first trades duplicates for losses; acking late trades losses for duplicates.
+#   Neither gives "exactly once".
+# - A "done" check kept in a separate transaction from the effect (`check_then_act`)
+#   protects nothing: a crash between the charge and the mark still charges twice.
+# - Three fixes hold at every crash point: the effect and its record in one transaction
+#   (your own database), an Idempotency-Key the destination honours, and reconciliation.
+# - Reconciliation is safe only when no earlier attempt can still be in flight and the
+#   lookup sees every write at once; when the destination offers a key, use the key.
+# - For writes to your own database, make the effect idempotent by nature: upsert
+#   instead of a blind insert, set instead of increment.
 #
 # ## Glossary and next
 #

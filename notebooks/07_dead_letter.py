@@ -4,11 +4,11 @@
 # *A job that cannot finish stops in `dead` with its reason, without secrets, where a
 # person can see it, fix the cause, and send it back with the same key.*
 #
-# > **Resumo.** Um job que não termina para em `dead` com o motivo, sem segredos, onde uma
-# > pessoa vê, corrige a causa e reprocessa com a mesma chave. Você vai ver três jeitos de
-# > morrer, o erro sanitizado, o relatório, o redrive (um job, ou em lote com limite e dry
-# > run), a tela e o CLI `labkit`, e o que um dead letter carrega (origem, versão do
-# > código), quem pode lê-lo e quanto tempo guardá-lo.
+# > **Resumo.** Um job que não consegue terminar vai parar em `dead`, com o motivo (sem
+# > segredos), onde alguém pode vê-lo, corrigir a causa e reprocessá-lo com a mesma chave.
+# > Você vai ver três jeitos de morrer, o erro sanitizado, o relatório, o redrive (de um job
+# > ou em lote, com limite e dry run), a tela e o comando `labkit`, e o que um dead letter
+# > deve trazer (origem, versão do código), quem pode lê-lo e por quanto tempo guardá-lo.
 #
 # Run time: about 4 seconds (five `labkit` commands start as processes).
 #
@@ -531,6 +531,21 @@ assert pruned == before["succeeded"] and after["dead"] == before["dead"] == 1
 # | `labkit redrive` without `--limit`; with `--dry-run` | refused (exit 2); "would redrive 1 job(s)", nothing changed |
 # | a dead receipt | origin `checkout-api`, code version `1.4.2`; `labkit redrive` by id, then `mailer@1.4.3` succeeds |
 # | `prune_finished(0)` | every succeeded job deleted; the dead report kept |
+#
+# **What to take away**
+#
+# - A job dies in one of three ways: a permanent error (no retry), attempts exhausted on
+#   a transient error, or a poison job that kills every worker that runs it.
+# - Redact an error before storing it: a dead-letter table is read by many people and
+#   exported to many tools.
+# - Dead letters need a screen and an alert, not just a log: how many, how old, why; each
+#   reason asks for a different fix before any redrive.
+# - Redrive the same row with the same key, after fixing the cause; a bulk redrive needs
+#   a limit, and a dry run first.
+# - A dead letter should say where the job came from and which code version ran it, and
+#   only people allowed to see its payload should read it.
+# - Keeping dead letters is a written decision: routine cleanup leaves them alone, and
+#   an alert fires before they get old.
 #
 # ## Glossary and next
 #
