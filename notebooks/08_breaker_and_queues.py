@@ -5,11 +5,11 @@
 # floods the queue, the others still get served; when order matters, one job per key at a
 # time.*
 #
-# > **Resumo.** Quando o ERP cai, pare de bater na porta e preserve as tentativas; quando
-# > uma conta inunda a fila ou leva 429, as outras seguem atendidas; quando a ordem
-# > importa, um job por chave de cada vez. Você vai ver o circuit breaker compartilhado,
-# > um breaker por conta, a fila por conta, a fila serial, o primeiro da fila que morre, e
-# > o retry com countdown que desordena a fila do artigo do ERP.
+# > **Resumo.** Quando o ERP cai, pare de insistir e poupe as tentativas dos jobs;
+# > quando uma conta entope a fila ou recebe 429, as outras continuam sendo atendidas;
+# > quando a ordem importa, um job por chave de cada vez. Você vai ver o circuit breaker
+# > compartilhado, o breaker e a fila por conta, a fila serial, o que acontece quando o
+# > primeiro da fila morre e o retry com countdown que quebra a ordem no artigo do ERP.
 #
 # Run time: about 2 seconds (a simulated ten-minute outage and a flood of 66 jobs, on a fake clock).
 #
@@ -550,6 +550,25 @@ assert dies_store.get(head.id).state == "dead" and [j.payload["step"] for j in a
 # | serial queue | each order's steps in order; step 1's retry blocks steps 2 and 3 only |
 # | one worker, one queue, a countdown retry | order 42's step 2 runs before step 1's retry |
 # | the head dies | step 1 `dead`; the next claim hands out step 2 |
+#
+# **What to take away**
+#
+# - Retries fix one failed call, not a dependency that is down: a circuit breaker stops
+#   calling it after `threshold` failures in a row and lets one trial call through per
+#   cooldown.
+# - Keep the breaker's state where every worker reads it (a row in the database, not a
+#   variable in a process), so one worker's failures protect them all.
+# - While the breaker is open, snooze the jobs instead of failing them: they keep their
+#   attempts. The trial calls are real calls, though, and spend the attempts of the jobs
+#   that carry them.
+# - A queue per account with a concurrency cap keeps one flooding account from starving
+#   the others, at some cost to the flooder; a breaker per account does the same for a
+#   throttled (429) account.
+# - A serial queue runs one job per key at a time, and later jobs wait while the head
+#   runs or waits for its retry; one worker with `concurrency=1` stops overlap, not
+#   reordering.
+# - A dead head stops blocking its key: decide per domain whether the next job may run,
+#   or redrive the head first.
 #
 # ## Glossary and next
 #

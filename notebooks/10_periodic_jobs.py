@@ -5,13 +5,11 @@
 # enqueue each slot once, downtime is caught up by a rule you chose, and a late arrival
 # finds the slot already done, as long as you keep the keys.*
 #
-# > **Resumo.** Jobs periódicos com chave por (agendamento, horário de disparo): qualquer
-# > número de schedulers enfileira cada slot uma vez. Você vai ver três réplicas ingênuas
-# > mandando o relatório três vezes, as chaves de slot, o catch-up depois de uma parada,
-# > quanto tempo guardar as chaves (e que as chaves de idempotência do Stripe expiram), e
-# > o que isso significa para o Celery Beat, inclusive por que um flock não basta; o
-# > horário que o horário de verão pula ou repete; e um checklist antes de pôr um script
-# > no cron.
+# > **Resumo.** Cada execução de um job periódico tem como chave o par (agendamento,
+# > horário de disparo): rodem quantos schedulers rodarem, cada slot entra na fila uma
+# > vez só. Você vai ver réplicas ingênuas mandando três relatórios, as chaves de slot,
+# > o catch-up após uma parada, quanto tempo guardar as chaves (as do Stripe expiram), o
+# > Celery Beat e por que um flock não basta, o horário de verão e um checklist de cron.
 #
 # Run time: about 3 seconds.
 #
@@ -481,6 +479,20 @@ assert len(one_slot) == 2
 # | New York wall clock, 8 Mar / 1 Nov 2026 | 02:30 happens 0 times; 01:30 happens twice |
 # | one instant per local day, two replicas | one job per day, the second replica's `created` is False |
 # | keys from the machine's local time | two keys, two jobs for one slot; the UTC key is one |
+#
+# **What to take away**
+#
+# - Key each periodic run by its schedule and fire time, `schedule:<name>:<fire time>`:
+#   any number of schedulers then enqueue each slot once, and the key settles races.
+# - Choose the catch-up policy per schedule (`skip`, `once`, `all`): what a missed slot
+#   should do after downtime depends on the job.
+# - A key protects a slot only while it is kept: keep your keys longer than any re-run or
+#   reconciliation can reach back; the provider's idempotency keys expire after a day.
+# - Run exactly one Celery Beat, but do not count on it: a lockfile holds on one host
+#   only, so the task itself must be idempotent, keyed by its slot.
+# - Decide the fire instant once per local day, with a rule for the skipped and the
+#   repeated hour, and key the slot by its UTC instant, never by the machine's local
+#   time.
 #
 # ## Glossary and next
 #
