@@ -7,7 +7,9 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/notebooks/sanit
 PORT ?= 8888
 # The language of the lessons and check(): en or pt_BR. LABKIT_LANG wins; else
 # Portuguese when LANG asks for it (LANG=pt_BR make lab opens notebooks/pt_BR/).
-LABKIT_LANG ?= $(if $(filter pt%,$(LANG)),pt_BR,en)
+ifeq ($(strip $(LABKIT_LANG)),)
+LABKIT_LANG := $(if $(filter pt%,$(LANG)),pt_BR,en)
+endif
 export LABKIT_LANG
 
 .PHONY: help lab test quick lint venv venv-test notebooks notebook check-one release student-kit soak bench clean

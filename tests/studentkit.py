@@ -44,6 +44,7 @@ def kit_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
                                   if p and p != REPO_BIN)
     env.pop("PYTEST_ADDOPTS", None)  # the repository's options are not the kit's
     env.pop("PYTEST_XDIST_WORKER", None)
+    env["LABKIT_LANG"] = "en"  # the English edition unless a test asks for the other
     return {**env, **(extra or {})}
 
 

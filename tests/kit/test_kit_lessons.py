@@ -44,6 +44,31 @@ def test_every_lesson_runs_in_the_kit_and_prints_what_is_stored(
     assert status == "", f"running the lessons left files git would show a student:\n{status}"
 
 
+def test_every_portuguese_lesson_runs_in_the_kit_in_portuguese(
+    kit: Path, postgres_dsn: str, redis_url: str, amqp_url: str
+) -> None:
+    """The Portuguese edition, nbval-checked like the English one: ``LANG=pt_BR`` is all a
+    student sets, and what the package prints in it (check reports, tables) is Portuguese.
+    After the English lessons (one file: lessons 13 and 14 use the same services)."""
+    english = sorted(p.name for p in (kit / "notebooks").glob("[0-9]*.ipynb"))
+    lessons = sorted(p.name for p in (kit / "notebooks" / "pt_BR").glob("[0-9]*.ipynb"))
+    assert lessons == english
+    shown = run_in_kit(
+        kit,
+        ["make", "--eval", "said: ; @echo $(LABKIT_LANG) $(LESSONS)", "said"],
+        timeout=60,
+        env={"LANG": "pt_BR.UTF-8", "LABKIT_LANG": ""},
+    )
+    assert shown.stdout.split() == ["pt_BR", "notebooks/pt_BR"], shown.stdout
+    done = run_in_kit(kit, ["make", "check"], timeout=900, env={"LABKIT_LANG": "pt_BR"})
+    assert done.returncode == 0, done.stdout[-12000:]
+    ran = set(re.findall(r"^notebooks/pt_BR/(\S+\.ipynb) ", done.stdout, re.MULTILINE))
+    assert ran == set(lessons), f"make check ran {sorted(ran)}"
+    assert re.search(r"\d+ passed", done.stdout) and " failed" not in done.stdout
+    status = git_status(kit)
+    assert status == "", f"running the lessons left files git would show a student:\n{status}"
+
+
 def _banner_url(proc: subprocess.Popen[str], timeout_s: float = 120) -> str:
     """The URL ``make lab`` printed, read from its output as a student reads it."""
     assert proc.stdout is not None

@@ -18,6 +18,9 @@ PACKAGE = Path(labkit.__file__).parent
 #: The modules at the top of labkit/: the ground floor, and what sits right on the store.
 GROUND = {"errors", "clock", "job", "jobargs", "keys", "redact", "retry", "logs", "faults"}
 GROUND |= {"dbfile", "queries", "tables"}
+# Which language the lab speaks and its catalogs: what check(), the grader and the lessons'
+# tools all read, so it sits under them (it imports nothing of labkit).
+GROUND |= {"lang"}
 TOP_LEVEL = GROUND | {"__init__", "__main__", "metrics", "worker", "worker_process"}
 #: What the lab is, as opposed to the grader: the grader's engine never imports these.
 LAB = (
