@@ -273,7 +273,9 @@ from pathlib import Path
 
 import yaml
 
-rules = {r["alert"]: r for g in yaml.safe_load(Path("../ops/alerts.yml").read_text())["groups"]
+# ops/ sits beside notebooks/; this finds it from either edition's folder.
+OPS = next(p / "ops" for p in Path.cwd().parents if (p / "ops" / "alerts.yml").exists())
+rules = {r["alert"]: r for g in yaml.safe_load((OPS / "alerts.yml").read_text())["groups"]
          for r in g["rules"]}
 for name in ("LabkitJobsDeadLettered", "LabkitOldestReadyJobTooOld"):
     print(f"{name}:  {rules[name]['expr'].strip()}   for={rules[name].get('for', '0m')}")
@@ -314,7 +316,7 @@ promtool = shutil.which("promtool")
 
 def fires_at(minute: int, age: float) -> bool:
     """Does Prometheus fire RULE ``minute`` minutes after it first scraped ``age``?"""
-    test = {"rule_files": [str(Path("../ops/alerts.yml").resolve())],
+    test = {"rule_files": [str((OPS / "alerts.yml").resolve())],
             "evaluation_interval": "1m",
             "tests": [{"interval": "1m",
                        "input_series": [{"series": "labkit_oldest_ready_age_seconds",
@@ -333,7 +335,7 @@ def fires_at(minute: int, age: float) -> bool:
 
 if promtool is None:
     print("promtool is not installed (apt-get install prometheus, or brew install "
-          "prometheus); ../ops/alerts_test.yml holds the same cases")
+          "prometheus); ops/alerts_test.yml holds the same cases")
 else:
     show([{"minute": m, "condition": "true" if oldest > 600 else "false",
            "alert": "firing" if fires_at(m, oldest) else "pending"} for m in range(7)])
@@ -350,9 +352,9 @@ else:
 if promtool is None:
     print("promtool is not installed: the rule tests are skipped here")
 else:
-    done = subprocess.run([promtool, "test", "rules", "alerts_test.yml"], cwd="../ops",
+    done = subprocess.run([promtool, "test", "rules", "alerts_test.yml"], cwd=OPS,
                           capture_output=True, text=True, check=False)
-    cases = len(yaml.safe_load(Path("../ops/alerts_test.yml").read_text())["tests"])
+    cases = len(yaml.safe_load((OPS / "alerts_test.yml").read_text())["tests"])
     print(f"promtool test rules alerts_test.yml: {cases} test groups,",
           "every one passed" if done.returncode == 0 else "FAILED:\n" + done.stdout + done.stderr)
 
@@ -420,7 +422,7 @@ from labkit.integrations import prometheus
 ALERT = "LabkitDeadLetterBacklog"
 DEAD = "sum(labkit_dead_jobs)"  # the expr, less "> 20"
 lesson_rules = prometheus.shortened_rule(
-    yaml.safe_load(Path("../ops/alerts.yml").read_text()), ALERT, for_="5s")
+    yaml.safe_load((OPS / "alerts.yml").read_text()), ALERT, for_="5s")
 print(yaml.safe_dump(lesson_rules, sort_keys=False))
 binary = prometheus.find_prometheus()  # under LABKIT_REQUIRE_SERVICES=1 a missing one fails
 assert lesson_rules["groups"][0]["rules"][0]["expr"] == rules[ALERT]["expr"]
