@@ -96,7 +96,8 @@ def test_an_edited_english_paragraph_fails_until_translated_and_rebuilt(copied: 
         messages = read_po(fh, locale="pt_BR")
     for message in messages:
         if message.fuzzy and message.id:
-            message.flags.discard("fuzzy")  # a translator reviewed it
+            message.flags.discard("fuzzy")  # a translator reviewed it, and followed the edit
+            message.string = f"{message.string} (editado)"
     with catalog.open("wb") as fh:
         write_po(fh, messages, width=88, sort_output=False)
     unbuilt = translate.problems([copied], package=False)
