@@ -54,6 +54,7 @@ from labkit.grading.isolation.grader_side import StudentGone, StudentProcess
 from labkit.grading.isolation.remote import RemoteNamespace
 from labkit.grading.isolation.services import REDIS_SOCKET, SOCKET_PATH_MAX
 from labkit.grading.release import exercise_of
+from labkit.lang import _
 
 #: A submitted file for exercise NN: ``ex03_claim.ipynb``, ``ex03_claim (1).ipynb``,
 #: ``ex03_claim-final.ipynb``, ``ex03 copy.ipynb``...
@@ -162,16 +163,21 @@ def grade_notebook(
         return result
 
     if notebook is None:
-        expected = f"expected a file named {exercise}_*.ipynb"
-        return zero(NotebookStatus.MISSING, f"no notebook for {exercise}: {expected}")
+        return zero(
+            NotebookStatus.MISSING,
+            _("no notebook for {exercise}: expected a file named {exercise}_*.ipynb").format(
+                exercise=exercise
+            ),
+        )
     result.notebook = notebook.name
     try:
         cells = code_cells(notebook)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the student's to fix
         return zero(
             NotebookStatus.CRASHED,
-            f"{notebook.name} is not a readable notebook ({type(exc).__name__}: "
-            f"{str(exc)[:120]}); save it again from Jupyter",
+            _("{name} is not a readable notebook ({error}); save it again from Jupyter").format(
+                name=notebook.name, error=f"{type(exc).__name__}: {str(exc)[:120]}"
+            ),
         )
     base = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=scratch_root()))
     (base / SCRATCH_OWNER).write_text(str(os.getpid()))
@@ -291,7 +297,9 @@ def _run(
         report, why, kind = _start(student)
         if report is None:
             result.outcomes = _not_graded(checks)
-            result.notes.append(f"the notebook's code could not run to the end: {why}")
+            result.notes.append(
+                _("the notebook's code could not run to the end: {why}").format(why=why)
+            )
             timed_out, crashed = kind == "timeout", kind != "timeout"
         else:
             result.notes += _clean_notes(report.get("notes"))
@@ -317,13 +325,13 @@ def _run(
         result.status = NotebookStatus.CRASHED
     elif result.outcomes and all(o.status == CheckStatus.NOT_STARTED for o in result.outcomes):
         result.status = NotebookStatus.NOT_STARTED
-        result.notes.append("not started yet: every function is still the stub")
+        result.notes.append(_("not started yet: every function is still the stub"))
 
 
 def _start(student: StudentProcess) -> tuple[dict[str, object] | None, str, str]:
     """Run the cells; once more with output discarded if the output limit stopped them."""
     why, kind = "", "crash"
-    for _ in range(2):
+    for _attempt in range(2):
         capped = bool(student.limits_hit)
         try:
             return student.start(), "", ""
