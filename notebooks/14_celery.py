@@ -27,8 +27,8 @@
 # harmless; 4. the whole worker killed: RabbitMQ redelivers; 5. prefetch; 6. Redis: when
 # a killed worker's task really comes back, and an ETA that runs twice; 7. retries,
 # mapped to lesson 05; 8. the welcome e-mail inside a transaction; 9. two Beats; 10. the
-# crash table of lesson 06, on Celery; 11. a deploy: SIGTERM, warm shutdown, grace period;
-# 12. the poison task: `reject_on_worker_lost` redelivers it forever, until a delivery
+# crash table of lesson 06, on Celery; 11. a deploy: SIGTERM, warm shutdown, grace
+# period; 12. the poison task: `reject_on_worker_lost` redelivers it forever, until a delivery
 # counter and a dead-letter queue stop it.
 
 # %% [markdown]
