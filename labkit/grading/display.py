@@ -70,8 +70,10 @@ def check_report(title: str, outcomes: list[Outcome]) -> Rich:
             continue
         parts = [f"<b>{html.escape(o.check)}</b>: {html.escape(status_text(o.status))}"]
         parts += [
-            f"<i>{html.escape(label)}</i> {html.escape(shown(value))}"
-            for label, value in zip(labels, (o.expected, o.got, o.hint), strict=True)
+            f"<i>{html.escape(label)}</i> {html.escape(value)}"
+            for label, value in zip(
+                labels, (shown(o.expected), o.got, shown(o.hint)), strict=True
+            )
             if value
         ]
         details += (

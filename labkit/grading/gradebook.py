@@ -132,7 +132,7 @@ def feedback_markdown(student: str, results: list[Graded]) -> str:
             lines.append("")
         notes = [*g.notes, *filter(None, [cap_note(g.outcomes)])]
         for note in notes:
-            lines.append(_("- Note: {note}").format(note=shown(note)))
+            lines.append(_("- Note: {note}").format(note=note))
         if notes:
             lines.append("")
         lines += [f"| {_('check')} | {_('points')} | {_('result')} |", "|---|---|---|"]
@@ -143,9 +143,9 @@ def feedback_markdown(student: str, results: list[Graded]) -> str:
             if o.status in (CheckStatus.PASSED, CheckStatus.NOT_STARTED) or quiet:
                 continue
             lines += ["", f"### {o.check}: {status_text(o.status)}"]
-            for label, text in zip(labels, (o.expected, o.got, o.hint), strict=True):
+            for label, text in zip(labels, (shown(o.expected), o.got, shown(o.hint)), strict=True):
                 if text:
-                    lines.append(f"- {label} {shown(text)}")
+                    lines.append(f"- {label} {text}")
     return "\n".join(lines) + "\n"
 
 

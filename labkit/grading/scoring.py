@@ -68,7 +68,9 @@ def detail_labels() -> tuple[str, str, str]:
 
 def shown(text: str) -> str:
     """A check's own text (its hint, an expectation) in the reader's language, where the
-    catalog has it; text built from the student's values stays as it was written."""
+    catalog has it; text built from the student's values stays as it was written. What a
+    check got is never looked up: a student's value that happens to equal a message must
+    be shown as it is."""
     return _(text) if text else text
 
 
@@ -95,7 +97,7 @@ def format_report(title: str, outcomes: list[Outcome]) -> str:
         if o.status in (CheckStatus.PASSED, CheckStatus.NOT_STARTED):
             continue
         lines += ["", f"{o.check}: {status_text(o.status)}"]
-        for label, text in zip(labels, (o.expected, o.got, o.hint), strict=True):
+        for label, text in zip(labels, (shown(o.expected), o.got, shown(o.hint)), strict=True):
             if text:
-                lines.append(f"  {label.ljust(width)}{shown(text)}")
+                lines.append(f"  {label.ljust(width)}{text}")
     return "\n".join(lines)

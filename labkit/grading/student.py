@@ -13,6 +13,7 @@ from typing import Any
 from labkit.grading import catalog
 from labkit.grading.checks import Outcome, run_checks
 from labkit.grading.display import check_report
+from labkit.grading.scoring import shown
 from labkit.tables import display
 
 
@@ -25,7 +26,7 @@ def check(exercise: str, namespace: dict[str, Any] | None = None) -> None:
     values = namespace if namespace is not None else sys._getframe(1).f_globals
     checks = catalog.public(exercise)
     # HTML with the score on top in a notebook; format_report's text everywhere else.
-    display(check_report(f"{exercise}: {checks.title}", run_public(exercise, values)))
+    display(check_report(f"{exercise}: {shown(checks.title)}", run_public(exercise, values)))
 
 
 def run_public(exercise: str, values: dict[str, Any]) -> list[Outcome]:

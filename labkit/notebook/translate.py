@@ -19,8 +19,6 @@ what keeps an edited paragraph's old translation, marked fuzzy, for review).
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -64,14 +62,18 @@ def lesson_edition(source: Path) -> Path:
     return LESSONS / EDITION / f"{source.stem}.ipynb"
 
 
-def _markdown_messages(nb: Any) -> list[tuple[str, int]]:
+#: A message and where it comes from: (file or lesson name, line or cell number).
+Located = tuple[str, tuple[str, int]]
+
+
+def _markdown_messages(nb: Any, name: str) -> list[Located]:
     found = []
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "markdown":
             continue
         for block, _gap in markdown_blocks(cell.source):
             if needs_translation(block):
-                found.append((message_of(block), index + 1))  # cells counted from 1
+                found.append((message_of(block), (name, index + 1)))  # cells from 1
     return found
 
 
@@ -100,41 +102,67 @@ def update(sources: Iterable[Path], package: bool = True) -> list[Path]:
     """Bring each catalog in line with its English source; the catalogs written."""
     written = []
     for source in sources:
-        messages = _markdown_messages(_read_source(source))
+        messages = _markdown_messages(_read_source(source), source.stem)
         written.append(_merge(catalog_of(source), source.stem, messages))
     if package:
         written.append(_merge(PACKAGE_CATALOGS / EDITION / "labkit.po", "labkit", _marked()))
     return written
 
 
-#: What the extractor takes as a message: ``_("...")`` anywhere, and the literal texts
-#: of the checks' own API, translated where a report shows them (``scoring.shown``): a
-#: check's hint (``@CHECKS.add(points, hint)``), an exercise's title
-#: (``Checks(exercise, title)``), an expectation (``expect(ok, expected, got)``,
+#: Where a call holds text a student reads: the positions (from 0) and the keyword names
+#: of its string arguments. ``_("...")`` anywhere, and the literal texts of the checks'
+#: own API, translated where a report shows them (``scoring.shown``): a check's hint
+#: (``@CHECKS.add(points, hint)``), an exercise's title (``Checks(exercise, title)``),
+#: an expectation and its hint (``expect(ok, expected, got, hint)``,
 #: ``CheckFailed(expected, got, hint)``).
-KEYWORDS = {"_": None, "add": (2,), "Checks": (2,), "expect": (2,), "CheckFailed": (1,)}
+MESSAGE_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
+    "_": ((0,), ()),
+    "add": ((1,), ("hint",)),
+    "Checks": ((1,), ("title",)),
+    "expect": ((1, 3), ("expected", "hint")),
+    "CheckFailed": ((0, 2), ("expected", "hint")),
+}
 
 
-def _marked() -> list[tuple[str, int]]:
-    """Every ``_("...")`` message in the package, with its line (Babel's extractor)."""
-    from babel.messages.extract import extract_from_dir
+def _marked() -> list[Located]:
+    """Every message of the package, in source order, with its line.
 
-    package = ROOT / "labkit"
-    # Babel warns (on stderr) at each f-string in a keyword's place: those texts are
-    # built from values and stay English until written as _("...{name}").format(...).
-    with contextlib.redirect_stderr(io.StringIO()):
-        found = list(
-            extract_from_dir(str(package), method_map=[("**.py", "python")], keywords=KEYWORDS)
-        )
-    return [(str(msg), line) for _file, line, msg, _comments, _ctx in found if msg]
+    Read with ``ast``, so a dict or a call among the arguments never shifts which one is
+    the message (a tokenizer that counts commas, as Babel's Python extractor does, takes
+    the wrong string there). A text built with an f-string is not a message: it stays
+    English until written as ``_("...{name}").format(name=...)``.
+    """
+    import ast
+
+    found: list[Located] = []
+    for path in sorted((ROOT / "labkit").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            if name not in MESSAGE_ARGUMENTS:
+                continue
+            positions, keywords = MESSAGE_ARGUMENTS[name]
+            texts = [node.args[i] for i in positions if i < len(node.args)]
+            texts += [k.value for k in node.keywords if k.arg in keywords]
+            for text in texts:
+                if isinstance(text, ast.Constant) and isinstance(text.value, str) and text.value:
+                    where = str(path.relative_to(ROOT / "labkit"))
+                    found.append((text.value, (where, text.lineno)))
+    return found
 
 
-def _merge(path: Path, name: str, messages: list[tuple[str, int]]) -> Path:
+def _merge(path: Path, name: str, messages: list[Located]) -> Path:
     from babel.messages.pofile import read_po, write_po
 
     template = _new_catalog(name)
     for message, where in messages:
-        template.add(message, locations=[(name, where)])
+        if message in template:
+            template[message].locations.append(where)
+        else:
+            template.add(message, locations=[where])
     if path.exists():
         with path.open("rb") as fh:
             catalog = read_po(fh, locale=EDITION)
@@ -228,7 +256,8 @@ def problems(sources: Iterable[Path] | None = None, package: bool = True) -> lis
     chosen = list(sources) if sources is not None else [*lesson_sources(), *exercise_sources()]
     found: list[Problem] = []
     for source in chosen:
-        found += _catalog_problems(catalog_of(source), _markdown_messages(_read_source(source)))
+        messages = _markdown_messages(_read_source(source), source.stem)
+        found += _catalog_problems(catalog_of(source), messages)
     if package:
         found += _catalog_problems(PACKAGE_CATALOGS / EDITION / "labkit.po", _marked())
     for source in chosen:
@@ -237,7 +266,7 @@ def problems(sources: Iterable[Path] | None = None, package: bool = True) -> lis
     return found
 
 
-def _catalog_problems(path: Path, messages: list[tuple[str, int]]) -> list[Problem]:
+def _catalog_problems(path: Path, messages: list[Located]) -> list[Problem]:
     where = str(path.relative_to(ROOT))
     if not path.exists():
         return [Problem(where, "no catalog: run `python -m labkit.notebook.translate update`")]

@@ -18,9 +18,14 @@ from labkit.grading.release import BEGIN, ReleaseError, release, strip_solution
 def test_committed_exercises_equal_a_fresh_release(tmp_path: Path) -> None:
     out = tmp_path / "bundle"
     assert main(["release", str(out), "--solutions", str(SOLUTIONS)]) == 0
-    made = {p.name: p.read_bytes() for p in out.iterdir()}
-    committed = {p.name: p.read_bytes() for p in EXERCISES.iterdir()}
+    made = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    committed = {
+        str(p.relative_to(EXERCISES)): p.read_bytes()
+        for p in EXERCISES.rglob("*")
+        if p.is_file() and ".ipynb_checkpoints" not in p.parts and ".labkit-scratch" not in p.parts
+    }
     assert sorted(made) == sorted(committed), "run `make release` and commit exercises/"
+    assert any(name.startswith("pt_BR/") for name in made), "no Portuguese edition released"
     for name, data in made.items():
         assert data == committed[name], f"exercises/{name} is stale: run `make release`"
 
@@ -33,10 +38,11 @@ def test_every_exercise_with_checks_has_a_solution_and_a_stub() -> None:
 
 def test_bundle_has_no_solutions_no_hidden_checks_and_stubs_keep_docstrings(tmp_path: Path) -> None:
     release(SOLUTIONS, tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        p.name for p in SOLUTIONS.glob("ex*.ipynb")
-    )
-    for path in tmp_path.iterdir():
+    names = sorted(p.name for p in SOLUTIONS.glob("ex*.ipynb"))
+    assert sorted(p.name for p in tmp_path.glob("ex*.ipynb")) == names
+    assert sorted(p.name for p in (tmp_path / "pt_BR").glob("ex*.ipynb")) == names
+    # Both editions: the Portuguese one is built from the same stubs.
+    for path in [*tmp_path.glob("ex*.ipynb"), *(tmp_path / "pt_BR").glob("ex*.ipynb")]:
         text = path.read_text()
         assert BEGIN not in text and "END SOLUTION" not in text
         nb = nbformat.read(path, as_version=4)

@@ -103,9 +103,10 @@ def test_make_lab_prints_its_real_url_and_saving_any_notebook_changes_nothing(
         assert parts.path == "/lab/tree/notebooks/00_start_here.ipynb", url
         api = f"{parts.scheme}://{parts.netloc}/api/contents"
         headers = {"Authorization": f"token {token}"}
-        paths = sorted(p.relative_to(kit).as_posix() for folder in ("notebooks", "exercises")
+        folders = ("notebooks", "exercises", "notebooks/pt_BR", "exercises/pt_BR")
+        paths = sorted(p.relative_to(kit).as_posix() for folder in folders
                        for p in (kit / folder).glob("*.ipynb"))
-        assert len(paths) >= 30, paths
+        assert len(paths) >= 60, paths  # both editions
         with httpx.Client(headers=headers, timeout=60) as client:
             for rel in paths:
                 model = client.get(f"{api}/{rel}", params={"content": 1}).raise_for_status()
