@@ -47,6 +47,13 @@ def test_the_kit_has_what_a_student_needs(kit: Path) -> None:
     for lesson in (kit / "notebooks").glob("*.ipynb"):  # files a lesson reads beside it
         for target in re.findall(r"\.\./([\w./-]+\.\w+)", lesson.read_text()):
             assert (kit / target).exists(), f"{lesson.name} reads ../{target}"
+    # Both editions, the Portuguese one byte for byte as built, with no catalogs.
+    for path in (ROOT / "notebooks" / "pt_BR").glob("*.ipynb"):
+        assert (kit / "notebooks" / "pt_BR" / path.name).read_bytes() == path.read_bytes()
+    for path in (EXERCISES / "pt_BR").glob("ex*.ipynb"):
+        assert (kit / "exercises" / "pt_BR" / path.name).read_bytes() == path.read_bytes()
+    assert len(list((kit / "exercises" / "pt_BR").glob("ex*.ipynb"))) == len(catalog.exercises())
+    assert not (kit / "notebooks" / "locale").exists()
     makefile = (kit / "Makefile").read_text()
     assert re.search(r"^lab: venv$", makefile, re.MULTILINE)
     assert "--notebook-dir=." in makefile  # lessons and exercises both reachable
@@ -155,3 +162,24 @@ def test_a_kit_whose_git_commit_fails_is_whole_and_says_it_is_no_repository(
     assert (out / "notebooks" / "00_start_here.ipynb").exists() and (out / "Makefile").exists()
     said = capsys.readouterr().err
     assert "not a git repository: git commit failed: fatal: cannot commit" in said
+
+
+def _make_says(kit: Path, env: dict[str, str]) -> list[str]:
+    said = subprocess.run(
+        ["make", "-s", "--eval", "said: ; @echo $(LABKIT_LANG) $(LESSONS)", "said"],
+        cwd=kit, env={"PATH": "/usr/bin:/bin", **env}, capture_output=True, text=True, check=True,
+    )
+    return said.stdout.split()
+
+
+def test_a_kit_made_in_portuguese_opens_portuguese_unless_asked_otherwise(
+    kit: Path, tmp_path: Path
+) -> None:
+    assert _make_says(kit, {"LANG": "C.UTF-8"}) == ["en", "notebooks"]
+    assert _make_says(kit, {"LANG": "pt_BR.UTF-8"}) == ["pt_BR", "notebooks/pt_BR"]
+    out = tmp_path / "kit-pt"
+    bundle(ROOT, SOLUTIONS, out, lang="pt_BR")
+    assert _make_says(out, {"LANG": "C.UTF-8"}) == ["pt_BR", "notebooks/pt_BR"]
+    assert _make_says(out, {"LANG": "C.UTF-8", "LABKIT_LANG": "en"}) == ["en", "notebooks"]
+    with pytest.raises(ReleaseError, match="no edition in 'fr'"):
+        bundle(ROOT, SOLUTIONS, tmp_path / "kit-fr", lang="fr")
