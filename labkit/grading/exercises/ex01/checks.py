@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from labkit.grading.checks import Checks, Namespace, expect, grading_seed
 from labkit.grading.exercises.helpers import SEED, because_of, holds_for, raised_text
+from labkit.lang import _
 
 CHECKS = Checks(
     "ex01",
@@ -71,18 +72,24 @@ def key_is_stable(ns: Namespace) -> None:
     expect(
         first == again,
         "the same key for the same intent, call after call",
-        f"{first!r}, then {again!r}",
+        _("{first}, then {again}").format(first=repr(first), again=repr(again)),
     )
     explicit = ns.operation_key("billing", 42, "charge", version=1)
     expect(
         explicit == first,
         "version=1 to be the default",
-        f"{first!r} without version, {explicit!r} with version=1",
+        _("{without_version} without version, {with_version} with version=1").format(
+            without_version=repr(first), with_version=repr(explicit)
+        ),
     )
 
     def same_twice(intent: tuple[str, Any, str, int]) -> None:
         a, b = ns.operation_key(*intent), ns.operation_key(*intent)
-        expect(a == b, f"the same key twice for {intent!r}", f"{a!r}, then {b!r}")
+        expect(
+            a == b,
+            _("the same key twice for {intent}").format(intent=repr(intent)),
+            _("{first}, then {again}").format(first=repr(a), again=repr(b)),
+        )
 
     holds_for(INTENTS, same_twice, examples=30)
 
@@ -97,20 +104,28 @@ def key_is_stable(ns: Namespace) -> None:
 def key_names_the_intent(ns: Namespace) -> None:
     base = ns.operation_key("billing", 42, "charge")
     variants = {
-        "another entity (43)": ns.operation_key("billing", 43, "charge"),
-        "another action (refund)": ns.operation_key("billing", 42, "refund"),
-        "another source (erp)": ns.operation_key("erp", 42, "charge"),
-        "version 2": ns.operation_key("billing", 42, "charge", version=2),
+        _("another entity (43)"): ns.operation_key("billing", 43, "charge"),
+        _("another action (refund)"): ns.operation_key("billing", 42, "refund"),
+        _("another source (erp)"): ns.operation_key("erp", 42, "charge"),
+        _("version 2"): ns.operation_key("billing", 42, "charge", version=2),
     }
     for what, key in variants.items():
-        expect(key != base, f"a different key for {what}", f"{key!r} for both")
+        expect(
+            key != base,
+            _("a different key for {what}").format(what=what),
+            _("{key} for both").format(key=repr(key)),
+        )
 
     def two_intents(pair: tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]) -> None:
         a, b = pair
         if a == b or str(a[1]) == str(b[1]) and a[::2] == b[::2] and a[3] == b[3]:
             return  # the same intent (42 and "42" may share a key)
         ka, kb = ns.operation_key(*a), ns.operation_key(*b)
-        expect(ka != kb, f"different keys for {a!r} and {b!r}", f"{ka!r} for both")
+        expect(
+            ka != kb,
+            _("different keys for {first} and {second}").format(first=repr(a), second=repr(b)),
+            _("{key} for both").format(key=repr(ka)),
+        )
 
     holds_for(st.one_of(CASE_PAIRS, LONG_ID_PAIRS, st.tuples(INTENTS, INTENTS)), two_intents, 60)
 
@@ -144,7 +159,7 @@ def _run_together(rng: random.Random) -> list[tuple[tuple[Any, ...], tuple[Any, 
     """Pairs of intents whose parts a key joined with ``_``, ``-`` or nothing runs together."""
     pairs = []
     for sep in JOINED_BY:
-        a, b, c = ("".join(rng.choices(string.ascii_letters, k=rng.randint(2, 6))) for _ in "abc")
+        a, b, c = ("".join(rng.choices(string.ascii_letters, k=rng.randint(2, 6))) for _n in "abc")
         pairs.append(((f"{a}{sep}{b}", c, "charge", 1), (a, f"{b}{sep}{c}", "charge", 1)))
         pairs.append((("billing", f"{a}{sep}{b}", c, 1), ("billing", a, f"{b}{sep}{c}", 1)))
     return pairs
@@ -165,8 +180,10 @@ def key_parts_do_not_run_together(ns: Namespace) -> None:
         ka, kb = ns.operation_key(*a), ns.operation_key(*b)
         expect(
             ka != kb,
-            f"different keys for the intents {a!r} and {b!r}",
-            f"operation_key gave {ka!r} for both",
+            _("different keys for the intents {first} and {second}").format(
+                first=repr(a), second=repr(b)
+            ),
+            _("operation_key gave {key} for both").format(key=repr(ka)),
         )
 
 
@@ -181,7 +198,9 @@ def key_ignores_the_clock(ns: Namespace) -> None:
     after = ns.harness(HARNESS + "keys_later", SAMPLE_CALLS, 86_400 * 3 + 3_601.5)
     for args, b, a in zip(SAMPLE_CALLS, before, after, strict=True):
         expect(
-            b == a, f"the same key three days later (a late retry) for {args}", f"{b!r} then {a!r}"
+            b == a,
+            _("the same key three days later (a late retry) for {args}").format(args=args),
+            _("{before} then {after}").format(before=repr(b), after=repr(a)),
         )
 
 
@@ -200,8 +219,10 @@ def key_is_the_same_in_another_process(ns: Namespace) -> None:
         for args, here, there in zip(SAMPLE_CALLS, got["here"], keys, strict=True):
             expect(
                 here == there,
-                f"the same key for {args} in another Python process ({got['how']}, seed {seed})",
-                f"{here} here, {there} there",
+                _(
+                    "the same key for {args} in another Python process ({how}, seed {seed})"
+                ).format(args=args, how=got["how"], seed=seed),
+                _("{here} here, {there} there").format(here=here, there=there),
             )
 
 
@@ -215,7 +236,7 @@ def fingerprint_is_canonical(ns: Namespace) -> None:
     expect(
         a == b,
         "equal fingerprints for the same payload with keys in another order",
-        f"{a!r} and {b!r}",
+        _("{first} and {second}").format(first=repr(a), second=repr(b)),
     )
 
     def any_order(payload: dict[str, Any]) -> None:
@@ -223,8 +244,10 @@ def fingerprint_is_canonical(ns: Namespace) -> None:
         fa, fb = ns.payload_fingerprint(payload), ns.payload_fingerprint(flipped)
         expect(
             fa == fb,
-            f"equal fingerprints for {payload!r} and {flipped!r} (keys in another order)",
-            f"{fa!r} and {fb!r}",
+            _("equal fingerprints for {payload} and {flipped} (keys in another order)").format(
+                payload=repr(payload), flipped=repr(flipped)
+            ),
+            _("{first} and {second}").format(first=repr(fa), second=repr(fb)),
         )
 
     holds_for(PAYLOADS, any_order, examples=30)
@@ -247,15 +270,19 @@ def fingerprint_tells_payloads_apart(ns: Namespace) -> None:
         repr(base),
     )
     for what, other in {
-        "another amount": {**ORDER, "amount_cents": 1991},
-        "the amount as a string": {**ORDER, "amount_cents": "1990"},
-        "another line": {**ORDER, "lines": [{"sku": "B", "qty": 1}]},
-        "the amount as a float (1990.0)": {**ORDER, "amount_cents": 1990.0},
-        "a flag True instead of 1": {**ORDER, "invoice": True},
-        "the currency in lower case": {**ORDER, "currency": "brl"},
+        _("another amount"): {**ORDER, "amount_cents": 1991},
+        _("the amount as a string"): {**ORDER, "amount_cents": "1990"},
+        _("another line"): {**ORDER, "lines": [{"sku": "B", "qty": 1}]},
+        _("the amount as a float (1990.0)"): {**ORDER, "amount_cents": 1990.0},
+        _("a flag True instead of 1"): {**ORDER, "invoice": True},
+        _("the currency in lower case"): {**ORDER, "currency": "brl"},
     }.items():
         fp = ns.payload_fingerprint(other)
-        expect(fp != base, f"a different fingerprint for {what}", "the same fingerprint")
+        expect(
+            fp != base,
+            _("a different fingerprint for {what}").format(what=what),
+            _("the same fingerprint"),
+        )
 
 
 @CHECKS.add(
@@ -294,7 +321,7 @@ def accept_conflict(ns: Namespace) -> None:
     expect(
         run["seen"] == once["seen"],
         "`seen` unchanged after a conflict",
-        f"{run['seen']!r} (was {once['seen']!r})",
+        _("{seen} (was {before})").format(seen=repr(run["seen"]), before=repr(once["seen"])),
     )
 
     def any_change(case: tuple[dict[str, Any], str]) -> None:
@@ -305,7 +332,9 @@ def accept_conflict(ns: Namespace) -> None:
         got = ns.harness(HARNESS + "accept_calls", [[key, payload], [key, changed]])["results"]
         expect(
             "IdempotencyConflict" in got[1].get("raised", ()),
-            f"IdempotencyConflict for the same key with {payload!r}, then {changed!r}",
+            _("IdempotencyConflict for the same key with {payload}, then {changed}").format(
+                payload=repr(payload), changed=repr(changed)
+            ),
             _said(got[1]),
         )
 
@@ -331,7 +360,7 @@ def conflict_names_the_key(ns: Namespace) -> None:
             expect(False, "IdempotencyConflict" + because_of("accept_conflict"), _said(said))
         expect(
             key in said.get("message", ""),
-            f"an IdempotencyConflict message naming the key {key!r}",
+            _("an IdempotencyConflict message naming the key {key}").format(key=repr(key)),
             _said(said),
         )
 
@@ -354,15 +383,19 @@ def seen_maps_keys_to_fingerprints(ns: Namespace) -> None:
     first, new = (r.get("returned", _said(r)) for r in run["results"])
     expect(
         first is False,
-        f"False for {key!r} when `seen` already maps it to payload_fingerprint(payload) "
-        "(a repeat after a restart)",
+        _(
+            "False for {key} when `seen` already maps it to payload_fingerprint(payload) "
+            "(a repeat after a restart)"
+        ).format(key=repr(key)),
         first,
     )
-    expect(new is True, f"True for the new key {other!r}", new)
+    expect(new is True, _("True for the new key {key}").format(key=repr(other)), new)
     expect(
         run["seen"].get(other) == repr(fp),
-        f"seen[{other!r}] == payload_fingerprint(payload), {fp[:16]}...",
-        run["seen"].get(other, "nothing stored"),
+        _("seen[{key}] == payload_fingerprint(payload), {fingerprint}...").format(
+            key=repr(other), fingerprint=fp[:16]
+        ),
+        run["seen"].get(other, _("nothing stored")),
     )
 
 
@@ -375,4 +408,4 @@ def _returned(result: dict[str, Any]) -> Any:
 def _said(result: dict[str, Any]) -> str:
     if "raised" in result:
         return raised_text(result)
-    return f"returned {result['returned']!r}"
+    return _("returned {value}").format(value=repr(result["returned"]))

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from labkit.grading.checks import Checks, Namespace, expect
+from labkit.lang import _
 
 CHECKS = Checks("ex02", "single-instance lock", needs=("single_instance",))
 
@@ -57,7 +58,7 @@ def message_names_the_holder(ns: Namespace) -> None:
         run = _holding(ns, path)
         expect(
             str(run["pid"]) in run["second"],
-            f"a message naming the holder's pid {run['pid']}",
+            _("a message naming the holder's pid {pid}").format(pid=run["pid"]),
             run["second"],
         )
 
@@ -93,14 +94,14 @@ def survives_holder_kill_9(ns: Namespace) -> None:
         expect(
             run["child"] == "held",
             "the child process to take the lock",
-            run["child"] or "no answer",
+            run["child"] or _("no answer"),
         )
         expect(
             run["while_alive"].startswith("refused"),
             "AlreadyRunning while the child holds it",
             run["while_alive"],
         )
-        expect(run["killed"], "the child killed by SIGKILL (the fault fired)", "it was not")
+        expect(run["killed"], "the child killed by SIGKILL (the fault fired)", _("it was not"))
         expect(
             run["after"] == "acquired",
             "the lock free once its holder was killed with SIGKILL",
@@ -123,7 +124,7 @@ def two_instances_started_together(ns: Namespace) -> None:
         expect(
             winners == 1 and all(g == "acquired" or g.startswith("refused") for g in got),
             "exactly one of 3 processes started together to hold the lock, the others refused",
-            f"{winners} held it at once: {got}",
+            _("{winners} held it at once: {outcomes}").format(winners=winners, outcomes=got),
         )
 
 
@@ -141,7 +142,7 @@ def refusal_leaves_the_lock_alone(ns: Namespace) -> None:
         expect(
             run["child"] == "held",
             "the child process to take the lock",
-            run["child"] or "no answer",
+            run["child"] or _("no answer"),
         )
         expect(
             run["refusals"][0].startswith("refused"),
@@ -151,7 +152,9 @@ def refusal_leaves_the_lock_alone(ns: Namespace) -> None:
         expect(
             run["second_process"].startswith("refused"),
             "a third process refused too, after a refused attempt (the holder still runs)",
-            f"it got {run['second_process']!r}: the refused attempt let it in",
+            _("it got {outcome}: the refused attempt let it in").format(
+                outcome=repr(run["second_process"])
+            ),
         )
 
 
@@ -169,8 +172,9 @@ def pidfile_names_only_the_current_holder(ns: Namespace) -> None:
         text = path.read_text(errors="replace") if path.exists() else "<no file>"
         expect(
             text.strip() == str(pids[-1]),
-            f"the file to hold only the last holder's pid, {pids[-1]} "
-            f"(after pids {', '.join(map(str, pids))})",
+            _("the file to hold only the last holder's pid, {pid} (after pids {pids})").format(
+                pid=pids[-1], pids=", ".join(map(str, pids))
+            ),
             repr(text[:80]),
         )
 
@@ -187,8 +191,10 @@ def error_inside_the_block_comes_out(ns: Namespace) -> None:
     for name, said in got.items():
         expect(
             said == f"propagated {name}",
-            f"the {name} raised inside `with single_instance(path):` to come out of it",
-            f"{said}" if said != "swallowed" else "nothing came out: the error was swallowed",
+            _("the {name} raised inside `with single_instance(path):` to come out of it").format(
+                name=name
+            ),
+            f"{said}" if said != "swallowed" else _("nothing came out: the error was swallowed"),
         )
 
 
@@ -204,14 +210,18 @@ def _one_holder(ns: Namespace, event: str, want: str, hint: str) -> None:
         got = [run["newcomer"], run["third"]]
         held = got.count("held")
         where = (
-            f"stopped after its file call {run['stop']}"
+            _("stopped after its file call {call}").format(call=run["stop"])
             if run["paused"]
-            else "which finished before its file call " + str(run["stop"])
+            else _("which finished before its file call {call}").format(call=str(run["stop"]))
         )
         expect(
             held == 1 and all(g == "held" or g.startswith("refused") for g in got),
-            f"{want}: exactly one of a newcomer ({where}) and a third process holding the lock",
-            f"the newcomer got {run['newcomer']!r}, the third process {run['third']!r}",
+            _(
+                "{want}: exactly one of a newcomer ({where}) and a third process holding the lock"
+            ).format(want=want, where=where),
+            _("the newcomer got {newcomer}, the third process {third}").format(
+                newcomer=repr(run["newcomer"]), third=repr(run["third"])
+            ),
             hint,
         )
 
@@ -228,8 +238,8 @@ def release_keeps_the_lock_file(ns: Namespace) -> None:
     _one_holder(
         ns,
         "released",
-        "after the holder released the lock while a newcomer was taking it",
-        "release by closing the file (the with block's end): do not unlink it",
+        _("after the holder released the lock while a newcomer was taking it"),
+        _("release by closing the file (the with block's end): do not unlink it"),
     )
 
 
@@ -245,6 +255,6 @@ def takeover_after_kill_admits_one(ns: Namespace) -> None:
     _one_holder(
         ns,
         "killed",
-        "after the holder was killed with SIGKILL",
-        "fcntl.flock on the open file: the kernel releases a dead holder's lock in one step",
+        _("after the holder was killed with SIGKILL"),
+        _("fcntl.flock on the open file: the kernel releases a dead holder's lock in one step"),
     )

@@ -24,6 +24,7 @@ from labkit.grading.exercises.helpers import holds_for, raised_text
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
 from labkit.grading.exercises.racesweep import after_every_schedule
+from labkit.lang import _
 
 CHECKS = Checks("ex03", "atomic claim with a lease", needs=("claim",))
 
@@ -38,7 +39,9 @@ def _claim(ns: Namespace, path: Path, worker: str, now: float, lease_s: float = 
     result = ns.harness(HARNESS + "claim", str(path), worker, now, lease_s)
     if "raised" in result:
         raise CheckFailed(
-            f"claim({worker!r}, now={now:g}) to return a job or None",
+            _("claim({worker}, now={now:g}) to return a job or None").format(
+                worker=repr(worker), now=now
+            ),
             raised_text(result),
             "run your claim on a database from exercise_db() in the notebook and read the error",
         )
@@ -66,7 +69,11 @@ def claims_one_ready_job(ns: Namespace) -> None:
         job_id = add_job(conn, "mail:1:send:v1")
         got = _claim(ns, path, "w1", 100.0, 30.0)
         expect(got is not None, "the pending job", "None")
-        expect(got.get("id") == job_id, f"a dict for job {job_id} (the whole row)", got)
+        expect(
+            got.get("id") == job_id,
+            _("a dict for job {job_id} (the whole row)").format(job_id=job_id),
+            got,
+        )
         stored = _job(conn, job_id)
         expect(
             stored["state"] == "running" and stored["lease_owner"] == "w1",
@@ -103,12 +110,20 @@ def returns_the_claimed_row_whole(ns: Namespace) -> None:
         missing = [k for k in stored if k not in (got or {})]
         differs = [k for k in stored if k in (got or {}) and got[k] != stored[k]]
         shown = "; ".join(
-            [f"no {', '.join(missing)} in what claim returned"] * bool(missing)
-            + [f"{k}: returned {got[k]!r}, the table holds {stored[k]!r}" for k in differs]
+            [_("no {columns} in what claim returned").format(columns=", ".join(missing))]
+            * bool(missing)
+            + [
+                _("{column}: returned {returned}, the table holds {stored}").format(
+                    column=k, returned=repr(got[k]), stored=repr(stored[k])
+                )
+                for k in differs
+            ]
         )
         expect(
             got is not None and not missing and not differs,
-            f"a dict equal to job {job_id}'s row as the claim left it, every column",
+            _("a dict equal to job {job_id}'s row as the claim left it, every column").format(
+                job_id=job_id
+            ),
             shown if got is not None else "None",
         )
 
@@ -125,14 +140,16 @@ def attempt_goes_up_by_one(ns: Namespace) -> None:
         expect(
             first is not None and _job(conn, job_id)["attempt"] == 1,
             "attempt 1 after the first claim",
-            f"attempt {_job(conn, job_id)['attempt']}",
+            _("attempt {attempt}").format(attempt=_job(conn, job_id)["attempt"]),
         )
         second = _claim(ns, path, "w2", 200.0, 30.0)  # w1's lease ended at 130
         expect(
             second is not None and _job(conn, job_id)["attempt"] == 2,
             "attempt 2 after the expired lease is claimed again",
-            f"claim returned {'None' if second is None else 'the job'}, "
-            f"attempt {_job(conn, job_id)['attempt']}",
+            _("claim returned {returned}, attempt {attempt}").format(
+                returned="None" if second is None else _("the job"),
+                attempt=_job(conn, job_id)["attempt"],
+            ),
         )
 
 
@@ -151,7 +168,7 @@ def token_is_fresh(ns: Namespace) -> None:
         expect(
             bool(token_a) and token_a != token_b,
             "different tokens for two claims",
-            f"{token_a!r} and {token_b!r}",
+            _("{first} and {second}").format(first=repr(token_a), second=repr(token_b)),
         )
         _claim(ns, path, "w1", 500.0, 30.0)  # both leases expired; w1 takes one back
         # Found by its new lease (ends at 530), not by updated_at: another check owns that.
@@ -159,7 +176,9 @@ def token_is_fresh(ns: Namespace) -> None:
         expect(
             len(retaken) == 1 and retaken[0] not in (token_a, token_b),
             "a new token when the same worker claims a job again after its lease expired",
-            f"{retaken!r} (before: {token_a!r}, {token_b!r})",
+            _("{retaken} (before: {first}, {second})").format(
+                retaken=repr(retaken), first=repr(token_a), second=repr(token_b)
+            ),
         )
         # An operator's redrive (exercise 6) puts a dead job back at attempt 0, so a
         # token built from the id and the attempt comes back, and a zombie still holding
@@ -177,7 +196,9 @@ def token_is_fresh(ns: Namespace) -> None:
             not seen & set(after),
             "tokens never used before when the jobs are claimed again after a redrive put "
             "them back at attempt 0 (a token made of the id and the attempt repeats)",
-            f"{after!r} in the table, before the redrive: {sorted(seen, key=str)!r}",
+            _("{after} in the table, before the redrive: {before}").format(
+                after=repr(after), before=repr(sorted(seen, key=str))
+            ),
         )
 
 
@@ -212,8 +233,8 @@ def expired_lease_is_reclaimable(ns: Namespace) -> None:
         got = _claim(ns, path, "w2", 100.0, 30.0)
         expect(
             got is not None and got.get("id") == dead,
-            f"job {dead} (lease expired at 50, now is 100)",
-            "None" if got is None else f"job {got.get('id')}",
+            _("job {job_id} (lease expired at 50, now is 100)").format(job_id=dead),
+            "None" if got is None else _("job {job_id}").format(job_id=got.get("id")),
         )
         expect(
             _job(conn, dead)["lease_token"] != "old-token",
@@ -223,8 +244,8 @@ def expired_lease_is_reclaimable(ns: Namespace) -> None:
         stolen = _claim(ns, path, "w3", 100.0, 30.0)
         expect(
             stolen is None,
-            f"None: job {alive} is leased until 200",
-            f"job {stolen.get('id')}" if stolen else stolen,
+            _("None: job {job_id} is leased until 200").format(job_id=alive),
+            _("job {job_id}").format(job_id=stolen.get("id")) if stolen else stolen,
         )
 
 
@@ -248,7 +269,7 @@ def respects_run_after_and_state(ns: Namespace) -> None:
         got = _claim(ns, path, "w1", 100.0, 30.0)
         expect(
             got is not None and got.get("id") == due,
-            f"job {due} (retry_wait, due at 90)",
+            _("job {job_id} (retry_wait, due at 90)").format(job_id=due),
             "None" if got is None else _taken(_job(conn, got["id"]), before),
         )
         more = _claim(ns, path, "w1", 100.0, 30.0)
@@ -257,16 +278,25 @@ def respects_run_after_and_state(ns: Namespace) -> None:
             more is None and not taken,
             "None: the rest is due later, succeeded or dead (an old lease_until left on a "
             "finished or waiting job does not make it ready: only state = 'running' does)",
-            "; ".join(_taken(j, before) for j in taken) or f"claim returned {more!r}",
+            "; ".join(_taken(j, before) for j in taken)
+            or _("claim returned {returned}").format(returned=repr(more)),
         )
 
 
 def _taken(job: dict[str, Any], before: dict[int, tuple[str, int, float | None]]) -> str:
     """What a claim did to a job the check did not want taken, from the table."""
     state, attempt, until = before[job["id"]]
-    return (
-        f"job {job['id']} (was {state}, attempt {attempt}, lease_until {until!r}) is now "
-        f"{job['state']}, attempt {job['attempt']}, leased to {job['lease_owner']}"
+    return _(
+        "job {job_id} (was {state}, attempt {attempt}, lease_until {until}) is now "
+        "{new_state}, attempt {new_attempt}, leased to {owner}"
+    ).format(
+        job_id=job["id"],
+        state=state,
+        attempt=attempt,
+        until=repr(until),
+        new_state=job["state"],
+        new_attempt=job["attempt"],
+        owner=job["lease_owner"],
     )
 
 
@@ -284,8 +314,10 @@ def claim_is_one_statement(ns: Namespace) -> None:
             and statements[0].upper().startswith("UPDATE")
             and "RETURNING" in statements[0].upper(),
             "exactly one statement, UPDATE ... RETURNING",
-            f"{len(statements)} statement(s): "
-            + "; ".join(s.split()[0].upper() for s in statements),
+            _("{count} statement(s): {statements}").format(
+                count=len(statements),
+                statements="; ".join(s.split()[0].upper() for s in statements),
+            ),
         )
 
 
@@ -309,17 +341,26 @@ def no_double_claim_under_a_race(ns: Namespace) -> None:
         )
         claims, errors = [tuple(c) for c in run["claims"]], run["errors"]
         expect(not errors, "no errors while 4 workers claim at once", "; ".join(errors[:2]))
-        counts = Counter(job for _, job in claims)
+        counts = Counter(job for _worker, job in claims)
         doubled = {job: [w for w, j in claims if j == job] for job, n in counts.items() if n > 1}
         expect(
             not doubled,
             "each job claimed by exactly one worker",
-            "; ".join(f"job {j} claimed by {', '.join(ws)}" for j, ws in doubled.items()),
+            "; ".join(
+                _("job {job_id} claimed by {workers}").format(job_id=j, workers=", ".join(ws))
+                for j, ws in doubled.items()
+            ),
         )
-        expect(len(counts) == n_jobs, f"all {n_jobs} jobs claimed", f"{len(counts)} claimed")
+        expect(
+            len(counts) == n_jobs,
+            _("all {count} jobs claimed").format(count=n_jobs),
+            _("{count} claimed").format(count=len(counts)),
+        )
         twice = [j["id"] for j in all_jobs(conn) if j["attempt"] != before[j["id"]] + 1]
         expect(
-            not twice, "attempt up by exactly one on every job (each taken once)", f"jobs {twice}"
+            not twice,
+            "attempt up by exactly one on every job (each taken once)",
+            _("jobs {job_ids}").format(job_ids=twice),
         )
     _one_job_two_processes(ns)
 
@@ -339,9 +380,14 @@ def _one_job_two_processes(ns: Namespace) -> None:
             [job] = all_jobs(conn)
         ended = [run[w]["ended"] for w in ("first", "second")]
         ok = len(holders) == 1 and job["attempt"] == 1 and job["lease_owner"] == holders[0]
-        return ok, (
-            f"claimed by {holders or 'nobody'}; the job's lease_owner "
-            f"{job['lease_owner']!r}, attempt {job['attempt']}; the workers {ended}"
+        return ok, _(
+            "claimed by {holders}; the job's lease_owner {owner}, attempt {attempt}; "
+            "the workers {ended}"
+        ).format(
+            holders=holders or _("nobody"),
+            owner=repr(job["lease_owner"]),
+            attempt=job["attempt"],
+            ended=ended,
         )
 
     after_every_schedule(
@@ -350,10 +396,12 @@ def _one_job_two_processes(ns: Namespace) -> None:
         make,
         [100.0, 30.0],
         judge,
-        "exactly one of two workers in two processes to get the one ready job",
-        "a lock in Python (threading.Lock, a flag) guards nothing between processes; let "
-        "the database choose and take in one statement (UPDATE ... WHERE id = (SELECT "
-        "...) RETURNING *)",
+        _("exactly one of two workers in two processes to get the one ready job"),
+        _(
+            "a lock in Python (threading.Lock, a flag) guards nothing between processes; let "
+            "the database choose and take in one statement (UPDATE ... WHERE id = (SELECT "
+            "...) RETURNING *)"
+        ),
     )
 
 
@@ -368,14 +416,16 @@ def retried_jobs_run_again(ns: Namespace) -> None:
         job_id = add_job(conn, "mail:9:send:v1", state="retry_wait", attempt=1, run_after=150.0)
         early = _claim(ns, path, "w1", 100.0, 30.0)
         expect(
-            early is None, "None at 100: the retry is due at 150", f"job {(early or {}).get('id')}"
+            early is None,
+            "None at 100: the retry is due at 150",
+            _("job {job_id}").format(job_id=(early or {}).get("id")),
         )
         got = _claim(ns, path, "w1", 200.0, 30.0)
         job = _job(conn, job_id)
         expect(
             got is not None and got.get("id") == job_id,
-            f"job {job_id} claimed at 200 (retry_wait, due at 150)",
-            "None" if got is None else f"job {got.get('id')}",
+            _("job {job_id} claimed at 200 (retry_wait, due at 150)").format(job_id=job_id),
+            "None" if got is None else _("job {job_id}").format(job_id=got.get("id")),
         )
         expect(
             job["state"] == "running" and job["attempt"] == 2 and job["lease_owner"] == "w1",
@@ -396,8 +446,8 @@ def due_exactly_now_is_ready(ns: Namespace) -> None:
         got = _claim(ns, path, "w1", 100.0, 30.0)
         expect(
             got is not None and got.get("id") == due,
-            f"job {due} claimed at now=100 (run_after = 100 exactly)",
-            "None" if got is None else f"job {got.get('id')}",
+            _("job {job_id} claimed at now=100 (run_after = 100 exactly)").format(job_id=due),
+            "None" if got is None else _("job {job_id}").format(job_id=got.get("id")),
         )
         ended = add_job(
             conn,
@@ -412,8 +462,10 @@ def due_exactly_now_is_ready(ns: Namespace) -> None:
         again = _claim(ns, path, "w2", 130, 30.0)  # an int now: the same instant
         expect(
             again is not None and again.get("id") == ended,
-            f"job {ended} claimed at now=130 (its lease ends at 130 exactly)",
-            "None" if again is None else f"job {again.get('id')}",
+            _("job {job_id} claimed at now=130 (its lease ends at 130 exactly)").format(
+                job_id=ended
+            ),
+            "None" if again is None else _("job {job_id}").format(job_id=again.get("id")),
         )
 
 
@@ -459,7 +511,7 @@ def claims_the_right_job_for_any_table(ns: Namespace) -> None:
                 )
             ready = [
                 (run_after, job_id)
-                for job_id, (state, run_after, until, _) in zip(ids, table, strict=True)
+                for job_id, (state, run_after, until, _key) in zip(ids, table, strict=True)
                 if (state in ("pending", "retry_wait") and run_after <= now)
                 or (state == "running" and until <= now)
             ]
@@ -471,8 +523,10 @@ def claims_the_right_job_for_any_table(ns: Namespace) -> None:
         want = min(ready)[1] if ready else None
         expect(
             (got or {}).get("id") == want,
-            f"{'job ' + str(want) if want else 'None'} at now=100 among jobs {shape}",
-            "None" if got is None else f"job {got.get('id')}",
+            _("{want} at now=100 among jobs {jobs}").format(
+                want=_("job {job_id}").format(job_id=str(want)) if want else "None", jobs=shape
+            ),
+            "None" if got is None else _("job {job_id}").format(job_id=got.get("id")),
         )
 
     # Two tables every run meets: the later id due first, and a tie of run_after where

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
 from labkit.grading.exercises.helpers import SEED, holds_for, raised_text
+from labkit.lang import _
 
 CHECKS = Checks("ex04", "retry policy", needs=("classify", "backoff", "next_delay"))
 
@@ -81,7 +82,7 @@ def _results(results: list[dict[str, Any]], what: str) -> list[Any]:
     for result in results:
         if "raised" in result:
             raise CheckFailed(
-                f"{what} to return a value",
+                _("{call} to return a value").format(call=what),
                 raised_text(result),
             )
     return [r["returned"] for r in results]
@@ -97,8 +98,11 @@ def _verdicts(ns: Namespace, table: dict[str, dict[str, Any]], want: str) -> Non
     wrong = {name: g for name, g in zip(table, got, strict=True) if g != want}
     expect(
         not wrong,
-        f"{want!r} for " + ", ".join(table),
-        "; ".join(f"{g!r} for {name}" for name, g in wrong.items()),
+        _("{verdict} for {errors}").format(verdict=repr(want), errors=", ".join(table)),
+        "; ".join(
+            _("{verdict} for {error}").format(verdict=repr(g), error=name)
+            for name, g in wrong.items()
+        ),
     )
 
 
@@ -162,7 +166,13 @@ def classify_every_status(ns: Namespace) -> None:
     expect(
         not wrong,
         "the right verdict for every HTTP status 100-599",
-        f"{len(wrong)} wrong, e.g. " + ", ".join(f"{g!r} for HTTP {s}" for s, g in wrong[:4]),
+        _("{count} wrong, e.g. {examples}").format(
+            count=len(wrong),
+            examples=", ".join(
+                _("{verdict} for HTTP {status}").format(verdict=repr(g), status=s)
+                for s, g in wrong[:4]
+            ),
+        ),
     )
 
 
@@ -177,19 +187,29 @@ def backoff_has_full_jitter(ns: Namespace) -> None:
         outside = [d for d in got if not (_number(d) and 0 <= d <= ceiling)]
         expect(
             not outside,
-            f"every delay for n={n} (base {base:g}, cap 60) within [0, {ceiling:g}]",
-            f"{len(outside)} outside, e.g. {outside[0]!r}" if outside else "",
+            _("every delay for n={n} (base {base:g}, cap 60) within [0, {ceiling:g}]").format(
+                n=n, base=base, ceiling=ceiling
+            ),
+            _("{count} outside, e.g. {example}").format(
+                count=len(outside), example=repr(outside[0])
+            )
+            if outside
+            else "",
         )
         expect(
             len(set(got)) > 100,
             "200 different delays (jitter)",
-            f"{len(set(got))} distinct value(s), e.g. {got[0]!r}",
+            _("{count} distinct value(s), e.g. {example}").format(
+                count=len(set(got)), example=repr(got[0])
+            ),
         )
         expect(
             min(got) < ceiling / 8 and max(got) > ceiling * 7 / 8,
-            f"delays spread over the whole range 0..{ceiling:g} "
-            "(full jitter, not half or a sliver)",
-            f"min {min(got):.2f}, max {max(got):.2f}",
+            _(
+                "delays spread over the whole range 0..{ceiling:g} "
+                "(full jitter, not half or a sliver)"
+            ).format(ceiling=ceiling),
+            _("min {lowest:.2f}, max {highest:.2f}").format(lowest=min(got), highest=max(got)),
         )
 
 
@@ -203,7 +223,7 @@ def backoff_is_capped(ns: Namespace) -> None:
         got = draws(ns, n, SEED, 1.0, cap, 20)
         expect(
             all(_number(d) and 0 <= d <= cap for d in got),
-            f"delays within [0, {cap:g}] for n={n} (cap {cap:g})",
+            _("delays within [0, {cap:g}] for n={n} (cap {cap:g})").format(cap=cap, n=n),
             f"{max(got)!r}",
         )
 
@@ -219,7 +239,7 @@ def backoff_survives_a_huge_n(ns: Namespace) -> None:
         got = draws(ns, n, SEED, 1.0, 60.0, 5)
         expect(
             all(_number(d) and 0 <= d <= 60.0 for d in got),
-            f"delays within [0, 60] for n={n}",
+            _("delays within [0, 60] for n={n}").format(n=n),
             f"{got!r}",
         )
 
@@ -237,14 +257,18 @@ def backoff_bounds_hold_for_any_base_and_cap(ns: Namespace) -> None:
         bad = [d for d in got if not (_number(d) and 0 <= d <= ceiling * (1 + 1e-9))]
         expect(
             not bad,
-            f"delays within [0, {ceiling:g}] for n={n}, base={base:g}, cap={cap:g}",
+            _("delays within [0, {ceiling:g}] for n={n}, base={base:g}, cap={cap:g}").format(
+                ceiling=ceiling, n=n, base=base, cap=cap
+            ),
             f"{bad[0]!r}" if bad else "",
         )
         expect(
             max(got) > ceiling / 2,
-            f"delays reaching above half the ceiling {ceiling:g} "
-            f"(n={n}, base={base:g}, cap={cap:g})",
-            f"max {max(got):.4g}",
+            _(
+                "delays reaching above half the ceiling {ceiling:g} "
+                "(n={n}, base={base:g}, cap={cap:g})"
+            ).format(ceiling=ceiling, n=n, base=base, cap=cap),
+            _("max {highest:.4g}").format(highest=max(got)),
         )
 
     cases = st.tuples(
@@ -271,9 +295,15 @@ def backoff_does_not_pile_at_the_cap(ns: Namespace) -> None:
         at_cap = [d for d in got if _number(d) and d >= cap * 0.995]
         expect(
             len(at_cap) <= 10,
-            f"delays for n={n} (cap {cap:g}) spread evenly over [0, {cap:g}]: "
-            "about 1 in 200 within 0.5% of the cap",
-            f"{len(at_cap)} of 200 at the cap, e.g. {at_cap[0]!r}" if at_cap else "",
+            _(
+                "delays for n={n} (cap {cap:g}) spread evenly over [0, {cap:g}]: "
+                "about 1 in 200 within 0.5% of the cap"
+            ).format(n=n, cap=cap),
+            _("{count} of 200 at the cap, e.g. {example}").format(
+                count=len(at_cap), example=repr(at_cap[0])
+            )
+            if at_cap
+            else "",
         )
 
 
@@ -288,7 +318,7 @@ def backoff_uses_the_given_rng(ns: Namespace) -> None:
     expect(
         first == again,
         "the same delays from two rngs with the same seed",
-        f"{first[:3]} then {again[:3]}",
+        _("{first} then {again}").format(first=first[:3], again=again[:3]),
     )
 
 
@@ -296,7 +326,7 @@ def backoff_uses_the_given_rng(ns: Namespace) -> None:
 def gives_up_on_permanent(ns: Namespace) -> None:
     for name, error in (("HTTP 400", http(400)), ("ValueError", {"type": "ValueError"})):
         [got] = delays(ns, error, 1, started_at=0.0, now=0.0)
-        expect(got is None, f"None for {name} on the first attempt", got)
+        expect(got is None, _("None for {error} on the first attempt").format(error=name), got)
 
 
 @CHECKS.add(
@@ -309,7 +339,9 @@ def gives_up_on_permanent(ns: Namespace) -> None:
 def gives_up_on_maybe_done_without_a_key(ns: Namespace) -> None:
     for name, error in MAYBE_DONE.items():
         [got] = delays(ns, error, 1, started_at=0.0, now=0.0)
-        expect(got is None, f"None for {name} without an idempotency_key", got)
+        expect(
+            got is None, _("None for {error} without an idempotency_key").format(error=name), got
+        )
     [safe] = delays(ns, REFUSED, 1, started_at=0.0, now=0.0)
     expect(_number(safe), "a delay for ConnectionRefusedError: it never reached the server", safe)
 
@@ -326,7 +358,7 @@ def retries_maybe_done_under_a_key(ns: Namespace) -> None:
         )
         expect(
             _number(got) and 0.0 <= got <= 2.0,
-            f"a delay in [0, 2] s for {name} after attempt 2, under a key",
+            _("a delay in [0, 2] s for {error} after attempt 2, under a key").format(error=name),
             got,
         )
 
@@ -344,8 +376,20 @@ def gives_up_after_max_attempts(ns: Namespace) -> None:
         [last] = delays(
             ns, REFUSED, most, started_at=0.0, now=0.0, max_attempts=most
         )
-        expect(_number(before), f"a delay after attempt {most - 1} of {most}", before)
-        expect(last is None, f"None after attempt {most} of {most}", last)
+        expect(
+            _number(before),
+            _("a delay after attempt {attempt} of {max_attempts}").format(
+                attempt=most - 1, max_attempts=most
+            ),
+            before,
+        )
+        expect(
+            last is None,
+            _("None after attempt {attempt} of {max_attempts}").format(
+                attempt=most, max_attempts=most
+            ),
+            last,
+        )
 
 
 @CHECKS.add(
@@ -369,8 +413,10 @@ def honours_retry_after(ns: Namespace) -> None:
         ceiling = max(float(after), min(60.0, 2.0 ** (attempt - 1)))
         expect(
             _number(got) and after <= got <= ceiling,
-            f"between Retry-After {after!r} and {ceiling:g} s "
-            f"(attempt {attempt}, Retry-After {after!r})",
+            _(
+                "between Retry-After {retry_after} and {ceiling:g} s "
+                "(attempt {attempt}, Retry-After {retry_after})"
+            ).format(retry_after=repr(after), ceiling=ceiling, attempt=attempt),
             got,
         )
 
@@ -413,10 +459,17 @@ def next_delay_is_the_backoff(ns: Namespace) -> None:
         want = draws(ns, attempt - 1, SEED, base, cap, 5)
         expect(
             got == want,
-            f"next_delay(ConnectionRefusedError(), {attempt}, rng, base={base:g}, "
-            f"cap={cap:g}) to return what backoff({attempt - 1}, rng, {base:g}, {cap:g}) "
-            "draws from the same seed: "
-            f"{[round(w, 4) for w in want]}",
+            _(
+                "next_delay(ConnectionRefusedError(), {attempt}, rng, base={base:g}, "
+                "cap={cap:g}) to return what backoff({n}, rng, {base:g}, {cap:g}) "
+                "draws from the same seed: {draws}"
+            ).format(
+                attempt=attempt,
+                base=base,
+                cap=cap,
+                n=attempt - 1,
+                draws=[round(w, 4) for w in want],
+            ),
             f"{[round(g, 4) if _number(g) else g for g in got]}",
         )
 
