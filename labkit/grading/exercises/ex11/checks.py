@@ -32,6 +32,7 @@ from labkit.grading.exercises.helpers import holds_for, raised_text
 from labkit.grading.exercises.killsweep import after_every_kill, sweep_seed
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import consumer_db, outbox_db, rows_of
+from labkit.lang import _
 from labkit.patterns.outbox import Broker
 
 CHECKS = Checks(
@@ -51,18 +52,18 @@ def did(got: dict[str, Any]) -> str:
     """What one harness call did: 'returned True', 'raised KeyError: 'customer''."""
     if "raised" in got:
         return raised_text(got).removeprefix("your code ")
-    return f"returned {got.get('returned')!r}"
+    return _("returned {value}").format(value=repr(got.get("returned")))
 
 
 def _raised(got: dict[str, Any], call: str, hint: str) -> None:
     if "raised" in got:
-        raise CheckFailed(f"{call} to run", raised_text(got), hint)
+        raise CheckFailed(_("{call} to run").format(call=call), raised_text(got), hint)
 
 
 def place(ns: Namespace, path: Path, order: list[Any], crash_after: int | None = None) -> Any:
     got = ns.harness(HARNESS + "place_order", str(path), order, crash_after)
     if crash_after is None:
-        _raised(got, f"place_order{tuple(order)}", "try place_order on outbox_db(...)")
+        _raised(got, f"place_order{tuple(order)}", _("try place_order on outbox_db(...)"))
     return got
 
 
@@ -82,7 +83,7 @@ def relay(
 ) -> dict[str, Any]:
     got = ns.harness(HARNESS + "relay_once", str(path), str(broker), now, fault, nth)
     if fault is None:
-        _raised(got, "relay_once(conn, publish, now)", "try relay_once with a list as broker")
+        _raised(got, "relay_once(conn, publish, now)", _("try relay_once with a list as broker"))
     return dict(got)
 
 
@@ -99,7 +100,9 @@ def consistent(conn: sqlite3.Connection) -> tuple[bool, str]:
     orders = {r["id"] for r in rows_of(conn, "all_orders")}
     messages = [r["message_id"] for r in rows_of(conn, "all_outbox")]
     ok = sorted(messages) == sorted(message_id(o) for o in orders)
-    return ok, f"orders {sorted(orders)}, outbox messages {messages}"
+    return ok, _("orders {orders}, outbox messages {messages}").format(
+        orders=sorted(orders), messages=messages
+    )
 
 
 @CHECKS.add(
@@ -167,8 +170,8 @@ def place_order_is_one_transaction(ns: Namespace) -> None:
         lambda folder: outbox_db(folder / "shop.db").close(),
         [[7, "ana", 4200]],
         judge,
-        "one order and one message",
-        "the retried request",
+        _("one order and one message"),
+        _("the retried request"),
     )
 
 
@@ -186,12 +189,12 @@ def place_order_rolls_back_and_re_raises(ns: Namespace) -> None:
         expect(
             "raised" in got[0],
             "place_order(conn, 8, None, 100) to raise (customer must not be NULL)",
-            f"it {said[0]}; {seen}",
+            _("it {outcome}; {found}").format(outcome=said[0], found=seen),
         )
         expect(
             ok and [r["id"] for r in rows_of(conn, "all_orders")] == [9],
             "order 9 and its message saved by the next place_order on the same connection",
-            f"{seen}; the second call {said[1]}",
+            _("{found}; the second call {outcome}").format(found=seen, outcome=said[1]),
         )
 
 
@@ -206,10 +209,18 @@ def relay_publishes_and_marks(ns: Namespace) -> None:
         broker = path.parent / "broker.db"
         got = relay(ns, path, broker)
         want = [message_id(o[0]) for o in ORDERS]
-        expect(got.get("returned") == want, f"relay_once to return {want}", got.get("returned"))
-        expect(broker_log(broker) == want, f"the broker's log to be {want}", broker_log(broker))
+        expect(
+            got.get("returned") == want,
+            _("relay_once to return {ids}").format(ids=want),
+            got.get("returned"),
+        )
+        expect(
+            broker_log(broker) == want,
+            _("the broker's log to be {ids}").format(ids=want),
+            broker_log(broker),
+        )
         sent = [r["sent_at"] for r in rows_of(conn, "all_outbox")]
-        expect(sent == [NOW] * 3, f"every row's sent_at = {NOW:g}", sent)
+        expect(sent == [NOW] * 3, _("every row's sent_at = {now:g}").format(now=NOW), sent)
         again = relay(ns, path, broker, now=NOW + 5)
         expect(again.get("returned") == [], "[] from the second run", again.get("returned"))
         expect(len(broker_log(broker)) == 3, "still 3 messages on the broker", broker_log(broker))
@@ -229,15 +240,27 @@ def relay_never_loses_a_message(ns: Namespace) -> None:
             seed_outbox(conn, ORDERS)
             broker = path.parent / "broker.db"
             got = relay(ns, path, broker, fault, nth=2)
-            _raised(got, "relay_once(conn, publish, now)", "try relay_once with a list as broker")
-            what = fault.replace("_", " ") + " of message 2"
-            expect(got["fired"], f"a {what} to fire", f"{got['publishes']} publish call(s)")
+            _raised(
+                got, "relay_once(conn, publish, now)", _("try relay_once with a list as broker")
+            )
+            moment = {
+                "crash_before_publish": _("crash before publish"),
+                "crash_after_publish": _("crash after publish"),
+            }[fault]
+            what = _("{moment} of message 2").format(moment=moment)
+            expect(
+                got["fired"],
+                _("a {fault} to fire").format(fault=what),
+                _("{count} publish call(s)").format(count=got["publishes"]),
+            )
             relay(ns, path, broker, now=NOW + 5)
             log = broker_log(broker)
             expect(
                 set(log) == set(want),
-                f"every message on the broker after a {what} and a second run",
-                f"the broker has {log}",
+                _("every message on the broker after a {fault} and a second run").format(
+                    fault=what
+                ),
+                _("the broker has {log}").format(log=log),
             )
             pending = [r["message_id"] for r in rows_of(conn, "all_outbox") if not r["sent_at"]]
             expect(not pending, "every row marked sent after the second run", pending)
@@ -254,7 +277,9 @@ def relay_stops_when_the_broker_is_down(ns: Namespace) -> None:
         broker = path.parent / "broker.db"
         got = relay(ns, path, broker, "broker_down", nth=2)
         expect(
-            got["fired"], "the broker to refuse message 2", f"{got['publishes']} publish call(s)"
+            got["fired"],
+            "the broker to refuse message 2",
+            _("{count} publish call(s)").format(count=got["publishes"]),
         )
         rows = {r["message_id"]: r["sent_at"] for r in rows_of(conn, "all_outbox")}
         expect(
@@ -281,14 +306,17 @@ def relay_lets_the_broker_error_out(ns: Namespace) -> None:
         broker = path.parent / "broker.db"
         got = relay(ns, path, broker, "broker_down", nth=2)
         expect(
-            got["fired"], "the broker to refuse message 2", f"{got['publishes']} publish call(s)"
+            got["fired"],
+            "the broker to refuse message 2",
+            _("{count} publish call(s)").format(count=got["publishes"]),
         )
         pending = [r["message_id"] for r in rows_of(conn, "all_outbox") if r["sent_at"] is None]
         expect(
             "raised" in got,
             "relay_once to raise when the broker refuses message 2 (ConnectionError)",
-            f"it returned {got.get('returned')!r}; the broker has {broker_log(broker)}, "
-            f"pending {pending}",
+            _("it returned {value}; the broker has {log}, pending {pending}").format(
+                value=repr(got.get("returned")), log=broker_log(broker), pending=pending
+            ),
         )
 
 
@@ -305,14 +333,16 @@ def relay_marks_only_the_rows_it_published(ns: Namespace) -> None:
     orders = [[i, f"cliente {i}", rng.randint(0, 10**5)] for i in range(1, count + 1)]
     nth = rng.randint(1, count)
     extra = [count + rng.randint(1, 90), "dora", 700]
-    scene = f"order {extra[0]} placed while the relay published message {nth} of {count}"
+    scene = _("order {order_id} placed while the relay published message {nth} of {count}").format(
+        order_id=extra[0], nth=nth, count=count
+    )
     with lab_file(ns, outbox_db, "shop.db") as (conn, path):
         seed_outbox(conn, orders)
         broker = path.parent / "broker.db"
         got = ns.harness(
             HARNESS + "relay_with_an_order_meanwhile", str(path), str(broker), NOW, nth, extra
         )
-        _raised(got, "relay_once(conn, publish, now)", "try relay_once with a list as broker")
+        _raised(got, "relay_once(conn, publish, now)", _("try relay_once with a list as broker"))
         log = broker_log(broker)
         unpublished = [
             f"{r['message_id']} (sent_at {r['sent_at']:g})"
@@ -321,8 +351,10 @@ def relay_marks_only_the_rows_it_published(ns: Namespace) -> None:
         ]
         expect(
             not unpublished,
-            f"only rows the broker has marked sent, after a run with {scene}",
-            f"marked sent but never published: {', '.join(unpublished)}; the broker has {log}",
+            _("only rows the broker has marked sent, after a run with {scene}").format(scene=scene),
+            _("marked sent but never published: {rows}; the broker has {log}").format(
+                rows=", ".join(unpublished), log=log
+            ),
         )
         relay(ns, path, broker, now=NOW + 5)
         log = broker_log(broker)
@@ -331,8 +363,10 @@ def relay_marks_only_the_rows_it_published(ns: Namespace) -> None:
         ]
         expect(
             not missing,
-            f"every message on the broker after a run with {scene}, and a second run",
-            f"never published: {missing}; the broker has {log}",
+            _("every message on the broker after a run with {scene}, and a second run").format(
+                scene=scene
+            ),
+            _("never published: {missing}; the broker has {log}").format(missing=missing, log=log),
         )
 
 
@@ -342,7 +376,9 @@ def consume(
     body = json.dumps({"order_id": order[0], "customer": order[1], "total": order[2]})
     got = ns.harness(HARNESS + "consume", str(path), message_id(order[0]), body, crash_after)
     if crash_after is None:
-        _raised(got, f"consume({message_id(order[0])!r}, ...)", "try consume on consumer_db(...)")
+        _raised(
+            got, f"consume({message_id(order[0])!r}, ...)", _("try consume on consumer_db(...)")
+        )
     return dict(got)
 
 
@@ -383,7 +419,7 @@ def consume_is_one_transaction(ns: Namespace) -> None:
     def judge(life: Path) -> tuple[bool, str]:
         with reading(life / "mail.db") as conn:
             sent = emails(conn)
-            return sent == [(1, "ana")], f"emails {sent}"
+            return sent == [(1, "ana")], _("emails {emails}").format(emails=sent)
 
     after_every_kill(
         ns,
@@ -391,8 +427,8 @@ def consume_is_one_transaction(ns: Namespace) -> None:
         lambda folder: consumer_db(folder / "mail.db").close(),
         [message_id(order[0]), body],
         judge,
-        "exactly one email",
-        "the redelivery",
+        _("exactly one email"),
+        _("the redelivery"),
     )
 
 
@@ -409,7 +445,11 @@ def consume_records_the_message_id(ns: Namespace) -> None:
             consume(ns, path, order)
         held = sorted(r[0] for r in conn.execute("SELECT message_id FROM processed_messages"))
         want = sorted(message_id(o[0]) for o in ORDERS)
-        expect(held == want, f"processed_messages to hold {want}", f"it holds {held}")
+        expect(
+            held == want,
+            _("processed_messages to hold {ids}").format(ids=want),
+            _("it holds {ids}").format(ids=held),
+        )
 
 
 NAMES = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=12)
@@ -451,21 +491,23 @@ def pipeline_on_generated_orders(ns: Namespace) -> None:
             want_ids = sorted(message_id(i) for i in unique)
             expect(
                 sorted(bodies) == want_ids and len(outbox) == len(unique),
-                f"one outbox row per order ({want_ids}) after placing {placed}",
+                _("one outbox row per order ({ids}) after placing {orders}").format(
+                    ids=want_ids, orders=placed
+                ),
                 [r["message_id"] for r in outbox],
             )
             rows = sorted(outbox, key=lambda r: r["id"])
             for n in delivery:  # every message once, in a shuffled order, then again
                 row = rows[n % len(rows)]
-                for _ in range(2):
+                for _n in range(2):
                     got = ns.harness(
                         HARNESS + "consume", str(mail_path), row["message_id"], row["body"], None
                     )
-                    _raised(got, f"consume({row['message_id']!r}, ...)", "read the error")
+                    _raised(got, f"consume({row['message_id']!r}, ...)", _("read the error"))
             want = sorted((i, o[1]) for i, o in unique.items())
             expect(
                 sorted(emails(mail)) == want,
-                f"one email per order {want}",
+                _("one email per order {emails}").format(emails=want),
                 sorted(emails(mail)),
             )
 

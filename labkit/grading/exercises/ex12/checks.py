@@ -26,6 +26,7 @@ from labkit.grading.exercises.helpers import holds_for, raised_text, short_repr
 from labkit.grading.exercises.killsweep import after_every_kill, sweep_seed
 from labkit.grading.exercises.kit import lab_file, raised_a, reading
 from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
+from labkit.lang import _
 from labkit.patterns.schedule import slot_key as reference_key
 
 CHECKS = Checks("ex12", "periodic jobs keyed by slot", needs=("slot_key", "due_slots", "tick"))
@@ -79,11 +80,15 @@ def _tick(
     tz: str | None = None,
 ) -> list[Any]:
     got = ns.harness(HARNESS + "tick", str(path), schedule, period, since, now, catch_up, tz)
-    zone = f" with TZ={tz}" if tz else ""
+    what = (
+        _("tick({schedule}, now={now:g}) with TZ={tz} to return the keys it created")
+        if tz
+        else _("tick({schedule}, now={now:g}) to return the keys it created")
+    )
     created = _returned(
         got,
-        f"tick({schedule!r}, now={now:g}){zone} to return the keys it created",
-        "try tick on exercise_db(...) in the notebook and read the error",
+        what.format(schedule=repr(schedule), now=now, tz=tz),
+        _("try {name} on exercise_db(...) in the notebook and read the error").format(name="tick"),
     )
     expect(isinstance(created, list), "a list of the keys this call created", created)
     return list(created)
@@ -103,8 +108,10 @@ def slot_key_names_the_slot(ns: Namespace) -> None:
         name, fire = example
         got = _returned(
             _one(ns, "slot_key", [name, fire]),
-            f"slot_key({name!r}, {fire}) to return a key",
-            "a valid name and a whole number of seconds must give a key",
+            _("slot_key({name}, {fire_time}) to return a key").format(
+                name=repr(name), fire_time=fire
+            ),
+            _("a valid name and a whole number of seconds must give a key"),
         )
         want = reference_key(name, fire)
         expect(got == want, f"slot_key({name!r}, {fire}) == {want!r}", got)
@@ -126,7 +133,9 @@ def slot_key_is_the_same_in_every_time_zone(ns: Namespace) -> None:
     for tz in ("BRT3", "IST-5:30"):
         got = ns.harness(HARNESS + "keys_in_zone", calls, tz)
         keys = [g["returned"] if "returned" in g else raised_text(g) for g in got]
-        expect(keys == want, f"the same UTC keys with TZ={tz}: {want}", keys)
+        expect(
+            keys == want, _("the same UTC keys with TZ={tz}: {keys}").format(tz=tz, keys=want), keys
+        )
 
 
 @CHECKS.add(1, "raise ValueError when the name is empty or contains ':' (the separator)")
@@ -135,8 +144,10 @@ def slot_key_refuses_bad_names(ns: Namespace) -> None:
         got = _one(ns, "slot_key", [name, T0])
         expect(
             raised_a(got, "ValueError"),
-            f"ValueError for the schedule name {name!r}",
-            raised_text(got) if "raised" in got else f"returned {got['returned']!r}",
+            _("ValueError for the schedule name {name}").format(name=repr(name)),
+            raised_text(got)
+            if "raised" in got
+            else _("returned {value}").format(value=repr(got["returned"])),
         )
 
 
@@ -147,18 +158,22 @@ def slot_key_refuses_bad_names(ns: Namespace) -> None:
 )
 def due_slots_boundaries(ns: Namespace) -> None:
     cases: list[tuple[list[Any], list[float], str]] = [
-        ([HOUR, None, T0, T0 + 2 * HOUR, "all"], [T0, T0 + HOUR, T0 + 2 * HOUR], "now on a slot"),
-        ([HOUR, T0 + HOUR, T0, T0 + 2 * HOUR, "all"], [T0 + 2 * HOUR], "last on a slot"),
-        ([HOUR, T0 + 2 * HOUR, T0, T0 + 2 * HOUR, "all"], [], "last equal to now"),
-        ([HOUR, None, T0 + 1, T0 + 2 * HOUR - 1, "all"], [T0 + HOUR], "since after a slot"),
-        ([HOUR, None, T0 + 30, T0 + 40, "all"], [], "no slot in [since, now]"),
-        ([300, None, 1000, 1900, "all"], [1200, 1500, 1800], "slots aligned to the epoch"),
+        (
+            [HOUR, None, T0, T0 + 2 * HOUR, "all"],
+            [T0, T0 + HOUR, T0 + 2 * HOUR],
+            _("now on a slot"),
+        ),
+        ([HOUR, T0 + HOUR, T0, T0 + 2 * HOUR, "all"], [T0 + 2 * HOUR], _("last on a slot")),
+        ([HOUR, T0 + 2 * HOUR, T0, T0 + 2 * HOUR, "all"], [], _("last equal to now")),
+        ([HOUR, None, T0 + 1, T0 + 2 * HOUR - 1, "all"], [T0 + HOUR], _("since after a slot")),
+        ([HOUR, None, T0 + 30, T0 + 40, "all"], [], _("no slot in [since, now]")),
+        ([300, None, 1000, 1900, "all"], [1200, 1500, 1800], _("slots aligned to the epoch")),
     ]
     for call, want, what in cases:
         got = _returned(
             _one(ns, "due_slots", call),
-            f"due_slots{tuple(call)} to return a list",
-            "due_slots raises only for a bad period or catch_up",
+            _("due_slots{args} to return a list").format(args=tuple(call)),
+            _("due_slots raises only for a bad period or catch_up"),
         )
         expect(list(got) == want, f"due_slots{tuple(call)} == {want} ({what})", got)
 
@@ -189,8 +204,8 @@ def due_slots_on_generated_schedules(ns: Namespace) -> None:
         want = expected_slots(*call)
         got = _returned(
             _one(ns, "due_slots", call),
-            f"due_slots{tuple(call)} to return a list",
-            "due_slots raises only for a bad period or catch_up",
+            _("due_slots{args} to return a list").format(args=tuple(call)),
+            _("due_slots raises only for a bad period or catch_up"),
         )
         expect(list(got) == want, f"due_slots{tuple(call)} == {want}", got)
 
@@ -209,8 +224,10 @@ def due_slots_refuses_bad_arguments(ns: Namespace) -> None:
         got = _one(ns, "due_slots", call)
         expect(
             raised_a(got, "ValueError"),
-            f"ValueError for due_slots{tuple(call)}",
-            raised_text(got) if "raised" in got else f"returned {got['returned']!r}",
+            _("ValueError for due_slots{args}").format(args=tuple(call)),
+            raised_text(got)
+            if "raised" in got
+            else _("returned {value}").format(value=repr(got["returned"])),
         )
 
 
@@ -224,12 +241,12 @@ def tick_enqueues_each_slot(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         first = _tick(ns, path, T0 + HOUR + 5)
         want = [reference_key("nightly", T0), reference_key("nightly", T0 + HOUR)]
-        expect(first == want, f"the first tick to create {want}", first)
-        expect(_keys(conn) == want, f"the table to hold {want}", _keys(conn))
+        expect(first == want, _("the first tick to create {keys}").format(keys=want), first)
+        expect(_keys(conn) == want, _("the table to hold {keys}").format(keys=want), _keys(conn))
         job = all_jobs(conn)[1]
         expect(
             job["run_after"] == T0 + HOUR and job["kind"] == "nightly",
-            f"run_after={T0 + HOUR} (the slot) and kind='nightly'",
+            _("run_after={run_after} (the slot) and kind='nightly'").format(run_after=T0 + HOUR),
             f"run_after={job['run_after']}, kind={job['kind']!r}",
         )
         again = _tick(ns, path, T0 + HOUR + 9)
@@ -254,8 +271,10 @@ def tick_reads_what_fired_from_the_table(ns: Namespace) -> None:
         want = [reference_key("close", T0 + 3 * HOUR), reference_key("close", T0 + 4 * HOUR)]
         expect(
             created == want and len(_keys(conn)) == 3,
-            f"only the slots after 02:00: {want}, 3 jobs in all",
-            f"created {short_repr(created, 300)}; the table holds {len(_keys(conn))} jobs",
+            _("only the slots after 02:00: {keys}, 3 jobs in all").format(keys=want),
+            _("created {created}; the table holds {count} jobs").format(
+                created=short_repr(created, 300), count=len(_keys(conn))
+            ),
         )
 
 
@@ -276,17 +295,30 @@ def two_schedulers_enqueue_each_slot_once(ns: Namespace) -> None:
         got = ns.harness(
             HARNESS + "tick_race", str(path), "nightly", HOUR, T0, nows, "all", RACE_PAUSE_S
         )
-        expect(got["hung"] == 0, "both schedulers to finish", f"{got['hung']} still running")
+        expect(
+            got["hung"] == 0,
+            "both schedulers to finish",
+            _("{count} still running").format(count=got["hung"]),
+        )
         raised = [v[1] for v in got["results"].values() if v[0] == "raised"]
-        expect(not raised, "no scheduler to fail", "your code raised " + "; ".join(raised))
+        expect(
+            not raised,
+            "no scheduler to fail",
+            _("your code raised {errors}").format(errors="; ".join(raised)),
+        )
         keys = _keys(conn)
         want = [reference_key("nightly", T0 + k * HOUR) for k in range(hours)]
         twice = sorted(k for k, n in Counter(keys).items() if n > 1)
         expect(
             sorted(keys) == want,
-            f"the {hours} slot keys, each once",
-            f"{len(keys)} jobs: {short_repr(sorted(keys), 300)}"
-            + (f" ({len(twice)} twice)" if twice else ""),
+            _("the {count} slot keys, each once").format(count=hours),
+            _("{count} jobs: {keys} ({twice_count} twice)").format(
+                count=len(keys), keys=short_repr(sorted(keys), 300), twice_count=len(twice)
+            )
+            if twice
+            else _("{count} jobs: {keys}").format(
+                count=len(keys), keys=short_repr(sorted(keys), 300)
+            ),
         )
         created = [k for v in got["results"].values() for k in v[1]["created"]]
         expect(
@@ -310,7 +342,9 @@ def a_killed_scheduler_restarts_without_losing_a_slot(ns: Namespace) -> None:
     def judge(life: Path) -> tuple[bool, str]:
         with reading(life / "jobs.db") as conn:
             keys = _keys(conn)
-        return sorted(keys) == want, f"{len(keys)} jobs: {short_repr(sorted(keys), 300)}"
+        return sorted(keys) == want, _("{count} jobs: {keys}").format(
+            count=len(keys), keys=short_repr(sorted(keys), 300)
+        )
 
     after_every_kill(
         ns,
@@ -318,8 +352,10 @@ def a_killed_scheduler_restarts_without_losing_a_slot(ns: Namespace) -> None:
         lambda folder: lab_db(folder / "jobs.db").close(),
         ["nightly", HOUR, T0, T0 + (hours - 1) * HOUR + 5, "all"],
         judge,
-        f"the {hours} slot keys, each once,",
-        "the scheduler's restart",
-        "the restart resumes after the newest key in the table: insert the slots oldest "
-        "first, or all of them in one transaction",
+        _("the {count} slot keys, each once,").format(count=hours),
+        _("the scheduler's restart"),
+        _(
+            "the restart resumes after the newest key in the table: insert the slots oldest "
+            "first, or all of them in one transaction"
+        ),
     )

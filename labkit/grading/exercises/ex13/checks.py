@@ -30,6 +30,7 @@ from labkit.grading.exercises.killsweep import sweep_seed
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
 from labkit.grading.exercises.racesweep import after_every_schedule
+from labkit.lang import _
 
 CHECKS = Checks(
     "ex13", "a queue per account, and serial queues", needs=("claim_capped", "claim_serial")
@@ -55,13 +56,17 @@ def claim(
     call = f"{name}({worker!r}, now={now:g}{''.join(f', {e!r}' for e in extra)})"
     if "raised" in got:
         raise CheckFailed(
-            f"{call} to return a job or None",
+            _("{call} to return a job or None").format(call=call),
             raised_text(got),
-            f"try {name} on exercise_db(...) in the notebook and read the error",
+            _("try {name} on exercise_db(...) in the notebook and read the error").format(
+                name=name
+            ),
         )
     row = got["returned"]
     if row is not None and not (isinstance(row, dict) and "id" in row):
-        raise CheckFailed(f"{call} to return dict(row) or None", repr(row), "return dict(row)")
+        raise CheckFailed(
+            _("{call} to return dict(row) or None").format(call=call), repr(row), "return dict(row)"
+        )
     return row
 
 
@@ -170,15 +175,18 @@ def _scene_check(ns: Namespace, jobs: list[dict[str, Any]], name: str, *extra: A
         what = f"cap={extra[0]}, " if extra else ""
         expect(
             got == want,
-            f"{name} at now=100 ({what}jobs: {scene}) to take "
-            + ("nothing" if want is None else f"job {want}"),
-            "nothing" if got is None else f"job {got}",
+            (
+                _("{name} at now=100 ({cap}jobs: {scene}) to take nothing")
+                if want is None
+                else _("{name} at now=100 ({cap}jobs: {scene}) to take job {job_id}")
+            ).format(name=name, cap=what, scene=scene, job_id=want),
+            _("nothing") if got is None else _("job {job_id}").format(job_id=got),
         )
         if want is not None:
             row = job(conn, want)
             expect(
                 row["state"] == "running" and row["lease_owner"] == "w9",
-                f"job {want} running for w9 in the table",
+                _("job {job_id} running for w9 in the table").format(job_id=want),
                 f"state={row['state']}, lease_owner={row['lease_owner']}",
             )
 
@@ -192,7 +200,7 @@ def capped_claim_leases_a_job(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         job_id = add_job(conn, "acme:1", queue="acme")
         got = capped(ns, path, "w1", 2)
-        expect(_id(got) == job_id, f"job {job_id}, the only ready one", got)
+        expect(_id(got) == job_id, _("job {job_id}, the only ready one").format(job_id=job_id), got)
         stored = job(conn, job_id)
         expect(
             stored["state"] == "running"
@@ -214,7 +222,7 @@ def capped_claim_leases_a_job(ns: Namespace) -> None:
                 )
             },
         )
-        expect(capped(ns, path, "w2", 2) is None, "None: nothing else is ready", "a job")
+        expect(capped(ns, path, "w2", 2) is None, "None: nothing else is ready", _("a job"))
 
 
 @CHECKS.add(
@@ -232,12 +240,21 @@ def lease_lasts_the_lease_s_given(ns: Namespace) -> None:
         with lab_file(ns) as (conn, path):
             job_id = add_job(conn, "acme:1", queue="acme")
             got = claim(ns, path, name, "w1", now, *extra, lease_s=lease_s)
-            expect(_id(got) == job_id, f"{name} to take job {job_id}, the only ready one", got)
+            expect(
+                _id(got) == job_id,
+                _("{name} to take job {job_id}, the only ready one").format(
+                    name=name, job_id=job_id
+                ),
+                got,
+            )
             stored = job(conn, job_id)
             expect(
                 stored["lease_until"] == now + lease_s and stored["updated_at"] == now,
-                f"{name}(conn, 'w1', now={now:g}, lease_s={lease_s:g}): lease_until "
-                f"{now + lease_s:g} and updated_at {now:g} in the table",
+                _("{call}: lease_until {lease_until:g} and updated_at {now:g} in the table").format(
+                    call=f"{name}(conn, 'w1', now={now:g}, lease_s={lease_s:g})",
+                    lease_until=now + lease_s,
+                    now=now,
+                ),
                 f"lease_until={stored['lease_until']}, updated_at={stored['updated_at']}",
             )
 
@@ -260,15 +277,23 @@ def a_worker_claims_again_on_its_own_connection(ns: Namespace) -> None:
             said = "; ".join(
                 raised_text(g).removeprefix("your code ")
                 if "raised" in g
-                else ("got None" if g["returned"] is None else f"got job {_id(g['returned'])}")
+                else (
+                    _("got None")
+                    if g["returned"] is None
+                    else _("got job {job_id}").format(job_id=_id(g["returned"]))
+                )
                 for g in got
             )
             states = {j["id"]: (j["state"], j["lease_owner"]) for j in all_jobs(conn)}
             expect(
                 states == {first: ("running", "w1"), later: ("running", "w1")},
-                f"{name} on one connection at now=100, 100 and 110: job {first}, None, then "
-                f"job {later} (due at 110), both running for w1 in the table",
-                f"the table holds {states} (the claims: {said})",
+                _(
+                    "{name} on one connection at now=100, 100 and 110: job {first}, None, then "
+                    "job {later} (due at 110), both running for w1 in the table"
+                ).format(name=name, first=first, later=later),
+                _("the table holds {states} (the claims: {claims})").format(
+                    states=states, claims=said
+                ),
             )
 
 
@@ -285,7 +310,11 @@ def cap_skips_a_busy_account(ns: Namespace) -> None:
         got = capped(ns, path, "w1", 2)
         expect(got is None, "None: acme already runs 2 jobs and the cap is 2", got)
         got = capped(ns, path, "w1", 3)
-        expect(_id(got) == waiting, f"job {waiting} with cap=3 (acme runs 2 < 3)", got)
+        expect(
+            _id(got) == waiting,
+            _("job {job_id} with cap=3 (acme runs 2 < 3)").format(job_id=waiting),
+            got,
+        )
         expect(running(conn, "acme") == 3, "3 acme jobs running now", running(conn, "acme"))
 
 
@@ -301,7 +330,9 @@ def a_dead_workers_job_does_not_hold_the_cap(ns: Namespace) -> None:
         got = capped(ns, path, "w1", 1)
         expect(
             _id(got) == waiting,
-            f"job {waiting}: acme's only running job has a lease that ended at now",
+            _("job {job_id}: acme's only running job has a lease that ended at now").format(
+                job_id=waiting
+            ),
             got,
         )
 
@@ -319,7 +350,9 @@ def least_busy_account_first(ns: Namespace) -> None:
         got = capped(ns, path, "w1", 5)
         expect(
             _id(got) == bolt,
-            f"bolt's job {bolt} (bolt runs 0 jobs, acme 1), though acme's is older",
+            _("bolt's job {job_id} (bolt runs 0 jobs, acme 1), though acme's is older").format(
+                job_id=bolt
+            ),
             got,
         )
 
@@ -336,7 +369,7 @@ def _flood(ns: Namespace, cap: int) -> dict[str, list[float]]:
                 add_job(conn, f"{account}:{n}", queue=account)
         now, busy = 0.0, list[int]()
         waits: dict[str, list[float]] = {"acme": [], "bolt": [], "cora": []}
-        for _ in range(60):
+        for _n in range(60):
             for worker in range(3 - len(busy)):
                 got = capped(ns, path, f"w{worker}", cap, now)
                 if got is None:
@@ -344,7 +377,9 @@ def _flood(ns: Namespace, cap: int) -> dict[str, list[float]]:
                 row = job(conn, got["id"])
                 expect(
                     row["state"] == "running" and row["updated_at"] == now,
-                    f"job {got['id']} running since {now:g} in the table",
+                    _("job {job_id} running since {now:g} in the table").format(
+                        job_id=got["id"], now=now
+                    ),
                     f"state={row['state']}, updated_at={row['updated_at']}",
                 )
                 waits[row["queue"]].append(now)
@@ -379,8 +414,9 @@ def a_flood_does_not_starve_the_others(ns: Namespace) -> None:
     expect(
         worst <= 2.0,
         "bolt's and cora's jobs all started within 2 s (each gets a worker in turn)",
-        f"the last of them started after {worst:g} s; bolt at {waits['bolt']}, "
-        f"cora at {waits['cora']}",
+        _("the last of them started after {worst:g} s; bolt at {bolt}, cora at {cora}").format(
+            worst=worst, bolt=waits["bolt"], cora=waits["cora"]
+        ),
     )
 
 
@@ -400,9 +436,17 @@ def the_cap_holds_when_two_processes_claim(ns: Namespace) -> None:
         got = ns.harness(
             HARNESS + "race", str(path), "claim_capped", 2, NOW, 30.0, [1], RACE_PAUSE_S
         )
-        expect(got["hung"] == 0, "both workers to finish", f"{got['hung']} still running")
+        expect(
+            got["hung"] == 0,
+            "both workers to finish",
+            _("{count} still running").format(count=got["hung"]),
+        )
         raised = [v[1] for v in got["results"].values() if v[0] == "raised"]
-        expect(not raised, "no worker to fail", "your code raised " + "; ".join(raised))
+        expect(
+            not raised,
+            "no worker to fail",
+            _("your code raised {errors}").format(errors="; ".join(raised)),
+        )
         counts = {a: running(conn, a) for a in ("acme", "bolt", "cora")}
         expect(
             counts == {"acme": 1, "bolt": 1, "cora": 1},
@@ -422,7 +466,9 @@ def the_cap_holds_when_two_processes_claim(ns: Namespace) -> None:
             busy = running(conn, "acme")
         ended = [run[w]["ended"] for w in ("first", "second")]
         ok = busy == 1 and sum(isinstance(row, dict) for row in got) == 1
-        return ok, f"acme has {busy} running; the workers got {got} ({ended})"
+        return ok, _("acme has {busy} running; the workers got {returned} ({ended})").format(
+            busy=busy, returned=got, ended=ended
+        )
 
     after_every_schedule(
         ns,
@@ -430,9 +476,11 @@ def the_cap_holds_when_two_processes_claim(ns: Namespace) -> None:
         make,
         ["claim_capped", NOW, 30.0, [1]],
         judge,
-        "exactly one of acme's two jobs claimed by two workers (cap=1)",
-        "count and take in one statement: a count read in one statement and a claim "
-        "made in the next let the other worker pass the same count",
+        _("exactly one of acme's two jobs claimed by two workers (cap=1)"),
+        _(
+            "count and take in one statement: a count read in one statement and a claim "
+            "made in the next let the other worker pass the same count"
+        ),
     )
 
 
@@ -463,14 +511,20 @@ def serial_runs_one_at_a_time_in_order(ns: Namespace) -> None:
         got = [_id(serial(ns, path, w)) for w in ("w1", "w2", "w3")]
         expect(
             got == [first, other, None],
-            f"[{first}, {other}, None]: each queue's head, then nothing (both heads run)",
+            _("[{first}, {other}, None]: each queue's head, then nothing (both heads run)").format(
+                first=first, other=other
+            ),
             got,
         )
         for done in (first, second):
             conn.execute("UPDATE jobs SET state = 'succeeded' WHERE id = ?", (done,))
             nxt = _id(serial(ns, path, "w1"))
             want = second if done == first else third
-            expect(nxt == want, f"job {want} once job {done} succeeded", nxt)
+            expect(
+                nxt == want,
+                _("job {job_id} once job {done_id} succeeded").format(job_id=want, done_id=done),
+                nxt,
+            )
 
 
 @CHECKS.add(
@@ -519,7 +573,8 @@ def dead_and_expired_heads(ns: Namespace) -> None:
         got = sorted(_id(serial(ns, path, w)) or 0 for w in ("w1", "w2"))
         expect(
             got == sorted([after_dead, expired]),
-            f"jobs {sorted([after_dead, expired])}: the job after the dead head, and the "
-            "expired head again",
+            _("jobs {job_ids}: the job after the dead head, and the expired head again").format(
+                job_ids=sorted([after_dead, expired])
+            ),
             got,
         )

@@ -29,6 +29,7 @@ from labkit.grading.exercises.helpers import raised_text
 from labkit.grading.exercises.killsweep import after_every_kill
 from labkit.grading.exercises.kit import reading
 from labkit.grading.exercises.labdb import rows_of, steps_db
+from labkit.lang import _
 from labkit.world import World
 
 CHECKS = Checks("ex14", "a multi-step job that resumes", needs=("do_step", "run_order"))
@@ -80,7 +81,9 @@ def run(
     got = dict(ns.harness(HARNESS + "run", str(folder), order, version, crash_after))
     if "raised" in got:
         raise CheckFailed(
-            f"run_order(conn, world, order {order['id']}, policy_version={version}) to run",
+            _("run_order(conn, world, order {order_id}, policy_version={version}) to run").format(
+                order_id=order["id"], version=version
+            ),
             raised_text(got),
             "try it in the demo cell first",
         )
@@ -136,12 +139,16 @@ def exactly_once(
     """The world holds the order's effects exactly once, and the job ended as it should."""
     want, state = wanted(order, version, declined), "failed" if declined else "done"
     got, ended = found(world_of(folder), order), state_of(folder, order["id"])
-    return got == want and ended == state, f"effects {got}, the job {ended!r}"
+    return got == want and ended == state, _("effects {effects}, the job {state}").format(
+        effects=got, state=repr(ended)
+    )
 
 
 def called_again(truth: dict[str, Any]) -> dict[str, int]:
     """Keys the payment and mail APIs got more than one call for, with how many."""
-    calls = Counter(key for service, key, _ in truth["calls"] if service in ("payments", "mail"))
+    calls = Counter(
+        key for service, key, _outcome in truth["calls"] if service in ("payments", "mail")
+    )
     return {key: n for key, n in calls.items() if n > 1}
 
 
@@ -156,7 +163,13 @@ def run_order_does_every_step_once(ns: Namespace) -> None:
         got = run(ns, folder, ORDER)
         expect(got.get("returned") == "done", "'done' from run_order", got.get("returned"))
         ok, seen = exactly_once(folder, ORDER, 1)
-        expect(ok, f"the world to hold {wanted(ORDER, 1, False)}, the job 'done'", seen)
+        expect(
+            ok,
+            _("the world to hold {effects}, the job 'done'").format(
+                effects=wanted(ORDER, 1, False)
+            ),
+            seen,
+        )
         expect(
             sorted(steps_of(folder, ORDER["id"])) == ["charge", "email", "reserve"],
             "one checkpoint per step in job_steps: reserve, charge, email",
@@ -187,7 +200,7 @@ def _sweep(
         [order, *versions],
         judge,
         want,
-        "the job run again",
+        _("the job run again"),
         hint,
     )
 
@@ -206,8 +219,10 @@ def every_effect_once_after_a_kill_anywhere(ns: Namespace) -> None:
         ORDER,
         (1, 1),
         lambda life: exactly_once(life, ORDER, 1),
-        f"exactly {wanted(ORDER, 1, False)} in the world and the job 'done'",
-        "write the checkpoint after the effect returns; make every effect safe to repeat",
+        _("exactly {effects} in the world and the job 'done'").format(
+            effects=wanted(ORDER, 1, False)
+        ),
+        _("write the checkpoint after the effect returns; make every effect safe to repeat"),
     )
 
 
@@ -222,16 +237,20 @@ def a_resume_skips_the_finished_steps(ns: Namespace) -> None:
     def judge(life: Path) -> tuple[bool, str]:
         again = called_again(world_of(life))
         ok = len(again) <= 1 and all(n == 2 for n in again.values())
-        return ok and state_of(life, ORDER["id"]) == "done", f"keys called again: {again}"
+        return ok and state_of(life, ORDER["id"]) == "done", _("keys called again: {keys}").format(
+            keys=again
+        )
 
     _sweep(
         ns,
         ORDER,
         (1, 1),
         judge,
-        "at most one step called a second time, and the job 'done'",
-        "a key only makes a repeat harmless until the provider forgets it (Stripe: "
-        "24 hours); read job_steps first and skip what is there",
+        _("at most one step called a second time, and the job 'done'"),
+        _(
+            "a key only makes a repeat harmless until the provider forgets it (Stripe: "
+            "24 hours); read job_steps first and skip what is there"
+        ),
     )
 
 
@@ -244,25 +263,27 @@ def a_resume_skips_the_finished_steps(ns: Namespace) -> None:
 )
 def each_effect_has_a_key_from_the_order(ns: Namespace) -> None:
     keys = []
-    for _ in range(2):
+    for _n in range(2):
         with scene(ns) as folder:
             run(ns, folder, ORDER)
             truth = world_of(folder)
-            ledger = [("ledger", k) for s, k, _ in truth["effects"] if s == "ledger"]
+            ledger = [("ledger", k) for s, k, _payload in truth["effects"] if s == "ledger"]
             keys.append(sorted(truth["keys"]) + sorted(ledger))
             run(ns, folder, OTHER)
             other = set(world_of(folder)["keys"]) - set(truth["keys"])
-    services = sorted(s for s, _ in keys[0])
+    services = sorted(s for s, _key in keys[0])
     expect(
         services == ["ledger", "mail", "payments"],
         "an Idempotency-Key on the charge and on the e-mail, and a key on the ledger entry",
-        f"keys {keys[0]}",
+        _("keys {keys}").format(keys=keys[0]),
     )
     expect(keys[0] == keys[1], "the same keys when the same order runs twice", keys)
     expect(
         len(other) == 2,
-        f"order {OTHER['id']}'s own two keys, none of order {ORDER['id']}'s",
-        f"order {OTHER['id']} added {sorted(other)}",
+        _("order {order_id}'s own two keys, none of order {earlier_id}'s").format(
+            order_id=OTHER["id"], earlier_id=ORDER["id"]
+        ),
+        _("order {order_id} added {keys}").format(order_id=OTHER["id"], keys=sorted(other)),
     )
 
 
@@ -281,8 +302,10 @@ def a_declined_charge_releases_the_stock(ns: Namespace) -> None:
         want = wanted(ORDER, 1, True)
         expect(
             truth["ledger"] == want["ledger"] and truth["payments"] == [],
-            f"the ledger {want['ledger']} and no charge",
-            f"the ledger {truth['ledger']}, charges {truth['payments']}",
+            _("the ledger {ledger} and no charge").format(ledger=want["ledger"]),
+            _("the ledger {ledger}, charges {charges}").format(
+                ledger=truth["ledger"], charges=truth["payments"]
+            ),
         )
         expect(
             state_of(folder, ORDER["id"]) == "failed",
@@ -302,7 +325,11 @@ def no_email_after_a_declined_charge(ns: Namespace) -> None:
         run(ns, folder, ORDER)
         run(ns, folder, ORDER)  # a redelivery of the failed job
         mails = found(world_of(folder), ORDER)["mail"]
-        expect(mails == [], "no e-mail for a declined order, run twice", f"e-mails to {mails}")
+        expect(
+            mails == [],
+            "no e-mail for a declined order, run twice",
+            _("e-mails to {addresses}").format(addresses=mails),
+        )
 
 
 @CHECKS.add(
@@ -319,8 +346,10 @@ def a_kill_during_compensation_releases_once(ns: Namespace) -> None:
         ORDER,
         (1, 1),
         lambda life: exactly_once(life, ORDER, 1, declined=True),
-        f"exactly {wanted(ORDER, 1, True)} in the world and the job 'failed'",
-        "the release is an effect like the others: its own key, its own checkpoint",
+        _("exactly {effects} in the world and the job 'failed'").format(
+            effects=wanted(ORDER, 1, True)
+        ),
+        _("the release is an effect like the others: its own key, its own checkpoint"),
         DECLINES,
     )
 
@@ -338,14 +367,20 @@ def a_resumed_job_keeps_its_first_policy_version(ns: Namespace) -> None:
             crashed = run(ns, folder, ORDER, first, crash_after="payments.charge")
             expect(
                 crashed["fired"],
-                f"a crash right after the charge (policy version {first}) to fire",
-                f"it {crashed.get('returned', 'raised')!r} without charging",
+                _("a crash right after the charge (policy version {version}) to fire").format(
+                    version=first
+                ),
+                _("it {outcome} without charging").format(
+                    outcome=repr(crashed.get("returned", "raised"))
+                ),
             )
             got = run(ns, folder, ORDER, then)
             ok, seen = exactly_once(folder, ORDER, first)
             expect(
                 got.get("returned") == "done" and ok,
-                f"version {first}'s {MAILS[first]} e-mail(s) after a start on version {first}, "
-                f"a crash and a resume with policy_version={then}",
+                _(
+                    "version {version}'s {count} e-mail(s) after a start on version {version}, "
+                    "a crash and a resume with policy_version={resumed_version}"
+                ).format(version=first, count=MAILS[first], resumed_version=then),
                 f"{got.get('returned')!r}; {seen}",
             )
