@@ -103,7 +103,7 @@ class StudentRaised(Exception):
 
     def describe(self) -> str:
         """'your code raised ValueError: limit is required (line 12 of redrive)'."""
-        text = f"your code raised {self.type_name}"
+        text = _("your code raised {error_type}").format(error_type=self.type_name)
         if self.message:
             text += f": {self.message}"
         if self.where:
@@ -260,9 +260,11 @@ class Namespace:
             value = self._values[name]
         except KeyError:
             raise CheckFailed(
-                f"a definition named {name!r} in the notebook",
-                "no such name",
-                f"run the cell that defines {name} (and do not rename it), then check again",
+                _("a definition named {name} in the notebook").format(name=repr(name)),
+                _("no such name"),
+                _(
+                    "run the cell that defines {name} (and do not rename it), then check again"
+                ).format(name=name),
             ) from None
         return _student_call(value) if callable(value) else value
 

@@ -28,8 +28,12 @@ from labkit.grading.isolation.grader_side import StudentProcess
 from labkit.grading.isolation.processes import kill_tree
 from labkit.grading.isolation.services import private_redis
 from labkit.grading.stub import is_stub_text
+from labkit.lang import _
 
-_PLAIN = "plain data (None, bool, int, float, str, bytes, list, tuple, dict)"
+
+def _plain() -> str:
+    """What may cross the channel, in the reader's language."""
+    return _("plain data (None, bool, int, float, str, bytes, list, tuple, dict)")
 
 
 class RemoteFunction:
@@ -80,10 +84,13 @@ class RemoteNamespace(Namespace):
             try:
                 return decode(reply[Reply.VALUE])
             except (NotData, ValueError, TypeError) as exc:
-                raise CheckFailed(_PLAIN, f"a malformed answer from {name} ({exc})") from None
+                raise CheckFailed(
+                    _plain(),
+                    _("a malformed answer from {name} ({error})").format(name=name, error=exc),
+                ) from None
         if Reply.NOT_DATA in reply:
             raise CheckFailed(
-                f"{name} to return {_PLAIN}",
+                _("{name} to return {plain_data}").format(name=name, plain_data=_plain()),
                 str(reply[Reply.NOT_DATA])[:200],
                 "return numbers, strings, lists, tuples or dicts, not objects",
             )
@@ -98,7 +105,9 @@ class RemoteNamespace(Namespace):
             raise self._missing(str(reply.get("name") or name)[:100])
         if Reply.RAISED in reply:
             raise self._raised(reply[Reply.RAISED], harness)
-        raise CheckFailed("an answer from your code", f"an unexpected reply to {name}")
+        raise CheckFailed(
+            "an answer from your code", _("an unexpected reply to {name}").format(name=name)
+        )
 
     def _raised(self, data: Any, harness: bool) -> BaseException:
         data = data if isinstance(data, dict) else {}
@@ -115,9 +124,11 @@ class RemoteNamespace(Namespace):
     @staticmethod
     def _missing(name: str) -> CheckFailed:
         return CheckFailed(
-            f"a definition named {name!r} in the notebook",
-            "no such name",
-            f"run the cell that defines {name} (and do not rename it), then check again",
+            _("a definition named {name} in the notebook").format(name=repr(name)),
+            _("no such name"),
+            _("run the cell that defines {name} (and do not rename it), then check again").format(
+                name=name
+            ),
         )
 
     def harness(self, target: str, *args: Any, **kwargs: Any) -> Any:

@@ -24,6 +24,7 @@ from labkit.grading.stub import stub_error, stub_line
 from labkit.integrations.celery import brokers, commits, harness, points
 from labkit.integrations.celery.app import LabConfig, charges_for, cleanup, prepare_postgres
 from labkit.integrations.celery.run import Kills, quiet
+from labkit.lang import _
 
 CHECKS = Checks("ex08", "a Celery task that charges once, whatever is killed", network=True)
 
@@ -41,8 +42,8 @@ class Ex08Run:
         source = Path(ns.workdir) / f"{MODULE}.py"
         if not source.exists():
             raise CheckFailed(
-                f"{MODULE}.py in your folder",
-                "no such file",
+                _("{file} in your folder").format(file=f"{MODULE}.py"),
+                _("no such file"),
                 "run the %%writefile ex08_tasks.py cell (and do not rename it), then check again",
             )
         if STUB in source.read_text(encoding="utf-8"):
@@ -54,7 +55,7 @@ class Ex08Run:
         if down:
             raise CheckFailed(
                 "RabbitMQ and PostgreSQL",
-                f"not reachable: {', '.join(down)}",
+                _("not reachable: {services}").format(services=", ".join(down)),
                 brokers.HOW_TO_START,
             )
         rabbitmq, postgres = found["rabbitmq"], found["postgres"]
@@ -99,10 +100,10 @@ class Ex08Run:
             log = proc.log_text()
             if "NotImplementedError: Exercise 8" in log:
                 raise stub_error(8) from None
-            last = [line for line in log.splitlines() if line.strip()][-1:] or ["(empty log)"]
+            last = [line for line in log.splitlines() if line.strip()][-1:] or [_("(empty log)")]
             raise CheckFailed(
-                f"`celery -A {MODULE} worker` to start",
-                f"it stopped: {last[0][:200]}",
+                _("`celery -A {module} worker` to start").format(module=MODULE),
+                _("it stopped: {log_line}").format(log_line=last[0][:200]),
                 "run `celery -A ex08_tasks worker` in your folder to see the whole error",
             ) from None
 
@@ -124,9 +125,11 @@ class Ex08Run:
         except TimeoutError:
             self.check_not_stub()
             raise CheckFailed(
-                f"the task {TASK} to start on a worker",
-                "it never reached the worker's task start within 30 s",
-                f"keep @app.task(name={TASK!r}) and the queue from EX08_QUEUE",
+                _("the task {task} to start on a worker").format(task=TASK),
+                _("it never reached the worker's task start within 30 s"),
+                _("keep @app.task(name={task_name}) and the queue from EX08_QUEUE").format(
+                    task_name=repr(TASK)
+                ),
             ) from None
         pid, task_id = points.paused(self.folder, point, label)
         self.kills.record(task_id, self.procs)
@@ -135,7 +138,7 @@ class Ex08Run:
 
     def ran_again(self) -> bool:
         """True when a task this run paused (and killed) started again: it was redelivered."""
-        starts = [task for event, task, _, _ in points.runs(self.folder) if event == "start"]
+        starts = [task for event, task, _pid, _ppid in points.runs(self.folder) if event == "start"]
         return any(starts.count(task) > 1 for task in self.held)
 
     def kill_children(self, worker: harness.CeleryWorker, pids: list[int]) -> None:
@@ -195,8 +198,9 @@ def _pause(seconds: float) -> bool:
 
 
 #: The hint for "0 rows" when the runs log shows the killed task ran again: the ack
-#: settings did their job, and the task itself threw the redelivery away.
-SKIPPED_REDELIVERY = (
+#: settings did their job, and the task itself threw the redelivery away. A hint is
+#: looked up in the catalog again where the report shows it (``scoring.shown``).
+SKIPPED_REDELIVERY = _(
     "the message came back and your task ran again, but charged nothing: the redelivery "
     "must charge when the first run's charge never committed. Is the key recorded in "
     "processed before the charge commits (or in another transaction), or does the task "
@@ -208,7 +212,12 @@ def _charged_once(run: Ex08Run, key: str, when: str, hint: str) -> None:
     n = run.charges(key)
     if n == 0 and run.ran_again():
         hint = SKIPPED_REDELIVERY
-    expect(n == 1, f"exactly 1 charge row for {key!r} {when}", f"{n} charge rows", hint)
+    expect(
+        n == 1,
+        _("exactly 1 charge row for {key} {when}").format(key=repr(key), when=when),
+        _("{count} charge rows").format(count=n),
+        hint,
+    )
 
 
 @CHECKS.add(1, "the worker imports ex08_tasks.py and charges once", timeout=TIMEOUT)
@@ -217,7 +226,9 @@ def worker_starts_and_charges_once(ns: Namespace) -> None:
         run.worker()
         run.send("inv-1")
         run.settle()
-        _charged_once(run, "inv-1", "with nothing killed", "the task must insert into charges")
+        _charged_once(
+            run, "inv-1", _("with nothing killed"), _("the task must insert into charges")
+        )
 
 
 @CHECKS.add(
@@ -237,9 +248,11 @@ def worker_killed_before_the_charge(ns: Namespace) -> None:
         _charged_once(
             run,
             "inv-2",
-            "after its pool child was SIGKILLed before charging",
-            "0 rows means the task was acknowledged and lost: set task_acks_late and "
-            "task_reject_on_worker_lost",
+            _("after its pool child was SIGKILLed before charging"),
+            _(
+                "0 rows means the task was acknowledged and lost: set task_acks_late and "
+                "task_reject_on_worker_lost"
+            ),
         )
 
 
@@ -259,10 +272,12 @@ def worker_killed_after_the_commit(ns: Namespace) -> None:
         _charged_once(
             run,
             "inv-3",
-            "after its pool child was SIGKILLed once the charge had committed",
-            "2 rows means the redelivery charged again: insert the key into processed "
-            "(ON CONFLICT DO NOTHING RETURNING key) in the charge's transaction, and "
-            "skip the charge when no row comes back",
+            _("after its pool child was SIGKILLed once the charge had committed"),
+            _(
+                "2 rows means the redelivery charged again: insert the key into processed "
+                "(ON CONFLICT DO NOTHING RETURNING key) in the charge's transaction, and "
+                "skip the charge when no row comes back"
+            ),
         )
 
 
@@ -283,17 +298,30 @@ def whole_worker_killed_before_the_charge(ns: Namespace) -> None:
         _charged_once(
             run,
             "inv-4",
-            "after the whole worker was SIGKILLed and a new one started",
-            "0 rows means the message was acknowledged before the task ran (Celery's "
-            "default): set task_acks_late",
+            _("after the whole worker was SIGKILLed and a new one started"),
+            _(
+                "0 rows means the message was acknowledged before the task ran (Celery's "
+                "default): set task_acks_late"
+            ),
         )
 
 
-SPLIT_COMMITS = {
-    0: "the dedup record committed before the charge, so the redelivery skipped the key "
-    "and the charge is lost: ",
-    2: "the charge committed before the dedup record, so the redelivery charged again: ",
-}
+def split_commits_hint(rows: int) -> str:
+    """The hint after a kill right after a commit left ``rows`` charge rows for the key:
+    what a split in two transactions did (0: the charge lost, 2: charged twice)."""
+    hints = {
+        0: _(
+            "the dedup record committed before the charge, so the redelivery skipped the "
+            "key and the charge is lost: insert both in one `conn.transaction()`"
+        ),
+        2: _(
+            "the charge committed before the dedup record, so the redelivery charged "
+            "again: insert both in one `conn.transaction()`"
+        ),
+    }
+    return hints.get(rows) or _("insert both in one `conn.transaction()`")
+
+
 #: At most this many of the task's commits are each killed after, one delivery each.
 COMMITS = 4
 
@@ -314,7 +342,7 @@ def killed_right_after_each_commit(ns: Namespace) -> None:
         expect(
             bool(made),
             "the task to commit its work to PostgreSQL",
-            "no COMMIT and no autocommitted write in the task's run",
+            _("no COMMIT and no autocommitted write in the task's run"),
             "write through psycopg, in `with connect() as conn, conn.transaction():`",
         )
         [probe] = made.values()
@@ -326,8 +354,17 @@ def killed_right_after_each_commit(ns: Namespace) -> None:
             n = run.charges(key)
             expect(
                 n == 1,
-                f"exactly 1 charge row for {key!r} after a kill -9 right after your {what} "
-                f"at {where} (commit {nth} of {len(probe)}) and the redelivery",
-                f"{n} charge rows",
-                SPLIT_COMMITS.get(n, "") + "insert both in one `conn.transaction()`",
+                _(
+                    "exactly 1 charge row for {key} after a kill -9 right after your "
+                    "{boundary} at {where} (commit {commit_number} of {commit_count}) and "
+                    "the redelivery"
+                ).format(
+                    key=repr(key),
+                    boundary=what,
+                    where=where,
+                    commit_number=nth,
+                    commit_count=len(probe),
+                ),
+                _("{count} charge rows").format(count=n),
+                split_commits_hint(n),
             )

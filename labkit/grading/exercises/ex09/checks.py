@@ -31,6 +31,7 @@ from labkit.explore.killrun import read_log
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.killsweep import sweep_seed
 from labkit.grading.stub import stub_error
+from labkit.lang import _
 
 CHECKS = Checks("ex09", "a Redis Streams consumer", needs=("consume",))
 FILE = "stream_consumer.py"
@@ -86,8 +87,8 @@ class Stream:
             "idle_ms": idle_ms,
         }
         if not (self.ns.workdir / FILE).exists():
-            expect(False, f"{FILE} in your folder", "no such file",
-                   f"run the %%writefile {FILE} cell first")  # fmt: skip
+            expect(False, _("{file} in your folder").format(file=FILE), _("no such file"),
+                   _("run the %%writefile {file} cell first").format(file=FILE))  # fmt: skip
         return self.ns.spawn(
             [sys.executable, *runner, FILE, json.dumps(config)],
             stdout=subprocess.PIPE,
@@ -104,18 +105,20 @@ class Stream:
             proc.communicate()
             expect(
                 False,
-                f"consume to return after {what}",
-                f"still running after {RUN_S:g}s; pending: {len(self.pending())}, "
-                f"effects: {self.effects()}",
+                _("consume to return after {what}").format(what=what),
+                _("still running after {limit:g}s; pending: {pending}, effects: {effects}").format(
+                    limit=RUN_S, pending=len(self.pending()), effects=self.effects()
+                ),
                 "return once XPENDING is empty and nothing new waits; and make sure you "
                 "read your own pending entries, XAUTOCLAIM idle ones and cap deliveries",
             )
         if "NotImplementedError: Exercise" in (err or ""):
             raise stub_error(9, "is still a stub")
         if proc.returncode not in (0, -signal.SIGKILL):
-            last = (err or "").strip().splitlines()[-1:] or ["no output"]
-            expect(False, f"consume to exit cleanly after {what}",
-                   f"exit code {proc.returncode}: {last[0][:200]}")  # fmt: skip
+            last = (err or "").strip().splitlines()[-1:] or [_("no output")]
+            expect(False, _("consume to exit cleanly after {what}").format(what=what),
+                   _("exit code {code}: {stderr_line}").format(
+                       code=proc.returncode, stderr_line=last[0][:200]))  # fmt: skip
         return int(proc.returncode)
 
     def kill_when_holding(self, proc: subprocess.Popen[str], consumer: str, key: str) -> None:
@@ -145,11 +148,16 @@ class Stream:
             if any(self._key_of(str(p["message_id"])) == key for p in held):
                 return
             if proc.poll() is not None:
-                self.finish(proc, "reading the slow entry")
-                expect(False, f"{consumer} to hold {key!r} while it works on it",
-                       "the process ended before it held the entry")  # fmt: skip
+                self.finish(proc, _("reading the slow entry"))
+                expect(False, _("{consumer} to hold {key} while it works on it").format(
+                           consumer=consumer, key=repr(key)),
+                       _("the process ended before it held the entry"))  # fmt: skip
             clock.sleep(0.02)
-        expect(False, f"{consumer} to read {key!r} (XREADGROUP)", "never read it in time")
+        expect(
+            False,
+            _("{consumer} to read {key} (XREADGROUP)").format(consumer=consumer, key=repr(key)),
+            _("never read it in time"),
+        )
 
     def _key_of(self, entry_id: str) -> str | None:
         rows = self.r.xrange(self.stream, entry_id, entry_id)
@@ -166,8 +174,8 @@ def stream(ns: Namespace) -> Iterator[Stream]:
     try:
         r.ping()
     except redis.RedisError:
-        hint = "start the lab's services with `docker compose up -d`, then check again"
-        expect(False, f"Redis at {url}", "no answer", hint)
+        hint = _("start the lab's services with `docker compose up -d`, then check again")
+        expect(False, _("Redis at {url}").format(url=url), _("no answer"), hint)
     s = Stream(ns, r, f"ex09:{uuid.uuid4().hex[:12]}", url)
     r.xgroup_create(s.stream, GROUP, id="0", mkstream=True)
     try:
@@ -184,10 +192,12 @@ def stream(ns: Namespace) -> Iterator[Stream]:
 
 def expect_once_each(s: Stream, keys: list[str], hint: str) -> None:
     effects = s.effects()
-    expect(effects == {k: 1 for k in keys}, f"each of {keys} applied exactly once",
-           effects or "no effects", hint)  # fmt: skip
+    expect(effects == {k: 1 for k in keys},
+           _("each of {keys} applied exactly once").format(keys=keys),
+           effects or _("no effects"), hint)  # fmt: skip
     left = len(s.pending())
-    expect(left == 0, "nothing left pending (every entry XACKed)", f"{left} pending",
+    expect(left == 0, "nothing left pending (every entry XACKed)",
+           _("{count} pending").format(count=left),
            "XACK every entry you applied or dead-lettered")  # fmt: skip
 
 
@@ -200,8 +210,8 @@ def applies_each_entry_once(ns: Namespace) -> None:
         keys = [f"order:{n}" for n in range(5)]
         for key in keys:
             s.add(key, cents=100)
-        s.finish(s.start("a"), "five plain entries")
-        expect_once_each(s, keys, "read new entries with XREADGROUP ... > and apply each")
+        s.finish(s.start("a"), _("five plain entries"))
+        expect_once_each(s, keys, _("read new entries with XREADGROUP ... > and apply each"))
 
 
 @CHECKS.add(
@@ -220,8 +230,8 @@ def recovers_its_own_pending_after_a_kill(ns: Namespace) -> None:
         s.kill_when_holding(s.start("a", idle_ms=600_000), "a", "slow")
         expect("slow" not in s.effects(), "no effect from the killed run (it died mid-job)",
                s.effects())  # fmt: skip
-        s.finish(s.start("a", idle_ms=600_000), "a restart of consumer 'a'")
-        expect_once_each(s, ["slow", "order:1"], "start each round with XREADGROUP ... 0")
+        s.finish(s.start("a", idle_ms=600_000), _("a restart of consumer 'a'"))
+        expect_once_each(s, ["slow", "order:1"], _("start each round with XREADGROUP ... 0"))
 
 
 @CHECKS.add(
@@ -232,8 +242,8 @@ def takes_over_a_dead_consumers_entries(ns: Namespace) -> None:
     with stream(ns) as s:
         s.add("slow", cents=100, work_s=3, slow_deliveries=1)
         s.kill_when_holding(s.start("dead-one", idle_ms=600_000), "dead-one", "slow")
-        s.finish(s.start("rescuer", idle_ms=300), "another consumer's takeover")
-        expect_once_each(s, ["slow"], "XAUTOCLAIM entries idle at least idle_ms")
+        s.finish(s.start("rescuer", idle_ms=300), _("another consumer's takeover"))
+        expect_once_each(s, ["slow"], _("XAUTOCLAIM entries idle at least idle_ms"))
 
 
 @CHECKS.add(
@@ -251,13 +261,13 @@ def leaves_a_live_consumers_entry_alone(ns: Namespace) -> None:
         s.wait_held(worker, "a", "slow")
         other = s.start("b", idle_ms=600_000)  # starts while 'a' works on 'slow'
         owners = s.owners_while(worker, entry)
-        s.finish(worker, "the consumer working on the slow entry")
-        s.finish(other, "a second consumer next to it")
+        s.finish(worker, _("the consumer working on the slow entry"))
+        s.finish(other, _("a second consumer next to it"))
         expect(owners == ["a"], "only 'a' to hold 'slow' while it worked on it (idle_ms is "
-               "600000 for both)", f"held by {owners}",
+               "600000 for both)", _("held by {owners}").format(owners=owners),
                "pass idle_ms to XAUTOCLAIM as its min-idle-time")  # fmt: skip
         expect(s.dead() == [], "no dead letter (the entry was healthy)", s.dead())
-        expect_once_each(s, ["slow"], "apply it once")
+        expect_once_each(s, ["slow"], _("apply it once"))
 
 
 @CHECKS.add(
@@ -271,18 +281,19 @@ def dead_letters_a_crashing_entry_after_max_deliveries(ns: Namespace) -> None:
         s.add("poison", cents=100, crash=True)
         s.add("order:1", cents=100)
         kills = 0
-        for _ in range(8):
-            if s.finish(s.start("a", max_deliveries=3), "the poison entry") == 0:
+        for _n in range(8):
+            if s.finish(s.start("a", max_deliveries=3), _("the poison entry")) == 0:
                 break
             kills += 1
         expect(kills == 3, "exactly 3 deliveries of the poison entry (3 crashes), then no more",
-               f"{kills} crashes", "check the count before run_job, not after")  # fmt: skip
+               _("{count} crashes").format(count=kills),
+               "check the count before run_job, not after")  # fmt: skip
         dead = s.dead()
         expect(len(dead) == 1 and dead[0].get("key") == "poison" and bool(dead[0].get("reason")),
                "one dead letter with key 'poison' and a reason", dead)  # fmt: skip
         expect(json.loads(dead[0].get("payload", "null")) == {"cents": 100, "crash": True},
                "the dead letter keeps the payload", dead[0].get("payload"))  # fmt: skip
-        expect_once_each(s, ["order:1"], "the poison must not hold the other entries hostage")
+        expect_once_each(s, ["order:1"], _("the poison must not hold the other entries hostage"))
 
 
 #: At most this many kills per sweep (the reference's scene has 8 boundaries: all are tried).
@@ -303,28 +314,36 @@ def _life(ns: Namespace, kill_after: int) -> list[Boundary]:
     with stream(ns) as s:
         _sweep_scene(s)
         runner = ("-m", "labkit.explore.killrun", str(log), str(kill_after))
-        s.finish(s.start("a", max_deliveries=2, idle_ms=600_000, runner=runner), "a killed run")
+        s.finish(s.start("a", max_deliveries=2, idle_ms=600_000, runner=runner), _("a killed run"))
         found, killed = read_log(log)
         log.unlink(missing_ok=True)
         if kill_after == 0:
-            expect_once_each(s, SWEPT_KEYS, "apply each entry once, then XACK it")
+            expect_once_each(s, SWEPT_KEYS, _("apply each entry once, then XACK it"))
             return found
         expect(
             killed == kill_after,
-            f"the kill right after command {kill_after} to fire",
-            f"{len(found)} commands logged",
+            _("the kill right after command {command_number} to fire").format(
+                command_number=kill_after
+            ),
+            _("{count} commands logged").format(count=len(found)),
             "the same scene must send the same commands each time",
         )
-        s.finish(s.start("a", max_deliveries=2, idle_ms=600_000), "the consumer's restart")
+        s.finish(s.start("a", max_deliveries=2, idle_ms=600_000), _("the consumer's restart"))
         what = [b.words() for b in found if b.index == kill_after][0]
-        replay = f"kill {kill_after} of the probe's commands, sweep seed {sweep_seed()}"
+        replay = _("kill {command_number} of the probe's commands, sweep seed {seed}").format(
+            command_number=kill_after, seed=sweep_seed()
+        )
         effects, dead = s.effects(), [d.get("key") for d in s.dead()]
         left = len(s.pending())
         expect(
             effects == {k: 1 for k in SWEPT_KEYS} and dead == ["flaky"] and left == 0,
-            f"each of {SWEPT_KEYS} applied once, 'flaky' dead-lettered once and nothing "
-            f"pending, after a kill -9 right after {what} and a restart",
-            f"effects {effects}, dead letters {dead}, {left} pending ({replay})",
+            _(
+                "each of {keys} applied once, 'flaky' dead-lettered once and nothing "
+                "pending, after a kill -9 right after {boundary} and a restart"
+            ).format(keys=SWEPT_KEYS, boundary=what),
+            _(
+                "effects {effects}, dead letters {dead_letters}, {pending} pending ({replay})"
+            ).format(effects=effects, dead_letters=dead, pending=left, replay=replay),
             "send what must happen together in one MULTI/EXEC (the effect with its done "
             "record and the XACK; the dead letter with its XACK), so a restart finds it "
             "all done or not started",

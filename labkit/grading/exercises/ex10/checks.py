@@ -34,6 +34,7 @@ from labkit.grading.exercises.ex10.served import (
     scratch,
     served,
 )
+from labkit.lang import _
 
 CHECKS = Checks("ex10", "async request-reply over HTTP")
 
@@ -45,14 +46,16 @@ def crash_at_202(ns: Namespace, app: App, body: Any, key: str) -> None:
     except httpx.TransportError:
         reply = None
     if reply is not None:
-        accepted_id(reply, "the report request")  # not a 202: say so
+        accepted_id(reply, _("the report request"))  # not a 202: say so
     with contextlib.suppress(subprocess.TimeoutExpired):
         app.proc.wait(30)
     fired = "FAULT fired kill at 202" in app.log.read_text(encoding="utf-8", errors="replace")
     expect(
         app.proc.returncode == -signal.SIGKILL and fired,
         "the server killed at the moment it started the 202 (the check's crash point)",
-        f"exit code {app.proc.returncode}, crash point fired: {fired}",
+        _("exit code {code}, crash point fired: {fired}").format(
+            code=app.proc.returncode, fired=fired
+        ),
         "keep `app = install(FastAPI(...))` at the top of ex10_app.py",
     )
 
@@ -67,27 +70,31 @@ def accept_answers_202_with_location(ns: Namespace) -> None:
     body = {"month": "2026-01", "credential_id": "erp-readonly"}
     with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
         reply = app.post(body)
-        job_id = accepted_id(reply, "a new report request")
+        job_id = accepted_id(reply, _("a new report request"))
         location = reply.headers.get("Location")
-        expect(location is not None, "a Location header (the status URL)", "none")
+        expect(location is not None, "a Location header (the status URL)", _("none"))
         retry_after = reply.headers.get("Retry-After", "")
         expect(
             retry_after.isdigit() and int(retry_after) >= 1,
             "Retry-After: a whole number of seconds, 1 or more",
-            retry_after or "none",
+            retry_after or _("none"),
         )
         stored = jobs_for(folder / "jobs.db", "alice", body)
         expect(
             [j["id"] for j in stored] == [job_id],
-            f"job {job_id} in the database with payload {{'owner': 'alice', 'request': body}}",
-            f"jobs with that payload: {[j['id'] for j in stored]}",
+            _(
+                "job {job_id} in the database with payload {{'owner': 'alice', 'request': body}}"
+            ).format(job_id=job_id),
+            _("jobs with that payload: {job_ids}").format(job_ids=[j["id"] for j in stored]),
             "store.enqueue('report', {'owner': owner, 'request': body}, key=...)",
         )
         expect(stored[0]["state"] == "pending", "the new job pending", stored[0]["state"])
         polled = app.status(str(location))
         expect(
             polled.status_code == 200 and polled.json().get("job_id") == job_id,
-            f"GET {location} by its owner: 200 with job {job_id}'s status",
+            _("GET {location} by its owner: 200 with job {job_id}'s status").format(
+                location=location, job_id=job_id
+            ),
             f"{polled.status_code} {polled.text[:160]}",
         )
 
@@ -109,7 +116,7 @@ def job_is_committed_before_the_202(ns: Namespace) -> None:
         expect(
             len(stored) == 1,
             "the job in the database although the server died before its 202 went out",
-            f"{len(stored)} job(s) with that request",
+            _("{count} job(s) with that request").format(count=len(stored)),
             "call store.enqueue (which commits) before returning the 202, not in a "
             "BackgroundTask or after the answer",
         )
@@ -125,12 +132,12 @@ def job_is_committed_before_the_202(ns: Namespace) -> None:
 def same_key_same_job(ns: Namespace) -> None:
     body = {"month": "2026-03"}
     with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
-        first = accepted_id(app.post(body, key="order-77"), "the first request")
-        again = accepted_id(app.post(body, key="order-77"), "the retry with the same key")
+        first = accepted_id(app.post(body, key="order-77"), _("the first request"))
+        again = accepted_id(app.post(body, key="order-77"), _("the retry with the same key"))
         expect(
             again == first,
-            f"the retry to get job {first} again",
-            f"job {again}",
+            _("the retry to get job {job_id} again").format(job_id=first),
+            _("job {job_id}").format(job_id=again),
             "build the job key from the Idempotency-Key (scoped to the caller)",
         )
         stored = jobs_for(folder / "jobs.db", "alice", body)
@@ -145,7 +152,7 @@ def same_key_same_job(ns: Namespace) -> None:
 )
 def same_key_other_body_is_refused(ns: Namespace) -> None:
     with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
-        first = accepted_id(app.post({"month": "2026-04"}, key="k-9"), "the first request")
+        first = accepted_id(app.post({"month": "2026-04"}, key="k-9"), _("the first request"))
         other = app.post({"month": "2026-05"}, key="k-9")
         expect(
             other.status_code in (409, 422),
@@ -182,7 +189,7 @@ def credential_in_the_body_is_refused(ns: Namespace) -> None:
             "a message naming the field 'password', without its value",
             reply.text[:160],
         )
-        expect(jobs_in(folder / "jobs.db") == [], "no job stored", "a job was stored")
+        expect(jobs_in(folder / "jobs.db") == [], "no job stored", _("a job was stored"))
 
 
 @CHECKS.add(
@@ -250,9 +257,9 @@ def other_owner_gets_404(ns: Namespace) -> None:
                 theirs.status_code == 404,
                 "404 when bob asks for alice's job",
                 f"{theirs.status_code} {theirs.text[:160]}",
-                "answer 404, as for an id that does not exist: a 403 tells bob the job is there"
+                _("answer 404, as for an id that does not exist: a 403 tells bob the job is there")
                 if theirs.status_code == 403
-                else "compare job.payload['owner'] with caller_of(authorization)",
+                else _("compare job.payload['owner'] with caller_of(authorization)"),
             )
             expect(
                 missing.status_code == 404 and theirs.text == missing.text,

@@ -35,6 +35,7 @@ from labkit.integrations.http.serve import (
     server_argv,
     wait_until_serving,
 )
+from labkit.lang import _
 
 APP_FILE = "ex10_app.py"
 ALICE, BOB = "alice-token", "bob-token"
@@ -68,7 +69,7 @@ class App:
     def log_tail(self, lines: int = 3) -> str:
         text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
         tail = [line for line in text.splitlines() if line.strip()][-lines:]
-        return " | ".join(tail) or "(the server wrote nothing)"
+        return " | ".join(tail) or _("(the server wrote nothing)")
 
 
 def _headers(token: str | None, key: str | None) -> dict[str, str]:
@@ -87,8 +88,12 @@ def _answer(app: App, reply: httpx.Response) -> httpx.Response:
                 raise NotImplementedError(text)
     if reply.status_code >= 500:
         raise CheckFailed(
-            f"an answer to {reply.request.method} {reply.request.url.path}",
-            f"{reply.status_code}: your code raised; the server's log ends with: {app.log_tail()}",
+            _("an answer to {method} {path}").format(
+                method=reply.request.method, path=reply.request.url.path
+            ),
+            _("{status}: your code raised; the server's log ends with: {log_tail}").format(
+                status=reply.status_code, log_tail=app.log_tail()
+            ),
             "run the request by hand with try_it() and read the traceback",
         )
     return reply
@@ -114,9 +119,11 @@ def served(ns: Namespace, db: Path, crash_at_202: bool = False) -> Iterator[App]
     """Serve the student's ``ex10_app:app`` on ``db``; killed with its tree on the way out."""
     if not (Path(ns.workdir) / APP_FILE).exists():
         raise CheckFailed(
-            f"a file {APP_FILE} in your folder",
-            "no such file",
-            f"run the %%writefile {APP_FILE} cell (after each change), then check again",
+            _("a file {file} in your folder").format(file=APP_FILE),
+            _("no such file"),
+            _("run the %%writefile {file} cell (after each change), then check again").format(
+                file=APP_FILE
+            ),
         )
     nth = len(list(db.parent.glob("server-*")))
     env = {**os.environ, "EX10_DB": str(db), "PYTHONPATH": str(ROOT)}
@@ -150,8 +157,8 @@ def served(ns: Namespace, db: Path, crash_at_202: bool = False) -> Iterator[App]
             )
         except RuntimeError:
             raise CheckFailed(
-                f"{APP_FILE} to start as a server",
-                f"it exited; its log ends with: {app.log_tail()}",
+                _("{file} to start as a server").format(file=APP_FILE),
+                _("it exited; its log ends with: {log_tail}").format(log_tail=app.log_tail()),
                 "run the %%writefile cell and then `import ex10_app` in a cell to see the error",
             ) from None
         yield app
@@ -191,9 +198,9 @@ def accepted_id(reply: httpx.Response, what: str, hint: str | None = None) -> in
     """
     expect(
         reply.status_code == 202,
-        f"202 Accepted for {what}",
+        _("202 Accepted for {what}").format(what=what),
         f"{reply.status_code} {reply.text[:160]}",
-        hint or "answer 202 once the job is stored: JSONResponse(..., status_code=202)",
+        hint or _("answer 202 once the job is stored: JSONResponse(..., status_code=202)"),
     )
     try:
         job_id = reply.json()["job_id"]
@@ -208,5 +215,5 @@ def add_job(db: Path, owner: str, body: Any, key: str) -> int:
     from labkit.store import JobStore
 
     with JobStore(db) as store:
-        job, _ = store.enqueue("report", {"owner": owner, "request": body}, key=key)
+        job, _created = store.enqueue("report", {"owner": owner, "request": body}, key=key)
     return job.id
