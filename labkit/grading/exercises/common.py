@@ -23,6 +23,7 @@ from labkit.grading.checks import CheckFailed, StudentRaised
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.tracing import Watched
 from labkit.grading.stub import is_stub
+from labkit.lang import _
 
 _MUTABLE = (dict, list, set, bytearray)
 #: IPython's own history names in a notebook's namespace: not the student's state.
@@ -35,9 +36,11 @@ def need(values: MutableMapping[str, Any], name: str) -> Any:
         return values[name]
     except KeyError:
         raise CheckFailed(
-            f"a definition named {name!r} in the notebook",
-            "no such name",
-            f"run the cell that defines {name} (and do not rename it), then check again",
+            _("a definition named {name} in the notebook").format(name=repr(name)),
+            _("no such name"),
+            _("run the cell that defines {name} (and do not rename it), then check again").format(
+                name=name
+            ),
         ) from None
 
 

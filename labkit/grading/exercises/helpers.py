@@ -17,14 +17,19 @@ from hypothesis import HealthCheck, Verbosity, configuration, given, seed, setti
 from hypothesis import strategies as st
 
 from labkit.grading.checks import CheckFailed, StudentRaised, grading_seed
+from labkit.lang import _
 
 #: Every check that draws random numbers starts from this seed, so a failure replays.
 SEED = 20260101
 
 
-def raised_text(result: dict[str, Any]) -> str:
-    """'your code raised KeyError: 'id' (line 4 of claim)' for a harness outcome that raised."""
-    text = f"your code raised {result['raised'][0]}"
+def raised_error(result: dict[str, Any]) -> str:
+    """'KeyError: 'id' (line 4 of claim)': what a harness outcome raised, and where.
+
+    For a message that puts its own words around it ("it raised {error}"), where
+    ``raised_text``'s "your code raised" does not fit.
+    """
+    text = f"{result['raised'][0]}"
     if result.get("message"):
         text += f": {result['message']}"
     if result.get("where"):
@@ -32,9 +37,16 @@ def raised_text(result: dict[str, Any]) -> str:
     return text
 
 
+def raised_text(result: dict[str, Any]) -> str:
+    """'your code raised KeyError: 'id' (line 4 of claim)' for a harness outcome that raised."""
+    return _("your code raised {error}").format(error=raised_error(result))
+
+
 def because_of(check: str) -> str:
     """Said when a check cannot get past what an earlier check tests: fix that one first."""
-    return f" (needed first; the check {check} tests it: fix that one first)"
+    return " " + _("(needed first; the check {check} tests it: fix that one first)").format(
+        check=check
+    )
 
 
 def short_repr(value: Any, limit: int = 120) -> str:

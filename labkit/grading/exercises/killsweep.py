@@ -32,14 +32,18 @@ from labkit.explore.boundaries import Tracer, live, targets
 from labkit.grading.checks import CheckFailed, Namespace, grading_seed
 from labkit.grading.exercises.helpers import SEED
 from labkit.grading.stub import is_stub_text
+from labkit.lang import _
 
-#: What a failed sweep says to do, unless the check knows better.
-ONE_TRANSACTION = (
-    "what must happen together must commit in one transaction, so that the restart "
-    "finds it all done or not started"
-)
 #: At most this many kills per sweep (the first and last boundary always among them).
 LIMIT = 12
+
+
+def one_transaction() -> str:
+    """What a failed sweep says to do, unless the check knows better."""
+    return _(
+        "what must happen together must commit in one transaction, so that the restart "
+        "finds it all done or not started"
+    )
 
 
 def snapshot(start: Path, life: Path, files: list[str]) -> None:
@@ -126,7 +130,11 @@ def swept(
         make(Path(tmp))
         got = ns.harness(target, str(tmp), *args, seed)
         if got["probe"] != "returned":
-            raise CheckFailed(f"a clean run of {name}", f"it {got['probe']}", "fix that first")
+            raise CheckFailed(
+                _("a clean run of {name}").format(name=name),
+                _("it {ended}").format(ended=got["probe"]),
+                "fix that first",
+            )
         yield got, seed
 
 
@@ -138,31 +146,42 @@ def after_every_kill(
     judge: Callable[[Path], tuple[bool, str]],
     want: str,
     restart: str,
-    hint: str = ONE_TRANSACTION,
+    hint: str | None = None,
 ) -> int:
     """Make the starting files with ``make(folder)``, sweep ``target(folder, *args, seed)``.
 
     ``judge(life_folder)`` reads one life's files and says ``(ok, what it found)``;
     ``want`` says what must hold ("exactly one email"), ``restart`` what ran after the
-    kill ("the redelivery"). Returns how many lives were judged.
+    kill ("the redelivery"), ``hint`` what to do (by default ``one_transaction()``).
+    Returns how many lives were judged.
     """
     name = target.rpartition(":")[2]
     with swept(ns, target, make, args) as (got, seed):
         if not got["lives"]:
-            raise CheckFailed(f"{name} to write to the database", "no write at all", "see above")
+            raise CheckFailed(
+                _("{name} to write to the database").format(name=name),
+                _("no write at all"),
+                "see above",
+            )
         for life in got["lives"]:
-            replay = f"kill {life['index']} of {got['count']}, sweep seed {seed}"
+            replay = _("kill {index} of {count}, sweep seed {seed}").format(
+                index=life["index"], count=got["count"], seed=seed
+            )
             if not life["killed"]:
                 raise CheckFailed(
-                    f"a kill right after {life['boundary']} to fire ({replay})",
-                    f"the run {life['ended']}",
+                    _("a kill right after {boundary} to fire ({replay})").format(
+                        boundary=life["boundary"], replay=replay
+                    ),
+                    _("the run {ended}").format(ended=life["ended"]),
                     "the same call must write the same way each time it runs",
                 )
             ok, seen = judge(Path(life["folder"]))
             if not ok:
                 raise CheckFailed(
-                    f"{want} after a kill -9 right after {life['boundary']} and {restart}",
+                    _("{want} after a kill -9 right after {boundary} and {restart}").format(
+                        want=want, boundary=life["boundary"], restart=restart
+                    ),
                     f"{seen} ({replay}; {restart} {life['restart']})",
-                    hint,
+                    one_transaction() if hint is None else hint,
                 )
         return len(got["lives"])

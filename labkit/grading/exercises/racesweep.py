@@ -26,6 +26,7 @@ from typing import Any
 from labkit.explore.interleavings import Copy, alone, one_schedule, schedules
 from labkit.grading.checks import CheckFailed, Namespace
 from labkit.grading.exercises.killsweep import raise_if_stub, snapshot, swept
+from labkit.lang import _
 
 #: At most this many schedules per sweep (stopping before the first statement, and
 #: after the last, always among them).
@@ -79,12 +80,20 @@ def race_sweep(
 
 def _schedule_words(run: dict[str, Any], who: str) -> str:
     n = run["after"]
-    where = "before its first statement" if n == 0 else f"right after its statement {n}"
+    where = (
+        _("before its first statement")
+        if n == 0
+        else _("right after its statement {number}").format(number=n)
+    )
     if not run["stopped"]:
-        return f"the first {who} ran whole, then the second"
+        return _("the first {who} ran whole, then the second").format(who=who)
     if run["blocked"]:
-        return f"the first {who} stopped {where} (holding the lock the second waited on)"
-    return f"the first {who} stopped {where} while the second ran whole"
+        return _("the first {who} stopped {where} (holding the lock the second waited on)").format(
+            who=who, where=where
+        )
+    return _("the first {who} stopped {where} while the second ran whole").format(
+        who=who, where=where
+    )
 
 
 def after_every_schedule(
@@ -107,8 +116,14 @@ def after_every_schedule(
         for run in got["schedules"]:
             ok, seen = judge(Path(run["folder"]), run)
             if not ok:
-                replay = f"stop {run['after']} of {got['count']}, sweep seed {seed}"
+                replay = _("stop {stop} of {count}, sweep seed {seed}").format(
+                    stop=run["after"], count=got["count"], seed=seed
+                )
                 raise CheckFailed(
-                    f"{want} when {_schedule_words(run, who)}", f"{seen} ({replay})", hint
+                    _("{want} when {schedule}").format(
+                        want=want, schedule=_schedule_words(run, who)
+                    ),
+                    f"{seen} ({replay})",
+                    hint,
                 )
         return len(got["schedules"])

@@ -34,6 +34,7 @@ from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex05.harness import LEDGER_COMMIT, LEDGER_WRITE
 from labkit.grading.exercises.helpers import because_of
 from labkit.grading.exercises.killsweep import sweep_seed
+from labkit.lang import _
 from labkit.store import JobStore
 from labkit.world import World
 
@@ -102,20 +103,31 @@ def _judge(ns: Namespace, which: str, points: tuple[str, ...], action: str = "cr
             _judge_every_commit(ns)
             continue
         run = run_job(ns, which, [[point, action, 1]])
-        what = "a lost reply" if action == "lose_response" else "a crash"
-        where = {LOST_RESPONSE: "right after the payment API charged"}.get(point, f"at {point}")
+        what = _("a lost reply") if action == "lose_response" else _("a crash")
+        where = {LOST_RESPONSE: _("right after the payment API charged")}.get(
+            point, _("at {point}").format(point=point)
+        )
         expect(
             bool(run.fired),
-            f"{what} {where} to fire",
+            _("{what} {where} to fire").format(what=what, where=where),
             _raised(run, which)
-            or "it never fired: the run never got there "
-            + {LOST_RESPONSE: "(does the handler call ctx.world.payments.charge?)"}.get(point, ""),
+            or _("it never fired: the run never got there")
+            + " "
+            + {LOST_RESPONSE: _("(does the handler call ctx.world.payments.charge?)")}.get(
+                point, ""
+            ),
         )
-        noun = "charge" if which == "charge" else "ledger entry"
+        exactly_one = (
+            _("exactly one charge after {what} {where}")
+            if which == "charge"
+            else _("exactly one ledger entry after {what} {where}")
+        )
         expect(
             run.outcome == "ok",
-            f"exactly one {noun} after {what} {where}" + _unless_broken_anyway(ns, which, run),
-            f"{run.outcome}: {run.effects} effect(s) ({run.replay})"
+            exactly_one.format(what=what, where=where) + _unless_broken_anyway(ns, which, run),
+            _("{outcome}: {effects} effect(s) ({replay})").format(
+                outcome=run.outcome, effects=run.effects, replay=run.replay
+            )
             + (f"; {_raised(run, which)}" if run.errors else ""),
         )
 
@@ -140,22 +152,28 @@ def _judge_every_commit(ns: Namespace) -> None:
                 bool(run.fired),
                 "a crash right after the first ledger commit to fire",
                 _raised(run, "post")
-                or "it never fired: the run never got there (does the handler write "
-                "through ctx.world.ledger?)",
+                or _(
+                    "it never fired: the run never got there (does the handler write "
+                    "through ctx.world.ledger?)"
+                ),
             )
         elif not run.fired:
             return
         expect(
             run.outcome == "ok",
-            "exactly one ledger entry after a crash right after the "
-            + (
-                "first ledger commit"
+            (
+                _("exactly one ledger entry after a crash right after the first ledger commit")
                 if nth == 1
-                else f"ledger commit number {nth} (work split over several transactions: "
-                "a crash between them repeats the first part)"
+                else _(
+                    "exactly one ledger entry after a crash right after the ledger commit "
+                    "number {nth} (work split over several transactions: a crash between "
+                    "them repeats the first part)"
+                ).format(nth=nth)
             )
             + _unless_broken_anyway(ns, "post", run),
-            f"{run.outcome}: {run.effects} entries ({run.replay})",
+            _("{outcome}: {effects} entries ({replay})").format(
+                outcome=run.outcome, effects=run.effects, replay=run.replay
+            ),
         )
 
 
@@ -165,7 +183,7 @@ def charge_runs_once_without_faults(ns: Namespace) -> None:
     expect(
         run.outcome == "ok" and run.effects == 1,
         "one charge, job succeeded",
-        f"{run.outcome} with {run.effects} charge(s)"
+        _("{outcome} with {effects} charge(s)").format(outcome=run.outcome, effects=run.effects)
         + (f"; {_raised(run, 'charge')}" if run.errors else ""),
     )
 
@@ -178,7 +196,7 @@ def post_runs_once_without_faults(ns: Namespace) -> None:
     expect(
         run.outcome == "ok" and run.effects == 1,
         "one ledger entry, job succeeded",
-        f"{run.outcome} with {run.effects} entries"
+        _("{outcome} with {effects} entries").format(outcome=run.outcome, effects=run.effects)
         + (f"; {_raised(run, 'post')}" if run.errors else ""),
     )
 
@@ -256,7 +274,9 @@ def post_survives_two_deliveries_at_once(ns: Namespace) -> None:
     expect(
         entries == 1,
         "exactly one ledger entry after two deliveries of the job at the same moment",
-        f"{entries} entries (the deliveries ended: {'; '.join(got['deliveries'])})"
+        _("{entries} entries (the deliveries ended: {deliveries})").format(
+            entries=entries, deliveries="; ".join(got["deliveries"])
+        )
         + (f"; {errors[0]}" if errors else ""),
     )
 
@@ -288,16 +308,24 @@ def invoices(kind: str, rng: random.Random) -> tuple[tuple[str, dict[str, Any], 
 def _each_once(ns: Namespace, which: str) -> None:
     jobs = invoices(which, random.Random(f"ex05 {which} {sweep_seed()}"))
     run = run_job(ns, which, [["after_effect", "crash", 1]], jobs=jobs)
-    fired = _raised(run, which) or "it never fired"
+    fired = _raised(run, which) or _("it never fired")
     expect(bool(run.fired), "the crash at after_effect to fire", fired)
-    noun = "charge per invoice" if which == "charge" else "ledger entry per job"
+    each_once = (
+        _("one charge per invoice for {count} jobs ({keys}), a crash at after_effect on the first")
+        if which == "charge"
+        else _(
+            "one ledger entry per job for {count} jobs ({keys}), a crash at after_effect on "
+            "the first"
+        )
+    )
     wrong = {key: n for key, n in run.per_key.items() if n != 1}
     expect(
         not wrong,
-        f"one {noun} for {len(jobs)} jobs ({', '.join(sorted(run.per_key))}), a crash at "
-        "after_effect on the first",
-        "; ".join(f"{key}: {n}" for key, n in wrong.items()) + f" ({run.replay}, sweep seed "
-        f"{sweep_seed()})" + (f"; {_raised(run, which)}" if run.errors else ""),
+        each_once.format(count=len(jobs), keys=", ".join(sorted(run.per_key))),
+        "; ".join(f"{key}: {n}" for key, n in wrong.items())
+        + " "
+        + _("({replay}, sweep seed {seed})").format(replay=run.replay, seed=sweep_seed())
+        + (f"; {_raised(run, which)}" if run.errors else ""),
     )
 
 
@@ -326,13 +354,27 @@ def every_entry_is_posted_once(ns: Namespace) -> None:
 
 def _failure_comes_out(ns: Namespace, which: str, point: str, what: str) -> None:
     run = run_job(ns, which, [[point, "raise_transient", 1]])
-    expect(bool(run.fired), f"{what} to fire", _raised(run, which) or "it never fired")
-    noun = "charge" if which == "charge" else "ledger entry"
+    expect(
+        bool(run.fired),
+        _("{what} to fire").format(what=what),
+        _raised(run, which) or _("it never fired"),
+    )
+    if which == "charge":
+        wanted = _(
+            "exactly one charge after {what}: the error must fail the attempt so the worker "
+            "retries the job"
+        )
+        found = _("{outcome}: {effects} charge(s) ({replay})")
+    else:
+        wanted = _(
+            "exactly one ledger entry after {what}: the error must fail the attempt so the "
+            "worker retries the job"
+        )
+        found = _("{outcome}: {effects} ledger entry(s) ({replay})")
     expect(
         run.outcome == "ok",
-        f"exactly one {noun} after {what}: the error must fail the attempt so the worker "
-        "retries the job",
-        f"{run.outcome}: {run.effects} {noun}(s) ({run.replay})",
+        wanted.format(what=what),
+        found.format(outcome=run.outcome, effects=run.effects, replay=run.replay),
     )
 
 
@@ -344,7 +386,7 @@ def _failure_comes_out(ns: Namespace, which: str, point: str, what: str) -> None
     severe=True,
 )
 def a_failed_charge_is_retried(ns: Namespace) -> None:
-    _failure_comes_out(ns, "charge", BEFORE_CALL, "a 503 from the payment API")
+    _failure_comes_out(ns, "charge", BEFORE_CALL, _("a 503 from the payment API"))
 
 
 @CHECKS.add(
@@ -355,7 +397,7 @@ def a_failed_charge_is_retried(ns: Namespace) -> None:
     severe=True,
 )
 def a_failed_ledger_write_is_retried(ns: Namespace) -> None:
-    _failure_comes_out(ns, "post", LEDGER_WRITE, "a failed ledger write")
+    _failure_comes_out(ns, "post", LEDGER_WRITE, _("a failed ledger write"))
 
 
 def _same_after_a_restart(ns: Namespace, which: str) -> None:
@@ -363,11 +405,17 @@ def _same_after_a_restart(ns: Namespace, which: str) -> None:
     with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
         got = ns.harness(HARNESS + "sent_in_processes", which, tmp, [list(j) for j in jobs])
     here = got["here"]
+    to_call = (
+        _("your {handler} to call the payment API")
+        if which == "charge"
+        else _("your {handler} to call the ledger")
+    )
     expect(
         all(here),
-        f"your {which}_handler to call the {'payment API' if which == 'charge' else 'ledger'}",
-        "it sent nothing for "
-        + ", ".join(job[2] for job, sent in zip(jobs, here, strict=True) if not sent),
+        to_call.format(handler=f"{which}_handler"),
+        _("it sent nothing for {keys}").format(
+            keys=", ".join(job[2] for job, sent in zip(jobs, here, strict=True) if not sent)
+        ),
     )
     for seed, there in got["seeds"].items():
         for job, mine, theirs in zip(jobs, here, there, strict=True):
@@ -375,11 +423,15 @@ def _same_after_a_restart(ns: Namespace, which: str) -> None:
                 nothing: dict[str, Any] = {}
                 pairs = zip_longest(mine, theirs, fillvalue=nothing)
                 first = next((a, b) for a, b in pairs if a != b)
+                how = _("hash seed {seed}").format(seed=seed) if seed.isdigit() else got["how"]
                 expect(
                     False,
-                    f"the same calls for job {job[2]} in a restarted worker (a new process, "
-                    f"{'hash seed ' + seed if seed.isdigit() else got['how']})",
-                    f"first {_call(first[0])}, after the restart {_call(first[1])}",
+                    _(
+                        "the same calls for job {key} in a restarted worker (a new process, {how})"
+                    ).format(key=job[2], how=how),
+                    _("first {before}, after the restart {after}").format(
+                        before=_call(first[0]), after=_call(first[1])
+                    ),
                     "build every key from the job (job.key): hash() is salted per process, "
                     "and a value computed when the module is imported is new in each worker",
                 )
@@ -387,7 +439,7 @@ def _same_after_a_restart(ns: Namespace, which: str) -> None:
 
 def _call(call: dict[str, Any]) -> str:
     if not call:
-        return "nothing"
+        return _("nothing")
     rest = ", ".join(f"{k}={v}" for k, v in call.items() if k not in ("call", "args"))
     return f"{call['call']}({', '.join([*call['args'], *([rest] if rest else [])])})"
 

@@ -26,6 +26,7 @@ from labkit.grading.exercises.ex06.deadletters import (
     add_dead,
     add_running,
     bury,
+    it_said,
     redrive,
     returned,
     row_of,
@@ -35,6 +36,7 @@ from labkit.grading.exercises.helpers import holds_for
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
 from labkit.grading.exercises.racesweep import after_every_schedule
+from labkit.lang import _
 
 CHECKS = Checks("ex06", "dead letter and redrive", needs=("dead_letter", "redrive"))
 
@@ -128,10 +130,10 @@ def redrive_requires_a_limit(ns: Namespace) -> None:
             wanted = ("ValueError", "TypeError") if limit is None else ("ValueError",)
             expect(
                 any(name in result.get("raised", ()) for name in wanted),
-                f"ValueError for limit={limit!r}",
+                _("ValueError for limit={limit}").format(limit=repr(limit)),
                 said(result),
             )
-        expect(all_jobs(conn) == before, "nothing changed", "jobs were changed")
+        expect(all_jobs(conn) == before, "nothing changed", _("jobs were changed"))
 
 
 @CHECKS.add(
@@ -148,9 +150,11 @@ def redrive_keeps_the_key(ns: Namespace) -> None:
         expect(
             len(rows) == 1,
             "still one row in jobs",
-            f"{len(rows)} rows: " + ", ".join(f"{r['id']}:{r['key']}" for r in rows),
+            _("{count} rows: {rows}").format(
+                count=len(rows), rows=", ".join(f"{r['id']}:{r['key']}" for r in rows)
+            ),
         )
-        expect(list(ids) == [job_id], f"[{job_id}] returned", ids)
+        expect(list(ids) == [job_id], _("[{job_id}] returned").format(job_id=job_id), ids)
         expect(
             rows[0]["state"] == "pending" and rows[0]["key"] == "email:0:send:v1",
             "the job pending again with key 'email:0:send:v1'",
@@ -168,11 +172,15 @@ def redrive_respects_the_limit(ns: Namespace) -> None:
         ids = add_dead(conn, 5)
         got = redrive(ns, path, limit=2, now=NOW)
         pending = [j["id"] for j in all_jobs(conn) if j["state"] == "pending"]
-        expect(len(pending) == 2, "2 jobs redriven with limit=2", f"{len(pending)} redriven")
+        expect(
+            len(pending) == 2,
+            "2 jobs redriven with limit=2",
+            _("{count} redriven").format(count=len(pending)),
+        )
         expect(
             list(got) == ids[:2] and pending == ids[:2],
-            f"the two oldest, {ids[:2]}",
-            f"returned {list(got)}, pending {pending}",
+            _("the two oldest, {ids}").format(ids=ids[:2]),
+            _("returned {ids}, pending {pending}").format(ids=list(got), pending=pending),
         )
 
 
@@ -202,9 +210,11 @@ def redrive_only_dead_jobs(ns: Namespace) -> None:
         before = {k: row_of(conn, v) for k, v in others.items()}
         [dead] = add_dead(conn, 1)
         got = redrive(ns, path, limit=100, now=NOW)
-        expect(list(got) == [dead], f"only the dead job {dead}", list(got))
+        expect(list(got) == [dead], _("only the dead job {job_id}").format(job_id=dead), list(got))
         changed = [k for k, v in others.items() if row_of(conn, v) != before[k]]
-        expect(not changed, "the other jobs untouched", f"changed: {changed}")
+        expect(
+            not changed, "the other jobs untouched", _("changed: {jobs}").format(jobs=changed)
+        )
 
 
 @CHECKS.add(
@@ -234,7 +244,7 @@ def dry_run_changes_nothing(ns: Namespace) -> None:
         ids = add_dead(conn, 3)
         before = all_jobs(conn)
         got = redrive(ns, path, limit=2, now=NOW, dry_run=True)
-        expect(list(got) == ids[:2], f"{ids[:2]} returned", got)
+        expect(list(got) == ids[:2], _("{ids} returned").format(ids=ids[:2]), got)
         expect(
             all_jobs(conn) == before, "every job unchanged", [j["state"] for j in all_jobs(conn)]
         )
@@ -251,7 +261,7 @@ def redrive_filters_by_kind(ns: Namespace) -> None:
         mails = add_dead(conn, 2, kind="email")
         pays = add_dead(conn, 2, kind="payment", first_id=10)
         got = redrive(ns, path, limit=10, now=NOW, kind="payment")
-        expect(sorted(got) == pays, f"the payment jobs {pays}", list(got))
+        expect(sorted(got) == pays, _("the payment jobs {ids}").format(ids=pays), list(got))
         expect(
             all(row_of(conn, i)["state"] == "dead" for i in mails),
             "the email jobs still dead",
@@ -269,9 +279,13 @@ def redrive_filters_by_kind(ns: Namespace) -> None:
         ]
         expect(
             list(got) == [ids["mail_digest"]] and moved == ["mail_digest (pending)"],
-            f"only job {ids['mail_digest']} (kind 'mail_digest') redriven for "
-            f"kind='mail_digest' among kinds {kinds}",
-            f"returned {list(got)}; redriven in the table: {', '.join(moved) or 'none'}",
+            _(
+                "only job {job_id} (kind 'mail_digest') redriven for kind='mail_digest' among "
+                "kinds {kinds}"
+            ).format(job_id=ids["mail_digest"], kinds=kinds),
+            _("returned {ids}; redriven in the table: {redriven}").format(
+                ids=list(got), redriven=", ".join(moved) or _("none")
+            ),
         )
 
 
@@ -290,16 +304,16 @@ def two_redrives_at_once_share_nothing(ns: Namespace) -> None:
         results = ns.harness(
             HARNESS + "two_redrives_at_once", str(path), {"limit": 1, "now": NOW}, RACE_PAUSE_S
         )
-        a, b = (returned(r, "both redrives") for r in results)
+        a, b = (returned(r, _("both redrives")) for r in results)
         expect(
             isinstance(a, list) and isinstance(b, list) and not set(a) & set(b),
             "two redrives with limit=1 at the same moment to return different jobs",
-            f"{a} and {b}",
+            _("{first} and {second}").format(first=a, second=b),
         )
         rows = {j["id"]: j for j in all_jobs(conn)}
         expect(
             all(rows[i]["state"] == "pending" and rows[i]["redrives"] == 1 for i in ids),
-            f"both dead jobs {ids} pending, each redriven once",
+            _("both dead jobs {ids} pending, each redriven once").format(ids=ids),
             "; ".join(f"job {i}: {rows[i]['state']}, redrives {rows[i]['redrives']}" for i in ids),
         )
     _two_operators_in_two_processes(ns)
@@ -325,7 +339,9 @@ def _two_operators_in_two_processes(ns: Namespace) -> None:
             and all(j["state"] == "pending" and j["redrives"] == 1 for j in rows)
         )
         ended = [run[w]["ended"] for w in ("first", "second")]
-        return ok, f"they returned {a} and {b}; {state}; the operators {ended}"
+        return ok, _("they returned {first} and {second}; {jobs}; the operators {ended}").format(
+            first=a, second=b, jobs=state, ended=ended
+        )
 
     after_every_schedule(
         ns,
@@ -333,11 +349,15 @@ def _two_operators_in_two_processes(ns: Namespace) -> None:
         make,
         [{"limit": 1, "now": NOW}],
         judge,
-        "two redrives with limit=1 in two processes to return different jobs, each "
-        "redriven once,",
-        "choose and change in one BEGIN IMMEDIATE transaction: a lock in Python guards "
-        "nothing between two operators' processes",
-        who="operator",
+        _(
+            "two redrives with limit=1 in two processes to return different jobs, each "
+            "redriven once,"
+        ),
+        _(
+            "choose and change in one BEGIN IMMEDIATE transaction: a lock in Python guards "
+            "nothing between two operators' processes"
+        ),
+        who=_("operator"),
     )
 
 
@@ -359,20 +379,25 @@ def redrive_racing_a_worker(ns: Namespace) -> None:
         if result["worker"] == "in the gap":
             expect(
                 job["state"] == "running" and job["lease_token"] == "worker-9-token",
-                f"job {job_id} left with the worker that claimed it while your redrive ran",
-                f"state={job['state']}, lease_token={job['lease_token']!r}: the redrive "
-                "overwrote a running job",
+                _(
+                    "job {job_id} left with the worker that claimed it while your redrive ran"
+                ).format(job_id=job_id),
+                _(
+                    "state={state}, lease_token={token}: the redrive overwrote a running job"
+                ).format(state=job["state"], token=repr(job["lease_token"])),
             )
             expect(
                 job_id not in ids,
-                f"job {job_id} not reported as redriven (it was no longer dead)",
-                f"returned {ids}",
+                _("job {job_id} not reported as redriven (it was no longer dead)").format(
+                    job_id=job_id
+                ),
+                _("returned {ids}").format(ids=ids),
             )
         else:
             expect(
                 ids == [job_id] and job["state"] == "pending",
-                f"[{job_id}] returned and the job pending",
-                f"returned {ids}, state {job['state']}",
+                _("[{job_id}] returned and the job pending").format(job_id=job_id),
+                _("returned {ids}, state {state}").format(ids=ids, state=job["state"]),
             )
 
 
@@ -399,13 +424,24 @@ def leaves_no_transaction_open(ns: Namespace) -> None:
             got = ns.harness(HARNESS + "then_another_writes", str(path), name, args, kwargs)
             shown = [f"job {job}", repr(args[1])] if args else []
             call = f"{name}({', '.join(shown + [f'{k}={v!r}' for k, v in kwargs.items()])})"
+            then = (
+                _(
+                    "{did}; then your connection was still inside a transaction and another "
+                    "connection's BEGIN IMMEDIATE got {other}"
+                )
+                if got["open"]
+                else _(
+                    "{did}; then your connection was not inside a transaction and another "
+                    "connection's BEGIN IMMEDIATE got {other}"
+                )
+            )
             expect(
                 not got["open"] and got["other"] == "wrote",
-                f"no transaction left open when {call} is over: another connection can "
-                "write at once",
-                f"it {said(got).removeprefix('your code ')}; then your connection was "
-                f"{'still' if got['open'] else 'not'} inside a transaction and another "
-                f"connection's BEGIN IMMEDIATE got {got['other']}",
+                _(
+                    "no transaction left open when {call} is over: another connection can "
+                    "write at once"
+                ).format(call=call),
+                then.format(did=it_said(got), other=got["other"]),
             )
 
 
@@ -436,7 +472,7 @@ def redrive_picks_the_oldest_for_any_table(ns: Namespace) -> None:
                 for i, (st_, k, t) in enumerate(table)
             ]
             before = {j["id"]: j for j in all_jobs(conn)}
-            dead = [i for i, (st_, k, _) in zip(ids, table, strict=True) if st_ == "dead"]
+            dead = [i for i, (st_, k, _t) in zip(ids, table, strict=True) if st_ == "dead"]
             want = sorted(
                 (i for i in dead if kind is None or before[i]["kind"] == kind),
                 key=lambda i: (before[i]["updated_at"], i),
@@ -446,14 +482,18 @@ def redrive_picks_the_oldest_for_any_table(ns: Namespace) -> None:
         shape = ", ".join(f"{i}:{s}/{k}@{t:g}" for i, (s, k, t) in zip(ids, table, strict=True))
         expect(
             list(got) == want,
-            f"{want} for limit={limit}, kind={kind!r} on jobs {shape}",
-            f"returned {list(got)}",
+            _("{ids} for limit={limit}, kind={kind} on jobs {shape}").format(
+                ids=want, limit=limit, kind=repr(kind), shape=shape
+            ),
+            _("returned {ids}").format(ids=list(got)),
         )
         changed = sorted(i for i in ids if after[i] != before[i])
         expect(
             changed == sorted(want) and all(after[i]["state"] == "pending" for i in want),
-            f"exactly jobs {sorted(want)} changed (pending) on jobs {shape}",
-            f"changed: {changed}",
+            _("exactly jobs {ids} changed (pending) on jobs {shape}").format(
+                ids=sorted(want), shape=shape
+            ),
+            _("changed: {jobs}").format(jobs=changed),
         )
 
     # One plain call first: an untouched stub says "not started" at once, instead of

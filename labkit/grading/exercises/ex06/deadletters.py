@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from labkit.grading.checks import Namespace, expect
-from labkit.grading.exercises.helpers import raised_text
+from labkit.grading.exercises.helpers import raised_error, raised_text
 from labkit.grading.exercises.labdb import add_job, all_jobs
+from labkit.lang import _
 
 NOW = 1000.0
 
@@ -24,11 +25,18 @@ RACE_PAUSE_S = 0.3
 def said(result: dict[str, Any]) -> str:
     if "raised" in result:
         return raised_text(result)
-    return f"returned {result['returned']!r}"
+    return _("returned {value}").format(value=repr(result["returned"]))
+
+
+def it_said(result: dict[str, Any]) -> str:
+    """``said`` as a sentence about the call: 'it raised KeyError: ...', 'it returned [1]'."""
+    if "raised" in result:
+        return _("it raised {error}").format(error=raised_error(result))
+    return _("it returned {value}").format(value=repr(result["returned"]))
 
 
 def returned(result: dict[str, Any], call: str) -> Any:
-    expect("raised" not in result, f"{call} to return", said(result))
+    expect("raised" not in result, _("{call} to return").format(call=call), said(result))
     return result["returned"]
 
 

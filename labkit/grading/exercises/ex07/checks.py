@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.helpers import because_of, holds_for, raised_text
+from labkit.lang import _
 
 CHECKS = Checks("ex07", "circuit breaker", needs=("Breaker",))
 
@@ -32,7 +33,7 @@ def drive(ns: Namespace, steps: list[list[Any]], **kwargs: Any) -> list[Any]:
         step = steps[len(out) - 1]
         expect(
             False,
-            f"step {len(out)} ({step[0]}) to run",
+            _("step {number} ({step}) to run").format(number=len(out), step=step[0]),
             raised_text(last),
         )
     return out
@@ -49,9 +50,9 @@ def to_open(ns: Namespace, **kwargs: Any) -> list[list[Any]]:
     states = probe[1::2]
     expect(
         "open" in states,
-        "state 'open' after a few failures in a row"
+        _("state 'open' after a few failures in a row")
         + because_of("opens_after_consecutive_failures"),
-        f"{states[-1]!r} after 6 failures in a row",
+        _("{state} after 6 failures in a row").format(state=repr(states[-1])),
     )
     return [["fail", 0]] * (states.index("open") + 1)
 
@@ -93,10 +94,12 @@ def opens_after_consecutive_failures(ns: Namespace) -> None:
         before, after = got[len(run)], got[-1]
         expect(
             before == "closed" and after == "open",
-            f"with threshold={threshold}: closed after {threshold - 1} failures in a row, "
-            f"open at failure {threshold} (after {noise} failures and a success; "
-            f"one failure every {gap:g} s)",
-            f"{before} then {after}",
+            _(
+                "with threshold={threshold}: closed after {streak} failures in a row, "
+                "open at failure {threshold} (after {earlier} failures and a success; "
+                "one failure every {gap:g} s)"
+            ).format(threshold=threshold, streak=threshold - 1, earlier=noise, gap=gap),
+            _("{before} then {after}").format(before=before, after=after),
         )
 
     cases = st.integers(1, 8).flatmap(
@@ -174,7 +177,7 @@ def two_breakers_side_by_side(ns: Namespace) -> None:
     expect(
         out[1] == "closed" and out[2] is True,
         "breaker B closed and letting calls through while breaker A opened",
-        f"B is {out[1]!r}, allow() {out[2]!r}",
+        _("B is {state}, allow() {allowed}").format(state=repr(out[1]), allowed=repr(out[2])),
     )
     expect(out[4] == "closed", "breaker B closed after its own first failure", out[4])
     expect(
@@ -201,9 +204,9 @@ def outage_spares_the_dependency(ns: Namespace) -> None:
     expect(
         down <= 7,
         "at most 7 calls to the dependency during a 100 s outage (5 callers, every second)",
-        f"{down} calls reached it",
+        _("{count} calls reached it").format(count=down),
     )
-    expect(after > 0, "calls going through again once the dependency is back", "none")
+    expect(after > 0, "calls going through again once the dependency is back", _("none"))
 
 
 def _quarters(low: int, high: int) -> st.SearchStrategy[float]:
@@ -234,9 +237,11 @@ def cooldown_is_the_one_given(ns: Namespace) -> None:
         before, at = _at_the_end_of_the_cooldown(ns, failures, cooldown)
         expect(
             before is False and at is True,
-            f"with cooldown_s={cooldown:g}: allow() False {cooldown - 0.25:g} s after opening, "
-            f"True at {cooldown:g} s",
-            f"{before!r}, then {at!r}",
+            _(
+                "with cooldown_s={cooldown:g}: allow() False {just_before:g} s after opening, "
+                "True at {cooldown:g} s"
+            ).format(cooldown=cooldown, just_before=cooldown - 0.25),
+            _("{before}, then {at}").format(before=repr(before), at=repr(at)),
         )
 
     for cooldown in (5.5, 0.75, 90.0):
@@ -258,10 +263,12 @@ def cooldown_counts_from_the_opening(ns: Namespace) -> None:
         before, at = _at_the_end_of_the_cooldown(ns, failures, cooldown)
         expect(
             before is False and at is True,
-            f"{count} failures {gap:g} s apart, cooldown_s={cooldown:g}: allow() False "
-            f"{cooldown - 0.25:g} s after the last one (it opened the breaker), True at "
-            f"{cooldown:g} s",
-            f"{before!r}, then {at!r}",
+            _(
+                "{count} failures {gap:g} s apart, cooldown_s={cooldown:g}: allow() False "
+                "{just_before:g} s after the last one (it opened the breaker), True at "
+                "{cooldown:g} s"
+            ).format(count=count, gap=gap, cooldown=cooldown, just_before=cooldown - 0.25),
+            _("{before}, then {at}").format(before=repr(before), at=repr(at)),
         )
 
     from_opening((10.0, 30.0))
