@@ -113,3 +113,30 @@ def test_make_lab_opens_the_first_lesson_of_the_edition_asked_for(tmp_path: Path
     (tmp_path / "notebooks" / "pt_BR").mkdir(parents=True)
     (tmp_path / "notebooks" / "pt_BR" / "00_start_here.ipynb").write_text("{}")
     assert first_lesson(tmp_path, "pt_BR") == "notebooks/pt_BR/00_start_here.ipynb"
+
+
+def test_check_explains_a_failure_in_portuguese_line_for_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A wrong ex01 (every key the same): each expectation and hint a student reads is the
+    catalog's Portuguese, not the English again; values from the student stay as they are."""
+    from labkit.grading.student import run_public
+
+    wrong = {
+        "operation_key": lambda *a, **k: "x",
+        "payload_fingerprint": lambda payload: "y",
+        "accept": lambda *a, **k: None,
+    }
+
+    def details(lang: str) -> list[tuple[str, str]]:
+        monkeypatch.setenv(LANG_ENV, lang)
+        lines = format_report("ex01", run_public("ex01", dict(wrong))).splitlines()
+        return [tuple(line.strip().split(None, 1)) for line in lines if line.startswith("  ")]
+
+    english, portuguese = details("en"), details("pt_BR")
+    assert len(english) == len(portuguese) >= 12
+    for (label, text), (rotulo, texto) in zip(english, portuguese, strict=True):
+        assert {"expected:": "esperado:", "got:": "obtido:", "hint:": "dica:"}[label] == rotulo
+        if label != "got:" and any(c.isalpha() for c in text.replace("'x'", "")):
+            assert texto != text, f"still English: {text}"
+    assert ("obtido:", "'y'") in portuguese  # the student's value, unchanged

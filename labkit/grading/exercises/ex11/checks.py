@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from labkit.clock import FakeClock
 from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
 from labkit.grading.exercises.ex11.harness import save_order
-from labkit.grading.exercises.helpers import holds_for, raised_text
+from labkit.grading.exercises.helpers import holds_for, raised_error, raised_text
 from labkit.grading.exercises.killsweep import after_every_kill, sweep_seed
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import consumer_db, outbox_db, rows_of
@@ -51,7 +51,7 @@ def message_id(order_id: int) -> str:
 def did(got: dict[str, Any]) -> str:
     """What one harness call did: 'returned True', 'raised KeyError: 'customer''."""
     if "raised" in got:
-        return raised_text(got).removeprefix("your code ")
+        return _("raised {error}").format(error=raised_error(got))
     return _("returned {value}").format(value=repr(got.get("returned")))
 
 

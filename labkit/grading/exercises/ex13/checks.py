@@ -25,7 +25,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
-from labkit.grading.exercises.helpers import holds_for, raised_text
+from labkit.grading.exercises.helpers import holds_for, raised_error, raised_text
 from labkit.grading.exercises.killsweep import sweep_seed
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
@@ -275,7 +275,7 @@ def a_worker_claims_again_on_its_own_connection(ns: Namespace) -> None:
             calls = [["w1", now, 30.0, *extra] for now in (NOW, NOW, NOW + 10)]
             got = ns.harness(HARNESS + "on_one_connection", name, str(path), calls)
             said = "; ".join(
-                raised_text(g).removeprefix("your code ")
+                _("raised {error}").format(error=raised_error(g))
                 if "raised" in g
                 else (
                     _("got None")
