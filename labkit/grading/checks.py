@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import importlib
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -107,8 +108,19 @@ class StudentRaised(Exception):
         if self.message:
             text += f": {self.message}"
         if self.where:
-            text += f" ({self.where})"
+            text += f" ({where_words(self.where)})"
         return text
+
+
+_WHERE = re.compile(r"line (\d+) of (.+)")
+
+
+def where_words(where: str) -> str:
+    """'line 12 of redrive', as the student's process reports it, in the reader's language."""
+    found = _WHERE.fullmatch(where.strip().strip("()"))
+    if found is None:
+        return where
+    return _("line {line} of {name}").format(line=found[1], name=found[2])
 
 
 def _student_call(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -445,7 +457,9 @@ def run_check(check: Check, ns: Namespace, timeout: float | None = None) -> Outc
     return base(
         CheckStatus.FAILED,
         expected=_("no exception"),
-        got=_("raised {error}{where}").format(error=_short(error), where=_where(error)),
+        got=_("raised {error}{where}").format(
+            error=_short(error), where=f" ({where_words(_where(error))})" if _where(error) else ""
+        ),
         hint=check.hint,
     )
 

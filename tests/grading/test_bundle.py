@@ -166,7 +166,8 @@ def test_a_kit_whose_git_commit_fails_is_whole_and_says_it_is_no_repository(
 
 def _make_says(kit: Path, env: dict[str, str]) -> list[str]:
     said = subprocess.run(
-        ["make", "-s", "--eval", "said: ; @echo $(LABKIT_LANG) $(LESSONS)", "said"],
+        ["make", "-s", "--no-print-directory", "--eval",
+         "said: ; @echo $(LABKIT_LANG) $(LESSONS)", "said"],
         cwd=kit, env={"PATH": "/usr/bin:/bin", **env}, capture_output=True, text=True, check=True,
     )
     return said.stdout.split()

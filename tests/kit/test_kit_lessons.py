@@ -55,7 +55,8 @@ def test_every_portuguese_lesson_runs_in_the_kit_in_portuguese(
     assert lessons == english
     shown = run_in_kit(
         kit,
-        ["make", "--eval", "said: ; @echo $(LABKIT_LANG) $(LESSONS)", "said"],
+        ["make", "-s", "--no-print-directory", "--eval", "said: ; @echo $(LABKIT_LANG) $(LESSONS)",
+         "said"],
         timeout=60,
         env={"LANG": "pt_BR.UTF-8", "LABKIT_LANG": ""},
     )

@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import HealthCheck, Verbosity, configuration, given, seed, settings
 from hypothesis import strategies as st
 
-from labkit.grading.checks import CheckFailed, StudentRaised, grading_seed
+from labkit.grading.checks import CheckFailed, StudentRaised, grading_seed, where_words
 from labkit.lang import _
 
 #: Every check that draws random numbers starts from this seed, so a failure replays.
@@ -33,7 +33,7 @@ def raised_error(result: dict[str, Any]) -> str:
     if result.get("message"):
         text += f": {result['message']}"
     if result.get("where"):
-        text += f" ({result['where']})"
+        text += f" ({where_words(str(result['where']))})"
     return text
 
 
