@@ -9,6 +9,7 @@ from typing import Any
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex01.checks import INTENTS, PAYLOADS
 from labkit.grading.exercises.helpers import holds_for
+from labkit.lang import _
 
 CHECKS = Checks("ex01", hidden=True)
 
@@ -24,7 +25,9 @@ def fingerprint_matches_the_contract(ns: Namespace) -> None:
     want = hashlib.sha256(text.encode()).hexdigest()
     got = ns.payload_fingerprint(payload)
     expect(
-        got == want, f"{want[:16]}... (canonical JSON with non-ASCII kept)", f"{str(got)[:16]}..."
+        got == want,
+        _("{fingerprint}... (canonical JSON with non-ASCII kept)").format(fingerprint=want[:16]),
+        f"{str(got)[:16]}...",
     )
 
     def exact(any_payload: dict[str, Any]) -> None:
@@ -33,8 +36,10 @@ def fingerprint_matches_the_contract(ns: Namespace) -> None:
         got = ns.payload_fingerprint(any_payload)
         expect(
             got == want,
-            f"{want[:16]}... for {any_payload!r} (the canonical JSON of the whole payload, "
-            "None, blanks and all)",
+            _(
+                "{fingerprint}... for {payload} (the canonical JSON of the whole payload, "
+                "None, blanks and all)"
+            ).format(fingerprint=want[:16], payload=repr(any_payload)),
             f"{str(got)[:16]}...",
         )
 
@@ -57,7 +62,7 @@ def accept_does_not_confuse_keys(ns: Namespace) -> None:
     expect(
         a is True and b is True,
         "True for two different keys with the same payload",
-        f"{a!r} and {b!r}",
+        _("{first} and {second}").format(first=repr(a), second=repr(b)),
     )
 
 
@@ -80,6 +85,10 @@ def key_shows_every_part(ns: Namespace) -> None:
     def shown(intent: tuple[str, Any, str, int]) -> None:
         key = ns.operation_key(*intent)
         missing = [str(p) for p in intent if str(p) not in str(key)]
-        expect(not missing, f"a key containing {', '.join(map(str, intent))}", repr(key))
+        expect(
+            not missing,
+            _("a key containing {parts}").format(parts=", ".join(map(str, intent))),
+            repr(key),
+        )
 
     holds_for(INTENTS, shown, examples=30)

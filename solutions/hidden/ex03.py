@@ -11,6 +11,7 @@ from labkit.grading.exercises.ex03.checks import HARNESS, _claim, _job
 from labkit.grading.exercises.helpers import holds_for, raised_text
 from labkit.grading.exercises.kit import lab_file
 from labkit.grading.exercises.labdb import add_job, all_jobs
+from labkit.lang import _
 
 CHECKS = Checks("ex03", hidden=True)
 RETRIED = {str(i) for i in range(0, 30, 3)}
@@ -27,21 +28,23 @@ def no_double_claim_across_processes(ns: Namespace) -> None:
         expect(
             run["hung"] == 0,
             "3 processes to claim 30 jobs within 20s",
-            "a process never finished (does claim loop or wait when jobs are ready?)",
+            _("a process never finished (does claim loop or wait when jobs are ready?)"),
             "claim runs one UPDATE ... RETURNING and returns at once",
         )
         attempts = [
             j["attempt"] - (1 if j["key"].split(":")[1] in RETRIED else 0) for j in all_jobs(conn)
         ]
     results = run["results"]
-    errors = [x for _, got in results for x in got if isinstance(x, str)]
+    errors = [x for _worker, got in results for x in got if isinstance(x, str)]
     expect(not errors, "no errors in 3 claiming processes", "; ".join(errors[:2]))
-    counts = Counter(x for _, got in results for x in got)
+    counts = Counter(x for _worker, got in results for x in got)
     doubled = sorted(j for j, n in counts.items() if n > 1)
     expect(
         not doubled and len(counts) == 30 and set(attempts) == {1},
         "30 jobs, each claimed once (attempt up by one on each in the table)",
-        f"{len(counts)} claimed, jobs claimed twice: {doubled[:5]}",
+        _("{claimed} claimed, jobs claimed twice: {doubled}").format(
+            claimed=len(counts), doubled=doubled[:5]
+        ),
     )
 
 
@@ -50,8 +53,12 @@ def oldest_due_first(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         late = add_job(conn, "a:1:v1", run_after=50.0)
         early = add_job(conn, "a:2:v1", run_after=10.0)
-        got = [(_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id") for _ in range(2)]
-    expect(got == [early, late], f"job {early} (due at 10) then job {late} (due at 50)", got)
+        got = [(_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id") for _n in range(2)]
+    expect(
+        got == [early, late],
+        _("job {early} (due at 10) then job {late} (due at 50)").format(early=early, late=late),
+        got,
+    )
 
 
 @CHECKS.add(
@@ -75,11 +82,26 @@ def lease_runs_to_now_plus_lease_s_exactly(ns: Namespace) -> None:
             (got or {}).get("id") == due
             and job["lease_until"] == now + lease_s
             and job["updated_at"] == now,
-            f"claim(now={now!r}, lease_s={lease_s!r}) to lease job {due} (due at "
-            f"{now - frac / 2!r}) until {now + lease_s!r}, updated_at {now!r}",
-            f"claim returned {'None' if got is None else 'job ' + str(got.get('id'))}; "
-            f"job {due} in the table: state={job['state']}, lease_until={job['lease_until']!r}, "
-            f"updated_at={job['updated_at']!r}",
+            _(
+                "claim(now={now}, lease_s={lease_s}) to lease job {job_id} (due at {due_at}) "
+                "until {lease_until}, updated_at {now}"
+            ).format(
+                now=repr(now),
+                lease_s=repr(lease_s),
+                job_id=due,
+                due_at=repr(now - frac / 2),
+                lease_until=repr(now + lease_s),
+            ),
+            _(
+                "claim returned {returned}; job {job_id} in the table: state={state}, "
+                "lease_until={lease_until}, updated_at={updated_at}"
+            ).format(
+                returned="None" if got is None else _("job {job_id}").format(job_id=got.get("id")),
+                job_id=due,
+                state=job["state"],
+                lease_until=repr(job["lease_until"]),
+                updated_at=repr(job["updated_at"]),
+            ),
         )
 
     cases = st.tuples(
@@ -108,13 +130,17 @@ def tokens_differ_between_worker_processes(ns: Namespace) -> None:
             got = ns.harness(HARNESS + "claim_in_a_new_process", str(path), worker, now, 30.0)
             expect(
                 "returned" in got and (got["returned"] or {}).get("id") == job_id,
-                f"{worker} in a process of its own to claim job {job_id} at {now:g}",
-                "it hung" if got.get("hung") else raised_text(got) if "raised" in got else got,
+                _("{worker} in a process of its own to claim job {job_id} at {now:g}").format(
+                    worker=worker, job_id=job_id, now=now
+                ),
+                _("it hung") if got.get("hung") else raised_text(got) if "raised" in got else got,
             )
             tokens.append(_job(conn, job_id)["lease_token"])
     expect(
         tokens[0] != tokens[1],
         "a new token when w2 (another process forked from the same parent) takes over "
         "w1's expired lease, so that w1, still running, is fenced off",
-        f"the job's token was {tokens[0]!r} under w1 and {tokens[1]!r} under w2",
+        _("the job's token was {w1_token} under w1 and {w2_token} under w2").format(
+            w1_token=repr(tokens[0]), w2_token=repr(tokens[1])
+        ),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from labkit.grading.exercises.ex04.checks import delays, draws, verdicts
 from labkit.grading.checks import Checks, Namespace, expect
+from labkit.lang import _
 
 CHECKS = Checks("ex04", hidden=True)
 SEED = 7
@@ -16,7 +17,7 @@ def backoff_grows(ns: Namespace) -> None:
     expect(
         means[1] > 4 * means[0],
         "the average delay for n=4 about 8 times that for n=1",
-        f"averages {means[0]:.2f} and {means[1]:.2f}",
+        _("averages {n1_mean:.2f} and {n4_mean:.2f}").format(n1_mean=means[0], n4_mean=means[1]),
     )
 
 

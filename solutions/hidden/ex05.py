@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from labkit.grading.exercises.ex05.checks import run_job
 from labkit.grading.checks import Checks, Namespace, expect
+from labkit.lang import _
 
 CHECKS = Checks("ex05", hidden=True)
 
@@ -22,9 +23,11 @@ JOBS = (
 )
 def two_invoices_two_charges(ns: Namespace) -> None:
     run = run_job(ns, "charge", [["after_effect", "crash", 1]], jobs=JOBS, seed=11)
-    expect(bool(run.fired), "the crash at after_effect to fire", "it never fired")
+    expect(bool(run.fired), "the crash at after_effect to fire", _("it never fired"))
     expect(
         run.outcome == "ok" and run.effects == 2,
         "one charge per invoice (2 in all)",
-        f"{run.outcome}: {run.effects} charge(s) ({run.replay})",
+        _("{outcome}: {effects} charge(s) ({replay})").format(
+            outcome=run.outcome, effects=run.effects, replay=run.replay
+        ),
     )

@@ -10,6 +10,7 @@ from labkit.grading.exercises.ex06.deadletters import HARNESS, NOW, add_dead, bu
 from labkit.grading.exercises.killsweep import after_every_kill
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
+from labkit.lang import _
 
 CHECKS = Checks("ex06", hidden=True)
 
@@ -79,7 +80,7 @@ def dead_letter_needs_a_running_job(ns: Namespace) -> None:
         said == [False, False] and states == ["succeeded", "succeeded"],
         "False for both succeeded jobs (one with no token, one that kept its last token "
         "'t-last'), and both still succeeded",
-        f"returned {said!r}; in the table: {states}",
+        _("returned {returned}; in the table: {states}").format(returned=repr(said), states=states),
     )
 
 
@@ -108,8 +109,16 @@ def a_killed_redrive_leaves_no_job_half_redriven(ns: Namespace) -> None:
             and ({k: j[k] for k in fresh} != fresh or j["redrives"] != 1)
         ]
         shown = "; ".join(
-            f"job {j['id']}: {j['state']}, attempt {j['attempt']}, dead_reason "
-            f"{j['dead_reason']!r}, redrives {j['redrives']}"
+            _(
+                "job {job_id}: {state}, attempt {attempt}, dead_reason {dead_reason}, "
+                "redrives {redrives}"
+            ).format(
+                job_id=j["id"],
+                state=j["state"],
+                attempt=j["attempt"],
+                dead_reason=repr(j["dead_reason"]),
+                redrives=j["redrives"],
+            )
             for j in half or jobs
         )
         return not half and all(j["state"] == "pending" for j in jobs), shown
@@ -120,10 +129,12 @@ def a_killed_redrive_leaves_no_job_half_redriven(ns: Namespace) -> None:
         make,
         [{"limit": 3, "now": NOW}],
         judge,
-        "all 3 dead jobs redriven whole (pending, attempt 0, dead_reason NULL, redrives 1)",
-        "the operator's second redrive(limit=3)",
-        "put the state and the fresh start (attempt, run_after, dead_reason, redrives, "
-        "updated_at) in one UPDATE, inside the one BEGIN IMMEDIATE ... COMMIT: a job "
-        "left pending with its attempts used up is no longer dead, so no redrive picks "
-        "it again, and it never gets its fresh budget",
+        _("all 3 dead jobs redriven whole (pending, attempt 0, dead_reason NULL, redrives 1)"),
+        _("the operator's second redrive(limit=3)"),
+        _(
+            "put the state and the fresh start (attempt, run_after, dead_reason, redrives, "
+            "updated_at) in one UPDATE, inside the one BEGIN IMMEDIATE ... COMMIT: a job "
+            "left pending with its attempts used up is no longer dead, so no redrive picks "
+            "it again, and it never gets its fresh budget"
+        ),
     )

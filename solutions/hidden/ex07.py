@@ -5,13 +5,14 @@ from __future__ import annotations
 from labkit.grading.exercises.helpers import because_of
 from labkit.grading.exercises.ex07.checks import drive
 from labkit.grading.checks import Checks, Namespace, expect
+from labkit.lang import _
 
 CHECKS = Checks("ex07", hidden=True)
 
 
 @CHECKS.add(1, "threshold is a parameter: threshold=1 opens at the first failure")
 def threshold_of_one(ns: Namespace) -> None:
-    [_, state] = drive(ns, [["fail", 0], ["state", 0]], threshold=1, cooldown_s=5.0)
+    [_first, state] = drive(ns, [["fail", 0], ["state", 0]], threshold=1, cooldown_s=5.0)
     expect(state == "open", "open after one failure with threshold=1", state)
 
 
@@ -25,7 +26,7 @@ def ignores_the_wall_clock(ns: Namespace) -> None:
     )
     expect(
         out[1] == "open",
-        "open after one failure with threshold=1" + because_of("threshold_of_one"),
+        _("open after one failure with threshold=1") + because_of("threshold_of_one"),
         out[1],
     )
     expect(out[3] is False, "allow() False: the fake clock did not move", out[3])

@@ -12,6 +12,7 @@ from labkit.grading.exercises.ex08.checks import TIMEOUT, Ex08Run
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.integrations.celery import harness, points
 from labkit.integrations.celery.app import pg
+from labkit.lang import _
 
 CHECKS = Checks("ex08", hidden=True)
 
@@ -29,7 +30,11 @@ def two_invoices_two_charges(ns: Namespace) -> None:
         run.send("inv-b", "cus_same", 500)
         run.settle()
         got = (run.charges("inv-a"), run.charges("inv-b"))
-        expect(got == (1, 1), "1 charge row for each of two keys", f"{got[0]} and {got[1]}")
+        expect(
+            got == (1, 1),
+            "1 charge row for each of two keys",
+            _("{first} and {second}").format(first=got[0], second=got[1]),
+        )
 
 
 @CHECKS.add(
@@ -45,7 +50,9 @@ def duplicate_message_charges_once(ns: Namespace) -> None:
         run.send("inv-dup")
         run.settle()
         n = run.charges("inv-dup")
-        expect(n == 1, "1 charge row for a key sent twice", f"{n} charge rows")
+        expect(
+            n == 1, "1 charge row for a key sent twice", _("{count} charge rows").format(count=n)
+        )
 
 
 def _waiting_on_a_lock(app_name: str, run: Ex08Run) -> list[int]:
@@ -92,7 +99,7 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
                 # wait out the 30 s to say so.
                 harness.wait_until(
                     lambda: bool(_waiting_on_a_lock(run.config.tag, run))
-                    or any(event == "end" for event, *_ in points.runs(run.folder)),
+                    or any(event == "end" for event, *_rest in points.runs(run.folder)),
                     30,
                     "the task to wait for its dedup record",
                 )
@@ -103,10 +110,10 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
                 others = sorted(_processed_keys(run) - {key})
                 expect(
                     False,
-                    f"the task to insert its key {key!r} into processed",
-                    f"it recorded {others} in processed, not the task's key"
+                    _("the task to insert its key {key} into processed").format(key=repr(key)),
+                    _("it recorded {keys} in processed, not the task's key").format(keys=others)
                     if others
-                    else "it never touched processed while the check held that key",
+                    else _("it never touched processed while the check held that key"),
                     "record the task's key with INSERT INTO processed ... in the charge's "
                     "transaction",
                 )
@@ -115,7 +122,7 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
             harness.wait_until(
                 lambda: bool(points.runs(run.folder)), 10, "the task's start record"
             )
-            _, task_id, _, _ = points.runs(run.folder)[-1]
+            _event, task_id, _pid, _parent = points.runs(run.folder)[-1]
             run.kills.record(task_id, run.procs)
             run.kill_children(worker, children)
             # The dead task's session would finish its statement once the lock is free
@@ -129,7 +136,7 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
         expect(
             n == 1,
             "1 charge row after a kill while the task wrote its dedup record",
-            f"{n} charge rows",
+            _("{count} charge rows").format(count=n),
             "commit the charge and the dedup record in ONE transaction",
         )
 
@@ -164,7 +171,9 @@ def two_deliveries_at_once_charge_once(ns: Namespace) -> None:
                 expect(
                     False,
                     "two copies of one message to run at once on two pool children",
-                    f"{waiting} of them waited in the database while the check held charges",
+                    _(
+                        "{waiting} of them waited in the database while the check held charges"
+                    ).format(waiting=waiting),
                     "insert into processed and charges in the task, in one transaction",
                 )
             blocker.rollback()
@@ -173,7 +182,7 @@ def two_deliveries_at_once_charge_once(ns: Namespace) -> None:
         expect(
             n == 1,
             "1 charge row after two copies of one message ran at the same time",
-            f"{n} charge rows",
+            _("{count} charge rows").format(count=n),
             "claim the key first with INSERT INTO processed ... ON CONFLICT (key) DO NOTHING "
             "RETURNING key in the charge's transaction: the second copy's INSERT waits for "
             "the first to commit, then finds the key taken",

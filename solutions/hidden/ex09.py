@@ -9,6 +9,7 @@ import uuid
 from labkit.explore.rendezvous import arrived
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex09.checks import expect_once_each, stream
+from labkit.lang import _
 
 CHECKS = Checks("ex09", hidden=True)
 
@@ -23,11 +24,11 @@ CHECKS = Checks("ex09", hidden=True)
 def a_second_delivery_of_a_done_key_is_not_applied(ns: Namespace) -> None:
     with stream(ns) as s:
         s.add("order:7", cents=700)
-        s.finish(s.start("a"), "the first copy")
+        s.finish(s.start("a"), _("the first copy"))
         s.add("order:7", cents=700)
         s.add("order:8", cents=800)
-        s.finish(s.start("b"), "a second copy of the same key")
-        expect_once_each(s, ["order:7", "order:8"], "check the done record atomically")
+        s.finish(s.start("b"), _("a second copy of the same key"))
+        expect_once_each(s, ["order:7", "order:8"], _("check the done record atomically"))
 
 
 @CHECKS.add(
@@ -40,9 +41,9 @@ def a_second_delivery_of_a_done_key_is_not_applied(ns: Namespace) -> None:
 def a_flaky_entry_is_retried_not_dead_lettered(ns: Namespace) -> None:
     with stream(ns) as s:
         s.add("flaky", cents=100, flaky=2)
-        s.finish(s.start("a", max_deliveries=3), "an entry that fails twice")
+        s.finish(s.start("a", max_deliveries=3), _("an entry that fails twice"))
         expect(s.dead() == [], "no dead letters (it succeeded on delivery 3)", s.dead())
-        expect_once_each(s, ["flaky"], "leave a failed entry pending; it comes back")
+        expect_once_each(s, ["flaky"], _("leave a failed entry pending; it comes back"))
 
 
 @CHECKS.add(
@@ -66,16 +67,21 @@ def two_copies_of_a_key_at_once_apply_once(ns: Namespace) -> None:
                       "--meet", str(meet), f"{s.prefix}:done:", "2")  # fmt: skip
             a = s.start("a", idle_ms=600_000, runner=runner)
             b = s.start("b", idle_ms=600_000, runner=runner)
-            s.finish(a, "the first of two consumers")
-            s.finish(b, "the second of two consumers")
+            s.finish(a, _("the first of two consumers"))
+            s.finish(b, _("the second of two consumers"))
             both = arrived(meet) if meet.exists() else 0
+            fix = _(
+                "read <prefix>:done:<key> under WATCH (or in a Lua script), then write "
+                "it, the effect and the XACK in the MULTI the WATCH guards"
+            )
             expect_once_each(
                 s,
                 ["order:5"],
-                ("both consumers read the done record before either wrote it: "
-                 if both == 2 else "")
-                + "read <prefix>:done:<key> under WATCH (or in a Lua script), then write "
-                "it, the effect and the XACK in the MULTI the WATCH guards",
+                _("both consumers read the done record before either wrote it: {fix}").format(
+                    fix=fix
+                )
+                if both == 2
+                else fix,
             )
     finally:
         shutil.rmtree(meet, ignore_errors=True)

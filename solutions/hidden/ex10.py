@@ -6,6 +6,7 @@ from __future__ import annotations
 from labkit.grading.exercises.ex10.served import TIMEOUT, accepted_id, add_job, jobs_for, scratch, served
 from labkit.grading.exercises.ex10.checks import crash_at_202
 from labkit.grading.checks import Checks, Namespace, expect
+from labkit.lang import _
 
 CHECKS = Checks("ex10", hidden=True)
 
@@ -25,12 +26,14 @@ def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
             crash_at_202(ns, doomed, body, "crash-2")
         left = [j["id"] for j in jobs_for(db, "alice", body)]
         with served(ns, db) as app:
-            again = accepted_id(app.post(body, key="crash-2"), "the client's retry")
+            again = accepted_id(app.post(body, key="crash-2"), _("the client's retry"))
         now = [j["id"] for j in jobs_for(db, "alice", body)]
         expect(
             len(left) == 1 and now == left and again == left[0],
-            f"the retry to answer job {left} and the database to still hold one job",
-            f"retry got {again}, jobs now {now}",
+            _("the retry to answer job {job_ids} and the database to still hold one job").format(
+                job_ids=left
+            ),
+            _("retry got {job_id}, jobs now {job_ids}").format(job_id=again, job_ids=now),
             "build the job key from the owner and the Idempotency-Key alone (no hash(), "
             "no clock, no counter in memory): the restarted server must compute the same "
             "key, and only the store remembers what the crashed one did",
@@ -44,18 +47,20 @@ def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
 def keys_are_scoped_to_the_caller(ns: Namespace) -> None:
     body = {"month": "2026-10"}
     with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
-        a = accepted_id(app.post(body, "alice-token", key="shared-key"), "alice's request")
+        a = accepted_id(app.post(body, "alice-token", key="shared-key"), _("alice's request"))
         reply = app.post(body, "bob-token", key="shared-key")
         b = accepted_id(
             reply,
-            "bob's request with the key alice also used",
-            "put the owner in the job key next to the Idempotency-Key: bob's key must not "
-            "meet alice's job (a 409 here means it did)",
+            _("bob's request with the key alice also used"),
+            _(
+                "put the owner in the job key next to the Idempotency-Key: bob's key must not "
+                "meet alice's job (a 409 here means it did)"
+            ),
         )
         expect(
             a != b,
             "bob to get a job of his own",
-            f"alice's job {a}",
+            _("alice's job {job_id}").format(job_id=a),
             "put the owner in the job key next to the Idempotency-Key",
         )
         expect(len(jobs_for(folder / "jobs.db", "bob", body)) == 1, "bob's job stored", 0)
@@ -107,7 +112,9 @@ def no_token_is_401(ns: Namespace) -> None:
             expect(
                 there.text == missing.text,
                 "the same 401 body for an id that exists and one that does not",
-                f"{there.text[:80]!r} vs {missing.text[:80]!r}",
+                _("{existing} vs {missing}").format(
+                    existing=repr(there.text[:80]), missing=repr(missing.text[:80])
+                ),
             )
 
 
@@ -121,11 +128,14 @@ def no_token_is_401(ns: Namespace) -> None:
 def requests_without_a_key_are_never_merged(ns: Namespace) -> None:
     bodies = ({"month": "2026-01"}, {"month": "2026-02"})
     with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
-        ids = [accepted_id(app.post(body), f"the request {body} without a key") for body in bodies]
+        ids = [
+            accepted_id(app.post(body), _("the request {body} without a key").format(body=body))
+            for body in bodies
+        ]
         stored = [len(jobs_for(folder / "jobs.db", "alice", body)) for body in bodies]
         expect(
             ids[0] != ids[1] and stored == [1, 1],
             "two jobs for two requests without a key",
-            f"job ids {ids}, jobs stored per request {stored}",
+            _("job ids {ids}, jobs stored per request {stored}").format(ids=ids, stored=stored),
             "pass key=None to store.enqueue when the request has no Idempotency-Key",
         )

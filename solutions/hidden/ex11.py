@@ -21,6 +21,7 @@ from labkit.grading.exercises.ex11.checks import (
 from labkit.grading.exercises.killsweep import sweep_seed
 from labkit.grading.exercises.kit import lab_file
 from labkit.grading.exercises.labdb import consumer_db, outbox_db, rows_of
+from labkit.lang import _
 
 CHECKS = Checks("ex11", hidden=True)
 
@@ -38,7 +39,7 @@ def body_is_json_for_any_name(ns: Namespace) -> None:
         try:
             body = json.loads(row["body"])
         except ValueError as exc:
-            body = f"not JSON ({exc})"
+            body = _("not JSON ({error})").format(error=exc)
         expect(
             body == {"order_id": 123456789, "customer": name, "total": 0},
             "the order as JSON, the name intact",
@@ -64,10 +65,12 @@ def two_consumer_processes_send_each_email_once(ns: Namespace) -> None:
         expect(
             not raised and got["hung"] == 0,
             "both consumers to finish",
-            "your code raised " + "; ".join(raised) if raised else f"{got['hung']} still running",
+            _("your code raised {errors}").format(errors="; ".join(raised))
+            if raised
+            else _("{count} still running").format(count=got["hung"]),
         )
         expect(
-            sorted(emails(conn)) == [(o, c) for o, c, _ in ORDERS],
+            sorted(emails(conn)) == [(o, c) for o, c, _total in ORDERS],
             "one email per order",
             emails(conn),
         )
@@ -100,10 +103,20 @@ def relay_publishes_every_pending_row_oldest_first(ns: Namespace) -> None:
             first = min(len(log), len(want))
         expect(
             first is None,
-            f"the broker to get all {len(want)} pending messages of {count} rows, by outbox id",
-            f"it got {len(log)}; the first difference at position {first}: "
-            f"{log[first] if first is not None and first < len(log) else 'nothing'} where "
-            f"{want[first] if first is not None and first < len(want) else 'nothing'} was due",
+            _(
+                "the broker to get all {pending} pending messages of {count} rows, by outbox id"
+            ).format(pending=len(want), count=count),
+            _(
+                "it got {count}; the first difference at position {position}: {got_message} "
+                "where {due_message} was due"
+            ).format(
+                count=len(log),
+                position=first,
+                got_message=log[first] if first is not None and first < len(log) else _("nothing"),
+                due_message=(
+                    want[first] if first is not None and first < len(want) else _("nothing")
+                ),
+            ),
         )
 
 
@@ -122,10 +135,14 @@ def consume_rolls_back_a_message_it_cannot_apply(ns: Namespace) -> None:
     with lab_file(ns, consumer_db, "mail.db") as (conn, path):
         got = ns.harness(HARNESS + "on_one_connection", "consume", str(path), calls)
         held = sorted(r[0] for r in conn.execute("SELECT message_id FROM processed_messages"))
-        said = "; ".join(f"{mid}: {did(g)}" for (mid, _), g in zip(calls, got, strict=True))
+        said = "; ".join(f"{mid}: {did(g)}" for (mid, _body), g in zip(calls, got, strict=True))
         expect(
             emails(conn) == [(1, "ana"), (2, "bia")] and len(held) == 2 and poison[0] not in held,
-            f"after {message_id(5)} failed, orders 1 and 2 applied on the same connection "
-            f"(emails [(1, 'ana'), (2, 'bia')]), and only their 2 ids in processed_messages",
-            f"emails {emails(conn)}, processed_messages {held} ({said})",
+            _(
+                "after {message_id} failed, orders 1 and 2 applied on the same connection "
+                "(emails [(1, 'ana'), (2, 'bia')]), and only their 2 ids in processed_messages"
+            ).format(message_id=message_id(5)),
+            _("emails {emails}, processed_messages {held} ({calls})").format(
+                emails=emails(conn), held=held, calls=said
+            ),
         )

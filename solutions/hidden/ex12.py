@@ -19,6 +19,7 @@ from labkit.grading.exercises.killsweep import sweep_seed
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import add_job, lab_db
 from labkit.grading.exercises.racesweep import after_every_schedule
+from labkit.lang import _
 from labkit.patterns.schedule import slot_iso
 from labkit.patterns.schedule import slot_key as reference_key
 
@@ -43,12 +44,14 @@ def _held(keys: list[str], name: str, want: list[str]) -> str:
     """What the table holds of ``name``, said against what it should hold."""
     mine = [k for k in keys if k.startswith(f"schedule:{name}:")]
     missing = sorted(set(want) - set(mine))
-    extra = sorted(k for k, n in (Counter(mine) - Counter(want)).items() for _ in range(n))
-    said = f"the table holds {len(mine)} jobs of {name!r}"
+    extra = sorted(k for k, n in (Counter(mine) - Counter(want)).items() for _n in range(n))
+    said = _("the table holds {count} jobs of {name}").format(count=len(mine), name=repr(name))
     if missing:
-        said += f"; missing {len(missing)}: {short_repr(missing, 160)}"
+        said += "; " + _("missing {count}: {keys}").format(
+            count=len(missing), keys=short_repr(missing, 160)
+        )
     if extra:
-        said += f"; not due or twice: {short_repr(extra, 160)}"
+        said += "; " + _("not due or twice: {keys}").format(keys=short_repr(extra, 160))
     return said
 
 
@@ -64,7 +67,7 @@ def another_schedule_with_a_longer_name(ns: Namespace) -> None:
         add_job(conn, reference_key("report", T0), kind="report")
         created = _tick(ns, path, T0 + 2 * HOUR + 1, schedule="report")
         want = [reference_key("report", T0 + HOUR), reference_key("report", T0 + 2 * HOUR)]
-        expect(created == want, f"'report' to catch up with {want}", created)
+        expect(created == want, _("'report' to catch up with {keys}").format(keys=want), created)
 
 
 @CHECKS.add(1, "after downtime, catch_up='latest' enqueues only the newest missed slot")
@@ -73,7 +76,7 @@ def tick_catches_up_with_the_latest_slot(ns: Namespace) -> None:
         _tick(ns, path, T0 + 10, catch_up="latest")
         created = _tick(ns, path, T0 + 7 * HOUR + 10, catch_up="latest")
         want = [reference_key("nightly", T0 + 7 * HOUR)]
-        expect(created == want, f"{want} after seven hours away", created)
+        expect(created == want, _("{keys} after seven hours away").format(keys=want), created)
         expect(len(_keys(conn)) == 2, "2 jobs in the table", _keys(conn))
 
 
@@ -98,9 +101,19 @@ def tick_reads_what_fired_in_every_time_zone(ns: Namespace) -> None:
             keys, held = _keys(conn), [reference_key("close", fired), *want]
             expect(
                 created == want and sorted(keys) == sorted(held),
-                f"with TZ={tz}, period {period} s and {slot_iso(fired)} fired, only the "
-                f"{missed} slots after it: {short_repr(want, 200)}",
-                f"created {short_repr(created, 200)}; " + _held(keys, "close", held),
+                _(
+                    "with TZ={tz}, period {period} s and {fired} fired, only the {missed} slots "
+                    "after it: {keys}"
+                ).format(
+                    tz=tz,
+                    period=period,
+                    fired=slot_iso(fired),
+                    missed=missed,
+                    keys=short_repr(want, 200),
+                ),
+                _("created {created}; {table}").format(
+                    created=short_repr(created, 200), table=_held(keys, "close", held)
+                ),
             )
 
 
@@ -129,9 +142,13 @@ def names_with_underscores_and_capitals_are_their_own_schedules(ns: Namespace) -
         keys = _keys(conn)
         expect(
             created == want and sorted(keys) == sorted(before + want),
-            f"the new schedule {own!r} (beside {others}) to get its own {len(want)} slots "
-            f"{short_repr(want, 200)}, the others untouched",
-            f"created {short_repr(created, 200)}; " + _held(keys, own, want),
+            _(
+                "the new schedule {name} (beside {others}) to get its own {count} slots "
+                "{keys}, the others untouched"
+            ).format(name=repr(own), others=others, count=len(want), keys=short_repr(want, 200)),
+            _("created {created}; {table}").format(
+                created=short_repr(created, 200), table=_held(keys, own, want)
+            ),
         )
 
 
@@ -167,10 +184,22 @@ def last_fired_is_the_newest_key(ns: Namespace) -> None:
         keys = _keys(conn)
         expect(
             created == want,
-            f"the {missed} slots after {slot_iso(fired)} (the newest key; its job retries at "
-            f"{slot_iso(retry_at)}; {slot_iso(rerun)} was re-run by hand): {short_repr(want, 200)}",
-            f"created {short_repr(created, 200)}; "
-            + _held(keys, "billing", [reference_key("billing", t) for t in (fired, rerun)] + want),
+            _(
+                "the {missed} slots after {fired} (the newest key; its job retries at "
+                "{retry_at}; {rerun} was re-run by hand): {keys}"
+            ).format(
+                missed=missed,
+                fired=slot_iso(fired),
+                retry_at=slot_iso(retry_at),
+                rerun=slot_iso(rerun),
+                keys=short_repr(want, 200),
+            ),
+            _("created {created}; {table}").format(
+                created=short_repr(created, 200),
+                table=_held(
+                    keys, "billing", [reference_key("billing", t) for t in (fired, rerun)] + want
+                ),
+            ),
         )
 
 
@@ -195,9 +224,15 @@ def a_long_outage_enqueues_every_missed_slot(ns: Namespace) -> None:
         keys = _keys(conn)
         expect(
             created == want and sorted(keys) == sorted(held),
-            f"all {n} slots of {period} s from {slot_iso(fired + period)} to "
-            f"{slot_iso(fired + n * period)}, each once",
-            f"created {len(created)}; " + _held(keys, "sync", held),
+            _("all {count} slots of {period} s from {first} to {last}, each once").format(
+                count=n,
+                period=period,
+                first=slot_iso(fired + period),
+                last=slot_iso(fired + n * period),
+            ),
+            _("created {created}; {table}").format(
+                created=len(created), table=_held(keys, "sync", held)
+            ),
         )
 
 
@@ -234,9 +269,19 @@ def two_schedulers_in_every_order_enqueue_each_slot_once(ns: Namespace) -> None:
         both = sorted(k for k, n in Counter(created).items() if n > 1)
         unreported = sorted(set(keys) - set(created))
         return ok, (
-            f"{_held(keys, name, want)}; the schedulers {ended}"
-            + (f"; both reported creating {short_repr(both, 150)}" if both else "")
-            + (f"; nobody reported {short_repr(unreported, 150)}" if unreported else "")
+            _held(keys, name, want)
+            + "; "
+            + _("the schedulers {ended}").format(ended=ended)
+            + (
+                "; " + _("both reported creating {keys}").format(keys=short_repr(both, 150))
+                if both
+                else ""
+            )
+            + (
+                "; " + _("nobody reported {keys}").format(keys=short_repr(unreported, 150))
+                if unreported
+                else ""
+            )
         )
 
     after_every_schedule(
@@ -245,9 +290,13 @@ def two_schedulers_in_every_order_enqueue_each_slot_once(ns: Namespace) -> None:
         make,
         [name, period, T0, [first, second], "all"],
         judge,
-        f"the {len(want)} slots of {name!r} once each, and the two schedulers' reports "
-        "adding up to them",
-        "insert each slot with INSERT ... ON CONFLICT (key) DO NOTHING RETURNING key, one "
-        "statement per slot in autocommit, and report a key only when RETURNING gave it back",
-        who="scheduler",
+        _(
+            "the {count} slots of {name} once each, and the two schedulers' reports "
+            "adding up to them"
+        ).format(count=len(want), name=repr(name)),
+        _(
+            "insert each slot with INSERT ... ON CONFLICT (key) DO NOTHING RETURNING key, one "
+            "statement per slot in autocommit, and report a key only when RETURNING gave it back"
+        ),
+        who=_("scheduler"),
     )

@@ -21,6 +21,7 @@ from labkit.grading.exercises.ex13.checks import (
 from labkit.grading.exercises.killsweep import sweep_seed
 from labkit.grading.exercises.kit import lab_file
 from labkit.grading.exercises.labdb import add_job, all_jobs
+from labkit.lang import _
 
 CHECKS = Checks("ex13", hidden=True)
 
@@ -39,9 +40,13 @@ def busy_means_running_now(ns: Namespace) -> None:
         for n in range(3):
             add_job(conn, f"acme:r{n}", **live("acme", n))
         ready = add_job(conn, "acme:next", queue="acme")
-        expect(capped(ns, path, "w1", 3) is None, "None with cap=3 (acme runs 3)", "a job")
+        expect(capped(ns, path, "w1", 3) is None, "None with cap=3 (acme runs 3)", _("a job"))
         got = capped(ns, path, "w1", 4)
-        expect(_id(got) == ready, f"job {ready} with cap=4 (3 running; retry_wait is idle)", got)
+        expect(
+            _id(got) == ready,
+            _("job {job_id} with cap=4 (3 running; retry_wait is idle)").format(job_id=ready),
+            got,
+        )
 
 
 @CHECKS.add(
@@ -63,7 +68,9 @@ def serial_heads_hold_when_two_processes_claim(ns: Namespace) -> None:
         expect(
             not raised and got["hung"] == 0,
             "both workers to finish",
-            "your code raised " + "; ".join(raised) if raised else f"{got['hung']} still running",
+            _("your code raised {errors}").format(errors="; ".join(raised))
+            if raised
+            else _("{count} still running").format(count=got["hung"]),
         )
         counts = {key: running(conn, key) for key in ("order:1", "order:2")}
         expect(counts == {"order:1": 1, "order:2": 1}, "one running job per serial key", counts)
@@ -93,10 +100,17 @@ def a_backlog_does_not_hide_another_accounts_job(ns: Namespace) -> None:
         stored = job(conn, waiting)
         expect(
             _id(got) == waiting and stored["state"] == "running",
-            f"{other}'s job {waiting} claimed (cap={cap}: {flood} runs {cap} and has "
-            f"{count} older jobs waiting)",
-            f"{'nothing' if got is None else 'job ' + str(_id(got))} claimed; job {waiting} "
-            f"is {stored['state']}, {flood} runs {running(conn, flood)}",
+            _(
+                "{account}'s job {job_id} claimed (cap={cap}: {flood} runs {cap} and has "
+                "{count} older jobs waiting)"
+            ).format(account=other, job_id=waiting, cap=cap, flood=flood, count=count),
+            _("{claimed} claimed; job {job_id} is {state}, {flood} runs {running}").format(
+                claimed=_("nothing") if got is None else _("job {job_id}").format(job_id=_id(got)),
+                job_id=waiting,
+                state=stored["state"],
+                flood=flood,
+                running=running(conn, flood),
+            ),
         )
 
 
@@ -107,7 +121,7 @@ def a_backlog_does_not_hide_another_accounts_job(ns: Namespace) -> None:
 )
 def least_busy_counts_only_live_leases(ns: Namespace) -> None:
     rng = Random(sweep_seed())
-    for _ in range(4):
+    for _n in range(4):
         dead, busy = rng.sample(ACCOUNTS, 2)
         expired = rng.randint(2, 4)
         with lab_file(ns) as (conn, path):
@@ -128,8 +142,12 @@ def least_busy_counts_only_live_leases(ns: Namespace) -> None:
             )
             expect(
                 _id(got) == want,
-                f"job {want} at now=100, cap=10 ({dead} runs 0 live jobs; jobs: {scene})",
-                "nothing" if got is None else f"job {_id(got)} of {got.get('queue')}",
+                _(
+                    "job {job_id} at now=100, cap=10 ({account} runs 0 live jobs; jobs: {jobs})"
+                ).format(job_id=want, account=dead, jobs=scene),
+                _("nothing")
+                if got is None
+                else _("job {job_id} of {queue}").format(job_id=_id(got), queue=got.get("queue")),
             )
 
 
@@ -146,7 +164,7 @@ def serial_head_is_the_smallest_id_whatever_the_keys(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         ids = [add_job(conn, f"{queue}:{n}", queue=queue) for n in range(start, start + count)]
         order = []
-        for _ in ids:
+        for _n in ids:
             got = _id(serial(ns, path, "w1"))
             order.append(got)
             if got is None:
@@ -155,6 +173,8 @@ def serial_head_is_the_smallest_id_whatever_the_keys(ns: Namespace) -> None:
         keys = {j["id"]: j["key"] for j in all_jobs(conn)}
         expect(
             order == ids,
-            f"{queue}'s jobs one at a time in id order: {[keys[i] for i in ids]}",
+            _("{queue}'s jobs one at a time in id order: {keys}").format(
+                queue=queue, keys=[keys[i] for i in ids]
+            ),
             f"{[keys.get(i, i) for i in order]}",
         )

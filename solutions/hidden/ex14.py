@@ -26,6 +26,7 @@ from labkit.grading.exercises.ex14.checks import (
 )
 from labkit.grading.exercises.helpers import holds_for
 from labkit.grading.exercises.killsweep import after_every_kill, sweep_seed
+from labkit.lang import _
 from labkit.world import World
 
 CHECKS = Checks("ex14", hidden=True)
@@ -68,7 +69,7 @@ def generated_orders_each_done_once(ns: Namespace) -> None:
             for order, version, declined, times in runs:
                 if declined:
                     with_declines(folder)
-                for _ in range(times):
+                for _n in range(times):
                     run(ns, folder, order, version)
             truth = world_of(folder)
             for order, version, declined, times in runs:
@@ -77,27 +78,39 @@ def generated_orders_each_done_once(ns: Namespace) -> None:
                 expect(
                     [got["payments"], got["mail"], state]
                     == [want["payments"], want["mail"], "failed" if declined else "done"],
-                    f"order {order['id']} (policy version {version}, "
-                    f"{'declined' if declined else 'paid'}, run {times}x) to leave the "
-                    f"charges {want['payments']} and e-mails {want['mail']}, among "
-                    f"{len(runs)} orders",
-                    f"charges {got['payments']}, e-mails {got['mail']}, the job {state!r}",
+                    _(
+                        "order {order_id} (policy version {version}, {outcome}, run {times}x) "
+                        "to leave the charges {charges} and e-mails {mails}, among {count} orders"
+                    ).format(
+                        order_id=order["id"],
+                        version=version,
+                        outcome=_("declined") if declined else _("paid"),
+                        times=times,
+                        charges=want["payments"],
+                        mails=want["mail"],
+                        count=len(runs),
+                    ),
+                    _("charges {charges}, e-mails {mails}, the job {state}").format(
+                        charges=got["payments"], mails=got["mail"], state=repr(state)
+                    ),
                 )
-            for sku in {order["sku"] for order, *_ in runs}:
+            for sku in {order["sku"] for order, *_rest in runs}:
                 want_stock = sorted(
                     a
-                    for o, v, d, _ in runs
+                    for o, v, d, _times in runs
                     if o["sku"] == sku
-                    for _, a in wanted(o, v, d)["ledger"]
+                    for _sku, a in wanted(o, v, d)["ledger"]
                 )
                 got_stock = sorted(
                     p["amount"]
-                    for s, _, p in truth["effects"]
+                    for s, _key, p in truth["effects"]
                     if s == "ledger" and p.get("account") == sku
                 )
                 expect(
                     got_stock == want_stock,
-                    f"the ledger entries of sku {sku!r} to be {want_stock}",
+                    _("the ledger entries of sku {sku} to be {entries}").format(
+                        sku=repr(sku), entries=want_stock
+                    ),
                     got_stock,
                 )
 
@@ -133,9 +146,11 @@ def every_effect_once_after_a_kill_under_policy_v2(ns: Namespace) -> None:
         make,
         [order, 2, 2],
         lambda life: exactly_once(life, order, 2),
-        f"exactly {wanted(order, 2, False)} in the world and the job 'done'",
-        "the job run again",
-        "every step's effect first, then its checkpoint; every key its step's own",
+        _("exactly {effects} in the world and the job 'done'").format(
+            effects=wanted(order, 2, False)
+        ),
+        _("the job run again"),
+        _("every step's effect first, then its checkpoint; every key its step's own"),
     )
 
 
@@ -159,7 +174,12 @@ def a_finished_job_calls_nothing_again(ns: Namespace) -> None:
         after = world_of(folder)["calls"]
         expect(
             got.get("returned") == "done" and after == before,
-            f"'done' and no call to any service (policy version 1: {MAILS[1]} e-mail)",
-            f"{got.get('returned')!r}; new calls {after[len(before) :]}; "
-            f"effects {found(world_of(folder), order)}",
+            _("'done' and no call to any service (policy version 1: {count} e-mail)").format(
+                count=MAILS[1]
+            ),
+            _("{returned}; new calls {calls}; effects {effects}").format(
+                returned=repr(got.get("returned")),
+                calls=after[len(before) :],
+                effects=found(world_of(folder), order),
+            ),
         )
