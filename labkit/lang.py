@@ -69,11 +69,29 @@ def _(text: str) -> str:
     return package_messages(lang).get(text) or text
 
 
+#: Catalogs beside the package's, in the order added (``add_catalogs``).
+_EXTRA_CATALOGS: list[Path] = []
+
+
+def add_catalogs(folder: Path, name: str) -> None:
+    """Also read ``folder/LANG/name.po`` for each language: the messages of code that
+    does not ship with the package (the instructor's hidden checks, in
+    ``solutions/locale/``), added where that code is loaded."""
+    path = Path(folder) / "{lang}" / f"{name}.po"
+    if path not in _EXTRA_CATALOGS:
+        _EXTRA_CATALOGS.append(path)
+        package_messages.cache_clear()
+
+
 @functools.cache
 def package_messages(lang: str) -> dict[str, str]:
-    """The package catalog of ``lang``: English -> translation, finished entries only."""
-    path = PACKAGE_CATALOGS / lang / "labkit.po"
-    return dict(finished(read_catalog(path))) if path.exists() else {}
+    """Every catalog of ``lang`` the lab reads: English -> translation, finished entries."""
+    messages: dict[str, str] = {}
+    for pattern in [PACKAGE_CATALOGS / "{lang}" / "labkit.po", *_EXTRA_CATALOGS]:
+        path = Path(str(pattern).replace("{lang}", lang))
+        if path.exists():
+            messages.update(dict(finished(read_catalog(path))))
+    return messages
 
 
 @dataclass(frozen=True)

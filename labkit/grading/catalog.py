@@ -16,8 +16,12 @@ from pathlib import Path
 
 from labkit.grading import exercises as _exercises_pkg
 from labkit.grading.checks import Check, Checks
+from labkit.lang import add_catalogs
 
 EXERCISE_ID = re.compile(r"^ex\d\d$")
+#: The hidden checks' catalog in each language: ``solutions/locale/LANG/hidden.po``
+#: (beside ``solutions/hidden/``; it never ships, as the checks never do).
+HIDDEN_CATALOG = "hidden"
 
 
 def exercises() -> list[str]:
@@ -40,6 +44,8 @@ def public(exercise: str) -> Checks:
 def hidden(exercise: str, hidden_dir: Path) -> list[Check]:
     """The instructor's hidden checks for ``exercise`` from ``hidden_dir``; [] if none exist."""
     path = Path(hidden_dir) / f"{exercise}.py"
+    # Their hints and expectations in Portuguese: solutions/locale/pt_BR/hidden.po.
+    add_catalogs(Path(hidden_dir).parent / "locale", HIDDEN_CATALOG)
     if not path.exists():
         return []
     # Compiled from the source every time, never through __pycache__: a .pyc that

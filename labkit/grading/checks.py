@@ -299,7 +299,13 @@ class Check:
     def outcome(
         self, status: str, earned: int = 0, expected: str = "", got: str = "", hint: str = ""
     ) -> Outcome:
-        """What this check found, as an ``Outcome`` carrying its name, points and kind."""
+        """What this check found, as an ``Outcome`` carrying its name, points and kind.
+
+        The check's own words (its hint, a literal expectation) are put in the reader's
+        language here, in the process that ran the check: it is the one that loaded the
+        hidden checks' catalog. What it got is never looked up (a student's value that
+        happens to equal a message is shown as it is)."""
+        expected, hint = (_(text) if text else text for text in (expected, hint))
         return Outcome(
             self.name, self.points, earned, status, expected, got, hint, self.hidden, self.severe
         )

@@ -364,7 +364,7 @@ def _one_check(student: StudentProcess, check: Check, settings: Settings) -> tup
         student.stop()
         return check.outcome(
             CheckStatus.FAILED,
-            got=f"the student's process ended during the check ({gone.got})",
+            got=_("the student's process ended during the check ({why})").format(why=gone.got),
             hint=check.hint,
         ), True
 

@@ -44,6 +44,8 @@ SOLUTIONS = ROOT / "solutions"
 EXERCISES = ROOT / "exercises"
 #: Where each edition's catalogs and built notebooks live, below its English folder.
 EDITION = PORTUGUESE
+#: The hidden checks' messages: the instructor's, so beside solutions/, never shipped.
+HIDDEN_CATALOG = SOLUTIONS / "locale" / EDITION / "hidden.po"
 
 
 def lesson_sources(names: Iterable[str] = ()) -> list[Path]:
@@ -106,6 +108,7 @@ def update(sources: Iterable[Path], package: bool = True) -> list[Path]:
         written.append(_merge(catalog_of(source), source.stem, messages))
     if package:
         written.append(_merge(PACKAGE_CATALOGS / EDITION / "labkit.po", "labkit", _marked()))
+        written.append(_merge(HIDDEN_CATALOG, "hidden checks", _marked(SOLUTIONS / "hidden")))
     return written
 
 
@@ -124,7 +127,7 @@ MESSAGE_ARGUMENTS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
 }
 
 
-def _marked() -> list[Located]:
+def _marked(folder: Path | None = None) -> list[Located]:
     """Every message of the package, in source order, with its line.
 
     Read with ``ast``, so a dict or a call among the arguments never shifts which one is
@@ -135,7 +138,8 @@ def _marked() -> list[Located]:
     import ast
 
     found: list[Located] = []
-    for path in sorted((ROOT / "labkit").rglob("*.py")):
+    folder = folder or ROOT / "labkit"
+    for path in sorted(folder.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
@@ -149,7 +153,7 @@ def _marked() -> list[Located]:
             texts += [k.value for k in node.keywords if k.arg in keywords]
             for text in texts:
                 if isinstance(text, ast.Constant) and isinstance(text.value, str) and text.value:
-                    where = str(path.relative_to(ROOT / "labkit"))
+                    where = str(path.relative_to(folder))
                     found.append((text.value, (where, text.lineno)))
     return found
 
@@ -260,6 +264,7 @@ def problems(sources: Iterable[Path] | None = None, package: bool = True) -> lis
         found += _catalog_problems(catalog_of(source), messages)
     if package:
         found += _catalog_problems(PACKAGE_CATALOGS / EDITION / "labkit.po", _marked())
+        found += _catalog_problems(HIDDEN_CATALOG, _marked(SOLUTIONS / "hidden"))
     for source in chosen:
         if source.suffix == ".py":
             found += _stale_edition(source)

@@ -140,3 +140,33 @@ def test_check_explains_a_failure_in_portuguese_line_for_line(
         if label != "got:" and any(c.isalpha() for c in text.replace("'x'", "")):
             assert texto != text, f"still English: {text}"
     assert ("obtido:", "'y'") in portuguese  # the student's value, unchanged
+
+
+def test_the_hidden_checks_words_come_from_the_instructors_catalog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hidden checks never ship, so neither do their words: loading them from
+    ``solutions/hidden/`` adds ``solutions/locale/LANG/hidden.po`` to what ``_()`` reads."""
+    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import write_po
+
+    import labkit.lang as lang
+    from labkit.grading import catalog as checks_catalog
+
+    monkeypatch.setattr(lang, "_EXTRA_CATALOGS", [])
+    lang.package_messages.cache_clear()
+    (tmp_path / "hidden").mkdir()
+    (tmp_path / "hidden" / "ex01.py").write_text(
+        "from labkit.grading.checks import Checks\nCHECKS = Checks('ex01', hidden=True)\n"
+    )
+    po = Catalog(locale="pt_BR")
+    po.add("a hidden hint nobody else has", "uma dica oculta que ninguém mais tem")
+    (tmp_path / "locale" / "pt_BR").mkdir(parents=True)
+    with (tmp_path / "locale" / "pt_BR" / "hidden.po").open("wb") as fh:
+        write_po(fh, po)
+    monkeypatch.setenv(LANG_ENV, "pt_BR")
+    assert _("a hidden hint nobody else has") == "a hidden hint nobody else has"
+    checks_catalog.hidden("ex01", tmp_path / "hidden")
+    assert _("a hidden hint nobody else has") == "uma dica oculta que ninguém mais tem"
+    assert _("passed") == "passou"  # the package's catalog still read
+    lang.package_messages.cache_clear()
