@@ -35,22 +35,30 @@ from importlib import metadata
 from labkit.cli import grading, jobs
 from labkit.cli.args import CliError
 from labkit.errors import LabkitError
+from labkit.lang import _
 
 
 def _version() -> str:
     try:
         return metadata.version("labkit")
     except metadata.PackageNotFoundError:  # pragma: no cover - run from a bare checkout
-        return "unknown (not installed)"
+        return _("unknown (not installed)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="labkit", description=__doc__.split("\n\n")[0])
+    # The module docstring's first line, marked where a reader's language can reach it.
+    description = _(
+        "The ``labkit`` command: look at a job database, send jobs back, run a worker, "
+        "grade a class."
+    )
+    parser = argparse.ArgumentParser(prog="labkit", description=description)
     parser.add_argument(
-        "--version", action="version", version=f"labkit {_version()}", help="print the version"
+        "--version", action="version", version=f"labkit {_version()}", help=_("print the version")
     )
     sub = parser.add_subparsers(
-        dest="command", required=True, help="what to do (`labkit COMMAND --help` for its options)"
+        dest="command",
+        required=True,
+        help=_("what to do (`labkit COMMAND --help` for its options)"),
     )
     jobs.add_parsers(sub)
     grading.add_parsers(sub)

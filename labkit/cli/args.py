@@ -11,6 +11,7 @@ import unicodedata
 from datetime import UTC, datetime
 
 from labkit import jobargs
+from labkit.lang import _
 
 
 class CliError(Exception):
@@ -42,7 +43,7 @@ def utc_time(text: str) -> float:
         when = datetime.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"--as-of wants a time like 2026-01-01T08:00:00Z, not {text!r}"
+            _("--as-of wants a time like 2026-01-01T08:00:00Z, not {text!r}").format(text=text)
         ) from None
     return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
@@ -53,7 +54,7 @@ def count(text: str) -> int:
         return jobargs.count("the value", int(text))
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"must be a whole number, 1 or more, not {text!r}"
+            _("must be a whole number, 1 or more, not {text!r}").format(text=text)
         ) from None
 
 
@@ -63,7 +64,7 @@ def count_or_zero(text: str) -> int:
         return jobargs.count("the value", int(text), minimum=0)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"must be a whole number, 0 or more, not {text!r}"
+            _("must be a whole number, 0 or more, not {text!r}").format(text=text)
         ) from None
 
 
@@ -72,9 +73,11 @@ def job_id(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"a job id is a whole number, not {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            _("a job id is a whole number, not {text!r}").format(text=text)
+        ) from None
     if not jobargs.in_id_range(value):
-        raise argparse.ArgumentTypeError(f"a job id is 1 or more, not {text!r}")
+        raise argparse.ArgumentTypeError(_("a job id is 1 or more, not {text!r}").format(text=text))
     return value
 
 
@@ -84,7 +87,9 @@ def seconds(text: str) -> float:
         return jobargs.seconds("the value", float(text))
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"must be a positive, finite number of seconds (ten years at most), not {text!r}"
+            _(
+                "must be a positive, finite number of seconds (ten years at most), not {text!r}"
+            ).format(text=text)
         ) from None
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from labkit.cli.args import CliError, count, count_or_zero, seconds
 from labkit.grading.course import Course
 from labkit.grading.isolation.limits import Limits
-from labkit.lang import ENGLISH, LANGUAGES
+from labkit.lang import ENGLISH, LANGUAGES, _
 
 
 def cmd_release(args: argparse.Namespace) -> int:
@@ -23,7 +23,9 @@ def cmd_release(args: argparse.Namespace) -> int:
     from labkit.grading.release import ReleaseError, release
 
     if (args.out is None) == (args.bundle is None):
-        raise CliError("give either OUT (the exercises folder) or --bundle DIR (the student kit)")
+        raise CliError(
+            _("give either OUT (the exercises folder) or --bundle DIR (the student kit)")
+        )
     try:
         if args.bundle is not None:
             written = bundle(Course().root, args.solutions, args.bundle, args.lang)
@@ -32,7 +34,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     except ReleaseError as exc:
         raise CliError(str(exc)) from None
     for path in written:
-        print(f"wrote {path}")
+        print(_("wrote {path}").format(path=path))
     return 0
 
 
@@ -42,21 +44,29 @@ def cmd_grade(args: argparse.Namespace) -> int:
     from labkit.grading.isolation.confine import Confinement
 
     if args.queue is not None and not args.queue.startswith("postgresql://"):
-        raise CliError(f"--queue takes a postgresql:// URL, not {args.queue!r}")
+        raise CliError(
+            _("--queue takes a postgresql:// URL, not {queue!r}").format(queue=args.queue)
+        )
     if args.jobs == 0 and args.queue is None:
-        raise CliError("--jobs 0 grades nothing here: it goes with --queue (other machines grade)")
+        raise CliError(
+            _("--jobs 0 grades nothing here: it goes with --queue (other machines grade)")
+        )
     if args.status is not None:
         try:
             print(run_status(args.out / args.status, args.queue))
         except FileNotFoundError as exc:
             raise CliError(
-                f"{exc}; pass the run's id as written under --out ({args.out})"
+                _("{error}; pass the run's id as written under --out ({out})").format(
+                    error=exc, out=args.out
+                )
             ) from None
         return 0
     if args.submissions is None:
-        raise CliError("give SUBMISSIONS (a folder with one subfolder per student)")
+        raise CliError(_("give SUBMISSIONS (a folder with one subfolder per student)"))
     if not args.solutions.is_dir():
-        raise CliError(f"no solutions folder at {args.solutions}; pass --solutions DIR")
+        raise CliError(
+            _("no solutions folder at {path}; pass --solutions DIR").format(path=args.solutions)
+        )
     limits = Limits(
         memory=args.memory_mib << 20,
         processes=args.max_processes,
@@ -82,7 +92,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
     )
     platforms = _platforms(args.export)
     try:
-        run_dir, _ = grade_folder(
+        run_dir, _outcomes = grade_folder(
             args.submissions,
             args.out,
             settings,
@@ -121,33 +131,40 @@ def _export(
     except (ExportError, OSError) as exc:
         raise CliError(str(exc)) from None
     for done in written:
-        print(f"wrote {done.platform} export {done.path}", flush=True)
+        print(
+            _("wrote {platform} export {path}").format(platform=done.platform, path=done.path),
+            flush=True,
+        )
         for gap in done.to_complete:
-            print(f"  before importing: {gap}", flush=True)
+            print("  " + _("before importing: {gap}").format(gap=gap), flush=True)
 
 
 def cmd_grade_worker(args: argparse.Namespace) -> int:
     from labkit.classroom.run import grade_workers, queue_spec
 
     if not args.queue.startswith("postgresql://"):
-        raise CliError(f"--queue takes a postgresql:// URL, not {args.queue!r}")
+        raise CliError(
+            _("--queue takes a postgresql:// URL, not {queue!r}").format(queue=args.queue)
+        )
     if "#" not in args.queue and args.run_id is None:
-        raise CliError("say which run: --run-id RUN_ID, or the queue URL's #schema=NAME")
+        raise CliError(_("say which run: --run-id RUN_ID, or the queue URL's #schema=NAME"))
     if not args.solutions.is_dir():
-        raise CliError(f"no solutions folder at {args.solutions}; pass --solutions DIR")
+        raise CliError(
+            _("no solutions folder at {path}; pass --solutions DIR").format(path=args.solutions)
+        )
     where = queue_spec(args.queue, args.run_id or "")
     try:
         grade_workers(where, args.solutions, args.jobs)
     except (LookupError, RuntimeError) as exc:
         raise CliError(str(exc)) from None
-    print("this machine's grading workers stopped: the queue has nothing left to grade")
+    print(_("this machine's grading workers stopped: the queue has nothing left to grade"))
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     platforms = _platforms(args.to)
     if not platforms:
-        raise CliError("say which platform with --to canvas, moodle or gradescope")
+        raise CliError(_("say which platform with --to canvas, moodle or gradescope"))
     _export(args.run_folder, platforms, args.roster, args.execution_time)
     return 0
 
@@ -159,19 +176,27 @@ def cmd_autograder(args: argparse.Namespace) -> int:
         names = build_gradescope(args.gradescope, args.exercise)
     except AutograderError as exc:
         raise CliError(str(exc)) from None
-    print(f"wrote {args.gradescope}: {', '.join(names)}")
-    print("upload it as the assignment's autograder (Ubuntu 24.04 base image)")
+    print(_("wrote {path}: {exercises}").format(path=args.gradescope, exercises=", ".join(names)))
+    print(_("upload it as the assignment's autograder (Ubuntu 24.04 base image)"))
     return 0
 
 
 class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
-    """Every option's default in ``--help``, unless its help already names it."""
+    """Every option's default in ``--help``, unless its help already names it.
+
+    In the reader's language: a help that names its default says the word ``_("default")``
+    stands for, and the default is shown with our words, argparse's ``%(default)s`` kept
+    for argparse to fill in.
+    """
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if "default" in text or action.default in (None, False):
-            return text if action.default is not False else text + " (default: off)"
-        return super()._get_help_string(action) or text
+        if _("default") in text or action.default in (None, False):
+            return text if action.default is not False else text + " " + _("(default: off)")
+        shown = super()._get_help_string(action) or text
+        if shown == text:
+            return text
+        return text + " " + _("(default: {default})").format(default="%(default)s")
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -181,209 +206,252 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     default_solutions = Course().solutions
     limits = Limits()
 
-    p = sub.add_parser("release", help="write the student notebooks from the solutions")
-    p.add_argument("out", type=Path, nargs="?", help="folder for the exercise notebooks")
+    p = sub.add_parser("release", help=_("write the student notebooks from the solutions"))
+    p.add_argument("out", type=Path, nargs="?", help=_("folder for the exercise notebooks"))
     p.add_argument(
-        "--bundle", type=Path, help="write the whole student kit (no solutions) into this folder"
+        "--bundle",
+        type=Path,
+        help=_("write the whole student kit (no solutions) into this folder"),
     )
     p.add_argument("--solutions", type=Path, default=default_solutions)
     p.add_argument(
         "--lang",
         choices=LANGUAGES,
         default=ENGLISH,
-        help="with --bundle: the edition the kit opens (both are in it; LANG=pt_BR or "
-        "LABKIT_LANG choose at make lab)",
+        help=_(
+            "with --bundle: the edition the kit opens (both are in it; LANG=pt_BR or "
+            "LABKIT_LANG choose at make lab)"
+        ),
     )
     p.set_defaults(run=cmd_release)
 
     p = sub.add_parser(
         "grade",
-        help="grade a folder with one subfolder per student",
-        description="Run each student's notebook confined (own uid as root, bubblewrap when "
-        "installed, resource limits) and the instructor's public and hidden checks in this "
-        "process; write OUT/RUN_ID/grades.csv, totals.csv and feedback/.",
+        help=_("grade a folder with one subfolder per student"),
+        description=_(
+            "Run each student's notebook confined (own uid as root, bubblewrap when "
+            "installed, resource limits) and the instructor's public and hidden checks in this "
+            "process; write OUT/RUN_ID/grades.csv, totals.csv and feedback/."
+        ),
         formatter_class=_DefaultsShown,
     )
     p.add_argument(
-        "submissions", type=Path, nargs="?", help="folder with one subfolder per student"
+        "submissions", type=Path, nargs="?", help=_("folder with one subfolder per student")
     )
-    p.add_argument("--out", type=Path, default=Path("grading"), help="runs are written here")
+    p.add_argument("--out", type=Path, default=Path("grading"), help=_("runs are written here"))
     p.add_argument(
         "--run-id",
-        help="name of this run's folder (default: UTC time, to the second); a run of that "
-        "name that was stopped is resumed: what was graded stays graded",
+        help=_(
+            "name of this run's folder (default: UTC time, to the second); a run of that "
+            "name that was stopped is resumed: what was graded stays graded"
+        ),
     )
-    p.add_argument("--status", metavar="RUN_ID", help="say how far the run OUT/RUN_ID is, and stop")
+    p.add_argument(
+        "--status", metavar="RUN_ID", help=_("say how far the run OUT/RUN_ID is, and stop")
+    )
     p.add_argument(
         "--lease-s",
         type=seconds,
         default=10.0,
-        help="a killed grading worker's notebook is graded again this long after "
-        "(a live worker renews its lease)",
+        help=_(
+            "a killed grading worker's notebook is graded again this long after "
+            "(a live worker renews its lease)"
+        ),
     )
     p.add_argument(
         "--seed",
         type=int,
-        help="the seed this run's generated inputs are drawn from (default: a fresh one, "
-        "printed and kept in run.json, so a run replays)",
+        help=_(
+            "the seed this run's generated inputs are drawn from (default: a fresh one, "
+            "printed and kept in run.json, so a run replays)"
+        ),
     )
-    p.add_argument("--solutions", type=Path, default=default_solutions, help="holds hidden/")
+    p.add_argument("--solutions", type=Path, default=default_solutions, help=_("holds hidden/"))
     p.add_argument(
         "--exercise",
         action="append",
-        help="grade only this exercise, repeatable (default: every exercise)",
+        help=_("grade only this exercise, repeatable (default: every exercise)"),
     )
     p.add_argument(
         "--jobs",
         type=count_or_zero,
         default=os.cpu_count() or 1,
-        help=f"notebooks graded at once here (default: the number of cores, {os.cpu_count()} "
-        "here; 0 with --queue: only other machines grade)",
+        help=_(
+            "notebooks graded at once here (default: the number of cores, {cores} "
+            "here; 0 with --queue: only other machines grade)"
+        ).format(cores=os.cpu_count()),
     )
     p.add_argument(
         "--queue",
         metavar="POSTGRESQL_URL",
-        help="put the run in PostgreSQL (schema grading_<run id>, or the URL's #schema=), "
-        "notebooks included, so `labkit grade-worker --queue` on other machines grades it too",
+        help=_(
+            "put the run in PostgreSQL (schema grading_<run id>, or the URL's #schema=), "
+            "notebooks included, so `labkit grade-worker --queue` on other machines grades it too"
+        ),
     )
-    p.add_argument("--cell-timeout", type=seconds, default=30.0, help="seconds per code cell")
+    p.add_argument("--cell-timeout", type=seconds, default=30.0, help=_("seconds per code cell"))
     p.add_argument(
         "--check-timeout",
         type=seconds,
         default=None,
-        help="cap on each check's seconds (default: each check's own, as in check())",
+        help=_("cap on each check's seconds (default: each check's own, as in check())"),
     )
     p.add_argument(
         "--timeout-factor",
         type=seconds,
         default=1.0,
-        help="multiply every check's own timeout (more than 1 on a loaded machine)",
+        help=_("multiply every check's own timeout (more than 1 on a loaded machine)"),
     )
     p.add_argument(
-        "--memory-mib", type=count, default=limits.memory >> 20, help="address space per process"
+        "--memory-mib",
+        type=count,
+        default=limits.memory >> 20,
+        help=_("address space per process"),
     )
     p.add_argument(
-        "--max-processes", type=count, default=limits.processes, help="processes per student (root)"
+        "--max-processes",
+        type=count,
+        default=limits.processes,
+        help=_("processes per student (root)"),
     )
     p.add_argument(
-        "--max-open-files", type=count, default=limits.open_files, help="open files per process"
+        "--max-open-files",
+        type=count,
+        default=limits.open_files,
+        help=_("open files per process"),
     )
     p.add_argument(
         "--max-file-mib",
         type=count,
         default=limits.file_size >> 20,
-        help="largest file a student writes",
+        help=_("largest file a student writes"),
     )
     p.add_argument(
-        "--cpu-seconds", type=count, default=limits.cpu_seconds, help="CPU time per process"
+        "--cpu-seconds", type=count, default=limits.cpu_seconds, help=_("CPU time per process")
     )
     p.add_argument(
         "--max-output-kib",
         type=count,
         default=limits.output >> 10,
-        help="printed output per student",
+        help=_("printed output per student"),
     )
     p.add_argument(
         "--memory-total-mib",
         type=count,
         default=limits.memory_total >> 20,
-        help="memory of all of one notebook's processes and its /tmp together (control groups)",
+        help=_("memory of all of one notebook's processes and its /tmp together (control groups)"),
     )
     p.add_argument(
         "--cpu-total-s",
         type=count,
         default=limits.cpu_total,
-        help="CPU seconds of all of one notebook's processes together (control groups)",
+        help=_("CPU seconds of all of one notebook's processes together (control groups)"),
     )
     p.add_argument(
         "--disk-mib",
         type=count,
         default=limits.disk >> 20,
-        help="files one notebook may write in its folder, together (as root: a tmpfs)",
+        help=_("files one notebook may write in its folder, together (as root: a tmpfs)"),
     )
     p.add_argument(
         "--network",
         action="store_true",
-        help="give student code a network: a namespace of its own per notebook (as root), "
-        "else the machine's",
+        help=_(
+            "give student code a network: a namespace of its own per notebook (as root), "
+            "else the machine's"
+        ),
     )
     p.add_argument(
         "--no-sandbox",
         action="store_true",
-        help="no own uid, no bubblewrap: limits only (to debug the grader, never for a class)",
+        help=_("no own uid, no bubblewrap: limits only (to debug the grader, never for a class)"),
     )
     p.add_argument(
         "--export",
         action="append",
         metavar="PLATFORM",
-        help="also write the run's gradebook for canvas, moodle or gradescope, repeatable "
-        "or comma-separated (as `labkit export` does)",
+        help=_(
+            "also write the run's gradebook for canvas, moodle or gradescope, repeatable "
+            "or comma-separated (as `labkit export` does)"
+        ),
     )
     p.add_argument(
         "--roster",
         type=Path,
-        help="CSV mapping each submission folder (student) to the platform's ids, for "
-        "--export: student,name,id,sis_user_id,sis_login_id,section,email,username,idnumber",
+        help=_(
+            "CSV mapping each submission folder (student) to the platform's ids, for "
+            "--export: student,name,id,sis_user_id,sis_login_id,section,email,username,idnumber"
+        ),
     )
     p.set_defaults(run=cmd_grade)
 
     p = sub.add_parser(
         "grade-worker",
-        help="grade notebooks of a run that labkit grade --queue put in PostgreSQL",
-        description="Start --jobs grading workers on this machine: each claims a notebook "
-        "from the run's queue, grades it confined, and stores the result with the job's "
-        "completion; they stop when the queue has nothing left.",
+        help=_("grade notebooks of a run that labkit grade --queue put in PostgreSQL"),
+        description=_(
+            "Start --jobs grading workers on this machine: each claims a notebook "
+            "from the run's queue, grades it confined, and stores the result with the job's "
+            "completion; they stop when the queue has nothing left."
+        ),
         formatter_class=_DefaultsShown,
     )
-    p.add_argument("--queue", required=True, metavar="POSTGRESQL_URL", help="the run's database")
-    p.add_argument("--run-id", help="the run to grade (its schema is grading_<run id>)")
-    p.add_argument("--solutions", type=Path, default=default_solutions, help="holds hidden/")
+    p.add_argument("--queue", required=True, metavar="POSTGRESQL_URL", help=_("the run's database"))
+    p.add_argument("--run-id", help=_("the run to grade (its schema is grading_<run id>)"))
+    p.add_argument("--solutions", type=Path, default=default_solutions, help=_("holds hidden/"))
     p.add_argument(
         "--jobs",
         type=count,
         default=os.cpu_count() or 1,
-        help=f"notebooks graded at once here (default: the number of cores, {os.cpu_count()})",
+        help=_("notebooks graded at once here (default: the number of cores, {cores})").format(
+            cores=os.cpu_count()
+        ),
     )
     p.set_defaults(run=cmd_grade_worker)
 
     p = sub.add_parser(
         "export",
-        help="write a finished run's gradebook for Canvas, Moodle or Gradescope",
-        description="Read OUT/RUN_ID/grades.csv and outcomes.json and write canvas.csv, "
-        "moodle.csv or gradescope/STUDENT.json (results.json) beside them.",
+        help=_("write a finished run's gradebook for Canvas, Moodle or Gradescope"),
+        description=_(
+            "Read OUT/RUN_ID/grades.csv and outcomes.json and write canvas.csv, "
+            "moodle.csv or gradescope/STUDENT.json (results.json) beside them."
+        ),
         formatter_class=_DefaultsShown,
     )
-    p.add_argument("run_folder", metavar="RUN", type=Path, help="a run's folder, OUT/RUN_ID")
+    p.add_argument("run_folder", metavar="RUN", type=Path, help=_("a run's folder, OUT/RUN_ID"))
     p.add_argument(
         "--to",
         action="append",
         metavar="PLATFORM",
-        help="canvas, moodle or gradescope; repeatable or comma-separated",
+        help=_("canvas, moodle or gradescope; repeatable or comma-separated"),
     )
     p.add_argument(
         "--roster",
         type=Path,
-        help="CSV mapping each submission folder (student) to the platform's ids: "
-        "student,name,id,sis_user_id,sis_login_id,section,email,username,idnumber",
+        help=_(
+            "CSV mapping each submission folder (student) to the platform's ids: "
+            "student,name,id,sis_user_id,sis_login_id,section,email,username,idnumber"
+        ),
     )
     p.add_argument(
         "--execution-time",
         type=float,
-        help="gradescope: the seconds grading took, results.json's execution_time",
+        help=_("gradescope: the seconds grading took, results.json's execution_time"),
     )
     p.set_defaults(run=cmd_export)
 
     p = sub.add_parser(
         "autograder",
-        help="build a Gradescope autograder zip that grades with labkit",
-        description="Write a zip with setup.sh, run_autograder, the lab's wheel and the "
-        "hidden checks of the chosen exercises (never a solution notebook).",
+        help=_("build a Gradescope autograder zip that grades with labkit"),
+        description=_(
+            "Write a zip with setup.sh, run_autograder, the lab's wheel and the "
+            "hidden checks of the chosen exercises (never a solution notebook)."
+        ),
         formatter_class=_DefaultsShown,
     )
     p.add_argument("--gradescope", type=Path, required=True, metavar="OUT.zip")
     p.add_argument(
         "--exercise",
         action="append",
-        help="an exercise the assignment grades, repeatable (default: every exercise)",
+        help=_("an exercise the assignment grades, repeatable (default: every exercise)"),
     )
     p.set_defaults(run=cmd_autograder)
