@@ -429,7 +429,7 @@ assert "LeaseExpired" in shown.stdout and "lease expired on the last attempt" in
 refused = labkit_cli("redrive", "jobs.db")
 looked = labkit_cli("redrive", "jobs.db", "--limit", "5", "--dry-run")
 assert refused.returncode == 2 and "--limit" in refused.stderr
-assert "would redrive 1 job(s)" in looked.stdout
+assert looked.returncode == 0 and poison.key in looked.stdout  # named, in either language
 assert store.get(poison.id).state == "dead"
 
 # %% [markdown]

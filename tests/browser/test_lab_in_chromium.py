@@ -330,8 +330,21 @@ def test_lesson_07_runs_clean_and_the_dead_letter_screen_redrives(served, page):
     shoot(page, "07_screen", screen)
     kind = screen.locator(".widget-dropdown", has=page.locator("label", has_text="kind")) \
         .locator("select")
-    kinds = [o for o in kind.locator("option").all_inner_texts() if o != "(all)"]
-    assert kinds, "the dead-letter screen offers no kind to filter by"
+    # The widgets' last updates reach the browser after the cells' execution counts: wait
+    # until the filter offers exactly the kinds the database holds dead jobs of (read
+    # earlier, a kind the lesson's last redrive removed was chosen and never found).
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        dead_kinds = sorted(
+            r[0] for r in conn.execute("SELECT DISTINCT kind FROM jobs WHERE state = 'dead'")
+        )
+    assert dead_kinds, "lesson 07 left no dead job for the screen to show"
+    deadline = time.monotonic() + 60
+    while True:
+        kinds = sorted(o for o in kind.locator("option").all_inner_texts() if o != "(all)")
+        if kinds == dead_kinds or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert kinds == dead_kinds, "the dead-letter screen's kind filter disagrees with the store"
     boxes = screen.locator("input[type='checkbox']")
     old_box = boxes.first.element_handle()
     kind.select_option(kinds[0])
