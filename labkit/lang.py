@@ -21,9 +21,10 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ENGLISH = "en"
 PORTUGUESE = "pt_BR"
@@ -90,7 +91,7 @@ def package_messages(lang: str) -> dict[str, str]:
     for pattern in [PACKAGE_CATALOGS / "{lang}" / "labkit.po", *_EXTRA_CATALOGS]:
         path = Path(str(pattern).replace("{lang}", lang))
         if path.exists():
-            messages.update(dict(finished(read_catalog(path))))
+            messages.update(translations_in(path))
     return messages
 
 
@@ -116,11 +117,9 @@ def read_catalog(path: Path) -> list[Entry]:
     ]
 
 
-def finished(entries: list[Entry]) -> Iterator[tuple[str, str]]:
-    """The (English, translation) pairs a reader may be shown: not empty, not fuzzy."""
-    for entry in entries:
-        if entry.translation and not entry.fuzzy:
-            yield entry.english, entry.translation
+def translations_in(path: Path) -> dict[str, str]:
+    """English -> translation for what a reader may be shown: not empty, not fuzzy."""
+    return {e.english: e.translation for e in read_catalog(path) if e.translation and not e.fuzzy}
 
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -184,6 +183,19 @@ def translate_markdown(text: str, translations: Mapping[str, str], where: str) -
             block = translated + block[len(message) :]
         out.append(block + gap)
     return "".join(out)
+
+
+def translate_notebook(
+    nb: Any, translations: Mapping[str, str], where: Path, home: Path, lang: str
+) -> Any:
+    """``nb``'s markdown in ``lang``, cell by cell (``Untranslated`` naming the catalog
+    ``where`` and the cell, counted from 1, if a block lacks), its links made right from
+    ``home/lang`` (``relink``); the code as it was. ``nb`` itself is changed."""
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            text = translate_markdown(cell.source, translations, f"{where} cell {index + 1}")
+            cell.source = relink(text, home, lang)
+    return nb
 
 
 _LINK = re.compile(r"\]\((?!https?:|#|mailto:)([^)\s]+)\)")

@@ -69,6 +69,17 @@ def run_in_kit(kit: Path, argv: list[str], timeout: float,
     return subprocess.CompletedProcess(argv, proc.returncode, out, "")
 
 
+def language_make_picks(kit: Path, env: Mapping[str, str]) -> list[str]:
+    """What the kit's Makefile chooses under ``env``: ``[LABKIT_LANG, LESSONS]``, read from
+    make itself (``-s --no-print-directory``: as a sub-make of ``make test`` it would
+    otherwise print the directories it enters)."""
+    probe = "said: ; @echo $(LABKIT_LANG) $(LESSONS)"
+    done = run_in_kit(kit, ["make", "-s", "--no-print-directory", "--eval", probe, "said"],
+                      timeout=60, env=env)
+    assert done.returncode == 0, done.stdout
+    return done.stdout.split()
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 nothing listens on (free once its probe socket closes)."""
     with socket.socket() as s:

@@ -17,7 +17,6 @@ from labkit.grading.scoring import (
     detail_labels,
     format_report,
     score,
-    shown,
     status_text,
 )
 from labkit.lang import _
@@ -71,9 +70,7 @@ def check_report(title: str, outcomes: list[Outcome]) -> Rich:
         parts = [f"<b>{html.escape(o.check)}</b>: {html.escape(status_text(o.status))}"]
         parts += [
             f"<i>{html.escape(label)}</i> {html.escape(value)}"
-            for label, value in zip(
-                labels, (shown(o.expected), o.got, shown(o.hint)), strict=True
-            )
+            for label, value in zip(labels, (o.expected, o.got, o.hint), strict=True)
             if value
         ]
         details += (

@@ -143,7 +143,7 @@ def feedback_markdown(student: str, results: list[Graded]) -> str:
             if o.status in (CheckStatus.PASSED, CheckStatus.NOT_STARTED) or quiet:
                 continue
             lines += ["", f"### {o.check}: {status_text(o.status)}"]
-            for label, text in zip(labels, (shown(o.expected), o.got, shown(o.hint)), strict=True):
+            for label, text in zip(labels, (o.expected, o.got, o.hint), strict=True):
                 if text:
                     lines.append(f"- {label} {text}")
     return "\n".join(lines) + "\n"

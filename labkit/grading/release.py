@@ -171,7 +171,7 @@ def _release_edition(
     English. A missing or unfinished catalog stops the release, naming what lacks."""
     import nbformat
 
-    from labkit.lang import Untranslated, finished, read_catalog, relink, translate_markdown
+    from labkit.lang import Untranslated, translate_notebook, translations_in
 
     lang = catalogs.name
     built = {}
@@ -182,15 +182,11 @@ def _release_edition(
                 f"{catalog} is missing: run `python -m labkit.notebook.translate update` "
                 f"and translate it, or remove {catalogs} to release English only"
             )
-        known = dict(finished(read_catalog(catalog)))
         nb = release_notebook(path, hidden_dir)
-        for index, cell in enumerate(nb.cells):
-            if cell.cell_type == "markdown":
-                try:
-                    text = translate_markdown(cell.source, known, f"{catalog} cell {index + 1}")
-                except Untranslated as exc:
-                    raise ReleaseError(str(exc)) from None
-                cell.source = relink(text, out.parent, lang)
+        try:
+            translate_notebook(nb, translations_in(catalog), catalog, out.parent, lang)
+        except Untranslated as exc:
+            raise ReleaseError(str(exc)) from None
         built[path.name] = nbformat.writes(nb) + "\n"  # type: ignore[no-untyped-call]
     return _write_folder(out, built)
 

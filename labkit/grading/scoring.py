@@ -4,8 +4,8 @@
 effect, two holders, one owner's data shown to another: ``Check.severe``);
 ``cap_note`` says why in one line; ``format_report`` is the plain-text report of
 ``check()`` and the grader's feedback, in the language of ``LABKIT_LANG``
-(``labkit.lang``): statuses, labels, and each check's hint and expectation where the
-catalog has them (check names stay identifiers).
+(``labkit.lang``): statuses and labels (a check's hint and expectation come translated
+in its ``Outcome``; check names stay identifiers).
 """
 
 from __future__ import annotations
@@ -67,10 +67,9 @@ def detail_labels() -> tuple[str, str, str]:
 
 
 def shown(text: str) -> str:
-    """A check's own text (its hint, an expectation) in the reader's language, where the
-    catalog has it; text built from the student's values stays as it was written. What a
-    check got is never looked up: a student's value that happens to equal a message must
-    be shown as it is."""
+    """An exercise's own words kept as data (its title) in the reader's language, where
+    the catalog has them. A check's hint and expectation are already translated when its
+    ``Outcome`` is made (``Check.outcome``); what a check got is never looked up."""
     return _(text) if text else text
 
 
@@ -97,7 +96,7 @@ def format_report(title: str, outcomes: list[Outcome]) -> str:
         if o.status in (CheckStatus.PASSED, CheckStatus.NOT_STARTED):
             continue
         lines += ["", f"{o.check}: {status_text(o.status)}"]
-        for label, text in zip(labels, (shown(o.expected), o.got, shown(o.hint)), strict=True):
+        for label, text in zip(labels, (o.expected, o.got, o.hint), strict=True):
             if text:
                 lines.append(f"  {label.ljust(width)}{text}")
     return "\n".join(lines)

@@ -19,40 +19,41 @@ what keeps an edited paragraph's old translation, marked fuzzy, for review).
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from labkit.clock import LAB_EPOCH
+from labkit.grading.catalog import HIDDEN_CATALOG as HIDDEN_CATALOG_NAME
+from labkit.grading.course import Course
 from labkit.lang import (
     LANG_ENV,
     PACKAGE_CATALOGS,
     PORTUGUESE,
-    finished,
     markdown_blocks,
     message_of,
     needs_translation,
     read_catalog,
-    relink,
-    translate_markdown,
+    translate_notebook,
+    translations_in,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-LESSONS = ROOT / "notebooks"
-SOLUTIONS = ROOT / "solutions"
-EXERCISES = ROOT / "exercises"
+COURSE = Course()
+ROOT = COURSE.root
+LESSONS = COURSE.notebooks
 #: Where each edition's catalogs and built notebooks live, below its English folder.
 EDITION = PORTUGUESE
 #: The hidden checks' messages: the instructor's, so beside solutions/, never shipped.
-HIDDEN_CATALOG = SOLUTIONS / "locale" / EDITION / "hidden.po"
+HIDDEN_CATALOG = COURSE.solutions / "locale" / EDITION / f"{HIDDEN_CATALOG_NAME}.po"
 
 
-def lesson_sources(names: Iterable[str] = ()) -> list[Path]:
-    """The lessons' ``.py`` sources (all, or the ones named ``NN_name``)."""
-    every = sorted(LESSONS.glob("[0-9][0-9]_*.py"))
-    wanted = {n.removesuffix(".py").removesuffix(".ipynb") for n in names}
-    return [p for p in every if not wanted or p.stem in wanted]
+def lesson_sources() -> list[Path]:
+    """The lessons' ``.py`` sources."""
+    return sorted(LESSONS.glob("[0-9][0-9]_*.py"))
 
 
 def catalog_of(source: Path) -> Path:
@@ -80,16 +81,15 @@ def _markdown_messages(nb: Any, name: str) -> list[Located]:
 
 
 def _released(solution: Path) -> Any:
-    from labkit.grading.course import hidden_of
     from labkit.grading.release import release_notebook
 
-    return release_notebook(solution, hidden_of(SOLUTIONS))
+    return release_notebook(solution, COURSE.hidden)
 
 
 def exercise_sources() -> list[Path]:
     from labkit.grading.release import solution_notebooks
 
-    return solution_notebooks(SOLUTIONS)
+    return solution_notebooks(COURSE.solutions)
 
 
 def _read_source(path: Path) -> Any:
@@ -108,7 +108,7 @@ def update(sources: Iterable[Path], package: bool = True) -> list[Path]:
         written.append(_merge(catalog_of(source), source.stem, messages))
     if package:
         written.append(_merge(PACKAGE_CATALOGS / EDITION / "labkit.po", "labkit", _marked()))
-        written.append(_merge(HIDDEN_CATALOG, "hidden checks", _marked(SOLUTIONS / "hidden")))
+        written.append(_merge(HIDDEN_CATALOG, "hidden checks", _marked(COURSE.hidden)))
     return written
 
 
@@ -167,17 +167,14 @@ def _merge(path: Path, name: str, messages: list[Located]) -> Path:
             template[message].locations.append(where)
         else:
             template.add(message, locations=[where])
+    catalog = template
     if path.exists():
         with path.open("rb") as fh:
             catalog = read_po(fh, locale=EDITION)
         catalog.update(template, update_header_comment=False)
         catalog.obsolete.clear()  # a block gone from the English is gone here too
-    else:
-        catalog = _new_catalog(name)
-        for message in template:
-            if message.id:
-                catalog.add(message.id, locations=message.locations)
-    catalog.revision_date = catalog.creation_date = _EPOCH  # no churn in git per update
+    # A fixed date: an update that changes no message changes no byte in git.
+    catalog.revision_date = catalog.creation_date = datetime.fromtimestamp(LAB_EPOCH, UTC)
     catalog.fuzzy = False
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as fh:
@@ -205,29 +202,12 @@ def _new_catalog(name: str) -> Any:
     return catalog
 
 
-def _epoch() -> Any:
-    import datetime
-
-    return datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
-
-
-_EPOCH = _epoch()
-
-
-def translations(source: Path) -> dict[str, str]:
-    return dict(finished(read_catalog(catalog_of(source))))
-
-
-def translated_notebook(source: Path) -> Any:
-    """The lesson's notebook with its markdown in Portuguese (code as in English)."""
-    nb = _read_source(source)
-    known = translations(source)
-    home = source.parent
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type == "markdown":
-            text = translate_markdown(cell.source, known, f"{catalog_of(source)} cell {index}")
-            cell.source = relink(text, home if source.suffix == ".py" else EXERCISES, EDITION)
-    return nb
+def translated_notebook(source: Path, nb: Any = None) -> Any:
+    """The lesson (``nb``, or read from ``source``) with its markdown in Portuguese, its
+    code as in English."""
+    nb = _read_source(source) if nb is None else nb
+    catalog = catalog_of(source)
+    return translate_notebook(nb, translations_in(catalog), catalog, source.parent, EDITION)
 
 
 def build(sources: Iterable[Path]) -> None:
@@ -260,14 +240,13 @@ def problems(sources: Iterable[Path] | None = None, package: bool = True) -> lis
     chosen = list(sources) if sources is not None else [*lesson_sources(), *exercise_sources()]
     found: list[Problem] = []
     for source in chosen:
-        messages = _markdown_messages(_read_source(source), source.stem)
-        found += _catalog_problems(catalog_of(source), messages)
+        nb = _read_source(source)  # once: its messages, then (a lesson) its built edition
+        found += _catalog_problems(catalog_of(source), _markdown_messages(nb, source.stem))
+        if source.suffix == ".py":
+            found += _stale_edition(source, nb)
     if package:
         found += _catalog_problems(PACKAGE_CATALOGS / EDITION / "labkit.po", _marked())
-        found += _catalog_problems(HIDDEN_CATALOG, _marked(SOLUTIONS / "hidden"))
-    for source in chosen:
-        if source.suffix == ".py":
-            found += _stale_edition(source)
+        found += _catalog_problems(HIDDEN_CATALOG, _marked(COURSE.hidden))
     return found
 
 
@@ -289,7 +268,7 @@ def _catalog_problems(path: Path, messages: list[Located]) -> list[Problem]:
     return found
 
 
-def _stale_edition(source: Path) -> list[Problem]:
+def _stale_edition(source: Path, nb: Any) -> list[Problem]:
     target = lesson_edition(source)
     where = str(target.relative_to(ROOT))
     if not target.exists():
@@ -297,7 +276,7 @@ def _stale_edition(source: Path) -> list[Problem]:
     import nbformat
 
     try:
-        expected = translated_notebook(source)
+        expected = translated_notebook(source, copy.deepcopy(nb))
     except LookupError:
         return []  # the catalog's own problems say what to do
     built = nbformat.read(target, as_version=4)  # type: ignore[no-untyped-call]

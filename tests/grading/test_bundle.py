@@ -10,6 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from gradingkit import EXERCISES, HIDDEN, ROOT, SOLUTIONS
+from studentkit import language_make_picks
 
 from labkit.grading import catalog
 from labkit.grading.bundle import bundle
@@ -164,23 +165,18 @@ def test_a_kit_whose_git_commit_fails_is_whole_and_says_it_is_no_repository(
     assert "not a git repository: git commit failed: fatal: cannot commit" in said
 
 
-def _make_says(kit: Path, env: dict[str, str]) -> list[str]:
-    said = subprocess.run(
-        ["make", "-s", "--no-print-directory", "--eval",
-         "said: ; @echo $(LABKIT_LANG) $(LESSONS)", "said"],
-        cwd=kit, env={"PATH": "/usr/bin:/bin", **env}, capture_output=True, text=True, check=True,
-    )
-    return said.stdout.split()
-
-
 def test_a_kit_made_in_portuguese_opens_portuguese_unless_asked_otherwise(
     kit: Path, tmp_path: Path
 ) -> None:
-    assert _make_says(kit, {"LANG": "C.UTF-8"}) == ["en", "notebooks"]
-    assert _make_says(kit, {"LANG": "pt_BR.UTF-8"}) == ["pt_BR", "notebooks/pt_BR"]
+    unset = {"LABKIT_LANG": ""}  # as on a student's machine: only LANG says anything
+    assert language_make_picks(kit, {**unset, "LANG": "C.UTF-8"}) == ["en", "notebooks"]
+    assert language_make_picks(kit, {**unset, "LANG": "pt_BR.UTF-8"}) == [
+        "pt_BR",
+        "notebooks/pt_BR",
+    ]
     out = tmp_path / "kit-pt"
     bundle(ROOT, SOLUTIONS, out, lang="pt_BR")
-    assert _make_says(out, {"LANG": "C.UTF-8"}) == ["pt_BR", "notebooks/pt_BR"]
-    assert _make_says(out, {"LANG": "C.UTF-8", "LABKIT_LANG": "en"}) == ["en", "notebooks"]
+    assert language_make_picks(out, {**unset, "LANG": "C.UTF-8"}) == ["pt_BR", "notebooks/pt_BR"]
+    assert language_make_picks(out, {"LANG": "C.UTF-8", "LABKIT_LANG": "en"}) == ["en", "notebooks"]
     with pytest.raises(ReleaseError, match="no edition in 'fr'"):
         bundle(ROOT, SOLUTIONS, tmp_path / "kit-fr", lang="fr")
