@@ -19,7 +19,6 @@ completion. ``run_status`` says how far a run is.
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import json
 import os
 import re
@@ -28,8 +27,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +41,7 @@ from labkit.classroom.place import (
     write_atomically,
 )
 from labkit.classroom.plan import Plan
+from labkit.classroom.runlock import give_back_orphans, only_grader
 from labkit.clock import Clock, SystemClock
 from labkit.grading import catalog
 from labkit.grading.checks import CheckStatus
@@ -95,11 +94,12 @@ def grade_folder(
         raise ValueError(f"{submissions} has no student folders (one folder per student)")
     run_dir = _run_folder(out, run, clock, resumable=queue_url is not None)
     where = str(run_dir) if queue_url is None else queue_spec(queue_url, run_dir.name)
-    with _only_grader(run_dir), open_store(_store_spec(where), SystemClock()) as store:
+    with only_grader(run_dir) as lock, open_store(_store_spec(where), SystemClock()) as store:
         place = place_of(where)
         try:
             return _grade(
-                store, place, where, run_dir, students, exercises, settings, jobs, progress, lease_s
+                store, place, where, run_dir, students, exercises, settings, jobs, progress,
+                lease_s, lock,
             )
         finally:
             if isinstance(place, DatabasePlace):
@@ -129,6 +129,7 @@ def _grade(
     jobs: int | None,
     progress: Callable[[str], None],
     lease_s: float,
+    lock: int,
 ) -> tuple[Path, list[Graded]]:
     plan = Plan.of(settings, lease_s)
     kept_plan = place.plan()
@@ -160,6 +161,13 @@ def _grade(
     if networked and not settings.confinement.network:
         shared = dataclasses.replace(settings.confinement, network=True)
         progress(f"{', '.join(networked)}: student code needs TCP: {shared.network_words()}")
+    if resumed and where == str(run_dir):
+        given_back = give_back_orphans(store)
+        if given_back:
+            progress(
+                f"{given_back} notebook(s) were being graded when the run stopped: "
+                "graded again now, without waiting for their lease"
+            )
     queue.enqueue(store, place, tasks)
     gave_up = _gave_up(settings.solutions)
     done, waiting = queue.collect(store, tasks, gave_up)
@@ -173,7 +181,9 @@ def _grade(
         progress(f"the queue: labkit grade-worker --queue '{_redacted(where)}'")
     if waiting:
         solutions = settings.solutions
-        done += _drain(store, where, run_dir, solutions, plan, waiting, len(done), jobs, progress)
+        done += _drain(
+            store, where, run_dir, solutions, plan, waiting, len(done), jobs, progress, lock
+        )
     done.sort(key=lambda g: (g.student, g.exercise))
     _write_gradebook(done, run_dir)
     progress(f"wrote grades.csv, totals.csv and {len(students)} feedback file(s) in {run_dir}")
@@ -214,29 +224,6 @@ def _redacted(spec: str) -> str:
     return redact(spec)
 
 
-@contextmanager
-def _only_grader(run_dir: Path) -> Iterator[None]:
-    """Hold the run's lock while grading: a second grader on the same run is refused.
-
-    The lock goes with the process that held it (``flock``), so a grader that was
-    killed never leaves the run locked; and its workers died with it.
-    """
-    with (run_dir / "grader.lock").open("a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            raise RuntimeError(
-                f"run {run_dir.name} is being graded by another labkit grade (pid "
-                f"{fh.read().strip() or '?'}); wait for it, or see labkit grade --status "
-                f"{run_dir.name}"
-            ) from None
-        fh.truncate(0)
-        fh.write(str(os.getpid()))
-        fh.flush()
-        yield
-
-
 def _gave_up(solutions: Path) -> queue.GaveUp:
     hidden = hidden_of(solutions.resolve())
 
@@ -263,12 +250,15 @@ def _drain(
     before: int,
     jobs: int,
     progress: Callable[[str], None],
+    lock: int,
 ) -> list[Graded]:
     """Start the grading workers and print each result as it lands; the new results."""
     logs = run_dir / "workers"
     logs.mkdir(exist_ok=True)
     jobs = min(jobs, len(waiting))
-    workers = [start_worker(where, solutions, plan, f"g{n}", logs) for n in range(1, jobs + 1)]
+    workers = [
+        start_worker(where, solutions, plan, f"g{n}", logs, lock) for n in range(1, jobs + 1)
+    ]
     gave_up = _gave_up(solutions)
     total, done = before + len(waiting), list[Graded]()
     try:
@@ -297,18 +287,26 @@ def _drain(
 
 
 def start_worker(
-    where: str, solutions: Path, plan: Plan, name: str, logs: Path | None
+    where: str,
+    solutions: Path,
+    plan: Plan,
+    name: str,
+    logs: Path | None,
+    lock: int | None = None,
 ) -> subprocess.Popen[bytes]:
     """A grading worker process on the run at ``where``; its output in ``logs/NAME.log``
-    (None: this process's own output)."""
+    (None: this process's own output). It keeps ``lock`` (the run's, see
+    ``labkit.classroom.runlock``) open for as long as it lives."""
     env = {**os.environ, **plan.environment()}
     argv = [where, str(solutions.resolve()), name, str(os.getpid())]
     command = [sys.executable, "-m", "labkit.classroom.worker", *argv]
+    kept = () if lock is None else (lock,)
     if logs is None:
-        return subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env)
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env, pass_fds=kept)
     with (logs / f"{name}.log").open("ab") as log:
         return subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+            pass_fds=kept,
         )
 
 

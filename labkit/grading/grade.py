@@ -222,7 +222,7 @@ def sweep_abandoned(folder: Path | None = None) -> int:
             pid = int((base / SCRATCH_OWNER).read_text())
         except (OSError, ValueError):
             continue
-        if pid == os.getpid() or _alive(pid):
+        if pid == os.getpid() or process_alive(pid):
             continue
         disk.unmount(base / "student" / "work")
         shutil.rmtree(base, ignore_errors=True)
@@ -230,14 +230,23 @@ def sweep_abandoned(folder: Path | None = None) -> int:
     return cleaned
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` runs (this user may not signal it: still true).
+
+    A zombie is dead: it has closed its files and will run nothing more, but stays until
+    its parent reaps it, and a killed grader's orphans may wait long for that.
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc to ask: it exists
+    return state != "Z"
 
 
 def code_cells(path: Path) -> list[tuple[int, str]]:

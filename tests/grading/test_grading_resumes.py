@@ -5,12 +5,14 @@ the same submissions: once without a break, for the reference gradebook; once ki
 first one grading worker SIGKILLed in the middle of its notebook and then the whole
 grader with its workers SIGKILLed; and once more with the same ``--run-id``, which must
 finish the run: the same gradebook as the run without a break, no row twice, what was
-graded before the kill not graded again, and the notebook in flight graded again after
-its lease.
+graded before the kill not graded again, the notebook whose worker alone was killed
+graded again after its lease, and those in flight when the grader died graded again at
+once, without spending an attempt.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import random
@@ -25,6 +27,9 @@ from pathlib import Path
 import pytest
 from gradingkit import EXERCISES, SEED, SOLUTIONS, mounts_under, notebook_for, processes_under
 
+from labkit.classroom.runlock import only_grader
+from labkit.clock import FakeClock
+from labkit.grading.grade import process_alive
 from labkit.grading.isolation.confine import Confinement
 
 pytestmark = pytest.mark.skipif(
@@ -147,6 +152,7 @@ def test_a_grading_run_killed_halfway_resumes_to_the_same_gradebook(
             "one more notebook graded", lambda: states().count("succeeded") > graded, deadline
         )
         time.sleep(pause)
+        _wait_for("a notebook in flight", lambda: "running" in states(), deadline)
         os.killpg(grader.pid, signal.SIGKILL)
         assert grader.wait(60) == -signal.SIGKILL, "the grader was never killed"
     finally:
@@ -157,6 +163,8 @@ def test_a_grading_run_killed_halfway_resumes_to_the_same_gradebook(
     before = _jobs(run)
     finished = {k: v for k, v in before.items() if v[0] == "succeeded"}
     assert 0 < len(finished) < len(before), f"the kill did not land halfway: {before}"
+    in_flight = {k: v for k, v in before.items() if v[0] == "running"}
+    assert in_flight, f"no notebook was being graded when the grader was killed: {before}"
     assert not (run / "grades.csv").exists(), "a gradebook was written by a run that was killed"
 
     resumed = subprocess.run(
@@ -164,13 +172,59 @@ def test_a_grading_run_killed_halfway_resumes_to_the_same_gradebook(
     )
     assert resumed.returncode == 0, resumed.stderr
     assert f"resuming: {len(finished)} of {len(before)} already graded" in resumed.stdout
+    # The killed run's workers are provably dead (the run's lock is free), so what they
+    # held is graded again at once, without waiting for a lease or spending an attempt.
+    assert f"{len(in_flight)} notebook(s) were being graded when the run stopped" in (
+        resumed.stdout
+    ), resumed.stdout
     assert _rows(run) == expected, "the resumed run's gradebook differs from an unbroken run's"
     after = _jobs(run)
     assert {k: after[k] for k in finished} == finished, "a notebook was graded twice"
-    assert any(attempt >= 2 for _, attempt, _ in after.values()), (
-        "no notebook was graded again after its worker was killed: the kill never landed"
+    assert {k: after[k][1] for k in in_flight} == {k: v[1] for k, v in in_flight.items()}, (
+        "a notebook in flight when the grader was killed spent an attempt on the kill"
     )
     assert all(state == "succeeded" for state, _, _ in after.values()), after
     assert processes_under(scratch) == [], "student processes outlived their grader"
     assert mounts_under(scratch) == [], "a killed worker's scratch tmpfs was never unmounted"
     assert not list(scratch.glob("labkit-grade-*")), "a killed worker's scratch was left"
+
+
+_GRADER = """
+import subprocess, sys, time
+from pathlib import Path
+from labkit.classroom.runlock import only_grader
+with only_grader(Path(sys.argv[1])) as lock:
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                              pass_fds=(lock,))
+    print(worker.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_the_run_lock_outlives_the_grader_until_its_last_worker_is_gone(tmp_path: Path) -> None:
+    """What lets a resumed run give back in-flight notebooks at once: the lock is free
+    only when no worker of the killed grader is alive."""
+
+    grader = subprocess.Popen([sys.executable, "-c", _GRADER, str(tmp_path)],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    worker = 0
+    try:
+        assert grader.stdout is not None
+        worker = int(grader.stdout.readline())
+        os.kill(grader.pid, signal.SIGKILL)
+        assert grader.wait(30) == -signal.SIGKILL
+        clock = FakeClock()
+        with pytest.raises(RuntimeError, match="whose grading workers still hold the run"):
+            with only_grader(tmp_path, clock):
+                pass
+        assert clock.now() >= 10.0, "it gave up before the workers had time to follow"
+        os.kill(worker, signal.SIGKILL)
+        _wait_for("the worker gone", lambda: not process_alive(worker), time.monotonic() + 30)
+        with only_grader(tmp_path, FakeClock()) as lock:
+            assert lock > 2
+    finally:
+        for pid in (grader.pid, worker):
+            if pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
