@@ -300,7 +300,10 @@ def _run(
     workdir: Path,
     settings: Settings,
 ) -> None:
-    student = StudentProcess(settings.confinement, workdir, cells, settings.cell_timeout)
+    harness = f"labkit.grading.exercises.{result.exercise}.harness"
+    student = StudentProcess(
+        settings.confinement, workdir, cells, settings.cell_timeout, preload=(harness,)
+    )
     crashed = timed_out = False
     try:
         report, why, kind = _start(student)

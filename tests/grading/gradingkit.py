@@ -106,14 +106,19 @@ def grade_class(
 
 @contextmanager
 def confined_student(
-    tmp_path: Path, confinement: Confinement, cells: list[tuple[int, str]] | None = None
+    tmp_path: Path,
+    confinement: Confinement,
+    cells: list[tuple[int, str]] | None = None,
+    preload: tuple[str, ...] = (),
 ) -> Iterator[StudentProcess]:
     """A real confined student process on ``cells`` (one harmless cell by default)."""
     os.chmod(tmp_path, 0o755)
     work = tmp_path / "work"
     work.mkdir()
     confinement.hand_over(work)
-    proc = StudentProcess(confinement, work, cells or [(0, "x = 1\n")], cell_timeout=20)
+    proc = StudentProcess(
+        confinement, work, cells or [(0, "x = 1\n")], cell_timeout=20, preload=preload
+    )
     proc.start()
     try:
         yield proc

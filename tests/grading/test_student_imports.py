@@ -53,3 +53,36 @@ def test_a_confined_student_process_has_none_of_them_loaded(tmp_path: Path) -> N
     assert pid != os.getpid()  # read from the student's own process
     assert "labkit.grading.isolation.student_side" in loaded
     assert _lab_modules(list(loaded)) == []
+
+
+_PROBE = """
+def loaded():
+    import sys
+    return sorted(sys.modules)
+
+def scrubber_ready():
+    import labkit.redact
+    return labkit.redact._vendor_patterns.cache_info().currsize
+"""
+
+
+def test_a_graded_process_loads_its_exercises_harness_once_and_nothing_else_it_is_sent(
+    tmp_path: Path,
+) -> None:
+    """Each check forks the process its cells ran in, and the fork ends with the check: a
+    harness imported there would be imported again by every check. So the grader names
+    the exercise's harness; the student side imports it (and runs its ``warm_up``) before
+    the first fork, and refuses any name a harness request could not name."""
+    harness = "labkit.grading.exercises.ex06.harness"
+    sent = (harness, "antigravity", "labkit.grading.exercises.ex99.harness", "this is not a name")
+    confinement = Confinement.detect(Limits(cpu_seconds=60))
+    (tmp_path / "a").mkdir()
+    with confined_student(tmp_path / "a", confinement, [(0, _PROBE)], preload=sent) as student:
+        loaded, ready = in_a_check(student, lambda ns: (ns.loaded(), ns.scrubber_ready()))  # type: ignore[misc]
+    assert harness in loaded
+    assert "antigravity" not in loaded, "a module outside the harnesses was imported"
+    assert ready == 1, "the harness's warm_up never ran before the checks"
+    (tmp_path / "b").mkdir()
+    with confined_student(tmp_path / "b", confinement, [(0, _PROBE)]) as student:
+        loaded, ready = in_a_check(student, lambda ns: (ns.loaded(), ns.scrubber_ready()))  # type: ignore[misc]
+    assert harness not in loaded and ready == 0, "nothing was sent, yet it was loaded"

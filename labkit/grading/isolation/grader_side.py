@@ -66,11 +66,15 @@ class StudentProcess:
         workdir: Path,
         cells: list[tuple[int, str]],
         cell_timeout: float,
+        preload: tuple[str, ...] = (),
     ) -> None:
         self.confinement = confinement
         self.workdir = workdir
         self.cells = cells
         self.cell_timeout = cell_timeout
+        #: Harness modules the student side imports once its cells ran, so that each
+        #: check's fork has them instead of importing them again (``student_side.main``).
+        self.preload = preload
         self.limits_hit: list[str] = []
         self.starts = 0
         self._proc: subprocess.Popen[bytes] | None = None
@@ -145,6 +149,7 @@ class StudentProcess:
                 "cells": self.cells,
                 "cell_timeout": self.cell_timeout,
                 "isolated": self.confinement.isolated,
+                "preload": list(self.preload),
             }
         )
         budget = 30 + self.cell_timeout * (len(self.cells) + 1)

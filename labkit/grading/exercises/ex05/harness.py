@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from labkit import redact
 from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.explore.matrix import Scenario, run_scenario
 from labkit.faults import FaultPlan
@@ -275,3 +276,10 @@ def sent_in_processes(
         got["how"] = f"a second call in this process ({exc})"
         got["seeds"] = {"again": recorded("again", here)}
     return got
+
+
+def warm_up() -> None:
+    """Once in the graded student process, before the checks fork (``student_side.preload``):
+    the store scrubs every error it keeps, and its scrubber imports detect-secrets on first
+    use, which each check's fork would otherwise do again."""
+    redact.warm_up()

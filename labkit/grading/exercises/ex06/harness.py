@@ -18,6 +18,7 @@ from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
+from labkit import redact
 from labkit.grading.exercises.common import fresh_state, need, outcome
 from labkit.grading.exercises.described import build_error
 from labkit.grading.exercises.killsweep import sweep
@@ -229,3 +230,10 @@ def redrive_kills(
             conn.close()
 
     return sweep(folder, ["jobs.db"], once, once, seed)
+
+
+def warm_up() -> None:
+    """Once in the graded student process, before the checks fork (``student_side.preload``):
+    the store scrubs every error it keeps, and its scrubber imports detect-secrets on first
+    use, which each check's fork would otherwise do again."""
+    redact.warm_up()
