@@ -45,6 +45,7 @@ import argparse
 import csv
 import os
 import random
+import re
 import signal
 import sqlite3
 import subprocess
@@ -181,16 +182,19 @@ def _succeeded(jobs_db: Path) -> int:
     return int(count)
 
 
-def resumed_cost(subs: Path, tmp: Path, total: int, args: argparse.Namespace) -> tuple[int, float]:
+def resumed_cost(
+    subs: Path, tmp: Path, total: int, args: argparse.Namespace
+) -> tuple[int, float, int]:
     """Grade the class, SIGKILL the grader's whole process group once half the notebooks
-    are graded, grade again with the same run id; (graded at the kill, resumed seconds).
+    are graded, grade again with the same run id; (graded at the kill, resumed seconds,
+    notebooks in flight at the kill that the resumed run gave back at once).
 
-    ``--lease-s 2``: the notebook a killed worker held is claimed again 2 s after, not
-    the default 10 s, so the resumed run waits little on it.
+    The default lease (10 s): the resumed run holds the run's lock, so it knows the
+    killed workers are gone and grades what they held at once, without waiting for it.
     """
     out = tmp / "out-resume"
     out.mkdir()
-    argv = [*grade_argv(subs, out, args, "resume"), "--lease-s", "2"]
+    argv = grade_argv(subs, out, args, "resume")
     quiet = subprocess.DEVNULL
     grader = subprocess.Popen(argv, start_new_session=True, stdout=quiet, stderr=quiet, cwd=tmp)
     graded = 0
@@ -206,8 +210,10 @@ def resumed_cost(subs: Path, tmp: Path, total: int, args: argparse.Namespace) ->
             os.killpg(grader.pid, signal.SIGKILL)
         grader.wait()
     started = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=quiet, cwd=tmp)
-    return graded, time.perf_counter() - started
+    said = subprocess.run(argv, check=True, stdout=subprocess.PIPE, text=True, cwd=tmp).stdout
+    seconds = time.perf_counter() - started
+    back = re.search(r"^(\d+) notebook\(s\) were being graded when the run stopped", said, re.M)
+    return graded, seconds, int(back[1]) if back else 0
 
 
 def per_exercise(subs: Path, tmp: Path, exercises: list[str], args: argparse.Namespace) -> None:
@@ -383,10 +389,10 @@ def main(argv: list[str] | None = None) -> int:
             print("  unconfined in the grader's own user; labkit: public and hidden checks,")
             print(f"  {args.jobs} notebooks at once, each confined")
         if args.resume:
-            graded, resumed = resumed_cost(subs, tmp, total, args)
+            graded, resumed, back = resumed_cost(subs, tmp, total, args)
             left = seconds * (total - graded) / total
             print(f"resumed run:   {resumed:7.1f} s  after a SIGKILL at {graded} of {total} graded")
-            print("  (--lease-s 2: the killed worker's notebook is claimed again 2 s after)")
+            print(f"  ({back} notebook(s) in flight at the kill, graded again at once)")
             print(
                 f"resumed / half the uninterrupted run: {resumed / (seconds / 2):.2f} (target: at "
                 f"most 1); resumed / the uninterrupted run's share left: {resumed / left:.2f}"
