@@ -72,19 +72,23 @@ def graded(
 
     _edit(ref, subs / "caio" / ref.name, syntax_error)
 
-    def loops(nb: nbformat.NotebookNode) -> None:
-        # Inside accept, a loop that waits forever (every check that calls it hangs: it
-        # sleeps, so the hangs do not take the CPU the rest of the suite needs); at the
-        # top level, one that spins.
+    def loops_in_accept(nb: nbformat.NotebookNode) -> None:
+        # Inside accept, a loop that waits forever: every check that calls it hangs (it
+        # sleeps, so the hangs do not take the CPU the rest of the suite needs).
         cell = _cell_defining(nb, "accept")
         cell.source = cell.source.replace(
             "    fp = payload_fingerprint(payload)\n",
             "    while True:\n        __import__('time').sleep(0.01)\n",
             1,
         )
+
+    def loops_at_the_top(nb: nbformat.NotebookNode) -> None:
+        # At the top level, a loop that spins. Apart from abel's notebook: after each hung
+        # check the grader starts the notebook again, and would wait out this cell each time.
         nb.cells.insert(-1, nbformat.v4.new_code_cell("while True:\n    pass"))
 
-    _edit(ref, subs / "abel" / ref.name, loops)
+    _edit(ref, subs / "abel" / ref.name, loops_in_accept)
+    _edit(ref, subs / "beto" / ref.name, loops_at_the_top)
 
     (subs / "edu").mkdir()
     (subs / "edu" / "ex01_keys.ipynb").write_text("{ this is not json")
@@ -153,9 +157,11 @@ def test_infinite_loops_time_out_with_the_reason_and_the_hung_check_named(graded
     scores, feedback, _ = graded
     score, possible, status = scores["abel"]
     assert 0 < score < possible and status == "timed out"
-    text = (feedback / "abel.md").read_text()
+    assert "### accept_new_then_repeat: timed out" in (feedback / "abel.md").read_text()
+    score, possible, status = scores["beto"]
+    assert score == possible and status == "timed out", (feedback / "beto.md").read_text()
+    text = (feedback / "beto.md").read_text()
     assert f"did not finish within {CELL_TIMEOUT}s and was stopped" in text
-    assert "### accept_new_then_repeat: timed out" in text
 
 
 def test_unreadable_notebook_scores_zero_with_the_reason_and_the_batch_goes_on(graded) -> None:  # type: ignore[no-untyped-def]
@@ -163,7 +169,7 @@ def test_unreadable_notebook_scores_zero_with_the_reason_and_the_batch_goes_on(g
     assert scores["edu"][0] == 0 and scores["edu"][2] == "crashed"
     assert "not a readable notebook" in (feedback / "edu.md").read_text()
     assert scores["fil"][0] == 0 and scores["fil"][2] == "missing"
-    assert "[6/6]" in progress and "grading 6 student(s)" in progress
+    assert "[7/7]" in progress and "grading 7 student(s)" in progress
 
 
 def test_grade_help_shows_every_default() -> None:

@@ -27,7 +27,6 @@ from studentkit import (
     free_port,
     git_status,
     kit_env,
-    language_make_picks,
     run_in_kit,
 )
 
@@ -41,10 +40,10 @@ def test_every_lesson_runs_in_the_kit_and_prints_what_is_stored(
 ) -> None:
     lessons = sorted(p.name for p in (kit / "notebooks").glob("[0-9]*.ipynb"))
     assert len(lessons) >= 17, lessons
-    _make_check_runs(kit, "notebooks", lessons, {})
+    make_check_runs(kit, "notebooks", lessons, {})
 
 
-def _make_check_runs(kit: Path, folder: str, lessons: list[str], env: dict[str, str]) -> None:
+def make_check_runs(kit: Path, folder: str, lessons: list[str], env: dict[str, str]) -> None:
     """The kit's ``make check`` under ``env`` runs exactly ``lessons`` of ``folder``, all pass,
     and what running them wrote (scratch folders, databases) is all ignored by git."""
     done = run_in_kit(kit, ["make", "check"], timeout=900, env=env)
@@ -54,20 +53,6 @@ def _make_check_runs(kit: Path, folder: str, lessons: list[str], env: dict[str, 
     assert re.search(r"\d+ passed", done.stdout) and " failed" not in done.stdout
     status = git_status(kit)
     assert status == "", f"running the lessons left files git would show a student:\n{status}"
-
-
-def test_every_portuguese_lesson_runs_in_the_kit_in_portuguese(
-    kit: Path, postgres_dsn: str, redis_url: str, amqp_url: str
-) -> None:
-    """The Portuguese edition, nbval-checked like the English one: ``LANG=pt_BR`` is all a
-    student sets, and what the package prints in it (check reports, tables) is Portuguese.
-    After the English lessons (one file: lessons 13 and 14 use the same services)."""
-    english = sorted(p.name for p in (kit / "notebooks").glob("[0-9]*.ipynb"))
-    lessons = sorted(p.name for p in (kit / "notebooks" / "pt_BR").glob("[0-9]*.ipynb"))
-    assert lessons == english
-    picked = language_make_picks(kit, {"LANG": "pt_BR.UTF-8", "LABKIT_LANG": ""})
-    assert picked == ["pt_BR", "notebooks/pt_BR"]
-    _make_check_runs(kit, "notebooks/pt_BR", lessons, {"LABKIT_LANG": "pt_BR"})
 
 
 def _banner_url(proc: subprocess.Popen[str], timeout_s: float = 120) -> str:
