@@ -7,7 +7,7 @@ examples a class is graded on were never shown, and the same seed draws them aga
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from hypothesis import strategies as st
@@ -58,3 +58,26 @@ def test_student_code_runs_in_the_time_zone_the_run_chose(tmp_path) -> None:  # 
     cell = "import time\ndef offset():\n    return time.strftime('%z')\n"
     with confined_student(tmp_path, confined, [(0, cell)]) as student:
         assert in_a_check(student, lambda ns: ns.offset()) == "+0530"
+
+
+def test_a_grading_seed_adds_unseen_inputs_and_keeps_every_one_check_draws() -> None:
+    """Found by grading the whole zoo (bench/zoo.py): under seed 7 the drawn payloads held
+    no string with blanks around it and the drawn tables no order that exposed "ids in
+    table order", so two mistakes check() catches scored full marks in grading."""
+    in_check: list[int] = []
+    in_grading: list[int] = []
+
+    def drawn_in(seen: list[int]) -> Callable[[int], None]:
+        def prop(value: int) -> None:
+            seen.append(value)
+
+        return prop
+
+    holds_for(st.integers(0, 10**9), drawn_in(in_check), examples=10)
+    use_grading_seed(7)
+    try:
+        holds_for(st.integers(0, 10**9), drawn_in(in_grading), examples=10)
+    finally:
+        use_grading_seed(None)
+    assert set(in_check) <= set(in_grading), "grading lost inputs check() draws"
+    assert set(in_grading) - set(in_check), "the grading seed drew nothing new"

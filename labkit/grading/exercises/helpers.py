@@ -61,24 +61,34 @@ def holds_for(
 
     ``prop`` calls ``expect``; Hypothesis shrinks a failing example to a small one, so
     the student reads the simplest input that breaks their code.
+
+    ``check()`` draws the same examples every time. ``labkit grade`` draws those too, and
+    then the run's own (replayable by its seed): a grading seed adds inputs nobody has
+    seen, and never loses one ``check()`` would have caught a mistake with.
     """
+
+    def run(graded: int | None) -> None:
+        runner = settings(
+            max_examples=examples,
+            derandomize=graded is None,  # check()'s examples: the same every time
+            database=None,
+            deadline=None,
+            verbosity=Verbosity.quiet,
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+        )(given(strategy)(prop))
+        if graded is not None:  # labkit grade: this run's own examples
+            runner = seed(graded)(runner)
+        runner()
+
     graded = grading_seed()
-    runner = settings(
-        max_examples=examples,
-        derandomize=graded is None,  # check(): the same examples every time
-        database=None,
-        deadline=None,
-        verbosity=Verbosity.quiet,
-        suppress_health_check=list(HealthCheck),
-        report_multiple_bugs=False,
-    )(given(strategy)(prop))
-    if graded is not None:  # labkit grade: this run's own examples, replayable by its seed
-        runner = seed(graded)(runner)
     # Hypothesis caches what it learns in ./.hypothesis: not in the student's folder.
     home = configuration.storage_directory(intent_to_write=False).path
     configuration.set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "labkit-hypothesis")
     try:
-        runner()
+        run(None)
+        if graded is not None:
+            run(graded)
     except BaseExceptionGroup as group:  # a flaky student function: report its first failure
         found = group.subgroup((CheckFailed, StudentRaised))
         if found is None:
