@@ -13,15 +13,10 @@ is ``bench/grading.py --same-scores``'s to show, over a whole class.
 from __future__ import annotations
 
 import shutil
-import textwrap
 from pathlib import Path
 
 import nbformat
 import pytest
-import test_zoo
-import test_zoo_ex11_13
-import test_zoo_ex12
-import test_zoo_ex14
 from gradingkit import (
     EXERCISES,
     SOLUTIONS,
@@ -29,6 +24,7 @@ from gradingkit import (
     notebook_for,
     short_scratch,
 )
+from zoo_notebooks import Entry, every_entry
 
 from labkit.grading.isolation.confine import Confinement
 
@@ -40,7 +36,6 @@ pytestmark = [
 ]
 
 PLAIN = ["ex01", "ex02", "ex03", "ex04", "ex05", "ex06", "ex07", "ex11", "ex12", "ex13", "ex14"]
-_ALL = test_zoo.ZOO + test_zoo_ex11_13.ZOO + test_zoo_ex12.ZOO + test_zoo_ex14.ZOO
 #: Checks that kill the student's code after each of its writes (``killsweep``), race
 #: two processes of it (``racesweep``) or call it again in a new process (``replay``):
 #: every zoo entry they must catch is graded here, since forking, stopping, killing and
@@ -62,12 +57,12 @@ SWEPT = {
 }
 
 
-def _picked(exercise: str) -> list[tuple[str, str, str, str]]:
-    entries = [e for e in _ALL if e[0] == exercise]
-    return [e for i, e in enumerate(entries) if i in (0, len(entries) - 1) or e[2] in SWEPT]
+def _picked(exercise: str) -> list[Entry]:
+    entries = [e for e in every_entry() if e.exercise == exercise]
+    return [e for i, e in enumerate(entries) if i in (0, len(entries) - 1) or e.check in SWEPT]
 
 
-#: student name -> (exercise, mistake, the check that must fail, the wrong source)
+#: student name -> the zoo entry graded under that name
 WRONG = {
     f"zoo-{exercise}-{n}": entry for exercise in PLAIN for n, entry in enumerate(_picked(exercise))
 }
@@ -84,12 +79,11 @@ def graded(
         for exercise in PLAIN:
             notebook = notebook_for(folder, exercise)
             shutil.copyfile(notebook, subs / student / notebook.name)
-    for student, (exercise, _, _, source) in WRONG.items():
-        reference = notebook_for(SOLUTIONS, exercise)
-        nb = nbformat.read(reference, as_version=4)
-        nb.cells.append(nbformat.v4.new_code_cell(textwrap.dedent(source).strip()))
+    for student, entry in WRONG.items():
         (subs / student).mkdir()
-        nbformat.write(nb, subs / student / reference.name)
+        nbformat.write(
+            entry.notebook(), subs / student / notebook_for(SOLUTIONS, entry.exercise).name
+        )
     with short_scratch() as scratch:
         rows, feedback, _ = grade_class(root, subs, PLAIN, scratch)
     return {(r["student"], r["exercise"]): r for r in rows}, feedback
@@ -109,8 +103,9 @@ def test_a_wrong_solution_is_caught_by_its_check_in_the_sandbox(  # type: ignore
     graded, student: str
 ) -> None:
     rows, feedback = graded
-    exercise, mistake, check, _ = WRONG[student]
-    row = rows[(student, exercise)]
+    entry = WRONG[student]
+    mistake, check = entry.mistake, entry.check
+    row = rows[(student, entry.exercise)]
     text = (feedback / f"{student}.md").read_text()
     failed = [line for line in text.splitlines() if line.startswith(f"| {check} ")]
     assert failed and failed[0].endswith("| failed |"), f"{mistake}: {failed or text}"

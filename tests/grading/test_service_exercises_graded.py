@@ -22,8 +22,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import test_zoo_ex09
-import test_zoo_ex10
 from gradingkit import (
     EXERCISES,
     SOLUTIONS,
@@ -33,6 +31,7 @@ from gradingkit import (
     require_service,
     short_scratch,
 )
+from zoo_notebooks import Entry, every_entry
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -47,30 +46,15 @@ PICKS = [
 ]
 
 
-def _edits(exercise: str, start: str) -> tuple[str, str, list[tuple[str, str]]]:
-    """(mistake, the check that must fail, [(old, new)]) of the picked zoo entry."""
-    if exercise == "ex09":
-        found = [(n, c, e) for n, c, e in test_zoo_ex09.ZOO if n.startswith(start)]
-    else:
-        found = [(n, c, [(o, w)]) for n, c, _ok, o, w in test_zoo_ex10.ZOO if n.startswith(start)]
+def _entry(exercise: str, start: str) -> Entry:
+    """The zoo entry of ``exercise`` whose mistake starts with ``start``."""
+    found = [e for e in every_entry() if e.exercise == exercise and e.mistake.startswith(start)]
     assert len(found) == 1, f"no single {exercise} zoo entry starts with {start!r}"
     return found[0]
 
 
-#: student name -> (exercise, mistake, the check that must fail)
-WRONG = {f"zoo-{e}-{n}": (e, *_edits(e, start)[:2]) for n, (e, start) in enumerate(PICKS)}
-
-
-def _wrong_notebook(exercise: str, start: str, target: Path) -> None:
-    reference = notebook_for(SOLUTIONS, exercise)
-    nb = nbformat.read(reference, as_version=4)
-    _, _, edits = _edits(exercise, start)
-    for old, new in edits:
-        cells = [c for c in nb.cells if c.cell_type == "code" and old in c.source]
-        assert len(cells) == 1, f"{start!r}: the reference no longer holds {old!r}"
-        cells[0].source = cells[0].source.replace(old, new)
-    target.mkdir(parents=True)
-    nbformat.write(nb, target / reference.name)
+#: student name -> the zoo entry graded under that name
+WRONG = {f"zoo-{e}-{n}": _entry(e, start) for n, (e, start) in enumerate(PICKS)}
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +69,11 @@ def graded(
         for exercise in ("ex09", "ex10"):
             notebook = notebook_for(folder, exercise)
             shutil.copyfile(notebook, subs / student / notebook.name)
-    for n, (exercise, start) in enumerate(PICKS):
-        _wrong_notebook(exercise, start, subs / f"zoo-{exercise}-{n}")
+    for student, entry in WRONG.items():
+        (subs / student).mkdir()
+        nbformat.write(
+            entry.notebook(), subs / student / notebook_for(SOLUTIONS, entry.exercise).name
+        )
     with short_scratch() as scratch:
         graded, feedback, _ = grade_class(root, subs, ["ex09", "ex10"], scratch)
         rows = {(r["student"], r["exercise"]): [r["score"], r["max"], r["status"]] for r in graded}
@@ -122,8 +109,9 @@ def test_no_process_of_the_run_outlives_the_grade(graded) -> None:  # type: igno
 @pytest.mark.parametrize("student", sorted(WRONG))
 def test_a_wrong_solution_is_caught_by_its_check_in_the_sandbox(graded, student) -> None:  # type: ignore[no-untyped-def]
     rows, feedback, _ = graded
-    exercise, mistake, check = WRONG[student]
-    score, possible, status = rows[(student, exercise)]
+    entry = WRONG[student]
+    mistake, check = entry.mistake, entry.check
+    score, possible, status = rows[(student, entry.exercise)]
     text = (feedback / f"{student}.md").read_text()
     failed = [line for line in text.splitlines() if line.startswith(f"| {check} ")]
     assert failed and failed[0].endswith("| failed |"), f"{mistake}: {failed or text}"

@@ -1,0 +1,133 @@
+"""Every wrong solution of the project's zoo graded for real: ``python bench/zoo.py``.
+
+The zoo (``tests/grading/test_zoo_exNN.py``, one plausible mistake per entry, each
+named after the check that must catch it) is tested entry by entry in process, and CI
+grades a sample of it through the confined grader. This grades all of it the way an
+instructor grades: each entry becomes one student's notebook (``zoo_notebooks``), and
+this checkout's ``labkit grade`` grades the class with the sandbox, own uids and
+control groups the machine has. Per exercise it reports how many entries the named
+check caught there (failed, 0 points, the score below full marks, some other check
+passed), how many severe ones were capped at half, and the rate. With
+``--same-scores`` each notebook is also scored in one process, as ``check()`` scores
+it, and every entry whose two scores differ is listed.
+
+    .venv/bin/python bench/zoo.py                      # the whole zoo
+    .venv/bin/python bench/zoo.py --exercise ex09      # one exercise's entries
+    .venv/bin/python bench/zoo.py --same-scores        # and in-process scores
+
+Exit status 1 when an entry is not caught, a severe one is not capped, or (with
+``--same-scores``) a score differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import nbformat
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "grading"), str(ROOT / "tests")]
+
+from zoo_notebooks import Entry, every_entry  # noqa: E402
+
+from bench.grading import in_process_scores  # noqa: E402
+
+
+def caught(entry: Entry, row: dict[str, str], feedback: str) -> str | None:
+    """None when the graded notebook shows the mistake caught by its check; else why not."""
+    lines = feedback.splitlines()
+    named = [line for line in lines if line.startswith(f"| {entry.check} ")]
+    if not named or not named[0].endswith("| failed |") or "| 0/" not in named[0]:
+        return f"{entry.check}: {named[0] if named else 'not in the feedback'}"
+    earned, possible = int(row["score"]), int(row["max"])
+    if row["status"] != "graded" or earned >= possible:
+        return f"scored {earned}/{possible}, {row['status']}"
+    if not any(line.endswith("| passed |") for line in lines):
+        return "every check failed: the feedback points at no one mistake"
+    if "severe" in named[0] and earned > possible // 2:
+        return f"a severe mistake scored {earned}/{possible}, more than half"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--exercise", action="append", help="only this exercise (repeatable)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--seed", type=int, default=7, help="the grading seed (--seed)")
+    parser.add_argument("--same-scores", action="store_true",
+                        help="also score each notebook in one process and compare")  # fmt: skip
+    args = parser.parse_args(argv)
+    picked = [e for e in every_entry() if not args.exercise or e.exercise in args.exercise]
+    replay = " ".join(f"--exercise {e}" for e in args.exercise or [])
+    print(f"seed {args.seed}; replay: python bench/zoo.py {replay} --jobs {args.jobs} "
+          f"--seed {args.seed}{' --same-scores' if args.same_scores else ''}")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="labkit-zoo-") as tmp:
+        subs = Path(tmp) / "submissions"
+        students: dict[str, Entry] = {}
+        for n, entry in enumerate(picked):
+            student = f"{entry.exercise}-{n:03d}"
+            (subs / student).mkdir(parents=True)
+            nbformat.write(entry.notebook(), subs / student / entry.filename)
+            students[student] = entry
+        exercises = sorted({e.exercise for e in picked})
+        argv = [sys.executable, "-m", "labkit.cli", "grade", str(subs), "--out", tmp,
+                "--run-id", "zoo", "--jobs", str(args.jobs), "--seed", str(args.seed)]  # fmt: skip
+        for exercise in exercises:
+            argv += ["--exercise", exercise]
+        started = time.perf_counter()
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=tmp)
+        seconds = time.perf_counter() - started
+        run = Path(tmp) / "zoo"
+        with (run / "grades.csv").open() as fh:
+            # Each student hands in one exercise; the others are rows of "missing".
+            own = {(s, e.exercise) for s, e in students.items()}
+            rows = {r["student"]: r for r in csv.DictReader(fh)
+                    if (r["student"], r["exercise"]) in own}  # fmt: skip
+        missed: list[str] = []
+        per: Counter[str] = Counter()
+        severe: Counter[str] = Counter()
+        for student, entry in students.items():
+            row = rows[student]
+            text = (run / "feedback" / f"{student}.md").read_text(encoding="utf-8")
+            why = caught(entry, row, text)
+            if why is None:
+                per[entry.exercise] += 1
+                severe[entry.exercise] += "score capped at half" in text
+            else:
+                missed.append(f"  {entry.exercise} {entry.mistake!r}: {why}")
+        differ: list[str] = []
+        if args.same_scores:
+            bench_args = argparse.Namespace(seed=args.seed, cell_timeout=30.0, check_timeout=None)
+            inside = in_process_scores(subs, exercises, bench_args)
+            for student, entry in students.items():
+                graded = int(rows[student]["score"])
+                if inside.get((student, entry.exercise)) != graded:
+                    alone = inside.get((student, entry.exercise))
+                    differ.append(f"  {entry.exercise} {entry.mistake!r}: graded {graded}, "
+                                  f"in process {alone}")  # fmt: skip
+    total = Counter(e.exercise for e in picked)
+    print(f"the zoo: {len(picked)} wrong solutions over {len(exercises)} exercises, graded by "
+          f"labkit grade (confined) in {seconds:.1f} s, {len(picked) / seconds * 60:.1f} "
+          "notebooks/min")  # fmt: skip
+    for exercise in exercises:
+        print(f"  {exercise}: {per[exercise]:3d} of {total[exercise]:3d} caught by the check "
+              f"named after the mistake; {severe[exercise]} capped at half (severe)")  # fmt: skip
+    print(f"not caught in the sandbox: {len(missed)}")
+    print("\n".join(missed))
+    if args.same_scores:
+        print(f"in-process scores that differ from the graded ones: {len(differ)} of {len(picked)}")
+        print("\n".join(differ))
+    return 1 if missed or differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

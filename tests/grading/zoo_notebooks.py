@@ -1,0 +1,89 @@
+"""Every entry of the project's zoo as the notebook a student would hand in.
+
+The zoo's entries live beside their exercise (``test_zoo_exNN.py``) in four shapes: a
+cell appended to the reference (exercises 1-7 and 11-14), a change to the reference's
+``%%writefile ex08_tasks.py`` cell (exercise 8), and text edits of the reference's cells
+(exercises 9 and 10). ``every_entry()`` gives them one shape, ``Entry``, whose
+``notebook()`` is the reference with the mistake in it: what the graded tests and
+``bench/zoo.py`` hand to ``labkit grade``.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import nbformat
+import test_zoo
+import test_zoo_ex08
+import test_zoo_ex09
+import test_zoo_ex10
+import test_zoo_ex11_13
+import test_zoo_ex12
+import test_zoo_ex14
+from gradingkit import SOLUTIONS, notebook_for
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One wrong solution: its exercise, its mistake, the check that must name it."""
+
+    exercise: str
+    mistake: str
+    check: str
+    change: Callable[[nbformat.NotebookNode], None]
+
+    @property
+    def filename(self) -> str:
+        """The name a student hands it in under: the released notebook's."""
+        return notebook_for(SOLUTIONS, self.exercise).name
+
+    def notebook(self) -> nbformat.NotebookNode:
+        nb = nbformat.read(notebook_for(SOLUTIONS, self.exercise), as_version=4)
+        self.change(nb)
+        return nb
+
+
+def _appended(source: str) -> Callable[[nbformat.NotebookNode], None]:
+    def change(nb: nbformat.NotebookNode) -> None:
+        nb.cells.append(nbformat.v4.new_code_cell(textwrap.dedent(source).strip()))
+
+    return change
+
+
+def _edited(mistake: str, edits: list[tuple[str, str]]) -> Callable[[nbformat.NotebookNode], None]:
+    def change(nb: nbformat.NotebookNode) -> None:
+        for old, new in edits:
+            cells = [c for c in nb.cells if c.cell_type == "code" and old in c.source]
+            assert len(cells) == 1, f"{mistake!r}: the reference no longer holds {old!r}"
+            cells[0].source = cells[0].source.replace(old, new)
+
+    return change
+
+
+def _task_module(
+    mistake: str, rewrite: Callable[[str], str]
+) -> Callable[[nbformat.NotebookNode], None]:
+    def change(nb: nbformat.NotebookNode) -> None:
+        [cell] = [c for c in nb.cells if c.source.startswith("%%writefile ex08_tasks.py")]
+        changed = rewrite(cell.source)
+        assert changed != cell.source, f"{mistake!r} changes nothing in the reference"
+        cell.source = changed
+
+    return change
+
+
+def every_entry() -> list[Entry]:
+    """The whole zoo, every exercise, in the order its files list it."""
+    plain = test_zoo.ZOO + test_zoo_ex11_13.ZOO + test_zoo_ex12.ZOO + test_zoo_ex14.ZOO
+    entries = [Entry(e, m, c, _appended(source)) for e, m, c, source in plain]
+    entries += [
+        Entry("ex08", name, fails, _task_module(name, rewrite))
+        for name, rewrite, fails, _says, _passes in test_zoo_ex08.ZOO
+    ]
+    entries += [Entry("ex09", n, c, _edited(n, edits)) for n, c, edits in test_zoo_ex09.ZOO]
+    entries += [
+        Entry("ex10", n, c, _edited(n, [(old, new)])) for n, c, _ok, old, new in test_zoo_ex10.ZOO
+    ]
+    return sorted(entries, key=lambda e: e.exercise)
