@@ -63,11 +63,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exercise", action="append", help="only this exercise (repeatable)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--seed", type=int, default=7, help="the grading seed (--seed)")
+    parser.add_argument("--first", type=int, help="only each exercise's first N entries")
     parser.add_argument("--same-scores", action="store_true",
                         help="also score each notebook in one process and compare")  # fmt: skip
     args = parser.parse_args(argv)
     picked = [e for e in every_entry() if not args.exercise or e.exercise in args.exercise]
+    if args.first is not None:
+        seen: Counter[str] = Counter()
+        for entry in list(picked):
+            seen[entry.exercise] += 1
+            if seen[entry.exercise] > args.first:
+                picked.remove(entry)
     replay = " ".join(f"--exercise {e}" for e in args.exercise or [])
+    replay += f" --first {args.first}" if args.first is not None else ""
     print(f"seed {args.seed}; replay: python bench/zoo.py {replay} --jobs {args.jobs} "
           f"--seed {args.seed}{' --same-scores' if args.same_scores else ''}")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="labkit-zoo-") as tmp:

@@ -44,3 +44,16 @@ def test_a_tiny_class_is_graded_and_the_rate_reported(capsys: pytest.CaptureFixt
     assert "in-process scores that differ from the graded ones: 0 of 1" in out
     assert "  ex01:   1 notebooks" in out  # the exercise's own rate
     assert grading_seed() is None and os.environ.get("TZ") == zone  # nothing left behind
+
+
+def test_the_zoo_bench_grades_entries_and_says_they_were_caught(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """bench/zoo.py on the first two entries of one exercise, through the real grader."""
+    from bench import zoo
+
+    assert zoo.main(["--exercise", "ex07", "--first", "2", "--jobs", "2", "--same-scores"]) == 0
+    said = capsys.readouterr().out
+    assert "ex07:   2 of   2 caught by the check named after the mistake" in said, said
+    assert "not caught in the sandbox: 0" in said, said
+    assert "in-process scores that differ from the graded ones: 0 of 2" in said, said
