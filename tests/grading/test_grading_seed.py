@@ -81,3 +81,24 @@ def test_a_grading_seed_adds_unseen_inputs_and_keeps_every_one_check_draws() -> 
         use_grading_seed(None)
     assert set(in_check) <= set(in_grading), "grading lost inputs check() draws"
     assert set(in_grading) - set(in_check), "the grading seed drew nothing new"
+
+
+@pytest.mark.parametrize("count", [5, 12, 40])
+def test_a_grading_seed_adds_kill_points_and_race_stops_and_keeps_check_ones(count: int) -> None:
+    """The sweeps sample where to kill and where to stop the first copy once a run has more
+    boundaries than they try: a grading seed adds its own sample to check()'s."""
+    from labkit.grading.exercises.helpers import SEED
+    from labkit.grading.exercises.killsweep import LIMIT as KILL_LIMIT
+    from labkit.grading.exercises.killsweep import kill_targets
+    from labkit.grading.exercises.racesweep import LIMIT as RACE_LIMIT
+    from labkit.grading.exercises.racesweep import race_stops
+
+    for pick, limit in ((kill_targets, KILL_LIMIT), (race_stops, RACE_LIMIT)):
+        points = count + (pick is race_stops)  # a race may also stop before the first
+        in_check, in_grading = set(pick(count, limit, SEED)), set(pick(count, limit, 7))
+        assert in_check <= in_grading, f"{pick.__name__}: grading lost check()'s points"
+        assert len(in_check) == min(limit, points)
+        if points > limit:
+            assert in_grading - in_check, f"{pick.__name__}: the seed added nothing"
+        else:
+            assert in_grading == in_check, f"{pick.__name__}: every point is tried anyway"

@@ -22,14 +22,13 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from random import Random
 from typing import Any
 
 from labkit.clock import SystemClock
-from labkit.explore.boundaries import Boundary, targets
+from labkit.explore.boundaries import Boundary
 from labkit.explore.killrun import read_log
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.killsweep import sweep_seed
+from labkit.grading.exercises.killsweep import kill_targets, sweep_seed
 from labkit.grading.stub import stub_error
 from labkit.lang import _
 
@@ -361,5 +360,5 @@ def _life(ns: Namespace, kill_after: int) -> list[Boundary]:
 )
 def survives_a_kill_after_every_command(ns: Namespace) -> None:
     probe = _life(ns, 0)
-    for k in targets(len(probe), KILLS, Random(sweep_seed())):
+    for k in kill_targets(len(probe), KILLS, sweep_seed()):
         _life(ns, k)
