@@ -50,24 +50,20 @@ def only_grader(run_dir: Path, clock: Clock | None = None) -> Iterator[int]:
             except BlockingIOError:
                 fh.seek(0)
                 holder = fh.read().strip()
-                if holder.isdigit() and not process_alive(int(holder)) and clock.now() < deadline:
+                gone = holder.isdigit() and not process_alive(int(holder))
+                if gone and clock.now() < deadline:
                     clock.sleep(0.05)
                     continue
+                dying = ", which has stopped, but whose grading workers still hold the run"
                 raise RuntimeError(
                     f"run {run_dir.name} is being graded by another labkit grade (pid "
-                    f"{holder or '?'}){_dying(holder)}; wait for it, or see labkit grade "
-                    f"--status {run_dir.name}"
+                    f"{holder or '?'}){dying if gone else ''}; wait for it, or see labkit "
+                    f"grade --status {run_dir.name}"
                 ) from None
         fh.truncate(0)
         fh.write(str(os.getpid()))
         fh.flush()
         yield fh.fileno()
-
-
-def _dying(holder: str) -> str:
-    if holder.isdigit() and not process_alive(int(holder)):
-        return ", which has stopped, but whose grading workers still hold the run"
-    return ""
 
 
 def give_back_orphans(store: Any) -> int:

@@ -41,6 +41,11 @@ def public(exercise: str) -> Checks:
     return found
 
 
+def harness_module(exercise: str) -> str:
+    """The module of ``exercise``'s harness functions (it may have none)."""
+    return f"labkit.grading.exercises.{exercise}.harness"
+
+
 def hidden(exercise: str, hidden_dir: Path) -> list[Check]:
     """The instructor's hidden checks for ``exercise`` from ``hidden_dir``; [] if none exist."""
     path = Path(hidden_dir) / f"{exercise}.py"

@@ -300,7 +300,7 @@ def _run(
     workdir: Path,
     settings: Settings,
 ) -> None:
-    harness = f"labkit.grading.exercises.{result.exercise}.harness"
+    harness = catalog.harness_module(result.exercise)
     student = StudentProcess(
         settings.confinement, workdir, cells, settings.cell_timeout, preload=(harness,)
     )

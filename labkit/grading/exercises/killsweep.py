@@ -109,16 +109,22 @@ def sweep(
     return {"probe": probe.ended, "count": len(probe.boundaries), "lives": lives}
 
 
-def kill_targets(count: int, limit: int, seed: int) -> list[int]:
-    """Which of boundaries 1..count a sweep kills after (``targets``): the sample
-    ``check()`` kills at (``SEED``) and, under a grading run's own seed, that run's sample
-    too. A grading seed adds boundaries nobody has seen and never loses one ``check()``
-    would have caught a mistake at (only a run with more than ``limit`` boundaries is
-    sampled at all)."""
-    chosen = set(targets(count, limit, Random(SEED)))
+def with_checks_sample(
+    sample: Callable[[int, int, Random], list[int]], count: int, limit: int, seed: int
+) -> list[int]:
+    """``sample(count, limit, rng)`` drawn with ``check()``'s seed (``SEED``) and, under a
+    grading run's own seed, with that one too: a grading seed adds points nobody has seen
+    and never loses one ``check()`` would have caught a mistake at (only a run with more
+    points than ``limit`` is sampled at all)."""
+    chosen = set(sample(count, limit, Random(SEED)))
     if seed != SEED:
-        chosen |= set(targets(count, limit, Random(seed)))
+        chosen |= set(sample(count, limit, Random(seed)))
     return sorted(chosen)
+
+
+def kill_targets(count: int, limit: int, seed: int) -> list[int]:
+    """Which of boundaries 1..count a sweep kills after (``targets``, ``with_checks_sample``)."""
+    return with_checks_sample(targets, count, limit, seed)
 
 
 def sweep_seed() -> int:

@@ -20,13 +20,16 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from random import Random
 from typing import Any
 
 from labkit.explore.interleavings import Copy, alone, one_schedule, schedules
 from labkit.grading.checks import CheckFailed, Namespace
-from labkit.grading.exercises.helpers import SEED
-from labkit.grading.exercises.killsweep import raise_if_stub, snapshot, swept
+from labkit.grading.exercises.killsweep import (
+    raise_if_stub,
+    snapshot,
+    swept,
+    with_checks_sample,
+)
 from labkit.lang import _
 
 #: At most this many schedules per sweep (stopping before the first statement, and
@@ -44,13 +47,8 @@ def _said(copy: Copy) -> dict[str, Any]:
 
 
 def race_stops(count: int, limit: int, seed: int) -> list[int]:
-    """Where the first copy stops in each schedule (``schedules``): the sample ``check()``
-    tries (``SEED``) and, under a grading run's own seed, that run's sample too, so a
-    grading seed never loses a schedule ``check()`` would have caught a mistake in."""
-    chosen = set(schedules(count, limit, Random(SEED)))
-    if seed != SEED:
-        chosen |= set(schedules(count, limit, Random(seed)))
-    return sorted(chosen)
+    """Where the first copy stops in each schedule (``schedules``, ``with_checks_sample``)."""
+    return with_checks_sample(schedules, count, limit, seed)
 
 
 def race_sweep(
