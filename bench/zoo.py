@@ -37,25 +37,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "grading"), str(ROOT / "tests")]
 
-from zoo_notebooks import Entry, every_entry  # noqa: E402
+from zoo_notebooks import Entry, every_entry, not_caught  # noqa: E402
 
 from bench.grading import in_process_scores  # noqa: E402
-
-
-def caught(entry: Entry, row: dict[str, str], feedback: str) -> str | None:
-    """None when the graded notebook shows the mistake caught by its check; else why not."""
-    lines = feedback.splitlines()
-    named = [line for line in lines if line.startswith(f"| {entry.check} ")]
-    if not named or not named[0].endswith("| failed |") or "| 0/" not in named[0]:
-        return f"{entry.check}: {named[0] if named else 'not in the feedback'}"
-    earned, possible = int(row["score"]), int(row["max"])
-    if row["status"] != "graded" or earned >= possible:
-        return f"scored {earned}/{possible}, {row['status']}"
-    if not any(line.endswith("| passed |") for line in lines):
-        return "every check failed: the feedback points at no one mistake"
-    if "severe" in named[0] and earned > possible // 2:
-        return f"a severe mistake scored {earned}/{possible}, more than half"
-    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         for student, entry in students.items():
             row = rows[student]
             text = (run / "feedback" / f"{student}.md").read_text(encoding="utf-8")
-            why = caught(entry, row, text)
+            why = not_caught(entry, row, text)
             if why is None:
                 per[entry.exercise] += 1
                 severe[entry.exercise] += "score capped at half" in text

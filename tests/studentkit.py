@@ -8,7 +8,8 @@ student's machine. xdist workers share one build (a file lock: whoever holds it 
 the controller's background ``start_building`` or the first worker, and the others wait
 and reuse it); a failed build fails every test that needs it with the build's own output.
 
-Also here, for the tests that drive a kit's JupyterLab: ``free_port``, what a running
+Also here: ``make_check_runs`` (the kit's ``make check`` on one edition of the lessons); for
+the tests that drive a kit's JupyterLab: ``free_port``, what a running
 kernel adds to a notebook before JupyterLab saves it, and ``git_status``.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -188,3 +190,15 @@ if __name__ == "__main__":  # start_building's background process
         build_into(Path(sys.argv[1]))
     except KitBuildFailed:
         sys.exit(1)  # the failure is in student-kit.failed, for the tests to report
+
+
+def make_check_runs(kit: Path, folder: str, lessons: list[str], env: dict[str, str]) -> None:
+    """The kit's ``make check`` under ``env`` runs exactly ``lessons`` of ``folder``, all pass,
+    and what running them wrote (scratch folders, databases) is all ignored by git."""
+    done = run_in_kit(kit, ["make", "check"], timeout=900, env=env)
+    assert done.returncode == 0, done.stdout[-12000:]
+    ran = set(re.findall(rf"^{folder}/(\S+\.ipynb) ", done.stdout, re.MULTILINE))
+    assert ran == set(lessons), f"make check ran {sorted(ran)}"
+    assert re.search(r"\d+ passed", done.stdout) and " failed" not in done.stdout
+    status = git_status(kit)
+    assert status == "", f"running the lessons left files git would show a student:\n{status}"

@@ -87,3 +87,22 @@ def every_entry() -> list[Entry]:
         Entry("ex10", n, c, _edited(n, [(old, new)])) for n, c, _ok, old, new in test_zoo_ex10.ZOO
     ]
     return sorted(entries, key=lambda e: e.exercise)
+
+
+def not_caught(entry: Entry, row: dict[str, str], feedback: str) -> str | None:
+    """Why a graded notebook does not show ``entry``'s mistake caught, or None if it does:
+    the named check failed with 0 points, the notebook scored below full marks, another
+    check passed (the feedback points at one mistake), and a severe mistake scored at
+    most half. ``row`` is its grades.csv row, ``feedback`` its feedback file."""
+    lines = feedback.splitlines()
+    named = [line for line in lines if line.startswith(f"| {entry.check} ")]
+    if not named or not named[0].endswith("| failed |") or "| 0/" not in named[0]:
+        return f"{entry.check}: {named[0] if named else 'not in the feedback'}"
+    earned, possible = int(row["score"]), int(row["max"])
+    if row["status"] != "graded" or earned >= possible:
+        return f"scored {earned}/{possible}, {row['status']}"
+    if not any(line.endswith("| passed |") for line in lines):
+        return "every check failed: the feedback points at no one mistake"
+    if "severe" in named[0] and earned > possible // 2:  # its label: "name (hidden, severe)"
+        return f"a severe mistake scored {earned}/{possible}, more than half"
+    return None

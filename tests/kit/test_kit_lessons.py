@@ -27,7 +27,7 @@ from studentkit import (
     free_port,
     git_status,
     kit_env,
-    run_in_kit,
+    make_check_runs,
 )
 
 from labkit.integrations.celery.proctree import kill_tree
@@ -41,18 +41,6 @@ def test_every_lesson_runs_in_the_kit_and_prints_what_is_stored(
     lessons = sorted(p.name for p in (kit / "notebooks").glob("[0-9]*.ipynb"))
     assert len(lessons) >= 17, lessons
     make_check_runs(kit, "notebooks", lessons, {})
-
-
-def make_check_runs(kit: Path, folder: str, lessons: list[str], env: dict[str, str]) -> None:
-    """The kit's ``make check`` under ``env`` runs exactly ``lessons`` of ``folder``, all pass,
-    and what running them wrote (scratch folders, databases) is all ignored by git."""
-    done = run_in_kit(kit, ["make", "check"], timeout=900, env=env)
-    assert done.returncode == 0, done.stdout[-12000:]
-    ran = set(re.findall(rf"^{folder}/(\S+\.ipynb) ", done.stdout, re.MULTILINE))
-    assert ran == set(lessons), f"make check ran {sorted(ran)}"
-    assert re.search(r"\d+ passed", done.stdout) and " failed" not in done.stdout
-    status = git_status(kit)
-    assert status == "", f"running the lessons left files git would show a student:\n{status}"
 
 
 def _banner_url(proc: subprocess.Popen[str], timeout_s: float = 120) -> str:

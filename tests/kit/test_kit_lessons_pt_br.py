@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from studentkit import language_make_picks
-from test_kit_lessons import make_check_runs
+from studentkit import language_make_picks, make_check_runs
 
 pytestmark = pytest.mark.slow
 
