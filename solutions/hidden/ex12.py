@@ -1,8 +1,8 @@
 """Hidden checks for exercise 12: other schedules' keys, 'latest' in tick, the machine's
 time zone, a retried slot job, a long outage, and two schedulers in every order.
 
-The scenes are drawn from the grading run's seed (``killsweep.sweep_seed``), so no
-fixed scene can be learned from ``check()``.
+Each scene is drawn twice under ``labkit grade`` (``killsweep.scene_seeds``): from the
+seed the project's own tests use, and from the grading run's, which nobody has seen.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex12.checks import HARNESS, HOUR, T0, _keys, _tick
 from labkit.grading.exercises.helpers import short_repr
-from labkit.grading.exercises.killsweep import sweep_seed
+from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import add_job, lab_db
 from labkit.grading.exercises.racesweep import after_every_schedule
@@ -27,11 +27,6 @@ CHECKS = Checks("ex12", hidden=True)
 
 #: West and east of UTC (UTC-3, UTC+5:30); POSIX strings need no tz database in the sandbox.
 ZONES = ("BRT3", "IST-5:30")
-
-
-def _rng(check: str) -> Random:
-    """One generator per check, from the grading run's seed (the fixed one in ``check()``)."""
-    return Random(f"{sweep_seed()}:{check}")
 
 
 def _keys_between(name: str, first: float, last: float, period: int) -> list[str]:
@@ -88,7 +83,11 @@ def tick_catches_up_with_the_latest_slot(ns: Namespace) -> None:
     severe=True,
 )
 def tick_reads_what_fired_in_every_time_zone(ns: Namespace) -> None:
-    rng = _rng("zones")
+    for seed in scene_seeds():
+        _tick_reads_what_fired_in_every_time_zone_in(ns, Random(f"{seed}:zones"))
+
+
+def _tick_reads_what_fired_in_every_time_zone_in(ns: Namespace, rng: Random) -> None:
     for tz in ZONES:
         period = rng.choice([900, 1800, HOUR])
         fired = T0 + rng.randint(2, 6) * period
@@ -125,7 +124,11 @@ def tick_reads_what_fired_in_every_time_zone(ns: Namespace) -> None:
     severe=True,
 )
 def names_with_underscores_and_capitals_are_their_own_schedules(ns: Namespace) -> None:
-    rng = _rng("names")
+    for seed in scene_seeds():
+        _own_schedules_in(ns, Random(f"{seed}:names"))
+
+
+def _own_schedules_in(ns: Namespace, rng: Random) -> None:
     own = rng.choice(["Daily_Report", "EU_Sync", "Nightly_Backup", "Clôture_Mois", "Ärzte_Export"])
     others = [own.replace("_", "-"), own.lower()]
     period = rng.choice([900, 1800, HOUR])
@@ -159,7 +162,11 @@ def names_with_underscores_and_capitals_are_their_own_schedules(ns: Namespace) -
     severe=True,
 )
 def last_fired_is_the_newest_key(ns: Namespace) -> None:
-    rng = _rng("newest")
+    for seed in scene_seeds():
+        _last_fired_is_the_newest_key_in(ns, Random(f"{seed}:newest"))
+
+
+def _last_fired_is_the_newest_key_in(ns: Namespace, rng: Random) -> None:
     period = rng.choice([300, 600, 900])
     fired = T0 + rng.randint(4, 8) * period
     backoff = rng.randint(3, 6)
@@ -211,7 +218,11 @@ def last_fired_is_the_newest_key(ns: Namespace) -> None:
     severe=True,
 )
 def a_long_outage_enqueues_every_missed_slot(ns: Namespace) -> None:
-    rng = _rng("outage")
+    for seed in scene_seeds():
+        _a_long_outage_enqueues_every_missed_slot_in(ns, Random(f"{seed}:outage"))
+
+
+def _a_long_outage_enqueues_every_missed_slot_in(ns: Namespace, rng: Random) -> None:
     period = rng.choice([300, 600, 900])
     n = rng.randint(300, 450)
     fired = T0 + 3 * period
@@ -247,7 +258,11 @@ def a_long_outage_enqueues_every_missed_slot(ns: Namespace) -> None:
     severe=True,
 )
 def two_schedulers_in_every_order_enqueue_each_slot_once(ns: Namespace) -> None:
-    rng = _rng("race")
+    for seed in scene_seeds():
+        _two_schedulers_in_every_order_enqueue_each_slot_once_in(ns, Random(f"{seed}:race"))
+
+
+def _two_schedulers_in_every_order_enqueue_each_slot_once_in(ns: Namespace, rng: Random) -> None:
     name = rng.choice(["nightly", "Ledger_Close", "sync.eu", "Rapport_Été"])
     period = rng.choice([900, 1800, HOUR])
     slots = rng.randint(3, 5)

@@ -25,7 +25,7 @@ from labkit.grading.exercises.ex14.checks import (
     world_of,
 )
 from labkit.grading.exercises.helpers import holds_for
-from labkit.grading.exercises.killsweep import after_every_kill, sweep_seed
+from labkit.grading.exercises.killsweep import after_every_kill, scene_seeds
 from labkit.lang import _
 from labkit.world import World
 
@@ -132,7 +132,11 @@ def with_declines(folder: Path) -> None:
     severe=True,
 )
 def every_effect_once_after_a_kill_under_policy_v2(ns: Namespace) -> None:
-    rng = Random(sweep_seed())
+    for seed in scene_seeds():
+        _every_effect_once_after_a_kill_under_policy_v2_in(ns, Random(seed))
+
+
+def _every_effect_once_after_a_kill_under_policy_v2_in(ns: Namespace, rng: Random) -> None:
     order = {
         "id": rng.randint(1, 10**9),
         "customer": f"cus_{rng.randint(1, 999)}_Zé",

@@ -133,6 +133,15 @@ def sweep_seed() -> int:
     return SEED if seed is None else seed
 
 
+def scene_seeds() -> list[int]:
+    """What a check draws its scene (rows, names, an outage, a lease) with: ``check()``'s
+    fixed seed and, under a grading run's own seed, that one too. A grading run adds a
+    scene nobody has seen to the one a student checked against, and never trades it away:
+    a mistake ``check()`` catches in its scene is caught by ``labkit grade`` as well."""
+    seed = grading_seed()
+    return [SEED] if seed is None or seed == SEED else [SEED, seed]
+
+
 @contextmanager
 def swept(
     ns: Namespace, target: str, make: Callable[[Path], None], args: list[Any]

@@ -29,7 +29,7 @@ from labkit.clock import FakeClock
 from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
 from labkit.grading.exercises.ex11.harness import save_order
 from labkit.grading.exercises.helpers import holds_for, raised_error, raised_text
-from labkit.grading.exercises.killsweep import after_every_kill, sweep_seed
+from labkit.grading.exercises.killsweep import after_every_kill, scene_seeds
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import consumer_db, outbox_db, rows_of
 from labkit.lang import _
@@ -328,7 +328,11 @@ def relay_lets_the_broker_error_out(ns: Namespace) -> None:
     severe=True,
 )
 def relay_marks_only_the_rows_it_published(ns: Namespace) -> None:
-    rng = Random(sweep_seed())
+    for seed in scene_seeds():
+        _only_the_rows_published(ns, Random(seed))
+
+
+def _only_the_rows_published(ns: Namespace, rng: Random) -> None:
     count = rng.randint(2, 6)
     orders = [[i, f"cliente {i}", rng.randint(0, 10**5)] for i in range(1, count + 1)]
     nth = rng.randint(1, count)

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
 from labkit.grading.exercises.helpers import holds_for, raised_error, raised_text
-from labkit.grading.exercises.killsweep import sweep_seed
+from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
 from labkit.grading.exercises.racesweep import after_every_schedule
@@ -233,7 +233,11 @@ def capped_claim_leases_a_job(ns: Namespace) -> None:
     severe=True,
 )
 def lease_lasts_the_lease_s_given(ns: Namespace) -> None:
-    rng = Random(sweep_seed())
+    for seed in scene_seeds():
+        _lease_as_given(ns, Random(seed))
+
+
+def _lease_as_given(ns: Namespace, rng: Random) -> None:
     for name, extra in (("claim_capped", (2,)), ("claim_serial", ())):
         lease_s = rng.choice([rng.randint(1, 100) / 4, rng.randint(31, 3600)])
         now = NOW + rng.randint(0, 400) / 4
