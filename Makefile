@@ -83,7 +83,7 @@ lab: venv
 # minutes); its output follows the tests', and the run fails when either fails.
 test: venv-test
 	@$(MAKE) --no-print-directory lint > $(VENV)/lint.log 2>&1 & lint=$$!; \
-	LABKIT_LANG=en $(BIN)/python -m pytest -n 3 --dist loadfile -p no:cacheprovider tests; tests=$$?; \
+	LABKIT_LANG=en $(BIN)/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder -p no:cacheprovider tests; tests=$$?; \
 	wait $$lint; linted=$$?; cat $(VENV)/lint.log; \
 	if [ $$linted -ne 0 ]; then echo "make lint failed (above)"; fi; \
 	[ $$tests -eq 0 ] && [ $$linted -eq 0 ]
