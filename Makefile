@@ -78,7 +78,9 @@ lab: venv
 # `make venv` and `make check`, so they prove the kit and the lessons together).
 # Three workers on a 2-core machine: a third of the tests' time is spent waiting on
 # worker processes, servers and brokers (CPU 32% idle with two; 5% with three, and the
-# run takes 440 s instead of 520 s).
+# run takes 440 s instead of 520 s). Whole files go to one worker each (--dist loadfile),
+# longest first as tests/conftest.py orders them (--no-loadscope-reorder: xdist would
+# otherwise reorder by number of tests, and a one-test file of two minutes ran last).
 # Lint runs beside the tests, not before them (strict mypy alone is ~20 s of CI's ten
 # minutes); its output follows the tests', and the run fails when either fails.
 test: venv-test
