@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import os
 import random
 import re
@@ -53,7 +54,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from contextlib import closing
+from contextlib import closing, redirect_stdout
 from pathlib import Path
 
 import nbformat
@@ -297,7 +298,9 @@ def in_process_scores(
                     here = os.getcwd()
                     os.chdir(work)  # %%writefile cells and the checks' files land there
                     try:
-                        values, _ = run_cells(cells, args.cell_timeout)
+                        # What the cells print is the notebook's, not the bench's report.
+                        with redirect_stdout(io.StringIO()):
+                            values, _ = run_cells(cells, args.cell_timeout)
                         checks = catalog.all_checks(exercise, ROOT / "solutions" / "hidden")
                         outcomes = run_checks(checks, values, args.check_timeout, Path(work))
                     finally:
