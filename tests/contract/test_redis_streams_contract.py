@@ -123,6 +123,34 @@ def test_redrive_needs_a_limit_keeps_the_key_and_moves_at_most_limit(queue):
     assert all(e.fields["redriven_from"] for e in back)
 
 
+def test_two_redrives_at_once_move_each_dead_letter_once(queue, monkeypatch):
+    for n in range(2):
+        queue.add("charge", {"n": n}, f"k{n}")
+    for entry in queue.read_new("c1", count=2):
+        queue.dead_letter(entry, "bad")
+    # Operator 2 reads the dead letters, then operator 1's whole redrive runs before
+    # operator 2 writes: the interleaving that moved every entry twice.
+    read = type(queue).dead_letters
+    seen = []
+
+    def read_then_let_the_other_run(self, count=100):  # type: ignore[no-untyped-def]
+        letters = read(self, count=count)
+        if not seen:
+            seen.append(letters)
+            monkeypatch.setattr(type(queue), "dead_letters", read)
+            seen.append(queue.redrive(5, note="operator 1"))
+        return letters
+
+    monkeypatch.setattr(type(queue), "dead_letters", read_then_let_the_other_run)
+    second = queue.redrive(5, note="operator 2")
+    first = seen[1]
+    assert len(seen[0]) == 2, "operator 2 read both dead letters before operator 1 wrote"
+    assert (len(first), second) == (2, [])
+    back = queue.read_new("c2", count=10)
+    assert sorted(e.key for e in back) == ["k0", "k1"]
+    assert queue.dead_letters() == []
+
+
 def test_maxlen_trims_a_pending_entry_and_autoclaim_reports_it_deleted(queue):
     queue.add("charge", {"n": 0}, "k0")
     (held,) = queue.read_new("c1")

@@ -38,6 +38,17 @@ end
 return 0
 """
 
+# Move one dead letter back to the stream, only if it is still dead: the XDEL decides, so
+# two operators redriving the same entries at once move each one once. KEYS: dead-letter
+# stream, stream. ARGV: the dead letter's id, then the new entry's field/value pairs.
+# Returns the new entry's id, or false when another redrive moved it first.
+REDRIVE_ENTRY = """
+if redis.call('XDEL', KEYS[1], ARGV[1]) == 0 then return false end
+local fields = {}
+for i = 2, #ARGV do fields[#fields + 1] = ARGV[i] end
+return redis.call('XADD', KEYS[2], '*', unpack(fields))
+"""
+
 # Accept a job unless its key exists: status hash, id and XADD together.
 # KEYS: job hash, id counter, id->key hash, stream.
 # ARGV: key kind queue payload fingerprint max_attempts now run_after

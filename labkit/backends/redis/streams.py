@@ -167,6 +167,7 @@ class StreamQueue:
         self.dead = f"{prefix}:dead"
         self._add = self.r.register_script(lua.ADD)
         self._finish = self.r.register_script(lua.FINISH_KEY)
+        self._redrive = self.r.register_script(lua.REDRIVE_ENTRY)
         self.ensure_group()
 
     # -- setting up --------------------------------------------------------------------
@@ -371,8 +372,11 @@ class StreamQueue:
         """Move at most ``limit`` dead letters back to the stream with the same key.
 
         ``limit`` is required so nobody redrives a whole dead-letter stream by accident.
-        The new entry carries the old key and ``redriven_from``; the dead letter is
-        deleted in the same MULTI. Returns the new entry ids.
+        The new entry carries the old key and ``redriven_from``; each dead letter is
+        deleted and its new entry added in one script (``lua.REDRIVE_ENTRY``), which moves
+        it only if it is still dead: two redrives at once (two operators, or a retried
+        command) move each entry once, where a read followed by a ``MULTI`` moved it
+        twice. Returns the ids of the entries this call added.
         """
         if not isinstance(limit, int) or limit < 1:
             raise ValueError("limit must be a whole number >= 1: say how many to redrive")
@@ -382,11 +386,12 @@ class StreamQueue:
                 k: dead.fields[k] for k in ("key", "kind", "payload") if k in dead.fields
             }
             fields |= {"redriven_from": dead.id, "note": sanitize(note)}
-            pipe = self.r.pipeline(transaction=True)
-            pipe.xadd(self.stream, fields)
-            pipe.xdel(self.dead, dead.id)
-            added, _deleted = pipe.execute()
-            moved.append(str(added))
+            args: list[str] = [dead.id]
+            for pair in fields.items():
+                args += pair
+            added = self._redrive(keys=[self.dead, self.stream], args=args)
+            if added:
+                moved.append(str(added))
         return moved
 
     # -- the consumer's idempotency record ---------------------------------------------
