@@ -18,7 +18,7 @@ whole recovery story, and each step has its command:
 ``dead_letter``        ``XADD`` to the dead-letter stream with the reason and ``XACK``
                        of the original, in one ``MULTI``
 ``redrive``            back from the dead-letter stream with the same key, at most
-                       ``limit`` entries
+                       ``limit`` entries, each ``XDEL`` + ``XADD`` in one script
 ``trim``               ``XTRIM MAXLEN | MINID``: drop old entries, pending or not
 ``record_lost``        ``XADD`` to ``<prefix>:lost``: ids ``XAUTOCLAIM`` reported
                        deleted, kept for reconciliation
