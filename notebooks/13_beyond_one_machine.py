@@ -472,9 +472,11 @@ print("dead letter:", dead.key, "|", dead.fields["reason"])
 # ## 7. The operator redrives it
 #
 # The bug is fixed: the consumer now turns `"5.00"` into 500 cents. Redrive moves at most
-# `limit` dead letters back onto the stream, with the **same key**, and deletes them from
-# the dead-letter stream in one `MULTI`. `limit` has no default, so nobody redrives a
-# thousand dead letters by accident.
+# `limit` dead letters back onto the stream, with the **same key**. Each one is deleted
+# from the dead-letter stream and added back by one Lua script, which Redis runs with
+# every other command held off ([Redis: scripting with Lua](https://redis.io/topics/eval-intro)),
+# and which moves it only if its `XDEL` found it: two operators redriving at once move it
+# once. `limit` has no default, so nobody redrives a thousand dead letters by accident.
 
 # %%
 print("moved:", len(q.redrive(limit=1, note="amount fixed to 500 by ops")))
