@@ -330,6 +330,59 @@ ZOO: list[tuple[str, str, str, str]] = [
                 self.state, self.trial_out = "closed", False
     """,
     ),
+    (
+        "ex07",
+        "a failed trial's new cooldown counted from the trial's start",
+        "trial_failure_reopens_for_a_full_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                ok = super().allow()
+                if ok and self.state == "half_open":
+                    self.trial_started = self.clock.now()
+                return ok
+            def record_failure(self):
+                if self.state == "half_open":
+                    self.failures += 1
+                    self.state, self.opened_at, self.trial_out = "open", self.trial_started, False
+                    return
+                super().record_failure()
+    """,
+    ),
+    (
+        "ex07",
+        "a failed trial's new cooldown counted from the end of the old one",
+        "trial_failure_reopens_for_a_full_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                if self.state == "half_open":
+                    self.failures += 1
+                    self.state, self.trial_out = "open", False
+                    self.opened_at += self.cooldown_s
+                    return
+                super().record_failure()
+    """,
+    ),
+    (
+        "ex07",
+        "a trial with no result for a cooldown is given up: a second trial goes out",
+        "half_open_allows_one_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                if (self.state == "half_open" and self.trial_out
+                        and self.clock.now() >= self.trial_at + self.cooldown_s):
+                    self.trial_out = False
+                ok = super().allow()
+                if ok and self.state == "half_open":
+                    self.trial_at = self.clock.now()
+                return ok
+    """,
+    ),
 ]
 
 
@@ -349,6 +402,11 @@ SAYS: dict[str, str] = {
     'cooldown counted from the first failure of the streak': 'it opened the breaker',
     'cooldown doubled after each failed trial': '30 s after the failed trial',
     'trial flag never cleared on reopening': '30 s after the failed trial',
+    "a failed trial's new cooldown counted from the trial's start": "after its failure",
+    "a failed trial's new cooldown counted from the end of the old one": "after its failure",
+    "a trial with no result for a cooldown is given up: a second trial goes out": (
+        "its result is not recorded yet"
+    ),
 }
 
 

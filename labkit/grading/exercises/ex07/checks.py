@@ -128,10 +128,21 @@ def open_refuses_until_the_cooldown(ns: Namespace) -> None:
     "(otherwise a crowd hits a service that is down)",
 )
 def half_open_allows_one_trial(ns: Namespace) -> None:
-    out = opened(ns, [["advance", 30.0], ["allow", 0], ["state", 0]] + [["allow", 0]] * 3)
+    out = opened(
+        ns,
+        [["advance", 30.0], ["allow", 0], ["state", 0]]
+        + [["allow", 0]] * 3
+        + [["advance", 90.0], ["allow", 0]],
+    )
     expect(out[1] is True, "allow() True once the 30 s cooldown passed (exactly 30 s)", out[1])
     expect(out[2] == "half_open", "state 'half_open' during the trial", out[2])
-    expect(out[3:] == [False] * 3, "allow() False for the callers behind the trial", out[3:])
+    expect(out[3:6] == [False] * 3, "allow() False for the callers behind the trial", out[3:6])
+    # No timeout on the trial: until its result is recorded, nobody else goes.
+    expect(
+        out[7] is False,
+        "allow() False 90 s into the trial still: its result is not recorded yet",
+        out[7],
+    )
 
 
 @CHECKS.add(1, "a successful trial closes the breaker and resets the failure count")
@@ -159,6 +170,28 @@ def trial_failure_reopens_for_a_full_cooldown(ns: Namespace) -> None:
     expect(out[3] == "open", "state 'open' after a failed trial", out[3])
     expect(out[5] is False, "allow() False 10 s after the failed trial", out[5])
     expect(out[7] is True, "allow() True 30 s after the failed trial", out[7])
+    failures = to_open(ns)
+
+    def fresh_from_the_failure(case: tuple[float, float]) -> None:
+        late, took = case
+        # The trial goes out `late` s after the cooldown ended and fails `took` s later:
+        # the new cooldown counts from that failure, not from the trial's start or from
+        # the end of the old cooldown.
+        trial = [["advance", 30.0 + late], ["allow", 0], ["advance", took], ["fail", 0]]
+        ends = [["advance", 29.75], ["allow", 0], ["advance", 0.25], ["allow", 0]]
+        got = drive(ns, [*failures, *trial, *ends])[len(failures) + len(trial) :]
+        before, at = got[1], got[3]
+        expect(
+            before is False and at is True,
+            _(
+                "a trial let through {late:g} s after the cooldown ended that fails {took:g} s "
+                "later: allow() False 29.75 s after its failure, True 30 s after it"
+            ).format(late=late, took=took),
+            _("{before}, then {at}").format(before=repr(before), at=repr(at)),
+        )
+
+    fresh_from_the_failure((5.0, 10.0))
+    holds_for(st.tuples(_quarters(0, 400), _quarters(1, 400)), fresh_from_the_failure, examples=10)
 
 
 @CHECKS.add(
