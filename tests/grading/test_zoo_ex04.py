@@ -384,6 +384,130 @@ ZOO: list[tuple[str, str, str, str]] = [
             return rng.uniform(0, ceiling)
     """,
     ),
+    (
+        "ex04",
+        "Retry-After replaces the backoff, a smaller one too",
+        "honours_retry_after",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            retry_after = getattr(error, "retry_after", None)
+            if retry_after is not None:
+                delay = float(retry_after)
+            else:
+                delay = backoff(attempt - 1, rng, base, cap)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "every status from 500 up called maybe done (600 and 999 too)",
+        "classify_every_status",
+        """
+        _ref_classify = classify
+        def classify(error):
+            status = getattr(error, "status", None)
+            if (isinstance(status, int) and status >= 600 and not getattr(error, "ambiguous", False)
+                    and not isinstance(error, (TransientError, PermanentError))):
+                return "maybe_done"
+            return _ref_classify(error)
+    """,
+    ),
+    (
+        "ex04",
+        "a Retry-After obeyed before the verdict (a 500 retried without a key)",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and attempt < max_attempts:
+                delay = max(float(retry_after), backoff(attempt - 1, rng, base, cap))
+                return None if now + delay > started_at + deadline else delay
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "a maybe-done failure refused only after the first attempt",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None and attempt == 1:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "a permanent error retried when it carries a Retry-After",
+        "gives_up_on_permanent",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            retry_after = getattr(error, "retry_after", None)
+            if attempt >= max_attempts:
+                return None
+            if not isinstance(retry_after, (int, float)):
+                if verdict == "permanent":
+                    return None
+                if verdict == "maybe_done" and idempotency_key is None:
+                    return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "the deadline fixed at 300 s, not the one given",
+        "respects_deadline",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + 300.0:
+                return None
+            return delay
+    """,
+    ),
 ]
 
 
@@ -418,6 +542,14 @@ SAYS: dict[str, str] = {
     'Retry-After cut down to the cap': 'Retry-After: 120',
     'deadline checked before Retry-After raises the delay': '300 s deadline',
     'huge-n guard with a fixed threshold (n > 10 means the cap)': 'base=',
+    "Retry-After replaces the backoff, a smaller one too": "does not replace the backoff",
+    "every status from 500 up called maybe done (600 and 999 too)": "'permanent' for 600 and above",
+    "a Retry-After obeyed before the verdict (a 500 retried without a key)": (
+        "HTTP 500 (Retry-After: 5) without an idempotency_key"
+    ),
+    "a maybe-done failure refused only after the first attempt": "attempt 3",
+    "a permanent error retried when it carries a Retry-After": "Retry-After: 5 after attempt 2",
+    "the deadline fixed at 300 s, not the one given": "600 s deadline",
 }
 
 

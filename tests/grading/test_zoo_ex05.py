@@ -229,6 +229,108 @@ ZOO: list[tuple[str, str, str, str]] = [
             return reply
     """,
     ),
+    (
+        "ex05",
+        "the charge in whole units, not cents (amount // 100)",
+        "charge_runs_once_without_faults",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount // 100 or 1, key=job.key,
+                                             idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger entry posted as a debit (-amount)",
+        "post_runs_once_without_faults",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, -amount, key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "charge_handler forgets to return the reply",
+        "charge_runs_once_without_faults",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key lower-cased",
+        "every_invoice_is_charged_once",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=job.key.lower())
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key cut to 64 characters",
+        "every_invoice_is_charged_once",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=job.key[:64])
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key folded to ASCII (João and Joao are one customer)",
+        "every_invoice_is_charged_once",
+        """
+        import unicodedata as _ud
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            ikey = _ud.normalize("NFKD", job.key).encode("ascii", "ignore").decode()
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=ikey)
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark kept under the lower-cased key",
+        "every_entry_is_posted_once",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            mark = job.key.lower()
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "a lost reply (a timeout) caught and returned as a reply",
+        "a_failed_charge_is_retried",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except Exception as exc:
+                if getattr(exc, "ambiguous", False):
+                    return {"status": "unknown"}
+                raise
+    """,
+    ),
 ]
 
 
@@ -253,6 +355,14 @@ SAYS: dict[str, str] = {
     "the ledger mark kept under the customer": "one ledger entry per job",
     "a failed ledger write caught and returned as a reply": "after a failed ledger write",
     "the ledger mark kept under hash(job.key)": "in a restarted worker",
+    "the charge in whole units, not cents (amount // 100)": "the job's amount (in cents, as it is)",
+    "the ledger entry posted as a debit (-amount)": "each ledger entry of the job's amount",
+    "charge_handler forgets to return the reply": "to return the reply",
+    "an Idempotency-Key lower-cased": "one charge per invoice",
+    "an Idempotency-Key cut to 64 characters": "one charge per invoice",
+    "an Idempotency-Key folded to ASCII (João and Joao are one customer)": "one charge per invoice",
+    "the ledger mark kept under the lower-cased key": "one ledger entry per job",
+    "a lost reply (a timeout) caught and returned as a reply": "a payment API that had not charged",
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.

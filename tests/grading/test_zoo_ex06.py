@@ -354,6 +354,258 @@ ZOO: list[tuple[str, str, str, str]] = [
             return row is not None
     """,
     ),
+    (
+        "ex06",
+        "dead_letter fenced in Python: the token read, compared, then an UPDATE by id",
+        "dead_letter_is_fenced",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "SELECT state, lease_token FROM jobs WHERE id = :id", {"id": job_id}
+            ).fetchone()
+            if row is None or row["state"] != "running" or row["lease_token"] != token:
+                return False
+            conn.execute(
+                '''
+                UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,
+                       lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now
+                 WHERE id = :id
+                ''',
+                {"id": job_id, "reason": reason, "error": describe(error), "now": now},
+            )
+            return True
+    """,
+    ),
+    (
+        "ex06",
+        "redrive silently capped at 100 jobs a call",
+        "redrive_respects_the_limit",
+        """
+        SELECT = '''
+            SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+             ORDER BY updated_at, id LIMIT :limit
+        '''
+
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+
+            params = {"limit": min(limit, 100), "kind": kind, "now": now}
+
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [row["id"] for row in conn.execute(SELECT, params)]
+                if not dry_run:
+                    conn.execute(
+                        '''
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                               redrives = redrives + 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        ''',
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive takes its rows with fetchmany(100)",
+        "redrive_respects_the_limit",
+        """
+        SELECT = '''
+            SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+             ORDER BY updated_at, id LIMIT :limit
+        '''
+
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+
+            params = {"limit": limit, "kind": kind, "now": now}
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [row["id"] for row in conn.execute(SELECT, params).fetchmany(100)]
+                if not dry_run:
+                    conn.execute(
+                        '''
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                               redrives = redrives + 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        ''',
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "the oldest first by updated_at compared as text ('100.0' < '20.0')",
+        "redrive_respects_the_limit",
+        """
+        SELECT = '''
+            SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+             ORDER BY CAST(updated_at AS TEXT), id LIMIT :limit
+        '''
+
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+
+            params = {"limit": limit, "kind": kind, "now": now}
+
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [row["id"] for row in conn.execute(SELECT, params)]
+                if not dry_run:
+                    conn.execute(
+                        '''
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                               redrives = redrives + 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        ''',
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "a dry run that forgets the kind",
+        "dry_run_changes_nothing",
+        """
+        SELECT = '''
+            SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+             ORDER BY updated_at, id LIMIT :limit
+        '''
+
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+
+            params = {"limit": limit, "kind": None if dry_run else kind, "now": now}
+
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [row["id"] for row in conn.execute(SELECT, params)]
+                if not dry_run:
+                    conn.execute(
+                        '''
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                               redrives = redrives + 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        ''',
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "an empty kind taken as every kind (kind or None)",
+        "redrive_filters_by_kind",
+        """
+        SELECT = '''
+            SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+             ORDER BY updated_at, id LIMIT :limit
+        '''
+
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+
+            params = {"limit": limit, "kind": kind or None, "now": now}
+
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [row["id"] for row in conn.execute(SELECT, params)]
+                if not dry_run:
+                    conn.execute(
+                        '''
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                               redrives = redrives + 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        ''',
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive with no ROLLBACK when its UPDATE fails",
+        "leaves_no_transaction_open",
+        """
+        SELECT = '''
+            SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+             ORDER BY updated_at, id LIMIT :limit
+        '''
+
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+
+            params = {"limit": limit, "kind": kind, "now": now}
+            conn.execute("BEGIN IMMEDIATE")
+            ids = [row["id"] for row in conn.execute(SELECT, params)]
+            if not dry_run:
+                conn.execute(
+                    '''
+                    UPDATE jobs
+                       SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                           redrives = redrives + 1, updated_at = :now
+                     WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                    ''',
+                    {"now": now, "ids": json.dumps(ids)},
+                )
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter in BEGIN IMMEDIATE with no ROLLBACK when its UPDATE fails",
+        "leaves_no_transaction_open",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            conn.execute("BEGIN IMMEDIATE")
+            cur = conn.execute(
+                '''
+                UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,
+                       lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now
+                 WHERE id = :id AND state = 'running' AND lease_token = :token
+                ''',
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now},
+            )
+            conn.execute("COMMIT")
+            return cur.rowcount == 1
+    """,
+    ),
 ]
 
 
@@ -380,6 +632,20 @@ SAYS: dict[str, str] = {
     "kind matched with LIKE ('_' is any character, case ignored)": "kind='mail_digest' among kinds",
     "one UPDATE ... RETURNING id: the ids in table order, not oldest first": "on jobs",
     "dead_letter fenced on the token alone (a succeeded job buried)": "kept its last token",
+    "dead_letter fenced in Python: the token read, compared, then an UPDATE by id": (
+        "left running with the worker that took its lease"
+    ),
+    "redrive silently capped at 100 jobs a call": "the 250 oldest of 300 dead jobs",
+    "redrive takes its rows with fetchmany(100)": "the 250 oldest of 300 dead jobs",
+    "the oldest first by updated_at compared as text ('100.0' < '20.0')": (
+        "oldest first, with limit=250"
+    ),
+    "a dry run that forgets the kind": "kind='payment', dry_run=True",
+    "an empty kind taken as every kind (kind or None)": "nothing redriven for kind=''",
+    "redrive with no ROLLBACK when its UPDATE fails": "its UPDATE having failed",
+    "dead_letter in BEGIN IMMEDIATE with no ROLLBACK when its UPDATE fails": (
+        "dead_letter(job 3, 'tok-1') is over, its UPDATE having failed"
+    ),
 }
 
 

@@ -120,6 +120,20 @@ def delays(
     return _results(results, f"next_delay(attempt={attempt})")
 
 
+def delays_for(ns: Namespace, cases: list[tuple[dict[str, Any], int, dict[str, Any]]]) -> list[Any]:
+    """One ``next_delay`` per ``(error, attempt, kwargs)``, each from a fresh ``Random(SEED)``,
+    in one call to the harness."""
+    calls = [
+        {"error": error, "attempt": attempt, "seed": SEED, "kwargs": kwargs, "count": 1}
+        for error, attempt, kwargs in cases
+    ]
+    results = ns.harness(HARNESS + "next_delays", calls)
+    return [
+        _results(result, f"next_delay(attempt={attempt})")[0]
+        for result, (_error, attempt, _kwargs) in zip(results, cases, strict=True)
+    ]
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -159,13 +173,13 @@ def classify_permanent(ns: Namespace) -> None:
     "maybe_done; every other status is permanent",
 )
 def classify_every_status(ns: Namespace) -> None:
-    statuses = list(range(100, 600))
+    statuses = [*range(100, 600), 600, 601, 700, 999]
     got = verdicts(ns, [http(s) for s in statuses])
     want = [verdict_for_status(s) for s in statuses]
     wrong = [(s, g) for s, g, w in zip(statuses, got, want, strict=True) if g != w]
     expect(
         not wrong,
-        "the right verdict for every HTTP status 100-599",
+        "the right verdict for every HTTP status 100-599, and 'permanent' for 600 and above",
         _("{count} wrong, e.g. {examples}").format(
             count=len(wrong),
             examples=", ".join(
@@ -322,11 +336,21 @@ def backoff_uses_the_given_rng(ns: Namespace) -> None:
     )
 
 
-@CHECKS.add(1, "a permanent error gets no retry: return None")
+@CHECKS.add(
+    1,
+    "a permanent error gets no retry, whatever Retry-After it carries: return None",
+)
 def gives_up_on_permanent(ns: Namespace) -> None:
     for name, error in (("HTTP 400", http(400)), ("ValueError", {"type": "ValueError"})):
         [got] = delays(ns, error, 1, started_at=0.0, now=0.0)
         expect(got is None, _("None for {error} on the first attempt").format(error=name), got)
+    # A Retry-After does not make a bad request good: the verdict comes first.
+    [got] = delays(ns, http(400, 5), 2, started_at=0.0, now=0.0)
+    expect(
+        got is None,
+        "None for HTTP 400 with Retry-After: 5 after attempt 2 (the verdict comes first)",
+        got,
+    )
 
 
 @CHECKS.add(
@@ -337,10 +361,24 @@ def gives_up_on_permanent(ns: Namespace) -> None:
     severe=True,
 )
 def gives_up_on_maybe_done_without_a_key(ns: Namespace) -> None:
-    for name, error in MAYBE_DONE.items():
-        [got] = delays(ns, error, 1, started_at=0.0, now=0.0)
+    # Every maybe-done error after the first attempt and a later one, and 5xx answers that
+    # carry a Retry-After: the server's "come back later" does not say the charge failed.
+    cases = [(name, error, attempt) for attempt in (1, 3) for name, error in MAYBE_DONE.items()]
+    cases += [
+        (f"HTTP {status} (Retry-After: {after})", http(status, after), attempt)
+        for status, after in ((500, 5), (502, 30.0))
+        for attempt in (1, 2)
+    ]
+    got = delays_for(
+        ns, [(error, attempt, {"started_at": 0.0, "now": 0.0}) for _n, error, attempt in cases]
+    )
+    for (name, _error, attempt), delay in zip(cases, got, strict=True):
         expect(
-            got is None, _("None for {error} without an idempotency_key").format(error=name), got
+            delay is None,
+            _("None for {error} without an idempotency_key").format(
+                error=name if attempt == 1 else f"{name}, attempt {attempt}"
+            ),
+            delay,
         )
     [safe] = delays(ns, REFUSED, 1, started_at=0.0, now=0.0)
     expect(_number(safe), "a delay for ConnectionRefusedError: it never reached the server", safe)
@@ -406,6 +444,18 @@ def honours_retry_after(ns: Namespace) -> None:
         "the backoff (at most 4 s after attempt 3) when Retry-After is tiny",
         small,
     )
+    # Retry-After is a floor, never the whole answer: a smaller one leaves the draws as they are.
+    got = delays(ns, http(503, 0.5), 5, 5, started_at=0.0, now=0.0, max_attempts=9)
+    want = [max(d, 0.5) for d in draws(ns, 4, SEED, 1.0, 60.0, 5)]
+    expect(
+        got == want,
+        _(
+            "after attempt 5 with Retry-After 0.5 s, the backoff draws {draws} (backoff(4, rng) "
+            "from the same seed, raised to 0.5 s where smaller): a smaller Retry-After does "
+            "not replace the backoff"
+        ).format(draws=[round(w, 4) for w in want]),
+        f"{[round(g, 4) if _number(g) else g for g in got]}",
+    )
 
     def waits(case: tuple[int, float | int]) -> None:
         attempt, after = case
@@ -438,6 +488,12 @@ def respects_deadline(ns: Namespace) -> None:
     expect(late is None, "None: Retry-After 120 s at 250 s ends after the 300 s deadline", late)
     [late] = delays(ns, http(429, 120), 1, started_at=1000.0, now=1250.0, deadline=300.0)
     expect(late is None, "None: the deadline counts from started_at (1000 + 300 s)", late)
+    [longer] = delays(ns, http(429, 120), 1, started_at=0.0, now=400.0, deadline=600.0)
+    expect(
+        longer == 120,
+        "120 s: Retry-After 120 at 400 s ends within a 600 s deadline (the deadline given)",
+        longer,
+    )
     [exact] = delays(ns, http(429, 50), 1, started_at=0.0, now=250.0, deadline=300.0)
     expect(
         exact == 50,

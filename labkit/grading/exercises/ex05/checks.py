@@ -37,6 +37,7 @@ from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.lang import _
 from labkit.store import JobStore
 from labkit.world import World
+from labkit.world.records import Effect
 
 CHECKS = Checks(
     "ex05",
@@ -57,12 +58,19 @@ class Run:
     the check read from the job store and the world itself."""
 
     def __init__(
-        self, got: dict[str, Any], outcome: str, effects: int, per_key: dict[str, int]
+        self,
+        got: dict[str, Any],
+        outcome: str,
+        effects: int,
+        per_key: dict[str, int],
+        done: dict[str, tuple[list[Effect], Any]] | None = None,
     ) -> None:
         self.fired: list[str] = got.get("fired", [])
         self.errors: list[str] = got.get("handler_errors", [])
         self.replay: str = got.get("replay", "")
         self.outcome, self.effects, self.per_key = outcome, effects, per_key
+        #: Per job key: the effects the world recorded for it, and the result the job kept.
+        self.done = done or {}
 
 
 def run_job(
@@ -90,7 +98,14 @@ def run_job(
         ):
             outcome, effects = judge(world, store, scenario)
             per_key = {key: world.count(key, service) for _kind, _payload, key in jobs}
-    return Run(got, outcome, effects, per_key)
+            done = {
+                key: (
+                    world.effects(service=service, key=key),
+                    job.result if (job := store.get_by_key(key)) is not None else None,
+                )
+                for _kind, _payload, key in jobs
+            }
+    return Run(got, outcome, effects, per_key, done)
 
 
 def _raised(run: Run, which: str) -> str:
@@ -177,7 +192,12 @@ def _judge_every_commit(ns: Namespace) -> None:
         )
 
 
-@CHECKS.add(1, "the job runs once and succeeds when nothing goes wrong", timeout=30.0)
+@CHECKS.add(
+    1,
+    "the job runs once and succeeds when nothing goes wrong: it charges job.payload's "
+    "amount (already in cents) to its customer, as they are, and returns the API's reply",
+    timeout=30.0,
+)
 def charge_runs_once_without_faults(ns: Namespace) -> None:
     run = run_job(ns, "charge", [])
     expect(
@@ -186,10 +206,14 @@ def charge_runs_once_without_faults(ns: Namespace) -> None:
         _("{outcome} with {effects} charge(s)").format(outcome=run.outcome, effects=run.effects)
         + (f"; {_raised(run, 'charge')}" if run.errors else ""),
     )
+    _what_each_job_did(ns, "charge")
 
 
 @CHECKS.add(
-    1, "the entry is posted once and the job succeeds when nothing goes wrong", timeout=30.0
+    1,
+    "the entry is posted once and the job succeeds when nothing goes wrong: it posts "
+    "job.payload's amount for its customer, as they are, and returns tx.post's reply",
+    timeout=30.0,
 )
 def post_runs_once_without_faults(ns: Namespace) -> None:
     run = run_job(ns, "post", [])
@@ -199,6 +223,7 @@ def post_runs_once_without_faults(ns: Namespace) -> None:
         _("{outcome} with {effects} entries").format(outcome=run.outcome, effects=run.effects)
         + (f"; {_raised(run, 'post')}" if run.errors else ""),
     )
+    _what_each_job_did(ns, "post")
 
 
 @CHECKS.add(
@@ -282,12 +307,14 @@ def post_survives_two_deliveries_at_once(ns: Namespace) -> None:
 
 
 def invoices(kind: str, rng: random.Random) -> tuple[tuple[str, dict[str, Any], str], ...]:
-    """Five jobs from one seed: the cases one fixed invoice never shows.
+    """Ten jobs from one seed: the cases one fixed invoice never shows.
 
     One customer billed the same amount in two months (a key built from the payload
     makes the second look like a repeat), two keys that differ only after their first
-    30 characters (a truncated key), a customer whose name starts another's, and names
-    with ``_``, capitals and non-ASCII.
+    30 characters, and two long ones that differ only after their first 100 (a truncated
+    key), a customer whose name starts another's, and names with ``_``, capitals and
+    non-ASCII: two customers whose names differ only in case, and two only in an accent
+    (a key lower-cased or folded to ASCII makes one look like a repeat of the other).
     """
     base = rng.choice(["cus_Ana", "cus_ana_1", "Cus_42", "cus_joão", "cus_Zoë"])
     other = base + rng.choice(["0", "_2", "ç"])
@@ -301,6 +328,12 @@ def invoices(kind: str, rng: random.Random) -> tuple[tuple[str, dict[str, Any], 
         (other, amount, f"{stem.replace(base, other)}:{kind}:v1"),
         (rng.choice(["cliente_Ção", "CUS_Ñ"]), rng.randrange(100, 9_999), f"{kind}:{rng.random()}"),
     ]
+    shout = base.upper() if base != base.upper() else base.lower()
+    rows.append((shout, amount, f"{stem.replace(base, shout)}:{kind}:v1"))
+    accented, plain = rng.choice([("cus_joão", "cus_joao"), ("cus_Zoë", "cus_Zoe")])
+    rows += [(name, amount, f"{stem.replace(base, name)}:{kind}:v3") for name in (accented, plain)]
+    lines = "/".join(f"line-{n:02d}" for n in range(10))
+    rows += [(base, amount, f"{stem}:{kind}:{lines}:part-{n}") for n in (1, 2)]
     rng.shuffle(rows)
     return tuple((kind, {"customer": c, "amount": a}, key) for c, a, key in rows)
 
@@ -336,9 +369,9 @@ def _each_once_in(ns: Namespace, which: str, seed: int) -> None:
 
 @CHECKS.add(
     2,
-    "each job is its own charge: the Idempotency-Key is the job's key, whole, not the "
-    "customer, the amount or a part of the key (one customer can be billed the same "
-    "amount twice)",
+    "each job is its own charge: the Idempotency-Key is the job's key, whole and as it is "
+    "(not cut, lower-cased or folded to ASCII: two jobs' keys can differ only there), not "
+    "the customer or the amount (one customer can be billed the same amount twice)",
     timeout=30.0,
     severe=True,
 )
@@ -348,8 +381,8 @@ def every_invoice_is_charged_once(ns: Namespace) -> None:
 
 @CHECKS.add(
     2,
-    "each job is its own ledger entry: mark and look up the job's key, whole, not the "
-    "customer or the amount",
+    "each job is its own ledger entry: mark and look up the job's key, whole and as it is "
+    "(not cut, lower-cased or folded to ASCII), not the customer or the amount",
     timeout=30.0,
     severe=True,
 )
@@ -357,8 +390,10 @@ def every_entry_is_posted_once(ns: Namespace) -> None:
     _each_once(ns, "post")
 
 
-def _failure_comes_out(ns: Namespace, which: str, point: str, what: str) -> None:
-    run = run_job(ns, which, [[point, "raise_transient", 1]])
+def _failure_comes_out(
+    ns: Namespace, which: str, point: str, what: str, action: str = "raise_transient"
+) -> None:
+    run = run_job(ns, which, [[point, action, 1]])
     expect(
         bool(run.fired),
         _("{what} to fire").format(what=what),
@@ -385,13 +420,22 @@ def _failure_comes_out(ns: Namespace, which: str, point: str, what: str) -> None
 
 @CHECKS.add(
     1,
-    "a payment call that fails (a 503) must fail the attempt: catching it and returning "
-    "marks the job done with no charge, and nobody retries it",
+    "a payment call that fails (a 503, or a timeout that lost the reply) must fail the "
+    "attempt: catching it and returning marks the job done, maybe with no charge, and "
+    "nobody retries it",
     timeout=30.0,
     severe=True,
 )
 def a_failed_charge_is_retried(ns: Namespace) -> None:
     _failure_comes_out(ns, "charge", BEFORE_CALL, _("a 503 from the payment API"))
+    # A timeout whose request never got there: the reply is lost, and nothing was charged.
+    _failure_comes_out(
+        ns,
+        "charge",
+        BEFORE_CALL,
+        _("a lost reply (a timeout) from a payment API that had not charged"),
+        "lose_response",
+    )
 
 
 @CHECKS.add(
@@ -474,3 +518,55 @@ def charge_is_the_same_after_a_restart(ns: Namespace) -> None:
 )
 def post_is_the_same_after_a_restart(ns: Namespace) -> None:
     _same_after_a_restart(ns, "post")
+
+
+def _what_each_job_did(ns: Namespace, which: str) -> None:
+    """One run of the invoices without a fault: each job's effect says what the job says,
+    and the job keeps the reply its effect made."""
+    jobs = invoices(which, random.Random(f"ex05 content {which} {scene_seeds()[-1]}"))
+    run = run_job(ns, which, [], jobs=jobs)
+    wrong, kept = [], []
+    for _kind, payload, key in jobs:
+        effects, result = run.done[key]
+        if len(effects) != 1:
+            continue  # every_invoice_is_charged_once / every_entry_is_posted_once say so
+        [effect] = effects
+        to = effect.payload.get("customer" if which == "charge" else "account")
+        amount = effect.payload.get("amount")
+        if (to, amount) != (payload["customer"], payload["amount"]):
+            wrong.append(
+                _("{key}: {amount!r} to {to!r} for a job of {want_amount!r} to {want_to!r}").format(
+                    key=key,
+                    amount=amount,
+                    to=to,
+                    want_amount=payload["amount"],
+                    want_to=payload["customer"],
+                )
+            )
+        elif result != effect.response:
+            kept.append(
+                _("{key}: the job kept {result!r}, the reply was {reply!r}").format(
+                    key=key, result=result, reply=effect.response
+                )
+            )
+    expect(
+        not wrong,
+        _(
+            "each charge of the job's amount (in cents, as it is) to the job's customer"
+        )
+        if which == "charge"
+        else _("each ledger entry of the job's amount (as it is) for the job's customer"),
+        "; ".join(wrong[:3]),
+        "pass job.payload's customer and amount on unchanged: the amount is already in "
+        "cents, and the account is the customer",
+    )
+    expect(
+        not kept,
+        _("{handler} to return the reply of the call that did the work").format(
+            handler=f"{which}_handler"
+        ),
+        "; ".join(kept[:3]),
+        "return what ctx.world.payments.charge or tx.post returned: the worker keeps it as "
+        "the job's result, the receipt an operator looks up",
+    )
+

@@ -113,6 +113,37 @@ def dead_letter_is_fenced(ns: Namespace) -> None:
         ok = bury(ns, path, job_id, "stale-token", "permanent error", {"type": "ValueError"}, NOW)
         expect(ok is False, "False for a stale token", ok)
         expect(row_of(conn, job_id) == before, "the job unchanged", row_of(conn, job_id)["state"])
+    # The lease runs out and another worker takes the job while the dead letter runs: a
+    # token read first and compared in Python is stale by the time the UPDATE lands.
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        result = ns.harness(
+            HARNESS + "dead_letter_while_the_lease_moves", str(path), job_id, "tok-1", NOW
+        )
+        ok = returned(result, f"dead_letter(job {job_id})")
+        job = row_of(conn, job_id)
+        if result["worker"] == "in the gap":
+            expect(
+                ok is False
+                and job["state"] == "running"
+                and job["lease_token"] == "worker-2-token",
+                _(
+                    "False, and job {job_id} left running with the worker that took its lease "
+                    "while your dead_letter ran"
+                ).format(job_id=job_id),
+                _(
+                    "{said}; state={state}, lease_token={token}: the fence was checked before "
+                    "the write, not in it"
+                ).format(said=it_said(result), state=job["state"], token=repr(job["lease_token"])),
+                "put the fence in the UPDATE itself (WHERE id = :id AND state = 'running' AND "
+                "lease_token = :token) and return whether it changed a row",
+            )
+        else:
+            expect(
+                ok is True and job["state"] == "dead",
+                _("True and job {job_id} dead").format(job_id=job_id),
+                _("{said}, state {state}").format(said=it_said(result), state=job["state"]),
+            )
 
 
 @CHECKS.add(
@@ -182,6 +213,26 @@ def redrive_respects_the_limit(ns: Namespace) -> None:
             _("the two oldest, {ids}").format(ids=ids[:2]),
             _("returned {ids}, pending {pending}").format(ids=list(got), pending=pending),
         )
+    # Hundreds of dead letters, dead at 10 s, 20 s ... 3000 s: every one asked for, the
+    # oldest by time (not by text: '100.0' < '20.0'), no cap of the code's own.
+    with lab_file(ns) as (conn, path):
+        ids = add_dead(conn, 300)
+        got = redrive(ns, path, limit=250, now=NOW)
+        pending = [j["id"] for j in all_jobs(conn) if j["state"] == "pending"]
+        expect(
+            list(got) == ids[:250] and pending == ids[:250],
+            _(
+                "the 250 oldest of 300 dead jobs (dead from 10 s to 3000 s), oldest first, "
+                "with limit=250"
+            ),
+            _("returned {count} ids ({first}...), {pending} jobs pending").format(
+                count=len(got) if isinstance(got, list) else got,
+                first=list(got)[:5] if isinstance(got, list) else got,
+                pending=len(pending),
+            ),
+            "every dead job up to limit, oldest by updated_at as a number: no cap of your own "
+            "(fetchmany, a LIMIT 100), no order by text",
+        )
 
 
 @CHECKS.add(
@@ -248,6 +299,14 @@ def dry_run_changes_nothing(ns: Namespace) -> None:
         expect(
             all_jobs(conn) == before, "every job unchanged", [j["state"] for j in all_jobs(conn)]
         )
+        # A dry run shows what the same call would do: the kind counts there too.
+        pays = add_dead(conn, 2, kind="payment", first_id=10)
+        got = redrive(ns, path, limit=5, now=NOW, kind="payment", dry_run=True)
+        expect(
+            list(got) == pays,
+            _("{ids} returned for kind='payment', dry_run=True").format(ids=pays),
+            got,
+        )
 
 
 @CHECKS.add(
@@ -286,6 +345,13 @@ def redrive_filters_by_kind(ns: Namespace) -> None:
             _("returned {ids}; redriven in the table: {redriven}").format(
                 ids=list(got), redriven=", ".join(moved) or _("none")
             ),
+        )
+        others = [i for k, i in ids.items() if k != "mail_digest"]
+        empty = redrive(ns, path, limit=10, now=NOW, kind="")
+        expect(
+            list(empty) == [] and all(row_of(conn, i)["state"] == "dead" for i in others),
+            "nothing redriven for kind='' (no job has that kind; only None means every kind)",
+            _("returned {ids}").format(ids=list(empty)),
         )
 
 
@@ -442,6 +508,37 @@ def leaves_no_transaction_open(ns: Namespace) -> None:
                     "write at once"
                 ).format(call=call),
                 then.format(did=it_said(got), other=got["other"]),
+            )
+    # A write that fails (a constraint, a full disk): the error comes out, the
+    # transaction does not stay open behind it.
+    with lab_file(ns) as (conn, path):
+        add_dead(conn, 2)
+        job = add_running(conn)
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE UPDATE OF state ON jobs "
+            "BEGIN SELECT RAISE(ABORT, 'the write failed (a full disk, simulated)'); END"
+        )
+        failing: list[tuple[str, list[Any], dict[str, Any]]] = [
+            ("redrive", [], {"limit": 2, "now": NOW}),
+            ("dead_letter", [job, "tok-1", "permanent", error, NOW], {}),
+        ]
+        for name, args, kwargs in failing:
+            got = ns.harness(HARNESS + "then_another_writes", str(path), name, args, kwargs)
+            shown = [f"job {job}", repr(args[1])] if args else []
+            call = f"{name}({', '.join(shown + [f'{k}={v!r}' for k, v in kwargs.items()])})"
+            expect(
+                not got["open"] and got["other"] == "wrote",
+                _(
+                    "no transaction left open when {call} is over, its UPDATE having failed: "
+                    "ROLLBACK before the error goes on"
+                ).format(call=call),
+                _(
+                    "{did}; then your connection was still inside a transaction: {other}"
+                ).format(did=it_said(got), other=got["other"])
+                if got["open"]
+                else _("{did}; then another connection's BEGIN IMMEDIATE got {other}").format(
+                    did=it_said(got), other=got["other"]
+                ),
             )
 
 

@@ -159,6 +159,46 @@ def redrive_while_a_worker_claims(
     return result
 
 
+def dead_letter_while_the_lease_moves(
+    values: MutableMapping[str, Any], path: str, job_id: int, token: str, now: float
+) -> dict[str, Any]:
+    """``dead_letter`` by the holder of ``token`` while the lease moves to another worker.
+
+    The lease runs out and another worker takes the job (a new token) in the gap between
+    the student's read and write, if the code leaves one; otherwise right after it.
+    Returns the call's outcome and whether the other worker acted inside the gap.
+    """
+    acted: list[str] = []
+
+    def other_worker(where: str) -> None:
+        other = connect(path)
+        try:
+            other.execute(
+                "UPDATE jobs SET attempt = attempt + 1, lease_owner = 'worker-2',"
+                " lease_until = :until, lease_token = 'worker-2-token', updated_at = :now"
+                " WHERE id = :id AND state = 'running'",
+                {"id": job_id, "now": now, "until": now + 300},
+            )
+            acted.append(where)
+        finally:
+            other.close()
+
+    conn = Racing(connect(path), 0.0, then=lambda: other_worker("in the gap"))
+    try:
+        with fresh_state(values):
+            error = build_error({"type": "ValueError", "message": "no such customer"})
+            result = outcome(
+                need(values, "dead_letter"), conn, job_id, token, "permanent error", error, now
+            )
+        if conn.then is not None:  # no gap: the other worker comes after the dead letter
+            conn.then = None
+            other_worker("after")
+    finally:
+        conn.close()
+    result["worker"] = acted[0] if acted else "never"
+    return result
+
+
 def redrive_schedules(
     values: MutableMapping[str, Any], folder: str, kwargs: dict[str, Any], seed: int
 ) -> dict[str, Any]:
