@@ -453,6 +453,85 @@ ZOO: list[tuple[str, str, str, str]] = [
         """,
     ),
     (
+        "ex12",
+        "a catch-up that looks back one week at most",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        _reference_due = due_slots
+        def due_slots(period_s, last, since, now, catch_up):
+            return _reference_due(period_s, last, max(since, now - 7 * 86400), now, catch_up)
+        """,
+    ),
+    (
+        "ex12",
+        "tick enqueues 1000 slots a call at most, the rest silently dropped",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        _reference_due = due_slots
+        def due_slots(period_s, last, since, now, catch_up):
+            return _reference_due(period_s, last, since, now, catch_up)[:1000]
+        """,
+    ),
+    (
+        "ex12",
+        "due_slots walks back 500 slots at most (a loop guard)",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        def due_slots(period_s, last, since, now, catch_up):
+            if period_s <= 0 or catch_up not in ("all", "latest"):
+                raise ValueError("bad period_s or catch_up")
+            slot = (now // period_s) * period_s
+            slots = []
+            for _guard in range(500):
+                if slot < since or (last is not None and slot <= last):
+                    break
+                slots.append(slot)
+                if catch_up == "latest":
+                    break
+                slot -= period_s
+            return slots[::-1]
+        """,
+    ),
+    (
+        "ex12",
+        "minutes written with %m (the month): the slots of one hour share a key",
+        "slot_key_names_the_slot",
+        """
+        def slot_key(schedule, fire_time):
+            if not schedule or ":" in schedule:
+                raise ValueError(schedule)
+            stamp = datetime.fromtimestamp(fire_time, UTC)
+            return f"schedule:{schedule}:{stamp:%Y-%m-%dT%H:%m:%SZ}"
+        """,
+    ),
+    (
+        "ex12",
+        "a key looked up with SELECT, then a plain INSERT (check-then-act)",
+        "two_schedulers_enqueue_each_slot_once",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            newest = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchone()[0]
+            last = None
+            if newest is not None:
+                fired = datetime.strptime(newest[len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                if conn.execute("SELECT 1 FROM jobs WHERE key = ?", (key,)).fetchone():
+                    continue
+                conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (?, ?, ?, ?)",
+                    (key, schedule, slot, now),
+                )
+                created.append(key)
+            return created
+        """,
+    ),
+    (
         "ex13",
         "the cap alone, without least-busy-first",
         "a_flood_does_not_starve_the_others",
@@ -676,6 +755,9 @@ SEVERE = [
     "the consumer records hash(message_id), which changes with each process",
     "serial head by the smallest key, as text ('sync:10' before 'sync:9')",
     "the lease fixed at 30 s, exercise 3's value, whatever lease_s says",
+    "a catch-up that looks back one week at most",
+    "tick enqueues 1000 slots a call at most, the rest silently dropped",
+    "due_slots walks back 500 slots at most (a loop guard)",
 ]
 
 
