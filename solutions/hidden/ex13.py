@@ -190,3 +190,75 @@ def _serial_head_is_the_smallest_id_whatever_the_keys_in(ns: Namespace, rng: Ran
             ),
             f"{[keys.get(i, i) for i in order]}",
         )
+
+
+@CHECKS.add(
+    2,
+    "nothing waits forever behind a dead worker or a dead job: a running job whose "
+    "lease ended is ready again for claim_capped and claim_serial, and a dead head "
+    "leaves its serial queue; otherwise that work never runs again",
+    severe=True,
+)
+def no_job_waits_forever_behind_the_dead(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        expired = add_job(conn, "acme:1", **live("acme", 1, lease_until=NOW - 1))
+        got = capped(ns, path, "w1", 2)
+        expect(
+            _id(got) == expired,
+            _(
+                "claim_capped takes job {job_id}: acme's only job is running under a lease "
+                "that ended (its worker died)"
+            ).format(job_id=expired),
+            got,
+        )
+    with lab_file(ns) as (conn, path):
+        add_job(conn, "order:1:a", queue="order:1", state="dead", attempt=3)
+        after_dead = add_job(conn, "order:1:b", queue="order:1")
+        expired = add_job(conn, "order:2:a", **live("order:2", 1, lease_until=NOW - 1))
+        add_job(conn, "order:2:b", queue="order:2")
+        want = sorted([after_dead, expired])
+        got_ids = sorted(_id(serial(ns, path, w)) or 0 for w in ("w1", "w2"))
+        expect(
+            got_ids == want,
+            _(
+                "claim_serial takes jobs {job_ids}: the job behind a dead head, and a head "
+                "whose lease ended"
+            ).format(job_ids=want),
+            got_ids,
+        )
+
+
+@CHECKS.add(
+    1,
+    "an account (a queue) is its exact name: compare with =, never LIKE (_ and % are "
+    "wildcards there) or lower() ('Acme' and 'acme' are two customers)",
+)
+def accounts_are_told_apart_by_their_exact_names(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        for n, queue in enumerate(("acmex1", "acmeyz", "Bolt")):
+            add_job(conn, f"{queue}:r", **live(queue, n))
+        waiting = {
+            queue: add_job(conn, f"{queue}:1", queue=queue) for queue in ("acme_1", "acme%", "bolt")
+        }
+        got = sorted(_id(capped(ns, path, f"w{n}", 1)) or 0 for n in range(3))
+        expect(
+            got == sorted(waiting.values()),
+            _(
+                "claim_capped with cap=1 takes jobs {job_ids} of accounts {names}: accounts "
+                "acmex1, acmeyz and Bolt are at their cap, not these"
+            ).format(job_ids=sorted(waiting.values()), names=", ".join(waiting)),
+            got,
+        )
+    with lab_file(ns) as (conn, path):
+        for n, queue in enumerate(("syncx1", "Sync")):
+            add_job(conn, f"{queue}:a", **live(queue, n))
+        heads = {queue: add_job(conn, f"{queue}:a", queue=queue) for queue in ("sync_1", "sync")}
+        got = sorted(_id(serial(ns, path, f"w{n}")) or 0 for n in range(2))
+        expect(
+            got == sorted(heads.values()),
+            _(
+                "claim_serial takes jobs {job_ids}, the heads of queues {names}: queues "
+                "syncx1 and Sync are other queues, their running heads do not block these"
+            ).format(job_ids=sorted(heads.values()), names=", ".join(heads)),
+            got,
+        )

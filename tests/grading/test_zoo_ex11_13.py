@@ -715,6 +715,92 @@ ZOO: list[tuple[str, str, str, str]] = [
             return row
         """,
     ),
+    (
+        "ex13",
+        "a running job whose worker died is never claimed again by claim_capped",
+        "no_job_waits_forever_behind_the_dead",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (SELECT c.id FROM jobs c
+                  WHERE c.state IN ('pending', 'retry_wait') AND c.run_after <= :now
+                    AND (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                          AND r.state = 'running' AND r.lease_until > :now) < :cap
+                  ORDER BY (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                             AND r.state = 'running' AND r.lease_until > :now),
+                           c.run_after, c.id
+                  LIMIT 1)
+                RETURNING *\"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "serial: a dead job stays the head and blocks its queue for good",
+        "no_job_waits_forever_behind_the_dead",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (SELECT h.id FROM jobs h
+                  WHERE h.id IN (SELECT min(id) FROM jobs
+                                  WHERE state IN ('pending', 'retry_wait', 'running', 'dead')
+                                  GROUP BY queue)
+                    AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                         OR (h.state = 'running' AND h.lease_until <= :now))
+                  ORDER BY h.run_after, h.id LIMIT 1)
+                RETURNING *\"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "accounts compared with LIKE: 'acme_1' shares the cap of 'acmex1'",
+        "accounts_are_told_apart_by_their_exact_names",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            busy = \"\"\"(SELECT count(*) FROM jobs r WHERE r.queue LIKE c.queue
+                          AND r.state = 'running' AND r.lease_until > :now)\"\"\"
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (SELECT c.id FROM jobs c
+                  WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                         OR (c.state = 'running' AND c.lease_until <= :now))
+                    AND \"\"\" + busy + \"\"\" < :cap
+                  ORDER BY \"\"\" + busy + \"\"\", c.run_after, c.id
+                  LIMIT 1)
+                RETURNING *\"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "serial queues grouped by lower(queue): 'Sync' blocks 'sync'",
+        "accounts_are_told_apart_by_their_exact_names",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (SELECT h.id FROM jobs h
+                  WHERE h.id IN (SELECT min(id) FROM jobs
+                                  WHERE state IN ('pending', 'retry_wait', 'running')
+                                  GROUP BY lower(queue))
+                    AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                         OR (h.state = 'running' AND h.lease_until <= :now))
+                  ORDER BY h.run_after, h.id LIMIT 1)
+                RETURNING *\"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 
@@ -746,6 +832,10 @@ SAYS: dict[str, str] = {
     "a claim that finds nothing returns without ending its BEGIN IMMEDIATE": (
         "on one connection at now=100, 100 and 110"
     ),
+    "a running job whose worker died is never claimed again by claim_capped": "lease that ended",
+    "serial: a dead job stays the head and blocks its queue for good": "behind a dead head",
+    "accounts compared with LIKE: 'acme_1' shares the cap of 'acmex1'": "are at their cap",
+    "serial queues grouped by lower(queue): 'Sync' blocks 'sync'": "are other queues",
 }
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
@@ -758,6 +848,8 @@ SEVERE = [
     "a catch-up that looks back one week at most",
     "tick enqueues 1000 slots a call at most, the rest silently dropped",
     "due_slots walks back 500 slots at most (a loop guard)",
+    "a running job whose worker died is never claimed again by claim_capped",
+    "serial: a dead job stays the head and blocks its queue for good",
 ]
 
 
