@@ -129,6 +129,7 @@ def _relay_publishes_every_pending_row_oldest_first_in(ns: Namespace, rng: Rando
     "a message consume cannot apply (its email INSERT fails: customer null) rolls back "
     "with its id: the consumer's long-lived connection must stay usable for the next "
     "messages, and the failed id stays unrecorded, so a fixed redelivery applies it",
+    severe=True,
 )
 def consume_rolls_back_a_message_it_cannot_apply(ns: Namespace) -> None:
     poison = [message_id(5), json.dumps({"order_id": 5, "customer": None, "total": 1})]

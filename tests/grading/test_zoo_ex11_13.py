@@ -801,6 +801,79 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    (
+        "ex11",
+        "the relay's run is one transaction, left open when the broker is down",
+        "relay_stops_when_the_broker_is_down",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            conn.execute("BEGIN IMMEDIATE")
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id", {"now": now, "id": row_id}
+                )
+                sent.append(message_id)
+            conn.execute("COMMIT")
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay's marks commit at the end of the run (rolled back when the broker is down)",
+        "relay_stops_when_the_broker_is_down",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                pending = conn.execute(
+                    "SELECT id, topic, message_id, body FROM outbox"
+                    " WHERE sent_at IS NULL ORDER BY id"
+                ).fetchall()
+                for row_id, topic, message_id, body in pending:
+                    publish(topic, message_id, body)
+                    conn.execute(
+                        "UPDATE outbox SET sent_at = :now WHERE id = :id",
+                        {"now": now, "id": row_id},
+                    )
+                    sent.append(message_id)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer swallows a failed email INSERT and commits the message id anyway",
+        "consume_rolls_back_a_message_it_cannot_apply",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            fresh = conn.execute(
+                "INSERT INTO processed_messages (message_id) VALUES (:mid)"
+                " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                {"mid": message_id},
+            ).fetchone()
+            if fresh is not None:
+                try:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (:o, :c)",
+                        {"o": order["order_id"], "c": order["customer"]},
+                    )
+                except Exception:
+                    pass
+            conn.execute("COMMIT")
+            return fresh is not None
+        """,
+    ),
 ]
 
 
@@ -836,6 +909,15 @@ SAYS: dict[str, str] = {
     "serial: a dead job stays the head and blocks its queue for good": "behind a dead head",
     "accounts compared with LIKE: 'acme_1' shares the cap of 'acmex1'": "are at their cap",
     "serial queues grouped by lower(queue): 'Sync' blocks 'sync'": "are other queues",
+    "the relay's run is one transaction, left open when the broker is down": (
+        "out of any transaction"
+    ),
+    "the relay's marks commit at the end of the run (rolled back when the broker is down)": (
+        "right after its publish"
+    ),
+    "the consumer swallows a failed email INSERT and commits the message id anyway": (
+        "only their 2 ids"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
@@ -850,6 +932,7 @@ SEVERE = [
     "due_slots walks back 500 slots at most (a loop guard)",
     "a running job whose worker died is never claimed again by claim_capped",
     "serial: a dead job stays the head and blocks its queue for good",
+    "the consumer swallows a failed email INSERT and commits the message id anyway",
 ]
 
 

@@ -292,6 +292,22 @@ def relay_stops_when_the_broker_is_down(ns: Namespace) -> None:
             "only message 1 on the broker: message 3 must not overtake message 2",
             broker_log(broker),
         )
+        # The relay's connection lives on: a transaction left open keeps every later run
+        # from BEGIN, and the shop's place_order from writing ("database is locked").
+        expect(
+            not got.get("left_open"),
+            "relay_once's connection out of any transaction after publish raised "
+            "(ROLLBACK or COMMIT before the error leaves)",
+            _("a transaction still open on it"),
+        )
+        expect(
+            rows[message_id(1)] == NOW,
+            _(
+                "message 1, published before the broker went down, marked sent "
+                "(sent_at = {now:g}) right after its publish, not at the end of the run"
+            ).format(now=NOW),
+            rows,
+        )
 
 
 @CHECKS.add(

@@ -101,10 +101,11 @@ def relay_once(
     conn = connect(path)
     try:
         got = _run(values, values["relay_once"], Watched(conn), publish, now)
+        left_open = conn.in_transaction  # a long-lived relay connection would keep it
     finally:
         conn.close()
         broker.close()
-    return {**got, "fired": calls["fired"], "publishes": calls["n"]}
+    return {**got, "fired": calls["fired"], "publishes": calls["n"], "left_open": left_open}
 
 
 def save_order(conn: Any, order: list[Any]) -> None:
