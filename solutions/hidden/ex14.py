@@ -1,6 +1,7 @@
 """Hidden checks for exercise 14: generated orders sharing one database and one world, a
-kill anywhere in a job of policy version 2, and a finished job delivered again after a
-deploy."""
+kill anywhere in a job of policy version 2, a finished job delivered again after a
+deploy, errors that are no decline (a 503 from the payment API, a mail rejected), and
+two orders of one customer."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from hypothesis import strategies as st
 from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex14.checks import (
+    DECLINES,
     HARNESS,
     MAILS,
+    ORDER,
     exactly_once,
     found,
     make,
@@ -117,10 +120,80 @@ def generated_orders_each_done_once(ns: Namespace) -> None:
     holds_for(order_runs(), prop, examples=12)
 
 
-def with_declines(folder: Path) -> None:
-    """The payment API declines its next call (this order's card)."""
+def with_declines(folder: Path, service: str = "payments", behaviour: str = "reject") -> None:
+    """The ``service`` API behaves so on its next call (by default: this order's card is
+    declined)."""
     with World(folder / "world.db", FakeClock(LAB_EPOCH)) as world:
-        world.payments.script("reject")
+        getattr(world, service).script(behaviour)
+
+
+@CHECKS.add(
+    2,
+    "compensate only when the CHARGE raises PermanentError: any other error (a 503 from "
+    "the payment API, a TransientError; a PermanentError from another step) propagates "
+    "from run_order, the job stays 'running' with its stock reserved, and the next run "
+    "finishes it",
+    severe=True,
+)
+def only_a_declined_charge_fails_the_job(ns: Namespace) -> None:
+    for service, behaviour, what in (
+        ("payments", "fail_before", _("a 503 from the payment API (TransientError)")),
+        ("mail", "reject", _("the e-mail rejected (PermanentError from the 'email' step)")),
+    ):
+        with scene(ns) as folder:
+            with_declines(folder, service, behaviour)
+            got = dict(ns.harness(HARNESS + "run", str(folder), ORDER, 1, None, False))
+            state, ledger = state_of(folder, ORDER["id"]), found(world_of(folder), ORDER)["ledger"]
+            expect(
+                "raised" in got and state == "running" and ledger == [[ORDER["sku"], -1]],
+                _(
+                    "after {what}: the error raised by run_order, the job 'running' (to be "
+                    "retried) and the stock still reserved {ledger}"
+                ).format(what=what, ledger=[[ORDER["sku"], -1]]),
+                _("run_order {outcome}; the job {state}; the ledger {ledger}").format(
+                    outcome=_("raised") if "raised" in got else repr(got.get("returned")),
+                    state=repr(state),
+                    ledger=ledger,
+                ),
+            )
+            again = run(ns, folder, ORDER)
+            ok, seen = exactly_once(folder, ORDER, 1)
+            expect(
+                again.get("returned") == "done" and ok,
+                _("the retry after {what} to finish the order: {effects}, the job 'done'").format(
+                    what=what, effects=wanted(ORDER, 1, False)
+                ),
+                f"{again.get('returned')!r}; {seen}",
+            )
+
+
+@CHECKS.add(
+    2,
+    "a customer's second order is an order of its own: build each step's key from the "
+    "ORDER id (and the step), never from the customer, the e-mail or the sku, or the "
+    "second order's charge is skipped as a repeat (or refused as a key reused)",
+    severe=True,
+)
+def a_customers_second_order_is_charged_too(ns: Namespace) -> None:
+    second = {**ORDER, "id": ORDER["id"] + 1, "sku": "pen", "amount": 990}
+    with scene(ns) as folder:
+        ran = [run(ns, folder, order).get("returned") for order in (ORDER, second)]
+        truth = world_of(folder)
+        charges = sorted(found(truth, ORDER)["payments"])
+        mails = found(truth, ORDER)["mail"]
+        want = sorted([[ORDER["customer"], ORDER["amount"]], [ORDER["customer"], 990]])
+        expect(
+            ran == ["done", "done"] and charges == want and len(mails) == 2,
+            _(
+                "two orders of {customer} (ids {first} and {second}) both 'done': the charges "
+                "{charges} and two e-mails"
+            ).format(
+                customer=ORDER["customer"], first=ORDER["id"], second=second["id"], charges=want
+            ),
+            _("{ran}; the charges {charges}; {count} e-mail(s)").format(
+                ran=ran, charges=charges, count=len(mails)
+            ),
+        )
 
 
 @CHECKS.add(
@@ -160,8 +233,9 @@ def _every_effect_once_after_a_kill_under_policy_v2_in(ns: Namespace, rng: Rando
 
 @CHECKS.add(
     1,
-    "a job already done, delivered again after a deploy of the other policy version, "
-    "calls nothing: every step has its checkpoint, and the job's version is its own",
+    "a job already done (or failed), delivered again after a deploy of the other policy "
+    "version, calls nothing and returns how it ended ('done' or 'failed'): every step "
+    "has its checkpoint, and the job's version is its own",
 )
 def a_finished_job_calls_nothing_again(ns: Namespace) -> None:
     order = {
@@ -185,5 +259,17 @@ def a_finished_job_calls_nothing_again(ns: Namespace) -> None:
                 returned=repr(got.get("returned")),
                 calls=after[len(before) :],
                 effects=found(world_of(folder), order),
+            ),
+        )
+    with scene(ns, DECLINES) as folder:
+        run(ns, folder, order, 1)
+        before = world_of(folder)["calls"]
+        got = run(ns, folder, order, 2)
+        after = world_of(folder)["calls"]
+        expect(
+            got.get("returned") == "failed" and after == before,
+            _("'failed' again and no call to any service for a job whose charge was declined"),
+            _("{returned}; new calls {calls}").format(
+                returned=repr(got.get("returned")), calls=after[len(before) :]
             ),
         )

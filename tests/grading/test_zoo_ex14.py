@@ -241,6 +241,64 @@ ZOO: list[tuple[str, str, str, str]] = [
             ),
         ),
     ),
+    (
+        "ex14",
+        "any error of the charge treated as a decline (a 503 fails the job for good)",
+        "only_a_declined_charge_fails_the_job",
+        _edit(
+            RUN_ORDER, ("            except PermanentError:\n", "            except Exception:\n")
+        ),
+    ),
+    (
+        "ex14",
+        "a PermanentError from any step compensates, a rejected e-mail too",
+        "only_a_declined_charge_fails_the_job",
+        _edit(
+            RUN_ORDER,
+            ('                if step != "charge":\n                    raise\n', ""),
+            ('checkpoint("charge", "declined")', 'checkpoint(step, "declined")'),
+        ),
+    ),
+    (
+        "ex14",
+        "each step's key built from the customer, not the order",
+        "a_customers_second_order_is_charged_too",
+        _edit(
+            DO_STEP,
+            (
+                "key = f\"order:{order['id']}:{step}:v1\"",
+                "key = f\"{order['customer']}:{step}:v1\"",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "each step's key made with hash(), which changes with each process",
+        "each_effect_has_a_key_from_the_order",
+        _edit(DO_STEP, (':{step}:v1"', ':{hash(step)}:v1"')),
+    ),
+    (
+        "ex14",
+        "a failed job delivered again returns 'done'",
+        "a_finished_job_calls_nothing_again",
+        _edit(
+            RUN_ORDER,
+            (
+                '"release")))\n        return "failed"\n',
+                '"release")))\n            return "failed"\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the decline's checkpoint and the 'failed' state in two autocommit statements",
+        "a_kill_during_compensation_releases_once",
+        _edit(
+            RUN_ORDER,
+            ('                conn.execute("BEGIN IMMEDIATE")\n', ""),
+            ('                conn.execute("COMMIT")\n', ""),
+        ),
+    ),
 ]
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
@@ -250,6 +308,10 @@ SEVERE = [
     "each step's key made with uuid4()",
     "the release posted with a plain ledger.post, so a re-run releases again",
     "a resumed job follows the policy version it is called with",
+    "any error of the charge treated as a decline (a 503 fails the job for good)",
+    "a PermanentError from any step compensates, a rejected e-mail too",
+    "each step's key built from the customer, not the order",
+    "each step's key made with hash(), which changes with each process",
 ]
 
 

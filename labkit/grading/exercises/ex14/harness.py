@@ -17,12 +17,14 @@ one of the world's transactions would test SQLite, not the job.
 
 from __future__ import annotations
 
+import builtins
 import sqlite3
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.errors import SimulatedCrash
@@ -147,15 +149,19 @@ def run(
     order: dict[str, Any],
     version: int,
     crash_after: str | None = None,
+    salted: bool = False,
 ) -> dict[str, Any]:
     """``run_order(conn, world, order, policy_version=version)`` in ``folder``.
 
     ``crash_after`` names an effect (``"payments.charge"``, ``"mail.send"``,
     ``"ledger.transaction()"``): a ``SimulatedCrash`` right after its first one returns.
-    The outcome, ``{"crashed": True}`` when it did, and ``fired``.
+    ``salted``: the student's ``hash()`` gives other values, as in another process (a
+    restarted worker has its own ``PYTHONHASHSEED``). The outcome, ``{"crashed": True}``
+    when it did, and ``fired``.
     """
     moments = _Moments(crash_after=crash_after)
-    with fresh_state(values):
+    salt = {"hash": lambda obj: builtins.hash((0x5EED, obj))} if salted else {}
+    with fresh_state(values), mock.patch.dict(values, salt):
         try:
             got = outcome(_job, values, Path(folder), order, version, moments)
         except SimulatedCrash:
