@@ -508,6 +508,30 @@ ZOO: list[tuple[str, str, str, str]] = [
             return delay
     """,
     ),
+    (
+        "ex04",
+        "a Retry-After honoured past max_attempts (a 429 retried forever)",
+        "gives_up_after_max_attempts",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent":
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            retry_after = getattr(error, "retry_after", None)
+            if verdict == "never_sent" and isinstance(retry_after, (int, float)):
+                delay = max(float(retry_after), backoff(attempt - 1, rng, base, cap))
+                return None if now + delay > started_at + deadline else delay
+            if attempt >= max_attempts:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
 ]
 
 
@@ -550,6 +574,9 @@ SAYS: dict[str, str] = {
     "a maybe-done failure refused only after the first attempt": "attempt 3",
     "a permanent error retried when it carries a Retry-After": "Retry-After: 5 after attempt 2",
     "the deadline fixed at 300 s, not the one given": "600 s deadline",
+    "a Retry-After honoured past max_attempts (a 429 retried forever)": (
+        "for a 429 with Retry-After: 1"
+    ),
 }
 
 

@@ -331,6 +331,19 @@ ZOO: list[tuple[str, str, str, str]] = [
                 raise
     """,
     ),
+    (
+        "ex05",
+        "the charge looked up first (payments.find), then made without a key",
+        "charge_survives_crash_after_effect",
+        """
+        def charge_handler(job, ctx):
+            done = ctx.world.payments.find(job.key)
+            if done:
+                return done[0].response
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key)
+    """,
+    ),
 ]
 
 
@@ -363,6 +376,9 @@ SAYS: dict[str, str] = {
     "an Idempotency-Key folded to ASCII (João and Joao are one customer)": "one charge per invoice",
     "the ledger mark kept under the lower-cased key": "one ledger entry per job",
     "a lost reply (a timeout) caught and returned as a reply": "a payment API that had not charged",
+    "the charge looked up first (payments.find), then made without a key": (
+        "exactly one charge after two deliveries"
+    ),
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.

@@ -606,6 +606,35 @@ ZOO: list[tuple[str, str, str, str]] = [
             return cur.rowcount == 1
     """,
     ),
+    (
+        "ex06",
+        "the kind filtered in Python after the LIMIT",
+        "redrive_filters_by_kind",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                rows = conn.execute(
+                    "SELECT id, kind FROM jobs WHERE state = 'dead'"
+                    " ORDER BY updated_at, id LIMIT :limit",
+                    {"limit": limit}).fetchall()
+                ids = [r["id"] for r in rows if kind is None or r["kind"] == kind]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL,"
+                        " redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
 ]
 
 
@@ -646,6 +675,7 @@ SAYS: dict[str, str] = {
     "dead_letter in BEGIN IMMEDIATE with no ROLLBACK when its UPDATE fails": (
         "dead_letter(job 3, 'tok-1') is over, its UPDATE having failed"
     ),
+    "the kind filtered in Python after the LIMIT": "kind='payment', limit=2",
 }
 
 

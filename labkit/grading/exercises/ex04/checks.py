@@ -428,6 +428,14 @@ def gives_up_after_max_attempts(ns: Namespace) -> None:
             ),
             last,
         )
+    # A Retry-After says when, never whether: the last attempt stays the last.
+    [last] = delays(ns, http(429, 1), 3, started_at=0.0, now=0.0, max_attempts=3)
+    expect(
+        last is None,
+        "None after attempt 3 of 3 for a 429 with Retry-After: 1 (Retry-After says when, "
+        "not whether)",
+        last,
+    )
 
 
 @CHECKS.add(

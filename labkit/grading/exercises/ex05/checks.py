@@ -245,6 +245,7 @@ def charge_survives_crash_before_effect(ns: Namespace) -> None:
 )
 def charge_survives_crash_after_effect(ns: Namespace) -> None:
     _judge(ns, "charge", (LOST_RESPONSE, "after_effect", "before_commit"))
+    _two_deliveries(ns, "charge")
 
 
 @CHECKS.add(
@@ -290,19 +291,36 @@ def post_survives_every_crash(ns: Namespace) -> None:
     severe=True,
 )
 def post_survives_two_deliveries_at_once(ns: Namespace) -> None:
-    [job] = POST
+    _two_deliveries(ns, "post")
+
+
+def _two_deliveries(ns: Namespace, which: str) -> None:
+    """The job delivered to two workers at the same moment: one effect in the world."""
+    [job] = CHARGE if which == "charge" else POST
+    service = "payments" if which == "charge" else "ledger"
     with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
-        got = ns.harness(HARNESS + "two_deliveries", "post", tmp, list(job))
+        got = ns.harness(HARNESS + "two_deliveries", which, tmp, list(job))
         with World(Path(tmp) / "world.db", FakeClock(LAB_EPOCH)) as world:
-            entries = world.count(job[2], "ledger")
+            entries = world.count(job[2], service)
     errors = got["handler_errors"]
     expect(
         entries == 1,
-        "exactly one ledger entry after two deliveries of the job at the same moment",
-        _("{entries} entries (the deliveries ended: {deliveries})").format(
-            entries=entries, deliveries="; ".join(got["deliveries"])
-        )
+        _("exactly one charge after two deliveries of the job at the same moment")
+        if which == "charge"
+        else _("exactly one ledger entry after two deliveries of the job at the same moment"),
+        (
+            _("{entries} charge(s) (the deliveries ended: {deliveries})")
+            if which == "charge"
+            else _("{entries} entries (the deliveries ended: {deliveries})")
+        ).format(entries=entries, deliveries="; ".join(got["deliveries"]))
         + (f"; {errors[0]}" if errors else ""),
+        _(
+            "two deliveries that both look first (payments.find, a ledger read) both find "
+            "nothing and both charge: send idempotency_key=job.key, and the API itself "
+            "answers the second with the first reply"
+        )
+        if which == "charge"
+        else None,
     )
 
 

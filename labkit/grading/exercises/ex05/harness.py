@@ -93,9 +93,27 @@ class _Tx:
         return getattr(self._tx, name)
 
 
+class _Payments:
+    """The payment API; a lookup (``find``) pauses after it reads, as a ledger read does,
+    so two deliveries that look first and charge after both find nothing."""
+
+    def __init__(self, payments: Any, pause: float = 0.0) -> None:
+        self._payments, self._pause = payments, pause
+
+    def find(self, *args: Any, **kwargs: Any) -> Any:
+        found = self._payments.find(*args, **kwargs)
+        if self._pause:
+            threading.Event().wait(self._pause)
+        return found
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._payments, name)
+
+
 class _World:
     def __init__(self, ctx: Any, pause: float = 0.0) -> None:
         self._world, self.ledger = ctx.world, _Ledger(ctx.world.ledger, ctx, pause)
+        self.payments = _Payments(ctx.world.payments, pause)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._world, name)

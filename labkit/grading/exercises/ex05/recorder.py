@@ -1,7 +1,7 @@
 """A stand-in context for exercise 5's handlers that writes down every call they make.
 
 ``RecordingCtx(path)`` looks like the worker's ``ctx`` to ``charge_handler`` and
-``post_handler``: ``ctx.world.payments.charge(...)``, ``ctx.world.ledger.status/post/
+``post_handler``: ``ctx.world.payments.charge/find(...)``, ``ctx.world.ledger.status/post/
 mark`` and ``ctx.world.ledger.transaction()``. Nothing is charged or posted; each call
 is appended to ``path`` as one JSON line. It pickles (plain attributes, a module-level
 class), so a handler called in a brand-new process (``replay.call_in_fresh_process``)
@@ -35,6 +35,10 @@ class _Payments:
     def charge(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         self._notes.write("charge", *args, **kwargs)
         return {"charge_id": "ch_recorded"}
+
+    def find(self, *args: Any, **kwargs: Any) -> list[Any]:
+        self._notes.write("find", *args, **kwargs)
+        return []  # never charged: the handler goes on to charge
 
 
 class _Tx:
