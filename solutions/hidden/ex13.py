@@ -12,6 +12,7 @@ from labkit.grading.exercises.ex13.checks import (
     RACE_PAUSE_S,
     _id,
     capped,
+    claim,
     expected_capped,
     job,
     live,
@@ -194,21 +195,25 @@ def _serial_head_is_the_smallest_id_whatever_the_keys_in(ns: Namespace, rng: Ran
 
 @CHECKS.add(
     2,
-    "nothing waits forever behind a dead worker or a dead job: a running job whose "
-    "lease ended is ready again for claim_capped and claim_serial, and a dead head "
-    "leaves its serial queue; otherwise that work never runs again",
+    "nothing waits forever: a job in retry_wait whose run_after has come, and a running "
+    "job whose lease ended (its worker died), are ready for claim_capped and claim_serial, "
+    "and a dead head leaves its serial queue; otherwise that work never runs again",
     severe=True,
 )
-def no_job_waits_forever_behind_the_dead(ns: Namespace) -> None:
+def retried_and_orphaned_jobs_run_again(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        expired = add_job(conn, "acme:1", **live("acme", 1, lease_until=NOW - 1))
-        got = capped(ns, path, "w1", 2)
+        retried = add_job(
+            conn, "acme:1", queue="acme", state="retry_wait", attempt=1, run_after=NOW - 5
+        )
+        expired = add_job(conn, "bolt:1", **live("bolt", 1, lease_until=NOW - 1))
+        want = sorted([retried, expired])
+        got = sorted(_id(capped(ns, path, w, 2)) or 0 for w in ("w1", "w2"))
         expect(
-            _id(got) == expired,
+            got == want,
             _(
-                "claim_capped takes job {job_id}: acme's only job is running under a lease "
-                "that ended (its worker died)"
-            ).format(job_id=expired),
+                "claim_capped takes jobs {job_ids}: one in retry_wait whose run_after has "
+                "come, and one running under a lease that ended (its worker died)"
+            ).format(job_ids=want),
             got,
         )
     with lab_file(ns) as (conn, path):
@@ -216,16 +221,48 @@ def no_job_waits_forever_behind_the_dead(ns: Namespace) -> None:
         after_dead = add_job(conn, "order:1:b", queue="order:1")
         expired = add_job(conn, "order:2:a", **live("order:2", 1, lease_until=NOW - 1))
         add_job(conn, "order:2:b", queue="order:2")
-        want = sorted([after_dead, expired])
-        got_ids = sorted(_id(serial(ns, path, w)) or 0 for w in ("w1", "w2"))
-        expect(
-            got_ids == want,
-            _(
-                "claim_serial takes jobs {job_ids}: the job behind a dead head, and a head "
-                "whose lease ended"
-            ).format(job_ids=want),
-            got_ids,
+        retried = add_job(
+            conn, "order:3:a", queue="order:3", state="retry_wait", attempt=1, run_after=NOW - 5
         )
+        add_job(conn, "order:3:b", queue="order:3")
+        want = sorted([after_dead, expired, retried])
+        got = sorted(_id(serial(ns, path, w)) or 0 for w in ("w1", "w2", "w3"))
+        expect(
+            got == want,
+            _(
+                "claim_serial takes jobs {job_ids}: the job behind a dead head, a head whose "
+                "lease ended, and a head in retry_wait whose run_after has come"
+            ).format(job_ids=want),
+            got,
+        )
+
+
+@CHECKS.add(
+    2,
+    "a fresh lease_token for every claim (lower(hex(randomblob(16))) in the UPDATE), "
+    "never one computed once: with the same token, the worker whose lease ended still "
+    "passes the fence after another took the job, and both finish it",
+    severe=True,
+)
+def every_claim_gets_a_fresh_token(ns: Namespace) -> None:
+    for name in ("claim_capped", "claim_serial"):
+        extra = (2,) if name == "claim_capped" else ()
+        with lab_file(ns) as (conn, path):
+            add_job(conn, "acme:1", queue="acme")
+            add_job(conn, "bolt:1", queue="bolt")
+            rows = [claim(ns, path, name, w, NOW, *extra) for w in ("w1", "w2")]
+            # 60 s later both 30 s leases have ended: a third worker takes one job again.
+            rows.append(claim(ns, path, name, "w3", NOW + 60, *extra))
+            # A job not taken again is retried_and_orphaned_jobs_run_again's business.
+            tokens = [r.get("lease_token") for r in rows if r is not None]
+            expect(
+                len(tokens) >= 2 and len(set(tokens)) == len(tokens),
+                _(
+                    "{name}: a different lease_token for each claim (w1 and w2 took two "
+                    "jobs, w3 took one again after its lease ended)"
+                ).format(name=name),
+                tokens,
+            )
 
 
 @CHECKS.add(

@@ -718,7 +718,7 @@ ZOO: list[tuple[str, str, str, str]] = [
     (
         "ex13",
         "a running job whose worker died is never claimed again by claim_capped",
-        "no_job_waits_forever_behind_the_dead",
+        "retried_and_orphaned_jobs_run_again",
         """
         def claim_capped(conn, worker, now, lease_s, cap):
             row = conn.execute(
@@ -740,7 +740,7 @@ ZOO: list[tuple[str, str, str, str]] = [
     (
         "ex13",
         "serial: a dead job stays the head and blocks its queue for good",
-        "no_job_waits_forever_behind_the_dead",
+        "retried_and_orphaned_jobs_run_again",
         """
         def claim_serial(conn, worker, now, lease_s):
             row = conn.execute(
@@ -874,6 +874,45 @@ ZOO: list[tuple[str, str, str, str]] = [
             return fresh is not None
         """,
     ),
+    (
+        "ex13",
+        "claim_capped never takes a job waiting in retry_wait (pending only)",
+        "retried_and_orphaned_jobs_run_again",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (SELECT c.id FROM jobs c
+                  WHERE ((c.state = 'pending' AND c.run_after <= :now)
+                         OR (c.state = 'running' AND c.lease_until <= :now))
+                    AND (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                          AND r.state = 'running' AND r.lease_until > :now) < :cap
+                  ORDER BY (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                             AND r.state = 'running' AND r.lease_until > :now),
+                           c.run_after, c.id
+                  LIMIT 1)
+                RETURNING *\"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "the lease token made once when the notebook runs, the same for every claim",
+        "every_claim_gets_a_fresh_token",
+        """
+        import secrets
+        TOKEN = secrets.token_hex(16)
+        _reference_capped = claim_capped
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = _reference_capped(conn, worker, now, lease_s, cap)
+            if row is not None:
+                conn.execute("UPDATE jobs SET lease_token = ? WHERE id = ?", (TOKEN, row["id"]))
+                row["lease_token"] = TOKEN
+            return row
+        """,
+    ),
 ]
 
 
@@ -918,6 +957,12 @@ SAYS: dict[str, str] = {
     "the consumer swallows a failed email INSERT and commits the message id anyway": (
         "only their 2 ids"
     ),
+    "claim_capped never takes a job waiting in retry_wait (pending only)": (
+        "whose run_after has come"
+    ),
+    "the lease token made once when the notebook runs, the same for every claim": (
+        "a different lease_token"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
@@ -933,6 +978,8 @@ SEVERE = [
     "a running job whose worker died is never claimed again by claim_capped",
     "serial: a dead job stays the head and blocks its queue for good",
     "the consumer swallows a failed email INSERT and commits the message id anyway",
+    "claim_capped never takes a job waiting in retry_wait (pending only)",
+    "the lease token made once when the notebook runs, the same for every claim",
 ]
 
 
