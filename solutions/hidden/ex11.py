@@ -11,6 +11,7 @@ from labkit.grading.exercises.ex11.checks import (
     HARNESS,
     ORDERS,
     broker_log,
+    consistent,
     did,
     emails,
     message_id,
@@ -73,6 +74,36 @@ def two_consumer_processes_send_each_email_once(ns: Namespace) -> None:
             sorted(emails(conn)) == [(o, c) for o, c, _total in ORDERS],
             "one email per order",
             emails(conn),
+        )
+
+
+@CHECKS.add(
+    1,
+    "two shop processes place the same order at once (a retried request): decide inside "
+    "the transaction (INSERT ... ON CONFLICT (id) DO NOTHING after BEGIN IMMEDIATE), not "
+    "with a SELECT before it, or the second one fails on the primary key instead of "
+    "returning False",
+    timeout=40.0,
+)
+def two_shop_processes_place_the_same_order(ns: Namespace) -> None:
+    order = [7, "ana", 4200]
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        got = ns.harness(HARNESS + "place_in_processes", str(path), order, 0.05)
+        results = list(got["results"].values())
+        raised = [v[1] for v in results if v[0] == "raised"]
+        expect(
+            not raised and got["hung"] == 0,
+            "both place_order(7, 'ana', 4200) calls to return (True once, False once)",
+            _("your code raised {errors}").format(errors="; ".join(raised))
+            if raised
+            else _("{count} still running").format(count=got["hung"]),
+        )
+        returned = sorted(repr(v[1]) for v in results)
+        ok, seen = consistent(conn)
+        expect(
+            returned == ["False", "True"] and ok and len(rows_of(conn, "all_outbox")) == 1,
+            "True once and False once, one order and one message",
+            _("returned {returned}; {seen}").format(returned=", ".join(returned), seen=seen),
         )
 
 

@@ -913,6 +913,47 @@ ZOO: list[tuple[str, str, str, str]] = [
             return row
         """,
     ),
+    (
+        "ex11",
+        "place_order looks for the order with a SELECT before its transaction",
+        "two_shop_processes_place_the_same_order",
+        """
+        def place_order(conn, order_id, customer, total):
+            if conn.execute("SELECT 1 FROM orders WHERE id = ?", (order_id,)).fetchone():
+                return False
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)",
+                    (order_id, customer, total),
+                )
+                body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                conn.execute(
+                    "INSERT INTO outbox (message_id, topic, body) VALUES (?, 'order.placed', ?)",
+                    (f"order:{order_id}:placed:v1", body),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return True
+        """,
+    ),
+    (
+        "ex11",
+        "a retried order recognised by its content (same customer and total)",
+        "place_order_twice_is_one_message",
+        """
+        _reference_place = place_order
+        def place_order(conn, order_id, customer, total):
+            if conn.execute(
+                "SELECT 1 FROM orders WHERE customer = ? AND total = ?", (customer, total)
+            ).fetchone():
+                return False
+            return _reference_place(conn, order_id, customer, total)
+        """,
+    ),
 ]
 
 
@@ -963,6 +1004,12 @@ SAYS: dict[str, str] = {
     "the lease token made once when the notebook runs, the same for every claim": (
         "a different lease_token"
     ),
+    "place_order looks for the order with a SELECT before its transaction": (
+        "True once, False once"
+    ),
+    "a retried order recognised by its content (same customer and total)": (
+        "a retry is known by the order id"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
@@ -980,6 +1027,7 @@ SEVERE = [
     "the consumer swallows a failed email INSERT and commits the message id anyway",
     "claim_capped never takes a job waiting in retry_wait (pending only)",
     "the lease token made once when the notebook runs, the same for every claim",
+    "a retried order recognised by its content (same customer and total)",
 ]
 
 

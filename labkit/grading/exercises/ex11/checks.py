@@ -149,6 +149,15 @@ def place_order_twice_is_one_message(ns: Namespace) -> None:
         expect(again.get("returned") is False, "False the second time", again.get("returned"))
         ok, seen = consistent(conn)
         expect(ok and len(rows_of(conn, "all_outbox")) == 1, "one order, one message", seen)
+        # A retry is the same order id, never the same content: ana may order it twice.
+        other = place(ns, path, [8, "ana", 4200])
+        ok, seen = consistent(conn)
+        expect(
+            other.get("returned") is True and ok and len(rows_of(conn, "all_outbox")) == 2,
+            "True for order 8, ana, 4200 (a new order id with order 7's content), and its "
+            "own message: a retry is known by the order id",
+            _("{value}; {seen}").format(value=repr(other.get("returned")), seen=seen),
+        )
 
 
 @CHECKS.add(

@@ -189,6 +189,25 @@ def consume_in_processes(
     return in_processes(consumer, 2)
 
 
+def place_in_processes(
+    values: MutableMapping[str, Any], path: str, order: list[Any], pause: float
+) -> dict[str, Any]:
+    """Two forked shop processes place the same ``order`` at once (a retried request).
+
+    Their plain reads pause, so a place_order that looks for the order before its
+    transaction and inserts inside it has both see nothing. ``in_processes``' result.
+    """
+
+    def shop(index: int) -> Any:
+        conn = connect(path)
+        try:
+            return values["place_order"](Watched(conn, pause=pause), *order)
+        finally:
+            conn.close()
+
+    return in_processes(shop, 2)
+
+
 def _call(values: MutableMapping[str, Any], name: str, path: Path, *args: Any) -> Any:
     """The student's ``name(conn, *args)`` on its own connection, closed without a commit."""
     conn = connect(path)
