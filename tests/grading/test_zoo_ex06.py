@@ -635,6 +635,48 @@ ZOO: list[tuple[str, str, str, str]] = [
             return ids
     """,
     ),
+    (
+        "ex06",
+        "the kind put into the SQL with an f-string",
+        "redrive_filters_by_kind",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            where = f" AND kind = '{kind}'" if kind is not None else ""
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead'" + where +
+                    " ORDER BY updated_at, id LIMIT :limit", {"limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "the dead_reason put into the SQL with an f-string",
+        "dead_letter_records_the_reason",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                f"UPDATE jobs SET state = 'dead', dead_reason = '{reason}', last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "error": describe(error), "now": now},
+            ).fetchone()
+            return row is not None
+    """,
+    ),
 ]
 
 
@@ -676,6 +718,8 @@ SAYS: dict[str, str] = {
         "dead_letter(job 3, 'tok-1') is over, its UPDATE having failed"
     ),
     "the kind filtered in Python after the LIMIT": "kind='payment', limit=2",
+    "the kind put into the SQL with an f-string": "never pasted into the SQL",
+    "the dead_reason put into the SQL with an f-string": "the customer's bank said no",
 }
 
 

@@ -80,6 +80,22 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
             {k: job[k] for k in ("lease_owner", "lease_until", "lease_token", "updated_at")},
         )
         expect(job["key"] == "pay:7:charge:v1", "the key unchanged", job["key"])
+    # A reason is text from anywhere: a quote in it is data, never SQL.
+    reason = "card declined: the customer's bank said no"
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        result = ns.harness(
+            HARNESS + "dead_letter", str(path), job_id, "tok-1", reason, {"type": "ValueError"}, NOW
+        )
+        stored = row_of(conn, job_id)["dead_reason"]
+        expect(
+            result.get("returned") is True and stored == reason,
+            _(
+                "dead_reason {reason} stored as it is: the reason goes in as a :named "
+                "parameter, never pasted into the SQL"
+            ).format(reason=repr(reason)),
+            _("{said}; dead_reason {stored}").format(said=it_said(result), stored=repr(stored)),
+        )
 
 
 @CHECKS.add(
@@ -354,6 +370,19 @@ def redrive_filters_by_kind(ns: Namespace) -> None:
             ),
         )
         others = [i for k, i in ids.items() if k != "mail_digest"]
+        # A kind with a quote in it is a kind like any other; one that reads as SQL is too.
+        [quoted] = add_dead(conn, 1, kind="vendor's_export", first_id=40)
+        asked = {"vendor's_export": [quoted], "x' OR '1'='1": []}
+        for kind, want in asked.items():
+            result = ns.harness(HARNESS + "redrive", str(path), limit=10, now=NOW, kind=kind)
+            expect(
+                result.get("returned") == want,
+                _(
+                    "{ids} for kind={kind}: the kind goes in as a :named parameter, never "
+                    "pasted into the SQL"
+                ).format(ids=want, kind=repr(kind)),
+                it_said(result),
+            )
         empty = redrive(ns, path, limit=10, now=NOW, kind="")
         expect(
             list(empty) == [] and all(row_of(conn, i)["state"] == "dead" for i in others),
