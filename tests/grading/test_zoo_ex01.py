@@ -9,7 +9,7 @@ what the named check must report. ``test_zoo.py`` checks the zoo as a whole.
 from __future__ import annotations
 
 import pytest
-from gradingkit import assert_caught_by_name
+from gradingkit import assert_caught_by_name, assert_severe
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
@@ -289,6 +289,81 @@ ZOO: list[tuple[str, str, str, str]] = [
             return False
     """,
     ),
+    (
+        "ex01",
+        "key from today's date with time.strftime (no time.time() call)",
+        "key_ignores_the_clock",
+        """
+        import time
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}:{time.strftime('%Y%m%d')}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the accents folded to ASCII (a slug: 'José' becomes 'Jose')",
+        "key_names_the_intent",
+        """
+        import unicodedata
+        def operation_key(source, entity_id, action, version=1):
+            parts = [unicodedata.normalize("NFKD", str(p)).encode("ascii", "ignore").decode()
+                     for p in (source, entity_id, action)]
+            return f"{parts[0]}:{parts[1]}:{parts[2]}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key cut to 255 characters (the width of a key column)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}"[:255]
+    """,
+    ),
+    (
+        "ex01",
+        "an all-digit entity id made an int ('0042' and 42 share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            text = str(entity_id)
+            if text.isdigit():
+                text = str(int(text))
+            return f"{source}:{text}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "accept remembers keys in lower case",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key.lower())
+            if known is None:
+                seen[key.lower()] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept remembers keys cut to 128 characters",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key[:128])
+            if known is None:
+                seen[key[:128]] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
 ]
 
 
@@ -318,7 +393,26 @@ SAYS: dict[str, str] = {
     "fingerprint drops the fields that are None": "the whole payload",
     "fingerprint strips blanks around strings": "the whole payload",
     "conflict raised only when the amount changed": "IdempotencyConflict for the same key",
+    "key from today's date with time.strftime (no time.time() call)": (
+        "the same key three days later"
+    ),
+    "key with the accents folded to ASCII (a slug: 'José' becomes 'Jose')": "'José'",
+    "key cut to 255 characters (the width of a key column)": "different keys for",
+    "an all-digit entity id made an int ('0042' and 42 share a key)": "'0042'",
+    "accept remembers keys in lower case": "two different keys with the same payload",
+    "accept remembers keys cut to 128 characters": "two different keys with the same payload",
 }
+
+#: Mistakes that lose or duplicate an effect (or let two intents share one): the
+#: reported score (severity cap included) is at most half of the exercise.
+SEVERE = [
+    "key from today's date with time.strftime (no time.time() call)",
+    "key with the accents folded to ASCII (a slug: 'José' becomes 'Jose')",
+    "key cut to 255 characters (the width of a key column)",
+    "an all-digit entity id made an int ('0042' and 42 share a key)",
+    "accept remembers keys in lower case",
+    "accept remembers keys cut to 128 characters",
+]
 
 
 @pytest.mark.parametrize(
@@ -328,3 +422,10 @@ def test_wrong_solution_fails_the_check_that_names_its_mistake(
     exercise: str, mistake: str, check: str, source: str
 ) -> None:
     assert_caught_by_name(exercise, mistake, check, source, SAYS[mistake])
+
+
+@pytest.mark.parametrize("mistake", SEVERE)
+def test_a_severe_mistake_costs_at_least_half_the_points(mistake: str) -> None:
+    # Its entry's test proves the named check fails; a severe check's failure is capped.
+    [(exercise, check)] = [(e, c) for e, m, c, _ in ZOO if m == mistake]
+    assert_severe(exercise, mistake, check)

@@ -98,8 +98,9 @@ def key_is_stable(ns: Namespace) -> None:
 @CHECKS.add(
     2,
     "put every part of the intent into the key, as it is: source, entity id, action "
-    "and version (no lower(), no truncation: 'INV-7' and 'inv-7' are two invoices, "
-    "and two intents sharing a key means the second one is skipped as a repeat)",
+    "and version (no lower(), no truncation, no accents stripped, no int() of the id: "
+    "'INV-7' and 'inv-7', 'José' and 'Jose', '0042' and 42 are two intents, and two "
+    "intents sharing a key means the second one is skipped as a repeat)",
     severe=True,
 )
 def key_names_the_intent(ns: Namespace) -> None:
@@ -128,7 +129,10 @@ def key_names_the_intent(ns: Namespace) -> None:
             _("{key} for both").format(key=repr(ka)),
         )
 
-    holds_for(st.one_of(CASE_PAIRS, LONG_ID_PAIRS, st.tuples(INTENTS, INTENTS)), two_intents, 60)
+    for pair in TWINS:
+        two_intents(pair)
+    pairs = st.one_of(CASE_PAIRS, LONG_ID_PAIRS, FOLDED_PAIRS, st.tuples(INTENTS, INTENTS))
+    holds_for(pairs, two_intents, 60)
 
 
 def _with_part(part: int, value: Any) -> tuple[str, Any, str, int]:
@@ -150,7 +154,30 @@ LONG_ID_PAIRS = st.one_of(
         )
     ),
     st.integers(10**9, 10**15).map(lambda n: (_with_part(1, n), _with_part(1, n + 1))),
+    # Longer than any column a key might be cut to (64, 128, 255 characters).
+    st.tuples(_WORD, st.integers(300, 600)).map(
+        lambda t: (
+            _with_part(1, (f"{t[0]}-" * t[1])[: t[1]] + "1"),
+            _with_part(1, (f"{t[0]}-" * t[1])[: t[1]] + "2"),
+        )
+    ),
 )
+#: Letters an ASCII "slug" of the key folds into others: 'José' and 'Jose' are two customers.
+FOLDED = (("é", "e"), ("ç", "c"), ("ã", "a"), ("ñ", "n"), ("ü", "u"), ("ø", "o"))
+#: A word with a non-ASCII letter and the same word with the letter folded to ASCII.
+FOLDED_PAIRS = st.tuples(st.integers(0, 2), _WORD, st.sampled_from(FOLDED)).map(
+    lambda t: (_with_part(t[0], t[1] + t[2][0]), _with_part(t[0], t[1] + t[2][1]))
+)
+#: Two intents every run compares: a capital lowered, an accent folded away, an id with
+#: leading zeros, a long id cut short (a key truncated to a column's width).
+TWINS: list[tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]] = [
+    (("billing", "INV-7", "charge", 1), ("billing", "inv-7", "charge", 1)),
+    (("Billing", 42, "Charge", 1), ("billing", 42, "charge", 1)),
+    (("billing", "José", "charge", 1), ("billing", "Jose", "charge", 1)),
+    (("billing", "ação", "charge", 1), ("billing", "acao", "charge", 1)),
+    (("billing", "0042", "charge", 1), ("billing", 42, "charge", 1)),
+    (("billing", "x" * 300 + "1", "charge", 1), ("billing", "x" * 300 + "2", "charge", 1)),
+]
 #: Characters real ids contain (INV-2026-0042, Cus_AbC): a key joined with one of them,
 #: or with nothing, gives two intents the same key.
 JOINED_BY = ("_", "-", "")
