@@ -9,7 +9,7 @@ check must report. ``test_zoo.py`` checks the zoo as a whole.
 from __future__ import annotations
 
 import pytest
-from gradingkit import assert_caught_by_name
+from gradingkit import assert_caught_by_name, assert_severe
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
@@ -303,6 +303,49 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        "the pid written over the old text, not truncated (os.write at offset 0)",
+        "pidfile_names_only_the_current_holder",
+        """
+        @contextmanager
+        def single_instance(path):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    holder = os.read(fd, 64).decode().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked (pid {holder})") from None
+                os.lseek(fd, 0, os.SEEK_SET)
+                os.write(fd, str(os.getpid()).encode())
+                yield
+            finally:
+                os.close(fd)
+    """,
+    ),
+    (
+        "ex02",
+        "the pid written atomically (a temporary file renamed over the locked one)",
+        "second_holder_is_refused",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    raise AlreadyRunning(f"locked by pid {fh.read().strip()}") from None
+                with open(path + ".tmp", "w") as out:
+                    out.write(str(os.getpid()))
+                os.replace(path + ".tmp", path)
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
@@ -323,7 +366,19 @@ SAYS: dict[str, str] = {
     'an error inside the with block swallowed': 'to come out of it',
     "a dead holder's pidfile taken over in steps (O_EXCL)": 'killed with SIGKILL: exactly one',
     "the job's own BlockingIOError reported as AlreadyRunning": 'BlockingIOError raised inside',
+    "the pid written over the old text, not truncated (os.write at offset 0)": (
+        "left in it by a run long gone"
+    ),
+    "the pid written atomically (a temporary file renamed over the locked one)": (
+        "AlreadyRunning while another holder"
+    ),
 }
+
+#: Mistakes that lose or duplicate an effect (or let two intents share one): the
+#: reported score (severity cap included) is at most half of the exercise.
+SEVERE = [
+    "the pid written atomically (a temporary file renamed over the locked one)",
+]
 
 
 @pytest.mark.parametrize(
@@ -333,3 +388,10 @@ def test_wrong_solution_fails_the_check_that_names_its_mistake(
     exercise: str, mistake: str, check: str, source: str
 ) -> None:
     assert_caught_by_name(exercise, mistake, check, source, SAYS[mistake])
+
+
+@pytest.mark.parametrize("mistake", SEVERE)
+def test_a_severe_mistake_costs_at_least_half_the_points(mistake: str) -> None:
+    # Its entry's test proves the named check fails; a severe check's failure is capped.
+    [(exercise, check)] = [(e, c) for e, m, c, _ in ZOO if m == mistake]
+    assert_severe(exercise, mistake, check)

@@ -158,23 +158,29 @@ def refusal_leaves_the_lock_alone(ns: Namespace) -> None:
         )
 
 
+#: What a run long gone left in the lock file: longer than any pid, so a pid written
+#: over it without truncating (os.write at offset 0) leaves a tail behind.
+LEFT_BEHIND = "4194304 (a run killed long ago)\n"
+
+
 @CHECKS.add(
     2,
-    "replace the pid, do not append it: truncate the file once you hold the lock "
-    "(fh.seek(0); fh.truncate(); fh.write(str(os.getpid()))), or the file reads "
-    "'41424343' after a few runs and names nobody",
+    "replace the pid, do not append it nor write it over the old text: truncate the "
+    "file once you hold the lock (fh.seek(0); fh.truncate(); fh.write(str(os.getpid()))), "
+    "or the file reads '41424343' after a few runs and names nobody",
     timeout=20.0,
 )
 def pidfile_names_only_the_current_holder(ns: Namespace) -> None:
     with lock_path(ns) as path:
-        pids = ns.harness(HARNESS + "holders_in_turn", str(path), 3)
+        pids = ns.harness(HARNESS + "holders_in_turn", str(path), 3, LEFT_BEHIND)
         expect(all(p > 0 for p in pids), "3 processes in turn each to take the lock", pids)
         text = path.read_text(errors="replace") if path.exists() else "<no file>"
         expect(
             text.strip() == str(pids[-1]),
-            _("the file to hold only the last holder's pid, {pid} (after pids {pids})").format(
-                pid=pids[-1], pids=", ".join(map(str, pids))
-            ),
+            _(
+                "the file to hold only the last holder's pid, {pid} (after pids {pids}, and "
+                "{left} left in it by a run long gone)"
+            ).format(pid=pids[-1], pids=", ".join(map(str, pids)), left=repr(LEFT_BEHIND)),
             repr(text[:80]),
         )
 

@@ -151,11 +151,19 @@ def refused_while_a_child_holds(
     return out
 
 
-def holders_in_turn(values: MutableMapping[str, Any], path: str, n: int = 3) -> list[int]:
-    """``n`` processes, one after the other, each take the lock and exit: their pids."""
+def holders_in_turn(
+    values: MutableMapping[str, Any], path: str, n: int = 3, left_behind: str = ""
+) -> list[int]:
+    """``n`` processes, one after the other, each take the lock and exit: their pids.
+
+    ``left_behind`` is written into the file after the first attempt here: what a
+    holder long gone left in it, longer than any pid.
+    """
     pids = []
     with fresh_state(values):
         _attempt(values, path)
+        if left_behind:
+            pathlib.Path(path).write_text(left_behind)
         for _ in range(n):
 
             def body(write_fd: int) -> None:
