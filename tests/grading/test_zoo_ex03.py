@@ -9,7 +9,7 @@ check must report. ``test_zoo.py`` checks the zoo as a whole.
 from __future__ import annotations
 
 import pytest
-from gradingkit import assert_caught_by_name
+from gradingkit import assert_caught_by_name, assert_severe
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
@@ -323,6 +323,108 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
     """,
     ),
+    (
+        "ex03",
+        "SQL built with an f-string (a worker name with a quote breaks it)",
+        "returns_the_claimed_row_whole",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                f'''
+                UPDATE jobs
+                   SET state = 'running', attempt = attempt + 1, lease_owner = '{worker}',
+                       lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "a retry_wait job still carrying its failed run's lease is never claimed",
+        "retried_jobs_run_again",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now
+                                AND lease_owner IS NULL)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "fresh jobs first (ORDER BY attempt): retries starve behind new work",
+        "retried_jobs_run_again",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY attempt, run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "the lease token drawn once, as a default argument",
+        "token_is_fresh",
+        """
+        import secrets
+        def claim(conn, worker, now, lease_s, token=secrets.token_hex(16)):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s, lease_token = :token,
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s, "token": token},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
 ]
 
 
@@ -349,7 +451,19 @@ SAYS: dict[str, str] = {
     "lease tokens from a random.Random seeded once at import": (
         "another process forked from the same parent"
     ),
+    "SQL built with an f-string (a worker name with a quote breaks it)": "its name stored as it is",
+    "a retry_wait job still carrying its failed run's lease is never claimed": "claimed at 200",
+    "fresh jobs first (ORDER BY attempt): retries starve behind new work": "before job",
+    "the lease token drawn once, as a default argument": "different tokens for two claims",
 }
+
+#: Mistakes that lose or duplicate an effect (or let two intents share one): the
+#: reported score (severity cap included) is at most half of the exercise.
+SEVERE = [
+    "a retry_wait job still carrying its failed run's lease is never claimed",
+    "fresh jobs first (ORDER BY attempt): retries starve behind new work",
+    "the lease token drawn once, as a default argument",
+]
 
 
 @pytest.mark.parametrize(
@@ -359,3 +473,10 @@ def test_wrong_solution_fails_the_check_that_names_its_mistake(
     exercise: str, mistake: str, check: str, source: str
 ) -> None:
     assert_caught_by_name(exercise, mistake, check, source, SAYS[mistake])
+
+
+@pytest.mark.parametrize("mistake", SEVERE)
+def test_a_severe_mistake_costs_at_least_half_the_points(mistake: str) -> None:
+    # Its entry's test proves the named check fails; a severe check's failure is capped.
+    [(exercise, check)] = [(e, c) for e, m, c, _ in ZOO if m == mistake]
+    assert_severe(exercise, mistake, check)

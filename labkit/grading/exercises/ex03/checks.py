@@ -36,7 +36,11 @@ HARNESS = "labkit.grading.exercises.ex03.harness:"
 
 
 def _claim(ns: Namespace, path: Path, worker: str, now: float, lease_s: float = 30.0) -> Any:
-    result = ns.harness(HARNESS + "claim", str(path), worker, now, lease_s)
+    return _row(ns.harness(HARNESS + "claim", str(path), worker, now, lease_s), worker, now)
+
+
+def _row(result: dict[str, Any], worker: str, now: float) -> Any:
+    """The job a harness ``claim`` returned, or None; anything else fails the check, named."""
     if "raised" in result:
         raise CheckFailed(
             _("claim({worker}, now={now:g}) to return a job or None").format(
@@ -95,6 +99,18 @@ def claims_one_ready_job(ns: Namespace) -> None:
         expect(again is None, "None when nothing else is ready (w1 holds the only job)", again)
 
 
+#: A worker name as hosts and pools make them: a quote, a non-ASCII letter, '%' and '_'.
+ODD_WORKER = "celery@d'Ávila-7 (pid 4242) 100%_busy"
+
+
+def _named_parameters() -> str:
+    return _(
+        "pass worker, now and lease_s as :named parameters (conn.execute(sql, {...})), never "
+        "inside an f-string or with %: a worker name with a quote breaks the SQL, and a "
+        "crafted one rewrites it"
+    )
+
+
 @CHECKS.add(
     1,
     "RETURNING * and return dict(row): the worker runs the job from that row and needs "
@@ -105,8 +121,19 @@ def returns_the_claimed_row_whole(ns: Namespace) -> None:
         job_id = add_job(
             conn, "report:7:build:v1", kind="report", queue="reports", max_attempts=5, attempt=1
         )
-        got = _claim(ns, path, "w1", 100.0, 30.0)
+        result = ns.harness(HARNESS + "claim", str(path), ODD_WORKER, 100.0, 30.0)
         stored = _job(conn, job_id)
+        expect(
+            "raised" not in result and stored["lease_owner"] == ODD_WORKER,
+            _("job {job_id} leased to the worker named {worker}, its name stored as it is").format(
+                job_id=job_id, worker=repr(ODD_WORKER)
+            ),
+            raised_text(result)
+            if "raised" in result
+            else _("lease_owner={owner}").format(owner=repr(stored["lease_owner"])),
+            _named_parameters(),
+        )
+        got = _row(result, ODD_WORKER, 100.0)
         missing = [k for k in stored if k not in (got or {})]
         differs = [k for k in stored if k in (got or {}) and got[k] != stored[k]]
         shown = "; ".join(
@@ -126,6 +153,10 @@ def returns_the_claimed_row_whole(ns: Namespace) -> None:
             ),
             shown if got is not None else "None",
         )
+
+
+#: A worker name as hosts and pools make them: a quote, a non-ASCII letter, '%' and '_'.
+ODD_WORKER = "celery@d'Ávila-7 (pid 4242) 100%_busy"
 
 
 @CHECKS.add(
@@ -407,13 +438,27 @@ def _one_job_two_processes(ns: Namespace) -> None:
 
 @CHECKS.add(
     3,
-    "a job in retry_wait failed once and must run again when run_after comes: "
-    "state IN ('pending', 'retry_wait'); otherwise every retried job waits forever",
+    "a job in retry_wait failed once and must run again when run_after comes, "
+    "whatever its attempt and the lease its failed run left: state IN ('pending', "
+    "'retry_wait') AND run_after <= :now, ORDER BY run_after, id; otherwise every "
+    "retried job waits forever, or behind every new one",
     severe=True,
 )
 def retried_jobs_run_again(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        job_id = add_job(conn, "mail:9:send:v1", state="retry_wait", attempt=1, run_after=150.0)
+        # The failed run left its lease on the row (nothing has to clear it), and new
+        # work keeps arriving: the retry, due first, must go first all the same.
+        job_id = add_job(
+            conn,
+            "mail:9:send:v1",
+            state="retry_wait",
+            attempt=1,
+            run_after=150.0,
+            lease_owner="w0",
+            lease_until=90.0,
+            lease_token="old",
+        )
+        fresh = add_job(conn, "mail:10:send:v1", run_after=190.0)
         early = _claim(ns, path, "w1", 100.0, 30.0)
         expect(
             early is None,
@@ -424,7 +469,10 @@ def retried_jobs_run_again(ns: Namespace) -> None:
         job = _job(conn, job_id)
         expect(
             got is not None and got.get("id") == job_id,
-            _("job {job_id} claimed at 200 (retry_wait, due at 150)").format(job_id=job_id),
+            _(
+                "job {job_id} claimed at 200 (retry_wait, due at 150, the old lease of its "
+                "failed run still on the row), before job {fresh} (new, due at 190)"
+            ).format(job_id=job_id, fresh=fresh),
             "None" if got is None else _("job {job_id}").format(job_id=got.get("id")),
         )
         expect(
