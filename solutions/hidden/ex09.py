@@ -1,14 +1,16 @@
 """Hidden checks for exercise 9: a key delivered twice (one after the other, and to two
-consumers at once), a dependency down for a while."""
+consumers at once), a dependency down for a while, the delivery count of the entry in
+hand while another consumer holds an older one, and what ``consume`` returns."""
 
 from __future__ import annotations
 
 import shutil
 import uuid
 
+from labkit.clock import SystemClock
 from labkit.explore.rendezvous import arrived
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex09.checks import expect_once_each, stream
+from labkit.grading.exercises.ex09.checks import RUN_S, expect_once_each, stream
 from labkit.lang import _
 
 CHECKS = Checks("ex09", hidden=True)
@@ -86,3 +88,62 @@ def two_copies_of_a_key_at_once_apply_once(ns: Namespace) -> None:
     finally:
         shutil.rmtree(meet, ignore_errors=True)
         log.unlink(missing_ok=True)
+
+
+@CHECKS.add(
+    1,
+    "return how many entries THIS call applied: an entry whose key was done already is "
+    "only acknowledged, and does not count",
+    60,
+)
+def returns_how_many_it_applied(ns: Namespace) -> None:
+    with stream(ns) as s:
+        for key in ("order:1", "order:2", "order:1"):  # the producer sent order:1 twice
+            s.add(key, cents=100)
+        s.finish(s.start("a"), _("three entries, two keys"))
+        expect_once_each(s, ["order:1", "order:2"], _("check the done record atomically"))
+        last = s.printed.strip().splitlines()[-1:]
+        expect(
+            last == ["2"],
+            "consume to return 2 (printed by the file's __main__): two keys applied, one "
+            "copy only acknowledged",
+            _("it printed {printed}").format(printed=last[0] if last else _("nothing")),
+        )
+
+
+@CHECKS.add(
+    2,
+    "read the delivery count of the entry you are about to run (XPENDING <stream> "
+    "workers <id> <id> 1), not of the first pending entry: while another consumer holds "
+    "an older entry, the poison entry must still stop after max_deliveries",
+    90,
+    severe=True,
+)
+def the_delivery_count_is_the_entrys_own(ns: Namespace) -> None:
+    with stream(ns) as s:
+        s.add("held", cents=100, work_s=60, slow_deliveries=1)  # older, held by 'b'
+        s.add("poison", cents=100, crash=True)
+        holder = s.start("b", idle_ms=600_000)
+        s.wait_held(holder, "b", "held")
+        crashes, clock = 0, SystemClock()
+        while crashes <= 3:
+            proc = s.start("a", max_deliveries=3, idle_ms=600_000)
+            deadline = clock.now() + RUN_S
+            while proc.poll() is None and not s.dead() and clock.now() < deadline:
+                clock.sleep(0.02)
+            if s.dead() or proc.poll() is None:
+                break  # 'a' dead-lettered the poison and waits for 'held'
+            crashes += 1
+        expect(
+            crashes == 3 and [d.get("key") for d in s.dead()] == ["poison"],
+            "the poison entry run 3 times (3 crashes), then dead-lettered, while 'b' holds "
+            "the older entry 'held'",
+            _("{count} crashes; dead letters {dead}").format(
+                count=crashes, dead=[d.get("key") for d in s.dead()]
+            ),
+        )
+        ns.kill(holder)  # 'b' restarts and finishes 'held' quickly (its second delivery)
+        holder.communicate()
+        s.finish(s.start("b", idle_ms=600_000), _("a restart of 'b'"))
+        s.finish(proc, _("'a' once the poison was dead-lettered"))
+        expect_once_each(s, ["held"], _("apply the healthy entry once"))

@@ -140,6 +140,62 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
             "                continue",
         )],
     ),
+    (
+        "the done record SET after the MULTI of the effect and its XACK",
+        "survives_a_kill_after_every_command",
+        [(
+            "                        pipe.set(record, entry_id)\n"
+            "                        pipe.rpush(effects, fields[\"key\"])\n"
+            "                    pipe.xack(stream, GROUP, entry_id)\n"
+            "                    pipe.execute()\n",
+            "                        pipe.rpush(effects, fields[\"key\"])\n"
+            "                    pipe.xack(stream, GROUP, entry_id)\n"
+            "                    pipe.execute()\n"
+            "                if not done_before:\n"
+            "                    r.set(record, entry_id)\n",
+        )],
+    ),
+    (
+        "the effect RPUSHed before the MULTI of its done record and XACK",
+        "survives_a_kill_after_every_command",
+        [(
+            "                    pipe.multi()\n"
+            "                    if not done_before:\n"
+            "                        pipe.set(record, entry_id)\n"
+            "                        pipe.rpush(effects, fields[\"key\"])\n",
+            "                    if not done_before:\n"
+            "                        r.rpush(effects, fields[\"key\"])\n"
+            "                    pipe.multi()\n"
+            "                    if not done_before:\n"
+            "                        pipe.set(record, entry_id)\n",
+        )],
+    ),
+    (
+        "new entries read before its own pending ones (old work starves)",
+        "recovers_its_own_pending_after_a_kill",
+        [(
+            '        rows = r.xreadgroup(GROUP, consumer, {stream: "0"}, count=1)\n'
+            "        entries = [e for _s, found in rows for e in found if e[1]]\n",
+            '        rows = r.xreadgroup(GROUP, consumer, {stream: ">"}, count=1)\n'
+            "        entries = [e for _s, found in rows for e in found if e[1]]\n"
+            "        if not entries:\n"
+            '            rows = r.xreadgroup(GROUP, consumer, {stream: "0"}, count=1)\n'
+            "            entries = [e for _s, found in rows for e in found if e[1]]\n",
+        )],
+    ),
+    (
+        "the delivery count read from the first pending entry, not the one in hand",
+        "the_delivery_count_is_the_entrys_own",
+        [(
+            "info = r.xpending_range(stream, GROUP, entry_id, entry_id, 1)",
+            'info = r.xpending_range(stream, GROUP, "-", "+", 1)',
+        )],
+    ),
+    (
+        "returns how many entries it acknowledged, copies of done keys included",
+        "returns_how_many_it_applied",
+        [("applied += 0 if done_before else 1", "applied += 1")],
+    ),
 ]
 
 
