@@ -43,6 +43,27 @@ def fingerprint_matches_the_contract(ns: Namespace) -> None:
             f"{str(got)[:16]}...",
         )
 
+    # What a retry resends unchanged, ids and instants included: a fingerprint that skips
+    # (or pops) them as "volatile" misses a conflict on them.
+    order = {
+        "request_id": "req-7f3a",
+        "created_at": "2026-12-04T03:00:00Z",
+        "ts": 1733281200,
+        "trace_id": "abc",
+        "timestamp": 1.5,
+        "sent_at": "2026-12-04T03:00:01Z",
+        "amount_cents": 1990,
+    }
+    text = json.dumps(order, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    want = hashlib.sha256(text.encode()).hexdigest()
+    got = ns.payload_fingerprint(dict(order))
+    expect(
+        got == want,
+        _("{fingerprint}... for {payload}: every field hashed, ids and timestamps too").format(
+            fingerprint=want[:16], payload=repr(order)
+        ),
+        f"{str(got)[:16]}...",
+    )
     holds_for(PAYLOADS, exact, examples=40)
 
 

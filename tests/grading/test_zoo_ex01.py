@@ -364,6 +364,18 @@ ZOO: list[tuple[str, str, str, str]] = [
             return False
     """,
     ),
+    (
+        "ex01",
+        "fingerprint skips the 'volatile' fields (request_id, timestamps)",
+        "fingerprint_matches_the_contract",
+        """
+        VOLATILE = {"request_id", "timestamp", "ts", "created_at", "sent_at", "trace_id"}
+        def payload_fingerprint(payload):
+            stable = {k: v for k, v in payload.items() if k not in VOLATILE}
+            text = json.dumps(stable, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
 ]
 
 
@@ -401,6 +413,7 @@ SAYS: dict[str, str] = {
     "an all-digit entity id made an int ('0042' and 42 share a key)": "'0042'",
     "accept remembers keys in lower case": "two different keys with the same payload",
     "accept remembers keys cut to 128 characters": "two different keys with the same payload",
+    "fingerprint skips the 'volatile' fields (request_id, timestamps)": "ids and timestamps too",
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
