@@ -13,10 +13,13 @@ several transactions is caught wherever the split is.
 
 Beyond the one job of the scenes: invoices generated from the grading seed (one customer
 billed the same amount twice, names that are prefixes of one another, ``_`` and
-non-ASCII), a call to the API or the ledger that fails (it must fail the attempt, so
-the job is retried, not swallowed), and the handler called again in new processes, as a
-restarted worker would be: a key built with ``hash()`` or from a value computed at
-import changes there, and the restart charges again.
+non-ASCII, names that differ only in case or in an accent, long keys that differ only at
+the end), each effect of the amount and for the customer the job names, with the reply
+kept as the job's result, a call to the API or the ledger that fails (it must fail the
+attempt, so the job is retried, not swallowed), a job delivered twice at once, and the
+handler called again in new processes, as a restarted worker would be: a key built with
+``hash()`` or from a value computed at import changes there, and the restart charges
+again.
 """
 
 from __future__ import annotations
