@@ -425,6 +425,33 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
     """,
     ),
+    (
+        "ex03",
+        "expired leases claimed only below max_attempts: a job whose worker died on its "
+        "last attempt stays running forever",
+        "expired_lease_is_reclaimable",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))), updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE ((state IN ('pending', 'retry_wait') AND run_after <= :now)
+                               OR (state = 'running' AND lease_until <= :now))
+                          AND attempt < max_attempts
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
 ]
 
 
@@ -455,6 +482,8 @@ SAYS: dict[str, str] = {
     "a retry_wait job still carrying its failed run's lease is never claimed": "claimed at 200",
     "fresh jobs first (ORDER BY attempt): retries starve behind new work": "before job",
     "the lease token drawn once, as a default argument": "different tokens for two claims",
+    "expired leases claimed only below max_attempts: a job whose worker died on its "
+    "last attempt stays running forever": "died on attempt 3 of 3",
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -463,6 +492,8 @@ SEVERE = [
     "a retry_wait job still carrying its failed run's lease is never claimed",
     "fresh jobs first (ORDER BY attempt): retries starve behind new work",
     "the lease token drawn once, as a default argument",
+    "expired leases claimed only below max_attempts: a job whose worker died on its "
+    "last attempt stays running forever",
 ]
 
 

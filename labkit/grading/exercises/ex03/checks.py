@@ -278,6 +278,39 @@ def expired_lease_is_reclaimable(ns: Namespace) -> None:
             _("None: job {job_id} is leased until 200").format(job_id=alive),
             _("job {job_id}").format(job_id=stolen.get("id")) if stolen else stolen,
         )
+    # The worker died on the job's last attempt. Claiming it again (this contract) or
+    # declaring it dead (what labkit's store does) both end it; a claim that filters on
+    # attempt < max_attempts and nothing else leaves it running under a dead lease forever.
+    with lab_file(ns) as (conn, path):
+        last = add_job(
+            conn,
+            "mail:3:send:v1",
+            state="running",
+            attempt=3,
+            max_attempts=3,
+            lease_owner="crashed",
+            lease_until=50.0,
+            lease_token="old-token",
+            updated_at=20.0,
+        )
+        for worker in ("w2", "w3"):
+            if _claim(ns, path, worker, 100.0, 30.0) is None:
+                break
+        row = _job(conn, last)
+        expect(
+            row["state"] == "dead" or row["lease_owner"] != "crashed",
+            _(
+                "job {job_id}, whose worker died on attempt 3 of 3, claimed again (or "
+                "marked dead)"
+            ).format(job_id=last),
+            _("still {state} under the dead worker's lease (expired at 50): it stays so "
+              "forever").format(state=row["state"]),
+            _(
+                "an expired lease is ready whatever the attempt count: a filter on "
+                "attempt < max_attempts leaves a job whose worker died on its last "
+                "attempt running forever"
+            ),
+        )
 
 
 @CHECKS.add(
