@@ -122,6 +122,37 @@ def two_redrives_at_once(
     return results
 
 
+def _while_another_writes(
+    path: str, write: str, params: dict[str, Any], call: Callable[[Racing], dict[str, Any]]
+) -> dict[str, Any]:
+    """``call`` on a connection to ``path`` while another connection runs ``write``.
+
+    The other writer acts in ``call``'s gap between reading and writing, if it leaves
+    one (``Racing``); otherwise right after it. Returns ``call``'s outcome (``outcome``)
+    with ``worker``: "in the gap", "after" or "never".
+    """
+    acted: list[str] = []
+
+    def other(where: str) -> None:
+        conn = connect(path)
+        try:
+            conn.execute(write, params)
+            acted.append(where)
+        finally:
+            conn.close()
+
+    conn = Racing(connect(path), 0.0, then=lambda: other("in the gap"))
+    try:
+        result = call(conn)
+        if conn.then is not None:  # no gap: the other writer comes after the call
+            conn.then = None
+            other("after")
+    finally:
+        conn.close()
+    result["worker"] = acted[0] if acted else "never"
+    return result
+
+
 def redrive_while_a_worker_claims(
     values: MutableMapping[str, Any], path: str, job_id: int, now: float
 ) -> dict[str, Any]:
@@ -131,32 +162,19 @@ def redrive_while_a_worker_claims(
     one; otherwise right after it. Returns the redrive's outcome and whether the worker
     acted inside the gap.
     """
-    acted: list[str] = []
 
-    def worker(where: str) -> None:
-        other = connect(path)
-        try:
-            other.execute(
-                "UPDATE jobs SET state = 'running', attempt = 1, redrives = redrives + 1,"
-                " lease_owner = 'worker-9', lease_until = :until, lease_token = 'worker-9-token',"
-                " dead_reason = NULL, updated_at = :now WHERE id = :id AND state = 'dead'",
-                {"id": job_id, "now": now, "until": now + 300},
-            )
-            acted.append(where)
-        finally:
-            other.close()
-
-    conn = Racing(connect(path), 0.0, then=lambda: worker("in the gap"))
-    try:
+    def redrive(conn: Racing) -> dict[str, Any]:
         with fresh_state(values):
-            result = _ids(outcome(need(values, "redrive"), conn, limit=5, now=now))
-        if conn.then is not None:  # no gap: the other party comes after the redrive
-            conn.then = None
-            worker("after")
-    finally:
-        conn.close()
-    result["worker"] = acted[0] if acted else "never"
-    return result
+            return _ids(outcome(need(values, "redrive"), conn, limit=5, now=now))
+
+    return _while_another_writes(
+        path,
+        "UPDATE jobs SET state = 'running', attempt = 1, redrives = redrives + 1,"
+        " lease_owner = 'worker-9', lease_until = :until, lease_token = 'worker-9-token',"
+        " dead_reason = NULL, updated_at = :now WHERE id = :id AND state = 'dead'",
+        {"id": job_id, "now": now, "until": now + 300},
+        redrive,
+    )
 
 
 def dead_letter_while_the_lease_moves(
@@ -168,35 +186,22 @@ def dead_letter_while_the_lease_moves(
     the student's read and write, if the code leaves one; otherwise right after it.
     Returns the call's outcome and whether the other worker acted inside the gap.
     """
-    acted: list[str] = []
 
-    def other_worker(where: str) -> None:
-        other = connect(path)
-        try:
-            other.execute(
-                "UPDATE jobs SET attempt = attempt + 1, lease_owner = 'worker-2',"
-                " lease_until = :until, lease_token = 'worker-2-token', updated_at = :now"
-                " WHERE id = :id AND state = 'running'",
-                {"id": job_id, "now": now, "until": now + 300},
-            )
-            acted.append(where)
-        finally:
-            other.close()
-
-    conn = Racing(connect(path), 0.0, then=lambda: other_worker("in the gap"))
-    try:
+    def dead_letter(conn: Racing) -> dict[str, Any]:
         with fresh_state(values):
             error = build_error({"type": "ValueError", "message": "no such customer"})
-            result = outcome(
+            return outcome(
                 need(values, "dead_letter"), conn, job_id, token, "permanent error", error, now
             )
-        if conn.then is not None:  # no gap: the other worker comes after the dead letter
-            conn.then = None
-            other_worker("after")
-    finally:
-        conn.close()
-    result["worker"] = acted[0] if acted else "never"
-    return result
+
+    return _while_another_writes(
+        path,
+        "UPDATE jobs SET attempt = attempt + 1, lease_owner = 'worker-2',"
+        " lease_until = :until, lease_token = 'worker-2-token', updated_at = :now"
+        " WHERE id = :id AND state = 'running'",
+        {"id": job_id, "now": now, "until": now + 300},
+        dead_letter,
+    )
 
 
 def redrive_schedules(
