@@ -239,11 +239,12 @@ class Namespace:
     def redis_url(self) -> str:
         """The Redis this check and the student's code share: in ``check()``, the lab's.
 
-        ``LABKIT_REDIS_URL`` or Redis on 127.0.0.1:6379 (``docker compose up -d``). Under
-        ``labkit grade`` each check gets a private one instead
-        (``labkit.grading.isolation.services``).
+        ``LABKIT_REDIS_URL`` or Redis on 127.0.0.1:6379 (``docker compose up -d``), in
+        its database 3, not the default 0: code that ignores the URL it is given and
+        connects to the default Redis fails here as it fails under ``labkit grade``, where
+        each check gets a private one instead (``labkit.grading.isolation.services``).
         """
-        return os.environ.get("LABKIT_REDIS_URL", "redis://127.0.0.1:6379/0")
+        return os.environ.get("LABKIT_REDIS_URL", "redis://127.0.0.1:6379/3")
 
     def services(self, *names: str) -> dict[str, Endpoint]:
         """Where the student's code and the check reach each named service (``rabbitmq``,

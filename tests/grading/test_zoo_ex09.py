@@ -228,3 +228,21 @@ def test_ex09_wrong_consumer_is_caught_by_its_check(name, must_fail, edits, monk
             if kept.status == CheckStatus.PASSED:
                 break
     assert kept is not None and kept.status == CheckStatus.PASSED, f"{name}: every check failed"
+
+
+def test_a_consumer_that_ignores_its_url_fails_in_check_as_it_does_when_graded(monkeypatch):
+    # Under labkit grade each check's Redis is a private one on a unix socket, so a
+    # consumer that connects to the machine's default Redis instead of the url it is
+    # given reaches nothing. check() must not pass it: its Redis is the lab's, but in a
+    # database other than the default one a hard-coded client lands in.
+    monkeypatch.delenv("LABKIT_REDIS_URL", raising=False)
+    values, notes = namespace_of(notebook_for(SOLUTIONS, "ex09"))
+    assert notes == []
+    path = Path("stream_consumer.py")
+    given = "    r = redis.Redis.from_url(url, decode_responses=True)\n"
+    source = path.read_text()
+    assert given in source, "the reference no longer connects this way"
+    path.write_text(source.replace(given, "    r = redis.Redis(decode_responses=True)\n"))
+    [once] = [c for c in catalog.all_checks("ex09", HIDDEN) if c.name == ONCE]
+    outcome = run_check(once, Namespace(values, Path.cwd()))
+    assert outcome.status == CheckStatus.FAILED, outcome
