@@ -155,10 +155,6 @@ def returns_the_claimed_row_whole(ns: Namespace) -> None:
         )
 
 
-#: A worker name as hosts and pools make them: a quote, a non-ASCII letter, '%' and '_'.
-ODD_WORKER = "celery@d'Ávila-7 (pid 4242) 100%_busy"
-
-
 @CHECKS.add(
     2,
     "add one to attempt in the same UPDATE (attempt = attempt + 1): a crash "
