@@ -20,10 +20,29 @@ def clock_moved(values: MutableMapping[str, Any], seconds: float) -> Iterator[No
     """Make the wall clock read ``seconds`` later, for code that (wrongly) reads it.
 
     Patches the ``time`` module's functions and, in the student's namespace, a bound
-    ``datetime`` class or module, then restores everything.
+    ``datetime`` class or module, then restores everything. The calendar functions
+    (``strftime('%Y%m%d')``, ``localtime()`` ...) read the C clock, not ``time.time``,
+    when called without a time: they are moved too, and so are those names where the
+    student imported them from ``time``.
     """
     real = {name: getattr(time, name) for name in ("time", "time_ns", "monotonic", "perf_counter")}
+    calendar_names = ("localtime", "gmtime", "ctime", "asctime", "strftime")
+    calendar = {name: getattr(time, name) for name in calendar_names}
     shift = seconds
+
+    def at(secs: float | None) -> float:
+        return real["time"]() + shift if secs is None else secs
+
+    def moved(t: Any) -> Any:
+        return calendar["localtime"](at(None)) if t is None else t
+
+    later_calendar = {
+        "localtime": lambda secs=None: calendar["localtime"](at(secs)),
+        "gmtime": lambda secs=None: calendar["gmtime"](at(secs)),
+        "ctime": lambda secs=None: calendar["ctime"](at(secs)),
+        "asctime": lambda t=None: calendar["asctime"](moved(t)),
+        "strftime": lambda fmt, t=None: calendar["strftime"](fmt, moved(t)),
+    }
 
     class Later(_dt.datetime):
         @classmethod
@@ -43,6 +62,8 @@ def clock_moved(values: MutableMapping[str, Any], seconds: float) -> Iterator[No
     )
     fake_module.datetime = Later
     saved: dict[str, Any] = {}
+    #: The student's ``from time import strftime`` and the like, by the function's identity.
+    imported = {id(fn): later_calendar[name] for name, fn in calendar.items()}
     for name, value in list(values.items()):
         if value is _dt.datetime:
             saved[name] = value
@@ -50,11 +71,15 @@ def clock_moved(values: MutableMapping[str, Any], seconds: float) -> Iterator[No
         elif value is _dt:
             saved[name] = value
             values[name] = fake_module
-    patches = [
+        elif id(value) in imported:
+            saved[name] = value
+            values[name] = imported[id(value)]
+    patches: list[Any] = [
         mock.patch.object(time, "time", lambda: real["time"]() + shift),
         mock.patch.object(time, "time_ns", lambda: real["time_ns"]() + int(shift * 1e9)),
         mock.patch.object(time, "monotonic", lambda: real["monotonic"]() + shift),
         mock.patch.object(time, "perf_counter", lambda: real["perf_counter"]() + shift),
+        *(mock.patch.object(time, name, fake) for name, fake in later_calendar.items()),
     ]
     try:
         for patch in patches:

@@ -7,9 +7,7 @@ mutates the ``seen`` dict it is given, so the harness owns that dict and returns
 from __future__ import annotations
 
 import builtins
-import contextlib
-import time
-from collections.abc import Iterator, MutableMapping
+from collections.abc import MutableMapping
 from typing import Any
 from unittest import mock
 
@@ -21,42 +19,11 @@ from labkit.grading.exercises.wallclock import clock_moved
 HASH_SEEDS = (1, 4242)
 
 
-@contextlib.contextmanager
-def _calendar_follows_the_clock(values: MutableMapping[str, Any]) -> Iterator[None]:
-    """``time.strftime('%Y%m%d')``, ``localtime()`` and the like read the moved clock too.
-
-    Called without a time they read the C clock, not ``time.time``, so ``clock_moved``
-    alone leaves a key made of today's date unchanged three days later. Names the
-    student imported from ``time`` are swapped too.
-    """
-    real = {n: getattr(time, n) for n in ("localtime", "gmtime", "ctime", "asctime", "strftime")}
-
-    def now(secs: float | None) -> float:
-        return time.time() if secs is None else secs
-
-    def moved(t: Any) -> Any:
-        return real["localtime"](time.time()) if t is None else t
-
-    patches = {
-        "localtime": lambda secs=None: real["localtime"](now(secs)),
-        "gmtime": lambda secs=None: real["gmtime"](now(secs)),
-        "ctime": lambda secs=None: real["ctime"](now(secs)),
-        "asctime": lambda t=None: real["asctime"](moved(t)),
-        "strftime": lambda fmt, t=None: real["strftime"](fmt, moved(t)),
-    }
-    imported = {k: patches[n] for k, v in values.items() for n, f in real.items() if v is f}
-    with contextlib.ExitStack() as stack:
-        for name, fake in patches.items():
-            stack.enter_context(mock.patch.object(time, name, fake))
-        stack.enter_context(mock.patch.dict(values, imported))
-        yield
-
-
 def keys_later(
     values: MutableMapping[str, Any], calls: list[list[Any]], seconds: float
 ) -> list[Any]:
     """``operation_key(*args)`` for each call while the wall clock reads ``seconds`` later."""
-    with fresh_state(values), clock_moved(values, seconds), _calendar_follows_the_clock(values):
+    with fresh_state(values), clock_moved(values, seconds):
         return [plain(need(values, "operation_key")(*args)) for args in calls]
 
 
