@@ -503,6 +503,17 @@ def redrive_racing_a_worker(ns: Namespace) -> None:
             )
 
 
+def _then_another_writes(
+    ns: Namespace, path: Path, name: str, args: list[Any], kwargs: dict[str, Any]
+) -> tuple[dict[str, Any], str]:
+    """The student's ``name(conn, *args, **kwargs)``, then another connection's write
+    (the harness's ``then_another_writes``): its result, and the call as the feedback
+    shows it (a job and its token, then the keyword arguments)."""
+    got = ns.harness(HARNESS + "then_another_writes", str(path), name, args, kwargs)
+    shown = [f"job {args[0]}", repr(args[1])] if args else []
+    return got, f"{name}({', '.join(shown + [f'{k}={v!r}' for k, v in kwargs.items()])})"
+
+
 @CHECKS.add(
     2,
     "end every path with COMMIT or ROLLBACK (the dry run, a refusal, an error, a False): "
@@ -523,9 +534,7 @@ def leaves_no_transaction_open(ns: Namespace) -> None:
             ("dead_letter", [job, "tok-1", "permanent", error, NOW], {}),
         ]
         for name, args, kwargs in calls:
-            got = ns.harness(HARNESS + "then_another_writes", str(path), name, args, kwargs)
-            shown = [f"job {job}", repr(args[1])] if args else []
-            call = f"{name}({', '.join(shown + [f'{k}={v!r}' for k, v in kwargs.items()])})"
+            got, call = _then_another_writes(ns, path, name, args, kwargs)
             then = (
                 _(
                     "{did}; then your connection was still inside a transaction and another "
@@ -559,9 +568,7 @@ def leaves_no_transaction_open(ns: Namespace) -> None:
             ("dead_letter", [job, "tok-1", "permanent", error, NOW], {}),
         ]
         for name, args, kwargs in failing:
-            got = ns.harness(HARNESS + "then_another_writes", str(path), name, args, kwargs)
-            shown = [f"job {job}", repr(args[1])] if args else []
-            call = f"{name}({', '.join(shown + [f'{k}={v!r}' for k, v in kwargs.items()])})"
+            got, call = _then_another_writes(ns, path, name, args, kwargs)
             expect(
                 not got["open"] and got["other"] == "wrote",
                 _(
