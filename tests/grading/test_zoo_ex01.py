@@ -313,6 +313,16 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex01",
+        "key built from the parts with blanks stripped (' INV-7' and 'INV-7' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            parts = [str(p).strip() for p in (source, entity_id, action)]
+            return f"{parts[0]}:{parts[1]}:{parts[2]}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
         "key cut to 255 characters (the width of a key column)",
         "key_names_the_intent",
         """
@@ -410,6 +420,9 @@ SAYS: dict[str, str] = {
     ),
     "key with the accents folded to ASCII (a slug: 'José' becomes 'Jose')": "'José'",
     "key cut to 255 characters (the width of a key column)": "different keys for",
+    "key built from the parts with blanks stripped (' INV-7' and 'INV-7' share a key)": (
+        "' INV-7'"
+    ),
     "an all-digit entity id made an int ('0042' and 42 share a key)": "'0042'",
     "accept remembers keys in lower case": "two different keys with the same payload",
     "accept remembers keys cut to 128 characters": "two different keys with the same payload",
@@ -422,6 +435,7 @@ SEVERE = [
     "key from today's date with time.strftime (no time.time() call)",
     "key with the accents folded to ASCII (a slug: 'José' becomes 'Jose')",
     "key cut to 255 characters (the width of a key column)",
+    "key built from the parts with blanks stripped (' INV-7' and 'INV-7' share a key)",
     "an all-digit entity id made an int ('0042' and 42 share a key)",
     "accept remembers keys in lower case",
     "accept remembers keys cut to 128 characters",

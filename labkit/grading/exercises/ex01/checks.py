@@ -98,8 +98,8 @@ def key_is_stable(ns: Namespace) -> None:
 @CHECKS.add(
     2,
     "put every part of the intent into the key, as it is: source, entity id, action "
-    "and version (no lower(), no truncation, no accents stripped, no int() of the id: "
-    "'INV-7' and 'inv-7', 'José' and 'Jose', '0042' and 42 are two intents, and two "
+    "and version (no lower(), no strip(), no truncation, no accents stripped, no int() of "
+    "the id: 'INV-7' and 'inv-7', 'José' and 'Jose', '0042' and 42 are two intents, and two "
     "intents sharing a key means the second one is skipped as a repeat)",
     severe=True,
 )
@@ -131,7 +131,9 @@ def key_names_the_intent(ns: Namespace) -> None:
 
     for pair in TWINS:
         two_intents(pair)
-    pairs = st.one_of(CASE_PAIRS, LONG_ID_PAIRS, FOLDED_PAIRS, st.tuples(INTENTS, INTENTS))
+    pairs = st.one_of(
+        CASE_PAIRS, LONG_ID_PAIRS, FOLDED_PAIRS, PADDED_PAIRS, st.tuples(INTENTS, INTENTS)
+    )
     holds_for(pairs, two_intents, 60)
 
 
@@ -168,14 +170,22 @@ FOLDED = (("é", "e"), ("ç", "c"), ("ã", "a"), ("ñ", "n"), ("ü", "u"), ("ø"
 FOLDED_PAIRS = st.tuples(st.integers(0, 2), _WORD, st.sampled_from(FOLDED)).map(
     lambda t: (_with_part(t[0], t[1] + t[2][0]), _with_part(t[0], t[1] + t[2][1]))
 )
+#: A word and the same word with a blank before or after it: ' INV-7' is not 'INV-7' (a
+#: strip() of the parts gives both one key).
+PADDED_PAIRS = st.tuples(st.integers(0, 2), _WORD, st.sampled_from((" {}", "{} ", "{}\t"))).map(
+    lambda t: (_with_part(t[0], t[2].format(t[1])), _with_part(t[0], t[1]))
+)
 #: Two intents every run compares: a capital lowered, an accent folded away, an id with
-#: leading zeros, a long id cut short (a key truncated to a column's width).
+#: leading zeros, blanks stripped from an id or an action, a long id cut short (a key
+#: truncated to a column's width).
 TWINS: list[tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]] = [
     (("billing", "INV-7", "charge", 1), ("billing", "inv-7", "charge", 1)),
     (("Billing", 42, "Charge", 1), ("billing", 42, "charge", 1)),
     (("billing", "José", "charge", 1), ("billing", "Jose", "charge", 1)),
     (("billing", "ação", "charge", 1), ("billing", "acao", "charge", 1)),
     (("billing", "0042", "charge", 1), ("billing", 42, "charge", 1)),
+    (("billing", " INV-7", "charge", 1), ("billing", "INV-7", "charge", 1)),
+    (("billing", "INV-7", "charge ", 1), ("billing", "INV-7", "charge", 1)),
     (("billing", "x" * 300 + "1", "charge", 1), ("billing", "x" * 300 + "2", "charge", 1)),
 ]
 #: Characters real ids contain (INV-2026-0042, Cus_AbC): a key joined with one of them,
@@ -247,9 +257,9 @@ def key_is_the_same_in_another_process(ns: Namespace) -> None:
         for args, here, there in zip(SAMPLE_CALLS, got["here"], keys, strict=True):
             expect(
                 here == there,
-                _(
-                    "the same key for {args} in another Python process ({how}, seed {seed})"
-                ).format(args=args, how=got["how"], seed=seed),
+                _("the same key for {args} in another Python process ({how}, seed {seed})").format(
+                    args=args, how=got["how"], seed=seed
+                ),
                 _("{here} here, {there} there").format(here=here, there=there),
             )
 
