@@ -270,6 +270,33 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex11",
+        "the consumer skips a message when its order already has an email (dedup by order)",
+        "consume_applies_each_message_once",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (?)"
+                    " ON CONFLICT (message_id) DO NOTHING", (message_id,),
+                )
+                sent = conn.execute(
+                    "SELECT 1 FROM emails WHERE order_id = ?", (order["order_id"],)
+                ).fetchone()
+                if sent is None:
+                    conn.execute("INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                                 (order["order_id"], order["customer"]))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return sent is None
+        """,
+    ),
+    (
+        "ex11",
         "the consumer never rolls back: a failed message leaves its transaction open",
         "consume_rolls_back_a_message_it_cannot_apply",
         """
@@ -973,6 +1000,9 @@ SAYS: dict[str, str] = {
     "the consumer never rolls back: a failed message leaves its transaction open": (
         "applied on the same connection"
     ),
+    "the consumer skips a message when its order already has an email (dedup by order)": (
+        "another message about order 1"
+    ),
     "place_order never rolls back: a failed INSERT leaves the transaction open": (
         "by the next place_order on the same connection"
     ),
@@ -1017,6 +1047,7 @@ SAYS: dict[str, str] = {
 SEVERE = [
     "the relay marks every pending row sent in one UPDATE after publishing",
     "the consumer records hash(message_id), which changes with each process",
+    "the consumer skips a message when its order already has an email (dedup by order)",
     "serial head by the smallest key, as text ('sync:10' before 'sync:9')",
     "the lease fixed at 30 s, exercise 3's value, whatever lease_s says",
     "a catch-up that looks back one week at most",

@@ -400,14 +400,18 @@ def _only_the_rows_published(ns: Namespace, rng: Random) -> None:
 
 
 def consume(
-    ns: Namespace, path: Path, order: list[Any], crash_after: int | None = None
+    ns: Namespace,
+    path: Path,
+    order: list[Any],
+    crash_after: int | None = None,
+    mid: str | None = None,
 ) -> dict[str, Any]:
+    """Deliver ``order``'s message (or another message ``mid`` about the same order)."""
+    mid = message_id(order[0]) if mid is None else mid
     body = json.dumps({"order_id": order[0], "customer": order[1], "total": order[2]})
-    got = ns.harness(HARNESS + "consume", str(path), message_id(order[0]), body, crash_after)
+    got = ns.harness(HARNESS + "consume", str(path), mid, body, crash_after)
     if crash_after is None:
-        _raised(
-            got, f"consume({message_id(order[0])!r}, ...)", _("try consume on consumer_db(...)")
-        )
+        _raised(got, f"consume({mid!r}, ...)", _("try consume on consumer_db(...)"))
     return dict(got)
 
 
@@ -415,10 +419,16 @@ def emails(conn: sqlite3.Connection) -> list[tuple[Any, Any]]:
     return [(r["order_id"], r["customer"]) for r in rows_of(conn, "all_emails")]
 
 
+#: A second message about order 1 (the shop announced it again, corrected): a new id,
+#: so a new email, although an email for order 1 was already sent.
+SECOND_MESSAGE = "order:1:placed:v2"
+
+
 @CHECKS.add(
     1,
     "record the message id in processed_messages and send the email only if the id "
-    "was new; return True, and False for a repeat",
+    "was new (a repeat is the same message id, not the same order); return True, and "
+    "False for a repeat",
     severe=True,
 )
 def consume_applies_each_message_once(ns: Namespace) -> None:
@@ -426,11 +436,20 @@ def consume_applies_each_message_once(ns: Namespace) -> None:
         first = consume(ns, path, ORDERS[0])
         again = consume(ns, path, ORDERS[0])
         other = consume(ns, path, ORDERS[1])
-        got = [first.get("returned"), again.get("returned"), other.get("returned")]
-        expect(got == [True, False, True], "True, False (a repeat), True", got)
+        second = consume(ns, path, ORDERS[0], mid=SECOND_MESSAGE)
+        got = [r.get("returned") for r in (first, again, other, second)]
         expect(
-            emails(conn) == [(1, "ana"), (2, "bia")],
-            "one email for order 1 and one for order 2",
+            got == [True, False, True, True],
+            _("True, False (a repeat), True, True ({mid} is another message about order 1)").format(
+                mid=SECOND_MESSAGE
+            ),
+            got,
+        )
+        expect(
+            emails(conn) == [(1, "ana"), (2, "bia"), (1, "ana")],
+            _("an email for order 1, one for order 2, and one for {mid}").format(
+                mid=SECOND_MESSAGE
+            ),
             emails(conn),
         )
 
