@@ -54,6 +54,7 @@ CELLS = [
         "\n"
         "LIMIT = {'tries': 3}\n",
     ),
+    (2, "def unbind_bump():\n    global bump\n    bump = 5\n"),
 ]
 
 
@@ -125,6 +126,31 @@ def test_the_stub_reads_not_started_and_a_missing_name_says_so(student: StudentP
             ns.not_defined_anywhere()
 
     assert _run(student, missing)["outcome"].status == "passed"  # type: ignore[union-attr]
+
+
+def test_a_function_called_in_a_loop_is_looked_up_once(
+    student: StudentProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ops: list[str] = []
+    real = student.request
+
+    def counted(message, timeout=None):  # type: ignore[no-untyped-def]
+        ops.append(message["op"])
+        return real(message, timeout)
+
+    monkeypatch.setattr(student, "request", counted)
+    assert _run(student, lambda ns: [ns.bump() for _ in range(5)])["value"] == [1, 2, 3, 4, 5]
+    assert ops == ["get"] + ["call"] * 5  # each call still reaches the student's process
+
+
+def test_a_function_rebound_to_data_after_a_lookup_reads_missing(student: StudentProcess) -> None:
+    def body(ns: Namespace) -> None:
+        assert ns.bump() == 1
+        ns.unbind_bump()  # the student's code rebinds the name to data
+        with pytest.raises(CheckFailed, match="no such name"):
+            ns.bump()
+
+    assert _run(student, body)["outcome"].status == "passed"  # type: ignore[union-attr]
 
 
 def test_a_live_object_cannot_come_back(student: StudentProcess) -> None:

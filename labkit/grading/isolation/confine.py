@@ -353,13 +353,14 @@ class Confinement:
         """
         uid = self.uid()
         me = os.geteuid()
-        inside = os.path.realpath(workdir)
+        inside = ""  # the folder's real path, found when a symlink needs it (rarely)
         for root, dirs, files in os.walk(workdir):
             for name in [*dirs, *files]:
                 path = os.path.join(root, name)
                 with contextlib.suppress(OSError):
                     st = os.lstat(path)
                     if stat.S_ISLNK(st.st_mode):
+                        inside = inside or os.path.realpath(workdir)
                         target = os.path.realpath(path)
                         if os.path.commonpath([inside, target]) != inside:
                             os.unlink(path)

@@ -57,6 +57,10 @@ class RemoteNamespace(Namespace):
         super().__init__({}, student.workdir)
         self._student = student
         self._redis: str | None = None
+        #: The student's functions this check looked up: a call sends its name, and the
+        #: student's side finds it again (a name rebound to data answers "missing"), so
+        #: a check calling ``ns.f`` in a loop asks once whether ``f`` is a function.
+        self._functions: dict[str, RemoteFunction] = {}
 
     def redis_url(self) -> str:
         """A Redis for this check alone, on a socket in the student's folder (see services)."""
@@ -163,7 +167,10 @@ class RemoteNamespace(Namespace):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
+        if name in self._functions:
+            return self._functions[name]
         reply = self._student.request(request(Op.GET, name))
         if reply.get(Reply.CALLABLE):
-            return RemoteFunction(self, name)
+            function = self._functions[name] = RemoteFunction(self, name)
+            return function
         return self._value(reply, name, False)
