@@ -22,7 +22,7 @@ Exit status 1 when an entry is not caught, a severe one is not capped, or (with
 from __future__ import annotations
 
 import argparse
-import csv
+import json
 import os
 import subprocess
 import sys
@@ -37,7 +37,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "grading"), str(ROOT / "tests")]
 
-from zoo_notebooks import Entry, every_entry, not_caught  # noqa: E402
+from zoo_notebooks import Entry, every_entry  # noqa: E402
+from zoograding import not_caught  # noqa: E402
 
 from bench.grading import in_process_scores  # noqa: E402
 
@@ -79,21 +80,19 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=tmp)
         seconds = time.perf_counter() - started
         run = Path(tmp) / "zoo"
-        with (run / "grades.csv").open() as fh:
-            # Each student hands in one exercise; the others are rows of "missing".
-            own = {(s, e.exercise) for s, e in students.items()}
-            rows = {r["student"]: r for r in csv.DictReader(fh)
-                    if (r["student"], r["exercise"]) in own}  # fmt: skip
+        # Each student hands in one exercise; the others are records of "missing".
+        records = {r["student"]: r
+                   for r in json.loads((run / "outcomes.json").read_text())["results"]
+                   if r["student"] in students
+                   and r["exercise"] == students[r["student"]].exercise}  # fmt: skip
         missed: list[str] = []
         per: Counter[str] = Counter()
         severe: Counter[str] = Counter()
         for student, entry in students.items():
-            row = rows[student]
-            text = (run / "feedback" / f"{student}.md").read_text(encoding="utf-8")
-            why = not_caught(entry, row, text)
+            why = not_caught(records[student], entry.check)
             if why is None:
                 per[entry.exercise] += 1
-                severe[entry.exercise] += "score capped at half" in text
+                severe[entry.exercise] += bool(records[student].get("cap"))
             else:
                 missed.append(f"  {entry.exercise} {entry.mistake!r}: {why}")
         differ: list[str] = []
@@ -101,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             bench_args = argparse.Namespace(seed=args.seed, cell_timeout=30.0, check_timeout=None)
             inside = in_process_scores(subs, exercises, bench_args)
             for student, entry in students.items():
-                graded = int(rows[student]["score"])
+                graded = int(records[student]["score"])
                 if inside.get((student, entry.exercise)) != graded:
                     alone = inside.get((student, entry.exercise))
                     differ.append(f"  {entry.exercise} {entry.mistake!r}: graded {graded}, "

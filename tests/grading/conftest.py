@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-# Before any test module imports it: assert_caught_by_name's asserts explain a failure.
-pytest.register_assert_rewrite("gradingkit")
+# Before any test module imports them: their asserts explain a failure.
+pytest.register_assert_rewrite("gradingkit", "zoograding")
 
 from gradingkit import short_scratch  # noqa: E402 - after the rewrite is registered
 

@@ -16,6 +16,7 @@ salt); every entry of both zoos is caught in process by ``test_zoo_ex09.py`` and
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +32,8 @@ from gradingkit import (
     require_service,
     short_scratch,
 )
-from zoo_notebooks import Entry, every_entry, not_caught
+from zoo_notebooks import Entry, every_entry
+from zoograding import not_caught
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -108,10 +110,9 @@ def test_no_process_of_the_run_outlives_the_grade(graded) -> None:  # type: igno
 
 @pytest.mark.parametrize("student", sorted(WRONG))
 def test_a_wrong_solution_is_caught_by_its_check_in_the_sandbox(graded, student) -> None:  # type: ignore[no-untyped-def]
-    rows, feedback, _ = graded
+    _, feedback, _ = graded
     entry = WRONG[student]
-    score, possible, status = rows[(student, entry.exercise)]
-    text = (feedback / f"{student}.md").read_text()
-    row = {"score": score, "max": possible, "status": status}
-    why = not_caught(entry, row, text)
-    assert why is None, f"{entry.mistake}: {why}\n{text}"
+    results = json.loads((feedback.parent / "outcomes.json").read_text())["results"]
+    [record] = [r for r in results if (r["student"], r["exercise"]) == (student, entry.exercise)]
+    why = not_caught(record, entry.check)
+    assert why is None, f"{entry.mistake}: {why}\n{(feedback / f'{student}.md').read_text()}"

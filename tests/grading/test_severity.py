@@ -66,8 +66,9 @@ def test_each_exercise_notebook_names_its_severe_checks(exercise: str) -> None:
 
 
 def test_every_zoo_mistake_caught_by_a_severe_check_scores_at_most_half() -> None:
-    """Each zoo entry is graded once, where it lives: ``gradingkit.assert_caught_by_name``
-    asserts the cap for an entry whose check is severe. Here: that many entries are."""
+    """Each zoo entry is graded once, through the sandbox, where it lives
+    (``zoograding.not_caught`` asserts the cap for an entry whose check is severe). Here:
+    that many entries are."""
     severe = {
         (e, c.name) for e in catalog.exercises() for c in catalog.all_checks(e, HIDDEN) if c.severe
     }

@@ -1,15 +1,16 @@
 """Exercise 2's zoo: each plausible wrong solution loses the check named after it.
 
 Exercise 2 is about a lock that lets one instance run. Each entry overrides one or two
-functions of the reference solution with a classic mistake, then runs the named check,
-then others until one passes; ``gradingkit.assert_caught_by_name`` says what the named
-check must report. ``test_zoo.py`` checks the zoo as a whole.
+functions of the reference solution with a classic mistake; every entry is graded by
+``labkit grade`` in the sandbox (``zoograding``), where the check named after it must
+catch it, saying what ``SAYS`` gives. ``test_zoo.py`` checks the zoo as a whole.
 """
 
 from __future__ import annotations
 
 import pytest
-from gradingkit import assert_caught_by_name, assert_severe
+from gradingkit import assert_severe
+from zoograding import sandbox_tests
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
@@ -178,8 +179,8 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex02",
-        'lockf (a per-process record lock) instead of flock',
-        'second_holder_is_refused',
+        "lockf (a per-process record lock) instead of flock",
+        "second_holder_is_refused",
         """
         @contextmanager
         def single_instance(path):
@@ -198,8 +199,8 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex02",
-        'the holder deletes the lock file when it is done',
-        'release_keeps_the_lock_file',
+        "the holder deletes the lock file when it is done",
+        "release_keeps_the_lock_file",
         """
         @contextmanager
         def single_instance(path):
@@ -221,8 +222,8 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex02",
-        'an error inside the with block swallowed',
-        'error_inside_the_block_comes_out',
+        "an error inside the with block swallowed",
+        "error_inside_the_block_comes_out",
         """
         @contextmanager
         def single_instance(path):
@@ -245,7 +246,7 @@ ZOO: list[tuple[str, str, str, str]] = [
     (
         "ex02",
         "a dead holder's pidfile taken over in steps (O_EXCL)",
-        'takeover_after_kill_admits_one',
+        "takeover_after_kill_admits_one",
         """
         @contextmanager
         def single_instance(path):
@@ -287,7 +288,7 @@ ZOO: list[tuple[str, str, str, str]] = [
     (
         "ex02",
         "the job's own BlockingIOError reported as AlreadyRunning",
-        'error_inside_the_block_comes_out',
+        "error_inside_the_block_comes_out",
         """
         @contextmanager
         def single_instance(path):
@@ -361,11 +362,11 @@ SAYS: dict[str, str] = {
     "a refused attempt removes the 'stale' lock file it could not take": (
         "a third process refused too"
     ),
-    'lockf (a per-process record lock) instead of flock': 'AlreadyRunning while another holder',
-    'the holder deletes the lock file when it is done': 'exactly one of a newcomer',
-    'an error inside the with block swallowed': 'to come out of it',
-    "a dead holder's pidfile taken over in steps (O_EXCL)": 'killed with SIGKILL: exactly one',
-    "the job's own BlockingIOError reported as AlreadyRunning": 'BlockingIOError raised inside',
+    "lockf (a per-process record lock) instead of flock": "AlreadyRunning while another holder",
+    "the holder deletes the lock file when it is done": "exactly one of a newcomer",
+    "an error inside the with block swallowed": "to come out of it",
+    "a dead holder's pidfile taken over in steps (O_EXCL)": "killed with SIGKILL: exactly one",
+    "the job's own BlockingIOError reported as AlreadyRunning": "BlockingIOError raised inside",
     "the pid written over the old text, not truncated (os.write at offset 0)": (
         "left in it by a run long gone"
     ),
@@ -381,13 +382,8 @@ SEVERE = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("exercise", "mistake", "check", "source"), ZOO, ids=[f"{e}: {m}" for e, m, _, _ in ZOO]
-)
-def test_wrong_solution_fails_the_check_that_names_its_mistake(
-    exercise: str, mistake: str, check: str, source: str
-) -> None:
-    assert_caught_by_name(exercise, mistake, check, source, SAYS[mistake])
+#: Every entry graded through the sandbox, each caught by its check (``zoograding``).
+graded, test_wrong_solution_is_caught_by_its_check_in_the_sandbox = sandbox_tests(ZOO, SAYS)
 
 
 @pytest.mark.parametrize("mistake", SEVERE)

@@ -1,15 +1,14 @@
 """Exercise 4's zoo: each plausible wrong solution loses the check named after it.
 
 Exercise 4 is about retries: classify, back off, stop. Each entry overrides one or two
-functions of the reference solution with a classic mistake, then runs the named check,
-then others until one passes; ``gradingkit.assert_caught_by_name`` says what the named
-check must report. ``test_zoo.py`` checks the zoo as a whole.
+functions of the reference solution with a classic mistake; every entry is graded by
+``labkit grade`` in the sandbox (``zoograding``), where the check named after it must
+catch it, saying what ``SAYS`` gives. ``test_zoo.py`` checks the zoo as a whole.
 """
 
 from __future__ import annotations
 
-import pytest
-from gradingkit import assert_caught_by_name
+from zoograding import sandbox_tests
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
@@ -245,8 +244,8 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex04",
-        'cap applied after the draw (delays pile at the cap)',
-        'backoff_does_not_pile_at_the_cap',
+        "cap applied after the draw (delays pile at the cap)",
+        "backoff_does_not_pile_at_the_cap",
         """
         def backoff(n, rng, base=1.0, cap=60.0):
             ceiling = base * 2 ** min(n, 64)
@@ -255,8 +254,8 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex04",
-        'next_delay draws from its own rng, not the one given',
-        'next_delay_is_the_backoff',
+        "next_delay draws from its own rng, not the one given",
+        "next_delay_is_the_backoff",
         """
         _own = random.Random()
         def next_delay(
@@ -276,8 +275,8 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex04",
-        'next_delay calls backoff without its base and cap',
-        'next_delay_is_the_backoff',
+        "next_delay calls backoff without its base and cap",
+        "next_delay_is_the_backoff",
         """
         def next_delay(
             error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5, base=1.0,
@@ -296,8 +295,8 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex04",
-        'next_delay with n = attempt - 2 after the first retry',
-        'next_delay_is_the_backoff',
+        "next_delay with n = attempt - 2 after the first retry",
+        "next_delay_is_the_backoff",
         """
         def next_delay(
             error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5, base=1.0,
@@ -316,8 +315,8 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex04",
-        'next_delay rounds the delay to whole seconds',
-        'next_delay_is_the_backoff',
+        "next_delay rounds the delay to whole seconds",
+        "next_delay_is_the_backoff",
         """
         def next_delay(
             error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5, base=1.0,
@@ -336,8 +335,8 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex04",
-        'Retry-After cut down to the cap',
-        'honours_retry_after',
+        "Retry-After cut down to the cap",
+        "honours_retry_after",
         """
         def next_delay(
             error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5, base=1.0,
@@ -356,8 +355,8 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex04",
-        'deadline checked before Retry-After raises the delay',
-        'respects_deadline',
+        "deadline checked before Retry-After raises the delay",
+        "respects_deadline",
         """
         def next_delay(
             error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5, base=1.0,
@@ -376,8 +375,8 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex04",
-        'huge-n guard with a fixed threshold (n > 10 means the cap)',
-        'backoff_bounds_hold_for_any_base_and_cap',
+        "huge-n guard with a fixed threshold (n > 10 means the cap)",
+        "backoff_bounds_hold_for_any_base_and_cap",
         """
         def backoff(n, rng, base=1.0, cap=60.0):
             ceiling = cap if n > 10 else min(cap, base * 2**n)
@@ -558,14 +557,14 @@ SAYS: dict[str, str] = {
     "Retry-After honoured only when it is a float": "Retry-After",
     "one retry too many (attempt > max_attempts)": "None after attempt",
     "a retry exactly on the deadline refused (>=)": "exactly on the 300 s deadline",
-    'cap applied after the draw (delays pile at the cap)': 'spread evenly over',
-    'next_delay draws from its own rng, not the one given': 'from the same seed',
-    'next_delay calls backoff without its base and cap': 'from the same seed',
-    'next_delay with n = attempt - 2 after the first retry': 'from the same seed',
-    'next_delay rounds the delay to whole seconds': 'from the same seed',
-    'Retry-After cut down to the cap': 'Retry-After: 120',
-    'deadline checked before Retry-After raises the delay': '300 s deadline',
-    'huge-n guard with a fixed threshold (n > 10 means the cap)': 'base=',
+    "cap applied after the draw (delays pile at the cap)": "spread evenly over",
+    "next_delay draws from its own rng, not the one given": "from the same seed",
+    "next_delay calls backoff without its base and cap": "from the same seed",
+    "next_delay with n = attempt - 2 after the first retry": "from the same seed",
+    "next_delay rounds the delay to whole seconds": "from the same seed",
+    "Retry-After cut down to the cap": "Retry-After: 120",
+    "deadline checked before Retry-After raises the delay": "300 s deadline",
+    "huge-n guard with a fixed threshold (n > 10 means the cap)": "base=",
     "Retry-After replaces the backoff, a smaller one too": "does not replace the backoff",
     "every status from 500 up called maybe done (600 and 999 too)": "'permanent' for 600 and above",
     "a Retry-After obeyed before the verdict (a 500 retried without a key)": (
@@ -580,10 +579,5 @@ SAYS: dict[str, str] = {
 }
 
 
-@pytest.mark.parametrize(
-    ("exercise", "mistake", "check", "source"), ZOO, ids=[f"{e}: {m}" for e, m, _, _ in ZOO]
-)
-def test_wrong_solution_fails_the_check_that_names_its_mistake(
-    exercise: str, mistake: str, check: str, source: str
-) -> None:
-    assert_caught_by_name(exercise, mistake, check, source, SAYS[mistake])
+#: Every entry graded through the sandbox, each caught by its check (``zoograding``).
+graded, test_wrong_solution_is_caught_by_its_check_in_the_sandbox = sandbox_tests(ZOO, SAYS)

@@ -1,15 +1,15 @@
 """Exercise 5's zoo: each plausible wrong solution loses the check named after it.
 
 Exercise 5 is about a handler safe against a crash after the effect. Each entry
-overrides one or two functions of the reference solution with a classic mistake, then
-runs the named check, then others until one passes; ``gradingkit.assert_caught_by_name``
-says what the named check must report. ``test_zoo.py`` checks the zoo as a whole.
+overrides one or two functions of the reference solution with a classic mistake; every
+entry is graded by ``labkit grade`` in the sandbox (``zoograding``), where the check
+named after it must catch it, saying what ``SAYS`` gives. ``test_zoo.py`` checks the zoo
+as a whole.
 """
 
 from __future__ import annotations
 
-import pytest
-from gradingkit import assert_caught_by_name
+from zoograding import sandbox_tests
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
@@ -389,10 +389,5 @@ GOT = {
 }
 
 
-@pytest.mark.parametrize(
-    ("exercise", "mistake", "check", "source"), ZOO, ids=[f"{e}: {m}" for e, m, _, _ in ZOO]
-)
-def test_wrong_solution_fails_the_check_that_names_its_mistake(
-    exercise: str, mistake: str, check: str, source: str
-) -> None:
-    assert_caught_by_name(exercise, mistake, check, source, SAYS[mistake], GOT.get(mistake))
+#: Every entry graded through the sandbox, each caught by its check (``zoograding``).
+graded, test_wrong_solution_is_caught_by_its_check_in_the_sandbox = sandbox_tests(ZOO, SAYS, GOT)

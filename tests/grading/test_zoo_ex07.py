@@ -1,15 +1,14 @@
 """Exercise 7's zoo: each plausible wrong solution loses the check named after it.
 
 Exercise 7 is about a circuit breaker. Each entry overrides one or two functions of the
-reference solution with a classic mistake, then runs the named check, then others until
-one passes; ``gradingkit.assert_caught_by_name`` says what the named check must report.
-``test_zoo.py`` checks the zoo as a whole.
+reference solution with a classic mistake; every entry is graded by ``labkit grade`` in
+the sandbox (``zoograding``), where the check named after it must catch it, saying what
+``SAYS`` gives. ``test_zoo.py`` checks the zoo as a whole.
 """
 
 from __future__ import annotations
 
-import pytest
-from gradingkit import assert_caught_by_name
+from zoograding import sandbox_tests
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
@@ -142,8 +141,8 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex07",
-        'cooldown fixed at 30 s in the code',
-        'cooldown_is_the_one_given',
+        "cooldown fixed at 30 s in the code",
+        "cooldown_is_the_one_given",
         """
         class Breaker:
             def __init__(self, threshold, cooldown_s, clock):
@@ -179,8 +178,8 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex07",
-        'elapsed time truncated with int()',
-        'cooldown_is_the_one_given',
+        "elapsed time truncated with int()",
+        "cooldown_is_the_one_given",
         """
         class Breaker:
             def __init__(self, threshold, cooldown_s, clock):
@@ -216,8 +215,8 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex07",
-        'cooldown counted from the first failure of the streak',
-        'cooldown_counts_from_the_opening',
+        "cooldown counted from the first failure of the streak",
+        "cooldown_counts_from_the_opening",
         """
         class Breaker:
             def __init__(self, threshold, cooldown_s, clock):
@@ -256,8 +255,8 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex07",
-        'cooldown doubled after each failed trial',
-        'trial_failure_reopens_for_a_full_cooldown',
+        "cooldown doubled after each failed trial",
+        "trial_failure_reopens_for_a_full_cooldown",
         """
         class Breaker:
             def __init__(self, threshold, cooldown_s, clock):
@@ -295,8 +294,8 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex07",
-        'trial flag never cleared on reopening',
-        'trial_failure_reopens_for_a_full_cooldown',
+        "trial flag never cleared on reopening",
+        "trial_failure_reopens_for_a_full_cooldown",
         """
         class Breaker:
             def __init__(self, threshold, cooldown_s, clock):
@@ -397,11 +396,11 @@ SAYS: dict[str, str] = {
     "'<=' at the end of the cooldown (exactly 30 s still refused)": "exactly 30 s",
     "opens one failure late (failures > threshold)": "open at the 3rd failure",
     "a breaker that records failures but never refuses a call": "at most 7 calls",
-    'cooldown fixed at 30 s in the code': 'with cooldown_s=',
-    'elapsed time truncated with int()': 'with cooldown_s=',
-    'cooldown counted from the first failure of the streak': 'it opened the breaker',
-    'cooldown doubled after each failed trial': '30 s after the failed trial',
-    'trial flag never cleared on reopening': '30 s after the failed trial',
+    "cooldown fixed at 30 s in the code": "with cooldown_s=",
+    "elapsed time truncated with int()": "with cooldown_s=",
+    "cooldown counted from the first failure of the streak": "it opened the breaker",
+    "cooldown doubled after each failed trial": "30 s after the failed trial",
+    "trial flag never cleared on reopening": "30 s after the failed trial",
     "a failed trial's new cooldown counted from the trial's start": "after its failure",
     "a failed trial's new cooldown counted from the end of the old one": "after its failure",
     "a trial with no result for a cooldown is given up: a second trial goes out": (
@@ -410,10 +409,5 @@ SAYS: dict[str, str] = {
 }
 
 
-@pytest.mark.parametrize(
-    ("exercise", "mistake", "check", "source"), ZOO, ids=[f"{e}: {m}" for e, m, _, _ in ZOO]
-)
-def test_wrong_solution_fails_the_check_that_names_its_mistake(
-    exercise: str, mistake: str, check: str, source: str
-) -> None:
-    assert_caught_by_name(exercise, mistake, check, source, SAYS[mistake])
+#: Every entry graded through the sandbox, each caught by its check (``zoograding``).
+graded, test_wrong_solution_is_caught_by_its_check_in_the_sandbox = sandbox_tests(ZOO, SAYS)

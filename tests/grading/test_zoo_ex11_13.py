@@ -1,9 +1,9 @@
 """The zoo of exercises 11-13: each plausible wrong solution loses the check named after it.
 
-Each entry overrides one function of the reference solution with a classic mistake, then
-runs the named check, then others until one passes. The named check must fail with an
-expectation and a hint, the score must drop, and some checks must still pass (the
-feedback points at one mistake, not at everything).
+Each entry overrides one function of the reference solution with a classic mistake;
+every entry is graded by ``labkit grade`` in the sandbox (``zoograding``). The named
+check must fail with an expectation and a hint, the score must drop, and some checks
+must still pass (the feedback points at one mistake, not at everything).
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from gradingkit import assert_caught_by_name, assert_severe
+from gradingkit import assert_severe
+from zoograding import sandbox_tests
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, mistake, the check that must fail, source replacing the reference)
@@ -1062,13 +1063,8 @@ SEVERE = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("exercise", "mistake", "check", "source"), ZOO, ids=[f"{e}: {m}" for e, m, _, _ in ZOO]
-)
-def test_wrong_solution_fails_the_check_that_names_its_mistake(
-    exercise: str, mistake: str, check: str, source: str
-) -> None:
-    assert_caught_by_name(exercise, mistake, check, source, SAYS.get(mistake))
+#: Every entry graded through the sandbox, each caught by its check (``zoograding``).
+graded, test_wrong_solution_is_caught_by_its_check_in_the_sandbox = sandbox_tests(ZOO, SAYS)
 
 
 @pytest.mark.parametrize("mistake", SEVERE)

@@ -1,14 +1,16 @@
 """The zoo of exercise 14: each plausible wrong multi-step job loses the check named after it.
 
 Most entries are the reference's ``run_order`` or ``do_step`` with one mistake edited in
-(``_run_order`` spells the reference out, so each edit is a line or two); each runs the
-named check first, then others until one passes (``gradingkit.assert_caught_by_name``).
+(``_run_order`` spells the reference out, so each edit is a line or two); every entry is
+graded by ``labkit grade`` in the sandbox (``zoograding``), where the check named after
+it must catch it.
 """
 
 from __future__ import annotations
 
 import pytest
-from gradingkit import assert_caught_by_name, assert_severe
+from gradingkit import assert_severe
+from zoograding import sandbox_tests
 
 #: The reference ``run_order``, spelled out so an entry can edit one line of it.
 RUN_ORDER = """
@@ -315,13 +317,8 @@ SEVERE = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("exercise", "mistake", "check", "source"), ZOO, ids=[f"{e}: {m}" for e, m, _, _ in ZOO]
-)
-def test_wrong_solution_fails_the_check_that_names_its_mistake(
-    exercise: str, mistake: str, check: str, source: str
-) -> None:
-    assert_caught_by_name(exercise, mistake, check, source)
+#: Every entry graded through the sandbox, each caught by its check (``zoograding``).
+graded, test_wrong_solution_is_caught_by_its_check_in_the_sandbox = sandbox_tests(ZOO)
 
 
 @pytest.mark.parametrize("mistake", SEVERE)

@@ -4,13 +4,12 @@ The zoo's entries live beside their exercise (``test_zoo_exNN.py``) in four shap
 cell appended to the reference (exercises 1-7 and 11-14), a change to the reference's
 ``%%writefile ex08_tasks.py`` cell (exercise 8), and text edits of the reference's cells
 (exercises 9 and 10). ``every_entry()`` gives them one shape, ``Entry``, whose
-``notebook()`` is the reference with the mistake in it: what the graded tests and
-``bench/zoo.py`` hand to ``labkit grade``.
+``notebook()`` is the reference with the mistake in it: what ``bench/zoo.py`` hands to
+``labkit grade``, and ``zoograding.not_caught`` judges what it graded.
 """
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +22,7 @@ import test_zoo_ex11_13
 import test_zoo_ex12
 import test_zoo_ex14
 from gradingkit import SOLUTIONS, notebook_for
+from zoograding import append_cell
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Entry:
 
 def _appended(source: str) -> Callable[[nbformat.NotebookNode], None]:
     def change(nb: nbformat.NotebookNode) -> None:
-        nb.cells.append(nbformat.v4.new_code_cell(textwrap.dedent(source).strip()))
+        append_cell(nb, source)
 
     return change
 
@@ -87,22 +87,3 @@ def every_entry() -> list[Entry]:
         Entry("ex10", n, c, _edited(n, [(old, new)])) for n, c, _ok, old, new in test_zoo_ex10.ZOO
     ]
     return sorted(entries, key=lambda e: e.exercise)
-
-
-def not_caught(entry: Entry, row: dict[str, str], feedback: str) -> str | None:
-    """Why a graded notebook does not show ``entry``'s mistake caught, or None if it does:
-    the named check failed with 0 points, the notebook scored below full marks, another
-    check passed (the feedback points at one mistake), and a severe mistake scored at
-    most half. ``row`` is its grades.csv row, ``feedback`` its feedback file."""
-    lines = feedback.splitlines()
-    named = [line for line in lines if line.startswith(f"| {entry.check} ")]
-    if not named or not named[0].endswith("| failed |") or "| 0/" not in named[0]:
-        return f"{entry.check}: {named[0] if named else 'not in the feedback'}"
-    earned, possible = int(row["score"]), int(row["max"])
-    if row["status"] != "graded" or earned >= possible:
-        return f"scored {earned}/{possible}, {row['status']}"
-    if not any(line.endswith("| passed |") for line in lines):
-        return "every check failed: the feedback points at no one mistake"
-    if "severe" in named[0] and earned > possible // 2:  # its label: "name (hidden, severe)"
-        return f"a severe mistake scored {earned}/{possible}, more than half"
-    return None
