@@ -1,11 +1,29 @@
-"""Hidden checks for exercise 10: the retry after the crash, keys per caller, requests
-without a key, no payload, 401 (before the job is read)."""
+"""Hidden checks for exercise 10: the retry after a crash (at the 202, and as the job is
+stored), keys per caller and exactly as sent (quotes and all), requests sent together,
+requests without a key, the job a worker runs, what every 202 says, the status among
+thousands of jobs, no payload, 401 (before the job is read)."""
 
 from __future__ import annotations
 
-from labkit.grading.exercises.ex10.served import TIMEOUT, accepted_id, add_job, jobs_for, scratch, served
-from labkit.grading.exercises.ex10.checks import crash_at_202
+import random
+import string
+from collections import defaultdict
+
 from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.exercises.ex10.checks import crash_at_202, crash_while_posting
+from labkit.grading.exercises.ex10.served import (
+    BOB,
+    TIMEOUT,
+    App,
+    accepted_id,
+    add_job,
+    jobs_for,
+    jobs_in,
+    posted_together,
+    scratch,
+    served,
+)
+from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.lang import _
 
 CHECKS = Checks("ex10", hidden=True)
@@ -38,10 +56,44 @@ def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
             "no clock, no counter in memory): the restarted server must compute the same "
             "key, and only the store remembers what the crashed one did",
         )
+    # The same retry after a kill as store.enqueue returns, before the rest of the handler:
+    # whatever the app writes after the job (its own table of keys) is not there.
+    body = {"month": "2026-09", "after": "enqueue"}
+    with scratch(ns) as folder:
+        db = folder / "jobs.db"
+        with served(ns, db, crash_after_enqueue=True) as doomed:
+            crash_while_posting(
+                doomed,
+                body,
+                "crash-3",
+                "kill after enqueue",
+                _(
+                    "the server killed as store.enqueue returned the new job (the check's crash "
+                    "point)"
+                ),
+            )
+        left = [j["id"] for j in jobs_for(db, "alice", body)]
+        with served(ns, db) as app:
+            again = accepted_id(app.post(body, key="crash-3"), _("the client's retry"))
+        now = [j["id"] for j in jobs_for(db, "alice", body)]
+        # None left is right too: an enqueue in the app's own transaction (conn=) had not
+        # committed yet.
+        expect(
+            len(now) == 1 and set(left) <= set(now) and again == now[0],
+            _(
+                "after a kill right after store.enqueue, the retry to answer with the job "
+                "the kill left ({job_ids}) and the database to hold one job"
+            ).format(job_ids=left),
+            _("retry got {job_id}, jobs now {job_ids}").format(job_id=again, job_ids=now),
+            "let the job's key remember the request (store.enqueue(..., key=...)): a record "
+            "of keys written after the job is missing when the server dies between the two",
+        )
 
 
 @CHECKS.add(
-    1, "two callers using the same Idempotency-Key get two different jobs", timeout=TIMEOUT,
+    1,
+    "two callers using the same Idempotency-Key get two different jobs",
+    timeout=TIMEOUT,
     severe=True,
 )
 def keys_are_scoped_to_the_caller(ns: Namespace) -> None:
@@ -67,7 +119,9 @@ def keys_are_scoped_to_the_caller(ns: Namespace) -> None:
 
 
 @CHECKS.add(
-    1, "the status never shows the payload (the request may hold private data)", timeout=TIMEOUT,
+    1,
+    "the status never shows the payload (the request may hold private data)",
+    timeout=TIMEOUT,
     severe=True,
 )
 def status_hides_the_payload(ns: Namespace) -> None:
@@ -86,7 +140,9 @@ def status_hides_the_payload(ns: Namespace) -> None:
 
 
 @CHECKS.add(
-    1, "a request without a valid bearer token gets 401 on both routes", timeout=TIMEOUT,
+    1,
+    "a request without a valid bearer token gets 401 on both routes",
+    timeout=TIMEOUT,
     severe=True,
 )
 def no_token_is_401(ns: Namespace) -> None:
@@ -126,16 +182,221 @@ def no_token_is_401(ns: Namespace) -> None:
     severe=True,
 )
 def requests_without_a_key_are_never_merged(ns: Namespace) -> None:
-    bodies = ({"month": "2026-01"}, {"month": "2026-02"})
+    bodies = ({"month": "2026-01"}, {"month": "2026-02"}, {"month": "2026-01"})
     with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
         ids = [
             accepted_id(app.post(body), _("the request {body} without a key").format(body=body))
             for body in bodies
         ]
-        stored = [len(jobs_for(folder / "jobs.db", "alice", body)) for body in bodies]
+        stored = [len(jobs_for(folder / "jobs.db", "alice", body)) for body in bodies[:2]]
         expect(
-            ids[0] != ids[1] and stored == [1, 1],
-            "two jobs for two requests without a key",
+            len(set(ids)) == 3 and stored == [2, 1],
+            "three jobs for three requests without a key, two of them with the same body",
             _("job ids {ids}, jobs stored per request {stored}").format(ids=ids, stored=stored),
-            "pass key=None to store.enqueue when the request has no Idempotency-Key",
+            "pass key=None to store.enqueue when the request has no Idempotency-Key (a key "
+            "made from the body merges two requests that happen to be alike)",
         )
+
+
+@CHECKS.add(
+    1,
+    "identical requests with one Idempotency-Key sent at the same moment (a client that "
+    "timed out and sent again) get one job between them",
+    timeout=TIMEOUT,
+    severe=True,
+)
+def requests_sent_together_get_one_job(ns: Namespace) -> None:
+    body = {"month": "2026-12"}
+    # Every enqueue waits half a second first: the six requests are all in the app at once.
+    with scratch(ns) as folder, served(ns, folder / "jobs.db", slow_enqueue_s=0.5) as app:
+        replies = posted_together(app, [(body, "together-1")] * 6)
+        ids = [accepted_id(r, _("each of six requests sent together")) for r in replies]
+        stored = [j["id"] for j in jobs_for(folder / "jobs.db", "alice", body)]
+        expect(
+            len(set(ids)) == 1 and stored == ids[:1],
+            "one job, and every request answered with it",
+            _("job ids answered {ids}, jobs stored {stored}").format(ids=ids, stored=stored),
+            "let store.enqueue(..., key=...) decide: it inserts the key or finds it in one "
+            "step, where a lookup first and a write after lets two requests both miss",
+        )
+
+
+def _short(key: str) -> str:
+    return key if len(key) <= 24 else f"{key[:12]}...{key[-8:]} ({len(key)} chars)"
+
+
+def _one_job_per_key(app: App, keys: list[str], body: dict[str, str]) -> dict[str, int]:
+    """Each key posted twice with ``body``: its job id, or a failure naming merged keys.
+
+    A key with a non-ASCII letter (HTTP meant header values to be ASCII) or longer than
+    255 characters (Stripe's limit) may be refused outright with 400 or 422; it is left
+    out then. Any other key must be accepted.
+    """
+    first: dict[str, int] = {}
+    for key in keys:
+        reply = app.post(body, key=key)
+        if (not key.isascii() or len(key) > 255) and reply.status_code in (400, 422):
+            continue
+        first[key] = accepted_id(reply, _("the request with key {key}").format(key=_short(key)))
+    again = {
+        k: accepted_id(app.post(body, key=k), _("the retry with key {key}").format(key=_short(k)))
+        for k in first
+    }
+    keys_of: defaultdict[int, list[str]] = defaultdict(list)
+    for key, job_id in first.items():
+        keys_of[job_id].append(_short(key))
+    merged = [ks for ks in keys_of.values() if len(ks) > 1]
+    expect(
+        not merged and again == first,
+        _("{count} jobs, one per key, and each retry answered with its key's job").format(
+            count=len(first)
+        ),
+        _("keys that got one job between them: {merged}").format(merged=merged)
+        if merged
+        else _("retries answered with {again}, first requests with {first}").format(
+            again=list(again.values()), first=list(first.values())
+        ),
+        "use the Idempotency-Key exactly as it came (scoped to the caller): no lower(), no "
+        "cutting it short, no characters taken out; two keys that differ are two requests",
+    )
+    return first
+
+
+@CHECKS.add(
+    1,
+    "keys are compared exactly as sent: keys that differ only in case, in punctuation, in "
+    "a non-ASCII letter or in their last character after hundreds are different requests "
+    "(or, over 255 characters or not ASCII, refused with a clear 400)",
+    timeout=TIMEOUT,
+    severe=True,
+)
+def keys_are_compared_exactly(ns: Namespace) -> None:
+    rng = random.Random(f"ex10 keys {scene_seeds()[-1]}")
+    stem = "".join(rng.choices(string.ascii_lowercase + string.digits, k=292))
+    keys = ["Order-77", "order-77", "order.77", "order77", "plan-ç", "plan-"]
+    # 200 characters, which every app must take, and 300, which it may refuse (over 255).
+    keys += [f"batch-{stem[:192]}-a", f"batch-{stem[:192]}-b", f"batch-{stem}-a", f"batch-{stem}-b"]
+    with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
+        ids = _one_job_per_key(app, keys, {"month": "2027-01"})
+        stored = jobs_for(folder / "jobs.db", "alice", {"month": "2027-01"})
+        expect(len(stored) == len(ids), "one job per key in the database", len(stored))
+
+
+@CHECKS.add(
+    1,
+    "keys holding quotes, SQL, % or _ are data: each gets a job of its own, and its retry "
+    "the same job (a key with a non-ASCII letter: that, or a clear 400)",
+    timeout=TIMEOUT,
+)
+def odd_keys_are_data(ns: Namespace) -> None:
+    keys = ["o'brien-7", 'say "hi"', "x'); DROP TABLE jobs; --", "50%_off", "clé-1"]
+    with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
+        ids = _one_job_per_key(app, keys, {"month": "2027-02"})
+        theirs = accepted_id(app.post({"month": "2027-02"}, BOB, key=keys[2]), _("bob's request"))
+        expect(
+            len(jobs_in(folder / "jobs.db")) == len(ids) + 1 and theirs not in ids.values(),
+            _("{count} jobs in the database: alice's {mine} and bob's own").format(
+                count=len(ids) + 1, mine=len(ids)
+            ),
+            [j["id"] for j in jobs_in(folder / "jobs.db")],
+            "pass the key to store.enqueue as a value; never paste it into SQL",
+        )
+
+
+@CHECKS.add(
+    1,
+    "a retry's 202 says where and when to poll as the first one did: the same Location, "
+    "and a Retry-After in seconds (1 to 300, not milliseconds)",
+    timeout=TIMEOUT,
+)
+def every_202_says_where_and_when_to_poll(ns: Namespace) -> None:
+    body = {"month": "2027-03"}
+    with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
+        first, again = app.post(body, key="poll-1"), app.post(body, key="poll-1")
+        for what, reply in ((_("the first request"), first), (_("the retry"), again)):
+            job_id = accepted_id(reply, what)
+            location, wait = reply.headers.get("Location"), reply.headers.get("Retry-After", "")
+            polled = app.status(location) if location else None
+            expect(
+                polled is not None and polled.json().get("job_id") == job_id,
+                _("{what}: a Location whose GET shows job {job_id}").format(
+                    what=what, job_id=job_id
+                ),
+                location or _("no Location"),
+                "answer a retry as the first request: 202, its job_id, Location, Retry-After",
+            )
+            expect(
+                wait.isdigit() and 1 <= int(wait) <= 300,
+                _("{what}: Retry-After a whole number of seconds, 1 to 300").format(what=what),
+                wait or _("none"),
+                "Retry-After counts seconds (2, not 2000)",
+            )
+
+
+@CHECKS.add(
+    1,
+    "the accepted job is one a report worker runs: kind 'report', on the default queue, "
+    "ready within a minute",
+    timeout=TIMEOUT,
+    severe=True,
+)
+def a_report_worker_claims_the_job(ns: Namespace) -> None:
+    from labkit.clock import FakeClock
+    from labkit.store import JobStore
+
+    body = {"month": "2027-04"}
+    with scratch(ns) as folder:
+        db = folder / "jobs.db"
+        with served(ns, db) as app:
+            job_id = accepted_id(app.post(body, key="work-1"), _("the report request"))
+        [row] = [j for j in jobs_in(db) if j["id"] == job_id] or [None]
+        expect(row is not None, _("job {job_id} in the database").format(job_id=job_id), None)
+        # The worker's clock: a minute after the job was made, as the job's row says.
+        with JobStore(db, clock=FakeClock(row["created_at"] + 60)) as store:
+            claimed = store.claim("report-worker")
+        expect(
+            claimed is not None and (claimed.id, claimed.kind) == (job_id, "report"),
+            _("a worker of the 'default' queue to claim job {job_id}, of kind 'report'").format(
+                job_id=job_id
+            ),
+            {k: row[k] for k in ("id", "kind", "queue", "run_after", "created_at")},
+            "store.enqueue('report', {'owner': owner, 'request': body}, key=key): kind "
+            "'report', no queue, no run_after",
+        )
+
+
+@CHECKS.add(
+    1,
+    "the status finds any job among more than a thousand (no list of jobs with a cap)",
+    timeout=TIMEOUT,
+)
+def status_finds_a_job_among_thousands(ns: Namespace) -> None:
+    from labkit.store import JobStore
+
+    rng = random.Random(f"ex10 many {scene_seeds()[-1]}")
+    count = 1000 + rng.randrange(100, 500)
+    owners = ["bob" if i % 3 == 0 else "alice" for i in range(count)]
+    with scratch(ns) as folder:
+        db = folder / "jobs.db"
+        with JobStore(db) as store:
+            made = store.enqueue_many(
+                "report",
+                [{"owner": o, "request": {"n": i}} for i, o in enumerate(owners)],
+                keys=[f"check:many:{i}" for i in range(count)],
+            )
+        alices = [
+            job_id for (job_id, _new), owner in zip(made, owners, strict=True) if owner == "alice"
+        ]
+        wanted = [alices[0], rng.choice(alices[len(alices) // 2 :]), alices[-1]]
+        with served(ns, db) as app:
+            seen = {job_id: app.status(job_id) for job_id in wanted}
+            expect(
+                all(r.status_code == 200 and r.json().get("job_id") == i for i, r in seen.items()),
+                _("200 and the job for each of alice's jobs {ids}, among {count}").format(
+                    ids=wanted, count=count
+                ),
+                {i: r.status_code for i, r in seen.items()},
+                "read the job with store.get(job_id); store.jobs() lists only the first 1000",
+            )
+            other = app.status(alices[-1], BOB).status_code
+            expect(other == 404, "404 when bob asks for alice's last job", other)

@@ -9,6 +9,7 @@ per check, so the zoo runs these two and not the whole list.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import nbformat
@@ -20,6 +21,67 @@ from labkit.grading.checks import CheckStatus, Namespace, run_check
 
 ACCEPT_OK = "accept_answers_202_with_location"
 STATUS_OK = "status_shows_the_job_to_its_owner"
+
+KEY_LINE = '    key = None if idempotency_key is None else f"report:{owner}:{idempotency_key}"\n'
+ENQUEUE = (
+    '        job, _created = store.enqueue("report", {"owner": owner, "request": body}, key=key)\n'
+)
+ANSWER = """    return JSONResponse(
+        {"job_id": job.id},
+        status_code=202,
+        headers={"Location": f"/reports/{job.id}", "Retry-After": str(RETRY_AFTER_S)},
+    )
+"""
+#: The reference's accept, from the caller to the answer.
+ACCEPT = (
+    """    owner = caller_of(authorization)
+    # Scoped to the caller: bob's "k1" is not alice's "k1".
+"""
+    + KEY_LINE
+    + "    try:\n"
+    + ENQUEUE
+    + """    except IdempotencyConflict:
+        return JSONResponse(
+            {"detail": f"Idempotency-Key {idempotency_key!r} was already used with another "
+             "body; resend the original body, or use a new key for a new request"},
+            status_code=422,
+        )
+    except PayloadError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+    # enqueue returned: the job is committed. Only now may the answer say "accepted".
+"""
+    + ANSWER
+)
+#: An accept that keeps its own table of keys: a lookup first, the job without a key,
+#: then the key's row. Two requests sent together both miss; a crash between the job
+#: and the row leaves a job the retry does not find.
+SIDE_TABLE = (
+    """    import json
+    import sqlite3
+
+    owner = caller_of(authorization)
+    side = sqlite3.connect(os.environ.get("EX10_DB", "ex10_jobs.db"), timeout=30)
+    side.execute("CREATE TABLE IF NOT EXISTS idem (owner TEXT, k TEXT, job_id INTEGER, "
+                 "body TEXT, PRIMARY KEY (owner, k))")
+    seen = side.execute("SELECT job_id, body FROM idem WHERE owner = ? AND k = ?",
+                        (owner, idempotency_key)).fetchone()
+    if seen is not None:
+        if json.loads(seen[1]) != body:
+            return JSONResponse({"detail": f"Idempotency-Key {idempotency_key!r} reused"},
+                                status_code=422)
+        return JSONResponse({"job_id": seen[0]}, status_code=202,
+                            headers={"Location": f"/reports/{seen[0]}", "Retry-After": "2"})
+    try:
+        job, _created = store.enqueue("report", {"owner": owner, "request": body})
+    except PayloadError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+    if idempotency_key is not None:
+        side.execute("INSERT OR REPLACE INTO idem VALUES (?, ?, ?, ?)",
+                     (owner, idempotency_key, job.id, json.dumps(body)))
+        side.commit()
+"""
+    + ANSWER
+)
 
 ZOO: list[tuple[str, str, str, str, str]] = [
     # (mistake, the check that must fail, a check that must pass, old text, new text)
@@ -127,6 +189,143 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         return JSONResponse({"job_id": store.get_by_key(key).id}, status_code=200)
         return JSONResponse(""",
     ),
+    (
+        "the key lower-cased: 'Order-77' and 'order-77' become one job",
+        "keys_are_compared_exactly",
+        "same_key_same_job",
+        KEY_LINE,
+        KEY_LINE.replace("{idempotency_key}", "{idempotency_key.lower()}"),
+    ),
+    (
+        "the key cut to 32 characters, as a column's width",
+        "keys_are_compared_exactly",
+        "same_key_same_job",
+        KEY_LINE,
+        KEY_LINE.replace("{idempotency_key}", "{idempotency_key[:32]}"),
+    ),
+    (
+        # Over 255 characters a key may be refused with a 400, never cut silently.
+        "the key cut to 255 characters, a VARCHAR(255)'s width",
+        "keys_are_compared_exactly",
+        "same_key_same_job",
+        KEY_LINE,
+        KEY_LINE.replace("{idempotency_key}", "{idempotency_key[:255]}"),
+    ),
+    (
+        "the key 'cleaned' to letters, digits and '-': 'order.77' meets 'order77'",
+        "keys_are_compared_exactly",
+        "same_key_same_job",
+        KEY_LINE,
+        KEY_LINE.replace(
+            "{idempotency_key}", "{__import__('re').sub('[^A-Za-z0-9-]', '', idempotency_key)}"
+        ),
+    ),
+    (
+        "the key made ASCII by dropping what is not: 'plan-ç' meets 'plan-'",
+        "keys_are_compared_exactly",
+        "same_key_same_job",
+        KEY_LINE,
+        KEY_LINE.replace(
+            "{idempotency_key}", "{idempotency_key.encode('ascii', 'ignore').decode()}"
+        ),
+    ),
+    (
+        "a table of keys of its own, read first, the job enqueued without a key",
+        "requests_sent_together_get_one_job",
+        "same_key_same_job",
+        ACCEPT,
+        SIDE_TABLE,
+    ),
+    (
+        # A lock makes the lookup and the two writes one step in this process, but a
+        # crash between the job and the key's row still leaves a job nobody finds.
+        "a table of keys of its own under a lock, written after the job",
+        "retry_after_the_crash_gets_the_same_job",
+        "requests_sent_together_get_one_job",
+        ACCEPT,
+        "    import threading\n\n"
+        '    with globals().setdefault("KEYS_LOCK", threading.Lock()):\n'
+        + textwrap.indent(SIDE_TABLE, "    "),
+    ),
+    (
+        "the key looked up first with SQL built by an f-string (a key with a quote breaks it)",
+        "odd_keys_are_data",
+        "same_key_same_job",
+        KEY_LINE,
+        KEY_LINE
+        + """    if key is not None:
+        conn = store.connect()
+        row = conn.execute(f"SELECT id FROM jobs WHERE key = '{key}'").fetchone()
+        conn.close()
+        if row is not None and store.get(row[0]).payload == {"owner": owner, "request": body}:
+            return JSONResponse({"job_id": row[0]}, status_code=202,
+                                headers={"Location": f"/reports/{row[0]}", "Retry-After": "2"})
+""",
+    ),
+    (
+        "requests without a key deduplicated by their body",
+        "requests_without_a_key_are_never_merged",
+        "same_key_same_job",
+        KEY_LINE,
+        "    from labkit.keys import fingerprint\n\n"
+        '    key = f"report:{owner}:{idempotency_key or fingerprint(body)}"\n',
+    ),
+    (
+        "a retry answered 202 with its job_id but no Location or Retry-After",
+        "every_202_says_where_and_when_to_poll",
+        "same_key_same_job",
+        ANSWER,
+        "    if not _created:\n"
+        '        return JSONResponse({"job_id": job.id}, status_code=202)\n' + ANSWER,
+    ),
+    (
+        "Retry-After in milliseconds (2000)",
+        "every_202_says_where_and_when_to_poll",
+        ACCEPT_OK,
+        '"Retry-After": str(RETRY_AFTER_S)',
+        '"Retry-After": str(RETRY_AFTER_S * 1000)',
+    ),
+    (
+        "Retry-After as a float ('2.0')",
+        ACCEPT_OK,
+        STATUS_OK,
+        '"Retry-After": str(RETRY_AFTER_S)',
+        '"Retry-After": str(float(RETRY_AFTER_S))',
+    ),
+    (
+        "the job enqueued as kind 'reports', which no report worker takes",
+        "a_report_worker_claims_the_job",
+        ACCEPT_OK,
+        ENQUEUE,
+        ENQUEUE.replace('"report"', '"reports"'),
+    ),
+    (
+        "a queue per owner, which no worker of the default queue takes",
+        "a_report_worker_claims_the_job",
+        ACCEPT_OK,
+        ENQUEUE,
+        ENQUEUE.replace("key=key)", "key=key, queue=owner)"),
+    ),
+    (
+        "the status looks the job up in store.jobs(), which stops at 1000",
+        "status_finds_a_job_among_thousands",
+        ACCEPT_OK,
+        """    try:
+        job = store.get(job_id)
+    except NotFound:
+        job = None
+""",
+        """    found = [j for j in store.jobs() if j.id == job_id]
+    job = found[0] if found else None
+""",
+    ),
+    (
+        "`with store:` around the enqueue closes the app's one store after the first request",
+        ACCEPT_OK,
+        STATUS_OK,
+        ENQUEUE,
+        "        with store:\n    " + ENQUEUE,
+    ),
 ]
 
 
@@ -192,6 +391,7 @@ def test_no_check_leaves_a_server_or_a_scratch_folder_behind(tmp_path: Path) -> 
     ]
     ns = Watched(tmp_path)
     assert run_check(check, ns).status == CheckStatus.PASSED
-    assert len(ns.started) == 2  # the server killed at its 202, then the healthy one
-    assert [p.poll() for p in ns.started] == [-9, -9]
+    # Per crash point (at the 202, after the enqueue): the server killed, then the healthy one.
+    assert len(ns.started) == 4
+    assert [p.poll() for p in ns.started] == [-9, -9, -9, -9]
     assert [p.name for p in tmp_path.iterdir()] == ["ex10_app.py"]

@@ -41,6 +41,18 @@ CHECKS = Checks("ex10", "async request-reply over HTTP")
 
 def crash_at_202(ns: Namespace, app: App, body: Any, key: str) -> None:
     """POST to a server that dies as its 202 starts; fail unless it really died there."""
+    crash_while_posting(
+        app,
+        body,
+        key,
+        "kill at 202",
+        _("the server killed at the moment it started the 202 (the check's crash point)"),
+    )
+
+
+def crash_while_posting(app: App, body: Any, key: str, point: str, expected: str) -> None:
+    """POST to a server set to die at ``point`` (the harness's ``FAULT fired <point>``
+    line); fail, expecting ``expected``, unless it really died there."""
     try:
         reply = app.post(body, key=key)
     except httpx.TransportError:
@@ -49,10 +61,10 @@ def crash_at_202(ns: Namespace, app: App, body: Any, key: str) -> None:
         accepted_id(reply, _("the report request"))  # not a 202: say so
     with contextlib.suppress(subprocess.TimeoutExpired):
         app.proc.wait(30)
-    fired = "FAULT fired kill at 202" in app.log.read_text(encoding="utf-8", errors="replace")
+    fired = f"FAULT fired {point}" in app.log.read_text(encoding="utf-8", errors="replace")
     expect(
         app.proc.returncode == -signal.SIGKILL and fired,
-        "the server killed at the moment it started the 202 (the check's crash point)",
+        expected,
         _("exit code {code}, crash point fired: {fired}").format(
             code=app.proc.returncode, fired=fired
         ),

@@ -1,7 +1,7 @@
 """What exercise 10's app installs in itself so the checks can test it from outside.
 
 ``install(app)`` is called at the top of the student's ``ex10_app.py`` (outside the
-solution regions, so the stub has it too). It adds two things to the app:
+solution regions, so the stub has it too). It adds these to the app:
 
 - a handler that turns the stub's ``NotImplementedError("Exercise 10")`` into a ``501``
   whose body says so, so the checks report "not started" instead of a failure;
@@ -10,13 +10,22 @@ solution regions, so the stub has it too). It adds two things to the app:
   after the answer is sent, so a job enqueued there does not exist at this point: the
   check reads the database after the kill to see whether the job was durable first.
   The line ``FAULT fired kill at 202`` goes to stderr first, as proof.
+- the test point ``EX10_CRASH_AFTER_ENQUEUE=1``: the process SIGKILLs itself as the first
+  ``store.enqueue`` that created a job returns, before the handler does anything else
+  (``FAULT fired kill after enqueue``): whatever the app records after the job (a side
+  table of keys) is missing then, as it is after a crash there.
+- ``EX10_SLOW_ENQUEUE=<seconds>``: every ``store.enqueue`` waits that long before it
+  writes, so requests sent together are all inside their handlers at once, whatever a
+  handler reads before it enqueues.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
+import time
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -25,6 +34,8 @@ from fastapi.responses import JSONResponse
 from labkit.grading.stub import is_stub
 
 CRASH_ENV = "EX10_CRASH_AT_202"
+CRASH_AFTER_ENQUEUE_ENV = "EX10_CRASH_AFTER_ENQUEUE"
+SLOW_ENQUEUE_ENV = "EX10_SLOW_ENQUEUE"
 NOT_STARTED_STATUS = 501
 
 
@@ -40,7 +51,32 @@ def install(app: FastAPI) -> FastAPI:
     app.add_exception_handler(NotImplementedError, not_started)
     if os.environ.get(CRASH_ENV) == "1":
         app.add_middleware(_CrashAt202)
+    slow_s = float(os.environ.get(SLOW_ENQUEUE_ENV) or 0)
+    if slow_s > 0 or os.environ.get(CRASH_AFTER_ENQUEUE_ENV) == "1":
+        _watch_enqueue(slow_s, os.environ.get(CRASH_AFTER_ENQUEUE_ENV) == "1")
     return app
+
+
+def _watch_enqueue(slow_s: float, crash: bool) -> None:
+    """Wrap every store's ``enqueue`` in this process: wait first, die after it created a job."""
+    from labkit.store.base import StoreBase
+
+    original = StoreBase.enqueue
+    if getattr(original, "ex10_watched", False):
+        return
+
+    @functools.wraps(original)
+    def enqueue(self: Any, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(slow_s)
+        job, created = original(self, *args, **kwargs)
+        if crash and created:
+            sys.stderr.write("FAULT fired kill after enqueue\n")
+            sys.stderr.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return job, created
+
+    enqueue.ex10_watched = True  # type: ignore[attr-defined]
+    StoreBase.enqueue = enqueue  # type: ignore[method-assign]
 
 
 class _CrashAt202:

@@ -16,7 +16,10 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +29,12 @@ import httpx
 
 from labkit.grading.checks import CheckFailed, Namespace, expect
 from labkit.grading.course import ROOT
-from labkit.grading.exercises.ex10.harness import CRASH_ENV, NOT_STARTED_STATUS
+from labkit.grading.exercises.ex10.harness import (
+    CRASH_AFTER_ENQUEUE_ENV,
+    CRASH_ENV,
+    NOT_STARTED_STATUS,
+    SLOW_ENQUEUE_ENV,
+)
 from labkit.grading.exercises.killsweep import sweep_seed
 from labkit.grading.stub import is_stub_text
 from labkit.integrations.http.serve import (
@@ -72,10 +80,11 @@ class App:
         return " | ".join(tail) or _("(the server wrote nothing)")
 
 
-def _headers(token: str | None, key: str | None) -> dict[str, str]:
-    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+def _headers(token: str | None, key: str | None) -> list[tuple[bytes, bytes]]:
+    headers = [] if token is None else [(b"Authorization", f"Bearer {token}".encode())]
     if key is not None:
-        headers["Idempotency-Key"] = key
+        # A key with a non-ASCII letter goes out as its UTF-8 bytes, as a browser sends it.
+        headers.append((b"Idempotency-Key", key.encode()))
     return headers
 
 
@@ -87,6 +96,7 @@ def _answer(app: App, reply: httpx.Response) -> httpx.Response:
             if is_stub_text(text):
                 raise NotImplementedError(text)
     if reply.status_code >= 500:
+        _wait_for_the_traceback(app)
         raise CheckFailed(
             _("an answer to {method} {path}").format(
                 method=reply.request.method, path=reply.request.url.path
@@ -97,6 +107,15 @@ def _answer(app: App, reply: httpx.Response) -> httpx.Response:
             "run the request by hand with try_it() and read the traceback",
         )
     return reply
+
+
+def _wait_for_the_traceback(app: App) -> None:
+    """Give the server a moment to log what it raised: uvicorn logs it after the 500."""
+    for _attempt in range(20):
+        logged = app.log.read_text(encoding="utf-8", errors="replace") if app.log.exists() else ""
+        if "Traceback" in logged or app.proc.poll() is not None:
+            return
+        time.sleep(0.1)
 
 
 def hash_salt(nth: int) -> int:
@@ -115,8 +134,19 @@ def scratch(ns: Namespace) -> Iterator[Path]:
 
 
 @contextmanager
-def served(ns: Namespace, db: Path, crash_at_202: bool = False) -> Iterator[App]:
-    """Serve the student's ``ex10_app:app`` on ``db``; killed with its tree on the way out."""
+def served(
+    ns: Namespace,
+    db: Path,
+    crash_at_202: bool = False,
+    crash_after_enqueue: bool = False,
+    slow_enqueue_s: float = 0.0,
+) -> Iterator[App]:
+    """Serve the student's ``ex10_app:app`` on ``db``; killed with its tree on the way out.
+
+    The test points of ``labkit.grading.exercises.ex10.harness``: ``crash_at_202`` kills
+    the server as a 202 starts, ``crash_after_enqueue`` as the job's ``enqueue`` returns,
+    and ``slow_enqueue_s`` makes every ``enqueue`` wait that long first.
+    """
     if not (Path(ns.workdir) / APP_FILE).exists():
         raise CheckFailed(
             _("a file {file} in your folder").format(file=APP_FILE),
@@ -130,9 +160,14 @@ def served(ns: Namespace, db: Path, crash_at_202: bool = False) -> Iterator[App]
     # Each server its own str hash salt, as two deployments of one app have: a job key
     # built from hash() does not survive the restart after a crash.
     env["PYTHONHASHSEED"] = str(hash_salt(nth))
-    env.pop(CRASH_ENV, None)
+    for name in (CRASH_ENV, CRASH_AFTER_ENQUEUE_ENV, SLOW_ENQUEUE_ENV):
+        env.pop(name, None)
     if crash_at_202:
         env[CRASH_ENV] = "1"
+    if crash_after_enqueue:
+        env[CRASH_AFTER_ENQUEUE_ENV] = "1"
+    if slow_enqueue_s > 0:
+        env[SLOW_ENQUEUE_ENV] = str(slow_enqueue_s)
     log = db.with_name(f"server-{nth}.log")
     folder = Path(tempfile.mkdtemp(prefix="ex10-", dir=SOCKETS))
     sock = listening_socket(folder / "http.sock")
@@ -217,3 +252,17 @@ def add_job(db: Path, owner: str, body: Any, key: str) -> int:
     with JobStore(db) as store:
         job, _created = store.enqueue("report", {"owner": owner, "request": body}, key=key)
     return job.id
+
+
+def posted_together(app: App, requests: list[tuple[Any, str | None]]) -> list[httpx.Response]:
+    """POST every ``(body, key)`` of ``requests`` as alice at the same moment, one thread
+    each (released together by a barrier); the replies in the same order."""
+    gate = threading.Barrier(len(requests))
+
+    def send(body: Any, key: str | None) -> httpx.Response:
+        gate.wait(TIMEOUT / 4)
+        return app.post(body, key=key)
+
+    with ThreadPoolExecutor(len(requests)) as pool:
+        futures = [pool.submit(send, body, key) for body, key in requests]
+        return [f.result() for f in futures]  # the first failure, a CheckFailed, re-raised
