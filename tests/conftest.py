@@ -95,8 +95,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         builder.wait(10)
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    return f"labkit: rng seed {SEED} (replay with LABKIT_SEED={SEED})"
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    zoo = os.environ.get("LABKIT_ZOO_SEED") or str(SEED)
+    return [
+        f"labkit: rng seed {SEED} (replay with LABKIT_SEED={SEED})",
+        f"labkit: zoo entries graded in the sandbox drawn by LABKIT_ZOO_SEED={zoo} "
+        "(LABKIT_ZOO_SEED=all: every entry)",
+    ]
 
 
 #: The files that run longest in `make test`, longest first (seconds of one worker, measured

@@ -37,6 +37,7 @@ from labkit.grading.isolation.confine import Confinement
 from labkit.grading.isolation.grader_side import StudentProcess
 from labkit.grading.isolation.remote import RemoteNamespace
 from labkit.grading.isolation.student_side import run_cells
+from labkit.grading.scoring import score
 from labkit.integrations.celery.proctree import argv_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -215,8 +216,72 @@ def with_override(exercise: str, source: str) -> dict[str, Any]:
     return values
 
 
+def grade_named_first(exercise: str, values: dict[str, Any], check: str) -> dict[str, Outcome]:
+    """``check``, then the exercise's other checks in catalog order until one passes.
+
+    Enough to judge a zoo entry (the named check fails, some other still passes) at a
+    fraction of the cost of every check: the sweeps and races of the checks not named
+    ran for minutes of CI per exercise. ``best_score`` bounds what the rest could add.
+    """
+    checks = {c.name: c for c in catalog.all_checks(exercise, HIDDEN)}
+    assert check in checks, f"no check called {check}"
+    ns = Namespace(values)  # as run_checks makes it: the checks' own scratch folders
+    outcomes = {check: run_check(checks[check], ns)}
+    for name, other in checks.items():
+        if name != check:
+            outcomes[name] = run_check(other, ns)
+            if outcomes[name].status == CheckStatus.PASSED:
+                break
+    return outcomes
+
+
+def best_score(exercise: str, outcomes: dict[str, Outcome]) -> tuple[int, int]:
+    """The most the grader could report, severity cap included, if every check not in
+    ``outcomes`` passed: a bound on the real score, so ``<=`` against it is proof."""
+    rest = [
+        Outcome(c.name, c.points, c.points, CheckStatus.PASSED, hidden=c.hidden, severe=c.severe)
+        for c in catalog.all_checks(exercise, HIDDEN)
+        if c.name not in outcomes
+    ]
+    return score([*outcomes.values(), *rest])
+
+
+def assert_caught_by_name(
+    exercise: str,
+    mistake: str,
+    check: str,
+    source: str,
+    says: str | None = None,
+    got: str | None = None,
+) -> dict[str, Outcome]:
+    """A zoo entry: the reference with ``source`` on top loses ``check``.
+
+    ``check`` fails with nothing earned, an expectation (that says ``says``, when given),
+    a "got" line (naming ``got``, when given) and a hint, and no traceback; some other
+    check still passes, so the feedback points at the one mistake; a severe check's
+    failure keeps the score at half at most. Returns the outcomes of the checks it ran
+    (``grade_named_first``).
+    """
+    outcomes = grade_named_first(exercise, with_override(exercise, source), check)
+    named = outcomes[check]
+    assert named.status == "failed", f"{mistake}: {check} was {named.status}"
+    assert named.earned == 0 and named.expected and named.got and named.hint
+    assert "Traceback" not in named.got
+    if says is not None:
+        assert says in named.expected, f"{mistake}: {check} said {named.expected!r}"
+    if got is not None:
+        assert got in named.got, f"{mistake}: {check} got {named.got!r}"
+    passed = [o.check for o in outcomes.values() if o.status == CheckStatus.PASSED]
+    assert passed, f"{mistake}: every check failed, the feedback would not point at the mistake"
+    earned, possible = best_score(exercise, outcomes)
+    assert earned < possible, f"{mistake}: the score did not drop"
+    if named.severe:  # the score the grader reports, severity cap included
+        assert earned <= possible // 2, f"{mistake}: a severe mistake scored {earned}/{possible}"
+    return outcomes
+
+
 def assert_severe(exercise: str, mistake: str, check: str) -> None:
     """``mistake`` is one the exercise calls severe: the check that catches it is severe, so
-    its failure caps the score at half (``zoograding.not_caught`` reads the graded cap)."""
+    its failure (``assert_caught_by_name``) caps the score at half."""
     severe = {c.name for c in catalog.all_checks(exercise, HIDDEN) if c.severe}
     assert check in severe, f"{mistake}: {check} is not a severe check"

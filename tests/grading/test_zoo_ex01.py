@@ -1,16 +1,17 @@
 """Exercise 1's zoo: each plausible wrong solution loses the check named after it.
 
 Exercise 1 is about stable operation keys and payload fingerprints. Each entry overrides
-one or two functions of the reference solution with a classic mistake; every entry is
-graded by ``labkit grade`` in the sandbox (``zoograding``), and the named check must
-catch it there, saying what ``SAYS`` gives. ``test_zoo.py`` checks the zoo as a whole.
+one or two functions of the reference solution with a classic mistake; the check named
+after its mistake must catch it, in process for every entry and, for a sample, through
+``labkit grade`` in the sandbox (``zoograding``), saying what ``SAYS`` gives.
+``test_zoo.py`` checks the zoo as a whole.
 """
 
 from __future__ import annotations
 
 import pytest
 from gradingkit import assert_severe
-from zoograding import sandbox_tests
+from zoograding import in_process_test
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
@@ -443,8 +444,7 @@ SEVERE = [
 ]
 
 
-#: Every entry graded through the sandbox, each caught by its check (``zoograding``).
-graded, test_wrong_solution_is_caught_by_its_check_in_the_sandbox = sandbox_tests(ZOO, SAYS)
+test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)
 
 
 @pytest.mark.parametrize("mistake", SEVERE)

@@ -1,9 +1,10 @@
 """The zoo of exercises 11-13: each plausible wrong solution loses the check named after it.
 
 Each entry overrides one function of the reference solution with a classic mistake;
-every entry is graded by ``labkit grade`` in the sandbox (``zoograding``). The named
-check must fail with an expectation and a hint, the score must drop, and some checks
-must still pass (the feedback points at one mistake, not at everything).
+every entry is checked in process, and a sample is graded by ``labkit grade`` in the
+sandbox (``zoograding``). The named check must fail with an expectation and a hint, the
+score must drop, and some checks must still pass (the feedback points at one mistake,
+not at everything).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections import Counter
 
 import pytest
 from gradingkit import assert_severe
-from zoograding import sandbox_tests
+from zoograding import in_process_test
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, mistake, the check that must fail, source replacing the reference)
@@ -1063,8 +1064,7 @@ SEVERE = [
 ]
 
 
-#: Every entry graded through the sandbox, each caught by its check (``zoograding``).
-graded, test_wrong_solution_is_caught_by_its_check_in_the_sandbox = sandbox_tests(ZOO, SAYS)
+test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)
 
 
 @pytest.mark.parametrize("mistake", SEVERE)

@@ -2,17 +2,17 @@
 
 Exercise 12 enqueues one job per slot however many schedulers tick. Each entry overrides
 one function of the reference solution with a mistake a student could make (the first
-ones are in ``test_zoo_ex11_13.py``); every entry is graded by ``labkit grade`` in the
-sandbox (``zoograding``), where the check named after it must catch it, saying what
-``SAYS`` gives. Each of these mistakes loses or duplicates a slot's job, so its check is
-severe and its score at most half.
+ones are in ``test_zoo_ex11_13.py``); the check named after its mistake must catch it,
+in process for every entry and, for a sample, through ``labkit grade`` in the sandbox
+(``zoograding``), saying what ``SAYS`` gives. Each of these mistakes loses or duplicates
+a slot's job, so its check is severe and its score at most half.
 """
 
 from __future__ import annotations
 
 import pytest
 from gradingkit import assert_severe
-from zoograding import sandbox_tests
+from zoograding import in_process_test
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
@@ -195,8 +195,7 @@ GOT = {
 }
 
 
-#: Every entry graded through the sandbox, each caught by its check (``zoograding``).
-graded, test_wrong_solution_is_caught_by_its_check_in_the_sandbox = sandbox_tests(ZOO, SAYS, GOT)
+test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS, GOT)
 
 
 @pytest.mark.parametrize(("exercise", "mistake", "check"), [e[:3] for e in ZOO])

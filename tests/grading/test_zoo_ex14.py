@@ -1,16 +1,16 @@
 """The zoo of exercise 14: each plausible wrong multi-step job loses the check named after it.
 
 Most entries are the reference's ``run_order`` or ``do_step`` with one mistake edited in
-(``_run_order`` spells the reference out, so each edit is a line or two); every entry is
-graded by ``labkit grade`` in the sandbox (``zoograding``), where the check named after
-it must catch it.
+(``_run_order`` spells the reference out, so each edit is a line or two); the check
+named after its mistake must catch it, in process for every entry and, for a sample,
+through ``labkit grade`` in the sandbox (``zoograding``).
 """
 
 from __future__ import annotations
 
 import pytest
 from gradingkit import assert_severe
-from zoograding import sandbox_tests
+from zoograding import in_process_test
 
 #: The reference ``run_order``, spelled out so an entry can edit one line of it.
 RUN_ORDER = """
@@ -317,8 +317,7 @@ SEVERE = [
 ]
 
 
-#: Every entry graded through the sandbox, each caught by its check (``zoograding``).
-graded, test_wrong_solution_is_caught_by_its_check_in_the_sandbox = sandbox_tests(ZOO)
+test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO)
 
 
 @pytest.mark.parametrize("mistake", SEVERE)

@@ -4,8 +4,8 @@ The zoo's entries live beside their exercise (``test_zoo_exNN.py``) in four shap
 cell appended to the reference (exercises 1-7 and 11-14), a change to the reference's
 ``%%writefile ex08_tasks.py`` cell (exercise 8), and text edits of the reference's cells
 (exercises 9 and 10). ``every_entry()`` gives them one shape, ``Entry``, whose
-``notebook()`` is the reference with the mistake in it: what ``bench/zoo.py`` hands to
-``labkit grade``, and ``zoograding.not_caught`` judges what it graded.
+``notebook()`` is the reference with the mistake in it: what the graded tests and
+``bench/zoo.py`` hand to ``labkit grade``, and ``zoograding.not_caught`` judges.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import nbformat
 import test_zoo
+import test_zoo_ex05
 import test_zoo_ex08
 import test_zoo_ex09
 import test_zoo_ex10
@@ -33,6 +34,9 @@ class Entry:
     mistake: str
     check: str
     change: Callable[[nbformat.NotebookNode], None]
+    #: What the check must say it expected, and what it got, where the zoo records it.
+    says: str | None = None
+    got: str | None = None
 
     @property
     def filename(self) -> str:
@@ -77,7 +81,11 @@ def _task_module(
 def every_entry() -> list[Entry]:
     """The whole zoo, every exercise, in the order its files list it."""
     plain = test_zoo.ZOO + test_zoo_ex11_13.ZOO + test_zoo_ex12.ZOO + test_zoo_ex14.ZOO
-    entries = [Entry(e, m, c, _appended(source)) for e, m, c, source in plain]
+    says = {**test_zoo.SAYS, **test_zoo_ex11_13.SAYS, **test_zoo_ex12.SAYS}
+    got = {**test_zoo_ex05.GOT, **test_zoo_ex12.GOT}
+    entries = [
+        Entry(e, m, c, _appended(source), says.get(m), got.get(m)) for e, m, c, source in plain
+    ]
     entries += [
         Entry("ex08", name, fails, _task_module(name, rewrite))
         for name, rewrite, fails, _says, _passes in test_zoo_ex08.ZOO
