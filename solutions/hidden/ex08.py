@@ -4,36 +4,80 @@
 one message inside their transactions at the same time (the check locks ``charges``
 until both wait): a dedup that reads ``processed`` and inserts it later, after the
 charge, lets both copies through, which one child taking messages in turn never shows.
+``two_workers_at_once_charge_once`` does the same on two workers, which share nothing:
+not a lock made at import, not the str hash salt (each worker has its own).
+``two_invoices_two_charges`` sends keys that differ only in case or in their last
+character, and one with a quote and accents: each is its own charge.
+``charges_after_its_database_session_ended`` ends the worker's sessions between two
+tasks, as a restart or a failover does; ``replies_charged_or_already_charged`` reads
+what each run returned.
 """
 
 from __future__ import annotations
 
-from labkit.grading.exercises.ex08.checks import TIMEOUT, Ex08Run
+from random import Random
+
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.integrations.celery import harness, points
+from labkit.grading.exercises.ex08.checks import TIMEOUT, Ex08Run
+from labkit.grading.exercises.ex08.workers import scene_randoms
+from labkit.integrations.celery import harness, points, returns
 from labkit.integrations.celery.app import pg
 from labkit.lang import _
 
 CHECKS = Checks("ex08", hidden=True)
 
 
+def odd_keys(rng: Random) -> list[tuple[str, str]]:
+    """``(key, customer)`` pairs a dedup must tell apart: two keys that differ only in
+    case, two long ones that differ only in their last character, one with a quote,
+    an underscore, a percent sign and accents (its customer has a quote too)."""
+    word = "".join(rng.choice("abcdefghjkmn") for _ in range(6))
+    stem = "ord-" + "".join(rng.choice("0123456789abcdef") for _ in range(40))
+    return [
+        (f"inv-{word}", "cus_same"),
+        (f"INV-{word.upper()}", "cus_same"),
+        (f"{stem}-1", "cus_same"),
+        (f"{stem}-2", "cus_same"),
+        (f"inv-d'arc_50%-ção-{word}", "cus_o'hara"),
+    ]
+
+
 @CHECKS.add(
     2,
-    "dedup by the task's key: two invoices are two charges, even for one customer",
+    "dedup by the task's key, exactly as it came: two invoices are two charges, even "
+    "for one customer, for keys that differ only in case or in their last character, "
+    "and for a key with a quote and accents",
     timeout=TIMEOUT,
     severe=True,
 )
 def two_invoices_two_charges(ns: Namespace) -> None:
+    odd = [pair for rng in scene_randoms("keys") for pair in odd_keys(rng)]
     with Ex08Run(ns) as run:
         run.worker()
         run.send("inv-a", "cus_same", 500)
         run.send("inv-b", "cus_same", 500)
+        for key, customer in odd:
+            run.send(key, customer, 700)
         run.settle()
         got = (run.charges("inv-a"), run.charges("inv-b"))
         expect(
             got == (1, 1),
             "1 charge row for each of two keys",
             _("{first} and {second}").format(first=got[0], second=got[1]),
+        )
+        counts = {key: run.charges(key) for key, _customer in odd}
+        wrong = {key: n for key, n in counts.items() if n != 1}
+        expect(
+            not wrong,
+            _("1 charge row for each of the keys {keys}").format(keys=list(counts)),
+            ", ".join(
+                _("{key}: {count} rows").format(key=repr(key), count=n) for key, n in wrong.items()
+            ),
+            _(
+                "a key is an opaque string: record it in processed exactly as it came (no "
+                "lower(), strip() or slicing), and pass it to the SQL as a parameter (%s), "
+                "never inside the query's text"
+            ),
         )
 
 
@@ -98,8 +142,10 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
                 # A task that ends without waiting never wrote the task's key: no need to
                 # wait out the 30 s to say so.
                 harness.wait_until(
-                    lambda: bool(_waiting_on_a_lock(run.config.tag, run))
-                    or any(event == "end" for event, *_rest in points.runs(run.folder)),
+                    lambda: (
+                        bool(_waiting_on_a_lock(run.config.tag, run))
+                        or any(event == "end" for event, *_rest in points.runs(run.folder))
+                    ),
                     30,
                     "the task to wait for its dedup record",
                 )
@@ -119,9 +165,7 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
                 )
             waiting = _waiting_on_a_lock(run.config.tag, run)  # the task about to die
             children = worker.pool_children()
-            harness.wait_until(
-                lambda: bool(points.runs(run.folder)), 10, "the task's start record"
-            )
+            harness.wait_until(lambda: bool(points.runs(run.folder)), 10, "the task's start record")
             _event, task_id, _pid, _parent = points.runs(run.folder)[-1]
             run.kills.record(task_id, run.procs)
             run.kill_children(worker, children)
@@ -141,6 +185,45 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
         )
 
 
+def _both_copies_inside(run: Ex08Run, key: str, waited_for: str) -> None:
+    """Send ``key`` twice and hold both copies inside their transactions at once.
+
+    Until both copies wait on a lock, no charge row can be written (the check holds
+    ``charges``): each copy gets as far as it can in its transaction, and they are
+    inside it together. Then the lock goes and the workers finish."""
+    with pg(run.config) as blocker:
+        blocker.execute("LOCK TABLE charges IN EXCLUSIVE MODE")
+        run.send(key)
+        run.send(key)
+        try:
+            harness.wait_until(
+                lambda: len(_waiting_on_a_lock(run.config.tag, run)) >= 2,
+                30,
+                "both copies of the message to wait inside their transactions",
+            )
+        except TimeoutError:
+            run.check_not_stub()
+            waiting = len(_waiting_on_a_lock(run.config.tag, run))
+            expect(
+                False,
+                waited_for,
+                _("{waiting} of them waited in the database while the check held charges").format(
+                    waiting=waiting
+                ),
+                "insert into processed and charges in the task, in one transaction",
+            )
+        blocker.rollback()
+    run.settle()
+
+
+#: The hint when two copies at once both charged.
+CLAIM_FIRST = _(
+    "claim the key first with INSERT INTO processed ... ON CONFLICT (key) DO NOTHING "
+    "RETURNING key in the charge's transaction: the second copy's INSERT waits for "
+    "the first to commit, then finds the key taken"
+)
+
+
 @CHECKS.add(
     2,
     "two copies of one message at once, on two pool children (a producer retry while "
@@ -153,37 +236,138 @@ def two_deliveries_at_once_charge_once(ns: Namespace) -> None:
     key = "inv-twice"
     with Ex08Run(ns) as run:
         run.worker(concurrency=2)
-        # Until both copies wait on a lock, no charge row can be written: each copy gets
-        # as far as it can in its transaction, and they are inside it together.
-        with pg(run.config) as blocker:
-            blocker.execute("LOCK TABLE charges IN EXCLUSIVE MODE")
-            run.send(key)
-            run.send(key)
-            try:
-                harness.wait_until(
-                    lambda: len(_waiting_on_a_lock(run.config.tag, run)) >= 2,
-                    30,
-                    "both copies of the message to wait inside their transactions",
-                )
-            except TimeoutError:
-                run.check_not_stub()
-                waiting = len(_waiting_on_a_lock(run.config.tag, run))
-                expect(
-                    False,
-                    "two copies of one message to run at once on two pool children",
-                    _(
-                        "{waiting} of them waited in the database while the check held charges"
-                    ).format(waiting=waiting),
-                    "insert into processed and charges in the task, in one transaction",
-                )
-            blocker.rollback()
-        run.settle()
+        _both_copies_inside(
+            run, key, _("two copies of one message to run at once on two pool children")
+        )
         n = run.charges(key)
         expect(
             n == 1,
             "1 charge row after two copies of one message ran at the same time",
             _("{count} charge rows").format(count=n),
-            "claim the key first with INSERT INTO processed ... ON CONFLICT (key) DO NOTHING "
-            "RETURNING key in the charge's transaction: the second copy's INSERT waits for "
-            "the first to commit, then finds the key taken",
+            CLAIM_FIRST,
+        )
+
+
+@CHECKS.add(
+    2,
+    "two copies of one message at once on two workers, which share nothing (no lock "
+    "made at import, not even hash()'s salt): only the database can tell them apart",
+    timeout=TIMEOUT,
+    severe=True,
+)
+def two_workers_at_once_charge_once(ns: Namespace) -> None:
+    key = "inv-two-workers"
+    with Ex08Run(ns) as run:
+        # One message at a time each: the second copy goes to the other worker.
+        run.worker("w1", prefetch=1)
+        run.worker("w2", prefetch=1)
+        _both_copies_inside(run, key, _("two copies of one message to run at once on two workers"))
+        n = run.charges(key)
+        expect(
+            n == 1,
+            _("1 charge row after two copies of one message ran at the same time on two workers"),
+            _("{count} charge rows").format(count=n),
+            _(
+                "two workers share no Python object and no hash() salt: a lock made in "
+                "Python, or keyed by hash(), guards nothing between them. Claim the key "
+                "with INSERT INTO processed ... ON CONFLICT (key) DO NOTHING RETURNING key "
+                "in the charge's transaction"
+            ),
+        )
+
+
+def _worker_sessions(run: Ex08Run) -> list[int]:
+    """Backend pids of the database sessions the workers hold (by application name)."""
+    with pg(run.config) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
+            "AND pid <> pg_backend_pid()",
+            (run.config.tag,),
+        ).fetchall()
+    return [int(row["pid"]) for row in rows]
+
+
+def _end_sessions(run: Ex08Run) -> None:
+    """End every database session the workers hold, as a restart or a failover does, and
+    wait until PostgreSQL has closed them (the next task must find them closed)."""
+    _terminate(_worker_sessions(run), run)
+    harness.wait_until(lambda: not _worker_sessions(run), 10, "the ended sessions to close")
+
+
+@CHECKS.add(
+    2,
+    "the database ends the worker's session between two tasks (a restart, a failover, "
+    "an idle timeout): the next task still charges, on a connection of its own",
+    timeout=TIMEOUT,
+    severe=True,
+)
+def charges_after_its_database_session_ended(ns: Namespace) -> None:
+    with Ex08Run(ns) as run:
+        run.worker()
+        run.send("inv-s1")
+        run.settle()
+        _end_sessions(run)
+        run.send("inv-s2")
+        run.settle()
+        n = run.charges("inv-s2")
+        expect(
+            n == 1,
+            _("1 charge row for a task that ran after the database ended the worker's sessions"),
+            _("{count} charge rows").format(count=n),
+            _(
+                "open the connection in the task (with connect() as conn): a kept connection "
+                "whose session the server ended fails every task that uses it, and a failed "
+                "task is acknowledged, so its charge is lost"
+            ),
+        )
+
+
+def _shown(run: returns.Returned | None) -> str:
+    if run is None:
+        return _("nothing (it never finished)")
+    if run.state == "SUCCESS":
+        return repr(run.value)
+    return _("{state}: {error}").format(state=run.state, error=run.value)
+
+
+@CHECKS.add(
+    1,
+    "the task returns what it did: 'charged' the first time, 'already charged' for a "
+    "duplicate, and it fails (never says 'already charged') when the database refuses "
+    "the charge",
+    timeout=TIMEOUT,
+)
+def replies_charged_or_already_charged(ns: Namespace) -> None:
+    with Ex08Run(ns) as run:
+        run.worker()
+        first, again = run.send("inv-r"), run.send("inv-r")
+        # Beyond PostgreSQL's INTEGER: the charge's INSERT fails, nothing is charged.
+        refused = run.send("inv-too-big", "cus_8", 2**40)
+        run.settle()
+        said = {task: runs[-1] for task, runs in run.returned().items()}
+        replies = [said.get(first), said.get(again)]
+        expect(
+            [(r.state, r.value) if r else None for r in replies]
+            == [("SUCCESS", "charged"), ("SUCCESS", "already charged")],
+            _("a key's first delivery to return 'charged', its duplicate 'already charged'"),
+            _("the first returned {first}, the duplicate {again}").format(
+                first=_shown(replies[0]), again=_shown(replies[1])
+            ),
+            _(
+                "return 'already charged' when INSERT ... ON CONFLICT (key) DO NOTHING "
+                "RETURNING key gives no row back; a duplicate is not an error"
+            ),
+        )
+        big = said.get(refused)
+        expect(
+            big is not None and big.value not in ("charged", "already charged"),
+            _(
+                "a charge the database refused (an amount beyond INTEGER) to fail the task, "
+                "not to be reported as charged"
+            ),
+            _("it returned {reply}").format(reply=_shown(big)),
+            _(
+                "catch no database error to return 'already charged': only an INSERT into "
+                "processed that gives no row back means the key was charged"
+            ),
         )

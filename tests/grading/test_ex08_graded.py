@@ -95,7 +95,7 @@ ATTACKS: dict[str, str] = {}
 def test_reference_scores_full_marks_under_the_confined_grader(graded) -> None:  # type: ignore[no-untyped-def]
     rows, feedback, _ = graded
     text = (feedback / "ref.md").read_text()
-    assert rows["ref"] == ["20", "20", "graded"], text
+    assert rows["ref"] == ["25", "25", "graded"], text
     # every check, public and hidden, passed on its own (no partial credit hides a failure)
     for check in (
         "worker_starts_and_charges_once | 1/1",
@@ -106,13 +106,17 @@ def test_reference_scores_full_marks_under_the_confined_grader(graded) -> None: 
         "two_invoices_two_charges (hidden, severe) | 2/2",
         "duplicate_message_charges_once (hidden, severe) | 1/1",
         "dedup_commits_with_the_charge (hidden, severe) | 3/3",
+        "two_deliveries_at_once_charge_once (hidden, severe) | 2/2",
+        "two_workers_at_once_charge_once (hidden, severe) | 2/2",
+        "charges_after_its_database_session_ended (hidden, severe) | 2/2",
+        "replies_charged_or_already_charged (hidden) | 1/1",
     ):
         assert check in text, text
 
 
 def test_untouched_notebook_scores_zero_not_started(graded) -> None:  # type: ignore[no-untyped-def]
     rows, feedback, _ = graded
-    assert rows["stub"] == ["0", "20", "not started"]
+    assert rows["stub"] == ["0", "25", "not started"]
     assert "not started yet" in (feedback / "stub.md").read_text()
 
 
@@ -120,8 +124,8 @@ def test_early_ack_loses_the_kill_checks_under_the_confined_grader(graded) -> No
     rows, feedback, _ = graded
     text = (feedback / "early.md").read_text()
     # A lost charge is a severe mistake: the score is capped at half, and says why.
-    assert rows["early"][2] == "graded" and 0 < int(rows["early"][0]) <= 10, text
-    assert "score capped at half (10): worker_killed_before_the_charge" in text
+    assert rows["early"][2] == "graded" and 0 < int(rows["early"][0]) <= 12, text
+    assert "score capped at half (12): worker_killed_before_the_charge" in text
     assert "worker_starts_and_charges_once | 1/1 | passed" in text
     assert "worker_killed_before_the_charge (severe) | 0/3 | failed" in text
     assert "whole_worker_killed_before_the_charge (severe) | 0/2 | failed" in text
@@ -134,8 +138,8 @@ def test_a_hostile_worker_reaches_nothing_of_the_machine_and_keeps_its_honest_ma
     import redis
 
     rows, feedback, _ = graded
-    assert rows["mallory"] == ["20", "20", "graded"], (feedback / "mallory.md").read_text()
-    assert rows["ref"] == ["20", "20", "graded"]  # graded beside it (--jobs 2)
+    assert rows["mallory"] == ["25", "25", "graded"], (feedback / "mallory.md").read_text()
+    assert rows["ref"] == ["25", "25", "graded"]  # graded beside it (--jobs 2)
     tag = ATTACKS["tag"]
     assert redis.Redis(host="127.0.0.1", port=6379).get(tag) is None
     with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test") as conn:

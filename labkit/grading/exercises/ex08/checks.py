@@ -7,194 +7,23 @@ The student's ``%%writefile ex08_tasks.py`` cell leaves the module in their fold
 pauses the task at a point with ``labkit.integrations.celery.points`` (loaded into the
 worker with ``--include``; ``commits`` adds a point right after each COMMIT), SIGKILLs
 the pool child or the whole worker, lets the broker redeliver, and counts the
-``charges`` rows itself. The student's code is never imported here: it runs only in
-the workers.
+``charges`` rows itself (``workers.Ex08Run``). The student's code is never imported
+here: it runs only in the workers.
 """
 
 from __future__ import annotations
 
-import shutil
-import uuid
-from pathlib import Path
-
-from celery import Celery
-
-from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
-from labkit.grading.stub import stub_error, stub_line
-from labkit.integrations.celery import brokers, commits, harness, points
-from labkit.integrations.celery.app import LabConfig, charges_for, cleanup, prepare_postgres
-from labkit.integrations.celery.run import Kills, quiet
+from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.exercises.ex08.workers import Ex08Run, scene_randoms
+from labkit.integrations.celery import commits
 from labkit.lang import _
 
 CHECKS = Checks("ex08", "a Celery task that charges once, whatever is killed", network=True)
 
-MODULE = "ex08_tasks"
-TASK = "ex08.charge"
-STUB = stub_line(8)
 #: Seconds one check may take: it starts workers and waits for Celery to notice kills.
 TIMEOUT = 120.0
 
-
-class Ex08Run:
-    """One check's world: a queue, a schema, workers on the student's module, the cleanup."""
-
-    def __init__(self, ns: Namespace) -> None:
-        source = Path(ns.workdir) / f"{MODULE}.py"
-        if not source.exists():
-            raise CheckFailed(
-                _("{file} in your folder").format(file=f"{MODULE}.py"),
-                _("no such file"),
-                "run the %%writefile ex08_tasks.py cell (and do not rename it), then check again",
-            )
-        if STUB in source.read_text(encoding="utf-8"):
-            raise stub_error(8)
-        # The student's workers and this check reach the same broker and database, by
-        # different addresses under labkit grade (the notebook's own, through relays).
-        found = ns.services("rabbitmq", "postgres")
-        down = brokers.unreachable({name: e.checker for name, e in found.items()})
-        if down:
-            raise CheckFailed(
-                "RabbitMQ and PostgreSQL",
-                _("not reachable: {services}").format(services=", ".join(down)),
-                brokers.HOW_TO_START,
-            )
-        rabbitmq, postgres = found["rabbitmq"], found["postgres"]
-        self.amqp = rabbitmq.checker
-        self.ns = ns
-        self.folder = Path(ns.workdir) / f".labkit-ex08-{uuid.uuid4().hex[:8]}"
-        self.folder.mkdir()
-        self.config = LabConfig.new(self.amqp, self.folder, postgres=postgres.checker)
-        prepare_postgres(self.config)
-        self.env = {
-            "EX08_BROKER": rabbitmq.student,
-            "EX08_QUEUE": self.config.queue,
-            "EX08_DSN": postgres.student,
-            "EX08_SCHEMA": self.config.schema,
-            points.ENV: str(self.folder.resolve()),
-            # libpq reads it: the check can find the worker's sessions in pg_stat_activity.
-            "PGAPPNAME": self.config.tag,
-        }
-        self.procs: list[harness.CeleryWorker] = []
-        self.kills = Kills()
-        self.held: list[str] = []  # task ids paused by ``hold``
-        self._pauses = 0
-        self.app = Celery(f"ex08-check-{self.config.tag}", broker=self.amqp, set_as_current=False)
-
-    def worker(self, name: str = "w1", concurrency: int = 1) -> harness.CeleryWorker:
-        proc = harness.start_worker(
-            MODULE,
-            queue=self.config.queue,
-            concurrency=concurrency,
-            folder=self.folder,
-            cwd=self.ns.workdir,
-            name=name,
-            tag=self.config.tag,
-            env=self.env,
-            extra=["--include", f"{points.__name__},{commits.__name__}"],
-            spawn=self.ns.spawn,
-        )
-        self.procs.append(proc)
-        try:
-            return proc.wait_ready(timeout=60)
-        except harness.CeleryNotReady:
-            log = proc.log_text()
-            if "NotImplementedError: Exercise 8" in log:
-                raise stub_error(8) from None
-            last = [line for line in log.splitlines() if line.strip()][-1:] or [_("(empty log)")]
-            raise CheckFailed(
-                _("`celery -A {module} worker` to start").format(module=MODULE),
-                _("it stopped: {log_line}").format(log_line=last[0][:200]),
-                "run `celery -A ex08_tasks worker` in your folder to see the whole error",
-            ) from None
-
-    def send(self, key: str, customer: str = "cus_8", amount: int = 800) -> None:
-        self.app.send_task(TASK, args=[key, customer, amount], queue=self.config.queue)
-
-    def hold(self, point: str, key: str) -> int:
-        """Send ``key``'s charge, wait until it is paused at ``point``; the child's pid.
-
-        The task counts as killed from here on (``Kills``): ``settle`` waits for the
-        broker to give it back, or for the grace to run out.
-        """
-        self._pauses += 1
-        label = f"p{self._pauses}"
-        points.set_pause(self.folder, point, label)
-        self.send(key)
-        try:
-            points.wait_reached(self.folder, point, label, timeout=30)
-        except TimeoutError:
-            self.check_not_stub()
-            raise CheckFailed(
-                _("the task {task} to start on a worker").format(task=TASK),
-                _("it never reached the worker's task start within 30 s"),
-                _("keep @app.task(name={task_name}) and the queue from EX08_QUEUE").format(
-                    task_name=repr(TASK)
-                ),
-            ) from None
-        pid, task_id = points.paused(self.folder, point, label)
-        self.kills.record(task_id, self.procs)
-        self.held.append(task_id)
-        return pid
-
-    def ran_again(self) -> bool:
-        """True when a task this run paused (and killed) started again: it was redelivered."""
-        starts = [task for event, task, _pid, _ppid in points.runs(self.folder) if event == "start"]
-        return any(starts.count(task) > 1 for task in self.held)
-
-    def kill_children(self, worker: harness.CeleryWorker, pids: list[int]) -> None:
-        """SIGKILL these pool children; once the worker has declared their tasks lost,
-        start the redelivery grace and lift the pause."""
-        worker.kill_children(pids)
-        self.kills.start_grace()
-        points.clear_pause(self.folder)
-
-    def kill_main(self, worker: harness.CeleryWorker) -> None:
-        """SIGKILL the whole worker; RabbitMQ gives back what it had not acknowledged."""
-        worker.kill_main()
-        self.kills.start_grace()
-        points.clear_pause(self.folder)
-
-    def settle(self, timeout: float = 60.0) -> None:
-        """Wait for the killed tasks' fate, then until the queue is empty and all idle."""
-        self.kills.wait(self.procs, timeout)
-
-        def idle() -> bool:
-            return brokers.amqp_depth(self.amqp, self.config.queue) == 0 and quiet(
-                self.folder, self.procs
-            )
-
-        harness.wait_until(
-            lambda: idle() and _pause(0.3) and idle(), timeout, "the workers to finish"
-        )
-        self.check_not_stub()
-
-    def check_not_stub(self) -> None:
-        if any("NotImplementedError: Exercise 8" in p.log_text() for p in self.procs):
-            raise stub_error(8)
-
-    def charges(self, key: str) -> int:
-        return charges_for(self.config, key)
-
-    def close(self) -> None:
-        for proc in self.procs:
-            proc.close()
-        self.app.close()  # its pooled broker connection
-        cleanup(self.config)
-        # Logs, markers and the runs log: the check has read what it needed.
-        shutil.rmtree(self.folder, ignore_errors=True)
-
-    def __enter__(self) -> Ex08Run:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def _pause(seconds: float) -> bool:
-    from labkit.clock import SystemClock
-
-    SystemClock().sleep(seconds)
-    return True
+__all__ = ["CHECKS", "TIMEOUT", "Ex08Run"]
 
 
 #: The hint for "0 rows" when the runs log shows the killed task ran again: the ack
@@ -222,13 +51,35 @@ def _charged_once(run: Ex08Run, key: str, when: str, hint: str) -> None:
 
 @CHECKS.add(1, "the worker imports ex08_tasks.py and charges once", timeout=TIMEOUT)
 def worker_starts_and_charges_once(ns: Namespace) -> None:
+    # "inv-1" with check()'s customer and amount; under labkit grade, one more key with
+    # the run's own.
+    sent = {}
+    for nth, rng in enumerate(scene_randoms("row")):
+        sent["inv-1" if nth == 0 else f"inv-1-{nth}"] = (
+            f"cus_{rng.randrange(10**6):06d}",
+            rng.randrange(101, 10**6),
+        )
     with Ex08Run(ns) as run:
         run.worker()
-        run.send("inv-1")
+        for key, (customer, amount) in sent.items():
+            run.send(key, customer, amount)
         run.settle()
-        _charged_once(
-            run, "inv-1", _("with nothing killed"), _("the task must insert into charges")
-        )
+        for key, wanted in sent.items():
+            _charged_once(
+                run, key, _("with nothing killed"), _("the task must insert into charges")
+            )
+            [row] = run.rows(key)
+            expect(
+                row == wanted,
+                _(
+                    "the charge row for {key} to hold the message's customer and amount: {wanted}"
+                ).format(key=repr(key), wanted=wanted),
+                _("it holds {row}").format(row=row),
+                _(
+                    "insert (key, customer, amount) as the task received them: the amount is "
+                    "already in cents"
+                ),
+            )
 
 
 @CHECKS.add(
