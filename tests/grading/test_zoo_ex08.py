@@ -122,6 +122,159 @@ SKIPS_REDELIVERIES = """\
 """
 
 
+#: A transaction-scoped advisory lock keyed by hash(key): str hashes are salted per
+#: interpreter, so two workers take two different locks for one key.
+HASH_ADVISORY_LOCK = """\
+    with connect() as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (hash(key) % 2**63,))
+        if conn.execute("SELECT 1 FROM processed WHERE key = %s", (key,)).fetchone():
+            return "already charged"
+        conn.execute(
+            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+            (key, customer, amount),
+        )
+        conn.execute("INSERT INTO processed (key) VALUES (%s) ON CONFLICT DO NOTHING", (key,))
+    return "charged"
+"""
+
+#: A multiprocessing lock made at import: one worker's pool children share it, two
+#: workers do not (and a child killed holding it stops its worker's other children).
+MP_LOCK_BODY = """\
+    with LOCK, connect() as conn, conn.transaction():
+        if conn.execute("SELECT 1 FROM processed WHERE key = %s", (key,)).fetchone():
+            return "already charged"
+        conn.execute(
+            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+            (key, customer, amount),
+        )
+        conn.execute("INSERT INTO processed (key) VALUES (%s) ON CONFLICT DO NOTHING", (key,))
+    return "charged"
+"""
+
+#: SQL built with f-strings: a key (or customer) with a quote breaks the statement, the
+#: task fails, and a failed task is acknowledged: that charge is lost.
+F_STRING_SQL = """\
+    with connect() as conn, conn.transaction():
+        first = conn.execute(
+            f"INSERT INTO processed (key) VALUES ('{key}') ON CONFLICT (key) DO NOTHING "
+            "RETURNING key"
+        ).fetchone()
+        if first is None:
+            return "already charged"
+        conn.execute(
+            f"INSERT INTO charges (key, customer, amount) VALUES ('{key}', '{customer}', {amount})"
+        )
+    return "charged"
+"""
+
+#: One connection per pool child, opened on first use and kept: once the server ends
+#: its session, every later task in that child fails (and is acknowledged).
+CACHED_CONNECTION = """\
+_conn = None
+
+
+def shared():
+    global _conn
+    if _conn is None:
+        _conn = connect()
+    return _conn
+
+
+@app.task("""
+
+#: No ON CONFLICT: a duplicate fails with UniqueViolation instead of saying so.
+PLAIN_INSERT = """\
+    with connect() as conn, conn.transaction():
+        conn.execute("INSERT INTO processed (key) VALUES (%s)", (key,))
+        conn.execute(
+            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+            (key, customer, amount),
+        )
+    return "charged"
+"""
+
+#: The same, with every database error read as "already charged".
+BROAD_EXCEPT = """\
+    try:
+        with connect() as conn, conn.transaction():
+            conn.execute("INSERT INTO processed (key) VALUES (%s)", (key,))
+            conn.execute(
+                "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+                (key, customer, amount),
+            )
+    except psycopg.Error:
+        return "already charged"
+    return "charged"
+"""
+
+#: The charge first, then the claim: "already charged" returns from inside the
+#: transaction block, which commits the charge just made.
+CHARGE_THEN_CLAIM = """\
+    with connect() as conn, conn.transaction():
+        conn.execute(
+            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+            (key, customer, amount),
+        )
+        first = conn.execute(
+            "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING RETURNING key",
+            (key,),
+        ).fetchone()
+        if first is None:
+            return "already charged"
+    return "charged"
+"""
+
+#: A Redis SET NX "fast path" before the transaction: a kill between the two loses the
+#: charge (the redelivery finds the Redis key and skips).
+REDIS_FAST_PATH = """\
+    import redis
+
+    if not redis.Redis(db=3).set(f"ex08:{SCHEMA}:{key}", 1, nx=True):
+        return "already charged"
+"""
+
+#: A try-lock on a bucket of keys: a busy bucket (another copy, or another key) is read
+#: as "already charged".
+TRY_LOCK_SKIPS = """\
+    with connect() as conn, conn.transaction():
+        got = conn.execute(
+            "SELECT pg_try_advisory_xact_lock(hashtext(%s) %% 64)", (key,)
+        ).fetchone()[0]
+        if not got:
+            return "already charged"
+        first = conn.execute(
+            "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING RETURNING key",
+            (key,),
+        ).fetchone()
+        if first is None:
+            return "already charged"
+        conn.execute(
+            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+            (key, customer, amount),
+        )
+    return "charged"
+"""
+
+REFERENCE_CLAIM_ARGS = "            (key,),\n        ).fetchone()"
+REFERENCE_CHARGE_ARGS = "(key, customer, amount),"
+
+
+def _replace(old: str, new: str) -> Callable[[str], str]:
+    """Replace the first ``old`` of the reference file by ``new``."""
+    return lambda source: source.replace(old, new, 1)
+
+
+def _both(*changes: Callable[[str], str]) -> Callable[[str], str]:
+    """Each change in turn."""
+
+    def apply(source: str) -> str:
+        for change in changes:
+            source = change(source)
+        return source
+
+    return apply
+
+
 def _settings(text: str) -> Callable[[str], str]:
     """Replace the two settings in configure(app) by ``text``."""
     return lambda source: source.replace(REFERENCE_SETTINGS, text)
@@ -210,6 +363,134 @@ ZOO = [
         "each of two keys",
         "worker_killed_after_the_commit",
     ),
+    (
+        "advisory lock keyed by hash(key), SELECT then insert (two workers at once)",
+        _body(HASH_ADVISORY_LOCK),
+        "two_workers_at_once_charge_once",
+        "at the same time on two workers",
+        "two_deliveries_at_once_charge_once",
+    ),
+    (
+        "a multiprocessing lock made at import, SELECT then insert",
+        _both(
+            _replace("import os\n", "import multiprocessing\nimport os\n"),
+            _replace("@app.task(", "LOCK = multiprocessing.Lock()\n\n\n@app.task("),
+            _body(MP_LOCK_BODY),
+        ),
+        "two_workers_at_once_charge_once",
+        "at the same time on two workers",
+        "worker_starts_and_charges_once",
+    ),
+    (
+        "SQL built with f-strings (a key with a quote)",
+        _body(F_STRING_SQL),
+        "two_invoices_two_charges",
+        "1 charge row for each of the keys",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "the dedup record lowercased",
+        _replace(REFERENCE_CLAIM_ARGS, REFERENCE_CLAIM_ARGS.replace("(key,)", "(key.lower(),)")),
+        "two_invoices_two_charges",
+        "1 charge row for each of the keys",
+        "duplicate_message_charges_once",
+    ),
+    (
+        "the dedup record cut to 12 characters",
+        _replace(REFERENCE_CLAIM_ARGS, REFERENCE_CLAIM_ARGS.replace("(key,)", "(key[:12],)")),
+        "two_invoices_two_charges",
+        "1 charge row for each of the keys",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "the amount stored in whole units, not cents",
+        _replace(REFERENCE_CHARGE_ARGS, "(key, customer, amount // 100),"),
+        "worker_starts_and_charges_once",
+        "customer and amount",
+        "duplicate_message_charges_once",
+    ),
+    (
+        "the key stored as the customer",
+        _replace(REFERENCE_CHARGE_ARGS, "(key, key, amount),"),
+        "worker_starts_and_charges_once",
+        "customer and amount",
+        "duplicate_message_charges_once",
+    ),
+    (
+        "one connection per pool child, kept across tasks",
+        _both(
+            _replace("@app.task(", CACHED_CONNECTION),
+            _replace(REFERENCE_BODY_START, "    conn = shared()\n    with conn.transaction():\n"),
+        ),
+        "charges_after_its_database_session_ended",
+        "ended the worker's sessions",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "one connection opened at import, shared by the pool children",
+        _both(
+            _replace("@app.task(", "CONN = connect()\n\n\n@app.task("),
+            _replace(REFERENCE_BODY_START, "    conn = CONN\n    with conn.transaction():\n"),
+        ),
+        "charges_after_its_database_session_ended",
+        "ended the worker's sessions",
+        "worker_starts_and_charges_once",
+    ),
+    (
+        "no ON CONFLICT: a duplicate fails with UniqueViolation",
+        _body(PLAIN_INSERT),
+        "replies_charged_or_already_charged",
+        "its duplicate 'already charged'",
+        "duplicate_message_charges_once",
+    ),
+    (
+        "always returns 'charged'",
+        _replace('            return "already charged"\n', '            return "charged"\n'),
+        "replies_charged_or_already_charged",
+        "its duplicate 'already charged'",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "every database error read as 'already charged'",
+        _body(BROAD_EXCEPT),
+        "replies_charged_or_already_charged",
+        "a charge the database refused",
+        "duplicate_message_charges_once",
+    ),
+    (
+        "the charge before the claim; 'already charged' commits it",
+        _body(CHARGE_THEN_CLAIM),
+        "duplicate_message_charges_once",
+        "a key sent twice",
+        "worker_starts_and_charges_once",
+    ),
+    (
+        "the dedup record keyed by the hour",
+        _both(
+            _replace("import os\n", "import os\nimport time\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace("(key,)", '(f"{key}@{int(time.time()) // 3600}",)'),
+            ),
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "a Redis SET NX before the transaction",
+        _before_body(REDIS_FAST_PATH),
+        "dedup_commits_with_the_charge",
+        "while the task wrote its dedup record",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "a busy try-lock read as 'already charged'",
+        _body(TRY_LOCK_SKIPS),
+        "two_deliveries_at_once_charge_once",
+        "on two pool children",
+        "worker_starts_and_charges_once",
+    ),
 ]
 
 
@@ -254,3 +535,27 @@ def test_a_dedup_under_another_key_is_named_as_such(postgres_dsn, amqp_url):
     caught = run_check(_checks()["dedup_commits_with_the_charge"], Namespace(values, Path.cwd()))
     assert caught.status == CheckStatus.FAILED, caught
     assert caught.got == "it recorded ['cus_8'] in processed, not the task's key", caught.got
+
+
+@pytest.mark.parametrize(
+    ("change", "skipped"),
+    [(_before_body(SKIPS_REDELIVERIES), True), (_settings("    pass\n"), False)],
+    ids=["settings right, redelivery skipped", "Celery's defaults"],
+)
+def test_zero_rows_after_the_whole_worker_died_names_what_lost_the_charge(
+    postgres_dsn, amqp_url, change, skipped
+):
+    """Issue 22: "0 rows" blames the ack settings only when the message never came back;
+    when it came back and the task skipped it, the hint says so instead."""
+    values, _notes = namespace_of(notebook_for(SOLUTIONS, "ex08"))
+    path = Path.cwd() / "ex08_tasks.py"
+    path.write_text(change(path.read_text()))
+    caught = run_check(
+        _checks()["whole_worker_killed_before_the_charge"], Namespace(values, Path.cwd())
+    )
+    assert caught.status == CheckStatus.FAILED, caught
+    assert caught.got == "0 charge rows", caught.got
+    if skipped:
+        assert caught.hint == SKIPPED_REDELIVERY, caught.hint
+    else:
+        assert "task_acks_late" in caught.hint, caught.hint
