@@ -322,7 +322,7 @@ def charges_after_its_database_session_ended(ns: Namespace) -> None:
         )
 
 
-def _shown(run: returns.Returned | None) -> str:
+def _reply_of(run: returns.Returned | None) -> str:
     if run is None:
         return _("nothing (it never finished)")
     if run.state == "SUCCESS":
@@ -351,7 +351,7 @@ def replies_charged_or_already_charged(ns: Namespace) -> None:
             == [("SUCCESS", "charged"), ("SUCCESS", "already charged")],
             _("a key's first delivery to return 'charged', its duplicate 'already charged'"),
             _("the first returned {first}, the duplicate {again}").format(
-                first=_shown(replies[0]), again=_shown(replies[1])
+                first=_reply_of(replies[0]), again=_reply_of(replies[1])
             ),
             _(
                 "return 'already charged' when INSERT ... ON CONFLICT (key) DO NOTHING "
@@ -365,7 +365,7 @@ def replies_charged_or_already_charged(ns: Namespace) -> None:
                 "a charge the database refused (an amount beyond INTEGER) to fail the task, "
                 "not to be reported as charged"
             ),
-            _("it returned {reply}").format(reply=_shown(big)),
+            _("it returned {reply}").format(reply=_reply_of(big)),
             _(
                 "catch no database error to return 'already charged': only an INSERT into "
                 "processed that gives no row back means the key was charged"

@@ -221,7 +221,7 @@ def requests_sent_together_get_one_job(ns: Namespace) -> None:
         )
 
 
-def _short(key: str) -> str:
+def _cut(key: str) -> str:
     return key if len(key) <= 24 else f"{key[:12]}...{key[-8:]} ({len(key)} chars)"
 
 
@@ -237,14 +237,14 @@ def _one_job_per_key(app: App, keys: list[str], body: dict[str, str]) -> dict[st
         reply = app.post(body, key=key)
         if (not key.isascii() or len(key) > 255) and reply.status_code in (400, 422):
             continue
-        first[key] = accepted_id(reply, _("the request with key {key}").format(key=_short(key)))
+        first[key] = accepted_id(reply, _("the request with key {key}").format(key=_cut(key)))
     again = {
-        k: accepted_id(app.post(body, key=k), _("the retry with key {key}").format(key=_short(k)))
+        k: accepted_id(app.post(body, key=k), _("the retry with key {key}").format(key=_cut(k)))
         for k in first
     }
     keys_of: defaultdict[int, list[str]] = defaultdict(list)
     for key, job_id in first.items():
-        keys_of[job_id].append(_short(key))
+        keys_of[job_id].append(_cut(key))
     merged = [ks for ks in keys_of.values() if len(ks) > 1]
     expect(
         not merged and again == first,
