@@ -22,7 +22,6 @@ Exit status 1 when an entry is not caught, a severe one is not capped, or (with
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -38,7 +37,7 @@ ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "grading"), str(ROOT / "tests")]
 
 from zoo_notebooks import Entry, every_entry  # noqa: E402
-from zoograding import not_caught  # noqa: E402
+from zoograding import graded_records, not_caught  # noqa: E402
 
 from bench.grading import in_process_scores  # noqa: E402
 
@@ -81,10 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         seconds = time.perf_counter() - started
         run = Path(tmp) / "zoo"
         # Each student hands in one exercise; the others are records of "missing".
-        records = {r["student"]: r
-                   for r in json.loads((run / "outcomes.json").read_text())["results"]
-                   if r["student"] in students
-                   and r["exercise"] == students[r["student"]].exercise}  # fmt: skip
+        graded = graded_records(run)
+        records = {s: graded[(s, e.exercise)] for s, e in students.items()}
         missed: list[str] = []
         per: Counter[str] = Counter()
         severe: Counter[str] = Counter()

@@ -14,7 +14,6 @@ notebook the score the sandbox gives is ``bench/grading.py --same-scores``'s to 
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from gradingkit import (
     short_scratch,
 )
 from zoo_notebooks import Entry, every_entry
-from zoograding import ZOO_SEED, in_the_sandbox, not_caught
+from zoograding import ZOO_SEED, graded_records, in_the_sandbox, not_caught
 
 from labkit.grading.isolation.confine import Confinement
 
@@ -68,8 +67,7 @@ def graded(
         _, feedback, _ = grade_class(
             root, subs, PLAIN, scratch, ("--jobs", "2", "--timeout-factor", "2")
         )
-    results = json.loads((feedback.parent / "outcomes.json").read_text())["results"]
-    return {(r["student"], r["exercise"]): r for r in results}, feedback
+    return graded_records(feedback.parent), feedback
 
 
 @pytest.mark.parametrize("exercise", PLAIN)

@@ -16,7 +16,6 @@ salt); every entry of both zoos is caught in process by ``test_zoo_ex09.py`` and
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +32,7 @@ from gradingkit import (
     short_scratch,
 )
 from zoo_notebooks import Entry, every_entry
-from zoograding import not_caught
+from zoograding import graded_records, not_caught
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -112,7 +111,5 @@ def test_no_process_of_the_run_outlives_the_grade(graded) -> None:  # type: igno
 def test_a_wrong_solution_is_caught_by_its_check_in_the_sandbox(graded, student) -> None:  # type: ignore[no-untyped-def]
     _, feedback, _ = graded
     entry = WRONG[student]
-    results = json.loads((feedback.parent / "outcomes.json").read_text())["results"]
-    [record] = [r for r in results if (r["student"], r["exercise"]) == (student, entry.exercise)]
-    why = not_caught(record, entry.check)
+    why = not_caught(graded_records(feedback.parent)[(student, entry.exercise)], entry.check)
     assert why is None, f"{entry.mistake}: {why}\n{(feedback / f'{student}.md').read_text()}"

@@ -18,11 +18,13 @@ more cell, which redefines a function or two with one mistake.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import textwrap
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import nbformat
@@ -94,6 +96,12 @@ def in_the_sandbox(entries: Sequence[E], seed: str = ZOO_SEED) -> list[E]:
 def append_cell(nb: nbformat.NotebookNode, source: str) -> None:
     """``source`` (a zoo entry's mistake) as the notebook's last code cell."""
     nb.cells.append(nbformat.v4.new_code_cell(textwrap.dedent(source).strip()))
+
+
+def graded_records(run: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """(student, exercise) -> its record in the run folder's ``outcomes.json``."""
+    results = json.loads((run / "outcomes.json").read_text(encoding="utf-8"))["results"]
+    return {(r["student"], r["exercise"]): r for r in results}
 
 
 def not_caught(
