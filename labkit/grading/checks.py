@@ -24,7 +24,7 @@ import signal
 import subprocess
 import threading
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -228,8 +228,14 @@ class Namespace:
                 raise  # the stub, or labkit's own error: not the student's to fix
             raise StudentRaised.from_exception(exc) from exc
 
-    def spawn(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
-        """Start ``argv`` in the student's folder, in its own session, killed after the check."""
+    def spawn(
+        self, argv: list[str], warm: Sequence[str] = (), **kwargs: Any
+    ) -> subprocess.Popen[Any]:
+        """Start ``argv`` in the student's folder, in its own session, killed after the check.
+
+        ``warm`` names modules a ``python -m`` program imports: under ``labkit grade`` it
+        may be forked from an interpreter that imported them once; here it is ignored.
+        """
         kwargs.setdefault("cwd", self.workdir)
         kwargs["start_new_session"] = True
         proc = subprocess.Popen(argv, **kwargs)

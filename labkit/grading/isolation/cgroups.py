@@ -124,6 +124,11 @@ class Group:
         group.create()
         return group
 
+    def admit(self, pid: int) -> None:
+        """Move the running process ``pid`` into this group (its children follow it)."""
+        for path in self.paths.values():
+            (path / "cgroup.procs").write_text(str(pid))
+
     def join_argv(self, argv: list[str]) -> list[str]:
         """``argv`` run as a member of this group from its first instruction on."""
         procs = [str(p / "cgroup.procs") for p in self.paths.values()]

@@ -15,9 +15,10 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from labkit.grading.checks import CheckFailed
 from labkit.grading.course import ROOT
@@ -38,6 +39,16 @@ from labkit.grading.isolation.netns import NetworkNamespace
 from labkit.grading.isolation.netns import available as netns_missing
 from labkit.grading.isolation.processes import kill_tree
 from labkit.grading.isolation.services import NotebookServices
+from labkit.grading.isolation.warm import (
+    WarmProcess,
+    ZygoteFailed,
+    Zygotes,
+    stdio_of,
+    warm_target,
+)
+
+T = TypeVar("T")
+
 
 #: Imports the instructor's labkit (never a ``labkit/`` folder in the submission).
 _BOOT = (
@@ -91,6 +102,8 @@ class StudentProcess:
         #: share it, and nothing else of the machine is in it.
         self.netns: NetworkNamespace | None = None
         self._services: NotebookServices | None = None
+        #: Warm interpreters that fork the programs checks start (``warm``), per life.
+        self._zygotes: Zygotes | None = None
         self._starter: ThreadPoolExecutor | None = None
         #: CPU seconds the notebook's earlier lives used (``Limits.cpu_total`` is per
         #: notebook), and the event that ends this life's CPU watch.
@@ -197,6 +210,9 @@ class StudentProcess:
             self.group = None
         self.confinement.sweep()
         self._services = None  # its processes were in the group, and are gone
+        if self._zygotes is not None:
+            self._zygotes.close()  # their processes are gone too: this closes the sockets
+            self._zygotes = None
         if self._starter is not None:
             self._starter.shutdown()
             self._starter = None
@@ -256,12 +272,71 @@ class StudentProcess:
                     stderr=subprocess.STDOUT,
                 )
 
-        # bubblewrap's --die-with-parent watches the *thread* that started it, and each
-        # check runs in a thread of its own: a service started there would die with the
-        # check. This thread lives as long as the notebook.
+        return self._in_notebook_thread(start)
+
+    def _in_notebook_thread(self, start: Callable[[], T]) -> T:
+        """``start()`` run in a thread that lives as long as the notebook.
+
+        bubblewrap's --die-with-parent watches the *thread* that started it, and each
+        check runs in a thread of its own: a service started there would die with the
+        check.
+        """
         if self._starter is None:
             self._starter = ThreadPoolExecutor(1, thread_name_prefix="notebook-services")
         return self._starter.submit(start).result()
+
+    def warm_start(
+        self,
+        argv: list[str],
+        modules: Sequence[str],
+        cwd: Path,
+        group: Group,
+        options: dict[str, Any],
+    ) -> WarmProcess | None:
+        """``argv`` forked in ``group`` from this notebook's zygote for ``modules``
+        (``labkit.grading.isolation.warm``); None where that cannot be done, and the
+        caller starts it plainly: no control groups, not a ``python -m`` command, a pipe
+        or another option asked for, or a zygote that failed."""
+        target = warm_target(argv, options)
+        if target is None or self.group is None:
+            return None
+        env = self.confinement.environment(self.workdir, options.get("env"))
+        parent = self.group
+        if self._zygotes is None:
+            self._zygotes = Zygotes(self._zygote_popen, parent)
+        zygotes = self._zygotes
+        try:
+            zygote = self._in_notebook_thread(lambda: zygotes.get(modules, env))
+            with stdio_of(options) as (stdio, readers):
+                try:
+                    proc = zygote.spawn(
+                        target, env, cwd, stdio, options.get("pass_fds", ()), group
+                    )
+                except BaseException:
+                    for fd in readers:
+                        if fd is not None:
+                            os.close(fd)
+                    raise
+            proc.attach(readers, options)
+            proc.output_cap = self.confinement.limits.output
+            return proc
+        except ZygoteFailed:
+            return None
+
+    def _zygote_popen(
+        self, argv: list[str], group: Group, env: dict[str, str], options: dict[str, Any]
+    ) -> subprocess.Popen[Any]:
+        with (self.workdir / ".labkit-zygote.log").open("ab") as log:
+            return self.confinement.popen(
+                argv,
+                self.workdir,
+                group=group,
+                netns=self.netns,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                **options,
+            )
 
     @property
     def output_capped(self) -> bool:

@@ -15,6 +15,7 @@ import os
 import selectors
 import signal
 import subprocess
+from collections.abc import Callable
 from typing import Any
 
 from labkit.clock import SystemClock
@@ -24,11 +25,16 @@ from labkit.grading.isolation.cgroups import Group
 DEFAULT_CAP = 4 << 20
 
 
-class ConfinedPopen(subprocess.Popen[Any]):
-    """A process of the student's; ``communicate`` keeps at most ``output_cap`` bytes a stream."""
+class CappedOutput:
+    """``communicate`` that keeps at most ``output_cap`` bytes of each stream, for a process
+    object with ``stdout``, ``stderr``, ``wait`` and ``args`` (a ``Popen``, or a program
+    forked warm: ``labkit.grading.isolation.warm``)."""
 
     output_cap = DEFAULT_CAP
-    group: Group | None = None
+    stdout: Any
+    stderr: Any
+    args: Any
+    wait: Callable[..., int]
 
     def communicate(
         self, input: Any = None, timeout: float | None = None
@@ -80,6 +86,12 @@ class ConfinedPopen(subprocess.Popen[Any]):
             return data
         encoding = getattr(self, "encoding", None) or "utf-8"
         return data.decode(encoding, getattr(self, "errors", None) or "replace")
+
+
+class ConfinedPopen(CappedOutput, subprocess.Popen[Any]):
+    """A process of the student's; ``communicate`` keeps at most ``output_cap`` bytes a stream."""
+
+    group: Group | None = None
 
 
 class SandboxedPopen(ConfinedPopen):

@@ -11,6 +11,7 @@ back as ``StudentRaised`` with the student's line; the exercise stub comes back 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -139,8 +140,14 @@ class RemoteNamespace(Namespace):
         harness_target(target)  # refused here, before anything is sent
         return self._call(Op.HARNESS, target, args, kwargs)
 
-    def spawn(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
-        """Start ``argv`` confined like the student's process, killed after the check."""
+    def spawn(
+        self, argv: list[str], warm: Sequence[str] = (), **kwargs: Any
+    ) -> subprocess.Popen[Any]:
+        """Start ``argv`` confined like the student's process, killed after the check.
+
+        ``warm``: modules a ``python -m`` program imports; it is then forked from the
+        notebook's zygote that imported them once (``warm``), where the machine allows.
+        """
         student = self._student
         cwd = Path(kwargs.pop("cwd", self.workdir))
         student.confinement.hand_over(self.workdir)
@@ -148,11 +155,15 @@ class RemoteNamespace(Namespace):
         # (the grader's command line, other students' consumers). The pids it reports are
         # inner numbers; the Celery harness looks them up (proctree.host_pids).
         group = student.group.child(f"spawn-{len(self._spawned)}") if student.group else None
-        proc = student.confinement.popen(
-            argv, cwd, own_pids=True, group=group, netns=student.netns, **kwargs
-        )
+        proc: Any = None
+        if warm and group is not None:
+            proc = student.warm_start(argv, warm, cwd, group, kwargs)
+        if proc is None:
+            proc = student.confinement.popen(
+                argv, cwd, own_pids=True, group=group, netns=student.netns, **kwargs
+            )
         self._spawned.append(proc)
-        return proc
+        return proc  # type: ignore[no-any-return]
 
     def kill(self, proc: subprocess.Popen[Any]) -> None:
         """SIGKILL a process ``spawn`` started, with everything it started; reap it."""
