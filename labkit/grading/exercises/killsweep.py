@@ -133,6 +133,14 @@ def sweep_seed() -> int:
     return SEED if seed is None else seed
 
 
+def hash_salt(nth: int) -> int:
+    """The ``PYTHONHASHSEED`` of a check's ``nth`` process (server, worker, consumer): from
+    the grading seed, never 0 (0 turns the salt off). Consecutive processes hash apart,
+    as two machines, or a process and its restart, do: a key built from ``hash()`` does
+    not survive a restart, and the same run replays with the same seed."""
+    return 1 + (sweep_seed() * 7919 + nth) % (2**32 - 1)
+
+
 def scene_seeds() -> list[int]:
     """What a check draws its scene (rows, names, an outage, a lease) with: ``check()``'s
     fixed seed and, under a grading run's own seed, that one too. A grading run adds a

@@ -123,6 +123,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     die_with_parent()
     if os.getppid() != parent:  # the parent died before prctl took effect: nobody to serve
         sys.exit(1)
+    if "celery.bin.celery" in sys.modules:
+        # A warm start (``ns.spawn(warm=...)``): this interpreter was forked from one that
+        # imported Celery already, so Celery runs here rather than in a new interpreter.
+        import runpy
+
+        sys.argv = ["celery", *celery_args]
+        runpy.run_module("celery", run_name="__main__", alter_sys=True)
+        return
     os.execv(sys.executable, [sys.executable, "-m", "celery", *celery_args])
 
 
@@ -152,6 +160,8 @@ class _CeleryProcess:
         ``python -m celery``. Found from the kernel's process tree, never from what the
         worker writes, so a worker cannot point the lab's kills at another process.
         """
+        if self._main is None and getattr(self.popen, "forked", False):
+            self._main = self.popen.pid  # a warm start: the forked process runs celery itself
         if self._main is None:
             for pid in [self.popen.pid, *descendants_of(self.popen.pid)]:
                 argv = argv_of(pid)

@@ -8,6 +8,7 @@ what each run returned (``labkit.integrations.celery.returns``).
 
 from __future__ import annotations
 
+import functools
 import random
 import shutil
 import uuid
@@ -16,13 +17,26 @@ from pathlib import Path
 from celery import Celery
 
 from labkit.grading.checks import CheckFailed, Namespace
-from labkit.grading.exercises.killsweep import scene_seeds, sweep_seed
+from labkit.grading.exercises.killsweep import hash_salt, scene_seeds
 from labkit.grading.stub import stub_error, stub_line
 from labkit.integrations.celery import brokers, commits, harness, points, returns
 from labkit.integrations.celery.app import LabConfig, charges_for, cleanup, pg, prepare_postgres
 from labkit.integrations.celery.run import Kills, quiet
 from labkit.lang import _
 
+#: What a worker imports before the student's module: under labkit grade each worker is
+#: forked from an interpreter that imported these once (``ns.spawn(warm=...)``). Not the
+#: lab's ``--include`` modules: ``commits`` patches psycopg as it is imported, when the
+#: worker's environment asks for it, and a zygote's environment never does.
+WARM = (
+    "celery.bin.celery",
+    "celery.apps.worker",
+    "celery.worker",
+    "celery.concurrency.prefork",
+    "kombu.transport.pyamqp",
+    "psycopg",
+    harness.__name__,
+)
 MODULE = "ex08_tasks"
 TASK = "ex08.charge"
 STUB = stub_line(8)
@@ -91,7 +105,7 @@ class Ex08Run:
             tag=self.config.tag,
             env=env,
             extra=["--include", f"{points.__name__},{commits.__name__},{returns.__name__}"],
-            spawn=self.ns.spawn,
+            spawn=functools.partial(self.ns.spawn, warm=WARM),
         )
         self.procs.append(proc)
         try:
@@ -206,10 +220,6 @@ class Ex08Run:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def hash_salt(nth: int) -> int:
-    """The ``PYTHONHASHSEED`` of a check's ``nth`` worker: from the grading seed, never 0."""
-    return 1 + (sweep_seed() * 7919 + nth) % (2**32 - 1)
 
 
 def scene_randoms(what: str) -> list[random.Random]:

@@ -35,7 +35,7 @@ from labkit.grading.exercises.ex10.harness import (
     NOT_STARTED_STATUS,
     SLOW_ENQUEUE_ENV,
 )
-from labkit.grading.exercises.killsweep import sweep_seed
+from labkit.grading.exercises.killsweep import hash_salt
 from labkit.grading.stub import is_stub_text
 from labkit.integrations.http.serve import (
     client_for,
@@ -47,6 +47,16 @@ from labkit.lang import _
 
 APP_FILE = "ex10_app.py"
 ALICE, BOB = "alice-token", "bob-token"
+#: What the server imports before the student's app: under labkit grade each server is
+#: forked from an interpreter that imported these once (``ns.spawn(warm=...)``), not
+#: started afresh (about 0.4 s of CPU a server, twenty servers a notebook).
+WARM = (
+    "uvicorn",
+    "fastapi",
+    "labkit.integrations.http.connections",
+    "labkit.grading.exercises.ex10.harness",
+    "labkit.store",
+)
 #: Seconds a check may take: it starts one or two servers (importing FastAPI is slow).
 TIMEOUT = 90.0
 #: Where the check's server listens: a unix socket the checker made, handed to the server
@@ -118,10 +128,6 @@ def _wait_for_the_traceback(app: App) -> None:
         time.sleep(0.1)
 
 
-def hash_salt(nth: int) -> int:
-    """The ``PYTHONHASHSEED`` of a check's ``nth`` server: from the grading seed, never 0."""
-    return 1 + (sweep_seed() * 7919 + nth) % (2**32 - 1)
-
 
 @contextmanager
 def scratch(ns: Namespace) -> Iterator[Path]:
@@ -175,6 +181,7 @@ def served(
         with log.open("ab") as out:
             proc = ns.spawn(
                 server_argv("ex10_app:app", sock.fileno()),
+                warm=WARM,
                 env=env,
                 pass_fds=(sock.fileno(),),
                 stdin=subprocess.DEVNULL,
