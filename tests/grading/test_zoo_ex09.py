@@ -111,6 +111,16 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         )],
     ),
     (
+        # str hashes are salted per process: two consumers (or a consumer and its
+        # restart) name one key's done record differently, and both apply it.
+        "the done record named by hash(key): another process looks for another record",
+        "two_copies_of_a_key_at_once_apply_once",
+        [(
+            "            record = f\"{prefix}:done:{fields['key']}\"",
+            "            record = f\"{prefix}:done:{hash(fields['key'])}\"",
+        )],
+    ),
+    (
         "XAUTOCLAIM with min-idle-time 0: it takes a live consumer's entry",
         "leaves_a_live_consumers_entry_alone",
         [(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -28,13 +29,17 @@ from labkit.clock import SystemClock
 from labkit.explore.boundaries import Boundary
 from labkit.explore.killrun import read_log
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.killsweep import kill_targets, sweep_seed
+from labkit.grading.exercises.killsweep import hash_salt, kill_targets, sweep_seed
 from labkit.grading.stub import stub_error
 from labkit.lang import _
 
 CHECKS = Checks("ex09", "a Redis Streams consumer", needs=("consume",))
 FILE = "stream_consumer.py"
 GROUP = "workers"
+#: What a consumer imports before the student's file: under labkit grade each one is
+#: forked from an interpreter that imported these once (``ns.spawn(warm=...)``); importing
+#: redis-py alone costs a quarter of a second of CPU, and a notebook starts dozens.
+WARM = ("redis", "labkit.explore.boundaries", "labkit.explore.rendezvous")
 #: Seconds a consumer may take to drain a check's few entries on a loaded machine.
 RUN_S = 30.0
 
@@ -50,6 +55,8 @@ class Stream:
     url: str
     #: What the last consumer ``finish`` waited for printed (``consume``'s return value).
     printed: str = ""
+    #: Consumers started so far (they take the two hash salts in turn).
+    starts: int = 0
 
     @property
     def stream(self) -> str:
@@ -90,8 +97,15 @@ class Stream:
         if not (self.ns.workdir / FILE).exists():
             expect(False, _("{file} in your folder").format(file=FILE), _("no such file"),
                    _("run the %%writefile {file} cell first").format(file=FILE))  # fmt: skip
+        # Two str hash salts, taken in turn: a consumer and its restart, or two consumers
+        # at once, hash apart, as two processes do (a record key built from hash() does
+        # not survive a restart); two salts, so two warm interpreters serve them all.
+        salt = str(hash_salt(self.starts % 2))
+        self.starts += 1
         return self.ns.spawn(
             [sys.executable, *runner, FILE, json.dumps(config)],
+            warm=WARM,
+            env={**os.environ, "PYTHONHASHSEED": salt},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
