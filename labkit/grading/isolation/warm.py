@@ -46,8 +46,10 @@ from labkit.grading.isolation import zygote as student_side
 from labkit.grading.isolation.cgroups import Group
 from labkit.grading.isolation.processes import CappedOutput, kill_tree
 
-#: Seconds a zygote may take to import its modules, and to answer a start.
-READY_TIMEOUT_S = 60.0
+#: Seconds a zygote may take to import its modules (about one on a loaded machine; a
+#: student's file that shadows one of them and hangs costs this once, then the
+#: notebook's programs start plainly), and to answer a start.
+READY_TIMEOUT_S = 20.0
 ANSWER_TIMEOUT_S = 10.0
 #: Exit reports kept for children nobody asked about yet: a zygote that floods the
 #: socket with made-up ones costs the grader this much memory, no more.
