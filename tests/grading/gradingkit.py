@@ -144,6 +144,43 @@ def in_a_check(student: StudentProcess, body: Callable[[Namespace], object]) -> 
     return box["value"]
 
 
+#: A spawned program that hands its job to a grandchild in a session of its own, then
+#: waits: the grandchild writes ``started`` (its pid and pid namespace), and ``finished``
+#: if it lives 5 s. A kill must take the grandchild too.
+HIDING = """
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    with open("started.tmp", "w") as fh:  # renamed whole: the test never reads half a file
+        fh.write(f"{os.getpid()} {os.readlink('/proc/self/ns/pid')}")
+    os.rename("started.tmp", "started")
+    time.sleep(5.0)
+    open("finished", "w").write("the job ran to its end")
+    sys.exit(0)
+time.sleep(60)
+"""
+
+
+def wait_for(path: Path, seconds: float) -> bool:
+    """True once ``path`` exists; False if it still does not after ``seconds``."""
+    from labkit.clock import SystemClock
+
+    clock = SystemClock()
+    deadline = clock.now() + seconds
+    while not path.exists() and clock.now() < deadline:
+        clock.sleep(0.02)
+    return path.exists()
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie is not alive)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def processes_under(root: Path) -> list[tuple[int, str]]:
     """Live processes whose working directory or command line is inside ``root``."""
     found = []

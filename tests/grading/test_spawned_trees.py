@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gradingkit import confined_student, in_a_check
+from gradingkit import HIDING, alive, confined_student, in_a_check, wait_for
 
 from labkit.clock import SystemClock
 from labkit.grading.checks import Check, Namespace, run_check
@@ -32,19 +32,6 @@ pytestmark = pytest.mark.skipif(
     CONFINED.groups is None, reason="needs root and control groups (cgroup v1 or v2)"
 )
 
-#: A consumer that hands its job to a grandchild in a session of its own, then waits.
-HIDING = """
-import os, sys, time
-if os.fork() == 0:
-    os.setsid()
-    with open("started.tmp", "w") as fh:  # renamed whole: the test never reads half a file
-        fh.write(f"{os.getpid()} {os.readlink('/proc/self/ns/pid')}")
-    os.rename("started.tmp", "started")
-    time.sleep(5.0)
-    open("finished", "w").write("the job ran to its end")
-    sys.exit(0)
-time.sleep(60)
-"""
 #: Fills 200 MiB (every page written), then waits: three of them pass 384 MiB together.
 HOG = "import time\nb = b'x' * (200 << 20)\ntime.sleep(30)\n"
 
@@ -56,13 +43,6 @@ def student(tmp_path: Path) -> Iterator[StudentProcess]:
 
 
 
-def _wait_for(path: Path, seconds: float) -> bool:
-    clock = SystemClock()
-    deadline = clock.now() + seconds
-    while not path.exists() and clock.now() < deadline:
-        clock.sleep(0.02)
-    return path.exists()
-
 
 def _started(work: Path) -> int:
     """The hidden grandchild's pid as the test sees it: it ran in a pid namespace of its own."""
@@ -70,13 +50,6 @@ def _started(work: Path) -> int:
     assert ns != os.readlink("/proc/self/ns/pid"), "the spawned process shares our pid namespace"
     return host_pids({(ns, int(pid))})[(ns, int(pid))]
 
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_a_killed_consumer_does_not_finish_its_job_through_a_hidden_grandchild(
@@ -87,16 +60,16 @@ def test_a_killed_consumer_does_not_finish_its_job_through_a_hidden_grandchild(
 
     def body(ns: Namespace) -> int:
         proc = ns.spawn([sys.executable, "hiding.py"])
-        assert _wait_for(work / "started", 30), "the grandchild never started"
+        assert wait_for(work / "started", 30), "the grandchild never started"
         grandchild = _started(work)
-        assert _alive(grandchild)  # the job is running in its own session
+        assert alive(grandchild)  # the job is running in its own session
         ns.kill(proc)
         return grandchild
 
     grandchild = in_a_check(student, body)
     assert isinstance(grandchild, int)
-    assert not _alive(grandchild)
-    assert not _wait_for(work / "finished", 6.0), "the killed consumer's job ran to its end"
+    assert not alive(grandchild)
+    assert not wait_for(work / "finished", 6.0), "the killed consumer's job ran to its end"
 
 
 def test_processes_a_check_started_die_with_its_end_even_unkilled(
@@ -107,13 +80,13 @@ def test_processes_a_check_started_die_with_its_end_even_unkilled(
 
     def body(ns: Namespace) -> int:
         ns.spawn([sys.executable, "hiding.py"])
-        assert _wait_for(work / "started", 30), "the grandchild never started"
+        assert wait_for(work / "started", 30), "the grandchild never started"
         return _started(work)
 
     grandchild = in_a_check(student, body)  # the check ends without killing anything
     assert isinstance(grandchild, int)
-    assert not _alive(grandchild)
-    assert not _wait_for(work / "finished", 6.0)
+    assert not alive(grandchild)
+    assert not wait_for(work / "finished", 6.0)
 
 
 def test_the_notebooks_memory_is_counted_across_its_processes(

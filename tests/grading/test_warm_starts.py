@@ -17,9 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gradingkit import confined_student, in_a_check
+from gradingkit import HIDING, alive, confined_student, in_a_check, wait_for
 
-from labkit.clock import SystemClock
 from labkit.grading.checks import Namespace
 from labkit.grading.isolation.confine import Confinement
 from labkit.grading.isolation.grader_side import StudentProcess
@@ -51,19 +50,6 @@ print(json.dumps({{
 sys.exit(int(os.environ.get("CODE", "0")))
 """
 
-#: Hands its work to a grandchild in a session of its own, then waits.
-HIDING = """
-import os, sys, time
-if os.fork() == 0:
-    os.setsid()
-    with open("started.tmp", "w") as fh:
-        fh.write(f"{os.getpid()} {os.readlink('/proc/self/ns/pid')}")
-    os.rename("started.tmp", "started")
-    time.sleep(5.0)
-    open("finished", "w").write("the job ran to its end")
-    sys.exit(0)
-time.sleep(60)
-"""
 
 
 @pytest.fixture
@@ -147,18 +133,18 @@ def test_a_killed_warm_program_takes_its_hidden_grandchild_with_it(
     def body(ns: Namespace) -> int:
         proc = ns.spawn([sys.executable, "-m", "hiding"], warm=(PRELOADED,))
         assert isinstance(proc, WarmProcess)
-        assert _wait_for(work / "started", 30), "the grandchild never started"
+        assert wait_for(work / "started", 30), "the grandchild never started"
         pid, ns_name = (work / "started").read_text().split()
         grandchild = host_pids({(ns_name, int(pid))})[(ns_name, int(pid))]
-        assert _alive(grandchild)
+        assert alive(grandchild)
         ns.kill(proc)
         assert proc.poll() == -signal.SIGKILL
         return grandchild
 
     grandchild = in_a_check(student, body)
     assert isinstance(grandchild, int)
-    assert not _alive(grandchild)
-    assert not _wait_for(work / "finished", 6.0), "the killed program's job ran to its end"
+    assert not alive(grandchild)
+    assert not wait_for(work / "finished", 6.0), "the killed program's job ran to its end"
 
 
 def test_a_program_that_kills_its_zygote_costs_only_the_warmth(student: StudentProcess) -> None:
@@ -175,7 +161,7 @@ def test_a_program_that_kills_its_zygote_costs_only_the_warmth(student: StudentP
 def test_nothing_of_a_warm_start_outlives_the_notebook(student: StudentProcess) -> None:
     def body(ns: Namespace) -> int:
         proc = ns.spawn([sys.executable, "-m", "hiding"], warm=(PRELOADED,))
-        assert _wait_for(student.workdir / "started", 30)
+        assert wait_for(student.workdir / "started", 30)
         return proc.pid
 
     in_a_check(student, body)
@@ -186,20 +172,6 @@ def test_nothing_of_a_warm_start_outlives_the_notebook(student: StudentProcess) 
     assert not group.paths or not any(p.exists() for p in group.paths.values())
 
 
-def _wait_for(path: Path, seconds: float) -> bool:
-    clock = SystemClock()
-    deadline = clock.now() + seconds
-    while not path.exists() and clock.now() < deadline:
-        clock.sleep(0.02)
-    return path.exists()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_a_warm_script_with_pipes_reads_like_a_plain_one(student: StudentProcess) -> None:
