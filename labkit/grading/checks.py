@@ -186,6 +186,7 @@ class Endpoint:
 LAB_SERVICES = {
     "rabbitmq": "amqp://guest:guest@127.0.0.1:5672//",
     "postgres": "postgresql://postgres@127.0.0.1:5432/test",
+    "redis": "redis://127.0.0.1:6379/0",
 }
 
 

@@ -26,10 +26,13 @@ from gradingkit import (
     require_service,
     short_scratch,
 )
+from zoo_notebooks import every_entry
 
 from labkit.grading.isolation import netns
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+REDIS_ENTRY = "a Redis SET NX before the transaction"
 
 EARLY_ACK_REMOVES = (
     "    app.conf.task_acks_late = True\n    app.conf.task_reject_on_worker_lost = True\n"
@@ -82,6 +85,12 @@ def graded(
     cell.source += ATTACK.format(tag=tag, marker=marker)
     (subs / "mallory").mkdir()
     nbformat.write(hostile, subs / "mallory" / "ex08_celery.ipynb")
+    # A wrong one that keeps its dedup record in Redis: the notebook's own Redis answers
+    # where the lab's does in check(), so the check named after the mistake catches it
+    # and the others pass, instead of every check failing on a refused connection.
+    redis_entry = next(e for e in every_entry() if e.mistake == REDIS_ENTRY)
+    (subs / "redis").mkdir()
+    nbformat.write(redis_entry.notebook(), subs / "redis" / "ex08_celery.ipynb")
     with short_scratch() as scratch:
         graded, feedback, _ = grade_class(root, subs, ["ex08"], scratch)
         rows = {r["student"]: [r["score"], r["max"], r["status"]] for r in graded}
@@ -130,6 +139,14 @@ def test_early_ack_loses_the_kill_checks_under_the_confined_grader(graded) -> No
     assert "worker_killed_before_the_charge (severe) | 0/3 | failed" in text
     assert "whole_worker_killed_before_the_charge (severe) | 0/2 | failed" in text
     assert "0 charge rows" in text  # failed by counting the rows, not by a harness error
+
+
+def test_a_dedup_record_in_redis_is_caught_by_its_check_under_the_confined_grader(graded) -> None:  # type: ignore[no-untyped-def]
+    rows, feedback, _ = graded
+    text = (feedback / "redis.md").read_text()
+    assert rows["redis"][2] == "graded" and 0 < int(rows["redis"][0]) <= 12, text
+    assert "dedup_commits_with_the_charge (hidden, severe) | 0/3 | failed" in text
+    assert "worker_killed_before_the_charge (severe) | 3/3 | passed" in text  # Redis answered
 
 
 @pytest.mark.skipif(netns.available() is not None, reason=f"{netns.available()}")

@@ -11,12 +11,14 @@ one student, is ever seen by another. Starting one costs a few milliseconds.
 
 An exercise whose code needs TCP (exercise 8: Celery on RabbitMQ, charges in
 PostgreSQL) gets ``NotebookServices`` instead: a RabbitMQ and a PostgreSQL cluster of the
-notebook's own, started on the first check that asks (``endpoint``), as the student's
-uid, in the sandbox, inside the notebook's network namespace (``netns``), at their usual
-addresses there (``127.0.0.1:5672``, ``127.0.0.1:5432``), with their files in the
-student's folder. The student's code is superuser of a database that holds only its own
-data and runs as its own uid in its own sandbox, so ``COPY ... TO PROGRAM`` or
-``pg_read_file`` reach nothing it could not reach already. They live until the notebook
+notebook's own, and a Redis (a student may keep a dedup record there, as they could on
+the lab's Redis in ``check()``), started on the first check that asks (``endpoint``), as
+the student's uid, in the sandbox, inside the notebook's network namespace (``netns``),
+at their usual addresses there (``127.0.0.1:5672``, ``127.0.0.1:5432``,
+``127.0.0.1:6379``), with their files in the student's folder. The student's code is
+superuser of a database that holds only its own data and runs as its own uid in its own
+sandbox, so ``COPY ... TO PROGRAM`` or ``pg_read_file`` reach nothing it could not reach
+already. They live until the notebook
 ends (its control group is killed, its namespace deleted). Booting RabbitMQ is most of
 the cost: about 10 s a notebook on two cores, PostgreSQL's ``initdb`` and start about 2 s,
 both at once.
@@ -119,11 +121,11 @@ def _postgres_bin(tool: str) -> str:
 
 
 class NotebookServices:
-    """The RabbitMQ and PostgreSQL of one notebook (see the module docstring)."""
+    """The RabbitMQ, PostgreSQL and Redis of one notebook (see the module docstring)."""
 
     #: The student's code reaches them where it would on a laptop (``check()``'s).
     STUDENT_URLS = LAB_SERVICES
-    PORTS = {"rabbitmq": 5672, "postgres": 5432}
+    PORTS = {"rabbitmq": 5672, "postgres": 5432, "redis": 6379}
 
     def __init__(self, netns: NetworkNamespace, start: StartService, workdir: Path) -> None:
         self.netns = netns
@@ -151,6 +153,11 @@ class NotebookServices:
         home.mkdir(parents=True, exist_ok=True)
         if name == "rabbitmq":
             return self._rabbitmq(home)
+        if name == "redis":
+            server = _program("Redis (apt-get install redis-server)", "redis-server")
+            argv = [server, "--bind", "127.0.0.1", "--port", str(self.PORTS["redis"])]
+            argv += ["--save", "", "--appendonly", "no", "--dir", str(home)]
+            return self.start("redis", argv, {})
         return self._postgres(home)
 
     def _rabbitmq(self, home: Path) -> subprocess.Popen[Any]:
