@@ -234,8 +234,9 @@ class Namespace:
     ) -> subprocess.Popen[Any]:
         """Start ``argv`` in the student's folder, in its own session, killed after the check.
 
-        ``warm`` names modules a ``python -m`` program imports: under ``labkit grade`` it
-        may be forked from an interpreter that imported them once; here it is ignored.
+        ``warm`` names modules a Python program (``python -m MODULE`` or ``python
+        SCRIPT``) imports: under ``labkit grade`` it may be forked from an interpreter
+        that imported them once; here it is ignored.
         """
         kwargs.setdefault("cwd", self.workdir)
         kwargs["start_new_session"] = True

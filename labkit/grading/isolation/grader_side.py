@@ -295,8 +295,9 @@ class StudentProcess:
     ) -> WarmProcess | None:
         """``argv`` forked in ``group`` from this notebook's zygote for ``modules``
         (``labkit.grading.isolation.warm``); None where that cannot be done, and the
-        caller starts it plainly: no control groups, not a ``python -m`` command, a pipe
-        or another option asked for, or a zygote that failed."""
+        caller starts it plainly: no control groups, neither ``python -m MODULE`` nor
+        ``python SCRIPT``, a pipe into it or an option a fork cannot honour, or a zygote
+        that failed."""
         target = warm_target(argv, options)
         if target is None or self.group is None:
             return None
@@ -308,15 +309,7 @@ class StudentProcess:
         try:
             zygote = self._in_notebook_thread(lambda: zygotes.get(modules, env))
             with stdio_of(options) as (stdio, readers):
-                try:
-                    proc = zygote.spawn(
-                        target, env, cwd, stdio, options.get("pass_fds", ()), group
-                    )
-                except BaseException:
-                    for fd in readers:
-                        if fd is not None:
-                            os.close(fd)
-                    raise
+                proc = zygote.spawn(target, env, cwd, stdio, options.get("pass_fds", ()), group)
             proc.attach(readers, options)
             proc.output_cap = self.confinement.limits.output
             return proc

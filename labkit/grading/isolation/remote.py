@@ -145,8 +145,9 @@ class RemoteNamespace(Namespace):
     ) -> subprocess.Popen[Any]:
         """Start ``argv`` confined like the student's process, killed after the check.
 
-        ``warm``: modules a ``python -m`` program imports; it is then forked from the
-        notebook's zygote that imported them once (``warm``), where the machine allows.
+        ``warm``: modules a Python program (``python -m MODULE`` or ``python SCRIPT``)
+        imports; it is then forked from the notebook's zygote that imported them once
+        (``labkit.grading.isolation.warm``), where the machine allows.
         """
         student = self._student
         cwd = Path(kwargs.pop("cwd", self.workdir))

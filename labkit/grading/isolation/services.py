@@ -18,10 +18,9 @@ at their usual addresses there (``127.0.0.1:5672``, ``127.0.0.1:5432``,
 ``127.0.0.1:6379``), with their files in the student's folder. The student's code is
 superuser of a database that holds only its own data and runs as its own uid in its own
 sandbox, so ``COPY ... TO PROGRAM`` or ``pg_read_file`` reach nothing it could not reach
-already. They live until the notebook
-ends (its control group is killed, its namespace deleted). Booting RabbitMQ is most of
-the cost: about 10 s a notebook on two cores, PostgreSQL's ``initdb`` and start about 2 s,
-both at once.
+already. They live until the notebook ends (its control group is killed, its namespace
+deleted). Booting RabbitMQ is most of the cost: about 10 s a notebook on two cores,
+PostgreSQL's ``initdb`` and start about 2 s, both at once.
 """
 
 from __future__ import annotations

@@ -337,7 +337,7 @@ def stdio_of(options: dict[str, Any]) -> Iterator[tuple[tuple[int, int, int], li
     """The descriptors ``options`` ask for at 0, 1 and 2, as ``subprocess`` reads them
     (None or DEVNULL: /dev/null; STDOUT: stderr to stdout; PIPE: a pipe's write end), open
     for the block; and the read ends of stdout's and stderr's pipes (None: no pipe), which
-    stay open for the caller."""
+    stay open for the caller unless the block raises."""
     with contextlib.ExitStack() as stack:
         null = stack.enter_context(open(os.devnull, "r+b"))
         fds: list[int] = []
@@ -357,7 +357,15 @@ def stdio_of(options: dict[str, Any]) -> Iterator[tuple[tuple[int, int, int], li
                 fds.append(value if isinstance(value, int) else value.fileno())
             if name != "stdin":
                 readers.append(reader)
-        yield (fds[0], fds[1], fds[2]), readers
+        try:
+            yield (fds[0], fds[1], fds[2]), readers
+        except BaseException:
+            for fd in readers:
+                if fd is not None:
+                    os.close(fd)
+            raise
+
+
 def _innermost_pid(pid: int) -> int | None:
     try:
         status = Path(f"/proc/{pid}/status").read_text()

@@ -224,7 +224,6 @@ class Ex08Run:
         self.close()
 
 
-
 def scene_randoms(what: str) -> list[random.Random]:
     """The generators a check draws its scenes' ``what`` from: ``check()``'s and, under a
     grading seed, the run's own too (``killsweep.scene_seeds``)."""

@@ -128,7 +128,6 @@ def _wait_for_the_traceback(app: App) -> None:
         time.sleep(0.1)
 
 
-
 @contextmanager
 def scratch(ns: Namespace) -> Iterator[Path]:
     """A fresh folder for this check's database, inside the student's folder, removed after."""
