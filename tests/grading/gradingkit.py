@@ -161,6 +161,16 @@ time.sleep(60)
 """
 
 
+def hidden_grandchild(work: Path) -> int:
+    """``HIDING``'s grandchild's pid as the test sees it (it ran in a pid namespace of
+    its own, which is asserted)."""
+    from labkit.integrations.celery.proctree import host_pids
+
+    pid, ns = (work / "started").read_text().split()
+    assert ns != os.readlink("/proc/self/ns/pid"), "the spawned process shares our pid namespace"
+    return host_pids({(ns, int(pid))})[(ns, int(pid))]
+
+
 def wait_for(path: Path, seconds: float) -> bool:
     """True once ``path`` exists; False if it still does not after ``seconds``."""
     from labkit.clock import SystemClock

@@ -17,7 +17,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gradingkit import HIDING, alive, confined_student, in_a_check, wait_for
+from gradingkit import (
+    HIDING,
+    alive,
+    confined_student,
+    hidden_grandchild,
+    in_a_check,
+    wait_for,
+)
 
 from labkit.clock import SystemClock
 from labkit.grading.checks import Check, Namespace, run_check
@@ -25,7 +32,6 @@ from labkit.grading.isolation.confine import Confinement
 from labkit.grading.isolation.grader_side import StudentGone, StudentProcess
 from labkit.grading.isolation.limits import Limits
 from labkit.grading.isolation.remote import RemoteNamespace
-from labkit.integrations.celery.proctree import host_pids
 
 CONFINED = Confinement.detect(Limits(cpu_seconds=60, memory_total=384 << 20))
 pytestmark = pytest.mark.skipif(
@@ -42,16 +48,6 @@ def student(tmp_path: Path) -> Iterator[StudentProcess]:
         yield proc
 
 
-
-
-def _started(work: Path) -> int:
-    """The hidden grandchild's pid as the test sees it: it ran in a pid namespace of its own."""
-    pid, ns = (work / "started").read_text().split()
-    assert ns != os.readlink("/proc/self/ns/pid"), "the spawned process shares our pid namespace"
-    return host_pids({(ns, int(pid))})[(ns, int(pid))]
-
-
-
 def test_a_killed_consumer_does_not_finish_its_job_through_a_hidden_grandchild(
     student: StudentProcess,
 ) -> None:
@@ -61,7 +57,7 @@ def test_a_killed_consumer_does_not_finish_its_job_through_a_hidden_grandchild(
     def body(ns: Namespace) -> int:
         proc = ns.spawn([sys.executable, "hiding.py"])
         assert wait_for(work / "started", 30), "the grandchild never started"
-        grandchild = _started(work)
+        grandchild = hidden_grandchild(work)
         assert alive(grandchild)  # the job is running in its own session
         ns.kill(proc)
         return grandchild
@@ -81,7 +77,7 @@ def test_processes_a_check_started_die_with_its_end_even_unkilled(
     def body(ns: Namespace) -> int:
         ns.spawn([sys.executable, "hiding.py"])
         assert wait_for(work / "started", 30), "the grandchild never started"
-        return _started(work)
+        return hidden_grandchild(work)
 
     grandchild = in_a_check(student, body)  # the check ends without killing anything
     assert isinstance(grandchild, int)

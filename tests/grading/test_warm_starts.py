@@ -17,14 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gradingkit import HIDING, alive, confined_student, in_a_check, wait_for
+from gradingkit import HIDING, alive, confined_student, hidden_grandchild, in_a_check, wait_for
 
 from labkit.grading.checks import Namespace
 from labkit.grading.isolation.confine import Confinement
 from labkit.grading.isolation.grader_side import StudentProcess
 from labkit.grading.isolation.limits import Limits
 from labkit.grading.isolation.warm import WarmProcess
-from labkit.integrations.celery.proctree import host_pids
 
 CONFINED = Confinement.detect(Limits(cpu_seconds=60, memory_total=512 << 20))
 pytestmark = pytest.mark.skipif(
@@ -134,8 +133,7 @@ def test_a_killed_warm_program_takes_its_hidden_grandchild_with_it(
         proc = ns.spawn([sys.executable, "-m", "hiding"], warm=(PRELOADED,))
         assert isinstance(proc, WarmProcess)
         assert wait_for(work / "started", 30), "the grandchild never started"
-        pid, ns_name = (work / "started").read_text().split()
-        grandchild = host_pids({(ns_name, int(pid))})[(ns_name, int(pid))]
+        grandchild = hidden_grandchild(work)
         assert alive(grandchild)
         ns.kill(proc)
         assert proc.poll() == -signal.SIGKILL
