@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex01.checks import INTENTS, PAYLOADS
+from labkit.grading.exercises.ex01.checks import INTENTS, PAYLOADS, SAMPLE_CALLS
 from labkit.grading.exercises.helpers import holds_for
 from labkit.lang import _
 
@@ -126,3 +126,22 @@ def key_shows_every_part(ns: Namespace) -> None:
         )
 
     holds_for(INTENTS, shown, examples=30)
+
+
+@CHECKS.add(
+    1,
+    "the key names the intent, not the machine: no host name, user or working folder in "
+    "it, or a retry that lands on another worker is not recognised and runs again",
+    severe=True,
+)
+def key_is_the_same_on_another_machine(ns: Namespace) -> None:
+    got = ns.harness("labkit.grading.exercises.ex01.harness:keys_on_another_machine", SAMPLE_CALLS)
+    for args, here, there in zip(SAMPLE_CALLS, got["here"], got["there"], strict=True):
+        expect(
+            here == there,
+            _(
+                "the same key for {args} on another machine (another host name, user and "
+                "working folder)"
+            ).format(args=args),
+            _("{here} here, {there} there").format(here=repr(here), there=repr(there)),
+        )

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from labkit.grading.exercises.ex02.checks import HARNESS, lock_path
 from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.exercises.ex02.checks import HARNESS, lock_path
 from labkit.lang import _
 
 CHECKS = Checks("ex02", hidden=True)
@@ -25,6 +25,14 @@ def refused_attempt_keeps_the_holder(ns: Namespace) -> None:
             _("the second refusal still naming the holder, pid {pid}").format(pid=pid),
             again,
         )
+        expect(
+            run["file"].strip() == str(pid),
+            _(
+                "the lock file still reading only the holder's pid, {pid}, after two refused "
+                "attempts and a refused third process (a refused attempt writes nothing)"
+            ).format(pid=pid),
+            repr(run["file"][:80]),
+        )
 
 
 @CHECKS.add(1, "the file records the holder's pid while it holds the lock")
@@ -36,4 +44,22 @@ def file_names_the_holder(ns: Namespace) -> None:
         str(run["pid"]) in text,
         _("pid {pid} in the lock file").format(pid=run["pid"]),
         repr(text),
+    )
+
+
+@CHECKS.add(
+    1,
+    "catch only BlockingIOError around flock: a lock file that cannot be opened (its "
+    "folder is missing, no permission) must raise its own error, not AlreadyRunning, "
+    "or every run is skipped as 'already running' and nobody sees why",
+)
+def a_broken_lock_path_is_not_already_running(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        got = ns.harness(HARNESS + "attempt_once", str(path.parent / "missing" / "report.lock"))
+    # Creating the folder is fine too; saying "already running" is not.
+    expect(
+        not got.startswith("refused"),
+        "the error itself (FileNotFoundError), not AlreadyRunning, for a lock file in a "
+        "folder that does not exist",
+        got,
     )

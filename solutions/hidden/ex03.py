@@ -144,3 +144,36 @@ def tokens_differ_between_worker_processes(ns: Namespace) -> None:
             w1_token=repr(tokens[0]), w2_token=repr(tokens[1])
         ),
     )
+
+
+@CHECKS.add(
+    2,
+    "a job whose worker died is as ready as any other: ORDER BY run_after, id over every "
+    "ready job, expired leases included; putting them after new work (ORDER BY state, a "
+    "CASE) starves them for as long as new jobs keep coming",
+    severe=True,
+)
+def dead_workers_jobs_are_not_starved(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        orphan = add_job(
+            conn,
+            "mail:1:send:v1",
+            state="running",
+            attempt=1,
+            run_after=0.0,
+            lease_owner="crashed",
+            lease_until=50.0,
+            lease_token="old",
+            updated_at=20.0,
+        )
+        fresh = add_job(conn, "mail:2:send:v1", run_after=90.0)
+        retry = add_job(conn, "mail:3:send:v1", state="retry_wait", attempt=1, run_after=95.0)
+        got = (_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id")
+    expect(
+        got == orphan,
+        _(
+            "job {job_id} first at 100 (due at 0, its worker died: lease expired at 50), "
+            "before job {fresh} (new, due at 90) and job {retry} (retry, due at 95)"
+        ).format(job_id=orphan, fresh=fresh, retry=retry),
+        "None" if got is None else _("job {job_id}").format(job_id=got),
+    )

@@ -3,8 +3,8 @@ lost answer stays maybe-done whatever status it carries."""
 
 from __future__ import annotations
 
-from labkit.grading.exercises.ex04.checks import delays, draws, verdicts
 from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.exercises.ex04.checks import delays, draws, verdicts
 from labkit.lang import _
 
 CHECKS = Checks("ex04", hidden=True)
@@ -23,7 +23,9 @@ def backoff_grows(ns: Namespace) -> None:
 
 @CHECKS.add(1, "after attempt 1 the first retry uses n = attempt - 1 = 0: at most base")
 def first_retry_uses_n_zero(ns: Namespace) -> None:
-    got = delays(ns, {"type": "ConnectionRefusedError"}, 1, count=50, started_at=0.0, now=0.0, base=2.0)
+    got = delays(
+        ns, {"type": "ConnectionRefusedError"}, 1, count=50, started_at=0.0, now=0.0, base=2.0
+    )
     expect(
         all(d is not None and 0 <= d <= 2.0 for d in got),
         "delays within [0, 2] after the first attempt with base 2",
@@ -42,5 +44,24 @@ def ambiguous_wins_over_the_status(ns: Namespace) -> None:
     expect(
         got == ["maybe_done"] * 3,
         "'maybe_done' for ResponseLost with status 503, 429 and 400",
+        got,
+    )
+
+
+@CHECKS.add(
+    1,
+    "the rules go in their order: the status (rule 3) comes before the connection error's "
+    "class (rule 4), so a ConnectionError subclass carrying a 429 is never_sent and one "
+    "carrying a 400 is permanent",
+)
+def status_comes_before_the_connection_class(ns: Namespace) -> None:
+    specs = [{"type": "ProxyError", "status": s} for s in (429, 503, 400, 502)]
+    got = verdicts(ns, specs)
+    want = ["never_sent", "never_sent", "permanent", "maybe_done"]
+    expect(
+        got == want,
+        _("{verdicts} for a ConnectionError subclass carrying status 429, 503, 400 and 502").format(
+            verdicts=", ".join(map(repr, want))
+        ),
         got,
     )

@@ -388,6 +388,122 @@ ZOO: list[tuple[str, str, str, str]] = [
             return hashlib.sha256(text.encode("utf-8")).hexdigest()
     """,
     ),
+    (
+        "ex01",
+        "key made 'safe': every character but letters, digits, '_' and '-' replaced by '_'",
+        "key_names_the_intent",
+        """
+        import re
+        def operation_key(source, entity_id, action, version=1):
+            parts = [re.sub(r"[^\\w-]", "_", str(p)) for p in (source, entity_id, action)]
+            return f"{parts[0]}:{parts[1]}:{parts[2]}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with ':' inside a part replaced by '-' ('INV:7' and 'INV-7' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            parts = [str(p).replace(":", "-") for p in (source, entity_id, action)]
+            return f"{parts[0]}:{parts[1]}:{parts[2]}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key forced to ASCII with encode('ascii', 'replace') ('Müller' and 'Möller' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            parts = [str(p).encode("ascii", "replace").decode()
+                     for p in (source, entity_id, action)]
+            return f"{parts[0]}:{parts[1]}:{parts[2]}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the non-ASCII letters dropped (encode('ascii', 'ignore'))",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            parts = [str(p).encode("ascii", "ignore").decode() for p in (source, entity_id, action)]
+            return f"{parts[0]}:{parts[1]}:{parts[2]}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the worker's host name in it",
+        "key_is_the_same_on_another_machine",
+        """
+        import socket
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}@{socket.gethostname()}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the day of the run, read once at import",
+        "key_ignores_the_clock",
+        """
+        import time as _time
+        _RUN_DAY = _time.strftime("%Y%m%d")
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}:{_RUN_DAY}"
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint cached by id(payload) (a dict changed in place keeps its fingerprint)",
+        "accept_conflict",
+        """
+        _FP_CACHE = {}
+        def payload_fingerprint(payload):
+            cached = _FP_CACHE.get(id(payload))
+            if cached is not None:
+                return cached
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            fp = _FP_CACHE[id(payload)] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            return fp
+    """,
+    ),
+    (
+        "ex01",
+        "key with blanks inside a part turned into '-' ('INV 7' and 'INV-7' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            parts = ["-".join(str(p).split(" ")) for p in (source, entity_id, action)]
+            return f"{parts[0]}:{parts[1]}:{parts[2]}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "accept takes a payload with a field dropped for a repeat",
+        "accept_conflict",
+        """
+        _PAYLOADS = {}
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                _PAYLOADS[key] = dict(payload)
+                return True
+            first = _PAYLOADS.get(key, {})
+            if known != fp and not all(first.get(k) == v for k, v in payload.items()):
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "key with the version cut to its last digit (v1 and v11 share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{str(version)[-1]}"
+    """,
+    ),
 ]
 
 
@@ -429,6 +545,20 @@ SAYS: dict[str, str] = {
     "accept remembers keys in lower case": "two different keys with the same payload",
     "accept remembers keys cut to 128 characters": "two different keys with the same payload",
     "fingerprint skips the 'volatile' fields (request_id, timestamps)": "ids and timestamps too",
+    "key made 'safe': every character but letters, digits, '_' and '-' replaced by '_'": "'INV_7'",
+    "key with ':' inside a part replaced by '-' ('INV:7' and 'INV-7' share a key)": "'INV:7'",
+    "key forced to ASCII with encode('ascii', 'replace') ('Müller' and 'Möller' share a key)": (
+        "'Möller'"
+    ),
+    "key with the non-ASCII letters dropped (encode('ascii', 'ignore'))": "'Möller'",
+    "key with the worker's host name in it": "on another machine",
+    "key with the day of the run, read once at import": "in a worker started three days later",
+    "fingerprint cached by id(payload) (a dict changed in place keeps its fingerprint)": (
+        "changed in place"
+    ),
+    "key with blanks inside a part turned into '-' ('INV 7' and 'INV-7' share a key)": "'INV 7'",
+    "accept takes a payload with a field dropped for a repeat": "the field 'note' dropped",
+    "key with the version cut to its last digit (v1 and v11 share a key)": "'charge', 11)",
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -441,6 +571,16 @@ SEVERE = [
     "an all-digit entity id made an int ('0042' and 42 share a key)",
     "accept remembers keys in lower case",
     "accept remembers keys cut to 128 characters",
+    "key made 'safe': every character but letters, digits, '_' and '-' replaced by '_'",
+    "key with ':' inside a part replaced by '-' ('INV:7' and 'INV-7' share a key)",
+    "key forced to ASCII with encode('ascii', 'replace') ('Müller' and 'Möller' share a key)",
+    "key with the non-ASCII letters dropped (encode('ascii', 'ignore'))",
+    "key with the worker's host name in it",
+    "key with the day of the run, read once at import",
+    "fingerprint cached by id(payload) (a dict changed in place keeps its fingerprint)",
+    "key with blanks inside a part turned into '-' ('INV 7' and 'INV-7' share a key)",
+    "accept takes a payload with a field dropped for a repeat",
+    "key with the version cut to its last digit (v1 and v11 share a key)",
 ]
 
 

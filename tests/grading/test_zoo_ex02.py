@@ -348,6 +348,90 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        "the pid appended before taking the lock (a refused attempt leaves its pid in the file)",
+        "refused_attempt_keeps_the_holder",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                fh.write(f"\\n{os.getpid()}")
+                fh.flush()
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "any OSError reported as AlreadyRunning (a missing folder looks like a holder)",
+        "a_broken_lock_path_is_not_already_running",
+        """
+        @contextmanager
+        def single_instance(path):
+            try:
+                fh = open(path, "a+")
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = "unknown"
+                try:
+                    with open(path) as other:
+                        holder = other.read().strip() or "unknown"
+                except OSError:
+                    pass
+                raise AlreadyRunning(f"{path} is locked (pid {holder})") from None
+            try:
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a refused attempt waits for the lock (LOCK_NB in a retry loop for 2 s)",
+        "second_holder_is_refused",
+        """
+        import time as _time
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                give_up = _time.monotonic() + 2.0
+                while True:
+                    try:
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if _time.monotonic() >= give_up:
+                            fh.seek(0)
+                            holder = fh.read().strip() or "unknown"
+                            raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                        _time.sleep(0.05)
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
@@ -374,12 +458,22 @@ SAYS: dict[str, str] = {
     "the pid written atomically (a temporary file renamed over the locked one)": (
         "AlreadyRunning while another holder"
     ),
+    "the pid appended before taking the lock (a refused attempt leaves its pid in the file)": (
+        "a refused attempt writes nothing"
+    ),
+    "any OSError reported as AlreadyRunning (a missing folder looks like a holder)": (
+        "not AlreadyRunning, for a lock file in a"
+    ),
+    "a refused attempt waits for the lock (LOCK_NB in a retry loop for 2 s)": (
+        "AlreadyRunning at once"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
 #: reported score (severity cap included) is at most half of the exercise.
 SEVERE = [
     "the pid written atomically (a temporary file renamed over the locked one)",
+    "a refused attempt waits for the lock (LOCK_NB in a retry loop for 2 s)",
 ]
 
 

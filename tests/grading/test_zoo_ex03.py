@@ -454,6 +454,115 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
     """,
     ),
+    (
+        "ex03",
+        "an expired lease reclaimed only by another worker (lease_owner <> :worker)",
+        "expired_lease_is_reclaimable",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now AND lease_owner <> :worker)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "SELECT, then UPDATE guarded by the state read (an expired lease stays 'running')",
+        "no_double_claim_under_a_race",
+        """
+        def claim(conn, worker, now, lease_s):
+            found = conn.execute(
+                '''
+                SELECT id, state FROM jobs
+                 WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                    OR (state = 'running' AND lease_until <= :now)
+                 ORDER BY run_after, id LIMIT 1
+                ''',
+                {"now": now},
+            ).fetchone()
+            if found is None:
+                return None
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = :id AND state = :state
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s,
+                 "id": found[0], "state": found[1]},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "dead workers' jobs taken last (ORDER BY state = 'running', run_after, id)",
+        "dead_workers_jobs_are_not_starved",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY state = 'running', run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "the lease token made of the worker, the job id and now",
+        "token_is_fresh",
+        """
+        import hashlib as _hl
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = :worker || ':' || id || ':' || :now,
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
 ]
 
 
@@ -486,6 +595,18 @@ SAYS: dict[str, str] = {
     "the lease token drawn once, as a default argument": "different tokens for two claims",
     "expired leases claimed only below max_attempts: a job whose worker died on its "
     "last attempt stays running forever": "died on attempt 3 of 3",
+    "an expired lease reclaimed only by another worker (lease_owner <> :worker)": (
+        "a restarted worker keeps its name"
+    ),
+    "SELECT, then UPDATE guarded by the state read (an expired lease stays 'running')": (
+        "each job claimed by exactly one worker"
+    ),
+    "dead workers' jobs taken last (ORDER BY state = 'running', run_after, id)": (
+        "its worker died: lease expired at 50"
+    ),
+    "the lease token made of the worker, the job id and now": (
+        "claimed at the same instant as before"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -496,6 +617,10 @@ SEVERE = [
     "the lease token drawn once, as a default argument",
     "expired leases claimed only below max_attempts: a job whose worker died on its "
     "last attempt stays running forever",
+    "an expired lease reclaimed only by another worker (lease_owner <> :worker)",
+    "SELECT, then UPDATE guarded by the state read (an expired lease stays 'running')",
+    "dead workers' jobs taken last (ORDER BY state = 'running', run_after, id)",
+    "the lease token made of the worker, the job id and now",
 ]
 
 

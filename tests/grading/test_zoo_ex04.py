@@ -9,6 +9,8 @@ checks the zoo as a whole.
 
 from __future__ import annotations
 
+import pytest
+from gradingkit import assert_severe
 from zoograding import in_process_test
 
 ZOO: list[tuple[str, str, str, str]] = [
@@ -532,6 +534,145 @@ ZOO: list[tuple[str, str, str, str]] = [
             return delay
     """,
     ),
+    (
+        "ex04",
+        "a lost answer recognised by its class (ResponseLost), not by the ambiguous flag",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        from labkit.errors import ResponseLost as _ResponseLost
+        def classify(error):
+            if isinstance(error, _ResponseLost):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "the ambiguous flag read only on labkit's TransientError family",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        def classify(error):
+            if isinstance(error, TransientError):
+                return "maybe_done" if getattr(error, "ambiguous", False) else "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "the status read before the PermanentError test (a PermanentError with 503 retried)",
+        "classify_permanent",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "a huge n answered with the cap itself, no draw (late retries in lockstep)",
+        "backoff_has_full_jitter",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            if n >= 64:
+                return cap
+            return rng.uniform(0, min(cap, base * 2**n))
+    """,
+    ),
+    (
+        "ex04",
+        "Retry-After honoured only for never-sent errors (a 502 under a key comes back early)",
+        "honours_retry_after",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            never_sent = verdict == "never_sent"
+            if never_sent and isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "the connection error's class tested before the status",
+        "status_comes_before_the_connection_class",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "equal jitter (the upper half only) from the 7th retry on",
+        "backoff_has_full_jitter",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = cap if n >= 64 else min(cap, base * 2**n)
+            low = ceiling / 2 if n >= 6 else 0.0
+            return rng.uniform(low, ceiling)
+    """,
+    ),
 ]
 
 
@@ -577,7 +718,40 @@ SAYS: dict[str, str] = {
     "a Retry-After honoured past max_attempts (a 429 retried forever)": (
         "for a 429 with Retry-After: 1"
     ),
+    "a lost answer recognised by its class (ResponseLost), not by the ambiguous flag": (
+        "GatewayLost()"
+    ),
+    "the ambiguous flag read only on labkit's TransientError family": (
+        "HTTP 503 with ambiguous = True"
+    ),
+    "the status read before the PermanentError test (a PermanentError with 503 retried)": (
+        "PermanentError(status=503)"
+    ),
+    "a huge n answered with the cap itself, no draw (late retries in lockstep)": (
+        "different delays (jitter)"
+    ),
+    "Retry-After honoured only for never-sent errors (a 502 under a key comes back early)": (
+        "a 502 with Retry-After: 120"
+    ),
+    "the connection error's class tested before the status": (
+        "a ConnectionError subclass carrying status"
+    ),
+    "equal jitter (the upper half only) from the 7th retry on": "spread over the whole range 0..60",
 }
 
 
+#: Mistakes that lose or duplicate an effect (or let two intents share one): the
+#: reported score (severity cap included) is at most half of the exercise.
+SEVERE = [
+    "a lost answer recognised by its class (ResponseLost), not by the ambiguous flag",
+    "the ambiguous flag read only on labkit's TransientError family",
+]
+
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)
+
+
+@pytest.mark.parametrize("mistake", SEVERE)
+def test_a_severe_mistake_costs_at_least_half_the_points(mistake: str) -> None:
+    # Its entry's test proves the named check fails; a severe check's failure is capped.
+    [(exercise, check)] = [(e, c) for e, m, c, _ in ZOO if m == mistake]
+    assert_severe(exercise, mistake, check)

@@ -187,6 +187,16 @@ TWINS: list[tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]] = [
     (("billing", " INV-7", "charge", 1), ("billing", "INV-7", "charge", 1)),
     (("billing", "INV-7", "charge ", 1), ("billing", "INV-7", "charge", 1)),
     (("billing", "x" * 300 + "1", "charge", 1), ("billing", "x" * 300 + "2", "charge", 1)),
+    # A key "made safe": blanks, dots and ':' replaced, non-ASCII letters replaced or
+    # dropped, the version cut to one digit.
+    (("billing", "INV 7", "charge", 1), ("billing", "INV_7", "charge", 1)),
+    (("billing", "INV 7", "charge", 1), ("billing", "INV-7", "charge", 1)),
+    (("billing", "a.b", "charge", 1), ("billing", "a_b", "charge", 1)),
+    (("billing", "INV:7", "charge", 1), ("billing", "INV-7", "charge", 1)),
+    (("crm", "Müller", "sync", 1), ("crm", "Möller", "sync", 1)),
+    (("crm", "北京", "sync", 1), ("crm", "上海", "sync", 1)),
+    (("crm", "José", "sync", 1), ("crm", "Jos", "sync", 1)),
+    (("billing", 42, "charge", 1), ("billing", 42, "charge", 11)),
 ]
 #: Characters real ids contain (INV-2026-0042, Cus_AbC): a key joined with one of them,
 #: or with nothing, gives two intents the same key.
@@ -229,6 +239,7 @@ def key_parts_do_not_run_together(ns: Namespace) -> None:
     2,
     "a key built from the time (time.time(), datetime.now()) changes between a "
     "retry and the first try, so the retry is not recognised; leave the clock out",
+    timeout=30.0,
     severe=True,
 )
 def key_ignores_the_clock(ns: Namespace) -> None:
@@ -239,6 +250,24 @@ def key_ignores_the_clock(ns: Namespace) -> None:
             b == a,
             _("the same key three days later (a late retry) for {args}").format(args=args),
             _("{before} then {after}").format(before=repr(b), after=repr(a)),
+        )
+    # A value read from the clock once, at import, is read again by a restarted worker.
+    restarted = ns.harness(
+        HARNESS + "keys_in_a_worker_started_later", SAMPLE_CALLS, 86_400 * 3 + 3_601.5
+    )
+    for args, b, a in zip(SAMPLE_CALLS, before, restarted or before, strict=True):
+        expect(
+            b == a,
+            _(
+                "the same key for {args} in a worker started three days later (the "
+                "notebook's cells run again there, as a restarted worker imports its module)"
+            ).format(args=args),
+            _("{before} then {after}").format(before=repr(b), after=repr(a)),
+            _(
+                "nothing read from the clock may go into the key, not even once at import "
+                "(a run date, a start time): a worker restarted on another day makes "
+                "other keys"
+            ),
         )
 
 
@@ -378,6 +407,27 @@ def accept_conflict(ns: Namespace) -> None:
 
     cases = PAYLOADS.flatmap(lambda p: st.tuples(st.just(p), st.sampled_from(sorted(p))))
     holds_for(cases, any_change, examples=15)
+
+    # A field dropped, or added, is another payload too.
+    fuller = {**ORDER, "note": "gift"}
+    for first, then, what in (
+        (fuller, ORDER, _("the field 'note' dropped")),
+        (ORDER, fuller, _("a field 'note' added")),
+    ):
+        got = ns.harness(HARNESS + "accept_calls", [[key, first], [key, then]])["results"]
+        expect(
+            "IdempotencyConflict" in got[1].get("raised", ()),
+            _("IdempotencyConflict for the same key with {what}").format(what=what),
+            _said(got[1]),
+        )
+    # The caller's own dict, changed in place and sent again under the same key.
+    run = ns.harness(HARNESS + "accept_changed_in_place", key, ORDER, "amount_cents", 99_000)
+    expect(
+        "IdempotencyConflict" in run["results"][1].get("raised", ()),
+        "IdempotencyConflict when the same dict comes back with amount_cents changed in "
+        "place (fingerprint the payload as it is now, at every call: no cache by id())",
+        _said(run["results"][1]),
+    )
 
 
 _KEYS = st.tuples(_WORD, _WORD, _WORD, st.integers(1, 9)).map(

@@ -7,12 +7,20 @@ mutates the ``seen`` dict it is given, so the harness owns that dict and returns
 from __future__ import annotations
 
 import builtins
-from collections.abc import MutableMapping
+import contextlib
+import datetime as _dt
+import getpass
+import os
+import platform
+import socket
+import tempfile
+from collections.abc import Iterator, MutableMapping
 from typing import Any
 from unittest import mock
 
+from labkit.grading.checks import CELLS
 from labkit.grading.exercises.common import fresh_state, need, outcome, plain
-from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process
+from labkit.grading.exercises.replay import CELL_TIMEOUT, CannotShip, call_in_fresh_process
 from labkit.grading.exercises.wallclock import clock_moved
 
 #: Two hash seeds far apart: a hash()-built key differs between them.
@@ -25,6 +33,96 @@ def keys_later(
     """``operation_key(*args)`` for each call while the wall clock reads ``seconds`` later."""
     with fresh_state(values), clock_moved(values, seconds):
         return [plain(need(values, "operation_key")(*args)) for args in calls]
+
+
+def keys_in_a_worker_started_later(
+    values: MutableMapping[str, Any], calls: list[list[Any]], seconds: float
+) -> list[Any] | None:
+    """The keys from a namespace built again from the cells, the clock ``seconds`` later.
+
+    A worker restarted days later imports its module again: a value computed once at
+    import (today's date, a start time) is computed afresh there. None when the namespace
+    does not know its cells (``check()`` in Jupyter).
+    """
+    cells = values.get(CELLS)
+    if not cells:
+        return None
+    from labkit.grading.isolation.student_side import run_cells
+
+    shift = _dt.timedelta(seconds=seconds)
+
+    class Later(_dt.datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return _dt.datetime.now(tz) + shift
+
+        @classmethod
+        def utcnow(cls) -> Any:
+            return _dt.datetime.now(_dt.UTC).replace(tzinfo=None) + shift
+
+    with (
+        fresh_state(values),
+        tempfile.TemporaryDirectory(prefix="labkit-ex01-") as scratch,
+        contextlib.chdir(scratch),
+        clock_moved({}, seconds),
+        mock.patch.object(_dt, "datetime", Later),
+    ):
+        again, _notes = run_cells(list(cells), CELL_TIMEOUT)
+        key = again.get("operation_key")
+        if not callable(key):
+            return None
+        return [plain(key(*args)) for args in calls]
+
+
+#: What another machine says about itself: its name, its user, its working folder.
+ELSEWHERE = "worker-b.example"
+
+
+@contextlib.contextmanager
+def _on_another_machine(values: MutableMapping[str, Any]) -> Iterator[None]:
+    real = os.uname()
+    fakes: dict[str, Any] = {
+        "gethostname": lambda: ELSEWHERE,
+        "getfqdn": lambda name="": ELSEWHERE,
+        "node": lambda: ELSEWHERE,
+        "uname": lambda: type(real)(
+            (real.sysname, ELSEWHERE, real.release, real.version, real.machine)
+        ),
+        "getuser": lambda: "svc-other",
+        "getcwd": lambda: "/srv/other",
+    }
+    owners = {
+        "gethostname": socket,
+        "getfqdn": socket,
+        "node": platform,
+        "uname": os,
+        "getuser": getpass,
+        "getcwd": os,
+    }
+    #: The student's ``from socket import gethostname`` and the like, by identity.
+    bound = {id(getattr(owners[name], name)): fake for name, fake in fakes.items()}
+    saved = {k: v for k, v in values.items() if id(v) in bound}
+    env = {"HOSTNAME": ELSEWHERE, "USER": "svc-other", "LOGNAME": "svc-other", "PWD": "/srv/other"}
+    with contextlib.ExitStack() as stack:
+        for name, fake in fakes.items():
+            stack.enter_context(mock.patch.object(owners[name], name, fake))
+        stack.enter_context(mock.patch.dict(os.environ, env))
+        values.update({k: bound[id(v)] for k, v in saved.items()})
+        try:
+            yield
+        finally:
+            values.update(saved)
+
+
+def keys_on_another_machine(
+    values: MutableMapping[str, Any], calls: list[list[Any]]
+) -> dict[str, list[Any]]:
+    """The keys for ``calls`` here, then as another host, user and folder would make them."""
+    with fresh_state(values):
+        here = [plain(need(values, "operation_key")(*args)) for args in calls]
+        with _on_another_machine(values):
+            there = [plain(need(values, "operation_key")(*args)) for args in calls]
+    return {"here": here, "there": there}
 
 
 def keys_in_processes(values: MutableMapping[str, Any], calls: list[list[Any]]) -> dict[str, Any]:
@@ -52,6 +150,23 @@ def keys_in_processes(values: MutableMapping[str, Any], calls: list[list[Any]]) 
             with mock.patch.dict(values, salted):
                 other = [repr(need(values, "operation_key")(*args)) for args in calls]
             return {"how": f"salted hash() ({exc})", "here": here, "seeds": {"salted": other}}
+
+
+def accept_changed_in_place(
+    values: MutableMapping[str, Any], key: str, payload: dict[str, Any], field: str, value: Any
+) -> dict[str, Any]:
+    """``accept(seen, key, payload)``, then ``payload[field] = value`` and the same call again.
+
+    The second call gets the very same dict object, changed: a caller that reuses and
+    edits its request dict, as a form or a retry loop does.
+    """
+    seen: dict[str, Any] = {}
+    same = dict(payload)
+    with fresh_state(values):
+        first = outcome(need(values, "accept"), seen, key, same)
+        same[field] = value
+        second = outcome(need(values, "accept"), seen, key, same)
+    return {"results": [first, second], "seen": {str(k): repr(v) for k, v in seen.items()}}
 
 
 def accept_calls(

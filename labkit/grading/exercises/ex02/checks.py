@@ -38,6 +38,7 @@ def _holding(ns: Namespace, path: Path, raise_inside: bool = False) -> dict[str,
 @CHECKS.add(
     2,
     "open the file and fcntl.flock(fd, LOCK_EX | LOCK_NB); on BlockingIOError raise AlreadyRunning",
+    timeout=20.0,
     severe=True,
 )
 def second_holder_is_refused(ns: Namespace) -> None:
@@ -46,6 +47,21 @@ def second_holder_is_refused(ns: Namespace) -> None:
         expect(
             second.startswith("refused"), "AlreadyRunning while another holder has the lock", second
         )
+        # Refused at once: an attempt that waits for the lock (a blocking flock, a retry
+        # loop) gets it when the holder ends, and runs the same job again right after it.
+        run = ns.harness(HARNESS + "refused_while_held_briefly", str(path), 1.0)
+    expect(
+        run["while_held"] and str(run.get("answer", "")).startswith("refused"),
+        "AlreadyRunning at once (within 1 s) for a second process while the holder runs",
+        _("it answered {answer} after the holder let go").format(answer=repr(run.get("answer")))
+        if not run["while_held"]
+        else repr(run.get("answer")),
+        _(
+            "take the lock with LOCK_EX | LOCK_NB and raise AlreadyRunning on "
+            "BlockingIOError: an attempt that waits for the lock runs the job again right "
+            "after the holder"
+        ),
+    )
 
 
 @CHECKS.add(
@@ -71,7 +87,8 @@ def released_after_exit(ns: Namespace) -> None:
 
 
 @CHECKS.add(
-    1, "release in a finally: an exception inside the with block must free the lock",
+    1,
+    "release in a finally: an exception inside the with block must free the lock",
     severe=True,
 )
 def released_on_error(ns: Namespace) -> None:

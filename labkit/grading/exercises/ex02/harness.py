@@ -384,3 +384,48 @@ def _one_race(values: MutableMapping[str, Any], path: str, event: str, stop: int
         os.write(go_w, b"go")
         run["newcomer"] = newcomer.next() if run["paused"] else first
     return run
+
+
+def attempt_once(values: MutableMapping[str, Any], path: str) -> str:
+    """One attempt here, alone: ``"acquired"``, ``"refused: ..."`` or ``"raised <Type>: ..."``."""
+    with fresh_state(values):
+        return _attempt(values, path)
+
+
+def refused_while_held_briefly(
+    values: MutableMapping[str, Any], path: str, patience: float
+) -> dict[str, Any]:
+    """Hold the lock here while a child tries; let go after ``patience`` s without an answer.
+
+    A lock that refuses answers at once, while the lock is still held. One that waits for
+    the lock gets it once this process lets go, and runs right after the holder: the
+    second cron copy this lock exists to stop. The child is forked before this process
+    takes the lock, so it does not share the holder's open file. Returns
+    ``{"answer": ..., "while_held": bool}``.
+    """
+    out: dict[str, Any] = {}
+    with fresh_state(values), contextlib.ExitStack() as stack:
+        _attempt(values, path)  # here first, so a stub says "not started yet"
+        go_read, go_write = os.pipe()
+        stack.callback(os.close, go_read)
+        stack.callback(os.close, go_write)
+
+        def body(write_fd: int) -> None:
+            select.select([go_read], [], [], 10.0)
+            os.write(write_fd, _attempt(values, path).encode()[:400])
+
+        _pid, fd = stack.enter_context(_child(body))
+        held = need(values, "single_instance")(path)
+        held.__enter__()
+        released = False
+        try:
+            os.write(go_write, b"go")
+            ready, _, _ = select.select([fd], [], [], patience)
+            out["while_held"] = bool(ready)
+            released = True
+            held.__exit__(None, None, None)
+            out["answer"] = _read(fd)
+        finally:
+            if not released:
+                held.__exit__(None, None, None)
+    return out

@@ -227,6 +227,27 @@ def token_is_fresh(ns: Namespace) -> None:
                 after=repr(after), before=repr(sorted(seen, key=str))
             ),
         )
+        # Redriven once more and claimed again at the same instant (a clock read in whole
+        # seconds): a token made of the worker, the job and the time repeats.
+        conn.execute(
+            "UPDATE jobs SET state = 'pending', attempt = 0, run_after = 0, lease_owner = NULL,"
+            " lease_until = NULL, lease_token = NULL WHERE id IN (:a, :b)",
+            {"a": a, "b": b},
+        )
+        _claim(ns, path, "w1", 600.0, 30.0)
+        _claim(ns, path, "w1", 600.0, 30.0)
+        again = [j["lease_token"] for j in all_jobs(conn)]
+        expect(
+            not (seen | set(after)) & set(again),
+            _(
+                "new tokens again when the jobs, redriven once more, are claimed at the same "
+                "instant as before (now=600): a token made of the worker, the job and the "
+                "time repeats"
+            ),
+            _("{again} in the table, before: {before}").format(
+                again=repr(again), before=repr(after)
+            ),
+        )
 
 
 @CHECKS.add(
@@ -274,6 +295,32 @@ def expired_lease_is_reclaimable(ns: Namespace) -> None:
             _("None: job {job_id} is leased until 200").format(job_id=alive),
             _("job {job_id}").format(job_id=stolen.get("id")) if stolen else stolen,
         )
+    # A worker restarted under the same name (worker names come from the host) is the
+    # only one left on its queue: the job its dead predecessor held must come back to it.
+    with lab_file(ns) as (conn, path):
+        own = add_job(
+            conn,
+            "mail:4:send:v1",
+            state="running",
+            attempt=1,
+            lease_owner="w1",
+            lease_until=50.0,
+            lease_token="old-token",
+            updated_at=20.0,
+        )
+        got = _claim(ns, path, "w1", 100.0, 30.0)
+        expect(
+            got is not None and got.get("id") == own,
+            _(
+                "job {job_id} claimed by w1 at 100: its lease, held by a w1 that died, "
+                "expired at 50, and a restarted worker keeps its name"
+            ).format(job_id=own),
+            "None" if got is None else _("job {job_id}").format(job_id=got.get("id")),
+            _(
+                "an expired lease is ready for every worker, the one named in lease_owner "
+                "too: do not filter on lease_owner"
+            ),
+        )
     # The worker died on the job's last attempt. Claiming it again (this contract) or
     # declaring it dead (what labkit's store does) both end it; a claim that filters on
     # attempt < max_attempts and nothing else leaves it running under a dead lease forever.
@@ -296,11 +343,11 @@ def expired_lease_is_reclaimable(ns: Namespace) -> None:
         expect(
             row["state"] == "dead" or row["lease_owner"] != "crashed",
             _(
-                "job {job_id}, whose worker died on attempt 3 of 3, claimed again (or "
-                "marked dead)"
+                "job {job_id}, whose worker died on attempt 3 of 3, claimed again (or marked dead)"
             ).format(job_id=last),
-            _("still {state} under the dead worker's lease (expired at 50): it stays so "
-              "forever").format(state=row["state"]),
+            _(
+                "still {state} under the dead worker's lease (expired at 50): it stays so forever"
+            ).format(state=row["state"]),
             _(
                 "an expired lease is ready whatever the attempt count: a filter on "
                 "attempt < max_attempts leaves a job whose worker died on its last "
@@ -392,10 +439,22 @@ def no_double_claim_under_a_race(ns: Namespace) -> None:
     workers, n_jobs = 4, 6
     with lab_file(ns) as (conn, path):
         _claim(ns, path, "probe", 0.0, 1.0)  # on an empty table: a stub says "not started yet"
-        before = {}  # half of the jobs failed once and are due again
+        # A third of the jobs failed once and are due again; a third were running on a
+        # worker that died (lease expired at 50): a claim must take those in one step too,
+        # though their state stays 'running' (an UPDATE guarded by "state is still what I
+        # read" lets every worker in).
+        retried = {"state": "retry_wait", "attempt": 1, "run_after": 50.0}
+        orphaned = {
+            "state": "running",
+            "attempt": 1,
+            "lease_owner": "crashed",
+            "lease_until": 50.0,
+            "lease_token": "old",
+        }
+        before = {}
         for i in range(n_jobs):
-            retried = {"state": "retry_wait", "attempt": 1, "run_after": 50.0} if i % 2 else {}
-            before[add_job(conn, f"mail:{i}:send:v1", **retried)] = 1 if i % 2 else 0
+            shape = (retried, orphaned, {})[i % 3]
+            before[add_job(conn, f"mail:{i}:send:v1", **shape)] = 1 if shape else 0
         run = ns.harness(
             HARNESS + "race", str(path), workers, n_jobs + 2, 100.0, 30.0, RACE_PAUSE_S
         )

@@ -38,7 +38,8 @@ NEVER_SENT = {
     "RateLimited() (a TransientError subclass)": {"type": "RateLimited"},
     "QuotaExceeded(429) (an HTTPError subclass)": {"type": "QuotaExceeded", "status": 429},
     "TransientError(status=502) (labkit's own says nothing happened)": {
-        "type": "TransientError", "status": 502,
+        "type": "TransientError",
+        "status": 502,
     },
 }
 MAYBE_DONE = {
@@ -52,6 +53,11 @@ MAYBE_DONE = {
     "HTTP 502": http(502),
     "HTTP 504": http(504),
     "HTTP 599": http(599),
+    "GatewayLost() (a library's TransientError with ambiguous = True)": {"type": "GatewayLost"},
+    "HTTP 503 with ambiguous = True (the answer was lost after it was sent)": {
+        **http(503),
+        "ambiguous": True,
+    },
 }
 PERMANENT = {
     "PermanentError()": {"type": "PermanentError"},
@@ -66,6 +72,11 @@ PERMANENT = {
     "PermissionError() (an OSError, not a connection error)": {"type": "PermissionError"},
     "FileNotFoundError()": {"type": "FileNotFoundError"},
     "HTTP 499": http(499),
+    "PermanentError(status=503) (labkit's own says nothing will change)": {
+        "type": "PermanentError",
+        "status": 503,
+    },
+    "BadRequest(status=500) (a PermanentError subclass)": {"type": "BadRequest", "status": 500},
 }
 #: An error that never reached the server, for the checks of the waiting rules.
 REFUSED = {"type": "ConnectionRefusedError"}
@@ -196,7 +207,8 @@ def classify_every_status(ns: Namespace) -> None:
     "the ceiling, so a crowd of clients spreads out instead of retrying in lockstep",
 )
 def backoff_has_full_jitter(ns: Namespace) -> None:
-    for n, base, ceiling in ((3, 1.0, 8.0), (2, 3.0, 12.0)):
+    # Late retries too (n=7 and n=100, both at the cap of 60): jitter never stops.
+    for n, base, ceiling in ((3, 1.0, 8.0), (2, 3.0, 12.0), (7, 1.0, 60.0), (100, 1.0, 60.0)):
         got = draws(ns, n, SEED, base, 60.0, 200)
         outside = [d for d in got if not (_number(d) and 0 <= d <= ceiling)]
         expect(
@@ -408,12 +420,8 @@ def retries_maybe_done_under_a_key(ns: Namespace) -> None:
 )
 def gives_up_after_max_attempts(ns: Namespace) -> None:
     for most in (2, 3, 5, 8):
-        [before] = delays(
-            ns, REFUSED, most - 1, started_at=0.0, now=0.0, max_attempts=most
-        )
-        [last] = delays(
-            ns, REFUSED, most, started_at=0.0, now=0.0, max_attempts=most
-        )
+        [before] = delays(ns, REFUSED, most - 1, started_at=0.0, now=0.0, max_attempts=most)
+        [last] = delays(ns, REFUSED, most, started_at=0.0, now=0.0, max_attempts=most)
         expect(
             _number(before),
             _("a delay after attempt {attempt} of {max_attempts}").format(
@@ -446,6 +454,15 @@ def gives_up_after_max_attempts(ns: Namespace) -> None:
 def honours_retry_after(ns: Namespace) -> None:
     [got] = delays(ns, http(429, 120.0), 1, started_at=0.0, now=0.0, deadline=3600.0)
     expect(_number(got) and got >= 120.0, "at least 120 s for a 429 with Retry-After: 120", got)
+    # A 5xx retried under a key: its Retry-After counts as much as a 429's.
+    [keyed] = delays(
+        ns, http(502, 120.0), 1, started_at=0.0, now=0.0, deadline=3600.0, idempotency_key="k:1"
+    )
+    expect(
+        _number(keyed) and keyed >= 120.0,
+        "at least 120 s for a 502 with Retry-After: 120, retried under an idempotency_key",
+        keyed,
+    )
     [small] = delays(ns, http(503, 0.001), 3, started_at=0.0, now=0.0)
     expect(
         _number(small) and small <= 4.0,

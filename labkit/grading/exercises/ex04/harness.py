@@ -12,14 +12,44 @@ import random
 from collections.abc import MutableMapping
 from typing import Any
 
+from labkit.errors import TransientError
 from labkit.grading.exercises.common import fresh_state, need, outcome
 from labkit.grading.exercises.described import build_error
+
+
+class GatewayLost(TransientError):
+    """A client library's own lost answer: a TransientError that says it is ambiguous."""
+
+    ambiguous = True
+
+
+class ProxyError(ConnectionError):
+    """A client library's proxy error: a ConnectionError carrying the proxy's HTTP status."""
+
+
+#: Errors only this exercise describes, beside ``described.ERRORS``.
+LOCAL_ERRORS: dict[str, type[BaseException]] = {
+    cls.__name__: cls for cls in (GatewayLost, ProxyError)
+}
+
+
+def _build(spec: dict[str, Any]) -> BaseException:
+    """``build_error``, plus this exercise's own classes and an ``ambiguous`` flag."""
+    if spec["type"] in LOCAL_ERRORS:
+        error = LOCAL_ERRORS[spec["type"]](spec.get("message", ""))
+        if "status" in spec:
+            error.status = spec["status"]  # type: ignore[attr-defined]
+    else:
+        error = build_error(spec)
+    if "ambiguous" in spec:
+        error.ambiguous = spec["ambiguous"]  # type: ignore[attr-defined]
+    return error
 
 
 def classify(values: MutableMapping[str, Any], specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``classify(error)`` for each described error, as outcomes."""
     with fresh_state(values):
-        return [outcome(need(values, "classify"), build_error(spec)) for spec in specs]
+        return [outcome(need(values, "classify"), _build(spec)) for spec in specs]
 
 
 def backoff_draws(values: MutableMapping[str, Any], calls: list[list[Any]]) -> list[dict[str, Any]]:
@@ -57,7 +87,7 @@ def next_delays(values: MutableMapping[str, Any], calls: list[dict[str, Any]]) -
                 [
                     outcome(
                         need(values, "next_delay"),
-                        build_error(call["error"]),
+                        _build(call["error"]),
                         call["attempt"],
                         rng,
                         **call.get("kwargs", {}),
