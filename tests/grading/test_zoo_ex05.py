@@ -344,6 +344,75 @@ ZOO: list[tuple[str, str, str, str]] = [
             return ctx.world.payments.charge(customer, amount, key=job.key)
     """,
     ),
+    (
+        "ex05",
+        "a 409 (KeyInProgress) caught and returned as 'skipped'",
+        "a_409_fails_the_attempt",
+        """
+        from labkit.world.services import KeyInProgress
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except KeyInProgress:
+                return {"skipped": "another delivery is charging"}
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key stripped of everything but letters and digits",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        import re
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=re.sub(r"[^A-Za-z0-9]", "", job.key))
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key made ASCII with encode('ascii', 'replace')",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            ikey = job.key.encode("ascii", "replace").decode()
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=ikey)
+    """,
+    ),
+    (
+        "ex05",
+        "a busy ledger (StoreBusy, a TimeoutError) caught and returned as a reply",
+        "a_failed_ledger_write_is_retried",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                with ctx.world.ledger.transaction() as tx:
+                    if tx.status(job.key) == "done":
+                        return {"skipped": "already posted"}
+                    reply = tx.post(customer, amount, key=job.key)
+                    tx.mark(job.key, "done")
+                return reply
+            except TimeoutError as exc:
+                return {"error": f"ledger busy: {exc}"}
+    """,
+    ),
+    (
+        "ex05",
+        "the charge looked up first, and a repeat returns 'skipped' instead of the reply",
+        "a_repeat_keeps_the_first_reply",
+        """
+        def charge_handler(job, ctx):
+            if ctx.world.payments.find(job.key):
+                return {"skipped": "already charged"}
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=job.key)
+    """,
+    ),
 ]
 
 
@@ -378,6 +447,17 @@ SAYS: dict[str, str] = {
     "a lost reply (a timeout) caught and returned as a reply": "a payment API that had not charged",
     "the charge looked up first (payments.find), then made without a key": (
         "exactly one charge after two deliveries"
+    ),
+    "a 409 (KeyInProgress) caught and returned as 'skipped'": "a 409 (KeyInProgress)",
+    "an Idempotency-Key stripped of everything but letters and digits": (
+        "which differ only in punctuation"
+    ),
+    "an Idempotency-Key made ASCII with encode('ascii', 'replace')": "or in an accent",
+    "a busy ledger (StoreBusy, a TimeoutError) caught and returned as a reply": (
+        "after a failed ledger write"
+    ),
+    "the charge looked up first, and a repeat returns 'skipped' instead of the reply": (
+        "to keep the charge's reply"
     ),
 }
 

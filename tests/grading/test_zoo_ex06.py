@@ -677,6 +677,171 @@ ZOO: list[tuple[str, str, str, str]] = [
             return row is not None
     """,
     ),
+    (
+        "ex06",
+        "a dry run that skips the limit check",
+        "redrive_requires_a_limit",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if not dry_run and (limit is None or limit < 1):
+                raise ValueError("limit is required (1 or more)")
+            limit = -1 if limit is None else limit
+            params = {"limit": limit, "kind": kind, "now": now}
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [row["id"] for row in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", params)]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive silently capped at 500 jobs a call",
+        "redrive_has_no_cap_of_its_own",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            limit = min(limit, 500)
+            params = {"limit": limit, "kind": kind, "now": now}
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [row["id"] for row in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", params)]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "kind matched with GLOB ('*' and '[' are patterns)",
+        "redrive_filters_by_kind",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            params = {"limit": limit, "kind": kind, "now": now}
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [row["id"] for row in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead'"
+                    " AND (:kind IS NULL OR kind GLOB :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", params)]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive that catches sqlite3.Error and returns []",
+        "a_failed_write_comes_out",
+        """
+        import sqlite3
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            params = {"limit": limit, "kind": kind, "now": now}
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [row["id"] for row in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", params)]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except sqlite3.Error:
+                conn.execute("ROLLBACK")
+                return []
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter fenced on 'not finished' (a retry_wait job buried)",
+        "dead_letter_needs_a_running_job",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state NOT IN ('succeeded', 'dead') AND lease_token = :token"
+                " RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now},
+            ).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "the token put into the SQL with an f-string",
+        "dead_letter_token_is_a_parameter",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                f" WHERE id = :id AND state = 'running' AND lease_token = '{token}' RETURNING id",
+                {"id": job_id, "reason": reason, "error": describe(error), "now": now},
+            ).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter that catches sqlite3.Error and returns False",
+        "a_failed_write_comes_out",
+        """
+        import sqlite3
+        def dead_letter(conn, job_id, token, reason, error, now):
+            try:
+                row = conn.execute(
+                    "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                    " lease_owner = NULL, lease_until = NULL, lease_token = NULL,"
+                    " updated_at = :now"
+                    " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                    {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                     "now": now},
+                ).fetchone()
+            except sqlite3.Error:
+                return False
+            return row is not None
+    """,
+    ),
 ]
 
 
@@ -720,6 +885,17 @@ SAYS: dict[str, str] = {
     "the kind filtered in Python after the LIMIT": "kind='payment', limit=2",
     "the kind put into the SQL with an f-string": "never pasted into the SQL",
     "the dead_reason put into the SQL with an f-string": "the customer's bank said no",
+    "a dry run that skips the limit check": "limit=None, dry_run=True",
+    "redrive silently capped at 500 jobs a call": "2100 of 2500 dead jobs",
+    "kind matched with GLOB ('*' and '[' are patterns)": "(kind 'export*')",
+    "redrive that catches sqlite3.Error and returns []": "redrive(limit=2) to raise",
+    "dead_letter fenced on 'not finished' (a retry_wait job buried)": (
+        "a retry_wait and a pending job"
+    ),
+    "the token put into the SQL with an f-string": "(a quote in it)",
+    "dead_letter that catches sqlite3.Error and returns False": (
+        "to raise the error of its failed UPDATE"
+    ),
 }
 
 

@@ -10,6 +10,7 @@ and judges them itself.
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import threading
 import types
 from collections.abc import Callable, Iterator, MutableMapping
@@ -19,6 +20,8 @@ from typing import Any
 
 from labkit import redact
 from labkit.clock import LAB_EPOCH, FakeClock
+from labkit.dbfile import explain
+from labkit.errors import TransientError
 from labkit.explore.matrix import Scenario, run_scenario
 from labkit.faults import FaultPlan
 from labkit.grading.checks import StudentRaised
@@ -28,12 +31,31 @@ from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process
 from labkit.grading.stub import is_stub
 from labkit.store import JobStore
 from labkit.world import World
+from labkit.world.services import KeyInProgress
 
 #: Fired by the check each time the student's ledger work commits (see ``_Ledger``).
 LEDGER_COMMIT = "ledger_commit"
 #: Fired right before each ledger write the student's handler makes: where a check
 #: makes the ledger fail (a locked database) to see the failure come out of the handler.
 LEDGER_WRITE = "ledger_write"
+
+
+def _before_write(ctx: Any, own: bool = False) -> None:
+    """Fire ``ledger_write``; a failure injected there comes out as a busy ledger's does.
+
+    Inside ``transaction()`` SQLite's own ``OperationalError: database is locked``, which
+    the ledger's transaction turns into ``StoreBusy`` on its way out of the block; a write
+    in its own transaction (``ledger.post``/``ledger.mark``) raises ``StoreBusy`` itself.
+    So a handler that catches the one error a real busy ledger raises (``StoreBusy``,
+    ``TimeoutError``, ``sqlite3.OperationalError``) swallows this one too.
+    """
+    try:
+        ctx.point(LEDGER_WRITE)
+    except TransientError as exc:
+        locked = sqlite3.OperationalError(f"database is locked ({exc})")
+        if own:
+            raise explain(Path("world.db"), locked) from exc
+        raise locked from exc
 
 
 class _Ledger:
@@ -60,13 +82,13 @@ class _Ledger:
         self._ctx.point(LEDGER_COMMIT)
 
     def post(self, *args: Any, **kwargs: Any) -> Any:
-        self._ctx.point(LEDGER_WRITE)
+        _before_write(self._ctx, own=True)
         reply = self._ledger.post(*args, **kwargs)
         self._ctx.point(LEDGER_COMMIT)
         return reply
 
     def mark(self, *args: Any, **kwargs: Any) -> Any:
-        self._ctx.point(LEDGER_WRITE)
+        _before_write(self._ctx, own=True)
         reply = self._ledger.mark(*args, **kwargs)
         self._ctx.point(LEDGER_COMMIT)
         return reply
@@ -82,11 +104,11 @@ class _Tx:
         self._tx, self._ctx = tx, ctx
 
     def post(self, *args: Any, **kwargs: Any) -> Any:
-        self._ctx.point(LEDGER_WRITE)
+        _before_write(self._ctx)
         return self._tx.post(*args, **kwargs)
 
     def mark(self, *args: Any, **kwargs: Any) -> Any:
-        self._ctx.point(LEDGER_WRITE)
+        _before_write(self._ctx)
         return self._tx.mark(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
@@ -301,3 +323,58 @@ def warm_up() -> None:
     the store scrubs every error it keeps, and its scrubber imports detect-secrets on first
     use, which each check's fork would otherwise do again."""
     redact.warm_up()
+
+
+class _BusyPayments:
+    """The payment API while another delivery of the same job holds its Idempotency-Key:
+    the first charge gets the 409 ``KeyInProgress``; a later one gets the reply the other
+    delivery's charge made (it has finished by then). Nothing is charged here."""
+
+    def __init__(self, reply: dict[str, Any]) -> None:
+        self.reply, self.calls = reply, 0
+
+    def charge(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        self.calls += 1
+        if self.calls == 1:
+            raise KeyInProgress(
+                f"409 from payments: a request with Idempotency-Key "
+                f"{kwargs.get('idempotency_key')!r} is still running; retry shortly and you "
+                "will get its reply",
+                status=409,
+                retry_after=1.0,
+            )
+        return dict(self.reply)
+
+    def find(self, *args: Any, **kwargs: Any) -> list[Any]:
+        return []  # the other delivery has not charged yet
+
+
+def key_in_progress(
+    values: MutableMapping[str, Any], folder: str, job: list[Any]
+) -> dict[str, Any]:
+    """The student's ``charge_handler`` meeting a 409 (another delivery holds the key).
+
+    Returns ``{"reply": the reply a later charge gets, "calls": charges made, "returned":
+    repr of what the handler returned, or "raised": "ErrorClass: message"}``.
+    """
+    kind, payload, key = job
+    with JobStore(Path(folder) / "jobs.db", FakeClock(LAB_EPOCH)) as store:
+        store.enqueue(kind, payload, key=key)
+        the_job = store.get_by_key(key)
+    reply = {"charge_id": "ch_1", "amount": payload["amount"], "status": "succeeded"}
+    payments = _BusyPayments(reply)
+    ctx = types.SimpleNamespace(
+        world=types.SimpleNamespace(payments=payments), point=lambda *a, **k: None
+    )
+    got: dict[str, Any] = {"reply": repr(reply)}
+    with fresh_state(values):
+        try:
+            got["returned"] = repr(need(values, "charge_handler")(the_job, ctx))
+        except NotImplementedError as exc:
+            if is_stub(exc):
+                raise
+            got["raised"] = f"NotImplementedError: {str(exc)[:160]}"
+        except Exception as exc:  # noqa: BLE001 - what came out is the evidence
+            got["raised"] = f"{type(exc).__name__}: {str(exc)[:160]}"
+    got["calls"] = payments.calls
+    return got

@@ -180,6 +180,18 @@ def redrive_requires_a_limit(ns: Namespace) -> None:
                 _("ValueError for limit={limit}").format(limit=repr(limit)),
                 said(result),
             )
+        # A dry run is the same call, shown first: it refuses the same limits.
+        for limit in (None, 0):
+            result = ns.harness(HARNESS + "redrive", str(path), limit=limit, now=NOW, dry_run=True)
+            wanted = ("ValueError", "TypeError") if limit is None else ("ValueError",)
+            expect(
+                any(name in result.get("raised", ()) for name in wanted),
+                _(
+                    "ValueError for limit={limit}, dry_run=True (a dry run shows what the same "
+                    "call would do, and that call is refused)"
+                ).format(limit=repr(limit)),
+                said(result),
+            )
         expect(all_jobs(conn) == before, "nothing changed", _("jobs were changed"))
 
 
@@ -279,9 +291,7 @@ def redrive_only_dead_jobs(ns: Namespace) -> None:
         got = redrive(ns, path, limit=100, now=NOW)
         expect(list(got) == [dead], _("only the dead job {job_id}").format(job_id=dead), list(got))
         changed = [k for k, v in others.items() if row_of(conn, v) != before[k]]
-        expect(
-            not changed, "the other jobs untouched", _("changed: {jobs}").format(jobs=changed)
-        )
+        expect(not changed, "the other jobs untouched", _("changed: {jobs}").format(jobs=changed))
 
 
 @CHECKS.add(
@@ -382,6 +392,22 @@ def redrive_filters_by_kind(ns: Namespace) -> None:
                     "pasted into the SQL"
                 ).format(ids=want, kind=repr(kind)),
                 it_said(result),
+            )
+        # Characters that are patterns to GLOB or LIKE ('*', '[', '%') are plain in a kind.
+        patterned = {
+            k: add_dead(conn, 1, kind=k, first_id=50 + n)[0]
+            for n, k in enumerate(["export*", "export_v2", "report[1]", "report1"])
+        }
+        for kind in ("export*", "report[1]"):
+            got_ids = redrive(ns, path, limit=10, now=NOW, kind=kind)
+            expect(
+                list(got_ids) == [patterned[kind]],
+                _(
+                    "only job {job_id} (kind {kind}) redriven for kind={kind} among kinds "
+                    "{kinds}: compare with kind = :kind, where '*', '[' and '%' are "
+                    "characters, not patterns"
+                ).format(job_id=patterned[kind], kind=repr(kind), kinds=list(patterned)),
+                _("returned {ids}").format(ids=list(got_ids)),
             )
         empty = redrive(ns, path, limit=10, now=NOW, kind="")
         expect(
@@ -484,9 +510,9 @@ def redrive_racing_a_worker(ns: Namespace) -> None:
                 _(
                     "job {job_id} left with the worker that claimed it while your redrive ran"
                 ).format(job_id=job_id),
-                _(
-                    "state={state}, lease_token={token}: the redrive overwrote a running job"
-                ).format(state=job["state"], token=repr(job["lease_token"])),
+                _("state={state}, lease_token={token}: the redrive overwrote a running job").format(
+                    state=job["state"], token=repr(job["lease_token"])
+                ),
             )
             expect(
                 job_id not in ids,
@@ -575,9 +601,9 @@ def leaves_no_transaction_open(ns: Namespace) -> None:
                     "no transaction left open when {call} is over, its UPDATE having failed: "
                     "ROLLBACK before the error goes on"
                 ).format(call=call),
-                _(
-                    "{did}; then your connection was still inside a transaction: {other}"
-                ).format(did=it_said(got), other=got["other"])
+                _("{did}; then your connection was still inside a transaction: {other}").format(
+                    did=it_said(got), other=got["other"]
+                )
                 if got["open"]
                 else _("{did}; then another connection's BEGIN IMMEDIATE got {other}").format(
                     did=it_said(got), other=got["other"]
