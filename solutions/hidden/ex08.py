@@ -6,11 +6,11 @@ until both wait): a dedup that reads ``processed`` and inserts it later, after t
 charge, lets both copies through, which one child taking messages in turn never shows.
 ``two_workers_at_once_charge_once`` does the same on two workers, which share nothing:
 not a lock made at import, not the str hash salt (each worker has its own).
-``two_invoices_two_charges`` sends keys that differ only in case or in their last
-character, and one with a quote and accents: each is its own charge.
+``two_invoices_two_charges`` sends keys that differ only in case, in a trailing space or
+in the last of 300 characters, and one with a quote and accents: each is its own charge.
 ``charges_after_its_database_session_ended`` ends the worker's sessions between two
 tasks, as a restart or a failover does; ``replies_charged_or_already_charged`` reads
-what each run returned.
+what each run returned (a refused charge must end the run in FAILURE, not be returned).
 """
 
 from __future__ import annotations
@@ -30,17 +30,25 @@ CHECKS = Checks("ex08", hidden=True)
 
 def odd_keys(rng: Random) -> list[tuple[str, str]]:
     """``(key, customer)`` pairs a dedup must tell apart: two keys that differ only in
-    case, two long ones that differ only in their last character, one with a quote,
-    an underscore, a percent sign and accents (its customer has a quote too)."""
+    case, one more that differs from the first only by a trailing space, two long
+    ones (300 characters, past any column width a dedup might cut them to) that differ
+    only in their last character, one with a quote, an underscore, a percent sign and
+    accents (its customer has a quote too)."""
     word = "".join(rng.choice("abcdefghjkmn") for _ in range(6))
-    stem = "ord-" + "".join(rng.choice("0123456789abcdef") for _ in range(40))
+    stem = "ord-" + "".join(rng.choice("0123456789abcdef") for _ in range(294))
     return [
         (f"inv-{word}", "cus_same"),
         (f"INV-{word.upper()}", "cus_same"),
+        (f"inv-{word} ", "cus_same"),
         (f"{stem}-1", "cus_same"),
         (f"{stem}-2", "cus_same"),
         (f"inv-d'arc_50%-ção-{word}", "cus_o'hara"),
     ]
+
+
+def _cut(key: str) -> str:
+    """A key as feedback shows it: a long one by its ends and its length."""
+    return repr(key) if len(key) <= 40 else f"{key[:12]!r}...{key[-8:]!r} ({len(key)} chars)"
 
 
 @CHECKS.add(
@@ -70,9 +78,11 @@ def two_invoices_two_charges(ns: Namespace) -> None:
         wrong = {key: n for key, n in counts.items() if n != 1}
         expect(
             not wrong,
-            _("1 charge row for each of the keys {keys}").format(keys=list(counts)),
+            _("1 charge row for each of the keys {keys}").format(
+                keys="[" + ", ".join(_cut(key) for key in counts) + "]"
+            ),
             ", ".join(
-                _("{key}: {count} rows").format(key=repr(key), count=n) for key, n in wrong.items()
+                _("{key}: {count} rows").format(key=_cut(key), count=n) for key, n in wrong.items()
             ),
             _(
                 "a key is an opaque string: record it in processed exactly as it came (no "
@@ -367,8 +377,10 @@ def replies_charged_or_already_charged(ns: Namespace) -> None:
             ),
         )
         big = said.get(refused)
+        # A run that returned at all is SUCCESS to Celery: the error must leave the task.
+        reported = big is not None and big.value in ("charged", "already charged")
         expect(
-            big is not None and big.value not in ("charged", "already charged"),
+            big is not None and big.state != "SUCCESS",
             _(
                 "a charge the database refused (an amount beyond INTEGER) to fail the task, "
                 "not to be reported as charged"
@@ -377,5 +389,11 @@ def replies_charged_or_already_charged(ns: Namespace) -> None:
             _(
                 "catch no database error to return 'already charged': only an INSERT into "
                 "processed that gives no row back means the key was charged"
+            )
+            if reported or big is None
+            else _(
+                "let the database's error leave the task (no try/except that returns a "
+                "value): a task that returns ends in SUCCESS, and nobody learns the charge "
+                "failed"
             ),
         )

@@ -1,16 +1,21 @@
 """Hidden checks for exercise 9: a key delivered twice (one after the other, and to two
-consumers at once), a dependency down for a while, the delivery count of the entry in
-hand while another consumer holds an older one, and what ``consume`` returns."""
+consumers at once) and a done record that never expires, a dependency down for a while,
+the delivery count of the entry in hand while another consumer holds an older one, what
+``consume`` returns, a backlog of hundreds of entries, and keys that differ only in
+case, in a trailing space or in characters a pattern would read."""
 
 from __future__ import annotations
 
+import json
+import random
 import shutil
 import uuid
 
 from labkit.clock import SystemClock
 from labkit.explore.rendezvous import arrived
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex09.checks import RUN_S, expect_once_each, stream
+from labkit.grading.exercises.ex09.checks import RUN_S, Stream, expect_once_each, stream
+from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.lang import _
 
 CHECKS = Checks("ex09", hidden=True)
@@ -31,6 +36,26 @@ def a_second_delivery_of_a_done_key_is_not_applied(ns: Namespace) -> None:
         s.add("order:8", cents=800)
         s.finish(s.start("b"), _("a second copy of the same key"))
         expect_once_each(s, ["order:7", "order:8"], _("check the done record atomically"))
+        expect_nothing_expires(s)
+
+
+def expect_nothing_expires(s: Stream) -> None:
+    """No key under the stream's prefix has a TTL: a done record that expires lets a late
+    copy of its key (a producer's retry an hour on) apply again."""
+    expiring = sorted(
+        key.removeprefix(f"{s.prefix}:")
+        for key in s.r.scan_iter(match=f"{s.prefix}:*")
+        if s.r.ttl(key) >= 0
+    )
+    expect(
+        not expiring,
+        _("the done records kept for good (no TTL): a key is applied at most once, ever"),
+        _("keys under the prefix that expire: {keys}").format(keys=expiring),
+        _(
+            "write <prefix>:done:<key> without EX, PX or EXPIRE: once it has expired, a "
+            "late copy of the key (a producer's retry) is applied again"
+        ),
+    )
 
 
 @CHECKS.add(
@@ -100,14 +125,25 @@ def returns_how_many_it_applied(ns: Namespace) -> None:
     with stream(ns) as s:
         for key in ("order:1", "order:2", "order:1"):  # the producer sent order:1 twice
             s.add(key, cents=100)
-        s.finish(s.start("a"), _("three entries, two keys"))
+        s.add("flaky", cents=100, flaky=99)  # fails every time: dead-lettered after 2
+        s.finish(
+            s.start("a", max_deliveries=2),
+            _("three entries for two keys, and one that fails until it is dead-lettered"),
+        )
         expect_once_each(s, ["order:1", "order:2"], _("check the done record atomically"))
         last = s.printed.strip().splitlines()[-1:]
         expect(
             last == ["2"],
-            "consume to return 2 (printed by the file's __main__): two keys applied, one "
-            "copy only acknowledged",
+            _(
+                "consume to return 2 (printed by the file's __main__): two keys applied; a "
+                "copy of a done key (only acknowledged), a failed run and a dead letter do "
+                "not count"
+            ),
             _("it printed {printed}").format(printed=last[0] if last else _("nothing")),
+            _(
+                "add 1 only when the MULTI that pushed the key to the effects list has run: "
+                "not for a copy of a done key, a run_job that raised, or a dead letter"
+            ),
         )
 
 
@@ -147,3 +183,84 @@ def the_delivery_count_is_the_entrys_own(ns: Namespace) -> None:
         s.finish(s.start("b", idle_ms=600_000), _("a restart of 'b'"))
         s.finish(proc, _("'a' once the poison was dead-lettered"))
         expect_once_each(s, ["held"], _("apply the healthy entry once"))
+
+
+@CHECKS.add(
+    1,
+    "a backlog of hundreds of entries waiting when the consumer starts: each is applied "
+    "once, none is trimmed away or skipped",
+    90,
+    severe=True,
+)
+def a_backlog_of_hundreds_is_applied_once_each(ns: Namespace) -> None:
+    rng = random.Random(f"ex09 backlog {scene_seeds()[-1]}")
+    keys = [f"order:{n}" for n in range(250 + rng.randrange(100))]
+    with stream(ns) as s:
+        pipe = s.r.pipeline(transaction=False)
+        for key in keys:
+            pipe.xadd(s.stream, {"key": key, "payload": json.dumps({"cents": 100})})
+        pipe.execute()
+        s.finish(s.start("a"), _("a backlog of {count} entries").format(count=len(keys)))
+        effects = s.effects()
+        missing = [key for key in keys if key not in effects]
+        twice = [key for key in keys if effects.get(key, 0) > 1]
+        left = len(s.pending())
+        expect(
+            not missing and not twice and left == 0,
+            _(
+                "each of the {count} entries ({first} to {last}) applied exactly once, "
+                "nothing pending"
+            ).format(count=len(keys), first=keys[0], last=keys[-1]),
+            _(
+                "{missing} never applied (first ones: {some}), {twice} applied more than "
+                "once, {pending} pending"
+            ).format(missing=len(missing), some=missing[:5], twice=len(twice), pending=left),
+            _(
+                "keep reading new entries (XREADGROUP ... >) until none is left, and never "
+                "remove an entry nobody has acknowledged (no XTRIM, no MAXLEN, no XDEL of "
+                "unread entries)"
+            ),
+        )
+
+
+def odd_keys(rng: random.Random) -> list[str]:
+    """Keys a done record must tell apart: case, a trailing space, one key the prefix of
+    another, characters that a glob (KEYS, SCAN MATCH) reads as a pattern, accents and
+    quotes."""
+    word = "".join(rng.choice("abcdefghjkmn") for _ in range(5))
+    return [
+        f"Order:{word}",
+        f"order:{word}",
+        f"order:{word} ",
+        f"order:{word}:1",
+        f"order:{word}:10",
+        f"order:{word}*",
+        f"order:[{word}]?",
+        f"pedido:ção-{word}",
+        f'o\'brien "{word}"',
+    ]
+
+
+@CHECKS.add(
+    1,
+    "keys are compared exactly as they came: keys that differ only in case, in a trailing "
+    "space, in an extra character, or hold *, ?, [ ], accents or quotes are each applied "
+    "once",
+    90,
+    severe=True,
+)
+def keys_are_compared_exactly(ns: Namespace) -> None:
+    keys = odd_keys(random.Random(f"ex09 keys {scene_seeds()[-1]}"))
+    with stream(ns) as s:
+        for key in keys:
+            s.add(key, cents=100)
+        s.finish(s.start("a"), _("{count} entries with keys alike").format(count=len(keys)))
+        expect_once_each(
+            s,
+            keys,
+            _(
+                "a key is an opaque string: name its record <prefix>:done:<key> with the key "
+                "exactly as it came (no lower(), strip() or cutting) and look it up with "
+                "EXISTS or GET, never with a pattern (KEYS, SCAN MATCH)"
+            ),
+        )

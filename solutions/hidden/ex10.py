@@ -8,12 +8,14 @@ from __future__ import annotations
 import random
 import string
 from collections import defaultdict
+from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex10.checks import crash_at_202, crash_while_posting
 from labkit.grading.exercises.ex10.served import (
     BOB,
     TIMEOUT,
+    WEST_OF_UTC,
     App,
     accepted_id,
     add_job,
@@ -172,6 +174,30 @@ def no_token_is_401(ns: Namespace) -> None:
                     existing=repr(there.text[:80]), missing=repr(missing.text[:80])
                 ),
             )
+            # A token that names nobody is no better than none: a handler that only
+            # checks that the header is there, and asks who it names after reading the
+            # job, answers 401 for an id that exists and 404 for one that does not.
+            there, missing = (
+                app.status(job_id, token="stolen"),
+                app.status(job_id + 1000, token="stolen"),
+            )
+            expect(
+                (there.status_code, missing.status_code) == (401, 401)
+                and there.text == missing.text,
+                _(
+                    "401 with the same body for a GET with an unknown token, of a job that "
+                    "exists and of one that does not"
+                ),
+                _("{existing} vs {missing}").format(
+                    existing=f"{there.status_code} {there.text[:80]!r}",
+                    missing=f"{missing.status_code} {missing.text[:80]!r}",
+                ),
+                _(
+                    "call caller_of(authorization) first, before reading the job: it refuses "
+                    "a token that names nobody as it refuses a missing one, and a caller with "
+                    "a made-up token must not learn which ids exist"
+                ),
+            )
 
 
 @CHECKS.add(
@@ -311,7 +337,9 @@ def odd_keys_are_data(ns: Namespace) -> None:
 )
 def every_202_says_where_and_when_to_poll(ns: Namespace) -> None:
     body = {"month": "2027-03"}
-    with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
+    # On a server west of UTC: a job due "in Retry-After seconds" computed from a naive
+    # UTC datetime (datetime.utcnow().timestamp()) is due hours later there.
+    with scratch(ns) as folder, served(ns, folder / "jobs.db", tz=WEST_OF_UTC) as app:
         first, again = app.post(body, key="poll-1"), app.post(body, key="poll-1")
         for what, reply in ((_("the first request"), first), (_("the retry"), again)):
             job_id = accepted_id(reply, what)
@@ -331,6 +359,23 @@ def every_202_says_where_and_when_to_poll(ns: Namespace) -> None:
                 wait or _("none"),
                 "Retry-After counts seconds (2, not 2000)",
             )
+        # The poll Retry-After asks for must find the job due: not hours later.
+        wait_s = int(first.headers["Retry-After"])
+        [row] = [j for j in jobs_in(folder / "jobs.db") if j["id"] == first.json()["job_id"]]
+        late = row["run_after"] - row["created_at"]
+        expect(
+            late <= wait_s + 1,
+            _(
+                "the job due by the time Retry-After says to poll ({seconds} s after it was "
+                "made), on a server whose time zone is UTC-3"
+            ).format(seconds=wait_s),
+            _("it is due {late:.0f} s after it was made").format(late=late),
+            _(
+                "enqueue without run_after (the job is due at once); a time you compute "
+                "yourself comes from time.time(): datetime.utcnow().timestamp() reads UTC "
+                "as the server's local time and lands hours off"
+            ),
+        )
 
 
 @CHECKS.add(
@@ -349,8 +394,10 @@ def a_report_worker_claims_the_job(ns: Namespace) -> None:
         db = folder / "jobs.db"
         with served(ns, db) as app:
             job_id = accepted_id(app.post(body, key="work-1"), _("the report request"))
-        [row] = [j for j in jobs_in(db) if j["id"] == job_id] or [None]
+        found: list[dict[str, Any] | None] = [j for j in jobs_in(db) if j["id"] == job_id]
+        [row] = found or [None]
         expect(row is not None, _("job {job_id} in the database").format(job_id=job_id), None)
+        assert row is not None  # for the type checker: expect() failed otherwise
         # The worker's clock: a minute after the job was made, as the job's row says.
         with JobStore(db, clock=FakeClock(row["created_at"] + 60)) as store:
             claimed = store.claim("report-worker")

@@ -255,6 +255,27 @@ TRY_LOCK_SKIPS = """\
     return "charged"
 """
 
+#: Every database error turned into a return value: the task ends in SUCCESS, and a
+#: charge the database refused is reported as done ("failed: ...") to nobody.
+SWALLOWED_ERROR = """\
+    try:
+        with connect() as conn, conn.transaction():
+            first = conn.execute(
+                "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING "
+                "RETURNING key",
+                (key,),
+            ).fetchone()
+            if first is None:
+                return "already charged"
+            conn.execute(
+                "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+                (key, customer, amount),
+            )
+    except psycopg.Error as exc:
+        return f"failed: {exc}"
+    return "charged"
+"""
+
 REFERENCE_CLAIM_ARGS = "            (key,),\n        ).fetchone()"
 REFERENCE_CHARGE_ARGS = "(key, customer, amount),"
 
@@ -403,6 +424,22 @@ ZOO = [
         "worker_killed_after_the_commit",
     ),
     (
+        # "inv-x" and "inv-x " are two invoices: the second is never charged.
+        "the dedup record stripped of surrounding spaces",
+        _replace(REFERENCE_CLAIM_ARGS, REFERENCE_CLAIM_ARGS.replace("(key,)", "(key.strip(),)")),
+        "two_invoices_two_charges",
+        "1 charge row for each of the keys",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # Two 300-character keys that differ only in their last character meet.
+        "the dedup record cut to 64 characters",
+        _replace(REFERENCE_CLAIM_ARGS, REFERENCE_CLAIM_ARGS.replace("(key,)", "(key[:64],)")),
+        "two_invoices_two_charges",
+        "1 charge row for each of the keys",
+        "duplicate_message_charges_once",
+    ),
+    (
         "the amount stored in whole units, not cents",
         _replace(REFERENCE_CHARGE_ARGS, "(key, customer, amount // 100),"),
         "worker_starts_and_charges_once",
@@ -453,6 +490,13 @@ ZOO = [
     (
         "every database error read as 'already charged'",
         _body(BROAD_EXCEPT),
+        "replies_charged_or_already_charged",
+        "a charge the database refused",
+        "duplicate_message_charges_once",
+    ),
+    (
+        "every database error returned as a value: the task ends in SUCCESS",
+        _body(SWALLOWED_ERROR),
         "replies_charged_or_already_charged",
         "a charge the database refused",
         "duplicate_message_charges_once",

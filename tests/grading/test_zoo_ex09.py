@@ -27,11 +27,13 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
     (
         "acks before the work (a kill mid-job loses the entry)",
         "recovers_its_own_pending_after_a_kill",
-        [(
-            '                run_job(json.loads(fields["payload"]), deliveries)',
-            '                r.xack(stream, GROUP, entry_id)\n'
-            '                run_job(json.loads(fields["payload"]), deliveries)',
-        )],
+        [
+            (
+                '                run_job(json.loads(fields["payload"]), deliveries)',
+                "                r.xack(stream, GROUP, entry_id)\n"
+                '                run_job(json.loads(fields["payload"]), deliveries)',
+            )
+        ],
     ),
     (
         "never reads its own pending entries (XREADGROUP 0)",
@@ -41,10 +43,12 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
     (
         "no XAUTOCLAIM: a dead consumer's entries wait forever",
         "takes_over_a_dead_consumers_entries",
-        [(
-            'entries = [e for e in r.xautoclaim(stream, GROUP, consumer, idle_ms, "0-0", 1)[1]',
-            'entries = [e for e in []',
-        )],
+        [
+            (
+                'entries = [e for e in r.xautoclaim(stream, GROUP, consumer, idle_ms, "0-0", 1)[1]',
+                "entries = [e for e in []",
+            )
+        ],
     ),
     (
         "no delivery cap: the poison entry kills every consumer",
@@ -54,164 +58,234 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
     (
         "reads ten at a time: the poison's crashes count against its neighbours",
         "dead_letters_a_crashing_entry_after_max_deliveries",
-        [('{stream: "0"}, count=1)', '{stream: "0"}, count=10)'),
-         ('{stream: ">"}, count=1, block=50)', '{stream: ">"}, count=10, block=50)')],
+        [
+            ('{stream: "0"}, count=1)', '{stream: "0"}, count=10)'),
+            ('{stream: ">"}, count=1, block=50)', '{stream: ">"}, count=10, block=50)'),
+        ],
     ),
     (
         "no idempotency record: a second copy of a key is applied again",
         "a_second_delivery_of_a_done_key_is_not_applied",
-        [("                    done_before = pipe.exists(record)",
-          "                    done_before = False")],
+        [
+            (
+                "                    done_before = pipe.exists(record)",
+                "                    done_before = False",
+            )
+        ],
     ),
     (
         "the dead letter and its XACK sent as two commands",
         "survives_a_kill_after_every_command",
-        [(
-            "                pipe = r.pipeline(transaction=True)\n"
-            "                pipe.xadd(dead,",
-            "                pipe = r\n"
-            "                pipe.xadd(dead,",
-        ), (
-            "                pipe.xack(stream, GROUP, entry_id)\n"
-            "                pipe.execute()\n"
-            "                continue",
-            "                pipe.xack(stream, GROUP, entry_id)\n"
-            "                continue",
-        )],
+        [
+            (
+                "                pipe = r.pipeline(transaction=True)\n"
+                "                pipe.xadd(dead,",
+                "                pipe = r\n                pipe.xadd(dead,",
+            ),
+            (
+                "                pipe.xack(stream, GROUP, entry_id)\n"
+                "                pipe.execute()\n"
+                "                continue",
+                "                pipe.xack(stream, GROUP, entry_id)\n                continue",
+            ),
+        ],
     ),
     (
         "the done record claimed with SET NX, then the effect and the XACK",
         "survives_a_kill_after_every_command",
-        [(
-            "                with r.pipeline(transaction=True) as pipe:\n"
-            "                    pipe.watch(record)\n"
-            "                    done_before = pipe.exists(record)\n"
-            "                    pipe.multi()\n"
-            "                    if not done_before:\n"
-            "                        pipe.set(record, entry_id)\n"
-            "                        pipe.rpush(effects, fields[\"key\"])\n"
-            "                    pipe.xack(stream, GROUP, entry_id)\n"
-            "                    pipe.execute()\n",
-            "                done_before = not r.set(record, entry_id, nx=True)\n"
-            "                if not done_before:\n"
-            "                    r.rpush(effects, fields[\"key\"])\n"
-            "                r.xack(stream, GROUP, entry_id)\n",
-        )],
+        [
+            (
+                "                with r.pipeline(transaction=True) as pipe:\n"
+                "                    pipe.watch(record)\n"
+                "                    done_before = pipe.exists(record)\n"
+                "                    pipe.multi()\n"
+                "                    if not done_before:\n"
+                "                        pipe.set(record, entry_id)\n"
+                '                        pipe.rpush(effects, fields["key"])\n'
+                "                    pipe.xack(stream, GROUP, entry_id)\n"
+                "                    pipe.execute()\n",
+                "                done_before = not r.set(record, entry_id, nx=True)\n"
+                "                if not done_before:\n"
+                '                    r.rpush(effects, fields["key"])\n'
+                "                r.xack(stream, GROUP, entry_id)\n",
+            )
+        ],
     ),
     (
         "the done record read outside the WATCH: two copies at once are both applied",
         "two_copies_of_a_key_at_once_apply_once",
-        [(
-            "                with r.pipeline(transaction=True) as pipe:\n"
-            "                    pipe.watch(record)\n"
-            "                    done_before = pipe.exists(record)\n"
-            "                    pipe.multi()\n",
-            "                done_before = r.exists(record)\n"
-            "                with r.pipeline(transaction=True) as pipe:\n",
-        )],
+        [
+            (
+                "                with r.pipeline(transaction=True) as pipe:\n"
+                "                    pipe.watch(record)\n"
+                "                    done_before = pipe.exists(record)\n"
+                "                    pipe.multi()\n",
+                "                done_before = r.exists(record)\n"
+                "                with r.pipeline(transaction=True) as pipe:\n",
+            )
+        ],
     ),
     (
         # str hashes are salted per process: two consumers (or a consumer and its
         # restart) name one key's done record differently, and both apply it.
         "the done record named by hash(key): another process looks for another record",
         "two_copies_of_a_key_at_once_apply_once",
-        [(
-            "            record = f\"{prefix}:done:{fields['key']}\"",
-            "            record = f\"{prefix}:done:{hash(fields['key'])}\"",
-        )],
+        [
+            (
+                "            record = f\"{prefix}:done:{fields['key']}\"",
+                "            record = f\"{prefix}:done:{hash(fields['key'])}\"",
+            )
+        ],
     ),
     (
         "XAUTOCLAIM with min-idle-time 0: it takes a live consumer's entry",
         "leaves_a_live_consumers_entry_alone",
-        [(
-            "r.xautoclaim(stream, GROUP, consumer, idle_ms,",
-            "r.xautoclaim(stream, GROUP, consumer, 0,",
-        )],
+        [
+            (
+                "r.xautoclaim(stream, GROUP, consumer, idle_ms,",
+                "r.xautoclaim(stream, GROUP, consumer, 0,",
+            )
+        ],
     ),
     (
         "XAUTOCLAIM with a constant 1000 ms instead of idle_ms",
         "leaves_a_live_consumers_entry_alone",
-        [(
-            "r.xautoclaim(stream, GROUP, consumer, idle_ms,",
-            "r.xautoclaim(stream, GROUP, consumer, 1000,",
-        )],
+        [
+            (
+                "r.xautoclaim(stream, GROUP, consumer, idle_ms,",
+                "r.xautoclaim(stream, GROUP, consumer, 1000,",
+            )
+        ],
     ),
     (
         "dead-letters at the first failure instead of after max_deliveries",
         "a_flaky_entry_is_retried_not_dead_lettered",
-        [(
-            "            except Exception:\n                continue",
-            "            except Exception as exc:\n"
-            "                pipe = r.pipeline(transaction=True)\n"
-            '                pipe.xadd(dead, {"key": fields["key"], "payload": fields["payload"],'
-            ' "reason": str(exc)})\n'
-            "                pipe.xack(stream, GROUP, entry_id)\n"
-            "                pipe.execute()\n"
-            "                continue",
-        )],
+        [
+            (
+                "            except Exception:\n                continue",
+                "            except Exception as exc:\n"
+                "                pipe = r.pipeline(transaction=True)\n"
+                '                pipe.xadd(dead, {"key": fields["key"], '
+                '"payload": fields["payload"], "reason": str(exc)})\n'
+                "                pipe.xack(stream, GROUP, entry_id)\n"
+                "                pipe.execute()\n"
+                "                continue",
+            )
+        ],
     ),
     (
         "the done record SET after the MULTI of the effect and its XACK",
         "survives_a_kill_after_every_command",
-        [(
-            "                        pipe.set(record, entry_id)\n"
-            "                        pipe.rpush(effects, fields[\"key\"])\n"
-            "                    pipe.xack(stream, GROUP, entry_id)\n"
-            "                    pipe.execute()\n",
-            "                        pipe.rpush(effects, fields[\"key\"])\n"
-            "                    pipe.xack(stream, GROUP, entry_id)\n"
-            "                    pipe.execute()\n"
-            "                if not done_before:\n"
-            "                    r.set(record, entry_id)\n",
-        )],
+        [
+            (
+                "                        pipe.set(record, entry_id)\n"
+                '                        pipe.rpush(effects, fields["key"])\n'
+                "                    pipe.xack(stream, GROUP, entry_id)\n"
+                "                    pipe.execute()\n",
+                '                        pipe.rpush(effects, fields["key"])\n'
+                "                    pipe.xack(stream, GROUP, entry_id)\n"
+                "                    pipe.execute()\n"
+                "                if not done_before:\n"
+                "                    r.set(record, entry_id)\n",
+            )
+        ],
     ),
     (
         "the effect RPUSHed before the MULTI of its done record and XACK",
         "survives_a_kill_after_every_command",
-        [(
-            "                    pipe.multi()\n"
-            "                    if not done_before:\n"
-            "                        pipe.set(record, entry_id)\n"
-            "                        pipe.rpush(effects, fields[\"key\"])\n",
-            "                    if not done_before:\n"
-            "                        r.rpush(effects, fields[\"key\"])\n"
-            "                    pipe.multi()\n"
-            "                    if not done_before:\n"
-            "                        pipe.set(record, entry_id)\n",
-        )],
+        [
+            (
+                "                    pipe.multi()\n"
+                "                    if not done_before:\n"
+                "                        pipe.set(record, entry_id)\n"
+                '                        pipe.rpush(effects, fields["key"])\n',
+                "                    if not done_before:\n"
+                '                        r.rpush(effects, fields["key"])\n'
+                "                    pipe.multi()\n"
+                "                    if not done_before:\n"
+                "                        pipe.set(record, entry_id)\n",
+            )
+        ],
     ),
     (
         "new entries read before its own pending ones (old work starves)",
         "recovers_its_own_pending_after_a_kill",
-        [(
-            '        rows = r.xreadgroup(GROUP, consumer, {stream: "0"}, count=1)\n'
-            "        entries = [e for _s, found in rows for e in found if e[1]]\n",
-            '        rows = r.xreadgroup(GROUP, consumer, {stream: ">"}, count=1)\n'
-            "        entries = [e for _s, found in rows for e in found if e[1]]\n"
-            "        if not entries:\n"
-            '            rows = r.xreadgroup(GROUP, consumer, {stream: "0"}, count=1)\n'
-            "            entries = [e for _s, found in rows for e in found if e[1]]\n",
-        )],
+        [
+            (
+                '        rows = r.xreadgroup(GROUP, consumer, {stream: "0"}, count=1)\n'
+                "        entries = [e for _s, found in rows for e in found if e[1]]\n",
+                '        rows = r.xreadgroup(GROUP, consumer, {stream: ">"}, count=1)\n'
+                "        entries = [e for _s, found in rows for e in found if e[1]]\n"
+                "        if not entries:\n"
+                '            rows = r.xreadgroup(GROUP, consumer, {stream: "0"}, count=1)\n'
+                "            entries = [e for _s, found in rows for e in found if e[1]]\n",
+            )
+        ],
     ),
     (
         "the delivery count read from the first pending entry, not the one in hand",
         "the_delivery_count_is_the_entrys_own",
-        [(
-            "info = r.xpending_range(stream, GROUP, entry_id, entry_id, 1)",
-            'info = r.xpending_range(stream, GROUP, "-", "+", 1)',
-        )],
+        [
+            (
+                "info = r.xpending_range(stream, GROUP, entry_id, entry_id, 1)",
+                'info = r.xpending_range(stream, GROUP, "-", "+", 1)',
+            )
+        ],
     ),
     (
         "returns how many entries it acknowledged, copies of done keys included",
         "returns_how_many_it_applied",
         [("applied += 0 if done_before else 1", "applied += 1")],
     ),
+    (
+        # Applied at most once per key for an hour: a late copy of the key applies again.
+        "the done record written with a TTL (SET ... EX 3600)",
+        "a_second_delivery_of_a_done_key_is_not_applied",
+        [
+            (
+                "                        pipe.set(record, entry_id)\n",
+                "                        pipe.set(record, entry_id, ex=3600)\n",
+            )
+        ],
+    ),
+    (
+        "returns a count that includes the entries it dead-lettered",
+        "returns_how_many_it_applied",
+        [
+            (
+                "                pipe.execute()\n                continue\n",
+                "                pipe.execute()\n"
+                "                applied += 1\n"
+                "                continue\n",
+            )
+        ],
+    ),
+    (
+        # Entries nobody has read yet are trimmed too once more than 100 wait.
+        "trims the stream to its last 100 entries after each XACK",
+        "a_backlog_of_hundreds_is_applied_once_each",
+        [
+            (
+                "            applied += 0 if done_before else 1\n",
+                "            applied += 0 if done_before else 1\n"
+                "            r.xtrim(stream, maxlen=100, approximate=False)\n",
+            )
+        ],
+    ),
+    (
+        "the done record named by the key lower-cased and stripped",
+        "keys_are_compared_exactly",
+        [
+            (
+                "            record = f\"{prefix}:done:{fields['key']}\"",
+                "            record = f\"{prefix}:done:{fields['key'].strip().lower()}\"",
+            )
+        ],
+    ),
 ]
 
 
-@pytest.mark.parametrize(
-    ("name", "must_fail", "edits"), ZOO, ids=[z[0] for z in ZOO]
-)
+@pytest.mark.parametrize(("name", "must_fail", "edits"), ZOO, ids=[z[0] for z in ZOO])
 def test_ex09_wrong_consumer_is_caught_by_its_check(name, must_fail, edits, monkeypatch):
     # A consumer that never returns is as stuck after 10 s as after the 30 s a student's
     # machine is given; the zoo has two of them, and this keeps CI under its budget.

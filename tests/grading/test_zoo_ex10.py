@@ -320,6 +320,38 @@ ZOO: list[tuple[str, str, str, str, str]] = [
 """,
     ),
     (
+        # A made-up token: 401 for an id that exists, 404 for one that does not.
+        "the status checks only that a token is there, and whom it names after the read",
+        "no_token_is_401",
+        ACCEPT_OK,
+        """    owner = caller_of(authorization)
+    try:
+        job = store.get(job_id)
+    except NotFound:
+        job = None
+""",
+        """    from fastapi import HTTPException
+
+    if not authorization:
+        raise HTTPException(401, "send Authorization: Bearer <token>")
+    try:
+        job = store.get(job_id)
+    except NotFound:
+        return JSONResponse({"detail": "no such job"}, status_code=404)
+    owner = caller_of(authorization)
+""",
+    ),
+    (
+        # On a server west of UTC the job is due hours after the Retry-After poll.
+        "the job due after Retry-After, from datetime.utcnow().timestamp()",
+        "every_202_says_where_and_when_to_poll",
+        ACCEPT_OK,
+        ENQUEUE,
+        "        from datetime import datetime, timedelta\n\n"
+        "        due = (datetime.utcnow() + timedelta(seconds=RETRY_AFTER_S)).timestamp()\n"
+        + ENQUEUE.replace("key=key)", "key=key, run_after=due)"),
+    ),
+    (
         "`with store:` around the enqueue closes the app's one store after the first request",
         ACCEPT_OK,
         STATUS_OK,

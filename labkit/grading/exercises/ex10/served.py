@@ -65,6 +65,10 @@ TIMEOUT = 90.0
 #: on the host's loopback was in reach of every process on the machine). A short folder,
 #: because a unix socket's path is limited to 107 bytes.
 SOCKETS = "/run" if os.access("/run", os.W_OK) else "/tmp"
+#: A time zone west of UTC (UTC-3, Brasilia's), as a POSIX TZ string that needs no
+#: zoneinfo file: on such a server a naive UTC datetime read as local time
+#: (``datetime.utcnow().timestamp()``) lands three hours in the future.
+WEST_OF_UTC = "<-03>3"
 
 
 @dataclass
@@ -145,12 +149,14 @@ def served(
     crash_at_202: bool = False,
     crash_after_enqueue: bool = False,
     slow_enqueue_s: float = 0.0,
+    tz: str | None = None,
 ) -> Iterator[App]:
     """Serve the student's ``ex10_app:app`` on ``db``; killed with its tree on the way out.
 
     The test points of ``labkit.grading.exercises.ex10.harness``: ``crash_at_202`` kills
     the server as a 202 starts, ``crash_after_enqueue`` as the job's ``enqueue`` returns,
-    and ``slow_enqueue_s`` makes every ``enqueue`` wait that long first.
+    and ``slow_enqueue_s`` makes every ``enqueue`` wait that long first. ``tz``: the
+    server's time zone (``TZ``), for a server that does not run on UTC.
     """
     if not (Path(ns.workdir) / APP_FILE).exists():
         raise CheckFailed(
@@ -167,6 +173,8 @@ def served(
     env["PYTHONHASHSEED"] = str(hash_salt(nth))
     for name in (CRASH_ENV, CRASH_AFTER_ENQUEUE_ENV, SLOW_ENQUEUE_ENV):
         env.pop(name, None)
+    if tz is not None:
+        env["TZ"] = tz
     if crash_at_202:
         env[CRASH_ENV] = "1"
     if crash_after_enqueue:
