@@ -1,15 +1,20 @@
 """Hidden checks for exercise 11: names JSON must escape, two consumer processes at once,
-hundreds of pending rows in id order, and a message the consumer cannot apply."""
+hundreds of pending rows in id order, a message the consumer cannot apply (and its
+redelivery), repeats on one long-lived consumer connection, and an order killed and
+never retried."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from random import Random
 
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex11.checks import (
     HARNESS,
+    NOW,
     ORDERS,
+    _raised,
     broker_log,
     consistent,
     did,
@@ -19,8 +24,8 @@ from labkit.grading.exercises.ex11.checks import (
     relay,
     seed_outbox,
 )
-from labkit.grading.exercises.killsweep import scene_seeds
-from labkit.grading.exercises.kit import lab_file
+from labkit.grading.exercises.killsweep import after_every_kill, scene_seeds
+from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import consumer_db, outbox_db, rows_of
 from labkit.lang import _
 
@@ -117,22 +122,40 @@ def two_shop_processes_place_the_same_order(ns: Namespace) -> None:
 def relay_publishes_every_pending_row_oldest_first(ns: Namespace) -> None:
     for seed in scene_seeds():
         _relay_publishes_every_pending_row_oldest_first_in(ns, Random(seed))
+    # A backlog past a round batch size (1200 to 1500 rows, a tenth sent: over 1000
+    # pending, past a LIMIT 1000), published into a list: fast.
+    for seed in scene_seeds():
+        _relay_publishes_every_pending_row_oldest_first_in(
+            ns, Random(f"{seed}:backlog"), (1200, 1500)
+        )
 
 
-def _relay_publishes_every_pending_row_oldest_first_in(ns: Namespace, rng: Random) -> None:
-    count = rng.randint(150, 260)
+def _relay_publishes_every_pending_row_oldest_first_in(
+    ns: Namespace, rng: Random, rows: tuple[int, int] = (150, 260)
+) -> None:
+    count = rng.randint(*rows)
+    backlog = rows[0] > 1000
     ids = rng.sample(range(1, 20000), count)  # saved in no particular order of id
     orders = [[i, f"c{i}", rng.randint(0, 10**6)] for i in ids]
     sent = set(rng.sample(ids, count // 10))
     with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        conn.execute("BEGIN IMMEDIATE")
         seed_outbox(conn, orders)
         conn.executemany(
             "UPDATE outbox SET sent_at = 50 WHERE message_id = ?", [(message_id(i),) for i in sent]
         )
-        broker = path.parent / "broker.db"
-        relay(ns, path, broker)
+        conn.execute("COMMIT")
         want = [message_id(i) for i in ids if i not in sent]
-        log = broker_log(broker)
+        if backlog:
+            got = ns.harness(HARNESS + "relay_into_a_list", str(path), NOW)
+            _raised(
+                got, "relay_once(conn, publish, now)", _("try relay_once with a list as broker")
+            )
+            log = list(got["published"])
+        else:
+            broker = path.parent / "broker.db"
+            relay(ns, path, broker)
+            log = broker_log(broker)
         first = next((n for n, (a, b) in enumerate(zip(log, want, strict=False)) if a != b), None)
         if first is None and len(log) != len(want):
             first = min(len(log), len(want))
@@ -182,3 +205,85 @@ def consume_rolls_back_a_message_it_cannot_apply(ns: Namespace) -> None:
                 emails=emails(conn), held=held, calls=said
             ),
         )
+
+
+def _message(order_id: int, customer: str | None) -> list[str]:
+    """A delivery of ``order_id``'s message: its id and its JSON body."""
+    body = {"order_id": order_id, "customer": customer, "total": 100 * order_id}
+    return [message_id(order_id), json.dumps(body)]
+
+
+@CHECKS.add(
+    2,
+    "a message consume cannot apply must raise (never return False: the broker would "
+    "ack it as a repeat) and leave nothing behind, in memory either: its redelivery, "
+    "fixed, is applied (True, its email sent)",
+    severe=True,
+)
+def a_failed_message_is_applied_when_redelivered(ns: Namespace) -> None:
+    calls = [_message(5, None), _message(5, "eva")]  # customer null: the INSERT fails
+    with lab_file(ns, consumer_db, "mail.db") as (conn, path):
+        got = ns.harness(HARNESS + "on_one_connection", "consume", str(path), calls)
+        expect(
+            "raised" in got[0],
+            _("consume({message_id}, body with customer null) to raise").format(
+                message_id=repr(message_id(5))
+            ),
+            _("it {outcome}").format(outcome=did(got[0])),
+        )
+        expect(
+            got[1].get("returned") is True and emails(conn) == [(5, "eva")],
+            _(
+                "its redelivery with customer 'eva', on the same connection, applied: True "
+                "and the email [(5, 'eva')]"
+            ),
+            _("it {outcome}; emails {emails}").format(outcome=did(got[1]), emails=emails(conn)),
+        )
+
+
+@CHECKS.add(
+    2,
+    "one long-lived consumer connection receives repeats: tell a repeat from the INSERT "
+    "... ON CONFLICT DO NOTHING RETURNING itself, never from cursor.lastrowid, which "
+    "after an ignored INSERT still holds the connection's previous insert",
+    severe=True,
+)
+def a_long_lived_consumer_drops_repeats(ns: Namespace) -> None:
+    names = {o: c for o, c, _total in ORDERS}
+    sequence = [1, 2, 1, 3, 2, 3]
+    calls = [_message(o, names[o]) for o in sequence]
+    with lab_file(ns, consumer_db, "mail.db") as (conn, path):
+        got = ns.harness(HARNESS + "on_one_connection", "consume", str(path), calls)
+        said = [did(g) for g in got]
+        want = [True, True, False, True, False, False]
+        expect(
+            [g.get("returned") for g in got] == want
+            and sorted(emails(conn)) == sorted(names.items()),
+            _(
+                "messages of orders {orders} on one connection: {returned}, and one email per order"
+            ).format(orders=sequence, returned=want),
+            _("{calls}; emails {emails}").format(calls=", ".join(said), emails=emails(conn)),
+        )
+
+
+@CHECKS.add(
+    2,
+    "killed anywhere and never retried (the customer gave up), place_order leaves the "
+    "order with its message, or neither: a message committed before its order announces "
+    "an order that was never saved, and the relay publishes it",
+    severe=True,
+)
+def an_order_killed_and_never_retried_is_whole_or_absent(ns: Namespace) -> None:
+    def judge(life: Path) -> tuple[bool, str]:
+        with reading(life / "shop.db") as conn:
+            return consistent(conn)
+
+    after_every_kill(
+        ns,
+        HARNESS + "place_order_kills_unretried",
+        lambda folder: outbox_db(folder / "shop.db").close(),
+        [[7, "ana", 4200]],
+        judge,
+        _("the order and its message, or neither,"),
+        _("no retry"),
+    )

@@ -59,14 +59,21 @@ def _held(keys: list[str], name: str, want: list[str]) -> str:
 )
 def another_schedule_with_a_longer_name(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
+        # 'report' last fired 01:00 by a 'latest' catch-up: 00:00 was left out on purpose.
         add_job(conn, reference_key("reports", T0 + 5 * HOUR), kind="reports")
-        add_job(conn, reference_key("report", T0), kind="report")
-        created = _tick(ns, path, T0 + 2 * HOUR + 1, schedule="report")
-        want = [reference_key("report", T0 + HOUR), reference_key("report", T0 + 2 * HOUR)]
+        add_job(conn, reference_key("report", T0 + HOUR), kind="report", run_after=T0 + HOUR)
+        created = _tick(ns, path, T0 + 3 * HOUR + 1, schedule="report")
+        want = [reference_key("report", T0 + 2 * HOUR), reference_key("report", T0 + 3 * HOUR)]
         expect(created == want, _("'report' to catch up with {keys}").format(keys=want), created)
 
 
-@CHECKS.add(1, "after downtime, catch_up='latest' enqueues only the newest missed slot")
+@CHECKS.add(
+    1,
+    "after downtime, catch_up='latest' enqueues only the newest missed slot (tick passes "
+    "the catch_up it is given to due_slots): every missed slot runs an effect the "
+    "schedule promised to run once",
+    severe=True,
+)
 def tick_catches_up_with_the_latest_slot(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         _tick(ns, path, T0 + 10, catch_up="latest")
@@ -120,18 +127,27 @@ def _tick_reads_what_fired_in_every_time_zone_in(ns: Namespace, rng: Random) -> 
 @CHECKS.add(
     2,
     "match your own keys with substr(key, 1, :n) = :prefix (or key >= :prefix AND key "
-    "< :end): LIKE treats '_' as any character and ignores case, and slot_key must keep "
-    "the name as given, or 'Daily_Report' reads or takes the keys of 'daily-report'",
+    "< :end): LIKE treats '_' as any character and ignores case, GLOB reads '*', '?' and "
+    "'[' as wildcards, and slot_key must keep the name as given, or 'Daily_Report' reads "
+    "or takes the keys of 'daily-report'",
     severe=True,
 )
 def names_with_underscores_and_capitals_are_their_own_schedules(ns: Namespace) -> None:
     for seed in scene_seeds():
         _own_schedules_in(ns, Random(f"{seed}:names"))
+        # GLOB's wildcards in a name ('[EU]' one of E or U, '*', '?'): 'BackupE-eu1_Daily2'
+        # matches the pattern 'schedule:Backup[EU]*_Daily?:*' (and is as long: its keys parse).
+        _own_schedules_in(ns, Random(f"{seed}:glob"), "Backup[EU]*_Daily?", ("BackupE-eu1_Daily2",))
 
 
-def _own_schedules_in(ns: Namespace, rng: Random) -> None:
-    own = rng.choice(["Daily_Report", "EU_Sync", "Nightly_Backup", "Clôture_Mois", "Ärzte_Export"])
-    others = [own.replace("_", "-"), own.lower()]
+def _own_schedules_in(
+    ns: Namespace, rng: Random, own: str | None = None, lookalikes: tuple[str, ...] = ()
+) -> None:
+    if own is None:
+        own = rng.choice(
+            ["Daily_Report", "EU_Sync", "Nightly_Backup", "Clôture_Mois", "Ärzte_Export"]
+        )
+    others = [own.replace("_", "-"), own.lower(), *lookalikes]
     period = rng.choice([900, 1800, HOUR])
     since = T0 + rng.randint(0, 3) * period
     now = since + rng.randint(2, 4) * period + rng.randint(0, period - 1)
@@ -178,6 +194,8 @@ def _last_fired_is_the_newest_key_in(ns: Namespace, rng: Random) -> None:
         # A 'latest' catch-up fired ``fired``; its job failed and waits for its retry;
         # then an operator re-ran an older missed slot by hand (a newer row, older slot).
         retry_at = fired + backoff * period
+        # Each row's updated_at is when it last changed: the failure of ``fired``'s job,
+        # then the re-run, just now (neither says which slot fired last).
         add_job(
             conn,
             reference_key("billing", fired),
@@ -185,9 +203,16 @@ def _last_fired_is_the_newest_key_in(ns: Namespace, rng: Random) -> None:
             state="retry_wait",
             attempt=2,
             run_after=retry_at,
+            updated_at=fired + 60,
         )
         rerun = fired - 3 * period
-        add_job(conn, reference_key("billing", rerun), kind="billing", run_after=rerun)
+        add_job(
+            conn,
+            reference_key("billing", rerun),
+            kind="billing",
+            run_after=rerun,
+            updated_at=now - 30,
+        )
         created = _tick(ns, path, now, schedule="billing", period=period, since=T0)
         keys = _keys(conn)
         expect(

@@ -1,5 +1,6 @@
 """Hidden checks for exercise 13: other caps, what counts as busy, serial claims racing,
-backlogs of hundreds of jobs, dead workers' leases in the order, and keys out of order."""
+backlogs of hundreds of jobs, dead workers' leases in the order, keys out of order, a job
+claimed again (its attempt counted) and tokens that do not repeat."""
 
 from __future__ import annotations
 
@@ -274,10 +275,12 @@ def accounts_are_told_apart_by_their_exact_names(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         for n, queue in enumerate(("acmex1", "acmeyz", "Bolt")):
             add_job(conn, f"{queue}:r", **live(queue, n))
+        # "o'brien": a name with a quote, as customers have (SQL written with f-strings breaks).
         waiting = {
-            queue: add_job(conn, f"{queue}:1", queue=queue) for queue in ("acme_1", "acme%", "bolt")
+            queue: add_job(conn, f"{queue}:1", queue=queue)
+            for queue in ("acme_1", "acme%", "bolt", "o'brien")
         }
-        got = sorted(_id(capped(ns, path, f"w{n}", 1)) or 0 for n in range(3))
+        got = sorted(_id(capped(ns, path, f"w{n}", 1)) or 0 for n in range(len(waiting)))
         expect(
             got == sorted(waiting.values()),
             _(
@@ -299,3 +302,55 @@ def accounts_are_told_apart_by_their_exact_names(ns: Namespace) -> None:
             ).format(job_ids=sorted(heads.values()), names=", ".join(heads)),
             got,
         )
+
+
+@CHECKS.add(
+    1,
+    "both claims count the attempt (attempt = attempt + 1, never = 1) on a job that ran "
+    "before: the retry policy gives up after max_attempts, and a job whose attempts are "
+    "reset is retried forever",
+)
+def a_job_claimed_again_counts_its_attempt(ns: Namespace) -> None:
+    for name in ("claim_capped", "claim_serial"):
+        extra = (2,) if name == "claim_capped" else ()
+        with lab_file(ns) as (conn, path):
+            job_id = add_job(
+                conn, "acme:1", queue="acme", state="retry_wait", attempt=2, run_after=NOW - 5
+            )
+            got = claim(ns, path, name, "w1", NOW, *extra, lease_s=45.0)
+            stored = job(conn, job_id)
+            expect(
+                _id(got) == job_id
+                and stored["attempt"] == 3
+                and stored["state"] == "running"
+                and stored["lease_owner"] == "w1"
+                and stored["lease_until"] == NOW + 45
+                and stored["updated_at"] == NOW,
+                _(
+                    "{name} on a job in retry_wait at attempt 2: running, attempt 3, "
+                    "lease_owner w1, lease_until {lease_until:g}, updated_at {now:g}"
+                ).format(name=name, lease_until=NOW + 45, now=NOW),
+                {k: stored[k] for k in ("state", "attempt", "lease_owner", "lease_until")},
+            )
+
+
+@CHECKS.add(
+    1,
+    "a random lease_token (lower(hex(randomblob(16)))), not one made of the worker and "
+    "the time: one worker claiming two jobs at the same now gives both the same token",
+)
+def a_token_is_random_not_the_worker_and_the_time(ns: Namespace) -> None:
+    for name in ("claim_capped", "claim_serial"):
+        extra = (2,) if name == "claim_capped" else ()
+        with lab_file(ns) as (conn, path):
+            add_job(conn, "acme:1", queue="acme")
+            add_job(conn, "bolt:1", queue="bolt")
+            rows = [claim(ns, path, name, "w1", NOW, *extra) for _n in range(2)]
+            tokens = [r.get("lease_token") for r in rows if r is not None]
+            expect(
+                len(tokens) == 2 and len(set(tokens)) == 2,
+                _(
+                    "{name}: two different lease_tokens when w1 takes two jobs at now={now:g}"
+                ).format(name=name, now=NOW),
+                tokens,
+            )

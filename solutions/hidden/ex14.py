@@ -1,7 +1,8 @@
 """Hidden checks for exercise 14: generated orders sharing one database and one world, a
 kill anywhere in a job of policy version 2, a finished job delivered again after a
-deploy, errors that are no decline (a 503 from the payment API, a mail rejected), and
-two orders of one customer."""
+deploy, errors that are no decline (a 503 from the payment API, a mail rejected), two
+orders of one customer, a job killed before its first checkpoint and resumed after a
+deploy, and a kill right after the release."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from labkit.grading.exercises.ex14.checks import (
     run,
     scene,
     state_of,
+    steps_of,
     wanted,
     world_of,
 )
@@ -238,7 +240,7 @@ def _every_effect_once_after_a_kill_under_policy_v2_in(ns: Namespace, rng: Rando
     "has its checkpoint, and the job's version is its own",
 )
 def a_finished_job_calls_nothing_again(ns: Namespace) -> None:
-    order = {
+    order: dict[str, Any] = {
         "id": 314,
         "customer": "cus_eva",
         "email": "eva@example.com",
@@ -263,6 +265,15 @@ def a_finished_job_calls_nothing_again(ns: Namespace) -> None:
         )
     with scene(ns, DECLINES) as folder:
         run(ns, folder, order, 1)
+        steps = sorted(steps_of(folder, order["id"]))
+        expect(
+            steps == ["charge", "release", "reserve"],
+            _(
+                "the checkpoints of a declined job: reserve, charge (declined) and release, "
+                "so that a redelivery releases nothing again"
+            ),
+            steps,
+        )
         before = world_of(folder)["calls"]
         got = run(ns, folder, order, 2)
         after = world_of(folder)["calls"]
@@ -272,4 +283,116 @@ def a_finished_job_calls_nothing_again(ns: Namespace) -> None:
             _("{returned}; new calls {calls}").format(
                 returned=repr(got.get("returned")), calls=after[len(before) :]
             ),
+        )
+
+
+@CHECKS.add(
+    2,
+    "a job killed before its first checkpoint has started: follow the policy_version "
+    "stored by its first run from the first step on, never the call's while job_steps "
+    "is still empty",
+    severe=True,
+)
+def a_job_killed_before_its_first_checkpoint_keeps_its_version(ns: Namespace) -> None:
+    for first, then in ((1, 2), (2, 1)):
+        with scene(ns) as folder:
+            crashed = run(ns, folder, ORDER, first, crash_after="ledger.transaction()")
+            expect(
+                crashed["fired"],
+                _("a crash right after the reservation (policy version {version}) to fire").format(
+                    version=first
+                ),
+                _("it {outcome} without a ledger transaction").format(
+                    outcome=repr(crashed.get("returned", "raised"))
+                ),
+            )
+            got = run(ns, folder, ORDER, then)
+            ok, seen = exactly_once(folder, ORDER, first)
+            expect(
+                got.get("returned") == "done" and ok,
+                _(
+                    "version {version}'s {count} e-mail(s) after a start on version {version}, "
+                    "a crash right after the reservation (no checkpoint yet) and a resume "
+                    "with policy_version={resumed_version}"
+                ).format(version=first, count=MAILS[first], resumed_version=then),
+                f"{got.get('returned')!r}; {seen}",
+            )
+
+
+@CHECKS.add(
+    1,
+    "record the decline and 'failed' BEFORE the release: a worker killed right after the "
+    "release and run again must not call the payment API again for a charge it knows "
+    "was declined",
+)
+def a_kill_right_after_the_release_does_not_charge_again(ns: Namespace) -> None:
+    with scene(ns, DECLINES) as folder:
+        # The second ledger transaction of the run is the release (the first: the reserve).
+        crashed = run(ns, folder, ORDER, 1, crash_after="ledger.transaction()#2")
+        expect(
+            crashed["fired"],
+            "a crash right after the release's ledger transaction to fire",
+            _("it {outcome}").format(outcome=repr(crashed.get("returned", "raised"))),
+        )
+        got = run(ns, folder, ORDER)
+        truth = world_of(folder)
+        charges = [c for c in truth["calls"] if c[0] == "payments"]
+        ok, seen = exactly_once(folder, ORDER, 1, declined=True)
+        expect(
+            got.get("returned") == "failed" and ok and len(charges) == 1,
+            _(
+                "after a kill right after the release and a re-run: 'failed', {effects}, and "
+                "the declined charge called once"
+            ).format(effects=wanted(ORDER, 1, True)),
+            _("{returned}; {seen}; {count} call(s) to the payment API").format(
+                returned=repr(got.get("returned")), seen=seen, count=len(charges)
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "each e-mail says what it is: the receipt f'Receipt for order {id}', then the e-mail "
+    "f'Order {id} is on its way' (policy version 2 sends both)",
+)
+def the_receipt_and_the_email_say_what_they_are(ns: Namespace) -> None:
+    with scene(ns) as folder:
+        run(ns, folder, ORDER, 2)
+        subjects = [
+            p.get("subject")
+            for service, _key, p in world_of(folder)["effects"]
+            if service == "mail" and p.get("to") == ORDER["email"]
+        ]
+        want = [f"Receipt for order {ORDER['id']}", f"Order {ORDER['id']} is on its way"]
+        expect(
+            subjects == want,
+            _("the subjects {subjects} for order {order_id} on policy version 2").format(
+                subjects=want, order_id=ORDER["id"]
+            ),
+            subjects,
+        )
+
+
+@CHECKS.add(
+    2,
+    "two orders never share a key: join the key's parts with a separator, the order id "
+    "as its own part (f'order:{id}:{step}'); glued together, customer 'cus_7' with "
+    "order 12 and customer 'cus_71' with order 2 both give 'cus_712'",
+    severe=True,
+)
+def keys_of_two_orders_never_run_together(ns: Namespace) -> None:
+    first = {**ORDER, "id": 12, "customer": "cus_7", "email": "sete@example.com"}
+    second = {**ORDER, "id": 2, "customer": "cus_71", "email": "setenta@example.com", "sku": "pen"}
+    with scene(ns) as folder:
+        ran = [run(ns, folder, order).get("returned") for order in (first, second)]
+        truth = world_of(folder)
+        got = [found(truth, order) for order in (first, second)]
+        want = [wanted(order, 1, False) for order in (first, second)]
+        expect(
+            ran == ["done", "done"] and got == want,
+            _(
+                "orders 12 of cus_7 and 2 of cus_71 both 'done', each with its own effects: "
+                "{effects}"
+            ).format(effects=want),
+            _("{ran}; {effects}").format(ran=ran, effects=got),
         )

@@ -970,6 +970,191 @@ ZOO: list[tuple[str, str, str, str]] = [
         """,
     ),
     (
+        "ex13",
+        "claim_serial resets the attempt to 1 instead of counting it",
+        "a_job_claimed_again_counts_its_attempt",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET.replace("attempt + 1", "1") + \"\"\"
+                 WHERE id = (SELECT h.id FROM jobs h
+                  WHERE h.id IN (SELECT min(id) FROM jobs
+                                  WHERE state IN ('pending', 'retry_wait', 'running')
+                                  GROUP BY queue)
+                    AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                         OR (h.state = 'running' AND h.lease_until <= :now))
+                  ORDER BY h.run_after, h.id LIMIT 1)
+                RETURNING *\"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "the lease token made of the worker's name and now",
+        "a_token_is_random_not_the_worker_and_the_time",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            token_set = CLAIM_SET.replace("lower(hex(randomblob(16)))", ":worker || ':' || :now")
+            row = conn.execute(
+                "UPDATE jobs" + token_set + \"\"\"
+                 WHERE id = (SELECT c.id FROM jobs c
+                  WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                         OR (c.state = 'running' AND c.lease_until <= :now))
+                    AND (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                          AND r.state = 'running' AND r.lease_until > :now) < :cap
+                  ORDER BY (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                             AND r.state = 'running' AND r.lease_until > :now),
+                           c.run_after, c.id
+                  LIMIT 1)
+                RETURNING *\"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "the open accounts listed into the claim with an f-string",
+        "accounts_are_told_apart_by_their_exact_names",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                busy = dict(conn.execute(
+                    "SELECT queue, count(*) FROM jobs WHERE state = 'running'"
+                    " AND lease_until > ? GROUP BY queue", (now,)).fetchall())
+                names = [q for (q,) in conn.execute("SELECT DISTINCT queue FROM jobs")
+                         if busy.get(q, 0) < cap]
+                row = None
+                if names:
+                    listed = ", ".join(f"'{q}'" for q in names)
+                    row = conn.execute(
+                        "UPDATE jobs" + CLAIM_SET + f\"\"\"
+                         WHERE id = (SELECT c.id FROM jobs c
+                          WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                                 OR (c.state = 'running' AND c.lease_until <= :now))
+                            AND c.queue IN ({listed})
+                          ORDER BY (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                                     AND r.state = 'running' AND r.lease_until > :now),
+                                   c.run_after, c.id
+                          LIMIT 1)
+                        RETURNING *\"\"\",
+                        {"worker": worker, "now": now, "lease_s": lease_s},
+                    ).fetchone()
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex11",
+        "the relay publishes at most 1000 rows a run (a silent batch size)",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            rows = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL"
+                " ORDER BY id LIMIT 1000"
+            ).fetchall()
+            for row_id, topic, mid, body in rows:
+                publish(topic, mid, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(mid)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the outbox row committed on its own before the order's transaction",
+        "an_order_killed_and_never_retried_is_whole_or_absent",
+        """
+        def place_order(conn, order_id, customer, total):
+            body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+            conn.execute(
+                "INSERT OR IGNORE INTO outbox (message_id, topic, body)"
+                " VALUES (?, 'order.placed', ?)",
+                (f"order:{order_id}:placed:v1", body),
+            )
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id", (order_id, customer, total),
+                ).fetchone()
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return created is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer tells a repeat by cursor.lastrowid after INSERT OR IGNORE",
+        "a_long_lived_consumer_drops_repeats",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO processed_messages (message_id) VALUES (?)",
+                    (message_id,),
+                )
+                fresh = bool(cur.lastrowid)
+                if fresh:
+                    conn.execute("INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                                 (order["order_id"], order["customer"]))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer remembers ids in memory before its transaction commits",
+        "a_failed_message_is_applied_when_redelivered",
+        """
+        _SEEN = set()
+        _reference_consume = consume
+        def consume(conn, message_id, body):
+            if message_id in _SEEN:
+                return False
+            _SEEN.add(message_id)
+            return _reference_consume(conn, message_id, body)
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer reports a message it cannot apply as a repeat (False)",
+        "a_failed_message_is_applied_when_redelivered",
+        """
+        import sqlite3
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            try:
+                with conn:
+                    conn.execute("BEGIN IMMEDIATE")
+                    conn.execute("INSERT INTO processed_messages (message_id) VALUES (?)",
+                                 (message_id,))
+                    conn.execute("INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                                 (order["order_id"], order["customer"]))
+            except sqlite3.IntegrityError:
+                return False
+            return True
+        """,
+    ),
+    (
         "ex11",
         "a retried order recognised by its content (same customer and total)",
         "place_order_twice_is_one_message",
@@ -1042,6 +1227,20 @@ SAYS: dict[str, str] = {
     "a retried order recognised by its content (same customer and total)": (
         "a retry is known by the order id"
     ),
+    "the outbox row committed on its own before the order's transaction": (
+        "or neither, after a kill -9"
+    ),
+    "the consumer tells a repeat by cursor.lastrowid after INSERT OR IGNORE": (
+        "messages of orders [1, 2, 1, 3, 2, 3] on one connection"
+    ),
+    "the consumer remembers ids in memory before its transaction commits": "its redelivery",
+    "the consumer reports a message it cannot apply as a repeat (False)": (
+        "body with customer null) to raise"
+    ),
+    "the relay publishes at most 1000 rows a run (a silent batch size)": "pending messages of",
+    "claim_serial resets the attempt to 1 instead of counting it": "at attempt 2",
+    "the lease token made of the worker's name and now": "two different lease_tokens",
+    "the open accounts listed into the claim with an f-string": "to return a job or None",
 }
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
@@ -1061,6 +1260,10 @@ SEVERE = [
     "claim_capped never takes a job waiting in retry_wait (pending only)",
     "the lease token made once when the notebook runs, the same for every claim",
     "a retried order recognised by its content (same customer and total)",
+    "the outbox row committed on its own before the order's transaction",
+    "the consumer tells a repeat by cursor.lastrowid after INSERT OR IGNORE",
+    "the consumer remembers ids in memory before its transaction commits",
+    "the consumer reports a message it cannot apply as a repeat (False)",
 ]
 
 

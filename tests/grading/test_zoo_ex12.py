@@ -170,6 +170,121 @@ ZOO: list[tuple[str, str, str, str]] = [
             return created
         """,
     ),
+    (
+        # Every row of the first scenes had updated_at 0: the first one inserted won the tie.
+        "ex12",
+        "what fired read as the key of the job updated last (ORDER BY updated_at DESC)",
+        "last_fired_is_the_newest_key",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT key FROM jobs WHERE substr(key, 1, :n) = :prefix"
+                " ORDER BY updated_at DESC LIMIT 1",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # 'report' had no gap before its newest key: walking from since refilled nothing.
+        "ex12",
+        "the newest key read with key >= 'schedule:<name>:' and no end, another's ignored",
+        "another_schedule_with_a_longer_name",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE key >= :prefix", {"prefix": prefix}
+            ).fetchone()
+            last = None
+            if row[0] is not None and row[0].startswith(prefix):
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # No generated name held '[', '*' or '?': GLOB matched them as LIKE never would.
+        "ex12",
+        "the schedule's keys matched with GLOB 'schedule:<name>:*'",
+        "names_with_underscores_and_capitals_are_their_own_schedules",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE key GLOB :pattern", {"pattern": prefix + "*"}
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # Every missed slot of a 'latest' schedule runs: the effect it promised once, again.
+        "ex12",
+        "tick catches up 'all' whatever catch_up it is given",
+        "tick_catches_up_with_the_latest_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, "all"):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
 ]
 
 
@@ -183,6 +298,14 @@ SAYS: dict[str, str] = {
     "a key reported as created when cursor.lastrowid is set (INSERT OR IGNORE)": (
         "reports adding up to them"
     ),
+    "what fired read as the key of the job updated last (ORDER BY updated_at DESC)": (
+        "its job retries at"
+    ),
+    "the newest key read with key >= 'schedule:<name>:' and no end, another's ignored": (
+        "'report' to catch up with"
+    ),
+    "the schedule's keys matched with GLOB 'schedule:<name>:*'": "to get its own",
+    "tick catches up 'all' whatever catch_up it is given": "after seven hours away",
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.

@@ -301,6 +301,68 @@ ZOO: list[tuple[str, str, str, str]] = [
             ('                conn.execute("COMMIT")\n', ""),
         ),
     ),
+    (
+        "ex14",
+        "the stock released before the decline and 'failed' are recorded",
+        "a_kill_right_after_the_release_does_not_charge_again",
+        _edit(
+            RUN_ORDER,
+            (
+                '                conn.execute("BEGIN IMMEDIATE")\n',
+                '                released = do_step(world, order, "release")\n'
+                '                checkpoint("release", json.dumps(released))\n'
+                '                conn.execute("BEGIN IMMEDIATE")\n',
+            ),
+            (
+                '                state = "failed"\n                break\n',
+                '                return "failed"\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the release never checkpointed, so every redelivery of a failed job releases again",
+        "a_finished_job_calls_nothing_again",
+        _edit(
+            RUN_ORDER,
+            (
+                '        if "release" not in done:\n'
+                '            checkpoint("release", json.dumps(do_step(world, order, "release")))\n',
+                '        do_step(world, order, "release")\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "each step's key glues the customer and the order id without a separator",
+        "keys_of_two_orders_never_run_together",
+        _edit(
+            DO_STEP,
+            ("f\"order:{order['id']}:{step}:v1\"", "f\"{order['customer']}{order['id']}:{step}\""),
+        ),
+    ),
+    (
+        "ex14",
+        "the receipt sent with the e-mail's subject",
+        "the_receipt_and_the_email_say_what_they_are",
+        _edit(
+            DO_STEP,
+            ('{"receipt": "Receipt for order {}", ', '{"receipt": "Order {} is on its way", '),
+        ),
+    ),
+    (
+        "ex14",
+        "a job without a checkpoint yet follows the policy version it is called with",
+        "a_job_killed_before_its_first_checkpoint_keeps_its_version",
+        _edit(
+            RUN_ORDER,
+            (
+                "    def checkpoint(step, result):\n",
+                "    if not done:\n        version = policy_version\n\n"
+                "    def checkpoint(step, result):\n",
+            ),
+        ),
+    ),
 ]
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
@@ -314,6 +376,8 @@ SEVERE = [
     "a PermanentError from any step compensates, a rejected e-mail too",
     "each step's key built from the customer, not the order",
     "each step's key made with hash(), which changes with each process",
+    "a job without a checkpoint yet follows the policy version it is called with",
+    "each step's key glues the customer and the order id without a separator",
 ]
 
 

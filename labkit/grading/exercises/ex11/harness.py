@@ -244,3 +244,43 @@ def consume_kills(
         return _call(values, "consume", life / "mail.db", message_id, body)
 
     return sweep(folder, ["mail.db"], once, once, seed)
+
+
+def place_order_kills_unretried(
+    values: MutableMapping[str, Any], folder: str, order: list[Any], seed: int
+) -> dict[str, Any]:
+    """``place_order`` killed right after each of its writes, and never retried.
+
+    The customer gave up (closed the tab): nobody places the order again, so what the
+    kill left in ``folder/shop.db``'s copy is what the relay will publish. The restart
+    does nothing. See ``killsweep.sweep``.
+    """
+
+    def once(life: Path, _tracer: Any) -> Any:
+        return _call(values, "place_order", life / "shop.db", *order)
+
+    def nobody(_life: Path, _tracer: Any) -> None:
+        return None
+
+    return sweep(folder, ["shop.db"], once, nobody, seed)
+
+
+def relay_into_a_list(values: MutableMapping[str, Any], path: str, now: float) -> dict[str, Any]:
+    """``relay_once(conn, publish, now)`` whose ``publish`` only lists the message ids.
+
+    For a backlog of thousands of rows: no broker file, and the shop's database is not
+    synced at each of the student's commits (``synchronous=OFF``, this connection only),
+    so the run costs milliseconds. ``published`` is what the broker would have got.
+    """
+    published: list[str] = []
+
+    def publish(topic: str, message_id: str, body: str) -> None:
+        published.append(message_id)
+
+    conn = connect(path)
+    conn.execute("PRAGMA synchronous=OFF")
+    try:
+        got = _run(values, values["relay_once"], Watched(conn), publish, now)
+    finally:
+        conn.close()
+    return {**got, "published": published}

@@ -45,7 +45,11 @@ class _Moments:
     """Where ``_Seen`` reports a moment: a sweep's tracer, a crash after one effect, both."""
 
     def __init__(self, tracer: Tracer | None = None, crash_after: str | None = None) -> None:
-        self.tracer, self.crash_after = tracer, crash_after
+        # "ledger.transaction()#2": right after the second one (the release's, after the
+        # reserve's); without "#n", after the first.
+        what, _sep, nth = (crash_after or "").partition("#")
+        self.tracer, self.crash_after = tracer, what or None
+        self.nth, self.seen = int(nth or 1), 0
         self.crashed = False
 
     def before(self, what: str) -> None:
@@ -56,6 +60,9 @@ class _Moments:
         if self.tracer is not None:
             self.tracer.mark(f"{what} (after it returned)")
         if what == self.crash_after and not self.crashed:
+            self.seen += 1
+            if self.seen < self.nth:
+                return
             self.crashed = True
             raise SimulatedCrash(f"crashed right after {what}, before its checkpoint")
 
@@ -154,7 +161,8 @@ def run(
     """``run_order(conn, world, order, policy_version=version)`` in ``folder``.
 
     ``crash_after`` names an effect (``"payments.charge"``, ``"mail.send"``,
-    ``"ledger.transaction()"``): a ``SimulatedCrash`` right after its first one returns.
+    ``"ledger.transaction()"``): a ``SimulatedCrash`` right after its first one returns
+    (``"ledger.transaction()#2"``: after its second one).
     ``salted``: the student's ``hash()`` gives other values, as in another process (a
     restarted worker has its own ``PYTHONHASHSEED``). The outcome, ``{"crashed": True}``
     when it did, and ``fired``.
