@@ -108,7 +108,10 @@ def run_cells(
     """Execute each cell in one namespace; return it and notes on cells that broke or hung.
 
     ``errors`` collects what each failing cell raised, as data (``describe``), for the
-    grader to tell a resource limit from a bug.
+    grader to tell a resource limit from a bug. The namespace's ``CELLS`` are the cells
+    that ran cleanly, which a check may run again as a restarted worker imports its
+    module (``replay``): a cell that broke, hung or was stopped at a limit (a fork
+    storm, an attack on the grader) has had its say in the notes and is not run twice.
     """
     from labkit.grading.checks import run_with_timeout
 
@@ -118,12 +121,14 @@ def run_cells(
         "check": _no_check,
     }
     notes: list[str] = []
+    clean: list[tuple[int, str]] = []
     for index, source in cells:
         note = write_file_cell(source, Path.cwd())
         if note:
             notes.append(f"cell {index}: {note}")
         code_text = student_code(source)
         if not code_text.strip():
+            clean.append((index, source))
             continue
         try:
             code = compile(code_text, f"<cell {index}>", "exec")
@@ -145,7 +150,9 @@ def run_cells(
             notes.append(f"cell {index} raised {_first_line(error)}{_at(error)}")
             if errors is not None:
                 errors.append({"cell": index, **describe(error)})
-    namespace[CELLS] = tuple(cells)
+        else:
+            clean.append((index, source))
+    namespace[CELLS] = tuple(clean)
     return namespace, notes
 
 
