@@ -8,7 +8,7 @@ from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex01.checks import INTENTS, PAYLOADS, SAMPLE_CALLS
-from labkit.grading.exercises.helpers import holds_for
+from labkit.grading.exercises.helpers import holds_for, raised_text
 from labkit.lang import _
 
 CHECKS = Checks("ex01", hidden=True)
@@ -145,3 +145,130 @@ def key_is_the_same_on_another_machine(ns: Namespace) -> None:
             ).format(args=args),
             _("{here} here, {there} there").format(here=repr(here), there=repr(there)),
         )
+
+
+HARNESS = "labkit.grading.exercises.ex01.harness:"
+
+#: The same field with two different non-ASCII values: a fingerprint of text encoded as
+#: latin-1, ASCII or the locale's encoding (with errors="replace"), or folded to ASCII,
+#: gives both one fingerprint.
+NON_ASCII_CHANGES = [
+    ({"city": "北京"}, {"city": "上海"}),
+    ({"name": "Müller"}, {"name": "Möller"}),
+    ({"payee": "João"}, {"payee": "Joao"}),
+    ({"memo": "5 €"}, {"memo": "5 ₹"}),
+]
+
+
+def _said(result: dict[str, Any]) -> str:
+    if "raised" in result:
+        return raised_text(result)
+    return _("returned {value}").format(value=repr(result.get("returned")))
+
+
+@CHECKS.add(
+    1,
+    "fingerprint the canonical JSON encoded as UTF-8 (text.encode('utf-8')), whatever the "
+    "machine's locale: latin-1, ASCII, the locale's encoding or an accent-stripping "
+    "'normalisation' turn '北京' and '上海' (or 'João' and 'Joao') into one fingerprint, and "
+    "a changed request is skipped as a repeat",
+    severe=True,
+)
+def conflict_on_non_ascii_text(ns: Namespace) -> None:
+    key = "crm:7:sync:v1"
+    for first, then in NON_ASCII_CHANGES:
+        run = ns.harness(HARNESS + "accept_calls_in_c_locale", [[key, first], [key, then]])
+        said = run["results"][1]
+        expect(
+            "IdempotencyConflict" in said.get("raised", ()),
+            _(
+                "IdempotencyConflict for the same key with {first}, then {then}, on a worker "
+                "whose locale is C (ASCII)"
+            ).format(first=repr(first), then=repr(then)),
+            _said(said),
+        )
+
+
+#: Fields a retry tends to change: the same key with another value in one of them is
+#: another payload all the same (the contract compares the whole fingerprint).
+RETRY_FIELDS = [("attempt", 1, 2), ("retry", 0, 1), ("sent_at", "03:00:00", "03:00:05")]
+
+
+@CHECKS.add(
+    1,
+    "compare the fingerprint of the whole payload: a retry that changes a field (its "
+    "attempt number, its sent_at) is another payload under the same key, a conflict to "
+    "raise, not a repeat to skip",
+    severe=True,
+)
+def conflict_on_any_field(ns: Namespace) -> None:
+    key = "billing:42:charge:v1"
+    for field, old, new in RETRY_FIELDS:
+        first, then = {"amount_cents": 500, field: old}, {"amount_cents": 500, field: new}
+        run = ns.harness(HARNESS + "accept_calls", [[key, first], [key, then]])
+        said = run["results"][1]
+        expect(
+            "IdempotencyConflict" in said.get("raised", ()),
+            _("IdempotencyConflict for the same key with {first}, then {then}").format(
+                first=repr(first), then=repr(then)
+            ),
+            _said(said),
+        )
+
+
+@CHECKS.add(
+    1,
+    "`seen` is accept's only memory: no module-level cache and no dedup window. A store "
+    "that never saw the key (another tenant's, one restored empty) must say True, and a "
+    "store that has it must say False however late the repeat comes",
+    severe=True,
+)
+def accept_remembers_only_in_seen(ns: Namespace) -> None:
+    key, payload = "billing:42:charge:v1", {"amount_cents": 1990}
+    run = ns.harness(
+        HARNESS + "accept_in_another_store_and_later", key, payload, 86_400 * 3 + 3_601.5
+    )
+    results = run["results"]
+    expect(
+        results["first"].get("returned") is True,
+        _("True for {key} in an empty `seen`").format(key=repr(key)),
+        _said(results["first"]),
+    )
+    expect(
+        results["other_store"].get("returned") is True and key in run["other_seen"],
+        _(
+            "True for {key} in a second, empty `seen` (another store, which never saw it), "
+            "and the key stored there"
+        ).format(key=repr(key)),
+        _("{said}; the second store holds {seen}").format(
+            said=_said(results["other_store"]), seen=repr(run["other_seen"])
+        ),
+    )
+    expect(
+        results["later"].get("returned") is False,
+        _(
+            "False for {key} three days later in the store that already has it (a late repeat)"
+        ).format(key=repr(key)),
+        _said(results["later"]),
+    )
+
+
+@CHECKS.add(
+    1,
+    "let an error of payload_fingerprint come out of accept (a payload JSON cannot encode, "
+    "a datetime, a set): answering True without storing anything does the work again at "
+    "every redelivery",
+    severe=True,
+)
+def unencodable_payload_is_not_new_every_time(ns: Namespace) -> None:
+    key = "billing:42:charge:v1"
+    run = ns.harness(HARNESS + "accept_payload_with_a_datetime", key)
+    got = [r.get("returned") for r in run["results"]]
+    expect(
+        got != [True, True],
+        "an error (TypeError from json.dumps), or False the second time, for the same "
+        "key sent twice with a payload holding a datetime",
+        _("{first}, then {second}; `seen` holds {seen}").format(
+            first=_said(run["results"][0]), second=_said(run["results"][1]), seen=repr(run["seen"])
+        ),
+    )

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+from typing import Any
+
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex02.checks import HARNESS, lock_path
 from labkit.lang import _
@@ -62,4 +66,100 @@ def a_broken_lock_path_is_not_already_running(ns: Namespace) -> None:
         "the error itself (FileNotFoundError), not AlreadyRunning, for a lock file in a "
         "folder that does not exist",
         got,
+    )
+    with lock_path(ns) as path:
+        denied = ns.harness(HARNESS + "attempt_when_opening_is_refused", str(path))
+    expect(
+        not denied.startswith("refused"),
+        "the error itself (PermissionError), not AlreadyRunning, for a lock file this user "
+        "may not open",
+        denied,
+    )
+
+
+#: Holders that are alive though their file says otherwise: ``[text in the file, age in s]``.
+PLAIN_HOLDERS: list[list[Any]] = [["", 0.0], ["4194304", 0.0], ["1", 3 * 3600.0]]
+
+
+def _who(case: int) -> str:
+    return [
+        _("a holder that has not written its pid yet (the file is empty)"),
+        _(
+            "a holder whose pid this process cannot see (pid 4194304: a worker in another "
+            "container sharing the folder)"
+        ),
+        _(
+            "a holder that took the lock 3 hours ago and still runs (a long job: the file is "
+            "3 h old)"
+        ),
+    ][case]
+
+
+@CHECKS.add(
+    2,
+    "a held flock is the only truth: never call a busy lock stale because its file is "
+    "empty, old, or names a pid you cannot see (another container, a pid namespace): "
+    "deleting it and locking a new file lets a second copy run beside the holder",
+    timeout=20.0,
+    severe=True,
+)
+def a_held_lock_is_never_stale(ns: Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="labkit-ex02-", dir=ns.workdir) as tmp:
+        runs = ns.harness(HARNESS + "attempts_beside_a_plain_holder", tmp, PLAIN_HOLDERS)
+    for case, run in enumerate(runs):
+        took = "acquired" in (run["answer"], run["again"]) or not run["same_file"]
+        expect(
+            not took,
+            _("no lock for two attempts while {who} holds it, and its file left in place").format(
+                who=_who(case)
+            ),
+            _("the attempts got {answer} and {again}; the holder's file {file}").format(
+                answer=repr(run["answer"]),
+                again=repr(run["again"]),
+                file=_("still in place") if run["same_file"] else _("deleted or replaced"),
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "refuse with AlreadyRunning whatever the file says: empty, or something that is not a "
+    "pid, the message then names the holder as unknown (a ValueError from int() is not "
+    "the error the caller catches)",
+    timeout=20.0,
+)
+def refusal_when_the_file_names_nobody(ns: Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="labkit-ex02-", dir=ns.workdir) as tmp:
+        runs = ns.harness(HARNESS + "attempts_beside_a_plain_holder", tmp, PLAIN_HOLDERS[:2])
+    for case, run in enumerate(runs):
+        expect(
+            run["answer"].startswith("refused") and run["again"].startswith("refused"),
+            _("AlreadyRunning, twice, while {who} holds the lock").format(who=_who(case)),
+            _("{answer}, then {again}").format(
+                answer=repr(run["answer"]), again=repr(run["again"])
+            ),
+        )
+
+
+@CHECKS.add(
+    2,
+    "keep each lock's open file in the with block's own variable: a file kept in a global "
+    "(or a class attribute) is replaced when the same process takes a second lock, the "
+    "first file is closed and its lock silently released",
+    timeout=20.0,
+    severe=True,
+)
+def a_second_lock_keeps_the_first(ns: Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="labkit-ex02-", dir=ns.workdir) as tmp:
+        run = ns.harness(
+            HARNESS + "second_lock_in_one_process",
+            str(Path(tmp) / "report.lock"),
+            str(Path(tmp) / "billing.lock"),
+        )
+    expect("error" not in run, "both with blocks to run and end", run.get("error", ""))
+    expect(
+        run["first_again"].startswith("refused"),
+        "AlreadyRunning for report.lock while this process holds it and also holds "
+        "billing.lock (two jobs' locks in one scheduler process)",
+        run["first_again"],
     )

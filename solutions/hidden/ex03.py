@@ -136,12 +136,32 @@ def tokens_differ_between_worker_processes(ns: Namespace) -> None:
                 _("it hung") if got.get("hung") else raised_text(got) if "raised" in got else got,
             )
             tokens.append(_job(conn, job_id)["lease_token"])
+        # w1 restarted under the same name (names come from the host) takes the job back
+        # while the first w1, stalled, still holds the token it was given.
+        got = ns.harness(HARNESS + "claim_in_a_new_process", str(path), "w1", 300.0, 30.0)
+        restarted = _job(conn, job_id)["lease_token"]
     expect(
         tokens[0] != tokens[1],
         "a new token when w2 (another process forked from the same parent) takes over "
         "w1's expired lease, so that w1, still running, is fenced off",
         _("the job's token was {w1_token} under w1 and {w2_token} under w2").format(
             w1_token=repr(tokens[0]), w2_token=repr(tokens[1])
+        ),
+    )
+    expect(
+        (got.get("returned") or {}).get("id") == job_id and restarted not in tokens,
+        _(
+            "a new token when w1, restarted in a new process under the same name, claims job "
+            "{job_id} again at 300 (its earlier tokens: {tokens})"
+        ).format(job_id=job_id, tokens=", ".join(map(repr, tokens))),
+        _("the job's token is {token}").format(token=repr(restarted))
+        if "returned" in got
+        else raised_text(got)
+        if "raised" in got
+        else str(got),
+        _(
+            "a counter or a generator started at import starts again in a restarted "
+            "worker: draw the token from the database (lower(hex(randomblob(16)))) or secrets"
         ),
     )
 
@@ -176,4 +196,83 @@ def dead_workers_jobs_are_not_starved(ns: Namespace) -> None:
             "before job {fresh} (new, due at 90) and job {retry} (retry, due at 95)"
         ).format(job_id=orphan, fresh=fresh, retry=retry),
         "None" if got is None else _("job {job_id}").format(job_id=got),
+    )
+
+
+@CHECKS.add(
+    2,
+    "take the job in ONE statement: a claim split in two (the state first, the lease in a "
+    "second UPDATE) whose worker dies between them leaves the job running with no "
+    "lease_until, and no claim ever takes it back",
+    timeout=30.0,
+    severe=True,
+)
+def a_claim_killed_midway_comes_back(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        _claim(ns, path, "probe", 0.0, 1.0)  # on an empty table: a stub says "not started yet"
+        job_id = add_job(conn, "mail:1:send:v1")
+        run = ns.harness(HARNESS + "claim_killed_after_one_statement", str(path), "w1", 100.0, 30.0)
+        expect("raised" not in run, "w1's claim to run until it is killed", run.get("raised", ""))
+        later = 1_000_000.0
+        got = _claim(ns, path, "w2", later, 30.0)
+        job = _job(conn, job_id)
+    expect(
+        got is not None and got.get("id") == job_id,
+        _(
+            "job {job_id} claimed by w2 at now={later:g}, long after w1 was killed "
+            "{when} (at now=100)"
+        ).format(
+            job_id=job_id,
+            later=later,
+            when=_("between its claim's statements")
+            if run["killed"]
+            else _("right after its claim"),
+        ),
+        _("None; the job stays {state}, lease_owner {owner}, lease_until {until}").format(
+            state=job["state"], owner=repr(job["lease_owner"]), until=repr(job["lease_until"])
+        )
+        if got is None
+        else _("job {job_id}").format(job_id=got.get("id")),
+    )
+
+
+@CHECKS.add(
+    2,
+    "choose among every row of the table: a claim that looks only at the first rows (a "
+    "LIMIT before the ready filter) never reaches a new job once finished ones fill them",
+    severe=True,
+)
+def a_long_table_still_gives_its_ready_job(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        conn.execute("BEGIN")
+        for i in range(300):
+            add_job(conn, f"mail:{i}:send:v1", state="succeeded", attempt=1)
+        conn.execute("COMMIT")
+        job_id = add_job(conn, "mail:300:send:v1")
+        got = _claim(ns, path, "w1", 100.0, 30.0)
+    expect(
+        got is not None and got.get("id") == job_id,
+        _("job {job_id} (pending, due at 0), after 300 succeeded jobs in the table").format(
+            job_id=job_id
+        ),
+        "None" if got is None else _("job {job_id}").format(job_id=got.get("id")),
+    )
+
+
+@CHECKS.add(
+    1,
+    "let a database error come out of claim: a claim that answers None when the SQL fails "
+    "makes a broken database (a table renamed by a bad migration, a read-only file) look "
+    "like an empty queue, and the workers poll it forever without a word",
+)
+def a_database_error_comes_out(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        add_job(conn, "mail:1:send:v1")
+        conn.execute("ALTER TABLE jobs RENAME TO jobs_before_migration")
+        result = ns.harness(HARNESS + "claim", str(path), "w1", 100.0, 30.0)
+    expect(
+        "raised" in result,
+        "an error (sqlite3.OperationalError: no such table: jobs) from claim on a database "
+        "whose jobs table is gone",
+        _("it returned {returned}").format(returned=repr(result.get("returned"))),
     )

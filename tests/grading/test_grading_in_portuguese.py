@@ -17,7 +17,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from gradingkit import SEED, SOLUTIONS, notebook_for
+from gradingkit import HIDDEN, SEED, SOLUTIONS, notebook_for
+
+from labkit.grading import catalog
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +45,8 @@ def test_a_wrong_solution_graded_in_portuguese(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     with (tmp_path / "out" / "r" / "grades.csv").open() as fh:
         [row] = list(csv.DictReader(fh))
-    assert (row["status"], row["max"]) == ("graded", "23")  # identifiers stay English
+    possible = sum(c.points for c in catalog.all_checks("ex01", HIDDEN))
+    assert (row["status"], row["max"]) == ("graded", str(possible))  # identifiers stay English
     feedback = (tmp_path / "out" / "r" / "feedback" / "ana.md").read_text()
     assert feedback.startswith("# Feedback para ana")
     sections = {s.split("\n", 1)[0]: s for s in feedback.split("\n### ")[1:]}

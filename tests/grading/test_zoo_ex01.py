@@ -504,6 +504,175 @@ ZOO: list[tuple[str, str, str, str]] = [
             return f"{source}:{entity_id}:{action}:v{str(version)[-1]}"
     """,
     ),
+    (
+        "ex01",
+        "fingerprint of the JSON encoded as latin-1, errors='replace' ('北京' and '上海' alike)",
+        "conflict_on_non_ascii_text",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("latin-1", "replace")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of the JSON encoded with the locale's encoding (ASCII under LANG=C)",
+        "conflict_on_non_ascii_text",
+        """
+        import locale
+
+
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            encoding = locale.getpreferredencoding(False)
+            return hashlib.sha256(text.encode(encoding, "replace")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of the payload with accents folded to ASCII ('João' and 'Joao' alike)",
+        "conflict_on_non_ascii_text",
+        """
+        import unicodedata
+
+
+        def payload_fingerprint(payload):
+            def fold(v):
+                if isinstance(v, dict):
+                    return {fold(k): fold(x) for k, x in v.items()}
+                if isinstance(v, list):
+                    return [fold(x) for x in v]
+                if isinstance(v, str):
+                    return unicodedata.normalize("NFKD", v).encode("ascii", "ignore").decode()
+                return v
+
+            text = json.dumps(fold(payload), sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "accept leaves the retry's own fields (attempt, sent_at) out of the fingerprint",
+        "conflict_on_any_field",
+        """
+        _RETRY_FIELDS = ("attempt", "retry", "sent_at")
+
+
+        def accept(seen, key, payload):
+            stable = {k: v for k, v in payload.items() if k not in _RETRY_FIELDS}
+            fp = payload_fingerprint(stable)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "conflict message made with .format() on text holding the key (a key with braces)",
+        "conflict_names_the_key",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                template = "key " + key + " was first used with fingerprint {old}, now with {new}"
+                raise IdempotencyConflict(template.format(old=known[:12], new=fp[:12]))
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "conflict message made with % on text holding the key (a key with '%')",
+        "conflict_names_the_key",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                template = "key " + key + " reused: was %s, now %s"
+                raise IdempotencyConflict(template % (known[:12], fp[:12]))
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept answers repeats from a module-level cache before looking at `seen`",
+        "accept_remembers_only_in_seen",
+        """
+        _ACCEPTED = {}
+
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            if _ACCEPTED.get(key) == fp:
+                return False
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                _ACCEPTED[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            _ACCEPTED[key] = fp
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept forgets a key after a 24 h dedup window kept in a module-level dict",
+        "accept_remembers_only_in_seen",
+        """
+        import time as _time
+
+        _FIRST_SEEN = {}
+        WINDOW_S = 86_400
+
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            now = _time.time()
+            if known is not None and now - _FIRST_SEEN.get(key, now) > WINDOW_S:
+                known = None  # the window passed: a new operation
+            if known is None:
+                seen[key] = fp
+                _FIRST_SEEN[key] = now
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept answers True for a payload it cannot fingerprint (TypeError swallowed)",
+        "unencodable_payload_is_not_new_every_time",
+        """
+        def accept(seen, key, payload):
+            try:
+                fp = payload_fingerprint(payload)
+            except (TypeError, ValueError):
+                return True
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
 ]
 
 
@@ -559,6 +728,33 @@ SAYS: dict[str, str] = {
     "key with blanks inside a part turned into '-' ('INV 7' and 'INV-7' share a key)": "'INV 7'",
     "accept takes a payload with a field dropped for a repeat": "the field 'note' dropped",
     "key with the version cut to its last digit (v1 and v11 share a key)": "'charge', 11)",
+    "fingerprint of the JSON encoded as latin-1, errors='replace' ('北京' and '上海' alike)": (
+        "whose locale is C"
+    ),
+    "fingerprint of the JSON encoded with the locale's encoding (ASCII under LANG=C)": (
+        "whose locale is C"
+    ),
+    "fingerprint of the payload with accents folded to ASCII ('João' and 'Joao' alike)": (
+        "whose locale is C"
+    ),
+    "accept leaves the retry's own fields (attempt, sent_at) out of the fingerprint": (
+        "'attempt': 2"
+    ),
+    "conflict message made with .format() on text holding the key (a key with braces)": (
+        "'tpl:{name}:render:v1'"
+    ),
+    "conflict message made with % on text holding the key (a key with '%')": (
+        "'promo:50%d:apply:v1'"
+    ),
+    "accept answers repeats from a module-level cache before looking at `seen`": (
+        "a second, empty `seen`"
+    ),
+    "accept forgets a key after a 24 h dedup window kept in a module-level dict": (
+        "three days later in the store"
+    ),
+    "accept answers True for a payload it cannot fingerprint (TypeError swallowed)": (
+        "a payload holding a datetime"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -581,6 +777,13 @@ SEVERE = [
     "key with blanks inside a part turned into '-' ('INV 7' and 'INV-7' share a key)",
     "accept takes a payload with a field dropped for a repeat",
     "key with the version cut to its last digit (v1 and v11 share a key)",
+    "fingerprint of the JSON encoded as latin-1, errors='replace' ('北京' and '上海' alike)",
+    "fingerprint of the JSON encoded with the locale's encoding (ASCII under LANG=C)",
+    "fingerprint of the payload with accents folded to ASCII ('João' and 'Joao' alike)",
+    "accept leaves the retry's own fields (attempt, sent_at) out of the fingerprint",
+    "accept answers repeats from a module-level cache before looking at `seen`",
+    "accept forgets a key after a 24 h dedup window kept in a module-level dict",
+    "accept answers True for a payload it cannot fingerprint (TypeError swallowed)",
 ]
 
 

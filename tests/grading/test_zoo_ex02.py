@@ -432,6 +432,203 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        "a busy lock whose file is over an hour old deleted as stale and taken",
+        "a_held_lock_is_never_stale",
+        """
+        import time as _time
+
+        STALE_S = 3600
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    if _time.time() - os.path.getmtime(path) > STALE_S:
+                        fh.close()
+                        os.unlink(path)
+                        fh = open(path, "a+")
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    else:
+                        fh.seek(0)
+                        holder = fh.read().strip() or "unknown"
+                        message = f"{path} is locked by another instance (pid {holder})"
+                        raise AlreadyRunning(message) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the holder's pid read with int() (a ValueError when the file is empty)",
+        "refusal_when_the_file_names_nobody",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = int(fh.read().strip())
+                    message = f"{path} is locked by another instance (pid {holder})"
+                    raise AlreadyRunning(message) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the locked file kept in a module-level global (a second lock releases the first)",
+        "a_second_lock_keeps_the_first",
+        """
+        _HELD = None
+
+
+        @contextmanager
+        def single_instance(path):
+            global _HELD
+            fh = open(path, "a+")
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.seek(0)
+                holder = fh.read().strip() or "unknown"
+                fh.close()
+                message = f"{path} is locked by another instance (pid {holder})"
+                raise AlreadyRunning(message) from None
+            _HELD = fh
+            del fh
+            try:
+                _HELD.seek(0)
+                _HELD.truncate()
+                _HELD.write(str(os.getpid()))
+                _HELD.flush()
+                yield
+            finally:
+                if _HELD is not None:
+                    _HELD.close()
+                    _HELD = None
+    """,
+    ),
+    (
+        "ex02",
+        "a lock's age from utcnow() minus a local fromtimestamp(mtime) (stale west of UTC)",
+        "a_held_lock_is_never_stale",
+        """
+        import datetime as _dt
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    age = _dt.datetime.utcnow() - _dt.datetime.fromtimestamp(os.path.getmtime(path))
+                    if age > _dt.timedelta(hours=1):
+                        fh.close()
+                        os.unlink(path)
+                        fh = open(path, "a+")
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    else:
+                        fh.seek(0)
+                        holder = fh.read().strip() or "unknown"
+                        message = f"{path} is locked by another instance (pid {holder})"
+                        raise AlreadyRunning(message) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a refused attempt tries flock once more after 50 ms",
+        "second_holder_is_refused",
+        """
+        import time as _time
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    _time.sleep(0.05)
+                    try:
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        fh.seek(0)
+                        holder = fh.read().strip() or "unknown"
+                        message = f"{path} is locked by another instance (pid {holder})"
+                        raise AlreadyRunning(message) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a PermissionError opening the lock file reported as AlreadyRunning",
+        "a_broken_lock_path_is_not_already_running",
+        """
+        import errno as _errno
+
+
+        class _Skip(Exception):
+            pass
+
+
+        @contextmanager
+        def single_instance(path):
+            try:
+                fh = open(path, "a+")
+            except PermissionError:
+                raise AlreadyRunning(f"{path}: cannot open the lock file (pid unknown)") from None
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    message = f"{path} is locked by another instance (pid {holder})"
+                    raise AlreadyRunning(message) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
@@ -467,6 +664,20 @@ SAYS: dict[str, str] = {
     "a refused attempt waits for the lock (LOCK_NB in a retry loop for 2 s)": (
         "AlreadyRunning at once"
     ),
+    "a busy lock whose file is over an hour old deleted as stale and taken": (
+        "took the lock 3 hours ago"
+    ),
+    "the holder's pid read with int() (a ValueError when the file is empty)": (
+        "has not written its pid yet"
+    ),
+    "the locked file kept in a module-level global (a second lock releases the first)": (
+        "also holds billing.lock"
+    ),
+    "a lock's age from utcnow() minus a local fromtimestamp(mtime) (stale west of UTC)": (
+        "no lock for two attempts"
+    ),
+    "a refused attempt tries flock once more after 50 ms": "let go right after",
+    "a PermissionError opening the lock file reported as AlreadyRunning": "(PermissionError)",
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -474,6 +685,10 @@ SAYS: dict[str, str] = {
 SEVERE = [
     "the pid written atomically (a temporary file renamed over the locked one)",
     "a refused attempt waits for the lock (LOCK_NB in a retry loop for 2 s)",
+    "a busy lock whose file is over an hour old deleted as stale and taken",
+    "the locked file kept in a module-level global (a second lock releases the first)",
+    "a lock's age from utcnow() minus a local fromtimestamp(mtime) (stale west of UTC)",
+    "a refused attempt tries flock once more after 50 ms",
 ]
 
 

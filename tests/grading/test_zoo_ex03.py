@@ -563,6 +563,159 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
     """,
     ),
+    (
+        "ex03",
+        "claim in two UPDATEs, the state first and the lease second (killed between: stuck)",
+        "a_claim_killed_midway_comes_back",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = NULL
+                 WHERE id = (SELECT id FROM jobs
+                              WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                                 OR (state = 'running' AND lease_until <= :now)
+                              ORDER BY run_after, id LIMIT 1)
+                RETURNING id
+                ''',
+                {"worker": worker, "now": now},
+            ).fetchone()
+            if row is None:
+                return None
+            done = conn.execute(
+                '''
+                UPDATE jobs SET lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))), updated_at = :now
+                 WHERE id = :id RETURNING *
+                ''',
+                {"id": row[0], "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return dict(done)
+    """,
+    ),
+    (
+        "ex03",
+        "an expired lease judged with a second's allowance (lease_until <= now + 1)",
+        "expired_lease_is_reclaimable",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (SELECT id FROM jobs
+                              WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                                 OR (state = 'running' AND lease_until <= :now + 1)
+                              ORDER BY run_after, id LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "the lease token from the worker's name and a counter started at import",
+        "tokens_differ_between_worker_processes",
+        """
+        import itertools as _it
+
+        _COUNTER = _it.count(1)
+
+
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s, lease_token = :token, updated_at = :now
+                 WHERE id = (SELECT id FROM jobs
+                              WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                                 OR (state = 'running' AND lease_until <= :now)
+                              ORDER BY run_after, id LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s,
+                 "token": f"{worker}-{next(_COUNTER)}"},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "the ready job chosen among the first 100 rows only (LIMIT before the filter)",
+        "a_long_table_still_gives_its_ready_job",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (SELECT id FROM (SELECT * FROM jobs ORDER BY id LIMIT 100)
+                              WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                                 OR (state = 'running' AND lease_until <= :now)
+                              ORDER BY run_after, id LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "claim answers None when the database raises (sqlite3.Error swallowed)",
+        "a_database_error_comes_out",
+        """
+        import sqlite3 as _sqlite3
+
+
+        def claim(conn, worker, now, lease_s):
+            try:
+                row = conn.execute(
+                    '''
+                    UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                           lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),
+                           updated_at = :now
+                     WHERE id = (SELECT id FROM jobs
+                                  WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                                     OR (state = 'running' AND lease_until <= :now)
+                                  ORDER BY run_after, id LIMIT 1)
+                    RETURNING *
+                    ''',
+                    {"worker": worker, "now": now, "lease_s": lease_s},
+                ).fetchone()
+            except _sqlite3.Error:
+                return None
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "a running job leased to the claiming worker's name taken back whatever its lease",
+        "expired_lease_is_reclaimable",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (SELECT id FROM jobs
+                              WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                                 OR (state = 'running'
+                                     AND (lease_until <= :now OR lease_owner = :worker))
+                              ORDER BY run_after, id LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
 ]
 
 
@@ -607,6 +760,22 @@ SAYS: dict[str, str] = {
     "the lease token made of the worker, the job id and now": (
         "claimed at the same instant as before"
     ),
+    "claim in two UPDATEs, the state first and the lease second (killed between: stuck)": (
+        "killed between its claim's statements"
+    ),
+    "an expired lease judged with a second's allowance (lease_until <= now + 1)": (
+        "to w9 until 100.5"
+    ),
+    "the lease token from the worker's name and a counter started at import": (
+        "restarted in a new process under the same name"
+    ),
+    "the ready job chosen among the first 100 rows only (LIMIT before the filter)": (
+        "after 300 succeeded jobs"
+    ),
+    "claim answers None when the database raises (sqlite3.Error swallowed)": "no such table: jobs",
+    "a running job leased to the claiming worker's name taken back whatever its lease": (
+        "None for w1 at now=100"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -621,6 +790,11 @@ SEVERE = [
     "SELECT, then UPDATE guarded by the state read (an expired lease stays 'running')",
     "dead workers' jobs taken last (ORDER BY state = 'running', run_after, id)",
     "the lease token made of the worker, the job id and now",
+    "claim in two UPDATEs, the state first and the lease second (killed between: stuck)",
+    "an expired lease judged with a second's allowance (lease_until <= now + 1)",
+    "the lease token from the worker's name and a counter started at import",
+    "the ready job chosen among the first 100 rows only (LIMIT before the filter)",
+    "a running job leased to the claiming worker's name taken back whatever its lease",
 ]
 
 

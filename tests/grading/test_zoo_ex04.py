@@ -673,6 +673,188 @@ ZOO: list[tuple[str, str, str, str]] = [
             return rng.uniform(low, ceiling)
     """,
     ),
+    (
+        "ex04",
+        "the overflow guard is n > 1024 (backoff(1024) overflows)",
+        "backoff_survives_a_huge_n",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = cap if n > 1024 else min(cap, base * 2**n)
+            return rng.uniform(0, ceiling)
+    """,
+    ),
+    (
+        "ex04",
+        "Retry-After counted from started_at (the time spent taken off it)",
+        "honours_retry_after",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)):
+                remaining = float(retry_after) - (now - started_at)
+                if remaining > delay:
+                    delay = remaining
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "a maybe-done failure under a key retried before the max_attempts and deadline tests",
+        "gives_up_after_max_attempts",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent":
+                return None
+            if verdict == "maybe_done":
+                if idempotency_key is None:
+                    return None
+                delay = backoff(attempt - 1, rng, base, cap)
+                retry_after = getattr(error, "retry_after", None)
+                if isinstance(retry_after, (int, float)) and retry_after > delay:
+                    delay = float(retry_after)
+                return delay
+            if attempt >= max_attempts:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "the first retry waits exactly base, no jitter",
+        "backoff_has_full_jitter",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            if n == 0:
+                return min(base, cap)
+            ceiling = cap if n >= 64 else min(cap, base * 2**n)
+            return rng.uniform(0, ceiling)
+    """,
+    ),
+    (
+        "ex04",
+        "classify caches verdicts by id(error) (a new error inherits a freed one's verdict)",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        _VERDICTS = {}
+
+
+        def classify(error):
+            cached = _VERDICTS.get(id(error))
+            if cached is not None:
+                return cached
+            if getattr(error, "ambiguous", False):
+                verdict = "maybe_done"
+            elif isinstance(error, TransientError):
+                verdict = "never_sent"
+            elif isinstance(error, PermanentError):
+                verdict = "permanent"
+            else:
+                status = getattr(error, "status", None)
+                if isinstance(status, int) and not isinstance(status, bool):
+                    if status in (408, 429, 503):
+                        verdict = "never_sent"
+                    else:
+                        verdict = "maybe_done" if 500 <= status <= 599 else "permanent"
+                elif isinstance(error, ConnectionRefusedError):
+                    verdict = "never_sent"
+                elif isinstance(error, (TimeoutError, ConnectionError)):
+                    verdict = "maybe_done"
+                else:
+                    verdict = "permanent"
+            _VERDICTS[id(error)] = verdict
+            return verdict
+    """,
+    ),
+    (
+        "ex04",
+        "the deadline compared as utcfromtimestamp() against a local fromtimestamp()",
+        "respects_deadline",
+        """
+        import datetime as _dt
+
+
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            ends = _dt.datetime.utcfromtimestamp(started_at + deadline)
+            if _dt.datetime.fromtimestamp(now + delay) > ends:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "a Retry-After above 1000 taken for milliseconds",
+        "honours_retry_after",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)):
+                if retry_after > 1000:
+                    retry_after = retry_after / 1000
+                if retry_after > delay:
+                    delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "the ambiguous flag tested with `is True` (a true value that is not True missed)",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False) is True:
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
 ]
 
 
@@ -737,6 +919,20 @@ SAYS: dict[str, str] = {
         "a ConnectionError subclass carrying status"
     ),
     "equal jitter (the upper half only) from the 7th retry on": "spread over the whole range 0..60",
+    "the overflow guard is n > 1024 (backoff(1024) overflows)": "backoff(1024, rng",
+    "Retry-After counted from started_at (the time spent taken off it)": "received at now=100",
+    "a maybe-done failure under a key retried before the max_attempts and deadline tests": (
+        "retried under an idempotency_key"
+    ),
+    "the first retry waits exactly base, no jitter": "200 different delays",
+    "classify caches verdicts by id(error) (a new error inherits a freed one's verdict)": (
+        "without an idempotency_key"
+    ),
+    "the deadline compared as utcfromtimestamp() against a local fromtimestamp()": "with TZ=",
+    "a Retry-After above 1000 taken for milliseconds": "Retry-After: 3600",
+    "the ambiguous flag tested with `is True` (a true value that is not True missed)": (
+        "a true value that is not True"
+    ),
 }
 
 
@@ -745,6 +941,8 @@ SAYS: dict[str, str] = {
 SEVERE = [
     "a lost answer recognised by its class (ResponseLost), not by the ambiguous flag",
     "the ambiguous flag read only on labkit's TransientError family",
+    "classify caches verdicts by id(error) (a new error inherits a freed one's verdict)",
+    "the ambiguous flag tested with `is True` (a true value that is not True missed)",
 ]
 
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)

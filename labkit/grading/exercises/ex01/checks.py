@@ -453,6 +453,29 @@ def conflict_names_the_key(ns: Namespace) -> None:
         )
 
     holds_for(_KEYS, named, examples=10)
+    # Keys as real ids make them: braces, '%', quotes. A message made with .format() or
+    # % on text that already holds the key breaks on them and raises something else.
+    for key in ODD_KEYS:
+        run = ns.harness(HARNESS + "accept_calls", [[key, ORDER], [key, {**ORDER, "invoice": 7}]])
+        said = run["results"][1]
+        expect(
+            "IdempotencyConflict" in said.get("raised", ()) and key in said.get("message", ""),
+            _("an IdempotencyConflict message naming the key {key}").format(key=repr(key)),
+            _said(said),
+            _(
+                "build the message with one f-string (f'key {key!r} ...'): .format() or % "
+                "applied to text that already holds the key breaks on a key with '{' or '%'"
+            ),
+        )
+
+
+#: Keys with the characters a message template trips on.
+ODD_KEYS = [
+    "tpl:{name}:render:v1",
+    "promo:50%d:apply:v1",
+    "promo:100%s:apply:v1",
+    "crm:d'Ávila:sync:v1",
+]
 
 
 @CHECKS.add(

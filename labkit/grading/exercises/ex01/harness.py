@@ -41,8 +41,9 @@ def keys_in_a_worker_started_later(
     """The keys from a namespace built again from the cells, the clock ``seconds`` later.
 
     A worker restarted days later imports its module again: a value computed once at
-    import (today's date, a start time) is computed afresh there. None when the namespace
-    does not know its cells (``check()`` in Jupyter).
+    import (today's date, a start time) is computed afresh there. The cells that ran
+    cleanly run again (``CELLS``), in this check's own copy of the process. None when the
+    namespace does not know its cells (``check()`` in Jupyter).
     """
     cells = values.get(CELLS)
     if not cells:
@@ -184,3 +185,54 @@ def accept_calls(
     with fresh_state(values):
         results = [outcome(need(values, "accept"), seen, key, payload) for key, payload in calls]
     return {"results": results, "seen": {str(k): repr(v) for k, v in seen.items()}}
+
+
+#: What a worker whose locale is C/POSIX (a cron job, a bare container) says its text
+#: encoding is: ASCII, so text encoded "the locale's way" loses every other letter.
+C_LOCALE_ENCODING = "ANSI_X3.4-1968"
+
+
+def accept_calls_in_c_locale(
+    values: MutableMapping[str, Any], calls: list[list[Any]]
+) -> dict[str, Any]:
+    """``accept_calls`` on a worker whose locale says its encoding is ASCII (LANG=C)."""
+    import locale
+
+    def ascii_locale(*_args: Any, **_kwargs: Any) -> str:
+        return C_LOCALE_ENCODING
+
+    with (
+        mock.patch.object(locale, "getpreferredencoding", ascii_locale),
+        mock.patch.object(locale, "getencoding", ascii_locale),
+    ):
+        return accept_calls(values, calls)
+
+
+def accept_in_another_store_and_later(
+    values: MutableMapping[str, Any], key: str, payload: dict[str, Any], seconds: float
+) -> dict[str, Any]:
+    """``accept`` on a store, then on a second, empty store, then on the first one later.
+
+    ``seen`` is the only memory ``accept`` may have: a second store (another tenant's, or
+    one restored empty) has never seen the key, and the first store still has it
+    ``seconds`` later (a late redelivery). Returns each outcome and both stores.
+    """
+    first: dict[str, Any] = {}
+    other: dict[str, Any] = {}
+    with fresh_state(values):
+        accept = need(values, "accept")
+        results = {"first": outcome(accept, first, key, dict(payload))}
+        results["other_store"] = outcome(accept, other, key, dict(payload))
+        with clock_moved(values, seconds):
+            results["later"] = outcome(accept, first, key, dict(payload))
+    return {
+        "results": results,
+        "seen": {str(k): repr(v) for k, v in first.items()},
+        "other_seen": {str(k): repr(v) for k, v in other.items()},
+    }
+
+
+def accept_payload_with_a_datetime(values: MutableMapping[str, Any], key: str) -> dict[str, Any]:
+    """``accept`` twice with one payload JSON cannot encode (it holds a datetime)."""
+    payload = {"amount_cents": 1990, "due": _dt.datetime(2026, 12, 4, 3, 0, tzinfo=_dt.UTC)}
+    return accept_calls(values, [[key, payload], [key, dict(payload)]])

@@ -62,6 +62,20 @@ def second_holder_is_refused(ns: Namespace) -> None:
             "after the holder"
         ),
     )
+    # The holder leaves the moment the newcomer's flock found it busy: an attempt that
+    # tries again, even once after a short pause, gets the lock and runs right after it.
+    with lock_path(ns) as path:
+        left = ns.harness(HARNESS + "refused_as_the_holder_leaves", str(path))
+    expect(
+        str(left["answer"]).startswith("refused"),
+        "AlreadyRunning for a second process whose flock found the lock busy, though the "
+        "holder let go right after (a refused attempt does not try again)",
+        repr(left["answer"]),
+        _(
+            "raise AlreadyRunning on the first BlockingIOError: no second flock after a "
+            "pause, no loop"
+        ),
+    )
 
 
 @CHECKS.add(

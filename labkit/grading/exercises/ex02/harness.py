@@ -429,3 +429,136 @@ def refused_while_held_briefly(
             if not released:
                 held.__exit__(None, None, None)
     return out
+
+
+def refused_as_the_holder_leaves(values: MutableMapping[str, Any], path: str) -> dict[str, Any]:
+    """A child tries while this process holds the lock; the holder lets go the moment the
+    child's flock finds it busy.
+
+    A refused attempt answers AlreadyRunning then, however soon the holder leaves; one that
+    tries again (after a pause, in a loop) gets the lock and runs right after the holder.
+    The lock here is a plain flock on the file, taken after the fork, so the child does not
+    share it. Returns ``{"busy_seen": bool, "answer": ...}``.
+    """
+    with fresh_state(values), contextlib.ExitStack() as stack:
+        _attempt(values, path)  # here first, so a stub says "not started yet"
+        go_read, go_write = os.pipe()
+        stack.callback(os.close, go_read)
+        stack.callback(os.close, go_write)
+
+        def body(fd: int) -> None:
+            select.select([go_read], [], [], 10.0)
+            real = fcntl.flock
+
+            def flock(file: Any, operation: int) -> None:
+                try:
+                    real(file, operation)
+                except BlockingIOError:
+                    _WRITE(fd, b"busy\n")
+                    raise
+
+            fcntl.flock = flock
+            said = _attempt(values, path)
+            _WRITE(fd, said.replace("\n", " ")[:300].encode() + b"\n")
+
+        _pid, fd = stack.enter_context(_child(body))
+        said = _Said(fd)
+        holder = open(path, "a+")  # noqa: SIM115 - closed below, the release under test
+        try:
+            fcntl.flock(holder.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            holder.seek(0)
+            holder.truncate()
+            holder.write(str(os.getpid()))
+            holder.flush()
+            os.write(go_write, b"go")
+            first = said.next(5.0)
+        finally:
+            holder.close()
+        answer = said.next(5.0) if first == "busy" else first
+    return {"busy_seen": first == "busy", "answer": answer}
+
+
+def attempts_beside_a_plain_holder(
+    values: MutableMapping[str, Any], folder: str, cases: list[list[Any]]
+) -> list[dict[str, Any]]:
+    """For each ``[text, age_s]``: a holder here locks a file holding ``text``, last
+    written ``age_s`` seconds ago; the student's code tries twice, in this process.
+
+    The holder is a plain ``flock`` on its own open file, alive all along: whatever its
+    file says (nothing yet, a pid this process cannot see, an old date), the lock is held.
+    Each result: ``{"answer", "again", "same_file"}``, ``same_file`` False when the
+    attempts deleted or replaced the holder's file.
+    """
+    out = []
+    with fresh_state(values):
+        _attempt(values, str(pathlib.Path(folder) / "probe.lock"))
+        for i, (text, age_s) in enumerate(cases):
+            path = pathlib.Path(folder) / f"case-{i}" / "report.lock"
+            path.parent.mkdir()
+            with open(path, "a+") as holder:
+                fcntl.flock(holder.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                holder.write(text)
+                holder.flush()
+                then = time.time() - age_s
+                os.utime(path, (then, then))
+                inode = os.fstat(holder.fileno()).st_ino
+                answer = _attempt(values, str(path))
+                again = _attempt(values, str(path))
+                try:
+                    same = os.stat(path).st_ino == inode
+                except OSError:
+                    same = False
+            out.append({"answer": answer, "again": again, "same_file": same})
+    return out
+
+
+def second_lock_in_one_process(
+    values: MutableMapping[str, Any], first: str, second: str
+) -> dict[str, Any]:
+    """Hold the lock on ``first``, then also on ``second`` (another job's lock, in the same
+    scheduler process), and try ``first`` again while both are held."""
+    out: dict[str, Any] = {}
+    with fresh_state(values):
+        lock = need(values, "single_instance")
+        try:
+            with lock(first):
+                with lock(second):
+                    out["first_again"] = _attempt(values, first)
+        except NotImplementedError as exc:
+            if is_stub(exc):
+                raise
+            out["error"] = f"raised NotImplementedError: {exc}"
+        except Exception as exc:  # noqa: BLE001 - reported to the check
+            out["error"] = f"raised {type(exc).__name__}: {str(exc)[:160]}"
+    return out
+
+
+def attempt_when_opening_is_refused(values: MutableMapping[str, Any], path: str) -> str:
+    """One attempt here while every open of ``path`` fails with PermissionError (a lock
+    file the job's user may not open), whoever runs the grader (root opens anything)."""
+    target = os.path.abspath(path)
+    real_open, real_os_open = builtins.open, os.open
+
+    def refused(file: Any) -> bool:
+        return (
+            isinstance(file, (str, bytes, os.PathLike))
+            and os.path.abspath(os.fsdecode(file)) == target
+        )
+
+    def guarded_open(file: Any, *args: Any, **kwargs: Any) -> Any:
+        if refused(file):
+            raise PermissionError(13, "Permission denied", os.fsdecode(file))
+        return real_open(file, *args, **kwargs)
+
+    def guarded_os_open(file: Any, *args: Any, **kwargs: Any) -> int:
+        if refused(file):
+            raise PermissionError(13, "Permission denied", os.fsdecode(file))
+        return real_os_open(file, *args, **kwargs)
+
+    with fresh_state(values):
+        _attempt(values, str(pathlib.Path(path).with_name("probe.lock")))
+        builtins.open, os.open = guarded_open, guarded_os_open  # type: ignore[assignment]
+        try:
+            return _attempt(values, path)
+        finally:
+            builtins.open, os.open = real_open, real_os_open

@@ -321,6 +321,53 @@ def expired_lease_is_reclaimable(ns: Namespace) -> None:
                 "too: do not filter on lease_owner"
             ),
         )
+    # Leases still running, if only for half a second more, and one held by a worker of
+    # the same name (a copy restarted while the first still runs): none is ready.
+    with lab_file(ns) as (conn, path):
+        held = {
+            "w1": add_job(
+                conn,
+                "mail:5:send:v1",
+                state="running",
+                attempt=1,
+                lease_owner="w1",
+                lease_until=200.0,
+                lease_token="live-w1",
+                updated_at=90.0,
+            ),
+            "w2": add_job(
+                conn,
+                "mail:6:send:v1",
+                state="running",
+                attempt=1,
+                lease_owner="w9",
+                lease_until=100.5,
+                lease_token="live-w9",
+                updated_at=90.0,
+            ),
+        }
+        leases = {j["id"]: (j["lease_owner"], j["lease_until"]) for j in all_jobs(conn)}
+        for worker in held:
+            stolen = _claim(ns, path, worker, 100.0, 30.0)
+            expect(
+                stolen is None,
+                _(
+                    "None for {worker} at now=100: job {first} is leased to w1 until 200 and "
+                    "job {second} to w9 until 100.5, both still held"
+                ).format(worker=worker, first=held["w1"], second=held["w2"]),
+                _("job {job_id} (leased to {owner} until {until:g})").format(
+                    job_id=stolen.get("id"),
+                    owner=leases[stolen["id"]][0],
+                    until=leases[stolen["id"]][1],
+                )
+                if stolen and stolen.get("id") in leases
+                else repr(stolen),
+                _(
+                    "a running job is ready only once lease_until <= :now, exactly: no "
+                    "allowance for clock skew, and no exception for the worker named in "
+                    "lease_owner (another copy may run under that name)"
+                ),
+            )
     # The worker died on the job's last attempt. Claiming it again (this contract) or
     # declaring it dead (what labkit's store does) both end it; a claim that filters on
     # attempt < max_attempts and nothing else leaves it running under a dead lease forever.

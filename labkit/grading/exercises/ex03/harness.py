@@ -18,10 +18,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from labkit.errors import SimulatedCrash
 from labkit.grading.exercises.common import fresh_state, need, outcome, plain_row
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racesweep import race_sweep
 from labkit.grading.exercises.tracing import Traced
+from labkit.grading.stub import is_stub
 
 
 def claim(
@@ -176,3 +178,41 @@ def claim_schedules(
             conn.close()
 
     return race_sweep(folder, ["jobs.db"], partial(worker, "w1"), partial(worker, "w2"), seed)
+
+
+class _KilledAfterOne(Traced):
+    """A connection whose worker is killed (SimulatedCrash) as it starts a second statement."""
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        if self.statements:
+            raise SimulatedCrash("claim", "killed between two statements")
+        return super().execute(sql, params)
+
+
+def claim_killed_after_one_statement(
+    values: MutableMapping[str, Any], path: str, worker: str, now: float, lease_s: float
+) -> dict[str, Any]:
+    """One ``claim`` whose worker dies as it starts its second statement, if it has one.
+
+    A claim in one statement is not touched; one in two leaves what its first statement
+    did (each is its own transaction in autocommit mode). Returns ``{"killed": bool,
+    "statements": [...]}`` and ``"raised"`` for any other error.
+    """
+    conn = _KilledAfterOne(connect(path))
+    out: dict[str, Any] = {"killed": False}
+    try:
+        with fresh_state(values):
+            try:
+                need(values, "claim")(conn, worker, now, lease_s)
+            except SimulatedCrash:
+                out["killed"] = True
+            except NotImplementedError as exc:
+                if is_stub(exc):
+                    raise
+                out["raised"] = f"NotImplementedError: {exc}"
+            except Exception as exc:  # noqa: BLE001 - reported to the check
+                out["raised"] = f"{type(exc).__name__}: {str(exc)[:160]}"
+    finally:
+        conn.close()
+    out["statements"] = [s for s in conn.statements if s]
+    return out

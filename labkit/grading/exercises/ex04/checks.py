@@ -58,6 +58,10 @@ MAYBE_DONE = {
         **http(503),
         "ambiguous": True,
     },
+    "HTTP 503 with ambiguous = 'lost after send' (a true value that is not True)": {
+        **http(503),
+        "ambiguous": "lost after send",
+    },
 }
 PERMANENT = {
     "PermanentError()": {"type": "PermanentError"},
@@ -208,7 +212,14 @@ def classify_every_status(ns: Namespace) -> None:
 )
 def backoff_has_full_jitter(ns: Namespace) -> None:
     # Late retries too (n=7 and n=100, both at the cap of 60): jitter never stops.
-    for n, base, ceiling in ((3, 1.0, 8.0), (2, 3.0, 12.0), (7, 1.0, 60.0), (100, 1.0, 60.0)):
+    # The first retry too (n=0): clients that failed together must not all come back at base.
+    for n, base, ceiling in (
+        (0, 1.0, 1.0),
+        (3, 1.0, 8.0),
+        (2, 3.0, 12.0),
+        (7, 1.0, 60.0),
+        (100, 1.0, 60.0),
+    ):
         got = draws(ns, n, SEED, base, 60.0, 200)
         outside = [d for d in got if not (_number(d) and 0 <= d <= ceiling)]
         expect(
@@ -261,7 +272,8 @@ def backoff_is_capped(ns: Namespace) -> None:
     "e.g. ceiling = cap if n >= 64 else min(cap, base * 2**n)",
 )
 def backoff_survives_a_huge_n(ns: Namespace) -> None:
-    for n in (2000, 10_000):
+    # 1024 is the first n whose 2**n overflows a float: a guard "n > 1024" misses it.
+    for n in (2000, 10_000, 1023, 1024, 1025):
         got = draws(ns, n, SEED, 1.0, 60.0, 5)
         expect(
             all(_number(d) and 0 <= d <= 60.0 for d in got),
@@ -381,9 +393,13 @@ def gives_up_on_maybe_done_without_a_key(ns: Namespace) -> None:
         for status, after in ((500, 5), (502, 30.0))
         for attempt in (1, 2)
     ]
-    got = delays_for(
-        ns, [(error, attempt, {"started_at": 0.0, "now": 0.0}) for _n, error, attempt in cases]
-    )
+    # Each one right after a never-sent error, in the same process: a verdict cached by
+    # id(error) hands the new error, built at the freed one's address, the old verdict.
+    calls = []
+    for _n, error, attempt in cases:
+        calls += [(REFUSED, 1, {"started_at": 0.0, "now": 0.0})]
+        calls += [(error, attempt, {"started_at": 0.0, "now": 0.0})]
+    got = delays_for(ns, calls)[1::2]
     for (name, _error, attempt), delay in zip(cases, got, strict=True):
         expect(
             delay is None,
@@ -436,6 +452,22 @@ def gives_up_after_max_attempts(ns: Namespace) -> None:
             ),
             last,
         )
+    # An idempotency key makes a retry safe, not endless: the last attempt stays the last.
+    [keyed] = delays(
+        ns,
+        {"type": "TimeoutError", "message": "read timed out"},
+        5,
+        started_at=0.0,
+        now=0.0,
+        max_attempts=5,
+        idempotency_key="billing:42:charge:v1",
+    )
+    expect(
+        keyed is None,
+        "None after attempt 5 of 5 for a read timeout retried under an idempotency_key (a "
+        "key makes a retry safe, not endless)",
+        keyed,
+    )
     # A Retry-After says when, never whether: the last attempt stays the last.
     [last] = delays(ns, http(429, 1), 3, started_at=0.0, now=0.0, max_attempts=3)
     expect(
@@ -462,6 +494,30 @@ def honours_retry_after(ns: Namespace) -> None:
         _number(keyed) and keyed >= 120.0,
         "at least 120 s for a 502 with Retry-After: 120, retried under an idempotency_key",
         keyed,
+    )
+    # Retry-After counts from the answer that carried it (now), not from started_at; and a
+    # long one (an hour of maintenance) is seconds all the same, never milliseconds.
+    for started_at, now, after, deadline in ((0.0, 100.0, 120.0, 3600.0), (0.0, 0.0, 3600, 7200.0)):
+        [got] = delays(ns, http(429, after), 1, started_at=started_at, now=now, deadline=deadline)
+        expect(
+            _number(got) and got >= after,
+            _(
+                "at least {retry_after:g} s for a 429 with Retry-After: {retry_after:g} received "
+                "at now={now:g} (started_at={started_at:g}, deadline {deadline:g} s)"
+            ).format(retry_after=after, now=now, started_at=started_at, deadline=deadline),
+            got,
+            _(
+                "Retry-After is seconds from now: delay = max(backoff, retry_after), with "
+                "nothing taken off it and no unit guessed"
+            ),
+        )
+    # Retry-After under the backoff's ceiling still raises every smaller draw.
+    got = delays(ns, http(503, 0.9), 1, 20, started_at=0.0, now=0.0, max_attempts=9)
+    expect(
+        all(_number(g) and g >= 0.9 for g in got),
+        "at least 0.9 s for each of 20 retries after attempt 1 with Retry-After 0.9 (under "
+        "the 1 s ceiling: compare it with the draw, not with the ceiling)",
+        f"{[round(g, 4) if _number(g) else g for g in got]}",
     )
     [small] = delays(ns, http(503, 0.001), 3, started_at=0.0, now=0.0)
     expect(
@@ -519,6 +575,40 @@ def respects_deadline(ns: Namespace) -> None:
         "120 s: Retry-After 120 at 400 s ends within a 600 s deadline (the deadline given)",
         longer,
     )
+    [keyed] = delays(
+        ns, http(502, 120), 1, started_at=0.0, now=250.0, deadline=300.0, idempotency_key="k:1"
+    )
+    expect(
+        keyed is None,
+        "None: a 502 with Retry-After 120 s at 250 s, under an idempotency_key, ends after the "
+        "300 s deadline (a key makes a retry safe, not late)",
+        keyed,
+    )
+    # now and started_at are epoch seconds: the same instants in every time zone.
+    late, longer = (
+        {"started_at": 0.0, "now": 250.0, "deadline": 300.0},
+        {"started_at": 0.0, "now": 400.0, "deadline": 600.0},
+    )
+    for tz in ("America/Sao_Paulo", "Asia/Kolkata"):
+        calls = [
+            {"error": http(429, 120.0), "attempt": 1, "seed": SEED, "kwargs": kwargs}
+            for kwargs in (late, longer)
+        ]
+        results = ns.harness(HARNESS + "next_delays_in_zone", calls, tz)
+        got = [_results(r, "next_delay(attempt=1)")[0] for r in results]
+        expect(
+            got == [None, 120.0],
+            _(
+                "None for Retry-After 120 s at 250 s into a 300 s deadline, and 120 s at 400 s "
+                "into a 600 s one, with TZ={tz}"
+            ).format(tz=tz),
+            repr(got),
+            _(
+                "compare epoch seconds (now + delay > started_at + deadline); a naive "
+                "datetime from fromtimestamp() is local time and utcfromtimestamp() is UTC: "
+                "mixed, they are hours apart"
+            ),
+        )
     [exact] = delays(ns, http(429, 50), 1, started_at=0.0, now=250.0, deadline=300.0)
     expect(
         exact == 50,
