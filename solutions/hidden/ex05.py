@@ -4,11 +4,17 @@ the first reply."""
 
 from __future__ import annotations
 
+import random
 import tempfile
+from pathlib import Path
+from typing import Any
 
+from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex05.checks import HARNESS, run_job
+from labkit.grading.exercises.ex05.checks import CHARGE, HARNESS, POST, invoices, run_job
+from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.lang import _
+from labkit.world import World
 
 CHECKS = Checks("ex05", hidden=True)
 
@@ -81,6 +87,14 @@ def a_409_fails_the_attempt(ns: Namespace) -> None:
     job = ("charge", {"customer": "cus_42", "amount": 4200}, "billing:42:charge:v1")
     with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
         got = ns.harness(HARNESS + "key_in_progress", tmp, list(job))
+    keys = got["keys"]
+    expect(
+        len(set(keys)) <= 1,
+        _("every charge, the retry after the 409 too, with the same Idempotency-Key"),
+        _("the charges carried the keys {keys}").format(keys=", ".join(keys)),
+        "a 409 means the other delivery is charging with this very key: a retry with another "
+        "key is a second charge",
+    )
     expect(
         "raised" in got or got.get("returned") == got["reply"],
         _(
@@ -115,3 +129,123 @@ def a_repeat_keeps_the_first_reply(ns: Namespace) -> None:
         "return ctx.world.payments.charge(...) on the repeat too: with the job's key as "
         "Idempotency-Key it answers with the first reply and charges nothing",
     )
+
+
+#: How much later the wall clock reads in ``the_same_calls_a_day_later``: a day, an hour,
+#: a minute and a second, so a key with the date, the hour, the minute or the second in
+#: it changes whatever the time of day.
+LATER_S = 86_400 + 3_600 + 61
+
+
+@CHECKS.add(
+    2,
+    "a retry can come the next day, or in the next hour: the Idempotency-Key and the ledger "
+    "mark must not carry the date or the hour (a key with them is a new key after "
+    "midnight, and the API charges again)",
+    timeout=30.0,
+    severe=True,
+)
+def the_same_calls_a_day_later(ns: Namespace) -> None:
+    for which in ("charge", "post"):
+        jobs = invoices(which, random.Random(f"ex05 later {which} {scene_seeds()[-1]}"))[:2]
+        with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+            got = ns.harness(
+                HARNESS + "sent_later", which, tmp, [list(j) for j in jobs], float(LATER_S)
+            )
+        for job, now, later in zip(jobs, got["now"], got["later"], strict=True):
+            expect(
+                now == later,
+                _(
+                    "the same calls for job {key} when the retry comes a day and an hour "
+                    "later (wall clock)"
+                ).format(key=job[2]),
+                _("first {before}, a day later {after}").format(
+                    before=_calls(now), after=_calls(later)
+                ),
+                "build the keys from the job alone (job.key): the date, the hour or "
+                "time.time() in a key make the retry a new request",
+            )
+
+
+def _calls(calls: list[dict[str, Any]]) -> str:
+    if not calls:
+        return _("nothing")
+    out = []
+    for call in calls:
+        rest = ", ".join(f"{k}={v}" for k, v in call.items() if k not in ("call", "args"))
+        out.append(f"{call['call']}({', '.join([*call['args'], *([rest] if rest else [])])})")
+    return "; ".join(out)
+
+
+@CHECKS.add(
+    2,
+    "two workers are two processes: a job delivered to both at once is charged and posted "
+    "once (a threading.Lock or a module-level set guards nothing between processes; the "
+    "Idempotency-Key and one ledger transaction do)",
+    timeout=30.0,
+    severe=True,
+)
+def two_worker_processes_at_once(ns: Namespace) -> None:
+    for which, [job] in (("charge", CHARGE), ("post", POST)):
+        service = "payments" if which == "charge" else "ledger"
+        with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+            got = ns.harness(HARNESS + "two_workers", which, tmp, list(job))
+            with World(Path(tmp) / "world.db", FakeClock(LAB_EPOCH)) as world:
+                effects = world.count(job[2], service)
+        expect(
+            effects == 1,
+            _("exactly one charge after two worker processes ran the job at once")
+            if which == "charge"
+            else _("exactly one ledger entry after two worker processes ran the job at once"),
+            _("{effects} effect(s) (the workers ended: {ended})").format(
+                effects=effects, ended="; ".join(got["deliveries"])
+            ),
+            "send idempotency_key=job.key to the API, and read the mark inside the ledger "
+            "transaction that posts and marks: nothing in one process's memory is seen by "
+            "another worker",
+        )
+
+
+#: Two jobs of two job stores (two queues): the same id (1), two keys, one payment API.
+TWO_STORES = {
+    "charge": (
+        ("charge", {"customer": "cus_ana", "amount": 1200}, "billing:ana:2026-05:charge:v1"),
+        ("charge", {"customer": "cus_bia", "amount": 3400}, "invoices:bia:2026-05:charge:v1"),
+    ),
+    "post": (
+        ("post", {"customer": "cus_ana", "amount": 1200}, "ledger:ana:2026-05:post:v1"),
+        ("post", {"customer": "cus_bia", "amount": 3400}, "entries:bia:2026-05:post:v1"),
+    ),
+}
+
+
+def _keys_sent(which: str, calls: list[dict[str, Any]]) -> list[str]:
+    """The keys a handler's calls name: each charge's Idempotency-Key, or what each ledger
+    status and mark is looked up and written under."""
+    if which == "charge":
+        return [c.get("idempotency_key", "None") for c in calls if c["call"] == "charge"]
+    return [c["args"][0] for c in calls if c["call"] in ("status", "mark") and c["args"]]
+
+
+@CHECKS.add(
+    2,
+    "the job's key, not its id, is what the API and the ledger must tell apart: ids start "
+    "from 1 in every job store (a second queue, a store rebuilt), and the API's keys and the "
+    "ledger's marks are shared by all of them",
+    timeout=30.0,
+    severe=True,
+)
+def two_stores_two_keys(ns: Namespace) -> None:
+    for which, jobs in TWO_STORES.items():
+        with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+            sent = ns.harness(HARNESS + "sent_from_two_stores", which, tmp, [list(j) for j in jobs])
+        first, second = (set(_keys_sent(which, calls)) for calls in sent)
+        expect(
+            not first & second,
+            _(
+                "different keys for jobs {first} and {second}, both job 1 of their own job store"
+            ).format(first=jobs[0][2], second=jobs[1][2]),
+            _("both sent {keys}").format(keys=", ".join(sorted(first & second))),
+            "use job.key (a key unique across every store) as the Idempotency-Key and the "
+            "ledger mark, not job.id",
+        )

@@ -10,9 +10,11 @@ from labkit.grading.exercises.ex06.deadletters import (
     HARNESS,
     NOW,
     add_dead,
+    add_running,
     bury,
     it_said,
     redrive,
+    returned,
 )
 from labkit.grading.exercises.killsweep import after_every_kill
 from labkit.grading.exercises.kit import lab_file, reading
@@ -302,3 +304,179 @@ def a_failed_write_comes_out(ns: Namespace) -> None:
             "let the error out after the ROLLBACK (raise, not return): the caller must know "
             "the write did not happen",
         )
+
+
+@CHECKS.add(
+    1,
+    "each buried job keeps its own error: describe(error) for that very error, never a "
+    "text cached from an earlier job (another customer's details, and this job's real "
+    "error lost)",
+    severe=True,
+)
+def each_job_keeps_its_own_error(ns: Namespace) -> None:
+    errors = (
+        {"type": "ValueError", "message": "card of customer alice-01 declined"},
+        {"type": "ValueError", "message": "address of customer bob-02 is invalid"},
+        {"type": "ValueError", "message": "order of customer carol-03 is empty"},
+    )
+    with lab_file(ns) as (conn, path):
+        ids = [
+            add_job(
+                conn,
+                f"pay:{n}:charge:v1",
+                kind="payment",
+                state="running",
+                attempt=1,
+                lease_owner="w1",
+                lease_until=NOW + 30,
+                lease_token=f"tok-{n}",
+                updated_at=NOW - 5,
+            )
+            for n in range(len(errors))
+        ]
+        results = ns.harness(
+            HARNESS + "dead_letters_in_a_row",
+            str(path),
+            [
+                [job_id, f"tok-{n}", "permanent error", error, NOW + n]
+                for n, (job_id, error) in enumerate(zip(ids, errors, strict=True))
+            ],
+        )
+        for job_id, result in zip(ids, results, strict=True):
+            returned(result, f"dead_letter(job {job_id})")
+        stored = {j["id"]: j["last_error"] or "" for j in all_jobs(conn)}
+    wrong = [
+        _("job {job_id}: {stored}").format(job_id=job_id, stored=repr(stored[job_id]))
+        for job_id, error in zip(ids, errors, strict=True)
+        if error["message"] not in stored[job_id]
+    ]
+    expect(
+        not wrong,
+        _(
+            "each of three jobs buried one after the other in one worker with its own "
+            "ValueError message: {messages}"
+        ).format(messages="; ".join(repr(e["message"]) for e in errors)),
+        "; ".join(wrong),
+        "call labkit.redact.describe(error) on each error: a text kept from an earlier call "
+        "shows one job's details on another's row",
+    )
+
+
+@CHECKS.add(
+    1,
+    "the fence is the token and the state, nothing else: the holder of the current token "
+    "buries its job even when its lease ran out meanwhile (nobody took the job), or the "
+    "job runs again though its error is permanent",
+)
+def dead_letter_after_the_lease_ran_out(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        job_id = add_job(
+            conn,
+            "pay:8:charge:v1",
+            kind="payment",
+            state="running",
+            attempt=1,
+            lease_owner="w1",
+            lease_until=NOW - 1,
+            lease_token="tok-1",
+            updated_at=NOW - 31,
+        )
+        result = ns.harness(
+            HARNESS + "dead_letter",
+            str(path),
+            job_id,
+            "tok-1",
+            "permanent error",
+            {"type": "ValueError", "message": "no such customer"},
+            NOW,
+        )
+        state = next(j["state"] for j in all_jobs(conn) if j["id"] == job_id)
+    expect(
+        result.get("returned") is True and state == "dead",
+        _(
+            "True and job {job_id} dead: its lease ran out 1 s before, but the token is still "
+            "the current one"
+        ).format(job_id=job_id),
+        _("{said}, state {state}").format(said=it_said(result), state=state),
+        "fence on state = 'running' AND lease_token = :token only, as the docstring says",
+    )
+
+
+@CHECKS.add(
+    1,
+    "dead_letter in one UPDATE: killed after any of its writes, the job is still running "
+    "as it was or dead with its reason and its error, never dead with nothing to read",
+    timeout=30.0,
+)
+def a_killed_dead_letter_leaves_the_reason(ns: Namespace) -> None:
+    reason = "permanent error"
+    error = {"type": "PermissionError", "message": "the ERP refused the order"}
+
+    def make(folder: Path) -> None:
+        conn = lab_db(folder / "jobs.db")
+        add_running(conn)
+        conn.close()
+
+    def judge(life: Path) -> tuple[bool, str]:
+        with reading(life / "jobs.db") as conn:
+            [job] = all_jobs(conn)
+        whole = (
+            job["state"] == "dead"
+            and job["dead_reason"] == reason
+            and "PermissionError" in (job["last_error"] or "")
+            and job["lease_token"] is None
+        )
+        untouched = job["state"] == "running" and job["lease_token"] == "tok-1"
+        return whole or untouched, _(
+            "job {job_id}: {state}, dead_reason {dead_reason}, last_error {last_error}, "
+            "lease_token {token}"
+        ).format(
+            job_id=job["id"],
+            state=job["state"],
+            dead_reason=repr(job["dead_reason"]),
+            last_error=repr(job["last_error"]),
+            token=repr(job["lease_token"]),
+        )
+
+    after_every_kill(
+        ns,
+        HARNESS + "dead_letter_kills",
+        make,
+        [[1, "tok-1", reason, error, NOW]],
+        judge,
+        _("the job dead with its dead_reason and last_error, or still running as it was"),
+        _("the worker's dead_letter tried again"),
+        _(
+            "set state, dead_reason, last_error and the lease in the one fenced UPDATE: a "
+            "job left dead with no reason tells the person who must fix it nothing, and no "
+            "second call can fill it in (the token is gone)"
+        ),
+    )
+
+
+@CHECKS.add(
+    1,
+    "store now as it is given (a float): int(now) or round(now) moves the dead letter and the "
+    "redrive up to a second back, before the moment they happened",
+)
+def the_instants_are_kept_as_given(ns: Namespace) -> None:
+    buried_at, redriven_at = NOW + 0.25, NOW + 10.75
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        bury(ns, path, job_id, "tok-1", "permanent error", {"type": "ValueError"}, buried_at)
+        after_bury = next(j for j in all_jobs(conn) if j["id"] == job_id)["updated_at"]
+        redrive(ns, path, limit=1, now=redriven_at)
+        job = next(j for j in all_jobs(conn) if j["id"] == job_id)
+    expect(
+        after_bury == buried_at,
+        _("updated_at = {now} after dead_letter(..., now={now})").format(now=buried_at),
+        _("updated_at = {got}").format(got=after_bury),
+    )
+    expect(
+        job["run_after"] == redriven_at and job["updated_at"] == redriven_at,
+        _("run_after = updated_at = {now} after redrive(now={now})").format(now=redriven_at),
+        _("run_after = {run_after}, updated_at = {updated_at}").format(
+            run_after=job["run_after"], updated_at=job["updated_at"]
+        ),
+        "pass now on as a :now parameter, unchanged",
+    )

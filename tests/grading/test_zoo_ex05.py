@@ -413,6 +413,168 @@ ZOO: list[tuple[str, str, str, str]] = [
                                              idempotency_key=job.key)
     """,
     ),
+    (
+        "ex05",
+        "a module-level set of posted keys filled before the mark (a failed mark leaves it)",
+        "a_failed_ledger_write_is_retried",
+        """
+        _POSTED = set()
+
+
+        def post_handler(job, ctx):
+            if job.key in _POSTED:
+                return {"skipped": "already posted"}
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                _POSTED.add(job.key)
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "charge retried three times in the handler, then a 'failed' reply returned",
+        "a_failed_charge_is_retried",
+        """
+        from labkit.errors import TransientError
+
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            last = None
+            for _try in range(3):
+                try:
+                    return ctx.world.payments.charge(
+                        customer, amount, key=job.key, idempotency_key=job.key
+                    )
+                except TransientError as exc:
+                    last = exc
+            return {"status": "failed", "error": str(last)}
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key with today's local date in it",
+        "the_same_calls_a_day_later",
+        """
+        from datetime import datetime
+
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            ikey = f"{job.key}:{datetime.now():%Y-%m-%d}"
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=ikey)
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark read in its own transaction under a threading.Lock",
+        "two_worker_processes_at_once",
+        """
+        import threading
+
+        _LOCK = threading.Lock()
+
+
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with _LOCK:
+                if ctx.world.ledger.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                with ctx.world.ledger.transaction() as tx:
+                    reply = tx.post(customer, amount, key=job.key)
+                    tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "the charge looked up first under a threading.Lock, made without a key",
+        "two_worker_processes_at_once",
+        """
+        import threading
+
+        _LOCK = threading.Lock()
+
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with _LOCK:
+                done = ctx.world.payments.find(job.key)
+                if done:
+                    return done[0].response
+                return ctx.world.payments.charge(customer, amount, key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "a 409 retried at once with another Idempotency-Key",
+        "a_409_fails_the_attempt",
+        """
+        from labkit.world.services import KeyInProgress
+
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(
+                    customer, amount, key=job.key, idempotency_key=job.key
+                )
+            except KeyInProgress:
+                return ctx.world.payments.charge(
+                    customer, amount, key=job.key, idempotency_key=job.key + ":retry"
+                )
+    """,
+    ),
+    (
+        "ex05",
+        "a busy ledger retried three times in the handler, then an error reply returned",
+        "a_failed_ledger_write_is_retried",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            for _try in range(3):
+                try:
+                    with ctx.world.ledger.transaction() as tx:
+                        if tx.status(job.key) == "done":
+                            return {"skipped": "already posted"}
+                        reply = tx.post(customer, amount, key=job.key)
+                        tx.mark(job.key, "done")
+                    return reply
+                except TimeoutError:
+                    continue
+            return {"error": "ledger busy"}
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key with the UTC hour in it",
+        "the_same_calls_a_day_later",
+        """
+        import time
+
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            ikey = f"{job.key}@{time.strftime('%Y%m%d%H', time.gmtime())}"
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=ikey)
+    """,
+    ),
+    (
+        "ex05",
+        "the Idempotency-Key is the job's id (str(job.id))",
+        "two_stores_two_keys",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(
+                customer, amount, key=job.key, idempotency_key=str(job.id)
+            )
+    """,
+    ),
 ]
 
 
@@ -459,6 +621,19 @@ SAYS: dict[str, str] = {
     "the charge looked up first, and a repeat returns 'skipped' instead of the reply": (
         "to keep the charge's reply"
     ),
+    "a module-level set of posted keys filled before the mark (a failed mark leaves it)": (
+        "at the mark (the second write)"
+    ),
+    "charge retried three times in the handler, then a 'failed' reply returned": "503s in a row",
+    "an Idempotency-Key with today's local date in it": "a day and an hour later",
+    "the ledger mark read in its own transaction under a threading.Lock": "two worker processes",
+    "the charge looked up first under a threading.Lock, made without a key": "two worker processes",
+    "a 409 retried at once with another Idempotency-Key": "with the same Idempotency-Key",
+    "a busy ledger retried three times in the handler, then an error reply returned": (
+        "failed ledger writes in a row"
+    ),
+    "an Idempotency-Key with the UTC hour in it": "a day and an hour later",
+    "the Idempotency-Key is the job's id (str(job.id))": "both job 1 of their own job store",
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.

@@ -842,6 +842,137 @@ ZOO: list[tuple[str, str, str, str]] = [
             return row is not None
     """,
     ),
+    (
+        "ex06",
+        "last_error cached per error class in a module-level dict",
+        "each_job_keeps_its_own_error",
+        '''
+        import json
+        from labkit.redact import describe
+
+        _DESCRIBED = {}
+
+
+        def dead_letter(conn, job_id, token, reason, error, now):
+            text = _DESCRIBED.setdefault(type(error), describe(error))
+            row = conn.execute(
+                """
+                UPDATE jobs
+                   SET state = 'dead', dead_reason = :reason, last_error = :error,
+                       lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now
+                 WHERE id = :id AND state = 'running' AND lease_token = :token
+                RETURNING id
+                """,
+                {"id": job_id, "token": token, "reason": reason, "error": text, "now": now},
+            ).fetchone()
+            return row is not None
+    ''',
+    ),
+    (
+        "ex06",
+        "dead_letter also fenced on a live lease (lease_until > now)",
+        "dead_letter_after_the_lease_ran_out",
+        '''
+        from labkit.redact import describe
+
+
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                """
+                UPDATE jobs
+                   SET state = 'dead', dead_reason = :reason, last_error = :error,
+                       lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now
+                 WHERE id = :id AND state = 'running' AND lease_token = :token
+                   AND lease_until > :now
+                RETURNING id
+                """,
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now},
+            ).fetchone()
+            return row is not None
+    ''',
+    ),
+    (
+        "ex06",
+        "dead_letter in two UPDATEs: the state first, the reason and error after",
+        "a_killed_dead_letter_leaves_the_reason",
+        '''
+        from labkit.redact import describe
+
+
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                """
+                UPDATE jobs
+                   SET state = 'dead', lease_owner = NULL, lease_until = NULL, lease_token = NULL,
+                       updated_at = :now
+                 WHERE id = :id AND state = 'running' AND lease_token = :token
+                RETURNING id
+                """,
+                {"id": job_id, "token": token, "now": now},
+            ).fetchone()
+            if row is None:
+                return False
+            conn.execute(
+                "UPDATE jobs SET dead_reason = :reason, last_error = :error WHERE id = :id",
+                {"id": job_id, "reason": reason, "error": describe(error)},
+            )
+            return True
+    ''',
+    ),
+    (
+        "ex06",
+        "dead_reason made ASCII before it is stored",
+        "dead_letter_records_the_reason",
+        '''
+        from labkit.redact import describe
+
+
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                """
+                UPDATE jobs
+                   SET state = 'dead', dead_reason = :reason, last_error = :error,
+                       lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now
+                 WHERE id = :id AND state = 'running' AND lease_token = :token
+                RETURNING id
+                """,
+                {"id": job_id, "token": token, "reason": reason.encode("ascii", "ignore").decode(),
+                 "error": describe(error), "now": now},
+            ).fetchone()
+            return row is not None
+    ''',
+    ),
+    (
+        "ex06",
+        "redrive stamps int(now)",
+        "the_instants_are_kept_as_given",
+        """
+        import json
+
+
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            now = int(now)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind) "
+                    "ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now, "
+                        "dead_reason = NULL, redrives = redrives + 1, updated_at = :now "
+                        "WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
 ]
 
 
@@ -896,6 +1027,13 @@ SAYS: dict[str, str] = {
     "dead_letter that catches sqlite3.Error and returns False": (
         "to raise the error of its failed UPDATE"
     ),
+    "last_error cached per error class in a module-level dict": "each of three jobs buried",
+    "dead_letter also fenced on a live lease (lease_until > now)": "its lease ran out",
+    "dead_letter in two UPDATEs: the state first, the reason and error after": (
+        "dead with its dead_reason and last_error"
+    ),
+    "dead_reason made ASCII before it is stored": "every character",
+    "redrive stamps int(now)": "after redrive(now=",
 }
 
 

@@ -383,6 +383,112 @@ ZOO: list[tuple[str, str, str, str]] = [
                 return ok
     """,
     ),
+    (
+        "ex07",
+        "the opening time kept on the class, shared by every breaker",
+        "breakers_keep_their_own_times",
+        """
+        class Breaker(Breaker):
+            def allow(self):
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    if self.clock.now() < type(self).opened_at + self.cooldown_s:
+                        return False
+                    self.state, self.trial_out = "half_open", False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+
+            def record_failure(self):
+                self.failures += 1
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    type(self).opened_at = self.clock.now()
+                    self.state, self.trial_out = "open", False
+    """,
+    ),
+    (
+        "ex07",
+        "the trial flag kept on the class, one trial for every breaker",
+        "breakers_keep_their_own_times",
+        """
+        class Breaker(Breaker):
+            trial_out = False
+
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold, self.cooldown_s, self.clock = threshold, cooldown_s, clock
+                self.state, self.failures, self.opened_at = "closed", 0, 0.0
+
+            def allow(self):
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    if self.clock.now() < self.opened_at + self.cooldown_s:
+                        return False
+                    self.state = "half_open"
+                if Breaker.trial_out:
+                    return False
+                Breaker.trial_out = True
+                return True
+
+            def record_failure(self):
+                self.failures += 1
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    if self.state == "half_open":
+                        Breaker.trial_out = False
+                    self.state, self.opened_at = "open", self.clock.now()
+
+            def record_success(self):
+                if self.state == "half_open":
+                    Breaker.trial_out = False
+                self.failures, self.state = 0, "closed"
+    """,
+    ),
+    (
+        "ex07",
+        "the cooldown measured between local datetimes (fromtimestamp)",
+        "cooldown_across_a_clock_change",
+        """
+        from datetime import datetime, timedelta
+
+
+        class Breaker(Breaker):
+            def allow(self):
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    now = datetime.fromtimestamp(self.clock.now())
+                    if now - self.opened_dt < timedelta(seconds=self.cooldown_s):
+                        return False
+                    self.state, self.trial_out = "half_open", False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+
+            def record_failure(self):
+                self.failures += 1
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    self.opened_dt = datetime.fromtimestamp(self.clock.now())
+                    self.state, self.trial_out = "open", False
+    """,
+    ),
+    (
+        "ex07",
+        "the first breaker's clock kept on the class",
+        "each_breaker_reads_its_own_clock",
+        """
+        class Breaker(Breaker):
+            clock = None
+
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                del self.clock
+                if Breaker.clock is None:
+                    Breaker.clock = clock
+    """,
+    ),
 ]
 
 
@@ -407,6 +513,12 @@ SAYS: dict[str, str] = {
     "a trial with no result for a cooldown is given up: a second trial goes out": (
         "its result is not recorded yet"
     ),
+    "the opening time kept on the class, shared by every breaker": "still refuses",
+    "the trial flag kept on the class, one trial for every breaker": "its own trial",
+    "the cooldown measured between local datetimes (fromtimestamp)": (
+        "the local clock changes there"
+    ),
+    "the first breaker's clock kept on the class": "two breakers on two clocks",
 }
 
 

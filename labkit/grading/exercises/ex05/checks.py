@@ -54,6 +54,9 @@ CHARGE = (("charge", {"customer": "cus_42", "amount": 4200}, "billing:42:charge:
 POST = (("post", {"customer": "cus_42", "amount": 4200}, "ledger:42:post:v1"),)
 #: The ledger handler is crashed after its 1st, 2nd and 3rd commit, one run each.
 LEDGER_COMMITS = 3
+#: How many failures in a row the payment API or the ledger gives in the retry checks:
+#: more than a handler that retries by itself tries before it gives up.
+IN_A_ROW = 5
 
 
 class Run:
@@ -230,7 +233,9 @@ def post_runs_once_without_faults(ns: Namespace) -> None:
 
 
 @CHECKS.add(
-    1, "a crash before the effect is easy: the job is redelivered and runs", timeout=30.0,
+    1,
+    "a crash before the effect is easy: the job is redelivered and runs",
+    timeout=30.0,
     severe=True,
 )
 def charge_survives_crash_before_effect(ns: Namespace) -> None:
@@ -412,9 +417,14 @@ def every_entry_is_posted_once(ns: Namespace) -> None:
 
 
 def _failure_comes_out(
-    ns: Namespace, which: str, point: str, what: str, action: str = "raise_transient"
+    ns: Namespace,
+    which: str,
+    point: str,
+    what: str,
+    action: str = "raise_transient",
+    nths: tuple[int, ...] = (1,),
 ) -> None:
-    run = run_job(ns, which, [[point, action, 1]])
+    run = run_job(ns, which, [[point, action, nth] for nth in nths])
     expect(
         bool(run.fired),
         _("{what} to fire").format(what=what),
@@ -457,6 +467,15 @@ def a_failed_charge_is_retried(ns: Namespace) -> None:
         _("a lost reply (a timeout) from a payment API that had not charged"),
         "lose_response",
     )
+    # The API down for a while: a handler that retries by itself and then gives up with a
+    # reply of its own marks the job done with no charge.
+    _failure_comes_out(
+        ns,
+        "charge",
+        BEFORE_CALL,
+        _("{count} 503s in a row from the payment API").format(count=IN_A_ROW),
+        nths=tuple(range(1, IN_A_ROW + 1)),
+    )
 
 
 @CHECKS.add(
@@ -468,6 +487,22 @@ def a_failed_charge_is_retried(ns: Namespace) -> None:
 )
 def a_failed_ledger_write_is_retried(ns: Namespace) -> None:
     _failure_comes_out(ns, "post", LEDGER_WRITE, _("a failed ledger write"))
+    # The mark (the second write) fails: the transaction rolls back the entry with it, so
+    # nothing may remember the entry as posted (a set filled before the commit).
+    _failure_comes_out(
+        ns,
+        "post",
+        LEDGER_WRITE,
+        _("a failed ledger write at the mark (the second write)"),
+        nths=(2,),
+    )
+    _failure_comes_out(
+        ns,
+        "post",
+        LEDGER_WRITE,
+        _("{count} failed ledger writes in a row").format(count=IN_A_ROW),
+        nths=tuple(range(1, IN_A_ROW + 1)),
+    )
 
 
 def _same_after_a_restart(ns: Namespace, which: str) -> None:
@@ -573,9 +608,7 @@ def _what_each_job_did(ns: Namespace, which: str) -> None:
             )
     expect(
         not wrong,
-        _(
-            "each charge of the job's amount (in cents, as it is) to the job's customer"
-        )
+        _("each charge of the job's amount (in cents, as it is) to the job's customer")
         if which == "charge"
         else _("each ledger entry of the job's amount (as it is) for the job's customer"),
         "; ".join(wrong[:3]),
@@ -591,4 +624,3 @@ def _what_each_job_did(ns: Namespace, which: str) -> None:
         "return what ctx.world.payments.charge or tx.post returned: the worker keeps it as "
         "the job's result, the receipt an operator looks up",
     )
-

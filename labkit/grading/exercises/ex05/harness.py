@@ -10,8 +10,12 @@ and judges them itself.
 from __future__ import annotations
 
 import contextlib
+import os
+import select
+import signal
 import sqlite3
 import threading
+import time
 import types
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
@@ -28,6 +32,7 @@ from labkit.grading.checks import StudentRaised
 from labkit.grading.exercises.common import fresh_state, need
 from labkit.grading.exercises.ex05.recorder import RecordingCtx, calls_in
 from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process
+from labkit.grading.exercises.wallclock import clock_moved
 from labkit.grading.stub import is_stub
 from labkit.store import JobStore
 from labkit.world import World
@@ -332,9 +337,12 @@ class _BusyPayments:
 
     def __init__(self, reply: dict[str, Any]) -> None:
         self.reply, self.calls = reply, 0
+        #: The Idempotency-Key of each charge, in order.
+        self.keys: list[str] = []
 
     def charge(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         self.calls += 1
+        self.keys.append(repr(kwargs.get("idempotency_key")))
         if self.calls == 1:
             raise KeyInProgress(
                 f"409 from payments: a request with Idempotency-Key "
@@ -354,8 +362,9 @@ def key_in_progress(
 ) -> dict[str, Any]:
     """The student's ``charge_handler`` meeting a 409 (another delivery holds the key).
 
-    Returns ``{"reply": the reply a later charge gets, "calls": charges made, "returned":
-    repr of what the handler returned, or "raised": "ErrorClass: message"}``.
+    Returns ``{"reply": the reply a later charge gets, "calls": charges made, "keys": the
+    repr of each charge's Idempotency-Key, "returned": repr of what the handler returned,
+    or "raised": "ErrorClass: message"}``.
     """
     kind, payload, key = job
     with JobStore(Path(folder) / "jobs.db", FakeClock(LAB_EPOCH)) as store:
@@ -377,4 +386,136 @@ def key_in_progress(
         except Exception as exc:  # noqa: BLE001 - what came out is the evidence
             got["raised"] = f"{type(exc).__name__}: {str(exc)[:160]}"
     got["calls"] = payments.calls
+    got["keys"] = payments.keys
     return got
+
+
+def sent_later(
+    values: MutableMapping[str, Any], which: str, folder: str, jobs: list[list[Any]], seconds: float
+) -> dict[str, Any]:
+    """What the student's handler sends for each of ``jobs`` now, and with the wall clock
+    ``seconds`` later (a retry the next day, in the next hour: ``wallclock.clock_moved``).
+
+    ``{"now": [...], "later": [...]}``: the calls each sent, in order, per job (see
+    ``RecordingCtx``; nothing is charged or posted).
+    """
+    clock = FakeClock(LAB_EPOCH)
+    with JobStore(Path(folder) / "jobs.db", clock) as store:
+        for kind, payload, key in jobs:
+            store.enqueue(kind, payload, key=key)
+        the_jobs = [store.get_by_key(key) for _kind, _payload, key in jobs]
+    name = "charge_handler" if which == "charge" else "post_handler"
+    got: dict[str, Any] = {}
+    for label in ("now", "later"):
+        paths = [str(Path(folder) / f"{label}-{i}.jsonl") for i in range(len(the_jobs))]
+        with fresh_state(values), contextlib.ExitStack() as stack:
+            if label == "later":
+                stack.enter_context(clock_moved(values, seconds))
+            for job, path in zip(the_jobs, paths, strict=True):
+                try:
+                    need(values, name)(job, RecordingCtx(path))
+                except NotImplementedError as exc:
+                    if is_stub(exc):
+                        raise
+                except Exception:  # noqa: BLE001, S110 - a failed call sent what it sent
+                    pass
+        got[label] = [calls_in(path) for path in paths]
+    return got
+
+
+def two_workers(
+    values: MutableMapping[str, Any], which: str, folder: str, job: list[Any]
+) -> dict[str, Any]:
+    """``two_deliveries`` with each delivery in a forked process of its own, as two workers.
+
+    A ``threading.Lock`` or a module-level set is one per process, so it guards nothing
+    here; a read made in its own transaction (a ledger status, ``payments.find``) pauses
+    as in ``two_deliveries``. Returns how each delivery ended; the check counts the
+    effects in ``folder/world.db`` itself.
+    """
+    kind, payload, key = job
+    clock = FakeClock(LAB_EPOCH)
+    with JobStore(Path(folder) / "jobs.db", clock) as store:
+        store.enqueue(kind, payload, key=key)
+        the_job = store.get_by_key(key)
+    World(Path(folder) / "world.db", clock).close()
+    handler = need(values, "charge_handler" if which == "charge" else "post_handler")
+    children = []
+    for _n in range(2):
+        out_r, out_w = os.pipe()
+        go_r, go_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the worker process: never returns into the harness
+            os.close(out_r)
+            os.close(go_w)
+            said = ""
+            try:
+                world = World(Path(folder) / "world.db", clock)
+                ctx = types.SimpleNamespace(world=world, point=lambda *a, **k: None)
+                errors: list[str] = []
+                os.read(go_r, 1)
+                try:
+                    _observed(handler, errors, DELIVERY_PAUSE_S)(the_job, ctx)
+                    said = "ok"
+                except Exception as exc:  # noqa: BLE001 - each delivery's end is the evidence
+                    said = f"{type(exc).__name__}: {str(exc)[:120]}"
+                finally:
+                    world.close()
+            except BaseException as exc:  # noqa: BLE001 - reported to the parent as data
+                said = f"{type(exc).__name__}: {str(exc)[:120]}"
+            finally:
+                os.write(out_w, said.encode("utf-8", "replace")[:400])
+                os._exit(0)
+        os.close(out_w)
+        os.close(go_r)
+        children.append((pid, out_r, go_w))
+    for _pid, _out, go in children:
+        os.write(go, b"g")  # both start at the same moment
+        os.close(go)
+    deliveries = []
+    deadline = time.monotonic() + TWO_WORKERS_TIMEOUT_S
+    for pid, out, _go in children:
+        chunks = []
+        while select.select([out], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            chunk = os.read(out, 4096)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)  # a hung delivery
+        os.waitpid(pid, 0)
+        os.close(out)
+        deliveries.append(b"".join(chunks).decode("utf-8", "replace") or "hung")
+    return {"deliveries": deliveries}
+
+
+#: How long ``two_workers`` waits for its two deliveries.
+TWO_WORKERS_TIMEOUT_S = 20.0
+
+
+def sent_from_two_stores(
+    values: MutableMapping[str, Any], which: str, folder: str, jobs: list[list[Any]]
+) -> list[list[dict[str, Any]]]:
+    """What the student's handler sends for each of ``jobs``, each job from a job store of
+    its own (``folder/store-N.db``): two queues, or a store rebuilt, numbering their jobs
+    from 1, that share one payment API and one ledger. The jobs' ids are all the same;
+    their keys are not. The calls each sent, in order, per job (see ``RecordingCtx``).
+    """
+    clock = FakeClock(LAB_EPOCH)
+    the_jobs = []
+    for n, (kind, payload, key) in enumerate(jobs):
+        with JobStore(Path(folder) / f"store-{n}.db", clock) as store:
+            store.enqueue(kind, payload, key=key)
+            the_jobs.append(store.get_by_key(key))
+    name = "charge_handler" if which == "charge" else "post_handler"
+    paths = [str(Path(folder) / f"sent-{n}.jsonl") for n in range(len(the_jobs))]
+    with fresh_state(values):
+        for job, path in zip(the_jobs, paths, strict=True):
+            try:
+                need(values, name)(job, RecordingCtx(path))
+            except NotImplementedError as exc:
+                if is_stub(exc):
+                    raise
+            except Exception:  # noqa: BLE001, S110 - a failed call sent what it sent
+                pass
+    return [calls_in(path) for path in paths]

@@ -80,14 +80,25 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
             {k: job[k] for k in ("lease_owner", "lease_until", "lease_token", "updated_at")},
         )
         expect(job["key"] == "pay:7:charge:v1", "the key unchanged", job["key"])
-    # A reason is text from anywhere: a quote in it is data, never SQL.
-    reason = "card declined: the customer's bank said no"
+    # A reason is text from anywhere: a quote in it is data, never SQL, and its accents
+    # stay (a person reads it).
+    reason = "card declined: the customer's bank said no (Banco São João, ação negada)"
     with lab_file(ns) as (conn, path):
         job_id = add_running(conn)
         result = ns.harness(
             HARNESS + "dead_letter", str(path), job_id, "tok-1", reason, {"type": "ValueError"}, NOW
         )
         stored = row_of(conn, job_id)["dead_reason"]
+        if result.get("returned") is True and stored is not None:
+            expect(
+                stored == reason,
+                _(
+                    "dead_reason {reason} stored as it is, every character (accents too: a "
+                    "person reads it)"
+                ).format(reason=repr(reason)),
+                _("dead_reason {stored}").format(stored=repr(stored)),
+                "store the reason you were given unchanged: no encode('ascii'), no cut",
+            )
         expect(
             result.get("returned") is True and stored == reason,
             _(

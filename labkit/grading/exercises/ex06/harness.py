@@ -80,6 +80,36 @@ def dead_letter(
         conn.close()
 
 
+def dead_letters_in_a_row(
+    values: MutableMapping[str, Any], path: str, calls: list[list[Any]]
+) -> list[dict[str, Any]]:
+    """Several ``dead_letter`` calls in one worker process, one after the other.
+
+    ``calls`` are ``[job_id, token, reason, error spec, now]``; each call has its own
+    connection, as the worker's attempts would, but module-level state (a cache) lives on
+    between them, as it does in a long-running worker. One outcome per call.
+    """
+    results = []
+    with fresh_state(values):
+        for job_id, token, reason, error, now in calls:
+            conn = connect(path)
+            try:
+                results.append(
+                    outcome(
+                        need(values, "dead_letter"),
+                        conn,
+                        job_id,
+                        token,
+                        reason,
+                        build_error(error),
+                        now,
+                    )
+                )
+            finally:
+                conn.close()
+    return results
+
+
 def _ids(result: dict[str, Any]) -> dict[str, Any]:
     if "returned" in result:
         try:
@@ -271,6 +301,28 @@ def redrive_kills(
         conn = connect(life / "jobs.db")
         try:
             return need(values, "redrive")(conn, **kwargs)
+        finally:
+            conn.close()
+
+    return sweep(folder, ["jobs.db"], once, once, seed)
+
+
+def dead_letter_kills(
+    values: MutableMapping[str, Any], folder: str, args: list[Any], seed: int
+) -> dict[str, Any]:
+    """``dead_letter(conn, *args)`` killed right after each of its writes, then run again.
+
+    ``args`` are ``[job_id, token, reason, error spec, now]``; the restart is the same
+    call on the life's copy of ``folder/jobs.db`` (the worker's bury tried again: the
+    token fence makes it a no-op once the job is dead). See ``killsweep.sweep``.
+    """
+    job_id, token, reason, error, now = args
+
+    def once(life: Path, _tracer: Any) -> Any:
+        conn = connect(life / "jobs.db")
+        try:
+            bury = need(values, "dead_letter")
+            return bury(conn, job_id, token, reason, build_error(error), now)
         finally:
             conn.close()
 

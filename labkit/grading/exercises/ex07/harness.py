@@ -16,8 +16,10 @@ breaker lets through is written to a SQLite file the check reads itself.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
-from collections.abc import MutableMapping
+import time
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -39,17 +41,31 @@ def drive(
     threshold: int = 3,
     cooldown_s: float = 30.0,
     breakers: int = 1,
+    own_clocks: bool = False,
+    start: float | None = None,
+    tz: str | None = None,
 ) -> list[Any]:
     """Run ``steps`` on ``breakers`` new breakers sharing one fake clock; one result per step.
 
+    With ``own_clocks`` each breaker has a fake clock of its own, and the step ``["tick",
+    i, s]`` moves breaker ``i``'s clock only (``advance`` moves them all). ``start`` is the
+    clocks' first reading (epoch seconds); ``tz`` a POSIX ``TZ`` the process runs in for
+    the steps (the machine's local time zone, put back after).
     A step whose call raised gives ``{"raised": [...], "message": ...}`` and ends the run.
     """
-    clock = FakeClock()
+    clocks = [
+        FakeClock() if start is None else FakeClock(start)
+        for _ in range(breakers if own_clocks else 1)
+    ]
     out: list[Any] = []
     with fresh_state(values), contextlib.ExitStack() as stack:
+        if tz is not None:
+            stack.enter_context(_time_zone(tz))
         made = [
-            need(values, "Breaker")(threshold=threshold, cooldown_s=cooldown_s, clock=clock)
-            for _ in range(breakers)
+            need(values, "Breaker")(
+                threshold=threshold, cooldown_s=cooldown_s, clock=clocks[i % len(clocks)]
+            )
+            for i in range(breakers)
         ]
         for step in steps:
             what, arg = step[0], step[1] if len(step) > 1 else 0
@@ -65,7 +81,11 @@ def drive(
                 elif what == "state":
                     out.append(_state(made[arg]))
                 elif what == "advance":
-                    clock.advance(float(arg))
+                    for clock in clocks:
+                        clock.advance(float(arg))
+                    out.append(None)
+                elif what == "tick":
+                    clocks[arg % len(clocks)].advance(float(step[2]))
                     out.append(None)
                 elif what == "wall":
                     stack.enter_context(clock_moved(values, float(arg)))
@@ -81,6 +101,22 @@ def drive(
                 out.append(raised(exc))
                 break
     return out
+
+
+@contextlib.contextmanager
+def _time_zone(tz: str) -> Iterator[None]:
+    """The process's local time zone set to ``tz`` (``TZ`` and ``time.tzset``), then put back."""
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = tz
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
 
 
 def outage(
