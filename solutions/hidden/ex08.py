@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 from random import Random
 
+from labkit.clock import SystemClock
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex08.checks import TIMEOUT, Ex08Run
 from labkit.grading.exercises.ex08.workers import scene_randoms
@@ -121,6 +122,11 @@ def _waiting_on_a_lock(app_name: str, run: Ex08Run) -> list[int]:
     return [int(row["pid"]) for row in rows]
 
 
+#: Seconds the check keeps holding the task's key once the task waits for it: a task
+#: that gives up on the wait (a lock_timeout, NOWAIT) has given up by then.
+GAVE_UP_AFTER_S = 0.5
+
+
 def _processed_keys(run: Ex08Run) -> set[str]:
     """The keys committed in ``processed`` (the check's own uncommitted row is not seen)."""
     with pg(run.config) as conn:
@@ -174,6 +180,29 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
                     "record the task's key with INSERT INTO processed ... in the charge's "
                     "transaction",
                 )
+            # A task that gives up on the wait (lock_timeout, NOWAIT, a try-lock) fails, and
+            # a failed task is acknowledged: when the transaction it waited for rolls back
+            # (a killed copy), nobody charges. Held a moment longer, a task that waits
+            # for its key is still waiting.
+            SystemClock().sleep(GAVE_UP_AFTER_S)
+            if not _waiting_on_a_lock(run.config.tag, run):
+                run.check_not_stub()
+                ended = [r for runs in run.returned().values() for r in runs]
+                expect(
+                    False,
+                    _(
+                        "the task to wait while another transaction holds its key in "
+                        "processed (that transaction may still roll back)"
+                    ),
+                    _("it stopped waiting within {seconds:g} s; it ended with {reply}").format(
+                        seconds=GAVE_UP_AFTER_S, reply=_reply_of(ended[-1] if ended else None)
+                    ),
+                    _(
+                        "no lock_timeout, NOWAIT or try-lock on the claim: a copy that gives up "
+                        "fails and is acknowledged, and if the transaction it waited for rolls "
+                        "back, the charge is lost. Let the INSERT ... ON CONFLICT wait"
+                    ),
+                )
             waiting = _waiting_on_a_lock(run.config.tag, run)  # the task about to die
             children = worker.pool_children()
             harness.wait_until(lambda: bool(points.runs(run.folder)), 10, "the task's start record")
@@ -193,6 +222,30 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
             "1 charge row after a kill while the task wrote its dedup record",
             _("{count} charge rows").format(count=n),
             "commit the charge and the dedup record in ONE transaction",
+        )
+        # The other way round: a charge the database refuses (beyond INTEGER) must take
+        # its dedup record with it, or the key reads "already charged" for good.
+        refused = "inv-tx-refused"
+        run.send(refused, "cus_8", 2**40)
+        run.settle()
+        recorded = refused in _processed_keys(run)
+        expect(
+            not recorded and run.charges(refused) == 0,
+            _(
+                "no dedup record for a key whose charge the database refused (an amount "
+                "beyond INTEGER): both rows commit together or not at all"
+            ),
+            _("{key} is in processed with {count} charge rows").format(
+                key=repr(refused), count=run.charges(refused)
+            )
+            if recorded
+            else _("{count} charge rows").format(count=run.charges(refused)),
+            _(
+                "a charge error caught inside the transaction (try/except around the INSERT, "
+                "a nested conn.transaction()) or a dedup record committed on its own keeps the "
+                "key in processed with no charge: its next delivery is skipped for good. Let "
+                "the error roll back the whole transaction and leave the task"
+            ),
         )
 
 

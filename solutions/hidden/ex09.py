@@ -225,8 +225,8 @@ def a_backlog_of_hundreds_is_applied_once_each(ns: Namespace) -> None:
 
 def odd_keys(rng: random.Random) -> list[str]:
     """Keys a done record must tell apart: case, a trailing space, one key the prefix of
-    another, characters that a glob (KEYS, SCAN MATCH) reads as a pattern, accents and
-    quotes."""
+    another, ':' where another has '_', characters that a glob (KEYS, SCAN MATCH) reads
+    as a pattern, accents and quotes."""
     word = "".join(rng.choice("abcdefghjkmn") for _ in range(5))
     return [
         f"Order:{word}",
@@ -234,11 +234,24 @@ def odd_keys(rng: random.Random) -> list[str]:
         f"order:{word} ",
         f"order:{word}:1",
         f"order:{word}:10",
+        f"order_{word}_1",
         f"order:{word}*",
         f"order:[{word}]?",
         f"pedido:ção-{word}",
         f'o\'brien "{word}"',
     ]
+
+
+def long_keys(rng: random.Random) -> list[str]:
+    """Two keys of 300 characters that differ only in their last one: past any length a
+    record name might be cut to."""
+    stem = "order:" + "".join(rng.choice("0123456789abcdef") for _ in range(292))
+    return [f"{stem}-a", f"{stem}-b"]
+
+
+def _cut(key: str) -> str:
+    """A key as feedback shows it: a long one by its ends and its length."""
+    return repr(key) if len(key) <= 40 else f"{key[:12]!r}...{key[-8:]!r} ({len(key)} chars)"
 
 
 @CHECKS.add(
@@ -250,11 +263,34 @@ def odd_keys(rng: random.Random) -> list[str]:
     severe=True,
 )
 def keys_are_compared_exactly(ns: Namespace) -> None:
-    keys = odd_keys(random.Random(f"ex09 keys {scene_seeds()[-1]}"))
+    rng = random.Random(f"ex09 keys {scene_seeds()[-1]}")
+    keys, long = odd_keys(rng), long_keys(rng)
     with stream(ns) as s:
-        for key in keys:
+        for key in keys + long:
             s.add(key, cents=100)
-        s.finish(s.start("a"), _("{count} entries with keys alike").format(count=len(keys)))
+        s.finish(
+            s.start("a"), _("{count} entries with keys alike").format(count=len(keys) + len(long))
+        )
+        effects = s.effects()
+        wrong = {key: effects.get(key, 0) for key in long if effects.get(key, 0) != 1}
+        expect(
+            not wrong,
+            _(
+                "each of two keys of {length} characters that differ only in their last one "
+                "applied once"
+            ).format(length=len(long[0])),
+            ", ".join(
+                _("{key}: applied {count} times").format(key=_cut(key), count=n)
+                for key, n in wrong.items()
+            ),
+            _(
+                "name the done record with the whole key, however long: a record name cut "
+                "short gives two keys one record"
+            ),
+        )
+        # The long keys are judged: out of the list, so the feedback below lists the rest.
+        for key in long:
+            s.r.lrem(f"{s.prefix}:effects", 0, key)
         expect_once_each(
             s,
             keys,

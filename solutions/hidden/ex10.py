@@ -14,6 +14,7 @@ from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex10.checks import crash_at_202, crash_while_posting
 from labkit.grading.exercises.ex10.served import (
     BOB,
+    EAST_OF_UTC,
     TIMEOUT,
     WEST_OF_UTC,
     App,
@@ -387,12 +388,15 @@ def every_202_says_where_and_when_to_poll(ns: Namespace) -> None:
 )
 def a_report_worker_claims_the_job(ns: Namespace) -> None:
     from labkit.clock import FakeClock
+    from labkit.errors import TransientError
     from labkit.store import JobStore
 
     body = {"month": "2027-04"}
     with scratch(ns) as folder:
         db = folder / "jobs.db"
-        with served(ns, db) as app:
+        # On a server east of UTC (every_202_says_where_and_when_to_poll's is west): a due
+        # time made from the local wall clock labelled as UTC is hours later there.
+        with served(ns, db, tz=EAST_OF_UTC) as app:
             job_id = accepted_id(app.post(body, key="work-1"), _("the report request"))
         found: list[dict[str, Any] | None] = [j for j in jobs_in(db) if j["id"] == job_id]
         [row] = found or [None]
@@ -401,14 +405,37 @@ def a_report_worker_claims_the_job(ns: Namespace) -> None:
         # The worker's clock: a minute after the job was made, as the job's row says.
         with JobStore(db, clock=FakeClock(row["created_at"] + 60)) as store:
             claimed = store.claim("report-worker")
+            expect(
+                claimed is not None and (claimed.id, claimed.kind) == (job_id, "report"),
+                _("a worker of the 'default' queue to claim job {job_id}, of kind 'report'").format(
+                    job_id=job_id
+                ),
+                {k: row[k] for k in ("id", "kind", "queue", "run_after", "created_at")},
+                _(
+                    "the job is due {late:.0f} s after it was made, on a server whose time zone "
+                    "is UTC+3: enqueue without run_after; a time you compute yourself comes from "
+                    "time.time(), never from a naive or relabelled datetime"
+                ).format(late=row["run_after"] - row["created_at"])
+                if row["run_after"] - row["created_at"] > 60
+                else "store.enqueue('report', {'owner': owner, 'request': body}, key=key): kind "
+                "'report', no queue, no run_after",
+            )
+            assert claimed is not None
+            # Its first attempt meets the ERP down for a while: the job must come back.
+            after = store.fail(claimed, TransientError("ERP 503 Service Unavailable"))
         expect(
-            claimed is not None and (claimed.id, claimed.kind) == (job_id, "report"),
-            _("a worker of the 'default' queue to claim job {job_id}, of kind 'report'").format(
-                job_id=job_id
+            after.state == "retry_wait",
+            _(
+                "job {job_id} to wait for a retry after its first attempt failed with a "
+                "transient error (state retry_wait)"
+            ).format(job_id=job_id),
+            _("state {state} after 1 attempt of at most {limit}").format(
+                state=after.state, limit=row.get("max_attempts")
             ),
-            {k: row[k] for k in ("id", "kind", "queue", "run_after", "created_at")},
-            "store.enqueue('report', {'owner': owner, 'request': body}, key=key): kind "
-            "'report', no queue, no run_after",
+            _(
+                "leave max_attempts to the store (no max_attempts=1): a report whose first try "
+                "meets a dependency down for a minute must run again, not end dead"
+            ),
         )
 
 

@@ -276,6 +276,45 @@ SWALLOWED_ERROR = """\
     return "charged"
 """
 
+#: The charge's error caught in a nested transaction (a savepoint): the claim commits
+#: alone, and the key reads "already charged" for good although nothing was charged.
+SAVEPOINT_SWALLOWS_CHARGE = """\
+    with connect() as conn, conn.transaction():
+        first = conn.execute(
+            "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING RETURNING key",
+            (key,),
+        ).fetchone()
+        if first is None:
+            return "already charged"
+        try:
+            with conn.transaction():
+                conn.execute(
+                    "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+                    (key, customer, amount),
+                )
+        except psycopg.Error:
+            pass
+    return "charged"
+"""
+
+#: A lock_timeout "so a worker never hangs": a copy whose claim waits for another copy's
+#: transaction fails and is acknowledged; if that transaction rolls back, nobody charges.
+LOCK_TIMEOUT_GIVES_UP = """\
+    with connect() as conn, conn.transaction():
+        conn.execute("SET LOCAL lock_timeout = '100ms'")
+        first = conn.execute(
+            "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING RETURNING key",
+            (key,),
+        ).fetchone()
+        if first is None:
+            return "already charged"
+        conn.execute(
+            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+            (key, customer, amount),
+        )
+    return "charged"
+"""
+
 REFERENCE_CLAIM_ARGS = "            (key,),\n        ).fetchone()"
 REFERENCE_CHARGE_ARGS = "(key, customer, amount),"
 
@@ -368,7 +407,7 @@ ZOO = [
         _body(DEDUP_AUTOCOMMITTED_FIRST),
         "killed_right_after_each_commit",
         "right after your autocommitted INSERT at line",
-        "dedup_commits_with_the_charge",
+        "worker_killed_after_the_commit",
     ),
     (
         "dedup read with a SELECT, written after the charge (two copies at once)",
@@ -527,6 +566,29 @@ ZOO = [
         "dedup_commits_with_the_charge",
         "while the task wrote its dedup record",
         "worker_killed_after_the_commit",
+    ),
+    (
+        # A refused charge (or any error on its INSERT) leaves the key recorded, uncharged.
+        "the charge's error caught in a savepoint: the claim commits alone",
+        _body(SAVEPOINT_SWALLOWS_CHARGE),
+        "dedup_commits_with_the_charge",
+        "no dedup record for a key whose charge the database refused",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "a lock_timeout on the claim: a copy that waits gives up and is acknowledged",
+        _body(LOCK_TIMEOUT_GIVES_UP),
+        "dedup_commits_with_the_charge",
+        "to wait while another transaction holds its key",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # Customer ids are case-sensitive: "cus_Q123456x" is not "cus_q123456x".
+        "the customer id lower-cased in the charge row",
+        _replace(REFERENCE_CHARGE_ARGS, "(key, customer.strip().lower(), amount),"),
+        "worker_starts_and_charges_once",
+        "customer and amount",
+        "duplicate_message_charges_once",
     ),
     (
         "a busy try-lock read as 'already charged'",

@@ -273,6 +273,40 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         ],
     ),
     (
+        # "order:7:1" and "order_7_1" are two orders: the second is only acknowledged.
+        "the done record named by the key with ':' turned into '_'",
+        "keys_are_compared_exactly",
+        [
+            (
+                "            record = f\"{prefix}:done:{fields['key']}\"",
+                '            record = f"{prefix}:done:" + fields["key"].replace(":", "_")',
+            )
+        ],
+    ),
+    (
+        # Two long keys that differ only in their last character share one record.
+        "the done record named by the key cut to 40 characters",
+        "keys_are_compared_exactly",
+        [
+            (
+                "            record = f\"{prefix}:done:{fields['key']}\"",
+                "            record = f\"{prefix}:done:{fields['key'][:40]}\"",
+            )
+        ],
+    ),
+    (
+        # A dead consumer's entry that is not idle yet is left pending for ever.
+        "returns when nothing is new, ignoring what other consumers still hold",
+        "takes_over_a_dead_consumers_entries",
+        [
+            (
+                '            if not r.xpending_range(stream, GROUP, "-", "+", 1):\n'
+                "                return applied\n",
+                "            return applied\n",
+            )
+        ],
+    ),
+    (
         "the done record named by the key lower-cased and stripped",
         "keys_are_compared_exactly",
         [

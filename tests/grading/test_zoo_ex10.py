@@ -352,6 +352,24 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         + ENQUEUE.replace("key=key)", "key=key, run_after=due)"),
     ),
     (
+        # The mirror image: on a server east of UTC the job is due hours after the poll.
+        "the job due after Retry-After, from the local wall clock labelled as UTC",
+        "a_report_worker_claims_the_job",
+        ACCEPT_OK,
+        ENQUEUE,
+        "        from datetime import datetime, timezone\n\n"
+        "        due = datetime.now().replace(tzinfo=timezone.utc).timestamp() + RETRY_AFTER_S\n"
+        + ENQUEUE.replace("key=key)", "key=key, run_after=due)"),
+    ),
+    (
+        # "Reports are expensive: try once": the first transient failure ends the job dead.
+        "the job enqueued with max_attempts=1",
+        "a_report_worker_claims_the_job",
+        ACCEPT_OK,
+        ENQUEUE,
+        ENQUEUE.replace("key=key)", "key=key, max_attempts=1)"),
+    ),
+    (
         "`with store:` around the enqueue closes the app's one store after the first request",
         ACCEPT_OK,
         STATUS_OK,

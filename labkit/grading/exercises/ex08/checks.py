@@ -13,6 +13,8 @@ here: it runs only in the workers.
 
 from __future__ import annotations
 
+import string
+
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex08.workers import Ex08Run, scene_randoms
 from labkit.integrations.celery import commits
@@ -52,11 +54,12 @@ def _charged_once(run: Ex08Run, key: str, when: str, hint: str) -> None:
 @CHECKS.add(1, "the worker imports ex08_tasks.py and charges once", timeout=TIMEOUT)
 def worker_starts_and_charges_once(ns: Namespace) -> None:
     # "inv-1" with check()'s customer and amount; under labkit grade, one more key with
-    # the run's own.
+    # the run's own. A customer id is case-sensitive (cus_Q123456x): both cases in it.
     sent = {}
     for nth, rng in enumerate(scene_randoms("row")):
         sent["inv-1" if nth == 0 else f"inv-1-{nth}"] = (
-            f"cus_{rng.randrange(10**6):06d}",
+            f"cus_{rng.choice(string.ascii_uppercase)}{rng.randrange(10**6):06d}"
+            f"{rng.choice(string.ascii_lowercase)}",
             rng.randrange(101, 10**6),
         )
     with Ex08Run(ns) as run:
@@ -77,7 +80,8 @@ def worker_starts_and_charges_once(ns: Namespace) -> None:
                 _("it holds {row}").format(row=row),
                 _(
                     "insert (key, customer, amount) as the task received them: the amount is "
-                    "already in cents"
+                    "already in cents, and a customer id is an opaque, case-sensitive string "
+                    "(no lower(), no strip())"
                 ),
             )
 

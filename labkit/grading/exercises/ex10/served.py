@@ -69,6 +69,10 @@ SOCKETS = "/run" if os.access("/run", os.W_OK) else "/tmp"
 #: zoneinfo file: on such a server a naive UTC datetime read as local time
 #: (``datetime.utcnow().timestamp()``) lands three hours in the future.
 WEST_OF_UTC = "<-03>3"
+#: A time zone east of UTC (UTC+3, Moscow's), the same way: there a local wall-clock time
+#: labelled as UTC (``datetime.now().replace(tzinfo=timezone.utc).timestamp()``) lands
+#: three hours in the future.
+EAST_OF_UTC = "<+03>-3"
 
 
 @dataclass
