@@ -38,19 +38,23 @@ CHECKS = Checks("ex11", hidden=True)
     'Zé "Tuca" d\'Ávila must survive the trip',
 )
 def body_is_json_for_any_name(ns: Namespace) -> None:
-    name = 'Zé "Tuca" d\'Ávila\\'
-    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
-        place(ns, path, [123456789, name, 0])
-        [row] = rows_of(conn, "all_outbox")
-        try:
-            body = json.loads(row["body"])
-        except ValueError as exc:
-            body = _("not JSON ({error})").format(error=exc)
-        expect(
-            body == {"order_id": 123456789, "customer": name, "total": 0},
-            "the order as JSON, the name intact",
-            body,
-        )
+    # A name JSON must escape, and a long one (no VARCHAR(64) habit: nothing is cut).
+    long_name = "Maria Aparecida dos Santos " + "e Silva " * 12 + "Ñúñez"
+    for order_id, name in ((123456789, 'Zé "Tuca" d\'Ávila\\'), (5, long_name)):
+        with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+            place(ns, path, [order_id, name, 0])
+            [row] = rows_of(conn, "all_outbox")
+            try:
+                body = json.loads(row["body"])
+            except ValueError as exc:
+                body = _("not JSON ({error})").format(error=exc)
+            [saved] = rows_of(conn, "all_orders")
+            expect(
+                body == {"order_id": order_id, "customer": name, "total": 0}
+                and saved["customer"] == name,
+                "the order as JSON, the name intact",
+                body if saved["customer"] == name else saved,
+            )
 
 
 @CHECKS.add(
@@ -287,3 +291,117 @@ def an_order_killed_and_never_retried_is_whole_or_absent(ns: Namespace) -> None:
         _("the order and its message, or neither,"),
         _("no retry"),
     )
+
+
+@CHECKS.add(
+    1,
+    "set sent_at to the now relay_once is given, exactly: not int(now), not round(now), "
+    "not the machine's clock",
+)
+def relay_marks_sent_at_the_now_given(ns: Namespace) -> None:
+    now = 1_767_225_600.75  # a fraction of a second: int() or round() shows
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        seed_outbox(conn, ORDERS[:1])
+        relay(ns, path, path.parent / "broker.db", now=now)
+        sent = [r["sent_at"] for r in rows_of(conn, "all_outbox")]
+        expect(
+            sent == [now],
+            _("sent_at = {now} after relay_once(conn, publish, now={now})").format(now=now),
+            sent,
+        )
+
+
+@CHECKS.add(
+    2,
+    "a relay process that lives on after the broker refused a message publishes that "
+    "message on its next run: remember nothing in memory as published before publish "
+    "returned (the outbox row is the only record), or the message is marked sent unpublished",
+    severe=True,
+)
+def a_long_lived_relay_publishes_what_the_broker_refused(ns: Namespace) -> None:
+    want = [message_id(o[0]) for o in ORDERS]
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        seed_outbox(conn, ORDERS)
+        broker = path.parent / "broker.db"
+        got = ns.harness(HARNESS + "relay_again_in_one_process", str(path), str(broker), NOW, 2)
+        _raised(
+            got["second"],
+            "relay_once(conn, publish, now)",
+            _("try relay_once with a list as broker"),
+        )
+        log = broker_log(broker)
+        unpublished = [
+            r["message_id"]
+            for r in rows_of(conn, "all_outbox")
+            if r["sent_at"] is not None and r["message_id"] not in log
+        ]
+        expect(
+            sorted(log) == sorted(want) and not unpublished,
+            _(
+                "every message on the broker after the broker refused message 2 and the same "
+                "relay process ran again"
+            ),
+            _("the broker has {log}; marked sent but never published: {rows}").format(
+                log=log, rows=unpublished
+            ),
+        )
+
+
+@CHECKS.add(
+    2,
+    "a locked database (another process holds the write lock past the busy timeout) is "
+    "an error: place_order and consume must let 'database is locked' out, never return "
+    "False, which tells the caller the order exists or the message was a repeat",
+    severe=True,
+)
+def a_locked_database_is_an_error_not_a_repeat(ns: Namespace) -> None:
+    order = [9, "ana", 4200]
+    body = json.dumps({"order_id": 9, "customer": "ana", "total": 4200})
+    cases = (
+        ("place_order", outbox_db, "shop.db", order, "place_order(conn, 9, 'ana', 4200)"),
+        (
+            "consume",
+            consumer_db,
+            "mail.db",
+            [message_id(9), body],
+            f"consume({message_id(9)!r}, ...)",
+        ),
+    )
+    for name, make, filename, args, call in cases:
+        with lab_file(ns, make, filename) as (conn, path):
+            got = ns.harness(HARNESS + "call_while_locked", name, str(path), args)
+            expect(
+                "raised" in got["locked"],
+                _("{call} to raise while another process holds the write lock").format(call=call),
+                _("it {outcome}").format(outcome=did(got["locked"])),
+            )
+            expect(
+                got["freed"].get("returned") is True,
+                _("{call} to return True once the lock is free (nothing was done before)").format(
+                    call=call
+                ),
+                _("it {outcome}").format(outcome=did(got["freed"])),
+            )
+
+
+@CHECKS.add(
+    1,
+    "roll back whatever consume raises inside its transaction (except BaseException, not "
+    "only sqlite3.Error): a body without 'customer' raises KeyError, and a transaction "
+    "left open makes every later message on that connection fail",
+)
+def consume_rolls_back_whatever_it_raises(ns: Namespace) -> None:
+    broken = [message_id(5), json.dumps({"order_id": 5, "total": 1})]  # no "customer"
+    calls = [broken, _message(1, "ana")]
+    with lab_file(ns, consumer_db, "mail.db") as (conn, path):
+        got = ns.harness(HARNESS + "on_one_connection", "consume", str(path), calls)
+        expect(
+            "raised" in got[0] and got[1].get("returned") is True and emails(conn) == [(1, "ana")],
+            _(
+                "consume of a body without 'customer' to raise, then order 1's message on the "
+                "same connection applied (True, its email)"
+            ),
+            _("the first {first}, the second {second}; emails {emails}").format(
+                first=did(got[0]), second=did(got[1]), emails=emails(conn)
+            ),
+        )

@@ -29,7 +29,7 @@ from labkit.grading.exercises.ex14.checks import (
     wanted,
     world_of,
 )
-from labkit.grading.exercises.helpers import holds_for
+from labkit.grading.exercises.helpers import holds_for, raised_text
 from labkit.grading.exercises.killsweep import after_every_kill, scene_seeds
 from labkit.lang import _
 from labkit.world import World
@@ -396,3 +396,74 @@ def keys_of_two_orders_never_run_together(ns: Namespace) -> None:
             ).format(effects=want),
             _("{ran}; {effects}").format(ran=ran, effects=got),
         )
+
+
+@CHECKS.add(
+    2,
+    "a second copy of the job (a worker restarted while the first still runs, slowly) "
+    "must not reserve twice: read the reserve's mark and post in ONE ledger "
+    "transaction; a mark read in one transaction and a post in the next let both "
+    "copies see 'not done'",
+    severe=True,
+)
+def a_second_copy_of_the_job_reserves_once(ns: Namespace) -> None:
+    with scene(ns) as folder:
+        ns.harness(HARNESS + "run_overtaken", str(folder), ORDER, 1)
+        ok, seen = exactly_once(folder, ORDER, 1)
+        expect(
+            ok,
+            _(
+                "one reservation, one charge, one e-mail for order {order_id} when a second "
+                "copy of its job ran whole right after the first copy's first ledger "
+                "transaction"
+            ).format(order_id=ORDER["id"]),
+            seen,
+        )
+
+
+@CHECKS.add(
+    2,
+    "the compensation is no best effort: when the release fails (the ledger is down), "
+    "run_order raises, so the job is retried and releases later; returning 'failed' "
+    "tells the caller the job ended, and the stock is never put back",
+    severe=True,
+)
+def a_failed_release_is_retried_not_swallowed(ns: Namespace) -> None:
+    with scene(ns, DECLINES) as folder:
+        # The reserve's ledger transaction is the first; the release's the second.
+        got = ns.harness(HARNESS + "run_with_the_ledger_down", str(folder), ORDER, 1, 2)
+        first = got["first"]
+        expect(
+            "raised" in first,
+            _(
+                "run_order to raise when the ledger fails during the release of a declined "
+                "order, never return 'failed'"
+            ),
+            _("it returned {value}").format(value=repr(first.get("returned"))),
+        )
+        ok, seen = exactly_once(folder, ORDER, 1, declined=True)
+        expect(
+            ok,
+            _("the stock reserved and released once after the job ran again with the ledger back"),
+            seen,
+        )
+
+
+@CHECKS.add(
+    1,
+    "a reserve or a release already done returns {'skipped': key} (its mark read in the "
+    "ledger transaction), as the contract says: the checkpoint then records that the "
+    "step was found done",
+)
+def a_step_found_done_says_skipped(ns: Namespace) -> None:
+    for step in ("reserve", "release"):
+        with scene(ns) as folder:
+            got = ns.harness(HARNESS + "do_step_twice", str(folder), ORDER, step)
+            second = got[1].get("returned")
+            expect(
+                isinstance(second, dict) and list(second) == ["skipped"],
+                _(
+                    "do_step(world, order, {step!r}) a second time to return {{'skipped': key}}"
+                ).format(step=step),
+                repr(second) if "returned" in got[1] else raised_text(got[1]),
+            )

@@ -1168,11 +1168,328 @@ ZOO: list[tuple[str, str, str, str]] = [
             return _reference_place(conn, order_id, customer, total)
         """,
     ),
+    (
+        "ex11",
+        "the relay remembers in memory what it published, before publish returns",
+        "a_long_lived_relay_publishes_what_the_broker_refused",
+        """
+        _published = set()
+
+
+        def relay_once(conn, publish, now):
+            sent = []
+            rows = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, mid, body in rows:
+                if mid not in _published:
+                    _published.add(mid)
+                    publish(topic, mid, body)
+                    sent.append(mid)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "consume returns False when the database is locked (taken for a repeat)",
+        "a_locked_database_is_an_error_not_a_repeat",
+        """
+        import sqlite3
+
+
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:
+                return False
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (?)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    (message_id,),
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                        (order["order_id"], order["customer"]),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "place_order returns False when the database is locked (taken for a retry)",
+        "a_locked_database_is_an_error_not_a_repeat",
+        """
+        import sqlite3
+
+
+        def place_order(conn, order_id, customer, total):
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:
+                return False
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id",
+                    (order_id, customer, total),
+                ).fetchone()
+                if created is not None:
+                    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (?, 'order.placed', ?)",
+                        (f"order:{order_id}:placed:v1", body),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return created is not None
+        """,
+    ),
+    (
+        "ex11",
+        "consume rolls back only on sqlite3.Error: a KeyError leaves its transaction open",
+        "consume_rolls_back_whatever_it_raises",
+        """
+        import sqlite3
+
+
+        def consume(conn, message_id, body):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                order = json.loads(body)
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (?)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    (message_id,),
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                        (order["order_id"], order["customer"]),
+                    )
+                conn.execute("COMMIT")
+            except sqlite3.Error:
+                conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the relay stores sent_at as int(now)",
+        "relay_marks_sent_at_the_now_given",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            rows = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, mid, body in rows:
+                publish(topic, mid, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (int(now), row_id))
+                sent.append(mid)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "place_order cuts the customer's name to 64 characters",
+        "body_is_json_for_any_name",
+        """
+        _reference_place = place_order
+
+
+        def place_order(conn, order_id, customer, total):
+            if isinstance(customer, str):
+                customer = customer[:64]
+            return _reference_place(conn, order_id, customer, total)
+        """,
+    ),
+    (
+        "ex12",
+        "tick writes updated_at from the machine's clock, not now",
+        "tick_enqueues_each_slot",
+        """
+        import time as _time
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, _time.time()),
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "due_slots returns [] before checking its arguments when nothing is due",
+        "due_slots_refuses_bad_arguments",
+        """
+        _reference_due = due_slots
+
+
+        def due_slots(period_s, last, since, now, catch_up):
+            if now < since:
+                return []
+            return _reference_due(period_s, last, since, now, catch_up)
+        """,
+    ),
+    (
+        "ex12",
+        "catch_up='latest' returns the newest slot even when it already fired",
+        "due_slots_boundaries",
+        """
+        _reference_due = due_slots
+
+
+        def due_slots(period_s, last, since, now, catch_up):
+            if catch_up == "latest" and period_s > 0:
+                slot = (now // period_s) * period_s
+                return [slot] if slot >= since else []
+            return _reference_due(period_s, last, since, now, catch_up)
+        """,
+    ),
+    (
+        "ex12",
+        "since bounds only the first tick, not the ticks after a slot fired",
+        "since_bounds_every_tick",
+        """
+        _reference_due = due_slots
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since if last is None else 0, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "tick's BEGIN IMMEDIATE left open when slot_key raises",
+        "a_failed_tick_leaves_the_connection_usable",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            conn.execute("COMMIT")
+            return created
+        """,
+    ),
+    (
+        "ex13",
+        "claim_serial takes an expired head again only when lease_until < now",
+        "dead_and_expired_heads",
+        """
+        def claim_serial(conn, worker: str, now: float, lease_s: float):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until < :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for the entries that name it (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "the relay remembers in memory what it published, before publish returns": (
+        "the same relay process ran again"
+    ),
+    "consume returns False when the database is locked (taken for a repeat)": (
+        "to raise while another process holds the write lock"
+    ),
+    "place_order returns False when the database is locked (taken for a retry)": (
+        "to raise while another process holds the write lock"
+    ),
+    "consume rolls back only on sqlite3.Error: a KeyError leaves its transaction open": (
+        "a body without 'customer' to raise"
+    ),
+    "the relay stores sent_at as int(now)": "sent_at = 1767225600.75",
+    "place_order cuts the customer's name to 64 characters": "the name intact",
+    "tick writes updated_at from the machine's clock, not now": "the now tick was given",
+    "due_slots returns [] before checking its arguments when nothing is due": (
+        "ValueError for due_slots(60, None, 200, 100, 'most')"
+    ),
+    "catch_up='latest' returns the newest slot even when it already fired": (
+        "'latest' when last is the newest slot"
+    ),
+    "since bounds only the first tick, not the ticks after a slot fired": "since is 05:00",
+    "tick's BEGIN IMMEDIATE left open when slot_key raises": "on the same connection to create",
+    "claim_serial takes an expired head again only when lease_until < now": (
+        "the expired head again"
+    ),
     "the relay marks every pending row sent in one UPDATE after publishing": (
         "only rows the broker has marked sent"
     ),
@@ -1246,6 +1563,9 @@ SAYS: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "the relay remembers in memory what it published, before publish returns",
+    "consume returns False when the database is locked (taken for a repeat)",
+    "place_order returns False when the database is locked (taken for a retry)",
     "the relay marks every pending row sent in one UPDATE after publishing",
     "the consumer records hash(message_id), which changes with each process",
     "the consumer skips a message when its order already has an email (dedup by order)",

@@ -285,11 +285,124 @@ ZOO: list[tuple[str, str, str, str]] = [
             return created
         """,
     ),
+    (
+        "ex12",
+        "slot_key turns local time into UTC with time.timezone (an hour off in summer time)",
+        "slot_key_is_the_same_in_every_time_zone",
+        """
+        import time as _time
+
+
+        def slot_key(schedule, fire_time):
+            if not schedule or ":" in schedule:
+                raise ValueError(f"bad schedule name {schedule!r}")
+            moment = datetime.fromtimestamp(fire_time + _time.timezone)
+            return f"schedule:{schedule}:{moment:%Y-%m-%dT%H:%M:%SZ}"
+        """,
+    ),
+    (
+        "ex12",
+        "the newest key's fire time parsed with time.mktime(...) - time.timezone",
+        "tick_reads_what_fired_in_every_time_zone",
+        """
+        import time as _time
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                parsed = _time.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = _time.mktime(parsed) - _time.timezone
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "what fired read as max(key) of the jobs whose kind is the schedule",
+        "another_schedule_with_a_longer_name",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            row = conn.execute("SELECT max(key) FROM jobs WHERE kind = ?", (schedule,)).fetchone()
+            last = None
+            prefix = f"schedule:{schedule}:"
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "tick skips a slot whose INSERT met 'database is locked' and goes on",
+        "a_failed_insert_stops_the_tick",
+        """
+        import sqlite3
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                try:
+                    got = conn.execute(
+                        "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (?, ?, ?, ?)"
+                        " ON CONFLICT (key) DO NOTHING RETURNING key",
+                        (key, schedule, slot, now),
+                    ).fetchone()
+                except sqlite3.OperationalError:
+                    continue
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake.
 SAYS: dict[str, str] = {
+    "slot_key turns local time into UTC with time.timezone (an hour off in summer time)": (
+        "the same UTC keys with TZ=AEST-10AEDT"
+    ),
+    "the newest key's fire time parsed with time.mktime(...) - time.timezone": "fired, only the",
+    "what fired read as max(key) of the jobs whose kind is the schedule": (
+        "to return the keys it created"
+    ),
+    "tick skips a slot whose INSERT met 'database is locked' and goes on": (
+        "met 'database is locked'"
+    ),
     "the newest key's fire time parsed back with a naive .timestamp()": "fired, only the",
     "the schedule's keys matched with LIKE 'schedule:<name>:%'": "to get its own",
     "slot_key normalises the name to lower case": "to get its own",

@@ -363,11 +363,79 @@ ZOO: list[tuple[str, str, str, str]] = [
             ),
         ),
     ),
+    (
+        # A second copy of the job (a slow first worker): both read "not done".
+        "ex14",
+        "the reserve's mark read in one ledger transaction, the post in the next",
+        "a_second_copy_of_the_job_reserves_once",
+        _edit(
+            DO_STEP,
+            (
+                '                return {"skipped": key}\n            reply',
+                '                return {"skipped": key}\n'
+                "        with world.ledger.transaction() as tx:\n"
+                "            reply",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "an error of the release swallowed: the job returns 'failed' anyway",
+        "a_failed_release_is_retried_not_swallowed",
+        _edit(
+            RUN_ORDER,
+            (
+                '            checkpoint("release", json.dumps(do_step(world, order, "release")))\n',
+                "            try:\n"
+                '                checkpoint("release",'
+                ' json.dumps(do_step(world, order, "release")))\n'
+                "            except Exception:\n"
+                "                pass\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the job set 'done' before the last step's checkpoint",
+        "a_resume_skips_the_finished_steps",
+        _edit(
+            RUN_ORDER,
+            (
+                "            checkpoint(step, json.dumps(reply))\n        else:",
+                "            if step == POLICIES[version][-1]:\n"
+                "                conn.execute(\"UPDATE step_jobs SET state = 'done'\"\n"
+                '                             " WHERE order_id = :id", job)\n'
+                "            checkpoint(step, json.dumps(reply))\n        else:",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the checkpoint's result written as str(reply), not JSON",
+        "run_order_does_every_step_once",
+        _edit(
+            RUN_ORDER,
+            (
+                "            checkpoint(step, json.dumps(reply))\n",
+                "            checkpoint(step, str(reply))\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "a reserve or release already done returns None, not {'skipped': key}",
+        "a_step_found_done_says_skipped",
+        _edit(
+            DO_STEP, ('                return {"skipped": key}\n', "                return None\n")
+        ),
+    ),
 ]
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "the reserve's mark read in one ledger transaction, the post in the next",
+    "an error of the release swallowed: the job returns 'failed' anyway",
     "the checkpoint written before the step's effect",
     "each step's key made with uuid4()",
     "the release posted with a plain ledger.post, so a re-run releases again",

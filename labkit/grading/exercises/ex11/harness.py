@@ -284,3 +284,65 @@ def relay_into_a_list(values: MutableMapping[str, Any], path: str, now: float) -
     finally:
         conn.close()
     return {**got, "published": published}
+
+
+def relay_again_in_one_process(
+    values: MutableMapping[str, Any], path: str, broker_path: str, now: float, nth: int
+) -> dict[str, Any]:
+    """``relay_once`` twice in ONE process, as a long-lived relay runs it.
+
+    The broker refuses the ``nth`` publish of the first run (``ConnectionError``) and
+    takes everything in the second, ``now + 5``; the student's module state lives on
+    between the two runs, so a message remembered as published before the broker had it
+    shows. Returns both runs' outcomes.
+    """
+    broker = Broker(broker_path, FakeClock(now))
+    calls = {"n": 0}
+
+    def publish(topic: str, message_id: str, body: str) -> None:
+        calls["n"] += 1
+        if calls["n"] == nth:
+            raise ConnectionError("the broker refused the connection")
+        broker.publish(topic, message_id, body)
+
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            first = outcome(values["relay_once"], Watched(conn), publish, now)
+            second = outcome(values["relay_once"], Watched(conn), publish, now + 5)
+    finally:
+        conn.close()
+        broker.close()
+    return {"first": first, "second": second}
+
+
+def call_while_locked(
+    values: MutableMapping[str, Any], name: str, path: str, args: list[Any]
+) -> dict[str, Any]:
+    """``name(conn, *args)`` while another process holds the write lock, then again freed.
+
+    Another connection holds ``BEGIN IMMEDIATE`` on ``path`` and the student's connection
+    waits 0.05 s for it (a busy timeout that runs out, as a slow writer makes it), so
+    its ``BEGIN IMMEDIATE`` raises "database is locked". Then the lock is released and
+    the same call runs on a fresh connection. Returns both outcomes.
+    """
+    blocker = sqlite3.connect(path, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        conn = sqlite3.connect(path, timeout=0.05, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        try:
+            with fresh_state(values):
+                locked = outcome(values[name], Watched(conn), *args)
+        finally:
+            conn.close()
+        blocker.execute("ROLLBACK")
+    finally:
+        blocker.close()
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            freed = outcome(values[name], Watched(conn), *args)
+    finally:
+        conn.close()
+    return {"locked": locked, "freed": freed}

@@ -34,6 +34,11 @@ CHECKS = Checks("ex12", "periodic jobs keyed by slot", needs=("slot_key", "due_s
 HARNESS = "labkit.grading.exercises.ex12.harness:"
 HOUR = 3600
 T0 = 1767225600  # 2026-01-01T00:00:00Z
+#: West and east of UTC (UTC-3, UTC+5:30), and Sydney in January (summer: UTC+11, daylight
+#: saving time in force, so a conversion by time.timezone is an hour off). POSIX strings
+#: need no tz database in the grading sandbox.
+SUMMER_DST = "AEST-10AEDT,M10.1.0,M4.1.0/3"
+ZONES = ("BRT3", "IST-5:30", SUMMER_DST)
 #: How long a plain read pauses in the race: long enough for the other scheduler to read.
 RACE_PAUSE_S = 0.05
 
@@ -130,7 +135,7 @@ def slot_key_is_the_same_in_every_time_zone(ns: Namespace) -> None:
     calls = [list(pair) for pair in pairs]
     want = [reference_key(name, t) for name, t in pairs]
     # POSIX zone strings (UTC-3 and UTC+5:30) need no tz database in the grading sandbox.
-    for tz in ("BRT3", "IST-5:30"):
+    for tz in ZONES:
         got = ns.harness(HARNESS + "keys_in_zone", calls, tz)
         keys = [g["returned"] if "returned" in g else raised_text(g) for g in got]
         expect(
@@ -168,6 +173,11 @@ def due_slots_boundaries(ns: Namespace) -> None:
         ([HOUR, None, T0 + 1, T0 + 2 * HOUR - 1, "all"], [T0 + HOUR], _("since after a slot")),
         ([HOUR, None, T0 + 30, T0 + 40, "all"], [], _("no slot in [since, now]")),
         ([300, None, 1000, 1900, "all"], [1200, 1500, 1800], _("slots aligned to the epoch")),
+        (
+            [HOUR, T0 + 2 * HOUR, T0, T0 + 2 * HOUR + 100, "latest"],
+            [],
+            _("'latest' when last is the newest slot"),
+        ),
     ]
     for call, want, what in cases:
         got = _returned(
@@ -221,7 +231,10 @@ def due_slots_on_generated_schedules(ns: Namespace) -> None:
 
 @CHECKS.add(1, "raise ValueError for period_s <= 0 and for a catch_up other than all/latest")
 def due_slots_refuses_bad_arguments(ns: Namespace) -> None:
-    for call in ([0, None, 0, 100, "all"], [-60, None, 0, 100, "all"], [60, None, 0, 100, "most"]):
+    # Nothing due too (now before since): the arguments are checked first, not only
+    # when a slot is due.
+    bad = ([0, None, 0, 100, "all"], [-60, None, 0, 100, "all"], [60, None, 0, 100, "most"])
+    for call in (*bad, [60, None, 200, 100, "most"], [0, None, 200, 100, "all"]):
         got = _one(ns, "due_slots", call)
         expect(
             raised_a(got, "ValueError"),
@@ -249,6 +262,13 @@ def tick_enqueues_each_slot(ns: Namespace) -> None:
             job["run_after"] == T0 + HOUR and job["kind"] == "nightly",
             _("run_after={run_after} (the slot) and kind='nightly'").format(run_after=T0 + HOUR),
             f"run_after={job['run_after']}, kind={job['kind']!r}",
+        )
+        expect(
+            job["updated_at"] == T0 + HOUR + 5,
+            _("updated_at={now} (the now tick was given, not the machine's clock)").format(
+                now=T0 + HOUR + 5
+            ),
+            f"updated_at={job['updated_at']}",
         )
         again = _tick(ns, path, T0 + HOUR + 9)
         expect(again == [], "[] from a tick in the same hour (nothing new is due)", again)

@@ -15,6 +15,7 @@ check reads the table itself.
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager, nullcontext
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.grading.exercises.common import fresh_state, outcome
+from labkit.grading.exercises.common import on_one_connection as on_one_connection  # checks call it
 from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racers import in_processes
@@ -160,3 +162,43 @@ def tick_kills(
             conn.close()
 
     return sweep(folder, ["jobs.db"], once, once, seed)
+
+
+class _LockedOnce(Watched):
+    """A connection whose ``nth`` INSERT raises "database is locked", as a write lock held
+    past the busy timeout by another process makes it."""
+
+    def __init__(self, conn: Any, nth: int) -> None:
+        super().__init__(conn)
+        self.nth = nth
+        self.inserts = 0
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        if sql.lstrip()[:6].upper() == "INSERT":
+            self.inserts += 1
+            if self.inserts == self.nth:
+                raise sqlite3.OperationalError("database is locked")
+        return super().execute(sql, params)
+
+
+def tick_locked_once(
+    values: MutableMapping[str, Any],
+    path: str,
+    schedule: str,
+    period_s: int,
+    since: float,
+    now: float,
+    catch_up: str,
+    nth: int,
+) -> dict[str, Any]:
+    """``tick`` whose ``nth`` INSERT meets a lock, then the same tick again on the same
+    connection (the scheduler's next loop). Both outcomes; the check reads the table."""
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            args = (schedule, period_s, since, now, catch_up)
+            first = outcome(values["tick"], _LockedOnce(conn, nth), *args)
+            second = outcome(values["tick"], Watched(conn), *args)
+    finally:
+        conn.close()
+    return {"first": first, "second": second}

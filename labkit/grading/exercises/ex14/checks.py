@@ -16,6 +16,7 @@ charge and e-mail per order, a release for a declined one) and the calls it rece
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -49,6 +50,8 @@ OTHER: dict[str, Any] = {
     "sku": "mug",
     "amount": 1500,
 }
+#: The steps of policy version 1, each owed a checkpoint when the job is done.
+POLICIES_V1 = ("reserve", "charge", "email")
 #: How many e-mails each policy version sends for an order that goes through.
 MAILS = {1: 1, 2: 2}
 #: A card declined for good: the payment API declines this many calls in a row.
@@ -176,6 +179,18 @@ def run_order_does_every_step_once(ns: Namespace) -> None:
             "one checkpoint per step in job_steps: reserve, charge, email",
             steps_of(folder, ORDER["id"]),
         )
+        with reading(folder / "steps.db") as conn:
+            results = {
+                r["step"]: r["result"]
+                for r in rows_of(conn, "all_job_steps")
+                if r["order_id"] == ORDER["id"]
+            }
+        not_json = {step: result for step, result in results.items() if not _is_json(result)}
+        expect(
+            not not_json,
+            "each checkpoint's result = json.dumps(the step's reply)",
+            _("not JSON: {results}").format(results=not_json),
+        )
         again = run(ns, folder, ORDER)
         ok, seen = exactly_once(folder, ORDER, 1)
         expect(
@@ -183,6 +198,14 @@ def run_order_does_every_step_once(ns: Namespace) -> None:
             "'done' again and the same effects when a finished job runs a second time",
             f"{again.get('returned')!r}; {seen}",
         )
+
+
+def _is_json(text: Any) -> bool:
+    try:
+        json.loads(text)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _sweep(
@@ -238,16 +261,22 @@ def a_resume_skips_the_finished_steps(ns: Namespace) -> None:
     def judge(life: Path) -> tuple[bool, str]:
         again = called_again(world_of(life))
         ok = len(again) <= 1 and all(n == 2 for n in again.values())
-        return ok and state_of(life, ORDER["id"]) == "done", _("keys called again: {keys}").format(
-            keys=again
-        )
+        # A job 'done' owes a checkpoint to each of its steps (no 'done' before the last).
+        steps = steps_of(life, ORDER["id"])
+        ok = ok and sorted(steps) == sorted(POLICIES_V1)
+        return ok and state_of(life, ORDER["id"]) == "done", _(
+            "keys called again: {keys}; checkpoints {steps}"
+        ).format(keys=again, steps=steps)
 
     _sweep(
         ns,
         ORDER,
         (1, 1),
         judge,
-        _("at most one step called a second time, and the job 'done'"),
+        _(
+            "at most one step called a second time, and the job 'done' with a checkpoint "
+            "for each of its steps"
+        ),
         _(
             "a key only makes a repeat harmless until the provider forgets it (Stripe: "
             "24 hours); read job_steps first and skip what is there"

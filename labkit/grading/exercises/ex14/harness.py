@@ -27,7 +27,7 @@ from typing import Any
 from unittest import mock
 
 from labkit.clock import LAB_EPOCH, FakeClock
-from labkit.errors import SimulatedCrash
+from labkit.errors import SimulatedCrash, TransientError
 from labkit.explore.boundaries import Tracer
 from labkit.grading.exercises.common import fresh_state, need, outcome
 from labkit.grading.exercises.killsweep import sweep
@@ -203,3 +203,73 @@ def kills(
         seed,
         limit=LIMIT,
     )
+
+
+def run_overtaken(
+    values: MutableMapping[str, Any],
+    folder: str,
+    order: dict[str, Any],
+    version: int,
+    after: str = "ledger.transaction()",
+) -> dict[str, Any]:
+    """``run_order`` overtaken by a second copy of the same job (a slow first worker).
+
+    Right after the first copy's first ``after`` moment (its first ledger transaction
+    committed), a second copy of the job, on its own connection and world, runs whole,
+    as a worker restarted by a supervisor that believed the first one dead would; then
+    the first copy goes on. Both outcomes; the check reads the files.
+    """
+    second: dict[str, Any] = {}
+
+    class _Overtaken(_Moments):
+        def after(self, what: str) -> None:
+            super().after(what)
+            if what == after and not second:
+                second.update(outcome(_job, values, Path(folder), order, version, _Moments()))
+
+    with fresh_state(values):
+        first = outcome(_job, values, Path(folder), order, version, _Overtaken())
+    return {"first": first, "second": second, "fired": bool(second)}
+
+
+class _LedgerDown(_Moments):
+    """Moments whose ``nth`` ledger transaction fails before it starts: the ledger is down."""
+
+    def __init__(self, nth: int) -> None:
+        super().__init__()
+        self.nth_transaction, self.transactions = nth, 0
+
+    def before(self, what: str) -> None:
+        super().before(what)
+        if what == "ledger.transaction()":
+            self.transactions += 1
+            if self.transactions == self.nth_transaction:
+                raise TransientError("503 from the ledger: unavailable, nothing done", status=503)
+
+
+def run_with_the_ledger_down(
+    values: MutableMapping[str, Any],
+    folder: str,
+    order: dict[str, Any],
+    version: int,
+    nth: int,
+) -> dict[str, Any]:
+    """``run_order`` whose ``nth`` ledger transaction raises ``TransientError`` (503), then
+    the same job again with the ledger back (a redelivery). Both outcomes."""
+    with fresh_state(values):
+        first = outcome(_job, values, Path(folder), order, version, _LedgerDown(nth))
+        second = outcome(_job, values, Path(folder), order, version, _Moments())
+    return {"first": first, "second": second}
+
+
+def do_step_twice(
+    values: MutableMapping[str, Any], folder: str, order: dict[str, Any], step: str
+) -> list[dict[str, Any]]:
+    """``do_step(world, order, step)`` twice on one world: both outcomes."""
+    world = open_world(Path(folder) / "world.db")
+    try:
+        with fresh_state(values):
+            seen = _Seen(world, _Moments())
+            return [outcome(need(values, "do_step"), seen, dict(order), step) for _n in range(2)]
+    finally:
+        world.close()
