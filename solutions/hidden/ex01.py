@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex01.checks import INTENTS, PAYLOADS, SAMPLE_CALLS
-from labkit.grading.exercises.helpers import holds_for, raised_text
+from labkit.grading.exercises.ex01.checks import INTENTS, PAYLOADS, SAMPLE_CALLS, _said
+from labkit.grading.exercises.helpers import holds_for
 from labkit.lang import _
 
 CHECKS = Checks("ex01", hidden=True)
@@ -158,12 +158,6 @@ NON_ASCII_CHANGES = [
     ({"payee": "João"}, {"payee": "Joao"}),
     ({"memo": "5 €"}, {"memo": "5 ₹"}),
 ]
-
-
-def _said(result: dict[str, Any]) -> str:
-    if "raised" in result:
-        return raised_text(result)
-    return _("returned {value}").format(value=repr(result.get("returned")))
 
 
 @CHECKS.add(

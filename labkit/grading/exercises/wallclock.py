@@ -1,12 +1,14 @@
-"""A wall clock moved on, for code that (wrongly) reads it: exercises 1 and 7 use it.
+"""A wall clock moved on, or another local time zone, for code that (wrongly) reads them.
 
 A function whose result must not depend on the time it runs (a key, a breaker driven by
-the injected clock) gives the same answer with ``clock_moved(values, seconds)`` around it.
+the injected clock) gives the same answer with ``clock_moved(values, seconds)`` around it;
+one that must not depend on the machine's zone, the same inside ``in_time_zone(tz)``.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import time
 import types
 from collections.abc import Iterator, MutableMapping
@@ -89,3 +91,20 @@ def clock_moved(values: MutableMapping[str, Any], seconds: float) -> Iterator[No
         for patch in patches:
             patch.stop()
         values.update(saved)
+
+
+@contextmanager
+def in_time_zone(tz: str) -> Iterator[None]:
+    """The process's local time zone set to ``tz`` (``TZ`` and ``time.tzset()``), then put
+    back. A POSIX string (``"<-03>3"``) needs no time zone database."""
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = tz
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = before
+        time.tzset()

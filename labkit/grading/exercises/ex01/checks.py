@@ -519,4 +519,4 @@ def _returned(result: dict[str, Any]) -> Any:
 def _said(result: dict[str, Any]) -> str:
     if "raised" in result:
         return raised_text(result)
-    return _("returned {value}").format(value=repr(result["returned"]))
+    return _("returned {value}").format(value=repr(result.get("returned")))

@@ -8,16 +8,14 @@ beside the student's code and returns what ``classify``, ``backoff`` and
 
 from __future__ import annotations
 
-import os
 import random
-import time
-from collections.abc import Iterator, MutableMapping
-from contextlib import contextmanager
+from collections.abc import MutableMapping
 from typing import Any
 
 from labkit.errors import TransientError
 from labkit.grading.exercises.common import fresh_state, need, outcome
 from labkit.grading.exercises.described import build_error
+from labkit.grading.exercises.wallclock import in_time_zone
 
 
 class GatewayLost(TransientError):
@@ -101,26 +99,10 @@ def next_delays(values: MutableMapping[str, Any], calls: list[dict[str, Any]]) -
     return out
 
 
-@contextmanager
-def _zone(tz: str) -> Iterator[None]:
-    """The process's local time zone set to ``tz`` (``TZ`` and ``time.tzset()``), then back."""
-    before = os.environ.get("TZ")
-    os.environ["TZ"] = tz
-    time.tzset()
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("TZ", None)
-        else:
-            os.environ["TZ"] = before
-        time.tzset()
-
-
 def next_delays_in_zone(
     values: MutableMapping[str, Any], calls: list[dict[str, Any]], tz: str
 ) -> list[Any]:
     """``next_delays`` with the local time zone set to ``tz``: the clock instants the
     checks pass (``now``, ``started_at``) are epoch seconds, the same in every zone."""
-    with _zone(tz):
+    with in_time_zone(tz):
         return next_delays(values, calls)

@@ -16,16 +16,14 @@ breaker lets through is written to a SQLite file the check reads itself.
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
-import time
-from collections.abc import Iterator, MutableMapping
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
 from labkit.clock import FakeClock
 from labkit.grading.exercises.common import fresh_state, need, plain, raised
-from labkit.grading.exercises.wallclock import clock_moved
+from labkit.grading.exercises.wallclock import clock_moved, in_time_zone
 from labkit.grading.stub import is_stub
 
 
@@ -60,7 +58,7 @@ def drive(
     out: list[Any] = []
     with fresh_state(values), contextlib.ExitStack() as stack:
         if tz is not None:
-            stack.enter_context(_time_zone(tz))
+            stack.enter_context(in_time_zone(tz))
         made = [
             need(values, "Breaker")(
                 threshold=threshold, cooldown_s=cooldown_s, clock=clocks[i % len(clocks)]
@@ -101,22 +99,6 @@ def drive(
                 out.append(raised(exc))
                 break
     return out
-
-
-@contextlib.contextmanager
-def _time_zone(tz: str) -> Iterator[None]:
-    """The process's local time zone set to ``tz`` (``TZ`` and ``time.tzset``), then put back."""
-    before = os.environ.get("TZ")
-    os.environ["TZ"] = tz
-    time.tzset()
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("TZ", None)
-        else:
-            os.environ["TZ"] = before
-        time.tzset()
 
 
 def outage(

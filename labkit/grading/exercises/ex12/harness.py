@@ -14,11 +14,9 @@ check reads the table itself.
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import time
-from collections.abc import Iterator, MutableMapping
-from contextlib import contextmanager, nullcontext
+from collections.abc import MutableMapping
+from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,26 +28,12 @@ from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racers import in_processes
 from labkit.grading.exercises.racesweep import race_sweep
 from labkit.grading.exercises.tracing import Watched
-
-
-@contextmanager
-def _zone(tz: str) -> Iterator[None]:
-    before = os.environ.get("TZ")
-    os.environ["TZ"] = tz
-    time.tzset()
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("TZ", None)
-        else:
-            os.environ["TZ"] = before
-        time.tzset()
+from labkit.grading.exercises.wallclock import in_time_zone
 
 
 def keys_in_zone(values: MutableMapping[str, Any], calls: list[list[Any]], tz: str) -> list[Any]:
     """``slot_key(*call)`` for each call, as outcomes, with the local time zone set to ``tz``."""
-    with fresh_state(values), _zone(tz):
+    with fresh_state(values), in_time_zone(tz):
         return [outcome(values["slot_key"], *call) for call in calls]
 
 
@@ -73,7 +57,7 @@ def tick(
     the process's local time zone is that one."""
     conn = connect(path)
     try:
-        with fresh_state(values), _zone(tz) if tz else nullcontext():
+        with fresh_state(values), in_time_zone(tz) if tz else nullcontext():
             return outcome(values["tick"], Watched(conn), schedule, period_s, since, now, catch_up)
     finally:
         conn.close()
