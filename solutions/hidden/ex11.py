@@ -211,7 +211,7 @@ def consume_rolls_back_a_message_it_cannot_apply(ns: Namespace) -> None:
         )
 
 
-def _message(order_id: int, customer: str | None) -> list[str]:
+def _delivered_body(order_id: int, customer: str | None) -> list[str]:
     """A delivery of ``order_id``'s message: its id and its JSON body."""
     body = {"order_id": order_id, "customer": customer, "total": 100 * order_id}
     return [message_id(order_id), json.dumps(body)]
@@ -225,7 +225,7 @@ def _message(order_id: int, customer: str | None) -> list[str]:
     severe=True,
 )
 def a_failed_message_is_applied_when_redelivered(ns: Namespace) -> None:
-    calls = [_message(5, None), _message(5, "eva")]  # customer null: the INSERT fails
+    calls = [_delivered_body(5, None), _delivered_body(5, "eva")]  # customer null: the INSERT fails
     with lab_file(ns, consumer_db, "mail.db") as (conn, path):
         got = ns.harness(HARNESS + "on_one_connection", "consume", str(path), calls)
         expect(
@@ -255,7 +255,7 @@ def a_failed_message_is_applied_when_redelivered(ns: Namespace) -> None:
 def a_long_lived_consumer_drops_repeats(ns: Namespace) -> None:
     names = {o: c for o, c, _total in ORDERS}
     sequence = [1, 2, 1, 3, 2, 3]
-    calls = [_message(o, names[o]) for o in sequence]
+    calls = [_delivered_body(o, names[o]) for o in sequence]
     with lab_file(ns, consumer_db, "mail.db") as (conn, path):
         got = ns.harness(HARNESS + "on_one_connection", "consume", str(path), calls)
         said = [did(g) for g in got]
@@ -392,7 +392,7 @@ def a_locked_database_is_an_error_not_a_repeat(ns: Namespace) -> None:
 )
 def consume_rolls_back_whatever_it_raises(ns: Namespace) -> None:
     broken = [message_id(5), json.dumps({"order_id": 5, "total": 1})]  # no "customer"
-    calls = [broken, _message(1, "ana")]
+    calls = [broken, _delivered_body(1, "ana")]
     with lab_file(ns, consumer_db, "mail.db") as (conn, path):
         got = ns.harness(HARNESS + "on_one_connection", "consume", str(path), calls)
         expect(

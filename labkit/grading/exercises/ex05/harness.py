@@ -33,7 +33,7 @@ from labkit.grading.exercises.common import fresh_state, need
 from labkit.grading.exercises.ex05.recorder import RecordingCtx, calls_in
 from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process
 from labkit.grading.exercises.wallclock import clock_moved
-from labkit.grading.stub import is_stub
+from labkit.grading.stub import is_stub, is_stub_text
 from labkit.store import JobStore
 from labkit.world import World
 from labkit.world.services import KeyInProgress
@@ -486,6 +486,10 @@ def two_workers(
         os.waitpid(pid, 0)
         os.close(out)
         deliveries.append(b"".join(chunks).decode("utf-8", "replace") or "hung")
+    raised = "NotImplementedError: "
+    for said in deliveries:
+        if said.startswith(raised) and is_stub_text(said[len(raised) :]):
+            raise NotImplementedError(said[len(raised) :])  # the stub: "not started yet"
     return {"deliveries": deliveries}
 
 
