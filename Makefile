@@ -76,16 +76,17 @@ lab: venv
 # Every test, every notebook (nbval, strict), and the exercises' release check. The
 # lessons run once, in a student kit built for the run (tests/kit: the kit's own
 # `make venv` and `make check`, so they prove the kit and the lessons together).
-# Three workers on a 2-core machine: a third of the tests' time is spent waiting on
-# worker processes, servers and brokers (CPU 32% idle with two; 5% with three, and the
-# run takes 440 s instead of 520 s). Whole files go to one worker each (--dist loadfile),
+# Four workers on a 2-core machine: much of the tests' time is spent waiting on worker
+# processes, servers, brokers and the sandbox (CPU 32% idle with two workers, once; on
+# 2026-12-04, one after the other on one machine, pytest took 580 s with three and 531 s
+# with four). Whole files go to one worker each (--dist loadfile),
 # longest first as tests/conftest.py orders them (--no-loadscope-reorder: xdist would
 # otherwise reorder by number of tests, and a one-test file of two minutes ran last).
 # Lint runs beside the tests, not before them (strict mypy alone is ~20 s of CI's ten
 # minutes); its output follows the tests', and the run fails when either fails.
 test: venv-test
 	@$(MAKE) --no-print-directory lint > $(VENV)/lint.log 2>&1 & lint=$$!; \
-	LABKIT_LANG=en $(BIN)/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder -p no:cacheprovider tests; tests=$$?; \
+	LABKIT_LANG=en $(BIN)/python -m pytest -n 4 --dist loadfile --no-loadscope-reorder -p no:cacheprovider tests; tests=$$?; \
 	wait $$lint; linted=$$?; cat $(VENV)/lint.log; \
 	if [ $$linted -ne 0 ]; then echo "make lint failed (above)"; fi; \
 	[ $$tests -eq 0 ] && [ $$linted -eq 0 ]

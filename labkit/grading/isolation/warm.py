@@ -71,14 +71,16 @@ class WarmProcess(CappedOutput):
     #: descendants (a plain start may be wrapped): a forked one is the program itself.
     forked = True
 
-    def __init__(self, zygote: Zygote, inner: int, host: int, group: Group, args: list[str]):
+    def __init__(
+        self, zygote: Zygote, inner: int, host: int, pidfd: int, group: Group, args: list[str]
+    ):
         self.args = args
         self.pid = host  # the grader's view: signals and ``kill_tree`` use it
         self.inner = inner
         self.group = group
         self.returncode: int | None = None
         self._zygote = zygote
-        self._pidfd = os.pidfd_open(host)
+        self._pidfd = pidfd  # opened before the child ran: it may be gone by now
         self._killed = False
         self.stdout: Any = None
         self.stderr: Any = None
@@ -202,11 +204,18 @@ class Zygote:
         host = self._host_pid(inner)
         if host is None:
             raise ZygoteFailed(f"the zygote's child {inner} is not in the zygote's group")
-        group.admit(host)
-        with self._lock:
-            self._control.send(json.dumps({"op": "go", "pid": inner}).encode())
+        # Held before "go": a program that ends at once (or kills its zygote, whose
+        # orphan the sandbox's init then reaps) leaves no pid to open afterwards.
+        pidfd = os.pidfd_open(host)
+        try:
+            group.admit(host)
+            with self._lock:
+                self._control.send(json.dumps({"op": "go", "pid": inner}).encode())
+        except BaseException:
+            os.close(pidfd)
+            raise
         shown = ["-m", name] if kind == "module" else [name]
-        return WarmProcess(self, inner, host, group, [sys.executable, *shown, *args])
+        return WarmProcess(self, inner, host, pidfd, group, [sys.executable, *shown, *args])
 
     def exit_code(self, inner: int, wait: float = 0.0) -> int | None:
         """The code the zygote reported for child ``inner``, reading what it has sent."""
