@@ -275,7 +275,9 @@ def takes_over_a_dead_consumers_entries(ns: Namespace) -> None:
     with stream(ns) as s:
         s.add("slow", cents=100, work_s=3, slow_deliveries=1)
         s.kill_when_holding(s.start("dead-one", idle_ms=600_000), "dead-one", "slow")
-        s.finish(s.start("rescuer", idle_ms=300), _("another consumer's takeover"))
+        # 2 s: the rescuer's first look comes before the entry is idle that long, even on
+        # a loaded machine, so one that returns when it sees nothing new is caught.
+        s.finish(s.start("rescuer", idle_ms=2_000), _("another consumer's takeover"))
         held = [str(p["consumer"]) for p in s.pending()]
         expect(
             not held,
