@@ -59,7 +59,10 @@ with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=Tru
     try:
         inside = os.path.join(os.getcwd(), "ran-inside")
         conn.execute(
-            f"COPY (SELECT 1) TO PROGRAM 'id -u > {inside}; id -u > {marker} 2>/dev/null; true'"
+            # The program reads what COPY writes first: one that exits before PostgreSQL
+            # has written to it makes the COPY fail on a broken pipe (seen once under load).
+            f"COPY (SELECT 1) TO PROGRAM 'cat >/dev/null; id -u > {inside}; "
+            f"id -u > {marker} 2>/dev/null; true'"
         )
         seen["program"] = "ran"
     except psycopg.Error as exc:
