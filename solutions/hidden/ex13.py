@@ -20,6 +20,7 @@ from labkit.grading.exercises.ex13.checks import (
     running,
     serial,
 )
+from labkit.grading.exercises.helpers import raised_text
 from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.grading.exercises.kit import lab_file
 from labkit.grading.exercises.labdb import add_job, all_jobs
@@ -206,14 +207,18 @@ def retried_and_orphaned_jobs_run_again(ns: Namespace) -> None:
         retried = add_job(
             conn, "acme:1", queue="acme", state="retry_wait", attempt=1, run_after=NOW - 5
         )
+        # A second one waits behind it: jobs waiting to be retried are not busy, so acme
+        # (cap 2) is not at its cap however many of them it has.
+        add_job(conn, "acme:2", queue="acme", state="retry_wait", attempt=1, run_after=NOW - 4)
         expired = add_job(conn, "bolt:1", **live("bolt", 1, lease_until=NOW - 1))
         want = sorted([retried, expired])
         got = sorted(_id(capped(ns, path, w, 2)) or 0 for w in ("w1", "w2"))
         expect(
             got == want,
             _(
-                "claim_capped takes jobs {job_ids}: one in retry_wait whose run_after has "
-                "come, and one running under a lease that ended (its worker died)"
+                "claim_capped (cap 2) takes jobs {job_ids}: the first of acme's two jobs in "
+                "retry_wait whose run_after has come, and one running under a lease that "
+                "ended (its worker died)"
             ).format(job_ids=want),
             got,
         )
@@ -354,3 +359,73 @@ def a_token_is_random_not_the_worker_and_the_time(ns: Namespace) -> None:
                 ).format(name=name, now=NOW),
                 tokens,
             )
+
+
+@CHECKS.add(
+    2,
+    "two worker processes forked from one parent must make different tokens: draw them "
+    "from the database (lower(hex(randomblob(16)))) or secrets, not from a random.Random "
+    "seeded once at import, which every child inherits in the same state",
+    timeout=40.0,
+    severe=True,
+)
+def tokens_differ_between_forked_workers(ns: Namespace) -> None:
+    for name in ("claim_capped", "claim_serial"):
+        extra = (2,) if name == "claim_capped" else ()
+        with lab_file(ns) as (conn, path):
+            claim(ns, path, name, "probe", NOW, *extra)  # on an empty table: a stub says so
+            job_id = add_job(conn, "acme:1", queue="acme")
+            tokens = []
+            # w1 claims and stalls; its lease ends; w2, another child of the same parent,
+            # takes the job over: the same token would let w1 pass the fence still.
+            for worker, now in (("w1", NOW), ("w2", NOW + 100)):
+                got = ns.harness(
+                    HARNESS + "claim_in_a_forked_worker", str(path), name, worker, now, 30.0, *extra
+                )
+                if "raised" in got or got.get("hung"):
+                    expect(
+                        False,
+                        _("{name}: {worker} in a process of its own claims at {now:g}").format(
+                            name=name, worker=worker, now=now
+                        ),
+                        _("it hung") if got.get("hung") else raised_text(got),
+                    )
+                if (got.get("returned") or {}).get("id") == job_id:
+                    tokens.append(job(conn, job_id)["lease_token"])
+            # A job not taken again is retried_and_orphaned_jobs_run_again's business.
+            if len(tokens) < 2:
+                continue
+        expect(
+            tokens[0] != tokens[1],
+            _(
+                "{name}: a new token when w2 (another process forked from the same parent) "
+                "takes over w1's expired lease, so that w1, still running, is fenced off"
+            ).format(name=name),
+            _("the job's token was {w1_token} under w1 and {w2_token} under w2").format(
+                w1_token=repr(tokens[0]), w2_token=repr(tokens[1])
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "a claim whose UPDATE fails lets the error out (no try/except returning None): None "
+    "tells the worker the queue is empty, and it sleeps while the database is broken",
+)
+def a_failed_claim_comes_out(ns: Namespace) -> None:
+    for name in ("claim_capped", "claim_serial"):
+        extra = (2,) if name == "claim_capped" else ()
+        with lab_file(ns) as (conn, path):
+            add_job(conn, "acme:1", queue="acme")
+            conn.execute(
+                "CREATE TRIGGER refuse BEFORE UPDATE OF state ON jobs "
+                "BEGIN SELECT RAISE(ABORT, 'the write failed (a full disk, simulated)'); END"
+            )
+            got = ns.harness(HARNESS + "claim", str(path), name, "w1", NOW, 30.0, *extra)
+        expect(
+            "raised" in got,
+            _("{name} to raise the error of its failed UPDATE (job acme:1 is ready)").format(
+                name=name
+            ),
+            _("it returned {value}").format(value=repr(got.get("returned"))),
+        )

@@ -41,6 +41,7 @@ ZooEntry = tuple[str, str, str, str]
 SWEPT = frozenset(
     {
         "tokens_differ_between_worker_processes",
+        "tokens_differ_between_forked_workers",
         "a_killed_redrive_leaves_no_job_half_redriven",
         "two_schedulers_in_every_order_enqueue_each_slot_once",
         "charge_is_the_same_after_a_restart",

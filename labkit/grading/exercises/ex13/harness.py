@@ -5,6 +5,8 @@ worker would open it). ``race`` runs several forked workers, each with its own
 connection whose plain reads pause, claiming until nothing is left: a claim that
 counts in one statement and takes in another lets two workers pass the same count.
 ``claim_schedules`` races two workers one schedule at a time (``racesweep``).
+``claim_in_a_forked_worker`` runs one claim in a child forked from the student's
+process, as a prefork pool starts its workers.
 ``on_one_connection`` makes several claims on ONE connection, as a long-lived worker
 does, so a transaction a claim leaves open shows in the next. Rows come back as plain
 dicts; the check reads the table itself to judge.
@@ -45,6 +47,32 @@ def claim(
             return outcome(values[name], Watched(conn), worker, now, lease_s, *extra)
     finally:
         conn.close()
+
+
+def claim_in_a_forked_worker(
+    values: MutableMapping[str, Any],
+    path: str,
+    name: str,
+    worker: str,
+    now: float,
+    lease_s: float,
+    *extra: Any,
+) -> dict[str, Any]:
+    """``claim`` above in a child forked from this process (its state as the notebook left it).
+
+    Two calls give two workers that start alike, as the children of one prefork parent
+    do: whatever the student's module built at import (a seeded ``random.Random``, a
+    counter) starts from the same state in each. SQLite's own generator does not: a child
+    that opens a database file reseeds it. ``claim``'s outcome, or ``{"hung": True}``.
+    """
+    ran = in_processes(lambda _index: claim(values, path, name, worker, now, lease_s, *extra), 1)
+    if ran["hung"]:
+        return {"hung": True}
+    kind, value = ran["results"]["0"]
+    if kind == "returned":
+        return dict(value)
+    error, _colon, message = str(value).partition(": ")
+    return {"raised": [error], "message": message}
 
 
 def on_one_connection(
