@@ -14,6 +14,7 @@ it, and every entry whose two scores differ is listed.
     .venv/bin/python bench/zoo.py                      # the whole zoo
     .venv/bin/python bench/zoo.py --exercise ex09      # one exercise's entries
     .venv/bin/python bench/zoo.py --same-scores        # and in-process scores
+    .venv/bin/python bench/zoo.py --last 5             # each exercise's newest 5 entries
 
 Exit status 1 when an entry is not caught, a severe one is not capped, or (with
 ``--same-scores``) a score differs.
@@ -48,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--seed", type=int, default=7, help="the grading seed (--seed)")
     parser.add_argument("--first", type=int, help="only each exercise's first N entries")
+    parser.add_argument("--last", type=int,
+                        help="only each exercise's last N entries (the newest: entries are "
+                             "appended)")  # fmt: skip
     parser.add_argument("--same-scores", action="store_true",
                         help="also score each notebook in one process and compare")  # fmt: skip
     args = parser.parse_args(argv)
@@ -58,8 +62,15 @@ def main(argv: list[str] | None = None) -> int:
             seen[entry.exercise] += 1
             if seen[entry.exercise] > args.first:
                 picked.remove(entry)
+    if args.last is not None:
+        by_exercise: dict[str, list[Entry]] = {}
+        for entry in picked:
+            by_exercise.setdefault(entry.exercise, []).append(entry)
+        newest = {id(e) for entries in by_exercise.values() for e in entries[-args.last :]}
+        picked = [e for e in picked if id(e) in newest]
     replay = " ".join(f"--exercise {e}" for e in args.exercise or [])
     replay += f" --first {args.first}" if args.first is not None else ""
+    replay += f" --last {args.last}" if args.last is not None else ""
     print(f"seed {args.seed}; replay: python bench/zoo.py {replay} --jobs {args.jobs} "
           f"--seed {args.seed}{' --same-scores' if args.same_scores else ''}")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="labkit-zoo-") as tmp:
