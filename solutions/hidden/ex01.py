@@ -73,6 +73,10 @@ TWIN_KEYS = [
     ("billing:INV-7:charge:v1", "billing:inv-7:charge:v1"),
     ("crm:José:sync:v1", "crm:Jose:sync:v1"),
     ("billing:" + "x" * 300 + "1:charge:v1", "billing:" + "x" * 300 + "2:charge:v1"),
+    # Blanks are part of a key: ' billing' is another source than 'billing' (a strip()
+    # of the key gives both one entry).
+    (" billing:7:charge:v1", "billing:7:charge:v1"),
+    ("billing:7:charge:v1 ", "billing:7:charge:v1"),
 ]
 
 
@@ -130,8 +134,9 @@ def key_shows_every_part(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
-    "the key names the intent, not the machine: no host name, user or working folder in "
-    "it, or a retry that lands on another worker is not recognised and runs again",
+    "the key names the intent, not the machine: no host name, user, working folder or "
+    "process id in it, or a retry that lands on another worker is not recognised and runs "
+    "again",
     severe=True,
 )
 def key_is_the_same_on_another_machine(ns: Namespace) -> None:
@@ -144,6 +149,22 @@ def key_is_the_same_on_another_machine(ns: Namespace) -> None:
                 "working folder)"
             ).format(args=args),
             _("{here} here, {there} there").format(here=repr(here), there=repr(there)),
+        )
+    for args, here, there in zip(
+        SAMPLE_CALLS, got["here"], got["started"] or got["here"], strict=True
+    ):
+        expect(
+            here == there,
+            _(
+                "the same key for {args} in a worker started on another machine (the "
+                "notebook's cells run again there, as a worker imports its module)"
+            ).format(args=args),
+            _("{here} here, {there} there").format(here=repr(here), there=repr(there)),
+            _(
+                "nothing about the worker may go into the key, not even read once at import: "
+                "a host name or a process id (os.getpid()) differs in every worker, and a "
+                "retry that lands on another one runs again"
+            ),
         )
 
 
@@ -199,7 +220,8 @@ def conflict_on_any_field(ns: Namespace) -> None:
     key = "billing:42:charge:v1"
     for field, old, new in RETRY_FIELDS:
         first, then = {"amount_cents": 500, field: old}, {"amount_cents": 500, field: new}
-        run = ns.harness(HARNESS + "accept_calls", [[key, first], [key, then]])
+        # Copies: an accept that edits the payload it is given must not edit the text below.
+        run = ns.harness(HARNESS + "accept_calls", [[key, dict(first)], [key, dict(then)]])
         said = run["results"][1]
         expect(
             "IdempotencyConflict" in said.get("raised", ()),
@@ -244,6 +266,20 @@ def accept_remembers_only_in_seen(ns: Namespace) -> None:
             "False for {key} three days later in the store that already has it (a late repeat)"
         ).format(key=repr(key)),
         _said(results["later"]),
+    )
+    # A dedup window longer than three days (a week, a month, as payment providers keep
+    # their keys) forgets the key all the same: the store is the memory, for as long as
+    # it keeps the key.
+    much_later = ns.harness(
+        HARNESS + "accept_in_another_store_and_later", key, payload, 86_400 * 400 + 3_601.5
+    )["results"]["later"]
+    expect(
+        much_later.get("returned") is False,
+        _(
+            "False for {key} 400 days later in the store that already has it (a very late "
+            "repeat: no dedup window, of a day, a week or a year)"
+        ).format(key=repr(key)),
+        _said(much_later),
     )
 
 

@@ -78,7 +78,12 @@ def a_broken_lock_path_is_not_already_running(ns: Namespace) -> None:
 
 
 #: Holders that are alive though their file says otherwise: ``[text in the file, age in s]``.
-PLAIN_HOLDERS: list[list[Any]] = [["", 0.0], ["4194304", 0.0], ["1", 3 * 3600.0]]
+PLAIN_HOLDERS: list[list[Any]] = [
+    ["", 0.0],
+    ["4194304", 0.0],
+    ["1", 3 * 3600.0],
+    ["1", 40 * 86_400.0],
+]
 
 
 def _who(case: int) -> str:
@@ -91,6 +96,10 @@ def _who(case: int) -> str:
         _(
             "a holder that took the lock 3 hours ago and still runs (a long job: the file is "
             "3 h old)"
+        ),
+        _(
+            "a holder whose file was last written 40 days ago and still runs (a daemon, or a "
+            "clock set back: no age makes a held lock stale)"
         ),
     ][case]
 
@@ -162,4 +171,33 @@ def a_second_lock_keeps_the_first(ns: Namespace) -> None:
         "AlreadyRunning for report.lock while this process holds it and also holds "
         "billing.lock (two jobs' locks in one scheduler process)",
         run["first_again"],
+    )
+
+
+#: Runs of a scheduler that keeps one process for months: each leaks what it leaves open.
+LOCK_USES = 50
+
+
+@CHECKS.add(
+    1,
+    "close the lock file when the block ends, and when you refuse (fh.close() in the "
+    "finally, os.close(fd) for os.open): LOCK_UN alone keeps the file open, and a "
+    "scheduler that takes the lock at every run dies of 'Too many open files'",
+    timeout=20.0,
+)
+def no_file_left_open_after_a_run(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        run = ns.harness(HARNESS + "open_files_after_uses", str(path), LOCK_USES)
+    expect("error" not in run, "every with block to run and end", run.get("error", ""))
+    expect(
+        # A few either way are the process's own (a thread's pipe): a leak is one or two
+        # files a run, 50 or more.
+        run["after"] - run["before"] < LOCK_USES // 2,
+        _(
+            "no file left open by {uses} runs (each holding the lock and refused once "
+            "inside): {before} files open in the process before them"
+        ).format(uses=LOCK_USES, before=run["before"]),
+        _("{after} open after the runs, {before} before").format(
+            after=run["after"], before=run["before"]
+        ),
     )

@@ -276,3 +276,79 @@ def a_database_error_comes_out(ns: Namespace) -> None:
         "whose jobs table is gone",
         _("it returned {returned}").format(returned=repr(result.get("returned"))),
     )
+
+
+#: Claims in a row for the token check: a token of 16 random bits (randomblob(2), a
+#: random number below 10000) repeats within them all but certainly (the odds of no
+#: repeat are below e**-30); one of 64 bits or more, practically never.
+MANY_CLAIMS = 2000
+
+
+@CHECKS.add(
+    2,
+    "draw each lease token from enough randomness that two never meet, for example "
+    "lower(hex(randomblob(16))) (128 bits): a short token (randomblob(2), abs(random()) % "
+    "10000) repeats within a few hundred claims, and a zombie holding the old one passes "
+    "the fence of the new run",
+    timeout=30.0,
+    severe=True,
+)
+def lease_tokens_do_not_repeat_over_thousands_of_claims(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        _claim(ns, path, "probe", 0.0, 1.0)  # on an empty table: a stub says "not started yet"
+        job_id = add_job(conn, "mail:1:send:v1")
+        run = ns.harness(HARNESS + "claim_tokens", str(path), MANY_CLAIMS, 100.0, 30.0)
+        attempt = _job(conn, job_id)["attempt"]
+    tokens = run["tokens"]
+    expect(
+        "raised" not in run and None not in tokens,
+        _(
+            "job {job_id} claimed {count} times in a row by w1, each time 31 s after the "
+            "last claim (its lease of 30 s over)"
+        ).format(job_id=job_id, count=MANY_CLAIMS),
+        run["raised"]
+        if "raised" in run
+        else _("None at claim {n}").format(n=tokens.index(None) + 1)
+        if None in tokens
+        else "",
+    )
+    counts = Counter(tokens)
+    repeated = sorted((t for t, n in counts.items() if n > 1), key=str)
+    expect(
+        not repeated,
+        _("{count} different lease tokens for the {count} claims of job {job_id}").format(
+            count=MANY_CLAIMS, job_id=job_id
+        ),
+        _("{distinct} different tokens (attempt {attempt}); repeated: {repeated}").format(
+            distinct=len(counts), attempt=attempt, repeated=", ".join(map(repr, repeated[:3]))
+        ),
+    )
+
+
+@CHECKS.add(
+    2,
+    "claim reads no queue or kind: a ready job is ready whatever its queue (reports, "
+    "billing) and its kind; a claim that serves only 'default' leaves every other job "
+    "pending forever",
+    severe=True,
+)
+def jobs_on_any_queue_are_claimed(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        ids = [
+            add_job(conn, "report:1:build:v1", kind="report", queue="reports", run_after=10.0),
+            add_job(conn, "invoice:2:charge:v1", kind="charge", queue="billing", run_after=20.0),
+            add_job(conn, "mail:3:send:v1", run_after=30.0),
+        ]
+        got = [(_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id") for _n in ids]
+        queues = {j["id"]: j["queue"] for j in all_jobs(conn)}
+    expect(
+        got == ids,
+        _(
+            "jobs {ids} in that order (due at 10, 20 and 30, on the queues reports, billing "
+            "and default)"
+        ).format(ids=ids),
+        ", ".join(
+            "None" if i is None else _("job {job_id} ({queue})").format(job_id=i, queue=queues[i])
+            for i in got
+        ),
+    )

@@ -673,6 +673,176 @@ ZOO: list[tuple[str, str, str, str]] = [
             return False
     """,
     ),
+    (
+        "ex01",
+        "key with the worker's process id, read once at import",
+        "key_is_the_same_on_another_machine",
+        """
+        import os
+
+        _WORKER = os.getpid()
+
+
+        def operation_key(source, entity_id, action, version=1):
+            return f"w{_WORKER}/{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the host name, read once at import",
+        "key_is_the_same_on_another_machine",
+        """
+        import socket
+
+        _HOST = socket.gethostname()
+
+
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}@{_HOST}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the thread's id (threading.get_ident())",
+        "key_is_the_same_in_another_process",
+        """
+        import threading
+
+
+        def operation_key(source, entity_id, action, version=1):
+            # the worker thread that made the key, for tracing
+            return f"{source}:{entity_id}:{action}:v{version}@{threading.get_ident()}"
+    """,
+    ),
+    (
+        "ex01",
+        "accept forgets a key after a 7-day dedup window kept in a module-level dict",
+        "accept_remembers_only_in_seen",
+        """
+        import time as _time
+
+        _FIRST_SEEN = {}
+        WINDOW_S = 7 * 86_400  # a week, as the payment provider keeps its keys
+
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            now = _time.time()
+            if known is not None and now - _FIRST_SEEN.get(key, now) > WINDOW_S:
+                known = None  # the window passed: a new operation
+            if known is None:
+                seen[key] = fp
+                _FIRST_SEEN[key] = now
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept strips blanks from the key (' billing:7:...' and 'billing:7:...' share an entry)",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            key = str(key).strip()
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r}: another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "conflict message with the key cut to 32 characters",
+        "conflict_names_the_key",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key[:32]!r}... came back with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "conflict message that names the fingerprints, not the key",
+        "conflict_names_the_key",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"fingerprint {known[:12]} != {fp[:12]}")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept pops the retry counter from the caller's payload before fingerprinting",
+        "conflict_on_any_field",
+        """
+        def accept(seen, key, payload):
+            payload.pop("attempt", None)  # a retry counter is not part of the request
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r}: another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint memoised by the payload's field names (values ignored)",
+        "fingerprint_tells_payloads_apart",
+        """
+        _FP = {}
+
+
+        def payload_fingerprint(payload):
+            memo = json.dumps(sorted(payload), ensure_ascii=False)
+            if memo not in _FP:
+                text = json.dumps(
+                    payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+                )
+                _FP[memo] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            return _FP[memo]
+    """,
+    ),
+    (
+        "ex01",
+        "conflict only warned about (warnings.warn), the repeat answered False",
+        "accept_conflict",
+        """
+        import warnings
+
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                warnings.warn(f"key {key!r} came back with another payload", stacklevel=2)
+            return False
+    """,
+    ),
 ]
 
 
@@ -755,6 +925,26 @@ SAYS: dict[str, str] = {
     "accept answers True for a payload it cannot fingerprint (TypeError swallowed)": (
         "a payload holding a datetime"
     ),
+    "key with the worker's process id, read once at import": (
+        "in a worker started on another machine"
+    ),
+    "key with the host name, read once at import": "in a worker started on another machine",
+    "key with the thread's id (threading.get_ident())": "in another Python process",
+    "accept forgets a key after a 7-day dedup window kept in a module-level dict": (
+        "400 days later in the store"
+    ),
+    "accept strips blanks from the key (' billing:7:...' and 'billing:7:...' share an entry)": (
+        "' billing:7:charge:v1'"
+    ),
+    "conflict message with the key cut to 32 characters": "message naming the key",
+    "conflict message that names the fingerprints, not the key": "message naming the key",
+    "accept pops the retry counter from the caller's payload before fingerprinting": "'attempt': 2",
+    "fingerprint memoised by the payload's field names (values ignored)": (
+        "a different fingerprint for another amount"
+    ),
+    "conflict only warned about (warnings.warn), the repeat answered False": (
+        "IdempotencyConflict for the same key with another amount"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -784,6 +974,13 @@ SEVERE = [
     "accept answers repeats from a module-level cache before looking at `seen`",
     "accept forgets a key after a 24 h dedup window kept in a module-level dict",
     "accept answers True for a payload it cannot fingerprint (TypeError swallowed)",
+    "key with the worker's process id, read once at import",
+    "key with the host name, read once at import",
+    "key with the thread's id (threading.get_ident())",
+    "accept forgets a key after a 7-day dedup window kept in a module-level dict",
+    "accept strips blanks from the key (' billing:7:...' and 'billing:7:...' share an entry)",
+    "accept pops the retry counter from the caller's payload before fingerprinting",
+    "conflict only warned about (warnings.warn), the repeat answered False",
 ]
 
 

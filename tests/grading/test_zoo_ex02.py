@@ -629,6 +629,278 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        "the refusal names the refused process's own pid (os.getpid()), not the holder's",
+        "message_names_the_holder",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise AlreadyRunning(f"{path} is locked; I am pid {os.getpid()}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the holder's pid read without seek(0) ('a+' reads from the end: always 'unknown')",
+        "message_names_the_holder",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the pid written but never flushed (the file is empty while held)",
+        "file_names_the_holder",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    message = f"{path} is locked by another instance (pid {holder})"
+                    raise AlreadyRunning(message) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "os.open's fd unlocked with LOCK_UN but never closed",
+        "no_file_left_open_after_a_run",
+        """
+        @contextmanager
+        def single_instance(path):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 64, 0).decode().strip() or "unknown"
+                raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+    """,
+    ),
+    (
+        "ex02",
+        "a refused attempt leaves its os.open fd open",
+        "no_file_left_open_after_a_run",
+        """
+        @contextmanager
+        def single_instance(path):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 64, 0).decode().strip() or "unknown"
+                raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, str(os.getpid()).encode(), 0)
+                yield
+            finally:
+                os.close(fd)
+    """,
+    ),
+    (
+        "ex02",
+        "flock on open(path).fileno() with the file object dropped (closed at once)",
+        "second_holder_is_refused",
+        """
+        @contextmanager
+        def single_instance(path):
+            fd = open(path, "a+").fileno()
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise AlreadyRunning(f"{path} is locked by another instance") from None
+            yield
+    """,
+    ),
+    (
+        "ex02",
+        "LOCK_SH instead of LOCK_EX (every copy gets a shared lock)",
+        "second_holder_is_refused",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    message = f"{path} is locked by another instance (pid {holder})"
+                    raise AlreadyRunning(message) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a busy lock whose pid is not alive here deleted as stale and taken",
+        "a_held_lock_is_never_stale",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    try:
+                        os.kill(int(holder), 0)
+                    except (ValueError, ProcessLookupError):
+                        # the holder is gone: its lock is stale, start afresh
+                        fh.close()
+                        os.unlink(path)
+                        fh = open(path, "a+")
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    else:
+                        message = f"{path} is locked by another instance (pid {holder})"
+                        raise AlreadyRunning(message) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a lock directory made with os.mkdir (stays after kill -9)",
+        "survives_holder_kill_9",
+        """
+        @contextmanager
+        def single_instance(path):
+            try:
+                os.mkdir(path + ".d")
+            except FileExistsError:
+                raise AlreadyRunning(f"{path} is locked by another instance") from None
+            with open(path, "a+") as fh:
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+            try:
+                yield
+            finally:
+                os.rmdir(path + ".d")
+    """,
+    ),
+    (
+        "ex02",
+        "a busy lock whose file is over a day old deleted as stale and taken",
+        "a_held_lock_is_never_stale",
+        """
+        import time as _time
+
+        STALE_S = 24 * 3600  # a nightly job never runs a day
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    if _time.time() - os.path.getmtime(path) > STALE_S:
+                        fh.close()
+                        os.unlink(path)
+                        fh = open(path, "a+")
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    else:
+                        fh.seek(0)
+                        holder = fh.read().strip() or "unknown"
+                        message = f"{path} is locked by another instance (pid {holder})"
+                        raise AlreadyRunning(message) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "one open file per path reused from a module-level dict (every attempt shares it)",
+        "second_holder_is_refused",
+        """
+        _OPEN = {}
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = _OPEN.get(path)
+            if fh is None or fh.closed:
+                fh = _OPEN[path] = open(path, "a+")  # one open file per lock, reused
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.seek(0)
+                holder = fh.read().strip() or "unknown"
+                message = f"{path} is locked by another instance (pid {holder})"
+                raise AlreadyRunning(message) from None
+            fh.seek(0)
+            fh.truncate()
+            fh.write(str(os.getpid()))
+            fh.flush()
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    """,
+    ),
 ]
 
 
@@ -678,6 +950,29 @@ SAYS: dict[str, str] = {
     ),
     "a refused attempt tries flock once more after 50 ms": "let go right after",
     "a PermissionError opening the lock file reported as AlreadyRunning": "(PermissionError)",
+    "the refusal names the refused process's own pid (os.getpid()), not the holder's": (
+        "when the holder is another process"
+    ),
+    "the holder's pid read without seek(0) ('a+' reads from the end: always 'unknown')": (
+        "a message naming the holder's pid"
+    ),
+    "the pid written but never flushed (the file is empty while held)": "in the lock file",
+    "os.open's fd unlocked with LOCK_UN but never closed": "no file left open by 50 runs",
+    "a refused attempt leaves its os.open fd open": "no file left open by 50 runs",
+    "flock on open(path).fileno() with the file object dropped (closed at once)": (
+        "the with block to run and end"
+    ),
+    "LOCK_SH instead of LOCK_EX (every copy gets a shared lock)": (
+        "AlreadyRunning while another holder has the lock"
+    ),
+    "a busy lock whose pid is not alive here deleted as stale and taken": (
+        "no lock for two attempts"
+    ),
+    "a lock directory made with os.mkdir (stays after kill -9)": "killed with SIGKILL",
+    "a busy lock whose file is over a day old deleted as stale and taken": "40 days ago",
+    "one open file per path reused from a module-level dict (every attempt shares it)": (
+        "AlreadyRunning while another holder has the lock"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -689,6 +984,12 @@ SEVERE = [
     "the locked file kept in a module-level global (a second lock releases the first)",
     "a lock's age from utcnow() minus a local fromtimestamp(mtime) (stale west of UTC)",
     "a refused attempt tries flock once more after 50 ms",
+    "flock on open(path).fileno() with the file object dropped (closed at once)",
+    "LOCK_SH instead of LOCK_EX (every copy gets a shared lock)",
+    "a busy lock whose pid is not alive here deleted as stale and taken",
+    "a lock directory made with os.mkdir (stays after kill -9)",
+    "a busy lock whose file is over a day old deleted as stale and taken",
+    "one open file per path reused from a module-level dict (every attempt shares it)",
 ]
 
 

@@ -716,6 +716,422 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
     """,
     ),
+    (
+        "ex03",
+        "an expired lease reclaimed without attempt + 1 (CASE WHEN state = 'running')",
+        "attempt_goes_up_by_one",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET attempt = CASE WHEN state = 'running' THEN attempt ELSE attempt + 1 END,
+                       state = 'running',
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "a due retry_wait job claimed only below max_attempts (stuck when its budget is lowered)",
+        "retried_jobs_run_again",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET attempt = attempt + 1,
+                       state = 'running',
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now
+                               AND attempt < max_attempts)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "claim serves only the 'default' queue",
+        "jobs_on_any_queue_are_claimed",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET attempt = attempt + 1,
+                       state = 'running',
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE ((state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now))
+                        AND queue = 'default' ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "a lease token of 16 random bits (randomblob(2))",
+        "lease_tokens_do_not_repeat_over_thousands_of_claims",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET attempt = attempt + 1,
+                       state = 'running',
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(2))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "a random number below 10000 as the lease token",
+        "lease_tokens_do_not_repeat_over_thousands_of_claims",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET attempt = attempt + 1,
+                       state = 'running',
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = abs(random()) % 10000,
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "the lease token from hash() of the worker, now and lease_s",
+        "token_is_fresh",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET attempt = attempt + 1,
+                       state = 'running',
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = :tok,
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s,
+                 "tok": "%x" % (hash((worker, now, lease_s)) & (2**64-1))},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "an expired lease keeps its old token (COALESCE(lease_token, ...))",
+        "token_is_fresh",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET attempt = attempt + 1,
+                       state = 'running',
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = COALESCE(lease_token, lower(hex(randomblob(16)))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "UPDATE ... WHERE id IN (SELECT ...) without LIMIT 1: every ready job taken at once",
+        "no_double_claim_under_a_race",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET attempt = attempt + 1,
+                       state = 'running',
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id IN (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id
+                        )
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "the claimed row read back by lease_owner after the UPDATE",
+        "no_double_claim_under_a_race",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET attempt = attempt + 1,
+                       state = 'running',
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            if row is None:
+                return None
+            again = conn.execute(
+                'SELECT * FROM jobs WHERE lease_owner = ? ORDER BY updated_at DESC LIMIT 1',
+                (worker,),
+            ).fetchone()
+            return dict(again)
+    """,
+    ),
+    (
+        "ex03",
+        "updated_at from the wall clock (time.time()), not now",
+        "claims_one_ready_job",
+        """
+        import time
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET attempt = attempt + 1,
+                       state = 'running',
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))),
+                       updated_at = :wall
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s, "wall": time.time()},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "BEGIN before the UPDATE, never committed (the claim is rolled back on close)",
+        "claims_one_ready_job",
+        """
+        def claim(conn, worker, now, lease_s):
+            conn.execute('BEGIN')
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET attempt = attempt + 1,
+                       state = 'running',
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "ready means due and not leased (an old lease on a retry_wait job delays it)",
+        "claims_the_right_job_for_any_table",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET attempt = attempt + 1,
+                       state = 'running',
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE state IN ('pending', 'retry_wait', 'running') AND run_after <= :now
+                           AND (lease_until IS NULL OR lease_until <= :now)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "SELECT then UPDATE in a deferred transaction (BEGIN): 'database is locked' under load",
+        "no_double_claim_under_a_race",
+        """
+        def claim(conn, worker, now, lease_s):
+            conn.execute("BEGIN")  # one transaction: the SELECT and the UPDATE together
+            try:
+                found = conn.execute(
+                    '''
+                    SELECT id FROM jobs
+                     WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                        OR (state = 'running' AND lease_until <= :now)
+                     ORDER BY run_after, id LIMIT 1
+                    ''',
+                    {"now": now},
+                ).fetchone()
+                row = None
+                if found is not None:
+                    row = conn.execute(
+                        '''
+                        UPDATE jobs SET state = 'running', attempt = attempt + 1,
+                               lease_owner = :worker, lease_until = :now + :lease_s,
+                               lease_token = lower(hex(randomblob(16))), updated_at = :now
+                         WHERE id = :id RETURNING *
+                        ''',
+                        {"worker": worker, "now": now, "lease_s": lease_s, "id": found[0]},
+                    ).fetchone()
+                conn.execute("COMMIT")
+            except Exception:
+                conn.execute("ROLLBACK")
+                raise
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "SELECT then UPDATE under BEGIN IMMEDIATE (safe, but four statements)",
+        "claim_is_one_statement",
+        """
+        def claim(conn, worker, now, lease_s):
+            conn.execute("BEGIN IMMEDIATE")  # the write lock first, then choose
+            try:
+                found = conn.execute(
+                    '''
+                    SELECT id FROM jobs
+                     WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                        OR (state = 'running' AND lease_until <= :now)
+                     ORDER BY run_after, id LIMIT 1
+                    ''',
+                    {"now": now},
+                ).fetchone()
+                row = None
+                if found is not None:
+                    row = conn.execute(
+                        '''
+                        UPDATE jobs SET state = 'running', attempt = attempt + 1,
+                               lease_owner = :worker, lease_until = :now + :lease_s,
+                               lease_token = lower(hex(randomblob(16))), updated_at = :now
+                         WHERE id = :id RETURNING *
+                        ''',
+                        {"worker": worker, "now": now, "lease_s": lease_s, "id": found[0]},
+                    ).fetchone()
+                conn.execute("COMMIT")
+            except Exception:
+                conn.execute("ROLLBACK")
+                raise
+            return None if row is None else dict(row)
+    """,
+    ),
 ]
 
 
@@ -776,6 +1192,36 @@ SAYS: dict[str, str] = {
     "a running job leased to the claiming worker's name taken back whatever its lease": (
         "None for w1 at now=100"
     ),
+    "an expired lease reclaimed without attempt + 1 (CASE WHEN state = 'running')": (
+        "attempt 2 after the expired lease is claimed again"
+    ),
+    "a due retry_wait job claimed only below max_attempts (stuck when its budget is lowered)": (
+        "an operator lowered its budget"
+    ),
+    "claim serves only the 'default' queue": "on the queues reports, billing and default",
+    "a lease token of 16 random bits (randomblob(2))": "2000 different lease tokens",
+    "a random number below 10000 as the lease token": "2000 different lease tokens",
+    "the lease token from hash() of the worker, now and lease_s": "different tokens for two claims",
+    "an expired lease keeps its old token (COALESCE(lease_token, ...))": (
+        "a new token when the same worker claims a job again"
+    ),
+    "UPDATE ... WHERE id IN (SELECT ...) without LIMIT 1: every ready job taken at once": (
+        "all 6 jobs claimed"
+    ),
+    "the claimed row read back by lease_owner after the UPDATE": (
+        "each job claimed by exactly one worker"
+    ),
+    "updated_at from the wall clock (time.time()), not now": "updated_at = now",
+    "BEGIN before the UPDATE, never committed (the claim is rolled back on close)": (
+        "the job running, leased to w1, in the database"
+    ),
+    "ready means due and not leased (an old lease on a retry_wait job delays it)": (
+        "at now=100 among jobs"
+    ),
+    "SELECT then UPDATE in a deferred transaction (BEGIN): 'database is locked' under load": (
+        "no errors while 4 workers claim at once"
+    ),
+    "SELECT then UPDATE under BEGIN IMMEDIATE (safe, but four statements)": "exactly one statement",
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -795,6 +1241,15 @@ SEVERE = [
     "the lease token from the worker's name and a counter started at import",
     "the ready job chosen among the first 100 rows only (LIMIT before the filter)",
     "a running job leased to the claiming worker's name taken back whatever its lease",
+    "a due retry_wait job claimed only below max_attempts (stuck when its budget is lowered)",
+    "claim serves only the 'default' queue",
+    "a lease token of 16 random bits (randomblob(2))",
+    "a random number below 10000 as the lease token",
+    "the lease token from hash() of the worker, now and lease_s",
+    "an expired lease keeps its old token (COALESCE(lease_token, ...))",
+    "UPDATE ... WHERE id IN (SELECT ...) without LIMIT 1: every ready job taken at once",
+    "the claimed row read back by lease_owner after the UPDATE",
+    "SELECT then UPDATE in a deferred transaction (BEGIN): 'database is locked' under load",
 ]
 
 

@@ -855,6 +855,282 @@ ZOO: list[tuple[str, str, str, str]] = [
             return "permanent"
     """,
     ),
+    (
+        "ex04",
+        "Retry-After limited to an hour (a day of maintenance answered after an hour)",
+        "honours_retry_after",
+        """
+        def next_delay(
+            error: BaseException,
+            attempt: int,
+            rng: random.Random,
+            *,
+            started_at: float,
+            now: float,
+            deadline: float = 300.0,
+            max_attempts: int = 5,
+            base: float = 1.0,
+            cap: float = 60.0,
+            idempotency_key: str | None = None,
+        ) -> float | None:
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(min(retry_after, 3600))  # never trust a server beyond an hour
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "the status tested with type(status) is int (an http.HTTPStatus member missed)",
+        "classify_every_status",
+        """
+        def classify(error: BaseException) -> str:
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if type(status) is int:  # True is not a status
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "maybe done only for the connection errors listed by name (ConnectionAbortedError "
+        "permanent)",
+        "classify_maybe_done",
+        """
+        def classify(error: BaseException) -> str:
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            listed = (TimeoutError, ConnectionResetError, BrokenPipeError)
+            if isinstance(error, listed) or type(error) is ConnectionError:
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "next_delay computes the ceiling again (2.0 ** (attempt - 1) overflows)",
+        "next_delay_is_the_backoff",
+        """
+        def next_delay(
+            error: BaseException,
+            attempt: int,
+            rng: random.Random,
+            *,
+            started_at: float,
+            now: float,
+            deadline: float = 300.0,
+            max_attempts: int = 5,
+            base: float = 1.0,
+            cap: float = 60.0,
+            idempotency_key: str | None = None,
+        ) -> float | None:
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = rng.uniform(0, min(cap, base * 2.0 ** (attempt - 1)))
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "Retry-After honoured only on a 429",
+        "honours_retry_after",
+        """
+        def next_delay(
+            error: BaseException,
+            attempt: int,
+            rng: random.Random,
+            *,
+            started_at: float,
+            now: float,
+            deadline: float = 300.0,
+            max_attempts: int = 5,
+            base: float = 1.0,
+            cap: float = 60.0,
+            idempotency_key: str | None = None,
+        ) -> float | None:
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            is_429 = getattr(error, 'status', None) == 429
+            if is_429 and isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "a retry past the deadline moved onto the deadline instead of given up",
+        "respects_deadline",
+        """
+        def next_delay(
+            error: BaseException,
+            attempt: int,
+            rng: random.Random,
+            *,
+            started_at: float,
+            now: float,
+            deadline: float = 300.0,
+            max_attempts: int = 5,
+            base: float = 1.0,
+            cap: float = 60.0,
+            idempotency_key: str | None = None,
+        ) -> float | None:
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                delay = started_at + deadline - now  # the last chance, right at the deadline
+                if delay < 0:
+                    return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "Retry-After added to the backoff, not a floor under it",
+        "honours_retry_after",
+        """
+        def next_delay(
+            error: BaseException,
+            attempt: int,
+            rng: random.Random,
+            *,
+            started_at: float,
+            now: float,
+            deadline: float = 300.0,
+            max_attempts: int = 5,
+            base: float = 1.0,
+            cap: float = 60.0,
+            idempotency_key: str | None = None,
+        ) -> float | None:
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > 0:
+                delay = retry_after + delay  # Retry-After, then the jitter on top
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "every OSError called maybe done (PermissionError, FileNotFoundError retried)",
+        "classify_permanent",
+        """
+        def classify(error: BaseException) -> str:
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError, OSError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "the ambiguous flag tested with hasattr (TransientError's ambiguous = False counts)",
+        "classify_never_sent",
+        """
+        def classify(error: BaseException) -> str:
+            if hasattr(error, "ambiguous"):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "decorrelated jitter from a module-level last delay",
+        "backoff_has_full_jitter",
+        """
+        _LAST = [1.0]
+
+
+        def backoff(n, rng, base=1.0, cap=60.0):
+            # decorrelated jitter: each delay grows from the last one
+            delay = min(cap, rng.uniform(base, _LAST[0] * 3))
+            _LAST[0] = delay
+            return delay
+    """,
+    ),
 ]
 
 
@@ -937,6 +1213,30 @@ SAYS: dict[str, str] = {
     "the ambiguous flag tested with `is True` (a true value that is not True missed)": (
         "a true value that is not True"
     ),
+    "Retry-After limited to an hour (a day of maintenance answered after an hour)": (
+        "at least 86400 s"
+    ),
+    "the status tested with type(status) is int (an http.HTTPStatus member missed)": (
+        "http.HTTPStatus member"
+    ),
+    "maybe done only for the connection errors listed by name (ConnectionAbortedError permanent)": (
+        "ConnectionAbortedError()"
+    ),
+    "next_delay computes the ceiling again (2.0 ** (attempt - 1) overflows)": (
+        "next_delay(attempt=1100)"
+    ),
+    "Retry-After honoured only on a 429": "a 502 with Retry-After: 120",
+    "a retry past the deadline moved onto the deadline instead of given up": (
+        "ends after the 300 s deadline"
+    ),
+    "Retry-After added to the backoff, not a floor under it": "does not replace the backoff",
+    "every OSError called maybe done (PermissionError, FileNotFoundError retried)": (
+        "PermissionError()"
+    ),
+    "the ambiguous flag tested with hasattr (TransientError's ambiguous = False counts)": (
+        "TransientError()"
+    ),
+    "decorrelated jitter from a module-level last delay": "within [0, 1]",
 }
 
 

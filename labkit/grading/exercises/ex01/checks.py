@@ -475,6 +475,9 @@ ODD_KEYS = [
     "promo:50%d:apply:v1",
     "promo:100%s:apply:v1",
     "crm:d'Ávila:sync:v1",
+    # A long key, as real ids and actions make them: a message that shows only its first
+    # characters does not name it.
+    "billing:INV-2026-000000042:charge-and-capture:v12",
 ]
 
 

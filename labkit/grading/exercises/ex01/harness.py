@@ -14,7 +14,8 @@ import os
 import platform
 import socket
 import tempfile
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
+from functools import partial
 from typing import Any
 from unittest import mock
 
@@ -45,11 +46,6 @@ def keys_in_a_worker_started_later(
     cleanly run again (``CELLS``), in this check's own copy of the process. None when the
     namespace does not know its cells (``check()`` in Jupyter).
     """
-    cells = values.get(CELLS)
-    if not cells:
-        return None
-    from labkit.grading.isolation.student_side import run_cells
-
     shift = _dt.timedelta(seconds=seconds)
 
     class Later(_dt.datetime):
@@ -63,10 +59,28 @@ def keys_in_a_worker_started_later(
 
     with (
         fresh_state(values),
-        tempfile.TemporaryDirectory(prefix="labkit-ex01-") as scratch,
-        contextlib.chdir(scratch),
         clock_moved({}, seconds),
         mock.patch.object(_dt, "datetime", Later),
+    ):
+        return _keys_from_the_cells_run_again(values, calls)
+
+
+def _keys_from_the_cells_run_again(
+    values: MutableMapping[str, Any],
+    calls: list[list[Any]],
+    around: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+) -> list[Any] | None:
+    """The keys for ``calls`` from a namespace built again from the cells, inside
+    ``around()`` (entered once in a scratch folder); None without the cells."""
+    cells = values.get(CELLS)
+    if not cells:
+        return None
+    from labkit.grading.isolation.student_side import run_cells
+
+    with (
+        tempfile.TemporaryDirectory(prefix="labkit-ex01-") as scratch,
+        contextlib.chdir(scratch),
+        around(),
     ):
         again, _notes = run_cells(list(cells), CELL_TIMEOUT)
         key = again.get("operation_key")
@@ -77,11 +91,14 @@ def keys_in_a_worker_started_later(
 
 #: What another machine says about itself: its name, its user, its working folder.
 ELSEWHERE = "worker-b.example"
+#: How far the process ids over there are from the ones here.
+PID_SHIFT = 7919
 
 
 @contextlib.contextmanager
 def _on_another_machine(values: MutableMapping[str, Any]) -> Iterator[None]:
     real = os.uname()
+    pid, ppid = os.getpid() + PID_SHIFT, os.getppid() + PID_SHIFT
     fakes: dict[str, Any] = {
         "gethostname": lambda: ELSEWHERE,
         "getfqdn": lambda name="": ELSEWHERE,
@@ -91,6 +108,8 @@ def _on_another_machine(values: MutableMapping[str, Any]) -> Iterator[None]:
         ),
         "getuser": lambda: "svc-other",
         "getcwd": lambda: "/srv/other",
+        "getpid": lambda: pid,
+        "getppid": lambda: ppid,
     }
     owners = {
         "gethostname": socket,
@@ -99,6 +118,8 @@ def _on_another_machine(values: MutableMapping[str, Any]) -> Iterator[None]:
         "uname": os,
         "getuser": getpass,
         "getcwd": os,
+        "getpid": os,
+        "getppid": os,
     }
     #: The student's ``from socket import gethostname`` and the like, by identity.
     bound = {id(getattr(owners[name], name)): fake for name, fake in fakes.items()}
@@ -117,13 +138,17 @@ def _on_another_machine(values: MutableMapping[str, Any]) -> Iterator[None]:
 
 def keys_on_another_machine(
     values: MutableMapping[str, Any], calls: list[list[Any]]
-) -> dict[str, list[Any]]:
-    """The keys for ``calls`` here, then as another host, user and folder would make them."""
+) -> dict[str, list[Any] | None]:
+    """The keys for ``calls`` here, then as another host, user, folder and process would
+    make them: ``{"here", "there", "started"}``, ``started`` from the cells run again over
+    there (a value read once at import, the host name or the process id, is read anew in
+    each worker), None when the namespace does not know its cells."""
     with fresh_state(values):
         here = [plain(need(values, "operation_key")(*args)) for args in calls]
         with _on_another_machine(values):
             there = [plain(need(values, "operation_key")(*args)) for args in calls]
-    return {"here": here, "there": there}
+        started = _keys_from_the_cells_run_again(values, calls, partial(_on_another_machine, {}))
+    return {"here": here, "there": there, "started": started}
 
 
 def keys_in_processes(values: MutableMapping[str, Any], calls: list[list[Any]]) -> dict[str, Any]:

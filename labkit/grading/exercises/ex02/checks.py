@@ -91,6 +91,23 @@ def message_names_the_holder(ns: Namespace) -> None:
             _("a message naming the holder's pid {pid}").format(pid=run["pid"]),
             run["second"],
         )
+    # The holder in another process: the pid to name is the one in the file, not the
+    # refused process's own (os.getpid() here names the wrong process).
+    with lock_path(ns) as path:
+        run = ns.harness(HARNESS + "refused_while_a_child_holds", str(path), 1)
+        said = run["refusals"][0]
+        expect(
+            str(run["holder"]) in said,
+            _(
+                "a message naming the holder's pid {pid}, when the holder is another "
+                "process (this one is pid {own})"
+            ).format(pid=run["holder"], own=run["own"]),
+            said,
+            _(
+                "read the holder's pid from the file (fh.seek(0); fh.read()): os.getpid() "
+                "is the refused process, not the holder"
+            ),
+        )
 
 
 @CHECKS.add(1, "release the lock when the with block ends", severe=True)

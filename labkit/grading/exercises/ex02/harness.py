@@ -132,10 +132,11 @@ def refused_while_a_child_holds(
 ) -> dict[str, Any]:
     """A child holds the lock; this process tries ``tries`` times; then a second child tries.
 
-    Returns the holder's pid, each refusal, what the second child got while the first
-    still held the lock, and the file's text before the holder is killed.
+    Returns this process's pid (``own``), the holder's pid, each refusal, what the second
+    child got while the first still held the lock, and the file's text before the holder
+    is killed.
     """
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"own": os.getpid()}
     with fresh_state(values):
         _attempt(values, path)
         with _child(_holder(values, path)) as (pid, fd):
@@ -562,3 +563,33 @@ def attempt_when_opening_is_refused(values: MutableMapping[str, Any], path: str)
             return _attempt(values, path)
         finally:
             builtins.open, os.open = real_open, real_os_open
+
+
+def _open_files() -> int:
+    """How many file descriptors this process has open."""
+    return len(os.listdir("/proc/self/fd"))
+
+
+def open_files_after_uses(values: MutableMapping[str, Any], path: str, uses: int) -> dict[str, Any]:
+    """``uses`` times: hold the lock, be refused once inside, leave the block.
+
+    A scheduler takes the same lock at every run, for months, in one process. Returns
+    the open file descriptors before and after (``{"before", "after", "error"?}``) and
+    the last refusal.
+    """
+    out: dict[str, Any] = {}
+    with fresh_state(values):
+        _attempt(values, path)  # here first, so a stub says "not started yet"
+        out["before"] = _open_files()
+        try:
+            for _ in range(uses):
+                with need(values, "single_instance")(path):
+                    out["refused"] = _attempt(values, path)
+        except NotImplementedError as exc:
+            if is_stub(exc):
+                raise
+            out["error"] = f"raised NotImplementedError: {exc}"
+        except Exception as exc:  # noqa: BLE001 - reported to the check
+            out["error"] = f"raised {type(exc).__name__}: {str(exc)[:160]}"
+        out["after"] = _open_files()
+    return out

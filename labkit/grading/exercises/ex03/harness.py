@@ -216,3 +216,33 @@ def claim_killed_after_one_statement(
         conn.close()
     out["statements"] = [s for s in conn.statements if s]
     return out
+
+
+def claim_tokens(
+    values: MutableMapping[str, Any], path: str, claims: int, now: float, lease_s: float
+) -> dict[str, Any]:
+    """``claims`` claims in a row on one connection, each after the last lease ended.
+
+    The i-th claim runs at ``now + i * (lease_s + 1)``, so the one job of a one-job table
+    comes back every time. Returns ``{"tokens": [...]}`` (the lease_token of each row
+    claim returned, None when it returned None) and ``"raised"`` for an error, which
+    stops the run.
+    """
+    conn = connect(path)
+    conn.execute("PRAGMA synchronous = OFF")  # thousands of commits: no need to reach the disk
+    out: dict[str, Any] = {"tokens": []}
+    try:
+        with fresh_state(values):
+            for i in range(claims):
+                at = now + i * (lease_s + 1)
+                row = plain_row(need(values, "claim")(conn, "w1", at, lease_s))
+                out["tokens"].append(row.get("lease_token") if isinstance(row, dict) else None)
+    except NotImplementedError as exc:
+        if is_stub(exc):
+            raise
+        out["raised"] = f"NotImplementedError: {exc}"
+    except Exception as exc:  # noqa: BLE001 - reported to the check
+        out["raised"] = f"{type(exc).__name__}: {str(exc)[:160]}"
+    finally:
+        conn.close()
+    return out

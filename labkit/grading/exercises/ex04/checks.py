@@ -47,6 +47,7 @@ MAYBE_DONE = {
     "ReadTimeout() (a library's TimeoutError subclass)": {"type": "ReadTimeout"},
     "ConnectionResetError()": {"type": "ConnectionResetError"},
     "BrokenPipeError()": {"type": "BrokenPipeError"},
+    "ConnectionAbortedError()": {"type": "ConnectionAbortedError"},
     "ConnectionError()": {"type": "ConnectionError"},
     "ResponseLost() (a TransientError whose answer was lost)": {"type": "ResponseLost"},
     "HTTP 500": http(500),
@@ -192,9 +193,21 @@ def classify_every_status(ns: Namespace) -> None:
     got = verdicts(ns, [http(s) for s in statuses])
     want = [verdict_for_status(s) for s in statuses]
     wrong = [(s, g) for s, g, w in zip(statuses, got, want, strict=True) if g != w]
+    # The same statuses as http.HTTPStatus members (an int subclass, as some client
+    # libraries give them): type(status) is int misses them.
+    enums = [408, 429, 503, 500, 502, 404]
+    got = verdicts(ns, [{**http(s), "status_enum": True} for s in enums])
+    wrong += [
+        (f"{s} (http.HTTPStatus)", g)
+        for s, g in zip(enums, got, strict=True)
+        if g != verdict_for_status(s)
+    ]
     expect(
         not wrong,
-        "the right verdict for every HTTP status 100-599, and 'permanent' for 600 and above",
+        _(
+            "the right verdict for every HTTP status 100-599, as an int or an http.HTTPStatus "
+            "member, and 'permanent' for 600 and above"
+        ),
         _("{count} wrong, e.g. {examples}").format(
             count=len(wrong),
             examples=", ".join(
@@ -497,7 +510,11 @@ def honours_retry_after(ns: Namespace) -> None:
     )
     # Retry-After counts from the answer that carried it (now), not from started_at; and a
     # long one (an hour of maintenance) is seconds all the same, never milliseconds.
-    for started_at, now, after, deadline in ((0.0, 100.0, 120.0, 3600.0), (0.0, 0.0, 3600, 7200.0)):
+    for started_at, now, after, deadline in (
+        (0.0, 100.0, 120.0, 3600.0),
+        (0.0, 0.0, 3600, 7200.0),
+        (0.0, 0.0, 86_400, 172_800.0),  # a day of maintenance: no limit of the client's own
+    ):
         [got] = delays(ns, http(429, after), 1, started_at=started_at, now=now, deadline=deadline)
         expect(
             _number(got) and got >= after,
@@ -508,7 +525,8 @@ def honours_retry_after(ns: Namespace) -> None:
             got,
             _(
                 "Retry-After is seconds from now: delay = max(backoff, retry_after), with "
-                "nothing taken off it and no unit guessed"
+                "nothing taken off it, no unit guessed and no limit of your own (the "
+                "deadline decides whether it is too late)"
             ),
         )
     # Retry-After under the backoff's ceiling still raises every smaller draw.
@@ -644,6 +662,23 @@ def next_delay_is_the_backoff(ns: Namespace) -> None:
             f"{[round(g, 4) if _number(g) else g for g in got]}",
         )
 
+    # A job retried for a long time under a large max_attempts: next_delay goes through
+    # backoff and its guard, so attempt 1100 (2.0 ** 1099 overflows a float) is the cap.
+    kwargs = {"max_attempts": 5000, "deadline": 1e12}
+    got = delays(ns, REFUSED, 1100, 3, started_at=0.0, now=0.0, **kwargs)
+    want = draws(ns, 1099, SEED, 1.0, 60.0, 3)
+    expect(
+        got == want,
+        _(
+            "next_delay(ConnectionRefusedError(), 1100, rng, max_attempts=5000) to return "
+            "what backoff(1099, rng) draws from the same seed: {draws}"
+        ).format(draws=[round(w, 4) for w in want]),
+        f"{[round(g, 4) if _number(g) else g for g in got]}",
+        _(
+            "call backoff(attempt - 1, rng, base, cap) in next_delay: a ceiling computed "
+            "again there (base * 2.0 ** (attempt - 1)) overflows for a large attempt"
+        ),
+    )
     holds_for(
         st.tuples(
             st.integers(1, 8),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import MutableMapping
+from http import HTTPStatus
 from typing import Any
 
 from labkit.errors import TransientError
@@ -30,7 +31,7 @@ class ProxyError(ConnectionError):
 
 #: Errors only this exercise describes, beside ``described.ERRORS``.
 LOCAL_ERRORS: dict[str, type[BaseException]] = {
-    cls.__name__: cls for cls in (GatewayLost, ProxyError)
+    cls.__name__: cls for cls in (GatewayLost, ProxyError, ConnectionAbortedError)
 }
 
 
@@ -44,6 +45,9 @@ def _build(spec: dict[str, Any]) -> BaseException:
         error = build_error(spec)
     if "ambiguous" in spec:
         error.ambiguous = spec["ambiguous"]  # type: ignore[attr-defined]
+    if spec.get("status_enum"):
+        # As some client libraries give it: an http.HTTPStatus member, an int subclass.
+        error.status = HTTPStatus(spec["status"])  # type: ignore[attr-defined]
     return error
 
 
