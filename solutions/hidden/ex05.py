@@ -165,6 +165,28 @@ def the_same_calls_a_day_later(ns: Namespace) -> None:
                 "build the keys from the job alone (job.key): the date, the hour or "
                 "time.time() in a key make the retry a new request",
             )
+        # The retry comes to a worker started the next day: a date read once at import
+        # (TODAY = date.today()) is the new day there.
+        with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+            restarted = ns.harness(
+                HARNESS + "restarted_later", which, tmp, [list(j) for j in jobs], float(LATER_S)
+            )
+        if "how" in restarted:
+            continue  # the handler cannot be run again from its cells here (check() in Jupyter)
+        for job, now, later in zip(jobs, restarted["now"], restarted["later"], strict=True):
+            expect(
+                now == later,
+                _(
+                    "the same calls for job {key} from a worker started a day and an hour "
+                    "later (a new process: what the cells compute at import is computed again)"
+                ).format(key=job[2]),
+                _("first {before}, from the later worker {after}").format(
+                    before=_calls(now), after=_calls(later)
+                ),
+                "build the keys from the job alone (job.key): a date read when the module is "
+                "imported is the day the worker started, and a worker started the next day "
+                "sends a new key",
+            )
 
 
 def _calls(calls: list[dict[str, Any]]) -> str:
@@ -240,6 +262,22 @@ def two_stores_two_keys(ns: Namespace) -> None:
         with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
             sent = ns.harness(HARNESS + "sent_from_two_stores", which, tmp, [list(j) for j in jobs])
         first, second = (set(_keys_sent(which, calls)) for calls in sent)
+        silent = [job[2] for job, calls in zip(jobs, sent, strict=True) if not calls]
+        expect(
+            not silent,
+            (
+                _("each of jobs {first} and {second} (both job 1 of their own job store) to "
+                  "call the payment API, one after the other in one worker")
+                if which == "charge"
+                else _("each of jobs {first} and {second} (both job 1 of their own job store) "
+                       "to read and write the ledger, one after the other in one worker")
+            ).format(first=jobs[0][2], second=jobs[1][2]),
+            _("{keys} sent nothing: it was answered from what the worker kept for the other "
+              "job 1").format(keys=", ".join(silent)),
+            "remember nothing by job.id in the worker: ids repeat across stores, so the second "
+            "job 1 gets the first one's reply and is never charged or posted; the "
+            "Idempotency-Key and the ledger mark (job.key) already answer a repeat",
+        )
         expect(
             not first & second,
             _(

@@ -117,3 +117,111 @@ def cooldown_across_a_clock_change(ns: Namespace) -> None:
             "compare self.clock.now() with opened_at + cooldown_s as floats; "
             "datetime.fromtimestamp() gives local wall time, which jumps when the clocks change",
         )
+
+
+#: How many breakers ``no_jitter_on_the_cooldown`` holds at once: live side by side, each
+#: has an address (id()) of its own, so a cooldown spread by id(self), hash(self) or a
+#: random draw ends early or late on most of them, whatever the addresses are this run.
+SIDE_BY_SIDE = 48
+#: A millisecond or so, exact in binary beside the lab's epoch: opened_at + cooldown_s is
+#: exact, and so is each side of it.
+HAIR_S = 2.0**-10
+
+
+@CHECKS.add(
+    1,
+    "every breaker waits exactly cooldown_s: no spread of your own (a random draw, id(self) "
+    "or hash(self) in the cooldown); the caller chose the cooldown, and a spread one lets "
+    "the trial out early or holds the calls back late",
+)
+def no_jitter_on_the_cooldown(ns: Namespace) -> None:
+    each = range(SIDE_BY_SIDE)
+    out = drive(
+        ns,
+        [["fail", i] for i in each]
+        + [["advance", 30.0 - HAIR_S]]
+        + [["allow", i] for i in each]
+        + [["advance", HAIR_S]]
+        + [["allow", i] for i in each],
+        threshold=1,
+        cooldown_s=30.0,
+        breakers=SIDE_BY_SIDE,
+    )
+    before = out[SIDE_BY_SIDE + 1 : 2 * SIDE_BY_SIDE + 1]
+    at = out[2 * SIDE_BY_SIDE + 2 :]
+    early = [i for i, allowed in enumerate(before) if allowed is not False]
+    late = [i for i, allowed in enumerate(at) if allowed is not True]
+    expect(
+        not early and not late,
+        _(
+            "{count} breakers opened at the same moment with cooldown_s=30: every one "
+            "refuses a millisecond before 30 s and lets its trial through at 30 s"
+        ).format(count=SIDE_BY_SIDE),
+        _("{early} of them let a call through before 30 s, {late} still refused at 30 s").format(
+            early=len(early), late=len(late)
+        ),
+        "compare clock.now() with opened_at + cooldown_s, the cooldown you were given: no "
+        "jitter, random or from id(self), in a breaker (spread the callers' retries instead)",
+    )
+
+
+#: A threshold above what a small buffer or a byte holds (a deque(maxlen=10) of failures, a
+#: count kept modulo 256).
+HIGH_THRESHOLD = 300
+
+
+@CHECKS.add(
+    1,
+    "threshold is whatever the caller gives, however high: count every failure in a row (a "
+    "deque(maxlen=...) of recent failures, or a count that wraps, never reaches 300)",
+)
+def no_cap_on_the_threshold(ns: Namespace) -> None:
+    out = drive(
+        ns,
+        [["fail", 0]] * (HIGH_THRESHOLD - 1) + [["state", 0], ["fail", 0], ["state", 0]],
+        threshold=HIGH_THRESHOLD,
+        cooldown_s=30.0,
+    )
+    before, after = out[HIGH_THRESHOLD - 1], out[-1]
+    expect(
+        before == "closed" and after == "open",
+        _("with threshold={threshold}: closed after {streak} failures in a row, open at "
+          "failure {threshold}").format(threshold=HIGH_THRESHOLD, streak=HIGH_THRESHOLD - 1),
+        _("{before} then {after}").format(before=repr(before), after=repr(after)),
+        "count the failures in a row in a plain int on self, compared with threshold: no "
+        "buffer of a fixed size, no cap",
+    )
+
+
+#: Two hours and a quarter second: longer than any cap a breaker might put on a cooldown
+#: (ten minutes, an hour).
+LONG_COOLDOWN_S = 7200.25
+
+
+@CHECKS.add(
+    1,
+    "cooldown_s is whatever the caller gives, however long: a cap of your own (min(cooldown_s, "
+    "600)) sends trials to a dependency its owner said to leave alone",
+)
+def no_cap_on_the_cooldown(ns: Namespace) -> None:
+    before = drive(
+        ns,
+        [["fail", 0], ["advance", LONG_COOLDOWN_S - 0.25], ["allow", 0]],
+        threshold=1,
+        cooldown_s=LONG_COOLDOWN_S,
+    )[-1]
+    at = drive(
+        ns,
+        [["fail", 0], ["advance", LONG_COOLDOWN_S], ["allow", 0]],
+        threshold=1,
+        cooldown_s=LONG_COOLDOWN_S,
+    )[-1]
+    expect(
+        before is False and at is True,
+        _("with cooldown_s={cooldown:g}: allow() False {just_before:g} s after opening, "
+          "True at {cooldown:g} s").format(
+            cooldown=LONG_COOLDOWN_S, just_before=LONG_COOLDOWN_S - 0.25
+        ),
+        _("{before}, then {at}").format(before=repr(before), at=repr(at)),
+        "compare clock.now() with opened_at + cooldown_s as given: no min(), no cap",
+    )

@@ -575,6 +575,273 @@ ZOO: list[tuple[str, str, str, str]] = [
             )
     """,
     ),
+    (
+        "ex05",
+        "replies kept in a module-level dict by job.id (the second store's job 1 never charged)",
+        "two_stores_two_keys",
+        """
+        _REPLIES = {}
+
+
+        def charge_handler(job, ctx):
+            # a job run again in this worker answers from memory: no second call at all
+            if job.id in _REPLIES:
+                return _REPLIES[job.id]
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            reply = ctx.world.payments.charge(
+                customer, amount, key=job.key, idempotency_key=job.key
+            )
+            _REPLIES[job.id] = reply
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "ledger replies kept in a module-level dict by job.id",
+        "two_stores_two_keys",
+        """
+        _POSTED = {}
+
+
+        def post_handler(job, ctx):
+            if job.id in _POSTED:
+                return _POSTED[job.id]
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
+            _POSTED[job.id] = reply
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark kept under str(job.id)",
+        "two_stores_two_keys",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(str(job.id)) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(str(job.id), "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key cut to its last 255 characters",
+        "every_invoice_is_charged_once",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            # the API takes at most 255 characters: keep the end, where the keys differ
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=job.key[-255:])
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key made base64 and cut to 40 characters",
+        "every_invoice_is_charged_once",
+        """
+        import base64
+
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            # header-safe, and short
+            ikey = base64.urlsafe_b64encode(job.key.encode()).decode()[:40]
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=ikey)
+    """,
+    ),
+    (
+        "ex05",
+        "the attempt number in the Idempotency-Key",
+        "charge_survives_lost_response",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=f"{job.key}#{job.attempt}")
+    """,
+    ),
+    (
+        "ex05",
+        "retried in the handler with a new Idempotency-Key per try",
+        "charge_survives_lost_response",
+        """
+        from labkit.errors import TransientError
+
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            for attempt in range(3):
+                try:
+                    return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                     idempotency_key=f"{job.key}:try{attempt}")
+                except TransientError:
+                    if attempt == 2:
+                        raise
+    """,
+    ),
+    (
+        "ex05",
+        "the worker's pid in the Idempotency-Key",
+        "charge_is_the_same_after_a_restart",
+        """
+        import os
+
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=f"{os.getpid()}:{job.key}")
+    """,
+    ),
+    (
+        "ex05",
+        "a payment error re-raised as a RuntimeError (the worker buries it)",
+        "a_failed_charge_is_retried",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(
+                    customer, amount, key=job.key, idempotency_key=job.key
+                )
+            except Exception as exc:
+                raise RuntimeError(f"charge of {amount} to {customer} failed: {exc}") from exc
+    """,
+    ),
+    (
+        "ex05",
+        "a busy ledger re-raised as a ValueError (the worker buries it)",
+        "a_failed_ledger_write_is_retried",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                with ctx.world.ledger.transaction() as tx:
+                    if tx.status(job.key) == "done":
+                        return {"skipped": "already posted"}
+                    reply = tx.post(customer, amount, key=job.key)
+                    tx.mark(job.key, "done")
+            except TimeoutError as exc:
+                raise ValueError(f"ledger write failed for {job.key}") from exc
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "the mark written as 'Done', read as 'done'",
+        "post_survives_every_crash",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "Done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "the entry posted through ctx.world.ledger, not tx, inside the transaction",
+        "post_survives_every_crash",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = ctx.world.ledger.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "the customer lower-cased and stripped before the charge",
+        "charge_runs_once_without_faults",
+        """
+        def charge_handler(job, ctx):
+            customer = job.payload["customer"].strip().lower()  # tidy the customer id
+            amount = job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "the reply returned with the job's key added",
+        "charge_runs_once_without_faults",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            reply = ctx.world.payments.charge(
+                customer, amount, key=job.key, idempotency_key=job.key
+            )
+            return {"job": job.key, **reply}
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key with the date read at import",
+        "the_same_calls_a_day_later",
+        """
+        from datetime import date
+
+        TODAY = date.today().isoformat()  # the billing day this worker runs for
+
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=f"{TODAY}:{job.key}")
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark with the day read at import (time.strftime)",
+        "the_same_calls_a_day_later",
+        """
+        import time
+
+        DAY = time.strftime("%Y%m%d")
+
+
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            mark = f"{job.key}@{DAY}"
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key with datetime.now() of the import",
+        "the_same_calls_a_day_later",
+        """
+        from datetime import datetime
+
+        RUN = datetime.now().strftime("%Y%m%d")  # one billing run per day
+
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=f"{RUN}-{job.key}")
+    """,
+    ),
 ]
 
 
@@ -634,6 +901,41 @@ SAYS: dict[str, str] = {
     ),
     "an Idempotency-Key with the UTC hour in it": "a day and an hour later",
     "the Idempotency-Key is the job's id (str(job.id))": "both job 1 of their own job store",
+    "replies kept in a module-level dict by job.id (the second store's job 1 never charged)": (
+        "one after the other in one worker"
+    ),
+    "ledger replies kept in a module-level dict by job.id": "to read and write the ledger",
+    "the ledger mark kept under str(job.id)": "both job 1 of their own job store",
+    "an Idempotency-Key cut to its last 255 characters": "one charge per invoice",
+    "an Idempotency-Key made base64 and cut to 40 characters": "one charge per invoice",
+    "the attempt number in the Idempotency-Key": "exactly one charge after a lost reply",
+    "retried in the handler with a new Idempotency-Key per try": (
+        "exactly one charge after a lost reply"
+    ),
+    "the worker's pid in the Idempotency-Key": "in a restarted worker",
+    "a payment error re-raised as a RuntimeError (the worker buries it)": (
+        "after a 503 from the payment API"
+    ),
+    "a busy ledger re-raised as a ValueError (the worker buries it)": (
+        "after a failed ledger write"
+    ),
+    "the mark written as 'Done', read as 'done'": "exactly one ledger entry after a crash",
+    "the entry posted through ctx.world.ledger, not tx, inside the transaction": (
+        "a crash right after the first ledger commit to fire"
+    ),
+    "the customer lower-cased and stripped before the charge": (
+        "the job's amount (in cents, as it is)"
+    ),
+    "the reply returned with the job's key added": "to return the reply",
+    "an Idempotency-Key with the date read at import": (
+        "from a worker started a day and an hour later"
+    ),
+    "the ledger mark with the day read at import (time.strftime)": (
+        "from a worker started a day and an hour later"
+    ),
+    "an Idempotency-Key with datetime.now() of the import": (
+        "from a worker started a day and an hour later"
+    ),
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.

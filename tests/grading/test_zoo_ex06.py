@@ -973,6 +973,295 @@ ZOO: list[tuple[str, str, str, str]] = [
             return ids
     """,
     ),
+    (
+        "ex06",
+        "redrive keeps the old dead_reason (not cleared)",
+        "redrive_gives_a_fresh_start",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            params = {"limit": limit, "kind": kind, "now": now}
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [row["id"] for row in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind) "
+                    "ORDER BY updated_at, id LIMIT :limit", params)]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now, "
+                        "redrives = redrives + 1, updated_at = :now "
+                        "WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "the raw error put into dead_reason too (its secrets with it)",
+        "dead_letter_hides_secrets",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            # the reason tells the person what happened: put the error in it too
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": f"{reason} ({error})",
+                 "error": describe(error), "now": now},
+            ).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "a redaction of one's own (URL passwords and token= only)",
+        "dead_letter_hides_secrets",
+        """
+        import re
+        def dead_letter(conn, job_id, token, reason, error, now):
+            text = f"{type(error).__name__}: {error}"
+            # passwords in URLs, then token=... and password=...
+            text = re.sub(r"(://[^:/@ ]*:)[^@ ]*@", lambda m: m.group(1) + "***@", text)
+            text = re.sub(r"(token|password)=[^ ,;]+", lambda m: m.group(1) + "=***", text)
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "error": text, "now": now},
+            ).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "dead_reason cut to 255 characters (VARCHAR habit)",
+        "dead_letter_records_the_reason",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason[:255],  # VARCHAR(255)
+                 "error": describe(error), "now": now},
+            ).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "last_error without the error's class",
+        "dead_letter_records_the_reason",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            # the class name is noise: keep the (redacted) message
+            text = describe(error).split(": ", 1)[-1]
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "error": text, "now": now},
+            ).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter returns the rowcount (1 or 0), not True or False",
+        "dead_letter_records_the_reason",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            cur = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token",
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now},
+            )
+            return cur.rowcount  # 1 or 0
+    """,
+    ),
+    (
+        "ex06",
+        "a deferred BEGIN (not IMMEDIATE) around the SELECT and the UPDATE",
+        "two_redrives_at_once_share_nothing",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            conn.execute("BEGIN")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"limit": limit, "kind": kind})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "no transaction, a state guard in the UPDATE, the selected ids returned",
+        "redrive_racing_a_worker",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            ids = [r["id"] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY updated_at, id LIMIT :limit", {"limit": limit, "kind": kind})]
+            if not dry_run:
+                # the state guard makes it safe: a job that left 'dead' meanwhile is skipped
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                    " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                    " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                    {"now": now, "ids": json.dumps(ids)})
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "the SELECT committed, then one short transaction per job",
+        "two_redrives_at_once_share_nothing",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"limit": limit, "kind": kind})]
+            finally:
+                conn.execute("COMMIT")
+            if dry_run:
+                return ids
+            for job_id in ids:  # one short transaction per job, to keep the lock short
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                    " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                    " WHERE id = :id",
+                    {"now": now, "id": job_id})
+                conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "the ids returned newest first",
+        "redrive_picks_the_oldest_for_any_table",
+        """
+        _reference_redrive = redrive
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            return _reference_redrive(conn, limit=limit, now=now, kind=kind, dry_run=dry_run)[::-1]
+    """,
+    ),
+    (
+        "ex06",
+        "kind compared with COLLATE NOCASE",
+        "redrive_filters_by_kind",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead'"
+                    " AND (:kind IS NULL OR kind = :kind COLLATE NOCASE)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"limit": limit, "kind": kind})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "the kind stripped of spaces before it is compared",
+        "redrive_filters_by_kind",
+        """
+        _reference_redrive = redrive
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            # operators type kinds by hand: forgive stray spaces
+            return _reference_redrive(conn, limit=limit, now=now,
+                                      kind=kind.strip() if kind else kind, dry_run=dry_run)
+    """,
+    ),
+    (
+        "ex06",
+        "the limit checked after BEGIN IMMEDIATE (the refusal leaves it open)",
+        "leaves_no_transaction_open",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            conn.execute("BEGIN IMMEDIATE")
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"limit": limit, "kind": kind})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "ties broken by the newest id (ORDER BY updated_at, id DESC)",
+        "redrive_picks_the_oldest_for_any_table",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id DESC LIMIT :limit", {"limit": limit, "kind": kind})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
 ]
 
 
@@ -1034,6 +1323,28 @@ SAYS: dict[str, str] = {
     ),
     "dead_reason made ASCII before it is stored": "every character",
     "redrive stamps int(now)": "after redrive(now=",
+    "redrive keeps the old dead_reason (not cleared)": "'dead_reason': None",
+    "the raw error put into dead_reason too (its secrets with it)": (
+        "no secret of the error in any column"
+    ),
+    "a redaction of one's own (URL passwords and token= only)": (
+        "the Bearer token and the client_secret redacted"
+    ),
+    "dead_reason cut to 255 characters (VARCHAR habit)": "stored whole",
+    "last_error without the error's class": "naming the class and message",
+    "dead_letter returns the rowcount (1 or 0), not True or False": "True (the job was buried)",
+    "a deferred BEGIN (not IMMEDIATE) around the SELECT and the UPDATE": "both redrives to return",
+    "no transaction, a state guard in the UPDATE, the selected ids returned": (
+        "not reported as redriven"
+    ),
+    "the SELECT committed, then one short transaction per job": "to return different jobs",
+    "the ids returned newest first": "on jobs",
+    "kind compared with COLLATE NOCASE": "kind='mail_digest' among kinds",
+    "the kind stripped of spaces before it is compared": "a space at the end",
+    "the limit checked after BEGIN IMMEDIATE (the refusal leaves it open)": (
+        "no transaction left open when redrive(limit=0"
+    ),
+    "ties broken by the newest id (ORDER BY updated_at, id DESC)": "on jobs",
 }
 
 

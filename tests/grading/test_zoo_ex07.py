@@ -489,6 +489,194 @@ ZOO: list[tuple[str, str, str, str]] = [
                     Breaker.clock = clock
     """,
     ),
+    (
+        "ex07",
+        "a cooldown spread by id(self) (jitter per breaker)",
+        "no_jitter_on_the_cooldown",
+        """
+        class Breaker(Breaker):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                # spread the breakers' trials so they do not all retry at once
+                self.cooldown_s = cooldown_s * (1 + ((id(self) >> 4) % 21 - 10) / 100)
+    """,
+    ),
+    (
+        "ex07",
+        "a random jitter added to the opening time",
+        "no_jitter_on_the_cooldown",
+        """
+        import random
+        class Breaker(Breaker):
+            def record_failure(self):
+                super().record_failure()
+                if self.state == "open":
+                    # spread the trials of many workers a little
+                    self.opened_at += random.uniform(-1.0, 1.0)
+    """,
+    ),
+    (
+        "ex07",
+        "a cooldown spread by hash(self)",
+        "no_jitter_on_the_cooldown",
+        """
+        class Breaker(Breaker):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self.cooldown_s = cooldown_s + (hash(self) % 5) / 10
+    """,
+    ),
+    (
+        "ex07",
+        "failures kept in a deque(maxlen=10)",
+        "no_cap_on_the_threshold",
+        """
+        from collections import deque
+        class Breaker(Breaker):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self.recent = deque(maxlen=10)  # the last few failures are enough
+            def record_failure(self):
+                self.recent.append(self.clock.now())
+                if self.state == "half_open" or len(self.recent) >= self.threshold:
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+            def record_success(self):
+                self.recent.clear()
+                self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        "the failure count kept modulo 256",
+        "no_cap_on_the_threshold",
+        """
+        class Breaker(Breaker):
+            def record_failure(self):
+                # a byte is plenty for a failure count
+                self.failures = (self.failures + 1) % 256
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+    """,
+    ),
+    (
+        "ex07",
+        "the cooldown capped at 10 minutes",
+        "no_cap_on_the_cooldown",
+        """
+        class Breaker(Breaker):
+            def __init__(self, threshold, cooldown_s, clock):
+                # never keep a dependency shut out for more than 10 minutes
+                super().__init__(threshold, min(cooldown_s, 600.0), clock)
+    """,
+    ),
+    (
+        "ex07",
+        "a refused call restarts the cooldown (never half-opens under load)",
+        "outage_spares_the_dependency",
+        """
+        class Breaker(Breaker):
+            def allow(self):
+                ok = super().allow()
+                if not ok and self.state == "open":
+                    # a refused call is one more failure: keep it open
+                    self.opened_at = self.clock.now()
+                return ok
+    """,
+    ),
+    (
+        "ex07",
+        "the opening time truncated with int()",
+        "cooldown_counts_from_the_opening",
+        """
+        class Breaker(Breaker):
+            def record_failure(self):
+                self.failures += 1
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    self.state, self.trial_out = "open", False
+                    self.opened_at = int(self.clock.now())
+    """,
+    ),
+    (
+        "ex07",
+        "the failure count reset on opening (a failed trial leaves it half open)",
+        "trial_failure_reopens_for_a_full_cooldown",
+        """
+        class Breaker(Breaker):
+            def record_failure(self):
+                self.failures += 1
+                if self.failures >= self.threshold:
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+                    self.failures = 0
+    """,
+    ),
+    (
+        "ex07",
+        "the elapsed time rounded to a tenth of a second",
+        "cooldown_is_the_one_given",
+        """
+        class Breaker(Breaker):
+            def allow(self):
+                elapsed = round(self.clock.now() - self.opened_at, 1)
+                if self.state == "open" and elapsed >= self.cooldown_s:
+                    self.state, self.trial_out = "half_open", False
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    return False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+    """,
+    ),
+    (
+        "ex07",
+        "a successful trial closes without resetting the count",
+        "trial_success_closes",
+        """
+        class Breaker(Breaker):
+            def record_success(self):
+                if self.state == "half_open":
+                    self.state, self.trial_out = "closed", False
+                else:
+                    self.failures = 0
+    """,
+    ),
+    (
+        "ex07",
+        "the opening time taken at the first refused call",
+        "cooldown_counts_from_the_opening",
+        """
+        class Breaker(Breaker):
+            def record_failure(self):
+                self.failures += 1
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    self.state, self.trial_out = "open", False
+                    self.opened_at = None  # set by the first call it refuses
+
+            def allow(self):
+                if self.state == "open" and self.opened_at is None:
+                    self.opened_at = self.clock.now()
+                return super().allow()
+    """,
+    ),
+    (
+        "ex07",
+        "reading state starts the trial (the caller who asks is the trial)",
+        "half_open_allows_one_trial",
+        """
+        class Breaker(Breaker):
+            @property
+            def state(self):
+                if self._state == "open" and self.clock.now() >= self.opened_at + self.cooldown_s:
+                    self._state, self.trial_out = "half_open", True  # the trial is whoever asked
+                return self._state
+
+            @state.setter
+            def state(self, value):
+                self._state = value
+    """,
+    ),
 ]
 
 
@@ -519,6 +707,25 @@ SAYS: dict[str, str] = {
         "the local clock changes there"
     ),
     "the first breaker's clock kept on the class": "two breakers on two clocks",
+    "a cooldown spread by id(self) (jitter per breaker)": "lets its trial through at 30 s",
+    "a random jitter added to the opening time": "every one refuses a millisecond before 30 s",
+    "a cooldown spread by hash(self)": "breakers opened at the same moment",
+    "failures kept in a deque(maxlen=10)": "with threshold=300",
+    "the failure count kept modulo 256": "open at failure 300",
+    "the cooldown capped at 10 minutes": "with cooldown_s=7200.25",
+    "a refused call restarts the cooldown (never half-opens under load)": (
+        "once the dependency is back"
+    ),
+    "the opening time truncated with int()": "it opened the breaker",
+    "the failure count reset on opening (a failed trial leaves it half open)": (
+        "after a failed trial"
+    ),
+    "the elapsed time rounded to a tenth of a second": "with cooldown_s=",
+    "a successful trial closes without resetting the count": "count was reset",
+    "the opening time taken at the first refused call": "it opened the breaker",
+    "reading state starts the trial (the caller who asks is the trial)": (
+        "once the 30 s cooldown passed"
+    ),
 }
 
 

@@ -113,13 +113,17 @@ def call_in_fresh_process(
     hash_seed: int,
     timeout: float = 30.0,
     rerun_cells: bool = False,
+    prelude: str = "",
+    env: Mapping[str, str] | None = None,
 ) -> list[tuple[str, str]]:
     """``[("returned", repr(value)) | ("raised", "Type: message")]`` per call, from a new python.
 
     ``rerun_cells``: build the namespace there from the cells (when the namespace has
     them), for a check about values computed at import; every cell runs again, so only
-    where that is the point. Raises ``CannotShip`` when the function cannot be rebuilt
-    there, or the new process fails or hangs.
+    where that is the point. ``prelude`` is Python run there first, before anything of
+    the student's (a clock moved to the next day, say), with ``env`` added to the
+    environment. Raises ``CannotShip`` when the function cannot be rebuilt there, or the
+    new process fails or hangs.
     """
     packed: dict[str, tuple[str, Any]] = {}
     cells = values.get(CELLS, ()) if rerun_cells else ()
@@ -134,13 +138,12 @@ def call_in_fresh_process(
             "calls": calls,
         }
     )
-    env = {**os.environ, "PYTHONHASHSEED": str(hash_seed)}
     proc = subprocess.Popen(
-        [sys.executable, "-c", _CHILD],
+        [sys.executable, "-c", prelude + _CHILD],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=env,
+        env={**os.environ, **(env or {}), "PYTHONHASHSEED": str(hash_seed)},
         start_new_session=True,
     )
     try:

@@ -333,12 +333,13 @@ def _two_deliveries(ns: Namespace, which: str) -> None:
 
 
 def invoices(kind: str, rng: random.Random) -> tuple[tuple[str, dict[str, Any], str], ...]:
-    """Ten jobs from one seed: the cases one fixed invoice never shows.
+    """Twelve jobs from one seed: the cases one fixed invoice never shows.
 
     One customer billed the same amount in two months (a key built from the payload
     makes the second look like a repeat), two keys that differ only after their first
-    30 characters, and two long ones that differ only after their first 100 (a truncated
-    key), a customer whose name starts another's, and names with ``_``, capitals and
+    30 characters, two long ones that differ only after their first 100 (a truncated
+    key), two longer ones that differ only in their first characters (a key cut to its
+    end), a customer whose name starts another's, and names with ``_``, capitals and
     non-ASCII: two customers whose names differ only in case, and two only in an accent
     (a key lower-cased or folded to ASCII makes one look like a repeat of the other).
     """
@@ -360,6 +361,11 @@ def invoices(kind: str, rng: random.Random) -> tuple[tuple[str, dict[str, Any], 
     rows += [(name, amount, f"{stem.replace(base, name)}:{kind}:v3") for name in (accented, plain)]
     lines = "/".join(f"line-{n:02d}" for n in range(10))
     rows += [(base, amount, f"{stem}:{kind}:{lines}:part-{n}") for n in (1, 2)]
+    # Two keys that differ only at their start (the region), with the same 280 characters
+    # after it: a key cut to its last 255 characters (the end is where keys differ,
+    # usually) makes the second look like a repeat of the first.
+    deep = "/".join(f"line-{n:02d}" for n in range(32))
+    rows += [(base, amount, f"{region}/{stem}:{kind}:{deep}") for region in ("eu-west", "us-east")]
     rng.shuffle(rows)
     return tuple((kind, {"customer": c, "amount": a}, key) for c, a, key in rows)
 

@@ -523,3 +523,84 @@ def sent_from_two_stores(
             except Exception:  # noqa: BLE001, S110 - a failed call sent what it sent
                 pass
     return [calls_in(path) for path in paths]
+
+
+#: Run first in ``restarted_later``'s new process, before the cells run again there: the
+#: wall clock reads ``LABKIT_LATER_S`` seconds later (``time`` and ``datetime.datetime``),
+#: as it would for a worker restarted the next day. The lab's own modules are imported
+#: before, on the real clock; the cells import ``datetime`` after, and get the later one.
+_LATER_CLOCK = r"""
+import datetime as _dt, os as _os, time as _time
+import labkit.grading.isolation.student_side, labkit.grading.exercises.ex05.recorder
+_shift = float(_os.environ["LABKIT_LATER_S"])
+_real = {n: getattr(_time, n) for n in ("time", "time_ns", "localtime", "gmtime", "ctime",
+                                        "asctime", "strftime")}
+_time.time = lambda: _real["time"]() + _shift
+_time.time_ns = lambda: _real["time_ns"]() + int(_shift * 1e9)
+_time.localtime = lambda s=None: _real["localtime"](_time.time() if s is None else s)
+_time.gmtime = lambda s=None: _real["gmtime"](_time.time() if s is None else s)
+_time.ctime = lambda s=None: _real["ctime"](_time.time() if s is None else s)
+_time.asctime = lambda t=None: _real["asctime"](_time.localtime() if t is None else t)
+_time.strftime = lambda f, t=None: _real["strftime"](f, _time.localtime() if t is None else t)
+_RealDatetime = _dt.datetime
+class _Later(_RealDatetime):
+    @classmethod
+    def now(cls, tz=None):
+        return _RealDatetime.now(tz) + _dt.timedelta(seconds=_shift)
+    @classmethod
+    def utcnow(cls):
+        return _RealDatetime.utcnow() + _dt.timedelta(seconds=_shift)
+    @classmethod
+    def today(cls):
+        return cls.now()
+_dt.datetime = _Later
+"""
+
+
+def restarted_later(
+    values: MutableMapping[str, Any], which: str, folder: str, jobs: list[list[Any]], seconds: float
+) -> dict[str, Any]:
+    """What the student's handler sends for each of ``jobs`` from a worker started now, and
+    from one started ``seconds`` later (the next day): two new processes, one hash seed,
+    the cells run again in each (``replay``), the second with the wall clock moved before
+    the cells run. A value computed at import from the date differs between the two.
+
+    ``{"now": [...], "later": [...]}`` (the calls each sent, per job), or ``{"how": why}``
+    when the handler cannot be run again from its cells (``check()`` in Jupyter).
+    """
+    from labkit.grading.checks import CELLS
+    from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process
+
+    if not values.get(CELLS, ()):
+        return {"how": "the handler's cells are not known here"}
+    clock = FakeClock(LAB_EPOCH)
+    with JobStore(Path(folder) / "jobs.db", clock) as store:
+        for kind, payload, key in jobs:
+            store.enqueue(kind, payload, key=key)
+        the_jobs = [store.get_by_key(key) for _kind, _payload, key in jobs]
+    name = "charge_handler" if which == "charge" else "post_handler"
+    got: dict[str, Any] = {}
+    for label, shift in (("now", 0.0), ("later", seconds)):
+        paths = [str(Path(folder) / f"restart-{label}-{i}.jsonl") for i in range(len(the_jobs))]
+        calls: list[tuple[list[Any], dict[str, Any]]] = [
+            ([job, RecordingCtx(path)], {}) for job, path in zip(the_jobs, paths, strict=True)
+        ]
+        try:
+            answers = call_in_fresh_process(
+                values,
+                name,
+                calls,
+                hash_seed=0,
+                rerun_cells=True,
+                prelude=_LATER_CLOCK,
+                env={"LABKIT_LATER_S": repr(shift)},
+            )
+        except CannotShip as exc:
+            return {"how": f"the restarted worker: {exc}"}
+        for how, text in answers:
+            if how == "raised" and text.startswith("NotImplementedError"):
+                said = text.partition(": ")[2]
+                if is_stub_text(said):
+                    raise NotImplementedError(said)
+        got[label] = [calls_in(path) for path in paths]
+    return got
