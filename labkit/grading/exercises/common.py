@@ -44,6 +44,9 @@ def need(values: MutableMapping[str, Any], name: str) -> Any:
         ) from None
 
 
+_UNBOUND = object()
+
+
 def _mutable_class_attrs(values: MutableMapping[str, Any]) -> list[tuple[type, str, Any]]:
     found = []
     for value in list(values.values()):
@@ -65,11 +68,18 @@ def fresh_state(values: MutableMapping[str, Any]) -> Iterator[None]:
 
     Module-level dicts, lists and sets and plain class attributes are copied before
     and restored after, so a cache or a counter kept there cannot carry what one
-    check did into the next (each check starts from the state the notebook left).
+    check did into the next (each check starts from the state the notebook left). A
+    module-level name the block rebound (``global _WORLD; _WORLD = ...``, a counter
+    ``n += 1``) is bound again to what it held, and one the block added is removed.
     """
+    bound = {
+        name: value
+        for name, value in values.items()
+        if not (_IPYTHON.match(name) or name.startswith("__"))
+    }
     saved: dict[str, Any] = {}
-    for name, value in list(values.items()):
-        if _IPYTHON.match(name) or name.startswith("__") or type(value) not in _MUTABLE:
+    for name, value in bound.items():
+        if type(value) not in _MUTABLE:
             continue
         try:
             saved[name] = copy.deepcopy(value)
@@ -79,14 +89,20 @@ def fresh_state(values: MutableMapping[str, Any]) -> Iterator[None]:
     try:
         yield
     finally:
-        for name, value in saved.items():
-            current: Any = values.get(name)
-            if type(current) is type(value):
-                # The same object, refilled: anything holding it sees the old contents.
-                current.clear()
-                current.update(value) if isinstance(current, (dict, set)) else current.extend(value)
-            else:
+        for name in [n for n in values if n not in bound]:
+            if not (_IPYTHON.match(name) or name.startswith("__")):
+                del values[name]
+        for name, value in bound.items():
+            if values.get(name, _UNBOUND) is not value:
                 values[name] = value
+        for name, copied in saved.items():
+            # The same object, refilled: anything holding it sees the old contents.
+            original = bound[name]
+            original.clear()
+            if isinstance(original, (dict, set)):
+                original.update(copied)
+            else:
+                original.extend(copied)
         for cls, name, value in class_attrs:
             setattr(cls, name, value)
 
