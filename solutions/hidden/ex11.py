@@ -1,7 +1,8 @@
 """Hidden checks for exercise 11: names JSON must escape, two consumer processes at once,
-hundreds of pending rows in id order, a message the consumer cannot apply (and its
-redelivery), repeats on one long-lived consumer connection, and an order killed and
-never retried."""
+hundreds of pending rows in id order and a backlog past 10000, a message the consumer
+cannot apply (and its redelivery), an order place_order cannot save, repeats on one
+long-lived shop or consumer connection, an order killed and never retried, a message
+new to a second consumer database, and a row an operator made pending again."""
 
 from __future__ import annotations
 
@@ -39,8 +40,10 @@ CHECKS = Checks("ex11", hidden=True)
 )
 def body_is_json_for_any_name(ns: Namespace) -> None:
     # A name JSON must escape, and a long one (no VARCHAR(64) habit: nothing is cut).
+    # And spaces around a name are the customer's: nothing is stripped either.
     long_name = "Maria Aparecida dos Santos " + "e Silva " * 12 + "Ñúñez"
-    for order_id, name in ((123456789, 'Zé "Tuca" d\'Ávila\\'), (5, long_name)):
+    names = ((123456789, 'Zé "Tuca" d\'Ávila\\'), (5, long_name), (6, "  Lia Nuñes "))
+    for order_id, name in names:
         with lab_file(ns, outbox_db, "shop.db") as (conn, path):
             place(ns, path, [order_id, name, 0])
             [row] = rows_of(conn, "all_outbox")
@@ -126,11 +129,12 @@ def two_shop_processes_place_the_same_order(ns: Namespace) -> None:
 def relay_publishes_every_pending_row_oldest_first(ns: Namespace) -> None:
     for seed in scene_seeds():
         _relay_publishes_every_pending_row_oldest_first_in(ns, Random(seed))
-    # A backlog past a round batch size (1200 to 1500 rows, a tenth sent: over 1000
-    # pending, past a LIMIT 1000), published into a list: fast.
+    # A backlog past every round batch size up to 10000 (11200 to 11800 rows, a tenth
+    # sent: over 10000 pending, past a LIMIT 1000, 5000 or 10000), published into a
+    # list: a few tenths of a second.
     for seed in scene_seeds():
         _relay_publishes_every_pending_row_oldest_first_in(
-            ns, Random(f"{seed}:backlog"), (1200, 1500)
+            ns, Random(f"{seed}:backlog"), (11200, 11800)
         )
 
 
@@ -404,4 +408,111 @@ def consume_rolls_back_whatever_it_raises(ns: Namespace) -> None:
             _("the first {first}, the second {second}; emails {emails}").format(
                 first=did(got[0]), second=did(got[1]), emails=emails(conn)
             ),
+        )
+
+
+@CHECKS.add(
+    2,
+    "an order place_order cannot save (its INSERT fails: customer null) must raise, never "
+    "return False: False tells the shop the order was placed before (a retried request), "
+    "and the customer is told an order nobody saved is on its way",
+    severe=True,
+)
+def a_failed_order_is_an_error_not_a_retry(ns: Namespace) -> None:
+    calls = [[8, None, 100], [8, "ana", 100]]  # customer is NOT NULL: the first INSERT fails
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        got = ns.harness(HARNESS + "on_one_connection", "place_order", str(path), calls)
+        ok, seen = consistent(conn)
+        expect(
+            "raised" in got[0],
+            "place_order(conn, 8, None, 100) to raise: the order could not be saved",
+            _("it {outcome}").format(outcome=did(got[0])),
+        )
+        expect(
+            got[1].get("returned") is True and ok and len(rows_of(conn, "all_outbox")) == 1,
+            "place_order(conn, 8, 'ana', 100) next, on the same connection: True, order 8 "
+            "and its message saved",
+            _("it {outcome}; {found}").format(outcome=did(got[1]), found=seen),
+        )
+
+
+@CHECKS.add(
+    1,
+    "on one long-lived shop connection, a retried place_order returns False and ends its "
+    "transaction (COMMIT or ROLLBACK before returning: a BEGIN IMMEDIATE left open keeps "
+    "the shop's database locked); tell a retry from INSERT ... ON CONFLICT DO NOTHING "
+    "RETURNING, never from cursor.lastrowid, which still holds the connection's last insert",
+)
+def a_long_lived_shop_connection_tells_each_retry(ns: Namespace) -> None:
+    calls = [[7, "ana", 4200], [7, "ana", 4200], [8, "bia", 1500], [8, "bia", 1500]]
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        got = ns.harness(HARNESS + "on_one_connection", "place_order", str(path), calls)
+        ok, seen = consistent(conn)
+        expect(
+            [g.get("returned") for g in got] == [True, False, True, False]
+            and ok
+            and len(rows_of(conn, "all_outbox")) == 2,
+            "orders 7, 7 again, 8 and 8 again on one connection: True, False, True, False, "
+            "and orders 7 and 8 each with its message",
+            _("{calls}; {found}").format(calls=", ".join(did(g) for g in got), found=seen),
+        )
+
+
+@CHECKS.add(
+    1,
+    "what consume applied is what the consumer's database records, nothing kept in "
+    "memory: a set of seen ids in the notebook skips a message in another (or a rebuilt) "
+    "consumer database, and its email is never sent",
+    severe=True,
+)
+def each_consumer_database_applies_the_message(ns: Namespace) -> None:
+    mid, body = _delivered_body(1, "ana")
+    with (
+        lab_file(ns, consumer_db, "mail.db") as (first, first_path),
+        lab_file(ns, consumer_db, "mail2.db") as (second, second_path),
+    ):
+        got = ns.harness(
+            HARNESS + "consume_in_each_database", [str(first_path), str(second_path)], mid, body
+        )
+        expect(
+            [g.get("returned") for g in got] == [True, True]
+            and emails(first) == [(1, "ana")]
+            and emails(second) == [(1, "ana")],
+            _(
+                "{message_id} applied in each of two consumer databases, one after the other in "
+                "one process: True, True, and an email in each"
+            ).format(message_id=mid),
+            _("{calls}; emails {first} and {second}").format(
+                calls=", ".join(did(g) for g in got), first=emails(first), second=emails(second)
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "pending is sent_at IS NULL, whatever the relay published before: a row an operator "
+    "made pending again (the broker lost it) is published by the next run; remember no "
+    "'published up to id N' in memory, or that row is skipped for good",
+    severe=True,
+)
+def a_row_made_pending_again_is_published(ns: Namespace) -> None:
+    again = [message_id(ORDERS[0][0])]
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        seed_outbox(conn, ORDERS)
+        got = ns.harness(
+            HARNESS + "relay_after_a_redrive", str(path), str(path.parent / "broker.db"), NOW, again
+        )
+        for run in ("first", "second"):
+            _raised(
+                got[run],
+                "relay_once(conn, publish, now)",
+                _("try relay_once with a list as broker"),
+            )
+        expect(
+            got["second"].get("returned") == again,
+            _(
+                "{ids} from the same relay process's next run, after an operator set its "
+                "sent_at back to NULL"
+            ).format(ids=again),
+            _("it {outcome}").format(outcome=did(got["second"])),
         )

@@ -131,7 +131,8 @@ def _tick_reads_what_fired_in_every_time_zone_in(ns: Namespace, rng: Random) -> 
     "match your own keys with substr(key, 1, :n) = :prefix (or key >= :prefix AND key "
     "< :end): LIKE treats '_' as any character and ignores case, GLOB reads '*', '?' and "
     "'[' as wildcards, and slot_key must keep the name as given, or 'Daily_Report' reads "
-    "or takes the keys of 'daily-report'",
+    "or takes the keys of 'daily-report'; bind the name as a parameter (a quote in it "
+    "breaks SQL built with an f-string), spaces and all",
     severe=True,
 )
 def names_with_underscores_and_capitals_are_their_own_schedules(ns: Namespace) -> None:
@@ -140,6 +141,9 @@ def names_with_underscores_and_capitals_are_their_own_schedules(ns: Namespace) -
         # GLOB's wildcards in a name ('[EU]' one of E or U, '*', '?'): 'BackupE-eu1_Daily2'
         # matches the pattern 'schedule:Backup[EU]*_Daily?:*' (and is as long: its keys parse).
         _own_schedules_in(ns, Random(f"{seed}:glob"), "Backup[EU]*_Daily?", ("BackupE-eu1_Daily2",))
+        # A quote in the name (SQL built with an f-string breaks on it) and a leading space
+        # (a name stripped by slot_key takes the keys of the schedule without it).
+        _own_schedules_in(ns, Random(f"{seed}:quote"), " Fecho_d'Ávila", ("Fecho_d'Ávila",))
 
 
 def _own_schedules_in(

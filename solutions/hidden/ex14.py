@@ -2,7 +2,8 @@
 kill anywhere in a job of policy version 2, a finished job delivered again after a
 deploy, errors that are no decline (a 503 from the payment API, a mail rejected), two
 orders of one customer, a job killed before its first checkpoint and resumed after a
-deploy, and a kill right after the release."""
+deploy, a kill right after the release, and a job resumed after the customer changed the
+e-mail address."""
 
 from __future__ import annotations
 
@@ -467,3 +468,31 @@ def a_step_found_done_says_skipped(ns: Namespace) -> None:
                 ).format(step=step),
                 repr(second) if "returned" in got[1] else raised_text(got[1]),
             )
+
+
+@CHECKS.add(
+    2,
+    "key each step by the order's id and the step, not by the order's content (a hash of "
+    "the whole order dict): a job resumed after the customer changed the e-mail address "
+    "sends other keys, and reserves and charges again",
+    severe=True,
+)
+def a_resumed_order_with_a_new_address_is_charged_once(ns: Namespace) -> None:
+    moved = {**ORDER, "email": "ana.souza@example.com"}  # read again from the shop's database
+    with scene(ns) as folder:
+        run(ns, folder, ORDER, crash_after="payments.charge")
+        run(ns, folder, moved)
+        got = found(world_of(folder), ORDER)
+        mails = found(world_of(folder), moved)["mail"] + got["mail"]
+        expect(
+            got["ledger"] == [[ORDER["sku"], -1]]
+            and got["payments"] == [[ORDER["customer"], ORDER["amount"]]]
+            and len(mails) == 1,
+            _(
+                "order {order_id} reserved once, charged once and e-mailed once after a crash "
+                "right after the charge and a resume whose order has a new e-mail address"
+            ).format(order_id=ORDER["id"]),
+            _("the ledger {ledger}, charges {charges}, e-mails {mails}").format(
+                ledger=got["ledger"], charges=got["payments"], mails=mails
+            ),
+        )

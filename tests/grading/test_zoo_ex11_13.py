@@ -1318,6 +1318,406 @@ ZOO: list[tuple[str, str, str, str]] = [
         """,
     ),
     (
+        "ex11",
+        "the relay publishes at most 5000 rows a run (a batch size past every small backlog)",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL"
+                " ORDER BY id LIMIT 5000"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay pages through pending rows with OFFSET while marking them (skips pages)",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        def relay_once(conn, publish, now):
+            sent, offset = [], 0
+            while True:
+                page = conn.execute(
+                    "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL"
+                    " ORDER BY id LIMIT 100 OFFSET ?", (offset,)
+                ).fetchall()
+                if not page:
+                    return sent
+                for row_id, topic, message_id, body in page:
+                    publish(topic, message_id, body)
+                    conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                    sent.append(message_id)
+                offset += 100
+        """,
+    ),
+    (
+        "ex11",
+        "the relay publishes by the body's order_id, not by outbox id",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL"
+            ).fetchall()
+            pending.sort(key=lambda r: json.loads(r[3])["order_id"])
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay publishes again rows sent more than 30 s ago",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox"
+                " WHERE sent_at IS NULL OR sent_at < ? ORDER BY id",
+                (now - 30,),
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "place_order strips the spaces around the customer's name",
+        "body_is_json_for_any_name",
+        """
+        def place_order(conn, order_id, customer, total):
+            customer = customer.strip()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (:id, :customer, :total)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id",
+                    {"id": order_id, "customer": customer, "total": total},
+                ).fetchone()
+                if created is not None:
+                    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (:mid, 'order.placed', :body)",
+                        {"mid": f"order:{order_id}:placed:v1", "body": body},
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return created is not None
+        """,
+    ),
+    (
+        "ex11",
+        "place_order swallows a failed INSERT: ROLLBACK and return False",
+        "a_failed_order_is_an_error_not_a_retry",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (:id, :customer, :total)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id",
+                    {"id": order_id, "customer": customer, "total": total},
+                ).fetchone()
+                if created is not None:
+                    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (:mid, 'order.placed', :body)",
+                        {"mid": f"order:{order_id}:placed:v1", "body": body},
+                    )
+                conn.execute("COMMIT")
+            except Exception:
+                conn.execute("ROLLBACK")
+                return False
+            return created is not None
+        """,
+    ),
+    (
+        "ex11",
+        "place_order returns False for a retry inside its open BEGIN IMMEDIATE",
+        "a_long_lived_shop_connection_tells_each_retry",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (:id, :customer, :total)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id",
+                    {"id": order_id, "customer": customer, "total": total},
+                ).fetchone()
+                if created is None:
+                    return False
+                body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                conn.execute(
+                    "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (:mid, 'order.placed', :body)",
+                    {"mid": f"order:{order_id}:placed:v1", "body": body},
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return True
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer keeps the ids it applied in a set in memory and skips them",
+        "each_consumer_database_applies_the_message",
+        """
+        _seen = set()
+        def consume(conn, message_id, body):
+            if message_id in _seen:
+                return False
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (:mid)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    {"mid": message_id},
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (:order_id, :customer)",
+                        {"order_id": order["order_id"], "customer": order["customer"]},
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            _seen.add(message_id)
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer checks with a SELECT in a deferred BEGIN (locked when two consume at once)",
+        "two_consumer_processes_send_each_email_once",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN")
+            try:
+                seen = conn.execute(
+                    "SELECT 1 FROM processed_messages WHERE message_id = ?", (message_id,)
+                ).fetchone()
+                if seen is None:
+                    conn.execute(
+                        "INSERT INTO processed_messages (message_id) VALUES (?)", (message_id,)
+                    )
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                        (order["order_id"], order["customer"]),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return seen is None
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer's two INSERTs in `with conn:` on an autocommit connection (two transactions)",
+        "consume_is_one_transaction",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            with conn:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (?)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id", (message_id,),
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                        (order["order_id"], order["customer"]),
+                    )
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer returns False for a repeat inside its open BEGIN IMMEDIATE",
+        "a_long_lived_consumer_drops_repeats",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (:mid)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    {"mid": message_id},
+                ).fetchone()
+                if fresh is None:
+                    return False
+                conn.execute(
+                    "INSERT INTO emails (order_id, customer) VALUES (:order_id, :customer)",
+                    {"order_id": order["order_id"], "customer": order["customer"]},
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return True
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer records the message id without its version (order:1:placed)",
+        "consume_applies_each_message_once",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            fact = message_id.rsplit(":", 1)[0]   # 'order:1:placed': the version is noise
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (:mid)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    {"mid": fact},
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (:order_id, :customer)",
+                        {"order_id": order["order_id"], "customer": order["customer"]},
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the email's INSERT built with an f-string (a quote in the name breaks it)",
+        "pipeline_on_generated_orders",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (:mid)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    {"mid": message_id},
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer)"
+                        f" VALUES ({order['order_id']}, '{order['customer']}')"
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "place_order tells a retry by cursor.lastrowid (the connection's last insert)",
+        "a_long_lived_shop_connection_tells_each_retry",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                cur = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                    " ON CONFLICT (id) DO NOTHING",
+                    (order_id, customer, total),
+                )
+                created = bool(cur.lastrowid)
+                if created:
+                    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (?, 'order.placed', ?)",
+                        (f"order:{order_id}:placed:v1", body),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return created
+        """,
+    ),
+    (
+        "ex11",
+        "place_order's INSERT OR IGNORE ignores a NOT NULL failure too (returns False)",
+        "a_failed_order_is_an_error_not_a_retry",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO orders (id, customer, total) VALUES (?, ?, ?)",
+                    (order_id, customer, total),
+                )
+                created = cur.rowcount == 1
+                if created:
+                    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (?, 'order.placed', ?)",
+                        (f"order:{order_id}:placed:v1", body),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return created
+        """,
+    ),
+    (
+        "ex11",
+        "the relay remembers in memory the id it published up to and selects only past it",
+        "a_row_made_pending_again_is_published",
+        """
+        _cursor = {"published_up_to": 0}
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL AND id > ?"
+                " ORDER BY id", (_cursor["published_up_to"],)
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                _cursor["published_up_to"] = row_id
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
         "ex12",
         "tick writes updated_at from the machine's clock, not now",
         "tick_enqueues_each_slot",
@@ -1459,6 +1859,103 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    (
+        "ex13",
+        "lease tokens drawn from a random.Random seeded once at import",
+        "tokens_differ_between_forked_workers",
+        """
+        import random
+        TOKENS = random.Random(1313)  # every forked worker inherits it in this state
+        _reference_capped, _reference_serial = claim_capped, claim_serial
+        class _TokenFromPython:
+            def __init__(self, conn):
+                self.conn = conn
+            def execute(self, sql, params):
+                return self.conn.execute(
+                    sql.replace("lower(hex(randomblob(16)))", ":token"),
+                    {**params, "token": "%032x" % TOKENS.getrandbits(128)},
+                )
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _reference_capped(_TokenFromPython(conn), worker, now, lease_s, cap)
+        def claim_serial(conn, worker, now, lease_s):
+            return _reference_serial(_TokenFromPython(conn), worker, now, lease_s)
+        """,
+    ),
+    (
+        "ex13",
+        "lease tokens numbered by a counter started at import",
+        "tokens_differ_between_forked_workers",
+        """
+        import itertools
+        LEASES = itertools.count(1)
+        _reference_capped, _reference_serial = claim_capped, claim_serial
+        class _NumberedToken:
+            def __init__(self, conn):
+                self.conn = conn
+            def execute(self, sql, params):
+                return self.conn.execute(
+                    sql.replace("lower(hex(randomblob(16)))", ":token"),
+                    {**params, "token": f"lease-{next(LEASES):06d}"},
+                )
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _reference_capped(_NumberedToken(conn), worker, now, lease_s, cap)
+        def claim_serial(conn, worker, now, lease_s):
+            return _reference_serial(_NumberedToken(conn), worker, now, lease_s)
+        """,
+    ),
+    (
+        "ex13",
+        "the lease cut to whole seconds (CAST(:lease_s AS INTEGER))",
+        "lease_lasts_the_lease_s_given",
+        """
+        CLAIM_SET = CLAIM_SET.replace(
+            "lease_until = :now + :lease_s", "lease_until = :now + CAST(:lease_s AS INTEGER)"
+        )
+        """,
+    ),
+    (
+        "ex13",
+        "jobs waiting to be retried counted as busy for the cap",
+        "retried_and_orphaned_jobs_run_again",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (SELECT c.id FROM jobs c
+                  WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                         OR (c.state = 'running' AND c.lease_until <= :now))
+                    AND (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                          AND (r.state = 'retry_wait'
+                               OR (r.state = 'running' AND r.lease_until > :now))) < :cap
+                  ORDER BY (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                             AND r.state = 'running' AND r.lease_until > :now),
+                           c.run_after, c.id
+                  LIMIT 1)
+                RETURNING *\"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "a claim that catches sqlite3.Error and returns None",
+        "a_failed_claim_comes_out",
+        """
+        import sqlite3
+        _reference_capped, _reference_serial = claim_capped, claim_serial
+        def claim_capped(conn, worker, now, lease_s, cap):
+            try:
+                return _reference_capped(conn, worker, now, lease_s, cap)
+            except sqlite3.Error:
+                return None  # "nothing to do": the worker sleeps on a broken database
+        def claim_serial(conn, worker, now, lease_s):
+            try:
+                return _reference_serial(conn, worker, now, lease_s)
+            except sqlite3.Error:
+                return None
+        """,
+    ),
 ]
 
 
@@ -1555,14 +2052,68 @@ SAYS: dict[str, str] = {
         "body with customer null) to raise"
     ),
     "the relay publishes at most 1000 rows a run (a silent batch size)": "pending messages of",
+    "the relay remembers in memory the id it published up to and selects only past it": (
+        "after an operator set its"
+    ),
+    "place_order tells a retry by cursor.lastrowid (the connection's last insert)": (
+        "7 again, 8 and 8 again"
+    ),
+    "place_order's INSERT OR IGNORE ignores a NOT NULL failure too (returns False)": (
+        "the order could not be saved"
+    ),
+    "the relay publishes at most 5000 rows a run (a batch size past every small backlog)": (
+        "pending messages of"
+    ),
+    "the relay pages through pending rows with OFFSET while marking them (skips pages)": (
+        "by outbox id"
+    ),
+    "the relay publishes by the body's order_id, not by outbox id": "by outbox id",
+    "the relay publishes again rows sent more than 30 s ago": "by outbox id",
+    "place_order strips the spaces around the customer's name": "the name intact",
+    "place_order swallows a failed INSERT: ROLLBACK and return False": (
+        "the order could not be saved"
+    ),
+    "place_order returns False for a retry inside its open BEGIN IMMEDIATE": (
+        "orders 7, 7 again, 8 and 8 again"
+    ),
+    "the consumer keeps the ids it applied in a set in memory and skips them": (
+        "applied in each of two consumer databases"
+    ),
+    "the consumer checks with a SELECT in a deferred BEGIN (locked when two consume at once)": (
+        "both consumers to finish"
+    ),
+    "the consumer's two INSERTs in `with conn:` on an autocommit connection (two transactions)": (
+        "exactly one email"
+    ),
+    "the consumer returns False for a repeat inside its open BEGIN IMMEDIATE": "on one connection",
+    "the consumer records the message id without its version (order:1:placed)": (
+        "another message about order 1"
+    ),
+    "the email's INSERT built with an f-string (a quote in the name breaks it)": "consume(",
     "claim_serial resets the attempt to 1 instead of counting it": "at attempt 2",
     "the lease token made of the worker's name and now": "two different lease_tokens",
     "the open accounts listed into the claim with an f-string": "to return a job or None",
+    "lease tokens drawn from a random.Random seeded once at import": "forked from the same parent",
+    "lease tokens numbered by a counter started at import": "takes over w1's expired lease",
+    "the lease cut to whole seconds (CAST(:lease_s AS INTEGER))": "lease_s=",
+    "jobs waiting to be retried counted as busy for the cap": "acme's two jobs in retry_wait",
+    "a claim that catches sqlite3.Error and returns None": (
+        "to raise the error of its failed UPDATE"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "the relay remembers in memory the id it published up to and selects only past it",
+    "place_order's INSERT OR IGNORE ignores a NOT NULL failure too (returns False)",
+    "place_order swallows a failed INSERT: ROLLBACK and return False",
+    "the consumer keeps the ids it applied in a set in memory and skips them",
+    "the consumer checks with a SELECT in a deferred BEGIN (locked when two consume at once)",
+    "the consumer's two INSERTs in `with conn:` on an autocommit connection (two transactions)",
+    "the consumer returns False for a repeat inside its open BEGIN IMMEDIATE",
+    "the consumer records the message id without its version (order:1:placed)",
+    "the email's INSERT built with an f-string (a quote in the name breaks it)",
     "the relay remembers in memory what it published, before publish returns",
     "consume returns False when the database is locked (taken for a repeat)",
     "place_order returns False when the database is locked (taken for a retry)",
@@ -1584,6 +2135,10 @@ SEVERE = [
     "the consumer tells a repeat by cursor.lastrowid after INSERT OR IGNORE",
     "the consumer remembers ids in memory before its transaction commits",
     "the consumer reports a message it cannot apply as a repeat (False)",
+    "lease tokens drawn from a random.Random seeded once at import",
+    "lease tokens numbered by a counter started at import",
+    "the lease cut to whole seconds (CAST(:lease_s AS INTEGER))",
+    "jobs waiting to be retried counted as busy for the cap",
 ]
 
 

@@ -4,8 +4,8 @@ Exercise 12 enqueues one job per slot however many schedulers tick. Each entry o
 one function of the reference solution with a mistake a student could make (the first
 ones are in ``test_zoo_ex11_13.py``); the check named after its mistake must catch it,
 in process for every entry and, for a sample, through ``labkit grade`` in the sandbox
-(``zoograding``), saying what ``SAYS`` gives. Each of these mistakes loses or duplicates
-a slot's job, so its check is severe and its score at most half.
+(``zoograding``), saying what ``SAYS`` gives. Each of these mistakes but the ``MINOR``
+ones loses or duplicates a slot's job, so its check is severe and its score at most half.
 """
 
 from __future__ import annotations
@@ -388,6 +388,252 @@ ZOO: list[tuple[str, str, str, str]] = [
             return created
         """,
     ),
+    (
+        "ex12",
+        "what fired read as the key of the row inserted last (ORDER BY id DESC)",
+        "last_fired_is_the_newest_key",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT key FROM jobs WHERE substr(key, 1, :n) = :prefix ORDER BY id DESC LIMIT 1",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "INSERT OR REPLACE, created when a SELECT before it found no key",
+        "two_schedulers_enqueue_each_slot_once",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                existed = conn.execute("SELECT 1 FROM jobs WHERE key = ?", (key,)).fetchone()
+                conn.execute(
+                    "INSERT OR REPLACE INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (?, ?, ?, ?)",
+                    (key, schedule, slot, now),
+                )
+                if existed is None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "ON CONFLICT (key) DO UPDATE SET updated_at ... RETURNING: a conflict reported as created",
+        "two_schedulers_enqueue_each_slot_once",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now)"
+                    " ON CONFLICT (key) DO UPDATE SET updated_at = excluded.updated_at"
+                    " RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "a SELECT for the key, then INSERT OR IGNORE reported as created",
+        "two_schedulers_in_every_order_enqueue_each_slot_once",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                if conn.execute("SELECT 1 FROM jobs WHERE key = ?", (key,)).fetchone():
+                    continue
+                conn.execute(
+                    "INSERT OR IGNORE INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (?, ?, ?, ?)",
+                    (key, schedule, slot, now),
+                )
+                created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "catch_up='latest' drops only the oldest missed slot",
+        "tick_catches_up_with_the_latest_slot",
+        """
+        def due_slots(period_s, last, since, now, catch_up):
+            if period_s <= 0:
+                raise ValueError(f"period_s must be positive, not {period_s!r}")
+            if catch_up not in ("all", "latest"):
+                raise ValueError(f"catch_up must be 'all' or 'latest', not {catch_up!r}")
+            slot = (now // period_s) * period_s
+            slots = []
+            while slot >= since and (last is None or slot > last):
+                slots.append(slot)
+                slot -= period_s
+            slots.reverse()
+            if catch_up == "latest" and len(slots) > 1:
+                return slots[1:]   # missed ones collapse: skip the oldest
+            return slots
+        """,
+    ),
+    (
+        "ex12",
+        "the newest key read with SQL built by an f-string (a quote in the name breaks it)",
+        "names_with_underscores_and_capitals_are_their_own_schedules",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                f"SELECT max(key) FROM jobs WHERE substr(key, 1, {len(prefix)}) = '{prefix}'"
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "slot_key strips the spaces around the schedule's name",
+        "names_with_underscores_and_capitals_are_their_own_schedules",
+        """
+        def slot_key(schedule, fire_time):
+            if not schedule.strip() or ":" in schedule:
+                raise ValueError(f"schedule name {schedule!r} must be non-empty and without ':'")
+            name = schedule.strip()
+            return f"schedule:{name}:{datetime.fromtimestamp(fire_time, UTC):%Y-%m-%dT%H:%M:%SZ}"
+        """,
+    ),
+    (
+        "ex12",
+        "due_slots counts forward from last + period_s (off the grid when last is)",
+        "due_slots_on_generated_schedules",
+        """
+        def due_slots(period_s, last, since, now, catch_up):
+            if period_s <= 0:
+                raise ValueError(f"period_s must be positive, not {period_s!r}")
+            if catch_up not in ("all", "latest"):
+                raise ValueError(f"catch_up must be 'all' or 'latest', not {catch_up!r}")
+            if last is None:
+                slot = -(-since // period_s) * period_s   # the first multiple at or after since
+            else:
+                slot = max(last + period_s, -(-since // period_s) * period_s)
+            slots = []
+            while slot <= now:
+                slots.append(slot)
+                slot += period_s
+            return slots[-1:] if catch_up == "latest" else slots
+        """,
+    ),
+    (
+        "ex12",
+        "due_slots takes catch_up in any case ('Latest')",
+        "due_slots_refuses_bad_arguments",
+        """
+        _reference_due = due_slots
+        def due_slots(period_s, last, since, now, catch_up):
+            return _reference_due(period_s, last, since, now, str(catch_up).strip().lower())
+        """,
+    ),
+    (
+        "ex12",
+        "the slot at exactly since is not due (slot > since)",
+        "due_slots_boundaries",
+        """
+        _reference_due = due_slots
+        def due_slots(period_s, last, since, now, catch_up):
+            return [s for s in _reference_due(period_s, last, since, now, catch_up) if s > since]
+        """,
+    ),
+    (
+        "ex12",
+        "run_after = max(slot, now): a missed slot's job dated by the tick, not the slot",
+        "tick_enqueues_each_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :run_after, :now)"
+                    " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "run_after": max(slot, now), "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
 ]
 
 
@@ -419,6 +665,21 @@ SAYS: dict[str, str] = {
     ),
     "the schedule's keys matched with GLOB 'schedule:<name>:*'": "to get its own",
     "tick catches up 'all' whatever catch_up it is given": "after seven hours away",
+    "what fired read as the key of the row inserted last (ORDER BY id DESC)": "re-run by hand",
+    "INSERT OR REPLACE, created when a SELECT before it found no key": "add up to the table",
+    "ON CONFLICT (key) DO UPDATE SET updated_at ... RETURNING: a conflict reported as created": (
+        "add up to the table"
+    ),
+    "a SELECT for the key, then INSERT OR IGNORE reported as created": "reports adding up to them",
+    "catch_up='latest' drops only the oldest missed slot": "after seven hours away",
+    "the newest key read with SQL built by an f-string (a quote in the name breaks it)": (
+        "Fecho_d'Ávila"
+    ),
+    "slot_key strips the spaces around the schedule's name": "to get its own",
+    "due_slots counts forward from last + period_s (off the grid when last is)": "due_slots(",
+    "due_slots takes catch_up in any case ('Latest')": "'Latest'",
+    "the slot at exactly since is not due (slot > since)": "(now on a slot)",
+    "run_after = max(slot, now): a missed slot's job dated by the tick, not the slot": "(the slot)",
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
@@ -434,7 +695,19 @@ GOT = {
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS, GOT)
 
 
-@pytest.mark.parametrize(("exercise", "mistake", "check"), [e[:3] for e in ZOO])
+#: Mistakes that lose or duplicate nothing the scheduler enqueues with the grid it is
+#: given (a function's contract bent at its edges): their checks are not severe.
+MINOR = [
+    "due_slots counts forward from last + period_s (off the grid when last is)",
+    "due_slots takes catch_up in any case ('Latest')",
+    "the slot at exactly since is not due (slot > since)",
+    "run_after = max(slot, now): a missed slot's job dated by the tick, not the slot",
+]
+
+
+@pytest.mark.parametrize(
+    ("exercise", "mistake", "check"), [e[:3] for e in ZOO if e[1] not in MINOR]
+)
 def test_each_mistake_is_severe(exercise: str, mistake: str, check: str) -> None:
     assert_severe(exercise, mistake, check)  # each loses or duplicates a slot's job
 

@@ -429,6 +429,137 @@ ZOO: list[tuple[str, str, str, str]] = [
             DO_STEP, ('                return {"skipped": key}\n', "                return None\n")
         ),
     ),
+    (
+        "ex14",
+        "each step's key a hash of the whole order dict and the step",
+        "a_resumed_order_with_a_new_address_is_charged_once",
+        "import hashlib\n"
+        + _edit(
+            DO_STEP,
+            (
+                "    key = f\"order:{order['id']}:{step}:v1\"\n",
+                "    key = hashlib.sha256(json.dumps([order, step], sort_keys=True).encode())"
+                ".hexdigest()\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the reserve and the release share one key (the release finds it done)",
+        "a_declined_charge_releases_the_stock",
+        _edit(
+            DO_STEP,
+            (
+                '    if step in ("reserve", "release"):\n',
+                '    if step in ("reserve", "release"):\n'
+                "        key = f\"order:{order['id']}:stock:v1\"\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the policy version in every step's key (a resume after the deploy charges again)",
+        "a_resumed_job_keeps_its_first_policy_version",
+        _edit(
+            DO_STEP,
+            (
+                "    key = f\"order:{order['id']}:{step}:v1\"\n",
+                "    key = f\"order:{order['id']}:{step}:v{order.get('policy', 1)}\"\n",
+            ),
+        )
+        + _edit(
+            RUN_ORDER,
+            (
+                '    job = {"id": order["id"], "version": policy_version}\n',
+                '    order = {**order, "policy": policy_version}\n'
+                '    job = {"id": order["id"], "version": policy_version}\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "a step that raises TransientError is skipped and the job goes on to 'done'",
+        "only_a_declined_charge_fails_the_job",
+        "from labkit.errors import TransientError\n"
+        + _edit(
+            RUN_ORDER,
+            (
+                "            except PermanentError:\n",
+                "            except TransientError:\n"
+                "                continue\n"
+                "            except PermanentError:\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the release checkpointed with the decline, before the stock is put back",
+        "a_kill_during_compensation_releases_once",
+        _edit(
+            RUN_ORDER,
+            (
+                '                checkpoint("charge", "declined")\n',
+                '                checkpoint("charge", "declined")\n'
+                '                checkpoint("release", None)\n',
+            ),
+            (
+                'checkpoint("release", json.dumps(do_step(world, order, "release")))',
+                'do_step(world, order, "release")',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the decline checkpointed but the job left 'running'",
+        "a_declined_charge_releases_the_stock",
+        _edit(
+            RUN_ORDER,
+            (
+                "                conn.execute(\"UPDATE step_jobs SET state = 'failed'"
+                ' WHERE order_id = :id", job)\n',
+                "",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the release only when the reserve was done before this run",
+        "a_declined_charge_releases_the_stock",
+        _edit(
+            RUN_ORDER,
+            (
+                '        if "release" not in done:\n',
+                '        if "release" not in done and "reserve" in done:\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "INSERT OR REPLACE of the job: a redelivery resets its state and version",
+        "a_resumed_job_keeps_its_first_policy_version",
+        _edit(
+            RUN_ORDER,
+            (
+                '        "INSERT INTO step_jobs (order_id, policy_version)'
+                ' VALUES (:id, :version)"\n'
+                '        " ON CONFLICT (order_id) DO NOTHING",\n',
+                '        "INSERT OR REPLACE INTO step_jobs (order_id, policy_version)"\n'
+                '        " VALUES (:id, :version)",\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "only a 'done' job returns early: a failed job's redelivery runs the steps left",
+        "no_email_after_a_declined_charge",
+        _edit(
+            RUN_ORDER,
+            (
+                '    if state == "running":\n',
+                '    if state == "done":\n        return "done"\n    if True:\n',
+            ),
+        ),
+    ),
 ]
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
@@ -446,10 +577,40 @@ SEVERE = [
     "each step's key made with hash(), which changes with each process",
     "a job without a checkpoint yet follows the policy version it is called with",
     "each step's key glues the customer and the order id without a separator",
+    "each step's key a hash of the whole order dict and the step",
+    "the reserve and the release share one key (the release finds it done)",
+    "the policy version in every step's key (a resume after the deploy charges again)",
+    "a step that raises TransientError is skipped and the job goes on to 'done'",
+    "the release checkpointed with the decline, before the stock is put back",
+    "the decline checkpointed but the job left 'running'",
+    "the release only when the reserve was done before this run",
+    "INSERT OR REPLACE of the job: a redelivery resets its state and version",
+    "only a 'done' job returns early: a failed job's redelivery runs the steps left",
 ]
 
+#: What the named check must say it expected, for the entries that name it.
+SAYS = {
+    "each step's key a hash of the whole order dict and the step": "a new e-mail address",
+    "the reserve and the release share one key (the release finds it done)": (
+        "the ledger [['mug', -1], ['mug', 1]]"
+    ),
+    "the policy version in every step's key (a resume after the deploy charges again)": (
+        "a resume with policy_version=2"
+    ),
+    "a step that raises TransientError is skipped and the job goes on to 'done'": "a 503",
+    "the release checkpointed with the decline, before the stock is put back": ("after a kill -9"),
+    "the decline checkpointed but the job left 'running'": "the job 'failed' in step_jobs",
+    "the release only when the reserve was done before this run": (
+        "the ledger [['mug', -1], ['mug', 1]]"
+    ),
+    "INSERT OR REPLACE of the job: a redelivery resets its state and version": (
+        "a resume with policy_version=2"
+    ),
+    "only a 'done' job returns early: a failed job's redelivery runs the steps left": ("run twice"),
+}
 
-test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO)
+
+test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)
 
 
 @pytest.mark.parametrize("mistake", SEVERE)

@@ -346,3 +346,56 @@ def call_while_locked(
     finally:
         conn.close()
     return {"locked": locked, "freed": freed}
+
+
+def consume_in_each_database(
+    values: MutableMapping[str, Any], paths: list[str], message_id: str, body: str
+) -> list[dict[str, Any]]:
+    """``consume(conn, message_id, body)`` once on each of ``paths``, in ONE process.
+
+    Two consumers' databases (two mail services, or the consumer's database rebuilt):
+    what was applied is what each database records, so the message is new to each.
+    The student's module state lives on between the calls. Returns each outcome.
+    """
+    got = []
+    with fresh_state(values):
+        for path in paths:
+            conn = connect(path)
+            try:
+                got.append(outcome(values["consume"], Watched(conn), message_id, body))
+            finally:
+                conn.close()
+    return got
+
+
+def relay_after_a_redrive(
+    values: MutableMapping[str, Any], path: str, broker_path: str, now: float, again: list[str]
+) -> dict[str, Any]:
+    """``relay_once`` twice in ONE process, with rows made pending again in between.
+
+    The first run publishes the backlog; then an operator sets ``sent_at = NULL`` on the
+    rows of ``again`` (the broker lost them: re-drive), as another connection would;
+    the second run, ``now + 5``, finds them pending. The student's module state lives on
+    between the runs. Returns both runs' outcomes.
+    """
+    broker = Broker(broker_path, FakeClock(now))
+
+    def publish(topic: str, message_id: str, body: str) -> None:
+        broker.publish(topic, message_id, body)
+
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            first = outcome(values["relay_once"], Watched(conn), publish, now)
+            operator = sqlite3.connect(path, isolation_level=None)
+            try:
+                operator.executemany(
+                    "UPDATE outbox SET sent_at = NULL WHERE message_id = ?", [(m,) for m in again]
+                )
+            finally:
+                operator.close()
+            second = outcome(values["relay_once"], Watched(conn), publish, now + 5)
+    finally:
+        conn.close()
+        broker.close()
+    return {"first": first, "second": second}

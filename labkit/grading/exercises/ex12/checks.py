@@ -233,7 +233,13 @@ def due_slots_on_generated_schedules(ns: Namespace) -> None:
 def due_slots_refuses_bad_arguments(ns: Namespace) -> None:
     # Nothing due too (now before since): the arguments are checked first, not only
     # when a slot is due.
-    bad = ([0, None, 0, 100, "all"], [-60, None, 0, 100, "all"], [60, None, 0, 100, "most"])
+    # 'Latest' is not 'latest' either: the contract names two values, nothing close to them.
+    bad = (
+        [0, None, 0, 100, "all"],
+        [-60, None, 0, 100, "all"],
+        [60, None, 0, 100, "most"],
+        [60, None, 0, 100, "Latest"],
+    )
     for call in (*bad, [60, None, 200, 100, "most"], [0, None, 200, 100, "all"]):
         got = _one(ns, "due_slots", call)
         expect(
