@@ -74,7 +74,7 @@ def due_slots(period_s: int, last: float | None, since: float, now: float, catch
 
 # %%
 def tick(conn, schedule: str, period_s: int, since: float, now: float, catch_up: str) -> list:
-    """Enqueue the due slots of ``schedule``; return the keys THIS call created.
+    """Enqueue the due slots of ``schedule``; return the keys THIS call created, oldest first.
 
     - Read the latest slot already in the table for this schedule (its keys start with
       ``schedule:<name>:``, and sort by time); None if there is none.

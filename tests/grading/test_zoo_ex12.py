@@ -634,6 +634,17 @@ ZOO: list[tuple[str, str, str, str]] = [
             return created
         """,
     ),
+    (
+        "ex12",
+        "tick returns the keys it created newest first",
+        "tick_enqueues_each_slot",
+        """
+        _reference_tick = tick
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            return sorted(_reference_tick(conn, schedule, period_s, since, now, catch_up),
+                          reverse=True)
+        """,
+    ),
 ]
 
 
@@ -680,6 +691,7 @@ SAYS: dict[str, str] = {
     "due_slots takes catch_up in any case ('Latest')": "'Latest'",
     "the slot at exactly since is not due (slot > since)": "(now on a slot)",
     "run_after = max(slot, now): a missed slot's job dated by the tick, not the slot": "(the slot)",
+    "tick returns the keys it created newest first": "the first tick to create",
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
@@ -702,6 +714,7 @@ MINOR = [
     "due_slots takes catch_up in any case ('Latest')",
     "the slot at exactly since is not due (slot > since)",
     "run_after = max(slot, now): a missed slot's job dated by the tick, not the slot",
+    "tick returns the keys it created newest first",  # every slot once, in another order
 ]
 
 
