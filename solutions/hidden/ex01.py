@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex01.checks import INTENTS, PAYLOADS, SAMPLE_CALLS, _said
+from labkit.grading.exercises.ex01.checks import INTENTS, PAYLOADS, SAMPLE_CALLS, _said, answered
 from labkit.grading.exercises.helpers import holds_for
 from labkit.lang import _
 
@@ -246,12 +246,12 @@ def accept_remembers_only_in_seen(ns: Namespace) -> None:
     )
     results = run["results"]
     expect(
-        results["first"].get("returned") is True,
+        answered(results["first"], new=True),
         _("True for {key} in an empty `seen`").format(key=repr(key)),
         _said(results["first"]),
     )
     expect(
-        results["other_store"].get("returned") is True and key in run["other_seen"],
+        answered(results["other_store"], new=True) and key in run["other_seen"],
         _(
             "True for {key} in a second, empty `seen` (another store, which never saw it), "
             "and the key stored there"
@@ -261,7 +261,7 @@ def accept_remembers_only_in_seen(ns: Namespace) -> None:
         ),
     )
     expect(
-        results["later"].get("returned") is False,
+        answered(results["later"], new=False),
         _(
             "False for {key} three days later in the store that already has it (a late repeat)"
         ).format(key=repr(key)),
@@ -274,7 +274,7 @@ def accept_remembers_only_in_seen(ns: Namespace) -> None:
         HARNESS + "accept_in_another_store_and_later", key, payload, 86_400 * 400 + 3_601.5
     )["results"]["later"]
     expect(
-        much_later.get("returned") is False,
+        answered(much_later, new=False),
         _(
             "False for {key} 400 days later in the store that already has it (a very late "
             "repeat: no dedup window, of a day, a week or a year)"

@@ -843,6 +843,16 @@ ZOO: list[tuple[str, str, str, str]] = [
             return False
     """,
     ),
+    (
+        "ex01",
+        "accept answers a repeat with None instead of False",
+        "seen_maps_keys_to_fingerprints",
+        """
+        _reference_accept = accept
+        def accept(seen, key, payload):
+            return _reference_accept(seen, key, payload) or None
+        """,
+    ),
 ]
 
 
@@ -945,6 +955,7 @@ SAYS: dict[str, str] = {
     "conflict only warned about (warnings.warn), the repeat answered False": (
         "IdempotencyConflict for the same key with another amount"
     ),
+    "accept answers a repeat with None instead of False": "a repeat after a restart",
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
