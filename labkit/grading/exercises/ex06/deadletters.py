@@ -1,6 +1,6 @@
 """The exercise-6 table as the checks use it: a fresh file, dead and running jobs, and
 the student's ``dead_letter`` / ``redrive`` called through the harness with its answer
-checked for an exception first.
+checked for an exception first; and ``CHECKS``, on which the check modules register.
 """
 
 from __future__ import annotations
@@ -9,11 +9,14 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from labkit.grading.checks import Namespace, expect
+from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.helpers import raised_error, raised_text
 from labkit.grading.exercises.labdb import add_job, all_jobs
 from labkit.lang import _
 
+#: The exercise's checks: dead_letter_checks, redrive_checks and redrive_races register
+#: on it, in the order checks.py imports them.
+CHECKS = Checks("ex06", "dead letter and redrive", needs=("dead_letter", "redrive"))
 NOW = 1000.0
 
 

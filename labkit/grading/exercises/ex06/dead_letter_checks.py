@@ -1,0 +1,215 @@
+"""Exercise 6's checks of ``dead_letter``: the reason and the error kept, no secret
+stored, and the fence on the lease token."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from labkit.grading.checks import Namespace, expect
+from labkit.grading.exercises.ex06.deadletters import (
+    CHECKS,
+    HARNESS,
+    NOW,
+    add_running,
+    bury,
+    it_said,
+    returned,
+    row_of,
+)
+from labkit.grading.exercises.kit import lab_file
+from labkit.lang import _
+
+
+@CHECKS.add(
+    2,
+    "UPDATE ... SET state='dead', dead_reason=:reason, last_error=..., lease_owner, "
+    "lease_until and lease_token to NULL, updated_at=:now WHERE id=:id AND "
+    "state='running' AND lease_token=:token; return whether a row changed",
+)
+def dead_letter_records_the_reason(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        ok = bury(
+            ns,
+            path,
+            job_id,
+            "tok-1",
+            "permanent error",
+            {"type": "ValueError", "message": "no such customer"},
+            NOW,
+        )
+        job = row_of(conn, job_id)
+        expect(ok is True, "True (the job was buried)", ok)
+        expect(
+            job["state"] == "dead" and job["dead_reason"] == "permanent error",
+            "state dead with dead_reason 'permanent error'",
+            f"state={job['state']}, dead_reason={job['dead_reason']!r}",
+        )
+        expect(
+            "ValueError" in (job["last_error"] or "") and "no such customer" in job["last_error"],
+            "last_error naming the class and message: 'ValueError: no such customer'",
+            repr(job["last_error"]),
+        )
+        expect(
+            job["lease_token"] is None
+            and job["lease_owner"] is None
+            and job["lease_until"] is None
+            and job["updated_at"] == NOW,
+            "the lease cleared and updated_at = now",
+            {k: job[k] for k in ("lease_owner", "lease_until", "lease_token", "updated_at")},
+        )
+        expect(job["key"] == "pay:7:charge:v1", "the key unchanged", job["key"])
+    # A reason is text from anywhere: a quote in it is data, never SQL, and its accents
+    # stay (a person reads it).
+    reason = "card declined: the customer's bank said no (Banco São João, ação negada)"
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        result = ns.harness(
+            HARNESS + "dead_letter", str(path), job_id, "tok-1", reason, {"type": "ValueError"}, NOW
+        )
+        stored = row_of(conn, job_id)["dead_reason"]
+        if result.get("returned") is True and stored is not None:
+            expect(
+                stored == reason,
+                _(
+                    "dead_reason {reason} stored as it is, every character (accents too: a "
+                    "person reads it)"
+                ).format(reason=repr(reason)),
+                _("dead_reason {stored}").format(stored=repr(stored)),
+                "store the reason you were given unchanged: no encode('ascii'), no cut",
+            )
+        expect(
+            result.get("returned") is True and stored == reason,
+            _(
+                "dead_reason {reason} stored as it is: the reason goes in as a :named "
+                "parameter, never pasted into the SQL"
+            ).format(reason=repr(reason)),
+            _("{said}; dead_reason {stored}").format(said=it_said(result), stored=repr(stored)),
+        )
+    # A long reason (every attempt's answer): a column is not a VARCHAR(255) in SQLite,
+    # and the end of the reason is often the part that says what to fix.
+    long_reason = "attempts exhausted (5 of 5): " + "; ".join(
+        f"attempt {n}: the ERP answered 503 Service Unavailable for order ORD-2026-{n:05d}"
+        for n in range(1, 6)
+    )
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        bury(ns, path, job_id, "tok-1", long_reason, {"type": "ValueError"}, NOW)
+        stored = row_of(conn, job_id)["dead_reason"] or ""
+        expect(
+            stored == long_reason,
+            _("a dead_reason of {length} characters stored whole, ending {tail}").format(
+                length=len(long_reason), tail=repr(long_reason[-30:])
+            ),
+            _("{length} characters stored, ending {tail}").format(
+                length=len(stored), tail=repr(stored[-30:])
+            ),
+            "store the reason as it is: no cut to 100 or 255 characters",
+        )
+
+
+@CHECKS.add(
+    1,
+    "errors carry secrets (passwords, tokens in URLs): store "
+    "labkit.redact.describe(error), never str(error) as it is",
+    severe=True,
+)
+def dead_letter_hides_secrets(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        error = {
+            "type": "PermissionError",
+            "message": "login to https://erp:hunter2@erp.example failed, token=abc123xyz",
+        }
+        bury(ns, path, job_id, "tok-1", "permanent error", error, NOW)
+        row = row_of(conn, job_id)
+        stored = row["last_error"] or ""
+        leaked = [s for s in ("hunter2", "abc123xyz") if s in stored]
+        # Only the leak is severe: a last_error without its class is
+        # dead_letter_records_the_reason's business.
+        expect(
+            not leaked and bool(stored),
+            _("the error stored with the password and the token redacted"),
+            repr(stored),
+        )
+        _no_secret_in_any_column(row, ("hunter2", "abc123xyz"))
+    # Secrets of other shapes: a Bearer header and a client_secret. A redaction of your
+    # own (a regex for URLs and token=) lets them through; describe() knows them all.
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        secrets = ("eyJhbGciOiJIUzI1NiJ9.c2VjcmV0.Zm9v", "s3cr3t-v4lue-77")
+        error = {
+            "type": "ConnectionError",
+            "message": f"POST https://erp.example/orders refused (401), sent "
+            f"Authorization: Bearer {secrets[0]}, client_secret={secrets[1]}",
+        }
+        bury(ns, path, job_id, "tok-1", "permanent error", error, NOW)
+        row = row_of(conn, job_id)
+        stored = row["last_error"] or ""
+        expect(
+            not any(s in stored for s in secrets) and bool(stored),
+            _(
+                "the error stored with the Bearer token and the client_secret redacted "
+                "(labkit.redact.describe knows every shape of secret; a regex of your own "
+                "does not)"
+            ),
+            repr(stored),
+        )
+        _no_secret_in_any_column(row, secrets)
+
+
+def _no_secret_in_any_column(row: dict[str, Any], secrets: tuple[str, ...]) -> None:
+    """No column of the buried job holds a secret: not the reason, not the payload either."""
+    leaked = [
+        column
+        for column, value in row.items()
+        if isinstance(value, str) and any(s in value for s in secrets)
+    ]
+    expect(
+        not leaked,
+        _("no secret of the error in any column of the job"),
+        _("the secret is in {columns}").format(columns=", ".join(leaked)),
+        "store the reason you were given as dead_reason, and the error only as "
+        "labkit.redact.describe(error) in last_error: a person reads every column",
+    )
+
+
+@CHECKS.add(1, "fence on the token: a worker whose lease moved on must change nothing", severe=True)
+def dead_letter_is_fenced(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn, token="new-holder")
+        before = row_of(conn, job_id)
+        ok = bury(ns, path, job_id, "stale-token", "permanent error", {"type": "ValueError"}, NOW)
+        # A 0 or None is as false to the worker: True and False exactly are
+        # dead_letter_records_the_reason's business, not this severe check's.
+        expect(not ok, "False for a stale token", ok)
+        expect(row_of(conn, job_id) == before, "the job unchanged", row_of(conn, job_id)["state"])
+    # The lease runs out and another worker takes the job while the dead letter runs: a
+    # token read first and compared in Python is stale by the time the UPDATE lands.
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        result = ns.harness(
+            HARNESS + "dead_letter_while_the_lease_moves", str(path), job_id, "tok-1", NOW
+        )
+        ok = returned(result, f"dead_letter(job {job_id})")
+        job = row_of(conn, job_id)
+        if result["worker"] == "in the gap":
+            expect(
+                not ok and job["state"] == "running" and job["lease_token"] == "worker-2-token",
+                _(
+                    "False, and job {job_id} left running with the worker that took its lease "
+                    "while your dead_letter ran"
+                ).format(job_id=job_id),
+                _(
+                    "{said}; state={state}, lease_token={token}: the fence was checked before "
+                    "the write, not in it"
+                ).format(said=it_said(result), state=job["state"], token=repr(job["lease_token"])),
+                "put the fence in the UPDATE itself (WHERE id = :id AND state = 'running' AND "
+                "lease_token = :token) and return whether it changed a row",
+            )
+        else:
+            expect(
+                bool(ok) and job["state"] == "dead",
+                _("True and job {job_id} dead").format(job_id=job_id),
+                _("{said}, state {state}").format(said=it_said(result), state=job["state"]),
+            )

@@ -1,0 +1,286 @@
+"""Exercise 6's checks of one ``redrive`` alone: the limit it requires and respects, the
+key it keeps, only dead jobs, a fresh start, a dry run and the kind."""
+
+from __future__ import annotations
+
+from labkit.grading.checks import Namespace, expect
+from labkit.grading.exercises.ex06.deadletters import (
+    CHECKS,
+    HARNESS,
+    NOW,
+    add_dead,
+    it_said,
+    redrive,
+    row_of,
+    said,
+)
+from labkit.grading.exercises.kit import lab_file
+from labkit.grading.exercises.labdb import add_job, all_jobs
+from labkit.lang import _
+
+
+@CHECKS.add(
+    2,
+    "limit is required: raise ValueError when it is None or below 1, before "
+    "touching anything (a whole dead-letter queue redriven by accident floods "
+    "the service that killed those jobs)",
+)
+def redrive_requires_a_limit(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        add_dead(conn, 3)
+        before = all_jobs(conn)
+        for limit in (None, 0, -3):
+            result = ns.harness(HARNESS + "redrive", str(path), limit=limit, now=NOW)
+            wanted = ("ValueError", "TypeError") if limit is None else ("ValueError",)
+            expect(
+                any(name in result.get("raised", ()) for name in wanted),
+                _("ValueError for limit={limit}").format(limit=repr(limit)),
+                said(result),
+            )
+        # A dry run is the same call, shown first: it refuses the same limits.
+        for limit in (None, 0):
+            result = ns.harness(HARNESS + "redrive", str(path), limit=limit, now=NOW, dry_run=True)
+            wanted = ("ValueError", "TypeError") if limit is None else ("ValueError",)
+            expect(
+                any(name in result.get("raised", ()) for name in wanted),
+                _(
+                    "ValueError for limit={limit}, dry_run=True (a dry run shows what the same "
+                    "call would do, and that call is refused)"
+                ).format(limit=repr(limit)),
+                said(result),
+            )
+        expect(all_jobs(conn) == before, "nothing changed", _("jobs were changed"))
+
+
+@CHECKS.add(
+    2,
+    "redrive the same row (UPDATE, not INSERT): its key is how the destination "
+    "recognises a repeat; a copy with a new key can charge twice",
+    severe=True,
+)
+def redrive_keeps_the_key(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        [job_id] = add_dead(conn, 1)
+        ids = redrive(ns, path, limit=1, now=NOW)
+        rows = all_jobs(conn)
+        expect(
+            len(rows) == 1,
+            "still one row in jobs",
+            _("{count} rows: {rows}").format(
+                count=len(rows), rows=", ".join(f"{r['id']}:{r['key']}" for r in rows)
+            ),
+        )
+        expect(list(ids) == [job_id], _("[{job_id}] returned").format(job_id=job_id), ids)
+        expect(
+            rows[0]["state"] == "pending" and rows[0]["key"] == "email:0:send:v1",
+            "the job pending again with key 'email:0:send:v1'",
+            f"state={rows[0]['state']}, key={rows[0]['key']!r}",
+        )
+
+
+@CHECKS.add(
+    2,
+    "ORDER BY updated_at, id LIMIT :limit: the oldest dead letters first, and "
+    "never more than asked",
+)
+def redrive_respects_the_limit(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        ids = add_dead(conn, 5)
+        got = redrive(ns, path, limit=2, now=NOW)
+        pending = [j["id"] for j in all_jobs(conn) if j["state"] == "pending"]
+        expect(
+            len(pending) == 2,
+            "2 jobs redriven with limit=2",
+            _("{count} redriven").format(count=len(pending)),
+        )
+        expect(
+            list(got) == ids[:2] and pending == ids[:2],
+            _("the two oldest, {ids}").format(ids=ids[:2]),
+            _("returned {ids}, pending {pending}").format(ids=list(got), pending=pending),
+        )
+    # Hundreds of dead letters, dead at 10 s, 20 s ... 3000 s: every one asked for, the
+    # oldest by time (not by text: '100.0' < '20.0'), no cap of the code's own.
+    with lab_file(ns) as (conn, path):
+        ids = add_dead(conn, 300)
+        got = redrive(ns, path, limit=250, now=NOW)
+        pending = [j["id"] for j in all_jobs(conn) if j["state"] == "pending"]
+        expect(
+            list(got) == ids[:250] and pending == ids[:250],
+            _(
+                "the 250 oldest of 300 dead jobs (dead from 10 s to 3000 s), oldest first, "
+                "with limit=250"
+            ),
+            _("returned {count} ids ({first}...), {pending} jobs pending").format(
+                count=len(got) if isinstance(got, list) else got,
+                first=list(got)[:5] if isinstance(got, list) else got,
+                pending=len(pending),
+            ),
+            "every dead job up to limit, oldest by updated_at as a number: no cap of your own "
+            "(fetchmany, a LIMIT 100), no order by text",
+        )
+
+
+@CHECKS.add(
+    1,
+    "only dead jobs are redriven: a pending, running, retry_wait or succeeded job "
+    "is none of the redrive's business",
+    severe=True,
+)
+def redrive_only_dead_jobs(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        others = {
+            "pending": add_job(conn, "o:1:v1", updated_at=1.0),
+            "retry_wait": add_job(conn, "o:2:v1", state="retry_wait", attempt=1, updated_at=1.0),
+            "succeeded": add_job(conn, "o:3:v1", state="succeeded", attempt=1, updated_at=1.0),
+            "running": add_job(
+                conn,
+                "o:4:v1",
+                state="running",
+                attempt=1,
+                lease_owner="w",
+                lease_until=NOW + 60,
+                lease_token="t",
+                updated_at=1.0,
+            ),
+        }
+        before = {k: row_of(conn, v) for k, v in others.items()}
+        [dead] = add_dead(conn, 1)
+        got = redrive(ns, path, limit=100, now=NOW)
+        expect(list(got) == [dead], _("only the dead job {job_id}").format(job_id=dead), list(got))
+        changed = [k for k, v in others.items() if row_of(conn, v) != before[k]]
+        expect(not changed, "the other jobs untouched", _("changed: {jobs}").format(jobs=changed))
+
+
+@CHECKS.add(
+    1,
+    "a redriven job starts over: attempt = 0, run_after = now, dead_reason NULL, "
+    "redrives + 1, updated_at = now (or it dies again at once)",
+)
+def redrive_gives_a_fresh_start(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        [job_id] = add_dead(conn, 1)
+        redrive(ns, path, limit=1, now=NOW)
+        job = row_of(conn, job_id)
+        want = {
+            "attempt": 0,
+            "run_after": NOW,
+            "dead_reason": None,
+            "redrives": 1,
+            "updated_at": NOW,
+        }
+        got = {k: job[k] for k in want}
+        expect(got == want, str(want), str(got))
+
+
+@CHECKS.add(1, "dry_run=True returns the ids it would redrive and changes nothing")
+def dry_run_changes_nothing(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        ids = add_dead(conn, 3)
+        before = all_jobs(conn)
+        got = redrive(ns, path, limit=2, now=NOW, dry_run=True)
+        expect(list(got) == ids[:2], _("{ids} returned").format(ids=ids[:2]), got)
+        expect(
+            all_jobs(conn) == before, "every job unchanged", [j["state"] for j in all_jobs(conn)]
+        )
+        # A dry run shows what the same call would do: the kind counts there too.
+        pays = add_dead(conn, 2, kind="payment", first_id=10)
+        got = redrive(ns, path, limit=5, now=NOW, kind="payment", dry_run=True)
+        expect(
+            list(got) == pays,
+            _("{ids} returned for kind='payment', dry_run=True").format(ids=pays),
+            got,
+        )
+
+
+@CHECKS.add(
+    1,
+    "kind=... redrives only that kind, the very name ((:kind IS NULL OR kind = :kind)): "
+    "LIKE reads '_' as any character and ignores case, so 'mail_digest' takes "
+    "'mail-digest' and 'Mail_Digest' too",
+)
+def redrive_filters_by_kind(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        mails = add_dead(conn, 2, kind="email")
+        pays = add_dead(conn, 2, kind="payment", first_id=10)
+        got = redrive(ns, path, limit=2, now=NOW, kind="payment")
+        expect(
+            sorted(got) == pays,
+            _(
+                "the payment jobs {ids} for kind='payment', limit=2 (the older email jobs "
+                "do not count against the limit: filter in the WHERE, before LIMIT)"
+            ).format(ids=pays),
+            list(got),
+        )
+        expect(
+            all(row_of(conn, i)["state"] == "dead" for i in mails),
+            "the email jobs still dead",
+            [row_of(conn, i)["state"] for i in mails],
+        )
+    # Kinds that differ by a '_', a capital or a suffix: only the exact one is asked for.
+    kinds = ["mail-digest", "Mail_Digest", "mail_digest", "mail_digest_v2", "maïl_digest"]
+    with lab_file(ns) as (conn, path):
+        ids = {k: add_dead(conn, 1, kind=k, first_id=20 + n)[0] for n, k in enumerate(kinds)}
+        got = redrive(ns, path, limit=10, now=NOW, kind="mail_digest")
+        moved = [
+            f"{k} ({row_of(conn, i)['state']})"
+            for k, i in ids.items()
+            if row_of(conn, i)["state"] != "dead"
+        ]
+        expect(
+            list(got) == [ids["mail_digest"]] and moved == ["mail_digest (pending)"],
+            _(
+                "only job {job_id} (kind 'mail_digest') redriven for kind='mail_digest' among "
+                "kinds {kinds}"
+            ).format(job_id=ids["mail_digest"], kinds=kinds),
+            _("returned {ids}; redriven in the table: {redriven}").format(
+                ids=list(got), redriven=", ".join(moved) or _("none")
+            ),
+        )
+        others = [i for k, i in ids.items() if k != "mail_digest"]
+        # A kind with a quote in it is a kind like any other; one that reads as SQL is too.
+        [quoted] = add_dead(conn, 1, kind="vendor's_export", first_id=40)
+        asked = {"vendor's_export": [quoted], "x' OR '1'='1": []}
+        for kind, want in asked.items():
+            result = ns.harness(HARNESS + "redrive", str(path), limit=10, now=NOW, kind=kind)
+            expect(
+                result.get("returned") == want,
+                _(
+                    "{ids} for kind={kind}: the kind goes in as a :named parameter, never "
+                    "pasted into the SQL"
+                ).format(ids=want, kind=repr(kind)),
+                it_said(result),
+            )
+        # Characters that are patterns to GLOB or LIKE ('*', '[', '%') are plain in a kind.
+        patterned = {
+            k: add_dead(conn, 1, kind=k, first_id=50 + n)[0]
+            for n, k in enumerate(["export*", "export_v2", "report[1]", "report1"])
+        }
+        for kind in ("export*", "report[1]"):
+            got_ids = redrive(ns, path, limit=10, now=NOW, kind=kind)
+            expect(
+                list(got_ids) == [patterned[kind]],
+                _(
+                    "only job {job_id} (kind {kind}) redriven for kind={kind} among kinds "
+                    "{kinds}: compare with kind = :kind, where '*', '[' and '%' are "
+                    "characters, not patterns"
+                ).format(job_id=patterned[kind], kind=repr(kind), kinds=list(patterned)),
+                _("returned {ids}").format(ids=list(got_ids)),
+            )
+        # A space is a character too: 'weekly_report ' is no job's kind.
+        [weekly] = add_dead(conn, 1, kind="weekly_report", first_id=60)
+        spaced = redrive(ns, path, limit=10, now=NOW, kind="weekly_report ")
+        expect(
+            list(spaced) == [] and row_of(conn, weekly)["state"] == "dead",
+            _(
+                "nothing redriven for kind='weekly_report ' (a space at the end): job {job_id} "
+                "of kind 'weekly_report' still dead"
+            ).format(job_id=weekly),
+            _("returned {ids}").format(ids=list(spaced)),
+            "compare the kind as it is given: no strip(), no lower()",
+        )
+        empty = redrive(ns, path, limit=10, now=NOW, kind="")
+        expect(
+            list(empty) == [] and all(row_of(conn, i)["state"] == "dead" for i in others),
+            "nothing redriven for kind='' (no job has that kind; only None means every kind)",
+            _("returned {ids}").format(ids=list(empty)),
+        )
