@@ -7,7 +7,7 @@ from collections import Counter
 from hypothesis import strategies as st
 
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex03.checks import HARNESS, _claim, _job
+from labkit.grading.exercises.ex03.claiming import HARNESS, _claim, _job
 from labkit.grading.exercises.helpers import holds_for, raised_text
 from labkit.grading.exercises.kit import lab_file
 from labkit.grading.exercises.labdb import add_job, all_jobs

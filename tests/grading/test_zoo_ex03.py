@@ -1206,10 +1206,10 @@ SAYS: dict[str, str] = {
         "a new token when the same worker claims a job again"
     ),
     "UPDATE ... WHERE id IN (SELECT ...) without LIMIT 1: every ready job taken at once": (
-        "all 6 jobs claimed"
+        "three claims by w1 at now=100"
     ),
     "the claimed row read back by lease_owner after the UPDATE": (
-        "each job claimed by exactly one worker"
+        "each with the lease_token the table holds"
     ),
     "updated_at from the wall clock (time.time()), not now": "updated_at = now",
     "BEGIN before the UPDATE, never committed (the claim is rolled back on close)": (
