@@ -76,7 +76,9 @@ def charge(key, customer, amount):
     in ``processed`` with ``INSERT ... ON CONFLICT (key) DO NOTHING RETURNING key``; if
     no row comes back this key was already charged: return ``"already charged"``.
     Otherwise insert the row ``(key, customer, amount)`` into ``charges`` and return
-    ``"charged"``. Both rows commit together or not at all.
+    ``"charged"``. Both rows commit together or not at all. A copy running at the same
+    time waits at that INSERT until the first commits: let it wait (no ``lock_timeout``
+    or ``statement_timeout``), or it gives up while the first may still roll back.
     """
     ### BEGIN SOLUTION
     with connect() as conn, conn.transaction():

@@ -133,6 +133,48 @@ def _processed_keys(run: Ex08Run) -> set[str]:
         return {str(row["key"]) for row in conn.execute("SELECT key FROM processed")}
 
 
+def _watch_claim_settings(run: Ex08Run) -> None:
+    """Have every insert into ``processed`` note, in the inserting session, the timeouts
+    it runs under (a row committed with the task's transaction, or not at all)."""
+    from psycopg import sql
+
+    schema = sql.Identifier(run.config.schema)
+    with pg(run.config) as conn:
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE {s}.labkit_claim_settings (lock_timeout TEXT, statement_timeout TEXT)"
+            ).format(s=schema)
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE FUNCTION {s}.labkit_note_claim() RETURNS trigger LANGUAGE plpgsql AS $$ "
+                "BEGIN INSERT INTO {s}.labkit_claim_settings VALUES "
+                "(current_setting('lock_timeout'), current_setting('statement_timeout')); "
+                "RETURN NEW; END $$"
+            ).format(s=schema)
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE TRIGGER labkit_note_claim BEFORE INSERT ON {s}.processed "
+                "FOR EACH ROW EXECUTE FUNCTION {s}.labkit_note_claim()"
+            ).format(s=schema)
+        )
+
+
+def _claim_timeouts(run: Ex08Run) -> list[str]:
+    """The timeouts (``lock_timeout = 5s``) a committed claim of the task ran under."""
+    with pg(run.config) as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT lock_timeout, statement_timeout FROM labkit_claim_settings"
+        ).fetchall()
+    found = []
+    for row in rows:
+        for name in ("lock_timeout", "statement_timeout"):
+            if str(row[name]) != "0" and f"{name} = {row[name]}" not in found:
+                found.append(f"{name} = {row[name]}")
+    return found
+
+
 def _terminate(backends: list[int], run: Ex08Run) -> None:
     with pg(run.config) as conn:
         for pid in backends:
@@ -150,6 +192,7 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
     key = "inv-tx"
     with Ex08Run(ns) as run:
         worker = run.worker()
+        _watch_claim_settings(run)
         # The check holds the key in `processed` (uncommitted): the task's own insert of
         # that key must wait, so the kill lands while the task is writing its dedup record.
         with pg(run.config) as blocker:
@@ -222,6 +265,26 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
             "1 charge row after a kill while the task wrote its dedup record",
             _("{count} charge rows").format(count=n),
             "commit the charge and the dedup record in ONE transaction",
+        )
+        # A timeout longer than the check's wait gives up all the same, only later: when
+        # the transaction holding the key outlasts it (a killed copy's session waiting on a
+        # lock, a slow commit), the copy fails, is acknowledged, and the charge is lost.
+        timeouts = _claim_timeouts(run)
+        expect(
+            not timeouts,
+            _(
+                "the task to wait while another transaction holds its key in "
+                "processed (that transaction may still roll back)"
+            ),
+            _("its claim runs under {settings}: it stops waiting after that long").format(
+                settings=", ".join(timeouts)
+            ),
+            _(
+                "no lock_timeout or statement_timeout around the claim, however long: a copy "
+                "whose wait outlasts it fails and is acknowledged, and if the transaction it "
+                "waited for rolls back, the charge is lost. Let the INSERT ... ON CONFLICT "
+                "wait as long as it takes"
+            ),
         )
         # The other way round: a charge the database refuses (beyond INTEGER) must take
         # its dedup record with it, or the key reads "already charged" for good.
@@ -448,5 +511,38 @@ def replies_charged_or_already_charged(ns: Namespace) -> None:
                 "let the database's error leave the task (no try/except that returns a "
                 "value): a task that returns ends in SUCCESS, and nobody learns the charge "
                 "failed"
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "a copy of a message that runs while the first copy is still in its transaction ends "
+    "as a duplicate: 'already charged', not an error",
+    timeout=TIMEOUT,
+)
+def a_copy_alongside_the_first_says_already_charged(ns: Namespace) -> None:
+    key = "inv-alongside"
+    with Ex08Run(ns) as run:
+        run.worker(concurrency=2)
+        _both_copies_inside(
+            run, key, _("two copies of one message to run at once on two pool children")
+        )
+        ended = [runs[-1] for runs in run.returned().values()]
+        said = sorted((r.state, r.value) for r in ended if r.state == "SUCCESS")
+        expect(
+            said == [("SUCCESS", "already charged"), ("SUCCESS", "charged")],
+            _(
+                "of two copies of one message running at once, one to return 'charged' and "
+                "the other, once the first committed, 'already charged'"
+            ),
+            _("they ended with {replies}").format(
+                replies=", ".join(_reply_of(r) for r in ended) or _("nothing (it never finished)")
+            ),
+            _(
+                "claim the key with INSERT INTO processed ... ON CONFLICT (key) DO NOTHING "
+                "RETURNING key: the second copy's INSERT waits for the first to commit, then "
+                "gives no row back. A plain INSERT fails with UniqueViolation there, and "
+                "SELECT ... FOR UPDATE locks no row that does not exist yet"
             ),
         )

@@ -131,6 +131,19 @@ def returns_how_many_it_applied(ns: Namespace) -> None:
             _("three entries for two keys, and one that fails until it is dead-lettered"),
         )
         expect_once_each(s, ["order:1", "order:2"], _("check the done record atomically"))
+        dead = [d.get("key") for d in s.dead()]
+        expect(
+            dead == ["flaky"],
+            _(
+                "only 'flaky' dead-lettered: the second copy of 'order:1', whose key was done, "
+                "acknowledged at once"
+            ),
+            _("dead letters {dead}").format(dead=dead),
+            _(
+                "XACK a copy of a done key in the same MULTI, whatever the record says: left "
+                "pending, it comes back until the delivery cap dead-letters a healthy entry"
+            ),
+        )
         last = s.printed.strip().splitlines()[-1:]
         expect(
             last == ["2"],
@@ -181,26 +194,35 @@ def the_delivery_count_is_the_entrys_own(ns: Namespace) -> None:
         ns.kill(holder)  # 'b' restarts and finishes 'held' quickly (its second delivery)
         holder.communicate()
         s.finish(s.start("b", idle_ms=600_000), _("a restart of 'b'"))
-        s.finish(proc, _("'a' once the poison was dead-lettered"))
+        s.finish(proc, _("'a' once the poison was dead-lettered"), late_ok=True)
         expect_once_each(s, ["held"], _("apply the healthy entry once"))
 
 
 @CHECKS.add(
     1,
     "a backlog of hundreds of entries waiting when the consumer starts: each is applied "
-    "once, none is trimmed away or skipped",
+    "once, none is trimmed away or skipped, and each of more than a hundred that always "
+    "fail is kept as a dead letter",
     90,
     severe=True,
 )
 def a_backlog_of_hundreds_is_applied_once_each(ns: Namespace) -> None:
     rng = random.Random(f"ex09 backlog {scene_seeds()[-1]}")
     keys = [f"order:{n}" for n in range(250 + rng.randrange(100))]
+    # Among them, more than a hundred that fail every time: each must end as a dead letter.
+    failing = [f"broken:{n}" for n in range(110 + rng.randrange(40))]
     with stream(ns) as s:
+        entries = [(key, {"cents": 100}) for key in keys]
+        entries += [(key, {"cents": 100, "flaky": 99}) for key in failing]
+        rng.shuffle(entries)
         pipe = s.r.pipeline(transaction=False)
-        for key in keys:
-            pipe.xadd(s.stream, {"key": key, "payload": json.dumps({"cents": 100})})
+        for key, payload in entries:
+            pipe.xadd(s.stream, {"key": key, "payload": json.dumps(payload)})
         pipe.execute()
-        s.finish(s.start("a"), _("a backlog of {count} entries").format(count=len(keys)))
+        s.finish(
+            s.start("a", max_deliveries=1),
+            _("a backlog of {count} entries").format(count=len(keys) + len(failing)),
+        )
         effects = s.effects()
         missing = [key for key in keys if key not in effects]
         twice = [key for key in keys if effects.get(key, 0) > 1]
@@ -219,6 +241,23 @@ def a_backlog_of_hundreds_is_applied_once_each(ns: Namespace) -> None:
                 "keep reading new entries (XREADGROUP ... >) until none is left, and never "
                 "remove an entry nobody has acknowledged (no XTRIM, no MAXLEN, no XDEL of "
                 "unread entries)"
+            ),
+        )
+        dead = [str(d.get("key")) for d in s.dead()]
+        lost = [key for key in failing if key not in dead]
+        expect(
+            not lost and len(dead) == len(failing),
+            _(
+                "each of the {count} entries that fail every time ({first} to {last}) in the "
+                "dead-letter stream, once"
+            ).format(count=len(failing), first=failing[0], last=failing[-1]),
+            _("{dead} dead letters; {lost} of them missing (first ones: {some})").format(
+                dead=len(dead), lost=len(lost), some=lost[:5]
+            ),
+            _(
+                "keep every dead letter: no MAXLEN on the XADD to <prefix>:dead and no XTRIM "
+                "of it. A dead letter is the only record of an entry nobody ran; dropping the "
+                "oldest loses them"
             ),
         )
 
@@ -300,3 +339,45 @@ def keys_are_compared_exactly(ns: Namespace) -> None:
                 "EXISTS or GET, never with a pattern (KEYS, SCAN MATCH)"
             ),
         )
+
+
+#: Seconds a consumer may take to notice that the entry another consumer held is done.
+SOON_S = 5.0
+
+
+@CHECKS.add(
+    1,
+    "while another consumer holds an entry, look again about every 50 ms: return soon "
+    "after the last entry is done, not idle_ms later",
+    60,
+)
+def returns_soon_after_the_others_finish(ns: Namespace) -> None:
+    import subprocess
+
+    with stream(ns) as s:
+        s.add("slow", cents=100, work_s=1)
+        worker = s.start("a", idle_ms=600_000)
+        s.wait_held(worker, "a", "slow")
+        other = s.start("b", idle_ms=600_000)  # finds 'slow' pending, held by 'a'
+        s.finish(worker, _("the consumer working on the slow entry"))
+        try:
+            other.communicate(timeout=SOON_S)
+        except subprocess.TimeoutExpired:
+            ns.kill(other)
+            other.communicate()
+            expect(
+                False,
+                _(
+                    "the second consumer to return within {seconds:g} s once the first had "
+                    "finished the entry it held (idle_ms is 600000)"
+                ).format(seconds=SOON_S),
+                _("it was still waiting {seconds:g} s later; pending: {pending}").format(
+                    seconds=SOON_S, pending=len(s.pending())
+                ),
+                _(
+                    "when nothing is yours to run but XPENDING lists entries, sleep about "
+                    "50 ms and look again: a wait of idle_ms keeps the consumer (and any new "
+                    "entry) waiting that long"
+                ),
+            )
+        expect_once_each(s, ["slow"], _("apply it once"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import string
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, expect
@@ -23,6 +24,7 @@ from labkit.grading.exercises.ex10.served import (
     jobs_for,
     jobs_in,
     posted_together,
+    retried_id,
     scratch,
     served,
 )
@@ -30,6 +32,10 @@ from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.lang import _
 
 CHECKS = Checks("ex10", hidden=True)
+#: UTC-12 and UTC+14 as POSIX TZ strings: 26 hours apart, so their dates always differ.
+FAR_WEST, FAR_EAST = "<-12>12", "<+14>-14"
+#: A job due later than this after it was made is as good as lost to its caller.
+DAY_S = 86_400
 
 
 @CHECKS.add(
@@ -43,11 +49,14 @@ def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
     body = {"month": "2026-09"}
     with scratch(ns) as folder:
         db = folder / "jobs.db"
-        with served(ns, db, crash_at_202=True) as doomed:
+        # The crashed server and its replacement in time zones 26 hours apart: whenever
+        # the check runs, their local dates differ, as they do for a retry sent just after
+        # midnight. A job key holding the date is another key after the restart.
+        with served(ns, db, crash_at_202=True, tz=FAR_WEST) as doomed:
             crash_at_202(ns, doomed, body, "crash-2")
         left = [j["id"] for j in jobs_for(db, "alice", body)]
-        with served(ns, db) as app:
-            again = accepted_id(app.post(body, key="crash-2"), _("the client's retry"))
+        with served(ns, db, tz=FAR_EAST) as app:
+            again = retried_id(app.post(body, key="crash-2"), _("the client's retry"))
         now = [j["id"] for j in jobs_for(db, "alice", body)]
         expect(
             len(left) == 1 and now == left and again == left[0],
@@ -77,7 +86,7 @@ def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
             )
         left = [j["id"] for j in jobs_for(db, "alice", body)]
         with served(ns, db) as app:
-            again = accepted_id(app.post(body, key="crash-3"), _("the client's retry"))
+            again = retried_id(app.post(body, key="crash-3"), _("the client's retry"))
         now = [j["id"] for j in jobs_for(db, "alice", body)]
         # None left is right too: an enqueue in the app's own transaction (conn=) had not
         # committed yet.
@@ -237,7 +246,11 @@ def requests_sent_together_get_one_job(ns: Namespace) -> None:
     # Every enqueue waits half a second first: the six requests are all in the app at once.
     with scratch(ns) as folder, served(ns, folder / "jobs.db", slow_enqueue_s=0.5) as app:
         replies = posted_together(app, [(body, "together-1")] * 6)
-        ids = [accepted_id(r, _("each of six requests sent together")) for r in replies]
+        # A 409 "still in progress" for a copy whose first request is in flight creates
+        # nothing and loses nothing (the client retries): that is
+        # copies_sent_while_the_first_runs_get_its_job's to catch, not this check's.
+        answered = [r for r in replies if r.status_code != 409] or replies
+        ids = [retried_id(r, _("each of six requests sent together")) for r in answered]
         stored = [j["id"] for j in jobs_for(folder / "jobs.db", "alice", body)]
         expect(
             len(set(ids)) == 1 and stored == ids[:1],
@@ -245,6 +258,40 @@ def requests_sent_together_get_one_job(ns: Namespace) -> None:
             _("job ids answered {ids}, jobs stored {stored}").format(ids=ids, stored=stored),
             "let store.enqueue(..., key=...) decide: it inserts the key or finds it in one "
             "step, where a lookup first and a write after lets two requests both miss",
+        )
+
+
+@CHECKS.add(
+    1,
+    "a copy of a request sent while the first is still being accepted gets the same job "
+    "(202), not a 409: the contract answers every retry with the key's job",
+    timeout=TIMEOUT,
+)
+def copies_sent_while_the_first_runs_get_its_job(ns: Namespace) -> None:
+    body = {"month": "2026-12", "copies": 3}
+    with scratch(ns) as folder, served(ns, folder / "jobs.db", slow_enqueue_s=0.5) as app:
+        replies = posted_together(app, [(body, "in-flight-1")] * 3)
+        refused = [r for r in replies if r.status_code == 409]
+        expect(
+            not refused,
+            _(
+                "each of three identical requests sent together with one Idempotency-Key "
+                "answered 202 with the one job, though the first was still being accepted"
+            ),
+            _("{count} answered {reply}").format(
+                count=len(refused), reply=f"409 {refused[0].text[:120]}" if refused else ""
+            ),
+            _(
+                "a retry gets the key's job, even while the first request is still inside "
+                "the handler: call store.enqueue(..., key=...) for every copy; it waits for "
+                "the first and returns its job (no set of keys in progress, no 409)"
+            ),
+        )
+        ids = {retried_id(r, _("each of three requests sent together")) for r in replies}
+        expect(
+            len(ids) == 1,
+            _("one job for the three requests"),
+            _("job ids {ids}").format(ids=sorted(ids)),
         )
 
 
@@ -266,7 +313,7 @@ def _one_job_per_key(app: App, keys: list[str], body: dict[str, str]) -> dict[st
             continue
         first[key] = accepted_id(reply, _("the request with key {key}").format(key=_cut(key)))
     again = {
-        k: accepted_id(app.post(body, key=k), _("the retry with key {key}").format(key=_cut(k)))
+        k: retried_id(app.post(body, key=k), _("the retry with key {key}").format(key=_cut(k)))
         for k in first
     }
     keys_of: defaultdict[int, list[str]] = defaultdict(list)
@@ -343,7 +390,16 @@ def every_202_says_where_and_when_to_poll(ns: Namespace) -> None:
     with scratch(ns) as folder, served(ns, folder / "jobs.db", tz=WEST_OF_UTC) as app:
         first, again = app.post(body, key="poll-1"), app.post(body, key="poll-1")
         for what, reply in ((_("the first request"), first), (_("the retry"), again)):
-            job_id = accepted_id(reply, what)
+            job_id = accepted_id(
+                reply,
+                what,
+                None
+                if reply is first
+                else _(
+                    "answer a retry as the first request: 202 with its job_id, Location and "
+                    "Retry-After (the caller keeps polling), not 200"
+                ),
+            )
             location, wait = reply.headers.get("Location"), reply.headers.get("Retry-After", "")
             polled = app.status(location) if location else None
             expect(
@@ -361,28 +417,42 @@ def every_202_says_where_and_when_to_poll(ns: Namespace) -> None:
                 "Retry-After counts seconds (2, not 2000)",
             )
         # The poll Retry-After asks for must find the job due: not hours later.
-        wait_s = int(first.headers["Retry-After"])
-        [row] = [j for j in jobs_in(folder / "jobs.db") if j["id"] == first.json()["job_id"]]
-        late = row["run_after"] - row["created_at"]
-        expect(
-            late <= wait_s + 1,
-            _(
-                "the job due by the time Retry-After says to poll ({seconds} s after it was "
-                "made), on a server whose time zone is UTC-3"
-            ).format(seconds=wait_s),
-            _("it is due {late:.0f} s after it was made").format(late=late),
-            _(
-                "enqueue without run_after (the job is due at once); a time you compute "
-                "yourself comes from time.time(): datetime.utcnow().timestamp() reads UTC "
-                "as the server's local time and lands hours off"
-            ),
-        )
+        _due_by_the_poll(folder / "jobs.db", first, "UTC-3")
+    # And on a server east of UTC, where a local wall-clock time labelled as UTC
+    # (datetime.now().replace(tzinfo=timezone.utc)) lands hours late instead.
+    with scratch(ns) as folder, served(ns, folder / "jobs.db", tz=EAST_OF_UTC) as app:
+        reply = app.post(body, key="poll-2")
+        accepted_id(reply, _("the first request"))
+        _due_by_the_poll(folder / "jobs.db", reply, "UTC+3")
+
+
+def _due_by_the_poll(db: Path, reply: Any, zone: str) -> None:
+    """Fail unless the job ``reply`` accepted is due by the time its Retry-After says to
+    poll, on a server whose time zone is ``zone``."""
+    wait = reply.headers.get("Retry-After", "")
+    wait_s = int(wait) if wait.isdigit() else 0
+    [row] = [j for j in jobs_in(db) if j["id"] == reply.json()["job_id"]]
+    late = row["run_after"] - row["created_at"]
+    expect(
+        late <= wait_s + 1,
+        _(
+            "the job due by the time Retry-After says to poll ({seconds} s after it was "
+            "made), on a server whose time zone is {zone}"
+        ).format(seconds=wait_s, zone=zone),
+        _("it is due {late:.0f} s after it was made").format(late=late),
+        _(
+            "enqueue without run_after (the job is due at once); a time you compute "
+            "yourself comes from time.time(): datetime.utcnow().timestamp() reads UTC "
+            "as the server's local time, and datetime.now() labelled as UTC is the local "
+            "wall clock: either lands hours off"
+        ),
+    )
 
 
 @CHECKS.add(
     1,
     "the accepted job is one a report worker runs: kind 'report', on the default queue, "
-    "ready within a minute",
+    "due within a day, and retried after a transient failure",
     timeout=TIMEOUT,
     severe=True,
 )
@@ -402,8 +472,10 @@ def a_report_worker_claims_the_job(ns: Namespace) -> None:
         [row] = found or [None]
         expect(row is not None, _("job {job_id} in the database").format(job_id=job_id), None)
         assert row is not None  # for the type checker: expect() failed otherwise
-        # The worker's clock: a minute after the job was made, as the job's row says.
-        with JobStore(db, clock=FakeClock(row["created_at"] + 60)) as store:
+        # The worker's clock: a day after the job was made, as the job's row says. A job
+        # due hours late (a time zone mistake) still runs: that is
+        # every_202_says_where_and_when_to_poll's to catch; one due days late never does.
+        with JobStore(db, clock=FakeClock(row["created_at"] + DAY_S)) as store:
             claimed = store.claim("report-worker")
             expect(
                 claimed is not None and (claimed.id, claimed.kind) == (job_id, "report"),
@@ -412,11 +484,11 @@ def a_report_worker_claims_the_job(ns: Namespace) -> None:
                 ),
                 {k: row[k] for k in ("id", "kind", "queue", "run_after", "created_at")},
                 _(
-                    "the job is due {late:.0f} s after it was made, on a server whose time zone "
-                    "is UTC+3: enqueue without run_after; a time you compute yourself comes from "
-                    "time.time(), never from a naive or relabelled datetime"
+                    "the job is due {late:.0f} s after it was made: no worker runs it for more "
+                    "than a day. Enqueue without run_after; a time you compute yourself is "
+                    "time.time() plus seconds (not milliseconds)"
                 ).format(late=row["run_after"] - row["created_at"])
-                if row["run_after"] - row["created_at"] > 60
+                if row["run_after"] - row["created_at"] > DAY_S
                 else "store.enqueue('report', {'owner': owner, 'request': body}, key=key): kind "
                 "'report', no queue, no run_after",
             )
@@ -474,3 +546,21 @@ def status_finds_a_job_among_thousands(ns: Namespace) -> None:
             )
             other = app.status(alices[-1], BOB).status_code
             expect(other == 404, "404 when bob asks for alice's last job", other)
+            # A new request among them: its 202 names the job enqueue made for it.
+            body = {"month": "2027-05", "among": count}
+            job_id = accepted_id(app.post(body, key="many-new"), _("a new report request"))
+            holding = [j["id"] for j in jobs_for(db, "alice", body)]
+            expect(
+                holding == [job_id],
+                _("the 202 for a new request among {count} jobs to name the job holding it").format(
+                    count=count
+                ),
+                _("it named job {job_id}; the request is in job {holding}").format(
+                    job_id=job_id, holding=holding
+                ),
+                _(
+                    "answer with the job store.enqueue returned (job.id), never the newest or "
+                    "last job of a list: store.jobs() stops at 1000, and another request may "
+                    "come in between"
+                ),
+            )

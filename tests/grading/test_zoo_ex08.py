@@ -315,6 +315,21 @@ LOCK_TIMEOUT_GIVES_UP = """\
     return "charged"
 """
 
+#: SELECT ... FOR UPDATE locks no row that is not there yet: a second copy running next
+#: to the first misses it too, and its plain INSERT fails with UniqueViolation once the
+#: first commits (charged once, but the duplicate ends in FAILURE).
+FOR_UPDATE_THEN_INSERT = """\
+    with connect() as conn, conn.transaction():
+        if conn.execute("SELECT 1 FROM processed WHERE key = %s FOR UPDATE", (key,)).fetchone():
+            return "already charged"
+        conn.execute("INSERT INTO processed (key) VALUES (%s)", (key,))
+        conn.execute(
+            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+            (key, customer, amount),
+        )
+    return "charged"
+"""
+
 REFERENCE_CLAIM_ARGS = "            (key,),\n        ).fetchone()"
 REFERENCE_CHARGE_ARGS = "(key, customer, amount),"
 
@@ -588,6 +603,73 @@ ZOO = [
         _replace(REFERENCE_CHARGE_ARGS, "(key, customer.strip().lower(), amount),"),
         "worker_starts_and_charges_once",
         "customer and amount",
+        "duplicate_message_charges_once",
+    ),
+    (
+        # Longer than the check's half-second hold, so the task still waits then: the
+        # trigger the check puts on processed reads the setting the claim ran under.
+        "a lock_timeout of 5 s on the claim",
+        _replace(
+            REFERENCE_BODY_START,
+            REFERENCE_BODY_START + "        conn.execute(\"SET LOCAL lock_timeout = '5s'\")\n",
+        ),
+        "dedup_commits_with_the_charge",
+        "to wait while another transaction holds its key",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "a statement_timeout on every connection, so a worker never hangs",
+        _replace(
+            'options=f"-c search_path={SCHEMA}")',
+            'options=f"-c search_path={SCHEMA} -c statement_timeout=10s")',
+        ),
+        "dedup_commits_with_the_charge",
+        "to wait while another transaction holds its key",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # Celery ignores a setting it does not know, without a word.
+        "acks_late set under a name Celery does not read (app.conf.acks_late)",
+        _settings(
+            "    app.conf.acks_late = True\n    app.conf.task_reject_on_worker_lost = True\n"
+        ),
+        "worker_killed_before_the_charge",
+        "SIGKILLed before charging",
+        "worker_starts_and_charges_once",
+    ),
+    (
+        "the dedup record is customer:key, not the key",
+        _replace(
+            REFERENCE_CLAIM_ARGS,
+            REFERENCE_CLAIM_ARGS.replace("(key,)", '(f"{customer}:{key}",)'),
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "SELECT ... FOR UPDATE, then a plain INSERT into processed",
+        _body(FOR_UPDATE_THEN_INSERT),
+        "a_copy_alongside_the_first_says_already_charged",
+        "'already charged'",
+        "two_deliveries_at_once_charge_once",
+    ),
+    (
+        "a duplicate raises celery's Ignore instead of returning 'already charged'",
+        _replace(
+            '            return "already charged"\n',
+            "            from celery.exceptions import Ignore\n\n            raise Ignore()\n",
+        ),
+        "replies_charged_or_already_charged",
+        "its duplicate 'already charged'",
+        "duplicate_message_charges_once",
+    ),
+    (
+        # 2**40 cents charged as 2**31 - 1: a charge nobody asked for, reported as done.
+        "an amount beyond INTEGER clamped to its maximum",
+        _replace(REFERENCE_CHARGE_ARGS, "(key, customer, min(amount, 2**31 - 1)),"),
+        "replies_charged_or_already_charged",
+        "a charge the database refused",
         "duplicate_message_charges_once",
     ),
     (

@@ -307,6 +307,99 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         ],
     ),
     (
+        # hash() of a str is salted per process: the second consumer names another record.
+        "the done record named by hash(key)",
+        "a_second_delivery_of_a_done_key_is_not_applied",
+        [
+            (
+                "            record = f\"{prefix}:done:{fields['key']}\"",
+                "            record = f\"{prefix}:done:{hash(fields['key'])}\"",
+            )
+        ],
+    ),
+    (
+        # A name per process: the restart never reads what the killed one held.
+        "the consumer name made unique with the pid",
+        "recovers_its_own_pending_after_a_kill",
+        [
+            (
+                "    r = redis.Redis.from_url(url, decode_responses=True)\n",
+                "    r = redis.Redis.from_url(url, decode_responses=True)\n"
+                '    consumer = f"{consumer}-{os.getpid()}"\n',
+            )
+        ],
+    ),
+    (
+        # Each copy starts again at delivery 1: a dependency down twice is never got past.
+        "a failed entry re-queued at the end of the stream (XADD + XACK)",
+        "a_flaky_entry_is_retried_not_dead_lettered",
+        [
+            (
+                "            except Exception:\n                continue\n",
+                "            except Exception:\n"
+                "                r.xadd(stream, fields)\n"
+                "                r.xack(stream, GROUP, entry_id)\n"
+                "                continue\n",
+            )
+        ],
+    ),
+    (
+        "dead-letters at max_deliveries, one delivery early (>= for >)",
+        "dead_letters_a_crashing_entry_after_max_deliveries",
+        [
+            (
+                "            if deliveries > max_deliveries:",
+                "            if deliveries >= max_deliveries:",
+            )
+        ],
+    ),
+    (
+        # 600000 ms read as 600 ms: a live consumer's 2 s job is taken from it.
+        "idle_ms divided by 1000 for XAUTOCLAIM",
+        "leaves_a_live_consumers_entry_alone",
+        [
+            (
+                'r.xautoclaim(stream, GROUP, consumer, idle_ms, "0-0", 1)',
+                'r.xautoclaim(stream, GROUP, consumer, idle_ms // 1000, "0-0", 1)',
+            )
+        ],
+    ),
+    (
+        "the dead letter's reason under the field 'error'",
+        "dead_letters_a_crashing_entry_after_max_deliveries",
+        [('"reason": f"delivered', '"error": f"delivered')],
+    ),
+    (
+        # The copy comes back until the cap dead-letters a healthy entry.
+        "a copy of a done key never XACKed",
+        "returns_how_many_it_applied",
+        [
+            (
+                '                        pipe.rpush(effects, fields["key"])\n'
+                "                    pipe.xack(stream, GROUP, entry_id)\n",
+                '                        pipe.rpush(effects, fields["key"])\n'
+                "                        pipe.xack(stream, GROUP, entry_id)\n",
+            )
+        ],
+    ),
+    (
+        # Past a hundred dead letters the oldest are dropped: entries nobody ran, forgotten.
+        "the dead-letter stream capped at 100 entries (XADD MAXLEN)",
+        "a_backlog_of_hundreds_is_applied_once_each",
+        [
+            (
+                '                pipe.xadd(dead, {"key"',
+                '                pipe.xadd(dead, maxlen=100, approximate=False, fields={"key"',
+            )
+        ],
+    ),
+    (
+        # Loses nothing, but a consumer next to a busy one waits ten minutes to return.
+        "waits idle_ms, not 50 ms, while another consumer holds an entry",
+        "returns_soon_after_the_others_finish",
+        [("            time.sleep(0.05)\n", "            time.sleep(idle_ms / 1000)\n")],
+    ),
+    (
         "the done record named by the key lower-cased and stripped",
         "keys_are_compared_exactly",
         [

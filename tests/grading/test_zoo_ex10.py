@@ -353,9 +353,10 @@ ZOO: list[tuple[str, str, str, str, str]] = [
     ),
     (
         # The mirror image: on a server east of UTC the job is due hours after the poll.
+        # Hours late, not lost: the severe worker check claims it (a day on), every_202 does not.
         "the job due after Retry-After, from the local wall clock labelled as UTC",
+        "every_202_says_where_and_when_to_poll",
         "a_report_worker_claims_the_job",
-        ACCEPT_OK,
         ENQUEUE,
         "        from datetime import datetime, timezone\n\n"
         "        due = datetime.now().replace(tzinfo=timezone.utc).timestamp() + RETRY_AFTER_S\n"
@@ -375,6 +376,115 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         STATUS_OK,
         ENQUEUE,
         "        with store:\n    " + ENQUEUE,
+    ),
+    (
+        # Stripe's answer, not this contract's: a copy sent while the first is inside the
+        # handler gets 409 "in progress". Nothing is lost or made twice (the severe check
+        # of requests sent together passes); the contract answers it 202 with the job.
+        "a key whose first request is still in flight answered 409",
+        "copies_sent_while_the_first_runs_get_its_job",
+        "requests_sent_together_get_one_job",
+        "    try:\n" + ENQUEUE,
+        """    import threading
+
+    gate = globals().setdefault("GATE", threading.Lock())
+    busy = globals().setdefault("IN_FLIGHT", set())
+    with gate:
+        if key is not None and key in busy:
+            return JSONResponse(
+                {"detail": f"Idempotency-Key {idempotency_key!r} is still in progress"},
+                status_code=409,
+            )
+        if key is not None:
+            busy.add(key)
+    try:
+        try:
+    """
+        + ENQUEUE
+        + """        finally:
+            with gate:
+                busy.discard(key)
+""",
+    ),
+    (
+        # A retry answered 200 with its job: the caller may read it as the finished report.
+        "a retry answered 200 OK instead of 202",
+        "every_202_says_where_and_when_to_poll",
+        "same_key_same_job",
+        "        status_code=202,\n        headers={",
+        "        status_code=202 if _created else 200,\n        headers={",
+    ),
+    (
+        "the body's fingerprint in the key: the same key with another body makes a second job",
+        "same_key_other_body_is_refused",
+        "same_key_same_job",
+        'f"report:{owner}:{idempotency_key}"',
+        "f\"report:{owner}:{idempotency_key}:{__import__('labkit.keys').keys.fingerprint(body)}\"",
+    ),
+    (
+        "the conflict answered with a message that does not name the key",
+        "same_key_other_body_is_refused",
+        ACCEPT_OK,
+        '            {"detail": f"Idempotency-Key {idempotency_key!r} was already used with '
+        'another "\n'
+        '             "body; resend the original body, or use a new key for a new request"},\n'
+        "            status_code=422,",
+        """            {"detail": "conflict: this key was already used with another body"},
+            status_code=409,""",
+    ),
+    (
+        # 0 for a job due at once: "poll now", and a client hammers the server.
+        "Retry-After as the seconds left until the job is due",
+        ACCEPT_OK,
+        STATUS_OK,
+        '"Retry-After": str(RETRY_AFTER_S)',
+        '"Retry-After": str(max(0, int(job.run_after - __import__("time").time())))',
+    ),
+    (
+        # Minutes where the header says seconds: the poll finds the job not due yet.
+        "the job due RETRY_AFTER_S minutes after it was made",
+        "every_202_says_where_and_when_to_poll",
+        "a_report_worker_claims_the_job",
+        ENQUEUE,
+        "        import time\n\n"
+        "        due = time.time() + RETRY_AFTER_S * 60\n"
+        + ENQUEUE.replace("key=key)", "key=key, run_after=due)"),
+    ),
+    (
+        "the status cached in a dict after its first read",
+        "status_shows_the_job_to_its_owner",
+        ACCEPT_OK,
+        "        job = store.get(job_id)\n",
+        "        cache = globals().setdefault('CACHE', {})\n"
+        "        job = cache.get(job_id) or cache.setdefault(job_id, store.get(job_id))\n",
+    ),
+    (
+        # 'Bearer stolen-token' becomes the owner 'stolen': a stranger's request is a job.
+        "the owner parsed from the token by hand instead of caller_of",
+        "no_token_is_401",
+        ACCEPT_OK,
+        "    owner = caller_of(authorization)\n    # Scoped",
+        "    from fastapi import HTTPException\n\n"
+        "    if not authorization:\n"
+        "        raise HTTPException(401, 'no token')\n"
+        "    owner = authorization.removeprefix('Bearer ').split('-')[0]\n"
+        "    # Scoped",
+    ),
+    (
+        # Keys that "expire" daily: a retry sent just after midnight makes a second job.
+        "the server's local date in the job key",
+        "retry_after_the_crash_gets_the_same_job",
+        "same_key_same_job",
+        'f"report:{owner}:{idempotency_key}"',
+        "f\"report:{owner}:{__import__('datetime').date.today()}:{idempotency_key}\"",
+    ),
+    (
+        # store.jobs() stops at 1000: among thousands the 202 names another job.
+        "the 202 names the newest job of store.jobs(), not the one enqueue returned",
+        "status_finds_a_job_among_thousands",
+        "same_key_same_job",
+        '        {"job_id": job.id},',
+        '        {"job_id": store.jobs()[-1].id if _created else job.id},',
     ),
 ]
 

@@ -243,14 +243,17 @@ def jobs_for(db: Path, owner: str, body: Any) -> list[dict[str, Any]]:
     return [j for j in jobs_in(db) if j["payload"] == wanted]
 
 
-def accepted_id(reply: httpx.Response, what: str, hint: str | None = None) -> int:
+def accepted_id(
+    reply: httpx.Response, what: str, hint: str | None = None, statuses: tuple[int, ...] = (202,)
+) -> int:
     """The job id of a 202, or a failure saying what came back instead.
 
     ``hint`` replaces the default one (answer 202) where another status means another
     mistake: a 409 for a second caller's key is a key not scoped to its caller.
+    ``statuses``: the answers taken besides (``retried_id``).
     """
     expect(
-        reply.status_code == 202,
+        reply.status_code in statuses,
         _("202 Accepted for {what}").format(what=what),
         f"{reply.status_code} {reply.text[:160]}",
         hint or _("answer 202 once the job is stored: JSONResponse(..., status_code=202)"),
@@ -261,6 +264,16 @@ def accepted_id(reply: httpx.Response, what: str, hint: str | None = None) -> in
         raise CheckFailed('a JSON body {"job_id": N}', reply.text[:160]) from None
     expect(isinstance(job_id, int), "job_id to be the job's integer id", job_id)
     return int(job_id)
+
+
+def retried_id(reply: httpx.Response, what: str, hint: str | None = None) -> int:
+    """The job id answered to a retry of an accepted request: a 202, or a 200 with the job.
+
+    The contract says 202, and ``every_202_says_where_and_when_to_poll`` holds a retry to
+    it; a retry answered 200 with its job loses and duplicates nothing, so the checks of
+    keys and crashes take it.
+    """
+    return accepted_id(reply, what, hint, statuses=(200, 202))
 
 
 def add_job(db: Path, owner: str, body: Any, key: str) -> int:
