@@ -5,6 +5,12 @@ read-then-write leaves (exercises 3 and 6). ``Watched`` counts the write stateme
 can crash (``SimulatedCrash``) right after the n-th one, as a killed process would stop
 there, and can pause after plain reads too (exercises 11-13). Both hand back ``Rows``
 when they had to read a statement to its end before returning.
+
+A plain read is a SELECT made without SQLite's write lock: outside a transaction, or
+inside one begun DEFERRED (plain ``BEGIN``) that has not written yet. Two such readers
+both see the row missing, then both try to write: one fails with "database is locked"
+however long its busy timeout. ``BEGIN IMMEDIATE`` takes the lock first, and a reader
+holding it is not paused.
 """
 
 from __future__ import annotations
@@ -17,6 +23,28 @@ from typing import Any
 from labkit.errors import SimulatedCrash
 
 WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
+
+class WriteLock:
+    """Whether a connection holds SQLite's write lock, from the statements sent on it."""
+
+    def __init__(self) -> None:
+        self.held = False
+
+    def plain_read(self, conn: sqlite3.Connection, sql: str) -> bool:
+        """Called before ``sql`` runs: True when it is a SELECT made without the lock."""
+        words = sql.split(None, 2)
+        verb = words[0].upper() if words else ""
+        if not conn.in_transaction:
+            self.held = False
+        if verb == "BEGIN":
+            self.held = len(words) > 1 and words[1].upper().rstrip(";") in (
+                "IMMEDIATE",
+                "EXCLUSIVE",
+            )
+        elif verb in WRITES:
+            self.held = True  # a write takes the lock, in a transaction until it ends
+        return verb == "SELECT" and not self.held
 
 
 class Rows:
@@ -54,10 +82,11 @@ class Watched:
         self.writes = 0
         self.crashed = False
         self.pauses = 0
+        self._lock = WriteLock()
 
     def execute(self, sql: str, params: Any = ()) -> Any:
         verb = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
-        reading = verb == "SELECT" and not self._conn.in_transaction
+        reading = self._lock.plain_read(self._conn, sql)
         cursor = self._conn.execute(sql, params)
         # Run the statement to its end now, so a crash "after" it means after it.
         rows = Rows(cursor.fetchall(), cursor.rowcount, cursor.lastrowid)
@@ -102,10 +131,11 @@ class Traced:
         self.pause = pause
         self.statements: list[str] = []
         self.pauses = 0
+        self._lock = WriteLock()
 
     def execute(self, sql: str, params: Any = ()) -> Any:
         self.statements.append(" ".join(sql.split()))
-        reading = sql.lstrip().upper().startswith("SELECT") and not self._conn.in_transaction
+        reading = self._lock.plain_read(self._conn, sql)
         cursor = self._conn.execute(sql, params)
         if reading and self.pause:
             rows = cursor.fetchall()
