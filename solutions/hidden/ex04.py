@@ -4,7 +4,7 @@ lost answer stays maybe-done whatever status it carries."""
 from __future__ import annotations
 
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex04.checks import delays, draws, verdicts
+from labkit.grading.exercises.ex04.policy import delays, draws, verdicts
 from labkit.lang import _
 
 CHECKS = Checks("ex04", hidden=True)
