@@ -323,7 +323,10 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         "recovers_its_own_pending_after_a_kill",
         [
             (
+                # The BEGIN line too: try_it's cell opens a connection the same way.
+                "    ### BEGIN SOLUTION\n"
                 "    r = redis.Redis.from_url(url, decode_responses=True)\n",
+                "    ### BEGIN SOLUTION\n"
                 "    r = redis.Redis.from_url(url, decode_responses=True)\n"
                 '    consumer = f"{consumer}-{os.getpid()}"\n',
             )
