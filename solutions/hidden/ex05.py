@@ -11,7 +11,7 @@ from typing import Any
 
 from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex05.checks import CHARGE, HARNESS, POST, invoices, run_job
+from labkit.grading.exercises.ex05.runs import CHARGE, HARNESS, POST, invoices, run_job
 from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.lang import _
 from labkit.world import World
