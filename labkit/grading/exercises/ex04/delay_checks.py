@@ -1,0 +1,170 @@
+"""Exercise 4's checks of ``backoff``, the delay before a retry: full jitter, the cap,
+a huge attempt, any base and cap, no pile at the cap, and the caller's generator."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from labkit.grading.checks import Namespace, expect
+from labkit.grading.exercises.ex04.policy import (
+    CHECKS,
+    _number,
+    draws,
+)
+from labkit.grading.exercises.helpers import SEED, holds_for
+from labkit.lang import _
+
+
+@CHECKS.add(
+    2,
+    "full jitter is rng.uniform(0, min(cap, base * 2**n)): anywhere from zero to "
+    "the ceiling, so a crowd of clients spreads out instead of retrying in lockstep",
+)
+def backoff_has_full_jitter(ns: Namespace) -> None:
+    # Late retries too (n=7 and n=100, both at the cap of 60): jitter never stops.
+    # The first retry too (n=0): clients that failed together must not all come back at base.
+    for n, base, ceiling in (
+        (0, 1.0, 1.0),
+        (3, 1.0, 8.0),
+        (2, 3.0, 12.0),
+        (7, 1.0, 60.0),
+        (100, 1.0, 60.0),
+    ):
+        got = draws(ns, n, SEED, base, 60.0, 200)
+        outside = [d for d in got if not (_number(d) and 0 <= d <= ceiling)]
+        expect(
+            not outside,
+            _("every delay for n={n} (base {base:g}, cap 60) within [0, {ceiling:g}]").format(
+                n=n, base=base, ceiling=ceiling
+            ),
+            _("{count} outside, e.g. {example}").format(
+                count=len(outside), example=repr(outside[0])
+            )
+            if outside
+            else "",
+        )
+        expect(
+            len(set(got)) > 100,
+            "200 different delays (jitter)",
+            _("{count} distinct value(s), e.g. {example}").format(
+                count=len(set(got)), example=repr(got[0])
+            ),
+        )
+        expect(
+            min(got) < ceiling / 8 and max(got) > ceiling * 7 / 8,
+            _(
+                "delays spread over the whole range 0..{ceiling:g} "
+                "(full jitter, not half or a sliver)"
+            ).format(ceiling=ceiling),
+            _("min {lowest:.2f}, max {highest:.2f}").format(lowest=min(got), highest=max(got)),
+        )
+
+
+@CHECKS.add(
+    2,
+    "cap the ceiling before drawing: min(cap, base * 2**n); without a cap the 30th "
+    "retry waits 34 years",
+)
+def backoff_is_capped(ns: Namespace) -> None:
+    for n, cap in ((10, 60.0), (30, 60.0), (6, 5.0)):
+        got = draws(ns, n, SEED, 1.0, cap, 20)
+        expect(
+            all(_number(d) and 0 <= d <= cap for d in got),
+            _("delays within [0, {cap:g}] for n={n} (cap {cap:g})").format(cap=cap, n=n),
+            f"{max(got)!r}",
+        )
+
+
+@CHECKS.add(
+    1,
+    "base * 2**n overflows a float for a large n (OverflowError at n=1024 and up): "
+    "once base * 2**n passes the cap the ceiling is the cap, so look at n first, "
+    "e.g. ceiling = cap if n >= 64 else min(cap, base * 2**n)",
+)
+def backoff_survives_a_huge_n(ns: Namespace) -> None:
+    # 1024 is the first n whose 2**n overflows a float: a guard "n > 1024" misses it.
+    for n in (2000, 10_000, 1023, 1024, 1025):
+        got = draws(ns, n, SEED, 1.0, 60.0, 5)
+        expect(
+            all(_number(d) and 0 <= d <= 60.0 for d in got),
+            _("delays within [0, 60] for n={n}").format(n=n),
+            f"{got!r}",
+        )
+
+
+@CHECKS.add(
+    2,
+    "use the base and cap you are given: the ceiling is min(cap, base * 2**n) for "
+    "any base (0.1 s, 5 s) and any cap, never a number fixed in the code",
+)
+def backoff_bounds_hold_for_any_base_and_cap(ns: Namespace) -> None:
+    def within(case: tuple[int, float, float, int]) -> None:
+        n, base, cap, seed = case
+        ceiling = min(cap, base * 2**n)
+        got = draws(ns, n, seed, base, cap, 20)
+        bad = [d for d in got if not (_number(d) and 0 <= d <= ceiling * (1 + 1e-9))]
+        expect(
+            not bad,
+            _("delays within [0, {ceiling:g}] for n={n}, base={base:g}, cap={cap:g}").format(
+                ceiling=ceiling, n=n, base=base, cap=cap
+            ),
+            f"{bad[0]!r}" if bad else "",
+        )
+        expect(
+            max(got) > ceiling / 2,
+            _(
+                "delays reaching above half the ceiling {ceiling:g} "
+                "(n={n}, base={base:g}, cap={cap:g})"
+            ).format(ceiling=ceiling, n=n, base=base, cap=cap),
+            _("max {highest:.4g}").format(highest=max(got)),
+        )
+
+    cases = st.tuples(
+        st.integers(0, 40),
+        st.sampled_from([0.1, 0.25, 0.5, 2.0, 5.0]) | st.floats(0.05, 10.0),
+        st.floats(0.5, 900.0),
+        st.integers(0, 2**16),
+    )
+    # base * 2**n just under the cap for every n: a shortcut "n > 10 means the cap" shows.
+    for n in range(41):
+        within((n, 60.0 / 2 ** (n + 1), 60.0, SEED + n))
+    holds_for(cases, within, examples=40)
+
+
+@CHECKS.add(
+    1,
+    "cap the ceiling, not the draw: min(cap, rng.uniform(0, base * 2**n)) puts most "
+    "delays exactly at the cap, so late retries come back in lockstep; draw from "
+    "rng.uniform(0, min(cap, base * 2**n))",
+)
+def backoff_does_not_pile_at_the_cap(ns: Namespace) -> None:
+    for n, cap in ((10, 60.0), (8, 5.0)):
+        got = draws(ns, n, SEED, 1.0, cap, 200)
+        at_cap = [d for d in got if _number(d) and d >= cap * 0.995]
+        expect(
+            len(at_cap) <= 10,
+            _(
+                "delays for n={n} (cap {cap:g}) spread evenly over [0, {cap:g}]: "
+                "about 1 in 200 within 0.5% of the cap"
+            ).format(n=n, cap=cap),
+            _("{count} of 200 at the cap, e.g. {example}").format(
+                count=len(at_cap), example=repr(at_cap[0])
+            )
+            if at_cap
+            else "",
+        )
+
+
+@CHECKS.add(
+    1,
+    "draw only from the rng you are given (rng.uniform), never the random module: "
+    "tests and notebooks pass a seeded rng to replay a run",
+)
+def backoff_uses_the_given_rng(ns: Namespace) -> None:
+    first = [draws(ns, n, SEED, 1.0, 60.0, 1)[0] for n in range(6)]
+    again = [draws(ns, n, SEED, 1.0, 60.0, 1)[0] for n in range(6)]
+    expect(
+        first == again,
+        "the same delays from two rngs with the same seed",
+        _("{first} then {again}").format(first=first[:3], again=again[:3]),
+    )

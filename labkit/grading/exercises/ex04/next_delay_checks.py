@@ -1,0 +1,340 @@
+"""Exercise 4's checks of ``next_delay``: when it gives up (a permanent error, a maybe-done
+failure without a key, max_attempts), Retry-After, the deadline, and the backoff it
+draws."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from labkit.grading.checks import Namespace, expect
+from labkit.grading.exercises.ex04.policy import (
+    CHECKS,
+    HARNESS,
+    MAYBE_DONE,
+    REFUSED,
+    _number,
+    _results,
+    delays,
+    delays_for,
+    draws,
+    http,
+)
+from labkit.grading.exercises.helpers import SEED, holds_for
+from labkit.lang import _
+
+
+@CHECKS.add(
+    1,
+    "a permanent error gets no retry, whatever Retry-After it carries: return None",
+)
+def gives_up_on_permanent(ns: Namespace) -> None:
+    for name, error in (("HTTP 400", http(400)), ("ValueError", {"type": "ValueError"})):
+        [got] = delays(ns, error, 1, started_at=0.0, now=0.0)
+        expect(got is None, _("None for {error} on the first attempt").format(error=name), got)
+    # A Retry-After does not make a bad request good: the verdict comes first.
+    [got] = delays(ns, http(400, 5), 2, started_at=0.0, now=0.0)
+    expect(
+        got is None,
+        "None for HTTP 400 with Retry-After: 5 after attempt 2 (the verdict comes first)",
+        got,
+    )
+
+
+@CHECKS.add(
+    3,
+    "a maybe-done failure (read timeout, reset, 500, ResponseLost) may already have "
+    "charged: without an idempotency_key return None, so nobody repeats the effect "
+    "before checking the destination",
+    severe=True,
+)
+def gives_up_on_maybe_done_without_a_key(ns: Namespace) -> None:
+    # Every maybe-done error after the first attempt and a later one, and 5xx answers that
+    # carry a Retry-After: the server's "come back later" does not say the charge failed.
+    cases = [(name, error, attempt) for attempt in (1, 3) for name, error in MAYBE_DONE.items()]
+    cases += [
+        (f"HTTP {status} (Retry-After: {after})", http(status, after), attempt)
+        for status, after in ((500, 5), (502, 30.0))
+        for attempt in (1, 2)
+    ]
+    # Each one right after a never-sent error, in the same process: a verdict cached by
+    # id(error) hands the new error, built at the freed one's address, the old verdict.
+    calls = []
+    for _n, error, attempt in cases:
+        calls += [(REFUSED, 1, {"started_at": 0.0, "now": 0.0})]
+        calls += [(error, attempt, {"started_at": 0.0, "now": 0.0})]
+    got = delays_for(ns, calls)[1::2]
+    for (name, _error, attempt), delay in zip(cases, got, strict=True):
+        expect(
+            delay is None,
+            _("None for {error} without an idempotency_key").format(
+                error=name if attempt == 1 else f"{name}, attempt {attempt}"
+            ),
+            delay,
+        )
+    [safe] = delays(ns, REFUSED, 1, started_at=0.0, now=0.0)
+    expect(_number(safe), "a delay for ConnectionRefusedError: it never reached the server", safe)
+
+
+@CHECKS.add(
+    1,
+    "with an idempotency_key the destination recognises the repeat, so a maybe-done "
+    "failure is retried like a never-sent one",
+)
+def retries_maybe_done_under_a_key(ns: Namespace) -> None:
+    for name, error in MAYBE_DONE.items():
+        [got] = delays(
+            ns, error, 2, started_at=0.0, now=0.0, idempotency_key="billing:42:charge:v1"
+        )
+        expect(
+            _number(got) and 0.0 <= got <= 2.0,
+            _("a delay in [0, 2] s for {error} after attempt 2, under a key").format(error=name),
+            got,
+        )
+
+
+@CHECKS.add(
+    2,
+    "attempt counts every run, the first included: after attempt < max_attempts "
+    "retry, at attempt == max_attempts stop (>=, not >)",
+)
+def gives_up_after_max_attempts(ns: Namespace) -> None:
+    for most in (2, 3, 5, 8):
+        [before] = delays(ns, REFUSED, most - 1, started_at=0.0, now=0.0, max_attempts=most)
+        [last] = delays(ns, REFUSED, most, started_at=0.0, now=0.0, max_attempts=most)
+        expect(
+            _number(before),
+            _("a delay after attempt {attempt} of {max_attempts}").format(
+                attempt=most - 1, max_attempts=most
+            ),
+            before,
+        )
+        expect(
+            last is None,
+            _("None after attempt {attempt} of {max_attempts}").format(
+                attempt=most, max_attempts=most
+            ),
+            last,
+        )
+    # An idempotency key makes a retry safe, not endless: the last attempt stays the last.
+    [keyed] = delays(
+        ns,
+        {"type": "TimeoutError", "message": "read timed out"},
+        5,
+        started_at=0.0,
+        now=0.0,
+        max_attempts=5,
+        idempotency_key="billing:42:charge:v1",
+    )
+    expect(
+        keyed is None,
+        "None after attempt 5 of 5 for a read timeout retried under an idempotency_key (a "
+        "key makes a retry safe, not endless)",
+        keyed,
+    )
+    # A Retry-After says when, never whether: the last attempt stays the last.
+    [last] = delays(ns, http(429, 1), 3, started_at=0.0, now=0.0, max_attempts=3)
+    expect(
+        last is None,
+        "None after attempt 3 of 3 for a 429 with Retry-After: 1 (Retry-After says when, "
+        "not whether)",
+        last,
+    )
+
+
+@CHECKS.add(
+    2,
+    "the server said when to come back: use max(backoff, error.retry_after) "
+    "(getattr(error, 'retry_after', None)), whether it is an int or a float",
+)
+def honours_retry_after(ns: Namespace) -> None:
+    [got] = delays(ns, http(429, 120.0), 1, started_at=0.0, now=0.0, deadline=3600.0)
+    expect(_number(got) and got >= 120.0, "at least 120 s for a 429 with Retry-After: 120", got)
+    # A 5xx retried under a key: its Retry-After counts as much as a 429's.
+    [keyed] = delays(
+        ns, http(502, 120.0), 1, started_at=0.0, now=0.0, deadline=3600.0, idempotency_key="k:1"
+    )
+    expect(
+        _number(keyed) and keyed >= 120.0,
+        "at least 120 s for a 502 with Retry-After: 120, retried under an idempotency_key",
+        keyed,
+    )
+    # Retry-After counts from the answer that carried it (now), not from started_at; and a
+    # long one (an hour of maintenance) is seconds all the same, never milliseconds.
+    for started_at, now, after, deadline in (
+        (0.0, 100.0, 120.0, 3600.0),
+        (0.0, 0.0, 3600, 7200.0),
+        (0.0, 0.0, 86_400, 172_800.0),  # a day of maintenance: no limit of the client's own
+    ):
+        [got] = delays(ns, http(429, after), 1, started_at=started_at, now=now, deadline=deadline)
+        expect(
+            _number(got) and got >= after,
+            _(
+                "at least {retry_after:g} s for a 429 with Retry-After: {retry_after:g} received "
+                "at now={now:g} (started_at={started_at:g}, deadline {deadline:g} s)"
+            ).format(retry_after=after, now=now, started_at=started_at, deadline=deadline),
+            got,
+            _(
+                "Retry-After is seconds from now: delay = max(backoff, retry_after), with "
+                "nothing taken off it, no unit guessed and no limit of your own (the "
+                "deadline decides whether it is too late)"
+            ),
+        )
+    # Retry-After under the backoff's ceiling still raises every smaller draw.
+    got = delays(ns, http(503, 0.9), 1, 20, started_at=0.0, now=0.0, max_attempts=9)
+    expect(
+        all(_number(g) and g >= 0.9 for g in got),
+        "at least 0.9 s for each of 20 retries after attempt 1 with Retry-After 0.9 (under "
+        "the 1 s ceiling: compare it with the draw, not with the ceiling)",
+        f"{[round(g, 4) if _number(g) else g for g in got]}",
+    )
+    [small] = delays(ns, http(503, 0.001), 3, started_at=0.0, now=0.0)
+    expect(
+        _number(small) and small <= 4.0,
+        "the backoff (at most 4 s after attempt 3) when Retry-After is tiny",
+        small,
+    )
+    # Retry-After is a floor, never the whole answer: a smaller one leaves the draws as they are.
+    got = delays(ns, http(503, 0.5), 5, 5, started_at=0.0, now=0.0, max_attempts=9)
+    want = [max(d, 0.5) for d in draws(ns, 4, SEED, 1.0, 60.0, 5)]
+    expect(
+        got == want,
+        _(
+            "after attempt 5 with Retry-After 0.5 s, the backoff draws {draws} (backoff(4, rng) "
+            "from the same seed, raised to 0.5 s where smaller): a smaller Retry-After does "
+            "not replace the backoff"
+        ).format(draws=[round(w, 4) for w in want]),
+        f"{[round(g, 4) if _number(g) else g for g in got]}",
+    )
+
+    def waits(case: tuple[int, float | int]) -> None:
+        attempt, after = case
+        [got] = delays(ns, http(503, after), attempt, started_at=0.0, now=0.0, deadline=10_000.0)
+        ceiling = max(float(after), min(60.0, 2.0 ** (attempt - 1)))
+        expect(
+            _number(got) and after <= got <= ceiling,
+            _(
+                "between Retry-After {retry_after} and {ceiling:g} s "
+                "(attempt {attempt}, Retry-After {retry_after})"
+            ).format(retry_after=repr(after), ceiling=ceiling, attempt=attempt),
+            got,
+        )
+
+    afters = st.integers(0, 900) | st.floats(0.0, 900.0).map(lambda x: round(x, 3))
+    holds_for(st.tuples(st.integers(1, 2), afters), waits, examples=30)
+
+
+@CHECKS.add(
+    2,
+    "no retry may be scheduled past started_at + deadline: if now + delay is later, "
+    "return None; a retry landing exactly on the deadline is still in time",
+)
+def respects_deadline(ns: Namespace) -> None:
+    [got] = delays(ns, REFUSED, 1, started_at=0.0, now=299.5, deadline=300.0)
+    expect(
+        got is None or got <= 0.5, "None (or at most 0.5 s) at 299.5 s into a 300 s deadline", got
+    )
+    [late] = delays(ns, http(429, 120.0), 1, started_at=0.0, now=250.0, deadline=300.0)
+    expect(late is None, "None: Retry-After 120 s at 250 s ends after the 300 s deadline", late)
+    [late] = delays(ns, http(429, 120), 1, started_at=1000.0, now=1250.0, deadline=300.0)
+    expect(late is None, "None: the deadline counts from started_at (1000 + 300 s)", late)
+    [longer] = delays(ns, http(429, 120), 1, started_at=0.0, now=400.0, deadline=600.0)
+    expect(
+        longer == 120,
+        "120 s: Retry-After 120 at 400 s ends within a 600 s deadline (the deadline given)",
+        longer,
+    )
+    [keyed] = delays(
+        ns, http(502, 120), 1, started_at=0.0, now=250.0, deadline=300.0, idempotency_key="k:1"
+    )
+    expect(
+        keyed is None,
+        "None: a 502 with Retry-After 120 s at 250 s, under an idempotency_key, ends after the "
+        "300 s deadline (a key makes a retry safe, not late)",
+        keyed,
+    )
+    # now and started_at are epoch seconds: the same instants in every time zone.
+    late, longer = (
+        {"started_at": 0.0, "now": 250.0, "deadline": 300.0},
+        {"started_at": 0.0, "now": 400.0, "deadline": 600.0},
+    )
+    for tz in ("America/Sao_Paulo", "Asia/Kolkata"):
+        calls = [
+            {"error": http(429, 120.0), "attempt": 1, "seed": SEED, "kwargs": kwargs}
+            for kwargs in (late, longer)
+        ]
+        results = ns.harness(HARNESS + "next_delays_in_zone", calls, tz)
+        got = [_results(r, "next_delay(attempt=1)")[0] for r in results]
+        expect(
+            got == [None, 120.0],
+            _(
+                "None for Retry-After 120 s at 250 s into a 300 s deadline, and 120 s at 400 s "
+                "into a 600 s one, with TZ={tz}"
+            ).format(tz=tz),
+            repr(got),
+            _(
+                "compare epoch seconds (now + delay > started_at + deadline); a naive "
+                "datetime from fromtimestamp() is local time and utcfromtimestamp() is UTC: "
+                "mixed, they are hours apart"
+            ),
+        )
+    [exact] = delays(ns, http(429, 50), 1, started_at=0.0, now=250.0, deadline=300.0)
+    expect(
+        exact == 50,
+        "50 s: Retry-After 50 at 250 s lands exactly on the 300 s deadline, still in time",
+        exact,
+    )
+
+
+@CHECKS.add(
+    2,
+    "the delay is backoff(attempt - 1, rng, base, cap): pass next_delay's own rng, "
+    "base and cap through, and return the draw as it is (no rounding)",
+)
+def next_delay_is_the_backoff(ns: Namespace) -> None:
+    def same(case: tuple[int, float, float]) -> None:
+        attempt, base, cap = case
+        kwargs = {"base": base, "cap": cap, "max_attempts": 9, "deadline": 1e9}
+        got = delays(ns, REFUSED, attempt, 5, started_at=0.0, now=0.0, **kwargs)
+        want = draws(ns, attempt - 1, SEED, base, cap, 5)
+        expect(
+            got == want,
+            _(
+                "next_delay(ConnectionRefusedError(), {attempt}, rng, base={base:g}, "
+                "cap={cap:g}) to return what backoff({n}, rng, {base:g}, {cap:g}) "
+                "draws from the same seed: {draws}"
+            ).format(
+                attempt=attempt,
+                base=base,
+                cap=cap,
+                n=attempt - 1,
+                draws=[round(w, 4) for w in want],
+            ),
+            f"{[round(g, 4) if _number(g) else g for g in got]}",
+        )
+
+    # A job retried for a long time under a large max_attempts: next_delay goes through
+    # backoff and its guard, so attempt 1100 (2.0 ** 1099 overflows a float) is the cap.
+    kwargs = {"max_attempts": 5000, "deadline": 1e12}
+    got = delays(ns, REFUSED, 1100, 3, started_at=0.0, now=0.0, **kwargs)
+    want = draws(ns, 1099, SEED, 1.0, 60.0, 3)
+    expect(
+        got == want,
+        _(
+            "next_delay(ConnectionRefusedError(), 1100, rng, max_attempts=5000) to return "
+            "what backoff(1099, rng) draws from the same seed: {draws}"
+        ).format(draws=[round(w, 4) for w in want]),
+        f"{[round(g, 4) if _number(g) else g for g in got]}",
+        _(
+            "call backoff(attempt - 1, rng, base, cap) in next_delay: a ceiling computed "
+            "again there (base * 2.0 ** (attempt - 1)) overflows for a large attempt"
+        ),
+    )
+    holds_for(
+        st.tuples(
+            st.integers(1, 8),
+            st.sampled_from([0.1, 0.5, 1.0, 3.0]) | st.floats(0.05, 10.0),
+            st.sampled_from([60.0, 5.0]) | st.floats(1.0, 900.0),
+        ),
+        same,
+        examples=20,
+    )

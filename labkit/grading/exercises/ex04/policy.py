@@ -1,0 +1,144 @@
+"""What exercise 4's checks share: ``CHECKS``, on which ``classify_checks``,
+``delay_checks`` and ``next_delay_checks`` register; the error tables; and the student's
+functions called through the harness."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
+from labkit.grading.exercises.helpers import SEED, raised_text
+from labkit.lang import _
+
+CHECKS = Checks("ex04", "retry policy", needs=("classify", "backoff", "next_delay"))
+
+HARNESS = "labkit.grading.exercises.ex04.harness:"
+
+
+def http(status: Any, retry_after: Any = None) -> dict[str, Any]:
+    return {"type": "HTTPError", "status": status, "retry_after": retry_after}
+
+
+NEVER_SENT = {
+    "ConnectionRefusedError()": {"type": "ConnectionRefusedError"},
+    "TransientError()": {"type": "TransientError"},
+    "HTTP 429": http(429),
+    "HTTP 503": http(503),
+    "HTTP 408": http(408),
+    "RateLimited() (a TransientError subclass)": {"type": "RateLimited"},
+    "QuotaExceeded(429) (an HTTPError subclass)": {"type": "QuotaExceeded", "status": 429},
+    "TransientError(status=502) (labkit's own says nothing happened)": {
+        "type": "TransientError",
+        "status": 502,
+    },
+}
+MAYBE_DONE = {
+    "TimeoutError('read timed out')": {"type": "TimeoutError", "message": "read timed out"},
+    "ReadTimeout() (a library's TimeoutError subclass)": {"type": "ReadTimeout"},
+    "ConnectionResetError()": {"type": "ConnectionResetError"},
+    "BrokenPipeError()": {"type": "BrokenPipeError"},
+    "ConnectionAbortedError()": {"type": "ConnectionAbortedError"},
+    "ConnectionError()": {"type": "ConnectionError"},
+    "ResponseLost() (a TransientError whose answer was lost)": {"type": "ResponseLost"},
+    "HTTP 500": http(500),
+    "HTTP 502": http(502),
+    "HTTP 504": http(504),
+    "HTTP 599": http(599),
+    "GatewayLost() (a library's TransientError with ambiguous = True)": {"type": "GatewayLost"},
+    "HTTP 503 with ambiguous = True (the answer was lost after it was sent)": {
+        **http(503),
+        "ambiguous": True,
+    },
+    "HTTP 503 with ambiguous = 'lost after send' (a true value that is not True)": {
+        **http(503),
+        "ambiguous": "lost after send",
+    },
+}
+PERMANENT = {
+    "PermanentError()": {"type": "PermanentError"},
+    "ValueError('bad amount')": {"type": "ValueError", "message": "bad amount"},
+    "KeyError('customer')": {"type": "KeyError", "message": "customer"},
+    "HTTP 400": http(400),
+    "HTTP 401": http(401),
+    "HTTP 404": http(404),
+    "HTTP 422": http(422),
+    "BadRequest() (a PermanentError subclass)": {"type": "BadRequest"},
+    "TypeError()": {"type": "TypeError"},
+    "PermissionError() (an OSError, not a connection error)": {"type": "PermissionError"},
+    "FileNotFoundError()": {"type": "FileNotFoundError"},
+    "HTTP 499": http(499),
+    "PermanentError(status=503) (labkit's own says nothing will change)": {
+        "type": "PermanentError",
+        "status": 503,
+    },
+    "BadRequest(status=500) (a PermanentError subclass)": {"type": "BadRequest", "status": 500},
+}
+#: An error that never reached the server, for the checks of the waiting rules.
+REFUSED = {"type": "ConnectionRefusedError"}
+
+
+def verdict_for_status(status: int) -> str:
+    if status in (408, 429, 503):
+        return "never_sent"
+    return "maybe_done" if 500 <= status <= 599 else "permanent"
+
+
+def _results(results: list[dict[str, Any]], what: str) -> list[Any]:
+    """The returned values; the first student exception fails the check, named."""
+    for result in results:
+        if "raised" in result:
+            raise CheckFailed(
+                _("{call} to return a value").format(call=what),
+                raised_text(result),
+            )
+    return [r["returned"] for r in results]
+
+
+def verdicts(ns: Namespace, specs: list[dict[str, Any]]) -> list[Any]:
+    """What the student's ``classify`` returned for each described error."""
+    return _results(ns.harness(HARNESS + "classify", specs), "classify")
+
+
+def _verdicts(ns: Namespace, table: dict[str, dict[str, Any]], want: str) -> None:
+    got = verdicts(ns, list(table.values()))
+    wrong = {name: g for name, g in zip(table, got, strict=True) if g != want}
+    expect(
+        not wrong,
+        _("{verdict} for {errors}").format(verdict=repr(want), errors=", ".join(table)),
+        "; ".join(
+            _("{verdict} for {error}").format(verdict=repr(g), error=name)
+            for name, g in wrong.items()
+        ),
+    )
+
+
+def draws(ns: Namespace, n: int, seed: int, base: float, cap: float, count: int) -> list[float]:
+    [result] = ns.harness(HARNESS + "backoff_draws", [[n, seed, base, cap, count]])
+    [values] = _results([result], f"backoff({n}, rng, base={base:g}, cap={cap:g})")
+    return list(values)
+
+
+def delays(
+    ns: Namespace, error: dict[str, Any], attempt: int, count: int = 1, **kwargs: Any
+) -> list[Any]:
+    call = {"error": error, "attempt": attempt, "seed": SEED, "kwargs": kwargs, "count": count}
+    [results] = ns.harness(HARNESS + "next_delays", [call])
+    return _results(results, f"next_delay(attempt={attempt})")
+
+
+def delays_for(ns: Namespace, cases: list[tuple[dict[str, Any], int, dict[str, Any]]]) -> list[Any]:
+    """One ``next_delay`` per ``(error, attempt, kwargs)``, each from a fresh ``Random(SEED)``,
+    in one call to the harness."""
+    calls = [
+        {"error": error, "attempt": attempt, "seed": SEED, "kwargs": kwargs, "count": 1}
+        for error, attempt, kwargs in cases
+    ]
+    results = ns.harness(HARNESS + "next_delays", calls)
+    return [
+        _results(result, f"next_delay(attempt={attempt})")[0]
+        for result, (_error, attempt, _kwargs) in zip(results, cases, strict=True)
+    ]
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
