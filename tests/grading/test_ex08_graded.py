@@ -19,6 +19,7 @@ import nbformat
 import pytest
 from gradingkit import (
     EXERCISES,
+    HIDDEN,
     SOLUTIONS,
     grade_class,
     notebook_for,
@@ -28,11 +29,16 @@ from gradingkit import (
 )
 from zoo_notebooks import every_entry
 
+from labkit.grading import catalog
 from labkit.grading.isolation import netns
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 REDIS_ENTRY = "a Redis SET NX before the transaction"
+#: Exercise 8's total, public and hidden checks (the red-team rounds change it), and the
+#: most a severe mistake may score.
+TOTAL = sum(c.points for c in catalog.all_checks("ex08", HIDDEN))
+HALF = TOTAL // 2
 
 EARLY_ACK_REMOVES = (
     "    app.conf.task_acks_late = True\n    app.conf.task_reject_on_worker_lost = True\n"
@@ -57,6 +63,7 @@ def _attack():
 
 _attack()
 """
+
 
 @pytest.fixture(scope="module")
 def graded(
@@ -104,7 +111,7 @@ ATTACKS: dict[str, str] = {}
 def test_reference_scores_full_marks_under_the_confined_grader(graded) -> None:  # type: ignore[no-untyped-def]
     rows, feedback, _ = graded
     text = (feedback / "ref.md").read_text()
-    assert rows["ref"] == ["25", "25", "graded"], text
+    assert rows["ref"] == [str(TOTAL), str(TOTAL), "graded"], text
     # every check, public and hidden, passed on its own (no partial credit hides a failure)
     for check in (
         "worker_starts_and_charges_once | 1/1",
@@ -125,7 +132,7 @@ def test_reference_scores_full_marks_under_the_confined_grader(graded) -> None: 
 
 def test_untouched_notebook_scores_zero_not_started(graded) -> None:  # type: ignore[no-untyped-def]
     rows, feedback, _ = graded
-    assert rows["stub"] == ["0", "25", "not started"]
+    assert rows["stub"] == ["0", str(TOTAL), "not started"]
     assert "not started yet" in (feedback / "stub.md").read_text()
 
 
@@ -133,8 +140,8 @@ def test_early_ack_loses_the_kill_checks_under_the_confined_grader(graded) -> No
     rows, feedback, _ = graded
     text = (feedback / "early.md").read_text()
     # A lost charge is a severe mistake: the score is capped at half, and says why.
-    assert rows["early"][2] == "graded" and 0 < int(rows["early"][0]) <= 12, text
-    assert "score capped at half (12): worker_killed_before_the_charge" in text
+    assert rows["early"][2] == "graded" and 0 < int(rows["early"][0]) <= HALF, text
+    assert f"score capped at half ({HALF}): worker_killed_before_the_charge" in text
     assert "worker_starts_and_charges_once | 1/1 | passed" in text
     assert "worker_killed_before_the_charge (severe) | 0/3 | failed" in text
     assert "whole_worker_killed_before_the_charge (severe) | 0/2 | failed" in text
@@ -144,7 +151,7 @@ def test_early_ack_loses_the_kill_checks_under_the_confined_grader(graded) -> No
 def test_a_dedup_record_in_redis_is_caught_by_its_check_under_the_confined_grader(graded) -> None:  # type: ignore[no-untyped-def]
     rows, feedback, _ = graded
     text = (feedback / "redis.md").read_text()
-    assert rows["redis"][2] == "graded" and 0 < int(rows["redis"][0]) <= 12, text
+    assert rows["redis"][2] == "graded" and 0 < int(rows["redis"][0]) <= HALF, text
     assert "dedup_commits_with_the_charge (hidden, severe) | 0/3 | failed" in text
     assert "worker_killed_before_the_charge (severe) | 3/3 | passed" in text  # Redis answered
 
@@ -155,8 +162,10 @@ def test_a_hostile_worker_reaches_nothing_of_the_machine_and_keeps_its_honest_ma
     import redis
 
     rows, feedback, _ = graded
-    assert rows["mallory"] == ["25", "25", "graded"], (feedback / "mallory.md").read_text()
-    assert rows["ref"] == ["25", "25", "graded"]  # graded beside it (--jobs 2)
+    assert rows["mallory"] == [str(TOTAL), str(TOTAL), "graded"], (
+        feedback / "mallory.md"
+    ).read_text()
+    assert rows["ref"] == [str(TOTAL), str(TOTAL), "graded"]  # graded beside it (--jobs 2)
     tag = ATTACKS["tag"]
     assert redis.Redis(host="127.0.0.1", port=6379).get(tag) is None
     with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test") as conn:
