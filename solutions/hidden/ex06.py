@@ -146,11 +146,13 @@ def a_killed_redrive_leaves_no_job_half_redriven(ns: Namespace) -> None:
             jobs = all_jobs(conn)
         # run_after and dead_reason are redrive_gives_a_fresh_start's (not severe): an old
         # run_after is past, and a reason kept is a stale note, not a job that never runs.
-        fresh = {"state": "pending", "attempt": 0}
+        # So is the exact attempt: a redrive to attempt 1 costs the job one try (that
+        # check's); a job left pending with the 3 attempts it died with never gets any.
         half = [
             j
             for j in jobs
-            if j["state"] != "dead" and ({k: j[k] for k in fresh} != fresh or j["redrives"] != 1)
+            if j["state"] != "dead"
+            and (j["state"] != "pending" or j["attempt"] >= 3 or j["redrives"] != 1)
         ]
         shown = "; ".join(
             _(

@@ -842,6 +842,72 @@ ZOO: list[tuple[str, str, str, str]] = [
                                              idempotency_key=f"{RUN}-{job.key}")
     """,
     ),
+    (
+        "ex05",
+        "the amount sent as a float (float(amount): 4200.0)",
+        "charge_runs_once_without_faults",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], float(job.payload["amount"])
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "the Idempotency-Key sent only on a retry (attempt > 1)",
+        "charge_survives_crash_after_effect",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            key = job.key if getattr(job, "attempt", 1) > 1 else None
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=key)
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger amount made positive with abs() (a credit note posted as a bill)",
+        "post_runs_once_without_faults",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], abs(job.payload["amount"])
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "post_handler forgets to return tx.post's reply",
+        "post_runs_once_without_faults",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark kept under the customer and the amount",
+        "every_entry_is_posted_once",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            mark = f"{customer}:{amount}"
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
 ]
 
 
@@ -936,6 +1002,15 @@ SAYS: dict[str, str] = {
     "an Idempotency-Key with datetime.now() of the import": (
         "from a worker started a day and an hour later"
     ),
+    "the amount sent as a float (float(amount): 4200.0)": "one charge, job succeeded",
+    "the Idempotency-Key sent only on a retry (attempt > 1)": (
+        "exactly one charge after a crash right after the payment API charged"
+    ),
+    "the ledger amount made positive with abs() (a credit note posted as a bill)": (
+        "each ledger entry of the job's amount"
+    ),
+    "post_handler forgets to return tx.post's reply": "to return the reply",
+    "the ledger mark kept under the customer and the amount": "one ledger entry per job",
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.

@@ -1262,6 +1262,187 @@ ZOO: list[tuple[str, str, str, str]] = [
             return ids
     """,
     ),
+    (
+        "ex06",
+        "redrive returns a set of ids (the order lost)",
+        "redrive_picks_the_oldest_for_any_table",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [row["id"] for row in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind) "
+                    "ORDER BY updated_at, id LIMIT :limit", {"limit": limit, "kind": kind})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now, "
+                        "dead_reason = NULL, "
+                        "redrives = redrives + 1, updated_at = :now "
+                        "WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return set(ids)
+    """,
+    ),
+    (
+        "ex06",
+        "last_error with the reason appended",
+        "dead_letter_records_the_reason",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error, "
+                "lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now "
+                "WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason,
+                 "error": describe(error) + " (" + reason + ")", "now": now}).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "last_error cut to 120 characters",
+        "dead_letter_records_the_reason",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error, "
+                "lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now "
+                "WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason,
+                 "error": describe(error)[:120], "now": now}).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "redrive clears last_error too (a fresh start forgets why it died)",
+        "redrive_gives_a_fresh_start",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [row["id"] for row in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind) "
+                    "ORDER BY updated_at, id LIMIT :limit", {"limit": limit, "kind": kind})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now, "
+                        "dead_reason = NULL, last_error = NULL, "
+                        "redrives = redrives + 1, updated_at = :now "
+                        "WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "kind matched with 'kind IS :kind' (kind=None redrives nothing)",
+        "redrive_picks_the_oldest_for_any_table",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [row["id"] for row in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND kind IS :kind "
+                    "ORDER BY updated_at, id LIMIT :limit", {"limit": limit, "kind": kind})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now, "
+                        "dead_reason = NULL, "
+                        "redrives = redrives + 1, updated_at = :now "
+                        "WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "a redriven job given a minute's grace (run_after = now + 60)",
+        "redrive_gives_a_fresh_start",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [row["id"] for row in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind) "
+                    "ORDER BY updated_at, id LIMIT :limit", {"limit": limit, "kind": kind})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now + 60, "
+                        "dead_reason = NULL, "
+                        "redrives = redrives + 1, updated_at = :now "
+                        "WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter stamps time.time(), not now",
+        "the_instants_are_kept_as_given",
+        """
+        import time
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error, "
+                "lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now "
+                "WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": time.time()}).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "a redriven job restarts at attempt 1, not 0",
+        "redrive_gives_a_fresh_start",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [row["id"] for row in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind) "
+                    "ORDER BY updated_at, id LIMIT :limit", {"limit": limit, "kind": kind})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 1, run_after = :now, "
+                        "dead_reason = NULL, "
+                        "redrives = redrives + 1, updated_at = :now "
+                        "WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
 ]
 
 
@@ -1345,6 +1526,16 @@ SAYS: dict[str, str] = {
         "no transaction left open when redrive(limit=0"
     ),
     "ties broken by the newest id (ORDER BY updated_at, id DESC)": "on jobs",
+    "redrive returns a set of ids (the order lost)": "[2, 1] for limit=2",
+    "last_error with the reason appended": "naming the class and message",
+    "last_error cut to 120 characters": "a last_error of",
+    "redrive clears last_error too (a fresh start forgets why it died)": (
+        "'last_error': 'TimeoutError: slow'"
+    ),
+    "kind matched with 'kind IS :kind' (kind=None redrives nothing)": "[1] for limit=1, kind=None",
+    "a redriven job given a minute's grace (run_after = now + 60)": "'run_after': 1000.0",
+    "dead_letter stamps time.time(), not now": "after dead_letter(..., now=1000.25)",
+    "a redriven job restarts at attempt 1, not 0": "'attempt': 0",
 }
 
 

@@ -677,6 +677,122 @@ ZOO: list[tuple[str, str, str, str]] = [
                 self._state = value
     """,
     ),
+    (
+        "ex07",
+        "the state spelled 'half-open' (pybreaker's spelling)",
+        "half_open_allows_one_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                ok = super().allow()
+                if self.state == "half_open":
+                    self.state = "half-open"
+                return ok
+            def record_failure(self):
+                if self.state == "half-open":
+                    self.state = "half_open"
+                super().record_failure()
+            def record_success(self):
+                super().record_success()
+    """,
+    ),
+    (
+        "ex07",
+        "a success forgives one failure (count - 1, not reset)",
+        "opens_after_consecutive_failures",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_success(self):
+                self.failures = max(0, self.failures - 1)
+                self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        "breakers cached in __new__ by (threshold, cooldown_s, clock)",
+        "two_breakers_side_by_side",
+        """
+        _Reference = Breaker
+        _made = {}
+        class Breaker(_Reference):
+            def __new__(cls, threshold, cooldown_s, clock):
+                key = (threshold, cooldown_s, id(clock))
+                if key not in _made:
+                    _made[key] = super().__new__(cls)
+                return _made[key]
+            def __init__(self, threshold, cooldown_s, clock):
+                if getattr(self, "_ready", False):
+                    return
+                super().__init__(threshold, cooldown_s, clock)
+                self._ready = True
+    """,
+    ),
+    (
+        "ex07",
+        "a floor of half a second on the cooldown (max(cooldown_s, 0.5))",
+        "cooldown_is_the_one_given",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, max(cooldown_s, 0.5), clock)
+    """,
+    ),
+    (
+        "ex07",
+        "two successful trials needed to close (a success threshold)",
+        "trial_success_closes",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self.successes = 0
+            def record_success(self):
+                self.failures = 0
+                if self.state == "half_open":
+                    self.successes += 1
+                    self.trial_out = False
+                    if self.successes >= 2:
+                        self.state, self.successes = "closed", 0
+                else:
+                    self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        "failures counted only while closed (a failed trial ignored)",
+        "trial_failure_reopens_for_a_full_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                if self.state != "closed":
+                    return
+                super().record_failure()
+    """,
+    ),
+    (
+        "ex07",
+        "the streak of failure times kept in a class-level list",
+        "two_breakers_side_by_side",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            streak = []
+            def record_failure(self):
+                self.streak.append(self.clock.now())
+                self.failures = len(self.streak)
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+            def record_success(self):
+                self.streak.clear()
+                self.failures = 0
+                self.state, self.trial_out = "closed", False
+    """,
+    ),
 ]
 
 
@@ -725,6 +841,21 @@ SAYS: dict[str, str] = {
     "the opening time taken at the first refused call": "it opened the breaker",
     "reading state starts the trial (the caller who asks is the trial)": (
         "once the 30 s cooldown passed"
+    ),
+    "the state spelled 'half-open' (pybreaker's spelling)": "state 'half_open' during the trial",
+    "a success forgives one failure (count - 1, not reset)": "never 3 failures in a row",
+    "breakers cached in __new__ by (threshold, cooldown_s, clock)": (
+        "breaker B closed and letting calls through"
+    ),
+    "a floor of half a second on the cooldown (max(cooldown_s, 0.5))": "with cooldown_s=",
+    "two successful trials needed to close (a success threshold)": (
+        "state 'closed' after a successful trial"
+    ),
+    "failures counted only while closed (a failed trial ignored)": (
+        "state 'open' after a failed trial"
+    ),
+    "the streak of failure times kept in a class-level list": (
+        "breaker B closed after its own first failure"
     ),
 }
 

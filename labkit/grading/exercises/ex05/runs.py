@@ -187,6 +187,7 @@ def invoices(kind: str, rng: random.Random) -> tuple[tuple[str, dict[str, Any], 
     end), a customer whose name starts another's, and names with ``_``, capitals and
     non-ASCII: two customers whose names differ only in case, and two only in an accent
     (a key lower-cased or folded to ASCII makes one look like a repeat of the other).
+    The ledger's jobs end with a credit note: a negative amount, posted as it is.
     """
     base = rng.choice(["cus_Ana", "cus_ana_1", "Cus_42", "cus_joão", "cus_Zoë"])
     other = base + rng.choice(["0", "_2", "ç"])
@@ -212,6 +213,10 @@ def invoices(kind: str, rng: random.Random) -> tuple[tuple[str, dict[str, Any], 
     deep = "/".join(f"line-{n:02d}" for n in range(32))
     rows += [(base, amount, f"{region}/{stem}:{kind}:{deep}") for region in ("eu-west", "us-east")]
     rng.shuffle(rows)
+    if kind == "post":
+        # A credit note: the ledger takes a negative amount as it is (abs() makes the
+        # customer's refund a second bill). Added after the shuffle: the draws above stay.
+        rows.append((base, -amount, f"{stem}:credit-note:v1"))
     return tuple((kind, {"customer": c, "amount": a}, key) for c, a, key in rows)
 
 

@@ -46,9 +46,13 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
             f"state={job['state']}, dead_reason={job['dead_reason']!r}",
         )
         expect(
-            "ValueError" in (job["last_error"] or "") and "no such customer" in job["last_error"],
+            job["last_error"] == "ValueError: no such customer",
             "last_error naming the class and message: 'ValueError: no such customer'",
             repr(job["last_error"]),
+            _(
+                "last_error = describe(error), as it is: that error's own class and message, "
+                "with nothing added (not the reason, not the cause)"
+            ),
         )
         expect(
             job["lease_token"] is None
@@ -94,8 +98,10 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
     )
     with lab_file(ns) as (conn, path):
         job_id = add_running(conn)
-        bury(ns, path, job_id, "tok-1", long_reason, {"type": "ValueError"}, NOW)
-        stored = row_of(conn, job_id)["dead_reason"] or ""
+        error = {"type": "ValueError", "message": long_reason}
+        bury(ns, path, job_id, "tok-1", long_reason, error, NOW)
+        job = row_of(conn, job_id)
+        stored = job["dead_reason"] or ""
         expect(
             stored == long_reason,
             _("a dead_reason of {length} characters stored whole, ending {tail}").format(
@@ -105,6 +111,18 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
                 length=len(stored), tail=repr(stored[-30:])
             ),
             "store the reason as it is: no cut to 100 or 255 characters",
+        )
+        error_text = "ValueError: " + long_reason
+        kept = job["last_error"] or ""
+        expect(
+            kept == error_text,
+            _("a last_error of {length} characters stored whole, ending {tail}").format(
+                length=len(error_text), tail=repr(error_text[-30:])
+            ),
+            _("{length} characters stored, ending {tail}").format(
+                length=len(kept), tail=repr(kept[-30:])
+            ),
+            _("store describe(error) as it is: no cut, the end of an error often says the most"),
         )
 
 

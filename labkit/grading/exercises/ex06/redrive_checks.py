@@ -154,7 +154,8 @@ def redrive_only_dead_jobs(ns: Namespace) -> None:
 @CHECKS.add(
     1,
     "a redriven job starts over: attempt = 0, run_after = now, dead_reason NULL, "
-    "redrives + 1, updated_at = now (or it dies again at once)",
+    "redrives + 1, updated_at = now (or it dies again at once); last_error stays as it "
+    "was, for a person to read",
 )
 def redrive_gives_a_fresh_start(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
@@ -167,6 +168,7 @@ def redrive_gives_a_fresh_start(ns: Namespace) -> None:
             "dead_reason": None,
             "redrives": 1,
             "updated_at": NOW,
+            "last_error": "TimeoutError: slow",
         }
         got = {k: job[k] for k in want}
         expect(got == want, str(want), str(got))
