@@ -129,6 +129,9 @@ def key_shows_every_part(ns: Namespace) -> None:
             repr(key),
         )
 
+    # Parts with blanks, '/', '%' and accents, shown as given (not URL-quoted, not escaped).
+    shown(("shop/eu", "José Ávila 7", "refund", 2))
+    shown(("billing", "50% off", "charge", 1))
     holds_for(INTENTS, shown, examples=30)
 
 
@@ -206,7 +209,13 @@ def conflict_on_non_ascii_text(ns: Namespace) -> None:
 
 #: Fields a retry tends to change: the same key with another value in one of them is
 #: another payload all the same (the contract compares the whole fingerprint).
-RETRY_FIELDS = [("attempt", 1, 2), ("retry", 0, 1), ("sent_at", "03:00:00", "03:00:05")]
+RETRY_FIELDS = [
+    ("attempt", 1, 2),
+    ("retry", 0, 1),
+    ("sent_at", "03:00:00", "03:00:05"),
+    # A third decimal: a fingerprint of values rounded to cents calls these the same.
+    ("rate", 0.125, 0.124),
+]
 
 
 @CHECKS.add(

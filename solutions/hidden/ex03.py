@@ -59,6 +59,18 @@ def oldest_due_first(ns: Namespace) -> None:
         _("job {early} (due at 10) then job {late} (due at 50)").format(early=early, late=late),
         got,
     )
+    # The fraction of a second counts: run_after is not cut to whole seconds to sort.
+    with lab_file(ns) as (conn, path):
+        later = add_job(conn, "a:1:v1", run_after=10.7)
+        sooner = add_job(conn, "a:2:v1", run_after=10.2)
+        got = [(_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id") for _n in range(2)]
+    expect(
+        got == [sooner, later],
+        _("job {sooner} (due at 10.2) then job {later} (due at 10.7)").format(
+            sooner=sooner, later=later
+        ),
+        got,
+    )
 
 
 @CHECKS.add(

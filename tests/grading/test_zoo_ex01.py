@@ -853,6 +853,115 @@ ZOO: list[tuple[str, str, str, str]] = [
             return _reference_accept(seen, key, payload) or None
         """,
     ),
+    (
+        "ex01",
+        "fingerprint of floats rounded to cents (a rate of 0.125 and one of 0.124 alike)",
+        "conflict_on_any_field",
+        """
+        def _round(v):
+            if isinstance(v, float):
+                return round(v, 2)
+            if isinstance(v, dict):
+                return {k: _round(x) for k, x in v.items()}
+            if isinstance(v, list):
+                return [_round(x) for x in v]
+            return v
+
+
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                _round(payload), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with json.dumps(..., default=str) (a datetime and its text alike)",
+        "fingerprint_tells_payloads_apart",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint that sorts the lists too (the order of the lines ignored)",
+        "fingerprint_matches_the_contract",
+        """
+        def _canon(v):
+            if isinstance(v, dict):
+                return {k: _canon(x) for k, x in v.items()}
+            if isinstance(v, list):
+                return sorted((_canon(x) for x in v), key=lambda x: json.dumps(x, sort_keys=True))
+            return v
+
+
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                _canon(payload), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with booleans made ints (True and 1 alike)",
+        "fingerprint_matches_the_contract",
+        """
+        def _norm(v):
+            if isinstance(v, bool):
+                return int(v)
+            if isinstance(v, dict):
+                return {k: _norm(x) for k, x in v.items()}
+            if isinstance(v, list):
+                return [_norm(x) for x in v]
+            return v
+
+
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                _norm(payload), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint skips the fields whose name starts with '_'",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            clean = {k: v for k, v in payload.items() if not str(k).startswith("_")}
+            text = json.dumps(clean, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "key parts URL-quoted (quote(part, safe='')): 'José' shown as 'Jos%C3%A9'",
+        "key_shows_every_part",
+        """
+        from urllib.parse import quote
+
+
+        def operation_key(source, entity_id, action, version=1):
+            parts = [quote(str(p), safe="") for p in (source, entity_id, action)]
+            return f"{parts[0]}:{parts[1]}:{parts[2]}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with `version or 1` (version 0 and version 1 share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version or 1}"
+    """,
+    ),
 ]
 
 
@@ -956,6 +1065,21 @@ SAYS: dict[str, str] = {
         "IdempotencyConflict for the same key with another amount"
     ),
     "accept answers a repeat with None instead of False": "a repeat after a restart",
+    "fingerprint of floats rounded to cents (a rate of 0.125 and one of 0.124 alike)": (
+        "'rate': 0.124"
+    ),
+    "fingerprint with json.dumps(..., default=str) (a datetime and its text alike)": (
+        "for a payload holding a datetime"
+    ),
+    "fingerprint that sorts the lists too (the order of the lines ignored)": (
+        "the canonical JSON of the whole payload"
+    ),
+    "fingerprint with booleans made ints (True and 1 alike)": "canonical JSON",
+    "fingerprint skips the fields whose name starts with '_'": (
+        "the canonical JSON of the whole payload"
+    ),
+    "key parts URL-quoted (quote(part, safe='')): 'José' shown as 'Jos%C3%A9'": "José Ávila 7",
+    "key with `version or 1` (version 0 and version 1 share a key)": "('billing', 42, 'charge', 0)",
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -992,6 +1116,8 @@ SEVERE = [
     "accept strips blanks from the key (' billing:7:...' and 'billing:7:...' share an entry)",
     "accept pops the retry counter from the caller's payload before fingerprinting",
     "conflict only warned about (warnings.warn), the repeat answered False",
+    "fingerprint of floats rounded to cents (a rate of 0.125 and one of 0.124 alike)",
+    "key with `version or 1` (version 0 and version 1 share a key)",
 ]
 
 

@@ -901,6 +901,155 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
     """,
     ),
+    (
+        "ex02",
+        "the lock file emptied after the lock is released (a newcomer's pid wiped)",
+        "pidfile_names_only_the_current_holder",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            held = False
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                held = True
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+                if held:
+                    open(path, "w").close()
+    """,
+    ),
+    (
+        "ex02",
+        "refused when the pid in the file is alive (os.kill(pid, 0)), before trying flock",
+        "survives_holder_kill_9",
+        """
+        @contextmanager
+        def single_instance(path):
+            try:
+                with open(path) as f:
+                    old = int(f.read().strip() or 0)
+            except (OSError, ValueError):
+                old = 0
+            if old and old != os.getpid():
+                try:
+                    os.kill(old, 0)
+                except ProcessLookupError:
+                    pass
+                except PermissionError:
+                    raise AlreadyRunning(f"{path} is locked by pid {old}") from None
+                else:
+                    raise AlreadyRunning(f"{path} is locked by pid {old}")
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the parent's pid (os.getppid()) written to the lock file",
+        "file_names_the_holder",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getppid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the lock taken on path + '.lck', the pid written to path",
+        "second_holder_is_refused",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(f"{path}.lck", "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    try:
+                        with open(path) as f:
+                            holder = f.read().strip() or "unknown"
+                    except OSError:
+                        holder = "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                with open(path, "w") as f:
+                    f.write(str(os.getpid()))
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the pid written when the with block ends, not when the lock is taken",
+        "file_names_the_holder",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                yield
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
@@ -973,6 +1122,15 @@ SAYS: dict[str, str] = {
     "one open file per path reused from a module-level dict (every attempt shares it)": (
         "AlreadyRunning while another holder has the lock"
     ),
+    "the lock file emptied after the lock is released (a newcomer's pid wiped)": (
+        "the file to hold only the last holder's pid"
+    ),
+    "refused when the pid in the file is alive (os.kill(pid, 0)), before trying flock": (
+        "the child process to take the lock"
+    ),
+    "the parent's pid (os.getppid()) written to the lock file": "in the lock file",
+    "the lock taken on path + '.lck', the pid written to path": "whose flock found the lock busy",
+    "the pid written when the with block ends, not when the lock is taken": "in the lock file",
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -990,6 +1148,8 @@ SEVERE = [
     "a lock directory made with os.mkdir (stays after kill -9)",
     "a busy lock whose file is over a day old deleted as stale and taken",
     "one open file per path reused from a module-level dict (every attempt shares it)",
+    "refused when the pid in the file is alive (os.kill(pid, 0)), before trying flock",
+    "the lock taken on path + '.lck', the pid written to path",
 ]
 
 

@@ -1132,6 +1132,313 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
     """,
     ),
+    (
+        "ex03",
+        "a job due within a second counted as ready (run_after <= now + 1)",
+        "claims_the_right_job_for_any_table",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'running',
+                       attempt = attempt + 1,
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now + 1)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "jobs sorted by whole seconds (ORDER BY CAST(run_after AS INTEGER), id)",
+        "oldest_due_first",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'running',
+                       attempt = attempt + 1,
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY CAST(run_after AS INTEGER), id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "the claim also sets run_after = now (when the job was due is lost)",
+        "claims_one_ready_job",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'running',
+                       attempt = attempt + 1,
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))),
+                       run_after = :now,
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "ready is any state but running and succeeded (dead jobs run again)",
+        "respects_run_after_and_state",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'running',
+                       attempt = attempt + 1,
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state NOT IN ('running', 'succeeded') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "an expired lease reclaimed only below max_attempts (the last attempt's job stays running)",
+        "expired_lease_is_reclaimable",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'running',
+                       attempt = attempt + 1,
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now AND attempt < max_attempts)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "a pending job ready whatever its run_after (only retry_wait waits)",
+        "retried_jobs_run_again",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'running',
+                       attempt = attempt + 1,
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE state = 'pending' OR (state = 'retry_wait' AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "ties of run_after broken by the newest id (ORDER BY run_after, id DESC)",
+        "claims_the_right_job_for_any_table",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'running',
+                       attempt = attempt + 1,
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id DESC
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "the job touched longest ago first (ORDER BY updated_at, id)",
+        "oldest_due_first",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'running',
+                       attempt = attempt + 1,
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY updated_at, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "a lease expired over an hour ago never reclaimed (lease_until > now - 3600)",
+        "a_claim_killed_midway_comes_back",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'running',
+                       attempt = attempt + 1,
+                       lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now
+                               AND lease_until > :now - 3600)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "claim retries 'database is locked' three times, then answers None (the error swallowed)",
+        "a_database_error_comes_out",
+        """
+        import sqlite3, time as _t
+
+
+        def claim(conn, worker, now, lease_s):
+            for _i in range(3):
+                try:
+                    row = conn.execute(
+                        '''
+                        UPDATE jobs SET state = 'running', attempt = attempt + 1,
+                               lease_owner = :worker, lease_until = :now + :lease_s,
+                               lease_token = lower(hex(randomblob(16))), updated_at = :now
+                         WHERE id = (SELECT id FROM jobs
+                                WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                                   OR (state = 'running' AND lease_until <= :now)
+                                ORDER BY run_after, id LIMIT 1)
+                        RETURNING *
+                        ''',
+                        {"worker": worker, "now": now, "lease_s": lease_s},
+                    ).fetchone()
+                    return None if row is None else dict(row)
+                except sqlite3.OperationalError:
+                    _t.sleep(0.01)
+            return None
+    """,
+    ),
+    (
+        "ex03",
+        "claim returns the row without its NULL columns",
+        "returns_the_claimed_row_whole",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs SET state = 'running', attempt = attempt + 1,
+                       lease_owner = :worker, lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))), updated_at = :now
+                 WHERE id = (SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            conn.commit()
+            return None if row is None else {k: row[k] for k in row.keys() if row[k] is not None}
+    """,
+    ),
 ]
 
 
@@ -1222,6 +1529,25 @@ SAYS: dict[str, str] = {
         "no errors while 4 workers claim at once"
     ),
     "SELECT then UPDATE under BEGIN IMMEDIATE (safe, but four statements)": "exactly one statement",
+    "a job due within a second counted as ready (run_after <= now + 1)": "run_after=100.25",
+    "jobs sorted by whole seconds (ORDER BY CAST(run_after AS INTEGER), id)": "(due at 10.2)",
+    "the claim also sets run_after = now (when the job was due is lost)": (
+        "run_after left as it was"
+    ),
+    "ready is any state but running and succeeded (dead jobs run again)": "job 4",
+    "an expired lease reclaimed only below max_attempts (the last attempt's job stays running)": (
+        "claimed again"
+    ),
+    "a pending job ready whatever its run_after (only retry_wait waits)": "the retry is due at 150",
+    "ties of run_after broken by the newest id (ORDER BY run_after, id DESC)": "mail:10:v1",
+    "the job touched longest ago first (ORDER BY updated_at, id)": "(due at 10)",
+    "a lease expired over an hour ago never reclaimed (lease_until > now - 3600)": (
+        "long after w1 was killed"
+    ),
+    "claim retries 'database is locked' three times, then answers None (the error swallowed)": (
+        "no such table"
+    ),
+    "claim returns the row without its NULL columns": "every column",
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -1250,6 +1576,10 @@ SEVERE = [
     "UPDATE ... WHERE id IN (SELECT ...) without LIMIT 1: every ready job taken at once",
     "the claimed row read back by lease_owner after the UPDATE",
     "SELECT then UPDATE in a deferred transaction (BEGIN): 'database is locked' under load",
+    "ready is any state but running and succeeded (dead jobs run again)",
+    "an expired lease reclaimed only below max_attempts (the last attempt's job stays running)",
+    "a pending job ready whatever its run_after (only retry_wait waits)",
+    "a lease expired over an hour ago never reclaimed (lease_until > now - 3600)",
 ]
 
 

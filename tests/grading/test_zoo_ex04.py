@@ -1131,6 +1131,368 @@ ZOO: list[tuple[str, str, str, str]] = [
             return delay
     """,
     ),
+    (
+        "ex04",
+        "the deadline taken as an instant (now + delay > deadline), not a duration from started_at",
+        "respects_deadline",
+        """
+        _ref_next_delay = next_delay
+
+
+        def next_delay(
+            error,
+            attempt,
+            rng,
+            *,
+            started_at,
+            now,
+            deadline=300.0,
+            max_attempts=5,
+            base=1.0,
+            cap=60.0,
+            idempotency_key=None,
+        ):
+            d = _ref_next_delay(
+                error,
+                attempt,
+                rng,
+                started_at=started_at,
+                now=now,
+                deadline=1e18,
+                max_attempts=max_attempts,
+                base=base,
+                cap=cap,
+                idempotency_key=idempotency_key,
+            )
+            if d is None or now + d > deadline:
+                return None
+            return d
+    """,
+    ),
+    (
+        "ex04",
+        "whole-second jitter (rng.randint(0, int(ceiling)))",
+        "backoff_has_full_jitter",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = cap if n >= 64 else min(cap, base * 2**n)
+            return float(rng.randint(0, int(ceiling)))
+    """,
+    ),
+    (
+        "ex04",
+        "jitter drawn from [base, ceiling] (never below base)",
+        "backoff_has_full_jitter",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = cap if n >= 64 else min(cap, base * 2**n)
+            return rng.uniform(base, ceiling) if ceiling > base else ceiling
+    """,
+    ),
+    (
+        "ex04",
+        "huge-n guard at n > 30 (a tiny base still below the cap there)",
+        "backoff_bounds_hold_for_any_base_and_cap",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = cap if n > 30 else min(cap, base * 2**n)
+            return rng.uniform(0, ceiling)
+    """,
+    ),
+    (
+        "ex04",
+        "backoff memoised with functools.lru_cache (the same n, the same delay)",
+        "backoff_has_full_jitter",
+        """
+        import functools
+
+        _ref_backoff = backoff
+
+
+        @functools.lru_cache(maxsize=1024)
+        def backoff(n, rng, base=1.0, cap=60.0):
+            return _ref_backoff(n, rng, base, cap)
+    """,
+    ),
+    (
+        "ex04",
+        "the deadline tested on the time spent so far, not on when the retry would start",
+        "respects_deadline",
+        """
+        _ref_next_delay = next_delay
+
+
+        def next_delay(
+            error,
+            attempt,
+            rng,
+            *,
+            started_at,
+            now,
+            deadline=300.0,
+            max_attempts=5,
+            base=1.0,
+            cap=60.0,
+            idempotency_key=None,
+        ):
+            if now - started_at > deadline:
+                return None
+            return _ref_next_delay(
+                error,
+                attempt,
+                rng,
+                started_at=started_at,
+                now=now,
+                deadline=1e18,
+                max_attempts=max_attempts,
+                base=base,
+                cap=cap,
+                idempotency_key=idempotency_key,
+            )
+    """,
+    ),
+    (
+        "ex04",
+        "5xx tested with range(500, 599) (599 called permanent)",
+        "classify_every_status",
+        """
+        _ref_classify = classify
+
+
+        def classify(error):
+            status = getattr(error, "status", None)
+            if (
+                not getattr(error, "ambiguous", False)
+                and not isinstance(error, (TransientError, PermanentError))
+                and isinstance(status, int)
+                and status in range(500, 599)
+                and status not in (503,)
+            ):
+                return "maybe_done"
+            if (
+                isinstance(status, int)
+                and status == 599
+                and not isinstance(error, (TransientError, PermanentError))
+                and not getattr(error, "ambiguous", False)
+            ):
+                return "permanent"
+            return _ref_classify(error)
+    """,
+    ),
+    (
+        "ex04",
+        "504 Gateway Timeout called never sent",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        _ref_classify = classify
+
+
+        def classify(error):
+            if (
+                getattr(error, "status", None) == 504
+                and not isinstance(error, (TransientError, PermanentError))
+                and not getattr(error, "ambiguous", False)
+            ):
+                return "never_sent"
+            return _ref_classify(error)
+    """,
+    ),
+    (
+        "ex04",
+        "a broken pipe called never sent (nothing went out)",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        _ref_classify = classify
+
+
+        def classify(error):
+            if (
+                isinstance(error, BrokenPipeError)
+                and not getattr(error, "ambiguous", False)
+                and getattr(error, "status", None) is None
+            ):
+                return "never_sent"
+            return _ref_classify(error)
+    """,
+    ),
+    (
+        "ex04",
+        "next_delay never waits less than base",
+        "next_delay_is_the_backoff",
+        """
+        _ref_next_delay = next_delay
+
+
+        def next_delay(
+            error,
+            attempt,
+            rng,
+            *,
+            started_at,
+            now,
+            deadline=300.0,
+            max_attempts=5,
+            base=1.0,
+            cap=60.0,
+            idempotency_key=None,
+        ):
+            d = _ref_next_delay(
+                error,
+                attempt,
+                rng,
+                started_at=started_at,
+                now=now,
+                deadline=deadline,
+                max_attempts=max_attempts,
+                base=base,
+                cap=cap,
+                idempotency_key=idempotency_key,
+            )
+            return None if d is None else max(d, base)
+    """,
+    ),
+    (
+        "ex04",
+        "backoff rounded to a tenth of a second",
+        "backoff_has_full_jitter",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = cap if n >= 64 else min(cap, base * 2**n)
+            return round(rng.uniform(0, ceiling), 1)
+    """,
+    ),
+    (
+        "ex04",
+        "a read timeout retried as safe when no key is given (a key made up for it)",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        _ref_next_delay = next_delay
+
+
+        def next_delay(
+            error,
+            attempt,
+            rng,
+            *,
+            started_at,
+            now,
+            deadline=300.0,
+            max_attempts=5,
+            base=1.0,
+            cap=60.0,
+            idempotency_key=None,
+        ):
+            if (
+                isinstance(error, (TimeoutError,))
+                and not isinstance(error, (TransientError, PermanentError))
+                and getattr(error, "status", None) is None
+                and not getattr(error, "ambiguous", False)
+            ):
+                idempotency_key = idempotency_key or "timeout"
+            return _ref_next_delay(
+                error,
+                attempt,
+                rng,
+                started_at=started_at,
+                now=now,
+                deadline=deadline,
+                max_attempts=max_attempts,
+                base=base,
+                cap=cap,
+                idempotency_key=idempotency_key,
+            )
+    """,
+    ),
+    (
+        "ex04",
+        "next_delay draws a second backoff to test the deadline",
+        "next_delay_is_the_backoff",
+        """
+        def next_delay(
+            error,
+            attempt,
+            rng,
+            *,
+            started_at,
+            now,
+            deadline=300.0,
+            max_attempts=5,
+            base=1.0,
+            cap=60.0,
+            idempotency_key=None,
+        ):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            if now + backoff(attempt - 1, rng, base, cap) > started_at + deadline:
+                return None
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "a Retry-After above the cap answered with giving up",
+        "honours_retry_after",
+        """
+        _ref_next_delay = next_delay
+
+
+        def next_delay(
+            error,
+            attempt,
+            rng,
+            *,
+            started_at,
+            now,
+            deadline=300.0,
+            max_attempts=5,
+            base=1.0,
+            cap=60.0,
+            idempotency_key=None,
+        ):
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > cap:
+                return None
+            return _ref_next_delay(
+                error,
+                attempt,
+                rng,
+                started_at=started_at,
+                now=now,
+                deadline=deadline,
+                max_attempts=max_attempts,
+                base=base,
+                cap=cap,
+                idempotency_key=idempotency_key,
+            )
+    """,
+    ),
+    (
+        "ex04",
+        "classify calls any error with a Retry-After never sent (a 500 retried without a key)",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        _ref_classify = classify
+
+
+        def classify(error):
+            if (
+                getattr(error, "retry_after", None) is not None
+                and not getattr(error, "ambiguous", False)
+                and not isinstance(error, PermanentError)
+            ):
+                return "never_sent"
+            return _ref_classify(error)
+    """,
+    ),
 ]
 
 
@@ -1237,6 +1599,29 @@ SAYS: dict[str, str] = {
         "TransientError()"
     ),
     "decorrelated jitter from a module-level last delay": "within [0, 1]",
+    "the deadline taken as an instant (now + delay > deadline), not a duration from started_at": (
+        "started_at 1764900000"
+    ),
+    "whole-second jitter (rng.randint(0, int(ceiling)))": "different delays",
+    "jitter drawn from [base, ceiling] (never below base)": "different delays",
+    "huge-n guard at n > 30 (a tiny base still below the cap there)": "n=31",
+    "backoff memoised with functools.lru_cache (the same n, the same delay)": "different delays",
+    "the deadline tested on the time spent so far, not on when the retry would start": (
+        "ends after the 300 s deadline"
+    ),
+    "5xx tested with range(500, 599) (599 called permanent)": "for 600 and above",
+    "504 Gateway Timeout called never sent": "HTTP 504",
+    "a broken pipe called never sent (nothing went out)": "BrokenPipeError()",
+    "next_delay never waits less than base": "from the same seed",
+    "backoff rounded to a tenth of a second": "different delays",
+    "a read timeout retried as safe when no key is given (a key made up for it)": (
+        "TimeoutError('read timed out')"
+    ),
+    "next_delay draws a second backoff to test the deadline": "from the same seed",
+    "a Retry-After above the cap answered with giving up": "at least 120 s for a 429",
+    "classify calls any error with a Retry-After never sent (a 500 retried without a key)": (
+        "HTTP 500 (Retry-After: 5)"
+    ),
 }
 
 
@@ -1247,6 +1632,10 @@ SEVERE = [
     "the ambiguous flag read only on labkit's TransientError family",
     "classify caches verdicts by id(error) (a new error inherits a freed one's verdict)",
     "the ambiguous flag tested with `is True` (a true value that is not True missed)",
+    "504 Gateway Timeout called never sent",
+    "a broken pipe called never sent (nothing went out)",
+    "a read timeout retried as safe when no key is given (a key made up for it)",
+    "classify calls any error with a Retry-After never sent (a 500 retried without a key)",
 ]
 
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)

@@ -184,6 +184,8 @@ TWINS: list[tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]] = [
     (("billing", "José", "charge", 1), ("billing", "Jose", "charge", 1)),
     (("billing", "ação", "charge", 1), ("billing", "acao", "charge", 1)),
     (("billing", "0042", "charge", 1), ("billing", 42, "charge", 1)),
+    # Version 0 is a version: `version or 1` makes it share version 1's key.
+    (("billing", 42, "charge", 0), ("billing", 42, "charge", 1)),
     (("billing", " INV-7", "charge", 1), ("billing", "INV-7", "charge", 1)),
     (("billing", "INV-7", "charge ", 1), ("billing", "INV-7", "charge", 1)),
     (("billing", "x" * 300 + "1", "charge", 1), ("billing", "x" * 300 + "2", "charge", 1)),
@@ -349,6 +351,19 @@ def fingerprint_tells_payloads_apart(ns: Namespace) -> None:
             fp != base,
             _("a different fingerprint for {what}").format(what=what),
             _("the same fingerprint"),
+        )
+    named = {"datetime": _("a datetime"), "Decimal": _("a Decimal")}
+    for kind, as_value, as_text in ns.harness(HARNESS + "fingerprints_of_values_and_their_text"):
+        what = named.get(kind, kind)
+        expect(
+            "returned" not in as_value or as_value["returned"] != as_text.get("returned"),
+            _(
+                "a TypeError (json.dumps cannot encode it) for a payload holding {what}, or "
+                "at least another fingerprint than for the same payload holding its text"
+            ).format(what=what),
+            _(
+                "the same fingerprint for {what} and for its text (json.dumps(..., default=str)?)"
+            ).format(what=what),
         )
 
 

@@ -261,3 +261,28 @@ def accept_payload_with_a_datetime(values: MutableMapping[str, Any], key: str) -
     """``accept`` twice with one payload JSON cannot encode (it holds a datetime)."""
     payload = {"amount_cents": 1990, "due": _dt.datetime(2026, 12, 4, 3, 0, tzinfo=_dt.UTC)}
     return accept_calls(values, [[key, payload], [key, dict(payload)]])
+
+
+def fingerprints_of_values_and_their_text(values: MutableMapping[str, Any]) -> list[list[Any]]:
+    """``payload_fingerprint`` of payloads JSON cannot encode and of the same with text.
+
+    For each pair: a description, the outcome for the payload holding a datetime or a
+    Decimal, and the outcome for the same payload with ``str()`` of that value. JSON has
+    no such types: ``json.dumps`` raises, it does not turn them into their text.
+    """
+    import decimal
+
+    pairs = [
+        ("datetime", _dt.datetime(2026, 12, 4, 3, 0, tzinfo=_dt.UTC)),
+        ("Decimal", decimal.Decimal("19.90")),
+    ]
+    with fresh_state(values):
+        fingerprint = need(values, "payload_fingerprint")
+        return [
+            [
+                what,
+                outcome(fingerprint, {"amount": value}),
+                outcome(fingerprint, {"amount": str(value)}),
+            ]
+            for what, value in pairs
+        ]

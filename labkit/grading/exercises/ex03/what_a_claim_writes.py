@@ -18,7 +18,7 @@ from labkit.lang import _
 )
 def claims_one_ready_job(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        job_id = add_job(conn, "mail:1:send:v1")
+        job_id = add_job(conn, "mail:1:send:v1", run_after=42.5)
         got = _claim(ns, path, "w1", 100.0, 30.0)
         expect(got is not None, "the pending job", "None")
         expect(
@@ -42,6 +42,11 @@ def claims_one_ready_job(ns: Namespace) -> None:
             stored["updated_at"] == 100.0,
             "updated_at = now = 100.0 (when it was claimed: the ops report reads it)",
             f"updated_at={stored['updated_at']}",
+        )
+        expect(
+            stored["run_after"] == 42.5,
+            _("run_after left as it was, 42.5 (when the job was due; a claim does not set it)"),
+            f"run_after={stored['run_after']}",
         )
         again = _claim(ns, path, "w2", 100.0, 30.0)
         expect(again is None, "None when nothing else is ready (w1 holds the only job)", again)

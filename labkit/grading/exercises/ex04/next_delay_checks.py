@@ -237,6 +237,17 @@ def respects_deadline(ns: Namespace) -> None:
     expect(late is None, "None: Retry-After 120 s at 250 s ends after the 300 s deadline", late)
     [late] = delays(ns, http(429, 120), 1, started_at=1000.0, now=1250.0, deadline=300.0)
     expect(late is None, "None: the deadline counts from started_at (1000 + 300 s)", late)
+    # Real epoch seconds: the deadline is a duration from started_at, not an instant.
+    start = 1_764_900_000.0
+    [in_time] = delays(ns, http(429, 120), 1, started_at=start, now=start + 100, deadline=300.0)
+    expect(
+        in_time == 120,
+        _(
+            "120 s: Retry-After 120 at 100 s into a 300 s deadline, started_at {start:.0f} (epoch "
+            "seconds; the retry is due by started_at + deadline)"
+        ).format(start=start),
+        in_time,
+    )
     [longer] = delays(ns, http(429, 120), 1, started_at=0.0, now=400.0, deadline=600.0)
     expect(
         longer == 120,
