@@ -350,6 +350,20 @@ def jobs_on_any_queue_are_claimed(ns: Namespace) -> None:
             add_job(conn, "report:1:build:v1", kind="report", queue="reports", run_after=10.0),
             add_job(conn, "invoice:2:charge:v1", kind="charge", queue="billing", run_after=20.0),
             add_job(conn, "mail:3:send:v1", run_after=30.0),
+            # A report whose worker died: a kind or queue filter put only on the expired
+            # leases (an OR without its parentheses) leaves it running forever.
+            add_job(
+                conn,
+                "report:4:build:v1",
+                kind="report",
+                queue="reports",
+                run_after=40.0,
+                state="running",
+                attempt=1,
+                lease_owner="crashed",
+                lease_until=50.0,
+                lease_token="old",
+            ),
         ]
         got = [(_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id") for _n in ids]
         queues = {j["id"]: j["queue"] for j in all_jobs(conn)}
@@ -357,7 +371,7 @@ def jobs_on_any_queue_are_claimed(ns: Namespace) -> None:
         got == ids,
         _(
             "jobs {ids} in that order (due at 10, 20 and 30, on the queues reports, billing "
-            "and default)"
+            "and default, then a report due at 40 whose worker died: its lease ended at 50)"
         ).format(ids=ids),
         ", ".join(
             "None" if i is None else _("job {job_id} ({queue})").format(job_id=i, queue=queues[i])

@@ -1439,6 +1439,31 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else {k: row[k] for k in row.keys() if row[k] is not None}
     """,
     ),
+    (
+        "ex03",
+        "a kind filter that binds only to expired leases (AND before OR, no parentheses)",
+        "jobs_on_any_queue_are_claimed",
+        '''
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                """
+                UPDATE jobs
+                   SET attempt = attempt + 1, state = 'running', lease_owner = :worker,
+                       lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now) AND kind = 'email'
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        '''
+    ),
 ]
 
 
@@ -1548,6 +1573,9 @@ SAYS: dict[str, str] = {
         "no such table"
     ),
     "claim returns the row without its NULL columns": "every column",
+    "a kind filter that binds only to expired leases (AND before OR, no parentheses)": (
+        "then a report due at 40 whose worker died"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -1580,6 +1608,7 @@ SEVERE = [
     "an expired lease reclaimed only below max_attempts (the last attempt's job stays running)",
     "a pending job ready whatever its run_after (only retry_wait waits)",
     "a lease expired over an hour ago never reclaimed (lease_until > now - 3600)",
+    "a kind filter that binds only to expired leases (AND before OR, no parentheses)",
 ]
 
 
