@@ -16,12 +16,16 @@ what each run returned (a refused charge must end the run in FAILURE, not be ret
 from __future__ import annotations
 
 import contextlib
+import json
+import subprocess
+import sys
 from random import Random
 
 from labkit.clock import SystemClock
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex08.checks import TIMEOUT, Ex08Run
 from labkit.grading.exercises.ex08.workers import scene_randoms
+from labkit.grading.stub import stub_error
 from labkit.integrations.celery import harness, points, returns
 from labkit.integrations.celery.app import pg
 from labkit.lang import _
@@ -546,3 +550,68 @@ def a_copy_alongside_the_first_says_already_charged(ns: Namespace) -> None:
                 "SELECT ... FOR UPDATE locks no row that does not exist yet"
             ),
         )
+
+
+#: What the charge task runs under, printed by a Python that imports the student's module.
+_LIMITS_PROBE = (
+    "import json, ex08_tasks as m\n"
+    "t = m.app.tasks['ex08.charge']\n"
+    "print(json.dumps({'task_time_limit': t.time_limit or m.app.conf.task_time_limit,\n"
+    "  'task_soft_time_limit': t.soft_time_limit or m.app.conf.task_soft_time_limit}))\n"
+)
+
+
+def _charge_time_limits(ns: Namespace) -> dict[str, object]:
+    """The time limits the worker would put on ex08.charge, read by a Python that imports
+    the student's module (as the worker does)."""
+    proc = ns.spawn(
+        [sys.executable, "-c", _LIMITS_PROBE],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        ns.kill(proc)
+        out, err = proc.communicate()
+    if "NotImplementedError: Exercise 8" in (err or ""):
+        raise stub_error(8)
+    found: object = None
+    with contextlib.suppress(ValueError, IndexError):
+        found = json.loads((out or "").strip().splitlines()[-1])
+    if not isinstance(found, dict):
+        last = [line for line in (err or "").splitlines() if line.strip()][-1:]
+        expect(
+            False,
+            _("`import ex08_tasks` to work in your folder"),
+            last[0][:200] if last else _("(empty log)"),
+            "run `celery -A ex08_tasks worker` in your folder to see the whole error",
+        )
+    assert isinstance(found, dict)
+    return found
+
+
+@CHECKS.add(
+    1,
+    "no time limit on the charge (task_time_limit, task_soft_time_limit): a copy waiting "
+    "for its key is stopped, fails and is acknowledged, and if the copy it waited for rolls "
+    "back, nobody charges",
+    timeout=TIMEOUT,
+    severe=True,
+)
+def charge_may_wait_without_a_time_limit(ns: Namespace) -> None:
+    limits = _charge_time_limits(ns)
+    set_ = {name: value for name, value in limits.items() if value}
+    expect(
+        not set_,
+        _("the charge to run without a time limit, so a copy may wait for its key"),
+        _("it runs under {settings}").format(
+            settings=", ".join(f"{name} = {value}" for name, value in sorted(set_.items()))
+        ),
+        _(
+            "drop the time limit: Celery stops a task that outlasts it and acknowledges the "
+            "failure, so a copy waiting at the INSERT into processed while the first copy's "
+            "transaction rolls back (its worker was killed) is lost, and so is the charge"
+        ),
+    )

@@ -341,6 +341,74 @@ def keys_are_compared_exactly(ns: Namespace) -> None:
         )
 
 
+@CHECKS.add(
+    2,
+    "XAUTOCLAIM one entry at a time (COUNT 1): entries claimed together each gain a "
+    "delivery, and a crash on one of them counts against the others",
+    90,
+    severe=True,
+)
+def claims_one_idle_entry_at_a_time(ns: Namespace) -> None:
+    with stream(ns) as s:
+        s.add("poison", cents=100, crash=True)
+        for key in ("left:1", "left:2"):
+            s.add(key, cents=100, work_s=30, slow_deliveries=1)
+        # Three consumers die, each holding one entry: 'poison' crashes its own, the check
+        # kills the two others mid-job. Their entries are idle, one delivery each.
+        s.finish(s.start("gone-0", idle_ms=600_000), _("the poison entry"))
+        for n, key in enumerate(("left:1", "left:2"), start=1):
+            s.kill_when_holding(s.start(f"gone-{n}", idle_ms=600_000), f"gone-{n}", key)
+        # A rescuer with max_deliveries 2, restarted after each crash: the poison has its
+        # second delivery (a crash) and is dead-lettered at its third; 'left:1' and
+        # 'left:2' each get their second delivery, and run.
+        for _n in range(6):
+            if s.finish(s.start("rescuer", max_deliveries=2, idle_ms=100),
+                        _("the rescuer")) == 0:  # fmt: skip
+                break
+        dead = [d.get("key") for d in s.dead()]
+        expect(
+            dead == ["poison"],
+            _(
+                "only 'poison' dead-lettered: the rescuer claims the idle entries of three "
+                "dead consumers one at a time (max_deliveries 2)"
+            ),
+            _("dead letters {dead}").format(dead=dead),
+            _(
+                "XAUTOCLAIM ... COUNT 1 and run what you claimed before claiming more: an "
+                "entry claimed along with the poison gains a delivery each time the poison "
+                "kills you, and reaches max_deliveries without ever running"
+            ),
+        )
+        expect_once_each(s, ["left:1", "left:2"], _("claim one entry at a time"))
+
+
+@CHECKS.add(
+    1,
+    "the done record lives under the stream's own prefix (<prefix>:done:<key>): another "
+    "stream in the same Redis with a key of the same name is applied too",
+    60,
+    severe=True,
+)
+def done_records_belong_to_their_stream(ns: Namespace) -> None:
+    with stream(ns) as first, stream(ns) as second:
+        for s in (first, second):
+            s.add("order:1", cents=100)
+            s.finish(s.start("a"), _("an entry with key 'order:1'"))
+        applied = [first.effects(), second.effects()]
+        expect(
+            applied == [{"order:1": 1}, {"order:1": 1}],
+            _("'order:1' applied once in each of two streams with their own prefixes"),
+            _("effects of the first stream {first}, of the second {second}").format(
+                first=applied[0], second=applied[1]
+            ),
+            _(
+                "name the done record <prefix>:done:<key>: a record outside the prefix "
+                "(done:<key>) is shared by every stream in the Redis, and one stream's key "
+                "stops another's"
+            ),
+        )
+
+
 #: Seconds a consumer may take to notice that the entry another consumer held is done.
 SOON_S = 5.0
 

@@ -132,6 +132,40 @@ def keys_are_scoped_to_the_caller(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
+    "the job's owner is the caller named by the token, whatever the body says: a body "
+    "field 'owner' is only data",
+    timeout=TIMEOUT,
+    severe=True,
+)
+def owner_comes_from_the_token(ns: Namespace) -> None:
+    body = {"month": "2026-12", "owner": "bob"}
+    with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
+        job_id = accepted_id(app.post(body, key="owner-in-body"), _("alice's request"))
+        owners = [
+            j["payload"].get("owner") if isinstance(j["payload"], dict) else None
+            for j in jobs_in(folder / "jobs.db")
+            if j["id"] == job_id
+        ]
+        by_bob = app.status(job_id, BOB).status_code
+        expect(
+            owners == ["alice"] and by_bob == 404,
+            _(
+                'alice\'s request whose body holds "owner": "bob" stored as alice\'s job, '
+                "and 404 for bob"
+            ),
+            _("the job stored with owner {owners}; bob's GET answered {status}").format(
+                owners=owners, status=by_bob
+            ),
+            _(
+                'store {"owner": caller_of(authorization), "request": body}: the owner '
+                "comes from the token alone, never from the body (a caller could file jobs "
+                "as anyone, and show them their requests)"
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
     "the status never shows the payload (the request may hold private data)",
     timeout=TIMEOUT,
     severe=True,
@@ -403,7 +437,7 @@ def every_202_says_where_and_when_to_poll(ns: Namespace) -> None:
             location, wait = reply.headers.get("Location"), reply.headers.get("Retry-After", "")
             polled = app.status(location) if location else None
             expect(
-                polled is not None and polled.json().get("job_id") == job_id,
+                polled is not None and _polled_job_id(polled) == job_id,
                 _("{what}: a Location whose GET shows job {job_id}").format(
                     what=what, job_id=job_id
                 ),
@@ -426,12 +460,21 @@ def every_202_says_where_and_when_to_poll(ns: Namespace) -> None:
         _due_by_the_poll(folder / "jobs.db", reply, "UTC+3")
 
 
+def _polled_job_id(polled: Any) -> Any:
+    """The job_id a status answer shows, or None for an answer that is not a 200 object."""
+    try:
+        view = polled.json() if polled.status_code == 200 else None
+    except ValueError:
+        return None
+    return view.get("job_id") if isinstance(view, dict) else None
+
+
 def _due_by_the_poll(db: Path, reply: Any, zone: str) -> None:
     """Fail unless the job ``reply`` accepted is due by the time its Retry-After says to
     poll, on a server whose time zone is ``zone``."""
     wait = reply.headers.get("Retry-After", "")
     wait_s = int(wait) if wait.isdigit() else 0
-    [row] = [j for j in jobs_in(db) if j["id"] == reply.json()["job_id"]]
+    [row] = [j for j in jobs_in(db) if j["id"] == accepted_id(reply, _("the first request"))]
     late = row["run_after"] - row["created_at"]
     expect(
         late <= wait_s + 1,

@@ -679,6 +679,41 @@ ZOO = [
         "on two pool children",
         "worker_starts_and_charges_once",
     ),
+    (
+        # Stack Overflow's "make RETURNING return the row on a conflict": it always does,
+        # so a duplicate reads as a first delivery and charges again.
+        "ON CONFLICT DO UPDATE SET key = EXCLUDED.key RETURNING key",
+        _replace(
+            '"INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING RETURNING key"',
+            '"INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO UPDATE SET key = '
+            'EXCLUDED.key RETURNING key"',
+        ),
+        "duplicate_message_charges_once",
+        "1 charge row for a key sent twice",
+        "worker_killed_before_the_charge",
+    ),
+    (
+        # The task options' names (acks_late=...) given to app.conf, which takes any name
+        # and ignores the ones it does not know.
+        "app.conf.update(acks_late=True, reject_on_worker_lost=True)",
+        _settings("    app.conf.update(acks_late=True, reject_on_worker_lost=True)\n"),
+        "worker_killed_before_the_charge",
+        "SIGKILLed before charging",
+        "worker_starts_and_charges_once",
+    ),
+    (
+        # "A stuck charge must not hold the worker for ever": Celery stops a copy that
+        # waits for its key, and acknowledges the failure.
+        "a task_time_limit on the charge",
+        _settings(
+            "    app.conf.task_acks_late = True\n"
+            "    app.conf.task_reject_on_worker_lost = True\n"
+            "    app.conf.task_time_limit = 5\n"
+        ),
+        "charge_may_wait_without_a_time_limit",
+        "without a time limit",
+        "worker_starts_and_charges_once",
+    ),
 ]
 
 

@@ -412,6 +412,64 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
             )
         ],
     ),
+    (
+        # "Don't leave it hanging": the flaky entry is acknowledged and never runs again.
+        "a failed run_job acknowledged (XACK in the except)",
+        "a_flaky_entry_is_retried_not_dead_lettered",
+        [
+            (
+                "            except Exception:\n                continue",
+                "            except Exception:\n"
+                "                r.xack(stream, GROUP, entry_id)\n"
+                "                continue",
+            )
+        ],
+    ),
+    (
+        "the dead letter's reason left empty",
+        "dead_letters_a_crashing_entry_after_max_deliveries",
+        [
+            (
+                '"reason": f"delivered {deliveries} times, more than "\n'
+                '                                           f"{max_deliveries}: the consumer '
+                'never finished it"',
+                '"reason": ""',
+            )
+        ],
+    ),
+    (
+        "the dead letter keeps the key but not the payload",
+        "dead_letters_a_crashing_entry_after_max_deliveries",
+        [
+            (
+                'pipe.xadd(dead, {"key": fields["key"], "payload": fields["payload"],',
+                'pipe.xadd(dead, {"key": fields["key"],',
+            )
+        ],
+    ),
+    (
+        # Returns while a dead consumer's entry is pending but not idle for idle_ms yet.
+        "returns once its own pending entries are done (XPENDING ... consumer)",
+        "takes_over_a_dead_consumers_entries",
+        [
+            (
+                '            if not r.xpending_range(stream, GROUP, "-", "+", 1):',
+                '            if not r.xpending_range(stream, GROUP, "-", "+", 1, '
+                "consumername=consumer):",
+            )
+        ],
+    ),
+    (
+        # Each entry claimed along with the poison gains a delivery per crash.
+        "XAUTOCLAIM ten idle entries at a time",
+        "claims_one_idle_entry_at_a_time",
+        [
+            (
+                'r.xautoclaim(stream, GROUP, consumer, idle_ms, "0-0", 1)',
+                'r.xautoclaim(stream, GROUP, consumer, idle_ms, "0-0", 10)',
+            )
+        ],
+    ),
 ]
 
 

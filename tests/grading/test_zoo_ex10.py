@@ -486,6 +486,64 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         '        {"job_id": job.id},',
         '        {"job_id": store.jobs()[-1].id if _created else job.id},',
     ),
+    (
+        # "Tell them it's not theirs": the answer itself says the id exists.
+        "another owner's job answered 404 'not your job', a missing one 'no such job'",
+        "other_owner_gets_404",
+        ACCEPT_OK,
+        '        return JSONResponse({"detail": "no such job"}, status_code=404)\n',
+        "        if job is None:\n"
+        '            return JSONResponse({"detail": "no such job"}, status_code=404)\n'
+        '        return JSONResponse({"detail": "not your job"}, status_code=404)\n',
+    ),
+    (
+        "caller_of inside a catch-all: a missing token answered 422, not 401",
+        "no_token_is_401",
+        ACCEPT_OK,
+        "    owner = caller_of(authorization)\n    # Scoped",
+        "    try:\n        owner = caller_of(authorization)\n    except Exception as exc:\n"
+        '        return JSONResponse({"detail": str(exc)}, status_code=422)\n    # Scoped',
+    ),
+    (
+        # str hashes are salted per process: the restarted server computes another key.
+        "the owner hashed with hash() in the job key",
+        "retry_after_the_crash_gets_the_same_job",
+        "same_key_same_job",
+        'f"report:{owner}:{idempotency_key}"',
+        'f"report:{hash(owner)}:{idempotency_key}"',
+    ),
+    (
+        "a credential in the body answered 400, not 422",
+        "credential_in_the_body_is_refused",
+        ACCEPT_OK,
+        '        return JSONResponse({"detail": str(exc)}, status_code=422)\n    # enqueue',
+        '        return JSONResponse({"detail": str(exc)}, status_code=400)\n    # enqueue',
+    ),
+    (
+        # Alice posts {"owner": "bob", ...}: the job is bob's, and bob sees it.
+        "the owner taken from the body when it has one",
+        "owner_comes_from_the_token",
+        "same_key_same_job",
+        ENQUEUE,
+        ENQUEUE.replace('{"owner": owner,', '{"owner": body.get("owner", owner),'),
+    ),
+    (
+        # GET /reports/1/ is a 307 to /reports/1: a client that does not follow it is lost.
+        "a Location with a trailing slash",
+        ACCEPT_OK,
+        "same_key_same_job",
+        'headers={"Location": f"/reports/{job.id}",',
+        'headers={"Location": f"/reports/{job.id}/",',
+    ),
+    (
+        # A contract detail, not a lost job: only the contract's check fails, not the
+        # severe checks of keys and crashes (which read "7" as job 7).
+        "the job_id sent as a string",
+        ACCEPT_OK,
+        "same_key_same_job",
+        '        {"job_id": job.id},',
+        '        {"job_id": str(job.id)},',
+    ),
 ]
 
 

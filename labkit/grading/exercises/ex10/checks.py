@@ -83,7 +83,7 @@ def accept_answers_202_with_location(ns: Namespace) -> None:
     body = {"month": "2026-01", "credential_id": "erp-readonly"}
     with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
         reply = app.post(body)
-        job_id = accepted_id(reply, _("a new report request"))
+        job_id = accepted_id(reply, _("a new report request"), strict=True)
         location = reply.headers.get("Location")
         expect(location is not None, "a Location header (the status URL)", _("none"))
         retry_after = reply.headers.get("Retry-After", "")
@@ -176,7 +176,8 @@ def same_key_other_body_is_refused(ns: Namespace) -> None:
         expect("k-9" in other.text, "the message to name the key", other.text[:160])
         rows = jobs_in(folder / "jobs.db")
         expect(
-            [(j["id"], j["payload"]["request"]) for j in rows] == [(first, {"month": "2026-04"})],
+            [(j["id"], j["payload"]) for j in rows]
+            == [(first, {"owner": "alice", "request": {"month": "2026-04"}})],
             "only the first job, with its first body",
             [(j["id"], j["payload"]) for j in rows],
         )
