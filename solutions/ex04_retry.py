@@ -115,7 +115,7 @@ def next_delay(
 # holders run, shows one owner's data to another or never runs a retried job again:
 # failing one caps the exercise's score at half. Here:
 # `gives_up_on_maybe_done_without_a_key` (a retry without a key can repeat a charge
-# that already happened).
+# that already happened), and hidden ones the grader runs.
 
 # %%
 from labkit.grading import check

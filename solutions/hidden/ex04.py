@@ -4,7 +4,7 @@ lost answer stays maybe-done whatever status it carries."""
 from __future__ import annotations
 
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex04.policy import delays, draws, verdicts
+from labkit.grading.exercises.ex04.policy import delays, delays_for, draws, verdicts
 from labkit.lang import _
 
 CHECKS = Checks("ex04", hidden=True)
@@ -64,4 +64,32 @@ def status_comes_before_the_connection_class(ns: Namespace) -> None:
             verdicts=", ".join(map(repr, want))
         ),
         got,
+    )
+
+
+@CHECKS.add(
+    2,
+    "the deadline is a duration from started_at (started_at + deadline), and now and "
+    "started_at are epoch seconds: read as an instant, a deadline of 300 is long past and "
+    "no job is ever retried",
+    severe=True,
+)
+def retries_happen_at_real_times(ns: Namespace) -> None:
+    start = 1_764_900_000.0  # 2025-12-05, as time.time() gives it
+    cases = [
+        (
+            {"type": "ConnectionRefusedError"},
+            attempt,
+            {"started_at": start, "now": start + 5.0 * attempt},
+        )
+        for attempt in (1, 2, 3)
+    ]
+    got = delays_for(ns, cases)
+    expect(
+        all(isinstance(d, (int, float)) and not isinstance(d, bool) and d >= 0 for d in got),
+        _(
+            "a delay for each of attempts 1, 2 and 3 of a refused connection, 5 to 15 s into "
+            "a 300 s deadline that started at {start:.0f} (epoch seconds)"
+        ).format(start=start),
+        repr(got),
     )

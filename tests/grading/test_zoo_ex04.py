@@ -1134,7 +1134,7 @@ ZOO: list[tuple[str, str, str, str]] = [
     (
         "ex04",
         "the deadline taken as an instant (now + delay > deadline), not a duration from started_at",
-        "respects_deadline",
+        "retries_happen_at_real_times",
         """
         _ref_next_delay = next_delay
 
@@ -1600,7 +1600,7 @@ SAYS: dict[str, str] = {
     ),
     "decorrelated jitter from a module-level last delay": "within [0, 1]",
     "the deadline taken as an instant (now + delay > deadline), not a duration from started_at": (
-        "started_at 1764900000"
+        "a delay for each of attempts 1, 2 and 3"
     ),
     "whole-second jitter (rng.randint(0, int(ceiling)))": "different delays",
     "jitter drawn from [base, ceiling] (never below base)": "different delays",
