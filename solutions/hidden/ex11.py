@@ -516,3 +516,56 @@ def a_row_made_pending_again_is_published(ns: Namespace) -> None:
             ).format(ids=again),
             _("it {outcome}").format(outcome=did(got["second"])),
         )
+
+
+@CHECKS.add(
+    2,
+    "pending is sent_at IS NULL, whatever the topic: the outbox carries other facts than "
+    "'order.placed' (a cancellation, a refund), and a relay that filters on one topic "
+    "never publishes the others",
+    severe=True,
+)
+def relay_publishes_pending_rows_of_every_topic(ns: Namespace) -> None:
+    topics = ["order.placed", "order.cancelled", "payment.refunded", "order.placed"]
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        conn.execute("BEGIN IMMEDIATE")
+        for n, topic in enumerate(topics, start=31):
+            conn.execute(
+                "INSERT INTO outbox (message_id, topic, body) VALUES (?, ?, ?)",
+                (f"{topic}:{n}:v1", topic, json.dumps({"order_id": n, "customer": f"c{n}"})),
+            )
+        conn.execute("COMMIT")
+        want = [f"{topic}:{n}:v1" for n, topic in enumerate(topics, start=31)]
+        got = ns.harness(HARNESS + "relay_into_a_list", str(path), NOW)
+        _raised(got, "relay_once(conn, publish, now)", _("try relay_once with a list as broker"))
+        expect(
+            list(got["published"]) == want,
+            _("every pending row published, whatever its topic, by outbox id: {ids}").format(
+                ids=want
+            ),
+            _("the broker got {ids}").format(ids=list(got["published"])),
+        )
+
+
+@CHECKS.add(
+    1,
+    "a retried place_order changes nothing: the order's message, already published "
+    "(sent_at set), stays sent; setting it pending again publishes it once more on "
+    "every retry of the request",
+)
+def a_retried_order_leaves_its_sent_message_alone(ns: Namespace) -> None:
+    order = [7, "ana", 4200]
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        place(ns, path, order)
+        conn.execute("UPDATE outbox SET sent_at = 50 WHERE message_id = ?", (message_id(7),))
+        again = place(ns, path, order)
+        sent = [(r["message_id"], r["sent_at"]) for r in rows_of(conn, "all_outbox")]
+        expect(
+            sent == [(message_id(7), 50)],
+            _("the message {mid} still sent at 50 after the retried request").format(
+                mid=message_id(7)
+            ),
+            _("the outbox holds {rows} (the retry {outcome})").format(
+                rows=sent, outcome=did(again)
+            ),
+        )

@@ -32,6 +32,8 @@ from labkit.grading.exercises.ex14.checks import (
 )
 from labkit.grading.exercises.helpers import holds_for, raised_text
 from labkit.grading.exercises.killsweep import after_every_kill, scene_seeds
+from labkit.grading.exercises.kit import reading
+from labkit.grading.exercises.labdb import rows_of
 from labkit.lang import _
 from labkit.world import World
 
@@ -495,4 +497,77 @@ def a_resumed_order_with_a_new_address_is_charged_once(ns: Namespace) -> None:
             _("the ledger {ledger}, charges {charges}, e-mails {mails}").format(
                 ledger=got["ledger"], charges=got["payments"], mails=mails
             ),
+        )
+
+
+@CHECKS.add(
+    2,
+    "set 'failed' or 'done' WHERE order_id = this job's order, nothing wider: another "
+    "order's job still 'running' (its charge hit a 503, it waits for its retry) must not "
+    "end with it, or its resume skips the charge and the e-mail",
+    severe=True,
+)
+def one_orders_end_leaves_other_jobs_running(ns: Namespace) -> None:
+    declined = {
+        "id": 7,
+        "customer": "cus_bia",
+        "email": "bia@example.com",
+        "sku": "pen",
+        "amount": 1500,
+    }
+    paid = {
+        "id": 8,
+        "customer": "cus_caio",
+        "email": "caio@example.com",
+        "sku": "cup",
+        "amount": 700,
+    }
+    with scene(ns) as folder:
+        with_declines(folder, "payments", "fail_before")
+        ns.harness(HARNESS + "run", str(folder), ORDER, 1, None, False)
+        with_declines(folder, "payments", "reject")
+        ends = [run(ns, folder, order).get("returned") for order in (declined, paid)]
+        state = state_of(folder, ORDER["id"])
+        expect(
+            state == "running",
+            _(
+                "order {order_id}'s job still 'running' (its charge hit a 503) after order "
+                "{declined} was declined and order {paid} was done"
+            ).format(order_id=ORDER["id"], declined=declined["id"], paid=paid["id"]),
+            _("the job {state} (the two other orders returned {ends})").format(
+                state=repr(state), ends=ends
+            ),
+        )
+        again = run(ns, folder, ORDER)
+        ok, seen = exactly_once(folder, ORDER, 1)
+        expect(
+            again.get("returned") == "done" and ok,
+            _("the retry of order {order_id} to finish it: {effects}, the job 'done'").format(
+                order_id=ORDER["id"], effects=wanted(ORDER, 1, False)
+            ),
+            f"{again.get('returned')!r}; {seen}",
+        )
+
+
+@CHECKS.add(
+    1,
+    "the decline's checkpoint is the row ('charge', 'declined'): result = the text "
+    "'declined', not the reply or a JSON object, so whoever reads job_steps tells a "
+    "declined charge from a paid one",
+)
+def the_decline_is_checkpointed_as_declined(ns: Namespace) -> None:
+    with scene(ns, DECLINES) as folder:
+        run(ns, folder, ORDER)
+        with reading(folder / "steps.db") as conn:
+            results = {
+                r["step"]: r["result"]
+                for r in rows_of(conn, "all_job_steps")
+                if r["order_id"] == ORDER["id"]
+            }
+        expect(
+            results.get("charge") == "declined",
+            _("the checkpoint ('charge', 'declined') for the declined order {order_id}").format(
+                order_id=ORDER["id"]
+            ),
+            _("the charge's checkpoint holds {result}").format(result=repr(results.get("charge"))),
         )

@@ -1956,6 +1956,456 @@ ZOO: list[tuple[str, str, str, str]] = [
                 return None
         """,
     ),
+    (
+        "ex11",
+        "the relay publishes only the topic 'order.placed' (other facts stay pending)",
+        "relay_publishes_pending_rows_of_every_topic",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox"
+                " WHERE sent_at IS NULL AND topic = 'order.placed' ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay publishes the body parsed back into a dict (json.loads)",
+        "relay_publishes_and_marks",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, json.loads(body))
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay publishes the whole run at once in a thread pool, then marks",
+        "relay_stops_when_the_broker_is_down",
+        """
+        def relay_once(conn, publish, now):
+            from concurrent.futures import ThreadPoolExecutor
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            with ThreadPoolExecutor(4) as pool:
+                futures = [pool.submit(publish, t, m, b) for _, t, m, b in pending]
+            sent = []
+            for (row_id, topic, mid, body), fut in zip(pending, futures):
+                fut.result()
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(mid)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay retries a refused publish 3 times itself before raising",
+        "relay_lets_the_broker_error_out",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                for attempt in range(3):
+                    try:
+                        publish(topic, message_id, body)
+                        break
+                    except Exception:
+                        if attempt == 2:
+                            raise
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex13",
+        "claim_capped takes an expired lease again only when lease_until < now",
+        "capped_claim_follows_the_rules_on_generated_tables",
+        """
+        def claim_capped(conn, worker: str, now: float, lease_s: float, cap: int):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until < :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+
+
+        # %%
+        """,
+    ),
+    (
+        "ex13",
+        "serial: ready heads taken by id alone (run_after ignored)",
+        "serial_claim_follows_the_rules_on_generated_tables",
+        """
+        def claim_serial(conn, worker: str, now: float, lease_s: float):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "claim_capped orders by busy, then id (run_after ignored)",
+        "capped_claim_follows_the_rules_on_generated_tables",
+        """
+        def claim_capped(conn, worker: str, now: float, lease_s: float, cap: int):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+
+
+        # %%
+        """,
+    ),
+    (
+        "ex13",
+        "claim_capped takes a retry_wait job only once run_after < now",
+        "capped_claim_follows_the_rules_on_generated_tables",
+        """
+        def claim_capped(conn, worker: str, now: float, lease_s: float, cap: int):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state = 'pending' AND c.run_after <= :now)
+                               OR (c.state = 'retry_wait' AND c.run_after < :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+
+
+        # %%
+        """,
+    ),
+    (
+        "ex13",
+        "serial: a succeeded job stays the head (state != 'dead')",
+        "serial_runs_one_at_a_time_in_order",
+        """
+        def claim_serial(conn, worker: str, now: float, lease_s: float):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state != 'dead'
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "serial head = the oldest READY job of its queue: a running head overtaken",
+        "serial_runs_one_at_a_time_in_order",
+        """
+        def claim_serial(conn, worker: str, now: float, lease_s: float):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE (state IN ('pending', 'retry_wait')
+                                               AND run_after <= :now)
+                                           OR (state = 'running' AND lease_until <= :now)
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "the cap counted per worker (lease_owner = worker), not per account",
+        "cap_skips_a_busy_account",
+        """
+        def claim_capped(conn, worker: str, now: float, lease_s: float, cap: int):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.lease_owner = :worker AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+
+
+        # %%
+        """,
+    ),
+    (
+        "ex13",
+        "serial: a head in retry_wait is never taken again (pending only)",
+        "retried_and_orphaned_jobs_run_again",
+        """
+        def claim_serial(conn, worker: str, now: float, lease_s: float):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state = 'pending' AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "claim_capped compares accounts with lower(): 'Bolt' shares the cap of 'bolt'",
+        "accounts_are_told_apart_by_their_exact_names",
+        """
+        def claim_capped(conn, worker: str, now: float, lease_s: float, cap: int):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE lower(r.queue) = lower(c.queue) AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE lower(r.queue) = lower(c.queue) AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+
+
+        # %%
+        """,
+    ),
+    (
+        "ex11",
+        "a retried place_order sets its message pending again (re-announces the order)",
+        "a_retried_order_leaves_its_sent_message_alone",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (:id, :customer, :total)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id",
+                    {"id": order_id, "customer": customer, "total": total},
+                ).fetchone()
+                if created is not None:
+                    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (?, 'order.placed', ?)",
+                        (f"order:{order_id}:placed:v1", body),
+                    )
+                else:  # a retried request: announce the order again, in case the first got lost
+                    conn.execute(
+                        "UPDATE outbox SET sent_at = NULL WHERE message_id = ?",
+                        (f"order:{order_id}:placed:v1",),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return created is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the body's order_id written as a string (str(order_id))",
+        "place_order_writes_the_order_and_its_message",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (:id, :customer, :total)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id",
+                    {"id": order_id, "customer": customer, "total": total},
+                ).fetchone()
+                if created is not None:
+                    order = {"order_id": str(order_id), "customer": customer, "total": total}
+                    body = json.dumps(order)
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (?, 'order.placed', ?)",
+                        (f"order:{order_id}:placed:v1", body),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return created is not None
+        """,
+    ),
+    (
+        "ex13",
+        "the cap compared with <= (an account runs cap + 1 jobs)",
+        "cap_skips_a_busy_account",
+        """
+        def claim_capped(conn, worker: str, now: float, lease_s: float, cap: int):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) <= :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+
+
+        # %%
+        """,
+    ),
+    (
+        "ex13",
+        "claim_capped takes a pending job before its run_after (only retry_wait waits)",
+        "capped_claim_follows_the_rules_on_generated_tables",
+        """
+        def claim_capped(conn, worker: str, now: float, lease_s: float, cap: int):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE (c.state = 'pending'
+                               OR (c.state = 'retry_wait' AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+
+
+        # %%
+        """,
+    ),
 ]
 
 
@@ -2100,6 +2550,41 @@ SAYS: dict[str, str] = {
     "a claim that catches sqlite3.Error and returns None": (
         "to raise the error of its failed UPDATE"
     ),
+    "the relay publishes only the topic 'order.placed' (other facts stay pending)": (
+        "whatever its topic"
+    ),
+    "the relay publishes the body parsed back into a dict (json.loads)": (
+        "relay_once(conn, publish, now) to run"
+    ),
+    "the relay publishes the whole run at once in a thread pool, then marks": (
+        "must not overtake message 2"
+    ),
+    "the relay retries a refused publish 3 times itself before raising": "relay_once to raise",
+    "claim_capped takes an expired lease again only when lease_until < now": (
+        "lease_until=100) to take job 1"
+    ),
+    "serial: ready heads taken by id alone (run_after ignored)": "to take job 2",
+    "claim_capped orders by busy, then id (run_after ignored)": "to take job 2",
+    "claim_capped takes a retry_wait job only once run_after < now": (
+        "retry_wait run_after=100) to take job 1"
+    ),
+    "serial: a succeeded job stays the head (state != 'dead')": "once job 1 succeeded",
+    "serial head = the oldest READY job of its queue: a running head overtaken": "both heads run",
+    "the cap counted per worker (lease_owner = worker), not per account": (
+        "acme already runs 2 jobs"
+    ),
+    "serial: a head in retry_wait is never taken again (pending only)": "whose run_after has come",
+    "claim_capped compares accounts with lower(): 'Bolt' shares the cap of 'bolt'": (
+        "are at their cap"
+    ),
+    "a retried place_order sets its message pending again (re-announces the order)": (
+        "still sent at 50"
+    ),
+    "the body's order_id written as a string (str(order_id))": "the order as JSON",
+    "the cap compared with <= (an account runs cap + 1 jobs)": "the cap is 2",
+    "claim_capped takes a pending job before its run_after (only retry_wait waits)": (
+        "run_after=150) to take nothing"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
@@ -2139,6 +2624,10 @@ SEVERE = [
     "lease tokens numbered by a counter started at import",
     "the lease cut to whole seconds (CAST(:lease_s AS INTEGER))",
     "jobs waiting to be retried counted as busy for the cap",
+    "the relay publishes only the topic 'order.placed' (other facts stay pending)",
+    "serial: a succeeded job stays the head (state != 'dead')",
+    "serial head = the oldest READY job of its queue: a running head overtaken",
+    "serial: a head in retry_wait is never taken again (pending only)",
 ]
 
 

@@ -645,6 +645,238 @@ ZOO: list[tuple[str, str, str, str]] = [
                           reverse=True)
         """,
     ),
+    (
+        "ex12",
+        "due_slots tests `not last`: last = 0 (the epoch's slot) taken for None",
+        "due_slots_on_generated_schedules",
+        """
+        def due_slots(period_s, last, since, now, catch_up):
+            if period_s <= 0:
+                raise ValueError(f"period_s must be positive, not {period_s!r}")
+            if catch_up not in ("all", "latest"):
+                raise ValueError(f"catch_up must be 'all' or 'latest', not {catch_up!r}")
+            slot = (now // period_s) * period_s
+            slots = []
+            while slot >= since and (not last or slot > last):
+                slots.append(slot)
+                if catch_up == "latest":
+                    break
+                slot -= period_s
+            return slots[::-1]
+        """,
+    ),
+    (
+        "ex12",
+        "catch_up='latest' as [slots[-1]]: IndexError when nothing is due",
+        "due_slots_boundaries",
+        """
+        def due_slots(period_s, last, since, now, catch_up):
+            if period_s <= 0:
+                raise ValueError(f"period_s must be positive, not {period_s!r}")
+            if catch_up not in ("all", "latest"):
+                raise ValueError(f"catch_up must be 'all' or 'latest', not {catch_up!r}")
+            slot = (now // period_s) * period_s
+            slots = []
+            while slot >= since and (last is None or slot > last):
+                slots.append(slot)
+                slot -= period_s
+            slots.reverse()
+            return [slots[-1]] if catch_up == "latest" else slots
+        """,
+    ),
+    (
+        "ex12",
+        "due_slots walks range(since, now + 1, period_s) (off the grid when since is)",
+        "due_slots_boundaries",
+        """
+        def due_slots(period_s, last, since, now, catch_up):
+            if period_s <= 0:
+                raise ValueError(f"period_s must be positive, not {period_s!r}")
+            if catch_up not in ("all", "latest"):
+                raise ValueError(f"catch_up must be 'all' or 'latest', not {catch_up!r}")
+            start = since if last is None else max(since, last + period_s)
+            slots = list(range(int(start), int(now) + 1, period_s))
+            return slots[-1:] if catch_up == "latest" else slots
+        """,
+    ),
+    (
+        "ex12",
+        "the schedule's keys matched without the ':' after the name ('night' reads 'nightly')",
+        "another_schedule_with_a_longer_name",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][-20:], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "slot_key also refuses '/' in a name (and a blank one)",
+        "slot_key_names_the_slot",
+        """
+        def slot_key(schedule, fire_time):
+            if not schedule.strip() or ":" in schedule or "/" in schedule:
+                raise ValueError(f"schedule name {schedule!r} must be non-empty and without ':'")
+            stamp = datetime.fromtimestamp(fire_time, UTC)
+            return f"schedule:{schedule}:{stamp:%Y-%m-%dT%H:%M:%SZ}"
+        """,
+    ),
+    (
+        "ex12",
+        "tick inserts with executemany and reports what it created by total_changes",
+        "two_schedulers_in_every_order_enqueue_each_slot_once",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            slots = due_slots(period_s, last, since, now, catch_up)
+            rows = [
+                {"key": slot_key(schedule, s), "kind": schedule, "slot": s, "now": now}
+                for s in slots
+            ]
+            before = conn.total_changes
+            conn.executemany(
+                "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING", rows)
+            if conn.total_changes - before == len(rows):
+                created = [r["key"] for r in rows]
+            else:
+                made = conn.total_changes - before
+                created = [r["key"] for r in rows][made - len(rows):] if made else []
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "tick stores kind = 'schedule:<name>:' (the key's prefix)",
+        "tick_enqueues_each_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": prefix, "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "tick writes updated_at = the slot, not now",
+        "tick_enqueues_each_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": slot},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "tick builds each key itself, in local time, instead of calling slot_key",
+        "tick_reads_what_fired_in_every_time_zone",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = f"schedule:{schedule}:{datetime.fromtimestamp(slot):%Y-%m-%dT%H:%M:%SZ}"
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "catch_up='latest' takes the newest slot at or before now, whatever since says",
+        "due_slots_boundaries",
+        """
+        def due_slots(period_s, last, since, now, catch_up):
+            if period_s <= 0:
+                raise ValueError(f"period_s must be positive, not {period_s!r}")
+            if catch_up not in ("all", "latest"):
+                raise ValueError(f"catch_up must be 'all' or 'latest', not {catch_up!r}")
+            newest = (now // period_s) * period_s
+            if catch_up == "latest":
+                return [newest] if last is None or newest > last else []
+            slots = []
+            slot = newest
+            while slot >= since and (last is None or slot > last):
+                slots.append(slot)
+                slot -= period_s
+            return slots[::-1]
+        """,
+    ),
 ]
 
 
@@ -692,6 +924,28 @@ SAYS: dict[str, str] = {
     "the slot at exactly since is not due (slot > since)": "(now on a slot)",
     "run_after = max(slot, now): a missed slot's job dated by the tick, not the slot": "(the slot)",
     "tick returns the keys it created newest first": "the first tick to create",
+    "due_slots tests `not last`: last = 0 (the epoch's slot) taken for None": (
+        "due_slots(1, 0, 0, 0, 'all') == []"
+    ),
+    "catch_up='latest' as [slots[-1]]: IndexError when nothing is due": "to return a list",
+    "due_slots walks range(since, now + 1, period_s) (off the grid when since is)": (
+        "(since after a slot)"
+    ),
+    "the schedule's keys matched without the ':' after the name ('night' reads 'nightly')": (
+        "'report' to catch up with"
+    ),
+    "slot_key also refuses '/' in a name (and a blank one)": (
+        "slot_key('eu/west', 1767232800) to return a key"
+    ),
+    "tick inserts with executemany and reports what it created by total_changes": (
+        "reports adding up to them"
+    ),
+    "tick stores kind = 'schedule:<name>:' (the key's prefix)": "kind='nightly'",
+    "tick writes updated_at = the slot, not now": "the now tick was given",
+    "tick builds each key itself, in local time, instead of calling slot_key": "fired, only the",
+    "catch_up='latest' takes the newest slot at or before now, whatever since says": (
+        "'latest' with no slot in [since, now]"
+    ),
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
@@ -715,6 +969,13 @@ MINOR = [
     "the slot at exactly since is not due (slot > since)",
     "run_after = max(slot, now): a missed slot's job dated by the tick, not the slot",
     "tick returns the keys it created newest first",  # every slot once, in another order
+    "due_slots tests `not last`: last = 0 (the epoch's slot) taken for None",
+    "catch_up='latest' as [slots[-1]]: IndexError when nothing is due",
+    "due_slots walks range(since, now + 1, period_s) (off the grid when since is)",
+    "slot_key also refuses '/' in a name (and a blank one)",
+    "tick stores kind = 'schedule:<name>:' (the key's prefix)",
+    "tick writes updated_at = the slot, not now",
+    "catch_up='latest' takes the newest slot at or before now, whatever since says",
 ]
 
 

@@ -560,7 +560,344 @@ ZOO: list[tuple[str, str, str, str]] = [
             ),
         ),
     ),
+    (
+        "ex14",
+        "a step that raised is checkpointed with its error, then the error re-raised",
+        "only_a_declined_charge_fails_the_job",
+        """
+        def run_order(conn, world, order, *, policy_version: int) -> str:
+            job = {"id": order["id"], "version": policy_version}
+            conn.execute(
+                "INSERT INTO step_jobs (order_id, policy_version) VALUES (:id, :version)"
+                " ON CONFLICT (order_id) DO NOTHING",
+                job,
+            )
+            version, state = conn.execute(
+                "SELECT policy_version, state FROM step_jobs WHERE order_id = :id", job
+            ).fetchone()
+            rows = conn.execute("SELECT step FROM job_steps WHERE order_id = :id", job)
+            done = {r[0] for r in rows}
+
+            def checkpoint(step, result):
+                conn.execute(
+                    "INSERT INTO job_steps (order_id, step, result) VALUES (:id, :step, :result)",
+                    {"id": order["id"], "step": step, "result": result},
+                )
+
+            if state == "running":
+                for step in POLICIES[version]:
+                    if step in done:
+                        continue
+                    try:
+                        reply = do_step(world, order, step)
+                    except Exception as exc:
+                        if not isinstance(exc, PermanentError):
+                            checkpoint(step, json.dumps({"error": str(exc)}))
+                            raise
+                        if step != "charge":
+                            raise exc
+                        conn.execute("BEGIN IMMEDIATE")
+                        try:
+                            checkpoint("charge", "declined")
+                            conn.execute(
+                                "UPDATE step_jobs SET state = 'failed' WHERE order_id = :id", job
+                            )
+                            conn.execute("COMMIT")
+                        except BaseException:
+                            if conn.in_transaction:
+                                conn.execute("ROLLBACK")
+                            raise
+                        state = "failed"
+                        break
+                    checkpoint(step, json.dumps(reply))
+                else:
+                    conn.execute("UPDATE step_jobs SET state = 'done' WHERE order_id = :id", job)
+                    return "done"
+            if state == "failed":
+                if "release" not in done:
+                    checkpoint("release", json.dumps(do_step(world, order, "release")))
+                return "failed"
+            return "done"
+        """,
+    ),
+    (
+        "ex14",
+        "'done' set by an UPDATE without WHERE (every job done)",
+        "one_orders_end_leaves_other_jobs_running",
+        """
+        def run_order(conn, world, order, *, policy_version: int) -> str:
+            job = {"id": order["id"], "version": policy_version}
+            conn.execute(
+                "INSERT INTO step_jobs (order_id, policy_version) VALUES (:id, :version)"
+                " ON CONFLICT (order_id) DO NOTHING",
+                job,
+            )
+            version, state = conn.execute(
+                "SELECT policy_version, state FROM step_jobs WHERE order_id = :id", job
+            ).fetchone()
+            rows = conn.execute("SELECT step FROM job_steps WHERE order_id = :id", job)
+            done = {r[0] for r in rows}
+
+            def checkpoint(step, result):
+                conn.execute(
+                    "INSERT INTO job_steps (order_id, step, result) VALUES (:id, :step, :result)",
+                    {"id": order["id"], "step": step, "result": result},
+                )
+
+            if state == "running":
+                for step in POLICIES[version]:
+                    if step in done:
+                        continue
+                    try:
+                        reply = do_step(world, order, step)
+                    except PermanentError:
+                        if step != "charge":
+                            raise
+                        conn.execute("BEGIN IMMEDIATE")
+                        try:
+                            checkpoint("charge", "declined")
+                            conn.execute(
+                                "UPDATE step_jobs SET state = 'failed' WHERE order_id = :id", job
+                            )
+                            conn.execute("COMMIT")
+                        except BaseException:
+                            if conn.in_transaction:
+                                conn.execute("ROLLBACK")
+                            raise
+                        state = "failed"
+                        break
+                    checkpoint(step, json.dumps(reply))
+                else:
+                    conn.execute("UPDATE step_jobs SET state = 'done'")
+                    return "done"
+            if state == "failed":
+                if "release" not in done:
+                    checkpoint("release", json.dumps(do_step(world, order, "release")))
+                return "failed"
+            return "done"
+        """,
+    ),
+    (
+        "ex14",
+        "'failed' set WHERE state = 'running' (every running job fails)",
+        "one_orders_end_leaves_other_jobs_running",
+        """
+        def run_order(conn, world, order, *, policy_version: int) -> str:
+            job = {"id": order["id"], "version": policy_version}
+            conn.execute(
+                "INSERT INTO step_jobs (order_id, policy_version) VALUES (:id, :version)"
+                " ON CONFLICT (order_id) DO NOTHING",
+                job,
+            )
+            version, state = conn.execute(
+                "SELECT policy_version, state FROM step_jobs WHERE order_id = :id", job
+            ).fetchone()
+            rows = conn.execute("SELECT step FROM job_steps WHERE order_id = :id", job)
+            done = {r[0] for r in rows}
+
+            def checkpoint(step, result):
+                conn.execute(
+                    "INSERT INTO job_steps (order_id, step, result) VALUES (:id, :step, :result)",
+                    {"id": order["id"], "step": step, "result": result},
+                )
+
+            if state == "running":
+                for step in POLICIES[version]:
+                    if step in done:
+                        continue
+                    try:
+                        reply = do_step(world, order, step)
+                    except PermanentError:
+                        if step != "charge":
+                            raise
+                        conn.execute("BEGIN IMMEDIATE")
+                        try:
+                            checkpoint("charge", "declined")
+                            conn.execute(
+                                "UPDATE step_jobs SET state = 'failed' WHERE state = 'running'"
+                            )
+                            conn.execute("COMMIT")
+                        except BaseException:
+                            if conn.in_transaction:
+                                conn.execute("ROLLBACK")
+                            raise
+                        state = "failed"
+                        break
+                    checkpoint(step, json.dumps(reply))
+                else:
+                    conn.execute("UPDATE step_jobs SET state = 'done' WHERE order_id = :id", job)
+                    return "done"
+            if state == "failed":
+                if "release" not in done:
+                    checkpoint("release", json.dumps(do_step(world, order, "release")))
+                return "failed"
+            return "done"
+        """,
+    ),
+    (
+        "ex14",
+        "the e-mails sent to the customer id, not to the order's e-mail",
+        "run_order_does_every_step_once",
+        """
+        def do_step(world, order, step: str) -> dict:
+            key = f"order:{order['id']}:{step}:v1"
+            if step in ("reserve", "release"):
+                with world.ledger.transaction() as tx:
+                    if tx.status(key) == "done":
+                        return {"skipped": key}
+                    reply = tx.post(order["sku"], -1 if step == "reserve" else 1, key=key)
+                    tx.mark(key, "done")
+                return reply
+            if step == "charge":
+                return world.payments.charge(
+                    order["customer"], order["amount"], idempotency_key=key
+                )
+            subject = {"receipt": "Receipt for order {}", "email": "Order {} is on its way"}[step]
+            return world.mail.send(
+                order["customer"], subject.format(order["id"]), idempotency_key=key
+            )
+        """,
+    ),
+    (
+        "ex14",
+        "every job follows the newest policy, POLICIES[max(POLICIES)]",
+        "a_resumed_job_keeps_its_first_policy_version",
+        """
+        def run_order(conn, world, order, *, policy_version: int) -> str:
+            job = {"id": order["id"], "version": policy_version}
+            conn.execute(
+                "INSERT INTO step_jobs (order_id, policy_version) VALUES (:id, :version)"
+                " ON CONFLICT (order_id) DO NOTHING",
+                job,
+            )
+            version, state = conn.execute(
+                "SELECT policy_version, state FROM step_jobs WHERE order_id = :id", job
+            ).fetchone()
+            rows = conn.execute("SELECT step FROM job_steps WHERE order_id = :id", job)
+            done = {r[0] for r in rows}
+
+            def checkpoint(step, result):
+                conn.execute(
+                    "INSERT INTO job_steps (order_id, step, result) VALUES (:id, :step, :result)",
+                    {"id": order["id"], "step": step, "result": result},
+                )
+
+            if state == "running":
+                for step in POLICIES[max(POLICIES)]:
+                    if step in done:
+                        continue
+                    try:
+                        reply = do_step(world, order, step)
+                    except PermanentError:
+                        if step != "charge":
+                            raise
+                        conn.execute("BEGIN IMMEDIATE")
+                        try:
+                            checkpoint("charge", "declined")
+                            conn.execute(
+                                "UPDATE step_jobs SET state = 'failed' WHERE order_id = :id", job
+                            )
+                            conn.execute("COMMIT")
+                        except BaseException:
+                            if conn.in_transaction:
+                                conn.execute("ROLLBACK")
+                            raise
+                        state = "failed"
+                        break
+                    checkpoint(step, json.dumps(reply))
+                else:
+                    conn.execute("UPDATE step_jobs SET state = 'done' WHERE order_id = :id", job)
+                    return "done"
+            if state == "failed":
+                if "release" not in done:
+                    checkpoint("release", json.dumps(do_step(world, order, "release")))
+                return "failed"
+            return "done"
+        """,
+    ),
+    (
+        "ex14",
+        "the decline checkpointed as JSON ({'declined': true}), not the text 'declined'",
+        "the_decline_is_checkpointed_as_declined",
+        """
+        def run_order(conn, world, order, *, policy_version: int) -> str:
+            job = {"id": order["id"], "version": policy_version}
+            conn.execute(
+                "INSERT INTO step_jobs (order_id, policy_version) VALUES (:id, :version)"
+                " ON CONFLICT (order_id) DO NOTHING",
+                job,
+            )
+            version, state = conn.execute(
+                "SELECT policy_version, state FROM step_jobs WHERE order_id = :id", job
+            ).fetchone()
+            rows = conn.execute("SELECT step FROM job_steps WHERE order_id = :id", job)
+            done = {r[0] for r in rows}
+
+            def checkpoint(step, result):
+                conn.execute(
+                    "INSERT INTO job_steps (order_id, step, result) VALUES (:id, :step, :result)",
+                    {"id": order["id"], "step": step, "result": result},
+                )
+
+            if state == "running":
+                for step in POLICIES[version]:
+                    if step in done:
+                        continue
+                    try:
+                        reply = do_step(world, order, step)
+                    except PermanentError:
+                        if step != "charge":
+                            raise
+                        conn.execute("BEGIN IMMEDIATE")
+                        try:
+                            checkpoint("charge", json.dumps({"declined": True}))
+                            conn.execute(
+                                "UPDATE step_jobs SET state = 'failed' WHERE order_id = :id", job
+                            )
+                            conn.execute("COMMIT")
+                        except BaseException:
+                            if conn.in_transaction:
+                                conn.execute("ROLLBACK")
+                            raise
+                        state = "failed"
+                        break
+                    checkpoint(step, json.dumps(reply))
+                else:
+                    conn.execute("UPDATE step_jobs SET state = 'done' WHERE order_id = :id", job)
+                    return "done"
+            if state == "failed":
+                if "release" not in done:
+                    checkpoint("release", json.dumps(do_step(world, order, "release")))
+                return "failed"
+            return "done"
+        """,
+    ),
+    (
+        "ex14",
+        "the release posts -1 like the reserve (the stock taken twice)",
+        "a_declined_charge_releases_the_stock",
+        """
+        def do_step(world, order, step: str) -> dict:
+            key = f"order:{order['id']}:{step}:v1"
+            if step in ("reserve", "release"):
+                with world.ledger.transaction() as tx:
+                    if tx.status(key) == "done":
+                        return {"skipped": key}
+                    reply = tx.post(order["sku"], -1, key=key)
+                    tx.mark(key, "done")
+                return reply
+            if step == "charge":
+                return world.payments.charge(
+                    order["customer"], order["amount"], idempotency_key=key
+                )
+            subject = {"receipt": "Receipt for order {}", "email": "Order {} is on its way"}[step]
+            return world.mail.send(
+                order["email"], subject.format(order["id"]), idempotency_key=key
+            )
+        """,
+    ),
 ]
+
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
@@ -586,6 +923,11 @@ SEVERE = [
     "the release only when the reserve was done before this run",
     "INSERT OR REPLACE of the job: a redelivery resets its state and version",
     "only a 'done' job returns early: a failed job's redelivery runs the steps left",
+    "a step that raised is checkpointed with its error, then the error re-raised",
+    "'done' set by an UPDATE without WHERE (every job done)",
+    "'failed' set WHERE state = 'running' (every running job fails)",
+    "every job follows the newest policy, POLICIES[max(POLICIES)]",
+    "the release posts -1 like the reserve (the stock taken twice)",
 ]
 
 #: What the named check must say it expected, for the entries that name it.
@@ -607,6 +949,19 @@ SAYS = {
         "a resume with policy_version=2"
     ),
     "only a 'done' job returns early: a failed job's redelivery runs the steps left": ("run twice"),
+    "a step that raised is checkpointed with its error, then the error re-raised": "a 503",
+    "'done' set by an UPDATE without WHERE (every job done)": "still 'running'",
+    "'failed' set WHERE state = 'running' (every running job fails)": "still 'running'",
+    "the e-mails sent to the customer id, not to the order's e-mail": "the world to hold",
+    "every job follows the newest policy, POLICIES[max(POLICIES)]": (
+        "a resume with policy_version=2"
+    ),
+    "the decline checkpointed as JSON ({'declined': true}), not the text 'declined'": (
+        "('charge', 'declined')"
+    ),
+    "the release posts -1 like the reserve (the stock taken twice)": (
+        "the ledger [['mug', -1], ['mug', 1]]"
+    ),
 }
 
 

@@ -130,6 +130,9 @@ def slot_key_names_the_slot(ns: Namespace) -> None:
         expect(got == want, f"slot_key({name!r}, {fire}) == {want!r}", got)
 
     holds_for(st.tuples(NAMES, TIMES), prop)
+    # Only '' and ':' are refused: a '/', a space, a '%' or a quote is part of a valid name.
+    for name in ("eu/west", "night ly", "50%_off", "o'brien"):
+        prop((name, T0 + 2 * HOUR))
 
 
 @CHECKS.add(
@@ -180,6 +183,11 @@ def due_slots_boundaries(ns: Namespace) -> None:
         ([HOUR, T0 + 2 * HOUR, T0, T0 + 2 * HOUR, "all"], [], _("last equal to now")),
         ([HOUR, None, T0 + 1, T0 + 2 * HOUR - 1, "all"], [T0 + HOUR], _("since after a slot")),
         ([HOUR, None, T0 + 30, T0 + 40, "all"], [], _("no slot in [since, now]")),
+        (
+            [HOUR, None, T0 + 30, T0 + 40, "latest"],
+            [],
+            _("'latest' with no slot in [since, now]"),
+        ),
         ([300, None, 1000, 1900, "all"], [1200, 1500, 1800], _("slots aligned to the epoch")),
         (
             [HOUR, T0 + 2 * HOUR, T0, T0 + 2 * HOUR + 100, "latest"],

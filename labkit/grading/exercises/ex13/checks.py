@@ -498,6 +498,12 @@ def the_cap_holds_when_two_processes_claim(ns: Namespace) -> None:
     timeout=30.0,
 )
 def capped_claim_follows_the_rules_on_generated_tables(ns: Namespace) -> None:
+    # Jobs not due yet, whatever their state: a pending job waits for its run_after too.
+    not_due = [
+        {"key": "job:0", "queue": "acme", "state": "pending", "attempt": 0, "run_after": 150.0},
+        {"key": "job:1", "queue": "bolt", "state": "retry_wait", "attempt": 1, "run_after": 150.0},
+    ]
+    _scene_check(ns, not_due, "claim_capped", 1)
     holds_for(
         st.tuples(scenes(), st.integers(1, 3)),
         lambda example: _scene_check(ns, example[0], "claim_capped", example[1]),
