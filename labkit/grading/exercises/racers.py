@@ -3,6 +3,8 @@
 ``in_processes`` runs one function in several forked processes started together and
 collects what each returned, then kills each one's process group (a racer that hangs,
 and anything a racer started). Exercises 11-13 race their students' code with it.
+``in_a_forked_child`` runs one call in one such process: a worker of a prefork pool,
+started from the student's process as the notebook left it (exercises 3 and 13).
 """
 
 from __future__ import annotations
@@ -65,3 +67,17 @@ def in_processes(target: Callable[[int], Any], count: int, timeout: float = 20.0
         if kind == "stub":
             raise NotImplementedError(text.partition(": ")[2])
     return {"results": results, "hung": count - len(results)}
+
+
+def in_a_forked_child(call: Callable[[], dict[str, Any]], timeout: float = 20.0) -> dict[str, Any]:
+    """``call()`` in one forked process (``in_processes``): the dict it returned,
+    ``{"hung": True}`` when it did not answer within ``timeout`` seconds, or what it
+    raised as ``{"raised": [class name], "message": ...}``."""
+    ran = in_processes(lambda _index: call(), 1, timeout)
+    if ran["hung"]:
+        return {"hung": True}
+    kind, value = ran["results"]["0"]
+    if kind == "returned":
+        return dict(value)
+    error, _colon, message = str(value).partition(": ")
+    return {"raised": [error], "message": message}

@@ -21,6 +21,7 @@ from typing import Any
 from labkit.errors import SimulatedCrash
 from labkit.grading.exercises.common import fresh_state, need, outcome, plain_row
 from labkit.grading.exercises.labdb import connect
+from labkit.grading.exercises.racers import in_a_forked_child
 from labkit.grading.exercises.racesweep import race_sweep
 from labkit.grading.exercises.tracing import Traced
 from labkit.grading.stub import is_stub
@@ -125,15 +126,6 @@ def claim_in_processes(values: MutableMapping[str, Any], path: str, procs: int) 
     return {"results": results, "hung": procs - len(results)}
 
 
-def _one_claim_in_a_child(
-    values: Any, path: str, worker: str, now: float, lease_s: float, out: Any
-) -> None:
-    try:
-        out.put(claim(values, path, worker, now, lease_s))
-    except BaseException as exc:  # noqa: BLE001 - the stub included: reported to the parent
-        out.put({"raised": [type(exc).__name__], "message": str(exc)[:200]})
-
-
 def claim_in_a_new_process(
     values: MutableMapping[str, Any], path: str, worker: str, now: float, lease_s: float
 ) -> dict[str, Any]:
@@ -144,21 +136,7 @@ def claim_in_a_new_process(
     counter) starts from the same state in each. Returns what ``claim`` above returns,
     or ``{"hung": True}`` when the child did not answer within 20 s.
     """
-    ctx = multiprocessing.get_context("fork")
-    out = ctx.Queue()
-    child = ctx.Process(
-        target=_one_claim_in_a_child, args=(values, path, worker, now, lease_s, out)
-    )
-    child.start()
-    try:
-        return dict(out.get(timeout=20))
-    except queue.Empty:
-        return {"hung": True}
-    finally:
-        child.join(1)
-        if child.is_alive():
-            child.kill()
-            child.join(5)
+    return in_a_forked_child(lambda: claim(values, path, worker, now, lease_s))
 
 
 def claim_schedules(

@@ -22,7 +22,7 @@ from typing import Any
 from labkit.grading.exercises import common
 from labkit.grading.exercises.common import fresh_state, outcome, plain_row
 from labkit.grading.exercises.labdb import connect
-from labkit.grading.exercises.racers import in_processes
+from labkit.grading.exercises.racers import in_a_forked_child, in_processes
 from labkit.grading.exercises.racesweep import race_sweep
 from labkit.grading.exercises.tracing import Watched
 
@@ -65,14 +65,7 @@ def claim_in_a_forked_worker(
     counter) starts from the same state in each. SQLite's own generator does not: a child
     that opens a database file reseeds it. ``claim``'s outcome, or ``{"hung": True}``.
     """
-    ran = in_processes(lambda _index: claim(values, path, name, worker, now, lease_s, *extra), 1)
-    if ran["hung"]:
-        return {"hung": True}
-    kind, value = ran["results"]["0"]
-    if kind == "returned":
-        return dict(value)
-    error, _colon, message = str(value).partition(": ")
-    return {"raised": [error], "message": message}
+    return in_a_forked_child(lambda: claim(values, path, name, worker, now, lease_s, *extra))
 
 
 def on_one_connection(
