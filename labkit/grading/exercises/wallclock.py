@@ -18,11 +18,15 @@ from unittest import mock
 
 
 @contextmanager
-def clock_moved(values: MutableMapping[str, Any], seconds: float) -> Iterator[None]:
+def clock_moved(
+    values: MutableMapping[str, Any], seconds: float, datetime_module: bool = False
+) -> Iterator[None]:
     """Make the wall clock read ``seconds`` later, for code that (wrongly) reads it.
 
     Patches the ``time`` module's functions and, in the student's namespace, a bound
-    ``datetime`` class or module, then restores everything. The calendar functions
+    ``datetime`` class or module, then restores everything. ``datetime_module``: the
+    ``datetime`` module's own ``datetime`` class too, for cells run again inside (a worker
+    started later imports it afresh). The calendar functions
     (``strftime('%Y%m%d')``, ``localtime()`` ...) read the C clock, not ``time.time``,
     when called without a time: they are moved too, and so are those names where the
     student imported them from ``time``.
@@ -46,14 +50,17 @@ def clock_moved(values: MutableMapping[str, Any], seconds: float) -> Iterator[No
         "strftime": lambda fmt, t=None: calendar["strftime"](fmt, moved(t)),
     }
 
+    # The real class, read now: with datetime_module, _dt.datetime is Later itself.
+    real_datetime = _dt.datetime
+
     class Later(_dt.datetime):
         @classmethod
         def now(cls, tz: Any = None) -> Any:
-            return _dt.datetime.now(tz) + _dt.timedelta(seconds=shift)
+            return real_datetime.now(tz) + _dt.timedelta(seconds=shift)
 
         @classmethod
         def utcnow(cls) -> Any:
-            return _dt.datetime.now(_dt.UTC).replace(tzinfo=None) + _dt.timedelta(seconds=shift)
+            return real_datetime.now(_dt.UTC).replace(tzinfo=None) + _dt.timedelta(seconds=shift)
 
         @classmethod
         def today(cls) -> Any:
@@ -82,6 +89,7 @@ def clock_moved(values: MutableMapping[str, Any], seconds: float) -> Iterator[No
         mock.patch.object(time, "monotonic", lambda: real["monotonic"]() + shift),
         mock.patch.object(time, "perf_counter", lambda: real["perf_counter"]() + shift),
         *(mock.patch.object(time, name, fake) for name, fake in later_calendar.items()),
+        *([mock.patch.object(_dt, "datetime", Later)] if datetime_module else []),
     ]
     try:
         for patch in patches:

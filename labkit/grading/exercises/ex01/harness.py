@@ -46,22 +46,7 @@ def keys_in_a_worker_started_later(
     cleanly run again (``CELLS``), in this check's own copy of the process. None when the
     namespace does not know its cells (``check()`` in Jupyter).
     """
-    shift = _dt.timedelta(seconds=seconds)
-
-    class Later(_dt.datetime):
-        @classmethod
-        def now(cls, tz: Any = None) -> Any:
-            return _dt.datetime.now(tz) + shift
-
-        @classmethod
-        def utcnow(cls) -> Any:
-            return _dt.datetime.now(_dt.UTC).replace(tzinfo=None) + shift
-
-    with (
-        fresh_state(values),
-        clock_moved({}, seconds),
-        mock.patch.object(_dt, "datetime", Later),
-    ):
+    with fresh_state(values), clock_moved({}, seconds, datetime_module=True):
         return _keys_from_the_cells_run_again(values, calls)
 
 

@@ -526,34 +526,16 @@ def sent_from_two_stores(
 
 
 #: Run first in ``restarted_later``'s new process, before the cells run again there: the
-#: wall clock reads ``LABKIT_LATER_S`` seconds later (``time`` and ``datetime.datetime``),
-#: as it would for a worker restarted the next day. The lab's own modules are imported
-#: before, on the real clock; the cells import ``datetime`` after, and get the later one.
+#: wall clock reads ``LABKIT_LATER_S`` seconds later (``wallclock.clock_moved``, the
+#: ``datetime`` module's class included), as it would for a worker restarted the next
+#: day. The lab's own modules are imported before, on the real clock; the cells import
+#: ``datetime`` after, and get the later one. Entered for the life of that process.
 _LATER_CLOCK = r"""
-import datetime as _dt, os as _os, time as _time
+import os as _os
 import labkit.grading.isolation.student_side, labkit.grading.exercises.ex05.recorder
-_shift = float(_os.environ["LABKIT_LATER_S"])
-_real = {n: getattr(_time, n) for n in ("time", "time_ns", "localtime", "gmtime", "ctime",
-                                        "asctime", "strftime")}
-_time.time = lambda: _real["time"]() + _shift
-_time.time_ns = lambda: _real["time_ns"]() + int(_shift * 1e9)
-_time.localtime = lambda s=None: _real["localtime"](_time.time() if s is None else s)
-_time.gmtime = lambda s=None: _real["gmtime"](_time.time() if s is None else s)
-_time.ctime = lambda s=None: _real["ctime"](_time.time() if s is None else s)
-_time.asctime = lambda t=None: _real["asctime"](_time.localtime() if t is None else t)
-_time.strftime = lambda f, t=None: _real["strftime"](f, _time.localtime() if t is None else t)
-_RealDatetime = _dt.datetime
-class _Later(_RealDatetime):
-    @classmethod
-    def now(cls, tz=None):
-        return _RealDatetime.now(tz) + _dt.timedelta(seconds=_shift)
-    @classmethod
-    def utcnow(cls):
-        return _RealDatetime.utcnow() + _dt.timedelta(seconds=_shift)
-    @classmethod
-    def today(cls):
-        return cls.now()
-_dt.datetime = _Later
+from labkit.grading.exercises.wallclock import clock_moved as _clock_moved
+_later = _clock_moved({}, float(_os.environ["LABKIT_LATER_S"]), datetime_module=True)
+_later.__enter__()  # kept in _later: a context no longer referred to is closed, and undone
 """
 
 
