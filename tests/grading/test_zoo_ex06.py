@@ -1443,6 +1443,23 @@ ZOO: list[tuple[str, str, str, str]] = [
             return ids
     """,
     ),
+    (
+        "ex06",
+        "last_error describes the root cause (error.__cause__), not the error given",
+        "dead_letter_records_the_reason",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            root = error.__cause__ or error
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "error": describe(root),
+                 "now": now},
+            ).fetchone()
+            return row is not None
+    """,
+    ),
 ]
 
 
@@ -1536,7 +1553,17 @@ SAYS: dict[str, str] = {
     "a redriven job given a minute's grace (run_after = now + 60)": "'run_after': 1000.0",
     "dead_letter stamps time.time(), not now": "after dead_letter(..., now=1000.25)",
     "a redriven job restarts at attempt 1, not 0": "'attempt': 0",
+    "last_error describes the root cause (error.__cause__), not the error given": (
+        "naming the class and message"
+    ),
+}
+
+#: What the named check must say it got, where the mistake shows there.
+GOT: dict[str, str] = {
+    "last_error describes the root cause (error.__cause__), not the error given": (
+        "KeyError: 'customer 7'"
+    ),
 }
 
 
-test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)
+test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS, GOT)

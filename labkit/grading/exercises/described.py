@@ -64,12 +64,19 @@ ERRORS: dict[str, type[BaseException]] = {
 
 
 def build_error(spec: dict[str, Any]) -> BaseException:
-    """The exception a description names."""
+    """The exception a description names; ``"cause"`` (a description too) chains it,
+    as ``raise error from cause`` does, with the traceback that raising leaves."""
     kind = spec["type"]
     if kind in ("HTTPError", "QuotaExceeded"):
         cls = HTTPError if kind == "HTTPError" else QuotaExceeded
-        return cls(spec["status"], spec.get("retry_after"))
-    error = ERRORS[kind](spec.get("message", ""))
-    if "status" in spec:
-        error.status = spec["status"]  # type: ignore[attr-defined]
+        error: BaseException = cls(spec["status"], spec.get("retry_after"))
+    else:
+        error = ERRORS[kind](spec.get("message", ""))
+        if "status" in spec:
+            error.status = spec["status"]  # type: ignore[attr-defined]
+    if "cause" in spec:
+        try:
+            raise error from build_error(spec["cause"])
+        except BaseException as raised:  # noqa: BLE001 - the very error built above
+            return raised
     return error

@@ -35,7 +35,13 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
             job_id,
             "tok-1",
             "permanent error",
-            {"type": "ValueError", "message": "no such customer"},
+            # Raised from a lower-level error, as a client library raises its own: the
+            # error given is what is stored, not its __cause__.
+            {
+                "type": "ValueError",
+                "message": "no such customer",
+                "cause": {"type": "KeyError", "message": "customer 7"},
+            },
             NOW,
         )
         job = row_of(conn, job_id)
