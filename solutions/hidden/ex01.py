@@ -165,8 +165,9 @@ def key_is_the_same_on_another_machine(ns: Namespace) -> None:
             _("{here} here, {there} there").format(here=repr(here), there=repr(there)),
             _(
                 "nothing about the worker may go into the key, not even read once at import: "
-                "a host name or a process id (os.getpid()) differs in every worker, and a "
-                "retry that lands on another one runs again"
+                "a host name, a process id (os.getpid()) or the module's __name__ ('__main__' "
+                "in a notebook, the module's name in a worker) differs from one to another, "
+                "and a retry that lands on another one runs again"
             ),
         )
 

@@ -962,6 +962,15 @@ ZOO: list[tuple[str, str, str, str]] = [
             return f"{source}:{entity_id}:{action}:v{version or 1}"
     """,
     ),
+    (
+        "ex01",
+        "key with the module's __name__ (the notebook says __main__, a worker its module)",
+        "key_is_the_same_on_another_machine",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{__name__}/{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
 ]
 
 
@@ -1048,6 +1057,9 @@ SAYS: dict[str, str] = {
         "in a worker started on another machine"
     ),
     "key with the host name, read once at import": "in a worker started on another machine",
+    "key with the module's __name__ (the notebook says __main__, a worker its module)": (
+        "in a worker started on another machine"
+    ),
     "key with the thread's id (threading.get_ident())": "in another Python process",
     "accept forgets a key after a 7-day dedup window kept in a module-level dict": (
         "400 days later in the store"
@@ -1118,6 +1130,7 @@ SEVERE = [
     "conflict only warned about (warnings.warn), the repeat answered False",
     "fingerprint of floats rounded to cents (a rate of 0.125 and one of 0.124 alike)",
     "key with `version or 1` (version 0 and version 1 share a key)",
+    "key with the module's __name__ (the notebook says __main__, a worker its module)",
 ]
 
 

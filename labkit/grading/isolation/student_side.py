@@ -104,8 +104,12 @@ def run_cells(
     cells: list[tuple[int, str]],
     cell_timeout: float,
     errors: list[dict[str, Any]] | None = None,
+    module: str = "__main__",
 ) -> tuple[dict[str, Any], list[str]]:
     """Execute each cell in one namespace; return it and notes on cells that broke or hung.
+
+    ``module`` is the namespace's ``__name__``: ``__main__`` as in a notebook, or the
+    name a worker would import the code under (a check about code moved to a module).
 
     ``errors`` collects what each failing cell raised, as data (``describe``), for the
     grader to tell a resource limit from a bug. The namespace's ``CELLS`` are the cells
@@ -116,7 +120,7 @@ def run_cells(
     from labkit.grading.checks import run_with_timeout
 
     namespace: dict[str, Any] = {
-        "__name__": "__main__",
+        "__name__": module,
         "__builtins__": builtins,
         "check": _no_check,
     }

@@ -54,9 +54,11 @@ def _keys_from_the_cells_run_again(
     values: MutableMapping[str, Any],
     calls: list[list[Any]],
     around: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+    module: str = "__main__",
 ) -> list[Any] | None:
     """The keys for ``calls`` from a namespace built again from the cells, inside
-    ``around()`` (entered once in a scratch folder); None without the cells."""
+    ``around()`` (entered once in a scratch folder), as module ``module``; None without
+    the cells."""
     cells = values.get(CELLS)
     if not cells:
         return None
@@ -67,7 +69,7 @@ def _keys_from_the_cells_run_again(
         contextlib.chdir(scratch),
         around(),
     ):
-        again, _notes = run_cells(list(cells), CELL_TIMEOUT)
+        again, _notes = run_cells(list(cells), CELL_TIMEOUT, module=module)
         key = again.get("operation_key")
         if not callable(key):
             return None
@@ -78,6 +80,8 @@ def _keys_from_the_cells_run_again(
 ELSEWHERE = "worker-b.example"
 #: How far the process ids over there are from the ones here.
 PID_SHIFT = 7919
+#: The module a worker over there imports the notebook's code as (its ``__name__``).
+WORKER_MODULE = "keys"
 
 
 @contextlib.contextmanager
@@ -126,13 +130,16 @@ def keys_on_another_machine(
 ) -> dict[str, list[Any] | None]:
     """The keys for ``calls`` here, then as another host, user, folder and process would
     make them: ``{"here", "there", "started"}``, ``started`` from the cells run again over
-    there (a value read once at import, the host name or the process id, is read anew in
-    each worker), None when the namespace does not know its cells."""
+    there as the module a worker imports (a value read once at import, the host name, the
+    process id or ``__name__``, is read anew in each worker), None when the namespace
+    does not know its cells."""
     with fresh_state(values):
         here = [plain(need(values, "operation_key")(*args)) for args in calls]
         with _on_another_machine(values):
             there = [plain(need(values, "operation_key")(*args)) for args in calls]
-        started = _keys_from_the_cells_run_again(values, calls, partial(_on_another_machine, {}))
+        started = _keys_from_the_cells_run_again(
+            values, calls, partial(_on_another_machine, {}), module=WORKER_MODULE
+        )
     return {"here": here, "there": there, "started": started}
 
 
