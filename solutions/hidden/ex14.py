@@ -426,6 +426,52 @@ def a_second_copy_of_the_job_reserves_once(ns: Namespace) -> None:
 
 @CHECKS.add(
     2,
+    "'done' is a promise that every step ran: a checkpoint you cannot write (another "
+    "copy of the job wrote it first) is an error to let propagate, or a step to treat "
+    "as done and go on from; answering 'done' there ends a job whose later steps never "
+    "ran, and nothing retries it",
+    severe=True,
+)
+def done_is_answered_only_when_every_step_ran(ns: Namespace) -> None:
+    with scene(ns) as folder:
+        # A second copy runs right after the first copy's reserve, checkpoints the reserve
+        # and dies right after the charge: the first copy's reserve checkpoint conflicts.
+        got = ns.harness(
+            HARNESS + "run_overtaken", str(folder), ORDER, 1, "ledger.transaction()",
+            "payments.charge",
+        )  # fmt: skip
+        expect(
+            got["fired"],
+            "a second copy of the job crashed right after its charge",
+            got["second"],
+        )
+        answered, ended = got["first"].get("returned"), state_of(folder, ORDER["id"])
+        truth = found(world_of(folder), ORDER)
+        expect(
+            answered != "done" or (ended == "done" and truth == wanted(ORDER, 1, False)),
+            _(
+                "the first copy of order {order_id}'s job to finish it (the job 'done', its "
+                "e-mail sent) or to raise, when its reserve checkpoint was written by a "
+                "second copy that then died right after the charge"
+            ).format(order_id=ORDER["id"]),
+            _("it answered 'done'; the job {state}, effects {effects}").format(
+                state=repr(ended), effects=truth
+            ),
+        )
+        if answered != "done":  # the job is delivered again and must finish
+            run(ns, folder, ORDER)
+        ok, seen = exactly_once(folder, ORDER, 1)
+        expect(
+            ok,
+            _("one reservation, one charge, one e-mail for order {order_id} in the end").format(
+                order_id=ORDER["id"]
+            ),
+            seen,
+        )
+
+
+@CHECKS.add(
+    2,
     "the compensation is no best effort: when the release fails (the ledger is down), "
     "run_order raises, so the job is retried and releases later; returning 'failed' "
     "tells the caller the job ended, and the stock is never put back",

@@ -896,6 +896,22 @@ ZOO: list[tuple[str, str, str, str]] = [
             )
         """,
     ),
+    (
+        # Another copy wrote the checkpoint first: this copy believes the job finished.
+        "ex14",
+        "a checkpoint that already exists (IntegrityError) answered 'done'",
+        "done_is_answered_only_when_every_step_ran",
+        _edit(
+            RUN_ORDER,
+            (
+                "            checkpoint(step, json.dumps(reply))\n",
+                "            try:\n"
+                "                checkpoint(step, json.dumps(reply))\n"
+                "            except sqlite3.IntegrityError:\n"
+                "                return 'done'  # another copy of the job got there first\n",
+            ),
+        ).replace("def run_order", "import sqlite3\n\n\ndef run_order", 1),
+    ),
 ]
 
 
@@ -928,10 +944,12 @@ SEVERE = [
     "'failed' set WHERE state = 'running' (every running job fails)",
     "every job follows the newest policy, POLICIES[max(POLICIES)]",
     "the release posts -1 like the reserve (the stock taken twice)",
+    "a checkpoint that already exists (IntegrityError) answered 'done'",
 ]
 
 #: What the named check must say it expected, for the entries that name it.
 SAYS = {
+    "a checkpoint that already exists (IntegrityError) answered 'done'": "or to raise",
     "each step's key a hash of the whole order dict and the step": "a new e-mail address",
     "the reserve and the release share one key (the release finds it done)": (
         "the ledger [['mug', -1], ['mug', 1]]"

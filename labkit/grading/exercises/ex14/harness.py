@@ -211,13 +211,17 @@ def run_overtaken(
     order: dict[str, Any],
     version: int,
     after: str = "ledger.transaction()",
+    second_crash_after: str | None = None,
 ) -> dict[str, Any]:
     """``run_order`` overtaken by a second copy of the same job (a slow first worker).
 
     Right after the first copy's first ``after`` moment (its first ledger transaction
     committed), a second copy of the job, on its own connection and world, runs whole,
     as a worker restarted by a supervisor that believed the first one dead would; then
-    the first copy goes on. Both outcomes; the check reads the files.
+    the first copy goes on. ``second_crash_after`` names an effect right after which the
+    second copy crashes instead (``run``'s ``crash_after``): it leaves checkpoints the
+    first copy did not read, and a job not finished. Both outcomes, and ``fired``; the
+    check reads the files.
     """
     second: dict[str, Any] = {}
 
@@ -225,11 +229,16 @@ def run_overtaken(
         def after(self, what: str) -> None:
             super().after(what)
             if what == after and not second:
-                second.update(outcome(_job, values, Path(folder), order, version, _Moments()))
+                again = _Moments(crash_after=second_crash_after)
+                try:
+                    second.update(outcome(_job, values, Path(folder), order, version, again))
+                except SimulatedCrash:
+                    second.update({"crashed": True})
 
     with fresh_state(values):
         first = outcome(_job, values, Path(folder), order, version, _Overtaken())
-    return {"first": first, "second": second, "fired": bool(second)}
+    fired = bool(second) and (second_crash_after is None or "crashed" in second)
+    return {"first": first, "second": second, "fired": fired}
 
 
 class _LedgerDown(_Moments):
