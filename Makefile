@@ -82,9 +82,14 @@ lab: venv
 # with four). Whole files go to one worker each (--dist loadfile),
 # longest first as tests/conftest.py orders them (--no-loadscope-reorder: xdist would
 # otherwise reorder by number of tests, and a one-test file of two minutes ran last).
+# The lab's own code is compiled first, as the venv's is: the tests start thousands of
+# Python processes, the sandboxed ones read the checkout read-only, and where
+# PYTHONDONTWRITEBYTECODE is set none would keep what it compiled (about a tenth of
+# pytest's time, measured 2026-12-05).
 # Lint runs beside the tests, not before them (strict mypy alone is ~20 s of CI's ten
 # minutes); its output follows the tests', and the run fails when either fails.
 test: venv-test
+	@$(BIN)/python -m compileall -qq -j 0 labkit solutions/hidden tests bench
 	@$(MAKE) --no-print-directory lint > $(VENV)/lint.log 2>&1 & lint=$$!; \
 	LABKIT_LANG=en $(BIN)/python -m pytest -n 4 --dist loadfile --no-loadscope-reorder -p no:cacheprovider tests; tests=$$?; \
 	wait $$lint; linted=$$?; cat $(VENV)/lint.log; \
