@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from gradingkit import HIDDEN, SOLUTIONS, namespace_of, notebook_for
+from zoograding import compiles, runs_its_control
 
 from labkit.grading import catalog
 from labkit.grading.checks import Check, CheckStatus, Namespace, run_check
@@ -737,18 +738,21 @@ def test_wrong_task_module_is_caught_by_its_named_check(
     values, notes = namespace_of(notebook_for(SOLUTIONS, "ex08"))
     assert notes == []
     path = Path.cwd() / "ex08_tasks.py"
-    path.write_text(change(path.read_text()))
+    edited = change(path.read_text())
+    compiles(edited, name)
+    path.write_text(edited)
     checks = _checks()
     caught = run_check(checks[fails], Namespace(values, Path.cwd()))
     assert caught.status == CheckStatus.FAILED, (name, caught)
     assert caught.earned == 0 and caught.expected and caught.got and caught.hint
     assert "Traceback" not in caught.got
     assert says in caught.expected, f"{name}: {fails} said {caught.expected!r}"
-    kept = run_check(checks[passes], Namespace(values, Path.cwd()))
-    assert kept.status == CheckStatus.PASSED, (name, kept)
     if name == "skips every redelivered message":
         assert caught.hint == SKIPPED_REDELIVERY, caught.hint
         assert "task_acks_late" not in caught.hint
+    if runs_its_control(name):
+        kept = run_check(checks[passes], Namespace(values, Path.cwd()))
+        assert kept.status == CheckStatus.PASSED, (name, kept)
 
 
 def test_a_dedup_under_another_key_is_named_as_such(postgres_dsn, amqp_url):

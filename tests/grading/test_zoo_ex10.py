@@ -15,6 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from gradingkit import HIDDEN, SOLUTIONS, notebook_for
+from zoograding import compiles, runs_its_control
 
 from labkit.grading import catalog
 from labkit.grading.checks import CheckStatus, Namespace, run_check
@@ -566,11 +567,15 @@ def test_wrong_app_fails_the_check_named_after_its_mistake(
 ) -> None:
     source = reference_app()
     assert old in source, f"the zoo entry {mistake!r} no longer matches the reference"
-    (tmp_path / "ex10_app.py").write_text(source.replace(old, new, 1), encoding="utf-8")
+    edited = source.replace(old, new, 1)
+    compiles(edited, mistake)
+    (tmp_path / "ex10_app.py").write_text(edited, encoding="utf-8")
     caught = outcome(failing, tmp_path)
     assert caught.status == CheckStatus.FAILED, (caught.status, caught.expected, caught.got)
     assert caught.earned == 0 and caught.expected and caught.got and caught.hint
     assert "Traceback" not in caught.got
+    if not runs_its_control(mistake):
+        return
     control = outcome(passing, tmp_path)
     assert control.status == CheckStatus.PASSED, (control.status, control.expected, control.got)
 
@@ -612,4 +617,7 @@ def test_no_check_leaves_a_server_or_a_scratch_folder_behind(tmp_path: Path) -> 
     # Per crash point (at the 202, after the enqueue): the server killed, then the healthy one.
     assert len(ns.started) == 4
     assert [p.poll() for p in ns.started] == [-9, -9, -9, -9]
-    assert [p.name for p in tmp_path.iterdir()] == ["ex10_app.py"]
+    # Python's own cache of the app is no scratch folder (written unless
+    # PYTHONDONTWRITEBYTECODE is set, as on a student's machine).
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__")
+    assert left == ["ex10_app.py"]

@@ -5,7 +5,9 @@ more cell, which redefines a function or two with one mistake.
 
 - ``in_process_test`` gives a zoo module its test: every entry runs its named check, then
   the others until one passes (``gradingkit.assert_caught_by_name``), the quick proof
-  that the check catches it.
+  that the check catches it. For exercises 8-10, whose checks start real workers, servers
+  and consumers, the control check (one the variant still passes) runs for a third of
+  the entries drawn by ``LABKIT_ZOO_SEED`` (``runs_its_control``).
 - ``in_the_sandbox`` picks the entries ``test_every_exercise_graded.py`` hands to
   ``labkit grade`` as students' notebooks (sandbox, own uids, every check, the session's
   seed), each record judged by ``not_caught``: always the entries of the checks that
@@ -92,6 +94,33 @@ def in_the_sandbox(entries: Sequence[E], seed: str = ZOO_SEED) -> list[E]:
         )
     }
     return [e for e in entries if e.check in SWEPT or e.mistake in drawn]
+
+
+#: Of the entries of the exercises that start real workers, servers and consumers (8, 9
+#: and 10), the share whose control check (one the variant still passes) runs in CI.
+CONTROLLED = 1 / 3
+
+
+def runs_its_control(mistake: str, seed: str = ZOO_SEED) -> bool:
+    """Whether a service exercise's zoo entry also runs its control check this session.
+
+    Every entry always runs the check named after its mistake. The control, a check the
+    variant still passes (so the feedback points at one mistake, not at a module that
+    does not start), costs a real Celery worker, server or consumer of its own: a third of
+    the entries, drawn afresh per ``LABKIT_ZOO_SEED`` as ``in_the_sandbox`` draws, run
+    it; "all" runs every one. The others still prove their module compiles
+    (``compiles``); the entries ``test_ex08_graded.py`` and
+    ``test_service_exercises_graded.py`` grade through the sandbox run every check.
+    """
+    return seed == "all" or random.Random(f"{seed}:control:{mistake}").random() < CONTROLLED
+
+
+def compiles(source: str, name: str) -> None:
+    """Fail with the syntax error when a zoo entry's edited source does not compile."""
+    try:
+        compile(source, name, "exec")
+    except SyntaxError as exc:
+        pytest.fail(f"{name}: the zoo entry's edit does not compile: {exc}")
 
 
 def append_cell(nb: nbformat.NotebookNode, source: str) -> None:
