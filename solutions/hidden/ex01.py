@@ -312,3 +312,36 @@ def unencodable_payload_is_not_new_every_time(ns: Namespace) -> None:
             first=_said(run["results"][0]), second=_said(run["results"][1]), seen=repr(run["seen"])
         ),
     )
+
+
+#: A busy day's worth of operations: more than any bound a "tidy" store might keep.
+LONG_DAY = 20_000
+
+
+@CHECKS.add(
+    2,
+    "`seen` remembers every key it is given, however many: a store that drops its oldest "
+    "keys to stay small (a cap of 1000 entries, an LRU) answers True again for an old "
+    "key's retry, and the work runs twice",
+    severe=True,
+)
+def accept_forgets_no_key_on_a_long_day(ns: Namespace) -> None:
+    run = ns.harness("labkit.grading.exercises.ex01.harness:accept_on_a_long_day", LONG_DAY)
+    repeat, conflict = run["repeat"], run["conflict"]
+    expect(
+        answered(repeat, False) and run["kept"] == LONG_DAY and run["first_kept"],
+        _(
+            "after {count} different keys, `seen` holding all {count} and a False for the "
+            "first key's retry"
+        ).format(count=LONG_DAY),
+        _("{answer} for the retry, {kept} keys kept").format(
+            answer=_said(repeat), kept=run["kept"]
+        ),
+    )
+    expect(
+        "raised" in conflict and "IdempotencyConflict" in conflict["raised"],
+        _("IdempotencyConflict for the first key with another payload, after {count} keys").format(
+            count=LONG_DAY
+        ),
+        _said(conflict),
+    )

@@ -49,6 +49,21 @@ def file_names_the_holder(ns: Namespace) -> None:
         _("pid {pid} in the lock file").format(pid=run["pid"]),
         repr(text),
     )
+    # A worker forked after the code was loaded has its own pid: one read once at import
+    # (a module-level PID = os.getpid()) names the parent, which may be long gone.
+    with lock_path(ns) as path:
+        forked = ns.harness(HARNESS + "file_while_a_forked_worker_holds", str(path))
+    expect(
+        forked["file"].strip() == str(forked["pid"]),
+        _("the forked worker's own pid, {pid}, in the lock file while it holds the lock").format(
+            pid=forked["pid"]
+        ),
+        repr(forked["file"][:80]),
+        _(
+            "write os.getpid() when you take the lock, not a pid read once at import: a "
+            "worker forked later has its own"
+        ),
+    )
 
 
 @CHECKS.add(

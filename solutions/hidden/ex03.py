@@ -7,7 +7,7 @@ from collections import Counter
 from hypothesis import strategies as st
 
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex03.claiming import HARNESS, _claim, _job
+from labkit.grading.exercises.ex03.claiming import HARNESS, _claim, _job, _row
 from labkit.grading.exercises.helpers import holds_for, raised_text
 from labkit.grading.exercises.kit import lab_file
 from labkit.grading.exercises.labdb import add_job, all_jobs
@@ -378,3 +378,49 @@ def jobs_on_any_queue_are_claimed(ns: Namespace) -> None:
             for i in got
         ),
     )
+
+
+#: Local time zones a worker may run in, as POSIX strings (no time zone database needed).
+ZONES = ("<-03>3", "<+0530>-5:30")
+
+
+@CHECKS.add(
+    2,
+    "now is epoch seconds, the same instant in every time zone: use it as it is, never "
+    "through a datetime (utcfromtimestamp(now).timestamp() reads UTC as local time and "
+    "moves now by hours: jobs run early, live leases look expired)",
+    timeout=30.0,
+    severe=True,
+)
+def claim_is_the_same_in_every_time_zone(ns: Namespace) -> None:
+    now, lease_s = 1_764_900_000.25, 30.0
+    for tz in ZONES:
+        with lab_file(ns) as (conn, path):
+            due = add_job(conn, "a:1:v1", run_after=now - 1800)  # due half an hour ago
+            add_job(conn, "a:2:v1", run_after=now + 1800)  # due in half an hour
+            args = (str(path), "w1", now, lease_s, tz)
+            got = _row(ns.harness(HARNESS + "claim_in_time_zone", *args), "w1", now)
+            second = _row(ns.harness(HARNESS + "claim_in_time_zone", *args), "w1", now)
+            job = _job(conn, due)
+        expect(
+            (got or {}).get("id") == due
+            and second is None
+            and job["lease_until"] == now + lease_s
+            and job["updated_at"] == now,
+            _(
+                "with TZ={tz}: job {job_id} (due half an hour ago) leased until {lease_until}, "
+                "then None (the other job is due in half an hour)"
+            ).format(tz=tz, job_id=due, lease_until=repr(now + lease_s)),
+            _(
+                "claim returned {first}, then {second}; job {job_id}: lease_until={lease_until}, "
+                "updated_at={updated_at}"
+            ).format(
+                first="None" if got is None else _("job {job_id}").format(job_id=got.get("id")),
+                second="None"
+                if second is None
+                else _("job {job_id}").format(job_id=second.get("id")),
+                job_id=due,
+                lease_until=repr(job["lease_until"]),
+                updated_at=repr(job["updated_at"]),
+            ),
+        )

@@ -1,5 +1,6 @@
-"""Hidden checks for exercise 4: the backoff grows, next_delay starts from n = 0, and a
-lost answer stays maybe-done whatever status it carries."""
+"""Hidden checks for exercise 4: the backoff grows, next_delay starts from n = 0, a
+lost answer stays maybe-done whatever status it carries, and an error is classified by
+itself, not by the one it was raised from."""
 
 from __future__ import annotations
 
@@ -92,4 +93,58 @@ def retries_happen_at_real_times(ns: Namespace) -> None:
             "a 300 s deadline that started at {start:.0f} (epoch seconds)"
         ).format(start=start),
         repr(got),
+    )
+
+
+@CHECKS.add(
+    2,
+    "classify the error you are given, not the one it was raised from: a lost answer "
+    "(ambiguous) or a 502 raised from a ConnectionRefusedError is still maybe_done, a "
+    "PermanentError raised from a timeout still permanent (no walk down __cause__ or "
+    "__context__)",
+    severe=True,
+)
+def classify_judges_the_error_itself(ns: Namespace) -> None:
+    refused = {"type": "ConnectionRefusedError"}
+    cases = {
+        _("a ResponseLost raised from a ConnectionRefusedError"): (
+            {"type": "ResponseLost", "cause": refused},
+            "maybe_done",
+        ),
+        _("a 502 raised from a ConnectionRefusedError"): (
+            {"type": "HTTPError", "status": 502, "cause": refused},
+            "maybe_done",
+        ),
+        _("a ResponseLost raised inside `except ConnectionRefusedError`"): (
+            {"type": "ResponseLost", "context": refused},
+            "maybe_done",
+        ),
+        _("a read timeout raised inside `except ConnectionRefusedError`"): (
+            {"type": "TimeoutError", "context": refused},
+            "maybe_done",
+        ),
+        _("a PermanentError raised from a TimeoutError"): (
+            {"type": "PermanentError", "cause": {"type": "TimeoutError"}},
+            "permanent",
+        ),
+        _("a TransientError raised from a ValueError"): (
+            {"type": "TransientError", "cause": {"type": "ValueError"}},
+            "never_sent",
+        ),
+    }
+    got = verdicts(ns, [spec for spec, _want in cases.values()])
+    wrong = [
+        _("{verdict} for {error}").format(verdict=repr(g), error=name)
+        for (name, (_spec, want)), g in zip(cases.items(), got, strict=True)
+        if g != want
+    ]
+    expect(
+        not wrong,
+        _("each error classified by itself: {cases}").format(
+            cases="; ".join(
+                _("{verdict} for {error}").format(verdict=repr(want), error=name)
+                for name, (_spec, want) in cases.items()
+            )
+        ),
+        "; ".join(wrong),
     )

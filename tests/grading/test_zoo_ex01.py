@@ -971,6 +971,52 @@ ZOO: list[tuple[str, str, str, str]] = [
             return f"{__name__}/{source}:{entity_id}:{action}:v{version}"
     """,
     ),
+    (
+        "ex01",
+        "key parts normalised with NFKC (fullwidth 'ＩＮＶ-４２' and 'INV-42' share a key)",
+        "key_names_the_intent",
+        """
+        import unicodedata
+        def operation_key(source, entity_id, action, version=1):
+            parts = [unicodedata.normalize("NFKC", str(p)) for p in (source, entity_id, action)]
+            return f"{parts[0]}:{parts[1]}:{parts[2]}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "accept keeps `seen` to its last 1000 keys (the oldest dropped to save memory)",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        MAX_KEYS = 1000
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                while len(seen) >= MAX_KEYS:
+                    seen.pop(next(iter(seen)))
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept keeps only the first 16 hex digits of the fingerprint in `seen`",
+        "seen_maps_keys_to_fingerprints",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)[:16]  # 16 hex digits are plenty, and save memory
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
 ]
 
 
@@ -1092,6 +1138,15 @@ SAYS: dict[str, str] = {
     ),
     "key parts URL-quoted (quote(part, safe='')): 'José' shown as 'Jos%C3%A9'": "José Ávila 7",
     "key with `version or 1` (version 0 and version 1 share a key)": "('billing', 42, 'charge', 0)",
+    "key parts normalised with NFKC (fullwidth 'ＩＮＶ-４２' and 'INV-42' share a key)": (
+        "('billing', 'ＩＮＶ-４２', 'charge', 1)"
+    ),
+    "accept keeps `seen` to its last 1000 keys (the oldest dropped to save memory)": (
+        "a False for the first key's retry"
+    ),
+    "accept keeps only the first 16 hex digits of the fingerprint in `seen`": (
+        "(a repeat after a restart)"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -1131,6 +1186,8 @@ SEVERE = [
     "fingerprint of floats rounded to cents (a rate of 0.125 and one of 0.124 alike)",
     "key with `version or 1` (version 0 and version 1 share a key)",
     "key with the module's __name__ (the notebook says __main__, a worker its module)",
+    "key parts normalised with NFKC (fullwidth 'ＩＮＶ-４２' and 'INV-42' share a key)",
+    "accept keeps `seen` to its last 1000 keys (the oldest dropped to save memory)",
 ]
 
 

@@ -1050,6 +1050,86 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        "a KeyboardInterrupt inside the with block swallowed (Ctrl-C ends the block quietly)",
+        "error_inside_the_block_comes_out",
+        """
+        import signal
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                try:
+                    yield
+                except KeyboardInterrupt:
+                    return
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the pid read once at import (a forked worker writes its parent's pid)",
+        "file_names_the_holder",
+        """
+        MY_PID = os.getpid()
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(MY_PID))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a busy lock whose file names this process's own pid entered again (re-entrant)",
+        "second_holder_is_refused",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    if holder == str(os.getpid()):
+                        yield  # our own process already holds it: re-entrant
+                        return
+                    raise AlreadyRunning(f"{path} is locked (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
@@ -1131,6 +1211,15 @@ SAYS: dict[str, str] = {
     "the parent's pid (os.getppid()) written to the lock file": "in the lock file",
     "the lock taken on path + '.lck', the pid written to path": "whose flock found the lock busy",
     "the pid written when the with block ends, not when the lock is taken": "in the lock file",
+    "a KeyboardInterrupt inside the with block swallowed (Ctrl-C ends the block quietly)": (
+        "the KeyboardInterrupt raised inside"
+    ),
+    "the pid read once at import (a forked worker writes its parent's pid)": (
+        "the forked worker's own pid"
+    ),
+    "a busy lock whose file names this process's own pid entered again (re-entrant)": (
+        "AlreadyRunning while another holder has the lock"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -1150,6 +1239,7 @@ SEVERE = [
     "one open file per path reused from a module-level dict (every attempt shares it)",
     "refused when the pid in the file is alive (os.kill(pid, 0)), before trying flock",
     "the lock taken on path + '.lck', the pid written to path",
+    "a busy lock whose file names this process's own pid entered again (re-entrant)",
 ]
 
 

@@ -1464,6 +1464,58 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         '''
     ),
+    (
+        "ex03",
+        "now passed through datetime.utcfromtimestamp(now).timestamp() (hours off outside UTC)",
+        "claim_is_the_same_in_every_time_zone",
+        """
+        from datetime import datetime
+        def claim(conn, worker, now, lease_s):
+            # epoch seconds "in UTC", whatever the server's zone
+            now = datetime.utcfromtimestamp(int(now)).timestamp() + (now - int(now))
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (SELECT id FROM jobs
+                              WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                                 OR (state = 'running' AND lease_until <= :now)
+                              ORDER BY run_after, id LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "an expired lease reclaimed with its old lease_until pushed by lease_s (still expired)",
+        "expired_lease_is_reclaimable",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = CASE WHEN state = 'running' THEN lease_until + :lease_s
+                                          ELSE :now + :lease_s END,
+                       state = 'running',
+                       lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (SELECT id FROM jobs
+                              WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                                 OR (state = 'running' AND lease_until <= :now)
+                              ORDER BY run_after, id LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
 ]
 
 
@@ -1576,6 +1628,12 @@ SAYS: dict[str, str] = {
     "a kind filter that binds only to expired leases (AND before OR, no parentheses)": (
         "then a report due at 40 whose worker died"
     ),
+    "now passed through datetime.utcfromtimestamp(now).timestamp() (hours off outside UTC)": (
+        "with TZ=<-03>3"
+    ),
+    "an expired lease reclaimed with its old lease_until pushed by lease_s (still expired)": (
+        "None: job 2 is leased until"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -1609,6 +1667,8 @@ SEVERE = [
     "a pending job ready whatever its run_after (only retry_wait waits)",
     "a lease expired over an hour ago never reclaimed (lease_until > now - 3600)",
     "a kind filter that binds only to expired leases (AND before OR, no parentheses)",
+    "now passed through datetime.utcfromtimestamp(now).timestamp() (hours off outside UTC)",
+    "an expired lease reclaimed with its old lease_until pushed by lease_s (still expired)",
 ]
 
 

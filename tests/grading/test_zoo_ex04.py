@@ -1493,6 +1493,107 @@ ZOO: list[tuple[str, str, str, str]] = [
             return _ref_classify(error)
     """,
     ),
+    (
+        "ex04",
+        "classify judges the root cause (__cause__ followed down the chain)",
+        "classify_judges_the_error_itself",
+        """
+        def classify(error):
+            while error.__cause__ is not None:
+                error = error.__cause__
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "a backoff draw that ends past the deadline cut down to the time left (no Retry-After)",
+        "respects_deadline",
+        """
+        def next_delay(
+            error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+            base=1.0, cap=60.0, idempotency_key=None,
+        ):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                remaining = started_at + deadline - now
+                return remaining if remaining > 0 and not retry_after else None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "the ambiguous flag read from the error's class (a flag set on the error itself missed)",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        def classify(error):
+            if getattr(type(error), "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "classify follows __context__ down from a built-in error (TimeoutError and others)",
+        "classify_judges_the_error_itself",
+        """
+        def classify(error):
+            labkit = (TransientError, PermanentError)
+            while error.__context__ is not None and not isinstance(error, labkit):
+                error = error.__context__
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
 ]
 
 
@@ -1622,6 +1723,18 @@ SAYS: dict[str, str] = {
     "classify calls any error with a Retry-After never sent (a 500 retried without a key)": (
         "HTTP 500 (Retry-After: 5)"
     ),
+    "classify judges the root cause (__cause__ followed down the chain)": (
+        "'maybe_done' for a ResponseLost raised from a ConnectionRefusedError"
+    ),
+    "a backoff draw that ends past the deadline cut down to the time left (no Retry-After)": (
+        "None for each draw that ends past the deadline"
+    ),
+    "the ambiguous flag read from the error's class (a flag set on the error itself missed)": (
+        "None for HTTP 503 with ambiguous = True"
+    ),
+    "classify follows __context__ down from a built-in error (TimeoutError and others)": (
+        "'maybe_done' for a read timeout raised inside"
+    ),
 }
 
 
@@ -1636,6 +1749,9 @@ SEVERE = [
     "a broken pipe called never sent (nothing went out)",
     "a read timeout retried as safe when no key is given (a key made up for it)",
     "classify calls any error with a Retry-After never sent (a 500 retried without a key)",
+    "classify judges the root cause (__cause__ followed down the chain)",
+    "the ambiguous flag read from the error's class (a flag set on the error itself missed)",
+    "classify follows __context__ down from a built-in error (TimeoutError and others)",
 ]
 
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)

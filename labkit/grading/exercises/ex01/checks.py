@@ -199,6 +199,10 @@ TWINS: list[tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]] = [
     (("crm", "北京", "sync", 1), ("crm", "上海", "sync", 1)),
     (("crm", "José", "sync", 1), ("crm", "Jos", "sync", 1)),
     (("billing", 42, "charge", 1), ("billing", 42, "charge", 11)),
+    # A key "normalised" with NFKC folds compatibility characters into others: the
+    # fullwidth 'ＩＮＶ-４２' and 'INV-42', the ligature 'ﬁ' and 'fi' are other ids.
+    (("billing", "ＩＮＶ-４２", "charge", 1), ("billing", "INV-42", "charge", 1)),
+    (("crm", "Ofﬁce-7", "sync", 1), ("crm", "Office-7", "sync", 1)),
 ]
 #: Characters real ids contain (INV-2026-0042, Cus_AbC): a key joined with one of them,
 #: or with nothing, gives two intents the same key.

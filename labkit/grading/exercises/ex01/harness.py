@@ -278,3 +278,29 @@ def fingerprints_of_values_and_their_text(values: MutableMapping[str, Any]) -> l
             ]
             for what, value in pairs
         ]
+
+
+def accept_on_a_long_day(values: MutableMapping[str, Any], count: int) -> dict[str, Any]:
+    """``accept`` for ``count`` different keys on one ``seen``, then the first key again:
+    with its payload (a repeat) and with another (a conflict).
+
+    ``{"new": how many answered true, "repeat": outcome, "conflict": outcome,
+    "kept": len(seen), "first_kept": whether the first key is still in seen}``.
+    """
+    seen: dict[str, Any] = {}
+    first = "billing:0:charge:v1"
+    with fresh_state(values):
+        accept = need(values, "accept")
+        new = 0
+        for n in range(count):
+            if accept(seen, f"billing:{n}:charge:v1", {"invoice": n, "amount_cents": 1990}):
+                new += 1
+        repeat = outcome(accept, seen, first, {"invoice": 0, "amount_cents": 1990})
+        conflict = outcome(accept, seen, first, {"invoice": 0, "amount_cents": 2990})
+    return {
+        "new": new,
+        "repeat": repeat,
+        "conflict": conflict,
+        "kept": len(seen),
+        "first_kept": first in seen,
+    }

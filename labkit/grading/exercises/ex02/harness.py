@@ -231,7 +231,7 @@ def _text(path: str) -> str:
 
 
 def error_inside(values: MutableMapping[str, Any], path: str) -> dict[str, str]:
-    """Raise a RuntimeError, then a BlockingIOError, inside the student's with block.
+    """Raise a RuntimeError, a BlockingIOError, then a KeyboardInterrupt, inside the with block.
 
     For each: ``"propagated <Type>"`` when that very error came out of the block,
     ``"swallowed"`` when nothing did, ``"raised <Type>: ..."`` for anything else.
@@ -241,6 +241,9 @@ def error_inside(values: MutableMapping[str, Any], path: str) -> dict[str, str]:
         for error in (
             RuntimeError("the report failed"),
             BlockingIOError(11, "the report's socket would block"),
+            # Ctrl-C (or a SIGINT from the scheduler) is no Exception: a lock that
+            # swallows it lets the program carry on as if the job had finished.
+            KeyboardInterrupt(),
         ):
             name = type(error).__name__
             try:
@@ -251,7 +254,7 @@ def error_inside(values: MutableMapping[str, Any], path: str) -> dict[str, str]:
                 if is_stub(exc):
                     raise
                 out[name] = f"raised NotImplementedError: {exc}"
-            except Exception as exc:  # noqa: BLE001 - what came out is the evidence
+            except BaseException as exc:  # noqa: BLE001 - what came out is the evidence
                 same = exc is error
                 out[name] = f"propagated {name}" if same else f"raised {type(exc).__name__}: {exc}"
     return out
@@ -593,3 +596,23 @@ def open_files_after_uses(values: MutableMapping[str, Any], path: str, uses: int
             out["error"] = f"raised {type(exc).__name__}: {str(exc)[:160]}"
         out["after"] = _open_files()
     return out
+
+
+def file_while_a_forked_worker_holds(values: MutableMapping[str, Any], path: str) -> dict[str, Any]:
+    """A worker forked from this process (as a pool starts them, after the code was
+    loaded) holds the lock; ``{"pid": its pid, "file": the file's text while it holds}``.
+    """
+    with fresh_state(values):
+        _attempt(values, path)  # here first, so a stub says "not started yet"
+
+        def body(write_fd: int) -> None:
+            try:
+                with need(values, "single_instance")(path):
+                    os.write(write_fd, f"{os.getpid()} {_text(path)}".encode()[:400])
+            except Exception as exc:  # noqa: BLE001 - reported to the check
+                os.write(write_fd, f"{os.getpid()} <{type(exc).__name__}>".encode())
+
+        with _child(body) as (pid, fd):
+            said = _read(fd)
+    child, _sep, text = said.partition(" ")
+    return {"pid": pid, "child": child, "file": text}

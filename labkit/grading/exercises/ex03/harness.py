@@ -24,6 +24,7 @@ from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racers import in_a_forked_child
 from labkit.grading.exercises.racesweep import race_sweep
 from labkit.grading.exercises.tracing import Traced
+from labkit.grading.exercises.wallclock import in_time_zone
 from labkit.grading.stub import is_stub
 
 
@@ -45,6 +46,20 @@ def claim(
         result["returned"] = plain_row(result["returned"])
     result["statements"] = [s for s in conn.statements if s]
     return result
+
+
+def claim_in_time_zone(
+    values: MutableMapping[str, Any],
+    path: str,
+    worker: str,
+    now: float,
+    lease_s: float,
+    tz: str,
+) -> dict[str, Any]:
+    """``claim`` with the process's local time zone set to ``tz``: ``now`` is epoch
+    seconds, the same instant in every zone, so the claim must be the same too."""
+    with in_time_zone(tz):
+        return claim(values, path, worker, now, lease_s)
 
 
 def race(

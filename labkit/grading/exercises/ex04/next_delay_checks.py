@@ -4,6 +4,8 @@ draws."""
 
 from __future__ import annotations
 
+import random
+
 from hypothesis import strategies as st
 
 from labkit.grading.checks import Namespace, expect
@@ -293,6 +295,24 @@ def respects_deadline(ns: Namespace) -> None:
         exact == 50,
         "50 s: Retry-After 50 at 250 s lands exactly on the 300 s deadline, still in time",
         exact,
+    )
+    # Near the deadline each draw decides alone: one that ends past it gives up, one that
+    # fits is kept as drawn. Cutting a late draw down to the time left is not giving up.
+    rng = random.Random(SEED)
+    drawn = [rng.uniform(0, 8.0) for _ in range(40)]
+    want = [d if 296.0 + d <= 300.0 else None for d in drawn]
+    got = delays(ns, REFUSED, 4, count=40, started_at=0.0, now=296.0, deadline=300.0)
+    near = [
+        (g is None) == (w is None) and (w is None or abs(float(g) - w) < 1e-9)
+        for g, w in zip(got, want, strict=True)
+    ]
+    expect(
+        all(near),
+        _(
+            "for 40 retries after attempt 4 at 296 s into a 300 s deadline, None for each draw "
+            "that ends past the deadline and the draw itself for each that fits, e.g. {want}"
+        ).format(want=[None if w is None else round(w, 3) for w in want[:6]]),
+        repr([None if g is None else round(float(g), 3) for g in got[:6]]),
     )
 
 
