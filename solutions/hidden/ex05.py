@@ -75,6 +75,12 @@ def keys_that_differ_only_in_punctuation_or_an_accent(ns: Namespace) -> None:
     )
 
 
+#: How many charges in a row the slow other delivery answers with a 409, and the
+#: Retry-After each says (short, so a handler that honours it still ends in time).
+SLOW_DELIVERY = 12
+SLOW_RETRY_AFTER_S = 0.05
+
+
 @CHECKS.add(
     2,
     "a 409 from the payment API (KeyInProgress: another delivery of the job holds its "
@@ -106,6 +112,25 @@ def a_409_fails_the_attempt(ns: Namespace) -> None:
         ),
         "do not catch the API's errors: the worker retries the job, and the retry gets the "
         "first delivery's reply",
+    )
+    # The other delivery is slow: a retry loop of a few tries that then gives up must let
+    # the last 409 out, not return a reply of its own (the job would be marked done).
+    with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+        slow = ns.harness(
+            HARNESS + "key_in_progress", tmp, list(job), SLOW_DELIVERY, SLOW_RETRY_AFTER_S
+        )
+    expect(
+        "raised" in slow or slow.get("returned") == slow["reply"],
+        _(
+            "with the other delivery still charging for {n} tries in a row, the 409 "
+            "(KeyInProgress) to come out of charge_handler, or a retry that returns the reply "
+            "{reply}"
+        ).format(n=SLOW_DELIVERY, reply=slow["reply"]),
+        _("it returned {returned} after {calls} charge(s)").format(
+            returned=slow.get("returned"), calls=slow["calls"]
+        ),
+        "when your retries give up, raise (re-raise the last 409): a reply of your own marks "
+        "the job done though the other delivery may still fail",
     )
 
 
@@ -228,15 +253,16 @@ def two_worker_processes_at_once(ns: Namespace) -> None:
         )
 
 
-#: Two jobs of two job stores (two queues): the same id (1), two keys, one payment API.
+#: Two jobs of two job stores (two queues): the same id (1), the same customer, two keys,
+#: one payment API.
 TWO_STORES = {
     "charge": (
         ("charge", {"customer": "cus_ana", "amount": 1200}, "billing:ana:2026-05:charge:v1"),
-        ("charge", {"customer": "cus_bia", "amount": 3400}, "invoices:bia:2026-05:charge:v1"),
+        ("charge", {"customer": "cus_ana", "amount": 3400}, "invoices:ana:2026-06:charge:v1"),
     ),
     "post": (
         ("post", {"customer": "cus_ana", "amount": 1200}, "ledger:ana:2026-05:post:v1"),
-        ("post", {"customer": "cus_bia", "amount": 3400}, "entries:bia:2026-05:post:v1"),
+        ("post", {"customer": "cus_ana", "amount": 3400}, "entries:ana:2026-06:post:v1"),
     ),
 }
 

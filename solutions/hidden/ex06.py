@@ -483,3 +483,89 @@ def the_instants_are_kept_as_given(ns: Namespace) -> None:
         ),
         "pass now on as a :now parameter, unchanged",
     )
+
+
+@CHECKS.add(
+    1,
+    "return whether THIS UPDATE changed the row (RETURNING id, or cursor.rowcount): "
+    "conn.total_changes counts every change since the connection opened, so on a worker's "
+    "long-lived connection a stale token's dead letter says True",
+)
+def a_stale_token_on_a_used_connection(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        ids = [
+            add_job(
+                conn,
+                f"pay:{n}:charge:v1",
+                kind="payment",
+                state="running",
+                attempt=2,
+                lease_owner="w1",
+                lease_until=NOW + 30,
+                lease_token=f"tok-{n}",
+                updated_at=NOW - 5,
+            )
+            for n in (1, 2)
+        ]
+        error = {"type": "ValueError", "message": "no such customer"}
+        results = ns.harness(
+            HARNESS + "dead_letters_on_one_connection",
+            str(path),
+            [
+                [ids[0], "tok-1", "permanent error", error, NOW],
+                [ids[1], "stale-token", "permanent error", error, NOW + 1],
+            ],
+        )
+        said = [returned(r, f"dead_letter(job {i})") for r, i in zip(results, ids, strict=True)]
+        second = next(j for j in all_jobs(conn) if j["id"] == ids[1])
+    expect(
+        bool(said[0]) and not said[1] and second["state"] == "running",
+        _(
+            "True for job {first} (its own token), then False for job {second} (a stale "
+            "token) on the same connection, job {second} still running"
+        ).format(first=ids[0], second=ids[1]),
+        _("{said}; job {second} {state}").format(
+            said=", ".join(repr(s) for s in said), second=ids[1], state=second["state"]
+        ),
+    )
+
+
+@CHECKS.add(
+    2,
+    "choose and change every job in ONE write transaction, however many there are: a "
+    "redrive committed in batches lets another operator redrive, and a worker take, a job "
+    "of a later batch, which you then report (or reset) as yours",
+    timeout=30.0,
+    severe=True,
+)
+def a_large_redrive_is_one_transaction(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        ids = add_dead(conn, 260)
+        late = ids[230]
+        result = ns.harness(
+            HARNESS + "redrive_while_a_worker_takes_a_job_after_a_commit",
+            str(path),
+            {"limit": 250, "now": NOW},
+            late,
+            NOW + 500,
+        )
+        got = returned(result, "redrive(limit=250)")
+        rows = {j["id"]: j for j in all_jobs(conn)}
+    if not isinstance(got, list):
+        got = []
+    theirs = [
+        i
+        for i in rows
+        if (i in got and rows[i]["lease_token"] == "worker-2-token") or rows[i]["redrives"] > 1
+    ]
+    expect(
+        not theirs and len(got) == len(set(got)),
+        _(
+            "redrive(limit=250) of 260 dead jobs to return only jobs it changed itself, "
+            "while an operator and a worker took job {late} right after your first COMMIT"
+        ).format(late=late),
+        "; ".join(
+            f"job {i}: {rows[i]['state']}, redrives {rows[i]['redrives']}" for i in theirs[:5]
+        )
+        or _("{count} ids for {unique} jobs").format(count=len(got), unique=len(set(got))),
+    )

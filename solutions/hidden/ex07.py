@@ -225,3 +225,48 @@ def no_cap_on_the_cooldown(ns: Namespace) -> None:
         _("{before}, then {at}").format(before=repr(before), at=repr(at)),
         "compare clock.now() with opened_at + cooldown_s as given: no min(), no cap",
     )
+
+
+@CHECKS.add(
+    1,
+    "cooldown_s=0 is a cooldown of zero, not a missing one: no 'cooldown_s or 30' default; "
+    "the trial goes out at once, and only one",
+)
+def a_cooldown_of_zero(ns: Namespace) -> None:
+    out = drive(
+        ns,
+        [["fail", 0], ["state", 0], ["allow", 0], ["allow", 0]],
+        threshold=1,
+        cooldown_s=0.0,
+    )
+    expect(
+        out[1] == "open",
+        _("open after one failure with threshold=1") + because_of("threshold_of_one"),
+        out[1],
+    )
+    expect(
+        out[2:] == [True, False],
+        _("allow() True at once with cooldown_s=0 (the one trial), then False"),
+        repr(out[2:]),
+    )
+
+
+@CHECKS.add(
+    1,
+    "a clock may read 0.0: compare clock.now() with opened_at + cooldown_s, never test "
+    "opened_at for truth ('if self.opened_at'), 0.0 is a time like any other",
+)
+def a_clock_that_starts_at_zero(ns: Namespace) -> None:
+    out = drive(
+        ns,
+        [["fail", 0], ["allow", 0], ["advance", 5.0], ["allow", 0], ["allow", 0]],
+        threshold=1,
+        cooldown_s=5.0,
+        start=0.0,
+    )
+    expect(
+        [out[1], out[3], out[4]] == [False, True, False],
+        _("allow() False at once, then True after 5 s, then False, opened at the clock's 0.0 "
+          "with cooldown_s=5"),
+        repr([out[1], out[3], out[4]]),
+    )

@@ -908,6 +908,55 @@ ZOO: list[tuple[str, str, str, str]] = [
             return reply
     """,
     ),
+    (
+        "ex05",
+        "an Idempotency-Key from the kind, the customer and job.id",
+        "two_stores_two_keys",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            ikey = f"{job.kind}:{customer}:{job.id}"
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=ikey)
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark kept under the kind, the customer and job.id",
+        "two_stores_two_keys",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            mark = f"{job.kind}:{customer}:{job.id}"
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "a 409 retried five times, then 'skipped' returned",
+        "a_409_fails_the_attempt",
+        """
+        import time
+
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            for _ in range(5):
+                try:
+                    return ctx.world.payments.charge(
+                        customer, amount, key=job.key, idempotency_key=job.key
+                    )
+                except Exception as exc:
+                    if "409" not in str(exc) and "progress" not in str(exc).lower():
+                        raise
+                    time.sleep(0.01)
+            return {"skipped": "another delivery holds the key"}
+    """,
+    ),
 ]
 
 
@@ -1011,6 +1060,13 @@ SAYS: dict[str, str] = {
     ),
     "post_handler forgets to return tx.post's reply": "to return the reply",
     "the ledger mark kept under the customer and the amount": "one ledger entry per job",
+    "an Idempotency-Key from the kind, the customer and job.id": (
+        "both job 1 of their own job store"
+    ),
+    "the ledger mark kept under the kind, the customer and job.id": (
+        "both job 1 of their own job store"
+    ),
+    "a 409 retried five times, then 'skipped' returned": "still charging for 12 tries in a row",
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
@@ -1018,6 +1074,9 @@ GOT = {
     "a typo in the handler (an AttributeError the worker retries)": (
         "your code raised AttributeError"
     ),
+    "an Idempotency-Key from the kind, the customer and job.id": "charge:cus_ana:1",
+    "the ledger mark kept under the kind, the customer and job.id": "post:cus_ana:1",
+    "a 409 retried five times, then 'skipped' returned": "after 5 charge(s)",
 }
 
 

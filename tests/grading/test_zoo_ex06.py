@@ -1460,6 +1460,306 @@ ZOO: list[tuple[str, str, str, str]] = [
             return row is not None
     """,
     ),
+    (
+        "ex06",
+        "dead_letter returns conn.total_changes > 0 (every change since the connection opened)",
+        "a_stale_token_on_a_used_connection",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'dead', dead_reason = :reason, last_error = :error,
+                       lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now
+                 WHERE id = :id AND state = 'running' AND lease_token = :token
+                ''',
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now},
+            )
+            return conn.total_changes > 0
+    """,
+    ),
+    (
+        "ex06",
+        "redrives set to 1, not counted up",
+        "redrive_counts_every_time",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more): say how many dead jobs to redrive")
+            params = {"limit": limit, "kind": kind, "now": now}
+            # One write transaction: the jobs we pick are the jobs we change, even with
+            # another operator redriving at the same moment.
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        '''
+                        SELECT id FROM jobs
+                         WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+                         ORDER BY updated_at, id
+                         LIMIT :limit
+                        ''',
+                        params,
+                    )
+                ]
+                if not dry_run:
+                    conn.execute(
+                        '''
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                               redrives = 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        ''',
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter leaves lease_owner set",
+        "dead_letter_records_the_reason",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'dead', dead_reason = :reason, last_error = :error,
+                       lease_until = NULL, lease_token = NULL, updated_at = :now
+                 WHERE id = :id AND state = 'running' AND lease_token = :token
+                RETURNING id
+                ''',
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now},
+            ).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter leaves updated_at as it was",
+        "dead_letter_records_the_reason",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'dead', dead_reason = :reason, last_error = :error,
+                       lease_owner = NULL, lease_until = NULL, lease_token = NULL
+                 WHERE id = :id AND state = 'running' AND lease_token = :token
+                RETURNING id
+                ''',
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now},
+            ).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "a deferred SAVEPOINT in place of BEGIN IMMEDIATE",
+        "two_redrives_at_once_share_nothing",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more): say how many dead jobs to redrive")
+            params = {"limit": limit, "kind": kind, "now": now}
+            # One write transaction: the jobs we pick are the jobs we change, even with
+            # another operator redriving at the same moment.
+            conn.execute("SAVEPOINT redrive")
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        '''
+                        SELECT id FROM jobs
+                         WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+                         ORDER BY updated_at, id
+                         LIMIT :limit
+                        ''',
+                        params,
+                    )
+                ]
+                if not dry_run:
+                    conn.execute(
+                        '''
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                               redrives = redrives + 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        ''',
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK TO redrive"); conn.execute("RELEASE redrive")
+                raise
+            conn.execute("RELEASE redrive")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive committed in batches of 100 (the first batch with the SELECT)",
+        "a_large_redrive_is_one_transaction",
+        """
+        import json
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if dry_run:
+                    conn.execute("ROLLBACK")
+                    return ids
+                # short write transactions: 100 jobs at a time, so workers are not held up
+                for start in range(0, len(ids), 100):
+                    if start:
+                        conn.execute("BEGIN IMMEDIATE")
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL,"
+                        " redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids[start:start + 100])})
+                    conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            if not ids:
+                conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive committed in batches of 100, no state guard in the later batches",
+        "a_large_redrive_is_one_transaction",
+        """
+        import json
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if dry_run:
+                    conn.execute("ROLLBACK")
+                    return ids
+                # short write transactions: 100 jobs at a time, so workers are not held up
+                for start in range(0, len(ids), 100):
+                    if start:
+                        conn.execute("BEGIN IMMEDIATE")
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL,"
+                        " redrives = redrives + 1, updated_at = :now"
+                        " WHERE id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids[start:start + 100])})
+                    conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            if not ids:
+                conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter returns the rowcount of an UPDATE ... RETURNING never fetched (0)",
+        "dead_letter_records_the_reason",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'dead', dead_reason = :reason, last_error = :error,
+                       lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now
+                 WHERE id = :id AND state = 'running' AND lease_token = :token
+                RETURNING id
+                ''',
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now},
+            )
+            return row.rowcount == 1
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter returns bool(cursor) (always True)",
+        "dead_letter_is_fenced",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'dead', dead_reason = :reason, last_error = :error,
+                       lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now
+                 WHERE id = :id AND state = 'running' AND lease_token = :token
+                RETURNING id
+                ''',
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now},
+            )
+            return bool(row)
+    """,
+    ),
+    (
+        "ex06",
+        "redrive stamps time.time(), not now",
+        "the_instants_are_kept_as_given",
+        """
+        import time
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more): say how many dead jobs to redrive")
+            params = {"limit": limit, "kind": kind, "now": now}
+            # One write transaction: the jobs we pick are the jobs we change, even with
+            # another operator redriving at the same moment.
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        '''
+                        SELECT id FROM jobs
+                         WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+                         ORDER BY updated_at, id
+                         LIMIT :limit
+                        ''',
+                        params,
+                    )
+                ]
+                if not dry_run:
+                    conn.execute(
+                        '''
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                               redrives = redrives + 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        ''',
+                        {"now": time.time(), "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
 ]
 
 
@@ -1556,12 +1856,38 @@ SAYS: dict[str, str] = {
     "last_error describes the root cause (error.__cause__), not the error given": (
         "naming the class and message"
     ),
+    "dead_letter returns conn.total_changes > 0 (every change since the connection opened)": (
+        "on the same connection"
+    ),
+    "redrives set to 1, not counted up": "redrives = 2 after two redrives",
+    "dead_letter leaves lease_owner set": "the lease cleared and updated_at = now",
+    "dead_letter leaves updated_at as it was": "the lease cleared and updated_at = now",
+    "a deferred SAVEPOINT in place of BEGIN IMMEDIATE": "both redrives to return",
+    "redrive committed in batches of 100 (the first batch with the SELECT)": (
+        "to return only jobs it changed itself"
+    ),
+    "redrive committed in batches of 100, no state guard in the later batches": (
+        "to return only jobs it changed itself"
+    ),
+    "dead_letter returns the rowcount of an UPDATE ... RETURNING never fetched (0)": (
+        "True (the job was buried)"
+    ),
+    "dead_letter returns bool(cursor) (always True)": "False for a stale token",
+    "redrive stamps time.time(), not now": "after redrive(now=1010.75)",
 }
 
 #: What the named check must say it got, where the mistake shows there.
 GOT: dict[str, str] = {
     "last_error describes the root cause (error.__cause__), not the error given": (
         "KeyError: 'customer 7'"
+    ),
+    "dead_letter leaves lease_owner set": "'lease_owner': 'w1'",
+    "a deferred SAVEPOINT in place of BEGIN IMMEDIATE": "database is locked",
+    "redrive committed in batches of 100 (the first batch with the SELECT)": (
+        "job 231: running, redrives 1"
+    ),
+    "redrive committed in batches of 100, no state guard in the later batches": (
+        "job 231: pending, redrives 2"
     ),
 }
 

@@ -793,6 +793,54 @@ ZOO: list[tuple[str, str, str, str]] = [
                 self.state, self.trial_out = "closed", False
     """,
     ),
+    (
+        "ex07",
+        "cooldown_s or 30 (a cooldown of zero taken as missing)",
+        "a_cooldown_of_zero",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self.cooldown_s = cooldown_s or 30.0
+    """,
+    ),
+    (
+        "ex07",
+        "opened_at tested for truth (a clock at 0.0 never opened)",
+        "a_clock_that_starts_at_zero",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self.opened_at = None
+            def allow(self):
+                if (self.state == "open" and self.opened_at
+                        and self.clock.now() < self.opened_at + self.cooldown_s):
+                    return False
+                if self.state == "open":
+                    self.state, self.trial_out = "half_open", False
+                return super().allow()
+    """,
+    ),
+    (
+        "ex07",
+        "the breaker opened lazily, in allow() (state 'closed' after the failures)",
+        "opens_after_consecutive_failures",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                self.failures += 1
+                if self.state == "half_open":
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+            def allow(self):
+                if self.state == "closed" and self.failures >= self.threshold:
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+                return super().allow()
+    """,
+    ),
 ]
 
 
@@ -856,6 +904,11 @@ SAYS: dict[str, str] = {
     ),
     "the streak of failure times kept in a class-level list": (
         "breaker B closed after its own first failure"
+    ),
+    "cooldown_s or 30 (a cooldown of zero taken as missing)": "with cooldown_s=0",
+    "opened_at tested for truth (a clock at 0.0 never opened)": "opened at the clock's 0.0",
+    "the breaker opened lazily, in allow() (state 'closed' after the failures)": (
+        "open at the 3rd failure in a row"
     ),
 }
 

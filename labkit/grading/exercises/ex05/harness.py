@@ -335,21 +335,23 @@ class _BusyPayments:
     the first charge gets the 409 ``KeyInProgress``; a later one gets the reply the other
     delivery's charge made (it has finished by then). Nothing is charged here."""
 
-    def __init__(self, reply: dict[str, Any]) -> None:
+    def __init__(self, reply: dict[str, Any], busy_for: int = 1, retry_after: float = 1.0) -> None:
         self.reply, self.calls = reply, 0
+        #: How many charges in a row get the 409 (the other delivery is slow).
+        self.busy_for, self.retry_after = busy_for, retry_after
         #: The Idempotency-Key of each charge, in order.
         self.keys: list[str] = []
 
     def charge(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         self.calls += 1
         self.keys.append(repr(kwargs.get("idempotency_key")))
-        if self.calls == 1:
+        if self.calls <= self.busy_for:
             raise KeyInProgress(
                 f"409 from payments: a request with Idempotency-Key "
                 f"{kwargs.get('idempotency_key')!r} is still running; retry shortly and you "
                 "will get its reply",
                 status=409,
-                retry_after=1.0,
+                retry_after=self.retry_after,
             )
         return dict(self.reply)
 
@@ -358,9 +360,14 @@ class _BusyPayments:
 
 
 def key_in_progress(
-    values: MutableMapping[str, Any], folder: str, job: list[Any]
+    values: MutableMapping[str, Any],
+    folder: str,
+    job: list[Any],
+    busy_for: int = 1,
+    retry_after: float = 1.0,
 ) -> dict[str, Any]:
-    """The student's ``charge_handler`` meeting a 409 (another delivery holds the key).
+    """The student's ``charge_handler`` meeting a 409 (another delivery holds the key),
+    for the first ``busy_for`` charges (each 409 saying ``Retry-After: retry_after``).
 
     Returns ``{"reply": the reply a later charge gets, "calls": charges made, "keys": the
     repr of each charge's Idempotency-Key, "returned": repr of what the handler returned,
@@ -371,7 +378,7 @@ def key_in_progress(
         store.enqueue(kind, payload, key=key)
         the_job = store.get_by_key(key)
     reply = {"charge_id": "ch_1", "amount": payload["amount"], "status": "succeeded"}
-    payments = _BusyPayments(reply)
+    payments = _BusyPayments(reply, busy_for, retry_after)
     ctx = types.SimpleNamespace(
         world=types.SimpleNamespace(payments=payments), point=lambda *a, **k: None
     )

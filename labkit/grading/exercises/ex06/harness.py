@@ -110,6 +110,86 @@ def dead_letters_in_a_row(
     return results
 
 
+def dead_letters_on_one_connection(
+    values: MutableMapping[str, Any], path: str, calls: list[list[Any]]
+) -> list[dict[str, Any]]:
+    """Several ``dead_letter`` calls on ONE connection, as a long-running worker keeps it.
+
+    ``calls`` are ``[job_id, token, reason, error spec, now]``. What a connection did
+    before (``conn.total_changes`` counts every change since it opened) must not decide
+    what this call returns. One outcome per call.
+    """
+    results = []
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            for job_id, token, reason, error, now in calls:
+                results.append(
+                    outcome(
+                        need(values, "dead_letter"),
+                        conn,
+                        job_id,
+                        token,
+                        reason,
+                        build_error(error),
+                        now,
+                    )
+                )
+    finally:
+        conn.close()
+    return results
+
+
+class _AfterFirstCommit(Traced):
+    """``Traced`` that lets another party write once, right after the first COMMIT."""
+
+    def __init__(self, conn: Any, then: Callable[[], None]) -> None:
+        super().__init__(conn, pause=0.0)
+        self.then: Callable[[], None] | None = then
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        cursor = self._conn.execute(sql, params)
+        word = " ".join(sql.split()).upper()
+        self.statements.append(word)
+        if word.startswith(("COMMIT", "END")) and self.then is not None:
+            then, self.then = self.then, None
+            then()
+        return cursor
+
+
+def redrive_while_a_worker_takes_a_job_after_a_commit(
+    values: MutableMapping[str, Any], path: str, kwargs: dict[str, Any], job_id: int, at: float
+) -> dict[str, Any]:
+    """``redrive(**kwargs)``; right after its first COMMIT another operator redrives job
+    ``job_id`` (if still dead) and a worker takes it (state running, updated_at ``at``).
+
+    A redrive that commits once, at its end, has already changed the job by then.
+    """
+    acted: list[str] = []
+
+    def other() -> None:
+        conn = connect(path)
+        try:
+            conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = 1, redrives = redrives + 1,"
+                " lease_owner = 'worker-2', lease_token = 'worker-2-token',"
+                " lease_until = :at + 30, updated_at = :at WHERE id = :id AND state = 'dead'",
+                {"id": job_id, "at": at},
+            )
+            acted.append("after the first commit")
+        finally:
+            conn.close()
+
+    conn = _AfterFirstCommit(connect(path), other)
+    try:
+        with fresh_state(values):
+            result = _ids(outcome(_redrive(values), conn, **kwargs))
+    finally:
+        conn.close()
+    result["worker"] = acted[0] if acted else "never"
+    return result
+
+
 def _ids(result: dict[str, Any]) -> dict[str, Any]:
     if "returned" in result:
         try:
