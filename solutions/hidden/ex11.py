@@ -2,13 +2,15 @@
 hundreds of pending rows in id order and a backlog past 10000, a message the consumer
 cannot apply (and its redelivery), an order place_order cannot save, repeats on one
 long-lived shop or consumer connection, an order killed and never retried, a message
-new to a second consumer database, and a row an operator made pending again."""
+new to a second consumer database, a row an operator made pending again, and a call
+interrupted (Ctrl-C) on a connection that lives on."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from random import Random
+from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex11.checks import (
@@ -569,3 +571,57 @@ def a_retried_order_leaves_its_sent_message_alone(ns: Namespace) -> None:
                 rows=sent, outcome=did(again)
             ),
         )
+
+
+def _only_order_6_emailed(conn: Any) -> bool:
+    """The consumer's database holds order 6's email and nothing of order 5."""
+    return bool(emails(conn) == [(6, "rui")])
+
+
+def _only_order_6_saved(conn: Any) -> bool:
+    """The shop's database holds order 6 and its message, nothing of order 5."""
+    ids = [r[0] for r in conn.execute("SELECT id FROM orders")]
+    return ids == [6] and len(rows_of(conn, "all_outbox")) == 1
+
+
+@CHECKS.add(
+    1,
+    "roll back on ANY exception, KeyboardInterrupt included (except BaseException, or "
+    "a try/finally that rolls back whatever is still open): a Ctrl-C between the two "
+    "INSERTs must not leave BEGIN IMMEDIATE open on a connection that lives on, or every "
+    "later call on it fails and the write lock stays held",
+)
+def an_interrupted_call_leaves_the_connection_usable(ns: Namespace) -> None:
+    for name, make, file, calls, check_db in (
+        (
+            "consume",
+            consumer_db,
+            "mail.db",
+            [_delivered_body(5, "eva"), _delivered_body(6, "rui")],
+            _only_order_6_emailed,
+        ),
+        (
+            "place_order",
+            outbox_db,
+            "shop.db",
+            [[5, "eva", 500], [6, "rui", 600]],
+            _only_order_6_saved,
+        ),
+    ):
+        with lab_file(ns, make, file) as (conn, path):
+            got = ns.harness(HARNESS + "interrupted_then_again", name, str(path), calls, 1)
+            first = calls[0][0]
+            expect(
+                got[0].get("interrupted") is True
+                and got[1].get("returned") is True
+                and check_db(conn),
+                _(
+                    "{name} interrupted (KeyboardInterrupt) right after its first write for "
+                    "{first!r}, rolled back; the next call on the same connection applied "
+                    "(True) and only its rows kept"
+                ).format(name=name, first=first),
+                _("the interrupted call {outcome}; the next {second}").format(
+                    outcome=_("was interrupted") if got[0].get("interrupted") else did(got[0]),
+                    second=did(got[1]),
+                ),
+            )

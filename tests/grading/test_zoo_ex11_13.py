@@ -2406,6 +2406,222 @@ ZOO: list[tuple[str, str, str, str]] = [
         # %%
         """,
     ),
+    (
+        # A killed process loses its connection; a Ctrl-C in a process that lives on does not.
+        "ex11",
+        "consume rolls back only on Exception: a KeyboardInterrupt leaves its transaction open",
+        "an_interrupted_call_leaves_the_connection_usable",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (:mid)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    {"mid": message_id},
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (:order_id, :customer)",
+                        {"order_id": order["order_id"], "customer": order["customer"]},
+                    )
+                conn.execute("COMMIT")
+            except Exception:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        # SimulatedCrash is a BaseException too, but the crash checks close the connection after it.
+        "ex11",
+        "place_order rolls back only on Exception: a Ctrl-C leaves BEGIN IMMEDIATE open",
+        "an_interrupted_call_leaves_the_connection_usable",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (:id, :customer, :total)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id",
+                    {"id": order_id, "customer": customer, "total": total},
+                ).fetchone()
+                if created is not None:
+                    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (:mid, 'order.placed', :body)",
+                        {"mid": f"order:{order_id}:placed:v1", "body": body},
+                    )
+                conn.execute("COMMIT")
+            except Exception:
+                conn.execute("ROLLBACK")
+                raise
+            return created is not None
+        """,
+    ),
+    (
+        # The boundary of the cap, not its absence.
+        "ex13",
+        "a lease that ends exactly at now still counts as busy (lease_until >= now)",
+        "a_dead_workers_job_does_not_hold_the_cap",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until >= :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until >= :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        # The capped claim's version of this mistake is in the zoo; the serial one differs.
+        "ex13",
+        "serial: a pending head taken before its run_after (only retry_wait waits)",
+        "serial_claim_follows_the_rules_on_generated_tables",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND (h.state = 'pending'
+                               OR (h.state = 'retry_wait' AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        # The head due exactly now waits one claim more.
+        "ex13",
+        "serial: a head in retry_wait taken only once run_after < now",
+        "a_waiting_head_blocks_its_queue",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after < :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        # Its worker died: the job behind it runs first, the orphan only later or never.
+        "ex13",
+        "serial: a running head whose lease ended drops out of the line",
+        "retried_and_orphaned_jobs_run_again",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait')
+                                           OR (state = 'running' AND lease_until > :now)
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        # Fewest waiting jobs is not fewest running ones.
+        "ex13",
+        "least busy read as the smallest backlog of ready jobs, not live leases",
+        "least_busy_account_first",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue
+                                     AND r.state IN ('pending', 'retry_wait')),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        # An account that had its turn yesterday is not busy now.
+        "ex13",
+        "least busy counted with succeeded jobs too (the fewest claimed so far)",
+        "capped_claim_follows_the_rules_on_generated_tables",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state IN ('running', 'succeeded')),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 
@@ -2585,6 +2801,26 @@ SAYS: dict[str, str] = {
     "claim_capped takes a pending job before its run_after (only retry_wait waits)": (
         "run_after=150) to take nothing"
     ),
+    "consume rolls back only on Exception: a KeyboardInterrupt leaves its transaction open": (
+        "consume interrupted (KeyboardInterrupt)"
+    ),
+    "place_order rolls back only on Exception: a Ctrl-C leaves BEGIN IMMEDIATE open": (
+        "place_order interrupted (KeyboardInterrupt)"
+    ),
+    "a lease that ends exactly at now still counts as busy (lease_until >= now)": (
+        "a lease that ended at now"
+    ),
+    "serial: a pending head taken before its run_after (only retry_wait waits)": (
+        "run_after=150) to take nothing"
+    ),
+    "serial: a head in retry_wait taken only once run_after < now": "the head itself at 160",
+    "serial: a running head whose lease ended drops out of the line": "a head whose lease ended",
+    "least busy read as the smallest backlog of ready jobs, not live leases": (
+        "(bolt runs 0 jobs, acme 1)"
+    ),
+    "least busy counted with succeeded jobs too (the fewest claimed so far)": (
+        "2 acme succeeded run_after=0"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
@@ -2628,6 +2864,7 @@ SEVERE = [
     "serial: a succeeded job stays the head (state != 'dead')",
     "serial head = the oldest READY job of its queue: a running head overtaken",
     "serial: a head in retry_wait is never taken again (pending only)",
+    "serial: a running head whose lease ended drops out of the line",
 ]
 
 

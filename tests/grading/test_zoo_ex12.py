@@ -877,6 +877,87 @@ ZOO: list[tuple[str, str, str, str]] = [
             return slots[::-1]
         """,
     ),
+    (
+        # A read lock upgraded to a write lock fails at once when another process writes.
+        "ex12",
+        "tick wrapped in a deferred BEGIN: the read, then the INSERTs (locked when two tick)",
+        "two_schedulers_enqueue_each_slot_once",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            conn.execute("BEGIN")
+            try:
+                return _tick(conn, schedule, period_s, since, now, catch_up)
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+
+
+        def _tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # 'schedule::...' is the key of no schedule.
+        "ex12",
+        "slot_key accepts an empty schedule name",
+        "slot_key_refuses_bad_names",
+        """
+        def slot_key(schedule, fire_time):
+            if ":" in schedule:
+                raise ValueError(f"schedule name {schedule!r} must be non-empty and without ':'")
+            fired = datetime.fromtimestamp(fire_time, UTC)
+            return f"schedule:{schedule}:{fired:%Y-%m-%dT%H:%M:%SZ}"
+        """,
+    ),
+    (
+        # Once the slot's job succeeded, the gap a 'latest' catch-up left is filled.
+        "ex12",
+        "what fired read only from the jobs still pending, running or in retry_wait",
+        "tick_reads_what_fired_from_the_table",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix "
+                " AND state IN ('pending', 'running', 'retry_wait')",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
 ]
 
 
@@ -946,6 +1027,13 @@ SAYS: dict[str, str] = {
     "catch_up='latest' takes the newest slot at or before now, whatever since says": (
         "'latest' with no slot in [since, now]"
     ),
+    "tick wrapped in a deferred BEGIN: the read, then the INSERTs (locked when two tick)": (
+        "no scheduler to fail"
+    ),
+    "slot_key accepts an empty schedule name": "ValueError for the schedule name ''",
+    "what fired read only from the jobs still pending, running or in retry_wait": (
+        "only the slots after 02:00"
+    ),
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
@@ -976,6 +1064,7 @@ MINOR = [
     "tick stores kind = 'schedule:<name>:' (the key's prefix)",
     "tick writes updated_at = the slot, not now",
     "catch_up='latest' takes the newest slot at or before now, whatever since says",
+    "slot_key accepts an empty schedule name",
 ]
 
 

@@ -912,6 +912,66 @@ ZOO: list[tuple[str, str, str, str]] = [
             ),
         ).replace("def run_order", "import sqlite3\n\n\ndef run_order", 1),
     ),
+    (
+        # A kill after the release rolls the decline back: the re-run calls the payment API again.
+        "ex14",
+        "the stock released inside the decline's transaction, before its COMMIT",
+        "a_kill_right_after_the_release_does_not_charge_again",
+        """
+        def run_order(conn, world, order, *, policy_version):
+            job = {"id": order["id"], "version": policy_version}
+            conn.execute(
+                "INSERT INTO step_jobs (order_id, policy_version) VALUES (:id, :version)"
+                " ON CONFLICT (order_id) DO NOTHING",
+                job,
+            )
+            version, state = conn.execute(
+                "SELECT policy_version, state FROM step_jobs WHERE order_id = :id", job
+            ).fetchone()
+            steps = conn.execute("SELECT step FROM job_steps WHERE order_id = :id", job)
+            done = {r[0] for r in steps}
+
+            def checkpoint(step, result):
+                conn.execute(
+                    "INSERT INTO job_steps (order_id, step, result) VALUES (:id, :step, :result)",
+                    {"id": order["id"], "step": step, "result": result},
+                )
+
+            if state == "running":
+                for step in POLICIES[version]:
+                    if step in done:
+                        continue
+                    try:
+                        reply = do_step(world, order, step)
+                    except PermanentError:
+                        if step != "charge":
+                            raise
+                        conn.execute("BEGIN IMMEDIATE")
+                        try:
+                            checkpoint("charge", "declined")
+                            conn.execute(
+                                "UPDATE step_jobs SET state = 'failed' WHERE order_id = :id", job
+                            )
+                            checkpoint("release", json.dumps(do_step(world, order, "release")))
+                            conn.execute("COMMIT")
+                            return "failed"
+                        except BaseException:
+                            if conn.in_transaction:
+                                conn.execute("ROLLBACK")
+                            raise
+                        state = "failed"
+                        break
+                    checkpoint(step, json.dumps(reply))
+                else:
+                    conn.execute("UPDATE step_jobs SET state = 'done' WHERE order_id = :id", job)
+                    return "done"
+            if state == "failed":
+                if "release" not in done:
+                    checkpoint("release", json.dumps(do_step(world, order, "release")))
+                return "failed"
+            return "done"
+        """,
+    ),
 ]
 
 
@@ -979,6 +1039,9 @@ SAYS = {
     ),
     "the release posts -1 like the reserve (the stock taken twice)": (
         "the ledger [['mug', -1], ['mug', 1]]"
+    ),
+    "the stock released inside the decline's transaction, before its COMMIT": (
+        "the declined charge called once"
     ),
 }
 

@@ -308,8 +308,15 @@ def tick_enqueues_each_slot(ns: Namespace) -> None:
 def tick_reads_what_fired_from_the_table(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         # Another scheduler fired 02:00 only (it caught up with 'latest' after downtime).
-        # A schedule no other check ticks: this process has never seen it.
-        add_job(conn, reference_key("close", T0 + 2 * HOUR), kind="close", run_after=T0 + 2 * HOUR)
+        # A schedule no other check ticks: this process has never seen it. Its job ran
+        # and succeeded: a slot fired whatever became of its job since.
+        add_job(
+            conn,
+            reference_key("close", T0 + 2 * HOUR),
+            kind="close",
+            state="succeeded",
+            run_after=T0 + 2 * HOUR,
+        )
         created = _tick(ns, path, T0 + 4 * HOUR + 30, schedule="close")
         want = [reference_key("close", T0 + 3 * HOUR), reference_key("close", T0 + 4 * HOUR)]
         expect(
