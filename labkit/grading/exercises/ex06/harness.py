@@ -81,63 +81,52 @@ def dead_letter(
 
 
 def dead_letters_in_a_row(
-    values: MutableMapping[str, Any], path: str, calls: list[list[Any]]
+    values: MutableMapping[str, Any],
+    path: str,
+    calls: list[list[Any]],
+    one_connection: bool = False,
 ) -> list[dict[str, Any]]:
     """Several ``dead_letter`` calls in one worker process, one after the other.
 
     ``calls`` are ``[job_id, token, reason, error spec, now]``; each call has its own
     connection, as the worker's attempts would, but module-level state (a cache) lives on
-    between them, as it does in a long-running worker. One outcome per call.
+    between them, as it does in a long-running worker. ``one_connection``: all on ONE
+    connection, as a long-running worker keeps it; what it did before
+    (``conn.total_changes`` counts every change since it opened) must not decide what a
+    call returns. One outcome per call.
     """
     results = []
-    with fresh_state(values):
-        for job_id, token, reason, error, now in calls:
-            conn = connect(path)
-            try:
-                results.append(
-                    outcome(
-                        need(values, "dead_letter"),
-                        conn,
-                        job_id,
-                        token,
-                        reason,
-                        build_error(error),
-                        now,
+    shared = connect(path) if one_connection else None
+    try:
+        with fresh_state(values):
+            for job_id, token, reason, error, now in calls:
+                conn = shared or connect(path)
+                try:
+                    results.append(
+                        outcome(
+                            need(values, "dead_letter"),
+                            conn,
+                            job_id,
+                            token,
+                            reason,
+                            build_error(error),
+                            now,
+                        )
                     )
-                )
-            finally:
-                conn.close()
+                finally:
+                    if shared is None:
+                        conn.close()
+    finally:
+        if shared is not None:
+            shared.close()
     return results
 
 
 def dead_letters_on_one_connection(
     values: MutableMapping[str, Any], path: str, calls: list[list[Any]]
 ) -> list[dict[str, Any]]:
-    """Several ``dead_letter`` calls on ONE connection, as a long-running worker keeps it.
-
-    ``calls`` are ``[job_id, token, reason, error spec, now]``. What a connection did
-    before (``conn.total_changes`` counts every change since it opened) must not decide
-    what this call returns. One outcome per call.
-    """
-    results = []
-    conn = connect(path)
-    try:
-        with fresh_state(values):
-            for job_id, token, reason, error, now in calls:
-                results.append(
-                    outcome(
-                        need(values, "dead_letter"),
-                        conn,
-                        job_id,
-                        token,
-                        reason,
-                        build_error(error),
-                        now,
-                    )
-                )
-    finally:
-        conn.close()
-    return results
+    """``dead_letters_in_a_row`` on one connection."""
+    return dead_letters_in_a_row(values, path, calls, one_connection=True)
 
 
 class _AfterFirstCommit(Traced):
