@@ -65,7 +65,9 @@ ERRORS: dict[str, type[BaseException]] = {
 
 def build_error(spec: dict[str, Any]) -> BaseException:
     """The exception a description names; ``"cause"`` (a description too) chains it,
-    as ``raise error from cause`` does, with the traceback that raising leaves."""
+    as ``raise error from cause`` does, with the traceback that raising leaves;
+    ``"context"`` (a description) is its ``__context__``, as ``raise error`` inside an
+    ``except`` block leaves it."""
     kind = spec["type"]
     if kind in ("HTTPError", "QuotaExceeded"):
         cls = HTTPError if kind == "HTTPError" else QuotaExceeded
@@ -74,6 +76,8 @@ def build_error(spec: dict[str, Any]) -> BaseException:
         error = ERRORS[kind](spec.get("message", ""))
         if "status" in spec:
             error.status = spec["status"]  # type: ignore[attr-defined]
+    if "context" in spec:
+        error.__context__ = build_error(spec["context"])
     if "cause" in spec:
         try:
             raise error from build_error(spec["cause"])

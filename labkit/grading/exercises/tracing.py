@@ -74,10 +74,17 @@ class Watched:
     """A connection that counts writes, crashes after the ``crash_after``-th, pauses reads."""
 
     def __init__(
-        self, conn: sqlite3.Connection, crash_after: int | None = None, pause: float = 0.0
+        self,
+        conn: sqlite3.Connection,
+        crash_after: int | None = None,
+        pause: float = 0.0,
+        crash_with: type[BaseException] = SimulatedCrash,
     ) -> None:
         self._conn = conn
         self.crash_after = crash_after
+        #: What the crash raises: a killed process (``SimulatedCrash``), or a Ctrl-C
+        #: (``KeyboardInterrupt``) that a process living on survives.
+        self.crash_with = crash_with
         self.pause = pause
         self.writes = 0
         self.crashed = False
@@ -94,7 +101,7 @@ class Watched:
             self.writes += 1
             if self.crash_after is not None and self.writes == self.crash_after:
                 self.crashed = True
-                raise SimulatedCrash(f"crashed after write statement {self.writes}")
+                raise self.crash_with(f"crashed after write statement {self.writes}")
         if reading and self.pause:
             self.pauses += 1
             time.sleep(self.pause)

@@ -45,10 +45,6 @@ def _build(spec: dict[str, Any]) -> BaseException:
         error = build_error(spec)
     if "ambiguous" in spec:
         error.ambiguous = spec["ambiguous"]  # type: ignore[attr-defined]
-    if "context" in spec:
-        # As `raise error` inside an `except` block leaves it: the earlier error is the
-        # new one's __context__, not its cause.
-        error.__context__ = _build(spec["context"])
     if spec.get("status_enum"):
         # As some client libraries give it: an http.HTTPStatus member, an int subclass.
         error.status = HTTPStatus(spec["status"])  # type: ignore[attr-defined]

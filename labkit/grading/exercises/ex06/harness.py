@@ -137,10 +137,8 @@ class _AfterFirstCommit(Traced):
         self.then: Callable[[], None] | None = then
 
     def execute(self, sql: str, params: Any = ()) -> Any:
-        cursor = self._conn.execute(sql, params)
-        word = " ".join(sql.split()).upper()
-        self.statements.append(word)
-        if word.startswith(("COMMIT", "END")) and self.then is not None:
+        cursor = super().execute(sql, params)
+        if self.then is not None and sql.lstrip().upper().startswith(("COMMIT", "END")):
             then, self.then = self.then, None
             then()
         return cursor

@@ -401,27 +401,6 @@ def relay_after_a_redrive(
     return {"first": first, "second": second}
 
 
-class _Interrupted(Watched):
-    """A connection whose ``interrupt_after``-th write is followed by a KeyboardInterrupt.
-
-    Ctrl-C in the notebook, or a worker's SIGINT handler, arrives as a BaseException
-    that is no Exception, in a process that lives on: whatever transaction the code left
-    open stays open on its long-lived connection.
-    """
-
-    def __init__(self, conn: sqlite3.Connection, interrupt_after: int) -> None:
-        super().__init__(conn)
-        self.interrupt_after = interrupt_after
-        self.interrupted = False
-
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        rows = super().execute(sql, params)
-        if self.writes == self.interrupt_after and not self.interrupted:
-            self.interrupted = True
-            raise KeyboardInterrupt(f"interrupted after write statement {self.writes}")
-        return rows
-
-
 def interrupted_then_again(
     values: MutableMapping[str, Any],
     name: str,
@@ -431,18 +410,20 @@ def interrupted_then_again(
 ) -> list[dict[str, Any]]:
     """``name(conn, *calls[0])`` interrupted after write ``interrupt_after``, then the rest.
 
-    All on ONE connection, as a long-lived process that survives the interrupt; closed
+    Ctrl-C in the notebook, or a worker's SIGINT handler, arrives as a BaseException
+    that is no Exception, in a process that lives on: whatever transaction the code left
+    open stays open on its long-lived connection. So all run on ONE connection, closed
     (rolled back) only after the last call. The first outcome says ``interrupted``.
     """
     conn = connect(path)
     try:
         with fresh_state(values):
-            first = _Interrupted(conn, interrupt_after)
+            first = Watched(conn, crash_after=interrupt_after, crash_with=KeyboardInterrupt)
             try:
                 got = [outcome(values[name], first, *calls[0])]
             except KeyboardInterrupt:
                 got = [{"interrupted": True}]
-            if not first.interrupted:
+            if not first.crashed:
                 got = [{**got[0], "not_interrupted": True}]
             got += [outcome(values[name], Watched(conn), *args) for args in calls[1:]]
             return got
