@@ -45,34 +45,50 @@ def two_invoices_two_charges(ns: Namespace) -> None:
 
 #: Customers whose names, and so the jobs' keys, differ only in punctuation or in one
 #: accented letter.
-PUNCTUATED = tuple(
-    ("charge", {"customer": name, "amount": 1500}, f"billing:{name}:2026-05:charge:v1")
-    for name in ("cus_7", "cus-7", "o'neil", "oneil", "josé", "josè")
-)
+#: Names that differ only in a '_' or '-', a quote, an accent, a space or a ligature
+#: (NFKC folds "ﬁ" into "fi"); the last pair's keys differ only in a trailing space.
+LOOKALIKES = ("cus_7", "cus-7", "o'neil", "oneil", "josé", "josè", "ana maria", "ana_maria")
+LOOKALIKES += ("\ufb01ona", "fiona")
+
+
+def lookalike_jobs(kind: str) -> tuple[tuple[str, dict[str, Any], str], ...]:
+    """One ``kind`` job per look-alike name, and two whose keys differ in a trailing space."""
+    jobs = [
+        (kind, {"customer": name, "amount": 1500}, f"billing:{name}:2026-05:{kind}:v1")
+        for name in LOOKALIKES
+    ]
+    jobs += [
+        (kind, {"customer": "bob", "amount": 900}, f"billing:bob:2026-05:{kind}:v1{end}")
+        for end in ("", " ")
+    ]
+    return tuple(jobs)
 
 
 @CHECKS.add(
     2,
-    "the Idempotency-Key is the job's key as it is: stripped of its '_', '-' or quotes, or "
-    "its accents turned into '?' (to make it 'safe' for a header), two jobs' keys become "
-    "one and the second job is never charged",
+    "the Idempotency-Key and the ledger mark are the job's key as it is: stripped of its "
+    "'_', '-', quotes or spaces, its accents turned into '?' or its ligatures folded (to "
+    "make it 'safe' for a header), two jobs' keys become one and the second job is never "
+    "charged or posted",
     timeout=30.0,
     severe=True,
 )
 def keys_that_differ_only_in_punctuation_or_an_accent(ns: Namespace) -> None:
-    run = run_job(ns, "charge", [["after_effect", "crash", 1]], jobs=PUNCTUATED, seed=13)
-    expect(bool(run.fired), "the crash at after_effect to fire", _("it never fired"))
-    wrong = {key: n for key, n in run.per_key.items() if n != 1}
-    expect(
-        not wrong,
-        _(
-            "one charge per job for the keys {keys}, which differ only in punctuation or in "
-            "an accent"
-        ).format(keys=", ".join(key for _kind, _payload, key in PUNCTUATED)),
-        "; ".join(f"{key}: {n}" for key, n in wrong.items())
-        + f" ({run.replay})"
-        + (f"; {run.errors[0]}" if run.errors else ""),
-    )
+    for kind in ("charge", "post"):
+        jobs = lookalike_jobs(kind)
+        run = run_job(ns, kind, [["after_effect", "crash", 1]], jobs=jobs, seed=13)
+        expect(bool(run.fired), "the crash at after_effect to fire", _("it never fired"))
+        wrong = {key: n for key, n in run.per_key.items() if n != 1}
+        expect(
+            not wrong,
+            _(
+                "one {kind} per job for the keys {keys}, which differ only in punctuation, "
+                "an accent, a space or a ligature"
+            ).format(kind=kind, keys=", ".join(repr(key) for _kind, _payload, key in jobs)),
+            "; ".join(f"{key!r}: {n}" for key, n in wrong.items())
+            + f" ({run.replay})"
+            + (f"; {run.errors[0]}" if run.errors else ""),
+        )
 
 
 #: How many charges in a row the slow other delivery answers with a 409, and the
@@ -292,14 +308,19 @@ def two_stores_two_keys(ns: Namespace) -> None:
         expect(
             not silent,
             (
-                _("each of jobs {first} and {second} (both job 1 of their own job store) to "
-                  "call the payment API, one after the other in one worker")
+                _(
+                    "each of jobs {first} and {second} (both job 1 of their own job store) to "
+                    "call the payment API, one after the other in one worker"
+                )
                 if which == "charge"
-                else _("each of jobs {first} and {second} (both job 1 of their own job store) "
-                       "to read and write the ledger, one after the other in one worker")
+                else _(
+                    "each of jobs {first} and {second} (both job 1 of their own job store) "
+                    "to read and write the ledger, one after the other in one worker"
+                )
             ).format(first=jobs[0][2], second=jobs[1][2]),
-            _("{keys} sent nothing: it was answered from what the worker kept for the other "
-              "job 1").format(keys=", ".join(silent)),
+            _(
+                "{keys} sent nothing: it was answered from what the worker kept for the other job 1"
+            ).format(keys=", ".join(silent)),
             "remember nothing by job.id in the worker: ids repeat across stores, so the second "
             "job 1 gets the first one's reply and is never charged or posted; the "
             "Idempotency-Key and the ledger mark (job.key) already answer a repeat",

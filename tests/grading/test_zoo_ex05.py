@@ -384,6 +384,45 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex05",
+        "an Idempotency-Key stripped of surrounding spaces",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=job.key.strip())
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key folded with NFKC (a ligature becomes two letters)",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        import unicodedata
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            ikey = unicodedata.normalize("NFKC", job.key)
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=ikey)
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark written with its spaces replaced by '_'",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            mark = job.key.replace(" ", "_")
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
         "a busy ledger (StoreBusy, a TimeoutError) caught and returned as a reply",
         "a_failed_ledger_write_is_retried",
         """
@@ -996,7 +1035,10 @@ SAYS: dict[str, str] = {
     "an Idempotency-Key stripped of everything but letters and digits": (
         "which differ only in punctuation"
     ),
-    "an Idempotency-Key made ASCII with encode('ascii', 'replace')": "or in an accent",
+    "an Idempotency-Key made ASCII with encode('ascii', 'replace')": "an accent",
+    "an Idempotency-Key stripped of surrounding spaces": "a space",
+    "an Idempotency-Key folded with NFKC (a ligature becomes two letters)": "a ligature",
+    "the ledger mark written with its spaces replaced by '_'": "one post per job",
     "a busy ledger (StoreBusy, a TimeoutError) caught and returned as a reply": (
         "after a failed ledger write"
     ),
