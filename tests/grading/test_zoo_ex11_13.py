@@ -2520,7 +2520,7 @@ ZOO: list[tuple[str, str, str, str]] = [
         # The head due exactly now waits one claim more.
         "ex13",
         "serial: a head in retry_wait taken only once run_after < now",
-        "a_waiting_head_blocks_its_queue",
+        "serial_claim_follows_the_rules_on_generated_tables",
         """
         def claim_serial(conn, worker, now, lease_s):
             row = conn.execute(
@@ -2813,7 +2813,9 @@ SAYS: dict[str, str] = {
     "serial: a pending head taken before its run_after (only retry_wait waits)": (
         "run_after=150) to take nothing"
     ),
-    "serial: a head in retry_wait taken only once run_after < now": "the head itself at 160",
+    "serial: a head in retry_wait taken only once run_after < now": (
+        "1 acme retry_wait run_after=100; 2 acme pending run_after=100) to take job 1"
+    ),
     "serial: a running head whose lease ended drops out of the line": "a head whose lease ended",
     "least busy read as the smallest backlog of ready jobs, not live leases": (
         "(bolt runs 0 jobs, acme 1)"
