@@ -20,6 +20,7 @@ from labkit.grading.exercises.ex11.checks import (
     _raised,
     broker_log,
     consistent,
+    consume,
     did,
     emails,
     message_id,
@@ -510,13 +511,19 @@ def a_row_made_pending_again_is_published(ns: Namespace) -> None:
                 "relay_once(conn, publish, now)",
                 _("try relay_once with a list as broker"),
             )
+        # Judged by the broker, not by the return value: a relay that returns the
+        # wrong ids but publishes the row again loses nothing.
+        published = broker_log(path.parent / "broker.db")
+        want = [message_id(o[0]) for o in ORDERS] + again
         expect(
-            got["second"].get("returned") == again,
+            published == want,
             _(
-                "{ids} from the same relay process's next run, after an operator set its "
-                "sent_at back to NULL"
+                "{ids} published again by the same relay process's next run, after an "
+                "operator set its sent_at back to NULL"
             ).format(ids=again),
-            _("it {outcome}").format(outcome=did(got["second"])),
+            _("the broker got {ids} (the second run {outcome})").format(
+                ids=published, outcome=did(got["second"])
+            ),
         )
 
 
@@ -547,6 +554,14 @@ def relay_publishes_pending_rows_of_every_topic(ns: Namespace) -> None:
             ),
             _("the broker got {ids}").format(ids=list(got["published"])),
         )
+        unsent = [r["message_id"] for r in rows_of(conn, "all_outbox") if r["sent_at"] != NOW]
+        expect(
+            not unsent,
+            _("every row it published marked sent_at = {now}, whatever its topic").format(now=NOW),
+            _("still pending after the run, so published again by every run: {ids}").format(
+                ids=unsent
+            ),
+        )
 
 
 @CHECKS.add(
@@ -569,6 +584,20 @@ def a_retried_order_leaves_its_sent_message_alone(ns: Namespace) -> None:
             ),
             _("the outbox holds {rows} (the retry {outcome})").format(
                 rows=sent, outcome=did(again)
+            ),
+        )
+        # A retry whose request carries another total (the client recomputed it) is
+        # still a retry: the saved order, already announced, stays as it was.
+        changed = place(ns, path, [7, "ana", 9999])
+        saved = [tuple(r) for r in conn.execute("SELECT id, customer, total FROM orders")]
+        expect(
+            saved == [(7, "ana", 4200)],
+            _(
+                "the order saved as (7, 'ana', 4200) after a retry of order 7 with total "
+                "9999: placing an order that exists changes nothing"
+            ),
+            _("the orders table holds {rows} (the retry {outcome})").format(
+                rows=saved, outcome=did(changed)
             ),
         )
 
@@ -625,3 +654,42 @@ def an_interrupted_call_leaves_the_connection_usable(ns: Namespace) -> None:
                     second=did(got[1]),
                 ),
             )
+
+
+#: Message ids another producer makes (Stripe-like): they differ only by case, or by
+#: ``_`` and ``%``, which LIKE reads as wildcards; each is its own message.
+ODD_IDS: list[tuple[str, list[Any]]] = [
+    ("evtX1Qa", [53, "lia", 100]),
+    ("evt_1Qa", [51, "ana", 200]),
+    ("evt_1qA", [52, "bia", 300]),
+    ("evt_1Qa%", [54, "rui", 400]),
+]
+
+
+@CHECKS.add(
+    1,
+    "a message id is an opaque string, compared exactly: ids from another producer "
+    "('evt_1Qa', 'evt_1qA', 'evtX1Qa') differ by case or by '_' and '%', and a consumer "
+    "that lowercases them or compares with LIKE drops a new message as a repeat",
+    severe=True,
+)
+def message_ids_are_told_apart_exactly(ns: Namespace) -> None:
+    with lab_file(ns, consumer_db, "mail.db") as (conn, path):
+        first = [consume(ns, path, order, mid=mid).get("returned") for mid, order in ODD_IDS]
+        again = [consume(ns, path, order, mid=mid).get("returned") for mid, order in ODD_IDS]
+        held = sorted(r[0] for r in conn.execute("SELECT message_id FROM processed_messages"))
+        want_emails = sorted((order[0], order[1]) for _mid, order in ODD_IDS)
+        expect(
+            first == [True] * len(ODD_IDS)
+            and again == [False] * len(ODD_IDS)
+            and sorted(emails(conn)) == want_emails
+            and held == sorted(mid for mid, _order in ODD_IDS),
+            _(
+                "each of {ids} applied once (True), then a repeat (False): {n} emails, and "
+                "processed_messages holding exactly these ids"
+            ).format(ids=[mid for mid, _order in ODD_IDS], n=len(ODD_IDS)),
+            _(
+                "the first deliveries returned {first}, the second {again}; emails {emails}; "
+                "processed_messages {held}"
+            ).format(first=first, again=again, emails=sorted(emails(conn)), held=held),
+        )

@@ -14,6 +14,7 @@ from labkit.grading.exercises.ex13.checks import (
     _id,
     capped,
     claim,
+    expect_each_job_once,
     expected_capped,
     job,
     live,
@@ -61,9 +62,10 @@ def busy_means_running_now(ns: Namespace) -> None:
 )
 def serial_heads_hold_when_two_processes_claim(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
+        # Each queue's jobs are of several kinds: the queue alone is the serial key.
         for key in ("order:1", "order:2"):
-            for n in range(3):
-                add_job(conn, f"{key}:{n}", queue=key)
+            for n, kind in enumerate(("email", "sync", "sms")):
+                add_job(conn, f"{key}:{n}", queue=key, kind=kind)
         got = ns.harness(
             HARNESS + "race", str(path), "claim_serial", 2, NOW, 30.0, [], RACE_PAUSE_S
         )
@@ -77,6 +79,7 @@ def serial_heads_hold_when_two_processes_claim(ns: Namespace) -> None:
         )
         counts = {key: running(conn, key) for key in ("order:1", "order:2")}
         expect(counts == {"order:1": 1, "order:2": 1}, "one running job per serial key", counts)
+        expect_each_job_once(got)
 
 
 #: Account names as customers have them: capitals, an underscore, non-ASCII.
@@ -118,6 +121,37 @@ def _a_backlog_does_not_hide_another_accounts_job_in(ns: Namespace, rng: Random)
                 flood=flood,
                 running=running(conn, flood),
             ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "many serial queues whose heads run must not hide a ready head: take the heads of ALL "
+    "queues (no LIMIT on the queues or heads before the ready filter), or a queue behind "
+    "the first hundred waits while their heads run",
+)
+def many_running_heads_do_not_hide_a_ready_head(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        _many_running_heads_do_not_hide_a_ready_head_in(ns, Random(seed))
+
+
+def _many_running_heads_do_not_hide_a_ready_head_in(ns: Namespace, rng: Random) -> None:
+    count = rng.randint(120, 300)
+    with lab_file(ns) as (conn, path):
+        conn.execute("BEGIN")
+        for n in range(count):
+            add_job(conn, f"sync:{n}:a", **live(f"sync:{n}", n))
+            add_job(conn, f"sync:{n}:b", queue=f"sync:{n}", run_after=rng.randint(0, 99))
+        conn.execute("COMMIT")
+        ready = add_job(conn, "order:1:a", queue="order:1", run_after=NOW)
+        got = serial(ns, path, "w1")
+        expect(
+            _id(got) == ready,
+            _(
+                "claim_serial takes job {job_id}, the head of order:1, while the heads of "
+                "{count} older queues run"
+            ).format(job_id=ready, count=count),
+            _("nothing claimed") if got is None else _("job {job_id}").format(job_id=_id(got)),
         )
 
 
@@ -211,14 +245,17 @@ def retried_and_orphaned_jobs_run_again(ns: Namespace) -> None:
         # (cap 2) is not at its cap however many of them it has.
         add_job(conn, "acme:2", queue="acme", state="retry_wait", attempt=1, run_after=NOW - 4)
         expired = add_job(conn, "bolt:1", **live("bolt", 1, lease_until=NOW - 1))
-        want = sorted([retried, expired])
-        got = sorted(_id(capped(ns, path, w, 2)) or 0 for w in ("w1", "w2"))
+        # Its worker died during its last attempt: claimed again all the same (the
+        # attempt counted; the worker then gives up on it), never left running forever.
+        last = add_job(conn, "cora:1", **live("cora", 1, lease_until=NOW - 1, attempt=3))
+        want = sorted([retried, expired, last])
+        got = sorted(_id(capped(ns, path, w, 2)) or 0 for w in ("w1", "w2", "w3"))
         expect(
             got == want,
             _(
                 "claim_capped (cap 2) takes jobs {job_ids}: the first of acme's two jobs in "
-                "retry_wait whose run_after has come, and one running under a lease that "
-                "ended (its worker died)"
+                "retry_wait whose run_after has come, and two running under a lease that "
+                "ended (their workers died; one at its last attempt)"
             ).format(job_ids=want),
             got,
         )
@@ -231,13 +268,16 @@ def retried_and_orphaned_jobs_run_again(ns: Namespace) -> None:
             conn, "order:3:a", queue="order:3", state="retry_wait", attempt=1, run_after=NOW - 5
         )
         add_job(conn, "order:3:b", queue="order:3")
-        want = sorted([after_dead, expired, retried])
-        got = sorted(_id(serial(ns, path, w)) or 0 for w in ("w1", "w2", "w3"))
+        last = add_job(conn, "order:4:a", **live("order:4", 1, lease_until=NOW - 1, attempt=3))
+        add_job(conn, "order:4:b", queue="order:4")
+        want = sorted([after_dead, expired, retried, last])
+        got = sorted(_id(serial(ns, path, w)) or 0 for w in ("w1", "w2", "w3", "w4"))
         expect(
             got == want,
             _(
-                "claim_serial takes jobs {job_ids}: the job behind a dead head, a head whose "
-                "lease ended, and a head in retry_wait whose run_after has come"
+                "claim_serial takes jobs {job_ids}: the job behind a dead head, two heads "
+                "whose lease ended (one at its last attempt), and a head in retry_wait whose "
+                "run_after has come"
             ).format(job_ids=want),
             got,
         )

@@ -2622,6 +2622,299 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    (
+        # Message ids of order.placed have no '_', '%' or capitals: those of another
+        # producer do.
+        "ex11",
+        "the consumer compares message ids with LIKE ('_' and capitals match other ids)",
+        "message_ids_are_told_apart_exactly",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                seen = conn.execute(
+                    "SELECT 1 FROM processed_messages WHERE message_id LIKE :mid",
+                    {"mid": message_id},
+                ).fetchone()
+                if seen is None:
+                    conn.execute(
+                        "INSERT INTO processed_messages (message_id) VALUES (:mid)",
+                        {"mid": message_id},
+                    )
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (:order_id, :customer)",
+                        {"order_id": order["order_id"], "customer": order["customer"]},
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return seen is None
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer records the message id lower-cased",
+        "message_ids_are_told_apart_exactly",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (:mid)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    {"mid": message_id.lower()},
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (:order_id, :customer)",
+                        {"order_id": order["order_id"], "customer": order["customer"]},
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the relay marks only the 'order.placed' rows sent (the others published every run)",
+        "relay_publishes_pending_rows_of_every_topic",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now"
+                    " WHERE message_id = :mid AND topic = 'order.placed'",
+                    {"now": now, "mid": message_id},
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "a retried place_order overwrites the saved order (ON CONFLICT DO UPDATE)",
+        "a_retried_order_leaves_its_sent_message_alone",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                old = conn.execute(
+                    "SELECT id FROM orders WHERE id = :id", {"id": order_id}
+                ).fetchone()
+                conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (:id, :customer, :total)"
+                    " ON CONFLICT (id) DO UPDATE"
+                    " SET customer = excluded.customer, total = excluded.total",
+                    {"id": order_id, "customer": customer, "total": total},
+                )
+                if old is None:
+                    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (:mid, 'order.placed', :body)",
+                        {"mid": f"order:{order_id}:placed:v1", "body": body},
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return old is None
+        """,
+    ),
+    (
+        # Publishes and marks as it should: only the return value is wrong, so no severe
+        # check fails.
+        "ex11",
+        "the relay returns the outbox row ids, not the message ids",
+        "relay_publishes_and_marks",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id", {"now": now, "id": row_id}
+                )
+                sent.append(row_id)
+            return sent
+        """,
+    ),
+    (
+        # Both workers read the same head, then both set it running: one running job per
+        # queue, held by two workers.
+        "ex13",
+        "serial: the head SELECTed, then claimed by an UPDATE on its id (both workers take it)",
+        "serial_heads_hold_when_two_processes_claim",
+        '''
+        def claim_serial(conn, worker, now, lease_s):
+            head = conn.execute(
+                """SELECT h.id FROM jobs h
+                    WHERE h.id IN (SELECT min(id) FROM jobs
+                                    WHERE state IN ('pending', 'retry_wait', 'running')
+                                    GROUP BY queue)
+                      AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                           OR (h.state = 'running' AND h.lease_until <= :now))
+                    ORDER BY h.run_after, h.id
+                    LIMIT 1""",
+                {"now": now},
+            ).fetchone()
+            if head is None:
+                return None
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + " WHERE id = :id RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s, "id": head[0]},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped SELECTs the job, then claims it by an UPDATE on its id (both take it)",
+        "the_cap_holds_when_two_processes_claim",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            chosen = conn.execute(
+                """SELECT c.id FROM jobs c
+                    WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                           OR (c.state = 'running' AND c.lease_until <= :now))
+                      AND (SELECT count(*) FROM jobs r
+                            WHERE r.queue = c.queue AND r.state = 'running'
+                              AND r.lease_until > :now) < :cap
+                    ORDER BY (SELECT count(*) FROM jobs r
+                               WHERE r.queue = c.queue AND r.state = 'running'
+                                 AND r.lease_until > :now),
+                             c.run_after, c.id
+                    LIMIT 1""",
+                {"now": now, "cap": cap},
+            ).fetchone()
+            if chosen is None:
+                return None
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + " WHERE id = :id RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s, "id": chosen[0]},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "serial queues grouped by (queue, kind): a queue's jobs of two kinds run at once",
+        "serial_heads_hold_when_two_processes_claim",
+        '''
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue, kind)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        # Meant to stop retrying, but nothing marks the job dead: it stays running, its
+        # lease ended, and never runs or dies.
+        "ex13",
+        "claim_capped leaves a dead worker's job at its last attempt running for ever",
+        "retried_and_orphaned_jobs_run_again",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now
+                                   AND c.attempt < c.max_attempts))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "serial: a head whose worker died at its last attempt blocks its queue for good",
+        "retried_and_orphaned_jobs_run_again",
+        '''
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now
+                                   AND h.attempt < h.max_attempts))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "serial: heads taken among the 50 oldest queues only (LIMIT 50)",
+        "many_running_heads_do_not_hide_a_ready_head",
+        '''
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue ORDER BY min(id) LIMIT 50)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
 ]
 
 
@@ -2816,13 +3109,44 @@ SAYS: dict[str, str] = {
     "serial: a head in retry_wait taken only once run_after < now": (
         "1 acme retry_wait run_after=100; 2 acme pending run_after=100) to take job 1"
     ),
-    "serial: a running head whose lease ended drops out of the line": "a head whose lease ended",
+    "serial: a running head whose lease ended drops out of the line": "heads whose lease ended",
     "least busy read as the smallest backlog of ready jobs, not live leases": (
         "(bolt runs 0 jobs, acme 1)"
     ),
     "least busy counted with succeeded jobs too (the fewest claimed so far)": (
         "2 acme succeeded run_after=0"
     ),
+    "the consumer compares message ids with LIKE ('_' and capitals match other ids)": (
+        "each of ['evtX1Qa'"
+    ),
+    "the consumer records the message id lower-cased": (
+        "processed_messages holding exactly these ids"
+    ),
+    "the relay marks only the 'order.placed' rows sent (the others published every run)": (
+        "marked sent_at = 100.0, whatever its topic"
+    ),
+    "a retried place_order overwrites the saved order (ON CONFLICT DO UPDATE)": (
+        "placing an order that exists changes nothing"
+    ),
+    "the relay returns the outbox row ids, not the message ids": (
+        "relay_once to return ['order:1:placed:v1'"
+    ),
+    "serial: the head SELECTed, then claimed by an UPDATE on its id (both workers take it)": (
+        "each job claimed by one worker only"
+    ),
+    "claim_capped SELECTs the job, then claims it by an UPDATE on its id (both take it)": (
+        "each job claimed by one worker only"
+    ),
+    "serial queues grouped by (queue, kind): a queue's jobs of two kinds run at once": (
+        "one running job per serial key"
+    ),
+    "claim_capped leaves a dead worker's job at its last attempt running for ever": (
+        "one at its last attempt"
+    ),
+    "serial: a head whose worker died at its last attempt blocks its queue for good": (
+        "one at its last attempt"
+    ),
+    "serial: heads taken among the 50 oldest queues only (LIMIT 50)": "while the heads of",
 }
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
@@ -2867,6 +3191,14 @@ SEVERE = [
     "serial head = the oldest READY job of its queue: a running head overtaken",
     "serial: a head in retry_wait is never taken again (pending only)",
     "serial: a running head whose lease ended drops out of the line",
+    "the consumer compares message ids with LIKE ('_' and capitals match other ids)",
+    "the consumer records the message id lower-cased",
+    "the relay marks only the 'order.placed' rows sent (the others published every run)",
+    "serial: the head SELECTed, then claimed by an UPDATE on its id (both workers take it)",
+    "claim_capped SELECTs the job, then claims it by an UPDATE on its id (both take it)",
+    "serial queues grouped by (queue, kind): a queue's jobs of two kinds run at once",
+    "claim_capped leaves a dead worker's job at its last attempt running for ever",
+    "serial: a head whose worker died at its last attempt blocks its queue for good",
 ]
 
 

@@ -958,6 +958,76 @@ ZOO: list[tuple[str, str, str, str]] = [
             return created
         """,
     ),
+    (
+        # ASCII names pass: a name with an accent is longer in bytes, so its keys are
+        # never found and a 'latest' gap is filled.
+        "ex12",
+        "the newest key looked up with substr(key, 1, <the prefix's length in bytes>)",
+        "tick_reads_what_fired_from_the_table",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix.encode()), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "tick writes updated_at = int(now)",
+        "tick_enqueues_each_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": int(now)},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "slot_key refuses a name of spaces only (not schedule.strip())",
+        "slot_key_names_the_slot",
+        """
+        def slot_key(schedule, fire_time):
+            if not schedule.strip() or ":" in schedule:
+                raise ValueError(f"schedule name {schedule!r} must be non-empty and without ':'")
+            fired = datetime.fromtimestamp(fire_time, UTC)
+            return f"schedule:{schedule}:{fired:%Y-%m-%dT%H:%M:%SZ}"
+        """,
+    ),
 ]
 
 
@@ -1034,6 +1104,13 @@ SAYS: dict[str, str] = {
     "what fired read only from the jobs still pending, running or in retry_wait": (
         "only the slots after 02:00"
     ),
+    "the newest key looked up with substr(key, 1, <the prefix's length in bytes>)": (
+        "schedule:clôture:2026-01-01T03:00:00Z"
+    ),
+    "tick writes updated_at = int(now)": "updated_at=1767229205.25",
+    "slot_key refuses a name of spaces only (not schedule.strip())": (
+        "slot_key(' ', 1767232800) to return a key"
+    ),
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
@@ -1065,6 +1142,8 @@ MINOR = [
     "tick writes updated_at = the slot, not now",
     "catch_up='latest' takes the newest slot at or before now, whatever since says",
     "slot_key accepts an empty schedule name",
+    "tick writes updated_at = int(now)",
+    "slot_key refuses a name of spaces only (not schedule.strip())",
 ]
 
 

@@ -130,8 +130,8 @@ def slot_key_names_the_slot(ns: Namespace) -> None:
         expect(got == want, f"slot_key({name!r}, {fire}) == {want!r}", got)
 
     holds_for(st.tuples(NAMES, TIMES), prop)
-    # Only '' and ':' are refused: a '/', a space, a '%' or a quote is part of a valid name.
-    for name in ("eu/west", "night ly", "50%_off", "o'brien"):
+    # Only '' and ':' are refused: a '/', a space (even alone), a '%' or a quote is a valid name.
+    for name in ("eu/west", "night ly", "50%_off", "o'brien", " "):
         prop((name, T0 + 2 * HOUR))
 
 
@@ -275,7 +275,8 @@ def due_slots_refuses_bad_arguments(ns: Namespace) -> None:
 )
 def tick_enqueues_each_slot(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        first = _tick(ns, path, T0 + HOUR + 5)
+        # A now with a fraction of a second: updated_at is that now, not int(now).
+        first = _tick(ns, path, T0 + HOUR + 5.25)
         want = [reference_key("nightly", T0), reference_key("nightly", T0 + HOUR)]
         expect(first == want, _("the first tick to create {keys}").format(keys=want), first)
         expect(_keys(conn) == want, _("the table to hold {keys}").format(keys=want), _keys(conn))
@@ -286,9 +287,9 @@ def tick_enqueues_each_slot(ns: Namespace) -> None:
             f"run_after={job['run_after']}, kind={job['kind']!r}",
         )
         expect(
-            job["updated_at"] == T0 + HOUR + 5,
+            job["updated_at"] == T0 + HOUR + 5.25,
             _("updated_at={now} (the now tick was given, not the machine's clock)").format(
-                now=T0 + HOUR + 5
+                now=T0 + HOUR + 5.25
             ),
             f"updated_at={job['updated_at']}",
         )
@@ -306,19 +307,25 @@ def tick_enqueues_each_slot(ns: Namespace) -> None:
     severe=True,
 )
 def tick_reads_what_fired_from_the_table(ns: Namespace) -> None:
+    # A name outside ASCII too: its prefix is as many characters as it shows, not bytes.
+    for name in ("close", "clôture"):
+        _reads_what_fired_in(ns, name)
+
+
+def _reads_what_fired_in(ns: Namespace, name: str) -> None:
     with lab_file(ns) as (conn, path):
         # Another scheduler fired 02:00 only (it caught up with 'latest' after downtime).
         # A schedule no other check ticks: this process has never seen it. Its job ran
         # and succeeded: a slot fired whatever became of its job since.
         add_job(
             conn,
-            reference_key("close", T0 + 2 * HOUR),
-            kind="close",
+            reference_key(name, T0 + 2 * HOUR),
+            kind=name,
             state="succeeded",
             run_after=T0 + 2 * HOUR,
         )
-        created = _tick(ns, path, T0 + 4 * HOUR + 30, schedule="close")
-        want = [reference_key("close", T0 + 3 * HOUR), reference_key("close", T0 + 4 * HOUR)]
+        created = _tick(ns, path, T0 + 4 * HOUR + 30, schedule=name)
+        want = [reference_key(name, T0 + 3 * HOUR), reference_key(name, T0 + 4 * HOUR)]
         expect(
             in_slot_order(created) == want and len(_keys(conn)) == 3,
             _("only the slots after 02:00: {keys}, 3 jobs in all").format(keys=want),

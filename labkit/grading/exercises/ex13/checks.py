@@ -427,6 +427,22 @@ def a_flood_does_not_starve_the_others(ns: Namespace) -> None:
     )
 
 
+def expect_each_job_once(got: dict[str, Any]) -> None:
+    """No job was handed to both racing workers (a SELECT, then an UPDATE by id)."""
+    claimed = {
+        index: list(value) for index, (kind, value) in got["results"].items() if kind != "raised"
+    }
+    ids = [job_id for value in claimed.values() for job_id in value]
+    twice = sorted({job_id for job_id in ids if ids.count(job_id) > 1})
+    expect(
+        not twice,
+        _("each job claimed by one worker only (choose and take in one statement)"),
+        _("both workers got job(s) {ids}: two holders (the workers claimed {claimed})").format(
+            ids=twice, claimed=claimed
+        ),
+    )
+
+
 @CHECKS.add(
     3,
     "two workers in two processes claim at once: count and take in ONE statement "
@@ -460,6 +476,7 @@ def the_cap_holds_when_two_processes_claim(ns: Namespace) -> None:
             "one running job per account (cap=1) once both workers stop",
             counts,
         )
+        expect_each_job_once(got)
 
     def make(folder: Path) -> None:
         conn = lab_db(folder / "jobs.db")
