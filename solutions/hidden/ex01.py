@@ -64,6 +64,9 @@ def fingerprint_matches_the_contract(ns: Namespace) -> None:
         ),
         f"{str(got)[:16]}...",
     )
+    # The same letter written decomposed ('c' + U+0327): the contract hashes the text as
+    # given, so a fingerprint of the NFC-normalised JSON is another one.
+    exact({"name": "Conceic\u0327a\u0303o", "amount_cents": 1990})
     holds_for(PAYLOADS, exact, examples=40)
 
 
@@ -172,6 +175,35 @@ def key_is_the_same_on_another_machine(ns: Namespace) -> None:
         )
 
 
+@CHECKS.add(
+    1,
+    "the key is made from its arguments alone, in every call: a key remembered from an "
+    "earlier call (functools.lru_cache, a dict of keys) answers 42.0 with the key made "
+    "for 42, which are equal, so two workers make two keys for one intent",
+    severe=True,
+)
+def key_is_made_anew_in_every_call(ns: Namespace) -> None:
+    before, calls = [["billing", 42, "charge"]], [["billing", 42.0, "charge"]]
+    got = ns.harness(
+        "labkit.grading.exercises.ex01.harness:keys_after_others_and_in_a_new_worker",
+        before,
+        calls,
+    )
+    for args, here, there in zip(calls, got["here"], got["started"] or got["here"], strict=True):
+        expect(
+            here == there,
+            _(
+                "the same key for {args} after a key for {before}, and in a new worker that "
+                "asks for {args} first"
+            ).format(args=args, before=before[0]),
+            _("{here} here, {there} in the new worker").format(here=repr(here), there=repr(there)),
+            _(
+                "build the key from the arguments in every call: no functools.lru_cache, no "
+                "dict of keys already made (42 and 42.0 are one entry there)"
+            ),
+        )
+
+
 HARNESS = "labkit.grading.exercises.ex01.harness:"
 
 #: The same field with two different non-ASCII values: a fingerprint of text encoded as
@@ -216,7 +248,13 @@ RETRY_FIELDS = [
     ("sent_at", "03:00:00", "03:00:05"),
     # A third decimal: a fingerprint of values rounded to cents calls these the same.
     ("rate", 0.125, 0.124),
+    # Case alone: a fingerprint of the lowercased JSON calls these the same.
+    ("reference", "INV-7a", "INV-7A"),
 ]
+
+#: A long invoice: a fingerprint of only the first few thousand characters of the JSON
+#: misses a change in its last line.
+LONG_INVOICE = {"lines": [{"sku": f"SKU-{i:03d}", "qty": 1} for i in range(300)]}
 
 
 @CHECKS.add(
@@ -240,6 +278,18 @@ def conflict_on_any_field(ns: Namespace) -> None:
             ),
             _said(said),
         )
+    changed = {"lines": [dict(line) for line in LONG_INVOICE["lines"]]}
+    changed["lines"][-1]["qty"] = 2
+    run = ns.harness(HARNESS + "accept_calls", [[key, LONG_INVOICE], [key, changed]])
+    said = run["results"][1]
+    expect(
+        "IdempotencyConflict" in said.get("raised", ()),
+        _(
+            "IdempotencyConflict for the same key with an invoice of 300 lines, then the "
+            "same invoice with its last line's qty changed from 1 to 2"
+        ),
+        _said(said),
+    )
 
 
 @CHECKS.add(

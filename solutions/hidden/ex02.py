@@ -163,6 +163,19 @@ def refusal_when_the_file_names_nobody(ns: Namespace) -> None:
                 answer=repr(run["answer"]), again=repr(run["again"])
             ),
         )
+    # Pids run to 4194304 on a 64-bit Linux (pid_max): all seven digits are the holder's.
+    pid = PLAIN_HOLDERS[1][0]
+    expect(
+        pid in runs[1]["answer"],
+        _(
+            "a message naming the holder's pid {pid}, all of its digits, while {who} holds the lock"
+        ).format(pid=pid, who=_who(1)),
+        runs[1]["answer"],
+        _(
+            "read the whole file (fh.seek(0); fh.read().strip()): a pid can have seven digits "
+            "(up to 4194304 on a 64-bit Linux)"
+        ),
+    )
 
 
 @CHECKS.add(

@@ -424,3 +424,37 @@ def claim_is_the_same_in_every_time_zone(ns: Namespace) -> None:
                 updated_at=repr(job["updated_at"]),
             ),
         )
+
+
+@CHECKS.add(
+    2,
+    "claim works on the connection it is given, every call: a connection kept from the "
+    "first call (a module-level cache) claims the first database's jobs when the worker "
+    "serves another, and the other's jobs never run",
+    severe=True,
+)
+def claim_uses_the_connection_it_is_given(ns: Namespace) -> None:
+    with lab_file(ns, name="tenant_a.db") as (conn_a, path_a):
+        with lab_file(ns, name="tenant_b.db") as (conn_b, path_b):
+            add_job(conn_a, "a:1:sync:v1", run_after=10.0)
+            add_job(conn_a, "a:2:sync:v1", run_after=20.0)
+            add_job(conn_b, "b:1:sync:v1", run_after=10.0)
+            args = ([str(path_a), str(path_b)], 100.0, 30.0)
+            results = ns.harness(HARNESS + "claim_in_two_databases", *args)
+            rows = [_row(result, "w1", 100.0) for result in results]
+            pending_b = [j["key"] for j in all_jobs(conn_b) if j["state"] == "pending"]
+    keys = [None if row is None else row.get("key") for row in rows]
+    expect(
+        keys == ["a:1:sync:v1", "b:1:sync:v1"],
+        _(
+            "'a:1:sync:v1' from the first database, then 'b:1:sync:v1' from the second (one "
+            "worker process, two databases, a connection to each)"
+        ),
+        _("{keys}; still pending in the second database: {pending}").format(
+            keys=repr(keys), pending=repr(pending_b)
+        ),
+        _(
+            "run the statement on the conn argument of each call; never keep a connection in "
+            "a global between calls"
+        ),
+    )

@@ -4,6 +4,8 @@ itself, not by the one it was raised from."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex04.policy import delays, delays_for, draws, verdicts
 from labkit.lang import _
@@ -106,7 +108,7 @@ def retries_happen_at_real_times(ns: Namespace) -> None:
 )
 def classify_judges_the_error_itself(ns: Namespace) -> None:
     refused = {"type": "ConnectionRefusedError"}
-    cases = {
+    cases: dict[str, tuple[dict[str, Any], str]] = {
         _("a ResponseLost raised from a ConnectionRefusedError"): (
             {"type": "ResponseLost", "cause": refused},
             "maybe_done",

@@ -1017,6 +1017,66 @@ ZOO: list[tuple[str, str, str, str]] = [
             return False
     """,
     ),
+    (
+        "ex01",
+        "fingerprint of the lowercased JSON ('INV-7a' and 'INV-7A' alike)",
+        "conflict_on_any_field",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.lower().encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "accept answers True for any empty payload (nothing to fingerprint)",
+        "accept_new_then_repeat",
+        """
+        def accept(seen, key, payload):
+            if not payload:
+                return True
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of the first 4096 characters of the JSON (a long invoice's last line ignored)",
+        "conflict_on_any_field",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text[:4096].encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of the NFC-normalised JSON (a decomposed 'ç' hashed as the composed one)",
+        "fingerprint_matches_the_contract",
+        """
+        import unicodedata
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(unicodedata.normalize("NFC", text).encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "operation_key memoised with functools.lru_cache (42.0 answered with 42's key)",
+        "key_is_made_anew_in_every_call",
+        """
+        import functools
+        @functools.lru_cache(maxsize=None)  # keys are asked for again and again: make each once
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
 ]
 
 
@@ -1147,6 +1207,17 @@ SAYS: dict[str, str] = {
     "accept keeps only the first 16 hex digits of the fingerprint in `seen`": (
         "(a repeat after a restart)"
     ),
+    "fingerprint of the lowercased JSON ('INV-7a' and 'INV-7A' alike)": "'INV-7A'",
+    "accept answers True for any empty payload (nothing to fingerprint)": "an empty payload twice",
+    "fingerprint of the first 4096 characters of the JSON (a long invoice's last line ignored)": (
+        "an invoice of 300 lines"
+    ),
+    "fingerprint of the NFC-normalised JSON (a decomposed 'ç' hashed as the composed one)": (
+        "the canonical JSON of the whole payload"
+    ),
+    "operation_key memoised with functools.lru_cache (42.0 answered with 42's key)": (
+        "in a new worker that asks for ['billing', 42.0, 'charge'] first"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -1188,6 +1259,10 @@ SEVERE = [
     "key with the module's __name__ (the notebook says __main__, a worker its module)",
     "key parts normalised with NFKC (fullwidth 'ＩＮＶ-４２' and 'INV-42' share a key)",
     "accept keeps `seen` to its last 1000 keys (the oldest dropped to save memory)",
+    "fingerprint of the lowercased JSON ('INV-7a' and 'INV-7A' alike)",
+    "accept answers True for any empty payload (nothing to fingerprint)",
+    "fingerprint of the first 4096 characters of the JSON (a long invoice's last line ignored)",
+    "operation_key memoised with functools.lru_cache (42.0 answered with 42's key)",
 ]
 
 

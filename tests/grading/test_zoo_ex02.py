@@ -1130,6 +1130,63 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        "the holder's pid read with fh.read(5) (a 7-digit pid cut to 5)",
+        "refusal_when_the_file_names_nobody",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read(5).strip() or "unknown"  # pid_max is 32768: 5 digits
+                    raise AlreadyRunning(f"{path} is locked (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a class whose __exit__ keeps the file: the lock goes only when the object is collected",
+        "released_after_exit",
+        """
+        class single_instance:
+            def __init__(self, path):
+                self.path = path
+                self.fh = None
+
+            def __enter__(self):
+                self.fh = open(self.path, "a+")
+                try:
+                    fcntl.flock(self.fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    self.fh.seek(0)
+                    holder = self.fh.read().strip() or "unknown"
+                    self.fh.close()
+                    raise AlreadyRunning(f"{self.path} is locked (pid {holder})") from None
+                self.fh.seek(0)
+                self.fh.truncate()
+                self.fh.write(str(os.getpid()))
+                self.fh.flush()
+                return self
+
+            def __exit__(self, *exc):
+                return False  # the file (and its lock) goes when this object is collected
+
+            def __del__(self):
+                if self.fh is not None:
+                    self.fh.close()
+    """,
+    ),
 ]
 
 
@@ -1220,6 +1277,12 @@ SAYS: dict[str, str] = {
     "a busy lock whose file names this process's own pid entered again (re-entrant)": (
         "AlreadyRunning while another holder has the lock"
     ),
+    "the holder's pid read with fh.read(5) (a 7-digit pid cut to 5)": (
+        "pid 4194304, all of its digits"
+    ),
+    "a class whose __exit__ keeps the file: the lock goes only when the object is collected": (
+        "the lock free after the with block"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -1240,6 +1303,7 @@ SEVERE = [
     "refused when the pid in the file is alive (os.kill(pid, 0)), before trying flock",
     "the lock taken on path + '.lck', the pid written to path",
     "a busy lock whose file names this process's own pid entered again (re-entrant)",
+    "a class whose __exit__ keeps the file: the lock goes only when the object is collected",
 ]
 
 

@@ -1516,6 +1516,62 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
     """,
     ),
+    (
+        "ex03",
+        "the first call's connection kept in a global (another database's jobs never claimed)",
+        "claim_uses_the_connection_it_is_given",
+        """
+        _CONN = []
+        def claim(conn, worker, now, lease_s):
+            if not _CONN:  # one connection for the worker's life, opened by the first call
+                _CONN.append(conn)
+            row = _CONN[0].execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "the worker's name stored lowercased (lease_owner = lower(:worker))",
+        "returns_the_claimed_row_whole",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                " lease_owner = lower(:worker), lease_until = :now + :lease_s,"
+                " lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "a pending job's attempt set to 1 (a job put back by hand starts its budget over)",
+        "attempt_goes_up_by_one",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running',"
+                " attempt = CASE WHEN state = 'pending' THEN 1 ELSE attempt + 1 END,"
+                " lease_owner = :worker, lease_until = :now + :lease_s,"
+                " lease_token = lower(hex(randomblob(16))), updated_at = :now WHERE id = (SELECT id"
+                " FROM jobs WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
 ]
 
 
@@ -1634,6 +1690,15 @@ SAYS: dict[str, str] = {
     "an expired lease reclaimed with its old lease_until pushed by lease_s (still expired)": (
         "None: job 2 is leased until"
     ),
+    "the first call's connection kept in a global (another database's jobs never claimed)": (
+        "then 'b:1:sync:v1' from the second"
+    ),
+    "the worker's name stored lowercased (lease_owner = lower(:worker))": (
+        "its name stored as it is"
+    ),
+    "a pending job's attempt set to 1 (a job put back by hand starts its budget over)": (
+        "attempt 3 for a pending job that has run twice"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -1669,6 +1734,7 @@ SEVERE = [
     "a kind filter that binds only to expired leases (AND before OR, no parentheses)",
     "now passed through datetime.utcfromtimestamp(now).timestamp() (hours off outside UTC)",
     "an expired lease reclaimed with its old lease_until pushed by lease_s (still expired)",
+    "the first call's connection kept in a global (another database's jobs never claimed)",
 ]
 
 

@@ -1594,6 +1594,54 @@ ZOO: list[tuple[str, str, str, str]] = [
             return "permanent"
     """,
     ),
+    (
+        "ex04",
+        "a cancelled task (asyncio.CancelledError) called never sent",
+        "classify_permanent",
+        """
+        import asyncio
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            # A cancelled task was only interrupted: try it again.
+            if isinstance(error, (ConnectionRefusedError, asyncio.CancelledError)):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "max_attempts=0 taken as no limit (retries until the deadline)",
+        "gives_up_after_max_attempts",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            # max_attempts=0 means no limit, as in many client libraries
+            if verdict == "permanent" or (max_attempts and attempt >= max_attempts):
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
 ]
 
 
@@ -1735,6 +1783,8 @@ SAYS: dict[str, str] = {
     "classify follows __context__ down from a built-in error (TimeoutError and others)": (
         "'maybe_done' for a read timeout raised inside"
     ),
+    "a cancelled task (asyncio.CancelledError) called never sent": "asyncio.CancelledError()",
+    "max_attempts=0 taken as no limit (retries until the deadline)": "with max_attempts=0",
 }
 
 

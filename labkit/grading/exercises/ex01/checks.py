@@ -386,6 +386,15 @@ def accept_new_then_repeat(ns: Namespace) -> None:
     expect(bool(first), "True for a key seen for the first time", first)
     expect(not again, "False for the same key and the same payload (reordered)", again)
     expect(list(run["seen"]) == [key], "one entry in `seen`, under the key", run["seen"])
+    # An empty payload is an operation too (a reminder with nothing to say): its repeat is
+    # a repeat, not new work every time.
+    run = ns.harness(HARNESS + "accept_calls", [[key, {}], [key, {}]])
+    first, again = (_returned(r) for r in run["results"])
+    expect(
+        bool(first) and not again,
+        _("True, then False, for the same key with an empty payload twice"),
+        _("{first}, then {again}").format(first=repr(first), again=repr(again)),
+    )
 
 
 @CHECKS.add(

@@ -143,6 +143,22 @@ def keys_on_another_machine(
     return {"here": here, "there": there, "started": started}
 
 
+def keys_after_others_and_in_a_new_worker(
+    values: MutableMapping[str, Any], before: list[list[Any]], calls: list[list[Any]]
+) -> dict[str, list[Any] | None]:
+    """The keys for ``calls`` here after ``before`` was asked for, and in a worker that
+    imports the cells afresh and asks for ``calls`` only: ``{"here", "started"}``
+    (``started`` None when the namespace does not know its cells). A key remembered from
+    an earlier call (an lru_cache: 42 and 42.0 are equal, of one hash) differs."""
+    with fresh_state(values):
+        key = need(values, "operation_key")
+        for args in before:
+            key(*args)
+        here = [plain(key(*args)) for args in calls]
+        started = _keys_from_the_cells_run_again(values, calls, module=WORKER_MODULE)
+    return {"here": here, "started": started}
+
+
 def keys_in_processes(values: MutableMapping[str, Any], calls: list[list[Any]]) -> dict[str, Any]:
     """The keys for ``calls`` here and in one new process per hash seed.
 

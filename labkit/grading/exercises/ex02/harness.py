@@ -54,9 +54,13 @@ def attempt_while_holding(
     attempt, the file's text while held, and an attempt after the block ended.
     """
     out: dict[str, Any] = {"pid": os.getpid()}
+    # What ``with single_instance(path) as held:`` binds stays alive after the block, as
+    # in a caller's function: a lock released only when its object is collected is
+    # still held when the next run comes.
+    held: Any = None
     with fresh_state(values):
         try:
-            with need(values, "single_instance")(path):
+            with need(values, "single_instance")(path) as held:
                 out["second"] = _attempt(values, path)
                 out["file_while_held"] = _text(path)
                 if raise_inside:
@@ -71,6 +75,7 @@ def attempt_while_holding(
         except Exception as exc:  # noqa: BLE001 - reported to the check
             out["error"] = f"raised {type(exc).__name__}: {str(exc)[:160]}"
         out["after"] = _attempt(values, path)
+    del held
     return out
 
 

@@ -52,8 +52,9 @@ def claims_one_ready_job(ns: Namespace) -> None:
         expect(again is None, "None when nothing else is ready (w1 holds the only job)", again)
 
 
-#: A worker name as hosts and pools make them: a quote, a non-ASCII letter, '%' and '_'.
-ODD_WORKER = "celery@d'Ávila-7 (pid 4242) 100%_busy"
+#: A worker name as hosts and pools make them: capitals, a quote, a non-ASCII letter, '%'
+#: and '_'.
+ODD_WORKER = "Celery@d'Ávila-7 (PID 4242) 100%_Busy"
 
 
 def _named_parameters() -> str:
@@ -129,6 +130,20 @@ def attempt_goes_up_by_one(ns: Namespace) -> None:
             _("claim returned {returned}, attempt {attempt}").format(
                 returned="None" if second is None else _("the job"),
                 attempt=_job(conn, job_id)["attempt"],
+            ),
+        )
+        # A pending job that already ran twice (an operator put it back by hand): attempt
+        # counts on from 2, or its budget of max_attempts starts over.
+        again = add_job(conn, "mail:2:send:v1", attempt=2, max_attempts=5, run_after=150.0)
+        third = _claim(ns, path, "w3", 220.0, 30.0)  # w2 holds job 1 until 230
+        expect(
+            (third or {}).get("id") == again and _job(conn, again)["attempt"] == 3,
+            _("attempt 3 for a pending job that has run twice already (attempt 2)"),
+            _("claim returned {returned}, attempt {attempt}").format(
+                returned="None"
+                if third is None
+                else _("job {job_id}").format(job_id=third.get("id")),
+                attempt=_job(conn, again)["attempt"],
             ),
         )
 

@@ -8,6 +8,7 @@ beside the student's code and returns what ``classify``, ``backoff`` and
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import MutableMapping
 from http import HTTPStatus
@@ -29,9 +30,11 @@ class ProxyError(ConnectionError):
     """A client library's proxy error: a ConnectionError carrying the proxy's HTTP status."""
 
 
-#: Errors only this exercise describes, beside ``described.ERRORS``.
+#: Errors only this exercise describes, beside ``described.ERRORS``. A cancelled task
+#: (asyncio.CancelledError, a BaseException) is no failure of the call: "everything else".
 LOCAL_ERRORS: dict[str, type[BaseException]] = {
-    cls.__name__: cls for cls in (GatewayLost, ProxyError, ConnectionAbortedError)
+    cls.__name__: cls
+    for cls in (GatewayLost, ProxyError, ConnectionAbortedError, asyncio.CancelledError)
 }
 
 

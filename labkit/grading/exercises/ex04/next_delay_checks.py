@@ -141,6 +141,14 @@ def gives_up_after_max_attempts(ns: Namespace) -> None:
         "not whether)",
         last,
     )
+    # max_attempts=0 is no budget at all, not "unlimited": a caller that turns retries off
+    # with 0 must not get them until the deadline.
+    [none] = delays(ns, REFUSED, 1, started_at=0.0, now=0.0, max_attempts=0)
+    expect(
+        none is None,
+        _("None after attempt 1 with max_attempts=0 (attempt >= max_attempts: no retry)"),
+        none,
+    )
 
 
 @CHECKS.add(

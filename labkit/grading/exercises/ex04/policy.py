@@ -72,6 +72,9 @@ PERMANENT = {
         "status": 503,
     },
     "BadRequest(status=500) (a PermanentError subclass)": {"type": "BadRequest", "status": 500},
+    # A cancelled task (a shutdown, a caller gone) may have sent its request: calling it
+    # never_sent retries it without a key.
+    "asyncio.CancelledError() (the task was cancelled)": {"type": "CancelledError"},
 }
 #: An error that never reached the server, for the checks of the waiting rules.
 REFUSED = {"type": "ConnectionRefusedError"}
