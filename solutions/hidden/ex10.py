@@ -1,12 +1,14 @@
 """Hidden checks for exercise 10: the retry after a crash (at the 202, and as the job is
-stored), keys per caller and exactly as sent (quotes and all), requests sent together,
-requests without a key, the job a worker runs, what every 202 says, the status among
-thousands of jobs, no payload, 401 (before the job is read)."""
+stored; across a midnight), keys per caller (not per token) and exactly as sent (quotes
+and all), the request stored whole, requests sent together, requests without a key, the
+job a worker runs, what every 202 says, the status among thousands of jobs, no payload,
+401 (before the job is read)."""
 
 from __future__ import annotations
 
 import random
 import string
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from typing import Any
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex10.checks import crash_at_202, crash_while_posting
 from labkit.grading.exercises.ex10.served import (
+    ALICE,
     BOB,
     EAST_OF_UTC,
     TIMEOUT,
@@ -27,6 +30,7 @@ from labkit.grading.exercises.ex10.served import (
     retried_id,
     scratch,
     served,
+    texts_in,
 )
 from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.lang import _
@@ -36,6 +40,8 @@ CHECKS = Checks("ex10", hidden=True)
 FAR_WEST, FAR_EAST = "<-12>12", "<+14>-14"
 #: A job due later than this after it was made is as good as lost to its caller.
 DAY_S = 86_400
+#: The token alice gets when alice-token expires: another token, the same caller.
+ALICE_RENEWED = "alice-renewed-token"
 
 
 @CHECKS.add(
@@ -47,15 +53,18 @@ DAY_S = 86_400
 )
 def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
     body = {"month": "2026-09"}
+    midnight = (int(time.time()) // DAY_S + 1) * DAY_S
     with scratch(ns) as folder:
         db = folder / "jobs.db"
         # The crashed server and its replacement in time zones 26 hours apart: whenever
         # the check runs, their local dates differ, as they do for a retry sent just after
-        # midnight. A job key holding the date is another key after the restart.
-        with served(ns, db, crash_at_202=True, tz=FAR_WEST) as doomed:
+        # midnight. A job key holding the date is another key after the restart. Their
+        # clocks, too, read a minute before the next UTC midnight and just after it: a key
+        # holding the UTC day, hour or minute (time.time() // 86400) changes as well.
+        with served(ns, db, crash_at_202=True, tz=FAR_WEST, clock_at=midnight - 60) as doomed:
             crash_at_202(ns, doomed, body, "crash-2")
         left = [j["id"] for j in jobs_for(db, "alice", body)]
-        with served(ns, db, tz=FAR_EAST) as app:
+        with served(ns, db, tz=FAR_EAST, clock_at=midnight + 5) as app:
             again = retried_id(app.post(body, key="crash-2"), _("the client's retry"))
         now = [j["id"] for j in jobs_for(db, "alice", body)]
         expect(
@@ -132,6 +141,93 @@ def keys_are_scoped_to_the_caller(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
+    "a retry sent with a renewed token (the same caller, a new token) gets the same job, "
+    "and no bearer token is stored in the job database",
+    timeout=TIMEOUT,
+    severe=True,
+)
+def a_renewed_token_is_the_same_caller(ns: Namespace) -> None:
+    body = {"month": "2027-06"}
+    with scratch(ns) as folder:
+        db = folder / "jobs.db"
+        with served(ns, db, renewed_tokens={ALICE_RENEWED: "alice"}) as app:
+            first = accepted_id(app.post(body, key="renewed-1"), _("alice's request"))
+            reply = app.post(body, ALICE_RENEWED, key="renewed-1")
+            # An app with a table of tokens of its own does not know the renewed one:
+            # nothing to judge then but what it stored.
+            if reply.status_code not in (401, 403):
+                again = retried_id(reply, _("alice's retry with her renewed token"))
+                stored = [j["id"] for j in jobs_for(db, "alice", body)]
+                expect(
+                    again == first and stored == [first],
+                    _(
+                        "alice's retry with the same key, sent with her renewed token, to get "
+                        "job {job_id} again, and one job in the database"
+                    ).format(job_id=first),
+                    _("retry got {job_id}, jobs now {job_ids}").format(
+                        job_id=again, job_ids=stored
+                    ),
+                    _(
+                        "scope the key to the owner caller_of(authorization) names, not to the "
+                        "token: a token expires and its holder gets a new one, and is the "
+                        "same caller"
+                    ),
+                )
+        leaked = sorted(
+            {table for table, text in texts_in(db) if ALICE in text or ALICE_RENEWED in text}
+        )
+        expect(
+            not leaked,
+            _("no bearer token in the job database"),
+            _("alice's token stored in the table(s) {tables}").format(tables=leaked),
+            _(
+                "build the key from the owner caller_of(authorization) returns, never from "
+                "the Authorization header: whoever reads the jobs table could call as alice"
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "the request is stored whole: a list of hundreds of items and a long text, nothing "
+    "cut, reordered or retyped",
+    timeout=TIMEOUT,
+    severe=True,
+)
+def the_request_is_stored_whole(ns: Namespace) -> None:
+    rng = random.Random(f"ex10 whole {scene_seeds()[-1]}")
+    words = ["relatório", "março", "filial", "São Paulo", "crédito", "débito", "saldo"]
+    body: dict[str, Any] = {
+        "month": "2027-07",
+        "accounts": [f"acct-{rng.randrange(10**6):06d}" for _ in range(300)],
+        "note": " ".join(rng.choice(words) for _ in range(150)),
+        "filters": {"region": "Nordeste", "min_total": 1500.5, "limit": 300},
+    }
+    with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
+        job_id = accepted_id(app.post(body, key="whole-1"), _("a long report request"))
+        rows = [j["payload"] for j in jobs_in(folder / "jobs.db") if j["id"] == job_id]
+    stored = rows[0].get("request") if rows and isinstance(rows[0], dict) else None
+    if isinstance(stored, dict):
+        differ = sorted(k for k in set(body) | set(stored) if stored.get(k) != body.get(k))
+    else:
+        differ = [] if stored == body else ["request"]
+    expect(
+        not differ,
+        _(
+            "job {job_id} to hold the request as it was sent: {count} accounts and a note "
+            "of {length} characters"
+        ).format(job_id=job_id, count=len(body["accounts"]), length=len(body["note"])),
+        _("these fields stored otherwise: {fields}").format(fields=differ),
+        _(
+            "store the body as it came: store.enqueue('report', {'owner': owner, "
+            "'request': body}, ...); a field cut short or a list trimmed runs another "
+            "report than the one asked for"
+        ),
+    )
+
+
+@CHECKS.add(
+    1,
     "the job's owner is the caller named by the token, whatever the body says: a body "
     "field 'owner' is only data",
     timeout=TIMEOUT,
@@ -176,7 +272,7 @@ def status_hides_the_payload(ns: Namespace) -> None:
         with served(ns, db) as app:
             job_id = add_job(db, "alice", {"note": "private-marker-5521"}, "check:hide")
             reply = app.status(job_id)
-            expect(reply.status_code == 200, "200 for the owner", reply.status_code)
+            expect(200 <= reply.status_code < 300, "200 for the owner", reply.status_code)
             expect(
                 "private-marker-5521" not in reply.text,
                 "no payload in the status",
@@ -333,17 +429,19 @@ def _cut(key: str) -> str:
     return key if len(key) <= 24 else f"{key[:12]}...{key[-8:]} ({len(key)} chars)"
 
 
-def _one_job_per_key(app: App, keys: list[str], body: dict[str, str]) -> dict[str, int]:
+def _one_job_per_key(
+    app: App, keys: list[str], body: dict[str, str], longest: int = 255
+) -> dict[str, int]:
     """Each key posted twice with ``body``: its job id, or a failure naming merged keys.
 
     A key with a non-ASCII letter (HTTP meant header values to be ASCII) or longer than
-    255 characters (Stripe's limit) may be refused outright with 400 or 422; it is left
-    out then. Any other key must be accepted.
+    ``longest`` characters (255: Stripe's limit) may be refused outright with 400 or 422;
+    it is left out then. Any other key must be accepted.
     """
     first: dict[str, int] = {}
     for key in keys:
         reply = app.post(body, key=key)
-        if (not key.isascii() or len(key) > 255) and reply.status_code in (400, 422):
+        if (not key.isascii() or len(key) > longest) and reply.status_code in (400, 422):
             continue
         first[key] = accepted_id(reply, _("the request with key {key}").format(key=_cut(key)))
     again = {
@@ -373,8 +471,8 @@ def _one_job_per_key(app: App, keys: list[str], body: dict[str, str]) -> dict[st
 @CHECKS.add(
     1,
     "keys are compared exactly as sent: keys that differ only in case, in punctuation, in "
-    "a non-ASCII letter or in their last character after hundreds are different requests "
-    "(or, over 255 characters or not ASCII, refused with a clear 400)",
+    "a non-ASCII letter or in their last character after dozens or hundreds are different "
+    "requests (or, over 64 characters or not ASCII, refused with a clear 400)",
     timeout=TIMEOUT,
     severe=True,
 )
@@ -382,22 +480,28 @@ def keys_are_compared_exactly(ns: Namespace) -> None:
     rng = random.Random(f"ex10 keys {scene_seeds()[-1]}")
     stem = "".join(rng.choices(string.ascii_lowercase + string.digits, k=292))
     keys = ["Order-77", "order-77", "order.77", "order77", "plan-ç", "plan-"]
-    # 200 characters, which every app must take, and 300, which it may refuse (over 255).
+    # 60 characters, which every app must take, then 200 and 300. A long key refused with
+    # a clear 400 loses and duplicates nothing: odd_keys_are_data holds an app to taking
+    # 200 characters, this check only to never merging two keys.
+    keys += [f"batch-{stem[:52]}-a", f"batch-{stem[:52]}-b"]
     keys += [f"batch-{stem[:192]}-a", f"batch-{stem[:192]}-b", f"batch-{stem}-a", f"batch-{stem}-b"]
     with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
-        ids = _one_job_per_key(app, keys, {"month": "2027-01"})
+        ids = _one_job_per_key(app, keys, {"month": "2027-01"}, longest=64)
         stored = jobs_for(folder / "jobs.db", "alice", {"month": "2027-01"})
         expect(len(stored) == len(ids), "one job per key in the database", len(stored))
 
 
 @CHECKS.add(
     1,
-    "keys holding quotes, SQL, % or _ are data: each gets a job of its own, and its retry "
-    "the same job (a key with a non-ASCII letter: that, or a clear 400)",
+    "keys holding quotes, SQL, % or _, or 200 characters long, are data: each gets a job "
+    "of its own, and its retry the same job (a key with a non-ASCII letter: that, or a "
+    "clear 400)",
     timeout=TIMEOUT,
 )
 def odd_keys_are_data(ns: Namespace) -> None:
     keys = ["o'brien-7", 'say "hi"', "x'); DROP TABLE jobs; --", "50%_off", "clé-1"]
+    # Long, but under Stripe's 255: a client's key of 200 characters must be taken.
+    keys += ["odd-" + "x" * 196]
     with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
         ids = _one_job_per_key(app, keys, {"month": "2027-02"})
         theirs = accepted_id(app.post({"month": "2027-02"}, BOB, key=keys[2]), _("bob's request"))
@@ -433,6 +537,7 @@ def every_202_says_where_and_when_to_poll(ns: Namespace) -> None:
                     "answer a retry as the first request: 202 with its job_id, Location and "
                     "Retry-After (the caller keeps polling), not 200"
                 ),
+                statuses=(202,),
             )
             location, wait = reply.headers.get("Location"), reply.headers.get("Retry-After", "")
             polled = app.status(location) if location else None
@@ -456,7 +561,7 @@ def every_202_says_where_and_when_to_poll(ns: Namespace) -> None:
     # (datetime.now().replace(tzinfo=timezone.utc)) lands hours late instead.
     with scratch(ns) as folder, served(ns, folder / "jobs.db", tz=EAST_OF_UTC) as app:
         reply = app.post(body, key="poll-2")
-        accepted_id(reply, _("the first request"))
+        accepted_id(reply, _("the first request"), statuses=(202,))
         _due_by_the_poll(folder / "jobs.db", reply, "UTC+3")
 
 

@@ -545,6 +545,170 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         '        {"job_id": job.id},',
         '        {"job_id": str(job.id)},',
     ),
+    (
+        # A proxy or client library sends a new X-Request-Id with every attempt: each
+        # retry is another key, and another job.
+        "the request's X-Request-Id appended to the Idempotency-Key",
+        "same_key_same_job",
+        STATUS_OK,
+        "    idempotency_key: Annotated[str | None, Header()] = None,\n) -> JSONResponse:\n",
+        "    idempotency_key: Annotated[str | None, Header()] = None,\n"
+        "    x_request_id: Annotated[str | None, Header()] = None,\n"
+        ") -> JSONResponse:\n"
+        '    idempotency_key = idempotency_key and f"{idempotency_key}:{x_request_id}"\n',
+    ),
+    (
+        # The bearer token at rest in the jobs table, and a renewed token another key.
+        "the key scoped to the Authorization header instead of the owner",
+        "a_renewed_token_is_the_same_caller",
+        "same_key_same_job",
+        'f"report:{owner}:{idempotency_key}"',
+        'f"report:{authorization}:{idempotency_key}"',
+    ),
+    (
+        # No token at rest, but alice's retry with her renewed token is a second job.
+        "the key scoped to a sha256 of the Authorization header",
+        "a_renewed_token_is_the_same_caller",
+        "same_key_same_job",
+        'f"report:{owner}:{idempotency_key}"',
+        "f\"report:{__import__('hashlib').sha256(authorization.encode()).hexdigest()}:"
+        '{idempotency_key}"',
+    ),
+    (
+        # Its own table of tokens knows no renewed token: what is stored still judges it.
+        "a table of tokens of its own, and the key scoped to the token",
+        "a_renewed_token_is_the_same_caller",
+        "same_key_same_job",
+        '    owner = caller_of(authorization)\n    # Scoped to the caller: bob\'s "k1" is not '
+        'alice\'s "k1".\n' + KEY_LINE,
+        "    owner = caller_of(authorization, {'alice-token': 'alice', 'bob-token': 'bob'})\n"
+        + KEY_LINE.replace("{owner}", "{authorization}"),
+    ),
+    (
+        # Local time without its offset: on a server at UTC-3 the poll comes 3 hours early.
+        "next_attempt_at rewritten in the server's local time, without an offset",
+        "status_shows_the_job_to_its_owner",
+        ACCEPT_OK,
+        "    return JSONResponse(status_view(job))",
+        "    from datetime import datetime\n\n"
+        "    view = status_view(job)\n"
+        "    if view['next_attempt_at'] is not None:\n"
+        "        view['next_attempt_at'] = datetime.fromtimestamp(job.run_after).isoformat()\n"
+        "    return JSONResponse(view)",
+    ),
+    (
+        # Keys "valid for a day": a retry sent just after UTC midnight makes a second job.
+        "the UTC day number, time.time() // 86400, in the job key",
+        "retry_after_the_crash_gets_the_same_job",
+        "same_key_same_job",
+        'f"report:{owner}:{idempotency_key}"',
+        "f\"report:{owner}:{int(__import__('time').time() // 86400)}:{idempotency_key}\"",
+    ),
+    (
+        "the UTC date, datetime.now(timezone.utc).date(), in the job key",
+        "retry_after_the_crash_gets_the_same_job",
+        "same_key_same_job",
+        KEY_LINE,
+        "    from datetime import datetime, timezone\n\n"
+        + KEY_LINE.replace("{owner}:", "{owner}:{datetime.now(timezone.utc).date()}:"),
+    ),
+    (
+        # Hour buckets: a retry sent across the hour makes a second job.
+        "the hour, time.time() // 3600, in the job key",
+        "retry_after_the_crash_gets_the_same_job",
+        "same_key_same_job",
+        'f"report:{owner}:{idempotency_key}"',
+        "f\"report:{owner}:{int(__import__('time').time() // 3600)}:{idempotency_key}\"",
+    ),
+    (
+        # A clear 400 for a long key loses nothing (the severe key check takes it), but
+        # a client's 200-character key is within Stripe's 255.
+        "Idempotency-Keys over 128 characters refused with 400",
+        "odd_keys_are_data",
+        "keys_are_compared_exactly",
+        KEY_LINE,
+        KEY_LINE + "    if idempotency_key is not None and len(idempotency_key) > 128:\n"
+        "        return JSONResponse({'detail': 'Idempotency-Key over 128 characters'}, "
+        "status_code=400)\n",
+    ),
+    (
+        # A contract detail, not a lost job: the severe checks of keys and crashes take a
+        # 201 with the job, as they take a retry's 200.
+        "201 Created instead of 202 Accepted",
+        ACCEPT_OK,
+        "same_key_same_job",
+        "        status_code=202,\n        headers={",
+        "        status_code=201,\n        headers={",
+    ),
+    (
+        # The crash point fires on any success to a POST: a 200 does not hide a job
+        # written after the answer.
+        "200 first, the job written in a background task after the answer",
+        "job_is_committed_before_the_202",
+        STATUS_OK,
+        """    try:
+        job, _created = store.enqueue("report", {"owner": owner, "request": body}, key=key)
+    except IdempotencyConflict:""",
+        """    from starlette.background import BackgroundTask
+
+    next_id = 1 + len(store.jobs())
+    later = BackgroundTask(store.enqueue, "report", {"owner": owner, "request": body}, key=key)
+    return JSONResponse({"job_id": next_id}, status_code=200, background=later,
+                        headers={"Location": f"/reports/{next_id}", "Retry-After": "2"})
+    try:
+        job, _created = store.enqueue("report", {"owner": owner, "request": body}, key=key)
+    except IdempotencyConflict:""",
+    ),
+    (
+        # Microsoft's pattern answers a poll 202 while the job runs; this contract says 200.
+        # Nothing leaks: the severe owner check, which judges bob's answer, passes.
+        "the status answered 202 while the job waits",
+        "status_shows_the_job_to_its_owner",
+        "other_owner_gets_404",
+        "    return JSONResponse(status_view(job))",
+        "    view = status_view(job)\n"
+        "    waiting = view['state'] in ('pending', 'running', 'retry_wait')\n"
+        "    return JSONResponse(view, status_code=202 if waiting else 200)",
+    ),
+    (
+        # The owner polls a job that ended dead and is told it does not exist.
+        "the status answers 404 for a dead or cancelled job",
+        "status_shows_the_job_to_its_owner",
+        ACCEPT_OK,
+        "    return JSONResponse(status_view(job))",
+        "    if str(job.state) in ('dead', 'cancelled'):\n"
+        "        return JSONResponse({'detail': 'no such job'}, status_code=404)\n"
+        "    return JSONResponse(status_view(job))",
+    ),
+    (
+        # "Guard the database": a long note is cut, and the report runs on another request.
+        "the request's texts cut to 255 characters",
+        "the_request_is_stored_whole",
+        "same_key_same_job",
+        ENQUEUE,
+        "        body = {k: v[:255] if isinstance(v, str) else v for k, v in body.items()}\n"
+        + ENQUEUE,
+    ),
+    (
+        "the request's lists cut to 100 items",
+        "the_request_is_stored_whole",
+        "same_key_same_job",
+        ENQUEUE,
+        "        body = {k: v[:100] if isinstance(v, list) else v for k, v in body.items()}\n"
+        + ENQUEUE,
+    ),
+    (
+        # The no-token check judges it; the renewed-token check takes any refusal of a
+        # token the app does not know, 401 or 403.
+        "a token of its own allow-list refused with 403, not 401",
+        "no_token_is_401",
+        "a_renewed_token_is_the_same_caller",
+        "    owner = caller_of(authorization)\n    # Scoped",
+        "    from fastapi import HTTPException\n\n"
+        "    if authorization not in ('Bearer alice-token', 'Bearer bob-token'):\n"
+        "        raise HTTPException(403, 'forbidden')\n"
+        "    owner = caller_of(authorization)\n    # Scoped",
+    ),
 ]
 
 

@@ -6,14 +6,22 @@ solution regions, so the stub has it too). It adds these to the app:
 - a handler that turns the stub's ``NotImplementedError("Exercise 10")`` into a ``501``
   whose body says so, so the checks report "not started" instead of a failure;
 - the test point ``EX10_CRASH_AT_202=1``: the process SIGKILLs itself the moment the
-  app starts a ``202`` answer, before any byte of it is sent. Background tasks run only
-  after the answer is sent, so a job enqueued there does not exist at this point: the
-  check reads the database after the kill to see whether the job was durable first.
+  app starts a ``202`` answer (or any success answer to a POST), before any byte of it
+  is sent. Background tasks run only after the answer is sent, so a job enqueued there
+  does not exist at this point: the check reads the database after the kill to see
+  whether the job was durable first.
   The line ``FAULT fired kill at 202`` goes to stderr first, as proof.
 - the test point ``EX10_CRASH_AFTER_ENQUEUE=1``: the process SIGKILLs itself as the first
   ``store.enqueue`` that created a job returns, before the handler does anything else
   (``FAULT fired kill after enqueue``): whatever the app records after the job (a side
   table of keys) is missing then, as it is after a crash there.
+- ``EX10_RENEWED_TOKENS=<token>=<owner>,...``: more bearer tokens ``caller_of`` knows, as
+  a caller gets a new token when the old one expires: the same owner, another token.
+- ``EX10_CLOCK_SHIFT_S=<seconds>``: every wall clock of the process reads that much later
+  (``time.time``, ``datetime``'s ``now``, ``utcnow`` and ``today``, ``date.today``, also as
+  names the app imported before calling ``install``), as on a server whose clock is
+  then: a check can put a crash just before midnight and the restart just after. The
+  monotonic clocks are left alone.
 - ``EX10_SLOW_ENQUEUE=<seconds>``: every ``store.enqueue`` waits that long before it
   writes, so requests sent together are all inside their handlers at once, whatever a
   handler reads before it enqueues.
@@ -36,6 +44,8 @@ from labkit.grading.stub import is_stub
 CRASH_ENV = "EX10_CRASH_AT_202"
 CRASH_AFTER_ENQUEUE_ENV = "EX10_CRASH_AFTER_ENQUEUE"
 SLOW_ENQUEUE_ENV = "EX10_SLOW_ENQUEUE"
+RENEWED_TOKENS_ENV = "EX10_RENEWED_TOKENS"
+CLOCK_SHIFT_ENV = "EX10_CLOCK_SHIFT_S"
 NOT_STARTED_STATUS = 501
 
 
@@ -51,10 +61,68 @@ def install(app: FastAPI) -> FastAPI:
     app.add_exception_handler(NotImplementedError, not_started)
     if os.environ.get(CRASH_ENV) == "1":
         app.add_middleware(_CrashAt202)
+    shift_s = float(os.environ.get(CLOCK_SHIFT_ENV) or 0)
+    if shift_s:
+        # The app's module, half run: the names it bound before this call.
+        _shift_clock(shift_s, sys._getframe(1).f_globals)
+    renewed = os.environ.get(RENEWED_TOKENS_ENV)
+    if renewed:
+        _add_tokens(renewed)
     slow_s = float(os.environ.get(SLOW_ENQUEUE_ENV) or 0)
     if slow_s > 0 or os.environ.get(CRASH_AFTER_ENQUEUE_ENV) == "1":
         _watch_enqueue(slow_s, os.environ.get(CRASH_AFTER_ENQUEUE_ENV) == "1")
     return app
+
+
+def _shift_clock(shift_s: float, names: dict[str, Any]) -> None:
+    """Make the process's wall clocks read ``shift_s`` seconds later, in the ``time`` and
+    ``datetime`` modules and among ``names`` (the app's globals)."""
+    import datetime as dt
+
+    real_time = time.time
+
+    def shifted_time() -> float:
+        return real_time() + shift_s
+
+    class ShiftedDateTime(dt.datetime):
+        @classmethod
+        def now(cls, tz: dt.tzinfo | None = None) -> Any:
+            return cls.fromtimestamp(shifted_time(), tz)
+
+        @classmethod
+        def utcnow(cls) -> Any:
+            return cls.fromtimestamp(shifted_time(), dt.UTC).replace(tzinfo=None)
+
+        @classmethod
+        def today(cls) -> Any:
+            return cls.fromtimestamp(shifted_time())
+
+    class ShiftedDate(dt.date):
+        @classmethod
+        def today(cls) -> Any:
+            return cls.fromtimestamp(shifted_time())
+
+    swaps: dict[int, Any] = {
+        id(real_time): shifted_time,
+        id(dt.datetime): ShiftedDateTime,
+        id(dt.date): ShiftedDate,
+    }
+    time.time = shifted_time
+    dt.datetime, dt.date = ShiftedDateTime, ShiftedDate  # type: ignore[misc]
+    for name, value in list(names.items()):
+        if id(value) in swaps:
+            names[name] = swaps[id(value)]
+
+
+def _add_tokens(spec: str) -> None:
+    """Teach ``caller_of`` (its default table, the lab's tokens) the ``token=owner`` pairs
+    of ``spec``, comma-separated."""
+    from labkit.integrations.http.refusals import LAB_TOKENS
+
+    tokens: dict[str, str] = LAB_TOKENS  # type: ignore[assignment]  # a dict underneath
+    for pair in spec.split(","):
+        token, _, owner = pair.partition("=")
+        tokens[token] = owner
 
 
 def _watch_enqueue(slow_s: float, crash: bool) -> None:
@@ -80,14 +148,20 @@ def _watch_enqueue(slow_s: float, crash: bool) -> None:
 
 
 class _CrashAt202:
-    """ASGI middleware: SIGKILL this process when a 202 answer starts."""
+    """ASGI middleware: SIGKILL this process when a success answer to a POST starts."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         async def watch(message: Any) -> None:
-            if message.get("type") == "http.response.start" and message.get("status") == 202:
+            # Any success to a POST, not only the contract's 202: a job answered 200 or 201
+            # must be as durable as one answered 202.
+            if (
+                message.get("type") == "http.response.start"
+                and scope.get("method") == "POST"
+                and 200 <= message.get("status", 0) < 300
+            ):
                 sys.stderr.write("FAULT fired kill at 202\n")
                 sys.stderr.flush()
                 os.kill(os.getpid(), signal.SIGKILL)

@@ -10,6 +10,7 @@ own process: the verdict comes from there, not from what the app answered.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -30,9 +31,11 @@ import httpx
 from labkit.grading.checks import CheckFailed, Namespace, expect
 from labkit.grading.course import ROOT
 from labkit.grading.exercises.ex10.harness import (
+    CLOCK_SHIFT_ENV,
     CRASH_AFTER_ENQUEUE_ENV,
     CRASH_ENV,
     NOT_STARTED_STATUS,
+    RENEWED_TOKENS_ENV,
     SLOW_ENQUEUE_ENV,
 )
 from labkit.grading.exercises.killsweep import hash_salt
@@ -74,6 +77,11 @@ WEST_OF_UTC = "<-03>3"
 #: three hours in the future.
 EAST_OF_UTC = "<+03>-3"
 
+#: Numbers the POSTs of this process: each carries an X-Request-Id of its own, as a proxy
+#: or a client library sends one per attempt, so a retry is the same request with a new
+#: id (a job key that holds the request id makes a second job).
+_POSTS = itertools.count(1)
+
 
 @dataclass
 class App:
@@ -85,6 +93,7 @@ class App:
 
     def post(self, body: Any, token: str | None = ALICE, key: str | None = None) -> httpx.Response:
         headers = _headers(token, key)
+        headers.append((b"X-Request-Id", f"check-{next(_POSTS)}".encode()))
         return _answer(self, self.client.post("/reports", json=body, headers=headers))
 
     def status(self, job_id: int | str, token: str | None = ALICE) -> httpx.Response:
@@ -154,6 +163,8 @@ def served(
     crash_after_enqueue: bool = False,
     slow_enqueue_s: float = 0.0,
     tz: str | None = None,
+    renewed_tokens: dict[str, str] | None = None,
+    clock_at: float | None = None,
 ) -> Iterator[App]:
     """Serve the student's ``ex10_app:app`` on ``db``; killed with its tree on the way out.
 
@@ -161,6 +172,8 @@ def served(
     the server as a 202 starts, ``crash_after_enqueue`` as the job's ``enqueue`` returns,
     and ``slow_enqueue_s`` makes every ``enqueue`` wait that long first. ``tz``: the
     server's time zone (``TZ``), for a server that does not run on UTC.
+    ``renewed_tokens``: more ``{token: owner}`` pairs ``caller_of`` accepts there.
+    ``clock_at``: the epoch time the server's wall clocks read as it starts.
     """
     if not (Path(ns.workdir) / APP_FILE).exists():
         raise CheckFailed(
@@ -175,8 +188,18 @@ def served(
     # Each server its own str hash salt, as two deployments of one app have: a job key
     # built from hash() does not survive the restart after a crash.
     env["PYTHONHASHSEED"] = str(hash_salt(nth))
-    for name in (CRASH_ENV, CRASH_AFTER_ENQUEUE_ENV, SLOW_ENQUEUE_ENV):
+    for name in (
+        CRASH_ENV,
+        CRASH_AFTER_ENQUEUE_ENV,
+        SLOW_ENQUEUE_ENV,
+        RENEWED_TOKENS_ENV,
+        CLOCK_SHIFT_ENV,
+    ):
         env.pop(name, None)
+    if clock_at is not None:
+        env[CLOCK_SHIFT_ENV] = repr(clock_at - time.time())
+    if renewed_tokens:
+        env[RENEWED_TOKENS_ENV] = ",".join(f"{t}={o}" for t, o in renewed_tokens.items())
     if tz is not None:
         env["TZ"] = tz
     if crash_at_202:
@@ -237,6 +260,19 @@ def jobs_in(db: Path) -> list[dict[str, Any]]:
     return [{**dict(r), "payload": json.loads(r["payload"])} for r in rows]
 
 
+def texts_in(db: Path) -> list[tuple[str, str]]:
+    """Every row of every table of the database, as ``(table, the row's text)``."""
+    if not db.exists():
+        return []
+    with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return [
+            (table, " ".join(str(v) for v in row))
+            for table in tables
+            for row in conn.execute('SELECT * FROM "{}"'.format(table.replace('"', '""')))
+        ]
+
+
 def jobs_for(db: Path, owner: str, body: Any) -> list[dict[str, Any]]:
     """The jobs holding exactly this owner's request."""
     wanted = {"owner": owner, "request": body}
@@ -247,17 +283,21 @@ def accepted_id(
     reply: httpx.Response,
     what: str,
     hint: str | None = None,
-    statuses: tuple[int, ...] = (202,),
+    statuses: tuple[int, ...] | None = None,
     strict: bool = False,
 ) -> int:
     """The job id of a 202, or a failure saying what came back instead.
 
     ``hint`` replaces the default one (answer 202) where another status means another
     mistake: a 409 for a second caller's key is a key not scoped to its caller.
-    ``statuses``: the answers taken besides (``retried_id``). ``strict``: the id must be a
-    JSON integer; otherwise a string of digits ("7") is read as the id too, since an id
-    sent as text loses and duplicates nothing: only the contract's check judges its type.
+    ``statuses``: the answers taken. ``strict``: only a 202, and the id a JSON integer.
+    Otherwise a 200 or 201 with the job is taken as well, and a string of digits ("7") is
+    read as the id: a wrong success code or an id sent as text loses and duplicates
+    nothing, so only the contract's checks judge them (``accept_answers_202_with_location``
+    and ``every_202_says_where_and_when_to_poll``), not the checks of keys and crashes.
     """
+    if statuses is None:
+        statuses = (202,) if strict else (200, 201, 202)
     expect(
         reply.status_code in statuses,
         _("202 Accepted for {what}").format(what=what),
@@ -279,9 +319,9 @@ def retried_id(reply: httpx.Response, what: str, hint: str | None = None) -> int
 
     The contract says 202, and ``every_202_says_where_and_when_to_poll`` holds a retry to
     it; a retry answered 200 with its job loses and duplicates nothing, so the checks of
-    keys and crashes take it.
+    keys and crashes take it (as ``accepted_id`` does without ``strict``).
     """
-    return accepted_id(reply, what, hint, statuses=(200, 202))
+    return accepted_id(reply, what, hint)
 
 
 def add_job(db: Path, owner: str, body: Any, key: str) -> int:
