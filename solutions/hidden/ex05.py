@@ -43,12 +43,10 @@ def two_invoices_two_charges(ns: Namespace) -> None:
     )
 
 
-#: Customers whose names, and so the jobs' keys, differ only in punctuation or in one
-#: accented letter.
 #: Names that differ only in a '_' or '-', a quote, an accent, a space or a ligature
 #: (NFKC folds "ﬁ" into "fi"); the last pair's keys differ only in a trailing space.
-LOOKALIKES = ("cus_7", "cus-7", "o'neil", "oneil", "josé", "josè", "ana maria", "ana_maria")
-LOOKALIKES += ("\ufb01ona", "fiona")
+LOOKALIKES: tuple[str, ...] = ("cus_7", "cus-7", "o'neil", "oneil", "josé", "josè")
+LOOKALIKES += ("ana maria", "ana_maria", "\ufb01ona", "fiona")
 
 
 def lookalike_jobs(kind: str) -> tuple[tuple[str, dict[str, Any], str], ...]:
@@ -334,3 +332,33 @@ def two_stores_two_keys(ns: Namespace) -> None:
             "use job.key (a key unique across every store) as the Idempotency-Key and the "
             "ledger mark, not job.id",
         )
+
+
+@CHECKS.add(
+    1,
+    "a 400 from the payment API (a PermanentError: the card declined, the amount refused) "
+    "must come out of the handler too: the worker buries the job as dead, for a person to "
+    "read and redrive once the cause is fixed; returned as a reply, the unpaid invoice is "
+    "marked succeeded and nobody ever charges it",
+    timeout=30.0,
+    severe=True,
+)
+def a_refused_charge_is_not_a_success(ns: Namespace) -> None:
+    run = run_job(ns, "charge", [["before_call", "raise_permanent", 1]])
+    expect(
+        bool(run.fired),
+        _("a 400 from the payment API to fire"),
+        _("it never fired: the run never got there")
+        + " "
+        + _("(does the handler call ctx.world.payments.charge?)"),
+    )
+    [(_effects, result)] = run.done.values()
+    expect(
+        run.outcome != "lost",
+        _("the job dead after a 400 from the payment API (nothing was charged), not succeeded"),
+        _("succeeded with no charge, keeping {result} ({replay})").format(
+            result=result, replay=run.replay
+        ),
+        "let every error of the API come out of the handler (no 'except Exception: return "
+        "...'): the worker retries a TransientError and buries a PermanentError as dead",
+    )

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hypothesis import strategies as st
+
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex06.deadletters import (
     HARNESS,
@@ -16,6 +18,8 @@ from labkit.grading.exercises.ex06.deadletters import (
     redrive,
     returned,
 )
+from labkit.grading.exercises.ex06.redrive_races import TABLES
+from labkit.grading.exercises.helpers import holds_for
 from labkit.grading.exercises.killsweep import after_every_kill
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
@@ -147,12 +151,13 @@ def a_killed_redrive_leaves_no_job_half_redriven(ns: Namespace) -> None:
         # run_after and dead_reason are redrive_gives_a_fresh_start's (not severe): an old
         # run_after is past, and a reason kept is a stale note, not a job that never runs.
         # So is the exact attempt: a redrive to attempt 1 costs the job one try (that
-        # check's); a job left pending with the 3 attempts it died with never gets any.
+        # check's); a job left pending with the 3 attempts it died with never gets any (a
+        # budget raised instead, max_attempts + 3, does give it tries: not this check's).
         half = [
             j
             for j in jobs
             if j["state"] != "dead"
-            and (j["state"] != "pending" or j["attempt"] >= 3 or j["redrives"] != 1)
+            and (j["state"] != "pending" or j["attempt"] >= j["max_attempts"] or j["redrives"] != 1)
         ]
         shown = "; ".join(
             _(
@@ -568,4 +573,140 @@ def a_large_redrive_is_one_transaction(ns: Namespace) -> None:
             f"job {i}: {rows[i]['state']}, redrives {rows[i]['redrives']}" for i in theirs[:5]
         )
         or _("{count} ids for {unique} jobs").format(count=len(got), unique=len(set(got))),
+    )
+
+
+@CHECKS.add(
+    1,
+    "a dry run shows what the same call then does, on any table: only dead jobs, of the kind "
+    "asked for, oldest first (ORDER BY updated_at, id), at most limit; one SELECT for both, "
+    "not a second query written apart for the dry run",
+    timeout=30.0,
+)
+def a_dry_run_agrees_with_the_redrive(ns: Namespace) -> None:
+    def agrees(case: tuple[list[tuple[str, str, float]], int, str | None]) -> None:
+        table, limit, kind = case
+        with lab_file(ns) as (conn, path):
+            for i, (state, job_kind, at) in enumerate(table):
+                add_job(
+                    conn, f"{job_kind}:{i}:v1", kind=job_kind, state=state, attempt=1, updated_at=at
+                )
+            shown = redrive(ns, path, limit=limit, now=NOW, kind=kind, dry_run=True)
+            done = redrive(ns, path, limit=limit, now=NOW, kind=kind)
+        shape = ", ".join(f"{i}:{s}/{k}@{t:g}" for i, (s, k, t) in enumerate(table, start=1))
+        expect(
+            list(shown) == list(done),
+            _(
+                "the dry run for limit={limit}, kind={kind} on jobs {shape} to return the ids "
+                "the same call then redrove, {ids}"
+            ).format(limit=limit, kind=repr(kind), shape=shape, ids=list(done)),
+            _("the dry run returned {ids}").format(ids=list(shown)),
+            "let the dry run run the very SELECT the redrive runs (WHERE state = 'dead' AND "
+            "the kind, ORDER BY updated_at, id, LIMIT :limit) and skip only the UPDATE",
+        )
+
+    # A pending job older than every dead one, and dead jobs whose ids are not in age order.
+    agrees(
+        ([("pending", "email", 10.0), ("dead", "email", 30.0), ("dead", "email", 20.0)], 1, None)
+    )
+    cases = st.tuples(TABLES, st.integers(1, 4), st.sampled_from([None, "email", "payment"]))
+    holds_for(cases, agrees, examples=15)
+
+
+#: Queues a dead job can sit in: a redrive takes the dead jobs of every one of them.
+QUEUES = ("default", "emails", "Payments-EU", "bulk_low")
+
+
+@CHECKS.add(
+    1,
+    "a dead job of any queue is redriven: the redrive filters on state (and kind when "
+    "given), not on a queue of its own choosing ('default'), or the dead jobs of every other "
+    "queue stay dead for good",
+)
+def redrive_takes_every_queue(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        ids = [
+            add_job(
+                conn,
+                f"email:{n}:send:v1",
+                queue=queue,
+                state="dead",
+                attempt=3,
+                dead_reason="attempts exhausted (3 of 3)",
+                updated_at=10.0 * (n + 1),
+            )
+            for n, queue in enumerate(QUEUES)
+        ]
+        got = redrive(ns, path, limit=10, now=NOW)
+        left = [j["queue"] for j in all_jobs(conn) if j["state"] == "dead"]
+    expect(
+        list(got) == ids and not left,
+        _(
+            "the dead jobs {ids} of queues {queues} all redriven, oldest first, with limit=10"
+        ).format(ids=ids, queues=list(QUEUES)),
+        _("returned {ids}; still dead in queues {left}").format(ids=list(got), left=left),
+        "choose by state = 'dead' (and the kind when it is given): the redrive has no queue "
+        "parameter, so it takes every queue",
+    )
+
+
+@CHECKS.add(
+    1,
+    "a job can be gone when its worker buries it (purged by retention, deleted by an "
+    "operator): dead_letter then returns False like any other row it did not change, "
+    "never an exception the worker did not expect",
+)
+def dead_letter_of_a_job_that_is_gone(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        conn.execute("DELETE FROM jobs WHERE id = :id", {"id": job_id})
+        result = ns.harness(
+            HARNESS + "dead_letter",
+            str(path),
+            job_id,
+            "tok-1",
+            "permanent error",
+            {"type": "ValueError"},
+            NOW,
+        )
+        left = all_jobs(conn)
+    expect(
+        "raised" not in result and not result.get("returned") and not left,
+        _("False for job {job_id}, deleted while its worker ran, and no row made").format(
+            job_id=job_id
+        ),
+        it_said(result) + (_("; rows: {rows}").format(rows=len(left)) if left else ""),
+        "let the fenced UPDATE find no row and return False: no lookup that raises first",
+    )
+
+
+@CHECKS.add(
+    1,
+    "the key never changes, from the dead letter to the redrive: a key marked ':dead' (to "
+    "free the name) comes back from the redrive as a new job to the destination, which "
+    "charges again",
+    severe=True,
+)
+def the_key_survives_a_dead_letter_and_a_redrive(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        key = all_jobs(conn)[0]["key"]
+        ns.harness(
+            HARNESS + "dead_letter",
+            str(path),
+            job_id,
+            "tok-1",
+            "permanent error",
+            {"type": "ValueError"},
+            NOW,
+        )
+        buried = all_jobs(conn)[0]["key"]
+        ns.harness(HARNESS + "redrive", str(path), limit=1, now=NOW + 10)
+        keys = [job["key"] for job in all_jobs(conn)]
+    expect(
+        keys == [key],
+        _("one row with key {key} after dead_letter and then redrive").format(key=repr(key)),
+        _("keys {keys} (after dead_letter: {buried})").format(keys=keys, buried=repr(buried)),
+        "leave the key alone in dead_letter and in redrive: it is how the destination "
+        "recognises a repeat",
     )

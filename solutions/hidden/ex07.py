@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex07.checks import drive
-from labkit.grading.exercises.helpers import because_of
+from labkit.grading.exercises.ex07.checks import HARNESS, drive
+from labkit.grading.exercises.helpers import because_of, raised_text
 from labkit.lang import _
 
 CHECKS = Checks("ex07", hidden=True)
@@ -185,8 +185,10 @@ def no_cap_on_the_threshold(ns: Namespace) -> None:
     before, after = out[HIGH_THRESHOLD - 1], out[-1]
     expect(
         before == "closed" and after == "open",
-        _("with threshold={threshold}: closed after {streak} failures in a row, open at "
-          "failure {threshold}").format(threshold=HIGH_THRESHOLD, streak=HIGH_THRESHOLD - 1),
+        _(
+            "with threshold={threshold}: closed after {streak} failures in a row, open at "
+            "failure {threshold}"
+        ).format(threshold=HIGH_THRESHOLD, streak=HIGH_THRESHOLD - 1),
         _("{before} then {after}").format(before=repr(before), after=repr(after)),
         "count the failures in a row in a plain int on self, compared with threshold: no "
         "buffer of a fixed size, no cap",
@@ -218,10 +220,10 @@ def no_cap_on_the_cooldown(ns: Namespace) -> None:
     )[-1]
     expect(
         before is False and at is True,
-        _("with cooldown_s={cooldown:g}: allow() False {just_before:g} s after opening, "
-          "True at {cooldown:g} s").format(
-            cooldown=LONG_COOLDOWN_S, just_before=LONG_COOLDOWN_S - 0.25
-        ),
+        _(
+            "with cooldown_s={cooldown:g}: allow() False {just_before:g} s after opening, "
+            "True at {cooldown:g} s"
+        ).format(cooldown=LONG_COOLDOWN_S, just_before=LONG_COOLDOWN_S - 0.25),
         _("{before}, then {at}").format(before=repr(before), at=repr(at)),
         "compare clock.now() with opened_at + cooldown_s as given: no min(), no cap",
     )
@@ -266,7 +268,107 @@ def a_clock_that_starts_at_zero(ns: Namespace) -> None:
     )
     expect(
         [out[1], out[3], out[4]] == [False, True, False],
-        _("allow() False at once, then True after 5 s, then False, opened at the clock's 0.0 "
-          "with cooldown_s=5"),
+        _(
+            "allow() False at once, then True after 5 s, then False, opened at the clock's 0.0 "
+            "with cooldown_s=5"
+        ),
         repr([out[1], out[3], out[4]]),
     )
+
+
+#: Worker threads of one process, each a caller of the one breaker they share.
+THREADS = 4
+
+
+@CHECKS.add(
+    1,
+    "the worker threads of a process share one breaker: failures from different threads "
+    "count in the same row, and one trial goes out whichever thread asks (no "
+    "threading.local: a count per thread opens late, and each thread sends a trial of its own)",
+)
+def callers_on_several_threads_share_the_breaker(ns: Namespace) -> None:
+    fails = [["on", t, ["fail", 0]] for t in range(3)]
+    out = drive(
+        ns,
+        [*fails, ["on", 3, ["state", 0]], ["advance", 30.0]]
+        + [["on", t, ["allow", 0]] for t in range(THREADS)],
+        threshold=3,
+        cooldown_s=30.0,
+    )
+    state, allowed = out[3], out[5:]
+    expect(
+        state == "open",
+        _("state 'open' after 3 failures in a row, one from each of 3 threads (threshold=3)"),
+        repr(state),
+        "keep the count on self, shared by every thread: a threading.local count needs "
+        "threshold failures on each thread",
+    )
+    expect(
+        allowed == [True] + [False] * (THREADS - 1),
+        _(
+            "30 s later, allow() from {count} threads in turn: True for the first (the one "
+            "trial), False for the others"
+        ).format(count=THREADS),
+        repr(allowed),
+        "keep the 'a trial is out' flag on self: a flag per thread lets every thread send "
+        "a trial to a dependency that may still be down",
+    )
+
+
+@CHECKS.add(
+    1,
+    "every opening starts its own cooldown: after a successful trial closed the breaker, "
+    "the next outage opens it with opened_at = clock.now() again (an opening time kept "
+    "from the first outage lets the trial out at once)",
+)
+def a_second_outage_waits_a_full_cooldown(ns: Namespace) -> None:
+    opens = [["fail", 0]] * 3
+    out = drive(
+        ns,
+        [*opens, ["advance", 30.0], ["allow", 0], ["ok", 0], ["state", 0], ["advance", 600.0]]
+        + [*opens, ["state", 0], ["allow", 0], ["advance", 29.75], ["allow", 0]]
+        + [["advance", 0.25], ["allow", 0]],
+        threshold=3,
+        cooldown_s=30.0,
+    )
+    closed, reopened = out[6], out[11]
+    got = [out[12], out[14], out[16]]
+    expect(
+        closed == "closed" and reopened == "open",
+        _("closed after the successful trial, open again after 3 new failures 600 s later"),
+        _("{closed}, then {reopened}").format(closed=repr(closed), reopened=repr(reopened)),
+    )
+    expect(
+        got == [False, False, True],
+        _(
+            "opened a second time 600 s after the first outage ended: allow() False at once "
+            "and 29.75 s later, True at 30 s"
+        ),
+        repr(got),
+        "set opened_at = clock.now() each time the breaker opens, not only the first time",
+    )
+
+
+@CHECKS.add(
+    1,
+    "a call let through while closed can end after the breaker opened (it was slow): its "
+    "record_success() or record_failure() is a result like any other, never an error (an "
+    "exception there fails a job whose call worked, and the job runs it again)",
+)
+def a_late_result_while_open_is_no_error(ns: Namespace) -> None:
+    for late in ("ok", "fail"):
+        steps = [["fail", 0]] * 3 + [["state", 0], [late, 0]]
+        out = ns.harness(HARNESS + "drive", steps, threshold=3, cooldown_s=30.0)
+        if len(out) < 4 or out[3] != "open":
+            return  # opens_after_consecutive_failures says so
+        last = out[-1]
+        expect(
+            len(out) == len(steps) and not (isinstance(last, dict) and "raised" in last),
+            _(
+                "record_{call}() of a slow call that ends while the breaker is open to "
+                "return, with no exception"
+            ).format(call="success" if late == "ok" else "failure"),
+            raised_text(last) if isinstance(last, dict) else repr(last),
+            "record a result whatever the state: a call let through before the breaker opened "
+            "may finish after it; do not raise in record_success or record_failure",
+        )

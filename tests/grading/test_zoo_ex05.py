@@ -996,6 +996,62 @@ ZOO: list[tuple[str, str, str, str]] = [
             return {"skipped": "another delivery holds the key"}
     """,
     ),
+    (
+        "ex05",
+        "a failed mark swallowed inside the transaction (the entry commits without it)",
+        "a_failed_ledger_write_is_retried",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                try:
+                    tx.mark(job.key, "done")
+                except Exception:
+                    pass
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "a refused charge (a 400) caught and returned as a 'failed' reply",
+        "a_refused_charge_is_not_a_success",
+        """
+        from labkit.errors import TransientError
+
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except TransientError:
+                raise
+            except Exception as exc:
+                return {"status": "failed", "error": str(exc)}
+    """,
+    ),
+    (
+        "ex05",
+        "a 429 (rate limited) caught and returned as a reply",
+        "a_failed_charge_is_retried",
+        """
+        from labkit.errors import TransientError
+
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except TransientError as exc:
+                if getattr(exc, "status", None) == 429:
+                    return {"status": "rate_limited", "retry_after": exc.retry_after}
+                raise
+    """,
+    ),
 ]
 
 
@@ -1109,6 +1165,11 @@ SAYS: dict[str, str] = {
         "both job 1 of their own job store"
     ),
     "a 409 retried five times, then 'skipped' returned": "still charging for 12 tries in a row",
+    "a failed mark swallowed inside the transaction (the entry commits without it)": (
+        "then a crash after the handler returned"
+    ),
+    "a refused charge (a 400) caught and returned as a 'failed' reply": "the job dead after a 400",
+    "a 429 (rate limited) caught and returned as a reply": "after a 429 (rate limited",
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.

@@ -958,7 +958,8 @@ ZOO: list[tuple[str, str, str, str]] = [
             conn.execute("BEGIN IMMEDIATE")
             try:
                 ids = [r["id"] for r in conn.execute(
-                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind) "
+                    "SELECT id FROM jobs WHERE state = 'dead' "
+                    "AND (:kind IS NULL OR kind = :kind) "
                     "ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
                 if not dry_run:
                     conn.execute(
@@ -985,7 +986,8 @@ ZOO: list[tuple[str, str, str, str]] = [
             conn.execute("BEGIN IMMEDIATE")
             try:
                 ids = [row["id"] for row in conn.execute(
-                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind) "
+                    "SELECT id FROM jobs WHERE state = 'dead' "
+                    "AND (:kind IS NULL OR kind = :kind) "
                     "ORDER BY updated_at, id LIMIT :limit", params)]
                 if not dry_run:
                     conn.execute(
@@ -1273,7 +1275,8 @@ ZOO: list[tuple[str, str, str, str]] = [
             conn.execute("BEGIN IMMEDIATE")
             try:
                 ids = [row["id"] for row in conn.execute(
-                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind) "
+                    "SELECT id FROM jobs WHERE state = 'dead' "
+                    "AND (:kind IS NULL OR kind = :kind) "
                     "ORDER BY updated_at, id LIMIT :limit", {"limit": limit, "kind": kind})]
                 if not dry_run:
                     conn.execute(
@@ -1330,7 +1333,8 @@ ZOO: list[tuple[str, str, str, str]] = [
             conn.execute("BEGIN IMMEDIATE")
             try:
                 ids = [row["id"] for row in conn.execute(
-                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind) "
+                    "SELECT id FROM jobs WHERE state = 'dead' "
+                    "AND (:kind IS NULL OR kind = :kind) "
                     "ORDER BY updated_at, id LIMIT :limit", {"limit": limit, "kind": kind})]
                 if not dry_run:
                     conn.execute(
@@ -1384,7 +1388,8 @@ ZOO: list[tuple[str, str, str, str]] = [
             conn.execute("BEGIN IMMEDIATE")
             try:
                 ids = [row["id"] for row in conn.execute(
-                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind) "
+                    "SELECT id FROM jobs WHERE state = 'dead' "
+                    "AND (:kind IS NULL OR kind = :kind) "
                     "ORDER BY updated_at, id LIMIT :limit", {"limit": limit, "kind": kind})]
                 if not dry_run:
                     conn.execute(
@@ -1427,7 +1432,8 @@ ZOO: list[tuple[str, str, str, str]] = [
             conn.execute("BEGIN IMMEDIATE")
             try:
                 ids = [row["id"] for row in conn.execute(
-                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind) "
+                    "SELECT id FROM jobs WHERE state = 'dead' "
+                    "AND (:kind IS NULL OR kind = :kind) "
                     "ORDER BY updated_at, id LIMIT :limit", {"limit": limit, "kind": kind})]
                 if not dry_run:
                     conn.execute(
@@ -1760,6 +1766,243 @@ ZOO: list[tuple[str, str, str, str]] = [
             return ids
     """,
     ),
+    (
+        "ex06",
+        "dead_letter lets a caller with no token (None) bury any running job",
+        "dead_letter_is_fenced",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'dead', dead_reason = :reason, last_error = :error,
+                       lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now
+                 WHERE id = :id AND state = 'running' AND (lease_token = :token OR :token IS NULL)
+                RETURNING id
+                ''',
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now},
+            ).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "a dry run with a SELECT of its own that forgets state = 'dead'",
+        "a_dry_run_agrees_with_the_redrive",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more): say how many dead jobs to redrive")
+            if dry_run:
+                return [
+                    row["id"]
+                    for row in conn.execute(
+                        "SELECT id FROM jobs WHERE (:kind IS NULL OR kind = :kind) "
+                        "ORDER BY updated_at, id LIMIT :limit",
+                        {"kind": kind, "limit": limit},
+                    )
+                ]
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        "SELECT id FROM jobs WHERE state = 'dead' "
+                        "AND (:kind IS NULL OR kind = :kind) "
+                        "ORDER BY updated_at, id LIMIT :limit",
+                        {"kind": kind, "limit": limit},
+                    )
+                ]
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now, "
+                    "dead_reason = NULL, "
+                    "redrives = redrives + 1, updated_at = :now "
+                    "WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                    {"now": now, "ids": json.dumps(ids)},
+                )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "a dry run with a SELECT of its own in id order",
+        "a_dry_run_agrees_with_the_redrive",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more): say how many dead jobs to redrive")
+            if dry_run:
+                return [
+                    row["id"]
+                    for row in conn.execute(
+                        "SELECT id FROM jobs WHERE state = 'dead' "
+                        "AND (:kind IS NULL OR kind = :kind) "
+                        "ORDER BY id LIMIT :limit",
+                        {"kind": kind, "limit": limit},
+                    )
+                ]
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        "SELECT id FROM jobs WHERE state = 'dead' "
+                        "AND (:kind IS NULL OR kind = :kind) "
+                        "ORDER BY updated_at, id LIMIT :limit",
+                        {"kind": kind, "limit": limit},
+                    )
+                ]
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now, "
+                    "dead_reason = NULL, "
+                    "redrives = redrives + 1, updated_at = :now "
+                    "WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                    {"now": now, "ids": json.dumps(ids)},
+                )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "a fresh budget as max_attempts + 3, attempt left as it died",
+        "redrive_gives_a_fresh_start",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more): say how many dead jobs to redrive")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        "SELECT id FROM jobs WHERE state = 'dead' "
+                        "AND (:kind IS NULL OR kind = :kind) "
+                        "ORDER BY updated_at, id LIMIT :limit",
+                        {"kind": kind, "limit": limit},
+                    )
+                ]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', max_attempts = max_attempts + 3, "
+                        "run_after = :now, dead_reason = NULL, "
+                        "redrives = redrives + 1, updated_at = :now "
+                        "WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive restricted to queue = 'default' (the claim's WHERE copied)",
+        "redrive_takes_every_queue",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more): say how many dead jobs to redrive")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        "SELECT id FROM jobs WHERE state = 'dead' AND queue = 'default' "
+                        "AND (:kind IS NULL OR kind = :kind) "
+                        "ORDER BY updated_at, id LIMIT :limit",
+                        {"kind": kind, "limit": limit},
+                    )
+                ]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now, "
+                        "dead_reason = NULL, "
+                        "redrives = redrives + 1, updated_at = :now "
+                        "WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "select and update inside 'with conn:' (no transaction in autocommit mode)",
+        "two_redrives_at_once_share_nothing",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more): say how many dead jobs to redrive")
+            with conn:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        "SELECT id FROM jobs WHERE state = 'dead' "
+                    "AND (:kind IS NULL OR kind = :kind) "
+                        "ORDER BY updated_at, id LIMIT :limit",
+                        {"kind": kind, "limit": limit},
+                    )
+                ]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now, "
+                        "dead_reason = NULL, "
+                        "redrives = redrives + 1, updated_at = :now "
+                        "WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter raises LookupError for a job that is gone",
+        "dead_letter_of_a_job_that_is_gone",
+        """
+        _reference_dead_letter = dead_letter
+
+
+        def dead_letter(conn, job_id, token, reason, error, now):
+            if conn.execute("SELECT 1 FROM jobs WHERE id = :id", {"id": job_id}).fetchone() is None:
+                raise LookupError(f"no job {job_id}")
+            return _reference_dead_letter(conn, job_id, token, reason, error, now)
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter marks the key ':dead' (to free the name)",
+        "the_key_survives_a_dead_letter_and_a_redrive",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'dead', dead_reason = :reason, last_error = :error,
+                       lease_owner = NULL, lease_until = NULL, lease_token = NULL,
+                       updated_at = :now, key = key || ':dead'
+                 WHERE id = :id AND state = 'running' AND lease_token = :token
+                RETURNING id
+                ''',
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now},
+            ).fetchone()
+            return row is not None
+    """,
+    ),
 ]
 
 
@@ -1874,6 +2117,20 @@ SAYS: dict[str, str] = {
     ),
     "dead_letter returns bool(cursor) (always True)": "False for a stale token",
     "redrive stamps time.time(), not now": "after redrive(now=1010.75)",
+    "dead_letter lets a caller with no token (None) bury any running job": "for token=None",
+    "a dry run with a SELECT of its own that forgets state = 'dead'": (
+        "the ids the same call then redrove"
+    ),
+    "a dry run with a SELECT of its own in id order": (
+        "to return the ids the same call then redrove"
+    ),
+    "a fresh budget as max_attempts + 3, attempt left as it died": "'attempt': 0",
+    "redrive restricted to queue = 'default' (the claim's WHERE copied)": "of queues",
+    "select and update inside 'with conn:' (no transaction in autocommit mode)": (
+        "at the same moment to return different jobs"
+    ),
+    "dead_letter raises LookupError for a job that is gone": "deleted while its worker ran",
+    "dead_letter marks the key ':dead' (to free the name)": "after dead_letter and then redrive",
 }
 
 #: What the named check must say it got, where the mistake shows there.

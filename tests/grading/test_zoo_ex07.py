@@ -841,6 +841,77 @@ ZOO: list[tuple[str, str, str, str]] = [
                 return super().allow()
     """,
     ),
+    (
+        "ex07",
+        "failures counted in a threading.local (per worker thread)",
+        "callers_on_several_threads_share_the_breaker",
+        """
+        import threading
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                self._local = threading.local()
+                super().__init__(threshold, cooldown_s, clock)
+            @property
+            def failures(self):
+                return getattr(self._local, "failures", 0)
+            @failures.setter
+            def failures(self, value):
+                self._local.failures = value
+    """,
+    ),
+    (
+        "ex07",
+        "the trial flag kept in a threading.local (a trial per thread)",
+        "callers_on_several_threads_share_the_breaker",
+        """
+        import threading
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                self._local = threading.local()
+                super().__init__(threshold, cooldown_s, clock)
+            @property
+            def trial_out(self):
+                return getattr(self._local, "trial_out", False)
+            @trial_out.setter
+            def trial_out(self, value):
+                self._local.trial_out = value
+    """,
+    ),
+    (
+        "ex07",
+        "the opening time set only at the first opening (opened_at is None)",
+        "a_second_outage_waits_a_full_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self.opened_at = None
+            def record_failure(self):
+                self.failures += 1
+                if self.state == "half_open":
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+                elif self.failures >= self.threshold:
+                    if self.opened_at is None:
+                        self.opened_at = self.clock.now()
+                    self.state, self.trial_out = "open", False
+    """,
+    ),
+    (
+        "ex07",
+        "record_success() raises while open (a slow call's late success)",
+        "a_late_result_while_open_is_no_error",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_success(self):
+                if self.state == "open":
+                    raise RuntimeError("record_success() while open: no call was let through")
+                super().record_success()
+    """,
+    ),
 ]
 
 
@@ -909,6 +980,16 @@ SAYS: dict[str, str] = {
     "opened_at tested for truth (a clock at 0.0 never opened)": "opened at the clock's 0.0",
     "the breaker opened lazily, in allow() (state 'closed' after the failures)": (
         "open at the 3rd failure in a row"
+    ),
+    "failures counted in a threading.local (per worker thread)": "one from each of 3 threads",
+    "the trial flag kept in a threading.local (a trial per thread)": (
+        "True for the first (the one trial)"
+    ),
+    "the opening time set only at the first opening (opened_at is None)": (
+        "opened a second time 600 s after"
+    ),
+    "record_success() raises while open (a slow call's late success)": (
+        "of a slow call that ends while the breaker is open"
     ),
 }
 

@@ -154,5 +154,15 @@ class Traced:
     def cursor(self) -> Traced:
         return self
 
+    # ``with conn:`` on the wrapper, as on the connection it wraps: Python looks these up
+    # on the class, past ``__getattr__``, so without them a student's ``with conn:``
+    # fails on the wrapper ("does not support the context manager protocol").
+    def __enter__(self) -> Traced:
+        self._conn.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._conn.__exit__(*exc)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._conn, name)

@@ -83,8 +83,9 @@ def _failure_comes_out(
     what: str,
     action: str = "raise_transient",
     nths: tuple[int, ...] = (1,),
+    then: tuple[list[Any], ...] = (),
 ) -> None:
-    run = run_job(ns, which, [[point, action, nth] for nth in nths])
+    run = run_job(ns, which, [*([point, action, nth] for nth in nths), *then])
     expect(
         bool(run.fired),
         _("{what} to fire").format(what=what),
@@ -111,9 +112,9 @@ def _failure_comes_out(
 
 @CHECKS.add(
     1,
-    "a payment call that fails (a 503, or a timeout that lost the reply) must fail the "
-    "attempt: catching it and returning marks the job done, maybe with no charge, and "
-    "nobody retries it",
+    "a payment call that fails (a 503, a 429 rate limit, or a timeout that lost the reply) "
+    "must fail the attempt: catching it and returning marks the job done, maybe with no "
+    "charge, and nobody retries it",
     timeout=30.0,
     severe=True,
 )
@@ -126,6 +127,15 @@ def a_failed_charge_is_retried(ns: Namespace) -> None:
         BEFORE_CALL,
         _("a lost reply (a timeout) from a payment API that had not charged"),
         "lose_response",
+    )
+    # A 429 (too many requests, with a Retry-After) is no answer either: the worker waits
+    # and retries a TransientError; a reply of one's own ("rate limited") marks it done.
+    _failure_comes_out(
+        ns,
+        "charge",
+        BEFORE_CALL,
+        _("a 429 (rate limited, with a Retry-After) from the payment API"),
+        "rate_limit",
     )
     # The API down for a while: a handler that retries by itself and then gives up with a
     # reply of its own marks the job done with no charge.
@@ -155,6 +165,20 @@ def a_failed_ledger_write_is_retried(ns: Namespace) -> None:
         LEDGER_WRITE,
         _("a failed ledger write at the mark (the second write)"),
         nths=(2,),
+    )
+    # The same failed mark, swallowed where it happens (a try/except around tx.mark): the
+    # transaction commits the entry without its mark, and the crash that follows (before
+    # the job is recorded done) brings the job back to a ledger that says "not posted".
+    _failure_comes_out(
+        ns,
+        "post",
+        LEDGER_WRITE,
+        _(
+            "a failed ledger write at the mark (the second write), then a crash after the "
+            "handler returned"
+        ),
+        nths=(2,),
+        then=(["after_effect", "crash", 1],),
     )
     _failure_comes_out(
         ns,

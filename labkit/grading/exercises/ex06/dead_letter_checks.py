@@ -208,6 +208,28 @@ def dead_letter_is_fenced(ns: Namespace) -> None:
         # dead_letter_records_the_reason's business, not this severe check's.
         expect(not ok, "False for a stale token", ok)
         expect(row_of(conn, job_id) == before, "the job unchanged", row_of(conn, job_id)["state"])
+        # A caller with no token at all (None: it never held the lease, or lost it) is no
+        # holder either: "OR :token IS NULL" as a way in buries the job another worker runs.
+        # (An exception for None buries nothing: not this severe check's business.)
+        result = ns.harness(
+            HARNESS + "dead_letter",
+            str(path),
+            job_id,
+            None,
+            "permanent error",
+            {"type": "ValueError"},
+            NOW,
+        )
+        after = row_of(conn, job_id)
+        expect(
+            not result.get("returned") and after == before,
+            _(
+                "False and job {job_id} unchanged for token=None (the job's token is {token})"
+            ).format(job_id=job_id, token=repr(before["lease_token"])),
+            _("{said}; state {state}").format(said=it_said(result), state=after["state"]),
+            "lease_token = :token is never true for a NULL token: no way in for None, a "
+            "caller without the lease buries nothing",
+        )
     # The lease runs out and another worker takes the job while the dead letter runs: a
     # token read first and compared in Python is stale by the time the UPDATE lands.
     with lab_file(ns) as (conn, path):

@@ -8,6 +8,10 @@ A check describes what happens as steps and gets back what the breakers said:
 - ``["advance", s]`` -> the fake clock moves ``s`` seconds;
 - ``["wall", s]`` -> from here on the wall clock reads ``s`` seconds later (the fake
   clock does not move: a breaker reading ``time.time()`` gives itself away).
+- ``["on", t, step]`` -> ``step`` run on caller thread ``t`` (one thread per ``t``, kept
+  for the whole run; the steps still run one at a time, in order): the workers of one
+  process share a breaker, and a breaker that keeps its counts per thread gives itself
+  away.
 
 ``outage`` runs callers against a dependency that is down for a while; every call the
 breaker lets through is written to a SQLite file the check reads itself.
@@ -16,8 +20,10 @@ breaker lets through is written to a SQLite file the check reads itself.
 from __future__ import annotations
 
 import contextlib
+import queue
 import sqlite3
-from collections.abc import MutableMapping
+import threading
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +31,44 @@ from labkit.clock import FakeClock
 from labkit.grading.exercises.common import fresh_state, need, plain, raised
 from labkit.grading.exercises.wallclock import clock_moved, in_time_zone
 from labkit.grading.stub import is_stub
+
+#: How long one step on a caller thread may take: a breaker call is microseconds, so a
+#: step still running after this is stuck (a lock that another thread was to release).
+CALLER_STEP_S = 5.0
+
+
+class _Caller:
+    """One caller thread (a daemon: a step stuck in the student's code never holds the
+    process), running the steps it is given one at a time."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.inbox: queue.Queue[tuple[Callable[[], Any], queue.Queue[Any]] | None] = queue.Queue()
+        threading.Thread(target=self._serve, name=f"caller-{number}", daemon=True).start()
+
+    def _serve(self) -> None:
+        while (item := self.inbox.get()) is not None:
+            work, box = item
+            try:
+                box.put((True, work()))
+            except BaseException as exc:  # noqa: BLE001 - handed back to the step that ran it
+                box.put((False, exc))
+
+    def call(self, work: Callable[[], Any]) -> Any:
+        box: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self.inbox.put((work, box))
+        try:
+            done, value = box.get(timeout=CALLER_STEP_S)
+        except queue.Empty:
+            raise TimeoutError(
+                f"the call on caller thread {self.number} did not return in {CALLER_STEP_S:g} s"
+            ) from None
+        if not done:
+            raise value
+        return value
+
+    def stop(self) -> None:
+        self.inbox.put(None)
 
 
 def _state(breaker: Any) -> Any:
@@ -65,31 +109,42 @@ def drive(
             )
             for i in range(breakers)
         ]
-        for step in steps:
+        callers: dict[int, _Caller] = {}
+
+        def stop_callers() -> None:
+            for caller in callers.values():
+                caller.stop()
+
+        stack.callback(stop_callers)
+
+        def one(step: list[Any]) -> Any:
             what, arg = step[0], step[1] if len(step) > 1 else 0
+            if what == "allow":
+                return plain(made[arg].allow())
+            if what == "fail":
+                made[arg].record_failure()
+            elif what == "ok":
+                made[arg].record_success()
+            elif what == "state":
+                return _state(made[arg])
+            elif what == "advance":
+                for clock in clocks:
+                    clock.advance(float(arg))
+            elif what == "tick":
+                clocks[arg % len(clocks)].advance(float(step[2]))
+            elif what == "wall":
+                stack.enter_context(clock_moved(values, float(arg)))
+            elif what == "on":
+                if arg not in callers:
+                    callers[arg] = _Caller(arg)
+                return callers[arg].call(lambda: one(step[2]))
+            else:
+                raise ValueError(f"unknown step {step!r}")
+            return None
+
+        for step in steps:
             try:
-                if what == "allow":
-                    out.append(plain(made[arg].allow()))
-                elif what == "fail":
-                    made[arg].record_failure()
-                    out.append(None)
-                elif what == "ok":
-                    made[arg].record_success()
-                    out.append(None)
-                elif what == "state":
-                    out.append(_state(made[arg]))
-                elif what == "advance":
-                    for clock in clocks:
-                        clock.advance(float(arg))
-                    out.append(None)
-                elif what == "tick":
-                    clocks[arg % len(clocks)].advance(float(step[2]))
-                    out.append(None)
-                elif what == "wall":
-                    stack.enter_context(clock_moved(values, float(arg)))
-                    out.append(None)
-                else:
-                    raise ValueError(f"unknown step {step!r}")
+                out.append(one(step))
             except NotImplementedError as exc:
                 if is_stub(exc):
                     raise
