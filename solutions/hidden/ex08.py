@@ -11,6 +11,12 @@ in the last of 300 characters, and one with a quote and accents: each is its own
 ``charges_after_its_database_session_ended`` ends the worker's sessions between two
 tasks, as a restart or a failover does; ``replies_charged_or_already_charged`` reads
 what each run returned (a refused charge must end the run in FAILURE, not be returned).
+``late_copies_after_many_charges_charge_once`` sends 150 keys again once they, and
+10,000 older keys, are recorded (a dedup table trimmed to its last keys forgets them);
+``a_copy_during_the_commit_charges_once`` holds the first copy at its COMMIT (a deferred
+trigger waits on the check's lock) while the second runs (a lock released just before
+the COMMIT lets it through); ``two_keys_at_once_both_charge`` holds two runs of two keys
+right after their claims, so a table lock taken after the claim deadlocks.
 """
 
 from __future__ import annotations
@@ -35,19 +41,24 @@ CHECKS = Checks("ex08", hidden=True)
 
 def odd_keys(rng: Random) -> list[tuple[str, str]]:
     """``(key, customer)`` pairs a dedup must tell apart: two keys that differ only in
-    case, one more that differs from the first only by a trailing space, two long
-    ones (300 characters, past any column width a dedup might cut them to) that differ
-    only in their last character, one with a quote, an underscore, a percent sign and
-    accents (its customer has a quote too)."""
+    case, one more that differs from the first only by a trailing space, one more
+    that differs from it only by an underscore (which LIKE reads as any character, so
+    a dedup by ``key LIKE %s`` takes it for the first), two long ones (300
+    characters, past any column width a dedup might cut them to) that differ only in
+    their last character, one with a quote, an underscore, a percent sign and accents
+    (its customer has a quote and an accent too), and its twin without the accents
+    (what an "accent-stripping" normalisation makes of it)."""
     word = "".join(rng.choice("abcdefghjkmn") for _ in range(6))
     stem = "ord-" + "".join(rng.choice("0123456789abcdef") for _ in range(294))
     return [
         (f"inv-{word}", "cus_same"),
         (f"INV-{word.upper()}", "cus_same"),
         (f"inv-{word} ", "cus_same"),
+        (f"inv_{word}", "cus_same"),
         (f"{stem}-1", "cus_same"),
         (f"{stem}-2", "cus_same"),
-        (f"inv-d'arc_50%-ção-{word}", "cus_o'hara"),
+        (f"inv-d'arc_50%-ção-{word}", "cus_joão_o'hara"),
+        (f"inv-d'arc_50%-cao-{word}", "cus_joão_o'hara"),
     ]
 
 
@@ -91,10 +102,27 @@ def two_invoices_two_charges(ns: Namespace) -> None:
             ),
             _(
                 "a key is an opaque string: record it in processed exactly as it came (no "
-                "lower(), strip() or slicing), and pass it to the SQL as a parameter (%s), "
+                "lower(), strip(), slicing or accent stripping), compare it with = (in LIKE, "
+                "_ and % match other characters), and pass it to the SQL as a parameter (%s), "
                 "never inside the query's text"
             ),
         )
+        # The customer, too, as it came: a charge to another customer id is a charge to
+        # someone else.
+        for key, customer in odd:
+            [row] = run.rows(key)
+            expect(
+                row == (customer, 700),
+                _(
+                    "the charge row for {key} to hold the message's customer and amount: {wanted}"
+                ).format(key=_cut(key), wanted=(customer, 700)),
+                _("it holds {row}").format(row=row),
+                _(
+                    "insert (key, customer, amount) as the task received them: the amount is "
+                    "already in cents, and a customer id is an opaque, case-sensitive string "
+                    "(no lower(), no strip())"
+                ),
+            )
 
 
 @CHECKS.add(
@@ -138,38 +166,44 @@ def _processed_keys(run: Ex08Run) -> set[str]:
 
 
 def _watch_claim_settings(run: Ex08Run) -> None:
-    """Have every insert into ``processed`` note, in the inserting session, the timeouts
-    it runs under (a row committed with the task's transaction, or not at all)."""
+    """Have every insert into ``processed`` (the claim) and ``charges`` (the charge) note,
+    in the inserting session, the table and the timeouts it runs under (a row committed
+    with the task's transaction, or not at all)."""
     from psycopg import sql
 
     schema = sql.Identifier(run.config.schema)
     with pg(run.config) as conn:
         conn.execute(
             sql.SQL(
-                "CREATE TABLE {s}.labkit_claim_settings (lock_timeout TEXT, statement_timeout TEXT)"
+                "CREATE TABLE {s}.labkit_claim_settings "
+                "(tbl TEXT, lock_timeout TEXT, statement_timeout TEXT)"
             ).format(s=schema)
         )
         conn.execute(
             sql.SQL(
                 "CREATE FUNCTION {s}.labkit_note_claim() RETURNS trigger LANGUAGE plpgsql AS $$ "
-                "BEGIN INSERT INTO {s}.labkit_claim_settings VALUES "
-                "(current_setting('lock_timeout'), current_setting('statement_timeout')); "
+                "BEGIN INSERT INTO {s}.labkit_claim_settings VALUES (TG_TABLE_NAME, "
+                "current_setting('lock_timeout'), current_setting('statement_timeout')); "
                 "RETURN NEW; END $$"
             ).format(s=schema)
         )
-        conn.execute(
-            sql.SQL(
-                "CREATE TRIGGER labkit_note_claim BEFORE INSERT ON {s}.processed "
-                "FOR EACH ROW EXECUTE FUNCTION {s}.labkit_note_claim()"
-            ).format(s=schema)
-        )
+        for table in ("processed", "charges"):
+            conn.execute(
+                sql.SQL(
+                    "CREATE TRIGGER labkit_note_claim BEFORE INSERT ON {s}.{t} "
+                    "FOR EACH ROW EXECUTE FUNCTION {s}.labkit_note_claim()"
+                ).format(s=schema, t=sql.Identifier(table))
+            )
 
 
-def _claim_timeouts(run: Ex08Run) -> list[str]:
-    """The timeouts (``lock_timeout = 5s``) a committed claim of the task ran under."""
+def _claim_timeouts(run: Ex08Run, table: str = "processed") -> list[str]:
+    """The timeouts (``lock_timeout = 5s``) a committed insert of the task into ``table``
+    (``processed``: the claim; ``charges``: the charge) ran under."""
     with pg(run.config) as conn:
         rows = conn.execute(
-            "SELECT DISTINCT lock_timeout, statement_timeout FROM labkit_claim_settings"
+            "SELECT DISTINCT lock_timeout, statement_timeout FROM labkit_claim_settings "
+            "WHERE tbl = %s",
+            (table,),
         ).fetchall()
     found = []
     for row in rows:
@@ -288,6 +322,22 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
                 "whose wait outlasts it fails and is acknowledged, and if the transaction it "
                 "waited for rolls back, the charge is lost. Let the INSERT ... ON CONFLICT "
                 "wait as long as it takes"
+            ),
+        )
+        # The same after the claim: a charge that waits on a lock (a busy table, a slow
+        # index) and gives up fails, is acknowledged, and its claim rolls back with it:
+        # nobody charges that key.
+        charge_timeouts = _claim_timeouts(run, "charges")
+        expect(
+            not charge_timeouts,
+            _("the charge's INSERT to wait for a lock as long as it takes, as the claim does"),
+            _("the charge runs under {settings}: it stops waiting after that long").format(
+                settings=", ".join(charge_timeouts)
+            ),
+            _(
+                "no lock_timeout or statement_timeout anywhere in the task's transaction, "
+                "even after the claim: a charge whose wait outlasts it fails and is "
+                "acknowledged, its claim rolls back with it, and nobody charges that key"
             ),
         )
         # The other way round: a charge the database refuses (beyond INTEGER) must take
@@ -615,3 +665,213 @@ def charge_may_wait_without_a_time_limit(ns: Namespace) -> None:
             "transaction rolls back (its worker was killed) is lost, and so is the charge"
         ),
     )
+
+
+#: Other keys charged between a key's first delivery and its late copy: more than a
+#: dedup that keeps "the last 100 keys" keeps. Numbered, so their text order (inv-late-99
+#: after inv-late-150) is not the order they came in.
+LATE_AFTER = 150
+#: Keys of earlier charges the check puts in ``processed`` (no charge rows of this run):
+#: a table trimmed to its last thousands of keys loses this run's keys too.
+OLD_KEYS = 10_000
+
+
+def _charge_counts(run: Ex08Run, keys: list[str]) -> dict[str, int]:
+    """Charge rows per key, for each of ``keys``, in one query."""
+    with pg(run.config) as conn:
+        rows = conn.execute(
+            "SELECT key, count(*) AS n FROM charges WHERE key = ANY(%s) GROUP BY key", (keys,)
+        ).fetchall()
+    found = {str(row["key"]): int(row["n"]) for row in rows}
+    return {key: found.get(key, 0) for key in keys}
+
+
+@CHECKS.add(
+    1,
+    "every one of 150 keys sent again once all were charged (a producer that retries "
+    "late) charges nothing more: the dedup record is kept, not trimmed to the last keys",
+    timeout=TIMEOUT,
+    severe=True,
+)
+def late_copies_after_many_charges_charge_once(ns: Namespace) -> None:
+    keys = [f"inv-late-{n}" for n in range(1, LATE_AFTER + 1)]
+    with Ex08Run(ns) as run:
+        run.worker(concurrency=2)
+        for key in keys:
+            run.send(key)
+        run.settle()
+        # Earlier days' keys, before and after these in text order; then one more charge,
+        # which is when a dedup that trims the table (to its last N keys by text order,
+        # or its newest N rows) runs, before the late copies come.
+        with pg(run.config) as conn:
+            conn.execute(
+                "INSERT INTO processed (key) SELECT prefix || n FROM generate_series(1, %s) "
+                "AS n, unnest(ARRAY['inv-a-', 'inv-z-']) AS prefix",
+                (OLD_KEYS // 2,),
+            )
+        run.send("inv-late-0")
+        run.settle()
+        for key in keys:
+            run.send(key)
+        run.settle()
+        counts = _charge_counts(run, keys)
+        wrong = {key: n for key, n in counts.items() if n != 1}
+        shown = ", ".join(
+            _("{key}: {count} rows").format(key=repr(key), count=n)
+            for key, n in list(wrong.items())[:5]
+        ) + (", ..." if len(wrong) > 5 else "")
+        expect(
+            not wrong,
+            _(
+                "1 charge row for each of {count} keys, each sent again once all of them "
+                "were charged (and {old} earlier keys were in processed)"
+            ).format(count=len(keys), old=OLD_KEYS),
+            _("{wrong} of the {count} keys do not have 1 row: {shown}").format(
+                wrong=len(wrong), count=len(keys), shown=shown
+            ),
+            _(
+                "a key with 0 rows: its runs failed, and a failed task is acknowledged, so "
+                "its charge is lost. Two charges of different keys at once must not fail "
+                "each other: no LOCK TABLE after the claim (it deadlocks with the other "
+                "run's claim), no lock or timeout shared by all keys"
+            )
+            if 0 in wrong.values()
+            else _(
+                "keep every key in processed for good: a dedup record deleted to keep the "
+                "table small (the last N keys, a cleanup after the charge) lets that key's "
+                "late copy charge again"
+            ),
+        )
+
+
+def _gate(run: Ex08Run, table: str, at_commit: bool) -> None:
+    """Make every insert into ``table`` wait while the check holds the table
+    ``labkit_gate``: right after the row is written (the run holds its row and its table
+    lock), or, ``at_commit``, at the COMMIT of the run's transaction (a deferred
+    constraint trigger fires there), once the run has done everything it does."""
+    from psycopg import sql
+
+    schema = sql.Identifier(run.config.schema)
+    with pg(run.config) as conn:
+        conn.execute(sql.SQL("CREATE TABLE {s}.labkit_gate (x INT)").format(s=schema))
+        conn.execute(
+            sql.SQL(
+                "CREATE FUNCTION {s}.labkit_wait_gate() RETURNS trigger LANGUAGE plpgsql AS $$ "
+                "BEGIN LOCK TABLE {s}.labkit_gate IN SHARE MODE; RETURN NULL; END $$"
+            ).format(s=schema)
+        )
+        when = "DEFERRABLE INITIALLY DEFERRED" if at_commit else ""
+        conn.execute(
+            sql.SQL(
+                "CREATE CONSTRAINT TRIGGER labkit_wait_gate AFTER INSERT ON {s}.{t} "
+                + when
+                + " FOR EACH ROW EXECUTE FUNCTION {s}.labkit_wait_gate()"
+            ).format(s=schema, t=sql.Identifier(table))
+        )
+
+
+def _inside_together(run: Ex08Run, sent: list[str]) -> None:
+    """Wait until the runs of ``sent`` each wait on a lock or ended (30 s at most)."""
+
+    def settled() -> bool:
+        waiting = len(_waiting_on_a_lock(run.config.tag, run))
+        ended = sum(1 for task, runs in run.returned().items() if task in sent and runs)
+        return waiting + ended >= len(sent)
+
+    with contextlib.suppress(TimeoutError):
+        harness.wait_until(settled, 30, "the runs to wait inside their transactions")
+
+
+@CHECKS.add(
+    2,
+    "a copy of a message that arrives while the first copy commits charges nothing: the "
+    "key stays held until the COMMIT, not released (an advisory unlock) just before it",
+    timeout=TIMEOUT,
+    severe=True,
+)
+def a_copy_during_the_commit_charges_once(ns: Namespace) -> None:
+    key = "inv-commit"
+    with Ex08Run(ns) as run:
+        run.worker(concurrency=2)
+        _gate(run, "charges", at_commit=True)
+        with pg(run.config) as gate:
+            gate.execute("LOCK TABLE labkit_gate IN EXCLUSIVE MODE")
+            first = run.send(key)
+
+            def waiting() -> int:
+                return len(_waiting_on_a_lock(run.config.tag, run))
+
+            def ended(task: str) -> bool:
+                return bool(run.returned().get(task))
+
+            # The first copy has done its writes and waits at its COMMIT.
+            with contextlib.suppress(TimeoutError):
+                harness.wait_until(
+                    lambda: waiting() >= 1 or ended(first), 30, "the first copy to commit"
+                )
+            second = run.send(key)
+            # The second copy goes as far as it can while the first has not committed.
+            with contextlib.suppress(TimeoutError):
+                harness.wait_until(
+                    lambda: waiting() >= 2 or ended(second) or ended(first),
+                    30,
+                    "the second copy to wait",
+                )
+            gate.rollback()
+        run.settle()
+        n = run.charges(key)
+        expect(
+            n == 1,
+            _(
+                "1 charge row after a second copy of one message ran while the first copy "
+                "was committing"
+            ),
+            _("{count} charge rows").format(count=n),
+            _(
+                "hold the key until your transaction commits: claim it with INSERT INTO "
+                "processed ... ON CONFLICT (key) DO NOTHING RETURNING key, or lock it with "
+                "pg_advisory_xact_lock (the COMMIT releases it); a lock you release "
+                "yourself (pg_advisory_unlock, in a finally) frees the key before the "
+                "COMMIT, and a copy that reads processed then sees no record yet"
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "two different keys charged at the same time on two pool children are both charged: "
+    "one run's locks must not make the other fail (a LOCK TABLE after the claim deadlocks)",
+    timeout=TIMEOUT,
+    severe=True,
+)
+def two_keys_at_once_both_charge(ns: Namespace) -> None:
+    keys = ["inv-k1", "inv-k2"]
+    with Ex08Run(ns) as run:
+        run.worker(concurrency=2)
+        # Both runs claim their key, then wait, each holding its claim, until both have.
+        _gate(run, "processed", at_commit=False)
+        with pg(run.config) as gate:
+            gate.execute("LOCK TABLE labkit_gate IN EXCLUSIVE MODE")
+            _inside_together(run, [run.send(key) for key in keys])
+            gate.rollback()
+        run.settle()
+        said = {task: runs[-1] for task, runs in run.returned().items()}
+        failed = [r for r in said.values() if r.state != "SUCCESS"]
+        got = [run.charges(key) for key in keys]
+        expect(
+            got == [1, 1],
+            _("1 charge row for each of two keys charged at the same time"),
+            _("{first} and {second} charge rows{failure}").format(
+                first=got[0],
+                second=got[1],
+                failure=_("; a run ended with {reply}").format(reply=_reply_of(failed[0]))
+                if failed
+                else "",
+            ),
+            _(
+                "a run that fails is acknowledged and its charge is lost: lock only the "
+                "key's own row (the claim's INSERT does), no LOCK TABLE after the claim "
+                "(two runs then wait for each other: a deadlock) and no lock shared by "
+                "every key that a busy run reads as 'already charged'"
+            ),
+        )

@@ -331,6 +331,100 @@ FOR_UPDATE_THEN_INSERT = """\
     return "charged"
 """
 
+#: Serialised by a per-key advisory lock, but the dedup record is looked up with LIKE:
+#: "inv_x" (an underscore matches any character) reads "inv-x" as itself, never charged.
+LIKE_UNDER_A_LOCK = """\
+    with connect() as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
+        if conn.execute("SELECT 1 FROM processed WHERE key LIKE %s", (key,)).fetchone():
+            return "already charged"
+        conn.execute("INSERT INTO processed (key) VALUES (%s)", (key,))
+        conn.execute(
+            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+            (key, customer, amount),
+        )
+    return "charged"
+"""
+
+#: The table "kept small": only the last 1000 keys by text order stay recorded, so a late
+#: copy of a key that sorts before them charges again.
+TRIMMED_TO_1000_KEYS = """\
+    with connect() as conn, conn.transaction():
+        first = conn.execute(
+            "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING RETURNING key",
+            (key,),
+        ).fetchone()
+        if first is None:
+            return "already charged"
+        conn.execute(
+            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+            (key, customer, amount),
+        )
+        conn.execute(
+            "DELETE FROM processed WHERE key NOT IN "
+            "(SELECT key FROM processed ORDER BY key DESC LIMIT 1000)"
+        )
+    return "charged"
+"""
+
+#: A session advisory lock released in a finally, before the COMMIT: a copy that comes
+#: while the first commits takes the lock, reads no record yet and charges again.
+UNLOCKED_BEFORE_THE_COMMIT = """\
+    with connect() as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+        try:
+            if conn.execute("SELECT 1 FROM processed WHERE key = %s", (key,)).fetchone():
+                return "already charged"
+            conn.execute(
+                "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+                (key, customer, amount),
+            )
+            conn.execute("INSERT INTO processed (key) VALUES (%s) ON CONFLICT DO NOTHING", (key,))
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+    return "charged"
+"""
+
+#: The charge made on a second connection, inside the claim's transaction: it commits
+#: first, and a kill before the claim's COMMIT lets the redelivery charge again.
+CHARGE_ON_ANOTHER_CONNECTION = """\
+    with connect() as conn, conn.transaction():
+        first = conn.execute(
+            "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING RETURNING key",
+            (key,),
+        ).fetchone()
+        if first is None:
+            return "already charged"
+        with connect() as other, other.transaction():
+            other.execute(
+                "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+                (key, customer, amount),
+            )
+    return "charged"
+"""
+
+#: The claim deduplicated by Celery's task id: a producer's second message has an id of
+#: its own, and charges again.
+BY_TASK_ID = """\
+    with connect() as conn, conn.transaction():
+        first = conn.execute(
+            "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING RETURNING key",
+            (charge.request.id,),
+        ).fetchone()
+        if first is None:
+            return "already charged"
+        conn.execute(
+            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+            (key, customer, amount),
+        )
+    return "charged"
+"""
+
+REFERENCE_CLAIM = """\
+        if first is None:
+            return "already charged"
+"""
+
 REFERENCE_CLAIM_ARGS = "            (key,),\n        ).fetchone()"
 REFERENCE_CHARGE_ARGS = "(key, customer, amount),"
 
@@ -713,6 +807,125 @@ ZOO = [
         ),
         "charge_may_wait_without_a_time_limit",
         "without a time limit",
+        "worker_starts_and_charges_once",
+    ),
+    (
+        # "inv_x" after "inv-x": LIKE's underscore matches the hyphen.
+        "the dedup record looked up with LIKE (under a per-key lock)",
+        _body(LIKE_UNDER_A_LOCK),
+        "two_invoices_two_charges",
+        "1 charge row for each of the keys",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # "ção" and "cao" become one key: the second invoice is never charged.
+        "the dedup record stripped of its accents (NFKD, then ASCII)",
+        _both(
+            _replace("import os\n", "import os\nimport unicodedata\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace(
+                    "(key,)",
+                    "(unicodedata.normalize('NFKD', key).encode('ascii', 'ignore').decode(),)",
+                ),
+            ),
+        ),
+        "two_invoices_two_charges",
+        "1 charge row for each of the keys",
+        "duplicate_message_charges_once",
+    ),
+    (
+        # The claim waits as long as it takes; the charge after it gives up after 5 s.
+        "a lock_timeout set after the claim, around the charge",
+        _replace(
+            REFERENCE_CLAIM,
+            REFERENCE_CLAIM + "        conn.execute(\"SET LOCAL lock_timeout = '5s'\")\n",
+        ),
+        "dedup_commits_with_the_charge",
+        "the charge's INSERT to wait for a lock",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "a session statement_timeout set after the claim",
+        _replace(
+            REFERENCE_CLAIM,
+            REFERENCE_CLAIM + "        conn.execute(\"SET statement_timeout = '5s'\")\n",
+        ),
+        "dedup_commits_with_the_charge",
+        "the charge's INSERT to wait for a lock",
+        "duplicate_message_charges_once",
+    ),
+    (
+        "processed trimmed to the last 1000 keys (by text order)",
+        _body(TRIMMED_TO_1000_KEYS),
+        "late_copies_after_many_charges_charge_once",
+        "each sent again once all of them were charged",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "a session advisory lock released in a finally, before the COMMIT",
+        _body(UNLOCKED_BEFORE_THE_COMMIT),
+        "a_copy_during_the_commit_charges_once",
+        "while the first copy was committing",
+        "worker_starts_and_charges_once",
+    ),
+    (
+        # Two runs of different keys, each holding its claim, wait for each other's.
+        "LOCK TABLE processed IN SHARE MODE after the claim",
+        _replace(
+            REFERENCE_CLAIM,
+            REFERENCE_CLAIM + '        conn.execute("LOCK TABLE processed IN SHARE MODE")\n',
+        ),
+        "two_keys_at_once_both_charge",
+        "each of two keys charged at the same time",
+        "duplicate_message_charges_once",
+    ),
+    (
+        "the charge on a second connection, committed before the claim",
+        _body(CHARGE_ON_ANOTHER_CONNECTION),
+        "killed_right_after_each_commit",
+        "right after your COMMIT at line",
+        "duplicate_message_charges_once",
+    ),
+    (
+        # A raw COMMIT ends the transaction the claim is in; the charge commits on its own.
+        "a raw COMMIT statement after the claim",
+        _replace(REFERENCE_CLAIM, REFERENCE_CLAIM + '        conn.execute("COMMIT")\n'),
+        "killed_right_after_each_commit",
+        "right after your COMMIT at line",
+        "worker_starts_and_charges_once",
+    ),
+    (
+        "the dedup record keyed by Celery's task id (a producer retry has a new one)",
+        _body(BY_TASK_ID),
+        "duplicate_message_charges_once",
+        "1 charge row for a key sent twice",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # "cus_joão_o'hara" charged as "cus_joao_o'hara": someone else's customer id.
+        "the customer id stripped of its accents (NFKD, then ASCII)",
+        _both(
+            _replace("import os\n", "import os\nimport unicodedata\n"),
+            _replace(
+                REFERENCE_CHARGE_ARGS,
+                "(key, unicodedata.normalize('NFKD', customer).encode('ascii', 'ignore')"
+                ".decode(), amount),",
+            ),
+        ),
+        "two_invoices_two_charges",
+        "to hold the message's customer and amount",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # A failed task is not acknowledged... but a dead pool child's is thrown away.
+        "task_acks_on_failure_or_timeout = False instead of task_reject_on_worker_lost",
+        _settings(
+            "    app.conf.task_acks_late = True\n"
+            "    app.conf.task_acks_on_failure_or_timeout = False\n"
+        ),
+        "worker_killed_before_the_charge",
+        "SIGKILLed before charging",
         "worker_starts_and_charges_once",
     ),
 ]
