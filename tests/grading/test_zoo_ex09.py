@@ -471,6 +471,187 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
             )
         ],
     ),
+    (
+        # Right for the first call on a fresh stream; a second call reports the keys that
+        # earlier calls applied too.
+        "returns the length of the effects list (LLEN), not what this call applied",
+        "returns_how_many_it_applied",
+        [("                return applied\n", "                return r.llen(effects)\n")],
+    ),
+    (
+        # The usual cap, written as a constant: max_deliveries=4 still dead-letters an
+        # entry at its fourth delivery, which would have succeeded.
+        "max_deliveries ignored: the cap is a constant 3",
+        "a_flaky_entry_is_retried_not_dead_lettered",
+        [("            if deliveries > max_deliveries:", "            if deliveries > 3:")],
+    ),
+    (
+        # Trims what it has acknowledged, and with it an older entry a dead consumer held:
+        # XAUTOCLAIM then drops it from the PEL and nobody ever applies it.
+        "trims the stream up to each entry it acknowledges (XTRIM MINID)",
+        "takes_over_a_dead_consumers_entries",
+        [
+            (
+                "            applied += 0 if done_before else 1\n",
+                "            applied += 0 if done_before else 1\n"
+                "            r.xtrim(stream, minid=entry_id, approximate=False)\n",
+            )
+        ],
+    ),
+    (
+        # A key whose entry died is not done: the producer's later, healthy copy is only
+        # acknowledged, and its effect is lost.
+        "the done record written when an entry is dead-lettered",
+        "a_dead_lettered_key_sent_again_is_applied",
+        [
+            (
+                "                pipe.xack(stream, GROUP, entry_id)\n"
+                "                pipe.execute()\n"
+                "                continue\n",
+                "                pipe.xack(stream, GROUP, entry_id)\n"
+                "                pipe.set(f\"{prefix}:done:{fields['key']}\", entry_id)\n"
+                "                pipe.execute()\n"
+                "                continue\n",
+            )
+        ],
+    ),
+    (
+        # Deliveries counted per key, for ever: a key sent again after its entry was
+        # dead-lettered starts above the cap and is dead-lettered unrun.
+        "deliveries counted per key in a hash (HINCRBY) instead of read from XPENDING",
+        "a_dead_lettered_key_sent_again_is_applied",
+        [
+            (
+                "            info = r.xpending_range(stream, GROUP, entry_id, entry_id, 1)\n"
+                '            deliveries = int(info[0]["times_delivered"]) if info else 1\n',
+                "            deliveries = r.hincrby(f\"{prefix}:attempts\", fields['key'], 1)\n",
+            )
+        ],
+    ),
+    (
+        # The poison comes to each new consumer by XAUTOCLAIM: it kills them all.
+        "the delivery cap applied to its own pending entries only, not to claimed ones",
+        "the_cap_holds_for_claimed_entries",
+        [
+            (
+                "        if not entries:\n            entries = [e for e in r.xautoclaim",
+                "        own = bool(entries)\n"
+                "        if not entries:\n            entries = [e for e in r.xautoclaim",
+            ),
+            (
+                "            if deliveries > max_deliveries:",
+                "            if own and deliveries > max_deliveries:",
+            ),
+        ],
+    ),
+    (
+        "dead-letters one delivery late (> max_deliveries + 1)",
+        "dead_letters_a_crashing_entry_after_max_deliveries",
+        [
+            (
+                "            if deliveries > max_deliveries:",
+                "            if deliveries > max_deliveries + 1:",
+            )
+        ],
+    ),
+    (
+        # "pedido:ção-x" and "pedido:cao-x" are two orders: the second is only acknowledged.
+        "the done record named by the key with its accents taken off",
+        "keys_are_compared_exactly",
+        [
+            (
+                "            record = f\"{prefix}:done:{fields['key']}\"",
+                "            import unicodedata\n"
+                '            plain = unicodedata.normalize("NFKD", fields["key"])\n'
+                '            record = f"{prefix}:done:" + plain.encode("ascii", "ignore").decode()',
+            )
+        ],
+    ),
+    (
+        # "order:x " and "order:x_" are two orders.
+        "the done record named by the key with spaces turned into '_'",
+        "keys_are_compared_exactly",
+        [
+            (
+                "            record = f\"{prefix}:done:{fields['key']}\"",
+                '            record = f"{prefix}:done:" + fields["key"].replace(" ", "_")',
+            )
+        ],
+    ),
+    (
+        # A job of 5 minutes is still running: a threshold of 5 s takes it from its holder.
+        "XAUTOCLAIM with a constant 5000 ms instead of idle_ms",
+        "leaves_a_live_consumers_entry_alone",
+        [
+            (
+                "r.xautoclaim(stream, GROUP, consumer, idle_ms,",
+                "r.xautoclaim(stream, GROUP, consumer, 5000,",
+            )
+        ],
+    ),
+    (
+        # XRANGE adds no delivery: after each crash the poison is delivery 1 again.
+        "its own pending entries fetched with XPENDING + XRANGE instead of XREADGROUP 0",
+        "dead_letters_a_crashing_entry_after_max_deliveries",
+        [
+            (
+                '        rows = r.xreadgroup(GROUP, consumer, {stream: "0"}, count=1)\n'
+                "        entries = [e for _s, found in rows for e in found if e[1]]\n",
+                '        mine = r.xpending_range(stream, GROUP, "-", "+", 1,\n'
+                "                                consumername=consumer)\n"
+                '        held = mine[0]["message_id"] if mine else None\n'
+                "        entries = r.xrange(stream, held, held) if held else []\n",
+            )
+        ],
+    ),
+    (
+        # The repr of the parsed dict: single quotes, True, not the JSON that came.
+        "the dead letter's payload written as str() of the parsed dict",
+        "dead_letters_a_crashing_entry_after_max_deliveries",
+        [
+            (
+                '"payload": fields["payload"],',
+                '"payload": str(json.loads(fields["payload"])),',
+            )
+        ],
+    ),
+    (
+        # "Each key once" by construction: a set cannot show a key applied twice.
+        "the effects kept in a set (SADD) instead of a list",
+        "applies_each_entry_once",
+        [('pipe.rpush(effects, fields["key"])', 'pipe.sadd(effects, fields["key"])')],
+    ),
+    (
+        "the dead letters pushed to a list as JSON instead of XADDed to a stream",
+        "dead_letters_a_crashing_entry_after_max_deliveries",
+        [
+            (
+                'pipe.xadd(dead, {"key": fields["key"], "payload": fields["payload"],',
+                'pipe.rpush(dead, json.dumps({"key": fields["key"], "payload": fields["payload"],',
+            ),
+            ('never finished it"})', 'never finished it"}))'),
+        ],
+    ),
+    (
+        # An entry sent an hour ago and read a second ago looks idle for an hour: taken
+        # from the consumer still working on it.
+        "idle judged by the age in the entry's ID, then XCLAIM with min-idle-time 0",
+        "leaves_a_live_consumers_entry_alone",
+        [
+            (
+                "            entries = [e for e in r.xautoclaim(stream, GROUP, consumer, idle_ms, "
+                '"0-0", 1)[1]\n'
+                "                       if e[1]]\n",
+                '            for p in r.xpending_range(stream, GROUP, "-", "+", 10):\n'
+                '                age = time.time() * 1000 - int(p["message_id"].split("-")[0])\n'
+                "                if age >= idle_ms:\n"
+                "                    got = r.xclaim(stream, GROUP, consumer, 0,\n"
+                '                                   [p["message_id"]])\n'
+                "                    entries = [e for e in got if e[1]]\n"
+                "                    break\n",
+            )
+        ],
+    ),
 ]
 
 
