@@ -55,9 +55,15 @@ def _changed(name: str, reply: Any) -> bool:
     return reply not in (None, 0, False, [], b"", "")
 
 
+#: Reads that fetch no data: two copies meet where they read the record itself (an
+#: EXISTS or GET), not at the WATCH before it, so a write sent outside that WATCH's
+#: transaction races every time rather than when the scheduler happens to let it.
+NOT_A_LOOK = frozenset({"WATCH", "UNWATCH", "MULTI"})
+
+
 def _reads_prefix(args: tuple[Any, ...], prefix: str) -> bool:
     name = str(args[0]).split()[0].upper() if args else ""
-    return name in REDIS_READS and any(
+    return name in REDIS_READS - NOT_A_LOOK and any(
         (a.decode(errors="replace") if isinstance(a, bytes) else str(a)).startswith(prefix)
         for a in args[1:]
     )

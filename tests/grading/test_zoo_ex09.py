@@ -113,6 +113,17 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         ],
     ),
     (
+        # The MULTI goes out on a second pipeline, which never WATCHed the record.
+        "the done record WATCHed on one pipeline, the MULTI sent on another",
+        "two_copies_of_a_key_at_once_apply_once",
+        [
+            (
+                "                    pipe.multi()\n",
+                "                    pipe = r.pipeline(transaction=True)\n",
+            )
+        ],
+    ),
+    (
         "the done record read outside the WATCH: two copies at once are both applied",
         "two_copies_of_a_key_at_once_apply_once",
         [
