@@ -395,3 +395,26 @@ def accept_forgets_no_key_on_a_long_day(ns: Namespace) -> None:
         ),
         _said(conflict),
     )
+
+
+@CHECKS.add(
+    1,
+    "compute the fingerprint before you touch `seen`: an entry written first (a "
+    "placeholder, to reserve the key) stays behind when the fingerprint fails, and the "
+    "sender's fixed payload is refused as a conflict at every retry",
+    severe=True,
+)
+def a_failed_fingerprint_leaves_seen_alone(ns: Namespace) -> None:
+    key = "billing:42:charge:v1"
+    run = ns.harness(HARNESS + "accept_after_an_unencodable_payload", key)
+    first, fixed = run["results"]
+    if "raised" not in first:
+        return  # encoded some other way: unencodable_payload_is_not_new_every_time judges it
+    expect(
+        answered(fixed, True),
+        _(
+            "True for {key} sent again with its date as text, after accept raised for the "
+            "payload holding a datetime"
+        ).format(key=key),
+        _("{answer}; `seen` holds {seen}").format(answer=_said(fixed), seen=repr(run["seen"])),
+    )

@@ -229,3 +229,75 @@ def no_file_left_open_after_a_run(ns: Namespace) -> None:
             after=run["after"], before=run["before"]
         ),
     )
+
+
+@CHECKS.add(
+    1,
+    "read the holder's pid from the file at every refusal: a pid kept from an earlier "
+    "refusal (in a module-level dict) names a holder long gone, and the operator who "
+    "reads the message kills the wrong process",
+    timeout=20.0,
+)
+def refusal_names_the_current_holder(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        run = ns.harness(HARNESS + "refused_by_holders_in_turn", str(path))
+    before, now = (text.strip() for text in run["files"])
+    said = run["refusals"][1]
+    if before == now or not now:
+        return  # the file names no new holder: file_names_the_holder judges what it says
+    expect(
+        now in said,
+        _(
+            "a refusal naming pid {now}, the pid in the lock file now, after an earlier "
+            "refusal in this process named pid {before}, a holder since killed"
+        ).format(now=now, before=before),
+        said,
+    )
+
+
+@CHECKS.add(
+    2,
+    "release the lock by closing your file (fh.close() in the finally), never with "
+    "flock(LOCK_UN): a worker forked inside the with block shares the open file, and "
+    "its LOCK_UN as it leaves the block releases the lock while the parent still runs",
+    timeout=20.0,
+    severe=True,
+)
+def a_forked_worker_leaving_keeps_the_lock(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        run = ns.harness(HARNESS + "attempt_after_a_forked_worker_left", str(path))
+    expect("error" not in run, _("the with block to run and end"), run.get("error", ""))
+    expect(
+        run["again"].startswith("refused"),
+        _(
+            "AlreadyRunning for a second attempt while this process still holds the lock, "
+            "after a worker it forked inside the with block left the block and exited"
+        ),
+        run["again"],
+    )
+
+
+@CHECKS.add(
+    1,
+    "open the lock file in one call that creates it if needed and never truncates ('a+', "
+    "or os.open with O_RDWR | O_CREAT): 'r+', then 'w' when the file was missing, lets a "
+    "second run that also found no file empty the pid the first one just wrote",
+    timeout=20.0,
+)
+def a_late_starter_leaves_the_holders_pid(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        run = ns.harness(HARNESS + "staggered_start", str(path))
+    holder = run["holder"]
+    if holder is None:
+        return  # nobody took the lock: two_instances_started_together judges the start
+    # Only a wiped pid is this mistake; a wrong one is file_names_the_holder's.
+    expect(
+        run["file"].strip() != "",
+        _(
+            "the lock file naming pid {pid}, the process holding the lock, after a second "
+            "process started with it also found no lock file"
+        ).format(pid=holder),
+        _("{file}; the processes got {outcomes}").format(
+            file=repr(run["file"][:80]), outcomes=run["outcomes"]
+        ),
+    )

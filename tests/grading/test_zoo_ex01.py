@@ -1077,6 +1077,23 @@ ZOO: list[tuple[str, str, str, str]] = [
             return f"{source}:{entity_id}:{action}:v{version}"
     """,
     ),
+    (
+        "ex01",
+        "accept reserves the key in `seen` before fingerprinting (kept when json.dumps raises)",
+        "a_failed_fingerprint_leaves_seen_alone",
+        """
+        def accept(seen: dict, key: str, payload: dict) -> bool:
+            known = seen.get(key)
+            if known is None:
+                seen[key] = ""  # reserve the key first
+                seen[key] = payload_fingerprint(payload)
+                return True
+            fp = payload_fingerprint(payload)
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
 ]
 
 
@@ -1218,6 +1235,9 @@ SAYS: dict[str, str] = {
     "operation_key memoised with functools.lru_cache (42.0 answered with 42's key)": (
         "in a new worker that asks for ['billing', 42.0, 'charge'] first"
     ),
+    "accept reserves the key in `seen` before fingerprinting (kept when json.dumps raises)": (
+        "sent again with its date as text"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -1263,6 +1283,7 @@ SEVERE = [
     "accept answers True for any empty payload (nothing to fingerprint)",
     "fingerprint of the first 4096 characters of the JSON (a long invoice's last line ignored)",
     "operation_key memoised with functools.lru_cache (42.0 answered with 42's key)",
+    "accept reserves the key in `seen` before fingerprinting (kept when json.dumps raises)",
 ]
 
 

@@ -1187,6 +1187,87 @@ ZOO: list[tuple[str, str, str, str]] = [
                     self.fh.close()
     """,
     ),
+    (
+        "ex02",
+        "the lock released with flock(LOCK_UN) (a worker forked in the block unlocks the parent)",
+        "a_forked_worker_leaving_keeps_the_lock",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                try:
+                    yield
+                finally:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_UN)  # release explicitly, then close
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the holder's pid kept from the first refusal in a module-level dict",
+        "refusal_names_the_current_holder",
+        """
+        _HOLDERS = {}
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    holder = _HOLDERS.get(path)
+                    if holder is None:  # read the file once per path
+                        fh.seek(0)
+                        holder = _HOLDERS[path] = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the file opened 'r+', or 'w+' when missing (a run that also found none empties the pid)",
+        "a_late_starter_leaves_the_holders_pid",
+        """
+        @contextmanager
+        def single_instance(path):
+            try:
+                fh = open(path, "r+")  # keep the holder's pid
+            except FileNotFoundError:
+                fh = open(path, "w+")  # first run: create it
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
@@ -1283,6 +1364,15 @@ SAYS: dict[str, str] = {
     "a class whose __exit__ keeps the file: the lock goes only when the object is collected": (
         "the lock free after the with block"
     ),
+    "the lock released with flock(LOCK_UN) (a worker forked in the block unlocks the parent)": (
+        "after a worker it forked inside the with block"
+    ),
+    "the holder's pid kept from the first refusal in a module-level dict": (
+        "the pid in the lock file now"
+    ),
+    "the file opened 'r+', or 'w+' when missing (a run that also found none empties the pid)": (
+        "also found no lock file"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -1304,6 +1394,7 @@ SEVERE = [
     "the lock taken on path + '.lck', the pid written to path",
     "a busy lock whose file names this process's own pid entered again (re-entrant)",
     "a class whose __exit__ keeps the file: the lock goes only when the object is collected",
+    "the lock released with flock(LOCK_UN) (a worker forked in the block unlocks the parent)",
 ]
 
 

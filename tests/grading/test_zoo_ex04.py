@@ -1642,6 +1642,58 @@ ZOO: list[tuple[str, str, str, str]] = [
             return delay
     """,
     ),
+    (
+        "ex04",
+        "classify caches verdicts by the error's class (a 500 inherits a 503's verdict)",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        _VERDICTS = {}
+        def classify(error):
+            if type(error) in _VERDICTS:
+                return _VERDICTS[type(error)]
+            if getattr(error, "ambiguous", False):
+                verdict = "maybe_done"
+            elif isinstance(error, TransientError):
+                verdict = "never_sent"
+            elif isinstance(error, PermanentError):
+                verdict = "permanent"
+            elif isinstance(getattr(error, "status", None), int):
+                status = error.status
+                if status in (408, 429, 503):
+                    verdict = "never_sent"
+                else:
+                    verdict = "maybe_done" if 500 <= status <= 599 else "permanent"
+            elif isinstance(error, ConnectionRefusedError):
+                verdict = "never_sent"
+            elif isinstance(error, (TimeoutError, ConnectionError)):
+                verdict = "maybe_done"
+            else:
+                verdict = "permanent"
+            _VERDICTS[type(error)] = verdict
+            return verdict
+    """,
+    ),
+    (
+        "ex04",
+        "next_delay returns when to retry (now + delay), not how long to wait",
+        "retries_happen_at_real_times",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return now + delay  # the time of the next attempt
+    """,
+    ),
 ]
 
 
@@ -1785,6 +1837,10 @@ SAYS: dict[str, str] = {
     ),
     "a cancelled task (asyncio.CancelledError) called never sent": "asyncio.CancelledError()",
     "max_attempts=0 taken as no limit (retries until the deadline)": "with max_attempts=0",
+    "classify caches verdicts by the error's class (a 500 inherits a 503's verdict)": (
+        "without an idempotency_key"
+    ),
+    "next_delay returns when to retry (now + delay), not how long to wait": "seconds to wait",
 }
 
 
@@ -1802,6 +1858,8 @@ SEVERE = [
     "classify judges the root cause (__cause__ followed down the chain)",
     "the ambiguous flag read from the error's class (a flag set on the error itself missed)",
     "classify follows __context__ down from a built-in error (TimeoutError and others)",
+    "classify caches verdicts by the error's class (a 500 inherits a 503's verdict)",
+    "next_delay returns when to retry (now + delay), not how long to wait",
 ]
 
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)

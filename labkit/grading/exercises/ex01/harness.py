@@ -320,3 +320,18 @@ def accept_on_a_long_day(values: MutableMapping[str, Any], count: int) -> dict[s
         "kept": len(seen),
         "first_kept": first in seen,
     }
+
+
+def accept_after_an_unencodable_payload(
+    values: MutableMapping[str, Any], key: str
+) -> dict[str, Any]:
+    """``accept`` with a payload JSON cannot encode (a datetime), then with the same
+    payload made encodable (the date as ISO text), as the sender fixed and sent it again.
+
+    An entry written into ``seen`` before the fingerprint failed is still there for the
+    fixed payload: its every retry is then a conflict, and the work never runs.
+    """
+    due = _dt.datetime(2026, 12, 4, 3, 0, tzinfo=_dt.UTC)
+    broken = {"amount_cents": 1990, "due": due}
+    fixed = {"amount_cents": 1990, "due": due.isoformat()}
+    return accept_calls(values, [[key, broken], [key, fixed]])

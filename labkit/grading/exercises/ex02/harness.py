@@ -621,3 +621,141 @@ def file_while_a_forked_worker_holds(values: MutableMapping[str, Any], path: str
             said = _read(fd)
     child, _sep, text = said.partition(" ")
     return {"pid": pid, "child": child, "file": text}
+
+
+def refused_by_holders_in_turn(values: MutableMapping[str, Any], path: str) -> dict[str, Any]:
+    """Two children hold the lock one after the other (the first killed before the second
+    starts); this process, one process all along, tries once under each.
+
+    Returns ``{"holders": [pid, pid], "refusals": [text, text], "files": [text, text]}``
+    (the file's text at each refusal): a holder's pid kept from the first refusal names
+    a process long gone under the second.
+    """
+    out: dict[str, Any] = {"holders": [], "refusals": [], "files": []}
+    with fresh_state(values):
+        _attempt(values, path)  # here first, so a stub says "not started yet"
+        for _turn in range(2):
+            with _child(_holder(values, path)) as (pid, fd):
+                _read(fd)
+                out["holders"].append(pid)
+                out["refusals"].append(_attempt(values, path))
+                out["files"].append(_text(path))
+    return out
+
+
+def _wait_or_kill(pid: int, timeout: float = 10.0) -> None:
+    """Reap the child ``pid``; SIGKILL it first if it is still running after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, _status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return
+        time.sleep(0.01)
+    with contextlib.suppress(ProcessLookupError, ChildProcessError):
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def attempt_after_a_forked_worker_left(
+    values: MutableMapping[str, Any], path: str
+) -> dict[str, Any]:
+    """Hold the lock here; inside the block fork a worker that leaves the block by an
+    exception (as ``sys.exit()`` does in a worker forked there) and exits; then, still
+    holding, attempt again as a second copy would.
+
+    The worker shares this process's open file: closing its copy changes nothing, but a
+    ``flock(LOCK_UN)`` on the way out releases the lock of the parent, which still runs.
+    Returns ``{"again": the attempt after the worker exited, "error"?: ...}``.
+    """
+    parent = os.getpid()
+    out: dict[str, Any] = {}
+    with fresh_state(values):
+        try:
+            with need(values, "single_instance")(path):
+                pid = os.fork()
+                if pid == 0:
+                    raise SystemExit(0)  # the worker leaves the with block, as sys.exit()
+                _wait_or_kill(pid)
+                out["again"] = _attempt(values, path)
+        except BaseException as exc:  # noqa: BLE001 - the worker exits; the parent reports
+            if os.getpid() != parent:
+                os._exit(0)
+            if isinstance(exc, NotImplementedError) and is_stub(exc):
+                raise
+            if not isinstance(exc, Exception):
+                raise
+            out["error"] = f"raised {type(exc).__name__}: {str(exc)[:160]}"
+        finally:
+            if os.getpid() != parent:  # never let the worker return into the check
+                os._exit(0)
+    return out
+
+
+#: ``staggered_start``'s first child pauses this long after each file call: every child
+#: has looked for the lock file before the first creates it.
+FIRST_PAUSE_S = 0.1
+
+
+def _paused(fn: Callable[..., Any], pause: float) -> Callable[..., Any]:
+    """``fn``, then a pause of ``pause`` seconds, whether it returned or raised."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            time.sleep(pause)
+
+    return call
+
+
+def staggered_start(
+    values: MutableMapping[str, Any], path: str, n: int = 2, step: float = 0.3
+) -> dict[str, Any]:
+    """``n`` processes released at one instant, on a folder with no lock file yet, try
+    the lock; child ``i`` pauses ``FIRST_PAUSE_S + i * step`` s after each file call
+    (exists, open, os.open), a failed one too. All look for the file before the first
+    creates it; a later one that found none acts on it ``step`` s after the first took
+    the lock and wrote its pid.
+
+    Returns ``{"outcomes": [...], "holder": the pid that said "acquired" or None,
+    "file": the file's text while that holder still holds}``.
+    """
+    out: dict[str, Any] = {"holder": None}
+    with fresh_state(values), contextlib.ExitStack() as stack:
+        _attempt(values, str(pathlib.Path(path).with_name("probe.lock")))
+        go_read, go_write = os.pipe()
+        stack.callback(os.close, go_read)
+
+        def body_for(pause: float) -> Callable[[int], None]:
+            def body(write_fd: int) -> None:
+                os.close(go_write)
+                select.select([go_read], [], [], 10.0)
+                builtins.open = _paused(builtins.open, pause)
+                os.open = _paused(os.open, pause)
+                os.path.exists = _paused(os.path.exists, pause)
+                pathlib.Path.exists = _paused(pathlib.Path.exists, pause)  # type: ignore[method-assign]
+                try:
+                    with need(values, "single_instance")(path):
+                        os.write(write_fd, b"acquired")
+                        time.sleep(30)
+                except BaseException as exc:  # noqa: BLE001 - told to the parent
+                    name = type(exc).__name__
+                    said = "refused" if name == "AlreadyRunning" else f"raised {name}: {exc}"
+                    os.write(write_fd, said.encode()[:400])
+
+            return body
+
+        try:
+            children = [
+                stack.enter_context(_child(body_for(FIRST_PAUSE_S + i * step))) for i in range(n)
+            ]
+        finally:
+            os.write(go_write, b"go")
+            os.close(go_write)
+        out["outcomes"] = [_read(fd) for _pid, fd in children]
+        time.sleep(step)  # a late child's last file call, if it made one, is done
+        for (pid, _fd), said in zip(children, out["outcomes"], strict=True):
+            if said == "acquired":
+                out["holder"] = pid
+        out["file"] = _text(path)
+    return out

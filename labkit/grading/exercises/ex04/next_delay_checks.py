@@ -58,13 +58,15 @@ def gives_up_on_maybe_done_without_a_key(ns: Namespace) -> None:
         for status, after in ((500, 5), (502, 30.0))
         for attempt in (1, 2)
     ]
-    # Each one right after a never-sent error, in the same process: a verdict cached by
-    # id(error) hands the new error, built at the freed one's address, the old verdict.
+    # Each one right after never-sent errors, in the same process: a verdict cached by
+    # id(error) hands the new error, built at the freed one's address, the old verdict;
+    # one cached by the error's class hands a 500 the verdict of the 503 before it.
     calls = []
     for _n, error, attempt in cases:
         calls += [(REFUSED, 1, {"started_at": 0.0, "now": 0.0})]
+        calls += [(http(503), 1, {"started_at": 0.0, "now": 0.0})]
         calls += [(error, attempt, {"started_at": 0.0, "now": 0.0})]
-    got = delays_for(ns, calls)[1::2]
+    got = delays_for(ns, calls)[2::3]
     for (name, _error, attempt), delay in zip(cases, got, strict=True):
         expect(
             delay is None,
