@@ -394,22 +394,28 @@ def a_locked_database_is_an_error_not_a_repeat(ns: Namespace) -> None:
 @CHECKS.add(
     1,
     "roll back whatever consume raises inside its transaction (except BaseException, not "
-    "only sqlite3.Error): a body without 'customer' raises KeyError, and a transaction "
-    "left open makes every later message on that connection fail",
+    "only sqlite3.Error): a body without 'customer' raises KeyError, a body that is not "
+    "JSON ValueError, and a transaction left open makes every later message on that "
+    "connection fail",
 )
 def consume_rolls_back_whatever_it_raises(ns: Namespace) -> None:
     broken = [message_id(5), json.dumps({"order_id": 5, "total": 1})]  # no "customer"
-    calls = [broken, _delivered_body(1, "ana")]
+    cut = [message_id(6), '{"order_id": 6, "custo']  # a poison message: not JSON at all
+    calls = [broken, cut, _delivered_body(1, "ana")]
     with lab_file(ns, consumer_db, "mail.db") as (conn, path):
         got = ns.harness(HARNESS + "on_one_connection", "consume", str(path), calls)
         expect(
-            "raised" in got[0] and got[1].get("returned") is True and emails(conn) == [(1, "ana")],
+            "raised" in got[0]
+            and "raised" in got[1]
+            and got[2].get("returned") is True
+            and emails(conn) == [(1, "ana")],
             _(
-                "consume of a body without 'customer' to raise, then order 1's message on the "
-                "same connection applied (True, its email)"
+                "consume of a body without 'customer' to raise, then of a body cut short (not "
+                "JSON) to raise too, then order 1's message on the same connection applied "
+                "(True, its email)"
             ),
-            _("the first {first}, the second {second}; emails {emails}").format(
-                first=did(got[0]), second=did(got[1]), emails=emails(conn)
+            _("the first {first}, the second {second}, the third {third}; emails {emails}").format(
+                first=did(got[0]), second=did(got[1]), third=did(got[2]), emails=emails(conn)
             ),
         )
 
@@ -692,4 +698,36 @@ def message_ids_are_told_apart_exactly(ns: Namespace) -> None:
                 "the first deliveries returned {first}, the second {again}; emails {emails}; "
                 "processed_messages {held}"
             ).format(first=first, again=again, emails=sorted(emails(conn)), held=held),
+        )
+
+
+@CHECKS.add(
+    2,
+    "a publish that times out (no confirm from the broker) did not deliver for sure: "
+    "leave that row pending and let the error out, so the next run publishes it again; "
+    "marking it sent to spare a duplicate loses the message when the broker never got it",
+    severe=True,
+)
+def a_publish_that_timed_out_stays_pending(ns: Namespace) -> None:
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        seed_outbox(conn, ORDERS)
+        broker = path.parent / "broker.db"
+        got = relay(ns, path, broker, "broker_timeout", nth=2)
+        pending = [r["message_id"] for r in rows_of(conn, "all_outbox") if r["sent_at"] is None]
+        want = [message_id(o[0]) for o in ORDERS[1:]]
+        expect(
+            "raised" in got and pending == want,
+            _(
+                "publish of {message} times out (the broker never got it): relay_once raises "
+                "and leaves {pending} pending"
+            ).format(message=message_id(ORDERS[1][0]), pending=want),
+            _("relay_once {outcome}; pending {pending}; the broker has {log}").format(
+                outcome=_("raised") if "raised" in got else repr(got.get("returned")),
+                pending=pending,
+                log=broker_log(broker),
+            ),
+            _(
+                "a timeout is no proof of delivery: only a publish that returned marks its "
+                "row sent; the consumer drops the duplicate a retry may make"
+            ),
         )

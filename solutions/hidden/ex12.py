@@ -413,23 +413,48 @@ def since_bounds_every_tick(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
-    "a tick that raises (slot_key refuses the name 'daily:report') leaves no transaction "
-    "open on the scheduler's long-lived connection: with BEGIN ... COMMIT, ROLLBACK on "
-    "error, or the next tick on it fails",
+    "a tick that raises (slot_key refuses the name 'daily:report', due_slots a period_s "
+    "of 0) leaves no transaction open on the scheduler's long-lived connection: with "
+    "BEGIN ... COMMIT, ROLLBACK on error, or the next tick on it fails",
 )
 def a_failed_tick_leaves_the_connection_usable(ns: Namespace) -> None:
-    calls = [["daily:report", HOUR, T0, T0 + 5, "all"], ["nightly", HOUR, T0, T0 + 5, "all"]]
+    calls = [
+        ["daily:report", HOUR, T0, T0 + 5, "all"],
+        # Refused by due_slots, after the newest key was read: a BEGIN before it must end.
+        ["nightly", 0, T0, T0 + 5, "all"],
+        ["nightly", HOUR, T0, T0 + 5, "all"],
+    ]
     with lab_file(ns) as (conn, path):
         got = ns.harness(HARNESS + "on_one_connection", "tick", str(path), calls)
         want = [reference_key("nightly", T0)]
         said = [g["returned"] if "returned" in g else raised_text(g) for g in got]
         expect(
-            "raised" in got[0] and got[1].get("returned") == want,
+            "raised" in got[0] and "raised" in got[1] and got[2].get("returned") == want,
             _(
-                "tick('daily:report', ...) to raise ValueError, then tick('nightly', ...) on "
-                "the same connection to create {keys}"
+                "tick('daily:report', ...) and tick('nightly', period_s=0, ...) to raise "
+                "ValueError, then tick('nightly', ...) on the same connection to create {keys}"
             ).format(keys=want),
-            _("the first {first}; the second {second}").format(
-                first=short_repr(said[0], 150), second=short_repr(said[1], 150)
+            _("the first {first}; the second {second}; the third {third}").format(
+                first=short_repr(said[0], 150),
+                second=short_repr(said[1], 150),
+                third=short_repr(said[2], 150),
             ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "each job's kind is the schedule's name exactly as given (capitals, accents, spaces): "
+    "the worker picks the task by kind, and 'Daily_Report' is not 'daily_report'",
+)
+def each_job_is_of_its_schedules_kind(ns: Namespace) -> None:
+    name = "Clôture_Mois EU"
+    with lab_file(ns) as (conn, path):
+        _tick(ns, path, T0 + HOUR + 5, schedule=name)
+        kinds = sorted(row[0] for row in conn.execute("SELECT DISTINCT kind FROM jobs"))
+        expect(
+            kinds == [name],
+            _("every job of the schedule {name} of kind {name}").format(name=repr(name)),
+            _("the kinds in the table: {kinds}").format(kinds=kinds),
+            _("kind = schedule, the name as given: no lower(), strip() or other change"),
         )

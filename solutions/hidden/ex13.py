@@ -375,7 +375,10 @@ def a_job_claimed_again_counts_its_attempt(ns: Namespace) -> None:
                     "{name} on a job in retry_wait at attempt 2: running, attempt 3, "
                     "lease_owner w1, lease_until {lease_until:g}, updated_at {now:g}"
                 ).format(name=name, lease_until=NOW + 45, now=NOW),
-                {k: stored[k] for k in ("state", "attempt", "lease_owner", "lease_until")},
+                {
+                    k: stored[k]
+                    for k in ("state", "attempt", "lease_owner", "lease_until", "updated_at")
+                },
             )
 
 
@@ -469,3 +472,47 @@ def a_failed_claim_comes_out(ns: Namespace) -> None:
             ),
             _("it returned {value}").format(value=repr(got.get("returned"))),
         )
+
+
+@CHECKS.add(
+    2,
+    "a lease ends at its lease_until, whoever claims next: 60 s after w1 took acme's first "
+    "job for 300 s, w2 with lease_s=30 does not take that job as well (with cap 2 it "
+    "takes the next one; in the serial line, nothing); never work a lease's end out from "
+    "updated_at and your own lease_s",
+    severe=True,
+)
+def a_long_lease_holds_against_a_shorter_one(ns: Namespace) -> None:
+    # (the claim, its cap, whether w2 may take the job behind w1's)
+    for name, extra, next_one in (("claim_capped", (2,), True), ("claim_serial", (), False)):
+        with lab_file(ns) as (conn, path):
+            job_id = add_job(conn, "acme:1", queue="acme")
+            behind = add_job(conn, "acme:2", queue="acme")
+            first = claim(ns, path, name, "w1", NOW, *extra, lease_s=300.0)
+            second = claim(ns, path, name, "w2", NOW + 60, *extra, lease_s=30.0)
+            stored = job(conn, job_id)
+            want = behind if next_one else None
+            call = f"{name}(..., {extra[0]})" if extra else name
+            expect(
+                _id(first) == job_id and _id(second) == want and stored["lease_owner"] == "w1",
+                _(
+                    "{call}: w1 takes job {job_id} for 300 s at {now:g}; w2, with lease_s=30, "
+                    "gets {want} at {later:g} (w1's lease runs until {until:g})"
+                ).format(
+                    call=call,
+                    job_id=job_id,
+                    want=_("job {job_id}").format(job_id=want) if want else "None",
+                    now=NOW,
+                    later=NOW + 60,
+                    until=NOW + 300,
+                ),
+                _(
+                    "w1 got job {first}, w2 got job {second}; job {job_id}'s lease_owner is {owner}"
+                ).format(
+                    first=_id(first),
+                    second=_id(second),
+                    job_id=job_id,
+                    owner=repr(stored["lease_owner"]),
+                ),
+                _("a job is ready again only when lease_until <= now: read the lease the job has"),
+            )

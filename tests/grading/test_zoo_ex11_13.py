@@ -2915,6 +2915,193 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         ''',
     ),
+    (
+        # json.loads gives 4200.0 == 4200 in Python: the body compared as a dict let it by.
+        "ex11",
+        "place_order writes the total as a float (total / 100 * 100): '4200.0' on the wire",
+        "place_order_writes_the_order_and_its_message",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id", (order_id, customer, total),
+                ).fetchone()
+                if created is not None:
+                    body = json.dumps(
+                        {"order_id": order_id, "customer": customer, "total": total / 100 * 100}
+                    )
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (?, 'order.placed', ?)",
+                        (f"order:{order_id}:placed:v1", body),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return created is not None
+        """,
+    ),
+    (
+        # The got line of its check showed every field but the wrong one.
+        "ex13",
+        "claim_serial writes updated_at from the database's clock, not now",
+        "a_job_claimed_again_counts_its_attempt",
+        '''
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs"
+                + CLAIM_SET.replace("updated_at = :now", "updated_at = strftime('%s', 'now')")
+                + """
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        # Every earlier scene's running jobs were added with updated_at 0 or claimed with
+        # one lease_s: a lease worked out from updated_at never met a longer one (two
+        # holders). Its cap-only twin below (busy counted so) is caught, not severe.
+        "ex13",
+        "claim_capped takes a running job again once updated_at + its own lease_s has passed",
+        "a_long_lease_holds_against_a_shorter_one",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.updated_at + :lease_s <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "serial: a running head is ready again once updated_at + the caller's lease_s passed",
+        "a_long_lease_holds_against_a_shorter_one",
+        '''
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.updated_at + :lease_s <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped counts a job busy until updated_at + the caller's lease_s (cap broken)",
+        "cap_skips_a_busy_account",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.updated_at + :lease_s > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        # Every body the checks sent was JSON: a poison message never reached json.loads.
+        "ex11",
+        "consume parses the body after its BEGIN IMMEDIATE, outside the try (a poison message)",
+        "consume_rolls_back_whatever_it_raises",
+        """
+        def consume(conn, message_id, body):
+            conn.execute("BEGIN IMMEDIATE")
+            order = json.loads(body)
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (?)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    (message_id,),
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                        (order["order_id"], order["customer"]),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        # The broker the checks took down refused with ConnectionError, never a timeout.
+        "ex11",
+        "the relay marks a message sent when its publish times out (to spare a duplicate)",
+        "a_publish_that_timed_out_stays_pending",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            rows = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, mid, body in rows:
+                try:
+                    publish(topic, mid, body)
+                except TimeoutError:
+                    pass  # the broker may have it: publishing again would duplicate it
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(mid)
+            return sent
+        """,
+    ),
 ]
 
 
@@ -3147,6 +3334,22 @@ SAYS: dict[str, str] = {
         "one at its last attempt"
     ),
     "serial: heads taken among the 50 oldest queues only (LIMIT 50)": "while the heads of",
+    "place_order writes the total as a float (total / 100 * 100): '4200.0' on the wire": (
+        "the order as JSON"
+    ),
+    "claim_serial writes updated_at from the database's clock, not now": "updated_at 100",
+    "claim_capped takes a running job again once updated_at + its own lease_s has passed": (
+        "w2, with lease_s=30, gets"
+    ),
+    "serial: a running head is ready again once updated_at + the caller's lease_s passed": (
+        "w2, with lease_s=30, gets"
+    ),
+    "consume parses the body after its BEGIN IMMEDIATE, outside the try (a poison message)": (
+        "a body cut short (not JSON)"
+    ),
+    "the relay marks a message sent when its publish times out (to spare a duplicate)": (
+        "times out (the broker never got it)"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
@@ -3199,6 +3402,9 @@ SEVERE = [
     "serial queues grouped by (queue, kind): a queue's jobs of two kinds run at once",
     "claim_capped leaves a dead worker's job at its last attempt running for ever",
     "serial: a head whose worker died at its last attempt blocks its queue for good",
+    "claim_capped takes a running job again once updated_at + its own lease_s has passed",
+    "serial: a running head is ready again once updated_at + the caller's lease_s passed",
+    "the relay marks a message sent when its publish times out (to spare a duplicate)",
 ]
 
 

@@ -1028,6 +1028,72 @@ ZOO: list[tuple[str, str, str, str]] = [
             return f"schedule:{schedule}:{fired:%Y-%m-%dT%H:%M:%SZ}"
         """,
     ),
+    (
+        # Every earlier check ticked 'nightly', whose kind lower() leaves alone.
+        "ex12",
+        "tick stores kind = schedule.lower() (the worker looks for task 'clôture_mois eu')",
+        "each_job_is_of_its_schedules_kind",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule.lower(), "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # The one failed tick the checks sent was refused by slot_key, inside the try.
+        "ex12",
+        "tick's BEGIN IMMEDIATE left open when due_slots refuses period_s (called before try)",
+        "a_failed_tick_leaves_the_connection_usable",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            slots = due_slots(period_s, last, since, now, catch_up)
+            created = []
+            try:
+                for slot in slots:
+                    key = slot_key(schedule, slot)
+                    inserted = conn.execute(
+                        "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES"
+                        " (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                        {"key": key, "kind": schedule, "slot": slot, "now": now},
+                    ).fetchone()
+                    if inserted is not None:
+                        created.append(key)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return created
+        """,
+    ),
 ]
 
 
@@ -1108,6 +1174,12 @@ SAYS: dict[str, str] = {
         "schedule:clôture:2026-01-01T03:00:00Z"
     ),
     "tick writes updated_at = int(now)": "updated_at=1767229205.25",
+    "tick stores kind = schedule.lower() (the worker looks for task 'clôture_mois eu')": (
+        "of kind 'Clôture_Mois EU'"
+    ),
+    "tick's BEGIN IMMEDIATE left open when due_slots refuses period_s (called before try)": (
+        "period_s=0, ...) to raise"
+    ),
     "slot_key refuses a name of spaces only (not schedule.strip())": (
         "slot_key(' ', 1767232800) to return a key"
     ),
@@ -1144,6 +1216,8 @@ MINOR = [
     "slot_key accepts an empty schedule name",
     "tick writes updated_at = int(now)",
     "slot_key refuses a name of spaces only (not schedule.strip())",
+    "tick stores kind = schedule.lower() (the worker looks for task 'clôture_mois eu')",
+    "tick's BEGIN IMMEDIATE left open when due_slots refuses period_s (called before try)",
 ]
 
 

@@ -972,6 +972,64 @@ ZOO: list[tuple[str, str, str, str]] = [
             return "done"
         """,
     ),
+    (
+        # Every order so far differed in its sku or amount: a repeat purchase did not (its
+        # e-mail's key comes back with another subject, and the mail API refuses it).
+        "ex14",
+        "each step's key built from the purchase (customer, sku, amount), not the order id",
+        "a_customers_second_order_is_charged_too",
+        _edit(
+            DO_STEP,
+            (
+                "    key = f\"order:{order['id']}:{step}:v1\"\n",
+                "    key = f\"{order['customer']}:{order['sku']}:{order['amount']}:{step}\"\n",
+            ),
+        ),
+    ),
+    (
+        # Each check ran one database per process until then: the memory never lied.
+        "ex14",
+        "finished orders remembered in a module-level dict and answered from it",
+        "one_worker_runs_the_jobs_of_two_databases",
+        "_FINISHED = {}\n"
+        + _edit(
+            RUN_ORDER,
+            (
+                '    job = {"id": order["id"], "version": policy_version}\n',
+                '    if order["id"] in _FINISHED:\n'
+                '        return _FINISHED[order["id"]]\n'
+                '    job = {"id": order["id"], "version": policy_version}\n',
+            ),
+            (
+                '            return "done"\n    if state == "failed":\n',
+                '            _FINISHED[order["id"]] = "done"\n'
+                '            return "done"\n    if state == "failed":\n',
+            ),
+        ),
+    ),
+    (
+        # No check lost a reply, and the 503 the checks sent came before any payment.
+        "ex14",
+        "the charge retried on TransientError under a new key per attempt (key + ':try1')",
+        "a_charge_whose_reply_was_lost_is_charged_once",
+        "from labkit.errors import TransientError\n"
+        + _edit(
+            DO_STEP,
+            (
+                "        return world.payments.charge("
+                'order["customer"], order["amount"], idempotency_key=key)\n',
+                "        for attempt in range(3):\n"
+                "            try:\n"
+                "                return world.payments.charge(\n"
+                '                    order["customer"], order["amount"],'
+                ' idempotency_key=f"{key}:try{attempt}"\n'
+                "                )\n"
+                "            except TransientError:\n"
+                "                if attempt == 2:\n"
+                "                    raise\n",
+            ),
+        ),
+    ),
 ]
 
 
@@ -1005,6 +1063,9 @@ SEVERE = [
     "every job follows the newest policy, POLICIES[max(POLICIES)]",
     "the release posts -1 like the reserve (the stock taken twice)",
     "a checkpoint that already exists (IntegrityError) answered 'done'",
+    "each step's key built from the purchase (customer, sku, amount), not the order id",
+    "finished orders remembered in a module-level dict and answered from it",
+    "the charge retried on TransientError under a new key per attempt (key + ':try1')",
 ]
 
 #: What the named check must say it expected, for the entries that name it.
@@ -1042,6 +1103,15 @@ SAYS = {
     ),
     "the stock released inside the decline's transaction, before its COMMIT": (
         "the declined charge called once"
+    ),
+    "each step's key built from the purchase (customer, sku, amount), not the order id": (
+        "order 44"
+    ),
+    "finished orders remembered in a module-level dict and answered from it": (
+        "in each of the two databases"
+    ),
+    "the charge retried on TransientError under a new key per attempt (key + ':try1')": (
+        "reply lost on the way back"
     ),
 }
 

@@ -5,7 +5,8 @@ Each function opens its own connection to the file the check names, wrapped in
 stops there), and closes it afterwards without committing, so whatever the student's
 code left uncommitted is rolled back as it would be after a real crash. The relay's
 ``publish`` appends to a ``labkit.patterns.outbox.Broker`` file and can crash before the broker
-has the message, crash after it, or raise ``ConnectionError`` (the broker is down); or
+has the message, crash after it, raise ``ConnectionError`` (the broker is down) or
+``TimeoutError`` (no confirm came, and the broker never got the message); or
 the shop can save another order while the relay publishes. Each returns whether the
 fault fired and an outcome; the check reads the databases.
 """
@@ -28,7 +29,7 @@ from labkit.grading.exercises.racers import in_processes
 from labkit.grading.exercises.tracing import Watched
 from labkit.patterns.outbox import Broker
 
-FAULTS = ("crash_before_publish", "crash_after_publish", "broker_down")
+FAULTS = ("crash_before_publish", "crash_after_publish", "broker_down", "broker_timeout")
 
 
 def _run(values: MutableMapping[str, Any], fn: Any, *args: Any) -> dict[str, Any]:
@@ -90,6 +91,9 @@ def relay_once(
         if hit and fault == "broker_down":
             calls["fired"] = True
             raise ConnectionError("the broker refused the connection")
+        if hit and fault == "broker_timeout":
+            calls["fired"] = True  # no confirm came: the broker never got it
+            raise TimeoutError("no confirm from the broker within 5 s")
         if hit and fault == "crash_before_publish":
             calls["fired"] = True
             raise SimulatedCrash("crashed while publishing, before the broker had it")

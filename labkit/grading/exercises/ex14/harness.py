@@ -282,3 +282,19 @@ def do_step_twice(
             return [outcome(need(values, "do_step"), seen, dict(order), step) for _n in range(2)]
     finally:
         world.close()
+
+
+def run_in_each_folder(
+    values: MutableMapping[str, Any], folders: list[str], order: dict[str, Any], version: int
+) -> list[dict[str, Any]]:
+    """``run_order`` of ``order`` once in each of ``folders``, in ONE process.
+
+    Two shops (two job databases, two worlds) served by one worker: what a job did is
+    what its own tables record, so the order is new to each. The student's module state
+    lives on between the calls. Returns each outcome.
+    """
+    got = []
+    with fresh_state(values):
+        for folder in folders:
+            got.append(outcome(_job, values, Path(folder), order, version, _Moments()))
+    return got
