@@ -182,13 +182,43 @@ def holders_in_turn(
     return pids
 
 
-def _slow(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _paused(fn: Callable[..., Any], pause: float) -> Callable[..., Any]:
+    """``fn``, then a pause of ``pause`` seconds, whether it returned or raised."""
+
     def call(*args: Any, **kwargs: Any) -> Any:
-        result = fn(*args, **kwargs)
-        time.sleep(SLOW_FILE_S)
-        return result
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            time.sleep(pause)
 
     return call
+
+
+def _contender(
+    values: MutableMapping[str, Any], path: str, go: tuple[int, int], pause: float
+) -> Callable[[int], None]:
+    """A child's body: wait for the ``go`` pipe, make each file call (exists, open,
+    os.open) pause ``pause`` s after it returns or raises, try the lock and say what it
+    got. A child that gets the lock keeps it until it is killed."""
+    go_read, go_write = go
+
+    def body(write_fd: int) -> None:
+        os.close(go_write)
+        select.select([go_read], [], [], 10.0)
+        builtins.open = _paused(builtins.open, pause)
+        os.open = _paused(os.open, pause)
+        os.path.exists = _paused(os.path.exists, pause)
+        pathlib.Path.exists = _paused(pathlib.Path.exists, pause)  # type: ignore[method-assign]
+        try:
+            with need(values, "single_instance")(path):
+                os.write(write_fd, b"acquired")
+                time.sleep(30)
+        except BaseException as exc:  # noqa: BLE001 - told to the parent
+            name = type(exc).__name__
+            said = "refused" if name == "AlreadyRunning" else f"raised {name}: {exc}"
+            os.write(write_fd, said.encode()[:400])
+
+    return body
 
 
 def start_together(values: MutableMapping[str, Any], path: str, n: int = 3) -> list[str]:
@@ -204,21 +234,7 @@ def start_together(values: MutableMapping[str, Any], path: str, n: int = 3) -> l
         go_read, go_write = os.pipe()
         stack.callback(os.close, go_read)
 
-        def body(write_fd: int) -> None:
-            os.close(go_write)
-            select.select([go_read], [], [], 10.0)
-            builtins.open = _slow(builtins.open)
-            os.open = _slow(os.open)
-            os.path.exists = _slow(os.path.exists)
-            pathlib.Path.exists = _slow(pathlib.Path.exists)  # type: ignore[method-assign]
-            try:
-                with need(values, "single_instance")(path):
-                    os.write(write_fd, b"acquired")
-                    time.sleep(30)
-            except BaseException as exc:  # noqa: BLE001 - told to the parent
-                name = type(exc).__name__
-                said = "refused" if name == "AlreadyRunning" else f"raised {name}: {exc}"
-                os.write(write_fd, said.encode()[:400])
+        body = _contender(values, path, (go_read, go_write), SLOW_FILE_S)
 
         try:
             fds = [stack.enter_context(_child(body))[1] for _ in range(n)]
@@ -696,18 +712,6 @@ def attempt_after_a_forked_worker_left(
 FIRST_PAUSE_S = 0.1
 
 
-def _paused(fn: Callable[..., Any], pause: float) -> Callable[..., Any]:
-    """``fn``, then a pause of ``pause`` seconds, whether it returned or raised."""
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            time.sleep(pause)
-
-    return call
-
-
 def staggered_start(
     values: MutableMapping[str, Any], path: str, n: int = 2, step: float = 0.3
 ) -> dict[str, Any]:
@@ -723,31 +727,13 @@ def staggered_start(
     out: dict[str, Any] = {"holder": None}
     with fresh_state(values), contextlib.ExitStack() as stack:
         _attempt(values, str(pathlib.Path(path).with_name("probe.lock")))
-        go_read, go_write = os.pipe()
+        go = go_read, go_write = os.pipe()
         stack.callback(os.close, go_read)
-
-        def body_for(pause: float) -> Callable[[int], None]:
-            def body(write_fd: int) -> None:
-                os.close(go_write)
-                select.select([go_read], [], [], 10.0)
-                builtins.open = _paused(builtins.open, pause)
-                os.open = _paused(os.open, pause)
-                os.path.exists = _paused(os.path.exists, pause)
-                pathlib.Path.exists = _paused(pathlib.Path.exists, pause)  # type: ignore[method-assign]
-                try:
-                    with need(values, "single_instance")(path):
-                        os.write(write_fd, b"acquired")
-                        time.sleep(30)
-                except BaseException as exc:  # noqa: BLE001 - told to the parent
-                    name = type(exc).__name__
-                    said = "refused" if name == "AlreadyRunning" else f"raised {name}: {exc}"
-                    os.write(write_fd, said.encode()[:400])
-
-            return body
 
         try:
             children = [
-                stack.enter_context(_child(body_for(FIRST_PAUSE_S + i * step))) for i in range(n)
+                stack.enter_context(_child(_contender(values, path, go, FIRST_PAUSE_S + i * step)))
+                for i in range(n)
             ]
         finally:
             os.write(go_write, b"go")
