@@ -46,8 +46,13 @@ def file_names_the_holder(ns: Namespace) -> None:
         text = run.get("file_while_held", "")
     expect(
         str(run["pid"]) in text,
-        _("pid {pid} in the lock file").format(pid=run["pid"]),
+        _("the holder's own pid, {pid}, in the lock file").format(pid=run["pid"]),
         repr(text),
+        _(
+            "write os.getpid() when you take the lock, not a pid read once at import: the "
+            "process that holds the lock may be another one than the process that loaded "
+            "your code"
+        ),
     )
     # A worker forked after the code was loaded has its own pid: one read once at import
     # (a module-level PID = os.getpid()) names the parent, which may be long gone.
