@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from gradingkit import HIDDEN, SOLUTIONS, notebook_for
-from zoograding import compiles, runs_its_control
+from zoograding import compiles, runs_its_control, skip_unless_drawn
 
 from labkit.grading import catalog
 from labkit.grading.checks import CheckStatus, Namespace, run_check
@@ -733,6 +733,7 @@ def test_wrong_app_fails_the_check_named_after_its_mistake(
     assert old in source, f"the zoo entry {mistake!r} no longer matches the reference"
     edited = source.replace(old, new, 1)
     compiles(edited, mistake)
+    skip_unless_drawn(mistake)
     (tmp_path / "ex10_app.py").write_text(edited, encoding="utf-8")
     caught = outcome(failing, tmp_path)
     assert caught.status == CheckStatus.FAILED, (caught.status, caught.expected, caught.got)
