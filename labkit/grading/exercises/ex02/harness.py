@@ -221,6 +221,20 @@ def _contender(
     return body
 
 
+def _released_together(
+    stack: contextlib.ExitStack, values: MutableMapping[str, Any], path: str, pauses: list[float]
+) -> list[tuple[int, int]]:
+    """A ``_contender`` child for each of ``pauses``, all released at one instant once
+    every one is forked; each child's ``(pid, read_fd)``, killed when ``stack`` closes."""
+    go = go_read, go_write = os.pipe()
+    stack.callback(os.close, go_read)
+    try:
+        return [stack.enter_context(_child(_contender(values, path, go, p))) for p in pauses]
+    finally:
+        os.write(go_write, b"go")
+        os.close(go_write)
+
+
 def start_together(values: MutableMapping[str, Any], path: str, n: int = 3) -> list[str]:
     """``n`` processes released at the same instant each try to take the lock.
 
@@ -231,17 +245,8 @@ def start_together(values: MutableMapping[str, Any], path: str, n: int = 3) -> l
     """
     with fresh_state(values), contextlib.ExitStack() as stack:
         _attempt(values, path)
-        go_read, go_write = os.pipe()
-        stack.callback(os.close, go_read)
-
-        body = _contender(values, path, (go_read, go_write), SLOW_FILE_S)
-
-        try:
-            fds = [stack.enter_context(_child(body))[1] for _ in range(n)]
-        finally:
-            os.write(go_write, b"go")
-            os.close(go_write)
-        return [_read(fd) for fd in fds]
+        children = _released_together(stack, values, path, [SLOW_FILE_S] * n)
+        return [_read(fd) for _pid, fd in children]
 
 
 def _text(path: str) -> str:
@@ -727,17 +732,8 @@ def staggered_start(
     out: dict[str, Any] = {"holder": None}
     with fresh_state(values), contextlib.ExitStack() as stack:
         _attempt(values, str(pathlib.Path(path).with_name("probe.lock")))
-        go = go_read, go_write = os.pipe()
-        stack.callback(os.close, go_read)
-
-        try:
-            children = [
-                stack.enter_context(_child(_contender(values, path, go, FIRST_PAUSE_S + i * step)))
-                for i in range(n)
-            ]
-        finally:
-            os.write(go_write, b"go")
-            os.close(go_write)
+        pauses = [FIRST_PAUSE_S + i * step for i in range(n)]
+        children = _released_together(stack, values, path, pauses)
         out["outcomes"] = [_read(fd) for _pid, fd in children]
         time.sleep(step)  # a late child's last file call, if it made one, is done
         for (pid, _fd), said in zip(children, out["outcomes"], strict=True):
