@@ -514,12 +514,13 @@ def a_stale_token_on_a_used_connection(ns: Namespace) -> None:
         ]
         error = {"type": "ValueError", "message": "no such customer"}
         results = ns.harness(
-            HARNESS + "dead_letters_on_one_connection",
+            HARNESS + "dead_letters_in_a_row",
             str(path),
             [
                 [ids[0], "tok-1", "permanent error", error, NOW],
                 [ids[1], "stale-token", "permanent error", error, NOW + 1],
             ],
+            one_connection=True,
         )
         said = [returned(r, f"dead_letter(job {i})") for r, i in zip(results, ids, strict=True)]
         second = next(j for j in all_jobs(conn) if j["id"] == ids[1])

@@ -122,13 +122,6 @@ def dead_letters_in_a_row(
     return results
 
 
-def dead_letters_on_one_connection(
-    values: MutableMapping[str, Any], path: str, calls: list[list[Any]]
-) -> list[dict[str, Any]]:
-    """``dead_letters_in_a_row`` on one connection."""
-    return dead_letters_in_a_row(values, path, calls, one_connection=True)
-
-
 class _AfterFirstCommit(Traced):
     """``Traced`` that lets another party write once, right after the first COMMIT."""
 
