@@ -146,3 +146,12 @@ def isoformat(ts: float | None) -> str:
     if ts is None:
         return "-"
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def from_isoformat(text: str) -> float:
+    """Epoch seconds of an ISO 8601 time; one that names no zone is read as UTC.
+
+    Raises ``ValueError`` for text that is no ISO 8601 time.
+    """
+    when = datetime.fromisoformat(text)
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()

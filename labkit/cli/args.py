@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 import unicodedata
-from datetime import UTC, datetime
 
 from labkit import jobargs
+from labkit.clock import from_isoformat
 from labkit.lang import _
 
 
@@ -40,12 +40,11 @@ def _escape(ch: str) -> str:
 def utc_time(text: str) -> float:
     """``--as-of`` as epoch seconds: ISO 8601, read as UTC when it names no zone."""
     try:
-        when = datetime.fromisoformat(text)
+        return from_isoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
             _("--as-of wants a time like 2026-01-01T08:00:00Z, not {text!r}").format(text=text)
         ) from None
-    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
 def count(text: str) -> int:

@@ -17,12 +17,11 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
-from labkit.clock import isoformat
+from labkit.clock import from_isoformat, isoformat
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex10.served import (
     ALICE,
@@ -301,10 +300,9 @@ def status_shows_the_job_to_its_owner(ns: Namespace) -> None:
 def _moment(text: object) -> float | None:
     """The epoch time an ISO 8601 text names (one without an offset read as UTC), or None."""
     try:
-        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+        return from_isoformat(str(text))
     except ValueError:
         return None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
 @CHECKS.add(
