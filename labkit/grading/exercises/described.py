@@ -8,6 +8,8 @@ errors: subclasses the student never saw.
 
 from __future__ import annotations
 
+import errno
+import os
 from typing import Any
 
 from labkit.errors import PermanentError, ResponseLost, TransientError
@@ -72,6 +74,10 @@ def build_error(spec: dict[str, Any]) -> BaseException:
     if kind in ("HTTPError", "QuotaExceeded"):
         cls = HTTPError if kind == "HTTPError" else QuotaExceeded
         error: BaseException = cls(spec["status"], spec.get("retry_after"))
+    elif kind == "ConnectionRefusedError" and "message" not in spec:
+        # As a socket raises it, with its errno: code that recognises a refusal by
+        # errno.ECONNREFUSED is right, and must not be graded on a bare instance.
+        error = ConnectionRefusedError(errno.ECONNREFUSED, os.strerror(errno.ECONNREFUSED))
     else:
         error = ERRORS[kind](spec.get("message", ""))
         if "status" in spec:

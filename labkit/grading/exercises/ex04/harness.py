@@ -9,8 +9,6 @@ beside the student's code and returns what ``classify``, ``backoff`` and
 from __future__ import annotations
 
 import asyncio
-import errno
-import os
 import random
 from collections.abc import MutableMapping
 from http import HTTPStatus
@@ -46,10 +44,6 @@ def _build(spec: dict[str, Any]) -> BaseException:
         error = LOCAL_ERRORS[spec["type"]](spec.get("message", ""))
         if "status" in spec:
             error.status = spec["status"]  # type: ignore[attr-defined]
-    elif spec["type"] == "ConnectionRefusedError" and "message" not in spec:
-        # As a socket raises it, with its errno: code that recognises a refusal by
-        # errno.ECONNREFUSED is right, and must not be graded on a bare instance.
-        error = ConnectionRefusedError(errno.ECONNREFUSED, os.strerror(errno.ECONNREFUSED))
     else:
         error = build_error(spec)
     if "ambiguous" in spec:
