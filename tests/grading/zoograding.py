@@ -97,6 +97,12 @@ def in_the_sandbox(entries: Sequence[E], seed: str = ZOO_SEED) -> list[E]:
     return [e for e in entries if e.check in SWEPT or e.mistake in drawn]
 
 
+def _drawn(what: str, mistake: str, share: float, seed: str) -> bool:
+    """Whether ``mistake`` is among the ``share`` of entries drawn for ``what`` under
+    ``seed`` (each entry on its own draw; "all": every one)."""
+    return seed == "all" or random.Random(f"{seed}:{what}:{mistake}").random() < share
+
+
 #: Of the entries of the exercises that start real workers, servers and consumers (8, 9
 #: and 10), the share whose control check (one the variant still passes) runs in CI.
 CONTROLLED = 1 / 3
@@ -113,7 +119,7 @@ def runs_its_control(mistake: str, seed: str = ZOO_SEED) -> bool:
     (``compiles``); the entries ``test_ex08_graded.py`` and
     ``test_service_exercises_graded.py`` grade through the sandbox run every check.
     """
-    return seed == "all" or random.Random(f"{seed}:control:{mistake}").random() < CONTROLLED
+    return _drawn("control", mistake, CONTROLLED, seed)
 
 
 #: Of the entries of exercises 8, 9 and 10, the share whose named check runs in process
@@ -127,7 +133,7 @@ def skip_unless_drawn(mistake: str, seed: str = ZOO_SEED) -> None:
     applied and compiled: a third of them run their named check in process, drawn afresh per
     ``LABKIT_ZOO_SEED`` (CI draws by commit, so successive commits run different halves);
     "all" runs every one, and ``bench/zoo.py`` grades every one through the sandbox."""
-    if seed != "all" and random.Random(f"{seed}:in-process:{mistake}").random() >= IN_PROCESS:
+    if not _drawn("in-process", mistake, IN_PROCESS, seed):
         pytest.skip(f"not drawn for LABKIT_ZOO_SEED={seed} (LABKIT_ZOO_SEED=all runs it)")
 
 
