@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Self
 
 from labkit.errors import SimulatedCrash
 
@@ -70,7 +70,30 @@ class Rows:
         return iter(self.fetchall())
 
 
-class Watched:
+class _Wrapped:
+    """What ``Watched`` and ``Traced`` pass through to the connection they wrap: every
+    attribute they do not define, ``cursor()`` (the wrapper itself, so its statements
+    are watched too) and ``with conn:``. Python looks ``__enter__``/``__exit__`` up on
+    the class, past ``__getattr__``: without them a student's ``with conn:`` fails on
+    the wrapper ("does not support the context manager protocol")."""
+
+    _conn: sqlite3.Connection
+
+    def cursor(self) -> Self:
+        return self
+
+    def __enter__(self) -> Self:
+        self._conn.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._conn.__exit__(*exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+class Watched(_Wrapped):
     """A connection that counts writes, crashes after the ``crash_after``-th, pauses reads."""
 
     def __init__(
@@ -113,21 +136,8 @@ class Watched:
             result = self.execute(sql, params)
         return result
 
-    def cursor(self) -> Watched:
-        return self
 
-    def __enter__(self) -> Watched:
-        self._conn.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> Any:
-        return self._conn.__exit__(*exc)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
-
-
-class Traced:
+class Traced(_Wrapped):
     """A connection that records every statement and pauses after plain reads.
 
     ``pause`` > 0 widens the race between a SELECT and the UPDATE that follows it.
@@ -150,19 +160,3 @@ class Traced:
             time.sleep(self.pause)
             return Rows(rows, cursor.rowcount, cursor.lastrowid)
         return cursor
-
-    def cursor(self) -> Traced:
-        return self
-
-    # ``with conn:`` on the wrapper, as on the connection it wraps: Python looks these up
-    # on the class, past ``__getattr__``, so without them a student's ``with conn:``
-    # fails on the wrapper ("does not support the context manager protocol").
-    def __enter__(self) -> Traced:
-        self._conn.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> Any:
-        return self._conn.__exit__(*exc)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
