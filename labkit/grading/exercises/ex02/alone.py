@@ -1,0 +1,172 @@
+"""Exercise 2's harness: the student's lock in one process, against what surrounds it.
+
+Errors raised inside the block, a lock file this process may not open, a second lock
+held at once, a plain ``flock`` holder in the same process, and the descriptors months
+of runs leave open. No child is forked here.
+"""
+
+from __future__ import annotations
+
+import builtins
+import fcntl
+import os
+import pathlib
+import time
+from collections.abc import MutableMapping
+from typing import Any
+
+from labkit.grading.exercises.common import fresh_state, need
+from labkit.grading.exercises.ex02.forking import attempt
+from labkit.grading.stub import is_stub
+
+
+def attempt_once(values: MutableMapping[str, Any], path: str) -> str:
+    """One attempt here, alone: ``"acquired"``, ``"refused: ..."`` or ``"raised <Type>: ..."``."""
+    with fresh_state(values):
+        return attempt(values, path)
+
+
+def error_inside(values: MutableMapping[str, Any], path: str) -> dict[str, str]:
+    """Raise a RuntimeError, a BlockingIOError, then a KeyboardInterrupt, inside the with block.
+
+    For each: ``"propagated <Type>"`` when that very error came out of the block,
+    ``"swallowed"`` when nothing did, ``"raised <Type>: ..."`` for anything else.
+    """
+    out: dict[str, str] = {}
+    with fresh_state(values):
+        for error in (
+            RuntimeError("the report failed"),
+            BlockingIOError(11, "the report's socket would block"),
+            # Ctrl-C (or a SIGINT from the scheduler) is no Exception: a lock that
+            # swallows it lets the program carry on as if the job had finished.
+            KeyboardInterrupt(),
+        ):
+            name = type(error).__name__
+            try:
+                with need(values, "single_instance")(path):
+                    raise error
+                out[name] = "swallowed"
+            except NotImplementedError as exc:
+                if is_stub(exc):
+                    raise
+                out[name] = f"raised NotImplementedError: {exc}"
+            except BaseException as exc:  # noqa: BLE001 - what came out is the evidence
+                same = exc is error
+                out[name] = f"propagated {name}" if same else f"raised {type(exc).__name__}: {exc}"
+    return out
+
+
+def attempts_beside_a_plain_holder(
+    values: MutableMapping[str, Any], folder: str, cases: list[list[Any]]
+) -> list[dict[str, Any]]:
+    """For each ``[text, age_s]``: a holder here locks a file holding ``text``, last
+    written ``age_s`` seconds ago; the student's code tries twice, in this process.
+
+    The holder is a plain ``flock`` on its own open file, alive all along: whatever its
+    file says (nothing yet, a pid this process cannot see, an old date), the lock is held.
+    Each result: ``{"answer", "again", "same_file"}``, ``same_file`` False when the
+    attempts deleted or replaced the holder's file.
+    """
+    out = []
+    with fresh_state(values):
+        attempt(values, str(pathlib.Path(folder) / "probe.lock"))
+        for i, (text, age_s) in enumerate(cases):
+            path = pathlib.Path(folder) / f"case-{i}" / "report.lock"
+            path.parent.mkdir()
+            with open(path, "a+") as holder:
+                fcntl.flock(holder.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                holder.write(text)
+                holder.flush()
+                then = time.time() - age_s
+                os.utime(path, (then, then))
+                inode = os.fstat(holder.fileno()).st_ino
+                answer = attempt(values, str(path))
+                again = attempt(values, str(path))
+                try:
+                    same = os.stat(path).st_ino == inode
+                except OSError:
+                    same = False
+            out.append({"answer": answer, "again": again, "same_file": same})
+    return out
+
+
+def second_lock_in_one_process(
+    values: MutableMapping[str, Any], first: str, second: str
+) -> dict[str, Any]:
+    """Hold the lock on ``first``, then also on ``second`` (another job's lock, in the same
+    scheduler process), and try ``first`` again while both are held."""
+    out: dict[str, Any] = {}
+    with fresh_state(values):
+        lock = need(values, "single_instance")
+        try:
+            with lock(first):
+                with lock(second):
+                    out["first_again"] = attempt(values, first)
+        except NotImplementedError as exc:
+            if is_stub(exc):
+                raise
+            out["error"] = f"raised NotImplementedError: {exc}"
+        except Exception as exc:  # noqa: BLE001 - reported to the check
+            out["error"] = f"raised {type(exc).__name__}: {str(exc)[:160]}"
+    return out
+
+
+def attempt_when_opening_is_refused(values: MutableMapping[str, Any], path: str) -> str:
+    """One attempt here while every open of ``path`` fails with PermissionError (a lock
+    file the job's user may not open), whoever runs the grader (root opens anything)."""
+    target = os.path.abspath(path)
+    real_open, real_os_open = builtins.open, os.open
+
+    def refused(file: Any) -> bool:
+        return (
+            isinstance(file, (str, bytes, os.PathLike))
+            and os.path.abspath(os.fsdecode(file)) == target
+        )
+
+    def guarded_open(file: Any, *args: Any, **kwargs: Any) -> Any:
+        if refused(file):
+            raise PermissionError(13, "Permission denied", os.fsdecode(file))
+        return real_open(file, *args, **kwargs)
+
+    def guarded_os_open(file: Any, *args: Any, **kwargs: Any) -> int:
+        if refused(file):
+            raise PermissionError(13, "Permission denied", os.fsdecode(file))
+        return real_os_open(file, *args, **kwargs)
+
+    with fresh_state(values):
+        attempt(values, str(pathlib.Path(path).with_name("probe.lock")))
+        builtins.open, os.open = guarded_open, guarded_os_open  # type: ignore[assignment]
+        try:
+            return attempt(values, path)
+        finally:
+            builtins.open, os.open = real_open, real_os_open
+
+
+def _open_files() -> int:
+    """How many file descriptors this process has open."""
+    return len(os.listdir("/proc/self/fd"))
+
+
+def open_files_after_uses(values: MutableMapping[str, Any], path: str, uses: int) -> dict[str, Any]:
+    """``uses`` times: hold the lock, be refused once inside, leave the block.
+
+    A scheduler takes the same lock at every run, for months, in one process. Returns
+    the open file descriptors before and after (``{"before", "after", "error"?}``) and
+    the last refusal.
+    """
+    out: dict[str, Any] = {}
+    with fresh_state(values):
+        attempt(values, path)  # here first, so a stub says "not started yet"
+        out["before"] = _open_files()
+        try:
+            for _ in range(uses):
+                with need(values, "single_instance")(path):
+                    out["refused"] = attempt(values, path)
+        except NotImplementedError as exc:
+            if is_stub(exc):
+                raise
+            out["error"] = f"raised NotImplementedError: {exc}"
+        except Exception as exc:  # noqa: BLE001 - reported to the check
+            out["error"] = f"raised {type(exc).__name__}: {str(exc)[:160]}"
+        out["after"] = _open_files()
+    return out

@@ -1,0 +1,290 @@
+"""Exercise 2's harness: another process holds the lock, or held it and is gone.
+
+A holder here or in a forked child, killed, leaving by an exception, holding in turn
+with others; the student's code tries beside it. What each attempt did comes back as
+text (``forking.attempt``); every child is killed before a function returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pathlib
+import select
+import signal
+from collections.abc import MutableMapping
+from typing import Any
+
+from labkit.grading.exercises.common import fresh_state, need
+from labkit.grading.exercises.ex02.forking import (
+    REAL_WRITE,
+    Said,
+    attempt,
+    child,
+    file_text,
+    holder,
+    read,
+    wait_or_kill,
+)
+from labkit.grading.stub import is_stub
+
+
+def attempt_while_holding(
+    values: MutableMapping[str, Any], path: str, raise_inside: bool = False
+) -> dict[str, Any]:
+    """Hold the lock here, try again (as a second holder would), then leave the block.
+
+    ``raise_inside`` leaves the block with a RuntimeError instead. Returns the second
+    attempt, the file's text while held, and an attempt after the block ended.
+    """
+    out: dict[str, Any] = {"pid": os.getpid()}
+    # What ``with single_instance(path) as held:`` binds stays alive after the block, as
+    # in a caller's function: a lock released only when its object is collected is
+    # still held when the next run comes.
+    held: Any = None
+    with fresh_state(values):
+        try:
+            with need(values, "single_instance")(path) as held:
+                out["second"] = attempt(values, path)
+                out["file_while_held"] = file_text(path)
+                if raise_inside:
+                    raise RuntimeError("the report failed")
+        except RuntimeError as exc:
+            if str(exc) != "the report failed":
+                out["error"] = f"raised RuntimeError: {exc}"
+        except NotImplementedError as exc:
+            if is_stub(exc):
+                raise
+            out["error"] = f"raised NotImplementedError: {exc}"
+        except Exception as exc:  # noqa: BLE001 - reported to the check
+            out["error"] = f"raised {type(exc).__name__}: {str(exc)[:160]}"
+        out["after"] = attempt(values, path)
+    del held
+    return out
+
+
+def kill_the_holder(values: MutableMapping[str, Any], path: str) -> dict[str, Any]:
+    """A child takes the lock; attempt while it lives; SIGKILL it; attempt again."""
+    out: dict[str, Any] = {}
+    with fresh_state(values):
+        attempt(values, path)  # here first, so a stub says "not started yet"
+        with child(holder(values, path)) as (pid, fd):
+            out["child"] = read(fd)
+            out["while_alive"] = attempt(values, path)
+            os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+            out["killed"] = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        out["after"] = attempt(values, path)
+    return out
+
+
+def refused_while_a_child_holds(
+    values: MutableMapping[str, Any], path: str, tries: int = 2
+) -> dict[str, Any]:
+    """A child holds the lock; this process tries ``tries`` times; then a second child tries.
+
+    Returns this process's pid (``own``), the holder's pid, each refusal, what the second
+    child got while the first still held the lock, and the file's text before the holder
+    is killed.
+    """
+    out: dict[str, Any] = {"own": os.getpid()}
+    with fresh_state(values):
+        attempt(values, path)
+        with child(holder(values, path)) as (pid, fd):
+            out["holder"], out["child"] = pid, read(fd)
+            out["refusals"] = [attempt(values, path) for _ in range(tries)]
+
+            def second(write_fd: int) -> None:
+                os.write(write_fd, attempt(values, path).encode()[:400])
+
+            with child(second) as (_pid2, fd2):
+                out["second_process"] = read(fd2)
+            out["file"] = file_text(path)
+    return out
+
+
+def holders_in_turn(
+    values: MutableMapping[str, Any], path: str, n: int = 3, left_behind: str = ""
+) -> list[int]:
+    """``n`` processes, one after the other, each take the lock and exit: their pids.
+
+    ``left_behind`` is written into the file after the first attempt here: what a
+    holder long gone left in it, longer than any pid.
+    """
+    pids = []
+    with fresh_state(values):
+        attempt(values, path)
+        if left_behind:
+            pathlib.Path(path).write_text(left_behind)
+        for _ in range(n):
+
+            def body(write_fd: int) -> None:
+                os.write(write_fd, attempt(values, path).encode()[:400])
+
+            with child(body) as (pid, fd):
+                said = read(fd)
+                os.waitpid(pid, 0)
+            pids.append(pid if said == "acquired" else -pid)
+    return pids
+
+
+def refused_by_holders_in_turn(values: MutableMapping[str, Any], path: str) -> dict[str, Any]:
+    """Two children hold the lock one after the other (the first killed before the second
+    starts); this process, one process all along, tries once under each.
+
+    Returns ``{"holders": [pid, pid], "refusals": [text, text], "files": [text, text]}``
+    (the file's text at each refusal): a holder's pid kept from the first refusal names
+    a process long gone under the second.
+    """
+    out: dict[str, Any] = {"holders": [], "refusals": [], "files": []}
+    with fresh_state(values):
+        attempt(values, path)  # here first, so a stub says "not started yet"
+        for _turn in range(2):
+            with child(holder(values, path)) as (pid, fd):
+                read(fd)
+                out["holders"].append(pid)
+                out["refusals"].append(attempt(values, path))
+                out["files"].append(file_text(path))
+    return out
+
+
+def refused_while_held_briefly(
+    values: MutableMapping[str, Any], path: str, patience: float
+) -> dict[str, Any]:
+    """Hold the lock here while a child tries; let go after ``patience`` s without an answer.
+
+    A lock that refuses answers at once, while the lock is still held. One that waits for
+    the lock gets it once this process lets go, and runs right after the holder: the
+    second cron copy this lock exists to stop. The child is forked before this process
+    takes the lock, so it does not share the holder's open file. Returns
+    ``{"answer": ..., "while_held": bool}``.
+    """
+    out: dict[str, Any] = {}
+    with fresh_state(values), contextlib.ExitStack() as stack:
+        attempt(values, path)  # here first, so a stub says "not started yet"
+        go_read, go_write = os.pipe()
+        stack.callback(os.close, go_read)
+        stack.callback(os.close, go_write)
+
+        def body(write_fd: int) -> None:
+            select.select([go_read], [], [], 10.0)
+            os.write(write_fd, attempt(values, path).encode()[:400])
+
+        _pid, fd = stack.enter_context(child(body))
+        held = need(values, "single_instance")(path)
+        held.__enter__()
+        released = False
+        try:
+            os.write(go_write, b"go")
+            ready, _, _ = select.select([fd], [], [], patience)
+            out["while_held"] = bool(ready)
+            released = True
+            held.__exit__(None, None, None)
+            out["answer"] = read(fd)
+        finally:
+            if not released:
+                held.__exit__(None, None, None)
+    return out
+
+
+def refused_as_the_holder_leaves(values: MutableMapping[str, Any], path: str) -> dict[str, Any]:
+    """A child tries while this process holds the lock; the holder lets go the moment the
+    child's flock finds it busy.
+
+    A refused attempt answers AlreadyRunning then, however soon the holder leaves; one that
+    tries again (after a pause, in a loop) gets the lock and runs right after the holder.
+    The lock here is a plain flock on the file, taken after the fork, so the child does not
+    share it. Returns ``{"busy_seen": bool, "answer": ...}``.
+    """
+    with fresh_state(values), contextlib.ExitStack() as stack:
+        attempt(values, path)  # here first, so a stub says "not started yet"
+        go_read, go_write = os.pipe()
+        stack.callback(os.close, go_read)
+        stack.callback(os.close, go_write)
+
+        def body(fd: int) -> None:
+            select.select([go_read], [], [], 10.0)
+            real = fcntl.flock
+
+            def flock(file: Any, operation: int) -> None:
+                try:
+                    real(file, operation)
+                except BlockingIOError:
+                    REAL_WRITE(fd, b"busy\n")
+                    raise
+
+            fcntl.flock = flock
+            said = attempt(values, path)
+            REAL_WRITE(fd, said.replace("\n", " ")[:300].encode() + b"\n")
+
+        _pid, fd = stack.enter_context(child(body))
+        said = Said(fd)
+        holder = open(path, "a+")  # noqa: SIM115 - closed below, the release under test
+        try:
+            fcntl.flock(holder.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            holder.seek(0)
+            holder.truncate()
+            holder.write(str(os.getpid()))
+            holder.flush()
+            os.write(go_write, b"go")
+            first = said.next(5.0)
+        finally:
+            holder.close()
+        answer = said.next(5.0) if first == "busy" else first
+    return {"busy_seen": first == "busy", "answer": answer}
+
+
+def file_while_a_forked_worker_holds(values: MutableMapping[str, Any], path: str) -> dict[str, Any]:
+    """A worker forked from this process (as a pool starts them, after the code was
+    loaded) holds the lock; ``{"pid": its pid, "file": the file's text while it holds}``.
+    """
+    with fresh_state(values):
+        attempt(values, path)  # here first, so a stub says "not started yet"
+
+        def body(write_fd: int) -> None:
+            try:
+                with need(values, "single_instance")(path):
+                    os.write(write_fd, f"{os.getpid()} {file_text(path)}".encode()[:400])
+            except Exception as exc:  # noqa: BLE001 - reported to the check
+                os.write(write_fd, f"{os.getpid()} <{type(exc).__name__}>".encode())
+
+        with child(body) as (pid, fd):
+            said = read(fd)
+    told, _sep, text = said.partition(" ")
+    return {"pid": pid, "child": told, "file": text}
+
+
+def attempt_after_a_forked_worker_left(
+    values: MutableMapping[str, Any], path: str
+) -> dict[str, Any]:
+    """Hold the lock here; inside the block fork a worker that leaves the block by an
+    exception (as ``sys.exit()`` does in a worker forked there) and exits; then, still
+    holding, attempt again as a second copy would.
+
+    The worker shares this process's open file: closing its copy changes nothing, but a
+    ``flock(LOCK_UN)`` on the way out releases the lock of the parent, which still runs.
+    Returns ``{"again": the attempt after the worker exited, "error"?: ...}``.
+    """
+    parent = os.getpid()
+    out: dict[str, Any] = {}
+    with fresh_state(values):
+        try:
+            with need(values, "single_instance")(path):
+                pid = os.fork()
+                if pid == 0:
+                    raise SystemExit(0)  # the worker leaves the with block, as sys.exit()
+                wait_or_kill(pid)
+                out["again"] = attempt(values, path)
+        except BaseException as exc:  # noqa: BLE001 - the worker exits; the parent reports
+            if os.getpid() != parent:
+                os._exit(0)
+            if isinstance(exc, NotImplementedError) and is_stub(exc):
+                raise
+            if not isinstance(exc, Exception):
+                raise
+            out["error"] = f"raised {type(exc).__name__}: {str(exc)[:160]}"
+        finally:
+            if os.getpid() != parent:  # never let the worker return into the check
+                os._exit(0)
+    return out

@@ -1,0 +1,243 @@
+"""Exercise 2's harness: processes that try the lock at the same instant.
+
+Children released together, each file call slowed so a check-then-create lock is
+caught every time (``start_together``, ``staggered_start``), and a newcomer stopped
+after each of its file calls while the holder dies or lets go (``newcomer_race``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import fcntl
+import os
+import pathlib
+import select
+import signal
+import time
+from collections.abc import Callable, MutableMapping
+from typing import Any
+
+from labkit.grading.exercises.common import fresh_state, need
+from labkit.grading.exercises.ex02.forking import (
+    REAL_WRITE,
+    Said,
+    attempt,
+    child,
+    file_text,
+    read,
+)
+
+#: Pause after each file call in ``start_together``'s children: it widens a gap
+#: between "is the file there?" and "create it" so every child falls into it.
+SLOW_FILE_S = 0.05
+
+
+def _paused(fn: Callable[..., Any], pause: float) -> Callable[..., Any]:
+    """``fn``, then a pause of ``pause`` seconds, whether it returned or raised."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            time.sleep(pause)
+
+    return call
+
+
+def _contender(
+    values: MutableMapping[str, Any], path: str, go: tuple[int, int], pause: float
+) -> Callable[[int], None]:
+    """A child's body: wait for the ``go`` pipe, make each file call (exists, open,
+    os.open) pause ``pause`` s after it returns or raises, try the lock and say what it
+    got. A child that gets the lock keeps it until it is killed."""
+    go_read, go_write = go
+
+    def body(write_fd: int) -> None:
+        os.close(go_write)
+        select.select([go_read], [], [], 10.0)
+        builtins.open = _paused(builtins.open, pause)
+        os.open = _paused(os.open, pause)
+        os.path.exists = _paused(os.path.exists, pause)
+        pathlib.Path.exists = _paused(pathlib.Path.exists, pause)  # type: ignore[method-assign]
+        try:
+            with need(values, "single_instance")(path):
+                os.write(write_fd, b"acquired")
+                time.sleep(30)
+        except BaseException as exc:  # noqa: BLE001 - told to the parent
+            name = type(exc).__name__
+            said = "refused" if name == "AlreadyRunning" else f"raised {name}: {exc}"
+            os.write(write_fd, said.encode()[:400])
+
+    return body
+
+
+def _released_together(
+    stack: contextlib.ExitStack, values: MutableMapping[str, Any], path: str, pauses: list[float]
+) -> list[tuple[int, int]]:
+    """A ``_contender`` child for each of ``pauses``, all released at one instant once
+    every one is forked; each child's ``(pid, read_fd)``, killed when ``stack`` closes."""
+    go = go_read, go_write = os.pipe()
+    stack.callback(os.close, go_read)
+    try:
+        return [stack.enter_context(child(_contender(values, path, go, p))) for p in pauses]
+    finally:
+        os.write(go_write, b"go")
+        os.close(go_write)
+
+
+def start_together(values: MutableMapping[str, Any], path: str, n: int = 3) -> list[str]:
+    """``n`` processes released at the same instant each try to take the lock.
+
+    Each file call in the children (exists, open, os.open) pauses a little after it
+    returns, so a check-then-create lock is caught every time, not once in a while.
+    A child that gets the lock keeps it until it is killed, after every child has said
+    what it got, so a slow machine cannot make the winner let go too early.
+    """
+    with fresh_state(values), contextlib.ExitStack() as stack:
+        attempt(values, path)
+        children = _released_together(stack, values, path, [SLOW_FILE_S] * n)
+        return [read(fd) for _pid, fd in children]
+
+
+#: The file and lock calls after which the race checks stop a newcomer (``newcomer_race``).
+_GAPS: list[tuple[Any, str]] = [
+    (builtins, "open"),
+    (os, "open"),
+    (os, "unlink"),
+    (os, "remove"),
+    (os, "rename"),
+    (os, "replace"),
+    (os, "kill"),
+    (os, "read"),
+    (os, "write"),
+    (os.path, "exists"),
+    (pathlib.Path, "exists"),
+    (pathlib.Path, "unlink"),
+    (pathlib.Path, "open"),
+    (pathlib.Path, "read_text"),
+    (pathlib.Path, "write_text"),
+    (fcntl, "flock"),
+    (fcntl, "lockf"),
+]
+
+
+def _holds(values: MutableMapping[str, Any], path: str, fd: int, until: int | None) -> None:
+    """Take the lock and say so; keep it until killed, or until ``until`` is readable."""
+    tell = REAL_WRITE  # in a newcomer os.write is wrapped: tell the parent with the real one
+    try:
+        with need(values, "single_instance")(path):
+            tell(fd, b"held\n")
+            select.select([until] if until is not None else [], [], [], 30.0)
+        tell(fd, b"released\n")
+    except BaseException as exc:  # noqa: BLE001 - told to the parent
+        name = type(exc).__name__
+        said = f"refused: {exc}" if name == "AlreadyRunning" else f"raised {name}: {exc}"
+        tell(fd, said.replace("\n", " ")[:300].encode() + b"\n")
+
+
+def _newcomer(
+    values: MutableMapping[str, Any], path: str, stop: int, go: int
+) -> Callable[[int], None]:
+    """A process that tries the lock, stopped after its ``stop``-th file or lock call."""
+
+    def body(fd: int) -> None:
+        tell, calls = REAL_WRITE, [0]
+
+        def pausing(fn: Callable[..., Any]) -> Callable[..., Any]:
+            def call(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    calls[0] += 1
+                    if calls[0] == stop:
+                        tell(fd, b"paused\n")
+                        select.select([go], [], [], 10.0)
+
+            return call
+
+        for owner, name in _GAPS:
+            setattr(owner, name, pausing(getattr(owner, name)))
+        _holds(values, path, fd, None)
+
+    return body
+
+
+def newcomer_race(
+    values: MutableMapping[str, Any], folder: str, event: str, stops: list[int]
+) -> list[dict[str, Any]]:
+    """A holder, then a newcomer stopped after its k-th file call, for each k in ``stops``.
+
+    ``event`` is what happens to the holder while the newcomer is stopped: ``"killed"``
+    (SIGKILL before the newcomer starts: the holder's file stays behind) or
+    ``"released"`` (it leaves its with block while the newcomer waits). Then a third
+    process takes the lock whole, and the newcomer goes on. Each schedule, in a folder
+    of its own: ``{"stop", "paused", "newcomer", "third"}``, what each one got.
+    """
+    runs = []
+    with fresh_state(values):
+        attempt(values, str(pathlib.Path(folder) / "probe.lock"))
+        for stop in stops:
+            path = str(pathlib.Path(folder) / f"stop-{stop}" / "report.lock")
+            os.makedirs(os.path.dirname(path))
+            runs.append(_one_race(values, path, event, stop))
+    return runs
+
+
+def _one_race(values: MutableMapping[str, Any], path: str, event: str, stop: int) -> dict[str, Any]:
+    run: dict[str, Any] = {"stop": stop, "paused": False}
+    with contextlib.ExitStack() as stack:
+        release_r, release_w = os.pipe()
+        go_r, go_w = os.pipe()
+        for fd in (release_r, release_w, go_r, go_w):
+            stack.callback(os.close, fd)
+        holder_pid, holder_fd = stack.enter_context(
+            child(lambda fd: _holds(values, path, fd, release_r))
+        )
+        holder = Said(holder_fd)
+        run["holder"] = holder.next()
+        if event == "killed":
+            os.kill(holder_pid, signal.SIGKILL)
+            os.waitpid(holder_pid, 0)
+        newcomer = Said(stack.enter_context(child(_newcomer(values, path, stop, go_r)))[1])
+        first = newcomer.next()
+        run["paused"] = first == "paused"
+        if event == "released":
+            os.write(release_w, b"release")
+            run["released"] = holder.next()
+        third = Said(stack.enter_context(child(lambda fd: _holds(values, path, fd, None)))[1])
+        run["third"] = third.next()
+        os.write(go_w, b"go")
+        run["newcomer"] = newcomer.next() if run["paused"] else first
+    return run
+
+
+#: ``staggered_start``'s first child pauses this long after each file call: every child
+#: has looked for the lock file before the first creates it.
+FIRST_PAUSE_S = 0.1
+
+
+def staggered_start(
+    values: MutableMapping[str, Any], path: str, n: int = 2, step: float = 0.3
+) -> dict[str, Any]:
+    """``n`` processes released at one instant, on a folder with no lock file yet, try
+    the lock; child ``i`` pauses ``FIRST_PAUSE_S + i * step`` s after each file call
+    (exists, open, os.open), a failed one too. All look for the file before the first
+    creates it; a later one that found none acts on it ``step`` s after the first took
+    the lock and wrote its pid.
+
+    Returns ``{"outcomes": [...], "holder": the pid that said "acquired" or None,
+    "file": the file's text while that holder still holds}``.
+    """
+    out: dict[str, Any] = {"holder": None}
+    with fresh_state(values), contextlib.ExitStack() as stack:
+        attempt(values, str(pathlib.Path(path).with_name("probe.lock")))
+        pauses = [FIRST_PAUSE_S + i * step for i in range(n)]
+        children = _released_together(stack, values, path, pauses)
+        out["outcomes"] = [read(fd) for _pid, fd in children]
+        time.sleep(step)  # a late child's last file call, if it made one, is done
+        for (pid, _fd), said in zip(children, out["outcomes"], strict=True):
+            if said == "acquired":
+                out["holder"] = pid
+        out["file"] = file_text(path)
+    return out
