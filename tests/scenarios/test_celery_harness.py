@@ -196,6 +196,43 @@ def test_kills_wait_for_a_redelivery_or_the_grace(monkeypatch):
     assert kills.decided([worker])  # t2's grace ran out: it was not given back
 
 
+def test_all_received_counts_each_sent_message_and_each_retry(monkeypatch, tmp_path):
+    from labkit.integrations.celery import run as celery_run
+
+    monkeypatch.setattr(celery_run.harness, "CeleryWorker", _Log)
+    first, second = _Log("Task x[t1] received\n"), _Log("")
+    procs = [first, second]
+    assert celery_run.all_received(tmp_path, procs, ["t1"])
+    assert not celery_run.all_received(tmp_path, procs, ["t1", "t2"])  # t2 on its way
+    second.text += "Task x[t2] received\n"  # another worker took it
+    assert celery_run.all_received(tmp_path, procs, ["t1", "t2"])
+    # t1's run published a retry (same id): its message must be received once more.
+    (tmp_path / celery_points.RUNS).write_text("start t1 11 10\nretry t1 11 10\nend t1 11 10\n")
+    assert not celery_run.all_received(tmp_path, procs, ["t1", "t2"])
+    first.text += "Task x[t1] received\n"
+    assert celery_run.all_received(tmp_path, procs, ["t1", "t2"])
+
+
+def test_a_worker_under_the_lab_records_a_retry_with_its_task_id(amqp_url, tmp_path):
+    from labkit.integrations.celery import run as celery_run
+
+    with CeleryRun(amqp_url, tmp_path) as run:
+        worker = run.worker("w1")
+        run.send("lab.serial_step", "s1", True, task_id="t-retried")  # retries once, 2 s on
+
+        def retries() -> list[str]:
+            return [task for event, task, *_ in celery_points.runs(run.folder) if event == "retry"]
+
+        celery_harness.wait_until(lambda: bool(retries()), 30, "the retry record")
+        assert retries() == ["t-retried"]
+        celery_harness.wait_until(
+            lambda: celery_run.all_received(run.folder, [worker], ["t-retried"]),
+            30,
+            "the retry's own message",
+        )
+        assert worker.log_text().count("[t-retried] received") == 2
+
+
 def test_running_reads_the_runs_log(tmp_path):
     (tmp_path / celery_points.RUNS).write_text(
         "start a 11 10\nend a 11 10\nstart b 12 10\nstart c 13 10\n"

@@ -36,7 +36,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from celery.signals import task_postrun, task_prerun, worker_process_init, worker_ready
+from celery.signals import (
+    task_postrun,
+    task_prerun,
+    task_retry,
+    worker_process_init,
+    worker_ready,
+)
 
 from labkit.integrations.celery.proctree import (
     die_with_parent,
@@ -164,7 +170,7 @@ RUNS = "runs.log"
 
 
 def _record(event: str, task_id: object) -> None:
-    """Append ``start``/``end`` of a task run (with the pid) to the folder's runs log."""
+    """Append ``start``/``retry``/``end`` of a task run (with the pid) to the folder's runs log."""
     folder = os.environ.get(ENV)
     if folder:
         # One short O_APPEND write per line: lines from several children never interleave.
@@ -238,3 +244,10 @@ def _at_task_start(task_id: str | None = None, **_: Any) -> None:
 def _at_task_end(task_id: str | None = None, **_: Any) -> None:
     checkpoint("task_end")
     _record("end", task_id)
+
+
+@task_retry.connect
+def _at_task_retry(request: Any = None, **_: Any) -> None:
+    # Celery sends this once ``Task.retry`` has published the retry's message (same task
+    # id): a lab waiting for every message to reach a worker waits for that one too.
+    _record("retry", getattr(request, "id", None))

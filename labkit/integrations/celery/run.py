@@ -25,6 +25,7 @@ workers, nobody pauses a task to kill it, and the broker's own console shows the
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,21 @@ def received_of(procs: Sequence[Any], task_id: str) -> int:
         p.log_text().count(f"[{task_id}] received")
         for p in procs
         if isinstance(p, harness.CeleryWorker)
+    )
+
+
+def all_received(folder: str | Path, procs: Sequence[Any], task_ids: Sequence[str]) -> bool:
+    """True when the workers in ``procs`` logged receiving each of ``task_ids`` once, and
+    once more for each retry its runs published (``retry`` in the runs log of ``folder``).
+
+    A message the broker no longer counts as ready may still be on its way to a worker;
+    once this holds, none of ``task_ids`` is.
+    """
+    retries = Counter(task for event, task, _pid, _ppid in points.runs(folder) if event == "retry")
+    logs = [p.log_text() for p in procs if isinstance(p, harness.CeleryWorker)]
+    return all(
+        sum(log.count(f"[{task_id}] received") for log in logs) >= 1 + retries[task_id]
+        for task_id in task_ids
     )
 
 

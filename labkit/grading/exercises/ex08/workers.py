@@ -21,7 +21,7 @@ from labkit.grading.exercises.killsweep import hash_salt, scene_seeds
 from labkit.grading.stub import stub_error, stub_line
 from labkit.integrations.celery import brokers, commits, harness, points, returns
 from labkit.integrations.celery.app import LabConfig, charges_for, cleanup, pg, prepare_postgres
-from labkit.integrations.celery.run import Kills, quiet
+from labkit.integrations.celery.run import Kills, all_received, quiet
 from labkit.lang import _
 
 #: What a worker imports before the student's module: under labkit grade each worker is
@@ -37,6 +37,12 @@ WARM = (
     "psycopg",
     harness.__name__,
 )
+#: Seconds ``settle`` looks again before it believes the workers idle: once every message
+#: sent has reached a worker, only a message a task itself published may still be on its
+#: way (the broker's count lags by a round trip); while one sent is unaccounted for (a
+#: worker that discards it unlogged), as long as the slowest hand-over seen.
+SETTLE_LOOK_S = 0.05
+UNACCOUNTED_S = 0.3
 MODULE = "ex08_tasks"
 TASK = "ex08.charge"
 STUB = stub_line(8)
@@ -87,6 +93,7 @@ class Ex08Run:
         self.procs: list[harness.CeleryWorker] = []
         self.kills = Kills()
         self.held: list[str] = []  # task ids paused by ``hold``
+        self.sent: list[str] = []  # every task id published
         self._pauses = 0
         self.app = Celery(f"ex08-check-{self.config.tag}", broker=self.amqp, set_as_current=False)
 
@@ -127,6 +134,7 @@ class Ex08Run:
     def send(self, key: str, customer: str = "cus_8", amount: int = 800) -> str:
         """Publish one charge message; its task id."""
         sent = self.app.send_task(TASK, args=[key, customer, amount], queue=self.config.queue)
+        self.sent.append(str(sent.id))
         return str(sent.id)
 
     def hold(self, point: str, key: str) -> int:
@@ -174,7 +182,8 @@ class Ex08Run:
         points.clear_pause(self.folder)
 
     def settle(self, timeout: float = 60.0) -> None:
-        """Wait for the killed tasks' fate, then until the queue is empty and all idle."""
+        """Wait for the killed tasks' fate, then until every message sent reached a
+        worker, the queue is empty and all are idle (and still are a moment later)."""
         self.kills.wait(self.procs, timeout)
 
         def idle() -> bool:
@@ -182,9 +191,13 @@ class Ex08Run:
                 self.folder, self.procs
             )
 
-        harness.wait_until(
-            lambda: idle() and _pause(0.3) and idle(), timeout, "the workers to finish"
-        )
+        def settled() -> bool:
+            if not idle():
+                return False
+            accounted = all_received(self.folder, self.procs, self.sent)
+            return _pause(SETTLE_LOOK_S if accounted else UNACCOUNTED_S) and idle()
+
+        harness.wait_until(settled, timeout, "the workers to finish")
         self.check_not_stub()
 
     def check_not_stub(self) -> None:
