@@ -80,6 +80,10 @@ TWIN_KEYS = [
     # of the key gives both one entry).
     (" billing:7:charge:v1", "billing:7:charge:v1"),
     ("billing:7:charge:v1 ", "billing:7:charge:v1"),
+    # A run of blanks is not one blank, and a fullwidth id is not its ASCII look-alike
+    # (a key "tidied" with re.sub(r"\s+", " ") or NFKC gives both one entry).
+    ("billing:INV  7:charge:v1", "billing:INV 7:charge:v1"),
+    ("billing:ＩＮＶ-42:charge:v1", "billing:INV-42:charge:v1"),
 ]
 
 
@@ -107,9 +111,13 @@ def accept_does_not_confuse_keys(ns: Namespace) -> None:
         )
 
 
-@CHECKS.add(1, "the key must not depend on the process (hash() is salted per process)", severe=True)
+# Not severe: an unreadable key (a sha256 of the intent, as the hint of
+# key_is_the_same_in_another_process allows when it must be short) breaks the log search,
+# not the work; a key that differs per process fails that severe check itself.
+@CHECKS.add(1, "the key must not depend on the process (hash() is salted per process)")
 def key_is_plain_text(ns: Namespace) -> None:
     key = ns.operation_key("billing", 42, "charge")
+    expect(isinstance(key, str), "a str", type(key).__name__)
     expect(
         "42" in key and "charge" in key and "billing" in key,
         "a readable key that contains billing, 42 and charge (operators read keys in logs)",
@@ -250,6 +258,13 @@ RETRY_FIELDS = [
     ("rate", 0.125, 0.124),
     # Case alone: a fingerprint of the lowercased JSON calls these the same.
     ("reference", "INV-7a", "INV-7A"),
+    # Equal in Python, not in JSON: a fingerprint cached by the payload's items (a dict
+    # keyed by frozenset(payload.items())) answers 1.0 and True with the one made for 1.
+    ("quantity", 1, 1.0),
+    ("gift", 1, True),
+    # A number and its text: a fingerprint of the payload with numbers made text first
+    # calls these the same.
+    ("invoice", 42, "42"),
 ]
 
 #: A long invoice: a fingerprint of only the first few thousand characters of the JSON
@@ -289,6 +304,22 @@ def conflict_on_any_field(ns: Namespace) -> None:
             "same invoice with its last line's qty changed from 1 to 2"
         ),
         _said(said),
+    )
+    # Two payloads JSON cannot encode, one day apart: a fingerprint that answers "" (or
+    # any one value) for what json.dumps refuses makes the second a repeat.
+    run = ns.harness(HARNESS + "accept_payloads_holding_two_datetimes", key)
+    said = run["results"][1]
+    expect(
+        not answered(said, new=False),
+        _(
+            "an error (TypeError from json.dumps) or IdempotencyConflict for the same key "
+            "sent with a payload due on 2026-12-04, then due on 2026-12-05 (datetimes)"
+        ),
+        _("{first}, then {second}").format(first=_said(run["results"][0]), second=_said(said)),
+        _(
+            "let json.dumps raise for what it cannot encode: a fingerprint that answers one "
+            "value ('' or a constant) for every such payload calls a changed payload a repeat"
+        ),
     )
 
 
@@ -353,6 +384,20 @@ def accept_remembers_only_in_seen(ns: Namespace) -> None:
 def unencodable_payload_is_not_new_every_time(ns: Namespace) -> None:
     key = "billing:42:charge:v1"
     run = ns.harness(HARNESS + "accept_payload_with_a_datetime", key)
+    expect(
+        not answered(run["results"][0], new=False),
+        _(
+            "an error (TypeError from json.dumps), or True, for a key seen for the first "
+            "time with a payload holding a datetime"
+        ),
+        _("{first}; `seen` holds {seen}").format(
+            first=_said(run["results"][0]), seen=repr(run["seen"])
+        ),
+        _(
+            "let the error of payload_fingerprint come out of accept: answering False for a "
+            "payload it cannot fingerprint skips, as a repeat, work that never ran"
+        ),
+    )
     got = [r.get("returned") for r in run["results"]]
     expect(
         got != [True, True],
@@ -417,4 +462,43 @@ def a_failed_fingerprint_leaves_seen_alone(ns: Namespace) -> None:
             "payload holding a datetime"
         ).format(key=key),
         _("{answer}; `seen` holds {seen}").format(answer=_said(fixed), seen=repr(run["seen"])),
+    )
+
+
+#: A payload with what must never reach a log: a card number and an e-mail address.
+PRIVATE: dict[str, Any] = {
+    "card_number": "4111111111111111",
+    "email": "ana@example.com",
+    "amount_cents": 1990,
+}
+
+
+@CHECKS.add(
+    1,
+    "name the key in the IdempotencyConflict message, not the payload: payloads carry card "
+    "numbers and addresses, and the message goes to logs many people read (show the "
+    "fingerprints if you must show something)",
+)
+def conflict_message_keeps_the_payload_out(ns: Namespace) -> None:
+    key = "billing:42:charge:v1"
+    changed = {**PRIVATE, "amount_cents": 2990}
+    run = ns.harness(HARNESS + "accept_calls", [[key, dict(PRIVATE)], [key, changed]])
+    said = run["results"][1]
+    if "IdempotencyConflict" not in said.get("raised", ()):
+        return  # accept_conflict judges the missing conflict
+    message = said.get("message", "")
+    leaked = [str(v) for v in (PRIVATE["card_number"], PRIVATE["email"]) if str(v) in message]
+    expect(
+        not leaked,
+        _(
+            "an IdempotencyConflict message that names the key but none of the payload's "
+            "values (the payload held the card number {card} and the e-mail {email})"
+        ).format(card=PRIVATE["card_number"], email=PRIVATE["email"]),
+        _("the message shows {leaked}: {message}").format(
+            leaked=", ".join(leaked), message=repr(message[:200])
+        ),
+        _(
+            "put the key (and the fingerprints, if you like) in the message, never the "
+            "payload or its fields"
+        ),
     )

@@ -1094,6 +1094,216 @@ ZOO: list[tuple[str, str, str, str]] = [
             return False
     """,
     ),
+    (
+        "ex01",
+        "key with the source cut at its first dot ('billing.eu' and 'billing.us' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source.split('.')[0]}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with runs of blanks collapsed to one ('INV  7' and 'INV 7' share a key)",
+        "key_names_the_intent",
+        r"""
+        import re
+        def operation_key(source, entity_id, action, version=1):
+            parts = [re.sub(r"\s+", " ", str(p)) for p in (source, entity_id, action)]
+            return f"{parts[0]}:{parts[1]}:{parts[2]}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with '/' replaced by '-' (the key used as a file name)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}".replace("/", "-")
+    """,
+    ),
+    (
+        "ex01",
+        "key with the quotes dropped, to be safe in SQL (\"d'Ávila\" and 'dÁvila' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}".replace("'", "").replace('"', "")
+    """,
+    ),
+    (
+        "ex01",
+        "key with the source and the action cut to 16 characters",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source[:16]}:{entity_id}:{action[:16]}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with control characters made blanks ('INV<tab>7' and 'INV 7' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            key = f"{source}:{entity_id}:{action}:v{version}"
+            return "".join(c if c.isprintable() else " " for c in key)
+    """,
+    ),
+    (
+        "ex01",
+        "key with the worker's pod name (the POD_NAME variable) in it",
+        "key_is_the_same_on_another_machine",
+        """
+        import os
+        def operation_key(source, entity_id, action, version=1):
+            pod = os.environ.get("POD_NAME", "local")
+            return f"{pod}/{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint '' for a payload JSON cannot encode (TypeError swallowed)",
+        "conflict_on_any_field",
+        """
+        def payload_fingerprint(payload):
+            try:
+                text = json.dumps(
+                    payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+                )
+            except TypeError:
+                return ""
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "accept answers False for a payload it cannot fingerprint (TypeError swallowed)",
+        "unencodable_payload_is_not_new_every_time",
+        """
+        def accept(seen, key, payload):
+            try:
+                fp = payload_fingerprint(payload)
+            except TypeError:
+                return False
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "conflict message that shows the payload (a card number in the logs)",
+        "conflict_message_keeps_the_payload_out",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with {payload!r}")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint cached by the payload's items (1, 1.0 and True share one entry)",
+        "conflict_on_any_field",
+        """
+        _FINGERPRINTS = {}
+        def payload_fingerprint(payload):
+            try:
+                cache_key = frozenset(payload.items())
+            except TypeError:
+                cache_key = None
+            if cache_key is not None and cache_key in _FINGERPRINTS:
+                return _FINGERPRINTS[cache_key]
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            fp = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            if cache_key is not None:
+                _FINGERPRINTS[cache_key] = fp
+            return fp
+    """,
+    ),
+    (
+        "ex01",
+        "accept lets a full payload fill in a key first seen with an empty one",
+        "accept_conflict",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None or known == payload_fingerprint({}):
+                seen[key] = fp
+                return known is None
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept remembers keys with runs of blanks collapsed ('INV  7' and 'INV 7' one entry)",
+        "accept_does_not_confuse_keys",
+        r"""
+        import re
+        def accept(seen, key, payload):
+            key = re.sub(r"\s+", " ", key)
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept remembers keys normalised with NFKC ('ＩＮＶ-42' and 'INV-42' one entry)",
+        "accept_does_not_confuse_keys",
+        """
+        import unicodedata
+        def accept(seen, key, payload):
+            key = unicodedata.normalize("NFKC", key)
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of the payload with its numbers made text (42 and '42' alike)",
+        "conflict_on_any_field",
+        """
+        def _as_text(value):
+            if isinstance(value, dict):
+                return {k: _as_text(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [_as_text(v) for v in value]
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return str(value)
+            return value
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                _as_text(payload), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
 ]
 
 
@@ -1238,6 +1448,39 @@ SAYS: dict[str, str] = {
     "accept reserves the key in `seen` before fingerprinting (kept when json.dumps raises)": (
         "sent again with its date as text"
     ),
+    "key with the source cut at its first dot ('billing.eu' and 'billing.us' share a key)": (
+        "('billing.eu', 42, 'charge', 1)"
+    ),
+    "key with runs of blanks collapsed to one ('INV  7' and 'INV 7' share a key)": "'INV  7'",
+    "key with '/' replaced by '-' (the key used as a file name)": "('shop/eu', 42, 'charge', 1)",
+    "key with the quotes dropped, to be safe in SQL (\"d'Ávila\" and 'dÁvila' share a key)": (
+        "'dÁvila'"
+    ),
+    "key with the source and the action cut to 16 characters": "'billing-europe-west-1'",
+    "key with control characters made blanks ('INV<tab>7' and 'INV 7' share a key)": "'INV\\t7'",
+    "key with the worker's pod name (the POD_NAME variable) in it": "on another machine",
+    "fingerprint '' for a payload JSON cannot encode (TypeError swallowed)": (
+        "then due on 2026-12-05"
+    ),
+    "accept answers False for a payload it cannot fingerprint (TypeError swallowed)": (
+        "for a key seen for the first time with a payload holding a datetime"
+    ),
+    "conflict message that shows the payload (a card number in the logs)": (
+        "none of the payload's values"
+    ),
+    "fingerprint cached by the payload's items (1, 1.0 and True share one entry)": (
+        "'quantity': 1.0"
+    ),
+    "accept lets a full payload fill in a key first seen with an empty one": (
+        "an empty payload, then a full order"
+    ),
+    "accept remembers keys with runs of blanks collapsed ('INV  7' and 'INV 7' one entry)": (
+        "'billing:INV  7:charge:v1'"
+    ),
+    "accept remembers keys normalised with NFKC ('ＩＮＶ-42' and 'INV-42' one entry)": (
+        "'billing:ＩＮＶ-42:charge:v1'"
+    ),
+    "fingerprint of the payload with its numbers made text (42 and '42' alike)": "'invoice': '42'",
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -1284,6 +1527,20 @@ SEVERE = [
     "fingerprint of the first 4096 characters of the JSON (a long invoice's last line ignored)",
     "operation_key memoised with functools.lru_cache (42.0 answered with 42's key)",
     "accept reserves the key in `seen` before fingerprinting (kept when json.dumps raises)",
+    "key with the source cut at its first dot ('billing.eu' and 'billing.us' share a key)",
+    "key with runs of blanks collapsed to one ('INV  7' and 'INV 7' share a key)",
+    "key with '/' replaced by '-' (the key used as a file name)",
+    "key with the quotes dropped, to be safe in SQL (\"d'Ávila\" and 'dÁvila' share a key)",
+    "key with the source and the action cut to 16 characters",
+    "key with control characters made blanks ('INV<tab>7' and 'INV 7' share a key)",
+    "key with the worker's pod name (the POD_NAME variable) in it",
+    "fingerprint '' for a payload JSON cannot encode (TypeError swallowed)",
+    "accept answers False for a payload it cannot fingerprint (TypeError swallowed)",
+    "fingerprint cached by the payload's items (1, 1.0 and True share one entry)",
+    "accept lets a full payload fill in a key first seen with an empty one",
+    "accept remembers keys with runs of blanks collapsed ('INV  7' and 'INV 7' one entry)",
+    "accept remembers keys normalised with NFKC ('ＩＮＶ-42' and 'INV-42' one entry)",
+    "fingerprint of the payload with its numbers made text (42 and '42' alike)",
 ]
 
 

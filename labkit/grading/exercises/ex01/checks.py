@@ -203,6 +203,16 @@ TWINS: list[tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]] = [
     # fullwidth 'ＩＮＶ-４２' and 'INV-42', the ligature 'ﬁ' and 'fi' are other ids.
     (("billing", "ＩＮＶ-４２", "charge", 1), ("billing", "INV-42", "charge", 1)),
     (("crm", "Ofﬁce-7", "sync", 1), ("crm", "Office-7", "sync", 1)),
+    # A source cut at its first dot (a module-like name), a run of blanks collapsed, a
+    # tab made a blank, '/' made '-' (a key used as a file name), quotes dropped (a key
+    # "made safe" for SQL), a source or an action cut to a short width.
+    (("billing.eu", 42, "charge", 1), ("billing.us", 42, "charge", 1)),
+    (("billing", "INV  7", "charge", 1), ("billing", "INV 7", "charge", 1)),
+    (("billing", "INV\t7", "charge", 1), ("billing", "INV 7", "charge", 1)),
+    (("shop/eu", 42, "charge", 1), ("shop-eu", 42, "charge", 1)),
+    (("crm", "d'Ávila", "sync", 1), ("crm", "dÁvila", "sync", 1)),
+    (("billing-europe-west-1", 42, "charge", 1), ("billing-europe-west-2", 42, "charge", 1)),
+    (("billing", 42, "charge-and-capture-part", 1), ("billing", 42, "charge-and-capture-full", 1)),
 ]
 #: Characters real ids contain (INV-2026-0042, Cus_AbC): a key joined with one of them,
 #: or with nothing, gives two intents the same key.
@@ -438,11 +448,13 @@ def accept_conflict(ns: Namespace) -> None:
     cases = PAYLOADS.flatmap(lambda p: st.tuples(st.just(p), st.sampled_from(sorted(p))))
     holds_for(cases, any_change, examples=15)
 
-    # A field dropped, or added, is another payload too.
+    # A field dropped, or added, is another payload too; so is a full order after an
+    # empty one (an empty first payload is no placeholder to fill in later).
     fuller = {**ORDER, "note": "gift"}
     for first, then, what in (
         (fuller, ORDER, _("the field 'note' dropped")),
         (ORDER, fuller, _("a field 'note' added")),
+        ({}, ORDER, _("an empty payload, then a full order")),
     ):
         got = ns.harness(HARNESS + "accept_calls", [[key, first], [key, then]])["results"]
         expect(

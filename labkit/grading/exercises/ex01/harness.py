@@ -113,7 +113,16 @@ def _on_another_machine(values: MutableMapping[str, Any]) -> Iterator[None]:
     #: The student's ``from socket import gethostname`` and the like, by identity.
     bound = {id(getattr(owners[name], name)): fake for name, fake in fakes.items()}
     saved = {k: v for k, v in values.items() if id(v) in bound}
-    env = {"HOSTNAME": ELSEWHERE, "USER": "svc-other", "LOGNAME": "svc-other", "PWD": "/srv/other"}
+    env = {
+        "HOSTNAME": ELSEWHERE,
+        "USER": "svc-other",
+        "LOGNAME": "svc-other",
+        "PWD": "/srv/other",
+        # What a container platform says about the worker: its pod, its node.
+        "HOST": ELSEWHERE,
+        "POD_NAME": ELSEWHERE,
+        "NODE_NAME": ELSEWHERE,
+    }
     with contextlib.ExitStack() as stack:
         for name, fake in fakes.items():
             stack.enter_context(mock.patch.object(owners[name], name, fake))
@@ -335,3 +344,15 @@ def accept_after_an_unencodable_payload(
     broken = {"amount_cents": 1990, "due": due}
     fixed = {"amount_cents": 1990, "due": due.isoformat()}
     return accept_calls(values, [[key, broken], [key, fixed]])
+
+
+def accept_payloads_holding_two_datetimes(
+    values: MutableMapping[str, Any], key: str
+) -> dict[str, Any]:
+    """``accept`` with a payload holding a datetime, then with the same payload holding
+    another datetime: a fingerprint that answers one value for every payload JSON cannot
+    encode (``""``, a constant) calls the changed one a repeat."""
+    due = _dt.datetime(2026, 12, 4, 3, 0, tzinfo=_dt.UTC)
+    first = {"amount_cents": 1990, "due": due}
+    then = {"amount_cents": 1990, "due": due + _dt.timedelta(days=1)}
+    return accept_calls(values, [[key, first], [key, then]])
