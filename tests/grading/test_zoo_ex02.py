@@ -1268,6 +1268,62 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        "the lock file emptied by name (os.truncate) once the with block's file is closed",
+        "pidfile_names_only_the_current_holder",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+            os.truncate(path, 0)
+    """,
+    ),
+    (
+        "ex02",
+        "a SystemExit inside the with block swallowed (sys.exit(3) in the job ends it quietly)",
+        "error_inside_the_block_comes_out",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                try:
+                    yield
+                except SystemExit:
+                    pass
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
@@ -1341,7 +1397,7 @@ SAYS: dict[str, str] = {
         "AlreadyRunning while another holder has the lock"
     ),
     "the lock file emptied after the lock is released (a newcomer's pid wiped)": (
-        "the file to hold only the last holder's pid"
+        "the moment the holder let go"
     ),
     "refused when the pid in the file is alive (os.kill(pid, 0)), before trying flock": (
         "the child process to take the lock"
@@ -1372,6 +1428,12 @@ SAYS: dict[str, str] = {
     ),
     "the file opened 'r+', or 'w+' when missing (a run that also found none empties the pid)": (
         "also found no lock file"
+    ),
+    "the lock file emptied by name (os.truncate) once the with block's file is closed": (
+        "the moment the holder let go"
+    ),
+    "a SystemExit inside the with block swallowed (sys.exit(3) in the job ends it quietly)": (
+        "the SystemExit raised inside"
     ),
 }
 

@@ -27,7 +27,8 @@ def attempt_once(values: MutableMapping[str, Any], path: str) -> str:
 
 
 def error_inside(values: MutableMapping[str, Any], path: str) -> dict[str, str]:
-    """Raise a RuntimeError, a BlockingIOError, then a KeyboardInterrupt, inside the with block.
+    """Raise a RuntimeError, a BlockingIOError, a KeyboardInterrupt, then a SystemExit,
+    inside the with block.
 
     For each: ``"propagated <Type>"`` when that very error came out of the block,
     ``"swallowed"`` when nothing did, ``"raised <Type>: ..."`` for anything else.
@@ -40,6 +41,9 @@ def error_inside(values: MutableMapping[str, Any], path: str) -> dict[str, str]:
             # Ctrl-C (or a SIGINT from the scheduler) is no Exception: a lock that
             # swallows it lets the program carry on as if the job had finished.
             KeyboardInterrupt(),
+            # sys.exit(3) in the job: swallowed, the program ends with status 0 and the
+            # scheduler counts a failed run as done.
+            SystemExit(3),
         ):
             name = type(error).__name__
             try:

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.exercises.ex02.holders import NEWCOMER
 from labkit.lang import _
 
 CHECKS = Checks("ex02", "single-instance lock", needs=("single_instance",))
@@ -223,14 +224,32 @@ def pidfile_names_only_the_current_holder(ns: Namespace) -> None:
         pids = ns.harness(HARNESS + "holders_in_turn", str(path), 3, LEFT_BEHIND)
         expect(all(p > 0 for p in pids), "3 processes in turn each to take the lock", pids)
         text = path.read_text(errors="replace") if path.exists() else "<no file>"
+        # Emptied by the last holder while it still held the lock is fine: nobody holds it.
         expect(
-            text.strip() == str(pids[-1]),
+            text.strip() in (str(pids[-1]), ""),
             _(
                 "the file to hold only the last holder's pid, {pid} (after pids {pids}, and "
                 "{left} left in it by a run long gone)"
             ).format(pid=pids[-1], pids=", ".join(map(str, pids)), left=repr(LEFT_BEHIND)),
             repr(text[:80]),
         )
+    # A newcomer takes the lock the moment the holder lets go, and writes its pid.
+    with lock_path(ns) as path:
+        run = ns.harness(HARNESS + "newcomer_as_the_holder_leaves", str(path))
+    if run["said"] != "acquired" or not run["newcomer"]:
+        return  # the lock was never taken, or never let go: other checks judge that
+    expect(
+        run["file"].strip() == NEWCOMER,
+        _(
+            "the file to hold only the newcomer's pid, {text}, after it took the lock the "
+            "moment the holder let go (the holder writes nothing once it has let go)"
+        ).format(text=repr(NEWCOMER)),
+        repr(run["file"][:80]),
+        _(
+            "touch the file only while you hold the lock: empty it (if you must) before the "
+            "with block's file is closed, never after"
+        ),
+    )
 
 
 @CHECKS.add(

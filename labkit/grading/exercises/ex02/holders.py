@@ -7,8 +7,10 @@ text (``forking.attempt``); every child is killed before a function returns.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import fcntl
+import io
 import os
 import pathlib
 import select
@@ -288,3 +290,78 @@ def attempt_after_a_forked_worker_left(
             if os.getpid() != parent:  # never let the worker return into the check
                 os._exit(0)
     return out
+
+
+#: What a newcomer that takes the lock the moment the holder lets go writes in the file.
+NEWCOMER = "4194303 (a newcomer)"
+
+
+def newcomer_as_the_holder_leaves(values: MutableMapping[str, Any], path: str) -> dict[str, Any]:
+    """A worker holds the lock and leaves its with block; a newcomer takes the lock the
+    moment it is free and writes its pid.
+
+    In a forked child: while the student's code ends the block, each open, truncate or
+    unlink of the lock file first lets a newcomer try (a plain flock, non-blocking, on its
+    own open file): it succeeds only once the lock is released. A holder that empties or
+    rewrites the file after letting go wipes the newcomer's pid; one that empties it while
+    it still holds the lock, or leaves it alone, does not. ``{"said": what the attempt
+    did, "newcomer": whether the newcomer took the lock, "file": the text at the end}``.
+    """
+    target = os.path.abspath(path)
+
+    def body(write_fd: int) -> None:
+        state: dict[str, Any] = {"leaving": False, "newcomer": None}
+        real_open, real_os_open = builtins.open, os.open
+        real_truncate, real_unlink, real_remove = os.truncate, os.unlink, os.remove
+
+        def newcomer_tries(file: Any) -> None:
+            if not isinstance(file, (str, bytes, os.PathLike)) or not state["leaving"]:
+                return
+            if state["newcomer"] is not None or os.path.abspath(os.fsdecode(file)) != target:
+                return
+            fd = real_os_open(target, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)  # still held: the holder has not let go yet
+                return
+            os.ftruncate(fd, 0)
+            REAL_WRITE(fd, NEWCOMER.encode())
+            state["newcomer"] = fd
+
+        def wrap(real: Any) -> Any:
+            def guarded(file: Any, *args: Any, **kwargs: Any) -> Any:
+                newcomer_tries(file)
+                return real(file, *args, **kwargs)
+
+            return guarded
+
+        builtins.open = io.open = wrap(real_open)
+        os.open, os.truncate = wrap(real_os_open), wrap(real_truncate)
+        os.unlink, os.remove = wrap(real_unlink), wrap(real_remove)
+        try:
+            with need(values, "single_instance")(path):
+                state["leaving"] = True
+            said = "acquired"
+        except BaseException as exc:  # noqa: BLE001 - told to the parent
+            said = f"raised {type(exc).__name__}: {exc}"[:200]
+        finally:
+            builtins.open = io.open = real_open
+            os.open, os.truncate, os.unlink, os.remove = (
+                real_os_open,
+                real_truncate,
+                real_unlink,
+                real_remove,
+            )
+        # Nothing touched the file on the way out: the newcomer comes now.
+        newcomer_tries(target)
+        told = "1" if state["newcomer"] is not None else "0"
+        REAL_WRITE(write_fd, f"{told}|{said.replace('|', '/')}|{file_text(path)}".encode()[:600])
+
+    with fresh_state(values):
+        attempt(values, path)  # here first, so a stub says "not started yet"
+        with child(body) as (_pid, fd):
+            told = read(fd)
+    newcomer, _sep, rest = told.partition("|")
+    said, _sep, text = rest.partition("|")
+    return {"said": said, "newcomer": newcomer == "1", "file": text}
