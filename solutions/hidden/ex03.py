@@ -121,6 +121,9 @@ def lease_runs_to_now_plus_lease_s_exactly(ns: Namespace) -> None:
         st.floats(0.01, 0.99),
         st.sampled_from([30.0, 0.5]) | st.floats(0.5, 3600.0),
     )
+    # A long job's lease (a day): a claim that caps lease_s (at an hour, say) lets a
+    # second worker take the job while the first still runs it.
+    exact((1_764_900_000, 0.25, 86_400.0))
     holds_for(cases, exact, examples=12)
 
 
@@ -248,6 +251,11 @@ def a_claim_killed_midway_comes_back(ns: Namespace) -> None:
     )
 
 
+#: Finished jobs before the one ready job: more than any page a claim might scan (a LIMIT
+#: of 100, 500 or 1000 rows before the ready filter).
+LONG_TABLE = 2500
+
+
 @CHECKS.add(
     2,
     "choose among every row of the table: a claim that looks only at the first rows (a "
@@ -257,15 +265,15 @@ def a_claim_killed_midway_comes_back(ns: Namespace) -> None:
 def a_long_table_still_gives_its_ready_job(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         conn.execute("BEGIN")
-        for i in range(300):
+        for i in range(LONG_TABLE):
             add_job(conn, f"mail:{i}:send:v1", state="succeeded", attempt=1)
         conn.execute("COMMIT")
-        job_id = add_job(conn, "mail:300:send:v1")
+        job_id = add_job(conn, f"mail:{LONG_TABLE}:send:v1")
         got = _claim(ns, path, "w1", 100.0, 30.0)
     expect(
         got is not None and got.get("id") == job_id,
-        _("job {job_id} (pending, due at 0), after 300 succeeded jobs in the table").format(
-            job_id=job_id
+        _("job {job_id} (pending, due at 0), after {count} succeeded jobs in the table").format(
+            job_id=job_id, count=LONG_TABLE
         ),
         "None" if got is None else _("job {job_id}").format(job_id=got.get("id")),
     )

@@ -1462,7 +1462,7 @@ ZOO: list[tuple[str, str, str, str]] = [
                 {"worker": worker, "now": now, "lease_s": lease_s},
             ).fetchone()
             return None if row is None else dict(row)
-        '''
+        ''',
     ),
     (
         "ex03",
@@ -1572,6 +1572,101 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
     """,
     ),
+    (
+        "ex03",
+        "the longer of the old lease and the new one kept (max(lease_until, now + lease_s))",
+        "claims_the_right_job_for_any_table",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = max(coalesce(lease_until, 0), :now + :lease_s),"
+                " lease_token = lower(hex(randomblob(16))), updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "a job due within the lease counted as ready (run_after <= now + lease_s)",
+        "respects_run_after_and_state",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now + :lease_s)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "an expired lease claimed with max_attempts + 1 (a crash costs no attempt)",
+        "expired_lease_is_reclaimable",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now, max_attempts = max_attempts + (state = 'running')"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "the ready job chosen among the first 500 rows only (a page of the table)",
+        "a_long_table_still_gives_its_ready_job",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM (SELECT * FROM jobs ORDER BY id LIMIT 500) WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "lease_s capped at an hour (min(lease_s, 3600): a day-long lease cut short)",
+        "lease_runs_to_now_plus_lease_s_exactly",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": min(lease_s, 3600.0)},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 
@@ -1626,7 +1721,10 @@ SAYS: dict[str, str] = {
         "restarted in a new process under the same name"
     ),
     "the ready job chosen among the first 100 rows only (LIMIT before the filter)": (
-        "after 300 succeeded jobs"
+        "after 2500 succeeded jobs"
+    ),
+    "the ready job chosen among the first 500 rows only (a page of the table)": (
+        "after 2500 succeeded jobs"
     ),
     "claim answers None when the database raises (sqlite3.Error swallowed)": "no such table: jobs",
     "a running job leased to the claiming worker's name taken back whatever its lease": (
@@ -1699,6 +1797,18 @@ SAYS: dict[str, str] = {
     "a pending job's attempt set to 1 (a job put back by hand starts its budget over)": (
         "attempt 3 for a pending job that has run twice"
     ),
+    "the longer of the old lease and the new one kept (max(lease_until, now + lease_s))": (
+        "leased until now + lease_s = 130"
+    ),
+    "a job due within the lease counted as ready (run_after <= now + lease_s)": (
+        "None: the rest is due later"
+    ),
+    "an expired lease claimed with max_attempts + 1 (a crash costs no attempt)": (
+        "max_attempts left as it was, 3"
+    ),
+    "lease_s capped at an hour (min(lease_s, 3600): a day-long lease cut short)": (
+        "lease_s=86400.0"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -1735,6 +1845,10 @@ SEVERE = [
     "now passed through datetime.utcfromtimestamp(now).timestamp() (hours off outside UTC)",
     "an expired lease reclaimed with its old lease_until pushed by lease_s (still expired)",
     "the first call's connection kept in a global (another database's jobs never claimed)",
+    "a job due within the lease counted as ready (run_after <= now + lease_s)",
+    "an expired lease claimed with max_attempts + 1 (a crash costs no attempt)",
+    "the ready job chosen among the first 500 rows only (a page of the table)",
+    "lease_s capped at an hour (min(lease_s, 3600): a day-long lease cut short)",
 ]
 
 

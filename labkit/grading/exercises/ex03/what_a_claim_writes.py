@@ -257,6 +257,20 @@ def expired_lease_is_reclaimable(ns: Namespace) -> None:
             "the old token replaced",
             repr(_job(conn, dead)["lease_token"]),
         )
+        # A crash is an attempt like any other: a claim that raises the budget when it
+        # takes over an expired lease lets a job that kills its worker run forever.
+        expect(
+            _job(conn, dead)["max_attempts"] == 3,
+            _(
+                "max_attempts left as it was, 3, when job {job_id}'s expired lease is "
+                "claimed again (attempt goes up, the budget does not)"
+            ).format(job_id=dead),
+            _("max_attempts={max_attempts}").format(max_attempts=_job(conn, dead)["max_attempts"]),
+            _(
+                "set only state, attempt, the lease and updated_at: a claim never changes "
+                "max_attempts, or a job that crashes its worker is claimed forever"
+            ),
+        )
         stolen = _claim(ns, path, "w3", 100.0, 30.0)
         expect(
             stolen is None,

@@ -35,6 +35,8 @@ def respects_run_after_and_state(ns: Namespace) -> None:
         add_job(conn, "a:3:v1", state="dead", attempt=3, **old)
         due = add_job(conn, "a:4:v1", state="retry_wait", attempt=1, run_after=90.0)
         add_job(conn, "a:5:v1", state="retry_wait", attempt=1, run_after=400.0, **old)
+        # Due in 10 s, within the lease a claim now would give: not ready yet all the same.
+        add_job(conn, "a:6:v1", run_after=110.0)
         before = {j["id"]: (j["state"], j["attempt"], j["lease_until"]) for j in all_jobs(conn)}
         got = _claim(ns, path, "w1", 100.0, 30.0)
         expect(
@@ -375,17 +377,30 @@ def claims_the_right_job_for_any_table(ns: Namespace) -> None:
                 or (state == "running" and until <= now)
             ]
             got = _claim(ns, path, "w1", now, 30.0)
+            want = min(ready)[1] if ready else None
+            leased = _job(conn, want)["lease_until"] if want is not None else None
         shape = ", ".join(
             f"{i}:{k} {s} run_after={r:g}" + (f" lease_until={u:g}" if s != "pending" else "")
             for i, (s, r, u, k) in zip(ids, table, strict=True)
         )
-        want = min(ready)[1] if ready else None
         expect(
             (got or {}).get("id") == want,
             _("{want} at now=100 among jobs {jobs}").format(
                 want=_("job {job_id}").format(job_id=str(want)) if want else "None", jobs=shape
             ),
             "None" if got is None else _("job {job_id}").format(job_id=got.get("id")),
+        )
+        # The lease its last run left (even one that outlives now) is replaced, not kept.
+        expect(
+            want is None or leased == now + 30.0,
+            _("job {job_id} leased until now + lease_s = 130 among jobs {jobs}").format(
+                job_id=want, jobs=shape
+            ),
+            _("lease_until={until}").format(until=repr(leased)),
+            _(
+                "set lease_until = :now + :lease_s, whatever lease_until the row held before "
+                "(max() with the old lease keeps a dead run's lease)"
+            ),
         )
 
     # Two tables every run meets: the later id due first, and a tie of run_after where
