@@ -1694,6 +1694,79 @@ ZOO: list[tuple[str, str, str, str]] = [
             return now + delay  # the time of the next attempt
     """,
     ),
+    (
+        "ex04",
+        "a refusal recognised by the word 'refused' in its message (another locale missed)",
+        "classify_never_sent",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if "refused" in str(error).lower():
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+        """,
+    ),
+    (
+        "ex04",
+        "a timeout recognised by 'Timeout' in its class name (DeadlineExceeded missed)",
+        "classify_maybe_done",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, ConnectionError) or "Timeout" in type(error).__name__:
+                return "maybe_done"
+            return "permanent"
+        """,
+    ),
+    (
+        "ex04",
+        "triangular jitter (rng.triangular: the delays crowd the middle)",
+        "backoff_has_full_jitter",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = cap if n >= 64 else min(cap, base * 2**n)
+            return rng.triangular(0, ceiling)
+        """,
+    ),
+    (
+        "ex04",
+        "a permanent error retried when an idempotency_key is given",
+        "gives_up_on_permanent",
+        """
+        _reference_next_delay = next_delay
+
+        def next_delay(error, attempt, rng, *, idempotency_key=None, **kwargs):
+            if idempotency_key is not None and classify(error) == "permanent":
+                error = TransientError("retried under its key")
+            return _reference_next_delay(
+                error, attempt, rng, idempotency_key=idempotency_key, **kwargs
+            )
+        """,
+    ),
 ]
 
 
@@ -1841,6 +1914,16 @@ SAYS: dict[str, str] = {
         "without an idempotency_key"
     ),
     "next_delay returns when to retry (now + delay), not how long to wait": "seconds to wait",
+    "a refusal recognised by the word 'refused' in its message (another locale missed)": (
+        "Conexão recusada"
+    ),
+    "a timeout recognised by 'Timeout' in its class name (DeadlineExceeded missed)": (
+        "DeadlineExceeded()"
+    ),
+    "triangular jitter (rng.triangular: the delays crowd the middle)": (
+        "about a quarter of the 200 delays"
+    ),
+    "a permanent error retried when an idempotency_key is given": "under idempotency_key",
 }
 
 

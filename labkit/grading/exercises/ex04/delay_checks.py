@@ -58,6 +58,27 @@ def backoff_has_full_jitter(ns: Namespace) -> None:
             ).format(ceiling=ceiling),
             _("min {lowest:.2f}, max {highest:.2f}").format(lowest=min(got), highest=max(got)),
         )
+        # Evenly over the range: about a quarter of the draws in each quarter of it. A
+        # triangular draw or the mean of two uniforms crowds the middle and leaves the
+        # ends, near zero and near the ceiling, nearly empty.
+        ends = [
+            sum(1 for d in got if d < ceiling / 4) / len(got),
+            sum(1 for d in got if d > ceiling * 3 / 4) / len(got),
+        ]
+        expect(
+            all(0.15 <= share <= 0.35 for share in ends),
+            _(
+                "about a quarter of the 200 delays for n={n} in each quarter of 0..{ceiling:g} "
+                "(uniform, as rng.uniform draws)"
+            ).format(n=n, ceiling=ceiling),
+            _("{low:.0%} below {quarter:g} and {high:.0%} above {three_quarters:g}").format(
+                low=ends[0], quarter=ceiling / 4, high=ends[1], three_quarters=ceiling * 3 / 4
+            ),
+            _(
+                "draw once with rng.uniform(0, ceiling): every delay in the range equally "
+                "likely; a triangular or averaged draw sends a crowd back at the same moment"
+            ),
+        )
 
 
 @CHECKS.add(

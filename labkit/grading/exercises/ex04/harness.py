@@ -9,6 +9,7 @@ beside the student's code and returns what ``classify``, ``backoff`` and
 from __future__ import annotations
 
 import asyncio
+import errno
 import random
 from collections.abc import MutableMapping
 from http import HTTPStatus
@@ -30,17 +31,30 @@ class ProxyError(ConnectionError):
     """A client library's proxy error: a ConnectionError carrying the proxy's HTTP status."""
 
 
+class DeadlineExceeded(TimeoutError):
+    """A client library's own read timeout, named without the word "Timeout"."""
+
+
 #: Errors only this exercise describes, beside ``described.ERRORS``. A cancelled task
 #: (asyncio.CancelledError, a BaseException) is no failure of the call: "everything else".
 LOCAL_ERRORS: dict[str, type[BaseException]] = {
     cls.__name__: cls
-    for cls in (GatewayLost, ProxyError, ConnectionAbortedError, asyncio.CancelledError)
+    for cls in (
+        GatewayLost,
+        ProxyError,
+        DeadlineExceeded,
+        ConnectionAbortedError,
+        asyncio.CancelledError,
+    )
 }
 
 
 def _build(spec: dict[str, Any]) -> BaseException:
-    """``build_error``, plus this exercise's own classes and an ``ambiguous`` flag."""
-    if spec["type"] in LOCAL_ERRORS:
+    """``build_error``, plus this exercise's own classes, an ``ambiguous`` flag and a
+    refusal with its errno and a message of its own (a socket's, in another locale)."""
+    if spec["type"] == "ConnectionRefusedError" and "strerror" in spec:
+        error: BaseException = ConnectionRefusedError(errno.ECONNREFUSED, spec["strerror"])
+    elif spec["type"] in LOCAL_ERRORS:
         error = LOCAL_ERRORS[spec["type"]](spec.get("message", ""))
         if "status" in spec:
             error.status = spec["status"]  # type: ignore[attr-defined]

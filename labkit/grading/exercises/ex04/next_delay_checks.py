@@ -4,8 +4,6 @@ draws."""
 
 from __future__ import annotations
 
-import random
-
 from hypothesis import strategies as st
 
 from labkit.grading.checks import Namespace, expect
@@ -39,6 +37,17 @@ def gives_up_on_permanent(ns: Namespace) -> None:
         got is None,
         "None for HTTP 400 with Retry-After: 5 after attempt 2 (the verdict comes first)",
         got,
+    )
+    # A key makes a repeat safe, not a bad request good.
+    [got] = delays(ns, http(400), 1, started_at=0.0, now=0.0, idempotency_key="order:7")
+    expect(
+        got is None,
+        _("None for HTTP 400 under idempotency_key 'order:7': a key does not make it retryable"),
+        got,
+        _(
+            "the key matters only for a maybe-done failure; a permanent error gets None "
+            "with or without one"
+        ),
     )
 
 
@@ -308,9 +317,11 @@ def respects_deadline(ns: Namespace) -> None:
     )
     # Near the deadline each draw decides alone: one that ends past it gives up, one that
     # fits is kept as drawn. Cutting a late draw down to the time left is not giving up.
-    rng = random.Random(SEED)
-    drawn = [rng.uniform(0, 8.0) for _ in range(40)]
-    want = [d if 296.0 + d <= 300.0 else None for d in drawn]
+    # The draws are the student's own backoff(3, Random(SEED)) in a row, so any correct
+    # way of drawing full jitter (rng.uniform(ceiling, 0), two draws a call) is judged
+    # by its own numbers.
+    drawn = draws(ns, 3, SEED, 1.0, 60.0, 40)
+    want = [d if _number(d) and 296.0 + d <= 300.0 else None for d in drawn]
     got = delays(ns, REFUSED, 4, count=40, started_at=0.0, now=296.0, deadline=300.0)
     near = [
         (g is None) == (w is None) and (w is None or abs(float(g) - w) < 1e-9)

@@ -21,6 +21,11 @@ def http(status: Any, retry_after: Any = None) -> dict[str, Any]:
 
 NEVER_SENT = {
     "ConnectionRefusedError()": {"type": "ConnectionRefusedError"},
+    # A socket's refusal in a Portuguese locale: its errno says refused, its words do not.
+    "ConnectionRefusedError(ECONNREFUSED, 'Conexão recusada')": {
+        "type": "ConnectionRefusedError",
+        "strerror": "Conexão recusada",
+    },
     "TransientError()": {"type": "TransientError"},
     "HTTP 429": http(429),
     "HTTP 503": http(503),
@@ -35,6 +40,7 @@ NEVER_SENT = {
 MAYBE_DONE = {
     "TimeoutError('read timed out')": {"type": "TimeoutError", "message": "read timed out"},
     "ReadTimeout() (a library's TimeoutError subclass)": {"type": "ReadTimeout"},
+    "DeadlineExceeded() (a library's TimeoutError subclass)": {"type": "DeadlineExceeded"},
     "ConnectionResetError()": {"type": "ConnectionResetError"},
     "BrokenPipeError()": {"type": "BrokenPipeError"},
     "ConnectionAbortedError()": {"type": "ConnectionAbortedError"},
