@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.clock import LAB_EPOCH, FakeClock
+from labkit.faults import LOST_RESPONSE
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex05.runs import CHARGE, HARNESS, POST, invoices, run_job
 from labkit.grading.exercises.killsweep import scene_seeds
@@ -43,14 +44,17 @@ def two_invoices_two_charges(ns: Namespace) -> None:
     )
 
 
-#: Names that differ only in a '_' or '-', a quote, an accent, a space or a ligature
-#: (NFKC folds "ﬁ" into "fi"); the last pair's keys differ only in a trailing space.
+#: Names that differ only in a '_', '-' or ':', a quote, an accent, a space (one, none or
+#: two) or a ligature (NFKC folds "ﬁ" into "fi"); the last pair's keys differ only in a
+#: trailing space.
 LOOKALIKES: tuple[str, ...] = ("cus_7", "cus-7", "o'neil", "oneil", "josé", "josè")
 LOOKALIKES += ("ana maria", "ana_maria", "\ufb01ona", "fiona")
+LOOKALIKES += ("anamaria", "ana  maria", "acct:8", "acct-8")
 
 
 def lookalike_jobs(kind: str) -> tuple[tuple[str, dict[str, Any], str], ...]:
-    """One ``kind`` job per look-alike name, and two whose keys differ in a trailing space."""
+    """One ``kind`` job per look-alike name, two whose keys differ in a trailing space, and
+    two whose keys differ in the number before ``:v1``."""
     jobs = [
         (kind, {"customer": name, "amount": 1500}, f"billing:{name}:2026-05:{kind}:v1")
         for name in LOOKALIKES
@@ -58,6 +62,12 @@ def lookalike_jobs(kind: str) -> tuple[tuple[str, dict[str, Any], str], ...]:
     jobs += [
         (kind, {"customer": "bob", "amount": 900}, f"billing:bob:2026-05:{kind}:v1{end}")
         for end in ("", " ")
+    ]
+    # Keys that end in a number before ':v1': rstrip(":v1") strips characters, not the
+    # suffix, and makes both "...:1:v1" and "...:11:v1" into "...:".
+    jobs += [
+        (kind, {"customer": "carla", "amount": 700}, f"billing:{kind}:carla:{n}:v1")
+        for n in (1, 11)
     ]
     return tuple(jobs)
 
@@ -81,7 +91,7 @@ def keys_that_differ_only_in_punctuation_or_an_accent(ns: Namespace) -> None:
             not wrong,
             _(
                 "one {kind} per job for the keys {keys}, which differ only in punctuation, "
-                "an accent, a space or a ligature"
+                "an accent, a space or a ligature, or in the number before ':v1'"
             ).format(kind=kind, keys=", ".join(repr(key) for _kind, _payload, key in jobs)),
             "; ".join(f"{key!r}: {n}" for key, n in wrong.items())
             + f" ({run.replay})"
@@ -167,6 +177,22 @@ def a_repeat_keeps_the_first_reply(ns: Namespace) -> None:
         _("it kept {result}").format(result=result),
         "return ctx.world.payments.charge(...) on the repeat too: with the job's key as "
         "Idempotency-Key it answers with the first reply and charges nothing",
+    )
+    # The reply lost on its way back: the retry asks the API again, not payments.find,
+    # whose record says a charge was made but is no reply (no charge_id to keep).
+    lost = run_job(ns, "charge", [[LOST_RESPONSE, "lose_response", 1]], seed=17)
+    [(effects, result)] = lost.done.values()
+    if len(effects) != 1:
+        return  # charge_survives_lost_response says so
+    expect(
+        result == effects[0].response,
+        _("the job to keep the charge's reply {reply} after its first reply was lost").format(
+            reply=effects[0].response
+        ),
+        _("it kept {result}").format(result=result),
+        "let the lost reply fail the attempt and call charge again with the same "
+        "Idempotency-Key: the API answers with the first reply; a reply made up from a "
+        "lookup loses the charge_id",
     )
 
 

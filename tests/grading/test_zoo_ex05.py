@@ -1052,6 +1052,113 @@ ZOO: list[tuple[str, str, str, str]] = [
                 raise
     """,
     ),
+    (
+        "ex05",
+        "an Idempotency-Key with ':' replaced by '-' (acct:8 and acct-8 are one customer)",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=job.key.replace(":", "-"))
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key with its inner spaces removed",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=job.key.replace(" ", ""))
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key with its runs of spaces collapsed to one",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        import re
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=re.sub(r"\\s+", " ", job.key))
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key without its version, by rstrip(':v1') (strips characters)",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=job.key.rstrip(":v1"))
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark without its version, by rstrip(':v1')",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            mark = job.key.rstrip(":v1")
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "the charge made in 'USD' (a currency the job never named)",
+        "charge_runs_once_without_faults",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, "USD", key=job.key,
+                                             idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "the mark 'started' in one transaction, the entry and 'done' in the next",
+        "post_survives_two_deliveries_at_once",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            ledger = ctx.world.ledger
+            with ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                tx.mark(job.key, "started")
+            with ledger.transaction() as tx:
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "a lost reply answered with a reply of its own after payments.find",
+        "a_repeat_keeps_the_first_reply",
+        """
+        from labkit.errors import ResponseLost
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except ResponseLost:
+                if ctx.world.payments.find(job.key):
+                    return {"status": "succeeded"}
+                raise
+    """,
+    ),
 ]
 
 
@@ -1170,6 +1277,24 @@ SAYS: dict[str, str] = {
     ),
     "a refused charge (a 400) caught and returned as a 'failed' reply": "the job dead after a 400",
     "a 429 (rate limited) caught and returned as a reply": "after a 429 (rate limited",
+    "an Idempotency-Key with ':' replaced by '-' (acct:8 and acct-8 are one customer)": (
+        "which differ only in punctuation"
+    ),
+    "an Idempotency-Key with its inner spaces removed": "which differ only in punctuation",
+    "an Idempotency-Key with its runs of spaces collapsed to one": "a space",
+    "an Idempotency-Key without its version, by rstrip(':v1') (strips characters)": (
+        "in the number before ':v1'"
+    ),
+    "the ledger mark without its version, by rstrip(':v1')": "in the number before ':v1'",
+    "the charge made in 'USD' (a currency the job never named)": (
+        "each charge of the job's amount"
+    ),
+    "the mark 'started' in one transaction, the entry and 'done' in the next": (
+        "two deliveries of the job at the same moment"
+    ),
+    "a lost reply answered with a reply of its own after payments.find": (
+        "after its first reply was lost"
+    ),
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
@@ -1180,6 +1305,18 @@ GOT = {
     "an Idempotency-Key from the kind, the customer and job.id": "charge:cus_ana:1",
     "the ledger mark kept under the kind, the customer and job.id": "post:cus_ana:1",
     "a 409 retried five times, then 'skipped' returned": "after 5 charge(s)",
+    "an Idempotency-Key with ':' replaced by '-' (acct:8 and acct-8 are one customer)": (
+        "'billing:acct-8:2026-05:charge:v1': 0"
+    ),
+    "an Idempotency-Key with its inner spaces removed": "'billing:anamaria:2026-05:charge:v1': 0",
+    "an Idempotency-Key with its runs of spaces collapsed to one": (
+        "'billing:ana  maria:2026-05:charge:v1': 0"
+    ),
+    "an Idempotency-Key without its version, by rstrip(':v1') (strips characters)": (
+        "'billing:charge:carla:11:v1': 0"
+    ),
+    "the ledger mark without its version, by rstrip(':v1')": "'billing:post:carla:11:v1': 0",
+    "the charge made in 'USD' (a currency the job never named)": "charged in 'USD'",
 }
 
 

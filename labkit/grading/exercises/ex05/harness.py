@@ -72,6 +72,7 @@ class _Ledger:
 
     def __init__(self, ledger: Any, ctx: Any, pause: float = 0.0) -> None:
         self._ledger, self._ctx, self._pause = ledger, ctx, pause
+        self._transactions = 0
 
     def status(self, *args: Any, **kwargs: Any) -> Any:
         # A read in its own transaction: another delivery can act before the next step.
@@ -82,6 +83,12 @@ class _Ledger:
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
+        # A second transaction in one handler call pauses before it starts, as a read in
+        # its own transaction does: another delivery can act between the two (a mark
+        # "started" in one transaction, the entry in the next, both delivered).
+        self._transactions += 1
+        if self._pause and self._transactions > 1:
+            threading.Event().wait(self._pause)
         with self._ledger.transaction() as tx:
             yield _Tx(tx, self._ctx)
         self._ctx.point(LEDGER_COMMIT)

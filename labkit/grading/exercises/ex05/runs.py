@@ -243,6 +243,14 @@ def _what_each_job_did(ns: Namespace, which: str) -> None:
                     want_to=payload["customer"],
                 )
             )
+        elif which == "charge" and effect.payload.get("currency", "BRL") != "BRL":
+            # The job names no currency: the API's default (BRL) is the invoice's.
+            wrong.append(
+                _(
+                    "{key}: charged in {currency!r}, not the API's default 'BRL' (the job "
+                    "names no currency: leave currency out)"
+                ).format(key=key, currency=effect.payload.get("currency"))
+            )
         elif result != effect.response:
             kept.append(
                 _("{key}: the job kept {result!r}, the reply was {reply!r}").format(
