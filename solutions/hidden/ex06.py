@@ -17,6 +17,7 @@ from labkit.grading.exercises.ex06.deadletters import (
     it_said,
     redrive,
     returned,
+    row_of,
 )
 from labkit.grading.exercises.ex06.redrive_races import TABLES
 from labkit.grading.exercises.helpers import holds_for
@@ -240,6 +241,47 @@ def dead_letter_token_is_a_parameter(ns: Namespace) -> None:
         _("{first}; {second}; in the table: {states}").format(
             first=it_said(results[0]), second=it_said(results[1]), states=states
         ),
+    )
+    # The fence is equality, exact: not LIKE ('%' and '_' are patterns, case ignored),
+    # not COLLATE NOCASE. Tokens that only look like the current one are someone else's.
+    with lab_file(ns) as (conn, path):
+        held = add_job(
+            conn,
+            "c:3:v1",
+            state="running",
+            attempt=1,
+            lease_owner="w3",
+            lease_until=NOW + 30,
+            lease_token="tok-3_a",
+            updated_at=1.0,
+        )
+        lookalikes = ("TOK-3_A", "tok-3%")
+        answers = [
+            ns.harness(
+                HARNESS + "dead_letter",
+                str(path),
+                held,
+                token,
+                "permanent",
+                {"type": "ValueError"},
+                NOW,
+            )
+            for token in lookalikes
+        ]
+        state = row_of(conn, held)["state"]
+    expect(
+        all("raised" not in a and not a.get("returned") for a in answers) and state == "running",
+        _(
+            "False for tokens {tokens} on a job whose token is {token}, and the job still running"
+        ).format(tokens=", ".join(repr(t) for t in lookalikes), token=repr("tok-3_a")),
+        _("{said}; the job {state}").format(
+            said="; ".join(
+                f"{t!r}: {it_said(a)}" for t, a in zip(lookalikes, answers, strict=True)
+            ),
+            state=state,
+        ),
+        "fence with lease_token = :token, exactly: LIKE reads '%' and '_' as patterns and "
+        "ignores case, and COLLATE NOCASE ignores case, so another worker's token passes",
     )
 
 
@@ -710,4 +752,40 @@ def the_key_survives_a_dead_letter_and_a_redrive(ns: Namespace) -> None:
         _("keys {keys} (after dead_letter: {buried})").format(keys=keys, buried=repr(buried)),
         "leave the key alone in dead_letter and in redrive: it is how the destination "
         "recognises a repeat",
+    )
+
+
+@CHECKS.add(
+    1,
+    "ties broken by id (ORDER BY updated_at, id) on a table with an index of its own: "
+    "without id, jobs buried at the same instant come in whatever order the database "
+    "reads them, here newest id first",
+)
+def redrive_breaks_ties_by_id_on_an_indexed_table(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        # The operators' dashboard lists the newest dead letters first through this index;
+        # a query planner may read a redrive's rows through it too.
+        conn.execute("CREATE INDEX jobs_dead_newest ON jobs (state, updated_at DESC)")
+        ids = [
+            add_job(
+                conn,
+                f"email:{n}:send:v1",
+                state="dead",
+                attempt=3,
+                dead_reason="attempts exhausted (3 of 3)",
+                updated_at=20.0 if n < 4 else 10.0,
+            )
+            for n in range(5)
+        ]
+        want = [ids[4], ids[0], ids[1]]
+        got = redrive(ns, path, limit=3, now=NOW)
+    expect(
+        list(got) == want,
+        _(
+            "{want} with limit=3: job {oldest} (buried at 10), then jobs {first} and {second}, "
+            "the lowest ids of the four buried together at 20"
+        ).format(want=want, oldest=ids[4], first=ids[0], second=ids[1]),
+        _("returned {ids}").format(ids=list(got)),
+        "ORDER BY updated_at, id: SQL returns rows with equal updated_at in no promised "
+        "order (a table scan, an index read backwards), so name the tie-breaker",
     )

@@ -2003,6 +2003,99 @@ ZOO: list[tuple[str, str, str, str]] = [
             return row is not None
     """,
     ),
+    (
+        "ex06",
+        "redrive ORDER BY updated_at alone (ties come in the order an index reads them)",
+        "redrive_breaks_ties_by_id_on_an_indexed_table",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [row["id"] for row in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind) "
+                    "ORDER BY updated_at LIMIT :limit",
+                    {"limit": limit, "kind": kind},
+                )]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now, "
+                        "dead_reason = NULL, redrives = redrives + 1, updated_at = :now "
+                        "WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive writes max_attempts = 3 back (the default, not the job's own budget)",
+        "redrive_gives_a_fresh_start",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [row["id"] for row in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind) "
+                    "ORDER BY updated_at, id LIMIT :limit",
+                    {"limit": limit, "kind": kind},
+                )]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, max_attempts = 3, "
+                        "run_after = :now, "
+                        "dead_reason = NULL, redrives = redrives + 1, updated_at = :now "
+                        "WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter fenced with lease_token LIKE :token",
+        "dead_letter_token_is_a_parameter",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error, "
+                "lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now "
+                "WHERE id = :id AND state = 'running' AND lease_token LIKE :token "
+                "RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now},
+            ).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter fenced with lease_token = :token COLLATE NOCASE",
+        "dead_letter_token_is_a_parameter",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error, "
+                "lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now "
+                "WHERE id = :id AND state = 'running' AND lease_token = :token COLLATE NOCASE "
+                "RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now},
+            ).fetchone()
+            return row is not None
+    """,
+    ),
 ]
 
 
@@ -2131,6 +2224,16 @@ SAYS: dict[str, str] = {
     ),
     "dead_letter raises LookupError for a job that is gone": "deleted while its worker ran",
     "dead_letter marks the key ':dead' (to free the name)": "after dead_letter and then redrive",
+    "redrive ORDER BY updated_at alone (ties come in the order an index reads them)": (
+        "the lowest ids of the four buried together"
+    ),
+    "redrive writes max_attempts = 3 back (the default, not the job's own budget)": (
+        "'max_attempts': 5"
+    ),
+    "dead_letter fenced with lease_token LIKE :token": "False for tokens 'TOK-3_A', 'tok-3%'",
+    "dead_letter fenced with lease_token = :token COLLATE NOCASE": (
+        "False for tokens 'TOK-3_A', 'tok-3%'"
+    ),
 }
 
 #: What the named check must say it got, where the mistake shows there.

@@ -160,10 +160,13 @@ def redrive_only_dead_jobs(ns: Namespace) -> None:
 def redrive_gives_a_fresh_start(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         [job_id] = add_dead(conn, 1)
+        # Its own budget (not the default 3): the redrive resets the attempts, not the budget.
+        conn.execute("UPDATE jobs SET max_attempts = 5, attempt = 5 WHERE id = :id", {"id": job_id})
         redrive(ns, path, limit=1, now=NOW)
         job = row_of(conn, job_id)
         want = {
             "attempt": 0,
+            "max_attempts": 5,
             "run_after": NOW,
             "dead_reason": None,
             "redrives": 1,
