@@ -912,6 +912,44 @@ ZOO: list[tuple[str, str, str, str]] = [
                 super().record_success()
     """,
     ),
+    (
+        "ex07",
+        "the counts kept in a module dict keyed by id(self) (a new breaker inherits a dead one's)",
+        "a_new_breaker_starts_afresh",
+        """
+        _BREAKERS = {}
+        def _field(name):
+            return property(
+                lambda self: _BREAKERS[id(self)][name],
+                lambda self, value: _BREAKERS[id(self)].__setitem__(name, value),
+            )
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold, self.cooldown_s, self.clock = threshold, cooldown_s, clock
+                fields = {"state": "closed", "failures": 0, "opened_at": 0.0, "trial_out": False}
+                _BREAKERS.setdefault(id(self), fields)
+            state = _field("state")
+            failures = _field("failures")
+            opened_at = _field("opened_at")
+            trial_out = _field("trial_out")
+    """,
+    ),
+    (
+        "ex07",
+        "the trial flag kept on the clock object (shared by the breakers on one clock)",
+        "breakers_keep_their_own_times",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            @property
+            def trial_out(self):
+                return getattr(self.clock, "_trial_out", False)
+            @trial_out.setter
+            def trial_out(self, value):
+                self.clock._trial_out = value
+    """,
+    ),
 ]
 
 
@@ -990,6 +1028,12 @@ SAYS: dict[str, str] = {
     ),
     "record_success() raises while open (a slow call's late success)": (
         "of a slow call that ends while the breaker is open"
+    ),
+    "the counts kept in a module dict keyed by id(self) (a new breaker inherits a dead one's)": (
+        "each built when an open one was dropped"
+    ),
+    "the trial flag kept on the clock object (shared by the breakers on one clock)": (
+        "once B's trial succeeded, A still refuses"
     ),
 }
 

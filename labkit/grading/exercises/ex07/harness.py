@@ -6,6 +6,9 @@ A check describes what happens as steps and gets back what the breakers said:
 - ``["fail", i]`` / ``["ok", i]`` -> ``record_failure()`` / ``record_success()``;
 - ``["state", i]`` -> its ``state``;
 - ``["advance", s]`` -> the fake clock moves ``s`` seconds;
+- ``["renew", i]`` -> breaker ``i`` is dropped and a new one, with the same arguments,
+  takes its place: a new object often lands at the address the old one had, so a
+  breaker whose state is filed under ``id(self)`` inherits the dead one's;
 - ``["wall", s]`` -> from here on the wall clock reads ``s`` seconds later (the fake
   clock does not move: a breaker reading ``time.time()`` gives itself away).
 - ``["on", t, step]`` -> ``step`` run on caller thread ``t`` (one thread per ``t``, kept
@@ -103,12 +106,13 @@ def drive(
     with fresh_state(values), contextlib.ExitStack() as stack:
         if tz is not None:
             stack.enter_context(in_time_zone(tz))
-        made = [
-            need(values, "Breaker")(
+
+        def build(i: int) -> Any:
+            return need(values, "Breaker")(
                 threshold=threshold, cooldown_s=cooldown_s, clock=clocks[i % len(clocks)]
             )
-            for i in range(breakers)
-        ]
+
+        made: list[Any] = [build(i) for i in range(breakers)]
         callers: dict[int, _Caller] = {}
 
         def stop_callers() -> None:
@@ -130,6 +134,9 @@ def drive(
             elif what == "advance":
                 for clock in clocks:
                     clock.advance(float(arg))
+            elif what == "renew":
+                made[arg] = None  # freed here (no cycle: no gc.collect(), which is slow)
+                made[arg] = build(arg)
             elif what == "tick":
                 clocks[arg % len(clocks)].advance(float(step[2]))
             elif what == "wall":
