@@ -7,7 +7,10 @@ charge, lets both copies through, which one child taking messages in turn never 
 ``two_workers_at_once_charge_once`` does the same on two workers, which share nothing:
 not a lock made at import, not the str hash salt (each worker has its own).
 ``two_invoices_two_charges`` sends keys that differ only in case, in a trailing space or
-in the last of 300 characters, and one with a quote and accents: each is its own charge.
+in the last of 300 characters, one with a quote and accents, and two that NFKC makes
+one: each is its own charge.
+``dedup_commits_with_the_charge`` also sends a key the database refused again, and a
+new key, to the pool child that ran the refusal: nothing of it may stay behind there.
 ``charges_after_its_database_session_ended`` ends the worker's sessions between two
 tasks, as a restart or a failover does; ``replies_charged_or_already_charged`` reads
 what each run returned (a refused charge must end the run in FAILURE, not be returned).
@@ -41,24 +44,28 @@ CHECKS = Checks("ex08", hidden=True)
 
 def odd_keys(rng: Random) -> list[tuple[str, str]]:
     """``(key, customer)`` pairs a dedup must tell apart: two keys that differ only in
-    case, one more that differs from the first only by a trailing space, one more
+    case, one more that differs from the first only by a trailing space (its customer
+    id too: an opaque string, not to be stripped), one more
     that differs from it only by an underscore (which LIKE reads as any character, so
     a dedup by ``key LIKE %s`` takes it for the first), two long ones (300
     characters, past any column width a dedup might cut them to) that differ only in
     their last character, one with a quote, an underscore, a percent sign and accents
-    (its customer has a quote and an accent too), and its twin without the accents
-    (what an "accent-stripping" normalisation makes of it)."""
+    (its customer has a quote and an accent too), its twin without the accents
+    (what an "accent-stripping" normalisation makes of it), and two that NFKC makes one
+    (a ligature and a full-width digit against their plain letters)."""
     word = "".join(rng.choice("abcdefghjkmn") for _ in range(6))
     stem = "ord-" + "".join(rng.choice("0123456789abcdef") for _ in range(294))
     return [
         (f"inv-{word}", "cus_same"),
         (f"INV-{word.upper()}", "cus_same"),
-        (f"inv-{word} ", "cus_same"),
+        (f"inv-{word} ", "cus_same "),
         (f"inv_{word}", "cus_same"),
         (f"{stem}-1", "cus_same"),
         (f"{stem}-2", "cus_same"),
         (f"inv-d'arc_50%-ção-{word}", "cus_joão_o'hara"),
         (f"inv-d'arc_50%-cao-{word}", "cus_joão_o'hara"),
+        (f"inv-{word}-fi1", "cus_same"),
+        (f"inv-{word}-\ufb01\uff11", "cus_same"),
     ]
 
 
@@ -102,9 +109,9 @@ def two_invoices_two_charges(ns: Namespace) -> None:
             ),
             _(
                 "a key is an opaque string: record it in processed exactly as it came (no "
-                "lower(), strip(), slicing or accent stripping), compare it with = (in LIKE, "
-                "_ and % match other characters), and pass it to the SQL as a parameter (%s), "
-                "never inside the query's text"
+                "lower(), strip(), slicing, Unicode normalisation or accent stripping), "
+                "compare it with = (in LIKE, _ and % match other characters), and pass it to "
+                "the SQL as a parameter (%s), never inside the query's text"
             ),
         )
         # The customer, too, as it came: a charge to another customer id is a charge to
@@ -144,15 +151,25 @@ def duplicate_message_charges_once(ns: Namespace) -> None:
 
 
 def _waiting_on_a_lock(app_name: str, run: Ex08Run) -> list[int]:
-    """Backend pids of the worker's sessions (by application name) waiting for a lock."""
+    """Backend pids of the worker's sessions waiting for a lock: by application name
+    (the workers' PGAPPNAME), or, for a task that names its connections itself
+    (``application_name=...``, which beats PGAPPNAME), by a lock the session holds or
+    wants on a table of the run's schema (the check's own sessions never wait)."""
     with pg(run.config) as conn:
         rows = conn.execute(
-            "SELECT pid FROM pg_stat_activity "
-            "WHERE application_name = %s AND wait_event_type = 'Lock'",
-            (app_name,),
+            "SELECT pid FROM pg_stat_activity a "
+            "WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() "
+            "AND (application_name = %s OR EXISTS (SELECT 1 FROM pg_locks l "
+            "JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE l.pid = a.pid AND n.nspname = %s))",
+            (app_name, run.config.schema),
         ).fetchall()
     return [int(row["pid"]) for row in rows]
 
+
+#: What a run that stopped waiting for a lock raised: lock_timeout or NOWAIT, and
+#: statement_timeout.
+GAVE_UP_ERRORS = ("LockNotAvailable", "QueryCanceled")
 
 #: Seconds the check keeps holding the task's key once the task waits for it: a task
 #: that gives up on the wait (a lock_timeout, NOWAIT) has given up by then.
@@ -251,6 +268,29 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
                     raise TimeoutError("the task ended without waiting")
             except TimeoutError:
                 run.check_not_stub()
+                # A wait that gives up within a few milliseconds (lock_timeout = 100ms,
+                # NOWAIT) may end before the check looks: its error says it waited.
+                gave_up = [
+                    r
+                    for runs in run.returned().values()
+                    for r in runs
+                    if r.state != "SUCCESS" and r.value in GAVE_UP_ERRORS
+                ]
+                expect(
+                    not gave_up,
+                    _(
+                        "the task to wait while another transaction holds its key in "
+                        "processed (that transaction may still roll back)"
+                    ),
+                    _("it gave up waiting for the lock; it ended with {reply}").format(
+                        reply=_reply_of(gave_up[-1] if gave_up else None)
+                    ),
+                    _(
+                        "no lock_timeout, NOWAIT or try-lock on the claim: a copy that gives up "
+                        "fails and is acknowledged, and if the transaction it waited for rolls "
+                        "back, the charge is lost. Let the INSERT ... ON CONFLICT wait"
+                    ),
+                )
                 others = sorted(_processed_keys(run) - {key})
                 expect(
                     False,
@@ -364,6 +404,37 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
                 "the error roll back the whole transaction and leave the task"
             ),
         )
+        # Then the same key again with an amount that fits (the producer retries the
+        # failed charge), and a new key: both on the pool child that ran the refused
+        # charge. Nothing of the refusal may stay behind in that child: a key remembered
+        # in Python before its charge committed skips the retry, and a kept connection
+        # not rolled back after the error fails every later task ("current transaction
+        # is aborted"); a failed task is acknowledged, so each such charge is lost.
+        after = "inv-tx-after"
+        retried = {refused: run.send(refused, "cus_8", 800), after: run.send(after, "cus_8", 800)}
+        run.settle()
+        counts = {key: run.charges(key) for key in retried}
+        said = {task: runs[-1] for task, runs in run.returned().items()}
+        expect(
+            all(n == 1 for n in counts.values()),
+            _(
+                "1 charge row for {key} sent again with an amount that fits, once the "
+                "database had refused its first charge, and 1 for the next key {after}"
+            ).format(key=repr(refused), after=repr(after)),
+            "; ".join(
+                _("{key}: {count} rows, it ended with {reply}").format(
+                    key=repr(key), count=counts[key], reply=_reply_of(said.get(task))
+                )
+                for key, task in retried.items()
+            ),
+            _(
+                "a refused charge must leave nothing behind in the worker: remember no key "
+                "in Python before its charge commits, and roll a kept connection back after "
+                "an error (open one per task, with connect() as conn, conn.transaction(): "
+                "does both), or every later task on it fails with 'current transaction is "
+                "aborted', is acknowledged, and its charge is lost"
+            ),
+        )
 
 
 def _both_copies_inside(run: Ex08Run, key: str, waited_for: str) -> None:
@@ -464,12 +535,42 @@ def two_workers_at_once_charge_once(ns: Namespace) -> None:
         )
 
 
+def _note_sessions(run: Ex08Run) -> None:
+    """Have every charge note the session that wrote it (its backend pid and start), so
+    the check finds a worker's sessions even when the task names its connections itself
+    (``application_name=...`` beats the workers' PGAPPNAME)."""
+    from psycopg import sql
+
+    schema = sql.Identifier(run.config.schema)
+    with pg(run.config) as conn:
+        conn.execute(
+            sql.SQL("CREATE TABLE {s}.labkit_sessions (pid INT, started TIMESTAMPTZ)").format(
+                s=schema
+            )
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE FUNCTION {s}.labkit_note_session() RETURNS trigger LANGUAGE plpgsql "
+                "AS $$ BEGIN INSERT INTO {s}.labkit_sessions SELECT pid, backend_start "
+                "FROM pg_stat_activity WHERE pid = pg_backend_pid(); RETURN NULL; END $$"
+            ).format(s=schema)
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE TRIGGER labkit_note_session AFTER INSERT ON {s}.charges "
+                "FOR EACH ROW EXECUTE FUNCTION {s}.labkit_note_session()"
+            ).format(s=schema)
+        )
+
+
 def _worker_sessions(run: Ex08Run) -> list[int]:
-    """Backend pids of the database sessions the workers hold (by application name)."""
+    """Backend pids of the database sessions the workers hold: by application name, or
+    noted by a charge they wrote (``_note_sessions``)."""
     with pg(run.config) as conn:
         rows = conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
-            "AND pid <> pg_backend_pid()",
+            "SELECT pid FROM pg_stat_activity a WHERE pid <> pg_backend_pid() "
+            "AND (application_name = %s OR EXISTS (SELECT 1 FROM labkit_sessions s "
+            "WHERE s.pid = a.pid AND s.started = a.backend_start))",
             (run.config.tag,),
         ).fetchall()
     return [int(row["pid"]) for row in rows]
@@ -492,6 +593,7 @@ def _end_sessions(run: Ex08Run) -> None:
 def charges_after_its_database_session_ended(ns: Namespace) -> None:
     with Ex08Run(ns) as run:
         run.worker()
+        _note_sessions(run)
         run.send("inv-s1")
         run.settle()
         _end_sessions(run)

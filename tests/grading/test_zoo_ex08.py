@@ -420,6 +420,60 @@ BY_TASK_ID = """\
     return "charged"
 """
 
+#: One connection per pool child, opened again when the server ended its session, with
+#: commit() by hand and no rollback: once the database refuses a charge, the connection
+#: stays in the failed transaction and every later task of that child fails.
+KEPT_CONNECTION_NO_ROLLBACK = """\
+_conn = None
+
+
+def shared():
+    global _conn
+    if _conn is None or _conn.closed:
+        _conn = connect()
+    return _conn
+
+
+@app.task("""
+
+KEPT_CONNECTION_NO_ROLLBACK_BODY = """\
+    global _conn
+    for attempt in range(2):
+        conn = shared()
+        try:
+            first = conn.execute(
+                "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING "
+                "RETURNING key",
+                (key,),
+            ).fetchone()
+            if first is None:
+                conn.commit()
+                return "already charged"
+            conn.execute(
+                "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+                (key, customer, amount),
+            )
+            conn.commit()
+            break
+        except psycopg.OperationalError:
+            _conn = None
+            if attempt:
+                raise
+    return "charged"
+"""
+
+#: A "fast path" in memory: the key is remembered before the charge, so a key whose
+#: charge the database refused reads "already charged" in that pool child for good.
+SEEN_BEFORE_THE_CHARGE = """\
+    if key in SEEN:
+        return "already charged"
+    SEEN.add(key)
+"""
+
+CONNECT_OPTIONS = 'options=f"-c search_path={SCHEMA}")'
+#: The task's connections named by the task itself, which beats the workers' PGAPPNAME.
+NAMED_CONNECT_OPTIONS = 'options=f"-c search_path={SCHEMA}", application_name="ex08-charges")'
+
 REFERENCE_CLAIM = """\
         if first is None:
             return "already charged"
@@ -928,6 +982,61 @@ ZOO = [
         "SIGKILLed before charging",
         "worker_starts_and_charges_once",
     ),
+    (
+        # "ﬁ１" and "fi1" are two invoices: the second is never charged.
+        "the dedup record NFKC-normalised",
+        _both(
+            _replace("import os\n", "import os\nimport unicodedata\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace("(key,)", "(unicodedata.normalize('NFKC', key),)"),
+            ),
+        ),
+        "two_invoices_two_charges",
+        "1 charge row for each of the keys",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # "cus_same " is not "cus_same": a customer id is an opaque string.
+        "the customer id stripped of surrounding spaces",
+        _replace(REFERENCE_CHARGE_ARGS, "(key, customer.strip(), amount),"),
+        "two_invoices_two_charges",
+        "to hold the message's customer and amount",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "a kept connection, reconnected when closed, committed by hand, never rolled back",
+        _both(
+            _replace("@app.task(", KEPT_CONNECTION_NO_ROLLBACK),
+            _body(KEPT_CONNECTION_NO_ROLLBACK_BODY),
+        ),
+        "dedup_commits_with_the_charge",
+        "sent again with an amount that fits",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "the key remembered in memory before the charge",
+        _both(
+            _replace("@app.task(", "SEEN = set()\n\n\n@app.task("),
+            _before_body(SEEN_BEFORE_THE_CHARGE),
+        ),
+        "dedup_commits_with_the_charge",
+        "sent again with an amount that fits",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # application_name beats the workers' PGAPPNAME: the check finds the session by
+        # the charge it wrote.
+        "one connection per pool child, kept, under an application_name of its own",
+        _both(
+            _replace(CONNECT_OPTIONS, NAMED_CONNECT_OPTIONS),
+            _replace("@app.task(", CACHED_CONNECTION),
+            _replace(REFERENCE_BODY_START, "    conn = shared()\n    with conn.transaction():\n"),
+        ),
+        "charges_after_its_database_session_ended",
+        "ended the worker's sessions",
+        "worker_killed_after_the_commit",
+    ),
 ]
 
 
@@ -1000,3 +1109,16 @@ def test_zero_rows_after_the_whole_worker_died_names_what_lost_the_charge(
         assert caught.hint == SKIPPED_REDELIVERY, caught.hint
     else:
         assert "task_acks_late" in caught.hint, caught.hint
+
+
+def test_a_task_that_names_its_connections_still_passes(postgres_dsn, amqp_url):
+    """A connection named by the task (application_name beats the workers' PGAPPNAME) is
+    no mistake: the checks that wait for the task's session to wait on a lock find it
+    by its locks on the run's tables all the same."""
+    name = "the reference under an application_name of its own"
+    skip_unless_drawn(name)
+    values, _notes = namespace_of(notebook_for(SOLUTIONS, "ex08"))
+    path = Path.cwd() / "ex08_tasks.py"
+    path.write_text(_replace(CONNECT_OPTIONS, NAMED_CONNECT_OPTIONS)(path.read_text()))
+    kept = run_check(_checks()["dedup_commits_with_the_charge"], Namespace(values, Path.cwd()))
+    assert kept.status == CheckStatus.PASSED, kept

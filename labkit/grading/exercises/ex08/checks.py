@@ -39,14 +39,31 @@ SKIPPED_REDELIVERY = _(
 )
 
 
+#: The hint for "0 rows" when a run of the task raised: a failed task is acknowledged, so
+#: the error, not the ack settings, lost the charge.
+RAISED = _(
+    "your task raised an error, and a failed task is acknowledged: its charge is lost. "
+    "Run `celery -A ex08_tasks worker --loglevel INFO` in your folder and send it a "
+    "charge to see the traceback (a table or schema not found: connect with connect(), "
+    "which reads EX08_DSN and EX08_SCHEMA)"
+)
+
+
 def _charged_once(run: Ex08Run, key: str, when: str, hint: str) -> None:
     n = run.charges(key)
-    if n == 0 and run.ran_again():
-        hint = SKIPPED_REDELIVERY
+    got = _("{count} charge rows").format(count=n)
+    # A run killed by the check records nothing: a FAILURE here is the task's own error.
+    raised = [r.value for runs in run.returned().values() for r in runs if r.state != "SUCCESS"]
+    if n != 1 and raised:
+        got = _("{count} charge rows; a run of the task raised {error}").format(
+            count=n, error=raised[-1][:200]
+        )
+    if n == 0:
+        hint = RAISED if raised else SKIPPED_REDELIVERY if run.ran_again() else hint
     expect(
         n == 1,
         _("exactly 1 charge row for {key} {when}").format(key=repr(key), when=when),
-        _("{count} charge rows").format(count=n),
+        got,
         hint,
     )
 
