@@ -1,11 +1,12 @@
 """Hidden checks for exercise 9: a key delivered twice (one after the other, and to two
 consumers at once) and a done record that never expires, a dependency down for a while
 (with a max_deliveries other than the usual 3), the delivery count of the entry in hand
-while another consumer holds an older one, what ``consume`` returns (on a second call
-too), a backlog of hundreds of entries, keys that differ only in case, in a trailing
-space, in accents or in characters a pattern would read, a key sent again after its
-entry was dead-lettered, and a poison entry that reaches each new consumer by
-XAUTOCLAIM."""
+while another consumer holds an older one (kept in the stream while more than a stream
+node of newer entries is acknowledged), what ``consume`` returns (on a second call, by
+two consumers racing on one key, too), a backlog of hundreds of entries, keys that differ
+only in case, in a trailing space, in accents or in characters a pattern would read, a
+key sent again after its entry was dead-lettered, and a poison entry that reaches each
+new consumer by XAUTOCLAIM."""
 
 from __future__ import annotations
 
@@ -171,27 +172,51 @@ def returns_how_many_it_applied(ns: Namespace) -> None:
                 "not for a copy of a done key, a run_job that raised, or a dead letter"
             ),
         )
-        # A second call on the same stream: what it applied, not what the list holds.
+        # A second call on the same stream, by two consumers at once: what each applied,
+        # not what the list holds. Both hold a copy of 'order:3' and read its done record
+        # before either writes it: one MULTI applies it, the other fails (WatchError) and
+        # applied nothing.
         s.add("order:3", cents=100)
+        s.add("order:3", cents=100)  # the producer sent it twice
         s.add("order:2", cents=100)  # a copy of a key the first call applied
-        s.finish(s.start("b"), _("a second call: one new key and a copy of a done one"))
+        tag = uuid.uuid4().hex[:8]
+        meet, log = ns.workdir / f".labkit-meet-{tag}", ns.workdir / f".killrun-{tag}.log"
+        runner = ("-m", "labkit.explore.killrun", str(log), "0",
+                  "--meet", str(meet), f"{s.prefix}:done:", "2")  # fmt: skip
+        try:
+            b = s.start("b", runner=runner)
+            c = s.start("c", runner=runner)
+            printed = []
+            for proc, name in ((b, "b"), (c, "c")):
+                s.finish(proc, _("a second call by consumer {name}").format(name=repr(name)))
+                printed.append((s.printed.strip().splitlines()[-1:] or [_("nothing")])[0])
+        finally:
+            shutil.rmtree(meet, ignore_errors=True)
+            log.unlink(missing_ok=True)
         expect_once_each(
             s, ["order:1", "order:2", "order:3"], _("check the done record atomically")
         )
-        last = s.printed.strip().splitlines()[-1:]
         expect(
-            last == ["1"],
+            sorted(printed) == ["0", "1"],
             _(
-                "a second call, after the first had applied 2 keys, to return 1: it applied "
-                "'order:3'; the copy of 'order:2' was done already"
+                "a second call, by two consumers at once after the first call had applied 2 "
+                "keys, to return 1 in one of them and 0 in the other: one applied 'order:3' "
+                "(sent twice); the other copy of 'order:3' and the copy of 'order:2' were "
+                "done already"
             ),
-            _("it printed {printed}").format(printed=last[0] if last else _("nothing")),
+            _("'b' printed {b}, 'c' printed {c}").format(b=printed[0], c=printed[1]),
             _(
-                "count in a local variable what this call applied: the length of the "
-                "effects list (LLEN) also counts what earlier calls and other consumers "
-                "applied"
+                "count in a local variable what this call applied, and add 1 only once the "
+                "MULTI has run: the length of the effects list (LLEN) also counts what earlier "
+                "calls and other consumers applied, and a MULTI that raised WatchError "
+                "(another consumer applied the key first) applied nothing"
             ),
         )
+
+
+#: Newer entries behind the one another consumer holds: past the 100 entries of a stream
+#: node (Redis's stream-node-max-entries), all that an approximate trim removes at once.
+BEHIND = 120
 
 
 @CHECKS.add(
@@ -204,8 +229,19 @@ def returns_how_many_it_applied(ns: Namespace) -> None:
 )
 def the_delivery_count_is_the_entrys_own(ns: Namespace) -> None:
     with stream(ns) as s:
-        s.add("held", cents=100, work_s=60, slow_deliveries=1)  # older, held by 'b'
+        held = s.add("held", cents=100, work_s=60, slow_deliveries=1)  # older, held by 'b'
         s.add("poison", cents=100, crash=True)
+        # Newer entries 'a' applies while 'b' still holds 'held': more than a stream node
+        # holds (100 entries), so an approximate trim after an XACK (XTRIM MINID ~, MAXLEN
+        # ~) drops the whole node 'held' is in, which an exact trim of what is acked keeps.
+        # The last one always fails: its dead letter comes after them all (a trim after a
+        # dead letter only).
+        newer = [f"order:{n}" for n in range(BEHIND)]
+        pipe = s.r.pipeline(transaction=False)
+        for key in newer:
+            pipe.xadd(s.stream, {"key": key, "payload": json.dumps({"cents": 100})})
+        pipe.xadd(s.stream, {"key": "broken", "payload": json.dumps({"cents": 100, "flaky": 99})})
+        pipe.execute()
         holder = s.start("b", idle_ms=600_000)
         s.wait_held(holder, "b", "held")
         # How many runs exactly is dead_letters_a_crashing_entry_after_max_deliveries's
@@ -220,7 +256,7 @@ def the_delivery_count_is_the_entrys_own(ns: Namespace) -> None:
                 break  # 'a' dead-lettered the poison and waits for 'held'
             crashes += 1
         expect(
-            [d.get("key") for d in s.dead()] == ["poison"],
+            [d.get("key") for d in s.dead()][:1] == ["poison"],
             _(
                 "the poison entry dead-lettered once delivered more than max_deliveries (3) "
                 "times, while 'b' holds the older entry 'held'"
@@ -229,11 +265,29 @@ def the_delivery_count_is_the_entrys_own(ns: Namespace) -> None:
                 count=crashes, dead=[d.get("key") for d in s.dead()]
             ),
         )
+        # 'a' applies the newer entries and dead-letters 'broken', then waits for 'held'.
+        deadline = clock.now() + RUN_S
+        while proc.poll() is None and len(s.dead()) < 2 and clock.now() < deadline:
+            clock.sleep(0.02)
+        expect(
+            bool(s.r.xrange(s.stream, held, held)),
+            _(
+                "'held', which 'b' still works on, kept in the stream while 'a' applies "
+                "{count} newer entries and dead-letters one"
+            ).format(count=BEHIND),
+            _("it was removed from the stream before anyone applied it"),
+            _(
+                "never remove an entry nobody has acknowledged: an XTRIM after your own "
+                "XACK or dead letter, MINID or MAXLEN, approximate (~) or not, also removes "
+                "older entries that another consumer still holds, whole stream nodes of them "
+                "with ~"
+            ),
+        )
         ns.kill(holder)  # 'b' restarts and finishes 'held' quickly (its second delivery)
         holder.communicate()
         s.finish(s.start("b", idle_ms=600_000), _("a restart of 'b'"))
         s.finish(proc, _("'a' once the poison was dead-lettered"), late_ok=True)
-        expect_once_each(s, ["held"], _("apply the healthy entry once"))
+        expect_once_each(s, ["held", *newer], _("apply the healthy entry once"))
 
 
 @CHECKS.add(

@@ -663,6 +663,45 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
             )
         ],
     ),
+    (
+        # Off by one only when two consumers race on one key: the one whose EXEC fails
+        # counts an entry it never applied.
+        "a WatchError that falls through to the count",
+        "returns_how_many_it_applied",
+        [
+            (
+                "            except redis.WatchError:\n                continue",
+                "            except redis.WatchError:\n                pass",
+            )
+        ],
+    ),
+    (
+        # An approximate trim removes whole stream nodes: once more than a node of newer
+        # entries is acknowledged, the node holding another consumer's entry goes too.
+        "trims the stream approximately up to each entry it acknowledges (XTRIM MINID ~)",
+        "the_delivery_count_is_the_entrys_own",
+        [
+            (
+                "            applied += 0 if done_before else 1\n",
+                "            applied += 0 if done_before else 1\n"
+                "            r.xtrim(stream, minid=entry_id, approximate=True)\n",
+            )
+        ],
+    ),
+    (
+        # Trims only after a dead letter: the node of an entry another consumer holds goes
+        # once a dead letter comes more than a node later.
+        "trims the stream approximately after each dead letter (XTRIM MINID ~)",
+        "the_delivery_count_is_the_entrys_own",
+        [
+            (
+                "                pipe.execute()\n                continue\n",
+                "                pipe.execute()\n"
+                "                r.xtrim(stream, minid=entry_id, approximate=True)\n"
+                "                continue\n",
+            )
+        ],
+    ),
 ]
 
 
