@@ -6,6 +6,7 @@ job a worker runs, what every 202 says, the status among thousands of jobs, no p
 
 from __future__ import annotations
 
+import calendar
 import random
 import string
 import time
@@ -53,14 +54,17 @@ ALICE_RENEWED = "alice-renewed-token"
 )
 def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
     body = {"month": "2026-09"}
-    midnight = (int(time.time()) // DAY_S + 1) * DAY_S
+    # The next New Year's midnight (UTC): the day, the month and the year all change there.
+    this_year = time.gmtime().tm_year
+    midnight = calendar.timegm((this_year + 1, 1, 1, 0, 0, 0, 0, 0, 0))
     with scratch(ns) as folder:
         db = folder / "jobs.db"
         # The crashed server and its replacement in time zones 26 hours apart: whenever
         # the check runs, their local dates differ, as they do for a retry sent just after
         # midnight. A job key holding the date is another key after the restart. Their
-        # clocks, too, read a minute before the next UTC midnight and just after it: a key
-        # holding the UTC day, hour or minute (time.time() // 86400) changes as well.
+        # clocks, too, read a minute before the next UTC New Year's midnight and just after
+        # it: a key holding the UTC year, month, day, hour or minute (time.time() // 86400,
+        # strftime('%Y-%m')) changes as well.
         with served(ns, db, crash_at_202=True, tz=FAR_WEST, clock_at=midnight - 60) as doomed:
             crash_at_202(ns, doomed, body, "crash-2")
         left = [j["id"] for j in jobs_for(db, "alice", body)]
@@ -242,6 +246,11 @@ def owner_comes_from_the_token(ns: Namespace) -> None:
             for j in jobs_in(folder / "jobs.db")
             if j["id"] == job_id
         ]
+        requests = [
+            j["payload"].get("request") if isinstance(j["payload"], dict) else None
+            for j in jobs_in(folder / "jobs.db")
+            if j["id"] == job_id
+        ]
         by_bob = app.status(job_id, BOB).status_code
         expect(
             owners == ["alice"] and by_bob == 404,
@@ -256,6 +265,18 @@ def owner_comes_from_the_token(ns: Namespace) -> None:
                 'store {"owner": caller_of(authorization), "request": body}: the owner '
                 "comes from the token alone, never from the body (a caller could file jobs "
                 "as anyone, and show them their requests)"
+            ),
+        )
+        expect(
+            requests == [body],
+            _("the request stored as alice sent it, its field 'owner' included: {body}").format(
+                body=body
+            ),
+            _("the request stored as {requests}").format(requests=requests),
+            _(
+                "store the body whole in 'request': the owner of the job is the payload's "
+                "'owner', so a field of the body called 'owner' is harmless data, and the "
+                "report runs on what was asked"
             ),
         )
 
@@ -480,6 +501,9 @@ def keys_are_compared_exactly(ns: Namespace) -> None:
     rng = random.Random(f"ex10 keys {scene_seeds()[-1]}")
     stem = "".join(rng.choices(string.ascii_lowercase + string.digits, k=292))
     keys = ["Order-77", "order-77", "order.77", "order77", "plan-ç", "plan-"]
+    # A space, a '%' escape, an underscore: 'order 77' is not 'order77', 'order%2E77'
+    # (percent-decoded) not 'order.77', and 'order_77' not 'order-77'.
+    keys += ["order 77", "order%2E77", "order_77"]
     # 60 characters, which every app must take, then 200 and 300. A long key refused with
     # a clear 400 loses and duplicates nothing: odd_keys_are_data holds an app to taking
     # 200 characters, this check only to never merging two keys.
@@ -579,7 +603,20 @@ def _due_by_the_poll(db: Path, reply: Any, zone: str) -> None:
     poll, on a server whose time zone is ``zone``."""
     wait = reply.headers.get("Retry-After", "")
     wait_s = int(wait) if wait.isdigit() else 0
-    [row] = [j for j in jobs_in(db) if j["id"] == accepted_id(reply, _("the first request"))]
+    job_id = accepted_id(reply, _("the first request"))
+    rows = [j for j in jobs_in(db) if j["id"] == job_id]
+    expect(
+        len(rows) == 1,
+        _("job {job_id}, named by the 202, in the database when the 202 arrives").format(
+            job_id=job_id
+        ),
+        _("no such job in the database"),
+        _(
+            "answer 202 only once store.enqueue has returned: it commits the job, so the "
+            "id you answer with is there for the caller's first poll"
+        ),
+    )
+    row = rows[0]
     late = row["run_after"] - row["created_at"]
     expect(
         late <= wait_s + 1,

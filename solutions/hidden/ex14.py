@@ -138,17 +138,23 @@ def with_declines(folder: Path, service: str = "payments", behaviour: str = "rej
     "the payment API, a TransientError; a PermanentError from another step) propagates "
     "from run_order, the job stays 'running' with its stock reserved, and the next run "
     "finishes it (a 503 retried inside the step under its own key may finish it at once)",
+    timeout=30.0,
     severe=True,
 )
 def only_a_declined_charge_fails_the_job(ns: Namespace) -> None:
     for service, behaviour, what in (
         ("payments", "fail_before", _("a 503 from the payment API (TransientError)")),
         ("mail", "reject", _("the e-mail rejected (PermanentError from the 'email' step)")),
+        (
+            "mail",
+            "fail_before",
+            _("a 503 from the mail API (TransientError from the 'email' step)"),
+        ),
     ):
         with scene(ns) as folder:
             with_declines(folder, service, behaviour)
             got = dict(ns.harness(HARNESS + "run", str(folder), ORDER, 1, None, False))
-            if service == "payments" and got.get("returned") == "done":
+            if behaviour == "fail_before" and got.get("returned") == "done":
                 # The 503 retried inside the step, under its key: nothing lost, nothing twice.
                 ok, seen = exactly_once(folder, ORDER, 1)
                 expect(
@@ -181,6 +187,30 @@ def only_a_declined_charge_fails_the_job(ns: Namespace) -> None:
                 ),
                 f"{again.get('returned')!r}; {seen}",
             )
+    # The reserve refused for good (a PermanentError from the ledger, not from the
+    # charge): nothing was reserved, so nothing is released; the error goes out.
+    with scene(ns) as folder:
+        got = ns.harness(HARNESS + "run_with_the_ledger_down", str(folder), ORDER, 1, 1, True)
+        first, second = got["first"], got["second"]
+        ok, seen = exactly_once(folder, ORDER, 1)
+        expect(
+            "raised" in first and second.get("returned") == "done" and ok,
+            _(
+                "after the ledger refused the reservation for good (PermanentError from the "
+                "'reserve' step): the error raised by run_order, nothing released, and the "
+                "next run finishing the order: {effects}, the job 'done'"
+            ).format(effects=wanted(ORDER, 1, False)),
+            _("run_order {outcome}, then {again}; {seen}").format(
+                outcome=_("raised") if "raised" in first else repr(first.get("returned")),
+                again=repr(second.get("returned")) if "returned" in second else _("raised"),
+                seen=seen,
+            ),
+            _(
+                "compensate only when the step that raised PermanentError is the charge: "
+                "a reservation that never happened has nothing to release, and a +1 there "
+                "adds stock nobody took"
+            ),
+        )
 
 
 @CHECKS.add(
@@ -624,21 +654,40 @@ def one_orders_end_leaves_other_jobs_running(ns: Namespace) -> None:
     "declined charge from a paid one",
 )
 def the_decline_is_checkpointed_as_declined(ns: Namespace) -> None:
-    with scene(ns, DECLINES) as folder:
-        run(ns, folder, ORDER)
-        with reading(folder / "steps.db") as conn:
-            results = {
-                r["step"]: r["result"]
-                for r in rows_of(conn, "all_job_steps")
-                if r["order_id"] == ORDER["id"]
-            }
-        expect(
-            results.get("charge") == "declined",
-            _("the checkpoint ('charge', 'declined') for the declined order {order_id}").format(
-                order_id=ORDER["id"]
-            ),
-            _("the charge's checkpoint holds {result}").format(result=repr(results.get("charge"))),
-        )
+    # Run whole, then killed right after the release (the second ledger transaction) and
+    # run again: the decline's row was written before the release, so it is there too.
+    for crash_after in (None, "ledger.transaction()#2"):
+        with scene(ns, DECLINES) as folder:
+            run(ns, folder, ORDER, crash_after=crash_after)
+            if crash_after is not None:
+                run(ns, folder, ORDER)
+            with reading(folder / "steps.db") as conn:
+                results = {
+                    r["step"]: r["result"]
+                    for r in rows_of(conn, "all_job_steps")
+                    if r["order_id"] == ORDER["id"]
+                }
+            expect(
+                results.get("charge") == "declined",
+                _("the checkpoint ('charge', 'declined') for the declined order {order_id}").format(
+                    order_id=ORDER["id"]
+                )
+                if crash_after is None
+                else _(
+                    "the checkpoint ('charge', 'declined') for the declined order {order_id}, "
+                    "after a kill right after the release and a re-run"
+                ).format(order_id=ORDER["id"]),
+                _("the charge's checkpoint holds {result}").format(
+                    result=repr(results.get("charge"))
+                ),
+                None
+                if crash_after is None
+                else _(
+                    "write ('charge', 'declined') with state = 'failed' in one transaction "
+                    "BEFORE the release: a run killed after the release never gets back to "
+                    "a checkpoint it left for later"
+                ),
+            )
 
 
 @CHECKS.add(
@@ -650,15 +699,21 @@ def the_decline_is_checkpointed_as_declined(ns: Namespace) -> None:
 )
 def one_worker_runs_the_jobs_of_two_databases(ns: Namespace) -> None:
     with scene(ns) as first, scene(ns) as second:
-        got = ns.harness(HARNESS + "run_in_each_folder", [str(first), str(second)], ORDER, 1)
+        # The second shop's job started under policy version 2: its own, not the first's.
+        got = ns.harness(HARNESS + "run_in_each_folder", [str(first), str(second)], ORDER, [1, 2])
         ran = [g["returned"] if "returned" in g else raised_text(g) for g in got]
-        ok = [exactly_once(folder, ORDER, 1) for folder in (first, second)]
+        ok = [exactly_once(folder, ORDER, v) for folder, v in ((first, 1), (second, 2))]
         expect(
             ran == ["done", "done"] and all(fine for fine, _seen in ok),
             _(
                 "in each of the two databases, order {order_id} 'done' with its own effects "
-                "in its own world: {effects}"
-            ).format(order_id=ORDER["id"], effects=wanted(ORDER, 1, False)),
+                "in its own world (policy version 1 in the first, 2 in the second): {first} "
+                "and {second}"
+            ).format(
+                order_id=ORDER["id"],
+                first=wanted(ORDER, 1, False),
+                second=wanted(ORDER, 2, False),
+            ),
             _("returned {ran}; the first world: {first}; the second: {second}").format(
                 ran=ran, first=ok[0][1], second=ok[1][1]
             ),

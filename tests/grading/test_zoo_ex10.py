@@ -709,6 +709,48 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         "        raise HTTPException(403, 'forbidden')\n"
         "    owner = caller_of(authorization)\n    # Scoped",
     ),
+    (
+        # Keys "valid for a month": a retry sent across New Year's midnight is a new job.
+        "the server's local year and month in the job key",
+        "retry_after_the_crash_gets_the_same_job",
+        "same_key_same_job",
+        'f"report:{owner}:{idempotency_key}"',
+        "f\"report:{owner}:{__import__('datetime').datetime.now().strftime('%Y-%m')}:"
+        '{idempotency_key}"',
+    ),
+    (
+        "spaces taken out of the key: 'order 77' meets 'order77'",
+        "keys_are_compared_exactly",
+        "same_key_same_job",
+        KEY_LINE,
+        KEY_LINE.replace("{idempotency_key}", "{idempotency_key.replace(' ', '')}"),
+    ),
+    (
+        # The header is no URL: 'order%2E77' decoded is 'order.77', another client's key.
+        "the key percent-decoded",
+        "keys_are_compared_exactly",
+        "same_key_same_job",
+        KEY_LINE,
+        KEY_LINE.replace(
+            "{idempotency_key}", "{__import__('urllib.parse').parse.unquote(idempotency_key)}"
+        ),
+    ),
+    (
+        "underscores in the key turned into dashes: 'order_77' meets 'order-77'",
+        "keys_are_compared_exactly",
+        "same_key_same_job",
+        KEY_LINE,
+        KEY_LINE.replace("{idempotency_key}", "{idempotency_key.replace('_', '-')}"),
+    ),
+    (
+        # "Nobody may claim to be someone else": the owner is safe in the payload already,
+        # and the report runs on another request than the one sent.
+        "a field 'owner' taken out of the stored request",
+        "owner_comes_from_the_token",
+        "same_key_same_job",
+        ENQUEUE,
+        "        body = {k: v for k, v in body.items() if k != 'owner'}\n" + ENQUEUE,
+    ),
 ]
 
 

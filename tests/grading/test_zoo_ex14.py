@@ -1030,6 +1030,119 @@ ZOO: list[tuple[str, str, str, str]] = [
             ),
         ),
     ),
+    (
+        # "Out of stock is final too": a reservation refused for good releases stock that
+        # was never taken, and the order ends 'failed' instead of being retried.
+        "ex14",
+        "a PermanentError from the reserve compensated like a declined charge",
+        "only_a_declined_charge_fails_the_job",
+        _edit(
+            RUN_ORDER,
+            (
+                '                if step != "charge":\n',
+                '                if step not in ("charge", "reserve"):\n',
+            ),
+        ),
+    ),
+    (
+        # "The e-mail is best effort": a 503 from the mail API ends the job 'done' unsent.
+        "ex14",
+        "a 503 from the mail API skipped: the job 'done' without its e-mail",
+        "only_a_declined_charge_fails_the_job",
+        "from labkit.errors import TransientError\n"
+        + _edit(
+            RUN_ORDER,
+            (
+                "            except PermanentError:\n",
+                "            except TransientError:\n"
+                "                if step not in ('email', 'receipt'):\n"
+                "                    raise\n"
+                "                checkpoint(step, 'skipped')\n"
+                "                continue\n"
+                "            except PermanentError:\n",
+            ),
+        ),
+    ),
+    (
+        # 'failed' first, the release, then the decline's row: a kill after the release
+        # leaves a failed job whose job_steps never say the charge was declined.
+        "ex14",
+        "the decline's checkpoint written after the release",
+        "the_decline_is_checkpointed_as_declined",
+        _edit(
+            RUN_ORDER,
+            (
+                '                conn.execute("BEGIN IMMEDIATE")\n'
+                '                checkpoint("charge", "declined")\n'
+                "                conn.execute(\"UPDATE step_jobs SET state = 'failed'"
+                ' WHERE order_id = :id", job)\n'
+                '                conn.execute("COMMIT")\n',
+                "                conn.execute(\"UPDATE step_jobs SET state = 'failed'"
+                ' WHERE order_id = :id", job)\n'
+                '                checkpoint("release",'
+                ' json.dumps(do_step(world, order, "release")))\n'
+                '                checkpoint("charge", "declined")\n'
+                '                return "failed"\n',
+            ),
+        ),
+    ),
+    (
+        # The world's clock moves too: a key holding its day changes after midnight.
+        "ex14",
+        "each step's key holds the day of the world's clock",
+        "each_effect_has_a_key_from_the_order",
+        _edit(
+            DO_STEP,
+            (
+                "    key = f\"order:{order['id']}:{step}:v1\"\n",
+                "    key = f\"order:{order['id']}:{step}:{int(world.clock.now() // 86400)}\"\n",
+            ),
+        ),
+    ),
+    (
+        # A worker of two shops: order 42 of the second is not order 42 of the first.
+        "ex14",
+        "the policy version cached per order id in a module-level dict",
+        "one_worker_runs_the_jobs_of_two_databases",
+        _edit(
+            RUN_ORDER,
+            (
+                '    done = {r[0] for r in conn.execute("SELECT step FROM job_steps WHERE '
+                'order_id = :id", job)}\n',
+                "    version = VERSIONS.setdefault(order['id'], version)\n"
+                '    done = {r[0] for r in conn.execute("SELECT step FROM job_steps WHERE '
+                'order_id = :id", job)}\n',
+            ),
+        )
+        + "\nVERSIONS = {}\n",
+    ),
+    (
+        # Keys "valid for a day": a job resumed after midnight charges again.
+        "ex14",
+        "each step's key holds the UTC day, time.time() // 86400",
+        "each_effect_has_a_key_from_the_order",
+        "import time\n"
+        + _edit(
+            DO_STEP,
+            (
+                "    key = f\"order:{order['id']}:{step}:v1\"\n",
+                "    key = f\"order:{order['id']}:{step}:{int(time.time() // 86400)}\"\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "each step's key holds the local date, datetime.date.today()",
+        "each_effect_has_a_key_from_the_order",
+        "import datetime\n"
+        + _edit(
+            DO_STEP,
+            (
+                "    key = f\"order:{order['id']}:{step}:v1\"\n",
+                "    key = f\"order:{order['id']}:{step}:{datetime.date.today()}\"\n",
+            ),
+        ),
+    ),
 ]
 
 
@@ -1066,6 +1179,12 @@ SEVERE = [
     "each step's key built from the purchase (customer, sku, amount), not the order id",
     "finished orders remembered in a module-level dict and answered from it",
     "the charge retried on TransientError under a new key per attempt (key + ':try1')",
+    "a PermanentError from the reserve compensated like a declined charge",
+    "a 503 from the mail API skipped: the job 'done' without its e-mail",
+    "each step's key holds the UTC day, time.time() // 86400",
+    "each step's key holds the local date, datetime.date.today()",
+    "the policy version cached per order id in a module-level dict",
+    "each step's key holds the day of the world's clock",
 ]
 
 #: What the named check must say it expected, for the entries that name it.
@@ -1113,6 +1232,15 @@ SAYS = {
     "the charge retried on TransientError under a new key per attempt (key + ':try1')": (
         "reply lost on the way back"
     ),
+    "a PermanentError from the reserve compensated like a declined charge": (
+        "refused the reservation for good"
+    ),
+    "a 503 from the mail API skipped: the job 'done' without its e-mail": "the mail API",
+    "the decline's checkpoint written after the release": "after a kill right after the release",
+    "each step's key holds the UTC day, time.time() // 86400": "restarted after midnight",
+    "each step's key holds the local date, datetime.date.today()": "restarted after midnight",
+    "the policy version cached per order id in a module-level dict": "2 in the second",
+    "each step's key holds the day of the world's clock": "restarted after midnight",
 }
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from unittest import mock
 
 from labkit.clock import LAB_EPOCH, FakeClock
-from labkit.errors import SimulatedCrash, TransientError
+from labkit.errors import PermanentError, SimulatedCrash, TransientError
 from labkit.explore.boundaries import Tracer
 from labkit.grading.exercises.common import fresh_state, need, outcome
 from labkit.grading.exercises.killsweep import sweep
@@ -123,11 +123,12 @@ class _Seen:
         return getattr(self._world, name)
 
 
-def open_world(path: Path) -> World:
-    """The world on ``path``, its own statements unwatched (see ``_CONNECT``)."""
+def open_world(path: Path, later_s: float = 0.0) -> World:
+    """The world on ``path``, its own statements unwatched (see ``_CONNECT``); its clock
+    ``later_s`` past the lab's epoch."""
     watching, sqlite3.connect = sqlite3.connect, _CONNECT
     try:
-        return World(path, FakeClock(LAB_EPOCH))
+        return World(path, FakeClock(LAB_EPOCH + later_s))
     finally:
         sqlite3.connect = watching
 
@@ -138,9 +139,11 @@ def _job(
     order: dict[str, Any],
     version: int,
     moments: _Moments,
+    later_s: float = 0.0,
 ) -> Any:
-    """The student's ``run_order`` once, on its own connection and world, both closed after."""
-    conn, world = connect(folder / "steps.db"), open_world(folder / "world.db")
+    """The student's ``run_order`` once, on its own connection and world (its clock
+    ``later_s`` on), both closed after."""
+    conn, world = connect(folder / "steps.db"), open_world(folder / "world.db", later_s)
     try:
         return need(values, "run_order")(
             conn, _Seen(world, moments), dict(order), policy_version=version
@@ -164,17 +167,74 @@ def run(
     ``"ledger.transaction()"``): a ``SimulatedCrash`` right after its first one returns
     (``"ledger.transaction()#2"``: after its second one).
     ``salted``: the student's ``hash()`` gives other values, as in another process (a
-    restarted worker has its own ``PYTHONHASHSEED``). The outcome, ``{"crashed": True}``
-    when it did, and ``fired``.
+    restarted worker has its own ``PYTHONHASHSEED``), and the wall clocks the student's
+    module imported read a day and an hour later (``_a_day_later``), and so does the
+    world's clock, as when the job is resumed after midnight. The outcome,
+    ``{"crashed": True}`` when it did, and ``fired``.
     """
     moments = _Moments(crash_after=crash_after)
     salt = {"hash": lambda obj: builtins.hash((0x5EED, obj))} if salted else {}
+    if salted:
+        salt.update(_a_day_later(values))
     with fresh_state(values), mock.patch.dict(values, salt):
         try:
-            got = outcome(_job, values, Path(folder), order, version, moments)
+            later = LATER_S if salted else 0.0
+            got = outcome(_job, values, Path(folder), order, version, moments, later)
         except SimulatedCrash:
             got = {"crashed": True}
     return {**got, "fired": moments.crashed}
+
+
+#: How much later the clocks of a ``salted`` run read: past the next midnight and hour.
+LATER_S = 86_400 + 3_600
+
+
+def _a_day_later(values: MutableMapping[str, Any]) -> dict[str, Any]:
+    """Stand-ins for the wall clocks among the student's module names (``time``,
+    ``datetime``, ``time.time``, ``datetime.datetime``, ``datetime.date``), reading
+    ``LATER_S`` later: a key holding the day or the hour is another key then. The real
+    modules are left alone (the checker's own clocks run on)."""
+    import datetime as dt
+    import time as tm
+    import types
+
+    def later() -> float:
+        return tm.time() + LATER_S
+
+    class LaterDateTime(dt.datetime):
+        @classmethod
+        def now(cls, tz: dt.tzinfo | None = None) -> Any:
+            return cls.fromtimestamp(later(), tz)
+
+        @classmethod
+        def utcnow(cls) -> Any:
+            return cls.fromtimestamp(later(), dt.UTC).replace(tzinfo=None)
+
+        @classmethod
+        def today(cls) -> Any:
+            return cls.fromtimestamp(later())
+
+    class LaterDate(dt.date):
+        @classmethod
+        def today(cls) -> Any:
+            return cls.fromtimestamp(later())
+
+    time_module = types.ModuleType("time")
+    time_module.__dict__.update(vars(tm))
+    time_module.time = later  # type: ignore[attr-defined]
+    time_module.time_ns = lambda: int(later() * 1e9)  # type: ignore[attr-defined]
+    datetime_module = types.ModuleType("datetime")
+    datetime_module.__dict__.update(vars(dt))
+    datetime_module.datetime = LaterDateTime  # type: ignore[attr-defined]
+    datetime_module.date = LaterDate  # type: ignore[attr-defined]
+    swaps: dict[int, Any] = {
+        id(tm): time_module,
+        id(dt): datetime_module,
+        id(tm.time): later,
+        id(dt.datetime): LaterDateTime,
+        id(dt.date): LaterDate,
+    }
+    return {name: swaps[id(value)] for name, value in values.items() if id(value) in swaps}
 
 
 def kills(
@@ -242,17 +302,22 @@ def run_overtaken(
 
 
 class _LedgerDown(_Moments):
-    """Moments whose ``nth`` ledger transaction fails before it starts: the ledger is down."""
+    """Moments whose ``nth`` ledger transaction fails before it starts: the ledger is down
+    (a ``TransientError``), or, ``permanent``, it refuses the entry for good (a
+    ``PermanentError``: the sku is unknown to it)."""
 
-    def __init__(self, nth: int) -> None:
+    def __init__(self, nth: int, permanent: bool = False) -> None:
         super().__init__()
         self.nth_transaction, self.transactions = nth, 0
+        self.permanent = permanent
 
     def before(self, what: str) -> None:
         super().before(what)
         if what == "ledger.transaction()":
             self.transactions += 1
             if self.transactions == self.nth_transaction:
+                if self.permanent:
+                    raise PermanentError("422 from the ledger: sku refused, nothing done")
                 raise TransientError("503 from the ledger: unavailable, nothing done", status=503)
 
 
@@ -262,11 +327,13 @@ def run_with_the_ledger_down(
     order: dict[str, Any],
     version: int,
     nth: int,
+    permanent: bool = False,
 ) -> dict[str, Any]:
-    """``run_order`` whose ``nth`` ledger transaction raises ``TransientError`` (503), then
-    the same job again with the ledger back (a redelivery). Both outcomes."""
+    """``run_order`` whose ``nth`` ledger transaction raises ``TransientError`` (503; with
+    ``permanent``, ``PermanentError``), then the same job again with the ledger back (a
+    redelivery). Both outcomes."""
     with fresh_state(values):
-        first = outcome(_job, values, Path(folder), order, version, _LedgerDown(nth))
+        first = outcome(_job, values, Path(folder), order, version, _LedgerDown(nth, permanent))
         second = outcome(_job, values, Path(folder), order, version, _Moments())
     return {"first": first, "second": second}
 
@@ -285,16 +352,21 @@ def do_step_twice(
 
 
 def run_in_each_folder(
-    values: MutableMapping[str, Any], folders: list[str], order: dict[str, Any], version: int
+    values: MutableMapping[str, Any],
+    folders: list[str],
+    order: dict[str, Any],
+    version: int | list[int],
 ) -> list[dict[str, Any]]:
     """``run_order`` of ``order`` once in each of ``folders``, in ONE process.
 
     Two shops (two job databases, two worlds) served by one worker: what a job did is
     what its own tables record, so the order is new to each. The student's module state
-    lives on between the calls. Returns each outcome.
+    lives on between the calls. ``version``: the policy version of every run, or one per
+    folder. Returns each outcome.
     """
+    versions = version if isinstance(version, list) else [version] * len(folders)
     got = []
     with fresh_state(values):
-        for folder in folders:
-            got.append(outcome(_job, values, Path(folder), order, version, _Moments()))
+        for folder, each in zip(folders, versions, strict=True):
+            got.append(outcome(_job, values, Path(folder), order, each, _Moments()))
     return got
