@@ -20,7 +20,6 @@ from labkit.grading.exercises.ex11.checks import (
     _raised,
     broker_log,
     consistent,
-    consume,
     did,
     emails,
     message_id,
@@ -537,7 +536,7 @@ def a_row_made_pending_again_is_published(ns: Namespace) -> None:
     2,
     "pending is sent_at IS NULL, whatever the topic: the outbox carries other facts than "
     "'order.placed' (a cancellation, a refund), and a relay that filters on one topic "
-    "never publishes the others",
+    "never publishes the others; two rows with the same body are two messages, each published",
     severe=True,
 )
 def relay_publishes_pending_rows_of_every_topic(ns: Namespace) -> None:
@@ -547,7 +546,8 @@ def relay_publishes_pending_rows_of_every_topic(ns: Namespace) -> None:
         for n, topic in enumerate(topics, start=31):
             conn.execute(
                 "INSERT INTO outbox (message_id, topic, body) VALUES (?, ?, ?)",
-                (f"{topic}:{n}:v1", topic, json.dumps({"order_id": n, "customer": f"c{n}"})),
+                # Facts about one order may carry the same body: each id is its own message.
+                (f"{topic}:{n}:v1", topic, json.dumps({"order_id": 31 + n % 2, "customer": "c"})),
             )
         conn.execute("COMMIT")
         want = [f"{topic}:{n}:v1" for n, topic in enumerate(topics, start=31)]
@@ -663,12 +663,23 @@ def an_interrupted_call_leaves_the_connection_usable(ns: Namespace) -> None:
 
 
 #: Message ids another producer makes (Stripe-like): they differ only by case, or by
-#: ``_`` and ``%``, which LIKE reads as wildcards; each is its own message.
+#: ``_`` and ``%``, which LIKE reads as wildcards (``?`` for GLOB), or carry a quote; each
+#: is its own message.
 ODD_IDS: list[tuple[str, list[Any]]] = [
     ("evtX1Qa", [53, "lia", 100]),
     ("evt_1Qa", [51, "ana", 200]),
     ("evt_1qA", [52, "bia", 300]),
     ("evt_1Qa%", [54, "rui", 400]),
+    # GLOB reads ? as a wildcard ('evt?1Qa' matches 'evtX1Qa'); a quote breaks an id
+    # written into the SQL with an f-string.
+    ("evt?1Qa", [56, "ivo", 600]),
+    ("evt_1Qa'", [55, "eva", 500]),
+    # Spaces and a full-width digit are part of an id: strip() or NFKC makes it another's.
+    ("evt_1Qa ", [57, "ana", 700]),
+    ("evt_\uff11Qa", [58, "bia", 800]),
+    # Two long ids that differ past 64 characters only: no VARCHAR(32) or (64) habit.
+    ("evt_" + "0" * 64 + "a", [59, "caio", 900]),
+    ("evt_" + "0" * 64 + "b", [60, "lia", 1000]),
 ]
 
 
@@ -676,15 +687,22 @@ ODD_IDS: list[tuple[str, list[Any]]] = [
     1,
     "a message id is an opaque string, compared exactly: ids from another producer "
     "('evt_1Qa', 'evt_1qA', 'evtX1Qa') differ by case or by '_' and '%', and a consumer "
-    "that lowercases them or compares with LIKE drops a new message as a repeat",
+    "that lowercases, strips, cuts or normalises them, or compares with LIKE or GLOB drops "
+    "a new message as a repeat; an id with a quote is a parameter, never in an f-string",
     severe=True,
 )
 def message_ids_are_told_apart_exactly(ns: Namespace) -> None:
+    def deliver(mid: str, order: list[Any]) -> Any:
+        body = json.dumps({"order_id": order[0], "customer": order[1], "total": order[2]})
+        got = dict(ns.harness(HARNESS + "consume", str(path), mid, body, None))
+        return got.get("returned") if "raised" not in got else did(got)
+
     with lab_file(ns, consumer_db, "mail.db") as (conn, path):
-        first = [consume(ns, path, order, mid=mid).get("returned") for mid, order in ODD_IDS]
-        again = [consume(ns, path, order, mid=mid).get("returned") for mid, order in ODD_IDS]
+        first = [deliver(mid, order) for mid, order in ODD_IDS]
+        again = [deliver(mid, order) for mid, order in ODD_IDS]
         held = sorted(r[0] for r in conn.execute("SELECT message_id FROM processed_messages"))
         want_emails = sorted((order[0], order[1]) for _mid, order in ODD_IDS)
+        raised = any(isinstance(g, str) for g in first + again)
         expect(
             first == [True] * len(ODD_IDS)
             and again == [False] * len(ODD_IDS)
@@ -698,6 +716,12 @@ def message_ids_are_told_apart_exactly(ns: Namespace) -> None:
                 "the first deliveries returned {first}, the second {again}; emails {emails}; "
                 "processed_messages {held}"
             ).format(first=first, again=again, emails=sorted(emails(conn)), held=held),
+            _(
+                'pass the message id as a parameter (VALUES (:mid) with {"mid": message_id}), '
+                "never inside an f-string: a quote in the id breaks the SQL"
+            )
+            if raised
+            else None,
         )
 
 

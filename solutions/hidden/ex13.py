@@ -51,6 +51,15 @@ def busy_means_running_now(ns: Namespace) -> None:
             _("job {job_id} with cap=4 (3 running; retry_wait is idle)").format(job_id=ready),
             got,
         )
+        # cap=0 is a cap like any other (an operator pausing the queues), not "no cap".
+        add_job(conn, "bolt:1", queue="bolt")
+        got = capped(ns, path, "w2", 0)
+        expect(
+            got is None,
+            _("None with cap=0 (bolt runs 0 jobs, and 0 is not under a cap of 0)"),
+            _("job {job_id}").format(job_id=_id(got)),
+            _("compare busy < :cap for every cap, 0 included; never read 0 as no cap"),
+        )
 
 
 @CHECKS.add(
@@ -95,16 +104,26 @@ ACCOUNTS = ["acme", "Bolt_2", "çora", "Dá_Ví"]
 def a_backlog_does_not_hide_another_accounts_job(ns: Namespace) -> None:
     for seed in scene_seeds():
         _a_backlog_does_not_hide_another_accounts_job_in(ns, Random(seed))
+    # And a backlog past every round LIMIT up to 1000 (a silent cap of 500 or 1000
+    # candidates): 1100 to 1400 jobs, a few tenths of a second.
+    for seed in scene_seeds():
+        _a_backlog_does_not_hide_another_accounts_job_in(
+            ns, Random(f"{seed}:backlog"), (1100, 1400)
+        )
 
 
-def _a_backlog_does_not_hide_another_accounts_job_in(ns: Namespace, rng: Random) -> None:
+def _a_backlog_does_not_hide_another_accounts_job_in(
+    ns: Namespace, rng: Random, counts: tuple[int, int] = (120, 300)
+) -> None:
     flood, other = rng.sample(ACCOUNTS, 2)
-    cap, count = rng.randint(1, 3), rng.randint(120, 300)
+    cap, count = rng.randint(1, 3), rng.randint(*counts)
     with lab_file(ns) as (conn, path):
+        conn.execute("BEGIN")
         for n in range(cap):
             add_job(conn, f"{flood}:r{n}", **live(flood, n))
         for n in range(count):
             add_job(conn, f"{flood}:{n}", queue=flood, run_after=rng.randint(0, 99))
+        conn.execute("COMMIT")
         waiting = add_job(conn, f"{other}:0", queue=other, run_after=NOW)
         got = capped(ns, path, "w1", cap)
         stored = job(conn, waiting)
@@ -133,10 +152,15 @@ def _a_backlog_does_not_hide_another_accounts_job_in(ns: Namespace, rng: Random)
 def many_running_heads_do_not_hide_a_ready_head(ns: Namespace) -> None:
     for seed in scene_seeds():
         _many_running_heads_do_not_hide_a_ready_head_in(ns, Random(seed))
+    # And past every round LIMIT up to 1000 queues: 1100 to 1400 running heads.
+    for seed in scene_seeds():
+        _many_running_heads_do_not_hide_a_ready_head_in(ns, Random(f"{seed}:backlog"), (1100, 1400))
 
 
-def _many_running_heads_do_not_hide_a_ready_head_in(ns: Namespace, rng: Random) -> None:
-    count = rng.randint(120, 300)
+def _many_running_heads_do_not_hide_a_ready_head_in(
+    ns: Namespace, rng: Random, counts: tuple[int, int] = (120, 300)
+) -> None:
+    count = rng.randint(*counts)
     with lab_file(ns) as (conn, path):
         conn.execute("BEGIN")
         for n in range(count):
@@ -232,14 +256,23 @@ def _serial_head_is_the_smallest_id_whatever_the_keys_in(ns: Namespace, rng: Ran
 @CHECKS.add(
     2,
     "nothing waits forever: a job in retry_wait whose run_after has come, and a running "
-    "job whose lease ended (its worker died), are ready for claim_capped and claim_serial, "
-    "and a dead head leaves its serial queue; otherwise that work never runs again",
+    "job whose lease ended (its worker died), are ready for claim_capped and claim_serial "
+    "at any attempt (no limit of attempts written into the claim), and a dead head leaves "
+    "its serial queue; otherwise that work never runs again",
     severe=True,
 )
 def retried_and_orphaned_jobs_run_again(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
+        # Its 7th attempt of 10 (max_attempts is the job's own): no limit of attempts
+        # written into the claim leaves it waiting forever.
         retried = add_job(
-            conn, "acme:1", queue="acme", state="retry_wait", attempt=1, run_after=NOW - 5
+            conn,
+            "acme:1",
+            queue="acme",
+            state="retry_wait",
+            attempt=7,
+            max_attempts=10,
+            run_after=NOW - 5,
         )
         # A second one waits behind it: jobs waiting to be retried are not busy, so acme
         # (cap 2) is not at its cap however many of them it has.
@@ -254,8 +287,8 @@ def retried_and_orphaned_jobs_run_again(ns: Namespace) -> None:
             got == want,
             _(
                 "claim_capped (cap 2) takes jobs {job_ids}: the first of acme's two jobs in "
-                "retry_wait whose run_after has come, and two running under a lease that "
-                "ended (their workers died; one at its last attempt)"
+                "retry_wait whose run_after has come (at its attempt 7 of 10), and two "
+                "running under a lease that ended (their workers died; one at its last attempt)"
             ).format(job_ids=want),
             got,
         )
@@ -265,7 +298,13 @@ def retried_and_orphaned_jobs_run_again(ns: Namespace) -> None:
         expired = add_job(conn, "order:2:a", **live("order:2", 1, lease_until=NOW - 1))
         add_job(conn, "order:2:b", queue="order:2")
         retried = add_job(
-            conn, "order:3:a", queue="order:3", state="retry_wait", attempt=1, run_after=NOW - 5
+            conn,
+            "order:3:a",
+            queue="order:3",
+            state="retry_wait",
+            attempt=7,
+            max_attempts=10,
+            run_after=NOW - 5,
         )
         add_job(conn, "order:3:b", queue="order:3")
         last = add_job(conn, "order:4:a", **live("order:4", 1, lease_until=NOW - 1, attempt=3))
@@ -277,7 +316,7 @@ def retried_and_orphaned_jobs_run_again(ns: Namespace) -> None:
             _(
                 "claim_serial takes jobs {job_ids}: the job behind a dead head, two heads "
                 "whose lease ended (one at its last attempt), and a head in retry_wait whose "
-                "run_after has come"
+                "run_after has come (at its attempt 7 of 10)"
             ).format(job_ids=want),
             got,
         )
@@ -299,13 +338,16 @@ def every_claim_gets_a_fresh_token(ns: Namespace) -> None:
             rows = [claim(ns, path, name, w, NOW, *extra) for w in ("w1", "w2")]
             # 60 s later both 30 s leases have ended: a third worker takes one job again.
             rows.append(claim(ns, path, name, "w3", NOW + 60, *extra))
+            # And w1 once more, past every lease: a token made of the worker's name is
+            # the one w1's stale copy still holds, and it passes the fence.
+            rows.append(claim(ns, path, name, "w1", NOW + 120, *extra))
             # A job not taken again is retried_and_orphaned_jobs_run_again's business.
             tokens = [r.get("lease_token") for r in rows if r is not None]
             expect(
                 len(tokens) >= 2 and len(set(tokens)) == len(tokens),
                 _(
                     "{name}: a different lease_token for each claim (w1 and w2 took two "
-                    "jobs, w3 took one again after its lease ended)"
+                    "jobs, w3 took one again after its lease ended, then w1 once more)"
                 ).format(name=name),
                 tokens,
             )
@@ -313,8 +355,9 @@ def every_claim_gets_a_fresh_token(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
-    "an account (a queue) is its exact name: compare with =, never LIKE (_ and % are "
-    "wildcards there) or lower() ('Acme' and 'acme' are two customers)",
+    "an account (a queue) is its exact name: compare with =, never LIKE or GLOB (_, % "
+    "and * are wildcards there), lower() ('Acme' and 'acme' are two customers) or trim() "
+    "('Bolt ' is not 'Bolt')",
 )
 def accounts_are_told_apart_by_their_exact_names(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
@@ -323,7 +366,7 @@ def accounts_are_told_apart_by_their_exact_names(ns: Namespace) -> None:
         # "o'brien": a name with a quote, as customers have (SQL written with f-strings breaks).
         waiting = {
             queue: add_job(conn, f"{queue}:1", queue=queue)
-            for queue in ("acme_1", "acme%", "bolt", "o'brien")
+            for queue in ("acme_1", "acme%", "acme*", "bolt", "Bolt ", "o'brien")
         }
         got = sorted(_id(capped(ns, path, f"w{n}", 1)) or 0 for n in range(len(waiting)))
         expect(
@@ -331,20 +374,23 @@ def accounts_are_told_apart_by_their_exact_names(ns: Namespace) -> None:
             _(
                 "claim_capped with cap=1 takes jobs {job_ids} of accounts {names}: accounts "
                 "acmex1, acmeyz and Bolt are at their cap, not these"
-            ).format(job_ids=sorted(waiting.values()), names=", ".join(waiting)),
+            ).format(job_ids=sorted(waiting.values()), names=", ".join(map(repr, waiting))),
             got,
         )
     with lab_file(ns) as (conn, path):
         for n, queue in enumerate(("syncx1", "Sync")):
             add_job(conn, f"{queue}:a", **live(queue, n))
-        heads = {queue: add_job(conn, f"{queue}:a", queue=queue) for queue in ("sync_1", "sync")}
-        got = sorted(_id(serial(ns, path, f"w{n}")) or 0 for n in range(2))
+        heads = {
+            queue: add_job(conn, f"{queue}:a", queue=queue)
+            for queue in ("sync_1", "sync", "sync ", "sync*")
+        }
+        got = sorted(_id(serial(ns, path, f"w{n}")) or 0 for n in range(len(heads)))
         expect(
             got == sorted(heads.values()),
             _(
                 "claim_serial takes jobs {job_ids}, the heads of queues {names}: queues "
                 "syncx1 and Sync are other queues, their running heads do not block these"
-            ).format(job_ids=sorted(heads.values()), names=", ".join(heads)),
+            ).format(job_ids=sorted(heads.values()), names=", ".join(map(repr, heads))),
             got,
         )
 

@@ -3102,6 +3102,456 @@ ZOO: list[tuple[str, str, str, str]] = [
             return sent
         """,
     ),
+    (
+        "ex11",
+        "the consumer writes the message id into its INSERT with an f-string (a quote breaks it)",
+        "message_ids_are_told_apart_exactly",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    f"INSERT INTO processed_messages (message_id) VALUES ('{message_id}')"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (:order_id, :customer)",
+                        {"order_id": order["order_id"], "customer": order["customer"]},
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer looks the message id up with GLOB ('evt?1Qa' matches 'evtX1Qa')",
+        "message_ids_are_told_apart_exactly",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                seen = conn.execute(
+                    "SELECT 1 FROM processed_messages WHERE message_id GLOB ?", (message_id,)
+                ).fetchone()
+                if seen is None:
+                    conn.execute(
+                        "INSERT INTO processed_messages (message_id) VALUES (?)", (message_id,)
+                    )
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                        (order["order_id"], order["customer"]),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return seen is None
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer strips the spaces around the message id",
+        "message_ids_are_told_apart_exactly",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (:mid)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    {"mid": message_id.strip()},
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (:order_id, :customer)",
+                        {"order_id": order["order_id"], "customer": order["customer"]},
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer records the message id NFKC-normalised (a full-width digit made another id)",
+        "message_ids_are_told_apart_exactly",
+        """
+        import unicodedata
+
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (:mid)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    {"mid": unicodedata.normalize("NFKC", message_id)},
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (:order_id, :customer)",
+                        {"order_id": order["order_id"], "customer": order["customer"]},
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer records the message id cut to 32 characters (a VARCHAR(32) habit)",
+        "message_ids_are_told_apart_exactly",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (:mid)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    {"mid": message_id[:32]},
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (:order_id, :customer)",
+                        {"order_id": order["order_id"], "customer": order["customer"]},
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex13",
+        "claim_capped compares accounts with GLOB: 'acme*' shares the cap of 'acmex1'",
+        "accounts_are_told_apart_by_their_exact_names",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue GLOB c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue GLOB c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped compares accounts with trim(): 'Bolt ' shares the cap of 'Bolt'",
+        "accounts_are_told_apart_by_their_exact_names",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE trim(r.queue) = trim(c.queue) AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE trim(r.queue) = trim(c.queue) AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "serial queues grouped by trim(queue): 'sync ' waits behind 'sync'",
+        "accounts_are_told_apart_by_their_exact_names",
+        '''
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY trim(queue))
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "serial: the head found with GLOB on the queue ('sync*' blocked by 'syncx1')",
+        "accounts_are_told_apart_by_their_exact_names",
+        '''
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id = (SELECT min(x.id) FROM jobs x
+                                        WHERE x.queue GLOB h.queue
+                                          AND x.state IN ('pending', 'retry_wait', 'running'))
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped picks among the 500 oldest ready jobs (a silent LIMIT past small backlogs)",
+        "a_backlog_does_not_hide_another_accounts_job",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM (SELECT * FROM jobs
+                                WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                                   OR (state = 'running' AND lease_until <= :now)
+                                ORDER BY run_after, id LIMIT 500) c
+                        WHERE (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "serial: heads taken among the 300 oldest queues only (LIMIT 300)",
+        "many_running_heads_do_not_hide_a_ready_head",
+        '''
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue ORDER BY min(id) LIMIT 300)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped never takes a job past its 5th attempt (a limit written into the claim)",
+        "retried_and_orphaned_jobs_run_again",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND c.attempt < 5
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "serial: a head past its 5th attempt is never taken again (attempt < 5 in the claim)",
+        "retried_and_orphaned_jobs_run_again",
+        '''
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        AND h.attempt < 5
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped reads cap=0 as no cap at all",
+        "busy_means_running_now",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now)
+                              < (CASE WHEN :cap > 0 THEN :cap ELSE 1e9 END)
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex11",
+        "place_order writes its message already sent (sent_at = 0): the relay never publishes it",
+        "place_order_twice_is_one_message",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (:id, :customer, :total)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id",
+                    {"id": order_id, "customer": customer, "total": total},
+                ).fetchone()
+                if created is not None:
+                    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body, sent_at)"
+                        " VALUES (:mid, 'order.placed', :body, 0)",
+                        {"mid": f"order:{order_id}:placed:v1", "body": body},
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return created is not None
+        """,
+    ),
+    (
+        "ex13",
+        "claim_serial's lease token made of the worker's name (one token for all its claims)",
+        "every_claim_gets_a_fresh_token",
+        '''
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                """UPDATE jobs
+               SET state = 'running',
+                   attempt = attempt + 1,
+                   lease_owner = :worker,
+                   lease_until = :now + :lease_s,
+                   lease_token = lower(hex(:worker)),
+                   updated_at = :now
+
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex11",
+        "the relay skips a row whose body it already published this run (marked sent unpublished)",
+        "relay_publishes_pending_rows_of_every_topic",
+        """
+        def relay_once(conn, publish, now):
+            sent, seen = [], set()
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                if body not in seen:
+                    publish(topic, message_id, body)
+                    seen.add(body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
 ]
 
 
@@ -3350,7 +3800,51 @@ SAYS: dict[str, str] = {
     "the relay marks a message sent when its publish times out (to spare a duplicate)": (
         "times out (the broker never got it)"
     ),
+    "claim_capped compares accounts with GLOB: 'acme*' shares the cap of 'acmex1'": ("'acme*'"),
+    "claim_capped compares accounts with trim(): 'Bolt ' shares the cap of 'Bolt'": ("'Bolt '"),
+    "serial queues grouped by trim(queue): 'sync ' waits behind 'sync'": ("'sync '"),
+    "serial: the head found with GLOB on the queue ('sync*' blocked by 'syncx1')": ("'sync*'"),
+    "claim_capped picks among the 500 oldest ready jobs (a silent LIMIT past small backlogs)": (
+        "older jobs waiting"
+    ),
+    "serial: heads taken among the 300 oldest queues only (LIMIT 300)": ("while the heads of"),
+    "claim_capped never takes a job past its 5th attempt (a limit written into the claim)": (
+        "attempt 7 of 10"
+    ),
+    "serial: a head past its 5th attempt is never taken again (attempt < 5 in the claim)": (
+        "attempt 7 of 10"
+    ),
+    "claim_capped reads cap=0 as no cap at all": ("cap=0"),
+    "place_order writes its message already sent (sent_at = 0): the relay never publishes it": (
+        "pending (sent_at NULL)"
+    ),
+    "claim_serial's lease token made of the worker's name (one token for all its claims)": (
+        "then w1 once more"
+    ),
 }
+
+#: Text the failing check's "got" line must hold, where its expectation is shared.
+GOT: dict[str, str] = {
+    "the relay skips a row whose body it already published this run (marked sent unpublished)": (
+        "the broker got ['order.placed:31:v1', 'order.cancelled:32:v1']"
+    ),
+    "the consumer writes the message id into its INSERT with an f-string (a quote breaks it)": (
+        "unrecognized token"
+    ),
+    "the consumer looks the message id up with GLOB ('evt?1Qa' matches 'evtX1Qa')": (
+        "returned [True, True, True, True, False,"
+    ),
+    "the consumer strips the spaces around the message id": (
+        "[True, True, True, True, True, True, False, True, True, True]"
+    ),
+    "the consumer records the message id NFKC-normalised (a full-width digit made another id)": (
+        "[True, True, True, True, True, True, True, False, True, True]"
+    ),
+    "the consumer records the message id cut to 32 characters (a VARCHAR(32) habit)": (
+        "[True, True, True, True, True, True, True, True, True, False]"
+    ),
+}
+
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
@@ -3405,10 +3899,20 @@ SEVERE = [
     "claim_capped takes a running job again once updated_at + its own lease_s has passed",
     "serial: a running head is ready again once updated_at + the caller's lease_s passed",
     "the relay marks a message sent when its publish times out (to spare a duplicate)",
+    "the consumer writes the message id into its INSERT with an f-string (a quote breaks it)",
+    "the consumer looks the message id up with GLOB ('evt?1Qa' matches 'evtX1Qa')",
+    "the consumer strips the spaces around the message id",
+    "the consumer records the message id NFKC-normalised (a full-width digit made another id)",
+    "the consumer records the message id cut to 32 characters (a VARCHAR(32) habit)",
+    "claim_capped never takes a job past its 5th attempt (a limit written into the claim)",
+    "serial: a head past its 5th attempt is never taken again (attempt < 5 in the claim)",
+    "place_order writes its message already sent (sent_at = 0): the relay never publishes it",
+    "claim_serial's lease token made of the worker's name (one token for all its claims)",
+    "the relay skips a row whose body it already published this run (marked sent unpublished)",
 ]
 
 
-test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)
+test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS, GOT)
 
 
 @pytest.mark.parametrize("mistake", SEVERE)

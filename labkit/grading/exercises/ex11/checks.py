@@ -163,6 +163,14 @@ def place_order_twice_is_one_message(ns: Namespace) -> None:
             "own message: a retry is known by the order id",
             _("{value}; {seen}").format(value=repr(other.get("returned")), seen=seen),
         )
+        # Written sent, a message is never published: the relay reads sent_at IS NULL.
+        marked = [r["message_id"] for r in rows_of(conn, "all_outbox") if r["sent_at"] is not None]
+        expect(
+            not marked,
+            _("the messages of orders 7 and 8 pending (sent_at NULL) until a relay publishes them"),
+            _("marked sent before any relay ran: {ids}").format(ids=marked),
+            _("insert the outbox row without sent_at: it stays NULL until the relay sends it"),
+        )
 
 
 @CHECKS.add(
