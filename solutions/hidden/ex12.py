@@ -22,6 +22,7 @@ from labkit.grading.exercises.ex12.checks import (
     ZONES,
     _keys,
     _tick,
+    expected_slots,
     in_slot_order,
 )
 from labkit.grading.exercises.helpers import raised_text, short_repr
@@ -457,4 +458,85 @@ def each_job_is_of_its_schedules_kind(ns: Namespace) -> None:
             _("every job of the schedule {name} of kind {name}").format(name=repr(name)),
             _("the kinds in the table: {kinds}").format(kinds=kinds),
             _("kind = schedule, the name as given: no lower(), strip() or other change"),
+        )
+
+
+#: How long ``due_slots_works_back_from_now`` gives its calls, together: a few slots take
+#: microseconds; walking every second since 1970 takes hours.
+BOUNDED_S = 3.0
+
+
+@CHECKS.add(
+    1,
+    "due_slots works back from the newest slot at or before now and stops at last or "
+    "since: its time and memory follow the slots it returns, not the span since 'since' "
+    "(a schedule started years ago, every second or minute, has millions of slots)",
+)
+def due_slots_works_back_from_now(ns: Namespace) -> None:
+    now = T0 + 7 * HOUR + 0.5
+    newest = T0 + 7 * HOUR
+    calls: list[list[Any]] = [
+        # Every second since the epoch, 3 s behind: 3 slots due, 1.8 billion before them.
+        [1, newest - 3, 0, now, "all"],
+        # A long outage on a schedule of minutes and of seconds, caught up with 'latest'.
+        [60, None, 0, now, "latest"],
+        [1, None, 0, now, "latest"],
+    ]
+    got = ns.harness(HARNESS + "due_slots_bounded", calls, BOUNDED_S)
+    hint = _(
+        "start at (now // period_s) * period_s and step back by period_s while the slot is "
+        ">= since and > last (once for 'latest'): never build or walk range(since, now, "
+        "period_s) and filter it"
+    )
+    wants = [expected_slots(*call) for call in calls]
+    expect(
+        not got.get("hung"),
+        _("{calls} to return {wants} at once").format(
+            calls="; ".join(f"due_slots{tuple(call)}" for call in calls), wants=wants
+        ),
+        _("still running after {seconds:g} s").format(seconds=BOUNDED_S),
+        hint,
+    )
+    for call, want, one in zip(calls, wants, got["outcomes"], strict=True):
+        expect(
+            one.get("returned") == want,
+            _("due_slots{args} == {want}, at once and in little memory").format(
+                args=tuple(call), want=want
+            ),
+            raised_text(one) if "raised" in one else short_repr(one.get("returned"), 200),
+            hint,
+        )
+
+
+@CHECKS.add(
+    1,
+    "every tick reads what fired from the table again, on the connection it is given: a "
+    "scheduler that keeps the last slot it fired in memory (a dict, a global) fills the "
+    "gap another scheduler's 'latest' catch-up left on purpose, and one that keeps its "
+    "first connection fails once it reconnects",
+    severe=True,
+)
+def each_tick_reads_the_table_again(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        nows = [T0 + 5, T0 + 5 * HOUR + 5]
+        got = ns.harness(
+            HARNESS + "tick_beside_another", str(path), "ledger", HOUR, T0, nows, T0 + 4 * HOUR
+        )
+        said = [g["returned"] if "returned" in g else raised_text(g) for g in got]
+        want = [[reference_key("ledger", T0)], [reference_key("ledger", T0 + 5 * HOUR)]]
+        expect(
+            [in_slot_order(s) for s in said] == want,
+            _(
+                "a tick at 00:00:05 to create {first}; another scheduler then fires 04:00 "
+                "alone; the same scheduler, on a new connection, ticks at 05:00:05 and "
+                "creates only {second}"
+            ).format(first=want[0], second=want[1]),
+            _("created {first}, then {second}").format(
+                first=short_repr(said[0], 150), second=short_repr(said[1], 150)
+            ),
+            _(
+                "read the newest key with the prefix from the table at the start of every "
+                "tick, through the conn you are given: no dict or global of what this "
+                "scheduler fired, no connection kept from an earlier call"
+            ),
         )

@@ -14,6 +14,8 @@ check reads the table itself.
 
 from __future__ import annotations
 
+import os
+import resource
 import sqlite3
 from collections.abc import MutableMapping
 from contextlib import nullcontext
@@ -24,11 +26,12 @@ from typing import Any
 from labkit.grading.exercises.common import fresh_state, outcome
 from labkit.grading.exercises.common import on_one_connection as on_one_connection  # checks call it
 from labkit.grading.exercises.killsweep import sweep
-from labkit.grading.exercises.labdb import connect
-from labkit.grading.exercises.racers import in_processes
+from labkit.grading.exercises.labdb import add_job, connect
+from labkit.grading.exercises.racers import in_a_forked_child, in_processes
 from labkit.grading.exercises.racesweep import race_sweep
 from labkit.grading.exercises.tracing import Watched
 from labkit.grading.exercises.wallclock import in_time_zone
+from labkit.patterns.schedule import slot_key as reference_key
 
 
 def keys_in_zone(values: MutableMapping[str, Any], calls: list[list[Any]], tz: str) -> list[Any]:
@@ -41,6 +44,45 @@ def many(values: MutableMapping[str, Any], name: str, calls: list[list[Any]]) ->
     """``NAME(*call)`` for each call, as outcomes (one round trip for many examples)."""
     with fresh_state(values):
         return [outcome(values[name], *call) for call in calls]
+
+
+#: What ``due_slots_bounded`` lets one child's address space grow by: a few slots need
+#: kilobytes; a list of every second since the epoch needs gigabytes.
+BOUNDED_HEADROOM = 256 * 2**20
+
+
+def _cap_the_address_space(headroom: int) -> None:
+    """Let this process's address space grow by ``headroom`` bytes at most (Linux; where
+    the size is unknown or the limit refused, only the time limit holds)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        cap = size + headroom
+        if soft != resource.RLIM_INFINITY:
+            cap = min(cap, soft)
+        if hard != resource.RLIM_INFINITY:
+            cap = min(cap, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    except (OSError, ValueError):
+        pass
+
+
+def due_slots_bounded(
+    values: MutableMapping[str, Any], calls: list[list[Any]], seconds: float
+) -> dict[str, Any]:
+    """``due_slots(*call)`` for each call, as outcomes, in a forked child whose memory
+    may grow by ``BOUNDED_HEADROOM`` only and that is killed after ``seconds``: a
+    ``due_slots`` that builds or walks every slot since ``since`` (millions) raises
+    ``MemoryError`` or runs out of time there, never in the grader. ``{"outcomes":
+    [...]}`` or ``{"hung": True}``."""
+
+    def run() -> dict[str, Any]:
+        _cap_the_address_space(BOUNDED_HEADROOM)
+        with fresh_state(values):
+            return {"outcomes": [outcome(values["due_slots"], *call) for call in calls]}
+
+    return in_a_forked_child(run, timeout=seconds)
 
 
 def tick(
@@ -146,6 +188,36 @@ def tick_kills(
             conn.close()
 
     return sweep(folder, ["jobs.db"], once, once, seed)
+
+
+def tick_beside_another(
+    values: MutableMapping[str, Any],
+    path: str,
+    schedule: str,
+    period_s: int,
+    since: float,
+    nows: list[float],
+    fired: float,
+) -> list[dict[str, Any]]:
+    """Two ticks (``catch_up="all"``) of one scheduler in one process, at ``nows[0]`` and
+    ``nows[1]``; between them another scheduler fires the slot ``fired`` alone (a
+    'latest' catch-up) and this one reconnects (its first connection closed). Both
+    outcomes: a scheduler that remembers what it fired, instead of reading the table,
+    fills the gap the other left; one that keeps its first connection fails on it."""
+    args = (schedule, period_s, since)
+    with fresh_state(values):
+        conn = connect(path)
+        try:
+            first = outcome(values["tick"], Watched(conn), *args, nows[0], "all")
+            add_job(conn, reference_key(schedule, fired), kind=schedule, run_after=fired)
+        finally:
+            conn.close()
+        conn = connect(path)
+        try:
+            second = outcome(values["tick"], Watched(conn), *args, nows[1], "all")
+        finally:
+            conn.close()
+    return [first, second]
 
 
 class _LockedOnce(Watched):
