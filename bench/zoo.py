@@ -52,10 +52,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--last", type=int,
                         help="only each exercise's last N entries (the newest: entries are "
                              "appended)")  # fmt: skip
+    parser.add_argument("--mistakes", type=Path,
+                        help="only the entries named in this file, one mistake per line "
+                             "(a red-team round's new entries)")  # fmt: skip
     parser.add_argument("--same-scores", action="store_true",
                         help="also score each notebook in one process and compare")  # fmt: skip
     args = parser.parse_args(argv)
     picked = [e for e in every_entry() if not args.exercise or e.exercise in args.exercise]
+    if args.mistakes is not None:
+        wanted = set(args.mistakes.read_text(encoding="utf-8").splitlines()) - {""}
+        unknown = wanted - {e.mistake for e in picked}
+        if unknown:
+            parser.error(f"{args.mistakes}: no zoo entry is named {sorted(unknown)[0]!r}")
+        picked = [e for e in picked if e.mistake in wanted]
     if args.first is not None:
         seen: Counter[str] = Counter()
         for entry in list(picked):
@@ -71,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     replay = " ".join(f"--exercise {e}" for e in args.exercise or [])
     replay += f" --first {args.first}" if args.first is not None else ""
     replay += f" --last {args.last}" if args.last is not None else ""
+    replay += f" --mistakes {args.mistakes}" if args.mistakes is not None else ""
     print(f"seed {args.seed}; replay: python bench/zoo.py {replay} --jobs {args.jobs} "
           f"--seed {args.seed}{' --same-scores' if args.same_scores else ''}")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="labkit-zoo-") as tmp:

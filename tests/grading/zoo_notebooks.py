@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import nbformat
 import test_zoo
 import test_zoo_ex05
+import test_zoo_ex06
 import test_zoo_ex08
 import test_zoo_ex09
 import test_zoo_ex10
@@ -81,10 +82,13 @@ def _task_module(
 def every_entry() -> list[Entry]:
     """The whole zoo, every exercise, in the order its files list it."""
     plain = test_zoo.ZOO + test_zoo_ex11_13.ZOO + test_zoo_ex12.ZOO + test_zoo_ex14.ZOO
-    says = {
-        **test_zoo.SAYS, **test_zoo_ex11_13.SAYS, **test_zoo_ex12.SAYS, **test_zoo_ex14.SAYS
+    says = {**test_zoo.SAYS, **test_zoo_ex11_13.SAYS, **test_zoo_ex12.SAYS, **test_zoo_ex14.SAYS}
+    got = {
+        **test_zoo_ex05.GOT,
+        **test_zoo_ex06.GOT,
+        **test_zoo_ex11_13.GOT,
+        **test_zoo_ex12.GOT,
     }
-    got = {**test_zoo_ex05.GOT, **test_zoo_ex12.GOT}
     entries = [
         Entry(e, m, c, _appended(source), says.get(m), got.get(m)) for e, m, c, source in plain
     ]
