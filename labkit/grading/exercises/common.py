@@ -117,6 +117,23 @@ def raised(exc: BaseException) -> dict[str, Any]:
     }
 
 
+@contextmanager
+def noted(
+    out: MutableMapping[str, Any], field: str = "error", prefix: str = "raised "
+) -> Iterator[None]:
+    """Run the block; an error the student's code raises in it ends the block and is noted
+    for the check as ``out[field] = "<prefix><Type>: <message>"``.
+
+    The exercise stub is not caught, so a check on it still reads "not started yet".
+    """
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+        if isinstance(exc, NotImplementedError) and is_stub(exc):
+            raise
+        out[field] = f"{prefix}{type(exc).__name__}: {str(exc)[:160]}"
+
+
 def plain(value: Any) -> Any:
     """``value`` as plain data (None, bool, int, float, str, lists, str-keyed dicts).
 

@@ -18,7 +18,7 @@ import signal
 from collections.abc import MutableMapping
 from typing import Any
 
-from labkit.grading.exercises.common import fresh_state, need
+from labkit.grading.exercises.common import fresh_state, need, noted
 from labkit.grading.exercises.ex02.forking import (
     REAL_WRITE,
     Said,
@@ -46,21 +46,16 @@ def attempt_while_holding(
     # still held when the next run comes.
     held: Any = None
     with fresh_state(values):
-        try:
-            with need(values, "single_instance")(path) as held:
-                out["second"] = attempt(values, path)
-                out["file_while_held"] = file_text(path)
-                if raise_inside:
-                    raise RuntimeError("the report failed")
-        except RuntimeError as exc:
-            if str(exc) != "the report failed":
-                out["error"] = f"raised RuntimeError: {exc}"
-        except NotImplementedError as exc:
-            if is_stub(exc):
-                raise
-            out["error"] = f"raised NotImplementedError: {exc}"
-        except Exception as exc:  # noqa: BLE001 - reported to the check
-            out["error"] = f"raised {type(exc).__name__}: {str(exc)[:160]}"
+        with noted(out):
+            try:
+                with need(values, "single_instance")(path) as held:
+                    out["second"] = attempt(values, path)
+                    out["file_while_held"] = file_text(path)
+                    if raise_inside:
+                        raise RuntimeError("the report failed")
+            except RuntimeError as exc:
+                if str(exc) != "the report failed":
+                    raise
         out["after"] = attempt(values, path)
     del held
     return out
