@@ -6,7 +6,7 @@ class, the reference (full marks), the untouched stub (zero, "not started") and 
 of the project's zoo for each of the other eleven exercises, through the confined
 grader, and checks each wrong solution is caught there by the check named after its
 mistake, saying what its zoo records, capped at half when that check is severe. The
-entries are every one a kill sweep, a race or a restart must catch, and two more of each
+entries are every one a kill sweep, a race or a restart must catch, and one more of each
 exercise drawn by ``LABKIT_ZOO_SEED`` (``zoograding.in_the_sandbox``): CI draws by
 commit, ``LABKIT_ZOO_SEED=all`` grades the whole zoo. That in-process grading gives every
 notebook the score the sandbox gives is ``bench/grading.py --same-scores``'s to show.
