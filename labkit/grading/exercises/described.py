@@ -76,8 +76,10 @@ def build_error(spec: dict[str, Any]) -> BaseException:
         error: BaseException = cls(spec["status"], spec.get("retry_after"))
     elif kind == "ConnectionRefusedError" and "message" not in spec:
         # As a socket raises it, with its errno: code that recognises a refusal by
-        # errno.ECONNREFUSED is right, and must not be graded on a bare instance.
-        error = ConnectionRefusedError(errno.ECONNREFUSED, os.strerror(errno.ECONNREFUSED))
+        # errno.ECONNREFUSED is right, and must not be graded on a bare instance. Its
+        # words are the C library's, or ``"strerror"`` (a socket's in another locale).
+        words = spec.get("strerror", os.strerror(errno.ECONNREFUSED))
+        error = ConnectionRefusedError(errno.ECONNREFUSED, words)
     else:
         error = ERRORS[kind](spec.get("message", ""))
         if "status" in spec:

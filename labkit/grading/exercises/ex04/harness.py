@@ -9,7 +9,6 @@ beside the student's code and returns what ``classify``, ``backoff`` and
 from __future__ import annotations
 
 import asyncio
-import errno
 import random
 from collections.abc import MutableMapping
 from http import HTTPStatus
@@ -50,12 +49,9 @@ LOCAL_ERRORS: dict[str, type[BaseException]] = {
 
 
 def _build(spec: dict[str, Any]) -> BaseException:
-    """``build_error``, plus this exercise's own classes, an ``ambiguous`` flag and a
-    refusal with its errno and a message of its own (a socket's, in another locale)."""
-    if spec["type"] == "ConnectionRefusedError" and "strerror" in spec:
-        error: BaseException = ConnectionRefusedError(errno.ECONNREFUSED, spec["strerror"])
-    elif spec["type"] in LOCAL_ERRORS:
-        error = LOCAL_ERRORS[spec["type"]](spec.get("message", ""))
+    """``build_error``, plus this exercise's own classes and an ``ambiguous`` flag."""
+    if spec["type"] in LOCAL_ERRORS:
+        error: BaseException = LOCAL_ERRORS[spec["type"]](spec.get("message", ""))
         if "status" in spec:
             error.status = spec["status"]  # type: ignore[attr-defined]
     else:
