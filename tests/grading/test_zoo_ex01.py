@@ -47,6 +47,26 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex01",
+        "key from date.today() (the date class imported by name)",
+        "key_ignores_the_clock",
+        """
+        from datetime import date
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}:{date.today():%Y%m%d}"
+    """,
+    ),
+    (
+        "ex01",
+        "key from a timestamp, with time() imported by name",
+        "key_ignores_the_clock",
+        """
+        from time import time
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}:{int(time()) // 3600}"
+    """,
+    ),
+    (
+        "ex01",
         "fingerprint without sort_keys (dict order)",
         "fingerprint_is_canonical",
         """

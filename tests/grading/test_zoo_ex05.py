@@ -846,6 +846,21 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex05",
+        "an Idempotency-Key with date.today() of the call",
+        "the_same_calls_a_day_later",
+        """
+        from datetime import date
+
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            day = date.today().isoformat()  # one charge per customer per billing day
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=f"{day}:{job.key}")
+    """,
+    ),
+    (
+        "ex05",
         "the ledger mark with the day read at import (time.strftime)",
         "the_same_calls_a_day_later",
         """

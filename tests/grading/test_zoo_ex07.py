@@ -72,6 +72,24 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex07",
+        "cooldown timed with monotonic(), imported by name",
+        "ignores_the_wall_clock",
+        """
+        from time import monotonic
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                super().record_failure()
+                if self.state == "open":
+                    self.opened_mono = monotonic()
+            def allow(self):
+                if self.state == "open" and monotonic() >= self.opened_mono + self.cooldown_s:
+                    self.state, self.trial_out = "half_open", False
+                return super().allow() if self.state != "open" else False
+    """,
+    ),
+    (
+        "ex07",
         "failures forgotten after a minute (a window, not failures in a row)",
         "opens_after_consecutive_failures",
         """

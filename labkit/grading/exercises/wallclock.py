@@ -19,30 +19,47 @@ from unittest import mock
 
 @contextmanager
 def clock_moved(
-    values: MutableMapping[str, Any], seconds: float, datetime_module: bool = False
+    values: MutableMapping[str, Any],
+    seconds: float,
+    datetime_module: bool = False,
+    real_modules: bool = True,
 ) -> Iterator[None]:
     """Make the wall clock read ``seconds`` later, for code that (wrongly) reads it.
 
-    Patches the ``time`` module's functions and, in the student's namespace, a bound
-    ``datetime`` class or module, then restores everything. ``datetime_module``: the
-    ``datetime`` module's own ``datetime`` class too, for cells run again inside (a worker
-    started later imports it afresh). The calendar functions
-    (``strftime('%Y%m%d')``, ``localtime()`` ...) read the C clock, not ``time.time``,
-    when called without a time: they are moved too, and so are those names where the
-    student imported them from ``time``.
+    In the student's namespace, a bound ``datetime`` module or its ``datetime`` and
+    ``date`` classes, and the ``time`` functions imported by name (``from time import
+    time, strftime``), are swapped for ones reading later, then put back. The calendar
+    functions (``strftime('%Y%m%d')``, ``localtime()`` ...) read the C clock, not
+    ``time.time``, when called without a time: they are moved too.
+
+    ``real_modules`` (the default): the ``time`` module's own functions are patched too,
+    so code that reads ``time.time()`` through any import reads later. Without it, the
+    student's ``time`` name is swapped for a moved copy and the real module is left
+    alone (the checker's own clocks run on). ``datetime_module``: the ``datetime``
+    module's own ``datetime`` class too, for cells run again inside (a worker started
+    later imports it afresh); its ``date`` class stays real, since code far from the
+    student's checks its arguments with ``isinstance(x, date)``.
     """
-    real = {name: getattr(time, name) for name in ("time", "time_ns", "monotonic", "perf_counter")}
+    clock_names = ("time", "time_ns", "monotonic", "perf_counter")
+    real = {name: getattr(time, name) for name in clock_names}
     calendar_names = ("localtime", "gmtime", "ctime", "asctime", "strftime")
     calendar = {name: getattr(time, name) for name in calendar_names}
     shift = seconds
 
+    def now() -> float:
+        return float(real["time"]()) + shift
+
     def at(secs: float | None) -> float:
-        return real["time"]() + shift if secs is None else secs
+        return now() if secs is None else secs
 
     def moved(t: Any) -> Any:
-        return calendar["localtime"](at(None)) if t is None else t
+        return calendar["localtime"](now()) if t is None else t
 
-    later_calendar = {
+    later = {
+        "time": now,
+        "time_ns": lambda: real["time_ns"]() + int(shift * 1e9),
+        "monotonic": lambda: real["monotonic"]() + shift,
+        "perf_counter": lambda: real["perf_counter"]() + shift,
         "localtime": lambda secs=None: calendar["localtime"](at(secs)),
         "gmtime": lambda secs=None: calendar["gmtime"](at(secs)),
         "ctime": lambda secs=None: calendar["ctime"](at(secs)),
@@ -50,8 +67,8 @@ def clock_moved(
         "strftime": lambda fmt, t=None: calendar["strftime"](fmt, moved(t)),
     }
 
-    # The real class, read now: with datetime_module, _dt.datetime is Later itself.
-    real_datetime = _dt.datetime
+    # The real classes, read now: with datetime_module, _dt.datetime is Later itself.
+    real_datetime, real_date = _dt.datetime, _dt.date
 
     class Later(_dt.datetime):
         @classmethod
@@ -66,29 +83,39 @@ def clock_moved(
         def today(cls) -> Any:
             return cls.now()
 
-    fake_module = types.SimpleNamespace(
+    class LaterDate(_dt.date):
+        @classmethod
+        def today(cls) -> Any:
+            return real_date.fromtimestamp(now())
+
+    fake_datetime = types.SimpleNamespace(
         **{k: getattr(_dt, k) for k in dir(_dt) if not k.startswith("__")}
     )
-    fake_module.datetime = Later
+    fake_datetime.datetime = Later
+    fake_datetime.date = LaterDate
+    fake_time = types.SimpleNamespace(
+        **{k: getattr(time, k) for k in dir(time) if not k.startswith("__")}
+    )
+    vars(fake_time).update(later)
+    #: What the student may have bound, by identity, and what reads later instead.
+    swaps: dict[int, Any] = {
+        id(real_datetime): Later,
+        id(real_date): LaterDate,
+        id(_dt): fake_datetime,
+        **{id(fn): later[name] for name, fn in {**real, **calendar}.items()},
+        **({} if real_modules else {id(time): fake_time}),
+    }
     saved: dict[str, Any] = {}
-    #: The student's ``from time import strftime`` and the like, by the function's identity.
-    imported = {id(fn): later_calendar[name] for name, fn in calendar.items()}
     for name, value in list(values.items()):
-        if value is _dt.datetime:
+        if id(value) in swaps:
             saved[name] = value
-            values[name] = Later
-        elif value is _dt:
-            saved[name] = value
-            values[name] = fake_module
-        elif id(value) in imported:
-            saved[name] = value
-            values[name] = imported[id(value)]
+            values[name] = swaps[id(value)]
     patches: list[Any] = [
-        mock.patch.object(time, "time", lambda: real["time"]() + shift),
-        mock.patch.object(time, "time_ns", lambda: real["time_ns"]() + int(shift * 1e9)),
-        mock.patch.object(time, "monotonic", lambda: real["monotonic"]() + shift),
-        mock.patch.object(time, "perf_counter", lambda: real["perf_counter"]() + shift),
-        *(mock.patch.object(time, name, fake) for name, fake in later_calendar.items()),
+        *(
+            (mock.patch.object(time, name, fake) for name, fake in later.items())
+            if real_modules
+            else ()
+        ),
         *([mock.patch.object(_dt, "datetime", Later)] if datetime_module else []),
     ]
     try:

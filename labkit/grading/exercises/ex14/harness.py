@@ -20,7 +20,7 @@ from __future__ import annotations
 import builtins
 import sqlite3
 from collections.abc import Iterator, MutableMapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from labkit.explore.boundaries import Tracer
 from labkit.grading.exercises.common import fresh_state, need, outcome
 from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
+from labkit.grading.exercises.wallclock import clock_moved
 from labkit.world import World
 
 #: The real ``sqlite3.connect``, taken when this module is imported (before a sweep's
@@ -168,15 +169,14 @@ def run(
     (``"ledger.transaction()#2"``: after its second one).
     ``salted``: the student's ``hash()`` gives other values, as in another process (a
     restarted worker has its own ``PYTHONHASHSEED``), and the wall clocks the student's
-    module imported read a day and an hour later (``_a_day_later``), and so does the
-    world's clock, as when the job is resumed after midnight. The outcome,
-    ``{"crashed": True}`` when it did, and ``fired``.
+    module bound read a day and an hour later (``wallclock.clock_moved``, the real
+    modules left alone), and so does the world's clock, as when the job is resumed
+    after midnight. The outcome, ``{"crashed": True}`` when it did, and ``fired``.
     """
     moments = _Moments(crash_after=crash_after)
     salt = {"hash": lambda obj: builtins.hash((0x5EED, obj))} if salted else {}
-    if salted:
-        salt.update(_a_day_later(values))
-    with fresh_state(values), mock.patch.dict(values, salt):
+    moved = clock_moved(values, LATER_S, real_modules=False) if salted else nullcontext()
+    with fresh_state(values), mock.patch.dict(values, salt), moved:
         try:
             later = LATER_S if salted else 0.0
             got = outcome(_job, values, Path(folder), order, version, moments, later)
@@ -187,54 +187,6 @@ def run(
 
 #: How much later the clocks of a ``salted`` run read: past the next midnight and hour.
 LATER_S = 86_400 + 3_600
-
-
-def _a_day_later(values: MutableMapping[str, Any]) -> dict[str, Any]:
-    """Stand-ins for the wall clocks among the student's module names (``time``,
-    ``datetime``, ``time.time``, ``datetime.datetime``, ``datetime.date``), reading
-    ``LATER_S`` later: a key holding the day or the hour is another key then. The real
-    modules are left alone (the checker's own clocks run on)."""
-    import datetime as dt
-    import time as tm
-    import types
-
-    def later() -> float:
-        return tm.time() + LATER_S
-
-    class LaterDateTime(dt.datetime):
-        @classmethod
-        def now(cls, tz: dt.tzinfo | None = None) -> Any:
-            return cls.fromtimestamp(later(), tz)
-
-        @classmethod
-        def utcnow(cls) -> Any:
-            return cls.fromtimestamp(later(), dt.UTC).replace(tzinfo=None)
-
-        @classmethod
-        def today(cls) -> Any:
-            return cls.fromtimestamp(later())
-
-    class LaterDate(dt.date):
-        @classmethod
-        def today(cls) -> Any:
-            return cls.fromtimestamp(later())
-
-    time_module = types.ModuleType("time")
-    time_module.__dict__.update(vars(tm))
-    time_module.time = later  # type: ignore[attr-defined]
-    time_module.time_ns = lambda: int(later() * 1e9)  # type: ignore[attr-defined]
-    datetime_module = types.ModuleType("datetime")
-    datetime_module.__dict__.update(vars(dt))
-    datetime_module.datetime = LaterDateTime  # type: ignore[attr-defined]
-    datetime_module.date = LaterDate  # type: ignore[attr-defined]
-    swaps: dict[int, Any] = {
-        id(tm): time_module,
-        id(dt): datetime_module,
-        id(tm.time): later,
-        id(dt.datetime): LaterDateTime,
-        id(dt.date): LaterDate,
-    }
-    return {name: swaps[id(value)] for name, value in values.items() if id(value) in swaps}
 
 
 def kills(
