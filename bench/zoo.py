@@ -9,7 +9,11 @@ control groups the machine has. Per exercise it reports how many entries the nam
 check caught there (failed, 0 points, the score below full marks, some other check
 passed), how many severe ones were capped at half, and the rate. With
 ``--same-scores`` each notebook is also scored in one process, as ``check()`` scores
-it, and every entry whose two scores differ is listed.
+it, and every entry whose two scores differ is listed. Such an entry is scored in process
+twice more: when those scores differ among themselves, the student's code decides its
+score anew in each process (a spread drawn from ``id(self)``), and it is listed apart.
+(The student's ``random`` module is seeded per check, from the run's seed, on both
+paths: ``checks.student_seed``.)
 
     .venv/bin/python bench/zoo.py                      # the whole zoo
     .venv/bin/python bench/zoo.py --exercise ex09      # one exercise's entries
@@ -17,7 +21,7 @@ it, and every entry whose two scores differ is listed.
     .venv/bin/python bench/zoo.py --last 5             # each exercise's newest 5 entries
 
 Exit status 1 when an entry is not caught, a severe one is not capped, or (with
-``--same-scores``) a score differs.
+``--same-scores``) a score differs between the paths while it holds still in process.
 """
 
 from __future__ import annotations
@@ -114,15 +118,24 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 missed.append(f"  {entry.exercise} {entry.mistake!r}: {why}")
         differ: list[str] = []
+        varies: list[str] = []
         if args.same_scores:
             bench_args = argparse.Namespace(seed=args.seed, cell_timeout=30.0, check_timeout=None)
             inside = in_process_scores(subs, exercises, bench_args)
-            for student, entry in students.items():
+            apart = {s: e for s, e in students.items()
+                     if inside.get((s, e.exercise)) != int(records[s]["score"])}  # fmt: skip
+            # Scored in process twice more: code that draws from id() or hash() of an
+            # object, or from a thread's timing, scores differently in every process.
+            again = [_rescored(subs, apart, exercises, bench_args) for _ in range(2)]
+            for student, entry in apart.items():
                 graded = int(records[student]["score"])
-                if inside.get((student, entry.exercise)) != graded:
-                    alone = inside.get((student, entry.exercise))
-                    differ.append(f"  {entry.exercise} {entry.mistake!r}: graded {graded}, "
-                                  f"in process {alone}")  # fmt: skip
+                alone = inside.get((student, entry.exercise))
+                seen = {alone, *(a.get((student, entry.exercise)) for a in again)}
+                line = f"  {entry.exercise} {entry.mistake!r}: graded {graded}, in process {alone}"
+                if len(seen) > 1:
+                    varies.append(f"{line} (then {sorted(seen - {alone})} in two more runs)")
+                else:
+                    differ.append(line)
     total = Counter(e.exercise for e in picked)
     print(f"the zoo: {len(picked)} wrong solutions over {len(exercises)} exercises, graded by "
           f"labkit grade (confined) in {seconds:.1f} s, {len(picked) / seconds * 60:.1f} "
@@ -135,7 +148,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.same_scores:
         print(f"in-process scores that differ from the graded ones: {len(differ)} of {len(picked)}")
         print("\n".join(differ))
+        print(f"entries whose score varies from one process to the next, in process too (the "
+              f"student's code, not the grading path): {len(varies)}")  # fmt: skip
+        print("\n".join(varies))
     return 1 if missed or differ else 0
+
+
+def _rescored(
+    subs: Path, students: dict[str, Entry], exercises: list[str], args: argparse.Namespace
+) -> dict[tuple[str, str], int]:
+    """``students``' notebooks of ``subs`` scored in process once more."""
+    if not students:
+        return {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for student in students:
+            (Path(tmp) / student).symlink_to(subs / student)
+        return in_process_scores(Path(tmp), exercises, args)
 
 
 if __name__ == "__main__":

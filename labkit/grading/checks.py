@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import importlib
 import os
+import random
 import re
 import signal
 import subprocess
@@ -42,7 +43,6 @@ DEFAULT_TIMEOUT = 10.0
 CELLS = "__cells__"
 
 
-
 class CheckStatus(StrEnum):
     """What became of one check: the gradebook's ``status`` column and ``check()``'s colour."""
 
@@ -53,7 +53,6 @@ class CheckStatus(StrEnum):
     TIMED_OUT = "timed out"
     #: The notebook could not be run far enough to try the check (the reason is in ``got``).
     NOT_GRADED = "not graded"
-
 
 
 class CheckFailed(Exception):
@@ -174,6 +173,18 @@ def grading_seed() -> int | None:
     return _grading_seed[0] if _grading_seed else None
 
 
+def student_seed(check: str) -> str:
+    """What the student's ``random`` module is seeded with while ``check`` runs.
+
+    The lab's functions take a seeded ``random.Random``; code that draws from the module
+    instead (a mistake some checks catch) would otherwise score differently from run to
+    run, and between ``check()`` and ``labkit grade``. Seeded per check, from the run's
+    seed, a replay with ``--seed`` gives that code the same draws and the same score.
+    """
+    seed = grading_seed()
+    return f"{'check' if seed is None else seed}:{check}"
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """A service's URL as the student's processes reach it, and as the check does."""
@@ -228,6 +239,17 @@ class Namespace:
             if _is_not_started(exc) or not _where(exc):
                 raise  # the stub, or labkit's own error: not the student's to fix
             raise StudentRaised.from_exception(exc) from exc
+
+    @contextlib.contextmanager
+    def seeded(self, seed: str) -> Iterator[None]:
+        """The student's ``random`` module seeded with ``seed`` (``student_seed``) for the
+        block, then put back as it was: here it is the notebook's own."""
+        state = random.getstate()
+        random.seed(seed)
+        try:
+            yield
+        finally:
+            random.setstate(state)
 
     def spawn(
         self, argv: list[str], warm: Sequence[str] = (), **kwargs: Any
@@ -439,8 +461,12 @@ def run_check(check: Check, ns: Namespace, timeout: float | None = None) -> Outc
 
     base = check.outcome
 
+    def seeded_run() -> None:
+        with ns.seeded(student_seed(check.name)):
+            check.run(ns)
+
     try:
-        finished, error = run_with_timeout(lambda: check.run(ns), limit)
+        finished, error = run_with_timeout(seeded_run, limit)
     finally:
         ns.close()
     if not finished:

@@ -41,6 +41,7 @@ from labkit.grading.checks import (
     CheckStatus,
     Outcome,
     run_check,
+    student_seed,
     use_grading_seed,
 )
 from labkit.grading.course import hidden_of
@@ -363,7 +364,7 @@ def _one_check(student: StudentProcess, check: Check, settings: Settings) -> tup
             return check.outcome(CheckStatus.NOT_GRADED, got=why), True
     ns = RemoteNamespace(student)
     try:
-        student.begin_check()
+        student.begin_check(student_seed(check.name))
         if settings.timeout_factor != 1.0:
             check = dataclasses.replace(check, timeout=check.timeout * settings.timeout_factor)
         outcome = run_check(check, ns, check_timeout_for(settings, [check]))

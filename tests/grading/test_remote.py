@@ -9,13 +9,21 @@ cannot come back, and a hung call is killed and the next check gets a fresh proc
 from __future__ import annotations
 
 import os
+import random
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from labkit.grading.checks import Check, CheckFailed, Namespace, StudentRaised, run_check
+from labkit.grading.checks import (
+    Check,
+    CheckFailed,
+    Namespace,
+    StudentRaised,
+    run_check,
+    student_seed,
+)
 from labkit.grading.isolation.confine import Confinement
 from labkit.grading.isolation.grader_side import StudentProcess
 from labkit.grading.isolation.limits import Limits
@@ -52,7 +60,13 @@ CELLS = [
         "        fh.write(b'x')\n"
         "    return True\n"
         "\n"
-        "LIMIT = {'tries': 3}\n",
+        "LIMIT = {'tries': 3}\n"
+        "\n"
+        "def draws():\n"
+        "    import random\n"
+        "    return [random.random() for _ in range(3)]\n"
+        "\n"
+        "draws()  # the cells drew already: a check must not depend on how much\n",
     ),
     (2, "def unbind_bump():\n    global bump\n    bump = 5\n"),
 ]
@@ -71,7 +85,7 @@ def student(tmp_path: Path) -> Iterator[StudentProcess]:
     proc.stop()
 
 
-def _run(student: StudentProcess, body, timeout: float = 20) -> object:  # type: ignore[no-untyped-def]
+def _run(student: StudentProcess, body, timeout: float = 20, seed: str | None = None) -> object:  # type: ignore[no-untyped-def]
     box: dict[str, object] = {}
 
     def run(ns: Namespace) -> None:
@@ -79,7 +93,7 @@ def _run(student: StudentProcess, body, timeout: float = 20) -> object:  # type:
 
     if not student.alive:
         student.start()
-    student.begin_check()
+    student.begin_check(seed)
     outcome = run_check(Check("c", 1, "hint", run, timeout=timeout), RemoteNamespace(student))
     if outcome.status == "timed out":
         student.stop()
@@ -103,6 +117,22 @@ def test_tmp_and_multiprocessing_work_inside_the_confinement(student: StudentPro
 def test_each_check_starts_from_the_state_the_cells_left(student: StudentProcess) -> None:
     assert _run(student, lambda ns: (ns.bump(), ns.bump()))["value"] == (1, 2)
     assert _run(student, lambda ns: ns.bump())["value"] == 1  # not 3
+
+
+def test_the_students_random_module_draws_as_it_does_in_process(student: StudentProcess) -> None:
+    # Code that draws from the random module (not the seeded Random it is given) gets
+    # the same numbers under the grader as in check(), from the check's seed.
+    remote = [_run(student, lambda ns: ns.draws(), seed=student_seed("c"))["value"] for _ in "ab"]
+    values: dict[str, object] = {}
+    exec(CELLS[1][1], values)  # noqa: S102 - the test's own cell
+    box: dict[str, object] = {}
+    before = random.getstate()
+    check = Check("c", 1, "hint", lambda ns: box.setdefault("value", ns.draws()))
+    assert run_check(check, Namespace(values)).status == "passed"
+    assert remote == [box["value"], box["value"]]
+    assert random.getstate() == before  # the notebook's own random module, put back
+    other = _run(student, lambda ns: ns.draws(), seed=student_seed("another check"))["value"]
+    assert other != box["value"]
 
 
 def test_a_student_exception_comes_back_with_the_students_line(student: StudentProcess) -> None:

@@ -93,6 +93,8 @@ class StudentProcess:
         self._to_student = -1
         self._output = 0
         self._discard_output = False
+        #: What the current check's fork seeds its ``random`` module with (``begin_check``).
+        self._seed: str | None = None
         self._drain: threading.Thread | None = None
         #: This life's control group (None where the machine has none): the cells'
         #: process and every process a check spawns live in it, and die with it.
@@ -383,8 +385,11 @@ class StudentProcess:
             return self.confinement.limits.hit("output")
         return f"the student's process ended (exit code {rc})"
 
-    def begin_check(self) -> None:
-        self.send(request(Op.CHECK))
+    def begin_check(self, seed: str | None = None) -> None:
+        """Start a check in a fresh fork whose ``random`` module is seeded with ``seed``
+        (``checks.student_seed``)."""
+        self._seed = seed
+        self.send(request(Op.CHECK, args=seed))
 
     def end_check(self) -> None:
         """End the current check; the student side reports how its child ended."""
@@ -408,7 +413,8 @@ class StudentProcess:
         self.confinement.hand_over(self.workdir)
         if Reply.ENDED in reply:
             self._child_ended(reply[Reply.ENDED])
-            self.send(request(Op.CHECK))  # keep the two sides in step for the next request
+            # Keep the two sides in step for the next request.
+            self.send(request(Op.CHECK, args=self._seed))
             code = reply[Reply.ENDED]
             limit = limit_of_signal(code if isinstance(code, int) else None)
             why = self.confinement.limits.hit(limit) if limit else f"exit code {code}"

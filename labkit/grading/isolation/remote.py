@@ -10,8 +10,9 @@ back as ``StudentRaised`` with the student's line; the exercise stub comes back 
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,12 @@ class RemoteNamespace(Namespace):
         #: student's side finds it again (a name rebound to data answers "missing"), so
         #: a check calling ``ns.f`` in a loop asks once whether ``f`` is a function.
         self._functions: dict[str, RemoteFunction] = {}
+
+    @contextlib.contextmanager
+    def seeded(self, seed: str) -> Iterator[None]:
+        """Nothing to do here: the student's side seeds its ``random`` module in the fork
+        that runs the check (``StudentProcess.begin_check``)."""
+        yield
 
     def redis_url(self) -> str:
         """A Redis for this check alone, on a socket in the student's folder (see services)."""

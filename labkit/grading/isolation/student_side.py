@@ -21,6 +21,7 @@ import builtins
 import contextlib
 import importlib
 import os
+import random
 import re
 import signal
 import sys
@@ -148,9 +149,7 @@ def run_cells(
                 f"cell {index} did not finish within {cell_timeout:g}s and was stopped "
                 "(a loop that never ends at the top level?)"
             )
-        elif error is not None and not (
-            is_stub(error)
-        ):
+        elif error is not None and not (is_stub(error)):
             notes.append(f"cell {index} raised {_first_line(error)}{_at(error)}")
             if errors is not None:
                 errors.append({"cell": index, **describe(error)})
@@ -363,6 +362,8 @@ def main(requests: int, replies: int) -> None:
             os._exit(0)
         child = os.fork()
         if child == 0:
+            if isinstance(request.get("args"), str):
+                random.seed(request["args"])  # checks.student_seed: the same draws in-process
             serve_check(values, reader, replies)
         # What was read past the "check" line belongs to the child, which has a copy.
         reader.discard()
