@@ -74,6 +74,9 @@ def accept(
       to the owner. The same key with another body raises ``IdempotencyConflict``:
       answer 409 or 422 with a message that names the key.
     - A credential-looking field raises ``PayloadError``: answer 422 with its message.
+    - Any other error of ``enqueue`` (the database locked or down) stored nothing: let it
+      propagate (a 500) or answer 503, never a 2xx or a 4xx, so the client sends the
+      request again later instead of dropping it.
     - The answer: 202, ``{"job_id": job.id}``, headers ``Location: /reports/<id>`` and
       ``Retry-After: <seconds>``.
     """

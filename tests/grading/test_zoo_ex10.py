@@ -87,6 +87,48 @@ SIDE_TABLE = (
 ZOO: list[tuple[str, str, str, str, str]] = [
     # (mistake, the check that must fail, a check that must pass, old text, new text)
     (
+        # A broad except after the two the contract names: the request is answered as
+        # taken, and nothing holds it.
+        "an error of store.enqueue swallowed into a 202 with no job",
+        "job_is_committed_before_the_202",
+        STATUS_OK,
+        """    except PayloadError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+""",
+        """    except PayloadError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+    except Exception:  # the database hiccuped: do not bother the client
+        return JSONResponse({"job_id": None}, status_code=202,
+                            headers={"Retry-After": str(RETRY_AFTER_S)})
+""",
+    ),
+    (
+        "an error of store.enqueue answered 400 (the client drops the request)",
+        "job_is_committed_before_the_202",
+        STATUS_OK,
+        """    except PayloadError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+""",
+        """    except PayloadError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+    except Exception as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=400)
+""",
+    ),
+    (
+        "an error of store.enqueue answered 200 with an error in the body",
+        "job_is_committed_before_the_202",
+        STATUS_OK,
+        """    except PayloadError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+""",
+        """    except PayloadError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+    except Exception as exc:
+        return JSONResponse({"error": type(exc).__name__, "retry": True})
+""",
+    ),
+    (
         "requests without a key share the key 'report:<owner>:None'",
         "requests_without_a_key_are_never_merged",
         STATUS_OK,

@@ -23,6 +23,7 @@ def clock_moved(
     seconds: float,
     datetime_module: bool = False,
     real_modules: bool = True,
+    steady: bool = True,
 ) -> Iterator[None]:
     """Make the wall clock read ``seconds`` later, for code that (wrongly) reads it.
 
@@ -58,8 +59,14 @@ def clock_moved(
     later = {
         "time": now,
         "time_ns": lambda: real["time_ns"]() + int(shift * 1e9),
-        "monotonic": lambda: real["monotonic"]() + shift,
-        "perf_counter": lambda: real["perf_counter"]() + shift,
+        **(
+            {
+                "monotonic": lambda: real["monotonic"]() + shift,
+                "perf_counter": lambda: real["perf_counter"]() + shift,
+            }
+            if steady
+            else {}
+        ),
         "localtime": lambda secs=None: calendar["localtime"](at(secs)),
         "gmtime": lambda secs=None: calendar["gmtime"](at(secs)),
         "ctime": lambda secs=None: calendar["ctime"](at(secs)),
@@ -102,7 +109,7 @@ def clock_moved(
         id(real_datetime): Later,
         id(real_date): LaterDate,
         id(_dt): fake_datetime,
-        **{id(fn): later[name] for name, fn in {**real, **calendar}.items()},
+        **{id(fn): later[name] for name, fn in {**real, **calendar}.items() if name in later},
         **({} if real_modules else {id(time): fake_time}),
     }
     saved: dict[str, Any] = {}

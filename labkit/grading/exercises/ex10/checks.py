@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -64,7 +65,7 @@ def crash_while_posting(app: App, body: Any, key: str, point: str, expected: str
         accepted_id(reply, _("the report request"))  # not a 202: say so
     with contextlib.suppress(subprocess.TimeoutExpired):
         app.proc.wait(30)
-    fired = f"FAULT fired {point}" in app.log.read_text(encoding="utf-8", errors="replace")
+    fired = app.fired(point)
     expect(
         app.proc.returncode == -signal.SIGKILL and fired,
         expected,
@@ -125,7 +126,8 @@ def job_is_committed_before_the_202(ns: Namespace) -> None:
     body = {"month": "2026-02"}
     with scratch(ns) as folder:
         db = folder / "jobs.db"
-        with served(ns, db, crash_at_202=True) as app:
+        with served(ns, db, crash_at_202=True, store_fault=True) as app:
+            nothing_stored_nothing_accepted(app, db)
             crash_at_202(ns, app, body, "crash-1")
         stored = jobs_for(db, "alice", body)
         expect(
@@ -135,6 +137,39 @@ def job_is_committed_before_the_202(ns: Namespace) -> None:
             "call store.enqueue (which commits) before returning the 202, not in a "
             "BackgroundTask or after the answer",
         )
+
+
+def nothing_stored_nothing_accepted(app: App, db: Path) -> None:
+    """POST while the app's store is down: a 5xx and no job, or the check fails.
+
+    The server dies if it starts a success answer (``crash_at_202``), so a 202 for a
+    request it could not store ends the server as well as the check."""
+    body = {"month": "2026-02", "sent": "while the store was down"}
+    with app.store_down():
+        try:
+            reply: httpx.Response | None = app.post(body, key="down-1", raw=True)
+        except httpx.TransportError:
+            reply = None
+    fired = app.fired("store down at enqueue")
+    answer = (
+        _("no answer: the server began a success answer, and the check's crash point killed it")
+        if reply is None
+        else f"{reply.status_code} {reply.text[:160]}"
+    )
+    failed = reply is not None and reply.status_code >= 500
+    expect(
+        fired and failed and not jobs_for(db, "alice", body),
+        _(
+            "with the job database down (store.enqueue raised StoreBusy), a 500 or 503 and "
+            "no job: the client keeps the request and sends it again later"
+        ),
+        _("{answer}; store.enqueue called and failed: {fired}").format(answer=answer, fired=fired),
+        _(
+            "let an error from store.enqueue propagate (FastAPI answers 500), or answer 503 "
+            "with a Retry-After: a 2xx tells the client its request was taken, a 4xx that it "
+            "was wrong, and either way the client drops a request nobody stored"
+        ),
+    )
 
 
 @CHECKS.add(

@@ -25,25 +25,34 @@ solution regions, so the stub has it too). It adds these to the app:
 - ``EX10_SLOW_ENQUEUE=<seconds>``: every ``store.enqueue`` waits that long before it
   writes, so requests sent together are all inside their handlers at once, whatever a
   handler reads before it enqueues.
+- ``EX10_STORE_DOWN=<file>``: while that file exists, every ``store.enqueue`` raises,
+  writing nothing, the ``StoreBusy`` the store raises for a database another connection
+  keeps locked (``FAULT fired store down at enqueue`` on stderr first). A check turns it
+  on and off while its server runs: an app must not answer a request it could not store
+  with a success.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from labkit.grading.exercises.wallclock import clock_moved
 from labkit.grading.stub import is_stub
 
 CRASH_ENV = "EX10_CRASH_AT_202"
 CRASH_AFTER_ENQUEUE_ENV = "EX10_CRASH_AFTER_ENQUEUE"
 SLOW_ENQUEUE_ENV = "EX10_SLOW_ENQUEUE"
+STORE_DOWN_ENV = "EX10_STORE_DOWN"
 RENEWED_TOKENS_ENV = "EX10_RENEWED_TOKENS"
 CLOCK_SHIFT_ENV = "EX10_CLOCK_SHIFT_S"
 NOT_STARTED_STATUS = 501
@@ -69,49 +78,23 @@ def install(app: FastAPI) -> FastAPI:
     if renewed:
         _add_tokens(renewed)
     slow_s = float(os.environ.get(SLOW_ENQUEUE_ENV) or 0)
-    if slow_s > 0 or os.environ.get(CRASH_AFTER_ENQUEUE_ENV) == "1":
-        _watch_enqueue(slow_s, os.environ.get(CRASH_AFTER_ENQUEUE_ENV) == "1")
+    crash = os.environ.get(CRASH_AFTER_ENQUEUE_ENV) == "1"
+    down = os.environ.get(STORE_DOWN_ENV) or None
+    if slow_s > 0 or crash or down:
+        _watch_enqueue(slow_s, crash, down)
     return app
+
+
+#: The moved clock of ``EX10_CLOCK_SHIFT_S``, entered for the life of the process: kept
+#: here, since a context manager collected as garbage would put the clocks back.
+_MOVED = contextlib.ExitStack()
 
 
 def _shift_clock(shift_s: float, names: dict[str, Any]) -> None:
     """Make the process's wall clocks read ``shift_s`` seconds later, in the ``time`` and
-    ``datetime`` modules and among ``names`` (the app's globals)."""
-    import datetime as dt
-
-    real_time = time.time
-
-    def shifted_time() -> float:
-        return real_time() + shift_s
-
-    class ShiftedDateTime(dt.datetime):
-        @classmethod
-        def now(cls, tz: dt.tzinfo | None = None) -> Any:
-            return cls.fromtimestamp(shifted_time(), tz)
-
-        @classmethod
-        def utcnow(cls) -> Any:
-            return cls.fromtimestamp(shifted_time(), dt.UTC).replace(tzinfo=None)
-
-        @classmethod
-        def today(cls) -> Any:
-            return cls.fromtimestamp(shifted_time())
-
-    class ShiftedDate(dt.date):
-        @classmethod
-        def today(cls) -> Any:
-            return cls.fromtimestamp(shifted_time())
-
-    swaps: dict[int, Any] = {
-        id(real_time): shifted_time,
-        id(dt.datetime): ShiftedDateTime,
-        id(dt.date): ShiftedDate,
-    }
-    time.time = shifted_time
-    dt.datetime, dt.date = ShiftedDateTime, ShiftedDate  # type: ignore[misc]
-    for name, value in list(names.items()):
-        if id(value) in swaps:
-            names[name] = swaps[id(value)]
+    ``datetime`` modules and among ``names`` (the app's globals), for good; the monotonic
+    clocks, which uvicorn's event loop times itself with, run on."""
+    _MOVED.enter_context(clock_moved(names, shift_s, datetime_module=True, steady=False))
 
 
 def _add_tokens(spec: str) -> None:
@@ -125,8 +108,12 @@ def _add_tokens(spec: str) -> None:
         tokens[token] = owner
 
 
-def _watch_enqueue(slow_s: float, crash: bool) -> None:
-    """Wrap every store's ``enqueue`` in this process: wait first, die after it created a job."""
+def _watch_enqueue(slow_s: float, crash: bool, down: str | None = None) -> None:
+    """Wrap every store's ``enqueue`` in this process: wait first, fail while the file
+    ``down`` exists, die after it created a job."""
+    import sqlite3
+
+    from labkit.dbfile import explain
     from labkit.store.base import StoreBase
 
     original = StoreBase.enqueue
@@ -136,6 +123,11 @@ def _watch_enqueue(slow_s: float, crash: bool) -> None:
     @functools.wraps(original)
     def enqueue(self: Any, *args: Any, **kwargs: Any) -> Any:
         time.sleep(slow_s)
+        if down is not None and os.path.exists(down):
+            sys.stderr.write("FAULT fired store down at enqueue\n")
+            sys.stderr.flush()
+            locked = sqlite3.OperationalError("database is locked")
+            raise explain(Path(getattr(self, "path", "jobs.db")), locked)
         job, created = original(self, *args, **kwargs)
         if crash and created:
             sys.stderr.write("FAULT fired kill after enqueue\n")

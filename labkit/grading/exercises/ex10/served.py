@@ -37,6 +37,7 @@ from labkit.grading.exercises.ex10.harness import (
     NOT_STARTED_STATUS,
     RENEWED_TOKENS_ENV,
     SLOW_ENQUEUE_ENV,
+    STORE_DOWN_ENV,
 )
 from labkit.grading.exercises.killsweep import hash_salt
 from labkit.grading.stub import is_stub_text
@@ -90,11 +91,33 @@ class App:
     client: httpx.Client
     proc: subprocess.Popen[bytes]
     log: Path
+    #: The file whose existence makes the server's ``store.enqueue`` fail (``store_down``).
+    down_flag: Path | None = None
 
-    def post(self, body: Any, token: str | None = ALICE, key: str | None = None) -> httpx.Response:
+    def post(
+        self, body: Any, token: str | None = ALICE, key: str | None = None, raw: bool = False
+    ) -> httpx.Response:
+        """POST ``body``; ``raw``: a 5xx is returned like any answer, not a failure."""
         headers = _headers(token, key)
         headers.append((b"X-Request-Id", f"check-{next(_POSTS)}".encode()))
-        return _answer(self, self.client.post("/reports", json=body, headers=headers))
+        return _answer(self, self.client.post("/reports", json=body, headers=headers), raw)
+
+    @contextmanager
+    def store_down(self) -> Iterator[None]:
+        """The server's job database down (locked by another connection) for the block:
+        each ``store.enqueue`` raises ``StoreBusy`` (``served(..., store_fault=True)``)."""
+        if self.down_flag is None:
+            raise RuntimeError("served(..., store_fault=True) makes a store that can go down")
+        self.down_flag.touch()
+        try:
+            yield
+        finally:
+            self.down_flag.unlink(missing_ok=True)
+
+    def fired(self, point: str) -> bool:
+        """Whether the server logged the harness's ``FAULT fired <point>`` line."""
+        text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
+        return f"FAULT fired {point}" in text
 
     def status(self, job_id: int | str, token: str | None = ALICE) -> httpx.Response:
         path = job_id if isinstance(job_id, str) else f"/reports/{job_id}"
@@ -115,14 +138,15 @@ def _headers(token: str | None, key: str | None) -> list[tuple[bytes, bytes]]:
     return headers
 
 
-def _answer(app: App, reply: httpx.Response) -> httpx.Response:
-    """The reply, after turning the stub's 501 into "not started" and a 500 into a failure."""
+def _answer(app: App, reply: httpx.Response, raw: bool = False) -> httpx.Response:
+    """The reply, after turning the stub's 501 into "not started" and (unless ``raw``) a
+    500 into a failure."""
     if reply.status_code == NOT_STARTED_STATUS:
         with contextlib.suppress(ValueError):
             text = reply.json().get("not_started", "")
             if is_stub_text(text):
                 raise NotImplementedError(text)
-    if reply.status_code >= 500:
+    if reply.status_code >= 500 and not raw:
         _wait_for_the_traceback(app)
         raise CheckFailed(
             _("an answer to {method} {path}").format(
@@ -165,6 +189,7 @@ def served(
     tz: str | None = None,
     renewed_tokens: dict[str, str] | None = None,
     clock_at: float | None = None,
+    store_fault: bool = False,
 ) -> Iterator[App]:
     """Serve the student's ``ex10_app:app`` on ``db``; killed with its tree on the way out.
 
@@ -174,6 +199,7 @@ def served(
     server's time zone (``TZ``), for a server that does not run on UTC.
     ``renewed_tokens``: more ``{token: owner}`` pairs ``caller_of`` accepts there.
     ``clock_at``: the epoch time the server's wall clocks read as it starts.
+    ``store_fault``: the app's store can be taken down while it runs (``App.store_down``).
     """
     if not (Path(ns.workdir) / APP_FILE).exists():
         raise CheckFailed(
@@ -194,6 +220,7 @@ def served(
         SLOW_ENQUEUE_ENV,
         RENEWED_TOKENS_ENV,
         CLOCK_SHIFT_ENV,
+        STORE_DOWN_ENV,
     ):
         env.pop(name, None)
     if clock_at is not None:
@@ -209,6 +236,9 @@ def served(
     if slow_enqueue_s > 0:
         env[SLOW_ENQUEUE_ENV] = str(slow_enqueue_s)
     log = db.with_name(f"server-{nth}.log")
+    down_flag = db.with_name(f"server-{nth}.store-down") if store_fault else None
+    if down_flag is not None:
+        env[STORE_DOWN_ENV] = str(down_flag)
     folder = Path(tempfile.mkdtemp(prefix="ex10-", dir=SOCKETS))
     sock = listening_socket(folder / "http.sock")
     try:
@@ -225,7 +255,7 @@ def served(
         client = client_for(sock)
     finally:
         sock.close()
-    app = App(client, proc, log)
+    app = App(client, proc, log, down_flag)
     try:
         try:
             wait_until_serving(
