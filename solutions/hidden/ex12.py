@@ -214,50 +214,58 @@ def _last_fired_is_the_newest_key_in(ns: Namespace, rng: Random) -> None:
     missed = backoff + rng.randint(1, 3)
     now = fired + missed * period + rng.randint(0, period - 1)
     want = _keys_between("billing", fired + period, fired + missed * period, period)
-    with lab_file(ns) as (conn, path):
-        # A 'latest' catch-up fired ``fired``; its job failed and waits for its retry;
-        # then an operator re-ran an older missed slot by hand (a newer row, older slot).
-        retry_at = fired + backoff * period
-        # Each row's updated_at is when it last changed: the failure of ``fired``'s job,
-        # then the re-run, just now (neither says which slot fired last).
-        add_job(
-            conn,
-            reference_key("billing", fired),
-            kind="billing",
-            state="retry_wait",
-            attempt=2,
-            run_after=retry_at,
-            updated_at=fired + 60,
-        )
-        rerun = fired - 3 * period
-        add_job(
-            conn,
-            reference_key("billing", rerun),
-            kind="billing",
-            run_after=rerun,
-            updated_at=now - 30,
-        )
-        created = _tick(ns, path, now, schedule="billing", period=period, since=T0)
-        keys = _keys(conn)
-        expect(
-            in_slot_order(created) == want,
-            _(
-                "the {missed} slots after {fired} (the newest key; its job retries at "
-                "{retry_at}; {rerun} was re-run by hand): {keys}"
-            ).format(
-                missed=missed,
-                fired=slot_iso(fired),
-                retry_at=slot_iso(retry_at),
-                rerun=slot_iso(rerun),
-                keys=short_repr(want, 200),
-            ),
-            _("created {created}; {table}").format(
-                created=short_repr(created, 200),
-                table=_held(
-                    keys, "billing", [reference_key("billing", t) for t in (fired, rerun)] + want
+    retry_at = fired + backoff * period
+    # A 'latest' catch-up fired ``fired``; its job failed and waits for its retry, or
+    # failed for good (dead: the slot still fired, its run is an operator's business);
+    # then an operator re-ran an older missed slot by hand (a newer row, older slot).
+    fates = {
+        "retry_wait": _("its job retries at {retry_at}").format(retry_at=slot_iso(retry_at)),
+        "dead": _("its job is dead, and a dead job's slot fired all the same"),
+    }
+    for state, fate in fates.items():
+        with lab_file(ns) as (conn, path):
+            # Each row's updated_at is when it last changed: the failure of ``fired``'s
+            # job, then the re-run, just now (neither says which slot fired last).
+            add_job(
+                conn,
+                reference_key("billing", fired),
+                kind="billing",
+                state=state,
+                attempt=2 if state == "retry_wait" else 3,
+                run_after=retry_at if state == "retry_wait" else fired,
+                updated_at=fired + 60,
+            )
+            rerun = fired - 3 * period
+            add_job(
+                conn,
+                reference_key("billing", rerun),
+                kind="billing",
+                run_after=rerun,
+                updated_at=now - 30,
+            )
+            created = _tick(ns, path, now, schedule="billing", period=period, since=T0)
+            keys = _keys(conn)
+            expect(
+                in_slot_order(created) == want,
+                _(
+                    "the {missed} slots after {fired} (the newest key; {fate}; {rerun} was "
+                    "re-run by hand): {keys}"
+                ).format(
+                    missed=missed,
+                    fired=slot_iso(fired),
+                    fate=fate,
+                    rerun=slot_iso(rerun),
+                    keys=short_repr(want, 200),
                 ),
-            ),
-        )
+                _("created {created}; {table}").format(
+                    created=short_repr(created, 200),
+                    table=_held(
+                        keys,
+                        "billing",
+                        [reference_key("billing", t) for t in (fired, rerun)] + want,
+                    ),
+                ),
+            )
 
 
 @CHECKS.add(

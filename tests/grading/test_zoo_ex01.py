@@ -1332,6 +1332,8 @@ SAYS: dict[str, str] = {
     "key from uuid4 per attempt": "the same key for the same intent",
     "key from a timestamp": "the same key three days later",
     "key from datetime.now()": "the same key three days later",
+    "key from date.today() (the date class imported by name)": "the same key three days later",
+    "key from a timestamp, with time() imported by name": "the same key three days later",
     "fingerprint without sort_keys (dict order)": "keys in another order",
     "conflict overwrites the first payload": "IdempotencyConflict for the same key",
     "dedup by payload instead of key": "two different keys with the same payload",

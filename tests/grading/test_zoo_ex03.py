@@ -288,6 +288,16 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex03",
+        "the worker's name stored stripped (worker.strip())",
+        "returns_the_claimed_row_whole",
+        """
+        _reference_claim = claim
+        def claim(conn, worker, now, lease_s):
+            return _reference_claim(conn, worker.strip(), now, lease_s)
+    """,
+    ),
+    (
+        "ex03",
         "ties of run_after broken by key, not id (text order)",
         "claims_the_right_job_for_any_table",
         """
@@ -1689,6 +1699,7 @@ SAYS: dict[str, str] = {
     "an expired lease makes any job ready, not only a running one": "retry_wait, due at 90",
     "the job id and the attempt as the lease token (repeats after a redrive)": "after a redrive",
     "claim returns only id, key and kind (RETURNING id, key, kind)": "every column",
+    "the worker's name stored stripped (worker.strip())": "its name stored as it is",
     "ties of run_after broken by key, not id (text order)": "at now=100 among jobs",
     "lease tokens from a random.Random seeded once at import": (
         "another process forked from the same parent"

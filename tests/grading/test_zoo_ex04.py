@@ -192,6 +192,20 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex04",
+        "jitter seeded from hash(key) under an idempotency key (one delay per key)",
+        "retries_maybe_done_under_a_key",
+        """
+        _reference_next_delay = next_delay
+        def next_delay(error, attempt, rng, *, idempotency_key=None, **kwargs):
+            if idempotency_key is not None:
+                rng = random.Random(hash(idempotency_key) ^ attempt)  # spread per key
+            return _reference_next_delay(
+                error, attempt, rng, idempotency_key=idempotency_key, **kwargs
+            )
+    """,
+    ),
+    (
+        "ex04",
         "backoff that overflows for a huge n",
         "backoff_survives_a_huge_n",
         """
@@ -1788,6 +1802,9 @@ SAYS: dict[str, str] = {
     "every connection error called maybe done, a refused one too": "'never_sent' for",
     "next_delay retries a maybe-done failure without a key": "without an idempotency_key",
     "next_delay never retries a maybe-done failure, key or not": "under a key",
+    "jitter seeded from hash(key) under an idempotency key (one delay per key)": (
+        "draws from the same seed"
+    ),
     "backoff that overflows for a huge n": "backoff(2000",
     "backoff with the base fixed at 1 s": "base=",
     "Retry-After honoured only when it is a float": "Retry-After",

@@ -1262,6 +1262,7 @@ SAYS: dict[str, str] = {
         "the job's amount (in cents, as it is)"
     ),
     "the reply returned with the job's key added": "to return the reply",
+    "an Idempotency-Key with date.today() of the call": "a day and an hour later",
     "an Idempotency-Key with the date read at import": (
         "from a worker started a day and an hour later"
     ),

@@ -977,6 +977,7 @@ SAYS: dict[str, str] = {
     "half open lets everyone through": "the callers behind the trial",
     "a failed trial keeps the old cooldown": "10 s after the failed trial",
     "cooldown timed with the wall clock": "the fake clock did not move",
+    "cooldown timed with monotonic(), imported by name": "the fake clock did not move",
     "failures forgotten after a minute (a window, not failures in a row)": "one failure every",
     "failure count kept on the class, shared by every breaker": "breaker B closed",
     "'<=' at the end of the cooldown (exactly 30 s still refused)": "exactly 30 s",

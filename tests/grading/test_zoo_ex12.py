@@ -201,6 +201,37 @@ ZOO: list[tuple[str, str, str, str]] = [
         """,
     ),
     (
+        # A dead job's slot fired: skipping it walks back to an older key and refills the
+        # slots a 'latest' catch-up left out on purpose.
+        "ex12",
+        "what fired read among the jobs that did not fail (state != 'dead')",
+        "last_fired_is_the_newest_key",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix"
+                " AND state != 'dead'",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
         # 'report' had no gap before its newest key: walking from since refilled nothing.
         "ex12",
         "the newest key read with key >= 'schedule:<name>:' and no end, another's ignored",
@@ -1203,6 +1234,7 @@ SAYS: dict[str, str] = {
     "what fired read as the key of the job updated last (ORDER BY updated_at DESC)": (
         "its job retries at"
     ),
+    "what fired read among the jobs that did not fail (state != 'dead')": "its job is dead",
     "the newest key read with key >= 'schedule:<name>:' and no end, another's ignored": (
         "'report' to catch up with"
     ),

@@ -53,8 +53,8 @@ def claims_one_ready_job(ns: Namespace) -> None:
 
 
 #: A worker name as hosts and pools make them: capitals, a quote, a non-ASCII letter, '%'
-#: and '_'.
-ODD_WORKER = "Celery@d'Ávila-7 (PID 4242) 100%_Busy"
+#: and '_', and the newline a name read from a file (/etc/hostname) ends with.
+ODD_WORKER = "Celery@d'Ávila-7 (PID 4242) 100%_Busy\n"
 
 
 def _named_parameters() -> str:
