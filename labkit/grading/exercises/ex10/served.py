@@ -97,9 +97,13 @@ class App:
     def post(
         self, body: Any, token: str | None = ALICE, key: str | None = None, raw: bool = False
     ) -> httpx.Response:
-        """POST ``body``; ``raw``: a 5xx is returned like any answer, not a failure."""
+        """POST ``body``; ``raw``: a 5xx is returned like any answer, not a failure, and
+        the connection is not kept (uvicorn drops it after an error it logs, and the next
+        request on it would read a reset)."""
         headers = _headers(token, key)
         headers.append((b"X-Request-Id", f"check-{next(_POSTS)}".encode()))
+        if raw:
+            headers.append((b"Connection", b"close"))
         return _answer(self, self.client.post("/reports", json=body, headers=headers), raw)
 
     @contextmanager
