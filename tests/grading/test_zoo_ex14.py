@@ -175,6 +175,30 @@ ZOO: list[tuple[str, str, str, str]] = [
         "import time\n" + _edit(DO_STEP, ('{step}:v1"', '{step}:{time.time_ns()}"')),
     ),
     (
+        # Computed once, as the module is imported: the same all day in one worker, and
+        # another value in the worker restarted after midnight that resumes the job.
+        "ex14",
+        "each step's key holds the day the module was imported",
+        "each_effect_has_a_key_from_the_order",
+        "import datetime\nBOOT_DAY = datetime.date.today().isoformat()\n"
+        + _edit(DO_STEP, ('{step}:v1"', '{step}:{BOOT_DAY}"')),
+    ),
+    (
+        "ex14",
+        "each step's key holds a worker id drawn at import (uuid4)",
+        "each_effect_has_a_key_from_the_order",
+        "import uuid\nWORKER = uuid.uuid4().hex[:8]\n"
+        + _edit(DO_STEP, ('{step}:v1"', '{step}:{WORKER}"')),
+    ),
+    (
+        # Versioned keys done wrong: the count of policies changes with every deploy,
+        # whichever version the job follows.
+        "ex14",
+        "each step's key holds len(POLICIES), the number of policy versions",
+        "a_resumed_job_keeps_its_first_policy_version",
+        _edit(DO_STEP, ('{step}:v1"', '{step}:v{len(POLICIES)}"')),
+    ),
+    (
         "ex14",
         "the compensation refunds the customer in the ledger instead of releasing the stock",
         "a_declined_charge_releases_the_stock",
@@ -1185,6 +1209,9 @@ SEVERE = [
     "each step's key holds the local date, datetime.date.today()",
     "the policy version cached per order id in a module-level dict",
     "each step's key holds the day of the world's clock",
+    "each step's key holds the day the module was imported",
+    "each step's key holds a worker id drawn at import (uuid4)",
+    "each step's key holds len(POLICIES), the number of policy versions",
 ]
 
 #: What the named check must say it expected, for the entries that name it.

@@ -25,8 +25,9 @@ import pickle
 import signal
 import subprocess
 import sys
+import tempfile
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from labkit.grading.checks import CELLS
@@ -66,6 +67,32 @@ os.write(answer, repr(out).encode())
 
 class CannotShip(Exception):
     """The function uses something that cannot be rebuilt in another process."""
+
+
+@contextlib.contextmanager
+def cells_run_again(
+    values: Mapping[str, Any],
+    around: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+    module: str = "__main__",
+) -> Iterator[dict[str, Any] | None]:
+    """A namespace built again from the cells that ran cleanly (``CELLS``), here, in this
+    process: what a worker restarted later imports, so a value computed once at import
+    (a ``uuid4()`` prefix, today's date) is computed afresh. The cells run, and the block
+    runs, in a scratch folder, inside ``around()``, as module ``module``. None without the
+    cells (``check()`` in Jupyter)."""
+    cells = values.get(CELLS)
+    if not cells:
+        yield None
+        return
+    from labkit.grading.isolation.student_side import run_cells
+
+    with (
+        tempfile.TemporaryDirectory(prefix="labkit-again-") as scratch,
+        contextlib.chdir(scratch),
+        around(),
+    ):
+        again, _notes = run_cells(list(cells), CELL_TIMEOUT, module=module)
+        yield again
 
 
 def _names(code: types.CodeType) -> set[str]:

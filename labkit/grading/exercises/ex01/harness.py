@@ -13,15 +13,13 @@ import getpass
 import os
 import platform
 import socket
-import tempfile
 from collections.abc import Callable, Iterator, MutableMapping
 from functools import partial
 from typing import Any
 from unittest import mock
 
-from labkit.grading.checks import CELLS
 from labkit.grading.exercises.common import fresh_state, need, outcome, plain
-from labkit.grading.exercises.replay import CELL_TIMEOUT, CannotShip, call_in_fresh_process
+from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process, cells_run_again
 from labkit.grading.exercises.wallclock import clock_moved
 
 #: Two hash seeds far apart: a hash()-built key differs between them.
@@ -58,19 +56,9 @@ def _keys_from_the_cells_run_again(
 ) -> list[Any] | None:
     """The keys for ``calls`` from a namespace built again from the cells, inside
     ``around()`` (entered once in a scratch folder), as module ``module``; None without
-    the cells."""
-    cells = values.get(CELLS)
-    if not cells:
-        return None
-    from labkit.grading.isolation.student_side import run_cells
-
-    with (
-        tempfile.TemporaryDirectory(prefix="labkit-ex01-") as scratch,
-        contextlib.chdir(scratch),
-        around(),
-    ):
-        again, _notes = run_cells(list(cells), CELL_TIMEOUT, module=module)
-        key = again.get("operation_key")
+    the cells (``replay.cells_run_again``)."""
+    with cells_run_again(values, around, module) as again:
+        key = None if again is None else again.get("operation_key")
         if not callable(key):
             return None
         return [plain(key(*args)) for args in calls]

@@ -32,6 +32,7 @@ from labkit.explore.boundaries import Tracer
 from labkit.grading.exercises.common import fresh_state, need, outcome
 from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
+from labkit.grading.exercises.replay import cells_run_again
 from labkit.grading.exercises.wallclock import clock_moved
 from labkit.world import World
 
@@ -161,28 +162,67 @@ def run(
     version: int,
     crash_after: str | None = None,
     salted: bool = False,
+    deployed: bool = False,
 ) -> dict[str, Any]:
     """``run_order(conn, world, order, policy_version=version)`` in ``folder``.
 
     ``crash_after`` names an effect (``"payments.charge"``, ``"mail.send"``,
     ``"ledger.transaction()"``): a ``SimulatedCrash`` right after its first one returns
     (``"ledger.transaction()#2"``: after its second one).
-    ``salted``: the student's ``hash()`` gives other values, as in another process (a
-    restarted worker has its own ``PYTHONHASHSEED``), and the wall clocks the student's
-    module bound read a day and an hour later (``wallclock.clock_moved``, the real
-    modules left alone), and so does the world's clock, as when the job is resumed
-    after midnight. The outcome, ``{"crashed": True}`` when it did, and ``fired``.
+    ``salted``: as a worker restarted a day and an hour later runs it (``restarted``):
+    the student's module imported again then, its ``hash()`` giving other values (its
+    own ``PYTHONHASHSEED``), and so does the world's clock. ``deployed``: ``POLICIES``
+    holds one more version, as after a deploy that added it (the newest one's steps). The
+    outcome, ``{"crashed": True}`` when it did, and ``fired``.
     """
     moments = _Moments(crash_after=crash_after)
     salt = {"hash": lambda obj: builtins.hash((0x5EED, obj))} if salted else {}
-    moved = clock_moved(values, LATER_S, real_modules=False) if salted else nullcontext()
-    with fresh_state(values), mock.patch.dict(values, salt), moved:
+    with (
+        fresh_state(values),
+        restarted(values, salted) as here,
+        mock.patch.dict(here, salt),
+        _one_more_policy(here) if deployed else nullcontext(),
+    ):
         try:
             later = LATER_S if salted else 0.0
-            got = outcome(_job, values, Path(folder), order, version, moments, later)
+            got = outcome(_job, here, Path(folder), order, version, moments, later)
         except SimulatedCrash:
             got = {"crashed": True}
     return {**got, "fired": moments.crashed}
+
+
+@contextmanager
+def _one_more_policy(values: MutableMapping[str, Any]) -> Iterator[None]:
+    """The notebook's ``POLICIES`` with a version past the newest, then as it was."""
+    policies = values.get("POLICIES")
+    if not isinstance(policies, dict) or not policies:
+        yield
+        return
+    newest = max(policies)
+    with mock.patch.dict(policies, {newest + 1: policies[newest]}):
+        yield
+
+
+@contextmanager
+def restarted(values: MutableMapping[str, Any], later: bool) -> Iterator[MutableMapping[str, Any]]:
+    """The namespace a worker restarted ``LATER_S`` later runs the job in, when ``later``.
+
+    The cells run again while the wall clock reads later (``replay.cells_run_again``), so
+    a value the module computed at import (today's date, a start time, a ``uuid4()``) is
+    computed afresh, and the clock stays moved while the job runs. Without the cells
+    (``check()`` in Jupyter), the notebook's own names, with the clocks they bound moved
+    (``wallclock.clock_moved``, the real modules left alone).
+    """
+    if not later:
+        yield values
+        return
+    moved = partial(clock_moved, {}, LATER_S, datetime_module=True, steady=False)
+    with cells_run_again(values, moved) as again:
+        if again is not None:
+            yield again
+            return
+    with clock_moved(values, LATER_S, real_modules=False):
+        yield values
 
 
 #: How much later the clocks of a ``salted`` run read: past the next midnight and hour.
