@@ -70,17 +70,55 @@ class Rows:
         return iter(self.fetchall())
 
 
+class Cursor:
+    """What ``cursor()`` gives on a watched connection: ``execute`` goes through the
+    wrapper's own (recorded, paused, crashed after), and ``fetchone``, ``fetchall`` and
+    ``close`` act on what it returned. (The wrapper itself, handed back before, raised on
+    ``cur.fetchone()`` and closed the connection on ``cur.close()``: a right solution
+    written with a cursor lost every check.)"""
+
+    def __init__(self, conn: _Wrapped) -> None:
+        self.connection = conn
+        self._last: Any = None
+
+    def execute(self, sql: str, params: Any = ()) -> Self:
+        self._last = self.connection.execute(sql, params)
+        return self
+
+    def executemany(self, sql: str, seq: Any) -> Self:
+        self._last = self.connection.executemany(sql, seq)
+        return self
+
+    def fetchone(self) -> Any:
+        return None if self._last is None else self._last.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return [] if self._last is None else list(self._last.fetchall())
+
+    def fetchmany(self, size: int = 1) -> list[Any]:
+        return [] if self._last is None else list(self._last.fetchmany(size))
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
+
+    def close(self) -> None:
+        self._last = None
+
+    def __getattr__(self, name: str) -> Any:  # rowcount, lastrowid, description
+        return getattr(self._last, name)
+
+
 class _Wrapped:
     """What ``Watched`` and ``Traced`` pass through to the connection they wrap: every
-    attribute they do not define, ``cursor()`` (the wrapper itself, so its statements
-    are watched too) and ``with conn:``. Python looks ``__enter__``/``__exit__`` up on
-    the class, past ``__getattr__``: without them a student's ``with conn:`` fails on
-    the wrapper ("does not support the context manager protocol")."""
+    attribute they do not define, ``cursor()`` (a ``Cursor`` whose statements are
+    watched too) and ``with conn:``. Python looks ``__enter__``/``__exit__`` up on the
+    class, past ``__getattr__``: without them a student's ``with conn:`` fails on the
+    wrapper ("does not support the context manager protocol")."""
 
     _conn: sqlite3.Connection
 
-    def cursor(self) -> Self:
-        return self
+    def cursor(self) -> Cursor:
+        return Cursor(self)
 
     def __enter__(self) -> Self:
         self._conn.__enter__()
