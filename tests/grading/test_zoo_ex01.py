@@ -1324,6 +1324,72 @@ ZOO: list[tuple[str, str, str, str]] = [
             return hashlib.sha256(text.encode("utf-8")).hexdigest()
     """,
     ),
+    (
+        "ex01",
+        "key stripped whole (' billing' and 'billing' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}".strip()
+    """,
+    ),
+    (
+        "ex01",
+        "key with newlines in a part made blanks, for one-line logs ('INV\\n7' and 'INV 7')",
+        "key_names_the_intent",
+        """
+        def _one_line(part):
+            return str(part).replace("\\r", " ").replace("\\n", " ")
+        def operation_key(source, entity_id, action, version=1):
+            return f"{_one_line(source)}:{_one_line(entity_id)}:{_one_line(action)}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with a trailing newline cut off the entity id (an id read from a line)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, str):
+                entity_id = entity_id.rstrip("\\n")
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "conflict message with the key cut to 60 characters and '...'",
+        "conflict_names_the_key",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                shown = key if len(key) <= 60 else key[:57] + "..."
+                raise IdempotencyConflict(f"key {shown!r} came back with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "key joined with '/' ('shop/eu' ids run together)",
+        "key_parts_do_not_run_together",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return "/".join([str(source), str(entity_id), str(action), f"v{version}"])
+    """,
+    ),
+    (
+        "ex01",
+        "key joined with '.' ('billing.eu' sources run together)",
+        "key_parts_do_not_run_together",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return ".".join([str(source), str(entity_id), str(action), f"v{version}"])
+    """,
+    ),
 ]
 
 
@@ -1503,6 +1569,14 @@ SAYS: dict[str, str] = {
         "'billing:ＩＮＶ-42:charge:v1'"
     ),
     "fingerprint of the payload with its numbers made text (42 and '42' alike)": "'invoice': '42'",
+    "key stripped whole (' billing' and 'billing' share a key)": "(' billing', 42, 'charge', 1)",
+    "key with newlines in a part made blanks, for one-line logs ('INV\\n7' and 'INV 7')": (
+        "'INV\\n7'"
+    ),
+    "key with a trailing newline cut off the entity id (an id read from a line)": "'INV-7\\n'",
+    "conflict message with the key cut to 60 characters and '...'": "'erp:order-2026-12-04-",
+    "key joined with '/' ('shop/eu' ids run together)": "different keys for the intents",
+    "key joined with '.' ('billing.eu' sources run together)": "different keys for the intents",
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -1563,6 +1637,11 @@ SEVERE = [
     "accept remembers keys with runs of blanks collapsed ('INV  7' and 'INV 7' one entry)",
     "accept remembers keys normalised with NFKC ('ＩＮＶ-42' and 'INV-42' one entry)",
     "fingerprint of the payload with its numbers made text (42 and '42' alike)",
+    "key stripped whole (' billing' and 'billing' share a key)",
+    "key with newlines in a part made blanks, for one-line logs ('INV\\n7' and 'INV 7')",
+    "key with a trailing newline cut off the entity id (an id read from a line)",
+    "key joined with '/' ('shop/eu' ids run together)",
+    "key joined with '.' ('billing.eu' sources run together)",
 ]
 
 

@@ -1324,6 +1324,41 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        "the lock file deleted at exit with atexit (a newcomer locks the deleted file)",
+        "release_keeps_the_lock_file",
+        """
+        import atexit
+
+        def _remove(p):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                atexit.register(_remove, path)
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
@@ -1435,6 +1470,9 @@ SAYS: dict[str, str] = {
     "a SystemExit inside the with block swallowed (sys.exit(3) in the job ends it quietly)": (
         "the SystemExit raised inside"
     ),
+    "the lock file deleted at exit with atexit (a newcomer locks the deleted file)": (
+        "exactly one of a newcomer"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -1457,6 +1495,7 @@ SEVERE = [
     "a busy lock whose file names this process's own pid entered again (re-entrant)",
     "a class whose __exit__ keeps the file: the lock goes only when the object is collected",
     "the lock released with flock(LOCK_UN) (a worker forked in the block unlocks the parent)",
+    "the lock file deleted at exit with atexit (a newcomer locks the deleted file)",
 ]
 
 

@@ -213,14 +213,19 @@ TWINS: list[tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]] = [
     (("crm", "d'Ávila", "sync", 1), ("crm", "dÁvila", "sync", 1)),
     (("billing-europe-west-1", 42, "charge", 1), ("billing-europe-west-2", 42, "charge", 1)),
     (("billing", 42, "charge-and-capture-part", 1), ("billing", 42, "charge-and-capture-full", 1)),
+    # A key stripped whole (a blank before the source), a newline made a blank or cut off
+    # the end of an id (a key "made safe" for one-line logs).
+    ((" billing", 42, "charge", 1), ("billing", 42, "charge", 1)),
+    (("billing", "INV\n7", "charge", 1), ("billing", "INV 7", "charge", 1)),
+    (("billing", "INV-7\n", "charge", 1), ("billing", "INV-7", "charge", 1)),
 ]
-#: Characters real ids contain (INV-2026-0042, Cus_AbC): a key joined with one of them,
-#: or with nothing, gives two intents the same key.
-JOINED_BY = ("_", "-", "")
+#: Characters real ids contain (INV-2026-0042, Cus_AbC, billing.eu, shop/eu, 'INV 7'): a
+#: key joined with one of them, or with nothing, gives two intents the same key.
+JOINED_BY = ("_", "-", "", ".", "/", " ")
 
 
 def _run_together(rng: random.Random) -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:
-    """Pairs of intents whose parts a key joined with ``_``, ``-`` or nothing runs together."""
+    """Pairs of intents whose parts a key joined with a ``JOINED_BY`` character runs together."""
     pairs = []
     for sep in JOINED_BY:
         a, b, c = ("".join(rng.choices(string.ascii_letters, k=rng.randint(2, 6))) for _n in "abc")
@@ -520,6 +525,8 @@ ODD_KEYS = [
     # A long key, as real ids and actions make them: a message that shows only its first
     # characters does not name it.
     "billing:INV-2026-000000042:charge-and-capture:v12",
+    # Longer than the 60, 64, 80 or 100 characters a message cut with '...' keeps.
+    "erp:order-2026-12-04-" + "0" * 120 + "42:sync-with-warehouse:v3",
 ]
 
 

@@ -7,6 +7,7 @@ after each of its file calls while the holder dies or lets go (``newcomer_race``
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import contextlib
 import fcntl
@@ -122,13 +123,31 @@ _GAPS: list[tuple[Any, str]] = [
 ]
 
 
-def _holds(values: MutableMapping[str, Any], path: str, fd: int, until: int | None) -> None:
-    """Take the lock and say so; keep it until killed, or until ``until`` is readable."""
+def _holds(
+    values: MutableMapping[str, Any], path: str, fd: int, until: int | None, exits: bool = False
+) -> None:
+    """Take the lock and say so; keep it until killed, or until ``until`` is readable.
+
+    ``exits``: once out of the block, run the exit handlers the lock registered with
+    ``atexit`` before saying "released", as a job that ends normally runs them (a
+    forked child leaves by ``os._exit``, which skips them).
+    """
     tell = REAL_WRITE  # in a newcomer os.write is wrapped: tell the parent with the real one
+    handlers: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
+
+    def register(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[..., Any]:
+        handlers.append((func, args, kwargs))
+        return func
+
+    if exits:
+        atexit.register = register  # type: ignore[assignment]  # in this child only
     try:
         with need(values, "single_instance")(path):
             tell(fd, b"held\n")
             select.select([until] if until is not None else [], [], [], 30.0)
+        for func, args, kwargs in reversed(handlers):
+            with contextlib.suppress(Exception):
+                func(*args, **kwargs)
         tell(fd, b"released\n")
     except BaseException as exc:  # noqa: BLE001 - told to the parent
         name = type(exc).__name__
@@ -192,7 +211,7 @@ def _one_race(values: MutableMapping[str, Any], path: str, event: str, stop: int
         for fd in (release_r, release_w, go_r, go_w):
             stack.callback(os.close, fd)
         holder_pid, holder_fd = stack.enter_context(
-            child(lambda fd: _holds(values, path, fd, release_r))
+            child(lambda fd: _holds(values, path, fd, release_r, exits=event == "released"))
         )
         holder = Said(holder_fd)
         run["holder"] = holder.next()
