@@ -10,8 +10,11 @@ checks the zoo as a whole.
 from __future__ import annotations
 
 import pytest
-from gradingkit import assert_severe
+from gradingkit import HIDDEN, assert_severe, with_override
 from zoograding import in_process_test
+
+from labkit.grading import catalog
+from labkit.grading.checks import CheckStatus, Namespace, run_check
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
@@ -1677,6 +1680,84 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    (
+        "ex03",
+        "a due pending job claimed only below max_attempts (stuck when put back by hand)",
+        "retried_jobs_run_again",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " ((state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now))"
+                " AND (state <> 'pending' OR attempt < max_attempts)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "the claim clears last_error (a fresh run forgets why the last one failed)",
+        "claims_one_ready_job",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now, last_error = NULL"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " ((state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now))"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "the claim resets redrives to 0 (a redriven job's count starts over)",
+        "claims_one_ready_job",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now, redrives = 0"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " ((state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now))"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "an expired lease reclaimed with run_after = now (when the job was due is lost)",
+        "claims_one_ready_job",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now,"
+                " run_after = CASE WHEN state = 'running' THEN :now ELSE run_after END"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " ((state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now))"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 
@@ -1820,6 +1901,16 @@ SAYS: dict[str, str] = {
     "lease_s capped at an hour (min(lease_s, 3600): a day-long lease cut short)": (
         "lease_s=86400.0"
     ),
+    "a due pending job claimed only below max_attempts (stuck when put back by hand)": (
+        "put back by hand after its runs"
+    ),
+    "the claim clears last_error (a fresh run forgets why the last one failed)": (
+        "last_error 'SMTP 451'"
+    ),
+    "the claim resets redrives to 0 (a redriven job's count starts over)": "redrives 1",
+    "an expired lease reclaimed with run_after = now (when the job was due is lost)": (
+        "its run_after still 42.5"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -1860,6 +1951,7 @@ SEVERE = [
     "an expired lease claimed with max_attempts + 1 (a crash costs no attempt)",
     "the ready job chosen among the first 500 rows only (a page of the table)",
     "lease_s capped at an hour (min(lease_s, 3600): a day-long lease cut short)",
+    "a due pending job claimed only below max_attempts (stuck when put back by hand)",
 ]
 
 
@@ -1871,3 +1963,61 @@ def test_a_severe_mistake_costs_at_least_half_the_points(mistake: str) -> None:
     # Its entry's test proves the named check fails; a severe check's failure is capped.
     [(exercise, check)] = [(e, c) for e, m, c, _ in ZOO if m == mistake]
     assert_severe(exercise, mistake, check)
+
+
+_CLAIM_SQL = (
+    "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+    " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+    " updated_at = :now WHERE id {pick} RETURNING *"
+)
+_READY = (
+    "SELECT id FROM jobs WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+    " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1"
+)
+
+
+def _claim_with(sql: str) -> str:
+    return (
+        "def claim(conn, worker, now, lease_s):\n"
+        f"    row = conn.execute({sql!r},\n"
+        "        {'worker': worker, 'now': now, 'lease_s': lease_s}).fetchone()\n"
+        "    return None if row is None else dict(row)\n"
+    )
+
+
+#: Right solutions written otherwise, each with a check that once took its points.
+RIGHT: list[tuple[str, str, str]] = [
+    (
+        "one UPDATE ... RETURNING after a comment line",
+        "claim_is_one_statement",
+        _claim_with(
+            "-- take the job due first, in one statement\n"
+            + _CLAIM_SQL.format(pick=f"= ({_READY})")
+        ),
+    ),
+    (
+        "one UPDATE ... RETURNING whose choice is a CTE (WITH next AS (SELECT ...) UPDATE)",
+        "claim_is_one_statement",
+        _claim_with(f"WITH next AS ({_READY}) " + _CLAIM_SQL.format(pick="IN next")),
+    ),
+    (
+        "the UPDATE run on conn.cursor(), the row read with cur.fetchone(), then cur.close()",
+        "claims_one_ready_job",
+        "def claim(conn, worker, now, lease_s):\n"
+        "    cur = conn.cursor()\n"
+        f"    cur.execute({_CLAIM_SQL.format(pick=f'= ({_READY})')!r},\n"
+        "        {'worker': worker, 'now': now, 'lease_s': lease_s})\n"
+        "    row = cur.fetchone()\n"
+        "    cur.close()\n"
+        "    return None if row is None else dict(row)\n",
+    ),
+]
+
+
+@pytest.mark.parametrize(("way", "check", "source"), RIGHT, ids=[w for w, *_ in RIGHT])
+def test_a_right_solution_written_otherwise_keeps_the_points(
+    way: str, check: str, source: str
+) -> None:
+    [named] = [c for c in catalog.all_checks("ex03", HIDDEN) if c.name == check]
+    got = run_check(named, Namespace(with_override("ex03", source)))
+    assert got.status == CheckStatus.PASSED, (way, got.expected, got.got)

@@ -18,7 +18,9 @@ from labkit.lang import _
 )
 def claims_one_ready_job(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        job_id = add_job(conn, "mail:1:send:v1", run_after=42.5)
+        # Put back by hand after it failed: its last error and its redrive stay on the row.
+        job_id = add_job(conn, "mail:1:send:v1", run_after=42.5, last_error="SMTP 451")
+        conn.execute("UPDATE jobs SET redrives = 1 WHERE id = ?", (job_id,))
         got = _claim(ns, path, "w1", 100.0, 30.0)
         expect(got is not None, "the pending job", "None")
         expect(
@@ -48,8 +50,27 @@ def claims_one_ready_job(ns: Namespace) -> None:
             _("run_after left as it was, 42.5 (when the job was due; a claim does not set it)"),
             f"run_after={stored['run_after']}",
         )
+        expect(
+            stored["last_error"] == "SMTP 451" and stored["redrives"] == 1,
+            _(
+                "last_error 'SMTP 451' and redrives 1 left as they were (a claim sets only "
+                "state, attempt, the lease and updated_at)"
+            ),
+            f"last_error={stored['last_error']!r}, redrives={stored['redrives']!r}",
+        )
         again = _claim(ns, path, "w2", 100.0, 30.0)
         expect(again is None, "None when nothing else is ready (w1 holds the only job)", again)
+        # w1 died: its lease ended at 130, and the job is taken over, still due when it was.
+        _claim(ns, path, "w2", 200.0, 30.0)
+        stored = _job(conn, job_id)
+        expect(
+            stored["lease_owner"] == "w2" and stored["run_after"] == 42.5,
+            _(
+                "at 200, after w1's lease ended at 130, the job leased to w2, its run_after "
+                "still 42.5"
+            ),
+            f"lease_owner={stored['lease_owner']!r}, run_after={stored['run_after']}",
+        )
 
 
 #: A worker name as hosts and pools make them: capitals, a quote, a non-ASCII letter, '%'

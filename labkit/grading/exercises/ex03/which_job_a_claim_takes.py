@@ -4,6 +4,7 @@ a time), retried jobs again, a job due exactly now, and generated tables."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -82,15 +83,27 @@ def claim_is_one_statement(ns: Namespace) -> None:
         add_job(conn, "mail:1:send:v1")
         statements = ns.harness(HARNESS + "claim", str(path), "w1", 100.0, 30.0)["statements"]
         expect(
-            len(statements) == 1
-            and statements[0].upper().startswith("UPDATE")
-            and "RETURNING" in statements[0].upper(),
+            len(statements) == 1 and _is_update_returning(statements[0]),
             "exactly one statement, UPDATE ... RETURNING",
             _("{count} statement(s): {statements}").format(
                 count=len(statements),
                 statements="; ".join(s.split()[0].upper() for s in statements),
             ),
         )
+
+
+#: A statement that comments before its UPDATE (``-- take the next job``), or names its
+#: choice first (``WITH next AS (SELECT ...) UPDATE ...``), is still one UPDATE: the
+#: statement arrives with its lines joined, so a comment is skipped by what follows it.
+_UPDATE_RETURNING = re.compile(
+    r"^(?:/\*.*?\*/\s*|--.*?(?=\bUPDATE\b)|WITH\b.*?(?=\bUPDATE\b))*"
+    r"UPDATE\b.*\bRETURNING\b",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def _is_update_returning(statement: str) -> bool:
+    return bool(_UPDATE_RETURNING.match(statement.strip()))
 
 
 @CHECKS.add(
@@ -291,6 +304,21 @@ def retried_jobs_run_again(ns: Namespace) -> None:
                 "claim does not read attempt or max_attempts: a due retry_wait job is "
                 "ready whatever its attempt, or it stays in retry_wait forever, neither "
                 "run nor dead"
+            ),
+        )
+        # A job put back to pending by hand keeps its attempt: ready all the same.
+        again = add_job(conn, "mail:12:send:v1", attempt=3, max_attempts=3, run_after=60.0)
+        got = _claim(ns, path, "w1", 100.0, 30.0)
+        expect(
+            got is not None and got.get("id") == again,
+            _(
+                "job {job_id} claimed at 100 next (pending, due at 60, attempt 3 of "
+                "max_attempts 3: put back by hand after its runs)"
+            ).format(job_id=again),
+            "None" if got is None else _("job {job_id}").format(job_id=got.get("id")),
+            _(
+                "claim does not read attempt or max_attempts: a due pending job is ready "
+                "whatever its attempt, or it stays pending forever"
             ),
         )
 
