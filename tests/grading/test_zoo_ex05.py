@@ -1174,6 +1174,32 @@ ZOO: list[tuple[str, str, str, str]] = [
                 raise
     """,
     ),
+    (
+        "ex05",
+        "an Idempotency-Key cut to 255 characters (a payment API's limit)",
+        "every_invoice_is_charged_once",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=job.key[:255])
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark kept under the key cut to 255 characters (VARCHAR(255))",
+        "every_entry_is_posted_once",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key[:255]) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key[:255], "done")
+            return reply
+    """,
+    ),
 ]
 
 
@@ -1310,6 +1336,10 @@ SAYS: dict[str, str] = {
     ),
     "a lost reply answered with a reply of its own after payments.find": (
         "after its first reply was lost"
+    ),
+    "an Idempotency-Key cut to 255 characters (a payment API's limit)": "one charge per invoice",
+    "the ledger mark kept under the key cut to 255 characters (VARCHAR(255))": (
+        "one ledger entry per job"
     ),
 }
 

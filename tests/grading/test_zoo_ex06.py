@@ -1214,6 +1214,100 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex06",
+        "dead_letter lets any caller bury a job whose lease ran out (OR lease_until < :now)",
+        "dead_letter_is_fenced",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            # a lease that ran out is no one's: whoever notices may bury the job
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running'"
+                " AND (lease_token = :token OR lease_until < :now) RETURNING id",
+                {"id": job_id, "token": token, "reason": reason,
+                 "error": describe(error), "now": now}).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "attempt reset only for jobs that used up their attempts",
+        "redrive_gives_a_fresh_start",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [row["id"] for row in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"limit": limit, "kind": kind})]
+                if not dry_run:
+                    # a job that died of a permanent error still has attempts left
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending',"
+                        " attempt = CASE WHEN attempt >= max_attempts THEN 0 ELSE attempt END,"
+                        " run_after = :now, dead_reason = NULL, redrives = redrives + 1,"
+                        " updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "last_error kept when already set (COALESCE: the first attempt's error stays)",
+        "dead_letter_records_the_reason",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason,"
+                " last_error = COALESCE(last_error, :error),"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason,
+                 "error": describe(error), "now": now}).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "the error redacted only when it mentions a password, a token or a secret",
+        "dead_letter_hides_secrets",
+        """
+        _reference_dead_letter = dead_letter
+        def dead_letter(conn, job_id, token, reason, error, now):
+            text = str(error)
+            if any(w in text.lower() for w in ("password", "token", "secret")):
+                return _reference_dead_letter(conn, job_id, token, reason, error, now)
+            # nothing secret in it: keep the message as it is, easier to read
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "now": now,
+                 "error": f"{type(error).__name__}: {text}"}).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "the kind lower-cased before it is compared",
+        "redrive_filters_by_kind",
+        """
+        _reference_redrive = redrive
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            # kinds are names: forgive an operator's capitals
+            return _reference_redrive(conn, limit=limit, now=now,
+                                      kind=kind.lower() if kind else kind, dry_run=dry_run)
+    """,
+    ),
+    (
+        "ex06",
         "the limit checked after BEGIN IMMEDIATE (the refusal leaves it open)",
         "leaves_no_transaction_open",
         """
@@ -2175,6 +2269,19 @@ SAYS: dict[str, str] = {
     "the ids returned newest first": "on jobs",
     "kind compared with COLLATE NOCASE": "kind='mail_digest' among kinds",
     "the kind stripped of spaces before it is compared": "a space at the end",
+    "the kind lower-cased before it is compared": "a capital is a character too",
+    "dead_letter lets any caller bury a job whose lease ran out (OR lease_until < :now)": (
+        "its holder's lease run out"
+    ),
+    "attempt reset only for jobs that used up their attempts": (
+        "a fresh start whatever attempt it died at"
+    ),
+    "last_error kept when already set (COALESCE: the first attempt's error stays)": (
+        "'ValueError: no such customer'"
+    ),
+    "the error redacted only when it mentions a password, a token or a secret": (
+        "though no word in the message says 'password'"
+    ),
     "the limit checked after BEGIN IMMEDIATE (the refusal leaves it open)": (
         "no transaction left open when redrive(limit=0"
     ),

@@ -182,11 +182,12 @@ def invoices(kind: str, rng: random.Random) -> tuple[tuple[str, dict[str, Any], 
 
     One customer billed the same amount in two months (a key built from the payload
     makes the second look like a repeat), two keys that differ only after their first
-    30 characters, two long ones that differ only after their first 100 (a truncated
-    key), two longer ones that differ only in their first characters (a key cut to its
-    end), a customer whose name starts another's, and names with ``_``, capitals and
-    non-ASCII: two customers whose names differ only in case, and two only in an accent
-    (a key lower-cased or folded to ASCII makes one look like a repeat of the other).
+    30 characters, two long ones that differ only after their first 300 (a key
+    truncated, even to 255), two longer ones that differ only in their first characters
+    (a key cut to its end), a customer whose name starts another's, and names with
+    ``_``, capitals and non-ASCII: two customers whose names differ only in case, and
+    two only in an accent (a key lower-cased or folded to ASCII makes one look like a
+    repeat of the other).
     The ledger's jobs end with a credit note: a negative amount, posted as it is.
     """
     base = rng.choice(["cus_Ana", "cus_ana_1", "Cus_42", "cus_joão", "cus_Zoë"])
@@ -205,7 +206,9 @@ def invoices(kind: str, rng: random.Random) -> tuple[tuple[str, dict[str, Any], 
     rows.append((shout, amount, f"{stem.replace(base, shout)}:{kind}:v1"))
     accented, plain = rng.choice([("cus_joão", "cus_joao"), ("cus_Zoë", "cus_Zoe")])
     rows += [(name, amount, f"{stem.replace(base, name)}:{kind}:v3") for name in (accented, plain)]
-    lines = "/".join(f"line-{n:02d}" for n in range(10))
+    # Long enough that they differ only after their first 300 characters: a key cut to
+    # 255 (the limit of some payment APIs) makes the second look like a repeat too.
+    lines = "/".join(f"line-{n:02d}" for n in range(38))
     rows += [(base, amount, f"{stem}:{kind}:{lines}:part-{n}") for n in (1, 2)]
     # Two keys that differ only at their start (the region), with the same 280 characters
     # after it: a key cut to its last 255 characters (the end is where keys differ,

@@ -29,6 +29,9 @@ from labkit.lang import _
 def dead_letter_records_the_reason(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         job_id = add_running(conn)
+        # Its first attempt failed too: the error that buries it replaces that one
+        # (COALESCE(last_error, :error) would keep the first attempt's error).
+        conn.execute("UPDATE jobs SET last_error = 'TimeoutError: slow' WHERE id = ?", (job_id,))
         ok = bury(
             ns,
             path,
@@ -180,6 +183,25 @@ def dead_letter_hides_secrets(ns: Namespace) -> None:
             repr(stored),
         )
         _no_secret_in_any_column(row, secrets)
+    # A password in a URL, and no word around it that says so: a redaction kept for
+    # messages that mention a password, a token or a secret lets this one through.
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        error = {
+            "type": "ConnectionError",
+            "message": "could not connect to postgres://app:Tr0ub4dor@db.internal:5432/erp",
+        }
+        bury(ns, path, job_id, "tok-1", "permanent error", error, NOW)
+        stored = row_of(conn, job_id)["last_error"] or ""
+        expect(
+            "Tr0ub4dor" not in stored and bool(stored),
+            _(
+                "the error stored with the password in its URL redacted, though no word in "
+                "the message says 'password' (describe every error, not only the ones that "
+                "look secret)"
+            ),
+            repr(stored),
+        )
 
 
 def _no_secret_in_any_column(row: dict[str, Any], secrets: tuple[str, ...]) -> None:
@@ -229,6 +251,24 @@ def dead_letter_is_fenced(ns: Namespace) -> None:
             _("{said}; state {state}").format(said=it_said(result), state=after["state"]),
             "lease_token = :token is never true for a NULL token: no way in for None, a "
             "caller without the lease buries nothing",
+        )
+        # The holder's lease has run out and no one has taken the job yet: it is still
+        # the holder's, and a stale token buries nothing ("OR lease_until < :now" does).
+        conn.execute(
+            "UPDATE jobs SET lease_until = :t WHERE id = :id", {"t": NOW - 1, "id": job_id}
+        )
+        expired = row_of(conn, job_id)
+        ok = bury(ns, path, job_id, "stale-token", "permanent error", {"type": "ValueError"}, NOW)
+        expect(
+            not ok and row_of(conn, job_id) == expired,
+            _(
+                "False and job {job_id} unchanged for a stale token, its holder's lease run "
+                "out (the token is the fence, not the clock)"
+            ).format(job_id=job_id),
+            _("{said}; state {state}").format(
+                said=_("returned {value}").format(value=repr(ok)),
+                state=row_of(conn, job_id)["state"],
+            ),
         )
     # The lease runs out and another worker takes the job while the dead letter runs: a
     # token read first and compared in Python is stale by the time the UPDATE lands.

@@ -159,10 +159,16 @@ def redrive_only_dead_jobs(ns: Namespace) -> None:
 )
 def redrive_gives_a_fresh_start(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        [job_id] = add_dead(conn, 1)
+        job_id, early = add_dead(conn, 2)
         # Its own budget (not the default 3): the redrive resets the attempts, not the budget.
         conn.execute("UPDATE jobs SET max_attempts = 5, attempt = 5 WHERE id = :id", {"id": job_id})
-        redrive(ns, path, limit=1, now=NOW)
+        # Buried by a permanent error at its first attempt: it starts over too.
+        conn.execute(
+            "UPDATE jobs SET max_attempts = 5, attempt = 1, dead_reason = 'permanent error' "
+            "WHERE id = :id",
+            {"id": early},
+        )
+        redrive(ns, path, limit=2, now=NOW)
         job = row_of(conn, job_id)
         want = {
             "attempt": 0,
@@ -175,6 +181,15 @@ def redrive_gives_a_fresh_start(ns: Namespace) -> None:
         }
         got = {k: job[k] for k in want}
         expect(got == want, str(want), str(got))
+        first = {k: row_of(conn, early)[k] for k in ("state", "attempt", "dead_reason")}
+        expect(
+            first == {"state": "pending", "attempt": 0, "dead_reason": None},
+            _(
+                "attempt 0 for job {job_id}, buried by a permanent error at attempt 1 of 5: "
+                "a fresh start whatever attempt it died at"
+            ).format(job_id=early),
+            str(first),
+        )
 
 
 @CHECKS.add(1, "dry_run=True returns the ids it would redrive and changes nothing")
@@ -288,4 +303,16 @@ def redrive_filters_by_kind(ns: Namespace) -> None:
             list(empty) == [] and all(row_of(conn, i)["state"] == "dead" for i in others),
             "nothing redriven for kind='' (no job has that kind; only None means every kind)",
             _("returned {ids}").format(ids=list(empty)),
+        )
+        # A capital is a character too: kind.lower() would find 'mail_digest' (already
+        # redriven above) and leave the 'Mail_Digest' job dead.
+        capital = redrive(ns, path, limit=10, now=NOW, kind="Mail_Digest")
+        expect(
+            list(capital) == [ids["Mail_Digest"]],
+            _(
+                "only job {job_id} (kind {kind}) redriven for kind={kind} among kinds "
+                "{kinds}: a capital is a character too"
+            ).format(job_id=ids["Mail_Digest"], kind=repr("Mail_Digest"), kinds=kinds),
+            _("returned {ids}").format(ids=list(capital)),
+            "compare the kind as it is given: no strip(), no lower()",
         )
