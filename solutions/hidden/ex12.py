@@ -526,25 +526,27 @@ def due_slots_works_back_from_now(ns: Namespace) -> None:
 )
 def each_tick_reads_the_table_again(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        nows = [T0 + 5, T0 + 5 * HOUR + 5]
+        nows = [T0 + 5, T0 + 5 * HOUR + 5, T0 + 6 * HOUR + 5]
         got = ns.harness(
             HARNESS + "tick_beside_another", str(path), "ledger", HOUR, T0, nows, T0 + 4 * HOUR
         )
         said = [g["returned"] if "returned" in g else raised_text(g) for g in got]
-        want = [[reference_key("ledger", T0)], [reference_key("ledger", T0 + 5 * HOUR)]]
+        want = [[reference_key("ledger", T0 + k * HOUR)] for k in (0, 5, 6)]
         expect(
             [in_slot_order(s) for s in said] == want,
             _(
                 "a tick at 00:00:05 to create {first}; another scheduler then fires 04:00 "
-                "alone; the same scheduler, on a new connection, ticks at 05:00:05 and "
-                "creates only {second}"
-            ).format(first=want[0], second=want[1]),
-            _("created {first}, then {second}").format(
-                first=short_repr(said[0], 150), second=short_repr(said[1], 150)
+                "alone; the same scheduler, on the same connection, ticks at 05:00:05 and "
+                "creates only {second}, then, on a new connection, at 06:00:05 only {third}"
+            ).format(first=want[0], second=want[1], third=want[2]),
+            _("created {first}, then {second}, then {third}").format(
+                first=short_repr(said[0], 150),
+                second=short_repr(said[1], 150),
+                third=short_repr(said[2], 150),
             ),
             _(
                 "read the newest key with the prefix from the table at the start of every "
-                "tick, through the conn you are given: no dict or global of what this "
-                "scheduler fired, no connection kept from an earlier call"
+                "tick, through the conn you are given: no dict, global or cache of what this "
+                "scheduler fired or read, no connection kept from an earlier call"
             ),
         )

@@ -402,6 +402,25 @@ ZOO: list[tuple[str, str, str, str]] = [
     """,
     ),
     (
+        # A timeout of minutes on the trial: the old scene waited 90 s only.
+        "ex07",
+        "a trial with no result for five minutes is given up (a fixed trial timeout)",
+        "half_open_allows_one_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            TRIAL_TIMEOUT_S = 300.0
+            def allow(self):
+                if (self.state == "half_open" and self.trial_out
+                        and self.clock.now() >= self.trial_at + self.TRIAL_TIMEOUT_S):
+                    self.trial_out = False
+                ok = super().allow()
+                if ok and self.state == "half_open":
+                    self.trial_at = self.clock.now()
+                return ok
+    """,
+    ),
+    (
         "ex07",
         "the opening time kept on the class, shared by every breaker",
         "breakers_keep_their_own_times",
@@ -992,6 +1011,9 @@ SAYS: dict[str, str] = {
     "a failed trial's new cooldown counted from the end of the old one": "after its failure",
     "a trial with no result for a cooldown is given up: a second trial goes out": (
         "its result is not recorded yet"
+    ),
+    "a trial with no result for five minutes is given up (a fixed trial timeout)": (
+        "a day into the trial still"
     ),
     "the opening time kept on the class, shared by every breaker": "still refuses",
     "the trial flag kept on the class, one trial for every breaker": "its own trial",

@@ -1208,6 +1208,55 @@ ZOO: list[tuple[str, str, str, str]] = [
             return _ref_tick(_CONN, schedule, period_s, since, now, catch_up)
         """,
     ),
+    (
+        # The second tick of the old scene ran on a new connection: a cache per connection
+        # read the table afresh there.
+        "ex12",
+        "tick caches what fired per connection (functools.cache on (conn, schedule))",
+        "each_tick_reads_the_table_again",
+        """
+        import functools
+        from datetime import UTC, datetime
+        @functools.cache
+        def _last_fired(conn, schedule):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            if row[0] is None:
+                return None
+            fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+            return fired.replace(tzinfo=UTC).timestamp()
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            created = []
+            for slot in due_slots(period_s, _last_fired(conn, schedule), since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES"
+                    " (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # "50%_off" stays as it is in glibc's strftime ('%_o' is no directive); '%d' is one.
+        "ex12",
+        "slot_key puts the name into the strftime format ('%d' in a name becomes the day)",
+        "slot_key_names_the_slot",
+        """
+        from datetime import UTC, datetime
+        def slot_key(schedule, fire_time):
+            if not schedule or ":" in schedule:
+                raise ValueError(f"bad schedule name {schedule!r}")
+            return datetime.fromtimestamp(fire_time, UTC).strftime(
+                f"schedule:{schedule}:%Y-%m-%dT%H:%M:%SZ"
+            )
+        """,
+    ),
 ]
 
 
@@ -1306,6 +1355,12 @@ SAYS: dict[str, str] = {
     "tick keeps the first connection it was given in a global (fails after a reconnect)": (
         "on a new connection"
     ),
+    "tick caches what fired per connection (functools.cache on (conn, schedule))": (
+        "on the same connection, ticks at 05:00:05"
+    ),
+    "slot_key puts the name into the strftime format ('%d' in a name becomes the day)": (
+        "100%daily"
+    ),
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
@@ -1348,6 +1403,8 @@ MINOR = [
     # Slow or out of memory only where a schedule's since is far back and its period short.
     "due_slots builds list(range(...)) of every slot since 'since', then filters it",
     "due_slots walks forward from since to now, keeping the slots after last",
+    # A wrong key for a name with '%' in it, the same on every scheduler: nothing twice.
+    "slot_key puts the name into the strftime format ('%d' in a name becomes the day)",
 ]
 
 

@@ -132,16 +132,23 @@ def half_open_allows_one_trial(ns: Namespace) -> None:
         ns,
         [["advance", 30.0], ["allow", 0], ["state", 0]]
         + [["allow", 0]] * 3
-        + [["advance", 90.0], ["allow", 0]],
+        + [["advance", 90.0], ["allow", 0], ["advance", 86400.0], ["allow", 0]],
     )
     expect(out[1] is True, "allow() True once the 30 s cooldown passed (exactly 30 s)", out[1])
     expect(out[2] == "half_open", "state 'half_open' during the trial", out[2])
     expect(out[3:6] == [False] * 3, "allow() False for the callers behind the trial", out[3:6])
-    # No timeout on the trial: until its result is recorded, nobody else goes.
+    # No timeout on the trial: until its result is recorded, nobody else goes (a timeout of
+    # a few cooldowns, or of minutes, shows at 90 s or a day later).
     expect(
         out[7] is False,
         "allow() False 90 s into the trial still: its result is not recorded yet",
         out[7],
+    )
+    expect(
+        out[9] is False,
+        _("allow() False a day into the trial still: its result is not recorded yet"),
+        out[9],
+        _("no timeout on the trial: only its record_success() or record_failure() ends it"),
     )
 
 

@@ -199,25 +199,30 @@ def tick_beside_another(
     nows: list[float],
     fired: float,
 ) -> list[dict[str, Any]]:
-    """Two ticks (``catch_up="all"``) of one scheduler in one process, at ``nows[0]`` and
-    ``nows[1]``; between them another scheduler fires the slot ``fired`` alone (a
-    'latest' catch-up) and this one reconnects (its first connection closed). Both
-    outcomes: a scheduler that remembers what it fired, instead of reading the table,
-    fills the gap the other left; one that keeps its first connection fails on it."""
+    """Three ticks (``catch_up="all"``) of one scheduler in one process, at ``nows[0]``,
+    ``nows[1]`` and ``nows[2]``; after the first, another scheduler fires the slot
+    ``fired`` alone (a 'latest' catch-up). The second tick runs on the same connection
+    (and the same object) as the first, as a scheduler's long-lived connection; before the
+    third it reconnects (its first connection closed). The three outcomes: a scheduler
+    that remembers what it fired, or caches what it read per connection, instead of
+    reading the table, fills the gap the other left; one that keeps its first connection
+    fails on the new one."""
     args = (schedule, period_s, since)
     with fresh_state(values):
         conn = connect(path)
         try:
-            first = outcome(values["tick"], Watched(conn), *args, nows[0], "all")
+            watched = Watched(conn)
+            first = outcome(values["tick"], watched, *args, nows[0], "all")
             add_job(conn, reference_key(schedule, fired), kind=schedule, run_after=fired)
+            second = outcome(values["tick"], watched, *args, nows[1], "all")
         finally:
             conn.close()
         conn = connect(path)
         try:
-            second = outcome(values["tick"], Watched(conn), *args, nows[1], "all")
+            third = outcome(values["tick"], Watched(conn), *args, nows[2], "all")
         finally:
             conn.close()
-    return [first, second]
+    return [first, second, third]
 
 
 class _LockedOnce(Watched):
