@@ -184,8 +184,9 @@ def _processed_keys(run: Ex08Run) -> set[str]:
 
 def _watch_claim_settings(run: Ex08Run) -> None:
     """Have every insert into ``processed`` (the claim) and ``charges`` (the charge) note,
-    in the inserting session, the table and the timeouts it runs under (a row committed
-    with the task's transaction, or not at all)."""
+    in the inserting session, the table and the timeouts it runs under, and at its COMMIT
+    the synchronous_commit it commits under (rows committed with the task's transaction,
+    or not at all)."""
     from psycopg import sql
 
     schema = sql.Identifier(run.config.schema)
@@ -193,15 +194,25 @@ def _watch_claim_settings(run: Ex08Run) -> None:
         conn.execute(
             sql.SQL(
                 "CREATE TABLE {s}.labkit_claim_settings "
-                "(tbl TEXT, lock_timeout TEXT, statement_timeout TEXT)"
+                "(tbl TEXT, lock_timeout TEXT, statement_timeout TEXT, synchronous_commit TEXT)"
             ).format(s=schema)
         )
         conn.execute(
             sql.SQL(
                 "CREATE FUNCTION {s}.labkit_note_claim() RETURNS trigger LANGUAGE plpgsql AS $$ "
                 "BEGIN INSERT INTO {s}.labkit_claim_settings VALUES (TG_TABLE_NAME, "
-                "current_setting('lock_timeout'), current_setting('statement_timeout')); "
+                "current_setting('lock_timeout'), current_setting('statement_timeout'), "
+                "current_setting('synchronous_commit')); "
                 "RETURN NEW; END $$"
+            ).format(s=schema)
+        )
+        # Deferred: it runs at the COMMIT, under the settings the COMMIT runs under.
+        conn.execute(
+            sql.SQL(
+                "CREATE FUNCTION {s}.labkit_note_commit() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN INSERT INTO {s}.labkit_claim_settings VALUES (TG_TABLE_NAME || "
+                "'@commit', '0', '0', current_setting('synchronous_commit')); RETURN NULL; "
+                "END $$"
             ).format(s=schema)
         )
         for table in ("processed", "charges"):
@@ -209,6 +220,13 @@ def _watch_claim_settings(run: Ex08Run) -> None:
                 sql.SQL(
                     "CREATE TRIGGER labkit_note_claim BEFORE INSERT ON {s}.{t} "
                     "FOR EACH ROW EXECUTE FUNCTION {s}.labkit_note_claim()"
+                ).format(s=schema, t=sql.Identifier(table))
+            )
+            conn.execute(
+                sql.SQL(
+                    "CREATE CONSTRAINT TRIGGER labkit_note_commit AFTER INSERT ON {s}.{t} "
+                    "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW "
+                    "EXECUTE FUNCTION {s}.labkit_note_commit()"
                 ).format(s=schema, t=sql.Identifier(table))
             )
 
@@ -228,6 +246,21 @@ def _claim_timeouts(run: Ex08Run, table: str = "processed") -> list[str]:
             if str(row[name]) != "0" and f"{name} = {row[name]}" not in found:
                 found.append(f"{name} = {row[name]}")
     return found
+
+
+def _commits_not_durable(run: Ex08Run) -> list[str]:
+    """The tables (``processed``, ``charges``) whose inserts the task committed under
+    ``synchronous_commit = off`` where the server's own setting is not off: its COMMIT
+    returns, and the task is acknowledged, before the rows are on disk."""
+    with pg(run.config) as conn:
+        server = conn.execute("SELECT current_setting('synchronous_commit') AS sc").fetchone()
+        rows = conn.execute(
+            "SELECT DISTINCT split_part(tbl, '@', 1) AS tbl FROM labkit_claim_settings "
+            "WHERE tbl LIKE '%@commit' AND synchronous_commit = 'off' ORDER BY 1"
+        ).fetchall()
+    if server is None or server["sc"] == "off":
+        return []
+    return [str(row["tbl"]) for row in rows]
 
 
 def _terminate(backends: list[int], run: Ex08Run) -> None:
@@ -378,6 +411,21 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
                 "no lock_timeout or statement_timeout anywhere in the task's transaction, "
                 "even after the claim: a charge whose wait outlasts it fails and is "
                 "acknowledged, its claim rolls back with it, and nobody charges that key"
+            ),
+        )
+        # A COMMIT that returns before its rows reach the disk: when PostgreSQL crashes
+        # a moment later, the charge is gone, and the task was acknowledged already.
+        lazy = _commits_not_durable(run)
+        expect(
+            not lazy,
+            _("the charge and its dedup record on disk when the task's COMMIT returns"),
+            _("the task committed {tables} under synchronous_commit = off").format(
+                tables=", ".join(lazy)
+            ),
+            _(
+                "no synchronous_commit = off for the charge: its COMMIT returns before the "
+                "rows are on disk, the task is acknowledged, and a PostgreSQL crash a moment "
+                "later loses the charge for good"
             ),
         )
         # The other way round: a charge the database refuses (beyond INTEGER) must take

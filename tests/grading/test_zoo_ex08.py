@@ -787,6 +787,31 @@ ZOO = [
         "worker_starts_and_charges_once",
     ),
     (
+        # "Faster commits": COMMIT returns before the WAL is on disk, the task is
+        # acknowledged, and a PostgreSQL crash a moment later loses the charge.
+        "SET LOCAL synchronous_commit = off in the charge's transaction",
+        _replace(
+            REFERENCE_BODY_START,
+            REFERENCE_BODY_START + '        conn.execute("SET LOCAL synchronous_commit = off")\n',
+        ),
+        "dedup_commits_with_the_charge",
+        "on disk when the task's COMMIT returns",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # The same, set after the inserts: what matters is the setting the COMMIT runs under.
+        "synchronous_commit = off set just before the COMMIT",
+        _replace(
+            REFERENCE_CHARGE_ARGS + "\n        )\n",
+            REFERENCE_CHARGE_ARGS
+            + "\n        )\n"
+            + '        conn.execute("SET LOCAL synchronous_commit = off")\n',
+        ),
+        "dedup_commits_with_the_charge",
+        "on disk when the task's COMMIT returns",
+        "worker_killed_after_the_commit",
+    ),
+    (
         "the dedup record is customer:key, not the key",
         _replace(
             REFERENCE_CLAIM_ARGS,

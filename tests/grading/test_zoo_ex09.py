@@ -702,6 +702,67 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
             )
         ],
     ),
+    (
+        # Harmless on a quiet stream; on a busy one an entry another consumer still holds
+        # falls more than 1000 entries behind and is trimmed away unapplied.
+        "trims the stream to about its last 1000 entries after each XACK (MAXLEN ~ 1000)",
+        "the_delivery_count_is_the_entrys_own",
+        [
+            (
+                "            applied += 0 if done_before else 1\n",
+                "            applied += 0 if done_before else 1\n"
+                "            r.xtrim(stream, maxlen=1000, approximate=True)\n",
+            )
+        ],
+    ),
+    (
+        # A dead-letter stream nobody has replayed for a while loses its oldest letters.
+        "the dead-letter stream capped at about 1000 entries (XADD MAXLEN ~ 1000)",
+        "a_backlog_of_hundreds_is_applied_once_each",
+        [
+            (
+                '                pipe.xadd(dead, {"key"',
+                '                pipe.xadd(dead, maxlen=1000, approximate=True, fields={"key"',
+            )
+        ],
+    ),
+    (
+        # Keys in another script lose every letter: "заказ:x" and "склад:x" share a record.
+        "the done record named by the key with its non-ASCII letters dropped",
+        "keys_are_compared_exactly",
+        [
+            (
+                "            record = f\"{prefix}:done:{fields['key']}\"",
+                '            record = f"{prefix}:done:" + '
+                "fields['key'].encode('ascii', 'ignore').decode()",
+            )
+        ],
+    ),
+    (
+        # While new entries keep coming, a dead consumer's entry is never taken over.
+        "new entries read before a dead consumer's idle ones (XAUTOCLAIM last)",
+        "takes_over_a_dead_consumers_entries",
+        [
+            (
+                "        if not entries:\n"
+                "            entries = [e for e in r.xautoclaim("
+                'stream, GROUP, consumer, idle_ms, "0-0", 1)[1]\n'
+                "                       if e[1]]\n"
+                "        if not entries:\n"
+                "            rows = r.xreadgroup("
+                'GROUP, consumer, {stream: ">"}, count=1, block=50)\n'
+                "            entries = [e for _s, found in rows for e in found if e[1]]\n",
+                "        if not entries:\n"
+                "            rows = r.xreadgroup("
+                'GROUP, consumer, {stream: ">"}, count=1, block=50)\n'
+                "            entries = [e for _s, found in rows for e in found if e[1]]\n"
+                "        if not entries:\n"
+                "            entries = [e for e in r.xautoclaim("
+                'stream, GROUP, consumer, idle_ms, "0-0", 1)[1]\n'
+                "                       if e[1]]\n",
+            )
+        ],
+    ),
 ]
 
 

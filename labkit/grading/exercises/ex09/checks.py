@@ -332,6 +332,12 @@ def recovers_its_own_pending_after_a_kill(ns: Namespace) -> None:
 )
 def takes_over_a_dead_consumers_entries(ns: Namespace) -> None:
     with stream(ns) as s:
+        # Held by a consumer that died an hour ago (XCLAIM ... IDLE sets its idle time):
+        # the first consumer to look claims it before any new entry, or under a steady
+        # flow of new entries it would wait for ever.
+        stale = s.add("stale", cents=100)
+        s.r.xreadgroup(GROUP, "long-gone", {s.stream: ">"}, count=1)
+        s.r.xclaim(s.stream, GROUP, "long-gone", 0, [stale], idle=3_600_000, justid=True)
         slow = s.add("slow", cents=100, work_s=3, slow_deliveries=1)
         # A newer entry the rescuer applies while 'slow' is not idle long enough yet.
         s.add("order:1", cents=100)
@@ -363,7 +369,20 @@ def takes_over_a_dead_consumers_entries(ns: Namespace) -> None:
                 "holds, and XAUTOCLAIM then drops them from the PEL unapplied"
             ),
         )
-        expect_once_each(s, ["slow", "order:1"], _("XAUTOCLAIM entries idle at least idle_ms"))
+        expect_once_each(
+            s, ["stale", "slow", "order:1"], _("XAUTOCLAIM entries idle at least idle_ms")
+        )
+        order = s.r.lrange(f"{s.prefix}:effects", 0, -1)
+        # First, or last if pushed on the left (LPUSH): never between the two others.
+        expect(
+            "stale" in (order[0], order[-1]),
+            _("'stale' (idle for an hour, its consumer dead) applied before 'order:1' (new)"),
+            _("applied in the order {order}").format(order=order),
+            _(
+                "XAUTOCLAIM idle entries before you read new ones (XREADGROUP ... >): while "
+                "new entries keep coming, a dead consumer's entry would wait for ever"
+            ),
+        )
 
 
 @CHECKS.add(
