@@ -2,8 +2,9 @@
 hundreds of pending rows in id order and a backlog past 10000, a message the consumer
 cannot apply (and its redelivery), an order place_order cannot save, repeats on one
 long-lived shop or consumer connection, an order killed and never retried, a message
-new to a second consumer database, a row an operator made pending again, and a call
-interrupted (Ctrl-C) on a connection that lives on."""
+or an order new to a second (or rebuilt) database, a row an operator made pending again,
+each row's own topic and body on the wire, and a call interrupted (Ctrl-C) on a
+connection that lives on."""
 
 from __future__ import annotations
 
@@ -494,6 +495,69 @@ def each_consumer_database_applies_the_message(ns: Namespace) -> None:
                 calls=", ".join(did(g) for g in got), first=emails(first), second=emails(second)
             ),
         )
+        # The first database rebuilt (emptied, at the same path) after a repeat there:
+        # ids kept in memory per database file still skip the message.
+        got = ns.harness(
+            HARNESS + "consume_in_each_database", [str(first_path), str(first_path)], mid, body
+        )
+        expect(
+            [g.get("returned") for g in got] == [False, True] and emails(first) == [(1, "ana")],
+            _(
+                "{message_id} again on the first database: False (a repeat); then, that "
+                "database rebuilt empty at the same path, True and its email sent again"
+            ).format(message_id=mid),
+            _("{calls}; emails {emails}").format(
+                calls=", ".join(did(g) for g in got), emails=emails(first)
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "whether an order exists is what the shop's database records, nothing kept in "
+    "memory: a set of placed order ids in the notebook answers False for an order that "
+    "another (or a rebuilt) shop database never saved, and it is lost",
+    severe=True,
+)
+def each_shop_database_saves_the_order(ns: Namespace) -> None:
+    order = [7, "ana", 4200]
+    with (
+        lab_file(ns, outbox_db, "shop.db") as (first, first_path),
+        lab_file(ns, outbox_db, "shop2.db") as (second, second_path),
+    ):
+        got = ns.harness(
+            HARNESS + "place_in_each_database", [str(first_path), str(second_path)], order
+        )
+        saved = [consistent(conn) for conn in (first, second)]
+        expect(
+            [g.get("returned") for g in got] == [True, True]
+            and all(ok for ok, _seen in saved)
+            and all(len(rows_of(conn, "all_outbox")) == 1 for conn in (first, second)),
+            _(
+                "place_order(conn, 7, 'ana', 4200) on each of two shop databases, one after "
+                "the other in one process: True, True, and the order with its message in each"
+            ),
+            _("{calls}; {first} and {second}").format(
+                calls=", ".join(did(g) for g in got), first=saved[0][1], second=saved[1][1]
+            ),
+        )
+        # The first database rebuilt (emptied, at the same path) after a retry there:
+        # order ids kept in memory per database file still answer False.
+        got = ns.harness(
+            HARNESS + "place_in_each_database", [str(first_path), str(first_path)], order
+        )
+        ok, seen = consistent(first)
+        expect(
+            [g.get("returned") for g in got] == [False, True]
+            and ok
+            and len(rows_of(first, "all_outbox")) == 1,
+            _(
+                "place_order(conn, 7, 'ana', 4200) again on the first database: False (a "
+                "retry); then, that database rebuilt empty at the same path, True and the "
+                "order saved with its message"
+            ),
+            _("{calls}; {found}").format(calls=", ".join(did(g) for g in got), found=seen),
+        )
 
 
 @CHECKS.add(
@@ -532,6 +596,14 @@ def a_row_made_pending_again_is_published(ns: Namespace) -> None:
         )
 
 
+def _same_json(published: Any, saved: str) -> bool:
+    """The published body reads as the saved one (the JSON text, or the same JSON)."""
+    try:
+        return bool(json.loads(published) == json.loads(saved))
+    except (TypeError, ValueError):
+        return False
+
+
 @CHECKS.add(
     2,
     "pending is sent_at IS NULL, whatever the topic: the outbox carries other facts than "
@@ -559,6 +631,28 @@ def relay_publishes_pending_rows_of_every_topic(ns: Namespace) -> None:
                 ids=want
             ),
             _("the broker got {ids}").format(ids=list(got["published"])),
+        )
+        # Each message carries its own row's topic and body, as saved: a topic written in
+        # the code sends a cancellation as 'order.placed'; a body encoded once more
+        # (json.dumps of the JSON text) or another row's body reaches the consumer
+        # unreadable, or with another customer's order.
+        saved = [(r["topic"], r["body"]) for r in rows_of(conn, "all_outbox")]
+        sent = list(zip(got.get("topics", []), got.get("bodies", []), strict=False))
+        wrong = [
+            f"{mid}: {topic} {body}"
+            for mid, (topic, body), (want_topic, want_body) in zip(want, sent, saved, strict=False)
+            if topic != want_topic or not _same_json(body, want_body)
+        ]
+        expect(
+            not wrong and len(sent) == len(saved),
+            _("each message published with its own row's topic and body, as saved: {rows}").format(
+                rows=saved
+            ),
+            _("published with another topic or body: {wrong}").format(wrong="; ".join(wrong)),
+            _(
+                "pass the row's topic and body columns to publish as they are: the body is "
+                "JSON text already"
+            ),
         )
         unsent = [r["message_id"] for r in rows_of(conn, "all_outbox") if r["sent_at"] != NOW]
         expect(

@@ -502,13 +502,18 @@ def tokens_differ_between_forked_workers(ns: Namespace) -> None:
     "tells the worker the queue is empty, and it sleeps while the database is broken",
 )
 def a_failed_claim_comes_out(ns: Namespace) -> None:
-    for name in ("claim_capped", "claim_serial"):
+    # An IntegrityError (RAISE(ABORT)), and an OperationalError, the class of a full
+    # disk, a read-only file or a missing table: catching either returns None.
+    failures = (
+        "SELECT RAISE(ABORT, 'the write failed (a full disk, simulated)')",
+        "INSERT INTO no_such_table VALUES (1)",
+    )
+    for name, failure in ((n, f) for n in ("claim_capped", "claim_serial") for f in failures):
         extra = (2,) if name == "claim_capped" else ()
         with lab_file(ns) as (conn, path):
             add_job(conn, "acme:1", queue="acme")
             conn.execute(
-                "CREATE TRIGGER refuse BEFORE UPDATE OF state ON jobs "
-                "BEGIN SELECT RAISE(ABORT, 'the write failed (a full disk, simulated)'); END"
+                f"CREATE TRIGGER refuse BEFORE UPDATE OF state ON jobs BEGIN {failure}; END"
             )
             got = ns.harness(HARNESS + "claim", str(path), name, "w1", NOW, 30.0, *extra)
         expect(

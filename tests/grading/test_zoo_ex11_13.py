@@ -3552,6 +3552,232 @@ ZOO: list[tuple[str, str, str, str]] = [
             return sent
         """,
     ),
+    (
+        "ex11",
+        "place_order remembers the order ids it placed in a set in memory (False for a new shop)",
+        "each_shop_database_saves_the_order",
+        """
+        _placed = set()
+
+        def place_order(conn, order_id, customer, total):
+            if order_id in _placed:
+                return False
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id", (order_id, customer, total),
+                ).fetchone()
+                if created is not None:
+                    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (?, 'order.placed', ?)",
+                        (f"order:{order_id}:placed:v1", body),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            _placed.add(order_id)
+            return created is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the relay publishes json.dumps(body): the JSON text encoded once more (a string)",
+        "relay_publishes_pending_rows_of_every_topic",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            rows = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, mid, body in rows:
+                publish(topic, mid, json.dumps(body))
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(mid)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay publishes every row of a run with the first row's body (a variable reused)",
+        "relay_publishes_pending_rows_of_every_topic",
+        """
+        def relay_once(conn, publish, now):
+            sent, payload = [], None
+            rows = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, mid, body in rows:
+                payload = payload or body
+                publish(topic, mid, payload)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(mid)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay publishes every row under the topic 'order.placed' (its topic column unread)",
+        "relay_publishes_pending_rows_of_every_topic",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            rows = conn.execute(
+                "SELECT id, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, mid, body in rows:
+                publish("order.placed", mid, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(mid)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer remembers applied ids per database file in memory, after its COMMIT",
+        "each_consumer_database_applies_the_message",
+        """
+        _seen = {}
+
+        def consume(conn, message_id, body):
+            where = conn.execute("PRAGMA database_list").fetchone()[2]
+            if message_id in _seen.get(where, set()):
+                return False
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (?)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id", (message_id,),
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute("INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                                 (order["order_id"], order["customer"]))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            _seen.setdefault(where, set()).add(message_id)
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "place_order remembers placed order ids per database file in memory, after its COMMIT",
+        "each_shop_database_saves_the_order",
+        """
+        _placed = {}
+
+        def place_order(conn, order_id, customer, total):
+            where = conn.execute("PRAGMA database_list").fetchone()[2]
+            if order_id in _placed.get(where, set()):
+                return False
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id", (order_id, customer, total),
+                ).fetchone()
+                if created is not None:
+                    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (?, 'order.placed', ?)",
+                        (f"order:{order_id}:placed:v1", body),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            _placed.setdefault(where, set()).add(order_id)
+            return created is not None
+        """,
+    ),
+    (
+        "ex13",
+        "claim_serial returns None on sqlite3.OperationalError (taken for 'database is locked')",
+        "a_failed_claim_comes_out",
+        """
+        import sqlite3
+
+        def claim_serial(conn, worker, now, lease_s):
+            try:
+                row = conn.execute(
+                    "UPDATE jobs" + CLAIM_SET + \"\"\"
+                     WHERE id = (
+                           SELECT h.id FROM jobs h
+                            WHERE h.id IN (SELECT min(id) FROM jobs
+                                            WHERE state IN ('pending', 'retry_wait', 'running')
+                                            GROUP BY queue)
+                              AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                                   OR (h.state = 'running' AND h.lease_until <= :now))
+                            ORDER BY h.run_after, h.id
+                            LIMIT 1)
+                    RETURNING *
+                    \"\"\",
+                    {"worker": worker, "now": now, "lease_s": lease_s},
+                ).fetchone()
+            except sqlite3.OperationalError:
+                return None
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "claim_capped breaks ties by key, as text ('acme:10' before 'acme:9'), not by id",
+        "capped_claim_follows_the_rules_on_generated_tables",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            busy = (
+                "(SELECT count(*) FROM jobs r WHERE r.queue = c.queue"
+                " AND r.state = 'running' AND r.lease_until > :now)"
+            )
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + f\"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND {busy} < :cap
+                        ORDER BY {busy}, c.run_after, c.key
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "serial: ready heads taken by run_after, then key as text ('sync:10' before 'sync:9')",
+        "serial_claim_follows_the_rules_on_generated_tables",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.key
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 
@@ -3821,6 +4047,33 @@ SAYS: dict[str, str] = {
     "claim_serial's lease token made of the worker's name (one token for all its claims)": (
         "then w1 once more"
     ),
+    "place_order remembers the order ids it placed in a set in memory (False for a new shop)": (
+        "on each of two shop databases"
+    ),
+    "the relay publishes json.dumps(body): the JSON text encoded once more (a string)": (
+        "its own row's topic and body"
+    ),
+    "the relay publishes every row of a run with the first row's body (a variable reused)": (
+        "its own row's topic and body"
+    ),
+    "the relay publishes every row under the topic 'order.placed' (its topic column unread)": (
+        "its own row's topic and body"
+    ),
+    "the consumer remembers applied ids per database file in memory, after its COMMIT": (
+        "rebuilt empty at the same path"
+    ),
+    "place_order remembers placed order ids per database file in memory, after its COMMIT": (
+        "rebuilt empty at the same path"
+    ),
+    "claim_serial returns None on sqlite3.OperationalError (taken for 'database is locked')": (
+        "claim_serial to raise the error of its failed UPDATE"
+    ),
+    "claim_capped breaks ties by key, as text ('acme:10' before 'acme:9'), not by id": (
+        "acme pending run_after=50; 2 acme pending run_after=50) to take job 1"
+    ),
+    "serial: ready heads taken by run_after, then key as text ('sync:10' before 'sync:9')": (
+        "sync:10 pending run_after=50) to take job 1"
+    ),
 }
 
 #: Text the failing check's "got" line must hold, where its expectation is shared.
@@ -3909,6 +4162,12 @@ SEVERE = [
     "place_order writes its message already sent (sent_at = 0): the relay never publishes it",
     "claim_serial's lease token made of the worker's name (one token for all its claims)",
     "the relay skips a row whose body it already published this run (marked sent unpublished)",
+    "place_order remembers the order ids it placed in a set in memory (False for a new shop)",
+    "the relay publishes json.dumps(body): the JSON text encoded once more (a string)",
+    "the relay publishes every row of a run with the first row's body (a variable reused)",
+    "the relay publishes every row under the topic 'order.placed' (its topic column unread)",
+    "the consumer remembers applied ids per database file in memory, after its COMMIT",
+    "place_order remembers placed order ids per database file in memory, after its COMMIT",
 ]
 
 

@@ -270,16 +270,22 @@ def place_order_kills_unretried(
 
 
 def relay_into_a_list(values: MutableMapping[str, Any], path: str, now: float) -> dict[str, Any]:
-    """``relay_once(conn, publish, now)`` whose ``publish`` only lists the message ids.
+    """``relay_once(conn, publish, now)`` whose ``publish`` only lists what it is given.
 
     For a backlog of thousands of rows: no broker file, and the shop's database is not
     synced at each of the student's commits (``synchronous=OFF``, this connection only),
-    so the run costs milliseconds. ``published`` is what the broker would have got.
+    so the run costs milliseconds. ``published`` is what the broker would have got,
+    ``topics`` and ``bodies`` the topic and body published with each.
     """
     published: list[str] = []
+    topics: list[str] = []
+    bodies: list[Any] = []
 
     def publish(topic: str, message_id: str, body: str) -> None:
         published.append(message_id)
+        topics.append(topic if isinstance(topic, str) else repr(topic))
+        text = body.decode() if isinstance(body, bytes) else body
+        bodies.append(text if isinstance(text, str) else repr(text))
 
     conn = connect(path)
     conn.execute("PRAGMA synchronous=OFF")
@@ -287,7 +293,7 @@ def relay_into_a_list(values: MutableMapping[str, Any], path: str, now: float) -
         got = _run(values, values["relay_once"], Watched(conn), publish, now)
     finally:
         conn.close()
-    return {**got, "published": published}
+    return {**got, "published": published, "topics": topics, "bodies": bodies}
 
 
 def relay_again_in_one_process(
@@ -352,6 +358,42 @@ def call_while_locked(
     return {"locked": locked, "freed": freed}
 
 
+def _rebuilt(path: str) -> None:
+    """Every table of ``path`` emptied, as a database rebuilt (or restored) in its place."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        conn.execute("BEGIN IMMEDIATE")
+        for table in tables:
+            conn.execute(f'DELETE FROM "{table}"')
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def _in_each_database(
+    values: MutableMapping[str, Any], name: str, paths: list[str], args: list[Any]
+) -> list[dict[str, Any]]:
+    """``name(conn, *args)`` once on each of ``paths``, in ONE process.
+
+    A path given again is that database rebuilt in between (its tables emptied, at
+    the same path). The student's module state lives on between the calls.
+    """
+    got: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    with fresh_state(values):
+        for path in paths:
+            if path in seen:
+                _rebuilt(path)
+            seen.add(path)
+            conn = connect(path)
+            try:
+                got.append(outcome(values[name], Watched(conn), *args))
+            finally:
+                conn.close()
+    return got
+
+
 def consume_in_each_database(
     values: MutableMapping[str, Any], paths: list[str], message_id: str, body: str
 ) -> list[dict[str, Any]]:
@@ -359,17 +401,21 @@ def consume_in_each_database(
 
     Two consumers' databases (two mail services, or the consumer's database rebuilt):
     what was applied is what each database records, so the message is new to each.
-    The student's module state lives on between the calls. Returns each outcome.
+    A path given again is that database rebuilt in between. Returns each outcome.
     """
-    got = []
-    with fresh_state(values):
-        for path in paths:
-            conn = connect(path)
-            try:
-                got.append(outcome(values["consume"], Watched(conn), message_id, body))
-            finally:
-                conn.close()
-    return got
+    return _in_each_database(values, "consume", paths, [message_id, body])
+
+
+def place_in_each_database(
+    values: MutableMapping[str, Any], paths: list[str], order: list[Any]
+) -> list[dict[str, Any]]:
+    """``place_order(conn, *order)`` once on each of ``paths``, in ONE process.
+
+    Two shops' databases (two tenants, or the shop's database rebuilt): whether the
+    order exists is what each database records, so it is new to each. A path given
+    again is that database rebuilt in between. Returns each outcome.
+    """
+    return _in_each_database(values, "place_order", paths, list(order))
 
 
 def relay_after_a_redrive(

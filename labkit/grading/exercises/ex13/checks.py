@@ -156,6 +156,14 @@ def scenes(draw: Any) -> list[dict[str, Any]]:
     return jobs
 
 
+def _due_together(*jobs: tuple[str, str]) -> list[dict[str, Any]]:
+    """Pending jobs (key, queue) all due at 50, saved in the order given."""
+    return [
+        {"key": key, "queue": queue, "state": "pending", "attempt": 0, "run_after": 50.0}
+        for key, queue in jobs
+    ]
+
+
 def _scene_check(ns: Namespace, jobs: list[dict[str, Any]], name: str, *extra: Any) -> None:
     with lab_file(ns) as (conn, path):
         for entry in jobs:
@@ -521,6 +529,8 @@ def capped_claim_follows_the_rules_on_generated_tables(ns: Namespace) -> None:
         {"key": "job:1", "queue": "bolt", "state": "retry_wait", "attempt": 1, "run_after": 150.0},
     ]
     _scene_check(ns, not_due, "claim_capped", 1)
+    # Two jobs due together whose keys sort the other way as text: the tie goes by id.
+    _scene_check(ns, _due_together(("acme:9", "acme"), ("acme:10", "acme")), "claim_capped", 1)
     holds_for(
         st.tuples(scenes(), st.integers(1, 3)),
         lambda example: _scene_check(ns, example[0], "claim_capped", example[1]),
@@ -597,6 +607,9 @@ def serial_claim_follows_the_rules_on_generated_tables(ns: Namespace) -> None:
         {"key": "job:1", "queue": "acme", "state": "pending", "attempt": 0, "run_after": NOW},
     ]
     _scene_check(ns, due_now, "claim_serial")
+    # Two heads due together whose keys (and queues) sort the other way as text: by id.
+    heads = _due_together(("sync:9:a", "sync:9"), ("sync:10:a", "sync:10"))
+    _scene_check(ns, heads, "claim_serial")
     holds_for(scenes(), lambda jobs: _scene_check(ns, jobs, "claim_serial"), examples=25)
 
 
