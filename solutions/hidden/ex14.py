@@ -125,11 +125,13 @@ def generated_orders_each_done_once(ns: Namespace) -> None:
     holds_for(order_runs(), prop, examples=12)
 
 
-def with_declines(folder: Path, service: str = "payments", behaviour: str = "reject") -> None:
+def with_declines(
+    folder: Path, service: str = "payments", behaviour: str = "reject", **script: float
+) -> None:
     """The ``service`` API behaves so on its next call (by default: this order's card is
-    declined)."""
+    declined); ``script``: its ``retry_after`` or ``delay``."""
     with World(folder / "world.db", FakeClock(LAB_EPOCH)) as world:
-        getattr(world, service).script(behaviour)
+        getattr(world, service).script(behaviour, **script)
 
 
 @CHECKS.add(
@@ -144,6 +146,8 @@ def with_declines(folder: Path, service: str = "payments", behaviour: str = "rej
 def only_a_declined_charge_fails_the_job(ns: Namespace) -> None:
     for service, behaviour, what in (
         ("payments", "fail_before", _("a 503 from the payment API (TransientError)")),
+        # A 4xx that is no decline: read the error's class, not its status code.
+        ("payments", "rate_limit", _("a 429 from the payment API (TransientError)")),
         ("mail", "reject", _("the e-mail rejected (PermanentError from the 'email' step)")),
         (
             "mail",
@@ -152,10 +156,11 @@ def only_a_declined_charge_fails_the_job(ns: Namespace) -> None:
         ),
     ):
         with scene(ns) as folder:
-            with_declines(folder, service, behaviour)
+            # A short Retry-After: a step that sleeps it out (for real) stays in time.
+            with_declines(folder, service, behaviour, retry_after=1.0)
             got = dict(ns.harness(HARNESS + "run", str(folder), ORDER, 1, None, False))
-            if behaviour == "fail_before" and got.get("returned") == "done":
-                # The 503 retried inside the step, under its key: nothing lost, nothing twice.
+            if behaviour != "reject" and got.get("returned") == "done":
+                # The 503 (429) retried inside the step, under its key: nothing lost, nothing twice.
                 ok, seen = exactly_once(folder, ORDER, 1)
                 expect(
                     ok,
@@ -532,8 +537,24 @@ def done_is_answered_only_when_every_step_ran(ns: Namespace) -> None:
 def a_failed_release_is_retried_not_swallowed(ns: Namespace) -> None:
     with scene(ns, DECLINES) as folder:
         # The reserve's ledger transaction is the first; the release's the second.
-        got = ns.harness(HARNESS + "run_with_the_ledger_down", str(folder), ORDER, 1, 2)
+        # Only the first run: its answer must match the world as it left it.
+        got = ns.harness(
+            HARNESS + "run_with_the_ledger_down", str(folder), ORDER, 1, 2, False, False
+        )
         first = got["first"]
+        if first.get("returned") == "failed":
+            # The release retried inside the step, under its key: 'failed' once the stock is back.
+            ok, seen = exactly_once(folder, ORDER, 1, declined=True)
+            expect(
+                ok,
+                _(
+                    "run_order to raise when the ledger fails during the release of a declined "
+                    "order, or to return 'failed' only once a retry inside the step put the "
+                    "stock back: {effects}, the job 'failed'"
+                ).format(effects=wanted(ORDER, 1, True)),
+                _("it returned 'failed'; {seen}").format(seen=seen),
+            )
+            return
         expect(
             "raised" in first,
             _(
@@ -542,6 +563,7 @@ def a_failed_release_is_retried_not_swallowed(ns: Namespace) -> None:
             ),
             _("it returned {value}").format(value=repr(first.get("returned"))),
         )
+        run(ns, folder, ORDER)  # delivered again, the ledger back
         ok, seen = exactly_once(folder, ORDER, 1, declined=True)
         expect(
             ok,
@@ -748,4 +770,18 @@ def a_charge_whose_reply_was_lost_is_charged_once(ns: Namespace) -> None:
                 "a lost reply may hide a payment that went through: only the same "
                 "idempotency key makes the payment API answer it instead of charging again"
             ),
+        )
+    # The e-mail's reply lost too: a retry under a new key sends it a second time.
+    with scene(ns) as folder:
+        with_declines(folder, "mail", "lose_response")
+        first = dict(ns.harness(HARNESS + "run", str(folder), ORDER, 1, None, False))
+        again = run(ns, folder, ORDER) if "raised" in first else first
+        ok, seen = exactly_once(folder, ORDER, 1)
+        expect(
+            again.get("returned") == "done" and ok,
+            _(
+                "order {order_id}, its e-mail's reply lost on the way back, run (and run "
+                "again if it raised) to the end: {effects}, the job 'done'"
+            ).format(order_id=ORDER["id"], effects=wanted(ORDER, 1, False)),
+            f"{again.get('returned')!r}; {seen}",
         )

@@ -9,8 +9,11 @@ through ``labkit grade`` in the sandbox (``zoograding``).
 from __future__ import annotations
 
 import pytest
-from gradingkit import assert_severe
+from gradingkit import HIDDEN, assert_severe, with_override
 from zoograding import in_process_test
+
+from labkit.grading import catalog
+from labkit.grading.checks import CheckStatus, Namespace, run_check
 
 #: The reference ``run_order``, spelled out so an entry can edit one line of it.
 RUN_ORDER = """
@@ -1167,6 +1170,47 @@ ZOO: list[tuple[str, str, str, str]] = [
             ),
         ),
     ),
+    (
+        "ex14",
+        "each step's key holds the worker's host and pid, taken at import",
+        "each_effect_has_a_key_from_the_order",
+        "import os, socket\nWORKER = f'{socket.gethostname()}-{os.getpid()}'\n"
+        + _edit(DO_STEP, ('{step}:v1"', '{step}:{WORKER}"')),
+    ),
+    (
+        "ex14",
+        "the e-mail retried on TransientError under a new key per attempt (key + ':1')",
+        "a_charge_whose_reply_was_lost_is_charged_once",
+        "from labkit.errors import TransientError\n"
+        + _edit(
+            DO_STEP,
+            (
+                '    return world.mail.send(order["email"], subject.format(order["id"]),'
+                " idempotency_key=key)\n",
+                "    for attempt in range(3):\n"
+                "        try:\n"
+                '            return world.mail.send(order["email"], subject.format(order["id"]),'
+                ' idempotency_key=f"{key}:{attempt}")\n'
+                "        except TransientError:\n"
+                "            if attempt == 2:\n"
+                "                raise\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "a charge's 4xx status taken for a decline (a 429 fails the job for good)",
+        "only_a_declined_charge_fails_the_job",
+        "from labkit.errors import TransientError\n"
+        + _edit(
+            RUN_ORDER,
+            (
+                '            except PermanentError:\n                if step != "charge":\n',
+                "            except (PermanentError, TransientError) as e:\n"
+                '                if step != "charge" or not 400 <= (e.status or 0) < 500:\n',
+            ),
+        ),
+    ),
 ]
 
 
@@ -1212,6 +1256,9 @@ SEVERE = [
     "each step's key holds the day the module was imported",
     "each step's key holds a worker id drawn at import (uuid4)",
     "each step's key holds len(POLICIES), the number of policy versions",
+    "a charge's 4xx status taken for a decline (a 429 fails the job for good)",
+    "each step's key holds the worker's host and pid, taken at import",
+    "the e-mail retried on TransientError under a new key per attempt (key + ':1')",
 ]
 
 #: What the named check must say it expected, for the entries that name it.
@@ -1268,6 +1315,11 @@ SAYS = {
     "each step's key holds the local date, datetime.date.today()": "restarted after midnight",
     "the policy version cached per order id in a module-level dict": "2 in the second",
     "each step's key holds the day of the world's clock": "restarted after midnight",
+    "a charge's 4xx status taken for a decline (a 429 fails the job for good)": "a 429",
+    "each step's key holds the worker's host and pid, taken at import": "worker restarted",
+    "the e-mail retried on TransientError under a new key per attempt (key + ':1')": (
+        "its e-mail's reply lost"
+    ),
 }
 
 
@@ -1283,3 +1335,37 @@ def test_a_severe_mistake_costs_at_least_half_the_points(mistake: str) -> None:
 
 def test_the_zoo_has_eight_mistakes_at_least() -> None:
     assert len(ZOO) >= 8 and len({m for _, m, _, _ in ZOO}) == len(ZOO)
+
+
+#: Right solutions written otherwise, each with a check that once took its points.
+RIGHT: list[tuple[str, str, str]] = [
+    (
+        "a step's TransientError retried inside do_step under its key (the release too)",
+        "a_failed_release_is_retried_not_swallowed",
+        "from labkit.errors import TransientError\n"
+        + _edit(
+            DO_STEP,
+            (
+                "def do_step(world, order, step):\n",
+                "def do_step(world, order, step):\n"
+                "    for attempt in range(3):\n"
+                "        try:\n"
+                "            return _do_step(world, order, step)\n"
+                "        except TransientError:\n"
+                "            if attempt == 2:\n"
+                "                raise\n"
+                "\n"
+                "def _do_step(world, order, step):\n",
+            ),
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(("way", "check", "source"), RIGHT, ids=[w for w, *_ in RIGHT])
+def test_a_right_solution_written_otherwise_keeps_the_points(
+    way: str, check: str, source: str
+) -> None:
+    [named] = [c for c in catalog.all_checks("ex14", HIDDEN) if c.name == check]
+    got = run_check(named, Namespace(with_override("ex14", source)))
+    assert got.status == CheckStatus.PASSED, (way, got.expected, got.got)

@@ -18,6 +18,8 @@ one of the world's transactions would test SQLite, not the job.
 from __future__ import annotations
 
 import builtins
+import os
+import socket
 import sqlite3
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager, nullcontext
@@ -171,9 +173,10 @@ def run(
     (``"ledger.transaction()#2"``: after its second one).
     ``salted``: as a worker restarted a day and an hour later runs it (``restarted``):
     the student's module imported again then, its ``hash()`` giving other values (its
-    own ``PYTHONHASHSEED``), and so does the world's clock. ``deployed``: ``POLICIES``
-    holds one more version, as after a deploy that added it (the newest one's steps). The
-    outcome, ``{"crashed": True}`` when it did, and ``fired``.
+    own ``PYTHONHASHSEED``), and so does the world's clock; its pid and host are another
+    worker's (``another_worker``). ``deployed``: ``POLICIES`` holds one more version, as
+    after a deploy that added it (the newest one's steps). The outcome, ``{"crashed":
+    True}`` when it did, and ``fired``.
     """
     moments = _Moments(crash_after=crash_after)
     salt = {"hash": lambda obj: builtins.hash((0x5EED, obj))} if salted else {}
@@ -217,12 +220,24 @@ def restarted(values: MutableMapping[str, Any], later: bool) -> Iterator[Mutable
         yield values
         return
     moved = partial(clock_moved, {}, LATER_S, datetime_module=True, steady=False)
-    with cells_run_again(values, moved) as again:
+    with another_worker(), cells_run_again(values, moved) as again:
         if again is not None:
             yield again
             return
-    with clock_moved(values, LATER_S, real_modules=False):
+    with another_worker(), clock_moved(values, LATER_S, real_modules=False):
         yield values
+
+
+@contextmanager
+def another_worker() -> Iterator[None]:
+    """``os.getpid()`` and ``socket.gethostname()`` as in another worker process, on another
+    machine: a key holding the worker's pid or host is another key there."""
+    pid, host = os.getpid(), socket.gethostname()
+    with (
+        mock.patch.object(os, "getpid", return_value=pid + 7919),
+        mock.patch.object(socket, "gethostname", return_value=f"{host}-restarted"),
+    ):
+        yield
 
 
 #: How much later the clocks of a ``salted`` run read: past the next midnight and hour.
@@ -320,13 +335,14 @@ def run_with_the_ledger_down(
     version: int,
     nth: int,
     permanent: bool = False,
+    again: bool = True,
 ) -> dict[str, Any]:
     """``run_order`` whose ``nth`` ledger transaction raises ``TransientError`` (503; with
-    ``permanent``, ``PermanentError``), then the same job again with the ledger back (a
-    redelivery). Both outcomes."""
+    ``permanent``, ``PermanentError``), then, ``again``, the same job again with the ledger
+    back (a redelivery). Both outcomes (the second ``{}`` without ``again``)."""
     with fresh_state(values):
         first = outcome(_job, values, Path(folder), order, version, _LedgerDown(nth, permanent))
-        second = outcome(_job, values, Path(folder), order, version, _Moments())
+        second = outcome(_job, values, Path(folder), order, version, _Moments()) if again else {}
     return {"first": first, "second": second}
 
 
