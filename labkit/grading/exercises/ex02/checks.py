@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex02.holders import NEWCOMER
@@ -30,8 +31,8 @@ def lock_path(ns: Namespace) -> Iterator[Path]:
         yield Path(tmp) / "report.lock"
 
 
-def _holding(ns: Namespace, path: Path, raise_inside: bool = False) -> dict[str, str]:
-    run: dict[str, str] = ns.harness(HARNESS + "attempt_while_holding", str(path), raise_inside)
+def _holding(ns: Namespace, path: Path, raise_inside: bool = False) -> dict[str, Any]:
+    run: dict[str, Any] = ns.harness(HARNESS + "attempt_while_holding", str(path), raise_inside)
     expect("error" not in run, "the with block to run and end", run.get("error", ""))
     return run
 
@@ -44,9 +45,24 @@ def _holding(ns: Namespace, path: Path, raise_inside: bool = False) -> dict[str,
 )
 def second_holder_is_refused(ns: Namespace) -> None:
     with lock_path(ns) as path:
-        second = _holding(ns, path)["second"]
+        held = _holding(ns, path)
+        second = held["second"]
         expect(
             second.startswith("refused"), "AlreadyRunning while another holder has the lock", second
+        )
+        # A refusal that took seconds waited for the lock (a retry loop): said here, at
+        # once, instead of waiting out the loop again in the scenes below.
+        expect(
+            float(held.get("second_s", 0.0)) < 1.5,
+            "AlreadyRunning at once (within 1 s) for a second process while the holder runs",
+            _("refused after {seconds:.1f} s: the attempt waited for the lock first").format(
+                seconds=float(held.get("second_s", 0.0))
+            ),
+            _(
+                "take the lock with LOCK_EX | LOCK_NB and raise AlreadyRunning on "
+                "BlockingIOError: an attempt that waits for the lock runs the job again right "
+                "after the holder"
+            ),
         )
         # Refused at once: an attempt that waits for the lock (a blocking flock, a retry
         # loop) gets it when the holder ends, and runs the same job again right after it.

@@ -15,6 +15,7 @@ import os
 import pathlib
 import select
 import signal
+import time
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -49,7 +50,9 @@ def attempt_while_holding(
         with noted(out):
             try:
                 with need(values, "single_instance")(path) as held:
+                    began = time.monotonic()
                     out["second"] = attempt(values, path)
+                    out["second_s"] = time.monotonic() - began
                     out["file_while_held"] = file_text(path)
                     if raise_inside:
                         raise RuntimeError("the report failed")
