@@ -28,7 +28,7 @@ from labkit.grading.exercises.ex12.checks import (
 from labkit.grading.exercises.helpers import raised_text, short_repr
 from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.grading.exercises.kit import lab_file, reading
-from labkit.grading.exercises.labdb import add_job, lab_db
+from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
 from labkit.grading.exercises.racesweep import after_every_schedule
 from labkit.lang import _
 from labkit.patterns.schedule import slot_iso
@@ -549,4 +549,29 @@ def each_tick_reads_the_table_again(ns: Namespace) -> None:
                 "tick, through the conn you are given: no dict, global or cache of what this "
                 "scheduler fired or read, no connection kept from an earlier call"
             ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "insert only the columns the contract names (key, kind, run_after, updated_at): a "
+    "job born 'running', leased or with attempts spent is never claimed, and its slot "
+    "never runs",
+    severe=True,
+)
+def the_jobs_a_tick_creates_are_ready_to_claim(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        created = _tick(ns, path, T0 + HOUR + 5)
+        rows = [
+            (j["key"], j["state"], j["attempt"], j["lease_owner"], j["lease_until"])
+            for j in all_jobs(conn)
+        ]
+        want = [(key, "pending", 0, None, None) for key in in_slot_order(created)]
+        expect(
+            bool(created) and rows == want,
+            _(
+                "each job the tick created pending, attempt 0, leased to nobody (the "
+                "table's defaults): a worker claims it when its slot is due"
+            ),
+            short_repr(rows, 300),
         )

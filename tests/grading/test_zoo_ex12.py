@@ -677,6 +677,36 @@ ZOO: list[tuple[str, str, str, str]] = [
         """,
     ),
     (
+        # "The scheduler starts it": a job born running is never claimed by a worker.
+        "ex12",
+        "tick inserts each slot's job as state 'running' (as if already started)",
+        "the_jobs_a_tick_creates_are_ready_to_claim",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, state, run_after, updated_at)"
+                    " VALUES (:key, :kind, 'running', :slot, :now)"
+                    " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
         "ex12",
         "due_slots tests `not last`: last = 0 (the epoch's slot) taken for None",
         "due_slots_on_generated_schedules",
@@ -1305,6 +1335,7 @@ SAYS: dict[str, str] = {
     "the slot at exactly since is not due (slot > since)": "(now on a slot)",
     "run_after = max(slot, now): a missed slot's job dated by the tick, not the slot": "(the slot)",
     "tick returns the keys it created newest first": "the first tick to create",
+    "tick inserts each slot's job as state 'running' (as if already started)": "leased to nobody",
     "due_slots tests `not last`: last = 0 (the epoch's slot) taken for None": (
         "due_slots(1, 0, 0, 0, 'all') == []"
     ),
