@@ -148,7 +148,9 @@ def open_files_after_uses(values: MutableMapping[str, Any], path: str, uses: int
 
     A scheduler takes the same lock at every run, for months, in one process. Returns
     the open file descriptors before and after (``{"before", "after", "error"?}``) and
-    the last refusal.
+    the last refusal. A refusal that took over a second waited for the lock (what
+    ``second_holder_is_refused`` says): the runs stop there, ``"waited"`` set, instead of
+    waiting out ``uses`` times the student's loop.
     """
     out: dict[str, Any] = {}
     with fresh_state(values):
@@ -157,6 +159,10 @@ def open_files_after_uses(values: MutableMapping[str, Any], path: str, uses: int
         with noted(out):
             for _ in range(uses):
                 with need(values, "single_instance")(path):
+                    began = time.monotonic()
                     out["refused"] = attempt(values, path)
+                if time.monotonic() - began > 1.0:
+                    out["waited"] = True
+                    break
         out["after"] = _open_files()
     return out
