@@ -88,6 +88,7 @@ def _start(run: Callable[[], Any], stop_at: int | None) -> tuple[int, int, int]:
             os.setpgrp()
             stopper = _Stopper(out_w, go_r, stop_at)
             trace_every_connection(stopper.statement)
+            stopper.send({"began": True})
             try:
                 returned = run()
                 stopper.send({"returned": returned, "statements": stopper.count})
@@ -151,7 +152,12 @@ def one_schedule(
     b_pid, b_out, b_go = _start(second, None)
     b_deadline = time.monotonic() + timeout  # its own: a first that hung used up its own
     b_got: list[dict[str, Any]] = []
-    blocked = stopped and not _read_until(b_out, "statements", time.monotonic() + grace, b_got)
+    # The grace counts from the moment the second copy runs, not from its fork: on a
+    # loaded machine a fork can take longer to get going than the grace, and a second
+    # copy that had not even read yet was taken for one blocked by the first's lock.
+    began = _read_until(b_out, "began", b_deadline, b_got)
+    ran = began and _read_until(b_out, "statements", time.monotonic() + grace, b_got)
+    blocked = stopped and not ran
     with contextlib.suppress(OSError):
         os.write(a_go, b"g")
     os.close(a_go)
