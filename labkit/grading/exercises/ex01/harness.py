@@ -9,16 +9,13 @@ from __future__ import annotations
 import builtins
 import contextlib
 import datetime as _dt
-import getpass
-import os
-import platform
-import socket
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, MutableMapping
 from functools import partial
 from typing import Any
 from unittest import mock
 
 from labkit.grading.exercises.common import fresh_state, need, outcome, plain
+from labkit.grading.exercises.elsewhere import on_another_machine
 from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process, cells_run_again
 from labkit.grading.exercises.wallclock import clock_moved
 
@@ -64,62 +61,8 @@ def _keys_from_the_cells_run_again(
         return [plain(key(*args)) for args in calls]
 
 
-#: What another machine says about itself: its name, its user, its working folder.
-ELSEWHERE = "worker-b.example"
-#: How far the process ids over there are from the ones here.
-PID_SHIFT = 7919
 #: The module a worker over there imports the notebook's code as (its ``__name__``).
 WORKER_MODULE = "keys"
-
-
-@contextlib.contextmanager
-def _on_another_machine(values: MutableMapping[str, Any]) -> Iterator[None]:
-    real = os.uname()
-    pid, ppid = os.getpid() + PID_SHIFT, os.getppid() + PID_SHIFT
-    fakes: dict[str, Any] = {
-        "gethostname": lambda: ELSEWHERE,
-        "getfqdn": lambda name="": ELSEWHERE,
-        "node": lambda: ELSEWHERE,
-        "uname": lambda: type(real)(
-            (real.sysname, ELSEWHERE, real.release, real.version, real.machine)
-        ),
-        "getuser": lambda: "svc-other",
-        "getcwd": lambda: "/srv/other",
-        "getpid": lambda: pid,
-        "getppid": lambda: ppid,
-    }
-    owners = {
-        "gethostname": socket,
-        "getfqdn": socket,
-        "node": platform,
-        "uname": os,
-        "getuser": getpass,
-        "getcwd": os,
-        "getpid": os,
-        "getppid": os,
-    }
-    #: The student's ``from socket import gethostname`` and the like, by identity.
-    bound = {id(getattr(owners[name], name)): fake for name, fake in fakes.items()}
-    saved = {k: v for k, v in values.items() if id(v) in bound}
-    env = {
-        "HOSTNAME": ELSEWHERE,
-        "USER": "svc-other",
-        "LOGNAME": "svc-other",
-        "PWD": "/srv/other",
-        # What a container platform says about the worker: its pod, its node.
-        "HOST": ELSEWHERE,
-        "POD_NAME": ELSEWHERE,
-        "NODE_NAME": ELSEWHERE,
-    }
-    with contextlib.ExitStack() as stack:
-        for name, fake in fakes.items():
-            stack.enter_context(mock.patch.object(owners[name], name, fake))
-        stack.enter_context(mock.patch.dict(os.environ, env))
-        values.update({k: bound[id(v)] for k, v in saved.items()})
-        try:
-            yield
-        finally:
-            values.update(saved)
 
 
 def keys_on_another_machine(
@@ -132,10 +75,10 @@ def keys_on_another_machine(
     does not know its cells."""
     with fresh_state(values):
         here = [plain(need(values, "operation_key")(*args)) for args in calls]
-        with _on_another_machine(values):
+        with on_another_machine(values):
             there = [plain(need(values, "operation_key")(*args)) for args in calls]
         started = _keys_from_the_cells_run_again(
-            values, calls, partial(_on_another_machine, {}), module=WORKER_MODULE
+            values, calls, partial(on_another_machine, {}), module=WORKER_MODULE
         )
     return {"here": here, "there": there, "started": started}
 

@@ -18,8 +18,6 @@ one of the world's transactions would test SQLite, not the job.
 from __future__ import annotations
 
 import builtins
-import os
-import socket
 import sqlite3
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager, nullcontext
@@ -32,6 +30,7 @@ from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.errors import PermanentError, SimulatedCrash, TransientError
 from labkit.explore.boundaries import Tracer
 from labkit.grading.exercises.common import fresh_state, need, outcome
+from labkit.grading.exercises.elsewhere import on_another_machine
 from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.replay import cells_run_again
@@ -173,10 +172,10 @@ def run(
     (``"ledger.transaction()#2"``: after its second one).
     ``salted``: as a worker restarted a day and an hour later runs it (``restarted``):
     the student's module imported again then, its ``hash()`` giving other values (its
-    own ``PYTHONHASHSEED``), and so does the world's clock; its pid and host are another
-    worker's (``another_worker``). ``deployed``: ``POLICIES`` holds one more version, as
-    after a deploy that added it (the newest one's steps). The outcome, ``{"crashed":
-    True}`` when it did, and ``fired``.
+    own ``PYTHONHASHSEED``), and so does the world's clock; its host, user and pid are
+    another machine's (``elsewhere.on_another_machine``). ``deployed``: ``POLICIES``
+    holds one more version, as after a deploy that added it (the newest one's steps).
+    The outcome, ``{"crashed": True}`` when it did, and ``fired``.
     """
     moments = _Moments(crash_after=crash_after)
     salt = {"hash": lambda obj: builtins.hash((0x5EED, obj))} if salted else {}
@@ -219,23 +218,22 @@ def restarted(values: MutableMapping[str, Any], later: bool) -> Iterator[Mutable
     if not later:
         yield values
         return
-    moved = partial(clock_moved, {}, LATER_S, datetime_module=True, steady=False)
-    with another_worker(), cells_run_again(values, moved) as again:
+    with cells_run_again(values, _later_elsewhere) as again:
         if again is not None:
             yield again
             return
-    with another_worker(), clock_moved(values, LATER_S, real_modules=False):
+    with on_another_machine(values), clock_moved(values, LATER_S, real_modules=False):
         yield values
 
 
 @contextmanager
-def another_worker() -> Iterator[None]:
-    """``os.getpid()`` and ``socket.gethostname()`` as in another worker process, on another
-    machine: a key holding the worker's pid or host is another key there."""
-    pid, host = os.getpid(), socket.gethostname()
+def _later_elsewhere() -> Iterator[None]:
+    """The wall clock ``LATER_S`` on, on another machine: where the cells run again.
+    Entered inside ``cells_run_again``'s scratch folder, whose way back must read the
+    real working folder, not the other machine's."""
     with (
-        mock.patch.object(os, "getpid", return_value=pid + 7919),
-        mock.patch.object(socket, "gethostname", return_value=f"{host}-restarted"),
+        clock_moved({}, LATER_S, datetime_module=True, steady=False),
+        on_another_machine({}),
     ):
         yield
 
