@@ -100,7 +100,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [
         f"labkit: rng seed {SEED} (replay with LABKIT_SEED={SEED})",
         f"labkit: zoo entries graded in the sandbox drawn by LABKIT_ZOO_SEED={zoo} "
-        "(LABKIT_ZOO_SEED=all: every entry)",
+        "(a whole number is a turn of the rotation; LABKIT_ZOO_SEED=all: every entry)",
     ]
 
 

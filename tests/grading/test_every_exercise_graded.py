@@ -7,8 +7,9 @@ of the project's zoo for each of the other eleven exercises, through the confine
 grader, and checks each wrong solution is caught there by the check named after its
 mistake, saying what its zoo records, capped at half when that check is severe. The
 entries are every one a kill sweep, a race or a restart must catch, and one more of each
-exercise drawn by ``LABKIT_ZOO_SEED`` (``zoograding.in_the_sandbox``): CI draws by
-commit, ``LABKIT_ZOO_SEED=all`` grades the whole zoo. That in-process grading gives every
+exercise drawn by ``LABKIT_ZOO_SEED`` (``zoograding.in_the_sandbox``): CI's turn is the
+commit's place in the history, so successive commits grade every entry in turn;
+``LABKIT_ZOO_SEED=all`` grades the whole zoo at once. That in-process grading gives every
 notebook the score the sandbox gives is ``bench/grading.py --same-scores``'s to show.
 """
 

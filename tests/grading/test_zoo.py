@@ -21,7 +21,12 @@ import test_zoo_ex07
 from gradingkit import assert_severe
 
 PARTS = (
-    test_zoo_ex01, test_zoo_ex02, test_zoo_ex03, test_zoo_ex04, test_zoo_ex05, test_zoo_ex06,
+    test_zoo_ex01,
+    test_zoo_ex02,
+    test_zoo_ex03,
+    test_zoo_ex04,
+    test_zoo_ex05,
+    test_zoo_ex06,
     test_zoo_ex07,
 )
 #: Every entry of exercises 1 to 7, and what each one's check must say it expected.
@@ -76,3 +81,46 @@ def test_every_entry_builds_the_notebook_a_student_would_hand_in() -> None:
 
     built = [entry.notebook() for entry in every_entry()]
     assert len(built) > 500, len(built)
+
+
+def test_the_rotation_grades_every_entry_through_the_sandbox_in_turn() -> None:
+    # CI passes the commit's place in the history as LABKIT_ZOO_SEED: as many successive
+    # turns as the longest exercise has rotating entries take every entry once, and the
+    # sweeps' entries every time. A random draw per commit would leave some ungraded for
+    # hundreds of commits.
+    from collections import Counter
+
+    from zoo_notebooks import every_entry
+    from zoograding import ROTATING, SWEPT, in_the_sandbox, runs_its_control, skip_unless_drawn
+
+    entries = every_entry()
+    rotating = Counter(e.exercise for e in entries if e.check not in SWEPT)
+    turns = max(-(-n // ROTATING) for n in rotating.values())
+    start = 1234
+    taken: Counter[str] = Counter()
+    for turn in range(start, start + turns):
+        graded = in_the_sandbox(entries, str(turn))
+        assert {e.mistake for e in entries if e.check in SWEPT} <= {e.mistake for e in graded}
+        taken.update(e.mistake for e in graded if e.check not in SWEPT)
+    assert set(taken) == {e.mistake for e in entries if e.check not in SWEPT}
+    # Each exercise's entries once per round of its own length, none twice in one round.
+    mine = [e for e in entries if e.exercise == "ex07" and e.check not in SWEPT]
+    once = Counter(
+        e.mistake for t in range(start, start + len(mine)) for e in in_the_sandbox(mine, str(t))
+    )
+    assert set(once.values()) == {1} and len(once) == len(mine)
+    # The service exercises' in-process fifth and control third: five (three) turns.
+    services = [e.mistake for e in entries if e.exercise in ("ex08", "ex09", "ex10")]
+    drawn: Counter[str] = Counter()
+    for turn in range(start, start + 5):
+        for mistake in services:
+            try:
+                skip_unless_drawn(mistake, str(turn))
+            except pytest.skip.Exception:
+                continue
+            drawn[mistake] += 1
+    assert set(drawn) == set(services) and set(drawn.values()) == {1}
+    controlled = Counter(
+        m for t in range(start, start + 3) for m in services if runs_its_control(m, str(t))
+    )
+    assert set(controlled) == set(services) and set(controlled.values()) == {1}

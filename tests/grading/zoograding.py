@@ -13,14 +13,18 @@ more cell, which redefines a function or two with one mistake.
   ``labkit grade`` as students' notebooks (sandbox, own uids, every check, the session's
   seed), each record judged by ``not_caught``: always the entries of the checks that
   kill, race or restart the student's code (``SWEPT``), and ``ROTATING`` more of each
-  exercise drawn by ``LABKIT_ZOO_SEED``. CI draws by commit (``.ci/run``), so successive
-  commits grade different entries; ``LABKIT_ZOO_SEED=all`` grades every one. The whole
+  exercise drawn by ``LABKIT_ZOO_SEED``. A whole number is a turn of a rotation: CI
+  passes the commit's place in the history (``.ci/run``), and successive commits take
+  successive slices of a fixed order, so every entry is graded through the sandbox once
+  in each exercise's length of commits (``rotation_covers_every_entry`` in
+  ``test_zoo.py``); anything else draws at random; ``all`` grades every one. The whole
   zoo through the sandbox costs minutes more than CI's ten allow (about 400 CPU-seconds
   for exercises 1-7 and 11-14 alone): ``bench/zoo.py`` grades it all.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -60,7 +64,8 @@ SWEPT = frozenset(
     }
 )
 #: Entries of each exercise graded in the sandbox besides the swept ones, drawn afresh
-#: for each ``LABKIT_ZOO_SEED`` (``.ci/run`` sets the commit's hash; "all": every one).
+#: for each ``LABKIT_ZOO_SEED`` (``.ci/run`` sets the commit's place in the history, a
+#: turn of the rotation; "all": every one).
 #: One since round 7 (952 entries): with two, ``make test`` took 806 s on a slow machine.
 ROTATING = 1
 ZOO_SEED = os.environ.get("LABKIT_ZOO_SEED") or str(SEED)
@@ -88,20 +93,42 @@ def in_the_sandbox(entries: Sequence[E], seed: str = ZOO_SEED) -> list[E]:
     for entry in entries:
         if entry.check not in SWEPT:
             rest[entry.exercise].append(entry.mistake)
-    drawn = {
-        mistake
-        for exercise, mistakes in rest.items()
-        for mistake in random.Random(f"{seed}:{exercise}").sample(
-            mistakes, min(ROTATING, len(mistakes))
-        )
-    }
+    drawn = {m for exercise, mistakes in rest.items() for m in _taken(exercise, mistakes, seed)}
     return [e for e in entries if e.check in SWEPT or e.mistake in drawn]
+
+
+def _place(what: str, mistake: str) -> str:
+    """An entry's place in its rotation: fixed by its name, so an entry added later
+    takes a place of its own without moving the others'."""
+    return hashlib.sha256(f"{what}:{mistake}".encode()).hexdigest()
+
+
+def _taken(exercise: str, mistakes: list[str], seed: str) -> list[str]:
+    """The ``ROTATING`` of ``exercise``'s ``mistakes`` graded under ``seed``.
+
+    A whole-number seed is a turn: turn ``n`` takes the ``n``-th slice of the entries in
+    their fixed order (``_place``), so the turns ``n`` .. ``n + len(mistakes) - 1`` take
+    every entry once. Any other seed draws at random.
+    """
+    if not seed.isdigit():
+        return random.Random(f"{seed}:{exercise}").sample(mistakes, min(ROTATING, len(mistakes)))
+    order = sorted(mistakes, key=lambda mistake: _place(exercise, mistake))
+    turns = -(-len(order) // ROTATING)
+    start = int(seed) % turns * ROTATING
+    return order[start : start + ROTATING]
 
 
 def _drawn(what: str, mistake: str, share: float, seed: str) -> bool:
     """Whether ``mistake`` is among the ``share`` of entries drawn for ``what`` under
-    ``seed`` (each entry on its own draw; "all": every one)."""
-    return seed == "all" or random.Random(f"{seed}:{what}:{mistake}").random() < share
+    ``seed``: with a whole-number seed (a turn), the entries whose place falls in this
+    turn's bucket of ``round(1 / share)``, so that many successive turns draw every entry
+    once; with any other seed, each entry on its own draw; "all": every one."""
+    if seed == "all":
+        return True
+    if seed.isdigit():
+        buckets = round(1 / share)
+        return int(_place(what, mistake), 16) % buckets == int(seed) % buckets
+    return random.Random(f"{seed}:{what}:{mistake}").random() < share
 
 
 #: Of the entries of the exercises that start real workers, servers and consumers (8, 9
@@ -133,8 +160,9 @@ IN_PROCESS = 1 / 5
 def skip_unless_drawn(mistake: str, seed: str = ZOO_SEED) -> None:
     """Skip a service exercise's zoo entry not drawn this session, after its edit was
     applied and compiled: a fifth of them run their named check in process, drawn afresh
-    per ``LABKIT_ZOO_SEED`` (CI draws by commit, so successive commits run different ones);
-    "all" runs every one, and ``bench/zoo.py`` grades every one through the sandbox."""
+    per ``LABKIT_ZOO_SEED`` (CI's turn is the commit's place in the history, so five
+    successive commits run every one); "all" runs every one, and ``bench/zoo.py`` grades
+    every one through the sandbox."""
     if not _drawn("in-process", mistake, IN_PROCESS, seed):
         pytest.skip(f"not drawn for LABKIT_ZOO_SEED={seed} (LABKIT_ZOO_SEED=all runs it)")
 
