@@ -71,6 +71,41 @@ def oldest_due_first(ns: Namespace) -> None:
         ),
         got,
     )
+    # run_after is a number: 9.5 is due before 10, though the text '10.0' sorts first.
+    with lab_file(ns) as (conn, path):
+        ten = add_job(conn, "a:1:v1", run_after=10.0)
+        nine = add_job(conn, "a:2:v1", run_after=9.5)
+        got = [(_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id") for _n in range(2)]
+    expect(
+        got == [nine, ten],
+        _(
+            "job {sooner} (due at 9.5) then job {later} (due at 10): run_after sorts as a "
+            "number, not as text"
+        ).format(sooner=nine, later=ten),
+        got,
+    )
+    # A job w1 itself held, its lease expired, is no more urgent for w1 than any other.
+    with lab_file(ns) as (conn, path):
+        first = add_job(conn, "a:1:v1", run_after=10.0)
+        own = add_job(
+            conn,
+            "a:2:v1",
+            state="running",
+            attempt=1,
+            run_after=20.0,
+            lease_owner="w1",
+            lease_until=50.0,
+            lease_token="old",
+        )
+        got = [(_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id") for _n in range(2)]
+    expect(
+        got == [first, own],
+        _(
+            "job {first} (due at 10) then job {own} (due at 20, w1's own lease on it expired "
+            "at 50), for w1: no preference for the jobs a worker held before"
+        ).format(first=first, own=own),
+        got,
+    )
 
 
 @CHECKS.add(
@@ -210,6 +245,30 @@ def dead_workers_jobs_are_not_starved(ns: Namespace) -> None:
             "job {job_id} first at 100 (due at 0, its worker died: lease expired at 50), "
             "before job {fresh} (new, due at 90) and job {retry} (retry, due at 95)"
         ).format(job_id=orphan, fresh=fresh, retry=retry),
+        "None" if got is None else _("job {job_id}").format(job_id=got),
+    )
+    # Work enqueued to run at once shares its run_after of 0: a tie goes to the smaller
+    # id, the orphan first, not to every new job (ORDER BY run_after, state = 'running').
+    with lab_file(ns) as (conn, path):
+        orphan = add_job(
+            conn,
+            "mail:1:send:v1",
+            state="running",
+            attempt=1,
+            run_after=0.0,
+            lease_owner="crashed",
+            lease_until=50.0,
+            lease_token="old",
+            updated_at=20.0,
+        )
+        fresh = add_job(conn, "mail:2:send:v1", run_after=0.0)
+        got = (_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id")
+    expect(
+        got == orphan,
+        _(
+            "job {job_id} first at 100 (due at 0, its worker died: lease expired at 50), "
+            "before job {fresh} (new, due at 0 too: a tie of run_after goes to the smaller id)"
+        ).format(job_id=orphan, fresh=fresh),
         "None" if got is None else _("job {job_id}").format(job_id=got),
     )
 

@@ -1758,6 +1758,141 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    (
+        "ex03",
+        "attempt capped at max_attempts (attempt = min(attempt + 1, max_attempts))",
+        "attempt_goes_up_by_one",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = min(attempt + 1, max_attempts),"
+                " lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " ((state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now))"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "an expired lease judged with a tenth of a second's allowance (lease_until < now + 0.1)",
+        "expired_lease_is_reclaimable",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " ((state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until < :now + 0.1))"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "ties of run_after go to new work first (ORDER BY run_after, lease_until IS NOT NULL, id)",
+        "dead_workers_jobs_are_not_starved",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " ((state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now))"
+                " ORDER BY run_after, lease_until IS NOT NULL, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "run_after sorted as text (ORDER BY CAST(run_after AS TEXT), id)",
+        "oldest_due_first",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " ((state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now))"
+                " ORDER BY CAST(run_after AS TEXT), id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "a job due within a tenth of a second counted as ready (run_after <= now + 0.1)",
+        "claims_the_right_job_for_any_table",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " ((state IN ('pending', 'retry_wait') AND run_after <= :now + 0.1)"
+                " OR (state = 'running' AND lease_until <= :now))"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "ties of run_after go to retries first (ORDER BY run_after, attempt DESC, id)",
+        "claims_the_right_job_for_any_table",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " ((state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now))"
+                " ORDER BY run_after, attempt DESC, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "a worker takes back its own expired leases first (ORDER BY lease_owner = :worker DESC)",
+        "oldest_due_first",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " ((state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now))"
+                " ORDER BY coalesce(lease_owner = :worker, 0) DESC, run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 
@@ -1911,11 +2046,32 @@ SAYS: dict[str, str] = {
     "an expired lease reclaimed with run_after = now (when the job was due is lost)": (
         "its run_after still 42.5"
     ),
+    "attempt capped at max_attempts (attempt = min(attempt + 1, max_attempts))": (
+        "attempt 4 for a retry_wait job at attempt 3 of max_attempts 3"
+    ),
+    "an expired lease judged with a tenth of a second's allowance (lease_until < now + 0.1)": (
+        "leased to w9 until 100.01"
+    ),
+    "ties of run_after go to new work first (ORDER BY run_after, lease_until IS NOT NULL, id)": (
+        "a tie of run_after goes to the smaller id"
+    ),
+    "run_after sorted as text (ORDER BY CAST(run_after AS TEXT), id)": "sorts as a number",
+    "a job due within a tenth of a second counted as ready (run_after <= now + 0.1)": (
+        "run_after=100.01"
+    ),
+    "ties of run_after go to retries first (ORDER BY run_after, attempt DESC, id)": (
+        "retry_wait run_after=0"
+    ),
+    "a worker takes back its own expired leases first (ORDER BY lease_owner = :worker DESC)": (
+        "no preference for the jobs a worker held before"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
 #: reported score (severity cap included) is at most half of the exercise.
 SEVERE = [
+    "an expired lease judged with a tenth of a second's allowance (lease_until < now + 0.1)",
+    "ties of run_after go to new work first (ORDER BY run_after, lease_until IS NOT NULL, id)",
     "a retry_wait job still carrying its failed run's lease is never claimed",
     "fresh jobs first (ORDER BY attempt): retries starve behind new work",
     "the lease token drawn once, as a default argument",

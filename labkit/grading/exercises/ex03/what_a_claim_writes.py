@@ -167,6 +167,25 @@ def attempt_goes_up_by_one(ns: Namespace) -> None:
                 attempt=_job(conn, again)["attempt"],
             ),
         )
+        # Its budget lowered below the runs it has had (attempt 3 of max_attempts 3) while
+        # it waited: attempt counts on to 4; capped at max_attempts, the run goes uncounted.
+        spent = add_job(
+            conn, "mail:3:send:v1", state="retry_wait", attempt=3, max_attempts=3, run_after=160.0
+        )
+        fourth = _claim(ns, path, "w4", 225.0, 30.0)  # w2 holds job 1, w3 the second job
+        expect(
+            (fourth or {}).get("id") == spent and _job(conn, spent)["attempt"] == 4,
+            _(
+                "attempt 4 for a retry_wait job at attempt 3 of max_attempts 3 (attempt = "
+                "attempt + 1 always: never capped at max_attempts)"
+            ),
+            _("claim returned {returned}, attempt {attempt}").format(
+                returned="None"
+                if fourth is None
+                else _("job {job_id}").format(job_id=fourth.get("id")),
+                attempt=_job(conn, spent)["attempt"],
+            ),
+        )
 
 
 @CHECKS.add(
@@ -371,6 +390,37 @@ def expired_lease_is_reclaimable(ns: Namespace) -> None:
                     "lease_owner (another copy may run under that name)"
                 ),
             )
+    # A lease that ends a hundredth of a second from now is still held: an allowance for
+    # clock skew, however small, lets a second worker in while the first still runs.
+    with lab_file(ns) as (conn, path):
+        soon = add_job(
+            conn,
+            "mail:7:send:v1",
+            state="running",
+            attempt=1,
+            lease_owner="w9",
+            lease_until=100.01,
+            lease_token="live-w9",
+            updated_at=90.0,
+        )
+        stolen = _claim(ns, path, "w2", 100.0, 30.0)
+        expect(
+            stolen is None,
+            _(
+                "None for w2 at now=100: job {job_id} is leased to w9 until 100.01, still "
+                "held for a hundredth of a second"
+            ).format(job_id=soon),
+            _("job {job_id} (leased to {owner} until {until:g})").format(
+                job_id=stolen.get("id"), owner="w9", until=100.01
+            )
+            if stolen and stolen.get("id") == soon
+            else repr(stolen),
+            _(
+                "a running job is ready only once lease_until <= :now, exactly: no "
+                "allowance for clock skew, and no exception for the worker named in "
+                "lease_owner (another copy may run under that name)"
+            ),
+        )
     # The worker died on the job's last attempt. Claiming it again (this contract) or
     # declaring it dead (what labkit's store does) both end it; a claim that filters on
     # attempt < max_attempts and nothing else leaves it running under a dead lease forever.

@@ -438,7 +438,9 @@ def claims_the_right_job_for_any_table(ns: Namespace) -> None:
     # A retry due first whose failed run left a lease that outlives its backoff: its old
     # lease_until does not matter, only its state and run_after do.
     right_job([("retry_wait", 0.0, 200.0, "mail:1:v1"), ("pending", 99.5, 50.0, "mail:2:v1")])
-    # Due a fraction of a second from now: not ready yet (no allowance for a clock).
-    right_job([("pending", 100.25, 50.0, "mail:1:v1"), ("retry_wait", 100.75, 50.0, "mail:2:v1")])
+    # Due a hundredth of a second from now: not ready yet (no allowance for a clock).
+    right_job([("pending", 100.01, 50.0, "mail:1:v1"), ("retry_wait", 100.25, 50.0, "mail:2:v1")])
+    # A tie of run_after between new work and a retry: the smaller id, whatever the attempt.
+    right_job([("pending", 0.0, 50.0, "mail:1:v1"), ("retry_wait", 0.0, 50.0, "mail:2:v1")])
     jobs = st.lists(JOBS, min_size=1, max_size=6, unique_by=lambda job: job[3])
     holds_for(jobs, right_job, examples=25)
