@@ -1287,11 +1287,259 @@ ZOO: list[tuple[str, str, str, str]] = [
             )
         """,
     ),
+    (
+        "ex12",
+        "slot_key shifts local time by the offset in force now (time.altzone when tm_isdst)",
+        "slot_key_is_the_same_in_every_time_zone",
+        """
+        import time as _time
+
+
+        def slot_key(schedule, fire_time):
+            if not schedule or ":" in schedule:
+                raise ValueError(f"bad schedule name {schedule!r}")
+            offset = _time.altzone if _time.localtime().tm_isdst > 0 else _time.timezone
+            moment = datetime.fromtimestamp(fire_time + offset)
+            return f"schedule:{schedule}:{moment:%Y-%m-%dT%H:%M:%SZ}"
+        """,
+    ),
+    (
+        "ex12",
+        "the newest key's fire time parsed with time.mktime(...) minus the offset in force now",
+        "tick_reads_what_fired_in_every_time_zone",
+        """
+        import time as _time
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = _time.strptime(row[0][len(prefix) :], "%Y-%m-%dT%H:%M:%SZ")
+                offset = _time.altzone if _time.localtime().tm_isdst > 0 else _time.timezone
+                last = _time.mktime(fired) - offset
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "what fired read as the key of the row with the latest run_after",
+        "last_fired_is_the_newest_key",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT key FROM jobs WHERE substr(key, 1, ?) = ? ORDER BY run_after DESC LIMIT 1",
+                (len(prefix), prefix),
+            ).fetchone()
+            last = None
+            if row is not None:
+                fired = datetime.strptime(row[0][len(prefix) :], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "due_slots takes catch_up with spaces around it ('latest ')",
+        "due_slots_refuses_bad_arguments",
+        """
+        def due_slots(period_s, last, since, now, catch_up):
+            if period_s <= 0:
+                raise ValueError(f"period_s must be positive, not {period_s!r}")
+            catch_up = catch_up.strip()
+            if catch_up not in ("all", "latest"):
+                raise ValueError(f"catch_up must be 'all' or 'latest', not {catch_up!r}")
+            slot = (now // period_s) * period_s
+            slots = []
+            while slot >= since and (last is None or slot > last):
+                slots.append(slot)
+                if catch_up == "latest":
+                    break
+                slot -= period_s
+            return slots[::-1]
+        """,
+    ),
+    (
+        "ex12",
+        "tick inserts its jobs with max_attempts = 1 (a periodic job gets no retry)",
+        "the_jobs_a_tick_creates_are_ready_to_claim",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix) :], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at, max_attempts)"
+                    " VALUES (?, ?, ?, ?, 1)"
+                    " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "tick puts its jobs on a queue of their own ('scheduled'), which no worker serves",
+        "the_jobs_a_tick_creates_are_ready_to_claim",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix) :], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at, queue)"
+                    " VALUES (?, ?, ?, ?, 'scheduled')"
+                    " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "tick stores kind = schedule.strip()",
+        "each_job_is_of_its_schedules_kind",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix) :], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule.strip(), slot, now),
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "due_slots compares slots with int(since) (a slot just before a fractional since is due)",
+        "due_slots_boundaries",
+        """
+        def due_slots(period_s, last, since, now, catch_up):
+            if period_s <= 0:
+                raise ValueError(f"period_s must be positive, not {period_s!r}")
+            if catch_up not in ("all", "latest"):
+                raise ValueError(f"catch_up must be 'all' or 'latest', not {catch_up!r}")
+            slot = (now // period_s) * period_s
+            slots = []
+            while slot >= int(since) and (last is None or slot > last):
+                slots.append(slot)
+                if catch_up == "latest":
+                    break
+                slot -= period_s
+            return slots[::-1]
+        """,
+    ),
+    (
+        "ex12",
+        "tick ignores catch_up='latest' while nothing has fired (a new schedule runs every slot)",
+        "tick_catches_up_with_the_latest_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix) :], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            mode = catch_up if last is not None else "all"
+            for slot in due_slots(period_s, last, since, now, mode):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake.
 SAYS: dict[str, str] = {
+    "tick ignores catch_up='latest' while nothing has fired (a new schedule runs every slot)": (
+        "from the first tick with catch_up='latest'"
+    ),
+    "tick inserts its jobs with max_attempts = 1 (a periodic job gets no retry)": (
+        "attempt 0 of max_attempts 3"
+    ),
+    "tick puts its jobs on a queue of their own ('scheduled'), which no worker serves": (
+        "on the queue 'default'"
+    ),
+    "tick stores kind = schedule.strip()": "of kind 'Clôture_Mois EU '",
+    "due_slots compares slots with int(since) (a slot just before a fractional since is due)": (
+        "since half a second after a slot"
+    ),
+    "slot_key shifts local time by the offset in force now (time.altzone when tm_isdst)": (
+        "schedule:ledger:2026-07-01T02:00:00Z"
+    ),
+    "the newest key's fire time parsed with time.mktime(...) minus the offset in force now": (
+        "fired, only the"
+    ),
+    "what fired read as the key of the row with the latest run_after": "was re-run by hand",
+    "due_slots takes catch_up with spaces around it ('latest ')": "'latest '",
     "slot_key turns local time into UTC with time.timezone (an hour off in summer time)": (
         "the same UTC keys with TZ=AEST-10AEDT"
     ),
@@ -1370,7 +1618,7 @@ SAYS: dict[str, str] = {
     ),
     "tick writes updated_at = int(now)": "updated_at=1767229205.25",
     "tick stores kind = schedule.lower() (the worker looks for task 'clôture_mois eu')": (
-        "of kind 'Clôture_Mois EU'"
+        "of kind 'Clôture_Mois EU '"
     ),
     "tick's BEGIN IMMEDIATE left open when due_slots refuses period_s (called before try)": (
         "period_s=0, ...) to raise"
@@ -1414,8 +1662,11 @@ test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO
 #: Mistakes that lose or duplicate nothing the scheduler enqueues with the grid it is
 #: given (a function's contract bent at its edges): their checks are not severe.
 MINOR = [
+    "tick stores kind = schedule.strip()",
+    "due_slots compares slots with int(since) (a slot just before a fractional since is due)",
     "due_slots counts forward from last + period_s (off the grid when last is)",
     "due_slots takes catch_up in any case ('Latest')",
+    "due_slots takes catch_up with spaces around it ('latest ')",
     "the slot at exactly since is not due (slot > since)",
     "run_after = max(slot, now): a missed slot's job dated by the tick, not the slot",
     "tick returns the keys it created newest first",  # every slot once, in another order

@@ -39,6 +39,11 @@ T0 = 1767225600  # 2026-01-01T00:00:00Z
 #: need no tz database in the grading sandbox.
 SUMMER_DST = "AEST-10AEDT,M10.1.0,M4.1.0/3"
 ZONES = ("BRT3", "IST-5:30", SUMMER_DST)
+#: 2026-07-01T00:00:00Z: winter in Sydney (UTC+10, no daylight saving time). With T0, in
+#: its summer, whatever the date of grading one of them is on the other side of the
+#: change: an offset read from the clock of now (time.altzone when tm_isdst) is an hour
+#: off for one.
+JULY = 1782864000
 #: How long a plain read pauses in the race: long enough for the other scheduler to read.
 RACE_PAUSE_S = 0.05
 
@@ -143,7 +148,12 @@ def slot_key_names_the_slot(ns: Namespace) -> None:
     severe=True,
 )
 def slot_key_is_the_same_in_every_time_zone(ns: Namespace) -> None:
-    pairs = [("nightly", T0 + 2 * HOUR), ("report", 1_700_000_000), ("sync", 86_399)]
+    pairs = [
+        ("nightly", T0 + 2 * HOUR),
+        ("report", 1_700_000_000),
+        ("sync", 86_399),
+        ("ledger", JULY + 2 * HOUR),
+    ]
     calls = [list(pair) for pair in pairs]
     want = [reference_key(name, t) for name, t in pairs]
     # POSIX zone strings (UTC-3 and UTC+5:30) need no tz database in the grading sandbox.
@@ -183,6 +193,11 @@ def due_slots_boundaries(ns: Namespace) -> None:
         ([HOUR, T0 + HOUR, T0, T0 + 2 * HOUR, "all"], [T0 + 2 * HOUR], _("last on a slot")),
         ([HOUR, T0 + 2 * HOUR, T0, T0 + 2 * HOUR, "all"], [], _("last equal to now")),
         ([HOUR, None, T0 + 1, T0 + 2 * HOUR - 1, "all"], [T0 + HOUR], _("since after a slot")),
+        (
+            [HOUR, None, T0 + 0.5, T0 + HOUR + 5, "all"],
+            [T0 + HOUR],
+            _("since half a second after a slot"),
+        ),
         ([HOUR, None, T0 + 30, T0 + 40, "all"], [], _("no slot in [since, now]")),
         (
             [HOUR, None, T0 + 30, T0 + 40, "latest"],
@@ -250,12 +265,14 @@ def due_slots_on_generated_schedules(ns: Namespace) -> None:
 def due_slots_refuses_bad_arguments(ns: Namespace) -> None:
     # Nothing due too (now before since): the arguments are checked first, not only
     # when a slot is due.
-    # 'Latest' is not 'latest' either: the contract names two values, nothing close to them.
+    # 'Latest' is not 'latest' either, nor 'latest ' (a value read from a config file):
+    # the contract names two values, nothing close to them.
     bad = (
         [0, None, 0, 100, "all"],
         [-60, None, 0, 100, "all"],
         [60, None, 0, 100, "most"],
         [60, None, 0, 100, "Latest"],
+        [60, None, 0, 100, "latest "],
     )
     for call in (*bad, [60, None, 200, 100, "most"], [0, None, 200, 100, "all"]):
         got = _one(ns, "due_slots", call)
