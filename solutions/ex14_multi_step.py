@@ -13,7 +13,8 @@
 # Two more rules make it a saga. When the charge is **declined for good**
 # (`PermanentError`), nothing can finish the order: record that, **compensate** the
 # step already done (put the stock back with a `+1` ledger entry) and never send the
-# e-mail. And a job keeps the **policy version** it started under: version 1 e-mails
+# e-mail. A key the payment API says was used for another request
+# (`IdempotencyKeyReused`) is no decline: the customer may have paid under it. And a job keeps the **policy version** it started under: version 1 e-mails
 # after the charge; version 2 (deployed while jobs were in flight) also sends a receipt.
 # A job resumed after the deploy still follows the steps of its first run.
 #
@@ -32,7 +33,7 @@
 # %%
 import json
 
-from labkit.errors import PermanentError
+from labkit.errors import IdempotencyConflict, PermanentError
 from labkit.grading.exercises.labdb import rows_of, steps_db
 from labkit.notebook.scratch import fresh_dir
 from labkit.world import World
@@ -92,7 +93,10 @@ def run_order(conn, world, order, *, policy_version: int) -> str:
       (``BEGIN IMMEDIATE`` ... ``COMMIT``), a checkpoint ``('charge', 'declined')`` and
       ``state = 'failed'``; then release the stock (``do_step(..., "release")``) and
       checkpoint ``release``; no later step runs. A resumed failed job only finishes the
-      release. Any other error propagates (the job is retried later).
+      release. Any other error propagates (the job is retried later), and so does
+      ``IdempotencyKeyReused`` (an ``IdempotencyConflict``): the key already charged
+      another request, so the customer may have paid; it is a bug to look at, not a
+      decline.
     """
     ### BEGIN SOLUTION
     job = {"id": order["id"], "version": policy_version}
@@ -118,8 +122,8 @@ def run_order(conn, world, order, *, policy_version: int) -> str:
                 continue
             try:
                 reply = do_step(world, order, step)
-            except PermanentError:
-                if step != "charge":
+            except PermanentError as exc:
+                if step != "charge" or isinstance(exc, IdempotencyConflict):
                     raise
                 conn.execute("BEGIN IMMEDIATE")
                 try:

@@ -20,6 +20,7 @@ from labkit.grading.exercises.ex14.checks import (
     HARNESS,
     MAILS,
     ORDER,
+    POLICIES_V1,
     exactly_once,
     found,
     make,
@@ -38,6 +39,9 @@ from labkit.lang import _
 from labkit.world import World
 
 CHECKS = Checks("ex14", hidden=True)
+
+#: The steps of policy version 2, in order.
+POLICIES_V2 = ("reserve", "charge", "receipt", "email")
 
 NAMES = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=10)
 
@@ -595,15 +599,31 @@ def a_step_found_done_says_skipped(ns: Namespace) -> None:
 @CHECKS.add(
     2,
     "key each step by the order's id and the step, not by the order's content (a hash of "
-    "the whole order dict): a job resumed after the customer changed the e-mail address "
-    "sends other keys, and reserves and charges again",
+    "the whole order dict, its amount, its sku): a job resumed after the customer changed "
+    "the e-mail address, the amount or the item sends other keys, and reserves, charges "
+    "or e-mails again",
     severe=True,
 )
 def a_resumed_order_with_a_new_address_is_charged_once(ns: Namespace) -> None:
     moved = {**ORDER, "email": "ana.souza@example.com"}  # read again from the shop's database
+    # Another order whose price and item changed before its resume (a coupon, a swap):
+    # its first charge went through, so a charge under a new key pays a second time.
+    other = {"id": 9, "customer": "cus_rui", "email": "rui@example.com", "sku": "cup"}
+    repriced = {**other, "amount": 1650, "sku": "pen"}
+    other["amount"] = 1500
+    # A third one killed right after its e-mail went out, its address changed since.
+    mailed = {"id": 11, "customer": "cus_lia", "email": "lia@example.com", "sku": "bowl"}
+    mailed["amount"] = 990
+    remailed = {**mailed, "email": "lia.melo@example.com"}
     with scene(ns) as folder:
         run(ns, folder, ORDER, crash_after="payments.charge")
+        run(ns, folder, other, crash_after="payments.charge")
         run(ns, folder, moved)
+        # The reply may be a conflict of the key (IdempotencyKeyReused): raised or not,
+        # what counts here is the payment API's own record.
+        ns.harness(HARNESS + "run", str(folder), repriced, 1, None, False)
+        run(ns, folder, mailed, crash_after="mail.send")
+        ns.harness(HARNESS + "run", str(folder), remailed, 1, None, False)
         got = found(world_of(folder), ORDER)
         mails = found(world_of(folder), moved)["mail"] + got["mail"]
         expect(
@@ -616,6 +636,68 @@ def a_resumed_order_with_a_new_address_is_charged_once(ns: Namespace) -> None:
             ).format(order_id=ORDER["id"]),
             _("the ledger {ledger}, charges {charges}, e-mails {mails}").format(
                 ledger=got["ledger"], charges=got["payments"], mails=mails
+            ),
+        )
+        charged = found(world_of(folder), other)["payments"]
+        expect(
+            charged == [[other["customer"], other["amount"]]],
+            _(
+                "order {order_id} charged once, {amount} as first asked, after a crash right "
+                "after the charge and a resume whose order has a new amount ({new_amount}) "
+                "and sku"
+            ).format(order_id=other["id"], amount=other["amount"], new_amount=repriced["amount"]),
+            _("charges {charges}").format(charges=charged),
+            _(
+                "a key names one operation, whatever its details: build it from the order id "
+                "and the step only, and a changed amount meets the payment API's stored "
+                "request instead of a second charge"
+            ),
+        )
+        truth = world_of(folder)
+        sent = found(truth, mailed)["mail"] + found(truth, remailed)["mail"]
+        expect(
+            len(sent) == 1,
+            _(
+                "order {order_id} e-mailed once after a crash right after its e-mail and a "
+                "resume whose order has a new e-mail address"
+            ).format(order_id=mailed["id"]),
+            _("e-mails to {addresses}").format(addresses=sent),
+        )
+
+
+@CHECKS.add(
+    1,
+    "a key the payment API says was used for another request (IdempotencyKeyReused, an "
+    "IdempotencyConflict) is no decline: let it propagate, and leave the job running, "
+    "its stock reserved; the customer may have paid under that key",
+    severe=True,
+)
+def a_key_conflict_on_resume_is_not_a_decline(ns: Namespace) -> None:
+    # Killed right after its charge went through, then resumed after a coupon changed
+    # the amount: under the same key, the payment API answers IdempotencyKeyReused.
+    paid = {"id": 21, "customer": "cus_davi", "email": "davi@example.com", "sku": "mug"}
+    paid["amount"] = 2400
+    with scene(ns) as folder:
+        run(ns, folder, paid, crash_after="payments.charge")
+        ns.harness(HARNESS + "run", str(folder), {**paid, "amount": 2100}, 1, None, False)
+        truth = world_of(folder)
+        conflicts = [c for c in truth["calls"] if c[0] == "payments" and c[2] != "ok"]
+        state, steps = state_of(folder, paid["id"]), steps_of(folder, paid["id"])
+        stock = found(truth, paid)["ledger"]
+        expect(
+            not conflicts or (state != "failed" and "release" not in steps),
+            _(
+                "order {order_id}, charged {amount} before a crash and resumed with "
+                "{new_amount}: the payment API's key conflict propagates, the job stays "
+                "'running' and its stock reserved"
+            ).format(order_id=paid["id"], amount=paid["amount"], new_amount=2100),
+            _("the job {state}, its steps {steps}, the ledger {ledger}").format(
+                state=repr(state), steps=steps, ledger=stock
+            ),
+            _(
+                "a PermanentError that is an IdempotencyConflict is a bug, not a decline: "
+                "re-raise it (isinstance(exc, IdempotencyConflict)) before recording "
+                "'declined' and releasing the stock"
             ),
         )
 
@@ -784,4 +866,66 @@ def a_charge_whose_reply_was_lost_is_charged_once(ns: Namespace) -> None:
                 "again if it raised) to the end: {effects}, the job 'done'"
             ).format(order_id=ORDER["id"], effects=wanted(ORDER, 1, False)),
             f"{again.get('returned')!r}; {seen}",
+        )
+
+
+def _steps_done(effects: list[Any], order: dict[str, Any]) -> list[str]:
+    """The steps ``effects`` (``(service, params)``, in order) did for ``order``."""
+    steps = []
+    for service, p in effects:
+        if service == "ledger" and p.get("account") == order["sku"]:
+            steps.append("reserve" if p.get("amount", 0) < 0 else "release")
+        elif service == "payments" and p.get("customer") == order["customer"]:
+            steps.append("charge")
+        elif service == "mail" and p.get("to") == order["email"]:
+            steps.append("receipt" if str(p.get("subject", "")).startswith("Receipt") else "email")
+    return steps
+
+
+@CHECKS.add(
+    2,
+    "run the steps in the order of POLICIES[version], a tuple, never in the order of a set "
+    "(set(steps) - done): a set of strings iterates in hash order, which differs in every "
+    "worker process, so the e-mail may go out before the charge and a decline may release "
+    "stock never reserved",
+    timeout=30.0,
+    severe=True,
+)
+def the_steps_run_in_their_policys_order_in_any_process(ns: Namespace) -> None:
+    orders = [
+        (ORDER, 1),
+        (
+            {
+                "id": 7,
+                "customer": "cus_bia",
+                "email": "bia@example.com",
+                "sku": "pen",
+                "amount": 1500,
+            },
+            2,
+        ),
+    ]
+    got = ns.harness(HARNESS + "run_in_a_new_process", orders)
+    effects, where = got["effects"], _("run by a worker process with another hash seed")
+    if effects is None or any(str(e).startswith("raised ") for e in got["ended"]):
+        # Not shipped to a new process (check() in Jupyter), or a call the world kept in
+        # memory there does not know: the real world, in this process, its hash seed.
+        with scene(ns) as folder:
+            got["ended"] = [
+                run(ns, folder, order, version).get("returned") for order, version in orders
+            ]
+            effects = [(service, p) for service, _key, p in world_of(folder)["effects"]]
+        where = _("run in this process")
+    for order, version in orders:
+        want = list(POLICIES_V2 if version == 2 else POLICIES_V1)
+        steps = _steps_done(effects, order)
+        expect(
+            steps == want,
+            _(
+                "the effects of order {order_id} (policy version {version}) in the order "
+                "{steps}, {where}"
+            ).format(order_id=order["id"], version=version, steps=want, where=where),
+            _("the effects in the order {steps}; run_order ended {ended}").format(
+                steps=steps, ended=got["ended"]
+            ),
         )

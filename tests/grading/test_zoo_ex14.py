@@ -41,8 +41,8 @@ def run_order(conn, world, order, *, policy_version):
                 continue
             try:
                 reply = do_step(world, order, step)
-            except PermanentError:
-                if step != "charge":
+            except PermanentError as exc:
+                if step != "charge" or isinstance(exc, IdempotencyConflict):
                     raise
                 conn.execute("BEGIN IMMEDIATE")
                 checkpoint("charge", "declined")
@@ -275,7 +275,11 @@ ZOO: list[tuple[str, str, str, str]] = [
         "any error of the charge treated as a decline (a 503 fails the job for good)",
         "only_a_declined_charge_fails_the_job",
         _edit(
-            RUN_ORDER, ("            except PermanentError:\n", "            except Exception:\n")
+            RUN_ORDER,
+            (
+                "            except PermanentError as exc:\n",
+                "            except Exception as exc:\n",
+            ),
         ),
     ),
     (
@@ -284,7 +288,11 @@ ZOO: list[tuple[str, str, str, str]] = [
         "only_a_declined_charge_fails_the_job",
         _edit(
             RUN_ORDER,
-            ('                if step != "charge":\n                    raise\n', ""),
+            (
+                '                if step != "charge" or isinstance(exc, IdempotencyConflict):\n'
+                "                    raise\n",
+                "",
+            ),
             ('checkpoint("charge", "declined")', 'checkpoint(step, "declined")'),
         ),
     ),
@@ -511,10 +519,10 @@ ZOO: list[tuple[str, str, str, str]] = [
         + _edit(
             RUN_ORDER,
             (
-                "            except PermanentError:\n",
+                "            except PermanentError as exc:\n",
                 "            except TransientError:\n"
                 "                continue\n"
-                "            except PermanentError:\n",
+                "            except PermanentError as exc:\n",
             ),
         ),
     ),
@@ -1066,7 +1074,7 @@ ZOO: list[tuple[str, str, str, str]] = [
         _edit(
             RUN_ORDER,
             (
-                '                if step != "charge":\n',
+                '                if step != "charge" or isinstance(exc, IdempotencyConflict):\n',
                 '                if step not in ("charge", "reserve"):\n',
             ),
         ),
@@ -1080,13 +1088,13 @@ ZOO: list[tuple[str, str, str, str]] = [
         + _edit(
             RUN_ORDER,
             (
-                "            except PermanentError:\n",
+                "            except PermanentError as exc:\n",
                 "            except TransientError:\n"
                 "                if step not in ('email', 'receipt'):\n"
                 "                    raise\n"
                 "                checkpoint(step, 'skipped')\n"
                 "                continue\n"
-                "            except PermanentError:\n",
+                "            except PermanentError as exc:\n",
             ),
         ),
     ),
@@ -1205,9 +1213,61 @@ ZOO: list[tuple[str, str, str, str]] = [
         + _edit(
             RUN_ORDER,
             (
-                '            except PermanentError:\n                if step != "charge":\n',
-                "            except (PermanentError, TransientError) as e:\n"
-                '                if step != "charge" or not 400 <= (e.status or 0) < 500:\n',
+                "            except PermanentError as exc:\n"
+                '                if step != "charge" or isinstance(exc, IdempotencyConflict):\n',
+                "            except (PermanentError, TransientError) as exc:\n"
+                '                if step != "charge" or not 400 <= (exc.status or 0) < 500:\n',
+            ),
+        ),
+    ),
+    (
+        # "Skip what is done" as a set difference: a set of strings iterates in hash order,
+        # which only some workers' hash seeds make the policy's.
+        "ex14",
+        "the steps left taken as set(POLICIES[version]) - done, in a set's order",
+        "the_steps_run_in_their_policys_order_in_any_process",
+        _edit(
+            RUN_ORDER,
+            (
+                "        for step in POLICIES[version]:\n"
+                "            if step in done:\n"
+                "                continue\n",
+                "        for step in set(POLICIES[version]) - done:\n",
+            ),
+        ),
+    ),
+    (
+        # "A new amount is a new charge": the resumed job, its price changed, pays again.
+        "ex14",
+        "each step's key holds the order's amount",
+        "a_resumed_order_with_a_new_address_is_charged_once",
+        _edit(DO_STEP, ('{step}:v1"', "{step}:{order['amount']}\"")),
+    ),
+    (
+        "ex14",
+        "each step's key holds the order's sku",
+        "a_resumed_order_with_a_new_address_is_charged_once",
+        _edit(DO_STEP, ("{order['id']}:{step}:v1\"", "{order['id']}:{order['sku']}:{step}\"")),
+    ),
+    (
+        # "The address is part of the message": a resume after the address changed mails
+        # the order a second time, to the new address.
+        "ex14",
+        "the e-mail's key holds the address it goes to",
+        "a_resumed_order_with_a_new_address_is_charged_once",
+        _edit(
+            DO_STEP, ("    subject = {", "    key = f\"{key}:{order['email']}\"\n    subject = {")
+        ),
+    ),
+    (
+        "ex14",
+        "a key conflict of the resumed charge taken for a decline (every PermanentError)",
+        "a_key_conflict_on_resume_is_not_a_decline",
+        _edit(
+            RUN_ORDER,
+            (
+                'if step != "charge" or isinstance(exc, IdempotencyConflict):',
+                'if step != "charge":',
             ),
         ),
     ),
@@ -1217,6 +1277,7 @@ ZOO: list[tuple[str, str, str, str]] = [
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "a key conflict of the resumed charge taken for a decline (every PermanentError)",
     "the reserve's mark read in one ledger transaction, the post in the next",
     "an error of the release swallowed: the job returns 'failed' anyway",
     "the checkpoint written before the step's effect",
@@ -1259,10 +1320,17 @@ SEVERE = [
     "a charge's 4xx status taken for a decline (a 429 fails the job for good)",
     "each step's key holds the worker's host and pid, taken at import",
     "the e-mail retried on TransientError under a new key per attempt (key + ':1')",
+    "the steps left taken as set(POLICIES[version]) - done, in a set's order",
+    "each step's key holds the order's amount",
+    "each step's key holds the order's sku",
+    "the e-mail's key holds the address it goes to",
 ]
 
 #: What the named check must say it expected, for the entries that name it.
 SAYS = {
+    "a key conflict of the resumed charge taken for a decline (every PermanentError)": (
+        "the payment API's key conflict propagates"
+    ),
     "a checkpoint that already exists (IntegrityError) answered 'done'": "or to raise",
     "each step's key a hash of the whole order dict and the step": "a new e-mail address",
     "the reserve and the release share one key (the release finds it done)": (
@@ -1320,6 +1388,12 @@ SAYS = {
     "the e-mail retried on TransientError under a new key per attempt (key + ':1')": (
         "its e-mail's reply lost"
     ),
+    "the steps left taken as set(POLICIES[version]) - done, in a set's order": (
+        "another hash seed"
+    ),
+    "each step's key holds the order's amount": "a new amount (1650)",
+    "each step's key holds the order's sku": "a new amount (1650) and sku",
+    "the e-mail's key holds the address it goes to": "order 11 e-mailed once",
 }
 
 
@@ -1339,6 +1413,19 @@ def test_the_zoo_has_eight_mistakes_at_least() -> None:
 
 #: Right solutions written otherwise, each with a check that once took its points.
 RIGHT: list[tuple[str, str, str]] = [
+    (
+        "the steps left listed in the policy's order, [s for s in steps if s not in done]",
+        "the_steps_run_in_their_policys_order_in_any_process",
+        _edit(
+            RUN_ORDER,
+            (
+                "        for step in POLICIES[version]:\n"
+                "            if step in done:\n"
+                "                continue\n",
+                "        for step in [s for s in POLICIES[version] if s not in done]:\n",
+            ),
+        ),
+    ),
     (
         "a step's TransientError retried inside do_step under its key (the release too)",
         "a_failed_release_is_retried_not_swallowed",
