@@ -38,7 +38,7 @@
 import random
 
 from labkit.clock import FakeClock, isoformat
-from labkit.errors import PermanentError, SimulatedCrash
+from labkit.errors import IdempotencyConflict, PermanentError, SimulatedCrash
 from labkit.faults import FaultPlan
 from labkit.patterns import steps
 from labkit.tables import jobs_table, show
@@ -306,6 +306,11 @@ assert all(r["steps run"] == 2 for r in rows)
 # store marks the job dead with its reason. The run that failed is gone with its
 # exception, so the handler opens a new `StepRun` on the same key to compensate, and
 # hands it the undo actions by step name.
+#
+# One `PermanentError` is no decline: `IdempotencyKeyReused` (an `IdempotencyConflict`),
+# the payment API saying this key was first used with other parameters. The charge under
+# that key went through, so the customer may have paid: compensating would release the
+# stock of a paid order. The handler lets it go as it is, for a person to look at.
 
 # %%
 def place_order(job, ctx):
@@ -313,6 +318,8 @@ def place_order(job, ctx):
     try:
         return order_job(n, keyed=True).done()
     except PermanentError as exc:
+        if isinstance(exc, IdempotencyConflict):
+            raise  # the key already paid for another request: not a decline
         run = steps.StepRun(jobs, job.key, ctx.clock)
         undone = run.compensate({"reserve": lambda _result: release(n)})
         raise PermanentError(f"charge declined for good ({exc}); compensated: {undone}") from exc
