@@ -3,8 +3,8 @@ hundreds of pending rows in id order and a backlog past 10000, a message the con
 cannot apply (and its redelivery), an order place_order cannot save, repeats on one
 long-lived shop or consumer connection, an order killed and never retried, a message
 or an order new to a second (or rebuilt) database, a row an operator made pending again,
-each row's own topic and body on the wire, and a call interrupted (Ctrl-C) on a
-connection that lives on."""
+each row's own topic and body on the wire, a call interrupted (Ctrl-C) on a
+connection that lives on, and a relay run on two shop databases in one process."""
 
 from __future__ import annotations
 
@@ -94,6 +94,49 @@ def two_consumer_processes_send_each_email_once(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
+    "two consumer processes receive the same messages at the same moment: each message "
+    "returns True in the one that applied it and False (a repeat) in the other; decide "
+    "from the INSERT inside the transaction, not from a read before it",
+    timeout=40.0,
+)
+def two_consumers_report_each_message_applied_once(ns: Namespace) -> None:
+    messages = [
+        [message_id(o), json.dumps({"order_id": o, "customer": c, "total": t})]
+        for o, c, t in ORDERS
+    ]
+    with lab_file(ns, consumer_db, "mail.db") as (_conn, path):
+        got = ns.harness(HARNESS + "consume_in_processes", str(path), messages, 0.05)
+        raised = [v[1] for v in got["results"].values() if v[0] == "raised"]
+        expect(
+            not raised and got["hung"] == 0,
+            "both consumers to finish",
+            _("your code raised {errors}").format(errors="; ".join(raised))
+            if raised
+            else _("{count} still running").format(count=got["hung"]),
+        )
+        # Each message applied by one consumer: True there, False (a repeat) in the other.
+        # A return decided by a read before the transaction says True in both.
+        returned = [list(v[1]) for v in got["results"].values()]
+        applied = {
+            mid: sum(1 for run in returned if n < len(run) and run[n] is True)
+            for n, (mid, _body) in enumerate(messages)
+        }
+        expect(
+            all(count == 1 for count in applied.values()),
+            _(
+                "each message True in exactly one consumer and False (a repeat) in the other: "
+                "decide from the INSERT ... ON CONFLICT DO NOTHING RETURNING inside the "
+                "transaction"
+            ),
+            _("the two consumers returned {first} and {second}").format(
+                first=returned[0] if returned else None,
+                second=returned[1] if len(returned) > 1 else None,
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
     "two shop processes place the same order at once (a retried request): decide inside "
     "the transaction (INSERT ... ON CONFLICT (id) DO NOTHING after BEGIN IMMEDIATE), not "
     "with a SELECT before it, or the second one fails on the primary key instead of "
@@ -135,18 +178,31 @@ def relay_publishes_every_pending_row_oldest_first(ns: Namespace) -> None:
     # A backlog past every round batch size up to 10000 (11200 to 11800 rows, a tenth
     # sent: over 10000 pending, past a LIMIT 1000, 5000 or 10000), published into a
     # list: a few tenths of a second.
+    caps: list[int] = []
     for seed in scene_seeds():
-        _relay_publishes_every_pending_row_oldest_first_in(
+        caps += _relay_publishes_every_pending_row_oldest_first_in(
             ns, Random(f"{seed}:backlog"), (11200, 11800)
+        )
+    # A LIMIT past that backlog (LIMIT 20000) is a cap all the same: a backlog one past
+    # it, built only for code whose SQL has such a LIMIT (a relay that pages with it in
+    # a loop publishes it all).
+    past = [cap for cap in caps if 10000 <= cap <= 100_000]
+    if past:
+        count = (max(past) + 1) * 10 // 9 + 2  # a tenth of the rows already sent
+        _relay_publishes_every_pending_row_oldest_first_in(
+            ns, Random(f"{scene_seeds()[0]}:past-cap"), (count, count)
         )
 
 
 def _relay_publishes_every_pending_row_oldest_first_in(
     ns: Namespace, rng: Random, rows: tuple[int, int] = (150, 260)
-) -> None:
+) -> list[int]:
+    """One scene; returns the LIMIT values the relay's SQL had (backlog scenes only)."""
     count = rng.randint(*rows)
     backlog = rows[0] > 1000
-    ids = rng.sample(range(1, 20000), count)  # saved in no particular order of id
+    limits: list[int] = []
+    # saved in no particular order of id
+    ids = rng.sample(range(1, max(20000, count + 5000)), count)
     orders = [[i, f"c{i}", rng.randint(0, 10**6)] for i in ids]
     sent = set(rng.sample(ids, count // 10))
     with lab_file(ns, outbox_db, "shop.db") as (conn, path):
@@ -163,6 +219,7 @@ def _relay_publishes_every_pending_row_oldest_first_in(
                 got, "relay_once(conn, publish, now)", _("try relay_once with a list as broker")
             )
             log = list(got["published"])
+            limits = [int(n) for n in got.get("limits", [])]
         else:
             broker = path.parent / "broker.db"
             relay(ns, path, broker)
@@ -187,6 +244,7 @@ def _relay_publishes_every_pending_row_oldest_first_in(
                 ),
             ),
         )
+    return limits
 
 
 @CHECKS.add(
@@ -592,6 +650,44 @@ def a_row_made_pending_again_is_published(ns: Namespace) -> None:
             ).format(ids=again),
             _("the broker got {ids} (the second run {outcome})").format(
                 ids=published, outcome=did(got["second"])
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "use the connection relay_once is given, on every call: a connection kept from an "
+    "earlier call (in a module global) relays the first shop's database again, and the "
+    "messages of the shop it was called for are never published",
+    severe=True,
+)
+def each_shop_database_relays_its_own_messages(ns: Namespace) -> None:
+    first_orders, second_orders = ORDERS[:2], [[41, "lia", 700], [42, "rui", 800]]
+    with (
+        lab_file(ns, outbox_db, "shop.db") as (first, first_path),
+        lab_file(ns, outbox_db, "shop2.db") as (second, second_path),
+    ):
+        seed_outbox(first, first_orders)
+        seed_outbox(second, second_orders)
+        got = ns.harness(
+            HARNESS + "relay_in_each_database", [str(first_path), str(second_path)], NOW
+        )
+        want = [[message_id(o[0]) for o in orders] for orders in (first_orders, second_orders)]
+        pending = [
+            [r["message_id"] for r in rows_of(conn, "all_outbox") if r["sent_at"] is None]
+            for conn in (first, second)
+        ]
+        expect(
+            [list(p) for p in got["published"]] == want and pending == [[], []],
+            _(
+                "relay_once on each of two shop databases, one after the other in one "
+                "process: {first} published from the first, {second} from the second, "
+                "and every row marked sent"
+            ).format(first=want[0], second=want[1]),
+            _("the runs {calls} published {published}; still pending {pending}").format(
+                calls=", ".join(did(g) for g in got["runs"]),
+                published=got["published"],
+                pending=pending,
             ),
         )
 

@@ -1,6 +1,7 @@
 """Hidden checks for exercise 13: other caps, what counts as busy, serial claims racing,
 backlogs of hundreds of jobs, dead workers' leases in the order, keys out of order, a job
-claimed again (its attempt counted) and tokens that do not repeat."""
+claimed again (its attempt counted), tokens that do not repeat, finished jobs with
+old leases, and claims on two databases in one process."""
 
 from __future__ import annotations
 
@@ -566,4 +567,83 @@ def a_long_lease_holds_against_a_shorter_one(ns: Namespace) -> None:
                     owner=repr(stored["lease_owner"]),
                 ),
                 _("a job is ready again only when lease_until <= now: read the lease the job has"),
+            )
+
+
+@CHECKS.add(
+    1,
+    "claim on the connection each call is given: a connection kept from an earlier call "
+    "(in a module global) claims from the first database again, or fails once that "
+    "connection is closed, and a worker that reconnects never runs a job again",
+    severe=True,
+)
+def each_claim_uses_the_connection_it_is_given(ns: Namespace) -> None:
+    for name, extra in (("claim_capped", [2]), ("claim_serial", [])):
+        with lab_file(ns) as (first, first_path), lab_file(ns) as (second, second_path):
+            ids = [add_job(first, "acme:1", queue="acme")]
+            add_job(second, "filler:1", queue="filler", state="succeeded")
+            ids.append(add_job(second, "bolt:1", queue="bolt"))
+            got = ns.harness(
+                HARNESS + "claim_in_each_database",
+                [str(first_path), str(second_path)],
+                name,
+                "w1",
+                NOW,
+                30.0,
+                *extra,
+            )
+            claimed = [
+                g["returned"].get("id") if isinstance(g.get("returned"), dict) else None
+                for g in got
+            ]
+            states = [job(conn, i)["state"] for conn, i in zip((first, second), ids, strict=True)]
+            expect(
+                claimed == ids and states == ["running", "running"],
+                _(
+                    "{name} on each of two job databases, one after the other in one process, "
+                    "each call on its own connection: job {first} claimed in the first, job "
+                    "{second} in the second"
+                ).format(name=name, first=ids[0], second=ids[1]),
+                _("the claims {calls}; the jobs' states {states}").format(
+                    calls=", ".join(
+                        raised_text(g)
+                        if "raised" in g
+                        else _("returned job {job_id}").format(job_id=c)
+                        if c is not None
+                        else repr(g.get("returned"))
+                        for g, c in zip(got, claimed, strict=True)
+                    ),
+                    states=states,
+                ),
+            )
+
+
+@CHECKS.add(
+    2,
+    "only pending, retry_wait and running jobs are ever claimed: a worker that finishes "
+    "a job leaves its lease_until behind, so 'lease_until <= now' alone (without state = "
+    "'running') also takes succeeded and dead jobs, and runs them again",
+    severe=True,
+)
+def finished_jobs_are_never_claimed_again(ns: Namespace) -> None:
+    for name, extra in (("claim_capped", [2]), ("claim_serial", [])):
+        with lab_file(ns) as (conn, path):
+            # Finished by their workers, leases left as they were (ended before NOW).
+            for n, state in enumerate(("succeeded", "dead", "succeeded"), start=1):
+                add_job(conn, f"acme:{n}", **live("acme", n, state=state, lease_until=NOW - n))
+            first = claim(ns, path, name, "w1", NOW, *extra)
+            ready = add_job(conn, "acme:4", queue="acme")
+            second = claim(ns, path, name, "w2", NOW, *extra)
+            taken = [
+                f"{j['key']} ({j['state']})" for j in all_jobs(conn) if j["lease_owner"] == "w1"
+            ]
+            expect(
+                first is None and _id(second) == ready,
+                _(
+                    "{name}: None while only succeeded and dead jobs (their leases ended "
+                    "before now) are in the table, then job {job_id} once it is pending"
+                ).format(name=name, job_id=ready),
+                _("it took {taken}, then {second}").format(
+                    taken=", ".join(taken) or _("nothing"), second=_id(second)
+                ),
             )

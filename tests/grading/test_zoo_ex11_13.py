@@ -3778,6 +3778,194 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    (
+        "ex11",
+        "consume decides its return from a SELECT before its transaction (both copies say True)",
+        "two_consumers_report_each_message_applied_once",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            seen = conn.execute(
+                "SELECT 1 FROM processed_messages WHERE message_id = ?", (message_id,)
+            ).fetchone()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (?)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id", (message_id,),
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute("INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                                 (order["order_id"], order["customer"]))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return seen is None
+        """,
+    ),
+    (
+        "ex11",
+        "the relay selects at most 20000 pending rows a run (LIMIT 20000, past the backlog)",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL"
+                " ORDER BY id LIMIT 20000"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id", {"now": now, "id": row_id}
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay reads its pending rows with one fetchmany(20000) (a cap in Python)",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        def relay_once(conn, publish, now: float) -> list:
+            \"\"\"Publish every pending outbox message, oldest (smallest id) first.
+
+            Return the ``message_id`` of each message published, in the order published (not
+            the outbox rows' ``id``).
+
+            - Pending means ``sent_at IS NULL``. For each: call ``publish(topic, message_id,
+              body)`` FIRST, then set ``sent_at = now`` on that row. A crash between the two
+              leaves the row pending, and the next run publishes it again: a duplicate, never a
+              loss.
+            - When ``publish`` raises (the broker is down), leave that row pending and let the
+              error propagate: the messages after it wait, so they keep their order.
+            \"\"\"
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchmany(20000)
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id", {"now": now, "id": row_id}
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay keeps the first connection it is given in a module global",
+        "each_shop_database_relays_its_own_messages",
+        """
+        _CONN = None
+        def relay_once(conn, publish, now):
+            global _CONN
+            if _CONN is None:
+                _CONN = conn
+            conn = _CONN
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id", {"now": now, "id": row_id}
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex13",
+        "claim_capped keeps the first connection it is given in a module global",
+        "each_claim_uses_the_connection_it_is_given",
+        """
+        _CONN = None
+        def claim_capped(conn, worker: str, now: float, lease_s: float, cap: int):
+            global _CONN
+            if _CONN is None:
+                _CONN = conn
+            row = _CONN.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "claim_serial keeps the first connection it is given in a module global",
+        "each_claim_uses_the_connection_it_is_given",
+        """
+        _CONN = None
+        def claim_serial(conn, worker: str, now: float, lease_s: float):
+            global _CONN
+            if _CONN is None:
+                _CONN = conn
+            row = _CONN.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "claim_capped takes any job whose lease ended, whatever its state (succeeded ones again)",
+        "finished_jobs_are_never_claimed_again",
+        """
+        def claim_capped(conn, worker: str, now: float, lease_s: float, cap: int):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 
@@ -4074,6 +4262,27 @@ SAYS: dict[str, str] = {
     "serial: ready heads taken by run_after, then key as text ('sync:10' before 'sync:9')": (
         "sync:10 pending run_after=50) to take job 1"
     ),
+    "consume decides its return from a SELECT before its transaction (both copies say True)": (
+        "each message True in exactly one consumer"
+    ),
+    "the relay selects at most 20000 pending rows a run (LIMIT 20000, past the backlog)": (
+        "pending messages of 22225 rows"
+    ),
+    "the relay reads its pending rows with one fetchmany(20000) (a cap in Python)": (
+        "pending messages of 22225 rows"
+    ),
+    "the relay keeps the first connection it is given in a module global": (
+        "relay_once on each of two shop databases"
+    ),
+    "claim_capped keeps the first connection it is given in a module global": (
+        "claim_capped on each of two job databases"
+    ),
+    "claim_serial keeps the first connection it is given in a module global": (
+        "claim_serial on each of two job databases"
+    ),
+    "claim_capped takes any job whose lease ended, whatever its state (succeeded ones again)": (
+        "None while only succeeded and dead jobs"
+    ),
 }
 
 #: Text the failing check's "got" line must hold, where its expectation is shared.
@@ -4102,6 +4311,10 @@ GOT: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "the relay keeps the first connection it is given in a module global",
+    "claim_capped keeps the first connection it is given in a module global",
+    "claim_serial keeps the first connection it is given in a module global",
+    "claim_capped takes any job whose lease ended, whatever its state (succeeded ones again)",
     "the relay remembers in memory the id it published up to and selects only past it",
     "place_order's INSERT OR IGNORE ignores a NOT NULL failure too (returns False)",
     "place_order swallows a failed INSERT: ROLLBACK and return False",

@@ -13,7 +13,9 @@ fault fired and an outcome; the check reads the databases.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import sqlite3
 from collections.abc import MutableMapping
 from pathlib import Path
@@ -26,7 +28,7 @@ from labkit.grading.exercises.common import on_one_connection as on_one_connecti
 from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racers import in_processes
-from labkit.grading.exercises.tracing import Watched
+from labkit.grading.exercises.tracing import Rows, Watched
 from labkit.patterns.outbox import Broker
 
 FAULTS = ("crash_before_publish", "crash_after_publish", "broker_down", "broker_timeout")
@@ -289,11 +291,70 @@ def relay_into_a_list(values: MutableMapping[str, Any], path: str, now: float) -
 
     conn = connect(path)
     conn.execute("PRAGMA synchronous=OFF")
+    watched = _LimitsSeen(conn)
     try:
-        got = _run(values, values["relay_once"], Watched(conn), publish, now)
+        got = _run(values, values["relay_once"], watched, publish, now)
     finally:
         conn.close()
-    return {**got, "published": published, "topics": topics, "bodies": bodies}
+    return {
+        **got,
+        "published": published,
+        "topics": topics,
+        "bodies": bodies,
+        "limits": watched.limits,
+    }
+
+
+_LIMIT = re.compile(r"\bLIMIT\s+(\d+|[:@$]\w+|\?\d*)(?:\s*,\s*(\d+|[:@$]\w+|\?\d*))?", re.I)
+
+
+def _limit_value(sql: str, at: int, token: str, params: Any) -> int | None:
+    """The value of one LIMIT operand: a literal, or the parameter bound to it."""
+    if token.isdigit():
+        return int(token)
+    try:
+        if token[0] in ":@$":
+            value = params[token[1:]]
+        elif len(token) > 1:
+            value = params[int(token[1:]) - 1]
+        else:
+            value = params[sql[:at].count("?")]
+        return int(value)
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+
+
+class _LimitsSeen(Watched):
+    """``Watched`` that also notes the row count of every ``LIMIT`` the student's SQL has,
+    and every ``fetchmany`` size.
+
+    A relay with a silent cap bigger than the check's backlog publishes it all; the
+    check then builds a backlog one past that cap (``LIMIT count`` and ``LIMIT offset,
+    count`` alike; a literal, or the parameter bound to it).
+    """
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        super().__init__(conn)
+        self.limits: list[int] = []
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        if isinstance(sql, str) and ("LIMIT" in sql or "limit" in sql.lower()):
+            for found in _LIMIT.finditer(sql):
+                group = 2 if found.group(2) else 1
+                value = _limit_value(sql, found.start(group), found.group(group), params)
+                if value is not None:
+                    self.limits.append(value)
+        rows = super().execute(sql, params)
+        if isinstance(rows, Rows) and rows._rows:  # fetchmany(20000): a cap in Python
+            limits, fetchmany = self.limits, rows.fetchmany
+
+            def noted(size: int = 1) -> Any:
+                with contextlib.suppress(TypeError, ValueError):
+                    limits.append(int(size))
+                return fetchmany(size)
+
+            rows.fetchmany = noted  # type: ignore[method-assign]
+        return rows
 
 
 def relay_again_in_one_process(
@@ -416,6 +477,34 @@ def place_in_each_database(
     again is that database rebuilt in between. Returns each outcome.
     """
     return _in_each_database(values, "place_order", paths, list(order))
+
+
+def relay_in_each_database(
+    values: MutableMapping[str, Any], paths: list[str], now: float
+) -> dict[str, Any]:
+    """``relay_once(conn, publish, now)`` once on each of ``paths``, in ONE process.
+
+    Two shops' databases (two tenants), each relayed on its own connection, closed
+    after its run: a relay that keeps the first connection it was given (in a module
+    global) reads the first shop again, or a closed connection. ``runs`` is each
+    outcome, ``published`` the message ids each run handed to ``publish``.
+    """
+    published: list[list[str]] = []
+
+    def publish(topic: str, message_id: str, body: str) -> None:
+        published[-1].append(message_id)
+
+    runs: list[dict[str, Any]] = []
+    with fresh_state(values):
+        for path in paths:
+            published.append([])
+            conn = connect(path)
+            conn.execute("PRAGMA synchronous=OFF")
+            try:
+                runs.append(outcome(values["relay_once"], Watched(conn), publish, now))
+            finally:
+                conn.close()
+    return {"runs": runs, "published": published}
 
 
 def relay_after_a_redrive(

@@ -49,6 +49,35 @@ def claim(
         conn.close()
 
 
+def claim_in_each_database(
+    values: MutableMapping[str, Any],
+    paths: list[str],
+    name: str,
+    worker: str,
+    now: float,
+    lease_s: float,
+    *extra: Any,
+) -> list[dict[str, Any]]:
+    """``NAME(conn, worker, now, lease_s, *extra)`` once on each of ``paths``, in ONE process.
+
+    Each on its own connection, closed after its claim (a worker that reconnects, or
+    two job databases): a claim that keeps the first connection it was given (in a
+    module global) claims from the first database again, or on a closed connection.
+    The student's module state lives on between the calls. Each outcome.
+    """
+    if name not in CLAIMS:
+        raise ValueError(f"no claim called {name!r}")
+    got: list[dict[str, Any]] = []
+    with fresh_state(values):
+        for path in paths:
+            conn = connect(path)
+            try:
+                got.append(outcome(values[name], Watched(conn), worker, now, lease_s, *extra))
+            finally:
+                conn.close()
+    return got
+
+
 def claim_in_a_forked_worker(
     values: MutableMapping[str, Any],
     path: str,
