@@ -11,6 +11,14 @@ in the last of 300 characters, one with a quote and accents, and two that NFKC m
 one: each is its own charge.
 ``dedup_commits_with_the_charge`` also sends a key the database refused again, and a
 new key, to the pool child that ran the refusal: nothing of it may stay behind there.
+It holds the task's key in ``processed``; a task that records the key under a name of
+its own ("charge:" + key, a digest) is sent the key again with that name held instead,
+and one that keeps its dedup in ``charges`` (a unique key, a lock) is held at its
+COMMIT: the dedup still holds, and only ``replies_charged_or_already_charged`` (1
+point, not severe) says the record is not the key itself. A record with the time in it
+(the hour, the date) or one that differs between deliveries fails there, severe: a late
+copy charges again.
+``duplicate_message_charges_once`` sends one key with two customers and amounts too.
 ``charges_after_its_database_session_ended`` ends the worker's sessions between two
 tasks, as a restart or a failover does; ``replies_charged_or_already_charged`` reads
 what each run returned (a refused charge must end the run in FAILURE, not be returned).
@@ -26,8 +34,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import re
 import subprocess
 import sys
+from datetime import UTC, datetime
 from random import Random
 
 from labkit.clock import SystemClock
@@ -143,10 +154,28 @@ def duplicate_message_charges_once(ns: Namespace) -> None:
         run.worker()
         run.send("inv-dup")
         run.send("inv-dup")
+        # The same key once more with another customer and amount: once per key, whatever
+        # the message carries (a dedup record of the key with its customer or its amount
+        # charges it again).
+        run.send("inv-dup-other", "cus_8", 800)
+        run.send("inv-dup-other", "cus_9", 900)
         run.settle()
         n = run.charges("inv-dup")
         expect(
             n == 1, "1 charge row for a key sent twice", _("{count} charge rows").format(count=n)
+        )
+        n = run.charges("inv-dup-other")
+        expect(
+            n == 1,
+            _(
+                "1 charge row for a key sent twice, the second time with another customer "
+                "and amount"
+            ),
+            _("{count} charge rows").format(count=n),
+            _(
+                "a key charges once, whatever customer or amount its message carries: record "
+                "the key alone in processed, not the key with its customer or its amount"
+            ),
         )
 
 
@@ -269,6 +298,95 @@ def _terminate(backends: list[int], run: Ex08Run) -> None:
             conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
 
+#: The customer and amount ``Ex08Run.send`` sends by default.
+SENT = ("cus_8", 800)
+
+
+def _waits_for_its_record(run: Ex08Run, key: str) -> bool:
+    """Send ``key``'s charge; True once its run waits on a lock (the record the check
+    holds), False once it ended without waiting (30 s at most)."""
+    ended_before = sum(1 for event, *_rest in points.runs(run.folder) if event == "end")
+
+    def ended() -> bool:
+        return sum(1 for event, *_rest in points.runs(run.folder) if event == "end") > ended_before
+
+    run.send(key)
+    # A task that ends without waiting never wrote the record held: no need to wait out
+    # the 30 s to say so.
+    with contextlib.suppress(TimeoutError):
+        harness.wait_until(
+            lambda: bool(_waiting_on_a_lock(run.config.tag, run)) or ended(),
+            30,
+            "the task to wait for its dedup record",
+        )
+    return bool(_waiting_on_a_lock(run.config.tag, run))
+
+
+#: Units a number in a dedup record may count the time in since the epoch:
+#: milliseconds, seconds, buckets of 10 s to 30 min, hours, days, weeks.
+TIME_UNITS_S = (0.001, 1, 10, 60, 300, 600, 900, 1800, 3600, 86400, 604800)
+#: How far from the check's own time a number may be and still read as the time the
+#: task ran (the run took place moments ago; a clock off by some minutes).
+TIME_SLACK_S = 3600
+
+
+def _time_stamps_in(record: str, key: str, names: tuple[str, ...] = ()) -> list[str]:
+    """The numbers of ``record`` outside ``key`` that read as the time it was written: a
+    count of milliseconds to weeks since the epoch, or a date with this year in it
+    (``2026``, ``20261205``, ``05122026``; ``2026-12-05`` gives ``2026``), in any time
+    zone. Not in ``names`` either: the run's schema and queue, which a record may hold."""
+    now = SystemClock().now()
+    years = {
+        str(when.year)
+        for shift in (-86400, 0, 86400)
+        for when in (datetime.fromtimestamp(now + shift, UTC), datetime.fromtimestamp(now + shift))
+    }
+    found = []
+    for name in sorted((key, *names), key=len, reverse=True):
+        record = record.replace(name, " ")
+    for digits in re.findall(r"\d{4,}", record):
+        value = int(digits)
+        counted = any(
+            abs(value - now / unit) <= max(TIME_SLACK_S / unit, 2) for unit in TIME_UNITS_S
+        )
+        # 2026, 202612, 20261205, 05122026, 2026120513...
+        dated = digits in years or (
+            len(digits) in (6, 8, 10, 12, 14) and any(year in digits for year in years)
+        )
+        if counted or dated:
+            found.append(digits)
+    return found
+
+
+def _one_record_per_key(
+    key: str, records: list[str], sent: tuple[str, int], names: tuple[str, ...]
+) -> None:
+    """Fail unless the task recorded ``key`` as one record of its own that does not
+    change with the time (``"charge:" + key``, a digest of it), and is not just the
+    message's customer or amount (``sent``)."""
+    stamps = _time_stamps_in(records[0], key, names) if len(records) == 1 else []
+    if len(records) == 1 and not stamps and records[0] not in map(str, sent):
+        return
+    expect(
+        False,
+        _("the task to insert its key {key} into processed").format(key=repr(key)),
+        _(
+            "it recorded {records} in processed: {stamps} in it is the time it ran, so a "
+            "copy of the key sent later finds no record and charges again"
+        ).format(records=records, stamps=", ".join(stamps))
+        if stamps
+        else _("it recorded {keys} in processed, not the task's key").format(keys=records)
+        if records
+        else _("it never touched processed while the check held that key"),
+        _(
+            "record the key itself: a record with the hour or the date in it no longer "
+            "matches a copy of the message that comes later"
+        )
+        if stamps
+        else "record the task's key with INSERT INTO processed ... in the charge's transaction",
+    )
+
+
 @CHECKS.add(
     3,
     "the dedup record and the charge commit together: with them in two transactions, "
@@ -283,23 +401,24 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
         _watch_claim_settings(run)
         # The check holds the key in `processed` (uncommitted): the task's own insert of
         # that key must wait, so the kill lands while the task is writing its dedup record.
+        # A task that records the key under a name of its own ("charge:" + key, a digest)
+        # charges without waiting; the check then takes that name back (the record and
+        # the charge deleted), holds it, and sends the key again. One that records nothing
+        # in processed (a unique key on charges, a lock and a look at charges) is held at
+        # its COMMIT instead.
+        held, table = key, "processed"
         with pg(run.config) as blocker:
-            blocker.execute("INSERT INTO processed (key) VALUES (%s)", (key,))
-            run.send(key)
-            try:
-                # A task that ends without waiting never wrote the task's key: no need to
-                # wait out the 30 s to say so.
-                harness.wait_until(
-                    lambda: (
-                        bool(_waiting_on_a_lock(run.config.tag, run))
-                        or any(event == "end" for event, *_rest in points.runs(run.folder))
-                    ),
-                    30,
-                    "the task to wait for its dedup record",
-                )
-                if not _waiting_on_a_lock(run.config.tag, run):
-                    raise TimeoutError("the task ended without waiting")
-            except TimeoutError:
+            for attempt in (1, 2):
+                if table == "processed":
+                    blocker.execute("INSERT INTO processed (key) VALUES (%s)", (held,))
+                else:
+                    # Whatever it dedups by (a unique key on charges, a lock of its own),
+                    # the run holds it until its COMMIT: held there, it is killed with
+                    # everything written and nothing committed.
+                    _gate(run, "charges", at_commit=True)
+                    blocker.execute("LOCK TABLE labkit_gate IN EXCLUSIVE MODE")
+                if _waits_for_its_record(run, key):
+                    break
                 run.check_not_stub()
                 # A wait that gives up within a few milliseconds (lock_timeout = 100ms,
                 # NOWAIT) may end before the check looks: its error says it waited.
@@ -325,15 +444,34 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
                     ),
                 )
                 others = sorted(_processed_keys(run) - {key})
-                expect(
-                    False,
-                    _("the task to insert its key {key} into processed").format(key=repr(key)),
-                    _("it recorded {keys} in processed, not the task's key").format(keys=others)
-                    if others
-                    else _("it never touched processed while the check held that key"),
-                    "record the task's key with INSERT INTO processed ... in the charge's "
-                    "transaction",
-                )
+                if attempt == 2:
+                    expect(
+                        False,
+                        _("the task to insert its key {key} into processed").format(key=repr(key)),
+                        _(
+                            "its first delivery recorded {first} in processed, the second "
+                            "{second}: a copy of the key finds no record of the first"
+                        ).format(first=repr(held), second=others)
+                        if table == "processed"
+                        else _("it never touched processed while the check held that key"),
+                        _(
+                            "record the same text for a key every time it comes (the key "
+                            "itself): a record that differs between deliveries (a random "
+                            "id, the time) lets every copy charge again"
+                        )
+                        if table == "processed"
+                        else "record the task's key with INSERT INTO processed ... in the "
+                        "charge's transaction",
+                    )
+                if others:
+                    _one_record_per_key(key, others, SENT, (run.config.schema, run.config.queue))
+                    held = others[0]
+                else:
+                    table = "charges"
+                blocker.rollback()
+                with pg(run.config) as conn:
+                    conn.execute("DELETE FROM processed WHERE key = %s", (held,))
+                    conn.execute("DELETE FROM charges WHERE key = %s", (key,))
             # A task that gives up on the wait (lock_timeout, NOWAIT, a try-lock) fails, and
             # a failed task is acknowledged: when the transaction it waited for rolls back
             # (a killed copy), nobody charges. Held a moment longer, a task that waits
@@ -431,9 +569,11 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
         # The other way round: a charge the database refuses (beyond INTEGER) must take
         # its dedup record with it, or the key reads "already charged" for good.
         refused = "inv-tx-refused"
+        # Any record the refused run left, under whatever name the task records a key.
+        before = _processed_keys(run)
         run.send(refused, "cus_8", 2**40)
         run.settle()
-        recorded = refused in _processed_keys(run)
+        recorded = bool(_processed_keys(run) - before)
         expect(
             not recorded and run.charges(refused) == 0,
             _(
@@ -672,7 +812,7 @@ def _reply_of(run: returns.Returned | None) -> str:
     1,
     "the task returns what it did: 'charged' the first time, 'already charged' for a "
     "duplicate, and it fails (never says 'already charged') when the database refuses "
-    "the charge",
+    "the charge; it records the key itself in processed",
     timeout=TIMEOUT,
 )
 def replies_charged_or_already_charged(ns: Namespace) -> None:
@@ -682,6 +822,22 @@ def replies_charged_or_already_charged(ns: Namespace) -> None:
         # Beyond PostgreSQL's INTEGER: the charge's INSERT fails, nothing is charged.
         refused = run.send("inv-too-big", "cus_8", 2**40)
         run.settle()
+        # The record as the docstring says: the key itself. Under a name of its own
+        # ("charge:" + key, a digest) the dedup still holds (the severe checks learn that
+        # name), but whoever looks a key up in processed does not find it.
+        recorded = sorted(_processed_keys(run))
+        expect(
+            "inv-r" in recorded,
+            _("the task's key {key} recorded in processed as it came").format(key=repr("inv-r")),
+            _("it recorded {keys} in processed, not the task's key").format(keys=recorded)
+            if recorded
+            else _("processed is empty"),
+            _(
+                "insert the key itself into processed, with no prefix, digest or other "
+                "change: whoever looks a key up there (a report, a support tool) reads it by "
+                "the key's own text"
+            ),
+        )
         said = {task: runs[-1] for task, runs in run.returned().items()}
         replies = [said.get(first), said.get(again)]
         expect(
@@ -763,12 +919,20 @@ _LIMITS_PROBE = (
 
 def _charge_time_limits(ns: Namespace) -> dict[str, object]:
     """The time limits the worker would put on ex08.charge, read by a Python that imports
-    the student's module (as the worker does)."""
+    the student's module (as the worker does): under a worker's environment (a run's
+    broker, queue, database and schema, no worker started), so a module that uses them
+    as it is imported (CREATE TABLE IF NOT EXISTS, a connection) imports as in a worker."""
+    with Ex08Run(ns) as run:
+        return _limits_under(ns, {**os.environ, **run.env})
+
+
+def _limits_under(ns: Namespace, env: dict[str, str]) -> dict[str, object]:
     proc = ns.spawn(
         [sys.executable, "-c", _LIMITS_PROBE],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
     try:
         out, err = proc.communicate(timeout=60)
@@ -781,7 +945,10 @@ def _charge_time_limits(ns: Namespace) -> dict[str, object]:
     with contextlib.suppress(ValueError, IndexError):
         found = json.loads((out or "").strip().splitlines()[-1])
     if not isinstance(found, dict):
-        last = [line for line in (err or "").splitlines() if line.strip()][-1:]
+        lines = [line for line in (err or "").splitlines() if line.strip()]
+        # The exception's own line, not the caret under the source line that follows it.
+        last = [line for line in lines if re.match(r"[\w.]+(Error|Exception)\b", line)][-1:]
+        last = last or lines[-1:]
         expect(
             False,
             _("`import ex08_tasks` to work in your folder"),
@@ -827,6 +994,33 @@ LATE_AFTER = 20
 OLD_KEYS = 10_000
 
 
+#: How far back the check moves the dates the task keeps in processed before the late
+#: copies come: longer than any cleanup window (a day, a week, 90 days).
+AGED_DAYS = 400
+
+
+def _age_records(run: Ex08Run) -> None:
+    """Move every date and time column the task added to ``processed`` or ``charges``
+    (``created_at``) ``AGED_DAYS`` back, as if the late copies came that much later."""
+    from psycopg import sql
+
+    with pg(run.config) as conn:
+        columns = conn.execute(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = %s AND table_name IN ('processed', 'charges') "
+            "AND (data_type LIKE 'timestamp%%' OR data_type = 'date')",
+            (run.config.schema,),
+        ).fetchall()
+        for column in columns:
+            conn.execute(
+                sql.SQL("UPDATE {t} SET {c} = {c} - make_interval(days => %s)").format(
+                    t=sql.Identifier(str(column["table_name"])),
+                    c=sql.Identifier(str(column["column_name"])),
+                ),
+                (AGED_DAYS,),
+            )
+
+
 def _charge_counts(run: Ex08Run, keys: list[str]) -> dict[str, int]:
     """Charge rows per key, for each of ``keys``, in one query."""
     with pg(run.config) as conn:
@@ -861,6 +1055,9 @@ def late_copies_after_many_charges_charge_once(ns: Namespace) -> None:
                 "AS n, unnest(ARRAY['inv-a-', 'inv-z-']) AS prefix",
                 (OLD_KEYS // 2,),
             )
+        # A record the task dates (a created_at column of its own) is a year old by the
+        # time its late copy comes: a cleanup by age deletes it.
+        _age_records(run)
         run.send("inv-late-0")
         run.settle()
         for key in keys:
@@ -890,8 +1087,8 @@ def late_copies_after_many_charges_charge_once(ns: Namespace) -> None:
             if 0 in wrong.values()
             else _(
                 "keep every key in processed for good: a dedup record deleted to keep the "
-                "table small (the last N keys, a cleanup after the charge) lets that key's "
-                "late copy charge again"
+                "table small (the last N keys, the ones older than some days, a cleanup "
+                "after the charge) lets that key's late copy charge again"
             ),
         )
 

@@ -474,6 +474,69 @@ CONNECT_OPTIONS = 'options=f"-c search_path={SCHEMA}")'
 #: The task's connections named by the task itself, which beats the workers' PGAPPNAME.
 NAMED_CONNECT_OPTIONS = 'options=f"-c search_path={SCHEMA}", application_name="ex08-charges")'
 
+#: The dedup kept in charges itself, by a unique index the module creates as it is
+#: imported: no record in processed (the stated detail), but one charge per key all the
+#: same.
+UNIQUE_CHARGES_INDEX = """\
+with connect() as _conn:
+    _conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS charges_key_once ON charges (key)")
+
+
+@app.task("""
+
+UNIQUE_CHARGES_BODY = """\
+    with connect() as conn, conn.transaction():
+        row = conn.execute(
+            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s) "
+            "ON CONFLICT (key) DO NOTHING RETURNING id",
+            (key, customer, amount),
+        ).fetchone()
+    return "charged" if row else "already charged"
+"""
+
+#: One charge per key by a per-key lock and a look at charges, no record in processed: a
+#: design of its own, held at its COMMIT by the severe check, not a duplicate.
+LOCK_AND_LOOK_AT_CHARGES = """\
+    with connect() as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
+        if conn.execute("SELECT 1 FROM charges WHERE key = %s", (key,)).fetchone():
+            return "already charged"
+        conn.execute(
+            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+            (key, customer, amount),
+        )
+    return "charged"
+"""
+
+#: A created_at column added to processed as the module is imported, and a "retention"
+#: cleanup after each charge: a copy that comes more than a week later charges again.
+DATED_RECORDS = """\
+with connect() as _conn:
+    _conn.execute(
+        "ALTER TABLE processed ADD COLUMN IF NOT EXISTS created_at TIMESTAMPTZ NOT NULL "
+        "DEFAULT now()"
+    )
+
+
+@app.task("""
+
+DATED_CLEANUP = """(key, customer, amount),
+        )
+        conn.execute("DELETE FROM processed WHERE created_at < now() - interval '7 days'")
+"""
+
+#: The tables created as the module is imported, as a careful student does.
+TABLES_AT_IMPORT = """\
+with connect() as _conn:
+    _conn.execute("CREATE TABLE IF NOT EXISTS processed (key TEXT PRIMARY KEY)")
+    _conn.execute(
+        "CREATE TABLE IF NOT EXISTS charges (id BIGSERIAL PRIMARY KEY, key TEXT NOT NULL, "
+        "customer TEXT NOT NULL, amount INTEGER NOT NULL)"
+    )
+
+
+@app.task("""
+
 REFERENCE_CLAIM = """\
         if first is None:
             return "already charged"
@@ -812,10 +875,89 @@ ZOO = [
         "worker_killed_after_the_commit",
     ),
     (
+        # The same key with another customer charges again.
         "the dedup record is customer:key, not the key",
         _replace(
             REFERENCE_CLAIM_ARGS,
             REFERENCE_CLAIM_ARGS.replace("(key,)", '(f"{customer}:{key}",)'),
+        ),
+        "duplicate_message_charges_once",
+        "with another customer and amount",
+        "dedup_commits_with_the_charge",
+    ),
+    (
+        # The same key with another amount charges again.
+        "the dedup record is key:amount, not the key",
+        _replace(
+            REFERENCE_CLAIM_ARGS,
+            REFERENCE_CLAIM_ARGS.replace("(key,)", '(f"{key}:{amount}",)'),
+        ),
+        "duplicate_message_charges_once",
+        "with another customer and amount",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # One record per key all the same, claimed by the same INSERT: the dedup holds (the
+        # severe checks take the record's name from the task), and only the stated detail
+        # is wrong: whoever looks the key up in processed does not find it.
+        "the dedup record prefixed 'charge:'",
+        _replace(
+            REFERENCE_CLAIM_ARGS,
+            REFERENCE_CLAIM_ARGS.replace("(key,)", '("charge:" + key,)'),
+        ),
+        "replies_charged_or_already_charged",
+        "recorded in processed as it came",
+        "dedup_commits_with_the_charge",
+    ),
+    (
+        "the dedup record a SHA-256 digest of the key",
+        _both(
+            _replace("import os\n", "import hashlib\nimport os\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace(
+                    "(key,)", "(hashlib.sha256(key.encode()).hexdigest(),)"
+                ),
+            ),
+        ),
+        "replies_charged_or_already_charged",
+        "recorded in processed as it came",
+        "dedup_commits_with_the_charge",
+    ),
+    (
+        "processed cleaned of records older than 7 days (a created_at column of its own)",
+        _both(
+            _replace("@app.task(", DATED_RECORDS),
+            _replace(REFERENCE_CHARGE_ARGS + "\n        )\n", DATED_CLEANUP),
+        ),
+        "late_copies_after_many_charges_charge_once",
+        "each sent again once all of them were charged",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # The same: one charge per key, only not recorded where the docstring says.
+        "a unique index on charges instead of a record in processed",
+        _both(_replace("@app.task(", UNIQUE_CHARGES_INDEX), _body(UNIQUE_CHARGES_BODY)),
+        "replies_charged_or_already_charged",
+        "recorded in processed as it came",
+        "dedup_commits_with_the_charge",
+    ),
+    (
+        "a per-key advisory lock and a look at charges instead of a record in processed",
+        _body(LOCK_AND_LOOK_AT_CHARGES),
+        "replies_charged_or_already_charged",
+        "recorded in processed as it came",
+        "dedup_commits_with_the_charge",
+    ),
+    (
+        # A copy sent the next day finds no record: the date is the time the task ran.
+        "the dedup record keyed by the day (date.today())",
+        _both(
+            _replace("import os\n", "import os\nfrom datetime import date\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace("(key,)", '(f"{key}/{date.today().isoformat()}",)'),
+            ),
         ),
         "dedup_commits_with_the_charge",
         "into processed",
@@ -1146,4 +1288,19 @@ def test_a_task_that_names_its_connections_still_passes(postgres_dsn, amqp_url):
     path = Path.cwd() / "ex08_tasks.py"
     path.write_text(_replace(CONNECT_OPTIONS, NAMED_CONNECT_OPTIONS)(path.read_text()))
     kept = run_check(_checks()["dedup_commits_with_the_charge"], Namespace(values, Path.cwd()))
+    assert kept.status == CheckStatus.PASSED, kept
+
+
+def test_a_module_that_uses_its_database_as_it_is_imported_still_passes(postgres_dsn, amqp_url):
+    """The time-limit probe imports the module under a worker's environment: tables
+    created at import (CREATE TABLE IF NOT EXISTS) are created in the run's schema, as in
+    a worker, instead of failing the import against the default one."""
+    name = "the reference creating its tables as it is imported"
+    skip_unless_drawn(name)
+    values, _notes = namespace_of(notebook_for(SOLUTIONS, "ex08"))
+    path = Path.cwd() / "ex08_tasks.py"
+    path.write_text(_replace("@app.task(", TABLES_AT_IMPORT)(path.read_text()))
+    kept = run_check(
+        _checks()["charge_may_wait_without_a_time_limit"], Namespace(values, Path.cwd())
+    )
     assert kept.status == CheckStatus.PASSED, kept
