@@ -159,8 +159,8 @@ def key_is_the_same_on_another_machine(ns: Namespace) -> None:
         expect(
             here == there,
             _(
-                "the same key for {args} on another machine (another host name, user and "
-                "working folder)"
+                "the same key for {args} on another machine (another host name, network "
+                "card, user, user id, home and working folder)"
             ).format(args=args),
             _("{here} here, {there} there").format(here=repr(here), there=repr(there)),
         )
@@ -176,9 +176,10 @@ def key_is_the_same_on_another_machine(ns: Namespace) -> None:
             _("{here} here, {there} there").format(here=repr(here), there=repr(there)),
             _(
                 "nothing about the worker may go into the key, not even read once at import: "
-                "a host name, a process id (os.getpid()) or the module's __name__ ('__main__' "
-                "in a notebook, the module's name in a worker) differs from one to another, "
-                "and a retry that lands on another one runs again"
+                "a host name (socket.gethostname(), platform.uname()), a user or its id, a "
+                "network card (uuid.getnode()), a process id (os.getpid()) or the module's "
+                "__name__ ('__main__' in a notebook, the module's name in a worker) differs "
+                "from one to another, and a retry that lands on another one runs again"
             ),
         )
 

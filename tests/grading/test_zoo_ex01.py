@@ -1390,6 +1390,59 @@ ZOO: list[tuple[str, str, str, str]] = [
             return ".".join([str(source), str(entity_id), str(action), f"v{version}"])
     """,
     ),
+    (
+        "ex01",
+        "key with the host name from platform.uname(), read once at import",
+        "key_is_the_same_on_another_machine",
+        """
+        import platform
+        _NODE = platform.uname().node
+        def operation_key(source, entity_id, action, version=1):
+            return f"{_NODE}/{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the machine's network card (uuid.getnode(), its MAC address)",
+        "key_is_the_same_on_another_machine",
+        """
+        from uuid import getnode
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}:{getnode():x}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the worker's user id (os.getuid())",
+        "key_is_the_same_on_another_machine",
+        """
+        import os
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}:u{os.getuid()}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the name of the worker's home folder (~)",
+        "key_is_the_same_on_another_machine",
+        """
+        import os
+        def operation_key(source, entity_id, action, version=1):
+            home = os.path.basename(os.path.expanduser("~"))
+            return f"{home}:{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "int entity id zero-padded to 10 digits (42 and '0000000042' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, int):
+                entity_id = f"{entity_id:010d}"
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
 ]
 
 
@@ -1577,6 +1630,15 @@ SAYS: dict[str, str] = {
     "conflict message with the key cut to 60 characters and '...'": "'erp:order-2026-12-04-",
     "key joined with '/' ('shop/eu' ids run together)": "different keys for the intents",
     "key joined with '.' ('billing.eu' sources run together)": "different keys for the intents",
+    "key with the host name from platform.uname(), read once at import": (
+        "in a worker started on another machine"
+    ),
+    "key with the machine's network card (uuid.getnode(), its MAC address)": "on another machine",
+    "key with the worker's user id (os.getuid())": "on another machine",
+    "key with the name of the worker's home folder (~)": "on another machine",
+    "int entity id zero-padded to 10 digits (42 and '0000000042' share a key)": (
+        "('billing', '0000000"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -1642,6 +1704,11 @@ SEVERE = [
     "key with a trailing newline cut off the entity id (an id read from a line)",
     "key joined with '/' ('shop/eu' ids run together)",
     "key joined with '.' ('billing.eu' sources run together)",
+    "key with the host name from platform.uname(), read once at import",
+    "key with the machine's network card (uuid.getnode(), its MAC address)",
+    "key with the worker's user id (os.getuid())",
+    "key with the name of the worker's home folder (~)",
+    "int entity id zero-padded to 10 digits (42 and '0000000042' share a key)",
 ]
 
 

@@ -13,6 +13,7 @@ import getpass
 import os
 import platform
 import socket
+import uuid
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 from unittest import mock
@@ -23,43 +24,52 @@ ELSEWHERE = "worker-b.example"
 PID_SHIFT = 7919
 
 
+#: Another machine's network card (its MAC address, which ``uuid.getnode()`` reads).
+ELSEWHERE_NODE = 0x02_42_AC_11_F0_0D
+#: Another machine's user id: ``nobody``'s, a user every Linux has (root's when this
+#: process runs as ``nobody``).
+ELSEWHERE_UID = 65534
+
+
 @contextlib.contextmanager
 def on_another_machine(values: MutableMapping[str, Any]) -> Iterator[None]:
     """The process as another worker on another machine sees itself, for the block: its
-    host name (``socket``, ``platform``, ``os.uname``, the environment's ``HOSTNAME``,
-    ``POD_NAME`` ...), its user, its working folder and its process ids; the names the
-    student bound (``from socket import gethostname``) swapped too, then put back."""
-    real = os.uname()
+    host name (``socket``, ``platform`` including its cached ``uname()``, ``os.uname``,
+    the environment's ``HOSTNAME``, ``POD_NAME`` ...), its network card
+    (``uuid.getnode()``), its user (name, id, login, home folder), its working folder and
+    its process ids; the names the student bound (``from socket import gethostname``)
+    swapped too, then put back."""
+    real, platform_real = os.uname(), platform.uname()
     pid, ppid = os.getpid() + PID_SHIFT, os.getppid() + PID_SHIFT
-    fakes: dict[str, Any] = {
-        "gethostname": lambda: ELSEWHERE,
-        "getfqdn": lambda name="": ELSEWHERE,
-        "node": lambda: ELSEWHERE,
-        "uname": lambda: type(real)(
-            (real.sysname, ELSEWHERE, real.release, real.version, real.machine)
+    uid = ELSEWHERE_UID if os.getuid() != ELSEWHERE_UID else 0
+    fakes: list[tuple[Any, str, Any]] = [
+        (socket, "gethostname", lambda: ELSEWHERE),
+        (socket, "getfqdn", lambda name="": ELSEWHERE),
+        (platform, "node", lambda: ELSEWHERE),
+        # platform.uname() caches its answer: no patch of os.uname reaches it.
+        (platform, "uname", lambda: platform_real._replace(node=ELSEWHERE)),
+        (
+            os,
+            "uname",
+            lambda: type(real)((real.sysname, ELSEWHERE, real.release, real.version, real.machine)),
         ),
-        "getuser": lambda: "svc-other",
-        "getcwd": lambda: "/srv/other",
-        "getpid": lambda: pid,
-        "getppid": lambda: ppid,
-    }
-    owners = {
-        "gethostname": socket,
-        "getfqdn": socket,
-        "node": platform,
-        "uname": os,
-        "getuser": getpass,
-        "getcwd": os,
-        "getpid": os,
-        "getppid": os,
-    }
+        (uuid, "getnode", lambda: ELSEWHERE_NODE),
+        (getpass, "getuser", lambda: "svc-other"),
+        (os, "getuid", lambda: uid),
+        (os, "geteuid", lambda: uid),
+        (os, "getlogin", lambda: "svc-other"),
+        (os, "getcwd", lambda: "/srv/other"),
+        (os, "getpid", lambda: pid),
+        (os, "getppid", lambda: ppid),
+    ]
     #: The student's ``from socket import gethostname`` and the like, by identity.
-    bound = {id(getattr(owners[name], name)): fake for name, fake in fakes.items()}
+    bound = {id(getattr(owner, name)): fake for owner, name, fake in fakes}
     saved = {k: v for k, v in values.items() if id(v) in bound}
     env = {
         "HOSTNAME": ELSEWHERE,
         "USER": "svc-other",
         "LOGNAME": "svc-other",
+        "HOME": "/home/svc-other",
         "PWD": "/srv/other",
         # What a container platform says about the worker: its pod, its node.
         "HOST": ELSEWHERE,
@@ -67,8 +77,8 @@ def on_another_machine(values: MutableMapping[str, Any]) -> Iterator[None]:
         "NODE_NAME": ELSEWHERE,
     }
     with contextlib.ExitStack() as stack:
-        for name, fake in fakes.items():
-            stack.enter_context(mock.patch.object(owners[name], name, fake))
+        for owner, name, fake in fakes:
+            stack.enter_context(mock.patch.object(owner, name, fake))
         stack.enter_context(mock.patch.dict(os.environ, env))
         values.update({k: bound[id(v)] for k, v in saved.items()})
         try:
