@@ -152,3 +152,64 @@ def classify_judges_the_error_itself(ns: Namespace) -> None:
         ),
         "; ".join(wrong),
     )
+
+
+@CHECKS.add(
+    2,
+    "next_delay judges the error it is given, as classify does: a lost answer or a 502 "
+    "raised from (or inside the handler of) a ConnectionRefusedError may still have "
+    "charged, so without an idempotency_key it gets None; a TransientError raised from a "
+    "ValueError is still retried (no walk down __cause__ or __context__ in next_delay)",
+    severe=True,
+)
+def next_delay_judges_the_error_itself(ns: Namespace) -> None:
+    refused = {"type": "ConnectionRefusedError"}
+    at_start = {"started_at": 0.0, "now": 0.0}
+    cases: dict[str, tuple[dict[str, Any], bool]] = {
+        _("a ResponseLost raised from a ConnectionRefusedError"): (
+            {"type": "ResponseLost", "cause": refused},
+            False,
+        ),
+        _("a 502 raised from a ConnectionRefusedError"): (
+            {"type": "HTTPError", "status": 502, "cause": refused},
+            False,
+        ),
+        _("a ResponseLost raised inside `except ConnectionRefusedError`"): (
+            {"type": "ResponseLost", "context": refused},
+            False,
+        ),
+        _("a read timeout raised inside `except ConnectionRefusedError`"): (
+            {"type": "TimeoutError", "context": refused},
+            False,
+        ),
+        _("a TransientError raised from a ValueError"): (
+            {"type": "TransientError", "cause": {"type": "ValueError"}},
+            True,
+        ),
+        _("a TransientError raised inside `except KeyError`"): (
+            {"type": "TransientError", "context": {"type": "KeyError"}},
+            True,
+        ),
+    }
+    got = delays_for(ns, [(spec, 1, at_start) for spec, _retried in cases.values()])
+    wrong = [
+        _("{delay} for {error}").format(delay=repr(g), error=name)
+        for (name, (_spec, retried)), g in zip(cases.items(), got, strict=True)
+        if (g is not None) != retried
+    ]
+    expect(
+        not wrong,
+        _(
+            "without an idempotency_key, after attempt 1, None for each maybe-done error "
+            "whatever it was raised from ({gives_up}), and a delay for each never-sent one "
+            "({retried})"
+        ).format(
+            gives_up="; ".join(name for name, (_s, retried) in cases.items() if not retried),
+            retried="; ".join(name for name, (_s, retried) in cases.items() if retried),
+        ),
+        "; ".join(wrong),
+        _(
+            "call classify(error) on the error next_delay is given: the error it was raised "
+            "from says nothing about whether this request reached the server"
+        ),
+    )

@@ -1781,6 +1781,130 @@ ZOO: list[tuple[str, str, str, str]] = [
             )
         """,
     ),
+    (
+        "ex04",
+        "next_delay classifies the error's __cause__ (the wrapped error), not the error",
+        "next_delay_judges_the_error_itself",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=5, base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error.__cause__ or error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "next_delay classifies the first error of the __context__ chain",
+        "next_delay_judges_the_error_itself",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=5, base=1.0, cap=60.0, idempotency_key=None):
+            first = error
+            while first.__context__ is not None:
+                first = first.__context__
+            verdict = classify(first)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "next_delay remembers the last idempotency_key in a module-level dict",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        _CURRENT = {"key": None}
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=5, base=1.0, cap=60.0, idempotency_key=None):
+            if idempotency_key is not None:
+                _CURRENT["key"] = idempotency_key
+            idempotency_key = idempotency_key or _CURRENT["key"]
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "backoff with a default cap of 30 s, not the contract's 60 s",
+        "backoff_is_capped",
+        """
+        def backoff(n, rng, base=1.0, cap=30.0):
+            ceiling = cap if n >= 64 else min(cap, base * 2**n)
+            return rng.uniform(0, ceiling)
+    """,
+    ),
+    (
+        "ex04",
+        "next_delay with a default max_attempts of 10, not the contract's 5",
+        "gives_up_after_max_attempts",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=10, base=1.0, cap=60.0,
+                       idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "next_delay with a default deadline of an hour, not the contract's 300 s",
+        "respects_deadline",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=3600.0,
+                       max_attempts=5, base=1.0, cap=60.0,
+                       idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
 ]
 
 
@@ -1941,6 +2065,22 @@ SAYS: dict[str, str] = {
         "about a quarter of the 200 delays"
     ),
     "a permanent error retried when an idempotency_key is given": "under idempotency_key",
+    "next_delay classifies the error's __cause__ (the wrapped error), not the error": (
+        "None for each maybe-done error whatever it was raised from"
+    ),
+    "next_delay classifies the first error of the __context__ chain": (
+        "a read timeout raised inside `except ConnectionRefusedError`"
+    ),
+    "next_delay remembers the last idempotency_key in a module-level dict": (
+        "None for TimeoutError('read timed out') without an idempotency_key"
+    ),
+    "backoff with a default cap of 30 s, not the contract's 60 s": "called without base and cap",
+    "next_delay with a default max_attempts of 10, not the contract's 5": (
+        "without max_attempts (the default, 5)"
+    ),
+    "next_delay with a default deadline of an hour, not the contract's 300 s": (
+        "without a deadline (the default, 300 s)"
+    ),
 }
 
 
@@ -1960,6 +2100,9 @@ SEVERE = [
     "classify follows __context__ down from a built-in error (TimeoutError and others)",
     "classify caches verdicts by the error's class (a 500 inherits a 503's verdict)",
     "next_delay returns when to retry (now + delay), not how long to wait",
+    "next_delay classifies the error's __cause__ (the wrapped error), not the error",
+    "next_delay classifies the first error of the __context__ chain",
+    "next_delay remembers the last idempotency_key in a module-level dict",
 ]
 
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)

@@ -94,6 +94,23 @@ def backoff_is_capped(ns: Namespace) -> None:
             _("delays within [0, {cap:g}] for n={n} (cap {cap:g})").format(cap=cap, n=n),
             f"{max(got)!r}",
         )
+    # Called without base and cap, as the contract's signature allows: its defaults hold,
+    # base=1.0 and cap=60.0 (another default cap makes every caller that trusts it wait
+    # another time).
+    for n, ceiling in ((0, 1.0), (3, 8.0), (10, 60.0)):
+        got = draws(ns, n, SEED, None, None, 20)
+        expect(
+            all(_number(d) and 0 <= d <= ceiling for d in got) and max(got) > ceiling / 2,
+            _(
+                "delays within [0, {ceiling:g}], some above {half:g}, for backoff({n}, rng) "
+                "called without base and cap (the defaults base=1.0 and cap=60.0)"
+            ).format(ceiling=ceiling, half=ceiling / 2, n=n),
+            repr(got[:6]),
+            _(
+                "keep the signature's defaults, backoff(n, rng, base=1.0, cap=60.0): callers "
+                "that leave base and cap out rely on them"
+            ),
+        )
 
 
 @CHECKS.add(

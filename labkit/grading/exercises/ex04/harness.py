@@ -73,7 +73,8 @@ def classify(values: MutableMapping[str, Any], specs: list[dict[str, Any]]) -> l
 def backoff_draws(values: MutableMapping[str, Any], calls: list[list[Any]]) -> list[dict[str, Any]]:
     """For each ``[n, seed, base, cap, count]``: ``count`` draws from one ``Random(seed)``.
 
-    Each result is ``{"returned": [delays]}`` or the outcome of the first call that raised.
+    ``base`` and ``cap`` None: ``backoff(n, rng)``, on the function's own defaults. Each
+    result is ``{"returned": [delays]}`` or the outcome of the first call that raised.
     """
     out: list[dict[str, Any]] = []
     with fresh_state(values):
@@ -82,7 +83,8 @@ def backoff_draws(values: MutableMapping[str, Any], calls: list[list[Any]]) -> l
             draws: list[Any] = []
             failed: dict[str, Any] | None = None
             for _ in range(count):
-                one = outcome(need(values, "backoff"), n, rng, base, cap)
+                given = () if base is None and cap is None else (base, cap)
+                one = outcome(need(values, "backoff"), n, rng, *given)
                 if "raised" in one:
                     failed = one
                     break

@@ -70,12 +70,15 @@ def gives_up_on_maybe_done_without_a_key(ns: Namespace) -> None:
     # Each one right after never-sent errors, in the same process: a verdict cached by
     # id(error) hands the new error, built at the freed one's address, the old verdict;
     # one cached by the error's class hands a 500 the verdict of the 503 before it.
-    calls = []
+    # And all of them after one read timeout retried under a key, in the same process: a
+    # key remembered from an earlier call (a module-level "current key") is no key here.
+    keyed = {"started_at": 0.0, "now": 0.0, "idempotency_key": "billing:42:charge:v1"}
+    calls = [(MAYBE_DONE["TimeoutError('read timed out')"], 1, keyed)]
     for _n, error, attempt in cases:
         calls += [(REFUSED, 1, {"started_at": 0.0, "now": 0.0})]
         calls += [(http(503), 1, {"started_at": 0.0, "now": 0.0})]
         calls += [(error, attempt, {"started_at": 0.0, "now": 0.0})]
-    got = delays_for(ns, calls)[2::3]
+    got = delays_for(ns, calls)[1:][2::3]
     for (name, _error, attempt), delay in zip(cases, got, strict=True):
         expect(
             delay is None,
@@ -83,6 +86,11 @@ def gives_up_on_maybe_done_without_a_key(ns: Namespace) -> None:
                 error=name if attempt == 1 else f"{name}, attempt {attempt}"
             ),
             delay,
+            _(
+                "the key is the one this call is given: None for a maybe-done failure "
+                "without one, even after other calls that had a key (no key remembered "
+                "between calls)"
+            ),
         )
     [safe] = delays(ns, REFUSED, 1, started_at=0.0, now=0.0)
     expect(_number(safe), "a delay for ConnectionRefusedError: it never reached the server", safe)
@@ -157,6 +165,26 @@ def gives_up_after_max_attempts(ns: Namespace) -> None:
         "None after attempt 3 of 3 for a 429 with Retry-After: 1 (Retry-After says when, "
         "not whether)",
         last,
+    )
+    # Left out, max_attempts is the contract's default, 5: a caller that trusts it gets a
+    # retry after attempt 4 and none after attempt 5.
+    before, last = delays_for(
+        ns,
+        [
+            (REFUSED, 4, {"started_at": 0.0, "now": 0.0}),
+            (REFUSED, 5, {"started_at": 0.0, "now": 0.0}),
+        ],
+    )
+    expect(
+        _number(before) and last is None,
+        _(
+            "without max_attempts (the default, 5), a delay after attempt 4 and None after "
+            "attempt 5"
+        ),
+        _("{before} after attempt 4, {last} after attempt 5").format(
+            before=repr(before), last=repr(last)
+        ),
+        _("keep the signature's default, max_attempts=5: callers that leave it out rely on it"),
     )
     # max_attempts=0 is no budget at all, not "unlimited": a caller that turns retries off
     # with 0 must not get them until the deadline.
@@ -315,6 +343,23 @@ def respects_deadline(ns: Namespace) -> None:
                 "mixed, they are hours apart"
             ),
         )
+    # Left out, the deadline is the contract's default, 300 s from started_at.
+    late, in_time = delays_for(
+        ns,
+        [
+            (http(429, 120), 1, {"started_at": 0.0, "now": 250.0}),
+            (http(429, 120), 1, {"started_at": 0.0, "now": 100.0}),
+        ],
+    )
+    expect(
+        late is None and in_time == 120,
+        _(
+            "without a deadline (the default, 300 s): None for Retry-After 120 s at 250 s, "
+            "and 120 s for Retry-After 120 s at 100 s"
+        ),
+        _("{late} at 250 s, {in_time} at 100 s").format(late=repr(late), in_time=repr(in_time)),
+        _("keep the signature's default, deadline=300.0: callers that leave it out rely on it"),
+    )
     [exact] = delays(ns, http(429, 50), 1, started_at=0.0, now=250.0, deadline=300.0)
     expect(
         exact == 50,

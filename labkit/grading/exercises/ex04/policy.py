@@ -121,9 +121,18 @@ def _verdicts(ns: Namespace, table: dict[str, dict[str, Any]], want: str) -> Non
     )
 
 
-def draws(ns: Namespace, n: int, seed: int, base: float, cap: float, count: int) -> list[float]:
+def draws(
+    ns: Namespace, n: int, seed: int, base: float | None, cap: float | None, count: int
+) -> list[float]:
+    """``count`` draws of ``backoff(n, rng, base, cap)`` from one ``Random(seed)``; with
+    ``base`` and ``cap`` None, of ``backoff(n, rng)`` on its own defaults."""
     [result] = ns.harness(HARNESS + "backoff_draws", [[n, seed, base, cap, count]])
-    [values] = _results([result], f"backoff({n}, rng, base={base:g}, cap={cap:g})")
+    call = (
+        f"backoff({n}, rng)"
+        if base is None or cap is None
+        else f"backoff({n}, rng, base={base:g}, cap={cap:g})"
+    )
+    [values] = _results([result], call)
     return list(values)
 
 
