@@ -455,7 +455,8 @@ def a_token_is_random_not_the_worker_and_the_time(ns: Namespace) -> None:
     2,
     "two worker processes forked from one parent must make different tokens: draw them "
     "from the database (lower(hex(randomblob(16)))) or secrets, not from a random.Random "
-    "seeded once at import, which every child inherits in the same state",
+    "seeded once at import, which every child inherits in the same state, nor from the "
+    "process id (every worker in a container of its own is process 1)",
     timeout=40.0,
     severe=True,
 )

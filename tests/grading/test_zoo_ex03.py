@@ -631,6 +631,34 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex03",
+        "the lease token from the process id and a counter (every container's worker is pid 1)",
+        "tokens_differ_between_worker_processes",
+        """
+        import itertools as _it
+        from os import getpid
+
+        _COUNTER = _it.count(1)
+
+
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                '''
+                UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s, lease_token = :token, updated_at = :now
+                 WHERE id = (SELECT id FROM jobs
+                              WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                                 OR (state = 'running' AND lease_until <= :now)
+                              ORDER BY run_after, id LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s,
+                 "token": f"{getpid()}-{next(_COUNTER)}"},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
         "the lease token from the worker's name and a counter started at import",
         "tokens_differ_between_worker_processes",
         """
@@ -1944,6 +1972,9 @@ SAYS: dict[str, str] = {
     "an expired lease judged with a second's allowance (lease_until <= now + 1)": (
         "to w9 until 100.5"
     ),
+    "the lease token from the process id and a counter (every container's worker is pid 1)": (
+        "takes over w1's expired lease"
+    ),
     "the lease token from the worker's name and a counter started at import": (
         "restarted in a new process under the same name"
     ),
@@ -2070,6 +2101,7 @@ SAYS: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
 #: reported score (severity cap included) is at most half of the exercise.
 SEVERE = [
+    "the lease token from the process id and a counter (every container's worker is pid 1)",
     "an expired lease judged with a tenth of a second's allowance (lease_until < now + 0.1)",
     "ties of run_after go to new work first (ORDER BY run_after, lease_until IS NOT NULL, id)",
     "a retry_wait job still carrying its failed run's lease is never claimed",

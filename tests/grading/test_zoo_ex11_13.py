@@ -1905,6 +1905,29 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex13",
+        "lease tokens from the process id and a counter (every container's worker is pid 1)",
+        "tokens_differ_between_forked_workers",
+        """
+        import itertools
+        import os
+        LEASES = itertools.count(1)
+        _reference_capped, _reference_serial = claim_capped, claim_serial
+        class _PidToken:
+            def __init__(self, conn):
+                self.conn = conn
+            def execute(self, sql, params):
+                return self.conn.execute(
+                    sql.replace("lower(hex(randomblob(16)))", ":token"),
+                    {**params, "token": f"{os.getpid()}-{next(LEASES)}"},
+                )
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _reference_capped(_PidToken(conn), worker, now, lease_s, cap)
+        def claim_serial(conn, worker, now, lease_s):
+            return _reference_serial(_PidToken(conn), worker, now, lease_s)
+        """,
+    ),
+    (
+        "ex13",
         "the lease cut to whole seconds (CAST(:lease_s AS INTEGER))",
         "lease_lasts_the_lease_s_given",
         """
@@ -4105,6 +4128,9 @@ SAYS: dict[str, str] = {
     "the open accounts listed into the claim with an f-string": "to return a job or None",
     "lease tokens drawn from a random.Random seeded once at import": "forked from the same parent",
     "lease tokens numbered by a counter started at import": "takes over w1's expired lease",
+    "lease tokens from the process id and a counter (every container's worker is pid 1)": (
+        "takes over w1's expired lease"
+    ),
     "the lease cut to whole seconds (CAST(:lease_s AS INTEGER))": "lease_s=",
     "jobs waiting to be retried counted as busy for the cap": "acme's two jobs in retry_wait",
     "a claim that catches sqlite3.Error and returns None": (
@@ -4311,6 +4337,7 @@ GOT: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "lease tokens from the process id and a counter (every container's worker is pid 1)",
     "the relay keeps the first connection it is given in a module global",
     "claim_capped keeps the first connection it is given in a module global",
     "claim_serial keeps the first connection it is given in a module global",

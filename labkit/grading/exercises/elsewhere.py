@@ -3,7 +3,8 @@
 A function whose result must not depend on the host, the user, the folder or the
 process it runs in (an operation key, a step's key) gives the same answer with
 ``on_another_machine(values)`` around it, as a worker on another machine, or restarted,
-would compute it.
+would compute it. ``as_process_one`` runs a function as a worker in a container of its
+own sees itself: process 1, like every other such worker.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import platform
 import socket
 import uuid
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 from unittest import mock
 
@@ -85,3 +86,12 @@ def on_another_machine(values: MutableMapping[str, Any]) -> Iterator[None]:
             yield
         finally:
             values.update(saved)
+
+
+def as_process_one(values: MutableMapping[str, Any], fn: Callable[[], Any]) -> Any:
+    """``fn()`` with ``os.getpid()`` answering 1, also under a name the student bound
+    (``from os import getpid``), as in a container of its own: for a forked child, whose
+    id would otherwise tell it from its siblings."""
+    bound = {k: (lambda: 1) for k, v in values.items() if v is os.getpid}
+    with mock.patch.object(os, "getpid", lambda: 1), mock.patch.dict(values, bound):
+        return fn()

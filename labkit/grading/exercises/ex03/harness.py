@@ -20,6 +20,7 @@ from typing import Any
 
 from labkit.errors import SimulatedCrash
 from labkit.grading.exercises.common import fresh_state, need, noted, outcome, plain_row
+from labkit.grading.exercises.elsewhere import as_process_one
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racers import in_a_forked_child
 from labkit.grading.exercises.racesweep import race_sweep
@@ -167,9 +168,13 @@ def claim_in_a_new_process(
     Two calls give two workers that start alike, as the children of one prefork parent
     do: whatever the student's module built at import (a seeded ``random.Random``, a
     counter) starts from the same state in each. Returns what ``claim`` above returns,
-    or ``{"hung": True}`` when the child did not answer within 20 s.
+    or ``{"hung": True}`` when the child did not answer within 20 s. Each child sees
+    itself as process 1, as a worker in a container of its own does: a token built from
+    the process id is the same in every one of them.
     """
-    return in_a_forked_child(lambda: claim(values, path, worker, now, lease_s))
+    return in_a_forked_child(
+        lambda: as_process_one(values, partial(claim, values, path, worker, now, lease_s))
+    )
 
 
 def claim_schedules(

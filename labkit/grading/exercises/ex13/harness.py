@@ -21,6 +21,7 @@ from typing import Any
 
 from labkit.grading.exercises import common
 from labkit.grading.exercises.common import fresh_state, outcome, plain_row
+from labkit.grading.exercises.elsewhere import as_process_one
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racers import in_a_forked_child, in_processes
 from labkit.grading.exercises.racesweep import race_sweep
@@ -92,9 +93,14 @@ def claim_in_a_forked_worker(
     Two calls give two workers that start alike, as the children of one prefork parent
     do: whatever the student's module built at import (a seeded ``random.Random``, a
     counter) starts from the same state in each. SQLite's own generator does not: a child
-    that opens a database file reseeds it. ``claim``'s outcome, or ``{"hung": True}``.
+    that opens a database file reseeds it. Each child is process 1, as in a container of
+    its own (``elsewhere.as_process_one``). ``claim``'s outcome, or ``{"hung": True}``.
     """
-    return in_a_forked_child(lambda: claim(values, path, name, worker, now, lease_s, *extra))
+    return in_a_forked_child(
+        lambda: as_process_one(
+            values, lambda: claim(values, path, name, worker, now, lease_s, *extra)
+        )
+    )
 
 
 def on_one_connection(
