@@ -43,12 +43,15 @@ FAR_WEST, FAR_EAST = "<-12>12", "<+14>-14"
 DAY_S = 86_400
 #: The token alice gets when alice-token expires: another token, the same caller.
 ALICE_RENEWED = "alice-renewed-token"
+#: Two requests without an Idempotency-Key, one to each restarted server of the crash check.
+UNKEYED = ({"month": "2026-09", "unkeyed": 1}, {"month": "2026-09", "unkeyed": 2})
 
 
 @CHECKS.add(
     1,
     "after the crash, the client's retry with the same key gets the job the "
-    "crash left, and no second one",
+    "crash left, and no second one; a request without a key sent after a restart is a "
+    "job of its own",
     timeout=TIMEOUT,
     severe=True,
 )
@@ -70,6 +73,9 @@ def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
         left = [j["id"] for j in jobs_for(db, "alice", body)]
         with served(ns, db, tz=FAR_EAST, clock_at=midnight + 5) as app:
             again = retried_id(app.post(body, key="crash-2"), _("the client's retry"))
+            # A request without a key, after the retry: the restart of part two sends one
+            # too, as many requests into its life, to the same database.
+            unkeyed = accepted_id(app.post(UNKEYED[0]), _("a request without a key"))
         now = [j["id"] for j in jobs_for(db, "alice", body)]
         expect(
             len(left) == 1 and now == left and again == left[0],
@@ -81,11 +87,10 @@ def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
             "no clock, no counter in memory): the restarted server must compute the same "
             "key, and only the store remembers what the crashed one did",
         )
-    # The same retry after a kill as store.enqueue returns, before the rest of the handler:
-    # whatever the app writes after the job (its own table of keys) is not there.
-    body = {"month": "2026-09", "after": "enqueue"}
-    with scratch(ns) as folder:
-        db = folder / "jobs.db"
+        # The same retry after a kill as store.enqueue returns, before the rest of the
+        # handler: whatever the app writes after the job (its own table of keys) is not
+        # there. The same database: the servers before hold jobs of their own.
+        body = {"month": "2026-09", "after": "enqueue"}
         with served(ns, db, crash_after_enqueue=True) as doomed:
             crash_while_posting(
                 doomed,
@@ -100,6 +105,7 @@ def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
         left = [j["id"] for j in jobs_for(db, "alice", body)]
         with served(ns, db) as app:
             again = retried_id(app.post(body, key="crash-3"), _("the client's retry"))
+            later = app.post(UNKEYED[1])
         now = [j["id"] for j in jobs_for(db, "alice", body)]
         # None left is right too: an enqueue in the app's own transaction (conn=) had not
         # committed yet.
@@ -112,6 +118,30 @@ def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
             _("retry got {job_id}, jobs now {job_ids}").format(job_id=again, job_ids=now),
             "let the job's key remember the request (store.enqueue(..., key=...)): a record "
             "of keys written after the job is missing when the server dies between the two",
+        )
+        # A server's life starts its counters afresh: a key made up for a request without
+        # one (a counter in memory) is the key an earlier life gave another request.
+        fresh = accepted_id(
+            later,
+            _("a request without a key, sent to a restarted server"),
+            _(
+                "pass key=None when the request has no Idempotency-Key: a key you make up "
+                "from a counter in memory starts again at each restart, and meets the job "
+                "an earlier life of the server gave another request"
+            ),
+        )
+        stored = [[j["id"] for j in jobs_for(db, "alice", b)] for b in UNKEYED]
+        expect(
+            stored == [[unkeyed], [fresh]] and fresh != unkeyed,
+            _("two requests without a key, sent to two lives of the server, stored as two jobs"),
+            _("jobs {ids} answered, jobs stored per request {stored}").format(
+                ids=[unkeyed, fresh], stored=stored
+            ),
+            _(
+                "pass key=None when the request has no Idempotency-Key: a key you make up "
+                "from a counter in memory starts again at each restart, and meets the job "
+                "an earlier life of the server gave another request"
+            ),
         )
 
 
@@ -238,7 +268,15 @@ def the_request_is_stored_whole(ns: Namespace) -> None:
     severe=True,
 )
 def owner_comes_from_the_token(ns: Namespace) -> None:
-    body = {"month": "2026-12", "owner": "bob"}
+    # Every field a caller might name another owner in, not only "owner": an app that
+    # takes the owner from any of them files jobs as bob.
+    body = {
+        "month": "2026-12",
+        "owner": "bob",
+        "user": "bob",
+        "on_behalf_of": "bob",
+        "requested_by": "bob",
+    }
     with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
         job_id = accepted_id(app.post(body, key="owner-in-body"), _("alice's request"))
         owners = [
@@ -255,8 +293,8 @@ def owner_comes_from_the_token(ns: Namespace) -> None:
         expect(
             owners == ["alice"] and by_bob == 404,
             _(
-                'alice\'s request whose body holds "owner": "bob" stored as alice\'s job, '
-                "and 404 for bob"
+                "alice's request whose body names bob (in the fields owner, user, "
+                "on_behalf_of and requested_by) stored as alice's job, and 404 for bob"
             ),
             _("the job stored with owner {owners}; bob's GET answered {status}").format(
                 owners=owners, status=by_bob

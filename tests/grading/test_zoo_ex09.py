@@ -763,6 +763,73 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
             )
         ],
     ),
+    (
+        # A cap larger than any small scene: harmless until an entry another consumer
+        # holds falls ten thousand entries behind on a busy stream.
+        "trims the stream to its last 10000 entries after each XACK (MAXLEN 10000)",
+        "the_delivery_count_is_the_entrys_own",
+        [
+            (
+                "            applied += 0 if done_before else 1\n",
+                "            applied += 0 if done_before else 1\n"
+                "            r.xtrim(stream, maxlen=10000, approximate=False)\n",
+            )
+        ],
+    ),
+    (
+        # The same with a cap larger than any small scene's dead letters.
+        "the dead-letter stream capped at 10000 entries (XADD MAXLEN 10000)",
+        "a_backlog_of_hundreds_is_applied_once_each",
+        [
+            (
+                '                pipe.xadd(dead, {"key"',
+                '                pipe.xadd(dead, maxlen=10000, approximate=False, fields={"key"',
+            )
+        ],
+    ),
+    (
+        # Idempotent by content: a producer's retry of the key with another payload (its
+        # attempt number) has another record, and is applied again.
+        "the done record named by a digest of the key and the payload",
+        "a_second_delivery_of_a_done_key_is_not_applied",
+        [
+            (
+                "            record = f\"{prefix}:done:{fields['key']}\"\n",
+                "            import hashlib\n"
+                '            record = f"{prefix}:done:" + hashlib.sha1('
+                "(fields['key'] + fields['payload']).encode()).hexdigest()\n",
+            )
+        ],
+    ),
+    (
+        # A retention by age: an entry sent long ago and still held by another consumer
+        # (or never read, after an outage) goes with the acknowledged ones around it.
+        "trims the stream to its last week after each XACK (XTRIM MINID ~ of 7 days ago)",
+        "the_delivery_count_is_the_entrys_own",
+        [
+            (
+                "            applied += 0 if done_before else 1\n",
+                "            applied += 0 if done_before else 1\n"
+                "            week = 7 * 86_400_000\n"
+                '            r.xtrim(stream, minid=f"{int(time.time() * 1000) - week}-0")\n',
+            )
+        ],
+    ),
+    (
+        # In the MULTI itself, and a cap twice the last one's: still a cap of entries
+        # nobody may have read.
+        "trims the stream to about 20000 entries in the MULTI of each XACK (MAXLEN ~ 20000)",
+        "the_delivery_count_is_the_entrys_own",
+        [
+            (
+                "                    pipe.xack(stream, GROUP, entry_id)\n"
+                "                    pipe.execute()\n",
+                "                    pipe.xack(stream, GROUP, entry_id)\n"
+                "                    pipe.xtrim(stream, maxlen=20000, approximate=True)\n"
+                "                    pipe.execute()\n",
+            )
+        ],
+    ),
 ]
 
 

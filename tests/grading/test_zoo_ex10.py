@@ -793,6 +793,54 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         ENQUEUE,
         "        body = {k: v for k, v in body.items() if k != 'owner'}\n" + ENQUEUE,
     ),
+    (
+        # Every job in the store taken for a report: another service's job, whose payload
+        # names no owner, raises KeyError, and the 500 tells bob that its id exists.
+        "the owner read with job.payload['owner']: a job without one answers 500",
+        "other_owner_gets_404",
+        STATUS_OK,
+        '    if job is None or not isinstance(job.payload, dict) or job.payload.get("owner") '
+        "!= owner:\n",
+        '    if job is None or job.payload["owner"] != owner:\n',
+    ),
+    (
+        "the owner read with job.payload.get('owner') of a payload that is not a dict",
+        "other_owner_gets_404",
+        STATUS_OK,
+        '    if job is None or not isinstance(job.payload, dict) or job.payload.get("owner") '
+        "!= owner:\n",
+        '    if job is None or job.payload.get("owner") != owner:\n',
+    ),
+    (
+        # Every job gets a key: one made up from a counter in memory when the request has
+        # none. Each request of one server's life is a job of its own; after a restart the
+        # counter starts again, and a new request meets a job of the last life.
+        "a request without a key given one from a counter in memory",
+        "retry_after_the_crash_gets_the_same_job",
+        STATUS_OK,
+        KEY_LINE,
+        '    counter = globals().setdefault("AUTO_KEYS", iter(range(1, 10**9)))\n'
+        '    key = f"report:{owner}:{idempotency_key}" if idempotency_key is not None else '
+        'f"report:{owner}:auto-{next(counter)}"\n',
+    ),
+    (
+        # "If anything goes wrong, the job is not there": a locked database answered 404,
+        # and the client takes its job for lost and sends the request again.
+        "any error of store.get answered 404 (the database down reads as no such job)",
+        STATUS_OK,
+        ACCEPT_OK,
+        "    except NotFound:\n        job = None\n",
+        "    except Exception:\n        job = None\n",
+    ),
+    (
+        # "Staff may file a report for a customer": a body field other than 'owner' names
+        # the job's owner, and any caller files jobs as anyone.
+        "the owner taken from the body's 'on_behalf_of' when it has one",
+        "owner_comes_from_the_token",
+        "same_key_same_job",
+        ENQUEUE,
+        ENQUEUE.replace('{"owner": owner,', '{"owner": body.get("on_behalf_of", owner),'),
+    ),
 ]
 
 

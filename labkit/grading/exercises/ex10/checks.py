@@ -247,7 +247,8 @@ def credential_in_the_body_is_refused(ns: Namespace) -> None:
 @CHECKS.add(
     2,
     "GET /reports/{id} by the owner shows the job as the database has it: state, attempts, "
-    "next attempt, a sanitized error (use status_view)",
+    "next attempt, a sanitized error (use status_view); a database that cannot be read is "
+    "a 5xx, never a 404",
     timeout=TIMEOUT,
 )
 def status_shows_the_job_to_its_owner(ns: Namespace) -> None:
@@ -258,10 +259,11 @@ def status_shows_the_job_to_its_owner(ns: Namespace) -> None:
         db = folder / "jobs.db"
         # On a server west of UTC: a next attempt shown in the server's local time, without
         # its offset, reads three hours early to a caller.
-        with served(ns, db, tz=WEST_OF_UTC) as app:
+        with served(ns, db, tz=WEST_OF_UTC, store_fault=True) as app:
             job_id = add_job(db, "alice", {"month": "2026-07"}, "check:status")
             first = app.status(job_id)
             expect(first.status_code == 200, "200 for the owner", first.status_code)
+            poll_while_the_store_is_down(app, job_id)
             view = first.json()
             expect(
                 (view.get("job_id"), view.get("state"), view.get("attempts"))
@@ -332,6 +334,27 @@ def status_shows_the_job_to_its_owner(ns: Namespace) -> None:
             )
 
 
+def poll_while_the_store_is_down(app: App, job_id: int) -> None:
+    """GET the owner's job while store.get raises StoreBusy: a 5xx, never a 404 or a 200."""
+    with app.store_down():
+        reply = app.status(job_id, raw=True)
+    if not app.fired("store down at get"):
+        return  # the job read some other way: nothing failed to judge
+    expect(
+        reply.status_code >= 500,
+        _(
+            "a 500 or 503 when alice polls her job {job_id} while the job database is down "
+            "(store.get raised StoreBusy)"
+        ).format(job_id=job_id),
+        f"{reply.status_code} {reply.text[:160]}",
+        _(
+            "catch only NotFound around store.get: any other error (the database locked or "
+            "down) must propagate (a 500) or be answered 503. A 404 tells the owner the job "
+            "does not exist, and the client sends the request again as a new job"
+        ),
+    )
+
+
 def _moment(text: object) -> float | None:
     """The epoch time an ISO 8601 text names (one without an offset read as UTC), or None."""
     try:
@@ -364,7 +387,7 @@ def other_owner_gets_404(ns: Namespace) -> None:
                 f"{theirs.status_code} {theirs.text[:160]}",
                 _("answer 404, as for an id that does not exist: a 403 tells bob the job is there")
                 if theirs.status_code == 403
-                else _("compare job.payload['owner'] with caller_of(authorization)"),
+                else _("compare job.payload.get('owner') with caller_of(authorization)"),
             )
             # A body may name the id it was asked for: only the id may differ.
             alike = theirs.text.replace(str(job_id), "{id}") == missing.text.replace(
@@ -376,3 +399,36 @@ def other_owner_gets_404(ns: Namespace) -> None:
                 "for may differ)",
                 f"{theirs.text[:80]!r} vs {missing.text[:80]!r}",
             )
+            # Jobs other services put in the same store: their owner is not in the payload
+            # (the lesson's service keeps it in a side table), or the payload is no object.
+            # Nobody's here, so 404 as for a missing id, not a 500 that says the id exists.
+            for payload in ({"to": "ops@example.com"}, ["erp", "nightly"]):
+                other = foreign_job(db, payload)
+                asked = app.status(other, BOB, raw=True)
+                absent = app.status(other + 1000, BOB, raw=True)
+                same = asked.text.replace(str(other), "{id}") == absent.text.replace(
+                    str(other + 1000), "{id}"
+                )
+                expect(
+                    asked.status_code == 404 and same,
+                    _(
+                        "404 with the body of a missing id when bob asks for job {job_id}, "
+                        "another service's job whose payload {payload} names no owner"
+                    ).format(job_id=other, payload=payload),
+                    f"{asked.status_code} {asked.text[:80]!r} vs {absent.status_code} "
+                    f"{absent.text[:80]!r}",
+                    _(
+                        "read the owner with job.payload.get('owner') after checking that the "
+                        "payload is a dict: job.payload['owner'] raises on a job without one, "
+                        "and the 500 tells the caller the id exists"
+                    ),
+                )
+
+
+def foreign_job(db: Path, payload: Any) -> int:
+    """A job another service enqueued in the same store (kind 'email'), without an owner."""
+    from labkit.store import JobStore
+
+    with JobStore(db) as store:
+        job, _created = store.enqueue("email", payload)
+    return job.id

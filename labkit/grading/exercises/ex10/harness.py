@@ -27,9 +27,10 @@ solution regions, so the stub has it too). It adds these to the app:
   handler reads before it enqueues.
 - ``EX10_STORE_DOWN=<file>``: while that file exists, every ``store.enqueue`` raises,
   writing nothing, the ``StoreBusy`` the store raises for a database another connection
-  keeps locked (``FAULT fired store down at enqueue`` on stderr first). A check turns it
-  on and off while its server runs: an app must not answer a request it could not store
-  with a success.
+  keeps locked (``FAULT fired store down at enqueue`` on stderr first), and so does every
+  ``store.get`` (``FAULT fired store down at get``). A check turns it on and off while its
+  server runs: an app must not answer a request it could not store with a success, nor
+  a poll it could not read with a 404 (the job is there).
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ def _add_tokens(spec: str) -> None:
 
 def _watch_enqueue(slow_s: float, crash: bool, down: str | None = None) -> None:
     """Wrap every store's ``enqueue`` in this process: wait first, fail while the file
-    ``down`` exists, die after it created a job."""
+    ``down`` exists, die after it created a job; and its ``get``: fail while ``down``
+    exists."""
     import sqlite3
 
     from labkit.dbfile import explain
@@ -137,6 +139,20 @@ def _watch_enqueue(slow_s: float, crash: bool, down: str | None = None) -> None:
 
     enqueue.ex10_watched = True  # type: ignore[attr-defined]
     StoreBase.enqueue = enqueue  # type: ignore[method-assign]
+    if down is None:
+        return
+    read = StoreBase.get
+
+    @functools.wraps(read)
+    def get(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if os.path.exists(down):
+            sys.stderr.write("FAULT fired store down at get\n")
+            sys.stderr.flush()
+            locked = sqlite3.OperationalError("database is locked")
+            raise explain(Path(getattr(self, "path", "jobs.db")), locked)
+        return read(self, *args, **kwargs)
+
+    StoreBase.get = get  # type: ignore[method-assign]
 
 
 class _CrashAt202:

@@ -123,10 +123,16 @@ class App:
         text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
         return f"FAULT fired {point}" in text
 
-    def status(self, job_id: int | str, token: str | None = ALICE) -> httpx.Response:
+    def status(
+        self, job_id: int | str, token: str | None = ALICE, raw: bool = False
+    ) -> httpx.Response:
+        """GET the status; ``raw``: a 5xx is returned like any answer (as ``post``'s)."""
         path = job_id if isinstance(job_id, str) else f"/reports/{job_id}"
         url = self.client.base_url.join(path)
-        return _answer(self, self.client.get(url, headers=_headers(token, None)))
+        headers = _headers(token, None)
+        if raw:
+            headers.append((b"Connection", b"close"))
+        return _answer(self, self.client.get(url, headers=headers), raw)
 
     def log_tail(self, lines: int = 3) -> str:
         text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
