@@ -308,3 +308,29 @@ def a_late_starter_leaves_the_holders_pid(ns: Namespace) -> None:
             file=repr(run["file"][:80]), outcomes=run["outcomes"]
         ),
     )
+
+
+@CHECKS.add(
+    2,
+    "hold the lock for the whole with block: no watchdog (a timer, a thread, signal.alarm) "
+    "that lets go of it, closes or deletes the file while the job still runs; a job that "
+    "hangs is for the scheduler to kill, and the kernel frees a dead holder's lock",
+    timeout=20.0,
+    severe=True,
+)
+def the_lock_lasts_the_whole_block(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        run = ns.harness(HARNESS + "attempt_while_time_flies", str(path))
+    if not run["held"]:
+        return  # the job was ended, the block with it: the kernel freed the lock
+    expect(
+        run["answer"].startswith("refused"),
+        _(
+            "AlreadyRunning for a second process while the holder is still inside its with "
+            "block, hours after it took the lock (time flies for the lock's own timers and "
+            "threads)"
+        ),
+        _("it got {answer}: the lock was let go while the job still ran").format(
+            answer=repr(run["answer"])
+        ),
+    )

@@ -10,8 +10,11 @@ checks the zoo as a whole.
 from __future__ import annotations
 
 import pytest
-from gradingkit import assert_severe
+from gradingkit import HIDDEN, assert_severe, with_override
 from zoograding import in_process_test
+
+from labkit.grading import catalog
+from labkit.grading.checks import CheckStatus, Namespace, run_check
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
@@ -1359,6 +1362,245 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        "the lock file deleted at exit by `from atexit import register` (a newcomer locks it)",
+        "release_keeps_the_lock_file",
+        """
+        from atexit import register
+
+        def _remove(p):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                register(_remove, path)
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the lock file deleted by a SIGTERM handler (a newcomer locks the deleted file)",
+        "release_keeps_the_lock_file",
+        """
+        import signal, sys
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                def on_term(signum, frame):
+                    os.unlink(path)
+                    sys.exit(143)
+                signal.signal(signal.SIGTERM, on_term)
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a watchdog threading.Timer lets go of the lock (LOCK_UN) after 3 s",
+        "the_lock_lasts_the_whole_block",
+        """
+        import threading
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                # a hung job must not block every later run: let go after 3 s
+                watchdog = threading.Timer(3.0, fcntl.flock, (fh.fileno(), fcntl.LOCK_UN))
+                watchdog.daemon = True
+                watchdog.start()
+                try:
+                    yield
+                finally:
+                    watchdog.cancel()
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a watchdog signal.alarm lets go of the lock (LOCK_UN) after 3 s",
+        "the_lock_lasts_the_whole_block",
+        """
+        import signal
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                signal.signal(signal.SIGALRM, lambda *a: fcntl.flock(fh.fileno(), fcntl.LOCK_UN))
+                signal.alarm(3)
+                try:
+                    yield
+                finally:
+                    signal.alarm(0)
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a watchdog thread closes the lock file after 10 s (from time import sleep, monotonic)",
+        "the_lock_lasts_the_whole_block",
+        """
+        import threading
+        from time import sleep, monotonic
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                done = threading.Event()
+                def watchdog():
+                    deadline = monotonic() + 10
+                    while monotonic() < deadline and not done.is_set():
+                        sleep(0.5)
+                    if not done.is_set():
+                        fh.close()
+                threading.Thread(target=watchdog, daemon=True).start()
+                try:
+                    yield
+                finally:
+                    done.set()
+            finally:
+                if not fh.closed:
+                    fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a watchdog threading.Timer deletes the lock file after an hour",
+        "the_lock_lasts_the_whole_block",
+        """
+        import threading
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                t = threading.Timer(3600, os.unlink, (path,))
+                t.daemon = True
+                t.start()
+                try:
+                    yield
+                finally:
+                    t.cancel()
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a refused attempt tries flock again when the holder's pid is not alive here",
+        "second_holder_is_refused",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    try:
+                        os.kill(int(holder), 0)
+                    except (ValueError, ProcessLookupError):
+                        # the pid is gone: the lock must be about to be released, try once more
+                        try:
+                            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        except BlockingIOError:
+                            raise AlreadyRunning(f"{path} is locked (pid {holder})") from None
+                    else:
+                        raise AlreadyRunning(f"{path} is locked (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
@@ -1473,6 +1715,27 @@ SAYS: dict[str, str] = {
     "the lock file deleted at exit with atexit (a newcomer locks the deleted file)": (
         "exactly one of a newcomer"
     ),
+    "the lock file deleted at exit by `from atexit import register` (a newcomer locks it)": (
+        "exactly one of a newcomer"
+    ),
+    "the lock file deleted by a SIGTERM handler (a newcomer locks the deleted file)": (
+        "stopped with SIGTERM"
+    ),
+    "a watchdog threading.Timer lets go of the lock (LOCK_UN) after 3 s": (
+        "hours after it took the lock"
+    ),
+    "a watchdog signal.alarm lets go of the lock (LOCK_UN) after 3 s": (
+        "still inside its with block"
+    ),
+    "a watchdog thread closes the lock file after 10 s (from time import sleep, monotonic)": (
+        "AlreadyRunning for a second process while the holder"
+    ),
+    "a watchdog threading.Timer deletes the lock file after an hour": (
+        "hours after it took the lock"
+    ),
+    "a refused attempt tries flock again when the holder's pid is not alive here": (
+        "a refused attempt does not try again"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -1496,6 +1759,13 @@ SEVERE = [
     "a class whose __exit__ keeps the file: the lock goes only when the object is collected",
     "the lock released with flock(LOCK_UN) (a worker forked in the block unlocks the parent)",
     "the lock file deleted at exit with atexit (a newcomer locks the deleted file)",
+    "the lock file deleted at exit by `from atexit import register` (a newcomer locks it)",
+    "the lock file deleted by a SIGTERM handler (a newcomer locks the deleted file)",
+    "a watchdog threading.Timer lets go of the lock (LOCK_UN) after 3 s",
+    "a watchdog signal.alarm lets go of the lock (LOCK_UN) after 3 s",
+    "a watchdog thread closes the lock file after 10 s (from time import sleep, monotonic)",
+    "a watchdog threading.Timer deletes the lock file after an hour",
+    "a refused attempt tries flock again when the holder's pid is not alive here",
 ]
 
 
@@ -1507,3 +1777,144 @@ def test_a_severe_mistake_costs_at_least_half_the_points(mistake: str) -> None:
     # Its entry's test proves the named check fails; a severe check's failure is capped.
     [(exercise, check)] = [(e, c) for e, m, c, _ in ZOO if m == mistake]
     assert_severe(exercise, mistake, check)
+
+
+#: Right solutions written otherwise, each with a check that once took (or might take) its
+#: points.
+RIGHT: list[tuple[str, str, str]] = [
+    (
+        "a SIGTERM handler installed with `from signal import signal` and put back after",
+        "a_second_lock_keeps_the_first",
+        """
+        import sys
+        from signal import signal, SIGTERM
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            previous = signal(SIGTERM, lambda *a: sys.exit(143))
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+                signal(SIGTERM, previous)
+    """,
+    ),
+    (
+        "a SIGTERM handler installed for the with block and put back after (signal.signal)",
+        "a_second_lock_keeps_the_first",
+        """
+        import signal, sys
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            previous = signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+                signal.signal(signal.SIGTERM, previous)
+    """,
+    ),
+    (
+        "a watchdog threading.Timer that kills the hung job (SIGKILL: the kernel frees the lock)",
+        "the_lock_lasts_the_whole_block",
+        """
+        import threading, signal
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                # a hung job is killed after 3 s: the kernel frees the lock
+                t = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGKILL))
+                t.daemon = True
+                t.start()
+                try:
+                    yield
+                finally:
+                    t.cancel()
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "a heartbeat thread that touches the lock file every second",
+        "the_lock_lasts_the_whole_block",
+        """
+        import threading
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                done = threading.Event()
+                def heartbeat():
+                    while not done.wait(1.0):
+                        os.utime(path)
+                threading.Thread(target=heartbeat, daemon=True).start()
+                try:
+                    yield
+                finally:
+                    done.set()
+            finally:
+                fh.close()
+    """,
+    ),
+]
+
+
+@pytest.mark.parametrize(("way", "check", "source"), RIGHT, ids=[w for w, *_ in RIGHT])
+def test_a_right_solution_written_otherwise_keeps_the_points(
+    way: str, check: str, source: str
+) -> None:
+    [named] = [c for c in catalog.all_checks("ex02", HIDDEN) if c.name == check]
+    got = run_check(named, Namespace(with_override("ex02", source)))
+    assert got.status == CheckStatus.PASSED, (way, got.expected, got.got)

@@ -37,6 +37,10 @@ def _holding(ns: Namespace, path: Path, raise_inside: bool = False) -> dict[str,
     return run
 
 
+#: A pid no process has here (pid_max on a 64-bit Linux): a holder in another container.
+FOREIGN_PID = "4194304"
+
+
 @CHECKS.add(
     2,
     "open the file and fcntl.flock(fd, LOCK_EX | LOCK_NB); on BlockingIOError raise AlreadyRunning",
@@ -81,18 +85,21 @@ def second_holder_is_refused(ns: Namespace) -> None:
     )
     # The holder leaves the moment the newcomer's flock found it busy: an attempt that
     # tries again, even once after a short pause, gets the lock and runs right after it.
-    with lock_path(ns) as path:
-        left = ns.harness(HARNESS + "refused_as_the_holder_leaves", str(path))
-    expect(
-        str(left["answer"]).startswith("refused"),
-        "AlreadyRunning for a second process whose flock found the lock busy, though the "
-        "holder let go right after (a refused attempt does not try again)",
-        repr(left["answer"]),
-        _(
-            "raise AlreadyRunning on the first BlockingIOError: no second flock after a "
-            "pause, no loop"
-        ),
-    )
+    # Its file names it, or names a pid not to be seen here (a holder in another
+    # container): neither is a reason to try the flock again.
+    for text in ("", FOREIGN_PID):
+        with lock_path(ns) as path:
+            left = ns.harness(HARNESS + "refused_as_the_holder_leaves", str(path), text)
+        expect(
+            str(left["answer"]).startswith("refused"),
+            "AlreadyRunning for a second process whose flock found the lock busy, though the "
+            "holder let go right after (a refused attempt does not try again)",
+            repr(left["answer"]),
+            _(
+                "raise AlreadyRunning on the first BlockingIOError: no second flock after a "
+                "pause, no loop"
+            ),
+        )
 
 
 @CHECKS.add(
@@ -289,11 +296,15 @@ def error_inside_the_block_comes_out(ns: Namespace) -> None:
 
 #: A newcomer is stopped after each of its first file or lock calls, in turn.
 RACE_STOPS = list(range(1, 7))
+#: The same for a holder stopped with SIGTERM: its first calls, where a newcomer opens.
+TERMINATED_STOPS = [1, 2]
 
 
-def _one_holder(ns: Namespace, event: str, want: str, hint: str) -> None:
+def _one_holder(
+    ns: Namespace, event: str, want: str, hint: str, stops: list[int] = RACE_STOPS
+) -> None:
     with tempfile.TemporaryDirectory(prefix="labkit-ex02-", dir=ns.workdir) as tmp:
-        runs = ns.harness(HARNESS + "newcomer_race", tmp, event, RACE_STOPS)
+        runs = ns.harness(HARNESS + "newcomer_race", tmp, event, stops)
     for run in runs:
         expect(run["holder"] == "held", "the first process to take the lock", run["holder"])
         got = [run["newcomer"], run["third"]]
@@ -329,6 +340,18 @@ def release_keeps_the_lock_file(ns: Namespace) -> None:
         "released",
         _("after the holder released the lock while a newcomer was taking it"),
         _("release by closing the file (the with block's end): do not unlink it"),
+    )
+    # A job stopped with SIGTERM: a handler that deletes the lock file on its way out is
+    # the same mistake (the newcomer's first file calls are where it falls in).
+    _one_holder(
+        ns,
+        "terminated",
+        _("after the holder was stopped with SIGTERM while a newcomer was taking the lock"),
+        _(
+            "let the kernel release the lock when the process ends: no SIGTERM handler (nor "
+            "atexit) that unlinks the lock file"
+        ),
+        TERMINATED_STOPS,
     )
 
 

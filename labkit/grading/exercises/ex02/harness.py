@@ -19,6 +19,7 @@ from labkit.grading.exercises.ex02.alone import (
     open_files_after_uses,
     second_lock_in_one_process,
 )
+from labkit.grading.exercises.ex02.forking import on_the_main_thread
 from labkit.grading.exercises.ex02.holders import (
     attempt_after_a_forked_worker_left,
     attempt_while_holding,
@@ -36,12 +37,14 @@ from labkit.grading.exercises.ex02.races import (
     staggered_start,
     start_together,
 )
+from labkit.grading.exercises.ex02.watchdogs import attempt_while_time_flies
 
 __all__ = [
     "attempt_after_a_forked_worker_left",
     "attempt_once",
     "attempt_when_opening_is_refused",
     "attempt_while_holding",
+    "attempt_while_time_flies",
     "attempts_beside_a_plain_holder",
     "error_inside",
     "file_while_a_forked_worker_holds",
@@ -58,3 +61,26 @@ __all__ = [
     "staggered_start",
     "start_together",
 ]
+
+# The checks call these on a thread of their own: a lock's signal.signal works as on
+# the main thread a job takes its lock on (``forking.signals_as_on_the_main_thread``).
+attempt_after_a_forked_worker_left = on_the_main_thread(attempt_after_a_forked_worker_left)
+attempt_once = on_the_main_thread(attempt_once)
+attempt_when_opening_is_refused = on_the_main_thread(attempt_when_opening_is_refused)
+attempt_while_holding = on_the_main_thread(attempt_while_holding)
+attempt_while_time_flies = on_the_main_thread(attempt_while_time_flies)
+attempts_beside_a_plain_holder = on_the_main_thread(attempts_beside_a_plain_holder)
+error_inside = on_the_main_thread(error_inside)
+file_while_a_forked_worker_holds = on_the_main_thread(file_while_a_forked_worker_holds)
+holders_in_turn = on_the_main_thread(holders_in_turn)
+kill_the_holder = on_the_main_thread(kill_the_holder)
+newcomer_as_the_holder_leaves = on_the_main_thread(newcomer_as_the_holder_leaves)
+newcomer_race = on_the_main_thread(newcomer_race)
+open_files_after_uses = on_the_main_thread(open_files_after_uses)
+refused_as_the_holder_leaves = on_the_main_thread(refused_as_the_holder_leaves)
+refused_by_holders_in_turn = on_the_main_thread(refused_by_holders_in_turn)
+refused_while_a_child_holds = on_the_main_thread(refused_while_a_child_holds)
+refused_while_held_briefly = on_the_main_thread(refused_while_held_briefly)
+second_lock_in_one_process = on_the_main_thread(second_lock_in_one_process)
+staggered_start = on_the_main_thread(staggered_start)
+start_together = on_the_main_thread(start_together)

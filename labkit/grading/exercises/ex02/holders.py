@@ -188,14 +188,17 @@ def refused_while_held_briefly(
     return out
 
 
-def refused_as_the_holder_leaves(values: MutableMapping[str, Any], path: str) -> dict[str, Any]:
+def refused_as_the_holder_leaves(
+    values: MutableMapping[str, Any], path: str, text: str = ""
+) -> dict[str, Any]:
     """A child tries while this process holds the lock; the holder lets go the moment the
     child's flock finds it busy.
 
     A refused attempt answers AlreadyRunning then, however soon the holder leaves; one that
     tries again (after a pause, in a loop) gets the lock and runs right after the holder.
     The lock here is a plain flock on the file, taken after the fork, so the child does not
-    share it. Returns ``{"busy_seen": bool, "answer": ...}``.
+    share it. The holder writes ``text`` in the file (a pid this process cannot see, say),
+    or its own pid. Returns ``{"busy_seen": bool, "answer": ...}``.
     """
     with fresh_state(values), contextlib.ExitStack() as stack:
         attempt(values, path)  # here first, so a stub says "not started yet"
@@ -225,7 +228,7 @@ def refused_as_the_holder_leaves(values: MutableMapping[str, Any], path: str) ->
             fcntl.flock(holder.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             holder.seek(0)
             holder.truncate()
-            holder.write(str(os.getpid()))
+            holder.write(text or str(os.getpid()))
             holder.flush()
             os.write(go_write, b"go")
             first = said.next(5.0)

@@ -15,6 +15,7 @@ import os
 import pathlib
 import select
 import signal
+import sys
 import time
 from collections.abc import Callable, MutableMapping
 from typing import Any
@@ -27,6 +28,7 @@ from labkit.grading.exercises.ex02.forking import (
     child,
     file_text,
     read,
+    wait_or_kill,
 )
 
 #: Pause after each file call in ``start_together``'s children: it widens a gap
@@ -128,26 +130,22 @@ def _holds(
 ) -> None:
     """Take the lock and say so; keep it until killed, or until ``until`` is readable.
 
-    ``exits``: once out of the block, run the exit handlers the lock registered with
-    ``atexit`` before saying "released", as a job that ends normally runs them (a
-    forked child leaves by ``os._exit``, which skips them).
+    ``exits``: once out of the block, run the exit handlers registered with ``atexit``
+    in this child before saying "released", as a job that ends normally runs them (a
+    forked child leaves by ``os._exit``, which skips them). The handlers inherited from
+    the grader are dropped first; the ones the lock registers are run however it names
+    ``register`` (``atexit.register``, ``from atexit import register``, a decorator).
     """
     tell = REAL_WRITE  # in a newcomer os.write is wrapped: tell the parent with the real one
-    handlers: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
-
-    def register(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[..., Any]:
-        handlers.append((func, args, kwargs))
-        return func
-
     if exits:
-        atexit.register = register  # type: ignore[assignment]  # in this child only
+        atexit._clear()  # in this child only: the grader's own handlers never run here
     try:
         with need(values, "single_instance")(path):
             tell(fd, b"held\n")
             select.select([until] if until is not None else [], [], [], 30.0)
-        for func, args, kwargs in reversed(handlers):
-            with contextlib.suppress(Exception):
-                func(*args, **kwargs)
+        if exits:
+            sys.unraisablehook = lambda _unraisable: None  # a failing handler says nothing
+            atexit._run_exitfuncs()
         tell(fd, b"released\n")
     except BaseException as exc:  # noqa: BLE001 - told to the parent
         name = type(exc).__name__
@@ -188,8 +186,10 @@ def newcomer_race(
     """A holder, then a newcomer stopped after its k-th file call, for each k in ``stops``.
 
     ``event`` is what happens to the holder while the newcomer is stopped: ``"killed"``
-    (SIGKILL before the newcomer starts: the holder's file stays behind) or
-    ``"released"`` (it leaves its with block while the newcomer waits). Then a third
+    (SIGKILL before the newcomer starts: the holder's file stays behind),
+    ``"released"`` (it leaves its with block while the newcomer waits) or
+    ``"terminated"`` (SIGTERM while the newcomer waits, as a job is stopped: a SIGTERM
+    handler of the lock's runs; SIGKILL if it has not ended ``TERMINATED_S`` later). Then a third
     process takes the lock whole, and the newcomer goes on. Each schedule, in a folder
     of its own: ``{"stop", "paused", "newcomer", "third"}``, what each one got.
     """
@@ -203,6 +203,21 @@ def newcomer_race(
     return runs
 
 
+#: How long a holder sent SIGTERM has to end before it is killed with SIGKILL.
+TERMINATED_S = 1.0
+
+
+def _holds_until(
+    values: MutableMapping[str, Any], path: str, fd: int, release: int, event: str
+) -> None:
+    """The holder of ``_one_race``: ``_holds`` until ``release`` is readable, its exit
+    handlers run when it is ``"released"``; SIGTERM as a job starts with it (its default,
+    whatever the grader's is) when it is to be ``"terminated"``."""
+    if event == "terminated":
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _holds(values, path, fd, release, exits=event == "released")
+
+
 def _one_race(values: MutableMapping[str, Any], path: str, event: str, stop: int) -> dict[str, Any]:
     run: dict[str, Any] = {"stop": stop, "paused": False}
     with contextlib.ExitStack() as stack:
@@ -211,7 +226,7 @@ def _one_race(values: MutableMapping[str, Any], path: str, event: str, stop: int
         for fd in (release_r, release_w, go_r, go_w):
             stack.callback(os.close, fd)
         holder_pid, holder_fd = stack.enter_context(
-            child(lambda fd: _holds(values, path, fd, release_r, exits=event == "released"))
+            child(lambda fd: _holds_until(values, path, fd, release_r, event))
         )
         holder = Said(holder_fd)
         run["holder"] = holder.next()
@@ -224,6 +239,10 @@ def _one_race(values: MutableMapping[str, Any], path: str, event: str, stop: int
         if event == "released":
             os.write(release_w, b"release")
             run["released"] = holder.next()
+        if event == "terminated":
+            # A job stopped (systemd, a timeout): SIGTERM, then SIGKILL if it will not go.
+            os.kill(holder_pid, signal.SIGTERM)
+            wait_or_kill(holder_pid, TERMINATED_S)
         third = Said(stack.enter_context(child(lambda fd: _holds(values, path, fd, None)))[1])
         run["third"] = third.next()
         os.write(go_w, b"go")

@@ -1,0 +1,138 @@
+"""Exercise 2's harness: a lock's own watchdog, given hours in milliseconds.
+
+A lock may start a thread, a ``threading.Timer`` or an alarm that lets go of the lock
+(closes or deletes the file) after a while, so a job that runs long loses its lock while
+it still runs. Here a forked child holds the lock while every sleep and timed wait
+returns at once and the clocks move on, so such a watchdog fires at once; this process
+then tries, and must be refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import select
+import signal
+import threading
+import time
+from collections.abc import Iterator, MutableMapping
+from typing import Any
+
+from labkit.grading.exercises.common import fresh_state, need
+from labkit.grading.exercises.ex02.forking import REAL_WRITE, Said, attempt, child
+
+#: The real monotonic clock, for the waits of a child whose time flies (``_time_flies``).
+_REAL_MONOTONIC = time.monotonic
+#: How long (real seconds) a holder whose time flies keeps its block before saying it
+#: still holds: the lock's own threads (a watchdog) run meanwhile, hours passing for them.
+#: It says so sooner once its lock is seen free (``_let_go``).
+FLYING_S = 0.2
+
+
+@contextlib.contextmanager
+def _time_flies(values: MutableMapping[str, Any]) -> Iterator[None]:
+    """In this (forked) child: every sleep and timed wait returns at once, and the clocks
+    (time.time, time.monotonic) move on by what it was to wait: a watchdog thread or
+    timer of seconds or hours fires within milliseconds."""
+    real_sleep, real_wait = time.sleep, threading.Condition.wait
+    clocks = {name: getattr(time, name) for name in ("time", "monotonic", "perf_counter")}
+    ahead = [0.0]
+
+    def sleep(seconds: float) -> None:
+        ahead[0] += max(0.0, float(seconds))
+        real_sleep(0)  # the other threads run meanwhile
+
+    def wait(self: Any, timeout: float | None = None) -> bool:
+        if timeout is None:
+            return real_wait(self, timeout)
+        woken = real_wait(self, min(float(timeout), 0.001))
+        if not woken:
+            ahead[0] += max(0.0, float(timeout))
+        return woken
+
+    def moved(real: Any) -> Any:
+        return lambda: real() + ahead[0]
+
+    fast = {real_sleep: sleep, **{real: moved(real) for real in clocks.values()}}
+    setattr(time, "sleep", sleep)  # noqa: B010 - a plain assignment does not type-check
+    setattr(threading.Condition, "wait", wait)  # noqa: B010
+    for name, real in clocks.items():
+        setattr(time, name, fast[real])
+    for name, value in list(values.items()):  # in this child only: it never returns
+        for real, moving in fast.items():
+            if value is real:
+                values[name] = moving
+    try:
+        yield
+    finally:
+        setattr(time, "sleep", real_sleep)  # noqa: B010
+        setattr(threading.Condition, "wait", real_wait)  # noqa: B010
+        for name, real in clocks.items():
+            setattr(time, name, real)
+
+
+def _alarms_ring() -> None:
+    """An alarm or interval timer the lock set goes off now (its handler runs here)."""
+    if signal.alarm(0):
+        signal.raise_signal(signal.SIGALRM)
+    delay, _interval = signal.setitimer(signal.ITIMER_REAL, 0)
+    if delay:
+        signal.raise_signal(signal.SIGALRM)
+
+
+def _let_go(path: str, within: float) -> bool:
+    """Whether the lock on ``path`` is seen free (a flock on a file of its own succeeds)
+    within ``within`` real seconds: looked at every few milliseconds."""
+    end = _REAL_MONOTONIC() + within
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            pass
+        finally:
+            os.close(fd)
+        if _REAL_MONOTONIC() >= end:
+            return False
+        select.select([], [], [], 0.005)
+
+
+def attempt_while_time_flies(values: MutableMapping[str, Any], path: str) -> dict[str, Any]:
+    """A child holds the lock, and for what the lock started there (a watchdog thread, a
+    threading.Timer, signal.alarm) hours go by in milliseconds; then this process tries.
+
+    A lock held for the whole with block refuses; one a watchdog let go of after a few
+    seconds lets a second copy run beside a job that still runs. A watchdog that ends the
+    job itself (kills the process, raises into it) ends the block: the child then never
+    says it still holds. ``{"held": the child still in its block before and after the
+    attempt, "answer": the attempt, "child": what the child said first}``.
+    """
+    with fresh_state(values), contextlib.ExitStack() as stack:
+        attempt(values, path)  # here first, so a stub says "not started yet"
+        go_read, go_write = os.pipe()
+        stack.callback(os.close, go_read)
+        stack.callback(os.close, go_write)
+
+        def body(fd: int) -> None:
+            try:
+                with _time_flies(values), need(values, "single_instance")(path):
+                    _alarms_ring()
+                    _let_go(path, FLYING_S)
+                    REAL_WRITE(fd, b"held\n")
+                    select.select([go_read], [], [], 10.0)
+                    REAL_WRITE(fd, b"still\n")
+            except BaseException as exc:  # noqa: BLE001 - told to the parent
+                said = f"raised {type(exc).__name__}: {exc}".replace("\n", " ")[:300]
+                REAL_WRITE(fd, said.encode() + b"\n")
+
+        _pid, fd = stack.enter_context(child(body))
+        said = Said(fd)
+        first = said.next()
+        if first != "held":
+            return {"held": False, "answer": "", "child": first}
+        answer = attempt(values, path)
+        os.write(go_write, b"go")
+        still = said.next() == "still"
+    return {"held": still, "answer": answer, "child": first}
