@@ -9,7 +9,12 @@ a whole.
 
 from __future__ import annotations
 
+import pytest
+from gradingkit import HIDDEN, with_override
 from zoograding import in_process_test
+
+from labkit.grading import catalog
+from labkit.grading.checks import CheckStatus, Namespace, run_check
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
@@ -987,6 +992,127 @@ ZOO: list[tuple[str, str, str, str]] = [
                 self.clock._trial_out = value
     """,
     ),
+    (
+        "ex07",
+        "the cooldown doubled from the third opening on (a backoff after two failed trials)",
+        "trial_failure_reopens_for_a_full_cooldown",
+        """
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = threshold
+                self.cooldown_s = cooldown_s
+                self.clock = clock
+                self.state = "closed"
+                self.failures = 0
+                self.opened_at = 0.0
+                self.trial_out = False
+
+            def allow(self):
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    if self.clock.now() < self.opened_at + self.cooldown_s:
+                        return False
+                    self.state, self.trial_out = "half_open", False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+
+            def record_failure(self):
+                self.failures += 1
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+                    self.openings = getattr(self, "openings", 0) + 1
+                    if self.openings >= 3:
+                        self.cooldown_s *= 2
+
+            def record_success(self):
+                self.failures = 0
+                self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        "failures forgotten after a day without one (a window of a day)",
+        "opens_after_consecutive_failures",
+        """
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = threshold
+                self.cooldown_s = cooldown_s
+                self.clock = clock
+                self.state = "closed"
+                self.failures = 0
+                self.opened_at = 0.0
+                self.trial_out = False
+
+            def allow(self):
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    if self.clock.now() < self.opened_at + self.cooldown_s:
+                        return False
+                    self.state, self.trial_out = "half_open", False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+
+            def record_failure(self):
+                now = self.clock.now()
+                if now - getattr(self, "last_failure", now) > 86400:
+                    self.failures = 0  # a failure a day ago is not part of this outage
+                self.last_failure = now
+                self.failures += 1
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+
+            def record_success(self):
+                self.failures = 0
+                self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        "failures forgotten in allow() an hour after the last one",
+        "opens_after_consecutive_failures",
+        """
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = threshold
+                self.cooldown_s = cooldown_s
+                self.clock = clock
+                self.state = "closed"
+                self.failures = 0
+                self.opened_at = 0.0
+                self.trial_out = False
+
+            def allow(self):
+                if self.state == "closed":
+                    if self.clock.now() - getattr(self, "last_fail", self.clock.now()) > 3600:
+                        self.failures = 0
+                    return True
+                if self.state == "open":
+                    if self.clock.now() < self.opened_at + self.cooldown_s:
+                        return False
+                    self.state, self.trial_out = "half_open", False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+
+            def record_failure(self):
+                self.failures += 1
+                self.last_fail = self.clock.now()
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+
+            def record_success(self):
+                self.failures = 0
+                self.state, self.trial_out = "closed", False
+    """,
+    ),
 ]
 
 
@@ -1076,7 +1202,193 @@ SAYS: dict[str, str] = {
     "the trial flag kept on the clock object (shared by the breakers on one clock)": (
         "once B's trial succeeded, A still refuses"
     ),
+    "the cooldown doubled from the third opening on (a backoff after two failed trials)": (
+        "after 8 failed trials in a row"
+    ),
+    "failures forgotten after a day without one (a window of a day)": (
+        "one failure every 2.592e+06 s"
+    ),
+    "failures forgotten in allow() an hour after the last one": "open at failure 3",
 }
 
 
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)
+
+
+#: Right solutions written otherwise, each with a check that once took (or might take) its
+#: points.
+RIGHT: list[tuple[str, str, str]] = [
+    (
+        "the states as a StrEnum (State.CLOSED == 'closed')",
+        "starts_closed",
+        """
+        from enum import StrEnum
+        class State(StrEnum):
+            CLOSED = "closed"
+            OPEN = "open"
+            HALF_OPEN = "half_open"
+
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = threshold
+                self.cooldown_s = cooldown_s
+                self.clock = clock
+                self.state = State.CLOSED
+                self.failures = 0
+                self.opened_at = 0.0
+                self.trial_out = False
+
+            def allow(self):
+                if self.state == State.CLOSED:
+                    return True
+                if self.state == State.OPEN:
+                    if self.clock.now() < self.opened_at + self.cooldown_s:
+                        return False
+                    self.state, self.trial_out = State.HALF_OPEN, False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+
+            def record_failure(self):
+                self.failures += 1
+                if self.state == State.HALF_OPEN or self.failures >= self.threshold:
+                    self.state, self.opened_at, self.trial_out = State.OPEN, self.clock.now(), False
+
+            def record_success(self):
+                self.failures = 0
+                self.state, self.trial_out = State.CLOSED, False
+    """,
+    ),
+    (
+        "the states as a (str, Enum)",
+        "a_new_breaker_starts_afresh",
+        """
+        import enum
+        class State(str, enum.Enum):
+            CLOSED = "closed"
+            OPEN = "open"
+            HALF_OPEN = "half_open"
+
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = threshold
+                self.cooldown_s = cooldown_s
+                self.clock = clock
+                self.state = State.CLOSED
+                self.failures = 0
+                self.opened_at = 0.0
+                self.trial_out = False
+
+            def allow(self):
+                if self.state == State.CLOSED:
+                    return True
+                if self.state == State.OPEN:
+                    if self.clock.now() < self.opened_at + self.cooldown_s:
+                        return False
+                    self.state, self.trial_out = State.HALF_OPEN, False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+
+            def record_failure(self):
+                self.failures += 1
+                if self.state == State.HALF_OPEN or self.failures >= self.threshold:
+                    self.state, self.opened_at, self.trial_out = State.OPEN, self.clock.now(), False
+
+            def record_success(self):
+                self.failures = 0
+                self.state, self.trial_out = State.CLOSED, False
+    """,
+    ),
+    (
+        "a state property that reads half_open from the clock (pybreaker's way)",
+        "half_open_allows_one_trial",
+        """
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = threshold
+                self.cooldown_s = cooldown_s
+                self.clock = clock
+                self._state = "closed"
+                self.failures = 0
+                self.opened_at = 0.0
+                self.trial_out = False
+
+            @property
+            def state(self):
+                if self._state == "open" and self.clock.now() >= self.opened_at + self.cooldown_s:
+                    return "half_open"
+                return self._state
+
+            def allow(self):
+                if self._state == "closed":
+                    return True
+                if self._state == "open":
+                    if self.clock.now() < self.opened_at + self.cooldown_s:
+                        return False
+                    self._state, self.trial_out = "half_open", False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+
+            def record_failure(self):
+                self.failures += 1
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    self._state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+
+            def record_success(self):
+                self.failures = 0
+                self._state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "a late failure while open ignored (the cooldown left as it was)",
+        "trial_failure_reopens_for_a_full_cooldown",
+        """
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = threshold
+                self.cooldown_s = cooldown_s
+                self.clock = clock
+                self.state = "closed"
+                self.failures = 0
+                self.opened_at = 0.0
+                self.trial_out = False
+
+            def allow(self):
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    if self.clock.now() < self.opened_at + self.cooldown_s:
+                        return False
+                    self.state, self.trial_out = "half_open", False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+
+            def record_failure(self):
+                if self.state == "open":
+                    return  # a late failure: the breaker is already open
+                self.failures += 1
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+
+            def record_success(self):
+                self.failures = 0
+                self.state, self.trial_out = "closed", False
+    """,
+    ),
+]
+
+
+@pytest.mark.parametrize(("way", "check", "source"), RIGHT, ids=[w for w, *_ in RIGHT])
+def test_a_right_solution_written_otherwise_keeps_the_points(
+    way: str, check: str, source: str
+) -> None:
+    [named] = [c for c in catalog.all_checks("ex07", HIDDEN) if c.name == check]
+    got = run_check(named, Namespace(with_override("ex07", source)))
+    assert got.status == CheckStatus.PASSED, (way, got.expected, got.got)

@@ -13,6 +13,7 @@ does, for the exercises whose functions take the lab database's connection.
 from __future__ import annotations
 
 import copy
+import enum
 import re
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
@@ -50,6 +51,9 @@ _UNBOUND = object()
 def _mutable_class_attrs(values: MutableMapping[str, Any]) -> list[tuple[type, str, Any]]:
     found = []
     for value in list(values.values()):
+        # An Enum's members are fixed (it refuses setattr), and a StrEnum's are strings.
+        if isinstance(value, enum.EnumMeta):
+            continue
         if isinstance(value, type) and value.__module__ == values.get("__name__", "__main__"):
             for name, attr in list(vars(value).items()):
                 if not name.startswith("__") and (

@@ -88,7 +88,7 @@ def opens_after_consecutive_failures(ns: Namespace) -> None:
     def opens_at(case: tuple[int, int, float]) -> None:
         threshold, noise, gap = case
         # Failures in a row count however far apart they come: a breaker has no window.
-        fail = [["advance", gap], ["fail", 0]]
+        fail = [["advance", gap], ["allow", 0], ["fail", 0]]  # a call let through, failed
         run = fail * noise + [["ok", 0]] + fail * (threshold - 1)
         got = drive(ns, [*run, ["state", 0], *fail, ["state", 0]], threshold=threshold)
         before, after = got[len(run)], got[-1]
@@ -108,6 +108,10 @@ def opens_after_consecutive_failures(ns: Namespace) -> None:
         )
     )
     holds_for(cases, opens_at, examples=25)
+    # Failures weeks apart are still in a row: a window of an hour, a day or a week forgets
+    # them (one every 30 days, over a year in all).
+    opens_at((3, 0, 30 * 86_400.0))
+    opens_at((8, 2, 30 * 86_400.0))
 
 
 @CHECKS.add(
@@ -199,6 +203,25 @@ def trial_failure_reopens_for_a_full_cooldown(ns: Namespace) -> None:
 
     fresh_from_the_failure((5.0, 10.0))
     holds_for(st.tuples(_quarters(0, 400), _quarters(1, 400)), fresh_from_the_failure, examples=10)
+    # A long outage: every failed trial in a row opens it for cooldown_s again, the last as
+    # the first (no cooldown that grows after a few failed trials).
+    trial = [["advance", 30.0], ["allow", 0], ["fail", 0]]
+    ends = [["advance", 29.75], ["allow", 0], ["advance", 0.25], ["allow", 0]]
+    got = drive(ns, [*failures, *trial * FAILED_TRIALS, *ends])
+    before, at = got[-3], got[-1]
+    expect(
+        before is False and at is True,
+        _(
+            "after {count} failed trials in a row, one every 30 s: allow() False 29.75 s after "
+            "the last failure, True 30 s after it (each failed trial opens it for cooldown_s, "
+            "no more)"
+        ).format(count=FAILED_TRIALS),
+        _("{before}, then {at}").format(before=repr(before), at=repr(at)),
+        _(
+            "open again for cooldown_s after every failed trial: the caller chose the cooldown; "
+            "a cooldown that grows is a backoff the docstring does not ask for"
+        ),
+    )
 
 
 @CHECKS.add(
@@ -254,6 +277,10 @@ def outage_spares_the_dependency(ns: Namespace) -> None:
         "asking every second, a breaker that counts from its last refusal never lets the "
         "trial out",
     )
+
+
+#: Failed trials in a row in ``trial_failure_reopens_for_a_full_cooldown``'s long outage.
+FAILED_TRIALS = 8
 
 
 def _quarters(low: int, high: int) -> st.SearchStrategy[float]:
