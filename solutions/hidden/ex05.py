@@ -4,6 +4,7 @@ the first reply."""
 
 from __future__ import annotations
 
+import ast
 import random
 import tempfile
 from pathlib import Path
@@ -143,6 +144,18 @@ def a_409_fails_the_attempt(ns: Namespace) -> None:
         slow = ns.harness(
             HARNESS + "key_in_progress", tmp, list(job), SLOW_DELIVERY, SLOW_RETRY_AFTER_S
         )
+    # A retry loop that keeps the key for a few 409s and then "starts over" with a new one
+    # is a second charge while the other delivery is still charging with the first.
+    expect(
+        len(set(slow["keys"])) <= 1,
+        _(
+            "every charge with the same Idempotency-Key, with the other delivery still "
+            "charging for {n} tries in a row"
+        ).format(n=SLOW_DELIVERY),
+        _("the charges carried the keys {keys}").format(keys=", ".join(slow["keys"])),
+        "a 409 means the other delivery is charging with this very key, however long it "
+        "takes: a retry with another key, even after a few tries, is a second charge",
+    )
     expect(
         "raised" in slow or slow.get("returned") == slow["reply"],
         _(
@@ -388,3 +401,132 @@ def a_refused_charge_is_not_a_success(ns: Namespace) -> None:
         "let every error of the API come out of the handler (no 'except Exception: return "
         "...'): the worker retries a TransientError and buries a PermanentError as dead",
     )
+
+
+def _sent_for_every_key(
+    ns: Namespace, which: str, attempt: int = 1
+) -> tuple[tuple[Any, ...], list[Any]]:
+    """The calls the handler sends for generated invoices and the look-alike jobs (long
+    keys, capitals, accents, spaces), each job once at ``attempt`` (``RecordingCtx``:
+    nothing is done)."""
+    jobs = invoices(which, random.Random(f"ex05 marks {which} {scene_seeds()[-1]}"))
+    jobs += lookalike_jobs(which)
+    with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+        sent = ns.harness(HARNESS + "sent_here", which, tmp, [list(j) for j in jobs], attempt)
+    return jobs, sent
+
+
+@CHECKS.add(
+    2,
+    "every charge carries the job's Idempotency-Key, whatever the key looks like and at "
+    "every attempt: a charge sent without one for a long key (over 255 characters), an odd "
+    "one or on a retry is charged again after a crash or by a second delivery",
+    timeout=30.0,
+    severe=True,
+)
+def every_charge_carries_its_idempotency_key(ns: Namespace) -> None:
+    for attempt in (1, 3):
+        _every_charge_keyed(ns, attempt)
+
+
+def _every_charge_keyed(ns: Namespace, attempt: int) -> None:
+    jobs, sent = _sent_for_every_key(ns, "charge", attempt)
+    for job, calls in zip(jobs, sent, strict=True):
+        bare = [
+            c
+            for c in calls
+            if c["call"] == "charge" and c.get("idempotency_key", "None") in ("None", "''")
+        ]
+        expect(
+            not bare,
+            _(
+                "every charge for job {key} ({length} characters), at attempt {attempt}, with "
+                "an Idempotency-Key"
+            ).format(
+                key=repr(job[2][:60] + ("..." if len(job[2]) > 60 else "")),
+                length=len(job[2]),
+                attempt=attempt,
+            ),
+            _("it charged with idempotency_key={sent}").format(
+                sent=bare[0].get("idempotency_key", "None") if bare else ""
+            ),
+            "send idempotency_key=job.key for every job: if a key is too long for the API, "
+            "send a digest of it (hashlib.sha256), never no key at all",
+        )
+
+
+@CHECKS.add(
+    2,
+    "every ledger entry is marked, under the very key the handler looks up: a mark written "
+    "under job.key.lower() (or stripped, or normalized) but read under job.key, or an entry "
+    "posted without its mark on some path (a long key, a credit note), is never found, and "
+    "the job run again after a crash posts its entry twice",
+    timeout=30.0,
+    severe=True,
+)
+def every_post_is_marked_under_the_key_it_looks_up(ns: Namespace) -> None:
+    jobs, sent = _sent_for_every_key(ns, "post")
+    if not any(c["call"] == "mark" for calls in sent for c in calls):
+        return  # post_survives_every_crash says so
+    for job, calls in zip(jobs, sent, strict=True):
+        read = [_named(c) for c in calls if c["call"] == "status" and _named(c)]
+        written = [_named(c) for c in calls if c["call"] == "mark" and _named(c)]
+        posted = any(c["call"] == "post" for c in calls)
+        expect(
+            written or not posted,
+            _("the entry of job {key} posted with its mark (amount {amount})").format(
+                key=repr(job[2][:60] + ("..." if len(job[2]) > 60 else "")),
+                amount=job[1]["amount"],
+            ),
+            _("it posted the entry and wrote no mark"),
+            "post and mark in the same transaction on every path: an entry without its mark "
+            "is posted again when the job runs again",
+        )
+        unread = [key for key in written if key not in read]
+        expect(
+            not unread,
+            _("the ledger mark of job {key} looked up under the key it is written under").format(
+                key=repr(job[2])
+            ),
+            _("it looked up {read} but wrote the mark under {written}").format(
+                read=_shown(read) or _("nothing"), written=_shown(unread)
+            ),
+            "read and write the mark under one key, job.key as it is: after a crash the job "
+            "runs again, looks for its mark, and must find it",
+        )
+
+
+def _shown(keys: list[str]) -> str:
+    """The recorded keys (reprs), once each; with escapes when not ASCII, so two keys
+    that differ only in how an accent is encoded do not print alike."""
+    return ", ".join(k if k.isascii() else ascii(ast.literal_eval(k)) for k in dict.fromkeys(keys))
+
+
+@CHECKS.add(
+    1,
+    "a job run again after a crash finds its mark and ends succeeded: return "
+    "{'skipped': 'already posted'}; raising there makes the worker retry the job and bury "
+    "it as dead, though its entry is posted, and a person redrives it for nothing",
+    timeout=30.0,
+)
+def a_posted_job_run_again_succeeds(ns: Namespace) -> None:
+    [(_kind, _payload, key)] = POST
+    run = run_job(ns, "post", [["after_effect", "crash", 1]], seed=17)
+    if run.outcome != "ok" or key not in run.ends:
+        return  # post_survives_every_crash says so
+    state, error = run.ends[key]
+    expect(
+        state == "succeeded",
+        _(
+            "job {key} succeeded when run again after a crash at after_effect (its entry "
+            "was posted before the crash)"
+        ).format(key=key),
+        _("it ended {state}").format(state=state) + (f" ({error})" if error else ""),
+        "when the mark says done, return {'skipped': 'already posted'}: the job did its "
+        "work, and the worker records it as succeeded",
+    )
+
+
+def _named(call: dict[str, Any]) -> str:
+    """The key a recorded status or mark call names, passed by position or as key=."""
+    return call["args"][0] if call["args"] else call.get("key", "")

@@ -789,3 +789,59 @@ def redrive_breaks_ties_by_id_on_an_indexed_table(ns: Namespace) -> None:
         "ORDER BY updated_at, id: SQL returns rows with equal updated_at in no promised "
         "order (a table scan, an index read backwards), so name the tie-breaker",
     )
+
+
+#: Dead jobs a redrive must take like any other: one redriven three times already, one
+#: ten times, one buried while it waited for a retry (run_after still ahead), one with no
+#: reason or error recorded (buried by older code), one at attempt 0 of its budget.
+ANY_DEAD = (
+    {"redrives": 3},
+    {"redrives": 10},
+    {"run_after": NOW + 3_600.0},
+    {"dead_reason": None, "last_error": None},
+    {"attempt": 0},
+)
+
+
+@CHECKS.add(
+    2,
+    "every dead job is redriven when asked, however often it was redriven before, whatever "
+    "its run_after, reason or attempt: a filter of the code's own (redrives < 3, run_after "
+    "<= now, a reason recorded) leaves those jobs dead for good, and the redrive says "
+    "nothing",
+    severe=True,
+)
+def every_dead_job_can_be_redriven(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        ids = []
+        for n, extra in enumerate(ANY_DEAD):
+            fields: dict[str, object] = {
+                "kind": "email",
+                "state": "dead",
+                "attempt": 3,
+                "dead_reason": "attempts exhausted (3 of 3)",
+                "last_error": "TimeoutError: slow",
+                "updated_at": 10.0 * (n + 1),
+            }
+            fields.update(extra)
+            redrives = fields.pop("redrives", 0)
+            job_id = add_job(conn, f"email:{n}:send:v1", **fields)
+            conn.execute(
+                "UPDATE jobs SET redrives = :r WHERE id = :id", {"r": redrives, "id": job_id}
+            )
+            ids.append(job_id)
+        got = redrive(ns, path, limit=10, now=NOW)
+        left = [
+            f"{i} ({', '.join(f'{k}={v!r}' for k, v in extra.items())})"
+            for i, extra in zip(ids, ANY_DEAD, strict=True)
+            if row_of(conn, i)["state"] == "dead"
+        ]
+    expect(
+        list(got) == ids and not left,
+        _("the dead jobs {ids} all redriven, oldest first, with limit=10").format(ids=ids),
+        _("returned {ids}; still dead: {left}").format(
+            ids=list(got), left="; ".join(left) or _("none")
+        ),
+        "choose by state = 'dead' (and the kind when it is given), nothing else: an operator "
+        "who asks for a redrive gets every dead job up to the limit",
+    )

@@ -1200,6 +1200,101 @@ ZOO: list[tuple[str, str, str, str]] = [
             return reply
     """,
     ),
+    (
+        "ex05",
+        "a 409 retried three times with the same key, then with a new one",
+        "a_409_fails_the_attempt",
+        """
+        import time
+        from labkit.world.services import KeyInProgress
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            key = job.key
+            for attempt in range(4):
+                try:
+                    return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                     idempotency_key=key)
+                except KeyInProgress as exc:
+                    time.sleep(min(exc.retry_after or 0.05, 0.05))
+                    if attempt == 2:
+                        key = f"{job.key}:retry"
+            raise RuntimeError("payments kept answering 409")
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark written under the lower-cased key, looked up under the key",
+        "every_post_is_marked_under_the_key_it_looks_up",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key.lower(), "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "a job found posted raises 'already posted' (the worker buries it as dead)",
+        "a_posted_job_run_again_succeeds",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    raise RuntimeError(f"{job.key} already posted")
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "no Idempotency-Key for a key over 255 characters (the API's limit)",
+        "every_charge_carries_its_idempotency_key",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            key = job.key if len(job.key) <= 255 else None
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=key)
+    """,
+    ),
+    (
+        "ex05",
+        "a credit note (a negative amount) posted and returned before its mark",
+        "every_post_is_marked_under_the_key_it_looks_up",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                if amount < 0:
+                    return reply
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "the Idempotency-Key on the first attempt only; a retry looks first, then charges without",
+        "every_charge_carries_its_idempotency_key",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            if job.attempt <= 1:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            found = ctx.world.payments.find(job.key)
+            if found:
+                return found[0].response
+            return ctx.world.payments.charge(customer, amount, key=job.key)
+    """,
+    ),
 ]
 
 
@@ -1340,6 +1435,24 @@ SAYS: dict[str, str] = {
     "an Idempotency-Key cut to 255 characters (a payment API's limit)": "one charge per invoice",
     "the ledger mark kept under the key cut to 255 characters (VARCHAR(255))": (
         "one ledger entry per job"
+    ),
+    "a 409 retried three times with the same key, then with a new one": (
+        "with the other delivery still charging for 12 tries in a row"
+    ),
+    "the ledger mark written under the lower-cased key, looked up under the key": (
+        "looked up under the key it is written under"
+    ),
+    "a job found posted raises 'already posted' (the worker buries it as dead)": (
+        "succeeded when run again after a crash"
+    ),
+    "no Idempotency-Key for a key over 255 characters (the API's limit)": (
+        "at attempt 1, with an Idempotency-Key"
+    ),
+    "a credit note (a negative amount) posted and returned before its mark": (
+        "posted with its mark (amount -"
+    ),
+    "the Idempotency-Key on the first attempt only; a retry looks first, then charges without": (
+        "at attempt 3, with an Idempotency-Key"
     ),
 }
 

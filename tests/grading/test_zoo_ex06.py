@@ -2190,6 +2190,210 @@ ZOO: list[tuple[str, str, str, str]] = [
             return row is not None
     """,
     ),
+    (
+        "ex06",
+        "dead_letter resets attempt to 0 (the attempts it used are lost)",
+        "dead_letter_records_the_reason",
+        '''
+        from labkit.redact import describe
+
+
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                """
+                UPDATE jobs
+                   SET state = 'dead', attempt = 0, dead_reason = :reason, last_error = :error,
+                       lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now
+                 WHERE id = :id AND state = 'running' AND lease_token = :token
+                RETURNING id
+                """,
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now},
+            ).fetchone()
+            return row is not None
+    ''',
+    ),
+    (
+        "ex06",
+        "dead_reason stripped of its surrounding whitespace",
+        "dead_letter_records_the_reason",
+        '''
+        from labkit.redact import describe
+
+
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                """
+                UPDATE jobs
+                   SET state = 'dead', dead_reason = :reason, last_error = :error,
+                       lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now
+                 WHERE id = :id AND state = 'running' AND lease_token = :token
+                RETURNING id
+                """,
+                {"id": job_id, "token": token, "reason": reason.strip(),
+                 "error": describe(error), "now": now},
+            ).fetchone()
+            return row is not None
+    ''',
+    ),
+    (
+        "ex06",
+        "redrive skips jobs redriven three times already (redrives < 3)",
+        "every_dead_job_can_be_redriven",
+        '''
+        import json
+
+
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            params = {"limit": limit, "kind": kind, "now": now}
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        """
+                        SELECT id FROM jobs
+                         WHERE state = 'dead' AND redrives < 3 AND (:kind IS NULL OR kind = :kind)
+                         ORDER BY updated_at, id
+                         LIMIT :limit
+                        """,
+                        params,
+                    )
+                ]
+                if not dry_run:
+                    conn.execute(
+                        """
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                               redrives = redrives + 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        """,
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    ''',
+    ),
+    (
+        "ex06",
+        "dead jobs filtered on run_after <= now (the claim's WHERE copied)",
+        "every_dead_job_can_be_redriven",
+        '''
+        import json
+
+
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            params = {"limit": limit, "kind": kind, "now": now}
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        """
+                        SELECT id FROM jobs
+                         WHERE state = 'dead' AND run_after <= :now
+                           AND (:kind IS NULL OR kind = :kind)
+                         ORDER BY updated_at, id
+                         LIMIT :limit
+                        """,
+                        params,
+                    )
+                ]
+                if not dry_run:
+                    conn.execute(
+                        """
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                               redrives = redrives + 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        """,
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    ''',
+    ),
+    (
+        "ex06",
+        "a redrive gives every job at least 3 attempts (max_attempts raised to 3)",
+        "redrive_gives_a_fresh_start",
+        '''
+        import json
+
+
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            params = {"limit": limit, "kind": kind, "now": now}
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        """
+                        SELECT id FROM jobs
+                         WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+                         ORDER BY updated_at, id
+                         LIMIT :limit
+                        """,
+                        params,
+                    )
+                ]
+                if not dry_run:
+                    conn.execute(
+                        """
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, max_attempts = MAX(max_attempts, 3),
+                               run_after = :now, dead_reason = NULL,
+                               redrives = redrives + 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        """,
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+
+
+    ''',
+    ),
+    (
+        "ex06",
+        "dead_reason cut to 1000 characters (a generous cap)",
+        "dead_letter_records_the_reason",
+        '''
+        from labkit.redact import describe
+
+
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                """
+                UPDATE jobs
+                   SET state = 'dead', dead_reason = :reason, last_error = :error,
+                       lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now
+                 WHERE id = :id AND state = 'running' AND lease_token = :token
+                RETURNING id
+                """,
+                {"id": job_id, "token": token, "reason": reason[:1000], "error": describe(error),
+                 "now": now},
+            ).fetchone()
+            return row is not None
+
+
+    ''',
+    ),
 ]
 
 
@@ -2341,6 +2545,20 @@ SAYS: dict[str, str] = {
     "dead_letter fenced with lease_token = :token COLLATE NOCASE": (
         "False for tokens 'TOK-3_A', 'tok-3%'"
     ),
+    "dead_letter resets attempt to 0 (the attempts it used are lost)": (
+        "every other column as it was"
+    ),
+    "dead_reason stripped of its surrounding whitespace": "every character",
+    "redrive skips jobs redriven three times already (redrives < 3)": (
+        "all redriven, oldest first"
+    ),
+    "dead jobs filtered on run_after <= now (the claim's WHERE copied)": (
+        "all redriven, oldest first"
+    ),
+    "a redrive gives every job at least 3 attempts (max_attempts raised to 3)": (
+        "its budget, max_attempts = 1, too"
+    ),
+    "dead_reason cut to 1000 characters (a generous cap)": "stored whole",
 }
 
 #: What the named check must say it got, where the mistake shows there.

@@ -10,6 +10,7 @@ and judges them itself.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import select
 import signal
@@ -600,3 +601,34 @@ def restarted_later(
                     raise NotImplementedError(said)
         got[label] = [calls_in(path) for path in paths]
     return got
+
+
+def sent_here(
+    values: MutableMapping[str, Any],
+    which: str,
+    folder: str,
+    jobs: list[list[Any]],
+    attempt: int | None = None,
+) -> list[list[dict[str, Any]]]:
+    """What the student's handler sends for each of ``jobs`` (one job store, one process,
+    one call each; see ``RecordingCtx``: nothing is charged or posted), each job at its
+    ``attempt`` when given (a retry: ``job.attempt`` 3)."""
+    clock = FakeClock(LAB_EPOCH)
+    with JobStore(Path(folder) / "jobs.db", clock) as store:
+        for kind, payload, key in jobs:
+            store.enqueue(kind, payload, key=key)
+        the_jobs = [store.get_by_key(key) for _kind, _payload, key in jobs]
+    if attempt is not None:
+        the_jobs = [dataclasses.replace(job, attempt=attempt) for job in the_jobs]
+    name = "charge_handler" if which == "charge" else "post_handler"
+    paths = [str(Path(folder) / f"here-{n}.jsonl") for n in range(len(the_jobs))]
+    with fresh_state(values):
+        for job, path in zip(the_jobs, paths, strict=True):
+            try:
+                need(values, name)(job, RecordingCtx(path))
+            except NotImplementedError as exc:
+                if is_stub(exc):
+                    raise
+            except Exception:  # noqa: BLE001, S110 - a failed call sent what it sent
+                pass
+    return [calls_in(path) for path in paths]

@@ -49,6 +49,7 @@ class Run:
         effects: int,
         per_key: dict[str, int],
         done: dict[str, tuple[list[Effect], Any]] | None = None,
+        ends: dict[str, tuple[str, str | None]] | None = None,
     ) -> None:
         self.fired: list[str] = got.get("fired", [])
         self.errors: list[str] = got.get("handler_errors", [])
@@ -56,6 +57,8 @@ class Run:
         self.outcome, self.effects, self.per_key = outcome, effects, per_key
         #: Per job key: the effects the world recorded for it, and the result the job kept.
         self.done = done or {}
+        #: Per job key: the state the job ended in, and its last error.
+        self.ends = ends or {}
 
 
 def run_job(
@@ -90,7 +93,12 @@ def run_job(
                 )
                 for _kind, _payload, key in jobs
             }
-    return Run(got, outcome, effects, per_key, done)
+            ends = {
+                key: (str(job.state.value), job.last_error)
+                for _kind, _payload, key in jobs
+                if (job := store.get_by_key(key)) is not None
+            }
+    return Run(got, outcome, effects, per_key, done, ends)
 
 
 def _raised(run: Run, which: str) -> str:

@@ -19,6 +19,19 @@ from labkit.grading.exercises.ex06.deadletters import (
 from labkit.grading.exercises.kit import lab_file
 from labkit.lang import _
 
+#: The columns a dead letter sets; every other one stays as it was.
+_BURIAL = frozenset(
+    {
+        "state",
+        "dead_reason",
+        "last_error",
+        "lease_owner",
+        "lease_until",
+        "lease_token",
+        "updated_at",
+    }
+)
+
 
 @CHECKS.add(
     2,
@@ -32,6 +45,7 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
         # Its first attempt failed too: the error that buries it replaces that one
         # (COALESCE(last_error, :error) would keep the first attempt's error).
         conn.execute("UPDATE jobs SET last_error = 'TimeoutError: slow' WHERE id = ?", (job_id,))
+        before = row_of(conn, job_id)
         ok = bury(
             ns,
             path,
@@ -72,9 +86,24 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
             {k: job[k] for k in ("lease_owner", "lease_until", "lease_token", "updated_at")},
         )
         expect(job["key"] == "pay:7:charge:v1", "the key unchanged", job["key"])
+        # The attempts it used, its budget, its kind and queue are part of what a person
+        # reads (and what a redrive starts over from): a dead letter changes none of them.
+        kept = {k: v for k, v in before.items() if k not in _BURIAL}
+        moved = {k: f"{v!r} -> {job[k]!r}" for k, v in kept.items() if job[k] != v}
+        expect(
+            not moved,
+            _("every other column as it was: {columns}").format(columns=", ".join(kept)),
+            _("changed: {changes}").format(
+                changes=", ".join(f"{k} {change}" for k, change in moved.items())
+            ),
+            _(
+                "set only what dead_letter is for (state, dead_reason, last_error, the lease, "
+                "updated_at): the attempt it died at and its budget are what a person reads"
+            ),
+        )
     # A reason is text from anywhere: a quote in it is data, never SQL, and its accents
     # stay (a person reads it).
-    reason = "card declined: the customer's bank said no (Banco São João, ação negada)"
+    reason = "card declined: the customer's bank said no (Banco São João, ação negada)\n"
     with lab_file(ns) as (conn, path):
         job_id = add_running(conn)
         result = ns.harness(
@@ -89,7 +118,7 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
                     "person reads it)"
                 ).format(reason=repr(reason)),
                 _("dead_reason {stored}").format(stored=repr(stored)),
-                "store the reason you were given unchanged: no encode('ascii'), no cut",
+                "store the reason you were given unchanged: no encode('ascii'), no cut, no strip()",
             )
         expect(
             result.get("returned") is True and stored == reason,
@@ -101,13 +130,18 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
         )
     # A long reason (every attempt's answer): a column is not a VARCHAR(255) in SQLite,
     # and the end of the reason is often the part that says what to fix.
-    long_reason = "attempts exhausted (5 of 5): " + "; ".join(
+    # Thirty attempts' answers: well over 2000 characters, so a cut at 1000 or 2000 (a
+    # "generous" cap) loses the end too. The error's message is the first five: describe()
+    # itself shortens a message longer than that.
+    answers = [
         f"attempt {n}: the ERP answered 503 Service Unavailable for order ORD-2026-{n:05d}"
-        for n in range(1, 6)
-    )
+        for n in range(1, 31)
+    ]
+    long_reason = "attempts exhausted (30 of 30): " + "; ".join(answers)
     with lab_file(ns) as (conn, path):
         job_id = add_running(conn)
-        error = {"type": "ValueError", "message": long_reason}
+        message = "attempts exhausted (5 of 5): " + "; ".join(answers[:5])
+        error = {"type": "ValueError", "message": message}
         bury(ns, path, job_id, "tok-1", long_reason, error, NOW)
         job = row_of(conn, job_id)
         stored = job["dead_reason"] or ""
@@ -119,9 +153,9 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
             _("{length} characters stored, ending {tail}").format(
                 length=len(stored), tail=repr(stored[-30:])
             ),
-            "store the reason as it is: no cut to 100 or 255 characters",
+            "store the reason as it is: no cut to 100, 255 or 1000 characters",
         )
-        error_text = "ValueError: " + long_reason
+        error_text = "ValueError: " + message
         kept = job["last_error"] or ""
         expect(
             kept == error_text,

@@ -159,7 +159,7 @@ def redrive_only_dead_jobs(ns: Namespace) -> None:
 )
 def redrive_gives_a_fresh_start(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        job_id, early = add_dead(conn, 2)
+        job_id, early, single = add_dead(conn, 3)
         # Its own budget (not the default 3): the redrive resets the attempts, not the budget.
         conn.execute("UPDATE jobs SET max_attempts = 5, attempt = 5 WHERE id = :id", {"id": job_id})
         # Buried by a permanent error at its first attempt: it starts over too.
@@ -168,7 +168,10 @@ def redrive_gives_a_fresh_start(ns: Namespace) -> None:
             "WHERE id = :id",
             {"id": early},
         )
-        redrive(ns, path, limit=2, now=NOW)
+        # A job allowed one attempt (a charge not to be retried): its budget is its own.
+        conn.execute("UPDATE jobs SET max_attempts = 1, attempt = 1 WHERE id = :id", {"id": single})
+        before = row_of(conn, single)
+        redrive(ns, path, limit=3, now=NOW)
         job = row_of(conn, job_id)
         want = {
             "attempt": 0,
@@ -190,6 +193,31 @@ def redrive_gives_a_fresh_start(ns: Namespace) -> None:
             ).format(job_id=early),
             str(first),
         )
+        after = row_of(conn, single)
+        kept = {k: v for k, v in before.items() if k not in _FRESH_START}
+        moved = {k: f"{v!r} -> {after[k]!r}" for k, v in kept.items() if after[k] != v}
+        expect(
+            not moved,
+            _(
+                "every other column of job {job_id} as it was (its budget, max_attempts = 1, "
+                "too): {columns}"
+            ).format(job_id=single, columns=", ".join(kept)),
+            _("changed: {changes}").format(
+                changes=", ".join(f"{k} {change}" for k, change in moved.items())
+            ),
+            _(
+                "set only what a redrive is for (state, attempt, run_after, dead_reason, "
+                "redrives, updated_at): the job's budget is its own"
+            ),
+        )
+
+
+#: The columns a redrive sets (and the lease, NULL already on a dead job); every other
+#: one stays as it was.
+_FRESH_START = frozenset(
+    {"state", "attempt", "run_after", "dead_reason", "redrives", "updated_at"}
+    | {"lease_owner", "lease_until", "lease_token"}
+)
 
 
 @CHECKS.add(1, "dry_run=True returns the ids it would redrive and changes nothing")
