@@ -14,9 +14,10 @@
 # (`PermanentError`), nothing can finish the order: record that, **compensate** the
 # step already done (put the stock back with a `+1` ledger entry) and never send the
 # e-mail. A key the payment API says was used for another request
-# (`IdempotencyKeyReused`) is no decline: the customer may have paid under it. And a job keeps the **policy version** it started under: version 1 e-mails
-# after the charge; version 2 (deployed while jobs were in flight) also sends a receipt.
-# A job resumed after the deploy still follows the steps of its first run.
+# (`IdempotencyKeyReused`) is no decline: the customer may have paid under it. And a job
+# keeps the **policy version** it started under: version 1 e-mails after the charge;
+# version 2 (deployed while jobs were in flight) also sends a receipt. A job resumed
+# after the deploy still follows the steps of its first run.
 #
 # The tables (`labkit.grading.exercises.labdb.steps_db`, in `labdb.sql`):
 #
