@@ -489,14 +489,14 @@ def every_post_is_marked_under_the_key_it_looks_up(ns: Namespace) -> None:
                 key=repr(job[2])
             ),
             _("it looked up {read} but wrote the mark under {written}").format(
-                read=_shown(read) or _("nothing"), written=_shown(unread)
+                read=_keys_as_text(read) or _("nothing"), written=_keys_as_text(unread)
             ),
             "read and write the mark under one key, job.key as it is: after a crash the job "
             "runs again, looks for its mark, and must find it",
         )
 
 
-def _shown(keys: list[str]) -> str:
+def _keys_as_text(keys: list[str]) -> str:
     """The recorded keys (reprs), once each; with escapes when not ASCII, so two keys
     that differ only in how an accent is encoded do not print alike."""
     return ", ".join(k if k.isascii() else ascii(ast.literal_eval(k)) for k in dict.fromkeys(keys))
