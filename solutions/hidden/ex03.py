@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter
 
 from hypothesis import strategies as st
@@ -217,6 +218,21 @@ def tokens_differ_between_worker_processes(ns: Namespace) -> None:
     )
 
 
+def _an_orphan(conn: sqlite3.Connection) -> int:
+    """A job due at 0 whose worker died: running, its lease expired at 50."""
+    return add_job(
+        conn,
+        "mail:1:send:v1",
+        state="running",
+        attempt=1,
+        run_after=0.0,
+        lease_owner="crashed",
+        lease_until=50.0,
+        lease_token="old",
+        updated_at=20.0,
+    )
+
+
 @CHECKS.add(
     2,
     "a job whose worker died is as ready as any other: ORDER BY run_after, id over every "
@@ -226,17 +242,7 @@ def tokens_differ_between_worker_processes(ns: Namespace) -> None:
 )
 def dead_workers_jobs_are_not_starved(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        orphan = add_job(
-            conn,
-            "mail:1:send:v1",
-            state="running",
-            attempt=1,
-            run_after=0.0,
-            lease_owner="crashed",
-            lease_until=50.0,
-            lease_token="old",
-            updated_at=20.0,
-        )
+        orphan = _an_orphan(conn)
         fresh = add_job(conn, "mail:2:send:v1", run_after=90.0)
         retry = add_job(conn, "mail:3:send:v1", state="retry_wait", attempt=1, run_after=95.0)
         got = (_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id")
@@ -251,17 +257,7 @@ def dead_workers_jobs_are_not_starved(ns: Namespace) -> None:
     # Work enqueued to run at once shares its run_after of 0: a tie goes to the smaller
     # id, the orphan first, not to every new job (ORDER BY run_after, state = 'running').
     with lab_file(ns) as (conn, path):
-        orphan = add_job(
-            conn,
-            "mail:1:send:v1",
-            state="running",
-            attempt=1,
-            run_after=0.0,
-            lease_owner="crashed",
-            lease_until=50.0,
-            lease_token="old",
-            updated_at=20.0,
-        )
+        orphan = _an_orphan(conn)
         fresh = add_job(conn, "mail:2:send:v1", run_after=0.0)
         got = (_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id")
     expect(

@@ -63,6 +63,25 @@ def body_is_json_for_any_name(ns: Namespace) -> None:
             )
 
 
+def _two_consumers(ns: Namespace, path: Any) -> tuple[list[list[Any]], dict[str, Any]]:
+    """The shop's messages handed to two consumer processes at once, in the consumer
+    database at ``path``: (the messages, what each process returned)."""
+    messages = [
+        [message_id(o), json.dumps({"order_id": o, "customer": c, "total": t})]
+        for o, c, t in ORDERS
+    ]
+    got = ns.harness(HARNESS + "consume_in_processes", str(path), messages, 0.05)
+    raised = [v[1] for v in got["results"].values() if v[0] == "raised"]
+    expect(
+        not raised and got["hung"] == 0,
+        "both consumers to finish",
+        _("your code raised {errors}").format(errors="; ".join(raised))
+        if raised
+        else _("{count} still running").format(count=got["hung"]),
+    )
+    return messages, got
+
+
 @CHECKS.add(
     2,
     "two consumer processes receive the same messages at the same moment: the id and "
@@ -71,20 +90,8 @@ def body_is_json_for_any_name(ns: Namespace) -> None:
     severe=True,
 )
 def two_consumer_processes_send_each_email_once(ns: Namespace) -> None:
-    messages = [
-        [message_id(o), json.dumps({"order_id": o, "customer": c, "total": t})]
-        for o, c, t in ORDERS
-    ]
     with lab_file(ns, consumer_db, "mail.db") as (conn, path):
-        got = ns.harness(HARNESS + "consume_in_processes", str(path), messages, 0.05)
-        raised = [v[1] for v in got["results"].values() if v[0] == "raised"]
-        expect(
-            not raised and got["hung"] == 0,
-            "both consumers to finish",
-            _("your code raised {errors}").format(errors="; ".join(raised))
-            if raised
-            else _("{count} still running").format(count=got["hung"]),
-        )
+        _two_consumers(ns, path)
         expect(
             sorted(emails(conn)) == [(o, c) for o, c, _total in ORDERS],
             "one email per order",
@@ -100,20 +107,8 @@ def two_consumer_processes_send_each_email_once(ns: Namespace) -> None:
     timeout=40.0,
 )
 def two_consumers_report_each_message_applied_once(ns: Namespace) -> None:
-    messages = [
-        [message_id(o), json.dumps({"order_id": o, "customer": c, "total": t})]
-        for o, c, t in ORDERS
-    ]
     with lab_file(ns, consumer_db, "mail.db") as (_conn, path):
-        got = ns.harness(HARNESS + "consume_in_processes", str(path), messages, 0.05)
-        raised = [v[1] for v in got["results"].values() if v[0] == "raised"]
-        expect(
-            not raised and got["hung"] == 0,
-            "both consumers to finish",
-            _("your code raised {errors}").format(errors="; ".join(raised))
-            if raised
-            else _("{count} still running").format(count=got["hung"]),
-        )
+        messages, got = _two_consumers(ns, path)
         # Each message applied by one consumer: True there, False (a repeat) in the other.
         # A return decided by a read before the transaction says True in both.
         returned = [list(v[1]) for v in got["results"].values()]

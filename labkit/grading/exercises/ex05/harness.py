@@ -526,18 +526,7 @@ def sent_from_two_stores(
         with JobStore(Path(folder) / f"store-{n}.db", clock) as store:
             store.enqueue(kind, payload, key=key)
             the_jobs.append(store.get_by_key(key))
-    name = "charge_handler" if which == "charge" else "post_handler"
-    paths = [str(Path(folder) / f"sent-{n}.jsonl") for n in range(len(the_jobs))]
-    with fresh_state(values):
-        for job, path in zip(the_jobs, paths, strict=True):
-            try:
-                need(values, name)(job, RecordingCtx(path))
-            except NotImplementedError as exc:
-                if is_stub(exc):
-                    raise
-            except Exception:  # noqa: BLE001, S110 - a failed call sent what it sent
-                pass
-    return [calls_in(path) for path in paths]
+    return _sends(values, which, folder, "sent", the_jobs)
 
 
 #: Run first in ``restarted_later``'s new process, before the cells run again there: the
@@ -620,10 +609,18 @@ def sent_here(
         the_jobs = [store.get_by_key(key) for _kind, _payload, key in jobs]
     if attempt is not None:
         the_jobs = [dataclasses.replace(job, attempt=attempt) for job in the_jobs]
+    return _sends(values, which, folder, "here", the_jobs)
+
+
+def _sends(
+    values: MutableMapping[str, Any], which: str, folder: str, stem: str, jobs: list[Any]
+) -> list[list[dict[str, Any]]]:
+    """What the student's ``which`` handler sends for each of ``jobs`` (recorded in
+    ``folder/STEM-N.jsonl`` by ``RecordingCtx``; a failed call sent what it sent)."""
     name = "charge_handler" if which == "charge" else "post_handler"
-    paths = [str(Path(folder) / f"here-{n}.jsonl") for n in range(len(the_jobs))]
+    paths = [str(Path(folder) / f"{stem}-{n}.jsonl") for n in range(len(jobs))]
     with fresh_state(values):
-        for job, path in zip(the_jobs, paths, strict=True):
+        for job, path in zip(jobs, paths, strict=True):
             try:
                 need(values, name)(job, RecordingCtx(path))
             except NotImplementedError as exc:
