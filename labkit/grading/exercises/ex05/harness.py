@@ -606,7 +606,8 @@ def sent_here(
     with JobStore(Path(folder) / "jobs.db", clock) as store:
         for kind, payload, key in jobs:
             store.enqueue(kind, payload, key=key)
-        the_jobs = [store.get_by_key(key) for _kind, _payload, key in jobs]
+        found = [store.get_by_key(key) for _kind, _payload, key in jobs]
+    the_jobs = [job for job in found if job is not None]  # each was just enqueued
     if attempt is not None:
         the_jobs = [dataclasses.replace(job, attempt=attempt) for job in the_jobs]
     return _sends(values, which, folder, "here", the_jobs)

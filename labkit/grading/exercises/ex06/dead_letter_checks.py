@@ -156,14 +156,14 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
             "store the reason as it is: no cut to 100, 255 or 1000 characters",
         )
         error_text = "ValueError: " + message
-        kept = job["last_error"] or ""
+        last_error = job["last_error"] or ""
         expect(
-            kept == error_text,
+            last_error == error_text,
             _("a last_error of {length} characters stored whole, ending {tail}").format(
                 length=len(error_text), tail=repr(error_text[-30:])
             ),
             _("{length} characters stored, ending {tail}").format(
-                length=len(kept), tail=repr(kept[-30:])
+                length=len(last_error), tail=repr(last_error[-30:])
             ),
             _("store describe(error) as it is: no cut, the end of an error often says the most"),
         )

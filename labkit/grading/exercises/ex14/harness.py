@@ -25,7 +25,7 @@ from contextlib import contextmanager, nullcontext
 from functools import partial
 from pathlib import Path
 from types import FunctionType
-from typing import Any
+from typing import Any, cast
 from unittest import mock
 
 from labkit import queries
@@ -454,7 +454,8 @@ def run_in_a_new_process(values: MutableMapping[str, Any], runs: list[Any]) -> d
     (``check()`` in Jupyter, a closure) or the run failed there: then ``effects`` is None.
     """
     name = "_labkit_ex14_drive"
-    drive = FunctionType(_drive.__code__, values, name)
+    # The student's namespace is a dict (the cells ran in it), as a function's globals must be.
+    drive = FunctionType(_drive.__code__, cast(dict[str, Any], values), name)
     with fresh_state(values), mock.patch.dict(values, {name: drive}):
         try:
             [(said, text)] = call_in_fresh_process(
