@@ -148,9 +148,9 @@ def key_shows_every_part(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
-    "the key names the intent, not the machine: no host name, user, working folder or "
-    "process id in it, or a retry that lands on another worker is not recognised and runs "
-    "again",
+    "the key names the intent, not the machine: no host name, user, working folder, "
+    "process id, time zone or language in it, or a retry that lands on another worker is "
+    "not recognised and runs again",
     severe=True,
 )
 def key_is_the_same_on_another_machine(ns: Namespace) -> None:
@@ -160,7 +160,7 @@ def key_is_the_same_on_another_machine(ns: Namespace) -> None:
             here == there,
             _(
                 "the same key for {args} on another machine (another host name, network "
-                "card, user, user id, home and working folder)"
+                "card, user, user id, home and working folder, time zone and language)"
             ).format(args=args),
             _("{here} here, {there} there").format(here=repr(here), there=repr(there)),
         )
@@ -177,7 +177,8 @@ def key_is_the_same_on_another_machine(ns: Namespace) -> None:
             _(
                 "nothing about the worker may go into the key, not even read once at import: "
                 "a host name (socket.gethostname(), platform.uname()), a user or its id, a "
-                "network card (uuid.getnode()), a process id (os.getpid()) or the module's "
+                "network card (uuid.getnode()), a process id (os.getpid()), a time zone "
+                "(time.tzname), a language (LANG) or the module's "
                 "__name__ ('__main__' in a notebook, the module's name in a worker) differs "
                 "from one to another, and a retry that lands on another one runs again"
             ),
@@ -266,6 +267,12 @@ RETRY_FIELDS = [
     # A number and its text: a fingerprint of the payload with numbers made text first
     # calls these the same.
     ("invoice", 42, "42"),
+    # The payload's own id: a fingerprint that drops it ("the key names it already") calls
+    # an order for another record a repeat.
+    ("id", 7, 8),
+    # A ninth decimal: a fingerprint of floats rounded to 6 places (to hide float noise)
+    # calls these the same.
+    ("fx_rate", 5.123456789, 5.123456788),
 ]
 
 #: A long invoice: a fingerprint of only the first few thousand characters of the JSON

@@ -1443,6 +1443,86 @@ ZOO: list[tuple[str, str, str, str]] = [
             return f"{source}:{entity_id}:{action}:v{version}"
     """,
     ),
+    (
+        "ex01",
+        "fingerprint drops the payload's 'id' field (the key names it already)",
+        "conflict_on_any_field",
+        """
+        def payload_fingerprint(payload):
+            rest = {k: v for k, v in payload.items() if k != "id"}
+            text = json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of floats rounded to 6 decimals (to hide float noise)",
+        "conflict_on_any_field",
+        """
+        def payload_fingerprint(payload):
+            def norm(v):
+                if isinstance(v, dict):
+                    return {k: norm(x) for k, x in v.items()}
+                if isinstance(v, list):
+                    return [norm(x) for x in v]
+                return round(v, 6) if isinstance(v, float) else v
+            text = json.dumps(norm(payload), sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "a float entity id written with '{:g}' (1234567.0 and 1234568.0 share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            eid = f"{entity_id:g}" if isinstance(entity_id, float) else entity_id
+            return f"{source}:{eid}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "a float entity id rounded to 2 decimals (0.125 and 0.124 share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, float):
+                entity_id = round(entity_id, 2)
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the worker's time zone name (time.tzname), to tell regions apart",
+        "key_is_the_same_on_another_machine",
+        """
+        import time
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}:{time.tzname[0]}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the local UTC offset (time.strftime('%z'))",
+        "key_is_the_same_on_another_machine",
+        """
+        import time
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}:{time.strftime('%z')}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the worker's language (the LANG variable)",
+        "key_is_the_same_on_another_machine",
+        """
+        import os
+        def operation_key(source, entity_id, action, version=1):
+            lang = os.environ.get("LANG", "C").split(".")[0]
+            return f"{source}:{entity_id}:{action}:v{version}:{lang}"
+    """,
+    ),
 ]
 
 
@@ -1639,6 +1719,13 @@ SAYS: dict[str, str] = {
     "int entity id zero-padded to 10 digits (42 and '0000000042' share a key)": (
         "('billing', '0000000"
     ),
+    "a float entity id written with '{:g}' (1234567.0 and 1234568.0 share a key)": ("1234567.0"),
+    "a float entity id rounded to 2 decimals (0.125 and 0.124 share a key)": "0.125",
+    "key with the worker's time zone name (time.tzname), to tell regions apart": "time zone",
+    "key with the local UTC offset (time.strftime('%z'))": "time zone",
+    "key with the worker's language (the LANG variable)": "language",
+    "fingerprint drops the payload's 'id' field (the key names it already)": "'id': 8",
+    "fingerprint of floats rounded to 6 decimals (to hide float noise)": "5.123456788",
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -1709,6 +1796,13 @@ SEVERE = [
     "key with the worker's user id (os.getuid())",
     "key with the name of the worker's home folder (~)",
     "int entity id zero-padded to 10 digits (42 and '0000000042' share a key)",
+    "a float entity id written with '{:g}' (1234567.0 and 1234568.0 share a key)",
+    "a float entity id rounded to 2 decimals (0.125 and 0.124 share a key)",
+    "key with the worker's time zone name (time.tzname), to tell regions apart",
+    "key with the local UTC offset (time.strftime('%z'))",
+    "key with the worker's language (the LANG variable)",
+    "fingerprint drops the payload's 'id' field (the key names it already)",
+    "fingerprint of floats rounded to 6 decimals (to hide float noise)",
 ]
 
 

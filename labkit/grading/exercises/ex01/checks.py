@@ -242,6 +242,10 @@ TWINS: list[tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]] = [
     ((" billing", 42, "charge", 1), ("billing", 42, "charge", 1)),
     (("billing", "INV\n7", "charge", 1), ("billing", "INV 7", "charge", 1)),
     (("billing", "INV-7\n", "charge", 1), ("billing", "INV-7", "charge", 1)),
+    # A float id written short ('{:g}' keeps 6 digits, round() or '%.2f' 2 decimals): two
+    # ids that differ further down share a key.
+    (("billing", 1234567.0, "charge", 1), ("billing", 1234568.0, "charge", 1)),
+    (("billing", 0.125, "charge", 1), ("billing", 0.124, "charge", 1)),
 ]
 #: Characters real ids contain (INV-2026-0042, Cus_AbC, billing.eu, shop/eu, 'INV 7'): a
 #: key joined with one of them, or with nothing, gives two intents the same key.

@@ -9,7 +9,8 @@ from __future__ import annotations
 import builtins
 import contextlib
 import datetime as _dt
-from collections.abc import Callable, MutableMapping
+import os
+from collections.abc import Callable, Iterator, MutableMapping
 from functools import partial
 from typing import Any
 from unittest import mock
@@ -17,7 +18,7 @@ from unittest import mock
 from labkit.grading.exercises.common import fresh_state, need, outcome, plain
 from labkit.grading.exercises.elsewhere import on_another_machine
 from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process, cells_run_again
-from labkit.grading.exercises.wallclock import clock_moved
+from labkit.grading.exercises.wallclock import clock_moved, in_time_zone
 
 #: Two hash seeds far apart: a hash()-built key differs between them.
 HASH_SEEDS = (1, 4242)
@@ -64,21 +65,36 @@ def _keys_from_the_cells_run_again(
 #: The module a worker over there imports the notebook's code as (its ``__name__``).
 WORKER_MODULE = "keys"
 
+#: Time zones and languages of a machine over there (a worker in another region), none
+#: of them a zone ``labkit grade`` runs student code in; the first unlike this machine's.
+ELSEWHERE_TZS = ("<+0545>-5:45", "<-0930>9:30")
+ELSEWHERE_LANGS = ("ja_JP.UTF-8", "fi_FI.UTF-8")
+
+
+@contextlib.contextmanager
+def _far_away(values: MutableMapping[str, Any]) -> Iterator[None]:
+    """``on_another_machine``, with that machine's own time zone and language settings."""
+    tz = next(zone for zone in ELSEWHERE_TZS if zone != os.environ.get("TZ"))
+    lang = next(name for name in ELSEWHERE_LANGS if name != os.environ.get("LANG"))
+    env = {"LANG": lang, "LC_ALL": lang, "LANGUAGE": lang.split(".")[0]}
+    with on_another_machine(values), in_time_zone(tz), mock.patch.dict(os.environ, env):
+        yield
+
 
 def keys_on_another_machine(
     values: MutableMapping[str, Any], calls: list[list[Any]]
 ) -> dict[str, list[Any] | None]:
-    """The keys for ``calls`` here, then as another host, user, folder and process would
-    make them: ``{"here", "there", "started"}``, ``started`` from the cells run again over
-    there as the module a worker imports (a value read once at import, the host name, the
-    process id or ``__name__``, is read anew in each worker), None when the namespace
-    does not know its cells."""
+    """The keys for ``calls`` here, then as another host, user, folder, process, time zone
+    and language would make them: ``{"here", "there", "started"}``, ``started`` from the
+    cells run again over there as the module a worker imports (a value read once at
+    import, the host name, the process id or ``__name__``, is read anew in each worker),
+    None when the namespace does not know its cells."""
     with fresh_state(values):
         here = [plain(need(values, "operation_key")(*args)) for args in calls]
-        with on_another_machine(values):
+        with _far_away(values):
             there = [plain(need(values, "operation_key")(*args)) for args in calls]
         started = _keys_from_the_cells_run_again(
-            values, calls, partial(on_another_machine, {}), module=WORKER_MODULE
+            values, calls, partial(_far_away, {}), module=WORKER_MODULE
         )
     return {"here": here, "there": there, "started": started}
 
