@@ -334,3 +334,40 @@ def the_lock_lasts_the_whole_block(ns: Namespace) -> None:
             answer=repr(run["answer"])
         ),
     )
+
+
+@CHECKS.add(
+    2,
+    "lock the file at the path you are given, itself: a lock taken on a file named after "
+    "it elsewhere (the same name in /tmp, a name made from hash(path)) is not seen by a "
+    "holder of the path, and makes two jobs whose files share a name block each other",
+    timeout=20.0,
+    severe=True,
+)
+def the_lock_is_the_file_at_the_path_given(ns: Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="labkit-ex02-", dir=ns.workdir) as tmp:
+        (Path(tmp) / "billing").mkdir()
+        (Path(tmp) / "report").mkdir()
+        both = ns.harness(
+            HARNESS + "second_lock_in_one_process",
+            str(Path(tmp) / "billing" / "job.lock"),
+            str(Path(tmp) / "report" / "job.lock"),
+        )
+        expect(
+            "error" not in both,
+            _(
+                "both locks held at once: billing/job.lock and report/job.lock are two jobs' "
+                "locks, though their files share a name"
+            ),
+            both.get("error", ""),
+        )
+        # A holder of the path itself, alive (pid 1 is), that did not come through your code.
+        runs = ns.harness(HARNESS + "attempts_beside_a_plain_holder", tmp, [["1", 0.0]])
+    expect(
+        runs[0]["answer"].startswith("refused") and runs[0]["again"].startswith("refused"),
+        _("AlreadyRunning while another process holds a flock on the file at the path given"),
+        _("{answer}, then {again}").format(
+            answer=repr(runs[0]["answer"]), again=repr(runs[0]["again"])
+        ),
+        _("open and flock the file at `path` itself, not one named after it elsewhere"),
+    )

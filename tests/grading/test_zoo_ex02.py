@@ -1601,6 +1601,322 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        "the lock file deleted at exit by an atexit handler registered when the cell ran",
+        "release_keeps_the_lock_file",
+        """
+        import atexit
+        _HELD_PATHS = []
+        def _remove_lock_files():
+            for held in _HELD_PATHS:
+                try:
+                    os.unlink(held)
+                except OSError:
+                    pass
+        atexit.register(_remove_lock_files)
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                _HELD_PATHS.append(path)
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the lock file deleted at exit by a lambda given to atexit when the cell ran",
+        "release_keeps_the_lock_file",
+        """
+        import atexit
+        _LOCK_FILES = set()
+        atexit.register(lambda: [os.path.exists(p) and os.remove(p) for p in list(_LOCK_FILES)])
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                _LOCK_FILES.add(path)
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the lock file deleted by a SIGTERM handler installed when the cell ran",
+        "release_keeps_the_lock_file",
+        """
+        import signal, sys
+        _HELD_PATHS = []
+        def _on_sigterm(signum, frame):
+            for held in _HELD_PATHS:
+                try:
+                    os.unlink(held)
+                except OSError:
+                    pass
+            sys.exit(143)
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                _HELD_PATHS.append(path)
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a watchdog thread looks at the clock every 5 s and deletes the lock file after an hour",
+        "the_lock_lasts_the_whole_block",
+        """
+        import threading, time
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                stop = threading.Event()
+                def watchdog():
+                    start = time.monotonic()
+                    while not stop.wait(5):
+                        if time.monotonic() - start > 3600:
+                            try:
+                                os.unlink(path)
+                            except OSError:
+                                pass
+                            return
+                threading.Thread(target=watchdog, daemon=True).start()
+                try:
+                    yield
+                finally:
+                    stop.set()
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a watchdog thread looks at the clock every second and lets go (LOCK_UN) after 2 hours",
+        "the_lock_lasts_the_whole_block",
+        """
+        import threading, time
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                running = {"done": False}
+                def watchdog():
+                    began = time.time()
+                    while not running["done"]:
+                        time.sleep(1)
+                        if time.time() - began > 7200:
+                            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+                            return
+                threading.Thread(target=watchdog, daemon=True).start()
+                try:
+                    yield
+                finally:
+                    running["done"] = True
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the lock taken on a file of the same name in the shared temporary folder",
+        "the_lock_is_the_file_at_the_path_given",
+        """
+        import tempfile
+
+        @contextmanager
+        def single_instance(path):
+            shared = os.path.join(tempfile.gettempdir(), os.path.basename(path))
+            fh = open(shared, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                with open(path, "w") as record:
+                    record.write(str(os.getpid()))
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the lock taken on a file in /tmp named from hash(path) (another per interpreter)",
+        "the_lock_is_the_file_at_the_path_given",
+        """
+        @contextmanager
+        def single_instance(path):
+            shared = f"/tmp/labkit-lock-{hash(path) & 0xffffffff:x}"
+            fh = open(shared, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    with open(path) as record:
+                        holder = record.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                with open(path, "w") as record:
+                    record.write(str(os.getpid()))
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a refused attempt tries flock once more when the file is empty (no pid written yet)",
+        "second_holder_is_refused",
+        """
+        import time
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                for tries in range(2):
+                    try:
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        fh.seek(0)
+                        holder = fh.read().strip()
+                        if holder or tries:
+                            raise AlreadyRunning(
+                                f"{path} is locked by another instance (pid {holder or 'unknown'})"
+                            ) from None
+                        time.sleep(0.05)  # the holder may not have written its pid yet
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the lock file deleted at exit by a handler given its list of paths when the cell ran",
+        "release_keeps_the_lock_file",
+        """
+        import atexit
+
+        _HELD = []
+
+        def _remove(paths):
+            for held in paths:
+                try:
+                    os.unlink(held)
+                except OSError:
+                    pass
+
+        atexit.register(_remove, _HELD)
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                _HELD.append(path)
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
@@ -1736,6 +2052,33 @@ SAYS: dict[str, str] = {
     "a refused attempt tries flock again when the holder's pid is not alive here": (
         "a refused attempt does not try again"
     ),
+    "the lock file deleted at exit by an atexit handler registered when the cell ran": (
+        "exactly one of a newcomer"
+    ),
+    "the lock file deleted at exit by a lambda given to atexit when the cell ran": (
+        "exactly one of a newcomer"
+    ),
+    "the lock file deleted by a SIGTERM handler installed when the cell ran": (
+        "stopped with SIGTERM"
+    ),
+    "a watchdog thread looks at the clock every 5 s and deletes the lock file after an hour": (
+        "hours after it took the lock"
+    ),
+    "a watchdog thread looks at the clock every second and lets go (LOCK_UN) after 2 hours": (
+        "hours after it took the lock"
+    ),
+    "the lock taken on a file of the same name in the shared temporary folder": (
+        "though their files share a name"
+    ),
+    "the lock taken on a file in /tmp named from hash(path) (another per interpreter)": (
+        "flock on the file at the path given"
+    ),
+    "a refused attempt tries flock once more when the file is empty (no pid written yet)": (
+        "a refused attempt does not try again"
+    ),
+    "the lock file deleted at exit by a handler given its list of paths when the cell ran": (
+        "exactly one of a newcomer"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -1766,6 +2109,15 @@ SEVERE = [
     "a watchdog thread closes the lock file after 10 s (from time import sleep, monotonic)",
     "a watchdog threading.Timer deletes the lock file after an hour",
     "a refused attempt tries flock again when the holder's pid is not alive here",
+    "the lock file deleted at exit by an atexit handler registered when the cell ran",
+    "the lock file deleted at exit by a lambda given to atexit when the cell ran",
+    "the lock file deleted by a SIGTERM handler installed when the cell ran",
+    "a watchdog thread looks at the clock every 5 s and deletes the lock file after an hour",
+    "a watchdog thread looks at the clock every second and lets go (LOCK_UN) after 2 hours",
+    "the lock taken on a file of the same name in the shared temporary folder",
+    "the lock taken on a file in /tmp named from hash(path) (another per interpreter)",
+    "a refused attempt tries flock once more when the file is empty (no pid written yet)",
+    "the lock file deleted at exit by a handler given its list of paths when the cell ran",
 ]
 
 
@@ -1906,6 +2258,29 @@ RIGHT: list[tuple[str, str, str]] = [
                     done.set()
             finally:
                 fh.close()
+    """,
+    ),
+    (
+        "touch, then 'r+' and flock on the file object, checking the inode is still the path's",
+        "the_lock_is_the_file_at_the_path_given",
+        """
+        import pathlib
+
+        @contextmanager
+        def single_instance(path):
+            pathlib.Path(path).touch()
+            with open(path, "r+") as fh:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"already running (pid {holder})") from None
+                if os.fstat(fh.fileno()).st_ino != os.stat(path).st_ino:
+                    raise AlreadyRunning("the lock file was replaced while taking it (pid unknown)")
+                fh.truncate(0)
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
     """,
     ),
 ]

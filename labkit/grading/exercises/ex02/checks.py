@@ -85,11 +85,12 @@ def second_holder_is_refused(ns: Namespace) -> None:
     )
     # The holder leaves the moment the newcomer's flock found it busy: an attempt that
     # tries again, even once after a short pause, gets the lock and runs right after it.
-    # Its file names it, or names a pid not to be seen here (a holder in another
-    # container): neither is a reason to try the flock again.
-    for text in ("", FOREIGN_PID):
+    # Its file names it, names a pid not to be seen here (a holder in another container),
+    # or is still empty (a holder that has not written its pid yet): none is a reason to
+    # try the flock again.
+    for text, empty in (("", False), (FOREIGN_PID, False), ("", True)):
         with lock_path(ns) as path:
-            left = ns.harness(HARNESS + "refused_as_the_holder_leaves", str(path), text)
+            left = ns.harness(HARNESS + "refused_as_the_holder_leaves", str(path), text, empty)
         expect(
             str(left["answer"]).startswith("refused"),
             "AlreadyRunning for a second process whose flock found the lock busy, though the "

@@ -189,7 +189,7 @@ def refused_while_held_briefly(
 
 
 def refused_as_the_holder_leaves(
-    values: MutableMapping[str, Any], path: str, text: str = ""
+    values: MutableMapping[str, Any], path: str, text: str = "", empty: bool = False
 ) -> dict[str, Any]:
     """A child tries while this process holds the lock; the holder lets go the moment the
     child's flock finds it busy.
@@ -198,7 +198,8 @@ def refused_as_the_holder_leaves(
     tries again (after a pause, in a loop) gets the lock and runs right after the holder.
     The lock here is a plain flock on the file, taken after the fork, so the child does not
     share it. The holder writes ``text`` in the file (a pid this process cannot see, say),
-    or its own pid. Returns ``{"busy_seen": bool, "answer": ...}``.
+    or its own pid; with ``empty``, nothing (a holder that has not written its pid yet).
+    Returns ``{"busy_seen": bool, "answer": ...}``.
     """
     with fresh_state(values), contextlib.ExitStack() as stack:
         attempt(values, path)  # here first, so a stub says "not started yet"
@@ -228,7 +229,7 @@ def refused_as_the_holder_leaves(
             fcntl.flock(holder.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             holder.seek(0)
             holder.truncate()
-            holder.write(text or str(os.getpid()))
+            holder.write("" if empty else text or str(os.getpid()))
             holder.flush()
             os.write(go_write, b"go")
             first = said.next(5.0)

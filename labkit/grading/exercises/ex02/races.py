@@ -21,6 +21,7 @@ from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from labkit.grading.exercises.common import fresh_state, need
+from labkit.grading.exercises.ex02.exits import is_the_notebooks, keep_only_the_notebooks
 from labkit.grading.exercises.ex02.forking import (
     REAL_WRITE,
     Said,
@@ -133,12 +134,14 @@ def _holds(
     ``exits``: once out of the block, run the exit handlers registered with ``atexit``
     in this child before saying "released", as a job that ends normally runs them (a
     forked child leaves by ``os._exit``, which skips them). The handlers inherited from
-    the grader are dropped first; the ones the lock registers are run however it names
-    ``register`` (``atexit.register``, ``from atexit import register``, a decorator).
+    the grader are dropped first, all but the notebook's own (registered as its cells
+    ran: ``exits.keep_only_the_notebooks``); the ones the lock registers are run however
+    it names ``register`` (``atexit.register``, ``from atexit import register``, a
+    decorator).
     """
     tell = REAL_WRITE  # in a newcomer os.write is wrapped: tell the parent with the real one
     if exits:
-        atexit._clear()  # in this child only: the grader's own handlers never run here
+        keep_only_the_notebooks(values)  # in this child only: the grader's never run
     try:
         with need(values, "single_instance")(path):
             tell(fd, b"held\n")
@@ -211,9 +214,10 @@ def _holds_until(
     values: MutableMapping[str, Any], path: str, fd: int, release: int, event: str
 ) -> None:
     """The holder of ``_one_race``: ``_holds`` until ``release`` is readable, its exit
-    handlers run when it is ``"released"``; SIGTERM as a job starts with it (its default,
-    whatever the grader's is) when it is to be ``"terminated"``."""
-    if event == "terminated":
+    handlers run when it is ``"released"``; SIGTERM as a job starts with it when it is
+    to be ``"terminated"``: its default, whatever the grader's is, unless the notebook
+    set its own handler as its cells ran (``signal.signal`` at module level)."""
+    if event == "terminated" and not is_the_notebooks(signal.getsignal(signal.SIGTERM), values):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _holds(values, path, fd, release, exits=event == "released")
 
