@@ -1921,11 +1921,56 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    (
+        "ex03",
+        "a lease token of 24 random bits (randomblob(3)): no repeat in most runs of 2000 claims",
+        "lease_tokens_do_not_repeat_over_thousands_of_claims",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(3))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "a random number below a million as the lease token (secrets.randbelow(10**6))",
+        "lease_tokens_do_not_repeat_over_thousands_of_claims",
+        """
+        import secrets
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = :token, updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s,
+                 "token": str(secrets.randbelow(10**6))},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "a lease token of 24 random bits (randomblob(3)): no repeat in most runs of 2000 claims": (
+        "2000 different lease tokens"
+    ),
+    "a random number below a million as the lease token (secrets.randbelow(10**6))": (
+        "2000 different lease tokens"
+    ),
     "claim by SELECT then UPDATE": "each job claimed by exactly one worker",
     "SELECT then UPDATE behind a threading.Lock (it guards one process only)": (
         "exactly one of two workers in two processes"
@@ -2140,6 +2185,8 @@ SEVERE = [
     "the ready job chosen among the first 500 rows only (a page of the table)",
     "lease_s capped at an hour (min(lease_s, 3600): a day-long lease cut short)",
     "a due pending job claimed only below max_attempts (stuck when put back by hand)",
+    "a lease token of 24 random bits (randomblob(3)): no repeat in most runs of 2000 claims",
+    "a random number below a million as the lease token (secrets.randbelow(10**6))",
 ]
 
 
@@ -2162,6 +2209,11 @@ _READY = (
     "SELECT id FROM jobs WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
     " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1"
 )
+
+
+_TOKEN = "lower(hex(randomblob(16)))"
+#: The claim with its token passed in as :token (drawn in Python).
+_TOKEN_SQL = _CLAIM_SQL.format(pick=f"= ({_READY})").replace(_TOKEN, ":token")
 
 
 def _claim_with(sql: str) -> str:
@@ -2197,6 +2249,16 @@ RIGHT: list[tuple[str, str, str]] = [
         "        {'worker': worker, 'now': now, 'lease_s': lease_s})\n"
         "    row = cur.fetchone()\n"
         "    cur.close()\n"
+        "    return None if row is None else dict(row)\n",
+    ),
+    (
+        "a uuid1 token (a clock and the host: little randomness, never the same twice)",
+        "lease_tokens_do_not_repeat_over_thousands_of_claims",
+        "import uuid\n"
+        "def claim(conn, worker, now, lease_s):\n"
+        f"    row = conn.execute({_TOKEN_SQL!r},\n"
+        "        {'worker': worker, 'now': now, 'lease_s': lease_s,\n"
+        "         'token': str(uuid.uuid1())}).fetchone()\n"
         "    return None if row is None else dict(row)\n",
     ),
 ]
