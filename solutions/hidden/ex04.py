@@ -213,3 +213,61 @@ def next_delay_judges_the_error_itself(ns: Namespace) -> None:
             "from says nothing about whether this request reached the server"
         ),
     )
+
+
+@CHECKS.add(
+    2,
+    "the refused connection's rule (rule 4) comes after the ambiguous flag (rule 1) and the "
+    "status (rule 3): a ConnectionRefusedError subclass carrying a true ambiguous flag or a "
+    "502 is maybe_done, and next_delay gives up on it without an idempotency_key",
+    severe=True,
+)
+def refusal_is_judged_after_the_flag_and_the_status(ns: Namespace) -> None:
+    cases: dict[str, tuple[dict[str, Any], str]] = {
+        _("a ConnectionRefusedError subclass with ambiguous = True"): (
+            {"type": "ProxyRefused", "ambiguous": True},
+            "maybe_done",
+        ),
+        _("a ConnectionRefusedError subclass carrying status 502"): (
+            {"type": "ProxyRefused", "status": 502},
+            "maybe_done",
+        ),
+        _("a ConnectionRefusedError subclass carrying status 500"): (
+            {"type": "ProxyRefused", "status": 500},
+            "maybe_done",
+        ),
+        _("a ConnectionRefusedError subclass carrying status 400"): (
+            {"type": "ProxyRefused", "status": 400},
+            "permanent",
+        ),
+    }
+    specs = [spec for spec, _want in cases.values()]
+    got = verdicts(ns, specs)
+    retried = delays_for(ns, [(spec, 1, {"started_at": 0.0, "now": 0.0}) for spec in specs])
+    wrong = [
+        _("{verdict} for {error}").format(verdict=repr(g), error=name)
+        for (name, (_spec, want)), g in zip(cases.items(), got, strict=True)
+        if g != want
+    ]
+    wrong += [
+        _("a delay of {delay!r} s for {error} without an idempotency_key").format(
+            delay=d, error=name
+        )
+        for name, d in zip(cases, retried, strict=True)
+        if d is not None
+    ]
+    expect(
+        not wrong,
+        _("{cases}; and None from next_delay for each of them without an idempotency_key").format(
+            cases="; ".join(
+                _("{verdict} for {error}").format(verdict=repr(want), error=name)
+                for name, (_spec, want) in cases.items()
+            )
+        ),
+        "; ".join(wrong),
+        _(
+            "test the rules in their order: the ambiguous flag, labkit's classes and the "
+            "status come before the class of a connection error, ConnectionRefusedError "
+            "included"
+        ),
+    )

@@ -1905,6 +1905,172 @@ ZOO: list[tuple[str, str, str, str]] = [
             return delay
     """,
     ),
+    (
+        "ex04",
+        "ConnectionRefusedError tested first, before the ambiguous flag and the status",
+        "refusal_is_judged_after_the_flag_and_the_status",
+        """
+        def classify(error):
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "ConnectionRefusedError tested with TransientError, before the status",
+        "refusal_is_judged_after_the_flag_and_the_status",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, (TransientError, ConnectionRefusedError)):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "TransientError tested after the built-in classes (a TimeoutError subclass maybe done)",
+        "classify_never_sent",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "PermanentError tested after the connection classes (a PermanentError ConnectionError)",
+        "classify_permanent",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if isinstance(error, PermanentError):
+                    return "permanent"
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "a refusal recognised by its errno alone (ECONNREFUSED; one raised by hand missed)",
+        "classify_never_sent",
+        """
+        import errno
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if getattr(error, "errno", None) == errno.ECONNREFUSED:
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "a timeout whose message mentions 'connect' called never sent (a connect timeout)",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, TimeoutError) and "connect" in str(error).lower():
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "deadline=0 taken as no deadline (if deadline and ...: retries until max_attempts)",
+        "respects_deadline",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=5, base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if deadline and now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
 ]
 
 
@@ -2081,6 +2247,27 @@ SAYS: dict[str, str] = {
     "next_delay with a default deadline of an hour, not the contract's 300 s": (
         "without a deadline (the default, 300 s)"
     ),
+    "ConnectionRefusedError tested first, before the ambiguous flag and the status": (
+        "a ConnectionRefusedError subclass with ambiguous = True"
+    ),
+    "ConnectionRefusedError tested with TransientError, before the status": (
+        "a ConnectionRefusedError subclass carrying status 502"
+    ),
+    "TransientError tested after the built-in classes (a TimeoutError subclass maybe done)": (
+        "PoolTimeout()"
+    ),
+    "PermanentError tested after the connection classes (a PermanentError ConnectionError)": (
+        "ProxyAuthRequired()"
+    ),
+    "a refusal recognised by its errno alone (ECONNREFUSED; one raised by hand missed)": (
+        "raised without an errno"
+    ),
+    "a timeout whose message mentions 'connect' called never sent (a connect timeout)": (
+        "without an idempotency_key"
+    ),
+    "deadline=0 taken as no deadline (if deadline and ...: retries until max_attempts)": (
+        "with deadline=0"
+    ),
 }
 
 
@@ -2103,6 +2290,9 @@ SEVERE = [
     "next_delay classifies the error's __cause__ (the wrapped error), not the error",
     "next_delay classifies the first error of the __context__ chain",
     "next_delay remembers the last idempotency_key in a module-level dict",
+    "ConnectionRefusedError tested first, before the ambiguous flag and the status",
+    "ConnectionRefusedError tested with TransientError, before the status",
+    "a timeout whose message mentions 'connect' called never sent (a connect timeout)",
 ]
 
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)

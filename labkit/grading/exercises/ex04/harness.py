@@ -9,14 +9,15 @@ beside the student's code and returns what ``classify``, ``backoff`` and
 from __future__ import annotations
 
 import asyncio
+import errno
 import random
 from collections.abc import MutableMapping
 from http import HTTPStatus
 from typing import Any
 
-from labkit.errors import TransientError
+from labkit.errors import PermanentError, TransientError
 from labkit.grading.exercises.common import fresh_state, need, outcome
-from labkit.grading.exercises.described import build_error
+from labkit.grading.exercises.described import ERRORS, build_error
 from labkit.grading.exercises.wallclock import in_time_zone
 
 
@@ -34,6 +35,20 @@ class DeadlineExceeded(TimeoutError):
     """A client library's own read timeout, named without the word "Timeout"."""
 
 
+class ProxyRefused(ConnectionRefusedError):
+    """A client library's proxy error: a ConnectionRefusedError that may carry the proxy's
+    HTTP status or the ambiguous flag (the proxy took the request, the answer was lost)."""
+
+
+class PoolTimeout(TransientError, TimeoutError):
+    """No connection came free in the client's pool in time: a TransientError that is
+    also a TimeoutError, and nothing was sent."""
+
+
+class ProxyAuthRequired(PermanentError, ConnectionError):
+    """The proxy refused the credentials: a PermanentError that is also a ConnectionError."""
+
+
 #: Errors only this exercise describes, beside ``described.ERRORS``. A cancelled task
 #: (asyncio.CancelledError, a BaseException) is no failure of the call: "everything else".
 LOCAL_ERRORS: dict[str, type[BaseException]] = {
@@ -42,6 +57,9 @@ LOCAL_ERRORS: dict[str, type[BaseException]] = {
         GatewayLost,
         ProxyError,
         DeadlineExceeded,
+        ProxyRefused,
+        PoolTimeout,
+        ProxyAuthRequired,
         ConnectionAbortedError,
         asyncio.CancelledError,
     )
@@ -49,9 +67,13 @@ LOCAL_ERRORS: dict[str, type[BaseException]] = {
 
 
 def _build(spec: dict[str, Any]) -> BaseException:
-    """``build_error``, plus this exercise's own classes and an ``ambiguous`` flag."""
-    if spec["type"] in LOCAL_ERRORS:
-        error: BaseException = LOCAL_ERRORS[spec["type"]](spec.get("message", ""))
+    """``build_error``, plus this exercise's own classes, an ``ambiguous`` flag and an
+    ``errno`` (a name such as ``"ETIMEDOUT"``, with ``strerror``: as a socket raises it)."""
+    if "errno" in spec:
+        kind = LOCAL_ERRORS.get(spec["type"]) or ERRORS[spec["type"]]
+        error: BaseException = kind(getattr(errno, spec["errno"]), spec["strerror"])
+    elif spec["type"] in LOCAL_ERRORS:
+        error = LOCAL_ERRORS[spec["type"]](spec.get("message", ""))
         if "status" in spec:
             error.status = spec["status"]  # type: ignore[attr-defined]
     else:

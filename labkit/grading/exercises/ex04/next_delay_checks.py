@@ -360,6 +360,15 @@ def respects_deadline(ns: Namespace) -> None:
         _("{late} at 250 s, {in_time} at 100 s").format(late=repr(late), in_time=repr(in_time)),
         _("keep the signature's default, deadline=300.0: callers that leave it out rely on it"),
     )
+    # deadline=0 is no time at all, not "no deadline": a caller that turns retries off with
+    # 0 must not get them until max_attempts runs out.
+    [none] = delays(ns, REFUSED, 1, started_at=0.0, now=0.0, deadline=0.0)
+    expect(
+        none is None,
+        _("None after attempt 1 with deadline=0 (no time left for a retry)"),
+        none,
+        _("a deadline of 0 leaves no time: now + delay > started_at + 0 gives up"),
+    )
     [exact] = delays(ns, http(429, 50), 1, started_at=0.0, now=250.0, deadline=300.0)
     expect(
         exact == 50,

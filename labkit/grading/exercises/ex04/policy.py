@@ -36,6 +36,13 @@ NEVER_SENT = {
         "type": "TransientError",
         "status": 502,
     },
+    # A refusal raised by hand (a library's own, a test double): no errno, the class says it.
+    "ConnectionRefusedError('connection refused') (raised without an errno)": {
+        "type": "ConnectionRefusedError",
+        "message": "connection refused",
+    },
+    # A TransientError that is also a TimeoutError: rule 2 comes before rule 4.
+    "PoolTimeout() (a TransientError that is also a TimeoutError)": {"type": "PoolTimeout"},
 }
 MAYBE_DONE = {
     "TimeoutError('read timed out')": {"type": "TimeoutError", "message": "read timed out"},
@@ -59,6 +66,12 @@ MAYBE_DONE = {
         **http(503),
         "ambiguous": "lost after send",
     },
+    # A socket's own timeout: its words say "Connection", not whether the request went out.
+    "TimeoutError(ETIMEDOUT, 'Connection timed out') (a socket's timeout)": {
+        "type": "TimeoutError",
+        "errno": "ETIMEDOUT",
+        "strerror": "Connection timed out",
+    },
 }
 PERMANENT = {
     "PermanentError()": {"type": "PermanentError"},
@@ -81,6 +94,10 @@ PERMANENT = {
     # A cancelled task (a shutdown, a caller gone) may have sent its request: calling it
     # never_sent retries it without a key.
     "asyncio.CancelledError() (the task was cancelled)": {"type": "CancelledError"},
+    # A PermanentError that is also a ConnectionError: rule 2 comes before rule 4.
+    "ProxyAuthRequired() (a PermanentError that is also a ConnectionError)": {
+        "type": "ProxyAuthRequired"
+    },
 }
 #: An error that never reached the server, for the checks of the waiting rules.
 REFUSED = {"type": "ConnectionRefusedError"}
