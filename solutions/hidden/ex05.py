@@ -127,7 +127,7 @@ def a_409_fails_the_attempt(ns: Namespace) -> None:
         "key is a second charge",
     )
     expect(
-        "raised" in got or got.get("returned") == got["reply"],
+        "raised" in got or got.get("returned") == got["reply"] or got.get("found"),
         _(
             "a 409 (KeyInProgress) from the first charge to come out of charge_handler, or a "
             "retry that returns the reply {reply}"
@@ -157,7 +157,7 @@ def a_409_fails_the_attempt(ns: Namespace) -> None:
         "takes: a retry with another key, even after a few tries, is a second charge",
     )
     expect(
-        "raised" in slow or slow.get("returned") == slow["reply"],
+        "raised" in slow or slow.get("returned") == slow["reply"] or slow.get("found"),
         _(
             "with the other delivery still charging for {n} tries in a row, the 409 "
             "(KeyInProgress) to come out of charge_handler, or a retry that returns the reply "
@@ -169,6 +169,36 @@ def a_409_fails_the_attempt(ns: Namespace) -> None:
         "when your retries give up, raise (re-raise the last 409): a reply of your own marks "
         "the job done though the other delivery may still fail",
     )
+
+
+@CHECKS.add(
+    1,
+    "after a 409, payments.find showing the other delivery's charge is no reply: return "
+    "what a charge with the same Idempotency-Key answers (or let the 409 out), not a "
+    "'skipped' or a reply of your own",
+    timeout=20.0,
+)
+def a_409_answered_by_find_keeps_the_reply(ns: Namespace) -> None:
+    job = ("charge", {"customer": "cus_43", "amount": 4300}, "billing:43:charge:v1")
+    for busy_for in (1, SLOW_DELIVERY):
+        with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+            got = ns.harness(
+                HARNESS + "key_in_progress", tmp, list(job), busy_for, SLOW_RETRY_AFTER_S
+            )
+        if not got.get("found") or "raised" in got:
+            continue
+        expect(
+            got.get("returned") == got["reply"],
+            _(
+                "after a 409 and payments.find showing the other delivery's charge, the reply "
+                "{reply} (a charge with the same Idempotency-Key answers it)"
+            ).format(reply=got["reply"]),
+            _("it returned {returned} after {calls} charge(s)").format(
+                returned=got.get("returned"), calls=got["calls"]
+            ),
+            "find's record says a charge was made but is not the API's reply: call charge "
+            "again with the same Idempotency-Key, or let the 409 fail the attempt",
+        )
 
 
 @CHECKS.add(
@@ -401,6 +431,69 @@ def a_refused_charge_is_not_a_success(ns: Namespace) -> None:
         "let every error of the API come out of the handler (no 'except Exception: return "
         "...'): the worker retries a TransientError and buries a PermanentError as dead",
     )
+
+
+@CHECKS.add(
+    1,
+    "a 400 from the payment API (a PermanentError) is not retried: re-raised as a "
+    "TransientError, the worker charges the declined card again and again, and a later "
+    "try that goes through charges a customer whose card the bank refused",
+    timeout=30.0,
+)
+def a_refused_charge_is_not_retried(ns: Namespace) -> None:
+    [(kind, payload, key)] = CHARGE
+    with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+        got = ns.harness(HARNESS + "refused_charge", tmp, [kind, payload, key])
+    if not got["raised"]:
+        return  # a_refused_charge_is_not_a_success says so
+    expect(
+        not got["transient"],
+        _(
+            "a 400 from the payment API (a PermanentError) to come out of charge_handler as "
+            "a PermanentError, which the worker does not retry (job {key})"
+        ).format(key=key),
+        _("it raised {raised}, which the worker retries").format(raised=got["raised"]),
+        "let a PermanentError out as it is (or as another PermanentError): only a "
+        "TransientError (a 503, a 429, a lost reply) is worth another try",
+    )
+
+
+#: Amounts (in cents) above any the generated invoices draw: R$ 2,500, R$ 123,456.78 and
+#: nearly a million; a handler that skips or caps big ones is never seen by the others.
+LARGE_AMOUNTS = (250_000, 12_345_678, 99_999_999)
+
+
+@CHECKS.add(
+    1,
+    "a large invoice is charged and posted in full like any other: a cap, a limit or a "
+    "'needs approval' skip of your own, returned as a reply, marks the job done and the "
+    "invoice is never charged",
+    timeout=30.0,
+    severe=True,
+)
+def a_large_invoice_is_charged_in_full(ns: Namespace) -> None:
+    for which in ("charge", "post"):
+        jobs = tuple(
+            (which, {"customer": f"cus_big_{n}", "amount": amount}, f"big:{n}:{which}:v1")
+            for n, amount in enumerate(LARGE_AMOUNTS)
+        )
+        with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+            sent = ns.harness(HARNESS + "sent_here", which, tmp, [list(j) for j in jobs])
+        for job, calls in zip(jobs, sent, strict=True):
+            amount = repr(job[1]["amount"])
+            made = [c for c in calls if c["call"] == which]
+            expect(
+                any(amount in c["args"] or c.get("amount") == amount for c in made),
+                (
+                    _("a charge of {amount} for job {key}")
+                    if which == "charge"
+                    else _("a ledger entry of {amount} for job {key}")
+                ).format(amount=amount, key=job[2]),
+                _calls(calls),
+                "charge and post every amount as the job gives it: a limit of your own "
+                "belongs before the job is enqueued, not in a handler that then reports "
+                "success",
+            )
 
 
 def _sent_for_every_key(

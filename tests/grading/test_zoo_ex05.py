@@ -1295,11 +1295,100 @@ ZOO: list[tuple[str, str, str, str]] = [
             return ctx.world.payments.charge(customer, amount, key=job.key)
     """,
     ),
+    (
+        "ex05",
+        "every payment error re-raised as a TransientError (a declined card retried)",
+        "a_refused_charge_is_not_retried",
+        """
+        from labkit.errors import TransientError
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except Exception as exc:
+                raise TransientError(f"payment failed: {exc}") from exc
+    """,
+    ),
+    (
+        "ex05",
+        "a 409 answered 'skipped' once payments.find shows the other delivery's charge",
+        "a_409_answered_by_find_keeps_the_reply",
+        """
+        from labkit.world.services import KeyInProgress
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except KeyInProgress:
+                if ctx.world.payments.find(job.key):
+                    return {"skipped": "charged by the other delivery"}
+                raise
+    """,
+    ),
+    (
+        "ex05",
+        "a 409 with nothing in payments.find charged again without a key",
+        "a_409_fails_the_attempt",
+        """
+        from labkit.world.services import KeyInProgress
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except KeyInProgress:
+                if not ctx.world.payments.find(job.key):
+                    return ctx.world.payments.charge(customer, amount, key=job.key)
+                raise
+    """,
+    ),
+    (
+        "ex05",
+        "invoices over R$ 1,000 skipped as 'needs approval' (a silent limit)",
+        "a_large_invoice_is_charged_in_full",
+        """
+        MAX_CENTS = 100_000
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            if amount > MAX_CENTS:
+                return {"skipped": "needs manual approval"}
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "ledger entries capped at a million cents",
+        "a_large_invoice_is_charged_in_full",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], min(job.payload["amount"], 1_000_000)
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "every payment error re-raised as a TransientError (a declined card retried)": (
+        "which the worker does not retry"
+    ),
+    "a 409 answered 'skipped' once payments.find shows the other delivery's charge": (
+        "a charge with the same Idempotency-Key answers it"
+    ),
+    "a 409 with nothing in payments.find charged again without a key": (
+        "every charge with the same Idempotency-Key"
+    ),
+    "invoices over R$ 1,000 skipped as 'needs approval' (a silent limit)": "a charge of 250000",
+    "ledger entries capped at a million cents": "a ledger entry of 12345678",
     "no idempotency key (at-least-once)": "exactly one charge after a crash",
     "check-then-act in two transactions": "exactly one charge after a crash",
     "a new idempotency key per attempt": "exactly one charge after a lost reply",

@@ -37,6 +37,7 @@ from labkit.grading.exercises.wallclock import clock_moved
 from labkit.grading.stub import is_stub, is_stub_text
 from labkit.store import JobStore
 from labkit.world import World
+from labkit.world.records import Effect
 from labkit.world.services import KeyInProgress
 
 #: Fired by the check each time the student's ledger work commits (see ``_Ledger``).
@@ -341,14 +342,26 @@ def warm_up() -> None:
 class _BusyPayments:
     """The payment API while another delivery of the same job holds its Idempotency-Key:
     the first charge gets the 409 ``KeyInProgress``; a later one gets the reply the other
-    delivery's charge made (it has finished by then). Nothing is charged here."""
+    delivery's charge made (it has finished by then). Nothing is charged here.
 
-    def __init__(self, reply: dict[str, Any], busy_for: int = 1, retry_after: float = 1.0) -> None:
-        self.reply, self.calls = reply, 0
+    ``find`` tells the truth: nothing while the other delivery is still charging, its
+    charge once it has finished (after ``busy_for`` looks, charges and finds together),
+    so a handler that polls ``find`` ends, and one that trusts an empty ``find`` is seen."""
+
+    def __init__(
+        self,
+        reply: dict[str, Any],
+        busy_for: int = 1,
+        retry_after: float = 1.0,
+        params: dict[str, Any] | None = None,
+    ) -> None:
+        self.reply, self.calls, self.params = reply, 0, dict(params or {})
         #: How many charges in a row get the 409 (the other delivery is slow).
         self.busy_for, self.retry_after = busy_for, retry_after
         #: The Idempotency-Key of each charge, in order.
         self.keys: list[str] = []
+        #: How many finds, and whether one found the other delivery's charge.
+        self.finds, self.found = 0, False
 
     def charge(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         self.calls += 1
@@ -363,8 +376,14 @@ class _BusyPayments:
             )
         return dict(self.reply)
 
-    def find(self, *args: Any, **kwargs: Any) -> list[Any]:
-        return []  # the other delivery has not charged yet
+    def find(self, key: str, *args: Any, **kwargs: Any) -> list[Any]:
+        self.finds += 1
+        if self.calls + self.finds <= self.busy_for:
+            return []  # the other delivery has not charged yet
+        self.found = True
+        return [
+            Effect(1, "payments", "charge", key, dict(self.params), dict(self.reply), LAB_EPOCH)
+        ]
 
 
 def key_in_progress(
@@ -386,7 +405,8 @@ def key_in_progress(
         store.enqueue(kind, payload, key=key)
         the_job = store.get_by_key(key)
     reply = {"charge_id": "ch_1", "amount": payload["amount"], "status": "succeeded"}
-    payments = _BusyPayments(reply, busy_for, retry_after)
+    params = {"customer": payload["customer"], "amount": payload["amount"], "currency": "BRL"}
+    payments = _BusyPayments(reply, busy_for, retry_after, params)
     ctx = types.SimpleNamespace(
         world=types.SimpleNamespace(payments=payments), point=lambda *a, **k: None
     )
@@ -402,6 +422,7 @@ def key_in_progress(
             got["raised"] = f"{type(exc).__name__}: {str(exc)[:160]}"
     got["calls"] = payments.calls
     got["keys"] = payments.keys
+    got["found"] = payments.found
     return got
 
 
@@ -619,3 +640,11 @@ def _sends(
             except Exception:  # noqa: BLE001, S110 - a failed call sent what it sent
                 pass
     return [calls_in(path) for path in paths]
+
+
+def refused_charge(values: MutableMapping[str, Any], folder: str, job: list[Any]) -> dict[str, Any]:
+    """The student's ``charge_handler`` against an API that refuses every charge with a
+    400 (see ``ex05.refused``): what came out, and whether the worker would retry it."""
+    from labkit.grading.exercises.ex05.refused import refused_charge as call
+
+    return call(values, folder, job)
