@@ -664,7 +664,8 @@ QUEUES = ("default", "emails", "Payments-EU", "bulk_low")
     1,
     "a dead job of any queue is redriven: the redrive filters on state (and kind when "
     "given), not on a queue of its own choosing ('default'), or the dead jobs of every other "
-    "queue stay dead for good",
+    "queue stay dead for good; and each goes back to its own queue, not to 'default', "
+    "where that queue's workers never see it",
 )
 def redrive_takes_every_queue(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
@@ -682,6 +683,7 @@ def redrive_takes_every_queue(ns: Namespace) -> None:
         ]
         got = redrive(ns, path, limit=10, now=NOW)
         left = [j["queue"] for j in all_jobs(conn) if j["state"] == "dead"]
+        kept = [j["queue"] for j in all_jobs(conn) if j["id"] in ids]
     expect(
         list(got) == ids and not left,
         _(
@@ -690,6 +692,15 @@ def redrive_takes_every_queue(ns: Namespace) -> None:
         _("returned {ids}; still dead in queues {left}").format(ids=list(got), left=left),
         "choose by state = 'dead' (and the kind when it is given): the redrive has no queue "
         "parameter, so it takes every queue",
+    )
+    expect(
+        kept == list(QUEUES),
+        _("the jobs {ids} redriven each in its own queue: {queues}").format(
+            ids=ids, queues=list(QUEUES)
+        ),
+        _("their queues after the redrive: {kept}").format(kept=kept),
+        "a redrive changes the state and the fresh start's columns, nothing else: a job "
+        "moved to 'default' waits there for workers of another queue",
     )
 
 
@@ -759,13 +770,18 @@ def the_key_survives_a_dead_letter_and_a_redrive(ns: Namespace) -> None:
     1,
     "ties broken by id (ORDER BY updated_at, id) on a table with an index of its own: "
     "without id, jobs buried at the same instant come in whatever order the database "
-    "reads them, here newest id first",
+    "reads them, here newest id first; and by the id as a number (9 before 10), never "
+    "as text",
 )
 def redrive_breaks_ties_by_id_on_an_indexed_table(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         # The operators' dashboard lists the newest dead letters first through this index;
         # a query planner may read a redrive's rows through it too.
         conn.execute("CREATE INDEX jobs_dead_newest ON jobs (state, updated_at DESC)")
+        # Jobs 1 to 8 went through; the four buried together are 9 to 12, so an id
+        # compared as text ('10' < '9') breaks their tie wrongly too.
+        for n in range(8):
+            add_job(conn, f"email:{n}:done:v1", state="succeeded", updated_at=1.0)
         ids = [
             add_job(
                 conn,
@@ -773,7 +789,10 @@ def redrive_breaks_ties_by_id_on_an_indexed_table(ns: Namespace) -> None:
                 state="dead",
                 attempt=3,
                 dead_reason="attempts exhausted (3 of 3)",
-                updated_at=20.0 if n < 4 else 10.0,
+                # Their errors in the reverse order of their ids, and the oldest buried a
+                # quarter of a second before the others (the same second).
+                last_error=f"TimeoutError: attempt {9 - n}",
+                updated_at=20.5 if n < 4 else 20.25,
             )
             for n in range(5)
         ]
@@ -782,8 +801,8 @@ def redrive_breaks_ties_by_id_on_an_indexed_table(ns: Namespace) -> None:
     expect(
         list(got) == want,
         _(
-            "{want} with limit=3: job {oldest} (buried at 10), then jobs {first} and {second}, "
-            "the lowest ids of the four buried together at 20"
+            "{want} with limit=3: job {oldest} (buried at 20.25), then jobs {first} and "
+            "{second}, the lowest ids of the four buried together at 20.5"
         ).format(want=want, oldest=ids[4], first=ids[0], second=ids[1]),
         _("returned {ids}").format(ids=list(got)),
         "ORDER BY updated_at, id: SQL returns rows with equal updated_at in no promised "

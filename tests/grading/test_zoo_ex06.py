@@ -2394,11 +2394,111 @@ ZOO: list[tuple[str, str, str, str]] = [
 
     ''',
     ),
+    (
+        "ex06",
+        "ties broken by the id as text (ORDER BY updated_at, CAST(id AS TEXT))",
+        "redrive_breaks_ties_by_id_on_an_indexed_table",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            conn.execute("BEGIN IMMEDIATE")
+            ids = [r["id"] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY updated_at, CAST(id AS TEXT) LIMIT :limit",
+                {"kind": kind, "limit": limit})]
+            if not dry_run:
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                    " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                    " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                    {"now": now, "ids": json.dumps(ids)})
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "the oldest first to the whole second (ORDER BY CAST(updated_at AS INTEGER), id)",
+        "redrive_breaks_ties_by_id_on_an_indexed_table",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            conn.execute("BEGIN IMMEDIATE")
+            ids = [r["id"] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY CAST(updated_at AS INTEGER), id LIMIT :limit",
+                {"kind": kind, "limit": limit})]
+            if not dry_run:
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                    " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                    " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                    {"now": now, "ids": json.dumps(ids)})
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "ties broken by last_error before id (ORDER BY updated_at, last_error, id)",
+        "redrive_breaks_ties_by_id_on_an_indexed_table",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            conn.execute("BEGIN IMMEDIATE")
+            ids = [r["id"] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY updated_at, last_error, id LIMIT :limit",
+                {"kind": kind, "limit": limit})]
+            if not dry_run:
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                    " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                    " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                    {"now": now, "ids": json.dumps(ids)})
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive moves every job to the 'default' queue",
+        "redrive_takes_every_queue",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            conn.execute("BEGIN IMMEDIATE")
+            ids = [r["id"] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+            if not dry_run:
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                    " dead_reason = NULL, redrives = redrives + 1, updated_at = :now,"
+                    " queue = 'default'"
+                    " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                    {"now": now, "ids": json.dumps(ids)})
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "ties broken by last_error before id (ORDER BY updated_at, last_error, id)": (
+        "then jobs 9 and 10"
+    ),
+    "redrive moves every job to the 'default' queue": "each in its own queue",
+    "ties broken by the id as text (ORDER BY updated_at, CAST(id AS TEXT))": "then jobs 9 and 10",
+    "the oldest first to the whole second (ORDER BY CAST(updated_at AS INTEGER), id)": (
+        "buried at 20.25"
+    ),
     "redrive as a copy with a new key": "still one row in jobs",
     "redrive of everything, limit ignored": "with limit=2",
     "redrive without resetting attempts": "'attempt': 0",
