@@ -1382,6 +1382,70 @@ RIGHT: list[tuple[str, str, str]] = [
                 self.state, self.trial_out = "closed", False
     """,
     ),
+    (
+        "every method under an RLock kept on self (callers on several threads)",
+        "callers_on_several_threads_share_the_breaker",
+        """
+        import threading
+
+        _Reference = Breaker
+
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self._lock = threading.RLock()
+
+            def allow(self):
+                with self._lock:
+                    return super().allow()
+
+            def record_failure(self):
+                with self._lock:
+                    super().record_failure()
+
+            def record_success(self):
+                with self._lock:
+                    super().record_success()
+    """,
+    ),
+    (
+        "a late success while open leaves the breaker open (only the trial's success closes it)",
+        "a_late_result_while_open_is_no_error",
+        """
+        _Reference = Breaker
+
+        class Breaker(_Reference):
+            def record_success(self):
+                self.failures = 0
+                if self.state != "open":
+                    self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "the failure count kept in a WeakKeyDictionary keyed by the breaker (it dies with it)",
+        "a_new_breaker_starts_afresh",
+        """
+        import weakref
+
+        _FAILURES = weakref.WeakKeyDictionary()
+
+        _Reference = Breaker
+
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                _FAILURES[self] = 0
+
+            def record_failure(self):
+                _FAILURES[self] += 1
+                if self.state == "half_open" or _FAILURES[self] >= self.threshold:
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+
+            def record_success(self):
+                _FAILURES[self] = 0
+                self.state, self.trial_out = "closed", False
+    """,
+    ),
 ]
 
 
