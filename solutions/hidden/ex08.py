@@ -8,7 +8,9 @@ charge, lets both copies through, which one child taking messages in turn never 
 not a lock made at import, not the str hash salt (each worker has its own).
 ``two_invoices_two_charges`` sends keys that differ only in case, in a trailing space or
 in the last of 300 characters, one with a quote and accents, and two that NFKC makes
-one: each is its own charge.
+one: each is its own charge; a task that records a digest of the key cut short
+(``md5(key)[:4]``, a crc32, perhaps of ``"charge:" + key``) is sent two keys that share
+it (``records.short_digest_of``, ``records.colliding_keys``).
 ``dedup_commits_with_the_charge`` also sends a key the database refused again, and a
 new key, to the pool child that ran the refusal: nothing of it may stay behind there.
 It holds the task's key in ``processed``; a task that records the key under a name of
@@ -16,8 +18,10 @@ its own ("charge:" + key, a digest) is sent the key again with that name held in
 and one that keeps its dedup in ``charges`` (a unique key, a lock) is held at its
 COMMIT: the dedup still holds, and only ``replies_charged_or_already_charged`` (1
 point, not severe) says the record is not the key itself. A record with the time in it
-(the hour, the date) or one that differs between deliveries fails there, severe: a late
-copy charges again.
+(the date, a bucket of hours since the epoch, the hour of the day, the minute, the week,
+the month's name: ``records.clock_fields_in``), the host's name (``records.host_in``), or
+one that differs between deliveries fails there, severe: a late copy, or one another
+machine runs, charges again.
 ``duplicate_message_charges_once`` sends one key with two customers and amounts too.
 ``charges_after_its_database_session_ended`` ends the worker's sessions between two
 tasks, as a restart or a failover does; ``replies_charged_or_already_charged`` reads
@@ -39,11 +43,20 @@ import re
 import subprocess
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 from random import Random
 
 from labkit.clock import SystemClock
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex08.checks import TIMEOUT, Ex08Run
+from labkit.grading.exercises.ex08.records import (
+    SEARCHED_BITS,
+    affixes_in,
+    clock_fields_in,
+    colliding_keys,
+    host_in,
+    short_digest_of,
+)
 from labkit.grading.exercises.ex08.workers import scene_randoms
 from labkit.grading.stub import stub_error
 from labkit.integrations.celery import harness, points, returns
@@ -141,6 +154,43 @@ def two_invoices_two_charges(ns: Namespace) -> None:
                     "(no lower(), no strip())"
                 ),
             )
+        _digests_do_not_collide(run, ["inv-a", "inv-b"])
+
+
+def _digests_do_not_collide(run: Ex08Run, keys: list[str]) -> None:
+    """When the task records ``keys`` under a digest cut short (``md5(key)[:4]``, a
+    crc32), send two keys whose digests are the same: each is its own charge."""
+    records = _processed_keys(run)
+    if set(keys) <= records:
+        return
+    source = (Path(run.ns.workdir) / "ex08_tasks.py").read_text(encoding="utf-8")
+    found = short_digest_of(
+        records, keys, affixes_in(source, (run.config.schema, run.config.queue))
+    )
+    if found is None:
+        return
+    name, bits, form = found
+    if bits > SEARCHED_BITS:
+        return
+    pair = colliding_keys(form, "inv-col-")
+    if pair is None:
+        return
+    for key in pair:
+        run.send(key, "cus_same", 700)
+    run.settle()
+    got = [run.charges(key) for key in pair]
+    expect(
+        got == [1, 1],
+        _(
+            "1 charge row for each of {first} and {second}, two keys whose {digest} is the same"
+        ).format(first=repr(pair[0]), second=repr(pair[1]), digest=name),
+        _("{first} and {second}").format(first=got[0], second=got[1]),
+        _(
+            "a digest of {bits:g} bits is shared by two keys among about {keys:,}: the second "
+            "key of the two reads 'already charged' and is never charged. Record the key "
+            "itself in processed, whole"
+        ).format(bits=round(bits), keys=round(2 ** (bits / 2))),
+    )
 
 
 @CHECKS.add(
@@ -323,8 +373,25 @@ def _waits_for_its_record(run: Ex08Run, key: str) -> bool:
 
 
 #: Units a number in a dedup record may count the time in since the epoch:
-#: milliseconds, seconds, buckets of 10 s to 30 min, hours, days, weeks.
-TIME_UNITS_S = (0.001, 1, 10, 60, 300, 600, 900, 1800, 3600, 86400, 604800)
+#: milliseconds, seconds, buckets of 10 s to 30 min, hours, 2 to 12 hours, days, weeks.
+TIME_UNITS_S = (
+    0.001,
+    1,
+    10,
+    60,
+    300,
+    600,
+    900,
+    1800,
+    3600,
+    7200,
+    10800,
+    14400,
+    21600,
+    43200,
+    86400,
+    604800,
+)
 #: How far from the check's own time a number may be and still read as the time the
 #: task ran (the run took place moments ago; a clock off by some minutes).
 TIME_SLACK_S = 3600
@@ -355,7 +422,7 @@ def _time_stamps_in(record: str, key: str, names: tuple[str, ...] = ()) -> list[
         )
         if counted or dated:
             found.append(digits)
-    return found
+    return found + [d for d in clock_fields_in(record, now) if d not in found]
 
 
 def _one_record_per_key(
@@ -365,8 +432,22 @@ def _one_record_per_key(
     change with the time (``"charge:" + key``, a digest of it), and is not just the
     message's customer or amount (``sent``)."""
     stamps = _time_stamps_in(records[0], key, names) if len(records) == 1 else []
-    if len(records) == 1 and not stamps and records[0] not in map(str, sent):
+    host = host_in(records[0].replace(key, " ")) if len(records) == 1 else None
+    if len(records) == 1 and not stamps and not host and records[0] not in map(str, sent):
         return
+    expect(
+        not host,
+        _("the task to insert its key {key} into processed").format(key=repr(key)),
+        _(
+            "it recorded {records} in processed: {host} in it is the machine it ran on, so "
+            "a copy of the key that another worker's machine runs finds no record and "
+            "charges again"
+        ).format(records=records, host=host),
+        _(
+            "record the key itself: a record with the host name (or the process id) in it "
+            "differs on every machine the message may be delivered to"
+        ),
+    )
     expect(
         False,
         _("the task to insert its key {key} into processed").format(key=repr(key)),

@@ -123,6 +123,17 @@ SKIPS_REDELIVERIES = """\
 """
 
 
+#: The same, only when the customer was charged before ("looks like a duplicate"): a
+#: redelivery whose first run never charged is thrown away all the same.
+SKIPS_REDELIVERIES_OF_KNOWN_CUSTOMERS = """\
+    if (charge.request.delivery_info or {}).get("redelivered"):
+        with connect() as seen:
+            if seen.execute(
+                "SELECT 1 FROM charges WHERE customer = %s", (customer,)
+            ).fetchone():
+                return "already charged"
+"""
+
 #: A transaction-scoped advisory lock keyed by hash(key): str hashes are salted per
 #: interpreter, so two workers take two different locks for one key.
 HASH_ADVISORY_LOCK = """\
@@ -1203,6 +1214,129 @@ ZOO = [
         "charges_after_its_database_session_ended",
         "ended the worker's sessions",
         "worker_killed_after_the_commit",
+    ),
+    (
+        # Two digits, not a date: a copy redelivered in another hour charges again.
+        "the dedup record keyed by the hour of the day (UTC)",
+        _both(
+            _replace("import os\n", "import os\nimport time\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace("(key,)", '(f"{key}-{time.gmtime().tm_hour:02d}",)'),
+            ),
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # A copy redelivered the next day charges again.
+        "the dedup record keyed by the day of the month",
+        _both(
+            _replace("import os\n", "import os\nfrom datetime import datetime\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace("(key,)", '(f"{key}:{datetime.now().day}",)'),
+            ),
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # A copy that another machine's worker runs finds no record.
+        "the dedup record prefixed with the host name",
+        _both(
+            _replace("import os\n", "import os\nimport socket\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace("(key,)", '(f"{socket.gethostname()}:{key}",)'),
+            ),
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # 16 bits: two keys among a few hundred share a record, and the second is never
+        # charged.
+        "the dedup record a 4-character md5 digest of the key",
+        _both(
+            _replace("import os\n", "import hashlib\nimport os\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace(
+                    "(key,)", "(hashlib.md5(key.encode()).hexdigest()[:4],)"
+                ),
+            ),
+        ),
+        "two_invoices_two_charges",
+        "two keys whose",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "the dedup record a crc32 of the key",
+        _both(
+            _replace("import os\n", "import os\nimport zlib\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace("(key,)", "(str(zlib.crc32(key.encode())),)"),
+            ),
+        ),
+        "two_invoices_two_charges",
+        "two keys whose",
+        "duplicate_message_charges_once",
+    ),
+    (
+        # 24 bits of a digest of the key behind the schema's name: a few thousand keys
+        # share one.
+        "the dedup record 6 characters of an md5 of schema:key",
+        _both(
+            _replace("import os\n", "import hashlib\nimport os\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace(
+                    "(key,)", '(hashlib.md5(f"{SCHEMA}:{key}".encode()).hexdigest()[:6],)'
+                ),
+            ),
+        ),
+        "two_invoices_two_charges",
+        "two keys whose",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # A bucket of 6 hours since the epoch: a copy redelivered in the next one charges.
+        "the dedup record keyed by a 6-hour bucket of time.time()",
+        _both(
+            _replace("import os\n", "import os\nimport time\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace("(key,)", '(f"{key}:{int(time.time()) // 21600}",)'),
+            ),
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "the dedup record keyed by the month's name",
+        _both(
+            _replace("import os\n", "import os\nfrom datetime import date\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace("(key,)", '(f"{key}-{date.today():%b}",)'),
+            ),
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "duplicate_message_charges_once",
+    ),
+    (
+        "skips a redelivered message when its customer was charged before",
+        _before_body(SKIPS_REDELIVERIES_OF_KNOWN_CUSTOMERS),
+        "worker_killed_before_the_charge",
+        "SIGKILLed before charging",
+        "worker_starts_and_charges_once",
     ),
 ]
 

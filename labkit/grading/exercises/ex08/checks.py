@@ -13,11 +13,12 @@ here: it runs only in the workers.
 
 from __future__ import annotations
 
+import contextlib
 import string
 
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex08.workers import Ex08Run, scene_randoms
-from labkit.integrations.celery import commits
+from labkit.integrations.celery import commits, harness
 from labkit.lang import _
 
 CHECKS = Checks("ex08", "a Celery task that charges once, whatever is killed", network=True)
@@ -114,6 +115,14 @@ def worker_starts_and_charges_once(ns: Namespace) -> None:
 def worker_killed_before_the_charge(ns: Namespace) -> None:
     with Ex08Run(ns) as run:
         worker = run.worker()
+        # The customer was charged before, for another invoice: a task that skips a
+        # redelivered message when its customer already has a charge ("looks like a
+        # duplicate") loses this one.
+        earlier = run.send("inv-2-earlier")
+        with contextlib.suppress(TimeoutError):
+            harness.wait_until(
+                lambda: bool(run.returned().get(earlier)), 30, "the earlier charge to end"
+            )
         child = run.hold("task_start", "inv-2")
         run.kill_children(worker, [child])
         run.settle()

@@ -1,0 +1,253 @@
+"""What a dedup record made of something other than the key is made of.
+
+The hidden checks learn the record a task writes to ``processed`` for a key. When it is
+not the key itself, these helpers tell what else went into it: a part of the time it was
+written (the hour of the day, the minute, the weekday: numbers a later copy of the
+message no longer meets, ``clock_fields_in``) or the host it ran on (``host_in``), or a
+digest of the key cut so short that two keys share it (``short_digest_of``, the key
+perhaps next to a string of the module, ``affixes_in``), and find two keys that do
+(``colliding_keys``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import re
+import socket
+import uuid
+import zlib
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import lru_cache, partial
+from pathlib import Path
+
+#: Digests a task may take of a key, by the name the feedback shows.
+ALGORITHMS = ("md5", "sha1", "sha224", "sha256", "sha384", "sha512", "blake2b", "blake2s")
+#: A record with fewer bits of the key than this is shared by two keys among about
+#: 2**(bits / 2): billions of charges for 64 bits, a few hundred for 16.
+SAFE_BITS = 64
+#: The widest digest the check looks for two keys of (a birthday search of about
+#: 2**(bits / 2) digests: 260 000 for 36 bits, under a second).
+SEARCHED_BITS = 36
+#: Seconds either side of the check's time whose clock fields count (the record was
+#: written moments before the check reads it).
+FIELD_SLACK_S = 120
+
+
+def _fields(when: datetime) -> set[int]:
+    """The small numbers a clock reading shows: its hour, minute, day of the month,
+    weekday (from 0 and from 1), ISO week, day of the year and month, and the hour
+    and minute, or the month and day, side by side."""
+    return {
+        when.hour,
+        when.minute,
+        when.day,
+        when.weekday(),
+        when.isoweekday(),
+        when.isocalendar()[1],
+        when.timetuple().tm_yday,
+        when.month,
+        # 1630 (%H%M), 1205 (%m%d), 0512 (%d%m)
+        when.hour * 100 + when.minute,
+        when.month * 100 + when.day,
+        when.day * 100 + when.month,
+    }
+
+
+def clock_fields_in(record: str, now: float) -> list[str]:
+    """The standalone numbers (1 to 4 digits between non-alphanumeric characters) of
+    ``record`` that are a field of the time ``now`` (its hour, minute, day, weekday...,
+    in UTC or the local time zone, ``w49`` for a week), and the names of its month and
+    weekday (``Dec``, ``Saturday``).
+    ``record`` is what is left of a dedup record once the key is taken out of it."""
+    fields: set[int] = set()
+    for shift in (-FIELD_SLACK_S, 0, FIELD_SLACK_S):
+        fields |= _fields(datetime.fromtimestamp(now + shift, UTC))
+        fields |= _fields(datetime.fromtimestamp(now + shift))
+    found = [
+        digits
+        for digits in re.findall(r"(?<![0-9A-Za-z])[wWhHdDmM]?(\d{1,4})(?![0-9A-Za-z])", record)
+        if int(digits) in fields
+    ]
+    # Dec, December, Sat, Saturday: the month's and the weekday's names.
+    names = {
+        f"{when:%b}|{when:%B}|{when:%a}|{when:%A}".lower()
+        for shift in (-FIELD_SLACK_S, 0, FIELD_SLACK_S)
+        for when in (
+            datetime.fromtimestamp(now + shift, UTC),
+            datetime.fromtimestamp(now + shift),
+        )
+    }
+    words = {word for joined in names for word in joined.split("|")}
+    found += [w for w in re.findall(r"[A-Za-z]+", record) if w.lower() in words]
+    return found
+
+
+def host_in(record: str) -> str | None:
+    """The host's name (or its MAC address, its machine id), if ``record`` holds it: a
+    copy of the message that another machine runs finds no record."""
+    marks = {socket.gethostname(), socket.gethostname().split(".")[0]}
+    # uuid.getnode(), the MAC address, in decimal or hex, and /etc/machine-id.
+    node = uuid.getnode()
+    marks |= {str(node), f"{node:x}", f"{node:012x}"}
+    with contextlib.suppress(OSError):
+        marks.add(Path("/etc/machine-id").read_text(encoding="utf-8").strip())
+    for host in sorted(marks, key=len, reverse=True):
+        if host and re.search(rf"(?<![0-9A-Za-z]){re.escape(host)}(?![0-9A-Za-z])", record):
+            return host
+    return None
+
+
+@lru_cache(maxsize=8192)
+def _hex(algorithm: str, key: str) -> str:
+    return hashlib.new(algorithm, key.encode("utf-8")).hexdigest()
+
+
+def _head(algorithm: str, n: int, key: str) -> str:
+    return _hex(algorithm, key)[:n]
+
+
+def _tail(algorithm: str, n: int, key: str) -> str:
+    return _hex(algorithm, key)[-n:]
+
+
+def _int_of_head(algorithm: str, m: int, key: str) -> str:
+    return str(int(_hex(algorithm, key)[:m], 16))
+
+
+def _int_mod(algorithm: str, m: int, key: str) -> str:
+    return str(int(_hex(algorithm, key), 16) % 10**m)
+
+
+def _blake(name: str, size: int, key: str) -> str:
+    blake = hashlib.blake2b if name == "blake2b" else hashlib.blake2s
+    return blake(key.encode("utf-8"), digest_size=size).hexdigest()
+
+
+def _checksum(fn: Callable[[bytes], int], fmt: str, key: str) -> str:
+    return fmt.format(fn(key.encode("utf-8")))
+
+
+def _forms_of(token: str, key: str) -> list[tuple[str, float, Callable[[str], str]]]:
+    """The short digest forms of ``key`` that give ``token``: ``(name, bits, form)``,
+    ``form(key)`` the text a record holds."""
+    found: list[tuple[str, float, Callable[[str], str]]] = []
+    n = len(token)
+    for name in ALGORITHMS:
+        h = _hex(name, key)
+        if 4 <= n < SAFE_BITS // 4 and h.startswith(token):
+            found.append((f"{name}[:{n}]", 4 * n, partial(_head, name, n)))
+        if 4 <= n < SAFE_BITS // 4 and h.endswith(token):
+            found.append((f"{name}[-{n}:]", 4 * n, partial(_tail, name, n)))
+        if not token.isdigit():
+            continue
+        for m in range(4, SAFE_BITS // 4):
+            if str(int(h[:m], 16)) == token:
+                found.append(
+                    (
+                        f"int({name}[:{m}], 16)",
+                        4 * m,
+                        partial(_int_of_head, name, m),
+                    )
+                )
+        for m in range(max(3, n), 19):
+            if str(int(h, 16) % 10**m) == token:
+                found.append(
+                    (
+                        f"int({name}, 16) % 10**{m}",
+                        m * math.log2(10),
+                        partial(_int_mod, name, m),
+                    )
+                )
+    # blake2b(key, digest_size=4).hexdigest(): a short digest of its own, not a cut one.
+    if 4 <= n < SAFE_BITS // 4 and n % 2 == 0:
+        for name, blake in (("blake2b", hashlib.blake2b), ("blake2s", hashlib.blake2s)):
+            if blake(key.encode("utf-8"), digest_size=n // 2).hexdigest() == token:
+                found.append(
+                    (
+                        f"{name}(digest_size={n // 2})",
+                        4 * n,
+                        partial(_blake, name, n // 2),
+                    )
+                )
+    for name, fn in (("crc32", zlib.crc32), ("adler32", zlib.adler32)):
+        value = fn(key.encode("utf-8"))
+        for shown, text in ((name, str(value)), (name, f"{value:08x}"), (name, f"{value:x}")):
+            if text == token:
+                fmt = {str(value): "{}", f"{value:08x}": "{:08x}", f"{value:x}": "{:x}"}[text]
+                found.append((shown, 32, partial(_checksum, fn, fmt)))
+    return found
+
+
+def short_digest_of(
+    records: set[str], keys: list[str], affixes: tuple[str, ...] = ()
+) -> tuple[str, float, Callable[[str], str]] | None:
+    """The short digest form (fewer than ``SAFE_BITS`` bits) every one of ``keys`` is
+    recorded under in ``records`` (the record holds it between non-alphanumeric
+    characters), or None. The digest may be of the key alone or of the key after or
+    before one of ``affixes`` (``"charge:" + key``, the schema's name and a colon)."""
+    tokens = [set(re.findall(r"[0-9A-Za-z]+", record.lower())) for record in records]
+    every = {token for found in tokens for token in found if len(token) < 20}
+    wraps = [("", "")] + [(a, "") for a in affixes if a] + [("", a) for a in affixes if a]
+    for before, after in wraps:
+        for token in sorted(every):
+            for name, bits, form in _forms_of(token, before + keys[0] + after):
+                if bits >= SAFE_BITS:
+                    continue
+
+                def wrapped(
+                    k: str,
+                    form: Callable[[str], str] = form,
+                    before: str = before,
+                    after: str = after,
+                ) -> str:
+                    return form(before + k + after)
+
+                if all(any(wrapped(key).lower() in found for found in tokens) for key in keys):
+                    plain = not (before or after)
+                    shown = name if plain else f"{name} of {before + '{key}' + after!r}"
+                    return shown, bits, wrapped
+    return None
+
+
+def affixes_in(source: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    """Short strings a task may put before or after a key it digests: the string
+    constants of its module (the literal parts of f-strings too), alone and next to
+    ``names`` (the schema's and queue's, which the module reads from its environment)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ()
+    literals = {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and len(node.value) <= 24
+        and "\n" not in node.value
+    } | {""}
+    found = set(literals)
+    for name in names:
+        for literal in literals:
+            found |= {name + literal, literal + name}
+    return tuple(sorted(found - {""}))
+
+
+def colliding_keys(
+    form: Callable[[str], str], stem: str, limit: int = 1_000_000
+) -> tuple[str, str] | None:
+    """Two keys ``stem`` + 12 hex digits with the same ``form``: a birthday search,
+    None past ``limit`` tries. The digits vary in many places, not only the last ones
+    (keys of one length that differ in 4 bytes or fewer never share a crc32)."""
+    seen: dict[str, str] = {}
+    for n in range(limit):
+        key = stem + hashlib.md5(str(n).encode()).hexdigest()[:12]
+        digest = form(key)
+        if digest in seen:
+            return seen[digest], key
+        seen[digest] = key
+    return None
