@@ -19,6 +19,7 @@ from labkit.clock import SystemClock
 from labkit.explore.rendezvous import arrived
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex09.checks import GROUP, RUN_S, Stream, expect_once_each, stream
+from labkit.grading.exercises.ex09.commands import _monitored, _trims, _until_under_way
 from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.lang import _
 
@@ -352,24 +353,28 @@ def a_backlog_of_hundreds_is_applied_once_each(ns: Namespace) -> None:
             pipe.xadd(s.stream, {"key": key, "payload": json.dumps(payload)})
         pipe.execute()
         # Dead letters of earlier runs nobody has replayed yet: with the new ones, past a
-        # cap of 1000, 10000 or 20000 (XADD MAXLEN 10000, ~ or not).
+        # cap of 1000, 10000 or 20000 (XADD MAXLEN 10000, ~ or not); all but the last one
+        # written over a year ago (their IDs say so), past a trim by age (MINID).
         dead_key = f"{s.prefix}:dead"
-        last_earlier = s.r.eval(
-            FILL,
-            1,
-            dead_key,
-            EARLIER_DEAD,
-            "*",
-            "earlier:",
-            "payload",
-            "{}",
-            "reason",
-            "an earlier run",
-        )
-        s.finish(
-            s.start("a", max_deliveries=1),
-            _("a backlog of {count} entries").format(count=len(keys) + len(failing)),
-        )
+        year_ago = int(s.r.time()[0]) * 1000 - 400 * 86_400_000
+        for count, at in ((EARLIER_DEAD - 1, year_ago), (1, "*")):
+            last_earlier = s.r.eval(
+                FILL,
+                1,
+                dead_key,
+                count,
+                at,
+                "earlier:",
+                "payload",
+                "{}",
+                "reason",
+                "an earlier run",
+            )
+        with _monitored(s.url, s.prefix) as sent:
+            proc = s.start("a", max_deliveries=1)
+            _until_under_way(s.r, proc, s.prefix, EARLIER_DEAD)
+            trims = _trims(sent(), s.stream, dead_key)
+        s.finish(proc, _("a backlog of {count} entries").format(count=len(keys) + len(failing)))
         effects = s.effects()
         missing = [key for key in keys if key not in effects]
         twice = [key for key in keys if effects.get(key, 0) > 1]
@@ -421,12 +426,23 @@ def a_backlog_of_hundreds_is_applied_once_each(ns: Namespace) -> None:
                 "oldest loses them"
             ),
         )
+        expect(
+            not trims,
+            _("no trim of <prefix>:stream by length and none of <prefix>:dead, whatever the cap"),
+            _("the consumer sent {commands}").format(commands=trims[:3]),
+            _(
+                "a cap that removes nothing here (MAXLEN ~ 100000) removes unread entries and "
+                "dead letters once a backlog that long builds up: while the consumers are "
+                "down, say. Trim nothing; acknowledged entries may go with XDEL of their own ID"
+            ),
+        )
 
 
 def odd_keys(rng: random.Random) -> list[str]:
     """Keys a done record must tell apart: case, a trailing space (and '_' in its place),
     one key the prefix of another, ':' where another has '_', characters that a glob
-    (KEYS, SCAN MATCH) reads as a pattern, accents (and the same word without them), two
+    (KEYS, SCAN MATCH) reads as a pattern, accents (and the same word without them, and
+    with them as combining marks: alike once normalized, NFC or NFKC), two
     Cyrillic words of as many letters (alike once made ASCII, the letters dropped or each
     one a '?') and quotes."""
     word = "".join(rng.choice("abcdefghjkmn") for _ in range(5))
@@ -442,6 +458,7 @@ def odd_keys(rng: random.Random) -> list[str]:
         f"order:[{word}]?",
         f"pedido:ção-{word}",
         f"pedido:cao-{word}",
+        f"pedido:c\u0327a\u0303o-{word}",  # 'ção' again, its accents as combining marks
         f"заказ:{word}",
         f"склад:{word}",
         f'o\'brien "{word}"',
@@ -502,9 +519,9 @@ def keys_are_compared_exactly(ns: Namespace) -> None:
             keys,
             _(
                 "a key is an opaque string: name its record <prefix>:done:<key> with the key "
-                "exactly as it came (no lower(), strip(), replace(), accents taken off or "
-                "cutting) and look it up with EXISTS or GET, never with a pattern (KEYS, SCAN "
-                "MATCH)"
+                "exactly as it came (no lower(), strip(), replace(), Unicode normalization, "
+                "accents taken off or cutting) and look it up with EXISTS or GET, never with "
+                "a pattern (KEYS, SCAN MATCH)"
             ),
         )
 
@@ -661,11 +678,18 @@ def a_dead_lettered_key_sent_again_is_applied(ns: Namespace) -> None:
 )
 def the_cap_holds_for_claimed_entries(ns: Namespace) -> None:
     with stream(ns) as s:
-        s.add("poison", cents=100, crash=True)
+        poison = s.add("poison", cents=100, crash=True)
         # A new name each time (a fresh container, a new pod): the poison is never this
         # consumer's own pending entry, it comes to each one through XAUTOCLAIM.
-        crashes = 0
+        crashes, early, orders = 0, [], []
         for n in range(5):
+            # Before each pod: a new entry behind the poison, and the poison idle 150 ms
+            # (idle_ms is 100): claimed at the pod's first look, before the new entry,
+            # unless the consumer raises idle_ms to a floor of its own (1 s, 5 s).
+            orders.append(f"order:{n}")
+            s.add(orders[-1], cents=100)
+            for held in s.r.xpending_range(s.stream, GROUP, poison, poison, 1):
+                s.r.xclaim(s.stream, GROUP, held["consumer"], 0, [poison], idle=150, justid=True)
             code = s.finish(
                 s.start(f"pod-{n}", max_deliveries=2, idle_ms=100),
                 _("a consumer under a new name"),
@@ -673,6 +697,7 @@ def the_cap_holds_for_claimed_entries(ns: Namespace) -> None:
             if code == 0:
                 break
             crashes += 1
+            early += list(s.effects())
         dead = [d.get("key") for d in s.dead()]
         expect(
             crashes == 2 and dead == ["poison"],
@@ -686,6 +711,19 @@ def the_cap_holds_for_claimed_entries(ns: Namespace) -> None:
                 "ones XAUTOCLAIM hands you too: a claim adds a delivery like a read does"
             ),
         )
+        expect(
+            not early,
+            _(
+                "each consumer to claim the poison (idle 150 ms, idle_ms 100) at its first "
+                "look, before it reads the new entry behind it"
+            ),
+            _("new entries applied before the poison's claim: {keys}").format(keys=early),
+            _(
+                "pass idle_ms to XAUTOCLAIM as it is, with no floor of your own (max(idle_ms, "
+                "1000) or 5000): a dead consumer's entry then waits longer than it should"
+            ),
+        )
         left = len(s.pending())
         expect(left == 0, "nothing left pending (the dead letter XACKed)",
                _("{count} pending").format(count=left))  # fmt: skip
+        expect_once_each(s, orders, _("apply each new entry once"))

@@ -830,6 +830,66 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
             )
         ],
     ),
+    (
+        # A cap past any scene's length removes nothing here: the command itself (MONITOR)
+        # shows a cap that drops unread entries once a backlog that long builds up.
+        "trims the stream to about 100000 entries after each XACK (XTRIM MAXLEN ~ 100000)",
+        "a_backlog_of_hundreds_is_applied_once_each",
+        [
+            (
+                "            applied += 0 if done_before else 1\n",
+                "            applied += 0 if done_before else 1\n"
+                "            r.xtrim(stream, maxlen=100000, approximate=True)\n",
+            )
+        ],
+    ),
+    (
+        "the dead-letter stream capped at about 100000 entries (XADD MAXLEN ~ 100000)",
+        "a_backlog_of_hundreds_is_applied_once_each",
+        [
+            (
+                '                pipe.xadd(dead, {"key"',
+                '                pipe.xadd(dead, maxlen=100000, approximate=True, fields={"key"',
+            )
+        ],
+    ),
+    (
+        # A retention by age: the dead letters of earlier runs were written over a year ago.
+        "the dead letters trimmed to the last week (XADD MINID ~ of 7 days ago)",
+        "a_backlog_of_hundreds_is_applied_once_each",
+        [
+            (
+                '                pipe.xadd(dead, {"key"',
+                "                week_ago = int(time.time() * 1000) - 7 * 86_400_000\n"
+                '                pipe.xadd(dead, minid=f"{week_ago}-0", approximate=True, '
+                'fields={"key"',
+            )
+        ],
+    ),
+    (
+        # 'stale' is idle 2.3 s when the rescuer (idle_ms 2000) starts: a floor leaves it.
+        "XAUTOCLAIM with idle_ms raised to a floor of 5 s (max(idle_ms, 5000))",
+        "takes_over_a_dead_consumers_entries",
+        [
+            (
+                'r.xautoclaim(stream, GROUP, consumer, idle_ms, "0-0", 1)',
+                'r.xautoclaim(stream, GROUP, consumer, max(idle_ms, 5000), "0-0", 1)',
+            )
+        ],
+    ),
+    (
+        # "ção" sent with combining marks is another key than "ção" precomposed.
+        "the done record named by the key in Unicode normal form (NFC)",
+        "keys_are_compared_exactly",
+        [
+            (
+                "            record = f\"{prefix}:done:{fields['key']}\"\n",
+                "            import unicodedata\n"
+                '            record = f"{prefix}:done:" + '
+                "unicodedata.normalize('NFC', fields['key'])\n",
+            )
+        ],
+    ),
 ]
 
 

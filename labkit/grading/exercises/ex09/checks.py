@@ -324,6 +324,11 @@ def recovers_its_own_pending_after_a_kill(ns: Namespace) -> None:
         )
 
 
+#: How long 'stale' has been idle when the rescuer (idle_ms 2000) starts: claimable at
+#: its first look, unless the consumer raises idle_ms to a floor of its own.
+STALE_MS = 2_300
+
+
 @CHECKS.add(
     3,
     "take a dead consumer's entries once they are idle >= idle_ms (XAUTOCLAIM)",
@@ -332,16 +337,18 @@ def recovers_its_own_pending_after_a_kill(ns: Namespace) -> None:
 )
 def takes_over_a_dead_consumers_entries(ns: Namespace) -> None:
     with stream(ns) as s:
-        # Held by a consumer that died an hour ago (XCLAIM ... IDLE sets its idle time):
-        # the first consumer to look claims it before any new entry, or under a steady
-        # flow of new entries it would wait for ever.
+        # Held by a consumer that died (its idle time is set below, XCLAIM ... IDLE): the
+        # first consumer to look once it is idle long enough claims it before any new
+        # entry, or under a steady flow of new entries it would wait for ever.
         stale = s.add("stale", cents=100)
         s.r.xreadgroup(GROUP, "long-gone", {s.stream: ">"}, count=1)
-        s.r.xclaim(s.stream, GROUP, "long-gone", 0, [stale], idle=3_600_000, justid=True)
         slow = s.add("slow", cents=100, work_s=3, slow_deliveries=1)
         # A newer entry the rescuer applies while 'slow' is not idle long enough yet.
         s.add("order:1", cents=100)
         s.kill_when_holding(s.start("dead-one", idle_ms=600_000), "dead-one", "slow")
+        # 'stale' idle just past the rescuer's idle_ms now: a floor of the consumer's own
+        # (at least 5 s, say) leaves it for later, and new entries go first.
+        s.r.xclaim(s.stream, GROUP, "long-gone", 0, [stale], idle=STALE_MS, justid=True)
         # 2 s: the rescuer's first look comes before the entry is idle that long, even on
         # a loaded machine, so one that returns when it sees nothing new is caught.
         s.finish(s.start("rescuer", idle_ms=2_000), _("another consumer's takeover"))
@@ -376,11 +383,15 @@ def takes_over_a_dead_consumers_entries(ns: Namespace) -> None:
         # First, or last if pushed on the left (LPUSH): never between the two others.
         expect(
             "stale" in (order[0], order[-1]),
-            _("'stale' (idle for an hour, its consumer dead) applied before 'order:1' (new)"),
+            _(
+                "'stale' (idle {idle} ms, its consumer dead; the rescuer's idle_ms is 2000) "
+                "applied before 'order:1' (new)"
+            ).format(idle=STALE_MS),
             _("applied in the order {order}").format(order=order),
             _(
-                "XAUTOCLAIM idle entries before you read new ones (XREADGROUP ... >): while "
-                "new entries keep coming, a dead consumer's entry would wait for ever"
+                "XAUTOCLAIM entries idle at least idle_ms (the argument, with no floor of "
+                "your own) before you read new ones (XREADGROUP ... >): while new entries keep "
+                "coming, a dead consumer's entry would wait for ever"
             ),
         )
 

@@ -1,0 +1,104 @@
+"""What a consumer sends to Redis, read back with ``MONITOR`` while it runs.
+
+Some mistakes leave no trace at a check's scale: ``XTRIM <stream> MAXLEN ~ 100000`` after
+each XACK removes nothing from a stream of a few hundred entries, yet drops unread
+entries once a backlog of a hundred thousand builds up (an outage of the consumers). The
+command says what the state cannot: any trim of the stream by length, any trim of the
+dead-letter stream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from labkit.clock import SystemClock
+
+#: A MONITOR line's arguments: each one in double quotes, with ``\"`` and ``\\`` escaped.
+_ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
+#: Seconds to wait for the marker the check sends once the consumer is done.
+_DRAIN_S = 10.0
+
+
+@contextmanager
+def _monitored(url: str, prefix: str) -> Iterator[Callable[[], list[list[str]]]]:
+    """Every command naming a key under ``prefix`` (scripts' own commands too), sent while
+    the block runs: call what this yields once the consumers are done. Yields a function
+    that returns [] when the Redis refuses MONITOR (then nothing is judged from it)."""
+    import redis
+
+    client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=_DRAIN_S)
+    monitor = None
+    with contextlib.suppress(redis.RedisError):
+        monitor = client.monitor()  # type: ignore[no-untyped-call]
+        monitor.__enter__()
+
+    def sent() -> list[list[str]]:
+        if monitor is None:
+            return []
+        marker = f"{prefix}:monitor-done:{uuid.uuid4().hex}"
+        client.echo(marker)
+        found: list[list[str]] = []
+        clock = SystemClock()
+        deadline = clock.now() + _DRAIN_S
+        with contextlib.suppress(redis.RedisError):
+            while clock.now() < deadline:
+                line = str(monitor.connection.read_response())
+                if marker in line:
+                    break
+                if prefix not in line:
+                    continue
+                args = [a.replace('\\"', '"') for a in _ARG.findall(line.partition("]")[2])]
+                if any(a.startswith(f"{prefix}:") for a in args[1:2]):
+                    found.append(args)
+        return found
+
+    try:
+        yield sent
+    finally:
+        if monitor is not None:
+            with contextlib.suppress(redis.RedisError):
+                monitor.__exit__(None, None, None)
+        client.close()
+
+
+def _trim_of(args: list[str]) -> str | None:
+    """MAXLEN or MINID when the command (XTRIM or XADD) trims its stream, else None."""
+    name = args[0].upper() if args else ""
+    words = [a.upper() for a in args[2:]]
+    if name == "XTRIM":
+        return words[0] if words else "MAXLEN"
+    if name != "XADD":
+        return None
+    for word in words[:2]:  # [NOMKSTREAM] [MAXLEN|MINID ...] before the ID
+        if word in ("MAXLEN", "MINID"):
+            return word
+    return None
+
+
+def _trims(commands: list[list[str]], stream: str, dead: str) -> list[str]:
+    """The commands that trim ``stream`` by length or ``dead`` at all, as sent."""
+    bad = []
+    for args in commands:
+        how = _trim_of(args)
+        if how is not None and (args[1] == dead or (args[1] == stream and how == "MAXLEN")):
+            bad.append(" ".join(args[:6]))
+    return list(dict.fromkeys(bad))
+
+
+def _until_under_way(r: Any, proc: subprocess.Popen[str], prefix: str, dead_before: int) -> None:
+    """Return once the consumer has applied 40 entries and dead-lettered 10 (a trim after
+    each XACK or dead letter has been sent by then), or has ended: MONITOR's lines cost the
+    check, and the rest of the run would only repeat them."""
+    clock = SystemClock()
+    deadline = clock.now() + 30.0
+    while proc.poll() is None and clock.now() < deadline:
+        with contextlib.suppress(Exception):  # a key of another type: judged afterwards
+            if r.llen(f"{prefix}:effects") >= 40 and r.xlen(f"{prefix}:dead") >= dead_before + 10:
+                return
+        clock.sleep(0.02)
