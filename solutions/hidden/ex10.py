@@ -171,6 +171,29 @@ def keys_are_scoped_to_the_caller(ns: Namespace) -> None:
             "put the owner in the job key next to the Idempotency-Key",
         )
         expect(len(jobs_for(folder / "jobs.db", "bob", body)) == 1, "bob's job stored", 0)
+        # A long key (200 characters, under Stripe's 255) hashed or cut to fit a column:
+        # the owner must stay in what is kept.
+        long_key = "shared-" + "k" * 193
+        long_body = {"month": "2026-11"}
+        a = accepted_id(app.post(long_body, "alice-token", key=long_key), _("alice's request"))
+        reply = app.post(long_body, "bob-token", key=long_key)
+        if reply.status_code == 400:
+            return  # a long key refused with a clear 400 (odd_keys_are_data judges that)
+        b = accepted_id(
+            reply,
+            _("bob's request with the 200-character key alice also used"),
+            _(
+                "keep the owner in the job key however you shorten a long Idempotency-Key: "
+                "bob's key must not meet alice's job (a 409 or 422 here means it did)"
+            ),
+        )
+        expect(
+            a != b,
+            _("bob to get a job of his own for the 200-character key alice also used"),
+            _("alice's job {job_id}").format(job_id=a),
+            "keep the owner in the job key however you shorten a long Idempotency-Key: "
+            "hash the owner and the key together (sha256 of both), never the key alone",
+        )
 
 
 @CHECKS.add(

@@ -84,6 +84,12 @@ SIDE_TABLE = (
     + ANSWER
 )
 
+#: The status's owner check, as the reference writes it.
+OWNER_CHECK = (
+    "    if job is None or not isinstance(job.payload, dict) "
+    'or job.payload.get("owner") != owner:\n'
+)
+
 ZOO: list[tuple[str, str, str, str, str]] = [
     # (mistake, the check that must fail, a check that must pass, old text, new text)
     (
@@ -840,6 +846,29 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         "same_key_same_job",
         ENQUEUE,
         ENQUEUE.replace('{"owner": owner,', '{"owner": body.get("on_behalf_of", owner),'),
+    ),
+    (
+        # "Keys over 64 characters are hashed to fit the column": the hash of the key
+        # alone, without the owner, and bob's long key meets alice's job.
+        "a long key hashed without its owner (bob's 200-character key meets alice's job)",
+        "keys_are_scoped_to_the_caller",
+        STATUS_OK,
+        KEY_LINE,
+        KEY_LINE
+        + "    if key is not None and len(key) > 64:\n"
+        + "        import hashlib\n"
+        + '        key = "report:" + hashlib.sha256(idempotency_key.encode()).hexdigest()\n',
+    ),
+    (
+        # "A finished report is served straight away": a branch on the state placed
+        # before the owner check, and bob reads alice's result.
+        "a succeeded job's view returned before the owner is checked",
+        "other_owner_gets_404",
+        ACCEPT_OK,
+        OWNER_CHECK,
+        '    if job is not None and str(job.state) == "succeeded":\n'
+        "        return JSONResponse(status_view(job))  # finished: show the result\n"
+        + OWNER_CHECK,
     ),
 ]
 

@@ -399,6 +399,31 @@ def other_owner_gets_404(ns: Namespace) -> None:
                 "for may differ)",
                 f"{theirs.text[:80]!r} vs {missing.text[:80]!r}",
             )
+            # Finished, the job is still alice's alone: its view shows the report's result.
+            # An owner check placed after a branch on the state lets bob read it.
+            from labkit.store import JobStore
+
+            with JobStore(db) as store:
+                claimed = store.claim("check-worker")
+                if claimed is not None and claimed.id == job_id:
+                    store.complete(claimed, {"pages": 3, "url": "/files/alice-2026-08.pdf"})
+            done = app.status(job_id, BOB)
+            missing = app.status(job_id + 1000, BOB)
+            alike = done.text.replace(str(job_id), "{id}") == missing.text.replace(
+                str(job_id + 1000), "{id}"
+            )
+            expect(
+                done.status_code == 404 and alike,
+                _(
+                    "404 with the body of a missing id when bob asks for alice's job {job_id} "
+                    "once it has succeeded"
+                ).format(job_id=job_id),
+                f"{done.status_code} {done.text[:160]}",
+                _(
+                    "check the owner first, before anything that looks at the job's state: "
+                    "a finished job is still its owner's alone"
+                ),
+            )
             # Jobs other services put in the same store: their owner is not in the payload
             # (the lesson's service keeps it in a side table), or the payload is no object.
             # Nobody's here, so 404 as for a missing id, not a 500 that says the id exists.
