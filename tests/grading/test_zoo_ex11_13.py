@@ -3989,6 +3989,65 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    (
+        "ex11",
+        "the relay publishes rows[:20000] of the pending rows (a cap in a Python slice)",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending[:20000]:
+                publish(topic, message_id, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay stops a run at BATCH_SIZE = 30000 messages, a module constant",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        BATCH_SIZE = 30000
+
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                if len(sent) >= BATCH_SIZE:
+                    break
+                publish(topic, message_id, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay marks the row sent, publishes, and un-marks it when publish raises",
+        "relay_never_loses_a_message",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                try:
+                    publish(topic, message_id, body)
+                except BaseException:
+                    conn.execute("UPDATE outbox SET sent_at = NULL WHERE id = ?", (row_id,))
+                    raise
+                sent.append(message_id)
+            return sent
+        """,
+    ),
 ]
 
 
@@ -4297,6 +4356,15 @@ SAYS: dict[str, str] = {
     "the relay reads its pending rows with one fetchmany(20000) (a cap in Python)": (
         "pending messages of 22225 rows"
     ),
+    "the relay publishes rows[:20000] of the pending rows (a cap in a Python slice)": (
+        "pending messages of 22225 rows"
+    ),
+    "the relay stops a run at BATCH_SIZE = 30000 messages, a module constant": (
+        "pending messages of 33336 rows"
+    ),
+    "the relay marks the row sent, publishes, and un-marks it when publish raises": (
+        "crash before publish of message 2"
+    ),
     "the relay keeps the first connection it is given in a module global": (
         "relay_once on each of two shop databases"
     ),
@@ -4408,6 +4476,7 @@ SEVERE = [
     "the relay publishes every row under the topic 'order.placed' (its topic column unread)",
     "the consumer remembers applied ids per database file in memory, after its COMMIT",
     "place_order remembers placed order ids per database file in memory, after its COMMIT",
+    "the relay marks the row sent, publishes, and un-marks it when publish raises",
 ]
 
 

@@ -73,6 +73,20 @@ def consume(
     return {**got, "fired": watched.crashed, "writes": watched.writes}
 
 
+class _Mortal(Watched):
+    """``Watched`` whose process the crash killed: once ``dead``, every statement raises
+    ``SimulatedCrash`` unrun. A killed relay runs no ``except`` or ``finally`` clause, so
+    SQL written there (un-marking a row it marked sent before publishing) never happens.
+    """
+
+    dead = False
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        if self.dead:
+            raise SimulatedCrash("the process was killed: this statement never ran")
+        return super().execute(sql, params)
+
+
 def relay_once(
     values: MutableMapping[str, Any],
     path: str,
@@ -86,6 +100,8 @@ def relay_once(
         raise ValueError(f"fault must be one of {FAULTS}, not {fault!r}")
     broker = Broker(broker_path, FakeClock(now))
     calls = {"n": 0, "fired": False}
+    conn = connect(path)
+    watched = _Mortal(conn)
 
     def publish(topic: str, message_id: str, body: str) -> None:
         calls["n"] += 1
@@ -97,16 +113,15 @@ def relay_once(
             calls["fired"] = True  # no confirm came: the broker never got it
             raise TimeoutError("no confirm from the broker within 5 s")
         if hit and fault == "crash_before_publish":
-            calls["fired"] = True
+            calls["fired"] = watched.dead = True
             raise SimulatedCrash("crashed while publishing, before the broker had it")
         broker.publish(topic, message_id, body)
         if hit and fault == "crash_after_publish":
-            calls["fired"] = True
+            calls["fired"] = watched.dead = True
             raise SimulatedCrash("crashed after the broker had it, before marking")
 
-    conn = connect(path)
     try:
-        got = _run(values, values["relay_once"], Watched(conn), publish, now)
+        got = _run(values, values["relay_once"], watched, publish, now)
         left_open = conn.in_transaction  # a long-lived relay connection would keep it
     finally:
         conn.close()
@@ -301,8 +316,43 @@ def relay_into_a_list(values: MutableMapping[str, Any], path: str, now: float) -
         "published": published,
         "topics": topics,
         "bodies": bodies,
-        "limits": watched.limits,
+        "limits": watched.limits + _ints_written_in(values["relay_once"]),
     }
+
+
+def _ints_written_in(fn: Any) -> list[int]:
+    """The integer literals of ``fn``'s code, of the functions it defines, and of the
+    notebook's functions and integer globals it names (``BATCH = 20000``).
+
+    A cap kept in Python (``rows[:20000]``, ``islice(rows, 20000)``, a loop that breaks
+    at 20000) leaves no ``LIMIT`` in the SQL: its number is in the code.
+    """
+    found: list[int] = []
+    seen: set[int] = set()
+    glob = getattr(fn, "__globals__", {})
+
+    def walk(code: Any) -> None:
+        if id(code) in seen:
+            return
+        seen.add(id(code))
+        for const in code.co_consts:
+            if hasattr(const, "co_consts"):
+                walk(const)
+            elif isinstance(const, int) and not isinstance(const, bool):
+                found.append(const)
+            elif isinstance(const, slice | tuple):
+                parts = (const.start, const.stop) if isinstance(const, slice) else const
+                found.extend(n for n in parts if isinstance(n, int) and not isinstance(n, bool))
+        for name in code.co_names:
+            named: Any = glob.get(name)
+            if isinstance(named, int) and not isinstance(named, bool):
+                found.append(named)
+            elif hasattr(getattr(named, "__code__", None), "co_consts"):
+                walk(named.__code__)
+
+    with contextlib.suppress(Exception):
+        walk(fn.__code__)
+    return found
 
 
 _LIMIT = re.compile(r"\bLIMIT\s+(\d+|[:@$]\w+|\?\d*)(?:\s*,\s*(\d+|[:@$]\w+|\?\d*))?", re.I)
