@@ -307,6 +307,38 @@ def a_long_outage_enqueues_every_missed_slot(ns: Namespace) -> None:
         _a_long_outage_enqueues_every_missed_slot_in(ns, rng, 86400, rng.randint(400, 600))
 
 
+@CHECKS.add(
+    2,
+    "due_slots returns every due slot however many and however old: no cap kept at some "
+    "number of slots (5000, 10000) and no lookback window (a year, two), which drop the "
+    "oldest missed slots of a long outage without a word",
+    severe=True,
+)
+def due_slots_has_no_cap_on_a_long_outage(ns: Namespace) -> None:
+    # due_slots alone: more slots than a tick can insert in the check's time.
+    now = JULY + 30.5
+    calls = [
+        [60, None, now - 12_000 * 60, now, "all"],
+        [86400, None, now - 2_000 * 86400, now, "all"],
+    ]
+    for call, one in zip(calls, ns.harness(HARNESS + "many", "due_slots", calls), strict=True):
+        want = expected_slots(*call)
+        got = one.get("returned")
+        expect(
+            got == want,
+            _("due_slots{args}: all {count} slots, from {first} to {last}").format(
+                args=tuple(call), count=len(want), first=slot_iso(want[0]), last=slot_iso(want[-1])
+            ),
+            raised_text(one)
+            if "raised" in one
+            else _("{count} slots, from {first} to {last}").format(
+                count=len(got), first=slot_iso(got[0]), last=slot_iso(got[-1])
+            )
+            if isinstance(got, list) and got
+            else short_repr(got, 200),
+        )
+
+
 def _a_long_outage_enqueues_every_missed_slot_in(
     ns: Namespace, rng: Random, period: int, n: int
 ) -> None:
@@ -423,6 +455,35 @@ def a_failed_insert_stops_the_tick(ns: Namespace) -> None:
             ).format(count=len(want)),
             _held(keys, "nightly", want),
         )
+
+
+@CHECKS.add(
+    1,
+    "return only the keys this call's INSERT put in the table (the key RETURNING gave "
+    "back): keys judged by updated_at = now, or by the table after the insert, are "
+    "reported again by a second scheduler ticking at the same now",
+)
+def a_tick_reports_only_the_keys_it_inserted(ns: Namespace) -> None:
+    now = T0 + 2 * HOUR + 7
+    want = _keys_between("nightly", T0, now, HOUR)
+    with lab_file(ns) as (conn, path):
+        got = ns.harness(HARNESS + "tick_at_the_same_now", str(path), "nightly", HOUR, T0, now)
+        said = [g["returned"] if "returned" in g else raised_text(g) for g in got]
+        created = [k for one in said if isinstance(one, list) for k in one]
+        keys = _keys(conn)
+    expect(
+        all("returned" in g for g in got) and sorted(created) == want == sorted(keys),
+        _(
+            "two schedulers ticking at the same now ({now}), the second between the "
+            "first's read and its inserts: {keys} in the table once, and each reported by "
+            "the one scheduler whose INSERT put it there"
+        ).format(now=now, keys=short_repr(want, 200)),
+        _("the first returned {first}, the second {second}; {table}").format(
+            first=short_repr(said[0], 200),
+            second=short_repr(said[1], 200),
+            table=_held(keys, "nightly", want),
+        ),
+    )
 
 
 @CHECKS.add(

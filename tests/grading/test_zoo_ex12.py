@@ -1514,11 +1514,72 @@ ZOO: list[tuple[str, str, str, str]] = [
             return created
         """,
     ),
+    (
+        # Right while the two schedulers' nows differ; clocks that agree to the second
+        # make the second report every slot the first created.
+        "ex12",
+        "a key reported as created when its row's updated_at is this tick's now",
+        "a_tick_reports_only_the_keys_it_inserted",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                conn.execute(
+                    "INSERT OR IGNORE INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now)",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                )
+                mine = conn.execute(
+                    "SELECT 1 FROM jobs WHERE key = :key AND updated_at = :now",
+                    {"key": key, "now": now},
+                ).fetchone()
+                if mine:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # The long outage of a tick stops at 2000 slots: a cap above it passed.
+        "ex12",
+        "due_slots keeps the newest 5000 slots of a catch-up",
+        "due_slots_has_no_cap_on_a_long_outage",
+        """
+        _all_due = due_slots
+        def due_slots(period_s, last, since, now, catch_up):
+            return _all_due(period_s, last, since, now, catch_up)[-5000:]
+        """,
+    ),
+    (
+        # The long outage of a tick reaches 600 days back: a window of two years passed.
+        "ex12",
+        "due_slots looks back two years at most",
+        "due_slots_has_no_cap_on_a_long_outage",
+        """
+        _all_due = due_slots
+        def due_slots(period_s, last, since, now, catch_up):
+            return _all_due(period_s, last, max(since, now - 2 * 365 * 86400), now, catch_up)
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake.
 SAYS: dict[str, str] = {
+    "a key reported as created when its row's updated_at is this tick's now": (
+        "two schedulers ticking at the same now"
+    ),
+    "due_slots keeps the newest 5000 slots of a catch-up": "all 12000 slots",
+    "due_slots looks back two years at most": "all 2000 slots",
     "tick ignores catch_up='latest' while nothing has fired (a new schedule runs every slot)": (
         "from the first tick with catch_up='latest'"
     ),
@@ -1687,6 +1748,8 @@ MINOR = [
     "due_slots walks forward from since to now, keeping the slots after last",
     # A wrong key for a name with '%' in it, the same on every scheduler: nothing twice.
     "slot_key puts the name into the strftime format ('%d' in a name becomes the day)",
+    # Every slot once in the table; the second scheduler says it made them too.
+    "a key reported as created when its row's updated_at is this tick's now",
 ]
 
 

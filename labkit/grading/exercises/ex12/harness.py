@@ -263,3 +263,56 @@ def tick_locked_once(
     finally:
         conn.close()
     return {"first": first, "second": second}
+
+
+class _OtherTicksFirst(Watched):
+    """A connection on which, just before this scheduler's first write, another scheduler
+    runs a whole tick of its own (``other``): both read the table before either inserted."""
+
+    def __init__(self, conn: sqlite3.Connection, other: Any) -> None:
+        super().__init__(conn)
+        self.other = other
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        verb = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+        if self.other is not None and verb in ("INSERT", "REPLACE", "UPDATE", "DELETE"):
+            other, self.other = self.other, None
+            other()
+        return super().execute(sql, params)
+
+
+def tick_at_the_same_now(
+    values: MutableMapping[str, Any],
+    path: str,
+    schedule: str,
+    period_s: int,
+    since: float,
+    now: float,
+) -> list[dict[str, Any]]:
+    """Two schedulers tick at the same ``now`` (clocks that agree to the second), each on
+    its own connection: the second's whole tick runs between the first's reads and its
+    first write. A first tick that holds a write lock by then (BEGIN IMMEDIATE) keeps the
+    second out (it answers 'database is locked' at once); the second then ticks after it.
+    The two outcomes, the first scheduler's then the second's."""
+    args = (schedule, period_s, since, now, "all")
+    second: dict[str, Any] = {}
+
+    def other() -> None:
+        conn = sqlite3.connect(path, timeout=0.05, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        try:
+            second.update(outcome(values["tick"], Watched(conn), *args))
+        finally:
+            conn.close()
+
+    with fresh_state(values):
+        conn = connect(path)
+        try:
+            watched = _OtherTicksFirst(conn, other)
+            first = outcome(values["tick"], watched, *args)
+        finally:
+            conn.close()
+        if not second or "locked" in str(second.get("message", "")):
+            second.clear()
+            other()
+    return [first, second]
