@@ -415,6 +415,34 @@ def a_kill_right_after_the_release_does_not_charge_again(ns: Namespace) -> None:
 
 
 @CHECKS.add(
+    2,
+    "the release's key comes from the order too, never from the time or a uuid4(): a "
+    "worker killed right after the release and restarted later (the next day, another "
+    "machine) must find it done, not put the stock back twice",
+    severe=True,
+)
+def a_release_resumed_by_a_restarted_worker_releases_once(ns: Namespace) -> None:
+    with scene(ns, DECLINES) as folder:
+        # The second ledger transaction of the run is the release (the first: the reserve).
+        crashed = run(ns, folder, ORDER, 1, crash_after="ledger.transaction()#2")
+        expect(
+            crashed["fired"],
+            "a crash right after the release's ledger transaction to fire",
+            _("it {outcome}").format(outcome=repr(crashed.get("returned", "raised"))),
+        )
+        got = run(ns, folder, ORDER, salted=True)
+        ok, seen = exactly_once(folder, ORDER, 1, declined=True)
+        expect(
+            got.get("returned") == "failed" and ok,
+            _(
+                "after a kill right after the release and a re-run by a worker restarted a "
+                "day later: 'failed', {effects}"
+            ).format(effects=wanted(ORDER, 1, True)),
+            _("{returned}; {seen}").format(returned=repr(got.get("returned")), seen=seen),
+        )
+
+
+@CHECKS.add(
     1,
     "each e-mail says what it is: the receipt f'Receipt for order {id}', then the e-mail "
     "f'Order {id} is on its way' (policy version 2 sends both)",
@@ -459,6 +487,47 @@ def keys_of_two_orders_never_run_together(ns: Namespace) -> None:
                 "{effects}"
             ).format(effects=want),
             _("{ran}; {effects}").format(ran=ran, effects=got),
+        )
+
+
+@CHECKS.add(
+    2,
+    "each key holds the WHOLE order id: never cut it (str(id)[:8], its last digits, id % "
+    "10**6, the key capped at a column's width), and never look an order's steps up by "
+    "a prefix of its id; orders with long ids that share a beginning or an end are "
+    "still orders of their own",
+    severe=True,
+)
+def keys_of_orders_with_long_ids_never_collide(ns: Namespace) -> None:
+    # The second id is the first's next; the third is the first's beginning and its end
+    # (the same first and last twelve digits). The first order is declined, so its
+    # reserve and release keys meet too.
+    ids = [123456123456123456, 123456123456123457, 123456123456]
+    orders = [
+        {
+            "id": i,
+            "customer": f"cus_{n}",
+            "email": f"c{n}@example.com",
+            "sku": f"sku-{n}",
+            "amount": 100 * (n + 1),
+        }
+        for n, i in enumerate(ids)
+    ]
+    with scene(ns, 1) as folder:
+        ran = []
+        for order in orders:
+            # A key one order shares with another may be refused as reused: say so.
+            got = dict(ns.harness(HARNESS + "run", str(folder), order, 1, None, False, False))
+            ran.append(raised_text(got) if "raised" in got else got.get("returned"))
+        truth = world_of(folder)
+        got_effects = [found(truth, order) for order in orders]
+        want = [wanted(order, 1, n == 0) for n, order in enumerate(orders)]
+        expect(
+            ran == ["failed", "done", "done"] and got_effects == want,
+            _("orders {ids} (the first declined) each with its own effects: {effects}").format(
+                ids=ids, effects=want
+            ),
+            _("{ran}; {effects}").format(ran=ran, effects=got_effects),
         )
 
 

@@ -1271,12 +1271,71 @@ ZOO: list[tuple[str, str, str, str]] = [
             ),
         ),
     ),
+    (
+        "ex14",
+        "each step's key holds the order id cut to its first 6 digits",
+        "keys_of_orders_with_long_ids_never_collide",
+        _edit(
+            DO_STEP,
+            ("f\"order:{order['id']}:{step}:v1\"", "f\"order:{str(order['id'])[:6]}:{step}:v1\""),
+        ),
+    ),
+    (
+        "ex14",
+        "each step's key holds the order id's last 6 digits",
+        "keys_of_orders_with_long_ids_never_collide",
+        _edit(
+            DO_STEP,
+            ("f\"order:{order['id']}:{step}:v1\"", "f\"order:{str(order['id'])[-6:]}:{step}:v1\""),
+        ),
+    ),
+    (
+        "ex14",
+        "each step's key cut to 24 characters (a VARCHAR(24) habit)",
+        "keys_of_orders_with_long_ids_never_collide",
+        _edit(
+            DO_STEP,
+            ("f\"order:{order['id']}:{step}:v1\"", "f\"order:{order['id']}:{step}:v1\"[:24]"),
+        ),
+    ),
+    (
+        "ex14",
+        "an order's checkpoints looked up by a prefix of its id (LIKE :id || '%')",
+        "keys_of_orders_with_long_ids_never_collide",
+        _edit(
+            RUN_ORDER,
+            (
+                '"SELECT step FROM job_steps WHERE order_id = :id"',
+                "\"SELECT step FROM job_steps WHERE CAST(order_id AS TEXT) LIKE :id || '%'\"",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the release's key stamped with the time (a restarted worker releases again)",
+        "a_release_resumed_by_a_restarted_worker_releases_once",
+        _edit(
+            DO_STEP,
+            (
+                "    key = f\"order:{order['id']}:{step}:v1\"\n",
+                "    key = f\"order:{order['id']}:{step}:v1\"\n"
+                '    if step == "release":\n'
+                "        import time\n"
+                '        key += f":{int(time.time())}"\n',
+            ),
+        ),
+    ),
 ]
 
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "each step's key holds the order id cut to its first 6 digits",
+    "each step's key holds the order id's last 6 digits",
+    "each step's key cut to 24 characters (a VARCHAR(24) habit)",
+    "an order's checkpoints looked up by a prefix of its id (LIKE :id || '%')",
+    "the release's key stamped with the time (a restarted worker releases again)",
     "a key conflict of the resumed charge taken for a decline (every PermanentError)",
     "the reserve's mark read in one ledger transaction, the post in the next",
     "an error of the release swallowed: the job returns 'failed' anyway",
@@ -1328,6 +1387,10 @@ SEVERE = [
 
 #: What the named check must say it expected, for the entries that name it.
 SAYS = {
+    "each step's key holds the order id cut to its first 6 digits": "the first declined",
+    "the release's key stamped with the time (a restarted worker releases again)": (
+        "restarted a day later"
+    ),
     "a key conflict of the resumed charge taken for a decline (every PermanentError)": (
         "the payment API's key conflict propagates"
     ),
@@ -1413,6 +1476,25 @@ def test_the_zoo_has_eight_mistakes_at_least() -> None:
 
 #: Right solutions written otherwise, each with a check that once took its points.
 RIGHT: list[tuple[str, str, str]] = [
+    (
+        "each step's key the step, then the whole order id (f'{step}-{id}')",
+        "keys_of_orders_with_long_ids_never_collide",
+        _edit(DO_STEP, ("f\"order:{order['id']}:{step}:v1\"", "f\"{step}-{order['id']}\"")),
+    ),
+    (
+        "the release under the reserve's key with ':undo' added",
+        "a_release_resumed_by_a_restarted_worker_releases_once",
+        _edit(
+            DO_STEP,
+            (
+                "    key = f\"order:{order['id']}:{step}:v1\"\n",
+                "    key = f\"order:{order['id']}:reserve:v1\"\n"
+                '    key += ":undo" if step == "release" else ""\n'
+                '    if step not in ("reserve", "release"):\n'
+                "        key = f\"order:{order['id']}:{step}:v1\"\n",
+            ),
+        ),
+    ),
     (
         "the steps left listed in the policy's order, [s for s in steps if s not in done]",
         "the_steps_run_in_their_policys_order_in_any_process",
