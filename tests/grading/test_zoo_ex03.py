@@ -1960,6 +1960,25 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    (
+        "ex03",
+        "ties of run_after broken by the key's length (ORDER BY run_after, length(key), id)",
+        "oldest_due_first",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " ((state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now))"
+                " ORDER BY run_after, length(key), id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 
@@ -2140,6 +2159,9 @@ SAYS: dict[str, str] = {
     ),
     "a worker takes back its own expired leases first (ORDER BY lease_owner = :worker DESC)": (
         "no preference for the jobs a worker held before"
+    ),
+    "ties of run_after broken by the key's length (ORDER BY run_after, length(key), id)": (
+        "whatever the keys"
     ),
 }
 
