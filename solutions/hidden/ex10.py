@@ -475,13 +475,17 @@ def requests_sent_together_get_one_job(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
-    "a copy of a request sent while the first is still being accepted gets the same job "
-    "(202), not a 409: the contract answers every retry with the key's job",
+    "a copy of a request sent while the first is still being accepted, or once its job has "
+    "run, gets the same job (202), not a 409: the contract answers every retry with the "
+    "key's job",
     timeout=TIMEOUT,
 )
 def copies_sent_while_the_first_runs_get_its_job(ns: Namespace) -> None:
+    from labkit.store import JobStore
+
     body = {"month": "2026-12", "copies": 3}
     with scratch(ns) as folder, served(ns, folder / "jobs.db", slow_enqueue_s=0.5) as app:
+        db = folder / "jobs.db"
         replies = posted_together(app, [(body, "in-flight-1")] * 3)
         refused = [r for r in replies if r.status_code == 409]
         expect(
@@ -504,6 +508,27 @@ def copies_sent_while_the_first_runs_get_its_job(ns: Namespace) -> None:
             len(ids) == 1,
             _("one job for the three requests"),
             _("job ids {ids}").format(ids=sorted(ids)),
+        )
+        # A retry whose first reply was lost comes back after a worker ran the job: the
+        # answer is still the key's job, not a 409 that says "already processed".
+        [job_id] = ids
+        with JobStore(db) as store:
+            claimed = store.claim("check-worker")
+            if claimed is not None and claimed.id == job_id:
+                store.complete(claimed, {"pages": 1})
+        late = app.post(body, key="in-flight-1")
+        answered = late.status_code in (200, 202)  # 200: every_202_says_where_and_when_to_poll's
+        expect(
+            answered and retried_id(late, _("the late retry")) == job_id,
+            _(
+                "202 with job {job_id} for a copy of the request sent after the job ran "
+                "(its first reply lost)"
+            ).format(job_id=job_id),
+            f"{late.status_code} {late.text[:120]}",
+            _(
+                "a finished job is still the key's job: answer its retries with it (202), "
+                "whatever its state; a client whose reply was lost asks again"
+            ),
         )
 
 

@@ -456,6 +456,20 @@ ZOO: list[tuple[str, str, str, str, str]] = [
 """,
     ),
     (
+        # "Already processed": the retry of a request whose job has run is refused, as if
+        # the key were spent. The caller whose first reply was lost never learns its job.
+        "a retry whose job has finished answered 409 'already processed'",
+        "copies_sent_while_the_first_runs_get_its_job",
+        STATUS_OK,
+        ENQUEUE,
+        ENQUEUE
+        + """        if not _created and str(job.state) in ("succeeded", "dead"):
+            return JSONResponse(
+                {"detail": f"{idempotency_key!r} already processed"}, status_code=409
+            )
+""",
+    ),
+    (
         # A retry answered 200 with its job: the caller may read it as the finished report.
         "a retry answered 200 OK instead of 202",
         "every_202_says_where_and_when_to_poll",
