@@ -19,7 +19,12 @@ from labkit.clock import SystemClock
 from labkit.explore.rendezvous import arrived
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex09.checks import GROUP, RUN_S, Stream, expect_once_each, stream
-from labkit.grading.exercises.ex09.commands import _monitored, _trims, _until_under_way
+from labkit.grading.exercises.ex09.commands import (
+    _hasty_claims,
+    _monitored,
+    _trims,
+    _until_under_way,
+)
 from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.lang import _
 
@@ -545,11 +550,13 @@ def claims_one_idle_entry_at_a_time(ns: Namespace) -> None:
             s.kill_when_holding(s.start(f"gone-{n}", idle_ms=600_000), f"gone-{n}", key)
         # A rescuer with max_deliveries 2, restarted after each crash: the poison has its
         # second delivery (a crash) and is dead-lettered at its third; 'left:1' and
-        # 'left:2' each get their second delivery, and run.
-        for _n in range(6):
-            if s.finish(s.start("rescuer", max_deliveries=2, idle_ms=100),
-                        _("the rescuer")) == 0:  # fmt: skip
-                break
+        # 'left:2' each get their second delivery, and run. Its claims are read as sent.
+        with _monitored(s.url, s.prefix) as sent:
+            for _n in range(6):
+                if s.finish(s.start("rescuer", max_deliveries=2, idle_ms=100),
+                            _("the rescuer")) == 0:  # fmt: skip
+                    break
+            hasty = _hasty_claims(sent(), s.stream, 100)
         dead = [d.get("key") for d in s.dead()]
         expect(
             dead == ["poison"],
@@ -565,6 +572,19 @@ def claims_one_idle_entry_at_a_time(ns: Namespace) -> None:
             ),
         )
         expect_once_each(s, ["left:1", "left:2"], _("claim one entry at a time"))
+        expect(
+            not hasty,
+            _(
+                "every claim of the rescuer (idle_ms 100) asks Redis for an idle time of at "
+                "least 100 ms in the claim itself (XAUTOCLAIM or XCLAIM min-idle-time)"
+            ),
+            "; ".join(hasty[:3]),
+            _(
+                "pass idle_ms to XAUTOCLAIM (or XCLAIM) itself: an entry found idle by "
+                "XPENDING and then claimed with min-idle-time 0 may have been claimed by "
+                "another rescuer in between, and both of you run it"
+            ),
+        )
 
 
 @CHECKS.add(

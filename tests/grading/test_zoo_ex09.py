@@ -483,6 +483,22 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         ],
     ),
     (
+        # The entry is idle when XPENDING lists it, but the claim asks for no idle time:
+        # a second rescuer between the two commands has claimed it, this one takes it
+        # back, and both run it.
+        "XPENDING ... IDLE finds the idle entries, then XCLAIM takes them with min-idle 0",
+        "claims_one_idle_entry_at_a_time",
+        [
+            (
+                'entries = [e for e in r.xautoclaim(stream, GROUP, consumer, idle_ms, "0-0", 1)[1]',
+                'idle = r.xpending_range(stream, GROUP, "-", "+", 1, idle=idle_ms)\n'
+                "            entries = [e for e in r.xclaim(stream, GROUP, consumer, 0, "
+                '[p["message_id"] for p in idle]) if e[1]] if idle else []',
+            ),
+            ("                       if e[1]]\n", ""),
+        ],
+    ),
+    (
         # Right for the first call on a fresh stream; a second call reports the keys that
         # earlier calls applied too.
         "returns the length of the effects list (LLEN), not what this call applied",

@@ -91,6 +91,22 @@ def _trims(commands: list[list[str]], stream: str, dead: str) -> list[str]:
     return list(dict.fromkeys(bad))
 
 
+def _hasty_claims(commands: list[list[str]], stream: str, idle_ms: int) -> list[str]:
+    """The XCLAIM and XAUTOCLAIM commands on ``stream`` whose min-idle-time is below
+    ``idle_ms``, as sent: Redis checks the idle time at the claim itself, so a claim with
+    a smaller one (XPENDING ... IDLE first, then XCLAIM ... 0) also takes an entry another
+    rescuer claimed between the two commands, and both run it."""
+    hasty = []
+    for args in commands:
+        if len(args) > 4 and args[0].upper() in ("XCLAIM", "XAUTOCLAIM") and args[1] == stream:
+            try:
+                if float(args[4]) < idle_ms:
+                    hasty.append(" ".join(args[:6]))
+            except ValueError:
+                continue
+    return list(dict.fromkeys(hasty))
+
+
 def _until_under_way(r: Any, proc: subprocess.Popen[str], prefix: str, dead_before: int) -> None:
     """Return once the consumer has applied 40 entries and dead-lettered 10 (a trim after
     each XACK or dead letter has been sent by then), or has ended: MONITOR's lines cost the
