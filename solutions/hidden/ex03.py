@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import math
 import sqlite3
 from collections import Counter
-from itertools import pairwise
 
 from hypothesis import strategies as st
 
@@ -14,6 +12,7 @@ from labkit.grading.exercises.ex03.claiming import HARNESS, _claim, _job, _row
 from labkit.grading.exercises.helpers import holds_for, raised_text
 from labkit.grading.exercises.kit import lab_file
 from labkit.grading.exercises.labdb import add_job, all_jobs
+from labkit.grading.exercises.tokens import TOKEN_BITS, too_few_bits
 from labkit.lang import _
 
 CHECKS = Checks("ex03", hidden=True)
@@ -418,9 +417,9 @@ def lease_tokens_do_not_repeat_over_thousands_of_claims(ns: Namespace) -> None:
     # A token of 20 or 24 random bits repeats in 2000 claims only now and then; its text
     # shows how little it can hold. A counter or a clock (uuid1, time_ns) varies as little
     # over a second, but only grows: it is unique by construction, and passes.
-    bits, falls = _token_bits(tokens), _falls(tokens)
+    bits = too_few_bits(tokens)
     expect(
-        bits >= TOKEN_BITS or falls <= len(tokens) // 20,
+        bits is None,
         _(
             "{count} different lease tokens drawn from at least 2**{bits} values (a token "
             "of 20 or 24 random bits repeats, by the birthday bound, within a few thousand "
@@ -429,42 +428,12 @@ def lease_tokens_do_not_repeat_over_thousands_of_claims(ns: Namespace) -> None:
         _(
             "{count} tokens that can take at most about 2**{bits:.0f} values (the characters "
             "seen at each position: {sample})"
-        ).format(count=len(tokens), bits=bits, sample=", ".join(map(repr, tokens[:3]))),
+        ).format(count=len(tokens), bits=bits or 0.0, sample=", ".join(map(repr, tokens[:3]))),
         _(
             "draw the token from at least 64 random bits: lower(hex(randomblob(16))), "
             "secrets.token_hex(16) or uuid.uuid4()"
         ),
     )
-
-
-#: Fewer bits than this in what the tokens' text can hold is too few to fence.
-TOKEN_BITS = 32
-
-
-def _token_bits(tokens: list[object]) -> float:
-    """An upper bound on the bits the tokens' text holds: the sum over positions (from
-    the left, and again from the right, the smaller taken) of log2 of the characters seen
-    there, a missing one counted as a character."""
-    texts = [str(t) for t in tokens]
-
-    def from_left(words: list[str]) -> float:
-        width = max(map(len, words), default=0)
-        seen = [{w[i] if i < len(w) else None for w in words} for i in range(width)]
-        return sum(math.log2(len(s)) for s in seen)
-
-    return min(from_left(texts), from_left([t[::-1] for t in texts]))
-
-
-def _falls(tokens: list[object]) -> int:
-    """How often a token is smaller than the one before (as text, or as a number when
-    they all are numbers): about half the time for random tokens, never for a counter."""
-    texts = [str(t) for t in tokens]
-    falls = sum(b < a for a, b in pairwise(texts))
-    try:
-        numbers = [float(t) for t in texts]
-    except ValueError:
-        return falls
-    return min(falls, sum(b < a for a, b in pairwise(numbers)))
 
 
 @CHECKS.add(

@@ -26,6 +26,7 @@ from labkit.grading.exercises.helpers import raised_text
 from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.grading.exercises.kit import lab_file
 from labkit.grading.exercises.labdb import add_job, all_jobs
+from labkit.grading.exercises.tokens import TOKEN_BITS, too_few_bits
 from labkit.lang import _
 
 CHECKS = Checks("ex13", hidden=True)
@@ -352,6 +353,47 @@ def every_claim_gets_a_fresh_token(ns: Namespace) -> None:
                 ).format(name=name),
                 tokens,
             )
+
+
+#: Claims of one job in a row for the tokens' text: enough to see each position's range.
+TOKEN_CLAIMS = 300
+
+
+@CHECKS.add(
+    1,
+    "draw each lease_token from enough randomness that two never meet "
+    "(lower(hex(randomblob(16)))): a short one (hex(randomblob(2)), a number below a "
+    "million) repeats within a few hundred claims, and a worker whose lease ended passes "
+    "the fence of the job's next run",
+    severe=True,
+)
+def lease_tokens_hold_enough_randomness(ns: Namespace) -> None:
+    for name, extra in (("claim_capped", [2]), ("claim_serial", [])):
+        with lab_file(ns) as (conn, path):
+            add_job(conn, "acme:1", queue="acme")
+            # One job claimed again and again, each time 31 s after the last (its lease
+            # of 30 s over), on one connection as a long-lived worker claims.
+            calls = [["w1", NOW + 31 * n, 30.0, *extra] for n in range(TOKEN_CLAIMS)]
+            got = ns.harness(HARNESS + "on_one_connection", name, str(path), calls)
+        rows = [g.get("returned") for g in got]
+        tokens = [r.get("lease_token") for r in rows if isinstance(r, dict)]
+        if len(tokens) < TOKEN_CLAIMS // 2:
+            continue  # a claim that does not take the job back: other checks name that
+        bits = too_few_bits(tokens)
+        expect(
+            bits is None,
+            _(
+                "{name}: {count} lease tokens of one job drawn from at least 2**{bits} values"
+            ).format(name=name, count=len(tokens), bits=TOKEN_BITS),
+            _(
+                "{count} tokens that can take at most about 2**{bits:.0f} values (the "
+                "characters seen at each position: {sample})"
+            ).format(count=len(tokens), bits=bits or 0.0, sample=", ".join(map(repr, tokens[:3]))),
+            _(
+                "draw the token from at least 64 random bits: lower(hex(randomblob(16))), "
+                "secrets.token_hex(16) or uuid.uuid4()"
+            ),
+        )
 
 
 @CHECKS.add(

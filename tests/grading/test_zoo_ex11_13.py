@@ -4048,11 +4048,42 @@ ZOO: list[tuple[str, str, str, str]] = [
             return sent
         """,
     ),
+    (
+        "ex13",
+        "a lease token of 16 random bits (lower(hex(randomblob(2))))",
+        "lease_tokens_hold_enough_randomness",
+        '''
+        CLAIM_SET = """
+               SET state = 'running',
+                   attempt = attempt + 1,
+                   lease_owner = :worker,
+                   lease_until = :now + :lease_s,
+                   lease_token = lower(hex(randomblob(2))),
+                   updated_at = :now
+        """
+        ''',
+    ),
+    (
+        "ex13",
+        "a random number below a million as the lease token (abs(random()) % 1000000)",
+        "lease_tokens_hold_enough_randomness",
+        '''
+        CLAIM_SET = """
+               SET state = 'running',
+                   attempt = attempt + 1,
+                   lease_owner = :worker,
+                   lease_until = :now + :lease_s,
+                   lease_token = abs(random()) % 1000000,
+                   updated_at = :now
+        """
+        ''',
+    ),
 ]
 
 
 #: What the named check must say it expected, for the entries that name it (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "a lease token of 16 random bits (lower(hex(randomblob(2))))": "drawn from at least 2**32",
     "the relay remembers in memory what it published, before publish returns": (
         "the same relay process ran again"
     ),
@@ -4405,6 +4436,8 @@ GOT: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "a lease token of 16 random bits (lower(hex(randomblob(2))))",
+    "a random number below a million as the lease token (abs(random()) % 1000000)",
     "lease tokens from the process id and a counter (every container's worker is pid 1)",
     "the relay keeps the first connection it is given in a module global",
     "claim_capped keeps the first connection it is given in a module global",
