@@ -43,6 +43,7 @@ from labkit.grading.isolation.channel import (
     reply,
     write,
 )
+from labkit.grading.isolation.signals import signals_as_on_the_main_thread
 from labkit.grading.stub import is_stub
 
 #: Lines of a student's cell that grading drops: the check call and its import.
@@ -143,7 +144,7 @@ def run_cells(
                 "it was skipped, so what it defines is missing"
             )
             continue
-        finished, error = run_with_timeout(partial(exec, code, namespace), cell_timeout)
+        finished, error = run_with_timeout(partial(_run_cell, code, namespace), cell_timeout)
         if not finished:
             notes.append(
                 f"cell {index} did not finish within {cell_timeout:g}s and was stopped "
@@ -157,6 +158,13 @@ def run_cells(
             clean.append((index, source))
     namespace[CELLS] = tuple(clean)
     return namespace, notes
+
+
+def _run_cell(code: Any, namespace: dict[str, Any]) -> None:
+    """One cell, its ``signal.signal`` calls kept as the kernel's main thread would take
+    them (the cell runs on a thread of its own here: ``isolation.signals``)."""
+    with signals_as_on_the_main_thread(namespace, cells=True):
+        exec(code, namespace)
 
 
 def _student_frames(exc: BaseException) -> list[traceback.FrameSummary]:

@@ -15,13 +15,13 @@ import os
 import pathlib
 import select
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
 from labkit.grading.exercises.common import need
+from labkit.grading.isolation.signals import signals_as_on_the_main_thread
 from labkit.grading.stub import is_stub
 
 #: The real os.write, for children whose os.write the race checks wrap.
@@ -61,69 +61,6 @@ def child(body: Callable[[int], None]) -> Iterator[tuple[int, int]]:
         with contextlib.suppress(ProcessLookupError, ChildProcessError):
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-
-
-#: Signals a timer sends (signal.alarm, signal.setitimer): off the main thread their
-#: handlers are refused as Python refuses them, since the timer would go off for real.
-TIMER_SIGNALS = frozenset({signal.SIGALRM, signal.SIGVTALRM, signal.SIGPROF})
-
-
-@contextmanager
-def signals_as_on_the_main_thread(
-    values: MutableMapping[str, Any] | None = None,
-) -> Iterator[None]:
-    """``signal.signal`` and ``signal.getsignal`` working off the main thread, for the block.
-
-    A cron job takes its lock on its main thread, where a lock may install a SIGTERM
-    handler (to let go cleanly when the job is stopped); the checks run on a thread of
-    their own, where ``signal.signal`` raises ValueError. Off the main thread the
-    handlers are kept here, as the main thread would install them (no check sends this
-    process a signal); on the main thread (a forked child's) they are installed for real.
-    A timer's signal (``TIMER_SIGNALS``) is the exception: its handler kept here while
-    the timer goes off for real would end the grader, or leave a call waiting forever,
-    so it gets Python's own ValueError, as before. The student's own names for them
-    (``from signal import signal``) in ``values`` are swapped too, then put back.
-    """
-    if threading.current_thread() is threading.main_thread():
-        yield
-        return
-    real_signal, real_getsignal = signal.signal, signal.getsignal
-    kept: dict[int, Any] = {}
-
-    def here(signum: int) -> bool:
-        return threading.current_thread() is threading.main_thread() or int(signum) in TIMER_SIGNALS
-
-    def fake_signal(signum: int, handler: Any) -> Any:
-        if here(signum):
-            return real_signal(signum, handler)
-        if not (callable(handler) or handler in (signal.SIG_DFL, signal.SIG_IGN)):
-            raise TypeError("signal handler must be signal.SIG_IGN, signal.SIG_DFL, or a callable")
-        before = fake_getsignal(signum)
-        kept[int(signum)] = handler
-        return before
-
-    def fake_getsignal(signum: int) -> Any:
-        if here(signum) or int(signum) not in kept:
-            return real_getsignal(signum)
-        return kept[int(signum)]
-
-    fakes = {real_signal: fake_signal, real_getsignal: fake_getsignal}
-    bound = {
-        name: value
-        for name, value in (values or {}).items()
-        if any(value is real for real in fakes)
-    }
-    setattr(signal, "signal", fake_signal)  # noqa: B010 - a plain assignment does not type-check
-    setattr(signal, "getsignal", fake_getsignal)  # noqa: B010
-    if values is not None:
-        values.update({name: fakes[value] for name, value in bound.items()})
-    try:
-        yield
-    finally:
-        setattr(signal, "signal", real_signal)  # noqa: B010
-        setattr(signal, "getsignal", real_getsignal)  # noqa: B010
-        if values is not None:
-            values.update(bound)
 
 
 def on_the_main_thread(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -31,6 +31,7 @@ from labkit.grading.exercises.ex02.forking import (
     read,
     wait_or_kill,
 )
+from labkit.grading.isolation.signals import install_the_notebooks_handlers
 
 #: Pause after each file call in ``start_together``'s children: it widens a gap
 #: between "is the file there?" and "create it" so every child falls into it.
@@ -217,8 +218,10 @@ def _holds_until(
     handlers run when it is ``"released"``; SIGTERM as a job starts with it when it is
     to be ``"terminated"``: its default, whatever the grader's is, unless the notebook
     set its own handler as its cells ran (``signal.signal`` at module level)."""
-    if event == "terminated" and not is_the_notebooks(signal.getsignal(signal.SIGTERM), values):
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if event == "terminated":
+        install_the_notebooks_handlers(values)  # as a job started from the notebook has them
+        if not is_the_notebooks(signal.getsignal(signal.SIGTERM), values):
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _holds(values, path, fd, release, exits=event == "released")
 
 
