@@ -400,26 +400,14 @@ def key_in_progress(
     repr of each charge's Idempotency-Key, "returned": repr of what the handler returned,
     or "raised": "ErrorClass: message"}``.
     """
-    kind, payload, key = job
-    with JobStore(Path(folder) / "jobs.db", FakeClock(LAB_EPOCH)) as store:
-        store.enqueue(kind, payload, key=key)
-        the_job = store.get_by_key(key)
+    from labkit.grading.exercises.ex05.refused import handled_once
+
+    _kind, payload, _key = job
     reply = {"charge_id": "ch_1", "amount": payload["amount"], "status": "succeeded"}
     params = {"customer": payload["customer"], "amount": payload["amount"], "currency": "BRL"}
     payments = _BusyPayments(reply, busy_for, retry_after, params)
-    ctx = types.SimpleNamespace(
-        world=types.SimpleNamespace(payments=payments), point=lambda *a, **k: None
-    )
-    got: dict[str, Any] = {"reply": repr(reply)}
-    with fresh_state(values):
-        try:
-            got["returned"] = repr(need(values, "charge_handler")(the_job, ctx))
-        except NotImplementedError as exc:
-            if is_stub(exc):
-                raise
-            got["raised"] = f"NotImplementedError: {str(exc)[:160]}"
-        except Exception as exc:  # noqa: BLE001 - what came out is the evidence
-            got["raised"] = f"{type(exc).__name__}: {str(exc)[:160]}"
+    got, _error = handled_once(values, folder, job, payments)
+    got["reply"] = repr(reply)
     got["calls"] = payments.calls
     got["keys"] = payments.keys
     got["found"] = payments.found

@@ -3,6 +3,7 @@
 The worker buries a ``PermanentError`` as dead and retries a ``TransientError``; what the
 handler lets out decides which. A fake API (nothing is charged) refuses every charge, and
 the check reads what came out, without a worker: a few milliseconds instead of a run.
+``handled_once`` is that one call against any fake API (``harness.key_in_progress``'s too).
 """
 
 from __future__ import annotations
@@ -39,24 +40,33 @@ def refused_charge(values: MutableMapping[str, Any], folder: str, job: list[Any]
     ``{"calls": charges made, "raised": "ErrorClass: message" or "", "transient": whether
     what came out is a TransientError (the worker would retry it), "returned": repr}``.
     """
+    payments = _RefusingPayments()
+    got, error = handled_once(values, folder, job, payments)
+    got.setdefault("raised", "")
+    got["transient"] = isinstance(error, TransientError)
+    got["calls"] = payments.calls
+    return got
+
+
+def handled_once(
+    values: MutableMapping[str, Any], folder: str, job: list[Any], payments: Any
+) -> tuple[dict[str, Any], Exception | None]:
+    """The student's ``charge_handler`` called once for ``job`` (enqueued in a new store in
+    ``folder``) with ``payments`` as the world's payment API: ``{"returned": repr}`` or
+    ``{"raised": "ErrorClass: message"}``, and the error itself (None when it returned)."""
     kind, payload, key = job
     with JobStore(Path(folder) / "jobs.db", FakeClock(LAB_EPOCH)) as store:
         store.enqueue(kind, payload, key=key)
         the_job = store.get_by_key(key)
-    payments = _RefusingPayments()
     ctx = types.SimpleNamespace(
         world=types.SimpleNamespace(payments=payments), point=lambda *a, **k: None
     )
-    got: dict[str, Any] = {"raised": "", "transient": False}
     with fresh_state(values):
         try:
-            got["returned"] = repr(need(values, "charge_handler")(the_job, ctx))
+            return {"returned": repr(need(values, "charge_handler")(the_job, ctx))}, None
         except NotImplementedError as exc:
             if is_stub(exc):
                 raise
-            got["raised"] = f"NotImplementedError: {str(exc)[:160]}"
+            return {"raised": f"NotImplementedError: {str(exc)[:160]}"}, exc
         except Exception as exc:  # noqa: BLE001 - what came out is the evidence
-            got["raised"] = f"{type(exc).__name__}: {str(exc)[:160]}"
-            got["transient"] = isinstance(exc, TransientError)
-    got["calls"] = payments.calls
-    return got
+            return {"raised": f"{type(exc).__name__}: {str(exc)[:160]}"}, exc
