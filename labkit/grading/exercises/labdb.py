@@ -25,9 +25,10 @@ def lab_db(path: Path | str) -> sqlite3.Connection:
     return conn
 
 
-def connect(path: Path | str) -> sqlite3.Connection:
-    """Another connection to an existing exercise database, as a second worker would open."""
-    conn = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
+def connect(path: Path | str, timeout: float = 10.0) -> sqlite3.Connection:
+    """Another connection to an existing exercise database, as a second worker would open;
+    ``timeout``: how long it waits for another connection's lock."""
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
     conn.row_factory = sqlite3.Row
     return conn
 

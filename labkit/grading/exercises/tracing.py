@@ -25,6 +25,11 @@ from labkit.errors import SimulatedCrash
 WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 
 
+def verb_of(sql: str) -> str:
+    """A statement's first word, upper-cased ("" for an empty one): INSERT, BEGIN, ..."""
+    return sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+
+
 class WriteLock:
     """Whether a connection holds SQLite's write lock, from the statements sent on it."""
 
@@ -153,7 +158,7 @@ class Watched(_Wrapped):
         self._lock = WriteLock()
 
     def execute(self, sql: str, params: Any = ()) -> Any:
-        verb = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+        verb = verb_of(sql)
         reading = self._lock.plain_read(self._conn, sql)
         cursor = self._conn.execute(sql, params)
         # Run the statement to its end now, so a crash "after" it means after it.

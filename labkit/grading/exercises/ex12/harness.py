@@ -29,7 +29,7 @@ from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import add_job, connect
 from labkit.grading.exercises.racers import in_a_forked_child, in_processes
 from labkit.grading.exercises.racesweep import race_sweep
-from labkit.grading.exercises.tracing import Watched
+from labkit.grading.exercises.tracing import WRITES, Watched, verb_of
 from labkit.grading.exercises.wallclock import in_time_zone
 from labkit.patterns.schedule import slot_key as reference_key
 
@@ -274,8 +274,7 @@ class _OtherTicksFirst(Watched):
         self.other = other
 
     def execute(self, sql: str, params: Any = ()) -> Any:
-        verb = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
-        if self.other is not None and verb in ("INSERT", "REPLACE", "UPDATE", "DELETE"):
+        if self.other is not None and verb_of(sql) in WRITES:
             other, self.other = self.other, None
             other()
         return super().execute(sql, params)
@@ -298,8 +297,7 @@ def tick_at_the_same_now(
     second: dict[str, Any] = {}
 
     def other() -> None:
-        conn = sqlite3.connect(path, timeout=0.05, isolation_level=None)
-        conn.row_factory = sqlite3.Row
+        conn = connect(path, timeout=0.05)  # a lock held: 'database is locked' at once
         try:
             second.update(outcome(values["tick"], Watched(conn), *args))
         finally:
