@@ -717,7 +717,7 @@ def the_cap_holds_for_claimed_entries(ns: Namespace) -> None:
             if code == 0:
                 break
             crashes += 1
-            early += list(s.effects())
+            early += list(s.applied())
         dead = [d.get("key") for d in s.dead()]
         expect(
             crashes == 2 and dead == ["poison"],
@@ -746,4 +746,4 @@ def the_cap_holds_for_claimed_entries(ns: Namespace) -> None:
         left = len(s.pending())
         expect(left == 0, "nothing left pending (the dead letter XACKed)",
                _("{count} pending").format(count=left))  # fmt: skip
-        expect_once_each(s, orders, _("apply each new entry once"))
+        expect_once_each(s, orders, _("apply each new entry once"), strict=False)
