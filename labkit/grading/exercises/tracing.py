@@ -6,6 +6,13 @@ can crash (``SimulatedCrash``) right after the n-th one, as a killed process wou
 there, and can pause after plain reads too (exercises 11-13). Both hand back ``Rows``
 when they had to read a statement to its end before returning.
 
+A process killed at a crash runs nothing more: once a ``Watched`` connection's process
+is dead (its crash fired, or the harness called ``kill`` when it crashed elsewhere, in a
+publish say), every statement and commit raises ``SimulatedCrash`` unrun, and ``with
+conn:`` rolls back, as SQLite does with a dead process's transaction. SQL in an
+``except`` or ``finally`` clause (un-marking a row, committing what was half done) would
+otherwise run after the crash, which no killed process does.
+
 A plain read is a SELECT made without SQLite's write lock: outside a transaction, or
 inside one begun DEFERRED (plain ``BEGIN``) that has not written yet. Two such readers
 both see the row missing, then both try to write: one fails with "database is locked"
@@ -154,10 +161,31 @@ class Watched(_Wrapped):
         self.pause = pause
         self.writes = 0
         self.crashed = False
+        #: The process is gone: nothing it sends from now on reaches the database.
+        self.dead = False
         self.pauses = 0
         self._lock = WriteLock()
 
+    def kill(self) -> None:
+        """The process died (a crash outside SQL): what it sends from now on never runs."""
+        self.dead = True
+
+    def _alive(self) -> None:
+        if self.dead:
+            raise SimulatedCrash("killed", "the process was killed: this never ran")
+
+    def commit(self) -> None:
+        self._alive()
+        self._conn.commit()
+
+    def __exit__(self, *exc: Any) -> Any:
+        if self.dead:  # a dead process's transaction is rolled back, never committed
+            self._conn.rollback()
+            return False
+        return self._conn.__exit__(*exc)
+
     def execute(self, sql: str, params: Any = ()) -> Any:
+        self._alive()
         verb = verb_of(sql)
         reading = self._lock.plain_read(self._conn, sql)
         cursor = self._conn.execute(sql, params)
@@ -167,6 +195,8 @@ class Watched(_Wrapped):
             self.writes += 1
             if self.crash_after is not None and self.writes == self.crash_after:
                 self.crashed = True
+                # A Ctrl-C (KeyboardInterrupt) leaves the process alive; a kill does not.
+                self.dead = issubclass(self.crash_with, SimulatedCrash)
                 raise self.crash_with(f"crashed after write statement {self.writes}")
         if reading and self.pause:
             self.pauses += 1
