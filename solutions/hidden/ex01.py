@@ -84,6 +84,19 @@ TWIN_KEYS = [
     # (a key "tidied" with re.sub(r"\s+", " ") or NFKC gives both one entry).
     ("billing:INV  7:charge:v1", "billing:INV 7:charge:v1"),
     ("billing:ＩＮＶ-42:charge:v1", "billing:INV-42:charge:v1"),
+    # Non-ASCII letters are part of a key: encode('ascii', 'ignore' or 'replace') gives
+    # 'Müller' and 'Möller' (or '北京' and '上海') one entry, and a slug that makes every
+    # other character '_' gives 'INV 7' and 'INV_7' one.
+    ("crm:Müller:sync:v1", "crm:Möller:sync:v1"),
+    ("crm:北京:sync:v1", "crm:上海:sync:v1"),
+    ("billing:INV 7:charge:v1", "billing:INV_7:charge:v1"),
+    # Every part of the key counts: another version, another action, or an id written with
+    # leading zeros is another operation (a key remembered without its ':v1', or with its
+    # numbers "tidied", gives both one entry).
+    ("billing:42:charge:v1", "billing:42:charge:v2"),
+    ("billing:42:charge:v1", "billing:42:refund:v1"),
+    ("billing:0042:charge:v1", "billing:42:charge:v1"),
+    ("billing:INV-7-1:charge:v1", "billing:INV-71:charge:v1"),
 ]
 
 
@@ -96,7 +109,9 @@ TWIN_KEYS = [
 )
 def accept_does_not_confuse_keys(ns: Namespace) -> None:
     payload = {"amount_cents": 500}
-    for first, second in TWIN_KEYS:
+    # Each pair in both orders: a lookup that falls back on a "tidied" key (seen.get(key)
+    # or seen.get(key.lower())) only merges the two when the tidy one came first.
+    for first, second in [*TWIN_KEYS, *((b, a) for a, b in TWIN_KEYS)]:
         run = ns.harness(
             "labkit.grading.exercises.ex01.harness:accept_calls",
             [[first, payload], [second, payload]],
@@ -273,6 +288,9 @@ RETRY_FIELDS = [
     # A ninth decimal: a fingerprint of floats rounded to 6 places (to hide float noise)
     # calls these the same.
     ("fx_rate", 5.123456789, 5.123456788),
+    # The same line twice is two items: a fingerprint of the lists as sets (or with their
+    # repeated items dropped) calls an order for one item and one for two the same.
+    ("lines", [{"sku": "A", "qty": 1}], [{"sku": "A", "qty": 1}, {"sku": "A", "qty": 1}]),
 ]
 
 #: A long invoice: a fingerprint of only the first few thousand characters of the JSON
@@ -360,6 +378,18 @@ def accept_remembers_only_in_seen(ns: Namespace) -> None:
         ),
     )
     expect(
+        answered(results["other_payload"], new=True),
+        _(
+            "True for {key} in a third, empty `seen` (another tenant's store) sent with "
+            "another payload: that store never saw the key, so there is nothing to conflict with"
+        ).format(key=repr(key)),
+        _said(results["other_payload"]),
+        _(
+            "judge a conflict only against the fingerprint `seen` holds: a module-level map "
+            "of first fingerprints refuses, in every other store, an operation it never saw"
+        ),
+    )
+    expect(
         answered(results["later"], new=False),
         _(
             "False for {key} three days later in the store that already has it (a late repeat)"
@@ -419,6 +449,9 @@ def unencodable_payload_is_not_new_every_time(ns: Namespace) -> None:
 
 #: A busy day's worth of operations: more than any bound a "tidy" store might keep.
 LONG_DAY = 20_000
+#: Months of operations, written into the store at once (as loading it would), for a
+#: bound larger than a day's keys (a cap of 100,000).
+MONTHS_OF_KEYS = 150_000
 
 
 # 30 s, not the default: an accept that scans `seen` (key in list(seen)) is slow on 20,000
@@ -432,7 +465,9 @@ LONG_DAY = 20_000
     severe=True,
 )
 def accept_forgets_no_key_on_a_long_day(ns: Namespace) -> None:
-    run = ns.harness("labkit.grading.exercises.ex01.harness:accept_on_a_long_day", LONG_DAY)
+    run = ns.harness(
+        "labkit.grading.exercises.ex01.harness:accept_on_a_long_day", LONG_DAY, MONTHS_OF_KEYS
+    )
     repeat, conflict = run["repeat"], run["conflict"]
     expect(
         answered(repeat, False) and run["kept"] == LONG_DAY and run["first_kept"],
@@ -450,6 +485,25 @@ def accept_forgets_no_key_on_a_long_day(ns: Namespace) -> None:
             count=LONG_DAY
         ),
         _said(conflict),
+    )
+    crowded = run["crowded"]
+    if crowded is None:
+        return  # the store had lost keys already: judged above
+    expect(
+        answered(crowded["new"], True)
+        and answered(crowded["repeat"], False)
+        and crowded["kept"] == MONTHS_OF_KEYS + 1,
+        _(
+            "in a `seen` holding {count} keys (months of work, loaded from disk), True for "
+            "a new key, then False for the first key's retry, and all {kept} keys kept"
+        ).format(count=MONTHS_OF_KEYS, kept=MONTHS_OF_KEYS + 1),
+        _("{new} for the new key, {answer} for the retry, {kept} keys kept").format(
+            new=_said(crowded["new"]), answer=_said(crowded["repeat"]), kept=crowded["kept"]
+        ),
+        _(
+            "no bound on `seen`, however large: a cap (of 50,000 or 100,000 keys) or a "
+            "clear() when it grows drops old keys, and their retries run again"
+        ),
     )
 
 
@@ -511,5 +565,36 @@ def conflict_message_keeps_the_payload_out(ns: Namespace) -> None:
         _(
             "put the key (and the fingerprints, if you like) in the message, never the "
             "payload or its fields"
+        ),
+    )
+
+
+@CHECKS.add(
+    1,
+    "raise the IdempotencyConflict imported from labkit.errors, not a class of your own "
+    "with that name: the code that calls accept catches labkit's, and yours goes past it",
+)
+def conflict_is_labkits_exception(ns: Namespace) -> None:
+    key = "billing:42:charge:v1"
+    run = ns.harness(
+        HARNESS + "accept_calls",
+        [[key, {"amount_cents": 1990}], [key, {"amount_cents": 2990}]],
+    )
+    said = run["results"][1]
+    if "IdempotencyConflict" not in said.get("raised", ()):
+        return  # accept_conflict judges the missing conflict
+    expect(
+        "LabkitError" in said["raised"],
+        _(
+            "labkit.errors.IdempotencyConflict (a LabkitError) for the same key sent with "
+            "amount_cents 1990, then 2990"
+        ),
+        _("an IdempotencyConflict of another family: {classes}").format(
+            classes=" < ".join(said["raised"])
+        ),
+        _(
+            "use the IdempotencyConflict the first cell imports (from labkit.errors import "
+            "IdempotencyConflict); a class defined again in the notebook has the same name "
+            "but an `except IdempotencyConflict` in the worker does not catch it"
         ),
     )

@@ -1523,6 +1523,340 @@ ZOO: list[tuple[str, str, str, str]] = [
             return f"{source}:{entity_id}:{action}:v{version}:{lang}"
     """,
     ),
+    (
+        "ex01",
+        "key with the month of the run, a billing period (datetime.now():%Y-%m)",
+        "key_ignores_the_clock",
+        """
+        from datetime import datetime
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}:{datetime.now():%Y-%m}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the week of the run, counted from time.time()",
+        "key_ignores_the_clock",
+        """
+        import time
+        def operation_key(source, entity_id, action, version=1):
+            week = int(time.time() // (7 * 86_400))
+            return f"{source}:{entity_id}:{action}:v{version}:w{week}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the year of the run (date.today().year)",
+        "key_ignores_the_clock",
+        """
+        import datetime
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}:{datetime.date.today().year}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the billing month read once at import (time.strftime('%Y%m'))",
+        "key_ignores_the_clock",
+        """
+        import time
+        PERIOD = time.strftime("%Y%m")
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}:{PERIOD}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the day read from time.clock_gettime(CLOCK_REALTIME)",
+        "key_ignores_the_clock",
+        """
+        import time
+        def operation_key(source, entity_id, action, version=1):
+            day = int(time.clock_gettime(time.CLOCK_REALTIME) // 86_400)
+            return f"{source}:{entity_id}:{action}:v{version}:{day}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the version run into the action ('charge1' v1 and 'charge' v11 share a key)",
+        "key_parts_do_not_run_together",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key of the parts sorted, like sort_keys (a source and an id swapped share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return ":".join(sorted([source, str(entity_id), action])) + f":v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "accept remembers keys forced to ASCII ('Müller' and 'Möller' one entry)",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            stored = key.encode("ascii", "ignore").decode()
+            known = seen.get(stored)
+            if known is None:
+                seen[stored] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept remembers keys without their version ('...:v1' and '...:v2' one entry)",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            intent = key.rsplit(":v", 1)[0]
+            known = seen.get(intent)
+            if known is None:
+                seen[intent] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept remembers keys with leading zeros dropped ('0042' and '42' one entry)",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            parts = key.split(":")
+            tidy = ":".join(p.lstrip("0") or "0" if p.isdigit() else p for p in parts)
+            known = seen.get(tidy)
+            if known is None:
+                seen[tidy] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept checks conflicts in a module-level map of first fingerprints, not in `seen`",
+        "accept_remembers_only_in_seen",
+        """
+        _FIRST = {}
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            if _FIRST.setdefault(key, fp) != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with default=float for Decimals (Decimal('19.90') and 19.9 alike)",
+        "fingerprint_tells_payloads_apart",
+        """
+        import decimal
+        def payload_fingerprint(payload):
+            def money(value):
+                if isinstance(value, decimal.Decimal):
+                    return float(value)
+                raise TypeError(f"{type(value).__name__} is not JSON serializable")
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              default=money)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with default= writing datetimes as isoformat() (a date and its text alike)",
+        "fingerprint_tells_payloads_apart",
+        """
+        def payload_fingerprint(payload):
+            def when(value):
+                if hasattr(value, "isoformat"):
+                    return value.isoformat()
+                raise TypeError(f"{type(value).__name__} is not JSON serializable")
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              default=when)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "accept stores the fingerprint of the payload without its None fields",
+        "seen_maps_keys_to_fingerprints",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint({k: v for k, v in payload.items() if v is not None})
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "IdempotencyConflict defined again in the notebook (a ValueError of its own)",
+        "conflict_is_labkits_exception",
+        """
+        class IdempotencyConflict(ValueError):
+            pass
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with {known[:12]}")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept looks a key up again in lower case when it is not found (an old client's keys)",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key) or seen.get(key.lower())
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept looks a key up again with its blanks stripped when it is not found",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key) or seen.get(key.strip())
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept keeps `seen` to 100,000 keys (the oldest dropped when it is full)",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        MAX_KEYS = 100_000
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                if len(seen) >= MAX_KEYS:
+                    seen.pop(next(iter(seen)))
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept clears `seen` when it reaches 50,000 keys, to save memory",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                if len(seen) >= 50_000:
+                    seen.clear()
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of the lists as sets (the same line twice counted once)",
+        "conflict_on_any_field",
+        """
+        def payload_fingerprint(payload):
+            def norm(v):
+                if isinstance(v, dict):
+                    return {k: norm(x) for k, x in v.items()}
+                if isinstance(v, list):
+                    items = {json.dumps(norm(x), sort_keys=True, ensure_ascii=False) for x in v}
+                    return [json.loads(item) for item in sorted(items)]
+                return v
+            text = json.dumps(norm(payload), sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "key with the worker's id from the WORKER_ID variable its launcher sets",
+        "key_is_the_same_on_another_machine",
+        """
+        import os
+        def operation_key(source, entity_id, action, version=1):
+            worker = os.environ.get("WORKER_ID", "0")
+            return f"{source}:{entity_id}:{action}:v{version}:w{worker}"
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with default=sorted for sets (a set and its sorted list alike)",
+        "fingerprint_tells_payloads_apart",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              default=sorted)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "key with the dashes taken out of the id ('INV-7-1' and 'INV-71' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{str(entity_id).replace('-', '')}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the source and the action joined by '.' ('billing.charge:42:v1')",
+        "key_parts_do_not_run_together",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}.{action}:{entity_id}:v{version}"
+    """,
+    ),
 ]
 
 
@@ -1726,6 +2060,62 @@ SAYS: dict[str, str] = {
     "key with the worker's language (the LANG variable)": "language",
     "fingerprint drops the payload's 'id' field (the key names it already)": "'id': 8",
     "fingerprint of floats rounded to 6 decimals (to hide float noise)": "5.123456788",
+    "key with the month of the run, a billing period (datetime.now():%Y-%m)": "days later",
+    "key with the week of the run, counted from time.time()": "days later",
+    "key with the year of the run (date.today().year)": "days later",
+    "key with the billing month read once at import (time.strftime('%Y%m'))": "days later",
+    "key with the day read from time.clock_gettime(CLOCK_REALTIME)": (
+        "the same key three days later"
+    ),
+    "key with the version run into the action ('charge1' v1 and 'charge' v11 share a key)": (
+        "('billing', 42, 'charge', 11)"
+    ),
+    "key of the parts sorted, like sort_keys (a source and an id swapped share a key)": (
+        "('erp', 'billing', 'charge', 1)"
+    ),
+    "accept remembers keys forced to ASCII ('Müller' and 'Möller' one entry)": (
+        "'crm:Müller:sync:v1'"
+    ),
+    "accept remembers keys without their version ('...:v1' and '...:v2' one entry)": (
+        "two different keys with the same payload"
+    ),
+    "accept remembers keys with leading zeros dropped ('0042' and '42' one entry)": (
+        "'billing:0042:charge:v1'"
+    ),
+    "accept checks conflicts in a module-level map of first fingerprints, not in `seen`": (
+        "a third, empty `seen`"
+    ),
+    "fingerprint with default=float for Decimals (Decimal('19.90') and 19.9 alike)": (
+        "the float 19.9"
+    ),
+    "fingerprint with default= writing datetimes as isoformat() (a date and its text alike)": (
+        "its ISO text (isoformat())"
+    ),
+    "accept stores the fingerprint of the payload without its None fields": (
+        "None, blank fields and all"
+    ),
+    "IdempotencyConflict defined again in the notebook (a ValueError of its own)": (
+        "labkit.errors.IdempotencyConflict"
+    ),
+    "accept looks a key up again in lower case when it is not found (an old client's keys)": (
+        "'billing:inv-7:charge:v1' and 'billing:INV-7:charge:v1'"
+    ),
+    "accept looks a key up again with its blanks stripped when it is not found": (
+        "'billing:7:charge:v1' and ' billing:7:charge:v1'"
+    ),
+    "accept keeps `seen` to 100,000 keys (the oldest dropped when it is full)": "months of work",
+    "accept clears `seen` when it reaches 50,000 keys, to save memory": "months of work",
+    "fingerprint of the lists as sets (the same line twice counted once)": (
+        "[{'sku': 'A', 'qty': 1}, {'sku': 'A', 'qty': 1}]"
+    ),
+    "key with the worker's id from the WORKER_ID variable its launcher sets": "on another machine",
+    "fingerprint with default=sorted for sets (a set and its sorted list alike)": (
+        "the list of its items, sorted"
+    ),
+    "key with the dashes taken out of the id ('INV-7-1' and 'INV-71' share a key)": ("'INV-7-1'"),
+    "key with the source and the action joined by '.' ('billing.charge:42:v1')": (
+        "different keys for the intents"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -1803,6 +2193,25 @@ SEVERE = [
     "key with the worker's language (the LANG variable)",
     "fingerprint drops the payload's 'id' field (the key names it already)",
     "fingerprint of floats rounded to 6 decimals (to hide float noise)",
+    "key with the month of the run, a billing period (datetime.now():%Y-%m)",
+    "key with the week of the run, counted from time.time()",
+    "key with the year of the run (date.today().year)",
+    "key with the billing month read once at import (time.strftime('%Y%m'))",
+    "key with the day read from time.clock_gettime(CLOCK_REALTIME)",
+    "key with the version run into the action ('charge1' v1 and 'charge' v11 share a key)",
+    "key of the parts sorted, like sort_keys (a source and an id swapped share a key)",
+    "accept remembers keys forced to ASCII ('Müller' and 'Möller' one entry)",
+    "accept remembers keys without their version ('...:v1' and '...:v2' one entry)",
+    "accept remembers keys with leading zeros dropped ('0042' and '42' one entry)",
+    "accept checks conflicts in a module-level map of first fingerprints, not in `seen`",
+    "accept looks a key up again in lower case when it is not found (an old client's keys)",
+    "accept looks a key up again with its blanks stripped when it is not found",
+    "accept keeps `seen` to 100,000 keys (the oldest dropped when it is full)",
+    "accept clears `seen` when it reaches 50,000 keys, to save memory",
+    "fingerprint of the lists as sets (the same line twice counted once)",
+    "key with the worker's id from the WORKER_ID variable its launcher sets",
+    "key with the dashes taken out of the id ('INV-7-1' and 'INV-71' share a key)",
+    "key with the source and the action joined by '.' ('billing.charge:42:v1')",
 ]
 
 

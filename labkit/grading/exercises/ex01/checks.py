@@ -246,6 +246,13 @@ TWINS: list[tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]] = [
     # ids that differ further down share a key.
     (("billing", 1234567.0, "charge", 1), ("billing", 1234568.0, "charge", 1)),
     (("billing", 0.125, "charge", 1), ("billing", 0.124, "charge", 1)),
+    # Each part has its place: a key made of the parts sorted ("canonical", like
+    # sort_keys) gives a source and an id swapped one key.
+    (("billing", "erp", "charge", 1), ("erp", "billing", "charge", 1)),
+    (("crm", "sync-7", "refund", 1), ("crm", "refund", "sync-7", 1)),
+    # Dashes are part of an id: 'INV-7-1' and 'INV-71' are two invoices (an id "tidied"
+    # with replace('-', '') gives both one key).
+    (("billing", "INV-7-1", "charge", 1), ("billing", "INV-71", "charge", 1)),
 ]
 #: Characters real ids contain (INV-2026-0042, Cus_AbC, billing.eu, shop/eu, 'INV 7'): a
 #: key joined with one of them, or with nothing, gives two intents the same key.
@@ -254,11 +261,14 @@ JOINED_BY = ("_", "-", "", ".", "/", " ")
 
 def _run_together(rng: random.Random) -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:
     """Pairs of intents whose parts a key joined with a ``JOINED_BY`` character runs together."""
-    pairs = []
+    pairs: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []
     for sep in JOINED_BY:
         a, b, c = ("".join(rng.choices(string.ascii_letters, k=rng.randint(2, 6))) for _n in "abc")
         pairs.append(((f"{a}{sep}{b}", c, "charge", 1), (a, f"{b}{sep}{c}", "charge", 1)))
         pairs.append((("billing", f"{a}{sep}{b}", c, 1), ("billing", a, f"{b}{sep}{c}", 1)))
+        # A key that puts the source and the action side by side ('billing.charge:42')
+        # runs those two together instead.
+        pairs.append(((f"{a}{sep}{b}", 42, c, 1), (a, 42, f"{b}{sep}{c}", 1)))
     return pairs
 
 
@@ -270,7 +280,12 @@ def _run_together(rng: random.Random) -> list[tuple[tuple[Any, ...], tuple[Any, 
     severe=True,
 )
 def key_parts_do_not_run_together(ns: Namespace) -> None:
-    pairs = [(("billing_eu", 42, "charge", 1), ("billing", "eu_42", "charge", 1))]
+    pairs = [
+        (("billing_eu", 42, "charge", 1), ("billing", "eu_42", "charge", 1)),
+        # The version runs into the action too: 'charge1' at version 1 and 'charge' at
+        # version 11 are 'charge11' both, in a key written f'{action}{version}'.
+        (("billing", 42, "charge1", 1), ("billing", 42, "charge", 11)),
+    ]
     for seed in scene_seeds():
         pairs += _run_together(random.Random(seed))
     for a, b in pairs:
@@ -318,6 +333,30 @@ def key_ignores_the_clock(ns: Namespace) -> None:
                 "other keys"
             ),
         )
+    # A coarse part of the clock (the month, the ISO week, the year: a "billing period")
+    # is the same three days later most of the time; 400 days later it never is.
+    much_later = ns.harness(HARNESS + "keys_later", SAMPLE_CALLS, MUCH_LATER)
+    started = ns.harness(HARNESS + "keys_in_a_worker_started_later", SAMPLE_CALLS, MUCH_LATER)
+    for args, b, a, r in zip(SAMPLE_CALLS, before, much_later, started or much_later, strict=True):
+        expect(
+            b == a == r,
+            _(
+                "the same key for {args} 400 days later, called then or in a worker started "
+                "then (a retry replayed after a month's, a week's and a year's end)"
+            ).format(args=args),
+            _("{before} now, {after} 400 days later, {started} in a worker started then").format(
+                before=repr(b), after=repr(a), started=repr(r)
+            ),
+            _(
+                "leave the clock out of the key, even a coarse part of it: the month, the week "
+                "or the year (a billing period) changes at its end, and a retry that crosses "
+                "it runs again. If the period is part of the intent, make it an argument"
+            ),
+        )
+
+
+#: A retry replayed more than a year later: past the end of any month, week and year.
+MUCH_LATER = 86_400 * 400 + 3_601.5
 
 
 @CHECKS.add(
@@ -399,18 +438,39 @@ def fingerprint_tells_payloads_apart(ns: Namespace) -> None:
             _("a different fingerprint for {what}").format(what=what),
             _("the same fingerprint"),
         )
-    named = {"datetime": _("a datetime"), "Decimal": _("a Decimal")}
-    for kind, as_value, as_text in ns.harness(HARNESS + "fingerprints_of_values_and_their_text"):
+    named = {"datetime": _("a datetime"), "Decimal": _("a Decimal"), "set": _("a set")}
+    rows = ns.harness(HARNESS + "fingerprints_of_values_and_their_text")
+    for kind, as_value, as_other, how in rows:
         what = named.get(kind, kind)
-        expect(
-            "returned" not in as_value or as_value["returned"] != as_text.get("returned"),
-            _(
+        if how == "text":
+            expected = _(
                 "a TypeError (json.dumps cannot encode it) for a payload holding {what}, or "
                 "at least another fingerprint than for the same payload holding its text"
-            ).format(what=what),
-            _(
+            ).format(what=what)
+            got = _(
                 "the same fingerprint for {what} and for its text (json.dumps(..., default=str)?)"
-            ).format(what=what),
+            ).format(what=what)
+        else:
+            # An encoder's default= that writes a datetime as its ISO text, or a Decimal
+            # as a float, makes it the same payload as one that held that text or float.
+            other = {
+                "isoformat": _("its ISO text (isoformat())"),
+                "float": _("the float 19.9 (for Decimal('19.90'))"),
+                "list": _("the list of its items, sorted"),
+            }.get(how, how)
+            expected = _(
+                "a TypeError (json.dumps cannot encode it) for a payload holding {what}, or "
+                "at least another fingerprint than for the same payload holding {other}: "
+                "another type is another payload"
+            ).format(what=what, other=other)
+            got = _(
+                "the same fingerprint for {what} and for {other} (json.dumps(..., default=...) "
+                "turned one into the other)"
+            ).format(what=what, other=other)
+        expect(
+            "returned" not in as_value or as_value["returned"] != as_other.get("returned"),
+            expected,
+            got,
         )
 
 
@@ -566,12 +626,16 @@ ODD_KEYS = [
 def seen_maps_keys_to_fingerprints(ns: Namespace) -> None:
     key, other = "billing:42:charge:v1", "billing:43:charge:v1"
     fp = ns.payload_fingerprint(ORDER)
+    # A payload with empty fields and its own key in it: accept stores the fingerprint of
+    # the payload as given, not of a copy "cleaned" of None, blanks or the key.
+    third = "billing:44:charge:v1"
+    sparse = {"invoice": 44, "note": None, "coupon": "", "idempotency_key": third}
     run = ns.harness(
         HARNESS + "accept_calls",
-        [[key, REORDERED], [other, ORDER]],
+        [[key, REORDERED], [other, ORDER], [third, dict(sparse)]],
         {key: fp},
     )
-    first, new = (r.get("returned", _said(r)) for r in run["results"])
+    first, new = (r.get("returned", _said(r)) for r in run["results"][:2])
     expect(
         first is False,
         _(
@@ -587,6 +651,20 @@ def seen_maps_keys_to_fingerprints(ns: Namespace) -> None:
             key=repr(other), fingerprint=fp[:16]
         ),
         run["seen"].get(other, _("nothing stored")),
+    )
+    sparse_fp = ns.payload_fingerprint(sparse)
+    expect(
+        run["seen"].get(third) == repr(sparse_fp),
+        _(
+            "seen[{key}] == payload_fingerprint(payload) for {payload}, {fingerprint}... "
+            "(the payload as given: None, blank fields and all)"
+        ).format(key=repr(third), payload=repr(sparse), fingerprint=sparse_fp[:16]),
+        run["seen"].get(third, _("nothing stored")),
+        _(
+            "store payload_fingerprint(payload) itself: a fingerprint of a copy without "
+            "its None or blank fields, or without its key, is not what the store compares "
+            "with after a restart"
+        ),
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import datetime as _dt
-import os
+import time
 from collections.abc import Callable, Iterator, MutableMapping
 from functools import partial
 from typing import Any
@@ -18,17 +18,44 @@ from unittest import mock
 from labkit.grading.exercises.common import fresh_state, need, outcome, plain
 from labkit.grading.exercises.elsewhere import on_another_machine
 from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process, cells_run_again
-from labkit.grading.exercises.wallclock import clock_moved, in_time_zone
+from labkit.grading.exercises.wallclock import clock_moved
 
 #: Two hash seeds far apart: a hash()-built key differs between them.
 HASH_SEEDS = (1, 4242)
+
+
+#: The clocks ``time.clock_gettime`` reads that a later retry finds later too (the CPU
+#: time clocks of a process or a thread do not move with the calendar).
+_CALENDAR_CLOCKS = frozenset(
+    getattr(time, name)
+    for name in ("CLOCK_REALTIME", "CLOCK_MONOTONIC", "CLOCK_MONOTONIC_RAW", "CLOCK_BOOTTIME")
+    if hasattr(time, name)
+)
+
+
+@contextlib.contextmanager
+def _realtime_moved(seconds: float) -> Iterator[None]:
+    """``time.clock_gettime(CLOCK_REALTIME)`` and the other calendar clocks (and the
+    ``_ns`` twin) read ``seconds`` later: clocks read through the C call that
+    ``clock_moved`` leaves alone."""
+    real, real_ns = time.clock_gettime, time.clock_gettime_ns
+
+    def moved(clock: int) -> float:
+        return real(clock) + (seconds if clock in _CALENDAR_CLOCKS else 0.0)
+
+    def moved_ns(clock: int) -> int:
+        return real_ns(clock) + (int(seconds * 1e9) if clock in _CALENDAR_CLOCKS else 0)
+
+    with mock.patch.object(time, "clock_gettime", moved):
+        with mock.patch.object(time, "clock_gettime_ns", moved_ns):
+            yield
 
 
 def keys_later(
     values: MutableMapping[str, Any], calls: list[list[Any]], seconds: float
 ) -> list[Any]:
     """``operation_key(*args)`` for each call while the wall clock reads ``seconds`` later."""
-    with fresh_state(values), clock_moved(values, seconds):
+    with fresh_state(values), clock_moved(values, seconds), _realtime_moved(seconds):
         return [plain(need(values, "operation_key")(*args)) for args in calls]
 
 
@@ -42,7 +69,11 @@ def keys_in_a_worker_started_later(
     cleanly run again (``CELLS``), in this check's own copy of the process. None when the
     namespace does not know its cells (``check()`` in Jupyter).
     """
-    with fresh_state(values), clock_moved({}, seconds, datetime_module=True):
+    with (
+        fresh_state(values),
+        clock_moved({}, seconds, datetime_module=True),
+        _realtime_moved(seconds),
+    ):
         return _keys_from_the_cells_run_again(values, calls)
 
 
@@ -65,21 +96,6 @@ def _keys_from_the_cells_run_again(
 #: The module a worker over there imports the notebook's code as (its ``__name__``).
 WORKER_MODULE = "keys"
 
-#: Time zones and languages of a machine over there (a worker in another region), none
-#: of them a zone ``labkit grade`` runs student code in; the first unlike this machine's.
-ELSEWHERE_TZS = ("<+0545>-5:45", "<-0930>9:30")
-ELSEWHERE_LANGS = ("ja_JP.UTF-8", "fi_FI.UTF-8")
-
-
-@contextlib.contextmanager
-def _far_away(values: MutableMapping[str, Any]) -> Iterator[None]:
-    """``on_another_machine``, with that machine's own time zone and language settings."""
-    tz = next(zone for zone in ELSEWHERE_TZS if zone != os.environ.get("TZ"))
-    lang = next(name for name in ELSEWHERE_LANGS if name != os.environ.get("LANG"))
-    env = {"LANG": lang, "LC_ALL": lang, "LANGUAGE": lang.split(".")[0]}
-    with on_another_machine(values), in_time_zone(tz), mock.patch.dict(os.environ, env):
-        yield
-
 
 def keys_on_another_machine(
     values: MutableMapping[str, Any], calls: list[list[Any]]
@@ -91,10 +107,10 @@ def keys_on_another_machine(
     None when the namespace does not know its cells."""
     with fresh_state(values):
         here = [plain(need(values, "operation_key")(*args)) for args in calls]
-        with _far_away(values):
+        with on_another_machine(values):
             there = [plain(need(values, "operation_key")(*args)) for args in calls]
         started = _keys_from_the_cells_run_again(
-            values, calls, partial(_far_away, {}), module=WORKER_MODULE
+            values, calls, partial(on_another_machine, {}), module=WORKER_MODULE
         )
     return {"here": here, "there": there, "started": started}
 
@@ -197,6 +213,10 @@ def accept_calls_in_c_locale(
         return accept_calls(values, calls)
 
 
+#: What another tenant's order under the same key holds besides the payload.
+ANOTHER_TENANT = {"tenant": "acme-br", "amount_cents": 4_990}
+
+
 def accept_in_another_store_and_later(
     values: MutableMapping[str, Any], key: str, payload: dict[str, Any], seconds: float
 ) -> dict[str, Any]:
@@ -204,7 +224,9 @@ def accept_in_another_store_and_later(
 
     ``seen`` is the only memory ``accept`` may have: a second store (another tenant's, or
     one restored empty) has never seen the key, and the first store still has it
-    ``seconds`` later (a late redelivery). Returns each outcome and both stores.
+    ``seconds`` later (a late redelivery). A third, empty store then gets the key with
+    another payload (another tenant's order): only a conflict kept outside ``seen``
+    refuses it. Returns each outcome and the first two stores.
     """
     first: dict[str, Any] = {}
     other: dict[str, Any] = {}
@@ -212,6 +234,7 @@ def accept_in_another_store_and_later(
         accept = need(values, "accept")
         results = {"first": outcome(accept, first, key, dict(payload))}
         results["other_store"] = outcome(accept, other, key, dict(payload))
+        results["other_payload"] = outcome(accept, {}, key, {**payload, **ANOTHER_TENANT})
         with clock_moved(values, seconds):
             results["later"] = outcome(accept, first, key, dict(payload))
     return {
@@ -228,17 +251,24 @@ def accept_payload_with_a_datetime(values: MutableMapping[str, Any], key: str) -
 
 
 def fingerprints_of_values_and_their_text(values: MutableMapping[str, Any]) -> list[list[Any]]:
-    """``payload_fingerprint`` of payloads JSON cannot encode and of the same with text.
+    """``payload_fingerprint`` of payloads JSON cannot encode and of the same with what
+    an encoder's ``default=`` would write for the value.
 
     For each pair: a description, the outcome for the payload holding a datetime or a
-    Decimal, and the outcome for the same payload with ``str()`` of that value. JSON has
-    no such types: ``json.dumps`` raises, it does not turn them into their text.
+    Decimal (or a set), the outcome for the same payload holding the value's stand-in,
+    and which stand-in: ``"text"`` (``str()``), ``"isoformat"`` (the datetime's ISO
+    text), ``"float"`` (the Decimal as a float) or ``"list"`` (the set's items, sorted).
+    JSON has no such types: ``json.dumps`` raises, it does not turn them into others.
     """
     import decimal
 
-    pairs = [
-        ("datetime", _dt.datetime(2026, 12, 4, 3, 0, tzinfo=_dt.UTC)),
-        ("Decimal", decimal.Decimal("19.90")),
+    due, price = _dt.datetime(2026, 12, 4, 3, 0, tzinfo=_dt.UTC), decimal.Decimal("19.90")
+    pairs: list[tuple[str, Any, Any, str]] = [
+        ("datetime", due, str(due), "text"),
+        ("Decimal", price, str(price), "text"),
+        ("datetime", due, due.isoformat(), "isoformat"),
+        ("Decimal", price, float(price), "float"),
+        ("set", {"gift", "express"}, ["express", "gift"], "list"),
     ]
     with fresh_state(values):
         fingerprint = need(values, "payload_fingerprint")
@@ -246,21 +276,29 @@ def fingerprints_of_values_and_their_text(values: MutableMapping[str, Any]) -> l
             [
                 what,
                 outcome(fingerprint, {"amount": value}),
-                outcome(fingerprint, {"amount": str(value)}),
+                outcome(fingerprint, {"amount": stand_in}),
+                how,
             ]
-            for what, value in pairs
+            for what, value, stand_in, how in pairs
         ]
 
 
-def accept_on_a_long_day(values: MutableMapping[str, Any], count: int) -> dict[str, Any]:
+def accept_on_a_long_day(
+    values: MutableMapping[str, Any], count: int, months: int = 0
+) -> dict[str, Any]:
     """``accept`` for ``count`` different keys on one ``seen``, then the first key again:
-    with its payload (a repeat) and with another (a conflict).
+    with its payload (a repeat) and with another (a conflict). Then, when ``months`` is
+    more than ``count`` and the store kept all ``count`` keys, the same store as it
+    stands after months of work: filled with other keys (as a store restored from disk
+    is) up to ``months`` entries, given one more new key, then the first key's repeat.
 
     ``{"new": how many answered true, "repeat": outcome, "conflict": outcome,
-    "kept": len(seen), "first_kept": whether the first key is still in seen}``.
+    "kept": len(seen), "first_kept": whether the first key is still in seen,
+    "crowded": {"new": outcome, "repeat": outcome, "kept": len(seen)} or None}``.
     """
     seen: dict[str, Any] = {}
     first = "billing:0:charge:v1"
+    crowded = None
     with fresh_state(values):
         accept = need(values, "accept")
         new = 0
@@ -269,12 +307,26 @@ def accept_on_a_long_day(values: MutableMapping[str, Any], count: int) -> dict[s
                 new += 1
         repeat = outcome(accept, seen, first, {"invoice": 0, "amount_cents": 1990})
         conflict = outcome(accept, seen, first, {"invoice": 0, "amount_cents": 2990})
+        kept, first_kept = len(seen), first in seen
+        # Only a store that kept the whole day: one that lost keys already fails on that
+        # (and a cap met by 100,000 fillers can take a student's loop minutes to enforce).
+        if months > kept == count and first_kept:
+            # Written straight into the store, as loading it from disk would: cheap, and
+            # a bound on len(seen) (a cap of 100,000 keys) meets it at the next new key.
+            filler = "0" * 64
+            seen.update((f"archive:{n}:charge:v1", filler) for n in range(months - len(seen)))
+            crowded = {
+                "new": outcome(accept, seen, "billing:new:charge:v1", {"amount_cents": 1}),
+                "repeat": outcome(accept, seen, first, {"invoice": 0, "amount_cents": 1990}),
+                "kept": len(seen),
+            }
     return {
         "new": new,
         "repeat": repeat,
         "conflict": conflict,
-        "kept": len(seen),
-        "first_kept": first in seen,
+        "kept": kept,
+        "first_kept": first_kept,
+        "crowded": crowded,
     }
 
 
