@@ -346,20 +346,22 @@ def the_lock_lasts_the_whole_block(ns: Namespace) -> None:
 )
 def the_lock_is_the_file_at_the_path_given(ns: Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="labkit-ex02-", dir=ns.workdir) as tmp:
-        (Path(tmp) / "billing").mkdir()
-        (Path(tmp) / "report").mkdir()
+        # Capitals too: a path changed on the way (lower()) names a file that is not there.
+        (Path(tmp) / "Billing").mkdir()
+        (Path(tmp) / "Report").mkdir()
         both = ns.harness(
             HARNESS + "second_lock_in_one_process",
-            str(Path(tmp) / "billing" / "job.lock"),
-            str(Path(tmp) / "report" / "job.lock"),
+            str(Path(tmp) / "Billing" / "job.lock"),
+            str(Path(tmp) / "Report" / "job.lock"),
         )
         expect(
             "error" not in both,
             _(
-                "both locks held at once: billing/job.lock and report/job.lock are two jobs' "
+                "both locks held at once: Billing/job.lock and Report/job.lock are two jobs' "
                 "locks, though their files share a name"
             ),
             both.get("error", ""),
+            _("open and flock the file at `path` itself, not one named after it elsewhere"),
         )
         # A holder of the path itself, alive (pid 1 is), that did not come through your code.
         runs = ns.harness(HARNESS + "attempts_beside_a_plain_holder", tmp, [["1", 0.0]])

@@ -1917,6 +1917,358 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        "the lock file deleted when the job raises (except Exception: unlink, raise)",
+        "release_keeps_the_lock_file",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                try:
+                    yield
+                except Exception:
+                    os.unlink(path)  # a failed run leaves no lock behind
+                    raise
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the lock file deleted on Ctrl-C (except KeyboardInterrupt: unlink, raise)",
+        "release_keeps_the_lock_file",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                try:
+                    yield
+                except KeyboardInterrupt:
+                    os.unlink(path)
+                    raise
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the lock file deleted by a SIGINT handler (Ctrl-C)",
+        "release_keeps_the_lock_file",
+        """
+        import signal, sys
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                def on_interrupt(signum, frame):
+                    os.unlink(path)
+                    sys.exit(130)
+                signal.signal(signal.SIGINT, on_interrupt)
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the lock file deleted by a SIGHUP handler (its terminal closed)",
+        "release_keeps_the_lock_file",
+        """
+        import signal, sys
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                def on_hangup(signum, frame):
+                    os.unlink(path)
+                    sys.exit(129)
+                signal.signal(signal.SIGHUP, on_hangup)
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the lock file deleted by a callable SIGTERM handler object set when the cell ran",
+        "release_keeps_the_lock_file",
+        """
+        import signal, sys
+
+        class _Cleanup:
+            def __init__(self):
+                self.paths = []
+
+            def __call__(self, signum, frame):
+                for held in self.paths:
+                    try:
+                        os.unlink(held)
+                    except OSError:
+                        pass
+                sys.exit(143)
+
+        _CLEANUP = _Cleanup()
+        signal.signal(signal.SIGTERM, _CLEANUP)
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                _CLEANUP.paths.append(path)
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the lock file deleted at exit by a callable object given to atexit when the cell ran",
+        "release_keeps_the_lock_file",
+        """
+        import atexit
+
+        class _Cleanup:
+            def __init__(self):
+                self.paths = []
+
+            def __call__(self):
+                for held in self.paths:
+                    try:
+                        os.unlink(held)
+                    except OSError:
+                        pass
+
+        _CLEANUP = _Cleanup()
+        atexit.register(_CLEANUP)
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                _CLEANUP.paths.append(path)
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the lock file deleted at exit by a module-level ExitStack whose close atexit runs",
+        "release_keeps_the_lock_file",
+        """
+        import atexit, contextlib
+
+        _CLEANUP = contextlib.ExitStack()
+        atexit.register(_CLEANUP.close)
+
+        def _remove(held):
+            with contextlib.suppress(OSError):
+                os.unlink(held)
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                _CLEANUP.callback(_remove, path)
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the path lowercased before opening (Report/job.lock taken as report/job.lock)",
+        "the_lock_is_the_file_at_the_path_given",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path.lower(), "a+")  # one spelling for every lock name
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a heartbeat thread writes each lock's pid every minute, the path never dropped at release",
+        "pidfile_names_only_the_current_holder",
+        """
+        import threading, time
+
+        _HELD = {}  # path -> pid, kept fresh by one heartbeat thread per process
+        _BEAT = [None]
+
+        def _heartbeat():
+            while True:
+                time.sleep(60.0)
+                for held, pid in list(_HELD.items()):
+                    try:
+                        with open(held, "w") as out:
+                            out.write(str(pid))
+                    except OSError:
+                        _HELD.pop(held, None)  # its folder is gone
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                _HELD[path] = os.getpid()
+                if _BEAT[0] is None or not _BEAT[0].is_alive():
+                    _BEAT[0] = threading.Thread(target=_heartbeat, daemon=True)
+                    _BEAT[0].start()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the lock file deleted at exit by weakref.finalize(single_instance, _remove, path)",
+        "release_keeps_the_lock_file",
+        """
+        import contextlib, weakref
+
+        def _remove(held):
+            with contextlib.suppress(OSError):
+                os.unlink(held)
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                # cleaned up when the process exits (finalize runs at exit, like atexit)
+                weakref.finalize(single_instance, _remove, path)
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
@@ -2079,6 +2431,34 @@ SAYS: dict[str, str] = {
     "the lock file deleted at exit by a handler given its list of paths when the cell ran": (
         "exactly one of a newcomer"
     ),
+    "the lock file deleted when the job raises (except Exception: unlink, raise)": (
+        "raised an error inside the with block"
+    ),
+    "the lock file deleted on Ctrl-C (except KeyboardInterrupt: unlink, raise)": (
+        "stopped with Ctrl-C (SIGINT)"
+    ),
+    "the lock file deleted by a SIGINT handler (Ctrl-C)": "stopped with Ctrl-C (SIGINT)",
+    "the lock file deleted by a SIGHUP handler (its terminal closed)": (
+        "terminal was closed (SIGHUP)"
+    ),
+    "the lock file deleted by a callable SIGTERM handler object set when the cell ran": (
+        "stopped with SIGTERM"
+    ),
+    "the lock file deleted at exit by a callable object given to atexit when the cell ran": (
+        "released the lock while a newcomer"
+    ),
+    "the lock file deleted at exit by a module-level ExitStack whose close atexit runs": (
+        "released the lock while a newcomer"
+    ),
+    "the path lowercased before opening (Report/job.lock taken as report/job.lock)": (
+        "Billing/job.lock and Report/job.lock"
+    ),
+    "a heartbeat thread writes each lock's pid every minute, the path never dropped at release": (
+        "nothing the holder started writes"
+    ),
+    "the lock file deleted at exit by weakref.finalize(single_instance, _remove, path)": (
+        "released the lock while a newcomer"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -2118,6 +2498,15 @@ SEVERE = [
     "the lock taken on a file in /tmp named from hash(path) (another per interpreter)",
     "a refused attempt tries flock once more when the file is empty (no pid written yet)",
     "the lock file deleted at exit by a handler given its list of paths when the cell ran",
+    "the lock file deleted when the job raises (except Exception: unlink, raise)",
+    "the lock file deleted on Ctrl-C (except KeyboardInterrupt: unlink, raise)",
+    "the lock file deleted by a SIGINT handler (Ctrl-C)",
+    "the lock file deleted by a SIGHUP handler (its terminal closed)",
+    "the lock file deleted by a callable SIGTERM handler object set when the cell ran",
+    "the lock file deleted at exit by a callable object given to atexit when the cell ran",
+    "the lock file deleted at exit by a module-level ExitStack whose close atexit runs",
+    "the path lowercased before opening (Report/job.lock taken as report/job.lock)",
+    "the lock file deleted at exit by weakref.finalize(single_instance, _remove, path)",
 ]
 
 
@@ -2281,6 +2670,46 @@ RIGHT: list[tuple[str, str, str]] = [
                 fh.write(str(os.getpid()))
                 fh.flush()
                 yield
+    """,
+    ),
+    (
+        "a heartbeat thread that rewrites the pid through the held file, stopped and joined",
+        "pidfile_names_only_the_current_holder",
+        """
+        import threading
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                done = threading.Event()
+                def heartbeat():
+                    while not done.wait(5.0):
+                        fh.seek(0)
+                        fh.truncate()
+                        fh.write(str(os.getpid()))
+                        fh.flush()
+                beat = threading.Thread(target=heartbeat, daemon=True)
+                beat.start()
+                try:
+                    yield
+                finally:
+                    done.set()
+                    beat.join()
+            finally:
+                fh.close()
     """,
     ),
 ]

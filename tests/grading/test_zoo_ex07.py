@@ -1113,6 +1113,49 @@ ZOO: list[tuple[str, str, str, str]] = [
                 self.state, self.trial_out = "closed", False
     """,
     ),
+    (
+        "ex07",
+        "the opening time taken when the failing call was let out (in allow()), not as it failed",
+        "cooldown_counts_from_the_opening",
+        """
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = threshold
+                self.cooldown_s = cooldown_s
+                self.clock = clock
+                self.state = "closed"
+                self.failures = 0
+                self.opened_at = 0.0
+                self.trial_out = False
+                self.sent_at = None  # when the last call went out
+
+            def allow(self):
+                if self.state == "closed":
+                    self.sent_at = self.clock.now()
+                    return True
+                if self.state == "open":
+                    if self.clock.now() < self.opened_at + self.cooldown_s:
+                        return False
+                    self.state, self.trial_out = "half_open", False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+
+            def record_failure(self):
+                self.failures += 1
+                if self.state == "half_open":
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+                elif self.failures >= self.threshold:
+                    # the outage began when the call that failed went out
+                    sent = self.clock.now() if self.sent_at is None else self.sent_at
+                    self.state, self.opened_at, self.trial_out = "open", sent, False
+
+            def record_success(self):
+                self.failures = 0
+                self.state, self.trial_out = "closed", False
+    """,
+    ),
 ]
 
 
@@ -1209,6 +1252,9 @@ SAYS: dict[str, str] = {
         "one failure every 2.592e+06 s"
     ),
     "failures forgotten in allow() an hour after the last one": "open at failure 3",
+    "the opening time taken when the failing call was let out (in allow()), not as it failed": (
+        "calls let through (allow() True) that each fail"
+    ),
 }
 
 

@@ -274,6 +274,26 @@ def pidfile_names_only_the_current_holder(ns: Namespace) -> None:
             "with block's file is closed, never after"
         ),
     )
+    # What the lock started (a heartbeat that writes the pid every few seconds) must end
+    # with the block: a holder that let go writes nothing, hours later neither.
+    with lock_path(ns) as path:
+        run = ns.harness(HARNESS + "file_after_the_holder_left_while_time_flies", str(path))
+    if run["file"] is None:
+        return  # the lock was never taken, or never let go: other checks judge that
+    expect(
+        run["file"].strip() == NEWCOMER,
+        _(
+            "the file to hold only the newcomer's pid, {text}, hours after it took the lock "
+            "the holder had let go (nothing the holder started writes to the file once its "
+            "with block ended)"
+        ).format(text=repr(NEWCOMER)),
+        repr(run["file"][:80]),
+        _(
+            "stop what writes to the lock file (a heartbeat thread, a timer) before the with "
+            "block ends, and wait for it to end: once you let go, the file is the next "
+            "holder's"
+        ),
+    )
 
 
 @CHECKS.add(
@@ -354,6 +374,47 @@ def release_keeps_the_lock_file(ns: Namespace) -> None:
         ),
         TERMINATED_STOPS,
     )
+    # A job that fails, or is stopped by Ctrl-C or by its terminal closing: an except
+    # clause or a handler that deletes the lock file on the way out is the same mistake.
+    _one_holder(
+        ns,
+        "raised",
+        _(
+            "after the holder's job raised an error inside the with block while a newcomer was "
+            "taking the lock"
+        ),
+        _(
+            "let the error go on and close the file in the finally: no except clause that "
+            "unlinks the lock file"
+        ),
+        TERMINATED_STOPS,
+    )
+    for event, want in (
+        (
+            "interrupted",
+            _(
+                "after the holder was stopped with Ctrl-C (SIGINT) while a newcomer was taking "
+                "the lock"
+            ),
+        ),
+        (
+            "hung up",
+            _(
+                "after the holder's terminal was closed (SIGHUP) while a newcomer was taking the "
+                "lock"
+            ),
+        ),
+    ):
+        _one_holder(
+            ns,
+            event,
+            want,
+            _(
+                "let the process end and the kernel release the lock: no signal handler (SIGINT, "
+                "SIGHUP, SIGTERM), nor except KeyboardInterrupt, that unlinks the lock file"
+            ),
+            TERMINATED_STOPS,
+        )
 
 
 @CHECKS.add(

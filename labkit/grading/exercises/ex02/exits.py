@@ -12,14 +12,24 @@ in the notebook has the notebook's namespace as its globals.
 from __future__ import annotations
 
 import atexit
+import types
 from collections.abc import MutableMapping
 from typing import Any
 
 
 def is_the_notebooks(handler: Any, values: MutableMapping[str, Any]) -> bool:
-    """Whether ``handler`` (a function, a bound method, a partial) is the notebook's own."""
+    """Whether ``handler`` (a function, a bound method, a partial, an object of a class
+    with ``__call__``) is the notebook's own: defined in it, or a method of an object
+    its cells made (bound to one of its names)."""
     fn = getattr(handler, "func", handler)  # functools.partial
+    owner = getattr(fn, "__self__", None)  # a method of an object the notebook made
+    if not isinstance(owner, (types.ModuleType, type(None))) and any(
+        owner is value for value in list(values.values())
+    ):
+        return True  # a module-level ExitStack's close, a registry's cleanup
     fn = getattr(fn, "__func__", fn)  # a bound method
+    if not hasattr(fn, "__globals__"):  # an object called as a function: its class's __call__
+        fn = next((vars(k)["__call__"] for k in type(fn).__mro__ if "__call__" in vars(k)), None)
     return getattr(fn, "__globals__", None) is values
 
 

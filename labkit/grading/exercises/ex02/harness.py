@@ -37,7 +37,10 @@ from labkit.grading.exercises.ex02.races import (
     staggered_start,
     start_together,
 )
-from labkit.grading.exercises.ex02.watchdogs import attempt_while_time_flies
+from labkit.grading.exercises.ex02.watchdogs import (
+    attempt_while_time_flies,
+    file_after_the_holder_left_while_time_flies,
+)
 
 __all__ = [
     "attempt_after_a_forked_worker_left",
@@ -47,6 +50,7 @@ __all__ = [
     "attempt_while_time_flies",
     "attempts_beside_a_plain_holder",
     "error_inside",
+    "file_after_the_holder_left_while_time_flies",
     "file_while_a_forked_worker_holds",
     "holders_in_turn",
     "kill_the_holder",
@@ -71,6 +75,9 @@ attempt_while_holding = on_the_main_thread(attempt_while_holding)
 attempt_while_time_flies = on_the_main_thread(attempt_while_time_flies)
 attempts_beside_a_plain_holder = on_the_main_thread(attempts_beside_a_plain_holder)
 error_inside = on_the_main_thread(error_inside)
+file_after_the_holder_left_while_time_flies = on_the_main_thread(
+    file_after_the_holder_left_while_time_flies
+)
 file_while_a_forked_worker_holds = on_the_main_thread(file_while_a_forked_worker_holds)
 holders_in_turn = on_the_main_thread(holders_in_turn)
 kill_the_holder = on_the_main_thread(kill_the_holder)

@@ -17,6 +17,7 @@ import select
 import signal
 import sys
 import time
+import weakref
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
@@ -128,12 +129,21 @@ _GAPS: list[tuple[Any, str]] = [
 
 
 def _holds(
-    values: MutableMapping[str, Any], path: str, fd: int, until: int | None, exits: bool = False
+    values: MutableMapping[str, Any],
+    path: str,
+    fd: int,
+    until: int | None,
+    exits: bool = False,
+    fails: bool = False,
 ) -> None:
     """Take the lock and say so; keep it until killed, or until ``until`` is readable.
 
+    ``fails``: the job then raises inside the with block (a RuntimeError), as a job
+    that fails does, instead of ending it normally.
+
     ``exits``: once out of the block, run the exit handlers registered with ``atexit``
-    in this child before saying "released", as a job that ends normally runs them (a
+    in this child, and the ``weakref.finalize`` finalizers the lock made (they run at
+    exit too), before saying "released", as a job that ends normally runs them (a
     forked child leaves by ``os._exit``, which skips them). The handlers inherited from
     the grader are dropped first, all but the notebook's own (registered as its cells
     ran: ``exits.keep_only_the_notebooks``); the ones the lock registers are run however
@@ -143,13 +153,21 @@ def _holds(
     tell = REAL_WRITE  # in a newcomer os.write is wrapped: tell the parent with the real one
     if exits:
         keep_only_the_notebooks(values)  # in this child only: the grader's never run
+    # The finalizers (weakref.finalize) the lock makes, run at exit as atexit's are.
+    before = set(weakref.finalize._registry) if exits else set()  # type: ignore[attr-defined]
     try:
         with need(values, "single_instance")(path):
             tell(fd, b"held\n")
             select.select([until] if until is not None else [], [], [], 30.0)
+            if fails:
+                raise RuntimeError("the job failed")
         if exits:
             sys.unraisablehook = lambda _unraisable: None  # a failing handler says nothing
             atexit._run_exitfuncs()
+            for made in list(weakref.finalize._registry):  # type: ignore[attr-defined]
+                if made not in before and made.atexit:
+                    with contextlib.suppress(Exception):  # a failing one says nothing
+                        made()
         tell(fd, b"released\n")
     except BaseException as exc:  # noqa: BLE001 - told to the parent
         name = type(exc).__name__
@@ -191,9 +209,12 @@ def newcomer_race(
 
     ``event`` is what happens to the holder while the newcomer is stopped: ``"killed"``
     (SIGKILL before the newcomer starts: the holder's file stays behind),
-    ``"released"`` (it leaves its with block while the newcomer waits) or
-    ``"terminated"`` (SIGTERM while the newcomer waits, as a job is stopped: a SIGTERM
-    handler of the lock's runs; SIGKILL if it has not ended ``TERMINATED_S`` later). Then a third
+    ``"released"`` (it leaves its with block while the newcomer waits), ``"raised"``
+    (its job raises inside the with block while the newcomer waits) or ``"terminated"``
+    (SIGTERM while the newcomer waits, as a job is stopped: a SIGTERM handler of the
+    lock's runs; SIGKILL if it has not ended ``TERMINATED_S`` later), and the same with
+    SIGINT for ``"interrupted"`` (Ctrl-C: a KeyboardInterrupt inside the with block) and
+    SIGHUP for ``"hung up"`` (its terminal closed). Then a third
     process takes the lock whole, and the newcomer goes on. Each schedule, in a folder
     of its own: ``{"stop", "paused", "newcomer", "third"}``, what each one got.
     """
@@ -207,22 +228,33 @@ def newcomer_race(
     return runs
 
 
-#: How long a holder sent SIGTERM has to end before it is killed with SIGKILL.
-TERMINATED_S = 1.0
+#: How long a holder sent a signal has to end before it is killed with SIGKILL.
+TERMINATED_S = 2.0
+
+#: The signal each of ``newcomer_race``'s events sends the holder, and what a process
+#: started from a shell does with it by default (Python turns SIGINT into a
+#: KeyboardInterrupt).
+_SIGNALLED: dict[str, tuple[signal.Signals, Any]] = {
+    "terminated": (signal.SIGTERM, signal.SIG_DFL),
+    "interrupted": (signal.SIGINT, signal.default_int_handler),
+    "hung up": (signal.SIGHUP, signal.SIG_DFL),
+}
 
 
 def _holds_until(
     values: MutableMapping[str, Any], path: str, fd: int, release: int, event: str
 ) -> None:
     """The holder of ``_one_race``: ``_holds`` until ``release`` is readable, its exit
-    handlers run when it is ``"released"``; SIGTERM as a job starts with it when it is
-    to be ``"terminated"``: its default, whatever the grader's is, unless the notebook
-    set its own handler as its cells ran (``signal.signal`` at module level)."""
-    if event == "terminated":
+    handlers run when it is ``"released"``, its job raising when it is ``"raised"``; when
+    it is to be sent a signal, the signals a job starts with (``_SIGNALLED``): their
+    defaults, whatever the grader's are, unless the notebook set its own handler as its
+    cells ran (``signal.signal`` at module level)."""
+    if event in _SIGNALLED:
         install_the_notebooks_handlers(values)  # as a job started from the notebook has them
-        if not is_the_notebooks(signal.getsignal(signal.SIGTERM), values):
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _holds(values, path, fd, release, exits=event == "released")
+        for signum, default in _SIGNALLED.values():
+            if not is_the_notebooks(signal.getsignal(signum), values):
+                signal.signal(signum, default)
+    _holds(values, path, fd, release, exits=event == "released", fails=event == "raised")
 
 
 def _one_race(values: MutableMapping[str, Any], path: str, event: str, stop: int) -> dict[str, Any]:
@@ -243,12 +275,13 @@ def _one_race(values: MutableMapping[str, Any], path: str, event: str, stop: int
         newcomer = Said(stack.enter_context(child(_newcomer(values, path, stop, go_r)))[1])
         first = newcomer.next()
         run["paused"] = first == "paused"
-        if event == "released":
+        if event in ("released", "raised"):
             os.write(release_w, b"release")
             run["released"] = holder.next()
-        if event == "terminated":
-            # A job stopped (systemd, a timeout): SIGTERM, then SIGKILL if it will not go.
-            os.kill(holder_pid, signal.SIGTERM)
+        if event in _SIGNALLED:
+            # A job stopped (systemd, a timeout, Ctrl-C, its terminal closed): the signal,
+            # then SIGKILL if it will not go.
+            os.kill(holder_pid, _SIGNALLED[event][0])
             wait_or_kill(holder_pid, TERMINATED_S)
         third = Said(stack.enter_context(child(lambda fd: _holds(values, path, fd, None)))[1])
         run["third"] = third.next()

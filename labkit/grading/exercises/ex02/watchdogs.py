@@ -20,7 +20,8 @@ from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 from labkit.grading.exercises.common import fresh_state, need
-from labkit.grading.exercises.ex02.forking import REAL_WRITE, Said, attempt, child
+from labkit.grading.exercises.ex02.forking import REAL_WRITE, Said, attempt, child, file_text
+from labkit.grading.exercises.ex02.holders import NEWCOMER
 
 #: The real monotonic clock, for the waits of a child whose time flies (``_time_flies``).
 _REAL_MONOTONIC = time.monotonic
@@ -160,3 +161,66 @@ def attempt_while_time_flies(values: MutableMapping[str, Any], path: str) -> dic
         os.write(go_write, b"go")
         still = said.next() == "still"
     return {"held": still, "answer": answer, "child": first}
+
+
+#: How long (real seconds) a holder that left its block waits for what its lock started
+#: to end before a newcomer takes the lock: a thread the block stopped finishes its last
+#: write first.
+SETTLE_S = 0.05
+
+
+def _settled(within: float) -> None:
+    """Wait until nothing but this thread runs here, ``within`` real seconds at most."""
+    end = _REAL_MONOTONIC() + within
+    while not _nothing_else_runs() and _REAL_MONOTONIC() < end:
+        select.select([], [], [], 0.005)
+
+
+def file_after_the_holder_left_while_time_flies(
+    values: MutableMapping[str, Any], path: str
+) -> dict[str, Any]:
+    """A child takes the lock and leaves its with block; this process, a newcomer, then
+    takes the lock (a plain flock) and writes ``NEWCOMER`` in the file, while for what
+    the lock started in the child (a heartbeat thread that writes the pid every few
+    seconds) hours go by in milliseconds.
+
+    A lock that stops what it started before its block ends leaves the newcomer's text
+    alone. ``{"left": what the child said, "file": the file's text after, None when the
+    lock was never taken or never let go}``.
+    """
+    with fresh_state(values), contextlib.ExitStack() as stack:
+        attempt(values, path)  # here first, so a stub says "not started yet"
+        go_read, go_write = os.pipe()
+        stack.callback(os.close, go_read)
+        stack.callback(os.close, go_write)
+
+        def body(fd: int) -> None:
+            try:
+                with _time_flies(values):
+                    with need(values, "single_instance")(path):
+                        pass
+                    _settled(SETTLE_S)
+                    REAL_WRITE(fd, b"left\n")
+                    select.select([go_read], [], [], 10.0)
+                    _settled(FLYING_S)
+                    REAL_WRITE(fd, b"done\n")
+            except BaseException as exc:  # noqa: BLE001 - told to the parent
+                said = f"raised {type(exc).__name__}: {exc}".replace("\n", " ")[:300]
+                REAL_WRITE(fd, said.encode() + b"\n")
+
+        _pid, fd = stack.enter_context(child(body))
+        said = Said(fd)
+        left = said.next()
+        if left != "left":
+            return {"left": left, "file": None}
+        lock = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        stack.callback(os.close, lock)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return {"left": "still held", "file": None}
+        os.ftruncate(lock, 0)
+        os.pwrite(lock, NEWCOMER.encode(), 0)
+        os.write(go_write, b"go")
+        said.next()
+        return {"left": left, "file": file_text(path)}

@@ -347,3 +347,21 @@ def cooldown_counts_from_the_opening(ns: Namespace) -> None:
 
     from_opening((10.0, 30.0))
     holds_for(st.tuples(_quarters(1, 400), _quarters(1, 2400)), from_opening, examples=15)
+    # Calls let through that each fail a while later (a timeout): the breaker opens at the
+    # last failure, not when the call that failed went out.
+    took = 20.0
+    failures = [["allow", 0], ["advance", took], ["fail", 0]] * count
+    before, at = _at_the_end_of_the_cooldown(ns, failures, 30.0)
+    expect(
+        before is False and at is True,
+        _(
+            "{count} calls let through (allow() True) that each fail {took:g} s later, "
+            "cooldown_s=30: allow() False 29.75 s after the last failure (it opened the "
+            "breaker), True at 30 s"
+        ).format(count=count, took=took),
+        _("{before}, then {at}").format(before=repr(before), at=repr(at)),
+        _(
+            "set opened_at = clock.now() in record_failure, as the breaker opens: not the "
+            "time allow() let the failing call out"
+        ),
+    )
