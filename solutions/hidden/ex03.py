@@ -86,17 +86,18 @@ def oldest_due_first(ns: Namespace) -> None:
         ).format(sooner=nine, later=ten),
         got,
     )
-    # Two jobs due at the same instant: the smaller id first, whatever their keys say
-    # (ORDER BY run_after, key or length(key) takes the other).
+    # Two jobs due at the same instant: the smaller id first, whatever their keys, kinds
+    # and queues say (ORDER BY run_after, key, length(key), kind or queue takes the other).
     with lab_file(ns) as (conn, path):
-        first = add_job(conn, "zz:10:v1", run_after=10.0)
-        second = add_job(conn, "a:2:v1", run_after=10.0)
+        first = add_job(conn, "zz:10:v1", kind="sms", queue="reports", run_after=10.0)
+        second = add_job(conn, "a:2:v1", kind="email", queue="billing", run_after=10.0)
         got = [(_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id") for _n in range(2)]
     expect(
         got == [first, second],
         _(
-            "job {first} then job {second} (both due at 10: a tie of run_after goes to the "
-            "smaller id, whatever the keys)"
+            "job {first} (kind sms, queue reports) then job {second} (kind email, queue "
+            "billing), both due at 10: a tie of run_after goes to the smaller id, whatever "
+            "the keys, kinds and queues"
         ).format(first=first, second=second),
         got,
     )
