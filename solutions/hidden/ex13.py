@@ -73,6 +73,10 @@ def busy_means_running_now(ns: Namespace) -> None:
 )
 def serial_heads_hold_when_two_processes_claim(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
+        # First in line, a head whose worker died: its state stays 'running', so an UPDATE
+        # guarded by the state both workers read lets both take it.
+        add_job(conn, "order:3:0", **live("order:3", 0, lease_until=NOW - 1))
+        add_job(conn, "order:3:1", queue="order:3")
         # Each queue's jobs are of several kinds: the queue alone is the serial key.
         for key in ("order:1", "order:2"):
             for n, kind in enumerate(("email", "sync", "sms")):
@@ -88,8 +92,9 @@ def serial_heads_hold_when_two_processes_claim(ns: Namespace) -> None:
             if raised
             else _("{count} still running").format(count=got["hung"]),
         )
-        counts = {key: running(conn, key) for key in ("order:1", "order:2")}
-        expect(counts == {"order:1": 1, "order:2": 1}, "one running job per serial key", counts)
+        keys = ("order:1", "order:2", "order:3")
+        counts = {key: running(conn, key) for key in keys}
+        expect(counts == dict.fromkeys(keys, 1), "one running job per serial key", counts)
         expect_each_job_once(got)
 
 
@@ -259,8 +264,9 @@ def _serial_head_is_the_smallest_id_whatever_the_keys_in(ns: Namespace, rng: Ran
     2,
     "nothing waits forever: a job in retry_wait whose run_after has come, and a running "
     "job whose lease ended (its worker died), are ready for claim_capped and claim_serial "
-    "at any attempt (no limit of attempts written into the claim), and a dead head leaves "
-    "its serial queue; otherwise that work never runs again",
+    "at any attempt and whoever held it (no limit of attempts written into the claim, no "
+    "lease_owner test), and a dead head leaves its serial queue; otherwise that work "
+    "never runs again",
     severe=True,
 )
 def retried_and_orphaned_jobs_run_again(ns: Namespace) -> None:
@@ -321,6 +327,24 @@ def retried_and_orphaned_jobs_run_again(ns: Namespace) -> None:
                 "run_after has come (at its attempt 7 of 10)"
             ).format(job_ids=want),
             got,
+        )
+    # A worker restarted under the same name (names come from the host) finds its own
+    # job, its lease ended: it takes it back like any other job (no lease_owner test).
+    for name, extra in (("claim_capped", (2,)), ("claim_serial", ())):
+        with lab_file(ns) as (conn, path):
+            own = add_job(conn, "acme:1", **live("acme", 1, lease_until=NOW - 1, lease_owner="w1"))
+            got = claim(ns, path, name, "w1", NOW, *extra)
+        expect(
+            _id(got) == own,
+            _(
+                "{name}: w1, restarted under the same name, takes back job {job_id}, its own "
+                "job whose lease ended at {until:g}"
+            ).format(name=name, job_id=own, until=NOW - 1),
+            _("nothing") if got is None else _("job {job_id}").format(job_id=_id(got)),
+            _(
+                "a job whose lease ended is ready whoever held it: never compare lease_owner "
+                "with the worker that claims (with one worker, that job never runs again)"
+            ),
         )
 
 
@@ -442,32 +466,56 @@ def accounts_are_told_apart_by_their_exact_names(ns: Namespace) -> None:
     1,
     "both claims count the attempt (attempt = attempt + 1, never = 1) on a job that ran "
     "before: the retry policy gives up after max_attempts, and a job whose attempts are "
-    "reset is retried forever",
+    "reset is retried forever; a claim writes the lease, never run_after or last_error",
 )
 def a_job_claimed_again_counts_its_attempt(ns: Namespace) -> None:
     for name in ("claim_capped", "claim_serial"):
         extra = (2,) if name == "claim_capped" else ()
         with lab_file(ns) as (conn, path):
+            # Its failed run left its lease on the row, ending after the backoff: the new
+            # lease is now + lease_s all the same (max() with the old one keeps the old).
             job_id = add_job(
-                conn, "acme:1", queue="acme", state="retry_wait", attempt=2, run_after=NOW - 5
+                conn,
+                "acme:1",
+                queue="acme",
+                state="retry_wait",
+                attempt=2,
+                run_after=NOW - 5,
+                lease_owner="w0",
+                lease_until=NOW + 100,
+                lease_token="old",
+                last_error="timeout after 30 s",
             )
             got = claim(ns, path, name, "w1", NOW, *extra, lease_s=45.0)
             stored = job(conn, job_id)
+            # When it was due and why its last run failed stay on the row: a run_after
+            # moved to now puts a job whose worker dies behind work due after it.
+            fields = ("state", "attempt", "lease_owner", "lease_until", "updated_at")
             expect(
                 _id(got) == job_id
                 and stored["attempt"] == 3
                 and stored["state"] == "running"
                 and stored["lease_owner"] == "w1"
                 and stored["lease_until"] == NOW + 45
-                and stored["updated_at"] == NOW,
+                and stored["updated_at"] == NOW
+                and stored["run_after"] == NOW - 5
+                and stored["last_error"] == "timeout after 30 s",
                 _(
                     "{name} on a job in retry_wait at attempt 2: running, attempt 3, "
-                    "lease_owner w1, lease_until {lease_until:g}, updated_at {now:g}"
-                ).format(name=name, lease_until=NOW + 45, now=NOW),
-                {
-                    k: stored[k]
-                    for k in ("state", "attempt", "lease_owner", "lease_until", "updated_at")
-                },
+                    "lease_owner w1, lease_until {lease_until:g}, updated_at {now:g}; "
+                    "run_after {run_after:g} and last_error {error!r} left as they were"
+                ).format(
+                    name=name,
+                    lease_until=NOW + 45,
+                    now=NOW,
+                    run_after=NOW - 5,
+                    error="timeout after 30 s",
+                ),
+                {k: stored[k] for k in (*fields, "run_after", "last_error")},
+                _(
+                    "set only state, attempt, lease_owner, lease_until, lease_token and "
+                    "updated_at, as exercise 3 does"
+                ),
             )
 
 
@@ -690,3 +738,91 @@ def finished_jobs_are_never_claimed_again(ns: Namespace) -> None:
                     taken=", ".join(taken) or _("nothing"), second=_id(second)
                 ),
             )
+
+
+#: Local time zones a worker may run in, as POSIX strings (no time zone database needed).
+ZONES = ("<-03>3", "<+0530>-5:30")
+
+
+@CHECKS.add(
+    2,
+    "now is epoch seconds, the same instant in every time zone: both claims use it as it "
+    "is, never through a datetime (utcfromtimestamp(now).timestamp() reads UTC as local "
+    "time and moves now by hours: jobs run early, live leases look expired)",
+    timeout=30.0,
+    severe=True,
+)
+def claims_are_the_same_in_every_time_zone(ns: Namespace) -> None:
+    now, lease_s = 1_764_900_000.25, 30.0
+    calls = (("claim_capped", (2,)), ("claim_serial", ()))
+    for (name, extra), tz in ((call, tz) for call in calls for tz in ZONES):
+        with lab_file(ns) as (conn, path):
+            due = add_job(conn, "acme:1", queue="acme", run_after=now - 1800)
+            add_job(conn, "bolt:1", queue="bolt", run_after=now + 1800)
+            args = (str(path), name, "w1", now, lease_s, tz, *extra)
+            got = [ns.harness(HARNESS + "claim_in_time_zone", *args) for _n in range(2)]
+            stored = job(conn, due)
+        rows = [g.get("returned") for g in got]
+        expect(
+            all("returned" in g for g in got)
+            and _id(rows[0]) == due
+            and rows[1] is None
+            and stored["lease_until"] == now + lease_s
+            and stored["updated_at"] == now,
+            _(
+                "{name} with TZ={tz}: job {job_id} (due half an hour ago) leased until "
+                "{lease_until}, then None (bolt's job is due in half an hour)"
+            ).format(name=name, tz=tz, job_id=due, lease_until=repr(now + lease_s)),
+            _(
+                "the claims {calls}; job {job_id}: lease_until={lease_until}, "
+                "updated_at={updated_at}"
+            ).format(
+                calls=", ".join(
+                    raised_text(g)
+                    if "raised" in g
+                    else "None"
+                    if g["returned"] is None
+                    else _("job {job_id}").format(job_id=_id(g["returned"]))
+                    for g in got
+                ),
+                job_id=due,
+                lease_until=repr(stored["lease_until"]),
+                updated_at=repr(stored["updated_at"]),
+            ),
+            _(
+                "use now as it is given, a number of seconds; a datetime made from it with "
+                "utcfromtimestamp is read back as local time"
+            ),
+        )
+
+
+#: A worker name as hosts and pools make them: capitals, a quote, a non-ASCII letter, '%'
+#: and '_', and the newline a name read from a file (/etc/hostname) ends with.
+ODD_WORKER = "Celery@d'Ávila-7 (PID 4242) 100%_Busy\n"
+
+
+@CHECKS.add(
+    1,
+    "lease_owner is the worker's name exactly as given, in both claims: pass it as a "
+    ":named parameter, never inside an f-string (a quote in the name breaks the SQL) nor "
+    "trimmed or lowered (the worker no longer finds its own leases)",
+)
+def the_worker_is_stored_by_its_exact_name(ns: Namespace) -> None:
+    for name, extra in (("claim_capped", (2,)), ("claim_serial", ())):
+        with lab_file(ns) as (conn, path):
+            job_id = add_job(conn, "acme:1", queue="acme")
+            got = ns.harness(HARNESS + "claim", str(path), name, ODD_WORKER, NOW, 30.0, *extra)
+            stored = job(conn, job_id)
+        expect(
+            "raised" not in got and stored["lease_owner"] == ODD_WORKER,
+            _(
+                "{name}: job {job_id} leased to the worker named {worker}, its name stored as it is"
+            ).format(name=name, job_id=job_id, worker=repr(ODD_WORKER)),
+            raised_text(got)
+            if "raised" in got
+            else _("lease_owner={owner}").format(owner=repr(stored["lease_owner"])),
+            _(
+                "pass worker as a :named parameter (conn.execute(sql, {...})), never inside "
+                "an f-string, and store it as it is given"
+            ),
+        )

@@ -4049,6 +4049,239 @@ ZOO: list[tuple[str, str, str, str]] = [
         """,
     ),
     (
+        "ex11",
+        "the relay marks the row it published WHERE message_id LIKE :mid ('_' a wildcard)",
+        "relay_marks_each_row_by_its_own_id",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE message_id LIKE :mid",
+                    {"now": now, "mid": message_id},
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay marks the row it published WHERE message_id GLOB :mid ('?' a wildcard)",
+        "relay_marks_each_row_by_its_own_id",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE message_id GLOB :mid",
+                    {"now": now, "mid": message_id},
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay marks the row it published WHERE lower(message_id) = lower(:mid)",
+        "relay_marks_each_row_by_its_own_id",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE lower(message_id) = lower(:mid)",
+                    {"now": now, "mid": message_id},
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay marks sent every row of the order it published (by the body's order_id)",
+        "relay_marks_each_row_by_its_own_id",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now"
+                    " WHERE json_extract(body, '$.order_id') = json_extract(:body, '$.order_id')",
+                    {"now": now, "body": body},
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer strips the spaces around the customer's name",
+        "consume_keeps_the_customers_name_intact",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            customer = order["customer"]
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (:mid)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    {"mid": message_id},
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (:order_id, :customer)",
+                        {"order_id": order["order_id"], "customer": customer and customer.strip()},
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer cuts the customer's name to 64 characters (a VARCHAR(64) habit)",
+        "consume_keeps_the_customers_name_intact",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            customer = order["customer"]
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (:mid)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    {"mid": message_id},
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (:order_id, :customer)",
+                        {"order_id": order["order_id"], "customer": customer and customer[:64]},
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the relay selects at most 1000000 pending rows a run (LIMIT 1000000, a safety cap)",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL"
+                " ORDER BY id LIMIT 1000000"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay's run capped by a parameter, limit=500_000, bound to its LIMIT",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        def relay_once(conn, publish, now, limit=500_000):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL"
+                " ORDER BY id LIMIT :limit",
+                {"limit": limit},
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay reads its pending rows with one fetchmany(1_000_000) (a cap in Python)",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchmany(1_000_000)
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay publishes itertools.islice(rows, 300_000) of the pending rows",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        import itertools
+
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            )
+            for row_id, topic, message_id, body in itertools.islice(pending, 300_000):
+                publish(topic, message_id, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay takes one pending row at a time, at most MAX_RUN = 250_000 a run",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        MAX_RUN = 250_000
+
+        def relay_once(conn, publish, now):
+            sent = []
+            for _n in range(MAX_RUN):
+                row = conn.execute(
+                    "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL"
+                    " ORDER BY id LIMIT 1"
+                ).fetchone()
+                if row is None:
+                    break
+                row_id, topic, message_id, body = row
+                publish(topic, message_id, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
         "ex13",
         "a lease token of 16 random bits (lower(hex(randomblob(2))))",
         "lease_tokens_hold_enough_randomness",
@@ -4076,6 +4309,508 @@ ZOO: list[tuple[str, str, str, str]] = [
                    lease_token = abs(random()) % 1000000,
                    updated_at = :now
         """
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped counts busy with a window ORDER BY id: older ready jobs pass the cap",
+        "cap_skips_a_busy_account",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT id FROM (
+                              SELECT c.*, sum(c.state = 'running' AND c.lease_until > :now)
+                                          OVER (PARTITION BY c.queue ORDER BY c.id) AS busy
+                                FROM jobs c)
+                        WHERE ((state IN ('pending', 'retry_wait') AND run_after <= :now)
+                               OR (state = 'running' AND lease_until <= :now))
+                          AND busy < :cap
+                        ORDER BY busy, run_after, id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped takes a dead worker's job whatever the cap (only new work is capped)",
+        "cap_skips_a_busy_account",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            busy = """(SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                         AND r.state = 'running' AND r.lease_until > :now)"""
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE (c.state IN ('pending', 'retry_wait') AND c.run_after <= :now
+                               AND """ + busy + """ < :cap)
+                           OR (c.state = 'running' AND c.lease_until <= :now)
+                        ORDER BY """ + busy + """, c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped counts as busy only the running jobs older than the job it takes",
+        "cap_skips_a_busy_account",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            busy = """(SELECT count(*) FROM jobs r WHERE r.queue = c.queue AND r.id < c.id
+                         AND r.state = 'running' AND r.lease_until > :now)"""
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND """ + busy + """ < :cap
+                        ORDER BY """ + busy + """, c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped puts idle accounts first, then the oldest job (busy accounts all alike)",
+        "least_busy_account_first",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            busy = """(SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                         AND r.state = 'running' AND r.lease_until > :now)"""
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND """ + busy + """ < :cap
+                        ORDER BY """ + busy + """ > 0, c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped breaks a tie of run_after by account name (ORDER BY ..., queue, id)",
+        "capped_claim_follows_the_rules_on_generated_tables",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            busy = """(SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                         AND r.state = 'running' AND r.lease_until > :now)"""
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND """ + busy + """ < :cap
+                        ORDER BY """ + busy + """, c.run_after, c.queue, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped serves the account served longest ago first, before run_after",
+        "capped_claim_follows_the_rules_on_generated_tables",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            busy = """(SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                         AND r.state = 'running' AND r.lease_until > :now)"""
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND """ + busy + """ < :cap
+                        ORDER BY """ + busy + """,
+                                 (SELECT max(updated_at) FROM jobs u WHERE u.queue = c.queue),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped breaks a tie of run_after by the biggest backlog of pending jobs",
+        "capped_claim_follows_the_rules_on_generated_tables",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            busy = """(SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                         AND r.state = 'running' AND r.lease_until > :now)"""
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND """ + busy + """ < :cap
+                        ORDER BY """ + busy + """, c.run_after,
+                                 (SELECT count(*) FROM jobs b
+                                   WHERE b.queue = c.queue AND b.state = 'pending') DESC,
+                                 c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped takes a retry_wait job once its old lease ended, before its run_after",
+        "capped_claim_follows_the_rules_on_generated_tables",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            busy = """(SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                         AND r.state = 'running' AND r.lease_until > :now)"""
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state IN ('running', 'retry_wait') AND c.lease_until <= :now))
+                          AND """ + busy + """ < :cap
+                        ORDER BY """ + busy + """, c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped keeps the longer of the old lease and the new (max(lease_until, ...))",
+        "a_job_claimed_again_counts_its_attempt",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            busy = """(SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                         AND r.state = 'running' AND r.lease_until > :now)"""
+            longer = CLAIM_SET.replace(
+                ":now + :lease_s", "max(coalesce(lease_until, 0), :now + :lease_s)"
+            )
+            row = conn.execute(
+                "UPDATE jobs" + longer + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND """ + busy + """ < :cap
+                        ORDER BY """ + busy + """, c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "serial: heads due together go to new work first (ORDER BY run_after, attempt, id)",
+        "serial_claim_follows_the_rules_on_generated_tables",
+        '''
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.attempt, h.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "serial: a head in retry_wait taken once its old lease ended, before its run_after",
+        "serial_claim_follows_the_rules_on_generated_tables",
+        '''
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state IN ('running', 'retry_wait') AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped caps each kind of an account's jobs apart (r.kind = c.kind in the count)",
+        "cap_skips_a_busy_account",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            busy = """(SELECT count(*) FROM jobs r WHERE r.queue = c.queue AND r.kind = c.kind
+                         AND r.state = 'running' AND r.lease_until > :now)"""
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND """ + busy + """ < :cap
+                        ORDER BY """ + busy + """, c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped takes an expired lease back only for another worker (lease_owner <> :worker)",
+        "retried_and_orphaned_jobs_run_again",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            busy = """(SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                         AND r.state = 'running' AND r.lease_until > :now)"""
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now
+                                   AND c.lease_owner <> :worker))
+                          AND """ + busy + """ < :cap
+                        ORDER BY """ + busy + """, c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "serial: an expired head taken back only by another worker (lease_owner <> :worker)",
+        "retried_and_orphaned_jobs_run_again",
+        '''
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now
+                                   AND h.lease_owner <> :worker))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped moves now through datetime.utcfromtimestamp (hours off outside UTC)",
+        "claims_are_the_same_in_every_time_zone",
+        """
+        import datetime
+
+        _claim_capped = claim_capped
+
+        def claim_capped(conn, worker, now, lease_s, cap):
+            now = datetime.datetime.utcfromtimestamp(now).timestamp()
+            return _claim_capped(conn, worker, now, lease_s, cap)
+        """,
+    ),
+    (
+        "ex13",
+        "claim_serial moves now through datetime.utcfromtimestamp (hours off outside UTC)",
+        "claims_are_the_same_in_every_time_zone",
+        """
+        import datetime
+
+        _claim_serial = claim_serial
+
+        def claim_serial(conn, worker, now, lease_s):
+            now = datetime.datetime.utcfromtimestamp(now).timestamp()
+            return _claim_serial(conn, worker, now, lease_s)
+        """,
+    ),
+    (
+        "ex13",
+        "both claims set run_after = now as well (when the job was due is lost)",
+        "a_job_claimed_again_counts_its_attempt",
+        '''
+        CLAIM_SET = """
+               SET state = 'running',
+                   attempt = attempt + 1,
+                   lease_owner = :worker,
+                   lease_until = :now + :lease_s,
+                   lease_token = lower(hex(randomblob(16))),
+                   updated_at = :now,
+                   run_after = :now
+        """
+        ''',
+    ),
+    (
+        "ex13",
+        "both claims clear last_error (a new run forgets why the last one failed)",
+        "a_job_claimed_again_counts_its_attempt",
+        '''
+        CLAIM_SET = """
+               SET state = 'running',
+                   attempt = attempt + 1,
+                   lease_owner = :worker,
+                   lease_until = :now + :lease_s,
+                   lease_token = lower(hex(randomblob(16))),
+                   updated_at = :now,
+                   last_error = NULL
+        """
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped writes the worker's name into its SQL with an f-string",
+        "the_worker_is_stored_by_its_exact_name",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            busy = """(SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                         AND r.state = 'running' AND r.lease_until > :now)"""
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET.replace(":worker", f"'{worker}'") + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND """ + busy + """ < :cap
+                        ORDER BY """ + busy + """, c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_serial stores the worker's name stripped (worker.strip())",
+        "the_worker_is_stored_by_its_exact_name",
+        """
+        _claim_serial = claim_serial
+
+        def claim_serial(conn, worker, now, lease_s):
+            return _claim_serial(conn, worker.strip(), now, lease_s)
+        """,
+    ),
+    (
+        "ex13",
+        "serial: head SELECTed, then UPDATE guarded by the state read (a dead head taken twice)",
+        "serial_heads_hold_when_two_processes_claim",
+        '''
+        def claim_serial(conn, worker, now, lease_s):
+            while True:
+                head = conn.execute(
+                    """
+                    SELECT h.id, h.state FROM jobs h
+                     WHERE h.id IN (SELECT min(id) FROM jobs
+                                     WHERE state IN ('pending', 'retry_wait', 'running')
+                                     GROUP BY queue)
+                       AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                            OR (h.state = 'running' AND h.lease_until <= :now))
+                     ORDER BY h.run_after, h.id
+                     LIMIT 1
+                    """,
+                    {"now": now},
+                ).fetchone()
+                if head is None:
+                    return None
+                row = conn.execute(
+                    "UPDATE jobs" + CLAIM_SET + " WHERE id = :id AND state = :state RETURNING *",
+                    {"worker": worker, "now": now, "lease_s": lease_s, **dict(head)},
+                ).fetchone()
+                if row is not None:
+                    return dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped: SELECT, then UPDATE guarded by the state read and the cap (orphan twice)",
+        "the_cap_holds_when_two_processes_claim",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            busy = """(SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                         AND r.state = 'running' AND r.lease_until > :now)"""
+            while True:
+                cand = conn.execute(
+                    """SELECT c.id, c.state FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND """ + busy + """ < :cap
+                        ORDER BY """ + busy + """, c.run_after, c.id LIMIT 1""",
+                    {"now": now, "cap": cap},
+                ).fetchone()
+                if cand is None:
+                    return None
+                row = conn.execute(
+                    "UPDATE jobs" + CLAIM_SET + """ WHERE id = :id AND state = :state
+                       AND (SELECT count(*) FROM jobs r WHERE r.queue = jobs.queue
+                            AND r.state = 'running' AND r.lease_until > :now) < :cap
+                     RETURNING *""",
+                    {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap, **dict(cand)},
+                ).fetchone()
+                if row is not None:
+                    return dict(row)
         ''',
     ),
 ]
@@ -4436,6 +5171,10 @@ GOT: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "the relay marks the row it published WHERE message_id LIKE :mid ('_' a wildcard)",
+    "the relay marks the row it published WHERE message_id GLOB :mid ('?' a wildcard)",
+    "the relay marks the row it published WHERE lower(message_id) = lower(:mid)",
+    "the relay marks sent every row of the order it published (by the body's order_id)",
     "a lease token of 16 random bits (lower(hex(randomblob(2))))",
     "a random number below a million as the lease token (abs(random()) % 1000000)",
     "lease tokens from the process id and a counter (every container's worker is pid 1)",
@@ -4510,6 +5249,12 @@ SEVERE = [
     "the consumer remembers applied ids per database file in memory, after its COMMIT",
     "place_order remembers placed order ids per database file in memory, after its COMMIT",
     "the relay marks the row sent, publishes, and un-marks it when publish raises",
+    "claim_capped takes an expired lease back only for another worker (lease_owner <> :worker)",
+    "serial: an expired head taken back only by another worker (lease_owner <> :worker)",
+    "claim_capped moves now through datetime.utcfromtimestamp (hours off outside UTC)",
+    "claim_serial moves now through datetime.utcfromtimestamp (hours off outside UTC)",
+    "serial: head SELECTed, then UPDATE guarded by the state read (a dead head taken twice)",
+    "claim_capped: SELECT, then UPDATE guarded by the state read and the cap (orphan twice)",
 ]
 
 

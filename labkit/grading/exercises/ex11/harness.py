@@ -19,7 +19,8 @@ import re
 import sqlite3
 from collections.abc import MutableMapping
 from pathlib import Path
-from typing import Any
+from types import CodeType, FunctionType
+from typing import Any, cast
 
 from labkit.clock import FakeClock
 from labkit.errors import SimulatedCrash
@@ -73,20 +74,6 @@ def consume(
     return {**got, "fired": watched.crashed, "writes": watched.writes}
 
 
-class _Mortal(Watched):
-    """``Watched`` whose process the crash killed: once ``dead``, every statement raises
-    ``SimulatedCrash`` unrun. A killed relay runs no ``except`` or ``finally`` clause, so
-    SQL written there (un-marking a row it marked sent before publishing) never happens.
-    """
-
-    dead = False
-
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        if self.dead:
-            raise SimulatedCrash("the process was killed: this statement never ran")
-        return super().execute(sql, params)
-
-
 def relay_once(
     values: MutableMapping[str, Any],
     path: str,
@@ -101,7 +88,7 @@ def relay_once(
     broker = Broker(broker_path, FakeClock(now))
     calls = {"n": 0, "fired": False}
     conn = connect(path)
-    watched = _Mortal(conn)
+    watched = Watched(conn)  # killed by a crash in publish: see tracing
 
     def publish(topic: str, message_id: str, body: str) -> None:
         calls["n"] += 1
@@ -113,11 +100,13 @@ def relay_once(
             calls["fired"] = True  # no confirm came: the broker never got it
             raise TimeoutError("no confirm from the broker within 5 s")
         if hit and fault == "crash_before_publish":
-            calls["fired"] = watched.dead = True
+            calls["fired"] = True
+            watched.kill()
             raise SimulatedCrash("crashed while publishing, before the broker had it")
         broker.publish(topic, message_id, body)
         if hit and fault == "crash_after_publish":
-            calls["fired"] = watched.dead = True
+            calls["fired"] = True
+            watched.kill()
             raise SimulatedCrash("crashed after the broker had it, before marking")
 
     try:
@@ -286,13 +275,21 @@ def place_order_kills_unretried(
     return sweep(folder, ["shop.db"], once, nobody, seed)
 
 
-def relay_into_a_list(values: MutableMapping[str, Any], path: str, now: float) -> dict[str, Any]:
+def relay_into_a_list(
+    values: MutableMapping[str, Any], path: str, now: float, scale_caps: bool = False
+) -> dict[str, Any]:
     """``relay_once(conn, publish, now)`` whose ``publish`` only lists what it is given.
 
     For a backlog of thousands of rows: no broker file, and the shop's database is not
     synced at each of the student's commits (``synchronous=OFF``, this connection only),
     so the run costs milliseconds. ``published`` is what the broker would have got,
     ``topics`` and ``bodies`` the topic and body published with each.
+
+    With ``scale_caps``, every cap above ``SCALE_ABOVE`` (a ``LIMIT``, a ``fetchmany``
+    size, an integer in the relay's code or a default of its parameters) runs as
+    ``SCALED_CAP``: a backlog past a cap of a million rows is too slow to build, and a
+    relay that pages through its backlog publishes it all at any page size. ``scaled``
+    names the caps so changed.
     """
     published: list[str] = []
     topics: list[str] = []
@@ -306,9 +303,13 @@ def relay_into_a_list(values: MutableMapping[str, Any], path: str, now: float) -
 
     conn = connect(path)
     conn.execute("PRAGMA synchronous=OFF")
-    watched = _LimitsSeen(conn)
+    watched = _LimitsSeen(conn, scale_caps)
+    scaled: list[int] = []
+    relay = values["relay_once"]
     try:
-        got = _run(values, values["relay_once"], watched, publish, now)
+        if scale_caps:
+            relay = _scaled_down(relay, scaled)
+        got = _run(values, relay, watched, publish, now)
     finally:
         conn.close()
     return {
@@ -317,7 +318,70 @@ def relay_into_a_list(values: MutableMapping[str, Any], path: str, now: float) -
         "topics": topics,
         "bodies": bodies,
         "limits": watched.limits + _ints_written_in(values["relay_once"]),
+        "scaled": sorted(set(scaled + watched.scaled)),
     }
+
+
+#: A cap above this many rows is run scaled down to ``SCALED_CAP`` (see ``relay_into_a_list``).
+SCALE_ABOVE = 100_000
+#: Fewer than the pending rows of the check's backlog (over 10000).
+SCALED_CAP = 10_000
+
+
+def _smaller(value: Any, found: list[int]) -> Any:
+    """``SCALED_CAP`` for an integer above ``SCALE_ABOVE`` (noted in ``found``), else ``value``."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > SCALE_ABOVE:
+        found.append(value)
+        return SCALED_CAP
+    return value
+
+
+def _scaled_down(fn: Any, found: list[int]) -> Any:
+    """``fn`` rebuilt with every integer above ``SCALE_ABOVE`` it holds scaled down.
+
+    The integers of its code (slices and tuples included), of the functions it defines,
+    of its parameters' defaults, and of the notebook's functions and integer globals it
+    names (``BATCH = 1_000_000``), as ``_ints_written_in`` reads them. The rebuilt
+    functions share a copy of the notebook's globals: the notebook itself is untouched.
+    """
+    glob = getattr(fn, "__globals__", None)
+    if not isinstance(glob, dict) or not isinstance(getattr(fn, "__code__", None), CodeType):
+        return fn
+    copied: dict[str, Any] = dict(glob)
+    rebuilt: dict[int, Any] = {}
+
+    def const(value: Any) -> Any:
+        if isinstance(value, CodeType):
+            return code(value)
+        if isinstance(value, slice):
+            return slice(*(_smaller(n, found) for n in (value.start, value.stop, value.step)))
+        if isinstance(value, tuple):
+            return tuple(const(v) for v in value)
+        return _smaller(value, found)
+
+    def code(c: CodeType) -> CodeType:
+        for name in c.co_names:
+            named = glob.get(name)
+            if isinstance(named, int) and not isinstance(named, bool):
+                copied[name] = _smaller(named, found)
+            elif isinstance(named, FunctionType) and named.__globals__ is glob:
+                function(named)
+        return c.replace(co_consts=tuple(const(v) for v in c.co_consts))
+
+    def function(f: FunctionType) -> FunctionType:
+        if id(f) not in rebuilt:
+            rebuilt[id(f)] = f  # a function that names itself: rebuilt once
+            new = FunctionType(code(f.__code__), copied, f.__name__, None, f.__closure__)
+            new.__defaults__ = const(f.__defaults__) if f.__defaults__ else None
+            if f.__kwdefaults__:
+                new.__kwdefaults__ = {k: _smaller(v, found) for k, v in f.__kwdefaults__.items()}
+            rebuilt[id(f)] = copied[f.__name__] = new
+        return cast(FunctionType, rebuilt[id(f)])
+
+    try:
+        return function(fn)
+    except (TypeError, ValueError):  # code this rebuild cannot take: run it as written
+        return fn
 
 
 def _ints_written_in(fn: Any) -> list[int]:
@@ -374,6 +438,18 @@ def _limit_value(sql: str, at: int, token: str, params: Any) -> int | None:
         return None
 
 
+def _bound(sql: str, at: int, token: str, params: Any, value: int) -> Any:
+    """``params`` (a copy) with the parameter bound to one LIMIT operand set to ``value``."""
+    try:
+        if token[0] in ":@$":
+            return {**params, token[1:]: value}
+        changed = list(params)
+        changed[int(token[1:]) - 1 if len(token) > 1 else sql[:at].count("?")] = value
+        return changed
+    except (KeyError, IndexError, TypeError, ValueError):
+        return params
+
+
 class _LimitsSeen(Watched):
     """``Watched`` that also notes the row count of every ``LIMIT`` the student's SQL has,
     and every ``fetchmany`` size.
@@ -383,24 +459,40 @@ class _LimitsSeen(Watched):
     count`` alike; a literal, or the parameter bound to it).
     """
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, scale_caps: bool = False) -> None:
         super().__init__(conn)
         self.limits: list[int] = []
+        self.scale_caps = scale_caps
+        self.scaled: list[int] = []
 
     def execute(self, sql: str, params: Any = ()) -> Any:
         if isinstance(sql, str) and ("LIMIT" in sql or "limit" in sql.lower()):
+            edits: list[tuple[int, int, str]] = []
             for found in _LIMIT.finditer(sql):
                 group = 2 if found.group(2) else 1
-                value = _limit_value(sql, found.start(group), found.group(group), params)
+                token = found.group(group)
+                value = _limit_value(sql, found.start(group), token, params)
                 if value is not None:
                     self.limits.append(value)
+                if self.scale_caps and value is not None and value > SCALE_ABOVE:
+                    self.scaled.append(value)
+                    if token.isdigit():
+                        edits.append((found.start(group), found.end(group), str(SCALED_CAP)))
+                    else:
+                        params = _bound(sql, found.start(group), token, params, SCALED_CAP)
+            for start, end, text in reversed(edits):
+                sql = sql[:start] + text + sql[end:]
         rows = super().execute(sql, params)
         if isinstance(rows, Rows) and rows._rows:  # fetchmany(20000): a cap in Python
-            limits, fetchmany = self.limits, rows.fetchmany
+            limits, fetchmany, scaled = self.limits, rows.fetchmany, self.scaled
+            scale_caps = self.scale_caps
 
             def noted(size: int = 1) -> Any:
                 with contextlib.suppress(TypeError, ValueError):
                     limits.append(int(size))
+                    if scale_caps and int(size) > SCALE_ABOVE:
+                        scaled.append(int(size))
+                        size = SCALED_CAP
                 return fetchmany(size)
 
             rows.fetchmany = noted  # type: ignore[method-assign]

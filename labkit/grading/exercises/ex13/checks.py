@@ -156,6 +156,10 @@ def scenes(draw: Any) -> list[dict[str, Any]]:
     return jobs
 
 
+#: The lease a failed run leaves on a job in retry_wait: it ended long before now.
+OLD_LEASE = {"lease_owner": "w0", "lease_until": 50.0, "lease_token": "old"}
+
+
 def _due_together(*jobs: tuple[str, str]) -> list[dict[str, Any]]:
     """Pending jobs (key, queue) all due at 50, saved in the order given."""
     return [
@@ -177,7 +181,7 @@ def _scene_check(ns: Namespace, jobs: list[dict[str, Any]], name: str, *extra: A
         got = _id(claim(ns, path, name, "w9", NOW, *extra))
         scene = "; ".join(
             f"{j['id']} {j['queue']} {j['state']} run_after={j['run_after']:g}"
-            + (f" lease_until={j['lease_until']:g}" if j["state"] == "running" else "")
+            + (f" lease_until={j['lease_until']:g}" if j["lease_until"] is not None else "")
             for j in stored
         )
         what = f"cap={extra[0]}, " if extra else ""
@@ -319,11 +323,17 @@ def a_worker_claims_again_on_its_own_connection(ns: Namespace) -> None:
 )
 def cap_skips_a_busy_account(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        add_job(conn, "acme:r1", **live("acme", 1))
-        add_job(conn, "acme:r2", **live("acme", 2))
+        # The cap is the account's, whatever the kinds of its jobs (a sync, a report, an email).
+        add_job(conn, "acme:r1", **live("acme", 1, kind="sync"))
+        add_job(conn, "acme:r2", **live("acme", 2, kind="report"))
         waiting = add_job(conn, "acme:3", queue="acme")
         got = capped(ns, path, "w1", 2)
-        expect(got is None, "None: acme already runs 2 jobs and the cap is 2", got)
+        expect(
+            got is None,
+            "None: acme already runs 2 jobs (a sync and a report) and the cap is 2",
+            got,
+            _("count all of the account's live running jobs, whatever their kind"),
+        )
         got = capped(ns, path, "w1", 3)
         expect(
             _id(got) == waiting,
@@ -331,6 +341,27 @@ def cap_skips_a_busy_account(ns: Namespace) -> None:
             got,
         )
         expect(running(conn, "acme") == 3, "3 acme jobs running now", running(conn, "acme"))
+    # The account's ready jobs need not be newer than the jobs it runs: a retry due
+    # again and a job whose worker died (older ids) wait behind the cap as a new job
+    # does (a count over the rows before each job, a window ORDER BY id, passes them).
+    with lab_file(ns) as (conn, path):
+        add_job(conn, "acme:1", queue="acme", state="retry_wait", attempt=1, run_after=NOW - 5)
+        add_job(conn, "acme:2", **live("acme", 2, lease_until=NOW - 1))
+        add_job(conn, "acme:r3", **live("acme", 3))
+        add_job(conn, "acme:r4", **live("acme", 4))
+        got = capped(ns, path, "w1", 2)
+        expect(
+            got is None,
+            "None with cap=2: acme runs 2 jobs under live leases, so its retry due again "
+            "and its job whose worker died (lease ended) wait too, whatever their ids",
+            _("job {job_id} ({key}); acme now runs {running}").format(
+                job_id=_id(got), key=(got or {}).get("key"), running=running(conn, "acme")
+            ),
+            _(
+                "count every live running job of the account, older or newer than the job "
+                "you take, and apply the cap to every ready job, dead workers' jobs included"
+            ),
+        )
 
 
 @CHECKS.add(
@@ -366,6 +397,21 @@ def least_busy_account_first(ns: Namespace) -> None:
         expect(
             _id(got) == bolt,
             _("bolt's job {job_id} (bolt runs 0 jobs, acme 1), though acme's is older").format(
+                job_id=bolt
+            ),
+            got,
+        )
+    # Busier still is busier: 2 live jobs wait behind 1, not only behind 0.
+    with lab_file(ns) as (conn, path):
+        for n in (1, 2):
+            add_job(conn, f"acme:r{n}", **live("acme", n))
+        add_job(conn, "bolt:r1", **live("bolt", 1))
+        add_job(conn, "acme:3", queue="acme", run_after=0.0)
+        bolt = add_job(conn, "bolt:2", queue="bolt", run_after=50.0)
+        got = capped(ns, path, "w1", 5)
+        expect(
+            _id(got) == bolt,
+            _("bolt's job {job_id} (bolt runs 1 job, acme 2), though acme's is older").format(
                 job_id=bolt
             ),
             got,
@@ -461,6 +507,9 @@ def expect_each_job_once(got: dict[str, Any]) -> None:
 )
 def the_cap_holds_when_two_processes_claim(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
+        # First in line, a job whose worker died: its state stays 'running', so an UPDATE
+        # guarded by the state both workers read lets both take it.
+        add_job(conn, "dora:0", **live("dora", 0, lease_until=NOW - 1))
         for account in ("acme", "bolt", "cora"):
             for n in range(4):
                 add_job(conn, f"{account}:{n}", queue=account)
@@ -478,13 +527,29 @@ def the_cap_holds_when_two_processes_claim(ns: Namespace) -> None:
             "no worker to fail",
             _("your code raised {errors}").format(errors="; ".join(raised)),
         )
-        counts = {a: running(conn, a) for a in ("acme", "bolt", "cora")}
+        counts = {a: running(conn, a) for a in ("acme", "bolt", "cora", "dora")}
         expect(
-            counts == {"acme": 1, "bolt": 1, "cora": 1},
+            counts == {"acme": 1, "bolt": 1, "cora": 1, "dora": 1},
             "one running job per account (cap=1) once both workers stop",
             counts,
         )
         expect_each_job_once(got)
+    # The dead worker's job alone, with room under the cap (2): one worker takes it, the
+    # other gets None, though the job's state is 'running' before and after the claim.
+    with lab_file(ns) as (conn, path):
+        orphan = add_job(conn, "dora:0", **live("dora", 0, lease_until=NOW - 1))
+        got = ns.harness(
+            HARNESS + "race", str(path), "claim_capped", 2, NOW, 30.0, [2], RACE_PAUSE_S
+        )
+        attempt = job(conn, orphan)["attempt"]
+    expect_each_job_once(got)
+    expect(
+        attempt == 2,
+        _("job {job_id} (its worker died at attempt 1) claimed once: attempt 2").format(
+            job_id=orphan
+        ),
+        _("attempt {attempt}").format(attempt=attempt),
+    )
 
     def make(folder: Path) -> None:
         conn = lab_db(folder / "jobs.db")
@@ -536,6 +601,17 @@ def capped_claim_follows_the_rules_on_generated_tables(ns: Namespace) -> None:
         lambda example: _scene_check(ns, example[0], "claim_capped", example[1]),
         examples=25,
     )
+    # A retry due at 150 waits for its run_after, though the lease its failed run left
+    # ended at 50: only a running job comes back when its lease ends.
+    retry = {"key": "job:0", "queue": "bolt", "state": "retry_wait", "attempt": 1}
+    _scene_check(ns, [{**retry, "run_after": 150.0, **OLD_LEASE}], "claim_capped", 1)
+    # Two idle accounts' jobs due together: the smaller id, whatever the accounts' names,
+    # backlogs or when each was last served (cora ran a job at 90, acme waits with two).
+    served = {"state": "succeeded", "attempt": 1, "updated_at": 90.0}
+    later = {"key": "acme:3", "queue": "acme", "state": "pending", "attempt": 0, "run_after": 150.0}
+    tie = [{"key": "cora:0", "queue": "cora", "run_after": 0.0, **served}]
+    tie += [*_due_together(("cora:1", "cora"), ("acme:2", "acme")), later]
+    _scene_check(ns, tie, "claim_capped", 2)
 
 
 @CHECKS.add(
@@ -607,9 +683,18 @@ def serial_claim_follows_the_rules_on_generated_tables(ns: Namespace) -> None:
         {"key": "job:1", "queue": "acme", "state": "pending", "attempt": 0, "run_after": NOW},
     ]
     _scene_check(ns, due_now, "claim_serial")
+    # A head in retry_wait due at 150 waits, though the lease its failed run left ended
+    # at 50 (only a running job comes back when its lease ends), and so does its queue.
+    waiting = {"key": "job:0", "queue": "acme", "state": "retry_wait", "attempt": 1}
+    behind = {"key": "job:1", "queue": "acme", "state": "pending", "attempt": 0, "run_after": 0.0}
+    _scene_check(ns, [{**waiting, "run_after": 150.0, **OLD_LEASE}, behind], "claim_serial")
     # Two heads due together whose keys (and queues) sort the other way as text: by id.
     heads = _due_together(("sync:9:a", "sync:9"), ("sync:10:a", "sync:10"))
     _scene_check(ns, heads, "claim_serial")
+    # A retry's head and a new job's head due together: the smaller id, whatever the attempt.
+    retry = {"key": "job:0", "queue": "acme", "state": "retry_wait", "attempt": 1}
+    tie = [{**retry, "run_after": 50.0}, *_due_together(("job:1", "bolt"))]
+    _scene_check(ns, tie, "claim_serial")
     holds_for(scenes(), lambda jobs: _scene_check(ns, jobs, "claim_serial"), examples=25)
 
 

@@ -7,6 +7,7 @@ counts in one statement and takes in another lets two workers pass the same coun
 ``claim_schedules`` races two workers one schedule at a time (``racesweep``).
 ``claim_in_a_forked_worker`` runs one claim in a child forked from the student's
 process, as a prefork pool starts its workers.
+``claim_in_time_zone`` runs one claim under another local time zone.
 ``on_one_connection`` makes several claims on ONE connection, as a long-lived worker
 does, so a transaction a claim leaves open shows in the next. Rows come back as plain
 dicts; the check reads the table itself to judge.
@@ -26,6 +27,7 @@ from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racers import in_a_forked_child, in_processes
 from labkit.grading.exercises.racesweep import race_sweep
 from labkit.grading.exercises.tracing import Watched
+from labkit.grading.exercises.wallclock import in_time_zone
 
 CLAIMS = ("claim_capped", "claim_serial")
 
@@ -48,6 +50,22 @@ def claim(
             return outcome(values[name], Watched(conn), worker, now, lease_s, *extra)
     finally:
         conn.close()
+
+
+def claim_in_time_zone(
+    values: MutableMapping[str, Any],
+    path: str,
+    name: str,
+    worker: str,
+    now: float,
+    lease_s: float,
+    tz: str,
+    *extra: Any,
+) -> dict[str, Any]:
+    """``claim`` with the process's local time zone set to ``tz``: ``now`` is epoch
+    seconds, the same instant in every zone, so the claim must be the same too."""
+    with in_time_zone(tz):
+        return claim(values, path, name, worker, now, lease_s, *extra)
 
 
 def claim_in_each_database(
