@@ -223,6 +223,37 @@ def only_a_declined_charge_fails_the_job(ns: Namespace) -> None:
 
 
 @CHECKS.add(
+    1,
+    "a PermanentError from the charge is the decline, whatever its status code or its "
+    "text (a card declined is a 402 at Stripe, not only a 400): read the error's class, "
+    "or the job stays 'running', retried for ever, and its stock is never released",
+    severe=True,
+)
+def a_decline_of_any_status_releases_the_stock(ns: Namespace) -> None:
+    with scene(ns, DECLINES) as folder:
+        got = dict(ns.harness(HARNESS + "run", str(folder), ORDER, 1, None, False, False, 402))
+        ok, seen = exactly_once(folder, ORDER, 1, declined=True)
+        expect(
+            got.get("returned") == "failed" and ok,
+            _(
+                "after the charge raised PermanentError('402 from payments: card_declined "
+                "...', status=402): 'failed' from run_order and {effects}, the job 'failed'"
+            ).format(effects=wanted(ORDER, 1, True)),
+            _("{outcome}; {seen}").format(
+                outcome=raised_text(got)
+                if "raised" in got
+                else _("run_order returned {value}").format(value=repr(got.get("returned"))),
+                seen=seen,
+            ),
+            _(
+                "compensate on `except PermanentError` from the charge (an "
+                "IdempotencyConflict excepted), never on one status code or on words in "
+                "the message: each payment API words its declines its own way"
+            ),
+        )
+
+
+@CHECKS.add(
     2,
     "a customer's second order is an order of its own: build each step's key from the "
     "ORDER id (and the step), never from the customer, the e-mail or the sku, or the "
@@ -829,9 +860,15 @@ def one_orders_end_leaves_other_jobs_running(ns: Namespace) -> None:
 def the_decline_is_checkpointed_as_declined(ns: Namespace) -> None:
     # Run whole, then killed right after the release (the second ledger transaction) and
     # run again: the decline's row was written before the release, so it is there too.
-    for crash_after in (None, "ledger.transaction()#2"):
+    # Then killed right after the write that set the job 'failed' and run again: written
+    # in one transaction with it, the decline's row is there too (or neither, and the
+    # re-run declines again).
+    for crash_after in (None, "ledger.transaction()#2", "failed"):
         with scene(ns, DECLINES) as folder:
-            run(ns, folder, ORDER, crash_after=crash_after)
+            if crash_after == "failed":
+                ns.harness(HARNESS + "run_killed_once_failed", str(folder), ORDER, 1)
+            else:
+                run(ns, folder, ORDER, crash_after=crash_after)
             if crash_after is not None:
                 run(ns, folder, ORDER)
             with reading(folder / "steps.db") as conn:
@@ -849,6 +886,11 @@ def the_decline_is_checkpointed_as_declined(ns: Namespace) -> None:
                 else _(
                     "the checkpoint ('charge', 'declined') for the declined order {order_id}, "
                     "after a kill right after the release and a re-run"
+                ).format(order_id=ORDER["id"])
+                if crash_after != "failed"
+                else _(
+                    "the checkpoint ('charge', 'declined') for the declined order {order_id}, "
+                    "after a kill right after the job was set 'failed' and a re-run"
                 ).format(order_id=ORDER["id"]),
                 _("the charge's checkpoint holds {result}").format(
                     result=repr(results.get("charge"))
@@ -859,6 +901,13 @@ def the_decline_is_checkpointed_as_declined(ns: Namespace) -> None:
                     "write ('charge', 'declined') with state = 'failed' in one transaction "
                     "BEFORE the release: a run killed after the release never gets back to "
                     "a checkpoint it left for later"
+                )
+                if crash_after != "failed"
+                else _(
+                    "write ('charge', 'declined') and state = 'failed' in ONE transaction "
+                    "(BEGIN IMMEDIATE ... COMMIT): killed between two statements, the job "
+                    "stays 'failed' and its re-run only releases, so the decline is never "
+                    "recorded"
                 ),
             )
 

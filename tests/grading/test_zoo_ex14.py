@@ -1325,12 +1325,56 @@ ZOO: list[tuple[str, str, str, str]] = [
             ),
         ),
     ),
+    (
+        "ex14",
+        "'failed' set, then the decline checkpointed, in two statements (no transaction)",
+        "the_decline_is_checkpointed_as_declined",
+        _edit(
+            RUN_ORDER,
+            (
+                '                conn.execute("BEGIN IMMEDIATE")\n'
+                '                checkpoint("charge", "declined")\n',
+                "",
+            ),
+            (
+                '                conn.execute("COMMIT")\n',
+                '                checkpoint("charge", "declined")\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "a decline told by its status code, exc.status == 400 (a card declined is a 402)",
+        "a_decline_of_any_status_releases_the_stock",
+        _edit(
+            RUN_ORDER,
+            (
+                'if step != "charge" or isinstance(exc, IdempotencyConflict):',
+                'if step != "charge" or isinstance(exc, IdempotencyConflict) or exc.status != 400:',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "a decline told by the word 'rejected' in the error's message",
+        "a_decline_of_any_status_releases_the_stock",
+        _edit(
+            RUN_ORDER,
+            (
+                'if step != "charge" or isinstance(exc, IdempotencyConflict):',
+                'if step != "charge" or isinstance(exc, IdempotencyConflict) '
+                'or "rejected" not in str(exc):',
+            ),
+        ),
+    ),
 ]
 
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "a decline told by its status code, exc.status == 400 (a card declined is a 402)",
+    "a decline told by the word 'rejected' in the error's message",
     "each step's key holds the order id cut to its first 6 digits",
     "each step's key holds the order id's last 6 digits",
     "each step's key cut to 24 characters (a VARCHAR(24) habit)",
@@ -1387,6 +1431,12 @@ SEVERE = [
 
 #: What the named check must say it expected, for the entries that name it.
 SAYS = {
+    "a decline told by its status code, exc.status == 400 (a card declined is a 402)": (
+        "status=402"
+    ),
+    "'failed' set, then the decline checkpointed, in two statements (no transaction)": (
+        "right after the job was set 'failed'"
+    ),
     "each step's key holds the order id cut to its first 6 digits": "the first declined",
     "the release's key stamped with the time (a restarted worker releases again)": (
         "restarted a day later"

@@ -37,6 +37,7 @@ from labkit.grading.exercises.elsewhere import on_another_machine
 from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process, cells_run_again
+from labkit.grading.exercises.tracing import Watched, verb_of
 from labkit.grading.exercises.wallclock import clock_moved
 from labkit.grading.stub import is_stub_text
 from labkit.world import World
@@ -117,12 +118,40 @@ class _Ledger:
         return getattr(self._ledger, name)
 
 
-class _Seen:
-    """The world as the student's job sees it: the real services, each moment named."""
+class _Restated:
+    """The payment API whose refusals for good (``PermanentError``) come with another
+    status and text: a card declined (402), as Stripe says it, not the world's 400."""
 
-    def __init__(self, world: World, moments: _Moments) -> None:
+    def __init__(self, payments: Any, status: int) -> None:
+        self._payments, self._status = payments, status
+
+    def charge(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._payments.charge(*args, **kwargs)
+        except PermanentError as exc:
+            if type(exc) is not PermanentError:
+                raise
+            raise PermanentError(
+                f"{self._status} from payments: card_declined (insufficient funds); nothing "
+                "charged",
+                status=self._status,
+            ) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._payments, name)
+
+
+class _Seen:
+    """The world as the student's job sees it: the real services, each moment named.
+
+    ``declined_as``: the payment API's refusals for good carry that status (``_Restated``).
+    """
+
+    def __init__(self, world: World, moments: _Moments, declined_as: int | None = None) -> None:
         self._world = world
-        self.payments = _Service(world.payments, moments, "payments", "charge")
+        self.payments: Any = _Service(world.payments, moments, "payments", "charge")
+        if declined_as is not None:
+            self.payments = _Restated(self.payments, declined_as)
         self.mail = _Service(world.mail, moments, "mail", "send")
         self.ledger = _Ledger(world.ledger, moments)
 
@@ -147,13 +176,14 @@ def _job(
     version: int,
     moments: _Moments,
     later_s: float = 0.0,
+    declined_as: int | None = None,
 ) -> Any:
     """The student's ``run_order`` once, on its own connection and world (its clock
     ``later_s`` on), both closed after."""
     conn, world = connect(folder / "steps.db"), open_world(folder / "world.db", later_s)
     try:
         return need(values, "run_order")(
-            conn, _Seen(world, moments), dict(order), policy_version=version
+            conn, _Seen(world, moments, declined_as), dict(order), policy_version=version
         )
     finally:
         conn.close()
@@ -168,6 +198,7 @@ def run(
     crash_after: str | None = None,
     salted: bool = False,
     deployed: bool = False,
+    declined_as: int | None = None,
 ) -> dict[str, Any]:
     """``run_order(conn, world, order, policy_version=version)`` in ``folder``.
 
@@ -179,6 +210,7 @@ def run(
     own ``PYTHONHASHSEED``), and so does the world's clock; its host, user and pid are
     another machine's (``elsewhere.on_another_machine``). ``deployed``: ``POLICIES``
     holds one more version, as after a deploy that added it (the newest one's steps).
+    ``declined_as``: the payment API's refusals for good carry that status (402).
     The outcome, ``{"crashed": True}`` when it did, and ``fired``.
     """
     moments = _Moments(crash_after=crash_after)
@@ -191,10 +223,59 @@ def run(
     ):
         try:
             later = LATER_S if salted else 0.0
-            got = outcome(_job, here, Path(folder), order, version, moments, later)
+            got = outcome(_job, here, Path(folder), order, version, moments, later, declined_as)
         except SimulatedCrash:
             got = {"crashed": True}
     return {**got, "fired": moments.crashed}
+
+
+class _KilledOnceFailed(Watched):
+    """``Watched`` that kills the job right after its first write that sets ``'failed'``
+    (in its SQL or its parameters): the moment between the job's 'failed' and whatever
+    the student writes next, when those are two statements of their own."""
+
+    fired = False
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        if self.fired:
+            raise SimulatedCrash("the process was killed: this statement never ran")
+        got = super().execute(sql, params)
+        values = params.values() if isinstance(params, dict) else params
+        said = [sql, *values] if isinstance(values, list | tuple) else [sql]
+        if verb_of(sql) in ("UPDATE", "INSERT", "REPLACE") and any(
+            isinstance(v, str) and "failed" in v.lower() for v in said
+        ):
+            self.fired = True
+            raise SimulatedCrash("killed right after the job was set 'failed'")
+        return got
+
+
+def run_killed_once_failed(
+    values: MutableMapping[str, Any], folder: str, order: dict[str, Any], version: int
+) -> dict[str, Any]:
+    """``run_order`` in ``folder``, killed right after the write that sets the job 'failed'.
+
+    Whatever that write's transaction left uncommitted is rolled back (the connection is
+    closed without a commit). The outcome, ``{"crashed": True}`` when it fired.
+    """
+    conn, world = connect(Path(folder) / "steps.db"), open_world(Path(folder) / "world.db")
+    watched = _KilledOnceFailed(conn)
+    try:
+        with fresh_state(values):
+            try:
+                got = outcome(
+                    need(values, "run_order"),
+                    watched,
+                    _Seen(world, _Moments()),
+                    dict(order),
+                    policy_version=version,
+                )
+            except SimulatedCrash:
+                got = {"crashed": True}
+    finally:
+        conn.close()
+        world.close()
+    return {**got, "fired": watched.fired}
 
 
 @contextmanager
