@@ -446,6 +446,17 @@ def a_refused_charge_is_not_retried(ns: Namespace) -> None:
         got = ns.harness(HARNESS + "refused_charge", tmp, [kind, payload, key])
     if not got["raised"]:
         return  # a_refused_charge_is_not_a_success says so
+    # Retried in the handler (the same key or a new one), a declined card is charged again
+    # before the error comes out: a try that goes through charges a refused customer.
+    expect(
+        got["calls"] <= 1,
+        _(
+            "one charge for job {key}, refused with a 400, and no other try in charge_handler"
+        ).format(key=key),
+        _("it charged {calls} times before the error came out").format(calls=got["calls"]),
+        "a 400 says the request itself is wrong: let it out at the first charge, and do not "
+        "try again in the handler, under the same key or a new one",
+    )
     expect(
         not got["transient"],
         _(
@@ -455,6 +466,62 @@ def a_refused_charge_is_not_retried(ns: Namespace) -> None:
         _("it raised {raised}, which the worker retries").format(raised=got["raised"]),
         "let a PermanentError out as it is (or as another PermanentError): only a "
         "TransientError (a 503, a 429, a lost reply) is worth another try",
+    )
+
+
+#: The amount the job's Idempotency-Key was first charged for in
+#: ``a_conflicting_key_fails_the_job``: an earlier version of the invoice (R$ 40.00, not 42.00).
+EARLIER_AMOUNT = 4000
+
+
+@CHECKS.add(
+    2,
+    "a 400 saying the Idempotency-Key was first used with other parameters "
+    "(IdempotencyKeyReused: an earlier version of the invoice, another amount) must come out "
+    "of the handler: answered 'skipped' (or with payments.find's charge) the invoice is "
+    "marked paid though this amount was never charged, and charged again under a new key "
+    "the customer may pay twice",
+    timeout=20.0,
+    severe=True,
+)
+def a_conflicting_key_fails_the_job(ns: Namespace) -> None:
+    [(kind, payload, key)] = CHARGE
+    with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+        got = ns.harness(HARNESS + "conflicting_key", tmp, [kind, payload, key], EARLIER_AMOUNT)
+    # Looked up first (payments.find) and answered from the charge found, whose amount is
+    # not this job's: the same success for a charge that never happened, without asking.
+    expect(
+        got["conflicts"] or got["new"] or "raised" in got,
+        _(
+            "a charge for job {key} (its key was first used for {earlier}, this job charges "
+            "{amount}), or an error out of charge_handler"
+        ).format(key=key, earlier=EARLIER_AMOUNT, amount=payload["amount"]),
+        _("it returned {returned} without charging").format(returned=got.get("returned")),
+        "a charge payments.find shows under the job's key is not this job's reply: call "
+        "charge with the job's key, and the API answers a repeat or refuses a conflict",
+    )
+    if not got["conflicts"]:
+        return  # charged without a key: every_charge_carries_its_idempotency_key says so
+    expect(
+        not got["new"],
+        _(
+            "no other charge for job {key} after the 400 IdempotencyKeyReused (its key was "
+            "first used for {earlier}, this job charges {amount})"
+        ).format(key=key, earlier=EARLIER_AMOUNT, amount=payload["amount"]),
+        _("it charged again with the Idempotency-Key {keys}").format(keys=", ".join(got["new"])),
+        "a key that conflicts says the job's key was already used for another request: a "
+        "new key (or none) charges the customer a second time; let the error out for a "
+        "person to look at",
+    )
+    expect(
+        "raised" in got,
+        _(
+            "the 400 IdempotencyKeyReused to come out of charge_handler for job {key} (its "
+            "key was first used for {earlier}, this job charges {amount})"
+        ).format(key=key, earlier=EARLIER_AMOUNT, amount=payload["amount"]),
+        _("it returned {returned}").format(returned=got.get("returned")),
+        "do not catch the API's errors: a conflict is a PermanentError, the worker buries the "
+        "job as dead and a person sees that this amount was never charged",
     )
 
 
@@ -562,7 +629,9 @@ def every_post_is_marked_under_the_key_it_looks_up(ns: Namespace) -> None:
     if not any(c["call"] == "mark" for calls in sent for c in calls):
         return  # post_survives_every_crash says so
     for job, calls in zip(jobs, sent, strict=True):
-        read = [_named(c) for c in calls if c["call"] == "status" and _named(c)]
+        # A look-up is the mark's status, or the entries found under a key (ledger.find:
+        # read inside the transaction, the write lock held, it is as sound a look-up).
+        read = [_named(c) for c in calls if c["call"] in ("status", "find") and _named(c)]
         written = [_named(c) for c in calls if c["call"] == "mark" and _named(c)]
         posted = any(c["call"] == "post" for c in calls)
         expect(
@@ -618,8 +687,20 @@ def a_posted_job_run_again_succeeds(ns: Namespace) -> None:
         "when the mark says done, return {'skipped': 'already posted'}: the job did its "
         "work, and the worker records it as succeeded",
     )
+    # What the job keeps is what its caller reads: the contract's own answer, not None.
+    [(_effects, result)] = run.done.values()
+    expect(
+        result == {"skipped": "already posted"},
+        _(
+            "job {key}, run again after a crash at after_effect, to keep "
+            "{{'skipped': 'already posted'}}, as post_handler's contract says"
+        ).format(key=key),
+        _("it kept {result}").format(result=repr(result)),
+        "when the mark says done, return {'skipped': 'already posted'} exactly: whoever "
+        "reads the job's result learns from it that the entry was posted before",
+    )
 
 
 def _named(call: dict[str, Any]) -> str:
-    """The key a recorded status or mark call names, passed by position or as key=."""
+    """The key a recorded status, find or mark call names, by position or as key=."""
     return call["args"][0] if call["args"] else call.get("key", "")

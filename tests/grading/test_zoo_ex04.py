@@ -2071,6 +2071,67 @@ ZOO: list[tuple[str, str, str, str]] = [
             return delay
     """,
     ),
+    (
+        "ex04",
+        "the ambiguous flag tested after PermanentError (a lost PermanentError given up on)",
+        "classify_maybe_done",
+        """
+        from labkit.errors import PermanentError, TransientError
+        def classify(error):
+            if isinstance(error, PermanentError):
+                return "permanent"
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "the random module reseeded from rng and drawn from (random.seed(rng.random()))",
+        "backoff_uses_the_given_rng",
+        """
+        import random as _random
+        def backoff(n, rng, base=1.0, cap=60.0):
+            _random.seed(rng.random())
+            return _random.uniform(0, cap if n >= 64 else min(cap, base * 2**n))
+    """,
+    ),
+    (
+        "ex04",
+        "Retry-After honoured only for a list of statuses (a TransientError without one missed)",
+        "honours_retry_after",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=5, base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if (
+                getattr(error, "status", None) in (429, 500, 502, 503, 504)
+                and isinstance(retry_after, (int, float))
+                and retry_after > delay
+            ):
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
 ]
 
 
@@ -2267,6 +2328,15 @@ SAYS: dict[str, str] = {
     ),
     "deadline=0 taken as no deadline (if deadline and ...: retries until max_attempts)": (
         "with deadline=0"
+    ),
+    "the ambiguous flag tested after PermanentError (a lost PermanentError given up on)": (
+        "PermanentError(ambiguous = True)"
+    ),
+    "the random module reseeded from rng and drawn from (random.seed(rng.random()))": (
+        "the random module's own generator"
+    ),
+    "Retry-After honoured only for a list of statuses (a TransientError without one missed)": (
+        "at least 120 s for TransientError(retry_after=120)"
     ),
 }
 

@@ -9,7 +9,12 @@ gives. ``test_zoo.py`` checks the zoo as a whole.
 
 from __future__ import annotations
 
+import pytest
+from gradingkit import HIDDEN, with_override
 from zoograding import in_process_test
+
+from labkit.grading import catalog
+from labkit.grading.checks import CheckStatus, Namespace, run_check
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
@@ -1373,6 +1378,166 @@ ZOO: list[tuple[str, str, str, str]] = [
             return reply
     """,
     ),
+    (
+        "ex05",
+        "an IdempotencyKeyReused conflict caught and returned as 'skipped'",
+        "a_conflicting_key_fails_the_job",
+        """
+        from labkit.errors import IdempotencyConflict
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except IdempotencyConflict:
+                return {"skipped": "already charged"}
+    """,
+    ),
+    (
+        "ex05",
+        "a conflicting key answered 'skipped' once payments.find shows a charge",
+        "a_conflicting_key_fails_the_job",
+        """
+        from labkit.errors import IdempotencyConflict
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except IdempotencyConflict:
+                if ctx.world.payments.find(job.key):
+                    return {"skipped": "already charged"}
+                raise
+    """,
+    ),
+    (
+        "ex05",
+        "a conflicting key retried with a new Idempotency-Key (the amount added to it)",
+        "a_conflicting_key_fails_the_job",
+        """
+        from labkit.errors import IdempotencyConflict
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except IdempotencyConflict:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=f"{job.key}:{amount}")
+    """,
+    ),
+    (
+        "ex05",
+        "a declined charge (a 400) tried three times in the handler with the same key",
+        "a_refused_charge_is_not_retried",
+        """
+        from labkit.errors import PermanentError
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            for attempt in range(3):
+                try:
+                    return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                     idempotency_key=job.key)
+                except PermanentError:
+                    if attempt == 2:
+                        raise
+    """,
+    ),
+    (
+        "ex05",
+        "a declined charge (a 400) tried again with a new Idempotency-Key",
+        "a_refused_charge_is_not_retried",
+        """
+        from labkit.errors import PermanentError
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except PermanentError:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key + ":retry")
+    """,
+    ),
+    (
+        "ex05",
+        "a posted job run again returns None, not {'skipped': 'already posted'}",
+        "a_posted_job_run_again_succeeds",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return None
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "the entry looked up with ledger.find before the transaction (two deliveries both post)",
+        "post_survives_two_deliveries_at_once",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            if ctx.world.ledger.find(job.key):
+                return {"skipped": "already posted"}
+            with ctx.world.ledger.transaction() as tx:
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "a lost reply retried three times in the handler, then an 'unknown' reply returned",
+        "a_failed_charge_is_retried",
+        """
+        from labkit.errors import ResponseLost
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            for _ in range(3):
+                try:
+                    return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                     idempotency_key=job.key)
+                except ResponseLost:
+                    continue
+            return {"status": "unknown", "key": job.key}
+    """,
+    ),
+    (
+        "ex05",
+        "a 429 retried three times in the handler, then a 'rate limited' reply returned",
+        "a_failed_charge_is_retried",
+        """
+        from labkit.errors import TransientError
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            for _ in range(3):
+                try:
+                    return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                     idempotency_key=job.key)
+                except TransientError as exc:
+                    if exc.status != 429:
+                        raise
+            return {"status": "rate limited", "key": job.key}
+    """,
+    ),
+    (
+        "ex05",
+        "the charge looked up first and answered from payments.find, its amount unchecked",
+        "a_conflicting_key_fails_the_job",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            found = ctx.world.payments.find(job.key)
+            if found:
+                return found[0].response
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=job.key)
+    """,
+    ),
 ]
 
 
@@ -1543,6 +1708,36 @@ SAYS: dict[str, str] = {
     "the Idempotency-Key on the first attempt only; a retry looks first, then charges without": (
         "at attempt 3, with an Idempotency-Key"
     ),
+    "an IdempotencyKeyReused conflict caught and returned as 'skipped'": (
+        "the 400 IdempotencyKeyReused to come out of charge_handler"
+    ),
+    "a conflicting key answered 'skipped' once payments.find shows a charge": (
+        "the 400 IdempotencyKeyReused to come out of charge_handler"
+    ),
+    "a conflicting key retried with a new Idempotency-Key (the amount added to it)": (
+        "no other charge for job"
+    ),
+    "a declined charge (a 400) tried three times in the handler with the same key": (
+        "no other try in charge_handler"
+    ),
+    "a declined charge (a 400) tried again with a new Idempotency-Key": (
+        "no other try in charge_handler"
+    ),
+    "a posted job run again returns None, not {'skipped': 'already posted'}": (
+        "to keep {'skipped': 'already posted'}"
+    ),
+    "the entry looked up with ledger.find before the transaction (two deliveries both post)": (
+        "two deliveries of the job at the same moment"
+    ),
+    "a lost reply retried three times in the handler, then an 'unknown' reply returned": (
+        "a payment API that had not charged, 5 times in a row"
+    ),
+    "a 429 retried three times in the handler, then a 'rate limited' reply returned": (
+        "from the payment API, 5 times in a row"
+    ),
+    "the charge looked up first and answered from payments.find, its amount unchecked": (
+        "or an error out of charge_handler"
+    ),
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
@@ -1569,3 +1764,31 @@ GOT = {
 
 
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS, GOT)
+
+
+#: Right solutions written otherwise, each with a check that once took its points.
+RIGHT: list[tuple[str, str, str]] = [
+    (
+        "the entry found with ledger.find(job.key) inside the transaction, not tx.status",
+        "every_post_is_marked_under_the_key_it_looks_up",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if ctx.world.ledger.find(job.key):
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+        """,
+    ),
+]
+
+
+@pytest.mark.parametrize(("way", "check", "source"), RIGHT, ids=[w for w, *_ in RIGHT])
+def test_a_right_solution_written_otherwise_keeps_the_points(
+    way: str, check: str, source: str
+) -> None:
+    [named] = [c for c in catalog.all_checks("ex05", HIDDEN) if c.name == check]
+    got = run_check(named, Namespace(with_override("ex05", source)))
+    assert got.status == CheckStatus.PASSED, (way, got.expected, got.got)

@@ -8,7 +8,9 @@ from hypothesis import strategies as st
 from labkit.grading.checks import Namespace, expect
 from labkit.grading.exercises.ex04.policy import (
     CHECKS,
+    HARNESS,
     _number,
+    _results,
     draws,
 )
 from labkit.grading.exercises.helpers import SEED, holds_for
@@ -205,4 +207,14 @@ def backoff_uses_the_given_rng(ns: Namespace) -> None:
         first == again,
         "the same delays from two rngs with the same seed",
         _("{first} then {again}").format(first=first[:3], again=again[:3]),
+    )
+    # Replaying is not enough: reseeding the random module from rng (random.seed(...)) and
+    # drawing from it replays too, and resets the generator every other caller shares.
+    [untouched] = _results([ns.harness(HARNESS + "leaves_random_alone", 6)], "backoff")
+    expect(
+        untouched is True,
+        "the random module's own generator left as it was after backoff(n, rng) for n = 0 to 5",
+        "backoff changed the state of the random module (random.seed or a draw from it)",
+        "draw from rng alone (rng.uniform): random.seed or random.uniform in backoff resets "
+        "or moves the generator every other part of the program shares",
     )

@@ -80,6 +80,9 @@ def _build(spec: dict[str, Any]) -> BaseException:
         error = build_error(spec)
     if "ambiguous" in spec:
         error.ambiguous = spec["ambiguous"]  # type: ignore[attr-defined]
+    if "retry_after" in spec:
+        # On any error, as labkit's TransientError(retry_after=...) carries it, status or not.
+        error.retry_after = spec["retry_after"]  # type: ignore[attr-defined]
     if spec.get("status_enum"):
         # As some client libraries give it: an http.HTTPStatus member, an int subclass.
         error.status = HTTPStatus(spec["status"])  # type: ignore[attr-defined]
@@ -113,6 +116,19 @@ def backoff_draws(values: MutableMapping[str, Any], calls: list[list[Any]]) -> l
                 draws.append(one["returned"])
             out.append(failed or {"returned": draws})
     return out
+
+
+def leaves_random_alone(values: MutableMapping[str, Any], count: int) -> dict[str, Any]:
+    """Whether ``backoff(n, Random(seed), 1.0, 60.0)`` for n in ``range(count)`` leaves the
+    random module's own generator as it found it (no ``random.seed``, no ``random.uniform``).
+    """
+    with fresh_state(values):
+        before = random.getstate()
+        for n in range(count):
+            one = outcome(need(values, "backoff"), n, random.Random(n), 1.0, 60.0)
+            if "raised" in one:
+                return one
+        return {"returned": random.getstate() == before}
 
 
 def next_delays(values: MutableMapping[str, Any], calls: list[dict[str, Any]]) -> list[Any]:

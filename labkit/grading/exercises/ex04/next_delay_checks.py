@@ -213,6 +213,29 @@ def honours_retry_after(ns: Namespace) -> None:
         "at least 120 s for a 502 with Retry-After: 120, retried under an idempotency_key",
         keyed,
     )
+    # Any error that carries a Retry-After, not only a list of statuses: labkit's own
+    # TransientError(retry_after=...) has no status, and a 409 (the key still in progress)
+    # says when to come back too.
+    for name, error in (
+        (
+            "TransientError(retry_after=120) (no status)",
+            {"type": "TransientError", "retry_after": 120.0},
+        ),
+        (
+            "TransientError(status=409, retry_after=120) (the key still in progress)",
+            {"type": "TransientError", "status": 409, "retry_after": 120.0},
+        ),
+    ):
+        [got] = delays(ns, error, 1, started_at=0.0, now=0.0, deadline=3600.0)
+        expect(
+            _number(got) and got >= 120.0,
+            _("at least 120 s for {error}").format(error=name),
+            got,
+            _(
+                "read getattr(error, 'retry_after', None) on every error you retry, whatever "
+                "its status (or none): the server said when to come back"
+            ),
+        )
     # Retry-After counts from the answer that carried it (now), not from started_at; and a
     # long one (an hour of maintenance) is seconds all the same, never milliseconds.
     for started_at, now, after, deadline in (

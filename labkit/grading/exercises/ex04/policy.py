@@ -66,6 +66,12 @@ MAYBE_DONE = {
         **http(503),
         "ambiguous": "lost after send",
     },
+    # Rule 1 comes before labkit's classes, PermanentError too: the flag says the request
+    # was sent, whatever the class says about sending it again.
+    "PermanentError(ambiguous = True) (the ambiguous flag is rule 1, before the classes)": {
+        "type": "PermanentError",
+        "ambiguous": True,
+    },
     # A socket's own timeout: its words say "Connection", not whether the request went out.
     "TimeoutError(ETIMEDOUT, 'Connection timed out') (a socket's timeout)": {
         "type": "TimeoutError",

@@ -120,23 +120,6 @@ def _failure_comes_out(
 )
 def a_failed_charge_is_retried(ns: Namespace) -> None:
     _failure_comes_out(ns, "charge", BEFORE_CALL, _("a 503 from the payment API"))
-    # A timeout whose request never got there: the reply is lost, and nothing was charged.
-    _failure_comes_out(
-        ns,
-        "charge",
-        BEFORE_CALL,
-        _("a lost reply (a timeout) from a payment API that had not charged"),
-        "lose_response",
-    )
-    # A 429 (too many requests, with a Retry-After) is no answer either: the worker waits
-    # and retries a TransientError; a reply of one's own ("rate limited") marks it done.
-    _failure_comes_out(
-        ns,
-        "charge",
-        BEFORE_CALL,
-        _("a 429 (rate limited, with a Retry-After) from the payment API"),
-        "rate_limit",
-    )
     # The API down for a while: a handler that retries by itself and then gives up with a
     # reply of its own marks the job done with no charge.
     _failure_comes_out(
@@ -144,6 +127,33 @@ def a_failed_charge_is_retried(ns: Namespace) -> None:
         "charge",
         BEFORE_CALL,
         _("{count} 503s in a row from the payment API").format(count=IN_A_ROW),
+        nths=tuple(range(1, IN_A_ROW + 1)),
+    )
+    # A timeout whose request never got there: the reply is lost, and nothing was charged.
+    # Several in a row: a handler that retries a lost reply by itself (safe under the key)
+    # and then gives up with a reply of its own ("unknown") marks the job done, uncharged.
+    _failure_comes_out(
+        ns,
+        "charge",
+        BEFORE_CALL,
+        _(
+            "a lost reply (a timeout) from a payment API that had not charged, {count} times "
+            "in a row"
+        ).format(count=IN_A_ROW),
+        "lose_response",
+        nths=tuple(range(1, IN_A_ROW + 1)),
+    )
+    # A 429 (too many requests, with a Retry-After) is no answer either: the worker waits
+    # and retries a TransientError; a reply of one's own ("rate limited") marks it done,
+    # whether at the first 429 or after a few tries in the handler.
+    _failure_comes_out(
+        ns,
+        "charge",
+        BEFORE_CALL,
+        _(
+            "a 429 (rate limited, with a Retry-After) from the payment API, {count} times in a row"
+        ).format(count=IN_A_ROW),
+        "rate_limit",
         nths=tuple(range(1, IN_A_ROW + 1)),
     )
 

@@ -83,6 +83,14 @@ class _Ledger:
             threading.Event().wait(self._pause)
         return reply
 
+    def find(self, *args: Any, **kwargs: Any) -> Any:
+        # A lookup of the entries, as a read of the mark in its own transaction: another
+        # delivery can post before the handler's own transaction starts.
+        found = self._ledger.find(*args, **kwargs)
+        if self._pause:
+            threading.Event().wait(self._pause)
+        return found
+
     @contextmanager
     def transaction(self) -> Iterator[Any]:
         # A second transaction in one handler call pauses before it starts, as a read in
@@ -636,3 +644,13 @@ def refused_charge(values: MutableMapping[str, Any], folder: str, job: list[Any]
     from labkit.grading.exercises.ex05.refused import refused_charge as call
 
     return call(values, folder, job)
+
+
+def conflicting_key(
+    values: MutableMapping[str, Any], folder: str, job: list[Any], earlier_amount: int
+) -> dict[str, Any]:
+    """The student's ``charge_handler`` meeting a 400 ``IdempotencyKeyReused``: the job's
+    Idempotency-Key was first used for ``earlier_amount`` (see ``ex05.refused``)."""
+    from labkit.grading.exercises.ex05.refused import conflicting_key as call
+
+    return call(values, folder, job, earlier_amount)

@@ -58,6 +58,10 @@ class _Tx:
 
 
 class _Ledger(_Tx):
+    def find(self, *args: Any, **kwargs: Any) -> list[Any]:
+        self._notes.write("find", *args, **kwargs)
+        return []  # never posted: the handler goes on to post
+
     @contextmanager
     def transaction(self) -> Iterator[_Tx]:
         yield _Tx(self._notes)

@@ -70,3 +70,59 @@ def handled_once(
             return {"raised": f"NotImplementedError: {str(exc)[:160]}"}, exc
         except Exception as exc:  # noqa: BLE001 - what came out is the evidence
             return {"raised": f"{type(exc).__name__}: {str(exc)[:160]}"}, exc
+
+
+class _ConflictingPayments:
+    """The payment API when the job's Idempotency-Key was first used with other parameters
+    (an earlier version of the invoice, for another amount): a charge under that key gets
+    the 400 ``IdempotencyKeyReused``; a charge under another key, or none, is a new charge
+    (counted, nothing is charged). ``find`` shows the earlier charge, for the other amount.
+    """
+
+    def __init__(self, customer: str, earlier_amount: int) -> None:
+        self.customer, self.earlier_amount = customer, earlier_amount
+        #: The Idempotency-Key the conflict is about: the first one a charge carried.
+        self.used: str | None = None
+        self.conflicts = 0
+        #: The repr of the Idempotency-Key of each charge made after the conflict.
+        self.new: list[str] = []
+
+    def charge(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        from labkit.world.services import IdempotencyKeyReused
+
+        idem = kwargs.get("idempotency_key")
+        if idem is not None and self.used in (None, idem):
+            self.used = idem
+            self.conflicts += 1
+            raise IdempotencyKeyReused(
+                f"Idempotency-Key {idem!r} was first used at payments with other parameters; "
+                "a key names one request.",
+                status=400,
+            )
+        self.new.append(repr(idem))
+        amount = kwargs.get("amount", args[1] if len(args) > 1 else None)
+        return {"charge_id": f"ch_{len(self.new) + 1}", "amount": amount, "status": "succeeded"}
+
+    def find(self, key: str, *args: Any, **kwargs: Any) -> list[Any]:
+        from labkit.world.records import Effect
+
+        params = {"customer": self.customer, "amount": self.earlier_amount, "currency": "BRL"}
+        reply = {"charge_id": "ch_1", "amount": self.earlier_amount, "status": "succeeded"}
+        return [Effect(1, "payments", "charge", key, params, reply, LAB_EPOCH)]
+
+
+def conflicting_key(
+    values: MutableMapping[str, Any], folder: str, job: list[Any], earlier_amount: int
+) -> dict[str, Any]:
+    """Call the student's ``charge_handler`` once for ``job`` against ``_ConflictingPayments``
+    (its key first used for ``earlier_amount``).
+
+    ``{"conflicts": charges answered with the conflict, "new": the repr of each later
+    charge's Idempotency-Key, "raised": "ErrorClass: message"}`` or ``"returned": repr``.
+    """
+    _kind, payload, _key = job
+    payments = _ConflictingPayments(payload["customer"], earlier_amount)
+    got, _error = handled_once(values, folder, job, payments)
+    got["conflicts"] = payments.conflicts
+    got["new"] = payments.new
+    return got
