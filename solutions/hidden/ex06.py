@@ -287,8 +287,8 @@ def dead_letter_token_is_a_parameter(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
-    "no cap of your own: redrive(limit=2100) on 2500 dead jobs redrives 2100 (a silent "
-    "min(limit, 1000) leaves the operator thinking the queue is empty)",
+    "no cap of your own: redrive(limit=10100) on 10500 dead jobs redrives 10100 (a silent "
+    "min(limit, 1000), or 5000, or 10000, leaves the operator thinking the queue is empty)",
     timeout=30.0,
 )
 def redrive_has_no_cap_of_its_own(ns: Namespace) -> None:
@@ -297,14 +297,16 @@ def redrive_has_no_cap_of_its_own(ns: Namespace) -> None:
         conn.executemany(
             "INSERT INTO jobs (key, kind, state, attempt, dead_reason, updated_at) "
             "VALUES (?, 'email', 'dead', 3, 'attempts exhausted (3 of 3)', ?)",
-            [(f"email:{n}:send:v1", float(n + 1)) for n in range(2500)],
+            [(f"email:{n}:send:v1", float(n + 1)) for n in range(10_500)],
         )
         conn.execute("COMMIT")
-        got = redrive(ns, path, limit=2100, now=NOW)
+        # Past a cap kept at a round number (1000, 2500, 5000, 10000): a redrive of ten
+        # thousand rows is one UPDATE, a fraction of a second.
+        got = redrive(ns, path, limit=10_100, now=NOW)
         pending = conn.execute("SELECT count(*) FROM jobs WHERE state = 'pending'").fetchone()[0]
     expect(
-        isinstance(got, list) and len(got) == 2100 and pending == 2100,
-        _("2100 of 2500 dead jobs redriven and returned with limit=2100"),
+        isinstance(got, list) and len(got) == 10_100 and pending == 10_100,
+        _("10100 of 10500 dead jobs redriven and returned with limit=10100"),
         _("returned {count} ids, {pending} jobs pending").format(
             count=len(got) if isinstance(got, list) else repr(got), pending=pending
         ),
@@ -819,6 +821,9 @@ ANY_DEAD = (
     {"run_after": NOW + 3_600.0},
     {"dead_reason": None, "last_error": None},
     {"attempt": 0},
+    # Buried by a worker whose dead letter left its lease as it was (as a complete() may,
+    # see dead_letter_needs_a_running_job): a dead job is nobody's, whatever lease it shows.
+    {"lease_owner": "w-old", "lease_until": NOW + 3_600.0, "lease_token": "t-old"},
 )
 
 

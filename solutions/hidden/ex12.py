@@ -159,6 +159,10 @@ def _tick_reads_what_fired_in_every_time_zone_in(ns: Namespace, rng: Random) -> 
                 _("created {created}; {table}").format(
                     created=short_repr(created, 200), table=_held(keys, "close", held)
                 ),
+                _(
+                    "read the key's time back as UTC (strptime(...).replace(tzinfo=UTC)): never "
+                    "in a zone taken from the machine, at the call or once at import"
+                ),
             )
 
 
@@ -305,6 +309,49 @@ def a_long_outage_enqueues_every_missed_slot(ns: Namespace) -> None:
         # (a lookback window: a day, a week, a month, a year), each in a tick of its own.
         _a_long_outage_enqueues_every_missed_slot_in(ns, rng, 60, rng.randint(1500, 2000))
         _a_long_outage_enqueues_every_missed_slot_in(ns, rng, 86400, rng.randint(400, 600))
+    # More than a cap kept in tick (due_slots(...)[-5000:], 10000 slots) and farther back
+    # than a lookback window (two years, three, five), on a table in memory, where twelve
+    # thousand inserts take a fraction of a second.
+    _a_huge_outage_enqueues_every_missed_slot(ns, 60, 12_000)
+    _a_huge_outage_enqueues_every_missed_slot(ns, 86400, 2_000)
+
+
+def _a_huge_outage_enqueues_every_missed_slot(ns: Namespace, period: int, n: int) -> None:
+    now = JULY + 30.5
+    newest = (now // period) * period
+    fired = newest - n * period
+    want = {
+        "count": n,
+        "distinct": n,
+        "first": reference_key("sync", fired + period),
+        "last": reference_key("sync", newest),
+    }
+    got = ns.harness(HARNESS + "tick_in_memory", "sync", period, fired, now)
+    table = {**want, "count": n + 1, "distinct": n + 1, "first": reference_key("sync", fired)}
+    expect(
+        got.get("created") == want and got.get("table") == table,
+        _("all {count} slots of {period} s from {first} to {last}, each once").format(
+            count=n, period=period, first=slot_iso(fired + period), last=slot_iso(newest)
+        ),
+        raised_text(got)
+        if "raised" in got
+        else _("tick closed the connection it was given (the scheduler's next tick on it fails)")
+        if got.get("table") is None
+        else _(
+            "created {count} keys, from {first} to {last}; the table holds {held} jobs of it"
+        ).format(
+            count=got["created"]["count"],
+            first=got["created"]["first"],
+            last=got["created"]["last"],
+            held=got["table"]["count"],
+        )
+        if "created" in got
+        else short_repr(got.get("returned"), 200),
+        _(
+            "insert every slot due_slots returns, however many and however old: no slice "
+            "([-5000:]), no counter that stops the loop, no since moved up to a year or two back"
+        ),
+    )
 
 
 @CHECKS.add(
@@ -320,6 +367,8 @@ def due_slots_has_no_cap_on_a_long_outage(ns: Namespace) -> None:
     calls = [
         [60, None, now - 12_000 * 60, now, "all"],
         [86400, None, now - 2_000 * 86400, now, "all"],
+        # Past a cap kept at 20000 or 50000 slots too: due_slots alone costs little.
+        [60, None, now - 60_000 * 60, now, "all"],
     ]
     for call, one in zip(calls, ns.harness(HARNESS + "many", "due_slots", calls), strict=True):
         want = expected_slots(*call)

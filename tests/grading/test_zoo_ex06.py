@@ -2324,6 +2324,51 @@ ZOO: list[tuple[str, str, str, str]] = [
     ''',
     ),
     (
+        # Every dead job had its lease cleared: a filter on the lease passed.
+        "ex06",
+        "redrive skips dead jobs that still show a lease (lease_until IS NULL OR <= now)",
+        "every_dead_job_can_be_redriven",
+        '''
+        import json
+
+
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            params = {"limit": limit, "kind": kind, "now": now}
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        """
+                        SELECT id FROM jobs
+                         WHERE state = 'dead' AND (lease_until IS NULL OR lease_until <= :now)
+                           AND (:kind IS NULL OR kind = :kind)
+                         ORDER BY updated_at, id
+                         LIMIT :limit
+                        """,
+                        params,
+                    )
+                ]
+                if not dry_run:
+                    conn.execute(
+                        """
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                               redrives = redrives + 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        """,
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    ''',
+    ),
+    (
         "ex06",
         "a redrive gives every job at least 3 attempts (max_attempts raised to 3)",
         "redrive_gives_a_fresh_start",
@@ -2486,6 +2531,31 @@ ZOO: list[tuple[str, str, str, str]] = [
             return ids
     """,
     ),
+    (
+        # The scale check had 2500 dead jobs: a cap kept at a rounder number passed.
+        "ex06",
+        "redrive silently capped at 5000 jobs a call (MAX_REDRIVE)",
+        "redrive_has_no_cap_of_its_own",
+        """
+        MAX_REDRIVE = 5000
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            conn.execute("BEGIN IMMEDIATE")
+            ids = [r["id"] for r in conn.execute(
+                "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                " ORDER BY updated_at, id LIMIT :limit",
+                {"kind": kind, "limit": min(limit, MAX_REDRIVE)})]
+            if not dry_run:
+                conn.execute(
+                    "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                    " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                    " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                    {"now": now, "ids": json.dumps(ids)})
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
 ]
 
 
@@ -2538,7 +2608,8 @@ SAYS: dict[str, str] = {
     "the kind put into the SQL with an f-string": "never pasted into the SQL",
     "the dead_reason put into the SQL with an f-string": "the customer's bank said no",
     "a dry run that skips the limit check": "limit=None, dry_run=True",
-    "redrive silently capped at 500 jobs a call": "2100 of 2500 dead jobs",
+    "redrive silently capped at 500 jobs a call": "10100 of 10500 dead jobs",
+    "redrive silently capped at 5000 jobs a call (MAX_REDRIVE)": "10100 of 10500 dead jobs",
     "kind matched with GLOB ('*' and '[' are patterns)": "(kind 'export*')",
     "redrive that catches sqlite3.Error and returns []": "redrive(limit=2) to raise",
     "dead_letter fenced on 'not finished' (a retry_wait job buried)": (
@@ -2653,6 +2724,9 @@ SAYS: dict[str, str] = {
         "all redriven, oldest first"
     ),
     "dead jobs filtered on run_after <= now (the claim's WHERE copied)": (
+        "all redriven, oldest first"
+    ),
+    "redrive skips dead jobs that still show a lease (lease_until IS NULL OR <= now)": (
         "all redriven, oldest first"
     ),
     "a redrive gives every job at least 3 attempts (max_attempts raised to 3)": (

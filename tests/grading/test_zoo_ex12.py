@@ -1570,6 +1570,150 @@ ZOO: list[tuple[str, str, str, str]] = [
             return _all_due(period_s, last, max(since, now - 2 * 365 * 86400), now, catch_up)
         """,
     ),
+    (
+        # The file-backed outage stops at 2000 minutes: a cap kept in tick above it passed.
+        "ex12",
+        "tick keeps only the newest 5000 due slots of a catch-up (due_slots(...)[-5000:])",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        MAX_CATCH_UP = 5000
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up)[-MAX_CATCH_UP:]:
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # The file-backed outage reaches 600 days back: a window of two years in tick passed.
+        "ex12",
+        "tick looks back two years at most (since moved up to now minus two years)",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, max(since, now - 2 * 365 * 86400), now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # due_slots alone was asked for 12000 slots at most: a cap above it passed.
+        "ex12",
+        "due_slots keeps the newest 20000 slots of a catch-up",
+        "due_slots_has_no_cap_on_a_long_outage",
+        """
+        _all_due = due_slots
+        def due_slots(period_s, last, since, now, catch_up):
+            return _all_due(period_s, last, since, now, catch_up)[-20000:]
+        """,
+    ),
+    (
+        # The zones were set around each call, after the module was imported in UTC.
+        "ex12",
+        "slot_key in the local zone read once at import (datetime.now().astimezone().tzinfo)",
+        "slot_key_is_the_same_in_every_time_zone",
+        """
+        LOCAL = datetime.now().astimezone().tzinfo
+        def slot_key(schedule, fire_time):
+            if not schedule or ":" in schedule:
+                raise ValueError(f"schedule name {schedule!r} must be non-empty and without ':'")
+            fired = datetime.fromtimestamp(fire_time, LOCAL)
+            return f"schedule:{schedule}:{fired:%Y-%m-%dT%H:%M:%SZ}"
+        """,
+    ),
+    (
+        # The same, when the newest key's time is read back: in UTC wherever it was imported.
+        "ex12",
+        "the newest key's fire time read in the local zone taken at import (tzinfo=LOCAL)",
+        "tick_reads_what_fired_in_every_time_zone",
+        """
+        LOCAL = datetime.now().astimezone().tzinfo
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=LOCAL).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # Only the current slot's run_after was read: a missed one dated by the tick passed.
+        "ex12",
+        "a missed slot's job dated by the tick (run_after = now, not its slot)",
+        "tick_enqueues_each_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                run_after = slot if slot + period_s > now else now  # a missed slot: now
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": run_after, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
 ]
 
 
@@ -1580,6 +1724,20 @@ SAYS: dict[str, str] = {
     ),
     "due_slots keeps the newest 5000 slots of a catch-up": "all 12000 slots",
     "due_slots looks back two years at most": "all 2000 slots",
+    "tick keeps only the newest 5000 due slots of a catch-up (due_slots(...)[-5000:])": (
+        "all 12000 slots"
+    ),
+    "tick looks back two years at most (since moved up to now minus two years)": "all 2000 slots",
+    "due_slots keeps the newest 20000 slots of a catch-up": "all 60000 slots",
+    "slot_key in the local zone read once at import (datetime.now().astimezone().tzinfo)": (
+        "the same UTC keys with TZ="
+    ),
+    "the newest key's fire time read in the local zone taken at import (tzinfo=LOCAL)": (
+        "fired, only the"
+    ),
+    "a missed slot's job dated by the tick (run_after = now, not its slot)": (
+        "for the missed slot 00:00 too"
+    ),
     "tick ignores catch_up='latest' while nothing has fired (a new schedule runs every slot)": (
         "from the first tick with catch_up='latest'"
     ),
@@ -1707,6 +1865,9 @@ SAYS: dict[str, str] = {
 GOT = {
     "the newest key's fire time parsed back with a naive .timestamp()": "missing",
     "tick keeps only the newest 100 due slots of a catch-up": "created 100;",
+    "tick keeps only the newest 5000 due slots of a catch-up (due_slots(...)[-5000:])": (
+        "created 5000 keys"
+    ),
     "due_slots walks forward from since to now, keeping the slots after last": "still running",
     "tick keeps the first connection it was given in a global (fails after a reconnect)": (
         "closed database"
@@ -1750,6 +1911,8 @@ MINOR = [
     "slot_key puts the name into the strftime format ('%d' in a name becomes the day)",
     # Every slot once in the table; the second scheduler says it made them too.
     "a key reported as created when its row's updated_at is this tick's now",
+    # A missed slot's job is due at once either way: dated by the tick, not by its slot.
+    "a missed slot's job dated by the tick (run_after = now, not its slot)",
 ]
 
 

@@ -1,15 +1,17 @@
 """Harness for exercise 12: slot keys in another time zone, and schedulers ticking at once.
 
-``keys_in_zone`` computes keys while the process's local time zone is another one, so
-a key written in local time shows itself. ``tick`` runs the student's ``tick`` on a
-connection the harness opens to a file the check made; ``tick_race`` runs two
-schedulers in two forked processes, each with its own connection whose plain reads
-pause, ticking the same schedule at skewed moments; ``tick_schedules`` runs two
-schedulers in two processes one schedule at a time (``racesweep``: the first stopped
-after each of its statements while the second runs whole); ``tick_kills`` kills a
-scheduler right after each write of a catch-up and starts it again. ``tick`` takes a
-time zone too, so a fire time parsed back from a key as local time shows itself. The
-check reads the table itself.
+``keys_in_zone`` computes keys while the process's local time zone is another one, in a
+namespace whose cells ran again in that zone, so a key written in local time shows
+itself, even in a zone read once at import. ``tick_in_memory`` ticks a catch-up of tens
+of thousands of slots on a table in memory, where it costs a fraction of a second.
+``tick`` runs the student's ``tick`` on a connection the harness opens to a file the
+check made; ``tick_race`` runs two schedulers in two forked processes, each with its own
+connection whose plain reads pause, ticking the same schedule at skewed moments;
+``tick_schedules`` runs two schedulers in two processes one schedule at a time
+(``racesweep``: the first stopped after each of its statements while the second runs
+whole); ``tick_kills`` kills a scheduler right after each write of a catch-up and starts
+it again. ``tick`` takes a time zone too (the cells run again in it), so a fire time
+parsed back from a key as local time shows itself. The check reads the table itself.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from __future__ import annotations
 import os
 import resource
 import sqlite3
-from collections.abc import MutableMapping
-from contextlib import nullcontext
+from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -26,18 +28,35 @@ from typing import Any
 from labkit.grading.exercises.common import fresh_state, outcome
 from labkit.grading.exercises.common import on_one_connection as on_one_connection  # checks call it
 from labkit.grading.exercises.killsweep import sweep
-from labkit.grading.exercises.labdb import add_job, connect
+from labkit.grading.exercises.labdb import add_job, connect, lab_db
 from labkit.grading.exercises.racers import in_a_forked_child, in_processes
 from labkit.grading.exercises.racesweep import race_sweep
+from labkit.grading.exercises.replay import cells_run_again
 from labkit.grading.exercises.tracing import WRITES, Watched, verb_of
 from labkit.grading.exercises.wallclock import in_time_zone
 from labkit.patterns.schedule import slot_key as reference_key
 
 
-def keys_in_zone(values: MutableMapping[str, Any], calls: list[list[Any]], tz: str) -> list[Any]:
-    """``slot_key(*call)`` for each call, as outcomes, with the local time zone set to ``tz``."""
+@contextmanager
+def _imported_in_zone(values: MutableMapping[str, Any], tz: str) -> Iterator[Mapping[str, Any]]:
+    """The namespace a scheduler started in time zone ``tz`` runs: the cells run again
+    there (``replay.cells_run_again``), so a zone the module read at import (``LOCAL =
+    datetime.now().astimezone().tzinfo``) is that machine's, and the block runs in ``tz``
+    too. Without the cells (``check()`` in Jupyter, where the module was imported in the
+    student's own zone), the notebook's names with the zone set for the block."""
+    with cells_run_again(values, partial(in_time_zone, tz)) as again:
+        if again is not None:
+            yield again
+            return
     with fresh_state(values), in_time_zone(tz):
-        return [outcome(values["slot_key"], *call) for call in calls]
+        yield values
+
+
+def keys_in_zone(values: MutableMapping[str, Any], calls: list[list[Any]], tz: str) -> list[Any]:
+    """``slot_key(*call)`` for each call, as outcomes, in a namespace imported (and run)
+    with the local time zone set to ``tz``."""
+    with _imported_in_zone(values, tz) as names:
+        return [outcome(names["slot_key"], *call) for call in calls]
 
 
 def many(values: MutableMapping[str, Any], name: str, calls: list[list[Any]]) -> list[Any]:
@@ -95,14 +114,61 @@ def tick(
     catch_up: str,
     tz: str | None = None,
 ) -> dict[str, Any]:
-    """One ``tick`` on a new connection to ``path``: an outcome; with ``tz``, run while
-    the process's local time zone is that one."""
+    """One ``tick`` on a new connection to ``path``: an outcome; with ``tz``, in a namespace
+    imported and run while the process's local time zone is that one."""
     conn = connect(path)
     try:
-        with fresh_state(values), in_time_zone(tz) if tz else nullcontext():
+        if tz:
+            with _imported_in_zone(values, tz) as names:
+                return outcome(
+                    names["tick"], Watched(conn), schedule, period_s, since, now, catch_up
+                )
+        with fresh_state(values):
             return outcome(values["tick"], Watched(conn), schedule, period_s, since, now, catch_up)
     finally:
         conn.close()
+
+
+def tick_in_memory(
+    values: MutableMapping[str, Any],
+    schedule: str,
+    period_s: int,
+    fired: float,
+    now: float,
+) -> dict[str, Any]:
+    """One ``tick`` (``catch_up="all"``, ``since`` the epoch) on a fresh exercise table in
+    memory where ``fired`` already fired: a catch-up of tens of thousands of slots costs
+    a fraction of a second there. The outcome (its list of keys replaced by their count,
+    first and last) and the same of the keys the table holds (None when the tick closed
+    the connection, and the table in memory with it)."""
+    conn = lab_db(":memory:")
+    try:
+        add_job(conn, reference_key(schedule, fired), kind=schedule, run_after=fired)
+        with fresh_state(values):
+            got = outcome(values["tick"], Watched(conn), schedule, period_s, 0, now, "all")
+        try:
+            keys = [row[0] for row in conn.execute("SELECT key FROM jobs ORDER BY key")]
+        except sqlite3.ProgrammingError:  # the tick closed it: the table in memory is gone
+            keys = None
+    finally:
+        conn.close()
+    created = got.pop("returned", None)
+    if isinstance(created, (list, tuple)) and all(isinstance(k, str) for k in created):
+        got["created"] = _span(sorted(created))
+    elif "raised" not in got:
+        got["returned"] = repr(created)[:200]
+    got["table"] = None if keys is None else _span(keys)
+    return got
+
+
+def _span(keys: list[str]) -> dict[str, Any]:
+    """Keys said in little room: how many, how many distinct, the first and the last."""
+    return {
+        "count": len(keys),
+        "distinct": len(set(keys)),
+        "first": keys[0] if keys else None,
+        "last": keys[-1] if keys else None,
+    }
 
 
 def tick_race(
