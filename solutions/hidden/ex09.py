@@ -701,7 +701,7 @@ def the_cap_holds_for_claimed_entries(ns: Namespace) -> None:
         poison = s.add("poison", cents=100, crash=True)
         # A new name each time (a fresh container, a new pod): the poison is never this
         # consumer's own pending entry, it comes to each one through XAUTOCLAIM.
-        crashes, early, orders = 0, [], []
+        crashes, early, orders, holders = 0, [], [], []
         for n in range(5):
             # Before each pod: a new entry behind the poison, and the poison idle 150 ms
             # (idle_ms is 100): claimed at the pod's first look, before the new entry,
@@ -709,6 +709,8 @@ def the_cap_holds_for_claimed_entries(ns: Namespace) -> None:
             orders.append(f"order:{n}")
             s.add(orders[-1], cents=100)
             for held in s.r.xpending_range(s.stream, GROUP, poison, poison, 1):
+                # The pod that crashed on it holds it: it claimed it under its own name.
+                holders.append(str(held["consumer"]))
                 s.r.xclaim(s.stream, GROUP, held["consumer"], 0, [poison], idle=150, justid=True)
             code = s.finish(
                 s.start(f"pod-{n}", max_deliveries=2, idle_ms=100),
@@ -741,6 +743,21 @@ def the_cap_holds_for_claimed_entries(ns: Namespace) -> None:
             _(
                 "pass idle_ms to XAUTOCLAIM as it is, with no floor of your own (max(idle_ms, "
                 "1000) or 5000): a dead consumer's entry then waits longer than it should"
+            ),
+        )
+        pods = [f"pod-{n}" for n in range(len(holders))]
+        expect(
+            holders == pods,
+            _(
+                "the poison held, after each crash, by the consumer that crashed on it, under "
+                "the name it was given: {pods}"
+            ).format(pods=pods),
+            _("it was held by {holders}").format(holders=holders),
+            _(
+                "XAUTOCLAIM under the consumer name consume was given: an entry read under "
+                "another name (a fixed one, or a dead consumer's, with XREADGROUP ... 0) stays "
+                "that name's, so the consumer that really holds it is unknown, and the dead "
+                "one, restarted, runs it a second time beside you"
             ),
         )
         left = len(s.pending())

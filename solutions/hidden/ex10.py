@@ -361,6 +361,26 @@ def status_hides_the_payload(ns: Namespace) -> None:
                 reply.text[:160],
                 "return status_view(job), not the job itself",
             )
+            # Finished, it still shows its result, not what was asked.
+            from labkit.store import JobStore
+
+            with JobStore(db) as store:
+                claimed = store.claim("check-worker")
+                if claimed is not None and claimed.id == job_id:
+                    store.complete(claimed, {"pages": 1})
+            done = app.status(job_id)
+            at = done.text.find("private-marker-5521")
+            expect(
+                at < 0,
+                _("no payload in the status of job {job_id} once it has succeeded").format(
+                    job_id=job_id
+                ),
+                "..." + done.text[max(0, at - 100) : at + 40],
+                _(
+                    "return status_view(job) in every state: the result is in it; the "
+                    "request (the payload) is not, finished or not"
+                ),
+            )
 
 
 @CHECKS.add(
@@ -667,12 +687,59 @@ def every_202_says_where_and_when_to_poll(ns: Namespace) -> None:
             )
         # The poll Retry-After asks for must find the job due: not hours later.
         _due_by_the_poll(folder / "jobs.db", first, "UTC-3")
+        _a_finished_jobs_retry_is_a_202(app, folder / "jobs.db", body, "poll-1")
     # And on a server east of UTC, where a local wall-clock time labelled as UTC
     # (datetime.now().replace(tzinfo=timezone.utc)) lands hours late instead.
     with scratch(ns) as folder, served(ns, folder / "jobs.db", tz=EAST_OF_UTC) as app:
         reply = app.post(body, key="poll-2")
         accepted_id(reply, _("the first request"), statuses=(202,))
         _due_by_the_poll(folder / "jobs.db", reply, "UTC+3")
+
+
+def _a_finished_jobs_retry_is_a_202(app: App, db: Path, body: Any, key: str) -> None:
+    """A worker runs the key's job (it succeeds; another key's job fails for good); a retry
+    whose first reply was lost comes back while it runs and after it ended: 202 with the
+    same job, its Location and a Retry-After, as before it ran."""
+    from labkit.errors import PermanentError
+    from labkit.store import JobStore
+
+    job_id = accepted_id(app.post(body, key=key), _("the retry"))
+    with JobStore(db) as store:
+        claimed = store.claim("check-worker")
+        if claimed is None or claimed.id != job_id:
+            return  # the job is not one a worker takes: a_report_worker_claims_the_job's
+        late = [(_("while a worker runs its job"), job_id, app.post(body, key=key))]
+        store.complete(claimed, {"pages": 2})
+    late.append((_("once its job has succeeded"), job_id, app.post(body, key=key)))
+    # The same for a job that failed for good: still its key's job.
+    other = {**body, "fails": True}
+    dead_id = accepted_id(app.post(other, key=f"{key}-dead"), _("the first request"))
+    with JobStore(db) as store:
+        claimed = store.claim("check-worker")
+        if claimed is not None and claimed.id == dead_id:
+            store.fail(claimed, PermanentError("ERP 400: no such month"))
+            again = app.post(other, key=f"{key}-dead")
+            late.append((_("once its job has failed for good (dead)"), dead_id, again))
+    for when, wanted, reply in late:
+        try:
+            answered = reply.json().get("job_id") if reply.status_code == 202 else None
+        except (ValueError, AttributeError):
+            answered = None
+        expect(
+            answered == wanted
+            and reply.headers.get("Location") is not None
+            and reply.headers.get("Retry-After", "").isdigit(),
+            _("a retry {when}: 202 with job {job_id}, its Location and a Retry-After").format(
+                when=when, job_id=wanted
+            ),
+            f"{reply.status_code} {reply.text[:120]}",
+            _(
+                "answer every retry as the first request, whatever the job's state: 202, "
+                "the key's job_id, Location, Retry-After. The caller learns how the job "
+                "ended by polling the Location; another code to a POST reads as a reply of "
+                "another kind, and another job_id as another request"
+            ),
+        )
 
 
 def _polled_job_id(polled: Any) -> Any:

@@ -906,6 +906,64 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
             )
         ],
     ),
+    (
+        # One name for every rescuer: what a consumer claimed is not under its own name,
+        # and no one can tell who holds it.
+        "claims idle entries under a fixed name ('rescuer'), not its own",
+        "the_cap_holds_for_claimed_entries",
+        [
+            (
+                "r.xautoclaim(stream, GROUP, consumer, idle_ms,",
+                'r.xautoclaim(stream, GROUP, "rescuer", idle_ms,',
+            )
+        ],
+    ),
+    (
+        # A dead consumer's name reused: its entries read as its own (XREADGROUP ... 0 under
+        # its name) stay its own, and the dead one, restarted, runs them again.
+        "takes over an idle consumer's entries by reading under its name, no XAUTOCLAIM",
+        "the_cap_holds_for_claimed_entries",
+        [
+            (
+                "            entries = [e for e in r.xautoclaim("
+                'stream, GROUP, consumer, idle_ms, "0-0", 1)[1]\n'
+                "                       if e[1]]\n",
+                "            for c in r.xinfo_consumers(stream, GROUP):\n"
+                '                name = c["name"]\n'
+                '                if name != consumer and c["pending"] and c["idle"] >= idle_ms:\n'
+                '                    rows = r.xreadgroup(GROUP, name, {stream: "0"}, count=1)\n'
+                "                    entries = [e for _s, found in rows for e in found if e[1]]\n"
+                "                    if entries:\n"
+                "                        break\n",
+            )
+        ],
+    ),
+    (
+        # XPENDING ... IDLE finds the entry and its count, then XAUTOCLAIM adds a delivery
+        # the consumer never reads: one crash more than max_deliveries allows.
+        "the delivery count of a claimed entry read before the claim",
+        "the_cap_holds_for_claimed_entries",
+        [
+            (
+                "            entries = [e for e in r.xautoclaim("
+                'stream, GROUP, consumer, idle_ms, "0-0", 1)[1]\n'
+                "                       if e[1]]\n",
+                '            idle = r.xpending_range(stream, GROUP, "-", "+", 1, idle=idle_ms)\n'
+                '            before = {p["message_id"]: int(p["times_delivered"]) for p in idle}\n'
+                "            entries = [e for e in r.xautoclaim("
+                'stream, GROUP, consumer, idle_ms, "0-0", 1)[1]\n'
+                "                       if e[1]]\n",
+            ),
+            ("    applied = 0\n", "    applied = 0\n    before = {}\n"),
+            (
+                "            info = r.xpending_range(stream, GROUP, entry_id, entry_id, 1)\n"
+                '            deliveries = int(info[0]["times_delivered"]) if info else 1\n',
+                "            info = r.xpending_range(stream, GROUP, entry_id, entry_id, 1)\n"
+                '            deliveries = int(info[0]["times_delivered"]) if info else 1\n'
+                "            deliveries = before.pop(entry_id, deliveries)\n",
+            ),
+        ],
+    ),
 ]
 
 

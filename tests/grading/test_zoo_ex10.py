@@ -884,6 +884,128 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         "        return JSONResponse(status_view(job))  # finished: show the result\n"
         + OWNER_CHECK,
     ),
+    (
+        # "It is done: here is the result" to a retry whose first reply was lost.
+        "a retry whose job has succeeded answered 200 with the job's status",
+        "every_202_says_where_and_when_to_poll",
+        STATUS_OK,
+        ANSWER,
+        "    if not _created and str(job.state) == 'succeeded':\n"
+        "        return JSONResponse({'job_id': job.id, **status_view(job)}, status_code=200,\n"
+        "                            headers={'Location': f'/reports/{job.id}'})\n" + ANSWER,
+    ),
+    (
+        # "Still in progress, try later": a worker has claimed the job, and the client
+        # whose reply was lost is told off instead of given its job.
+        "a retry whose job a worker is running answered 409",
+        "every_202_says_where_and_when_to_poll",
+        STATUS_OK,
+        ANSWER,
+        "    if not _created and str(job.state) == 'running':\n"
+        "        return JSONResponse({'detail': f'{idempotency_key!r} is being processed'},\n"
+        "                            status_code=409)\n" + ANSWER,
+    ),
+    (
+        # "It failed, so run it again": a second job for the key, which bypasses the
+        # person a dead job waits for (redrive) and answers another job_id to a retry.
+        "a retry whose job is dead enqueued again as a new job without a key",
+        "every_202_says_where_and_when_to_poll",
+        STATUS_OK,
+        ANSWER,
+        "    if not _created and str(job.state) == 'dead':\n"
+        "        job, _created = store.enqueue('report', {'owner': owner, 'request': body})\n"
+        + ANSWER,
+    ),
+    (
+        # Stripe-style: a key's first answer is kept and replayed, errors included, so the
+        # 503 of an outage is all the client's retries ever get.
+        "a key's 503 from a store outage kept and replayed to its retries",
+        "job_is_committed_before_the_202",
+        STATUS_OK,
+        "    try:\n" + ENQUEUE,
+        "    import json\n\n"
+        "    kept = globals().setdefault('KEPT', {})\n"
+        "    seen = (key, json.dumps(body, sort_keys=True))\n"
+        "    if key is not None and seen in kept:\n"
+        "        return JSONResponse({'detail': kept[seen]}, status_code=503)\n"
+        "    try:\n"
+        "        try:\n"
+        "    " + ENQUEUE + "        except (IdempotencyConflict, PayloadError):\n"
+        "            raise\n"
+        "        except Exception as exc:\n"
+        "            kept[seen] = f'try again later: {exc}'\n"
+        "            return JSONResponse({'detail': kept[seen]}, status_code=503)\n",
+    ),
+    (
+        # "Show what was asked next to the result": the request, once the job is done.
+        "the request shown with the result once the job has succeeded",
+        "status_hides_the_payload",
+        ACCEPT_OK,
+        "    return JSONResponse(status_view(job))\n",
+        "    view = status_view(job)\n"
+        "    if str(job.state) == 'succeeded':\n"
+        "        view['request'] = job.payload.get('request')\n"
+        "    return JSONResponse(view)\n",
+    ),
+    (
+        "a retry whose job is dead answered 410 Gone",
+        "every_202_says_where_and_when_to_poll",
+        STATUS_OK,
+        ANSWER,
+        "    if not _created and str(job.state) == 'dead':\n"
+        "        return JSONResponse({'detail': 'that request failed'}, status_code=410)\n"
+        + ANSWER,
+    ),
+    (
+        # The async request-reply pattern's redirect, to a route the app does not have.
+        "a succeeded job's status answered 303 See Other to a result route",
+        "status_shows_the_job_to_its_owner",
+        ACCEPT_OK,
+        "    return JSONResponse(status_view(job))\n",
+        "    if str(job.state) == 'succeeded':\n"
+        "        return JSONResponse({'job_id': job.id, 'state': 'succeeded'}, status_code=303,\n"
+        "                            headers={'Location': f'/reports/{job.id}/result'})\n"
+        "    return JSONResponse(status_view(job))\n",
+    ),
+    (
+        "the status leaves out the result of a succeeded job",
+        "status_shows_the_job_to_its_owner",
+        ACCEPT_OK,
+        "    return JSONResponse(status_view(job))\n",
+        "    view = status_view(job)\n"
+        "    view.pop('result', None)\n"
+        "    return JSONResponse(view)\n",
+    ),
+    (
+        "a succeeded job's status answered 410 Gone",
+        "status_shows_the_job_to_its_owner",
+        ACCEPT_OK,
+        "    return JSONResponse(status_view(job))\n",
+        "    if str(job.state) == 'succeeded':\n"
+        "        return JSONResponse({'detail': 'gone'}, status_code=410)\n"
+        "    return JSONResponse(status_view(job))\n",
+    ),
+    (
+        # "A finished job never changes": its view kept by job id alone, and served before
+        # the owner is compared, to whoever asks after its owner did.
+        "finished jobs' views cached by job id and served before the owner check",
+        "other_owner_gets_404",
+        ACCEPT_OK,
+        "    try:\n        job = store.get(job_id)\n    except NotFound:\n        job = None\n"
+        + OWNER_CHECK
+        + '        return JSONResponse({"detail": "no such job"}, status_code=404)\n'
+        "    return JSONResponse(status_view(job))\n",
+        "    finished = globals().setdefault('FINISHED', {})\n"
+        "    if job_id in finished:\n"
+        "        return JSONResponse(finished[job_id])\n"
+        "    try:\n        job = store.get(job_id)\n    except NotFound:\n        job = None\n"
+        + OWNER_CHECK
+        + '        return JSONResponse({"detail": "no such job"}, status_code=404)\n'
+        "    view = status_view(job)\n"
+        "    if view['state'] in ('succeeded', 'dead', 'cancelled'):\n"
+        "        finished[job_id] = view\n"
+        "    return JSONResponse(view)\n",
+    ),
 ]
 
 

@@ -54,15 +54,25 @@ def crash_at_202(ns: Namespace, app: App, body: Any, key: str) -> None:
     )
 
 
-def crash_while_posting(app: App, body: Any, key: str, point: str, expected: str) -> None:
+def crash_while_posting(
+    app: App,
+    body: Any,
+    key: str,
+    point: str,
+    expected: str,
+    what: str | None = None,
+    hint: str | None = None,
+) -> None:
     """POST to a server set to die at ``point`` (the harness's ``FAULT fired <point>``
-    line); fail, expecting ``expected``, unless it really died there."""
+    line); fail, expecting ``expected``, unless it really died there. ``what`` and
+    ``hint``: what the request is, and what to do, when it was answered instead (a 5xx
+    too, when a ``hint`` says why)."""
     try:
-        reply = app.post(body, key=key)
+        reply = app.post(body, key=key, raw=hint is not None)
     except httpx.TransportError:
         reply = None
     if reply is not None:
-        accepted_id(reply, _("the report request"))  # not a 202: say so
+        accepted_id(reply, what or _("the report request"), hint)  # not a 202: say so
     with contextlib.suppress(subprocess.TimeoutExpired):
         app.proc.wait(30)
     fired = app.fired(point)
@@ -123,12 +133,28 @@ def accept_answers_202_with_location(ns: Namespace) -> None:
     severe=True,
 )
 def job_is_committed_before_the_202(ns: Namespace) -> None:
-    body = {"month": "2026-02"}
     with scratch(ns) as folder:
         db = folder / "jobs.db"
         with served(ns, db, crash_at_202=True, store_fault=True) as app:
-            nothing_stored_nothing_accepted(app, db)
-            crash_at_202(ns, app, body, "crash-1")
+            body, key = nothing_stored_nothing_accepted(app, db)
+            # The client sends the refused request again, with its key, once the database
+            # is back: now it is taken (and the server dies at its 202).
+            crash_while_posting(
+                app,
+                body,
+                key,
+                "kill at 202",
+                _("the server killed at the moment it started the 202 (the check's crash point)"),
+                _(
+                    "the request refused while the job database was down, sent again with "
+                    "the same Idempotency-Key once the database is back"
+                ),
+                _(
+                    "answer a key's retry from the store (store.enqueue), never from a "
+                    "record of an earlier answer: a 500 or 503 kept for the key (as Stripe "
+                    "keeps its answers) refuses for ever a request nobody stored"
+                ),
+            )
         stored = jobs_for(db, "alice", body)
         expect(
             len(stored) == 1,
@@ -139,8 +165,9 @@ def job_is_committed_before_the_202(ns: Namespace) -> None:
         )
 
 
-def nothing_stored_nothing_accepted(app: App, db: Path) -> None:
-    """POST while the app's store is down: a 5xx and no job, or the check fails.
+def nothing_stored_nothing_accepted(app: App, db: Path) -> tuple[dict[str, str], str]:
+    """POST while the app's store is down: a 5xx and no job, or the check fails. The
+    request's body and Idempotency-Key, for the client's retry.
 
     The server dies if it starts a success answer (``crash_at_202``), so a 202 for a
     request it could not store ends the server as well as the check."""
@@ -170,6 +197,7 @@ def nothing_stored_nothing_accepted(app: App, db: Path) -> None:
             "was wrong, and either way the client drops a request nobody stored"
         ),
     )
+    return body, "down-1"
 
 
 @CHECKS.add(
@@ -332,6 +360,49 @@ def status_shows_the_job_to_its_owner(ns: Namespace) -> None:
                     "ended dead answered 404 reads as lost, and its owner learns nothing of why"
                 ),
             )
+            # A job that succeeded: its owner reads the result where the status was.
+            done = _succeeded_job(db)
+            finished = app.status(done)
+            try:
+                shown = finished.json() if finished.status_code == 200 else None
+            except ValueError:
+                shown = None
+            expect(
+                isinstance(shown, dict)
+                and shown.get("state") == "succeeded"
+                and shown.get("result") == RESULT,
+                _(
+                    "200 with state 'succeeded' and the result {result} for alice's job "
+                    "{job_id}, which a worker finished"
+                ).format(result=RESULT, job_id=done),
+                f"{finished.status_code} {finished.text[:160]}",
+                _(
+                    "answer the owner 200 with status_view(job) in every state, succeeded "
+                    "too: the result is in it, and a redirect or another code to a route "
+                    "of your own leaves the caller without it"
+                ),
+            )
+
+
+#: What the check's worker reports for a job it finished.
+RESULT = {"pages": 4, "url": "/files/alice-2026-07.pdf"}
+
+
+def _succeeded_job(db: Path) -> int:
+    """A job of alice's that a worker ran to success (a queue of its own); its id."""
+    from labkit.store import JobStore
+
+    with JobStore(db) as store:
+        job, _new = store.enqueue(
+            "report",
+            {"owner": "alice", "request": {"month": "2026-07", "n": 3}},
+            key="check:done",
+            queue="check-done",
+        )
+        claimed = store.claim("check-worker", queues=("check-done",))
+        if claimed is not None and claimed.id == job.id:
+            store.complete(claimed, RESULT)
+    return job.id
 
 
 def poll_while_the_store_is_down(app: App, job_id: int) -> None:
@@ -407,6 +478,9 @@ def other_owner_gets_404(ns: Namespace) -> None:
                 claimed = store.claim("check-worker")
                 if claimed is not None and claimed.id == job_id:
                     store.complete(claimed, {"pages": 3, "url": "/files/alice-2026-08.pdf"})
+            # Alice polls it first: an answer kept by job id alone (finished jobs no longer
+            # change) is what bob would be given next.
+            app.status(job_id, ALICE)
             done = app.status(job_id, BOB)
             missing = app.status(job_id + 1000, BOB)
             alike = done.text.replace(str(job_id), "{id}") == missing.text.replace(
@@ -416,12 +490,13 @@ def other_owner_gets_404(ns: Namespace) -> None:
                 done.status_code == 404 and alike,
                 _(
                     "404 with the body of a missing id when bob asks for alice's job {job_id} "
-                    "once it has succeeded"
+                    "once it has succeeded and alice has polled it"
                 ).format(job_id=job_id),
                 f"{done.status_code} {done.text[:160]}",
                 _(
-                    "check the owner first, before anything that looks at the job's state: "
-                    "a finished job is still its owner's alone"
+                    "check the owner first on every GET, before anything that looks at the "
+                    "job's state and before any answer you kept: a finished job is still its "
+                    "owner's alone, and a view cached by job id alone goes to whoever asks next"
                 ),
             )
             # Jobs other services put in the same store: their owner is not in the payload
