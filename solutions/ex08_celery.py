@@ -17,7 +17,9 @@
 # variables (read at the top of the file), and creates two tables in its own schema:
 #
 # - `charges (id, key, customer, amount)`: the effect; one row per charge made;
-# - `processed (key PRIMARY KEY)`: free for you to use as the dedup record.
+# - `processed (key PRIMARY KEY)`: free for you to use as the dedup record. Keep every
+#   record for good: a copy can come days late (a producer's retry), and a deleted
+#   record lets it charge again.
 #
 # Two things to write:
 #

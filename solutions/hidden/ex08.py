@@ -6,13 +6,17 @@ until both wait): a dedup that reads ``processed`` and inserts it later, after t
 charge, lets both copies through, which one child taking messages in turn never shows.
 ``two_workers_at_once_charge_once`` does the same on two workers, which share nothing:
 not a lock made at import, not the str hash salt (each worker has its own).
-``two_invoices_two_charges`` sends keys that differ only in case, in a trailing space or
-in the last of 300 characters, one with a quote and accents, and two that NFKC makes
-one: each is its own charge; a task that records a digest of the key cut short
-(``md5(key)[:4]``, a crc32, perhaps of ``"charge:" + key``) is sent two keys that share
-it (``records.short_digest_of``, ``records.colliding_keys``).
+``two_invoices_two_charges`` sends keys that differ only in case, in a trailing space,
+in the first or the last of 300 characters or in a character beyond ASCII, one with a
+quote and accents, and two that NFKC makes one: each is its own charge; a task that
+records a digest of the key cut short (``md5(key)[:4]``, a crc32, perhaps of
+``"charge:" + key``, perhaps inside a word: ``"h" + md5[:6]``, base64) is sent two keys
+that share it (``records.short_digest_of``, ``records.colliding_keys``), and one whose
+digest is too wide to find two such keys in time but under 64 bits fails all the same.
 ``dedup_commits_with_the_charge`` also sends a key the database refused again, and a
-new key, to the pool child that ran the refusal: nothing of it may stay behind there.
+new key, to the pool child that ran the refusal: nothing of it may stay behind there;
+and the killed key once more after its redelivery charged (a redelivery must leave its
+record too).
 It holds the task's key in ``processed``; a task that records the key under a name of
 its own ("charge:" + key, a digest) is sent the key again with that name held instead,
 and one that keeps its dedup in ``charges`` (a unique key, a lock) is held at its
@@ -26,8 +30,9 @@ machine runs, charges again.
 ``charges_after_its_database_session_ended`` ends the worker's sessions between two
 tasks, as a restart or a failover does; ``replies_charged_or_already_charged`` reads
 what each run returned (a refused charge must end the run in FAILURE, not be returned).
-``late_copies_after_many_charges_charge_once`` sends 150 keys again once they, and
-10,000 older keys, are recorded (a dedup table trimmed to its last keys forgets them);
+``late_copies_after_many_charges_charge_once`` sends 20 keys again once they, and
+10,000 older keys, are recorded (a dedup table trimmed to its last keys forgets them),
+and reads the module for a DELETE that runs too seldom to be seen (``records.deletes_in``);
 ``a_copy_during_the_commit_charges_once`` holds the first copy at its COMMIT (a deferred
 trigger waits on the check's lock) while the second runs (a lock released just before
 the COMMIT lets it through); ``two_keys_at_once_both_charge`` holds two runs of two keys
@@ -48,18 +53,24 @@ from random import Random
 
 from labkit.clock import SystemClock
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex08.checks import TIMEOUT, Ex08Run
+from labkit.grading.exercises.ex08.checks import (
+    TIMEOUT,
+    Ex08Run,
+    redelivery_killed_after_each_commit,
+)
 from labkit.grading.exercises.ex08.records import (
+    SAFE_BITS,
     SEARCHED_BITS,
     affixes_in,
     clock_fields_in,
     colliding_keys,
+    deletes_in,
     host_in,
     short_digest_of,
 )
 from labkit.grading.exercises.ex08.workers import scene_randoms
 from labkit.grading.stub import stub_error
-from labkit.integrations.celery import harness, points, returns
+from labkit.integrations.celery import commits, harness, points, returns
 from labkit.integrations.celery.app import pg
 from labkit.lang import _
 
@@ -73,8 +84,12 @@ def odd_keys(rng: Random) -> list[tuple[str, str]]:
     that differs from it only by an underscore (which LIKE reads as any character, so
     a dedup by ``key LIKE %s`` takes it for the first), two long ones (300
     characters, past any column width a dedup might cut them to) that differ only in
-    their last character, one with a quote, an underscore, a percent sign and accents
-    (its customer has a quote and an accent too), its twin without the accents
+    their last character and two that differ only in their first (a dedup that keeps
+    the key's end), two that differ only in a character beyond ASCII (``€`` and ``£``,
+    which ``encode("ascii", "ignore"/"replace")`` makes one), two that differ only in a
+    quote (which a "sanitised" key loses), one with a quote, an
+    underscore, a percent sign and accents (its customer has a quote and an accent
+    too), its twin without the accents
     (what an "accent-stripping" normalisation makes of it), and two that NFKC makes one
     (a ligature and a full-width digit against their plain letters)."""
     word = "".join(rng.choice("abcdefghjkmn") for _ in range(6))
@@ -86,6 +101,12 @@ def odd_keys(rng: Random) -> list[tuple[str, str]]:
         (f"inv_{word}", "cus_same"),
         (f"{stem}-1", "cus_same"),
         (f"{stem}-2", "cus_same"),
+        (f"A-{stem}", "cus_same"),
+        (f"B-{stem}", "cus_same"),
+        (f"inv-{word}-\u20ac", "cus_same"),
+        (f"inv-{word}-\u00a3", "cus_same"),
+        (f"inv-{word}-o'neil", "cus_same"),
+        (f"inv-{word}-oneil", "cus_same"),
         (f"inv-d'arc_50%-ção-{word}", "cus_joão_o'hara"),
         (f"inv-d'arc_50%-cao-{word}", "cus_joão_o'hara"),
         (f"inv-{word}-fi1", "cus_same"),
@@ -133,9 +154,10 @@ def two_invoices_two_charges(ns: Namespace) -> None:
             ),
             _(
                 "a key is an opaque string: record it in processed exactly as it came (no "
-                "lower(), strip(), slicing, Unicode normalisation or accent stripping), "
-                "compare it with = (in LIKE, _ and % match other characters), and pass it to "
-                "the SQL as a parameter (%s), never inside the query's text"
+                "lower(), strip(), slicing, Unicode normalisation, accent stripping, ASCII "
+                "encoding or quotes taken out), compare it with = (in LIKE, _ and % match "
+                "other characters), and pass it to the SQL as a parameter (%s), never inside "
+                "the query's text"
             ),
         )
         # The customer, too, as it came: a charge to another customer id is a charge to
@@ -171,7 +193,23 @@ def _digests_do_not_collide(run: Ex08Run, keys: list[str]) -> None:
         return
     name, bits, form = found
     if bits > SEARCHED_BITS:
-        return
+        # Too wide to find two keys that share it in the check's time, too narrow to be
+        # safe: two keys among some millions (2**24 for 48 bits) do.
+        expect(
+            False,
+            _(
+                "the dedup record of each key to tell it from every other key: the key "
+                "itself, or a digest of it of {safe} bits or more"
+            ).format(safe=SAFE_BITS),
+            _("it recorded {record} for {key}: the {digest}, {bits:g} bits").format(
+                record=repr(form(keys[0])), key=repr(keys[0]), digest=name, bits=round(bits)
+            ),
+            _(
+                "a digest of {bits:g} bits is shared by two keys among about {keys:,}: the "
+                "second key of the two reads 'already charged' and is never charged. Record "
+                "the key itself in processed, whole"
+            ).format(bits=round(bits), keys=round(2 ** (bits / 2))),
+        )
     pair = colliding_keys(form, "inv-col-")
     if pair is None:
         return
@@ -392,26 +430,65 @@ TIME_UNITS_S = (
     86400,
     604800,
 )
+#: More units, for a number that stands on its own in a record (``time.time() // 1000``,
+#: ``int(time.time()) >> 12``): round numbers of seconds and powers of two.
+ROUND_UNITS_S = (100, 120, 1000, 1200, 5000, 10_000, 50_000, 100_000, 1_000_000) + tuple(
+    2**k for k in range(6, 21)
+)
+#: Dates a record may hold without the year's four digits (``strftime`` formats): the
+#: year in two digits before or after the month and day, the day of the year, the week.
+SHORT_DATES = ("%y%m%d", "%d%m%y", "%m%d%y", "%y%m", "%m%y", "%Y%j", "%y%j", "%y%W", "%y%V")
 #: How far from the check's own time a number may be and still read as the time the
 #: task ran (the run took place moments ago; a clock off by some minutes).
 TIME_SLACK_S = 3600
 
 
+#: A digest in hex (md5, sha1, sha224, sha256, sha384, sha512 and blake2 lengths) or a
+#: UUID, standing alone in a record: what ``_time_stamps_in`` does not read as a date.
+DIGESTS = re.compile(
+    r"(?<![0-9A-Za-z])(?:[0-9a-f]{128}|[0-9a-f]{96}|[0-9a-f]{64}|[0-9a-f]{56}|[0-9a-f]{40}"
+    r"|[0-9a-f]{32}|[0-9A-F]{128}|[0-9A-F]{96}|[0-9A-F]{64}|[0-9A-F]{56}|[0-9A-F]{40}"
+    r"|[0-9A-F]{32}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"
+    r"(?![0-9A-Za-z])"
+)
+
+
 def _time_stamps_in(record: str, key: str, names: tuple[str, ...] = ()) -> list[str]:
     """The numbers of ``record`` outside ``key`` that read as the time it was written: a
     count of milliseconds to weeks since the epoch, or a date with this year in it
-    (``2026``, ``20261205``, ``05122026``; ``2026-12-05`` gives ``2026``), in any time
-    zone. Not in ``names`` either: the run's schema and queue, which a record may hold."""
+    (``2026``, ``20261205``, ``05122026``; ``2026-12-05`` gives ``2026``, ``261205``,
+    ``2612``, ``2026339``), in any time zone. Not in ``names`` either: the run's schema
+    and queue, which a record may hold."""
     now = SystemClock().now()
     years = {
         str(when.year)
         for shift in (-86400, 0, 86400)
         for when in (datetime.fromtimestamp(now + shift, UTC), datetime.fromtimestamp(now + shift))
     }
+    # Dates with the year in two digits, or the day of the year (261205, 2612, 2026339):
+    # a standalone run of digits that is one, or starts with one of 5 digits or more.
+    short_dates = {
+        f"{when:{fmt}}"
+        for shift in (-86400, 0, 86400)
+        for when in (datetime.fromtimestamp(now + shift, UTC), datetime.fromtimestamp(now + shift))
+        for fmt in SHORT_DATES
+    }
     found = []
     for name in sorted((key, *names), key=len, reverse=True):
         record = record.replace(name, " ")
+    # A whole digest or UUID is no date, whatever digits it happens to hold: about one
+    # sha256 hex in 170 has this year in a run of digits, and a correct record (the
+    # key's digest) lost the check on those keys. A date glued to one makes it longer.
+    record = DIGESTS.sub(" ", record)
+    for digits in re.findall(r"(?<![0-9A-Za-z])\d{4,14}(?![0-9A-Za-z])", record):
+        value = int(digits)
+        if any(digits == d or (len(d) >= 5 and digits.startswith(d)) for d in short_dates) or any(
+            abs(value - now / unit) <= max(TIME_SLACK_S / unit, 2) for unit in ROUND_UNITS_S
+        ):
+            found.append(digits)
     for digits in re.findall(r"\d{4,}", record):
+        if digits in found:
+            continue
         value = int(digits)
         counted = any(
             abs(value - now / unit) <= max(TIME_SLACK_S / unit, 2) for unit in TIME_UNITS_S
@@ -599,6 +676,24 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
             _("{count} charge rows").format(count=n),
             "commit the charge and the dedup record in ONE transaction",
         )
+        # The run that charged was the redelivery: a copy of the message sent later (a
+        # producer's retry) must find the record it left, as after any first run.
+        run.send(key)
+        run.settle()
+        n = run.charges(key)
+        expect(
+            n == 1,
+            _(
+                "1 charge row for {key} after the redelivery of its killed run charged and a "
+                "copy of the message came later"
+            ).format(key=repr(key)),
+            _("{count} charge rows").format(count=n),
+            _(
+                "a redelivered message is charged as any other: claim its key in processed "
+                "in the charge's transaction. A redelivery that charges without recording "
+                "its key (it only looks in charges) lets every later copy charge again"
+            ),
+        )
         # A timeout longer than the check's wait gives up all the same, only later: when
         # the transaction holding the key outlasts it (a killed copy's session waiting on a
         # lock, a slow commit), the copy fails, is acknowledged, and the charge is lost.
@@ -706,6 +801,12 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
                 "does both), or every later task on it fails with 'current transaction is "
                 "aborted', is acknowledged, and its charge is lost"
             ),
+        )
+        # A redelivery that runs a path of its own and commits more often than a first
+        # delivery (the one of the next key): killed right after each of its commits too.
+        made = commits.made(run.folder)
+        redelivery_killed_after_each_commit(
+            run, worker, made.get(task_id, []), len(made.get(retried[after], []))
         )
 
 
@@ -1085,24 +1186,44 @@ AGED_DAYS = 400
 
 def _age_records(run: Ex08Run) -> None:
     """Move every date and time column the task added to ``processed`` or ``charges``
-    (``created_at``) ``AGED_DAYS`` back, as if the late copies came that much later."""
+    (``created_at``) ``AGED_DAYS`` back, as if the late copies came that much later; and
+    the numbers of a column the task added to ``processed`` that hold the time it wrote
+    them, in seconds or milliseconds since the epoch (``extract(epoch FROM now())``)."""
     from psycopg import sql
 
     with pg(run.config) as conn:
         columns = conn.execute(
-            "SELECT table_name, column_name FROM information_schema.columns "
-            "WHERE table_schema = %s AND table_name IN ('processed', 'charges') "
-            "AND (data_type LIKE 'timestamp%%' OR data_type = 'date')",
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = %s AND (table_name IN ('processed', 'charges') "
+            "AND (data_type LIKE 'timestamp%%' OR data_type = 'date') OR table_name = "
+            "'processed' AND data_type IN ('integer', 'bigint', 'numeric', 'real', "
+            "'double precision'))",
             (run.config.schema,),
         ).fetchall()
+        now = SystemClock().now()
         for column in columns:
-            conn.execute(
-                sql.SQL("UPDATE {t} SET {c} = {c} - make_interval(days => %s)").format(
-                    t=sql.Identifier(str(column["table_name"])),
-                    c=sql.Identifier(str(column["column_name"])),
-                ),
-                (AGED_DAYS,),
-            )
+            table = sql.Identifier(str(column["table_name"]))
+            name = sql.Identifier(str(column["column_name"]))
+            if "time" in str(column["data_type"]) or column["data_type"] == "date":
+                conn.execute(
+                    sql.SQL("UPDATE {t} SET {c} = {c} - make_interval(days => %s)").format(
+                        t=table, c=name
+                    ),
+                    (AGED_DAYS,),
+                )
+                continue
+            # Seconds, then milliseconds: only the numbers within two days of now.
+            for scale in (1, 1000):
+                conn.execute(
+                    sql.SQL("UPDATE {t} SET {c} = {c} - %s WHERE {c} BETWEEN %s AND %s").format(
+                        t=table, c=name
+                    ),
+                    (
+                        AGED_DAYS * 86400 * scale,
+                        int((now - 2 * 86400) * scale),
+                        int((now + 2 * 86400) * scale),
+                    ),
+                )
 
 
 def _charge_counts(run: Ex08Run, keys: list[str]) -> dict[str, int]:
@@ -1172,7 +1293,25 @@ def late_copies_after_many_charges_charge_once(ns: Namespace) -> None:
             else _(
                 "keep every key in processed for good: a dedup record deleted to keep the "
                 "table small (the last N keys, the ones older than some days, a cleanup "
-                "after the charge) lets that key's late copy charge again"
+                "after the charge), or one the claim takes over once it is old (ON "
+                "CONFLICT DO UPDATE ... WHERE it is older than some days), lets that key's "
+                "late copy charge again"
+            ),
+        )
+        # A cleanup that runs now and then (at random, every Nth charge, in a task of its
+        # own) may not run while the check looks: the module's SQL says it is there.
+        source = (Path(run.ns.workdir) / "ex08_tasks.py").read_text(encoding="utf-8")
+        deletes = deletes_in(source)
+        expect(
+            not deletes,
+            _("every key's dedup record kept in processed for good"),
+            _("your module deletes rows: {sql}").format(
+                sql=repr(deletes[0][:160]) if deletes else ""
+            ),
+            _(
+                "keep every key in processed for good, however rarely a cleanup runs (at "
+                "random, every Nth charge, at night): a dedup record deleted lets that key's "
+                "late copy charge again. Delete no record from processed"
             ),
         )
 

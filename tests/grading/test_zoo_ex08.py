@@ -536,6 +536,56 @@ DATED_CLEANUP = """(key, customer, amount),
         conn.execute("DELETE FROM processed WHERE created_at < now() - interval '7 days'")
 """
 
+#: The same cleanup, after one charge in a hundred, at random ("it need not run often").
+RANDOM_CLEANUP = """(key, customer, amount),
+        )
+        if random.random() < 0.01:
+            conn.execute("DELETE FROM processed WHERE created_at < now() - interval '30 days'")
+"""
+
+#: A redelivered message handled on its own: charged unless charges has the key, with
+#: no record in processed, so the next copy of the message charges again.
+REDELIVERY_LOOKS_AT_CHARGES = """\
+    if (charge.request.delivery_info or {}).get("redelivered"):
+        with connect() as conn, conn.transaction():
+            if conn.execute("SELECT 1 FROM charges WHERE key = %s", (key,)).fetchone():
+                return "already charged"
+            conn.execute(
+                "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+                (key, customer, amount),
+            )
+        return "charged"
+"""
+
+#: A column of seconds since the epoch added to processed as the module is imported...
+EPOCH_RECORDS = """\
+with connect() as _conn:
+    _conn.execute(
+        "ALTER TABLE processed ADD COLUMN IF NOT EXISTS seen_at BIGINT NOT NULL "
+        "DEFAULT extract(epoch FROM now())::bigint"
+    )
+
+
+@app.task("""
+
+REFERENCE_CLAIM_SQL = (
+    '"INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING RETURNING key"'
+)
+#: ... and a claim that takes a key over once its record is 30 days old ("it expires").
+EXPIRING_CLAIM_SQL = """"INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO UPDATE "
+            "SET seen_at = extract(epoch FROM now())::bigint WHERE processed.seen_at < "
+            "extract(epoch FROM now())::bigint - 30 * 86400 RETURNING key\""""
+
+#: The same redelivered path, which records the key, in a transaction of its own after
+#: the charge's.
+REDELIVERY_RECORDS_AFTER = REDELIVERY_LOOKS_AT_CHARGES.replace(
+    '        return "charged"\n',
+    "        with connect() as conn, conn.transaction():\n"
+    '            conn.execute("INSERT INTO processed (key) VALUES (%s) ON CONFLICT DO NOTHING", '
+    "(key,))\n"
+    '        return "charged"\n',
+)
+
 #: The tables created as the module is imported, as a careful student does.
 TABLES_AT_IMPORT = """\
 with connect() as _conn:
@@ -1337,6 +1387,211 @@ ZOO = [
         "worker_killed_before_the_charge",
         "SIGKILLed before charging",
         "worker_starts_and_charges_once",
+    ),
+    (
+        # 48 bits: too wide for the check to find two keys that share it, too narrow for
+        # the millions of invoices a shop charges over the years.
+        "the dedup record a 12-character md5 digest of the key",
+        _both(
+            _replace("import os\n", "import hashlib\nimport os\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace(
+                    "(key,)", "(hashlib.md5(key.encode()).hexdigest()[:12],)"
+                ),
+            ),
+        ),
+        "two_invoices_two_charges",
+        "a digest of it of 64 bits or more",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # The digest inside a word of the record, not between separators.
+        "the dedup record 'h' and 6 characters of an md5 of the key",
+        _both(
+            _replace("import os\n", "import hashlib\nimport os\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace(
+                    "(key,)", '("h" + hashlib.md5(key.encode()).hexdigest()[:6],)'
+                ),
+            ),
+        ),
+        "two_invoices_two_charges",
+        "two keys whose",
+        "duplicate_message_charges_once",
+    ),
+    (
+        "the dedup record a crc32 of the key in hex after '0x'",
+        _both(
+            _replace("import os\n", "import os\nimport zlib\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace("(key,)", '(f"0x{zlib.crc32(key.encode()):08x}",)'),
+            ),
+        ),
+        "two_invoices_two_charges",
+        "two keys whose",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # 48 bits in base64, whose letters' case counts.
+        "the dedup record 8 base64 characters of a sha256 of the key",
+        _both(
+            _replace("import os\n", "import base64\nimport hashlib\nimport os\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace(
+                    "(key,)",
+                    "(base64.urlsafe_b64encode(hashlib.sha256(key.encode()).digest())[:8]"
+                    ".decode(),)",
+                ),
+            ),
+        ),
+        "two_invoices_two_charges",
+        "a digest of it of 64 bits or more",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # One charge in a hundred cleans up: the check's few charges seldom meet it.
+        "processed cleaned of records older than 30 days, at random after 1 charge in 100",
+        _both(
+            _replace("import os\n", "import os\nimport random\n"),
+            _replace("@app.task(", DATED_RECORDS),
+            _replace(REFERENCE_CHARGE_ARGS + "\n        )\n", RANDOM_CLEANUP),
+        ),
+        "late_copies_after_many_charges_charge_once",
+        "kept in processed for good",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # 261205: the date with a two-digit year; the copy sent tomorrow charges again.
+        "the dedup record keyed by the date as %y%m%d",
+        _both(
+            _replace("import os\n", "import os\nfrom datetime import date\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace("(key,)", '(f"{key}:{date.today():%y%m%d}",)'),
+            ),
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "the dedup record keyed by the year and month as %y%m",
+        _both(
+            _replace("import os\n", "import os\nfrom datetime import date\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace("(key,)", '(f"{key}@{date.today():%y%m}",)'),
+            ),
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "duplicate_message_charges_once",
+    ),
+    (
+        "the dedup record keyed by the year and the day of the year (%Y%j)",
+        _both(
+            _replace("import os\n", "import os\nimport time\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace("(key,)", "(key + '-' + time.strftime('%Y%j'),)"),
+            ),
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # "inv-x-€" and "inv-x-£" both become "inv-x-?": the second is never charged.
+        "the dedup record encoded to ASCII, non-ASCII characters replaced",
+        _replace(
+            REFERENCE_CLAIM_ARGS,
+            REFERENCE_CLAIM_ARGS.replace("(key,)", "(key.encode('ascii', 'replace').decode(),)"),
+        ),
+        "two_invoices_two_charges",
+        "1 charge row for each of the keys",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # Two long keys that differ only in their first character meet.
+        "the dedup record the key's last 64 characters",
+        _replace(REFERENCE_CLAIM_ARGS, REFERENCE_CLAIM_ARGS.replace("(key,)", "(key[-64:],)")),
+        "two_invoices_two_charges",
+        "1 charge row for each of the keys",
+        "duplicate_message_charges_once",
+    ),
+    (
+        # Buckets of 1000 s (about 17 minutes) since the epoch: a copy redelivered in the
+        # next one charges again.
+        "the dedup record keyed by time.time() // 1000",
+        _both(
+            _replace("import os\n", "import os\nimport time\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace("(key,)", '(f"{key}:{int(time.time() // 1000)}",)'),
+            ),
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # "A redelivery may have been charged by the run that died": it looks in charges
+        # instead of claiming its key, so a copy sent after it charges again.
+        "a redelivered message checked against charges, its key never recorded",
+        _before_body(REDELIVERY_LOOKS_AT_CHARGES),
+        "dedup_commits_with_the_charge",
+        "a copy of the message came later",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # The record's age kept as a number of seconds, not a timestamp: a claim that
+        # takes over a record older than 30 days lets a late copy charge again.
+        "a claim that takes over records older than 30 days, kept as epoch seconds",
+        _both(
+            _replace("@app.task(", EPOCH_RECORDS), _replace(REFERENCE_CLAIM_SQL, EXPIRING_CLAIM_SQL)
+        ),
+        "late_copies_after_many_charges_charge_once",
+        "each sent again once all of them were charged",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # "Sanitised" against SQL injection: "inv-x-o'neil" and "inv-x-oneil" meet.
+        "the dedup record with its quotes taken out",
+        _replace(
+            REFERENCE_CLAIM_ARGS,
+            REFERENCE_CLAIM_ARGS.replace("(key,)", '(key.replace("\'", ""),)'),
+        ),
+        "two_invoices_two_charges",
+        "1 charge row for each of the keys",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # Its own path again, now recording the key, but in a transaction after the
+        # charge's: a redelivery killed between the two leaves the key unrecorded.
+        "a redelivered message checked against charges, its key recorded after the charge",
+        _before_body(REDELIVERY_RECORDS_AFTER),
+        "dedup_commits_with_the_charge",
+        "of its redelivery",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # socket.getfqdn() is not gethostname(): "localhost" in a container, a domain
+        # name elsewhere; a copy that another machine runs finds no record all the same.
+        "the dedup record prefixed with the host's fully qualified name",
+        _both(
+            _replace("import os\n", "import os\nimport socket\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace("(key,)", '(f"{socket.getfqdn()}:{key}",)'),
+            ),
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
     ),
 ]
 

@@ -26,7 +26,7 @@ CHECKS = Checks("ex08", "a Celery task that charges once, whatever is killed", n
 #: Seconds one check may take: it starts workers and waits for Celery to notice kills.
 TIMEOUT = 120.0
 
-__all__ = ["CHECKS", "TIMEOUT", "Ex08Run"]
+__all__ = ["CHECKS", "TIMEOUT", "Ex08Run", "redelivery_killed_after_each_commit"]
 
 
 #: The hint for "0 rows" when the runs log shows the killed task ran again: the ack
@@ -249,3 +249,49 @@ def killed_right_after_each_commit(ns: Namespace) -> None:
                 _("{count} charge rows").format(count=n),
                 split_commits_hint(n),
             )
+
+
+def redelivery_killed_after_each_commit(
+    run: Ex08Run,
+    worker: harness.CeleryWorker,
+    redelivered: list[tuple[str, str]],
+    first_commits: int,
+) -> None:
+    """When a redelivered run's commits (``redelivered``, from ``commits.made``) are more
+    than a first delivery's (a path of its own: it looks in charges, charges, then
+    records the key), kill a redelivery right after each of its commits too, let the
+    next one run, and send a copy of the message later: the key is charged once, and
+    stays charged once."""
+    if len(redelivered) <= first_commits:
+        return
+    for nth, (what, where) in enumerate(redelivered[:COMMITS], start=1):
+        key = f"inv-rc{nth}"
+        child = run.hold("task_start", key)
+        again = run.kill_and_hold_redelivery(worker, child, commits.point(nth))
+        if again is not None:
+            run.kill_children(worker, [again])
+        run.settle()
+        run.send(key)
+        run.settle()
+        n = run.charges(key)
+        expect(
+            n == 1,
+            _(
+                "exactly 1 charge row for {key} after a kill -9 right after the {boundary} "
+                "at {where} of its redelivery (commit {commit_number} of {commit_count}), "
+                "the next redelivery and a copy of the message sent later"
+            ).format(
+                key=repr(key),
+                boundary=what,
+                where=where,
+                commit_number=nth,
+                commit_count=len(redelivered),
+            ),
+            _("{count} charge rows").format(count=n),
+            _(
+                "a redelivered message runs as a first delivery does: the dedup record "
+                "and the charge in ONE transaction. A redelivery that charges in one "
+                "transaction and records the key in another leaves the key unrecorded "
+                "when it dies between the two, and the next copy charges again"
+            ),
+        )

@@ -11,6 +11,7 @@ perhaps next to a string of the module, ``affixes_in``), and find two keys that 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import math
@@ -86,9 +87,13 @@ def clock_fields_in(record: str, now: float) -> list[str]:
 
 
 def host_in(record: str) -> str | None:
-    """The host's name (or its MAC address, its machine id), if ``record`` holds it: a
-    copy of the message that another machine runs finds no record."""
+    """The host's name (its fully qualified name too; or its MAC address, its machine
+    id), if ``record`` holds it: a copy of the message that another machine runs finds
+    no record."""
     marks = {socket.gethostname(), socket.gethostname().split(".")[0]}
+    # socket.getfqdn(): the name the resolver gives the host ("localhost" in a container).
+    fqdn = socket.getfqdn()
+    marks |= {fqdn, fqdn.split(".")[0]}
     # uuid.getnode(), the MAC address, in decimal or hex, and /etc/machine-id.
     node = uuid.getnode()
     marks |= {str(node), f"{node:x}", f"{node:012x}"}
@@ -181,13 +186,89 @@ def _forms_of(token: str, key: str) -> list[tuple[str, float, Callable[[str], st
     return found
 
 
+def _b64(algorithm: str, urlsafe: bool, n: int, key: str) -> str:
+    raw = hashlib.new(algorithm, key.encode("utf-8")).digest()
+    encode = base64.urlsafe_b64encode if urlsafe else base64.b64encode
+    return encode(raw).decode("ascii")[:n]
+
+
+#: The fewest characters of a digest the search inside a record's text looks for (of a
+#: crc32 in decimal, 6): a shorter run turns up in any text by chance.
+INSIDE_MIN_CHARS = 4
+
+
+def _longest(texts: Callable[[int], str], upto: int, haystack: str) -> int:
+    """The largest n (up to ``upto``) whose ``texts(n)`` occurs in ``haystack``, 0 if none
+    of ``INSIDE_MIN_CHARS`` or more does (each text holds the shorter ones in it)."""
+    found = 0
+    for n in range(INSIDE_MIN_CHARS, upto + 1):
+        if texts(n) not in haystack:
+            break
+        found = n
+    return found
+
+
+def _cut_at(cut: Callable[[str, int, str], str], algorithm: str, key: str, n: int) -> str:
+    return cut(algorithm, n, key)
+
+
+def _b64_at(algorithm: str, urlsafe: bool, key: str, n: int) -> str:
+    return _b64(algorithm, urlsafe, n, key)
+
+
+def _forms_inside(key: str, text: str) -> list[tuple[str, float, Callable[[str], str]]]:
+    """The short digest forms of ``key`` found anywhere inside ``text`` (in hex, in any
+    case; in base64, whose case counts), however wrapped (``"h" + md5[:6]``, ``0x`` before a crc32,
+    base64): each at its longest, so a digest of 64 bits or more is never taken for a
+    shorter one cut out of it."""
+    found: list[tuple[str, float, Callable[[str], str]]] = []
+    lower = text.lower()
+    for name in ALGORITHMS:
+        h = _hex(name, key)
+        for side, cut in (("head", _head), ("tail", _tail)):
+            n = _longest(partial(_cut_at, cut, name, key), len(h), lower)
+            if n and 4 * n < SAFE_BITS:
+                shown = f"{name}[:{n}]" if side == "head" else f"{name}[-{n}:]"
+                found.append((shown, 4 * n, partial(cut, name, n)))
+        for urlsafe in (False, True):
+            full = _b64(name, urlsafe, 200, key)
+            n = _longest(partial(_b64_at, name, urlsafe, key), len(full), text)
+            if n and 6 * n < SAFE_BITS:
+                how = "urlsafe_b64encode" if urlsafe else "b64encode"
+                found.append((f"{how}({name})[:{n}]", 6 * n, partial(_b64, name, urlsafe, n)))
+    for name, fn in (("crc32", zlib.crc32), ("adler32", zlib.adler32)):
+        value = fn(key.encode("utf-8"))
+        for fmt in ("{:08x}", "{}"):
+            if len(fmt.format(value)) >= 6 and fmt.format(value) in lower:
+                found.append((name, 32, partial(_checksum, fn, fmt)))
+                break
+    return found
+
+
 def short_digest_of(
     records: set[str], keys: list[str], affixes: tuple[str, ...] = ()
 ) -> tuple[str, float, Callable[[str], str]] | None:
     """The short digest form (fewer than ``SAFE_BITS`` bits) every one of ``keys`` is
     recorded under in ``records`` (the record holds it between non-alphanumeric
-    characters), or None. The digest may be of the key alone or of the key after or
-    before one of ``affixes`` (``"charge:" + key``, the schema's name and a colon)."""
+    characters, or anywhere in its text: ``"h" + md5[:6]``, base64), or None. The digest
+    may be of the key alone or of the key after or before one of ``affixes``
+    (``"charge:" + key``, the schema's name and a colon)."""
+    found = _short_digest_by_token(records, keys, affixes)
+    if found is not None:
+        return found
+    # The digest inside a word of the record, of the key alone: ``"h" + md5[:6]``,
+    # ``0x`` before a crc32, the digest's bytes in base64 (whose case counts).
+    text = "\n".join(sorted(records))
+    for name, bits, form in _forms_inside(keys[0], text):
+        if all(form(key) in text or form(key).lower() in text.lower() for key in keys[1:]):
+            return name, bits, form
+    return None
+
+
+def _short_digest_by_token(
+    records: set[str], keys: list[str], affixes: tuple[str, ...] = ()
+) -> tuple[str, float, Callable[[str], str]] | None:
+    """``short_digest_of`` for a digest that is a whole word of the record."""
     tokens = [set(re.findall(r"[0-9A-Za-z]+", record.lower())) for record in records]
     every = {token for found in tokens for token in found if len(token) < 20}
     wraps = [("", "")] + [(a, "") for a in affixes if a] + [("", a) for a in affixes if a]
@@ -251,3 +332,59 @@ def colliding_keys(
             return seen[digest], key
         seen[digest] = key
     return None
+
+
+#: A statement that deletes rows of a table (``processed``, or a dedup table of the
+#: task's own; its schema's name before it, quoted or not): a DELETE, a TRUNCATE.
+_DELETES = re.compile(
+    r"\b(?:delete\s+from|truncate(?:\s+table)?)\s+(?:only\s+)?(?:\"?(?:\w+|\{\})\"?\.)?"
+    r"\"?(?:\w+|\{\})\"?(?![\w\"])",
+    re.IGNORECASE,
+)
+#: ... unless it deletes one key's record, by a parameter (``WHERE key = %s``).
+_ONE_KEY = re.compile(
+    r"\bwhere\s+key\s*=\s*(?:%s|%\(\w+\)s|\$1|'?\{\}'?)\s*(?:returning\b[^;]*)?;?\s*$",
+    re.IGNORECASE,
+)
+
+
+def deletes_in(source: str) -> list[str]:
+    """The SQL texts of ``source`` (string constants, f-strings' literal parts with
+    ``{}`` for each value) that delete rows (from ``processed``, or from a dedup table of
+    the task's own) other than one key's by a parameter: a cleanup by age, a trim to the
+    last keys, a TRUNCATE, whether it runs after every charge, now and then at random,
+    or in a task of its own."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    texts: list[str] = []
+    parts_of_fstrings: set[int] = set()  # ast.walk meets an f-string before its parts
+    # Docstrings and other bare strings are prose, not SQL the task runs.
+    prose = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+    for node in ast.walk(tree):
+        if id(node) in prose:
+            continue
+        if isinstance(node, ast.JoinedStr):
+            parts = []
+            for value in node.values:
+                parts_of_fstrings.add(id(value))
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    parts.append(value.value)
+                else:
+                    parts.append("{}")
+            texts.append("".join(parts))
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in parts_of_fstrings
+        ):
+            texts.append(node.value)
+    found = []
+    for text in texts:
+        match = _DELETES.search(text)
+        if match and not _ONE_KEY.search(text[match.end() :]):
+            found.append(" ".join(text[match.start() :].split()))
+    return found

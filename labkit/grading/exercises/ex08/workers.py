@@ -8,6 +8,7 @@ what each run returned (``labkit.integrations.celery.returns``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 import shutil
@@ -174,6 +175,37 @@ class Ex08Run:
         worker.kill_children(pids)
         self.kills.start_grace()
         points.clear_pause(self.folder)
+
+    def kill_and_hold_redelivery(
+        self, worker: harness.CeleryWorker, child: int, point: str
+    ) -> int | None:
+        """SIGKILL ``child`` (paused by ``hold``) with a pause at ``point`` planned for
+        its redelivery; the redelivery's pid once it waits there, None if it ended
+        without getting there, or never got there within 30 s (the pause lifted then)."""
+        self._pauses += 1
+        label = f"p{self._pauses}"
+        task = self.held[-1]
+        ends = sum(1 for e, t, *_rest in points.runs(self.folder) if e == "end" and t == task)
+        points.set_pause(self.folder, point, label)
+        worker.kill_children([child])
+        self.kills.start_grace()
+        reached = points.marker(self.folder, point, label)
+
+        def reached_or_ended() -> bool:
+            runs = points.runs(self.folder)
+            return reached.exists() or (
+                sum(1 for e, t, *_rest in runs if e == "end" and t == task) > ends
+            )
+
+        with contextlib.suppress(TimeoutError):
+            harness.wait_until(reached_or_ended, 30, "the redelivery to reach its commit")
+        if not reached.exists():
+            points.clear_pause(self.folder)
+            return None
+        pid, task_id = points.paused(self.folder, point, label)
+        self.kills.record(task_id, self.procs)
+        self.held.append(task_id)
+        return pid
 
     def kill_main(self, worker: harness.CeleryWorker) -> None:
         """SIGKILL the whole worker; RabbitMQ gives back what it had not acknowledged."""
