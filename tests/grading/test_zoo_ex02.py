@@ -10,11 +10,8 @@ checks the zoo as a whole.
 from __future__ import annotations
 
 import pytest
-from gradingkit import HIDDEN, assert_severe, with_override
-from zoograding import in_process_test
-
-from labkit.grading import catalog
-from labkit.grading.checks import CheckStatus, Namespace, run_check
+from gradingkit import assert_severe
+from zoograding import in_process_test, right_test
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
@@ -2715,10 +2712,4 @@ RIGHT: list[tuple[str, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("way", "check", "source"), RIGHT, ids=[w for w, *_ in RIGHT])
-def test_a_right_solution_written_otherwise_keeps_the_points(
-    way: str, check: str, source: str
-) -> None:
-    [named] = [c for c in catalog.all_checks("ex02", HIDDEN) if c.name == check]
-    got = run_check(named, Namespace(with_override("ex02", source)))
-    assert got.status == CheckStatus.PASSED, (way, got.expected, got.got)
+test_a_right_solution_written_otherwise_keeps_the_points = right_test("ex02", RIGHT)

@@ -9,12 +9,7 @@ a whole.
 
 from __future__ import annotations
 
-import pytest
-from gradingkit import HIDDEN, with_override
-from zoograding import in_process_test
-
-from labkit.grading import catalog
-from labkit.grading.checks import CheckStatus, Namespace, run_check
+from zoograding import in_process_test, right_test
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
@@ -1495,10 +1490,4 @@ RIGHT: list[tuple[str, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("way", "check", "source"), RIGHT, ids=[w for w, *_ in RIGHT])
-def test_a_right_solution_written_otherwise_keeps_the_points(
-    way: str, check: str, source: str
-) -> None:
-    [named] = [c for c in catalog.all_checks("ex07", HIDDEN) if c.name == check]
-    got = run_check(named, Namespace(with_override("ex07", source)))
-    assert got.status == CheckStatus.PASSED, (way, got.expected, got.got)
+test_a_right_solution_written_otherwise_keeps_the_points = right_test("ex07", RIGHT)

@@ -36,7 +36,10 @@ from typing import Any, Protocol, TypeVar
 
 import nbformat
 import pytest
-from gradingkit import SEED, assert_caught_by_name
+from gradingkit import HIDDEN, SEED, assert_caught_by_name, with_override
+
+from labkit.grading import catalog
+from labkit.grading.checks import CheckStatus, Namespace, run_check
 
 #: (exercise, mistake, the check that must catch it, the source of the cell appended)
 ZooEntry = tuple[str, str, str, str]
@@ -245,3 +248,19 @@ def in_process_test(
         assert_caught_by_name(exercise, mistake, check, source, says.get(mistake), got.get(mistake))
 
     return test_wrong_solution_fails_the_check_that_names_its_mistake
+
+
+def right_test(exercise: str, right: list[tuple[str, str, str]]) -> Callable[..., None]:
+    """A zoo module's test of right solutions written otherwise, ``RIGHT`` as ``(way, check,
+    source)``: ``test_a_right_solution_written_otherwise_keeps_the_points =
+    right_test("exNN", RIGHT)``. Each keeps the check that once took its points."""
+
+    @pytest.mark.parametrize(("way", "check", "source"), right, ids=[w for w, *_ in right])
+    def test_a_right_solution_written_otherwise_keeps_the_points(
+        way: str, check: str, source: str
+    ) -> None:
+        [named] = [c for c in catalog.all_checks(exercise, HIDDEN) if c.name == check]
+        got = run_check(named, Namespace(with_override(exercise, source)))
+        assert got.status == CheckStatus.PASSED, (way, got.expected, got.got)
+
+    return test_a_right_solution_written_otherwise_keeps_the_points
