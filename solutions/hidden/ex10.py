@@ -902,3 +902,34 @@ def status_finds_a_job_among_thousands(ns: Namespace) -> None:
                     "come in between"
                 ),
             )
+
+
+@CHECKS.add(
+    1,
+    "a reused Idempotency-Key with another body is never answered as accepted with the "
+    "first job (200 or 202 and its id): that request is then dropped while its client "
+    "believes it runs",
+    timeout=TIMEOUT,
+    severe=True,
+)
+def a_conflict_is_never_answered_as_accepted(ns: Namespace) -> None:
+    first_body, other_body = {"month": "2027-07"}, {"month": "2027-08"}
+    with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
+        accepted_id(app.post(first_body, key="k-12"), _("the first request"))
+        other = app.post(other_body, key="k-12")
+        stored = jobs_for(folder / "jobs.db", "alice", other_body)
+    dropped = 200 <= other.status_code < 300 and not stored
+    expect(
+        not dropped,
+        _(
+            "the request {body} sent with key 'k-12', already used for {first}, refused "
+            "(409 or 422) or stored, never answered as accepted and dropped"
+        ).format(body=other_body, first=first_body),
+        _("{status} {text}, and no job holds {body}").format(
+            status=other.status_code, text=other.text[:120], body=other_body
+        ),
+        _(
+            "catch IdempotencyConflict and answer 409 or 422 naming the key: a 2xx with the "
+            "first job tells the client its new request is running, and it never will"
+        ),
+    )

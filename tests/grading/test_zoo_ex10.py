@@ -239,6 +239,18 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         return JSONResponse(""",
     ),
     (
+        "a conflict answered 202 with the first job's id (the new request dropped)",
+        "a_conflict_is_never_answered_as_accepted",
+        ACCEPT_OK,
+        """    except IdempotencyConflict:
+        return JSONResponse(""",
+        """    except IdempotencyConflict:
+        first = store.get_by_key(key)
+        return JSONResponse({"job_id": first.id}, status_code=202,
+                            headers={"Location": f"/jobs/{first.id}"})
+        return JSONResponse(""",
+    ),
+    (
         "the key lower-cased: 'Order-77' and 'order-77' become one job",
         "keys_are_compared_exactly",
         "same_key_same_job",
