@@ -947,30 +947,6 @@ def message_ids_are_told_apart_exactly(ns: Namespace) -> None:
         )
 
 
-#: Outbox rows whose ids (another producer's) a LIKE, a GLOB or lower() of the first two
-#: would match, and a later fact of the first row's order: the third publish times out.
-LOOKALIKE_ROWS: list[tuple[str, str, int]] = [
-    ("evt_1Qa", "order.placed", 51),
-    ("evt?1Qa", "order.placed", 52),
-    ("evt_9Zz", "order.placed", 53),
-    ("evtX1Qa", "order.placed", 54),
-    ("evt_1qA", "order.placed", 55),
-    ("evt_2Qa", "order.cancelled", 51),
-]
-
-
-def _seed_lookalikes(conn: Any) -> None:
-    conn.execute("BEGIN IMMEDIATE")
-    conn.executemany(
-        "INSERT INTO outbox (message_id, topic, body) VALUES (?, ?, ?)",
-        [
-            (mid, topic, json.dumps({"order_id": order_id, "customer": "c", "total": 1}))
-            for mid, topic, order_id in LOOKALIKE_ROWS
-        ],
-    )
-    conn.execute("COMMIT")
-
-
 @CHECKS.add(
     2,
     "a publish that times out (no confirm from the broker) did not deliver for sure: "
@@ -1016,6 +992,18 @@ LOOKALIKE_ROWS: list[tuple[str, str, int]] = [
 ]
 
 
+def _seed_lookalikes(conn: Any) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    conn.executemany(
+        "INSERT INTO outbox (message_id, topic, body) VALUES (?, ?, ?)",
+        [
+            (mid, topic, json.dumps({"order_id": order_id, "customer": "c", "total": 1}))
+            for mid, topic, order_id in LOOKALIKE_ROWS
+        ],
+    )
+    conn.execute("COMMIT")
+
+
 @CHECKS.add(
     1,
     "after each publish, mark that one row sent, by its outbox id (WHERE id = :id): "
@@ -1027,15 +1015,7 @@ LOOKALIKE_ROWS: list[tuple[str, str, int]] = [
 def relay_marks_each_row_by_its_own_id(ns: Namespace) -> None:
     ids = [mid for mid, _topic, _order in LOOKALIKE_ROWS]
     with lab_file(ns, outbox_db, "shop.db") as (conn, path):
-        conn.execute("BEGIN IMMEDIATE")
-        conn.executemany(
-            "INSERT INTO outbox (message_id, topic, body) VALUES (?, ?, ?)",
-            [
-                (mid, topic, json.dumps({"order_id": order_id, "customer": "c", "total": 1}))
-                for mid, topic, order_id in LOOKALIKE_ROWS
-            ],
-        )
-        conn.execute("COMMIT")
+        _seed_lookalikes(conn)
         got = relay(ns, path, path.parent / "broker.db", "broker_down", nth=3)
         pending = [r["message_id"] for r in rows_of(conn, "all_outbox") if r["sent_at"] is None]
         expect(

@@ -43,14 +43,24 @@ from labkit.lang import _
 CHECKS = Checks("ex10", "async request-reply over HTTP")
 
 
-def crash_at_202(ns: Namespace, app: App, body: Any, key: str) -> None:
-    """POST to a server that dies as its 202 starts; fail unless it really died there."""
+def crash_at_202(
+    ns: Namespace,
+    app: App,
+    body: Any,
+    key: str,
+    what: str | None = None,
+    hint: str | None = None,
+) -> None:
+    """POST to a server that dies as its 202 starts; fail unless it really died there
+    (``what`` and ``hint`` as ``crash_while_posting`` takes them)."""
     crash_while_posting(
         app,
         body,
         key,
         "kill at 202",
         _("the server killed at the moment it started the 202 (the check's crash point)"),
+        what,
+        hint,
     )
 
 
@@ -139,12 +149,11 @@ def job_is_committed_before_the_202(ns: Namespace) -> None:
             body, key = nothing_stored_nothing_accepted(app, db)
             # The client sends the refused request again, with its key, once the database
             # is back: now it is taken (and the server dies at its 202).
-            crash_while_posting(
+            crash_at_202(
+                ns,
                 app,
                 body,
                 key,
-                "kill at 202",
-                _("the server killed at the moment it started the 202 (the check's crash point)"),
                 _(
                     "the request refused while the job database was down, sent again with "
                     "the same Idempotency-Key once the database is back"

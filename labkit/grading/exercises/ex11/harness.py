@@ -422,18 +422,20 @@ def _ints_written_in(fn: Any) -> list[int]:
 _LIMIT = re.compile(r"\bLIMIT\s+(\d+|[:@$]\w+|\?\d*)(?:\s*,\s*(\d+|[:@$]\w+|\?\d*))?", re.I)
 
 
+def _slot(sql: str, at: int, token: str) -> str | int:
+    """Where the parameter bound to one LIMIT operand sits in the statement's parameters:
+    its name (``:n``, ``@n``, ``$n``), or its index (``?3``, or the ``?`` count before it)."""
+    if token[0] in ":@$":
+        return token[1:]
+    return int(token[1:]) - 1 if len(token) > 1 else sql[:at].count("?")
+
+
 def _limit_value(sql: str, at: int, token: str, params: Any) -> int | None:
     """The value of one LIMIT operand: a literal, or the parameter bound to it."""
     if token.isdigit():
         return int(token)
     try:
-        if token[0] in ":@$":
-            value = params[token[1:]]
-        elif len(token) > 1:
-            value = params[int(token[1:]) - 1]
-        else:
-            value = params[sql[:at].count("?")]
-        return int(value)
+        return int(params[_slot(sql, at, token)])
     except (KeyError, IndexError, TypeError, ValueError):
         return None
 
@@ -441,10 +443,11 @@ def _limit_value(sql: str, at: int, token: str, params: Any) -> int | None:
 def _bound(sql: str, at: int, token: str, params: Any, value: int) -> Any:
     """``params`` (a copy) with the parameter bound to one LIMIT operand set to ``value``."""
     try:
-        if token[0] in ":@$":
-            return {**params, token[1:]: value}
+        slot = _slot(sql, at, token)
+        if isinstance(slot, str):
+            return {**params, slot: value}
         changed = list(params)
-        changed[int(token[1:]) - 1 if len(token) > 1 else sql[:at].count("?")] = value
+        changed[slot] = value
         return changed
     except (KeyError, IndexError, TypeError, ValueError):
         return params
