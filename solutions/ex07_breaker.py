@@ -11,6 +11,8 @@
 # (`clock.now()`), so the check can move time by 30 seconds in a microsecond.
 
 # %%
+import threading
+
 from labkit.clock import FakeClock
 
 
@@ -29,6 +31,10 @@ class Breaker:
       failed, open again with a fresh cooldown from now.
     - ``record_success()``: resets the count of failures in a row; half open: close.
     - ``state``: the current state's name.
+    - One breaker is shared by every worker thread of a process: ``allow`` and the
+      ``record_*`` methods may be called from several threads at once, and two callers
+      racing at the end of the cooldown get ONE trial between them (read the clock and
+      change the state under a ``threading.Lock`` kept on ``self``).
     """
 
     def __init__(self, threshold: int, cooldown_s: float, clock) -> None:
@@ -40,33 +46,37 @@ class Breaker:
         self.failures = 0
         self.opened_at = 0.0
         self.trial_out = False
+        self._lock = threading.Lock()
         ### END SOLUTION
 
     def allow(self) -> bool:
         ### BEGIN SOLUTION
-        if self.state == "closed":
-            return True
-        if self.state == "open":
-            if self.clock.now() < self.opened_at + self.cooldown_s:
+        with self._lock:
+            if self.state == "closed":
+                return True
+            if self.state == "open":
+                if self.clock.now() < self.opened_at + self.cooldown_s:
+                    return False
+                self.state, self.trial_out = "half_open", False
+            if self.trial_out:
                 return False
-            self.state, self.trial_out = "half_open", False
-        if self.trial_out:
-            return False
-        self.trial_out = True
-        return True
+            self.trial_out = True
+            return True
         ### END SOLUTION
 
     def record_failure(self) -> None:
         ### BEGIN SOLUTION
-        self.failures += 1
-        if self.state == "half_open" or self.failures >= self.threshold:
-            self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+        with self._lock:
+            self.failures += 1
+            if self.state == "half_open" or self.failures >= self.threshold:
+                self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
         ### END SOLUTION
 
     def record_success(self) -> None:
         ### BEGIN SOLUTION
-        self.failures = 0
-        self.state, self.trial_out = "closed", False
+        with self._lock:
+            self.failures = 0
+            self.state, self.trial_out = "closed", False
         ### END SOLUTION
 
 

@@ -305,25 +305,46 @@ THREADS = 4
 @CHECKS.add(
     1,
     "the worker threads of a process share one breaker: failures from different threads "
-    "count in the same row, and one trial goes out whichever thread asks (no "
-    "threading.local: a count per thread opens late, and each thread sends a trial of its own)",
+    "count in the same row, every thread waits out the cooldown another thread's failure "
+    "started, one trial goes out whichever thread asks, and its result ends it whichever "
+    "thread records it (no threading.local, nothing keyed by the thread)",
 )
 def callers_on_several_threads_share_the_breaker(ns: Namespace) -> None:
     fails = [["on", t, ["fail", 0]] for t in range(3)]
+    # Thread 2's failure opens it: threads 3 and 0 ask at once and 29.75 s later.
+    waiting = [["on", 3, ["allow", 0]], ["advance", 29.75], ["on", 0, ["allow", 0]]]
     out = drive(
         ns,
-        [*fails, ["on", 3, ["state", 0]], ["advance", 30.0]]
-        + [["on", t, ["allow", 0]] for t in range(THREADS)],
+        [*fails, ["on", 3, ["state", 0]], *waiting, ["advance", 0.25]]
+        + [["on", t, ["allow", 0]] for t in range(THREADS)]
+        # The trial's result comes back on another thread (a callback, a pool's thread):
+        # thread 0's trial fails on thread 1; 30 s later thread 2's trial works, on thread 3.
+        + [["on", 1, ["fail", 0]], ["on", 2, ["state", 0]], ["advance", 30.0]]
+        + [["on", 2, ["allow", 0]], ["on", 3, ["ok", 0]], ["on", 0, ["state", 0]]],
         threshold=3,
         cooldown_s=30.0,
     )
-    state, allowed = out[3], out[5:]
+    state, refused, allowed = out[3], [out[4], out[6]], out[8 : 8 + THREADS]
+    results = [out[13], out[15], out[17]]
     expect(
         state == "open",
         _("state 'open' after 3 failures in a row, one from each of 3 threads (threshold=3)"),
         repr(state),
         "keep the count on self, shared by every thread: a threading.local count needs "
         "threshold failures on each thread",
+    )
+    expect(
+        refused == [False, False],
+        _(
+            "allow() False on the other threads while the breaker thread 2 opened cools "
+            "down: at once on thread 3, and 29.75 s later on thread 0 (cooldown_s=30)"
+        ),
+        repr(refused),
+        _(
+            "keep opened_at on self, shared by every thread: an opening time in a "
+            "threading.local (or a dict keyed by the thread) is missing on the other "
+            "threads, which send their trial at once"
+        ),
     )
     expect(
         allowed == [True] + [False] * (THREADS - 1),
@@ -334,6 +355,22 @@ def callers_on_several_threads_share_the_breaker(ns: Namespace) -> None:
         repr(allowed),
         "keep the 'a trial is out' flag on self: a flag per thread lets every thread send "
         "a trial to a dependency that may still be down",
+    )
+    expect(
+        results == ["open", True, "closed"],
+        _(
+            "a trial's result recorded on another thread than the one that let it out: "
+            "'open' after the failed trial, the next trial let out 30 s later, 'closed' after "
+            "it worked"
+        ),
+        _("{first}, allow() {allowed}, then {last}").format(
+            first=repr(results[0]), allowed=repr(results[1]), last=repr(results[2])
+        ),
+        _(
+            "record_failure() and record_success() end the trial whichever thread calls them: "
+            "a result checked against the thread that took the trial (threading.get_ident()) "
+            "is dropped when a callback records it, and the breaker stays half open for good"
+        ),
     )
 
 
@@ -427,5 +464,87 @@ def a_new_breaker_starts_afresh(ns: Namespace) -> None:
             "keep the failures, the state and the opening time on self (self.failures = 0 in "
             "__init__): a dict keyed by id(self) outlives the breaker, and a new breaker at "
             "the same address inherits what the dead one left there"
+        ),
+    )
+
+
+#: How long after opening the first caller comes, nobody asking before: a cooldown and a
+#: half, three and a half, and a night (none a whole number of cooldowns: a breaker that
+#: lets trials out only around each multiple of cooldown_s refuses them all).
+QUIET_S = (45.0, 105.25, 30_007.75)
+
+
+@CHECKS.add(
+    1,
+    "the cooldown ends once, and stays ended: the first caller after it gets the trial "
+    "however late it comes (no window after the cooldown, no trial only around each "
+    "multiple of cooldown_s, no fresh cooldown because nobody asked)",
+)
+def the_first_caller_after_a_quiet_spell_gets_the_trial(ns: Namespace) -> None:
+    for quiet in QUIET_S:
+        out = drive(
+            ns,
+            [["fail", 0], ["state", 0], ["advance", quiet], ["allow", 0], ["allow", 0]],
+            threshold=1,
+            cooldown_s=30.0,
+        )
+        expect(
+            out[1] == "open",
+            _("open after one failure with threshold=1") + because_of("threshold_of_one"),
+            out[1],
+        )
+        expect(
+            out[3:] == [True, False],
+            _(
+                "opened with cooldown_s=30 and nobody asking for {quiet:g} s: allow() True for "
+                "the first caller then (the trial), False for the next"
+            ).format(quiet=quiet),
+            repr(out[3:]),
+            _(
+                "once clock.now() >= opened_at + cooldown_s, the next allow() is the trial, "
+                "however long after the cooldown it comes: a breaker nobody asks at night must "
+                "not stay open in the morning"
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "one breaker is shared by every worker thread: two threads that ask at the very end "
+    "of the cooldown get one trial between them (allow() reads the clock and takes the "
+    "trial under one lock on self)",
+)
+def one_trial_when_two_threads_ask_at_once(ns: Namespace) -> None:
+    got = ns.harness(HARNESS + "race_at_the_cooldown", threshold=3, cooldown_s=30.0)
+    for step in ("opening", "A", "B"):
+        value = got.get(step)
+        if isinstance(value, dict) and "raised" in value:
+            expect(False, _("allow() and record_failure() to run"), raised_text(value))
+    expect(
+        got["opened"] == "open",
+        _("state 'open' after 3 failures in a row (threshold=3)"),
+        repr(got["opened"]),
+    )
+    expect(
+        got["B_done"],
+        _("the second thread's allow() to return once the first one's had returned"),
+        _("still waiting 5 s later"),
+        _("release the lock in every path: use 'with self._lock:' rather than acquire()"),
+    )
+    trials = [got.get("A"), got.get("B")]
+    expect(
+        trials.count(True) == 1 and trials.count(False) == 1,
+        _(
+            "30 s after the breaker opened (cooldown_s=30), thread A asks allow(), and thread "
+            "B asks while A is between its clock reading and its answer: True for one of "
+            "them (the one trial), False for the other"
+        ),
+        _("A: {a}, B: {b}").format(a=repr(trials[0]), b=repr(trials[1])),
+        _(
+            "the workers of a process share the breaker and call it at the same time: read "
+            "the clock, move to half open and take the trial inside one 'with self._lock:' "
+            "(a threading.Lock made in __init__; a lock made inside allow() protects "
+            "nothing). With no lock, both threads see the cooldown over and both send a "
+            "trial to a dependency that may still be down"
         ),
     )

@@ -964,6 +964,7 @@ ZOO: list[tuple[str, str, str, str]] = [
         class Breaker(_Reference):
             def __init__(self, threshold, cooldown_s, clock):
                 self.threshold, self.cooldown_s, self.clock = threshold, cooldown_s, clock
+                self._lock = threading.Lock()
                 fields = {"state": "closed", "failures": 0, "opened_at": 0.0, "trial_out": False}
                 _BREAKERS.setdefault(id(self), fields)
             state = _field("state")
@@ -1151,11 +1152,384 @@ ZOO: list[tuple[str, str, str, str]] = [
                 self.state, self.trial_out = "closed", False
     """,
     ),
+    (
+        "ex07",
+        "the opening time kept in a threading.local (the other threads skip the cooldown)",
+        "callers_on_several_threads_share_the_breaker",
+        """
+        import threading
+
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = threshold
+                self.cooldown_s = cooldown_s
+                self.clock = clock
+                self.state = "closed"
+                self.failures = 0
+                self.trial_out = False
+                self.local = threading.local()  # thread-safe: each worker its own time
+
+            def allow(self):
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    opened_at = getattr(self.local, "opened_at", 0.0)
+                    if self.clock.now() < opened_at + self.cooldown_s:
+                        return False
+                    self.state, self.trial_out = "half_open", False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+
+            def record_failure(self):
+                self.failures += 1
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    self.state, self.trial_out = "open", False
+                    self.local.opened_at = self.clock.now()
+
+            def record_success(self):
+                self.failures = 0
+                self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        "the opening time kept in a dict keyed by threading.get_ident()",
+        "callers_on_several_threads_share_the_breaker",
+        """
+        import threading
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                self._opened = {}  # thread id -> when that worker saw it open
+                super().__init__(threshold, cooldown_s, clock)
+            @property
+            def opened_at(self):
+                return self._opened.get(threading.get_ident(), 0.0)
+            @opened_at.setter
+            def opened_at(self, value):
+                self._opened[threading.get_ident()] = value
+    """,
+    ),
+    (
+        "ex07",
+        "the trial flag kept in a dict keyed by threading.get_ident() (a trial per worker)",
+        "callers_on_several_threads_share_the_breaker",
+        """
+        import threading
+
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = threshold
+                self.cooldown_s = cooldown_s
+                self.clock = clock
+                self.state = "closed"
+                self.failures = 0
+                self.opened_at = 0.0
+                self.trials = {}  # thread id -> that worker's trial is out
+
+            def allow(self):
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    if self.clock.now() < self.opened_at + self.cooldown_s:
+                        return False
+                    self.state = "half_open"
+                    self.trials.clear()
+                me = threading.get_ident()
+                if self.trials.get(me):
+                    return False
+                self.trials[me] = True
+                return True
+
+            def record_failure(self):
+                self.failures += 1
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    self.state, self.opened_at = "open", self.clock.now()
+                    self.trials.clear()
+
+            def record_success(self):
+                self.failures = 0
+                self.state = "closed"
+                self.trials.clear()
+    """,
+    ),
+    (
+        "ex07",
+        "failures counted in a dict keyed by threading.get_ident() (a count per worker)",
+        "callers_on_several_threads_share_the_breaker",
+        """
+        import threading
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                self._counts = {}  # thread id -> that worker's failures in a row
+                super().__init__(threshold, cooldown_s, clock)
+            @property
+            def failures(self):
+                return self._counts.get(threading.get_ident(), 0)
+            @failures.setter
+            def failures(self, value):
+                self._counts[threading.get_ident()] = value
+    """,
+    ),
+    (
+        "ex07",
+        "the state kept in a threading.local (each worker sees 'closed' until it fails)",
+        "callers_on_several_threads_share_the_breaker",
+        """
+        import threading
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                self._local = threading.local()
+                super().__init__(threshold, cooldown_s, clock)
+            @property
+            def state(self):
+                return getattr(self._local, "state", "closed")
+            @state.setter
+            def state(self, value):
+                self._local.state = value
+    """,
+    ),
+    (
+        "ex07",
+        "a millisecond of slack on the cooldown for float error (>= cooldown_s - 1e-3)",
+        "no_jitter_on_the_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    # a little slack: opened_at + cooldown_s may be off by a float error
+                    if self.clock.now() - self.opened_at < self.cooldown_s - 1e-3:
+                        return False
+                    self.state, self.trial_out = "half_open", False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+    """,
+    ),
+    (
+        "ex07",
+        "nobody asking for two cooldowns starts a fresh cooldown (a quiet spell keeps it open)",
+        "the_first_caller_after_a_quiet_spell_gets_the_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    elapsed = self.clock.now() - self.opened_at
+                    if self.cooldown_s and elapsed >= 2 * self.cooldown_s:
+                        # nobody tried in the trial window: the outage is stale, start over
+                        self.opened_at = self.clock.now()
+                        return False
+                    if elapsed < self.cooldown_s:
+                        return False
+                    self.state, self.trial_out = "half_open", False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+    """,
+    ),
+    (
+        "ex07",
+        "trials only in the 5 s after each multiple of cooldown_s (elapsed % cooldown_s < 5)",
+        "the_first_caller_after_a_quiet_spell_gets_the_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    elapsed = self.clock.now() - self.opened_at
+                    # one trial every cooldown_s: at 30 s, 60 s, 90 s...
+                    late = self.cooldown_s and elapsed % self.cooldown_s >= 5.0
+                    if elapsed < self.cooldown_s or late:
+                        return False
+                    self.state, self.trial_out = "half_open", False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+    """,
+    ),
+    (
+        "ex07",
+        "the trial only in the cooldown after the cooldown (a later first caller refused for good)",
+        "the_first_caller_after_a_quiet_spell_gets_the_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    elapsed = self.clock.now() - self.opened_at
+                    window = self.cooldown_s <= elapsed < 2 * self.cooldown_s
+                    if not (window or self.cooldown_s == 0):
+                        return False
+                    self.state, self.trial_out = "half_open", False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+    """,
+    ),
+    (
+        "ex07",
+        "the trial's result taken only from the thread that let it out (threading.get_ident())",
+        "callers_on_several_threads_share_the_breaker",
+        """
+        import threading
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                allowed = super().allow()
+                if allowed and self.state == "half_open":
+                    self.trial_thread = threading.get_ident()  # whose result ends the trial
+                return allowed
+
+            def record_failure(self):
+                if self.state == "half_open" and threading.get_ident() != self.trial_thread:
+                    return  # not the trial's result: a late call's
+                super().record_failure()
+
+            def record_success(self):
+                if self.state == "half_open" and threading.get_ident() != self.trial_thread:
+                    return  # not the trial's result: a late call's
+                super().record_success()
+    """,
+    ),
+    (
+        "ex07",
+        "the trial marked in a threading.local (a result a callback thread records is dropped)",
+        "callers_on_several_threads_share_the_breaker",
+        """
+        import threading
+
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = threshold
+                self.cooldown_s = cooldown_s
+                self.clock = clock
+                self.state = "closed"
+                self.failures = 0
+                self.opened_at = 0.0
+                self.trial_out = False
+                self.mine = threading.local()  # is this thread's call the trial?
+
+            def allow(self):
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    if self.clock.now() < self.opened_at + self.cooldown_s:
+                        return False
+                    self.state, self.trial_out = "half_open", False
+                if self.trial_out:
+                    return False
+                self.trial_out = self.mine.trial = True
+                return True
+
+            def record_failure(self):
+                if self.state == "half_open" and not getattr(self.mine, "trial", False):
+                    return  # a late result, not the trial's
+                self.mine.trial = False
+                self.failures += 1
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+
+            def record_success(self):
+                if self.state == "half_open" and not getattr(self.mine, "trial", False):
+                    return  # a late result, not the trial's
+                self.mine.trial = False
+                self.failures = 0
+                self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        "no lock: two threads at the end of the cooldown both send a trial",
+        "one_trial_when_two_threads_ask_at_once",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    if self.clock.now() < self.opened_at + self.cooldown_s:
+                        return False
+                    self.state, self.trial_out = "half_open", False
+                if self.trial_out:
+                    return False
+                self.trial_out = True
+                return True
+    """,
+    ),
+    (
+        "ex07",
+        "a lock made inside allow() (with threading.Lock(): a new lock on every call)",
+        "one_trial_when_two_threads_ask_at_once",
+        """
+        import threading
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                with threading.Lock():
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+    """,
+    ),
+    (
+        "ex07",
+        "the lock held only around the trial flag (the cooldown test and half open outside it)",
+        "one_trial_when_two_threads_ask_at_once",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                if self.state == "closed":
+                    return True
+                if self.state == "open":
+                    if self.clock.now() < self.opened_at + self.cooldown_s:
+                        return False
+                    self.state, self.trial_out = "half_open", False
+                with self._lock:
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "no lock: two threads at the end of the cooldown both send a trial": "True for one of them",
+    "a lock made inside allow() (with threading.Lock(): a new lock on every call)": (
+        "True for one of them"
+    ),
+    "the lock held only around the trial flag (the cooldown test and half open outside it)": (
+        "True for one of them"
+    ),
     "failures counted in total, not in a row": "never 3 failures in a row",
     "half open lets everyone through": "the callers behind the trial",
     "a failed trial keeps the old cooldown": "10 s after the failed trial",
@@ -1250,6 +1624,37 @@ SAYS: dict[str, str] = {
     "the opening time taken when the failing call was let out (in allow()), not as it failed": (
         "calls let through (allow() True) that each fail"
     ),
+    "the opening time kept in a threading.local (the other threads skip the cooldown)": (
+        "at once on thread 3"
+    ),
+    "the opening time kept in a dict keyed by threading.get_ident()": "at once on thread 3",
+    "the trial flag kept in a dict keyed by threading.get_ident() (a trial per worker)": (
+        "True for the first (the one trial)"
+    ),
+    "failures counted in a dict keyed by threading.get_ident() (a count per worker)": (
+        "one from each of 3 threads"
+    ),
+    "the state kept in a threading.local (each worker sees 'closed' until it fails)": (
+        "one from each of 3 threads"
+    ),
+    "a millisecond of slack on the cooldown for float error (>= cooldown_s - 1e-3)": (
+        "refuses a millisecond before 30 s"
+    ),
+    "nobody asking for two cooldowns starts a fresh cooldown (a quiet spell keeps it open)": (
+        "nobody asking for"
+    ),
+    "trials only in the 5 s after each multiple of cooldown_s (elapsed % cooldown_s < 5)": (
+        "nobody asking for"
+    ),
+    "the trial only in the cooldown after the cooldown (a later first caller refused for good)": (
+        "nobody asking for"
+    ),
+    "the trial's result taken only from the thread that let it out (threading.get_ident())": (
+        "recorded on another thread than the one"
+    ),
+    "the trial marked in a threading.local (a result a callback thread records is dropped)": (
+        "recorded on another thread than the one"
+    ),
 }
 
 
@@ -1259,6 +1664,27 @@ test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO
 #: Right solutions written otherwise, each with a check that once took (or might take) its
 #: points.
 RIGHT: list[tuple[str, str, str]] = [
+    (
+        "the clock read before the lock is taken (the state read and changed under it)",
+        "one_trial_when_two_threads_ask_at_once",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                now = self.clock.now()
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if now < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+    """,
+    ),
     (
         "the states as a StrEnum (State.CLOSED == 'closed')",
         "starts_closed",

@@ -18,6 +18,9 @@ A check describes what happens as steps and gets back what the breakers said:
 
 ``outage`` runs callers against a dependency that is down for a while; every call the
 breaker lets through is written to a SQLite file the check reads itself.
+``race_at_the_cooldown`` lets a second thread ask ``allow()`` while the first is between
+its clock reading and its answer, at the instant the cooldown ends: a breaker with no lock
+gives both a trial.
 """
 
 from __future__ import annotations
@@ -203,3 +206,77 @@ def outage(
     finally:
         db.close()
     return refused
+
+
+class _RacingClock(FakeClock):
+    """A fake clock that, once armed for a thread, runs ``hook`` the first time that thread
+    reads it: the instant a caller has looked at the time but not yet acted on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._armed: tuple[int, Callable[[], None]] | None = None
+        self.fired = False
+
+    def arm(self, thread: int, hook: Callable[[], None]) -> None:
+        self._armed = (thread, hook)
+
+    def now(self) -> float:
+        armed = self._armed
+        if armed is not None and armed[0] == threading.get_ident():
+            self._armed, self.fired = None, True
+            armed[1]()
+        return super().now()
+
+
+def race_at_the_cooldown(
+    values: MutableMapping[str, Any],
+    threshold: int = 3,
+    cooldown_s: float = 30.0,
+    wait_s: float = 0.1,
+) -> dict[str, Any]:
+    """Two threads ask ``allow()`` at the instant the cooldown ends; what each got.
+
+    A breaker is opened by ``threshold`` failures and the clock moved ``cooldown_s`` on.
+    Thread A calls ``allow()``; the first time A reads the clock, thread B calls
+    ``allow()`` too, and A's reading waits up to ``wait_s`` for B to finish. A breaker
+    that reads and changes its state with no lock lets B's whole ``allow()`` run inside
+    A's (both see "the cooldown is over"); a locked one keeps B waiting until A is done.
+    A breaker that never read the clock in A's call gets B's call after A's.
+    """
+    clock = _RacingClock()
+    got: dict[str, Any] = {}
+    with fresh_state(values):
+        breaker = need(values, "Breaker")(threshold=threshold, cooldown_s=cooldown_s, clock=clock)
+
+        def ask(name: str) -> None:
+            try:
+                got[name] = plain(breaker.allow())
+            except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+                got[name] = raised(exc)
+
+        try:
+            for _ in range(threshold):
+                breaker.record_failure()
+        except NotImplementedError as exc:
+            if is_stub(exc):
+                raise
+            return {"opening": raised(exc)}
+        except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+            return {"opening": raised(exc)}
+        got["opened"] = _state(breaker)
+        clock.advance(cooldown_s)
+        other = threading.Thread(target=ask, args=("B",), name="caller-B", daemon=True)
+
+        def let_b_in() -> None:
+            other.start()
+            other.join(wait_s)
+
+        clock.arm(threading.get_ident(), let_b_in)
+        ask("A")
+        got["inside"] = clock.fired
+        if not clock.fired:
+            other.start()
+        other.join(CALLER_STEP_S)
+        got["B_done"] = not other.is_alive()
+        got["state"] = _state(breaker)
+    return got
