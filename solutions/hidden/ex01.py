@@ -413,6 +413,45 @@ def accept_remembers_only_in_seen(ns: Namespace) -> None:
         ).format(key=repr(key)),
         _said(much_later),
     )
+    # Any window forgets at its end, a decade's or a century's: a thousand years later the
+    # store still has the key, so the repeat is still a repeat.
+    ages_later = ns.harness(HARNESS + "accept_in_another_store_and_later", key, payload, AGES)[
+        "results"
+    ]["later"]
+    expect(
+        answered(ages_later, new=False),
+        _(
+            "False for {key} a thousand years later in the store that already has it (no "
+            "dedup window of any length: not two years, not ten, not a century)"
+        ).format(key=repr(key)),
+        _said(ages_later),
+        _(
+            "keep no dedup window in accept, however long: a repeat that comes after it "
+            "runs the work again, and only the store decides when its keys go"
+        ),
+    )
+    # The store outlives the worker: after a restart (a deploy, a crash) the new worker
+    # has only `seen`, and a key it holds is a repeat there too.
+    run = ns.harness(HARNESS + "accept_in_a_restarted_worker", key, payload)
+    if not answered(run["first"], new=True) or run["restarted"] is None:
+        return  # judged above, or no cells to start a worker from (check() in Jupyter)
+    expect(
+        answered(run["restarted"], new=False),
+        _(
+            "False for {key} in a worker started afresh (the notebook's cells run again) "
+            "on the store that already has it: a repeat after a restart or a deploy"
+        ).format(key=repr(key)),
+        _said(run["restarted"]),
+        _(
+            "find the key in `seen` alone: a module-level set or dict of the keys this "
+            "worker stored (or of their first-seen times) is empty in a new worker, and "
+            "every retry after a deploy runs the work again"
+        ),
+    )
+
+
+#: A thousand years and an hour, in seconds: later than the end of any dedup window.
+AGES = 86_400 * 365_250 + 3_601.5
 
 
 @CHECKS.add(
@@ -508,6 +547,34 @@ def accept_forgets_no_key_on_a_long_day(ns: Namespace) -> None:
             "clear() when it grows drops old keys, and their retries run again"
         ),
     )
+    # A bound larger than months of keys (a million, 2**20, a few GiB of memory) meets
+    # years of them: a store that counts a billion keys, most of them on disk.
+    vast = ns.harness(HARNESS + "accept_in_a_vast_store", YEARS_OF_KEYS)
+    said = vast["results"]
+    expect(
+        answered(said["first"], True)
+        and answered(said["new"], True)
+        and answered(said["repeat"], False)
+        and vast["first_kept"]
+        and vast["kept"] == YEARS_OF_KEYS + 2,
+        _(
+            "in a `seen` whose len() counts {count} keys (years of work, most of them on "
+            "disk), True for a new key, then False for the retry of a key it held, and all "
+            "{kept} keys kept"
+        ).format(count=f"{YEARS_OF_KEYS:,}", kept=f"{YEARS_OF_KEYS + 2:,}"),
+        _("{new} for the new key, {answer} for the retry, {kept} keys kept").format(
+            new=_said(said["new"]), answer=_said(said["repeat"]), kept=f"{vast['kept']:,}"
+        ),
+        _(
+            "no bound on `seen` of any size, neither on len(seen) nor on its memory "
+            "(sys.getsizeof): a store holds years of keys, and a cap of a million (or a "
+            "clear() past 64 MiB) drops keys whose retries then run again"
+        ),
+    )
+
+
+#: Years of a busy service's keys: more than any bound on the store's size.
+YEARS_OF_KEYS = 1_000_000_000
 
 
 @CHECKS.add(

@@ -1857,6 +1857,303 @@ ZOO: list[tuple[str, str, str, str]] = [
             return f"{source}.{action}:{entity_id}:v{version}"
     """,
     ),
+    (
+        "ex01",
+        "accept keeps `seen` to 1,000,000 keys (the oldest dropped when it is full)",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        MAX_KEYS = 1_000_000
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                if len(seen) >= MAX_KEYS:
+                    seen.pop(next(iter(seen)))
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept clears `seen` when it passes 200,000 keys (a bound above months of keys)",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                if len(seen) > 200_000:
+                    seen.clear()
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept trims `seen` to 2**20 keys, deleting the oldest in a while loop",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        LIMIT = 2**20
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                while len(seen) > LIMIT:
+                    del seen[next(iter(seen))]
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept clears `seen` when sys.getsizeof(seen) passes 64 MiB",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        import sys
+        MAX_BYTES = 64 * 2**20
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                if sys.getsizeof(seen) > MAX_BYTES:
+                    seen.clear()
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept drops the oldest tenth of `seen` once it holds 500,000 keys",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        import itertools
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                if len(seen) >= 500_000:
+                    for old in list(itertools.islice(seen, len(seen) // 10)):
+                        del seen[old]
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept keeps the newest 1,000,000 keys (list(seen.items())[-N:] put back)",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        KEEP = 1_000_000
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                if len(seen) > KEEP:
+                    newest = list(seen.items())[-KEEP:]
+                    seen.clear()
+                    seen.update(newest)
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept forgets a key after a 2-year dedup window kept in a module-level dict",
+        "accept_remembers_only_in_seen",
+        """
+        import time as _time
+
+        _FIRST_SEEN = {}
+        WINDOW_S = 2 * 365 * 86_400
+
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            now = _time.time()
+            if known is not None and now - _FIRST_SEEN.get(key, now) > WINDOW_S:
+                known = None  # the window passed: a new operation
+            if known is None:
+                seen[key] = fp
+                _FIRST_SEEN[key] = now
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept deletes keys older than a 10-year retention (datetime.now() and a timedelta)",
+        "accept_remembers_only_in_seen",
+        """
+        from datetime import datetime, timedelta
+
+        _FIRST_SEEN = {}
+        RETENTION = timedelta(days=3650)
+
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            now = datetime.now()
+            if key in seen and now - _FIRST_SEEN.get(key, now) > RETENTION:
+                del seen[key]  # past the retention: the key is forgotten
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                _FIRST_SEEN[key] = now
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept forgets a key after 5 years of time.monotonic() (a worker's uptime)",
+        "accept_remembers_only_in_seen",
+        """
+        import time
+
+        _SINCE = {}
+
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            now = time.monotonic()
+            if known is not None and now - _SINCE.setdefault(key, now) > 5 * 365 * 86_400:
+                known = None
+            if known is None:
+                seen[key] = fp
+                _SINCE[key] = now
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept forgets a key after a 24 h window timed with time.monotonic_ns()",
+        "accept_remembers_only_in_seen",
+        """
+        import time
+
+        _SINCE_NS = {}
+        DAY_NS = 86_400 * 10**9
+
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            now = time.monotonic_ns()
+            if known is not None and now - _SINCE_NS.get(key, now) > DAY_NS:
+                known = None
+            if known is None:
+                seen[key] = fp
+                _SINCE_NS[key] = now
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept forgets a key after a 7-day window read from clock_gettime(CLOCK_REALTIME)",
+        "accept_remembers_only_in_seen",
+        """
+        from time import CLOCK_REALTIME, clock_gettime
+
+        _FIRST = {}
+
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            now = clock_gettime(CLOCK_REALTIME)
+            if known is not None and now - _FIRST.get(key, now) > 7 * 86_400:
+                known = None
+            if known is None:
+                seen[key] = fp
+                _FIRST[key] = now
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept looks in `seen` only for keys in a module-level set of its own (a fast path)",
+        "accept_remembers_only_in_seen",
+        """
+        _KNOWN = set()  # keys this worker stored: a set is faster than the store
+
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            if key not in _KNOWN:
+                _KNOWN.add(key)
+                seen[key] = fp
+                return True
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "key with ':' dropped from the parts ('INV:7' and 'INV7' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            parts = [str(p).replace(":", "") for p in (source, entity_id, action)]
+            return f"{parts[0]}:{parts[1]}:{parts[2]}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with ':' in the entity id made '_' ('INV:7' and 'INV_7' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            entity = str(entity_id).replace(":", "_")  # ':' is the key's separator
+            return f"{source}:{entity}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with ':' in the source made '.' ('shop:eu' and 'shop.eu' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source.replace(':', '.')}:{entity_id}:{action}:v{version}"
+    """,
+    ),
 ]
 
 
@@ -2116,6 +2413,35 @@ SAYS: dict[str, str] = {
     "key with the source and the action joined by '.' ('billing.charge:42:v1')": (
         "different keys for the intents"
     ),
+    "accept keeps `seen` to 1,000,000 keys (the oldest dropped when it is full)": "years of work",
+    "accept clears `seen` when it passes 200,000 keys (a bound above months of keys)": (
+        "years of work"
+    ),
+    "accept trims `seen` to 2**20 keys, deleting the oldest in a while loop": "years of work",
+    "accept clears `seen` when sys.getsizeof(seen) passes 64 MiB": "years of work",
+    "accept drops the oldest tenth of `seen` once it holds 500,000 keys": "years of work",
+    "accept keeps the newest 1,000,000 keys (list(seen.items())[-N:] put back)": "years of work",
+    "accept forgets a key after a 2-year dedup window kept in a module-level dict": (
+        "a thousand years later"
+    ),
+    "accept deletes keys older than a 10-year retention (datetime.now() and a timedelta)": (
+        "a thousand years later"
+    ),
+    "accept forgets a key after 5 years of time.monotonic() (a worker's uptime)": (
+        "a thousand years later"
+    ),
+    "accept forgets a key after a 24 h window timed with time.monotonic_ns()": (
+        "three days later in the store"
+    ),
+    "accept forgets a key after a 7-day window read from clock_gettime(CLOCK_REALTIME)": (
+        "400 days later in the store"
+    ),
+    "accept looks in `seen` only for keys in a module-level set of its own (a fast path)": (
+        "in a worker started afresh"
+    ),
+    "key with ':' dropped from the parts ('INV:7' and 'INV7' share a key)": "'INV:7'",
+    "key with ':' in the entity id made '_' ('INV:7' and 'INV_7' share a key)": "'INV:7'",
+    "key with ':' in the source made '.' ('shop:eu' and 'shop.eu' share a key)": "'shop:eu'",
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -2212,6 +2538,21 @@ SEVERE = [
     "key with the worker's id from the WORKER_ID variable its launcher sets",
     "key with the dashes taken out of the id ('INV-7-1' and 'INV-71' share a key)",
     "key with the source and the action joined by '.' ('billing.charge:42:v1')",
+    "accept keeps `seen` to 1,000,000 keys (the oldest dropped when it is full)",
+    "accept clears `seen` when it passes 200,000 keys (a bound above months of keys)",
+    "accept trims `seen` to 2**20 keys, deleting the oldest in a while loop",
+    "accept clears `seen` when sys.getsizeof(seen) passes 64 MiB",
+    "accept drops the oldest tenth of `seen` once it holds 500,000 keys",
+    "accept keeps the newest 1,000,000 keys (list(seen.items())[-N:] put back)",
+    "accept forgets a key after a 2-year dedup window kept in a module-level dict",
+    "accept deletes keys older than a 10-year retention (datetime.now() and a timedelta)",
+    "accept forgets a key after 5 years of time.monotonic() (a worker's uptime)",
+    "accept forgets a key after a 24 h window timed with time.monotonic_ns()",
+    "accept forgets a key after a 7-day window read from clock_gettime(CLOCK_REALTIME)",
+    "accept looks in `seen` only for keys in a module-level set of its own (a fast path)",
+    "key with ':' dropped from the parts ('INV:7' and 'INV7' share a key)",
+    "key with ':' in the entity id made '_' ('INV:7' and 'INV_7' share a key)",
+    "key with ':' in the source made '.' ('shop:eu' and 'shop.eu' share a key)",
 ]
 
 

@@ -16,6 +16,10 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
+#: The steady clocks ``time.clock_gettime`` reads that ``clock_moved`` moves with
+#: ``steady`` (``time.monotonic`` is one of them).
+STEADY_CLOCK_IDS = ("CLOCK_MONOTONIC", "CLOCK_MONOTONIC_RAW", "CLOCK_BOOTTIME")
+
 
 @contextmanager
 def clock_moved(
@@ -31,7 +35,9 @@ def clock_moved(
     ``date`` classes, and the ``time`` functions imported by name (``from time import
     time, strftime``), are swapped for ones reading later, then put back. The calendar
     functions (``strftime('%Y%m%d')``, ``localtime()`` ...) read the C clock, not
-    ``time.time``, when called without a time: they are moved too.
+    ``time.time``, when called without a time: they are moved too, and so are the
+    ``_ns`` twins and ``clock_gettime`` (``CLOCK_REALTIME``; the steady clocks with
+    ``steady``; never a CPU-time clock).
 
     ``real_modules`` (the default): the ``time`` module's own functions are patched too,
     so code that reads ``time.time()`` through any import reads later. Without it, the
@@ -41,8 +47,22 @@ def clock_moved(
     later imports it afresh); its ``date`` class stays real, since code far from the
     student's checks its arguments with ``isinstance(x, date)``.
     """
-    clock_names = ("time", "time_ns", "monotonic", "perf_counter")
+    clock_names = (
+        "time",
+        "time_ns",
+        "monotonic",
+        "monotonic_ns",
+        "perf_counter",
+        "perf_counter_ns",
+        "clock_gettime",
+        "clock_gettime_ns",
+    )
     real = {name: getattr(time, name) for name in clock_names}
+    # What clock_gettime reads that moves with the calendar: the realtime clock always,
+    # the steady ones with ``steady`` (never a CPU-time clock of a process or thread).
+    moving = {time.CLOCK_REALTIME} | (
+        {getattr(time, n) for n in STEADY_CLOCK_IDS if hasattr(time, n)} if steady else set()
+    )
     calendar_names = ("localtime", "gmtime", "ctime", "asctime", "strftime")
     calendar = {name: getattr(time, name) for name in calendar_names}
     shift = seconds
@@ -56,16 +76,25 @@ def clock_moved(
     def moved(t: Any) -> Any:
         return calendar["localtime"](now()) if t is None else t
 
+    shift_ns = int(shift * 1e9)
     later = {
         "time": now,
-        "time_ns": lambda: real["time_ns"]() + int(shift * 1e9),
+        "time_ns": lambda: real["time_ns"]() + shift_ns,
         **(
             {
                 "monotonic": lambda: real["monotonic"]() + shift,
+                "monotonic_ns": lambda: real["monotonic_ns"]() + shift_ns,
                 "perf_counter": lambda: real["perf_counter"]() + shift,
+                "perf_counter_ns": lambda: real["perf_counter_ns"]() + shift_ns,
             }
             if steady
             else {}
+        ),
+        "clock_gettime": lambda clock: (
+            real["clock_gettime"](clock) + (shift if clock in moving else 0.0)
+        ),
+        "clock_gettime_ns": lambda clock: (
+            real["clock_gettime_ns"](clock) + (shift_ns if clock in moving else 0)
         ),
         "localtime": lambda secs=None: calendar["localtime"](at(secs)),
         "gmtime": lambda secs=None: calendar["gmtime"](at(secs)),

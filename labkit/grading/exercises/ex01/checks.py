@@ -131,7 +131,7 @@ def key_names_the_intent(ns: Namespace) -> None:
             _("{key} for both").format(key=repr(ka)),
         )
 
-    for pair in TWINS:
+    for pair in (*TWINS, *COLON_TWINS):
         two_intents(pair)
     # An int id zero-padded to a width ('0000000042' for 42, to make keys sort): a text id
     # written that way is another intent, whatever the width.
@@ -257,6 +257,14 @@ TWINS: list[tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]] = [
 #: Characters real ids contain (INV-2026-0042, Cus_AbC, billing.eu, shop/eu, 'INV 7'): a
 #: key joined with one of them, or with nothing, gives two intents the same key.
 JOINED_BY = ("_", "-", "", ".", "/", " ")
+#: An id, a source and an action holding the separator ':', each against the same part
+#: with its ':' replaced by a character ids hold, or dropped: a key that "escapes" ':' so
+#: (replace(':', '_'), replace(':', '')) gives 'INV:7' and 'INV_7' (or 'INV7') one key.
+COLON_TWINS = [
+    (_with_part(part, value), _with_part(part, value.replace(":", sep)))
+    for part, value in ((1, "INV:7"), (0, "shop:eu"), (2, "charge:full"))
+    for sep in JOINED_BY
+]
 
 
 def _run_together(rng: random.Random) -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:

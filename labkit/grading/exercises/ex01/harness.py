@@ -9,8 +9,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import datetime as _dt
-import time
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, MutableMapping
 from functools import partial
 from typing import Any
 from unittest import mock
@@ -24,38 +23,11 @@ from labkit.grading.exercises.wallclock import clock_moved
 HASH_SEEDS = (1, 4242)
 
 
-#: The clocks ``time.clock_gettime`` reads that a later retry finds later too (the CPU
-#: time clocks of a process or a thread do not move with the calendar).
-_CALENDAR_CLOCKS = frozenset(
-    getattr(time, name)
-    for name in ("CLOCK_REALTIME", "CLOCK_MONOTONIC", "CLOCK_MONOTONIC_RAW", "CLOCK_BOOTTIME")
-    if hasattr(time, name)
-)
-
-
-@contextlib.contextmanager
-def _realtime_moved(seconds: float) -> Iterator[None]:
-    """``time.clock_gettime(CLOCK_REALTIME)`` and the other calendar clocks (and the
-    ``_ns`` twin) read ``seconds`` later: clocks read through the C call that
-    ``clock_moved`` leaves alone."""
-    real, real_ns = time.clock_gettime, time.clock_gettime_ns
-
-    def moved(clock: int) -> float:
-        return real(clock) + (seconds if clock in _CALENDAR_CLOCKS else 0.0)
-
-    def moved_ns(clock: int) -> int:
-        return real_ns(clock) + (int(seconds * 1e9) if clock in _CALENDAR_CLOCKS else 0)
-
-    with mock.patch.object(time, "clock_gettime", moved):
-        with mock.patch.object(time, "clock_gettime_ns", moved_ns):
-            yield
-
-
 def keys_later(
     values: MutableMapping[str, Any], calls: list[list[Any]], seconds: float
 ) -> list[Any]:
     """``operation_key(*args)`` for each call while the wall clock reads ``seconds`` later."""
-    with fresh_state(values), clock_moved(values, seconds), _realtime_moved(seconds):
+    with fresh_state(values), clock_moved(values, seconds):
         return [plain(need(values, "operation_key")(*args)) for args in calls]
 
 
@@ -69,11 +41,7 @@ def keys_in_a_worker_started_later(
     cleanly run again (``CELLS``), in this check's own copy of the process. None when the
     namespace does not know its cells (``check()`` in Jupyter).
     """
-    with (
-        fresh_state(values),
-        clock_moved({}, seconds, datetime_module=True),
-        _realtime_moved(seconds),
-    ):
+    with fresh_state(values), clock_moved({}, seconds, datetime_module=True):
         return _keys_from_the_cells_run_again(values, calls)
 
 
@@ -244,6 +212,23 @@ def accept_in_another_store_and_later(
     }
 
 
+def accept_in_a_restarted_worker(
+    values: MutableMapping[str, Any], key: str, payload: dict[str, Any]
+) -> dict[str, Any]:
+    """``accept`` on a store, then the same call on the same store in a worker started
+    afresh: the notebook's cells run again (``cells_run_again``), so nothing the first
+    worker kept outside ``seen`` (a module-level set of the keys it stored, their first-seen
+    times) is there. ``{"first": outcome, "restarted": outcome or None}``, None when the
+    namespace does not know its cells (``check()`` in Jupyter)."""
+    store: dict[str, Any] = {}
+    with fresh_state(values):
+        first = outcome(need(values, "accept"), store, key, dict(payload))
+        with cells_run_again(values) as again:
+            accept = None if again is None else again.get("accept")
+            restarted = outcome(accept, store, key, dict(payload)) if callable(accept) else None
+    return {"first": first, "restarted": restarted}
+
+
 def accept_payload_with_a_datetime(values: MutableMapping[str, Any], key: str) -> dict[str, Any]:
     """``accept`` twice with one payload JSON cannot encode (it holds a datetime)."""
     payload = {"amount_cents": 1990, "due": _dt.datetime(2026, 12, 4, 3, 0, tzinfo=_dt.UTC)}
@@ -355,3 +340,46 @@ def accept_payloads_holding_two_datetimes(
     first = {"amount_cents": 1990, "due": due}
     then = {"amount_cents": 1990, "due": due + _dt.timedelta(days=1)}
     return accept_calls(values, [[key, first], [key, then]])
+
+
+#: What ``sys.getsizeof`` counts for each key of a dict's table (its hash, key and value
+#: pointers and its index slot), for the keys a ``VastStore`` keeps on disk.
+_TABLE_BYTES_PER_KEY = 40
+
+
+class VastStore(dict):  # type: ignore[type-arg]
+    """A ``seen`` that holds years of keys: the ones this run wrote are in memory (the
+    dict itself), ``archived`` older ones on disk, counted by ``len()`` and by
+    ``sys.getsizeof`` as the store's size. ``clear()`` empties both.
+
+    No copy of a billion keys is made: a bound on the store's size (``len(seen)``, its
+    memory) meets it at once, however large the bound."""
+
+    archived = 0
+
+    def __len__(self) -> int:
+        return dict.__len__(self) + self.archived
+
+    def __sizeof__(self) -> int:
+        return dict.__sizeof__(self) + self.archived * _TABLE_BYTES_PER_KEY
+
+    def clear(self) -> None:
+        self.archived = 0
+        dict.clear(self)
+
+
+def accept_in_a_vast_store(values: MutableMapping[str, Any], archived: int) -> dict[str, Any]:
+    """``accept`` for a first key on a ``VastStore``; then, once the store counts
+    ``archived`` keys more (years of work, loaded from disk), a new key, then the first
+    key's repeat. ``{"results": {"first", "new", "repeat"}, "kept": len(store),
+    "first_kept": whether the first key is still in it}``: a bound on the store's size,
+    of any size, drops keys there (or clears it)."""
+    store = VastStore()
+    first, payload = "billing:0:charge:v1", {"invoice": 0, "amount_cents": 1990}
+    with fresh_state(values):
+        accept = need(values, "accept")
+        results = {"first": outcome(accept, store, first, dict(payload))}
+        store.archived = archived
+        results["new"] = outcome(accept, store, "billing:new:charge:v1", {"amount_cents": 1})
+        results["repeat"] = outcome(accept, store, first, dict(payload))
+    return {"results": results, "kept": len(store), "first_kept": dict.__contains__(store, first)}
