@@ -5,7 +5,8 @@ one message inside their transactions at the same time (the check locks ``charge
 until both wait): a dedup that reads ``processed`` and inserts it later, after the
 charge, lets both copies through, which one child taking messages in turn never shows.
 ``two_workers_at_once_charge_once`` does the same on two workers, which share nothing:
-not a lock made at import, not the str hash salt (each worker has its own).
+not a lock made at import, not the str hash salt (each worker has its own), not the
+local date (their time zones are 26 hours apart, ``workers.WEST`` and ``EAST``).
 ``two_invoices_two_charges`` sends keys that differ only in case, in a trailing space,
 in the first or the last of 300 characters or in a character beyond ASCII, one with a
 quote and accents, and two that NFKC makes one: each is its own charge; a task that
@@ -23,7 +24,8 @@ and one that keeps its dedup in ``charges`` (a unique key, a lock) is held at it
 COMMIT: the dedup still holds, and only ``replies_charged_or_already_charged`` (1
 point, not severe) says the record is not the key itself. A record with the time in it
 (the date, a bucket of hours since the epoch, the hour of the day, the minute, the week,
-the month's name: ``records.clock_fields_in``), the host's name (``records.host_in``), or
+the month's name: ``records.clock_fields_in``; or hidden in a digest of the key and the
+date, ``dated.dated_digest_in``), the host's name (``records.host_in``), or
 one that differs between deliveries fails there, severe: a late copy, or one another
 machine runs, charges again.
 ``duplicate_message_charges_once`` sends one key with two customers and amounts too.
@@ -32,7 +34,8 @@ tasks, as a restart or a failover does; ``replies_charged_or_already_charged`` r
 what each run returned (a refused charge must end the run in FAILURE, not be returned).
 ``late_copies_after_many_charges_charge_once`` sends 20 keys again once they, and
 10,000 older keys, are recorded (a dedup table trimmed to its last keys forgets them),
-and reads the module for a DELETE that runs too seldom to be seen (``records.deletes_in``);
+and reads the module for a DELETE that runs too seldom to be seen, or a DROP TABLE as it
+is imported (``records.deletes_in``);
 ``a_copy_during_the_commit_charges_once`` holds the first copy at its COMMIT (a deferred
 trigger waits on the check's lock) while the second runs (a lock released just before
 the COMMIT lets it through); ``two_keys_at_once_both_charge`` holds two runs of two keys
@@ -58,6 +61,7 @@ from labkit.grading.exercises.ex08.checks import (
     Ex08Run,
     redelivery_killed_after_each_commit,
 )
+from labkit.grading.exercises.ex08.dated import dated_digest_in
 from labkit.grading.exercises.ex08.records import (
     SAFE_BITS,
     SEARCHED_BITS,
@@ -68,7 +72,7 @@ from labkit.grading.exercises.ex08.records import (
     host_in,
     short_digest_of,
 )
-from labkit.grading.exercises.ex08.workers import scene_randoms
+from labkit.grading.exercises.ex08.workers import EAST, WEST, scene_randoms
 from labkit.grading.stub import stub_error
 from labkit.integrations.celery import commits, harness, points, returns
 from labkit.integrations.celery.app import pg
@@ -453,24 +457,35 @@ DIGESTS = re.compile(
 )
 
 
-def _time_stamps_in(record: str, key: str, names: tuple[str, ...] = ()) -> list[str]:
+def _time_stamps_in(
+    record: str, key: str, names: tuple[str, ...] = (), offsets: tuple[float, ...] = ()
+) -> list[str]:
     """The numbers of ``record`` outside ``key`` that read as the time it was written: a
     count of milliseconds to weeks since the epoch, or a date with this year in it
     (``2026``, ``20261205``, ``05122026``; ``2026-12-05`` gives ``2026``, ``261205``,
     ``2612``, ``2026339``), in any time zone. Not in ``names`` either: the run's schema
-    and queue, which a record may hold."""
+    and queue, which a record may hold. ``offsets``: seconds from UTC of the zone the
+    student's code runs in (``labkit grade`` draws one per run)."""
     now = SystemClock().now()
     years = {
         str(when.year)
         for shift in (-86400, 0, 86400)
-        for when in (datetime.fromtimestamp(now + shift, UTC), datetime.fromtimestamp(now + shift))
+        for when in (
+            datetime.fromtimestamp(now + shift, UTC),
+            datetime.fromtimestamp(now + shift),
+            *(datetime.fromtimestamp(now + shift + offset, UTC) for offset in offsets),
+        )
     }
     # Dates with the year in two digits, or the day of the year (261205, 2612, 2026339):
     # a standalone run of digits that is one, or starts with one of 5 digits or more.
     short_dates = {
         f"{when:{fmt}}"
         for shift in (-86400, 0, 86400)
-        for when in (datetime.fromtimestamp(now + shift, UTC), datetime.fromtimestamp(now + shift))
+        for when in (
+            datetime.fromtimestamp(now + shift, UTC),
+            datetime.fromtimestamp(now + shift),
+            *(datetime.fromtimestamp(now + shift + offset, UTC) for offset in offsets),
+        )
         for fmt in SHORT_DATES
     }
     found = []
@@ -499,20 +514,68 @@ def _time_stamps_in(record: str, key: str, names: tuple[str, ...] = ()) -> list[
         )
         if counted or dated:
             found.append(digits)
-    return found + [d for d in clock_fields_in(record, now) if d not in found]
+    return found + [d for d in clock_fields_in(record, now, offsets) if d not in found]
+
+
+def _zone_offsets(ns: Namespace) -> tuple[float, ...]:
+    """Seconds from UTC of the time zone the student's code runs in (``labkit grade``
+    draws one per run, and the check's own may differ), as ``date +%z`` there says; none
+    if it says nothing."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError, ValueError):
+        proc = ns.spawn(
+            ["date", "+%z"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+        try:
+            out, _err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            ns.kill(proc)
+            return ()
+        zone = (out or "").strip()
+        if re.fullmatch(r"[+-]\d{4}", zone):
+            sign = -1 if zone[0] == "-" else 1
+            return (sign * (int(zone[1:3]) * 3600 + int(zone[3:5]) * 60),)
+    return ()
 
 
 def _one_record_per_key(
-    key: str, records: list[str], sent: tuple[str, int], names: tuple[str, ...]
+    key: str,
+    records: list[str],
+    sent: tuple[str, int],
+    names: tuple[str, ...],
+    source: str = "",
+    offsets: tuple[float, ...] = (),
 ) -> None:
     """Fail unless the task recorded ``key`` as one record of its own that does not
-    change with the time (``"charge:" + key``, a digest of it), and is not just the
-    message's customer or amount (``sent``)."""
+    change with the time (``"charge:" + key``, a digest of it, not a digest of the key
+    and the date), and is not just the message's customer or amount (``sent``).
+    ``source``: the module's, whose f-strings may put the key next to the date;
+    ``offsets``: seconds from UTC of the zone the student's code runs in."""
     # What the message itself carries (its customer ``cus_8``, its amount) is no clock
     # field, whatever the hour: such a record is judged as not the task's key below.
     carried = (*names, *map(str, sent))
-    stamps = _time_stamps_in(records[0], key, carried) if len(records) == 1 else []
+    stamps = _time_stamps_in(records[0], key, carried, offsets) if len(records) == 1 else []
     host = host_in(records[0].replace(key, " ")) if len(records) == 1 else None
+    # A digest hides the date it was salted with: sha256(f"{key}:{date.today()}") is
+    # the same for every copy of today, and a copy redelivered tomorrow charges again.
+    dated = (
+        dated_digest_in(records[0], key, source, names, SystemClock().now())
+        if len(records) == 1 and not stamps and not host
+        else None
+    )
+    expect(
+        not dated,
+        _("the task to insert its key {key} into processed").format(key=repr(key)),
+        _(
+            "it recorded {records} in processed, the {digest}: the date or the hour it "
+            "ran is in the digest, so a copy of the key sent on another day finds no record "
+            "and charges again"
+        ).format(records=records, digest=dated),
+        _(
+            "record the key itself (or a digest of the key alone): a digest salted with the "
+            "date, the hour or the day since the epoch changes with the clock, and a copy of "
+            "the message that comes on another day finds no record of the first"
+        ),
+    )
     if len(records) == 1 and not stamps and not host and records[0] not in map(str, sent):
         return
     expect(
@@ -625,7 +688,15 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
                         "charge's transaction",
                     )
                 if others:
-                    _one_record_per_key(key, others, SENT, (run.config.schema, run.config.queue))
+                    source = (Path(run.ns.workdir) / "ex08_tasks.py").read_text(encoding="utf-8")
+                    _one_record_per_key(
+                        key,
+                        others,
+                        SENT,
+                        (run.config.schema, run.config.queue),
+                        source,
+                        _zone_offsets(run.ns),
+                    )
                     held = others[0]
                 else:
                     table = "charges"
@@ -890,20 +961,32 @@ def two_deliveries_at_once_charge_once(ns: Namespace) -> None:
 def two_workers_at_once_charge_once(ns: Namespace) -> None:
     key = "inv-two-workers"
     with Ex08Run(ns) as run:
-        # One message at a time each: the second copy goes to the other worker.
-        run.worker("w1", prefetch=1)
-        run.worker("w2", prefetch=1)
+        # One message at a time each: the second copy goes to the other worker. Two
+        # machines in time zones 26 hours apart: their local dates always differ.
+        run.worker("w1", prefetch=1, tz=WEST)
+        run.worker("w2", prefetch=1, tz=EAST)
         _both_copies_inside(run, key, _("two copies of one message to run at once on two workers"))
         n = run.charges(key)
+        records = sorted(_processed_keys(run))
         expect(
             n == 1,
             _("1 charge row after two copies of one message ran at the same time on two workers"),
-            _("{count} charge rows").format(count=n),
+            _("{count} charge rows").format(count=n)
+            if len(records) < 2
+            else _("{count} charge rows; the two workers recorded {records} in processed").format(
+                count=n, records=records
+            ),
             _(
                 "two workers share no Python object and no hash() salt: a lock made in "
                 "Python, or keyed by hash(), guards nothing between them. Claim the key "
                 "with INSERT INTO processed ... ON CONFLICT (key) DO NOTHING RETURNING key "
                 "in the charge's transaction"
+            )
+            if len(records) < 2
+            else _(
+                "each worker recorded the key under a record of its own: record the key "
+                "itself, with nothing of the machine in it (its local date or time zone, "
+                "its name, hash()'s salt), so a copy on any worker finds the first one's"
             ),
         )
 

@@ -598,6 +598,29 @@ with connect() as _conn:
 
 @app.task("""
 
+#: The tables dropped and created again as the module is imported, "to start clean":
+#: every worker's start (a deploy, a restart) forgets every key charged before it.
+TABLES_RESET_AT_IMPORT = """\
+with connect() as _conn:
+    _conn.execute("DROP TABLE IF EXISTS processed")
+    _conn.execute("CREATE TABLE processed (key TEXT PRIMARY KEY)")
+
+
+@app.task("""
+
+#: The claim's SQL with the record an md5 of the key and the database's date.
+SQL_DATED_CLAIM_SQL = (
+    '"INSERT INTO processed (key) VALUES (md5(%s::text || current_date)) '
+    'ON CONFLICT (key) DO NOTHING RETURNING key"'
+)
+
+#: ... and with the session's local day and month's name, which libpq takes from the
+#: worker's machine (PGTZ): two workers a day apart in time zones record two digests.
+SQL_LOCAL_DAY_CLAIM_SQL = (
+    "\"INSERT INTO processed (key) VALUES (md5(%s::text || to_char(now(), 'DDMonYY'))) "
+    'ON CONFLICT (key) DO NOTHING RETURNING key"'
+)
+
 REFERENCE_CLAIM = """\
         if first is None:
             return "already charged"
@@ -1591,6 +1614,161 @@ ZOO = [
         ),
         "dedup_commits_with_the_charge",
         "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # "Idempotency keys last a day": the date hides in the digest, and a copy
+        # redelivered tomorrow (a producer's retry, a worker down overnight) charges again.
+        "the dedup record a sha256 of the key salted with today's date",
+        _both(
+            _replace("import os\n", "import hashlib\nimport os\nfrom datetime import date\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace(
+                    "(key,)", '(hashlib.sha256(f"{key}:{date.today()}".encode()).hexdigest(),)'
+                ),
+            ),
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "the dedup record an md5 of the UTC date (%Y%m%d) and the key",
+        _both(
+            _replace("import os\n", "import hashlib\nimport os\nimport time\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace(
+                    "(key,)",
+                    "(hashlib.md5((time.strftime('%Y%m%d', time.gmtime()) + key).encode())"
+                    ".hexdigest(),)",
+                ),
+            ),
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "duplicate_message_charges_once",
+    ),
+    (
+        "the dedup record a uuid5 of the key and the date",
+        _both(
+            _replace("import os\n", "import os\nimport uuid\nfrom datetime import date\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace(
+                    "(key,)",
+                    '(str(uuid.uuid5(uuid.NAMESPACE_URL, f"{key}@{date.today().isoformat()}")),)',
+                ),
+            ),
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # The date taken in SQL, where the module's Python shows none.
+        "the dedup record md5(key || current_date) computed in SQL",
+        _replace(REFERENCE_CLAIM_SQL, SQL_DATED_CLAIM_SQL),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # A day bucket since the epoch, in UTC: the same on every machine, and still a new
+        # record for a copy that comes after midnight.
+        "the dedup record a sha1 of the key and the day number time.time() // 86400",
+        _both(
+            _replace("import os\n", "import hashlib\nimport os\nimport time\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace(
+                    "(key,)",
+                    '(hashlib.sha1(f"{key}|{int(time.time() // 86400)}".encode()).hexdigest(),)',
+                ),
+            ),
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # The key between a prefix of the module's and the date.
+        "the dedup record a blake2b of 'charge:' + key + the date",
+        _both(
+            _replace("import os\n", "import hashlib\nimport os\nfrom datetime import date\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace(
+                    "(key,)",
+                    '(hashlib.blake2b(f"charge:{key}:{date.today():%Y-%m-%d}".encode())'
+                    ".hexdigest(),)",
+                ),
+            ),
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "duplicate_message_charges_once",
+    ),
+    (
+        # The machine's local date, in a form no list of date formats foresees: two
+        # workers in time zones a day apart record one key under two digests.
+        "the dedup record a sha256 of the key and the worker's local date (%d%b%y)",
+        _both(
+            _replace("import os\n", "import hashlib\nimport os\nfrom datetime import datetime\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace(
+                    "(key,)",
+                    '(hashlib.sha256(f"{key}{datetime.now():%d%b%y}".encode()).hexdigest(),)',
+                ),
+            ),
+        ),
+        "two_workers_at_once_charge_once",
+        "on two workers",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # Celery's node name ("w1@host"): a copy another worker runs finds no record.
+        "the dedup record keyed by the worker's node name (charge.request.hostname)",
+        _replace(
+            REFERENCE_CLAIM_ARGS,
+            REFERENCE_CLAIM_ARGS.replace("(key,)", '(f"{key}:{charge.request.hostname}",)'),
+        ),
+        "two_workers_at_once_charge_once",
+        "on two workers",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # Each worker's start forgets every key: the late copy after a deploy charges.
+        "processed dropped and created again as the module is imported",
+        _replace("@app.task(", TABLES_RESET_AT_IMPORT),
+        "late_copies_after_many_charges_charge_once",
+        "kept in processed for good",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # Each copy's session in its machine's time zone: 05Dec26 on one, 06Dec26 on the
+        # other.
+        "the dedup record md5 of the key and the session's local date (to_char DDMonYY)",
+        _replace(REFERENCE_CLAIM_SQL, SQL_LOCAL_DAY_CLAIM_SQL),
+        "two_workers_at_once_charge_once",
+        "on two workers",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # The hour on the worker's own clock: another machine's zone (or the same one an
+        # hour later) gives another record, and the copy it runs charges again.
+        "the dedup record keyed by the worker's local hour (time.localtime().tm_hour)",
+        _both(
+            _replace("import os\n", "import os\nimport time\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace("(key,)", '(f"{key}@{time.localtime().tm_hour}",)'),
+            ),
+        ),
+        "two_workers_at_once_charge_once",
+        "on two workers",
         "worker_killed_after_the_commit",
     ),
 ]

@@ -6,7 +6,8 @@ written (the hour of the day, the minute, the weekday: numbers a later copy of t
 message no longer meets, ``clock_fields_in``) or the host it ran on (``host_in``), or a
 digest of the key cut so short that two keys share it (``short_digest_of``, the key
 perhaps next to a string of the module, ``affixes_in``), and find two keys that do
-(``colliding_keys``).
+(``colliding_keys``). A whole digest of the key and the date it was written is
+``dated``'s to find.
 """
 
 from __future__ import annotations
@@ -57,16 +58,19 @@ def _fields(when: datetime) -> set[int]:
     }
 
 
-def clock_fields_in(record: str, now: float) -> list[str]:
+def clock_fields_in(record: str, now: float, offsets: tuple[float, ...] = ()) -> list[str]:
     """The standalone numbers (1 to 4 digits between non-alphanumeric characters) of
     ``record`` that are a field of the time ``now`` (its hour, minute, day, weekday...,
-    in UTC or the local time zone, ``w49`` for a week), and the names of its month and
-    weekday (``Dec``, ``Saturday``).
+    in UTC, the local time zone or at one of ``offsets`` seconds from UTC: the zone the
+    student's code runs in, ``w49`` for a week), and the names of its month and weekday
+    (``Dec``, ``Saturday``).
     ``record`` is what is left of a dedup record once the key is taken out of it."""
     fields: set[int] = set()
     for shift in (-FIELD_SLACK_S, 0, FIELD_SLACK_S):
         fields |= _fields(datetime.fromtimestamp(now + shift, UTC))
         fields |= _fields(datetime.fromtimestamp(now + shift))
+        for offset in offsets:
+            fields |= _fields(datetime.fromtimestamp(now + shift + offset, UTC))
     found = [
         digits
         for digits in re.findall(r"(?<![0-9A-Za-z])[wWhHdDmM]?(\d{1,4})(?![0-9A-Za-z])", record)
@@ -79,6 +83,7 @@ def clock_fields_in(record: str, now: float) -> list[str]:
         for when in (
             datetime.fromtimestamp(now + shift, UTC),
             datetime.fromtimestamp(now + shift),
+            *(datetime.fromtimestamp(now + shift + offset, UTC) for offset in offsets),
         )
     }
     words = {word for joined in names for word in joined.split("|")}
@@ -335,9 +340,12 @@ def colliding_keys(
 
 
 #: A statement that deletes rows of a table (``processed``, or a dedup table of the
-#: task's own; its schema's name before it, quoted or not): a DELETE, a TRUNCATE.
+#: task's own; its schema's name before it, quoted or not): a DELETE, a TRUNCATE, a DROP
+#: TABLE (a module that drops its tables and creates them again as it is imported, "to
+#: start clean", forgets every key at each worker's start: a deploy, a restart).
 _DELETES = re.compile(
-    r"\b(?:delete\s+from|truncate(?:\s+table)?)\s+(?:only\s+)?(?:\"?(?:\w+|\{\})\"?\.)?"
+    r"\b(?:delete\s+from|truncate(?:\s+table)?|drop\s+table(?:\s+if\s+exists)?)\s+"
+    r"(?:only\s+)?(?:\"?(?:\w+|\{\})\"?\.)?"
     r"\"?(?:\w+|\{\})\"?(?![\w\"])",
     re.IGNORECASE,
 )

@@ -45,6 +45,10 @@ WARM = (
 SETTLE_LOOK_S = 0.05
 UNACCOUNTED_S = 0.3
 MODULE = "ex08_tasks"
+#: Two machines' time zones, 26 hours apart: at any moment their local dates differ (a
+#: POSIX TZ, read without the time zone database: UTC-12 and UTC+14).
+WEST = "LKW+12"
+EAST = "LKE-14"
 TASK = "ex08.charge"
 STUB = stub_line(8)
 
@@ -99,12 +103,20 @@ class Ex08Run:
         self.app = Celery(f"ex08-check-{self.config.tag}", broker=self.amqp, set_as_current=False)
 
     def worker(
-        self, name: str = "w1", concurrency: int = 1, prefetch: int | None = None
+        self,
+        name: str = "w1",
+        concurrency: int = 1,
+        prefetch: int | None = None,
+        tz: str | None = None,
     ) -> harness.CeleryWorker:
-        """Start a worker on the student's module; ``prefetch``: its prefetch multiplier."""
+        """Start a worker on the student's module; ``prefetch``: its prefetch multiplier;
+        ``tz``: the time zone of its machine (a POSIX ``TZ``: ``WEST``, ``EAST``), for its
+        Python and its database sessions alike (libpq reads ``PGTZ``)."""
         # Each worker its own str hash salt, as two machines (or yesterday's worker) have:
         # under labkit grade every process would otherwise share the grading run's.
         env = {**self.env, "PYTHONHASHSEED": str(hash_salt(len(self.procs)))}
+        if tz is not None:
+            env |= {"TZ": tz, "PGTZ": tz}
         proc = harness.start_worker(
             MODULE,
             queue=self.config.queue,
