@@ -1,8 +1,8 @@
 """Hidden checks for exercise 10: the retry after a crash (at the 202, and as the job is
-stored; across a midnight), keys per caller (not per token) and exactly as sent (quotes
-and all), the request stored whole, requests sent together, requests without a key, the
-job a worker runs, what every 202 says, the status among thousands of jobs, no payload,
-401 (before the job is read)."""
+stored; across a midnight), keys per caller (not per token, kept apart from the owner's
+name) and exactly as sent (quotes and all), the request stored whole, requests sent
+together, requests without a key, the job a worker runs, what every 202 says, the status
+among thousands of jobs, no payload, 401 (before the job is read)."""
 
 from __future__ import annotations
 
@@ -153,7 +153,8 @@ def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
 )
 def keys_are_scoped_to_the_caller(ns: Namespace) -> None:
     body = {"month": "2026-10"}
-    with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
+    tokens = {TEAM_TOKENS[owner]: owner for owner in TEAMS}
+    with scratch(ns) as folder, served(ns, folder / "jobs.db", renewed_tokens=tokens) as app:
         a = accepted_id(app.post(body, "alice-token", key="shared-key"), _("alice's request"))
         reply = app.post(body, "bob-token", key="shared-key")
         b = accepted_id(
@@ -171,6 +172,7 @@ def keys_are_scoped_to_the_caller(ns: Namespace) -> None:
             "put the owner in the job key next to the Idempotency-Key",
         )
         expect(len(jobs_for(folder / "jobs.db", "bob", body)) == 1, "bob's job stored", 0)
+        _owner_and_key_kept_apart(app, folder / "jobs.db")
         # A long key (200 characters, under Stripe's 255) hashed or cut to fit a column:
         # the owner must stay in what is kept.
         long_key = "shared-" + "k" * 193
@@ -194,6 +196,46 @@ def keys_are_scoped_to_the_caller(ns: Namespace) -> None:
             "keep the owner in the job key however you shorten a long Idempotency-Key: "
             "hash the owner and the key together (sha256 of both), never the key alone",
         )
+
+
+#: Callers whose names are one the other's start or end, as ids are ("team1" and
+#: "team12", "ana" and "mariana"), and the key each sends: joined to its owner with nothing
+#: between, owner first ("team12-report") or key first ("7-mariana"), two callers' keys
+#: are one, and the second caller's request meets the first's job.
+TEAMS = {"team1": "2-report", "team12": "-report", "ana": "7-mari", "mariana": "7-"}
+TEAM_TOKENS = {owner: f"{owner}-token" for owner in TEAMS}
+
+
+def _owner_and_key_kept_apart(app: App, db: Path) -> None:
+    """Each of ``TEAMS`` sends a request with its own key: a job each."""
+    body = {"month": "2026-10", "teams": 2}
+    replies = {owner: app.post(body, TEAM_TOKENS[owner], key=key) for owner, key in TEAMS.items()}
+    if any(r.status_code in (401, 403) for r in replies.values()):
+        return  # a table of tokens of its own: a_renewed_token_is_the_same_caller's to judge
+    hint = _(
+        "keep the owner and the Idempotency-Key apart in the job key, with a separator "
+        "(f'report:{owner}:{key}'), hashed or not: joined with nothing between, team1 + "
+        "'2-report' and team12 + '-report' both read 'team12-report', and '7-mari' + ana "
+        "and '7-' + mariana both read '7-mariana', so one caller's request is answered "
+        "with another's job and never runs"
+    )
+    ids = {
+        owner: accepted_id(
+            reply,
+            _("{owner}'s request with the key {key}").format(owner=owner, key=repr(TEAMS[owner])),
+            hint,
+        )
+        for owner, reply in replies.items()
+    }
+    stored = {owner: [j["id"] for j in jobs_for(db, owner, body)] for owner in TEAMS}
+    expect(
+        len(set(ids.values())) == len(TEAMS) and stored == {o: [ids[o]] for o in TEAMS},
+        _("each caller to get a job of its own for its own key: {keys}").format(
+            keys=", ".join(f"{owner} {key!r}" for owner, key in TEAMS.items())
+        ),
+        _("job ids answered {ids}, jobs stored per caller {stored}").format(ids=ids, stored=stored),
+        hint,
+    )
 
 
 @CHECKS.add(

@@ -910,7 +910,7 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         # One name for every rescuer: what a consumer claimed is not under its own name,
         # and no one can tell who holds it.
         "claims idle entries under a fixed name ('rescuer'), not its own",
-        "the_cap_holds_for_claimed_entries",
+        "takes_over_a_dead_consumers_entries",
         [
             (
                 "r.xautoclaim(stream, GROUP, consumer, idle_ms,",
@@ -922,7 +922,7 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         # A dead consumer's name reused: its entries read as its own (XREADGROUP ... 0 under
         # its name) stay its own, and the dead one, restarted, runs them again.
         "takes over an idle consumer's entries by reading under its name, no XAUTOCLAIM",
-        "the_cap_holds_for_claimed_entries",
+        "takes_over_a_dead_consumers_entries",
         [
             (
                 "            entries = [e for e in r.xautoclaim("
@@ -937,6 +937,67 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
                 "                        break\n",
             )
         ],
+    ),
+    (
+        # "One recovery consumer for the group": XPENDING ... IDLE finds an idle entry, and
+        # XCLAIM (min-idle-time given) takes it under a fixed name. It is 'recovery''s in
+        # the PEL: a consumer named so runs it beside the one that claimed it.
+        "claims idle entries with XCLAIM under a fixed name ('recovery') after XPENDING IDLE",
+        "takes_over_a_dead_consumers_entries",
+        [
+            (
+                "            entries = [e for e in r.xautoclaim("
+                'stream, GROUP, consumer, idle_ms, "0-0", 1)[1]\n'
+                "                       if e[1]]\n",
+                '            idle = r.xpending_range(stream, GROUP, "-", "+", 1, idle=idle_ms)\n'
+                "            entries = []\n"
+                "            if idle:\n"
+                '                taken = r.xclaim(stream, GROUP, "recovery", idle_ms,\n'
+                '                                 [idle[0]["message_id"]])\n'
+                "                entries = [e for e in taken if e[1]]\n",
+            )
+        ],
+    ),
+    (
+        # XCLAIM read as "the consumer that holds it": the idle entry claimed under its
+        # dead holder's name, which it stays under; the dead one, restarted, reads its own
+        # pending first (XREADGROUP ... 0) and runs it beside the one that claimed it.
+        "claims an idle entry with XCLAIM under the name of the consumer that held it",
+        "takes_over_a_dead_consumers_entries",
+        [
+            (
+                "            entries = [e for e in r.xautoclaim("
+                'stream, GROUP, consumer, idle_ms, "0-0", 1)[1]\n'
+                "                       if e[1]]\n",
+                '            idle = r.xpending_range(stream, GROUP, "-", "+", 1, idle=idle_ms)\n'
+                "            entries = []\n"
+                "            if idle:\n"
+                '                taken = r.xclaim(stream, GROUP, idle[0]["consumer"], idle_ms,\n'
+                '                                 [idle[0]["message_id"]])\n'
+                "                entries = [e for e in taken if e[1]]\n",
+            )
+        ],
+    ),
+    (
+        # A name of its own making for what it claims ("to tell claims apart"): the
+        # consumer's own restart (XREADGROUP <consumer> 0) never finds them, and a
+        # consumer of that name runs them beside it.
+        "claims idle entries under a name of its own making (consumer + '-claims')",
+        "takes_over_a_dead_consumers_entries",
+        [
+            (
+                "r.xautoclaim(stream, GROUP, consumer, idle_ms,",
+                'r.xautoclaim(stream, GROUP, f"{consumer}-claims", idle_ms,',
+            )
+        ],
+    ),
+    (
+        # "Wait for new entries as long as an idle one needs to be claimable": XREADGROUP
+        # ... > BLOCK idle_ms. With idle_ms 600000 and nothing new, it sits ten minutes
+        # in that read after the other consumer's entry is done.
+        "blocks idle_ms on XREADGROUP ... > instead of about 50 ms",
+        "returns_soon_after_the_others_finish",
+        [('{stream: ">"}, count=1, block=50)', '{stream: ">"}, count=1, block=idle_ms)')],
     ),
     (
         # XPENDING ... IDLE finds the entry and its count, then XAUTOCLAIM adds a delivery

@@ -1018,6 +1018,65 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         "        finished[job_id] = view\n"
         "    return JSONResponse(view)\n",
     ),
+    (
+        # Scoped to the caller, but owner and key run together: team1 + "2-report" and
+        # team12 + "-report" are one key, and team12's request gets team1's job.
+        "the owner and the key joined with nothing between them",
+        "keys_are_scoped_to_the_caller",
+        "same_key_same_job",
+        'f"report:{owner}:{idempotency_key}"',
+        'f"report:{owner}{idempotency_key}"',
+    ),
+    (
+        # The key first, then its owner, nothing between: "7-mari" + ana and "7-" +
+        # mariana are one key, and mariana's request gets ana's job.
+        "the Idempotency-Key and then the owner joined with nothing between them",
+        "keys_are_scoped_to_the_caller",
+        "same_key_same_job",
+        'f"report:{owner}:{idempotency_key}"',
+        'f"report:{idempotency_key}{owner}"',
+    ),
+    (
+        # The same, hashed to fit a column: sha256 of owner + key, nothing between.
+        "the job key a sha256 of the owner and the key joined with nothing between",
+        "keys_are_scoped_to_the_caller",
+        STATUS_OK,
+        KEY_LINE,
+        "    import hashlib\n"
+        "    key = None if idempotency_key is None else "
+        '"report:" + hashlib.sha256((owner + idempotency_key).encode()).hexdigest()\n',
+    ),
+    (
+        # The key as the owner's id with the client's key appended, in a column of its own.
+        "the job key the owner with the Idempotency-Key appended (owner + key)",
+        "keys_are_scoped_to_the_caller",
+        STATUS_OK,
+        KEY_LINE,
+        "    key = None if idempotency_key is None else owner + idempotency_key\n",
+    ),
+    (
+        # "A retry is answered from memory, without touching the database": the answers
+        # kept by the Idempotency-Key alone, and bob's request with alice's key is told
+        # alice's job (his own never runs).
+        "retries answered from a dict in memory keyed by the Idempotency-Key alone",
+        "keys_are_scoped_to_the_caller",
+        STATUS_OK,
+        ACCEPT,
+        ACCEPT.replace(
+            KEY_LINE,
+            KEY_LINE
+            + '    answered = globals().setdefault("ANSWERED", {})\n'
+            + "    if idempotency_key in answered:\n"
+            + "        job_id = answered[idempotency_key]\n"
+            + '        return JSONResponse({"job_id": job_id}, status_code=202, headers={\n'
+            + '            "Location": f"/reports/{job_id}", "Retry-After": str(RETRY_AFTER_S)})\n',
+        ).replace(
+            ANSWER,
+            "    if idempotency_key is not None:\n"
+            + "        answered[idempotency_key] = job.id\n"
+            + ANSWER,
+        ),
+    ),
 ]
 
 

@@ -29,6 +29,7 @@ from labkit.clock import SystemClock
 from labkit.explore.boundaries import Boundary
 from labkit.explore.killrun import read_log
 from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.exercises.ex09.commands import _foreign_names, _monitored
 from labkit.grading.exercises.killsweep import hash_salt, kill_targets, sweep_seed
 from labkit.grading.stub import stub_error
 from labkit.lang import _
@@ -334,6 +335,9 @@ def recovers_its_own_pending_after_a_kill(ns: Namespace) -> None:
         )
 
 
+#: The rescuer's name in takes_over_a_dead_consumers_entries: none a student would give
+#: a fixed name of their own ('rescuer', 'recovery'), so a claim under one shows.
+RESCUER = "rescuer-7f"
 #: How long 'stale' has been idle when the rescuer (idle_ms 2000) starts: claimable at
 #: its first look, unless the consumer raises idle_ms to a floor of its own.
 STALE_MS = 2_300
@@ -361,7 +365,26 @@ def takes_over_a_dead_consumers_entries(ns: Namespace) -> None:
         s.r.xclaim(s.stream, GROUP, "long-gone", 0, [stale], idle=STALE_MS, justid=True)
         # 2 s: the rescuer's first look comes before the entry is idle that long, even on
         # a loaded machine, so one that returns when it sees nothing new is caught.
-        s.finish(s.start("rescuer", idle_ms=2_000), _("another consumer's takeover"))
+        # Its commands are read as sent: it must take what it takes under its own name
+        # (one no student would pick for a fixed name of their own).
+        with _monitored(s.url, s.prefix) as sent:
+            s.finish(s.start(RESCUER, idle_ms=2_000), _("another consumer's takeover"))
+            foreign = _foreign_names(sent(), s.stream, RESCUER)
+        expect(
+            not foreign,
+            _(
+                "every XREADGROUP, XCLAIM and XAUTOCLAIM of the rescuer under the name "
+                "consume was given ({name})"
+            ).format(name=repr(RESCUER)),
+            _("it sent {commands}").format(commands="; ".join(foreign[:3])),
+            _(
+                "take a dead consumer's entries with XAUTOCLAIM under your own name, never "
+                "under a fixed name or the dead one's (XREADGROUP <dead> 0): an entry stays "
+                "the name's it was read or claimed under, so a consumer of that name (the "
+                "dead one restarted, which reads its own pending first) runs it beside you, "
+                "and your own restart never finds it"
+            ),
+        )
         held = [str(p["consumer"]) for p in s.pending()]
         expect(
             not held,

@@ -4,7 +4,9 @@ Some mistakes leave no trace at a check's scale: ``XTRIM <stream> MAXLEN ~ 10000
 each XACK removes nothing from a stream of a few hundred entries, yet drops unread
 entries once a backlog of a hundred thousand builds up (an outage of the consumers). The
 command says what the state cannot: any trim of the stream by length, any trim of the
-dead-letter stream.
+dead-letter stream. So with a claim under a name other than the consumer's own (a fixed
+one, a dead consumer's): the PEL then names someone else, and whoever runs under that
+name runs the entry beside the one that took it.
 """
 
 from __future__ import annotations
@@ -54,7 +56,10 @@ def _monitored(url: str, prefix: str) -> Iterator[Callable[[], list[list[str]]]]
                 if prefix not in line:
                     continue
                 args = [a.replace('\\"', '"') for a in _ARG.findall(line.partition("]")[2])]
-                if any(a.startswith(f"{prefix}:") for a in args[1:2]):
+                # XREADGROUP names its stream after STREAMS, not first: kept whole.
+                if any(a.startswith(f"{prefix}:") for a in args[1:2]) or (
+                    args[:1] and args[0].upper() == "XREADGROUP"
+                ):
                     found.append(args)
         return found
 
@@ -105,6 +110,28 @@ def _hasty_claims(commands: list[list[str]], stream: str, idle_ms: int) -> list[
             except ValueError:
                 continue
     return list(dict.fromkeys(hasty))
+
+
+def _foreign_names(commands: list[list[str]], stream: str, consumer: str) -> list[str]:
+    """The XREADGROUP, XCLAIM and XAUTOCLAIM commands on ``stream`` sent under a consumer
+    name other than ``consumer``, as sent: an entry read or claimed under another name
+    (a fixed one, a dead consumer's) is that name's in the PEL, so whoever runs under that
+    name (the dead one restarted, XREADGROUP ... 0) runs it beside the one that took it."""
+    foreign = []
+    for args in commands:
+        name = args[0].upper() if args else ""
+        if name == "XREADGROUP":
+            words = [a.upper() for a in args]
+            if len(args) < 4 or words[1] != "GROUP" or "STREAMS" not in words:
+                continue
+            on_stream = stream in args[words.index("STREAMS") + 1 :]
+        elif name in ("XCLAIM", "XAUTOCLAIM"):
+            on_stream = len(args) > 3 and args[1] == stream
+        else:
+            continue
+        if on_stream and args[3] != consumer:
+            foreign.append(" ".join(args[:4]))
+    return list(dict.fromkeys(foreign))
 
 
 def _until_under_way(r: Any, proc: subprocess.Popen[str], prefix: str, dead_before: int) -> None:
