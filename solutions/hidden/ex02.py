@@ -373,3 +373,35 @@ def the_lock_is_the_file_at_the_path_given(ns: Namespace) -> None:
         ),
         _("open and flock the file at `path` itself, not one named after it elsewhere"),
     )
+
+
+#: What a run killed long ago left in the lock file: a pid no process has here.
+LONG_GONE = "4194304"
+
+
+@CHECKS.add(
+    1,
+    "read the holder's pid from the file after flock refused you, not before: a pid read "
+    "first (to have it ready) names whoever was in the file then, a run long gone when "
+    "the holder took the lock between your read and your flock",
+    timeout=20.0,
+)
+def the_pid_is_read_after_the_refusal(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        run = ns.harness(HARNESS + "refused_as_a_holder_arrives", str(path), LONG_GONE)
+    answer = str(run["answer"])
+    if not run["held_back"] or not answer.startswith("refused"):
+        return  # no flock through fcntl, or not refused: other checks judge the lock itself
+    expect(
+        str(run["holder"]) in answer,
+        _(
+            "a message naming the holder's pid {pid}, which took the lock and wrote its pid "
+            "just before your flock (until then the file read {left}, left by a run long "
+            "gone)"
+        ).format(pid=run["holder"], left=LONG_GONE),
+        answer,
+        _(
+            "read the pid once flock raised BlockingIOError (fh.seek(0); fh.read()): the file "
+            "names the holder only once the holder has the lock"
+        ),
+    )

@@ -241,15 +241,19 @@ def a_repeat_keeps_the_first_reply(ns: Namespace) -> None:
 
 #: How much later the wall clock reads in ``the_same_calls_a_day_later``: a day, an hour,
 #: a minute and a second, so a key with the date, the hour, the minute or the second in
-#: it changes whatever the time of day.
+#: it changes whatever the time of day. The first try is made on a Sunday, the last day of
+#: a month and of a year (``harness.YEAR_END``), so the retry also falls in another week,
+#: month and year: a key with a "billing period" in it changes too, whatever day it is
+#: graded on.
 LATER_S = 86_400 + 3_600 + 61
 
 
 @CHECKS.add(
     2,
-    "a retry can come the next day, or in the next hour: the Idempotency-Key and the ledger "
-    "mark must not carry the date or the hour (a key with them is a new key after "
-    "midnight, and the API charges again)",
+    "a retry can come the next day, or in the next hour, month or year, to another worker's "
+    "machine: the Idempotency-Key and the ledger mark must not carry the date, the hour, "
+    "the week, the month or the host (a key with them is a new key after midnight, on the "
+    "first of the month or on another worker, and the API charges again)",
     timeout=30.0,
     severe=True,
 )
@@ -265,13 +269,15 @@ def the_same_calls_a_day_later(ns: Namespace) -> None:
                 now == later,
                 _(
                     "the same calls for job {key} when the retry comes a day and an hour "
-                    "later (wall clock)"
+                    "later (wall clock), from the last day of a month to the next month, on "
+                    "another worker's machine"
                 ).format(key=job[2]),
                 _("first {before}, a day later {after}").format(
                     before=_calls(now), after=_calls(later)
                 ),
-                "build the keys from the job alone (job.key): the date, the hour or "
-                "time.time() in a key make the retry a new request",
+                "build the keys from the job alone (job.key): the date, the hour, the month "
+                "(a billing period), the host or time.time() in a key make the retry a new "
+                "request",
             )
         # The retry comes to a worker started the next day: a date read once at import
         # (TODAY = date.today()) is the new day there.
@@ -286,14 +292,15 @@ def the_same_calls_a_day_later(ns: Namespace) -> None:
                 now == later,
                 _(
                     "the same calls for job {key} from a worker started a day and an hour "
-                    "later (a new process: what the cells compute at import is computed again)"
+                    "later, in the next month, on another machine (a new process: what the "
+                    "cells compute at import is computed again)"
                 ).format(key=job[2]),
                 _("first {before}, from the later worker {after}").format(
                     before=_calls(now), after=_calls(later)
                 ),
-                "build the keys from the job alone (job.key): a date read when the module is "
-                "imported is the day the worker started, and a worker started the next day "
-                "sends a new key",
+                "build the keys from the job alone (job.key): a date, a month or a host name "
+                "read when the module is imported is the worker's own, and a worker started "
+                "the next day, or on another machine, sends a new key",
             )
 
 

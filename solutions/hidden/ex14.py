@@ -295,6 +295,35 @@ def a_customers_second_order_is_charged_too(ns: Namespace) -> None:
 
 @CHECKS.add(
     2,
+    "the release is a step of its order too: a customer's second declined order of the "
+    "same sku puts its own unit back; a release keyed by the customer, the e-mail or the "
+    "sku finds the first order's release 'done', and the second unit is never returned",
+    severe=True,
+)
+def a_customers_two_declined_orders_release_twice(ns: Namespace) -> None:
+    # The same mug at the same price, declined twice: only the order id tells them apart.
+    second = {**ORDER, "id": ORDER["id"] + 2}
+    with scene(ns, DECLINES) as folder:
+        ran = [run(ns, folder, order).get("returned") for order in (ORDER, second)]
+        stock = found(world_of(folder), ORDER)["ledger"]
+        want = [[ORDER["sku"], -1], [ORDER["sku"], 1]] * 2
+        expect(
+            ran == ["failed"] * 2 and sorted(stock) == sorted(want),
+            _(
+                "two orders of {customer} (ids {ids}, the same sku and amount), both declined "
+                "and 'failed': the ledger {ledger}, each mug reserved and released"
+            ).format(customer=ORDER["customer"], ids=[ORDER["id"], second["id"]], ledger=want),
+            _("{ran}; the ledger {stock}").format(ran=ran, stock=stock),
+            _(
+                "build the release's key from the order id (and the step), like every other "
+                "step's: keyed by the customer or the sku, the second order's release is "
+                "skipped as done and its unit stays taken for ever"
+            ),
+        )
+
+
+@CHECKS.add(
+    2,
     "a job of policy version 2 (four steps: reserve, charge, receipt, e-mail) killed "
     "anywhere and run again: every effect exactly once, the two e-mails under keys of "
     "their own",
@@ -448,8 +477,8 @@ def a_kill_right_after_the_release_does_not_charge_again(ns: Namespace) -> None:
 @CHECKS.add(
     2,
     "the release's key comes from the order too, never from the time or a uuid4(): a "
-    "worker killed right after the release and restarted later (the next day, another "
-    "machine) must find it done, not put the stock back twice",
+    "worker killed right after the release and restarted later (the next day or month, "
+    "another machine) must find it done, not put the stock back twice",
     severe=True,
 )
 def a_release_resumed_by_a_restarted_worker_releases_once(ns: Namespace) -> None:
@@ -467,7 +496,7 @@ def a_release_resumed_by_a_restarted_worker_releases_once(ns: Namespace) -> None
             got.get("returned") == "failed" and ok,
             _(
                 "after a kill right after the release and a re-run by a worker restarted a "
-                "day later: 'failed', {effects}"
+                "day later or more (in the next month): 'failed', {effects}"
             ).format(effects=wanted(ORDER, 1, True)),
             _("{returned}; {seen}").format(returned=repr(got.get("returned")), seen=seen),
         )

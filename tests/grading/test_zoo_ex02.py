@@ -2266,6 +2266,131 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        "the holder's pid read before flock (the message names whoever was in the file then)",
+        "the_pid_is_read_after_the_refusal",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                fh.seek(0)
+                holder = fh.read().strip() or "unknown"  # who holds it, for the message
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise AlreadyRunning(
+                        f"{path} is locked by another instance (pid {holder})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the holder's pid read with Path.read_text() before the lock file is opened",
+        "the_pid_is_read_after_the_refusal",
+        """
+        from pathlib import Path
+
+        @contextmanager
+        def single_instance(path):
+            try:
+                holder = Path(path).read_text().strip() or "unknown"
+            except FileNotFoundError:
+                holder = "unknown"
+            with open(path, "a+") as fh:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise AlreadyRunning(f"already running (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+    """,
+    ),
+    (
+        "ex02",
+        "the holder's pid read with os.read right after os.open, before flock",
+        "the_pid_is_read_after_the_refusal",
+        """
+        @contextmanager
+        def single_instance(path):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                holder = os.read(fd, 32).decode().strip() or "unknown"
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise AlreadyRunning(f"already running (pid {holder})") from None
+                os.ftruncate(fd, 0)
+                os.lseek(fd, 0, os.SEEK_SET)
+                os.write(fd, str(os.getpid()).encode())
+                yield
+            finally:
+                os.close(fd)
+    """,
+    ),
+    (
+        "ex02",
+        "the old pid read before flock, read again after a refusal only when it was empty",
+        "the_pid_is_read_after_the_refusal",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                fh.seek(0)
+                previous = fh.read().strip()  # the last run's pid, to log a takeover
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    if not previous:  # nothing yet: the holder may have written it now
+                        fh.seek(0)
+                        previous = fh.read().strip()
+                    raise AlreadyRunning(f"already running (pid {previous or 'unknown'})") from None
+                if previous:
+                    print(f"taking over from pid {previous}")
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the pid read before flock, with flock imported by name (from fcntl import flock)",
+        "the_pid_is_read_after_the_refusal",
+        """
+        from fcntl import flock, LOCK_EX, LOCK_NB
+
+        @contextmanager
+        def single_instance(path):
+            with open(path, "a+") as fh:
+                fh.seek(0)
+                current = fh.read().strip()
+                try:
+                    flock(fh, LOCK_EX | LOCK_NB)
+                except BlockingIOError:
+                    raise AlreadyRunning(f"already running (pid {current or 'unknown'})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+    """,
+    ),
 ]
 
 
@@ -2455,6 +2580,21 @@ SAYS: dict[str, str] = {
     ),
     "the lock file deleted at exit by weakref.finalize(single_instance, _remove, path)": (
         "released the lock while a newcomer"
+    ),
+    "the holder's pid read before flock (the message names whoever was in the file then)": (
+        "just before your flock"
+    ),
+    "the holder's pid read with Path.read_text() before the lock file is opened": (
+        "just before your flock"
+    ),
+    "the holder's pid read with os.read right after os.open, before flock": (
+        "just before your flock"
+    ),
+    "the old pid read before flock, read again after a refusal only when it was empty": (
+        "just before your flock"
+    ),
+    "the pid read before flock, with flock imported by name (from fcntl import flock)": (
+        "just before your flock"
     ),
 }
 

@@ -2014,6 +2014,67 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    (
+        "ex03",
+        "a lease token counted up from the largest in the table, compared as text ('9' > '10')",
+        "token_is_fresh",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s,"
+                " lease_token = (SELECT coalesce(max(lease_token), 0) + 1 FROM jobs),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " ((state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now))"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "a lease token counted up from the largest number in the table (restarts after a redrive)",
+        "token_is_fresh",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s,"
+                " lease_token = (SELECT coalesce(max(CAST(lease_token AS INTEGER)), 0) + 1"
+                "                FROM jobs),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " ((state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now))"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "a dead worker's job ordered by its lease_until (coalesce(lease_until, run_after))",
+        "dead_workers_jobs_are_not_starved",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s,"
+                " lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " ((state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now))"
+                " ORDER BY coalesce(lease_until, run_after), id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 
@@ -2204,6 +2265,15 @@ SAYS: dict[str, str] = {
     "ties of run_after broken by the key's length (ORDER BY run_after, length(key), id)": (
         "whatever the keys"
     ),
+    "a lease token counted up from the largest in the table, compared as text ('9' > '10')": (
+        "tokens never used before when the jobs are claimed again after a redrive"
+    ),
+    "a lease token counted up from the largest number in the table (restarts after a redrive)": (
+        "tokens never used before when the jobs are claimed again after a redrive"
+    ),
+    "a dead worker's job ordered by its lease_until (coalesce(lease_until, run_after))": (
+        "its worker died: lease expired at 50"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -2250,6 +2320,8 @@ SEVERE = [
     "a due pending job claimed only below max_attempts (stuck when put back by hand)",
     "a lease token of 24 random bits (randomblob(3)): no repeat in most runs of 2000 claims",
     "a random number below a million as the lease token (secrets.randbelow(10**6))",
+    "a lease token counted up from the largest in the table, compared as text ('9' > '10')",
+    "a lease token counted up from the largest number in the table (restarts after a redrive)",
 ]
 
 
@@ -2323,6 +2395,16 @@ RIGHT: list[tuple[str, str, str]] = [
         "        {'worker': worker, 'now': now, 'lease_s': lease_s,\n"
         "         'token': str(uuid.uuid1())}).fetchone()\n"
         "    return None if row is None else dict(row)\n",
+    ),
+    (
+        "the token a raw randomblob(16), bytes, not hex text (the row returned whole)",
+        "returns_the_claimed_row_whole",
+        _claim_with(_CLAIM_SQL.format(pick=f"= ({_READY})").replace(_TOKEN, "randomblob(16)")),
+    ),
+    (
+        "the token a raw randomblob(16), bytes, not hex text (each claim's own token)",
+        "no_double_claim_under_a_race",
+        _claim_with(_CLAIM_SQL.format(pick=f"= ({_READY})").replace(_TOKEN, "randomblob(16)")),
     ),
 ]
 

@@ -1533,6 +1533,120 @@ ZOO: list[tuple[str, str, str, str]] = [
                                              idempotency_key=job.key)
     """,
     ),
+    (
+        "ex05",
+        "an Idempotency-Key with the billing month of the call (time.strftime('%Y-%m'))",
+        "the_same_calls_a_day_later",
+        """
+        import time
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            period = time.strftime("%Y-%m")
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=f"{job.key}:{period}")
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key with the ISO week of the call (date.today().isocalendar())",
+        "the_same_calls_a_day_later",
+        """
+        from datetime import date
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            year, week, _day = date.today().isocalendar()
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=f"{job.key}:{year}-W{week:02d}")
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key with the UTC month (datetime.now(timezone.utc))",
+        "the_same_calls_a_day_later",
+        """
+        from datetime import datetime, timezone
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            month = datetime.now(timezone.utc).strftime("%Y%m")
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=f"{job.key}:{month}")
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key with the year of the call (a fiscal year)",
+        "the_same_calls_a_day_later",
+        """
+        import datetime
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            fiscal_year = datetime.date.today().year
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=f"FY{fiscal_year}:{job.key}")
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key with the billing month read at import",
+        "the_same_calls_a_day_later",
+        """
+        import time
+        BILLING_PERIOD = time.strftime("%Y-%m")
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=f"{BILLING_PERIOD}:{job.key}")
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark with the month of the call (datetime.now():%Y-%m)",
+        "the_same_calls_a_day_later",
+        """
+        from datetime import datetime
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            mark = f"{job.key}:{datetime.now():%Y-%m}"
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
+    (
+        # "Namespace the key by worker, so two workers never clash": the retry that lands
+        # on another worker sends another key, and the API charges again.
+        "ex05",
+        "an Idempotency-Key prefixed with the worker's host name, read at import",
+        "the_same_calls_a_day_later",
+        """
+        import socket
+        WORKER = socket.gethostname()
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=f"{WORKER}:{job.key}")
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark prefixed with the host it is posted from (platform.node())",
+        "the_same_calls_a_day_later",
+        """
+        import platform
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            mark = f"{platform.node()}/{job.key}"
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
 ]
 
 
@@ -1732,6 +1846,30 @@ SAYS: dict[str, str] = {
     ),
     "the charge looked up first and answered from payments.find, its amount unchecked": (
         "or an error out of charge_handler"
+    ),
+    "an Idempotency-Key with the billing month of the call (time.strftime('%Y-%m'))": (
+        "from the last day of a month to the next month"
+    ),
+    "an Idempotency-Key with the ISO week of the call (date.today().isocalendar())": (
+        "from the last day of a month to the next month"
+    ),
+    "an Idempotency-Key with the UTC month (datetime.now(timezone.utc))": (
+        "from the last day of a month to the next month"
+    ),
+    "an Idempotency-Key with the year of the call (a fiscal year)": (
+        "from the last day of a month to the next month"
+    ),
+    "an Idempotency-Key with the billing month read at import": (
+        "from a worker started a day and an hour later, in the next month"
+    ),
+    "the ledger mark with the month of the call (datetime.now():%Y-%m)": (
+        "from the last day of a month to the next month"
+    ),
+    "an Idempotency-Key prefixed with the worker's host name, read at import": (
+        "on another machine (a new process"
+    ),
+    "the ledger mark prefixed with the host it is posted from (platform.node())": (
+        "on another worker's machine"
     ),
 }
 

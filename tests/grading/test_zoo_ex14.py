@@ -1364,6 +1364,93 @@ ZOO: list[tuple[str, str, str, str]] = [
             ),
         ),
     ),
+    (
+        # "Put back what this customer took of this sku": the customer's second declined
+        # mug finds the first one's release marked done, and stays taken for ever.
+        "ex14",
+        "the release's key built from the customer and the sku (a second declined mug stays taken)",
+        "a_customers_two_declined_orders_release_twice",
+        _edit(
+            DO_STEP,
+            (
+                '    if step in ("reserve", "release"):\n',
+                '    if step == "release":\n'
+                "        key = f\"release:{order['customer']}:{order['sku']}\"\n"
+                '    if step in ("reserve", "release"):\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the release's key built from the customer alone (one restock per customer)",
+        "a_customers_two_declined_orders_release_twice",
+        _edit(
+            DO_STEP,
+            (
+                '    if step in ("reserve", "release"):\n',
+                '    if step == "release":\n'
+                "        key = f\"restock:{order['customer']}\"\n"
+                '    if step in ("reserve", "release"):\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the release's key built from the customer's e-mail address",
+        "a_customers_two_declined_orders_release_twice",
+        _edit(
+            DO_STEP,
+            (
+                '    if step in ("reserve", "release"):\n',
+                '    if step == "release":\n'
+                "        key = f\"release:{order['email']}\"\n"
+                '    if step in ("reserve", "release"):\n',
+            ),
+        ),
+    ),
+    (
+        # "One job per order and billing period": the same key all month, and a new one
+        # for a job resumed in the next month (from the 28th on, a day later).
+        "ex14",
+        "each step's key holds the billing month, time.strftime('%Y-%m')",
+        "each_effect_has_a_key_from_the_order",
+        "import time\n"
+        + _edit(
+            DO_STEP,
+            (
+                "    key = f\"order:{order['id']}:{step}:v1\"\n",
+                "    key = f\"order:{order['id']}:{step}:{time.strftime('%Y-%m')}\"\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "each step's key holds the month the module was imported in",
+        "each_effect_has_a_key_from_the_order",
+        "import datetime\nPERIOD = datetime.date.today().strftime('%Y%m')\n"
+        + _edit(
+            DO_STEP,
+            (
+                "    key = f\"order:{order['id']}:{step}:v1\"\n",
+                "    key = f\"order:{order['id']}:{step}:{PERIOD}\"\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the release's key holds the month of the restock (a restarted worker releases again)",
+        "a_release_resumed_by_a_restarted_worker_releases_once",
+        _edit(
+            DO_STEP,
+            (
+                "    key = f\"order:{order['id']}:{step}:v1\"\n",
+                "    key = f\"order:{order['id']}:{step}:v1\"\n"
+                '    if step == "release":\n'
+                "        from datetime import datetime, timezone\n"
+                '        key += datetime.now(timezone.utc).strftime(":%Y-%m")\n',
+            ),
+        ),
+    ),
 ]
 
 
@@ -1424,6 +1511,12 @@ SEVERE = [
     "each step's key holds the order's amount",
     "each step's key holds the order's sku",
     "the e-mail's key holds the address it goes to",
+    "the release's key built from the customer and the sku (a second declined mug stays taken)",
+    "the release's key built from the customer alone (one restock per customer)",
+    "the release's key built from the customer's e-mail address",
+    "each step's key holds the billing month, time.strftime('%Y-%m')",
+    "each step's key holds the month the module was imported in",
+    "the release's key holds the month of the restock (a restarted worker releases again)",
 ]
 
 #: What the named check must say it expected, for the entries that name it.
@@ -1504,6 +1597,18 @@ SAYS = {
     "each step's key holds the order's amount": "a new amount (1650)",
     "each step's key holds the order's sku": "a new amount (1650) and sku",
     "the e-mail's key holds the address it goes to": "order 11 e-mailed once",
+    "the release's key built from the customer and the sku (a second declined mug stays taken)": (
+        "both declined"
+    ),
+    "the release's key built from the customer alone (one restock per customer)": (
+        "each mug reserved and released"
+    ),
+    "the release's key built from the customer's e-mail address": "both declined",
+    "each step's key holds the billing month, time.strftime('%Y-%m')": "in the next month",
+    "each step's key holds the month the module was imported in": "in the next month",
+    "the release's key holds the month of the restock (a restarted worker releases again)": (
+        "restarted a day later or more (in the next month)"
+    ),
 }
 
 

@@ -27,6 +27,7 @@ from labkit.grading.exercises.ex02.holders import (
     holders_in_turn,
     kill_the_holder,
     newcomer_as_the_holder_leaves,
+    refused_as_a_holder_arrives,
     refused_as_the_holder_leaves,
     refused_by_holders_in_turn,
     refused_while_a_child_holds,
@@ -57,6 +58,7 @@ __all__ = [
     "newcomer_as_the_holder_leaves",
     "newcomer_race",
     "open_files_after_uses",
+    "refused_as_a_holder_arrives",
     "refused_as_the_holder_leaves",
     "refused_by_holders_in_turn",
     "refused_while_a_child_holds",
@@ -84,6 +86,7 @@ kill_the_holder = on_the_main_thread(kill_the_holder)
 newcomer_as_the_holder_leaves = on_the_main_thread(newcomer_as_the_holder_leaves)
 newcomer_race = on_the_main_thread(newcomer_race)
 open_files_after_uses = on_the_main_thread(open_files_after_uses)
+refused_as_a_holder_arrives = on_the_main_thread(refused_as_a_holder_arrives)
 refused_as_the_holder_leaves = on_the_main_thread(refused_as_the_holder_leaves)
 refused_by_holders_in_turn = on_the_main_thread(refused_by_holders_in_turn)
 refused_while_a_child_holds = on_the_main_thread(refused_while_a_child_holds)

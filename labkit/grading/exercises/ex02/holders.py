@@ -239,6 +239,64 @@ def refused_as_the_holder_leaves(
     return {"busy_seen": first == "busy", "answer": answer}
 
 
+def refused_as_a_holder_arrives(
+    values: MutableMapping[str, Any], path: str, left: str
+) -> dict[str, Any]:
+    """A child tries the lock on a file a run long gone left ``left`` in; the child is
+    held back just before its first flock, while this process takes the lock and writes
+    its own pid; then the child's flock goes on, and finds the lock busy.
+
+    A refusal that reads the pid once its flock failed names this process; one that read
+    the file before its flock (to have the pid ready) names what was there then, a run
+    long gone. The lock here is a plain flock on the file, taken after the fork, so the
+    child does not share it. Returns ``{"held_back": bool, "holder": this pid, "answer":
+    what the child's attempt got}``; ``held_back`` False: the child made no flock call
+    through ``fcntl.flock``, or a ``flock`` imported by name (its answer is then what it
+    got on its own).
+    """
+    pathlib.Path(path).write_text(left)
+    with fresh_state(values), contextlib.ExitStack() as stack:
+        attempt(values, str(pathlib.Path(path).with_name("probe.lock")))  # a stub says so
+        go_read, go_write = os.pipe()
+        stack.callback(os.close, go_read)
+        stack.callback(os.close, go_write)
+
+        def body(fd: int) -> None:
+            real, calls = fcntl.flock, [0]
+
+            def flock(file: Any, operation: int) -> None:
+                calls[0] += 1
+                if calls[0] == 1:
+                    REAL_WRITE(fd, b"flock\n")
+                    select.select([go_read], [], [], 10.0)
+                real(file, operation)
+
+            fcntl.flock = flock
+            for name, value in list(values.items()):  # `from fcntl import flock` too
+                if value is real:
+                    values[name] = flock
+            said = attempt(values, path)
+            REAL_WRITE(fd, said.replace("\n", " ")[:300].encode() + b"\n")
+
+        _pid, fd = stack.enter_context(child(body))
+        said = Said(fd)
+        first = said.next(5.0)
+        if first != "flock":
+            return {"held_back": False, "holder": os.getpid(), "answer": first}
+        holder = open(path, "a+")  # noqa: SIM115 - closed below, once the child answered
+        try:
+            fcntl.flock(holder.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            holder.seek(0)
+            holder.truncate()
+            holder.write(str(os.getpid()))
+            holder.flush()
+            os.write(go_write, b"go")
+            answer = said.next(5.0)
+        finally:
+            holder.close()
+    return {"held_back": True, "holder": os.getpid(), "answer": answer}
+
+
 def file_while_a_forked_worker_holds(values: MutableMapping[str, Any], path: str) -> dict[str, Any]:
     """A worker forked from this process (as a pool starts them, after the code was
     loaded) holds the lock; ``{"pid": its pid, "file": the file's text while it holds}``.

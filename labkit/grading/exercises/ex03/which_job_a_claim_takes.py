@@ -12,6 +12,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from labkit.grading.checks import Namespace, expect
+from labkit.grading.exercises.common import plain
 from labkit.grading.exercises.ex03.claiming import CHECKS, HARNESS, RACE_PAUSE_S, _claim, _job
 from labkit.grading.exercises.helpers import holds_for
 from labkit.grading.exercises.kit import lab_file, reading
@@ -184,7 +185,8 @@ def _one_worker_claims_again(ns: Namespace) -> None:
         for i in range(3):
             add_job(conn, f"mail:{i}:send:v1")
         got = [_claim(ns, path, "w1", 100.0, 30.0) or {} for _ in range(3)]
-        tokens = {job["id"]: job["lease_token"] for job in all_jobs(conn)}
+        # As plain data, as the claims' rows came back (a BLOB token as its hex).
+        tokens = {job["id"]: plain(job["lease_token"]) for job in all_jobs(conn)}
     said = [(row.get("id"), row.get("lease_token")) for row in got]
     expect(
         len({job_id for job_id, _token in said}) == 3

@@ -31,6 +31,7 @@ from labkit.explore.matrix import Scenario, run_scenario
 from labkit.faults import FaultPlan
 from labkit.grading.checks import StudentRaised
 from labkit.grading.exercises.common import fresh_state, need
+from labkit.grading.exercises.elsewhere import on_another_machine
 from labkit.grading.exercises.ex05.recorder import RecordingCtx, calls_in
 from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process
 from labkit.grading.exercises.wallclock import clock_moved
@@ -425,8 +426,10 @@ def key_in_progress(
 def sent_later(
     values: MutableMapping[str, Any], which: str, folder: str, jobs: list[list[Any]], seconds: float
 ) -> dict[str, Any]:
-    """What the student's handler sends for each of ``jobs`` now, and with the wall clock
-    ``seconds`` later (a retry the next day, in the next hour: ``wallclock.clock_moved``).
+    """What the student's handler sends for each of ``jobs`` with the wall clock at
+    ``YEAR_END``, and on another machine (``elsewhere.on_another_machine``: its host, user
+    and time zone) ``seconds`` later (a retry the next day, in the next hour, month and
+    year: ``wallclock.clock_moved``).
 
     ``{"now": [...], "later": [...]}``: the calls each sent, in order, per job (see
     ``RecordingCtx``; nothing is charged or posted).
@@ -437,11 +440,28 @@ def sent_later(
             store.enqueue(kind, payload, key=key)
         the_jobs = [store.get_by_key(key) for _kind, _payload, key in jobs]
     got: dict[str, Any] = {}
-    for label in ("now", "later"):
-        moved = clock_moved(values, seconds) if label == "later" else contextlib.nullcontext()
-        with moved:
-            got[label] = _sends(values, which, folder, label, the_jobs)
+    for label, later in (("now", 0.0), ("later", seconds)):
+        # The retry on another worker's machine (its host, user, time zone): YEAR_END is
+        # read in the zone the handler runs in, so the retry is in the next month there.
+        with on_another_machine(values) if later else contextlib.nullcontext():
+            with clock_moved(values, to_year_end() + later):
+                got[label] = _sends(values, which, folder, label, the_jobs)
     return got
+
+
+#: Where ``sent_later`` and ``restarted_later`` set the wall clock for the first try, in
+#: local time: a Sunday, the last day of a month and of a year (2028-12-31, 15:00), so a
+#: retry a day and an hour later falls in another week, month and year, whatever today
+#: is. From the real clock, a key with the month or the ISO week in it (a "billing
+#: period") sent the same key twice except on the last day of a month (or on a Sunday),
+#: and the grade hung on the day it was graded. At 15:00 local, UTC is on the 31st too in
+#: every zone from UTC-8 to UTC+14, so a key read in UTC changes its day as well.
+YEAR_END = (2028, 12, 31, 15, 0, 0, 0, 0, -1)
+
+
+def to_year_end() -> float:
+    """How far to move the wall clock for it to read ``YEAR_END`` (local time) now."""
+    return time.mktime(YEAR_END) - time.time()
 
 
 def two_workers(
@@ -543,19 +563,29 @@ def sent_from_two_stores(
 _LATER_CLOCK = r"""
 import os as _os
 import labkit.grading.isolation.student_side, labkit.grading.exercises.ex05.recorder
+import time as _time
+from labkit.grading.exercises.elsewhere import on_another_machine as _on_another_machine
 from labkit.grading.exercises.wallclock import clock_moved as _clock_moved
-_later = _clock_moved({}, float(_os.environ["LABKIT_LATER_S"]), datetime_module=True)
-_later.__enter__()  # kept in _later: a context no longer referred to is closed, and undone
-"""
+_shift = float(_os.environ["LABKIT_LATER_S"])
+# Kept in _there and _later: a context no longer referred to is closed, and undone.
+_there = _on_another_machine({}) if _shift else None
+if _there is not None:
+    _there.__enter__()
+_start = _time.mktime(YEAR_END) - _time.time()  # to_year_end, in the zone it runs in
+_later = _clock_moved({}, _start + _shift, datetime_module=True)
+_later.__enter__()
+""".replace("YEAR_END", repr(YEAR_END))
 
 
 def restarted_later(
     values: MutableMapping[str, Any], which: str, folder: str, jobs: list[list[Any]], seconds: float
 ) -> dict[str, Any]:
-    """What the student's handler sends for each of ``jobs`` from a worker started now, and
-    from one started ``seconds`` later (the next day): two new processes, one hash seed,
-    the cells run again in each (``replay``), the second with the wall clock moved before
-    the cells run. A value computed at import from the date differs between the two.
+    """What the student's handler sends for each of ``jobs`` from a worker started at
+    ``YEAR_END``, and from one started on another machine ``seconds`` later (the next day,
+    month and year): two new processes, one hash seed, the cells run again in each
+    (``replay``), each with the wall clock moved (and the machine changed) before the
+    cells run. A value computed at import from the date or the host differs between the
+    two.
 
     ``{"now": [...], "later": [...]}`` (the calls each sent, per job), or ``{"how": why}``
     when the handler cannot be run again from its cells (``check()`` in Jupyter).
@@ -572,6 +602,8 @@ def restarted_later(
         the_jobs = [store.get_by_key(key) for _kind, _payload, key in jobs]
     name = "charge_handler" if which == "charge" else "post_handler"
     got: dict[str, Any] = {}
+    # Each worker starts at YEAR_END in its own zone, or (on another machine) a day and an
+    # hour after it: the prelude reads the clock where the worker runs.
     for label, shift in (("now", 0.0), ("later", seconds)):
         paths = [str(Path(folder) / f"restart-{label}-{i}.jsonl") for i in range(len(the_jobs))]
         calls: list[tuple[list[Any], dict[str, Any]]] = [

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import builtins
 import sqlite3
+import time
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager, nullcontext
 from functools import partial
@@ -215,14 +216,15 @@ def run(
     """
     moments = _Moments(crash_after=crash_after)
     salt = {"hash": lambda obj: builtins.hash((0x5EED, obj))} if salted else {}
+    shift = later_s()
     with (
         fresh_state(values),
-        restarted(values, salted) as here,
+        restarted(values, salted, shift) as here,
         mock.patch.dict(here, salt),
         _one_more_policy(here) if deployed else nullcontext(),
     ):
         try:
-            later = LATER_S if salted else 0.0
+            later = shift if salted else 0.0
             got = outcome(_job, here, Path(folder), order, version, moments, later, declined_as)
         except SimulatedCrash:
             got = {"crashed": True}
@@ -290,9 +292,17 @@ def _one_more_policy(values: MutableMapping[str, Any]) -> Iterator[None]:
         yield
 
 
+#: How much later the clocks of a ``salted`` run read at least: past the next midnight
+#: and hour.
+LATER_S = 86_400 + 3_600
+
+
 @contextmanager
-def restarted(values: MutableMapping[str, Any], later: bool) -> Iterator[MutableMapping[str, Any]]:
-    """The namespace a worker restarted ``LATER_S`` later runs the job in, when ``later``.
+def restarted(
+    values: MutableMapping[str, Any], later: bool, shift: float = LATER_S
+) -> Iterator[MutableMapping[str, Any]]:
+    """The namespace a worker restarted ``shift`` seconds later (``later_s``) runs the job
+    in, when ``later``.
 
     The cells run again while the wall clock reads later (``replay.cells_run_again``), so
     a value the module computed at import (today's date, a start time, a ``uuid4()``) is
@@ -303,28 +313,41 @@ def restarted(values: MutableMapping[str, Any], later: bool) -> Iterator[Mutable
     if not later:
         yield values
         return
-    with cells_run_again(values, _later_elsewhere) as again:
+    with cells_run_again(values, partial(_later_elsewhere, shift)) as again:
         if again is not None:
             yield again
             return
-    with on_another_machine(values), clock_moved(values, LATER_S, real_modules=False):
+    with on_another_machine(values), clock_moved(values, shift, real_modules=False):
         yield values
 
 
 @contextmanager
-def _later_elsewhere() -> Iterator[None]:
-    """The wall clock ``LATER_S`` on, on another machine: where the cells run again.
+def _later_elsewhere(shift: float = LATER_S) -> Iterator[None]:
+    """The wall clock ``shift`` seconds on, on another machine: where the cells run again.
     Entered inside ``cells_run_again``'s scratch folder, whose way back must read the
     real working folder, not the other machine's."""
     with (
-        clock_moved({}, LATER_S, datetime_module=True, steady=False),
+        clock_moved({}, shift, datetime_module=True, steady=False),
         on_another_machine({}),
     ):
         yield
 
 
-#: How much later the clocks of a ``salted`` run read: past the next midnight and hour.
-LATER_S = 86_400 + 3_600
+def later_s(now: float | None = None) -> float:
+    """How much later the clocks of a ``salted`` run read: to the 2nd of the next month
+    (of the month after, from the 28th on), an hour later in the day than ``now``.
+
+    At least ``LATER_S``: past midnight and the hour, and always into another month, in
+    local time and in UTC, whatever day it is graded on. ``LATER_S`` alone crossed a month
+    only on the last day of one, so a key with the month in it (a "billing period") sent
+    the same key again, and its grade hung on the day it was graded.
+    """
+    t = time.time() if now is None else now
+    lt = time.localtime(t)
+    ahead = 1 if lt.tm_mday < 28 else 2
+    year, month = divmod(lt.tm_mon - 1 + ahead, 12)
+    then = (lt.tm_year + year, month + 1, 2, lt.tm_hour + 1, lt.tm_min, lt.tm_sec, 0, 0, -1)
+    return max(time.mktime(then) - t, float(LATER_S))
 
 
 def kills(
