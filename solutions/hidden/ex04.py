@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex04.policy import delays, delays_for, draws, verdicts
+from labkit.grading.exercises.ex04.policy import _number, delays, delays_for, draws, http, verdicts
+from labkit.grading.exercises.helpers import SEED as DELAY_SEED
 from labkit.lang import _
 
 CHECKS = Checks("ex04", hidden=True)
@@ -269,5 +270,79 @@ def refusal_is_judged_after_the_flag_and_the_status(ns: Namespace) -> None:
             "test the rules in their order: the ambiguous flag, labkit's classes and the "
             "status come before the class of a connection error, ConnectionRefusedError "
             "included"
+        ),
+    )
+
+
+@CHECKS.add(
+    1,
+    "Retry-After is a number of seconds from now whatever its size: a negative or zero "
+    "one is never larger than the draw (the backoff stands, jitter and all), and a huge "
+    "one (two days, a million seconds, a number as large as an epoch timestamp) is "
+    "seconds too, with no limit of the code's own: the deadline decides",
+)
+def retry_after_is_seconds_whatever_its_size(ns: Namespace) -> None:
+    # The seed next_delay's rng is built from in the harness (``delays``).
+    want = draws(ns, 2, DELAY_SEED, 1.0, 60.0, 5)
+    for after in (-30, -0.5, 0):
+        got = delays(ns, http(503, after), 3, 5, started_at=0.0, now=0.0, deadline=3600.0)
+        expect(
+            got == want,
+            _(
+                "after attempt 3 with Retry-After {retry_after!r}, the backoff draws {draws} "
+                "(backoff(2, rng) from the same seed, as drawn): a Retry-After that is not "
+                "larger than the draw changes nothing"
+            ).format(retry_after=after, draws=[round(w, 4) for w in want]),
+            f"{[round(g, 4) if _number(g) else g for g in got]}",
+            _(
+                "delay = max(backoff, retry_after): a Retry-After of zero or below (a date "
+                "already past) is no reason to come back at once, nor to give up"
+            ),
+        )
+    start = 1_764_900_000.0  # 2025-12-05, as time.time() gives it
+    two_days, million, epochish = delays_for(
+        ns,
+        [
+            (http(429, 172_800), 1, {"started_at": 0.0, "now": 0.0, "deadline": 259_200.0}),
+            (http(429, 1_000_000), 1, {"started_at": 0.0, "now": 0.0, "deadline": 3600.0}),
+            (
+                http(429, start + 120),
+                1,
+                {"started_at": start, "now": start + 10.0, "deadline": 300.0},
+            ),
+        ],
+    )
+    expect(
+        _number(two_days) and two_days >= 172_800,
+        _(
+            "at least 172800 s for a 429 with Retry-After: 172800 (two days) within a "
+            "259200 s deadline"
+        ),
+        repr(two_days),
+        _(
+            "no limit of your own on Retry-After (a day, an hour): the deadline decides "
+            "whether it is too late"
+        ),
+    )
+    expect(
+        million is None,
+        _(
+            "None for a 429 with Retry-After: 1000000 within a 3600 s deadline (a million "
+            "seconds, never milliseconds: the wait ends past the deadline)"
+        ),
+        repr(million),
+        _("Retry-After is seconds whatever its size: no unit guessed from how large it is"),
+    )
+    expect(
+        epochish is None,
+        _(
+            "None for a 429 with Retry-After: {retry_after:.0f} at now={now:.0f}, 300 s "
+            "deadline (that many seconds from now, never an instant to wait until: the wait "
+            "ends past the deadline)"
+        ).format(retry_after=start + 120, now=start + 10.0),
+        repr(epochish),
+        _(
+            "Retry-After is a number of seconds from now: no value is taken for an epoch "
+            "timestamp, however large"
         ),
     )

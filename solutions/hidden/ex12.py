@@ -314,6 +314,31 @@ def a_long_outage_enqueues_every_missed_slot(ns: Namespace) -> None:
     # thousand inserts take a fraction of a second.
     _a_huge_outage_enqueues_every_missed_slot(ns, 60, 12_000)
     _a_huge_outage_enqueues_every_missed_slot(ns, 86400, 2_000)
+    # A weekly schedule down since the epoch's first week (its slot 0 fired): every
+    # lookback window shorter than the 56 years since 1970 (ten years, twenty) shows.
+    week = 7 * 86400
+    _a_huge_outage_enqueues_every_missed_slot(ns, week, int((JULY + 30.5) // week))
+    # A cap past twelve thousand slots (due_slots(...)[-20000:], MAX_CATCH_UP = 50_000)
+    # is a number written in the code: a catch-up one slot past it, built only for code
+    # that holds such a number (up to TICK_CAP_SCENE slots).
+    caps = _caps_written_in(ns, "tick", 12_000)
+    if caps and min(caps) <= TICK_CAP_SCENE:
+        _a_huge_outage_enqueues_every_missed_slot(
+            ns, 60, max(n for n in caps if n <= TICK_CAP_SCENE) + 1
+        )
+
+
+def _caps_written_in(ns: Namespace, function: str, low: int) -> list[int]:
+    """The whole numbers from ``low`` up written in ``function``'s code (and what it calls)
+    that may be a cap on a catch-up: a whole number of hours in seconds (86400, 604800) is
+    a period, and building a catch-up one slot past it would only cost right code time."""
+    written = ns.harness(HARNESS + "ints_written_in", [function])
+    return [n for n in written if n >= low and n % 3600]
+
+
+#: The largest cap written in tick's code that ``a_long_outage_enqueues_every_missed_slot``
+#: runs a catch-up one slot past (about a second of inserts on a table in memory).
+TICK_CAP_SCENE = 120_000
 
 
 def _a_huge_outage_enqueues_every_missed_slot(ns: Namespace, period: int, n: int) -> None:
@@ -364,11 +389,15 @@ def _a_huge_outage_enqueues_every_missed_slot(ns: Namespace, period: int, n: int
 def due_slots_has_no_cap_on_a_long_outage(ns: Namespace) -> None:
     # due_slots alone: more slots than a tick can insert in the check's time.
     now = JULY + 30.5
-    calls = [
+    calls: list[list[Any]] = [
         [60, None, now - 12_000 * 60, now, "all"],
         [86400, None, now - 2_000 * 86400, now, "all"],
         # Past a cap kept at 20000 or 50000 slots too: due_slots alone costs little.
         [60, None, now - 60_000 * 60, now, "all"],
+        # Every day and every week since the epoch: a lookback window shorter than the
+        # 56 years since 1970 (ten years, twenty, fifty) drops the oldest of them.
+        [86400, None, 0, now, "all"],
+        [7 * 86400, None, 0, now, "all"],
     ]
     for call, one in zip(calls, ns.harness(HARNESS + "many", "due_slots", calls), strict=True):
         want = expected_slots(*call)
@@ -386,6 +415,45 @@ def due_slots_has_no_cap_on_a_long_outage(ns: Namespace) -> None:
             if isinstance(got, list) and got
             else short_repr(got, 200),
         )
+    # A cap past sixty thousand (slots[-100_000:], MAX_SLOTS = 500_000) is a number
+    # written in the code: a catch-up of minutes one slot past it, built only for code
+    # that holds such a number, its slots sent back as their count, first and last.
+    caps = [n for n in _caps_written_in(ns, "due_slots", 60_000) if n <= DUE_SLOTS_CAP_SCENE]
+    if caps:
+        count = max(caps) + 1
+        newest = (now // 60) * 60
+        call = [60, None, newest - (count - 1) * 60, now, "all"]
+        [one] = ns.harness(HARNESS + "due_slots_span", [call])
+        want_span = {
+            "count": count,
+            "distinct": count,
+            "first": call[2],
+            "last": newest,
+            "steps": True,
+        }
+        span = one.get("span")
+        expect(
+            span == want_span,
+            _("due_slots{args}: all {count} slots, from {first} to {last}").format(
+                args=tuple(call), count=count, first=slot_iso(call[2]), last=slot_iso(newest)
+            ),
+            raised_text(one)
+            if "raised" in one
+            else _("{count} slots, from {first} to {last}").format(
+                count=span["count"], first=slot_iso(span["first"]), last=slot_iso(span["last"])
+            )
+            if isinstance(span, dict) and span["count"]
+            else short_repr(one.get("returned", span), 200),
+            _(
+                "your due_slots holds the number {caps}: a catch-up one slot past it lost its "
+                "oldest slots. Return every due slot, with no cap on their number"
+            ).format(caps=" / ".join(str(n) for n in caps)),
+        )
+
+
+#: The largest number written in due_slots that ``due_slots_has_no_cap_on_a_long_outage``
+#: runs a catch-up one slot past (a million slots of a loop cost a few tenths of a second).
+DUE_SLOTS_CAP_SCENE = 1_000_000
 
 
 def _a_long_outage_enqueues_every_missed_slot_in(
@@ -706,4 +774,32 @@ def the_jobs_a_tick_creates_are_ready_to_claim(ns: Namespace) -> None:
                 "of max_attempts 3, on the queue 'default', leased to nobody ({columns})"
             ).format(columns=", ".join(columns)),
             short_repr(rows, 300),
+        )
+
+
+@CHECKS.add(
+    1,
+    "a scheduler whose clock runs behind another's can find a key newer than its now "
+    "(the other fired the slot first): nothing is due then, so tick returns [] and "
+    "creates nothing; never raise (clocks drift, and its next tick must still run)",
+)
+def a_scheduler_whose_clock_runs_behind_creates_nothing(ns: Namespace) -> None:
+    fired = T0 + 2 * HOUR
+    now = fired - 0.4  # this host's clock, 400 ms behind the one that fired 02:00
+    with lab_file(ns) as (conn, path):
+        add_job(conn, reference_key("nightly", fired), kind="nightly", run_after=fired)
+        got = ns.harness(HARNESS + "tick", str(path), "nightly", HOUR, T0, now, "all", None)
+        keys = _keys(conn)
+        expect(
+            got.get("returned") == [] and keys == [reference_key("nightly", fired)],
+            _(
+                "tick at {now} (400 ms before 02:00:00, which another scheduler already fired) "
+                "to return [] and leave the table as it was"
+            ).format(now=now),
+            raised_text(got)
+            if "raised" in got
+            else _("returned {value}; {table}").format(
+                value=short_repr(got.get("returned"), 200),
+                table=_held(keys, "nightly", [reference_key("nightly", fired)]),
+            ),
         )

@@ -6,6 +6,7 @@ old leases, and claims on two databases in one process."""
 from __future__ import annotations
 
 from random import Random
+from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex13.checks import (
@@ -333,14 +334,14 @@ def retried_and_orphaned_jobs_run_again(ns: Namespace) -> None:
     for name, extra in (("claim_capped", (2,)), ("claim_serial", ())):
         with lab_file(ns) as (conn, path):
             own = add_job(conn, "acme:1", **live("acme", 1, lease_until=NOW - 1, lease_owner="w1"))
-            got = claim(ns, path, name, "w1", NOW, *extra)
+            back = claim(ns, path, name, "w1", NOW, *extra)
         expect(
-            _id(got) == own,
+            _id(back) == own,
             _(
                 "{name}: w1, restarted under the same name, takes back job {job_id}, its own "
                 "job whose lease ended at {until:g}"
             ).format(name=name, job_id=own, until=NOW - 1),
-            _("nothing") if got is None else _("job {job_id}").format(job_id=_id(got)),
+            _("nothing") if back is None else _("job {job_id}").format(job_id=_id(back)),
             _(
                 "a job whose lease ended is ready whoever held it: never compare lease_owner "
                 "with the worker that claims (with one worker, that job never runs again)"
@@ -377,6 +378,93 @@ def every_claim_gets_a_fresh_token(ns: Namespace) -> None:
                 ).format(name=name),
                 tokens,
             )
+    for name in ("claim_capped", "claim_serial"):
+        _no_job_gets_a_token_it_had_before(ns, name)
+
+
+#: Jobs (one per account) claimed round after round: past 9, where '10' < '9' as text.
+FENCED_JOBS = 12
+FENCED_ROUNDS = 2
+#: Claims after the redrive: a counter that starts over gives the first its token again.
+REDRIVEN_CLAIMS = 3
+
+
+def _tokens_by_job(got: list[dict[str, Any]]) -> dict[int, list[Any]]:
+    seen: dict[int, list[Any]] = {}
+    for outcome in got:
+        row = outcome.get("returned")
+        if isinstance(row, dict) and "id" in row:
+            seen.setdefault(row["id"], []).append(row.get("lease_token"))
+    return seen
+
+
+def _repeats(seen: dict[int, list[Any]]) -> str:
+    """The jobs that got a token twice, with their tokens claim after claim."""
+    repeated = [
+        _("job {job_id}: {tokens}").format(job_id=job_id, tokens=tokens)
+        for job_id, tokens in sorted(seen.items())
+        if len(set(map(str, tokens))) < len(tokens)
+    ]
+    return "; ".join(repeated[:3]) + ("; ..." if len(repeated) > 3 else "")
+
+
+def _no_job_gets_a_token_it_had_before(ns: Namespace, name: str) -> None:
+    """Twelve jobs claimed twice, then redriven and claimed again: a job's
+    token never comes back. A counter made from the largest token in the table reads it
+    as text ('9' > '10', so it stops at 10 while a job holds '9'); one that restarts when
+    a redrive clears the tokens hands each job its first token again."""
+    extra = [FENCED_JOBS] if name == "claim_capped" else []
+    with lab_file(ns) as (conn, path):
+        for n in range(FENCED_JOBS):
+            add_job(conn, f"acct{n}:1", queue=f"acct{n}")
+        # Each round 31 s after the last, on one connection as a long-lived worker
+        # claims: every 30 s lease has ended, and its job is taken again; every other
+        # job of the first round runs long (a lease of 1000 s), its token still held.
+        rounds = [
+            ["w1", NOW + 31 * r, 1000.0 if r == 0 and n % 2 == 0 else 30.0, *extra]
+            for r in range(FENCED_ROUNDS)
+            for n in range(FENCED_JOBS)
+        ]
+        seen = _tokens_by_job(ns.harness(HARNESS + "on_one_connection", name, str(path), rounds))
+        if sum(map(len, seen.values())) <= FENCED_JOBS:
+            return  # a claim that does not take the jobs back: other checks name that
+        expect(
+            not _repeats(seen),
+            _(
+                "{name}: a token each job never had before, at every claim ({jobs} jobs of "
+                "{jobs} accounts; every other one leased for 1000 s, the others claimed "
+                "again once their 30 s leases ended)"
+            ).format(name=name, jobs=FENCED_JOBS),
+            _repeats(seen),
+            _(
+                "a token counted up from the largest one in the table compares them as "
+                "text ('9' > '10'): draw it at random, lower(hex(randomblob(16)))"
+            ),
+        )
+        # An operator's redrive (exercise 6) puts every job back at attempt 0, its lease
+        # cleared; the next claims take the jobs again, from the first.
+        conn.execute(
+            "UPDATE jobs SET state = 'pending', attempt = 0, lease_owner = NULL,"
+            " lease_until = NULL, lease_token = NULL"
+        )
+        later = NOW + 1100
+        again = [["w1", later, 30.0, *extra] for _n in range(REDRIVEN_CLAIMS)]
+        for job_id, tokens in _tokens_by_job(
+            ns.harness(HARNESS + "on_one_connection", name, str(path), again)
+        ).items():
+            seen.setdefault(job_id, []).extend(tokens)
+    expect(
+        not _repeats(seen),
+        _(
+            "{name}: a token each job never had before when the {jobs} jobs, redriven "
+            "(their tokens cleared, attempt 0), are claimed again"
+        ).format(name=name, jobs=FENCED_JOBS),
+        _repeats(seen),
+        _(
+            "a token counted up from the tokens in the table starts over once they are "
+            "cleared: draw it at random, lower(hex(randomblob(16)))"
+        ),
+    )
 
 
 #: Claims of one job in a row for the tokens' text: enough to see each position's range.
@@ -824,5 +912,100 @@ def the_worker_is_stored_by_its_exact_name(ns: Namespace) -> None:
             _(
                 "pass worker as a :named parameter (conn.execute(sql, {...})), never inside "
                 "an f-string, and store it as it is given"
+            ),
+        )
+
+
+@CHECKS.add(
+    2,
+    "a job whose worker died and a job waiting for its retry keep their place: ready "
+    "jobs (ready heads in the serial line) go by run_after, then id, never fresh work "
+    "first (ORDER BY state, attempt, a CASE): behind new work that keeps coming they "
+    "wait for good, and a serial queue with them",
+    severe=True,
+)
+def dead_workers_and_retried_jobs_keep_their_place(ns: Namespace) -> None:
+    for name, extra in (("claim_capped", (2,)), ("claim_serial", ())):
+        with lab_file(ns) as (conn, path):
+            # Due at 0, claimed at 20, its worker died: its lease ended at 50.
+            orphan = add_job(
+                conn,
+                "acme:1",
+                **live("acme", 1, run_after=0.0, lease_until=50.0, updated_at=20.0),
+            )
+            add_job(conn, "acme:2", queue="acme", updated_at=21.0)
+            fresh = add_job(conn, "bolt:1", queue="bolt", run_after=30.0, updated_at=25.0)
+            retry = add_job(
+                conn,
+                "cora:1",
+                queue="cora",
+                state="retry_wait",
+                attempt=2,
+                run_after=40.0,
+                updated_at=35.0,
+            )
+            got = [_id(claim(ns, path, name, f"w{n}", NOW, *extra)) for n in range(3)]
+        want = [orphan, fresh, retry]
+        expect(
+            got == want,
+            _(
+                "{name} at {now:g} takes jobs {job_ids} in this order: acme's, due at 0 "
+                "(its worker died, the lease ended at 50), bolt's new one due at 30, "
+                "cora's retry due at 40"
+            ).format(name=name, now=NOW, job_ids=want),
+            _("it took {job_ids}").format(job_ids=got),
+            _(
+                "order the ready jobs by run_after, then id, whatever their state and "
+                "attempt: a job whose lease ended is due since its run_after"
+            ),
+        )
+
+
+@CHECKS.add(
+    2,
+    "a claim that fails leaves no transaction open: a BEGIN of your own is rolled back "
+    "when the UPDATE raises (try/except: ROLLBACK, raise), or the worker's connection "
+    "keeps the write lock, every other worker waits on 'database is locked', and its own "
+    "next claim fails ('cannot start a transaction within a transaction')",
+    severe=True,
+)
+def a_failed_claim_leaves_no_transaction_open(ns: Namespace) -> None:
+    # The write fails once (the claim at now=100 only), then works again: an
+    # IntegrityError (RAISE(ABORT)) and an OperationalError (an integer overflow, of the
+    # class of a full disk), so that a ROLLBACK for one class of error only shows.
+    failures = (
+        "SELECT RAISE(ABORT, 'the write failed (a full disk, simulated)')",
+        "SELECT abs(-9223372036854775808)",
+    )
+    for name, failure in ((n, f) for n in ("claim_capped", "claim_serial") for f in failures):
+        extra = [2] if name == "claim_capped" else []
+        with lab_file(ns) as (conn, path):
+            job_id = add_job(conn, "acme:1", queue="acme")
+            conn.execute(
+                "CREATE TRIGGER refuse BEFORE UPDATE OF state ON jobs"
+                f" WHEN NEW.updated_at < {NOW + 0.5} BEGIN {failure}; END"
+            )
+            calls = [["w1", NOW, 30.0, *extra], ["w1", NOW + 1, 30.0, *extra]]
+            got = ns.harness(HARNESS + "on_one_connection", name, str(path), calls)
+            stored = job(conn, job_id)
+        if "raised" not in got[0]:
+            continue  # a claim that swallows the error: a_failed_claim_comes_out names it
+        second = got[1].get("returned")
+        expect(
+            _id(second) == job_id and stored["state"] == "running",
+            _(
+                "{name} on one connection, as a long-lived worker claims: the claim at "
+                "{now:g} raises (its write failed), the next one at {later:g} takes job "
+                "{job_id}"
+            ).format(name=name, now=NOW, later=NOW + 1, job_id=job_id),
+            _("the first claim: {first}; the next one: {second}").format(
+                first=raised_text(got[0]),
+                second=raised_text(got[1])
+                if "raised" in got[1]
+                else _("returned {value}").format(value=repr(second)),
+            ),
+            _(
+                "if you open a transaction (BEGIN IMMEDIATE), roll it back whatever the "
+                "claim raises: try: ... except BaseException: conn.execute('ROLLBACK'); raise"
             ),
         )

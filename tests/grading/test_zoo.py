@@ -79,8 +79,15 @@ def test_every_entry_builds_the_notebook_a_student_would_hand_in() -> None:
     # it, or bench/zoo.py. Building every entry's notebook is cheap: all of them, here.
     from zoo_notebooks import every_entry
 
-    built = [entry.notebook() for entry in every_entry()]
+    entries = every_entry()
+    built = [entry.notebook() for entry in entries]
     assert len(built) > 500, len(built)
+    # A mistake's name is its handle everywhere (bench/zoo.py --mistakes, the rotation's
+    # place, the sandbox's records): two entries under one name would hide one of them.
+    from collections import Counter
+
+    twice = [m for m, n in Counter(e.mistake for e in entries).items() if n > 1]
+    assert not twice, twice
 
 
 def test_the_rotation_grades_every_entry_through_the_sandbox_in_turn() -> None:

@@ -2132,6 +2132,168 @@ ZOO: list[tuple[str, str, str, str]] = [
             return delay
     """,
     ),
+    (
+        "ex04",
+        "a Retry-After of zero or below answered with 0 (back at once, no jitter)",
+        "retry_after_is_seconds_whatever_its_size",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)):
+                if retry_after <= 0:
+                    return 0.0  # the server's moment has passed: go now
+                if retry_after > delay:
+                    delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "a Retry-After above 10**9 taken for an epoch timestamp (seconds until then)",
+        "retry_after_is_seconds_whatever_its_size",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)):
+                if retry_after > 1_000_000_000:  # an epoch timestamp, not a number of seconds
+                    retry_after = retry_after - now
+                if retry_after > delay:
+                    delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "a Retry-After of 100000 or more taken for milliseconds",
+        "retry_after_is_seconds_whatever_its_size",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)):
+                if retry_after >= 100_000:  # that many seconds is surely milliseconds
+                    retry_after = retry_after / 1000
+                if retry_after > delay:
+                    delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "a negative Retry-After answered with giving up (None)",
+        "retry_after_is_seconds_whatever_its_size",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)):
+                if retry_after < 0:
+                    return None  # a broken server: do not guess
+                if retry_after > delay:
+                    delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "a negative Retry-After taken as its absolute value",
+        "retry_after_is_seconds_whatever_its_size",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and abs(retry_after) > delay:
+                delay = float(abs(retry_after))
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "Retry-After limited to a day (two days of maintenance answered after one)",
+        "retry_after_is_seconds_whatever_its_size",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(min(retry_after, 86_400))  # never trust a server beyond a day
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "a Retry-After later than started_at taken for an instant (an HTTP-date as epoch)",
+        "retry_after_is_seconds_whatever_its_size",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)):
+                if 0 < started_at < retry_after:
+                    retry_after -= now  # an HTTP-date, as epoch seconds: wait until then
+                if retry_after > delay:
+                    delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
 ]
 
 
@@ -2337,6 +2499,19 @@ SAYS: dict[str, str] = {
     ),
     "Retry-After honoured only for a list of statuses (a TransientError without one missed)": (
         "at least 120 s for TransientError(retry_after=120)"
+    ),
+    "a Retry-After of zero or below answered with 0 (back at once, no jitter)": "Retry-After -30",
+    "a Retry-After above 10**9 taken for an epoch timestamp (seconds until then)": (
+        "never an instant to wait until"
+    ),
+    "a Retry-After of 100000 or more taken for milliseconds": "Retry-After: 172800 (two days)",
+    "a negative Retry-After answered with giving up (None)": "Retry-After -30",
+    "a negative Retry-After taken as its absolute value": "Retry-After -30",
+    "Retry-After limited to a day (two days of maintenance answered after one)": (
+        "Retry-After: 172800 (two days)"
+    ),
+    "a Retry-After later than started_at taken for an instant (an HTTP-date as epoch)": (
+        "never an instant to wait until"
     ),
 }
 

@@ -2556,6 +2556,221 @@ ZOO: list[tuple[str, str, str, str]] = [
             return ids
     """,
     ),
+    (
+        "ex06",
+        "redrive silently capped at 50000 jobs a call (MAX_REDRIVE = 50_000)",
+        "redrive_has_no_cap_of_its_own",
+        '''
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more): say how many dead jobs to redrive")
+            MAX_REDRIVE = 50_000  # a guard against redriving a whole queue by mistake
+            limit = min(limit, MAX_REDRIVE)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        """
+                        SELECT id FROM jobs
+                         WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+                         ORDER BY updated_at, id
+                         LIMIT :limit
+                        """,
+                        {"limit": limit, "kind": kind},
+                    )
+                ]
+                if not dry_run:
+                    conn.execute(
+                        """
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                               redrives = redrives + 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        """,
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    ''',
+    ),
+    (
+        "ex06",
+        "redrive silently capped at 20000 jobs a call (to keep the transaction short)",
+        "redrive_has_no_cap_of_its_own",
+        '''
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more): say how many dead jobs to redrive")
+            limit = min(limit, 20_000)  # keep one call's transaction short
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        """
+                        SELECT id FROM jobs
+                         WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+                         ORDER BY updated_at, id
+                         LIMIT :limit
+                        """,
+                        {"limit": limit, "kind": kind},
+                    )
+                ]
+                if not dry_run:
+                    conn.execute(
+                        """
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                               redrives = redrives + 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        """,
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    ''',
+    ),
+    (
+        "ex06",
+        "the ids cut to SQLite's 32766 variables for an UPDATE ... IN (?, ?, ...)",
+        "redrive_has_no_cap_of_its_own",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more): say how many dead jobs to redrive")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        "SELECT id FROM jobs WHERE state = 'dead'"
+                        " AND (:kind IS NULL OR kind = :kind) ORDER BY updated_at, id LIMIT :limit",
+                        {"limit": limit, "kind": kind},
+                    )
+                ]
+                MAX_VARIABLES = 32766  # SQLite's limit on the ? of one statement
+                ids = ids[: MAX_VARIABLES - 2]  # two of them are now
+                if ids and not dry_run:
+                    marks = ", ".join("?" for _ in ids)
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = ?,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = ?"
+                        " WHERE state = 'dead' AND id IN (" + marks + ")",
+                        [now, now, *ids],
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "a bare ValueError for a missing limit (no message for the operator)",
+        "redrive_requires_a_limit",
+        '''
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        """
+                        SELECT id FROM jobs
+                         WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+                         ORDER BY updated_at, id
+                         LIMIT :limit
+                        """,
+                        {"limit": limit, "kind": kind},
+                    )
+                ]
+                if not dry_run:
+                    conn.execute(
+                        """
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                               redrives = redrives + 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        """,
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    ''',
+    ),
+    (
+        "ex06",
+        "a ValueError whose message is the bad limit alone (ValueError(limit))",
+        "redrive_requires_a_limit",
+        '''
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError(limit)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        """
+                        SELECT id FROM jobs
+                         WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+                         ORDER BY updated_at, id
+                         LIMIT :limit
+                        """,
+                        {"limit": limit, "kind": kind},
+                    )
+                ]
+                if not dry_run:
+                    conn.execute(
+                        """
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                               redrives = redrives + 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        """,
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    ''',
+    ),
+    (
+        "ex06",
+        "last_error made ASCII before it is stored (accents turned to '?')",
+        "dead_letter_records_the_reason",
+        '''
+        def dead_letter(conn, job_id, token, reason, error, now):
+            # Plain ASCII in the table: no log shipper ever chokes on an accent.
+            text = describe(error).encode("ascii", "replace").decode("ascii")
+            row = conn.execute(
+                """
+                UPDATE jobs
+                   SET state = 'dead', dead_reason = :reason, last_error = :error,
+                       lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now
+                 WHERE id = :id AND state = 'running' AND lease_token = :token
+                RETURNING id
+                """,
+                {"id": job_id, "token": token, "reason": reason, "error": text, "now": now},
+            ).fetchone()
+            return row is not None
+    ''',
+    ),
 ]
 
 
@@ -2608,8 +2823,8 @@ SAYS: dict[str, str] = {
     "the kind put into the SQL with an f-string": "never pasted into the SQL",
     "the dead_reason put into the SQL with an f-string": "the customer's bank said no",
     "a dry run that skips the limit check": "limit=None, dry_run=True",
-    "redrive silently capped at 500 jobs a call": "10100 of 10500 dead jobs",
-    "redrive silently capped at 5000 jobs a call (MAX_REDRIVE)": "10100 of 10500 dead jobs",
+    "redrive silently capped at 500 jobs a call": "65537 of 65600 dead jobs",
+    "redrive silently capped at 5000 jobs a call (MAX_REDRIVE)": "65537 of 65600 dead jobs",
     "kind matched with GLOB ('*' and '[' are patterns)": "(kind 'export*')",
     "redrive that catches sqlite3.Error and returns []": "redrive(limit=2) to raise",
     "dead_letter fenced on 'not finished' (a retry_wait job buried)": (
@@ -2733,6 +2948,24 @@ SAYS: dict[str, str] = {
         "its budget, max_attempts = 1, too"
     ),
     "dead_reason cut to 1000 characters (a generous cap)": "stored whole",
+    "redrive silently capped at 50000 jobs a call (MAX_REDRIVE = 50_000)": (
+        "65537 of 65600 dead jobs"
+    ),
+    "redrive silently capped at 20000 jobs a call (to keep the transaction short)": (
+        "65537 of 65600 dead jobs"
+    ),
+    "the ids cut to SQLite's 32766 variables for an UPDATE ... IN (?, ?, ...)": (
+        "65537 of 65600 dead jobs"
+    ),
+    "a bare ValueError for a missing limit (no message for the operator)": (
+        "to say in words what is wrong"
+    ),
+    "a ValueError whose message is the bad limit alone (ValueError(limit))": (
+        "to say in words what is wrong"
+    ),
+    "last_error made ASCII before it is stored (accents turned to '?')": (
+        "last_error 'ValueError: endereço"
+    ),
 }
 
 #: What the named check must say it got, where the mistake shows there.

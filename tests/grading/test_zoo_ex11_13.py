@@ -4282,6 +4282,100 @@ ZOO: list[tuple[str, str, str, str]] = [
         """,
     ),
     (
+        # The relay_with_an_order_meanwhile scene's new order took a higher id: a mark of
+        # every row up to the last one published passed. A row pending below it (an
+        # operator's re-drive, an id a slower writer committed late) is marked unpublished.
+        "ex11",
+        "the relay marks its run sent in one UPDATE of the ids up to the last published",
+        "a_row_pending_behind_the_relay_is_published_later",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            last_id = None
+            try:
+                for row_id, topic, message_id, body in pending:
+                    publish(topic, message_id, body)
+                    sent.append(message_id)
+                    last_id = row_id
+            finally:
+                if last_id is not None:  # one UPDATE for the run, even when publish raised
+                    conn.execute(
+                        "UPDATE outbox SET sent_at = :now WHERE sent_at IS NULL AND id <= :last",
+                        {"now": now, "last": last_id},
+                    )
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay marks every pending row up to the one it published (id <= :id)",
+        "a_row_pending_behind_the_relay_is_published_later",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                # everything up to this row is out (heals a mark an earlier run missed)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE sent_at IS NULL AND id <= :id",
+                    {"now": now, "id": row_id},
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        # The rows below the run's first id are left alone: a re-drive of an old row
+        # passes; an id committed out of order inside the run's range does not.
+        "ex11",
+        "the relay marks the run's rows from its first id up to the one it published",
+        "a_row_pending_behind_the_relay_is_published_later",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            first = pending[0][0] if pending else None
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now"
+                    " WHERE id BETWEEN :first AND :id AND sent_at IS NULL",
+                    {"now": now, "first": first, "id": row_id},
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        # The look-alike rows had a body each: a mark by the row's content passed.
+        "ex11",
+        "the relay marks the row it published by its topic and body (no id selected)",
+        "relay_marks_each_row_by_its_own_id",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE topic = :topic AND body = :body",
+                    {"now": now, "topic": topic, "body": body},
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
         "ex13",
         "a lease token of 16 random bits (lower(hex(randomblob(2))))",
         "lease_tokens_hold_enough_randomness",
@@ -4813,11 +4907,207 @@ ZOO: list[tuple[str, str, str, str]] = [
                     return dict(row)
         ''',
     ),
+    (
+        "ex13",
+        "lease tokens counted up from the largest in the table, compared as text ('9' > '10')",
+        "every_claim_gets_a_fresh_token",
+        '''
+        CLAIM_SET = """
+               SET state = 'running',
+                   attempt = attempt + 1,
+                   lease_owner = :worker,
+                   lease_until = :now + :lease_s,
+                   lease_token = (SELECT coalesce(max(lease_token), 0) + 1 FROM jobs),
+                   updated_at = :now
+        """
+        ''',
+    ),
+    (
+        "ex13",
+        "lease tokens counted up from the largest number in the table (restart after a redrive)",
+        "every_claim_gets_a_fresh_token",
+        '''
+        CLAIM_SET = """
+               SET state = 'running',
+                   attempt = attempt + 1,
+                   lease_owner = :worker,
+                   lease_until = :now + :lease_s,
+                   lease_token = (SELECT coalesce(max(CAST(lease_token AS INTEGER)), 0) + 1
+                                    FROM jobs),
+                   updated_at = :now
+        """
+        ''',
+    ),
+    (
+        "ex13",
+        "serial: heads whose worker died taken after the others (ORDER BY h.state = 'running')",
+        "dead_workers_and_retried_jobs_keep_their_place",
+        '''
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.state = 'running', h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "serial: fresh heads first (ORDER BY h.attempt): retried heads wait, their queues too",
+        "dead_workers_and_retried_jobs_keep_their_place",
+        '''
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.attempt, h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped takes new work before dead workers' jobs (a CASE on state after busy)",
+        "dead_workers_and_retried_jobs_keep_their_place",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            busy = """(SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                         AND r.state = 'running' AND r.lease_until > :now)"""
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND """ + busy + """ < :cap
+                        ORDER BY """ + busy + """,
+                                 CASE c.state WHEN 'running' THEN 1 ELSE 0 END,
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "serial: a head whose worker died goes by its lease_until (coalesce(lease_until, ...))",
+        "dead_workers_and_retried_jobs_keep_their_place",
+        '''
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + """
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY coalesce(h.lease_until, h.run_after), h.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "lease tokens made of the job id and its attempt (they repeat after a redrive)",
+        "every_claim_gets_a_fresh_token",
+        '''
+        CLAIM_SET = """
+               SET state = 'running',
+                   attempt = attempt + 1,
+                   lease_owner = :worker,
+                   lease_until = :now + :lease_s,
+                   lease_token = id || ':' || (attempt + 1),
+                   updated_at = :now
+        """
+        ''',
+    ),
+    (
+        "ex13",
+        "both claims in BEGIN IMMEDIATE, no ROLLBACK when the UPDATE raises (the lock kept)",
+        "a_failed_claim_leaves_no_transaction_open",
+        """
+        _claim_capped, _claim_serial = claim_capped, claim_serial
+
+        def claim_capped(conn, worker, now, lease_s, cap):
+            conn.execute("BEGIN IMMEDIATE")
+            row = _claim_capped(conn, worker, now, lease_s, cap)
+            conn.execute("COMMIT")
+            return row
+
+        def claim_serial(conn, worker, now, lease_s):
+            conn.execute("BEGIN IMMEDIATE")
+            row = _claim_serial(conn, worker, now, lease_s)
+            conn.execute("COMMIT")
+            return row
+        """,
+    ),
+    (
+        "ex13",
+        "claim_capped rolls its BEGIN IMMEDIATE back on an IntegrityError only (a full disk)",
+        "a_failed_claim_leaves_no_transaction_open",
+        """
+        import sqlite3
+
+        _claim_capped = claim_capped
+
+        def claim_capped(conn, worker, now, lease_s, cap):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = _claim_capped(conn, worker, now, lease_s, cap)
+            except sqlite3.IntegrityError:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return row
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for the entries that name it (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "the relay marks the row it published by its topic and body (no id selected)": (
+        "the broker refuses evt_9Zz"
+    ),
+    "the relay marks its run sent in one UPDATE of the ids up to the last published": (
+        "by the relay's next run at the latest"
+    ),
+    "the relay marks every pending row up to the one it published (id <= :id)": (
+        "by the relay's next run at the latest"
+    ),
+    "the relay marks the run's rows from its first id up to the one it published": (
+        "a slower writer committed"
+    ),
     "a lease token of 16 random bits (lower(hex(randomblob(2))))": "drawn from at least 2**32",
     "the relay remembers in memory what it published, before publish returns": (
         "the same relay process ran again"
@@ -5171,6 +5461,10 @@ GOT: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "the relay marks the row it published by its topic and body (no id selected)",
+    "the relay marks its run sent in one UPDATE of the ids up to the last published",
+    "the relay marks every pending row up to the one it published (id <= :id)",
+    "the relay marks the run's rows from its first id up to the one it published",
     "the relay marks the row it published WHERE message_id LIKE :mid ('_' a wildcard)",
     "the relay marks the row it published WHERE message_id GLOB :mid ('?' a wildcard)",
     "the relay marks the row it published WHERE lower(message_id) = lower(:mid)",
@@ -5255,6 +5549,14 @@ SEVERE = [
     "claim_serial moves now through datetime.utcfromtimestamp (hours off outside UTC)",
     "serial: head SELECTed, then UPDATE guarded by the state read (a dead head taken twice)",
     "claim_capped: SELECT, then UPDATE guarded by the state read and the cap (orphan twice)",
+    "lease tokens counted up from the largest in the table, compared as text ('9' > '10')",
+    "lease tokens counted up from the largest number in the table (restart after a redrive)",
+    "serial: heads whose worker died taken after the others (ORDER BY h.state = 'running')",
+    "serial: fresh heads first (ORDER BY h.attempt): retried heads wait, their queues too",
+    "claim_capped takes new work before dead workers' jobs (a CASE on state after busy)",
+    "lease tokens made of the job id and its attempt (they repeat after a redrive)",
+    "both claims in BEGIN IMMEDIATE, no ROLLBACK when the UPDATE raises (the lock kept)",
+    "claim_capped rolls its BEGIN IMMEDIATE back on an IntegrityError only (a full disk)",
 ]
 
 

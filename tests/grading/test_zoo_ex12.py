@@ -1714,11 +1714,273 @@ ZOO: list[tuple[str, str, str, str]] = [
             return created
         """,
     ),
+    (
+        # The long outages reached 5.5 years back at most: a window of ten years passed.
+        "ex12",
+        "due_slots looks back ten years at most (since moved up to now minus ten years)",
+        "due_slots_has_no_cap_on_a_long_outage",
+        """
+        _all_due = due_slots
+        def due_slots(period_s, last, since, now, catch_up):
+            return _all_due(period_s, last, max(since, now - 10 * 365 * 86400), now, catch_up)
+        """,
+    ),
+    (
+        # due_slots alone was asked for 60000 slots at most: a cap of 100000 passed.
+        "ex12",
+        "due_slots keeps the newest 100000 slots of a catch-up (slots[-100_000:])",
+        "due_slots_has_no_cap_on_a_long_outage",
+        """
+        _all_due = due_slots
+        def due_slots(period_s, last, since, now, catch_up):
+            return _all_due(period_s, last, since, now, catch_up)[-100_000:]
+        """,
+    ),
+    (
+        # A walk back that stops at a module constant past every slot count the checks asked.
+        "ex12",
+        "due_slots stops its walk back at MAX_SLOTS = 500_000, a module constant",
+        "due_slots_has_no_cap_on_a_long_outage",
+        """
+        MAX_SLOTS = 500_000
+        def due_slots(period_s, last, since, now, catch_up):
+            if period_s <= 0:
+                raise ValueError(f"period_s must be positive, not {period_s!r}")
+            if catch_up not in ("all", "latest"):
+                raise ValueError(f"catch_up must be 'all' or 'latest', not {catch_up!r}")
+            slot = (now // period_s) * period_s
+            slots = []
+            while slot >= since and (last is None or slot > last) and len(slots) < MAX_SLOTS:
+                slots.append(slot)
+                if catch_up == "latest":
+                    break
+                slot -= period_s
+            return slots[::-1]
+        """,
+    ),
+    (
+        # A window reckoned in days, past the 2000 days of the longest outage ticked.
+        "ex12",
+        "due_slots looks back 7300 days at most (a twenty-year window)",
+        "due_slots_has_no_cap_on_a_long_outage",
+        """
+        LOOKBACK_DAYS = 7300
+        _all_due = due_slots
+        def due_slots(period_s, last, since, now, catch_up):
+            oldest = now - LOOKBACK_DAYS * 86400
+            return [s for s in _all_due(period_s, last, since, now, catch_up) if s >= oldest]
+        """,
+    ),
+    (
+        # The file-backed and in-memory outages reached 5.5 years back: ten years in tick passed.
+        "ex12",
+        "tick looks back ten years at most (since moved up to now minus ten years)",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            since = max(since, now - 10 * 365 * 86400)  # ten years at most
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # The in-memory outage stopped at 12000 slots: a cap kept in tick above it passed.
+        "ex12",
+        "tick keeps only the newest 20000 due slots of a catch-up (due_slots(...)[-20000:])",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up)[-20000:]:
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # A cap as a parameter's default, past the 12000 slots of the in-memory outage.
+        "ex12",
+        "tick inserts at most max_slots=50_000 slots a tick (a parameter's default)",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up, max_slots=50_000):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up)[-max_slots:]:
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # A cap in a module constant, sliced with islice of the newest first.
+        "ex12",
+        "tick takes the newest MAX_CATCH_UP = 30_000 slots through islice(reversed(...))",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        from itertools import islice
+        MAX_CATCH_UP = 30_000
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            due = reversed(due_slots(period_s, last, since, now, catch_up))
+            for slot in sorted(islice(due, MAX_CATCH_UP)):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # The boundaries never had since or last after now: a ValueError for them passed.
+        "ex12",
+        "due_slots raises ValueError when since is after now (a schedule that starts later)",
+        "due_slots_boundaries",
+        """
+        _ok_due = due_slots
+        def due_slots(period_s, last, since, now, catch_up):
+            if since > now:
+                raise ValueError(f"since {since!r} is after now {now!r}")
+            return _ok_due(period_s, last, since, now, catch_up)
+        """,
+    ),
+    (
+        "ex12",
+        "due_slots raises ValueError when last is after now (another scheduler's clock ahead)",
+        "due_slots_boundaries",
+        """
+        _ok_due = due_slots
+        def due_slots(period_s, last, since, now, catch_up):
+            if last is not None and last > now:
+                raise ValueError(f"last {last!r} is in the future (now {now!r}): clock skew")
+            return _ok_due(period_s, last, since, now, catch_up)
+        """,
+    ),
+    (
+        # No scheduler ticked before a slot another had fired: a clock behind passed.
+        "ex12",
+        "tick raises when the newest key is after now (a clock behind taken for an error)",
+        "a_scheduler_whose_clock_runs_behind_creates_nothing",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+                if last > now:
+                    raise RuntimeError(f"{row[0]} fired after now ({now}): is this clock behind?")
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake.
 SAYS: dict[str, str] = {
+    "tick raises when the newest key is after now (a clock behind taken for an error)": (
+        "400 ms before 02:00:00"
+    ),
+    "due_slots raises ValueError when since is after now (a schedule that starts later)": (
+        "due_slots(3600, None, 1767243600, 1767232810, 'all') to return a list"
+    ),
+    "due_slots raises ValueError when last is after now (another scheduler's clock ahead)": (
+        "due_slots(3600, 1767236400, 1767225600, 1767232810, 'all') to return a list"
+    ),
+    "due_slots looks back ten years at most (since moved up to now minus ten years)": (
+        "all 20636 slots"
+    ),
+    "due_slots keeps the newest 100000 slots of a catch-up (slots[-100_000:])": (
+        "all 100001 slots"
+    ),
+    "due_slots stops its walk back at MAX_SLOTS = 500_000, a module constant": "all 500001 slots",
+    "due_slots looks back 7300 days at most (a twenty-year window)": "all 20636 slots",
+    "tick looks back ten years at most (since moved up to now minus ten years)": (
+        "all 2947 slots of 604800 s"
+    ),
+    "tick keeps only the newest 20000 due slots of a catch-up (due_slots(...)[-20000:])": (
+        "all 20001 slots"
+    ),
+    "tick inserts at most max_slots=50_000 slots a tick (a parameter's default)": (
+        "all 50001 slots"
+    ),
+    "tick takes the newest MAX_CATCH_UP = 30_000 slots through islice(reversed(...))": (
+        "all 30001 slots"
+    ),
     "a key reported as created when its row's updated_at is this tick's now": (
         "two schedulers ticking at the same now"
     ),
@@ -1884,6 +2146,12 @@ test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO
 #: Mistakes that lose or duplicate nothing the scheduler enqueues with the grid it is
 #: given (a function's contract bent at its edges): their checks are not severe.
 MINOR = [
+    # Nothing was due: the slot was fired by a scheduler whose clock runs ahead.
+    "tick raises when the newest key is after now (a clock behind taken for an error)",
+    # Nothing was due either way: the tick raises instead of returning [] (a scheduler
+    # that starts later, or one whose clock runs behind another's).
+    "due_slots raises ValueError when since is after now (a schedule that starts later)",
+    "due_slots raises ValueError when last is after now (another scheduler's clock ahead)",
     "tick stores kind = schedule.strip()",
     "due_slots compares slots with int(since) (a slot just before a fractional since is due)",
     "due_slots counts forward from last + period_s (off the grid when last is)",

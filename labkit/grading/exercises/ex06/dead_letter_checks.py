@@ -104,10 +104,18 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
     # A reason is text from anywhere: a quote in it is data, never SQL, and its accents
     # stay (a person reads it).
     reason = "card declined: the customer's bank said no (Banco São João, ação negada)\n"
+    # The error's own words are a person's to read too: a Brazilian ERP answers in Portuguese.
+    accented = "endereço de cobrança inválido para o cliente João Conceição"
     with lab_file(ns) as (conn, path):
         job_id = add_running(conn)
         result = ns.harness(
-            HARNESS + "dead_letter", str(path), job_id, "tok-1", reason, {"type": "ValueError"}, NOW
+            HARNESS + "dead_letter",
+            str(path),
+            job_id,
+            "tok-1",
+            reason,
+            {"type": "ValueError", "message": accented},
+            NOW,
         )
         stored = row_of(conn, job_id)["dead_reason"]
         if result.get("returned") is True and stored is not None:
@@ -127,6 +135,20 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
                 "parameter, never pasted into the SQL"
             ).format(reason=repr(reason)),
             _("{said}; dead_reason {stored}").format(said=it_said(result), stored=repr(stored)),
+        )
+        error_text = "ValueError: " + accented
+        stored_error = row_of(conn, job_id)["last_error"]
+        expect(
+            stored_error == error_text,
+            _(
+                "last_error {error} stored as it is, every character (accents too: a person "
+                "reads it)"
+            ).format(error=repr(error_text)),
+            _("last_error {stored}").format(stored=repr(stored_error)),
+            _(
+                "store describe(error) unchanged: no encode('ascii'), no unidecode, no cut "
+                "(describe already hides the secrets)"
+            ),
         )
     # A long reason (every attempt's answer): a column is not a VARCHAR(255) in SQLite,
     # and the end of the reason is often the part that says what to fix.

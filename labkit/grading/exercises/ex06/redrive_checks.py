@@ -3,6 +3,8 @@ key it keeps, only dead jobs, a fresh start, a dry run and the kind."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from labkit.grading.checks import Namespace, expect
 from labkit.grading.exercises.ex06.deadletters import (
     CHECKS,
@@ -37,6 +39,7 @@ def redrive_requires_a_limit(ns: Namespace) -> None:
                 _("ValueError for limit={limit}").format(limit=repr(limit)),
                 said(result),
             )
+            _says_what_is_wrong(result, limit, dry_run=False)
         # A dry run is the same call, shown first: it refuses the same limits.
         for limit in (None, 0):
             result = ns.harness(HARNESS + "redrive", str(path), limit=limit, now=NOW, dry_run=True)
@@ -49,7 +52,28 @@ def redrive_requires_a_limit(ns: Namespace) -> None:
                 ).format(limit=repr(limit)),
                 said(result),
             )
+            _says_what_is_wrong(result, limit, dry_run=True)
         expect(all_jobs(conn) == before, "nothing changed", _("jobs were changed"))
+
+
+def _says_what_is_wrong(result: dict[str, Any], limit: Any, *, dry_run: bool) -> None:
+    """The refusal says why in words: an operator at the console reads only its message,
+    and a bare ``ValueError`` (or one whose message is the bad value alone, '0') tells
+    them nothing about what to pass."""
+    message = str(result.get("message", "")).strip()
+    call = f"limit={limit!r}, dry_run=True" if dry_run else f"limit={limit!r}"
+    expect(
+        message not in ("", str(limit), repr(limit)),
+        _(
+            "the error for {call} to say in words what is wrong (a message an operator can "
+            "act on, not a bare ValueError nor the bad value alone)"
+        ).format(call=call),
+        said(result),
+        _(
+            'raise ValueError("limit is required (1 or more): ...") with words: the operator '
+            "who typed the call reads only the message"
+        ),
+    )
 
 
 @CHECKS.add(

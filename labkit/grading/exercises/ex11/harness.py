@@ -713,3 +713,62 @@ def interrupted_then_again(
             return got
     finally:
         conn.close()
+
+
+def relay_with_a_write_behind_meanwhile(
+    values: MutableMapping[str, Any],
+    path: str,
+    broker_path: str,
+    now: float,
+    nth: int,
+    statements: list[list[Any]],
+) -> dict[str, Any]:
+    """``relay_once``, while another connection commits ``statements`` during the ``nth``
+    publish, then ``relay_once`` again at ``now + 5`` in the same process.
+
+    The statements make a row pending BELOW the rows the relay is publishing: an
+    operator re-drives an old row the broker lost, or a slower writer commits a row
+    whose id it took before the rows already published (ids committed out of order, as
+    a sequence hands them out). The relay read its pending rows before, so that row is
+    not its to mark; the next run publishes it. A relay whose open transaction holds the
+    database keeps the writer out: the statements then commit after the first run
+    (``fired`` is False). Both outcomes; the check reads the databases.
+    """
+    broker = Broker(broker_path, FakeClock(now))
+    calls = {"n": 0, "fired": False}
+
+    def writer() -> None:
+        other = sqlite3.connect(path, timeout=0.2, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            for sql, params in statements:
+                other.execute(sql, params)
+            other.execute("COMMIT")
+        finally:
+            other.close()
+
+    def publish(topic: str, message_id: str, body: str) -> None:
+        calls["n"] += 1
+        if calls["n"] == nth:
+            try:
+                writer()
+                calls["fired"] = True
+            except sqlite3.OperationalError:  # locked by the relay's own transaction
+                pass
+        broker.publish(topic, message_id, body)
+
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            first = outcome(values["relay_once"], Watched(conn), publish, now)
+            if not calls["fired"]:
+                writer()
+            marked = [
+                row[0]
+                for row in conn.execute("SELECT message_id FROM outbox WHERE sent_at = ?", (now,))
+            ]
+            second = outcome(values["relay_once"], Watched(conn), publish, now + 5)
+    finally:
+        conn.close()
+        broker.close()
+    return {"first": first, "second": second, "fired": calls["fired"], "marked": marked}

@@ -217,6 +217,17 @@ def due_slots_boundaries(ns: Namespace) -> None:
             [],
             _("'latest' when last is the newest slot"),
         ),
+        # Nothing is due, and nothing is wrong: never a ValueError.
+        (
+            [HOUR, None, T0 + 5 * HOUR, T0 + 2 * HOUR + 10, "all"],
+            [],
+            _("since after now: a schedule that starts later"),
+        ),
+        (
+            [HOUR, T0 + 3 * HOUR, T0, T0 + 2 * HOUR + 10, "all"],
+            [],
+            _("last after now: another scheduler's clock runs ahead"),
+        ),
     ]
     for call, want, what in cases:
         got = _returned(

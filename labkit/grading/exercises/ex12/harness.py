@@ -380,3 +380,87 @@ def tick_at_the_same_now(
             second.clear()
             other()
     return [first, second]
+
+
+def _ints_of(fn: Any, found: list[int], seen: set[int]) -> None:
+    """The whole numbers ``fn`` holds, without their sign: its code's constants (slices
+    and tuples included, whole floats such as ``1e5`` too), its functions', its
+    parameters' defaults, and the notebook's integer globals and functions it names
+    (``MAX_CATCH_UP = 50_000``)."""
+    code = getattr(fn, "__code__", None)
+    glob = getattr(fn, "__globals__", {})
+    if code is None or id(code) in seen:
+        return
+    seen.add(id(code))
+
+    def add(value: Any) -> None:
+        if isinstance(value, bool):
+            return
+        if isinstance(value, int):
+            found.append(abs(value))  # slots[-50000:] keeps the newest 50000
+        elif isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+            found.append(int(abs(value)))
+        elif isinstance(value, slice):
+            for part in (value.start, value.stop, value.step):
+                add(part)
+        elif isinstance(value, (tuple, frozenset)):
+            for part in value:
+                add(part)
+
+    def walk(c: Any) -> None:
+        for const in c.co_consts:
+            if hasattr(const, "co_consts"):
+                walk(const)
+            else:
+                add(const)
+        for name in c.co_names:
+            named = glob.get(name)
+            if callable(named) and getattr(named, "__globals__", None) is glob:
+                _ints_of(named, found, seen)
+            else:
+                add(named)
+
+    walk(code)
+    for value in (*(getattr(fn, "__defaults__", None) or ()), *(fn.__kwdefaults__ or {}).values()):
+        add(value)
+
+
+def ints_written_in(values: MutableMapping[str, Any], names: list[str]) -> list[int]:
+    """The whole numbers written in the notebook's functions ``names`` and in what they
+    call or name of the notebook: a cap on a catch-up (``[-50000:]``, a loop that stops at
+    ``MAX_SLOTS``) is one of them, and the check then runs a catch-up one slot past it."""
+    found: list[int] = []
+    seen: set[int] = set()
+    for name in names:
+        try:
+            _ints_of(values.get(name), found, seen)
+        except Exception:  # noqa: BLE001 - code this walk cannot read: no cap found in it
+            continue
+    return sorted(set(found))
+
+
+def due_slots_span(
+    values: MutableMapping[str, Any], calls: list[list[Any]]
+) -> list[dict[str, Any]]:
+    """``due_slots(*call)`` for each call, its list said in little room: how many slots,
+    how many distinct, the first and the last, and whether each is one period after the
+    one before it (hundreds of thousands of slots cost nothing to send back)."""
+    said: list[dict[str, Any]] = []
+    with fresh_state(values):
+        for call in calls:
+            got = outcome(values["due_slots"], *call)
+            slots = got.pop("returned", None)
+            if isinstance(slots, (list, tuple)) and all(
+                isinstance(s, (int, float)) and not isinstance(s, bool) for s in slots
+            ):
+                got["span"] = {
+                    "count": len(slots),
+                    "distinct": len(set(slots)),
+                    "first": slots[0] if slots else None,
+                    "last": slots[-1] if slots else None,
+                    "steps": all(b - a == call[0] for a, b in zip(slots, slots[1:], strict=False)),
+                }
+            elif "raised" not in got:
+                got["returned"] = repr(slots)[:200]
+            said.append(got)
+    return said
