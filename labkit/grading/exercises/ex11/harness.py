@@ -17,7 +17,7 @@ import contextlib
 import json
 import re
 import sqlite3
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from types import CodeType, FunctionType
 from typing import Any, cast
@@ -131,6 +131,40 @@ def save_order(conn: Any, order: list[Any]) -> None:
     )
 
 
+def _commit_aside(path: str, write: Callable[[sqlite3.Connection], object]) -> None:
+    """``write`` committed on a connection of its own, as another process would; a
+    relay whose open transaction holds the database makes it raise ``OperationalError``
+    (locked) within 0.2 s."""
+    other = sqlite3.connect(path, timeout=0.2, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        write(other)
+        other.execute("COMMIT")
+    finally:
+        other.close()
+
+
+def _writing_at_publish(
+    broker: Broker, nth: int, write: Callable[[], None]
+) -> tuple[Callable[[str, str, str], None], dict[str, Any]]:
+    """A ``publish`` to ``broker`` that runs ``write`` during its ``nth`` call, and the
+    count it keeps: ``{"n": publishes, "fired": whether write committed then}`` (False
+    when the relay's own transaction kept it out)."""
+    calls: dict[str, Any] = {"n": 0, "fired": False}
+
+    def publish(topic: str, message_id: str, body: str) -> None:
+        calls["n"] += 1
+        if calls["n"] == nth:
+            try:
+                write()
+                calls["fired"] = True
+            except sqlite3.OperationalError:  # locked by the relay's own transaction
+                pass
+        broker.publish(topic, message_id, body)
+
+    return publish, calls
+
+
 def relay_with_an_order_meanwhile(
     values: MutableMapping[str, Any],
     path: str,
@@ -147,26 +181,11 @@ def relay_with_an_order_meanwhile(
     since it could not have slipped in.
     """
     broker = Broker(broker_path, FakeClock(now))
-    calls = {"n": 0, "fired": False}
 
     def shop_request() -> None:
-        other = sqlite3.connect(path, timeout=0.2, isolation_level=None)
-        try:
-            other.execute("BEGIN IMMEDIATE")
-            save_order(other, order)
-            other.execute("COMMIT")
-        finally:
-            other.close()
+        _commit_aside(path, lambda other: save_order(other, order))
 
-    def publish(topic: str, message_id: str, body: str) -> None:
-        calls["n"] += 1
-        if calls["n"] == nth:
-            try:
-                shop_request()
-                calls["fired"] = True
-            except sqlite3.OperationalError:  # locked by the relay's own transaction
-                pass
-        broker.publish(topic, message_id, body)
+    publish, calls = _writing_at_publish(broker, nth, shop_request)
 
     conn = connect(path)
     try:
@@ -735,27 +754,11 @@ def relay_with_a_write_behind_meanwhile(
     (``fired`` is False). Both outcomes; the check reads the databases.
     """
     broker = Broker(broker_path, FakeClock(now))
-    calls = {"n": 0, "fired": False}
 
     def writer() -> None:
-        other = sqlite3.connect(path, timeout=0.2, isolation_level=None)
-        try:
-            other.execute("BEGIN IMMEDIATE")
-            for sql, params in statements:
-                other.execute(sql, params)
-            other.execute("COMMIT")
-        finally:
-            other.close()
+        _commit_aside(path, lambda other: [other.execute(sql, ps) for sql, ps in statements])
 
-    def publish(topic: str, message_id: str, body: str) -> None:
-        calls["n"] += 1
-        if calls["n"] == nth:
-            try:
-                writer()
-                calls["fired"] = True
-            except sqlite3.OperationalError:  # locked by the relay's own transaction
-                pass
-        broker.publish(topic, message_id, body)
+    publish, calls = _writing_at_publish(broker, nth, writer)
 
     conn = connect(path)
     try:
