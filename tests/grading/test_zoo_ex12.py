@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 from gradingkit import assert_severe
-from zoograding import in_process_test
+from zoograding import in_process_test, right_test
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
@@ -2193,3 +2193,152 @@ def test_each_mistake_is_severe(exercise: str, mistake: str, check: str) -> None
 
 def test_the_zoo_lists_what_each_check_says() -> None:
     assert sorted(SAYS) == sorted(m for _, m, _, _ in ZOO)
+
+
+#: Right solutions written otherwise: each keeps the check that once took its points (or
+#: the one most likely to).
+RIGHT: list[tuple[str, str, str]] = [
+    (
+        "a module threading.Lock around a tick in BEGIN IMMEDIATE ... COMMIT (the second "
+        "scheduler is another process)",
+        "a_tick_reports_only_the_keys_it_inserted",
+        """
+        import logging
+        import threading
+
+        log = logging.getLogger("scheduler")
+        _lock = threading.Lock()  # one tick at a time in this process
+
+
+        def _last_fired(conn, schedule: str) -> float | None:
+            prefix = f"schedule:{schedule}:"
+            with_prefix = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT key FROM jobs WHERE instr(key, ?) = 1", (prefix,)
+                ).fetchall()
+            ]
+            if not with_prefix:
+                return None
+            stamp = max(with_prefix)[len(prefix):]
+            return datetime.strptime(stamp + "+0000", "%Y-%m-%dT%H:%M:%SZ%z").timestamp()
+
+
+        def tick(
+            conn, schedule: str, period_s: int, since: float, now: float, catch_up: str
+        ) -> list[str]:
+            with _lock:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    last = _last_fired(conn, schedule)
+                    created: list[str] = []
+                    for slot in due_slots(period_s, last, since, now, catch_up):
+                        key = slot_key(schedule, slot)
+                        row = conn.execute(
+                            "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                            " VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key",
+                            (key, schedule, slot, now),
+                        ).fetchone()
+                        if row is not None:
+                            created.append(key)
+                            log.info("enqueued %s", key)
+                        else:
+                            log.debug("%s already enqueued by another scheduler", key)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                print(f"tick {schedule}: {len(created)} new")
+                return created
+        """,
+    ),
+    (
+        "a busy timeout of BUSY_TIMEOUT_MS = 60_000 set in tick (a minute in milliseconds, "
+        "not a cap)",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        MS_PER_S = 1000
+        BUSY_TIMEOUT_MS = 60_000
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            # wait up to a minute for another scheduler's write lock instead of failing at once
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "INSERT OR IGNORE judged by rowcount, the key read back with "
+        "calendar.timegm(time.strptime(...))",
+        "tick_reads_what_fired_in_every_time_zone",
+        """
+        import calendar
+        import time
+
+        FMT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+        def slot_key(schedule, fire_time):
+            if not isinstance(schedule, str) or len(schedule) == 0 or ":" in schedule:
+                raise ValueError(f"invalid schedule {schedule!r}")
+            return "schedule:" + schedule + ":" + time.strftime(FMT, time.gmtime(fire_time))
+
+
+        def due_slots(period_s, last, since, now, catch_up):
+            if period_s <= 0 or catch_up not in {"all", "latest"}:
+                raise ValueError("bad arguments")
+            hi = int(now // period_s)
+            lo = int(-(-since // period_s))
+            if last is not None:
+                lo = max(lo, int(last // period_s) + 1)
+            if lo > hi:
+                return []
+            if catch_up == "latest":
+                lo = hi
+            return [k * period_s for k in range(lo, hi + 1)]
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = "schedule:%s:" % schedule
+            cur = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+            )
+            newest = cur.fetchone()[0]
+            last = None
+            if newest is not None:
+                last = calendar.timegm(time.strptime(newest[len(prefix):], FMT))
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (?, ?, ?, ?)",
+                    (key, schedule, slot, now),
+                )
+                if cur.rowcount == 1:
+                    created.append(key)
+            return created
+        """,
+    ),
+]
+
+test_a_right_solution_written_otherwise_keeps_the_points = right_test("ex12", RIGHT)

@@ -1680,6 +1680,169 @@ RIGHT: list[tuple[str, str, str]] = [
             ),
         ),
     ),
+    (
+        "each key a sha256 of the order id and the step, the step chosen by match/case",
+        "keys_of_orders_with_long_ids_never_collide",
+        """
+import hashlib
+def step_key(order, step):
+    return hashlib.sha256(f"{order['id']}|{step}".encode()).hexdigest()[:32]
+def do_step(world, order, step):
+    key = step_key(order, step)
+    match step:
+        case "reserve" | "release":
+            with world.ledger.transaction() as tx:
+                if tx.status(key) == "done":
+                    return {"skipped": key}
+                delta = {"reserve": -1, "release": 1}[step]
+                reply = tx.post(order["sku"], delta, key=key)
+                tx.mark(key, "done")
+            return reply
+        case "charge":
+            pay = world.payments.charge
+            return pay(order["customer"], order["amount"], idempotency_key=key)
+        case "receipt":
+            subject = "Receipt for order %s" % order["id"]
+            return world.mail.send(order["email"], subject, idempotency_key=key)
+        case "email":
+            subject = "Order %s is on its way" % order["id"]
+            return world.mail.send(order["email"], subject, idempotency_key=key)
+        case _:
+            raise ValueError(step)
+""",
+    ),
+    (
+        "one step per turn of a while loop, the job's row and its steps read again each turn",
+        "a_resumed_job_keeps_its_first_policy_version",
+        """
+import json
+from labkit.errors import IdempotencyConflict, PermanentError
+CHECKPOINT = "INSERT INTO job_steps (order_id, step, result) VALUES (?, ?, ?)"
+def run_order(conn, world, order, *, policy_version):
+    oid = order["id"]
+    conn.execute(
+        "INSERT INTO step_jobs (order_id, policy_version) VALUES (?, ?)"
+        " ON CONFLICT (order_id) DO NOTHING",
+        (oid, policy_version),
+    )
+    while True:
+        version, state = conn.execute(
+            "SELECT policy_version, state FROM step_jobs WHERE order_id = ?", (oid,)
+        ).fetchone()
+        done = {s for (s,) in conn.execute("SELECT step FROM job_steps WHERE order_id = ?", (oid,))}
+        if state == "failed":
+            if "release" not in done:
+                reply = do_step(world, order, "release")
+                conn.execute(CHECKPOINT, (oid, "release", json.dumps(reply)))
+            return "failed"
+        if state == "done":
+            return "done"
+        step = next((s for s in POLICIES[version] if s not in done), None)
+        if step is None:
+            conn.execute("UPDATE step_jobs SET state = 'done' WHERE order_id = ?", (oid,))
+            continue
+        try:
+            reply = do_step(world, order, step)
+        except PermanentError as e:
+            if step != "charge" or isinstance(e, IdempotencyConflict):
+                raise
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(CHECKPOINT, (oid, "charge", "declined"))
+                conn.execute("UPDATE step_jobs SET state = 'failed' WHERE order_id = ?", (oid,))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            continue
+        conn.execute(CHECKPOINT, (oid, step, json.dumps(reply)))
+""",
+    ),
+    (
+        "IdempotencyKeyReused caught first and re-raised, every checkpoint ON CONFLICT DO"
+        " NOTHING, the decline committed with conn.commit()",
+        "a_key_conflict_on_resume_is_not_a_decline",
+        """
+import json
+from labkit.errors import PermanentError
+from labkit.world import IdempotencyKeyReused
+def run_order(conn, world, order, *, policy_version):
+    p = {"oid": order["id"], "v": policy_version}
+    conn.execute(
+        "INSERT INTO step_jobs (order_id, policy_version) VALUES (:oid, :v)"
+        " ON CONFLICT (order_id) DO NOTHING",
+        p,
+    )
+    version, state = conn.execute(
+        "SELECT policy_version, state FROM step_jobs WHERE order_id = :oid", p
+    ).fetchone()
+    def done():
+        return {s for (s,) in conn.execute("SELECT step FROM job_steps WHERE order_id = :oid", p)}
+    def checkpoint(step, result):
+        conn.execute(
+            "INSERT INTO job_steps (order_id, step, result) VALUES (:oid, :s, :r)"
+            " ON CONFLICT (order_id, step) DO NOTHING",
+            {**p, "s": step, "r": result},
+        )
+    if state == "running":
+        already = done()
+        for step in POLICIES[version]:
+            if step in already:
+                continue
+            try:
+                reply = do_step(world, order, step)
+            except IdempotencyKeyReused:
+                raise
+            except PermanentError:
+                if step != "charge":
+                    raise
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    checkpoint("charge", "declined")
+                    conn.execute("UPDATE step_jobs SET state = 'failed' WHERE order_id = :oid", p)
+                    conn.commit()
+                except BaseException:
+                    conn.rollback()
+                    raise
+                state = "failed"
+                break
+            checkpoint(step, json.dumps(reply))
+        else:
+            conn.execute("UPDATE step_jobs SET state = 'done' WHERE order_id = :oid", p)
+            return "done"
+    if state == "failed":
+        if "release" not in done():
+            checkpoint("release", json.dumps(do_step(world, order, "release")))
+        return "failed"
+    return "done"
+""",
+    ),
+    (
+        "the ledger steps under a module-level threading.Lock, the customer in each key",
+        "a_second_copy_of_the_job_reserves_once",
+        """
+import threading
+_LOCK = threading.Lock()
+SUBJECTS = {"receipt": "Receipt for order {id}", "email": "Order {id} is on its way"}
+def do_step(world, order, step: str) -> dict:
+    key = ":".join(["order", str(order["id"]), order["customer"], step])
+    if step == "charge":
+        return world.payments.charge(order["customer"], order["amount"], idempotency_key=key)
+    if step in SUBJECTS:
+        subject = SUBJECTS[step].format(id=order["id"])
+        return world.mail.send(order["email"], subject, idempotency_key=key)
+    if step not in ("reserve", "release"):
+        raise KeyError(step)
+    with _LOCK:
+        with world.ledger.transaction() as tx:
+            if tx.status(key) == "done":
+                return {"skipped": key}
+            reply = tx.post(order["sku"], -1 if step == "reserve" else +1, key=key)
+            tx.mark(key, "done")
+            return reply
+""",
+    ),
 ]
 
 

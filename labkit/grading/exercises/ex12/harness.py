@@ -358,14 +358,31 @@ def tick_at_the_same_now(
     its own connection: the second's whole tick runs between the first's reads and its
     first write. A first tick that holds a write lock by then (BEGIN IMMEDIATE) keeps the
     second out (it answers 'database is locked' at once); the second then ticks after it.
-    The two outcomes, the first scheduler's then the second's."""
+    The two outcomes, the first scheduler's then the second's.
+
+    The second is another process: it runs in a namespace of its own, the cells run again
+    (``replay.cells_run_again``), so a lock the first holds in its module (a
+    ``threading.Lock`` around a tick, harmless between two processes) is not the second's.
+    """
     args = (schedule, period_s, since, now, "all")
     second: dict[str, Any] = {}
+    with cells_run_again(values) as again:
+        return _tick_at_the_same_now(values, again or values, path, args, second)
+
+
+def _tick_at_the_same_now(
+    values: MutableMapping[str, Any],
+    elsewhere: Mapping[str, Any],
+    path: str,
+    args: tuple[Any, ...],
+    second: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """``tick_at_the_same_now``, the second scheduler's names in ``elsewhere``."""
 
     def other() -> None:
         conn = connect(path, timeout=0.05)  # a lock held: 'database is locked' at once
         try:
-            second.update(outcome(values["tick"], Watched(conn), *args))
+            second.update(outcome(elsewhere["tick"], Watched(conn), *args))
         finally:
             conn.close()
 

@@ -389,27 +389,34 @@ def run_overtaken(
     """``run_order`` overtaken by a second copy of the same job (a slow first worker).
 
     Right after the first copy's first ``after`` moment (its first ledger transaction
-    committed), a second copy of the job, on its own connection and world, runs whole,
-    as a worker restarted by a supervisor that believed the first one dead would; then
+    committed), a second copy of the job, on its own connection and world and in the
+    cells run again (``replay.cells_run_again``: its own module-level names, a lock the
+    first copy holds not among them), runs whole, as a worker restarted by a supervisor
+    that believed the first one dead would; then
     the first copy goes on. ``second_crash_after`` names an effect right after which the
     second copy crashes instead (``run``'s ``crash_after``): it leaves checkpoints the
     first copy did not read, and a job not finished. Both outcomes, and ``fired``; the
     check reads the files.
     """
     second: dict[str, Any] = {}
+    where = Path(folder).resolve()
 
     class _Overtaken(_Moments):
         def after(self, what: str) -> None:
             super().after(what)
             if what == after and not second:
                 again = _Moments(crash_after=second_crash_after)
-                try:
-                    second.update(outcome(_job, values, Path(folder), order, version, again))
-                except SimulatedCrash:
-                    second.update({"crashed": True})
+                # Another worker imports the module afresh: its own module-level names (a
+                # lock, a cache), not the first copy's, whose lock this thread may hold.
+                with cells_run_again(values) as fresh:
+                    ns = values if fresh is None else fresh
+                    try:
+                        second.update(outcome(_job, ns, where, order, version, again))
+                    except SimulatedCrash:
+                        second.update({"crashed": True})
 
     with fresh_state(values):
-        first = outcome(_job, values, Path(folder), order, version, _Overtaken())
+        first = outcome(_job, values, where, order, version, _Overtaken())
     fired = bool(second) and (second_crash_after is None or "crashed" in second)
     return {"first": first, "second": second, "fired": fired}
 
