@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 from gradingkit import assert_severe
-from zoograding import in_process_test
+from zoograding import in_process_test, right_test
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
@@ -2564,3 +2564,130 @@ def test_a_severe_mistake_costs_at_least_half_the_points(mistake: str) -> None:
     # Its entry's test proves the named check fails; a severe check's failure is capped.
     [(exercise, check)] = [(e, c) for e, m, c, _ in ZOO if m == mistake]
     assert_severe(exercise, mistake, check)
+
+
+#: Right solutions written otherwise, each with a check that might take its points.
+RIGHT: list[tuple[str, str, str]] = [
+    (
+        "a frozen dataclass that builds the key, and hashlib.new('sha256') fed the bytes",
+        "key_is_made_anew_in_every_call",
+        """
+        import hashlib, json
+        from dataclasses import dataclass
+        from typing import Any
+
+        SEP = ":"
+
+        @dataclass(frozen=True)
+        class Intent:
+            source: str
+            entity_id: Any
+            action: str
+            version: int = 1
+
+            def key(self) -> str:
+                parts = [self.source, self.entity_id, self.action, f"v{self.version}"]
+                return SEP.join(str(p) for p in parts)
+
+        def operation_key(source, entity_id, action, version=1):
+            return Intent(source, entity_id, action, version).key()
+
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            digest = hashlib.new("sha256")
+            digest.update(text.encode("utf-8"))
+            return digest.hexdigest()
+
+        def accept(seen, key, payload):
+            fingerprint = payload_fingerprint(payload)
+            if key not in seen:
+                seen[key] = fingerprint
+                return True
+            if seen[key] == fingerprint:
+                return False
+            raise IdempotencyConflict(f"conflicting payload for key {key}")
+    """,
+    ),
+    (
+        "accept with an Enum of outcomes and a module-level threading.Lock around `seen`",
+        "accept_remembers_only_in_seen",
+        """
+        import enum, threading
+        _LOCK = threading.Lock()
+
+        class Outcome(enum.Enum):
+            NEW = True
+            REPEAT = False
+
+        def _decide(seen, key, fp):
+            if key not in seen:
+                return Outcome.NEW
+            if seen[key] == fp:
+                return Outcome.REPEAT
+            raise IdempotencyConflict("Idempotency key " + key + " reused with another payload")
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            with _LOCK:
+                outcome = _decide(seen, key, fp)
+                if outcome is Outcome.NEW:
+                    seen[key] = fp
+            return outcome.value
+    """,
+    ),
+    (
+        "a fingerprint fed chunk by chunk from a module-level JSONEncoder's iterencode",
+        "fingerprint_matches_the_contract",
+        """
+        import hashlib, json
+        _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+        def payload_fingerprint(payload):
+            digest = hashlib.sha256()
+            for chunk in _ENCODER.iterencode(payload):
+                digest.update(chunk.encode("utf-8"))
+            return digest.hexdigest()
+    """,
+    ),
+    (
+        "accept with seen.setdefault and logging, a key without the 'v' (':'.join of str)",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        import logging
+        log = logging.getLogger("ex01")
+
+        def operation_key(source, entity_id, action, version=1):
+            return ":".join(map(str, (source, entity_id, action, version)))
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            stored = seen.setdefault(key, fp)
+            if stored is fp:
+                log.debug("new operation %s", key)
+                return True
+            if stored == fp:
+                log.info("repeat %s", key)
+                return False
+            raise IdempotencyConflict("key %r: fingerprint %s != %s" % (key, stored, fp))
+    """,
+    ),
+    (
+        "accept with a match statement on seen.get(key)",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            fingerprint = payload_fingerprint(payload)
+            match seen.get(key):
+                case None:
+                    seen[key] = fingerprint
+                    return True
+                case known if known == fingerprint:
+                    return False
+                case known:
+                    raise IdempotencyConflict(f"{key}: {known} != {fingerprint}")
+    """,
+    ),
+]
+
+
+test_a_right_solution_written_otherwise_keeps_the_points = right_test("ex01", RIGHT)

@@ -2849,6 +2849,135 @@ RIGHT: list[tuple[str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "a class with __enter__/__exit__ (errno-checked OSError, fsync, closing to release)",
+        "a_forked_worker_leaving_keeps_the_lock",
+        """
+        import errno
+
+        class SingleInstance:
+            def __init__(self, path):
+                self.path = path
+                self._fh = None
+
+            def __enter__(self):
+                fh = open(self.path, "a+")
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
+                        fh.close()
+                        raise
+                    fh.seek(0)
+                    holder = fh.read().strip()
+                    fh.close()
+                    raise AlreadyRunning(
+                        f"already running: pid {holder or '?'} holds {self.path}"
+                    ) from exc
+                except BaseException:
+                    fh.close()
+                    raise
+                fh.seek(0)
+                fh.truncate()
+                fh.write(f"{os.getpid()}\\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+                self._fh = fh
+                return self
+
+            def __exit__(self, *exc_info):
+                fh, self._fh = self._fh, None
+                if fh is not None:
+                    fh.close()
+                return False
+
+        single_instance = SingleInstance
+    """,
+    ),
+    (
+        "os.open(O_RDWR | O_CREAT) with flock, ftruncate and os.write on the descriptor",
+        "the_lock_is_the_file_at_the_path_given",
+        """
+        @contextmanager
+        def single_instance(path):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.lseek(fd, 0, os.SEEK_SET)
+                    holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+                    raise AlreadyRunning(f"another instance holds {path}: pid {holder}")
+                os.ftruncate(fd, 0)
+                os.lseek(fd, 0, os.SEEK_SET)
+                os.write(fd, str(os.getpid()).encode())
+                yield
+            finally:
+                os.close(fd)
+    """,
+    ),
+    (
+        "truncate(0) in append mode, the holder read back through pathlib, the pid yielded",
+        "pidfile_names_only_the_current_holder",
+        """
+        from pathlib import Path
+
+        def _holder_of(path):
+            try:
+                text = Path(path).read_text().strip()
+            except OSError:
+                return "unknown"
+            return text if text.isdigit() else "unknown"
+
+        @contextmanager
+        def single_instance(path):
+            lock = open(path, mode="a+")
+            with lock:
+                try:
+                    fcntl.flock(lock.fileno(), fcntl.LOCK_NB | fcntl.LOCK_EX)
+                except BlockingIOError:
+                    raise AlreadyRunning(
+                        f"cannot lock {path}: held by pid {_holder_of(path)}"
+                    ) from None
+                lock.truncate(0)
+                lock.write(f"{os.getpid()}")
+                lock.flush()
+                yield os.getpid()
+    """,
+    ),
+    (
+        "an ExitStack holding the file, flock on the file object, logging and helpers",
+        "refusal_leaves_the_lock_alone",
+        """
+        import logging
+        from contextlib import ExitStack
+        log = logging.getLogger(__name__)
+
+        def _read_holder(fh):
+            fh.seek(0)
+            return fh.read().strip() or "unknown"
+
+        def _claim(fh):
+            fh.seek(0)
+            fh.truncate()
+            print(os.getpid(), file=fh, end="")
+            fh.flush()
+
+        @contextmanager
+        def single_instance(path):
+            with ExitStack() as stack:
+                fh = stack.enter_context(open(path, "a+", encoding="utf-8"))
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except (BlockingIOError, PermissionError) as exc:
+                    holder = _read_holder(fh)
+                    log.warning("lock %s busy (pid %s)", path, holder)
+                    raise AlreadyRunning(f"pid {holder} is already running with {path}") from exc
+                _claim(fh)
+                log.info("lock %s taken by %s", path, os.getpid())
+                yield fh
+    """,
+    ),
 ]
 
 

@@ -2406,6 +2406,137 @@ RIGHT: list[tuple[str, str, str]] = [
         "no_double_claim_under_a_race",
         _claim_with(_CLAIM_SQL.format(pick=f"= ({_READY})").replace(_TOKEN, "randomblob(16)")),
     ),
+    (
+        "one UPDATE ... FROM (SELECT ... LIMIT 1) AS nxt WHERE jobs.id = nxt.pick,"
+        " after a /* */ comment",
+        "claim_is_one_statement",
+        '''
+def claim(conn, worker, now, lease_s):
+    row = conn.execute(
+        """
+        /* pick and take in one go */
+        UPDATE jobs
+           SET state = 'running', attempt = jobs.attempt + 1, lease_owner = :worker,
+               lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),
+               updated_at = :now
+          FROM (SELECT id AS pick FROM jobs
+                 WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                    OR (state = 'running' AND lease_until <= :now)
+                 ORDER BY run_after, id LIMIT 1) AS nxt
+         WHERE jobs.id = nxt.pick
+        RETURNING *
+        """,
+        {"worker": worker, "now": now, "lease_s": lease_s},
+    ).fetchone()
+    return None if row is None else dict(row)
+''',
+    ),
+    (
+        "a frozen dataclass whose bound method is claim, states in an Enum, the token"
+        " from secrets.token_hex and lease_until summed in Python",
+        "tokens_differ_between_worker_processes",
+        '''
+from __future__ import annotations
+import logging
+import secrets
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+log = logging.getLogger("claim")
+
+class State(str, Enum):
+    PENDING = "pending"
+    RETRY_WAIT = "retry_wait"
+    RUNNING = "running"
+
+CLAIM_SQL = f"""
+UPDATE jobs
+   SET state = '{State.RUNNING.value}', attempt = attempt + 1, lease_owner = :worker,
+       lease_until = :until, lease_token = :token, updated_at = :now
+ WHERE id = (SELECT id FROM jobs
+              WHERE (state IN ('{State.PENDING.value}', '{State.RETRY_WAIT.value}')
+                     AND run_after <= :now)
+                 OR (state = '{State.RUNNING.value}' AND lease_until <= :now)
+              ORDER BY run_after ASC, id ASC LIMIT 1)
+RETURNING *
+"""
+
+@dataclass(frozen=True)
+class Claimer:
+    sql: str = CLAIM_SQL
+    def claim(self, conn: Any, worker: str, now: float, lease_s: float) -> dict[str, Any] | None:
+        if lease_s <= 0:
+            raise ValueError("lease_s must be positive")
+        params = {"worker": worker, "now": now, "until": now + lease_s,
+                  "token": secrets.token_hex(16)}
+        row = conn.execute(self.sql, params).fetchone()
+        if row is None:
+            log.debug("nothing ready for %s", worker)
+            return None
+        log.info("%s claimed %s", worker, row["id"])
+        return dict(row)
+
+_CLAIMER = Claimer()
+claim = _CLAIMER.claim
+''',
+    ),
+    (
+        "SET (state, ...) = (...) as a row value, readiness by CASE state,"
+        " WHERE id IN (... LIMIT 1), fetchall",
+        "respects_run_after_and_state",
+        '''
+def claim(conn, worker: str, now: float, lease_s: float):
+    cur = conn.execute(
+        """UPDATE jobs
+              SET (state, attempt, lease_owner, lease_until, lease_token, updated_at)
+                = ('running', attempt + 1, :worker, :now + :lease_s, hex(randomblob(16)), :now)
+            WHERE id IN (SELECT id FROM jobs
+                          WHERE CASE state
+                                  WHEN 'pending' THEN run_after <= :now
+                                  WHEN 'retry_wait' THEN :now >= run_after
+                                  WHEN 'running' THEN lease_until <= :now
+                                  ELSE 0 END
+                          ORDER BY run_after, id
+                          LIMIT 1)
+        RETURNING *""",
+        {"now": now, "lease_s": lease_s, "worker": worker},
+    )
+    rows = cur.fetchall()
+    assert len(rows) <= 1
+    return dict(rows[0]) if rows else None
+''',
+    ),
+    (
+        "lower-case SQL retried up to five times on 'database is locked' only,"
+        " the row returned as {**row}",
+        "a_database_error_comes_out",
+        '''
+import sqlite3, time
+from typing import Any, Optional
+_SQL = """update jobs
+   set state = 'running', attempt = attempt + 1, lease_owner = :worker,
+       lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))), updated_at = :now
+ where id = (select id from jobs
+              where (state in ('pending', 'retry_wait') and run_after <= :now)
+                 or (state = 'running' and lease_until <= :now)
+              order by run_after, id limit 1)
+returning *"""
+MAX_TRIES = 5
+def claim(
+    conn: sqlite3.Connection, worker: str, now: float, lease_s: float
+) -> Optional[dict[str, Any]]:
+    for attempt in range(MAX_TRIES):
+        try:
+            row = conn.execute(_SQL, {"worker": worker, "now": now, "lease_s": lease_s}).fetchone()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == MAX_TRIES - 1:
+                raise
+            time.sleep(0.01 * (attempt + 1))
+            continue
+        return {**row} if row is not None else None
+''',
+    ),
 ]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 from gradingkit import assert_severe
-from zoograding import in_process_test
+from zoograding import in_process_test, right_test
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
@@ -2548,3 +2548,91 @@ def test_a_severe_mistake_costs_at_least_half_the_points(mistake: str) -> None:
     # Its entry's test proves the named check fails; a severe check's failure is capped.
     [(exercise, check)] = [(e, c) for e, m, c, _ in ZOO if m == mistake]
     assert_severe(exercise, mistake, check)
+
+
+#: Right solutions written otherwise, each with a check that once took (or might take) its
+#: points.
+RIGHT: list[tuple[str, str, str]] = [
+    (
+        "classify as a match statement returning a str Enum's values",
+        "classify_every_status",
+        """
+        import enum
+        import random
+        from labkit.errors import PermanentError, TransientError
+
+        class Verdict(str, enum.Enum):
+            NEVER_SENT = "never_sent"
+            MAYBE_DONE = "maybe_done"
+            PERMANENT = "permanent"
+
+        def classify(error: BaseException) -> str:
+            if getattr(error, "ambiguous", False):
+                return Verdict.MAYBE_DONE.value
+            match error:
+                case TransientError():
+                    return Verdict.NEVER_SENT.value
+                case PermanentError():
+                    return Verdict.PERMANENT.value
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                match status:
+                    case 408 | 429 | 503:
+                        return Verdict.NEVER_SENT.value
+                    case s if 500 <= s < 600:
+                        return Verdict.MAYBE_DONE.value
+                    case _:
+                        return Verdict.PERMANENT.value
+            match error:
+                case ConnectionRefusedError():
+                    return Verdict.NEVER_SENT.value
+                case TimeoutError() | ConnectionError():
+                    return Verdict.MAYBE_DONE.value
+            return Verdict.PERMANENT.value
+    """,
+    ),
+    (
+        "backoff catching the OverflowError of a huge n (the cap then)",
+        "backoff_survives_a_huge_n",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            try:
+                ceiling = min(cap, base * 2.0**n)
+            except OverflowError:
+                ceiling = cap
+            return rng.uniform(0, ceiling)
+    """,
+    ),
+    (
+        "backoff as rng.random() * ceiling (the same draw as uniform(0, ceiling))",
+        "backoff_has_full_jitter",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = cap if n >= 64 else min(cap, base * (1 << n))
+            return rng.random() * ceiling
+    """,
+    ),
+    (
+        "the deadline as elapsed + delay > deadline, and an int retry_after kept an int",
+        "respects_deadline",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)):
+                delay = max(delay, retry_after)
+            if (now - started_at) + delay > deadline:
+                return None
+            return delay
+    """,
+    ),
+]
+
+
+test_a_right_solution_written_otherwise_keeps_the_points = right_test("ex04", RIGHT)

@@ -1915,6 +1915,74 @@ RIGHT: list[tuple[str, str, str]] = [
             return reply
         """,
     ),
+    (
+        "a stable idempotency key derived from the job's key (f'charge:{job.key}')",
+        "two_stores_two_keys",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            idem = f"charge:{job.key}"
+            return ctx.world.payments.charge(
+                customer=customer, amount=amount, key=job.key, idempotency_key=idem
+            )
+        """,
+    ),
+    (
+        "a sha256 of the job's key as the idempotency key, choose_ack from a str Enum",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        import hashlib
+        from enum import Enum
+
+        class Ack(str, Enum):
+            LATE = "late"
+            FIRST = "first"
+
+        def choose_ack():
+            return Ack.LATE.value
+
+        def charge_handler(job, ctx):
+            idem = hashlib.sha256(job.key.encode()).hexdigest()
+            return ctx.world.payments.charge(
+                job.payload["customer"], job.payload["amount"], key=job.key, idempotency_key=idem
+            )
+        """,
+    ),
+    (
+        "handlers as instances of classes with __call__, a threading.Lock around the ledger",
+        "post_survives_two_deliveries_at_once",
+        """
+        import threading
+
+        class PostHandler:
+            def __init__(self):
+                self._lock = threading.Lock()
+
+            def __call__(self, job, ctx):
+                customer, amount = job.payload["customer"], job.payload["amount"]
+                with self._lock, ctx.world.ledger.transaction() as tx:
+                    if tx.status(job.key) == "done":
+                        result = {"skipped": "already posted"}
+                    else:
+                        result = tx.post(customer, amount, key=job.key)
+                        tx.mark(job.key, "done")
+                return result
+
+        post_handler = PostHandler()
+        """,
+    ),
+    (
+        "the mark written before the entry, both in the one transaction",
+        "post_survives_every_crash",
+        """
+        def post_handler(job, ctx):
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                tx.mark(job.key, "done")
+                return tx.post(job.payload["customer"], job.payload["amount"], key=job.key)
+        """,
+    ),
 ]
 
 

@@ -9,7 +9,7 @@ a whole.
 
 from __future__ import annotations
 
-from zoograding import in_process_test
+from zoograding import in_process_test, right_test
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
@@ -2985,3 +2985,157 @@ GOT: dict[str, str] = {
 
 
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS, GOT)
+
+
+#: Right solutions written otherwise, each with a check that once might take its points.
+RIGHT: list[tuple[str, str, str]] = [
+    (
+        "dead_letter as SELECT then UPDATE inside BEGIN IMMEDIATE (ROLLBACK when not the holder)",
+        "dead_letter_is_fenced",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            message = describe(error)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT state, lease_token FROM jobs WHERE id = :id", {"id": job_id}
+                ).fetchone()
+                if row is None or row["state"] != "running" or row["lease_token"] != token:
+                    conn.execute("ROLLBACK")
+                    return False
+                conn.execute(
+                    '''UPDATE jobs SET state = 'dead', dead_reason = :reason,
+                           last_error = :error, lease_owner = NULL, lease_until = NULL,
+                           lease_token = NULL, updated_at = :now
+                       WHERE id = :id''',
+                    {"id": job_id, "reason": reason, "error": message, "now": now},
+                )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return True
+        """,
+    ),
+    (
+        "redrive as one UPDATE ... RETURNING per id in a loop, the dry run rolled back",
+        "two_redrives_at_once_share_nothing",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError(f"limit must be given, 1 or more (got {limit!r})")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [
+                    r["id"]
+                    for r in conn.execute(
+                        "SELECT id FROM jobs WHERE state = 'dead'"
+                        " AND (:kind IS NULL OR kind = :kind)"
+                        " ORDER BY updated_at, id LIMIT :limit",
+                        {"limit": limit, "kind": kind},
+                    )
+                ]
+                if not dry_run:
+                    for job_id in ids:
+                        conn.execute(
+                            "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                            " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                            " WHERE id = :id AND state = 'dead' RETURNING id",
+                            {"id": job_id, "now": now},
+                        ).fetchall()
+                conn.execute("ROLLBACK" if dry_run else "COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return ids
+        """,
+    ),
+    (
+        "a dry run as a plain SELECT outside any transaction; the redrive an UPDATE whose"
+        " WHERE id IN (SELECT ... LIMIT) picks the jobs",
+        "a_dry_run_agrees_with_the_redrive",
+        """
+        PICK = '''
+        WITH picked AS (
+          SELECT id, updated_at FROM jobs
+           WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+           ORDER BY updated_at, id
+           LIMIT :limit
+        )
+        SELECT id FROM picked ORDER BY updated_at, id
+        '''
+
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+                raise ValueError(f"limit is required, a whole number of 1 or more, not {limit!r}")
+            if dry_run:
+                return [r[0] for r in conn.execute(PICK, {"kind": kind, "limit": limit})]
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r[0] for r in conn.execute(PICK, {"kind": kind, "limit": limit})]
+                changed = conn.execute(
+                    '''UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,
+                           dead_reason = NULL, redrives = redrives + 1, updated_at = :now
+                        WHERE state = 'dead' AND id IN (
+                          SELECT id FROM jobs
+                           WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+                           ORDER BY updated_at, id LIMIT :limit)
+                       RETURNING id''',
+                    {"kind": kind, "limit": limit, "now": now},
+                ).fetchall()
+                conn.execute("COMMIT")
+            except Exception:
+                conn.execute("ROLLBACK")
+                raise
+            got = {r[0] for r in changed}
+            return [i for i in ids if i in got]
+        """,
+    ),
+    (
+        "the dead rows sorted in Python, a ValueError subclass for the limit, redact.describe",
+        "a_large_redrive_is_one_transaction",
+        """
+        from labkit import redact
+
+        class LimitRequired(ValueError):
+            pass
+
+        def dead_letter(conn, job_id, token, reason, error, now):
+            cur = conn.execute(
+                "UPDATE jobs SET state='dead', dead_reason=:r, last_error=:e, lease_owner=NULL,"
+                " lease_until=NULL, lease_token=NULL, updated_at=:now"
+                " WHERE id=:id AND state='running' AND lease_token=:t",
+                {"r": reason, "e": redact.describe(error), "now": now, "id": job_id, "t": token},
+            )
+            return cur.rowcount > 0
+
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise LimitRequired(f"redrive needs a limit of at least 1, not {limit!r}")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                rows = conn.execute(
+                    "SELECT id, kind, updated_at FROM jobs WHERE state = 'dead'"
+                ).fetchall()
+                rows = [r for r in rows if kind is None or r["kind"] == kind]
+                rows.sort(key=lambda r: (r["updated_at"], r["id"]))
+                ids = [r["id"] for r in rows[:limit]]
+                if not dry_run and ids:
+                    conn.execute(
+                        "UPDATE jobs SET state='pending', attempt=0, run_after=:now,"
+                        " dead_reason=NULL, redrives=redrives+1, updated_at=:now"
+                        " WHERE state='dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+        """,
+    ),
+]
+
+
+test_a_right_solution_written_otherwise_keeps_the_points = right_test("ex06", RIGHT)

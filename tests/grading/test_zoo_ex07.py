@@ -1913,6 +1913,226 @@ RIGHT: list[tuple[str, str, str]] = [
                 self.state, self.trial_out = "closed", False
     """,
     ),
+    (
+        "the opening kept as the time the trial may go out (now + cooldown_s)",
+        "cooldown_is_the_one_given",
+        """
+        import threading
+
+        class Breaker:
+            CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
+
+            def __init__(self, threshold, cooldown_s, clock):
+                self._threshold = threshold
+                self._cooldown = cooldown_s
+                self._clock = clock
+                self._state = self.CLOSED
+                self._streak = 0
+                self._retry_at = None   # when the trial may go out
+                self._trial_in_flight = False
+                self._guard = threading.Lock()
+
+            @property
+            def state(self):
+                return self._state
+
+            def allow(self):
+                with self._guard:
+                    if self._state == self.OPEN:
+                        if self._clock.now() < self._retry_at:
+                            return False
+                        self._state = self.HALF_OPEN
+                        self._trial_in_flight = False
+                    if self._state == self.HALF_OPEN:
+                        if self._trial_in_flight:
+                            return False
+                        self._trial_in_flight = True
+                    return True
+
+            def record_failure(self):
+                with self._guard:
+                    self._streak += 1
+                    if self._state == self.HALF_OPEN or (
+                        self._state == self.CLOSED and self._streak >= self._threshold
+                    ):
+                        self._state = self.OPEN
+                        self._retry_at = self._clock.now() + self._cooldown
+                        self._trial_in_flight = False
+
+            def record_success(self):
+                with self._guard:
+                    self._streak = 0
+                    if self._state == self.HALF_OPEN:
+                        self._state = self.CLOSED
+    """,
+    ),
+    (
+        "a lock-free fast path while closed, a plain Enum of states and a count of trials",
+        "one_trial_when_two_threads_ask_at_once",
+        """
+        import enum
+        import threading
+
+        class State(enum.Enum):
+            CLOSED = "closed"
+            OPEN = "open"
+            HALF_OPEN = "half_open"
+
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = threshold
+                self.cooldown_s = cooldown_s
+                self.clock = clock
+                self.state = State.CLOSED
+                self.failures = 0
+                self.opened_at = 0.0
+                self.trials_out = 0
+                self._lock = threading.Lock()
+
+            def allow(self):
+                if self.state is State.CLOSED:   # the common case needs no lock
+                    return True
+                with self._lock:
+                    if self.state is State.CLOSED:
+                        return True
+                    if self.state is State.OPEN:
+                        if self.clock.now() - self.opened_at < self.cooldown_s:
+                            return False
+                        self.state = State.HALF_OPEN
+                        self.trials_out = 0
+                    if self.trials_out >= 1:
+                        return False
+                    self.trials_out += 1
+                    return True
+
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    if self.state is State.HALF_OPEN or (
+                        self.state is State.CLOSED and self.failures >= self.threshold
+                    ):
+                        self.state = State.OPEN
+                        self.opened_at = self.clock.now()
+                        self.trials_out = 0
+
+            def record_success(self):
+                with self._lock:
+                    self.failures = 0
+                    if self.state is State.HALF_OPEN:
+                        self.state = State.CLOSED
+                        self.trials_out = 0
+    """,
+    ),
+    (
+        "a dataclass with its lock from field(default_factory=threading.Lock)",
+        "breakers_keep_their_own_times",
+        """
+        import threading
+        from dataclasses import dataclass, field
+        from typing import Any
+
+        @dataclass
+        class Breaker:
+            threshold: int
+            cooldown_s: float
+            clock: Any
+            state: str = "closed"
+            failures: int = 0
+            opened_at: float = 0.0
+            trial_out: bool = False
+            _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+            def allow(self) -> bool:
+                with self._lock:
+                    now = self.clock.now()
+                    if self.state == "open" and now >= self.opened_at + self.cooldown_s:
+                        self.state = "half_open"
+                        self.trial_out = False
+                    if self.state == "closed":
+                        return True
+                    if self.state == "half_open" and not self.trial_out:
+                        self.trial_out = True
+                        return True
+                    return False
+
+            def record_failure(self) -> None:
+                with self._lock:
+                    if self.state == "half_open":
+                        self._open()
+                        return
+                    self.failures += 1
+                    if self.state == "closed" and self.failures >= self.threshold:
+                        self._open()
+
+            def _open(self):
+                self.state = "open"
+                self.opened_at = self.clock.now()
+                self.trial_out = False
+
+            def record_success(self) -> None:
+                with self._lock:
+                    self.failures = 0
+                    if self.state == "half_open":
+                        self.state = "closed"
+                        self.trial_out = False
+    """,
+    ),
+    (
+        "the failures in a row as a list of their times, in __slots__",
+        "no_cap_on_the_threshold",
+        """
+        import threading
+
+        class Breaker:
+            __slots__ = ("threshold", "cooldown_s", "clock", "state", "_failed_at", "_opened",
+                         "_trial", "_mutex")
+
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = int(threshold)
+                self.cooldown_s = float(cooldown_s)
+                self.clock = clock
+                self.state = "closed"
+                self._failed_at = []  # times of the failures in a row
+                self._opened = 0.0
+                self._trial = False
+                self._mutex = threading.Lock()
+
+            def allow(self):
+                self._mutex.acquire()
+                try:
+                    if self.state == "closed":
+                        return True
+                    now = self.clock.now()
+                    if self.state == "open" and now - self._opened >= self.cooldown_s:
+                        self.state = "half_open"
+                        self._trial = False
+                    if self.state == "half_open" and not self._trial:
+                        self._trial = True
+                        return True
+                    return False
+                finally:
+                    self._mutex.release()
+
+            def record_failure(self):
+                with self._mutex:
+                    now = self.clock.now()
+                    if self.state == "half_open":
+                        self._failed_at = [now]
+                        self.state, self._opened, self._trial = "open", now, False
+                    elif self.state == "closed":
+                        self._failed_at.append(now)
+                        if len(self._failed_at) >= self.threshold:
+                            self.state, self._opened = "open", now
+                            self._failed_at.clear()
+
+            def record_success(self):
+                with self._mutex:
+                    self._failed_at.clear()
+                    if self.state == "half_open":
+                        self.state = "closed"
+                    self._trial = False
+    """,
+    ),
 ]
 
 

@@ -1774,6 +1774,116 @@ ZOO = [
 ]
 
 
+#: The claim and the charge in ONE statement: a CTE whose INSERT into charges reads the
+#: rows the claim returned, so a duplicate inserts no charge and returns no id.
+ONE_STATEMENT_CTE = """\
+    with connect() as conn, conn.transaction():
+        row = conn.execute(
+            \"\"\"
+            WITH claimed AS (
+                INSERT INTO processed (key) VALUES (%(key)s)
+                ON CONFLICT (key) DO NOTHING
+                RETURNING key
+            )
+            INSERT INTO charges (key, customer, amount)
+            SELECT key, %(customer)s, %(amount)s FROM claimed
+            RETURNING id
+            \"\"\",
+            {"key": key, "customer": customer, "amount": amount},
+        ).fetchone()
+    return "charged" if row is not None else "already charged"
+"""
+
+#: A connection handled by hand: a cursor's rowcount instead of RETURNING, the constraint
+#: named in ON CONFLICT, commit() and rollback() called explicitly, closed in a finally.
+COMMIT_BY_HAND = """\
+    conn = connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "INSERT INTO processed (key) VALUES (%s) "
+                "ON CONFLICT ON CONSTRAINT processed_pkey DO NOTHING",
+                (key,),
+            )
+            if cur.rowcount == 0:
+                conn.rollback()
+                return "already charged"
+            cur.execute(
+                "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+                (key, customer, amount),
+            )
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    finally:
+        conn.close()
+    return "charged"
+"""
+
+#: The charge first, then the claim, and a duplicate's charge rolled back with
+#: psycopg.Rollback (the right way round of CHARGE_THEN_CLAIM).
+CHARGE_THEN_CLAIM_ROLLED_BACK = """\
+    with connect() as conn:
+        with conn.transaction() as tx:
+            conn.execute(
+                "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+                (key, customer, amount),
+            )
+            claimed = conn.execute(
+                "INSERT INTO processed (key) VALUES (%s) ON CONFLICT DO NOTHING RETURNING 1",
+                (key,),
+            ).fetchone()
+            if not claimed:
+                raise psycopg.Rollback(tx)
+        if not claimed:
+            return "already charged"
+    return "charged"
+"""
+
+#: Right task modules written otherwise, each with the check most likely to trip on it:
+#: (way, how the reference file is changed, the check that must still pass).
+RIGHT = [
+    (
+        "claim and charge in one statement (a CTE), settings by app.conf.update",
+        _both(
+            _settings(
+                "    app.conf.update(task_acks_late=True, task_reject_on_worker_lost=True)\n"
+            ),
+            _body(ONE_STATEMENT_CTE),
+        ),
+        "dedup_commits_with_the_charge",
+    ),
+    (
+        "commit and rollback by hand, rowcount, ON CONFLICT ON CONSTRAINT",
+        _both(
+            _settings(
+                '    app.conf["task_acks_late"] = True\n'
+                '    app.conf["task_reject_on_worker_lost"] = True\n'
+            ),
+            _body(COMMIT_BY_HAND),
+        ),
+        "killed_right_after_each_commit",
+    ),
+    (
+        "the charge first, a duplicate's charge rolled back (psycopg.Rollback)",
+        _body(CHARGE_THEN_CLAIM_ROLLED_BACK),
+        "a_copy_during_the_commit_charges_once",
+    ),
+    (
+        "the ack options on the task too, with autoretry_for on OperationalError",
+        _replace(
+            '@app.task(name="ex08.charge")',
+            '@app.task(\n    name="ex08.charge",\n    acks_late=True,\n'
+            "    reject_on_worker_lost=True,\n"
+            "    autoretry_for=(psycopg.OperationalError,),\n"
+            "    retry_backoff=True,\n    max_retries=5,\n)",
+        ),
+        "charges_after_its_database_session_ended",
+    ),
+]
+
+
 def _checks() -> dict[str, Check]:
     return {c.name: c for c in catalog.all_checks("ex08", HIDDEN)}
 
@@ -1871,3 +1981,19 @@ def test_a_module_that_uses_its_database_as_it_is_imported_still_passes(postgres
         _checks()["charge_may_wait_without_a_time_limit"], Namespace(values, Path.cwd())
     )
     assert kept.status == CheckStatus.PASSED, kept
+
+
+@pytest.mark.parametrize(("way", "change", "check"), RIGHT, ids=[row[0] for row in RIGHT])
+def test_a_right_task_module_written_otherwise_keeps_the_points(
+    postgres_dsn, amqp_url, way, change, check
+):
+    """Round 13: right modules unlike the reference pass the check most likely to trip."""
+    values, _notes = namespace_of(notebook_for(SOLUTIONS, "ex08"))
+    path = Path.cwd() / "ex08_tasks.py"
+    edited = change(path.read_text())
+    assert edited != path.read_text(), f"{way}: the edit did not apply to the reference"
+    compiles(edited, way)
+    skip_unless_drawn(way)
+    path.write_text(edited)
+    kept = run_check(_checks()[check], Namespace(values, Path.cwd()))
+    assert kept.status == CheckStatus.PASSED, (way, kept)

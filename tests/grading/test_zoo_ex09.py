@@ -1078,3 +1078,350 @@ def test_a_consumer_that_ignores_its_url_fails_in_check_as_it_does_when_graded(m
     [once] = [c for c in catalog.all_checks("ex09", HIDDEN) if c.name == ONCE]
     outcome = run_check(once, Namespace(values, Path.cwd()))
     assert outcome.status == CheckStatus.FAILED, outcome
+
+
+def _with_consume(reference: str, consume: str) -> str:
+    """The reference file with everything from ``def consume(`` to ``__main__`` replaced."""
+    start = reference.index("def consume(")
+    end = reference.index('\n\nif __name__ == "__main__":')
+    return reference[:start] + consume.lstrip("\n") + "\n" + reference[end:]
+
+
+#: Right consumers written otherwise, ``(way, check, source)``: the source replaces the
+#: reference's ``consume`` (and may add module-level helpers before it); each must keep
+#: the check most likely to trip on it.
+RIGHT: list[tuple[str, str, str]] = [
+    (
+        "a class with Lua scripts for the apply and the dead letter",
+        "survives_a_kill_after_every_command",
+        r'''
+# A class, Lua scripts for both atomic steps, a dataclass for the entry.
+from dataclasses import dataclass
+
+APPLY_LUA = """
+local done = redis.call('EXISTS', KEYS[1])
+if done == 0 then
+  redis.call('SET', KEYS[1], ARGV[2])
+  redis.call('RPUSH', KEYS[2], ARGV[1])
+end
+redis.call('XACK', KEYS[3], ARGV[3], ARGV[2])
+return 1 - done
+"""
+
+DEAD_LUA = """
+redis.call('XADD', KEYS[2], '*', 'key', ARGV[1], 'payload', ARGV[2], 'reason', ARGV[3])
+return redis.call('XACK', KEYS[1], ARGV[4], ARGV[5])
+"""
+
+
+@dataclass
+class Entry:
+    entry_id: str
+    key: str
+    payload: str
+
+
+class Consumer:
+    def __init__(self, url: str, prefix: str, name: str, max_deliveries: int, idle_ms: int):
+        self.r = redis.Redis.from_url(url, decode_responses=True)
+        self.prefix = prefix
+        self.name = name
+        self.max_deliveries = max_deliveries
+        self.idle_ms = idle_ms
+        self.stream = f"{prefix}:stream"
+        self.apply_script = self.r.register_script(APPLY_LUA)
+        self.dead_script = self.r.register_script(DEAD_LUA)
+
+    @staticmethod
+    def _first(rows):
+        for _stream, found in rows or []:
+            for entry_id, fields in found:
+                if fields:
+                    return Entry(entry_id, fields["key"], fields["payload"])
+        return None
+
+    def next_entry(self):
+        own = self._first(self.r.xreadgroup(GROUP, self.name, {self.stream: "0"}, count=1))
+        if own:
+            return own
+        _cursor, claimed, *_ = self.r.xautoclaim(self.stream, GROUP, self.name,
+                                                 self.idle_ms, "0-0", 1)
+        claimed = [(i, f) for i, f in claimed if f]
+        if claimed:
+            entry_id, fields = claimed[0]
+            return Entry(entry_id, fields["key"], fields["payload"])
+        return self._first(self.r.xreadgroup(GROUP, self.name, {self.stream: ">"},
+                                             count=1, block=50))
+
+    def deliveries(self, entry_id: str) -> int:
+        info = self.r.xpending_range(self.stream, GROUP, entry_id, entry_id, 1)
+        return int(info[0]["times_delivered"]) if info else 1
+
+    def anything_pending(self) -> bool:
+        return int(self.r.xpending(self.stream, GROUP)["pending"]) > 0
+
+    def run(self) -> int:
+        applied = 0
+        while True:
+            entry = self.next_entry()
+            if entry is None:
+                if not self.anything_pending():
+                    return applied
+                time.sleep(0.05)
+                continue
+            n = self.deliveries(entry.entry_id)
+            if n > self.max_deliveries:
+                self.dead_script(
+                    keys=[self.stream, f"{self.prefix}:dead"],
+                    args=[entry.key, entry.payload,
+                          f"too many deliveries ({n} > {self.max_deliveries})",
+                          GROUP, entry.entry_id])
+                continue
+            try:
+                run_job(json.loads(entry.payload), n)
+            except Exception as exc:  # leave it pending: it comes back
+                print(f"job {entry.key} failed: {exc!r}", file=sys.stderr)
+                continue
+            applied += int(self.apply_script(
+                keys=[f"{self.prefix}:done:{entry.key}", f"{self.prefix}:effects", self.stream],
+                args=[entry.key, entry.entry_id, GROUP]))
+
+
+def consume(url, prefix, consumer, max_deliveries=3, idle_ms=1000):
+    """Run the entries of the stream (see the exercise)."""
+    return Consumer(url, prefix, consumer, max_deliveries, idle_ms).run()
+''',
+    ),
+    (
+        "XPENDING IDLE and XCLAIM instead of XAUTOCLAIM; r.transaction for the apply",
+        "claims_one_idle_entry_at_a_time",
+        r"""
+# Functions and helpers; XPENDING IDLE + XCLAIM instead of XAUTOCLAIM; r.transaction().
+import logging
+
+log = logging.getLogger("consumer")
+POLL_S = 0.05
+
+
+def _one(rows):
+    return next(((i, f) for _s, found in (rows or []) for i, f in found if f), None)
+
+
+def _claim_idle(r, stream, consumer, idle_ms):
+    for p in r.xpending_range(stream, GROUP, "-", "+", 10, idle=idle_ms):
+        got = r.xclaim(stream, GROUP, consumer, idle_ms, [p["message_id"]])
+        got = [(i, f) for i, f in got if f]
+        if got:
+            return got[0]
+    return None
+
+
+def consume(url: str, prefix: str, consumer: str, max_deliveries: int = 3,
+            idle_ms: int = 1000) -> int:
+    r = redis.Redis.from_url(url, decode_responses=True)
+    stream = f"{prefix}:stream"
+    applied = 0
+    while True:
+        entry = (_one(r.xreadgroup(GROUP, consumer, {stream: "0"}, count=1))
+                 or _claim_idle(r, stream, consumer, idle_ms)
+                 or _one(r.xreadgroup(GROUP, consumer, {stream: ">"}, count=1, block=50)))
+        if entry is None:
+            if r.xpending(stream, GROUP)["pending"] == 0:
+                break
+            time.sleep(POLL_S)
+            continue
+        entry_id, fields = entry
+        key, payload = fields["key"], fields["payload"]
+        [info] = r.xpending_range(stream, GROUP, entry_id, entry_id, 1) or [
+            {"times_delivered": 1}]
+        deliveries = int(info["times_delivered"])
+        if deliveries > max_deliveries:
+            log.warning("dead-lettering %s after %d deliveries", key, deliveries)
+            with r.pipeline() as p:
+                p.multi()
+                p.xadd(f"{prefix}:dead", {"key": key, "payload": payload,
+                                          "reason": "max deliveries exceeded"})
+                p.xack(stream, GROUP, entry_id)
+                p.execute()
+            continue
+        try:
+            run_job(json.loads(payload), deliveries)
+        except Exception:
+            log.exception("job %s failed; left pending", key)
+            continue
+        record = f"{prefix}:done:{key}"
+
+        def apply(pipe):
+            fresh = not pipe.exists(record)
+            pipe.multi()
+            if fresh:
+                pipe.set(record, "1")
+                pipe.rpush(f"{prefix}:effects", key)
+            pipe.xack(stream, GROUP, entry_id)
+            return fresh
+
+        fresh = r.transaction(apply, record, value_from_callable=True)
+        applied += 1 if fresh else 0
+    return applied
+""",
+    ),
+    (
+        "a bytes client (no decode_responses); a WATCH conflict retried at once",
+        "keys_are_compared_exactly",
+        r"""
+# bytes client (no decode_responses); Lua apply; reason with an f-string; WATCH retried at once.
+from typing import Optional
+
+STREAM_FMT = "{}:stream"
+
+
+def consume(url, prefix, consumer, max_deliveries=3, idle_ms=1000):
+    r = redis.Redis.from_url(url)
+    stream = STREAM_FMT.format(prefix)
+    count = 0
+
+    def pick() -> Optional[tuple]:
+        for start in ("0",):
+            got = r.xreadgroup(GROUP, consumer, {stream: start}, count=1)
+            if got and got[0][1] and got[0][1][0][1]:
+                return got[0][1][0]
+        res = r.xautoclaim(stream, GROUP, consumer, min_idle_time=idle_ms, start_id="0-0",
+                           count=1)
+        live = [e for e in res[1] if e[1]]
+        if live:
+            return live[0]
+        got = r.xreadgroup(GROUP, consumer, {stream: ">"}, count=1, block=50)
+        if got and got[0][1] and got[0][1][0][1]:
+            return got[0][1][0]
+        return None
+
+    while True:
+        e = pick()
+        if e is None:
+            summary = r.xpending(stream, GROUP)
+            if not summary["pending"]:
+                return count
+            time.sleep(0.05)
+            continue
+        entry_id = e[0].decode()
+        key = e[1][b"key"].decode()
+        payload = e[1][b"payload"].decode()
+        pend = r.xpending_range(stream, GROUP, min=entry_id, max=entry_id, count=1)
+        times = pend[0]["times_delivered"] if pend else 1
+        if times > max_deliveries:
+            tx = r.pipeline(transaction=True)
+            tx.xadd(f"{prefix}:dead", {"key": key, "payload": payload,
+                                       "reason": f"crashed {times - 1} times"})
+            tx.xack(stream, GROUP, entry_id)
+            tx.execute()
+            continue
+        try:
+            run_job(json.loads(payload), times)
+        except Exception:
+            continue
+        record = f"{prefix}:done:{key}"
+        while True:
+            try:
+                with r.pipeline() as pipe:
+                    pipe.watch(record)
+                    already = bool(pipe.get(record))
+                    pipe.multi()
+                    if not already:
+                        pipe.set(record, entry_id)
+                        pipe.rpush(f"{prefix}:effects", key)
+                    pipe.xack(stream, GROUP, entry_id)
+                    pipe.execute()
+                break
+            except redis.WatchError:
+                continue
+        if not already:
+            count += 1
+""",
+    ),
+    (
+        "SET NX inside a Lua script; the XAUTOCLAIM cursor kept between rounds",
+        "takes_over_a_dead_consumers_entries",
+        r'''
+# Lua SET NX inside the script; XAUTOCLAIM cursor kept between rounds; narrow except;
+# a generator of rounds; the dead letter as a Lua script as well.
+APPLY = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
+  redis.call('RPUSH', KEYS[2], ARGV[2])
+  redis.call('XACK', KEYS[3], ARGV[3], ARGV[1])
+  return 1
+end
+redis.call('XACK', KEYS[3], ARGV[3], ARGV[1])
+return 0
+"""
+
+
+def consume(url, prefix, consumer, max_deliveries=3, idle_ms=1000):
+    client = redis.Redis.from_url(url, decode_responses=True)
+    stream = prefix + ":stream"
+    apply_once = client.register_script(APPLY)
+    cursor = "0-0"
+    total = 0
+
+    def entries():
+        nonlocal cursor
+        while True:
+            [[_, mine]] = client.xreadgroup(GROUP, consumer, {stream: 0}, count=1) or [[stream, []]]
+            mine = [m for m in mine if m[1]]
+            if mine:
+                yield mine[0]
+                continue
+            cursor, claimed, *_rest = client.xautoclaim(stream, GROUP, consumer, idle_ms,
+                                                       cursor, count=1)
+            claimed = [c for c in claimed if c[1]]
+            if claimed:
+                yield claimed[0]
+                continue
+            fresh = client.xreadgroup(GROUP, consumer, {stream: ">"}, count=1, block=50)
+            fresh = [f for _s, found in fresh for f in found if f[1]]
+            if fresh:
+                yield fresh[0]
+                continue
+            yield None
+
+    for item in entries():
+        if item is None:
+            if client.xpending(stream, GROUP)["pending"] == 0:
+                return total
+            time.sleep(0.05)
+            continue
+        entry_id, fields = item
+        pel = client.xpending_range(stream, GROUP, min=entry_id, max=entry_id, count=1)
+        deliveries = pel[0]["times_delivered"] if pel else 1
+        if deliveries > max_deliveries:
+            with client.pipeline(transaction=True) as tx:
+                tx.xadd(f"{prefix}:dead", {"key": fields["key"],
+                                           "payload": fields["payload"],
+                                           "reason": "poison: exceeded max deliveries"})
+                tx.xack(stream, GROUP, entry_id)
+                tx.execute()
+            continue
+        try:
+            run_job(json.loads(fields["payload"]), deliveries)
+        except (ConnectionError, OSError, RuntimeError, ValueError):
+            continue
+        total += apply_once(keys=[f"{prefix}:done:{fields['key']}", f"{prefix}:effects",
+                                  stream], args=[entry_id, fields["key"], GROUP])
+    return total
+''',
+    ),
+]
+
+
+@pytest.mark.parametrize(("way", "check", "source"), RIGHT, ids=[r[0] for r in RIGHT])
+def test_a_right_consumer_written_otherwise_keeps_the_points(way, check, source, monkeypatch):
+    skip_unless_drawn(way)  # a fifth per run, as the entries: each starts real consumers
+    monkeypatch.setattr(ex09_checks, "RUN_S", 10.0)
+    values, notes = namespace_of(notebook_for(SOLUTIONS, "ex09"))
+    assert notes == []
+    path = Path("stream_consumer.py")  # the test's own folder (tests/grading/conftest.py)
+    edited = _with_consume(path.read_text(), source)
+    compiles(edited, way)
+    path.write_text(edited)
+    [named] = [c for c in catalog.all_checks("ex09", HIDDEN) if c.name == check]
+    got = run_check(named, Namespace(values, Path.cwd()))
+    assert got.status == CheckStatus.PASSED, (way, got.expected, got.got)

@@ -1154,3 +1154,238 @@ def test_no_check_leaves_a_server_or_a_scratch_folder_behind(tmp_path: Path) -> 
     # PYTHONDONTWRITEBYTECODE is set, as on a student's machine).
     left = sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__")
     assert left == ["ex10_app.py"]
+
+
+#: Right apps written otherwise, ``(way, check, source)``: the source replaces the
+#: reference's routes (everything from the first ``@app.post``); each must keep the check
+#: most likely to trip on it.
+RIGHT: list[tuple[str, str, str]] = [
+    (
+        "HTTPException for every refusal, a 409 conflict, a hashed scoped key",
+        "keys_are_scoped_to_the_caller",
+        r"""
+# HTTPException everywhere, 409 for a conflict, hashed scoped key, Retry-After 5.
+import hashlib
+import logging
+
+from fastapi import HTTPException
+
+log = logging.getLogger("ex10")
+POLL_AFTER = 5
+NOT_FOUND = HTTPException(status_code=404, detail="Not Found")
+
+
+def scoped_key(owner: str, key: str | None) -> str | None:
+    if key is None:
+        return None
+    return hashlib.sha256(f"{owner}\x00{key}".encode()).hexdigest()
+
+
+@app.post("/reports", status_code=202)
+def accept(
+    body: Annotated[dict[str, Any], Body()],
+    authorization: Annotated[str | None, Header()] = None,
+    idempotency_key: Annotated[str | None, Header()] = None,
+) -> JSONResponse:
+    owner = caller_of(authorization)
+    try:
+        job, created = store.enqueue("report", {"owner": owner, "request": body},
+                                     key=scoped_key(owner, idempotency_key))
+    except IdempotencyConflict as exc:
+        raise HTTPException(409, detail=f"Idempotency-Key {idempotency_key} reused with "
+                                        f"a different body: {exc}") from exc
+    except PayloadError as exc:
+        raise HTTPException(422, detail=str(exc)) from exc
+    log.info("job %s %s for %s", job.id, "created" if created else "found", owner)
+    return JSONResponse(content={"job_id": job.id}, status_code=202,
+                        headers={"Location": app.url_path_for("status", job_id=job.id),
+                                 "Retry-After": f"{POLL_AFTER}"})
+
+
+@app.get("/reports/{job_id}")
+def status(job_id: int, authorization: Annotated[str | None, Header()] = None) -> Any:
+    who = caller_of(authorization)
+    try:
+        job = store.get(job_id)
+    except NotFound:
+        raise NOT_FOUND from None
+    owner = job.payload.get("owner") if isinstance(job.payload, dict) else None
+    if owner != who:
+        raise NOT_FOUND
+    return status_view(job)
+""",
+    ),
+    (
+        "async handlers reading the raw body; a 503 when the store fails",
+        "job_is_committed_before_the_202",
+        r"""
+# async handlers reading the raw request; Response param for headers; 503 on store errors.
+import json as jsonlib
+
+from fastapi import Request, Response
+
+
+def _refuse(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"detail": message}, status_code=status)
+
+
+@app.post("/reports")
+async def accept(request: Request, response: Response,
+                 authorization: Annotated[str | None, Header()] = None,
+                 idempotency_key: Annotated[str | None, Header()] = None):
+    owner = caller_of(authorization)
+    try:
+        body = jsonlib.loads(await request.body())
+    except ValueError:
+        return _refuse(422, "the body must be JSON")
+    if not isinstance(body, dict):
+        return _refuse(422, "the body must be a JSON object")
+    key = f"{owner}/{idempotency_key}" if idempotency_key is not None else None
+    try:
+        job, _ = store.enqueue("report", {"owner": owner, "request": body}, key=key)
+    except IdempotencyConflict:
+        return _refuse(409, f"Idempotency-Key {idempotency_key} already names another request")
+    except PayloadError as exc:
+        return _refuse(422, str(exc))
+    except Exception:
+        return _refuse(503, "the job store is unavailable; try again later")
+    response.status_code = 202
+    response.headers["Location"] = f"/reports/{job.id}"
+    response.headers["Retry-After"] = "1"
+    return {"job_id": job.id}
+
+
+@app.get("/reports/{job_id}")
+async def status(job_id: int, authorization: Annotated[str | None, Header()] = None):
+    owner = caller_of(authorization)
+    try:
+        job = store.get(job_id)
+        visible = job.payload["owner"] == owner
+    except (NotFound, KeyError, TypeError):
+        visible = False
+    if not visible:
+        return _refuse(404, "no such job")
+    return status_view(job)
+""",
+    ),
+    (
+        "an absolute Location from url_for; old-style Header(None) parameters",
+        "every_202_says_where_and_when_to_poll",
+        r"""
+# Old-style Header(None)/Optional, plain dict body, absolute Location from url_for,
+# a 409 conflict, a dedicated 404 helper, a module-level key separator.
+from typing import Optional
+
+from fastapi import HTTPException, Request
+
+SEP = "\N{UNIT SEPARATOR}"
+
+
+def _no_such_job() -> HTTPException:
+    return HTTPException(status_code=404, detail="job not found")
+
+
+@app.post("/reports", status_code=202)
+def accept(request: Request, body: dict = Body(...),
+           authorization: Optional[str] = Header(None),
+           idempotency_key: Optional[str] = Header(None)) -> JSONResponse:
+    owner = caller_of(authorization)
+    scoped = None
+    if idempotency_key is not None:
+        scoped = SEP.join(("report", owner, idempotency_key))
+    try:
+        job, _ = store.enqueue("report", {"owner": owner, "request": body}, key=scoped)
+    except IdempotencyConflict:
+        return JSONResponse(status_code=409, content={
+            "detail": f"Idempotency-Key {idempotency_key!r}: another body was sent with it"})
+    except PayloadError as err:
+        return JSONResponse(status_code=422, content={"detail": f"{err}"})
+    location = str(request.url_for("status", job_id=str(job.id)))
+    return JSONResponse(status_code=202, content={"job_id": job.id},
+                        headers={"Location": location, "Retry-After": "3"})
+
+
+@app.get("/reports/{job_id}")
+def status(job_id: int, authorization: Optional[str] = Header(None)) -> JSONResponse:
+    caller = caller_of(authorization)
+    try:
+        job = store.get(job_id)
+    except NotFound:
+        raise _no_such_job() from None
+    if not isinstance(job.payload, dict) or job.payload.get("owner") != caller:
+        raise _no_such_job()
+    return JSONResponse(content=status_view(job))
+""",
+    ),
+    (
+        "the store called through run_in_threadpool; a hand-made 404 Response",
+        "other_owner_gets_404",
+        r"""
+# async handlers that push the store's blocking calls to a thread (run_in_threadpool),
+# hmac.compare_digest for the owner, a hand-made 404 Response, 503 when the store fails.
+import hmac
+import json
+import sqlite3
+
+from fastapi import Response
+from starlette.concurrency import run_in_threadpool
+
+NOT_FOUND_BODY = json.dumps({"detail": "Not Found"})
+
+
+def not_found() -> Response:
+    return Response(NOT_FOUND_BODY, status_code=404, media_type="application/json")
+
+
+@app.post("/reports", status_code=202)
+async def accept(
+    body: Annotated[dict[str, Any], Body()],
+    authorization: Annotated[str | None, Header()] = None,
+    idempotency_key: Annotated[str | None, Header()] = None,
+) -> Response:
+    owner = caller_of(authorization)
+    key = None
+    if idempotency_key is not None:
+        key = "report:" + json.dumps({"owner": owner, "key": idempotency_key}, sort_keys=True)
+    try:
+        job, _ = await run_in_threadpool(
+            store.enqueue, "report", {"owner": owner, "request": body}, key=key)
+    except IdempotencyConflict as exc:
+        return JSONResponse({"detail": f"Idempotency-Key {idempotency_key!r}: {exc}"}, 409)
+    except PayloadError as exc:
+        return JSONResponse({"detail": str(exc)}, 422)
+    except sqlite3.Error:
+        return JSONResponse({"detail": "store unavailable, retry later"}, 503,
+                            headers={"Retry-After": "5"})
+    return JSONResponse({"job_id": job.id}, 202,
+                        headers={"Location": f"/reports/{job.id}", "Retry-After": "2"})
+
+
+@app.get("/reports/{job_id}")
+async def status(job_id: int,
+                 authorization: Annotated[str | None, Header()] = None) -> Response:
+    owner = caller_of(authorization)
+    try:
+        job = await run_in_threadpool(store.get, job_id)
+    except NotFound:
+        return not_found()
+    stored = job.payload.get("owner") if isinstance(job.payload, dict) else None
+    if not isinstance(stored, str) or not hmac.compare_digest(stored, owner):
+        return not_found()
+    return JSONResponse(status_view(job))
+""",
+    ),
+]
+
+
+@pytest.mark.parametrize(("way", "check", "source"), RIGHT, ids=[r[0] for r in RIGHT])
+def test_a_right_app_written_otherwise_keeps_the_points(
+    tmp_path: Path, way: str, check: str, source: str
+) -> None:
+    reference = reference_app()
+    edited = reference[: reference.index("@app.post")] + source.lstrip("\n") + "\n"
+    compiles(edited, way)
+    skip_unless_drawn(way)  # a fifth per run, as the entries: each serves the app for real
+    (tmp_path / "ex10_app.py").write_text(edited, encoding="utf-8")
+    got = outcome(check, tmp_path)
+    assert got.status == CheckStatus.PASSED, (way, got.expected, got.got)

@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 from gradingkit import assert_severe
-from zoograding import in_process_test
+from zoograding import in_process_test, right_test
 
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, mistake, the check that must fail, source replacing the reference)
@@ -5573,3 +5573,333 @@ def test_a_severe_mistake_costs_at_least_half_the_points(mistake: str) -> None:
 def test_the_zoo_has_three_mistakes_per_exercise_at_least() -> None:
     counts = Counter(e for e, *_ in ZOO)
     assert all(counts[e] >= 3 for e in ("ex11", "ex12", "ex13")), counts
+
+
+#: Exercise 13's right solutions written otherwise, each with a check that once took
+#: its points (or would be the first to).
+RIGHT_EX13: list[tuple[str, str, str]] = [
+    (
+        "busy counted in a CTE grouped by queue, LEFT JOINed to the ready jobs (coalesce 0);"
+        " serial heads by row_number() OVER (PARTITION BY queue ORDER BY id)",
+        "capped_claim_follows_the_rules_on_generated_tables",
+        '''
+import secrets
+CAPPED_SQL = """
+WITH busy AS (
+    SELECT queue, count(*) AS n FROM jobs
+     WHERE state = 'running' AND lease_until > :now
+     GROUP BY queue
+), candidates AS (
+    SELECT j.id, j.run_after, coalesce(b.n, 0) AS n
+      FROM jobs j LEFT JOIN busy b ON b.queue = j.queue
+     WHERE ((j.state IN ('pending', 'retry_wait') AND j.run_after <= :now)
+            OR (j.state = 'running' AND j.lease_until <= :now))
+       AND coalesce(b.n, 0) < :cap
+)
+UPDATE jobs
+   SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+       lease_until = :now + :lease_s, lease_token = :token, updated_at = :now
+ WHERE id = (SELECT id FROM candidates ORDER BY n, run_after, id LIMIT 1)
+RETURNING *
+"""
+def claim_capped(conn, worker, now, lease_s, cap):
+    row = conn.execute(CAPPED_SQL, {"worker": worker, "now": now, "lease_s": lease_s,
+                                    "cap": cap, "token": secrets.token_hex(16)}).fetchone()
+    return dict(row) if row is not None else None
+
+SERIAL_SQL = """
+WITH ranked AS (
+    SELECT id, state, run_after, lease_until,
+           row_number() OVER (PARTITION BY queue ORDER BY id) AS pos
+      FROM jobs
+     WHERE state IN ('pending', 'retry_wait', 'running')
+)
+UPDATE jobs
+   SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+       lease_until = :now + :lease_s, lease_token = :token, updated_at = :now
+ WHERE id = (SELECT id FROM ranked
+              WHERE pos = 1
+                AND ((state IN ('pending', 'retry_wait') AND run_after <= :now)
+                     OR (state = 'running' AND lease_until <= :now))
+              ORDER BY run_after, id LIMIT 1)
+RETURNING *
+"""
+def claim_serial(conn, worker, now, lease_s):
+    row = conn.execute(SERIAL_SQL, {"worker": worker, "now": now, "lease_s": lease_s,
+                                    "token": secrets.token_hex(16)}).fetchone()
+    return dict(row) if row is not None else None
+''',
+    ),
+    (
+        "busy as sum(...) OVER (PARTITION BY queue); serial heads by SQLite's bare columns"
+        " beside min(id) GROUP BY queue; a uuid4 token with dashes",
+        "serial_claim_follows_the_rules_on_generated_tables",
+        '''
+import uuid
+def _claim(conn, pick, params):
+    params = {**params, "token": str(uuid.uuid4())}
+    row = conn.execute(
+        "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+        " lease_until = :now + :lease_s, lease_token = :token, updated_at = :now"
+        f" WHERE id = ({pick}) RETURNING *", params).fetchone()
+    return dict(row) if row is not None else None
+
+def claim_capped(conn, worker, now, lease_s, cap):
+    pick = """
+      SELECT id FROM (
+        SELECT id, state, run_after, lease_until,
+               sum(CASE WHEN state = 'running' AND lease_until > :now THEN 1 ELSE 0 END)
+                   OVER (PARTITION BY queue) AS busy
+          FROM jobs)
+       WHERE busy < :cap
+         AND ((state IN ('pending', 'retry_wait') AND run_after <= :now)
+              OR (state = 'running' AND lease_until <= :now))
+       ORDER BY busy, run_after, id LIMIT 1"""
+    return _claim(conn, pick, {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap})
+
+def claim_serial(conn, worker, now, lease_s):
+    pick = """
+      SELECT id FROM (
+        SELECT min(id) AS id, state, run_after, lease_until FROM jobs
+         WHERE state IN ('pending', 'retry_wait', 'running')
+         GROUP BY queue) AS heads
+       WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+          OR (state = 'running' AND lease_until <= :now)
+       ORDER BY run_after, id LIMIT 1"""
+    return _claim(conn, pick, {"worker": worker, "now": now, "lease_s": lease_s})
+''',
+    ),
+    (
+        "both claims in BEGIN IMMEDIATE, COMMIT, ROLLBACK on any error; busy from a joined"
+        " GROUP BY, readiness by CASE state, heads joined from min(id)",
+        "a_failed_claim_leaves_no_transaction_open",
+        '''
+import logging
+log = logging.getLogger(__name__)
+def _one(conn, sql, params):
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        row = conn.execute(sql, params).fetchone()
+        conn.execute("COMMIT")
+    except Exception:
+        conn.execute("ROLLBACK")
+        raise
+    log.info("claimed %s", None if row is None else row["id"])
+    return None if row is None else dict(row)
+
+def claim_capped(conn, worker, now, lease_s, cap):
+    sql = ("UPDATE jobs" + CLAIM_SET + """
+     WHERE id = (
+        SELECT c.id FROM jobs c
+          LEFT JOIN (SELECT queue, count(*) AS busy FROM jobs
+                      WHERE state = 'running' AND lease_until > :now
+                      GROUP BY queue HAVING count(*) > 0) b USING (queue)
+         WHERE CASE c.state WHEN 'running' THEN c.lease_until <= :now
+                            WHEN 'pending' THEN c.run_after <= :now
+                            WHEN 'retry_wait' THEN c.run_after <= :now
+                            ELSE 0 END
+           AND ifnull(b.busy, 0) < :cap
+         ORDER BY ifnull(b.busy, 0), c.run_after, c.id
+         LIMIT 1)
+    RETURNING *""")
+    return _one(conn, sql, {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap})
+
+def claim_serial(conn, worker, now, lease_s):
+    sql = ("UPDATE jobs" + CLAIM_SET + """
+     WHERE id = (
+        SELECT h.id FROM jobs h
+          JOIN (SELECT queue, min(id) AS head FROM jobs
+                 WHERE state NOT IN ('succeeded', 'dead') GROUP BY queue) q
+            ON q.head = h.id
+         WHERE (h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+            OR (h.state = 'running' AND h.lease_until <= :now)
+         ORDER BY h.run_after, h.id
+         LIMIT 1)
+    RETURNING *""")
+    return _one(conn, sql, {"worker": worker, "now": now, "lease_s": lease_s})
+''',
+    ),
+    (
+        "capped as UPDATE ... FROM (SELECT ...) AS n, full accounts by NOT IN (GROUP BY queue"
+        " HAVING count(*) >= :cap) after :cap > 0; retried on 'locked' only",
+        "busy_means_running_now",
+        '''
+import sqlite3, time
+def _retrying(conn, sql, params, tries=5):
+    for n in range(tries):
+        try:
+            row = conn.execute(sql, params).fetchone()
+            return None if row is None else dict(row)
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc).lower() or n == tries - 1:
+                raise
+            time.sleep(0.02)
+
+def claim_capped(conn, worker, now, lease_s, cap):
+    sql = """
+    UPDATE jobs
+       SET state = 'running', attempt = jobs.attempt + 1, lease_owner = :worker,
+           lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),
+           updated_at = :now
+      FROM (SELECT c.id AS pick
+              FROM jobs c
+             WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                    OR (c.state = 'running' AND c.lease_until <= :now))
+               AND :cap > 0
+               AND c.queue NOT IN (SELECT queue FROM jobs WHERE state = 'running'
+                                     AND lease_until > :now GROUP BY queue HAVING count(*) >= :cap)
+             ORDER BY (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                        AND r.state = 'running' AND r.lease_until > :now), c.run_after, c.id
+             LIMIT 1) AS n
+     WHERE jobs.id = n.pick
+    RETURNING *"""
+    return _retrying(conn, sql, {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap})
+
+def claim_serial(conn, worker, now, lease_s):
+    sql = """
+    WITH heads AS (SELECT queue, min(id) AS id FROM jobs
+                    WHERE state IN ('pending', 'retry_wait', 'running') GROUP BY queue)
+    UPDATE jobs
+       SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+           lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),
+           updated_at = :now
+     WHERE id = (SELECT j.id FROM jobs j JOIN heads USING (id)
+                  WHERE (j.state IN ('pending', 'retry_wait') AND j.run_after <= :now)
+                     OR (j.state = 'running' AND j.lease_until <= :now)
+                  ORDER BY j.run_after, j.id LIMIT 1)
+    RETURNING *"""
+    return _retrying(conn, sql, {"worker": worker, "now": now, "lease_s": lease_s})
+''',
+    ),
+]
+
+
+test_an_ex13_right_solution_written_otherwise_keeps_the_points = right_test("ex13", RIGHT_EX13)
+
+
+#: Exercise 11's right solutions written otherwise, each with the check most likely to
+#: trip on it.
+RIGHT_EX11: list[tuple[str, str, str]] = [
+    (
+        "place_order catches the IntegrityError of a taken id only (sqlite_errorname),"
+        " re-raises any other constraint",
+        "a_failed_order_is_an_error_not_a_retry",
+        """
+import json, sqlite3
+def place_order(conn, order_id, customer, total):
+    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        try:
+            conn.execute(
+                "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)",
+                (order_id, customer, total),
+            )
+        except sqlite3.IntegrityError as exc:
+            taken = ("SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE")
+            if exc.sqlite_errorname not in taken:
+                raise
+            conn.execute("ROLLBACK")
+            return False
+        conn.execute(
+            "INSERT INTO outbox (topic, message_id, body) VALUES (?, ?, ?)",
+            ("order.placed", "order:%d:placed:v1" % order_id, body),
+        )
+        conn.execute("COMMIT")
+        return True
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+""",
+    ),
+    (
+        "consume in a class, a repeat told by the IntegrityError of processed_messages",
+        "an_interrupted_call_leaves_the_connection_usable",
+        """
+import json, sqlite3
+class Consumer:
+    def __init__(self, conn):
+        self.conn = conn
+    def handle(self, message_id, body):
+        order = json.loads(body)
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            try:
+                self.conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (?)", (message_id,)
+                )
+            except sqlite3.IntegrityError:
+                self.conn.execute("ROLLBACK")
+                return False
+            self.conn.execute(
+                "INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                (order["order_id"], order["customer"]),
+            )
+            self.conn.execute("COMMIT")
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+        return True
+def consume(conn, message_id, body):
+    return Consumer(conn).handle(message_id, body)
+""",
+    ),
+    (
+        "relay_once reads one pending row at a time (id > the last, LIMIT 1)",
+        "a_row_made_pending_again_is_published",
+        """
+def relay_once(conn, publish, now):
+    published = []
+    last = -1
+    while True:
+        row = conn.execute(
+            "SELECT id, topic, message_id, body FROM outbox"
+            " WHERE sent_at IS NULL AND id > ? ORDER BY id LIMIT 1",
+            (last,),
+        ).fetchone()
+        if row is None:
+            return published
+        last, topic, mid, body = row
+        publish(topic, mid, body)
+        conn.execute(
+            "UPDATE outbox SET sent_at = ? WHERE id = ? AND sent_at IS NULL", (now, last)
+        )
+        published.append(mid)
+""",
+    ),
+    (
+        "consume in a deferred BEGIN whose first statement is the write (ON CONFLICT"
+        " RETURNING), the payload checked before the transaction",
+        "two_consumer_processes_send_each_email_once",
+        """
+import json
+def consume(conn, message_id, body):
+    order = json.loads(body)
+    if not isinstance(order.get("customer"), str) or "order_id" not in order:
+        raise ValueError(f"bad message {message_id}: {body!r}")
+    conn.execute("BEGIN")
+    try:
+        fresh = conn.execute(
+            "INSERT INTO processed_messages (message_id) VALUES (?)"
+            " ON CONFLICT DO NOTHING RETURNING 1",
+            (message_id,),
+        ).fetchone() is not None
+        if fresh:
+            conn.execute(
+                "INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                (order["order_id"], order["customer"]),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return fresh
+""",
+    ),
+]
+
+
+test_an_ex11_right_solution_written_otherwise_keeps_the_points = right_test("ex11", RIGHT_EX11)
