@@ -239,12 +239,24 @@ def run_script(conn: sqlite3.Connection, script: str) -> None:
         conn.execute(statement)
 
 
-def _read_header(path: Path) -> bytes:
+def _read_header(path: Path) -> bytes | None:
+    """The file's first 20 bytes; None when a connection may have the file open.
+
+    Closing any descriptor of a file drops every POSIX lock this process holds on it,
+    SQLite's included (fcntl(2)). A connection of this process that lost its shared lock
+    lets another process, closing last, checkpoint and delete the ``-wal`` and ``-shm``
+    files while this one still reads through them: it reads a stale database, and its
+    next write can damage the file. A ``-wal`` file means a connection may have the file
+    open, so it is then read through SQLite alone, which keeps a descriptor open as long
+    as a lock of its process needs it.
+    """
+    if side_file(path, "-wal").exists():
+        return None
     with path.open("rb") as fh:
         return fh.read(20)
 
 
-def _read_only_uri(path: Path, header: bytes) -> str:
+def _read_only_uri(path: Path, header: bytes | None) -> str:
     """A URI that reads ``path`` without creating anything next to it.
 
     Reading a WAL-mode file, even read-only, creates its ``-wal`` and ``-shm`` files.
@@ -252,13 +264,13 @@ def _read_only_uri(path: Path, header: bytes) -> str:
     is in the main file, so it can be read as immutable, which creates nothing. When
     there is one, the side files exist already and a plain read-only open adds nothing.
     """
-    wal_mode = header[18:20] == b"\x02\x02"
+    wal_mode = header is not None and header[18:20] == b"\x02\x02"
     no_wal = not side_file(path, "-wal").exists()
     return f"{path.resolve().as_uri()}?{'immutable=1' if wal_mode and no_wal else 'mode=ro'}"
 
 
 def _read_schema(
-    path: Path, header: bytes, kind: FileKind, tries: int = 5
+    path: Path, header: bytes | None, kind: FileKind, tries: int = 5
 ) -> tuple[set[str], int | None]:
     """The file's table names and labkit schema version, read without writing a byte.
 
@@ -333,7 +345,7 @@ def check_file(path: Path, kind: FileKind) -> None:
             "permissions or copy the database to a writable folder"
         )
     header = _read_header(path)
-    if not header.startswith(b"SQLite format 3\x00"):
+    if header is not None and not header.startswith(b"SQLite format 3\x00"):
         raise StoreError(
             f"{path} is not a SQLite database (corrupt, or some other file); it was not "
             "modified. Move it aside or choose another path."

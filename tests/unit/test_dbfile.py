@@ -188,3 +188,33 @@ def test_a_path_that_is_no_regular_file_is_refused_with_nothing_made_beside_it(
     with pytest.raises(dbfile.StoreError, match="not a regular file"):
         JobStore(path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["jobs.db"]
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="reads Linux's /proc/locks")
+def test_a_second_store_on_a_file_keeps_the_first_ones_locks_and_sees_other_writers(
+    tmp_path: Path,
+) -> None:
+    # Recognising the file must not open and close it outside SQLite: closing any
+    # descriptor drops every POSIX lock this process holds on the file. Without the
+    # first store's shared lock, a writer in another process that closes last deletes
+    # the -wal and -shm under both stores, which then read a stale database.
+    db = tmp_path / "jobs.db"
+    first = JobStore(db)
+    try:
+        first.enqueue("report", {"n": 1}, key="before")
+        held = _locks_of(os.getpid(), db)
+        assert held, "the first store must hold SQLite's shared lock"
+        with JobStore(db) as second:
+            assert _locks_of(os.getpid(), db) == held
+            subprocess.run(
+                [sys.executable, "-c",
+                 "import sys\nfrom labkit.store import JobStore\n"
+                 "with JobStore(sys.argv[1]) as s:\n"
+                 "    s.enqueue('report', {'n': 2}, key='elsewhere')\n", str(db)],
+                check=True, timeout=60,
+            )  # fmt: skip
+            assert _side(db, "-wal").exists() and _side(db, "-shm").exists()
+            for store in (first, second):
+                assert store.get_by_key("elsewhere") is not None, store
+    finally:
+        first.close()
