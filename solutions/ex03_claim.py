@@ -4,7 +4,8 @@
 # Several workers poll the same table. Each must take a **different** job, and a job
 # whose worker died must come back by itself. The classic bug reads a ready job with a
 # SELECT and takes it with an UPDATE: between the two, another worker reads the same
-# row, and the job runs twice. The cure is to choose and take in **one statement**.
+# row, and the job runs twice. The cure is to choose and take in **one statement**, or
+# in one transaction that holds the write lock from its first statement.
 #
 # The table (`labkit.grading.exercises.labdb`, also in `labkit/grading/exercises/labdb.sql`):
 #
@@ -38,7 +39,9 @@ def claim(conn, worker: str, now: float, lease_s: float):
       ``lease_token`` (for example ``lower(hex(randomblob(16)))``) and ``updated_at = now``.
     - All of it in ONE statement, ``UPDATE jobs SET ... WHERE id = (SELECT ...)
       RETURNING *``, with ``:named`` parameters; ``conn`` is in autocommit mode, so the
-      statement is its own transaction. Return ``dict(row)``.
+      statement is its own transaction. Return ``dict(row)``. (A SELECT then an UPDATE
+      is safe only inside ``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back if a statement
+      fails: the write lock is taken before the read.)
     """
     ### BEGIN SOLUTION
     row = conn.execute(

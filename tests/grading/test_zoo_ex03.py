@@ -1137,21 +1137,21 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex03",
-        "SELECT then UPDATE under BEGIN IMMEDIATE (safe, but four statements)",
-        "claim_is_one_statement",
+        "the ready job read before BEGIN IMMEDIATE, taken inside it (the read outside the lock)",
+        "no_double_claim_under_a_race",
         """
         def claim(conn, worker, now, lease_s):
-            conn.execute("BEGIN IMMEDIATE")  # the write lock first, then choose
+            found = conn.execute(
+                '''
+                SELECT id FROM jobs
+                 WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                    OR (state = 'running' AND lease_until <= :now)
+                 ORDER BY run_after, id LIMIT 1
+                ''',
+                {"now": now},
+            ).fetchone()
+            conn.execute("BEGIN IMMEDIATE")  # the lock taken once the job is chosen
             try:
-                found = conn.execute(
-                    '''
-                    SELECT id FROM jobs
-                     WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
-                        OR (state = 'running' AND lease_until <= :now)
-                     ORDER BY run_after, id LIMIT 1
-                    ''',
-                    {"now": now},
-                ).fetchone()
                 row = None
                 if found is not None:
                     row = conn.execute(
@@ -2075,6 +2075,149 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    (
+        "ex03",
+        "a lease token of 32 random bits (secrets.randbits(32)): 2000 claims seldom repeat it",
+        "lease_tokens_do_not_repeat_over_thousands_of_claims",
+        """
+        import secrets
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = :token, updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s, "token": secrets.randbits(32)},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "a lease token cut to 8 hex digits (uuid.uuid4().hex[:8])",
+        "lease_tokens_do_not_repeat_over_thousands_of_claims",
+        """
+        import uuid
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = :token, updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s, "token": uuid.uuid4().hex[:8]},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "a lease token of 32 bits from random.getrandbits(32), as text",
+        "lease_tokens_do_not_repeat_over_thousands_of_claims",
+        """
+        import random
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = :token, updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s,
+                 "token": str(random.getrandbits(32))},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "a lease token of 4 random bytes (os.urandom(4).hex())",
+        "lease_tokens_do_not_repeat_over_thousands_of_claims",
+        """
+        import os
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = :token, updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s, "token": os.urandom(4).hex()},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "a lease token of 32 random bits in SQL (lower(hex(randomblob(4))))",
+        "lease_tokens_do_not_repeat_over_thousands_of_claims",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(4))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "claim in BEGIN IMMEDIATE ... COMMIT, no ROLLBACK when its UPDATE fails",
+        "a_failed_claim_leaves_no_transaction_open",
+        """
+        def claim(conn, worker, now, lease_s):
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            conn.execute("COMMIT")
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "claim in BEGIN IMMEDIATE rolls back on sqlite3.IntegrityError only",
+        "a_failed_claim_leaves_no_transaction_open",
+        """
+        import sqlite3
+        def claim(conn, worker, now, lease_s):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                    " lease_owner = :worker, lease_until = :now + :lease_s,"
+                    " lease_token = lower(hex(randomblob(16))), updated_at = :now"
+                    " WHERE id = (SELECT id FROM jobs WHERE"
+                    " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                    " OR (state = 'running' AND lease_until <= :now)"
+                    " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                    {"worker": worker, "now": now, "lease_s": lease_s},
+                ).fetchone()
+            except sqlite3.IntegrityError:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 
@@ -2183,7 +2326,9 @@ SAYS: dict[str, str] = {
     "SELECT then UPDATE in a deferred transaction (BEGIN): 'database is locked' under load": (
         "no errors while 4 workers claim at once"
     ),
-    "SELECT then UPDATE under BEGIN IMMEDIATE (safe, but four statements)": "exactly one statement",
+    "the ready job read before BEGIN IMMEDIATE, taken inside it (the read outside the lock)": (
+        "each job claimed by exactly one worker"
+    ),
     "a job due within a second counted as ready (run_after <= now + 1)": "run_after=100.25",
     "jobs sorted by whole seconds (ORDER BY CAST(run_after AS INTEGER), id)": "(due at 10.2)",
     "the claim also sets run_after = now (when the job was due is lost)": (
@@ -2274,6 +2419,25 @@ SAYS: dict[str, str] = {
     "a dead worker's job ordered by its lease_until (coalesce(lease_until, run_after))": (
         "its worker died: lease expired at 50"
     ),
+    "a lease token of 32 random bits (secrets.randbits(32)): 2000 claims seldom repeat it": (
+        "drawn from at least 2**48 values"
+    ),
+    "a lease token cut to 8 hex digits (uuid.uuid4().hex[:8])": (
+        "drawn from at least 2**48 values"
+    ),
+    "a lease token of 32 bits from random.getrandbits(32), as text": (
+        "drawn from at least 2**48 values"
+    ),
+    "a lease token of 4 random bytes (os.urandom(4).hex())": ("drawn from at least 2**48 values"),
+    "a lease token of 32 random bits in SQL (lower(hex(randomblob(4))))": (
+        "drawn from at least 2**48 values"
+    ),
+    "claim in BEGIN IMMEDIATE ... COMMIT, no ROLLBACK when its UPDATE fails": (
+        "the next one at 101 takes job 1"
+    ),
+    "claim in BEGIN IMMEDIATE rolls back on sqlite3.IntegrityError only": (
+        "the next one at 101 takes job 1"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -2305,6 +2469,7 @@ SEVERE = [
     "UPDATE ... WHERE id IN (SELECT ...) without LIMIT 1: every ready job taken at once",
     "the claimed row read back by lease_owner after the UPDATE",
     "SELECT then UPDATE in a deferred transaction (BEGIN): 'database is locked' under load",
+    "the ready job read before BEGIN IMMEDIATE, taken inside it (the read outside the lock)",
     "ready is any state but running and succeeded (dead jobs run again)",
     "an expired lease reclaimed only below max_attempts (the last attempt's job stays running)",
     "a pending job ready whatever its run_after (only retry_wait waits)",
@@ -2322,6 +2487,13 @@ SEVERE = [
     "a random number below a million as the lease token (secrets.randbelow(10**6))",
     "a lease token counted up from the largest in the table, compared as text ('9' > '10')",
     "a lease token counted up from the largest number in the table (restarts after a redrive)",
+    "a lease token of 32 random bits (secrets.randbits(32)): 2000 claims seldom repeat it",
+    "a lease token cut to 8 hex digits (uuid.uuid4().hex[:8])",
+    "a lease token of 32 bits from random.getrandbits(32), as text",
+    "a lease token of 4 random bytes (os.urandom(4).hex())",
+    "a lease token of 32 random bits in SQL (lower(hex(randomblob(4))))",
+    "claim in BEGIN IMMEDIATE ... COMMIT, no ROLLBACK when its UPDATE fails",
+    "claim in BEGIN IMMEDIATE rolls back on sqlite3.IntegrityError only",
 ]
 
 
@@ -2537,6 +2709,119 @@ def claim(
         return {**row} if row is not None else None
 ''',
     ),
+    (
+        "SELECT then UPDATE by id under BEGIN IMMEDIATE, COMMIT, ROLLBACK on any error (the"
+        " write lock held from the start: as atomic as one statement)",
+        "claim_is_one_statement",
+        """
+def claim(conn, worker, now, lease_s):
+    conn.execute("BEGIN IMMEDIATE")  # the write lock first, then choose
+    try:
+        found = conn.execute(_READY, {"now": now}).fetchone()
+        row = None
+        if found is not None:
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = :id RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s, "id": found[0]},
+            ).fetchone()
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return None if row is None else dict(row)
+""".replace("_READY", repr(_READY)),
+    ),
+    (
+        "PRAGMA busy_timeout = 5000 on the connection, then the one UPDATE ... RETURNING",
+        "claim_is_one_statement",
+        "def claim(conn, worker, now, lease_s):\n"
+        "    conn.execute('PRAGMA busy_timeout = 5000')\n"
+        f"    row = conn.execute({_CLAIM_SQL.format(pick=f'= ({_READY})')!r},\n"
+        "        {'worker': worker, 'now': now, 'lease_s': lease_s}).fetchone()\n"
+        "    return None if row is None else dict(row)\n",
+    ),
+    (
+        "the one UPDATE ... RETURNING inside BEGIN IMMEDIATE under a module-level"
+        " threading.Lock, conn.commit(), conn.rollback() on any error",
+        "a_claim_killed_midway_comes_back",
+        """
+import threading
+_LOCK = threading.Lock()
+def claim(conn, worker, now, lease_s):
+    with _LOCK:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute(_SQL, {"worker": worker, "now": now, "lease_s": lease_s}).fetchone()
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+        return None if row is None else dict(row)
+""".replace("_SQL", repr(_CLAIM_SQL.format(pick=f"= ({_READY})"))),
+    ),
+    (
+        "with conn: around BEGIN EXCLUSIVE, a SELECT, an UPDATE by id and the row read back,"
+        " under a module-level threading.RLock",
+        "a_failed_claim_leaves_no_transaction_open",
+        """
+import threading
+_GUARD = threading.RLock()
+def claim(conn, worker, now, lease_s):
+    with _GUARD, conn:
+        conn.execute("BEGIN EXCLUSIVE")
+        found = conn.execute(
+            "SELECT id FROM jobs WHERE (state IN ('pending', 'retry_wait') AND run_after <= ?)"
+            " OR (state = 'running' AND lease_until <= ?) ORDER BY run_after, id LIMIT 1",
+            (now, now)).fetchone()
+        if found is None:
+            return None
+        conn.execute(
+            "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = ?,"
+            " lease_until = ?, lease_token = lower(hex(randomblob(16))), updated_at = ?"
+            " WHERE id = ?", (worker, now + lease_s, now, found[0]))
+        return dict(conn.execute("SELECT * FROM jobs WHERE id = ?", (found[0],)).fetchone())
+""",
+    ),
+    (
+        "the token from a SQL function registered once per connection, the connections kept"
+        " in a module-level dict by id",
+        "claim_uses_the_connection_it_is_given",
+        """
+import secrets
+_REGISTERED = {}
+def _ready(conn):
+    if _REGISTERED.get(id(conn)) is not conn:
+        conn.create_function("new_token", 0, lambda: secrets.token_hex(16))
+        _REGISTERED[id(conn)] = conn
+    return conn
+def claim(conn, worker, now, lease_s):
+    row = _ready(conn).execute(_SQL, {"worker": worker, "now": now, "lease_s": lease_s}).fetchone()
+    return None if row is None else dict(row)
+""".replace("_SQL", repr(_CLAIM_SQL.format(pick=f"= ({_READY})").replace(_TOKEN, "new_token()"))),
+    ),
+    *[
+        (
+            f"a token drawn in Python: {expr}",
+            "lease_tokens_do_not_repeat_over_thousands_of_claims",
+            f"import {module}\n"
+            "def claim(conn, worker, now, lease_s):\n"
+            f"    row = conn.execute({_TOKEN_SQL!r},\n"
+            "        {'worker': worker, 'now': now, 'lease_s': lease_s,\n"
+            f"         'token': {expr}}}).fetchone()\n"
+            "    return None if row is None else dict(row)\n",
+        )
+        for module, expr in (
+            ("uuid", "uuid.uuid4().hex"),
+            ("uuid", "str(uuid.uuid4())"),
+            ("secrets", "secrets.token_urlsafe()"),
+            ("secrets", "str(secrets.randbits(128))"),
+            # 64 bits in base64: the fewest the hints allow, read as about 64 from the text.
+            ("secrets", "secrets.token_urlsafe(8)"),
+        )
+    ],
 ]
 
 

@@ -1,11 +1,12 @@
 """How much a run of fencing tokens can hold, read from their text.
 
 A lease token fences a worker whose lease ended out of the job's next run: it must
-never repeat. One of 16 or 24 random bits (``hex(randomblob(2))``, a number below a
-million) repeats only now and then in the claims a check can afford, yet its text shows
-how little it holds: the characters seen at each position bound the values it can take.
-A counter or a clock (``uuid1``, ``time_ns``) varies as little, but only grows: unique
-by construction. Exercises 3 and 13 judge their tokens with these two numbers.
+never repeat. One of 16, 24 or 32 random bits (``hex(randomblob(2))``, a number below a
+million, ``secrets.randbits(32)``, ``uuid4().hex[:8]``) repeats only now and then in the
+claims a check can afford, yet its text shows how little it holds: the characters seen
+at each position bound the values it can take. A counter or a clock (``uuid1``,
+``time_ns``) varies as little, but only grows: unique by construction. Exercises 3 and
+13 judge their tokens with these two numbers.
 """
 
 from __future__ import annotations
@@ -14,8 +15,13 @@ import math
 from collections.abc import Sequence
 from itertools import pairwise
 
-#: Fewer bits than this in what the tokens' text can hold is too few to fence.
-TOKEN_BITS = 32
+#: Fewer bits than this in what the tokens' text can hold is too few to fence: 32
+#: random bits repeat, by the birthday bound, once in about 77,000 claims of a job (a
+#: few months of a job retried every minute). Halfway to the 64 bits the hints ask for,
+#: as the bound is read from a few hundred tokens: 64 random bits in base64
+#: (``token_urlsafe(8)``) show about 63.9, a 64-bit number in decimal about 64.1, and
+#: ``uuid4().hex`` 122. Measured, a token of 32 bits shows 32 (hex) to 33 (decimal).
+TOKEN_BITS = 48
 
 
 def token_bits(tokens: Sequence[object]) -> float:

@@ -5,7 +5,9 @@ Each call opens its own connection to the file (as a worker would), wrapped in
 gap a read-then-write claim leaves; ``claim_schedules`` races two workers in two
 processes, one schedule at a time (``racesweep``); ``claim_in_a_new_process`` runs one
 claim in a child forked from the student's process, as a prefork pool starts its
-workers. Rows come back as plain dicts; the check reads the table itself to judge.
+workers; ``on_one_connection`` makes several claims on ONE connection, as a long-lived
+worker does, so a transaction a failed claim leaves open shows in the next. Rows come
+back as plain dicts; the check reads the table itself to judge.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import SimulatedCrash
+from labkit.grading.exercises import common
 from labkit.grading.exercises.common import fresh_state, need, noted, outcome, plain_row
 from labkit.grading.exercises.elsewhere import as_process_one
 from labkit.grading.exercises.labdb import connect
@@ -46,6 +49,15 @@ def claim(
         result["returned"] = plain_row(result["returned"])
     result["statements"] = [s for s in conn.statements if s]
     return result
+
+
+def on_one_connection(
+    values: MutableMapping[str, Any], path: str, calls: list[list[Any]]
+) -> list[dict[str, Any]]:
+    """``claim(conn, *args)`` for each of ``calls`` on ONE connection, as a long-lived
+    worker claims (``common``): a transaction a failed claim leaves open spoils the next."""
+    need(values, "claim")
+    return common.on_one_connection(values, "claim", path, calls)
 
 
 def claim_in_two_databases(

@@ -4,7 +4,6 @@ a time), retried jobs again, a job due exactly now, and generated tables."""
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from hypothesis import strategies as st
 from labkit.grading.checks import Namespace, expect
 from labkit.grading.exercises.common import plain
 from labkit.grading.exercises.ex03.claiming import CHECKS, HARNESS, RACE_PAUSE_S, _claim, _job
+from labkit.grading.exercises.ex03.statements import one_step, verb
 from labkit.grading.exercises.helpers import holds_for
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
@@ -76,35 +76,26 @@ def _taken(job: dict[str, Any], before: dict[int, tuple[str, int, float | None]]
 
 @CHECKS.add(
     1,
-    "one UPDATE ... RETURNING, nothing else: a SELECT followed by an UPDATE leaves a "
-    "gap in which another worker reads the same job",
+    "choose and take in one step: one UPDATE ... RETURNING, or statements inside one "
+    "transaction that holds the write lock from its start (BEGIN IMMEDIATE ... COMMIT); "
+    "a SELECT followed by an UPDATE outside it leaves a gap in which another worker reads "
+    "the same job",
 )
 def claim_is_one_statement(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         add_job(conn, "mail:1:send:v1")
         statements = ns.harness(HARNESS + "claim", str(path), "w1", 100.0, 30.0)["statements"]
         expect(
-            len(statements) == 1 and _is_update_returning(statements[0]),
-            "exactly one statement, UPDATE ... RETURNING",
+            one_step(statements),
+            _(
+                "exactly one statement, UPDATE ... RETURNING, or the claim inside one "
+                "transaction that takes the write lock first (BEGIN IMMEDIATE ... COMMIT)"
+            ),
             _("{count} statement(s): {statements}").format(
                 count=len(statements),
-                statements="; ".join(s.split()[0].upper() for s in statements),
+                statements="; ".join(map(verb, statements)),
             ),
         )
-
-
-#: A statement that comments before its UPDATE (``-- take the next job``), or names its
-#: choice first (``WITH next AS (SELECT ...) UPDATE ...``), is still one UPDATE: the
-#: statement arrives with its lines joined, so a comment is skipped by what follows it.
-_UPDATE_RETURNING = re.compile(
-    r"^(?:/\*.*?\*/\s*|--.*?(?=\bUPDATE\b)|WITH\b.*?(?=\bUPDATE\b))*"
-    r"UPDATE\b.*\bRETURNING\b",
-    re.IGNORECASE | re.DOTALL,
-)
-
-
-def _is_update_returning(statement: str) -> bool:
-    return bool(_UPDATE_RETURNING.match(statement.strip()))
 
 
 @CHECKS.add(
