@@ -70,12 +70,19 @@ def consume(url, prefix, consumer, max_deliveries=3, idle_ms=1000):
       a non-empty ``reason``, and ``XACK`` it in the same ``MULTI``; do not run it.
     - Otherwise call ``run_job(payload, deliveries)``; if it raises, leave the entry
       pending (no ``XACK``): it comes back with one more delivery.
+    - An entry of yours that ``XREADGROUP ... 0`` returns with no fields (``{}``) was
+      deleted from the stream (``XDEL``, ``XTRIM``) while pending: nothing is left to run
+      or count, but it stays pending until you ``XACK`` it, or until an ``XAUTOCLAIM``
+      drops it from the PEL (it drops such entries whatever their idle time, and lists
+      them in its reply's third element).
     """
     ### BEGIN SOLUTION
     r = redis.Redis.from_url(url, decode_responses=True)
     stream, dead, effects = f"{prefix}:stream", f"{prefix}:dead", f"{prefix}:effects"
     applied = 0
     while True:
+        # An entry of ours deleted from the stream comes with no fields: skipped here,
+        # the XAUTOCLAIM below drops it from the PEL (whatever its idle time).
         rows = r.xreadgroup(GROUP, consumer, {stream: "0"}, count=1)
         entries = [e for _s, found in rows for e in found if e[1]]
         if not entries:

@@ -3,10 +3,11 @@ consumers at once) and a done record that never expires, a dependency down for a
 (with a max_deliveries other than the usual 3), the delivery count of the entry in hand
 while another consumer holds an older one (kept in the stream while more than a stream
 node of newer entries is acknowledged), what ``consume`` returns (on a second call, by
-two consumers racing on one key, too), a backlog of hundreds of entries, keys that differ
-only in case, in a trailing space, in accents or in characters a pattern would read, a
-key sent again after its entry was dead-lettered, and a poison entry that reaches each
-new consumer by XAUTOCLAIM."""
+two consumers racing on one key, too, and with entries deleted from the stream while
+pending), a backlog of hundreds of entries, keys that differ only in case, in a trailing
+space, in accents or in characters a pattern would read, a key sent again after its
+entry was dead-lettered, and a poison entry that reaches each new consumer by
+XAUTOCLAIM."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import uuid
 
 from labkit.clock import SystemClock
 from labkit.explore.rendezvous import arrived
-from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
 from labkit.grading.exercises.ex09.checks import GROUP, RUN_S, Stream, expect_once_each, stream
 from labkit.grading.exercises.ex09.commands import (
     _hasty_claims,
@@ -145,20 +146,68 @@ def two_copies_of_a_key_at_once_apply_once(ns: Namespace) -> None:
         log.unlink(missing_ok=True)
 
 
+def deleted_while_pending(s: Stream) -> list[str]:
+    """Two entries deleted from the stream (XDEL: an operator's cleanup, an XTRIM) while
+    pending: one that consumer 'a' read in an earlier life, one that a dead consumer 'z'
+    holds, idle 700 s. Their IDs. Redis 7 answers an XREADGROUP ... 0 by 'a' with the
+    first one's ID and no fields until it is XACKed; an XAUTOCLAIM drops either from the
+    PEL, whatever its idle time. Skipped with no XACK and no XAUTOCLAIM, the first stays
+    pending."""
+    mine = s.add("deleted:a", cents=100)
+    s.r.xreadgroup(GROUP, "a", {s.stream: ">"}, count=1)
+    theirs = s.add("deleted:z", cents=100)
+    s.r.xreadgroup(GROUP, "z", {s.stream: ">"}, count=1)
+    s.r.xclaim(s.stream, GROUP, "z", 0, [theirs], idle=700_000, justid=True)
+    s.r.xdel(s.stream, mine, theirs)
+    return [mine, theirs]
+
+
+def _still_pending(s: Stream, ids: list[str]) -> list[str]:
+    return [str(p["message_id"]) for p in s.pending() if str(p["message_id"]) in ids]
+
+
+def _gone_hint() -> str:
+    return _(
+        "an entry deleted from the stream (XDEL, XTRIM) while pending comes back from "
+        "XREADGROUP ... 0 with its ID and no fields (an empty dict in redis-py) until it "
+        "leaves the PEL: nothing is left to run, so XACK it (or let an XAUTOCLAIM drop it: "
+        "it drops such entries whatever their idle time) and look again. Read as an entry "
+        "it crashes the consumer; skipped and never XACKed, it stays pending, first in "
+        "line, and hides your other pending entries"
+    )
+
+
 @CHECKS.add(
     1,
     "return how many entries THIS call applied: an entry whose key was done already is "
-    "only acknowledged, and does not count",
+    "only acknowledged, and an entry deleted from the stream while pending has nothing to "
+    "run and leaves the PEL: neither counts",
     60,
 )
 def returns_how_many_it_applied(ns: Namespace) -> None:
     with stream(ns) as s:
+        gone = deleted_while_pending(s)
         for key in ("order:1", "order:2", "order:1"):  # the producer sent order:1 twice
             s.add(key, cents=100)
         s.add("flaky", cents=100, flaky=99)  # fails every time: dead-lettered after 2
-        s.finish(
-            s.start("a", max_deliveries=2),
-            _("three entries for two keys, and one that fails until it is dead-lettered"),
+        try:
+            s.finish(
+                s.start("a", max_deliveries=2),
+                _("three entries for two keys, and one that fails until it is dead-lettered"),
+            )
+        except CheckFailed as failed:
+            if _still_pending(s, gone[:1]):
+                failed.hint = _gone_hint()
+            raise
+        left = _still_pending(s, gone)
+        expect(
+            not left,
+            _(
+                "the entry 'a' held before it started and one a dead consumer held, both "
+                "deleted from the stream since (XDEL), gone from the PEL"
+            ),
+            _("still pending: {ids}").format(ids=left),
+            _gone_hint(),
         )
         expect_once_each(s, ["order:1", "order:2"], _("check the done record atomically"))
         dead = [d.get("key") for d in s.dead()]
@@ -179,13 +228,14 @@ def returns_how_many_it_applied(ns: Namespace) -> None:
             last == ["2"],
             _(
                 "consume to return 2 (printed by the file's __main__): two keys applied; a "
-                "copy of a done key (only acknowledged), a failed run and a dead letter do "
-                "not count"
+                "copy of a done key (only acknowledged), a failed run, a dead letter and an "
+                "entry deleted from the stream while pending do not count"
             ),
             _("it printed {printed}").format(printed=last[0] if last else _("nothing")),
             _(
                 "add 1 only when the MULTI that pushed the key to the effects list has run: "
-                "not for a copy of a done key, a run_job that raised, or a dead letter"
+                "not for a copy of a done key, a run_job that raised, a dead letter or the "
+                "XACK of an entry deleted from the stream"
             ),
         )
         # A second call on the same stream, by two consumers at once: what each applied,

@@ -1377,6 +1377,157 @@ async def status(job_id: int,
     ),
 ]
 
+# Module-level locks: the server is a process of its own for every check (a restart is a
+# new process too), so a lock the app holds is never met by a second caller in the same
+# thread; requests sent together wait on it in the threadpool, or in the event loop.
+RIGHT += [
+    (
+        "a module-level threading.Lock around every store call (sync handlers)",
+        "copies_sent_while_the_first_runs_get_its_job",
+        r"""
+# Sync handlers and a module-level threading.Lock held around each store call: one
+# request in the store at a time in this process (the threadpool's other requests wait).
+import threading
+
+_IN_STORE = threading.Lock()
+
+
+@app.post("/reports", status_code=202)
+def accept(
+    body: Annotated[dict[str, Any], Body()],
+    authorization: Annotated[str | None, Header()] = None,
+    idempotency_key: Annotated[str | None, Header()] = None,
+) -> JSONResponse:
+    owner = caller_of(authorization)
+    key = None if idempotency_key is None else f"report:{owner}:{idempotency_key}"
+    with _IN_STORE:
+        try:
+            job, _created = store.enqueue("report", {"owner": owner, "request": body}, key=key)
+        except IdempotencyConflict:
+            return JSONResponse({"detail": f"Idempotency-Key {idempotency_key!r} reused "
+                                           "with another body"}, status_code=409)
+        except PayloadError as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=422)
+    return JSONResponse({"job_id": job.id}, status_code=202,
+                        headers={"Location": f"/reports/{job.id}", "Retry-After": "3"})
+
+
+@app.get("/reports/{job_id}")
+def status(job_id: int, authorization: Annotated[str | None, Header()] = None) -> JSONResponse:
+    owner = caller_of(authorization)
+    with _IN_STORE:
+        try:
+            job = store.get(job_id)
+        except NotFound:
+            job = None
+    if job is None or not isinstance(job.payload, dict) or job.payload.get("owner") != owner:
+        return JSONResponse({"detail": "no such job"}, status_code=404)
+    return JSONResponse(status_view(job))
+""",
+    ),
+    (
+        "a module-level asyncio.Lock around the accept (async handlers)",
+        "requests_sent_together_get_one_job",
+        r"""
+# async handlers; a module-level asyncio.Lock around the accept (made at import, before
+# any event loop runs), the store's blocking calls pushed to a thread.
+import asyncio
+
+from starlette.concurrency import run_in_threadpool
+
+_ONE_AT_A_TIME = asyncio.Lock()
+
+
+@app.post("/reports", status_code=202)
+async def accept(
+    body: Annotated[dict[str, Any], Body()],
+    authorization: Annotated[str | None, Header()] = None,
+    idempotency_key: Annotated[str | None, Header()] = None,
+) -> JSONResponse:
+    owner = caller_of(authorization)
+    key = None if idempotency_key is None else f"report:{owner}:{idempotency_key}"
+    async with _ONE_AT_A_TIME:
+        try:
+            job, _created = await run_in_threadpool(
+                store.enqueue, "report", {"owner": owner, "request": body}, key=key)
+        except IdempotencyConflict:
+            return JSONResponse({"detail": f"Idempotency-Key {idempotency_key!r} reused "
+                                           "with another body"}, status_code=409)
+        except PayloadError as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=422)
+    return JSONResponse({"job_id": job.id}, status_code=202,
+                        headers={"Location": f"/reports/{job.id}", "Retry-After": "2"})
+
+
+@app.get("/reports/{job_id}")
+async def status(job_id: int,
+                 authorization: Annotated[str | None, Header()] = None) -> JSONResponse:
+    owner = caller_of(authorization)
+    try:
+        job = await run_in_threadpool(store.get, job_id)
+    except NotFound:
+        return JSONResponse({"detail": "no such job"}, status_code=404)
+    if not isinstance(job.payload, dict) or job.payload.get("owner") != owner:
+        return JSONResponse({"detail": "no such job"}, status_code=404)
+    return JSONResponse(status_view(job))
+""",
+    ),
+    (
+        # A second JobStore on the file in one process once dropped the first one's
+        # locks (the store read the file's header outside SQLite), and this app saw a
+        # stale database: the dead job answered 404.
+        "the store opened lazily, once per process, by a cached function",
+        "status_shows_the_job_to_its_owner",
+        r"""
+# Sync handlers; a module-level threading.Lock around each accept (one at a time in this
+# process), and the store opened lazily, once, by a function cached at module level.
+import functools
+import threading
+
+_ACCEPTING = threading.Lock()
+
+
+@functools.lru_cache(maxsize=None)
+def jobs() -> JobStore:
+    return JobStore(os.environ.get("EX10_DB", "ex10_jobs.db"))
+
+
+@app.post("/reports", status_code=202)
+def accept(
+    body: Annotated[dict[str, Any], Body()],
+    authorization: Annotated[str | None, Header()] = None,
+    idempotency_key: Annotated[str | None, Header()] = None,
+) -> JSONResponse:
+    owner = caller_of(authorization)
+    key = None if idempotency_key is None else f"report:{owner}:{idempotency_key}"
+    with _ACCEPTING:
+        try:
+            job, _created = store.enqueue("report", {"owner": owner, "request": body},
+                                           key=key)
+        except IdempotencyConflict:
+            return JSONResponse({"detail": f"Idempotency-Key {idempotency_key!r} reused "
+                                           "with another body"}, status_code=409)
+        except PayloadError as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=422)
+    return JSONResponse({"job_id": job.id}, status_code=202,
+                        headers={"Location": f"/reports/{job.id}", "Retry-After": "3"})
+
+
+@app.get("/reports/{job_id}")
+def status(job_id: int, authorization: Annotated[str | None, Header()] = None) -> JSONResponse:
+    owner = caller_of(authorization)
+    with _ACCEPTING:
+        try:
+            job = store.get(job_id)
+        except NotFound:
+            job = None
+    if job is None or not isinstance(job.payload, dict) or job.payload.get("owner") != owner:
+        return JSONResponse({"detail": "no such job"}, status_code=404)
+    return JSONResponse(status_view(job))
+""",
+    ),
+]
+
 
 @pytest.mark.parametrize(("way", "check", "source"), RIGHT, ids=[r[0] for r in RIGHT])
 def test_a_right_app_written_otherwise_keeps_the_points(
