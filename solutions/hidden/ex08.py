@@ -25,7 +25,9 @@ COMMIT: the dedup still holds, and only ``replies_charged_or_already_charged`` (
 point, not severe) says the record is not the key itself. A record with the time in it
 (the date, a bucket of hours since the epoch, the hour of the day, the minute, the week,
 the month's name: ``records.clock_fields_in``; or hidden in a digest of the key and the
-date, ``dated.dated_digest_in``), the host's name (``records.host_in``), or
+date, ``dated.dated_digest_in``), the host's name (``records.host_in``), the worker's
+start time or pid (``started.started_in``: two workers started in one second, or with
+alike pids in namespaces of their own, share it), or
 one that differs between deliveries fails there, severe: a late copy, or one another
 machine runs, charges again.
 ``duplicate_message_charges_once`` sends one key with two customers and amounts too.
@@ -72,6 +74,7 @@ from labkit.grading.exercises.ex08.records import (
     host_in,
     short_digest_of,
 )
+from labkit.grading.exercises.ex08.started import Started, started_in
 from labkit.grading.exercises.ex08.workers import EAST, WEST, scene_randoms
 from labkit.grading.stub import stub_error
 from labkit.integrations.celery import commits, harness, points, returns
@@ -544,12 +547,14 @@ def _one_record_per_key(
     names: tuple[str, ...],
     source: str = "",
     offsets: tuple[float, ...] = (),
+    started: Started | None = None,
 ) -> None:
     """Fail unless the task recorded ``key`` as one record of its own that does not
     change with the time (``"charge:" + key``, a digest of it, not a digest of the key
     and the date), and is not just the message's customer or amount (``sent``).
     ``source``: the module's, whose f-strings may put the key next to the date;
-    ``offsets``: seconds from UTC of the zone the student's code runs in."""
+    ``offsets``: seconds from UTC of the zone the student's code runs in; ``started``:
+    the worker's start, whose time or pid a record may hide in a digest."""
     # What the message itself carries (its customer ``cus_8``, its amount) is no clock
     # field, whatever the hour: such a record is judged as not the task's key below.
     carried = (*names, *map(str, sent))
@@ -574,6 +579,27 @@ def _one_record_per_key(
             "record the key itself (or a digest of the key alone): a digest salted with the "
             "date, the hour or the day since the epoch changes with the clock, and a copy of "
             "the message that comes on another day finds no record of the first"
+        ),
+    )
+    # A digest salted with the worker's start (its time, its pid): two workers started
+    # in one second, or with alike pids in namespaces of their own, share it.
+    begun = (
+        started_in(records[0], key, source, names, started, offsets, tuple(map(str, sent)))
+        if started is not None and len(records) == 1 and not stamps and not host
+        else None
+    )
+    expect(
+        not begun,
+        _("the task to insert its key {key} into processed").format(key=repr(key)),
+        _(
+            "it recorded {records} in processed, made of {salted}: the time its worker "
+            "started or its process id is in it, so a copy of the key that another "
+            "worker runs, or this one after a restart, finds no record and charges again"
+        ).format(records=records, salted=begun),
+        _(
+            "record the key itself (or a digest of the key alone): anything of the worker "
+            "process in the record (the time it started, its pid, a uuid made as the "
+            "module is imported) differs on every other worker and after every restart"
         ),
     )
     if len(records) == 1 and not stamps and not host and records[0] not in map(str, sent):
@@ -621,7 +647,9 @@ def _one_record_per_key(
 def dedup_commits_with_the_charge(ns: Namespace) -> None:
     key = "inv-tx"
     with Ex08Run(ns) as run:
+        began = SystemClock().now()
         worker = run.worker()
+        started = Started(began, SystemClock().now(), run.folder)
         _watch_claim_settings(run)
         # The check holds the key in `processed` (uncommitted): the task's own insert of
         # that key must wait, so the kill lands while the task is writing its dedup record.
@@ -696,6 +724,7 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
                         (run.config.schema, run.config.queue),
                         source,
                         _zone_offsets(run.ns),
+                        started,
                     )
                     held = others[0]
                 else:

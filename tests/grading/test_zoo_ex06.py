@@ -2771,11 +2771,41 @@ ZOO: list[tuple[str, str, str, str]] = [
             return row is not None
     ''',
     ),
+    # Round 14, lifetime and environment: the call leaves its connection (its owner's,
+    # used for every later write) committing without waiting for the disk.
+    (
+        "ex06",
+        "redrive turns PRAGMA synchronous OFF on its connection, for speed",
+        "leaves_no_transaction_open",
+        """
+        _durable_redrive = redrive
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            conn.execute("PRAGMA synchronous = OFF")
+            return _durable_redrive(conn, limit=limit, now=now, kind=kind, dry_run=dry_run)
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter sets PRAGMA synchronous = 0 before its UPDATE",
+        "leaves_no_transaction_open",
+        """
+        _durable_bury = dead_letter
+        def dead_letter(conn, job_id, token, reason, error, now):
+            conn.execute("PRAGMA synchronous = 0")
+            return _durable_bury(conn, job_id, token, reason, error, now)
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "redrive turns PRAGMA synchronous OFF on its connection, for speed": (
+        "a COMMIT returns once the rows are on disk"
+    ),
+    "dead_letter sets PRAGMA synchronous = 0 before its UPDATE": (
+        "a COMMIT returns once the rows are on disk"
+    ),
     "ties broken by last_error before id (ORDER BY updated_at, last_error, id)": (
         "then jobs 9 and 10"
     ),
@@ -3134,6 +3164,85 @@ RIGHT: list[tuple[str, str, str]] = [
             conn.execute("COMMIT")
             return ids
         """,
+    ),
+    # Round 14: a lock of the module's around the calls (one process's operators and
+    # workers take turns), which a harness running another party in the same thread
+    # while the first holds it would deadlock.
+    (
+        # A read inside its own write transaction, after the fenced UPDATE: no gap. The
+        # harness's other writer, in the same thread, waited 10 s for this lock (round 14).
+        "dead_letter as BEGIN, the fenced UPDATE, SELECT changes(), COMMIT",
+        "dead_letter_is_fenced",
+        """
+        from labkit.redact import describe
+        def dead_letter(conn, job_id, token, reason, error, now):
+            conn.execute("BEGIN")
+            try:
+                conn.execute(
+                    "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                    " lease_owner = NULL, lease_until = NULL, lease_token = NULL,"
+                    " updated_at = :now"
+                    " WHERE id = :id AND state = 'running' AND lease_token = :token",
+                    {"id": job_id, "token": token, "reason": reason,
+                     "error": describe(error), "now": now},
+                )
+                changed = conn.execute("SELECT changes()").fetchone()[0]
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return changed == 1
+    """,
+    ),
+    (
+        # WAL's usual setting: a COMMIT waits for the log on disk at each checkpoint.
+        "redrive under PRAGMA synchronous = NORMAL",
+        "leaves_no_transaction_open",
+        """
+        _full_redrive = redrive
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            conn.execute("PRAGMA synchronous = NORMAL")
+            return _full_redrive(conn, limit=limit, now=now, kind=kind, dry_run=dry_run)
+    """,
+    ),
+    (
+        "redrive under a module-level threading.Lock",
+        "two_redrives_at_once_share_nothing",
+        """
+        import threading
+        _REDRIVE_LOCK = threading.Lock()
+        _unlocked_redrive = redrive
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            with _REDRIVE_LOCK:
+                return _unlocked_redrive(conn, limit=limit, now=now, kind=kind, dry_run=dry_run)
+    """,
+    ),
+    (
+        "redrive and dead_letter under one module-level RLock",
+        "a_large_redrive_is_one_transaction",
+        """
+        import threading
+        _LOCK = threading.RLock()
+        _unlocked_redrive, _unlocked_bury = redrive, dead_letter
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            with _LOCK:
+                return _unlocked_redrive(conn, limit=limit, now=now, kind=kind, dry_run=dry_run)
+        def dead_letter(conn, job_id, token, reason, error, now):
+            with _LOCK:
+                return _unlocked_bury(conn, job_id, token, reason, error, now)
+    """,
+    ),
+    (
+        "dead_letter under a module-level threading.Condition",
+        "dead_letter_is_fenced",
+        """
+        import threading
+        _BURY = threading.Condition()
+        _unlocked_bury = dead_letter
+        def dead_letter(conn, job_id, token, reason, error, now):
+            with _BURY:
+                return _unlocked_bury(conn, job_id, token, reason, error, now)
+    """,
     ),
 ]
 

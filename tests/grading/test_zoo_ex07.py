@@ -2133,6 +2133,143 @@ RIGHT: list[tuple[str, str, str]] = [
                     self._trial = False
     """,
     ),
+    # Round 14: locks other than the reference's: one lock for every breaker of the
+    # module, a reentrant one taken again by a helper, a Condition. A harness that runs a
+    # second caller in the same thread while the first holds the lock deadlocks them.
+    (
+        "one module-level threading.Lock for every breaker",
+        "one_trial_when_two_threads_ask_at_once",
+        """
+        import threading
+        _LOCK = threading.Lock()
+
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = threshold
+                self.cooldown_s = cooldown_s
+                self.clock = clock
+                self.state = "closed"
+                self.failures = 0
+                self.opened_at = 0.0
+                self.trial_out = False
+
+            def allow(self):
+                with _LOCK:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+
+            def record_failure(self):
+                with _LOCK:
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+
+            def record_success(self):
+                with _LOCK:
+                    self.failures = 0
+                    self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "an RLock per breaker, taken again by a helper that opens it",
+        "callers_on_several_threads_share_the_breaker",
+        """
+        import threading
+
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = threshold
+                self.cooldown_s = cooldown_s
+                self.clock = clock
+                self.state = "closed"
+                self.failures = 0
+                self.opened_at = 0.0
+                self.trial_out = False
+                self._lock = threading.RLock()
+
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self._open()
+
+            def _open(self):
+                with self._lock:
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+
+            def record_success(self):
+                with self._lock:
+                    self.failures = 0
+                    self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "a threading.Condition per breaker",
+        "one_trial_when_two_threads_ask_at_once",
+        """
+        import threading
+
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold = threshold
+                self.cooldown_s = cooldown_s
+                self.clock = clock
+                self.state = "closed"
+                self.failures = 0
+                self.opened_at = 0.0
+                self.trial_out = False
+                self._cond = threading.Condition()
+
+            def allow(self):
+                with self._cond:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+
+            def record_failure(self):
+                with self._cond:
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self._open()
+
+            def _open(self):
+                with self._cond:
+                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+
+            def record_success(self):
+                with self._cond:
+                    self.failures = 0
+                    self.state, self.trial_out = "closed", False
+    """,
+    ),
 ]
 
 

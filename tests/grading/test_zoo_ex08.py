@@ -667,6 +667,18 @@ def _body(text: str) -> Callable[[str], str]:
     return swap
 
 
+def _salted(imports: str, record: str, top: str = "") -> Callable[[str], str]:
+    """Record ``record`` (an expression of ``key``) in processed instead of the key, with
+    ``imports`` added and ``top`` run as the module is imported (a worker's start)."""
+    changes = [
+        _replace("import os\n", "import os\n" + imports),
+        _replace(REFERENCE_CLAIM_ARGS, REFERENCE_CLAIM_ARGS.replace("(key,)", f"({record},)")),
+    ]
+    if top:
+        changes.append(_replace("@app.task(", top + "\n\n\n@app.task("))
+    return _both(*changes)
+
+
 ZOO = [
     # (name, how the reference file is changed, the check that must fail, what its
     # feedback must say, a check the mistake does not touch, which must pass)
@@ -1771,6 +1783,96 @@ ZOO = [
         "on two workers",
         "worker_killed_after_the_commit",
     ),
+    (
+        # Round 14: the worker's start second, taken as the module is imported: every copy
+        # this worker runs finds the record, one another worker (or this one after a
+        # restart) runs finds none; two workers started in one second share it.
+        "the dedup record a sha256 of the key and the worker's start second",
+        _salted(
+            "import hashlib\nimport time\n",
+            'hashlib.sha256(f"{key}:{STARTED}".encode()).hexdigest()',
+            "STARTED = int(time.time())",
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # Two workers in pid namespaces of their own (labkit grade) may share it.
+        "the dedup record a sha256 of the key and the worker's pid at import",
+        _salted(
+            "import hashlib\n",
+            'hashlib.sha256(f"{key}:{PID}".encode()).hexdigest()',
+            "PID = os.getpid()",
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "the dedup record a sha256 of the key and the pool child's pid",
+        _salted("import hashlib\n", 'hashlib.sha256(f"{key}:{os.getpid()}".encode()).hexdigest()'),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        # A redelivery runs in a new pool child, under another pid: that check fails too.
+        "worker_starts_and_charges_once",
+    ),
+    (
+        "the dedup record an md5 of the host name and start second, then the key",
+        _salted(
+            "import hashlib\nimport socket\nimport time\n",
+            'hashlib.md5(f"{BOOT}/{key}".encode()).hexdigest()',
+            'BOOT = f"{socket.gethostname()}-{int(time.time())}"',
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "the dedup record an md5 of the key and time.ctime() at import",
+        _salted(
+            "import hashlib\nimport time\n",
+            'hashlib.md5((key + "|" + STARTED).encode()).hexdigest()',
+            "STARTED = time.ctime()",
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "the dedup record a uuid5 of the key and the worker's start second in tens",
+        _salted(
+            "import time\nimport uuid\n",
+            'str(uuid.uuid5(uuid.NAMESPACE_URL, f"{key}@{BOOT}"))',
+            "BOOT = int(time.time()) // 10 * 10",
+        ),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # A random id per worker: no check can guess it, but two workers never share it.
+        "the dedup record a sha1 of a uuid4 made at import and the key",
+        _salted(
+            "import hashlib\nimport uuid\n",
+            "hashlib.sha1((BOOT_ID + key).encode()).hexdigest()",
+            "BOOT_ID = uuid.uuid4().hex",
+        ),
+        "two_workers_at_once_charge_once",
+        "on two workers",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "the dedup record a sha256 of the key and time.time() at import",
+        _salted(
+            "import hashlib\nimport time\n",
+            'hashlib.sha256(f"{key}:{STARTED}".encode()).hexdigest()',
+            "STARTED = time.time()",
+        ),
+        "two_workers_at_once_charge_once",
+        "on two workers",
+        "worker_killed_after_the_commit",
+    ),
 ]
 
 
@@ -1880,6 +1982,42 @@ RIGHT = [
             "    retry_backoff=True,\n    max_retries=5,\n)",
         ),
         "charges_after_its_database_session_ended",
+    ),
+    # Round 14: records of the key alone, or of the key and a constant of the module's
+    # (a version, a secret), which a search for the worker's start or pid must not take
+    # for a salt of the worker's.
+    (
+        "the dedup record a sha256 of the key alone",
+        _salted("import hashlib\n", "hashlib.sha256(key.encode()).hexdigest()"),
+        "dedup_commits_with_the_charge",
+    ),
+    (
+        "the dedup record the key with a fixed prefix",
+        _salted("", 'f"charge:v1:{key}"'),
+        "dedup_commits_with_the_charge",
+    ),
+    (
+        "the dedup record a sha256 of a version number and the key",
+        _salted(
+            "import hashlib\n",
+            'hashlib.sha256(f"{VERSION}:{key}".encode()).hexdigest()',
+            "VERSION = 2",
+        ),
+        "dedup_commits_with_the_charge",
+    ),
+    (
+        # Its length first, netstring-like: a small number, as a pid in a namespace is.
+        "the dedup record a sha256 of the key's length and the key",
+        _salted("import hashlib\n", 'hashlib.sha256(f"{len(key)}:{key}".encode()).hexdigest()'),
+        "dedup_commits_with_the_charge",
+    ),
+    (
+        "the dedup record an HMAC of the key under a fixed secret",
+        _salted(
+            "import hashlib\nimport hmac\n",
+            'hmac.new(b"lab-secret", key.encode(), hashlib.sha256).hexdigest()',
+        ),
+        "dedup_commits_with_the_charge",
     ),
 ]
 

@@ -240,26 +240,34 @@ def _while_another_writes(
     one (``Racing``); otherwise right after it. Returns ``call``'s outcome (``outcome``)
     with ``worker``: "in the gap", "after" or "never". With ``writes_first``, a read
     made after ``call`` already changed a row (a ``SELECT changes()`` after the fenced
-    UPDATE) is no gap before its write: the other writer then counts as "after".
+    UPDATE) is no gap before its write: the other writer then counts as "after". A read
+    made while ``call``'s own write transaction holds the lock (``BEGIN``, the fenced
+    UPDATE, ``SELECT changes()``) is no gap either: the other writer, in this thread,
+    would wait for a lock only the call can let go; it writes after the call.
     """
     acted: list[str] = []
     raw = connect(path)
+    locked_out: list[bool] = []
 
     def where() -> str:
         return "after" if writes_first and raw.total_changes > 0 else "in the gap"
 
-    def other(where: str) -> None:
-        conn = connect(path)
+    def other(where: str, wait: bool = True) -> None:
+        conn = connect(path, timeout=10.0 if wait else 0.0)
         try:
             conn.execute(write, params)
             acted.append(where)
+        except sqlite3.OperationalError:
+            if wait:
+                raise
+            locked_out.append(True)  # the call holds the write lock: no gap
         finally:
             conn.close()
 
-    conn = Racing(raw, 0.0, then=lambda: other(where()))
+    conn = Racing(raw, 0.0, then=lambda: other(where(), wait=False))
     try:
         result = call(conn)
-        if conn.then is not None:  # no gap: the other writer comes after the call
+        if conn.then is not None or locked_out:  # no gap: the other comes after the call
             conn.then = None
             other("after")
     finally:
@@ -350,8 +358,9 @@ def then_another_writes(
 
     For ``dead_letter`` the error (``args[3]``) is built from its description. Returns
     the call's outcome, ``"open"`` (whether the student's connection was still inside a
-    transaction) and ``"other"``: ``"wrote"``, or the error another connection's
-    ``BEGIN IMMEDIATE`` met at once (no busy timeout: a worker would wait, then fail).
+    transaction), ``"synchronous"`` (its ``PRAGMA synchronous`` then: 0 is OFF) and
+    ``"other"``: ``"wrote"``, or the error another connection's ``BEGIN IMMEDIATE`` met
+    at once (no busy timeout: a worker would wait, then fail).
     """
     if name == "dead_letter":
         args = [*args[:3], build_error(args[3]), *args[4:]]
@@ -360,6 +369,10 @@ def then_another_writes(
         with fresh_state(values):
             result = outcome(need(values, name), conn, *args, **kwargs)
         result["open"] = conn.in_transaction
+        try:
+            result["synchronous"] = int(conn.execute("PRAGMA synchronous").fetchone()[0])
+        except (sqlite3.Error, TypeError, ValueError):
+            result["synchronous"] = None
         other = sqlite3.connect(path, timeout=0, isolation_level=None)
         try:
             other.execute("BEGIN IMMEDIATE")

@@ -192,6 +192,7 @@ def leaves_no_transaction_open(ns: Namespace) -> None:
                 ).format(call=call),
                 then.format(did=it_said(got), other=got["other"]),
             )
+            _keeps_commits_durable(got, call)
     # A write that fails (a constraint, a full disk): the error comes out, the
     # transaction does not stay open behind it.
     with lab_file(ns) as (conn, path):
@@ -221,6 +222,23 @@ def leaves_no_transaction_open(ns: Namespace) -> None:
                     did=it_said(got), other=got["other"]
                 ),
             )
+
+
+def _keeps_commits_durable(got: dict[str, Any], call: str) -> None:
+    """Fail when ``call`` left its connection under ``PRAGMA synchronous = OFF``."""
+    expect(
+        got.get("synchronous") != 0,
+        _(
+            "the connection as durable after {call} as before: a COMMIT returns once the "
+            "rows are on disk"
+        ).format(call=call),
+        _("{did}; then the connection ran under PRAGMA synchronous = OFF").format(did=it_said(got)),
+        _(
+            "no PRAGMA synchronous = OFF on the connection you are given: its COMMITs (yours "
+            "and every later one of its owner's) return before the rows are on disk, and a "
+            "power cut a moment later undoes a redrive or a dead letter already reported done"
+        ),
+    )
 
 
 #: A generated table: (state, kind, updated_at) per job; times repeat so ties happen.

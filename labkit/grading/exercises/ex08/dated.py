@@ -212,14 +212,23 @@ def dated_digest_in(
     key``). A copy of the message that comes on another day (an hour later) finds no
     record of the key and charges again: the digest hides the date that
     ``clock_fields_in`` reads in a plain record."""
+    return salted_digest_in(record, key, source, names, _dated_texts(now))
+
+
+def salted_digest_in(
+    record: str, key: str, source: str, names: tuple[str, ...], salts: set[str]
+) -> str | None:
+    """How ``record`` digests ``key`` together with one of ``salts`` (side by side with a
+    separator, or in the module's f-strings, as ``dated_digest_in`` tries the dates), as
+    ``sha256('inv-1:2026-12-05')``; None if it does not."""
     tokens = [t.lower() for t in _HEX_TOKEN.findall(record)]
-    if not tokens:
+    if not tokens or not salts:
         return None
     hexes = {t.replace("-", "") if len(t) in (32, 36) else t for t in tokens}
     # A UUID of version 3 or 5 (a digest of a name), with dashes or without (``.hex``).
     uuids = {h for h in hexes if len(h) == 32 and h[12] in "35" and h[16] in "89ab"}
     lengths = {len(h) for h in hexes}
-    for text in _preimages(key, _dated_texts(now), templates_in(source), names):
+    for text in _preimages(key, salts, templates_in(source), names):
         for length in lengths:
             for name, digest in _digests_of(text, length):
                 if digest in hexes:
