@@ -329,6 +329,10 @@ def a_long_outage_enqueues_every_missed_slot(ns: Namespace) -> None:
         _a_huge_outage_enqueues_every_missed_slot(
             ns, 60, max(n for n in caps if n <= TICK_CAP_SCENE) + 1
         )
+    # A cap past that (missed[-200_000:], min(n, 500_000), 10**6): a catch-up one slot
+    # past each such number, stopped after its first inserts (TICK_HEAD_SCENE).
+    for cap in (n for n in caps if TICK_CAP_SCENE < n <= TICK_HEAD_SCENE):
+        _a_vast_outage_starts_with_its_oldest_slot(ns, 60, cap + 1, caps)
 
 
 def _caps_written_in(ns: Namespace, function: str, low: int) -> list[int]:
@@ -344,6 +348,44 @@ def _caps_written_in(ns: Namespace, function: str, low: int) -> list[int]:
 #: runs a catch-up one slot past (a hundred thousand inserts one by one on a table in
 #: memory take five to ten seconds through the harness, more on a loaded machine).
 TICK_CAP_SCENE = 120_000
+
+
+#: The largest cap written in tick's code that ``a_long_outage_enqueues_every_missed_slot``
+#: runs a catch-up one slot past, stopped after the first ``HEAD`` inserts: listing two
+#: million minutes costs due_slots about a tenth of a second.
+TICK_HEAD_SCENE = 2**21
+HEAD = 3
+
+
+def _a_vast_outage_starts_with_its_oldest_slot(
+    ns: Namespace, period: int, n: int, caps: list[int]
+) -> None:
+    """A catch-up of ``n`` slots whose tick is stopped after its first ``HEAD`` inserts:
+    a tick that inserts oldest first and starts past the oldest slot dropped it. One that
+    starts with the newest (newest first), or in no order, or whose inserts a rollback
+    took back, says nothing here."""
+    now = JULY + 30.5
+    newest = (now // period) * period
+    fired = newest - n * period
+    got = ns.harness(HARNESS + "tick_head", "sync", period, fired, now, HEAD)
+    keys = got.get("keys") or []
+    slots = [fired + i * period for i in range(1, n + 1)]
+    oldest, last = reference_key("sync", slots[0]), reference_key("sync", slots[-1])
+    ascending = keys == sorted(keys) and len(set(keys)) == len(keys)
+    dropped = bool(keys) and oldest not in keys and last != keys[0] and ascending
+    expect(
+        not dropped,
+        _("all {count} slots of {period} s from {first} to {last}, each once").format(
+            count=n, period=period, first=slot_iso(slots[0]), last=slot_iso(slots[-1])
+        ),
+        _("the first keys inserted were {keys}: the oldest slot, {oldest}, was left out").format(
+            keys=", ".join(keys), oldest=oldest
+        ),
+        _(
+            "your tick holds the number {caps}: a catch-up one slot past it lost its oldest "
+            "slots. Insert every slot due_slots returns, with no cap on their number"
+        ).format(caps=" / ".join(str(c) for c in caps if c > TICK_CAP_SCENE)),
+    )
 
 
 def _a_huge_outage_enqueues_every_missed_slot(ns: Namespace, period: int, n: int) -> None:

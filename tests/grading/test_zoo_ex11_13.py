@@ -4407,6 +4407,89 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex13",
+        "a lease token of 32 random bits from a SQL function (secrets.randbits(32))",
+        "lease_tokens_hold_enough_randomness",
+        """
+        import secrets
+        CLAIM_SET = CLAIM_SET.replace("lower(hex(randomblob(16)))", "new_token()")
+        _reference_capped, _reference_serial = claim_capped, claim_serial
+        def _with_token(conn):
+            conn.create_function("new_token", 0, lambda: secrets.randbits(32))
+            return conn
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _reference_capped(_with_token(conn), worker, now, lease_s, cap)
+        def claim_serial(conn, worker, now, lease_s):
+            return _reference_serial(_with_token(conn), worker, now, lease_s)
+        """,
+    ),
+    (
+        "ex13",
+        "a lease token cut to 8 hex digits (uuid4().hex[:8] in a SQL function)",
+        "lease_tokens_hold_enough_randomness",
+        """
+        import uuid
+        CLAIM_SET = CLAIM_SET.replace("lower(hex(randomblob(16)))", "new_token()")
+        _reference_capped, _reference_serial = claim_capped, claim_serial
+        def _with_token(conn):
+            conn.create_function("new_token", 0, lambda: uuid.uuid4().hex[:8])
+            return conn
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _reference_capped(_with_token(conn), worker, now, lease_s, cap)
+        def claim_serial(conn, worker, now, lease_s):
+            return _reference_serial(_with_token(conn), worker, now, lease_s)
+        """,
+    ),
+    (
+        "ex13",
+        "a lease token of 32 bits as text (str(random.getrandbits(32)) in a SQL function)",
+        "lease_tokens_hold_enough_randomness",
+        """
+        import random
+        CLAIM_SET = CLAIM_SET.replace("lower(hex(randomblob(16)))", "new_token()")
+        _reference_capped, _reference_serial = claim_capped, claim_serial
+        def _with_token(conn):
+            conn.create_function("new_token", 0, lambda: str(random.getrandbits(32)))
+            return conn
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _reference_capped(_with_token(conn), worker, now, lease_s, cap)
+        def claim_serial(conn, worker, now, lease_s):
+            return _reference_serial(_with_token(conn), worker, now, lease_s)
+        """,
+    ),
+    (
+        "ex13",
+        "a lease token of 4 random bytes (os.urandom(4).hex() in a SQL function)",
+        "lease_tokens_hold_enough_randomness",
+        """
+        import os
+        CLAIM_SET = CLAIM_SET.replace("lower(hex(randomblob(16)))", "new_token()")
+        _reference_capped, _reference_serial = claim_capped, claim_serial
+        def _with_token(conn):
+            conn.create_function("new_token", 0, lambda: os.urandom(4).hex())
+            return conn
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _reference_capped(_with_token(conn), worker, now, lease_s, cap)
+        def claim_serial(conn, worker, now, lease_s):
+            return _reference_serial(_with_token(conn), worker, now, lease_s)
+        """,
+    ),
+    (
+        "ex13",
+        "both claims' lease token 32 random bits in SQL (lower(hex(randomblob(4))))",
+        "lease_tokens_hold_enough_randomness",
+        '''
+        CLAIM_SET = """
+               SET state = 'running',
+                   attempt = attempt + 1,
+                   lease_owner = :worker,
+                   lease_until = :now + :lease_s,
+                   lease_token = lower(hex(randomblob(4))),
+                   updated_at = :now
+        """
+        ''',
+    ),
+    (
+        "ex13",
         "claim_capped counts busy with a window ORDER BY id: older ready jobs pass the cap",
         "cap_skips_a_busy_account",
         '''
@@ -5108,7 +5191,22 @@ SAYS: dict[str, str] = {
     "the relay marks the run's rows from its first id up to the one it published": (
         "a slower writer committed"
     ),
-    "a lease token of 16 random bits (lower(hex(randomblob(2))))": "drawn from at least 2**32",
+    "a lease token of 16 random bits (lower(hex(randomblob(2))))": "drawn from at least 2**48",
+    "a lease token of 32 random bits from a SQL function (secrets.randbits(32))": (
+        "drawn from at least 2**48"
+    ),
+    "a lease token cut to 8 hex digits (uuid4().hex[:8] in a SQL function)": (
+        "drawn from at least 2**48"
+    ),
+    "a lease token of 32 bits as text (str(random.getrandbits(32)) in a SQL function)": (
+        "drawn from at least 2**48"
+    ),
+    "a lease token of 4 random bytes (os.urandom(4).hex() in a SQL function)": (
+        "drawn from at least 2**48"
+    ),
+    "both claims' lease token 32 random bits in SQL (lower(hex(randomblob(4))))": (
+        "drawn from at least 2**48"
+    ),
     "the relay remembers in memory what it published, before publish returns": (
         "the same relay process ran again"
     ),
@@ -5471,6 +5569,11 @@ SEVERE = [
     "the relay marks sent every row of the order it published (by the body's order_id)",
     "a lease token of 16 random bits (lower(hex(randomblob(2))))",
     "a random number below a million as the lease token (abs(random()) % 1000000)",
+    "a lease token of 32 random bits from a SQL function (secrets.randbits(32))",
+    "a lease token cut to 8 hex digits (uuid4().hex[:8] in a SQL function)",
+    "a lease token of 32 bits as text (str(random.getrandbits(32)) in a SQL function)",
+    "a lease token of 4 random bytes (os.urandom(4).hex() in a SQL function)",
+    "both claims' lease token 32 random bits in SQL (lower(hex(randomblob(4))))",
     "lease tokens from the process id and a counter (every container's worker is pid 1)",
     "the relay keeps the first connection it is given in a module global",
     "claim_capped keeps the first connection it is given in a module global",
@@ -5573,6 +5676,29 @@ def test_a_severe_mistake_costs_at_least_half_the_points(mistake: str) -> None:
 def test_the_zoo_has_three_mistakes_per_exercise_at_least() -> None:
     counts = Counter(e for e, *_ in ZOO)
     assert all(counts[e] >= 3 for e in ("ex11", "ex12", "ex13")), counts
+
+
+def _ex13_token(module: str, expr: str, once: bool = False) -> str:
+    """Both claims of the reference with their lease_token drawn by ``expr``, a SQL function
+    registered on each connection (``once``: remembered in a module-level dict by id)."""
+    register = (
+        "    if _REGISTERED.get(id(conn)) is not conn:\n"
+        f"        conn.create_function('new_token', 0, lambda: {expr})\n"
+        "        _REGISTERED[id(conn)] = conn\n"
+        if once
+        else f"    conn.create_function('new_token', 0, lambda: {expr})\n"
+    )
+    return (
+        f"import {module}\n"
+        "_REGISTERED = {}\n"
+        "CLAIM_SET = CLAIM_SET.replace('lower(hex(randomblob(16)))', 'new_token()')\n"
+        "_reference_capped, _reference_serial = claim_capped, claim_serial\n"
+        "def _ready(conn):\n" + register + "    return conn\n"
+        "def claim_capped(conn, worker, now, lease_s, cap):\n"
+        "    return _reference_capped(_ready(conn), worker, now, lease_s, cap)\n"
+        "def claim_serial(conn, worker, now, lease_s):\n"
+        "    return _reference_serial(_ready(conn), worker, now, lease_s)\n"
+    )
 
 
 #: Exercise 13's right solutions written otherwise, each with a check that once took
@@ -5771,6 +5897,119 @@ def claim_serial(conn, worker, now, lease_s):
     return _retrying(conn, sql, {"worker": worker, "now": now, "lease_s": lease_s})
 ''',
     ),
+    (
+        "count and pick in a SELECT, take by id in an UPDATE, both inside BEGIN IMMEDIATE"
+        " (the write lock held from the start), ROLLBACK on any error",
+        "the_cap_holds_when_two_processes_claim",
+        '''
+def _locked(conn, pick, params):
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        found = conn.execute(pick, params).fetchone()
+        row = None
+        if found is not None:
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = :id RETURNING *", {**params, "id": found[0]}
+            ).fetchone()
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return None if row is None else dict(row)
+
+def claim_capped(conn, worker, now, lease_s, cap):
+    return _locked(conn, """
+        SELECT c.id FROM jobs c
+         WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                OR (c.state = 'running' AND c.lease_until <= :now))
+           AND (SELECT count(*) FROM jobs r WHERE r.queue = c.queue AND r.state = 'running'
+                   AND r.lease_until > :now) < :cap
+         ORDER BY (SELECT count(*) FROM jobs r WHERE r.queue = c.queue AND r.state = 'running'
+                     AND r.lease_until > :now), c.run_after, c.id LIMIT 1""",
+        {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap})
+
+def claim_serial(conn, worker, now, lease_s):
+    return _locked(conn, """
+        SELECT h.id FROM jobs h
+         WHERE h.id IN (SELECT min(id) FROM jobs
+                         WHERE state IN ('pending', 'retry_wait', 'running') GROUP BY queue)
+           AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                OR (h.state = 'running' AND h.lease_until <= :now))
+         ORDER BY h.run_after, h.id LIMIT 1""",
+        {"worker": worker, "now": now, "lease_s": lease_s})
+''',
+    ),
+    (
+        "busy counted and heads found in Python inside BEGIN IMMEDIATE, an UPDATE by id, under"
+        " a module-level threading.Lock",
+        "a_worker_claims_again_on_its_own_connection",
+        """
+import threading
+_LOCK = threading.Lock()
+_READY = ("((state IN ('pending', 'retry_wait') AND run_after <= :now)"
+          " OR (state = 'running' AND lease_until <= :now))")
+
+def _take(conn, job_id, worker, now, lease_s):
+    return dict(conn.execute(
+        "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = ?,"
+        " lease_until = ?, lease_token = lower(hex(randomblob(16))), updated_at = ?"
+        " WHERE id = ? RETURNING *", (worker, now + lease_s, now, job_id)).fetchone())
+
+def claim_capped(conn, worker, now, lease_s, cap):
+    with _LOCK:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            busy = dict(conn.execute(
+                "SELECT queue, count(*) FROM jobs WHERE state = 'running' AND lease_until > ?"
+                " GROUP BY queue", (now,)).fetchall())
+            ready = conn.execute(f"SELECT id, queue, run_after FROM jobs WHERE {_READY}",
+                                 {"now": now}).fetchall()
+            ready = [r for r in ready if busy.get(r["queue"], 0) < cap]
+            ready.sort(key=lambda r: (busy.get(r["queue"], 0), r["run_after"], r["id"]))
+            row = _take(conn, ready[0]["id"], worker, now, lease_s) if ready else None
+            conn.execute("COMMIT")
+            return row
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+def claim_serial(conn, worker, now, lease_s):
+    with _LOCK:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            heads = conn.execute(
+                f"SELECT id FROM jobs WHERE {_READY} AND id IN (SELECT min(id) FROM jobs"
+                " WHERE state IN ('pending', 'retry_wait', 'running') GROUP BY queue)"
+                " ORDER BY run_after, id LIMIT 1", {"now": now}).fetchall()
+            row = _take(conn, heads[0]["id"], worker, now, lease_s) if heads else None
+            conn.execute("COMMIT")
+            return row
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+""",
+    ),
+    (
+        "the token from a SQL function registered once per connection, the connections kept"
+        " in a module-level dict by id",
+        "each_claim_uses_the_connection_it_is_given",
+        _ex13_token("secrets", "secrets.token_hex(16)", once=True),
+    ),
+    *[
+        ("a token drawn in Python by a SQL function: " + expr, check, _ex13_token(module, expr))
+        for module, expr, check in (
+            ("uuid", "uuid.uuid4().hex", "lease_tokens_hold_enough_randomness"),
+            ("secrets", "secrets.token_urlsafe()", "lease_tokens_hold_enough_randomness"),
+            ("secrets", "str(secrets.randbits(128))", "tokens_differ_between_forked_workers"),
+            # 64 bits in hex: the fewest the hints allow.
+            ("secrets", "secrets.token_hex(8)", "lease_tokens_hold_enough_randomness"),
+        )
+    ],
 ]
 
 
@@ -5898,6 +6137,88 @@ def consume(conn, message_id, body):
         raise
     return fresh
 """,
+    ),
+    (
+        "a module threading.Lock around place_order, relay_once and consume (one call at a "
+        "time in this process)",
+        "a_long_lived_relay_publishes_what_the_broker_refused",
+        """
+        import threading
+
+        _one_at_a_time = threading.Lock()
+        _ok_place, _ok_relay, _ok_consume = place_order, relay_once, consume
+
+
+        def place_order(conn, order_id, customer, total):
+            with _one_at_a_time:
+                return _ok_place(conn, order_id, customer, total)
+
+
+        def relay_once(conn, publish, now):
+            with _one_at_a_time:
+                return _ok_relay(conn, publish, now)
+
+
+        def consume(conn, message_id, body):
+            with _one_at_a_time:
+                return _ok_consume(conn, message_id, body)
+        """,
+    ),
+    (
+        "place_order and consume wait up to BUSY_MS = 30_000 ms for another writer "
+        "(PRAGMA busy_timeout), then let 'database is locked' out",
+        "a_locked_database_is_an_error_not_a_repeat",
+        """
+        BUSY_MS = 30_000
+        _ok_place, _ok_consume = place_order, consume
+
+
+        def place_order(conn, order_id, customer, total):
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
+            return _ok_place(conn, order_id, customer, total)
+
+
+        def consume(conn, message_id, body):
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
+            return _ok_consume(conn, message_id, body)
+        """,
+    ),
+    (
+        "a module-level audit connection (sqlite3 in memory) that logs every call, never "
+        "read to decide",
+        "two_consumer_processes_send_each_email_once",
+        """
+        import sqlite3
+        import threading
+
+        _audit = sqlite3.connect(":memory:", check_same_thread=False)
+        _audit.execute("CREATE TABLE IF NOT EXISTS calls (what TEXT, detail TEXT)")
+        _audit_lock = threading.Lock()
+        _ok_place, _ok_relay, _ok_consume = place_order, relay_once, consume
+
+
+        def _log(what, detail):
+            with _audit_lock:
+                _audit.execute("INSERT INTO calls VALUES (?, ?)", (what, str(detail)))
+
+
+        def place_order(conn, order_id, customer, total):
+            created = _ok_place(conn, order_id, customer, total)
+            _log("place_order", (order_id, created))
+            return created
+
+
+        def relay_once(conn, publish, now):
+            sent = _ok_relay(conn, publish, now)
+            _log("relay_once", len(sent))
+            return sent
+
+
+        def consume(conn, message_id, body):
+            applied = _ok_consume(conn, message_id, body)
+            _log("consume", (message_id, applied))
+            return applied
+        """,
     ),
 ]
 

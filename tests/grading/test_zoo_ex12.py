@@ -1892,6 +1892,156 @@ ZOO: list[tuple[str, str, str, str]] = [
         """,
     ),
     (
+        # The cap scene stopped at 120000 slots: a cap of 200000 kept in tick passed.
+        "ex12",
+        "tick keeps only the newest 200000 due slots of a catch-up (missed[-200_000:])",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            missed = due_slots(period_s, last, since, now, catch_up)
+            for slot in missed[-200_000:]:
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "tick keeps the newest min(n, 500_000) due slots of a catch-up",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            missed = due_slots(period_s, last, since, now, catch_up)
+            keep = min(len(missed), 500_000)
+            for slot in missed[len(missed) - keep:]:
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "tick keeps only the newest 10**6 due slots of a catch-up",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up)[-10**6:]:
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "tick takes the newest 2**20 slots through islice(reversed(...))",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        from itertools import islice
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            newest = islice(reversed(due_slots(period_s, last, since, now, catch_up)), 2**20)
+            for slot in sorted(newest):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "tick keeps the newest MAX_CATCH_UP = 250_000 slots (a module constant)",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        MAX_CATCH_UP = 250_000
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            missed = due_slots(period_s, last, since, now, catch_up)
+            if len(missed) > MAX_CATCH_UP:
+                missed = missed[len(missed) - MAX_CATCH_UP:]
+            for slot in missed:
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
         # The boundaries never had since or last after now: a ValueError for them passed.
         "ex12",
         "due_slots raises ValueError when since is after now (a schedule that starts later)",
@@ -1952,6 +2102,13 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for each mistake.
 SAYS: dict[str, str] = {
+    "tick keeps only the newest 200000 due slots of a catch-up (missed[-200_000:])": (
+        "all 200001 slots"
+    ),
+    "tick keeps the newest min(n, 500_000) due slots of a catch-up": "all 500001 slots",
+    "tick keeps only the newest 10**6 due slots of a catch-up": "all 1000001 slots",
+    "tick takes the newest 2**20 slots through islice(reversed(...))": "all 1048577 slots",
+    "tick keeps the newest MAX_CATCH_UP = 250_000 slots (a module constant)": "all 250001 slots",
     "tick raises when the newest key is after now (a clock behind taken for an error)": (
         "400 ms before 02:00:00"
     ),
@@ -2337,6 +2494,126 @@ RIGHT: list[tuple[str, str, str]] = [
                 if cur.rowcount == 1:
                     created.append(key)
             return created
+        """,
+    ),
+    (
+        "a tick that logs its time in microseconds (* 1_000_000) and sets PRAGMA cache_size "
+        "= -200000 (big numbers, not caps)",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        import logging
+        import time
+
+        log = logging.getLogger("scheduler")
+        US_PER_S = 1_000_000
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            started = time.perf_counter()
+            conn.execute("PRAGMA cache_size = -200000")  # 200 MB of page cache
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            spent = int((time.perf_counter() - started) * US_PER_S)
+            log.debug("tick %s: %d new in %d us", schedule, len(created), spent)
+            return created
+        """,
+    ),
+    (
+        "BEGIN IMMEDIATE with a busy timeout of BUSY_MS = 250_000 ms (the second "
+        "scheduler of a_tick_reports_only_the_keys_it_inserted waited it out)",
+        "a_tick_reports_only_the_keys_it_inserted",
+        """
+        BUSY_MS = 250_000  # a long catch-up of another scheduler may hold the lock minutes
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                prefix = f"schedule:{schedule}:"
+                row = conn.execute(
+                    "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+                ).fetchone()
+                last = None
+                if row[0] is not None:
+                    fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                    last = fired.replace(tzinfo=UTC).timestamp()
+                created = []
+                for slot in due_slots(period_s, last, since, now, catch_up):
+                    key = slot_key(schedule, slot)
+                    got = conn.execute(
+                        "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                        " VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key",
+                        (key, schedule, slot, now),
+                    ).fetchone()
+                    if got is not None:
+                        created.append(key)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return created
+        """,
+    ),
+    (
+        "executemany in chunks of CHUNK = 2**20 rows in BEGIN IMMEDIATE, the new keys "
+        "those not in the table before",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        from itertools import islice
+
+        CHUNK = 2**20
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                prefix = f"schedule:{schedule}:"
+                row = conn.execute(
+                    "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+                ).fetchone()
+                last = None
+                if row[0] is not None:
+                    fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                    last = fired.replace(tzinfo=UTC).timestamp()
+                slots = due_slots(period_s, last, since, now, catch_up)
+                keys = [slot_key(schedule, slot) for slot in slots]
+                before = {
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT key FROM jobs WHERE substr(key, 1, ?) = ? AND key >= ?",
+                        (len(prefix), prefix, keys[0] if keys else prefix),
+                    ).fetchall()
+                }
+                rows = iter(zip(keys, slots))
+                while chunk := list(islice(rows, CHUNK)):
+                    conn.executemany(
+                        "INSERT OR IGNORE INTO jobs (key, kind, run_after, updated_at)"
+                        " VALUES (?, ?, ?, ?)",
+                        ((key, schedule, slot, now) for key, slot in chunk),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return [key for key in keys if key not in before]
         """,
     ),
 ]

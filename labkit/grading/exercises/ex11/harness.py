@@ -13,23 +13,24 @@ fault fired and an outcome; the check reads the databases.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import re
 import sqlite3
 from collections.abc import Callable, MutableMapping
 from pathlib import Path
-from types import CodeType, FunctionType
-from typing import Any, cast
+from typing import Any
 
 from labkit.clock import FakeClock
 from labkit.errors import SimulatedCrash
 from labkit.grading.exercises.common import fresh_state, outcome
 from labkit.grading.exercises.common import on_one_connection as on_one_connection  # checks call it
+from labkit.grading.exercises.ex11.caps import SCALE_ABOVE as SCALE_ABOVE
+from labkit.grading.exercises.ex11.caps import SCALED_CAP as SCALED_CAP
+from labkit.grading.exercises.ex11.caps import _ints_written_in as _ints_written_in
+from labkit.grading.exercises.ex11.caps import relay_into_a_list as relay_into_a_list
 from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racers import in_processes
-from labkit.grading.exercises.tracing import Rows, Watched
+from labkit.grading.exercises.tracing import Watched
 from labkit.patterns.outbox import Broker
 
 FAULTS = ("crash_before_publish", "crash_after_publish", "broker_down", "broker_timeout")
@@ -294,233 +295,6 @@ def place_order_kills_unretried(
     return sweep(folder, ["shop.db"], once, nobody, seed)
 
 
-def relay_into_a_list(
-    values: MutableMapping[str, Any], path: str, now: float, scale_caps: bool = False
-) -> dict[str, Any]:
-    """``relay_once(conn, publish, now)`` whose ``publish`` only lists what it is given.
-
-    For a backlog of thousands of rows: no broker file, and the shop's database is not
-    synced at each of the student's commits (``synchronous=OFF``, this connection only),
-    so the run costs milliseconds. ``published`` is what the broker would have got,
-    ``topics`` and ``bodies`` the topic and body published with each.
-
-    With ``scale_caps``, every cap above ``SCALE_ABOVE`` (a ``LIMIT``, a ``fetchmany``
-    size, an integer in the relay's code or a default of its parameters) runs as
-    ``SCALED_CAP``: a backlog past a cap of a million rows is too slow to build, and a
-    relay that pages through its backlog publishes it all at any page size. ``scaled``
-    names the caps so changed.
-    """
-    published: list[str] = []
-    topics: list[str] = []
-    bodies: list[Any] = []
-
-    def publish(topic: str, message_id: str, body: str) -> None:
-        published.append(message_id)
-        topics.append(topic if isinstance(topic, str) else repr(topic))
-        text = body.decode() if isinstance(body, bytes) else body
-        bodies.append(text if isinstance(text, str) else repr(text))
-
-    conn = connect(path)
-    conn.execute("PRAGMA synchronous=OFF")
-    watched = _LimitsSeen(conn, scale_caps)
-    scaled: list[int] = []
-    relay = values["relay_once"]
-    try:
-        if scale_caps:
-            relay = _scaled_down(relay, scaled)
-        got = _run(values, relay, watched, publish, now)
-    finally:
-        conn.close()
-    return {
-        **got,
-        "published": published,
-        "topics": topics,
-        "bodies": bodies,
-        "limits": watched.limits + _ints_written_in(values["relay_once"]),
-        "scaled": sorted(set(scaled + watched.scaled)),
-    }
-
-
-#: A cap above this many rows is run scaled down to ``SCALED_CAP`` (see ``relay_into_a_list``).
-SCALE_ABOVE = 100_000
-#: Fewer than the pending rows of the check's backlog (over 10000).
-SCALED_CAP = 10_000
-
-
-def _smaller(value: Any, found: list[int]) -> Any:
-    """``SCALED_CAP`` for an integer above ``SCALE_ABOVE`` (noted in ``found``), else ``value``."""
-    if isinstance(value, int) and not isinstance(value, bool) and value > SCALE_ABOVE:
-        found.append(value)
-        return SCALED_CAP
-    return value
-
-
-def _scaled_down(fn: Any, found: list[int]) -> Any:
-    """``fn`` rebuilt with every integer above ``SCALE_ABOVE`` it holds scaled down.
-
-    The integers of its code (slices and tuples included), of the functions it defines,
-    of its parameters' defaults, and of the notebook's functions and integer globals it
-    names (``BATCH = 1_000_000``), as ``_ints_written_in`` reads them. The rebuilt
-    functions share a copy of the notebook's globals: the notebook itself is untouched.
-    """
-    glob = getattr(fn, "__globals__", None)
-    if not isinstance(glob, dict) or not isinstance(getattr(fn, "__code__", None), CodeType):
-        return fn
-    copied: dict[str, Any] = dict(glob)
-    rebuilt: dict[int, Any] = {}
-
-    def const(value: Any) -> Any:
-        if isinstance(value, CodeType):
-            return code(value)
-        if isinstance(value, slice):
-            return slice(*(_smaller(n, found) for n in (value.start, value.stop, value.step)))
-        if isinstance(value, tuple):
-            return tuple(const(v) for v in value)
-        return _smaller(value, found)
-
-    def code(c: CodeType) -> CodeType:
-        for name in c.co_names:
-            named = glob.get(name)
-            if isinstance(named, int) and not isinstance(named, bool):
-                copied[name] = _smaller(named, found)
-            elif isinstance(named, FunctionType) and named.__globals__ is glob:
-                function(named)
-        return c.replace(co_consts=tuple(const(v) for v in c.co_consts))
-
-    def function(f: FunctionType) -> FunctionType:
-        if id(f) not in rebuilt:
-            rebuilt[id(f)] = f  # a function that names itself: rebuilt once
-            new = FunctionType(code(f.__code__), copied, f.__name__, None, f.__closure__)
-            new.__defaults__ = const(f.__defaults__) if f.__defaults__ else None
-            if f.__kwdefaults__:
-                new.__kwdefaults__ = {k: _smaller(v, found) for k, v in f.__kwdefaults__.items()}
-            rebuilt[id(f)] = copied[f.__name__] = new
-        return cast(FunctionType, rebuilt[id(f)])
-
-    try:
-        return function(fn)
-    except (TypeError, ValueError):  # code this rebuild cannot take: run it as written
-        return fn
-
-
-def _ints_written_in(fn: Any) -> list[int]:
-    """The integer literals of ``fn``'s code, of the functions it defines, and of the
-    notebook's functions and integer globals it names (``BATCH = 20000``).
-
-    A cap kept in Python (``rows[:20000]``, ``islice(rows, 20000)``, a loop that breaks
-    at 20000) leaves no ``LIMIT`` in the SQL: its number is in the code.
-    """
-    found: list[int] = []
-    seen: set[int] = set()
-    glob = getattr(fn, "__globals__", {})
-
-    def walk(code: Any) -> None:
-        if id(code) in seen:
-            return
-        seen.add(id(code))
-        for const in code.co_consts:
-            if hasattr(const, "co_consts"):
-                walk(const)
-            elif isinstance(const, int) and not isinstance(const, bool):
-                found.append(const)
-            elif isinstance(const, slice | tuple):
-                parts = (const.start, const.stop) if isinstance(const, slice) else const
-                found.extend(n for n in parts if isinstance(n, int) and not isinstance(n, bool))
-        for name in code.co_names:
-            named: Any = glob.get(name)
-            if isinstance(named, int) and not isinstance(named, bool):
-                found.append(named)
-            elif hasattr(getattr(named, "__code__", None), "co_consts"):
-                walk(named.__code__)
-
-    with contextlib.suppress(Exception):
-        walk(fn.__code__)
-    return found
-
-
-_LIMIT = re.compile(r"\bLIMIT\s+(\d+|[:@$]\w+|\?\d*)(?:\s*,\s*(\d+|[:@$]\w+|\?\d*))?", re.I)
-
-
-def _slot(sql: str, at: int, token: str) -> str | int:
-    """Where the parameter bound to one LIMIT operand sits in the statement's parameters:
-    its name (``:n``, ``@n``, ``$n``), or its index (``?3``, or the ``?`` count before it)."""
-    if token[0] in ":@$":
-        return token[1:]
-    return int(token[1:]) - 1 if len(token) > 1 else sql[:at].count("?")
-
-
-def _limit_value(sql: str, at: int, token: str, params: Any) -> int | None:
-    """The value of one LIMIT operand: a literal, or the parameter bound to it."""
-    if token.isdigit():
-        return int(token)
-    try:
-        return int(params[_slot(sql, at, token)])
-    except (KeyError, IndexError, TypeError, ValueError):
-        return None
-
-
-def _bound(sql: str, at: int, token: str, params: Any, value: int) -> Any:
-    """``params`` (a copy) with the parameter bound to one LIMIT operand set to ``value``."""
-    try:
-        slot = _slot(sql, at, token)
-        if isinstance(slot, str):
-            return {**params, slot: value}
-        changed = list(params)
-        changed[slot] = value
-        return changed
-    except (KeyError, IndexError, TypeError, ValueError):
-        return params
-
-
-class _LimitsSeen(Watched):
-    """``Watched`` that also notes the row count of every ``LIMIT`` the student's SQL has,
-    and every ``fetchmany`` size.
-
-    A relay with a silent cap bigger than the check's backlog publishes it all; the
-    check then builds a backlog one past that cap (``LIMIT count`` and ``LIMIT offset,
-    count`` alike; a literal, or the parameter bound to it).
-    """
-
-    def __init__(self, conn: sqlite3.Connection, scale_caps: bool = False) -> None:
-        super().__init__(conn)
-        self.limits: list[int] = []
-        self.scale_caps = scale_caps
-        self.scaled: list[int] = []
-
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        if isinstance(sql, str) and ("LIMIT" in sql or "limit" in sql.lower()):
-            edits: list[tuple[int, int, str]] = []
-            for found in _LIMIT.finditer(sql):
-                group = 2 if found.group(2) else 1
-                token = found.group(group)
-                value = _limit_value(sql, found.start(group), token, params)
-                if value is not None:
-                    self.limits.append(value)
-                if self.scale_caps and value is not None and value > SCALE_ABOVE:
-                    self.scaled.append(value)
-                    if token.isdigit():
-                        edits.append((found.start(group), found.end(group), str(SCALED_CAP)))
-                    else:
-                        params = _bound(sql, found.start(group), token, params, SCALED_CAP)
-            for start, end, text in reversed(edits):
-                sql = sql[:start] + text + sql[end:]
-        rows = super().execute(sql, params)
-        if isinstance(rows, Rows) and rows._rows:  # fetchmany(20000): a cap in Python
-            limits, fetchmany, scaled = self.limits, rows.fetchmany, self.scaled
-            scale_caps = self.scale_caps
-
-            def noted(size: int = 1) -> Any:
-                with contextlib.suppress(TypeError, ValueError):
-                    limits.append(int(size))
-                    if scale_caps and int(size) > SCALE_ABOVE:
-                        scaled.append(int(size))
-                        size = SCALED_CAP
-                return fetchmany(size)
-
-            rows.fetchmany = noted  # type: ignore[method-assign]
-        return rows
-
-
 def relay_again_in_one_process(
     values: MutableMapping[str, Any], path: str, broker_path: str, now: float, nth: int
 ) -> dict[str, Any]:
@@ -551,13 +325,28 @@ def relay_again_in_one_process(
     return {"first": first, "second": second}
 
 
+class _Impatient(Watched):
+    """The connection of ``call_while_locked``'s first call, whose lock the harness holds
+    in this same thread until the call returns: a busy timeout the student's code sets
+    (``PRAGMA busy_timeout = 30000``, right against a writer in another process, which
+    commits meanwhile) would only wait that long for a lock nothing releases here. It is
+    set back to 0.05 s, the lock held past it as the check means."""
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        got = super().execute(sql, params)
+        if isinstance(sql, str) and "busy_timeout" in sql.lower():
+            self._conn.execute("PRAGMA busy_timeout = 50")
+        return got
+
+
 def call_while_locked(
     values: MutableMapping[str, Any], name: str, path: str, args: list[Any]
 ) -> dict[str, Any]:
     """``name(conn, *args)`` while another process holds the write lock, then again freed.
 
     Another connection holds ``BEGIN IMMEDIATE`` on ``path`` and the student's connection
-    waits 0.05 s for it (a busy timeout that runs out, as a slow writer makes it), so
+    waits 0.05 s for it (a busy timeout that runs out, as a slow writer makes it; one the
+    code sets is set back to that, see ``_Impatient``), so
     its ``BEGIN IMMEDIATE`` raises "database is locked". Then the lock is released and
     the same call runs on a fresh connection. Returns both outcomes.
     """
@@ -568,7 +357,7 @@ def call_while_locked(
         conn.row_factory = sqlite3.Row
         try:
             with fresh_state(values):
-                locked = outcome(values[name], Watched(conn), *args)
+                locked = outcome(values[name], _Impatient(conn), *args)
         finally:
             conn.close()
         blocker.execute("ROLLBACK")

@@ -2,8 +2,8 @@
 
 ``keys_in_zone`` computes keys while the process's local time zone is another one, in a
 namespace whose cells ran again in that zone, so a key written in local time shows
-itself, even in a zone read once at import. ``tick_in_memory`` ticks a catch-up of tens
-of thousands of slots on a table in memory, where it costs a fraction of a second.
+itself, even in a zone read once at import. The long outages (``tick_in_memory``,
+``tick_head``, ``ints_written_in``) are in ``outage``, imported here for the checks.
 ``tick`` runs the student's ``tick`` on a connection the harness opens to a file the
 check made; ``tick_race`` runs two schedulers in two forked processes, each with its own
 connection whose plain reads pause, ticking the same schedule at skewed moments;
@@ -16,8 +16,6 @@ parsed back from a key as local time shows itself. The check reads the table its
 
 from __future__ import annotations
 
-import os
-import resource
 import sqlite3
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
@@ -27,9 +25,15 @@ from typing import Any
 
 from labkit.grading.exercises.common import fresh_state, outcome
 from labkit.grading.exercises.common import on_one_connection as on_one_connection  # checks call it
+from labkit.grading.exercises.ex12.outage import BOUNDED_HEADROOM as BOUNDED_HEADROOM
+from labkit.grading.exercises.ex12.outage import due_slots_bounded as due_slots_bounded
+from labkit.grading.exercises.ex12.outage import due_slots_span as due_slots_span
+from labkit.grading.exercises.ex12.outage import ints_written_in as ints_written_in
+from labkit.grading.exercises.ex12.outage import tick_head as tick_head
+from labkit.grading.exercises.ex12.outage import tick_in_memory as tick_in_memory
 from labkit.grading.exercises.killsweep import sweep
-from labkit.grading.exercises.labdb import add_job, connect, lab_db
-from labkit.grading.exercises.racers import in_a_forked_child, in_processes
+from labkit.grading.exercises.labdb import add_job, connect
+from labkit.grading.exercises.racers import in_processes
 from labkit.grading.exercises.racesweep import race_sweep
 from labkit.grading.exercises.replay import cells_run_again
 from labkit.grading.exercises.tracing import WRITES, Watched, verb_of
@@ -65,45 +69,6 @@ def many(values: MutableMapping[str, Any], name: str, calls: list[list[Any]]) ->
         return [outcome(values[name], *call) for call in calls]
 
 
-#: What ``due_slots_bounded`` lets one child's address space grow by: a few slots need
-#: kilobytes; a list of every second since the epoch needs gigabytes.
-BOUNDED_HEADROOM = 256 * 2**20
-
-
-def _cap_the_address_space(headroom: int) -> None:
-    """Let this process's address space grow by ``headroom`` bytes at most (Linux; where
-    the size is unknown or the limit refused, only the time limit holds)."""
-    try:
-        with open("/proc/self/statm") as statm:
-            size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        cap = size + headroom
-        if soft != resource.RLIM_INFINITY:
-            cap = min(cap, soft)
-        if hard != resource.RLIM_INFINITY:
-            cap = min(cap, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    except (OSError, ValueError):
-        pass
-
-
-def due_slots_bounded(
-    values: MutableMapping[str, Any], calls: list[list[Any]], seconds: float
-) -> dict[str, Any]:
-    """``due_slots(*call)`` for each call, as outcomes, in a forked child whose memory
-    may grow by ``BOUNDED_HEADROOM`` only and that is killed after ``seconds``: a
-    ``due_slots`` that builds or walks every slot since ``since`` (millions) raises
-    ``MemoryError`` or runs out of time there, never in the grader. ``{"outcomes":
-    [...]}`` or ``{"hung": True}``."""
-
-    def run() -> dict[str, Any]:
-        _cap_the_address_space(BOUNDED_HEADROOM)
-        with fresh_state(values):
-            return {"outcomes": [outcome(values["due_slots"], *call) for call in calls]}
-
-    return in_a_forked_child(run, timeout=seconds)
-
-
 def tick(
     values: MutableMapping[str, Any],
     path: str,
@@ -127,48 +92,6 @@ def tick(
             return outcome(values["tick"], Watched(conn), schedule, period_s, since, now, catch_up)
     finally:
         conn.close()
-
-
-def tick_in_memory(
-    values: MutableMapping[str, Any],
-    schedule: str,
-    period_s: int,
-    fired: float,
-    now: float,
-) -> dict[str, Any]:
-    """One ``tick`` (``catch_up="all"``, ``since`` the epoch) on a fresh exercise table in
-    memory where ``fired`` already fired: a catch-up of tens of thousands of slots costs
-    a fraction of a second there. The outcome (its list of keys replaced by their count,
-    first and last) and the same of the keys the table holds (None when the tick closed
-    the connection, and the table in memory with it)."""
-    conn = lab_db(":memory:")
-    try:
-        add_job(conn, reference_key(schedule, fired), kind=schedule, run_after=fired)
-        with fresh_state(values):
-            got = outcome(values["tick"], Watched(conn), schedule, period_s, 0, now, "all")
-        try:
-            keys = [row[0] for row in conn.execute("SELECT key FROM jobs ORDER BY key")]
-        except sqlite3.ProgrammingError:  # the tick closed it: the table in memory is gone
-            keys = None
-    finally:
-        conn.close()
-    created = got.pop("returned", None)
-    if isinstance(created, (list, tuple)) and all(isinstance(k, str) for k in created):
-        got["created"] = _span(sorted(created))
-    elif "raised" not in got:
-        got["returned"] = repr(created)[:200]
-    got["table"] = None if keys is None else _span(keys)
-    return got
-
-
-def _span(keys: list[str]) -> dict[str, Any]:
-    """Keys said in little room: how many, how many distinct, the first and the last."""
-    return {
-        "count": len(keys),
-        "distinct": len(set(keys)),
-        "first": keys[0] if keys else None,
-        "last": keys[-1] if keys else None,
-    }
 
 
 def tick_race(
@@ -346,6 +269,19 @@ class _OtherTicksFirst(Watched):
         return super().execute(sql, params)
 
 
+class _Impatient(Watched):
+    """The second scheduler's connection, run in the first's thread while the first holds
+    its write lock: a busy timeout the tick sets (``PRAGMA busy_timeout = 30000``, right
+    between two processes, where the first commits meanwhile) would only wait that long
+    for a lock nothing releases here; it is set back to 'database is locked' at once."""
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        got = super().execute(sql, params)
+        if isinstance(sql, str) and "busy_timeout" in sql.lower():
+            self._conn.execute("PRAGMA busy_timeout = 50")
+        return got
+
+
 def tick_at_the_same_now(
     values: MutableMapping[str, Any],
     path: str,
@@ -382,7 +318,7 @@ def _tick_at_the_same_now(
     def other() -> None:
         conn = connect(path, timeout=0.05)  # a lock held: 'database is locked' at once
         try:
-            second.update(outcome(elsewhere["tick"], Watched(conn), *args))
+            second.update(outcome(elsewhere["tick"], _Impatient(conn), *args))
         finally:
             conn.close()
 
@@ -397,87 +333,3 @@ def _tick_at_the_same_now(
             second.clear()
             other()
     return [first, second]
-
-
-def _ints_of(fn: Any, found: list[int], seen: set[int]) -> None:
-    """The whole numbers ``fn`` holds, without their sign: its code's constants (slices
-    and tuples included, whole floats such as ``1e5`` too), its functions', its
-    parameters' defaults, and the notebook's integer globals and functions it names
-    (``MAX_CATCH_UP = 50_000``)."""
-    code = getattr(fn, "__code__", None)
-    glob = getattr(fn, "__globals__", {})
-    if code is None or id(code) in seen:
-        return
-    seen.add(id(code))
-
-    def add(value: Any) -> None:
-        if isinstance(value, bool):
-            return
-        if isinstance(value, int):
-            found.append(abs(value))  # slots[-50000:] keeps the newest 50000
-        elif isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-            found.append(int(abs(value)))
-        elif isinstance(value, slice):
-            for part in (value.start, value.stop, value.step):
-                add(part)
-        elif isinstance(value, (tuple, frozenset)):
-            for part in value:
-                add(part)
-
-    def walk(c: Any) -> None:
-        for const in c.co_consts:
-            if hasattr(const, "co_consts"):
-                walk(const)
-            else:
-                add(const)
-        for name in c.co_names:
-            named = glob.get(name)
-            if callable(named) and getattr(named, "__globals__", None) is glob:
-                _ints_of(named, found, seen)
-            else:
-                add(named)
-
-    walk(code)
-    for value in (*(getattr(fn, "__defaults__", None) or ()), *(fn.__kwdefaults__ or {}).values()):
-        add(value)
-
-
-def ints_written_in(values: MutableMapping[str, Any], names: list[str]) -> list[int]:
-    """The whole numbers written in the notebook's functions ``names`` and in what they
-    call or name of the notebook: a cap on a catch-up (``[-50000:]``, a loop that stops at
-    ``MAX_SLOTS``) is one of them, and the check then runs a catch-up one slot past it."""
-    found: list[int] = []
-    seen: set[int] = set()
-    for name in names:
-        try:
-            _ints_of(values.get(name), found, seen)
-        except Exception:  # noqa: BLE001 - code this walk cannot read: no cap found in it
-            continue
-    return sorted(set(found))
-
-
-def due_slots_span(
-    values: MutableMapping[str, Any], calls: list[list[Any]]
-) -> list[dict[str, Any]]:
-    """``due_slots(*call)`` for each call, its list said in little room: how many slots,
-    how many distinct, the first and the last, and whether each is one period after the
-    one before it (hundreds of thousands of slots cost nothing to send back)."""
-    said: list[dict[str, Any]] = []
-    with fresh_state(values):
-        for call in calls:
-            got = outcome(values["due_slots"], *call)
-            slots = got.pop("returned", None)
-            if isinstance(slots, (list, tuple)) and all(
-                isinstance(s, (int, float)) and not isinstance(s, bool) for s in slots
-            ):
-                got["span"] = {
-                    "count": len(slots),
-                    "distinct": len(set(slots)),
-                    "first": slots[0] if slots else None,
-                    "last": slots[-1] if slots else None,
-                    "steps": all(b - a == call[0] for a, b in zip(slots, slots[1:], strict=False)),
-                }
-            elif "raised" not in got:
-                got["returned"] = repr(slots)[:200]
-            said.append(got)
-    return said
