@@ -15,6 +15,7 @@ from labkit.faults import LOST_RESPONSE
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex05.runs import CHARGE, HARNESS, POST, invoices, run_job
 from labkit.grading.exercises.killsweep import scene_seeds
+from labkit.grading.exercises.wallclock import RETRY_S
 from labkit.lang import _
 from labkit.world import World
 
@@ -242,10 +243,10 @@ def a_repeat_keeps_the_first_reply(ns: Namespace) -> None:
 #: How much later the wall clock reads in ``the_same_calls_a_day_later``: a day, an hour,
 #: a minute and a second, so a key with the date, the hour, the minute or the second in
 #: it changes whatever the time of day. The first try is made on a Sunday, the last day of
-#: a month and of a year (``harness.YEAR_END``), so the retry also falls in another week,
-#: month and year: a key with a "billing period" in it changes too, whatever day it is
-#: graded on.
-LATER_S = 86_400 + 3_600 + 61
+#: a month and of a year (``wallclock.YEAR_END``), so the retry also falls in another
+#: week, month and year: a key with a "billing period" in it changes too, whatever day it
+#: is graded on.
+LATER_S = RETRY_S
 
 
 @CHECKS.add(

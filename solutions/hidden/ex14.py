@@ -477,8 +477,8 @@ def a_kill_right_after_the_release_does_not_charge_again(ns: Namespace) -> None:
 @CHECKS.add(
     2,
     "the release's key comes from the order too, never from the time or a uuid4(): a "
-    "worker killed right after the release and restarted later (the next day or month, "
-    "another machine) must find it done, not put the stock back twice",
+    "worker killed right after the release and restarted later (the next day, month or "
+    "year, another machine) must find it done, not put the stock back twice",
     severe=True,
 )
 def a_release_resumed_by_a_restarted_worker_releases_once(ns: Namespace) -> None:
@@ -496,7 +496,7 @@ def a_release_resumed_by_a_restarted_worker_releases_once(ns: Namespace) -> None
             got.get("returned") == "failed" and ok,
             _(
                 "after a kill right after the release and a re-run by a worker restarted a "
-                "day later or more (in the next month): 'failed', {effects}"
+                "day and an hour later (the next month and year): 'failed', {effects}"
             ).format(effects=wanted(ORDER, 1, True)),
             _("{returned}; {seen}").format(returned=repr(got.get("returned")), seen=seen),
         )

@@ -1972,6 +1972,59 @@ RIGHT: list[tuple[str, str, str]] = [
         """,
     ),
     (
+        # Its ctxs once went out of scope between jobs: the next ctx's world took the freed
+        # one's id(), and the cache handed it the ledger of the job before.
+        "the ledger cached per world in a module-level dict keyed by id(ctx.world)",
+        "post_is_the_same_after_a_restart",
+        """
+        _LEDGERS = {}
+
+        def post_handler(job, ctx):
+            ledger = _LEDGERS.get(id(ctx.world))
+            if ledger is None:
+                ledger = _LEDGERS[id(ctx.world)] = ctx.world.ledger
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+        """,
+    ),
+    (
+        # A crash inside the lock, then the next worker life in the same thread.
+        "a module-level RLock taken with acquire() and released in finally, in both handlers",
+        "charge_survives_crash_after_effect",
+        """
+        import threading
+
+        _LOCK = threading.RLock()
+
+        def charge_handler(job, ctx):
+            _LOCK.acquire()
+            try:
+                customer, amount = job.payload["customer"], job.payload["amount"]
+                return ctx.world.payments.charge(
+                    customer, amount, key=job.key, idempotency_key=job.key
+                )
+            finally:
+                _LOCK.release()
+
+        def post_handler(job, ctx):
+            _LOCK.acquire()
+            try:
+                with ctx.world.ledger.transaction() as tx:
+                    if tx.status(job.key) == "done":
+                        return {"skipped": "already posted"}
+                    reply = tx.post(job.payload["customer"], job.payload["amount"], key=job.key)
+                    tx.mark(job.key, "done")
+                return reply
+            finally:
+                _LOCK.release()
+        """,
+    ),
+    (
         "the mark written before the entry, both in the one transaction",
         "post_survives_every_crash",
         """

@@ -1410,7 +1410,7 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         # "One job per order and billing period": the same key all month, and a new one
-        # for a job resumed in the next month (from the 28th on, a day later).
+        # for a job resumed in the next month (the first run at wallclock.YEAR_END).
         "ex14",
         "each step's key holds the billing month, time.strftime('%Y-%m')",
         "each_effect_has_a_key_from_the_order",
@@ -1433,6 +1433,90 @@ ZOO: list[tuple[str, str, str, str]] = [
             (
                 "    key = f\"order:{order['id']}:{step}:v1\"\n",
                 "    key = f\"order:{order['id']}:{step}:{PERIOD}\"\n",
+            ),
+        ),
+    ),
+    (
+        # "One job per order and year" (f"{order_id}-{date.today().year}"): caught whatever
+        # day it is graded on, since the first run reads wallclock.YEAR_END.
+        "ex14",
+        "each step's key holds the year, date.today().year",
+        "each_effect_has_a_key_from_the_order",
+        "from datetime import date\n"
+        + _edit(
+            DO_STEP,
+            (
+                "    key = f\"order:{order['id']}:{step}:v1\"\n",
+                "    key = f\"{order['id']}-{step}-{date.today().year}\"\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "each step's key holds the ISO week, date.today().isocalendar()",
+        "each_effect_has_a_key_from_the_order",
+        "import datetime\n"
+        + _edit(
+            DO_STEP,
+            (
+                "    key = f\"order:{order['id']}:{step}:v1\"\n",
+                "    year, week, _day = datetime.date.today().isocalendar()\n"
+                "    key = f\"order:{order['id']}:{step}:{year}-W{week:02d}\"\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "each step's key holds the month alone, datetime.now().month",
+        "each_effect_has_a_key_from_the_order",
+        "from datetime import datetime\n"
+        + _edit(
+            DO_STEP,
+            (
+                "    key = f\"order:{order['id']}:{step}:v1\"\n",
+                "    key = f\"order:{order['id']}:{step}:m{datetime.now().month}\"\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "each step's key holds the hour of the day, time.localtime().tm_hour",
+        "each_effect_has_a_key_from_the_order",
+        "import time\n"
+        + _edit(
+            DO_STEP,
+            (
+                "    key = f\"order:{order['id']}:{step}:v1\"\n",
+                "    key = f\"order:{order['id']}:{step}:h{time.localtime().tm_hour}\"\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the release's key holds the year of the restock (a restarted worker releases again)",
+        "a_release_resumed_by_a_restarted_worker_releases_once",
+        _edit(
+            DO_STEP,
+            (
+                "    key = f\"order:{order['id']}:{step}:v1\"\n",
+                "    key = f\"order:{order['id']}:{step}:v1\"\n"
+                '    if step == "release":\n'
+                "        import datetime\n"
+                '        key += f":{datetime.date.today().year}"\n',
+            ),
+        ),
+    ),
+    (
+        # A restarted worker is another process: its thread has another id.
+        "ex14",
+        "each step's key holds the worker thread's id, threading.get_ident()",
+        "each_effect_has_a_key_from_the_order",
+        "import threading\n"
+        + _edit(
+            DO_STEP,
+            (
+                "    key = f\"order:{order['id']}:{step}:v1\"\n",
+                "    key = f\"order:{order['id']}:{step}:{threading.get_ident()}\"\n",
             ),
         ),
     ),
@@ -1498,6 +1582,12 @@ SEVERE = [
     "a PermanentError from the reserve compensated like a declined charge",
     "a 503 from the mail API skipped: the job 'done' without its e-mail",
     "each step's key holds the UTC day, time.time() // 86400",
+    "each step's key holds the worker thread's id, threading.get_ident()",
+    "each step's key holds the year, date.today().year",
+    "each step's key holds the ISO week, date.today().isocalendar()",
+    "each step's key holds the month alone, datetime.now().month",
+    "each step's key holds the hour of the day, time.localtime().tm_hour",
+    "the release's key holds the year of the restock (a restarted worker releases again)",
     "each step's key holds the local date, datetime.date.today()",
     "the policy version cached per order id in a module-level dict",
     "each step's key holds the day of the world's clock",
@@ -1529,7 +1619,7 @@ SAYS = {
     ),
     "each step's key holds the order id cut to its first 6 digits": "the first declined",
     "the release's key stamped with the time (a restarted worker releases again)": (
-        "restarted a day later"
+        "restarted a day and an hour later"
     ),
     "a key conflict of the resumed charge taken for a decline (every PermanentError)": (
         "the payment API's key conflict propagates"
@@ -1604,10 +1694,18 @@ SAYS = {
         "each mug reserved and released"
     ),
     "the release's key built from the customer's e-mail address": "both declined",
-    "each step's key holds the billing month, time.strftime('%Y-%m')": "in the next month",
-    "each step's key holds the month the module was imported in": "in the next month",
+    "each step's key holds the billing month, time.strftime('%Y-%m')": "the next week, month",
+    "each step's key holds the month the module was imported in": "the next week, month",
     "the release's key holds the month of the restock (a restarted worker releases again)": (
-        "restarted a day later or more (in the next month)"
+        "restarted a day and an hour later (the next month and year)"
+    ),
+    "each step's key holds the year, date.today().year": "the next week, month and year",
+    "each step's key holds the worker thread's id, threading.get_ident()": "a worker restarted",
+    "each step's key holds the ISO week, date.today().isocalendar()": "the next week",
+    "each step's key holds the month alone, datetime.now().month": "the next week, month",
+    "each step's key holds the hour of the day, time.localtime().tm_hour": "restarted after",
+    "the release's key holds the year of the restock (a restarted worker releases again)": (
+        "the next month and year"
     ),
 }
 

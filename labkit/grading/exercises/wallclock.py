@@ -3,6 +3,8 @@
 A function whose result must not depend on the time it runs (a key, a breaker driven by
 the injected clock) gives the same answer with ``clock_moved(values, seconds)`` around it;
 one that must not depend on the machine's zone, the same inside ``in_time_zone(tz)``.
+A first try and its retry read the clock at ``to_year_end()`` and ``to_year_end(RETRY_S)``:
+another day, ISO week, month and year, whatever day it is graded on.
 """
 
 from __future__ import annotations
@@ -19,6 +21,26 @@ from unittest import mock
 #: The steady clocks ``time.clock_gettime`` reads that ``clock_moved`` moves with
 #: ``steady`` (``time.monotonic`` is one of them).
 STEADY_CLOCK_IDS = ("CLOCK_MONOTONIC", "CLOCK_MONOTONIC_RAW", "CLOCK_BOOTTIME")
+
+#: Where a first try's wall clock reads, in local time: a Sunday, the last day of a month
+#: and of a year (2028-12-31, 15:00). From the real clock, a key holding the year, the
+#: month or the ISO week (a "billing period") sent the same key on a retry a day later
+#: except at the end of one, and a grade hung on the day it was graded. At 15:00 local,
+#: UTC is on the 31st too in every zone from UTC-8 to UTC+14.
+YEAR_END = (2028, 12, 31, 15, 0, 0, 0, 0, -1)
+
+#: How long after ``YEAR_END`` its retry reads: a day, an hour, a minute and a second
+#: (Monday 2029-01-01, 16:01:01): another second, minute, hour, day, ISO week, month and
+#: year, in local time and in UTC.
+RETRY_S = 86_400 + 3_600 + 61
+
+
+def to_year_end(later: float = 0.0, now: float | None = None) -> float:
+    """How far to move the wall clock (``clock_moved``) for it to read ``YEAR_END`` now,
+    plus ``later`` seconds (``RETRY_S``: the retry). ``YEAR_END`` is local time in the zone
+    in force when called: call it where the code runs (``in_time_zone``, another
+    machine's zone), so the retry is in the next year there too."""
+    return time.mktime(YEAR_END) + later - (time.time() if now is None else now)
 
 
 @contextmanager

@@ -33,8 +33,8 @@ from labkit.grading.checks import StudentRaised
 from labkit.grading.exercises.common import fresh_state, need
 from labkit.grading.exercises.elsewhere import on_another_machine
 from labkit.grading.exercises.ex05.recorder import RecordingCtx, calls_in
-from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process
-from labkit.grading.exercises.wallclock import clock_moved
+from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process, cells_run_again
+from labkit.grading.exercises.wallclock import clock_moved, to_year_end
 from labkit.grading.stub import is_stub, is_stub_text
 from labkit.store import JobStore
 from labkit.world import World
@@ -194,6 +194,33 @@ def _observed(
     return run
 
 
+def _each_life(
+    values: MutableMapping[str, Any], name: str, errors: list[str]
+) -> Callable[[Any, Any], Any]:
+    """The student's handler ``name`` as each worker life has it (``_observed``).
+
+    A life after a crash is a new worker process: it imports the cells afresh
+    (``replay.cells_run_again``), with module-level names of its own: a lock, a cache, a
+    connection kept from the world the crash closed, a ``threading.local``. The first
+    life (told by its ``World``) has the notebook's own; each later one a namespace
+    built again, as in ``ex14.run_overtaken``. Without the cells (``check()`` in
+    Jupyter), the notebook's own.
+    """
+    lives: list[Any] = []  # the world of the current life, held so its id stays its own
+    handler = [need(values, name)]
+
+    def run(job: Any, ctx: Any) -> Any:
+        world = getattr(ctx, "world", None)
+        if lives and lives[0] is not world:
+            with cells_run_again(values) as again:
+                if again is not None and callable(again.get(name)):
+                    handler[0] = again[name]
+        lives[:] = [world]
+        return _observed(handler[0], errors)(job, ctx)
+
+    return run
+
+
 def run(
     values: MutableMapping[str, Any],
     which: str,
@@ -212,10 +239,11 @@ def run(
         ack = need(values, "choose_ack")()
         if ack not in ("late", "first"):
             return {"ack": repr(ack)}
-        handler = need(values, "charge_handler" if which == "charge" else "post_handler")
+        name = "charge_handler" if which == "charge" else "post_handler"
+        need(values, name)
         scenario = Scenario(
             f"your {which}_handler",
-            {which: _observed(handler, errors)},
+            {which: _each_life(values, name, errors)},
             ack=ack,
             service="payments" if which == "charge" else "ledger",
             jobs=tuple((kind, payload, key) for kind, payload, key in jobs),
@@ -314,10 +342,13 @@ def sent_in_processes(
         return [calls_in(path) for path in paths]
 
     def here(paths: list[str]) -> None:
+        # Each job its own ctx, as in the new processes; all kept to the end, so none has
+        # the id() of one gone (a cache keyed by id(ctx.world) finds no stale world).
+        ctxs = [RecordingCtx(path) for path in paths]
         with fresh_state(values):
-            for job, path in zip(the_jobs, paths, strict=True):
+            for job, ctx in zip(the_jobs, ctxs, strict=True):
                 with contextlib.suppress(Exception):  # a failed call sent what it sent
-                    need(values, name)(job, RecordingCtx(path))
+                    need(values, name)(job, ctx)
 
     def fresh(seed: int) -> Callable[[list[str]], None]:
         def call(paths: list[str]) -> None:
@@ -427,8 +458,8 @@ def sent_later(
     values: MutableMapping[str, Any], which: str, folder: str, jobs: list[list[Any]], seconds: float
 ) -> dict[str, Any]:
     """What the student's handler sends for each of ``jobs`` with the wall clock at
-    ``YEAR_END``, and on another machine (``elsewhere.on_another_machine``: its host, user
-    and time zone) ``seconds`` later (a retry the next day, in the next hour, month and
+    ``wallclock.YEAR_END``, and on another machine (``elsewhere.on_another_machine``: its
+    host, user and time zone) ``seconds`` later (a retry the next day, in the next hour, month and
     year: ``wallclock.clock_moved``).
 
     ``{"now": [...], "later": [...]}``: the calls each sent, in order, per job (see
@@ -444,24 +475,9 @@ def sent_later(
         # The retry on another worker's machine (its host, user, time zone): YEAR_END is
         # read in the zone the handler runs in, so the retry is in the next month there.
         with on_another_machine(values) if later else contextlib.nullcontext():
-            with clock_moved(values, to_year_end() + later):
+            with clock_moved(values, to_year_end(later)):
                 got[label] = _sends(values, which, folder, label, the_jobs)
     return got
-
-
-#: Where ``sent_later`` and ``restarted_later`` set the wall clock for the first try, in
-#: local time: a Sunday, the last day of a month and of a year (2028-12-31, 15:00), so a
-#: retry a day and an hour later falls in another week, month and year, whatever today
-#: is. From the real clock, a key with the month or the ISO week in it (a "billing
-#: period") sent the same key twice except on the last day of a month (or on a Sunday),
-#: and the grade hung on the day it was graded. At 15:00 local, UTC is on the 31st too in
-#: every zone from UTC-8 to UTC+14, so a key read in UTC changes its day as well.
-YEAR_END = (2028, 12, 31, 15, 0, 0, 0, 0, -1)
-
-
-def to_year_end() -> float:
-    """How far to move the wall clock for it to read ``YEAR_END`` (local time) now."""
-    return time.mktime(YEAR_END) - time.time()
 
 
 def two_workers(
@@ -563,18 +579,16 @@ def sent_from_two_stores(
 _LATER_CLOCK = r"""
 import os as _os
 import labkit.grading.isolation.student_side, labkit.grading.exercises.ex05.recorder
-import time as _time
 from labkit.grading.exercises.elsewhere import on_another_machine as _on_another_machine
-from labkit.grading.exercises.wallclock import clock_moved as _clock_moved
+from labkit.grading.exercises.wallclock import clock_moved as _clock_moved, to_year_end as _to
 _shift = float(_os.environ["LABKIT_LATER_S"])
 # Kept in _there and _later: a context no longer referred to is closed, and undone.
 _there = _on_another_machine({}) if _shift else None
 if _there is not None:
     _there.__enter__()
-_start = _time.mktime(YEAR_END) - _time.time()  # to_year_end, in the zone it runs in
-_later = _clock_moved({}, _start + _shift, datetime_module=True)
+_later = _clock_moved({}, _to(_shift), datetime_module=True)  # read in the zone it runs in
 _later.__enter__()
-""".replace("YEAR_END", repr(YEAR_END))
+"""
 
 
 def restarted_later(
@@ -602,8 +616,8 @@ def restarted_later(
         the_jobs = [store.get_by_key(key) for _kind, _payload, key in jobs]
     name = "charge_handler" if which == "charge" else "post_handler"
     got: dict[str, Any] = {}
-    # Each worker starts at YEAR_END in its own zone, or (on another machine) a day and an
-    # hour after it: the prelude reads the clock where the worker runs.
+    # Each worker starts at wallclock.YEAR_END in its own zone, or (on another machine) a
+    # day and an hour after it: the prelude reads the clock where the worker runs.
     for label, shift in (("now", 0.0), ("later", seconds)):
         paths = [str(Path(folder) / f"restart-{label}-{i}.jsonl") for i in range(len(the_jobs))]
         calls: list[tuple[list[Any], dict[str, Any]]] = [
@@ -658,10 +672,12 @@ def _sends(
     ``folder/STEM-N.jsonl`` by ``RecordingCtx``; a failed call sent what it sent)."""
     name = "charge_handler" if which == "charge" else "post_handler"
     paths = [str(Path(folder) / f"{stem}-{n}.jsonl") for n in range(len(jobs))]
+    ctx = RecordingCtx(paths[0]) if paths else None
     with fresh_state(values):
         for job, path in zip(jobs, paths, strict=True):
             try:
-                need(values, name)(job, RecordingCtx(path))
+                # One worker: one world for its jobs in turn (``RecordingCtx.record_to``).
+                need(values, name)(job, ctx.record_to(path) if ctx else RecordingCtx(path))
             except NotImplementedError as exc:
                 if is_stub(exc):
                     raise

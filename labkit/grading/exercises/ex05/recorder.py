@@ -76,7 +76,15 @@ class RecordingCtx:
     """``ctx`` for one handler call; what the handler sent is in ``path``, a line a call."""
 
     def __init__(self, path: str) -> None:
-        self.world = _World(_Notes(path))
+        self._notes = _Notes(path)
+        self.world = _World(self._notes)
+
+    def record_to(self, path: str) -> RecordingCtx:
+        """This ``ctx``, its world now writing to ``path``: one worker's world for each of
+        its jobs in turn, so a handler that kept ``ctx.world`` (or its payment API) from
+        an earlier job records the next job's calls where they belong."""
+        self._notes.path = path
+        return self
 
     def point(self, *args: Any, **kwargs: Any) -> None:
         """The worker's fault points: nothing fires here."""

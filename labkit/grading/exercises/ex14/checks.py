@@ -314,8 +314,8 @@ def each_effect_has_a_key_from_the_order(ns: Namespace) -> None:
     expect(
         keys[0] == keys[1],
         "the same keys when the same order runs twice, the second time as in a worker "
-        "restarted after midnight (its own hash seed, its clock a day later or more, in "
-        "the next month)",
+        "restarted after midnight (its own hash seed and thread, its clock a day and an "
+        "hour later: the next week, month and year)",
         keys,
     )
     expect(

@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import builtins
 import sqlite3
-import time
+import threading
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager, nullcontext
 from functools import partial
@@ -33,13 +33,14 @@ from labkit import queries
 from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.errors import PermanentError, SimulatedCrash, TransientError
 from labkit.explore.boundaries import Tracer
+from labkit.grading.checks import _stop_thread
 from labkit.grading.exercises.common import fresh_state, need, outcome
 from labkit.grading.exercises.elsewhere import on_another_machine
 from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process, cells_run_again
 from labkit.grading.exercises.tracing import Watched, verb_of
-from labkit.grading.exercises.wallclock import clock_moved
+from labkit.grading.exercises.wallclock import RETRY_S, clock_moved, to_year_end
 from labkit.grading.stub import is_stub_text
 from labkit.world import World
 
@@ -206,29 +207,57 @@ def run(
     ``crash_after`` names an effect (``"payments.charge"``, ``"mail.send"``,
     ``"ledger.transaction()"``): a ``SimulatedCrash`` right after its first one returns
     (``"ledger.transaction()#2"``: after its second one).
-    ``salted``: as a worker restarted a day and an hour later runs it (``restarted``):
-    the student's module imported again then, its ``hash()`` giving other values (its
-    own ``PYTHONHASHSEED``), and so does the world's clock; its host, user and pid are
-    another machine's (``elsewhere.on_another_machine``). ``deployed``: ``POLICIES``
-    holds one more version, as after a deploy that added it (the newest one's steps).
+    The wall clock reads ``wallclock.YEAR_END``.
+    ``salted``: as a worker restarted a day and an hour later runs it (``restarted``, on
+    a thread of its own): the student's module imported again then, its ``hash()``
+    giving other values (its own ``PYTHONHASHSEED``), and so does the world's clock; its
+    host, user and pid are another machine's (``elsewhere.on_another_machine``).
+    ``deployed``: ``POLICIES`` holds one more version, as after a deploy that added it
+    (the newest one's steps).
     ``declined_as``: the payment API's refusals for good carry that status (402).
     The outcome, ``{"crashed": True}`` when it did, and ``fired``.
     """
     moments = _Moments(crash_after=crash_after)
     salt = {"hash": lambda obj: builtins.hash((0x5EED, obj))} if salted else {}
-    shift = later_s()
     with (
         fresh_state(values),
-        restarted(values, salted, shift) as here,
+        restarted(values, salted) as here,
         mock.patch.dict(here, salt),
         _one_more_policy(here) if deployed else nullcontext(),
     ):
         try:
-            later = shift if salted else 0.0
-            got = outcome(_job, here, Path(folder), order, version, moments, later, declined_as)
+            later = RETRY_S if salted else 0.0
+            args = (_job, here, Path(folder), order, version, moments, later, declined_as)
+            got = _on_a_thread_of_its_own(*args) if salted else outcome(*args)
         except SimulatedCrash:
             got = {"crashed": True}
     return {**got, "fired": moments.crashed}
+
+
+def _on_a_thread_of_its_own(fn: Any, *args: Any) -> dict[str, Any]:
+    """``outcome(fn, *args)`` on a new thread, as in a restarted worker (a new process:
+    another ``threading.get_ident()``, ``get_native_id()``, thread-local data); what it
+    raised past ``outcome`` (a ``SimulatedCrash``, the stub) raised here."""
+    got: list[dict[str, Any]] = []
+    failed: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            got.append(outcome(fn, *args))
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=body, name="restarted-worker", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.05)  # in short waits: a check timed out is told so between them
+    except BaseException:
+        _stop_thread(worker)  # the check was stopped: its restarted worker stops too
+        raise
+    if failed:
+        raise failed[0]
+    return got[0]
 
 
 class _KilledOnceFailed(Watched):
@@ -292,62 +321,43 @@ def _one_more_policy(values: MutableMapping[str, Any]) -> Iterator[None]:
         yield
 
 
-#: How much later the clocks of a ``salted`` run read at least: past the next midnight
-#: and hour.
-LATER_S = 86_400 + 3_600
-
-
 @contextmanager
-def restarted(
-    values: MutableMapping[str, Any], later: bool, shift: float = LATER_S
-) -> Iterator[MutableMapping[str, Any]]:
-    """The namespace a worker restarted ``shift`` seconds later (``later_s``) runs the job
-    in, when ``later``.
+def restarted(values: MutableMapping[str, Any], later: bool) -> Iterator[MutableMapping[str, Any]]:
+    """The namespace the job runs in, its wall clock at ``wallclock.YEAR_END`` (the last
+    day of a week, month and year); when ``later``, as in a worker restarted on another
+    machine ``wallclock.RETRY_S`` later (the next day, hour, ISO week, month and year, in
+    that machine's zone), whatever day it is graded on.
 
-    The cells run again while the wall clock reads later (``replay.cells_run_again``), so
-    a value the module computed at import (today's date, a start time, a ``uuid4()``) is
-    computed afresh, and the clock stays moved while the job runs. Without the cells
-    (``check()`` in Jupyter), the notebook's own names, with the clocks they bound moved
-    (``wallclock.clock_moved``, the real modules left alone).
+    The first run: the clocks the notebook bound moved (``wallclock.clock_moved``, the
+    real modules left alone). A restart: the cells run again while the wall clock reads
+    later (``replay.cells_run_again``), so a value the module computed at import (today's
+    date, a start time, a ``uuid4()``) is computed afresh, and the clock stays moved while
+    the job runs; without the cells (``check()`` in Jupyter), the notebook's own names,
+    with the clocks they bound moved.
     """
     if not later:
-        yield values
+        with clock_moved(values, to_year_end(), real_modules=False):
+            yield values
         return
-    with cells_run_again(values, partial(_later_elsewhere, shift)) as again:
+    with cells_run_again(values, _later_elsewhere) as again:
         if again is not None:
             yield again
             return
-    with on_another_machine(values), clock_moved(values, shift, real_modules=False):
+    with (
+        on_another_machine(values),
+        clock_moved(values, to_year_end(RETRY_S), real_modules=False),
+    ):
         yield values
 
 
 @contextmanager
-def _later_elsewhere(shift: float = LATER_S) -> Iterator[None]:
-    """The wall clock ``shift`` seconds on, on another machine: where the cells run again.
-    Entered inside ``cells_run_again``'s scratch folder, whose way back must read the
-    real working folder, not the other machine's."""
-    with (
-        clock_moved({}, shift, datetime_module=True, steady=False),
-        on_another_machine({}),
-    ):
-        yield
-
-
-def later_s(now: float | None = None) -> float:
-    """How much later the clocks of a ``salted`` run read: to the 2nd of the next month
-    (of the month after, from the 28th on), an hour later in the day than ``now``.
-
-    At least ``LATER_S``: past midnight and the hour, and always into another month, in
-    local time and in UTC, whatever day it is graded on. ``LATER_S`` alone crossed a month
-    only on the last day of one, so a key with the month in it (a "billing period") sent
-    the same key again, and its grade hung on the day it was graded.
-    """
-    t = time.time() if now is None else now
-    lt = time.localtime(t)
-    ahead = 1 if lt.tm_mday < 28 else 2
-    year, month = divmod(lt.tm_mon - 1 + ahead, 12)
-    then = (lt.tm_year + year, month + 1, 2, lt.tm_hour + 1, lt.tm_min, lt.tm_sec, 0, 0, -1)
-    return max(time.mktime(then) - t, float(LATER_S))
+def _later_elsewhere() -> Iterator[None]:
+    """The wall clock ``RETRY_S`` past ``YEAR_END`` on another machine (in its zone):
+    where the cells run again. Entered inside ``cells_run_again``'s scratch folder, whose
+    way back must read the real working folder, not the other machine's."""
+    with on_another_machine({}):
+        with clock_moved({}, to_year_end(RETRY_S), datetime_module=True, steady=False):
+            yield
 
 
 def kills(
