@@ -571,10 +571,66 @@ def accept_forgets_no_key_on_a_long_day(ns: Namespace) -> None:
             "clear() past 64 MiB) drops keys whose retries then run again"
         ),
     )
+    _accept_calls_past_every_bound(ns)
 
 
 #: Years of a busy service's keys: more than any bound on the store's size.
 YEARS_OF_KEYS = 1_000_000_000
+
+#: The largest number written in accept's code that ``_accept_calls_past_every_bound``
+#: calls accept just past with new keys: 300,000 cheap calls take about a sixth of a
+#: second. Up to ``CALLS_DRIVEN`` (a million, 2**20), accept is called that many times for
+#: one key again: a bound counted in calls (not keys) is met in about as long, when the
+#: budget allows (a million calls of a lean accept fit in it; of a heavier one, not).
+KEYS_DRIVEN = 300_000
+CALLS_DRIVEN = 1_100_000
+#: The CPU seconds (on a quiet machine: ``caps._slowness``) the cheap calls may take in
+#: all, or be seen to need from their start, before the check stops judging them: an
+#: accept slow on each call is not judged here, and a right one holding large numbers
+#: for other reasons pays no more than this.
+CALLS_SECONDS = 0.25
+
+
+def _accept_calls_past_every_bound(ns: Namespace) -> None:
+    """A bound on ``seen`` counted in accept's calls or in the keys it kept on its own (a
+    counter that clears ``seen`` every 100,000 calls, a deque or LRU of the last N keys)
+    is a number written in accept's code: accept is called just past the largest one
+    (hours in seconds and minutes in milliseconds are periods, not bounds)."""
+    written = ns.harness(HARNESS + "ints_written_in", ["accept"])
+    bounds = [n for n in written if LONG_DAY < n <= CALLS_DRIVEN and n % 3600 and n % 60_000]
+    keyed = [n for n in bounds if n <= KEYS_DRIVEN]
+    budget = CALLS_SECONDS
+    for top, new_keys in ((max(keyed, default=0), True), (max(bounds, default=0), False)):
+        if not top or (not new_keys and top <= KEYS_DRIVEN):
+            continue
+        run = ns.harness(HARNESS + "accept_past_calls", top + 2, budget, new_keys)
+        if run is None:
+            return  # too slow to reach the bound cheaply: not judged
+        budget -= run["spent"]
+        expect(
+            answered(run["repeat"], False) and run["first_kept"],
+            (
+                _(
+                    "after a first key and {count} calls of accept with new keys, the first "
+                    "key still in `seen` and False for its retry"
+                )
+                if new_keys
+                else _(
+                    "after a first key and {count} calls of accept for one other key, the "
+                    "first key still in `seen` and False for its retry"
+                )
+            ).format(count=f"{run['calls']:,}"),
+            (
+                _("{answer} for the retry; the first key was still in `seen`")
+                if run["first_kept"]
+                else _("{answer} for the retry; the first key was gone from `seen`")
+            ).format(answer=_said(run["repeat"])),
+            _(
+                "count nothing to bound `seen`: a counter that clears it every N calls, or a "
+                "deque or LRU of the last N keys that deletes the oldest from it, drops keys "
+                "whose retries then run again"
+            ),
+        )
 
 
 @CHECKS.add(

@@ -95,6 +95,22 @@ def a_broken_lock_path_is_not_already_running(ns: Namespace) -> None:
         "may not open",
         denied,
     )
+    with lock_path(ns) as path:
+        failed = ns.harness(HARNESS + "attempt_when_locking_fails", str(path))
+    expect(
+        not failed.startswith("refused"),
+        _(
+            "the error itself (OSError: No locks available), not AlreadyRunning, when flock "
+            "fails with ENOLCK (a lock folder on NFS without its lock daemon) and nobody "
+            "holds the lock"
+        ),
+        failed,
+        _(
+            "catch BlockingIOError alone around flock (or check errno for EWOULDBLOCK): an "
+            "`except OSError` turns every error of the file system into 'already running', "
+            "and every run is skipped without anyone seeing why"
+        ),
+    )
 
 
 #: Holders that are alive though their file says otherwise: ``[text in the file, age in s]``.

@@ -2154,6 +2154,220 @@ ZOO: list[tuple[str, str, str, str]] = [
             return f"{source.replace(':', '.')}:{entity_id}:{action}:v{version}"
     """,
     ),
+    (
+        "ex01",
+        "accept clears `seen` every 100,000 calls (a module-level call counter)",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        _calls = 0
+        def accept(seen, key, payload):
+            global _calls
+            _calls += 1
+            if _calls % 100_000 == 0:
+                seen.clear()  # a day's keys are plenty
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept clears `seen` after CLEAR_EVERY = 10**5 calls counted by itertools.count()",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        import itertools
+        CLEAR_EVERY = 10**5
+        _ticks = itertools.count(1)
+        def accept(seen, key, payload):
+            global _ticks
+            if next(_ticks) > CLEAR_EVERY:
+                seen.clear()
+                _ticks = itertools.count(1)
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept counts its calls in a function attribute and clears `seen` past 150,000",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        def accept(seen, key, payload):
+            accept.calls = getattr(accept, "calls", 0) + 1
+            if accept.calls > 150_000:
+                seen.clear()
+                accept.calls = 0
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept counts its calls under a key of `seen` and clears it every 1e5 calls",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        COUNT = "__calls__"
+        def accept(seen, key, payload):
+            calls = seen.get(COUNT, 0) + 1
+            if calls >= 1e5:
+                seen.clear()
+                calls = 0
+            seen[COUNT] = calls
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept keeps its last 100,000 new keys in a deque(maxlen) and drops the oldest",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        from collections import deque
+        _recent = deque(maxlen=100_000)
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                if len(_recent) == _recent.maxlen:
+                    seen.pop(_recent[0], None)
+                _recent.append(key)
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept tracks its keys in an LRU (an OrderedDict class of 65,536) and evicts from `seen`",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        from collections import OrderedDict
+
+        class Lru:
+            def __init__(self, size):
+                self.size = size
+                self.order = OrderedDict()
+
+            def touch(self, key):
+                self.order[key] = None
+                self.order.move_to_end(key)
+                if len(self.order) > self.size:
+                    old, _ = self.order.popitem(last=False)
+                    return old
+                return None
+
+        _LRU = Lru(65_536)
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                evicted = _LRU.touch(key)
+                if evicted is not None:
+                    seen.pop(evicted, None)
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            _LRU.touch(key)
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept clears `seen` every 200,000 calls, the bound a default parameter",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        _state = {"calls": 0}
+        def accept(seen, key, payload, clear_every=200_000):
+            _state["calls"] += 1
+            if _state["calls"] >= clear_every:
+                seen.clear()
+                _state["calls"] = 0
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept from a factory whose closure clears `seen` every 50,000 new keys",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        def _make_accept(limit):
+            count = 0
+            def accept(seen, key, payload):
+                nonlocal count
+                fp = payload_fingerprint(payload)
+                known = seen.get(key)
+                if known is None:
+                    count += 1
+                    if count > limit:
+                        seen.clear()
+                        count = 1
+                    seen[key] = fp
+                    return True
+                if known != fp:
+                    raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+                return False
+            return accept
+
+        accept = _make_accept(50_000)
+    """,
+    ),
+    (
+        "ex01",
+        "accept clears `seen` every 2**19 calls, counted in a class attribute",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        class _Stats:
+            calls = 0
+
+        def accept(seen, key, payload):
+            _Stats.calls += 1
+            if _Stats.calls > 2**19:
+                seen.clear()
+                _Stats.calls = 0
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
 ]
 
 
@@ -2442,6 +2656,33 @@ SAYS: dict[str, str] = {
     "key with ':' dropped from the parts ('INV:7' and 'INV7' share a key)": "'INV:7'",
     "key with ':' in the entity id made '_' ('INV:7' and 'INV_7' share a key)": "'INV:7'",
     "key with ':' in the source made '.' ('shop:eu' and 'shop.eu' share a key)": "'shop:eu'",
+    "accept clears `seen` every 100,000 calls (a module-level call counter)": (
+        "the first key still in `seen`"
+    ),
+    "accept clears `seen` after CLEAR_EVERY = 10**5 calls counted by itertools.count()": (
+        "the first key still in `seen`"
+    ),
+    "accept counts its calls in a function attribute and clears `seen` past 150,000": (
+        "the first key still in `seen`"
+    ),
+    "accept keeps its last 100,000 new keys in a deque(maxlen) and drops the oldest": (
+        "the first key still in `seen`"
+    ),
+    "accept tracks its keys in an LRU (an OrderedDict class of 65,536) and evicts from `seen`": (
+        "the first key still in `seen`"
+    ),
+    "accept clears `seen` every 200,000 calls, the bound a default parameter": (
+        "the first key still in `seen`"
+    ),
+    "accept from a factory whose closure clears `seen` every 50,000 new keys": (
+        "the first key still in `seen`"
+    ),
+    "accept counts its calls under a key of `seen` and clears it every 1e5 calls": (
+        "holding all 20000"
+    ),
+    "accept clears `seen` every 2**19 calls, counted in a class attribute": (
+        "the first key still in `seen`"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -2553,6 +2794,15 @@ SEVERE = [
     "key with ':' dropped from the parts ('INV:7' and 'INV7' share a key)",
     "key with ':' in the entity id made '_' ('INV:7' and 'INV_7' share a key)",
     "key with ':' in the source made '.' ('shop:eu' and 'shop.eu' share a key)",
+    "accept clears `seen` every 100,000 calls (a module-level call counter)",
+    "accept clears `seen` after CLEAR_EVERY = 10**5 calls counted by itertools.count()",
+    "accept counts its calls in a function attribute and clears `seen` past 150,000",
+    "accept counts its calls under a key of `seen` and clears it every 1e5 calls",
+    "accept keeps its last 100,000 new keys in a deque(maxlen) and drops the oldest",
+    "accept tracks its keys in an LRU (an OrderedDict class of 65,536) and evicts from `seen`",
+    "accept clears `seen` every 200,000 calls, the bound a default parameter",
+    "accept from a factory whose closure clears `seen` every 50,000 new keys",
+    "accept clears `seen` every 2**19 calls, counted in a class attribute",
 ]
 
 
@@ -2685,6 +2935,140 @@ RIGHT: list[tuple[str, str, str]] = [
                     return False
                 case known:
                     raise IdempotencyConflict(f"{key}: {known} != {fingerprint}")
+    """,
+    ),
+    (
+        "accept that logs every 100,000th new key and times itself in ms (big numbers, no bound)",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        import logging, time
+        log = logging.getLogger("ex01")
+        SLOW_MS = 300_000
+        _stats = {"new": 0}
+
+        def accept(seen, key, payload):
+            started = time.perf_counter_ns()
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                _stats["new"] += 1
+                if _stats["new"] % 100_000 == 0:
+                    log.info("%d new operations so far", _stats["new"])
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            if (time.perf_counter_ns() - started) // 1_000_000 > SLOW_MS:
+                log.warning("slow accept for %s", key)
+            return False
+    """,
+    ),
+    (
+        "accept with a module-level Counter of outcomes logged every 2**18 calls",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        import collections, logging
+        log = logging.getLogger("ex01")
+        REPORT_EVERY = 2**18
+        _outcomes = collections.Counter()
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                result = True
+            elif known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            else:
+                result = False
+            _outcomes[result] += 1
+            if sum(_outcomes.values()) % REPORT_EVERY == 0:
+                log.info("accept: %s", dict(_outcomes))
+            return result
+    """,
+    ),
+    (
+        "accept hashing inline, warning when a call takes over 250,000 microseconds",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        import hashlib, json, logging, time
+        log = logging.getLogger("ex01")
+        SLOW_US = 250_000
+
+        def accept(seen, key, payload):
+            started = time.perf_counter_ns()
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            fp = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            try:
+                known = seen.get(key)
+                if known is None:
+                    seen[key] = fp
+                    return True
+                if known != fp:
+                    raise IdempotencyConflict(f"key {key!r}: {known[:12]} != {fp[:12]}")
+                return False
+            finally:
+                if (time.perf_counter_ns() - started) // 1_000 > SLOW_US:
+                    log.warning("accept took long for %s", key)
+    """,
+    ),
+    (
+        "an lru_cache'd encoder factory and a module-level Lock held across accept",
+        "accept_remembers_only_in_seen",
+        """
+        import functools, hashlib, json, threading
+        _LOCK = threading.Lock()
+
+        @functools.lru_cache(maxsize=1)
+        def _encoder():
+            return json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+        @functools.lru_cache(maxsize=None)
+        def _prefix(source, action):
+            return source, action
+
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}"
+
+        def payload_fingerprint(payload):
+            return hashlib.sha256(_encoder().encode(payload).encode("utf-8")).hexdigest()
+
+        def accept(seen, key, payload):
+            with _LOCK:
+                fp = payload_fingerprint(payload)
+                known = seen.get(key)
+                if known is None:
+                    seen[key] = fp
+                    return True
+                if known != fp:
+                    raise IdempotencyConflict(f"key {key!r} reused with another payload")
+                return False
+    """,
+    ),
+    (
+        "accept logging its time in ms (ns // 1_000_000) and a count every 10**6 calls",
+        "accept_forgets_no_key_on_a_long_day",
+        """
+        import logging, time
+        log = logging.getLogger("ex01")
+        _calls = 0
+
+        def accept(seen, key, payload):
+            global _calls
+            started = time.perf_counter_ns()
+            _calls += 1
+            if _calls % 10**6 == 0:
+                log.info("%d calls of accept", _calls)
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                log.debug("new %s in %d ms", key, (time.perf_counter_ns() - started) // 1_000_000)
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
     """,
     ),
 ]

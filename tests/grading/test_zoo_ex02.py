@@ -2391,6 +2391,78 @@ ZOO: list[tuple[str, str, str, str]] = [
                 yield
     """,
     ),
+    (
+        "ex02",
+        "every OSError of flock taken as AlreadyRunning (ENOLCK on an NFS lock folder)",
+        "a_broken_lock_path_is_not_already_running",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:  # EWOULDBLOCK, EAGAIN: someone holds it
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "`except IOError` around flock (Python 2's name, every OSError today)",
+        "a_broken_lock_path_is_not_already_running",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except IOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "`except Exception` around flock, to be safe",
+        "a_broken_lock_path_is_not_already_running",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except Exception:  # whatever went wrong, do not run twice
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
@@ -2595,6 +2667,15 @@ SAYS: dict[str, str] = {
     ),
     "the pid read before flock, with flock imported by name (from fcntl import flock)": (
         "just before your flock"
+    ),
+    "every OSError of flock taken as AlreadyRunning (ENOLCK on an NFS lock folder)": (
+        "not AlreadyRunning, when flock fails with ENOLCK"
+    ),
+    "`except IOError` around flock (Python 2's name, every OSError today)": (
+        "not AlreadyRunning, when flock fails with ENOLCK"
+    ),
+    "`except Exception` around flock, to be safe": (
+        "not AlreadyRunning, when flock fails with ENOLCK"
     ),
 }
 
@@ -2976,6 +3057,167 @@ RIGHT: list[tuple[str, str, str]] = [
                 _claim(fh)
                 log.info("lock %s taken by %s", path, os.getpid())
                 yield fh
+    """,
+    ),
+    (
+        "a per-path threading.Lock taken without waiting for the block, beside the flock",
+        "second_holder_is_refused",
+        """
+        import threading
+        _REGISTRY = threading.Lock()
+        _GUARDS = {}
+
+        def _holder_of(fh):
+            fh.seek(0)
+            return fh.read().strip() or "unknown"
+
+        @contextmanager
+        def single_instance(path):
+            with _REGISTRY:
+                guard = _GUARDS.setdefault(os.path.abspath(path), threading.Lock())
+            fh = open(path, "a+")
+            try:
+                if not guard.acquire(blocking=False):
+                    raise AlreadyRunning(f"{path} is locked in this process (pid {_holder_of(fh)})")
+                try:
+                    try:
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        raise AlreadyRunning(
+                            f"{path} is locked by another instance (pid {_holder_of(fh)})"
+                        ) from None
+                    fh.seek(0)
+                    fh.truncate()
+                    fh.write(str(os.getpid()))
+                    fh.flush()
+                    yield
+                finally:
+                    guard.release()
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "a class with __enter__/__exit__, os.open and a module-level Lock around the flock",
+        "two_instances_started_together",
+        """
+        import threading
+        _LOCK = threading.Lock()
+
+        class single_instance:
+            def __init__(self, path):
+                self.path = path
+                self.fd = None
+
+            def __enter__(self):
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    with _LOCK:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+                    os.close(fd)
+                    raise AlreadyRunning(f"{self.path} is held by pid {holder}") from None
+                except BaseException:
+                    os.close(fd)
+                    raise
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, str(os.getpid()).encode(), 0)
+                self.fd = fd
+                return self
+
+            def __exit__(self, *exc):
+                fd, self.fd = self.fd, None
+                if fd is not None:
+                    os.close(fd)
+                return False
+    """,
+    ),
+    (
+        "an RLock-guarded module-level dict of the files this process holds, by path",
+        "a_forked_worker_leaving_keeps_the_lock",
+        """
+        import threading
+        _GUARD = threading.RLock()
+        _HELD = {}
+
+        @contextmanager
+        def single_instance(path):
+            where = os.path.realpath(path)
+            with _GUARD:
+                fh = open(path, "a+")
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    fh.close()
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                except BaseException:
+                    fh.close()
+                    raise
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                _HELD[where] = fh
+            try:
+                yield
+            finally:
+                with _GUARD:
+                    if _HELD.get(where) is fh:
+                        del _HELD[where]
+                    fh.close()
+    """,
+    ),
+    (
+        "flock's OSError sorted by errno (EWOULDBLOCK, EAGAIN, EACCES refuse; others raise)",
+        "a_broken_lock_path_is_not_already_running",
+        """
+        import errno
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError as exc:
+                    if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                        raise
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "flock imported by name and given the file object, in a with open()",
+        "a_broken_lock_path_is_not_already_running",
+        """
+        from fcntl import flock, LOCK_EX, LOCK_NB
+
+        @contextmanager
+        def single_instance(path):
+            with open(path, "a+") as fh:
+                try:
+                    flock(fh, LOCK_EX | LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    raise AlreadyRunning(
+                        f"{path}: another instance runs (pid {fh.read().strip() or 'unknown'})"
+                    ) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(f"{os.getpid()}")
+                fh.flush()
+                yield
     """,
     ),
 ]

@@ -2632,6 +2632,75 @@ RIGHT: list[tuple[str, str, str]] = [
             return delay
     """,
     ),
+    (
+        "classify through an lru_cache'd verdict per status and a module-level Lock around draws",
+        "classify_every_status",
+        """
+        import functools, threading
+        _DRAWS = threading.Lock()
+
+        @functools.lru_cache(maxsize=None)
+        def _verdict_for_status(status):
+            if status in (408, 429, 503):
+                return "never_sent"
+            return "maybe_done" if 500 <= status <= 599 else "permanent"
+
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                return _verdict_for_status(int(status))
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = cap if n >= 64 else min(cap, base * 2**n)
+            with _DRAWS:
+                return rng.uniform(0, ceiling)
+    """,
+    ),
+    (
+        "next_delay with an lru_cache'd ceiling per (n, base, cap) and a module-level RLock",
+        "next_delay_judges_the_error_itself",
+        """
+        import functools, threading
+        _GUARD = threading.RLock()
+
+        @functools.lru_cache(maxsize=4096)
+        def _ceiling(n, base, cap):
+            if n >= 64:
+                return cap
+            return min(cap, base * 2**n)
+
+        def backoff(n, rng, base=1.0, cap=60.0):
+            with _GUARD:
+                return rng.uniform(0, _ceiling(n, base, cap))
+
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=5, base=1.0, cap=60.0, idempotency_key=None):
+            with _GUARD:
+                verdict = classify(error)
+                if verdict == "permanent" or attempt >= max_attempts:
+                    return None
+                if verdict == "maybe_done" and idempotency_key is None:
+                    return None
+                delay = backoff(attempt - 1, rng, base, cap)
+                retry_after = getattr(error, "retry_after", None)
+                if isinstance(retry_after, (int, float)) and retry_after > delay:
+                    delay = float(retry_after)
+                if now + delay > started_at + deadline:
+                    return None
+                return delay
+    """,
+    ),
 ]
 
 

@@ -1,6 +1,6 @@
 """Exercise 2's harness: the student's lock in one process, against what surrounds it.
 
-Errors raised inside the block, a lock file this process may not open, a second lock
+Errors raised inside the block, a lock file this process may not open or lock, a second lock
 held at once, a plain ``flock`` holder in the same process, and the descriptors months
 of runs leave open. No child is forked here.
 """
@@ -8,12 +8,14 @@ of runs leave open. No child is forked here.
 from __future__ import annotations
 
 import builtins
+import errno
 import fcntl
 import os
 import pathlib
 import time
 from collections.abc import MutableMapping
 from typing import Any
+from unittest import mock
 
 from labkit.grading.exercises.common import fresh_state, need, noted
 from labkit.grading.exercises.ex02.forking import attempt
@@ -136,6 +138,28 @@ def attempt_when_opening_is_refused(values: MutableMapping[str, Any], path: str)
             return attempt(values, path)
         finally:
             builtins.open, os.open = real_open, real_os_open
+
+
+def attempt_when_locking_fails(values: MutableMapping[str, Any], path: str) -> str:
+    """One attempt here while every flock that would take a lock fails with ENOLCK ("No
+    locks available": a lock folder on an NFS mount without its lock daemon), called as
+    ``fcntl.flock`` or by a name the notebook imported it under. Nobody holds the lock:
+    a refusal reports a run that never happens as "already running"."""
+    real = fcntl.flock
+
+    def failing(fd: Any, operation: int) -> None:
+        if operation & (fcntl.LOCK_EX | fcntl.LOCK_SH):
+            raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+        real(fd, operation)
+
+    with fresh_state(values):
+        attempt(values, str(pathlib.Path(path).with_name("probe.lock")))
+        names = [name for name, value in values.items() if value is real]
+        with (
+            mock.patch.object(fcntl, "flock", failing),
+            mock.patch.dict(values, dict.fromkeys(names, failing)),
+        ):
+            return attempt(values, path)
 
 
 def _open_files() -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from labkit.grading.exercises.ex02.alone import (
     attempt_once,
+    attempt_when_locking_fails,
     attempt_when_opening_is_refused,
     attempts_beside_a_plain_holder,
     error_inside,
@@ -46,6 +47,7 @@ from labkit.grading.exercises.ex02.watchdogs import (
 __all__ = [
     "attempt_after_a_forked_worker_left",
     "attempt_once",
+    "attempt_when_locking_fails",
     "attempt_when_opening_is_refused",
     "attempt_while_holding",
     "attempt_while_time_flies",
@@ -72,6 +74,7 @@ __all__ = [
 # the main thread a job takes its lock on (``forking.signals_as_on_the_main_thread``).
 attempt_after_a_forked_worker_left = on_the_main_thread(attempt_after_a_forked_worker_left)
 attempt_once = on_the_main_thread(attempt_once)
+attempt_when_locking_fails = on_the_main_thread(attempt_when_locking_fails)
 attempt_when_opening_is_refused = on_the_main_thread(attempt_when_opening_is_refused)
 attempt_while_holding = on_the_main_thread(attempt_while_holding)
 attempt_while_time_flies = on_the_main_thread(attempt_while_time_flies)

@@ -1,0 +1,212 @@
+"""Harness for exercise 1: a bound on ``seen`` counted in calls or in keys, met cheaply.
+
+A store bounded by its size (``len(seen)``, ``sys.getsizeof``) meets the bound at once
+in a store that counts years of keys (``harness.VastStore``). A bound counted elsewhere
+does not: a counter of calls that clears ``seen`` every 100,000 calls, a deque or an
+LRU of the last N keys that deletes the oldest from ``seen``. Such a bound is a number
+written in the student's code: ``ints_written_in`` reads them, and ``accept_past_calls``
+calls ``accept`` just past the largest, each call as cheap as the harness can make it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import time
+from collections.abc import Iterator, MutableMapping
+from typing import Any
+from unittest import mock
+
+from labkit.grading.exercises.common import fresh_state, need, outcome
+
+
+def _ints_of(thing: Any, found: list[int], seen: set[int], glob: dict[str, Any]) -> None:
+    """The whole numbers ``thing`` holds, without their sign: a function's code constants
+    (whole floats such as ``1e5`` too), its defaults and closure, the notebook's integer
+    globals and functions it names (``CLEAR_EVERY = 100_000``), a deque's ``maxlen``, an
+    lru_cache's ``maxsize``, and the attributes of the notebook's objects and classes it
+    names (``_recent = Window(65_536)``)."""
+    if id(thing) in seen:
+        return
+    seen.add(id(thing))
+
+    def add(value: Any) -> None:
+        if isinstance(value, bool):
+            return
+        if isinstance(value, int):
+            found.append(abs(value))
+        elif isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+            found.append(int(abs(value)))
+        elif isinstance(value, (tuple, frozenset)):
+            for part in value:
+                add(part)
+        elif isinstance(value, slice):
+            for part in (value.start, value.stop, value.step):
+                add(part)
+
+    def mine(obj: Any) -> bool:
+        """Whether ``obj`` is the notebook's: a function of its globals, or one of its
+        classes or their instances."""
+        if getattr(obj, "__globals__", None) is glob:
+            return True
+        kind = obj if isinstance(obj, type) else type(obj)
+        return bool(getattr(kind, "__module__", None) == glob.get("__name__", "__main__"))
+
+    def named(obj: Any) -> None:
+        add(obj)
+        maxlen = getattr(obj, "maxlen", None)  # deque(maxlen=N)
+        add(maxlen if isinstance(maxlen, int) else None)
+        parameters = getattr(obj, "cache_parameters", None)  # functools.lru_cache
+        if callable(parameters):
+            add(parameters().get("maxsize"))
+        if isinstance(obj, (int, float, str, bytes, type(None))) or not mine(obj):
+            return
+        _ints_of(obj, found, seen, glob)
+
+    def walk(code: Any) -> None:
+        for const in code.co_consts:
+            if hasattr(const, "co_consts"):
+                walk(const)
+            else:
+                add(const)
+        for name in code.co_names:
+            if name in glob:
+                named(glob[name])
+
+    code = getattr(thing, "__code__", None)
+    if code is not None:
+        walk(code)
+        for value in (*(thing.__defaults__ or ()), *(thing.__kwdefaults__ or {}).values()):
+            add(value)
+        for cell in thing.__closure__ or ():
+            try:
+                named(cell.cell_contents)
+            except ValueError:  # an empty cell
+                continue
+        return
+    attrs: Any = getattr(thing, "__dict__", None)
+    for value in list(attrs.values()) if hasattr(attrs, "values") else ():
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if hasattr(value, "__code__"):
+            _ints_of(value, found, seen, glob)
+        else:
+            named(value)
+    if not isinstance(thing, type):
+        _ints_of(type(thing), found, seen, glob)
+
+
+def ints_written_in(values: MutableMapping[str, Any], names: list[str]) -> list[int]:
+    """The whole numbers written in the notebook's functions ``names`` and in what they
+    name of the notebook (its constants, helpers, classes and objects), sorted."""
+    found: list[int] = []
+    seen: set[int] = set()
+    glob = values if isinstance(values, dict) else dict(values)
+    for name in names:
+        try:
+            _ints_of(values.get(name), found, seen, glob)
+        except Exception:  # noqa: BLE001, S112 - code this walk cannot read: no bound in it
+            continue
+    return sorted(set(found))
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """No cycle collection inside the block: 100,000 new keys and more would set off full
+    collections that walk the store again and again (seconds, not a fraction of one)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+#: The key ``accept_past_calls`` asks about again at the end, and its payload.
+FIRST, PAYLOAD = "billing:0:charge:v1", {"invoice": 0, "amount_cents": 1990}
+
+
+def accept_past_calls(
+    values: MutableMapping[str, Any], calls: int, seconds: float, new_keys: bool = True
+) -> dict[str, Any] | None:
+    """``accept`` for a first key, then for ``calls`` new keys (or, ``new_keys`` false,
+    ``calls`` times for one other key: a bound counted in calls only, met sooner), then
+    the first key again.
+
+    Each call is made cheap: the new keys share one payload, whose fingerprint
+    ``payload_fingerprint`` answers at once (the value it computed for it, the same
+    object), and no cycle collection walks the growing store. ``{"first", "repeat":
+    outcome, "first_kept": whether the first key was still in seen before the retry,
+    "calls": how many calls, "spent": their CPU seconds on a quiet machine}``, or None
+    when the calls would take (or took) more than ``seconds`` of CPU on a quiet machine
+    (``_slowness``): an accept slow on each call pays no more than that for a number it
+    holds for another reason.
+    """
+    seen: dict[str, Any] = {}
+    shared: dict[str, Any] = {"amount_cents": 1}
+    with fresh_state(values):
+        accept = need(values, "accept")
+        first = outcome(accept, seen, FIRST, dict(PAYLOAD))
+        real: Any = values.get("payload_fingerprint")
+        patch: dict[str, Any] = {}
+        try:
+            known = real(shared) if callable(real) else None
+        except Exception:  # noqa: BLE001 - no stand-in: accept calls the student's own
+            known = None
+        if known is not None:
+
+            def payload_fingerprint(payload: Any) -> Any:
+                return known if payload is shared else real(payload)
+
+            # Under every name the notebook gave it (``_fp = payload_fingerprint``).
+            patch.update(
+                (name, payload_fingerprint) for name, value in values.items() if value is real
+            )
+        slower = _slowness()
+        started = time.process_time()
+        with mock.patch.dict(values, patch), _no_gc():
+            done = 0
+            while done < calls:
+                for n in range(done, min(calls, done + _BLOCK)):
+                    try:
+                        accept(seen, f"fill:{n}" if new_keys else "fill:again", shared)
+                    except Exception:  # noqa: BLE001, S110 - judged by the first key's retry
+                        pass
+                done = min(calls, done + _BLOCK)
+                spent = time.process_time() - started
+                if spent > seconds * slower or spent / done * calls > seconds * slower * 1.5:
+                    slower = max(slower, _slowness())  # the machine got busier meanwhile?
+                    if spent > seconds * slower or spent / done * calls > seconds * slower * 1.5:
+                        return None
+            kept = FIRST in seen
+            repeat = outcome(accept, seen, FIRST, dict(PAYLOAD))
+    spent = (time.process_time() - started) / slower
+    return {"first": first, "repeat": repeat, "first_kept": kept, "calls": done, "spent": spent}
+
+
+#: What a call of a Python function that does nothing costs (with its loop) on a quiet
+#: machine, in CPU seconds: the yardstick of ``_slowness``.
+_QUIET_CALL = 60e-9
+
+
+def _nothing(value: Any) -> Any:
+    return value
+
+
+def _slowness() -> float:
+    """How many times slower than a quiet machine this process runs Python now (1 at
+    least): on a busy machine (shared cores and caches) the same calls take more CPU
+    seconds, and the budget of ``accept_past_calls`` grows in the same ratio, so what it
+    reaches does not depend on the load."""
+    best = float("inf")
+    for _ in range(3):
+        began = time.process_time()
+        for _ in range(2_048):
+            _nothing(None)
+        best = min(best, (time.process_time() - began) / 2_048)
+    return max(1.0, best / _QUIET_CALL)
+
+
+#: How many calls ``accept_past_calls`` makes between two looks at the CPU time it spent.
+_BLOCK = 8_192
