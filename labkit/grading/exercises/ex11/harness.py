@@ -26,6 +26,7 @@ from labkit.grading.exercises.common import on_one_connection as on_one_connecti
 from labkit.grading.exercises.ex11.caps import SCALE_ABOVE as SCALE_ABOVE
 from labkit.grading.exercises.ex11.caps import SCALED_CAP as SCALED_CAP
 from labkit.grading.exercises.ex11.caps import _ints_written_in as _ints_written_in
+from labkit.grading.exercises.ex11.caps import _run
 from labkit.grading.exercises.ex11.caps import relay_into_a_list as relay_into_a_list
 from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
@@ -34,15 +35,6 @@ from labkit.grading.exercises.tracing import Watched
 from labkit.patterns.outbox import Broker
 
 FAULTS = ("crash_before_publish", "crash_after_publish", "broker_down", "broker_timeout")
-
-
-def _run(values: MutableMapping[str, Any], fn: Any, *args: Any) -> dict[str, Any]:
-    """The student's call as an outcome (or ``crashed``), their module state put back after."""
-    with fresh_state(values):
-        try:
-            return outcome(fn, *args)
-        except SimulatedCrash:
-            return {"crashed": True}
 
 
 def place_order(
