@@ -19,9 +19,16 @@ paths: ``checks.student_seed``.)
     .venv/bin/python bench/zoo.py --exercise ex09      # one exercise's entries
     .venv/bin/python bench/zoo.py --same-scores        # and in-process scores
     .venv/bin/python bench/zoo.py --last 5             # each exercise's newest 5 entries
+    .venv/bin/python bench/zoo.py --right              # the right solutions instead
 
-Exit status 1 when an entry is not caught, a severe one is not capped, or (with
-``--same-scores``) a score differs between the paths while it holds still in process.
+With ``--right`` it grades the other side of each zoo file: the right solutions written
+otherwise (``RIGHT``), which the tests run in process against the one check each once
+lost to. Here every check runs on them, through the sandbox, and each must score full
+marks; the checks that took points are listed.
+
+Exit status 1 when an entry is not caught, a severe one is not capped, a right solution
+loses a point, or (with ``--same-scores``) a score differs between the paths while it
+holds still in process.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import nbformat
 
@@ -41,7 +49,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "grading"), str(ROOT / "tests")]
 
-from zoo_notebooks import Entry, every_entry  # noqa: E402
+from zoo_notebooks import Entry, every_entry, right_entries  # noqa: E402
 from zoograding import graded_records, not_caught  # noqa: E402
 
 from bench.grading import in_process_scores  # noqa: E402
@@ -61,13 +69,18 @@ def main(argv: list[str] | None = None) -> int:
                              "(a red-team round's new entries)")  # fmt: skip
     parser.add_argument("--same-scores", action="store_true",
                         help="also score each notebook in one process and compare")  # fmt: skip
+    parser.add_argument("--right", action="store_true",
+                        help="grade the right solutions written otherwise (RIGHT): each must "
+                             "score full marks")  # fmt: skip
     args = parser.parse_args(argv)
-    picked = [e for e in every_entry() if not args.exercise or e.exercise in args.exercise]
+    zoo = right_entries() if args.right else every_entry()
+    picked = [e for e in zoo if not args.exercise or e.exercise in args.exercise]
     if args.mistakes is not None:
         wanted = set(args.mistakes.read_text(encoding="utf-8").splitlines()) - {""}
         unknown = wanted - {e.mistake for e in picked}
         if unknown:
-            parser.error(f"{args.mistakes}: no zoo entry is named {sorted(unknown)[0]!r}")
+            what = "right solution" if args.right else "zoo entry"
+            parser.error(f"{args.mistakes}: no {what} is named {sorted(unknown)[0]!r}")
         picked = [e for e in picked if e.mistake in wanted]
     if args.first is not None:
         seen: Counter[str] = Counter()
@@ -85,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     replay += f" --first {args.first}" if args.first is not None else ""
     replay += f" --last {args.last}" if args.last is not None else ""
     replay += f" --mistakes {args.mistakes}" if args.mistakes is not None else ""
+    replay += " --right" if args.right else ""
     print(f"seed {args.seed}; replay: python bench/zoo.py {replay} --jobs {args.jobs} "
           f"--seed {args.seed}{' --same-scores' if args.same_scores else ''}")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="labkit-zoo-") as tmp:
@@ -111,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         per: Counter[str] = Counter()
         severe: Counter[str] = Counter()
         for student, entry in students.items():
-            why = not_caught(records[student], entry.check)
+            judge = _not_kept if args.right else not_caught
+            why = judge(records[student], entry.check)
             if why is None:
                 per[entry.exercise] += 1
                 severe[entry.exercise] += bool(records[student].get("cap"))
@@ -137,6 +152,14 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     differ.append(line)
     total = Counter(e.exercise for e in picked)
+    if args.right:
+        print(f"right solutions written otherwise: {len(picked)} over {len(exercises)} "
+              f"exercises, graded by labkit grade (confined) in {seconds:.1f} s")  # fmt: skip
+        for exercise in exercises:
+            print(f"  {exercise}: {per[exercise]:3d} of {total[exercise]:3d} kept full marks")
+        print(f"right solutions that lost points in the sandbox: {len(missed)}")
+        print("\n".join(missed))
+        return 1 if missed else 0
     print(f"the zoo: {len(picked)} wrong solutions over {len(exercises)} exercises, graded by "
           f"labkit grade (confined) in {seconds:.1f} s, {len(picked) / seconds * 60:.1f} "
           "notebooks/min")  # fmt: skip
@@ -164,6 +187,20 @@ def _rescored(
         for student in students:
             (Path(tmp) / student).symlink_to(subs / student)
         return in_process_scores(Path(tmp), exercises, args)
+
+
+def _not_kept(record: dict[str, Any], check: str) -> str | None:
+    """Why a right solution's graded record is not full marks, or None. ``check`` is the
+    one it once lost to; every check that took a point is named."""
+    if record["status"] == "graded" and record["score"] == record["max"]:
+        return None
+    lost = [
+        f"{c['check']} ({c['status']}, {c['earned']}/{c['points']}: {str(c.get('got'))[:200]!r})"
+        for c in record.get("checks") or []
+        if c["earned"] != c["points"]
+    ]
+    score = f"scored {record['score']}/{record['max']}, {record['status']}"
+    return f"{score} (once lost to {check}): {'; '.join(lost) or 'no check failed'}"
 
 
 if __name__ == "__main__":

@@ -90,6 +90,19 @@ def test_every_entry_builds_the_notebook_a_student_would_hand_in() -> None:
     assert not twice, twice
 
 
+def test_every_right_solution_builds_the_notebook_a_student_would_hand_in() -> None:
+    # bench/zoo.py --right grades each as a student's notebook through the sandbox, where
+    # every check runs on it (the tests here run the one it once lost to, in process).
+    from zoo_notebooks import right_entries
+
+    from labkit.grading import catalog
+
+    entries = right_entries()
+    built = [entry.notebook() for entry in entries]
+    assert {e.exercise for e in entries} == set(catalog.exercises())
+    assert len(built) == len(entries) > 100, len(built)
+
+
 def test_the_rotation_grades_every_entry_through_the_sandbox_in_turn() -> None:
     # CI passes the commit's place in the history as LABKIT_ZOO_SEED: as many successive
     # turns as the longest exercise has rotating entries take every entry once, and the

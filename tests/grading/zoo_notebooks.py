@@ -6,6 +6,8 @@ cell appended to the reference (exercises 1-7 and 11-14), a change to the refere
 (exercises 9 and 10). ``every_entry()`` gives them one shape, ``Entry``, whose
 ``notebook()`` is the reference with the mistake in it: what the graded tests and
 ``bench/zoo.py`` hand to ``labkit grade``, and ``zoograding.not_caught`` judges.
+``right_entries()`` does the same for the right solutions written otherwise (each zoo
+file's ``RIGHT``), which must keep full marks (``bench/zoo.py --right``).
 """
 
 from __future__ import annotations
@@ -15,8 +17,13 @@ from dataclasses import dataclass
 
 import nbformat
 import test_zoo
+import test_zoo_ex01
+import test_zoo_ex02
+import test_zoo_ex03
+import test_zoo_ex04
 import test_zoo_ex05
 import test_zoo_ex06
+import test_zoo_ex07
 import test_zoo_ex08
 import test_zoo_ex09
 import test_zoo_ex10
@@ -99,5 +106,64 @@ def every_entry() -> list[Entry]:
     entries += [Entry("ex09", n, c, _edited(n, edits)) for n, c, edits in test_zoo_ex09.ZOO]
     entries += [
         Entry("ex10", n, c, _edited(n, [(old, new)])) for n, c, _ok, old, new in test_zoo_ex10.ZOO
+    ]
+    return sorted(entries, key=lambda e: e.exercise)
+
+
+def _writefile(name: str, rewrite: Callable[[str], str]) -> Callable[[nbformat.NotebookNode], None]:
+    """A change to the file the reference's ``%%writefile name`` cell writes."""
+
+    def change(nb: nbformat.NotebookNode) -> None:
+        [cell] = [c for c in nb.cells if c.source.startswith(f"%%writefile {name}")]
+        head, _, body = cell.source.partition("\n")
+        changed = rewrite(body)
+        assert changed != body, f"{name}: the right variant changes nothing in the reference"
+        cell.source = f"{head}\n{changed}"
+
+    return change
+
+
+def _app_from_post(source: str) -> Callable[[str], str]:
+    """Exercise 10's right apps: the reference's module with its handlers replaced."""
+    return lambda body: body[: body.index("@app.post")] + source.lstrip("\n") + "\n"
+
+
+def right_entries() -> list[Entry]:
+    """Every right solution written otherwise, as the notebook a student would hand in;
+    ``check`` is the one that once took its points (every check must pass)."""
+    appended = {
+        "ex01": test_zoo_ex01.RIGHT,
+        "ex02": test_zoo_ex02.RIGHT,
+        "ex03": test_zoo_ex03.RIGHT,
+        "ex04": test_zoo_ex04.RIGHT,
+        "ex05": test_zoo_ex05.RIGHT,
+        "ex06": test_zoo_ex06.RIGHT,
+        "ex07": test_zoo_ex07.RIGHT,
+        "ex11": test_zoo_ex11_13.RIGHT_EX11,
+        "ex12": test_zoo_ex12.RIGHT,
+        "ex13": test_zoo_ex11_13.RIGHT_EX13,
+        "ex14": test_zoo_ex14.RIGHT,
+    }
+    entries = [
+        Entry(exercise, way, check, _appended(source))
+        for exercise, right in appended.items()
+        for way, check, source in right
+    ]
+    entries += [
+        Entry("ex08", way, check, _writefile("ex08_tasks.py", change))
+        for way, change, check in test_zoo_ex08.RIGHT
+    ]
+    entries += [
+        Entry(
+            "ex09",
+            way,
+            check,
+            _writefile("stream_consumer.py", lambda b, s=source: test_zoo_ex09._with_consume(b, s)),
+        )
+        for way, check, source in test_zoo_ex09.RIGHT
+    ]
+    entries += [
+        Entry("ex10", way, check, _writefile("ex10_app.py", _app_from_post(source)))
+        for way, check, source in test_zoo_ex10.RIGHT
     ]
     return sorted(entries, key=lambda e: e.exercise)
