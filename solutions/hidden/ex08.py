@@ -576,7 +576,7 @@ def _one_record_per_key(
             "and charges again"
         ).format(records=records, digest=dated),
         _(
-            "record the key itself (or a digest of the key alone): a digest salted with the "
+            "record the key itself, as the contract asks: a digest salted with the "
             "date, the hour or the day since the epoch changes with the clock, and a copy of "
             "the message that comes on another day finds no record of the first"
         ),
@@ -597,7 +597,7 @@ def _one_record_per_key(
             "worker runs, or this one after a restart, finds no record and charges again"
         ).format(records=records, salted=begun),
         _(
-            "record the key itself (or a digest of the key alone): anything of the worker "
+            "record the key itself, as the contract asks: anything of the worker "
             "process in the record (the time it started, its pid, a uuid made as the "
             "module is imported) differs on every other worker and after every restart"
         ),

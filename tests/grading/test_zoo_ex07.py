@@ -1689,6 +1689,7 @@ RIGHT: list[tuple[str, str, str]] = [
         "the states as a StrEnum (State.CLOSED == 'closed')",
         "starts_closed",
         """
+        import threading
         from enum import StrEnum
         class State(StrEnum):
             CLOSED = "closed"
@@ -1700,12 +1701,17 @@ RIGHT: list[tuple[str, str, str]] = [
                 self.threshold = threshold
                 self.cooldown_s = cooldown_s
                 self.clock = clock
+                self._lock = threading.Lock()  # one breaker, shared by worker threads
                 self.state = State.CLOSED
                 self.failures = 0
                 self.opened_at = 0.0
                 self.trial_out = False
 
             def allow(self):
+                with self._lock:
+                    return self._allow()
+
+            def _allow(self):
                 if self.state == State.CLOSED:
                     return True
                 if self.state == State.OPEN:
@@ -1718,11 +1724,19 @@ RIGHT: list[tuple[str, str, str]] = [
                 return True
 
             def record_failure(self):
+                with self._lock:
+                    self._record_failure()
+
+            def _record_failure(self):
                 self.failures += 1
                 if self.state == State.HALF_OPEN or self.failures >= self.threshold:
                     self.state, self.opened_at, self.trial_out = State.OPEN, self.clock.now(), False
 
             def record_success(self):
+                with self._lock:
+                    self._record_success()
+
+            def _record_success(self):
                 self.failures = 0
                 self.state, self.trial_out = State.CLOSED, False
     """,
@@ -1731,6 +1745,7 @@ RIGHT: list[tuple[str, str, str]] = [
         "the states as a (str, Enum)",
         "a_new_breaker_starts_afresh",
         """
+        import threading
         import enum
         class State(str, enum.Enum):
             CLOSED = "closed"
@@ -1742,12 +1757,17 @@ RIGHT: list[tuple[str, str, str]] = [
                 self.threshold = threshold
                 self.cooldown_s = cooldown_s
                 self.clock = clock
+                self._lock = threading.Lock()  # one breaker, shared by worker threads
                 self.state = State.CLOSED
                 self.failures = 0
                 self.opened_at = 0.0
                 self.trial_out = False
 
             def allow(self):
+                with self._lock:
+                    return self._allow()
+
+            def _allow(self):
                 if self.state == State.CLOSED:
                     return True
                 if self.state == State.OPEN:
@@ -1760,11 +1780,19 @@ RIGHT: list[tuple[str, str, str]] = [
                 return True
 
             def record_failure(self):
+                with self._lock:
+                    self._record_failure()
+
+            def _record_failure(self):
                 self.failures += 1
                 if self.state == State.HALF_OPEN or self.failures >= self.threshold:
                     self.state, self.opened_at, self.trial_out = State.OPEN, self.clock.now(), False
 
             def record_success(self):
+                with self._lock:
+                    self._record_success()
+
+            def _record_success(self):
                 self.failures = 0
                 self.state, self.trial_out = State.CLOSED, False
     """,
@@ -1773,11 +1801,13 @@ RIGHT: list[tuple[str, str, str]] = [
         "a state property that reads half_open from the clock (pybreaker's way)",
         "half_open_allows_one_trial",
         """
+        import threading
         class Breaker:
             def __init__(self, threshold, cooldown_s, clock):
                 self.threshold = threshold
                 self.cooldown_s = cooldown_s
                 self.clock = clock
+                self._lock = threading.Lock()  # one breaker, shared by worker threads
                 self._state = "closed"
                 self.failures = 0
                 self.opened_at = 0.0
@@ -1790,6 +1820,10 @@ RIGHT: list[tuple[str, str, str]] = [
                 return self._state
 
             def allow(self):
+                with self._lock:
+                    return self._allow()
+
+            def _allow(self):
                 if self._state == "closed":
                     return True
                 if self._state == "open":
@@ -1802,11 +1836,19 @@ RIGHT: list[tuple[str, str, str]] = [
                 return True
 
             def record_failure(self):
+                with self._lock:
+                    self._record_failure()
+
+            def _record_failure(self):
                 self.failures += 1
                 if self.state == "half_open" or self.failures >= self.threshold:
                     self._state, self.opened_at, self.trial_out = "open", self.clock.now(), False
 
             def record_success(self):
+                with self._lock:
+                    self._record_success()
+
+            def _record_success(self):
                 self.failures = 0
                 self._state, self.trial_out = "closed", False
     """,
@@ -1815,17 +1857,23 @@ RIGHT: list[tuple[str, str, str]] = [
         "a late failure while open ignored (the cooldown left as it was)",
         "trial_failure_reopens_for_a_full_cooldown",
         """
+        import threading
         class Breaker:
             def __init__(self, threshold, cooldown_s, clock):
                 self.threshold = threshold
                 self.cooldown_s = cooldown_s
                 self.clock = clock
+                self._lock = threading.Lock()  # one breaker, shared by worker threads
                 self.state = "closed"
                 self.failures = 0
                 self.opened_at = 0.0
                 self.trial_out = False
 
             def allow(self):
+                with self._lock:
+                    return self._allow()
+
+            def _allow(self):
                 if self.state == "closed":
                     return True
                 if self.state == "open":
@@ -1838,6 +1886,10 @@ RIGHT: list[tuple[str, str, str]] = [
                 return True
 
             def record_failure(self):
+                with self._lock:
+                    self._record_failure()
+
+            def _record_failure(self):
                 if self.state == "open":
                     return  # a late failure: the breaker is already open
                 self.failures += 1
@@ -1845,6 +1897,10 @@ RIGHT: list[tuple[str, str, str]] = [
                     self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
 
             def record_success(self):
+                with self._lock:
+                    self._record_success()
+
+            def _record_success(self):
                 self.failures = 0
                 self.state, self.trial_out = "closed", False
     """,

@@ -1983,9 +1983,15 @@ RIGHT = [
         ),
         "charges_after_its_database_session_ended",
     ),
-    # Round 14: records of the key alone, or of the key and a constant of the module's
-    # (a version, a secret), which a search for the worker's start or pid must not take
-    # for a salt of the worker's.
+]
+
+#: Records of the key alone, or of the key and a constant of the module's (a version, a
+#: secret), which a search for the worker's start or pid must not take for a salt of the
+#: worker's: the severe check keeps its points. They are not right solutions: the
+#: contract asks for the key itself in ``processed``, and
+#: ``replies_charged_or_already_charged`` takes its point (``bench/zoo.py --right``
+#: grades ``RIGHT`` only).
+UNSALTED = [
     (
         "the dedup record a sha256 of the key alone",
         _salted("import hashlib\n", "hashlib.sha256(key.encode()).hexdigest()"),
@@ -2121,7 +2127,9 @@ def test_a_module_that_uses_its_database_as_it_is_imported_still_passes(postgres
     assert kept.status == CheckStatus.PASSED, kept
 
 
-@pytest.mark.parametrize(("way", "change", "check"), RIGHT, ids=[row[0] for row in RIGHT])
+@pytest.mark.parametrize(
+    ("way", "change", "check"), RIGHT + UNSALTED, ids=[row[0] for row in RIGHT + UNSALTED]
+)
 def test_a_right_task_module_written_otherwise_keeps_the_points(
     postgres_dsn, amqp_url, way, change, check
 ):
