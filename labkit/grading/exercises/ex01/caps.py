@@ -4,7 +4,8 @@ A store bounded by its size (``len(seen)``, ``sys.getsizeof``) meets the bound a
 in a store that counts years of keys (``harness.VastStore``). A bound counted elsewhere
 does not: a counter of calls that clears ``seen`` every 100,000 calls, a deque or an
 LRU of the last N keys that deletes the oldest from ``seen``. Such a bound is a number
-written in the student's code: ``ints_written_in`` reads them, and ``accept_past_calls``
+written in the student's code: ``ints_written_in`` reads them (the walk shared with the
+other exercises, ``constants``, reaching into objects), and ``accept_past_calls``
 calls ``accept`` just past the largest, each call as cheap as the harness can make it.
 """
 
@@ -18,96 +19,16 @@ from typing import Any
 from unittest import mock
 
 from labkit.grading.exercises.common import fresh_state, need, outcome
-
-
-def _ints_of(thing: Any, found: list[int], seen: set[int], glob: dict[str, Any]) -> None:
-    """The whole numbers ``thing`` holds, without their sign: a function's code constants
-    (whole floats such as ``1e5`` too), its defaults and closure, the notebook's integer
-    globals and functions it names (``CLEAR_EVERY = 100_000``), a deque's ``maxlen``, an
-    lru_cache's ``maxsize``, and the attributes of the notebook's objects and classes it
-    names (``_recent = Window(65_536)``)."""
-    if id(thing) in seen:
-        return
-    seen.add(id(thing))
-
-    def add(value: Any) -> None:
-        if isinstance(value, bool):
-            return
-        if isinstance(value, int):
-            found.append(abs(value))
-        elif isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-            found.append(int(abs(value)))
-        elif isinstance(value, (tuple, frozenset)):
-            for part in value:
-                add(part)
-        elif isinstance(value, slice):
-            for part in (value.start, value.stop, value.step):
-                add(part)
-
-    def mine(obj: Any) -> bool:
-        """Whether ``obj`` is the notebook's: a function of its globals, or one of its
-        classes or their instances."""
-        if getattr(obj, "__globals__", None) is glob:
-            return True
-        kind = obj if isinstance(obj, type) else type(obj)
-        return bool(getattr(kind, "__module__", None) == glob.get("__name__", "__main__"))
-
-    def named(obj: Any) -> None:
-        add(obj)
-        maxlen = getattr(obj, "maxlen", None)  # deque(maxlen=N)
-        add(maxlen if isinstance(maxlen, int) else None)
-        parameters = getattr(obj, "cache_parameters", None)  # functools.lru_cache
-        if callable(parameters):
-            add(parameters().get("maxsize"))
-        if isinstance(obj, (int, float, str, bytes, type(None))) or not mine(obj):
-            return
-        _ints_of(obj, found, seen, glob)
-
-    def walk(code: Any) -> None:
-        for const in code.co_consts:
-            if hasattr(const, "co_consts"):
-                walk(const)
-            else:
-                add(const)
-        for name in code.co_names:
-            if name in glob:
-                named(glob[name])
-
-    code = getattr(thing, "__code__", None)
-    if code is not None:
-        walk(code)
-        for value in (*(thing.__defaults__ or ()), *(thing.__kwdefaults__ or {}).values()):
-            add(value)
-        for cell in thing.__closure__ or ():
-            try:
-                named(cell.cell_contents)
-            except ValueError:  # an empty cell
-                continue
-        return
-    attrs: Any = getattr(thing, "__dict__", None)
-    for value in list(attrs.values()) if hasattr(attrs, "values") else ():
-        if isinstance(value, (staticmethod, classmethod)):
-            value = value.__func__
-        if hasattr(value, "__code__"):
-            _ints_of(value, found, seen, glob)
-        else:
-            named(value)
-    if not isinstance(thing, type):
-        _ints_of(type(thing), found, seen, glob)
+from labkit.grading.exercises.constants import whole_numbers_in
 
 
 def ints_written_in(values: MutableMapping[str, Any], names: list[str]) -> list[int]:
     """The whole numbers written in the notebook's functions ``names`` and in what they
-    name of the notebook (its constants, helpers, classes and objects), sorted."""
-    found: list[int] = []
-    seen: set[int] = set()
+    name of the notebook (its constants, helpers, closures, classes and objects, a deque's
+    ``maxlen``, an lru_cache's ``maxsize``: ``_recent = Window(65_536)``), without their
+    sign, sorted (``constants.whole_numbers_in``)."""
     glob = values if isinstance(values, dict) else dict(values)
-    for name in names:
-        try:
-            _ints_of(values.get(name), found, seen, glob)
-        except Exception:  # noqa: BLE001, S112 - code this walk cannot read: no bound in it
-            continue
-    return sorted(set(found))
+    return whole_numbers_in((values.get(name) for name in names), objects=True, namespace=glob)
 
 
 @contextlib.contextmanager

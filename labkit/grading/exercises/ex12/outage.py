@@ -16,7 +16,7 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from labkit.grading.exercises.common import fresh_state, outcome
-from labkit.grading.exercises.constants import written_in
+from labkit.grading.exercises.constants import whole_numbers_in
 from labkit.grading.exercises.labdb import add_job, lab_db
 from labkit.grading.exercises.racers import in_a_forked_child
 from labkit.grading.exercises.tracing import Watched, verb_of
@@ -204,17 +204,8 @@ def ints_written_in(values: MutableMapping[str, Any], names: list[str]) -> list[
     catch-up one slot past it. Their code's constants (slices and tuples included, whole
     floats such as ``1e5`` too), their parameters' defaults, and the notebook's number
     globals they name (``MAX_CATCH_UP = 50_000``); never what a function of another
-    module holds (see ``constants.written_in``)."""
-    found: set[int] = set()
-    for const in written_in(values.get(name) for name in names):
-        value = const.value
-        if not const.own:
-            continue
-        if isinstance(value, int):
-            found.add(abs(value))  # slots[-50000:] keeps the newest 50000
-        elif value.is_integer() and abs(value) < 2**53:
-            found.add(int(abs(value)))
-    return sorted(found)
+    module holds (see ``constants.whole_numbers_in``)."""
+    return whole_numbers_in(values.get(name) for name in names)
 
 
 def due_slots_span(
