@@ -210,6 +210,21 @@ class Watched(_Wrapped):
         return result
 
 
+class Impatient(Watched):
+    """A connection whose write lock is held, until its call returns, by another
+    connection in this same thread (a harness's blocker, a first scheduler): a busy
+    timeout the student's code sets (``PRAGMA busy_timeout = 30000``, right against a
+    writer in another process, which commits meanwhile) would only wait that long for a
+    lock nothing releases here. It is set back to 0.05 s, so the held lock reads as
+    'database is locked', as the check means."""
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        got = super().execute(sql, params)
+        if isinstance(sql, str) and "busy_timeout" in sql.lower():
+            self._conn.execute("PRAGMA busy_timeout = 50")
+        return got
+
+
 class Traced(_Wrapped):
     """A connection that records every statement and pauses after plain reads.
 

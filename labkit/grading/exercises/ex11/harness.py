@@ -31,7 +31,7 @@ from labkit.grading.exercises.ex11.caps import relay_into_a_list as relay_into_a
 from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racers import in_processes
-from labkit.grading.exercises.tracing import Watched
+from labkit.grading.exercises.tracing import Impatient, Watched
 from labkit.patterns.outbox import Broker
 
 FAULTS = ("crash_before_publish", "crash_after_publish", "broker_down", "broker_timeout")
@@ -317,20 +317,6 @@ def relay_again_in_one_process(
     return {"first": first, "second": second}
 
 
-class _Impatient(Watched):
-    """The connection of ``call_while_locked``'s first call, whose lock the harness holds
-    in this same thread until the call returns: a busy timeout the student's code sets
-    (``PRAGMA busy_timeout = 30000``, right against a writer in another process, which
-    commits meanwhile) would only wait that long for a lock nothing releases here. It is
-    set back to 0.05 s, the lock held past it as the check means."""
-
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        got = super().execute(sql, params)
-        if isinstance(sql, str) and "busy_timeout" in sql.lower():
-            self._conn.execute("PRAGMA busy_timeout = 50")
-        return got
-
-
 def call_while_locked(
     values: MutableMapping[str, Any], name: str, path: str, args: list[Any]
 ) -> dict[str, Any]:
@@ -338,7 +324,7 @@ def call_while_locked(
 
     Another connection holds ``BEGIN IMMEDIATE`` on ``path`` and the student's connection
     waits 0.05 s for it (a busy timeout that runs out, as a slow writer makes it; one the
-    code sets is set back to that, see ``_Impatient``), so
+    code sets is set back to that, see ``tracing.Impatient``), so
     its ``BEGIN IMMEDIATE`` raises "database is locked". Then the lock is released and
     the same call runs on a fresh connection. Returns both outcomes.
     """
@@ -349,7 +335,7 @@ def call_while_locked(
         conn.row_factory = sqlite3.Row
         try:
             with fresh_state(values):
-                locked = outcome(values[name], _Impatient(conn), *args)
+                locked = outcome(values[name], Impatient(conn), *args)
         finally:
             conn.close()
         blocker.execute("ROLLBACK")

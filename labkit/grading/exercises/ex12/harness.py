@@ -36,7 +36,7 @@ from labkit.grading.exercises.labdb import add_job, connect
 from labkit.grading.exercises.racers import in_processes
 from labkit.grading.exercises.racesweep import race_sweep
 from labkit.grading.exercises.replay import cells_run_again
-from labkit.grading.exercises.tracing import WRITES, Watched, verb_of
+from labkit.grading.exercises.tracing import WRITES, Impatient, Watched, verb_of
 from labkit.grading.exercises.wallclock import in_time_zone
 from labkit.patterns.schedule import slot_key as reference_key
 
@@ -269,19 +269,6 @@ class _OtherTicksFirst(Watched):
         return super().execute(sql, params)
 
 
-class _Impatient(Watched):
-    """The second scheduler's connection, run in the first's thread while the first holds
-    its write lock: a busy timeout the tick sets (``PRAGMA busy_timeout = 30000``, right
-    between two processes, where the first commits meanwhile) would only wait that long
-    for a lock nothing releases here; it is set back to 'database is locked' at once."""
-
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        got = super().execute(sql, params)
-        if isinstance(sql, str) and "busy_timeout" in sql.lower():
-            self._conn.execute("PRAGMA busy_timeout = 50")
-        return got
-
-
 def tick_at_the_same_now(
     values: MutableMapping[str, Any],
     path: str,
@@ -318,7 +305,7 @@ def _tick_at_the_same_now(
     def other() -> None:
         conn = connect(path, timeout=0.05)  # a lock held: 'database is locked' at once
         try:
-            second.update(outcome(elsewhere["tick"], _Impatient(conn), *args))
+            second.update(outcome(elsewhere["tick"], Impatient(conn), *args))
         finally:
             conn.close()
 
