@@ -24,6 +24,7 @@ import re
 import signal
 import subprocess
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -403,11 +404,17 @@ def _stop_thread(thread: threading.Thread) -> None:
         )
 
 
+#: The steady clock as imported, not as a check may patch it (``wallclock.clock_moved``).
+_steady = time.monotonic
+
+
 def run_with_timeout(fn: Callable[[], Any], timeout: float) -> tuple[bool, BaseException | None]:
     """Run ``fn`` in a daemon thread; return ``(finished, error)``.
 
-    When ``fn`` is still running after ``timeout`` seconds, a ``CheckTimedOut`` is raised
-    inside it and ``(False, None)`` is returned whether or not it stopped.
+    When ``fn`` is still running after ``timeout`` seconds (``math.inf``: none), a
+    ``CheckTimedOut`` is raised inside it and ``(False, None)`` is returned whether or
+    not it stopped. The wait is made of short ones, so that an exception sent to the
+    waiting thread (a check that runs this inside it, timed out) arrives between two.
     """
     box: list[BaseException | None] = [None]
 
@@ -419,10 +426,13 @@ def run_with_timeout(fn: Callable[[], Any], timeout: float) -> tuple[bool, BaseE
 
     thread = threading.Thread(target=target, name="labkit-check", daemon=True)
     thread.start()
+    deadline = _steady() + timeout
     try:
-        thread.join(timeout)
+        while thread.is_alive() and (left := deadline - _steady()) > 0:
+            thread.join(min(left, 0.05))
     except BaseException:
-        # The caller was interrupted (Jupyter's stop button): stop the check too.
+        # The caller was interrupted (Jupyter's stop button, a check timed out around
+        # this one): stop the thread too.
         _stop_thread(thread)
         raise
     if thread.is_alive():

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import math
 import sqlite3
-import threading
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager, nullcontext
 from functools import partial
@@ -33,7 +33,7 @@ from labkit import queries
 from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.errors import PermanentError, SimulatedCrash, TransientError
 from labkit.explore.boundaries import Tracer
-from labkit.grading.checks import _stop_thread
+from labkit.grading.checks import run_with_timeout
 from labkit.grading.exercises.common import fresh_state, need, outcome
 from labkit.grading.exercises.elsewhere import on_another_machine
 from labkit.grading.exercises.killsweep import sweep
@@ -237,26 +237,12 @@ def run(
 def _on_a_thread_of_its_own(fn: Any, *args: Any) -> dict[str, Any]:
     """``outcome(fn, *args)`` on a new thread, as in a restarted worker (a new process:
     another ``threading.get_ident()``, ``get_native_id()``, thread-local data); what it
-    raised past ``outcome`` (a ``SimulatedCrash``, the stub) raised here."""
+    raised past ``outcome`` (a ``SimulatedCrash``, the stub) raised here. A check timed
+    out meanwhile stops it (``run_with_timeout``)."""
     got: list[dict[str, Any]] = []
-    failed: list[BaseException] = []
-
-    def body() -> None:
-        try:
-            got.append(outcome(fn, *args))
-        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
-            failed.append(exc)
-
-    worker = threading.Thread(target=body, name="restarted-worker", daemon=True)
-    worker.start()
-    try:
-        while worker.is_alive():
-            worker.join(0.05)  # in short waits: a check timed out is told so between them
-    except BaseException:
-        _stop_thread(worker)  # the check was stopped: its restarted worker stops too
-        raise
-    if failed:
-        raise failed[0]
+    _finished, failed = run_with_timeout(lambda: got.append(outcome(fn, *args)), math.inf)
+    if failed is not None:
+        raise failed
     return got[0]
 
 
