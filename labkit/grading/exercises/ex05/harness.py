@@ -672,12 +672,13 @@ def _sends(
     ``folder/STEM-N.jsonl`` by ``RecordingCtx``; a failed call sent what it sent)."""
     name = "charge_handler" if which == "charge" else "post_handler"
     paths = [str(Path(folder) / f"{stem}-{n}.jsonl") for n in range(len(jobs))]
-    ctx = RecordingCtx(paths[0]) if paths else None
+    ctx: RecordingCtx | None = None
     with fresh_state(values):
         for job, path in zip(jobs, paths, strict=True):
+            # One worker: one world for its jobs in turn (``RecordingCtx.record_to``).
+            ctx = ctx.record_to(path) if ctx else RecordingCtx(path)
             try:
-                # One worker: one world for its jobs in turn (``RecordingCtx.record_to``).
-                need(values, name)(job, ctx.record_to(path) if ctx else RecordingCtx(path))
+                need(values, name)(job, ctx)
             except NotImplementedError as exc:
                 if is_stub(exc):
                     raise
