@@ -2801,10 +2801,10 @@ ZOO: list[tuple[str, str, str, str]] = [
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
     "redrive turns PRAGMA synchronous OFF on its connection, for speed": (
-        "a COMMIT returns once the rows are on disk"
+        "NORMAL or FULL, never OFF"
     ),
     "dead_letter sets PRAGMA synchronous = 0 before its UPDATE": (
-        "a COMMIT returns once the rows are on disk"
+        "NORMAL or FULL, never OFF"
     ),
     "ties broken by last_error before id (ORDER BY updated_at, last_error, id)": (
         "then jobs 9 and 10"
@@ -3195,7 +3195,8 @@ RIGHT: list[tuple[str, str, str]] = [
     """,
     ),
     (
-        # WAL's usual setting: a COMMIT waits for the log on disk at each checkpoint.
+        # WAL's usual setting: the log is synced at each checkpoint, not at each COMMIT (a
+        # power cut may take back the last commits, and never damages the file).
         "redrive under PRAGMA synchronous = NORMAL",
         "leaves_no_transaction_open",
         """

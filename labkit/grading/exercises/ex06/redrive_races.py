@@ -229,14 +229,16 @@ def _keeps_commits_durable(got: dict[str, Any], call: str) -> None:
     expect(
         got.get("synchronous") != 0,
         _(
-            "the connection as durable after {call} as before: a COMMIT returns once the "
-            "rows are on disk"
+            "the connection's PRAGMA synchronous after {call} as it was before (NORMAL or "
+            "FULL, never OFF)"
         ).format(call=call),
         _("{did}; then the connection ran under PRAGMA synchronous = OFF").format(did=it_said(got)),
         _(
-            "no PRAGMA synchronous = OFF on the connection you are given: its COMMITs (yours "
-            "and every later one of its owner's) return before the rows are on disk, and a "
-            "power cut a moment later undoes a redrive or a dead letter already reported done"
+            "leave PRAGMA synchronous alone on the connection you are given: under OFF, "
+            "SQLite hands its writes (yours and every later one of its owner's) to the "
+            "operating system without waiting for the disk, so an operating-system crash or "
+            "a power cut can lose a redrive or a dead letter already reported done, or damage "
+            "the database file"
         ),
     )
 
