@@ -11,22 +11,23 @@ from __future__ import annotations
 
 import re
 
-#: A statement that comments before its UPDATE (``-- take the next job``), or names its
-#: choice first (``WITH next AS (SELECT ...) UPDATE ...``), is still one UPDATE: the
-#: statement arrives with its lines joined, so a comment is skipped by what follows it.
-_UPDATE_RETURNING = re.compile(
-    r"^(?:/\*.*?\*/\s*|--.*?(?=\bUPDATE\b)|WITH\b.*?(?=\bUPDATE\b))*"
-    r"UPDATE\b.*\bRETURNING\b",
-    re.IGNORECASE | re.DOTALL,
-)
+from labkit.grading.exercises.tracing import WRITES
+
+
+def _first(verbs: str, then: str = "") -> re.Pattern[str]:
+    """A statement whose first word is one of ``verbs`` (``then`` after it). One that
+    comments before it (``-- take the next job``), or names its choice first (``WITH next
+    AS (SELECT ...) UPDATE ...``), still is: the statement arrives with its lines joined,
+    so a comment is skipped by what follows it."""
+    lead = rf"(?:/\*.*?\*/\s*|--.*?(?=\b(?:{verbs})\b)|WITH\b.*?(?=\b(?:{verbs})\b))*"
+    return re.compile(rf"^{lead}(?:{verbs})\b{then}", re.IGNORECASE | re.DOTALL)
+
+
+_UPDATE_RETURNING = _first("UPDATE", r".*\bRETURNING\b")
+_WRITES = _first("|".join(WRITES))
 #: What opens a transaction on an autocommit connection, and what ends it well.
 _OPENS = re.compile(r"^(BEGIN|SAVEPOINT)\b(\s+(DEFERRED|IMMEDIATE|EXCLUSIVE)\b)?", re.I)
 _ENDS = re.compile(r"^(COMMIT|END|RELEASE)\b", re.I)
-_WRITES = re.compile(
-    r"^(?:/\*.*?\*/\s*|--.*?(?=\b(?:UPDATE|INSERT|DELETE|REPLACE)\b)"
-    r"|WITH\b.*?(?=\b(?:UPDATE|INSERT|DELETE|REPLACE)\b))*(UPDATE|INSERT|DELETE|REPLACE)\b",
-    re.IGNORECASE | re.DOTALL,
-)
 
 
 def verb(statement: str) -> str:
