@@ -288,8 +288,8 @@ def a_renewed_token_is_the_same_caller(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
-    "the request is stored whole: a list of hundreds of items and a long text, nothing "
-    "cut, reordered or retyped",
+    "the request is stored whole: a list of hundreds of items, a long text with spaces "
+    "around it and a null field, nothing cut, stripped, dropped, reordered or retyped",
     timeout=TIMEOUT,
     severe=True,
 )
@@ -299,15 +299,20 @@ def the_request_is_stored_whole(ns: Namespace) -> None:
     body: dict[str, Any] = {
         "month": "2027-07",
         "accounts": [f"acct-{rng.randrange(10**6):06d}" for _ in range(300)],
-        "note": " ".join(rng.choice(words) for _ in range(150)),
+        # Spaces around the note and a null field: a stripped text or a dropped null is
+        # another request than the one sent.
+        "note": "  " + " ".join(rng.choice(words) for _ in range(150)) + " ",
         "filters": {"region": "Nordeste", "min_total": 1500.5, "limit": 300},
+        "branch": None,
     }
     with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
         job_id = accepted_id(app.post(body, key="whole-1"), _("a long report request"))
         rows = [j["payload"] for j in jobs_in(folder / "jobs.db") if j["id"] == job_id]
     stored = rows[0].get("request") if rows and isinstance(rows[0], dict) else None
     if isinstance(stored, dict):
-        differ = sorted(k for k in set(body) | set(stored) if stored.get(k) != body.get(k))
+        differ = sorted(
+            k for k in set(body) | set(stored) if k not in stored or stored[k] != body.get(k)
+        )
     else:
         differ = [] if stored == body else ["request"]
     expect(
@@ -652,6 +657,10 @@ def keys_are_compared_exactly(ns: Namespace) -> None:
     # A space, a '%' escape, an underscore: 'order 77' is not 'order77', 'order%2E77'
     # (percent-decoded) not 'order.77', and 'order_77' not 'order-77'.
     keys += ["order 77", "order%2E77", "order_77"]
+    # A colon (the app's own separator, taken out or replaced), two spaces (whitespace
+    # collapsed) and a comma (only the part before it kept, as if a proxy had joined two
+    # headers): each is a key of its own.
+    keys += ["order:77", "order  77", "order-77,retry"]
     # 60 characters, which every app must take, then 200 and 300. A long key refused with
     # a clear 400 loses and duplicates nothing: odd_keys_are_data holds an app to taking
     # 200 characters, this check only to never merging two keys.

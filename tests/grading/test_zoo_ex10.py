@@ -764,6 +764,51 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         + ENQUEUE,
     ),
     (
+        # "So a key cannot clash with my ':' separator": 'order:77' meets 'order77'.
+        "the ':' taken out of the key, the app's own separator",
+        "keys_are_compared_exactly",
+        "same_key_same_job",
+        KEY_LINE,
+        KEY_LINE.replace("{idempotency_key}", "{idempotency_key.replace(':', '')}"),
+    ),
+    (
+        "the ':' in the key turned into '_': 'order:77' meets 'order_77'",
+        "keys_are_compared_exactly",
+        "same_key_same_job",
+        KEY_LINE,
+        KEY_LINE.replace("{idempotency_key}", "{idempotency_key.replace(':', '_')}"),
+    ),
+    (
+        "whitespace inside the key collapsed: 'order  77' meets 'order 77'",
+        "keys_are_compared_exactly",
+        "same_key_same_job",
+        KEY_LINE,
+        KEY_LINE.replace("{idempotency_key}", "{' '.join(idempotency_key.split())}"),
+    ),
+    (
+        # "Proxies join repeated headers with commas": 'order-77,retry' meets 'order-77'.
+        "only the part of the key before a comma kept",
+        "keys_are_compared_exactly",
+        "same_key_same_job",
+        KEY_LINE,
+        KEY_LINE.replace("{idempotency_key}", "{idempotency_key.split(',')[0].strip()}"),
+    ),
+    (
+        "null fields dropped from the request before it is stored",
+        "the_request_is_stored_whole",
+        "same_key_same_job",
+        ENQUEUE,
+        "        body = {k: v for k, v in body.items() if v is not None}\n" + ENQUEUE,
+    ),
+    (
+        "the request's texts stripped of surrounding spaces",
+        "the_request_is_stored_whole",
+        "same_key_same_job",
+        ENQUEUE,
+        "        body = {k: v.strip() if isinstance(v, str) else v for k, v in body.items()}\n"
+        + ENQUEUE,
+    ),
+    (
         "the request's lists cut to 100 items",
         "the_request_is_stored_whole",
         "same_key_same_job",
