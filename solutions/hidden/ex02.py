@@ -8,6 +8,7 @@ from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex02.checks import HARNESS, lock_path
+from labkit.grading.exercises.ex02.forking import FOREIGN
 from labkit.lang import _
 
 CHECKS = Checks("ex02", hidden=True)
@@ -419,5 +420,29 @@ def the_pid_is_read_after_the_refusal(ns: Namespace) -> None:
         _(
             "read the pid once flock raised BlockingIOError (fh.seek(0); fh.read()): the file "
             "names the holder only once the holder has the lock"
+        ),
+    )
+
+
+@CHECKS.add(
+    1,
+    "refuse with the AlreadyRunning the first cell imports (labkit.errors): a class of "
+    "the same name written again in the notebook is not what a worker's except "
+    "AlreadyRunning catches",
+)
+def refusal_is_labkits_exception(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        run = ns.harness(HARNESS + "attempt_while_holding", str(path))
+    second = str(run.get("second", ""))
+    if not second.startswith("refused"):
+        return  # no refusal at all: the lock's own checks judge it
+    expect(
+        FOREIGN not in second,
+        _("labkit.errors.AlreadyRunning for a second attempt while the lock is held"),
+        _("an AlreadyRunning of another family: {said}").format(said=second[:160]),
+        _(
+            "use the AlreadyRunning the first cell imports (from labkit.errors import "
+            "AlreadyRunning); a class defined again in the notebook has the same name, but "
+            "an `except AlreadyRunning` in the worker does not catch it"
         ),
     )

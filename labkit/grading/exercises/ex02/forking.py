@@ -1,7 +1,8 @@
 """Exercise 2's harness toolkit: one attempt at the student's lock, forked children.
 
 ``attempt`` tries ``single_instance`` once and says what it did as text (``"acquired"``,
-``"refused: <message>"`` or ``"raised <Type>: <message>"``); ``child`` forks a process
+``"refused: <message>"`` or ``"raised <Type>: <message>"``; a refusal with an
+AlreadyRunning that is not labkit's says ``FOREIGN`` after "refused"); ``child`` forks a process
 running a body and kills it when the block ends; ``Said`` and ``read`` take what a
 child writes to its pipe. ``os.fork`` is what a second cron run is: another process,
 same file. The harness functions (``harness.py``) are built from these.
@@ -20,9 +21,15 @@ from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
+from labkit.errors import AlreadyRunning
 from labkit.grading.exercises.common import need
 from labkit.grading.isolation.signals import signals_as_on_the_main_thread
 from labkit.grading.stub import is_stub
+
+#: Said after "refused" when the AlreadyRunning raised is a class of the same name that
+#: labkit.errors did not define (one written again in the notebook): a worker's
+#: ``except AlreadyRunning`` does not catch it.
+FOREIGN = " (an AlreadyRunning not from labkit.errors)"
 
 #: The real os.write, for children whose os.write the race checks wrap.
 REAL_WRITE = os.write
@@ -38,7 +45,7 @@ def attempt(values: MutableMapping[str, Any], path: str) -> str:
         return f"raised NotImplementedError: {exc}"
     except Exception as exc:  # noqa: BLE001 - what the attempt did is the evidence
         if type(exc).__name__ == "AlreadyRunning":
-            return f"refused: {exc}"
+            return f"refused{'' if isinstance(exc, AlreadyRunning) else FOREIGN}: {exc}"
         return f"raised {type(exc).__name__}: {str(exc)[:160]}"
 
 
