@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any
 
-from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.checks import Checks, Namespace, StudentRaised, expect
 from labkit.grading.exercises.ex01.checks import INTENTS, PAYLOADS, SAMPLE_CALLS, _said, answered
 from labkit.grading.exercises.helpers import holds_for
 from labkit.lang import _
@@ -265,6 +265,46 @@ def conflict_on_non_ascii_text(ns: Namespace) -> None:
                 "whose locale is C (ASCII)"
             ).format(first=repr(first), then=repr(then)),
             _said(said),
+        )
+
+
+#: Payloads the canonical JSON in UTF-8 cannot hold, each beside the payload a lossy way
+#: around it makes of it: a lone surrogate (a file name os.listdir could not decode)
+#: replaced by '?', dropped, or turned back into the bytes of 'é' (encode's errors=
+#: "replace", "ignore", "surrogateescape"), and dict keys JSON has no text for, which
+#: json.dumps(skipkeys=True) drops.
+LOSSY_PAIRS = [
+    ({"file": "report-\udce9.pdf"}, {"file": "report-?.pdf"}),
+    ({"file": "report-\udce9.pdf"}, {"file": "report-.pdf"}),
+    ({"file": "caf\udcc3\udca9.pdf"}, {"file": "café.pdf"}),
+    ({"prices": {("EUR",): 1990}}, {"prices": {("USD",): 99999}}),
+]
+
+
+@CHECKS.add(
+    1,
+    "a payload the canonical JSON in UTF-8 cannot hold (a lone surrogate from an "
+    "undecodable file name, a tuple as a dict key) raises: encoded with errors='replace' "
+    "or 'ignore', or dumped with skipkeys=True, it takes the fingerprint of another "
+    "payload, and a changed request is skipped as a repeat",
+)
+def a_payload_json_cannot_hold_raises(ns: Namespace) -> None:
+    for payload, lossy in LOSSY_PAIRS:
+        try:
+            got = ns.payload_fingerprint(payload)
+        except StudentRaised:
+            continue  # what the contract's json.dumps and encode("utf-8") do
+        expect(
+            got != ns.payload_fingerprint(lossy),
+            _("an error for {payload}, or a fingerprint other than that of {lossy}").format(
+                payload=ascii(payload), lossy=ascii(lossy)
+            ),
+            _("the same fingerprint for both: {fingerprint}...").format(fingerprint=str(got)[:16]),
+            _(
+                "fingerprint exactly json.dumps(payload, sort_keys=True, separators=(',', ':'), "
+                "ensure_ascii=False).encode('utf-8'), with no errors= and no skipkeys: what "
+                "it cannot encode must raise, not pass for another payload"
+            ),
         )
 
 

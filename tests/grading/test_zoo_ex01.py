@@ -2368,6 +2368,49 @@ ZOO: list[tuple[str, str, str, str]] = [
             return False
     """,
     ),
+    (
+        "ex01",
+        "the fingerprint's text encoded with errors='replace'",
+        "a_payload_json_cannot_hold_raises",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "the fingerprint's text encoded with errors='ignore'",
+        "a_payload_json_cannot_hold_raises",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8", errors="ignore")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "the fingerprint's text encoded with errors='surrogateescape'",
+        "a_payload_json_cannot_hold_raises",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8", errors="surrogateescape")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        # Tuple keys dropped: EUR 1990 and USD 99999 both fingerprint as {"prices": {}}.
+        "the canonical JSON dumped with skipkeys=True",
+        "a_payload_json_cannot_hold_raises",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, skipkeys=True
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
 ]
 
 
