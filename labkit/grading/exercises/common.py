@@ -196,3 +196,33 @@ def on_one_connection(
             return [outcome(values[name], Watched(conn), *args) for args in calls]
     finally:
         conn.close()
+
+
+def interrupted_then_again(
+    values: MutableMapping[str, Any],
+    name: str,
+    path: str,
+    calls: list[list[Any]],
+    interrupt_after: int,
+) -> list[dict[str, Any]]:
+    """``name(conn, *calls[0])`` interrupted after write ``interrupt_after``, then the rest.
+
+    Ctrl-C in the notebook, or a worker's SIGINT handler, arrives as a BaseException
+    that is no Exception, in a process that lives on: whatever transaction the code left
+    open stays open on its long-lived connection. So all run on ONE connection, closed
+    (rolled back) only after the last call. The first outcome says ``interrupted``.
+    """
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            first = Watched(conn, crash_after=interrupt_after, crash_with=KeyboardInterrupt)
+            try:
+                got = [outcome(values[name], first, *calls[0])]
+            except KeyboardInterrupt:
+                got = [{"interrupted": True}]
+            if not first.crashed:
+                got = [{**got[0], "not_interrupted": True}]
+            got += [outcome(values[name], Watched(conn), *args) for args in calls[1:]]
+            return got
+    finally:
+        conn.close()

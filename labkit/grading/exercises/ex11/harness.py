@@ -22,6 +22,7 @@ from typing import Any
 from labkit.clock import FakeClock
 from labkit.errors import SimulatedCrash
 from labkit.grading.exercises.common import fresh_state, outcome
+from labkit.grading.exercises.common import interrupted_then_again as interrupted_then_again
 from labkit.grading.exercises.common import on_one_connection as on_one_connection  # checks call it
 from labkit.grading.exercises.ex11.caps import SCALE_ABOVE as SCALE_ABOVE
 from labkit.grading.exercises.ex11.caps import SCALED_CAP as SCALED_CAP
@@ -469,36 +470,6 @@ def relay_after_a_redrive(
         conn.close()
         broker.close()
     return {"first": first, "second": second}
-
-
-def interrupted_then_again(
-    values: MutableMapping[str, Any],
-    name: str,
-    path: str,
-    calls: list[list[Any]],
-    interrupt_after: int,
-) -> list[dict[str, Any]]:
-    """``name(conn, *calls[0])`` interrupted after write ``interrupt_after``, then the rest.
-
-    Ctrl-C in the notebook, or a worker's SIGINT handler, arrives as a BaseException
-    that is no Exception, in a process that lives on: whatever transaction the code left
-    open stays open on its long-lived connection. So all run on ONE connection, closed
-    (rolled back) only after the last call. The first outcome says ``interrupted``.
-    """
-    conn = connect(path)
-    try:
-        with fresh_state(values):
-            first = Watched(conn, crash_after=interrupt_after, crash_with=KeyboardInterrupt)
-            try:
-                got = [outcome(values[name], first, *calls[0])]
-            except KeyboardInterrupt:
-                got = [{"interrupted": True}]
-            if not first.crashed:
-                got = [{**got[0], "not_interrupted": True}]
-            got += [outcome(values[name], Watched(conn), *args) for args in calls[1:]]
-            return got
-    finally:
-        conn.close()
 
 
 def relay_with_a_write_behind_meanwhile(
