@@ -422,6 +422,39 @@ def a_failed_claim_leaves_no_transaction_open(ns: Namespace) -> None:
         )
 
 
+@CHECKS.add(
+    1,
+    "roll back on ANY exception, KeyboardInterrupt included (except BaseException, or a "
+    "try/finally): a Ctrl-C inside a claim that opened BEGIN IMMEDIATE must not leave it "
+    "open on a connection that lives on, or the worker's next claim fails and every other "
+    "worker waits on the write lock",
+)
+def an_interrupted_claim_leaves_the_connection_usable(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        first, second = add_job(conn, "mail:1:send:v1"), add_job(conn, "mail:2:send:v1")
+        calls = [["w1", 100.0, 30.0], ["w1", 101.0, 30.0]]
+        got = ns.harness(HARNESS + "interrupted_then_again", str(path), calls)
+    if "interrupted" not in got[0]:
+        return  # no write to interrupt, or a claim that catches it: others judge the claim
+    taken = got[1].get("returned")
+    expect(
+        isinstance(taken, dict) and taken.get("id") in (first, second),
+        _(
+            "a claim interrupted (KeyboardInterrupt) right after its first write, then the "
+            "next claim on the same connection taking job {first} or {second}"
+        ).format(first=first, second=second),
+        _("the next claim {outcome}").format(
+            outcome=raised_text(got[1])
+            if "raised" in got[1]
+            else _("returned {value}").format(value=repr(taken))
+        ),
+        _(
+            "if you open a transaction (BEGIN IMMEDIATE), roll it back whatever the claim "
+            "raises: try: ... except BaseException: conn.execute('ROLLBACK'); raise"
+        ),
+    )
+
+
 #: Claims in a row for the token check: a token of 16 random bits (randomblob(2), a
 #: random number below 10000) repeats within them all but certainly (the odds of no
 #: repeat are below e**-30); one of 64 bits or more, practically never.

@@ -2218,6 +2218,39 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    (
+        "ex03",
+        # A Ctrl-C between the SELECT and the UPDATE leaves BEGIN IMMEDIATE open.
+        "BEGIN IMMEDIATE rolled back on `except Exception` only",
+        "an_interrupted_claim_leaves_the_connection_usable",
+        """
+        def claim(conn, worker, now, lease_s):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                found = conn.execute(
+                    '''SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id LIMIT 1''', {"now": now}).fetchone()
+                row = None
+                if found is not None:
+                    row = conn.execute(
+                        '''UPDATE jobs
+                              SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                                  lease_until = :now + :lease_s,
+                                  lease_token = lower(hex(randomblob(16))),
+                                  updated_at = :now
+                            WHERE id = :id
+                           RETURNING *''',
+                        {"worker": worker, "now": now, "lease_s": lease_s, "id": found["id"]},
+                    ).fetchone()
+                conn.execute("COMMIT")
+            except Exception:
+                conn.execute("ROLLBACK")
+                raise
+            return None if row is None else dict(row)
+    """,
+    ),
 ]
 
 

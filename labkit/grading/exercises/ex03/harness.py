@@ -60,6 +60,15 @@ def on_one_connection(
     return common.on_one_connection(values, "claim", path, calls)
 
 
+def interrupted_then_again(
+    values: MutableMapping[str, Any], path: str, calls: list[list[Any]]
+) -> list[dict[str, Any]]:
+    """``claim`` on ONE connection, the first call interrupted (a Ctrl-C, which is no
+    ``Exception``) right after its first write statement, then the rest (``common``)."""
+    need(values, "claim")
+    return common.interrupted_then_again(values, "claim", path, calls, 1)
+
+
 def claim_in_two_databases(
     values: MutableMapping[str, Any], paths: list[str], now: float, lease_s: float
 ) -> list[dict[str, Any]]:
