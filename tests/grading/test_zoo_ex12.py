@@ -2097,11 +2097,37 @@ ZOO: list[tuple[str, str, str, str]] = [
             return created
         """,
     ),
+    (
+        "ex12",
+        # "ON CONFLICT skips the repeats": a clock behind another's fires a folded slot.
+        "under catch_up='latest', tick never reads what fired and leans on ON CONFLICT",
+        "a_scheduler_whose_clock_runs_behind_creates_nothing",
+        """
+        _ref_tick = tick
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            if catch_up != "latest":
+                return _ref_tick(conn, schedule, period_s, since, now, catch_up)
+            created = []
+            for slot in due_slots(period_s, None, since, now, "latest"):
+                key = slot_key(schedule, slot)
+                row = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if row:
+                    created.append(key)
+            return created
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake.
 SAYS: dict[str, str] = {
+    "under catch_up='latest', tick never reads what fired and leans on ON CONFLICT": (
+        "with catch_up='latest'"
+    ),
     "tick keeps only the newest 200000 due slots of a catch-up (missed[-200_000:])": (
         "all 200001 slots"
     ),
@@ -2303,6 +2329,9 @@ test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO
 #: Mistakes that lose or duplicate nothing the scheduler enqueues with the grid it is
 #: given (a function's contract bent at its edges): their checks are not severe.
 MINOR = [
+    # A slot the later run already stood for runs once more, out of order; the check,
+    # written for a clock behind raising, costs its point.
+    "under catch_up='latest', tick never reads what fired and leans on ON CONFLICT",
     # Nothing was due: the slot was fired by a scheduler whose clock runs ahead.
     "tick raises when the newest key is after now (a clock behind taken for an error)",
     # Nothing was due either way: the tick raises instead of returning [] (a scheduler
