@@ -2795,6 +2795,34 @@ ZOO: list[tuple[str, str, str, str]] = [
             return _durable_bury(conn, job_id, token, reason, error, now)
     """,
     ),
+    (
+        "ex06",
+        # A Ctrl-C right after the UPDATE leaves BEGIN IMMEDIATE open on the connection.
+        "redrive rolled back on `except Exception` only",
+        "leaves_no_transaction_open",
+        """
+        import json
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"limit": limit, "kind": kind})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except Exception:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
 ]
 
 

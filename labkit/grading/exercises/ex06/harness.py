@@ -24,7 +24,7 @@ from labkit.grading.exercises.described import build_error
 from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racesweep import race_sweep
-from labkit.grading.exercises.tracing import Rows, Traced
+from labkit.grading.exercises.tracing import Rows, Traced, Watched
 
 
 class Racing(Traced):
@@ -353,21 +353,31 @@ def then_another_writes(
     name: str,
     args: list[Any],
     kwargs: dict[str, Any],
+    interrupt_after: int | None = None,
 ) -> dict[str, Any]:
     """``name(conn, *args, **kwargs)``, then, its connection still open, another one's write.
 
-    For ``dead_letter`` the error (``args[3]``) is built from its description. Returns
-    the call's outcome, ``"open"`` (whether the student's connection was still inside a
-    transaction), ``"synchronous"`` (its ``PRAGMA synchronous`` then: 0 is OFF) and
-    ``"other"``: ``"wrote"``, or the error another connection's ``BEGIN IMMEDIATE`` met
-    at once (no busy timeout: a worker would wait, then fail).
+    For ``dead_letter`` the error (``args[3]``) is built from its description. With
+    ``interrupt_after``, a Ctrl-C (KeyboardInterrupt, no ``Exception``) comes right after
+    that write statement of the call, as in a process that lives on; its outcome is then
+    ``{"interrupted": True}``. Returns the call's outcome, ``"open"`` (whether the
+    student's connection was still inside a transaction), ``"synchronous"`` (its
+    ``PRAGMA synchronous`` then: 0 is OFF) and ``"other"``: ``"wrote"``, or the error
+    another connection's ``BEGIN IMMEDIATE`` met at once (no busy timeout: a worker would
+    wait, then fail).
     """
     if name == "dead_letter":
         args = [*args[:3], build_error(args[3]), *args[4:]]
     conn = connect(path)
     try:
+        given: sqlite3.Connection | Watched = conn
+        if interrupt_after is not None:
+            given = Watched(conn, interrupt_after, crash_with=KeyboardInterrupt)
         with fresh_state(values):
-            result = outcome(need(values, name), conn, *args, **kwargs)
+            try:
+                result = outcome(need(values, name), given, *args, **kwargs)
+            except KeyboardInterrupt:
+                result = {"interrupted": True}
         result["open"] = conn.in_transaction
         try:
             result["synchronous"] = int(conn.execute("PRAGMA synchronous").fetchone()[0])

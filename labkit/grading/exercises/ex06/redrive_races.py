@@ -142,20 +142,28 @@ def redrive_racing_a_worker(ns: Namespace) -> None:
 
 
 def _then_another_writes(
-    ns: Namespace, path: Path, name: str, args: list[Any], kwargs: dict[str, Any]
+    ns: Namespace,
+    path: Path,
+    name: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    interrupt_after: int | None = None,
 ) -> tuple[dict[str, Any], str]:
     """The student's ``name(conn, *args, **kwargs)``, then another connection's write
-    (the harness's ``then_another_writes``): its result, and the call as the feedback
-    shows it (a job and its token, then the keyword arguments)."""
-    got = ns.harness(HARNESS + "then_another_writes", str(path), name, args, kwargs)
+    (the harness's ``then_another_writes``, a Ctrl-C after write ``interrupt_after``
+    when given): its result, and the call as the feedback shows it (a job and its token,
+    then the keyword arguments)."""
+    got = ns.harness(
+        HARNESS + "then_another_writes", str(path), name, args, kwargs, interrupt_after
+    )
     shown = [f"job {args[0]}", repr(args[1])] if args else []
     return got, f"{name}({', '.join(shown + [f'{k}={v!r}' for k, v in kwargs.items()])})"
 
 
 @CHECKS.add(
     2,
-    "end every path with COMMIT or ROLLBACK (the dry run, a refusal, an error, a False): "
-    "conn is in autocommit mode, and while your BEGIN is open no worker can write",
+    "end every path with COMMIT or ROLLBACK (the dry run, a refusal, an error, a Ctrl-C, a "
+    "False): conn is in autocommit mode, and while your BEGIN is open no worker can write",
 )
 def leaves_no_transaction_open(ns: Namespace) -> None:
     error = {"type": "ValueError", "message": "no such customer"}
@@ -222,6 +230,26 @@ def leaves_no_transaction_open(ns: Namespace) -> None:
                     did=it_said(got), other=got["other"]
                 ),
             )
+    # A Ctrl-C (KeyboardInterrupt, which is no Exception) right after the UPDATE, in a
+    # process that lives on: rolled back as any error is (except BaseException).
+    with lab_file(ns) as (conn, path):
+        add_dead(conn, 2)
+        got, call = _then_another_writes(ns, path, "redrive", [], {"limit": 2, "now": NOW}, 1)
+    if got.get("interrupted"):
+        expect(
+            not got["open"] and got["other"] == "wrote",
+            _(
+                "no transaction left open when {call} is interrupted (KeyboardInterrupt) "
+                "right after its UPDATE: ROLLBACK on any exception, except BaseException"
+            ).format(call=call),
+            _("then your connection was still inside a transaction: {other}").format(
+                other=got["other"]
+            )
+            if got["open"]
+            else _("then another connection's BEGIN IMMEDIATE got {other}").format(
+                other=got["other"]
+            ),
+        )
 
 
 def _keeps_commits_durable(got: dict[str, Any], call: str) -> None:
