@@ -508,6 +508,22 @@ def a_conflicting_key_fails_the_job(ns: Namespace) -> None:
         "a charge payments.find shows under the job's key is not this job's reply: call "
         "charge with the job's key, and the API answers a repeat or refuses a conflict",
     )
+    # The earlier charge's key met again, or no key to compare: a key that changed with
+    # the amount is a new charge.
+    keyed = [k for k in got["new"] if k != "None"]
+    expect(
+        got["conflicts"] or not keyed or got["earlier"] == "None",
+        _(
+            "the Idempotency-Key job {key} charged with for {earlier} again now that its "
+            "invoice says {amount}: the 400 IdempotencyKeyReused, and no new charge"
+        ).format(key=key, earlier=EARLIER_AMOUNT, amount=payload["amount"]),
+        _("it charged for {earlier} under {first}, then under {then}").format(
+            earlier=EARLIER_AMOUNT, first=got["earlier"], then=", ".join(keyed)
+        ),
+        "build the Idempotency-Key from the job's key alone: a key that holds the amount "
+        "(or anything else a corrected invoice changes) is a new charge to the API, and "
+        "the customer pays twice",
+    )
     if not got["conflicts"]:
         return  # charged without a key: every_charge_carries_its_idempotency_key says so
     expect(

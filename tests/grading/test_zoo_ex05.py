@@ -1647,6 +1647,18 @@ ZOO: list[tuple[str, str, str, str]] = [
             return reply
     """,
     ),
+    (
+        "ex05",
+        # A corrected invoice is a new key to the API: the customer pays twice.
+        "the Idempotency-Key made of the job's key, the customer and the amount",
+        "a_conflicting_key_fails_the_job",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=f"{job.key}:{customer}:{amount}")
+    """,
+    ),
 ]
 
 

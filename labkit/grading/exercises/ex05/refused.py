@@ -79,10 +79,11 @@ class _ConflictingPayments:
     (counted, nothing is charged). ``find`` shows the earlier charge, for the other amount.
     """
 
-    def __init__(self, customer: str, earlier_amount: int) -> None:
+    def __init__(self, customer: str, earlier_amount: int, used: str | None = None) -> None:
         self.customer, self.earlier_amount = customer, earlier_amount
-        #: The Idempotency-Key the conflict is about: the first one a charge carried.
-        self.used: str | None = None
+        #: The Idempotency-Key the conflict is about: the one the earlier charge carried,
+        #: or, when that is not known, the first one a charge carries here.
+        self.used = used
         self.conflicts = 0
         #: The repr of the Idempotency-Key of each charge made after the conflict.
         self.new: list[str] = []
@@ -111,18 +112,42 @@ class _ConflictingPayments:
         return [Effect(1, "payments", "charge", key, params, reply, LAB_EPOCH)]
 
 
+class _FirstCharge:
+    """The payment API the earlier version of the invoice met: every charge succeeds, and
+    the Idempotency-Key each carried is kept (``keys``); ``find`` finds nothing."""
+
+    def __init__(self) -> None:
+        self.keys: list[str | None] = []
+
+    def charge(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        self.keys.append(kwargs.get("idempotency_key"))
+        amount = kwargs.get("amount", args[1] if len(args) > 1 else None)
+        return {"charge_id": "ch_1", "amount": amount, "status": "succeeded"}
+
+    def find(self, *args: Any, **kwargs: Any) -> list[Any]:
+        return []
+
+
 def conflicting_key(
     values: MutableMapping[str, Any], folder: str, job: list[Any], earlier_amount: int
 ) -> dict[str, Any]:
-    """Call the student's ``charge_handler`` once for ``job`` against ``_ConflictingPayments``
-    (its key first used for ``earlier_amount``).
+    """Call the student's ``charge_handler`` for ``job`` as it was first enqueued, for
+    ``earlier_amount``, then once as corrected, against ``_ConflictingPayments``: the
+    key the first charge carried was used for ``earlier_amount``.
 
     ``{"conflicts": charges answered with the conflict, "new": the repr of each later
-    charge's Idempotency-Key, "raised": "ErrorClass: message"}`` or ``"returned": repr``.
+    charge's Idempotency-Key, "earlier": the repr of the first charge's key, "raised":
+    "ErrorClass: message"}`` or ``"returned": repr``.
     """
-    _kind, payload, _key = job
-    payments = _ConflictingPayments(payload["customer"], earlier_amount)
+    kind, payload, key = job
+    first = _FirstCharge()
+    earlier = Path(folder) / "earlier"
+    earlier.mkdir()
+    handled_once(values, str(earlier), [kind, {**payload, "amount": earlier_amount}, key], first)
+    used = next((k for k in first.keys if isinstance(k, str)), None)
+    payments = _ConflictingPayments(payload["customer"], earlier_amount, used)
     got, _error = handled_once(values, folder, job, payments)
     got["conflicts"] = payments.conflicts
     got["new"] = payments.new
+    got["earlier"] = repr(used)
     return got
