@@ -514,8 +514,8 @@ def a_conflicting_key_fails_the_job(ns: Namespace) -> None:
     expect(
         got["conflicts"] or not keyed or got["earlier"] == "None",
         _(
-            "the Idempotency-Key job {key} charged with for {earlier} again now that its "
-            "invoice says {amount}: the 400 IdempotencyKeyReused, and no new charge"
+            "the key of job {key}'s charge for {earlier} sent again now that its invoice "
+            "says {amount}: the 400 IdempotencyKeyReused, and no new charge"
         ).format(key=key, earlier=EARLIER_AMOUNT, amount=payload["amount"]),
         _("it charged for {earlier} under {first}, then under {then}").format(
             earlier=EARLIER_AMOUNT, first=got["earlier"], then=", ".join(keyed)
