@@ -3143,7 +3143,7 @@ RIGHT: list[tuple[str, str, str]] = [
                     {"kind": kind, "limit": limit, "now": now},
                 ).fetchall()
                 conn.execute("COMMIT")
-            except Exception:
+            except BaseException:  # a Ctrl-C too (leaves_no_transaction_open)
                 conn.execute("ROLLBACK")
                 raise
             got = {r[0] for r in changed}
