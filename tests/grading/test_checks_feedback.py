@@ -286,7 +286,9 @@ def _plain(value: object) -> bool:
     if isinstance(value, (list, tuple)):
         return all(_plain(v) for v in value)
     if isinstance(value, dict):
-        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+        # Keys other than text (a number, a tuple of plain values) cross the channel as its
+        # "$dict" tag: ex01 hands payload_fingerprint a dict keyed by tuples.
+        return all(_plain(k) and not isinstance(k, list) and _plain(v) for k, v in value.items())
     return False
 
 
