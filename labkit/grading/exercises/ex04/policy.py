@@ -104,6 +104,11 @@ PERMANENT = {
     "ProxyAuthRequired() (a PermanentError that is also a ConnectionError)": {
         "type": "ProxyAuthRequired"
     },
+    # A status that is not an int is not read (rule 3 says "when it is an int"): int()
+    # on it makes '503' retryable, and raises on a reason phrase.
+    "an HTTP error whose status is the text '503'": http("503"),
+    "an HTTP error whose status is the float 503.0": http(503.0),
+    "an HTTP error whose status is the text 'Service Unavailable'": http("Service Unavailable"),
 }
 #: An error that never reached the server, for the checks of the waiting rules.
 REFUSED = {"type": "ConnectionRefusedError"}
