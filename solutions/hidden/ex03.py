@@ -101,6 +101,27 @@ def oldest_due_first(ns: Namespace) -> None:
         ).format(first=first, second=second),
         got,
     )
+    # The same tie under an index a DBA adds for the poller: rows then come in the index's
+    # order ('pending' before 'retry_wait'), and only ORDER BY run_after, id still gives
+    # the smaller id first.
+    with lab_file(ns) as (conn, path):
+        conn.execute("CREATE INDEX jobs_by_state_due ON jobs (state, run_after)")
+        first = add_job(conn, "a:1:v1", state="retry_wait", attempt=1, run_after=50.0)
+        second = add_job(conn, "a:2:v1", run_after=50.0)
+        got = [(_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id") for _n in range(2)]
+    expect(
+        got == [first, second],
+        _(
+            "job {first} (retry_wait) then job {second} (pending), both due at 50, with an "
+            "index on jobs (state, run_after): a tie goes to the smaller id, in whatever "
+            "order an index reads the rows"
+        ).format(first=first, second=second),
+        got,
+        _(
+            "end the ORDER BY with id (ORDER BY run_after, id): without it, ties come in "
+            "whatever order SQLite reads the rows, which an index changes"
+        ),
+    )
     # A job w1 itself held, its lease expired, is no more urgent for w1 than any other.
     with lab_file(ns) as (conn, path):
         first = add_job(conn, "a:1:v1", run_after=10.0)
