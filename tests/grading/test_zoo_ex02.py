@@ -2491,6 +2491,39 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        # The holder lives on after SIGTERM, in its block, while the next run takes the lock.
+        "a SIGTERM handler that lets go of the lock (LOCK_UN) and returns",
+        "release_keeps_the_lock_file",
+        """
+        import signal
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                def _release(signum, frame):
+                    # let the next run start as soon as we are asked to stop
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+                previous = signal.signal(signal.SIGTERM, _release)
+                try:
+                    yield
+                finally:
+                    signal.signal(signal.SIGTERM, previous)
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 

@@ -345,6 +345,18 @@ def _one_holder(
             ),
             hint,
         )
+        expect(
+            not run.get("let_go"),
+            _(
+                "{want}: the holder, still running 2 s after the signal, still holding the lock"
+            ).format(want=want),
+            _("the lock was free while the holder ran on: another run took it"),
+            _(
+                "a signal handler that lets go of the lock (LOCK_UN, or closing the file) and "
+                "returns leaves the job running beside the next run: let the signal end the "
+                "process (or raise SystemExit in the handler), and the kernel releases the lock"
+            ),
+        )
 
 
 @CHECKS.add(

@@ -123,14 +123,21 @@ class Said:
         return line.decode(errors="replace")
 
 
-def wait_or_kill(pid: int, timeout: float = 10.0) -> None:
-    """Reap the child ``pid``; SIGKILL it first if it is still running after ``timeout``."""
+def ended_within(pid: int, timeout: float) -> bool:
+    """Whether the child ``pid`` ended within ``timeout`` (then it is reaped)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         done, _status = os.waitpid(pid, os.WNOHANG)
         if done:
-            return
+            return True
         time.sleep(0.01)
+    return False
+
+
+def wait_or_kill(pid: int, timeout: float = 10.0) -> None:
+    """Reap the child ``pid``; SIGKILL it first if it is still running after ``timeout``."""
+    if ended_within(pid, timeout):
+        return
     with contextlib.suppress(ProcessLookupError, ChildProcessError):
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)

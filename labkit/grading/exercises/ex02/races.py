@@ -28,6 +28,7 @@ from labkit.grading.exercises.ex02.forking import (
     Said,
     attempt,
     child,
+    ended_within,
     file_text,
     read,
     wait_or_kill,
@@ -282,7 +283,11 @@ def _one_race(values: MutableMapping[str, Any], path: str, event: str, stop: int
             # A job stopped (systemd, a timeout, Ctrl-C, its terminal closed): the signal,
             # then SIGKILL if it will not go.
             os.kill(holder_pid, _SIGNALLED[event][0])
-            wait_or_kill(holder_pid, TERMINATED_S)
+            if not ended_within(holder_pid, TERMINATED_S):
+                # Still running: it must still hold the lock. A handler that let go of it
+                # (LOCK_UN) and returned leaves the job running beside the next run.
+                run["let_go"] = attempt(values, path) == "acquired"
+                wait_or_kill(holder_pid, 0.0)
         third = Said(stack.enter_context(child(lambda fd: _holds(values, path, fd, None)))[1])
         run["third"] = third.next()
         os.write(go_w, b"go")
