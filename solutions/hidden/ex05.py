@@ -637,6 +637,36 @@ def _every_charge_keyed(ns: Namespace, attempt: int) -> None:
             "send idempotency_key=job.key for every job: if a key is too long for the API, "
             "send a digest of it (hashlib.sha256), never no key at all",
         )
+        # A digest cut short: 8 hex characters are 32 bits, and the keys of some 65,000
+        # invoices meet two by two (the birthday bound): the second one is never charged.
+        short = [
+            c["idempotency_key"]
+            for c in calls
+            if c["call"] == "charge" and c not in bare and _cut_short(c["idempotency_key"], job[2])
+        ]
+        expect(
+            not short,
+            _(
+                "job {key}'s own key as the Idempotency-Key, or a digest of it of at least "
+                "{least} characters (64 bits and more)"
+            ).format(key=repr(job[2][:60] + ("..." if len(job[2]) > 60 else "")), least=SHORTEST),
+            _("it charged with idempotency_key={sent}").format(sent=short[0] if short else ""),
+            "send job.key itself, or its whole digest (hashlib.sha256(...).hexdigest()): a "
+            "digest cut to a few characters gives two invoices one key, and the API answers "
+            "the second with the first one's charge",
+        )
+
+
+#: The fewest characters of a key sent in place of the job's own: 16 hex digits are 64
+#: bits, which repeat once in some four billion invoices.
+SHORTEST = 16
+
+
+def _cut_short(sent: str, key: str) -> bool:
+    """Whether ``sent`` (a repr) is neither the job's ``key`` (or holds it) nor as long as
+    ``SHORTEST`` characters: a digest of the key cut short."""
+    text = sent[1:-1] if len(sent) >= 2 and sent[0] == sent[-1] and sent[0] in "'\"" else sent
+    return key not in text and len(text) < min(SHORTEST, len(key))
 
 
 @CHECKS.add(
