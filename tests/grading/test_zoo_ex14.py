@@ -1535,6 +1535,26 @@ ZOO: list[tuple[str, str, str, str]] = [
             ),
         ),
     ),
+    (
+        "ex14",
+        # A ledger keeping one entry per key takes the release for a repeat of the reservation.
+        "the reservation and its release posted under one key for the whole order",
+        "a_declined_charge_releases_the_stock",
+        """
+        _ref_do_step = do_step
+        def do_step(world, order, step):
+            key = f"order:{order['id']}:{step}:v1"
+            if step in ("reserve", "release"):
+                with world.ledger.transaction() as tx:
+                    if tx.status(key) == "done":
+                        return {"skipped": key}
+                    reply = tx.post(order["sku"], -1 if step == "reserve" else 1,
+                                    key=f"order:{order['id']}:stock")
+                    tx.mark(key, "done")
+                return reply
+            return _ref_do_step(world, order, step)
+    """,
+    ),
 ]
 
 

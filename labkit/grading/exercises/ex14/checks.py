@@ -352,6 +352,17 @@ def a_declined_charge_releases_the_stock(ns: Namespace) -> None:
             "the job 'failed' in step_jobs",
             state_of(folder, ORDER["id"]),
         )
+        keys = [k for service, k, _payload in world_of(folder)["effects"] if service == "ledger"]
+        expect(
+            len(keys) == len(set(keys)),
+            _("the reservation and its release each under a key of its own"),
+            _("ledger entries under the keys {keys}").format(keys=keys),
+            _(
+                "key the release with its own step (f'order:{id}:release'): under the "
+                "reservation's key, a ledger that keeps one entry per key takes the release "
+                "for a repeat of the reservation, and the stock is never given back"
+            ),
+        )
 
 
 @CHECKS.add(
