@@ -710,6 +710,18 @@ def every_post_is_marked_under_the_key_it_looks_up(ns: Namespace) -> None:
             "read and write the mark under one key, job.key as it is: after a crash the job "
             "runs again, looks for its mark, and must find it",
         )
+        # The same key cut short as a digest: two jobs then share one mark.
+        short = [key for key in written if _cut_short(key, job[2])]
+        expect(
+            not short,
+            _(
+                "job {key}'s own key as its ledger mark, or a digest of it of at least "
+                "{least} characters (64 bits and more)"
+            ).format(key=repr(job[2][:60] + ("..." if len(job[2]) > 60 else "")), least=SHORTEST),
+            _("it wrote the mark under {written}").format(written=_keys_as_text(short)),
+            "mark under job.key itself: a digest cut to a few characters gives two jobs one "
+            "mark, and the second finds the first one's and never posts its entry",
+        )
 
 
 def _keys_as_text(keys: list[str]) -> str:
