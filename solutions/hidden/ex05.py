@@ -647,8 +647,8 @@ def _every_charge_keyed(ns: Namespace, attempt: int) -> None:
         expect(
             not short,
             _(
-                "job {key}'s own key as the Idempotency-Key, or a digest of it of at least "
-                "{least} characters (64 bits and more)"
+                "for job {key}: its own key as the Idempotency-Key, or a digest of it of at "
+                "least {least} characters (64 bits and more)"
             ).format(key=repr(job[2][:60] + ("..." if len(job[2]) > 60 else "")), least=SHORTEST),
             _("it charged with idempotency_key={sent}").format(sent=short[0] if short else ""),
             "send job.key itself, or its whole digest (hashlib.sha256(...).hexdigest()): a "
@@ -715,7 +715,7 @@ def every_post_is_marked_under_the_key_it_looks_up(ns: Namespace) -> None:
         expect(
             not short,
             _(
-                "job {key}'s own key as its ledger mark, or a digest of it of at least "
+                "for job {key}: its own key as its ledger mark, or a digest of it of at least "
                 "{least} characters (64 bits and more)"
             ).format(key=repr(job[2][:60] + ("..." if len(job[2]) > 60 else "")), least=SHORTEST),
             _("it wrote the mark under {written}").format(written=_keys_as_text(short)),

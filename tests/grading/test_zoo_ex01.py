@@ -2416,6 +2416,12 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "the fingerprint's text encoded with errors='replace'": "or a fingerprint other than that of",
+    "the fingerprint's text encoded with errors='ignore'": "or a fingerprint other than that of",
+    "the fingerprint's text encoded with errors='surrogateescape'": (
+        "or a fingerprint other than that of"
+    ),
+    "the canonical JSON dumped with skipkeys=True": "or a fingerprint other than that of",
     "key from uuid4 per attempt": "the same key for the same intent",
     "key from a timestamp": "the same key three days later",
     "key from datetime.now()": "the same key three days later",

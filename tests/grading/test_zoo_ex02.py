@@ -2529,6 +2529,12 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "AlreadyRunning written again in the notebook, a RuntimeError of its own": (
+        "labkit.errors.AlreadyRunning for a second attempt"
+    ),
+    "a SIGTERM handler that lets go of the lock (LOCK_UN) and returns": (
+        "still running 2 s after the signal, still holding the lock"
+    ),
     "pidfile with O_EXCL goes stale after kill -9": "killed with SIGKILL",
     "refusal without the holder's pid": "naming the holder's pid",
     "lock kept when the block raises": "after an error inside the block",

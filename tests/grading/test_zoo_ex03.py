@@ -2283,6 +2283,12 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "BEGIN IMMEDIATE rolled back on `except Exception` only": (
+        "then the next claim on the same connection taking job"
+    ),
+    "ORDER BY run_after without the id that breaks ties": (
+        "with an index on jobs (state, run_after)"
+    ),
     "ties of run_after broken by kind (ORDER BY run_after, kind, id)": (
         "whatever the keys, kinds and queues"
     ),

@@ -2325,6 +2325,7 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "a status that is not an int turned into one with int(status)": "classify to return a value",
     "backoff without a cap": "delays within [0, 60]",
     "exponential backoff without jitter": "different delays (jitter)",
     "jitter from the random module": "two rngs with the same seed",

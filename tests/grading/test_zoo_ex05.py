@@ -1695,6 +1695,15 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "the Idempotency-Key made of the job's key, the customer and the amount": (
+        "the 400 IdempotencyKeyReused, and no new charge"
+    ),
+    "the Idempotency-Key a sha256 of the job's key cut to 8 hex characters": (
+        "its own key as the Idempotency-Key, or a digest of it"
+    ),
+    "the ledger mark a sha256 of the job's key cut to 8 hex characters": (
+        "its own key as its ledger mark, or a digest of it"
+    ),
     "every payment error re-raised as a TransientError (a declined card retried)": (
         "which the worker does not retry"
     ),

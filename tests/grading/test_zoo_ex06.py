@@ -2828,6 +2828,9 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "redrive rolled back on `except Exception` only": (
+        "is interrupted (KeyboardInterrupt) right after its UPDATE"
+    ),
     "redrive turns PRAGMA synchronous OFF on its connection, for speed": (
         "NORMAL or FULL, never OFF"
     ),
