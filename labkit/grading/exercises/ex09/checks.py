@@ -508,8 +508,12 @@ def _sweep_scene(s: Stream) -> None:
     s.add("flaky", cents=100, flaky=99)  # fails on every delivery: dead-lettered after 2
 
 
-def _life(ns: Namespace, kill_after: int) -> list[Boundary]:
-    """One consumer run killed right after boundary ``kill_after`` (0: a clean probe)."""
+def _life(ns: Namespace, kill_after: int, tries: int = 2) -> list[Boundary]:
+    """One consumer run killed right after boundary ``kill_after`` (0: a clean probe).
+
+    A run that ends before sending that many commands is run once more: a consumer's
+    polls (one XREADGROUP more or less) follow the machine's timing, and on a loaded
+    one a run can send a command fewer than the probe did. Only a second miss fails."""
     log = ns.workdir / f".killrun-{uuid.uuid4().hex[:8]}.log"
     with stream(ns) as s:
         _sweep_scene(s)
@@ -520,6 +524,8 @@ def _life(ns: Namespace, kill_after: int) -> list[Boundary]:
         if kill_after == 0:
             expect_once_each(s, SWEPT_KEYS, _("apply each entry once, then XACK it"))
             return found
+        if killed != kill_after and len(found) < kill_after and tries > 1:
+            return _life(ns, kill_after, tries - 1)  # in a stream of its own
         expect(
             killed == kill_after,
             _("the kill right after command {command_number} to fire").format(
