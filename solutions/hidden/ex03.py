@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -50,22 +51,33 @@ def no_double_claim_across_processes(ns: Namespace) -> None:
     )
 
 
+def _claimed_in_turn(
+    ns: Namespace, *jobs: dict[str, Any], index: str = ""
+) -> tuple[list[int], list[object]]:
+    """The ids of ``jobs`` (add_job's arguments, added in this order to a lab file that
+    holds ``index`` too, a CREATE INDEX, when given) and the ids that w1's claims at
+    now=100 take, one claim per job."""
+    with lab_file(ns) as (conn, path):
+        if index:
+            conn.execute(index)
+        ids = [add_job(conn, **job) for job in jobs]
+        return ids, [(_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id") for _job in jobs]
+
+
 @CHECKS.add(1, "ORDER BY run_after, id: the job due first goes first")
 def oldest_due_first(ns: Namespace) -> None:
-    with lab_file(ns) as (conn, path):
-        late = add_job(conn, "a:1:v1", run_after=50.0)
-        early = add_job(conn, "a:2:v1", run_after=10.0)
-        got = [(_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id") for _n in range(2)]
+    (late, early), got = _claimed_in_turn(
+        ns, dict(key="a:1:v1", run_after=50.0), dict(key="a:2:v1", run_after=10.0)
+    )
     expect(
         got == [early, late],
         _("job {early} (due at 10) then job {late} (due at 50)").format(early=early, late=late),
         got,
     )
     # The fraction of a second counts: run_after is not cut to whole seconds to sort.
-    with lab_file(ns) as (conn, path):
-        later = add_job(conn, "a:1:v1", run_after=10.7)
-        sooner = add_job(conn, "a:2:v1", run_after=10.2)
-        got = [(_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id") for _n in range(2)]
+    (later, sooner), got = _claimed_in_turn(
+        ns, dict(key="a:1:v1", run_after=10.7), dict(key="a:2:v1", run_after=10.2)
+    )
     expect(
         got == [sooner, later],
         _("job {sooner} (due at 10.2) then job {later} (due at 10.7)").format(
@@ -74,10 +86,9 @@ def oldest_due_first(ns: Namespace) -> None:
         got,
     )
     # run_after is a number: 9.5 is due before 10, though the text '10.0' sorts first.
-    with lab_file(ns) as (conn, path):
-        ten = add_job(conn, "a:1:v1", run_after=10.0)
-        nine = add_job(conn, "a:2:v1", run_after=9.5)
-        got = [(_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id") for _n in range(2)]
+    (ten, nine), got = _claimed_in_turn(
+        ns, dict(key="a:1:v1", run_after=10.0), dict(key="a:2:v1", run_after=9.5)
+    )
     expect(
         got == [nine, ten],
         _(
@@ -88,10 +99,11 @@ def oldest_due_first(ns: Namespace) -> None:
     )
     # Two jobs due at the same instant: the smaller id first, whatever their keys, kinds
     # and queues say (ORDER BY run_after, key, length(key), kind or queue takes the other).
-    with lab_file(ns) as (conn, path):
-        first = add_job(conn, "zz:10:v1", kind="sms", queue="reports", run_after=10.0)
-        second = add_job(conn, "a:2:v1", kind="email", queue="billing", run_after=10.0)
-        got = [(_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id") for _n in range(2)]
+    (first, second), got = _claimed_in_turn(
+        ns,
+        dict(key="zz:10:v1", kind="sms", queue="reports", run_after=10.0),
+        dict(key="a:2:v1", kind="email", queue="billing", run_after=10.0),
+    )
     expect(
         got == [first, second],
         _(
@@ -104,11 +116,12 @@ def oldest_due_first(ns: Namespace) -> None:
     # The same tie under an index a DBA adds for the poller: rows then come in the index's
     # order ('pending' before 'retry_wait'), and only ORDER BY run_after, id still gives
     # the smaller id first.
-    with lab_file(ns) as (conn, path):
-        conn.execute("CREATE INDEX jobs_by_state_due ON jobs (state, run_after)")
-        first = add_job(conn, "a:1:v1", state="retry_wait", attempt=1, run_after=50.0)
-        second = add_job(conn, "a:2:v1", run_after=50.0)
-        got = [(_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id") for _n in range(2)]
+    (first, second), got = _claimed_in_turn(
+        ns,
+        dict(key="a:1:v1", state="retry_wait", attempt=1, run_after=50.0),
+        dict(key="a:2:v1", run_after=50.0),
+        index="CREATE INDEX jobs_by_state_due ON jobs (state, run_after)",
+    )
     expect(
         got == [first, second],
         _(
@@ -123,25 +136,22 @@ def oldest_due_first(ns: Namespace) -> None:
         ),
     )
     # A job w1 itself held, its lease expired, is no more urgent for w1 than any other.
-    with lab_file(ns) as (conn, path):
-        first = add_job(conn, "a:1:v1", run_after=10.0)
-        own = add_job(
-            conn,
-            "a:2:v1",
-            state="running",
-            attempt=1,
-            run_after=20.0,
-            lease_owner="w1",
-            lease_until=50.0,
-            lease_token="old",
-        )
-        got = [(_claim(ns, path, "w1", 100.0, 30.0) or {}).get("id") for _n in range(2)]
+    own = dict(
+        key="a:2:v1",
+        state="running",
+        attempt=1,
+        run_after=20.0,
+        lease_owner="w1",
+        lease_until=50.0,
+        lease_token="old",
+    )
+    (first, own_id), got = _claimed_in_turn(ns, dict(key="a:1:v1", run_after=10.0), own)
     expect(
-        got == [first, own],
+        got == [first, own_id],
         _(
             "job {first} (due at 10) then job {own} (due at 20, w1's own lease on it expired "
             "at 50), for w1: no preference for the jobs a worker held before"
-        ).format(first=first, own=own),
+        ).format(first=first, own=own_id),
         got,
     )
 
@@ -391,6 +401,14 @@ def a_database_error_comes_out(ns: Namespace) -> None:
     )
 
 
+def _roll_back_whatever_it_raises() -> str:
+    """The hint of both checks on a claim that ends in an exception."""
+    return _(
+        "if you open a transaction (BEGIN IMMEDIATE), roll it back whatever the "
+        "claim raises: try: ... except BaseException: conn.execute('ROLLBACK'); raise"
+    )
+
+
 @CHECKS.add(
     2,
     "a claim that fails leaves no transaction open: a BEGIN of your own is rolled back "
@@ -436,10 +454,7 @@ def a_failed_claim_leaves_no_transaction_open(ns: Namespace) -> None:
                 if "raised" in got[1]
                 else _("returned {value}").format(value=repr(second)),
             ),
-            _(
-                "if you open a transaction (BEGIN IMMEDIATE), roll it back whatever the "
-                "claim raises: try: ... except BaseException: conn.execute('ROLLBACK'); raise"
-            ),
+            _roll_back_whatever_it_raises(),
         )
 
 
@@ -469,10 +484,7 @@ def an_interrupted_claim_leaves_the_connection_usable(ns: Namespace) -> None:
             if "raised" in got[1]
             else _("returned {value}").format(value=repr(taken))
         ),
-        _(
-            "if you open a transaction (BEGIN IMMEDIATE), roll it back whatever the claim "
-            "raises: try: ... except BaseException: conn.execute('ROLLBACK'); raise"
-        ),
+        _roll_back_whatever_it_raises(),
     )
 
 

@@ -665,8 +665,18 @@ SHORTEST = 16
 def _cut_short(sent: str, key: str) -> bool:
     """Whether ``sent`` (a repr) is neither the job's ``key`` (or holds it) nor as long as
     ``SHORTEST`` characters: a digest of the key cut short."""
-    text = sent[1:-1] if len(sent) >= 2 and sent[0] == sent[-1] and sent[0] in "'\"" else sent
+    text = _read_back(sent)
     return key not in text and len(text) < min(SHORTEST, len(key))
+
+
+def _read_back(sent: str) -> str:
+    """The text a recorded repr stands for: the string itself when it is one, else the
+    repr as recorded (bytes, a number or an object the harness could only print)."""
+    try:
+        value = ast.literal_eval(sent)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return sent
+    return value if isinstance(value, str) else sent
 
 
 @CHECKS.add(
@@ -727,7 +737,7 @@ def every_post_is_marked_under_the_key_it_looks_up(ns: Namespace) -> None:
 def _keys_as_text(keys: list[str]) -> str:
     """The recorded keys (reprs), once each; with escapes when not ASCII, so two keys
     that differ only in how an accent is encoded do not print alike."""
-    return ", ".join(k if k.isascii() else ascii(ast.literal_eval(k)) for k in dict.fromkeys(keys))
+    return ", ".join(k if k.isascii() else ascii(_read_back(k)) for k in dict.fromkeys(keys))
 
 
 @CHECKS.add(
