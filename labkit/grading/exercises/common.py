@@ -22,7 +22,7 @@ from typing import Any
 
 from labkit.grading.checks import CheckFailed, StudentRaised
 from labkit.grading.exercises.labdb import connect
-from labkit.grading.exercises.tracing import Watched
+from labkit.grading.exercises.tracing import Watched, left_as_given
 from labkit.grading.stub import is_stub
 from labkit.lang import _
 
@@ -188,12 +188,19 @@ def on_one_connection(
     """``name(conn, *args)`` for each of ``calls`` on ONE connection, as a long-lived process.
 
     A failed call that leaves its transaction open spoils every later call on that
-    connection; the connection is closed (rolled back) only after the last call.
+    connection; the connection is closed (rolled back) only after the last call. An
+    outcome says under ``left`` what a call changed of the connection it was handed in
+    autocommit mode (``tracing.left_as_given``): a transaction still open, or a mode set.
     """
     conn = connect(path)
     try:
         with fresh_state(values):
-            return [outcome(values[name], Watched(conn), *args) for args in calls]
+            got = []
+            for args in calls:
+                result = outcome(values[name], Watched(conn), *args)
+                left = left_as_given(conn)
+                got.append({**result, "left": left} if left else result)
+            return got
     finally:
         conn.close()
 

@@ -49,6 +49,32 @@ def because_of(check: str) -> str:
     )
 
 
+def expect_left_as_given(got: list[dict[str, Any]], call: str, hint: str) -> None:
+    """Every call of ``got`` (``common.on_one_connection``) that returned left its
+    connection as it was handed over: autocommit mode, no transaction open. A mode set
+    on it (``conn.isolation_level = 'IMMEDIATE'``) turns each later write of the caller
+    into a transaction nobody commits, which holds the write lock; an open one, too."""
+    for n, result in enumerate(got, 1):
+        left = result.get("left")
+        if "returned" not in result or not left:
+            continue  # a call that raised: the checks on failed calls judge it
+        changed = [
+            _("a transaction still open")
+            if name == "in_transaction"
+            else f"conn.{name} = {value!r}"
+            for name, value in left.items()
+        ]
+        raise CheckFailed(
+            _(
+                "{call} (call {n} on one long-lived connection) to hand the connection "
+                "back as it was given: autocommit mode (isolation_level None), no "
+                "transaction open"
+            ).format(call=call, n=n),
+            _("it left {changed}").format(changed=", ".join(changed)),
+            hint,
+        )
+
+
 def short_repr(value: Any, limit: int = 120) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

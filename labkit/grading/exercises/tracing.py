@@ -142,6 +142,36 @@ class _Wrapped:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._conn, name)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # The connection's transaction mode is the connection's, not the wrapper's: a
+        # student's ``conn.isolation_level = "IMMEDIATE"`` set only on the wrapper left
+        # the statements in autocommit, so a claim that never committed passed.
+        if name in TRANSACTION_MODE:
+            setattr(self._conn, name, value)
+        else:
+            object.__setattr__(self, name, value)
+
+
+#: The connection attributes that decide when SQLite transactions begin and end
+#: (``autocommit`` from Python 3.12): set on a wrapper, they reach the connection.
+TRANSACTION_MODE = ("isolation_level", "autocommit")
+
+
+def left_as_given(conn: sqlite3.Connection) -> dict[str, Any]:
+    """How a call left a connection handed over in autocommit mode with no transaction
+    open: ``{}`` when as given, else what changed (``isolation_level``, ``autocommit``,
+    ``in_transaction``)."""
+    left: dict[str, Any] = {}
+    if conn.isolation_level is not None:
+        left["isolation_level"] = conn.isolation_level
+    legacy = getattr(sqlite3, "LEGACY_TRANSACTION_CONTROL", None)
+    autocommit = getattr(conn, "autocommit", legacy)
+    if autocommit is not True and autocommit != legacy:
+        left["autocommit"] = autocommit
+    if conn.in_transaction:
+        left["in_transaction"] = True
+    return left
+
 
 class Watched(_Wrapped):
     """A connection that counts writes, crashes after the ``crash_after``-th, pauses reads."""
