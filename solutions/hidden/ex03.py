@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex03.claiming import HARNESS, _claim, _job, _row
-from labkit.grading.exercises.helpers import holds_for, raised_text
+from labkit.grading.exercises.helpers import expect_left_as_given, holds_for, raised_text
 from labkit.grading.exercises.kit import lab_file
 from labkit.grading.exercises.labdb import add_job, all_jobs
 from labkit.grading.exercises.tokens import TOKEN_BITS, too_few_bits
@@ -485,6 +485,31 @@ def an_interrupted_claim_leaves_the_connection_usable(ns: Namespace) -> None:
             else _("returned {value}").format(value=repr(taken))
         ),
         _roll_back_whatever_it_raises(),
+    )
+
+
+@CHECKS.add(
+    2,
+    "hand the connection back as it was given, in autocommit mode with no transaction "
+    "open: a claim that sets conn.isolation_level (to 'IMMEDIATE', say) or leaves its "
+    "BEGIN uncommitted keeps the write lock, or leaves the worker's every later write in "
+    "a transaction nobody commits, and every other worker waits on 'database is locked'",
+    severe=True,
+)
+def a_claim_leaves_the_connection_as_it_was_given(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        for key in ("mail:1:send:v1", "mail:2:send:v1"):
+            add_job(conn, key)
+        # Two jobs, three claims: the last finds the queue empty.
+        calls = [["w1", 100.0, 30.0], ["w2", 101.0, 30.0], ["w3", 102.0, 30.0]]
+        got = ns.harness(HARNESS + "on_one_connection", str(path), calls)
+    expect_left_as_given(
+        got,
+        "claim",
+        _(
+            "leave conn.isolation_level alone; for a SELECT then an UPDATE, send BEGIN "
+            "IMMEDIATE yourself and COMMIT (or ROLLBACK) before you return"
+        ),
     )
 
 

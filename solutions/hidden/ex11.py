@@ -32,6 +32,7 @@ from labkit.grading.exercises.ex11.checks import (
     relay,
     seed_outbox,
 )
+from labkit.grading.exercises.helpers import expect_left_as_given
 from labkit.grading.exercises.killsweep import after_every_kill, scene_seeds
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import consumer_db, outbox_db, rows_of
@@ -367,6 +368,14 @@ def a_long_lived_consumer_drops_repeats(ns: Namespace) -> None:
             ).format(orders=sequence, returned=want),
             _("{calls}; emails {emails}").format(calls=", ".join(said), emails=emails(conn)),
         )
+    expect_left_as_given(
+        got,
+        "consume",
+        _(
+            "leave conn.isolation_level alone, and end the BEGIN IMMEDIATE you send with "
+            "COMMIT or ROLLBACK on every path, a repeat's False included"
+        ),
+    )
 
 
 @CHECKS.add(
@@ -557,6 +566,14 @@ def a_long_lived_shop_connection_tells_each_retry(ns: Namespace) -> None:
             "and orders 7 and 8 each with its message",
             _("{calls}; {found}").format(calls=", ".join(did(g) for g in got), found=seen),
         )
+    expect_left_as_given(
+        got,
+        "place_order",
+        _(
+            "leave conn.isolation_level alone, and end the BEGIN IMMEDIATE you send with "
+            "COMMIT or ROLLBACK on every path, a retry's False included"
+        ),
+    )
 
 
 @CHECKS.add(

@@ -2278,11 +2278,117 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
     """,
     ),
+    (
+        "ex03",
+        # Python's sqlite3 opens a transaction before the UPDATE in this mode and leaves it
+        # for a commit that never comes: the claim holds the write lock, and closing the
+        # connection throws it away.
+        "conn.isolation_level = 'IMMEDIATE' set for the claim, never committed",
+        "a_claim_leaves_the_connection_as_it_was_given",
+        """
+        def claim(conn, worker, now, lease_s):
+            conn.isolation_level = "IMMEDIATE"
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        # The claim itself commits; the worker's next write (marking the job succeeded, in
+        # the autocommit it was promised) opens a transaction nobody commits.
+        "conn.isolation_level = 'IMMEDIATE' with a commit, the mode left on the connection",
+        "a_claim_leaves_the_connection_as_it_was_given",
+        """
+        def claim(conn, worker, now, lease_s):
+            conn.isolation_level = "IMMEDIATE"
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (
+                       SELECT id FROM jobs
+                        WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                           OR (state = 'running' AND lease_until <= :now)
+                        ORDER BY run_after, id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            conn.commit()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        # An empty queue returns before the COMMIT: the idle worker keeps the write lock.
+        "BEGIN IMMEDIATE committed only when a job was found (an empty queue leaves it open)",
+        "a_claim_leaves_the_connection_as_it_was_given",
+        """
+        def claim(conn, worker, now, lease_s):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                found = conn.execute(
+                    '''
+                    SELECT id FROM jobs
+                     WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                        OR (state = 'running' AND lease_until <= :now)
+                     ORDER BY run_after, id
+                     LIMIT 1
+                    ''',
+                    {"now": now},
+                ).fetchone()
+                if found is None:
+                    return None
+                row = conn.execute(
+                    '''
+                    UPDATE jobs
+                       SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                           lease_until = :now + :lease_s,
+                           lease_token = lower(hex(randomblob(16))), updated_at = :now
+                     WHERE id = :id
+                    RETURNING *
+                    ''',
+                    {"worker": worker, "now": now, "lease_s": lease_s, "id": found["id"]},
+                ).fetchone()
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return dict(row)
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "conn.isolation_level = 'IMMEDIATE' set for the claim, never committed": (
+        "to hand the connection back as it was given"
+    ),
+    "conn.isolation_level = 'IMMEDIATE' with a commit, the mode left on the connection": (
+        "to hand the connection back as it was given"
+    ),
+    "BEGIN IMMEDIATE committed only when a job was found (an empty queue leaves it open)": (
+        "to hand the connection back as it was given"
+    ),
     "BEGIN IMMEDIATE rolled back on `except Exception` only": (
         "then the next claim on the same connection taking job"
     ),
@@ -2600,6 +2706,15 @@ def _claim_with(sql: str) -> str:
 
 #: Right solutions written otherwise, each with a check that once took its points.
 RIGHT: list[tuple[str, str, str]] = [
+    (
+        "conn.isolation_level = None set again (the autocommit mode it was handed)",
+        "a_claim_leaves_the_connection_as_it_was_given",
+        "def claim(conn, worker, now, lease_s):\n"
+        "    conn.isolation_level = None\n"
+        f"    row = conn.execute({_CLAIM_SQL.format(pick=f'= ({_READY})')!r},\n"
+        "        {'worker': worker, 'now': now, 'lease_s': lease_s}).fetchone()\n"
+        "    return None if row is None else dict(row)\n",
+    ),
     (
         "one UPDATE ... RETURNING after a comment line",
         "claim_is_one_statement",

@@ -5174,11 +5174,123 @@ ZOO: list[tuple[str, str, str, str]] = [
             return row
         """,
     ),
+    (
+        "ex11",
+        # The order and its message still commit together; the shop's connection is left
+        # opening a transaction before every later write, which nobody commits.
+        "place_order by conn.isolation_level = 'IMMEDIATE' and conn.commit(), the mode left set",
+        "a_long_lived_shop_connection_tells_each_retry",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.isolation_level = "IMMEDIATE"
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (:id, :customer, :total)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id",
+                    {"id": order_id, "customer": customer, "total": total},
+                ).fetchone()
+                if created is not None:
+                    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (:mid, 'order.placed', :body)",
+                        {"mid": f"order:{order_id}:placed:v1", "body": body},
+                    )
+                conn.commit()
+            except BaseException:
+                conn.rollback()
+                raise
+            return created is not None
+    """,
+    ),
+    (
+        "ex11",
+        # A repeat returns inside its transaction: the consumer's connection keeps the
+        # write lock, and no other consumer process records a message meanwhile.
+        "consume returns False for a repeat before its COMMIT",
+        "a_long_lived_consumer_drops_repeats",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (:mid)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    {"mid": message_id},
+                ).fetchone()
+                if fresh is None:
+                    return False
+                conn.execute(
+                    "INSERT INTO emails (order_id, customer) VALUES (:order_id, :customer)",
+                    {"order_id": order["order_id"], "customer": order["customer"]},
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return True
+    """,
+    ),
+    (
+        "ex11",
+        # Each message is applied once, in one transaction; the consumer's later writes
+        # (its own bookkeeping) open transactions nobody commits.
+        "consume by conn.isolation_level = 'DEFERRED' and conn.commit(), the mode left set",
+        "a_long_lived_consumer_drops_repeats",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.isolation_level = "DEFERRED"
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (:mid)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    {"mid": message_id},
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (:order_id, :customer)",
+                        {"order_id": order["order_id"], "customer": order["customer"]},
+                    )
+                conn.commit()
+            except BaseException:
+                conn.rollback()
+                raise
+            return fresh is not None
+    """,
+    ),
+    (
+        "ex13",
+        # The claim is one statement and commits; the worker's connection is left in a
+        # mode where its later writes (the job's end) open transactions nobody commits.
+        "claim_serial sets conn.isolation_level = 'IMMEDIATE' and commits, the mode left set",
+        "a_worker_claims_again_on_its_own_connection",
+        """
+        _serial = claim_serial
+        def claim_serial(conn, worker, now, lease_s):
+            conn.isolation_level = "IMMEDIATE"
+            row = _serial(conn, worker, now, lease_s)
+            conn.commit()
+            return row
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for the entries that name it (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "place_order by conn.isolation_level = 'IMMEDIATE' and conn.commit(), the mode left set": (
+        "to hand the connection back as it was given"
+    ),
+    "consume returns False for a repeat before its COMMIT": "on one connection",
+    "consume by conn.isolation_level = 'DEFERRED' and conn.commit(), the mode left set": (
+        "to hand the connection back as it was given"
+    ),
+    "claim_serial sets conn.isolation_level = 'IMMEDIATE' and commits, the mode left set": (
+        "to hand the connection back as it was given"
+    ),
     "the relay marks the row it published by its topic and body (no id selected)": (
         "the broker refuses evt_9Zz"
     ),

@@ -25,7 +25,12 @@ from typing import Any
 from hypothesis import strategies as st
 
 from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
-from labkit.grading.exercises.helpers import holds_for, raised_error, raised_text
+from labkit.grading.exercises.helpers import (
+    expect_left_as_given,
+    holds_for,
+    raised_error,
+    raised_text,
+)
 from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
@@ -312,6 +317,14 @@ def a_worker_claims_again_on_its_own_connection(ns: Namespace) -> None:
                 ).format(name=name, first=first, later=later),
                 _("the table holds {states} (the claims: {claims})").format(
                     states=states, claims=said
+                ),
+            )
+            expect_left_as_given(
+                got,
+                name,
+                _(
+                    "leave conn.isolation_level alone, and end a BEGIN IMMEDIATE you send "
+                    "with COMMIT or ROLLBACK before each return, None included"
                 ),
             )
 
