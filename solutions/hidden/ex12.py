@@ -26,7 +26,7 @@ from labkit.grading.exercises.ex12.checks import (
     expected_slots,
     in_slot_order,
 )
-from labkit.grading.exercises.helpers import raised_text, short_repr
+from labkit.grading.exercises.helpers import expect_left_as_given, raised_text, short_repr
 from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
@@ -696,6 +696,14 @@ def a_failed_tick_leaves_the_connection_usable(ns: Namespace) -> None:
                 third=short_repr(said[2], 150),
             ),
         )
+    expect_left_as_given(
+        got,
+        "tick",
+        _(
+            "leave conn.isolation_level alone: open the transaction with BEGIN IMMEDIATE and "
+            "end it with COMMIT or ROLLBACK on every path"
+        ),
+    )
 
 
 @CHECKS.add(

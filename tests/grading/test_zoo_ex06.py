@@ -2823,11 +2823,49 @@ ZOO: list[tuple[str, str, str, str]] = [
             return ids
     """,
     ),
+    (
+        "ex06",
+        # The SELECT runs outside any transaction in this mode (Python's sqlite3 begins one
+        # only before the UPDATE), and the operator's connection is left opening a
+        # transaction before each of its later writes, which nobody commits.
+        "redrive by conn.isolation_level = 'IMMEDIATE' and conn.commit(), the mode left set",
+        "leaves_no_transaction_open",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more): say how many dead jobs to redrive")
+            conn.isolation_level = "IMMEDIATE"
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                        " ORDER BY updated_at, id LIMIT :limit",
+                        {"limit": limit, "kind": kind},
+                    )
+                ]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+                conn.commit()
+            except BaseException:
+                conn.rollback()
+                raise
+            return ids
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "redrive by conn.isolation_level = 'IMMEDIATE' and conn.commit(), the mode left set": (
+        "to hand the connection back as it was given"
+    ),
     "redrive rolled back on `except Exception` only": (
         "is interrupted (KeyboardInterrupt) right after its UPDATE"
     ),

@@ -2120,11 +2120,33 @@ ZOO: list[tuple[str, str, str, str]] = [
             return created
     """,
     ),
+    (
+        "ex12",
+        # The slots still go in, committed together; the scheduler's long-lived connection
+        # is left opening a transaction before each later write, which nobody commits.
+        "tick batches its inserts by conn.isolation_level = 'DEFERRED' and commit(), the mode left set",
+        "a_failed_tick_leaves_the_connection_usable",
+        """
+        _tick = tick
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            conn.isolation_level = "DEFERRED"
+            try:
+                created = _tick(conn, schedule, period_s, since, now, catch_up)
+                conn.commit()
+            except BaseException:
+                conn.rollback()
+                raise
+            return created
+    """,
+    ),
 ]
 
 
-#: What the named check must say it expected, for each mistake.
+#: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "tick batches its inserts by conn.isolation_level = 'DEFERRED' and commit(), the mode left set": (
+        "to hand the connection back as it was given"
+    ),
     "under catch_up='latest', tick never reads what fired and leans on ON CONFLICT": (
         "with catch_up='latest'"
     ),
@@ -2329,6 +2351,9 @@ test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO
 #: Mistakes that lose or duplicate nothing the scheduler enqueues with the grid it is
 #: given (a function's contract bent at its edges): their checks are not severe.
 MINOR = [
+    # The slots go in once each; the scheduler's later writes on that connection (its
+    # own bookkeeping) would wait on a commit: the check of a long-lived connection.
+    "tick batches its inserts by conn.isolation_level = 'DEFERRED' and commit(), the mode left set",
     # A slot the later run already stood for runs once more, out of order; the check,
     # written for a clock behind raising, costs its point.
     "under catch_up='latest', tick never reads what fired and leans on ON CONFLICT",

@@ -50,7 +50,8 @@ def because_of(check: str) -> str:
 
 
 def expect_left_as_given(got: list[dict[str, Any]], call: str, hint: str) -> None:
-    """Every call of ``got`` (``common.on_one_connection``) that returned left its
+    """Every call of ``got`` (``common.on_one_connection``, or one outcome with its
+    ``left``) that returned left its
     connection as it was handed over: autocommit mode, no transaction open. A mode set
     on it (``conn.isolation_level = 'IMMEDIATE'``) turns each later write of the caller
     into a transaction nobody commits, which holds the write lock; an open one, too."""
@@ -69,7 +70,12 @@ def expect_left_as_given(got: list[dict[str, Any]], call: str, hint: str) -> Non
                 "{call} (call {n} on one long-lived connection) to hand the connection "
                 "back as it was given: autocommit mode (isolation_level None), no "
                 "transaction open"
-            ).format(call=call, n=n),
+            ).format(call=call, n=n)
+            if len(got) > 1
+            else _(
+                "{call} to hand the connection back as it was given: autocommit mode "
+                "(isolation_level None), no transaction open"
+            ).format(call=call),
             _("it left {changed}").format(changed=", ".join(changed)),
             hint,
         )

@@ -24,7 +24,7 @@ from labkit.grading.exercises.described import build_error
 from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racesweep import race_sweep
-from labkit.grading.exercises.tracing import Rows, Traced, Watched
+from labkit.grading.exercises.tracing import Rows, Traced, Watched, left_as_given
 
 
 class Racing(Traced):
@@ -379,6 +379,7 @@ def then_another_writes(
             except KeyboardInterrupt:
                 result = {"interrupted": True}
         result["open"] = conn.in_transaction
+        result["left"] = left_as_given(conn)
         try:
             result["synchronous"] = int(conn.execute("PRAGMA synchronous").fetchone()[0])
         except (sqlite3.Error, TypeError, ValueError):

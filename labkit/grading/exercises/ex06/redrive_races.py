@@ -22,7 +22,7 @@ from labkit.grading.exercises.ex06.deadletters import (
     returned,
     row_of,
 )
-from labkit.grading.exercises.helpers import holds_for
+from labkit.grading.exercises.helpers import expect_left_as_given, holds_for
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
 from labkit.grading.exercises.racesweep import after_every_schedule
@@ -201,6 +201,14 @@ def leaves_no_transaction_open(ns: Namespace) -> None:
                 then.format(did=it_said(got), other=got["other"]),
             )
             _keeps_commits_durable(got, call)
+            expect_left_as_given(
+                [got],
+                call,
+                _(
+                    "leave conn.isolation_level alone: open the transaction with BEGIN "
+                    "IMMEDIATE and end it with COMMIT or ROLLBACK on every path"
+                ),
+            )
     # A write that fails (a constraint, a full disk): the error comes out, the
     # transaction does not stay open behind it.
     with lab_file(ns) as (conn, path):
