@@ -47,11 +47,15 @@ def two_invoices_two_charges(ns: Namespace) -> None:
 
 
 #: Names that differ only in a '_', '-' or ':', a quote, an accent, a space (one, none or
-#: two) or a ligature (NFKC folds "ﬁ" into "fi"); the last pair's keys differ only in a
-#: trailing space.
+#: two), a capital or a ligature (NFKC folds "ﬁ" into "fi"); the last pair's keys differ
+#: only in a trailing space.
 LOOKALIKES: tuple[str, ...] = ("cus_7", "cus-7", "o'neil", "oneil", "josé", "josè")
 LOOKALIKES += ("ana maria", "ana_maria", "\ufb01ona", "fiona")
 LOOKALIKES += ("anamaria", "ana  maria", "acct:8", "acct-8")
+#: One name with each separator a header "cleaner" might swap for another (':' for '_',
+#: '/' for '-', ...), none, and in capitals: any such swap, or lower(), maps two of these
+#: jobs' keys onto one.
+LOOKALIKES += tuple(f"acct{sep}8" for sep in "_./ '\"+@#,;|~=") + ("acct8", "ACCT:8")
 
 
 def lookalike_jobs(kind: str) -> tuple[tuple[str, dict[str, Any], str], ...]:
@@ -92,9 +96,10 @@ def keys_that_differ_only_in_punctuation_or_an_accent(ns: Namespace) -> None:
         expect(
             not wrong,
             _(
-                "one {kind} per job for the keys {keys}, which differ only in punctuation, "
-                "an accent, a space or a ligature, or in the number before ':v1'"
-            ).format(kind=kind, keys=", ".join(repr(key) for _kind, _payload, key in jobs)),
+                "one {kind} per job for {n} keys that differ only in punctuation, an "
+                "accent, a space, a capital or a ligature, or in the number before ':v1' "
+                "({keys}, ...)"
+            ).format(kind=kind, n=len(jobs), keys=", ".join(repr(key) for _k, _p, key in jobs[:4])),
             "; ".join(f"{key!r}: {n}" for key, n in wrong.items())
             + f" ({run.replay})"
             + (f"; {run.errors[0]}" if run.errors else ""),

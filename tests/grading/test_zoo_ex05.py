@@ -1690,11 +1690,28 @@ ZOO: list[tuple[str, str, str, str]] = [
             return reply
     """,
     ),
+    (
+        "ex05",
+        # acct:8 and acct_8 (or any two names that differ only there) then send one key:
+        # the second invoice gets the first one's charge back, or a refusal.
+        "Idempotency-Key 'cleaned' for a header: ':' replaced by '_'",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(
+                customer, amount, key=job.key, idempotency_key=job.key.replace(":", "_")
+            )
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "Idempotency-Key 'cleaned' for a header: ':' replaced by '_'": (
+        "that differ only in punctuation"
+    ),
     "the Idempotency-Key made of the job's key, the customer and the amount": (
         "the 400 IdempotencyKeyReused, and no new charge"
     ),
@@ -1747,7 +1764,7 @@ SAYS: dict[str, str] = {
     ),
     "a 409 (KeyInProgress) caught and returned as 'skipped'": "a 409 (KeyInProgress)",
     "an Idempotency-Key stripped of everything but letters and digits": (
-        "which differ only in punctuation"
+        "that differ only in punctuation"
     ),
     "an Idempotency-Key made ASCII with encode('ascii', 'replace')": "an accent",
     "an Idempotency-Key stripped of surrounding spaces": "a space",
@@ -1830,9 +1847,9 @@ SAYS: dict[str, str] = {
     "a refused charge (a 400) caught and returned as a 'failed' reply": "the job dead after a 400",
     "a 429 (rate limited) caught and returned as a reply": "after a 429 (rate limited",
     "an Idempotency-Key with ':' replaced by '-' (acct:8 and acct-8 are one customer)": (
-        "which differ only in punctuation"
+        "that differ only in punctuation"
     ),
-    "an Idempotency-Key with its inner spaces removed": "which differ only in punctuation",
+    "an Idempotency-Key with its inner spaces removed": "that differ only in punctuation",
     "an Idempotency-Key with its runs of spaces collapsed to one": "a space",
     "an Idempotency-Key without its version, by rstrip(':v1') (strips characters)": (
         "in the number before ':v1'"
