@@ -8,7 +8,7 @@ from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, StudentRaised, expect
 from labkit.grading.exercises.ex01.checks import INTENTS, PAYLOADS, SAMPLE_CALLS, _said, answered
-from labkit.grading.exercises.helpers import holds_for
+from labkit.grading.exercises.helpers import holds_for, raised_text
 from labkit.lang import _
 
 CHECKS = Checks("ex01", hidden=True)
@@ -162,6 +162,36 @@ def key_shows_every_part(ns: Namespace) -> None:
     shown(("shop/eu", "José Ávila 7", "refund", 2))
     shown(("billing", "50% off", "charge", 1))
     holds_for(INTENTS, shown, examples=30)
+
+
+@CHECKS.add(
+    2,
+    "write the entity id as str() writes it (f'{entity_id}'), not as its repr "
+    "(f'{entity_id!r}', repr(), type(entity_id)): an id read through pandas is "
+    "numpy.int64(42), one of an enum an IntEnum member, and the same invoice gets a second "
+    "key beside the one of the int 42, so it is charged twice",
+    severe=True,
+)
+def an_id_equal_to_an_int_keeps_its_key(ns: Namespace) -> None:
+    rows = ns.harness("labkit.grading.exercises.ex01.harness:keys_of_ids_equal_to_an_int")
+    said = {
+        "subclass": _("an int subclass (an id type of the caller's own)"),
+        "IntEnum": _("an IntEnum member"),
+        "numpy": _("numpy.int64 (an id read through pandas)"),
+    }
+    (_int, base), *others = rows
+    if "returned" not in base:
+        return  # the key of a plain int: the public checks judge it
+    for what, got in others:
+        if {"TypeError", "ValueError"} & set(got.get("raised", ())):
+            continue  # an id type refused loudly: no second key either
+        expect(
+            got.get("returned") == base["returned"],
+            _("the key of the id 42, {key}, for the id 42 as {what}").format(
+                key=repr(base["returned"]), what=said.get(what, what)
+            ),
+            repr(got["returned"]) if "returned" in got else raised_text(got),
+        )
 
 
 @CHECKS.add(

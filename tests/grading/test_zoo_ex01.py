@@ -2411,11 +2411,34 @@ ZOO: list[tuple[str, str, str, str]] = [
             return hashlib.sha256(text.encode("utf-8")).hexdigest()
     """,
     ),
+    (
+        "ex01",
+        # 42 from the database and numpy.int64(42) from a DataFrame are one invoice: the
+        # repr gives them two keys, 'billing:42:...' and 'billing:np.int64(42):...'.
+        "the entity id written with !r (to tell 42 and '42' apart)",
+        "an_id_equal_to_an_int_keeps_its_key",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id!r}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        # The type name goes in: 'int' for 42, 'InvoiceId' for the same id as a typed one.
+        "the entity id's type name put in the key",
+        "an_id_equal_to_an_int_keeps_its_key",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{type(entity_id).__name__}-{entity_id}:{action}:v{version}"
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "the entity id written with !r (to tell 42 and '42' apart)": "for the id 42 as",
+    "the entity id's type name put in the key": "for the id 42 as",
     "the fingerprint's text encoded with errors='replace'": "or a fingerprint other than that of",
     "the fingerprint's text encoded with errors='ignore'": "or a fingerprint other than that of",
     "the fingerprint's text encoded with errors='surrogateescape'": (

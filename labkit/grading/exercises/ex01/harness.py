@@ -239,6 +239,33 @@ def accept_payload_with_a_datetime(values: MutableMapping[str, Any], key: str) -
     return accept_calls(values, [[key, payload], [key, dict(payload)]])
 
 
+def keys_of_ids_equal_to_an_int(values: MutableMapping[str, Any]) -> list[list[Any]]:
+    """``operation_key('billing', id, 'charge')`` for the id 42 as an int, then as other
+    number types equal to it that ``str()`` writes as ``42``: an int subclass, an IntEnum
+    member and, where numpy is installed, ``numpy.int64`` (an id read through pandas).
+    Each row: what the id was (``int``, ``subclass``, ``IntEnum``, ``numpy``), and the
+    call's outcome."""
+    import enum
+
+    class InvoiceId(int):
+        """An id type of the caller's own, as an ORM or a typed codebase hands over."""
+
+    class Known(enum.IntEnum):
+        INVOICE = 42
+
+    ids: list[tuple[str, Any]] = [("int", 42), ("subclass", InvoiceId(42))]
+    ids.append(("IntEnum", Known.INVOICE))
+    try:
+        import numpy
+    except ImportError:  # pragma: no cover - numpy comes with pandas in the lab
+        pass
+    else:
+        ids.append(("numpy", numpy.int64(42)))
+    with fresh_state(values):
+        key = need(values, "operation_key")
+        return [[what, outcome(key, "billing", value, "charge")] for what, value in ids]
+
+
 def fingerprints_of_values_and_their_text(values: MutableMapping[str, Any]) -> list[list[Any]]:
     """``payload_fingerprint`` of payloads JSON cannot encode and of the same with what
     an encoder's ``default=`` would write for the value.
