@@ -433,6 +433,41 @@ def a_late_result_while_open_is_no_error(ns: Namespace) -> None:
         )
 
 
+@CHECKS.add(
+    2,
+    "a failed trial opens the breaker again whatever the count of failures in a row (a "
+    "slow call's late success, recorded while open, set it back to 0): a breaker that "
+    "waits for the count to reach threshold again stays half open with its trial "
+    "spent, lets no call out ever again, and the jobs behind it never run",
+    severe=True,
+)
+def a_late_result_leaves_the_next_trial_decisive(ns: Namespace) -> None:
+    for late in ("ok", "fail"):
+        steps = [["fail", 0]] * 3 + [[late, 0], ["state", 0], ["advance", 30.0], ["allow", 0]]
+        steps += [["fail", 0], ["state", 0], ["allow", 0], ["advance", 30.0], ["allow", 0]]
+        steps += [["ok", 0], ["state", 0]]
+        out = ns.harness(HARNESS + "drive", steps, threshold=3, cooldown_s=30.0)
+        if len(out) < len(steps) or out[4] != "open" or out[6] is not True:
+            # A late success that closed the breaker (as a success may), or what
+            # a_late_result_while_open_is_no_error and the public checks judge.
+            continue
+        got = [out[8], out[9], out[11], out[13]]
+        expect(
+            got == ["open", False, True, "closed"],
+            _(
+                "3 failures (open), a slow call's record_{call}() while open, 30 s, a trial "
+                "that fails: open again ('open', allow() False), then after 30 s one more "
+                "trial (True) that succeeds and closes it: ['open', False, True, 'closed']"
+            ).format(call="success" if late == "ok" else "failure"),
+            repr(got),
+            _(
+                "in record_failure, a failure while half open opens the breaker at once "
+                "(if self.state == 'half_open' or self.failures >= self.threshold): the "
+                "count may be below threshold after a late success"
+            ),
+        )
+
+
 #: Breakers dropped and built again one at a time: a new breaker lands at the address (the
 #: id()) of the one just dropped on most of them, whatever the addresses are this run.
 RENEWED = 16
@@ -449,10 +484,16 @@ def a_new_breaker_starts_afresh(ns: Namespace) -> None:
     steps = [["fail", i] for i in each] * 3 + [["renew", i] for i in each]
     for i in each:
         steps += [["state", i], ["allow", i], ["fail", i], ["fail", i], ["state", i]]
-    out = drive(ns, steps, threshold=3, cooldown_s=30.0, breakers=RENEWED)
-    after = out[4 * RENEWED :]
-    got = [[after[5 * i], after[5 * i + 1], after[5 * i + 4]] for i in each]
-    wrong = [g for g in got if g != ["closed", True, "closed"]]
+    # Up to three runs: now and then no new breaker lands at a dropped one's address (seen
+    # once in four zoo runs beside other tests, never alone); a breaker that keeps its
+    # state on self is right in every run, so only a wrong one pays the extra runs.
+    for _run in range(3):
+        out = drive(ns, steps, threshold=3, cooldown_s=30.0, breakers=RENEWED)
+        after = out[4 * RENEWED :]
+        got = [[after[5 * i], after[5 * i + 1], after[5 * i + 4]] for i in each]
+        wrong = [g for g in got if g != ["closed", True, "closed"]]
+        if wrong:
+            break
     expect(
         not wrong,
         _(

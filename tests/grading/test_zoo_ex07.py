@@ -1518,11 +1518,39 @@ ZOO: list[tuple[str, str, str, str]] = [
                     return True
     """,
     ),
+    (
+        "ex07",
+        # A late success while open sets the count to 0 (and leaves it open, as only the
+        # trial's success closes it); the trial after the cooldown fails and the count (1)
+        # stays below threshold: half open with its trial spent, forever.
+        "a failed trial reopens the breaker only through the count of failures",
+        "a_late_result_leaves_the_next_trial_decisive",
+        """
+        _Reference = Breaker
+
+        class Breaker(_Reference):
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    if self.failures >= self.threshold:
+                        self.state, self.opened_at = "open", self.clock.now()
+                        self.trial_out = False
+
+            def record_success(self):
+                with self._lock:
+                    self.failures = 0
+                    if self.state == "half_open":
+                        self.state, self.trial_out = "closed", False
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "a failed trial reopens the breaker only through the count of failures": (
+        "a trial that fails: open again"
+    ),
     "no lock: two threads at the end of the cooldown both send a trial": "True for one of them",
     "a lock made inside allow() (with threading.Lock(): a new lock on every call)": (
         "True for one of them"
