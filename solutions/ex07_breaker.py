@@ -95,9 +95,10 @@ def demo(breaker_class=Breaker):
 # %% [markdown]
 # ## Check your work
 #
-# No check of this exercise is marked *severe*: elsewhere, a mistake that loses or
-# duplicates an effect, lets two holders run or shows one owner's data to another caps
-# the score at half.
+# No check of this exercise is marked *severe* below, but some hidden ones the grader
+# runs are: a breaker that stops letting calls out for good (half open, its one trial
+# spent, never to send another) leaves the jobs behind it never to run again. Failing a
+# severe check caps the exercise's score at half.
 
 # %%
 from labkit.grading import check

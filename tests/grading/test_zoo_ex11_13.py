@@ -5276,11 +5276,64 @@ ZOO: list[tuple[str, str, str, str]] = [
             return row
     """,
     ),
+    (
+        "ex13",
+        # On a real connection the count of an UPDATE ... RETURNING is 0 until its row is
+        # fetched: the claim takes the head every time and returns None, so the head's
+        # attempts climb and the queue behind it never moves.
+        "claim_serial tests cur.rowcount before fetching the RETURNING row",
+        "serial_runs_one_at_a_time_in_order",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            cur = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + '''
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            )
+            if cur.rowcount == 0:
+                return None
+            return dict(cur.fetchone())
+    """,
+    ),
+    (
+        "ex11",
+        # The open SELECT keeps its snapshot while the loop marks rows: an order saved
+        # meanwhile makes the next mark fail 'database is locked', every run, and the same
+        # message goes out again on each (the marks of a run also wait for the loop's end).
+        "relay_once loops over its SELECT's open cursor instead of fetchall()",
+        "relay_marks_only_the_rows_it_published",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            )
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id", {"now": now, "id": row_id}
+                )
+                sent.append(message_id)
+            return sent
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for the entries that name it (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "relay_once loops over its SELECT's open cursor instead of fetchall()": "to run",
+    "claim_serial tests cur.rowcount before fetching the RETURNING row": "each queue's head, then nothing",
     "place_order by conn.isolation_level = 'IMMEDIATE' and conn.commit(), the mode left set": (
         "to hand the connection back as it was given"
     ),
