@@ -10,7 +10,12 @@ from hypothesis import strategies as st
 
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex03.claiming import HARNESS, _claim, _job, _row
-from labkit.grading.exercises.helpers import expect_left_as_given, holds_for, raised_text
+from labkit.grading.exercises.helpers import (
+    expect_left_as_given,
+    expect_no_write_after_a_refused_begin,
+    holds_for,
+    raised_text,
+)
 from labkit.grading.exercises.kit import lab_file
 from labkit.grading.exercises.labdb import add_job, all_jobs
 from labkit.grading.exercises.tokens import TOKEN_BITS, too_few_bits
@@ -509,6 +514,29 @@ def a_claim_leaves_the_connection_as_it_was_given(ns: Namespace) -> None:
         _(
             "leave conn.isolation_level alone; for a SELECT then an UPDATE, send BEGIN "
             "IMMEDIATE yourself and COMMIT (or ROLLBACK) before you return"
+        ),
+    )
+
+
+@CHECKS.add(
+    2,
+    "a BEGIN IMMEDIATE that fails ('database is locked': another writer held the lock "
+    "past the busy timeout) ends the claim with that error, or is tried again: a claim "
+    "that swallows it and goes on reads a job, then writes it without the lock, and two "
+    "workers both take the job another writer let go meanwhile",
+    severe=True,
+)
+def a_refused_begin_is_not_a_claim_without_the_lock(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        add_job(conn, "mail:1:send:v1")
+        got = ns.harness(HARNESS + "begin_refused_once", "claim", str(path), ["w1", 100.0, 30.0])
+    expect_no_write_after_a_refused_begin(
+        got,
+        "claim",
+        _(
+            "let the OperationalError of BEGIN IMMEDIATE out (the worker claims again "
+            "later), or retry the BEGIN; never go on to the SELECT and the UPDATE without "
+            "the transaction, and never catch 'cannot start a transaction' to go on either"
         ),
     )
 

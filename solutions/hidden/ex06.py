@@ -20,7 +20,7 @@ from labkit.grading.exercises.ex06.deadletters import (
     row_of,
 )
 from labkit.grading.exercises.ex06.redrive_races import TABLES
-from labkit.grading.exercises.helpers import holds_for
+from labkit.grading.exercises.helpers import expect_no_write_after_a_refused_begin, holds_for
 from labkit.grading.exercises.killsweep import after_every_kill
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
@@ -879,4 +879,29 @@ def every_dead_job_can_be_redriven(ns: Namespace) -> None:
         ),
         "choose by state = 'dead' (and the kind when it is given), nothing else: an operator "
         "who asks for a redrive gets every dead job up to the limit",
+    )
+
+
+@CHECKS.add(
+    2,
+    "a BEGIN IMMEDIATE that fails ('database is locked': another writer held the lock "
+    "past the busy timeout) ends the redrive with that error, or is tried again: a "
+    "redrive that swallows it and goes on chooses its jobs without the lock, and two "
+    "operators both report the same dead job redriven while another stays dead",
+    severe=True,
+)
+def a_refused_begin_is_not_a_redrive_without_the_lock(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        add_dead(conn, 2)
+        got = ns.harness(
+            HARNESS + "begin_refused_once", "redrive", str(path), [], {"limit": 1, "now": NOW}
+        )
+    expect_no_write_after_a_refused_begin(
+        got,
+        "redrive(conn, limit=1, now=1000)",
+        _(
+            "let the OperationalError of BEGIN IMMEDIATE out (the operator runs the "
+            "redrive again), or retry the BEGIN; never go on to the SELECT and the UPDATE "
+            "without the transaction"
+        ),
     )

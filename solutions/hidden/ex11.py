@@ -32,7 +32,10 @@ from labkit.grading.exercises.ex11.checks import (
     relay,
     seed_outbox,
 )
-from labkit.grading.exercises.helpers import expect_left_as_given
+from labkit.grading.exercises.helpers import (
+    expect_left_as_given,
+    expect_no_write_after_a_refused_begin,
+)
 from labkit.grading.exercises.killsweep import after_every_kill, scene_seeds
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import consumer_db, outbox_db, rows_of
@@ -1167,3 +1170,27 @@ def _a_row_pending_behind_in(ns: Namespace, rng: Random, story: str) -> None:
                 missing=unpublished, marked=got["marked"]
             ),
         )
+
+
+@CHECKS.add(
+    2,
+    "a BEGIN IMMEDIATE that fails ('database is locked': another writer held the lock "
+    "past the busy timeout) ends place_order or consume with that error, or is tried "
+    "again: one that swallows it and goes on writes outside any transaction, so an order "
+    "can be saved without its message, or a message recorded without its email",
+    severe=True,
+)
+def a_refused_begin_is_not_a_write_without_the_transaction(ns: Namespace) -> None:
+    hint = _(
+        "let the OperationalError of BEGIN IMMEDIATE out (the request or the delivery is "
+        "tried again), or retry the BEGIN; never go on to the INSERTs without the "
+        "transaction that makes them one"
+    )
+    with lab_file(ns, outbox_db, "shop.db") as (_conn, path):
+        got = ns.harness(HARNESS + "begin_refused_once", "place_order", str(path), [9, "ana", 900])
+    expect_no_write_after_a_refused_begin(got, "place_order(conn, 9, 'ana', 900)", hint)
+    with lab_file(ns, consumer_db, "mail.db") as (_conn, path):
+        got = ns.harness(
+            HARNESS + "begin_refused_once", "consume", str(path), _delivered_body(9, "ana")
+        )
+    expect_no_write_after_a_refused_begin(got, "consume", hint)

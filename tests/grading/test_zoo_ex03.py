@@ -2375,11 +2375,64 @@ ZOO: list[tuple[str, str, str, str]] = [
             return dict(row)
     """,
     ),
+    (
+        "ex03",
+        # Two workers whose BEGIN meets a long writer both swallow the error, both read
+        # the job, and both take it once the writer lets go: one charge, twice.
+        "a BEGIN IMMEDIATE refused 'database is locked' swallowed, the claim going on without it",
+        "a_refused_begin_is_not_a_claim_without_the_lock",
+        """
+        import sqlite3
+
+
+        def claim(conn, worker: str, now: float, lease_s: float):
+            params = {"worker": worker, "now": now, "lease_s": lease_s}
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                began = True
+            except sqlite3.OperationalError:
+                began = False  # already inside a transaction (the caller's own): go on inside it
+            try:
+                row = conn.execute(
+                    '''
+                    SELECT id FROM jobs
+                     WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                        OR (state = 'running' AND lease_until <= :now)
+                     ORDER BY run_after, id
+                     LIMIT 1
+                    ''',
+                    params,
+                ).fetchone()
+                taken = None
+                if row is not None:
+                    taken = conn.execute(
+                        '''
+                        UPDATE jobs
+                           SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                               lease_until = :now + :lease_s,
+                               lease_token = lower(hex(randomblob(16))), updated_at = :now
+                         WHERE id = :id
+                        RETURNING *
+                        ''',
+                        {**params, "id": row["id"]},
+                    ).fetchone()
+            except BaseException:
+                if began:
+                    conn.execute("ROLLBACK")
+                raise
+            if began:
+                conn.execute("COMMIT")
+            return None if taken is None else dict(taken)
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "a BEGIN IMMEDIATE refused 'database is locked' swallowed, the claim going on without it": (
+        "whose BEGIN IMMEDIATE fails 'database is locked'"
+    ),
     "conn.isolation_level = 'IMMEDIATE' set for the claim, never committed": (
         "to hand the connection back as it was given"
     ),
@@ -2706,6 +2759,54 @@ def _claim_with(sql: str) -> str:
 
 #: Right solutions written otherwise, each with a check that once took its points.
 RIGHT: list[tuple[str, str, str]] = [
+    (
+        "BEGIN IMMEDIATE tried again while 'database is locked', then SELECT and UPDATE",
+        "a_refused_begin_is_not_a_claim_without_the_lock",
+        '''
+import sqlite3
+import time
+
+
+def claim(conn, worker, now, lease_s):
+    for wait in (0.01, 0.05, 0.2, 0.5, None):
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or wait is None:
+                raise
+            time.sleep(wait)
+    try:
+        found = conn.execute(
+            """
+            SELECT id FROM jobs
+             WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                OR (state = 'running' AND lease_until <= :now)
+             ORDER BY run_after, id
+             LIMIT 1
+            """,
+            {"now": now},
+        ).fetchone()
+        row = None
+        if found is not None:
+            row = conn.execute(
+                """
+                UPDATE jobs
+                   SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s,
+                       lease_token = lower(hex(randomblob(16))), updated_at = :now
+                 WHERE id = :id
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "id": found["id"]},
+            ).fetchone()
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return None if row is None else dict(row)
+''',
+    ),
     (
         "conn.isolation_level = None set again (the autocommit mode it was handed)",
         "a_claim_leaves_the_connection_as_it_was_given",

@@ -2858,11 +2858,66 @@ ZOO: list[tuple[str, str, str, str]] = [
             return ids
     """,
     ),
+    (
+        "ex06",
+        # Two operators whose BEGIN meets a worker's write both pick the same oldest dead
+        # job: both report it redriven, and the next one stays dead.
+        "a BEGIN IMMEDIATE refused 'database is locked' swallowed, the redrive going on without it",
+        "a_refused_begin_is_not_a_redrive_without_the_lock",
+        """
+        import json
+        import sqlite3
+
+
+        def redrive(conn, *, limit, now: float, kind: str | None = None, dry_run: bool = False) -> list:
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more): say how many dead jobs to redrive")
+            params = {"limit": limit, "kind": kind, "now": now}
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                began = True
+            except sqlite3.OperationalError:
+                began = False  # already inside a transaction (the caller's own): go on inside it
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        '''
+                        SELECT id FROM jobs
+                         WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+                         ORDER BY updated_at, id
+                         LIMIT :limit
+                        ''',
+                        params,
+                    )
+                ]
+                if not dry_run:
+                    conn.execute(
+                        '''
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                               redrives = redrives + 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        ''',
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                if began:
+                    conn.execute("ROLLBACK")
+                raise
+            if began:
+                conn.execute("COMMIT")
+            return ids
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "a BEGIN IMMEDIATE refused 'database is locked' swallowed, the redrive going on without it": (
+        "whose BEGIN IMMEDIATE fails 'database is locked'"
+    ),
     "redrive by conn.isolation_level = 'IMMEDIATE' and conn.commit(), the mode left set": (
         "to hand the connection back as it was given"
     ),

@@ -5327,11 +5327,51 @@ ZOO: list[tuple[str, str, str, str]] = [
             return sent
     """,
     ),
+    (
+        "ex11",
+        # The order and its message then go in as two autocommitted INSERTs: a crash
+        # between them saves an order whose message is never sent.
+        "place_order swallows a BEGIN IMMEDIATE refused 'database is locked' and inserts without it",
+        "a_refused_begin_is_not_a_write_without_the_transaction",
+        """
+        import sqlite3
+
+
+        def place_order(conn, order_id, customer, total):
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                began = True
+            except sqlite3.OperationalError:
+                began = False  # already in a transaction (the caller's): go on inside it
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (:id, :customer, :total)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id",
+                    {"id": order_id, "customer": customer, "total": total},
+                ).fetchone()
+                if created is not None:
+                    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body) VALUES (:mid, 'order.placed', :body)",
+                        {"mid": f"order:{order_id}:placed:v1", "body": body},
+                    )
+            except BaseException:
+                if began:
+                    conn.execute("ROLLBACK")
+                raise
+            if began:
+                conn.execute("COMMIT")
+            return created is not None
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for the entries that name it (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "place_order swallows a BEGIN IMMEDIATE refused 'database is locked' and inserts without it": (
+        "whose BEGIN IMMEDIATE fails 'database is locked'"
+    ),
     "relay_once loops over its SELECT's open cursor instead of fetchall()": "to run",
     "claim_serial tests cur.rowcount before fetching the RETURNING row": "each queue's head, then nothing",
     "place_order by conn.isolation_level = 'IMMEDIATE' and conn.commit(), the mode left set": (

@@ -22,7 +22,7 @@ from typing import Any
 
 from labkit.grading.checks import CheckFailed, StudentRaised
 from labkit.grading.exercises.labdb import connect
-from labkit.grading.exercises.tracing import Watched, left_as_given
+from labkit.grading.exercises.tracing import LockedAtBegin, Watched, left_as_given
 from labkit.grading.stub import is_stub
 from labkit.lang import _
 
@@ -201,6 +201,26 @@ def on_one_connection(
                 left = left_as_given(conn)
                 got.append({**result, "left": left} if left else result)
             return got
+    finally:
+        conn.close()
+
+
+def begin_refused_once(
+    values: MutableMapping[str, Any],
+    name: str,
+    path: str,
+    args: list[Any],
+    kwargs: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``name(conn, *args, **kwargs)`` whose first BEGIN IMMEDIATE fails "database is
+    locked" (``tracing.LockedAtBegin``): the outcome, ``refused`` (whether it sent one)
+    and ``unlocked_writes`` (the writes it sent after, without a transaction of its own)."""
+    conn = connect(path)
+    try:
+        watched = LockedAtBegin(conn, path)
+        with fresh_state(values):
+            got = outcome(values[name], watched, *args, **(kwargs or {}))
+        return {**got, "refused": watched.refused, "unlocked_writes": watched.unlocked_writes}
     finally:
         conn.close()
 

@@ -81,6 +81,30 @@ def expect_left_as_given(got: list[dict[str, Any]], call: str, hint: str) -> Non
         )
 
 
+def expect_no_write_after_a_refused_begin(result: dict[str, Any], call: str, hint: str) -> None:
+    """``result`` (``common.begin_refused_once``): once its BEGIN IMMEDIATE failed
+    "database is locked", ``call`` raised, or began again before it wrote; it never wrote
+    without the lock, on what it had read while another writer held it."""
+    if not result.get("refused") or not result.get("unlocked_writes"):
+        return
+    did = (
+        _("returned {value}").format(value=short_repr(result["returned"]))
+        if "returned" in result
+        else raised_text(result)
+    )
+    raise CheckFailed(
+        _(
+            "{call} whose BEGIN IMMEDIATE fails 'database is locked' (another writer held "
+            "the lock past the busy timeout) to let the error out, or to begin again, "
+            "before it writes"
+        ).format(call=call),
+        _("it went on without the lock: {n} write(s) outside any transaction, then {did}").format(
+            n=result["unlocked_writes"], did=did
+        ),
+        hint,
+    )
+
+
 def short_repr(value: Any, limit: int = 120) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

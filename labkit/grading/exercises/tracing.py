@@ -267,6 +267,55 @@ class Watched(_Wrapped):
         return result
 
 
+class LockedAtBegin(Watched):
+    """A connection whose first ``BEGIN IMMEDIATE`` (or ``EXCLUSIVE``) meets the write
+    lock held by another connection, and fails "database is locked" at once, as one does
+    once its busy timeout is spent; the other connection lets go right after. Counts the
+    writes the code sends after that, before a BEGIN of its own succeeds: each ran
+    without the lock its transaction was meant to take first (a claim or a redrive that
+    swallowed the error and went on read the row another writer then changed)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
+        super().__init__(conn)
+        self._path = path
+        self.refused = False
+        self.unlocked_writes = 0
+        self._without_lock = False
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        words = sql.split(None, 2) if isinstance(sql, str) else []
+        verb = words[0].upper() if words else ""
+        taking = verb == "BEGIN" and len(words) > 1
+        if taking and words[1].upper().rstrip(";") in ("IMMEDIATE", "EXCLUSIVE"):
+            if not self.refused:
+                return self._refused(sql, params)
+        if verb == "BEGIN":
+            got = super().execute(sql, params)
+            self._without_lock = False  # a transaction of its own, begun this time
+            return got
+        if verb in WRITES and self._without_lock and not self._conn.in_transaction:
+            self.unlocked_writes += 1
+        return super().execute(sql, params)
+
+    def _refused(self, sql: str, params: Any) -> Any:
+        self.refused = True
+        timeout = self._conn.execute("PRAGMA busy_timeout").fetchone()[0]
+        holder = sqlite3.connect(self._path, timeout=0, isolation_level=None)
+        try:
+            holder.execute("BEGIN IMMEDIATE")
+            self._conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                got = super().execute(sql, params)
+            except sqlite3.OperationalError:
+                self._without_lock = True
+                raise
+            return got  # not refused after all (the code had the lock already)
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+            self._conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+
+
 class Impatient(Watched):
     """A connection whose write lock is held, until its call returns, by another
     connection in this same thread (a harness's blocker, a first scheduler): a busy

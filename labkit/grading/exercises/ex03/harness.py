@@ -22,6 +22,7 @@ from typing import Any
 
 from labkit.errors import SimulatedCrash
 from labkit.grading.exercises import common
+from labkit.grading.exercises.common import begin_refused_once as begin_refused_once
 from labkit.grading.exercises.common import fresh_state, need, noted, outcome, plain_row
 from labkit.grading.exercises.elsewhere import as_process_one
 from labkit.grading.exercises.labdb import connect

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit import redact
+from labkit.grading.exercises.common import begin_refused_once as begin_refused_once
 from labkit.grading.exercises.common import fresh_state, need, outcome
 from labkit.grading.exercises.described import build_error
 from labkit.grading.exercises.killsweep import sweep

@@ -21,6 +21,7 @@ from typing import Any
 
 from labkit.clock import FakeClock
 from labkit.errors import SimulatedCrash
+from labkit.grading.exercises.common import begin_refused_once as begin_refused_once
 from labkit.grading.exercises.common import fresh_state, outcome
 from labkit.grading.exercises.common import interrupted_then_again as interrupted_then_again
 from labkit.grading.exercises.common import on_one_connection as on_one_connection  # checks call it
