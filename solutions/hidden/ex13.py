@@ -1009,3 +1009,33 @@ def a_failed_claim_leaves_no_transaction_open(ns: Namespace) -> None:
                 "claim raises: try: ... except BaseException: conn.execute('ROLLBACK'); raise"
             ),
         )
+
+
+@CHECKS.add(
+    2,
+    "only the head of a serial queue may be claimed, whatever its other jobs' leases say: "
+    "a job behind the head whose lease ended (its worker died after the head was "
+    "redriven) waits for the head; the rule unbracketed (head AND ready OR expired) "
+    "takes it too, and two jobs of one serial queue run at once",
+    severe=True,
+)
+def an_expired_job_behind_the_head_waits(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        # The head was redriven: pending again, due at 90. The job behind it ran before
+        # that, and its worker died (its lease ended at 95).
+        head = add_job(conn, "sync:42:a", queue="sync:42", run_after=NOW - 10)
+        add_job(conn, "sync:42:b", **live("sync:42", 2, run_after=NOW - 60, lease_until=NOW - 5))
+        got = [_id(serial(ns, path, w)) for w in ("w1", "w2")]
+        states = sorted((j["id"], j["state"], j["lease_owner"]) for j in all_jobs(conn))
+    expect(
+        got == [head, None],
+        _(
+            "job {head} (the head, pending again), then None: the job behind it, its "
+            "lease ended, waits for the head"
+        ).format(head=head),
+        _("the claims took {got}; the table holds {states}").format(got=got, states=states),
+        _(
+            "bracket the readiness rule: WHERE h.id IN (the heads) AND ((state pending or "
+            "retry_wait AND due) OR (state running AND lease ended)); AND binds before OR"
+        ),
+    )

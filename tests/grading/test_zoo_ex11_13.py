@@ -5364,11 +5364,40 @@ ZOO: list[tuple[str, str, str, str]] = [
             return created is not None
     """,
     ),
+    (
+        "ex13",
+        # AND binds before OR: a job behind the head whose lease ended is claimed too, and
+        # two jobs of one serial queue run at once.
+        "claim_serial's readiness rule without brackets (head AND ready OR expired)",
+        "an_expired_job_behind_the_head_waits",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + '''
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND h.state IN ('pending', 'retry_wait') AND h.run_after <= :now
+                           OR h.state = 'running' AND h.lease_until <= :now
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for the entries that name it (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "claim_serial's readiness rule without brackets (head AND ready OR expired)": (
+        "waits for the head"
+    ),
     "place_order swallows a BEGIN IMMEDIATE refused 'database is locked' and inserts without it": (
         "whose BEGIN IMMEDIATE fails 'database is locked'"
     ),
