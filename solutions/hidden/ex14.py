@@ -2,8 +2,8 @@
 kill anywhere in a job of policy version 2, a finished job delivered again after a
 deploy, errors that are no decline (a 503 from the payment API, a mail rejected), two
 orders of one customer, a job killed before its first checkpoint and resumed after a
-deploy, a kill right after the release, and a job resumed after the customer changed the
-e-mail address."""
+deploy, a kill right after the release, a job resumed after the customer changed the
+e-mail address, and a worker's long-lived connection after a run that failed on it."""
 
 from __future__ import annotations
 
@@ -1076,3 +1076,100 @@ def the_steps_run_in_their_policys_order_in_any_process(ns: Namespace) -> None:
                 steps=steps, ended=got["ended"]
             ),
         )
+
+
+@CHECKS.add(
+    2,
+    "a worker runs its orders one after another on ONE long-lived connection: whatever "
+    "path run_order leaves by (an error, a Ctrl-C, a return), it hands the connection "
+    "back with no transaction open; a BEGIN IMMEDIATE left open takes the next order's "
+    "writes into it, locks every other worker out, and a crash loses them",
+    timeout=30.0,
+    severe=True,
+)
+def a_failed_run_leaves_the_workers_connection_usable(ns: Namespace) -> None:
+    first = {
+        "id": 7,
+        "customer": "cus_bia",
+        "email": "bia@example.com",
+        "sku": "pen",
+        "amount": 1500,
+    }
+    then = {
+        "id": 8,
+        "customer": "cus_caio",
+        "email": "caio@example.com",
+        "sku": "cup",
+        "amount": 700,
+    }
+    for fault, how in (
+        (
+            "taken",
+            _(
+                "declined after a second copy of its job checkpointed the charge (its "
+                "'declined' checkpoint fails: IntegrityError)"
+            ),
+        ),
+        ("release_down", _("declined, the ledger down (a 503) when its stock is released")),
+        (
+            "interrupted",
+            _("declined and interrupted (KeyboardInterrupt) right after a write in a transaction"),
+        ),
+    ):
+        with scene(ns, 1) as folder:  # the payment API declines the first order's charge
+            got = ns.harness(HARNESS + "run_on_one_worker", str(folder), [first, then], fault)
+        runs, seen = got["runs"], got["seen"]
+        left = runs[0].get("left", {}) or runs[1].get("left", {})
+        expect(
+            not left
+            and runs[1].get("returned") == "done"
+            and seen["state"] == "done"
+            and sorted(seen["steps"]) == sorted(POLICIES_V1)
+            and seen["write"] == "ok",
+            _(
+                "order {first_id} {how}, then order {then_id} on the same long-lived "
+                "connection: the connection back in autocommit mode with no transaction "
+                "open after each run, and another worker's connection seeing order "
+                "{then_id}'s job 'done' with its checkpoints {steps}, and free to write"
+            ).format(first_id=first["id"], how=how, then_id=then["id"], steps=list(POLICIES_V1)),
+            _(
+                "order {first_id}: {outcome}, leaving {left}; order {then_id}: {then_outcome}, "
+                "leaving {then_left}; another worker saw its job {state} with the checkpoints "
+                "{steps}, and its write said {write}"
+            ).format(
+                first_id=first["id"],
+                outcome=_ran(runs[0]),
+                left=_left_text(runs[0].get("left", {})),
+                then_id=then["id"],
+                then_outcome=_ran(runs[1]),
+                then_left=_left_text(runs[1].get("left", {})),
+                state=repr(seen["state"]),
+                steps=seen["steps"],
+                write=repr(seen["write"]),
+            ),
+            _(
+                "after BEGIN IMMEDIATE, end the transaction on every path: try: ... "
+                "COMMIT, except BaseException (a KeyboardInterrupt is no Exception): "
+                "ROLLBACK if conn.in_transaction, then raise; and no return between BEGIN "
+                "and COMMIT"
+            ),
+        )
+
+
+def _ran(result: dict[str, Any]) -> str:
+    """How one run of ``run_on_one_worker`` ended, said to the student."""
+    if result.get("interrupted"):
+        return _("was interrupted")
+    if "raised" in result:
+        return raised_text(result)
+    return _("returned {value}").format(value=repr(result.get("returned")))
+
+
+def _left_text(left: dict[str, Any]) -> str:
+    """What a run changed of its connection (``tracing.left_as_given``), said to the student."""
+    if not left:
+        return _("the connection as it was given")
+    return ", ".join(
+        _("a transaction still open") if name == "in_transaction" else f"conn.{name} = {value!r}"
+        for name, value in left.items()
+    )

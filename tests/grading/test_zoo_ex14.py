@@ -12,9 +12,24 @@ import pytest
 from gradingkit import assert_severe
 from zoograding import in_process_test, right_test
 
-#: The reference ``run_order``, spelled out so an entry can edit one line of it.
-RUN_ORDER = """
+#: The ROLLBACK of a transaction an error (a Ctrl-C too) leaves open, the reference's
+#: around the decline, here around the whole job: an entry's edit of the job's lines
+#: keeps it.
+ROLLBACK_ON_ERROR = """
 def run_order(conn, world, order, *, policy_version):
+    try:
+        return _run_order(conn, world, order, policy_version=policy_version)
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+"""
+
+#: The reference ``run_order``, spelled out so an entry can edit one line of it.
+RUN_ORDER = (
+    ROLLBACK_ON_ERROR
+    + """
+def _run_order(conn, world, order, *, policy_version):
     job = {"id": order["id"], "version": policy_version}
     conn.execute(
         "INSERT INTO step_jobs (order_id, policy_version) VALUES (:id, :version)"
@@ -57,6 +72,7 @@ def run_order(conn, world, order, *, policy_version):
         return "failed"
     return "done"
 """
+)
 
 #: The reference ``do_step``, spelled out the same way.
 DO_STEP = """
@@ -1555,6 +1571,47 @@ ZOO: list[tuple[str, str, str, str]] = [
             return _ref_do_step(world, order, step)
     """,
     ),
+    (
+        # A decline whose checkpoint fails (a second copy of the job wrote the charge's)
+        # leaves BEGIN IMMEDIATE open: the worker's next order joins it, uncommitted, and
+        # every other worker is locked out.
+        "ex14",
+        "the decline's transaction never rolled back when its checkpoint fails",
+        "a_failed_run_leaves_the_workers_connection_usable",
+        _edit(
+            RUN_ORDER,
+            (ROLLBACK_ON_ERROR, ""),
+            ("def _run_order(", "def run_order("),
+        ),
+    ),
+    (
+        # A Ctrl-C is no Exception: it passes the rollback by and leaves the decline's
+        # transaction open on the worker's connection, which goes on with the next order.
+        "ex14",
+        "the transaction rolled back on Exception only (a Ctrl-C leaves it open)",
+        "a_failed_run_leaves_the_workers_connection_usable",
+        _edit(RUN_ORDER, ("    except BaseException:\n", "    except Exception:\n")),
+    ),
+    (
+        # Under the lock it finds the charge checkpointed by another copy and returns,
+        # neither COMMIT nor ROLLBACK sent: the transaction stays open past the return.
+        "ex14",
+        "a return between BEGIN IMMEDIATE and COMMIT when another copy charged first",
+        "a_failed_run_leaves_the_workers_connection_usable",
+        _edit(
+            RUN_ORDER,
+            (
+                '                conn.execute("BEGIN IMMEDIATE")\n',
+                '                conn.execute("BEGIN IMMEDIATE")\n'
+                "                if conn.execute(\n"
+                '                    "SELECT 1 FROM job_steps WHERE order_id = :id"\n'
+                "                    \" AND step = 'charge'\",\n"
+                "                    job,\n"
+                "                ).fetchone():\n"
+                '                    return "failed"  # the copy that charged finishes\n',
+            ),
+        ),
+    ),
 ]
 
 
@@ -1627,6 +1684,9 @@ SEVERE = [
     "each step's key holds the billing month, time.strftime('%Y-%m')",
     "each step's key holds the month the module was imported in",
     "the release's key holds the month of the restock (a restarted worker releases again)",
+    "the decline's transaction never rolled back when its checkpoint fails",
+    "the transaction rolled back on Exception only (a Ctrl-C leaves it open)",
+    "a return between BEGIN IMMEDIATE and COMMIT when another copy charged first",
 ]
 
 #: What the named check must say it expected, for the entries that name it.
@@ -1726,6 +1786,15 @@ SAYS = {
     "each step's key holds the hour of the day, time.localtime().tm_hour": "restarted after",
     "the release's key holds the year of the restock (a restarted worker releases again)": (
         "the next month and year"
+    ),
+    "the decline's transaction never rolled back when its checkpoint fails": (
+        "a second copy of its job checkpointed the charge"
+    ),
+    "the transaction rolled back on Exception only (a Ctrl-C leaves it open)": (
+        "interrupted (KeyboardInterrupt)"
+    ),
+    "a return between BEGIN IMMEDIATE and COMMIT when another copy charged first": (
+        "no transaction open after each run"
     ),
 }
 

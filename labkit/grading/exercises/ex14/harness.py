@@ -5,7 +5,9 @@ A check makes a folder with ``steps.db`` (``labdb.steps_db``) and ``world.db`` (
 here opens its own connection to ``steps.db`` and its own ``World`` on ``world.db``, hands
 the student's ``run_order`` a view of that world (``_Seen``) and closes both afterwards
 without committing, so whatever the student's code left uncommitted is rolled back as
-after a real crash. The check reads both files itself.
+after a real crash. The check reads both files itself. ``run_on_one_worker`` instead runs
+several orders in turn on ONE connection, as a long-lived worker does, the first one made
+to fail while the student's code may hold a transaction open.
 
 ``_Seen`` passes every call to the real world and names the moments around each effect:
 right before it (the job got there) and right after it returned or committed (the
@@ -19,10 +21,11 @@ from __future__ import annotations
 
 import ast
 import builtins
+import json
 import math
 import sqlite3
 from collections.abc import Iterator, MutableMapping
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from functools import partial
 from pathlib import Path
 from types import FunctionType
@@ -37,9 +40,9 @@ from labkit.grading.checks import run_with_timeout
 from labkit.grading.exercises.common import fresh_state, need, outcome
 from labkit.grading.exercises.elsewhere import on_another_machine
 from labkit.grading.exercises.killsweep import sweep
-from labkit.grading.exercises.labdb import connect
+from labkit.grading.exercises.labdb import connect, rows_of
 from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process, cells_run_again
-from labkit.grading.exercises.tracing import Watched, verb_of
+from labkit.grading.exercises.tracing import WRITES, Watched, left_as_given, verb_of
 from labkit.grading.exercises.wallclock import RETRY_S, clock_moved, to_year_end
 from labkit.grading.stub import is_stub_text
 from labkit.world import World
@@ -49,6 +52,8 @@ from labkit.world import World
 _CONNECT = sqlite3.connect
 #: Kills per sweep: every boundary of a job of four steps and its compensation.
 LIMIT = 40
+#: The harness's own statements (``harness.sql``).
+_SQL = queries.load("grading/exercises/ex14/harness.sql")
 
 
 class _Moments:
@@ -453,6 +458,124 @@ def run_with_the_ledger_down(
         first = outcome(_job, values, Path(folder), order, version, _LedgerDown(nth, permanent))
         second = outcome(_job, values, Path(folder), order, version, _Moments()) if again else {}
     return {"first": first, "second": second}
+
+
+class _ChargeTakenByACopy(_Moments):
+    """Moments where, right before the job's charge, a second copy of the job (a worker
+    restarted while this one still ran) checkpoints that charge on its own connection:
+    when this copy's charge is then declined, its 'declined' checkpoint fails
+    (IntegrityError) inside the transaction it opened for it."""
+
+    def __init__(self, path: Path, order_id: int) -> None:
+        super().__init__()
+        self.path, self.order_id, self.fired = path, order_id, False
+
+    def before(self, what: str) -> None:
+        super().before(what)
+        if what != "payments.charge" or self.fired:
+            return
+        other = connect(self.path, timeout=0.2)
+        # A transaction the job holds open here keeps the write lock: nothing taken then.
+        try:
+            with suppress(sqlite3.OperationalError):
+                other.execute(
+                    _SQL["copy_checkpoints_the_charge"],
+                    {"id": self.order_id, "result": json.dumps({"charge_id": "ch_copy"})},
+                )
+                self.fired = True
+        finally:
+            other.close()
+
+
+class _InterruptedInATransaction(Watched):
+    """``Watched`` that raises ``KeyboardInterrupt`` (a Ctrl-C, which a worker process
+    survives) right after the first write sent while a transaction is open on the
+    connection: one the student's code began, with BEGIN or a mode set on it."""
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        got = super().execute(sql, params)
+        if not self.crashed and verb_of(sql) in WRITES and self._conn.in_transaction:
+            self.crashed = True
+            raise KeyboardInterrupt("Ctrl-C right after a write in the job's own transaction")
+        return got
+
+
+def run_on_one_worker(
+    values: MutableMapping[str, Any], folder: str, orders: list[dict[str, Any]], fault: str
+) -> dict[str, Any]:
+    """``run_order`` of each of ``orders`` (policy version 1) in turn on ONE connection
+    and one world, as a long-lived worker runs its jobs, the first one made to fail:
+
+    - ``"taken"``: its charge declined (the check's scene scripts the payment API) after a
+      second copy of its job checkpointed that charge (``_ChargeTakenByACopy``);
+    - ``"release_down"``: its charge declined, and the ledger down (a ``TransientError``,
+      503) when its stock is released, the second ledger transaction;
+    - ``"interrupted"``: a Ctrl-C right after the first write it sends inside a
+      transaction (``_InterruptedInATransaction``).
+
+    Each outcome (``{"interrupted": True}`` for the Ctrl-C) says under ``left`` what the
+    call changed of the connection (``tracing.left_as_given``). Then, the worker still
+    alive, another connection reads the last order's job and checkpoints and tries to
+    take the write lock (``seen``); the worker's connection is closed (rolled back)
+    only after. ``fired``: the fault happened.
+    """
+    path = Path(folder) / "steps.db"
+    conn, world = connect(path), open_world(Path(folder) / "world.db")
+    first = _InterruptedInATransaction(conn) if fault == "interrupted" else Watched(conn)
+    moments: _Moments = _Moments()
+    if fault == "taken":
+        moments = _ChargeTakenByACopy(path, orders[0]["id"])
+    elif fault == "release_down":
+        moments = _LedgerDown(2)
+    runs = []
+    try:
+        with fresh_state(values):
+            for n, order in enumerate(orders):
+                watched, seen = (first, moments) if n == 0 else (Watched(conn), _Moments())
+                try:
+                    got = outcome(
+                        need(values, "run_order"),
+                        watched,
+                        _Seen(world, seen),
+                        dict(order),
+                        policy_version=1,
+                    )
+                except KeyboardInterrupt:
+                    if watched is not first or not first.crashed:
+                        raise  # a real Ctrl-C of the grader
+                    got = {"interrupted": True}
+                left = left_as_given(conn)
+                runs.append({**got, "left": left} if left else got)
+        seen_by_another = _seen_by_another(path, orders[-1]["id"])
+    finally:
+        conn.close()
+        world.close()
+    fired = {
+        "taken": getattr(moments, "fired", False),
+        "release_down": getattr(moments, "transactions", 0) >= 2,
+        "interrupted": first.crashed,
+    }[fault]
+    return {"runs": runs, "seen": seen_by_another, "fired": fired}
+
+
+def _seen_by_another(path: Path, order_id: int) -> dict[str, Any]:
+    """What another worker sees of ``order_id``'s job while this one lives on: its state,
+    its checkpoints, and ``write``: ``"ok"``, or why it could not take the write lock."""
+    other = connect(path, timeout=0.2)
+    try:
+        jobs = {r["order_id"]: r["state"] for r in rows_of(other, "all_step_jobs")}
+        steps = [r["step"] for r in rows_of(other, "all_job_steps") if r["order_id"] == order_id]
+        seen: dict[str, Any] = {"state": jobs.get(order_id), "steps": steps, "write": "ok"}
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            other.execute("ROLLBACK")
+        except sqlite3.OperationalError as exc:
+            seen["write"] = str(exc)
+        return seen
+    except sqlite3.OperationalError as exc:
+        return {"state": None, "steps": [], "write": str(exc)}
+    finally:
+        other.close()
 
 
 def do_step_twice(
