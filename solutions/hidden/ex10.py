@@ -2,7 +2,8 @@
 stored; across a midnight), keys per caller (not per token, kept apart from the owner's
 name) and exactly as sent (quotes and all), the request stored whole, requests sent
 together, requests without a key, the job a worker runs, what every 202 says, the status
-among thousands of jobs, no payload, 401 (before the job is read)."""
+among thousands of jobs, no payload, no secret in the server's output, 401 (before the job
+is read)."""
 
 from __future__ import annotations
 
@@ -428,6 +429,85 @@ def status_hides_the_payload(ns: Namespace) -> None:
                     "request (the payload) is not, finished or not"
                 ),
             )
+
+
+@CHECKS.add(
+    1,
+    "no secret a caller sends reaches the server's output: not the password of a refused "
+    "body, not a bearer token (printed, logged at any level, or in a traceback)",
+    timeout=TIMEOUT,
+    severe=True,
+)
+def secrets_stay_out_of_the_logs(ns: Namespace) -> None:
+    rng = random.Random(f"ex10 logs {scene_seeds()[-1]}")
+
+    def made_up(prefix: str) -> str:
+        return prefix + "".join(rng.choices(string.ascii_letters + string.digits, k=12))
+
+    password, api_key = made_up("pw-"), made_up("key-")
+    renewed, forged = made_up("alice-renewed-"), made_up("forged-")
+    # What the check sends, made up for this run (letters and digits: a repr or a JSON
+    # dump shows them as they are), and what each is, for the feedback.
+    secrets = {
+        password: _("the password in a body the contract refuses (422)"),
+        api_key: _("the api_key in a body the contract refuses (422)"),
+        ALICE: _("alice's bearer token"),
+        renewed: _("alice's renewed bearer token"),
+        forged: _("an unknown bearer token (answered 401)"),
+    }
+    with scratch(ns) as folder:
+        db = folder / "jobs.db"
+        with served(ns, db, renewed_tokens={renewed: "alice"}, log_everything=True) as app:
+            month = {"month": "2027-09"}
+            replies = [
+                app.post(
+                    {**month, "erp": {"user": "reports", "password": password}},
+                    key="logs-1",
+                    raw=True,
+                ),
+                app.post({**month, "api_key": api_key}, raw=True),
+                app.post(month, key="logs-2", raw=True),
+                app.post({**month, "n": 2}, renewed, key="logs-3", raw=True),
+                app.post(month, forged, raw=True),
+            ]
+            for reply in replies[2:4]:
+                if reply.status_code in (200, 201, 202) and reply.headers.get("Location"):
+                    replies.append(app.status(reply.headers["Location"], renewed, raw=True))
+                    replies.append(app.status(reply.headers["Location"], raw=True))
+            replies.append(app.status(1, forged, raw=True))
+            if any(r.status_code >= 500 for r in replies):
+                app.settle()
+            output = app.output()
+    found = [(secret, what) for secret, what in secrets.items() if secret in output]
+    expect(
+        not found,
+        _(
+            "nothing the caller sent in confidence in what the server wrote (stdout, "
+            "stderr, logging at any level, tracebacks): no password or key of a body it "
+            "refused, no bearer token"
+        ),
+        _("{what}, {secret!r}, in the line: {line}").format(
+            what=found[0][1], secret=found[0][0], line=_line_with(output, found[0][0])
+        )
+        if found
+        else "",
+        _(
+            "log what you decided, not what came in: the owner caller_of() returned, the "
+            "Idempotency-Key, the job id, the status. Never log, print or put in an "
+            "exception's message the body or the Authorization header as they came: a "
+            "refused body is refused for the secret it holds, and whoever reads the logs "
+            "(and every copy of them, kept for months) could log in with it or call as "
+            "alice. To log a request, log labkit.redact.redact(str(body))"
+        ),
+    )
+
+
+def _line_with(text: str, part: str) -> str:
+    """The line of ``text`` where ``part`` first occurs, cut to about 200 characters."""
+    at = text.find(part)
+    start = max(text.rfind("\n", 0, at) + 1, at - 120)
+    end = text.find("\n", at)
+    return text[start : end if end >= 0 else len(text)][:200]
 
 
 @CHECKS.add(

@@ -2839,7 +2839,8 @@ ZOO: list[tuple[str, str, str, str]] = [
                 ids = [
                     row["id"]
                     for row in conn.execute(
-                        "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                        "SELECT id FROM jobs WHERE state = 'dead'"
+                        " AND (:kind IS NULL OR kind = :kind)"
                         " ORDER BY updated_at, id LIMIT :limit",
                         {"limit": limit, "kind": kind},
                     )
@@ -2869,7 +2870,7 @@ ZOO: list[tuple[str, str, str, str]] = [
         import sqlite3
 
 
-        def redrive(conn, *, limit, now: float, kind: str | None = None, dry_run: bool = False) -> list:
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
             if limit is None or limit < 1:
                 raise ValueError("limit is required (1 or more): say how many dead jobs to redrive")
             params = {"limit": limit, "kind": kind, "now": now}

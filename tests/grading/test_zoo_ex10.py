@@ -84,6 +84,15 @@ SIDE_TABLE = (
     + ANSWER
 )
 
+#: The reference's accept, from its caller to the comment before the key.
+CALLER = """    owner = caller_of(authorization)
+    # Scoped to the caller: bob's "k1" is not alice's "k1".
+"""
+#: The reference's answer to a body that holds a credential.
+REFUSED = """    except PayloadError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+"""
+
 #: The status's owner check, as the reference writes it.
 OWNER_CHECK = (
     "    if job is None or not isinstance(job.payload, dict) "
@@ -1122,6 +1131,74 @@ ZOO: list[tuple[str, str, str, str, str]] = [
             + ANSWER,
         ),
     ),
+    # A secret reaches the logs: whoever reads them (and each copy, kept for months) can
+    # log in to the ERP with a refused body's password, or call the service as alice.
+    (
+        # The red team's app: the whole body logged before enqueue refuses it.
+        "the request body logged at INFO before enqueue (a refused body's password in the log)",
+        "secrets_stay_out_of_the_logs",
+        STATUS_OK,
+        CALLER,
+        CALLER.replace(
+            "    # Scoped",
+            "    import logging\n\n"
+            "    logging.basicConfig(level=logging.INFO)\n"
+            '    logging.getLogger("ex10").info(\n'
+            '        "report request from %s (Idempotency-Key %r): %s",\n'
+            "        owner, idempotency_key, body,\n"
+            "    )\n"
+            "    # Scoped",
+        ),
+    ),
+    (
+        # A debugging print left in: the bearer token on stdout with every request.
+        "the Authorization header printed with each request (the bearer token on stdout)",
+        "secrets_stay_out_of_the_logs",
+        STATUS_OK,
+        CALLER,
+        '    print(f"POST /reports authorization={authorization!r} key={idempotency_key!r}")\n'
+        + CALLER,
+    ),
+    (
+        # No logging set up, so nothing shows here: any server that logs INFO writes it.
+        "the body logged at INFO with no logging set up (written wherever INFO is logged)",
+        "secrets_stay_out_of_the_logs",
+        STATUS_OK,
+        CALLER,
+        CALLER.replace(
+            "    # Scoped",
+            '    __import__("logging").getLogger("ex10.accept").info("accepting %r", body)\n'
+            "    # Scoped",
+        ),
+    ),
+    (
+        # The refusal logged with its traceback and the body it refused: on stderr, by
+        # Python's last-resort handler.
+        "a refused body logged with log.exception (the password on stderr, with a traceback)",
+        "secrets_stay_out_of_the_logs",
+        STATUS_OK,
+        REFUSED,
+        REFUSED.replace(
+            "        return",
+            '        __import__("logging").getLogger("ex10").exception("refused %s", body)\n'
+            "        return",
+        ),
+    ),
+    (
+        # The log in a file of the app's own, not on stderr: the password is there all
+        # the same.
+        "the body logged to a file of its own (logging.basicConfig(filename=...))",
+        "secrets_stay_out_of_the_logs",
+        STATUS_OK,
+        CALLER,
+        CALLER.replace(
+            "    # Scoped",
+            "    import logging\n\n"
+            '    logging.basicConfig(filename="ex10_app.log", level=logging.INFO)\n'
+            '    logging.info("%s asks for %s", owner, body)\n'
+            "    # Scoped",
+        ),
+    ),
 ]
 
 
@@ -1568,6 +1645,65 @@ def status(job_id: int, authorization: Annotated[str | None, Header()] = None) -
             job = None
     if job is None or not isinstance(job.payload, dict) or job.payload.get("owner") != owner:
         return JSONResponse({"detail": "no such job"}, status_code=404)
+    return JSONResponse(status_view(job))
+""",
+    ),
+]
+
+
+# Logging done right: what the handler decided (the owner, the key, the job, the
+# refusal's message) and the body redacted; never a header or a body as it came.
+RIGHT += [
+    (
+        "logs the owner, the key, the job id, the refusal's message and a redacted body",
+        "secrets_stay_out_of_the_logs",
+        r"""
+# Logging at DEBUG: each request's owner, key and redacted body, each job, each refusal
+# with its message (which names the field, never the value), the scheme of the
+# Authorization header and never its token.
+import logging
+
+from labkit.redact import redact
+
+logging.basicConfig(level=logging.DEBUG, format="%(levelname)s %(name)s %(message)s")
+log = logging.getLogger("ex10")
+
+
+@app.post("/reports", status_code=202)
+def accept(
+    body: Annotated[dict[str, Any], Body()],
+    authorization: Annotated[str | None, Header()] = None,
+    idempotency_key: Annotated[str | None, Header()] = None,
+) -> JSONResponse:
+    log.debug("POST /reports, Authorization scheme %r", (authorization or "").partition(" ")[0])
+    owner = caller_of(authorization)
+    log.info("report request from %s, key %r: %s", owner, idempotency_key, redact(str(body)))
+    key = None if idempotency_key is None else f"report:{owner}:{idempotency_key}"
+    try:
+        job, created = store.enqueue("report", {"owner": owner, "request": body}, key=key)
+    except IdempotencyConflict:
+        log.warning("%s reused the key %r with another body", owner, idempotency_key)
+        return JSONResponse({"detail": f"Idempotency-Key {idempotency_key!r} reused "
+                                       "with another body"}, status_code=422)
+    except PayloadError as exc:
+        log.warning("refused a request of %s: %s", owner, exc)
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+    log.info("job %s %s for %s", job.id, "created" if created else "found", owner)
+    return JSONResponse({"job_id": job.id}, status_code=202,
+                        headers={"Location": f"/reports/{job.id}", "Retry-After": "2"})
+
+
+@app.get("/reports/{job_id}")
+def status(job_id: int, authorization: Annotated[str | None, Header()] = None) -> JSONResponse:
+    owner = caller_of(authorization)
+    try:
+        job = store.get(job_id)
+    except NotFound:
+        job = None
+    if job is None or not isinstance(job.payload, dict) or job.payload.get("owner") != owner:
+        log.info("%s asked for job %s: not theirs or none", owner, job_id)
+        return JSONResponse({"detail": "no such job"}, status_code=404)
+    log.info("%s polled job %s: %s", owner, job_id, job.state)
     return JSONResponse(status_view(job))
 """,
     ),

@@ -5331,7 +5331,7 @@ ZOO: list[tuple[str, str, str, str]] = [
         "ex11",
         # The order and its message then go in as two autocommitted INSERTs: a crash
         # between them saves an order whose message is never sent.
-        "place_order swallows a BEGIN IMMEDIATE refused 'database is locked' and inserts without it",
+        "place_order swallows a refused BEGIN IMMEDIATE and inserts without it",
         "a_refused_begin_is_not_a_write_without_the_transaction",
         """
         import sqlite3
@@ -5352,7 +5352,8 @@ ZOO: list[tuple[str, str, str, str]] = [
                 if created is not None:
                     body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
                     conn.execute(
-                        "INSERT INTO outbox (message_id, topic, body) VALUES (:mid, 'order.placed', :body)",
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (:mid, 'order.placed', :body)",
                         {"mid": f"order:{order_id}:placed:v1", "body": body},
                     )
             except BaseException:
@@ -5398,11 +5399,13 @@ SAYS: dict[str, str] = {
     "claim_serial's readiness rule without brackets (head AND ready OR expired)": (
         "waits for the head"
     ),
-    "place_order swallows a BEGIN IMMEDIATE refused 'database is locked' and inserts without it": (
+    "place_order swallows a refused BEGIN IMMEDIATE and inserts without it": (
         "whose BEGIN IMMEDIATE fails 'database is locked'"
     ),
     "relay_once loops over its SELECT's open cursor instead of fetchall()": "to run",
-    "claim_serial tests cur.rowcount before fetching the RETURNING row": "each queue's head, then nothing",
+    "claim_serial tests cur.rowcount before fetching the RETURNING row": (
+        "each queue's head, then nothing"
+    ),
     "place_order by conn.isolation_level = 'IMMEDIATE' and conn.commit(), the mode left set": (
         "to hand the connection back as it was given"
     ),

@@ -2124,7 +2124,7 @@ ZOO: list[tuple[str, str, str, str]] = [
         "ex12",
         # The slots still go in, committed together; the scheduler's long-lived connection
         # is left opening a transaction before each later write, which nobody commits.
-        "tick batches its inserts by conn.isolation_level = 'DEFERRED' and commit(), the mode left set",
+        "tick batches its inserts under isolation_level 'DEFERRED', the mode left set",
         "a_failed_tick_leaves_the_connection_usable",
         """
         _tick = tick
@@ -2144,7 +2144,7 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
-    "tick batches its inserts by conn.isolation_level = 'DEFERRED' and commit(), the mode left set": (
+    "tick batches its inserts under isolation_level 'DEFERRED', the mode left set": (
         "to hand the connection back as it was given"
     ),
     "under catch_up='latest', tick never reads what fired and leans on ON CONFLICT": (
@@ -2353,7 +2353,7 @@ test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO
 MINOR = [
     # The slots go in once each; the scheduler's later writes on that connection (its
     # own bookkeeping) would wait on a commit: the check of a long-lived connection.
-    "tick batches its inserts by conn.isolation_level = 'DEFERRED' and commit(), the mode left set",
+    "tick batches its inserts under isolation_level 'DEFERRED', the mode left set",
     # A slot the later run already stood for runs once more, out of order; the check,
     # written for a clock behind raising, costs its point.
     "under catch_up='latest', tick never reads what fired and leans on ON CONFLICT",

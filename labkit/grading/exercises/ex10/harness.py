@@ -31,6 +31,14 @@ solution regions, so the stub has it too). It adds these to the app:
   ``store.get`` (``FAULT fired store down at get``). A check turns it on and off while its
   server runs: an app must not answer a request it could not store with a success, nor
   a poll it could not read with a 404 (the job is there).
+- ``EX10_LOG_RECORDS=<file>``: the process logs as a server configured to log everything
+  does: every logger from ``DEBUG`` up (Python's last-resort handler too, which writes
+  what an app without a logging setup logs), and a ``print`` reaches its output at the
+  end of its line, not when a buffer fills (a server killed afterwards loses no line).
+  What every logging handler writes, formatted by its formatter after its filters, is
+  appended to that file as well, so a handler that writes to a file of its own is read
+  too: a check looks there, and in the server's stdout and stderr, for the secrets it
+  sent.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ import functools
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -56,6 +65,7 @@ SLOW_ENQUEUE_ENV = "EX10_SLOW_ENQUEUE"
 STORE_DOWN_ENV = "EX10_STORE_DOWN"
 RENEWED_TOKENS_ENV = "EX10_RENEWED_TOKENS"
 CLOCK_SHIFT_ENV = "EX10_CLOCK_SHIFT_S"
+LOG_RECORDS_ENV = "EX10_LOG_RECORDS"
 NOT_STARTED_STATUS = 501
 
 
@@ -83,6 +93,9 @@ def install(app: FastAPI) -> FastAPI:
     down = os.environ.get(STORE_DOWN_ENV) or None
     if slow_s > 0 or crash or down:
         _watch_enqueue(slow_s, crash, down)
+    records = os.environ.get(LOG_RECORDS_ENV)
+    if records:
+        _log_everything(records)
     return app
 
 
@@ -153,6 +166,48 @@ def _watch_enqueue(slow_s: float, crash: bool, down: str | None = None) -> None:
         return read(self, *args, **kwargs)
 
     StoreBase.get = get  # type: ignore[method-assign]
+
+
+def _log_everything(path: str) -> None:
+    """Every logger enabled from DEBUG up, stdout flushed at each line, and each record a
+    handler writes appended, as that handler formats it, to the file ``path``."""
+    import logging
+
+    if getattr(logging.Logger.isEnabledFor, "ex10_watched", False):
+        return
+    with contextlib.suppress(AttributeError, ValueError):
+        sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    # Open for the life of the process (the server is killed, never stopped); each line
+    # written through at once.
+    out = open(path, "a", encoding="utf-8", errors="backslashreplace", buffering=1)  # noqa: SIM115
+    writing = threading.Lock()  # sync handlers log from the threadpool's threads
+
+    def is_enabled_for(self: logging.Logger, level: int) -> bool:
+        # A logger switched off, or logging.disable(), is the app's own choice; a level
+        # is only a setting of this deployment.
+        if self.disabled or self.manager.disable >= level:
+            return False
+        return level >= logging.DEBUG
+
+    def handle(self: logging.Handler, record: logging.LogRecord) -> Any:
+        passed = self.filter(record)
+        if passed:
+            if isinstance(passed, logging.LogRecord):  # Python 3.12: a filter's new record
+                record = passed
+            with writing, contextlib.suppress(Exception):
+                out.write(f"{type(self).__name__}: {self.format(record)}\n")
+            self.acquire()
+            try:
+                self.emit(record)
+            finally:
+                self.release()
+        return passed
+
+    is_enabled_for.ex10_watched = True  # type: ignore[attr-defined]
+    logging.Logger.isEnabledFor = is_enabled_for  # type: ignore[method-assign]
+    logging.Handler.handle = handle  # type: ignore[method-assign]
+    if logging.lastResort is not None:
+        logging.lastResort.setLevel(logging.DEBUG)
 
 
 class _CrashAt202:

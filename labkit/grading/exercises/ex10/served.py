@@ -34,6 +34,7 @@ from labkit.grading.exercises.ex10.harness import (
     CLOCK_SHIFT_ENV,
     CRASH_AFTER_ENQUEUE_ENV,
     CRASH_ENV,
+    LOG_RECORDS_ENV,
     NOT_STARTED_STATUS,
     RENEWED_TOKENS_ENV,
     SLOW_ENQUEUE_ENV,
@@ -93,6 +94,8 @@ class App:
     log: Path
     #: The file whose existence makes the server's ``store.enqueue`` fail (``store_down``).
     down_flag: Path | None = None
+    #: Where the server's logging handlers also write (``served(..., log_everything=True)``).
+    records: Path | None = None
 
     def post(
         self, body: Any, token: str | None = ALICE, key: str | None = None, raw: bool = False
@@ -133,6 +136,20 @@ class App:
         if raw:
             headers.append((b"Connection", b"close"))
         return _answer(self, self.client.get(url, headers=headers), raw)
+
+    def output(self) -> str:
+        """All the server wrote: its stdout and stderr, then what its logging handlers
+        wrote (``served(..., log_everything=True)``), to a file of their own as well."""
+        texts = [
+            path.read_text(encoding="utf-8", errors="replace")
+            for path in (self.log, self.records)
+            if path is not None and path.exists()
+        ]
+        return "\n".join(texts)
+
+    def settle(self) -> None:
+        """Give the server a moment to log what it raised for a 5xx (``raw``) it answered."""
+        _wait_for_the_traceback(self)
 
     def log_tail(self, lines: int = 3) -> str:
         text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
@@ -200,6 +217,7 @@ def served(
     renewed_tokens: dict[str, str] | None = None,
     clock_at: float | None = None,
     store_fault: bool = False,
+    log_everything: bool = False,
 ) -> Iterator[App]:
     """Serve the student's ``ex10_app:app`` on ``db``; killed with its tree on the way out.
 
@@ -210,6 +228,8 @@ def served(
     ``renewed_tokens``: more ``{token: owner}`` pairs ``caller_of`` accepts there.
     ``clock_at``: the epoch time the server's wall clocks read as it starts.
     ``store_fault``: the app's store can be taken down while it runs (``App.store_down``).
+    ``log_everything``: the server logs from DEBUG up and flushes each printed line, and
+    what its logging handlers write is kept too (``App.output``).
     """
     if not (Path(ns.workdir) / APP_FILE).exists():
         raise CheckFailed(
@@ -231,6 +251,7 @@ def served(
         RENEWED_TOKENS_ENV,
         CLOCK_SHIFT_ENV,
         STORE_DOWN_ENV,
+        LOG_RECORDS_ENV,
     ):
         env.pop(name, None)
     if clock_at is not None:
@@ -249,6 +270,9 @@ def served(
     down_flag = db.with_name(f"server-{nth}.store-down") if store_fault else None
     if down_flag is not None:
         env[STORE_DOWN_ENV] = str(down_flag)
+    records = db.with_name(f"records-{nth}.log") if log_everything else None
+    if records is not None:
+        env[LOG_RECORDS_ENV] = str(records)
     folder = Path(tempfile.mkdtemp(prefix="ex10-", dir=SOCKETS))
     sock = listening_socket(folder / "http.sock")
     try:
@@ -265,7 +289,7 @@ def served(
         client = client_for(sock)
     finally:
         sock.close()
-    app = App(client, proc, log, down_flag)
+    app = App(client, proc, log, down_flag, records)
     try:
         try:
             wait_until_serving(
