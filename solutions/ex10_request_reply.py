@@ -74,6 +74,9 @@ def accept(
       to the owner. The same key with another body raises ``IdempotencyConflict``:
       answer 409 or 422 with a message that names the key.
     - A credential-looking field raises ``PayloadError``: answer 422 with its message.
+      Never log, print or raise with the body or the ``Authorization`` header as they
+      came (a refused body holds the very secret it was refused for): log what you
+      decided, the owner, the key and the job id.
     - Any other error of ``enqueue`` (the database locked or down) stored nothing: let it
       propagate (a 500) or answer 503, never a 2xx or a 4xx, so the client sends the
       request again later instead of dropping it.
