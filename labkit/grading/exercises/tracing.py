@@ -4,7 +4,11 @@
 read-then-write leaves (exercises 3 and 6). ``Watched`` counts the write statements,
 can crash (``SimulatedCrash``) right after the n-th one, as a killed process would stop
 there, and can pause after plain reads too (exercises 11-13). Both hand back ``Rows``
-when they had to read a statement to its end before returning.
+when they had to read a statement to its end before returning; ``Watched`` hands a plain
+SELECT back open, as a real cursor. ``LockedAtBegin`` meets the code's first ``BEGIN
+IMMEDIATE`` with the write lock held elsewhere. Whatever the code sets of the
+connection's transaction mode (``isolation_level``) reaches the connection, and
+``left_as_given`` says what a call left changed.
 
 A process killed at a crash runs nothing more: once a ``Watched`` connection's process
 is dead (its crash fired, or the harness called ``kill`` when it crashed elsewhere, in a
