@@ -1,4 +1,4 @@
-"""The shared harness tools of exercises 11-13: the watched connection and the forked racers."""
+"""The shared harness tools: the watched connections (read as real ones) and the forked racers."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from labkit.errors import SimulatedCrash
 from labkit.grading.exercises.racers import in_processes
-from labkit.grading.exercises.tracing import Watched
+from labkit.grading.exercises.tracing import LockedAtBegin, Watched, left_as_given
 
 
 def _db(path: Path) -> sqlite3.Connection:
@@ -52,9 +52,55 @@ def test_plain_reads_pause_and_statements_run_to_their_end(tmp_path: Path) -> No
     conn = _db(tmp_path / "t.db")
     watched = Watched(conn, pause=0.01)
     rows = watched.execute("INSERT INTO t VALUES (7) RETURNING x")
-    assert rows.rowcount == 1 and rows.fetchone() == (7,)
+    # Run to its end at once: another connection sees the row before it is fetched.
+    other = sqlite3.connect(tmp_path / "t.db")
+    assert other.execute("SELECT x FROM t").fetchall() == [(7,)]
+    other.close()
+    assert rows.fetchone() == (7,) and rows.rowcount == 1
     assert watched.execute("SELECT x FROM t").fetchall() == [(7,)]
     assert watched.pauses == 1
+
+
+def test_counts_and_cursors_read_as_a_real_connection_s(tmp_path: Path) -> None:
+    real, watched = _db(tmp_path / "a.db"), Watched(_db(tmp_path / "b.db"))
+
+    def seen(conn: sqlite3.Connection | Watched) -> list[object]:
+        conn.execute("INSERT INTO t VALUES (1), (2), (3)")
+        cur = conn.execute("UPDATE t SET x = x + 10 WHERE x <= 2 RETURNING x")
+        counts: list[object] = [cur.rowcount]  # 0: the rows are not fetched yet
+        counts += [cur.fetchone(), cur.rowcount, cur.fetchone(), cur.rowcount]
+        cur = conn.execute("UPDATE t SET x = x + 1 WHERE x = 3")
+        counts.append(cur.rowcount)
+        cur = conn.execute("SELECT x FROM t ORDER BY x")
+        return [*counts, cur.rowcount, type(cur).__name__, cur.fetchone()]
+
+    assert seen(watched) == seen(real) == [0, (11,), 0, (12,), 2, 1, -1, "Cursor", (4,)]
+
+
+def test_a_transaction_mode_set_on_the_wrapper_reaches_the_connection(tmp_path: Path) -> None:
+    conn = _db(tmp_path / "t.db")
+    watched = Watched(conn)
+    assert left_as_given(conn) == {}
+    watched.isolation_level = "IMMEDIATE"
+    watched.execute("INSERT INTO t VALUES (1)")  # Python's sqlite3 begins a transaction
+    assert conn.isolation_level == "IMMEDIATE"
+    assert left_as_given(conn) == {"isolation_level": "IMMEDIATE", "in_transaction": True}
+
+
+def test_a_begin_meets_the_lock_held_once_then_a_write_without_it_is_counted(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t.db"
+    locked = LockedAtBegin(_db(path), str(path))
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        locked.execute("BEGIN IMMEDIATE")
+    assert locked.refused and locked.unlocked_writes == 0
+    locked.execute("INSERT INTO t VALUES (1)")  # the error swallowed: no lock, no BEGIN
+    assert locked.unlocked_writes == 1
+    locked.execute("BEGIN IMMEDIATE")  # the holder let go: this one is not refused
+    locked.execute("INSERT INTO t VALUES (2)")
+    locked.execute("COMMIT")
+    assert locked.unlocked_writes == 1
 
 
 def test_racers_report_what_they_returned_or_raised() -> None:
