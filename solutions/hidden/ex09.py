@@ -119,10 +119,11 @@ def two_copies_of_a_key_at_once_apply_once(ns: Namespace) -> None:
         with stream(ns) as s:
             s.add("order:5", cents=500)
             s.add("order:5", cents=500)  # a producer's retry: the same key, a second entry
-            # Each consumer stops right after its first read of a done record until the
-            # other has read one too: both read before either writes.
-            runner = ("-m", "labkit.explore.killrun", str(log), "0",
-                      "--meet", str(meet), f"{s.prefix}:done:", "2")  # fmt: skip
+            # Each consumer stops right after each read of a record (a done record, a
+            # hash of them: any key but the stream's, the effects' and the dead letters')
+            # until the other has made as many: both make their last read before either
+            # writes, however early they looked first.
+            runner = s.racing(log, meet)
             a = s.start("a", idle_ms=600_000, runner=runner)
             b = s.start("b", idle_ms=600_000, runner=runner)
             s.finish(a, _("the first of two consumers"))
@@ -247,8 +248,7 @@ def returns_how_many_it_applied(ns: Namespace) -> None:
         s.add("order:2", cents=100)  # a copy of a key the first call applied
         tag = uuid.uuid4().hex[:8]
         meet, log = ns.workdir / f".labkit-meet-{tag}", ns.workdir / f".killrun-{tag}.log"
-        runner = ("-m", "labkit.explore.killrun", str(log), "0",
-                  "--meet", str(meet), f"{s.prefix}:done:", "2")  # fmt: skip
+        runner = s.racing(log, meet)
         try:
             b = s.start("b", runner=runner)
             c = s.start("c", runner=runner)

@@ -29,6 +29,24 @@ _OWN_READ = (
     '{stream: "0"}, count=1)\n        entries = [e for _s, found in rows for e in found if e[1]]\n'
 )
 
+#: The reference's apply step: the done record read under WATCH, then record, effect and
+#: XACK in the MULTI the WATCH guards.
+_APPLY = (
+    "            record = f\"{prefix}:done:{fields['key']}\"\n"
+    "            try:\n"
+    "                with r.pipeline(transaction=True) as pipe:\n"
+    "                    pipe.watch(record)\n"
+    "                    done_before = pipe.exists(record)\n"
+    "                    pipe.multi()\n"
+    "                    if not done_before:\n"
+    "                        pipe.set(record, entry_id)\n"
+    '                        pipe.rpush(effects, fields["key"])\n'
+    "                    pipe.xack(stream, GROUP, entry_id)\n"
+    "                    pipe.execute()\n"
+    "            except redis.WatchError:\n"
+    "                continue  # someone applied the key meanwhile: the entry comes round again\n"
+)
+
 ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
     # (name, the check that must fail, [(text in the reference, replacement)])
     (
@@ -1103,6 +1121,71 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
                 "            applied += len(gone)\n"
                 "            continue\n",
             )
+        ],
+    ),
+    (
+        # Killed right after the GETSET, the record says done and the effect never came:
+        # the restart only acknowledges the entry, and the key is lost for good.
+        "the done record claimed with GETSET, then the MULTI of the effect and the XACK",
+        "survives_a_kill_after_every_command",
+        [
+            (
+                _APPLY,
+                "            record = f\"{prefix}:done:{fields['key']}\"\n"
+                "            done_before = r.getset(record, entry_id) is not None\n"
+                "            with r.pipeline(transaction=True) as pipe:\n"
+                "                if not done_before:\n"
+                '                    pipe.rpush(effects, fields["key"])\n'
+                "                pipe.xack(stream, GROUP, entry_id)\n"
+                "                pipe.execute()\n",
+            )
+        ],
+    ),
+    (
+        # Two copies of a key at once both find no field before either writes one: both
+        # apply it.
+        "the done records kept in one hash, read with HGET outside a WATCH",
+        "two_copies_of_a_key_at_once_apply_once",
+        [
+            (
+                _APPLY,
+                '            done = f"{prefix}:done"\n'
+                '            done_before = r.hget(done, fields["key"]) is not None\n'
+                "            with r.pipeline(transaction=True) as pipe:\n"
+                "                if not done_before:\n"
+                '                    pipe.hset(done, fields["key"], entry_id)\n'
+                '                    pipe.rpush(effects, fields["key"])\n'
+                "                pipe.xack(stream, GROUP, entry_id)\n"
+                "                pipe.execute()\n",
+            )
+        ],
+    ),
+    (
+        # The look before run_job is harmless; the one that decides, after it, is made
+        # without WATCH: two copies that both pass it both apply the key.
+        "an early EXISTS of the done record before run_job, read again without WATCH",
+        "two_copies_of_a_key_at_once_apply_once",
+        [
+            (
+                _APPLY,
+                "            done_before = r.exists(record)\n"
+                "            with r.pipeline(transaction=True) as pipe:\n"
+                "                if not done_before:\n"
+                "                    pipe.set(record, entry_id)\n"
+                '                    pipe.rpush(effects, fields["key"])\n'
+                "                pipe.xack(stream, GROUP, entry_id)\n"
+                "                pipe.execute()\n",
+            ),
+            (
+                "            try:\n"
+                '                run_job(json.loads(fields["payload"]), deliveries)\n',
+                "            record = f\"{prefix}:done:{fields['key']}\"\n"
+                "            if r.exists(record):  # a copy of a done key: only XACK it\n"
+                "                r.xack(stream, GROUP, entry_id)\n"
+                "                continue\n"
+                "            try:\n"
+                '                run_job(json.loads(fields["payload"]), deliveries)\n',
+            ),
         ],
     ),
 ]

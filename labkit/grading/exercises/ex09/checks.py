@@ -20,9 +20,11 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from random import Random
 from typing import Any
 
 from labkit.clock import SystemClock
@@ -30,7 +32,7 @@ from labkit.explore.boundaries import Boundary
 from labkit.explore.killrun import read_log
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex09.commands import _foreign_names, _monitored
-from labkit.grading.exercises.killsweep import hash_salt, kill_targets, sweep_seed
+from labkit.grading.exercises.killsweep import hash_salt, sweep_seed, with_checks_sample
 from labkit.grading.stub import stub_error
 from labkit.lang import _
 
@@ -134,6 +136,16 @@ class Stream:
             stderr=subprocess.PIPE,
             text=True,
         )
+
+    def racing(self, log: Path, meet: Path, parties: int = 2) -> tuple[str, ...]:
+        """The runner (``start``'s ``runner``) of consumers made to race on one key: each
+        stops right after every read of a key other than the stream, the effects list and
+        the dead letters, and right before every write, until all ``parties`` got as far,
+        up to its first transaction or script. The look that decides, however late and
+        however made (EXISTS, GET, HGET, HEXISTS ...), is made by all before any writes."""
+        skip = ",".join([self.stream, f"{self.prefix}:effects", f"{self.prefix}:dead"])
+        return ("-m", "labkit.explore.killrun", str(log), "0",
+                "--meet", str(meet), str(parties), "--skip", skip)  # fmt: skip
 
     def finish(self, proc: subprocess.Popen[str], what: str, late_ok: bool = False) -> int:
         """Wait for a consumer to exit; its return code. Not started / hung become outcomes.
@@ -567,5 +579,24 @@ def _life(ns: Namespace, kill_after: int, tries: int = 2) -> list[Boundary]:
 )
 def survives_a_kill_after_every_command(ns: Namespace) -> None:
     probe = _life(ns, 0)
-    for k in kill_targets(len(probe), KILLS, sweep_seed()):
+    for k in with_checks_sample(_firsts_then_some(probe), len(probe), KILLS, sweep_seed()):
         _life(ns, k)
+
+
+def _firsts_then_some(found: list[Boundary]) -> Callable[[int, int, Random], list[int]]:
+    """A sample (for ``with_checks_sample``) that kills after the first time the consumer
+    sends each of its commands (the same command from the same line, the same commands
+    in one MULTI), then after a seeded sample of the others and after the last. The
+    first key is new: a gap between claiming its record and applying it (a GETSET, then
+    the MULTI) is there, not at the copy whose key is done; a sample of all the commands
+    of a chattier consumer may miss it."""
+    firsts = sorted({b.what + b.where: b.index for b in reversed(found)}.values())
+
+    def sample(count: int, limit: int, rng: Random) -> list[int]:
+        if count <= limit:
+            return list(range(1, count + 1))
+        chosen = {count, *(firsts if len(firsts) < limit else rng.sample(firsts, limit - 1))}
+        rest = [k for k in range(1, count + 1) if k not in chosen]
+        return sorted(chosen | set(rng.sample(rest, max(0, limit - len(chosen)))))
+
+    return sample
