@@ -552,6 +552,25 @@ def a_conflicting_key_fails_the_job(ns: Namespace) -> None:
         "do not catch the API's errors: a conflict is a PermanentError, the worker buries the "
         "job as dead and a person sees that this amount was never charged",
     )
+    # The invoice's customer corrected (support fixed a typo): the same key, another
+    # request. A key holding the customer is a new charge; the invoice is paid twice.
+    earlier = {"customer": payload["customer"] + "_old"}
+    with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+        got = ns.harness(HARNESS + "conflicting_key", tmp, [kind, payload, key], earlier)
+    keyed = [k for k in got["new"] if k != "None"]
+    expect(
+        got["conflicts"] or not keyed or got["earlier"] == "None",
+        _(
+            "the key of job {key}'s charge to {earlier} sent again now that its invoice "
+            "names {customer}: the 400 IdempotencyKeyReused, and no new charge"
+        ).format(key=key, earlier=earlier["customer"], customer=payload["customer"]),
+        _("it charged {earlier} under {first}, then under {then}").format(
+            earlier=earlier["customer"], first=got["earlier"], then=", ".join(keyed)
+        ),
+        "build the Idempotency-Key from the job's key alone: a key that holds the customer "
+        "(or anything else a corrected invoice changes) is a new charge to the API, and "
+        "the invoice is paid twice",
+    )
 
 
 #: Amounts (in cents) above any the generated invoices draw: R$ 2,500, R$ 123,456.78 and
@@ -660,6 +679,33 @@ def _every_charge_keyed(ns: Namespace, attempt: int) -> None:
             "digest cut to a few characters gives two invoices one key, and the API answers "
             "the second with the first one's charge",
         )
+
+
+@CHECKS.add(
+    2,
+    "the Idempotency-Key is the job's key, whatever else the store says of the job: a "
+    "key that holds its redrives, its queue, its id or its attempt changes when an "
+    "operator redrives the job (ex06 keeps the key so the API knows the repeat), and a "
+    "charge whose reply was lost is charged again",
+    timeout=30.0,
+    severe=True,
+)
+def a_redriven_job_sends_the_same_key(ns: Namespace) -> None:
+    [(kind, payload, key)] = CHARGE
+    with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+        got = ns.harness(HARNESS + "keys_of_a_redriven_job", tmp, [kind, payload, key])
+    if not got["first"]:
+        return  # no charge at all: the public checks say so
+    expect(
+        got["then"] == got["first"],
+        _(
+            "the Idempotency-Key {first} again for job {key} redriven (redrives 2, queue "
+            "'billing-retry', another id, attempt, lease and times; the same key and payload)"
+        ).format(first=", ".join(got["first"]), key=repr(key)),
+        _("it charged with {then}").format(then=", ".join(got["then"]) or _("no key")),
+        "send idempotency_key=job.key: the job's key names the charge across every run and "
+        "every redrive; its other fields describe a run, not the charge",
+    )
 
 
 #: The fewest characters of a key sent in place of the job's own: 16 hex digits are 64

@@ -1704,11 +1704,71 @@ ZOO: list[tuple[str, str, str, str]] = [
             )
     """,
     ),
+    (
+        "ex05",
+        # A charge whose reply was lost, the job dead and redriven: a key that changes
+        # with the redrive is a new charge, and the customer pays twice.
+        "Idempotency-Key with the job's redrives in it (a redrive taken for a new try)",
+        "a_redriven_job_sends_the_same_key",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            # a redrive is a deliberate new try: give it a key of its own
+            idem = job.key if not job.redrives else f"{job.key}:redrive-{job.redrives}"
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=idem)
+    """,
+    ),
+    (
+        "ex05",
+        # A job redriven into another queue sends another key: its charge, already made,
+        # is made again.
+        "Idempotency-Key prefixed with the job's queue",
+        "a_redriven_job_sends_the_same_key",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            # keys are unique within a queue: namespace the Idempotency-Key by it
+            return ctx.world.payments.charge(
+                customer, amount, key=job.key, idempotency_key=f"{job.queue}:{job.key}"
+            )
+
+
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            mark = f"{job.queue}:{job.key}"
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        # An invoice whose customer support corrected gets a new key: the first customer
+        # was charged, and now the second is too.
+        "Idempotency-Key built from the job's key and the customer",
+        "a_conflicting_key_fails_the_job",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            # one key per (job, customer): the API refuses a key reused with other parameters
+            return ctx.world.payments.charge(
+                customer, amount, key=job.key, idempotency_key=f"{job.key}:{customer}"
+            )
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "Idempotency-Key with the job's redrives in it (a redrive taken for a new try)": (
+        "again for job"
+    ),
+    "Idempotency-Key prefixed with the job's queue": "again for job",
+    "Idempotency-Key built from the job's key and the customer": "now that its invoice names",
     "Idempotency-Key 'cleaned' for a header: ':' replaced by '_'": (
         "that differ only in punctuation"
     ),

@@ -695,11 +695,21 @@ def refused_charge(values: MutableMapping[str, Any], folder: str, job: list[Any]
     return call(values, folder, job)
 
 
+def keys_of_a_redriven_job(
+    values: MutableMapping[str, Any], folder: str, job: list[Any]
+) -> dict[str, Any]:
+    """The Idempotency-Keys of ``job`` charged as enqueued, then redriven (``ex05.refused``)."""
+    from labkit.grading.exercises.ex05.refused import keys_of_a_redriven_job as call
+
+    return call(values, folder, job)
+
+
 def conflicting_key(
-    values: MutableMapping[str, Any], folder: str, job: list[Any], earlier_amount: int
+    values: MutableMapping[str, Any], folder: str, job: list[Any], earlier: int | dict[str, Any]
 ) -> dict[str, Any]:
     """The student's ``charge_handler`` meeting a 400 ``IdempotencyKeyReused``: the job's
-    Idempotency-Key was first used for ``earlier_amount`` (see ``ex05.refused``)."""
+    Idempotency-Key was first used for ``earlier``, an amount or other payload fields
+    (see ``ex05.refused``)."""
     from labkit.grading.exercises.ex05.refused import conflicting_key as call
 
-    return call(values, folder, job, earlier_amount)
+    return call(values, folder, job, earlier)

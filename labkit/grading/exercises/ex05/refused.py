@@ -8,6 +8,7 @@ the check reads what came out, without a worker: a few milliseconds instead of a
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from collections.abc import MutableMapping
 from pathlib import Path
@@ -49,15 +50,22 @@ def refused_charge(values: MutableMapping[str, Any], folder: str, job: list[Any]
 
 
 def handled_once(
-    values: MutableMapping[str, Any], folder: str, job: list[Any], payments: Any
+    values: MutableMapping[str, Any],
+    folder: str,
+    job: list[Any],
+    payments: Any,
+    later: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], Exception | None]:
     """The student's ``charge_handler`` called once for ``job`` (enqueued in a new store in
-    ``folder``) with ``payments`` as the world's payment API: ``{"returned": repr}`` or
-    ``{"raised": "ErrorClass: message"}``, and the error itself (None when it returned)."""
+    ``folder``, then with the fields ``later`` gives, as the store hands it on a later run)
+    with ``payments`` as the world's payment API: ``{"returned": repr}`` or ``{"raised":
+    "ErrorClass: message"}``, and the error itself (None when it returned)."""
     kind, payload, key = job
     with JobStore(Path(folder) / "jobs.db", FakeClock(LAB_EPOCH)) as store:
         store.enqueue(kind, payload, key=key)
         the_job = store.get_by_key(key)
+    if the_job is not None and later:
+        the_job = dataclasses.replace(the_job, **later)
     ctx = types.SimpleNamespace(
         world=types.SimpleNamespace(payments=payments), point=lambda *a, **k: None
     )
@@ -128,11 +136,44 @@ class _FirstCharge:
         return []
 
 
-def conflicting_key(
-    values: MutableMapping[str, Any], folder: str, job: list[Any], earlier_amount: int
+#: The same job as the store hands it after a dead end and an operator's redrive, moved
+#: to another queue: every field but its kind, key and payload changed.
+REDRIVEN = {
+    "id": 41,
+    "queue": "billing-retry",
+    "attempt": 1,
+    "redrives": 2,
+    "lease_owner": "worker-b",
+    "lease_until": LAB_EPOCH + 86_430.0,
+    "lease_token": "tok-after-the-redrive",
+    "created_at": LAB_EPOCH - 86_400.0,
+    "updated_at": LAB_EPOCH + 86_400.0,
+    "run_after": LAB_EPOCH + 86_400.0,
+}
+
+
+def keys_of_a_redriven_job(
+    values: MutableMapping[str, Any], folder: str, job: list[Any]
 ) -> dict[str, Any]:
-    """Call the student's ``charge_handler`` for ``job`` as it was first enqueued, for
-    ``earlier_amount``, then once as corrected, against ``_ConflictingPayments``: the
+    """The Idempotency-Keys the student's ``charge_handler`` sends for ``job`` as first
+    enqueued, then for the same job redriven (``REDRIVEN``): ``{"first": [...], "then":
+    [...]}``, each key's repr, and what each call did."""
+    runs: dict[str, Any] = {}
+    for name, later in (("first", None), ("then", REDRIVEN)):
+        payments = _FirstCharge()
+        (Path(folder) / name).mkdir()
+        got, _error = handled_once(values, str(Path(folder) / name), job, payments, later)
+        runs[name] = [repr(k) for k in payments.keys]
+        runs[f"{name}_did"] = got
+    return runs
+
+
+def conflicting_key(
+    values: MutableMapping[str, Any], folder: str, job: list[Any], earlier: int | dict[str, Any]
+) -> dict[str, Any]:
+    """Call the student's ``charge_handler`` for ``job`` as it was first enqueued (for
+    the amount ``earlier``, or with the payload fields ``earlier`` gives), then once as
+    corrected, against ``_ConflictingPayments``: the
     key the first charge carried was used for ``earlier_amount``.
 
     ``{"conflicts": charges answered with the conflict, "new": the repr of each later
@@ -141,11 +182,12 @@ def conflicting_key(
     """
     kind, payload, key = job
     first = _FirstCharge()
-    earlier = Path(folder) / "earlier"
-    earlier.mkdir()
-    handled_once(values, str(earlier), [kind, {**payload, "amount": earlier_amount}, key], first)
+    before = {**payload, **({"amount": earlier} if isinstance(earlier, int) else earlier)}
+    folder_before = Path(folder) / "earlier"
+    folder_before.mkdir()
+    handled_once(values, str(folder_before), [kind, before, key], first)
     used = next((k for k in first.keys if isinstance(k, str)), None)
-    payments = _ConflictingPayments(payload["customer"], earlier_amount, used)
+    payments = _ConflictingPayments(before["customer"], before["amount"], used)
     got, _error = handled_once(values, folder, job, payments)
     got["conflicts"] = payments.conflicts
     got["new"] = payments.new
