@@ -861,3 +861,76 @@ def a_scheduler_whose_clock_runs_behind_creates_nothing(ns: Namespace) -> None:
                 table=_held(keys, "nightly", [reference_key("nightly", fired)]),
             ),
         )
+
+
+#: Every quarter hour from 13:00 to 19:00 UTC on the two nights SUMMER_DST changes in
+#: 2026: on 4 April, 03:00 summer time is 02:00 again at 16:00 UTC (an hour of local
+#: clock times that happens twice); on 3 October, 02:00 jumps to 03:00 at 16:00 UTC.
+DST_NIGHTS = tuple(start + 900 * n for start in (1_775_307_600, 1_791_032_400) for n in range(25))
+
+
+@CHECKS.add(
+    2,
+    "make the key from the fire time itself (datetime.fromtimestamp(t, UTC)), not from "
+    "the local wall clock read back (time.localtime, a naive datetime, then astimezone): "
+    "on the night summer time ends one local hour happens twice, a naive time cannot say "
+    "which, and a slot of that hour gets the key of the one before, is taken for fired "
+    "and never runs",
+    severe=True,
+)
+def slot_key_holds_on_the_nights_summer_time_changes(ns: Namespace) -> None:
+    calls = [["hourly", t] for t in DST_NIGHTS]
+    got = ns.harness(HARNESS + "keys_in_zone", calls, SUMMER_DST)
+    wrong = [
+        (slot_iso(t), g["returned"] if "returned" in g else raised_text(g))
+        for t, g in zip(DST_NIGHTS, got, strict=True)
+        if g.get("returned") != reference_key("hourly", t)
+    ]
+    expect(
+        not wrong,
+        _(
+            "with TZ={tz}, the UTC key of each quarter hour of the two nights its summer time "
+            "begins and ends (4 April and 3 October 2026, 13:00 to 19:00 UTC)"
+        ).format(tz=SUMMER_DST),
+        _("{count} wrong, the first at {at}: {key}").format(
+            count=len(wrong), at=wrong[0][0] if wrong else "", key=wrong[0][1] if wrong else ""
+        ),
+    )
+
+
+DAY = 24 * HOUR
+
+
+@CHECKS.add(
+    2,
+    "a daily or weekly period is a multiple of period_s since the epoch like any other: "
+    "00:00 UTC, whatever the scheduler's zone. A grid moved to local midnight differs from "
+    "one machine to the next (two schedulers in two zones enqueue one night twice) and "
+    "from one night to the next when summer time changes",
+    severe=True,
+)
+def daily_slots_are_the_same_in_every_time_zone(ns: Namespace) -> None:
+    calls = [
+        [DAY, None, T0 - 3 * DAY, T0 + 2 * HOUR, "all"],
+        [DAY, T0 - DAY, T0 - 3 * DAY, T0 + 2 * DAY + 5 * HOUR, "all"],
+        [7 * DAY, None, JULY - 21 * DAY, JULY + 3 * HOUR, "all"],
+        [DAY, None, JULY - 2 * DAY, JULY + 13 * HOUR, "latest"],
+    ]
+
+    def due(period: int, last: float | None, since: float, now: float, how: str) -> list[float]:
+        first = -(-since // period) * period
+        slots = [s for s in range(int(first), int(now) + 1, period) if last is None or s > last]
+        return slots[-1:] if how == "latest" else slots
+
+    want = [due(*call) for call in calls]
+    for tz in ZONES:
+        got = ns.harness(HARNESS + "many_in_zone", "due_slots", calls, tz)
+        said = [g["returned"] if "returned" in g else raised_text(g) for g in got]
+        expect(
+            said == want,
+            _(
+                "with TZ={tz}, daily and weekly slots at multiples of period_s since the "
+                "epoch (00:00 UTC): {want}"
+            ).format(tz=tz, want=short_repr([[slot_iso(t) for t in w] for w in want], 300)),
+            short_repr([[slot_iso(t) for t in s] if isinstance(s, list) else s for s in said], 300),
+        )

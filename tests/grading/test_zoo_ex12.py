@@ -2139,11 +2139,66 @@ ZOO: list[tuple[str, str, str, str]] = [
             return created
     """,
     ),
+    (
+        "ex12",
+        # Right at every instant but the hour summer time repeats: its slots get the key
+        # of the hour before, are taken for fired, and never run.
+        "the slot key made from the local wall clock read back (time.localtime, then astimezone)",
+        "slot_key_holds_on_the_nights_summer_time_changes",
+        """
+        import time
+        from datetime import UTC, datetime
+
+
+        def slot_key(schedule: str, fire_time: float) -> str:
+            if not schedule or ":" in schedule:
+                raise ValueError(f"schedule name {schedule!r} must be non-empty and without ':'")
+            # the scheduler's wall clock, then converted to UTC (astimezone knows the zone's rules)
+            local = datetime(*time.localtime(fire_time)[:6])
+            return f"schedule:{schedule}:{local.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
+    """,
+    ),
+    (
+        "ex12",
+        # Two schedulers in two zones enqueue each night twice, and one in a summer-time
+        # zone runs a night twice when the clocks change.
+        "daily slots aligned to the scheduler's local midnight",
+        "daily_slots_are_the_same_in_every_time_zone",
+        """
+        from datetime import UTC, datetime
+
+        DAY = 86400
+
+
+        def due_slots(period_s, last, since, now, catch_up):
+            if period_s <= 0:
+                raise ValueError(f"period_s must be positive, not {period_s!r}")
+            if catch_up not in ("all", "latest"):
+                raise ValueError(f"catch_up must be 'all' or 'latest', not {catch_up!r}")
+            # A daily (or weekly) schedule fires at midnight where the scheduler runs, not at
+            # 00:00 UTC: shift the grid by the local offset.
+            offset = 0
+            if period_s % DAY == 0:
+                offset = datetime.fromtimestamp(now).astimezone().utcoffset().total_seconds()
+            slot = ((now + offset) // period_s) * period_s - offset
+            slots = []
+            while slot >= since and (last is None or slot > last):
+                slots.append(slot)
+                if catch_up == "latest":
+                    break
+                slot -= period_s
+            return slots[::-1]
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "the slot key made from the local wall clock read back (time.localtime, then astimezone)": (
+        "the UTC key of each quarter hour"
+    ),
+    "daily slots aligned to the scheduler's local midnight": "daily and weekly slots",
     "tick batches its inserts under isolation_level 'DEFERRED', the mode left set": (
         "to hand the connection back as it was given"
     ),

@@ -63,6 +63,15 @@ def keys_in_zone(values: MutableMapping[str, Any], calls: list[list[Any]], tz: s
         return [outcome(names["slot_key"], *call) for call in calls]
 
 
+def many_in_zone(
+    values: MutableMapping[str, Any], name: str, calls: list[list[Any]], tz: str
+) -> list[Any]:
+    """``NAME(*call)`` for each call, as outcomes, in a namespace imported (and run) with
+    the local time zone set to ``tz``."""
+    with _imported_in_zone(values, tz) as names:
+        return [outcome(names[name], *call) for call in calls]
+
+
 def many(values: MutableMapping[str, Any], name: str, calls: list[list[Any]]) -> list[Any]:
     """``NAME(*call)`` for each call, as outcomes (one round trip for many examples)."""
     with fresh_state(values):
