@@ -728,9 +728,9 @@ def a_step_found_done_says_skipped(ns: Namespace) -> None:
 @CHECKS.add(
     2,
     "key each step by the order's id and the step, not by the order's content (a hash of "
-    "the whole order dict, its amount, its sku): a job resumed after the customer changed "
-    "the e-mail address, the amount or the item sends other keys, and reserves, charges "
-    "or e-mails again",
+    "the whole order dict, its amount, its sku, its customer): a job resumed after the "
+    "customer changed the e-mail address, the amount, the item or the account sends other "
+    "keys, and reserves, charges or e-mails again",
     severe=True,
 )
 def a_resumed_order_with_a_new_address_is_charged_once(ns: Namespace) -> None:
@@ -791,6 +791,28 @@ def a_resumed_order_with_a_new_address_is_charged_once(ns: Namespace) -> None:
                 "resume whose order has a new e-mail address"
             ).format(order_id=mailed["id"]),
             _("e-mails to {addresses}").format(addresses=sent),
+        )
+        # A guest's order whose charge went through before the guest signed up: resumed,
+        # the order names the new account. A key holding the customer charges again.
+        guest = {"id": 13, "customer": "guest_8f3a", "email": "bia@example.com", "sku": "mug"}
+        guest["amount"] = 2100
+        signed = {**guest, "customer": "cus_bia"}
+        run(ns, folder, guest, crash_after="payments.charge")
+        ns.harness(HARNESS + "run", str(folder), signed, 1, None, False)
+        truth = world_of(folder)
+        paid = found(truth, guest)["payments"] + found(truth, signed)["payments"]
+        expect(
+            paid == [[guest["customer"], guest["amount"]]],
+            _(
+                "order {order_id} charged once, to {first} as first asked, after a crash "
+                "right after the charge and a resume whose order names another customer "
+                "({then}: the guest signed up)"
+            ).format(order_id=guest["id"], first=guest["customer"], then=signed["customer"]),
+            _("charges {charges}").format(charges=paid),
+            _(
+                "a key names one operation, whatever its details: build it from the order id "
+                "and the step only; the customer is a detail the order may correct"
+            ),
         )
 
 

@@ -1612,12 +1612,21 @@ ZOO: list[tuple[str, str, str, str]] = [
             ),
         ),
     ),
+    (
+        # An order resumed after its guest signed up names another customer: a key
+        # holding the customer is a new charge, the first one already paid.
+        "ex14",
+        "each step's key holds the customer id (a guest who signs up is charged again)",
+        "a_resumed_order_with_a_new_address_is_charged_once",
+        _edit(DO_STEP, ("order:{order['id']}", "order:{order['customer']}:{order['id']}")),
+    ),
 ]
 
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "each step's key holds the customer id (a guest who signs up is charged again)",
     "a decline told by its status code, exc.status == 400 (a card declined is a 402)",
     "a decline told by the word 'rejected' in the error's message",
     "each step's key holds the order id cut to its first 6 digits",
@@ -1691,6 +1700,9 @@ SEVERE = [
 
 #: What the named check must say it expected, for the entries that name it.
 SAYS = {
+    "each step's key holds the customer id (a guest who signs up is charged again)": (
+        "names another customer"
+    ),
     "a decline told by its status code, exc.status == 400 (a card declined is a 402)": (
         "status=402"
     ),
