@@ -2320,11 +2320,81 @@ ZOO: list[tuple[str, str, str, str]] = [
             return "permanent"
     """,
     ),
+    (
+        "ex04",
+        # A server that did the work and then closed without answering: the charge is sent
+        # again without a key, and the customer pays twice.
+        "http.client.RemoteDisconnected taken for never sent (a stale keep-alive, it was thought)",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        from http.client import RemoteDisconnected
+
+
+        def classify(error: BaseException) -> str:
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            # Nobody listened, or the server closed a stale keep-alive connection before it
+            # answered (RemoteDisconnected: "Remote end closed connection without response"):
+            # the request was never processed, safe to send again.
+            if isinstance(error, (ConnectionRefusedError, RemoteDisconnected)):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        # A TaskGroup's read timeout beside a refusal reads as never sent: the request
+        # that may have charged is sent again without a key.
+        "an ExceptionGroup judged by its most hopeful member",
+        "classify_permanent",
+        """
+        def classify(error: BaseException) -> str:
+            # asyncio.TaskGroup (Python 3.11) raises its failures together in an ExceptionGroup:
+            # judge them one by one, and retry when one of them may be retried.
+            if isinstance(error, BaseExceptionGroup):
+                verdicts = [classify(e) for e in error.exceptions]
+                for verdict in ("never_sent", "maybe_done"):
+                    if verdict in verdicts:
+                        return verdict
+                return "permanent"
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "http.client.RemoteDisconnected taken for never sent (a stale keep-alive, it was thought)": (
+        "without an idempotency_key"
+    ),
+    "an ExceptionGroup judged by its most hopeful member": "'permanent' for",
     "a status that is not an int turned into one with int(status)": "classify to return a value",
     "backoff without a cap": "delays within [0, 60]",
     "exponential backoff without jitter": "different delays (jitter)",

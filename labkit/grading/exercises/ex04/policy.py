@@ -52,6 +52,12 @@ MAYBE_DONE = {
     "BrokenPipeError()": {"type": "BrokenPipeError"},
     "ConnectionAbortedError()": {"type": "ConnectionAbortedError"},
     "ConnectionError()": {"type": "ConnectionError"},
+    # The standard library's own ConnectionResetError: a server (or a proxy) that closed
+    # the connection without answering may have done the work first.
+    "http.client.RemoteDisconnected() (closed without a response)": {
+        "type": "RemoteDisconnected",
+        "message": "Remote end closed connection without response",
+    },
     "ResponseLost() (a TransientError whose answer was lost)": {"type": "ResponseLost"},
     "HTTP 500": http(500),
     "HTTP 502": http(502),
@@ -109,6 +115,19 @@ PERMANENT = {
     "an HTTP error whose status is the text '503'": http("503"),
     "an HTTP error whose status is the float 503.0": http(503.0),
     "an HTTP error whose status is the text 'Service Unavailable'": http("Service Unavailable"),
+    # A TaskGroup's failures raised together: no rule names a group. Judged by its most
+    # hopeful member, a read timeout beside a refusal is retried without a key.
+    "ExceptionGroup([TimeoutError, ConnectionRefusedError]) (an asyncio.TaskGroup's)": {
+        "type": "ExceptionGroup",
+        "members": [
+            {"type": "TimeoutError", "message": "read timed out"},
+            {"type": "ConnectionRefusedError"},
+        ],
+    },
+    "ExceptionGroup([RateLimited()]) (one transient member, still a group)": {
+        "type": "ExceptionGroup",
+        "members": [{"type": "RateLimited"}],
+    },
 }
 #: An error that never reached the server, for the checks of the waiting rules.
 REFUSED = {"type": "ConnectionRefusedError"}
