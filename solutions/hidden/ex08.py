@@ -1210,7 +1210,8 @@ _LIMITS_PROBE = (
     "import json, ex08_tasks as m\n"
     "t = m.app.tasks['ex08.charge']\n"
     "print(json.dumps({'task_time_limit': t.time_limit or m.app.conf.task_time_limit,\n"
-    "  'task_soft_time_limit': t.soft_time_limit or m.app.conf.task_soft_time_limit}))\n"
+    "  'task_soft_time_limit': t.soft_time_limit or m.app.conf.task_soft_time_limit,\n"
+    "  'expires': str(t.expires) if t.expires is not None else None}))\n"
 )
 
 
@@ -1258,15 +1259,27 @@ def _limits_under(ns: Namespace, env: dict[str, str]) -> dict[str, object]:
 
 @CHECKS.add(
     1,
-    "no time limit on the charge (task_time_limit, task_soft_time_limit): a copy waiting "
-    "for its key is stopped, fails and is acknowledged, and if the copy it waited for rolls "
-    "back, nobody charges",
+    "no time limit and no expiry on the charge (task_time_limit, task_soft_time_limit, "
+    "@app.task(expires=...)): a copy waiting for its key is stopped, fails and is "
+    "acknowledged, and if the copy it waited for rolls back, nobody charges; a charge "
+    "sent through your task with an expiry and delivered after an outage is dropped unrun",
     timeout=TIMEOUT,
     severe=True,
 )
 def charge_may_wait_without_a_time_limit(ns: Namespace) -> None:
     limits = _charge_time_limits(ns)
+    expires = limits.pop("expires", None)
     set_ = {name: value for name, value in limits.items() if value}
+    expect(
+        expires is None,
+        _("the charge to never expire, so a copy delivered days late still runs"),
+        _("the task is declared with expires = {expires}").format(expires=expires),
+        _(
+            "drop expires from @app.task: a worker drops a message whose expiry has passed "
+            "without running it (it marks it revoked), and a charge sent before an outage "
+            "longer than that is never made; the dedup record already makes a late copy safe"
+        ),
+    )
     expect(
         not set_,
         _("the charge to run without a time limit, so a copy may wait for its key"),

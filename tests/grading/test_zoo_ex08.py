@@ -1127,6 +1127,15 @@ ZOO = [
         "worker_starts_and_charges_once",
     ),
     (
+        # "A charge not started within 10 minutes is stale": the worker drops a late
+        # message unrun (revoked), and a charge sent before an outage is never made.
+        "the charge declared with expires=600",
+        _replace('@app.task(name="ex08.charge")', '@app.task(name="ex08.charge", expires=600)'),
+        "charge_may_wait_without_a_time_limit",
+        "to never expire",
+        "worker_starts_and_charges_once",
+    ),
+    (
         # "inv_x" after "inv-x": LIKE's underscore matches the hyphen.
         "the dedup record looked up with LIKE (under a per-key lock)",
         _body(LIKE_UNDER_A_LOCK),
