@@ -2357,7 +2357,7 @@ ZOO: list[tuple[str, str, str, str]] = [
         # A TaskGroup's read timeout beside a refusal reads as never sent: the request
         # that may have charged is sent again without a key.
         "an ExceptionGroup judged by its most hopeful member",
-        "classify_permanent",
+        "gives_up_on_maybe_done_without_a_key",
         """
         def classify(error: BaseException) -> str:
             # asyncio.TaskGroup (Python 3.11) raises its failures together in an ExceptionGroup:
@@ -2394,7 +2394,7 @@ SAYS: dict[str, str] = {
     "http.client.RemoteDisconnected taken for never sent (a stale keep-alive, it was thought)": (
         "without an idempotency_key"
     ),
-    "an ExceptionGroup judged by its most hopeful member": "'permanent' for",
+    "an ExceptionGroup judged by its most hopeful member": "without an idempotency_key",
     "a status that is not an int turned into one with int(status)": "classify to return a value",
     "backoff without a cap": "delays within [0, 60]",
     "exponential backoff without jitter": "different delays (jitter)",

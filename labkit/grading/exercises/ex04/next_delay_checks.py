@@ -11,6 +11,7 @@ from labkit.grading.exercises.ex04.policy import (
     CHECKS,
     HARNESS,
     MAYBE_DONE,
+    PERMANENT,
     REFUSED,
     _number,
     _results,
@@ -67,6 +68,10 @@ def gives_up_on_maybe_done_without_a_key(ns: Namespace) -> None:
         for status, after in ((500, 5), (502, 30.0))
         for attempt in (1, 2)
     ]
+    # A TaskGroup's failures raised together, one of them a read timeout: permanent by
+    # the rules, and never retried without a key whichever member a policy reads.
+    group = "ExceptionGroup([TimeoutError, ConnectionRefusedError]) (an asyncio.TaskGroup's)"
+    cases += [(group, PERMANENT[group], 1)]
     # Each one right after never-sent errors, in the same process: a verdict cached by
     # id(error) hands the new error, built at the freed one's address, the old verdict;
     # one cached by the error's class hands a 500 the verdict of the 503 before it.
