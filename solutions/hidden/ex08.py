@@ -17,7 +17,10 @@ digest is too wide to find two such keys in time but under 64 bits fails all the
 ``dedup_commits_with_the_charge`` also sends a key the database refused again, and a
 new key, to the pool child that ran the refusal: nothing of it may stay behind there;
 and the killed key once more after its redelivery charged (a redelivery must leave its
-record too).
+record too); the refused charge must end after a few runs (``_refused_charge_ends``: a
+task that gives it back to the queue on a database error runs it forever), and a record
+with the queue's name in it (``_not_scoped_by_the_queue``) fails there, severe: workers
+on another queue that share the database charge the key again.
 It holds the task's key in ``processed``; a task that records the key under a name of
 its own ("charge:" + key, a digest) is sent the key again with that name held instead,
 and one that keeps its dedup in ``charges`` (a unique key, a lock) is held at its
@@ -716,6 +719,7 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
                         "charge's transaction",
                     )
                 if others:
+                    _not_scoped_by_the_queue(run, key, others)
                     source = (Path(run.ns.workdir) / "ex08_tasks.py").read_text(encoding="utf-8")
                     _one_record_per_key(
                         key,
@@ -850,7 +854,7 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
         refused = "inv-tx-refused"
         # Any record the refused run left, under whatever name the task records a key.
         before = _processed_keys(run)
-        run.send(refused, "cus_8", 2**40)
+        _refused_charge_ends(run, run.send(refused, "cus_8", 2**40), refused)
         run.settle()
         recorded = bool(_processed_keys(run) - before)
         expect(
@@ -908,6 +912,72 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
         redelivery_killed_after_each_commit(
             run, worker, made.get(task_id, []), len(made.get(retried[after], []))
         )
+
+
+#: Runs of one charge the database refuses that a task may make (a bounded retry), and
+#: seconds the check watches for more once the first run ended: a task that gives the
+#: message back on a database error (Reject(requeue=True), a retry without end) runs it
+#: again and again, some twenty times a second, and never lets go of its pool slot.
+REFUSED_RUNS = 5
+REFUSED_WATCH_S = 2.5
+
+
+def _refused_charge_ends(run: Ex08Run, task: str, key: str) -> None:
+    """Fail unless the run of ``task`` (a charge the database refuses) ends after a few
+    runs: failed and acknowledged, or dead-lettered, not given back to the queue forever."""
+
+    def starts() -> int:
+        return sum(
+            1 for event, t, *_rest in points.runs(run.folder) if event == "start" and t == task
+        )
+
+    with contextlib.suppress(TimeoutError):
+        harness.wait_until(
+            lambda: bool(run.returned().get(task)) or starts() > REFUSED_RUNS,
+            30,
+            "the refused charge's first run to end",
+        )
+    with contextlib.suppress(TimeoutError):
+        harness.wait_until(
+            lambda: starts() > REFUSED_RUNS, REFUSED_WATCH_S, "the refused charge to run again"
+        )
+    n = starts()
+    expect(
+        n <= REFUSED_RUNS,
+        _(
+            "a charge the database refused (an amount beyond INTEGER) for {key} to end after "
+            "at most {limit} runs: failed, or rejected without requeue"
+        ).format(key=repr(key), limit=REFUSED_RUNS),
+        _("it ran {count} times within {seconds:g} s, the message given back each time").format(
+            count=n, seconds=REFUSED_WATCH_S
+        ),
+        _(
+            "let the database's error fail the task: a failed task is acknowledged. A "
+            "Reject(requeue=True), or a retry with no max_retries, on a database error gives "
+            "the message back again and again: the same error every time, forever, and a "
+            "pool slot taken for good"
+        ),
+    )
+
+
+def _not_scoped_by_the_queue(run: Ex08Run, key: str, records: list[str]) -> None:
+    """Fail when a record the task left for ``key`` holds the name of the queue it
+    consumes (EX08_QUEUE): two worker pools on one database with different queues (a
+    queue moved) each find no record of the other's, and charge one key twice."""
+    scoped = [record for record in records if run.config.queue in record]
+    expect(
+        not scoped,
+        _("the task to insert its key {key} into processed").format(key=repr(key)),
+        _(
+            "it recorded {records} in processed: {queue} in it is the name of the queue "
+            "it consumes (EX08_QUEUE)"
+        ).format(records=scoped, queue=repr(run.config.queue)),
+        _(
+            "record the key itself: workers on another queue that share the database (a "
+            "queue moved, a second pool) record the key under another name, and a copy of "
+            "the message they run charges again"
+        ),
+    )
 
 
 def _both_copies_inside(run: Ex08Run, key: str, waited_for: str) -> None:

@@ -626,6 +626,27 @@ REFERENCE_CLAIM = """\
             return "already charged"
 """
 
+#: The reference's body, a database error turned into Reject(requeue=True): "a failed
+#: task is acknowledged and its charge lost", so it is given back to the broker instead.
+REJECT_REQUEUED = """\
+    try:
+        with connect() as conn, conn.transaction():
+            first = conn.execute(
+                "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING "
+                "RETURNING key",
+                (key,),
+            ).fetchone()
+            if first is None:
+                return "already charged"
+            conn.execute(
+                "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+                (key, customer, amount),
+            )
+    except psycopg.Error as exc:
+        raise Reject(exc, requeue=True)
+    return "charged"
+"""
+
 REFERENCE_CLAIM_ARGS = "            (key,),\n        ).fetchone()"
 REFERENCE_CHARGE_ARGS = "(key, customer, amount),"
 
@@ -1880,6 +1901,30 @@ ZOO = [
         ),
         "two_workers_at_once_charge_once",
         "on two workers",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # A refused charge (an amount beyond INTEGER) goes back to the queue on every run:
+        # redelivered forever, some twenty times a second, its pool slot taken for good.
+        "Reject(requeue=True) on any database error",
+        _both(
+            _replace(
+                "from celery import Celery\n",
+                "from celery import Celery\nfrom celery.exceptions import Reject\n",
+            ),
+            _body(REJECT_REQUEUED),
+        ),
+        "dedup_commits_with_the_charge",
+        "to end after at most",
+        "worker_starts_and_charges_once",
+    ),
+    (
+        # Two worker pools on one database with different EX08_QUEUE (a queue moved)
+        # record one key under two names, and both charge it.
+        "the dedup record scoped by the queue's name",
+        _salted("", 'f"{QUEUE}:{key}"'),
+        "dedup_commits_with_the_charge",
+        "into processed",
         "worker_killed_after_the_commit",
     ),
 ]
