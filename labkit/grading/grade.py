@@ -180,7 +180,10 @@ def grade_notebook(
                 name=notebook.name, error=f"{type(exc).__name__}: {str(exc)[:120]}"
             ),
         )
-    base = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=scratch_root()))
+    # The owner is in the folder's name from the moment it exists: a grader killed
+    # between making the folder and writing its pid file left a folder naming nobody,
+    # which no later grader cleaned (seen once in a test that kills a grader halfway).
+    base = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=scratch_root()))
     (base / SCRATCH_OWNER).write_text(str(os.getpid()))
     try:
         workdir = _fresh_folder(base, notebook, settings.confinement)
@@ -197,8 +200,9 @@ SCRATCH_PREFIX = "labkit-grade-"
 SCRATCH_OWNER = "grader.pid"
 
 
-#: The deepest unix socket a check makes in a student's folder, below the scratch root.
-_DEEPEST_SOCKET = len(f"/{SCRATCH_PREFIX}xxxxxxxx/student/work/{REDIS_SOCKET}")
+#: The deepest unix socket a check makes in a student's folder, below the scratch root
+#: (a pid of up to 7 digits, the highest pid_max Linux allows, in the folder's name).
+_DEEPEST_SOCKET = len(f"/{SCRATCH_PREFIX}4194304-xxxxxxxx/student/work/{REDIS_SOCKET}")
 
 
 def scratch_root(configured: Path | None = None) -> Path:
@@ -215,12 +219,15 @@ def scratch_root(configured: Path | None = None) -> Path:
 
 def sweep_abandoned(folder: Path | None = None) -> int:
     """Clean up the scratch folders of grading processes that died (a SIGKILL runs no
-    ``finally``): unmount each one's tmpfs and remove it. Folders of live processes, and
-    ones that name no process, are left alone. How many were cleaned."""
+    ``finally``): unmount each one's tmpfs and remove it. The owner is in the folder's
+    name (``labkit-grade-<pid>-...``), or in its pid file for a folder made before the
+    name held it. Folders of live processes, and ones that name no process, are left
+    alone. How many were cleaned."""
     cleaned = 0
     for base in Path(folder or scratch_root()).glob(f"{SCRATCH_PREFIX}*"):
+        named = re.fullmatch(rf"{SCRATCH_PREFIX}(\d+)-\w+", base.name)
         try:
-            pid = int((base / SCRATCH_OWNER).read_text())
+            pid = int(named[1]) if named else int((base / SCRATCH_OWNER).read_text())
         except (OSError, ValueError):
             continue
         if pid == os.getpid() or process_alive(pid):

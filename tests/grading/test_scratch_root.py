@@ -17,12 +17,14 @@ from typing import Any
 import pytest
 
 from labkit.grading.checks import CheckFailed
-from labkit.grading.grade import SCRATCH_PREFIX, scratch_root
+from labkit.grading.grade import SCRATCH_PREFIX, scratch_root, sweep_abandoned
 from labkit.grading.isolation.services import REDIS_SOCKET, SOCKET_PATH_MAX, private_redis
 
 
-def _deepest_socket(root: Path) -> Path:
-    return root / f"{SCRATCH_PREFIX}xxxxxxxx" / "student" / "work" / REDIS_SOCKET
+def _deepest_socket(root: Path, folder: str = f"{SCRATCH_PREFIX}4194304-xxxxxxxx") -> Path:
+    """The deepest socket under ``root``: a scratch folder named for its grader's pid (up
+    to 7 digits) and mkdtemp's 8 characters."""
+    return root / folder / "student" / "work" / REDIS_SOCKET
 
 
 def test_a_short_temporary_folder_is_used_as_it_is() -> None:
@@ -46,7 +48,8 @@ def test_a_temporary_folder_too_long_for_a_socket_falls_back_to_tmp(extra: int) 
 
 def test_the_ci_folder_that_broke_exercise_9_is_not_used() -> None:
     ci = Path("/tmp/pytest-of-root/pytest-103/popen-gw2/serviceclass0/scratch")
-    assert len(str(_deepest_socket(ci))) == SOCKET_PATH_MAX + 1  # what happened in CI
+    # What happened in CI, when the folder's name held no pid yet.
+    assert len(str(_deepest_socket(ci, f"{SCRATCH_PREFIX}xxxxxxxx"))) == SOCKET_PATH_MAX + 1
     assert scratch_root(ci) == Path("/tmp")
 
 
@@ -64,3 +67,24 @@ def test_a_socket_path_too_long_is_named_not_reported_as_a_dead_redis(tmp_path: 
     assert f"at most {SOCKET_PATH_MAX} bytes" in failed.value.expected
     assert str(workdir / REDIS_SOCKET) in failed.value.got
     assert "not yours" in (failed.value.hint or "")
+
+
+def test_a_killed_graders_folder_is_swept_even_before_its_pid_file_was_written(
+    tmp_path: Path,
+) -> None:
+    # A grader killed between making its folder and writing its pid file: the name says
+    # whose it is. A live grader's folder, and one that names nobody, stay.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    live = subprocess.Popen(["sleep", "30"])
+    try:
+        dead_one = tmp_path / f"{SCRATCH_PREFIX}{gone.pid}-abc_1234"
+        live_one = tmp_path / f"{SCRATCH_PREFIX}{live.pid}-def_5678"
+        nobody = tmp_path / f"{SCRATCH_PREFIX}cache-xyz"
+        for folder in (dead_one, live_one, nobody):
+            (folder / "student" / "work").mkdir(parents=True)
+        assert sweep_abandoned(tmp_path) == 1
+        assert not dead_one.exists() and live_one.exists() and nobody.exists()
+    finally:
+        live.kill()
+        live.wait()
