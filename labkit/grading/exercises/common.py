@@ -22,7 +22,7 @@ from typing import Any
 
 from labkit.grading.checks import CheckFailed, StudentRaised
 from labkit.grading.exercises.labdb import connect
-from labkit.grading.exercises.tracing import LockedAtBegin, Watched, left_as_given
+from labkit.grading.exercises.tracing import LockedAtBegin, Watched, with_what_it_left
 from labkit.grading.stub import is_stub
 from labkit.lang import _
 
@@ -182,6 +182,19 @@ def plain_row(row: Any) -> Any:
         return repr(row)[:200]
 
 
+@contextmanager
+def _kept_open(values: MutableMapping[str, Any], path: str) -> Iterator[sqlite3.Connection]:
+    """ONE connection to ``path`` for a run of calls, as a long-lived process keeps it,
+    the notebook's state fresh; closed after the last call, which rolls back whatever a
+    call left open."""
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            yield conn
+    finally:
+        conn.close()
+
+
 def on_one_connection(
     values: MutableMapping[str, Any], name: str, path: str, calls: list[list[Any]]
 ) -> list[dict[str, Any]]:
@@ -190,19 +203,12 @@ def on_one_connection(
     A failed call that leaves its transaction open spoils every later call on that
     connection; the connection is closed (rolled back) only after the last call. An
     outcome says under ``left`` what a call changed of the connection it was handed in
-    autocommit mode (``tracing.left_as_given``): a transaction still open, or a mode set.
+    autocommit mode (``tracing.with_what_it_left``): a transaction still open, or a mode set.
     """
-    conn = connect(path)
-    try:
-        with fresh_state(values):
-            got = []
-            for args in calls:
-                result = outcome(values[name], Watched(conn), *args)
-                left = left_as_given(conn)
-                got.append({**result, "left": left} if left else result)
-            return got
-    finally:
-        conn.close()
+    with _kept_open(values, path) as conn:
+        return [
+            with_what_it_left(outcome(values[name], Watched(conn), *args), conn) for args in calls
+        ]
 
 
 def begin_refused_once(
@@ -215,14 +221,10 @@ def begin_refused_once(
     """``name(conn, *args, **kwargs)`` whose first BEGIN IMMEDIATE fails "database is
     locked" (``tracing.LockedAtBegin``): the outcome, ``refused`` (whether it sent one)
     and ``unlocked_writes`` (the writes it sent after, without a transaction of its own)."""
-    conn = connect(path)
-    try:
+    with _kept_open(values, path) as conn:
         watched = LockedAtBegin(conn, path)
-        with fresh_state(values):
-            got = outcome(values[name], watched, *args, **(kwargs or {}))
+        got = outcome(values[name], watched, *args, **(kwargs or {}))
         return {**got, "refused": watched.refused, "unlocked_writes": watched.unlocked_writes}
-    finally:
-        conn.close()
 
 
 def interrupted_then_again(
@@ -239,17 +241,13 @@ def interrupted_then_again(
     open stays open on its long-lived connection. So all run on ONE connection, closed
     (rolled back) only after the last call. The first outcome says ``interrupted``.
     """
-    conn = connect(path)
-    try:
-        with fresh_state(values):
-            first = Watched(conn, crash_after=interrupt_after, crash_with=KeyboardInterrupt)
-            try:
-                got = [outcome(values[name], first, *calls[0])]
-            except KeyboardInterrupt:
-                got = [{"interrupted": True}]
-            if not first.crashed:
-                got = [{**got[0], "not_interrupted": True}]
-            got += [outcome(values[name], Watched(conn), *args) for args in calls[1:]]
-            return got
-    finally:
-        conn.close()
+    with _kept_open(values, path) as conn:
+        first = Watched(conn, crash_after=interrupt_after, crash_with=KeyboardInterrupt)
+        try:
+            got = [outcome(values[name], first, *calls[0])]
+        except KeyboardInterrupt:
+            got = [{"interrupted": True}]
+        if not first.crashed:
+            got = [{**got[0], "not_interrupted": True}]
+        got += [outcome(values[name], Watched(conn), *args) for args in calls[1:]]
+        return got

@@ -51,10 +51,10 @@ def because_of(check: str) -> str:
 
 def expect_left_as_given(got: list[dict[str, Any]], call: str, hint: str) -> None:
     """Every call of ``got`` (``common.on_one_connection``, or one outcome with its
-    ``left``) that returned left its
-    connection as it was handed over: autocommit mode, no transaction open. A mode set
-    on it (``conn.isolation_level = 'IMMEDIATE'``) turns each later write of the caller
-    into a transaction nobody commits, which holds the write lock; an open one, too."""
+    ``left``) that returned left its connection as it was handed over: autocommit mode,
+    no transaction open. A mode set on it (``conn.isolation_level = 'IMMEDIATE'``) turns
+    each later write of the caller into a transaction nobody commits, which holds the
+    write lock; an open one, too."""
     for n, result in enumerate(got, 1):
         left = result.get("left")
         if "returned" not in result or not left:

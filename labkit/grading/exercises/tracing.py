@@ -41,6 +41,17 @@ def verb_of(sql: str) -> str:
     return sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
 
 
+def begins_with_the_lock(sql: str) -> bool:
+    """Whether ``sql`` is a BEGIN that takes the write lock at once: IMMEDIATE or
+    EXCLUSIVE (a plain, DEFERRED BEGIN takes it at its first write)."""
+    words = sql.split(None, 2)
+    return (
+        len(words) > 1
+        and words[0].upper() == "BEGIN"
+        and words[1].upper().rstrip(";") in ("IMMEDIATE", "EXCLUSIVE")
+    )
+
+
 class WriteLock:
     """Whether a connection holds SQLite's write lock, from the statements sent on it."""
 
@@ -49,15 +60,11 @@ class WriteLock:
 
     def plain_read(self, conn: sqlite3.Connection, sql: str) -> bool:
         """Called before ``sql`` runs: True when it is a SELECT made without the lock."""
-        words = sql.split(None, 2)
-        verb = words[0].upper() if words else ""
+        verb = verb_of(sql)
         if not conn.in_transaction:
             self.held = False
         if verb == "BEGIN":
-            self.held = len(words) > 1 and words[1].upper().rstrip(";") in (
-                "IMMEDIATE",
-                "EXCLUSIVE",
-            )
+            self.held = begins_with_the_lock(sql)
         elif verb in WRITES:
             self.held = True  # a write takes the lock, in a transaction until it ends
         return verb == "SELECT" and not self.held
@@ -193,6 +200,12 @@ def left_as_given(conn: sqlite3.Connection) -> dict[str, Any]:
     return left
 
 
+def with_what_it_left(result: dict[str, Any], conn: sqlite3.Connection) -> dict[str, Any]:
+    """A call's outcome, with ``left`` (``left_as_given``) when it changed the connection."""
+    left = left_as_given(conn)
+    return {**result, "left": left} if left else result
+
+
 class Watched(_Wrapped):
     """A connection that counts writes, crashes after the ``crash_after``-th, pauses reads."""
 
@@ -287,12 +300,9 @@ class LockedAtBegin(Watched):
         self._without_lock = False
 
     def execute(self, sql: str, params: Any = ()) -> Any:
-        words = sql.split(None, 2) if isinstance(sql, str) else []
-        verb = words[0].upper() if words else ""
-        taking = verb == "BEGIN" and len(words) > 1
-        if taking and words[1].upper().rstrip(";") in ("IMMEDIATE", "EXCLUSIVE"):
-            if not self.refused:
-                return self._refused(sql, params)
+        verb = verb_of(sql)
+        if not self.refused and begins_with_the_lock(sql):
+            return self._refused(sql, params)
         if verb == "BEGIN":
             got = super().execute(sql, params)
             self._without_lock = False  # a transaction of its own, begun this time
@@ -315,7 +325,9 @@ class LockedAtBegin(Watched):
                 raise
             return got  # not refused after all (the code had the lock already)
         finally:
-            holder.execute("ROLLBACK")
+            # The holder may never have begun: the code's own transaction held the lock.
+            if holder.in_transaction:
+                holder.execute("ROLLBACK")
             holder.close()
             self._conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")
 

@@ -42,7 +42,7 @@ from labkit.grading.exercises.elsewhere import on_another_machine
 from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect, rows_of
 from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process, cells_run_again
-from labkit.grading.exercises.tracing import WRITES, Watched, left_as_given, verb_of
+from labkit.grading.exercises.tracing import WRITES, Watched, verb_of, with_what_it_left
 from labkit.grading.exercises.wallclock import RETRY_S, clock_moved, to_year_end
 from labkit.grading.stub import is_stub_text
 from labkit.world import World
@@ -544,8 +544,7 @@ def run_on_one_worker(
                     if watched is not first or not first.crashed:
                         raise  # a real Ctrl-C of the grader
                     got = {"interrupted": True}
-                left = left_as_given(conn)
-                runs.append({**got, "left": left} if left else got)
+                runs.append(with_what_it_left(got, conn))
         seen_by_another = _seen_by_another(path, orders[-1]["id"])
     finally:
         conn.close()
