@@ -708,6 +708,35 @@ def a_redriven_job_sends_the_same_key(ns: Namespace) -> None:
     )
 
 
+@CHECKS.add(
+    2,
+    "the ledger mark is the job's key, whatever else the store says of the job: a mark "
+    "that holds its redrives, its queue, its id or its attempt is not found when an "
+    "operator redrives the job, and its entry is posted twice",
+    timeout=30.0,
+    severe=True,
+)
+def a_redriven_job_finds_its_mark(ns: Namespace) -> None:
+    [(kind, payload, key)] = POST
+    with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+        got = ns.harness(HARNESS + "posts_of_a_redriven_job", tmp, [kind, payload, key])
+    if "returned" not in got["first"] or got["entries"] == 0:
+        return  # nothing posted at all: the public checks say so
+    expect(
+        got["entries"] == 1,
+        _(
+            "one ledger entry for job {key}, posted and then redriven (redrives 2, queue "
+            "'billing-retry', another id, attempt, lease and times; the same key and "
+            "payload): the second run finds the mark and skips"
+        ).format(key=repr(key)),
+        _("the ledger holds {entries} entries; the redriven run did {then}").format(
+            entries=got["entries"], then=got["then"].get("returned") or got["then"].get("raised")
+        ),
+        "mark and look up under job.key: the job's key names the entry across every run and "
+        "every redrive; its other fields describe a run, not the entry",
+    )
+
+
 #: The fewest characters of a key sent in place of the job's own: 16 hex digits are 64
 #: bits, which repeat once in some four billion invoices.
 SHORTEST = 16

@@ -1759,11 +1759,45 @@ ZOO: list[tuple[str, str, str, str]] = [
             )
     """,
     ),
+    (
+        "ex05",
+        "the ledger mark keyed with the job's redrives",
+        "a_redriven_job_finds_its_mark",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            mark = f"{job.key}#{job.redrives}"
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark keyed with the job's queue",
+        "a_redriven_job_finds_its_mark",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            mark = f"{job.queue}:{job.key}"
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "the ledger mark keyed with the job's redrives": "one ledger entry for job",
+    "the ledger mark keyed with the job's queue": "the second run finds the mark",
     "Idempotency-Key with the job's redrives in it (a redrive taken for a new try)": (
         "again for job"
     ),

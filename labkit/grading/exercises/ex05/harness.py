@@ -704,6 +704,15 @@ def keys_of_a_redriven_job(
     return call(values, folder, job)
 
 
+def posts_of_a_redriven_job(
+    values: MutableMapping[str, Any], folder: str, job: list[Any]
+) -> dict[str, Any]:
+    """The ledger entries of ``job`` posted as enqueued, then redriven (``ex05.refused``)."""
+    from labkit.grading.exercises.ex05.refused import posts_of_a_redriven_job as call
+
+    return call(values, folder, job)
+
+
 def conflicting_key(
     values: MutableMapping[str, Any], folder: str, job: list[Any], earlier: int | dict[str, Any]
 ) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from labkit.errors import PermanentError, TransientError
 from labkit.grading.exercises.common import fresh_state, need
 from labkit.grading.stub import is_stub
 from labkit.store import JobStore
+from labkit.world import World
 
 
 class _RefusingPayments:
@@ -55,11 +56,14 @@ def handled_once(
     job: list[Any],
     payments: Any,
     later: dict[str, Any] | None = None,
+    ledger: Any = None,
+    handler: str = "charge_handler",
 ) -> tuple[dict[str, Any], Exception | None]:
-    """The student's ``charge_handler`` called once for ``job`` (enqueued in a new store in
-    ``folder``, then with the fields ``later`` gives, as the store hands it on a later run)
-    with ``payments`` as the world's payment API: ``{"returned": repr}`` or ``{"raised":
-    "ErrorClass: message"}``, and the error itself (None when it returned)."""
+    """The student's ``charge_handler`` (or ``handler``) called once for ``job`` (enqueued
+    in a new store in ``folder``, then with the fields ``later`` gives, as the store hands
+    it on a later run) with ``payments`` as the world's payment API and ``ledger`` as its
+    ledger: ``{"returned": repr}`` or ``{"raised": "ErrorClass: message"}``, and the error
+    itself (None when it returned)."""
     kind, payload, key = job
     with JobStore(Path(folder) / "jobs.db", FakeClock(LAB_EPOCH)) as store:
         store.enqueue(kind, payload, key=key)
@@ -67,11 +71,11 @@ def handled_once(
     if the_job is not None and later:
         the_job = dataclasses.replace(the_job, **later)
     ctx = types.SimpleNamespace(
-        world=types.SimpleNamespace(payments=payments), point=lambda *a, **k: None
+        world=types.SimpleNamespace(payments=payments, ledger=ledger), point=lambda *a, **k: None
     )
     with fresh_state(values):
         try:
-            return {"returned": repr(need(values, "charge_handler")(the_job, ctx))}, None
+            return {"returned": repr(need(values, handler)(the_job, ctx))}, None
         except NotImplementedError as exc:
             if is_stub(exc):
                 raise
@@ -165,6 +169,24 @@ def keys_of_a_redriven_job(
         got, _error = handled_once(values, str(Path(folder) / name), job, payments, later)
         runs[name] = [repr(k) for k in payments.keys]
         runs[f"{name}_did"] = got
+    return runs
+
+
+def posts_of_a_redriven_job(
+    values: MutableMapping[str, Any], folder: str, job: list[Any]
+) -> dict[str, Any]:
+    """The student's ``post_handler`` run for ``job`` as first enqueued, then for the same
+    job redriven (``REDRIVEN``), both against one real ledger (a world file in ``folder``):
+    ``{"first": ..., "then": ...}`` (what each call did) and ``"entries"``, the ledger
+    entries posted in all."""
+    with World(Path(folder) / "world.db", FakeClock(LAB_EPOCH)) as world:
+        runs: dict[str, Any] = {}
+        for name, later in (("first", None), ("then", REDRIVEN)):
+            (Path(folder) / name).mkdir()
+            runs[name], _error = handled_once(
+                values, str(Path(folder) / name), job, None, later, world.ledger, "post_handler"
+            )
+        runs["entries"] = len(world.effects(service="ledger"))
     return runs
 
 
