@@ -74,6 +74,7 @@ from labkit.grading.exercises.ex08.records import (
     clock_fields_in,
     colliding_keys,
     deletes_in,
+    digest_with,
     host_in,
     short_digest_of,
 )
@@ -962,15 +963,21 @@ def _refused_charge_ends(run: Ex08Run, task: str, key: str) -> None:
 
 def _not_scoped_by_the_queue(run: Ex08Run, key: str, records: list[str]) -> None:
     """Fail when a record the task left for ``key`` holds the name of the queue it
-    consumes (EX08_QUEUE): two worker pools on one database with different queues (a
-    queue moved) each find no record of the other's, and charge one key twice."""
+    consumes (EX08_QUEUE), as it is or inside a digest: two worker pools on one database
+    with different queues (a queue moved) each find no record of the other's, and charge
+    one key twice."""
     scoped = [record for record in records if run.config.queue in record]
+    if not scoped:
+        source = (Path(run.ns.workdir) / "ex08_tasks.py").read_text(encoding="utf-8")
+        affixes = affixes_in(source, (run.config.queue,)) + (run.config.queue,)
+        hidden = digest_with(records, key, run.config.queue, affixes)
+        scoped = [] if hidden is None else [hidden]
     expect(
         not scoped,
         _("the task to insert its key {key} into processed").format(key=repr(key)),
         _(
-            "it recorded {records} in processed: {queue} in it is the name of the queue "
-            "it consumes (EX08_QUEUE)"
+            "it recorded {records} in processed, made with the name of the queue it "
+            "consumes, {queue} (EX08_QUEUE), as it is or inside a digest"
         ).format(records=scoped, queue=repr(run.config.queue)),
         _(
             "record the key itself: workers on another queue that share the database (a "

@@ -1927,6 +1927,14 @@ ZOO = [
         "into processed",
         "worker_killed_after_the_commit",
     ),
+    (
+        # The same, the queue's name hidden in a digest: the record shows no name.
+        "the dedup record a digest of the queue's name and the key",
+        _salted("import hashlib\n", 'hashlib.sha256(f"{QUEUE}:{key}".encode()).hexdigest()'),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
+    ),
 ]
 
 

@@ -298,6 +298,19 @@ def _short_digest_by_token(
     return None
 
 
+def digest_with(records: list[str], key: str, name: str, affixes: tuple[str, ...]) -> str | None:
+    """The record in ``records`` that holds a hex digest (its first 64 bits at least) of
+    ``key`` joined to one of ``affixes`` that holds ``name`` (a queue's name hidden in a
+    ``sha256(f"{QUEUE}:{key}")``), or None."""
+    for text in (t for a in affixes if name in a for t in (a + key, key + a)):
+        for algorithm in ALGORITHMS:
+            head = _hex(algorithm, text)[: SAFE_BITS // 4]
+            found = next((r for r in records if head in r.lower()), None)
+            if found is not None:
+                return found
+    return None
+
+
 def affixes_in(source: str, names: tuple[str, ...]) -> tuple[str, ...]:
     """Short strings a task may put before or after a key it digests: the string
     constants of its module (the literal parts of f-strings too), alone and next to
