@@ -394,16 +394,39 @@ def a_long_table_still_gives_its_ready_job(ns: Namespace) -> None:
     "like an empty queue, and the workers poll it forever without a word",
 )
 def a_database_error_comes_out(ns: Namespace) -> None:
-    with lab_file(ns) as (conn, path):
-        add_job(conn, "mail:1:send:v1")
-        conn.execute("ALTER TABLE jobs RENAME TO jobs_before_migration")
-        result = ns.harness(HARNESS + "claim", str(path), "w1", 100.0, 30.0)
-    expect(
-        "raised" in result,
-        "an error (sqlite3.OperationalError: no such table: jobs) from claim on a database "
-        "whose jobs table is gone",
-        _("it returned {returned}").format(returned=repr(result.get("returned"))),
+    # Each class of error a claim's write can meet: a table gone, a write refused
+    # (IntegrityError, as a constraint or a trigger refuses it), a write that fails
+    # midway (OperationalError, of the class of a full disk). Swallowing one class of
+    # them only, as "another worker took it first", shows as well.
+    breaks = (
+        (
+            "ALTER TABLE jobs RENAME TO jobs_before_migration",
+            _(
+                "on a database whose jobs table is gone (sqlite3.OperationalError: no such "
+                "table: jobs)"
+            ),
+        ),
+        (
+            "CREATE TRIGGER refuse BEFORE UPDATE ON jobs"
+            " BEGIN SELECT RAISE(ABORT, 'the write was refused'); END",
+            _("whose write the database refuses (sqlite3.IntegrityError)"),
+        ),
+        (
+            "CREATE TRIGGER refuse BEFORE UPDATE ON jobs"
+            " BEGIN SELECT abs(-9223372036854775808); END",
+            _("whose write fails midway, as on a full disk (sqlite3.OperationalError)"),
+        ),
     )
+    for broken, how in breaks:
+        with lab_file(ns) as (conn, path):
+            add_job(conn, "mail:1:send:v1")
+            conn.execute(broken)
+            result = ns.harness(HARNESS + "claim", str(path), "w1", 100.0, 30.0)
+        expect(
+            "raised" in result,
+            _("an error from a claim {how}").format(how=how),
+            _("it returned {returned}").format(returned=repr(result.get("returned"))),
+        )
 
 
 def _roll_back_whatever_it_raises() -> str:

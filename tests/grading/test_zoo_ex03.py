@@ -2425,11 +2425,130 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if taken is None else dict(taken)
     """,
     ),
+    (
+        "ex03",
+        "SELECT, then an UPDATE guarded by the updated_at it read",
+        "no_double_claim_under_a_race",
+        """
+        def claim(conn, worker: str, now: float, lease_s: float):
+            # Optimistic: read the next ready job, then take it only if nobody changed it since
+            # (updated_at is "when the row last changed": our version stamp).
+            while True:
+                seen = conn.execute(
+                    '''
+                    SELECT id, updated_at FROM jobs
+                     WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                        OR (state = 'running' AND lease_until <= :now)
+                     ORDER BY run_after, id
+                     LIMIT 1
+                    ''',
+                    {"now": now},
+                ).fetchone()
+                if seen is None:
+                    return None
+                row = conn.execute(
+                    '''
+                    UPDATE jobs
+                       SET state = 'running',
+                           attempt = attempt + 1,
+                           lease_owner = :worker,
+                           lease_until = :now + :lease_s,
+                           lease_token = lower(hex(randomblob(16))),
+                           updated_at = :now
+                     WHERE id = :id AND updated_at = :seen
+                    RETURNING *
+                    ''',
+                    {"worker": worker, "now": now, "lease_s": lease_s, "id": seen["id"],
+                     "seen": seen["updated_at"]},
+                ).fetchone()
+                if row is not None:
+                    return dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "SELECT, then an UPDATE guarded by the lease_owner it read",
+        "no_double_claim_under_a_race",
+        """
+        def claim(conn, worker: str, now: float, lease_s: float):
+            # Optimistic: read the next ready job, then take it only if its lease is still the
+            # one we saw (nobody leased it in between).
+            while True:
+                seen = conn.execute(
+                    '''
+                    SELECT id, lease_owner FROM jobs
+                     WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                        OR (state = 'running' AND lease_until <= :now)
+                     ORDER BY run_after, id
+                     LIMIT 1
+                    ''',
+                    {"now": now},
+                ).fetchone()
+                if seen is None:
+                    return None
+                row = conn.execute(
+                    '''
+                    UPDATE jobs
+                       SET state = 'running',
+                           attempt = attempt + 1,
+                           lease_owner = :worker,
+                           lease_until = :now + :lease_s,
+                           lease_token = lower(hex(randomblob(16))),
+                           updated_at = :now
+                     WHERE id = :id AND lease_owner IS :seen
+                    RETURNING *
+                    ''',
+                    {"worker": worker, "now": now, "lease_s": lease_s, "id": seen["id"],
+                     "seen": seen["lease_owner"]},
+                ).fetchone()
+                if row is not None:
+                    return dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "claim answers None on an IntegrityError ('another worker took it first')",
+        "a_database_error_comes_out",
+        """
+        import sqlite3
+
+
+        def claim(conn, worker: str, now: float, lease_s: float):
+            try:
+                row = conn.execute(
+                    '''
+                    UPDATE jobs
+                       SET state = 'running',
+                           attempt = attempt + 1,
+                           lease_owner = :worker,
+                           lease_until = :now + :lease_s,
+                           lease_token = lower(hex(randomblob(16))),
+                           updated_at = :now
+                     WHERE id = (
+                           SELECT id FROM jobs
+                            WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                               OR (state = 'running' AND lease_until <= :now)
+                            ORDER BY run_after, id
+                            LIMIT 1)
+                    RETURNING *
+                    ''',
+                    {"worker": worker, "now": now, "lease_s": lease_s},
+                ).fetchone()
+            except sqlite3.IntegrityError:
+                return None  # another worker took the job first: nothing for us
+            return None if row is None else dict(row)
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "SELECT, then an UPDATE guarded by the updated_at it read": (
+        "each job claimed by exactly one worker"
+    ),
+    "SELECT, then an UPDATE guarded by the lease_owner it read": ("exactly one of two workers"),
+    "claim answers None on an IntegrityError ('another worker took it first')": "IntegrityError",
     "a BEGIN IMMEDIATE refused 'database is locked' swallowed, the claim going on without it": (
         "whose BEGIN IMMEDIATE fails 'database is locked'"
     ),

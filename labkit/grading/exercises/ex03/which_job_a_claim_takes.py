@@ -109,11 +109,19 @@ def no_double_claim_under_a_race(ns: Namespace) -> None:
     _one_worker_claims_again(ns)
     workers, n_jobs = 4, 6
     with lab_file(ns) as (conn, path):
-        # A third of the jobs failed once and are due again; a third were running on a
-        # worker that died (lease expired at 50): a claim must take those in one step too,
-        # though their state stays 'running' (an UPDATE guarded by "state is still what I
-        # read" lets every worker in).
-        retried = {"state": "retry_wait", "attempt": 1, "run_after": 50.0}
+        # A third of the jobs failed once on one of these workers and are due again; a
+        # third were running on a worker that died (lease expired at 50); a third were
+        # enqueued at this very moment. A claim must take each in one step: an UPDATE
+        # guarded by "the row is still as I read it" (its state, owner or updated_at,
+        # which a claim may leave as they were) lets every worker in.
+        retried = {
+            "state": "retry_wait",
+            "attempt": 1,
+            "run_after": 50.0,
+            "lease_owner": "w1",
+            "lease_until": 40.0,
+            "lease_token": "old",
+        }
         orphaned = {
             "state": "running",
             "attempt": 1,
@@ -121,10 +129,11 @@ def no_double_claim_under_a_race(ns: Namespace) -> None:
             "lease_until": 50.0,
             "lease_token": "old",
         }
+        new = {"updated_at": 100.0}
         before = {}
         for i in range(n_jobs):
-            shape = (retried, orphaned, {})[i % 3]
-            before[add_job(conn, f"mail:{i}:send:v1", **shape)] = 1 if shape else 0
+            shape = (retried, orphaned, new)[i % 3]
+            before[add_job(conn, f"mail:{i}:send:v1", **shape)] = shape.get("attempt", 0)
         run = ns.harness(
             HARNESS + "race", str(path), workers, n_jobs + 2, 100.0, 30.0, RACE_PAUSE_S
         )
@@ -196,11 +205,25 @@ def _one_worker_claims_again(ns: Namespace) -> None:
 
 
 def _one_job_two_processes(ns: Namespace) -> None:
-    """Two workers in two processes, one ready job, every way one can overtake the other."""
+    """Two workers in two processes, one ready job, every way one can overtake the other.
+
+    The job's last run, on w2, failed at this very moment, and it is due again at once:
+    a claim that reads the row, then takes it only while its owner or updated_at are
+    still as read, lets w1 in after w2 took it (w2 leaves both as they were)."""
 
     def make(folder: Path) -> None:
         conn = lab_db(folder / "jobs.db")
-        add_job(conn, "mail:1:send:v1")
+        add_job(
+            conn,
+            "mail:1:send:v1",
+            state="retry_wait",
+            attempt=1,
+            run_after=100.0,
+            lease_owner="w2",
+            lease_until=130.0,
+            lease_token="old",
+            updated_at=100.0,
+        )
         conn.close()
 
     def judge(folder: Path, run: dict[str, Any]) -> tuple[bool, str]:
@@ -209,7 +232,7 @@ def _one_job_two_processes(ns: Namespace) -> None:
         with reading(folder / "jobs.db") as conn:
             [job] = all_jobs(conn)
         ended = [run[w]["ended"] for w in ("first", "second")]
-        ok = len(holders) == 1 and job["attempt"] == 1 and job["lease_owner"] == holders[0]
+        ok = len(holders) == 1 and job["attempt"] == 2 and job["lease_owner"] == holders[0]
         return ok, _(
             "claimed by {holders}; the job's lease_owner {owner}, attempt {attempt}; "
             "the workers {ended}"
