@@ -20,7 +20,11 @@ from labkit.grading.exercises.ex06.deadletters import (
     row_of,
 )
 from labkit.grading.exercises.ex06.redrive_races import TABLES
-from labkit.grading.exercises.helpers import expect_no_write_after_a_refused_begin, holds_for
+from labkit.grading.exercises.helpers import (
+    expect_no_write_after_a_refused_begin,
+    holds_for,
+    short_repr,
+)
 from labkit.grading.exercises.killsweep import after_every_kill
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
@@ -331,6 +335,37 @@ def redrive_has_no_cap_of_its_own(ns: Namespace) -> None:
     "that there was nothing to do",
 )
 def a_failed_write_comes_out(ns: Namespace) -> None:
+    # An IntegrityError (a constraint refuses the write) and an OperationalError (an
+    # integer overflow, of the class of a full disk): swallowing one class only shows.
+    for failure in (
+        "SELECT RAISE(ABORT, 'the write failed (a full disk, simulated)')",
+        "SELECT abs(-9223372036854775808)",
+    ):
+        _a_failed_write_comes_out(ns, failure)
+    # Another writer holds the lock past the busy timeout: the redrive's BEGIN IMMEDIATE
+    # fails once. Its error comes out, or it begins again and redrives; [] would tell the
+    # operator there was nothing dead.
+    with lab_file(ns) as (conn, path):
+        add_dead(conn, 2)
+        got = ns.harness(
+            HARNESS + "begin_refused_once", "redrive", str(path), [], {"limit": 2, "now": NOW}
+        )
+        still_dead = conn.execute("SELECT count(*) FROM jobs WHERE state = 'dead'").fetchone()[0]
+    expect(
+        not got.get("refused") or "raised" in got or still_dead == 0,
+        _(
+            "redrive(limit=2) whose BEGIN IMMEDIATE fails 'database is locked' to raise that "
+            "error, or to begin again and redrive the 2 dead jobs"
+        ),
+        _("it returned {value}, and {dead} jobs are still dead").format(
+            value=short_repr(got.get("returned")), dead=still_dead
+        ),
+        "let the error out (or try the BEGIN again): an empty list tells the operator there "
+        "was nothing to redrive",
+    )
+
+
+def _a_failed_write_comes_out(ns: Namespace, failure: str) -> None:
     with lab_file(ns) as (conn, path):
         add_dead(conn, 2)
         job = add_job(
@@ -343,10 +378,7 @@ def a_failed_write_comes_out(ns: Namespace) -> None:
             lease_token="tok-1",
             updated_at=NOW - 5,
         )
-        conn.execute(
-            "CREATE TRIGGER refuse BEFORE UPDATE OF state ON jobs "
-            "BEGIN SELECT RAISE(ABORT, 'the write failed (a full disk, simulated)'); END"
-        )
+        conn.execute(f"CREATE TRIGGER refuse BEFORE UPDATE OF state ON jobs BEGIN {failure}; END")
         calls = {
             "redrive(limit=2)": ns.harness(HARNESS + "redrive", str(path), limit=2, now=NOW),
             f"dead_letter(job {job}, 'tok-1')": ns.harness(

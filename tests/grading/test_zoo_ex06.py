@@ -2911,11 +2911,254 @@ ZOO: list[tuple[str, str, str, str]] = [
             return ids
     """,
     ),
+    (
+        "ex06",
+        "redrive takes jobs out of attempts in any state (a running last attempt too)",
+        "redrive_only_dead_jobs",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more): say how many dead jobs to redrive")
+            params = {"limit": limit, "kind": kind, "now": now}
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                # dead, or out of attempts (a job that cannot succeed is as good as dead)
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        '''
+                        SELECT id FROM jobs
+                         WHERE (state = 'dead' OR attempt >= max_attempts)
+                           AND (:kind IS NULL OR kind = :kind)
+                         ORDER BY updated_at, id
+                         LIMIT :limit
+                        ''',
+                        params,
+                    )
+                ]
+                if not dry_run:
+                    conn.execute(
+                        '''
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                               redrives = redrives + 1, updated_at = :now
+                         WHERE id IN (SELECT value FROM json_each(:ids))
+                        ''',
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive keeps a later run_after (max(run_after, now))",
+        "redrive_gives_a_fresh_start",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more): say how many dead jobs to redrive")
+            params = {"limit": limit, "kind": kind, "now": now}
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        '''
+                        SELECT id FROM jobs
+                         WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+                         ORDER BY updated_at, id
+                         LIMIT :limit
+                        ''',
+                        params,
+                    )
+                ]
+                if not dry_run:
+                    # never bring a job forward: it keeps a later run_after
+                    conn.execute(
+                        '''
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = max(run_after, :now),
+                               dead_reason = NULL, redrives = redrives + 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        ''',
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "dead_reason falls back to str(error) when no reason is given",
+        "dead_letter_hides_secrets",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                '''
+                UPDATE jobs
+                   SET state = 'dead', dead_reason = :reason, last_error = :error,
+                       lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now
+                 WHERE id = :id AND state = 'running' AND lease_token = :token
+                RETURNING id
+                ''',
+                {"id": job_id, "token": token, "reason": reason or str(error),
+                 "error": describe(error), "now": now},
+            ).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "redrive answers [] when its BEGIN IMMEDIATE meets 'database is locked'",
+        "a_failed_write_comes_out",
+        """
+        import sqlite3
+
+
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more): say how many dead jobs to redrive")
+            params = {"limit": limit, "kind": kind, "now": now}
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:
+                return []  # another operator is redriving right now: nothing for us to do
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        '''
+                        SELECT id FROM jobs
+                         WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+                         ORDER BY updated_at, id
+                         LIMIT :limit
+                        ''',
+                        params,
+                    )
+                ]
+                if not dry_run:
+                    conn.execute(
+                        '''
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                               redrives = redrives + 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        ''',
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter answers False on an OperationalError",
+        "a_failed_write_comes_out",
+        """
+        import sqlite3
+
+
+        def dead_letter(conn, job_id, token, reason, error, now):
+            try:
+                row = conn.execute(
+                    '''
+                    UPDATE jobs
+                       SET state = 'dead', dead_reason = :reason, last_error = :error,
+                           lease_owner = NULL, lease_until = NULL, lease_token = NULL,
+                           updated_at = :now
+                     WHERE id = :id AND state = 'running' AND lease_token = :token
+                    RETURNING id
+                    ''',
+                    {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                     "now": now},
+                ).fetchone()
+            except sqlite3.OperationalError:
+                return False  # database busy or read-only: we did not bury it
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "limit=None met by a comparison (a TypeError nobody raised)",
+        "redrive_requires_a_limit",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            '''Send up to ``limit`` dead jobs back to ``pending``; return their ids, oldest first.
+
+            - ``limit`` is required: raise ``ValueError`` when it is None or below 1, before
+              changing anything.
+            - Only ``dead`` jobs, and only of ``kind`` when it is given; oldest first
+              (``ORDER BY updated_at, id``), at most ``limit``.
+            - Each one is the same row with the same key (an UPDATE, never an INSERT), with
+              ``state = 'pending'``, ``attempt = 0``, ``run_after = now``, ``dead_reason =
+              NULL``, ``redrives = redrives + 1``, ``updated_at = now``.
+            - ``dry_run=True`` returns the ids that would be redriven and changes nothing.
+            - Two operators may redrive at the same moment: choose and change the jobs in one
+              write transaction (``conn.execute("BEGIN IMMEDIATE")``, the SELECT, the UPDATE,
+              ``COMMIT``), so each dead job is redriven once and you return only jobs you changed.
+            '''
+            if limit < 1:
+                raise ValueError("limit is required (1 or more): say how many dead jobs to redrive")
+            params = {"limit": limit, "kind": kind, "now": now}
+            # One write transaction: the jobs we pick are the jobs we change, even with
+            # another operator redriving at the same moment.
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [
+                    row["id"]
+                    for row in conn.execute(
+                        '''
+                        SELECT id FROM jobs
+                         WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)
+                         ORDER BY updated_at, id
+                         LIMIT :limit
+                        ''',
+                        params,
+                    )
+                ]
+                if not dry_run:
+                    conn.execute(
+                        '''
+                        UPDATE jobs
+                           SET state = 'pending', attempt = 0, run_after = :now, dead_reason = NULL,
+                               redrives = redrives + 1, updated_at = :now
+                         WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))
+                        ''',
+                        {"now": now, "ids": json.dumps(ids)},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "redrive takes jobs out of attempts in any state (a running last attempt too)": (
+        "only the dead job"
+    ),
+    "redrive keeps a later run_after (max(run_after, now))": "'run_after': 1000.0",
+    "dead_reason falls back to str(error) when no reason is given": "no secret of the error",
+    "redrive answers [] when its BEGIN IMMEDIATE meets 'database is locked'": (
+        "to raise that error, or to begin again"
+    ),
+    "dead_letter answers False on an OperationalError": "to raise the error of its failed UPDATE",
+    "limit=None met by a comparison (a TypeError nobody raised)": "ValueError for limit=None",
     "a BEGIN IMMEDIATE refused 'database is locked' swallowed, the redrive going on without it": (
         "whose BEGIN IMMEDIATE fails 'database is locked'"
     ),
@@ -2928,9 +3171,7 @@ SAYS: dict[str, str] = {
     "redrive turns PRAGMA synchronous OFF on its connection, for speed": (
         "NORMAL or FULL, never OFF"
     ),
-    "dead_letter sets PRAGMA synchronous = 0 before its UPDATE": (
-        "NORMAL or FULL, never OFF"
-    ),
+    "dead_letter sets PRAGMA synchronous = 0 before its UPDATE": ("NORMAL or FULL, never OFF"),
     "ties broken by last_error before id (ORDER BY updated_at, last_error, id)": (
         "then jobs 9 and 10"
     ),
