@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,38 @@ def a_broken_lock_path_is_not_already_running(ns: Namespace) -> None:
     )
 
 
+@CHECKS.add(
+    1,
+    "refuse another thread of the holder's own process too, at once: flock belongs to the "
+    "open file, so a thread that opens the file itself is refused like a second process; "
+    "a module-level threading.Lock or RLock that makes the threads take turns keeps it "
+    "waiting, and it runs the job again once the holder leaves",
+    timeout=20.0,
+    severe=True,
+)
+def a_thread_of_the_holders_process_is_refused(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        run = ns.harness(HARNESS + "attempt_from_a_thread_while_holding", str(path), 1.0)
+    expect("error" not in run, _("the with block to run and end"), run.get("error", ""))
+    answer = str(run["answer"])
+    expect(
+        bool(run["while_held"]) and answer.startswith("refused"),
+        _(
+            "AlreadyRunning at once (within 1 s) for another thread of the holder's process, "
+            "while the holder is still inside its with block"
+        ),
+        repr(answer)
+        if run["while_held"]
+        else _("no answer while the holder ran; once it let go, {answer}").format(
+            answer=repr(answer)
+        ),
+        _(
+            "take the lock with flock alone, on a file each attempt opens itself: a threading "
+            "lock around it makes a second thread wait for the holder instead of refusing it"
+        ),
+    )
+
+
 #: Holders that are alive though their file says otherwise: ``[text in the file, age in s]``.
 PLAIN_HOLDERS: list[list[Any]] = [
     ["", 0.0],
@@ -185,6 +218,26 @@ def refusal_when_the_file_names_nobody(ns: Namespace) -> None:
                 answer=repr(run["answer"]), again=repr(run["again"])
             ),
         )
+    # A refused attempt leaves the file as it is: one that wrote its own pid into the empty
+    # file before its flock (so the file "never names nobody") names itself, the process
+    # refused, as the holder, to its own refusals and to everyone else's.
+    empty = runs[0]
+    own = re.compile(rf"(?<!\d){empty['pid']}(?!\d)")
+    said = (empty["answer"] + " " + empty["again"]).replace(tmp, "")
+    expect(
+        empty["file"] == "" and not own.search(said),
+        _(
+            "the lock file still empty after two refused attempts while {who} holds the lock, "
+            "and no refusal naming the refused process's own pid, {pid}"
+        ).format(who=_who(0), pid=empty["pid"]),
+        _("the file then read {file}; the refusals said {answer}, then {again}").format(
+            file=repr(empty["file"][:80]), answer=repr(empty["answer"]), again=repr(empty["again"])
+        ),
+        _(
+            "write your pid only once flock gave you the lock: a refused attempt writes "
+            "nothing, or the file names the process refused as the holder"
+        ),
+    )
     # Pids run to 4194304 on a 64-bit Linux (pid_max): all seven digits are the holder's.
     pid = PLAIN_HOLDERS[1][0]
     expect(

@@ -2432,6 +2432,125 @@ ZOO: list[tuple[str, str, str, str]] = [
             return f"{source}:{type(entity_id).__name__}-{entity_id}:{action}:v{version}"
     """,
     ),
+    (
+        "ex01",
+        # "Rua A, 42" and "Rua A,42" give one JSON text once the blanks are replaced away.
+        "fingerprint of json's default output with ', ' and ': ' replaced by ',' and ':'",
+        "conflict_on_any_field",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+            text = text.replace(", ", ",").replace(": ", ":")
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of the JSON with every blank dropped ('Ana Maria' and 'AnaMaria' alike)",
+        "conflict_on_any_field",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, ensure_ascii=False).replace(" ", "")
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "key with ':' in a part percent-encoded, '%' left as is ('INV:7' and 'INV%3A7' alike)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            parts = [str(p).replace(":", "%3A") for p in (source, entity_id, action)]
+            return f"{parts[0]}:{parts[1]}:{parts[2]}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key parts normalised with NFC (a decomposed 'ç' and the composed one share a key)",
+        "key_names_the_intent",
+        """
+        import unicodedata
+        def operation_key(source, entity_id, action, version=1):
+            parts = [unicodedata.normalize("NFC", str(p)) for p in (source, entity_id, action)]
+            return f"{parts[0]}:{parts[1]}:{parts[2]}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "accept remembers keys normalised with NFC (a decomposed 'ç' and the composed one)",
+        "accept_does_not_confuse_keys",
+        """
+        import unicodedata
+        def accept(seen, key, payload):
+            key = unicodedata.normalize("NFC", key)
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        # list(set) follows the hash seed: caught whichever order this process writes.
+        "fingerprint with default=list for sets (a set and the list of its items alike)",
+        "fingerprint_tells_payloads_apart",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              default=list)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with default=repr (Decimal('19.90') and the text \"Decimal('19.90')\")",
+        "fingerprint_tells_payloads_apart",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              default=repr)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "conflict with the payload in a note (add_note: a card number in the logged traceback)",
+        "conflict_message_keeps_the_payload_out",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                exc = IdempotencyConflict(f"key {key!r} was first used with another payload")
+                exc.add_note(f"payload now: {payload!r}")
+                raise exc
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "conflict chained from an error that shows the payload (raise ... from ValueError)",
+        "conflict_message_keeps_the_payload_out",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                cause = ValueError(f"payload changed to {payload!r}")
+                raise IdempotencyConflict(f"key {key!r} reused with another payload") from cause
+            return False
+    """,
+    ),
 ]
 
 
@@ -2755,6 +2874,33 @@ SAYS: dict[str, str] = {
     "accept clears `seen` every 2**19 calls, counted in a class attribute": (
         "the first key still in `seen`"
     ),
+    "fingerprint of json's default output with ', ' and ': ' replaced by ',' and ':'": (
+        "'Rua A,42'"
+    ),
+    "fingerprint of the JSON with every blank dropped ('Ana Maria' and 'AnaMaria' alike)": (
+        "'AnaMaria'"
+    ),
+    "key with ':' in a part percent-encoded, '%' left as is ('INV:7' and 'INV%3A7' alike)": (
+        "'INV%3A7'"
+    ),
+    "key parts normalised with NFC (a decomposed 'ç' and the composed one share a key)": (
+        "('crm', 'Conceição', 'sync', 1)"
+    ),
+    "accept remembers keys normalised with NFC (a decomposed 'ç' and the composed one)": (
+        "'crm:Conceição:sync:v1'"
+    ),
+    "fingerprint with default=list for sets (a set and the list of its items alike)": (
+        "for a payload holding a set"
+    ),
+    "fingerprint with default=repr (Decimal('19.90') and the text \"Decimal('19.90')\")": (
+        "its repr() as text"
+    ),
+    "conflict with the payload in a note (add_note: a card number in the logged traceback)": (
+        "none of the payload's values"
+    ),
+    "conflict chained from an error that shows the payload (raise ... from ValueError)": (
+        "none of the payload's values"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -2875,6 +3021,11 @@ SEVERE = [
     "accept clears `seen` every 200,000 calls, the bound a default parameter",
     "accept from a factory whose closure clears `seen` every 50,000 new keys",
     "accept clears `seen` every 2**19 calls, counted in a class attribute",
+    "fingerprint of json's default output with ', ' and ': ' replaced by ',' and ':'",
+    "fingerprint of the JSON with every blank dropped ('Ana Maria' and 'AnaMaria' alike)",
+    "key with ':' in a part percent-encoded, '%' left as is ('INV:7' and 'INV%3A7' alike)",
+    "key parts normalised with NFC (a decomposed 'ç' and the composed one share a key)",
+    "accept remembers keys normalised with NFC (a decomposed 'ç' and the composed one)",
 ]
 
 
@@ -3141,6 +3292,27 @@ RIGHT: list[tuple[str, str, str]] = [
             if known != fp:
                 raise IdempotencyConflict(f"key {key!r} was first used with another payload")
             return False
+    """,
+    ),
+    (
+        "a conflict noting the fingerprints (add_note) and raised while handling a KeyError",
+        "conflict_message_keeps_the_payload_out",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            try:
+                known = seen[key]
+            except KeyError:
+                seen[key] = fp
+                return True
+            if known == fp:
+                return False
+            try:
+                raise ValueError(f"fingerprint {known[:12]} != {fp[:12]}")
+            except ValueError:
+                exc = IdempotencyConflict(f"key {key!r} was first used with another payload")
+                exc.add_note(f"first {known}, now {fp}")
+                raise exc
     """,
     ),
 ]

@@ -2524,6 +2524,156 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        "a watchdog thread lets go of the lock after 2 h, timed with time.monotonic_ns()",
+        "the_lock_lasts_the_whole_block",
+        """
+        import threading
+        import time
+
+        #: A hung job must not block every later run for ever: let go after two hours.
+        MAX_HOLD_NS = 2 * 3600 * 10**9
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            stop = threading.Event()
+            watchdog = None
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                started = time.monotonic_ns()
+
+                def watch():
+                    while not stop.wait(1):
+                        if time.monotonic_ns() - started > MAX_HOLD_NS:
+                            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)  # the job hangs: free the slot
+                            return
+
+                watchdog = threading.Thread(target=watch, daemon=True)
+                watchdog.start()
+                yield
+            finally:
+                stop.set()
+                if watchdog is not None:
+                    watchdog.join()
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a watchdog thread lets go of the lock after 2 h, timed with datetime.now()",
+        "the_lock_lasts_the_whole_block",
+        """
+        import threading
+        from datetime import datetime, timedelta
+
+        #: A hung job must not block every later run for ever: let go after two hours.
+        MAX_HOLD = timedelta(hours=2)
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            stop = threading.Event()
+            watchdog = None
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                started = datetime.now()
+
+                def watch():
+                    while not stop.wait(5):
+                        if datetime.now() - started > MAX_HOLD:
+                            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)  # the job hangs: free the slot
+                            return
+
+                watchdog = threading.Thread(target=watch, daemon=True)
+                watchdog.start()
+                yield
+            finally:
+                stop.set()
+                if watchdog is not None:
+                    watchdog.join()
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a module-level threading.RLock makes the process's threads take turns at the lock",
+        "a_thread_of_the_holders_process_is_refused",
+        """
+        import threading
+
+        #: flock belongs to the open file, and threads share a process: make this process's
+        #: threads take turns at the lock first (re-entrant, so a nested attempt is still refused).
+        _THREADS = threading.RLock()
+
+        @contextmanager
+        def single_instance(path):
+            with _THREADS:
+                fh = open(path, "a+")
+                try:
+                    try:
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        fh.seek(0)
+                        holder = fh.read().strip() or "unknown"
+                        raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                    fh.seek(0)
+                    fh.truncate()
+                    fh.write(str(os.getpid()))
+                    fh.flush()
+                    yield
+                finally:
+                    fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a new (empty) lock file given our pid before the flock, so it never names nobody",
+        "refusal_when_the_file_names_nobody",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                fh.seek(0)
+                if not fh.read().strip():
+                    # A new (empty) lock file: say who we are at once, so it never names nobody.
+                    fh.write(str(os.getpid()))
+                    fh.flush()
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
@@ -2744,6 +2894,18 @@ SAYS: dict[str, str] = {
     "`except Exception` around flock, to be safe": (
         "not AlreadyRunning, when flock fails with ENOLCK"
     ),
+    "a watchdog thread lets go of the lock after 2 h, timed with time.monotonic_ns()": (
+        "hours after it took the lock"
+    ),
+    "a watchdog thread lets go of the lock after 2 h, timed with datetime.now()": (
+        "hours after it took the lock"
+    ),
+    "a module-level threading.RLock makes the process's threads take turns at the lock": (
+        "another thread of the holder's process"
+    ),
+    "a new (empty) lock file given our pid before the flock, so it never names nobody": (
+        "still empty after two refused attempts"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -2792,6 +2954,9 @@ SEVERE = [
     "the lock file deleted at exit by a module-level ExitStack whose close atexit runs",
     "the path lowercased before opening (Report/job.lock taken as report/job.lock)",
     "the lock file deleted at exit by weakref.finalize(single_instance, _remove, path)",
+    "a watchdog thread lets go of the lock after 2 h, timed with time.monotonic_ns()",
+    "a watchdog thread lets go of the lock after 2 h, timed with datetime.now()",
+    "a module-level threading.RLock makes the process's threads take turns at the lock",
 ]
 
 
@@ -3285,6 +3450,62 @@ RIGHT: list[tuple[str, str, str]] = [
                 fh.write(f"{os.getpid()}")
                 fh.flush()
                 yield
+    """,
+    ),
+    (
+        "a module-level threading.Lock taken without waiting (blocking=False) before flock",
+        "a_thread_of_the_holders_process_is_refused",
+        """
+        import threading
+        _THREADS = threading.Lock()
+
+        @contextmanager
+        def single_instance(path):
+            if not _THREADS.acquire(blocking=False):
+                raise AlreadyRunning(f"{path} is held here (pid {os.getpid()})")
+            try:
+                with open(path, "a+") as fh:
+                    try:
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        fh.seek(0)
+                        holder = fh.read().strip() or "unknown"
+                        raise AlreadyRunning(f"{path} is held by pid {holder}") from None
+                    fh.seek(0)
+                    fh.truncate()
+                    fh.write(str(os.getpid()))
+                    fh.flush()
+                    yield
+            finally:
+                _THREADS.release()
+    """,
+    ),
+    (
+        "a lock that logs how long it was held, from time.monotonic_ns() and datetime.now()",
+        "the_lock_lasts_the_whole_block",
+        """
+        import logging, time
+        from datetime import datetime
+        log = logging.getLogger("ex02")
+
+        @contextmanager
+        def single_instance(path):
+            with open(path, "a+") as fh:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    raise AlreadyRunning(f"{path} is held by pid {fh.read().strip()}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                started, since = time.monotonic_ns(), datetime.now()
+                try:
+                    yield
+                finally:
+                    held_s = (time.monotonic_ns() - started) / 1e9
+                    log.info("held %s for %.1f s (since %s)", path, held_s, since)
     """,
     ),
 ]

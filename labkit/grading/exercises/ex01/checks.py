@@ -253,17 +253,25 @@ TWINS: list[tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]] = [
     # Dashes are part of an id: 'INV-7-1' and 'INV-71' are two invoices (an id "tidied"
     # with replace('-', '') gives both one key).
     (("billing", "INV-7-1", "charge", 1), ("billing", "INV-71", "charge", 1)),
+    # The same letters, decomposed ('c' + U+0327) and composed ('ç'): a key "normalised"
+    # with NFC (so a name typed on a Mac and on Linux agrees) gives both one key.
+    (("crm", "Conceic\u0327a\u0303o", "sync", 1), ("crm", "Conceição", "sync", 1)),
 ]
 #: Characters real ids contain (INV-2026-0042, Cus_AbC, billing.eu, shop/eu, 'INV 7'): a
 #: key joined with one of them, or with nothing, gives two intents the same key.
 JOINED_BY = ("_", "-", "", ".", "/", " ")
+#: How a key may "escape" ':' inside a part without escaping the escape itself: an id
+#: that already reads 'INV%3A7' (or 'INV\:7') then gets the key of 'INV:7'. '::' is
+#: what a key that collapses runs of ':' makes one with 'INV:7'.
+ESCAPED_COLONS = ("%3A", "%3a", "\\:", "::")
 #: An id, a source and an action holding the separator ':', each against the same part
-#: with its ':' replaced by a character ids hold, or dropped: a key that "escapes" ':' so
-#: (replace(':', '_'), replace(':', '')) gives 'INV:7' and 'INV_7' (or 'INV7') one key.
+#: with its ':' replaced by a character ids hold, dropped, or written escaped: a key that
+#: "escapes" ':' so (replace(':', '_'), replace(':', ''), replace(':', '%3A')) gives
+#: 'INV:7' and 'INV_7' (or 'INV7', 'INV%3A7') one key.
 COLON_TWINS = [
     (_with_part(part, value), _with_part(part, value.replace(":", sep)))
     for part, value in ((1, "INV:7"), (0, "shop:eu"), (2, "charge:full"))
-    for sep in JOINED_BY
+    for sep in (*JOINED_BY, *ESCAPED_COLONS)
 ]
 
 
@@ -465,6 +473,8 @@ def fingerprint_tells_payloads_apart(ns: Namespace) -> None:
                 "isoformat": _("its ISO text (isoformat())"),
                 "float": _("the float 19.9 (for Decimal('19.90'))"),
                 "list": _("the list of its items, sorted"),
+                "reversed": _("the list of its items, in reverse order"),
+                "repr": _("its repr() as text (\"Decimal('19.90')\")"),
             }.get(how, how)
             expected = _(
                 "a TypeError (json.dumps cannot encode it) for a payload holding {what}, or "

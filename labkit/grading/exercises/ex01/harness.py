@@ -164,6 +164,34 @@ def accept_calls(
     return {"results": results, "seen": {str(k): repr(v) for k, v in seen.items()}}
 
 
+def accept_calls_logged(values: MutableMapping[str, Any], calls: list[list[Any]]) -> dict[str, Any]:
+    """``accept_calls``, each error also as a logger writes it (``logging.exception``):
+    under ``"logged"``, ``traceback.format_exception`` of it, which holds its whole
+    message, its notes (``add_note``) and the errors chained to it (``raise ... from``,
+    or raised while handling another), where a card number may hide as well."""
+    import traceback
+
+    seen: dict[str, Any] = {}
+    caught: list[BaseException] = []
+    with fresh_state(values):
+        accept = need(values, "accept")
+
+        def logged(*args: Any) -> Any:
+            try:
+                return accept(*args)
+            except BaseException as exc:
+                caught.append(exc)
+                raise
+
+        results = []
+        for key, payload in calls:
+            result = outcome(logged, seen, key, payload)
+            if "raised" in result and caught:
+                result["logged"] = "".join(traceback.format_exception(caught[-1]))
+            results.append(result)
+    return {"results": results, "seen": {str(k): repr(v) for k, v in seen.items()}}
+
+
 #: What a worker whose locale is C/POSIX (a cron job, a bare container) says its text
 #: encoding is: ASCII, so text encoded "the locale's way" loses every other letter.
 C_LOCALE_ENCODING = "ANSI_X3.4-1968"
@@ -273,7 +301,8 @@ def fingerprints_of_values_and_their_text(values: MutableMapping[str, Any]) -> l
     For each pair: a description, the outcome for the payload holding a datetime or a
     Decimal (or a set), the outcome for the same payload holding the value's stand-in,
     and which stand-in: ``"text"`` (``str()``), ``"isoformat"`` (the datetime's ISO
-    text), ``"float"`` (the Decimal as a float) or ``"list"`` (the set's items, sorted).
+    text), ``"float"`` (the Decimal as a float), ``"repr"`` (the Decimal's ``repr()``),
+    ``"list"`` (the set's items, sorted) or ``"reversed"`` (the same, in the other order).
     JSON has no such types: ``json.dumps`` raises, it does not turn them into others.
     """
     import decimal
@@ -285,6 +314,11 @@ def fingerprints_of_values_and_their_text(values: MutableMapping[str, Any]) -> l
         ("datetime", due, due.isoformat(), "isoformat"),
         ("Decimal", price, float(price), "float"),
         ("set", {"gift", "express"}, ["express", "gift"], "list"),
+        # default=list writes a set's items in the order the set holds them, which follows
+        # the process's hash seed: one of the two orders is what it writes, on any seed.
+        ("set", {"gift", "express"}, ["gift", "express"], "reversed"),
+        # default=repr writes a Decimal as the text "Decimal('19.90')".
+        ("Decimal", price, repr(price), "repr"),
     ]
     with fresh_state(values):
         fingerprint = need(values, "payload_fingerprint")

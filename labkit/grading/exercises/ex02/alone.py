@@ -1,8 +1,8 @@
 """Exercise 2's harness: the student's lock in one process, against what surrounds it.
 
 Errors raised inside the block, a lock file this process may not open or lock, a second lock
-held at once, a plain ``flock`` holder in the same process, and the descriptors months
-of runs leave open. No child is forked here.
+held at once, a plain ``flock`` holder in the same process, an attempt from another of
+its threads, and the descriptors months of runs leave open. No child is forked here.
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ import errno
 import fcntl
 import os
 import pathlib
+import threading
 import time
 from collections.abc import MutableMapping
 from typing import Any
 from unittest import mock
 
 from labkit.grading.exercises.common import fresh_state, need, noted
-from labkit.grading.exercises.ex02.forking import attempt
+from labkit.grading.exercises.ex02.forking import attempt, file_text
 from labkit.grading.stub import is_stub
 
 
@@ -70,8 +71,9 @@ def attempts_beside_a_plain_holder(
 
     The holder is a plain ``flock`` on its own open file, alive all along: whatever its
     file says (nothing yet, a pid this process cannot see, an old date), the lock is held.
-    Each result: ``{"answer", "again", "same_file"}``, ``same_file`` False when the
-    attempts deleted or replaced the holder's file.
+    Each result: ``{"answer", "again", "same_file", "file", "pid"}``, ``same_file`` False
+    when the attempts deleted or replaced the holder's file, ``file`` its text after
+    them (still held), ``pid`` this process's, the one that tried.
     """
     out = []
     with fresh_state(values):
@@ -92,7 +94,16 @@ def attempts_beside_a_plain_holder(
                     same = os.stat(path).st_ino == inode
                 except OSError:
                     same = False
-            out.append({"answer": answer, "again": again, "same_file": same})
+                text_after = file_text(str(path))
+            out.append(
+                {
+                    "answer": answer,
+                    "again": again,
+                    "same_file": same,
+                    "file": text_after,
+                    "pid": os.getpid(),
+                }
+            )
     return out
 
 
@@ -106,6 +117,34 @@ def second_lock_in_one_process(
         lock = need(values, "single_instance")
         with noted(out), lock(first), lock(second):
             out["first_again"] = attempt(values, first)
+    return out
+
+
+def attempt_from_a_thread_while_holding(
+    values: MutableMapping[str, Any], path: str, patience: float
+) -> dict[str, Any]:
+    """Hold the lock here while another thread of this process tries; let go after
+    ``patience`` s without its answer, then wait for it a while.
+
+    flock belongs to an open file, not to a thread: a thread that opens the file itself
+    is refused at once, as a second process is. A lock that makes this process's threads
+    take turns first (a module-level threading.Lock or RLock) keeps the thread waiting,
+    and it runs the job once the holder leaves. ``{"answer": ..., "while_held": bool}``
+    (``answer`` "" when the thread had not answered even after the holder left).
+    """
+    out: dict[str, Any] = {"answer": ""}
+
+    def other() -> None:
+        out["answer"] = attempt(values, path)
+
+    with fresh_state(values):
+        attempt(values, path)  # here first, so a stub says "not started yet"
+        thread = threading.Thread(target=other, daemon=True)
+        with noted(out), need(values, "single_instance")(path):
+            thread.start()
+            thread.join(patience)
+            out["while_held"] = not thread.is_alive()
+        thread.join(5.0)
     return out
 
 

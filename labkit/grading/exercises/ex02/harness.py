@@ -12,6 +12,7 @@ file themselves.
 from __future__ import annotations
 
 from labkit.grading.exercises.ex02.alone import (
+    attempt_from_a_thread_while_holding,
     attempt_once,
     attempt_when_locking_fails,
     attempt_when_opening_is_refused,
@@ -46,6 +47,7 @@ from labkit.grading.exercises.ex02.watchdogs import (
 
 __all__ = [
     "attempt_after_a_forked_worker_left",
+    "attempt_from_a_thread_while_holding",
     "attempt_once",
     "attempt_when_locking_fails",
     "attempt_when_opening_is_refused",
@@ -73,6 +75,7 @@ __all__ = [
 # The checks call these on a thread of their own: a lock's signal.signal works as on
 # the main thread a job takes its lock on (``forking.signals_as_on_the_main_thread``).
 attempt_after_a_forked_worker_left = on_the_main_thread(attempt_after_a_forked_worker_left)
+attempt_from_a_thread_while_holding = on_the_main_thread(attempt_from_a_thread_while_holding)
 attempt_once = on_the_main_thread(attempt_once)
 attempt_when_locking_fails = on_the_main_thread(attempt_when_locking_fails)
 attempt_when_opening_is_refused = on_the_main_thread(attempt_when_opening_is_refused)

@@ -3,13 +3,14 @@
 A lock may start a thread, a ``threading.Timer`` or an alarm that lets go of the lock
 (closes or deletes the file) after a while, so a job that runs long loses its lock while
 it still runs. Here a forked child holds the lock while every sleep and timed wait
-returns at once and the clocks move on, so such a watchdog fires at once; this process
-then tries, and must be refused.
+returns at once and the clocks (``time``'s and ``datetime``'s) move on, so such a
+watchdog fires at once; this process then tries, and must be refused.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import fcntl
 import os
 import select
@@ -22,6 +23,7 @@ from typing import Any
 from labkit.grading.exercises.common import fresh_state, need
 from labkit.grading.exercises.ex02.forking import REAL_WRITE, Said, attempt, child, file_text
 from labkit.grading.exercises.ex02.holders import NEWCOMER
+from labkit.grading.exercises.wallclock import STEADY_CLOCK_IDS
 
 #: The real monotonic clock, for the waits of a child whose time flies (``_time_flies``).
 _REAL_MONOTONIC = time.monotonic
@@ -35,13 +37,25 @@ FLYING_S = 0.2
 LEAP_S = 900.0
 
 
+#: The clocks ``_time_flies`` moves that count in seconds, and their twins in nanoseconds.
+_CLOCKS = ("time", "monotonic", "perf_counter")
+_CLOCKS_NS = ("time_ns", "monotonic_ns", "perf_counter_ns")
+
+
 @contextlib.contextmanager
 def _time_flies(values: MutableMapping[str, Any]) -> Iterator[None]:
     """In this (forked) child: every sleep and timed wait returns at once, and the clocks
-    (time.time, time.monotonic) move on by what it was to wait, ``LEAP_S`` at least: a
-    watchdog thread or timer of seconds or hours fires within milliseconds."""
+    move on by what it was to wait, ``LEAP_S`` at least: a watchdog thread or timer of
+    seconds or hours fires within milliseconds. The clocks are time.time, time.monotonic
+    and time.perf_counter, their ``_ns`` twins, clock_gettime(_ns) of the wall and steady
+    clocks, and datetime's now(), utcnow() and today() (a watchdog timed with any of them
+    sees the hours go by)."""
     real_sleep, real_wait = time.sleep, threading.Condition.wait
-    clocks = {name: getattr(time, name) for name in ("time", "monotonic", "perf_counter")}
+    clocks = {name: getattr(time, name) for name in (*_CLOCKS, *_CLOCKS_NS)}
+    gettime = {name: getattr(time, name) for name in ("clock_gettime", "clock_gettime_ns")}
+    steady = {getattr(time, n) for n in STEADY_CLOCK_IDS if hasattr(time, n)}
+    moving = {time.CLOCK_REALTIME} | steady
+    real_datetime, real_date = _dt.datetime, _dt.date
     ahead = [0.0]
 
     def sleep(seconds: float) -> None:
@@ -59,22 +73,62 @@ def _time_flies(values: MutableMapping[str, Any]) -> Iterator[None]:
     def moved(real: Any) -> Any:
         return lambda: real() + ahead[0]
 
-    fast = {real_sleep: sleep, **{real: moved(real) for real in clocks.values()}}
+    def moved_ns(real: Any) -> Any:
+        return lambda: real() + int(ahead[0] * 1e9)
+
+    def clock_gettime(clock: int) -> float:
+        return float(gettime["clock_gettime"](clock) + (ahead[0] if clock in moving else 0.0))
+
+    def clock_gettime_ns(clock: int) -> int:
+        later = int(ahead[0] * 1e9) if clock in moving else 0
+        return int(gettime["clock_gettime_ns"](clock) + later)
+
+    class Flying(_dt.datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return real_datetime.now(tz) + _dt.timedelta(seconds=ahead[0])
+
+        @classmethod
+        def utcnow(cls) -> Any:
+            now = real_datetime.now(_dt.UTC).replace(tzinfo=None)
+            return now + _dt.timedelta(seconds=ahead[0])
+
+        @classmethod
+        def today(cls) -> Any:
+            return cls.now()
+
+    class FlyingDate(_dt.date):
+        @classmethod
+        def today(cls) -> Any:
+            return real_date.fromtimestamp(clocks["time"]() + ahead[0])
+
+    fast = {
+        real_sleep: sleep,
+        **{clocks[name]: moved(clocks[name]) for name in _CLOCKS},
+        **{clocks[name]: moved_ns(clocks[name]) for name in _CLOCKS_NS},
+        gettime["clock_gettime"]: clock_gettime,
+        gettime["clock_gettime_ns"]: clock_gettime_ns,
+    }
+    # The student's own names for the classes (from datetime import datetime, date) too;
+    # the module's datetime class is swapped, its date class stays (isinstance checks).
+    classes = {real_datetime: Flying, real_date: FlyingDate}
     setattr(time, "sleep", sleep)  # noqa: B010 - a plain assignment does not type-check
     setattr(threading.Condition, "wait", wait)  # noqa: B010
-    for name, real in clocks.items():
+    for name, real in (*clocks.items(), *gettime.items()):
         setattr(time, name, fast[real])
+    setattr(_dt, "datetime", Flying)  # noqa: B010
     for name, value in list(values.items()):  # in this child only: it never returns
-        for real, moving in fast.items():
+        for real, moving_one in (*fast.items(), *classes.items()):
             if value is real:
-                values[name] = moving
+                values[name] = moving_one
     try:
         yield
     finally:
         setattr(time, "sleep", real_sleep)  # noqa: B010
         setattr(threading.Condition, "wait", real_wait)  # noqa: B010
-        for name, real in clocks.items():
+        for name, real in (*clocks.items(), *gettime.items()):
             setattr(time, name, real)
+        setattr(_dt, "datetime", real_datetime)  # noqa: B010
 
 
 def _alarms_ring() -> None:
