@@ -306,8 +306,8 @@ THREADS = 4
     1,
     "the worker threads of a process share one breaker: failures from different threads "
     "count in the same row, every thread waits out the cooldown another thread's failure "
-    "started, one trial goes out whichever thread asks, and its result ends it whichever "
-    "thread records it (no threading.local, nothing keyed by the thread)",
+    "started, and one trial goes out whichever thread asks (no threading.local, nothing "
+    "keyed by the thread)",
 )
 def callers_on_several_threads_share_the_breaker(ns: Namespace) -> None:
     fails = [["on", t, ["fail", 0]] for t in range(3)]
@@ -316,16 +316,11 @@ def callers_on_several_threads_share_the_breaker(ns: Namespace) -> None:
     out = drive(
         ns,
         [*fails, ["on", 3, ["state", 0]], *waiting, ["advance", 0.25]]
-        + [["on", t, ["allow", 0]] for t in range(THREADS)]
-        # The trial's result comes back on another thread (a callback, a pool's thread):
-        # thread 0's trial fails on thread 1; 30 s later thread 2's trial works, on thread 3.
-        + [["on", 1, ["fail", 0]], ["on", 2, ["state", 0]], ["advance", 30.0]]
-        + [["on", 2, ["allow", 0]], ["on", 3, ["ok", 0]], ["on", 0, ["state", 0]]],
+        + [["on", t, ["allow", 0]] for t in range(THREADS)],
         threshold=3,
         cooldown_s=30.0,
     )
     state, refused, allowed = out[3], [out[4], out[6]], out[8 : 8 + THREADS]
-    results = [out[13], out[15], out[17]]
     expect(
         state == "open",
         _("state 'open' after 3 failures in a row, one from each of 3 threads (threshold=3)"),
@@ -356,6 +351,30 @@ def callers_on_several_threads_share_the_breaker(ns: Namespace) -> None:
         "keep the 'a trial is out' flag on self: a flag per thread lets every thread send "
         "a trial to a dependency that may still be down",
     )
+
+
+@CHECKS.add(
+    2,
+    "a trial's result ends the trial whichever thread records it (a callback, a pool's "
+    "thread): a result dropped because another thread than the one that let the trial "
+    "out records it leaves the breaker half open with its trial spent, letting no call "
+    "out ever again",
+    severe=True,
+)
+def a_trial_result_from_another_thread_ends_the_trial(ns: Namespace) -> None:
+    # Opened on thread 0, whose trial fails on thread 1; 30 s later thread 2's trial works,
+    # on thread 3.
+    out = drive(
+        ns,
+        [*[["on", 0, ["fail", 0]]] * 3, ["advance", 30.0], ["on", 0, ["allow", 0]]]
+        + [["on", 1, ["fail", 0]], ["on", 2, ["state", 0]], ["advance", 30.0]]
+        + [["on", 2, ["allow", 0]], ["on", 3, ["ok", 0]], ["on", 0, ["state", 0]]],
+        threshold=3,
+        cooldown_s=30.0,
+    )
+    if out[4] is not True:
+        return  # half_open_allows_one_trial says so
+    results = [out[6], out[8], out[10]]
     expect(
         results == ["open", True, "closed"],
         _(
@@ -370,6 +389,39 @@ def callers_on_several_threads_share_the_breaker(ns: Namespace) -> None:
             "record_failure() and record_success() end the trial whichever thread calls them: "
             "a result checked against the thread that took the trial (threading.get_ident()) "
             "is dropped when a callback records it, and the breaker stays half open for good"
+        ),
+    )
+
+
+@CHECKS.add(
+    2,
+    "a successful trial ends the trial: the next time the breaker opens, the end of its "
+    "cooldown lets a trial out again (a 'trial out' flag left set by the success refuses "
+    "every call for good once the breaker half-opens)",
+    severe=True,
+)
+def the_next_outage_gets_its_own_trial(ns: Namespace) -> None:
+    opens = [["fail", 0]] * 3
+    out = drive(
+        ns,
+        [*opens, ["advance", 30.0], ["allow", 0], ["ok", 0], ["state", 0], ["advance", 600.0]]
+        + [*opens, ["state", 0], ["advance", 30.0], ["allow", 0], ["allow", 0]],
+        threshold=3,
+        cooldown_s=30.0,
+    )
+    if out[4] is not True or out[6] != "closed" or out[11] != "open":
+        return  # half_open_allows_one_trial and trial_success_closes say so
+    expect(
+        out[13:] == [True, False],
+        _(
+            "a trial that succeeded (closed), 3 new failures 600 s later (open), then 30 s: "
+            "allow() True (the new outage's trial), then False"
+        ),
+        repr(out[13:]),
+        _(
+            "a success ends the trial: set the 'trial out' flag back to False in "
+            "record_success() (or each time the breaker opens or half-opens), or the next "
+            "half open state finds it still set and refuses every call"
         ),
     )
 
@@ -553,7 +605,8 @@ def the_first_caller_after_a_quiet_spell_gets_the_trial(ns: Namespace) -> None:
     1,
     "one breaker is shared by every worker thread: two threads that ask at the very end "
     "of the cooldown get one trial between them (allow() reads the clock and takes the "
-    "trial under one lock on self)",
+    "trial under one lock on self), and a thread that asks while the failed trial is "
+    "recorded is refused (record_failure() opens the breaker again under the same lock)",
 )
 def one_trial_when_two_threads_ask_at_once(ns: Namespace) -> None:
     got = ns.harness(HARNESS + "race_at_the_cooldown", threshold=3, cooldown_s=30.0)
@@ -587,5 +640,35 @@ def one_trial_when_two_threads_ask_at_once(ns: Namespace) -> None:
             "(a threading.Lock made in __init__; a lock made inside allow() protects "
             "nothing). With no lock, both threads see the cooldown over and both send a "
             "trial to a dependency that may still be down"
+        ),
+    )
+    # The trial fails, and another thread asks while record_failure() reads the clock: a
+    # record_failure() with no lock shows it the state halfway (open, the old opening time).
+    late = ns.harness(HARNESS + "race_at_the_failed_trial", threshold=3, cooldown_s=30.0)
+    for step in ("opening", "failure", "B"):
+        value = late.get(step)
+        if isinstance(value, dict) and "raised" in value:
+            expect(False, _("allow() and record_failure() to run"), raised_text(value))
+    if late.get("trial") is not True:
+        return  # half_open_allows_one_trial says so
+    expect(
+        late["B_done"],
+        _("the second thread's allow() to return once record_failure() had returned"),
+        _("still waiting 5 s later"),
+        _("release the lock in every path: use 'with self._lock:' rather than acquire()"),
+    )
+    expect(
+        late.get("B") is False,
+        _(
+            "30 s after the breaker opened (cooldown_s=30), its trial fails: thread B asks "
+            "allow() while the trial's record_failure() is between its clock reading and "
+            "its return: False (the breaker is open again for a full cooldown)"
+        ),
+        _("B: {b}").format(b=repr(late.get("B"))),
+        _(
+            "record_failure() changes the state every thread reads: read the clock and open "
+            "the breaker again inside the same 'with self._lock:' as allow(). With no lock "
+            "there, a thread that asks halfway sees the old cooldown over and sends a second "
+            "trial to a dependency that just failed"
         ),
     )

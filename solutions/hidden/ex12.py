@@ -240,11 +240,25 @@ def _last_fired_is_the_newest_key_in(ns: Namespace, rng: Random) -> None:
     # A 'latest' catch-up fired ``fired``; its job failed and waits for its retry, or
     # failed for good (dead: the slot still fired, its run is an operator's business);
     # then an operator re-ran an older missed slot by hand (a newer row, older slot).
-    fates = {
-        "retry_wait": _("its job retries at {retry_at}").format(retry_at=slot_iso(retry_at)),
-        "dead": _("its job is dead, and a dead job's slot fired all the same"),
-    }
-    for state, fate in fates.items():
+    # Or its retry is still to come: a read of what fired among the jobs whose run_after
+    # has come (the claim's test) misses the newest key and refills the slots before it.
+    later = fired + (missed + 1) * period  # the slot after now's
+    fates = [
+        (
+            "retry_wait",
+            retry_at,
+            _("its job retries at {retry_at}").format(retry_at=slot_iso(retry_at)),
+        ),
+        (
+            "retry_wait",
+            later,
+            _("its job retries at {retry_at}, after this tick's now").format(
+                retry_at=slot_iso(later)
+            ),
+        ),
+        ("dead", fired, _("its job is dead, and a dead job's slot fired all the same")),
+    ]
+    for state, run_after, fate in fates:
         with lab_file(ns) as (conn, path):
             # Each row's updated_at is when it last changed: the failure of ``fired``'s
             # job, then the re-run, just now (neither says which slot fired last).
@@ -254,7 +268,7 @@ def _last_fired_is_the_newest_key_in(ns: Namespace, rng: Random) -> None:
                 kind="billing",
                 state=state,
                 attempt=2 if state == "retry_wait" else 3,
-                run_after=retry_at if state == "retry_wait" else fired,
+                run_after=run_after,
                 updated_at=fired + 60,
             )
             rerun = fired - 3 * period
@@ -829,6 +843,80 @@ def the_jobs_a_tick_creates_are_ready_to_claim(ns: Namespace) -> None:
                 "of max_attempts 3, on the queue 'default', leased to nobody ({columns})"
             ).format(columns=", ".join(columns)),
             short_repr(rows, 300),
+        )
+        # The claim's own test (labkit/patterns/queues.sql): run_after is the slot in epoch
+        # seconds, a number. A text (an ISO time) sorts after every number and milliseconds
+        # are a thousand times later: the claim never comes to the job.
+        now = T0 + HOUR + 5
+        ready = [
+            row[0]
+            for row in conn.execute(
+                "SELECT key FROM jobs WHERE state IN ('pending', 'retry_wait')"
+                " AND run_after <= :now ORDER BY key",
+                {"now": now},
+            )
+        ]
+        expect(
+            ready == in_slot_order(created),
+            _(
+                "each job the tick created at {now} claimable then (a claim takes a job whose "
+                "run_after <= now): run_after is the slot's time in epoch seconds, a number"
+            ).format(now=slot_iso(now)),
+            _("claimable: {keys}; run_after written: {values}").format(
+                keys=short_repr(ready, 200),
+                values=short_repr([j["run_after"] for j in all_jobs(conn)], 200),
+            ),
+            _(
+                "insert run_after = slot as it is (seconds since the epoch): not its ISO "
+                "text, nor milliseconds"
+            ),
+        )
+
+
+@CHECKS.add(
+    2,
+    "two schedules with the same period share the jobs table, each with its own slots: "
+    "the job's id is the table's own (an id taken from the slot is the same for every "
+    "schedule, and the second schedule's jobs fail or vanish)",
+    severe=True,
+)
+def schedules_with_the_same_period_each_get_their_slots(ns: Namespace) -> None:
+    names = ("invoices", "reminders")
+    nows = (T0 + 2 * HOUR + 5, T0 + 3 * HOUR + 5)
+    want = {
+        name: [_keys_between(name, T0, T0 + 2 * HOUR, HOUR), [reference_key(name, T0 + 3 * HOUR)]]
+        for name in names
+    }
+    with lab_file(ns) as (conn, path):
+        said: dict[str, list[Any]] = {name: [] for name in names}
+        # Both ticked in turn by the one scheduler, as its loop over the schedules does.
+        for now in nows:
+            for name in names:
+                got = ns.harness(HARNESS + "tick", str(path), name, HOUR, T0, now, "all", None)
+                said[name].append(
+                    raised_text(got) if "raised" in got else in_slot_order(got["returned"])
+                )
+        keys = _keys(conn)
+        held = sorted({k for ticks in want.values() for tick_keys in ticks for k in tick_keys})
+        expect(
+            said == want and sorted(keys) == held,
+            _(
+                "{first} and {second} (both hourly, since 00:00) ticked in turn into one table "
+                "at 02:00:05 and 03:00:05: each gets its own slots 00:00 to 02:00, then 03:00 "
+                "({count} jobs in all)"
+            ).format(first=repr(names[0]), second=repr(names[1]), count=len(held)),
+            "; ".join(
+                _("{name} created {created}").format(
+                    name=repr(name), created=short_repr(said[name], 200)
+                )
+                for name in names
+            )
+            + "; "
+            + _("the table holds {count} jobs").format(count=len(keys)),
+            _(
+                "let the table number its jobs: insert key, kind, run_after and updated_at "
+                "only, never an id made from the slot"
+            ),
         )
 
 

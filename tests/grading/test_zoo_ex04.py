@@ -1313,6 +1313,26 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex04",
+        # The CDN's own 520-527 read as "the origin never answered": a charge that went
+        # through is sent again without a key.
+        "the CDN's 520-527 called never sent",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        _ref_classify = classify
+
+
+        def classify(error):
+            if (
+                getattr(error, "status", None) in range(520, 528)
+                and not isinstance(error, (TransientError, PermanentError))
+                and not getattr(error, "ambiguous", False)
+            ):
+                return "never_sent"
+            return _ref_classify(error)
+    """,
+    ),
+    (
+        "ex04",
         "a broken pipe called never sent (nothing went out)",
         "gives_up_on_maybe_done_without_a_key",
         """
@@ -2512,6 +2532,7 @@ SAYS: dict[str, str] = {
     ),
     "5xx tested with range(500, 599) (599 called permanent)": "for 600 and above",
     "504 Gateway Timeout called never sent": "HTTP 504",
+    "the CDN's 520-527 called never sent": "None for HTTP 520 without",
     "a broken pipe called never sent (nothing went out)": "BrokenPipeError()",
     "next_delay never waits less than base": "from the same seed",
     "backoff rounded to a tenth of a second": "different delays",
@@ -2621,6 +2642,7 @@ SEVERE = [
     "classify caches verdicts by id(error) (a new error inherits a freed one's verdict)",
     "the ambiguous flag tested with `is True` (a true value that is not True missed)",
     "504 Gateway Timeout called never sent",
+    "the CDN's 520-527 called never sent",
     "a broken pipe called never sent (nothing went out)",
     "a read timeout retried as safe when no key is given (a key made up for it)",
     "classify calls any error with a Retry-After never sent (a 500 retried without a key)",

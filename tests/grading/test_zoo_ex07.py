@@ -1387,7 +1387,7 @@ ZOO: list[tuple[str, str, str, str]] = [
     (
         "ex07",
         "the trial's result taken only from the thread that let it out (threading.get_ident())",
-        "callers_on_several_threads_share_the_breaker",
+        "a_trial_result_from_another_thread_ends_the_trial",
         """
         import threading
         _Reference = Breaker
@@ -1412,7 +1412,7 @@ ZOO: list[tuple[str, str, str, str]] = [
     (
         "ex07",
         "the trial marked in a threading.local (a result a callback thread records is dropped)",
-        "callers_on_several_threads_share_the_breaker",
+        "a_trial_result_from_another_thread_ends_the_trial",
         """
         import threading
 
@@ -1541,6 +1541,62 @@ ZOO: list[tuple[str, str, str, str]] = [
                     self.failures = 0
                     if self.state == "half_open":
                         self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        # The next outage half-opens with the flag still set: allow() is False for good.
+        "the trial flag cleared only when a trial fails (a successful trial leaves it set)",
+        "the_next_outage_gets_its_own_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state = "half_open"
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    if self.state == "half_open":  # the trial failed: it is over
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+                    elif self.failures >= self.threshold:
+                        self.state, self.opened_at = "open", self.clock.now()
+
+            def record_success(self):
+                with self._lock:
+                    self.failures = 0
+                    self.state = "closed"
+    """,
+    ),
+    (
+        "ex07",
+        # A thread asking halfway through the failed trial's record_failure() sees the
+        # breaker open with the old opening time, and sends a second trial at once.
+        "record_failure and record_success write the state without the lock (only allow())",
+        "one_trial_when_two_threads_ask_at_once",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):  # only allow() races: it reads and takes the trial
+                self.failures += 1
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    self.trial_out = False
+                    self.state = "open"
+                    self.opened_at = self.clock.now()
+
+            def record_success(self):
+                self.failures = 0
+                self.state, self.trial_out = "closed", False
     """,
     ),
 ]
@@ -1682,6 +1738,12 @@ SAYS: dict[str, str] = {
     ),
     "the trial marked in a threading.local (a result a callback thread records is dropped)": (
         "recorded on another thread than the one"
+    ),
+    "the trial flag cleared only when a trial fails (a successful trial leaves it set)": (
+        "the new outage's trial"
+    ),
+    "record_failure and record_success write the state without the lock (only allow())": (
+        "while the trial's record_failure()"
     ),
 }
 

@@ -2190,6 +2190,159 @@ ZOO: list[tuple[str, str, str, str]] = [
             return slots[::-1]
     """,
     ),
+    (
+        # One schedule alone passes: a second with the same period has the same ids.
+        "ex12",
+        "the slot used as the job's id (INSERT ... (id, key, ...) VALUES (int(slot), ...))",
+        "schedules_with_the_same_period_each_get_their_slots",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (id, key, kind, run_after, updated_at)"
+                    " VALUES (:id, :key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING"
+                    " RETURNING key",
+                    {"id": int(slot), "key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # The same ids, the clash on jobs.id skipped as quietly as one on the key.
+        "ex12",
+        "the slot used as the job's id, with a bare ON CONFLICT DO NOTHING",
+        "schedules_with_the_same_period_each_get_their_slots",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (id, key, kind, run_after, updated_at)"
+                    " VALUES (:id, :key, :kind, :slot, :now) ON CONFLICT DO NOTHING"
+                    " RETURNING key",
+                    {"id": int(slot), "key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # The claim's run_after <= :now never holds for a text: the jobs are never claimed.
+        "ex12",
+        "run_after written as the slot's ISO time (TEXT)",
+        "the_jobs_a_tick_creates_are_ready_to_claim",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                run_after = datetime.fromtimestamp(slot, UTC).isoformat()
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING"
+                    " RETURNING key",
+                    {"key": key, "kind": schedule, "slot": run_after, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # Due a thousand times later than the slot: never claimed in this lifetime.
+        "ex12",
+        "run_after written in milliseconds (slot * 1000)",
+        "the_jobs_a_tick_creates_are_ready_to_claim",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                run_after = int(slot * 1000)  # milliseconds, as the JavaScript side writes them
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING"
+                    " RETURNING key",
+                    {"key": key, "kind": schedule, "slot": run_after, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # A newest key whose retry is still to come is missed: the slots before it run again.
+        "ex12",
+        "what fired read only among jobs whose run_after has come (AND run_after <= :now)",
+        "last_fired_is_the_newest_key",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix"
+                " AND run_after <= :now",
+                {"n": len(prefix), "prefix": prefix, "now": now},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING"
+                    " RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
 ]
 
 
@@ -2380,6 +2533,15 @@ SAYS: dict[str, str] = {
     ),
     "slot_key puts the name into the strftime format ('%d' in a name becomes the day)": (
         "100%daily"
+    ),
+    "the slot used as the job's id (INSERT ... (id, key, ...) VALUES (int(slot), ...))": (
+        "each gets its own slots"
+    ),
+    "the slot used as the job's id, with a bare ON CONFLICT DO NOTHING": "each gets its own slots",
+    "run_after written as the slot's ISO time (TEXT)": "claimable then",
+    "run_after written in milliseconds (slot * 1000)": "claimable then",
+    "what fired read only among jobs whose run_after has come (AND run_after <= :now)": (
+        "after this tick's now"
     ),
 }
 

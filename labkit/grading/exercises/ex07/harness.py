@@ -20,7 +20,10 @@ A check describes what happens as steps and gets back what the breakers said:
 breaker lets through is written to a SQLite file the check reads itself.
 ``race_at_the_cooldown`` lets a second thread ask ``allow()`` while the first is between
 its clock reading and its answer, at the instant the cooldown ends: a breaker with no lock
-gives both a trial.
+gives both a trial. ``race_at_the_failed_trial`` lets a second thread ask ``allow()`` while
+the failed trial's ``record_failure()`` reads the clock: a breaker whose ``record_failure``
+changes the state with no lock lets that thread see the old cooldown over, and send a
+second trial at once.
 """
 
 from __future__ import annotations
@@ -273,6 +276,63 @@ def race_at_the_cooldown(
 
         clock.arm(threading.get_ident(), let_b_in)
         ask("A")
+        got["inside"] = clock.fired
+        if not clock.fired:
+            other.start()
+        other.join(CALLER_STEP_S)
+        got["B_done"] = not other.is_alive()
+        got["state"] = _state(breaker)
+    return got
+
+
+def race_at_the_failed_trial(
+    values: MutableMapping[str, Any],
+    threshold: int = 3,
+    cooldown_s: float = 30.0,
+    wait_s: float = 0.1,
+) -> dict[str, Any]:
+    """Another thread asks ``allow()`` while the trial's ``record_failure()`` reads the clock.
+
+    A breaker is opened by ``threshold`` failures, the clock moved ``cooldown_s`` on, and
+    the trial let out (``allow()``, got as "trial"). The trial fails: the first time its
+    ``record_failure()`` reads the clock, thread B calls ``allow()`` (got as "B"), and the
+    reading waits up to ``wait_s`` for B. A breaker that changes its state in
+    ``record_failure`` with no lock lets B in halfway (the state written, the new opening
+    time not yet); a locked one keeps B waiting until the breaker is open again.
+    """
+    clock = _RacingClock()
+    got: dict[str, Any] = {}
+    with fresh_state(values):
+        breaker = need(values, "Breaker")(threshold=threshold, cooldown_s=cooldown_s, clock=clock)
+
+        def ask(name: str) -> None:
+            try:
+                got[name] = plain(breaker.allow())
+            except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+                got[name] = raised(exc)
+
+        try:
+            for _ in range(threshold):
+                breaker.record_failure()
+            clock.advance(cooldown_s)
+            got["trial"] = plain(breaker.allow())
+        except NotImplementedError as exc:
+            if is_stub(exc):
+                raise
+            return {"opening": raised(exc)}
+        except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+            return {"opening": raised(exc)}
+        other = threading.Thread(target=ask, args=("B",), name="caller-B", daemon=True)
+
+        def let_b_in() -> None:
+            other.start()
+            other.join(wait_s)
+
+        clock.arm(threading.get_ident(), let_b_in)
+        try:
+            breaker.record_failure()
+        except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+            got["failure"] = raised(exc)
         got["inside"] = clock.fired
         if not clock.fired:
             other.start()
