@@ -63,7 +63,9 @@ def backoff(n: int, rng: random.Random, base: float = 1.0, cap: float = 60.0) ->
     that a huge ``n`` (2000) neither overflows nor exceeds ``cap``. Use only ``rng``.
     """
     ### BEGIN SOLUTION
-    ceiling = cap if n >= 64 else min(cap, base * 2**n)
+    # 2.0**n is a float up to n = 1023 (a product past the largest float is inf, and
+    # min() gives cap); a tiny base still counts up to there, not cut off at 64.
+    ceiling = cap if n >= 1024 else min(cap, base * 2.0**n)
     return rng.uniform(0, ceiling)
     ### END SOLUTION
 
