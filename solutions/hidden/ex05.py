@@ -14,6 +14,7 @@ from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.faults import LOST_RESPONSE
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex05.runs import CHARGE, HARNESS, POST, invoices, run_job
+from labkit.grading.exercises.helpers import shared_ends
 from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.grading.exercises.wallclock import RETRY_S
 from labkit.lang import _
@@ -56,6 +57,9 @@ LOOKALIKES += ("anamaria", "ana  maria", "acct:8", "acct-8")
 #: '/' for '-', ...), none, and in capitals: any such swap, or lower(), maps two of these
 #: jobs' keys onto one.
 LOOKALIKES += tuple(f"acct{sep}8" for sep in "_./ '\"+@#,;|~=") + ("acct8", "ACCT:8")
+#: Two names with no letter in Latin-1: a key made "header-safe" with
+#: encode("latin-1", "replace") (or "ignore") gives both the same key.
+LOOKALIKES += ("王伟", "李娜")
 
 
 def lookalike_jobs(kind: str) -> tuple[tuple[str, dict[str, Any], str], ...]:
@@ -97,8 +101,8 @@ def keys_that_differ_only_in_punctuation_or_an_accent(ns: Namespace) -> None:
             not wrong,
             _(
                 "one {kind} per job for {n} keys that differ only in punctuation, an "
-                "accent, a space, a capital or a ligature, or in the number before ':v1' "
-                "({keys}, ...)"
+                "accent, a space, a capital, a ligature or a letter outside Latin-1, or in "
+                "the number before ':v1' ({keys}, ...)"
             ).format(kind=kind, n=len(jobs), keys=", ".join(repr(key) for _k, _p, key in jobs[:4])),
             "; ".join(f"{key!r}: {n}" for key, n in wrong.items())
             + f" ({run.replay})"
@@ -639,6 +643,10 @@ def every_charge_carries_its_idempotency_key(ns: Namespace) -> None:
 
 def _every_charge_keyed(ns: Namespace, attempt: int) -> None:
     jobs, sent = _sent_for_every_key(ns, "charge", attempt)
+    keys = [
+        c.get("idempotency_key", "None") for calls in sent for c in calls if c["call"] == "charge"
+    ]
+    shared = _shared_ends([k for k in keys if k not in ("None", "''")])
     for job, calls in zip(jobs, sent, strict=True):
         bare = [
             c
@@ -663,16 +671,20 @@ def _every_charge_keyed(ns: Namespace, attempt: int) -> None:
         )
         # A digest cut short: 8 hex characters are 32 bits, and the keys of some 65,000
         # invoices meet two by two (the birthday bound): the second one is never charged.
+        # A prefix every key shares ("invoice-charge:") adds no bit.
         short = [
             c["idempotency_key"]
             for c in calls
-            if c["call"] == "charge" and c not in bare and _cut_short(c["idempotency_key"], job[2])
+            if c["call"] == "charge"
+            and c not in bare
+            and _cut_short(c["idempotency_key"], job[2], shared)
         ]
         expect(
             not short,
             _(
                 "for job {key}: its own key as the Idempotency-Key, or a digest of it of at "
-                "least {least} characters (64 bits and more)"
+                "least {least} characters (64 bits and more), not counting a prefix or a "
+                "suffix every job's key has"
             ).format(key=repr(job[2][:60] + ("..." if len(job[2]) > 60 else "")), least=SHORTEST),
             _("it charged with idempotency_key={sent}").format(sent=short[0] if short else ""),
             "send job.key itself, or its whole digest (hashlib.sha256(...).hexdigest()): a "
@@ -742,11 +754,20 @@ def a_redriven_job_finds_its_mark(ns: Namespace) -> None:
 SHORTEST = 16
 
 
-def _cut_short(sent: str, key: str) -> bool:
+def _cut_short(sent: str, key: str, shared: tuple[int, int] = (0, 0)) -> bool:
     """Whether ``sent`` (a repr) is neither the job's ``key`` (or holds it) nor as long as
-    ``SHORTEST`` characters: a digest of the key cut short."""
+    ``SHORTEST`` characters besides the ``shared`` beginning and end every job's sent key
+    has: a digest of the key cut short, perhaps behind a fixed prefix."""
     text = _read_back(sent)
-    return key not in text and len(text) < min(SHORTEST, len(key))
+    return key not in text and len(text) - sum(shared) < min(SHORTEST, len(key))
+
+
+def _shared_ends(sent: list[str]) -> tuple[int, int]:
+    """How many characters all the keys ``sent`` (reprs) begin and end with alike: a
+    namespace ("invoice-charge:") or a suffix the handler adds to every key, which tells
+    no two jobs apart. None when fewer than two keys differ (one key for all is caught
+    where jobs are counted)."""
+    return shared_ends([_read_back(s) for s in sent])
 
 
 def _read_back(sent: str) -> str:
@@ -772,6 +793,8 @@ def every_post_is_marked_under_the_key_it_looks_up(ns: Namespace) -> None:
     jobs, sent = _sent_for_every_key(ns, "post")
     if not any(c["call"] == "mark" for calls in sent for c in calls):
         return  # post_survives_every_crash says so
+    marks = [_named(c) for calls in sent for c in calls if c["call"] == "mark"]
+    shared = _shared_ends([mark for mark in marks if mark])
     for job, calls in zip(jobs, sent, strict=True):
         # A look-up is the mark's status, or the entries found under a key (ledger.find:
         # read inside the transaction, the write lock held, it is as sound a look-up).
@@ -801,12 +824,13 @@ def every_post_is_marked_under_the_key_it_looks_up(ns: Namespace) -> None:
             "runs again, looks for its mark, and must find it",
         )
         # The same key cut short as a digest: two jobs then share one mark.
-        short = [key for key in written if _cut_short(key, job[2])]
+        short = [key for key in written if _cut_short(key, job[2], shared)]
         expect(
             not short,
             _(
                 "for job {key}: its own key as its ledger mark, or a digest of it of at least "
-                "{least} characters (64 bits and more)"
+                "{least} characters (64 bits and more), not counting a prefix or a suffix "
+                "every job's mark has"
             ).format(key=repr(job[2][:60] + ("..." if len(job[2]) > 60 else "")), least=SHORTEST),
             _("it wrote the mark under {written}").format(written=_keys_as_text(short)),
             "mark under job.key itself: a digest cut to a few characters gives two jobs one "
@@ -818,6 +842,37 @@ def _keys_as_text(keys: list[str]) -> str:
     """The recorded keys (reprs), once each; with escapes when not ASCII, so two keys
     that differ only in how an accent is encoded do not print alike."""
     return ", ".join(k if k.isascii() else ascii(_read_back(k)) for k in dict.fromkeys(keys))
+
+
+@CHECKS.add(
+    1,
+    "the ledger mark says 'done', as post_handler's contract has it: a state of your own "
+    "('posted', 'ok') read back by your handler alone keeps its entry once, but whoever "
+    "else reads the ledger (tx.status(key) == 'done') takes the entry for never posted",
+    timeout=30.0,
+)
+def every_mark_says_done(ns: Namespace) -> None:
+    jobs, sent = _sent_for_every_key(ns, "post")
+    for job, calls in zip(jobs, sent, strict=True):
+        states = [_state(c) for c in calls if c["call"] == "mark"]
+        if not states:
+            continue  # every_post_is_marked_under_the_key_it_looks_up says so
+        # The last state written is what the ledger keeps ('started' first is no harm).
+        expect(
+            _read_back(states[-1]) == "done",
+            _("the ledger mark of job {key} written as 'done'").format(
+                key=repr(job[2][:60] + ("..." if len(job[2]) > 60 else ""))
+            ),
+            _("it wrote the mark as {states}").format(states=", ".join(states)),
+            "tx.mark(job.key, 'done'), and look for 'done' with tx.status(job.key): the "
+            "contract's state is what every reader of the ledger looks for",
+        )
+
+
+def _state(call: dict[str, Any]) -> str:
+    """The state a recorded mark call writes (a repr), by position or as state=; the
+    ledger's default, 'done', when it names none."""
+    return call["args"][1] if len(call["args"]) > 1 else call.get("state", "'done'")
 
 
 @CHECKS.add(

@@ -31,7 +31,7 @@ from labkit.grading.exercises.ex14.checks import (
     wanted,
     world_of,
 )
-from labkit.grading.exercises.helpers import holds_for, raised_text
+from labkit.grading.exercises.helpers import holds_for, raised_text, shared_ends
 from labkit.grading.exercises.killsweep import after_every_kill, scene_seeds
 from labkit.grading.exercises.kit import reading
 from labkit.grading.exercises.labdb import rows_of
@@ -589,6 +589,69 @@ def keys_of_orders_with_long_ids_never_collide(ns: Namespace) -> None:
             ),
             _("{ran}; {effects}").format(ran=ran, effects=got_effects),
         )
+
+
+#: The fewest characters a key must have that differ from order to order, when it does
+#: not hold the order id: 16 hex digits are 64 bits, which repeat once in some four
+#: billion orders; 8 (32 bits) repeat among some 65,000.
+SHORTEST = 16
+
+
+@CHECKS.add(
+    2,
+    "each key holds the order id, or a digest of the order and the step of at least 16 "
+    "characters (64 bits): a sha256 cut to 8 hex characters, or a crc32, is 32 bits, and "
+    "among some 65,000 orders two share a key; the payment API answers the second with "
+    "the first one's charge, and the ledger finds its reservation done",
+    severe=True,
+)
+def keys_are_no_short_digest_of_the_order(ns: Namespace) -> None:
+    # Ids of every length; the first order is declined, so its release's key counts too.
+    ids = [45487, 64999, 2718281828, 31415926535897]
+    orders = [
+        {
+            "id": i,
+            "customer": f"cus_{n}",
+            "email": f"d{n}@example.com",
+            "sku": f"sku-{n}",
+            "amount": 100 * (n + 1),
+        }
+        for n, i in enumerate(ids)
+    ]
+    held: dict[int, set[tuple[str, str]]] = {}
+    seen: set[tuple[str, str]] = set()
+    with scene(ns, 1) as folder:
+        for order in orders:
+            ns.harness(HARNESS + "run", str(folder), order, 1, None, False, False)
+            truth = world_of(folder)
+            now = set(truth["keys"]) | {("ledger", key) for key in truth["marks"]}
+            held[order["id"]], seen = now - seen, now
+    short = []
+    for service in ("payments", "mail", "ledger"):
+        keys = [(i, k) for i, ks in held.items() for s, k in sorted(ks) if s == service]
+        head, tail = shared_ends([k for _i, k in keys])
+        short += [
+            _(
+                "order {order_id}'s {service} key {key} ({count} characters differ from order "
+                "to order)"
+            ).format(order_id=i, service=service, key=repr(k), count=len(k) - head - tail)
+            for i, k in keys
+            if str(i) not in k and len(k) - head - tail < SHORTEST
+        ]
+    expect(
+        not short,
+        _(
+            "each key of orders {ids} (the ledger's marks, the payment and mail APIs' "
+            "Idempotency-Keys) holding its order id, or at least {least} characters that "
+            "differ from order to order"
+        ).format(ids=ids, least=SHORTEST),
+        "; ".join(short[:3]),
+        _(
+            "build each key from the order id and the step (f'order:{id}:{step}'), or use "
+            "a whole digest of them (hashlib.sha256(...).hexdigest()): a digest cut to a "
+            "few characters gives two orders one key"
+        ),
+    )
 
 
 @CHECKS.add(

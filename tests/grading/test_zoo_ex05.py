@@ -1791,11 +1791,151 @@ ZOO: list[tuple[str, str, str, str]] = [
             return reply
     """,
     ),
+    (
+        "ex05",
+        # 王伟 and 李娜 both become '??': the second invoice gets the first one's charge.
+        "an Idempotency-Key made latin-1 for an HTTP header (encode('latin-1', 'replace'))",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            # HTTP header values are latin-1: make the key header-safe
+            idem = job.key.encode("latin-1", "replace").decode("latin-1")
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=idem)
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key made latin-1, the other letters dropped (encode('latin-1', 'ignore'))",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            idem = job.key.encode("latin-1", "ignore").decode("latin-1")
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=idem)
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark made latin-1 for a latin-1 column (encode('latin-1', 'replace'))",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            mark = job.key.encode("latin-1", "replace").decode("latin-1")
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        # 23 characters, but only 8 of them (32 bits) tell two invoices apart.
+        "an Idempotency-Key 'invoice-charge:' + a sha256 of the job's key cut to 8 hex characters",
+        "every_charge_carries_its_idempotency_key",
+        """
+        import hashlib
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            idem = "invoice-charge:" + hashlib.sha256(job.key.encode()).hexdigest()[:8]
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=idem)
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark 'ledger-post:' + a sha256 of the job's key cut to 8 hex characters",
+        "every_post_is_marked_under_the_key_it_looks_up",
+        """
+        import hashlib
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            mark = "ledger-post:" + hashlib.sha256(job.key.encode()).hexdigest()[:8]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        # Two long keys that differ only in their middle become one.
+        "an Idempotency-Key over 255 characters shortened to its head and its tail",
+        "every_invoice_is_charged_once",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            key = job.key
+            if len(key) > 255:  # the API's limit: keep the head and the tail, where keys differ
+                key = key[:127] + "~" + key[-127:]
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=key)
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark over 255 characters shortened to its head and its tail (VARCHAR(255))",
+        "every_entry_is_posted_once",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            mark = job.key
+            if len(mark) > 255:  # the marks column is VARCHAR(255)
+                mark = mark[:127] + "~" + mark[-127:]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        # Its own handler finds it, but whoever reads the ledger for 'done' does not.
+        "the ledger mark written and read as 'posted', not 'done'",
+        "every_mark_says_done",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "posted":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "posted")
+            return reply
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "an Idempotency-Key made latin-1 for an HTTP header (encode('latin-1', 'replace'))": (
+        "a letter outside Latin-1"
+    ),
+    "an Idempotency-Key made latin-1, the other letters dropped (encode('latin-1', 'ignore'))": (
+        "a letter outside Latin-1"
+    ),
+    "the ledger mark made latin-1 for a latin-1 column (encode('latin-1', 'replace'))": (
+        "one post per job"
+    ),
+    "an Idempotency-Key 'invoice-charge:' + a sha256 of the job's key cut to 8 hex characters": (
+        "not counting a prefix or a suffix every job's key has"
+    ),
+    "the ledger mark 'ledger-post:' + a sha256 of the job's key cut to 8 hex characters": (
+        "not counting a prefix or a suffix every job's mark has"
+    ),
+    "an Idempotency-Key over 255 characters shortened to its head and its tail": (
+        "one charge per invoice"
+    ),
+    "the ledger mark over 255 characters shortened to its head and its tail (VARCHAR(255))": (
+        "one ledger entry per job"
+    ),
+    "the ledger mark written and read as 'posted', not 'done'": "written as 'done'",
     "the ledger mark keyed with the job's redrives": "one ledger entry for job",
     "the ledger mark keyed with the job's queue": "the second run finds the mark",
     "Idempotency-Key with the job's redrives in it (a redrive taken for a new try)": (
@@ -2038,6 +2178,10 @@ SAYS: dict[str, str] = {
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
 GOT = {
+    "an Idempotency-Key made latin-1 for an HTTP header (encode('latin-1', 'replace'))": (
+        "'billing:李娜:2026-05:charge:v1': 0"
+    ),
+    "the ledger mark written and read as 'posted', not 'done'": "it wrote the mark as 'posted'",
     "a typo in the handler (an AttributeError the worker retries)": (
         "your code raised AttributeError"
     ),
@@ -2197,6 +2341,47 @@ RIGHT: list[tuple[str, str, str]] = [
                     return {"skipped": "already posted"}
                 tx.mark(job.key, "done")
                 return tx.post(job.payload["customer"], job.payload["amount"], key=job.key)
+        """,
+    ),
+    (
+        "a namespaced whole sha256 digest as the Idempotency-Key ('invoice-charge:' + hexdigest)",
+        "every_charge_carries_its_idempotency_key",
+        """
+        import hashlib
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            idem = "invoice-charge:" + hashlib.sha256(job.key.encode()).hexdigest()
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=idem)
+        """,
+    ),
+    (
+        "the ledger mark 'ledger-post:' + a blake2b digest of 16 hex characters (64 bits)",
+        "every_post_is_marked_under_the_key_it_looks_up",
+        """
+        import hashlib
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            mark = "ledger-post:" + hashlib.blake2b(job.key.encode(), digest_size=8).hexdigest()
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, state="done")
+            return reply
+        """,
+    ),
+    (
+        "the ledger mark written with the default state, tx.mark(job.key)",
+        "every_mark_says_done",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key)
+            return reply
         """,
     ),
 ]

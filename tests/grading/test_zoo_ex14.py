@@ -1620,12 +1620,91 @@ ZOO: list[tuple[str, str, str, str]] = [
         "a_resumed_order_with_a_new_address_is_charged_once",
         _edit(DO_STEP, ("order:{order['id']}", "order:{order['customer']}:{order['id']}")),
     ),
+    (
+        # 32 bits: orders 45487 and 64999 share the charge key 72d95d1f, and the second
+        # order's charge is answered with the first one's.
+        "ex14",
+        "each step's key a sha256 of the order and the step, cut to 8 hex characters",
+        "keys_are_no_short_digest_of_the_order",
+        "import hashlib\n"
+        + _edit(
+            DO_STEP,
+            (
+                "key = f\"order:{order['id']}:{step}:v1\"",
+                "key = hashlib.sha256(f\"order:{order['id']}:{step}\".encode()).hexdigest()[:8]",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "each step's key a crc32 of the order and the step (a short numeric key)",
+        "keys_are_no_short_digest_of_the_order",
+        "import zlib\n"
+        + _edit(
+            DO_STEP,
+            (
+                "key = f\"order:{order['id']}:{step}:v1\"",
+                "key = str(zlib.crc32(f\"order:{order['id']}:{step}\".encode()))",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "each step's key 'order-' + a sha256 of the order and the step cut to 8 characters",
+        "keys_are_no_short_digest_of_the_order",
+        "import hashlib\n"
+        + _edit(
+            DO_STEP,
+            (
+                "key = f\"order:{order['id']}:{step}:v1\"",
+                "key = 'order-' + hashlib.sha256(f\"{order['id']}/{step}\".encode())"
+                ".hexdigest()[:8]",
+            ),
+        ),
+    ),
+    (
+        # The job's checkpoints hold 'null': no charge_id, no message_id to look up.
+        "ex14",
+        "do_step drops the remote reply (no return for the charge and the e-mail)",
+        "run_order_does_every_step_once",
+        """
+def do_step(world, order, step):
+    key = f"order:{order['id']}:{step}:v1"
+    if step in ("reserve", "release"):
+        with world.ledger.transaction() as tx:
+            if tx.status(key) == "done":
+                return {"skipped": key}
+            reply = tx.post(order["sku"], -1 if step == "reserve" else 1, key=key)
+            tx.mark(key, "done")
+        return reply
+    if step == "charge":
+        world.payments.charge(order["customer"], order["amount"], idempotency_key=key)
+    else:
+        subject = {"receipt": "Receipt for order {}", "email": "Order {} is on its way"}[step]
+        world.mail.send(order["email"], subject.format(order["id"]), idempotency_key=key)
+""",
+    ),
+    (
+        "ex14",
+        "the charge made in 'USD' (a currency the order never named)",
+        "run_order_does_every_step_once",
+        _edit(
+            DO_STEP,
+            (
+                'order["amount"], idempotency_key=key)',
+                'order["amount"], "USD", idempotency_key=key)',
+            ),
+        ),
+    ),
 ]
 
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "each step's key a sha256 of the order and the step, cut to 8 hex characters",
+    "each step's key a crc32 of the order and the step (a short numeric key)",
+    "each step's key 'order-' + a sha256 of the order and the step cut to 8 characters",
     "each step's key holds the customer id (a guest who signs up is charged again)",
     "a decline told by its status code, exc.status == 400 (a card declined is a 402)",
     "a decline told by the word 'rejected' in the error's message",
@@ -1700,6 +1779,19 @@ SEVERE = [
 
 #: What the named check must say it expected, for the entries that name it.
 SAYS = {
+    "each step's key a sha256 of the order and the step, cut to 8 hex characters": (
+        "at least 16 characters that differ from order to order"
+    ),
+    "each step's key a crc32 of the order and the step (a short numeric key)": (
+        "holding its order id"
+    ),
+    "each step's key 'order-' + a sha256 of the order and the step cut to 8 characters": (
+        "at least 16 characters"
+    ),
+    "do_step drops the remote reply (no return for the charge and the e-mail)": (
+        "the reply its effect made"
+    ),
+    "the charge made in 'USD' (a currency the order never named)": "'BRL'",
     "each step's key holds the customer id (a guest who signs up is charged again)": (
         "names another customer"
     ),
@@ -2041,6 +2133,38 @@ def do_step(world, order, step: str) -> dict:
             tx.mark(key, "done")
             return reply
 """,
+    ),
+    (
+        "each key 'order-' + a blake2b digest of the order and the step, 16 hex characters",
+        "keys_are_no_short_digest_of_the_order",
+        "import hashlib\n"
+        + _edit(
+            DO_STEP,
+            (
+                "key = f\"order:{order['id']}:{step}:v1\"",
+                "key = 'order-' + hashlib.blake2b(\n"
+                "        f\"{order['id']}/{step}\".encode(), digest_size=8\n"
+                "    ).hexdigest()",
+            ),
+        ),
+    ),
+    (
+        "each checkpoint's reply dumped with sort_keys=True, the charge's currency named 'BRL'",
+        "run_order_does_every_step_once",
+        _edit(
+            RUN_ORDER,
+            (
+                "checkpoint(step, json.dumps(reply))",
+                "checkpoint(step, json.dumps(reply, sort_keys=True))",
+            ),
+        )
+        + _edit(
+            DO_STEP,
+            (
+                'order["amount"], idempotency_key=key)',
+                'order["amount"], "BRL", idempotency_key=key)',
+            ),
+        ),
     ),
 ]
 

@@ -8,6 +8,7 @@ under ``labkit grade`` examples drawn from the run's seed (``checks.grading_seed
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -155,3 +156,14 @@ def holds_for(
         raise first from None
     finally:
         configuration.set_hypothesis_home_dir(home)
+
+
+def shared_ends(texts: list[str]) -> tuple[int, int]:
+    """How many characters all ``texts`` (keys a solution built) begin and end with alike:
+    a namespace ("order-") or a suffix added to every key, which tells no two apart. None
+    when fewer than two differ (one key for all is caught where effects are counted)."""
+    distinct = list(dict.fromkeys(texts))
+    if len(distinct) < 2:
+        return 0, 0
+    head = len(os.path.commonprefix(distinct))
+    return head, len(os.path.commonprefix([t[head:][::-1] for t in distinct]))

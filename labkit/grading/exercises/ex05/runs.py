@@ -186,16 +186,17 @@ def _judge_every_commit(ns: Namespace) -> None:
 
 
 def invoices(kind: str, rng: random.Random) -> tuple[tuple[str, dict[str, Any], str], ...]:
-    """Twelve jobs from one seed: the cases one fixed invoice never shows.
+    """Fourteen jobs from one seed: the cases one fixed invoice never shows.
 
     One customer billed the same amount in two months (a key built from the payload
     makes the second look like a repeat), two keys that differ only after their first
     30 characters, two long ones that differ only after their first 300 (a key
     truncated, even to 255), two longer ones that differ only in their first characters
-    (a key cut to its end), a customer whose name starts another's, and names with
-    ``_``, capitals and non-ASCII: two customers whose names differ only in case, and
-    two only in an accent (a key lower-cased or folded to ASCII makes one look like a
-    repeat of the other).
+    (a key cut to its end), two longer than 255 characters that differ only in their
+    middle (a key cut to its head and its tail), a customer whose name starts another's,
+    and names with ``_``, capitals and non-ASCII: two customers whose names differ only
+    in case, and two only in an accent (a key lower-cased or folded to ASCII makes one
+    look like a repeat of the other).
     The ledger's jobs end with a credit note: a negative amount, posted as it is.
     """
     base = rng.choice(["cus_Ana", "cus_ana_1", "Cus_42", "cus_joão", "cus_Zoë"])
@@ -224,6 +225,12 @@ def invoices(kind: str, rng: random.Random) -> tuple[tuple[str, dict[str, Any], 
     deep = "/".join(f"line-{n:02d}" for n in range(32))
     rows += [(base, amount, f"{region}/{stem}:{kind}:{deep}") for region in ("eu-west", "us-east")]
     rng.shuffle(rows)
+    # Two keys over 255 characters with the same first and last 150: a key shortened to
+    # its head and its tail (key[:127] + "~" + key[-127:]) makes the second look like a
+    # repeat of the first. Added after the shuffle: the draws above stay.
+    head = f"{stem}:{kind}:" + "/".join(f"line-{n:02d}" for n in range(20))
+    tail = "/".join(f"line-{n:02d}" for n in range(20, 40))
+    rows += [(base, amount, f"{head}/part-{n}/{tail}") for n in (1, 2)]
     if kind == "post":
         # A credit note: the ledger takes a negative amount as it is (abs() makes the
         # customer's refund a second bill). Added after the shuffle: the draws above stay.

@@ -98,14 +98,26 @@ def run(
 
 
 def world_of(folder: Path) -> dict[str, Any]:
-    """The world's truth in ``folder``: its effects, the calls it got, the keys it holds."""
+    """The world's truth in ``folder``: its effects, the calls it got, the keys it holds
+    (the APIs' Idempotency-Keys) and the ledger's marks."""
     with World(folder / "world.db", FakeClock(LAB_EPOCH)) as world:
         held = world.conn.execute("SELECT service, key FROM idempotency ORDER BY service, key")
+        marks = world.conn.execute("SELECT key FROM marks ORDER BY key")
         return {
             "effects": [(e.service, e.key, e.payload) for e in world.effects()],
             "calls": [(c.service, c.key, c.outcome) for c in world.calls()],
             "keys": [(r["service"], r["key"]) for r in held],
+            "marks": [r["key"] for r in marks],
         }
+
+
+def replies_of(folder: Path) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """Per service, the first effect's payload and the reply it made (one order's world)."""
+    with World(folder / "world.db", FakeClock(LAB_EPOCH)) as world:
+        replies: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        for e in world.effects():
+            replies.setdefault(e.service, (e.payload, e.response))
+        return replies
 
 
 def state_of(folder: Path, order_id: int) -> str | None:
@@ -193,6 +205,37 @@ def run_order_does_every_step_once(ns: Namespace) -> None:
             not not_json,
             "each checkpoint's result = json.dumps(the step's reply)",
             _("not JSON: {results}").format(results=not_json),
+        )
+        # What the world answered each step: a step whose reply is dropped ('null')
+        # leaves whoever reads job_steps no charge_id and no message_id.
+        replies = replies_of(folder)
+        steps = {"reserve": "ledger", "charge": "payments", "email": "mail"}
+        lost = {
+            step: result
+            for step, result in results.items()
+            if step in steps
+            and steps[step] in replies
+            and json.loads(result) != replies[steps[step]][1]
+        }
+        expect(
+            not lost,
+            _("each checkpoint's result the reply its effect made, as JSON: {replies}").format(
+                replies={step: replies[s][1] for step, s in steps.items() if s in replies}
+            ),
+            _("the checkpoints hold {results}").format(results=lost),
+            _(
+                "return the reply of the call that did the effect (tx.post, "
+                "world.payments.charge, world.mail.send) from do_step, and checkpoint "
+                "json.dumps of it"
+            ),
+        )
+        # The order names no currency: the payment API's default (BRL) is the shop's.
+        currency = replies.get("payments", ({}, {}))[0].get("currency", "BRL")
+        expect(
+            currency == "BRL",
+            _("the charge in the payment API's default currency, 'BRL' (the order names none)"),
+            _("charged in {currency}").format(currency=repr(currency)),
+            _("call world.payments.charge(customer, amount, idempotency_key=key): no currency"),
         )
         again = run(ns, folder, ORDER)
         ok, seen = exactly_once(folder, ORDER, 1)
