@@ -23,6 +23,7 @@ from labkit.grading.exercises.ex13.checks import (
     running,
     serial,
 )
+from labkit.grading.exercises.ex13.harness import SCALED_LIMIT
 from labkit.grading.exercises.helpers import raised_text
 from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.grading.exercises.kit import lab_file
@@ -62,6 +63,29 @@ def busy_means_running_now(ns: Namespace) -> None:
             _("None with cap=0 (bolt runs 0 jobs, and 0 is not under a cap of 0)"),
             _("job {job_id}").format(job_id=_id(got)),
             _("compare busy < :cap for every cap, 0 included; never read 0 as no cap"),
+        )
+    # Leases outlive their runs: a job that succeeded early keeps a lease_until still to
+    # come, and so may a job whose run failed (in retry_wait). Neither runs: cora is idle.
+    with lab_file(ns) as (conn, path):
+        add_job(conn, "cora:done", **live("cora", 1, state="succeeded", lease_until=NOW + 20))
+        add_job(
+            conn,
+            "cora:again",
+            **live("cora", 2, state="retry_wait", run_after=NOW + 100, lease_until=NOW + 20),
+        )
+        ready = add_job(conn, "cora:next", queue="cora")
+        got = capped(ns, path, "w1", 1)
+        expect(
+            _id(got) == ready,
+            _(
+                "job {job_id} with cap=1: cora runs nothing (its succeeded job and its job "
+                "in retry_wait keep leases that end at {until:g}, but neither is running)"
+            ).format(job_id=ready, until=NOW + 20),
+            _("nothing") if got is None else _("job {job_id}").format(job_id=_id(got)),
+            _(
+                "count only running jobs (state = 'running' AND lease_until > :now): a lease "
+                "left on a job that no longer runs holds nothing"
+            ),
         )
 
 
@@ -113,7 +137,8 @@ def a_backlog_does_not_hide_another_accounts_job(ns: Namespace) -> None:
     for seed in scene_seeds():
         _a_backlog_does_not_hide_another_accounts_job_in(ns, Random(seed))
     # And a backlog past every round LIMIT up to 1000 (a silent cap of 500 or 1000
-    # candidates): 1100 to 1400 jobs, a few tenths of a second.
+    # candidates): 1100 to 1400 jobs, a few tenths of a second. A LIMIT past that (5000
+    # candidates) runs scaled down to 1000, as a backlog past it would hide the job.
     for seed in scene_seeds():
         _a_backlog_does_not_hide_another_accounts_job_in(
             ns, Random(f"{seed}:backlog"), (1100, 1400)
@@ -133,7 +158,8 @@ def _a_backlog_does_not_hide_another_accounts_job_in(
             add_job(conn, f"{flood}:{n}", queue=flood, run_after=rng.randint(0, 99))
         conn.execute("COMMIT")
         waiting = add_job(conn, f"{other}:0", queue=other, run_after=NOW)
-        got = capped(ns, path, "w1", cap)
+        scaled: list[int] | None = [] if counts[0] > SCALED_LIMIT else None
+        got = claim(ns, path, "claim_capped", "w1", NOW, cap, scaled=scaled)
         stored = job(conn, waiting)
         expect(
             _id(got) == waiting and stored["state"] == "running",
@@ -148,7 +174,19 @@ def _a_backlog_does_not_hide_another_accounts_job_in(
                 flood=flood,
                 running=running(conn, flood),
             ),
+            _scaled_hint(scaled),
         )
+
+
+def _scaled_hint(scaled: list[int] | None) -> str | None:
+    """What to say of a claim whose LIMITs the backlog scene scaled down, if any."""
+    if not scaled:
+        return None
+    return _(
+        "your claim has a LIMIT of {limits} rows: the check ran it scaled down to {scaled}, "
+        "below its backlog, as a backlog past {limits} would hide the job all the same. "
+        "Choose among all the ready rows, with no LIMIT but the final LIMIT 1"
+    ).format(limits=" / ".join(str(n) for n in sorted(set(scaled))), scaled=SCALED_LIMIT)
 
 
 @CHECKS.add(
@@ -160,7 +198,8 @@ def _a_backlog_does_not_hide_another_accounts_job_in(
 def many_running_heads_do_not_hide_a_ready_head(ns: Namespace) -> None:
     for seed in scene_seeds():
         _many_running_heads_do_not_hide_a_ready_head_in(ns, Random(seed))
-    # And past every round LIMIT up to 1000 queues: 1100 to 1400 running heads.
+    # And past every round LIMIT up to 1000 queues: 1100 to 1400 running heads (a LIMIT
+    # past that runs scaled down to 1000).
     for seed in scene_seeds():
         _many_running_heads_do_not_hide_a_ready_head_in(ns, Random(f"{seed}:backlog"), (1100, 1400))
 
@@ -176,7 +215,8 @@ def _many_running_heads_do_not_hide_a_ready_head_in(
             add_job(conn, f"sync:{n}:b", queue=f"sync:{n}", run_after=rng.randint(0, 99))
         conn.execute("COMMIT")
         ready = add_job(conn, "order:1:a", queue="order:1", run_after=NOW)
-        got = serial(ns, path, "w1")
+        scaled: list[int] | None = [] if counts[0] > SCALED_LIMIT else None
+        got = claim(ns, path, "claim_serial", "w1", NOW, scaled=scaled)
         expect(
             _id(got) == ready,
             _(
@@ -184,6 +224,7 @@ def _many_running_heads_do_not_hide_a_ready_head_in(
                 "{count} older queues run"
             ).format(job_id=ready, count=count),
             _("nothing claimed") if got is None else _("job {job_id}").format(job_id=_id(got)),
+            _scaled_hint(scaled),
         )
 
 
@@ -328,6 +369,23 @@ def retried_and_orphaned_jobs_run_again(ns: Namespace) -> None:
                 "run_after has come (at its attempt 7 of 10)"
             ).format(job_ids=want),
             got,
+        )
+        # A head taken back from a dead worker counts its attempt too: a poison job that
+        # kills every worker it runs on must reach max_attempts, or its queue is blocked
+        # for good behind it.
+        attempts = [job(conn, i)["attempt"] for i in (expired, last)]
+        expect(
+            attempts == [2, 4],
+            _(
+                "claim_serial counts the attempt of a head whose worker died: jobs {job_ids} "
+                "taken back at attempts 2 and 4 (they were at 1 and 3)"
+            ).format(job_ids=[expired, last]),
+            _("attempts {attempts}").format(attempts=attempts),
+            _(
+                "attempt = attempt + 1 on every claim, a running job taken back included: "
+                "the worker gives up on a job at max_attempts, and a job that kills its "
+                "worker must get there"
+            ),
         )
     # A worker restarted under the same name (names come from the host) finds its own
     # job, its lease ended: it takes it back like any other job (no lease_owner test).

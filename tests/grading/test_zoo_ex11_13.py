@@ -5391,6 +5391,284 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
     """,
     ),
+    (
+        "ex11",
+        # Another producer's id with a quote: published, then the mark raises, every run.
+        "the relay marks the published row with an f-string of its message_id",
+        "relay_publishes_pending_rows_of_every_topic",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    f"UPDATE outbox SET sent_at = {now} WHERE message_id = '{message_id}'"
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer keeps only the last 1000 processed ids (a dedup window)",
+        "a_redelivery_after_thousands_of_messages_is_a_repeat",
+        """
+        KEEP = 1000
+
+
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (:mid)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    {"mid": message_id},
+                ).fetchone()
+                if fresh is not None:
+                    conn.execute(
+                        "INSERT INTO emails (order_id, customer) VALUES (:order_id, :customer)",
+                        {"order_id": order["order_id"], "customer": order["customer"]},
+                    )
+                    conn.execute(
+                        "DELETE FROM processed_messages"
+                        " WHERE rowid <= (SELECT max(rowid) FROM processed_messages) - :keep",
+                        {"keep": KEEP},
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer keeps 10000 processed ids, pruning the oldest every 100 messages",
+        "a_redelivery_after_thousands_of_messages_is_a_repeat",
+        """
+        _ok_consume = consume
+
+
+        def consume(conn, message_id, body):
+            fresh = _ok_consume(conn, message_id, body)
+            held = conn.execute("SELECT count(*) FROM processed_messages").fetchone()[0]
+            if fresh and held % 100 == 0:
+                conn.execute(
+                    "DELETE FROM processed_messages"
+                    " WHERE rowid <= (SELECT max(rowid) FROM processed_messages) - 10000"
+                )
+            return fresh
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer records the message id NFC-normalised (an accent spelt two ways made one id)",
+        "message_ids_are_told_apart_exactly",
+        """
+        import unicodedata
+
+        _ok_consume = consume
+
+
+        def consume(conn, message_id, body):
+            return _ok_consume(conn, unicodedata.normalize("NFC", message_id), body)
+        """,
+    ),
+    (
+        "ex11",
+        "each relay run stops after a 2 s time budget (the rest waits for the next run)",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        import time
+
+        RUN_BUDGET_S = 2.0
+
+
+        def relay_once(conn, publish, now):
+            sent = []
+            deadline = time.monotonic() + RUN_BUDGET_S
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                if time.monotonic() > deadline:
+                    break
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id", {"now": now, "id": row_id}
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "each relay run stops after an hour by the wall clock (from time import time)",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        from time import time as wall_clock
+
+
+        def relay_once(conn, publish, now):
+            sent = []
+            began = wall_clock()
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                if wall_clock() - began > 3600:
+                    break
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id", {"now": now, "id": row_id}
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex13",
+        # A poison head that kills its worker never reaches max_attempts: its queue waits
+        # behind it for good.
+        "serial: a head taken back from a dead worker keeps its attempt (not counted again)",
+        "retried_and_orphaned_jobs_run_again",
+        """
+        SAME_ATTEMPT = CLAIM_SET.replace(
+            "attempt = attempt + 1",
+            "attempt = CASE WHEN state = 'running' THEN attempt ELSE attempt + 1 END",
+        )
+
+
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + SAME_ATTEMPT + '''
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "claim_capped sorts the 5000 oldest ready jobs only (LIMIT :max_candidates)",
+        "a_backlog_does_not_hide_another_accounts_job",
+        """
+        MAX_CANDIDATES = 5000
+
+
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + '''
+                 WHERE id = (
+                       SELECT c.id FROM (SELECT * FROM jobs
+                                WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                                   OR (state = 'running' AND lease_until <= :now)
+                                ORDER BY run_after, id LIMIT :max_candidates) c
+                        WHERE (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap,
+                 "max_candidates": MAX_CANDIDATES},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "serial: heads taken among the 5000 oldest queues only (LIMIT 5000)",
+        "many_running_heads_do_not_hide_a_ready_head",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + '''
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue ORDER BY min(id) LIMIT 5000)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "serial: a pending head not due yet is left out of the line (the job behind overtakes)",
+        "a_waiting_head_blocks_its_queue",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + '''
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('retry_wait', 'running')
+                                           OR (state = 'pending' AND run_after <= :now)
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "claim_capped counts every live lease as busy, whatever the job's state",
+        "busy_means_running_now",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + '''
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 
@@ -5768,6 +6046,13 @@ SAYS: dict[str, str] = {
     "claim_capped takes any job whose lease ended, whatever its state (succeeded ones again)": (
         "None while only succeeded and dead jobs"
     ),
+    "serial: a head taken back from a dead worker keeps its attempt (not counted again)": (
+        "counts the attempt of a head whose worker died"
+    ),
+    "serial: a pending head not due yet is left out of the line (the job behind overtakes)": (
+        "order:43's head, pending"
+    ),
+    "claim_capped counts every live lease as busy, whatever the job's state": "cora runs nothing",
 }
 
 #: Text the failing check's "got" line must hold, where its expectation is shared.
@@ -5782,13 +6067,17 @@ GOT: dict[str, str] = {
         "returned [True, True, True, True, False,"
     ),
     "the consumer strips the spaces around the message id": (
-        "[True, True, True, True, True, True, False, True, True, True]"
+        "[True, True, True, True, True, True, False, True, True, True, True, True]"
     ),
     "the consumer records the message id NFKC-normalised (a full-width digit made another id)": (
-        "[True, True, True, True, True, True, True, False, True, True]"
+        "[True, True, True, True, True, True, True, False, True, True, True, False]"
     ),
     "the consumer records the message id cut to 32 characters (a VARCHAR(32) habit)": (
-        "[True, True, True, True, True, True, True, True, True, False]"
+        "[True, True, True, True, True, True, True, True, True, False, True, True]"
+    ),
+    "the relay marks the published row with an f-string of its message_id": 'near "brien"',
+    "the consumer records the message id NFC-normalised (an accent spelt two ways made one id)": (
+        "[True, True, True, True, True, True, True, True, True, True, True, False]"
     ),
 }
 
@@ -5897,6 +6186,12 @@ SEVERE = [
     "lease tokens made of the job id and its attempt (they repeat after a redrive)",
     "both claims in BEGIN IMMEDIATE, no ROLLBACK when the UPDATE raises (the lock kept)",
     "claim_capped rolls its BEGIN IMMEDIATE back on an IntegrityError only (a full disk)",
+    "the relay marks the published row with an f-string of its message_id",
+    "the consumer keeps only the last 1000 processed ids (a dedup window)",
+    "the consumer keeps 10000 processed ids, pruning the oldest every 100 messages",
+    "the consumer records the message id NFC-normalised (an accent spelt two ways made one id)",
+    "serial: a head taken back from a dead worker keeps its attempt (not counted again)",
+    "serial: a pending head not due yet is left out of the line (the job behind overtakes)",
 ]
 
 

@@ -4,7 +4,9 @@ caps (a ``LIMIT``, a ``fetchmany`` size, a number in the code) that would stop a
 ``relay_into_a_list`` runs ``relay_once`` with a ``publish`` that only lists what it is
 given, noting every ``LIMIT`` and ``fetchmany`` size it meets and, asked to, running
 every cap past ``SCALE_ABOVE`` rows as ``SCALED_CAP``; ``_ints_written_in`` reads the
-numbers written in the relay's code (see ``constants.written_in``).
+numbers written in the relay's code (see ``constants.written_in``). Asked to, each
+publish moves the clocks the relay may read on (``_slow_broker``), so that a run cut
+after a time budget shows.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ from __future__ import annotations
 import contextlib
 import re
 import sqlite3
-from collections.abc import MutableMapping
+import threading
+import time
+from collections.abc import Callable, Iterator, MutableMapping
 from types import CodeType, FunctionType
 from typing import Any, cast
+from unittest import mock
 
 from labkit.errors import SimulatedCrash
 from labkit.grading.exercises.common import fresh_state, outcome
@@ -33,7 +38,11 @@ def _run(values: MutableMapping[str, Any], fn: Any, *args: Any) -> dict[str, Any
 
 
 def relay_into_a_list(
-    values: MutableMapping[str, Any], path: str, now: float, scale_caps: bool = False
+    values: MutableMapping[str, Any],
+    path: str,
+    now: float,
+    scale_caps: bool = False,
+    slow_broker: bool = False,
 ) -> dict[str, Any]:
     """``relay_once(conn, publish, now)`` whose ``publish`` only lists what it is given.
 
@@ -47,6 +56,10 @@ def relay_into_a_list(
     ``SCALED_CAP``: a backlog past a cap of a million rows is too slow to build, and a
     relay that pages through its backlog publishes it all at any page size. ``scaled``
     names the caps so changed.
+
+    With ``slow_broker``, the clocks the relay may read move on by ``PUBLISH_S`` at each
+    publish (``_slow_broker``): a run that stops once a time budget is spent leaves the
+    rest pending, as it would behind a slow broker. ``clock_reads`` counts its reads.
     """
     published: list[str] = []
     topics: list[str] = []
@@ -57,6 +70,7 @@ def relay_into_a_list(
         topics.append(topic if isinstance(topic, str) else repr(topic))
         text = body.decode() if isinstance(body, bytes) else body
         bodies.append(text if isinstance(text, str) else repr(text))
+        took()
 
     conn = connect(path)
     conn.execute("PRAGMA synchronous=OFF")
@@ -64,9 +78,10 @@ def relay_into_a_list(
     scaled: list[int] = []
     relay = values["relay_once"]
     try:
-        if scale_caps:
-            relay = _scaled_down(relay, scaled)
-        got = _run(values, relay, watched, publish, now)
+        with _slow_broker(values, slow_broker) as (took, reads):
+            if scale_caps:  # after the clocks are swapped: the rebuilt code sees them
+                relay = _scaled_down(relay, scaled)
+            got = _run(values, relay, watched, publish, now)
     finally:
         conn.close()
     return {
@@ -76,7 +91,57 @@ def relay_into_a_list(
         "bodies": bodies,
         "limits": watched.limits + _ints_written_in(values["relay_once"]),
         "scaled": sorted(set(scaled + watched.scaled)),
+        "clock_reads": reads[0],
     }
+
+
+#: How far each publish moves the relay's clocks on with ``slow_broker``: a budget of
+#: seconds, or of an hour, is spent within the first publishes of the check's backlog.
+PUBLISH_S = 60.0
+#: The clocks a time budget reads (and their ``_ns`` twins).
+_CLOCKS = ("time", "monotonic", "perf_counter")
+
+
+@contextlib.contextmanager
+def _slow_broker(
+    values: MutableMapping[str, Any], on: bool = True
+) -> Iterator[tuple[Callable[[], None], list[int]]]:
+    """``time.time``, ``time.monotonic`` and ``time.perf_counter`` (their ``_ns`` twins,
+    and the student's names bound to them) read ``PUBLISH_S`` later after each call of
+    the function handed back, then are put back; the list handed back counts the reads
+    made on this thread. Not ``on``: the clocks are left alone."""
+    if not on:
+        yield (lambda: None), [0]
+        return
+    names = [*_CLOCKS, *(f"{name}_ns" for name in _CLOCKS)]
+    real = {name: getattr(time, name) for name in names}
+    ahead, reads, caller = [0.0], [0], threading.get_ident()
+
+    def moved(name: str) -> Callable[[], Any]:
+        clock, nanos = real[name], name.endswith("_ns")
+
+        def read() -> Any:
+            if threading.get_ident() == caller:
+                reads[0] += 1
+            return clock() + (int(ahead[0] * 1e9) if nanos else ahead[0])
+
+        return read
+
+    fake = {name: moved(name) for name in names}
+    swaps = {id(real[name]): fake[name] for name in names}
+    saved = {name: value for name, value in values.items() if id(value) in swaps}
+
+    def took() -> None:
+        ahead[0] += PUBLISH_S
+
+    with contextlib.ExitStack() as stack:
+        for name in names:
+            stack.enter_context(mock.patch.object(time, name, fake[name]))
+        values.update({name: swaps[id(value)] for name, value in saved.items()})
+        try:
+            yield took, reads
+        finally:
+            values.update(saved)
 
 
 #: A cap above this many rows is run scaled down to ``SCALED_CAP`` (see ``relay_into_a_list``).

@@ -514,3 +514,33 @@ def relay_with_a_write_behind_meanwhile(
         conn.close()
         broker.close()
     return {"first": first, "second": second, "fired": calls["fired"], "marked": marked}
+
+
+def consume_many_then_again(
+    values: MutableMapping[str, Any], path: str, first: int, count: int, again: list[list[str]]
+) -> dict[str, Any]:
+    """``consume`` of the messages of orders ``first`` to ``first + count - 1`` on ONE
+    connection, as a long-lived consumer receives them, then each of ``again`` (a message
+    id and its body: a redelivery, after an outage or a replay).
+
+    The consumer's database is not synced at each of the student's commits
+    (``synchronous=OFF``, this connection only): a thousand messages cost a tenth of a
+    second. ``applied`` counts the new messages applied (True), ``other`` is the first
+    one that was not (its outcome and order id), ``again`` the redeliveries' outcomes.
+    """
+    conn = connect(path)
+    conn.execute("PRAGMA synchronous=OFF")
+    applied, other = 0, None
+    try:
+        with fresh_state(values):
+            for order_id in range(first, first + count):
+                body = json.dumps({"order_id": order_id, "customer": f"c{order_id}", "total": 1})
+                got = outcome(values["consume"], Watched(conn), f"order:{order_id}:placed:v1", body)
+                if got.get("returned") is not True:
+                    other = {**got, "order_id": order_id}
+                    break
+                applied += 1
+            redelivered = [outcome(values["consume"], Watched(conn), *call) for call in again]
+    finally:
+        conn.close()
+    return {"applied": applied, "other": other, "again": redelivered}

@@ -55,9 +55,17 @@ def claim(
     now: float = NOW,
     *extra: Any,
     lease_s: float = 30.0,
+    scaled: list[int] | None = None,
 ) -> dict[str, Any] | None:
-    """The student's claim through the harness; the row as a dict, or None."""
-    got = ns.harness(HARNESS + "claim", str(path), name, worker, now, lease_s, *extra)
+    """The student's claim through the harness; the row as a dict, or None.
+
+    Given ``scaled``, every LIMIT above ``harness.SCALED_LIMIT`` rows runs scaled down to
+    it (``harness.claim_limits_scaled``), and the LIMIT values so changed join ``scaled``.
+    """
+    how = "claim" if scaled is None else "claim_limits_scaled"
+    got = ns.harness(HARNESS + how, str(path), name, worker, now, lease_s, *extra)
+    if scaled is not None:
+        scaled.extend(int(n) for n in got.get("scaled", []))
     call = f"{name}({worker!r}, now={now:g}{''.join(f', {e!r}' for e in extra)})"
     if "raised" in got:
         raise CheckFailed(
@@ -658,8 +666,8 @@ def serial_runs_one_at_a_time_in_order(ns: Namespace) -> None:
 
 @CHECKS.add(
     2,
-    "a head waiting in retry_wait (run_after > now) is still the head: the jobs behind "
-    "it wait, or they overtake it and run out of order",
+    "a head waiting in retry_wait, or pending but not due yet (run_after > now), is still "
+    "the head: the jobs behind it wait, or they overtake it and run out of order",
     severe=True,
 )
 def a_waiting_head_blocks_its_queue(ns: Namespace) -> None:
@@ -680,6 +688,22 @@ def a_waiting_head_blocks_its_queue(ns: Namespace) -> None:
             _id(got) != behind and got is not None,
             "the head itself once it is due (160), not the job behind it",
             got,
+        )
+    # A head pending, due later (scheduled for 150), and a job behind it due now: the
+    # head is the smallest live id whatever its run_after, so the job behind waits.
+    with lab_file(ns) as (conn, path):
+        head = add_job(conn, "order:43:a", queue="order:43", run_after=NOW + 50)
+        add_job(conn, "order:43:b", queue="order:43")
+        # (Taken a second past its run_after: run_after < now, one claim late, is
+        # serial_claim_follows_the_rules_on_generated_tables' business.)
+        got = [_id(serial(ns, path, "w1")), _id(serial(ns, path, "w2", NOW + 51))]
+        expect(
+            got == [None, head],
+            _(
+                "None at {now:g}: order:43's head, pending, is due at {due:g} (the job "
+                "behind it, due now, waits); then job {job_id}, the head, at {later:g}"
+            ).format(now=NOW, due=NOW + 50, job_id=head, later=NOW + 51),
+            _("the claims took {got}").format(got=got),
         )
 
 
