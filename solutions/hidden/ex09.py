@@ -1,12 +1,14 @@
-"""Hidden checks for exercise 9: a key delivered twice (one after the other, and to two
-consumers at once) and a done record that never expires, a dependency down for a while
-(with a max_deliveries other than the usual 3), the delivery count of the entry in hand
-while another consumer holds an older one (kept in the stream while more than a stream
-node of newer entries is acknowledged), what ``consume`` returns (on a second call, by
-two consumers racing on one key, too, and with entries deleted from the stream while
-pending), a backlog of hundreds of entries, keys that differ only in case, in a trailing
-space, in accents or in characters a pattern would read, a key sent again after its
-entry was dead-lettered, and a poison entry that reaches each new consumer by
+"""Hidden checks for exercise 9: a key delivered twice (one after the other, to two
+consumers at once, and to one while another is slow on its copy) and a done record that
+never expires, named by the key itself, a dependency down for a while (with a
+max_deliveries other than the usual 3), the delivery count of the entry in hand while
+another consumer holds an older one (kept in the stream while more than a stream node of
+newer entries is acknowledged), what ``consume`` returns (on a second call, by two
+consumers racing on one key, too, and with entries deleted from the stream while
+pending), an entry deleted while pending with another behind it, how often a waiting
+consumer looks again, a backlog of hundreds of entries, keys that differ only in case,
+in a trailing space, in accents or in characters a pattern would read, a key sent again
+after its entry was dead-lettered, and a poison entry that reaches each new consumer by
 XAUTOCLAIM."""
 
 from __future__ import annotations
@@ -104,6 +106,12 @@ def a_flaky_entry_is_retried_not_dead_lettered(ns: Namespace) -> None:
         expect_once_each(s, ["flaky"], _("leave a failed entry pending; it comes back"))
 
 
+#: Seconds the first consumer works on its copy in the staggered scene of
+#: two_copies_of_a_key_at_once_apply_once: time for a second one to start and apply the
+#: other copy meanwhile.
+STAGGER_S = 1.0
+
+
 @CHECKS.add(
     2,
     "two consumers holding copies of one key at once: both may read the done record "
@@ -141,6 +149,25 @@ def two_copies_of_a_key_at_once_apply_once(ns: Namespace) -> None:
                 )
                 if both == 2
                 else fix,
+            )
+            # Staggered, with no meeting point: 'c' is slow on its copy of 'order:6', and
+            # 'd', started while 'c' works, applies the other copy at once. A look before
+            # run_job, with WATCH set only afterwards, is out of date when 'c' writes: the
+            # meetings above hold both consumers until both WATCH, which hides that.
+            s.add("order:6", cents=600, work_s=STAGGER_S, slow_deliveries=1)
+            s.add("order:6", cents=600)
+            slow = s.start("c", idle_ms=600_000)
+            s.wait_held(slow, "c", "order:6")
+            s.finish(s.start("d", idle_ms=600_000), _("a consumer started while another works"))
+            s.finish(slow, _("the consumer slow on its copy"))
+            expect_once_each(
+                s,
+                ["order:5", "order:6"],
+                _(
+                    "one consumer looked at the done record before its slow run_job and "
+                    "another applied the key meanwhile: {fix}; a look made before WATCH is "
+                    "out of date by the time the MULTI runs"
+                ).format(fix=fix),
             )
     finally:
         shutil.rmtree(meet, ignore_errors=True)
@@ -278,6 +305,39 @@ def returns_how_many_it_applied(ns: Namespace) -> None:
                 "(another consumer applied the key first) applied nothing"
             ),
         )
+
+
+@CHECKS.add(
+    1,
+    "an entry of yours deleted from the stream while pending leaves the PEL (XACK or "
+    "XAUTOCLAIM) and hides none of your other pending entries: the one behind it is run",
+    60,
+    severe=True,
+)
+def a_deleted_entry_hides_none_of_yours(ns: Namespace) -> None:
+    with stream(ns) as s:
+        # 'a' held two entries when it died: the first deleted from the stream since (an
+        # operator's cleanup), idle 700 s; 'order:1', behind it, never finished. Skipped
+        # and never dropped from the PEL, the first is what XREADGROUP ... 0 returns for
+        # ever, and 'order:1' waits behind it: nobody else takes an entry of 'a's.
+        gone = s.add("deleted:a", cents=100)
+        s.add("order:1", cents=100)
+        s.r.xreadgroup(GROUP, "a", {s.stream: ">"}, count=2)
+        s.r.xclaim(s.stream, GROUP, "a", 0, [gone], idle=700_000, justid=True)
+        s.r.xdel(s.stream, gone)
+        try:
+            s.finish(
+                s.start("a"),
+                _(
+                    "a restart of 'a', which holds an entry deleted from the stream and one "
+                    "behind it"
+                ),
+            )
+        except CheckFailed as failed:
+            if _still_pending(s, [gone]):
+                failed.hint = _gone_hint()
+            raise
+        expect_once_each(s, ["order:1"], _gone_hint())
 
 
 #: Newer entries behind the one another consumer holds: past the 100 entries of a stream
@@ -579,6 +639,50 @@ def keys_are_compared_exactly(ns: Namespace) -> None:
                 "a pattern (KEYS, SCAN MATCH)"
             ),
         )
+        # Applied once each here, yet a record named by a digest of the key cut short (8
+        # hex digits, as git shows a commit) gives two keys in about a hundred thousand
+        # one record: the contract names it by the key itself.
+        missing = _unrecorded(s, keys + long)
+        expect(
+            not missing,
+            _("a done record named by each applied key exactly as it came: <prefix>:done:<key>"),
+            _("no record named by {keys}; what the prefix holds besides: {names}").format(
+                keys=", ".join(_cut(key) for key in missing[:3]),
+                names=", ".join(_cut(name) for name in _names(s)[:3]),
+            ),
+            _(
+                "name the record <prefix>:done:<key> with the whole key, not a digest of it: a "
+                "digest cut short (8 hex digits) gives two keys in about a hundred thousand one "
+                "record, and the second is never applied"
+            ),
+        )
+
+
+def _names(s: Stream) -> list[str]:
+    """The keys under the stream's prefix, the prefix taken off, but for the stream, the
+    effects and the dead letters."""
+    ours = {s.stream, f"{s.prefix}:effects", f"{s.prefix}:dead"}
+    return sorted(
+        name.removeprefix(f"{s.prefix}:")
+        for name in s.r.scan_iter(match=f"{s.prefix}:*", count=1000)
+        if name not in ours
+    )
+
+
+def _unrecorded(s: Stream, keys: list[str]) -> list[str]:
+    """The ``keys`` with no done record named by the key itself: neither a key
+    <prefix>:done:<key> nor a field or member (the key as it came) of a hash or a set
+    under the prefix, which do as well."""
+    found: set[str] = set()
+    for name in _names(s):
+        if name.startswith("done:"):
+            found.add(name.removeprefix("done:"))
+        kind, whole = str(s.r.type(f"{s.prefix}:{name}")), f"{s.prefix}:{name}"
+        if kind == "hash":
+            found.update(s.r.hkeys(whole))
+        elif kind in ("set", "zset"):
+            found.update(s.r.smembers(whole) if kind == "set" else s.r.zrange(whole, 0, -1))
+    return [key for key in keys if key not in found]
 
 
 @CHECKS.add(
@@ -666,6 +770,9 @@ def done_records_belong_to_their_stream(ns: Namespace) -> None:
 
 #: Seconds a consumer may take to notice that the entry another consumer held is done.
 SOON_S = 5.0
+#: Commands per second the two consumers may send while one waits for the other: a look
+#: about every 50 ms costs a few dozen; a look again at once, thousands.
+BUSY_PER_S = 150
 
 
 @CHECKS.add(
@@ -681,13 +788,24 @@ def returns_soon_after_the_others_finish(ns: Namespace) -> None:
         s.add("slow", cents=100, work_s=1)
         worker = s.start("a", idle_ms=600_000)
         s.wait_held(worker, "a", "slow")
-        other = s.start("b", idle_ms=600_000)  # finds 'slow' pending, held by 'a'
-        s.finish(worker, _("the consumer working on the slow entry"))
-        try:
-            other.communicate(timeout=SOON_S)
-        except subprocess.TimeoutExpired:
-            ns.kill(other)
-            other.communicate()
+        # What is sent while 'b' waits, read as sent ('a' sends nothing while it works):
+        # a look again at once, with no pause and no BLOCK, is thousands a second.
+        clock = SystemClock()
+        with _monitored(s.url, s.prefix) as sent:
+            began = clock.now()
+            other = s.start("b", idle_ms=600_000)  # finds 'slow' pending, held by 'a'
+            s.finish(worker, _("the consumer working on the slow entry"))
+            try:
+                other.communicate(timeout=SOON_S)
+            except subprocess.TimeoutExpired:
+                ns.kill(other)
+                other.communicate()
+                late = True
+            else:
+                late = False
+            waited = clock.now() - began
+            commands = len(sent())
+        if late:
             expect(
                 False,
                 _(
@@ -703,6 +821,21 @@ def returns_soon_after_the_others_finish(ns: Namespace) -> None:
                     "entry) waiting that long"
                 ),
             )
+        limit = int(BUSY_PER_S * max(waited, 1.0))
+        expect(
+            commands <= limit,
+            _(
+                "the consumers to send at most {limit} commands in the {seconds:.1f} s the "
+                "second one waited for the first (a look about every 50 ms)"
+            ).format(limit=limit, seconds=waited),
+            _("{count} commands").format(count=commands),
+            _(
+                "when nothing is yours to run but XPENDING lists entries, sleep about 50 ms "
+                "(or read new entries with BLOCK 50) before you look again: a loop that looks "
+                "again at once sends thousands of commands a second, and keeps Redis busy for "
+                "every other client"
+            ),
+        )
         expect_once_each(s, ["slow"], _("apply it once"))
 
 
@@ -745,6 +878,7 @@ def a_dead_lettered_key_sent_again_is_applied(ns: Namespace) -> None:
     "for your own pending ones: a poison entry that kills each new consumer in turn is "
     "still dead-lettered after max_deliveries",
     90,
+    severe=True,
 )
 def the_cap_holds_for_claimed_entries(ns: Namespace) -> None:
     with stream(ns) as s:

@@ -1,13 +1,16 @@
 """Hidden checks for exercise 10: the retry after a crash (at the 202, and as the job is
 stored; across a midnight), keys per caller (not per token, kept apart from the owner's
-name) and exactly as sent (quotes and all), the request stored whole, requests sent
-together, requests without a key, the job a worker runs, what every 202 says, the status
-among thousands of jobs, no payload, no secret in the server's output, 401 (before the job
-is read)."""
+name) and exactly as sent (quotes and all, kept whole or as a digest of 64 bits or more),
+the request stored whole, requests sent together, requests without a key, the job a
+worker runs (with the store's attempts), what every 202 says, the status among thousands
+of jobs, no payload, a poll while the store is down, no secret in the server's output on
+any branch, 401 (before the job is read)."""
 
 from __future__ import annotations
 
 import calendar
+import inspect
+import os
 import random
 import string
 import time
@@ -16,7 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex10.checks import crash_at_202, crash_while_posting
+from labkit.grading.exercises.ex10.checks import (
+    crash_at_202,
+    crash_while_posting,
+    poll_while_the_store_is_down,
+)
 from labkit.grading.exercises.ex10.served import (
     ALICE,
     BOB,
@@ -433,6 +440,20 @@ def status_hides_the_payload(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
+    "a poll while the job database cannot be read is a 5xx, never a 404: the job exists, "
+    "and a client told it does not sends its request again as a new job",
+    timeout=TIMEOUT,
+    severe=True,
+)
+def a_poll_the_store_cannot_read_is_no_404(ns: Namespace) -> None:
+    with scratch(ns) as folder:
+        db = folder / "jobs.db"
+        with served(ns, db, store_fault=True) as app:
+            poll_while_the_store_is_down(app, add_job(db, "alice", {"month": "2027-10"}, "down"))
+
+
+@CHECKS.add(
+    1,
     "no secret a caller sends reaches the server's output: not the password of a refused "
     "body, not a bearer token (printed, logged at any level, or in a traceback)",
     timeout=TIMEOUT,
@@ -457,7 +478,10 @@ def secrets_stay_out_of_the_logs(ns: Namespace) -> None:
     }
     with scratch(ns) as folder:
         db = folder / "jobs.db"
-        with served(ns, db, renewed_tokens={renewed: "alice"}, log_everything=True) as app:
+        served_here = served(
+            ns, db, renewed_tokens={renewed: "alice"}, log_everything=True, store_fault=True
+        )
+        with served_here as app:
             month = {"month": "2027-09"}
             replies = [
                 app.post(
@@ -469,12 +493,22 @@ def secrets_stay_out_of_the_logs(ns: Namespace) -> None:
                 app.post(month, key="logs-2", raw=True),
                 app.post({**month, "n": 2}, renewed, key="logs-3", raw=True),
                 app.post(month, forged, raw=True),
+                # Every other branch a handler has, each a place to log who asked: a
+                # retry, a reused key with another body, another owner's job and a
+                # missing one (404), the job database down (5xx).
+                app.post(month, key="logs-2", raw=True),
+                app.post({**month, "n": 3}, key="logs-2", raw=True),
+                app.status(add_job(db, "bob", month, "check:logs-bob"), raw=True),
+                app.status(10_000, renewed, raw=True),
             ]
             for reply in replies[2:4]:
                 if reply.status_code in (200, 201, 202) and reply.headers.get("Location"):
                     replies.append(app.status(reply.headers["Location"], renewed, raw=True))
                     replies.append(app.status(reply.headers["Location"], raw=True))
             replies.append(app.status(1, forged, raw=True))
+            with app.store_down():
+                replies.append(app.post({**month, "n": 4}, key="logs-4", raw=True))
+                replies.append(app.status(1, renewed, raw=True))
             if any(r.status_code >= 500 for r in replies):
                 app.settle()
             output = app.output()
@@ -750,6 +784,53 @@ def keys_are_compared_exactly(ns: Namespace) -> None:
         ids = _one_job_per_key(app, keys, {"month": "2027-01"}, longest=64)
         stored = jobs_for(folder / "jobs.db", "alice", {"month": "2027-01"})
         expect(len(stored) == len(ids), "one job per key in the database", len(stored))
+    # Apart here, yet a job key that is a digest cut short (8 hex digits, as git shows a
+    # commit) gives two keys in about a hundred thousand one job: what tells the keys apart
+    # must be the key itself or a digest of 64 bits or more.
+    kept = {job["id"]: str(job.get("key")) for job in stored}
+    short = _cut_short({key: kept.get(job_id, "") for key, job_id in ids.items()})
+    expect(
+        not short,
+        _(
+            "each job key to hold the Idempotency-Key as sent, or a digest of it of 64 bits "
+            "or more (16 hex digits)"
+        ),
+        _("the key {key} kept as {kept}").format(
+            key=repr(_cut(short[0])), kept=repr(_cut(kept.get(ids[short[0]], "")))
+        )
+        if short
+        else "",
+        _(
+            "keep the whole Idempotency-Key in the job key, scoped to its owner, or a whole "
+            "sha256 of owner and key: a digest cut to 8 hex digits gives two keys in about a "
+            "hundred thousand one job, and the second request is answered with the first's "
+            "job and never runs"
+        ),
+    )
+
+
+def _cut_short(kept: dict[str, str]) -> list[str]:
+    """The keys of ``kept`` (a client's key -> the job key stored for it) whose job key
+    neither holds the key as sent nor, once the part every job key shares is taken off
+    (a prefix such as 'report:alice:'), 64 bits: fewer than 16 hex digits, 11 base64
+    characters or 8 others. A key shorter than that must only not lose any of its own."""
+    texts = list(kept.values())
+    if len(texts) < 2:
+        return []
+    head = len(os.path.commonprefix(texts))
+    tail = len(os.path.commonprefix([t[head:][::-1] for t in texts]))
+    short = []
+    for key, text in kept.items():
+        part = text[head : len(text) - tail]
+        if set(part) <= set(string.hexdigits):
+            bits = 4 * len(part)
+        elif set(part) <= set(string.ascii_letters + string.digits + "+/-_="):
+            bits = 6 * len(part)
+        else:
+            bits = 8 * len(part)
+        if key not in text and bits < min(64, 8 * len(key.encode())):
+            short.append(key)
+    return short
 
 
 @CHECKS.add(
@@ -976,6 +1057,20 @@ def a_report_worker_claims_the_job(ns: Namespace) -> None:
             _(
                 "leave max_attempts to the store (no max_attempts=1): a report whose first try "
                 "meets a dependency down for a minute must run again, not end dead"
+            ),
+        )
+        # Fewer attempts than the store gives a job (2, "reports are expensive") end it
+        # dead in an outage the store's retries are there to ride out.
+        given = inspect.signature(JobStore.enqueue).parameters["max_attempts"].default
+        expect(
+            int(row.get("max_attempts") or 0) >= given,
+            _("job {job_id} to have at least the {count} attempts the store gives a job").format(
+                job_id=job_id, count=given
+            ),
+            _("max_attempts {count}").format(count=row.get("max_attempts")),
+            _(
+                "leave max_attempts to the store: a report with fewer attempts ends dead when "
+                "a dependency is down for a few minutes, which the store's retries ride out"
             ),
         )
 

@@ -1188,6 +1188,79 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
             ),
         ],
     ),
+    (
+        # "Don't run a job whose key is done": one look before run_job, and the WATCH set
+        # only afterwards, with no second look. It guards nothing the look decided.
+        "the done record looked at before run_job; WATCH set afterwards, with no second look",
+        "two_copies_of_a_key_at_once_apply_once",
+        [
+            (
+                "            try:\n"
+                '                run_job(json.loads(fields["payload"]), deliveries)\n'
+                "            except Exception:\n"
+                "                continue\n"
+                "            record = f\"{prefix}:done:{fields['key']}\"\n"
+                "            try:\n"
+                "                with r.pipeline(transaction=True) as pipe:\n"
+                "                    pipe.watch(record)\n"
+                "                    done_before = pipe.exists(record)\n"
+                "                    pipe.multi()\n",
+                "            record = f\"{prefix}:done:{fields['key']}\"\n"
+                "            done_before = r.exists(record)\n"
+                "            if not done_before:\n"
+                "                try:\n"
+                '                    run_job(json.loads(fields["payload"]), deliveries)\n'
+                "                except Exception:\n"
+                "                    continue\n"
+                "            try:\n"
+                "                with r.pipeline(transaction=True) as pipe:\n"
+                "                    pipe.watch(record)\n"
+                "                    pipe.multi()\n",
+            )
+        ],
+    ),
+    (
+        # "A record name of fixed length, whatever the key holds": 8 hex digits, as git
+        # shows a commit. order:56076 and order:126995 share one.
+        "the done record named by sha256(key) cut to 8 hex digits",
+        "keys_are_compared_exactly",
+        [
+            (
+                "            record = f\"{prefix}:done:{fields['key']}\"\n",
+                '            record = f"{prefix}:done:" + __import__("hashlib").sha256(\n'
+                '                fields["key"].encode()).hexdigest()[:8]\n',
+            )
+        ],
+    ),
+    (
+        # "Don't block the loop": new entries read without BLOCK, and no pause when
+        # nothing is its own to run: it looks again at once, thousands of times a second.
+        "XREADGROUP > without BLOCK and no 50 ms pause: a hot loop while another works",
+        "returns_soon_after_the_others_finish",
+        [
+            ('{stream: ">"}, count=1, block=50)', '{stream: ">"}, count=1)'),
+            ("            time.sleep(0.05)\n            continue\n", "            continue\n"),
+        ],
+    ),
+    (
+        # As "skips its own deleted pending entry and XCLAIMs only others'": the entry it
+        # holds behind the deleted one is never run, by it or by anyone.
+        "skips its own deleted pending entry, XCLAIMs only others': the entry behind it waits",
+        "a_deleted_entry_hides_none_of_yours",
+        [
+            (
+                "            entries = [e for e in r.xautoclaim("
+                'stream, GROUP, consumer, idle_ms, "0-0", 1)[1]\n'
+                "                       if e[1]]\n",
+                '            idle = [p for p in r.xpending_range(stream, GROUP, "-", "+", 10,\n'
+                "                                                idle=idle_ms)\n"
+                '                    if p["consumer"] != consumer]\n'
+                "            entries = [e for e in r.xclaim(stream, GROUP, consumer, idle_ms,\n"
+                '                                           [idle[0]["message_id"]])\n'
+                "                       if e[1]] if idle else []\n",
+            )
+        ],
+    ),
 ]
 
 
@@ -1737,6 +1810,26 @@ def consume(url, prefix, consumer, max_deliveries=3, idle_ms=1000):
         "XPENDING IDLE and XCLAIM: its own deleted entry dropped by XCLAIM once idle_ms passed",
         "returns_how_many_it_applied",
         RIGHT[1][2],
+    ),
+]
+
+# The same consumers, held to the checks of an entry deleted behind which another waits,
+# and of a second consumer applying a key while the first is slow on its copy.
+RIGHT += [
+    (
+        "XPENDING IDLE and XCLAIM: the entry behind its own deleted one run once that is dropped",
+        "a_deleted_entry_hides_none_of_yours",
+        RIGHT[1][2],
+    ),
+    (
+        "an entry deleted from the stream XACKed where it is met: the entry behind it run",
+        "a_deleted_entry_hides_none_of_yours",
+        RIGHT[4][2],
+    ),
+    (
+        "a class with Lua scripts: the done record read in the script, after a slow run_job",
+        "two_copies_of_a_key_at_once_apply_once",
+        RIGHT[0][2],
     ),
 ]
 

@@ -1199,6 +1199,52 @@ ZOO: list[tuple[str, str, str, str, str]] = [
             "    # Scoped",
         ),
     ),
+    (
+        # An "audit log" of denied polls: who asked, as the Authorization header came.
+        "the bearer token logged on the 404 branch (an audit log of denied polls)",
+        "secrets_stay_out_of_the_logs",
+        ACCEPT_OK,
+        OWNER_CHECK,
+        OWNER_CHECK
+        + '        __import__("logging").getLogger("ex10.audit").warning(\n'
+        + '            "denied job %s to %s (%s)", job_id, owner, authorization)\n',
+    ),
+    (
+        # A reused key logged for the operators, with who sent it (the header as it came).
+        "the bearer token logged when a key is reused with another body",
+        "secrets_stay_out_of_the_logs",
+        STATUS_OK,
+        "    except IdempotencyConflict:\n",
+        "    except IdempotencyConflict:\n"
+        '        __import__("logging").getLogger("ex10").warning(\n'
+        '            "key %r reused by %s", idempotency_key, authorization)\n',
+    ),
+    (
+        # "A job key of fixed length": 8 hex digits, as git shows a commit. alice's
+        # order-94625 and order-162519 share one: the second is answered with the first's job.
+        "the job key sha256(owner:key) cut to 8 hex digits",
+        "keys_are_compared_exactly",
+        STATUS_OK,
+        KEY_LINE,
+        '    key = None if idempotency_key is None else "report:" + __import__("hashlib").sha256(\n'
+        '        f"{owner}:{idempotency_key}".encode()).hexdigest()[:8]\n',
+    ),
+    (
+        # "Reports are expensive: try twice at most": an outage of a few minutes ends it dead.
+        "the job enqueued with max_attempts=2",
+        "a_report_worker_claims_the_job",
+        STATUS_OK,
+        ENQUEUE,
+        ENQUEUE.replace("key=key)", "key=key, max_attempts=2)"),
+    ),
+    (
+        # As "any error of store.get answered 404": the owner is told the job is gone.
+        "any error of store.get answered 404: a poll while the store is down reads as no job",
+        "a_poll_the_store_cannot_read_is_no_404",
+        ACCEPT_OK,
+        "    except NotFound:\n        job = None\n",
+        "    except Exception:\n        job = None\n",
+    ),
 ]
 
 
@@ -1706,6 +1752,33 @@ def status(job_id: int, authorization: Annotated[str | None, Header()] = None) -
     log.info("%s polled job %s: %s", owner, job_id, job.state)
     return JSONResponse(status_view(job))
 """,
+    ),
+]
+
+
+# Job keys written otherwise, held to the check that reads the key each job keeps: a
+# whole sha256 of owner and key, the key in JSON, a control character between; and a
+# poll answered 500 when the store cannot be read.
+RIGHT += [
+    (
+        "the job key a whole sha256 of owner and key",
+        "keys_are_compared_exactly",
+        RIGHT[0][2],
+    ),
+    (
+        "the job key the owner and the key in JSON (non-ASCII escaped)",
+        "keys_are_compared_exactly",
+        RIGHT[3][2],
+    ),
+    (
+        "the job key the owner and the key with a unit separator between",
+        "keys_are_compared_exactly",
+        RIGHT[2][2],
+    ),
+    (
+        "async handlers: an error of store.get other than NotFound left to propagate (500)",
+        "a_poll_the_store_cannot_read_is_no_404",
+        RIGHT[1][2],
     ),
 ]
 
