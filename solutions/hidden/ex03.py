@@ -518,6 +518,37 @@ def an_interrupted_claim_leaves_the_connection_usable(ns: Namespace) -> None:
 
 @CHECKS.add(
     2,
+    "return the row as your own UPDATE left it (RETURNING *): a claim that writes, then "
+    "reads the row back by id, may read it after its lease ran out and another worker took "
+    "the job, and returns that worker's lease_token; both then run the job, and both pass "
+    "every fence",
+    severe=True,
+)
+def a_claim_returns_the_lease_it_took(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        add_job(conn, "mail:1:send:v1")
+        got = ns.harness(HARNESS + "claim_then_taken_over", str(path), "w1", 100.0, 30.0)
+    row = got.get("returned")
+    if not got.get("taken") or not isinstance(row, dict):
+        return  # nothing claimed, or nothing written before the claim returned
+    expect(
+        row.get("lease_owner") == "w1" and row.get("lease_token") not in (None, "w2-token"),
+        _(
+            "claim by w1 at now=100 to return the lease it took (lease_owner 'w1', its own "
+            "lease_token), though w2 took the job over right after w1's write"
+        ),
+        _("it returned lease_owner {owner}, lease_token {token}").format(
+            owner=repr(row.get("lease_owner")), token=repr(row.get("lease_token"))
+        ),
+        _(
+            "return what your UPDATE ... RETURNING * gave back, in the same statement: a "
+            "row read again afterwards may be someone else's lease by then"
+        ),
+    )
+
+
+@CHECKS.add(
+    2,
     "hand the connection back as it was given, in autocommit mode with no transaction "
     "open: a claim that sets conn.isolation_level (to 'IMMEDIATE', say) or leaves its "
     "BEGIN uncommitted keeps the write lock, or leaves the worker's every later write in "

@@ -498,6 +498,43 @@ def dead_letter_after_the_lease_ran_out(ns: Namespace) -> None:
 
 
 @CHECKS.add(
+    2,
+    "dead_letter writes once, in its fenced UPDATE, and never again after it: the moment "
+    "the job is dead an operator may redrive it and a worker claim it, and a second write "
+    "by id (the lease given back, a cleanup) takes the new holder's lease away; the job "
+    "then stays running, owned by nobody, and no claim takes it again",
+    severe=True,
+)
+def dead_letter_writes_nothing_after_the_job_is_dead(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        got = ns.harness(
+            HARNESS + "dead_letter_then_taken_again", str(path), job_id, "tok-1", NOW, NOW + 5
+        )
+        job = row_of(conn, job_id)
+    if not got.get("taken"):
+        return  # the job was never dead after a write: the other checks say why
+    expect(
+        (job["state"], job["lease_token"], job["lease_until"])
+        == ("running", "worker-2-token", NOW + 35),
+        _(
+            "job {job_id}, redriven and claimed by another worker the moment your dead_letter "
+            "had buried it, left as that worker holds it: running, lease_token "
+            "'worker-2-token', lease_until {until:g}"
+        ).format(job_id=job_id, until=NOW + 35),
+        _("{said}; then state {state}, lease_token {token}, lease_until {until}").format(
+            said=it_said(got),
+            state=job["state"],
+            token=repr(job["lease_token"]),
+            until=job["lease_until"],
+        ),
+        "set state, dead_reason, last_error and clear the lease in the one fenced UPDATE "
+        "(WHERE id = :id AND state = 'running' AND lease_token = :token): any write after it "
+        "may land on a job that is someone else's by then",
+    )
+
+
+@CHECKS.add(
     1,
     "dead_letter in one UPDATE: killed after any of its writes, the job is still running "
     "as it was or dead with its reason and its error, never dead with nothing to read",
@@ -635,15 +672,35 @@ def a_large_redrive_is_one_transaction(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         ids = add_dead(conn, 260)
         late = ids[230]
+        # The oldest, redriven first: a worker may claim it the moment the redrive commits.
+        first = ids[0]
         result = ns.harness(
             HARNESS + "redrive_while_a_worker_takes_a_job_after_a_commit",
             str(path),
             {"limit": 250, "now": NOW},
             late,
             NOW + 500,
+            first,
         )
         got = returned(result, "redrive(limit=250)")
         rows = {j["id"]: j for j in all_jobs(conn)}
+    if result.get("claimed"):
+        job = rows[first]
+        expect(
+            (job["state"], job["lease_token"], job["lease_until"])
+            == ("running", "worker-3-token", NOW + 530),
+            _(
+                "job {job_id}, redriven and then claimed by a worker right after your first "
+                "COMMIT, left as the worker holds it: running, its lease_token and lease_until "
+                "as the claim set them"
+            ).format(job_id=first),
+            _("state {state}, lease_token {token}, lease_until {until}").format(
+                state=job["state"], token=repr(job["lease_token"]), until=job["lease_until"]
+            ),
+            "change the jobs in the one transaction that chose them, and nothing after its "
+            "COMMIT: a worker may claim a redriven job at once, and a write after the commit "
+            "takes its lease away (the job stays running, owned by nobody, for good)",
+        )
     if not isinstance(got, list):
         got = []
     theirs = [

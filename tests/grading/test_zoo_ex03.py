@@ -2539,11 +2539,91 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
     """,
     ),
+    (
+        "ex03",
+        "claim reads its row back by id after its UPDATE ... RETURNING id",
+        "a_claim_returns_the_lease_it_took",
+        """
+        def claim(conn, worker, now, lease_s):
+            taken = conn.execute(
+                '''
+                UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,
+                       lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),
+                       updated_at = :now
+                 WHERE id = (SELECT id FROM jobs
+                              WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                                 OR (state = 'running' AND lease_until <= :now)
+                              ORDER BY run_after, id LIMIT 1)
+                RETURNING id
+                ''',
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            if taken is None:
+                return None
+            row = conn.execute("SELECT * FROM jobs WHERE id = :id", {"id": taken["id"]}).fetchone()
+            return dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "claim reads its row back by id after its COMMIT (BEGIN IMMEDIATE, SELECT, UPDATE)",
+        "a_claim_returns_the_lease_it_took",
+        """
+        def claim(conn, worker, now, lease_s):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                found = conn.execute(
+                    '''
+                    SELECT id FROM jobs
+                     WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)
+                        OR (state = 'running' AND lease_until <= :now)
+                     ORDER BY run_after, id LIMIT 1
+                    ''',
+                    {"now": now},
+                ).fetchone()
+                if found is not None:
+                    conn.execute(
+                        '''
+                        UPDATE jobs SET state = 'running', attempt = attempt + 1,
+                               lease_owner = :worker, lease_until = :now + :lease_s,
+                               lease_token = lower(hex(randomblob(16))), updated_at = :now
+                         WHERE id = :id
+                        ''',
+                        {"worker": worker, "now": now, "lease_s": lease_s, "id": found["id"]},
+                    )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            if found is None:
+                return None
+            row = conn.execute("SELECT * FROM jobs WHERE id = :id", {"id": found["id"]})
+            return dict(row.fetchone())
+    """,
+    ),
+    (
+        "ex03",
+        "claim turns PRAGMA synchronous OFF on the worker's connection",
+        "a_claim_leaves_the_connection_as_it_was_given",
+        """
+        _reference_claim = claim
+
+
+        def claim(conn, worker, now, lease_s):
+            conn.execute("PRAGMA synchronous = OFF")  # no need to wait for the disk
+            return _reference_claim(conn, worker, now, lease_s)
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "claim reads its row back by id after its UPDATE ... RETURNING id": "the lease it took",
+    "claim reads its row back by id after its COMMIT (BEGIN IMMEDIATE, SELECT, UPDATE)": (
+        "the lease it took"
+    ),
+    "claim turns PRAGMA synchronous OFF on the worker's connection": "PRAGMA synchronous as it was",
     "SELECT, then an UPDATE guarded by the updated_at it read": (
         "each job claimed by exactly one worker"
     ),

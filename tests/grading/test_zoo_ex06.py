@@ -3144,11 +3144,62 @@ ZOO: list[tuple[str, str, str, str]] = [
 
     """,
     ),
+    (
+        "ex06",
+        "redrive clears the old lease in a second UPDATE after its COMMIT",
+        "a_large_redrive_is_one_transaction",
+        """
+        _reference_redrive = redrive
+
+
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            ids = _reference_redrive(conn, limit=limit, now=now, kind=kind, dry_run=dry_run)
+            if not dry_run:
+                # a dead job may still show an old lease: clear it so the job starts clean
+                conn.execute(
+                    "UPDATE jobs SET lease_owner = NULL, lease_until = NULL, lease_token = NULL"
+                    " WHERE id IN (SELECT value FROM json_each(:ids))",
+                    {"ids": json.dumps(ids)},
+                )
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter gives the lease back in a second UPDATE by id",
+        "dead_letter_writes_nothing_after_the_job_is_dead",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                '''
+                UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,
+                       updated_at = :now
+                 WHERE id = :id AND state = 'running' AND lease_token = :token
+                RETURNING id
+                ''',
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now},
+            ).fetchone()
+            if row is None:
+                return False
+            # the job is ours and buried: now give its lease back
+            conn.execute(
+                "UPDATE jobs SET lease_owner = NULL, lease_until = NULL, lease_token = NULL"
+                " WHERE id = :id",
+                {"id": job_id},
+            )
+            return True
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "redrive clears the old lease in a second UPDATE after its COMMIT": (
+        "left as the worker holds it"
+    ),
+    "dead_letter gives the lease back in a second UPDATE by id": "left as that worker holds it",
     "redrive takes jobs out of attempts in any state (a running last attempt too)": (
         "only the dead job"
     ),
@@ -3385,6 +3436,20 @@ test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO
 
 #: Right solutions written otherwise, each with a check that once might take its points.
 RIGHT: list[tuple[str, str, str]] = [
+    (
+        "redrive reads a count after its COMMIT (for a log line)",
+        "redrive_racing_a_worker",
+        """
+        _reference_redrive = redrive
+
+
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            ids = _reference_redrive(conn, limit=limit, now=now, kind=kind, dry_run=dry_run)
+            left = conn.execute("SELECT count(*) FROM jobs WHERE state = 'dead'").fetchone()[0]
+            print(f"redrove {len(ids)} job(s); {left} still dead")
+            return ids
+        """,
+    ),
     (
         "dead_letter as SELECT then UPDATE inside BEGIN IMMEDIATE (ROLLBACK when not the holder)",
         "dead_letter_is_fenced",

@@ -63,6 +63,11 @@ def expect_left_as_given(got: list[dict[str, Any]], call: str, hint: str) -> Non
         changed = [
             _("a transaction still open")
             if name == "in_transaction"
+            else _(
+                "PRAGMA synchronous = OFF (every later commit of its owner may be lost to a "
+                "power cut, after it was reported done)"
+            )
+            if name == "synchronous"
             else f"conn.{name} = {value!r}"
             for name, value in left.items()
         ]
@@ -70,12 +75,12 @@ def expect_left_as_given(got: list[dict[str, Any]], call: str, hint: str) -> Non
             _(
                 "{call} (call {n} on one long-lived connection) to hand the connection "
                 "back as it was given: autocommit mode (isolation_level None), no "
-                "transaction open"
+                "transaction open, PRAGMA synchronous as it was"
             ).format(call=call, n=n)
             if len(got) > 1
             else _(
                 "{call} to hand the connection back as it was given: autocommit mode "
-                "(isolation_level None), no transaction open"
+                "(isolation_level None), no transaction open, PRAGMA synchronous as it was"
             ).format(call=call),
             _("it left {changed}").format(changed=", ".join(changed)),
             hint,

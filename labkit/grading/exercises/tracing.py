@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Self
 
 from labkit.errors import SimulatedCrash
@@ -186,9 +186,15 @@ TRANSACTION_MODE = ("isolation_level", "autocommit")
 
 def left_as_given(conn: sqlite3.Connection) -> dict[str, Any]:
     """How a call left a connection handed over in autocommit mode with no transaction
-    open: ``{}`` when as given, else what changed (``isolation_level``, ``autocommit``,
-    ``in_transaction``)."""
+    open and durable commits: ``{}`` when as given, else what changed
+    (``isolation_level``, ``autocommit``, ``in_transaction``, ``synchronous``)."""
     left: dict[str, Any] = {}
+    try:
+        synchronous = conn.execute("PRAGMA synchronous").fetchone()[0]
+    except sqlite3.Error:
+        synchronous = None  # a connection closed: what it left is judged elsewhere
+    if synchronous == 0:
+        left["synchronous"] = "OFF"
     if conn.isolation_level is not None:
         left["isolation_level"] = conn.isolation_level
     legacy = getattr(sqlite3, "LEGACY_TRANSACTION_CONTROL", None)
@@ -370,3 +376,28 @@ class Traced(_Wrapped):
             time.sleep(self.pause)
             return Rows(rows, cursor.rowcount, cursor.lastrowid)
         return cursor
+
+
+class AfterFirstWrite(Traced):
+    """``Traced`` that lets another party act once, right after the first committed change
+    (an UPDATE in autocommit mode, or the COMMIT of a transaction that changed a row): a
+    second write after it, fenced on nothing, meets a row someone else holds by then."""
+
+    def __init__(self, conn: Any, then: Callable[[], None]) -> None:
+        super().__init__(conn, pause=0.0)
+        self.then: Callable[[], None] | None = then
+        self._changes = conn.total_changes
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        # Before the statement too: an UPDATE ... RETURNING counts its change only once
+        # its rows were fetched, which is after it returned here, before the next one.
+        self._then_once_committed()
+        cursor = super().execute(sql, params)
+        self._then_once_committed()
+        return cursor
+
+    def _then_once_committed(self) -> None:
+        committed = not self._conn.in_transaction and self._conn.total_changes > self._changes
+        if self.then is not None and committed:
+            then, self.then = self.then, None
+            then()

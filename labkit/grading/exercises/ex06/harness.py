@@ -22,6 +22,9 @@ from labkit import redact
 from labkit.grading.exercises.common import begin_refused_once as begin_refused_once
 from labkit.grading.exercises.common import fresh_state, need, outcome
 from labkit.grading.exercises.described import build_error
+from labkit.grading.exercises.ex06.after_a_write import (
+    dead_letter_then_taken_again as dead_letter_then_taken_again,
+)
 from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racesweep import race_sweep
@@ -139,14 +142,22 @@ class _AfterFirstCommit(Traced):
 
 
 def redrive_while_a_worker_takes_a_job_after_a_commit(
-    values: MutableMapping[str, Any], path: str, kwargs: dict[str, Any], job_id: int, at: float
+    values: MutableMapping[str, Any],
+    path: str,
+    kwargs: dict[str, Any],
+    job_id: int,
+    at: float,
+    redriven: int | None = None,
 ) -> dict[str, Any]:
     """``redrive(**kwargs)``; right after its first COMMIT another operator redrives job
     ``job_id`` (if still dead) and a worker takes it (state running, updated_at ``at``).
+    With ``redriven``, a worker also claims that job if the redrive has made it pending
+    by then (``"claimed"`` says so), as a worker may the moment a redrive commits.
 
     A redrive that commits once, at its end, has already changed the job by then.
     """
     acted: list[str] = []
+    claimed: list[bool] = []
 
     def other() -> None:
         conn = connect(path)
@@ -157,6 +168,15 @@ def redrive_while_a_worker_takes_a_job_after_a_commit(
                 " lease_until = :at + 30, updated_at = :at WHERE id = :id AND state = 'dead'",
                 {"id": job_id, "at": at},
             )
+            if redriven is not None:
+                taken = conn.execute(
+                    "UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                    " lease_owner = 'worker-3', lease_token = 'worker-3-token',"
+                    " lease_until = :at + 30, updated_at = :at"
+                    " WHERE id = :id AND state = 'pending'",
+                    {"id": redriven, "at": at},
+                )
+                claimed.append(taken.rowcount > 0)
             acted.append("after the first commit")
         finally:
             conn.close()
@@ -168,6 +188,7 @@ def redrive_while_a_worker_takes_a_job_after_a_commit(
     finally:
         conn.close()
     result["worker"] = acted[0] if acted else "never"
+    result["claimed"] = bool(claimed and claimed[0])
     return result
 
 
@@ -244,7 +265,8 @@ def _while_another_writes(
     UPDATE) is no gap before its write: the other writer then counts as "after". A read
     made while ``call``'s own write transaction holds the lock (``BEGIN``, the fenced
     UPDATE, ``SELECT changes()``) is no gap either: the other writer, in this thread,
-    would wait for a lock only the call can let go; it writes after the call.
+    would wait for a lock only the call can let go; it writes after the call. Nor is a
+    read whose other write changes no row (the call's own write came first).
     """
     acted: list[str] = []
     raw = connect(path)
@@ -256,8 +278,11 @@ def _while_another_writes(
     def other(where: str, wait: bool = True) -> None:
         conn = connect(path, timeout=10.0 if wait else 0.0)
         try:
-            conn.execute(write, params)
-            acted.append(where)
+            # A write that changed nothing found the job already past the call's own
+            # write (a read the call makes after its COMMIT): that is no gap, and the
+            # call is judged as if the other party came after it.
+            changed = conn.execute(write, params).rowcount
+            acted.append(where if changed else "after")
         except sqlite3.OperationalError:
             if wait:
                 raise
