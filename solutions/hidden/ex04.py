@@ -55,8 +55,8 @@ def ambiguous_wins_over_the_status(ns: Namespace) -> None:
 @CHECKS.add(
     1,
     "the rules go in their order: the status (rule 3) comes before the connection error's "
-    "class (rule 4), so a ConnectionError subclass carrying a 429 is never_sent and one "
-    "carrying a 400 is permanent",
+    "or the timeout's class (rule 4), so a ConnectionError or TimeoutError subclass "
+    "carrying a 429 is never_sent and one carrying a 400 is permanent",
 )
 def status_comes_before_the_connection_class(ns: Namespace) -> None:
     specs = [{"type": "ProxyError", "status": s} for s in (429, 503, 400, 502)]
@@ -69,13 +69,26 @@ def status_comes_before_the_connection_class(ns: Namespace) -> None:
         ),
         got,
     )
+    # A client library's timeout carrying the status it got (a gateway's 408 or 503): the
+    # TimeoutError test placed before the status calls them all maybe_done.
+    specs = [{"type": "DeadlineExceeded", "status": s} for s in (408, 429, 503, 400, 502)]
+    got = verdicts(ns, specs)
+    want = ["never_sent", "never_sent", "never_sent", "permanent", "maybe_done"]
+    expect(
+        got == want,
+        _(
+            "{verdicts} for a TimeoutError subclass carrying status 408, 429, 503, 400 and 502"
+        ).format(verdicts=", ".join(map(repr, want))),
+        got,
+    )
 
 
 @CHECKS.add(
     2,
     "the deadline is a duration from started_at (started_at + deadline), and now and "
     "started_at are epoch seconds: read as an instant, a deadline of 300 is long past and "
-    "no job is ever retried",
+    "no job is ever retried; and a delay is a number of seconds, never NaN: a Retry-After "
+    "of NaN is not larger than the draw, or the retry at now + nan never comes",
     severe=True,
 )
 def retries_happen_at_real_times(ns: Namespace) -> None:
@@ -98,6 +111,24 @@ def retries_happen_at_real_times(ns: Namespace) -> None:
             "within the 60 s cap"
         ).format(start=start),
         repr(got),
+    )
+    # A Retry-After parsed with float() from a header saying "nan": max(nan, delay) is nan,
+    # and a job due at now + nan is never due again (nan compares false with every time).
+    [got_nan] = delays_for(
+        ns, [(http(503, float("nan")), 2, {"started_at": start, "now": start + 5.0})]
+    )
+    [draw] = draws(ns, 1, DELAY_SEED, 1.0, 60.0, 1)
+    expect(
+        got_nan == draw,
+        _(
+            "the backoff draw {draw:.4f} after attempt 2 of a 503 with Retry-After nan: nan is "
+            "never larger than the draw, so the draw stands, a number of seconds"
+        ).format(draw=draw),
+        repr(got_nan),
+        _(
+            "raise the delay only when retry_after > delay; max(retry_after, delay) gives nan "
+            "back, and a retry at now + nan never comes"
+        ),
     )
 
 

@@ -555,6 +555,45 @@ def _a_long_outage_enqueues_every_missed_slot_in(
 def two_schedulers_in_every_order_enqueue_each_slot_once(ns: Namespace) -> None:
     for seed in scene_seeds():
         _two_schedulers_in_every_order_enqueue_each_slot_once_in(ns, Random(f"{seed}:race"))
+        _the_later_scheduler_meets_the_others_keys_in(ns, Random(f"{seed}:straddle"))
+
+
+def _the_later_scheduler_meets_the_others_keys_in(ns: Namespace, rng: Random) -> None:
+    # The sweep stops the earlier scheduler; here the later one (200 ms past a slot) has
+    # read what fired when the earlier (400 ms before it) ticks whole: every key it meets
+    # but the newest is the other's. A tick that stops at the first conflict, leaving the
+    # rest to the other, never enqueues the newest slot: the other's clock is before it.
+    name = rng.choice(["nightly", "Ledger_Close", "sync.eu", "Rapport_Été"])
+    period = rng.choice([900, 1800, HOUR])
+    slot = T0 + rng.randint(2, 4) * period
+    later, earlier = slot + 0.2, slot - 0.4
+    want = _keys_between(name, T0, slot, period)
+    with lab_file(ns) as (conn, path):
+        got = ns.harness(
+            HARNESS + "tick_while_another_ticks", str(path), name, period, T0, later, earlier
+        )
+        said = [g["returned"] if "returned" in g else raised_text(g) for g in got]
+        created = [k for one in said if isinstance(one, list) for k in one]
+        keys = _keys(conn)
+    expect(
+        all("returned" in g for g in got)
+        and sorted(keys) == want == sorted(created)
+        and want[-1] in said[0],
+        _(
+            "a scheduler ticking 0.2 s after {slot} has read what fired when another, "
+            "ticking 0.4 s before it, enqueues the slots before it: {newest} enqueued and "
+            "reported by the first, every slot once"
+        ).format(slot=slot_iso(slot), newest=want[-1]),
+        _("the first returned {first}, the second {second}; {table}").format(
+            first=short_repr(said[0], 200),
+            second=short_repr(said[1], 200),
+            table=_held(keys, name, want),
+        ),
+        _(
+            "a key another scheduler inserted is skipped, never the end of the catch-up: "
+            "go on with the next slot (its clock may be before the newest)"
+        ),
+    )
 
 
 def _two_schedulers_in_every_order_enqueue_each_slot_once_in(ns: Namespace, rng: Random) -> None:
@@ -616,7 +655,8 @@ def _two_schedulers_in_every_order_enqueue_each_slot_once_in(ns: Namespace, rng:
     2,
     "an INSERT that fails (database is locked) must stop the tick with the error, never "
     "be skipped: the next tick resumes after the newest key, so a slot skipped before "
-    "newer ones are inserted is never enqueued",
+    "newer ones are inserted is never enqueued; a BEGIN IMMEDIATE refused the same way "
+    "lets its error out too, never answers []",
     severe=True,
 )
 def a_failed_insert_stops_the_tick(ns: Namespace) -> None:
@@ -633,6 +673,29 @@ def a_failed_insert_stops_the_tick(ns: Namespace) -> None:
             ).format(count=len(want)),
             _held(keys, "nightly", want),
         )
+    # Another writer (a worker's claim) holds the lock past the busy timeout: the tick's
+    # BEGIN IMMEDIATE fails once. Its error comes out, or it begins again and enqueues;
+    # [] says nothing was due, and a scheduler that ticks once a slot with 'latest' never
+    # enqueues that slot.
+    with lab_file(ns) as (conn, path):
+        got = ns.harness(
+            HARNESS + "begin_refused_once", "tick", str(path), ["nightly", HOUR, T0, now, "all"]
+        )
+        keys = _keys(conn)
+    expect(
+        not got.get("refused") or "raised" in got or sorted(keys) == want,
+        _(
+            "a tick whose BEGIN IMMEDIATE fails 'database is locked' to raise that error, or "
+            "to begin again and enqueue the {count} slots"
+        ).format(count=len(want)),
+        _("it returned {value}; {table}").format(
+            value=short_repr(got.get("returned"), 200), table=_held(keys, "nightly", want)
+        ),
+        _(
+            "let the error out (or try the BEGIN again): an empty list says nothing was due, "
+            "and the lock's holder may be a worker, not another scheduler"
+        ),
+    )
 
 
 @CHECKS.add(

@@ -2406,11 +2406,64 @@ ZOO: list[tuple[str, str, str, str]] = [
             return "permanent"
     """,
     ),
+    (
+        # max(nan, delay) is nan: the job's run_after = now + nan never comes.
+        "ex04",
+        "Retry-After applied as max(retry_after, delay): a NaN Retry-After becomes the delay",
+        "retries_happen_at_real_times",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)):
+                delay = max(retry_after, delay)  # never sooner than the server's Retry-After
+            if now + delay > started_at + deadline:
+                return None
+            return float(delay)
+    """,
+    ),
+    (
+        # Every scene's timeout carried no status: a timeout with a 429 is still rule 3's.
+        "ex04",
+        "the TimeoutError test placed before the status",
+        "status_comes_before_the_connection_class",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            if isinstance(error, TimeoutError):
+                return "maybe_done"  # a timeout: the request may have gone out
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, ConnectionError):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "Retry-After applied as max(retry_after, delay): a NaN Retry-After becomes the delay": (
+        "with Retry-After nan"
+    ),
+    "the TimeoutError test placed before the status": "for a TimeoutError subclass carrying",
     "http.client.RemoteDisconnected taken for never sent (a stale keep-alive, it was thought)": (
         "without an idempotency_key"
     ),
@@ -2657,6 +2710,8 @@ SEVERE = [
     "ConnectionRefusedError tested first, before the ambiguous flag and the status",
     "ConnectionRefusedError tested with TransientError, before the status",
     "a timeout whose message mentions 'connect' called never sent (a connect timeout)",
+    # The retried job's run_after = now + nan never comes: its retry is lost.
+    "Retry-After applied as max(retry_after, delay): a NaN Retry-After becomes the delay",
 ]
 
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)
@@ -2818,6 +2873,28 @@ RIGHT: list[tuple[str, str, str]] = [
                 if now + delay > started_at + deadline:
                     return None
                 return delay
+    """,
+    ),
+    (
+        "a Retry-After kept only when finite (math.isfinite), then max(retry_after, delay)",
+        "retries_happen_at_real_times",
+        """
+        import math
+
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=5, base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and math.isfinite(retry_after):
+                delay = float(max(retry_after, delay))
+            if now + delay > started_at + deadline:
+                return None
+            return delay
     """,
     ),
 ]

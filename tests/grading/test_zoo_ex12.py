@@ -2343,11 +2343,90 @@ ZOO: list[tuple[str, str, str, str]] = [
             return created
         """,
     ),
+    (
+        # The sweep stopped only the earlier scheduler: the later one never met the other's
+        # keys before its own newest slot, which the other's clock is before.
+        "ex12",
+        "tick stops at the first conflict, assuming the other scheduler enqueues the rest",
+        "two_schedulers_in_every_order_enqueue_each_slot_once",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING"
+                    " RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is None:
+                    break  # another scheduler got here first: it enqueues the rest
+                created.append(key)
+            return created
+        """,
+    ),
+    (
+        # The lock's holder may be a worker's claim, not a scheduler of this schedule.
+        "ex12",
+        "tick in BEGIN IMMEDIATE returns [] when the BEGIN meets 'database is locked'",
+        "a_failed_insert_stops_the_tick",
+        """
+        import sqlite3
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:
+                return []  # another scheduler is enqueuing these slots
+            try:
+                row = conn.execute(
+                    "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                    {"n": len(prefix), "prefix": prefix},
+                ).fetchone()
+                last = None
+                if row[0] is not None:
+                    fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                    last = fired.replace(tzinfo=UTC).timestamp()
+                created = []
+                for slot in due_slots(period_s, last, since, now, catch_up):
+                    key = slot_key(schedule, slot)
+                    got = conn.execute(
+                        "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                        " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING"
+                        " RETURNING key",
+                        {"key": key, "kind": schedule, "slot": slot, "now": now},
+                    ).fetchone()
+                    if got is not None:
+                        created.append(key)
+                conn.execute("COMMIT")
+                return created
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "tick stops at the first conflict, assuming the other scheduler enqueues the rest": (
+        "enqueued and reported by the first"
+    ),
+    "tick in BEGIN IMMEDIATE returns [] when the BEGIN meets 'database is locked'": (
+        "whose BEGIN IMMEDIATE fails 'database is locked'"
+    ),
     "the slot key made from the local wall clock read back (time.localtime, then astimezone)": (
         "the UTC key of each quarter hour"
     ),
@@ -2885,6 +2964,55 @@ RIGHT: list[tuple[str, str, str]] = [
                 conn.execute("ROLLBACK")
                 raise
             return [key for key in keys if key not in before]
+        """,
+    ),
+    (
+        "BEGIN IMMEDIATE tried again on 'database is locked' (three tries, then the error), "
+        "each conflict skipped with continue",
+        "a_failed_insert_stops_the_tick",
+        """
+        import sqlite3
+        import time
+
+
+        def _begin(conn, tries=3):
+            for left in range(tries - 1, -1, -1):
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as error:
+                    if "locked" not in str(error) or not left:
+                        raise
+                    time.sleep(0.01)
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            _begin(conn)
+            try:
+                row = conn.execute(
+                    "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+                ).fetchone()
+                last = None
+                if row[0] is not None:
+                    fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                    last = fired.replace(tzinfo=UTC).timestamp()
+                created = []
+                for slot in due_slots(period_s, last, since, now, catch_up):
+                    key = slot_key(schedule, slot)
+                    got = conn.execute(
+                        "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                        " VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key",
+                        (key, schedule, slot, now),
+                    ).fetchone()
+                    if got is None:
+                        continue  # another scheduler's: the next slot may still be ours
+                    created.append(key)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return created
         """,
     ),
 ]

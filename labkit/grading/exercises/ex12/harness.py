@@ -23,6 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from labkit.grading.exercises.common import begin_refused_once as begin_refused_once  # checks
 from labkit.grading.exercises.common import fresh_state, outcome
 from labkit.grading.exercises.common import on_one_connection as on_one_connection  # checks call it
 from labkit.grading.exercises.ex12.outage import BOUNDED_HEADROOM as BOUNDED_HEADROOM
@@ -296,10 +297,27 @@ def tick_at_the_same_now(
     (``replay.cells_run_again``), so a lock the first holds in its module (a
     ``threading.Lock`` around a tick, harmless between two processes) is not the second's.
     """
+    return tick_while_another_ticks(values, path, schedule, period_s, since, now, now)
+
+
+def tick_while_another_ticks(
+    values: MutableMapping[str, Any],
+    path: str,
+    schedule: str,
+    period_s: int,
+    since: float,
+    now: float,
+    other_now: float,
+) -> list[dict[str, Any]]:
+    """``tick_at_the_same_now``, the second scheduler ticking at ``other_now``: with
+    ``now`` just past a slot and ``other_now`` just before it, the first has read what
+    fired (nothing newer than the slot before), the second then enqueues every slot but
+    the newest, and the first meets the second's keys before the newest slot, its own."""
     args = (schedule, period_s, since, now, "all")
+    other_args = (schedule, period_s, since, other_now, "all")
     second: dict[str, Any] = {}
     with cells_run_again(values) as again:
-        return _tick_at_the_same_now(values, again or values, path, args, second)
+        return _tick_at_the_same_now(values, again or values, path, args, other_args, second)
 
 
 def _tick_at_the_same_now(
@@ -307,14 +325,15 @@ def _tick_at_the_same_now(
     elsewhere: Mapping[str, Any],
     path: str,
     args: tuple[Any, ...],
+    other_args: tuple[Any, ...],
     second: dict[str, Any],
 ) -> list[dict[str, Any]]:
-    """``tick_at_the_same_now``, the second scheduler's names in ``elsewhere``."""
+    """``tick_while_another_ticks``, the second scheduler's names in ``elsewhere``."""
 
     def other() -> None:
         conn = connect(path, timeout=0.05)  # a lock held: 'database is locked' at once
         try:
-            second.update(outcome(elsewhere["tick"], Impatient(conn), *args))
+            second.update(outcome(elsewhere["tick"], Impatient(conn), *other_args))
         finally:
             conn.close()
 
