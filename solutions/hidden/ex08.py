@@ -55,9 +55,11 @@ import os
 import re
 import subprocess
 import sys
-from datetime import UTC, datetime
+import unicodedata
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from random import Random
+from typing import Any
 
 from labkit.clock import SystemClock
 from labkit.grading.checks import Checks, Namespace, expect
@@ -76,6 +78,7 @@ from labkit.grading.exercises.ex08.records import (
     deletes_in,
     digest_with,
     host_in,
+    record_bits,
     short_digest_of,
 )
 from labkit.grading.exercises.ex08.started import Started, started_in
@@ -101,8 +104,11 @@ def odd_keys(rng: Random) -> list[tuple[str, str]]:
     quote (which a "sanitised" key loses), one with a quote, an
     underscore, a percent sign and accents (its customer has a quote and an accent
     too), its twin without the accents
-    (what an "accent-stripping" normalisation makes of it), and two that NFKC makes one
-    (a ligature and a full-width digit against their plain letters)."""
+    (what an "accent-stripping" normalisation makes of it), two that NFKC makes one
+    (a ligature and a full-width digit against their plain letters), two that NFC (and
+    NFD) makes one (an ``é`` composed and one made of ``e`` and a combining accent), and
+    the first key's twins with a space and a tab before it (a ``lstrip()`` makes them
+    one)."""
     word = "".join(rng.choice("abcdefghjkmn") for _ in range(6))
     stem = "ord-" + "".join(rng.choice("0123456789abcdef") for _ in range(294))
     return [
@@ -122,11 +128,18 @@ def odd_keys(rng: Random) -> list[tuple[str, str]]:
         (f"inv-d'arc_50%-cao-{word}", "cus_joão_o'hara"),
         (f"inv-{word}-fi1", "cus_same"),
         (f"inv-{word}-\ufb01\uff11", "cus_same"),
+        (f"inv-{word}-caf\u00e9", "cus_same"),
+        (f"inv-{word}-cafe\u0301", "cus_same"),
+        (f" inv-{word}", "cus_same"),
+        (f"\tinv-{word}", "cus_same"),
     ]
 
 
 def _cut(key: str) -> str:
-    """A key as feedback shows it: a long one by its ends and its length."""
+    """A key as feedback shows it: a long one by its ends and its length; one with a
+    combining accent escaped (``'cafe\\u0301'``), which would look like its composed twin."""
+    if any(unicodedata.combining(c) for c in key):
+        return ascii(key)
     return repr(key) if len(key) <= 40 else f"{key[:12]!r}...{key[-8:]!r} ({len(key)} chars)"
 
 
@@ -187,12 +200,13 @@ def two_invoices_two_charges(ns: Namespace) -> None:
                     "(no lower(), no strip())"
                 ),
             )
-        _digests_do_not_collide(run, ["inv-a", "inv-b"])
+        _digests_do_not_collide(run, ["inv-a", "inv-b"], [key for key, _c in odd if len(key) > 64])
 
 
-def _digests_do_not_collide(run: Ex08Run, keys: list[str]) -> None:
+def _digests_do_not_collide(run: Ex08Run, keys: list[str], long: list[str]) -> None:
     """When the task records ``keys`` under a digest cut short (``md5(key)[:4]``, a
-    crc32), send two keys whose digests are the same: each is its own charge."""
+    crc32), send two keys whose digests are the same: each is its own charge; a digest of
+    another form, of the keys of ``long`` too, is judged by its width alone."""
     records = _processed_keys(run)
     if set(keys) <= records:
         return
@@ -201,6 +215,7 @@ def _digests_do_not_collide(run: Ex08Run, keys: list[str]) -> None:
         records, keys, affixes_in(source, (run.config.schema, run.config.queue))
     )
     if found is None:
+        _records_hold_enough_bits(records, long)
         return
     name, bits, form = found
     if bits > SEARCHED_BITS:
@@ -242,6 +257,32 @@ def _digests_do_not_collide(run: Ex08Run, keys: list[str]) -> None:
     )
 
 
+def _records_hold_enough_bits(records: set[str], long: list[str]) -> None:
+    """Fail when no record holds a key of ``long`` (300 characters: its record is made
+    of it) and none has room for about ``SAFE_BITS`` bits, whatever digest it is."""
+    # A digest no list of forms knows (hashtext(key) in SQL, a sha256 modulo 2**32): the
+    # widest record is too short to hold 64 bits (4 bits of slack: a signed 64-bit
+    # number in decimal is 19 digits and a sign).
+    widest = max((record_bits(record) for record in records), default=0.0)
+    if long and not any(key in record for key in long for record in records):
+        expect(
+            widest + 4 >= SAFE_BITS,
+            _(
+                "the dedup record of each key to tell it from every other key: the key "
+                "itself, or a digest of it of {safe} bits or more"
+            ).format(safe=SAFE_BITS),
+            _("it recorded keys as {records}: at most {bits:g} bits in each").format(
+                records=", ".join(repr(record) for record in sorted(records)[:3]),
+                bits=round(widest),
+            ),
+            _(
+                "a digest of {bits:g} bits is shared by two keys among about {keys:,}: the "
+                "second key of the two reads 'already charged' and is never charged. Record "
+                "the key itself in processed, whole"
+            ).format(bits=round(widest), keys=round(2 ** (widest / 2))),
+        )
+
+
 @CHECKS.add(
     1,
     "the same message published twice (a producer retry) must charge once",
@@ -256,8 +297,10 @@ def duplicate_message_charges_once(ns: Namespace) -> None:
         # The same key once more with another customer and amount: once per key, whatever
         # the message carries (a dedup record of the key with its customer or its amount
         # charges it again).
-        run.send("inv-dup-other", "cus_8", 800)
-        run.send("inv-dup-other", "cus_9", 900)
+        other = {
+            run.send("inv-dup-other", "cus_8", 800): ("cus_8", 800),
+            run.send("inv-dup-other", "cus_9", 900): ("cus_9", 900),
+        }
         run.settle()
         n = run.charges("inv-dup")
         expect(
@@ -274,6 +317,28 @@ def duplicate_message_charges_once(ns: Namespace) -> None:
             _(
                 "a key charges once, whatever customer or amount its message carries: record "
                 "the key alone in processed, not the key with its customer or its amount"
+            ),
+        )
+        # ... and the copy that came second changes nothing: the charge keeps the customer
+        # and amount of the copy that ran first (an UPDATE of the charge "to the latest
+        # message" rewrites what was charged).
+        started = [t for e, t, *_rest in points.runs(run.folder) if e == "start" and t in other]
+        first = other[started[0]] if started else SENT
+        later = next(sent for sent in other.values() if sent != first)
+        # Judged by the later copy's customer or amount in the row, not by the first's:
+        # how the task stores a message (the amount in whole units) is
+        # worker_starts_and_charges_once's to name.
+        rows = run.rows("inv-dup-other")
+        expect(
+            len(rows) == 1 and rows[0][0] != later[0] and rows[0][1] != later[1],
+            _(
+                "the charge row for {key} to keep the customer and amount of the copy that "
+                "ran first: {wanted}"
+            ).format(key=repr("inv-dup-other"), wanted=first),
+            _("it holds {row}").format(row=rows[0] if len(rows) == 1 else rows),
+            _(
+                "a second delivery of a key changes nothing: return 'already charged' "
+                "without touching the charge the first made (no UPDATE of charges)"
             ),
         )
 
@@ -391,6 +456,19 @@ def _commits_not_durable(run: Ex08Run) -> list[str]:
     return [str(row["tbl"]) for row in rows]
 
 
+def _unlogged_tables(run: Ex08Run) -> list[str]:
+    """The tables of the run's schema (``processed``, ``charges``, a dedup table of the
+    task's own) that are UNLOGGED."""
+    with pg(run.config) as conn:
+        rows = conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND c.relpersistence = 'u' "
+            "ORDER BY 1",
+            (run.config.schema,),
+        ).fetchall()
+    return [str(row["relname"]) for row in rows]
+
+
 def _terminate(backends: list[int], run: Ex08Run) -> None:
     with pg(run.config) as conn:
         for pid in backends:
@@ -470,9 +548,10 @@ def _time_stamps_in(
     """The numbers of ``record`` outside ``key`` that read as the time it was written: a
     count of milliseconds to weeks since the epoch, or a date with this year in it
     (``2026``, ``20261205``, ``05122026``; ``2026-12-05`` gives ``2026``, ``261205``,
-    ``2612``, ``2026339``), in any time zone. Not in ``names`` either: the run's schema
-    and queue, which a record may hold. ``offsets``: seconds from UTC of the zone the
-    student's code runs in (``labkit grade`` draws one per run)."""
+    ``2612``, ``2026339``) or the day's ordinal (``739955``), in any time zone. Not in
+    ``names`` either: the run's schema and queue, which a record may hold. ``offsets``:
+    seconds from UTC of the zone the student's code runs in (``labkit grade`` draws one
+    per run)."""
     now = SystemClock().now()
     years = {
         str(when.year)
@@ -495,6 +574,17 @@ def _time_stamps_in(
         )
         for fmt in SHORT_DATES
     }
+    # The day's ordinal (date.toordinal(): 739955 for 2026-12-05), a day number as the
+    # date is.
+    ordinals = {
+        str(when.toordinal())
+        for shift in (-86400, 0, 86400)
+        for when in (
+            datetime.fromtimestamp(now + shift, UTC),
+            datetime.fromtimestamp(now + shift),
+            *(datetime.fromtimestamp(now + shift + offset, UTC) for offset in offsets),
+        )
+    }
     found = []
     for name in sorted((key, *names), key=len, reverse=True):
         record = record.replace(name, " ")
@@ -504,8 +594,10 @@ def _time_stamps_in(
     record = DIGESTS.sub(" ", record)
     for digits in re.findall(r"(?<![0-9A-Za-z])\d{4,14}(?![0-9A-Za-z])", record):
         value = int(digits)
-        if any(digits == d or (len(d) >= 5 and digits.startswith(d)) for d in short_dates) or any(
-            abs(value - now / unit) <= max(TIME_SLACK_S / unit, 2) for unit in ROUND_UNITS_S
+        if (
+            digits in ordinals
+            or any(digits == d or (len(d) >= 5 and digits.startswith(d)) for d in short_dates)
+            or any(abs(value - now / unit) <= max(TIME_SLACK_S / unit, 2) for unit in ROUND_UNITS_S)
         ):
             found.append(digits)
     for digits in re.findall(r"\d{4,}", record):
@@ -848,6 +940,19 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
                 "no synchronous_commit = off for the charge: its COMMIT returns before the "
                 "rows are on disk, the task is acknowledged, and a PostgreSQL crash a moment "
                 "later loses the charge for good"
+            ),
+        )
+        # An UNLOGGED table (no WAL, "only a lookup") is emptied when PostgreSQL restarts
+        # after a crash: every record in it is gone, and a late copy charges again.
+        unlogged = _unlogged_tables(run)
+        expect(
+            not unlogged,
+            _("the dedup records and the charges to survive a PostgreSQL crash"),
+            _("it made {tables} UNLOGGED").format(tables=", ".join(unlogged)),
+            _(
+                "no ALTER TABLE ... SET UNLOGGED: PostgreSQL empties an unlogged table when "
+                "it restarts after a crash, every key in it is forgotten, and a late copy of "
+                "any message charges again"
             ),
         )
         # The other way round: a charge the database refuses (beyond INTEGER) must take
@@ -1195,6 +1300,9 @@ def replies_charged_or_already_charged(ns: Namespace) -> None:
         first, again = run.send("inv-r"), run.send("inv-r")
         # Beyond PostgreSQL's INTEGER: the charge's INSERT fails, nothing is charged.
         refused = run.send("inv-too-big", "cus_8", 2**40)
+        # No customer: NULL in a NOT NULL column, an IntegrityError, which an `except
+        # psycopg.IntegrityError` meant for a duplicate's UniqueViolation reads as one.
+        nulled = run.send("inv-no-customer", None, 700)
         run.settle()
         # The record as the docstring says: the key itself. Under a name of its own
         # ("charge:" + key, a digest) the dedup still holds (the severe checks learn that
@@ -1241,6 +1349,25 @@ def replies_charged_or_already_charged(ns: Namespace) -> None:
                 "processed that gives no row back means the key was charged"
             )
             if reported or big is None
+            else _(
+                "let the database's error leave the task (no try/except that returns a "
+                "value): a task that returns ends in SUCCESS, and nobody learns the charge "
+                "failed"
+            ),
+        )
+        null = said.get(nulled)
+        expect(
+            null is not None and null.state != "SUCCESS",
+            _(
+                "a charge the database refused (no customer: NULL in a NOT NULL column, an "
+                "IntegrityError) to fail the task, not to be reported as charged"
+            ),
+            _("it returned {reply}").format(reply=_reply_of(null)),
+            _(
+                "catch no database error to return 'already charged': only an INSERT into "
+                "processed that gives no row back means the key was charged"
+            )
+            if null is None or null.value in ("charged", "already charged")
             else _(
                 "let the database's error leave the task (no try/except that returns a "
                 "value): a task that returns ends in SUCCESS, and nobody learns the charge "
@@ -1390,7 +1517,9 @@ def _age_records(run: Ex08Run) -> None:
     """Move every date and time column the task added to ``processed`` or ``charges``
     (``created_at``) ``AGED_DAYS`` back, as if the late copies came that much later; and
     the numbers of a column the task added to ``processed`` that hold the time it wrote
-    them, in seconds or milliseconds since the epoch (``extract(epoch FROM now())``)."""
+    them, in seconds or milliseconds since the epoch (``extract(epoch FROM now())``); and
+    the dates and epoch times a text column the task added holds (``to_char(now(),
+    'YYYY-MM-DD')``, ISO text that sorts as dates do)."""
     from psycopg import sql
 
     with pg(run.config) as conn:
@@ -1399,13 +1528,18 @@ def _age_records(run: Ex08Run) -> None:
             "WHERE table_schema = %s AND (table_name IN ('processed', 'charges') "
             "AND (data_type LIKE 'timestamp%%' OR data_type = 'date') OR table_name = "
             "'processed' AND data_type IN ('integer', 'bigint', 'numeric', 'real', "
-            "'double precision'))",
+            "'double precision') OR table_name IN ('processed', 'charges') AND data_type IN "
+            "('text', 'character varying', 'character') AND column_name NOT IN ('key', "
+            "'customer'))",
             (run.config.schema,),
         ).fetchall()
         now = SystemClock().now()
         for column in columns:
             table = sql.Identifier(str(column["table_name"]))
             name = sql.Identifier(str(column["column_name"]))
+            if column["data_type"] in ("text", "character varying", "character"):
+                _age_text(conn, table, name, now)
+                continue
             if "time" in str(column["data_type"]) or column["data_type"] == "date":
                 conn.execute(
                     sql.SQL("UPDATE {t} SET {c} = {c} - make_interval(days => %s)").format(
@@ -1426,6 +1560,40 @@ def _age_records(run: Ex08Run) -> None:
                         int((now + 2 * 86400) * scale),
                     ),
                 )
+
+
+#: How a text column may hold the date (an ISO timestamp starts with the first).
+TEXT_DATES = ("%Y-%m-%d", "%Y%m%d", "%Y/%m/%d")
+
+
+def _age_text(conn: Any, table: Any, name: Any, now: float) -> None:
+    """Move the dates (``TEXT_DATES``, of the days around ``now`` in any zone) and the
+    epoch times in seconds or milliseconds that the text column ``name`` holds
+    ``AGED_DAYS`` back."""
+    from psycopg import sql
+
+    today = datetime.fromtimestamp(now, UTC).date()
+    for shift in (-2, -1, 0, 1, 2):
+        day = today + timedelta(days=shift)
+        for fmt in TEXT_DATES:
+            conn.execute(
+                sql.SQL(
+                    "UPDATE {t} SET {c} = replace({c}, %s, %s) WHERE strpos({c}, %s) > 0"
+                ).format(t=table, c=name),
+                (f"{day:{fmt}}", f"{day - timedelta(days=AGED_DAYS):{fmt}}", f"{day:{fmt}}"),
+            )
+    for scale in (1, 1000):
+        conn.execute(
+            sql.SQL(
+                "UPDATE {t} SET {c} = ({c}::numeric - %s)::text WHERE CASE WHEN {c} ~ "
+                "'^[0-9]+([.][0-9]+)?$' THEN {c}::numeric BETWEEN %s AND %s ELSE false END"
+            ).format(t=table, c=name),
+            (
+                AGED_DAYS * 86400 * scale,
+                int((now - 2 * 86400) * scale),
+                int((now + 2 * 86400) * scale),
+            ),
+        )
 
 
 def _charge_counts(run: Ex08Run, keys: list[str]) -> dict[str, int]:
@@ -1566,7 +1734,7 @@ def _inside_together(run: Ex08Run, sent: list[str]) -> None:
 def a_copy_during_the_commit_charges_once(ns: Namespace) -> None:
     key = "inv-commit"
     with Ex08Run(ns) as run:
-        run.worker(concurrency=2)
+        worker = run.worker(concurrency=2)
         _gate(run, "charges", at_commit=True)
         with pg(run.config) as gate:
             gate.execute("LOCK TABLE labkit_gate IN EXCLUSIVE MODE")
@@ -1609,6 +1777,59 @@ def a_copy_during_the_commit_charges_once(ns: Namespace) -> None:
                 "COMMIT, and a copy that reads processed then sees no record yet"
             ),
         )
+        _a_redelivery_during_the_commit_charges_once(run, worker)
+
+
+def _a_redelivery_during_the_commit_charges_once(
+    run: Ex08Run, worker: harness.CeleryWorker
+) -> None:
+    """The same with the second copy a redelivery: its first run killed before it began,
+    it runs while a producer's copy waits at its COMMIT. A redelivery that looks in
+    charges (which shows no row the other copy has not committed) and charges, its key
+    recorded after, charges twice."""
+    key = "inv-commit-redelivered"
+    with pg(run.config) as gate:
+        gate.execute("LOCK TABLE labkit_gate IN EXCLUSIVE MODE")
+        child = run.hold("task_start", key)
+        redelivered = run.held[-1]
+        producer = run.send(key)
+
+        def waiting() -> int:
+            return len(_waiting_on_a_lock(run.config.tag, run))
+
+        def ended(task: str) -> bool:
+            return bool(run.returned().get(task))
+
+        # The producer's copy has done its writes and waits at its COMMIT.
+        with contextlib.suppress(TimeoutError):
+            harness.wait_until(
+                lambda: waiting() >= 1 or ended(producer), 30, "the producer's copy to commit"
+            )
+        run.kill_children(worker, [child])
+        # The redelivery goes as far as it can while the producer's copy has not committed.
+        with contextlib.suppress(TimeoutError):
+            harness.wait_until(
+                lambda: waiting() >= 2 or ended(redelivered) or ended(producer),
+                30,
+                "the redelivery to wait",
+            )
+        gate.rollback()
+    run.settle()
+    n = run.charges(key)
+    expect(
+        n == 1,
+        _(
+            "1 charge row after a redelivered copy of one message ran while another copy "
+            "was committing"
+        ),
+        _("{count} charge rows").format(count=n),
+        _(
+            "claim a redelivered message's key as any other's, first, with INSERT INTO "
+            "processed ... ON CONFLICT (key) DO NOTHING RETURNING key: it waits for the "
+            "other copy's COMMIT. A look in charges shows no row another transaction has "
+            "not committed yet, so a redelivery that looks there charges too"
+        ),
+    )
 
 
 @CHECKS.add(

@@ -586,6 +586,71 @@ REDELIVERY_RECORDS_AFTER = REDELIVERY_LOOKS_AT_CHARGES.replace(
     '        return "charged"\n',
 )
 
+#: The same redelivered path, the key recorded in the charge's transaction: a redelivery
+#: running while another copy waits at its COMMIT sees no charge (not committed yet),
+#: charges, and its ON CONFLICT DO NOTHING then finds the key taken: charged twice.
+REDELIVERY_RECORDS_WITH_THE_CHARGE = REDELIVERY_LOOKS_AT_CHARGES.replace(
+    '        return "charged"\n',
+    '            conn.execute("INSERT INTO processed (key) VALUES (%s) ON CONFLICT DO NOTHING", '
+    "(key,))\n"
+    '        return "charged"\n',
+)
+
+#: A duplicate that rewrites the charge with its own customer and amount.
+DUPLICATE_UPDATES = """\
+            conn.execute(
+                "UPDATE charges SET customer = %s, amount = %s WHERE key = %s",
+                (customer, amount, key),
+            )
+            return "already charged"
+"""
+
+#: processed made UNLOGGED as the module is imported ("only a lookup, no WAL needed"):
+#: PostgreSQL empties it when it restarts after a crash.
+UNLOGGED_AT_IMPORT = """\
+with connect() as _conn:
+    _conn.execute("ALTER TABLE processed SET UNLOGGED")
+
+
+@app.task("""
+
+#: Only a unique violation was meant, but every IntegrityError (a NOT NULL refused) reads
+#: as a duplicate: the task says "already charged" for a charge never made.
+INTEGRITY_ERROR_AS_DUPLICATE = """\
+    try:
+        with connect() as conn, conn.transaction():
+            conn.execute("INSERT INTO processed (key) VALUES (%s)", (key,))
+            conn.execute(
+                "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+                (key, customer, amount),
+            )
+    except psycopg.IntegrityError:
+        return "already charged"
+    return "charged"
+"""
+
+#: A text column with the day each record was written, ISO text that sorts as dates do...
+TEXT_DAY_RECORDS = """\
+with connect() as _conn:
+    _conn.execute(
+        "ALTER TABLE processed ADD COLUMN IF NOT EXISTS day TEXT NOT NULL "
+        "DEFAULT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+    )
+
+
+@app.task("""
+
+#: ... and a claim that takes a key over once that day is 90 days past.
+TEXT_DAY_CLAIM_SQL = """"INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO UPDATE "
+            "SET day = EXCLUDED.day WHERE processed.day < to_char((now() - interval "
+            "'90 days') AT TIME ZONE 'UTC', 'YYYY-MM-DD') RETURNING key\""""
+
+#: The record PostgreSQL's hashtext of the key: 32 bits, a form no list of digests has.
+HASHTEXT_CLAIM_SQL = (
+    '"INSERT INTO processed (key) VALUES (hashtext(%s)::text) '
+    'ON CONFLICT (key) DO NOTHING RETURNING key"'
+)
+
 #: The tables created as the module is imported, as a careful student does.
 TABLES_AT_IMPORT = """\
 with connect() as _conn:
@@ -1931,6 +1996,103 @@ ZOO = [
         # The same, the queue's name hidden in a digest: the record shows no name.
         "the dedup record a digest of the queue's name and the key",
         _salted("import hashlib\n", 'hashlib.sha256(f"{QUEUE}:{key}".encode()).hexdigest()'),
+        "dedup_commits_with_the_charge",
+        "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # Held at its COMMIT, a producer's copy has charged and claimed, uncommitted: a
+        # redelivery that looks in charges sees nothing there and charges too.
+        "a redelivered message checked against charges, its key recorded in the same transaction",
+        _before_body(REDELIVERY_RECORDS_WITH_THE_CHARGE),
+        "a_copy_during_the_commit_charges_once",
+        "a redelivered copy",
+        "duplicate_message_charges_once",
+    ),
+    (
+        "a duplicate updates the charge to the latest message",
+        _replace('            return "already charged"\n', DUPLICATE_UPDATES),
+        "duplicate_message_charges_once",
+        "the copy that ran first",
+        "worker_starts_and_charges_once",
+    ),
+    (
+        # "café" composed and "cafe" + a combining accent are two keys to the contract.
+        "the dedup record NFC-normalised",
+        _both(
+            _replace("import os\n", "import os\nimport unicodedata\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace("(key,)", '(unicodedata.normalize("NFC", key),)'),
+            ),
+        ),
+        "two_invoices_two_charges",
+        "1 charge row for each of the keys",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # "inv-x", " inv-x" and "\tinv-x" are three invoices.
+        "the dedup record stripped on the left",
+        _replace(REFERENCE_CLAIM_ARGS, REFERENCE_CLAIM_ARGS.replace("(key,)", "(key.lstrip(),)")),
+        "two_invoices_two_charges",
+        "1 charge row for each of the keys",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # A crash empties it: every key forgotten, and a late copy charges again.
+        "processed made UNLOGGED as the module is imported",
+        _replace("@app.task(", UNLOGGED_AT_IMPORT),
+        "dedup_commits_with_the_charge",
+        "survive a PostgreSQL crash",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "a database refusal read as a duplicate (except psycopg.IntegrityError)",
+        _body(INTEGRITY_ERROR_AS_DUPLICATE),
+        "replies_charged_or_already_charged",
+        "NULL in a NOT NULL column",
+        "duplicate_message_charges_once",
+    ),
+    (
+        # The day kept as text, which the check's aging of date columns once missed.
+        "a claim that takes over records older than 90 days, the day kept as ISO text",
+        _both(
+            _replace("@app.task(", TEXT_DAY_RECORDS),
+            _replace(REFERENCE_CLAIM_SQL, TEXT_DAY_CLAIM_SQL),
+        ),
+        "late_copies_after_many_charges_charge_once",
+        "each sent again once all of them were charged",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # 32 bits: two keys among some 65 000 share it (inv-40464 and inv-194506 do).
+        "the dedup record hashtext(key) computed in SQL",
+        _replace(REFERENCE_CLAIM_SQL, HASHTEXT_CLAIM_SQL),
+        "two_invoices_two_charges",
+        "or a digest of it of",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "the dedup record a sha256 of the key modulo 2**32",
+        _salted(
+            "import hashlib\n", "str(int(hashlib.sha256(key.encode()).hexdigest(), 16) % 2**32)"
+        ),
+        "two_invoices_two_charges",
+        "or a digest of it of",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # The same on every machine, and a new record for a copy after midnight UTC.
+        "the dedup record keyed by the UTC day ordinal",
+        _both(
+            _replace("import os\n", "import os\nfrom datetime import UTC, datetime\n"),
+            _replace(
+                REFERENCE_CLAIM_ARGS,
+                REFERENCE_CLAIM_ARGS.replace(
+                    "(key,)", '(f"{key}@{datetime.now(UTC).date().toordinal()}",)'
+                ),
+            ),
+        ),
         "dedup_commits_with_the_charge",
         "into processed",
         "worker_killed_after_the_commit",

@@ -298,6 +298,19 @@ def _short_digest_by_token(
     return None
 
 
+def record_bits(record: str) -> float:
+    """The most bits ``record`` can hold, whatever digest it is: its decimal digits (and
+    a sign), its hex digits, or its letters, digits and base64 signs at 6 bits each.
+    ``hashtext(key)``, a sha256 taken modulo ``2**32``: 10 digits, 33 bits."""
+    text = re.sub(r"[^0-9A-Za-z+/]", "", record)
+    sign = 1.0 if record.lstrip().startswith("-") else 0.0
+    if re.fullmatch(r"[0-9]+", text):
+        return len(text) * math.log2(10) + sign
+    if re.fullmatch(r"[0-9a-f]*|[0-9A-F]*", text):
+        return 4.0 * len(text)
+    return 6.0 * len(text)
+
+
 def digest_with(records: list[str], key: str, name: str, affixes: tuple[str, ...]) -> str | None:
     """The record in ``records`` that holds a hex digest (its first 64 bits at least) of
     ``key`` joined to one of ``affixes`` that holds ``name`` (a queue's name hidden in a

@@ -144,8 +144,9 @@ class Ex08Run:
                 "run `celery -A ex08_tasks worker` in your folder to see the whole error",
             ) from None
 
-    def send(self, key: str, customer: str = "cus_8", amount: int = 800) -> str:
-        """Publish one charge message; its task id."""
+    def send(self, key: str, customer: str | None = "cus_8", amount: int = 800) -> str:
+        """Publish one charge message; its task id. A customer of None: a charge the
+        database refuses (NOT NULL)."""
         sent = self.app.send_task(TASK, args=[key, customer, amount], queue=self.config.queue)
         self.sent.append(str(sent.id))
         return str(sent.id)
