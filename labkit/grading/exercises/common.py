@@ -22,7 +22,12 @@ from typing import Any
 
 from labkit.grading.checks import CheckFailed, StudentRaised
 from labkit.grading.exercises.labdb import connect
-from labkit.grading.exercises.tracing import LockedAtBegin, Watched, with_what_it_left
+from labkit.grading.exercises.tracing import (
+    AfterFirstWrite,
+    LockedAtBegin,
+    Watched,
+    with_what_it_left,
+)
 from labkit.grading.stub import is_stub
 from labkit.lang import _
 
@@ -251,3 +256,34 @@ def interrupted_then_again(
             got = [{**got[0], "not_interrupted": True}]
         got += [outcome(values[name], Watched(conn), *args) for args in calls[1:]]
         return got
+
+
+def taken_over_after_its_first_write(
+    values: MutableMapping[str, Any],
+    name: str,
+    path: str,
+    args: list[Any],
+    write: str,
+    params: dict[str, Any],
+) -> dict[str, Any]:
+    """``name(conn, *args)`` on a new connection; the moment its first change is
+    committed (``tracing.AfterFirstWrite``), another connection runs ``write`` (a worker
+    takes the job over). The call's outcome, and ``"taken"``: whether ``write`` changed a
+    row. A second write of the call, fenced on nothing, then meets the new holder's row."""
+    taken: list[bool] = []
+
+    def other() -> None:
+        conn = connect(path)
+        try:
+            taken.append(conn.execute(write, params).rowcount > 0)
+        finally:
+            conn.close()
+
+    conn = AfterFirstWrite(connect(path), other)
+    try:
+        with fresh_state(values):
+            result = outcome(need(values, name), conn, *args)
+    finally:
+        conn.close()
+    result["taken"] = bool(taken and taken[0])
+    return result

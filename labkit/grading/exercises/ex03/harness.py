@@ -28,7 +28,7 @@ from labkit.grading.exercises.elsewhere import as_process_one
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racers import in_a_forked_child
 from labkit.grading.exercises.racesweep import race_sweep
-from labkit.grading.exercises.tracing import AfterFirstWrite, Traced
+from labkit.grading.exercises.tracing import Traced
 from labkit.grading.exercises.wallclock import in_time_zone
 
 
@@ -58,30 +58,18 @@ def claim_then_taken_over(
     """One ``claim``; the moment its first change is committed, the worker stalls past its
     lease and another, ``w2``, takes the job over (lease_token ``w2-token``). The claim's
     outcome, and ``"taken"``: whether ``w2`` took a job ``worker`` held."""
-    taken: list[bool] = []
-
-    def other() -> None:
-        conn = connect(path)
-        try:
-            changed = conn.execute(
-                "UPDATE jobs SET attempt = attempt + 1, lease_owner = 'w2',"
-                " lease_until = :later + 30, lease_token = 'w2-token', updated_at = :later"
-                " WHERE state = 'running' AND lease_owner = :worker",
-                {"worker": worker, "later": now + lease_s},
-            ).rowcount
-            taken.append(changed > 0)
-        finally:
-            conn.close()
-
-    conn = AfterFirstWrite(connect(path), other)
-    try:
-        with fresh_state(values):
-            result = outcome(need(values, "claim"), conn, worker, now, lease_s)
-    finally:
-        conn.close()
+    result = common.taken_over_after_its_first_write(
+        values,
+        "claim",
+        path,
+        [worker, now, lease_s],
+        "UPDATE jobs SET attempt = attempt + 1, lease_owner = 'w2', lease_until = :later + 30,"
+        " lease_token = 'w2-token', updated_at = :later"
+        " WHERE state = 'running' AND lease_owner = :worker",
+        {"worker": worker, "later": now + lease_s},
+    )
     if "returned" in result:
         result["returned"] = plain_row(result["returned"])
-    result["taken"] = bool(taken and taken[0])
     return result
 
 

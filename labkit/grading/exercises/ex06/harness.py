@@ -20,11 +20,13 @@ from typing import Any
 
 from labkit import redact
 from labkit.grading.exercises.common import begin_refused_once as begin_refused_once
-from labkit.grading.exercises.common import fresh_state, need, outcome
-from labkit.grading.exercises.described import build_error
-from labkit.grading.exercises.ex06.after_a_write import (
-    dead_letter_then_taken_again as dead_letter_then_taken_again,
+from labkit.grading.exercises.common import (
+    fresh_state,
+    need,
+    outcome,
+    taken_over_after_its_first_write,
 )
+from labkit.grading.exercises.described import build_error
 from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racesweep import race_sweep
@@ -351,6 +353,25 @@ def dead_letter_while_the_lease_moves(
         {"id": job_id, "now": now, "until": now + 300},
         dead_letter,
         writes_first=True,
+    )
+
+
+def dead_letter_then_taken_again(
+    values: MutableMapping[str, Any], path: str, job_id: int, token: str, now: float, at: float
+) -> dict[str, Any]:
+    """``dead_letter(job_id, token, ...)``; the moment its first change is committed, an
+    operator redrives the job and a worker claims it (lease ``worker-2-token`` until
+    ``at`` + 30), if it is dead by then (``common.taken_over_after_its_first_write``)."""
+    error = build_error({"type": "ValueError", "message": "no such customer"})
+    return taken_over_after_its_first_write(
+        values,
+        "dead_letter",
+        path,
+        [job_id, token, "permanent error", error, now],
+        "UPDATE jobs SET state = 'running', attempt = 1, redrives = redrives + 1,"
+        " dead_reason = NULL, lease_owner = 'worker-2', lease_token = 'worker-2-token',"
+        " lease_until = :at + 30, updated_at = :at WHERE id = :id AND state = 'dead'",
+        {"id": job_id, "at": at},
     )
 
 
