@@ -3453,34 +3453,6 @@ RIGHT: list[tuple[str, str, str]] = [
     """,
     ),
     (
-        "a module-level threading.Lock taken without waiting (blocking=False) before flock",
-        "a_thread_of_the_holders_process_is_refused",
-        """
-        import threading
-        _THREADS = threading.Lock()
-
-        @contextmanager
-        def single_instance(path):
-            if not _THREADS.acquire(blocking=False):
-                raise AlreadyRunning(f"{path} is held here (pid {os.getpid()})")
-            try:
-                with open(path, "a+") as fh:
-                    try:
-                        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    except BlockingIOError:
-                        fh.seek(0)
-                        holder = fh.read().strip() or "unknown"
-                        raise AlreadyRunning(f"{path} is held by pid {holder}") from None
-                    fh.seek(0)
-                    fh.truncate()
-                    fh.write(str(os.getpid()))
-                    fh.flush()
-                    yield
-            finally:
-                _THREADS.release()
-    """,
-    ),
-    (
         "a lock that logs how long it was held, from time.monotonic_ns() and datetime.now()",
         "the_lock_lasts_the_whole_block",
         """
