@@ -1023,9 +1023,10 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
 #: Runs of one charge the database refuses that a task may make (a bounded retry), and
 #: seconds the check watches for more once the first run ended: a task that gives the
 #: message back on a database error (Reject(requeue=True), a retry without end) runs it
-#: again and again, some twenty times a second, and never lets go of its pool slot.
+#: again and again, some twenty times a second, and never lets go of its pool slot; a
+#: second shows it as well as 2.5 did, 1.5 s sooner for every notebook.
 REFUSED_RUNS = 5
-REFUSED_WATCH_S = 2.5
+REFUSED_WATCH_S = 1.0
 
 
 def _refused_charge_ends(run: Ex08Run, task: str, key: str) -> None:
