@@ -854,7 +854,7 @@ def _keys_as_text(keys: list[str]) -> str:
 def every_mark_says_done(ns: Namespace) -> None:
     jobs, sent = _sent_for_every_key(ns, "post")
     for job, calls in zip(jobs, sent, strict=True):
-        states = [_state(c) for c in calls if c["call"] == "mark"]
+        states = [_mark_state_of(c) for c in calls if c["call"] == "mark"]
         if not states:
             continue  # every_post_is_marked_under_the_key_it_looks_up says so
         # The last state written is what the ledger keeps ('started' first is no harm).
@@ -869,7 +869,7 @@ def every_mark_says_done(ns: Namespace) -> None:
         )
 
 
-def _state(call: dict[str, Any]) -> str:
+def _mark_state_of(call: dict[str, Any]) -> str:
     """The state a recorded mark call writes (a repr), by position or as state=; the
     ledger's default, 'done', when it names none."""
     return call["args"][1] if len(call["args"]) > 1 else call.get("state", "'done'")

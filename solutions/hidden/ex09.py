@@ -648,7 +648,7 @@ def keys_are_compared_exactly(ns: Namespace) -> None:
             _("a done record named by each applied key exactly as it came: <prefix>:done:<key>"),
             _("no record named by {keys}; what the prefix holds besides: {names}").format(
                 keys=", ".join(_cut(key) for key in missing[:3]),
-                names=", ".join(_cut(name) for name in _names(s)[:3]),
+                names=", ".join(_cut(name) for name in _record_names_in(s)[:3]),
             ),
             _(
                 "name the record <prefix>:done:<key> with the whole key, not a digest of it: a "
@@ -658,7 +658,7 @@ def keys_are_compared_exactly(ns: Namespace) -> None:
         )
 
 
-def _names(s: Stream) -> list[str]:
+def _record_names_in(s: Stream) -> list[str]:
     """The keys under the stream's prefix, the prefix taken off, but for the stream, the
     effects and the dead letters."""
     ours = {s.stream, f"{s.prefix}:effects", f"{s.prefix}:dead"}
@@ -674,7 +674,7 @@ def _unrecorded(s: Stream, keys: list[str]) -> list[str]:
     <prefix>:done:<key> nor a field or member (the key as it came) of a hash or a set
     under the prefix, which do as well."""
     found: set[str] = set()
-    for name in _names(s):
+    for name in _record_names_in(s):
         if name.startswith("done:"):
             found.add(name.removeprefix("done:"))
         kind, whole = str(s.r.type(f"{s.prefix}:{name}")), f"{s.prefix}:{name}"
