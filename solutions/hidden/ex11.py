@@ -255,7 +255,7 @@ def _relay_publishes_every_pending_row_oldest_first_in(
             clock_reads = int(got.get("clock_reads", 0))
         else:
             broker = path.parent / "broker.db"
-            relay(ns, path, broker)
+            got = relay(ns, path, broker)
             log = broker_log(broker)
         first = next((n for n, (a, b) in enumerate(zip(log, want, strict=False)) if a != b), None)
         if first is None and len(log) != len(want):
@@ -292,6 +292,27 @@ def _relay_publishes_every_pending_row_oldest_first_in(
             )
             if clock_reads
             else None,
+        )
+        # What relay_once returns is the ids in the order published: ids of every
+        # length (order 9 and order 10), so an order by text shows.
+        returned = got.get("returned")
+        expect(
+            returned == log,
+            _(
+                "relay_once to return the message_id of each of the {count} messages it "
+                "published, in the order published"
+            ).format(count=len(log)),
+            _("it returned them in another order, from {head}").format(
+                head=", ".join(map(str, list(returned or [])[:3]))
+            )
+            if isinstance(returned, list) and sorted(map(str, returned)) == sorted(log)
+            else _("it returned {count} ids").format(
+                count=len(returned) if isinstance(returned, list) else repr(returned)
+            ),
+            _(
+                "append each message_id to the list as you publish it, and return that list "
+                "as it is: no sorted(), no ids read back from the table"
+            ),
         )
     return limits
 

@@ -5669,11 +5669,55 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    (
+        "ex11",
+        "relay_once returns the ids it published sorted (as text: order 10 before order 9)",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id", {"now": now, "id": row_id}
+                )
+                sent.append(message_id)
+            return sorted(sent)
+    """,
+    ),
+    (
+        "ex11",
+        "relay_once returns the ids read back from the outbox, ordered by message_id",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        def relay_once(conn, publish, now):
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id", {"now": now, "id": row_id}
+                )
+            ids = ",".join(str(r[0]) for r in pending) or "NULL"
+            return [r[0] for r in conn.execute(
+                f"SELECT message_id FROM outbox WHERE id IN ({ids}) ORDER BY message_id")]
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for the entries that name it (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "relay_once returns the ids it published sorted (as text: order 10 before order 9)": (
+        "in the order published"
+    ),
+    "relay_once returns the ids read back from the outbox, ordered by message_id": (
+        "in the order published"
+    ),
     "claim_serial's readiness rule without brackets (head AND ready OR expired)": (
         "waits for the head"
     ),
