@@ -672,3 +672,28 @@ def one_trial_when_two_threads_ask_at_once(ns: Namespace) -> None:
             "trial to a dependency that just failed"
         ),
     )
+    # The same, with B let in right after each attribute write of that record_failure()
+    # in turn: a breaker that reads the clock first and then writes its state with no
+    # lock is halfway only between two writes (state "open", the opening time the old).
+    runs = ns.harness(HARNESS + "race_at_each_write_of_the_failed_trial", threshold=3)
+    for run in runs:
+        if "failure" in run:
+            break  # record_failure raised: the checks above say so
+        expect(
+            run["B_done"] and run.get("B") is False and run["state"] == "open",
+            _(
+                "30 s after the breaker opened (cooldown_s=30), its trial fails: thread B "
+                "asks allow() right after write {n} of the trial's record_failure() (an "
+                "attribute set on the breaker): False, and the breaker open"
+            ).format(n=run["after"]),
+            _("B: {b}; the state then {state}").format(
+                b=repr(run.get("B")) if run["B_done"] else _("still waiting 5 s later"),
+                state=repr(run["state"]),
+            ),
+            _(
+                "record_failure() changes the state every thread reads: read the clock and open "
+                "the breaker again inside the same 'with self._lock:' as allow(). With no lock "
+                "there, a thread that asks halfway sees the old cooldown over and sends a second "
+                "trial to a dependency that just failed"
+            ),
+        )

@@ -1599,11 +1599,37 @@ ZOO: list[tuple[str, str, str, str]] = [
                 self.state, self.trial_out = "closed", False
     """,
     ),
+    (
+        "ex07",
+        "record_failure writes the state without the lock, the clock read first",
+        "one_trial_when_two_threads_ask_at_once",
+        """
+        _Reference = Breaker
+
+
+        class Breaker(_Reference):
+            # only allow() takes the lock: it is the one that races; the clock read first
+            def record_failure(self):
+                now = self.clock.now()
+                self.failures += 1
+                if self.state == "half_open" or self.failures >= self.threshold:
+                    self.state = "open"
+                    self.opened_at = now
+                    self.trial_out = False
+
+            def record_success(self):
+                self.failures = 0
+                self.state, self.trial_out = "closed", False
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "record_failure writes the state without the lock, the clock read first": (
+        "right after write 2 of the trial's record_failure()"
+    ),
     "a failed trial reopens the breaker only through the count of failures": (
         "a trial that fails: open again"
     ),

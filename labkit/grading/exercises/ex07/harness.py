@@ -340,3 +340,84 @@ def race_at_the_failed_trial(
         got["B_done"] = not other.is_alive()
         got["state"] = _state(breaker)
     return got
+
+
+#: The most attribute writes of one record_failure() the write-point race stops after.
+WRITES_SWEPT = 8
+
+
+def race_at_each_write_of_the_failed_trial(
+    values: MutableMapping[str, Any],
+    threshold: int = 3,
+    cooldown_s: float = 30.0,
+    wait_s: float = 0.05,
+) -> list[dict[str, Any]]:
+    """``race_at_the_failed_trial`` with B let in right after each attribute write of the
+    trial's ``record_failure()`` in turn, not at its clock read: a breaker that reads the
+    clock first, then writes its state with no lock, is halfway only between two writes
+    (the state "open", the opening time still the old one). One breaker per write, up to
+    ``WRITES_SWEPT``: ``[{"after": n, "B": ..., "state": ...}]``, ending where the writes
+    do. None when the breaker's class cannot be hooked (``__slots__``, a C type)."""
+    runs: list[dict[str, Any]] = []
+    with fresh_state(values):
+        for after in range(1, WRITES_SWEPT + 1):
+            got: dict[str, Any] = {"after": after}
+            clock = FakeClock()
+            try:
+                breaker = need(values, "Breaker")(
+                    threshold=threshold, cooldown_s=cooldown_s, clock=clock
+                )
+                for _ in range(threshold):
+                    breaker.record_failure()
+                clock.advance(cooldown_s)
+                if breaker.allow() is not True:
+                    return runs  # half_open_allows_one_trial says so
+            except NotImplementedError as exc:
+                if is_stub(exc):
+                    raise
+                return runs
+            except Exception:  # noqa: BLE001 - the other checks show what the code raised
+                return runs
+            other = threading.Thread(target=_ask_into, args=(breaker, got), daemon=True)
+            writes = [0]
+            try:
+                breaker.__class__ = _letting_in_after(type(breaker), after, writes, other, wait_s)
+            except TypeError:
+                return runs
+            try:
+                breaker.record_failure()
+            except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+                got["failure"] = raised(exc)
+            if writes[0] < after:
+                return runs  # no write left to stop after
+            other.join(CALLER_STEP_S)
+            got["B_done"] = not other.is_alive()
+            got["state"] = _state(breaker)
+            runs.append(got)
+    return runs
+
+
+def _letting_in_after(
+    base: type, after: int, writes: list[int], other: threading.Thread, wait_s: float
+) -> type:
+    """``base`` whose instances start ``other`` (and wait ``wait_s`` for it) right after
+    this thread's ``after``-th attribute write; ``writes[0]`` counts them."""
+    racer = threading.get_ident()
+    cls: Any = base  # the student's class: its own __setattr__, if it has one
+
+    def hooked(self: Any, name: str, value: Any) -> None:
+        cls.__setattr__(self, name, value)
+        if threading.get_ident() == racer:
+            writes[0] += 1
+            if writes[0] == after:
+                other.start()
+                other.join(wait_s)
+
+    return type("Hooked", (base,), {"__setattr__": hooked})
+
+
+def _ask_into(breaker: Any, got: dict[str, Any]) -> None:
+    try:
+        got["B"] = plain(breaker.allow())
+    except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+        got["B"] = raised(exc)
