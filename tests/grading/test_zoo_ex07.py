@@ -2076,13 +2076,16 @@ RIGHT: list[tuple[str, str, str]] = [
                 _FAILURES[self] = 0
 
             def record_failure(self):
-                _FAILURES[self] += 1
-                if self.state == "half_open" or _FAILURES[self] >= self.threshold:
-                    self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+                with self._lock:
+                    _FAILURES[self] += 1
+                    if self.state == "half_open" or _FAILURES[self] >= self.threshold:
+                        self.state, self.opened_at = "open", self.clock.now()
+                        self.trial_out = False
 
             def record_success(self):
-                _FAILURES[self] = 0
-                self.state, self.trial_out = "closed", False
+                with self._lock:
+                    _FAILURES[self] = 0
+                    self.state, self.trial_out = "closed", False
     """,
     ),
     (
