@@ -679,6 +679,44 @@ def a_second_copy_of_the_job_reserves_once(ns: Namespace) -> None:
 
 @CHECKS.add(
     2,
+    "follow the policy version the job's row holds once you have written it, never the "
+    "one you were called with: two deliveries on each side of a deploy, where the other "
+    "copy creates the row between your look at it and your INSERT, leave a job of one "
+    "version that ran the steps of the other (a receipt a version 1 job never promised)",
+    severe=True,
+)
+def both_sides_of_a_deploy_follow_the_row(ns: Namespace) -> None:
+    for first, second in ((2, 1), (1, 2)):
+        with scene(ns) as folder:
+            got = ns.harness(
+                HARNESS + "run_overtaken_at_its_read", str(folder), ORDER, first, second
+            )
+            if not got["fired"]:
+                continue  # no look at the job's row outside a transaction: no gap
+            with reading(folder / "steps.db") as conn:
+                rows = [r for r in rows_of(conn, "all_step_jobs") if r["order_id"] == ORDER["id"]]
+            stored = rows[0]["policy_version"] if rows else None
+            if stored not in MAILS:
+                continue  # no job row, or no version in it: other checks say so
+            truth = found(world_of(folder), ORDER)
+            expect(
+                truth == wanted(ORDER, stored, False),
+                _(
+                    "order {order_id}'s effects those of version {stored}, the version its "
+                    "job's row holds, when a copy called with version {first} read the row, "
+                    "then a copy called with version {second} ran whole before it went on"
+                ).format(order_id=ORDER["id"], stored=stored, first=first, second=second),
+                _("effects {effects}").format(effects=truth),
+                _(
+                    "INSERT the job's row (ON CONFLICT DO NOTHING), then read it back and "
+                    "follow the policy_version it holds: a row another copy wrote first "
+                    "wins, whatever version this call was given"
+                ),
+            )
+
+
+@CHECKS.add(
+    2,
     "'done' is a promise that every step ran: a checkpoint you cannot write (another "
     "copy of the job wrote it first) is an error to let propagate, or a step to treat "
     "as done and go on from; answering 'done' there ends a job whose later steps never "

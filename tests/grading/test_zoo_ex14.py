@@ -1696,12 +1696,45 @@ def do_step(world, order, step):
             ),
         ),
     ),
+    (
+        "ex14",
+        "the job row read before its INSERT, the version taken from the call when none was",
+        "both_sides_of_a_deploy_follow_the_row",
+        _edit(
+            RUN_ORDER,
+            (
+                """    conn.execute(
+        "INSERT INTO step_jobs (order_id, policy_version) VALUES (:id, :version)"
+        " ON CONFLICT (order_id) DO NOTHING",
+        job,
+    )
+    version, state = conn.execute(
+        "SELECT policy_version, state FROM step_jobs WHERE order_id = :id", job
+    ).fetchone()
+""",
+                """    row = conn.execute(
+        "SELECT policy_version, state FROM step_jobs WHERE order_id = :id", job
+    ).fetchone()
+    if row is None:  # the first run: the job is created under this call's version
+        conn.execute(
+            "INSERT INTO step_jobs (order_id, policy_version) VALUES (:id, :version)"
+            " ON CONFLICT (order_id) DO NOTHING",
+            job,
+        )
+        version, state = policy_version, "running"
+    else:
+        version, state = row
+""",
+            ),
+        ),
+    ),
 ]
 
 
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "the job row read before its INSERT, the version taken from the call when none was",
     "each step's key a sha256 of the order and the step, cut to 8 hex characters",
     "each step's key a crc32 of the order and the step (a short numeric key)",
     "each step's key 'order-' + a sha256 of the order and the step cut to 8 characters",
@@ -1779,6 +1812,9 @@ SEVERE = [
 
 #: What the named check must say it expected, for the entries that name it.
 SAYS = {
+    "the job row read before its INSERT, the version taken from the call when none was": (
+        "the version its job's row holds"
+    ),
     "each step's key a sha256 of the order and the step, cut to 8 hex characters": (
         "at least 16 characters that differ from order to order"
     ),

@@ -24,7 +24,7 @@ import builtins
 import json
 import math
 import sqlite3
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager, nullcontext, suppress
 from functools import partial
 from pathlib import Path
@@ -42,7 +42,14 @@ from labkit.grading.exercises.elsewhere import on_another_machine
 from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect, rows_of
 from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process, cells_run_again
-from labkit.grading.exercises.tracing import WRITES, Watched, verb_of, with_what_it_left
+from labkit.grading.exercises.tracing import (
+    WRITES,
+    Rows,
+    Traced,
+    Watched,
+    verb_of,
+    with_what_it_left,
+)
 from labkit.grading.exercises.wallclock import RETRY_S, clock_moved, to_year_end
 from labkit.grading.stub import is_stub_text
 from labkit.world import World
@@ -184,13 +191,17 @@ def _job(
     moments: _Moments,
     later_s: float = 0.0,
     declined_as: int | None = None,
+    wrap: Callable[[sqlite3.Connection], Any] | None = None,
 ) -> Any:
-    """The student's ``run_order`` once, on its own connection and world (its clock
-    ``later_s`` on), both closed after."""
+    """The student's ``run_order`` once, on its own connection (``wrap(conn)`` when
+    given) and world (its clock ``later_s`` on), both closed after."""
     conn, world = connect(folder / "steps.db"), open_world(folder / "world.db", later_s)
     try:
         return need(values, "run_order")(
-            conn, _Seen(world, moments, declined_as), dict(order), policy_version=version
+            conn if wrap is None else wrap(conn),
+            _Seen(world, moments, declined_as),
+            dict(order),
+            policy_version=version,
         )
     finally:
         conn.close()
@@ -420,6 +431,53 @@ def run_overtaken(
         first = outcome(_job, values, where, order, version, _Overtaken())
     fired = bool(second) and (second_crash_after is None or "crashed" in second)
     return {"first": first, "second": second, "fired": fired}
+
+
+class _AfterItsJobIsRead(Traced):
+    """A connection that runs ``then`` once, right after the first read of ``step_jobs``
+    made outside a transaction: between a look at the job's row and a write of it."""
+
+    def __init__(self, conn: sqlite3.Connection, then: Callable[[], None]) -> None:
+        super().__init__(conn)
+        self.then: Callable[[], None] | None = then
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        alone = not self._conn.in_transaction
+        cursor = super().execute(sql, params)
+        reads = verb_of(sql) in ("SELECT", "WITH") and "step_jobs" in sql.lower()
+        if self.then is None or not (alone and reads):
+            return cursor
+        rows = cursor.fetchall()
+        then, self.then = self.then, None
+        then()
+        return Rows(rows, cursor.rowcount, cursor.lastrowid)
+
+
+def run_overtaken_at_its_read(
+    values: MutableMapping[str, Any],
+    folder: str,
+    order: dict[str, Any],
+    version: int,
+    second_version: int,
+) -> dict[str, Any]:
+    """``run_order`` under ``version``, overtaken right after its first look at the
+    job's row (``_AfterItsJobIsRead``) by a second copy under ``second_version`` that
+    runs whole: two deliveries at once, one on each side of a deploy. Both outcomes, and
+    ``fired``; the check reads the files (which version the row holds)."""
+    second: dict[str, Any] = {}
+    where = Path(folder).resolve()
+
+    def overtake() -> None:
+        with cells_run_again(values) as fresh:
+            ns = values if fresh is None else fresh
+            second.update(outcome(_job, ns, where, order, second_version, _Moments()))
+
+    def wrap(conn: sqlite3.Connection) -> Any:
+        return _AfterItsJobIsRead(conn, overtake)
+
+    with fresh_state(values):
+        first = outcome(_job, values, where, order, version, _Moments(), wrap=wrap)
+    return {"first": first, "second": second, "fired": bool(second)}
 
 
 class _LedgerDown(_Moments):
