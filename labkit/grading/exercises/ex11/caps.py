@@ -12,8 +12,6 @@ after a time budget shows.
 from __future__ import annotations
 
 import contextlib
-import re
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, MutableMapping
@@ -25,7 +23,7 @@ from labkit.errors import SimulatedCrash
 from labkit.grading.exercises.common import fresh_state, outcome
 from labkit.grading.exercises.constants import written_in
 from labkit.grading.exercises.labdb import connect
-from labkit.grading.exercises.tracing import Rows, Watched
+from labkit.grading.exercises.limits import LimitsSeen
 
 
 def _run(values: MutableMapping[str, Any], fn: Any, *args: Any) -> dict[str, Any]:
@@ -74,7 +72,7 @@ def relay_into_a_list(
 
     conn = connect(path)
     conn.execute("PRAGMA synchronous=OFF")
-    watched = _LimitsSeen(conn, scale_caps)
+    watched = LimitsSeen(conn, SCALE_ABOVE if scale_caps else None, SCALED_CAP)
     scaled: list[int] = []
     relay = values["relay_once"]
     try:
@@ -229,86 +227,3 @@ def _ints_written_in(fn: Any) -> list[int]:
             or (const.source == "global" and const.bare)
         )
     ]
-
-
-_LIMIT = re.compile(r"\bLIMIT\s+(\d+|[:@$]\w+|\?\d*)(?:\s*,\s*(\d+|[:@$]\w+|\?\d*))?", re.I)
-
-
-def _slot(sql: str, at: int, token: str) -> str | int:
-    """Where the parameter bound to one LIMIT operand sits in the statement's parameters:
-    its name (``:n``, ``@n``, ``$n``), or its index (``?3``, or the ``?`` count before it)."""
-    if token[0] in ":@$":
-        return token[1:]
-    return int(token[1:]) - 1 if len(token) > 1 else sql[:at].count("?")
-
-
-def _limit_value(sql: str, at: int, token: str, params: Any) -> int | None:
-    """The value of one LIMIT operand: a literal, or the parameter bound to it."""
-    if token.isdigit():
-        return int(token)
-    try:
-        return int(params[_slot(sql, at, token)])
-    except (KeyError, IndexError, TypeError, ValueError):
-        return None
-
-
-def _bound(sql: str, at: int, token: str, params: Any, value: int) -> Any:
-    """``params`` (a copy) with the parameter bound to one LIMIT operand set to ``value``."""
-    try:
-        slot = _slot(sql, at, token)
-        if isinstance(slot, str):
-            return {**params, slot: value}
-        changed = list(params)
-        changed[slot] = value
-        return changed
-    except (KeyError, IndexError, TypeError, ValueError):
-        return params
-
-
-class _LimitsSeen(Watched):
-    """``Watched`` that also notes the row count of every ``LIMIT`` the student's SQL has,
-    and every ``fetchmany`` size.
-
-    A relay with a silent cap bigger than the check's backlog publishes it all; the
-    check then builds a backlog one past that cap (``LIMIT count`` and ``LIMIT offset,
-    count`` alike; a literal, or the parameter bound to it).
-    """
-
-    def __init__(self, conn: sqlite3.Connection, scale_caps: bool = False) -> None:
-        super().__init__(conn)
-        self.limits: list[int] = []
-        self.scale_caps = scale_caps
-        self.scaled: list[int] = []
-
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        if isinstance(sql, str) and ("LIMIT" in sql or "limit" in sql.lower()):
-            edits: list[tuple[int, int, str]] = []
-            for found in _LIMIT.finditer(sql):
-                group = 2 if found.group(2) else 1
-                token = found.group(group)
-                value = _limit_value(sql, found.start(group), token, params)
-                if value is not None:
-                    self.limits.append(value)
-                if self.scale_caps and value is not None and value > SCALE_ABOVE:
-                    self.scaled.append(value)
-                    if token.isdigit():
-                        edits.append((found.start(group), found.end(group), str(SCALED_CAP)))
-                    else:
-                        params = _bound(sql, found.start(group), token, params, SCALED_CAP)
-            for start, end, text in reversed(edits):
-                sql = sql[:start] + text + sql[end:]
-        rows = super().execute(sql, params)
-        if isinstance(rows, Rows) and rows._rows:  # fetchmany(20000): a cap in Python
-            limits, fetchmany, scaled = self.limits, rows.fetchmany, self.scaled
-            scale_caps = self.scale_caps
-
-            def noted(size: int = 1) -> Any:
-                with contextlib.suppress(TypeError, ValueError):
-                    limits.append(int(size))
-                    if scale_caps and int(size) > SCALE_ABOVE:
-                        scaled.append(int(size))
-                        size = SCALED_CAP
-                return fetchmany(size)
-
-            rows.fetchmany = noted  # type: ignore[method-assign]
-        return rows

@@ -17,7 +17,6 @@ dicts; the check reads the table itself to judge.
 
 from __future__ import annotations
 
-import re
 from collections.abc import MutableMapping
 from functools import partial
 from pathlib import Path
@@ -27,6 +26,7 @@ from labkit.grading.exercises import common
 from labkit.grading.exercises.common import fresh_state, outcome, plain_row
 from labkit.grading.exercises.elsewhere import as_process_one
 from labkit.grading.exercises.labdb import connect
+from labkit.grading.exercises.limits import LimitsSeen
 from labkit.grading.exercises.racers import in_a_forked_child, in_processes
 from labkit.grading.exercises.racesweep import race_sweep
 from labkit.grading.exercises.tracing import Watched
@@ -59,52 +59,6 @@ def claim(
 #: the 1100 to 1400 jobs (or queues) of the backlog scenes.
 SCALED_LIMIT = 1000
 
-#: A LIMIT's row count: a literal or a parameter (``LIMIT n``, ``LIMIT offset, n``).
-_LIMIT = re.compile(r"\bLIMIT\s+(\d+|[:@$]\w+|\?\d*)(?:\s*,\s*(\d+|[:@$]\w+|\?\d*))?", re.I)
-
-
-class _LimitsScaled(Watched):
-    """``Watched`` that runs every LIMIT above ``SCALED_LIMIT`` rows as ``SCALED_LIMIT``,
-    a literal in the SQL or the parameter bound to it, and notes each in ``scaled``.
-
-    A claim that sorts at most 5000 candidates (or heads) hides a job behind a backlog
-    of 5001, too slow to build for every claim; scaled down, the check's backlog of
-    1100 to 1400 hides it all the same."""
-
-    def __init__(self, conn: Any) -> None:
-        super().__init__(conn)
-        self.scaled: list[int] = []
-
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        if isinstance(sql, str) and "limit" in sql.lower():
-            for found in reversed(list(_LIMIT.finditer(sql))):
-                group = 2 if found.group(2) else 1
-                token, at = found.group(group), found.start(group)
-                if token.isdigit():
-                    if int(token) > SCALED_LIMIT:
-                        self.scaled.append(int(token))
-                        sql = f"{sql[:at]}{SCALED_LIMIT}{sql[found.end(group) :]}"
-                    continue
-                # The parameter bound to it: by name (:n, @n, $n) or position (?3, or ?).
-                slot: str | int = (
-                    token[1:]
-                    if token[0] in ":@$"
-                    else int(token[1:]) - 1
-                    if len(token) > 1
-                    else sql[:at].count("?")
-                )
-                try:
-                    value = int(params[slot])
-                except (KeyError, IndexError, TypeError, ValueError):
-                    continue
-                if value > SCALED_LIMIT:
-                    self.scaled.append(value)
-                    if isinstance(slot, str):
-                        params = {**params, slot: SCALED_LIMIT}
-                    else:
-                        params = [*params[:slot], SCALED_LIMIT, *params[slot + 1 :]]
-        return super().execute(sql, params)
-
 
 def claim_limits_scaled(
     values: MutableMapping[str, Any],
@@ -115,12 +69,15 @@ def claim_limits_scaled(
     lease_s: float,
     *extra: Any,
 ) -> dict[str, Any]:
-    """``claim``, every LIMIT above ``SCALED_LIMIT`` rows run as ``SCALED_LIMIT``
-    (``_LimitsScaled``): the outcome, and under ``scaled`` the LIMIT values so changed."""
+    """``claim``, every LIMIT (or ``fetchmany``) above ``SCALED_LIMIT`` rows run as
+    ``SCALED_LIMIT`` (``limits.LimitsSeen``): the outcome, and under ``scaled`` the
+    values so changed. A claim that sorts at most 5000 candidates (or heads) hides a job
+    behind a backlog of 5001, too slow to build for every claim; scaled down, the check's
+    backlog of 1100 to 1400 hides it all the same."""
     if name not in CLAIMS:
         raise ValueError(f"no claim called {name!r}")
     conn = connect(path)
-    watched = _LimitsScaled(conn)
+    watched = LimitsSeen(conn, SCALED_LIMIT, SCALED_LIMIT)
     try:
         with fresh_state(values):
             got = outcome(values[name], watched, worker, now, lease_s, *extra)
