@@ -250,13 +250,6 @@ def race_at_the_cooldown(
     got: dict[str, Any] = {}
     with fresh_state(values):
         breaker = need(values, "Breaker")(threshold=threshold, cooldown_s=cooldown_s, clock=clock)
-
-        def ask(name: str) -> None:
-            try:
-                got[name] = plain(breaker.allow())
-            except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
-                got[name] = raised(exc)
-
         try:
             for _ in range(threshold):
                 breaker.record_failure()
@@ -268,14 +261,16 @@ def race_at_the_cooldown(
             return {"opening": raised(exc)}
         got["opened"] = _state(breaker)
         clock.advance(cooldown_s)
-        other = threading.Thread(target=ask, args=("B",), name="caller-B", daemon=True)
+        other = threading.Thread(
+            target=_ask_into, args=(breaker, got, "B"), name="caller-B", daemon=True
+        )
 
         def let_b_in() -> None:
             other.start()
             other.join(wait_s)
 
         clock.arm(threading.get_ident(), let_b_in)
-        ask("A")
+        _ask_into(breaker, got, "A")
         got["inside"] = clock.fired
         if not clock.fired:
             other.start()
@@ -301,28 +296,13 @@ def race_at_the_failed_trial(
     time not yet); a locked one keeps B waiting until the breaker is open again.
     """
     clock = _RacingClock()
-    got: dict[str, Any] = {}
     with fresh_state(values):
-        breaker = need(values, "Breaker")(threshold=threshold, cooldown_s=cooldown_s, clock=clock)
-
-        def ask(name: str) -> None:
-            try:
-                got[name] = plain(breaker.allow())
-            except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
-                got[name] = raised(exc)
-
-        try:
-            for _ in range(threshold):
-                breaker.record_failure()
-            clock.advance(cooldown_s)
-            got["trial"] = plain(breaker.allow())
-        except NotImplementedError as exc:
-            if is_stub(exc):
-                raise
-            return {"opening": raised(exc)}
-        except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
-            return {"opening": raised(exc)}
-        other = threading.Thread(target=ask, args=("B",), name="caller-B", daemon=True)
+        breaker, got = _trial_let_out(values, threshold, cooldown_s, clock)
+        if "opening" in got:
+            return got
+        other = threading.Thread(
+            target=_ask_into, args=(breaker, got, "B"), name="caller-B", daemon=True
+        )
 
         def let_b_in() -> None:
             other.start()
@@ -362,23 +342,17 @@ def race_at_each_write_of_the_failed_trial(
     with fresh_state(values):
         for after in range(1, WRITES_SWEPT + 1):
             got: dict[str, Any] = {"after": after}
-            clock = FakeClock()
             try:
-                breaker = need(values, "Breaker")(
-                    threshold=threshold, cooldown_s=cooldown_s, clock=clock
-                )
-                for _ in range(threshold):
-                    breaker.record_failure()
-                clock.advance(cooldown_s)
-                if breaker.allow() is not True:
-                    return runs  # half_open_allows_one_trial says so
+                breaker, opened = _trial_let_out(values, threshold, cooldown_s, FakeClock())
             except NotImplementedError as exc:
                 if is_stub(exc):
                     raise
                 return runs
             except Exception:  # noqa: BLE001 - the other checks show what the code raised
                 return runs
-            other = threading.Thread(target=_ask_into, args=(breaker, got), daemon=True)
+            if opened.get("trial") is not True:
+                return runs  # half_open_allows_one_trial says so, or what it raised
+            other = threading.Thread(target=_ask_into, args=(breaker, got, "B"), daemon=True)
             writes = [0]
             try:
                 breaker.__class__ = _letting_in_after(type(breaker), after, writes, other, wait_s)
@@ -416,8 +390,29 @@ def _letting_in_after(
     return type("Hooked", (base,), {"__setattr__": hooked})
 
 
-def _ask_into(breaker: Any, got: dict[str, Any]) -> None:
+def _trial_let_out(
+    values: MutableMapping[str, Any], threshold: int, cooldown_s: float, clock: FakeClock
+) -> tuple[Any, dict[str, Any]]:
+    """A breaker opened by ``threshold`` failures, ``clock`` moved ``cooldown_s`` on, and
+    its trial asked for: the breaker, and ``{"trial": what allow() said}``, or
+    ``{"opening": the error}`` when the code raised on the way (the stub's own goes on)."""
+    breaker = need(values, "Breaker")(threshold=threshold, cooldown_s=cooldown_s, clock=clock)
     try:
-        got["B"] = plain(breaker.allow())
+        for _ in range(threshold):
+            breaker.record_failure()
+        clock.advance(cooldown_s)
+        return breaker, {"trial": plain(breaker.allow())}
+    except NotImplementedError as exc:
+        if is_stub(exc):
+            raise
+        return breaker, {"opening": raised(exc)}
     except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
-        got["B"] = raised(exc)
+        return breaker, {"opening": raised(exc)}
+
+
+def _ask_into(breaker: Any, got: dict[str, Any], name: str) -> None:
+    """``got[name]``: what ``breaker.allow()`` said, or the error it raised."""
+    try:
+        got[name] = plain(breaker.allow())
+    except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+        got[name] = raised(exc)
