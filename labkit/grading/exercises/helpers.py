@@ -8,13 +8,24 @@ under ``labkit grade`` examples drawn from the run's seed (``checks.grading_seed
 
 from __future__ import annotations
 
+import contextlib
 import os
+import random
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, Verbosity, configuration, given, seed, settings
+from hypothesis import (
+    HealthCheck,
+    Verbosity,
+    configuration,
+    given,
+    register_random,
+    seed,
+    settings,
+)
+from hypothesis import core as hypothesis_core
 from hypothesis import strategies as st
 
 from labkit.grading.checks import CheckFailed, StudentRaised, grading_seed, where_words
@@ -116,6 +127,31 @@ def short_repr(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+#: The one Random every check thread's Hypothesis runs share (``_share_thread_random``),
+#: registered once, here, where a module global keeps it alive.
+_EXAMPLES_RANDOM = random.Random(SEED)
+register_random(_EXAMPLES_RANDOM)
+
+
+def _share_thread_random() -> None:
+    """Give this thread's Hypothesis the Random registered above instead of a new one.
+
+    Hypothesis makes each thread a Random of its own the first time a test runs in it,
+    and registers it; registering runs a full garbage collection and then searches the
+    whole heap for what refers to it (``hypothesis.internal.entropy.register_random``):
+    about 90 ms in a process of 600,000 objects, paid by every check, since each runs in
+    a new thread (``checks.run_with_timeout``). In a long-lived test worker it was most
+    of a quick check's time. The runs here are all derandomized or seeded, so that Random
+    never draws a seed: Hypothesis only re-seeds it around each example and restores it
+    after, and one serves every thread alike. Hypothesis keeps it in a private
+    thread-local; a release without that attribute just makes its own, as before.
+    """
+    with contextlib.suppress(AttributeError):
+        local = hypothesis_core.threadlocal
+        if local._hypothesis_global_random is None:
+            local._hypothesis_global_random = _EXAMPLES_RANDOM
+
+
 def holds_for(
     strategy: st.SearchStrategy[Any], prop: Callable[[Any], None], examples: int = 40
 ) -> None:
@@ -143,6 +179,7 @@ def holds_for(
             runner = seed(graded)(runner)
         runner()
 
+    _share_thread_random()
     graded = grading_seed()
     # Hypothesis caches what it learns in ./.hypothesis: not in the student's folder.
     home = configuration.storage_directory(intent_to_write=False).path
