@@ -8,6 +8,7 @@ only when grading, each file defining ``CHECKS = Checks("exNN", hidden=True)``.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 import re
@@ -53,17 +54,24 @@ def hidden(exercise: str, hidden_dir: Path) -> list[Check]:
     add_catalogs(Path(hidden_dir).parent / "locale", HIDDEN_CATALOG)
     if not path.exists():
         return []
-    # Compiled from the source every time, never through __pycache__: a .pyc that
-    # outlived an edit (same size, same second) must not stand in for the file.
+    # Read every time and compiled from what was read, never through __pycache__: a .pyc
+    # that outlived an edit (same size, same second) must not stand in for the file.
     module = types.ModuleType(f"labkit_hidden_{exercise}")
     module.__file__ = str(path)
-    exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), module.__dict__)
+    exec(_compiled(path.read_text(encoding="utf-8"), str(path)), module.__dict__)
     collected = getattr(module, "CHECKS", None)
     if not isinstance(collected, Checks):
         raise ValueError(f"{path} must define CHECKS = Checks({exercise!r}, hidden=True)")
     if collected.exercise != exercise or not collected.hidden:
         raise ValueError(f"{path} must define CHECKS = Checks({exercise!r}, hidden=True)")
     return list(collected)
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled(source: str, filename: str) -> types.CodeType:
+    """``source`` compiled, once per text: a test run loads a hidden file thousands of
+    times, each load as the file reads now, and an edit is another text."""
+    return compile(source, filename, "exec")
 
 
 def all_checks(exercise: str, hidden_dir: Path | None = None) -> list[Check]:
