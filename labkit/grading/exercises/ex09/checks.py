@@ -183,9 +183,20 @@ class Stream:
                    if "Timeout reading from socket" in (err or "") else None)  # fmt: skip
         return int(proc.returncode)
 
-    def kill_when_holding(self, proc: subprocess.Popen[str], consumer: str, key: str) -> None:
-        """SIGKILL ``proc`` once the PEL shows ``consumer`` holding ``key``'s entry."""
+    def kill_when_holding(
+        self, proc: subprocess.Popen[str], consumer: str, key: str, mid_job_s: float = 0.0
+    ) -> None:
+        """SIGKILL ``proc`` once the PEL shows ``consumer`` holding ``key``'s entry.
+
+        ``mid_job_s``: wait that long more, so the kill lands in the middle of a slow job
+        (``work_s`` well above it) and not between the read and what follows it: a
+        consumer that XACKs before its work has sent the XACK by then, however long the
+        machine kept it from running between the two commands. Without it, a kill that
+        came in that gap left the entry pending and the mistake passed.
+        """
         self.wait_held(proc, consumer, key)
+        if mid_job_s:
+            SystemClock().sleep(mid_job_s)
         self.ns.kill(proc)
         proc.communicate()
 
@@ -330,7 +341,7 @@ def recovers_its_own_pending_after_a_kill(ns: Namespace) -> None:
         s.add("order:1", cents=100)
         s.add("order:2", cents=100)
         # A huge idle threshold: only the restarted consumer itself can recover its entry.
-        s.kill_when_holding(s.start("a", idle_ms=600_000), "a", "slow")
+        s.kill_when_holding(s.start("a", idle_ms=600_000), "a", "slow", mid_job_s=1.0)
         expect("slow" not in s.effects(), "no effect from the killed run (it died mid-job)",
                s.effects())  # fmt: skip
         s.finish(s.start("a", idle_ms=600_000), _("a restart of consumer 'a'"))
