@@ -2627,7 +2627,10 @@ SAYS: dict[str, str] = {
     "SELECT, then an UPDATE guarded by the updated_at it read": (
         "each job claimed by exactly one worker"
     ),
-    "SELECT, then an UPDATE guarded by the lease_owner it read": ("exactly one of two workers"),
+    # The four-worker race catches it when the worker whose name the row holds updates
+    # first (its UPDATE leaves lease_owner as read), and the two-process schedules always
+    # do: either expectation may come first, both say "exactly one".
+    "SELECT, then an UPDATE guarded by the lease_owner it read": "exactly one",
     "claim answers None on an IntegrityError ('another worker took it first')": "IntegrityError",
     "a BEGIN IMMEDIATE refused 'database is locked' swallowed, the claim going on without it": (
         "whose BEGIN IMMEDIATE fails 'database is locked'"
