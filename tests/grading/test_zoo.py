@@ -105,24 +105,35 @@ def test_every_right_solution_builds_the_notebook_a_student_would_hand_in() -> N
 
 def test_the_rotation_grades_every_entry_through_the_sandbox_in_turn() -> None:
     # CI passes the commit's place in the history as LABKIT_ZOO_SEED: as many successive
-    # turns as the longest exercise has rotating entries take every entry once, and the
-    # sweeps' entries every time. A random draw per commit would leave some ungraded for
-    # hundreds of commits.
+    # turns as the longest exercise (or swept check) has entries take every entry once,
+    # and every swept check is graded on one of its entries every time. A random draw
+    # per commit would leave some ungraded for hundreds of commits.
     from collections import Counter
 
     from zoo_notebooks import every_entry
-    from zoograding import ROTATING, SWEPT, in_the_sandbox, runs_its_control, skip_unless_drawn
+    from zoograding import (
+        ROTATING,
+        SWEPT,
+        SWEPT_ROTATING,
+        in_the_sandbox,
+        runs_its_control,
+        skip_unless_drawn,
+    )
 
     entries = every_entry()
     rotating = Counter(e.exercise for e in entries if e.check not in SWEPT)
-    turns = max(-(-n // ROTATING) for n in rotating.values())
+    swept = Counter((e.exercise, e.check) for e in entries if e.check in SWEPT)
+    turns = max(
+        *(-(-n // ROTATING) for n in rotating.values()),
+        *(-(-n // SWEPT_ROTATING) for n in swept.values()),
+    )
     start = 1234
     taken: Counter[str] = Counter()
     for turn in range(start, start + turns):
         graded = in_the_sandbox(entries, str(turn))
-        assert {e.mistake for e in entries if e.check in SWEPT} <= {e.mistake for e in graded}
-        taken.update(e.mistake for e in graded if e.check not in SWEPT)
-    assert set(taken) == {e.mistake for e in entries if e.check not in SWEPT}
+        assert {(e.exercise, e.check) for e in graded if e.check in SWEPT} == set(swept)
+        taken.update(e.mistake for e in graded)
+    assert set(taken) == {e.mistake for e in entries}
     # Each exercise's entries once per round of its own length, none twice in one round.
     mine = [e for e in entries if e.exercise == "ex07" and e.check not in SWEPT]
     once = Counter(

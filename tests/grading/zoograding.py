@@ -11,12 +11,13 @@ more cell, which redefines a function or two with one mistake.
   variant still passes, ``runs_its_control``), each drawn by ``LABKIT_ZOO_SEED``.
 - ``in_the_sandbox`` picks the entries ``test_every_exercise_graded.py`` hands to
   ``labkit grade`` as students' notebooks (sandbox, own uids, every check, the session's
-  seed), each record judged by ``not_caught``: always the entries of the checks that
-  kill, race or restart the student's code (``SWEPT``), and ``ROTATING`` more of each
-  exercise drawn by ``LABKIT_ZOO_SEED``. A whole number is a turn of a rotation: CI
-  passes the commit's place in the history (``.ci/run``), and successive commits take
-  successive slices of a fixed order, so every entry is graded through the sandbox once
-  in each exercise's length of commits (``rotation_covers_every_entry`` in
+  seed), each record judged by ``not_caught``: one entry of each check that kills, races
+  or restarts the student's code (``SWEPT``), so every such check is proven in the
+  sandbox on every turn, and ``ROTATING`` more of each exercise, all drawn by
+  ``LABKIT_ZOO_SEED``. A whole number is a turn of a rotation: CI passes the commit's
+  place in the history (``.ci/run``), and successive commits take successive slices of
+  a fixed order, so every entry is graded through the sandbox once in as many commits as
+  the longest such list holds entries (``rotation_covers_every_entry`` in
   ``test_zoo.py``); anything else draws at random; ``all`` grades every one. The whole
   zoo through the sandbox costs minutes more than CI's ten allow (about 400 CPU-seconds
   for exercises 1-7 and 11-14 alone): ``bench/zoo.py`` grades it all.
@@ -73,6 +74,11 @@ SWEPT = frozenset(
 #: turn of the rotation; "all": every one).
 #: One since round 7 (952 entries): with two, ``make test`` took 806 s on a slow machine.
 ROTATING = 1
+#: Entries of each swept check graded in the sandbox per turn. Every one of them was,
+#: until round 17 brought them to 40 (nine for ex03's race alone): each is a whole
+#: notebook graded with every check, about 2 CPU-seconds and 3 s of a grading slot, and
+#: they made up most of the sandbox class's 200 s in CI's twelve minutes.
+SWEPT_ROTATING = 1
 ZOO_SEED = os.environ.get("LABKIT_ZOO_SEED") or str(SEED)
 
 
@@ -95,11 +101,19 @@ def in_the_sandbox(entries: Sequence[E], seed: str = ZOO_SEED) -> list[E]:
     if seed == "all":
         return list(entries)
     rest: defaultdict[str, list[str]] = defaultdict(list)
+    swept: defaultdict[str, list[str]] = defaultdict(list)
     for entry in entries:
-        if entry.check not in SWEPT:
+        if entry.check in SWEPT:
+            swept[f"{entry.exercise}/{entry.check}"].append(entry.mistake)
+        else:
             rest[entry.exercise].append(entry.mistake)
     drawn = {m for exercise, mistakes in rest.items() for m in _taken(exercise, mistakes, seed)}
-    return [e for e in entries if e.check in SWEPT or e.mistake in drawn]
+    drawn |= {
+        m
+        for check, mistakes in swept.items()
+        for m in _taken(check, mistakes, seed, SWEPT_ROTATING)
+    }
+    return [e for e in entries if e.mistake in drawn]
 
 
 def _place(what: str, mistake: str) -> str:
@@ -108,19 +122,20 @@ def _place(what: str, mistake: str) -> str:
     return hashlib.sha256(f"{what}:{mistake}".encode()).hexdigest()
 
 
-def _taken(exercise: str, mistakes: list[str], seed: str) -> list[str]:
-    """The ``ROTATING`` of ``exercise``'s ``mistakes`` graded under ``seed``.
+def _taken(what: str, mistakes: list[str], seed: str, many: int = ROTATING) -> list[str]:
+    """The ``many`` of ``what``'s ``mistakes`` (an exercise's, or a swept check's) graded
+    under ``seed``.
 
     A whole-number seed is a turn: turn ``n`` takes the ``n``-th slice of the entries in
     their fixed order (``_place``), so the turns ``n`` .. ``n + len(mistakes) - 1`` take
     every entry once. Any other seed draws at random.
     """
     if not seed.isdigit():
-        return random.Random(f"{seed}:{exercise}").sample(mistakes, min(ROTATING, len(mistakes)))
-    order = sorted(mistakes, key=lambda mistake: _place(exercise, mistake))
-    turns = -(-len(order) // ROTATING)
-    start = int(seed) % turns * ROTATING
-    return order[start : start + ROTATING]
+        return random.Random(f"{seed}:{what}").sample(mistakes, min(many, len(mistakes)))
+    order = sorted(mistakes, key=lambda mistake: _place(what, mistake))
+    turns = -(-len(order) // many)
+    start = int(seed) % turns * many
+    return order[start : start + many]
 
 
 def _drawn(what: str, mistake: str, share: float, seed: str) -> bool:
