@@ -100,18 +100,18 @@ def in_the_sandbox(entries: Sequence[E], seed: str = ZOO_SEED) -> list[E]:
     """The entries graded through the sandbox under ``seed``, in their order."""
     if seed == "all":
         return list(entries)
-    rest: defaultdict[str, list[str]] = defaultdict(list)
-    swept: defaultdict[str, list[str]] = defaultdict(list)
+    # Each rotation, with how many of its entries a turn takes: a swept check's own, or
+    # the rest of an exercise's.
+    rotations: defaultdict[tuple[str, int], list[str]] = defaultdict(list)
     for entry in entries:
         if entry.check in SWEPT:
-            swept[f"{entry.exercise}/{entry.check}"].append(entry.mistake)
+            rotations[f"{entry.exercise}/{entry.check}", SWEPT_ROTATING].append(entry.mistake)
         else:
-            rest[entry.exercise].append(entry.mistake)
-    drawn = {m for exercise, mistakes in rest.items() for m in _taken(exercise, mistakes, seed)}
-    drawn |= {
-        m
-        for check, mistakes in swept.items()
-        for m in _taken(check, mistakes, seed, SWEPT_ROTATING)
+            rotations[entry.exercise, ROTATING].append(entry.mistake)
+    drawn = {
+        mistake
+        for (what, many), mistakes in rotations.items()
+        for mistake in _taken(what, mistakes, seed, many)
     }
     return [e for e in entries if e.mistake in drawn]
 
