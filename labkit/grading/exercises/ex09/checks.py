@@ -22,7 +22,7 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
 from typing import Any
@@ -45,6 +45,13 @@ GROUP = "workers"
 WARM = ("redis", "labkit.explore.boundaries", "labkit.explore.rendezvous")
 #: Seconds a consumer may take to drain a check's few entries on a loaded machine.
 RUN_S = 30.0
+#: How long past its ``idle_ms`` an entry another consumer holds may wait, unclaimed,
+#: while the consumer ``finish`` waits on runs: longer than any job of the checks takes
+#: (3 s) on a loaded machine. Past it, the consumer is taken as one that never claims,
+#: and fails then instead of at ``RUN_S``.
+UNCLAIMED_GRACE_S = 10.0
+#: How often ``finish`` looks at the PEL while the consumer runs.
+LOOK_S = 0.5
 
 
 @dataclass
@@ -60,6 +67,8 @@ class Stream:
     printed: str = ""
     #: Consumers started so far (they take the two hash salts in turn).
     starts: int = 0
+    #: pid -> (consumer name, idle_ms, when it started) of each consumer, for ``finish``.
+    started: dict[int, tuple[str, int, float]] = field(default_factory=dict)
 
     @property
     def stream(self) -> str:
@@ -128,7 +137,7 @@ class Stream:
         # not survive a restart); two salts, so two warm interpreters serve them all.
         salt = str(hash_salt(self.starts % 2))
         self.starts += 1
-        return self.ns.spawn(
+        proc = self.ns.spawn(
             [sys.executable, *runner, FILE, json.dumps(config)],
             warm=WARM,
             env={**os.environ, "PYTHONHASHSEED": salt},
@@ -136,6 +145,8 @@ class Stream:
             stderr=subprocess.PIPE,
             text=True,
         )
+        self.started[proc.pid] = (consumer, idle_ms, SystemClock().now())
+        return proc
 
     def racing(self, log: Path, meet: Path, parties: int = 2) -> tuple[str, ...]:
         """The runner (``start``'s ``runner``) of consumers made to race on one key: each
@@ -153,15 +164,41 @@ class Stream:
         ``late_ok``: a consumer still running after ``RUN_S`` with nothing left pending is
         killed and taken as done (a consumer that waits too long between looks is the
         business of the check named after that, not of this one). What it printed is
-        kept in ``printed``."""
-        try:
-            out, err = proc.communicate(timeout=RUN_S)
-            self.printed = out or ""
-        except subprocess.TimeoutExpired:
+        kept in ``printed``. A consumer that leaves another's entry unclaimed well past
+        its ``idle_ms`` (``UNCLAIMED_GRACE_S``) fails then, naming the entry."""
+        clock = SystemClock()
+        deadline = clock.now() + RUN_S
+        while True:
+            try:
+                out, err = proc.communicate(timeout=LOOK_S)
+                self.printed = out or ""
+                break
+            except subprocess.TimeoutExpired:  # retrying loses none of its output
+                unclaimed = self.unclaimed(proc)
+                if not unclaimed and clock.now() < deadline:
+                    continue
             self.ns.kill(proc)
             proc.communicate()
-            if late_ok and not self.pending():
+            if late_ok and not unclaimed and not self.pending():
                 return int(proc.returncode)
+            if unclaimed:
+                entry = unclaimed[0]
+                expect(
+                    False,
+                    _("consume to claim {consumer}'s entry once it is idle for idle_ms "
+                      "({idle_ms} ms), after {what}").format(
+                        consumer=repr(entry["consumer"]), idle_ms=self.started[proc.pid][1],
+                        what=what),
+                    _("the entry of {key} was idle for {idle:.1f}s and nobody claimed it; "
+                      "pending: {pending}, effects: {effects}").format(
+                        key=self._entry_name(str(entry["message_id"])),
+                        idle=entry["time_since_delivered"] / 1000,
+                        pending=len(self.pending()), effects=self.effects()),
+                    _("between your reads, XAUTOCLAIM under your own name what has been idle "
+                      "for idle_ms or more: the consumer holding it may be dead, and then "
+                      "nobody else runs it; a read that blocks for ever (BLOCK 0) never gets "
+                      "there"),
+                )  # fmt: skip
             expect(
                 False,
                 _("consume to return after {what}").format(what=what),
@@ -182,6 +219,17 @@ class Stream:
                      "waits for ever in Redis; block for about 50 ms and look again")
                    if "Timeout reading from socket" in (err or "") else None)  # fmt: skip
         return int(proc.returncode)
+
+    def unclaimed(self, proc: subprocess.Popen[str]) -> list[dict[str, Any]]:
+        """The PEL entries other consumers hold, idle ``UNCLAIMED_GRACE_S`` past the
+        ``idle_ms`` ``proc`` was started with, while ``proc`` ran that long: ones a
+        consumer that claims would have taken by now, whatever it was busy with."""
+        consumer, idle_ms, began = self.started.get(proc.pid, ("", 0, 0.0))
+        if not consumer or SystemClock().now() - began < UNCLAIMED_GRACE_S:
+            return []
+        limit = idle_ms + UNCLAIMED_GRACE_S * 1000
+        return [p for p in self.pending()
+                if p["consumer"] != consumer and p["time_since_delivered"] > limit]  # fmt: skip
 
     def kill_when_holding(
         self, proc: subprocess.Popen[str], consumer: str, key: str, mid_job_s: float = 0.0
@@ -254,6 +302,12 @@ class Stream:
             "under the same name must find what it held before (XREADGROUP ... 0), and a "
             "name made up per process (a pid, a uuid) never does"
         )
+
+    def _entry_name(self, entry_id: str) -> str:
+        key = self._key_of(entry_id)
+        if key is None:
+            return _("{entry_id} (deleted from the stream)").format(entry_id=entry_id)
+        return repr(key)
 
     def _key_of(self, entry_id: str) -> str | None:
         rows = self.r.xrange(self.stream, entry_id, entry_id)
