@@ -65,6 +65,10 @@ def consume(url, prefix, consumer, max_deliveries=3, idle_ms=1000):
       >``). One at a time, because an entry you hold and have not started still gains a
       delivery each time you crash on another. If there is none but something is still
       pending, wait about 50 ms and look again.
+    - One ``XAUTOCLAIM`` looks at no more than ten pending entries for each one it may
+      claim (https://redis.io/docs/latest/commands/xautoclaim/: ten times ``COUNT``): start
+      each call at the cursor the last one returned (its reply's first element), or an
+      idle entry behind ten busy ones is never reached.
     - Before running an entry, read its delivery count (``XPENDING``). Above
       ``max_deliveries``: add it to ``<prefix>:dead`` with fields ``key``, ``payload`` and
       a non-empty ``reason``, and ``XACK`` it in the same ``MULTI``; do not run it.
@@ -80,14 +84,18 @@ def consume(url, prefix, consumer, max_deliveries=3, idle_ms=1000):
     r = redis.Redis.from_url(url, decode_responses=True)
     stream, dead, effects = f"{prefix}:stream", f"{prefix}:dead", f"{prefix}:effects"
     applied = 0
+    # Where the next XAUTOCLAIM looks from: one call looks at no more than ten pending
+    # entries (COUNT 1), so each goes on where the last one stopped, and the scan starts
+    # again at "0-0" once a call returns "0-0" (it went round the whole PEL).
+    cursor = "0-0"
     while True:
         # An entry of ours deleted from the stream comes with no fields: skipped here,
         # the XAUTOCLAIM below drops it from the PEL (whatever its idle time).
         rows = r.xreadgroup(GROUP, consumer, {stream: "0"}, count=1)
         entries = [e for _s, found in rows for e in found if e[1]]
         if not entries:
-            entries = [e for e in r.xautoclaim(stream, GROUP, consumer, idle_ms, "0-0", 1)[1]
-                       if e[1]]
+            cursor, claimed = r.xautoclaim(stream, GROUP, consumer, idle_ms, cursor, 1)[:2]
+            entries = [e for e in claimed if e[1]]
         if not entries:
             rows = r.xreadgroup(GROUP, consumer, {stream: ">"}, count=1, block=50)
             entries = [e for _s, found in rows for e in found if e[1]]

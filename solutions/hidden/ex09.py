@@ -741,6 +741,68 @@ def claims_one_idle_entry_at_a_time(ns: Namespace) -> None:
         )
 
 
+#: Entries a live consumer holds ahead of a dead one's in the PEL: more than one
+#: XAUTOCLAIM ... COUNT 1 looks at (ten), or one of COUNT 2 or 3.
+BUSY = 40
+#: Seconds a rescuer has to reach the dead one's entry once it has sent its first
+#: command: by the cursor, four XAUTOCLAIMs about 50 ms apart.
+AFTER_FIRST_LOOK_S = 5.0
+
+
+def _group_members(s: Stream) -> set[str]:
+    return {str(c["name"]) for c in s.r.xinfo_consumers(s.stream, GROUP)}
+
+
+@CHECKS.add(
+    1,
+    "a dead consumer's entry behind 40 that a live consumer holds is claimed: one "
+    "XAUTOCLAIM looks at ten pending entries for each it may claim, so each call starts "
+    "at the cursor the last one returned",
+    60,
+    severe=True,
+)
+def claims_an_idle_entry_behind_busy_ones(ns: Namespace) -> None:
+    with stream(ns) as s:
+        pipe = s.r.pipeline(transaction=False)
+        for n in range(BUSY):
+            pipe.xadd(s.stream, {"key": f"busy:{n}", "payload": json.dumps({"cents": 100})})
+        pipe.execute()
+        stale = s.add("stale", cents=100)
+        # All read just now by a consumer at work on them (idle for milliseconds); the
+        # last one then held by a consumer long gone: idle for ten minutes.
+        s.r.xreadgroup(GROUP, "at-work", {s.stream: ">"}, count=BUSY + 1)
+        s.r.xclaim(s.stream, GROUP, "long-gone", 0, [stale], idle=600_000, justid=True)
+        rescuer = s.start("rescuer", idle_ms=60_000)
+        # Its first command on the group makes it one of the group's consumers; from then
+        # on, a few rounds of about 50 ms reach 'stale' by the cursor.
+        clock = SystemClock()
+        deadline, looked = clock.now() + RUN_S, False
+        while rescuer.poll() is None and "stale" not in s.applied() and clock.now() < deadline:
+            if not looked and "rescuer" in _group_members(s):
+                deadline, looked = clock.now() + AFTER_FIRST_LOOK_S, True
+            clock.sleep(0.05)
+        if rescuer.poll() is not None:  # a stub, a crash: said as such
+            s.finish(rescuer, _("an idle entry behind {count} busy ones").format(count=BUSY))
+        ns.kill(rescuer)
+        rescuer.communicate()
+        holder = [str(p["consumer"]) for p in s.pending() if p["message_id"] == stale]
+        expect(
+            "stale" in s.applied(),
+            _(
+                "'stale', idle for ten minutes (idle_ms 60000) behind {count} entries "
+                "another consumer holds and works on, claimed and applied"
+            ).format(count=BUSY),
+            _("not applied {seconds:g}s after the rescuer's first command; it is still held "
+              "by {holder}").format(
+                seconds=AFTER_FIRST_LOOK_S, holder=holder[0] if holder else _("nobody")),
+            _(
+                "one XAUTOCLAIM looks at no more than ten pending entries for each it may "
+                "claim (COUNT 1: ten): keep the cursor it returns (the reply's first "
+                "element) and start the next call there; it returns 0-0 once it went round"
+            ),
+        )
+
+
 @CHECKS.add(
     1,
     "the done record lives under the stream's own prefix (<prefix>:done:<key>): another "

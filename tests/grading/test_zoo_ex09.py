@@ -66,12 +66,37 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         [('{stream: "0"}, count=1)', '{stream: ">"}, count=1, block=50)')],
     ),
     (
+        # Each call looks at the first ten entries of the PEL only: behind ten that a live
+        # consumer holds, a dead one's entry is never reached.
+        "XAUTOCLAIM from 0-0 every round, the cursor it returned dropped",
+        "claims_an_idle_entry_behind_busy_ones",
+        [
+            (
+                "cursor, claimed = r.xautoclaim(stream, GROUP, consumer, idle_ms, cursor, 1)[:2]",
+                '_next, claimed = r.xautoclaim(stream, GROUP, consumer, idle_ms, "0-0", 1)[:2]',
+            )
+        ],
+    ),
+    (
+        # The cursor kept, but a call that found nothing starts again at 0-0: the same
+        # ten entries every time.
+        "XAUTOCLAIM's cursor kept only while it claims something",
+        "claims_an_idle_entry_behind_busy_ones",
+        [
+            (
+                "cursor, claimed = r.xautoclaim(stream, GROUP, consumer, idle_ms, cursor, 1)[:2]",
+                "found, claimed = r.xautoclaim(stream, GROUP, consumer, idle_ms, cursor, 1)[:2]\n"
+                '            cursor = found if claimed else "0-0"',
+            )
+        ],
+    ),
+    (
         "no XAUTOCLAIM: a dead consumer's entries wait forever",
         "takes_over_a_dead_consumers_entries",
         [
             (
-                'entries = [e for e in r.xautoclaim(stream, GROUP, consumer, idle_ms, "0-0", 1)[1]',
-                "entries = [e for e in []",
+                "cursor, claimed = r.xautoclaim(stream, GROUP, consumer, idle_ms, cursor, 1)[:2]",
+                "claimed = []",
             )
         ],
     ),
@@ -398,8 +423,8 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         "leaves_a_live_consumers_entry_alone",
         [
             (
-                'r.xautoclaim(stream, GROUP, consumer, idle_ms, "0-0", 1)',
-                'r.xautoclaim(stream, GROUP, consumer, idle_ms // 1000, "0-0", 1)',
+                'r.xautoclaim(stream, GROUP, consumer, idle_ms, cursor, 1)',
+                'r.xautoclaim(stream, GROUP, consumer, idle_ms // 1000, cursor, 1)',
             )
         ],
     ),
@@ -501,8 +526,8 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         "claims_one_idle_entry_at_a_time",
         [
             (
-                'r.xautoclaim(stream, GROUP, consumer, idle_ms, "0-0", 1)',
-                'r.xautoclaim(stream, GROUP, consumer, idle_ms, "0-0", 10)',
+                'r.xautoclaim(stream, GROUP, consumer, idle_ms, cursor, 1)',
+                'r.xautoclaim(stream, GROUP, consumer, idle_ms, cursor, 10)',
             )
         ],
     ),
@@ -514,12 +539,12 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         "claims_one_idle_entry_at_a_time",
         [
             (
-                'entries = [e for e in r.xautoclaim(stream, GROUP, consumer, idle_ms, "0-0", 1)[1]',
+                "cursor, claimed = r.xautoclaim(stream, GROUP, consumer, idle_ms, cursor, 1)[:2]\n"
+                "            entries = [e for e in claimed if e[1]]",
                 'idle = r.xpending_range(stream, GROUP, "-", "+", 1, idle=idle_ms)\n'
                 "            entries = [e for e in r.xclaim(stream, GROUP, consumer, 0, "
                 '[p["message_id"] for p in idle]) if e[1]] if idle else []',
             ),
-            ("                       if e[1]]\n", ""),
         ],
     ),
     (
@@ -585,9 +610,9 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         "the_cap_holds_for_claimed_entries",
         [
             (
-                "        if not entries:\n            entries = [e for e in r.xautoclaim",
+                "        if not entries:\n            cursor, claimed = r.xautoclaim",
                 "        own = bool(entries)\n"
-                "        if not entries:\n            entries = [e for e in r.xautoclaim",
+                "        if not entries:\n            cursor, claimed = r.xautoclaim",
             ),
             (
                 "            if deliveries > max_deliveries:",
@@ -690,9 +715,9 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         "leaves_a_live_consumers_entry_alone",
         [
             (
-                "            entries = [e for e in r.xautoclaim(stream, GROUP, consumer, idle_ms, "
-                '"0-0", 1)[1]\n'
-                "                       if e[1]]\n",
+                "            cursor, claimed = r.xautoclaim(stream, GROUP, consumer, idle_ms, "
+                "cursor, 1)[:2]\n"
+                "            entries = [e for e in claimed if e[1]]\n",
                 '            for p in r.xpending_range(stream, GROUP, "-", "+", 10):\n'
                 '                age = time.time() * 1000 - int(p["message_id"].split("-")[0])\n'
                 "                if age >= idle_ms:\n"
@@ -785,9 +810,9 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         [
             (
                 "        if not entries:\n"
-                "            entries = [e for e in r.xautoclaim("
-                'stream, GROUP, consumer, idle_ms, "0-0", 1)[1]\n'
-                "                       if e[1]]\n"
+                "            cursor, claimed = r.xautoclaim("
+                'stream, GROUP, consumer, idle_ms, cursor, 1)[:2]\n'
+                "            entries = [e for e in claimed if e[1]]\n"
                 "        if not entries:\n"
                 "            rows = r.xreadgroup("
                 'GROUP, consumer, {stream: ">"}, count=1, block=50)\n'
@@ -797,9 +822,9 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
                 'GROUP, consumer, {stream: ">"}, count=1, block=50)\n'
                 "            entries = [e for _s, found in rows for e in found if e[1]]\n"
                 "        if not entries:\n"
-                "            entries = [e for e in r.xautoclaim("
-                'stream, GROUP, consumer, idle_ms, "0-0", 1)[1]\n'
-                "                       if e[1]]\n",
+                "            cursor, claimed = r.xautoclaim("
+                'stream, GROUP, consumer, idle_ms, cursor, 1)[:2]\n'
+                "            entries = [e for e in claimed if e[1]]\n",
             )
         ],
     ),
@@ -912,8 +937,8 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         "takes_over_a_dead_consumers_entries",
         [
             (
-                'r.xautoclaim(stream, GROUP, consumer, idle_ms, "0-0", 1)',
-                'r.xautoclaim(stream, GROUP, consumer, max(idle_ms, 5000), "0-0", 1)',
+                'r.xautoclaim(stream, GROUP, consumer, idle_ms, cursor, 1)',
+                'r.xautoclaim(stream, GROUP, consumer, max(idle_ms, 5000), cursor, 1)',
             )
         ],
     ),
@@ -949,9 +974,9 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         "takes_over_a_dead_consumers_entries",
         [
             (
-                "            entries = [e for e in r.xautoclaim("
-                'stream, GROUP, consumer, idle_ms, "0-0", 1)[1]\n'
-                "                       if e[1]]\n",
+                "            cursor, claimed = r.xautoclaim("
+                'stream, GROUP, consumer, idle_ms, cursor, 1)[:2]\n'
+                "            entries = [e for e in claimed if e[1]]\n",
                 "            for c in r.xinfo_consumers(stream, GROUP):\n"
                 '                name = c["name"]\n'
                 '                if name != consumer and c["pending"] and c["idle"] >= idle_ms:\n'
@@ -970,9 +995,9 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         "takes_over_a_dead_consumers_entries",
         [
             (
-                "            entries = [e for e in r.xautoclaim("
-                'stream, GROUP, consumer, idle_ms, "0-0", 1)[1]\n'
-                "                       if e[1]]\n",
+                "            cursor, claimed = r.xautoclaim("
+                'stream, GROUP, consumer, idle_ms, cursor, 1)[:2]\n'
+                "            entries = [e for e in claimed if e[1]]\n",
                 '            idle = r.xpending_range(stream, GROUP, "-", "+", 1, idle=idle_ms)\n'
                 "            entries = []\n"
                 "            if idle:\n"
@@ -990,9 +1015,9 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         "takes_over_a_dead_consumers_entries",
         [
             (
-                "            entries = [e for e in r.xautoclaim("
-                'stream, GROUP, consumer, idle_ms, "0-0", 1)[1]\n'
-                "                       if e[1]]\n",
+                "            cursor, claimed = r.xautoclaim("
+                'stream, GROUP, consumer, idle_ms, cursor, 1)[:2]\n'
+                "            entries = [e for e in claimed if e[1]]\n",
                 '            idle = r.xpending_range(stream, GROUP, "-", "+", 1, idle=idle_ms)\n'
                 "            entries = []\n"
                 "            if idle:\n"
@@ -1030,14 +1055,14 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         "the_cap_holds_for_claimed_entries",
         [
             (
-                "            entries = [e for e in r.xautoclaim("
-                'stream, GROUP, consumer, idle_ms, "0-0", 1)[1]\n'
-                "                       if e[1]]\n",
+                "            cursor, claimed = r.xautoclaim("
+                'stream, GROUP, consumer, idle_ms, cursor, 1)[:2]\n'
+                "            entries = [e for e in claimed if e[1]]\n",
                 '            idle = r.xpending_range(stream, GROUP, "-", "+", 1, idle=idle_ms)\n'
                 '            before = {p["message_id"]: int(p["times_delivered"]) for p in idle}\n'
-                "            entries = [e for e in r.xautoclaim("
-                'stream, GROUP, consumer, idle_ms, "0-0", 1)[1]\n'
-                "                       if e[1]]\n",
+                "            cursor, claimed = r.xautoclaim("
+                'stream, GROUP, consumer, idle_ms, cursor, 1)[:2]\n'
+                "            entries = [e for e in claimed if e[1]]\n",
             ),
             ("    applied = 0\n", "    applied = 0\n    before = {}\n"),
             (
@@ -1095,9 +1120,9 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         "returns_how_many_it_applied",
         [
             (
-                "            entries = [e for e in r.xautoclaim("
-                'stream, GROUP, consumer, idle_ms, "0-0", 1)[1]\n'
-                "                       if e[1]]\n",
+                "            cursor, claimed = r.xautoclaim("
+                'stream, GROUP, consumer, idle_ms, cursor, 1)[:2]\n'
+                "            entries = [e for e in claimed if e[1]]\n",
                 '            idle = [p for p in r.xpending_range(stream, GROUP, "-", "+", 10,\n'
                 "                                                idle=idle_ms)\n"
                 '                    if p["consumer"] != consumer]\n'
@@ -1249,9 +1274,9 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         "a_deleted_entry_hides_none_of_yours",
         [
             (
-                "            entries = [e for e in r.xautoclaim("
-                'stream, GROUP, consumer, idle_ms, "0-0", 1)[1]\n'
-                "                       if e[1]]\n",
+                "            cursor, claimed = r.xautoclaim("
+                'stream, GROUP, consumer, idle_ms, cursor, 1)[:2]\n'
+                "            entries = [e for e in claimed if e[1]]\n",
                 '            idle = [p for p in r.xpending_range(stream, GROUP, "-", "+", 10,\n'
                 "                                                idle=idle_ms)\n"
                 '                    if p["consumer"] != consumer]\n'
@@ -1367,6 +1392,7 @@ class Consumer:
         self.stream = f"{prefix}:stream"
         self.apply_script = self.r.register_script(APPLY_LUA)
         self.dead_script = self.r.register_script(DEAD_LUA)
+        self.cursor = "0-0"  # XAUTOCLAIM goes on where it stopped
 
     @staticmethod
     def _first(rows):
@@ -1380,8 +1406,8 @@ class Consumer:
         own = self._first(self.r.xreadgroup(GROUP, self.name, {self.stream: "0"}, count=1))
         if own:
             return own
-        _cursor, claimed, *_ = self.r.xautoclaim(self.stream, GROUP, self.name,
-                                                 self.idle_ms, "0-0", 1)
+        self.cursor, claimed, *_ = self.r.xautoclaim(self.stream, GROUP, self.name,
+                                                     self.idle_ms, self.cursor, 1)
         claimed = [(i, f) for i, f in claimed if f]
         if claimed:
             entry_id, fields = claimed[0]
@@ -1515,14 +1541,17 @@ def consume(url, prefix, consumer, max_deliveries=3, idle_ms=1000):
     r = redis.Redis.from_url(url)
     stream = STREAM_FMT.format(prefix)
     count = 0
+    cursor = "0-0"
 
     def pick() -> Optional[tuple]:
+        nonlocal cursor
         for start in ("0",):
             got = r.xreadgroup(GROUP, consumer, {stream: start}, count=1)
             if got and got[0][1] and got[0][1][0][1]:
                 return got[0][1][0]
-        res = r.xautoclaim(stream, GROUP, consumer, min_idle_time=idle_ms, start_id="0-0",
+        res = r.xautoclaim(stream, GROUP, consumer, min_idle_time=idle_ms, start_id=cursor,
                            count=1)
+        cursor = res[0]
         live = [e for e in res[1] if e[1]]
         if live:
             return live[0]
@@ -1667,11 +1696,16 @@ return 1
 """
 
 
+_CURSORS = {}  # stream -> where its next XAUTOCLAIM starts
+
+
 def _next_entry(r, stream, consumer, idle_ms):
     """(id, fields) of the next entry, fields {} for one deleted from the stream; or None."""
     for start in ("0", ">"):
         if start == ">":
-            claimed = r.xautoclaim(stream, GROUP, consumer, idle_ms, "0-0", 1)
+            claimed = r.xautoclaim(stream, GROUP, consumer, idle_ms,
+                                   _CURSORS.get(stream, "0-0"), 1)
+            _CURSORS[stream] = claimed[0]
             if claimed[1]:
                 return claimed[1][0]
         rows = r.xreadgroup(GROUP, consumer, {stream: start}, count=1,
@@ -1738,6 +1772,9 @@ def _client(url):
         return _CLIENTS[url]
 
 
+_NEXT_CLAIM = {}  # stream -> the cursor the last XAUTOCLAIM returned
+
+
 def _take(r, stream, consumer, idle_ms):
     rows = r.xreadgroup(GROUP, consumer, {stream: "0"}, count=1)
     for _s, found in rows:
@@ -1746,7 +1783,9 @@ def _take(r, stream, consumer, idle_ms):
                 r.xack(stream, GROUP, entry_id)
                 return None, True
             return (entry_id, fields), False
-    claimed = r.xautoclaim(stream, GROUP, consumer, idle_ms, "0-0", 1)[1]
+    cursor, claimed = r.xautoclaim(stream, GROUP, consumer, idle_ms,
+                                   _NEXT_CLAIM.get(stream, "0-0"), 1)[:2]
+    _NEXT_CLAIM[stream] = cursor
     if claimed:
         return claimed[0], False
     rows = r.xreadgroup(GROUP, consumer, {stream: ">"}, count=1, block=50)
