@@ -45,6 +45,23 @@ def test_xtrim_minid_deletes_pending_entries_and_autoclaim_reports_them_once(que
     assert queue.dead_letters() == []  # nothing to redrive: there is no payload
 
 
+def test_autoclaim_looks_at_ten_entries_per_count_and_goes_on_from_its_cursor(queue):
+    # 25 entries a live consumer just read, then one a dead consumer held an hour ago.
+    for n in range(26):
+        queue.add("charge", {"n": n}, f"k{n}")
+    held = queue.read_new("live", count=26)
+    stale = held[-1].id
+    queue.r.xclaim(queue.stream, queue.group, "gone", 0, [stale], idle=3_600_000, justid=True)
+    first = queue.autoclaim("rescuer", min_idle_ms=60_000, count=1)
+    # Ten looked at, none idle enough: nothing taken, and a cursor past them.
+    assert first.entries == [] and first.cursor not in ("0-0", stale)
+    assert queue.autoclaim("rescuer", min_idle_ms=60_000, count=1).entries == []  # from 0-0
+    second = queue.autoclaim("rescuer", min_idle_ms=60_000, count=1, start=first.cursor)
+    third = queue.autoclaim("rescuer", min_idle_ms=60_000, count=1, start=second.cursor)
+    assert second.entries == [] and [e.id for e in third.entries] == [stale]
+    assert third.cursor == "0-0"  # the scan went round the whole PEL
+
+
 def test_trim_takes_exactly_one_threshold(queue):
     queue.add("charge", {}, "k0")
     queue.add("charge", {}, "k1")

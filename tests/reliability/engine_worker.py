@@ -80,10 +80,13 @@ def run_redis(spec: dict[str, Any], report: dict[str, Any]) -> None:
     script = q.r.register_script(EFFECT_BLIND if spec.get("mutant") else EFFECT_ONCE)
     ack = q.r.register_script(ACK) if spec.get("mutant") else None
     clock = SystemClock()
+    cursor = "0-0"  # where the next XAUTOCLAIM goes on: one looks at 100 entries here
     while True:
         # What this consumer held before a restart, then a dead consumer's, then new work.
         entries = q.read_own_pending(name, 10)
-        entries = entries or q.autoclaim(name, idle_ms, 10).entries
+        if not entries:
+            claimed = q.autoclaim(name, idle_ms, 10, start=cursor)
+            entries, cursor = claimed.entries, claimed.cursor
         entries = entries or q.read_new(name, 10, block_ms=50)
         if not entries:
             if not q.pending(count=1):

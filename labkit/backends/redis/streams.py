@@ -116,10 +116,12 @@ class Pending:
 
 @dataclass(frozen=True)
 class Claimed:
-    """What ``XAUTOCLAIM`` gave: the entries taken, and pending ids whose data was trimmed."""
+    """What ``XAUTOCLAIM`` gave: the entries taken, pending ids whose data was trimmed,
+    and where the next call goes on (``0-0`` once the scan went round the whole PEL)."""
 
     entries: list[Entry]
     deleted: list[str]
+    cursor: str = "0-0"
 
 
 def connect(url: str) -> redis.Redis:
@@ -282,19 +284,26 @@ class StreamQueue:
         rows = self.r.xpending_range(self.stream, self.group, entry_id, entry_id, 1)
         return int(rows[0]["times_delivered"]) if rows else 0
 
-    def autoclaim(self, consumer: str, min_idle_ms: int, count: int = 10) -> Claimed:
-        """``XAUTOCLAIM s g consumer min_idle 0-0 COUNT n``: take entries idle that long.
+    def autoclaim(
+        self, consumer: str, min_idle_ms: int, count: int = 10, start: str = "0-0"
+    ) -> Claimed:
+        """``XAUTOCLAIM s g consumer min_idle start COUNT n``: take entries idle that long.
 
         ``min_idle_ms`` is server time: pick it longer than any healthy job runs, or a
-        slow but live consumer loses its entry to another and the job runs twice.
+        slow but live consumer loses its entry to another and the job runs twice. One
+        call looks at no more than ``10 * count`` pending entries (Redis's documentation
+        of XAUTOCLAIM): a loop passes the ``cursor`` of each reply as the next ``start``,
+        or an idle entry behind that many busy ones is never reached.
         """
         if min_idle_ms < 0:
             raise ValueError(f"min_idle_ms must be >= 0, not {min_idle_ms!r}")
         reply = self.r.xautoclaim(
-            self.stream, self.group, consumer, min_idle_ms, start_id="0-0", count=count
+            self.stream, self.group, consumer, min_idle_ms, start_id=start, count=count
         )
         rows, deleted = reply[1], (reply[2] if len(reply) > 2 else [])
-        return Claimed([Entry.parse(i, f) for i, f in rows if f], [str(d) for d in deleted])
+        return Claimed(
+            [Entry.parse(i, f) for i, f in rows if f], [str(d) for d in deleted], str(reply[0])
+        )
 
     def trim(self, maxlen: int | None = None, minid: str | None = None) -> int:
         """``XTRIM <stream> MAXLEN = n`` or ``MINID = id``: how many entries were removed.
