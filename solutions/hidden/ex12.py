@@ -184,6 +184,15 @@ def names_with_underscores_and_capitals_are_their_own_schedules(ns: Namespace) -
         # A quote in the name (SQL built with an f-string breaks on it) and a leading space
         # (a name stripped by slot_key takes the keys of the schedule without it).
         _own_schedules_in(ns, Random(f"{seed}:quote"), " Fecho_d'Ávila", ("Fecho_d'Ávila",))
+        # Names Unicode normalization changes: a ligature ('ﬁ', NFKC: 'fi') and an accent
+        # sent as a combining mark (NFC: one code point). A slot_key that normalizes the
+        # name gives both schedules one set of keys.
+        _own_schedules_in(ns, Random(f"{seed}:nfkc"), "ﬁscal_close", ("fiscal_close",))
+        _own_schedules_in(ns, Random(f"{seed}:nfc"), "Fe\u0301rias_RH", ("Férias_RH",))
+        # Long names that differ only at their end: a name cut to some length (64, 100)
+        # gives both one set of keys; a name refused past a length never fires.
+        stem = "warehouse_inventory_reconciliation_for_the_southern_region_" * 2
+        _own_schedules_in(ns, Random(f"{seed}:long"), stem + "eu", (stem + "us",))
 
 
 def _own_schedules_in(
@@ -193,7 +202,9 @@ def _own_schedules_in(
         own = rng.choice(
             ["Daily_Report", "EU_Sync", "Nightly_Backup", "Clôture_Mois", "Ärzte_Export"]
         )
-    others = [own.replace("_", "-"), own.lower(), *lookalikes]
+    # (A name already in lower case is no look-alike of itself.)
+    others = [o for o in dict.fromkeys([own.replace("_", "-"), own.lower(), *lookalikes])
+              if o != own]  # fmt: skip
     period = rng.choice([900, 1800, HOUR])
     since = T0 + rng.randint(0, 3) * period
     now = since + rng.randint(2, 4) * period + rng.randint(0, period - 1)
@@ -257,15 +268,24 @@ def _last_fired_is_the_newest_key_in(ns: Namespace, rng: Random) -> None:
             ),
         ),
         ("dead", fired, _("its job is dead, and a dead job's slot fired all the same")),
+        (
+            "retry_wait",
+            retry_at,
+            _(
+                "an operator moved its job to the queue 'slow', and it keeps the kind it had "
+                "before a rename ('billing_v1'): the key still says it fired"
+            ),
+        ),
     ]
-    for state, run_after, fate in fates:
+    for n, (state, run_after, fate) in enumerate(fates):
         with lab_file(ns) as (conn, path):
             # Each row's updated_at is when it last changed: the failure of ``fired``'s
             # job, then the re-run, just now (neither says which slot fired last).
             add_job(
                 conn,
                 reference_key("billing", fired),
-                kind="billing",
+                kind="billing_v1" if n == len(fates) - 1 else "billing",
+                queue="slow" if n == len(fates) - 1 else "default",
                 state=state,
                 attempt=2 if state == "retry_wait" else 3,
                 run_after=run_after,

@@ -2416,11 +2416,123 @@ ZOO: list[tuple[str, str, str, str]] = [
                 raise
         """,
     ),
+    (
+        "ex12",
+        'the schedule name normalized to NFKC in slot_key (one form for look-alike names)',
+        'names_with_underscores_and_capitals_are_their_own_schedules',
+        """
+        import unicodedata
+
+        def slot_key(schedule, fire_time):
+            if not schedule or ":" in schedule:
+                raise ValueError(f"schedule name {schedule!r} must be non-empty and without ':'")
+            schedule = unicodedata.normalize("NFKC", schedule)
+            when = datetime.fromtimestamp(fire_time, UTC)
+            return f"schedule:{schedule}:{when:%Y-%m-%dT%H:%M:%SZ}"
+        """,
+    ),
+    (
+        "ex12",
+        "the schedule name cut to 64 characters in slot_key (a column's width)",
+        'names_with_underscores_and_capitals_are_their_own_schedules',
+        """
+        def slot_key(schedule, fire_time):
+            if not schedule or ":" in schedule:
+                raise ValueError(f"schedule name {schedule!r} must be non-empty and without ':'")
+            schedule = schedule[:64]
+            when = datetime.fromtimestamp(fire_time, UTC)
+            return f"schedule:{schedule}:{when:%Y-%m-%dT%H:%M:%SZ}"
+        """,
+    ),
+    (
+        "ex12",
+        'slot_key refuses a name longer than 64 characters',
+        'names_with_underscores_and_capitals_are_their_own_schedules',
+        """
+        def slot_key(schedule, fire_time):
+            if not schedule or ":" in schedule:
+                raise ValueError(f"schedule name {schedule!r} must be non-empty and without ':'")
+            if len(schedule) > 64:
+                raise ValueError(f"schedule name {schedule!r} is longer than 64 characters")
+            when = datetime.fromtimestamp(fire_time, UTC)
+            return f"schedule:{schedule}:{when:%Y-%m-%dT%H:%M:%SZ}"
+        """,
+    ),
+    (
+        "ex12",
+        "what fired read among the schedule's own kind only (AND kind = :kind)",
+        'last_fired_is_the_newest_key',
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix AND kind = :kind",
+                {"n": len(prefix), "prefix": prefix, "kind": schedule},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "what fired read in the default queue only (AND queue = 'default')",
+        'last_fired_is_the_newest_key',
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs"
+                " WHERE substr(key, 1, :n) = :prefix AND queue = 'default'",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "the schedule name normalized to NFKC in slot_key (one form for look-alike names)": (
+        "the new schedule 'ﬁscal_close' (beside"
+    ),
+    "the schedule name cut to 64 characters in slot_key (a column's width)": (
+        "to get its own"
+    ),
+    "slot_key refuses a name longer than 64 characters": "to return the keys it created",
+    "what fired read among the schedule's own kind only (AND kind = :kind)": (
+        "an operator moved its job to the queue 'slow'"
+    ),
+    "what fired read in the default queue only (AND queue = 'default')": (
+        "an operator moved its job to the queue 'slow'"
+    ),
     "tick stops at the first conflict, assuming the other scheduler enqueues the rest": (
         "enqueued and reported by the first"
     ),

@@ -257,6 +257,8 @@ def due_slots_on_generated_schedules(ns: Namespace) -> None:
             st.none()
             | st.integers(0, 14).map(lambda k: slot_now - k * period)
             | st.integers(int(since) - 2 * period, int(now) + 1).map(float)
+            # What fired need not sit on a whole second: a slot just after it is due.
+            | st.integers(0, 14).map(lambda k: slot_now - k * period - 0.5)
         )
         return [period, last, since, now, draw(st.sampled_from(["all", "latest"]))]
 
@@ -276,6 +278,8 @@ def due_slots_on_generated_schedules(ns: Namespace) -> None:
         period = rng.choice([60, 300, 3600])
         now = float(rng.randrange(1_000_000_000, 2_000_000_000))
         prop([period, None, now - rng.randrange(100, 401) * period, now, "all"])
+    # A slot half a second after what fired is due (slot > last, not slot >= last + 1).
+    prop([300, 1199.5, 0, 1300, "all"])
     holds_for(schedules(), prop, examples=40)
 
 
@@ -291,6 +295,8 @@ def due_slots_refuses_bad_arguments(ns: Namespace) -> None:
         [60, None, 0, 100, "most"],
         [60, None, 0, 100, "Latest"],
         [60, None, 0, 100, "latest "],
+        [60, None, 0, 100, ""],
+        [60, None, 0, 100, "lat"],
     )
     for call in (*bad, [60, None, 200, 100, "most"], [0, None, 200, 100, "all"]):
         got = _one(ns, "due_slots", call)
