@@ -562,6 +562,33 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex13",
+        # A head a day away is left out of the heads: the job behind it overtakes.
+        "serial heads looked for only among jobs due within the hour (a look-ahead window)",
+        "a_waiting_head_blocks_its_queue",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state = 'running'
+                                           OR (state IN ('pending', 'retry_wait')
+                                               AND run_after <= :now + 3600)
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
         "the cap alone, without least-busy-first",
         "a_flood_does_not_starve_the_others",
         """
@@ -5712,6 +5739,9 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for the entries that name it (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "serial heads looked for only among jobs due within the hour (a look-ahead window)": (
+        "order:44's head retries a day later"
+    ),
     "relay_once returns the ids it published sorted (as text: order 10 before order 9)": (
         "in the order published"
     ),

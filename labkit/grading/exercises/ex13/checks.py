@@ -705,6 +705,18 @@ def a_waiting_head_blocks_its_queue(ns: Namespace) -> None:
             ).format(now=NOW, due=NOW + 50, job_id=head, later=NOW + 51),
             _("the claims took {got}").format(got=got),
         )
+    # However far off the head is (a retry a day away): a look-ahead window that leaves
+    # such a head out lets the job behind it overtake.
+    with lab_file(ns) as (conn, path):
+        add_job(conn, "order:44:a", queue="order:44", state="retry_wait", attempt=2,
+                run_after=NOW + 86_400)  # fmt: skip
+        add_job(conn, "order:44:b", queue="order:44")
+        got = serial(ns, path, "w1")
+        expect(
+            got is None,
+            _("None: order:44's head retries a day later, at {due:g}").format(due=NOW + 86_400),
+            got,
+        )
 
 
 @CHECKS.add(
