@@ -446,6 +446,23 @@ def the_lock_is_the_file_at_the_path_given(ns: Namespace) -> None:
         ),
         _("open and flock the file at `path` itself, not one named after it elsewhere"),
     )
+    # A relative path, given in the folder the process is in when it calls you (a
+    # cron job's): the file there is held. One joined to the folder your cells ran in
+    # (os.getcwd() read at import) is another file.
+    with tempfile.TemporaryDirectory(prefix="labkit-ex02-", dir=ns.workdir) as tmp:
+        answers = ns.harness(HARNESS + "attempts_by_a_relative_path", tmp)
+    expect(
+        all(a.startswith("refused") for a in answers),
+        _(
+            "AlreadyRunning for the relative path 'report.lock' while another process holds "
+            "that file in the folder the caller is in"
+        ),
+        _("{answer}, then {again}").format(answer=repr(answers[0]), again=repr(answers[1])),
+        _(
+            "open the path as given: a relative path names a file in the folder the process "
+            "is in at that moment, not the one your code started in"
+        ),
+    )
 
 
 #: What a run killed long ago left in the lock file: a pid no process has here.

@@ -17,6 +17,35 @@ ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
     (
         "ex02",
+        # The folder read as the cells ran: a caller's relative path names a file there,
+        # not in the folder the caller is in, and another holder's lock is never met.
+        "a relative path joined to the folder read at import (os.getcwd())",
+        "the_lock_is_the_file_at_the_path_given",
+        """
+        _BASE = os.getcwd()
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(os.path.join(_BASE, path), "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
         "pidfile with O_EXCL goes stale after kill -9",
         "survives_holder_kill_9",
         """
@@ -2679,6 +2708,9 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "a relative path joined to the folder read at import (os.getcwd())": (
+        "AlreadyRunning for the relative path 'report.lock'"
+    ),
     "AlreadyRunning written again in the notebook, a RuntimeError of its own": (
         "labkit.errors.AlreadyRunning for a second attempt"
     ),

@@ -63,6 +63,28 @@ def error_inside(values: MutableMapping[str, Any], path: str) -> dict[str, str]:
     return out
 
 
+def attempts_by_a_relative_path(values: MutableMapping[str, Any], folder: str) -> list[str]:
+    """A holder here locks ``folder/relative/report.lock``; this process moves into that
+    folder (after the student's cells ran) and tries twice with the path ``report.lock``.
+
+    A relative path names a file from the folder the process is in when it is opened:
+    code that joins it to a folder read earlier (``os.getcwd()`` at import) locks another
+    file, and two jobs run. The working folder is put back afterwards.
+    """
+    here = pathlib.Path(folder) / "relative"
+    here.mkdir()
+    before = os.getcwd()
+    with fresh_state(values), open(here / "report.lock", "a+") as holder:
+        fcntl.flock(holder.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        holder.write("1")
+        holder.flush()
+        os.chdir(here)
+        try:
+            return [attempt(values, "report.lock"), attempt(values, "report.lock")]
+        finally:
+            os.chdir(before)
+
+
 def attempts_beside_a_plain_holder(
     values: MutableMapping[str, Any], folder: str, cases: list[list[Any]]
 ) -> list[dict[str, Any]]:
