@@ -106,6 +106,16 @@ TWIN_KEYS = [
     # The same letters, decomposed ('c' + U+0327) and composed ('ç'): a key "normalised"
     # with NFC gives both one entry, though the contract takes the key exactly as given.
     ("crm:Conceic\u0327a\u0303o:sync:v1", "crm:Conceição:sync:v1"),
+    # A key "cleaned" as it came in: its line end cut off (keys read from lines or a CSV
+    # written with '\r\n'), a byte-order mark or a zero-width space dropped, '%20'
+    # decoded (a key from an HTTP header) or a newline escaped as '\' 'n' (one-line
+    # logs). The key as given is the operation: each pair is two.
+    ("billing:7:charge:v1\n", "billing:7:charge:v1"),
+    ("billing:7:charge:v1\r\n", "billing:7:charge:v1"),
+    ("\ufeffbilling:7:charge:v1", "billing:7:charge:v1"),
+    ("billing:INV\u200b7:charge:v1", "billing:INV7:charge:v1"),
+    ("billing:INV%207:charge:v1", "billing:INV 7:charge:v1"),
+    ("billing:INV\n7:charge:v1", "billing:INV\\n7:charge:v1"),
 ]
 
 
@@ -376,7 +386,15 @@ RETRY_FIELDS = [
     ("payee", "Ana Maria", "AnaMaria"),
     ("ship_to", "Rua A, 42", "Rua A,42"),
     ("note", "ref: 7", "ref:7"),
+    # A fourteenth decimal: a fingerprint of floats rounded to 9 or 12 places (to hide
+    # float noise) calls these the same.
+    ("unit_rate", 0.12345678912341, 0.12345678912342),
 ]
+
+#: Fields present but empty: the same key with the field, then without it (or the other
+#: way round) is another payload, as its canonical JSON says. A fingerprint that drops
+#: empty lists and dicts ("nothing in them") calls these the same.
+EMPTY_FIELDS: list[tuple[str, Any]] = [("discounts", []), ("metadata", {})]
 
 #: A long invoice: a fingerprint of only the first few thousand characters of the JSON
 #: misses a change in its last line.
@@ -404,6 +422,18 @@ def conflict_on_any_field(ns: Namespace) -> None:
             ),
             _said(said),
         )
+    for field, empty in EMPTY_FIELDS:
+        bare, full = {"amount_cents": 500}, {"amount_cents": 500, field: empty}
+        for first, then in ((full, bare), (bare, full)):
+            run = ns.harness(HARNESS + "accept_calls", [[key, dict(first)], [key, dict(then)]])
+            said = run["results"][1]
+            expect(
+                "IdempotencyConflict" in said.get("raised", ()),
+                _("IdempotencyConflict for the same key with {first}, then {then}").format(
+                    first=repr(first), then=repr(then)
+                ),
+                _said(said),
+            )
     changed = {"lines": [dict(line) for line in LONG_INVOICE["lines"]]}
     changed["lines"][-1]["qty"] = 2
     run = ns.harness(HARNESS + "accept_calls", [[key, LONG_INVOICE], [key, changed]])

@@ -60,6 +60,10 @@ LOOKALIKES += tuple(f"acct{sep}8" for sep in "_./ '\"+@#,;|~=") + ("acct8", "ACC
 #: Two names with no letter in Latin-1: a key made "header-safe" with
 #: encode("latin-1", "replace") (or "ignore") gives both the same key.
 LOOKALIKES += ("王伟", "李娜")
+#: "josé" again with its accent as a letter of its own: "e" and the combining U+0301
+#: (NFD; the name above is NFC, "é" in one code point). The two print alike; a key
+#: normalised to NFC (or NFD) makes both jobs' keys one.
+LOOKALIKES += ("jose\u0301",)
 
 
 def lookalike_jobs(kind: str) -> tuple[tuple[str, dict[str, Any], str], ...]:
@@ -85,9 +89,9 @@ def lookalike_jobs(kind: str) -> tuple[tuple[str, dict[str, Any], str], ...]:
 @CHECKS.add(
     2,
     "the Idempotency-Key and the ledger mark are the job's key as it is: stripped of its "
-    "'_', '-', quotes or spaces, its accents turned into '?' or its ligatures folded (to "
-    "make it 'safe' for a header), two jobs' keys become one and the second job is never "
-    "charged or posted",
+    "'_', '-', quotes or spaces, its accents turned into '?', its ligatures folded or its "
+    "Unicode normalised (NFC) to make it 'safe' for a header, two jobs' keys become one and "
+    "the second job is never charged or posted",
     timeout=30.0,
     severe=True,
 )
@@ -101,8 +105,9 @@ def keys_that_differ_only_in_punctuation_or_an_accent(ns: Namespace) -> None:
             not wrong,
             _(
                 "one {kind} per job for {n} keys that differ only in punctuation, an "
-                "accent, a space, a capital, a ligature or a letter outside Latin-1, or in "
-                "the number before ':v1' ({keys}, ...)"
+                "accent (or the same accent written as one code point or as two), a space, "
+                "a capital, a ligature or a letter outside Latin-1, or in the number before "
+                "':v1' ({keys}, ...)"
             ).format(kind=kind, n=len(jobs), keys=", ".join(repr(key) for _k, _p, key in jobs[:4])),
             "; ".join(f"{key!r}: {n}" for key, n in wrong.items())
             + f" ({run.replay})"
@@ -120,7 +125,9 @@ SLOW_RETRY_AFTER_S = 0.05
     2,
     "a 409 from the payment API (KeyInProgress: another delivery of the job holds its "
     "Idempotency-Key) is not a success: let it fail the attempt, or retry until the reply "
-    "comes; returning 'skipped' marks the job done though the other delivery may still fail",
+    "comes; returning 'skipped' marks the job done though the other delivery may still fail, "
+    "and re-raised as a PermanentError (or any error the worker does not retry) the job is "
+    "buried and never charged",
     timeout=20.0,
     severe=True,
 )
@@ -148,6 +155,7 @@ def a_409_fails_the_attempt(ns: Namespace) -> None:
         "do not catch the API's errors: the worker retries the job, and the retry gets the "
         "first delivery's reply",
     )
+    _409_is_retried(got, job[2])
     # The other delivery is slow: a retry loop of a few tries that then gives up must let
     # the last 409 out, not return a reply of its own (the job would be marked done).
     with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
@@ -178,6 +186,24 @@ def a_409_fails_the_attempt(ns: Namespace) -> None:
         ),
         "when your retries give up, raise (re-raise the last 409): a reply of your own marks "
         "the job done though the other delivery may still fail",
+    )
+    _409_is_retried(slow, job[2])
+
+
+def _409_is_retried(got: dict[str, Any], key: str) -> None:
+    """What came out of charge_handler after a 409, if anything did, is an error the worker
+    retries: buried as dead (a PermanentError, a RuntimeError), the job is never charged."""
+    expect(
+        "raised" not in got or got["retried"],
+        _(
+            "the 409 (KeyInProgress) to come out of charge_handler as an error the worker "
+            "retries (a TransientError), so job {key} is charged once the other delivery ends"
+        ).format(key=key),
+        _("it raised {raised}, which the worker does not retry: the job is buried as dead").format(
+            raised=got.get("raised")
+        ),
+        "a 409 is a TransientError: let it out as it is (or as another TransientError); a "
+        "PermanentError or any other error buries the job, and the customer is never charged",
     )
 
 

@@ -3,7 +3,9 @@ redrive killed right after each of its writes."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -877,29 +879,10 @@ def the_key_survives_a_dead_letter_and_a_redrive(ns: Namespace) -> None:
 )
 def redrive_breaks_ties_by_id_on_an_indexed_table(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
-        # The operators' dashboard lists the newest dead letters first through this index;
-        # a query planner may read a redrive's rows through it too.
-        conn.execute("CREATE INDEX jobs_dead_newest ON jobs (state, updated_at DESC)")
-        # Jobs 1 to 8 went through; the four buried together are 9 to 12, so an id
-        # compared as text ('10' < '9') breaks their tie wrongly too.
-        for n in range(8):
-            add_job(conn, f"email:{n}:done:v1", state="succeeded", updated_at=1.0)
-        ids = [
-            add_job(
-                conn,
-                f"email:{n}:send:v1",
-                state="dead",
-                attempt=3,
-                dead_reason="attempts exhausted (3 of 3)",
-                # Their errors in the reverse order of their ids, and the oldest buried a
-                # quarter of a second before the others (the same second).
-                last_error=f"TimeoutError: attempt {9 - n}",
-                updated_at=20.5 if n < 4 else 20.25,
-            )
-            for n in range(5)
-        ]
+        ids = _tied_on_an_index(conn)
         want = [ids[4], ids[0], ids[1]]
         got = redrive(ns, path, limit=3, now=NOW)
+        pending = _now_pending(conn)
     expect(
         list(got) == want,
         _(
@@ -909,6 +892,111 @@ def redrive_breaks_ties_by_id_on_an_indexed_table(ns: Namespace) -> None:
         _("returned {ids}").format(ids=list(got)),
         "ORDER BY updated_at, id: SQL returns rows with equal updated_at in no promised "
         "order (a table scan, an index read backwards), so name the tie-breaker",
+    )
+    expect_the_returned_are_the_pending(got, pending, "redrive(conn, limit=3, now=1000)")
+
+
+def _tied_on_an_index(conn: sqlite3.Connection) -> list[int]:
+    """Eight succeeded jobs, then five dead ones (their ids): the first four buried together
+    at 20.5, the last a quarter of a second earlier; and an index a query planner may read
+    them through, newest first."""
+    # The operators' dashboard lists the newest dead letters first through this index;
+    # a query planner may read a redrive's rows through it too.
+    conn.execute("CREATE INDEX jobs_dead_newest ON jobs (state, updated_at DESC)")
+    # Jobs 1 to 8 went through; the four buried together are 9 to 12, so an id
+    # compared as text ('10' < '9') breaks their tie wrongly too.
+    for n in range(8):
+        add_job(conn, f"email:{n}:done:v1", state="succeeded", updated_at=1.0)
+    return [
+        add_job(
+            conn,
+            f"email:{n}:send:v1",
+            state="dead",
+            attempt=3,
+            dead_reason="attempts exhausted (3 of 3)",
+            # Their errors in the reverse order of their ids, and the oldest buried a
+            # quarter of a second before the others (the same second).
+            last_error=f"TimeoutError: attempt {9 - n}",
+            updated_at=20.5 if n < 4 else 20.25,
+        )
+        for n in range(5)
+    ]
+
+
+def _now_pending(conn: sqlite3.Connection) -> list[int]:
+    return [j["id"] for j in all_jobs(conn) if j["state"] == "pending"]
+
+
+def expect_the_returned_are_the_pending(got: Any, pending: list[int], call: str) -> None:
+    """The jobs ``call`` returned are the jobs it made pending, no more, no fewer."""
+    expect(
+        sorted(got) == sorted(pending),
+        _("the jobs {call} returned to be the jobs it made pending").format(call=call),
+        _("returned {ids}; pending now: {pending}").format(ids=list(got), pending=pending),
+        "let the UPDATE change exactly the ids the SELECT chose (WHERE id IN those ids), "
+        "not rows a second query of its own picks: on a tie, or with another writer, the "
+        "two choose different jobs, and the operator is told of jobs still dead",
+    )
+
+
+@CHECKS.add(
+    1,
+    "the ids a redrive returns are the jobs it changed: an UPDATE that picks its rows with "
+    "a query of its own (without the id tie-break, on a table with an index) redrives other "
+    "jobs than those it reports, and the jobs the operator is told went back stay dead",
+    severe=True,
+)
+def redrive_changes_the_jobs_it_returns(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        _tied_on_an_index(conn)
+        got = redrive(ns, path, limit=3, now=NOW)
+        pending = _now_pending(conn)
+    expect_the_returned_are_the_pending(got, pending, "redrive(conn, limit=3, now=1000)")
+
+
+@CHECKS.add(
+    1,
+    "a job buried by dead_letter and then redriven is claimed again by a worker of its own "
+    "queue: a dead letter that moves it to a queue of its own ('dead', a DLQ) leaves it "
+    "pending where no worker looks, and it never runs again",
+    severe=True,
+)
+def a_redriven_job_runs_again_in_its_queue(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        job_id = add_job(
+            conn,
+            "email:7:send:v1",
+            queue="emails",
+            state="running",
+            attempt=3,
+            lease_owner="w1",
+            lease_until=NOW + 30,
+            lease_token="tok-1",
+            updated_at=NOW - 5,
+        )
+        error = {"type": "TimeoutError", "message": "slow"}
+        bury(ns, path, job_id, "tok-1", "attempts exhausted (3 of 3)", error, NOW)
+        redrive(ns, path, limit=1, now=NOW + 10)
+        # A worker of queue 'emails' claims its oldest ready job, a minute later.
+        claimed = conn.execute(
+            "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = 'w2',"
+            " lease_token = 'tok-2', lease_until = :at + 30, updated_at = :at"
+            " WHERE id = (SELECT id FROM jobs WHERE queue = 'emails' AND state = 'pending'"
+            " AND run_after <= :at ORDER BY run_after, id LIMIT 1) RETURNING id",
+            {"at": NOW + 70},
+        ).fetchall()
+        job = row_of(conn, job_id)
+    expect(
+        [row["id"] for row in claimed] == [job_id],
+        _(
+            "job {job_id} of queue 'emails', buried and then redriven, claimed by a worker "
+            "of queue 'emails'"
+        ).format(job_id=job_id),
+        _("no job claimed; job {job_id} is {state} in queue {queue}").format(
+            job_id=job_id, state=job["state"], queue=repr(job["queue"])
+        ),
+        "leave the queue alone in dead_letter (and in redrive): state = 'dead' already says "
+        "the job is a dead letter, and a redriven job goes back where its workers look",
     )
 
 

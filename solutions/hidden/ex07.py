@@ -697,3 +697,53 @@ def one_trial_when_two_threads_ask_at_once(ns: Namespace) -> None:
                 "trial to a dependency that just failed"
             ),
         )
+
+
+@CHECKS.add(
+    2,
+    "a result recorded while another thread is inside the breaker (holding its lock) "
+    "waits for the lock and counts: a record_success() or record_failure() that gives up "
+    "when the lock is busy (acquire(blocking=False)) is lost, and a lost trial result "
+    "leaves the breaker half open with its trial spent, letting no call out again",
+    severe=True,
+)
+def a_result_waits_for_a_busy_lock(ns: Namespace) -> None:
+    want = {"ok": ("closed", True, True), "fail": ("open", False, True)}
+    for result, (state, then, later) in want.items():
+        got = ns.harness(HARNESS + "result_while_a_call_holds_the_breaker", result)
+        for step in ("opening", "A", "B", "after"):
+            value = got.get(step)
+            if isinstance(value, dict) and "raised" in value:
+                expect(
+                    False,
+                    _("allow() and record_{call}() to run").format(
+                        call="success" if result == "ok" else "failure"
+                    ),
+                    raised_text(value),
+                )
+        if got.get("opened") != "open" or got.get("A") is not True:
+            continue  # threshold_of_one and half_open_allows_one_trial say so
+        seen = (got["state"], got.get("then"), got.get("later"))
+        expect(
+            got["done"] and seen == (state, then, later),
+            _(
+                "threshold=1, opened, 30 s later thread A asks allow() (the trial) and, while A "
+                "is inside it, thread B calls record_{call}(): once both return, as if B came "
+                "right after A, state {state!r}, allow() {then!r}, and {later!r} 30 s later"
+            ).format(
+                call="success" if result == "ok" else "failure",
+                state=state,
+                then=then,
+                later=later,
+            ),
+            _("state {state}, allow() {then}, then {later}").format(
+                state=repr(seen[0]), then=repr(seen[1]), later=repr(seen[2])
+            )
+            if got["done"]
+            else _("still waiting 5 s later"),
+            _(
+                "take the lock with 'with self._lock:' in every method, waiting for it: a "
+                "result skipped because another thread held the lock is lost, and a lost "
+                "trial result leaves the breaker half open for good"
+            ),
+        )

@@ -2551,6 +2551,178 @@ ZOO: list[tuple[str, str, str, str]] = [
             return False
     """,
     ),
+    (
+        "ex01",
+        "accept cuts the line end off the key (keys read from lines: '...:v1\\n' and '...:v1')",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            key = key.rstrip("\\r\\n")
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} reused with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept strips a byte-order mark from the key (keys read from a CSV)",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            key = key.lstrip("\\ufeff")
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} reused with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept URL-decodes the key, from an HTTP header ('INV%207' and 'INV 7' one entry)",
+        "accept_does_not_confuse_keys",
+        """
+        from urllib.parse import unquote
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            key = unquote(key)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} reused with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept drops zero-width spaces from the key ('INV\\u200b7' and 'INV7' one entry)",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            key = key.replace("\\u200b", "")
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} reused with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept escapes newlines in the key as '\\n', for one-line logs",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            key = key.replace("\\n", "\\\\n")
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} reused with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "key with a trailing '\\r' cut off each part (a CSV written with '\\r\\n')",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            source, entity_id, action = (str(p).rstrip("\\r") for p in (source, entity_id, action))
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with newlines in a part escaped as '\\n', for one-line logs ('INV\\n7' twice)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            parts = [str(p).replace("\\n", "\\\\n") for p in (source, entity_id, action)]
+            return f"{parts[0]}:{parts[1]}:{parts[2]}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with blanks in a part percent-encoded ('INV 7' and 'INV%207' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            parts = [str(p).replace(" ", "%20") for p in (source, entity_id, action)]
+            return f"{parts[0]}:{parts[1]}:{parts[2]}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with byte-order marks and zero-width spaces dropped from the parts",
+        "key_names_the_intent",
+        """
+        def _clean(part):
+            return str(part).replace("\\ufeff", "").replace("\\u200b", "")
+        def operation_key(source, entity_id, action, version=1):
+            return f"{_clean(source)}:{_clean(entity_id)}:{_clean(action)}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint drops the fields that are an empty list or dict",
+        "conflict_on_any_field",
+        """
+        def payload_fingerprint(payload):
+            full = {k: v for k, v in payload.items() if v != [] and v != {}}
+            text = json.dumps(full, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of floats rounded to 12 decimals (to hide float noise)",
+        "conflict_on_any_field",
+        """
+        def payload_fingerprint(payload):
+            def norm(v):
+                if isinstance(v, dict):
+                    return {k: norm(x) for k, x in v.items()}
+                if isinstance(v, list):
+                    return [norm(x) for x in v]
+                return round(v, 12) if isinstance(v, float) else v
+            text = json.dumps(norm(payload), sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of floats rounded to 9 decimals (to hide float noise)",
+        "conflict_on_any_field",
+        """
+        def payload_fingerprint(payload):
+            def norm(v):
+                if isinstance(v, dict):
+                    return {k: norm(x) for k, x in v.items()}
+                if isinstance(v, list):
+                    return [norm(x) for x in v]
+                return round(v, 9) if isinstance(v, float) else v
+            text = json.dumps(norm(payload), sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
 ]
 
 
@@ -2901,6 +3073,28 @@ SAYS: dict[str, str] = {
     "conflict chained from an error that shows the payload (raise ... from ValueError)": (
         "none of the payload's values"
     ),
+    "accept cuts the line end off the key (keys read from lines: '...:v1\\n' and '...:v1')": (
+        "'billing:7:charge:v1\\n'"
+    ),
+    "accept strips a byte-order mark from the key (keys read from a CSV)": (
+        "'\\ufeffbilling:7:charge:v1'"
+    ),
+    "accept URL-decodes the key, from an HTTP header ('INV%207' and 'INV 7' one entry)": (
+        "'billing:INV%207:charge:v1'"
+    ),
+    "accept drops zero-width spaces from the key ('INV\\u200b7' and 'INV7' one entry)": (
+        "'billing:INV\\u200b7:charge:v1'"
+    ),
+    "accept escapes newlines in the key as '\\n', for one-line logs": "'billing:INV\\n7:charge:v1'",
+    "key with a trailing '\\r' cut off each part (a CSV written with '\\r\\n')": "'INV-7\\r'",
+    "key with newlines in a part escaped as '\\n', for one-line logs ('INV\\n7' twice)": (
+        "'INV\\\\n7'"
+    ),
+    "key with blanks in a part percent-encoded ('INV 7' and 'INV%207' share a key)": "'INV%207'",
+    "key with byte-order marks and zero-width spaces dropped from the parts": "'\\ufeffINV-7'",
+    "fingerprint drops the fields that are an empty list or dict": "'discounts': []",
+    "fingerprint of floats rounded to 12 decimals (to hide float noise)": "0.12345678912342",
+    "fingerprint of floats rounded to 9 decimals (to hide float noise)": "0.12345678912342",
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -3026,6 +3220,18 @@ SEVERE = [
     "key with ':' in a part percent-encoded, '%' left as is ('INV:7' and 'INV%3A7' alike)",
     "key parts normalised with NFC (a decomposed 'ç' and the composed one share a key)",
     "accept remembers keys normalised with NFC (a decomposed 'ç' and the composed one)",
+    "accept cuts the line end off the key (keys read from lines: '...:v1\\n' and '...:v1')",
+    "accept strips a byte-order mark from the key (keys read from a CSV)",
+    "accept URL-decodes the key, from an HTTP header ('INV%207' and 'INV 7' one entry)",
+    "accept drops zero-width spaces from the key ('INV\\u200b7' and 'INV7' one entry)",
+    "accept escapes newlines in the key as '\\n', for one-line logs",
+    "key with a trailing '\\r' cut off each part (a CSV written with '\\r\\n')",
+    "key with newlines in a part escaped as '\\n', for one-line logs ('INV\\n7' twice)",
+    "key with blanks in a part percent-encoded ('INV 7' and 'INV%207' share a key)",
+    "key with byte-order marks and zero-width spaces dropped from the parts",
+    "fingerprint drops the fields that are an empty list or dict",
+    "fingerprint of floats rounded to 12 decimals (to hide float noise)",
+    "fingerprint of floats rounded to 9 decimals (to hide float noise)",
 ]
 
 

@@ -2455,11 +2455,214 @@ ZOO: list[tuple[str, str, str, str]] = [
             return "permanent"
     """,
     ),
+    (
+        "ex04",
+        "a TLS failure (ssl.SSLError) called never sent: the handshake, it was thought",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        import ssl
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, (ConnectionRefusedError, ssl.SSLError)):
+                return "never_sent"  # the TLS handshake failed: nothing went out
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "a failed name lookup (socket.gaierror) called never sent",
+        "classify_permanent",
+        """
+        import socket
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, (ConnectionRefusedError, socket.gaierror)):
+                return "never_sent"  # the name did not resolve: nothing went out
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "http.client.HTTPException called maybe done (an answer cut short)",
+        "classify_permanent",
+        """
+        import http.client
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError, http.client.HTTPException)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "every OSError with an errno called maybe done (a socket's error, it was thought)",
+        "classify_permanent",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)) or (
+                isinstance(error, OSError) and error.errno is not None
+            ):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "status tested with isinstance(status, int) alone (a bool taken for a status)",
+        "classify_never_sent",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "huge-n guard at n >= 64 (a tiny base jumps to the cap)",
+        "backoff_survives_a_huge_n",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = cap if n >= 64 else min(cap, base * 2.0**n)
+            return rng.uniform(0, ceiling)
+    """,
+    ),
+    (
+        "ex04",
+        "the exponent clamped at 64 (a tiny base never reaches its ceiling)",
+        "backoff_survives_a_huge_n",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            return rng.uniform(0, min(cap, base * 2.0 ** min(n, 64)))
+    """,
+    ),
+    (
+        "ex04",
+        "max_attempts tested with == (an attempt past the budget retried)",
+        "gives_up_after_max_attempts",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt == max_attempts or max_attempts <= 0:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "a non-finite Retry-After ignored (inf retried at the backoff)",
+        "honours_retry_after",
+        """
+        import math
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            finite = isinstance(retry_after, (int, float)) and math.isfinite(retry_after)
+            if finite and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "a TLS failure (ssl.SSLError) called never sent: the handshake, it was thought": (
+        "None for ssl.SSLEOFError(8"
+    ),
+    "a failed name lookup (socket.gaierror) called never sent": "socket.gaierror(-2,",
+    "http.client.HTTPException called maybe done (an answer cut short)": (
+        "http.client.IncompleteRead()"
+    ),
+    "every OSError with an errno called maybe done (a socket's error, it was thought)": (
+        "PermissionError(EACCES, 'Permission denied')"
+    ),
+    "status tested with isinstance(status, int) alone (a bool taken for a status)": "status = True",
+    "huge-n guard at n >= 64 (a tiny base jumps to the cap)": "n=64, base=2**-70",
+    "the exponent clamped at 64 (a tiny base never reaches its ceiling)": "n=100, base=2**-95",
+    "max_attempts tested with == (an attempt past the budget retried)": "attempt 6 of 5",
+    "a non-finite Retry-After ignored (inf retried at the backoff)": "Retry-After inf",
     "Retry-After applied as max(retry_after, delay): a NaN Retry-After becomes the delay": (
         "with Retry-After nan"
     ),
@@ -2690,6 +2893,7 @@ SAYS: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
 #: reported score (severity cap included) is at most half of the exercise.
 SEVERE = [
+    "a TLS failure (ssl.SSLError) called never sent: the handshake, it was thought",
     "a lost answer recognised by its class (ResponseLost), not by the ambiguous flag",
     "the ambiguous flag read only on labkit's TransientError family",
     "classify caches verdicts by id(error) (a new error inherits a freed one's verdict)",
@@ -2782,7 +2986,7 @@ RIGHT: list[tuple[str, str, str]] = [
         "backoff_has_full_jitter",
         """
         def backoff(n, rng, base=1.0, cap=60.0):
-            ceiling = cap if n >= 64 else min(cap, base * (1 << n))
+            ceiling = cap if n >= 1024 else min(cap, base * (1 << n))
             return rng.random() * ceiling
     """,
     ),
@@ -2836,7 +3040,7 @@ RIGHT: list[tuple[str, str, str]] = [
             return "permanent"
 
         def backoff(n, rng, base=1.0, cap=60.0):
-            ceiling = cap if n >= 64 else min(cap, base * 2**n)
+            ceiling = cap if n >= 1024 else min(cap, base * 2**n)
             with _DRAWS:
                 return rng.uniform(0, ceiling)
     """,
@@ -2850,7 +3054,7 @@ RIGHT: list[tuple[str, str, str]] = [
 
         @functools.lru_cache(maxsize=4096)
         def _ceiling(n, base, cap):
-            if n >= 64:
+            if n >= 1024:
                 return cap
             return min(cap, base * 2**n)
 

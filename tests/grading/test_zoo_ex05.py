@@ -1909,11 +1909,62 @@ ZOO: list[tuple[str, str, str, str]] = [
             return reply
     """,
     ),
+    (
+        "ex05",
+        # '409 Conflict' read as a client error: the worker buries the job, never charged.
+        "a 409 (KeyInProgress) re-raised as a PermanentError",
+        "a_409_fails_the_attempt",
+        """
+        from labkit.errors import PermanentError
+        from labkit.world.services import KeyInProgress
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except KeyInProgress as exc:
+                raise PermanentError(f"charge for {job.key} conflicts: {exc}") from exc
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key normalised to NFC (josé in one code point or two is one key)",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        import unicodedata
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=unicodedata.normalize("NFC", job.key))
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark normalised to NFC, read and written",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        import unicodedata
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            mark = unicodedata.normalize("NFC", job.key)
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "a 409 (KeyInProgress) re-raised as a PermanentError": "as an error the worker retries",
+    "an Idempotency-Key normalised to NFC (josé in one code point or two is one key)": (
+        "written as one code point or as two"
+    ),
+    "the ledger mark normalised to NFC, read and written": "written as one code point or as two",
     "an Idempotency-Key made latin-1 for an HTTP header (encode('latin-1', 'replace'))": (
         "a letter outside Latin-1"
     ),
@@ -2178,6 +2229,13 @@ SAYS: dict[str, str] = {
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
 GOT = {
+    "a 409 (KeyInProgress) re-raised as a PermanentError": "which the worker does not retry",
+    "an Idempotency-Key normalised to NFC (josé in one code point or two is one key)": (
+        "'billing:jose\u0301:2026-05:charge:v1': 0"
+    ),
+    "the ledger mark normalised to NFC, read and written": (
+        "'billing:jose\u0301:2026-05:post:v1': 0"
+    ),
     "an Idempotency-Key made latin-1 for an HTTP header (encode('latin-1', 'replace'))": (
         "'billing:李娜:2026-05:charge:v1': 0"
     ),

@@ -3191,11 +3191,61 @@ ZOO: list[tuple[str, str, str, str]] = [
             return True
     """,
     ),
+    (
+        "ex06",
+        # The ids come from the right SELECT; the UPDATE picks its rows again, without the
+        # id tie-break: on a tie read through an index it changes other jobs.
+        "redrive's UPDATE re-picks its rows with its own subquery (no id tie-break)",
+        "redrive_changes_the_jobs_it_returns",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required")
+            params = {"limit": limit, "kind": kind, "now": now}
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", params)]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE id IN (SELECT id FROM jobs WHERE state = 'dead'"
+                        " AND (:kind IS NULL OR kind = :kind) ORDER BY updated_at LIMIT :limit)",
+                        params)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter moves the job to a 'dead' queue (a DLQ)",
+        "a_redriven_job_runs_again_in_its_queue",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', queue = 'dead', dead_reason = :reason,"
+                " last_error = :error, lease_owner = NULL, lease_until = NULL,"
+                " lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now}).fetchone()
+            return row is not None
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "redrive's UPDATE re-picks its rows with its own subquery (no id tie-break)": (
+        "to be the jobs it made pending"
+    ),
+    "dead_letter moves the job to a 'dead' queue (a DLQ)": "claimed by a worker of queue 'emails'",
     "redrive clears the old lease in a second UPDATE after its COMMIT": (
         "left as the worker holds it"
     ),
@@ -3417,6 +3467,10 @@ SAYS: dict[str, str] = {
 
 #: What the named check must say it got, where the mistake shows there.
 GOT: dict[str, str] = {
+    "redrive's UPDATE re-picks its rows with its own subquery (no id tie-break)": (
+        "returned [13, 9, 10]; pending now: [11, 12, 13]"
+    ),
+    "dead_letter moves the job to a 'dead' queue (a DLQ)": "pending in queue 'dead'",
     "last_error describes the root cause (error.__cause__), not the error given": (
         "KeyError: 'customer 7'"
     ),

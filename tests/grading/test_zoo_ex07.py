@@ -1622,11 +1622,42 @@ ZOO: list[tuple[str, str, str, str]] = [
                 self.state, self.trial_out = "closed", False
     """,
     ),
+    (
+        "ex07",
+        "record_success() and record_failure() give up when the lock is busy (blocking=False)",
+        "a_result_waits_for_a_busy_lock",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                if not self._lock.acquire(blocking=False):
+                    return  # busy: another thread is in there, skip rather than wait
+                try:
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at = "open", self.clock.now()
+                        self.trial_out = False
+                finally:
+                    self._lock.release()
+
+            def record_success(self):
+                if not self._lock.acquire(blocking=False):
+                    return
+                try:
+                    self.failures = 0
+                    self.state, self.trial_out = "closed", False
+                finally:
+                    self._lock.release()
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "record_success() and record_failure() give up when the lock is busy (blocking=False)": (
+        "thread B calls record_success()"
+    ),
     "record_failure writes the state without the lock, the clock read first": (
         "right after write 2 of the trial's record_failure()"
     ),

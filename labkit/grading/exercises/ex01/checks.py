@@ -242,6 +242,15 @@ TWINS: list[tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]] = [
     ((" billing", 42, "charge", 1), ("billing", 42, "charge", 1)),
     (("billing", "INV\n7", "charge", 1), ("billing", "INV 7", "charge", 1)),
     (("billing", "INV-7\n", "charge", 1), ("billing", "INV-7", "charge", 1)),
+    # A line's end cut off a part (an id read from a CSV written with '\r\n'), a newline
+    # escaped as the two characters '\' 'n', blanks percent-encoded (or '%20' decoded), a
+    # byte-order mark or a zero-width space dropped: each is another id, as given.
+    (("billing", "INV-7\r", "charge", 1), ("billing", "INV-7", "charge", 1)),
+    (("billing", 42, "charge\r\n", 1), ("billing", 42, "charge", 1)),
+    (("billing", "INV\n7", "charge", 1), ("billing", "INV\\n7", "charge", 1)),
+    (("billing", "INV 7", "charge", 1), ("billing", "INV%207", "charge", 1)),
+    (("billing", "\ufeffINV-7", "charge", 1), ("billing", "INV-7", "charge", 1)),
+    (("billing", "INV\u200b7", "charge", 1), ("billing", "INV7", "charge", 1)),
     # A float id written short ('{:g}' keeps 6 digits, round() or '%.2f' 2 decimals): two
     # ids that differ further down share a key.
     (("billing", 1234567.0, "charge", 1), ("billing", 1234568.0, "charge", 1)),

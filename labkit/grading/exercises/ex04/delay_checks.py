@@ -3,6 +3,8 @@ a huge attempt, any base and cap, no pile at the cap, and the caller's generator
 
 from __future__ import annotations
 
+import math
+
 from hypothesis import strategies as st
 
 from labkit.grading.checks import Namespace, expect
@@ -118,8 +120,9 @@ def backoff_is_capped(ns: Namespace) -> None:
 @CHECKS.add(
     1,
     "base * 2**n overflows a float for a large n (OverflowError at n=1024 and up): "
-    "once base * 2**n passes the cap the ceiling is the cap, so look at n first, "
-    "e.g. ceiling = cap if n >= 64 else min(cap, base * 2**n)",
+    "2.0**n is a float up to n = 1023, so look at n first, ceiling = cap if n >= 1024 "
+    "else min(cap, base * 2.0**n); a cut at a smaller n (64) gives a tiny base the cap "
+    "long before base * 2**n reaches it",
 )
 def backoff_survives_a_huge_n(ns: Namespace) -> None:
     # 1024 is the first n whose 2**n overflows a float: a guard "n > 1024" misses it.
@@ -129,6 +132,24 @@ def backoff_survives_a_huge_n(ns: Namespace) -> None:
             all(_number(d) and 0 <= d <= 60.0 for d in got),
             _("delays within [0, 60] for n={n}").format(n=n),
             f"{got!r}",
+        )
+    # A tiny base: base * 2**n is still under the cap well past n = 64, so the ceiling is
+    # base * 2**n there, neither the cap (a guard "n >= 64") nor base * 2**64 (n clamped).
+    for n, base in ((64, 2.0**-70), (100, 2.0**-95), (1000, 2.0**-1000), (1023, 2.0**-1020)):
+        ceiling = min(60.0, base * 2.0**n)
+        got = draws(ns, n, SEED, base, 60.0, 20)
+        expect(
+            all(_number(d) and 0 <= d <= ceiling * (1 + 1e-9) for d in got)
+            and max(got) > ceiling / 2,
+            _(
+                "delays within [0, {ceiling:g}], some above {half:g}, for n={n}, "
+                "base=2**{exponent} (cap 60): base * 2**n is still the ceiling"
+            ).format(ceiling=ceiling, half=ceiling / 2, n=n, exponent=round(math.log2(base))),
+            repr([round(d, 6) if _number(d) else d for d in got[:6]]),
+            _(
+                "cut to the cap only where 2.0**n overflows (n >= 1024): below that, "
+                "min(cap, base * 2.0**n) is right for any base, however small"
+            ),
         )
 
 

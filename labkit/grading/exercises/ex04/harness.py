@@ -12,6 +12,8 @@ import asyncio
 import errno
 import http.client
 import random
+import socket
+import ssl
 from collections.abc import MutableMapping
 from http import HTTPStatus
 from typing import Any
@@ -66,6 +68,14 @@ LOCAL_ERRORS: dict[str, type[BaseException]] = {
         # The standard library's own: the server closed the connection without an answer
         # (a ConnectionResetError), whether or not it had done the work.
         http.client.RemoteDisconnected,
+        # Errors the rules do not name, "everything else": a TLS failure (the connection
+        # may have carried the request before it broke), a name that did not resolve, and
+        # an HTTP protocol error (http.client.HTTPException, no ConnectionError).
+        ssl.SSLError,
+        ssl.SSLEOFError,
+        socket.gaierror,
+        http.client.HTTPException,
+        http.client.IncompleteRead,
     )
 }
 
@@ -81,9 +91,14 @@ def _build(spec: dict[str, Any]) -> BaseException:
             [_build(member) for member in spec["members"]],
         )
         return group
-    if "errno" in spec:
+    if "args" in spec:
+        # Built with the arguments its raiser gives it, e.g. SSLEOFError(8, "EOF occurred
+        # in violation of protocol") or gaierror(-2, "Name or service not known").
         kind = LOCAL_ERRORS.get(spec["type"]) or ERRORS[spec["type"]]
-        error: BaseException = kind(getattr(errno, spec["errno"]), spec["strerror"])
+        error: BaseException = kind(*spec["args"])
+    elif "errno" in spec:
+        kind = LOCAL_ERRORS.get(spec["type"]) or ERRORS[spec["type"]]
+        error = kind(getattr(errno, spec["errno"]), spec["strerror"])
     elif spec["type"] in LOCAL_ERRORS:
         error = LOCAL_ERRORS[spec["type"]](spec.get("message", ""))
         if "status" in spec:

@@ -13,6 +13,7 @@ from labkit.grading.exercises.ex04.policy import (
     MAYBE_DONE,
     PERMANENT,
     REFUSED,
+    UNNAMED_NEVER_SENT_BY_MISTAKE,
     _number,
     _results,
     delays,
@@ -78,6 +79,10 @@ def gives_up_on_maybe_done_without_a_key(ns: Namespace) -> None:
     # the rules, and never retried without a key whichever member a policy reads.
     group = "ExceptionGroup([TimeoutError, ConnectionRefusedError]) (an asyncio.TaskGroup's)"
     cases += [(group, PERMANENT[group], 1)]
+    # No rule names a broken TLS connection or a name that did not resolve: permanent,
+    # so never retried without a key (a TLS connection can break after it carried the
+    # request: called never sent, the charge runs twice).
+    cases += [(name, PERMANENT[name], 1) for name in UNNAMED_NEVER_SENT_BY_MISTAKE]
     # Each one right after never-sent errors, in the same process: a verdict cached by
     # id(error) hands the new error, built at the freed one's address, the old verdict;
     # one cached by the error's class hands a 500 the verdict of the 503 before it.
@@ -197,6 +202,15 @@ def gives_up_after_max_attempts(ns: Namespace) -> None:
         ),
         _("keep the signature's default, max_attempts=5: callers that leave it out rely on it"),
     )
+    # Past the budget (a caller that counts one attempt too many, or lowered max_attempts
+    # between attempts): attempt > max_attempts stops too, not only attempt == max_attempts.
+    [past] = delays(ns, REFUSED, 6, started_at=0.0, now=0.0, max_attempts=5)
+    expect(
+        past is None,
+        _("None after attempt 6 of 5 (past max_attempts: attempt >= max_attempts)"),
+        past,
+        _("test attempt >= max_attempts: with ==, an attempt past the budget retries for ever"),
+    )
     # max_attempts=0 is no budget at all, not "unlimited": a caller that turns retries off
     # with 0 must not get them until the deadline.
     [none] = delays(ns, REFUSED, 1, started_at=0.0, now=0.0, max_attempts=0)
@@ -268,6 +282,21 @@ def honours_retry_after(ns: Namespace) -> None:
                 "deadline decides whether it is too late)"
             ),
         )
+    # An endless Retry-After (a header parsed as float('inf')) is no reason to ignore it:
+    # the wait it asks for ends past every deadline, so no retry.
+    [endless] = delays(ns, http(503, float("inf")), 1, started_at=0.0, now=0.0, deadline=3600.0)
+    expect(
+        endless is None,
+        _(
+            "None for a 503 with Retry-After inf: never sooner than the server said, and "
+            "that is past the 3600 s deadline"
+        ),
+        endless,
+        _(
+            "raise the delay to retry_after whenever it is larger, inf too: skipping a "
+            "non-finite one retries at the backoff, long before the server said"
+        ),
+    )
     # Retry-After under the backoff's ceiling still raises every smaller draw.
     got = delays(ns, http(503, 0.9), 1, 20, started_at=0.0, now=0.0, max_attempts=9)
     expect(

@@ -43,6 +43,13 @@ NEVER_SENT = {
     },
     # A TransientError that is also a TimeoutError: rule 2 comes before rule 4.
     "PoolTimeout() (a TransientError that is also a TimeoutError)": {"type": "PoolTimeout"},
+    # A bool is an int to isinstance, but no HTTP status: True read as status 1 calls a
+    # refusal permanent.
+    "ConnectionRefusedError('connection refused') with status = True (a bool, no status)": {
+        "type": "ConnectionRefusedError",
+        "message": "connection refused",
+        "status": True,
+    },
 }
 MAYBE_DONE = {
     "TimeoutError('read timed out')": {"type": "TimeoutError", "message": "read timed out"},
@@ -85,6 +92,8 @@ MAYBE_DONE = {
         "strerror": "Connection timed out",
     },
 }
+TLS_EOF = "ssl.SSLEOFError(8, 'EOF occurred in violation of protocol') (a TLS connection broken)"
+DNS_FAILED = "socket.gaierror(-2, 'Name or service not known') (a name that did not resolve)"
 PERMANENT = {
     "PermanentError()": {"type": "PermanentError"},
     "ValueError('bad amount')": {"type": "ValueError", "message": "bad amount"},
@@ -128,7 +137,33 @@ PERMANENT = {
         "type": "ExceptionGroup",
         "members": [{"type": "RateLimited"}],
     },
+    # No rule names them: "everything else". A TLS connection that broke (an OSError, no
+    # ConnectionError) may have carried the request first; called never_sent, it is
+    # retried without a key.
+    TLS_EOF: {"type": "SSLEOFError", "args": [8, "EOF occurred in violation of protocol"]},
+    "ssl.SSLError(1, 'record layer failure')": {
+        "type": "SSLError",
+        "args": [1, "record layer failure"],
+    },
+    DNS_FAILED: {"type": "gaierror", "args": [-2, "Name or service not known"]},
+    # http.client's own protocol errors are no ConnectionError (RemoteDisconnected aside).
+    "http.client.IncompleteRead() (the body cut short)": {"type": "IncompleteRead"},
+    "http.client.HTTPException('bad status line')": {
+        "type": "HTTPException",
+        "message": "bad status line",
+    },
+    # An OSError with an errno is no connection error for that: EACCES is not ETIMEDOUT.
+    "PermissionError(EACCES, 'Permission denied') (an OSError with an errno)": {
+        "type": "PermissionError",
+        "errno": "EACCES",
+        "strerror": "Permission denied",
+    },
 }
+#: The rules' "everything else" that a policy may take for never sent: retried without a
+#: key, a TLS failure repeats a charge that may have gone through before it broke. (A
+#: failed name lookup sent nothing: called never sent, it breaks rule 5 only, which
+#: classify_permanent holds it to.)
+UNNAMED_NEVER_SENT_BY_MISTAKE = (TLS_EOF,)
 #: An error that never reached the server, for the checks of the waiting rules.
 REFUSED = {"type": "ConnectionRefusedError"}
 

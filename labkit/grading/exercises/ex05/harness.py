@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import random
 import select
 import signal
 import sqlite3
@@ -36,6 +37,8 @@ from labkit.grading.exercises.ex05.recorder import RecordingCtx, calls_in
 from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process, cells_run_again
 from labkit.grading.exercises.wallclock import clock_moved, to_year_end
 from labkit.grading.stub import is_stub, is_stub_text
+from labkit.keys import is_natural
+from labkit.retry import RetryPolicy
 from labkit.store import JobStore
 from labkit.world import World
 from labkit.world.records import Effect
@@ -438,7 +441,8 @@ def key_in_progress(
 
     Returns ``{"reply": the reply a later charge gets, "calls": charges made, "keys": the
     repr of each charge's Idempotency-Key, "returned": repr of what the handler returned,
-    or "raised": "ErrorClass: message"}``.
+    or "raised": "ErrorClass: message", "retried": whether the worker would retry what
+    was raised}``.
     """
     from labkit.grading.exercises.ex05.refused import handled_once
 
@@ -446,12 +450,21 @@ def key_in_progress(
     reply = {"charge_id": "ch_1", "amount": payload["amount"], "status": "succeeded"}
     params = {"customer": payload["customer"], "amount": payload["amount"], "currency": "BRL"}
     payments = _BusyPayments(reply, busy_for, retry_after, params)
-    got, _error = handled_once(values, folder, job, payments)
+    got, error = handled_once(values, folder, job, payments)
     got["reply"] = repr(reply)
     got["calls"] = payments.calls
     got["keys"] = payments.keys
     got["found"] = payments.found
+    got["retried"] = error is not None and _retried(error, _key)
     return got
+
+
+def _retried(error: Exception, key: str) -> bool:
+    """Whether the store's worker retries a job with ``key`` whose first attempt raised
+    ``error`` (``RetryPolicy().decide``, as ``store.fail`` asks it): a TransientError, or
+    an error ``labkit.retry`` classifies as worth another try."""
+    decision = RetryPolicy().decide(error, 1, random.Random(0), idempotent=is_natural(key))
+    return decision.retry
 
 
 def sent_later(

@@ -416,3 +416,128 @@ def _ask_into(breaker: Any, got: dict[str, Any], name: str) -> None:
         got[name] = plain(breaker.allow())
     except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
         got[name] = raised(exc)
+
+
+#: How long a result waits to be seen either returning or blocked on the breaker's lock
+#: when that lock is not a threading.Lock or RLock found on the breaker (one it cannot
+#: watch): a right breaker only costs this wait, its result is the same.
+UNWATCHED_WAIT_S = 0.5
+
+_LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
+
+
+class _WatchedLock:
+    """A breaker's own lock, wrapped: ``moved`` is set when a thread blocks on it."""
+
+    def __init__(self, inner: Any, moved: threading.Event) -> None:
+        self._inner, self._moved = inner, moved
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self._inner.acquire(False):
+            return True
+        if not blocking or timeout == 0:
+            return False
+        self._moved.set()
+        return bool(self._inner.acquire(True, timeout))
+
+    def release(self) -> None:
+        self._inner.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)  # locked(), an RLock's _is_owned() ...
+
+
+def _watch_locks(breaker: Any, moved: threading.Event) -> bool:
+    """Wrap each threading.Lock or RLock kept on ``breaker`` (whatever its name)."""
+    try:
+        attrs = vars(breaker)
+    except TypeError:
+        return False
+    found = False
+    for name, value in list(attrs.items()):
+        if isinstance(value, _LOCK_TYPES):
+            attrs[name] = _WatchedLock(value, moved)
+            found = True
+    return found
+
+
+class _PausingClock(FakeClock):
+    """A fake clock whose first reading by the thread it is armed for waits for ``go``:
+    that thread stays inside the breaker's method, under its lock, until let go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed: threading.Thread | None = None
+        self.paused = threading.Event()
+        self.go = threading.Event()
+
+    def now(self) -> float:
+        if self.armed is not None and self.armed is threading.current_thread():
+            self.armed = None
+            self.paused.set()
+            self.go.wait(CALLER_STEP_S)
+        return super().now()
+
+
+def result_while_a_call_holds_the_breaker(
+    values: MutableMapping[str, Any], result: str, cooldown_s: float = 30.0
+) -> dict[str, Any]:
+    """Thread B records ``result`` ("ok" or "fail") while thread A is inside ``allow()``.
+
+    A breaker (threshold 1) is opened and the clock moved ``cooldown_s`` on. Thread A
+    asks ``allow()``; its first clock reading (under the breaker's lock, in a locked
+    breaker) waits. Meanwhile thread B calls ``record_success()`` or ``record_failure()``;
+    once B has returned or is blocked on the breaker's lock, A goes on. No sleep decides
+    anything: a breaker whose lock is a threading.Lock or RLock on self says when B
+    blocks. What each said, then the state and ``allow()`` now and ``cooldown_s`` later.
+    """
+    clock = _PausingClock()
+    got: dict[str, Any] = {}
+    with fresh_state(values):
+        breaker = need(values, "Breaker")(threshold=1, cooldown_s=cooldown_s, clock=clock)
+        try:
+            breaker.record_failure()
+        except NotImplementedError as exc:
+            if is_stub(exc):
+                raise
+            return {"opening": raised(exc)}
+        except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+            return {"opening": raised(exc)}
+        got["opened"] = _state(breaker)
+        clock.advance(cooldown_s)
+        moved = threading.Event()
+        watched = _watch_locks(breaker, moved)
+        a = threading.Thread(target=_ask_into, args=(breaker, got, "A"), daemon=True)
+        clock.armed = a
+
+        def record() -> None:
+            try:
+                (breaker.record_success if result == "ok" else breaker.record_failure)()
+            except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+                got["B"] = raised(exc)
+            finally:
+                moved.set()
+
+        b = threading.Thread(target=record, daemon=True)
+        a.start()
+        got["paused"] = clock.paused.wait(CALLER_STEP_S)
+        b.start()
+        moved.wait(CALLER_STEP_S if watched else UNWATCHED_WAIT_S)
+        clock.go.set()
+        a.join(CALLER_STEP_S)
+        b.join(CALLER_STEP_S)
+        got["done"] = not a.is_alive() and not b.is_alive()
+        got["state"] = _state(breaker)
+        try:
+            got["then"] = plain(breaker.allow())
+            clock.advance(cooldown_s)
+            got["later"] = plain(breaker.allow())
+        except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+            got["after"] = raised(exc)
+    return got
