@@ -791,7 +791,9 @@ def conflict_message_keeps_the_payload_out(ns: Namespace) -> None:
         return  # accept_conflict judges the missing conflict
     # The error as a log shows it (logging.exception): its notes (add_note) and the errors
     # chained to it are printed with the message, so a payload put there leaks as well.
-    logged = said.get("logged", said.get("message", ""))
+    # And what the call printed or logged on its way to the error (a warning that shows
+    # the payload "for debugging" is kept as long as the log).
+    logged = said.get("logged", said.get("message", "")) + "\n" + said.get("printed", "")
     secrets = [str(v) for v in (PRIVATE["card_number"], PRIVATE["email"])]
     leaked = [v for v in secrets if v in logged]
     lines = [line.strip() for line in logged.splitlines() if any(v in line for v in leaked)]
@@ -802,12 +804,13 @@ def conflict_message_keeps_the_payload_out(ns: Namespace) -> None:
             "values (the payload held the card number {card} and the e-mail {email})"
         ).format(card=PRIVATE["card_number"], email=PRIVATE["email"]),
         _(
-            "the error as logged (its message, notes and chained errors) shows {leaked}: {lines}"
+            "the error as logged (its message, notes and chained errors), with what accept "
+            "printed or logged, shows {leaked}: {lines}"
         ).format(leaked=", ".join(leaked), lines=repr(" | ".join(lines)[:200])),
         _(
             "put the key (and the fingerprints, if you like) in the message, never the "
-            "payload or its fields, nor in a note (add_note) or an error chained to it: "
-            "a log prints them all"
+            "payload or its fields, nor in a note (add_note), an error chained to it, a "
+            "print or a log line: a log keeps them all"
         ),
     )
 

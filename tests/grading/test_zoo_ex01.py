@@ -2536,6 +2536,43 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex01",
+        "a conflict logged with its payload before the raise (logging's warning)",
+        "conflict_message_keeps_the_payload_out",
+        """
+        import logging
+
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                logging.getLogger("ex01").warning("conflict on %s: %r", key, payload)
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "a conflict printed with its payload before the raise",
+        "conflict_message_keeps_the_payload_out",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                print(f"conflict on {key}: {payload}")
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
         "conflict chained from an error that shows the payload (raise ... from ValueError)",
         "conflict_message_keeps_the_payload_out",
         """
@@ -2728,6 +2765,12 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "a conflict logged with its payload before the raise (logging's warning)": (
+        "an IdempotencyConflict message that names the key but none"
+    ),
+    "a conflict printed with its payload before the raise": (
+        "an IdempotencyConflict message that names the key but none"
+    ),
     "the entity id written with !r (to tell 42 and '42' apart)": "for the id 42 as",
     "the entity id's type name put in the key": "for the id 42 as",
     "the fingerprint's text encoded with errors='replace'": "or a fingerprint other than that of",

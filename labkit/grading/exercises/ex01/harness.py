@@ -168,8 +168,20 @@ def accept_calls_logged(values: MutableMapping[str, Any], calls: list[list[Any]]
     """``accept_calls``, each error also as a logger writes it (``logging.exception``):
     under ``"logged"``, ``traceback.format_exception`` of it, which holds its whole
     message, its notes (``add_note``) and the errors chained to it (``raise ... from``,
-    or raised while handling another), where a card number may hide as well."""
+    or raised while handling another), where a card number may hide as well. Under
+    ``"printed"``, what the call itself wrote to stdout or stderr or logged (any logger
+    that reaches the root one, from DEBUG up): a log line is as lasting as a message."""
+    import io
+    import logging
     import traceback
+
+    class Kept(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__(logging.DEBUG)
+            self.lines: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.lines.append(self.format(record))
 
     seen: dict[str, Any] = {}
     caught: list[BaseException] = []
@@ -184,8 +196,18 @@ def accept_calls_logged(values: MutableMapping[str, Any], calls: list[list[Any]]
                 raise
 
         results = []
+        root = logging.getLogger()
         for key, payload in calls:
-            result = outcome(logged, seen, key, payload)
+            kept, written, level = Kept(), io.StringIO(), root.level
+            root.addHandler(kept)
+            root.setLevel(logging.DEBUG)
+            try:
+                with contextlib.redirect_stdout(written), contextlib.redirect_stderr(written):
+                    result = outcome(logged, seen, key, payload)
+            finally:
+                root.removeHandler(kept)
+                root.setLevel(level)
+            result["printed"] = written.getvalue() + "\n".join(kept.lines)
             if "raised" in result and caught:
                 result["logged"] = "".join(traceback.format_exception(caught[-1]))
             results.append(result)
