@@ -35,6 +35,16 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex04",
+        "the draw rounded to the millisecond (a base under 1 ms always waits 0)",
+        "backoff_has_full_jitter",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = cap if n >= 1024 else min(cap, base * 2.0**n)
+            return round(rng.uniform(0, ceiling), 3)
+    """,
+    ),
+    (
+        "ex04",
         "jitter from the random module",
         "backoff_uses_the_given_rng",
         """
@@ -2648,6 +2658,9 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "the draw rounded to the millisecond (a base under 1 ms always waits 0)": (
+        "200 different delays (jitter)"
+    ),
     "a TLS failure (ssl.SSLError) called never sent: the handshake, it was thought": (
         "None for ssl.SSLEOFError(8"
     ),

@@ -33,6 +33,9 @@ def backoff_has_full_jitter(ns: Namespace) -> None:
         (2, 3.0, 12.0),
         (7, 1.0, 60.0),
         (100, 1.0, 60.0),
+        # A base under a millisecond (a local retry loop): a draw rounded to the
+        # millisecond ("nobody sleeps less") is always 0, and all come back at once.
+        (0, 0.0004, 0.0004),
     ):
         got = draws(ns, n, SEED, base, 60.0, 200)
         outside = [d for d in got if not (_number(d) and 0 <= d <= ceiling)]
