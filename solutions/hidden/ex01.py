@@ -410,8 +410,14 @@ LONG_INVOICE = {"lines": [{"sku": f"SKU-{i:03d}", "qty": 1} for i in range(300)]
 )
 def conflict_on_any_field(ns: Namespace) -> None:
     key = "billing:42:charge:v1"
-    for field, old, new in RETRY_FIELDS:
-        first, then = {"amount_cents": 500, field: old}, {"amount_cents": 500, field: new}
+    pairs = [
+        ({"amount_cents": 500, field: old}, {"amount_cents": 500, field: new})
+        for field, old, new in RETRY_FIELDS
+    ]
+    for field, empty in EMPTY_FIELDS:
+        bare, full = {"amount_cents": 500}, {"amount_cents": 500, field: empty}
+        pairs += [(full, bare), (bare, full)]
+    for first, then in pairs:
         # Copies: an accept that edits the payload it is given must not edit the text below.
         run = ns.harness(HARNESS + "accept_calls", [[key, dict(first)], [key, dict(then)]])
         said = run["results"][1]
@@ -422,18 +428,6 @@ def conflict_on_any_field(ns: Namespace) -> None:
             ),
             _said(said),
         )
-    for field, empty in EMPTY_FIELDS:
-        bare, full = {"amount_cents": 500}, {"amount_cents": 500, field: empty}
-        for first, then in ((full, bare), (bare, full)):
-            run = ns.harness(HARNESS + "accept_calls", [[key, dict(first)], [key, dict(then)]])
-            said = run["results"][1]
-            expect(
-                "IdempotencyConflict" in said.get("raised", ()),
-                _("IdempotencyConflict for the same key with {first}, then {then}").format(
-                    first=repr(first), then=repr(then)
-                ),
-                _said(said),
-            )
     changed = {"lines": [dict(line) for line in LONG_INVOICE["lines"]]}
     changed["lines"][-1]["qty"] = 2
     run = ns.harness(HARNESS + "accept_calls", [[key, LONG_INVOICE], [key, changed]])

@@ -247,20 +247,10 @@ def race_at_the_cooldown(
     A breaker that never read the clock in A's call gets B's call after A's.
     """
     clock = _RacingClock()
-    got: dict[str, Any] = {}
     with fresh_state(values):
-        breaker = need(values, "Breaker")(threshold=threshold, cooldown_s=cooldown_s, clock=clock)
-        try:
-            for _ in range(threshold):
-                breaker.record_failure()
-        except NotImplementedError as exc:
-            if is_stub(exc):
-                raise
-            return {"opening": raised(exc)}
-        except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
-            return {"opening": raised(exc)}
-        got["opened"] = _state(breaker)
-        clock.advance(cooldown_s)
+        breaker, got = _opened_and_cooled(values, clock, threshold, cooldown_s)
+        if breaker is None:
+            return got
         other = threading.Thread(
             target=_ask_into, args=(breaker, got, "B"), name="caller-B", daemon=True
         )
@@ -410,6 +400,27 @@ def _trial_let_out(
         return breaker, {"opening": raised(exc)}
 
 
+def _opened_and_cooled(
+    values: MutableMapping[str, Any], clock: FakeClock, threshold: int, cooldown_s: float
+) -> tuple[Any, dict[str, Any]]:
+    """A breaker opened by ``threshold`` failures, then the clock moved ``cooldown_s`` on:
+    ``(breaker, {"opened": its state})``, or ``(None, {"opening": the error})`` when
+    opening it raised (the exercise stub is not caught: "not started yet")."""
+    breaker = need(values, "Breaker")(threshold=threshold, cooldown_s=cooldown_s, clock=clock)
+    try:
+        for _ in range(threshold):
+            breaker.record_failure()
+    except NotImplementedError as exc:
+        if is_stub(exc):
+            raise
+        return None, {"opening": raised(exc)}
+    except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+        return None, {"opening": raised(exc)}
+    got: dict[str, Any] = {"opened": _state(breaker)}
+    clock.advance(cooldown_s)
+    return breaker, got
+
+
 def _ask_into(breaker: Any, got: dict[str, Any], name: str) -> None:
     """``got[name]``: what ``breaker.allow()`` said, or the error it raised."""
     try:
@@ -498,19 +509,10 @@ def result_while_a_call_holds_the_breaker(
     blocks. What each said, then the state and ``allow()`` now and ``cooldown_s`` later.
     """
     clock = _PausingClock()
-    got: dict[str, Any] = {}
     with fresh_state(values):
-        breaker = need(values, "Breaker")(threshold=1, cooldown_s=cooldown_s, clock=clock)
-        try:
-            breaker.record_failure()
-        except NotImplementedError as exc:
-            if is_stub(exc):
-                raise
-            return {"opening": raised(exc)}
-        except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
-            return {"opening": raised(exc)}
-        got["opened"] = _state(breaker)
-        clock.advance(cooldown_s)
+        breaker, got = _opened_and_cooled(values, clock, 1, cooldown_s)
+        if breaker is None:
+            return got
         moved = threading.Event()
         watched = _watch_locks(breaker, moved)
         a = threading.Thread(target=_ask_into, args=(breaker, got, "A"), daemon=True)
