@@ -15,6 +15,7 @@ kernel adds to a notebook before JupyterLab saves it, and ``git_status``.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -23,7 +24,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,20 @@ def as_a_kernel_leaves_it(notebook: dict[str, Any]) -> None:
     }
     for cell in notebook["cells"]:
         cell["metadata"]["trusted"] = True
+
+
+@contextlib.contextmanager
+def saves_held_off(kit: Path) -> Iterator[None]:
+    """Hold the kit's save lock: the test that saves every notebook through the kit's
+    JupyterLab holds it while it saves, a test that reads ``git status`` in the kit while
+    it reads, so no status is read in the middle of a save. The lock file lives in the
+    kit's .git, where git itself never looks."""
+    with open(kit / ".git" / "labkit-saves.lock", "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
 def git_status(folder: Path) -> str:
@@ -219,10 +234,13 @@ def make_check_runs(kit: Path, folder: str, lessons: list[str], env: dict[str, s
             assert again.returncode == 0, again.stdout[-12000:]
     else:
         assert re.search(r"\d+ passed", done.stdout) and " failed" not in done.stdout
-    # The kit's JupyterLab test (test_kit_lessons.py) saves every lesson of both editions
-    # through the server meanwhile, on another worker: Jupyter writes each save to a
-    # ".~name" file beside it, then moves it over the notebook. Such a file is that
-    # save in progress, never something a lesson wrote (nbval saves nothing).
-    status = "".join(line for line in git_status(kit).splitlines(keepends=True)
-                     if not Path(line[3:].strip().strip('"')).name.startswith(".~"))
+    # The kit's JupyterLab test (test_kit_lessons.py) saves every lesson and exercise of
+    # both editions through the server meanwhile, on another worker: Jupyter copies each
+    # notebook to a ".~name" file beside it, then writes the save into the notebook
+    # itself. Read mid-save, the notebook looks changed; so the status is read while that
+    # test is not saving (``saves_held_off``), and a ".~name" file left by a save is never
+    # something a lesson wrote (nbval saves nothing).
+    with saves_held_off(kit):
+        status = "".join(line for line in git_status(kit).splitlines(keepends=True)
+                         if not Path(line[3:].strip().strip('"')).name.startswith(".~"))
     assert status == "", f"running the lessons left files git would show a student:\n{status}"

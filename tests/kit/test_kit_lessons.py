@@ -28,6 +28,7 @@ from studentkit import (
     git_status,
     kit_env,
     make_check_runs,
+    saves_held_off,
 )
 
 from labkit.integrations.celery.proctree import kill_tree
@@ -81,7 +82,8 @@ def test_make_lab_prints_its_real_url_and_saving_any_notebook_changes_nothing(
         paths = sorted(p.relative_to(kit).as_posix() for folder in folders
                        for p in (kit / folder).glob("*.ipynb"))
         assert len(paths) >= 60, paths  # both editions
-        with httpx.Client(headers=headers, timeout=60) as client:
+        # No git status is read in the kit while these saves write (saves_held_off).
+        with saves_held_off(kit), httpx.Client(headers=headers, timeout=60) as client:
             for rel in paths:
                 model = client.get(f"{api}/{rel}", params={"content": 1}).raise_for_status()
                 notebook = model.json()["content"]
