@@ -91,14 +91,13 @@ def _build(spec: dict[str, Any]) -> BaseException:
             [_build(member) for member in spec["members"]],
         )
         return group
-    if "args" in spec:
+    if "args" in spec or "errno" in spec:
+        kind = LOCAL_ERRORS.get(spec["type"]) or ERRORS[spec["type"]]
         # Built with the arguments its raiser gives it, e.g. SSLEOFError(8, "EOF occurred
-        # in violation of protocol") or gaierror(-2, "Name or service not known").
-        kind = LOCAL_ERRORS.get(spec["type"]) or ERRORS[spec["type"]]
-        error: BaseException = kind(*spec["args"])
-    elif "errno" in spec:
-        kind = LOCAL_ERRORS.get(spec["type"]) or ERRORS[spec["type"]]
-        error = kind(getattr(errno, spec["errno"]), spec["strerror"])
+        # in violation of protocol") or gaierror(-2, "Name or service not known"); an
+        # errno by its name, as a socket raises it.
+        args = spec.get("args") or [getattr(errno, spec["errno"]), spec["strerror"]]
+        error: BaseException = kind(*args)
     elif spec["type"] in LOCAL_ERRORS:
         error = LOCAL_ERRORS[spec["type"]](spec.get("message", ""))
         if "status" in spec:

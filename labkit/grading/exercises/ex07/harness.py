@@ -478,45 +478,27 @@ def _watch_locks(breaker: Any, moved: threading.Event) -> bool:
     return found
 
 
-class _PausingClock(FakeClock):
-    """A fake clock whose first reading by the thread it is armed for waits for ``go``:
-    that thread stays inside the breaker's method, under its lock, until let go."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.armed: threading.Thread | None = None
-        self.paused = threading.Event()
-        self.go = threading.Event()
-
-    def now(self) -> float:
-        if self.armed is not None and self.armed is threading.current_thread():
-            self.armed = None
-            self.paused.set()
-            self.go.wait(CALLER_STEP_S)
-        return super().now()
-
-
 def result_while_a_call_holds_the_breaker(
     values: MutableMapping[str, Any], result: str, cooldown_s: float = 30.0
 ) -> dict[str, Any]:
     """Thread B records ``result`` ("ok" or "fail") while thread A is inside ``allow()``.
 
     A breaker (threshold 1) is opened and the clock moved ``cooldown_s`` on. Thread A
-    asks ``allow()``; its first clock reading (under the breaker's lock, in a locked
-    breaker) waits. Meanwhile thread B calls ``record_success()`` or ``record_failure()``;
-    once B has returned or is blocked on the breaker's lock, A goes on. No sleep decides
+    asks ``allow()``; at its first clock reading (under the breaker's lock, in a locked
+    breaker) thread B calls ``record_success()`` or ``record_failure()``, and A's reading
+    waits until B has returned or is blocked on the breaker's lock. No sleep decides
     anything: a breaker whose lock is a threading.Lock or RLock on self says when B
-    blocks. What each said, then the state and ``allow()`` now and ``cooldown_s`` later.
+    blocks. A breaker that never read the clock in A's call gets B's call after A's.
+    What each said, then the state and ``allow()`` now and ``cooldown_s`` later.
     """
-    clock = _PausingClock()
+    clock = _RacingClock()
     with fresh_state(values):
         breaker, got = _opened_and_cooled(values, clock, 1, cooldown_s)
         if breaker is None:
             return got
         moved = threading.Event()
         watched = _watch_locks(breaker, moved)
-        a = threading.Thread(target=_ask_into, args=(breaker, got, "A"), daemon=True)
-        clock.armed = a
+        waited = CALLER_STEP_S if watched else UNWATCHED_WAIT_S
 
         def record() -> None:
             try:
@@ -527,12 +509,21 @@ def result_while_a_call_holds_the_breaker(
                 moved.set()
 
         b = threading.Thread(target=record, daemon=True)
+
+        def let_b_in() -> None:
+            if b.ident is None:  # not started by a run that gave up on A
+                b.start()
+            moved.wait(waited)
+
+        def ask_as_a() -> None:
+            clock.arm(threading.get_ident(), let_b_in)
+            _ask_into(breaker, got, "A")
+
+        a = threading.Thread(target=ask_as_a, daemon=True)
         a.start()
-        got["paused"] = clock.paused.wait(CALLER_STEP_S)
-        b.start()
-        moved.wait(CALLER_STEP_S if watched else UNWATCHED_WAIT_S)
-        clock.go.set()
-        a.join(CALLER_STEP_S)
+        a.join(CALLER_STEP_S + waited)
+        if b.ident is None:  # A never read the clock (or never got that far): B after A
+            b.start()
         b.join(CALLER_STEP_S)
         got["done"] = not a.is_alive() and not b.is_alive()
         got["state"] = _state(breaker)
