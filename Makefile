@@ -3,7 +3,8 @@ SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/notebooks/sanitize.cfg --nbval-cell-timeout=60
+# nbval_kernels: each lesson's kernel listens on Unix sockets of its own, not TCP ports.
+NBVAL := -p labkit.notebook.nbval_kernels --nbval --nbval-current-env --nbval-sanitize-with tests/notebooks/sanitize.cfg --nbval-cell-timeout=60
 PORT ?= 8888
 # The language of the lessons and check(): en or pt_BR. LABKIT_LANG wins; else
 # Portuguese when LANG asks for it (LANG=pt_BR make lab opens notebooks/pt_BR/).

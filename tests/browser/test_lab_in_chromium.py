@@ -98,8 +98,11 @@ def _lab_on(folder: Path, root: Path, python: str | None = None,
         path = root / "settings" / f"{plugin}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values), encoding="utf-8")
+    # Its kernels listen on Unix sockets in the runtime folder, as make check's do
+    # (labkit.notebook.nbval_kernels says why): no test's server can take their ports.
     lab = start_lab(folder, free_port(), runtime_dir=root / "runtime",
-                    log_path=root / "lab.log", env=env, python=python, extra=extra)
+                    log_path=root / "lab.log", env=env, python=python,
+                    extra=("--KernelManager.transport=ipc", *extra))
     try:
         yield lab
     finally:
@@ -473,6 +476,9 @@ def test_lesson_12_finds_its_packages_and_exercise_14_runs_in_the_kits_kernel(
     kernels = [argv_of(p) for p in descendants_of(lab.popen.pid)
                if "ipykernel_launcher" in " ".join(argv_of(p))]
     assert kernels and all(k[0] == kit_python(kit) for k in kernels), kernels
+    # Listening on Unix sockets of its own (_lab_on), not on TCP ports.
+    files = [k[k.index("-f") + 1] for k in kernels]
+    assert {json.loads(Path(f).read_text())["transport"] for f in files} == {"ipc"}, files
     open_notebook(page, lab, "exercises/ex14_multi_step.ipynb")
     restart_and_run_all(page)
     wait_until_all_ran(page, timeout_s=90)
