@@ -104,27 +104,48 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
 
 
-#: The files that run longest in `make test`, longest first (seconds of one worker, measured
-#: 2026-12-04 with `make test` on 2 cores: 132, 114, 101, 100, 91, 82; the next is 44).
-#: The kit is built while the run collects (``pytest_sessionstart``), ready before the
-#: first test starts, so the kit's lessons need not wait behind the others.
-LONGEST = (
-    "browser/test_lab_in_chromium.py",
-    "kit/test_kit_lessons.py",
-    "grading/test_every_exercise_graded.py",
-    "kit/test_kit_lessons_pt_br.py",
-    "grading/test_ex08_graded.py",
-    "grading/test_service_exercises_graded.py",
-)
+#: The files that run longest in `make test`: seconds each took on its worker in one run
+#: with CI's settings on 2 cores (2026-12-06, per-test wall summed by file). The run hands
+#: whole files to its workers (--dist loadfile, in collection order:
+#: --no-loadscope-reorder), so they go longest first (longest-processing-time first): a
+#: long file handed out late sets the end of the run while the other workers idle (the
+#: red-team zoo of exercise 6, three minutes on a loaded worker, started at 481 s once
+#: and ended the run 44 s after the rest). The kit is built while the run collects
+#: (``pytest_sessionstart``), ready before the first test starts, so the kit's lessons
+#: need not wait behind the others.
+LONGEST: dict[str, int] = {
+    "kit/test_kit_lessons.py": 228,
+    "kit/test_kit_lessons_pt_br.py": 216,
+    "grading/test_service_exercises_graded.py": 188,
+    "grading/test_zoo_ex06.py": 180,
+    "browser/test_lab_in_chromium.py": 163,
+    "grading/test_every_exercise_graded.py": 133,
+    "grading/test_zoo_ex08.py": 112,
+    "grading/test_ex08_graded.py": 109,
+    "grading/test_grade_end_to_end.py": 82,
+    "grading/test_zoo_ex11_13.py": 72,
+    "grading/test_zoo_ex09.py": 69,
+    "scenarios/test_explore_streams_and_pg.py": 55,
+    "grading/test_zoo_ex14.py": 54,
+    "grading/test_zoo_ex12.py": 51,
+    "scenarios/test_explore_real_kill.py": 40,
+    "grading/test_zoo_ex05.py": 39,
+    "grading/test_zoo_ex10.py": 36,
+    "kit/test_kit_exercises.py": 35,
+    "grading/test_hostile_submissions.py": 35,
+    "grading/test_checks_feedback.py": 33,
+    "grading/test_zoo_ex02.py": 29,
+    "contract/test_bad_input.py": 26,
+    "reliability/test_chaos.py": 25,
+}
+
 _TESTS = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Longest files first: `make test` hands whole files to its workers (--dist loadfile,
-    # in collection order: --no-loadscope-reorder), so a long file that starts last sets
-    # the end of the run while the other workers idle. The six longest in the order
-    # measured, then the other slow ones, then the rest.
-    rank = {(_TESTS / name): i for i, name in enumerate(LONGEST)}
+    # The longest files first (``LONGEST``), then the other slow ones, then the rest.
+    ranked = sorted(LONGEST, key=LONGEST.__getitem__, reverse=True)
+    rank = {(_TESTS / name): i for i, name in enumerate(ranked)}
     if gone := [name for name in LONGEST if not (_TESTS / name).exists()]:
         raise pytest.UsageError(f"tests/conftest.py LONGEST names files that are gone: {gone}")
 
