@@ -170,7 +170,8 @@ def _tick_reads_what_fired_in_every_time_zone_in(ns: Namespace, rng: Random) -> 
     2,
     "match your own keys with substr(key, 1, :n) = :prefix (or key >= :prefix AND key "
     "< :end): LIKE treats '_' as any character and ignores case, GLOB reads '*', '?' and "
-    "'[' as wildcards, and slot_key must keep the name as given, or 'Daily_Report' reads "
+    "'[' as wildcards, instr() or LIKE '%…' also find the prefix inside another job's "
+    "key, and slot_key must keep the name as given, or 'Daily_Report' reads "
     "or takes the keys of 'daily-report'; bind the name as a parameter (a quote in it "
     "breaks SQL built with an f-string), spaces and all",
     severe=True,
@@ -214,6 +215,10 @@ def _own_schedules_in(
         for other in others:
             for key in _keys_between(other, T0, now, period):
                 add_job(conn, key, kind=other)
+        # Another job's key that holds ``own``'s prefix further in (an upload of a
+        # month-old slot's report), sorting after every schedule key: a prefix found
+        # anywhere in the key (instr, LIKE '%…%', Python's ``in``) reads it as fired.
+        add_job(conn, "upload:" + reference_key(own, now + 30 * DAY), kind="upload")
         before = _keys(conn)
         created = _tick(ns, path, now, schedule=own, period=period, since=since)
         keys = _keys(conn)

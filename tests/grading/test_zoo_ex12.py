@@ -73,6 +73,60 @@ ZOO: list[tuple[str, str, str, str]] = [
         """,
     ),
     (
+        # Every key the first checks held began with its schedule's prefix when it held
+        # the prefix at all: finding it anywhere in the key looked the same.
+        "ex12",
+        "the schedule's keys found with instr(key, prefix), anywhere in the key",
+        "names_with_underscores_and_capitals_are_their_own_schedules",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE instr(key, :prefix) > 0", {"prefix": prefix}
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][-20:], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "the keys read into Python and kept when the prefix is in them",
+        "names_with_underscores_and_capitals_are_their_own_schedules",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            mine = [k for (k,) in conn.execute("SELECT key FROM jobs") if prefix in k]
+            last = None
+            if mine:
+                fired = datetime.strptime(max(mine)[-20:], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
         # The generated names had no capitals: two schedules differing by case share keys.
         "ex12",
         "slot_key normalises the name to lower case",
@@ -2637,6 +2691,8 @@ SAYS: dict[str, str] = {
     ),
     "the newest key's fire time parsed back with a naive .timestamp()": "fired, only the",
     "the schedule's keys matched with LIKE 'schedule:<name>:%'": "to get its own",
+    "the schedule's keys found with instr(key, prefix), anywhere in the key": "to get its own",
+    "the keys read into Python and kept when the prefix is in them": "to get its own",
     "slot_key normalises the name to lower case": "to get its own",
     "what fired read as max(run_after) instead of the newest key": "its job retries at",
     "tick keeps only the newest 100 due slots of a catch-up": "each once",
