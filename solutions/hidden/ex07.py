@@ -747,3 +747,59 @@ def a_result_waits_for_a_busy_lock(ns: Namespace) -> None:
                 "trial result leaves the breaker half open for good"
             ),
         )
+
+
+@CHECKS.add(
+    1,
+    "two threads that ask allow() when the cooldown is over get one trial between them "
+    "whatever step of the first one's allow() the second asks at: mark the trial taken "
+    "inside the same 'with self._lock:' that checks it, not after the lock is released",
+)
+def one_trial_whatever_step_the_other_asks_at(ns: Namespace) -> None:
+    for run in ns.harness(HARNESS + "race_at_each_step_of_the_trial", threshold=3):
+        if any(isinstance(run.get(t), dict) for t in ("A", "B")):
+            return  # allow() raised: the checks above say so
+        answers = [run["A"], run.get("B")]
+        expect(
+            run["B_done"] and answers.count(True) == 1,
+            _(
+                "30 s after the breaker opened (cooldown_s=30), thread A asks allow() and "
+                "thread B asks right after step {n} of A's call ({step}): True for one of "
+                "them (the one trial), False for the other"
+            ).format(n=run["after"], step=run["step"]),
+            _("A: {a}, B: {b}").format(
+                a=repr(run["A"]),
+                b=repr(run.get("B")) if run["B_done"] else _("still waiting 5 s later"),
+            ),
+            _(
+                "everything allow() reads and writes about the trial belongs inside one 'with "
+                "self._lock:': a flag set after the lock is released lets another thread "
+                "find the trial still free and send a second one"
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "failures recorded by two threads at once both count, whatever step of one the other "
+    "comes in at: count (self.failures += 1) inside the lock, never before taking it",
+)
+def failures_from_two_threads_both_count(ns: Namespace) -> None:
+    for run in ns.harness(HARNESS + "race_at_each_step_of_a_failure", threshold=2):
+        if any(isinstance(run.get(t), dict) for t in ("A", "B")):
+            return  # record_failure() raised: the checks above say so
+        expect(
+            run["B_done"] and run["state"] == "open",
+            _(
+                "threshold=2, a new breaker: thread A records a failure and thread B records "
+                "one right after step {n} of A's call ({step}): two failures, the breaker open"
+            ).format(n=run["after"], step=run["step"]),
+            _("state {state}").format(state=repr(run["state"]))
+            if run["B_done"]
+            else _("still waiting 5 s later"),
+            _(
+                "self.failures += 1 reads the count and writes it back: done outside the "
+                "lock, a failure recorded by another thread in between is lost, and the "
+                "breaker opens late or not at all"
+            ),
+        )

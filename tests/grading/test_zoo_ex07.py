@@ -1650,6 +1650,59 @@ ZOO: list[tuple[str, str, str, str]] = [
                     self._lock.release()
     """,
     ),
+    (
+        # The scripted races let B in at A's clock reading, under the lock: A always won
+        # the step between the release and the flag.
+        "ex07",
+        "allow() marks the trial taken after releasing the lock",
+        "one_trial_whatever_step_the_other_asks_at",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                self.trial_out = True
+                return True
+    """,
+    ),
+    (
+        "ex07",
+        "record_failure() counts the failure before taking the lock",
+        "failures_from_two_threads_both_count",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                self.failures += 1
+                with self._lock:
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+    """,
+    ),
+    (
+        "ex07",
+        "record_failure() reads the count under the lock and writes it back after",
+        "failures_from_two_threads_both_count",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                with self._lock:
+                    failures = self.failures + 1
+                self.failures = failures
+                with self._lock:
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+    """,
+    ),
 ]
 
 
@@ -1801,6 +1854,11 @@ SAYS: dict[str, str] = {
     ),
     "record_failure and record_success write the state without the lock (only allow())": (
         "while the trial's record_failure()"
+    ),
+    "allow() marks the trial taken after releasing the lock": "(self._lock.release())",
+    "record_failure() counts the failure before taking the lock": "(self.failures)",
+    "record_failure() reads the count under the lock and writes it back after": (
+        "(self._lock.release())"
     ),
 }
 

@@ -17,13 +17,9 @@ A check describes what happens as steps and gets back what the breakers said:
   away.
 
 ``outage`` runs callers against a dependency that is down for a while; every call the
-breaker lets through is written to a SQLite file the check reads itself.
-``race_at_the_cooldown`` lets a second thread ask ``allow()`` while the first is between
-its clock reading and its answer, at the instant the cooldown ends: a breaker with no lock
-gives both a trial. ``race_at_the_failed_trial`` lets a second thread ask ``allow()`` while
-the failed trial's ``record_failure()`` reads the clock: a breaker whose ``record_failure``
-changes the state with no lock lets that thread see the old cooldown over, and send a
-second trial at once.
+breaker lets through is written to a SQLite file the check reads itself. The races (two
+threads in one breaker at chosen instants) are in ``races`` and ``steps``; they are
+reached from here, where the grading channel looks for harness functions.
 """
 
 from __future__ import annotations
@@ -38,12 +34,30 @@ from typing import Any
 
 from labkit.clock import FakeClock
 from labkit.grading.exercises.common import fresh_state, need, plain, raised
+from labkit.grading.exercises.ex07.races import (
+    CALLER_STEP_S,
+    _state,
+    race_at_the_cooldown,
+    race_at_the_failed_trial,
+    result_while_a_call_holds_the_breaker,
+)
+from labkit.grading.exercises.ex07.steps import (
+    race_at_each_step_of_a_failure,
+    race_at_each_step_of_the_trial,
+    race_at_each_write_of_the_failed_trial,
+)
 from labkit.grading.exercises.wallclock import clock_moved, in_time_zone
 from labkit.grading.stub import is_stub
 
-#: How long one step on a caller thread may take: a breaker call is microseconds, so a
-#: step still running after this is stuck (a lock that another thread was to release).
-CALLER_STEP_S = 5.0
+#: The races, for the grading channel (it calls ``exNN.harness`` functions only).
+RACES = (
+    race_at_each_step_of_a_failure,
+    race_at_each_step_of_the_trial,
+    race_at_each_write_of_the_failed_trial,
+    race_at_the_cooldown,
+    race_at_the_failed_trial,
+    result_while_a_call_holds_the_breaker,
+)
 
 
 class _Caller:
@@ -78,12 +92,6 @@ class _Caller:
 
     def stop(self) -> None:
         self.inbox.put(None)
-
-
-def _state(breaker: Any) -> Any:
-    state = getattr(breaker, "state", None)
-    state = getattr(state, "value", state)  # an Enum of states is fine too
-    return state if isinstance(state, (str, type(None))) else repr(state)
 
 
 def drive(
@@ -209,328 +217,3 @@ def outage(
     finally:
         db.close()
     return refused
-
-
-class _RacingClock(FakeClock):
-    """A fake clock that, once armed for a thread, runs ``hook`` the first time that thread
-    reads it: the instant a caller has looked at the time but not yet acted on it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._armed: tuple[int, Callable[[], None]] | None = None
-        self.fired = False
-
-    def arm(self, thread: int, hook: Callable[[], None]) -> None:
-        self._armed = (thread, hook)
-
-    def now(self) -> float:
-        armed = self._armed
-        if armed is not None and armed[0] == threading.get_ident():
-            self._armed, self.fired = None, True
-            armed[1]()
-        return super().now()
-
-
-def race_at_the_cooldown(
-    values: MutableMapping[str, Any],
-    threshold: int = 3,
-    cooldown_s: float = 30.0,
-    wait_s: float = 0.1,
-) -> dict[str, Any]:
-    """Two threads ask ``allow()`` at the instant the cooldown ends; what each got.
-
-    A breaker is opened by ``threshold`` failures and the clock moved ``cooldown_s`` on.
-    Thread A calls ``allow()``; the first time A reads the clock, thread B calls
-    ``allow()`` too, and A's reading waits up to ``wait_s`` for B to finish. A breaker
-    that reads and changes its state with no lock lets B's whole ``allow()`` run inside
-    A's (both see "the cooldown is over"); a locked one keeps B waiting until A is done.
-    A breaker that never read the clock in A's call gets B's call after A's.
-    """
-    clock = _RacingClock()
-    with fresh_state(values):
-        breaker, got = _opened_and_cooled(values, clock, threshold, cooldown_s)
-        if breaker is None:
-            return got
-        other = threading.Thread(
-            target=_ask_into, args=(breaker, got, "B"), name="caller-B", daemon=True
-        )
-
-        def let_b_in() -> None:
-            other.start()
-            other.join(wait_s)
-
-        clock.arm(threading.get_ident(), let_b_in)
-        _ask_into(breaker, got, "A")
-        got["inside"] = clock.fired
-        if not clock.fired:
-            other.start()
-        other.join(CALLER_STEP_S)
-        got["B_done"] = not other.is_alive()
-        got["state"] = _state(breaker)
-    return got
-
-
-def race_at_the_failed_trial(
-    values: MutableMapping[str, Any],
-    threshold: int = 3,
-    cooldown_s: float = 30.0,
-    wait_s: float = 0.1,
-) -> dict[str, Any]:
-    """Another thread asks ``allow()`` while the trial's ``record_failure()`` reads the clock.
-
-    A breaker is opened by ``threshold`` failures, the clock moved ``cooldown_s`` on, and
-    the trial let out (``allow()``, got as "trial"). The trial fails: the first time its
-    ``record_failure()`` reads the clock, thread B calls ``allow()`` (got as "B"), and the
-    reading waits up to ``wait_s`` for B. A breaker that changes its state in
-    ``record_failure`` with no lock lets B in halfway (the state written, the new opening
-    time not yet); a locked one keeps B waiting until the breaker is open again.
-    """
-    clock = _RacingClock()
-    with fresh_state(values):
-        breaker, got = _trial_let_out(values, threshold, cooldown_s, clock)
-        if "opening" in got:
-            return got
-        other = threading.Thread(
-            target=_ask_into, args=(breaker, got, "B"), name="caller-B", daemon=True
-        )
-
-        def let_b_in() -> None:
-            other.start()
-            other.join(wait_s)
-
-        clock.arm(threading.get_ident(), let_b_in)
-        try:
-            breaker.record_failure()
-        except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
-            got["failure"] = raised(exc)
-        got["inside"] = clock.fired
-        if not clock.fired:
-            other.start()
-        other.join(CALLER_STEP_S)
-        got["B_done"] = not other.is_alive()
-        got["state"] = _state(breaker)
-    return got
-
-
-#: The most attribute writes of one record_failure() the write-point race stops after.
-WRITES_SWEPT = 8
-
-
-def race_at_each_write_of_the_failed_trial(
-    values: MutableMapping[str, Any],
-    threshold: int = 3,
-    cooldown_s: float = 30.0,
-    wait_s: float = 0.05,
-) -> list[dict[str, Any]]:
-    """``race_at_the_failed_trial`` with B let in right after each attribute write of the
-    trial's ``record_failure()`` in turn, not at its clock read: a breaker that reads the
-    clock first, then writes its state with no lock, is halfway only between two writes
-    (the state "open", the opening time still the old one). One breaker per write, up to
-    ``WRITES_SWEPT``: ``[{"after": n, "B": ..., "state": ...}]``, ending where the writes
-    do. None when the breaker's class cannot be hooked (``__slots__``, a C type)."""
-    runs: list[dict[str, Any]] = []
-    with fresh_state(values):
-        for after in range(1, WRITES_SWEPT + 1):
-            got: dict[str, Any] = {"after": after}
-            try:
-                breaker, opened = _trial_let_out(values, threshold, cooldown_s, FakeClock())
-            except NotImplementedError as exc:
-                if is_stub(exc):
-                    raise
-                return runs
-            except Exception:  # noqa: BLE001 - the other checks show what the code raised
-                return runs
-            if opened.get("trial") is not True:
-                return runs  # half_open_allows_one_trial says so, or what it raised
-            other = threading.Thread(target=_ask_into, args=(breaker, got, "B"), daemon=True)
-            writes = [0]
-            try:
-                breaker.__class__ = _letting_in_after(type(breaker), after, writes, other, wait_s)
-            except TypeError:
-                return runs
-            try:
-                breaker.record_failure()
-            except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
-                got["failure"] = raised(exc)
-            if writes[0] < after:
-                return runs  # no write left to stop after
-            other.join(CALLER_STEP_S)
-            got["B_done"] = not other.is_alive()
-            got["state"] = _state(breaker)
-            runs.append(got)
-    return runs
-
-
-def _letting_in_after(
-    base: type, after: int, writes: list[int], other: threading.Thread, wait_s: float
-) -> type:
-    """``base`` whose instances start ``other`` (and wait ``wait_s`` for it) right after
-    this thread's ``after``-th attribute write; ``writes[0]`` counts them."""
-    racer = threading.get_ident()
-    cls: Any = base  # the student's class: its own __setattr__, if it has one
-
-    def hooked(self: Any, name: str, value: Any) -> None:
-        cls.__setattr__(self, name, value)
-        if threading.get_ident() == racer:
-            writes[0] += 1
-            if writes[0] == after:
-                other.start()
-                other.join(wait_s)
-
-    return type("Hooked", (base,), {"__setattr__": hooked})
-
-
-def _trial_let_out(
-    values: MutableMapping[str, Any], threshold: int, cooldown_s: float, clock: FakeClock
-) -> tuple[Any, dict[str, Any]]:
-    """A breaker opened by ``threshold`` failures, ``clock`` moved ``cooldown_s`` on, and
-    its trial asked for: the breaker, and ``{"trial": what allow() said}``, or
-    ``{"opening": the error}`` when the code raised on the way (the stub's own goes on)."""
-    breaker = need(values, "Breaker")(threshold=threshold, cooldown_s=cooldown_s, clock=clock)
-    try:
-        for _ in range(threshold):
-            breaker.record_failure()
-        clock.advance(cooldown_s)
-        return breaker, {"trial": plain(breaker.allow())}
-    except NotImplementedError as exc:
-        if is_stub(exc):
-            raise
-        return breaker, {"opening": raised(exc)}
-    except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
-        return breaker, {"opening": raised(exc)}
-
-
-def _opened_and_cooled(
-    values: MutableMapping[str, Any], clock: FakeClock, threshold: int, cooldown_s: float
-) -> tuple[Any, dict[str, Any]]:
-    """A breaker opened by ``threshold`` failures, then the clock moved ``cooldown_s`` on:
-    ``(breaker, {"opened": its state})``, or ``(None, {"opening": the error})`` when
-    opening it raised (the exercise stub is not caught: "not started yet")."""
-    breaker = need(values, "Breaker")(threshold=threshold, cooldown_s=cooldown_s, clock=clock)
-    try:
-        for _ in range(threshold):
-            breaker.record_failure()
-    except NotImplementedError as exc:
-        if is_stub(exc):
-            raise
-        return None, {"opening": raised(exc)}
-    except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
-        return None, {"opening": raised(exc)}
-    got: dict[str, Any] = {"opened": _state(breaker)}
-    clock.advance(cooldown_s)
-    return breaker, got
-
-
-def _ask_into(breaker: Any, got: dict[str, Any], name: str) -> None:
-    """``got[name]``: what ``breaker.allow()`` said, or the error it raised."""
-    try:
-        got[name] = plain(breaker.allow())
-    except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
-        got[name] = raised(exc)
-
-
-#: How long a result waits to be seen either returning or blocked on the breaker's lock
-#: when that lock is not a threading.Lock or RLock found on the breaker (one it cannot
-#: watch): a right breaker only costs this wait, its result is the same.
-UNWATCHED_WAIT_S = 0.5
-
-_LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
-
-
-class _WatchedLock:
-    """A breaker's own lock, wrapped: ``moved`` is set when a thread blocks on it."""
-
-    def __init__(self, inner: Any, moved: threading.Event) -> None:
-        self._inner, self._moved = inner, moved
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if self._inner.acquire(False):
-            return True
-        if not blocking or timeout == 0:
-            return False
-        self._moved.set()
-        return bool(self._inner.acquire(True, timeout))
-
-    def release(self) -> None:
-        self._inner.release()
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)  # locked(), an RLock's _is_owned() ...
-
-
-def _watch_locks(breaker: Any, moved: threading.Event) -> bool:
-    """Wrap each threading.Lock or RLock kept on ``breaker`` (whatever its name)."""
-    try:
-        attrs = vars(breaker)
-    except TypeError:
-        return False
-    found = False
-    for name, value in list(attrs.items()):
-        if isinstance(value, _LOCK_TYPES):
-            attrs[name] = _WatchedLock(value, moved)
-            found = True
-    return found
-
-
-def result_while_a_call_holds_the_breaker(
-    values: MutableMapping[str, Any], result: str, cooldown_s: float = 30.0
-) -> dict[str, Any]:
-    """Thread B records ``result`` ("ok" or "fail") while thread A is inside ``allow()``.
-
-    A breaker (threshold 1) is opened and the clock moved ``cooldown_s`` on. Thread A
-    asks ``allow()``; at its first clock reading (under the breaker's lock, in a locked
-    breaker) thread B calls ``record_success()`` or ``record_failure()``, and A's reading
-    waits until B has returned or is blocked on the breaker's lock. No sleep decides
-    anything: a breaker whose lock is a threading.Lock or RLock on self says when B
-    blocks. A breaker that never read the clock in A's call gets B's call after A's.
-    What each said, then the state and ``allow()`` now and ``cooldown_s`` later.
-    """
-    clock = _RacingClock()
-    with fresh_state(values):
-        breaker, got = _opened_and_cooled(values, clock, 1, cooldown_s)
-        if breaker is None:
-            return got
-        moved = threading.Event()
-        watched = _watch_locks(breaker, moved)
-        waited = CALLER_STEP_S if watched else UNWATCHED_WAIT_S
-
-        def record() -> None:
-            try:
-                (breaker.record_success if result == "ok" else breaker.record_failure)()
-            except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
-                got["B"] = raised(exc)
-            finally:
-                moved.set()
-
-        b = threading.Thread(target=record, daemon=True)
-
-        def let_b_in() -> None:
-            if b.ident is None:  # not started by a run that gave up on A
-                b.start()
-            moved.wait(waited)
-
-        def ask_as_a() -> None:
-            clock.arm(threading.get_ident(), let_b_in)
-            _ask_into(breaker, got, "A")
-
-        a = threading.Thread(target=ask_as_a, daemon=True)
-        a.start()
-        a.join(CALLER_STEP_S + waited)
-        if b.ident is None:  # A never read the clock (or never got that far): B after A
-            b.start()
-        b.join(CALLER_STEP_S)
-        got["done"] = not a.is_alive() and not b.is_alive()
-        got["state"] = _state(breaker)
-        try:
-            got["then"] = plain(breaker.allow())
-            clock.advance(cooldown_s)
-            got["later"] = plain(breaker.allow())
-        except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
-            got["after"] = raised(exc)
-    return got

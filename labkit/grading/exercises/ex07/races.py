@@ -1,0 +1,294 @@
+"""Exercise 7's races: a second thread let into the student's breaker at chosen instants.
+
+``race_at_the_cooldown`` lets thread B ask ``allow()`` while thread A is between its
+clock reading and its answer, at the instant the cooldown ends: a breaker with no lock
+gives both a trial. ``race_at_the_failed_trial`` lets B ask while the failed trial's
+``record_failure()`` reads the clock: a breaker whose ``record_failure`` changes the state
+with no lock lets B see the old cooldown over and send a second trial at once.
+``result_while_a_call_holds_the_breaker`` has B record a result while A is inside
+``allow()``: a result that gives up on a busy lock is lost.
+
+The step races, which let B in after every step of A's call in turn, are in ``steps``.
+The grading channel reaches these through ``harness`` (it calls ``exNN.harness`` only).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, MutableMapping
+from typing import Any
+
+from labkit.clock import FakeClock
+from labkit.grading.exercises.common import fresh_state, need, plain, raised
+from labkit.grading.stub import is_stub
+
+#: How long one step on a caller thread may take: a breaker call is microseconds, so a
+#: step still running after this is stuck (a lock that another thread was to release).
+CALLER_STEP_S = 5.0
+
+
+def _state(breaker: Any) -> Any:
+    state = getattr(breaker, "state", None)
+    state = getattr(state, "value", state)  # an Enum of states is fine too
+    return state if isinstance(state, (str, type(None))) else repr(state)
+
+
+class _RacingClock(FakeClock):
+    """A fake clock that, once armed for a thread, runs ``hook`` the first time that thread
+    reads it: the instant a caller has looked at the time but not yet acted on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._armed: tuple[int, Callable[[], None]] | None = None
+        self.fired = False
+
+    def arm(self, thread: int, hook: Callable[[], None]) -> None:
+        self._armed = (thread, hook)
+
+    def now(self) -> float:
+        armed = self._armed
+        if armed is not None and armed[0] == threading.get_ident():
+            self._armed, self.fired = None, True
+            armed[1]()
+        return super().now()
+
+
+def race_at_the_cooldown(
+    values: MutableMapping[str, Any],
+    threshold: int = 3,
+    cooldown_s: float = 30.0,
+    wait_s: float = 0.1,
+) -> dict[str, Any]:
+    """Two threads ask ``allow()`` at the instant the cooldown ends; what each got.
+
+    A breaker is opened by ``threshold`` failures and the clock moved ``cooldown_s`` on.
+    Thread A calls ``allow()``; the first time A reads the clock, thread B calls
+    ``allow()`` too, and A's reading waits up to ``wait_s`` for B to finish. A breaker
+    that reads and changes its state with no lock lets B's whole ``allow()`` run inside
+    A's (both see "the cooldown is over"); a locked one keeps B waiting until A is done.
+    A breaker that never read the clock in A's call gets B's call after A's.
+    """
+    clock = _RacingClock()
+    with fresh_state(values):
+        breaker, got = _opened_and_cooled(values, clock, threshold, cooldown_s)
+        if breaker is None:
+            return got
+        other = threading.Thread(
+            target=_ask_into, args=(breaker, got, "B"), name="caller-B", daemon=True
+        )
+
+        def let_b_in() -> None:
+            other.start()
+            other.join(wait_s)
+
+        clock.arm(threading.get_ident(), let_b_in)
+        _ask_into(breaker, got, "A")
+        got["inside"] = clock.fired
+        if not clock.fired:
+            other.start()
+        other.join(CALLER_STEP_S)
+        got["B_done"] = not other.is_alive()
+        got["state"] = _state(breaker)
+    return got
+
+
+def race_at_the_failed_trial(
+    values: MutableMapping[str, Any],
+    threshold: int = 3,
+    cooldown_s: float = 30.0,
+    wait_s: float = 0.1,
+) -> dict[str, Any]:
+    """Another thread asks ``allow()`` while the trial's ``record_failure()`` reads the clock.
+
+    A breaker is opened by ``threshold`` failures, the clock moved ``cooldown_s`` on, and
+    the trial let out (``allow()``, got as "trial"). The trial fails: the first time its
+    ``record_failure()`` reads the clock, thread B calls ``allow()`` (got as "B"), and the
+    reading waits up to ``wait_s`` for B. A breaker that changes its state in
+    ``record_failure`` with no lock lets B in halfway (the state written, the new opening
+    time not yet); a locked one keeps B waiting until the breaker is open again.
+    """
+    clock = _RacingClock()
+    with fresh_state(values):
+        breaker, got = _trial_let_out(values, threshold, cooldown_s, clock)
+        if "opening" in got:
+            return got
+        other = threading.Thread(
+            target=_ask_into, args=(breaker, got, "B"), name="caller-B", daemon=True
+        )
+
+        def let_b_in() -> None:
+            other.start()
+            other.join(wait_s)
+
+        clock.arm(threading.get_ident(), let_b_in)
+        try:
+            breaker.record_failure()
+        except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+            got["failure"] = raised(exc)
+        got["inside"] = clock.fired
+        if not clock.fired:
+            other.start()
+        other.join(CALLER_STEP_S)
+        got["B_done"] = not other.is_alive()
+        got["state"] = _state(breaker)
+    return got
+
+
+def _trial_let_out(
+    values: MutableMapping[str, Any], threshold: int, cooldown_s: float, clock: FakeClock
+) -> tuple[Any, dict[str, Any]]:
+    """A breaker opened by ``threshold`` failures, ``clock`` moved ``cooldown_s`` on, and
+    its trial asked for: the breaker, and ``{"trial": what allow() said}``, or
+    ``{"opening": the error}`` when the code raised on the way (the stub's own goes on)."""
+    breaker = need(values, "Breaker")(threshold=threshold, cooldown_s=cooldown_s, clock=clock)
+    try:
+        for _ in range(threshold):
+            breaker.record_failure()
+        clock.advance(cooldown_s)
+        return breaker, {"trial": plain(breaker.allow())}
+    except NotImplementedError as exc:
+        if is_stub(exc):
+            raise
+        return breaker, {"opening": raised(exc)}
+    except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+        return breaker, {"opening": raised(exc)}
+
+
+def _opened_and_cooled(
+    values: MutableMapping[str, Any], clock: FakeClock, threshold: int, cooldown_s: float
+) -> tuple[Any, dict[str, Any]]:
+    """A breaker opened by ``threshold`` failures, then the clock moved ``cooldown_s`` on:
+    ``(breaker, {"opened": its state})``, or ``(None, {"opening": the error})`` when
+    opening it raised (the exercise stub is not caught: "not started yet")."""
+    breaker = need(values, "Breaker")(threshold=threshold, cooldown_s=cooldown_s, clock=clock)
+    try:
+        for _ in range(threshold):
+            breaker.record_failure()
+    except NotImplementedError as exc:
+        if is_stub(exc):
+            raise
+        return None, {"opening": raised(exc)}
+    except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+        return None, {"opening": raised(exc)}
+    got: dict[str, Any] = {"opened": _state(breaker)}
+    clock.advance(cooldown_s)
+    return breaker, got
+
+
+def _ask_into(breaker: Any, got: dict[str, Any], name: str) -> None:
+    """``got[name]``: what ``breaker.allow()`` said, or the error it raised."""
+    try:
+        got[name] = plain(breaker.allow())
+    except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+        got[name] = raised(exc)
+
+
+#: How long a result waits to be seen either returning or blocked on the breaker's lock
+#: when that lock is not a threading.Lock or RLock found on the breaker (one it cannot
+#: watch): a right breaker only costs this wait, its result is the same.
+UNWATCHED_WAIT_S = 0.5
+
+_LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
+
+
+class _WatchedLock:
+    """A breaker's own lock, wrapped: ``moved`` is set when a thread blocks on it, and
+    ``after_release`` (when set) runs each time it is released (a step, for ``steps``)."""
+
+    def __init__(self, inner: Any, moved: threading.Event) -> None:
+        self._inner, self._moved = inner, moved
+        self.after_release: Callable[[], None] | None = None
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self._inner.acquire(False):
+            return True
+        if not blocking or timeout == 0:
+            return False
+        self._moved.set()
+        return bool(self._inner.acquire(True, timeout))
+
+    def release(self) -> None:
+        self._inner.release()
+        if self.after_release is not None:
+            self.after_release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)  # locked(), an RLock's _is_owned() ...
+
+
+def _watch_locks(breaker: Any, moved: threading.Event) -> bool:
+    """Wrap each threading.Lock or RLock kept on ``breaker`` (whatever its name)."""
+    try:
+        attrs = vars(breaker)
+    except TypeError:
+        return False
+    found = False
+    for name, value in list(attrs.items()):
+        if isinstance(value, _LOCK_TYPES):
+            attrs[name] = _WatchedLock(value, moved)
+            found = True
+    return found
+
+
+def result_while_a_call_holds_the_breaker(
+    values: MutableMapping[str, Any], result: str, cooldown_s: float = 30.0
+) -> dict[str, Any]:
+    """Thread B records ``result`` ("ok" or "fail") while thread A is inside ``allow()``.
+
+    A breaker (threshold 1) is opened and the clock moved ``cooldown_s`` on. Thread A
+    asks ``allow()``; at its first clock reading (under the breaker's lock, in a locked
+    breaker) thread B calls ``record_success()`` or ``record_failure()``, and A's reading
+    waits until B has returned or is blocked on the breaker's lock. No sleep decides
+    anything: a breaker whose lock is a threading.Lock or RLock on self says when B
+    blocks. A breaker that never read the clock in A's call gets B's call after A's.
+    What each said, then the state and ``allow()`` now and ``cooldown_s`` later.
+    """
+    clock = _RacingClock()
+    with fresh_state(values):
+        breaker, got = _opened_and_cooled(values, clock, 1, cooldown_s)
+        if breaker is None:
+            return got
+        moved = threading.Event()
+        watched = _watch_locks(breaker, moved)
+        waited = CALLER_STEP_S if watched else UNWATCHED_WAIT_S
+
+        def record() -> None:
+            try:
+                (breaker.record_success if result == "ok" else breaker.record_failure)()
+            except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+                got["B"] = raised(exc)
+            finally:
+                moved.set()
+
+        b = threading.Thread(target=record, daemon=True)
+
+        def let_b_in() -> None:
+            if b.ident is None:  # not started by a run that gave up on A
+                b.start()
+            moved.wait(waited)
+
+        def ask_as_a() -> None:
+            clock.arm(threading.get_ident(), let_b_in)
+            _ask_into(breaker, got, "A")
+
+        a = threading.Thread(target=ask_as_a, daemon=True)
+        a.start()
+        a.join(CALLER_STEP_S + waited)
+        if b.ident is None:  # A never read the clock (or never got that far): B after A
+            b.start()
+        b.join(CALLER_STEP_S)
+        got["done"] = not a.is_alive() and not b.is_alive()
+        got["state"] = _state(breaker)
+        try:
+            got["then"] = plain(breaker.allow())
+            clock.advance(cooldown_s)
+            got["later"] = plain(breaker.allow())
+        except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+            got["after"] = raised(exc)
+    return got

@@ -1,0 +1,237 @@
+"""Exercise 7's step races: a second thread let in after each step of a breaker call in turn.
+
+``races`` lets thread B in at one chosen instant of thread A's call. A breaker can be
+wrong between any two of its steps, though: a trial flag set after the lock is released,
+a failure counted before the lock is taken. The step races
+(``race_at_each_step_of_the_trial``, ``race_at_each_step_of_a_failure``) run A's call
+once per step and let B in right after A's n-th step (an attribute of the breaker read or
+written, counted on A's thread only), for every n in turn, up to ``STEPS_SWEPT``: B's call
+either runs whole inside A's (the state was not locked there) or blocks on the breaker's
+lock until A is done. When that lock is a threading.Lock or RLock kept on the breaker, B
+is seen to block (``_watch_locks``), so no sleep decides anything; a lock kept elsewhere
+costs a short wait per step. ``race_at_each_write_of_the_failed_trial`` is the same with B
+let in after each attribute write of the failed trial's ``record_failure()``.
+
+The grading channel reaches these through ``harness`` (it calls ``exNN.harness`` only).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, MutableMapping
+from typing import Any
+
+from labkit.clock import FakeClock
+from labkit.grading.exercises.common import fresh_state, need, plain, raised
+from labkit.grading.exercises.ex07.races import (
+    CALLER_STEP_S,
+    _ask_into,
+    _opened_and_cooled,
+    _state,
+    _trial_let_out,
+    _watch_locks,
+    _WatchedLock,
+)
+from labkit.grading.stub import is_stub
+
+#: The most attribute writes of one record_failure() the write-point race stops after.
+WRITES_SWEPT = 8
+#: The most steps (attribute reads and writes) of one call the step races stop after.
+STEPS_SWEPT = 16
+#: The longest thread A waits at a step for B to return or block on the breaker's lock:
+#: a lock this cannot watch (kept elsewhere) costs this per step, a watched one nothing.
+STEP_WAIT_S = 0.2
+
+
+def race_at_each_write_of_the_failed_trial(
+    values: MutableMapping[str, Any],
+    threshold: int = 3,
+    cooldown_s: float = 30.0,
+    wait_s: float = 0.05,
+) -> list[dict[str, Any]]:
+    """``race_at_the_failed_trial`` with B let in right after each attribute write of the
+    trial's ``record_failure()`` in turn, not at its clock read: a breaker that reads the
+    clock first, then writes its state with no lock, is halfway only between two writes
+    (the state "open", the opening time still the old one). One breaker per write, up to
+    ``WRITES_SWEPT``: ``[{"after": n, "B": ..., "state": ...}]``, ending where the writes
+    do. None when the breaker's class cannot be hooked (``__slots__``, a C type)."""
+    runs: list[dict[str, Any]] = []
+    with fresh_state(values):
+        for after in range(1, WRITES_SWEPT + 1):
+            got: dict[str, Any] = {"after": after}
+            try:
+                breaker, opened = _trial_let_out(values, threshold, cooldown_s, FakeClock())
+            except NotImplementedError as exc:
+                if is_stub(exc):
+                    raise
+                return runs
+            except Exception:  # noqa: BLE001 - the other checks show what the code raised
+                return runs
+            if opened.get("trial") is not True:
+                return runs  # half_open_allows_one_trial says so, or what it raised
+            other = threading.Thread(target=_ask_into, args=(breaker, got, "B"), daemon=True)
+
+            def let_in(other: threading.Thread = other) -> None:
+                other.start()
+                other.join(wait_s)
+
+            steps = [0]
+            try:
+                breaker.__class__ = _hooked(type(breaker), _stepper(after, steps, let_in))
+            except TypeError:
+                return runs
+            try:
+                breaker.record_failure()
+            except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+                got["failure"] = raised(exc)
+            if steps[0] < after:
+                return runs  # no write left to stop after
+            other.join(CALLER_STEP_S)
+            got["B_done"] = not other.is_alive()
+            got["state"] = _state(breaker)
+            runs.append(got)
+    return runs
+
+
+def race_at_each_step_of_the_trial(
+    values: MutableMapping[str, Any], threshold: int = 3, cooldown_s: float = 30.0
+) -> list[dict[str, Any]]:
+    """Two threads ask ``allow()`` when the cooldown is over, B let in after A's n-th step.
+
+    For each n, a breaker opened by ``threshold`` failures and its clock moved
+    ``cooldown_s`` on; thread A asks ``allow()`` and B asks too right after A's n-th
+    attribute read or write. ``[{"after": n, "A": ..., "B": ..., "B_done": ...}]``, ending
+    where A's steps do (empty when the breaker's class cannot be hooked). A breaker that
+    takes the trial under its lock answers True to one of them whatever n is; one that
+    marks the trial taken after releasing the lock lets B in between and says True twice.
+    """
+
+    def fresh() -> Any:
+        return _opened_and_cooled(values, FakeClock(), threshold, cooldown_s)[0]
+
+    def ask(breaker: Any) -> Any:
+        return breaker.allow()
+
+    return _sweep(values, ask, ask, fresh)
+
+
+def race_at_each_step_of_a_failure(
+    values: MutableMapping[str, Any], threshold: int = 2
+) -> list[dict[str, Any]]:
+    """Two threads record a failure on a new breaker (``threshold`` 2), B let in after A's
+    n-th step; ``[{"after": n, "A": ..., "B": ..., "state": ...}]``. Both failures count
+    whatever n is, and the breaker is open; one that counts ``self.failures += 1`` before
+    taking its lock (or reads the count under it and writes it after) loses one of them."""
+
+    def fresh() -> Any:
+        return need(values, "Breaker")(threshold=threshold, cooldown_s=30.0, clock=FakeClock())
+
+    def fail(breaker: Any) -> None:
+        breaker.record_failure()
+
+    return _sweep(values, fail, fail, fresh)
+
+
+def _sweep(
+    values: MutableMapping[str, Any],
+    a_call: Callable[[Any], Any],
+    b_call: Callable[[Any], Any],
+    fresh: Callable[[], Any],
+) -> list[dict[str, Any]]:
+    runs: list[dict[str, Any]] = []
+    with fresh_state(values):
+        for after in range(1, STEPS_SWEPT + 1):
+            got: dict[str, Any] = {"after": after}
+            try:
+                breaker = fresh()
+            except NotImplementedError as exc:
+                if is_stub(exc):
+                    raise
+                return runs
+            except Exception:  # noqa: BLE001 - the other checks show what the code raised
+                return runs
+            if breaker is None:
+                return runs  # opening it raised: the other checks say so
+            moved = threading.Event()
+            _watch_locks(breaker, moved)
+
+            def as_b(breaker: Any = breaker, got: dict[str, Any] = got,
+                     moved: threading.Event = moved) -> None:  # fmt: skip
+                try:
+                    got["B"] = plain(b_call(breaker))
+                except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+                    got["B"] = raised(exc)
+                finally:
+                    moved.set()
+
+            other = threading.Thread(target=as_b, daemon=True)
+
+            def let_in(other: threading.Thread = other, moved: threading.Event = moved) -> None:
+                other.start()
+                # Until B has returned or blocks on the breaker's lock; bounded, for a
+                # lock this cannot watch (one kept elsewhere, beside an unused one here).
+                moved.wait(STEP_WAIT_S)
+
+            steps: list[int] = [0]
+            where: list[str] = []
+            step = _stepper(after, steps, let_in, where)
+            for name, lock in vars(breaker).items():
+                if isinstance(lock, _WatchedLock):  # "just after the release" is a step
+                    lock.after_release = functools.partial(step, f"self.{name}.release()")
+            try:
+                breaker.__class__ = _hooked(type(breaker), step, reads=True)
+            except TypeError:
+                return runs
+            try:
+                got["A"] = plain(a_call(breaker))
+            except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+                got["A"] = raised(exc)
+            if steps[0] < after:
+                return runs  # no step left to stop after
+            other.join(CALLER_STEP_S)
+            got["B_done"] = not other.is_alive()
+            got["state"] = _state(breaker)
+            got["step"] = where[0] if where else ""
+            runs.append(got)
+    return runs
+
+
+def _stepper(
+    after: int, steps: list[int], let_in: Callable[[], None], where: list[str] | None = None
+) -> Callable[[str], None]:
+    """A step counter for this thread: calls ``let_in`` at its ``after``-th step, whose
+    words (code: ``self.failures``, ``self.state = …``) go to ``where``; ``steps[0]``
+    counts them."""
+    racer = threading.get_ident()
+
+    def step(what: str) -> None:
+        if threading.get_ident() == racer:
+            steps[0] += 1
+            if steps[0] == after:
+                if where is not None:
+                    where.append(what)
+                let_in()
+
+    return step
+
+
+def _hooked(base: type, step: Callable[[str], None], reads: bool = False) -> type:
+    """``base`` whose instances take a ``step`` right after each attribute write (and, with
+    ``reads``, each read of an attribute the instance holds)."""
+    cls: Any = base  # the student's class: its own __setattr__, if it has one
+
+    def hooked_set(self: Any, name: str, value: Any) -> None:
+        cls.__setattr__(self, name, value)
+        step(f"self.{name} = …")
+
+    def hooked_get(self: Any, name: str) -> Any:
+        value = cls.__getattribute__(self, name)
+        if not name.startswith("__") and name in object.__getattribute__(self, "__dict__"):
+            step(f"self.{name}")
+        return value
+
+    body: dict[str, Any] = {"__setattr__": hooked_set}
+    if reads:
+        body["__getattribute__"] = hooked_get
+    return type("Hooked", (base,), body)
