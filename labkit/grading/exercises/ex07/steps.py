@@ -37,7 +37,8 @@ from labkit.grading.stub import is_stub
 
 #: The most attribute writes of one record_failure() the write-point race stops after.
 WRITES_SWEPT = 8
-#: The most steps (attribute reads and writes) of one call the step races stop after.
+#: The most steps (attribute reads and writes, lock releases) of one call the step races
+#: stop after.
 STEPS_SWEPT = 16
 #: The longest thread A waits at a step for B to return or block on the breaker's lock:
 #: a lock this cannot watch (kept elsewhere) costs this per step, a watched one nothing.
@@ -55,7 +56,7 @@ def race_at_each_write_of_the_failed_trial(
     clock first, then writes its state with no lock, is halfway only between two writes
     (the state "open", the opening time still the old one). One breaker per write, up to
     ``WRITES_SWEPT``: ``[{"after": n, "B": ..., "state": ...}]``, ending where the writes
-    do. None when the breaker's class cannot be hooked (``__slots__``, a C type)."""
+    do; empty when the breaker's class cannot be hooked (``__slots__``, a C type)."""
     runs: list[dict[str, Any]] = []
     with fresh_state(values):
         for after in range(1, WRITES_SWEPT + 1):
@@ -100,9 +101,10 @@ def race_at_each_step_of_the_trial(
     """Two threads ask ``allow()`` when the cooldown is over, B let in after A's n-th step.
 
     For each n, a breaker opened by ``threshold`` failures and its clock moved
-    ``cooldown_s`` on; thread A asks ``allow()`` and B asks too right after A's n-th
-    attribute read or write. ``[{"after": n, "A": ..., "B": ..., "B_done": ...}]``, ending
-    where A's steps do (empty when the breaker's class cannot be hooked). A breaker that
+    ``cooldown_s`` on; thread A asks ``allow()`` and B asks too right after A's n-th step
+    (an attribute of the breaker read or written, or its lock released).
+    ``[{"after": n, "A": ..., "B": ..., "B_done": ..., "step": its words}]``, ending where
+    A's steps do (empty when the breaker's class cannot be hooked). A breaker that
     takes the trial under its lock answers True to one of them whatever n is; one that
     marks the trial taken after releasing the lock lets B in between and says True twice.
     """
