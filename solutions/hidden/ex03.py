@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from collections import Counter
 from typing import Any
@@ -16,6 +17,7 @@ from labkit.grading.exercises.helpers import (
     holds_for,
     raised_text,
 )
+from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.grading.exercises.kit import lab_file
 from labkit.grading.exercises.labdb import add_job, all_jobs
 from labkit.grading.exercises.tokens import TOKEN_BITS, too_few_bits
@@ -782,5 +784,358 @@ def claim_uses_the_connection_it_is_given(ns: Namespace) -> None:
         _(
             "run the statement on the conn argument of each call; never keep a connection in "
             "a global between calls"
+        ),
+    )
+
+
+#: Worker names as hosts and orchestrators make them: a pod's name with its service's
+#: domain runs well past 64 characters (a column cut to VARCHAR(64) loses its end).
+_EX03_WORKER_NAMES = (
+    "w1",
+    "worker-3@build-host",
+    "celery@jobs-worker-7f9c8d6b5-x2x9k.jobs-worker-headless.payments-prod.svc.cluster.local",
+)
+
+
+def _ex03_scene(name: str, seed: int) -> random.Random:
+    return random.Random(f"ex03 {name} {seed}")
+
+
+def _ex03_said(got: Any) -> str:
+    return "None" if got is None else _("job {job_id}").format(job_id=got.get("id"))
+
+
+@CHECKS.add(
+    2,
+    "a pending or retry_wait job is ready by its state and run_after alone, whatever "
+    "lease its last run left (lease_owner, lease_until, lease_token): a retry skipped for "
+    "the worker it failed on waits forever when that worker is the only one left",
+    severe=True,
+)
+def a_waiting_job_is_ready_whatever_lease_it_carries(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        rng = _ex03_scene("waiting", seed)
+        worker = rng.choice(_EX03_WORKER_NAMES)
+        now = float(rng.randrange(10_000, 2_000_000_000)) + 0.5
+        failed_at = now - rng.randrange(60, 3600)
+        with lab_file(ns) as (conn, path):
+            # It failed on this very worker (the only one left, or restarted under its
+            # name), which put it in retry_wait with its lease still on the row.
+            retry = add_job(
+                conn,
+                "mail:1:send:v1",
+                state="retry_wait",
+                attempt=rng.randint(1, 2),
+                run_after=failed_at + 30,
+                lease_owner=worker,
+                lease_until=failed_at + 20,
+                lease_token="old-retry",
+                updated_at=failed_at,
+            )
+            # An operator put a stuck running job back to pending by hand, its lease left.
+            back = add_job(
+                conn,
+                "mail:2:send:v1",
+                state="pending",
+                attempt=1,
+                run_after=failed_at + 40,
+                lease_owner=rng.choice(("w0", worker)),
+                lease_until=failed_at + 10,
+                lease_token="old-pending",
+                updated_at=failed_at + 40,
+            )
+            got = [_claim(ns, path, worker, now, 30.0) for _n in range(2)]
+        expect(
+            [(row or {}).get("id") for row in got] == [retry, back],
+            _(
+                "{worker} at now={now!r} to claim job {retry} (retry_wait, due at {retry_at!r}, "
+                "its failed run's lease held by {worker}) then job {back} (pending, put back by "
+                "hand with its old lease on the row)"
+            ).format(
+                worker=repr(worker),
+                now=now,
+                retry=retry,
+                retry_at=failed_at + 30,
+                back=back,
+            ),
+            ", ".join(_ex03_said(row) for row in got),
+            _(
+                "ready is (state IN ('pending', 'retry_wait') AND run_after <= :now) OR "
+                "(state = 'running' AND lease_until <= :now): never a condition on "
+                "lease_owner or a lease left on a waiting job"
+            ),
+        )
+
+
+#: Newer jobs after the one ready job: more than any window of the newest rows a claim
+#: might scan (ORDER BY id DESC LIMIT 1000).
+_EX03_NEWER = 1500
+
+
+@CHECKS.add(
+    2,
+    "an old job is as ready as a new one: a claim that scans only the newest rows (ORDER "
+    "BY id DESC LIMIT ...) or skips jobs overdue for long (run_after > :now - a day) never "
+    "runs a job enqueued before an outage or before a burst of new work",
+    timeout=30.0,
+    severe=True,
+)
+def an_old_job_behind_many_newer_ones_is_claimed(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        rng = _ex03_scene("old", seed)
+        now = 1_764_900_000.25 + rng.randrange(0, 86_400)
+        days = rng.randint(30, 120)
+        with lab_file(ns) as (conn, path):
+            old = add_job(conn, "mail:0:send:v1", run_after=now - days * 86_400)
+            conn.execute("BEGIN")
+            for i in range(1, _EX03_NEWER + 1):
+                later = rng.random() < 0.5
+                add_job(
+                    conn,
+                    f"mail:{i}:send:v1",
+                    state="pending" if later else "succeeded",
+                    attempt=0 if later else 1,
+                    run_after=now + 3600 if later else now - 600,
+                )
+            conn.execute("COMMIT")
+            got = _claim(ns, path, "w1", now, 30.0)
+        expect(
+            (got or {}).get("id") == old,
+            _(
+                "job {job_id} claimed at now={now!r}: pending, due {days} days ago (enqueued "
+                "before an outage), then {count} newer jobs, succeeded or due in an hour"
+            ).format(job_id=old, now=now, days=days, count=_EX03_NEWER),
+            _ex03_said(got),
+            _(
+                "choose among every row, however old its run_after and however many rows "
+                "came after it: the ready filter and ORDER BY run_after, id LIMIT 1, nothing else"
+            ),
+        )
+
+
+#: Ready jobs in the backlog before the one due first: more than a page a claim might
+#: read before it sorts (a LIMIT 100 on the ready rows, then ORDER BY).
+_EX03_BACKLOG = 300
+
+
+@CHECKS.add(
+    1,
+    "ORDER BY run_after, id over every ready job, then LIMIT 1: a claim that takes a page "
+    "of ready rows first (LIMIT 100) and sorts only that misses the job due first",
+    timeout=30.0,
+)
+def the_job_due_first_in_a_long_backlog(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        rng = _ex03_scene("backlog", seed)
+        now = 1_764_900_000.25
+        with lab_file(ns) as (conn, path):
+            conn.execute("BEGIN")
+            for i in range(_EX03_BACKLOG):
+                add_job(conn, f"mail:{i}:send:v1", run_after=now - rng.uniform(1, 600))
+            conn.execute("COMMIT")
+            first = add_job(
+                conn,
+                f"mail:{_EX03_BACKLOG}:send:v1",
+                state="retry_wait",
+                attempt=1,
+                run_after=now - 3600,
+            )
+            got = _claim(ns, path, "w1", now, 30.0)
+        expect(
+            (got or {}).get("id") == first,
+            _(
+                "job {job_id} first (retry_wait, due an hour ago), after {count} ready jobs "
+                "due within the last ten minutes"
+            ).format(job_id=first, count=_EX03_BACKLOG),
+            _ex03_said(got),
+            _(
+                "sort every ready job: WHERE <ready> ORDER BY run_after, id LIMIT 1, with no "
+                "LIMIT before the ORDER BY"
+            ),
+        )
+
+
+@CHECKS.add(
+    2,
+    "every claim, of a new job or of an expired lease, sets state, attempt + 1, "
+    "lease_owner = the worker's name as given, lease_until, a new lease_token and "
+    "updated_at = now, and leaves every other column (last_error, dead_reason, "
+    "redrives...) as it was",
+)
+def a_claim_writes_its_columns_and_only_them(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        rng = _ex03_scene("columns", seed)
+        worker = _EX03_WORKER_NAMES[-1]
+        now = float(rng.randrange(1_000, 100_000)) + 0.25
+        lease_s = rng.choice((30.0, 90.0, 600.0))
+        with lab_file(ns) as (conn, path):
+            # Redriven once after it died as poison, then its worker died in turn: its
+            # lease expired, and why it died the first time stays on the row.
+            orphan = add_job(
+                conn,
+                "report:1:build:v1",
+                kind="report",
+                queue="reports",
+                state="running",
+                attempt=2,
+                max_attempts=5,
+                run_after=now - 500,
+                lease_owner="crashed",
+                lease_until=now - 100,
+                lease_token="old-token",
+                last_error="worker lost",
+                dead_reason="poison: 3 crashes",
+                updated_at=now - 400,
+            )
+            redriven = add_job(
+                conn,
+                "invoice:2:charge:v1",
+                kind="charge",
+                queue="billing",
+                run_after=now - 50,
+                last_error="card declined",
+                dead_reason="max_attempts reached",
+            )
+            conn.execute("UPDATE jobs SET redrives = 1")
+            before = {j["id"]: j for j in all_jobs(conn)}
+            got = [_claim(ns, path, worker, now, lease_s) for _n in range(2)]
+            after = {j["id"]: j for j in all_jobs(conn)}
+        for job_id, what in (
+            (orphan, _("an expired lease")),
+            (redriven, _("a redriven job")),
+        ):
+            old, new = before[job_id], after[job_id]
+            want = {
+                **old,
+                "state": "running",
+                "attempt": old["attempt"] + 1,
+                "lease_owner": worker,
+                "lease_until": now + lease_s,
+                "updated_at": now,
+            }
+            wrong = [
+                _("{column}={got} (expected {want})").format(
+                    column=column, got=repr(new[column]), want=repr(want[column])
+                )
+                for column in new
+                if column != "lease_token" and new[column] != want[column]
+            ]
+            if new["lease_token"] in (None, old["lease_token"]):
+                wrong.append(_("lease_token={token}").format(token=repr(new["lease_token"])))
+            expect(
+                job_id in [(row or {}).get("id") for row in got] and not wrong,
+                _(
+                    "job {job_id}, {what}, claimed at now={now!r} with lease_s={lease_s!r}: "
+                    "state, attempt + 1, lease_owner (the worker's name whole), lease_until, "
+                    "a new lease_token and updated_at = now set, every other column as it was"
+                ).format(job_id=job_id, what=what, now=now, lease_s=lease_s),
+                "; ".join(wrong) or ", ".join(_ex03_said(row) for row in got),
+                _(
+                    "SET state, attempt = attempt + 1, lease_owner = :worker, lease_until = "
+                    ":now + :lease_s, lease_token, updated_at = :now, the same for every job "
+                    "it takes, and nothing else"
+                ),
+            )
+
+
+@CHECKS.add(
+    2,
+    "judge each claim by the now it is given, even one earlier than the last: a claim "
+    "that keeps the latest now it saw (a clock that never goes back) takes a job whose "
+    "lease still runs once the worker's clock is stepped back, and two workers run it",
+    severe=True,
+)
+def a_claim_reads_only_the_now_it_is_given(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        rng = _ex03_scene("clock", seed)
+        now = float(rng.randrange(10_000, 2_000_000_000))
+        ahead = rng.choice((60.0, 300.0, 3600.0))
+        with lab_file(ns) as (conn, path):
+            first = add_job(conn, "mail:1:send:v1", run_after=now - 60)
+            held = add_job(
+                conn,
+                "mail:2:send:v1",
+                state="running",
+                attempt=1,
+                run_after=now - 30,
+                lease_owner="w9",
+                lease_until=now + ahead / 2,
+                lease_token="live-w9",
+                updated_at=now - 10,
+            )
+            # One long-lived worker: its clock ran ahead, and NTP stepped it back.
+            calls = [["w1", now + ahead, 30.0], ["w1", now, 30.0]]
+            got = ns.harness(HARNESS + "on_one_connection", str(path), calls)
+            job = _job(conn, held)
+        taken = [r.get("returned") if "raised" not in r else None for r in got]
+        if not isinstance(taken[0], dict) or taken[0].get("id") != first:
+            return  # the first claim took another job: the checks of order judge that
+        second = taken[1]
+        expect(
+            "raised" not in got[1] and second is None and job["lease_owner"] == "w9",
+            _(
+                "None from the claim at now={now!r} (after one at {ahead!r} took job {first}, "
+                "on the same connection): job {held} is leased to w9 until {until!r}"
+            ).format(now=now, ahead=now + ahead, first=first, held=held, until=now + ahead / 2),
+            raised_text(got[1])
+            if "raised" in got[1]
+            else _("it returned {value}; job {job_id} is leased to {owner}").format(
+                value=_ex03_said(second) if isinstance(second, dict) else repr(second),
+                job_id=held,
+                owner=repr(job["lease_owner"]),
+            ),
+            _("use the now of each call as it is; keep no clock of your own between calls"),
+        )
+
+
+@CHECKS.add(
+    1,
+    "pass now and lease_s as :named parameters, never inside the SQL text (f-string, % or "
+    "format): the docstring asks for parameters, and every claim then compiles a new "
+    "statement",
+)
+def now_and_lease_s_are_parameters(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        rng = _ex03_scene("params", seed)
+        now = float(rng.randrange(1_000_000_000, 2_000_000_000)) + 0.375
+        lease_s = rng.choice((45.125, 77.625, 123.875))
+        with lab_file(ns) as (conn, path):
+            add_job(conn, "mail:1:send:v1")
+            result = ns.harness(HARNESS + "claim", str(path), "w1", now, lease_s)
+        _row(result, "w1", now)
+        inlined = [s for s in result["statements"] if str(int(now)) in s or str(lease_s) in s]
+        expect(
+            not inlined,
+            _(
+                "claim(now={now!r}, lease_s={lease_s!r}) with now and lease_s as parameters, "
+                "not written into the SQL text"
+            ).format(now=now, lease_s=lease_s),
+            "; ".join(s[:160] for s in inlined),
+            _("write :now and :lease_s in the SQL and pass {...} to conn.execute"),
+        )
+
+
+@CHECKS.add(
+    1,
+    "a 'database is locked' is no empty queue: let the OperationalError out of claim (the "
+    "worker tries again later) or retry the statement; a claim that answers None hides a "
+    "ready job and a lock nobody lets go",
+)
+def a_locked_database_is_not_an_empty_queue(ns: Namespace) -> None:
+    with lab_file(ns) as (conn, path):
+        job_id = add_job(conn, "mail:1:send:v1")
+        got = ns.harness(HARNESS + "claim_meeting_the_write_lock", str(path), "w1", 100.0, 30.0)
+    if not got["refused"] or "raised" in got:
+        return  # no write met the lock, or the error came out: both are right
+    expect(
+        (got["returned"] or {}).get("id") == job_id,
+        _(
+            "claim by w1 at now=100, whose write met another writer's lock ('database is "
+            "locked'), to raise that error or to try again and return job {job_id}"
+        ).format(job_id=job_id),
+        _("it returned {value}").format(value=repr(got["returned"])),
+        _(
+            "do not catch sqlite3.OperationalError to return None: let it out, or try the "
+            "statement again"
         ),
     )

@@ -1316,3 +1316,297 @@ def a_redelivery_after_thousands_of_messages_is_a_repeat(ns: Namespace) -> None:
                 "redelivery from a new message, however many came in between"
             ),
         )
+
+
+#: The topics of the outbox rows the shop indexes (pending rows by topic, for a dashboard).
+_IDX11_TOPICS = ("order.placed", "order.cancelled", "payment.refunded", "customer.updated")
+#: The index the shop added: a partial index of the pending rows, by topic.
+_IDX11_INDEX = "CREATE INDEX outbox_pending_by_topic ON outbox (topic) WHERE sent_at IS NULL"
+
+
+@CHECKS.add(
+    1,
+    "write ORDER BY id in the relay's SELECT: without it SQLite returns the pending rows in "
+    "whatever order its plan reads them, and an index the shop adds (its pending rows by "
+    "topic) reorders every run",
+)
+def relay_orders_by_id_whatever_the_indexes(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        _idx11_scene(ns, Random(f"{seed}:indexed"))
+
+
+def _idx11_scene(ns: Namespace, rng: Random) -> None:
+    count = rng.randint(8, 14)
+    # The first row's topic sorts after the second's: an index by topic reads it later.
+    topics = ["payment.refunded", "order.placed"] + [
+        rng.choice(_IDX11_TOPICS) for _n in range(count - 2)
+    ]
+    numbers = rng.sample(range(1, 1000), count)
+    rows = [
+        (f"{topic}:{n}:v1", topic, 50.0 if rng.random() < 0.2 else None)
+        for topic, n in zip(topics, numbers, strict=True)
+    ]
+    # Both pending: read by topic, the second row always comes out before the first.
+    rows[:2] = [(mid, topic, None) for mid, topic, _sent_at in rows[:2]]
+    want = [mid for mid, _topic, sent_at in rows if sent_at is None]
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(
+            "INSERT INTO outbox (message_id, topic, body, sent_at) VALUES (?, ?, ?, ?)",
+            [
+                (mid, topic, json.dumps({"order_id": n, "customer": "c"}), sent_at)
+                for n, (mid, topic, sent_at) in enumerate(rows, start=1)
+            ],
+        )
+        conn.execute(_IDX11_INDEX)
+        conn.execute("COMMIT")
+        got = ns.harness(HARNESS + "relay_into_a_list", str(path), NOW)
+        _raised(got, "relay_once(conn, publish, now)", _("try relay_once with a list as broker"))
+        expect(
+            list(got["published"]) == want,
+            _(
+                "the shop having added {index}: the broker to get the {count} pending "
+                "messages by outbox id, {ids}"
+            ).format(index=_IDX11_INDEX, count=len(want), ids=want),
+            _("the broker got {ids}").format(ids=list(got["published"])),
+            _(
+                "a SELECT without ORDER BY has no order: SQLite reads the rows in whatever "
+                "order the index it picks holds them; write ORDER BY id"
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "a row marked sent at 0.0 is sent (a clock that starts at 0, as a FakeClock does): "
+    "pending is sent_at IS NULL, never a falsy sent_at (COALESCE(sent_at, 0) = 0, "
+    "'if not sent_at'), and sent_at is the now given, even 0.0 (not 'now or time.time()')",
+)
+def relay_at_time_zero_marks_and_moves_on(ns: Namespace) -> None:
+    want = [message_id(o[0]) for o in ORDERS]
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        seed_outbox(conn, ORDERS)
+        broker = path.parent / "broker.db"
+        relay(ns, path, broker, now=0.0)
+        sent = [r["sent_at"] for r in rows_of(conn, "all_outbox")]
+        again = relay(ns, path, broker, now=5.0)
+        log = broker_log(broker)
+        expect(
+            sent == [0.0] * len(ORDERS) and again.get("returned") == [] and log == want,
+            _(
+                "relay_once(conn, publish, now=0.0) to mark every row sent_at = 0.0, then a "
+                "run at now=5.0 to find nothing pending: the broker holding {ids} once"
+            ).format(ids=want),
+            _(
+                "sent_at after the first run {sent}; the second run {outcome}; the broker has {log}"
+            ).format(sent=sent, outcome=did(again), log=log),
+        )
+
+
+#: The trigger that makes the outbox refuse order 9's message, as a full disk or a new
+#: constraint would fail the second INSERT of place_order.
+_REFUSE11_TRIGGER = (
+    "CREATE TRIGGER outbox_refuses_order_9 BEFORE INSERT ON outbox"
+    " WHEN NEW.message_id = 'order:9:placed:v1'"
+    " BEGIN SELECT RAISE(ABORT, 'the outbox refuses this message'); END"
+)
+
+
+@CHECKS.add(
+    2,
+    "when the outbox INSERT fails (a full disk, a trigger, a new constraint), place_order "
+    "rolls the order back with it and raises: an except around that INSERT that carries "
+    "on (taking any IntegrityError for a retry's message) commits the order without its "
+    "message, and nobody ever hears of the order",
+    severe=True,
+)
+def an_order_whose_message_cannot_be_written_is_not_saved(ns: Namespace) -> None:
+    calls = [[9, "ana", 900], [10, "bia", 1000]]
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        conn.execute(_REFUSE11_TRIGGER)
+        got = ns.harness(HARNESS + "on_one_connection", "place_order", str(path), calls)
+        ok, seen = consistent(conn)
+        saved = [r["id"] for r in rows_of(conn, "all_orders")]
+        expect(
+            "raised" in got[0] and got[1].get("returned") is True and ok and saved == [10],
+            _(
+                "the outbox refusing order 9's message (an IntegrityError from a trigger): "
+                "place_order(conn, 9, 'ana', 900) to raise and save nothing, then order 10 on "
+                "the same connection saved with its message (True)"
+            ),
+            _("order 9 {first}, order 10 {second}; {found}").format(
+                first=did(got[0]), second=did(got[1]), found=seen
+            ),
+            _(
+                "catch nothing between the two INSERTs: let the error reach the except that "
+                "rolls back and re-raises; a retry is told by the order's INSERT alone "
+                "(ON CONFLICT (id) DO NOTHING RETURNING)"
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "whether an order exists is the orders table's answer: an order saved before the "
+    "outbox existed (it has no message) placed again is a retry, False and nothing "
+    "written; looking for its message instead fails on the order's primary key",
+)
+def an_order_saved_before_the_outbox_is_a_retry(ns: Namespace) -> None:
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        conn.execute("INSERT INTO orders (id, customer, total) VALUES (4, 'ana', 4200)")
+        got = ns.harness(HARNESS + "place_order", str(path), [4, "ana", 4200], None)
+        saved = [tuple(r) for r in conn.execute("SELECT id, customer, total FROM orders")]
+        outbox = [r["message_id"] for r in rows_of(conn, "all_outbox")]
+        expect(
+            got.get("returned") is False and saved == [(4, "ana", 4200)] and outbox == [],
+            _(
+                "order 4 saved before the outbox existed (no message): place_order(conn, 4, "
+                "'ana', 4200) to return False and write nothing"
+            ),
+            _("it {outcome}; orders {saved}, outbox messages {outbox}").format(
+                outcome=did(got), saved=saved, outbox=outbox
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "save the body as the JSON text json.dumps returns (typeof(body) = 'text'): bytes "
+    "(.encode()) are stored as a BLOB, which SQLite's JSON functions refuse and another "
+    "service reading the outbox does not take for text",
+)
+def the_message_body_is_saved_as_text(ns: Namespace) -> None:
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        place(ns, path, [7, "ana", 4200])
+        kinds = [
+            tuple(r)
+            for r in conn.execute(
+                "SELECT typeof(message_id), typeof(topic), typeof(body) FROM outbox"
+            )
+        ]
+        expect(
+            kinds == [("text", "text", "text")],
+            _("order 7's message_id, topic and body saved as text"),
+            _("their SQLite types are {kinds}").format(kinds=kinds),
+        )
+
+
+def _rej11_rows(rng: Random) -> tuple[list[list[Any]], int]:
+    """A scene's orders (4 to 7, ids in no order) and the publish the fault hits (2nd on)."""
+    count = rng.randint(4, 7)
+    orders = [[i, f"c{i}", rng.randint(1, 10**5)] for i in rng.sample(range(1, 500), count)]
+    return orders, rng.randint(2, count - 1)
+
+
+@CHECKS.add(
+    2,
+    "whatever publish raises, not only ConnectionError or TimeoutError (a broker client's "
+    "own error: it answered, and refused the message), that row stays pending: marking it "
+    "sent to get it out of the way loses the message for good",
+    severe=True,
+)
+def a_message_the_broker_rejects_is_never_marked_sent(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        orders, nth = _rej11_rows(Random(f"{seed}:rejected"))
+        rejected = message_id(orders[nth - 1][0])
+        with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+            seed_outbox(conn, orders)
+            broker = path.parent / "broker.db"
+            got = relay(ns, path, broker, "broker_rejects", nth=nth)
+            log = broker_log(broker)
+            rows = rows_of(conn, "all_outbox")
+            unpublished = [
+                r["message_id"]
+                for r in rows
+                if r["sent_at"] is not None and r["message_id"] not in log
+            ]
+            pending = [r["message_id"] for r in rows if r["sent_at"] is None]
+            expect(
+                got["fired"] and rejected in pending and not unpublished,
+                _(
+                    "the broker rejecting {message} (message {nth} of {count}) with its own "
+                    "error, not a ConnectionError: that row still pending, and no row marked "
+                    "sent that the broker does not have"
+                ).format(message=rejected, nth=nth, count=len(orders)),
+                _(
+                    "relay_once {outcome}; pending {pending}; marked sent but never published: "
+                    "{rows}"
+                ).format(outcome=did(got), pending=pending, rows=unpublished),
+                _(
+                    "catch nothing around publish, or re-raise whatever you catch: only a "
+                    "publish that returned marks its row sent"
+                ),
+            )
+
+
+@CHECKS.add(
+    1,
+    "whatever publish raises, relay_once stops there and raises it: a broker client's own "
+    "error (not a ConnectionError) is no reason to go on with the next messages, which "
+    "would overtake the refused one",
+)
+def relay_stops_at_any_publish_error(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        orders, nth = _rej11_rows(Random(f"{seed}:rejected"))
+        want = [message_id(o[0]) for o in orders]
+        with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+            seed_outbox(conn, orders)
+            broker = path.parent / "broker.db"
+            got = relay(ns, path, broker, "broker_rejects", nth=nth)
+            log = broker_log(broker)
+            pending = [r["message_id"] for r in rows_of(conn, "all_outbox") if r["sent_at"] is None]
+            expect(
+                "raised" in got and log == want[: nth - 1] and pending == want[nth - 1 :],
+                _(
+                    "the broker rejecting {message} (message {nth} of {count}) with its own "
+                    "error: relay_once to raise it, the broker holding {published} only, and "
+                    "{pending} pending"
+                ).format(
+                    message=want[nth - 1],
+                    nth=nth,
+                    count=len(want),
+                    published=want[: nth - 1],
+                    pending=want[nth - 1 :],
+                ),
+                _("relay_once {outcome}; the broker has {log}; pending {pending}").format(
+                    outcome=did(got), log=log, pending=pending
+                ),
+                _(
+                    "let every exception of publish out (no except Exception that carries on); "
+                    "the caller decides when to run the relay again"
+                ),
+            )
+
+
+@CHECKS.add(
+    1,
+    "mark each row sent right after its own publish: a crash then repeats only the message "
+    "it hit; marks kept for the end of a batch (or of the run) are lost with the process, "
+    "and every message of the batch is published again",
+)
+def a_crash_after_publish_repeats_that_message_only(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        rng = Random(f"{seed}:crash-once")
+        count = rng.randint(12, 18)
+        orders: list[list[Any]] = [[i, f"c{i}", 100] for i in rng.sample(range(1, 900), count)]
+        nth = rng.randint(3, count - 1)
+        want = [message_id(o[0]) for o in orders]
+        with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+            seed_outbox(conn, orders)
+            broker = path.parent / "broker.db"
+            got = relay(ns, path, broker, "crash_after_publish", nth=nth)
+            relay(ns, path, broker, now=NOW + 5)
+            log = broker_log(broker)
+            expected_log = want[:nth] + want[nth - 1 :]
+            expect(
+                got["fired"] and log == expected_log,
+                _(
+                    "a crash right after the broker took {message} (message {nth} of {count}), "
+                    "then a second run: every message on the broker once, in order, and "
+                    "{message} twice (the one duplicate the crash makes)"
+                ).format(message=want[nth - 1], nth=nth, count=count),
+                _("the broker got {total} messages; published more than once: {repeats}").format(
+                    total=len(log),
+                    repeats=sorted({m for m in log if log.count(m) > 1}),
+                ),
+            )

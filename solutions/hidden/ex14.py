@@ -7,6 +7,7 @@ e-mail address, and a worker's long-lived connection after a run that failed on 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from random import Random
 from typing import Any
@@ -817,11 +818,15 @@ def a_step_found_done_says_skipped(ns: Namespace) -> None:
         with scene(ns) as folder:
             got = ns.harness(HARNESS + "do_step_twice", str(folder), ORDER, step)
             second = got[1].get("returned")
+            marked = world_of(folder)["marks"]  # the key the first call marked done
             expect(
-                isinstance(second, dict) and list(second) == ["skipped"],
+                isinstance(second, dict)
+                and list(second) == ["skipped"]
+                and (not marked or second["skipped"] in marked),
                 _(
-                    "do_step(world, order, {step!r}) a second time to return {{'skipped': key}}"
-                ).format(step=step),
+                    "do_step(world, order, {step!r}) a second time to return {{'skipped': key}}, "
+                    "the key its mark was written under: {keys}"
+                ).format(step=step, keys=marked),
                 repr(second) if "returned" in got[1] else raised_text(got[1]),
             )
 
@@ -937,7 +942,8 @@ def a_key_conflict_on_resume_is_not_a_decline(ns: Namespace) -> None:
         state, steps = state_of(folder, paid["id"]), steps_of(folder, paid["id"])
         stock = found(truth, paid)["ledger"]
         expect(
-            not conflicts or (state != "failed" and "release" not in steps),
+            not conflicts
+            or (state != "failed" and "release" not in steps and stock == [[paid["sku"], -1]]),
             _(
                 "order {order_id}, charged {amount} before a crash and resumed with "
                 "{new_amount}: the payment API's key conflict propagates, the job stays "
@@ -1238,6 +1244,13 @@ def a_failed_run_leaves_the_workers_connection_usable(ns: Namespace) -> None:
             "interrupted",
             _("declined and interrupted (KeyboardInterrupt) right after a write in a transaction"),
         ),
+        (
+            "redelivered",
+            _(
+                "delivered again after its job had failed and released its stock (and order 8 "
+                "delivered again after its job was done)"
+            ),
+        ),
     ):
         with scene(ns, 1) as folder:  # the payment API declines the first order's charge
             got = ns.harness(HARNESS + "run_on_one_worker", str(folder), [first, then], fault)
@@ -1296,3 +1309,150 @@ def _left_text(left: dict[str, Any]) -> str:
         _("a transaction still open") if name == "in_transaction" else f"conn.{name} = {value!r}"
         for name, value in left.items()
     )
+
+
+@CHECKS.add(
+    2,
+    "a timeout (ResponseLost) says the call MAY have been done, not that it was: let it "
+    "propagate (or retry it under the same key); a charge or an e-mail taken for done "
+    "because its reply never came is lost when the request never arrived",
+    severe=True,
+)
+def a_timeout_before_the_call_is_not_taken_for_done(ns: Namespace) -> None:
+    for what, step in (("payments.charge", _("charge")), ("mail.send", _("e-mail"))):
+        with scene(ns) as folder:
+            got = ns.harness(HARNESS + "run_timed_out_before", str(folder), ORDER, 1, what)
+            first, second = got["first"], got["second"]
+            ended = second if "raised" in first else first
+            ok, seen = exactly_once(folder, ORDER, 1)
+            expect(
+                ended.get("returned") == "done" and ok,
+                _(
+                    "order {order_id}, its {step} timed out before the request reached the "
+                    "service (ResponseLost, nothing done), run (and run again if it raised) "
+                    "to the end: {effects}, the job 'done'"
+                ).format(order_id=ORDER["id"], step=step, effects=wanted(ORDER, 1, False)),
+                _("run_order {outcome}, then {again}; {seen}").format(
+                    outcome=_ex14h_ended(first),
+                    again=_ex14h_ended(second) if second else _("not run again"),
+                    seen=seen,
+                ),
+                _(
+                    "never catch ResponseLost (a TransientError) as a success: only the "
+                    "service's reply says the effect was done; re-raise it, and the retry's "
+                    "same key returns the first reply if it was"
+                ),
+            )
+
+
+def _ex14h_ended(result: dict[str, Any]) -> str:
+    """How one harness run of ``run_order`` ended, said to the student."""
+    if "raised" in result:
+        return raised_text(result)
+    return _("returned {value}").format(value=repr(result.get("returned")))
+
+
+@CHECKS.add(
+    1,
+    "a key conflict of the charge (IdempotencyKeyReused) propagates from run_order: not a "
+    "decline, and not a payment either; swallowed as 'already paid', the job ends 'done' "
+    "and e-mails an order whose amount the payment API never took",
+)
+def a_key_conflict_is_raised_not_swallowed(ns: Namespace) -> None:
+    paid = {"id": 23, "customer": "cus_gil", "email": "gil@example.com", "sku": "cup"}
+    paid["amount"] = 3100
+    with scene(ns) as folder:
+        run(ns, folder, paid, crash_after="payments.charge")
+        got = dict(ns.harness(HARNESS + "run", str(folder), {**paid, "amount": 2700}, 1, None))
+        truth = world_of(folder)
+        conflicts = [c for c in truth["calls"] if c[0] == "payments" and c[2] != "ok"]
+        state, mails = state_of(folder, paid["id"]), found(truth, paid)["mail"]
+        expect(
+            not conflicts or ("raised" in got and state == "running" and mails == []),
+            _(
+                "order {order_id}, charged {amount} before a crash and resumed with "
+                "{new_amount}: run_order raises the payment API's key conflict, the job stays "
+                "'running' and no e-mail goes out"
+            ).format(order_id=paid["id"], amount=paid["amount"], new_amount=2700),
+            _("run_order {outcome}; the job {state}; e-mails to {mails}").format(
+                outcome=_ex14h_ended(got), state=repr(state), mails=mails
+            ),
+            _(
+                "catch PermanentError for the decline only when it is no IdempotencyConflict, "
+                "and never turn IdempotencyKeyReused into a reply: re-raise it"
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "the job's row keeps the policy_version of its first run to its end: a job resumed "
+    "after the deploy and finished must not record the version of the call that finished "
+    "it, or step_jobs says it followed steps it never ran",
+)
+def the_jobs_row_keeps_its_first_policy_version(ns: Namespace) -> None:
+    for first, then in ((1, 2), (2, 1)):
+        with scene(ns) as folder:
+            run(ns, folder, ORDER, first, crash_after="payments.charge")
+            run(ns, folder, ORDER, then)
+            with reading(folder / "steps.db") as conn:
+                rows = [r for r in rows_of(conn, "all_step_jobs") if r["order_id"] == ORDER["id"]]
+            stored = [(r["policy_version"], r["state"]) for r in rows]
+            expect(
+                stored == [(first, "done")],
+                _(
+                    "order {order_id}'s job row holding policy_version {version} and 'done', "
+                    "after a start on version {version}, a crash right after the charge and a "
+                    "resume with policy_version={resumed_version}"
+                ).format(order_id=ORDER["id"], version=first, resumed_version=then),
+                _("its row holds (policy_version, state) {rows}").format(rows=stored),
+                _("set only state = 'done' at the end; the row's policy_version never changes"),
+            )
+
+
+@CHECKS.add(
+    1,
+    "every step's checkpoint holds the reply its effect made, the receipt's and the "
+    "release's too: do_step returns the reply of tx.post or world.mail.send for every step, "
+    "so whoever reads job_steps finds the message_id or the entry_id",
+)
+def each_checkpoint_holds_its_steps_reply(ns: Namespace) -> None:
+    for declines, version, step in ((0, 2, "receipt"), (DECLINES, 1, "release")):
+        with scene(ns, declines) as folder:
+            run(ns, folder, ORDER, version)
+            with World(folder / "world.db", FakeClock(LAB_EPOCH)) as world:
+                replies = [
+                    e.response
+                    for e in world.effects()
+                    if (step == "receipt" and e.service == "mail"
+                        and str(e.payload.get("subject", "")).startswith("Receipt"))
+                    or (step == "release" and e.service == "ledger"
+                        and e.payload.get("amount") == 1)
+                ]  # fmt: skip
+            with reading(folder / "steps.db") as conn:
+                results = [
+                    r["result"]
+                    for r in rows_of(conn, "all_job_steps")
+                    if r["order_id"] == ORDER["id"] and r["step"] == step
+                ]
+            held = [_ex14h_json(r) for r in results]
+            expect(
+                len(replies) == 1 and held == replies,
+                _(
+                    "the {step!r} checkpoint of order {order_id} (policy version {version}) "
+                    "holding its effect's reply as JSON: {replies}"
+                ).format(step=step, order_id=ORDER["id"], version=version, replies=replies),
+                _("it holds {results}").format(results=results),
+                _(
+                    "return the reply of the call that did the effect from do_step for every "
+                    "step, and checkpoint json.dumps of it"
+                ),
+            )
+
+
+def _ex14h_json(text: Any) -> Any:
+    """``text`` read as JSON, or as it is when it is none."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text

@@ -2614,11 +2614,241 @@ ZOO: list[tuple[str, str, str, str]] = [
             return _reference_claim(conn, worker, now, lease_s)
     """,
     ),
+    (
+        "ex03",
+        "a retry skipped by the worker its last run failed on (lease_owner IS NOT :worker)",
+        "a_waiting_job_is_ready_whatever_lease_it_carries",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = ("
+                "SELECT id FROM jobs WHERE (state = 'pending' AND run_after <= :now)"
+                " OR (state = 'retry_wait' AND run_after <= :now AND lease_owner IS NOT :worker)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1"
+                ") RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "a pending job ready only with no lease on it (lease_owner IS NULL)",
+        "a_waiting_job_is_ready_whatever_lease_it_carries",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = ("
+                "SELECT id FROM jobs"
+                " WHERE (state = 'pending' AND run_after <= :now AND lease_owner IS NULL)"
+                " OR (state = 'retry_wait' AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1"
+                ") RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "only the newest 1000 rows scanned (ORDER BY id DESC LIMIT 1000, then the ready filter)",
+        "an_old_job_behind_many_newer_ones_is_claimed",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = ("
+                "SELECT id FROM (SELECT * FROM jobs ORDER BY id DESC LIMIT 1000)"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1"
+                ") RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "jobs overdue by more than a day skipped as stale (run_after > now - 86400)",
+        "an_old_job_behind_many_newer_ones_is_claimed",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = ("
+                "SELECT id FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now"
+                " AND run_after > :now - 86400)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1"
+                ") RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "a page of 100 ready rows read first, the one due first among them only",
+        "the_job_due_first_in_a_long_backlog",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = ("
+                "SELECT id FROM (SELECT id, run_after FROM jobs"
+                " WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) LIMIT 100)"
+                " ORDER BY run_after, id LIMIT 1"
+                ") RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "the claim clears dead_reason (a redriven job forgets why it died)",
+        "a_claim_writes_its_columns_and_only_them",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now, dead_reason = NULL WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "updated_at kept when an expired lease is taken over (CASE WHEN state = 'running')",
+        "a_claim_writes_its_columns_and_only_them",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = CASE WHEN state = 'running' THEN updated_at ELSE :now END"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "the worker's name cut to 64 characters (a VARCHAR(64) habit)",
+        "a_claim_writes_its_columns_and_only_them",
+        """
+        _reference_claim = claim
+
+
+        def claim(conn, worker, now, lease_s):
+            return _reference_claim(conn, worker[:64], now, lease_s)
+    """,
+    ),
+    (
+        "ex03",
+        "the latest now seen kept in a global (a clock that never goes back)",
+        "a_claim_reads_only_the_now_it_is_given",
+        """
+        _reference_claim = claim
+        _latest_now = 0.0
+
+
+        def claim(conn, worker, now, lease_s):
+            global _latest_now
+            _latest_now = max(_latest_now, now)
+            return _reference_claim(conn, worker, _latest_now, lease_s)
+    """,
+    ),
+    (
+        "ex03",
+        "now and lease_s written into the SQL with an f-string (the worker a parameter)",
+        "now_and_lease_s_are_parameters",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                f" lease_until = {now} + {lease_s}, lease_token = lower(hex(randomblob(16))),"
+                f" updated_at = {now} WHERE id = (SELECT id FROM jobs WHERE"
+                f" (state IN ('pending', 'retry_wait') AND run_after <= {now})"
+                f" OR (state = 'running' AND lease_until <= {now}) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"worker": worker},
+            ).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "claim answers None on 'database is locked' only (other errors come out)",
+        "a_locked_database_is_not_an_empty_queue",
+        """
+        import sqlite3
+
+        _reference_claim = claim
+
+
+        def claim(conn, worker, now, lease_s):
+            try:
+                return _reference_claim(conn, worker, now, lease_s)
+            except sqlite3.OperationalError as exc:
+                if "locked" in str(exc):
+                    return None  # another worker is claiming: nothing for us now
+                raise
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "a retry skipped by the worker its last run failed on (lease_owner IS NOT :worker)": (
+        "its failed run's lease held by"
+    ),
+    "a pending job ready only with no lease on it (lease_owner IS NULL)": (
+        "put back by hand with its old lease on the row"
+    ),
+    "only the newest 1000 rows scanned (ORDER BY id DESC LIMIT 1000, then the ready filter)": (
+        "then 1500 newer jobs"
+    ),
+    "jobs overdue by more than a day skipped as stale (run_after > now - 86400)": (
+        "enqueued before an outage"
+    ),
+    "a page of 100 ready rows read first, the one due first among them only": (
+        "after 300 ready jobs"
+    ),
+    "the claim clears dead_reason (a redriven job forgets why it died)": (
+        "every other column as it was"
+    ),
+    "updated_at kept when an expired lease is taken over (CASE WHEN state = 'running')": (
+        "an expired lease, claimed at now="
+    ),
+    "the worker's name cut to 64 characters (a VARCHAR(64) habit)": "the worker's name whole",
+    "the latest now seen kept in a global (a clock that never goes back)": (
+        "is leased to w9 until"
+    ),
+    "now and lease_s written into the SQL with an f-string (the worker a parameter)": (
+        "not written into the SQL text"
+    ),
+    "claim answers None on 'database is locked' only (other errors come out)": (
+        "to raise that error or to try again"
+    ),
     "claim reads its row back by id after its UPDATE ... RETURNING id": "the lease it took",
     "claim reads its row back by id after its COMMIT (BEGIN IMMEDIATE, SELECT, UPDATE)": (
         "the lease it took"
@@ -2870,6 +3100,11 @@ SAYS: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
 #: reported score (severity cap included) is at most half of the exercise.
 SEVERE = [
+    "a retry skipped by the worker its last run failed on (lease_owner IS NOT :worker)",
+    "a pending job ready only with no lease on it (lease_owner IS NULL)",
+    "only the newest 1000 rows scanned (ORDER BY id DESC LIMIT 1000, then the ready filter)",
+    "jobs overdue by more than a day skipped as stale (run_after > now - 86400)",
+    "the latest now seen kept in a global (a clock that never goes back)",
     "the lease token from the process id and a counter (every container's worker is pid 1)",
     "an expired lease judged with a tenth of a second's allowance (lease_until < now + 0.1)",
     "ties of run_after go to new work first (ORDER BY run_after, lease_until IS NOT NULL, id)",

@@ -5734,11 +5734,285 @@ ZOO: list[tuple[str, str, str, str]] = [
                 f"SELECT message_id FROM outbox WHERE id IN ({ids}) ORDER BY message_id")]
     """,
     ),
+    (
+        "ex11",
+        "the relay's SELECT has no ORDER BY (table order, until an index reorders it)",
+        "relay_orders_by_id_whatever_the_indexes",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id", {"now": now, "id": row_id}
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay takes COALESCE(sent_at, 0) = 0 for pending (a row sent at 0.0 sent again)",
+        "relay_at_time_zero_marks_and_moves_on",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox"
+                " WHERE COALESCE(sent_at, 0) = 0 ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id", {"now": now, "id": row_id}
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay defaults its clock with now = now or time.time() (0.0 taken for none)",
+        "relay_at_time_zero_marks_and_moves_on",
+        """
+        import time
+
+        def relay_once(conn, publish, now):
+            now = now or time.time()
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id", {"now": now, "id": row_id}
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "place_order saves the body as bytes (json.dumps(...).encode(): a BLOB)",
+        "the_message_body_is_saved_as_text",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id", (order_id, customer, total),
+                ).fetchone()
+                if created is not None:
+                    body = {"order_id": order_id, "customer": customer, "total": total}
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (?, 'order.placed', ?)",
+                        (f"order:{order_id}:placed:v1", json.dumps(body).encode()),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return created is not None
+        """,
+    ),
+    (
+        "ex11",
+        "place_order carries on past an IntegrityError of the outbox INSERT (taken for a retry)",
+        "an_order_whose_message_cannot_be_written_is_not_saved",
+        """
+        import sqlite3
+
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id", (order_id, customer, total),
+                ).fetchone()
+                body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                try:
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (?, 'order.placed', ?)",
+                        (f"order:{order_id}:placed:v1", body),
+                    )
+                except sqlite3.IntegrityError:
+                    pass  # the message is there already: a retried request
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return created is not None
+        """,
+    ),
+    (
+        "ex11",
+        "place_order tells a retry by its message in the outbox, not by the order",
+        "an_order_saved_before_the_outbox_is_a_retry",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                mid = f"order:{order_id}:placed:v1"
+                if conn.execute("SELECT 1 FROM outbox WHERE message_id = ?", (mid,)).fetchone():
+                    conn.execute("COMMIT")
+                    return False
+                conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)",
+                    (order_id, customer, total),
+                )
+                body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                conn.execute(
+                    "INSERT INTO outbox (message_id, topic, body) VALUES (?, 'order.placed', ?)",
+                    (mid, body),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return True
+        """,
+    ),
+    (
+        "ex11",
+        "place_order writes its message with INSERT OR IGNORE on every call, retries too",
+        "an_order_saved_before_the_outbox_is_a_retry",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id", (order_id, customer, total),
+                ).fetchone()
+                body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                conn.execute(
+                    "INSERT OR IGNORE INTO outbox (message_id, topic, body)"
+                    " VALUES (?, 'order.placed', ?)",
+                    (f"order:{order_id}:placed:v1", body),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return created is not None
+        """,
+    ),
+    (
+        "ex11",
+        "each relay run stops after a 2 s budget read with datetime.now()",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+        from datetime import datetime, timedelta
+
+
+        def relay_once(conn, publish, now):
+            sent = []
+            deadline = datetime.now() + timedelta(seconds=2)
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                if datetime.now() > deadline:
+                    break
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id", {"now": now, "id": row_id}
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay re-raises ConnectionError and TimeoutError only, marks any other failure sent",
+        "a_message_the_broker_rejects_is_never_marked_sent",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                try:
+                    publish(topic, message_id, body)
+                except (ConnectionError, TimeoutError):
+                    raise
+                except Exception:  # a poison message: out of the way
+                    conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                    continue
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay re-raises OSError only, skips a message any other error refused and goes on",
+        "relay_stops_at_any_publish_error",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                try:
+                    publish(topic, message_id, body)
+                except OSError:
+                    raise
+                except Exception:
+                    continue
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay marks its rows sent ten at a time (a crash publishes the batch again)",
+        "a_crash_after_publish_repeats_that_message_only",
+        """
+        def relay_once(conn, publish, now):
+            sent, batch = [], []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+
+            def mark():
+                conn.executemany(
+                    "UPDATE outbox SET sent_at = ? WHERE id = ?", [(now, i) for i in batch]
+                )
+                batch.clear()
+
+            try:
+                for row_id, topic, message_id, body in pending:
+                    publish(topic, message_id, body)
+                    batch.append(row_id)
+                    sent.append(message_id)
+                    if len(batch) == 10:
+                        mark()
+            finally:
+                mark()
+            return sent
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for the entries that name it (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "each relay run stops after a 2 s budget read with datetime.now()": ("the broker to get all"),
     "serial heads looked for only among jobs due within the hour (a look-ahead window)": (
         "order:44's head retries a day later"
     ),
@@ -6159,6 +6433,8 @@ GOT: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "the relay re-raises ConnectionError and TimeoutError only, marks any other failure sent",
+    "place_order carries on past an IntegrityError of the outbox INSERT (taken for a retry)",
     "the relay marks the row it published by its topic and body (no id selected)",
     "the relay marks its run sent in one UPDATE of the ids up to the last published",
     "the relay marks every pending row up to the one it published (id <= :id)",
@@ -6625,6 +6901,66 @@ test_an_ex13_right_solution_written_otherwise_keeps_the_points = right_test("ex1
 #: Exercise 11's right solutions written otherwise, each with the check most likely to
 #: trip on it.
 RIGHT_EX11: list[tuple[str, str, str]] = [
+    (
+        "relay_once reads every row ORDER BY rowid and skips, in Python, those whose sent_at "
+        "is not None (0.0 a time like any other)",
+        "relay_at_time_zero_marks_and_moves_on",
+        """
+def relay_once(conn, publish, now):
+    published = []
+    rows = conn.execute("SELECT rowid, topic, message_id, body, sent_at FROM outbox ORDER BY rowid")
+    for row_id, topic, message_id, body, sent_at in rows.fetchall():
+        if sent_at is not None:
+            continue
+        publish(topic, message_id, body)
+        conn.execute("UPDATE outbox SET sent_at = ? WHERE rowid = ?", (now, row_id))
+        published.append(message_id)
+    return published
+""",
+    ),
+    (
+        "relay_once's pending rows read through the shop's partial index, ordered by id",
+        "relay_orders_by_id_whatever_the_indexes",
+        """
+def relay_once(conn, publish, now):
+    published = []
+    rows = conn.execute(
+        "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id ASC"
+    ).fetchall()
+    for row in rows:
+        publish(row["topic"], row["message_id"], row["body"])
+        conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row["id"]))
+        published.append(row["message_id"])
+    return published
+""",
+    ),
+    (
+        "place_order looks for the order with a SELECT inside its BEGIN IMMEDIATE, then inserts",
+        "an_order_saved_before_the_outbox_is_a_retry",
+        """
+import json
+def place_order(conn, order_id, customer, total):
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if conn.execute("SELECT 1 FROM orders WHERE id = ?", (order_id,)).fetchone():
+            conn.execute("ROLLBACK")
+            return False
+        conn.execute(
+            "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)", (order_id, customer, total)
+        )
+        body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+        conn.execute(
+            "INSERT INTO outbox (message_id, topic, body) VALUES (?, 'order.placed', ?)",
+            (f"order:{order_id}:placed:v1", body),
+        )
+        conn.execute("COMMIT")
+        return True
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+""",
+    ),
     (
         "place_order catches the IntegrityError of a taken id only (sqlite_errorname),"
         " re-raises any other constraint",

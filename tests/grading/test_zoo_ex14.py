@@ -1728,6 +1728,128 @@ def do_step(world, order, step):
             ),
         ),
     ),
+    (
+        # Reasoned "the key was used, so it was paid": the amount changed since, and the
+        # job ends 'done' and e-mails an order the payment API never took at that amount.
+        "ex14",
+        "a key conflict of the charge swallowed as already paid (the job goes on to 'done')",
+        "a_key_conflict_is_raised_not_swallowed",
+        _edit(
+            RUN_ORDER,
+            (
+                "                reply = do_step(world, order, step)\n"
+                "            except PermanentError as exc:\n",
+                "                reply = do_step(world, order, step)\n"
+                "            except IdempotencyConflict as exc:\n"
+                "                reply = {'conflict': str(exc)}\n"
+                "            except PermanentError as exc:\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "'done' set with the call's policy_version (a resumed job's row takes the new one)",
+        "the_jobs_row_keeps_its_first_policy_version",
+        _edit(
+            RUN_ORDER,
+            (
+                "SET state = 'done' WHERE order_id = :id\", job)",
+                "SET state = 'done', policy_version = :version WHERE order_id = :id\", job)",
+            ),
+        ),
+    ),
+    (
+        # In this world a lost reply always follows a done effect; a timeout may come
+        # before the request arrived, and then nothing was charged or sent.
+        "ex14",
+        "a step whose reply was lost (ResponseLost) taken for done",
+        "a_timeout_before_the_call_is_not_taken_for_done",
+        "from labkit.errors import ResponseLost\n"
+        + _edit(
+            RUN_ORDER,
+            (
+                "                reply = do_step(world, order, step)\n"
+                "            except PermanentError as exc:\n",
+                "                reply = do_step(world, order, step)\n"
+                "            except ResponseLost as exc:\n"
+                "                reply = {'lost': str(exc)}\n"
+                "            except PermanentError as exc:\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "a reserve or release already done returns {'skipped': True}, not its key",
+        "a_step_found_done_says_skipped",
+        _edit(DO_STEP, ('return {"skipped": key}', 'return {"skipped": True}')),
+    ),
+    (
+        "ex14",
+        "the release's reply dropped (its checkpoint holds null)",
+        "each_checkpoint_holds_its_steps_reply",
+        _edit(
+            DO_STEP,
+            (
+                '            tx.mark(key, "done")\n        return reply\n',
+                '            tx.mark(key, "done")\n'
+                '        return reply if step == "reserve" else None\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the receipt's reply dropped (its checkpoint holds null)",
+        "each_checkpoint_holds_its_steps_reply",
+        _edit(
+            DO_STEP,
+            (
+                '    return world.mail.send(order["email"], subject.format(order["id"]), '
+                "idempotency_key=key)\n",
+                '    sent = world.mail.send(order["email"], subject.format(order["id"]), '
+                "idempotency_key=key)\n"
+                '    return sent if step == "email" else None\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "a key conflict of the charge releases the stock, then propagates",
+        "a_key_conflict_on_resume_is_not_a_decline",
+        _edit(
+            RUN_ORDER,
+            (
+                '                if step != "charge" or isinstance(exc, IdempotencyConflict):\n'
+                "                    raise\n",
+                '                if step != "charge":\n'
+                "                    raise\n"
+                "                if isinstance(exc, IdempotencyConflict):\n"
+                '                    do_step(world, order, "release")\n'
+                "                    raise\n",
+            ),
+        ),
+    ),
+    (
+        # The redelivery's early return skips the COMMIT: the worker's next order runs
+        # inside that transaction, every other worker locked out.
+        "ex14",
+        "a failed job's redelivery returns with its BEGIN IMMEDIATE still open",
+        "a_failed_run_leaves_the_workers_connection_usable",
+        _edit(
+            RUN_ORDER,
+            (
+                '    if state == "failed":\n        if "release" not in done:\n',
+                '    if state == "failed":\n'
+                '        conn.execute("BEGIN IMMEDIATE")\n'
+                '        if "release" in done:\n'
+                '            return "failed"\n'
+                '        if "release" not in done:\n',
+            ),
+            (
+                '        return "failed"\n    return "done"\n',
+                '        conn.execute("COMMIT")\n        return "failed"\n    return "done"\n',
+            ),
+        ),
+    ),
 ]
 
 
@@ -1808,6 +1930,9 @@ SEVERE = [
     "the decline's transaction never rolled back when its checkpoint fails",
     "the transaction rolled back on Exception only (a Ctrl-C leaves it open)",
     "a return between BEGIN IMMEDIATE and COMMIT when another copy charged first",
+    "a step whose reply was lost (ResponseLost) taken for done",
+    "a key conflict of the charge releases the stock, then propagates",
+    "a failed job's redelivery returns with its BEGIN IMMEDIATE still open",
 ]
 
 #: What the named check must say it expected, for the entries that name it.
@@ -1935,6 +2060,24 @@ SAYS = {
     ),
     "a return between BEGIN IMMEDIATE and COMMIT when another copy charged first": (
         "no transaction open after each run"
+    ),
+    "a key conflict of the charge swallowed as already paid (the job goes on to 'done')": (
+        "raises the payment API's key conflict"
+    ),
+    "'done' set with the call's policy_version (a resumed job's row takes the new one)": (
+        "job row holding policy_version 1"
+    ),
+    "a step whose reply was lost (ResponseLost) taken for done": (
+        "timed out before the request reached the service"
+    ),
+    "a reserve or release already done returns {'skipped': True}, not its key": (
+        "the key its mark was written under"
+    ),
+    "the release's reply dropped (its checkpoint holds null)": "the 'release' checkpoint",
+    "the receipt's reply dropped (its checkpoint holds null)": "the 'receipt' checkpoint",
+    "a key conflict of the charge releases the stock, then propagates": "its stock reserved",
+    "a failed job's redelivery returns with its BEGIN IMMEDIATE still open": (
+        "delivered again after its job had failed"
     ),
 }
 

@@ -5,15 +5,18 @@ Each call opens its own connection to the file (as a worker would), wrapped in
 gap a read-then-write claim leaves; ``claim_schedules`` races two workers in two
 processes, one schedule at a time (``racesweep``); ``claim_in_a_new_process`` runs one
 claim in a child forked from the student's process, as a prefork pool starts its
-workers; ``on_one_connection`` makes several claims on ONE connection, as a long-lived
-worker does, so a transaction a failed claim leaves open shows in the next. Rows come
-back as plain dicts; the check reads the table itself to judge.
+workers; ``claim_meeting_the_write_lock`` runs one claim whose first write meets
+another writer's lock; ``on_one_connection`` makes several claims on ONE connection, as
+a long-lived worker does, so a transaction a failed claim leaves open shows in the
+next. Rows come back as plain dicts; the check reads the table itself to judge.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import queue
+import re
+import sqlite3
 import threading
 from collections.abc import MutableMapping
 from functools import partial
@@ -28,7 +31,7 @@ from labkit.grading.exercises.elsewhere import as_process_one
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racers import in_a_forked_child
 from labkit.grading.exercises.racesweep import race_sweep
-from labkit.grading.exercises.tracing import Traced
+from labkit.grading.exercises.tracing import Traced, begins_with_the_lock, verb_of
 from labkit.grading.exercises.wallclock import in_time_zone
 
 
@@ -293,3 +296,60 @@ def claim_tokens(
     finally:
         conn.close()
     return out
+
+
+#: A statement that writes a row (a comment or a CTE before its verb included), and the
+#: verbs that never do.
+_EX03_WRITE_WORD = re.compile(r"\b(UPDATE|INSERT|DELETE|REPLACE)\b", re.IGNORECASE)
+_EX03_NO_WRITE = ("SELECT", "PRAGMA", "BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE")
+
+
+class _MeetsTheWriteLock(Traced):
+    """A connection whose first statement that takes the write lock (a write, or a BEGIN
+    IMMEDIATE or EXCLUSIVE) meets it held by another connection, and fails "database is
+    locked" at once, as one does once its busy timeout is spent; the other connection
+    lets go right after. ``refused``: whether it happened."""
+
+    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
+        super().__init__(conn)
+        self._path = path
+        self.refused = False
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        writes = verb_of(sql) not in _EX03_NO_WRITE and bool(_EX03_WRITE_WORD.search(sql))
+        if self.refused or not (writes or begins_with_the_lock(sql)):
+            return super().execute(sql, params)
+        timeout = self._conn.execute("PRAGMA busy_timeout").fetchone()[0]
+        holder = sqlite3.connect(self._path, timeout=0, isolation_level=None)
+        try:
+            try:
+                holder.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:
+                return super().execute(sql, params)  # the code holds the lock already
+            self.refused = True
+            self._conn.execute("PRAGMA busy_timeout = 0")
+            return super().execute(sql, params)
+        finally:
+            if holder.in_transaction:
+                holder.execute("ROLLBACK")
+            holder.close()
+            self._conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+
+
+def claim_meeting_the_write_lock(
+    values: MutableMapping[str, Any], path: str, worker: str, now: float, lease_s: float
+) -> dict[str, Any]:
+    """One ``claim`` on a new connection whose first write (or BEGIN IMMEDIATE) finds
+    another writer holding the lock, "database is locked" at once; the other lets go
+    right after, so a claim that tries again gets through. Returns ``claim``'s outcome
+    and ``"refused"``: whether a statement met the lock."""
+    conn = _MeetsTheWriteLock(connect(path), path)
+    try:
+        with fresh_state(values):
+            result = outcome(need(values, "claim"), conn, worker, now, lease_s)
+    finally:
+        conn.close()
+    if "returned" in result:
+        result["returned"] = plain_row(result["returned"])
+    result["refused"] = conn.refused
+    return result

@@ -5,15 +5,17 @@ caps (a ``LIMIT``, a ``fetchmany`` size, a number in the code) that would stop a
 given, noting every ``LIMIT`` and ``fetchmany`` size it meets and, asked to, running
 every cap past ``SCALE_ABOVE`` rows as ``SCALED_CAP``; ``_ints_written_in`` reads the
 numbers written in the relay's code (see ``constants.written_in``). Asked to, each
-publish moves the clocks the relay may read on (``_slow_broker``), so that a run cut
-after a time budget shows.
+publish moves the clocks the relay may read on (``_slow_broker``, ``datetime.now()``
+included), so that a run cut after a time budget shows.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator, MutableMapping
 from types import CodeType, FunctionType
 from typing import Any, cast
@@ -105,7 +107,8 @@ def _slow_broker(
     values: MutableMapping[str, Any], on: bool = True
 ) -> Iterator[tuple[Callable[[], None], list[int]]]:
     """``time.time``, ``time.monotonic`` and ``time.perf_counter`` (their ``_ns`` twins,
-    and the student's names bound to them) read ``PUBLISH_S`` later after each call of
+    and the student's names bound to them, or to the ``datetime`` class or module: see
+    ``_moved_datetime``) read ``PUBLISH_S`` later after each call of
     the function handed back, then are put back; the list handed back counts the reads
     made on this thread. Not ``on``: the clocks are left alone."""
     if not on:
@@ -126,7 +129,14 @@ def _slow_broker(
         return read
 
     fake = {name: moved(name) for name in names}
-    swaps = {id(real[name]): fake[name] for name in names}
+    swaps: dict[int, Any] = {id(real[name]): fake[name] for name in names}
+    # A budget read with datetime: the student's names bound to the datetime class or
+    # module read a class whose now(), utcnow() and today() are as far ahead.
+    wall = _moved_datetime(ahead, reads, caller)
+    module = types.ModuleType("datetime", datetime.__doc__)
+    module.__dict__.update({**vars(datetime), "datetime": wall})
+    swaps[id(datetime.datetime)] = wall
+    swaps[id(datetime)] = module
     saved = {name: value for name, value in values.items() if id(value) in swaps}
 
     def took() -> None:
@@ -140,6 +150,34 @@ def _slow_broker(
             yield took, reads
         finally:
             values.update(saved)
+
+
+def _moved_datetime(ahead: list[float], reads: list[int], caller: int) -> type:
+    """A ``datetime.datetime`` whose ``now()``, ``utcnow()`` and ``today()`` read
+    ``ahead[0]`` seconds later (reads on ``caller``'s thread counted in ``reads``)."""
+    real = datetime.datetime
+
+    def later(tz: Any = None) -> datetime.datetime:
+        if threading.get_ident() == caller:
+            reads[0] += 1
+        return real.now(tz) + datetime.timedelta(seconds=ahead[0])
+
+    class MovedDatetime(datetime.datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> datetime.datetime:  # type: ignore[override]
+            return later(tz)
+
+        @classmethod
+        def today(cls) -> datetime.datetime:  # type: ignore[override]
+            return later()
+
+        @classmethod
+        def utcnow(cls) -> datetime.datetime:  # type: ignore[override]
+            return later(datetime.UTC).replace(tzinfo=None)
+
+    MovedDatetime.__name__ = MovedDatetime.__qualname__ = "datetime"
+    MovedDatetime.__module__ = "datetime"
+    return MovedDatetime
 
 
 #: A cap above this many rows is run scaled down to ``SCALED_CAP`` (see ``relay_into_a_list``).

@@ -5,8 +5,9 @@ Each function opens its own connection to the file the check names, wrapped in
 stops there), and closes it afterwards without committing, so whatever the student's
 code left uncommitted is rolled back as it would be after a real crash. The relay's
 ``publish`` appends to a ``labkit.patterns.outbox.Broker`` file and can crash before the broker
-has the message, crash after it, raise ``ConnectionError`` (the broker is down) or
-``TimeoutError`` (no confirm came, and the broker never got the message); or
+has the message, crash after it, raise ``ConnectionError`` (the broker is down),
+``TimeoutError`` (no confirm came, and the broker never got the message) or the broker
+client's own ``BrokerRejectedError`` (it answered, and refused the message); or
 the shop can save another order while the relay publishes. Each returns whether the
 fault fired and an outcome; the check reads the databases.
 """
@@ -36,7 +37,18 @@ from labkit.grading.exercises.racers import in_processes
 from labkit.grading.exercises.tracing import Impatient, Watched
 from labkit.patterns.outbox import Broker
 
-FAULTS = ("crash_before_publish", "crash_after_publish", "broker_down", "broker_timeout")
+FAULTS = (
+    "crash_before_publish",
+    "crash_after_publish",
+    "broker_down",
+    "broker_timeout",
+    "broker_rejects",
+)
+
+
+class BrokerRejectedError(Exception):
+    """A broker client's own error (not a ``ConnectionError``): the broker answered, and
+    refused the message ("503 Service Unavailable", "message too large")."""
 
 
 def place_order(
@@ -94,6 +106,9 @@ def relay_once(
         if hit and fault == "broker_timeout":
             calls["fired"] = True  # no confirm came: the broker never got it
             raise TimeoutError("no confirm from the broker within 5 s")
+        if hit and fault == "broker_rejects":
+            calls["fired"] = True  # the broker answered no: it does not have the message
+            raise BrokerRejectedError("the broker rejected the message: 503 Service Unavailable")
         if hit and fault == "crash_before_publish":
             calls["fired"] = True
             watched.kill()

@@ -34,7 +34,7 @@ from unittest import mock
 
 from labkit import queries
 from labkit.clock import LAB_EPOCH, FakeClock
-from labkit.errors import PermanentError, SimulatedCrash, TransientError
+from labkit.errors import PermanentError, ResponseLost, SimulatedCrash, TransientError
 from labkit.explore.boundaries import Tracer
 from labkit.grading.checks import run_with_timeout
 from labkit.grading.exercises.common import fresh_state, need, outcome
@@ -518,6 +518,47 @@ def run_with_the_ledger_down(
     return {"first": first, "second": second}
 
 
+class _TimedOutBefore(_Moments):
+    """Moments whose first call to ``what`` (``"payments.charge"``, ``"mail.send"``) times
+    out before the request reaches the service: a ``ResponseLost`` ("it may have been
+    done") when nothing was done."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__()
+        self.what, self.fired = what, False
+
+    def before(self, what: str) -> None:
+        super().before(what)
+        if what == self.what and not self.fired:
+            self.fired = True
+            raise ResponseLost(
+                f"timeout waiting for {what}: the request was sent, the reply never came "
+                "(it may have been done)"
+            )
+
+
+def run_timed_out_before(
+    values: MutableMapping[str, Any],
+    folder: str,
+    order: dict[str, Any],
+    version: int,
+    what: str,
+) -> dict[str, Any]:
+    """``run_order`` whose first call to ``what`` times out before it reaches the service
+    (``_TimedOutBefore``: a ``ResponseLost``, nothing done), then, when it raised, the same
+    job again (a redelivery). Both outcomes (the second ``{}`` when the first returned),
+    and ``fired``."""
+    moments = _TimedOutBefore(what)
+    with fresh_state(values):
+        first = outcome(_job, values, Path(folder), order, version, moments)
+        second = (
+            outcome(_job, values, Path(folder), order, version, _Moments())
+            if "raised" in first
+            else {}
+        )
+    return {"first": first, "second": second, "fired": moments.fired}
+
+
 class _ChargeTakenByACopy(_Moments):
     """Moments where, right before the job's charge, a second copy of the job (a worker
     restarted while this one still ran) checkpoints that charge on its own connection:
@@ -569,7 +610,10 @@ def run_on_one_worker(
     - ``"release_down"``: its charge declined, and the ledger down (a ``TransientError``,
       503) when its stock is released, the second ledger transaction;
     - ``"interrupted"``: a Ctrl-C right after the first write it sends inside a
-      transaction (``_InterruptedInATransaction``).
+      transaction (``_InterruptedInATransaction``);
+    - ``"redelivered"``: every order already run to its end (the first one declined, its
+      stock released), each on a connection of its own, before the worker gets them all
+      again: a redelivery of a failed job, then of a done one.
 
     Each outcome (``{"interrupted": True}`` for the Ctrl-C) says under ``left`` what the
     call changed of the connection (``tracing.left_as_given``). Then, the worker still
@@ -585,9 +629,13 @@ def run_on_one_worker(
         moments = _ChargeTakenByACopy(path, orders[0]["id"])
     elif fault == "release_down":
         moments = _LedgerDown(2)
-    runs = []
+    runs, ended = [], []
     try:
         with fresh_state(values):
+            if fault == "redelivered":
+                ended = [
+                    outcome(_job, values, Path(folder), order, 1, _Moments()) for order in orders
+                ]
             for n, order in enumerate(orders):
                 watched, seen = (first, moments) if n == 0 else (Watched(conn), _Moments())
                 try:
@@ -611,6 +659,7 @@ def run_on_one_worker(
         "taken": getattr(moments, "fired", False),
         "release_down": getattr(moments, "transactions", 0) >= 2,
         "interrupted": first.crashed,
+        "redelivered": bool(ended) and all("returned" in e for e in ended),
     }[fault]
     return {"runs": runs, "seen": seen_by_another, "fired": fired}
 
