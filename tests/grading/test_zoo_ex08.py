@@ -1591,7 +1591,9 @@ ZOO = [
             _replace(REFERENCE_CHARGE_ARGS + "\n        )\n", RANDOM_CLEANUP),
         ),
         "late_copies_after_many_charges_charge_once",
-        "kept in processed for good",
+        # The cleanup runs at random in the worker (its own unseeded random): when it
+        # runs while the check looks, the late copies charge again and say it first.
+        ("kept in processed for good", "each sent again once all of them were charged"),
         "worker_killed_after_the_commit",
     ),
     (
@@ -2281,7 +2283,8 @@ def test_wrong_task_module_is_caught_by_its_named_check(
     assert caught.status == CheckStatus.FAILED, (name, caught)
     assert caught.earned == 0 and caught.expected and caught.got and caught.hint
     assert "Traceback" not in caught.got
-    assert says in caught.expected, f"{name}: {fails} said {caught.expected!r}"
+    wanted = (says,) if isinstance(says, str) else says  # a mistake that acts at random
+    assert any(w in caught.expected for w in wanted), f"{name}: {fails} said {caught.expected!r}"
     if name == "skips every redelivered message":
         assert caught.hint == SKIPPED_REDELIVERY, caught.hint
         assert "task_acks_late" not in caught.hint
