@@ -44,6 +44,16 @@ def claim(
 ) -> dict[str, Any]:
     """One ``claim`` on a new connection: ``{"returned" | "raised"..., "statements": [...]}``."""
     conn = Traced(connect(path))
+    result = _claim_on(values, conn, worker, now, lease_s)
+    result["statements"] = [s for s in conn.statements if s]
+    return result
+
+
+def _claim_on(
+    values: MutableMapping[str, Any], conn: Any, worker: str, now: float, lease_s: float
+) -> dict[str, Any]:
+    """The student's ``claim`` on ``conn``, which is closed after: its outcome, a row as
+    plain data."""
     try:
         with fresh_state(values):
             result = outcome(need(values, "claim"), conn, worker, now, lease_s)
@@ -51,7 +61,6 @@ def claim(
         conn.close()
     if "returned" in result:
         result["returned"] = plain_row(result["returned"])
-    result["statements"] = [s for s in conn.statements if s]
     return result
 
 
@@ -344,12 +353,6 @@ def claim_meeting_the_write_lock(
     right after, so a claim that tries again gets through. Returns ``claim``'s outcome
     and ``"refused"``: whether a statement met the lock."""
     conn = _MeetsTheWriteLock(connect(path), path)
-    try:
-        with fresh_state(values):
-            result = outcome(need(values, "claim"), conn, worker, now, lease_s)
-    finally:
-        conn.close()
-    if "returned" in result:
-        result["returned"] = plain_row(result["returned"])
+    result = _claim_on(values, conn, worker, now, lease_s)
     result["refused"] = conn.refused
     return result
