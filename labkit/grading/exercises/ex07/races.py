@@ -73,22 +73,9 @@ def race_at_the_cooldown(
         breaker, got = _opened_and_cooled(values, clock, threshold, cooldown_s)
         if breaker is None:
             return got
-        other = threading.Thread(
-            target=_ask_into, args=(breaker, got, "B"), name="caller-B", daemon=True
+        _b_asks_at_the_clock_reading(
+            breaker, got, clock, wait_s, lambda: _ask_into(breaker, got, "A")
         )
-
-        def let_b_in() -> None:
-            other.start()
-            other.join(wait_s)
-
-        clock.arm(threading.get_ident(), let_b_in)
-        _ask_into(breaker, got, "A")
-        got["inside"] = clock.fired
-        if not clock.fired:
-            other.start()
-        other.join(CALLER_STEP_S)
-        got["B_done"] = not other.is_alive()
-        got["state"] = _state(breaker)
     return got
 
 
@@ -112,26 +99,44 @@ def race_at_the_failed_trial(
         breaker, got = _trial_let_out(values, threshold, cooldown_s, clock)
         if "opening" in got:
             return got
-        other = threading.Thread(
-            target=_ask_into, args=(breaker, got, "B"), name="caller-B", daemon=True
-        )
 
-        def let_b_in() -> None:
-            other.start()
-            other.join(wait_s)
+        def fail() -> None:
+            try:
+                breaker.record_failure()
+            except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+                got["failure"] = raised(exc)
 
-        clock.arm(threading.get_ident(), let_b_in)
-        try:
-            breaker.record_failure()
-        except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
-            got["failure"] = raised(exc)
-        got["inside"] = clock.fired
-        if not clock.fired:
-            other.start()
-        other.join(CALLER_STEP_S)
-        got["B_done"] = not other.is_alive()
-        got["state"] = _state(breaker)
+        _b_asks_at_the_clock_reading(breaker, got, clock, wait_s, fail)
     return got
+
+
+def _b_asks_at_the_clock_reading(
+    breaker: Any,
+    got: dict[str, Any],
+    clock: _RacingClock,
+    wait_s: float,
+    a_call: Callable[[], None],
+) -> None:
+    """Run ``a_call`` on this thread (thread A); at its first reading of ``clock``, thread
+    B asks ``breaker.allow()`` (into ``got["B"]``) and the reading waits up to ``wait_s``
+    for it. A call that never read the clock gets B after it. Then ``got`` says whether B
+    came in inside A's call, whether B returned, and the state."""
+    other = threading.Thread(
+        target=_ask_into, args=(breaker, got, "B"), name="caller-B", daemon=True
+    )
+
+    def let_b_in() -> None:
+        other.start()
+        other.join(wait_s)
+
+    clock.arm(threading.get_ident(), let_b_in)
+    a_call()
+    got["inside"] = clock.fired
+    if not clock.fired:
+        other.start()
+    other.join(CALLER_STEP_S)
+    got["B_done"] = not other.is_alive()
+    got["state"] = _state(breaker)
 
 
 def _trial_let_out(
