@@ -188,8 +188,7 @@ PLAIN_IN_PROCESS = 1 / 2
 def skip_unless_taken(mistake: str, seed: str = ZOO_SEED) -> None:
     """Skip an exercise 1-7 or 11-14 zoo entry not in this turn's half (``PLAIN_IN_PROCESS``),
     after its source was checked to compile."""
-    if not _drawn("plain-in-process", mistake, PLAIN_IN_PROCESS, seed):
-        pytest.skip(f"not in this turn for LABKIT_ZOO_SEED={seed} (LABKIT_ZOO_SEED=all runs it)")
+    _skip_unless("plain-in-process", mistake, PLAIN_IN_PROCESS, seed)
 
 
 def skip_unless_drawn(mistake: str, seed: str = ZOO_SEED) -> None:
@@ -198,7 +197,12 @@ def skip_unless_drawn(mistake: str, seed: str = ZOO_SEED) -> None:
     per ``LABKIT_ZOO_SEED`` (CI's turn is the commit's place in the history, so five
     successive commits run every one); "all" runs every one, and ``bench/zoo.py`` grades
     every one through the sandbox."""
-    if not _drawn("in-process", mistake, IN_PROCESS, seed):
+    _skip_unless("in-process", mistake, IN_PROCESS, seed)
+
+
+def _skip_unless(what: str, mistake: str, share: float, seed: str) -> None:
+    """Skip the running test unless ``mistake`` is drawn for ``what`` (``_drawn``)."""
+    if not _drawn(what, mistake, share, seed):
         pytest.skip(f"not drawn for LABKIT_ZOO_SEED={seed} (LABKIT_ZOO_SEED=all runs it)")
 
 
