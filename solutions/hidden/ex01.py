@@ -8,6 +8,7 @@ from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, StudentRaised, expect
 from labkit.grading.exercises.ex01.checks import INTENTS, PAYLOADS, SAMPLE_CALLS, _said, answered
+from labkit.grading.exercises.ex01.edges import MANY_ITEMS, MOST_ITEMS, past_every_cut
 from labkit.grading.exercises.helpers import holds_for, raised_text
 from labkit.lang import _
 
@@ -143,6 +144,34 @@ def accept_does_not_confuse_keys(ns: Namespace) -> None:
             ),
             _("{first} and {second}").format(first=repr(a), second=repr(b)),
         )
+    # Keys longer than any width accept might cut them to (a number written in its code,
+    # a 1024-character column, 64 KiB), differing in one character near the end or in the
+    # middle (a cut that keeps a head and a tail).
+    length = past_every_cut(ns.harness(HARNESS + "ints_written_in", ["accept"]))
+    for row in ns.harness(HARNESS + "accept_long_keys", length):
+        a, b = (r.get("returned", r.get("raised")) for r in row["results"])
+        expect(
+            a is True and b is True,
+            (
+                _(
+                    "True for two different keys of {length} characters with the same "
+                    "payload, one character apart in the middle"
+                )
+                if row["middle"]
+                else _(
+                    "True for two different keys of {length} characters with the same "
+                    "payload, one character apart near the end"
+                )
+            ).format(length=f"{length + 18:,}"),
+            _("{first} and {second}; `seen` kept {kept} keys").format(
+                first=repr(a), second=repr(b), kept=row["kept"]
+            ),
+            _(
+                "remember the key whole, however long: a key cut to a width (key[:1024], "
+                "its first and last characters) gives two operations one entry, and the "
+                "second is skipped as a repeat"
+            ),
+        )
 
 
 # Not severe: an unreadable key (a sha256 of the intent, as the hint of
@@ -185,7 +214,9 @@ def key_shows_every_part(ns: Namespace) -> None:
     "write the entity id as str() writes it (f'{entity_id}'), not as its repr "
     "(f'{entity_id!r}', repr(), type(entity_id)): an id read through pandas is "
     "numpy.int64(42), one of an enum an IntEnum member, and the same invoice gets a second "
-    "key beside the one of the int 42, so it is charged twice",
+    "key beside the one of the int 42, so it is charged twice. And write it whole: no "
+    "'.0' taken off, no `entity_id or ''`, no cut to a width (key[:1024]), or two "
+    "invoices share a key and the second is skipped",
     severe=True,
 )
 def an_id_equal_to_an_int_keeps_its_key(ns: Namespace) -> None:
@@ -198,6 +229,7 @@ def an_id_equal_to_an_int_keeps_its_key(ns: Namespace) -> None:
     (_int, base), *others = rows
     if "returned" not in base:
         return  # the key of a plain int: the public checks judge it
+    _ids_written_whole(ns)
     for what, got in others:
         if {"TypeError", "ValueError"} & set(got.get("raised", ())):
             continue  # an id type refused loudly: no second key either
@@ -208,6 +240,70 @@ def an_id_equal_to_an_int_keeps_its_key(ns: Namespace) -> None:
             ),
             repr(got["returned"]) if "returned" in got else raised_text(got),
         )
+
+
+#: Two entity ids a "tidied" key gives one key, though they are two: a text id with its
+#: '.0' taken off (as pandas writes a float id) or read as a number ('1e3', '+7'), and
+#: the ids a falsy test (`entity_id or ''`) makes one.
+ODD_ID_TWINS: list[tuple[Any, Any]] = [
+    ("2.0", "2"),
+    ("42.0", 42),
+    ("42.50", "42.5"),
+    ("1e3", "1000"),
+    ("+7", 7),
+    (0, None),
+    (0, ""),
+    ("", None),
+]
+
+
+def _ids_written_whole(ns: Namespace) -> None:
+    """Two entity ids are two keys: a long id past every width the code writes, changed
+    at its end or in its middle, and ids a "tidied" key makes one (``ODD_ID_TWINS``)."""
+    length = past_every_cut(ns.harness(HARNESS + "ints_written_in", ["operation_key"]))
+    for row in ns.harness(HARNESS + "keys_of_long_intents", length):
+        expect(
+            not row["same"],
+            (
+                _(
+                    "different keys for two entity ids of {length} characters, one "
+                    "character apart in the middle"
+                )
+                if row["middle"]
+                else _(
+                    "different keys for two entity ids of {length} characters, one "
+                    "character apart at the end"
+                )
+            ).format(length=f"{length:,}"),
+            _("{key} for both").format(key=_said(row["first"])),
+            _(
+                "put the entity id into the key whole, however long: a key cut to a width "
+                "(key[:1024], its first and last characters) gives two intents one key, "
+                "and the second is skipped as a repeat"
+            ),
+        )
+    for first, second in ODD_ID_TWINS:
+        keys = []
+        for entity_id in (first, second):
+            try:
+                keys.append(ns.operation_key("billing", entity_id, "charge"))
+            except StudentRaised as exc:
+                if exc.is_a("ValueError") or exc.is_a("TypeError"):
+                    break  # an id refused loudly: no key shared either
+                raise
+        else:
+            expect(
+                keys[0] != keys[1],
+                _("different keys for the entity ids {first} and {second}").format(
+                    first=repr(first), second=repr(second)
+                ),
+                _("{key} for both").format(key=repr(keys[0])),
+                _(
+                    "write the entity id as str() writes it, nothing taken off or read as a "
+                    "number ('2.0' is not '2'), and test for a missing id with `is None`, "
+                    "not with `or` (0 is an id)"
+                ),
+            )
 
 
 @CHECKS.add(
@@ -389,6 +485,11 @@ RETRY_FIELDS = [
     # A fourteenth decimal: a fingerprint of floats rounded to 9 or 12 places (to hide
     # float noise) calls these the same.
     ("unit_rate", 0.12345678912341, 0.12345678912342),
+    # The last digit a float holds: 0.1 + 0.2 is not 0.3, and 19.9 is not the float just
+    # above it. A fingerprint of floats made coarser in any way (rounded to 15 or 16
+    # places or significant digits, stored as 32 bits) calls these the same.
+    ("total", 0.30000000000000004, 0.3),
+    ("price", 19.9, 19.900000000000002),
 ]
 
 #: Fields present but empty: the same key with the field, then without it (or the other
@@ -410,7 +511,7 @@ LONG_INVOICE = {"lines": [{"sku": f"SKU-{i:03d}", "qty": 1} for i in range(300)]
 )
 def conflict_on_any_field(ns: Namespace) -> None:
     key = "billing:42:charge:v1"
-    pairs = [
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]] = [
         ({"amount_cents": 500, field: old}, {"amount_cents": 500, field: new})
         for field, old, new in RETRY_FIELDS
     ]
@@ -456,6 +557,33 @@ def conflict_on_any_field(ns: Namespace) -> None:
             "value ('' or a constant) for every such payload calls a changed payload a repeat"
         ),
     )
+    # Longer than any width the fingerprint might cut the payload to (a number written in
+    # the code, 64 KiB of JSON, a list's first thousand items): changed at the end of a
+    # long text, in its middle, or in a long list's last item.
+    written = ns.harness(HARNESS + "ints_written_in", ["accept", "payload_fingerprint"])
+    length, items = past_every_cut(written), past_every_cut(written, MANY_ITEMS, MOST_ITEMS)
+    said_where = {
+        "end": _("a note of {length} characters, then the same note with its last one changed"),
+        "middle": _(
+            "a note of {length} characters, then the same note with its middle one changed"
+        ),
+        "last item": _("a list of {items} numbers, then the same list with its last one changed"),
+    }
+    for row in ns.harness(HARNESS + "accept_long_payloads", length, items):
+        expect(
+            "IdempotencyConflict" in row["second"].get("raised", ()),
+            _("IdempotencyConflict for the same key with {what}").format(
+                what=said_where[row["what"]].format(length=f"{length:,}", items=f"{items:,}")
+            ),
+            _("{first}, then {second}").format(
+                first=_said(row["first"]), second=_said(row["second"])
+            ),
+            _(
+                "fingerprint the whole canonical JSON, however long: a fingerprint of its "
+                "first N characters (or of each text or list cut short) calls a changed "
+                "payload a repeat"
+            ),
+        )
 
 
 @CHECKS.add(
@@ -562,9 +690,9 @@ AGES = 86_400 * 365_250 + 3_601.5
 
 @CHECKS.add(
     1,
-    "let an error of payload_fingerprint come out of accept (a payload JSON cannot encode, "
-    "a datetime, a set): answering True without storing anything does the work again at "
-    "every redelivery",
+    "let an error come out of accept, of payload_fingerprint (a payload JSON cannot "
+    "encode, a datetime, a set) or of the store `seen` (a lost connection): answering True "
+    "without storing anything does the work again at every redelivery",
     severe=True,
 )
 def unencodable_payload_is_not_new_every_time(ns: Namespace) -> None:
@@ -591,6 +719,38 @@ def unencodable_payload_is_not_new_every_time(ns: Namespace) -> None:
         "key sent twice with a payload holding a datetime",
         _("{first}, then {second}; `seen` holds {seen}").format(
             first=_said(run["results"][0]), second=_said(run["results"][1]), seen=repr(run["seen"])
+        ),
+    )
+    _store_errors_come_out(ns, key)
+
+
+def _store_errors_come_out(ns: Namespace, key: str) -> None:
+    """An error of the store ``seen`` comes out of accept: read or write."""
+    run = ns.harness(HARNESS + "accept_on_a_failing_store", key)
+    hint = _(
+        'catch only what means "not there" (KeyError from seen[key]), or use seen.get(key) '
+        "or `key in seen`: an `except Exception` takes a lost connection for a new key"
+    )
+    expect(
+        "raised" in run["unreadable"],
+        _(
+            "an error (the store's ConnectionLost) from accept for {key} on a `seen` that "
+            "cannot be read: it may hold the key"
+        ).format(key=repr(key)),
+        _said(run["unreadable"]),
+        hint,
+    )
+    expect(
+        "raised" in run["unwritable"],
+        _(
+            "an error (the store's ConnectionLost) from accept for {key} on a `seen` whose "
+            "write failed: the fingerprint was not stored, so a redelivery would run the "
+            "work again"
+        ).format(key=repr(key)),
+        _said(run["unwritable"]),
+        _(
+            "let the store's error out of accept: answering True for a key it could not "
+            "store does the work now and again at every redelivery"
         ),
     )
 

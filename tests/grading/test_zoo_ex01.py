@@ -2760,6 +2760,162 @@ ZOO: list[tuple[str, str, str, str]] = [
             return hashlib.sha256(text.encode("utf-8")).hexdigest()
     """,
     ),
+    (
+        "ex01",
+        "accept remembers keys cut to 1024 characters (a wider key column)",
+        "accept_does_not_confuse_keys",
+        """
+        MAX_KEY = 1024
+
+        def accept(seen, key, payload):
+            key = key[:MAX_KEY]
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept shortens a long key to its first and last 500 characters",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            if len(key) > 1003:
+                key = key[:500] + "..." + key[-500:]
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "key cut to 1024 characters (a wider key column)",
+        "an_id_equal_to_an_int_keeps_its_key",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{version}"[:1024]
+    """,
+    ),
+    (
+        "ex01",
+        "key with the entity id cut to 2048 bytes of UTF-8",
+        "an_id_equal_to_an_int_keeps_its_key",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            entity = str(entity_id).encode("utf-8")[:2048].decode("utf-8", "ignore")
+            return f"{source}:{entity}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with '.0' taken off the entity id (a float id read through pandas)",
+        "an_id_equal_to_an_int_keeps_its_key",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{str(entity_id).removesuffix('.0')}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with `entity_id or ''` (the id 0 and no id share a key)",
+        "an_id_equal_to_an_int_keeps_its_key",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id or ''}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of the first 65,536 characters of the JSON",
+        "conflict_on_any_field",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text[:65_536].encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of each list's first 1000 items",
+        "conflict_on_any_field",
+        """
+        def payload_fingerprint(payload):
+            def norm(v):
+                if isinstance(v, dict):
+                    return {k: norm(x) for k, x in v.items()}
+                if isinstance(v, list):
+                    return [norm(x) for x in v[:1000]]
+                return v
+            text = json.dumps(norm(payload), sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of floats written with 15 significant digits (0.1 + 0.2 made 0.3)",
+        "conflict_on_any_field",
+        """
+        def payload_fingerprint(payload):
+            def norm(v):
+                if isinstance(v, dict):
+                    return {k: norm(x) for k, x in v.items()}
+                if isinstance(v, list):
+                    return [norm(x) for x in v]
+                return float(f"{v:.15g}") if isinstance(v, float) else v
+            text = json.dumps(norm(payload), sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "accept takes any error reading `seen` for a new key (except Exception)",
+        "unencodable_payload_is_not_new_every_time",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            try:
+                known = seen[key]
+            except Exception:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept logs a failed write to `seen` and answers True all the same",
+        "unencodable_payload_is_not_new_every_time",
+        """
+        import logging
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                try:
+                    seen[key] = fp
+                except Exception:
+                    logging.getLogger("ex01").warning("could not store %s", key)
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
 ]
 
 
@@ -3138,11 +3294,45 @@ SAYS: dict[str, str] = {
     "fingerprint drops the fields that are an empty list or dict": "'discounts': []",
     "fingerprint of floats rounded to 12 decimals (to hide float noise)": "0.12345678912342",
     "fingerprint of floats rounded to 9 decimals (to hide float noise)": "0.12345678912342",
+    "accept remembers keys cut to 1024 characters (a wider key column)": (
+        "True for two different keys of"
+    ),
+    "accept shortens a long key to its first and last 500 characters": (
+        "one character apart in the middle"
+    ),
+    "key cut to 1024 characters (a wider key column)": "different keys for two entity ids of",
+    "key with the entity id cut to 2048 bytes of UTF-8": "different keys for two entity ids of",
+    "key with '.0' taken off the entity id (a float id read through pandas)": (
+        "different keys for the entity ids '2.0' and '2'"
+    ),
+    "key with `entity_id or ''` (the id 0 and no id share a key)": (
+        "different keys for the entity ids 0 and None"
+    ),
+    "fingerprint of the first 65,536 characters of the JSON": "with a note of",
+    "fingerprint of each list's first 1000 items": "a list of",
+    "fingerprint of floats written with 15 significant digits (0.1 + 0.2 made 0.3)": (
+        "0.30000000000000004"
+    ),
+    "accept takes any error reading `seen` for a new key (except Exception)": (
+        "on a `seen` that cannot be read"
+    ),
+    "accept logs a failed write to `seen` and answers True all the same": "whose write failed",
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
 #: reported score (severity cap included) is at most half of the exercise.
 SEVERE = [
+    "accept remembers keys cut to 1024 characters (a wider key column)",
+    "accept shortens a long key to its first and last 500 characters",
+    "key cut to 1024 characters (a wider key column)",
+    "key with the entity id cut to 2048 bytes of UTF-8",
+    "key with '.0' taken off the entity id (a float id read through pandas)",
+    "key with `entity_id or ''` (the id 0 and no id share a key)",
+    "fingerprint of the first 65,536 characters of the JSON",
+    "fingerprint of each list's first 1000 items",
+    "fingerprint of floats written with 15 significant digits (0.1 + 0.2 made 0.3)",
+    "accept takes any error reading `seen` for a new key (except Exception)",
+    "accept logs a failed write to `seen` and answers True all the same",
     "key from today's date with time.strftime (no time.time() call)",
     "key with the accents folded to ASCII (a slug: 'José' becomes 'Jose')",
     "key cut to 255 characters (the width of a key column)",
@@ -3290,6 +3480,33 @@ def test_a_severe_mistake_costs_at_least_half_the_points(mistake: str) -> None:
 
 #: Right solutions written otherwise, each with a check that might take its points.
 RIGHT: list[tuple[str, str, str]] = [
+    (
+        "a key that hashes the tail of a long intent and refuses a missing entity id",
+        "an_id_equal_to_an_int_keeps_its_key",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            if entity_id is None:
+                raise ValueError("an operation key needs an entity id")
+            key = f"{source}:{entity_id}:{action}:v{version}"
+            if len(key) > 200:
+                key = key[:120] + "#" + hashlib.sha256(key.encode("utf-8")).hexdigest()
+            return key
+    """,
+    ),
+    (
+        "accept that asks `key in seen` first and catches nothing",
+        "unencodable_payload_is_not_new_every_time",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            if key in seen:
+                if seen[key] != fp:
+                    raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+                return False
+            seen[key] = fp
+            return True
+    """,
+    ),
     (
         "a frozen dataclass that builds the key, and hashlib.new('sha256') fed the bytes",
         "key_is_made_anew_in_every_call",

@@ -20,6 +20,14 @@ from labkit.grading.exercises.elsewhere import on_another_machine
 # A bound on `seen` counted in calls, met cheaply (``caps``): harness functions, named here.
 from labkit.grading.exercises.ex01.caps import accept_past_calls as accept_past_calls
 from labkit.grading.exercises.ex01.caps import ints_written_in as ints_written_in
+
+# Inputs past every cut the code writes, and a store that fails (``edges``).
+from labkit.grading.exercises.ex01.edges import accept_long_keys as accept_long_keys
+from labkit.grading.exercises.ex01.edges import accept_long_payloads as accept_long_payloads
+from labkit.grading.exercises.ex01.edges import (
+    accept_on_a_failing_store as accept_on_a_failing_store,
+)
+from labkit.grading.exercises.ex01.edges import keys_of_long_intents as keys_of_long_intents
 from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process, cells_run_again
 from labkit.grading.exercises.wallclock import clock_moved
 
