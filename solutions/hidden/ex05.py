@@ -617,10 +617,33 @@ LARGE_AMOUNTS = (250_000, 12_345_678, 99_999_999)
     severe=True,
 )
 def a_large_invoice_is_charged_in_full(ns: Namespace) -> None:
-    for which in ("charge", "post"):
+    _every_amount_in_full(ns, {"charge": LARGE_AMOUNTS, "post": LARGE_AMOUNTS}, "big")
+
+
+#: Amounts (in cents) below any the generated invoices draw: one cent and 49 (under the
+#: 50-cent minimum some payment APIs ask), and for the ledger a zero entry too (an
+#: invoice discounted to nothing is still booked). The payment API refuses only 0.
+SMALL_AMOUNTS = {"charge": (1, 49), "post": (0, 1, 49)}
+
+
+@CHECKS.add(
+    1,
+    "a small invoice is charged and posted like any other: a minimum of your own (the "
+    "50 cents some APIs ask, a zero entry skipped), returned as a reply, marks the job "
+    "done and the invoice is never charged or booked",
+    timeout=30.0,
+    severe=True,
+)
+def a_small_invoice_is_charged_too(ns: Namespace) -> None:
+    _every_amount_in_full(ns, SMALL_AMOUNTS, "small")
+
+
+def _every_amount_in_full(ns: Namespace, amounts: dict[str, tuple[int, ...]], tag: str) -> None:
+    """Each handler sends each of its ``amounts`` as the job gives it (``sent_here``)."""
+    for which, each in amounts.items():
         jobs = tuple(
-            (which, {"customer": f"cus_big_{n}", "amount": amount}, f"big:{n}:{which}:v1")
-            for n, amount in enumerate(LARGE_AMOUNTS)
+            (which, {"customer": f"cus_{tag}_{n}", "amount": amount}, f"{tag}:{n}:{which}:v1")
+            for n, amount in enumerate(each)
         )
         with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
             sent = ns.harness(HARNESS + "sent_here", which, tmp, [list(j) for j in jobs])
@@ -638,6 +661,57 @@ def a_large_invoice_is_charged_in_full(ns: Namespace) -> None:
                 "charge and post every amount as the job gives it: a limit of your own "
                 "belongs before the job is enqueued, not in a handler that then reports "
                 "success",
+            )
+
+
+def _arg(call: dict[str, Any], at: int, *names: str) -> str | None:
+    """The repr of a recorded call's argument: positional ``at``, or named one of ``names``."""
+    if len(call["args"]) > at:
+        return str(call["args"][at])
+    return next((call[name] for name in names if name in call), None)
+
+
+#: Customers a "clean-up" of the name would change: spaces around it or doubled in it, a
+#: capital, an accent written as two code points (NFD), a ligature, a tab. Each is the
+#: customer the API and the ledger know; the cleaned name is another customer.
+RAW_CUSTOMERS = (" cus_9", "cus_10 ", "Ana  Maria", "CUS_Ana", "jose\u0301", "\ufb01ona", "cus\t11")
+
+
+@CHECKS.add(
+    1,
+    "the charge and the ledger entry name the job's customer exactly as the payload "
+    "gives it: stripped, lower-cased, normalised (NFC, NFKC) or with its spaces "
+    "collapsed, it is another customer, who is charged or credited in their place",
+    timeout=30.0,
+)
+def the_customer_as_the_job_names_it(ns: Namespace) -> None:
+    for which in ("charge", "post"):
+        jobs = tuple(
+            (which, {"customer": name, "amount": 1500 + n}, f"raw:{n}:{which}:v1")
+            for n, name in enumerate(RAW_CUSTOMERS)
+        )
+        with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+            sent = ns.harness(HARNESS + "sent_here", which, tmp, [list(j) for j in jobs])
+        for job, calls in zip(jobs, sent, strict=True):
+            made = [c for c in calls if c["call"] == which]
+            if not made:
+                continue  # nothing sent at all: the public checks say so
+            name = job[1]["customer"]
+            to = [_arg(c, 0, "customer", "account") for c in made]
+            expect(
+                all(t == repr(name) for t in to),
+                (
+                    _("the charge of job {key} made to the customer {customer}, as it is")
+                    if which == "charge"
+                    else _(
+                        "the ledger entry of job {key} posted for the customer {customer}, as it is"
+                    )
+                ).format(key=job[2], customer=ascii(name)),
+                _("it named {sent}").format(
+                    sent=", ".join(ascii(_read_back(t)) if t else _("no customer") for t in to)
+                ),
+                "pass job.payload['customer'] on unchanged: the customer id is the API's and "
+                "the ledger's key for the account, and a cleaned-up name is another account",
             )
 
 
@@ -746,33 +820,53 @@ def a_redriven_job_sends_the_same_key(ns: Namespace) -> None:
     )
 
 
+#: What support fixed in the invoice before the redrive in ``a_redriven_job_finds_its_mark``:
+#: nothing, its amount, its customer (a typo). The job's key stays, so its mark does.
+CORRECTIONS: tuple[dict[str, Any], ...] = ({}, {"amount": 4250}, {"customer": "cus_24"})
+
+
 @CHECKS.add(
     2,
-    "the ledger mark is the job's key, whatever else the store says of the job: a mark "
-    "that holds its redrives, its queue, its id or its attempt is not found when an "
-    "operator redrives the job, and its entry is posted twice",
+    "the ledger mark is the job's key, whatever else the store or the payload says of the "
+    "job: a mark that holds its redrives, its queue, its id, its attempt, its customer or "
+    "its amount is not found when an operator redrives the job (its invoice corrected), "
+    "and its entry is posted twice",
     timeout=30.0,
     severe=True,
 )
 def a_redriven_job_finds_its_mark(ns: Namespace) -> None:
     [(kind, payload, key)] = POST
-    with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
-        got = ns.harness(HARNESS + "posts_of_a_redriven_job", tmp, [kind, payload, key])
-    if "returned" not in got["first"] or got["entries"] == 0:
-        return  # nothing posted at all: the public checks say so
-    expect(
-        got["entries"] == 1,
-        _(
-            "one ledger entry for job {key}, posted and then redriven (redrives 2, queue "
-            "'billing-retry', another id, attempt, lease and times; the same key and "
-            "payload): the second run finds the mark and skips"
-        ).format(key=repr(key)),
-        _("the ledger holds {entries} entries; the redriven run did {then}").format(
-            entries=got["entries"], then=got["then"].get("returned") or got["then"].get("raised")
-        ),
-        "mark and look up under job.key: the job's key names the entry across every run and "
-        "every redrive; its other fields describe a run, not the entry",
-    )
+    for corrected in CORRECTIONS:
+        with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+            got = ns.harness(
+                HARNESS + "posts_of_a_redriven_job", tmp, [kind, payload, key], corrected
+            )
+        if "returned" not in got["first"] or got["entries"] == 0:
+            return  # nothing posted at all: the public checks say so
+        fixed = ", ".join(f"{field} {value!r}" for field, value in corrected.items())
+        expect(
+            got["entries"] == 1,
+            (
+                _(
+                    "one ledger entry for job {key}, posted and then redriven (redrives 2, "
+                    "queue 'billing-retry', another id, attempt, lease and times; the same "
+                    "key and payload): the second run finds the mark and skips"
+                ).format(key=repr(key))
+                if not corrected
+                else _(
+                    "one ledger entry for job {key}, posted and then redriven with its "
+                    "invoice corrected ({fixed}; the same key): the second run finds the "
+                    "mark and skips"
+                ).format(key=repr(key), fixed=fixed)
+            ),
+            _("the ledger holds {entries} entries; the redriven run did {then}").format(
+                entries=got["entries"],
+                then=got["then"].get("returned") or got["then"].get("raised"),
+            ),
+            "mark and look up under job.key alone: the job's key names the entry across "
+            "every run, every redrive and every correction of its payload; its other fields "
+            "describe a run or the invoice, not the entry",
+        )
 
 
 #: The fewest characters of a key sent in place of the job's own: 16 hex digits are 64
@@ -941,3 +1035,73 @@ def a_posted_job_run_again_succeeds(ns: Namespace) -> None:
 def _named(call: dict[str, Any]) -> str:
     """The key a recorded status, find or mark call names, by position or as key=."""
     return call["args"][0] if call["args"] else call.get("key", "")
+
+
+@CHECKS.add(
+    2,
+    "a job can come back to the same worker while its first delivery is still at work "
+    "(its lease ran out): a set or a dict of jobs 'in progress' that answers the second "
+    "delivery with a reply of its own marks the job done, and when the first then fails "
+    "nothing was charged or posted; let the second wait, or fail, as the API's 409 and "
+    "the ledger's lock make it",
+    timeout=30.0,
+    severe=True,
+)
+def a_second_delivery_in_one_worker_is_no_success(ns: Namespace) -> None:
+    for which, [job] in (("charge", CHARGE), ("post", POST)):
+        with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+            got = ns.harness(HARNESS + "while_the_first_runs", which, tmp, list(job))
+        if not got["held"]:
+            continue  # no charge or entry at all: the public checks say so
+        first, second = got["ends"]
+        expect(
+            got["effects"] > 0 or not second.startswith("returned"),
+            (
+                _(
+                    "the second delivery of job {key}, arriving in the same worker while the "
+                    "first was still charging, to fail or to wait for the charge's reply, "
+                    "not to succeed without one"
+                )
+                if which == "charge"
+                else _(
+                    "the second delivery of job {key}, arriving in the same worker while the "
+                    "first was still posting, to wait for the ledger (its transaction) or to "
+                    "fail, not to succeed without an entry"
+                )
+            ).format(key=job[2]),
+            _(
+                "the second delivery {second}, and the first failed ({first}): nothing "
+                "was charged or posted"
+            ).format(second=second, first=first.removeprefix("raised: ")),
+            "nothing in the worker's memory says a job is done: the second delivery must ask "
+            "the API with the job's Idempotency-Key (a 409 fails it) or read the mark inside "
+            "the ledger transaction (it waits for the first)",
+        )
+
+
+@CHECKS.add(
+    1,
+    "a job run twice in one worker (its lease ran out, or the record of the first run "
+    "failed) keeps the charge's reply both times: a set of charged keys that answers the "
+    "second run with a 'skipped' of its own loses the receipt",
+    timeout=20.0,
+)
+def a_repeat_in_one_worker_keeps_the_reply(ns: Namespace) -> None:
+    [job] = CHARGE
+    with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+        got = ns.harness(HARNESS + "repeated_in_one_worker", tmp, list(job))
+    reply = "returned: " + got["reply"]
+    for n, end in enumerate(got["ends"], 1):
+        expect(
+            end == reply or not end.startswith("returned"),
+            _(
+                "job {key}, run a second time in the same worker, to return the API's reply {reply}"
+            ).format(key=job[2], reply=got["reply"])
+            if n > 1
+            else _("job {key} to return the API's reply {reply}").format(
+                key=job[2], reply=got["reply"]
+            ),
+            _("run {n} {end}").format(n=n, end=end),
+            "call ctx.world.payments.charge with the job's key every time: the API answers a "
+            "repeat with the first reply, and that reply is the job's result",
+        )

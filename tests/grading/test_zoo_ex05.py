@@ -1955,11 +1955,160 @@ ZOO: list[tuple[str, str, str, str]] = [
             return reply
     """,
     ),
+    (
+        "ex05",
+        "the customer stripped of its spaces before the charge",
+        "the_customer_as_the_job_names_it",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"].strip(), job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger account normalised to NFC",
+        "the_customer_as_the_job_names_it",
+        """
+        import unicodedata
+        def post_handler(job, ctx):
+            customer = unicodedata.normalize("NFC", job.payload["customer"])
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, job.payload["amount"], key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "a charge under the 50-cent minimum skipped with a reply of its own",
+        "a_small_invoice_is_charged_too",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            if amount < 50:
+                return {"skipped": "below the minimum charge"}
+            return ctx.world.payments.charge(customer, amount, key=job.key, idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "a zero-amount ledger entry skipped",
+        "a_small_invoice_is_charged_too",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            if not amount:
+                return {"skipped": "nothing to post"}
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "a set of charged keys in the worker: a repeat there answered 'skipped'",
+        "a_repeat_in_one_worker_keeps_the_reply",
+        """
+        _CHARGED = set()
+        def charge_handler(job, ctx):
+            if job.key in _CHARGED:
+                return {"skipped": "already charged"}
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            reply = ctx.world.payments.charge(customer, amount, key=job.key,
+                                              idempotency_key=job.key)
+            _CHARGED.add(job.key)
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "charges 'in progress' kept in a set: a second delivery answered 'skipped'",
+        "a_second_delivery_in_one_worker_is_no_success",
+        """
+        import threading
+        _INFLIGHT, _LOCK = set(), threading.Lock()
+        def charge_handler(job, ctx):
+            with _LOCK:
+                if job.key in _INFLIGHT:
+                    return {"skipped": "already being charged"}
+                _INFLIGHT.add(job.key)
+            try:
+                customer, amount = job.payload["customer"], job.payload["amount"]
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            finally:
+                with _LOCK:
+                    _INFLIGHT.discard(job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "posts 'in progress' kept in a set: a second delivery answered 'already posted'",
+        "a_second_delivery_in_one_worker_is_no_success",
+        """
+        import threading
+        _INFLIGHT, _LOCK = set(), threading.Lock()
+        def post_handler(job, ctx):
+            with _LOCK:
+                if job.key in _INFLIGHT:
+                    return {"skipped": "already posted"}
+                _INFLIGHT.add(job.key)
+            try:
+                customer, amount = job.payload["customer"], job.payload["amount"]
+                with ctx.world.ledger.transaction() as tx:
+                    if tx.status(job.key) == "done":
+                        return {"skipped": "already posted"}
+                    reply = tx.post(customer, amount, key=job.key)
+                    tx.mark(job.key, "done")
+                return reply
+            finally:
+                with _LOCK:
+                    _INFLIGHT.discard(job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark keyed with the job's key and its customer",
+        "a_redriven_job_finds_its_mark",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            mark = f"{job.key}:{customer}"
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "the customer stripped of its spaces before the charge": "made to the customer ' cus_9'",
+    "the ledger account normalised to NFC": "for the customer 'jose\\u0301'",
+    "a charge under the 50-cent minimum skipped with a reply of its own": "a charge of 1 for job",
+    "a zero-amount ledger entry skipped": "a ledger entry of 0 for job",
+    "a set of charged keys in the worker: a repeat there answered 'skipped'": (
+        "run a second time in the same worker"
+    ),
+    "charges 'in progress' kept in a set: a second delivery answered 'skipped'": (
+        "while the first was still charging"
+    ),
+    "posts 'in progress' kept in a set: a second delivery answered 'already posted'": (
+        "while the first was still posting"
+    ),
+    "the ledger mark keyed with the job's key and its customer": (
+        "its invoice corrected (customer 'cus_24'"
+    ),
     "a 409 (KeyInProgress) re-raised as a PermanentError": "as an error the worker retries",
     "an Idempotency-Key normalised to NFC (josé in one code point or two is one key)": (
         "written as one code point or as two"
@@ -2229,6 +2378,10 @@ SAYS: dict[str, str] = {
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
 GOT = {
+    "the customer stripped of its spaces before the charge": "it named 'cus_9'",
+    "charges 'in progress' kept in a set: a second delivery answered 'skipped'": (
+        "returned: {'skipped': 'already being charged'}, and the first failed"
+    ),
     "a 409 (KeyInProgress) re-raised as a PermanentError": "which the worker does not retry",
     "an Idempotency-Key normalised to NFC (josé in one code point or two is one key)": (
         "'billing:jose\u0301:2026-05:charge:v1': 0"
@@ -2440,6 +2593,63 @@ RIGHT: list[tuple[str, str, str]] = [
                 reply = tx.post(customer, amount, key=job.key)
                 tx.mark(job.key)
             return reply
+        """,
+    ),
+    (
+        "one lock per job key in the worker: a second delivery waits for the first, then charges",
+        "a_second_delivery_in_one_worker_is_no_success",
+        """
+        import threading
+        from collections import defaultdict
+        _LOCKS = defaultdict(threading.Lock)
+
+        def charge_handler(job, ctx):
+            with _LOCKS[job.key]:
+                customer, amount = job.payload["customer"], job.payload["amount"]
+                return ctx.world.payments.charge(
+                    customer, amount, key=job.key, idempotency_key=job.key
+                )
+
+        def post_handler(job, ctx):
+            with _LOCKS[job.key], ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(job.payload["customer"], job.payload["amount"], key=job.key)
+                tx.mark(job.key, "done")
+            return reply
+        """,
+    ),
+    (
+        "replies kept by job key in the worker, each the API's own reply",
+        "a_repeat_in_one_worker_keeps_the_reply",
+        """
+        _REPLIES = {}
+
+        def charge_handler(job, ctx):
+            if job.key not in _REPLIES:
+                _REPLIES[job.key] = ctx.world.payments.charge(
+                    job.payload["customer"], job.payload["amount"], key=job.key,
+                    idempotency_key=job.key,
+                )
+            return _REPLIES[job.key]
+        """,
+    ),
+    (
+        "a 409 retried in the handler with the same key until the reply comes",
+        "a_second_delivery_in_one_worker_is_no_success",
+        """
+        import time
+        from labkit.world.services import KeyInProgress
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            while True:
+                try:
+                    return ctx.world.payments.charge(
+                        customer, amount, key=job.key, idempotency_key=job.key
+                    )
+                except KeyInProgress as exc:
+                    time.sleep(min(exc.retry_after or 0.05, 0.05))
         """,
     ),
 ]

@@ -718,12 +718,16 @@ def keys_of_a_redriven_job(
 
 
 def posts_of_a_redriven_job(
-    values: MutableMapping[str, Any], folder: str, job: list[Any]
+    values: MutableMapping[str, Any],
+    folder: str,
+    job: list[Any],
+    corrected: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ledger entries of ``job`` posted as enqueued, then redriven (``ex05.refused``)."""
+    """The ledger entries of ``job`` posted as enqueued, then redriven, its payload
+    ``corrected`` when given (``ex05.refused``)."""
     from labkit.grading.exercises.ex05.refused import posts_of_a_redriven_job as call
 
-    return call(values, folder, job)
+    return call(values, folder, job, corrected)
 
 
 def conflicting_key(
@@ -735,3 +739,23 @@ def conflicting_key(
     from labkit.grading.exercises.ex05.refused import conflicting_key as call
 
     return call(values, folder, job, earlier)
+
+
+def while_the_first_runs(
+    values: MutableMapping[str, Any], which: str, folder: str, job: list[Any]
+) -> dict[str, Any]:
+    """Two deliveries of ``job`` in one process, the first held in its charge (or its
+    ledger transaction) and then failed (see ``ex05.inflight``)."""
+    from labkit.grading.exercises.ex05.inflight import while_the_first_runs as call
+
+    return call(values, which, folder, job)
+
+
+def repeated_in_one_worker(
+    values: MutableMapping[str, Any], folder: str, job: list[Any]
+) -> dict[str, Any]:
+    """``charge_handler`` called twice in a row for ``job`` in one process (see
+    ``ex05.inflight``)."""
+    from labkit.grading.exercises.ex05.inflight import repeated_in_one_worker as call
+
+    return call(values, folder, job)

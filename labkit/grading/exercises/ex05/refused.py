@@ -173,18 +173,24 @@ def keys_of_a_redriven_job(
 
 
 def posts_of_a_redriven_job(
-    values: MutableMapping[str, Any], folder: str, job: list[Any]
+    values: MutableMapping[str, Any],
+    folder: str,
+    job: list[Any],
+    corrected: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The student's ``post_handler`` run for ``job`` as first enqueued, then for the same
-    job redriven (``REDRIVEN``), both against one real ledger (a world file in ``folder``):
-    ``{"first": ..., "then": ...}`` (what each call did) and ``"entries"``, the ledger
-    entries posted in all."""
+    job redriven (``REDRIVEN``; its payload with the fields ``corrected`` gives, when
+    given: support fixed the invoice before the redrive), both against one real ledger (a
+    world file in ``folder``): ``{"first": ..., "then": ...}`` (what each call did) and
+    ``"entries"``, the ledger entries posted in all."""
+    kind, payload, key = job
+    redriven = [kind, {**payload, **(corrected or {})}, key]
     with World(Path(folder) / "world.db", FakeClock(LAB_EPOCH)) as world:
         runs: dict[str, Any] = {}
-        for name, later in (("first", None), ("then", REDRIVEN)):
+        for name, this, later in (("first", job, None), ("then", redriven, REDRIVEN)):
             (Path(folder) / name).mkdir()
             runs[name], _error = handled_once(
-                values, str(Path(folder) / name), job, None, later, world.ledger, "post_handler"
+                values, str(Path(folder) / name), this, None, later, world.ledger, "post_handler"
             )
         runs["entries"] = len(world.effects(service="ledger"))
     return runs
