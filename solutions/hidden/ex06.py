@@ -1082,3 +1082,264 @@ def a_refused_begin_is_not_a_redrive_without_the_lock(ns: Namespace) -> None:
             "without the transaction"
         ),
     )
+
+
+#: Secrets an error's chain carries: the lower-level error it was raised from
+#: (``__cause__``), and the one being handled when it was raised (``__context__``).
+_CHAINED_SECRETS = (
+    (
+        "__cause__",
+        "Tr0ub4dor-77",
+        {
+            "type": "ValueError",
+            "message": "the ERP refused order ORD-7",
+            "cause": {
+                "type": "ConnectionError",
+                "message": "could not connect to postgres://app:Tr0ub4dor-77@db.internal/erp",
+            },
+        },
+    ),
+    (
+        "__context__",
+        "eyJhbGciOiJIUzI1NiJ9.b3JkZXI.c2VjcmV0",
+        {
+            "type": "ValueError",
+            "message": "the ERP refused order ORD-8",
+            "context": {
+                "type": "PermissionError",
+                "message": "POST https://erp.example/orders (401), sent Authorization: "
+                "Bearer eyJhbGciOiJIUzI1NiJ9.b3JkZXI.c2VjcmV0",
+            },
+        },
+    ),
+)
+
+
+@CHECKS.add(
+    1,
+    "no secret of the error's chain stored either: the error it was raised from "
+    "(__cause__) or raised during (__context__) carries its own, unredacted; store "
+    "describe(error) alone, never the cause, the context or a traceback appended raw",
+    severe=True,
+)
+def dead_letter_hides_the_secrets_of_the_chain(ns: Namespace) -> None:
+    for link, secret, error in _CHAINED_SECRETS:
+        with lab_file(ns) as (conn, path):
+            job_id = add_running(conn)
+            result = ns.harness(
+                HARNESS + "dead_letter",
+                str(path),
+                job_id,
+                "tok-1",
+                "permanent error",
+                error,
+                NOW,
+            )
+            row = row_of(conn, job_id)
+        leaked = [
+            column for column, value in row.items() if isinstance(value, str) and secret in value
+        ]
+        expect(
+            not leaked,
+            _(
+                "no secret of the error's {link} ({secret}) in any column of job {job_id}, "
+                "buried with {error}"
+            ).format(
+                link=link,
+                secret=repr(secret),
+                job_id=job_id,
+                error=repr(f"{error['type']}: {error['message']}"),
+            ),
+            _("{said}; the secret is in {columns}: {value}").format(
+                said=it_said(result),
+                columns=", ".join(leaked),
+                value=short_repr(row[leaked[0]]) if leaked else "",
+            ),
+            _(
+                "last_error = labkit.redact.describe(error), the error given and nothing "
+                "more: its {link} (and a traceback, which shows the whole chain) holds the "
+                "lower-level error's words as they are, passwords and tokens included"
+            ).format(link=link),
+        )
+
+
+@CHECKS.add(
+    1,
+    "dead_letter stores what it is given: last_error = describe(error) of that very error "
+    "(a quote in its text is data, passed as a :named parameter; not the error it was "
+    "raised during, __context__), and dead_reason = reason, an empty one too (not the "
+    "error written in its place)",
+)
+def dead_letter_stores_the_error_given(ns: Namespace) -> None:
+    message = 'the customer\'s card was declined ("do not honor")'
+    error = {
+        "type": "ValueError",
+        "message": message,
+        "context": {"type": "KeyError", "message": "card"},
+    }
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        result = ns.harness(
+            HARNESS + "dead_letter", str(path), job_id, "tok-1", "permanent error", error, NOW
+        )
+        stored = row_of(conn, job_id)["last_error"]
+    want = f"ValueError: {message}"
+    expect(
+        result.get("returned") is True,
+        _("True for job {job_id}, buried with the error {error} (quotes in its text)").format(
+            job_id=job_id, error=repr(want)
+        ),
+        it_said(result),
+        "pass describe(error) as a :named parameter (:error), never pasted into the SQL "
+        "with an f-string: an error's text is anyone's, quotes included",
+    )
+    expect(
+        stored == want,
+        _("last_error {want}: the error given, raised while a KeyError was handled").format(
+            want=repr(want)
+        ),
+        _("last_error {stored}").format(stored=repr(stored)),
+        "describe(error) of the error you were given: not its __context__ (the error it "
+        "was raised during) nor its __cause__",
+    )
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        result = ns.harness(
+            HARNESS + "dead_letter",
+            str(path),
+            job_id,
+            "tok-1",
+            "",
+            {"type": "ValueError", "message": "no such customer"},
+            NOW,
+        )
+        job = row_of(conn, job_id)
+    expect(
+        result.get("returned") is True and job["dead_reason"] in ("", None),
+        _(
+            "True, and job {job_id} buried with an empty reason ('') keeps it empty: "
+            "dead_reason '' (the error is in last_error already)"
+        ).format(job_id=job_id),
+        _("{said}; dead_reason {reason}").format(
+            said=it_said(result), reason=repr(job["dead_reason"])
+        ),
+        "dead_reason = reason as given: the reason is the worker's words, the error is "
+        "last_error's; one written into the other's place says twice what happened and "
+        "never why",
+    )
+
+
+@CHECKS.add(
+    1,
+    "dead_letter returns True only when THIS call buried the job, and changes nothing "
+    "otherwise: False for a job already dead (the worker's second try, a job buried "
+    "before), and no write before the fenced UPDATE (the reason first, then the state): "
+    "if the lease moves in between, the job runs on with a reason and an error not its own",
+)
+def dead_letter_is_true_only_when_it_buries(ns: Namespace) -> None:
+    error = {"type": "ValueError", "message": "no such customer"}
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        first = bury(ns, path, job_id, "tok-1", "permanent error", error, NOW)
+        buried = row_of(conn, job_id)
+        # The worker never saw the first answer (its connection dropped) and tries again.
+        again = ns.harness(
+            HARNESS + "dead_letter", str(path), job_id, "tok-1", "permanent error", error, NOW + 5
+        )
+        # Buried by older code that left its lease on the row: a dead job is nobody's.
+        old = add_job(
+            conn,
+            "pay:8:charge:v1",
+            kind="payment",
+            state="dead",
+            attempt=3,
+            lease_owner="w-old",
+            lease_until=NOW + 3_600.0,
+            lease_token="t-old",
+            dead_reason="attempts exhausted (3 of 3)",
+            last_error="TimeoutError: slow",
+            updated_at=NOW - 50,
+        )
+        kept = row_of(conn, old)
+        late = ns.harness(
+            HARNESS + "dead_letter", str(path), old, "t-old", "permanent error", error, NOW + 5
+        )
+        after = {i: row_of(conn, i) for i in (job_id, old)}
+    expect(bool(first), _("True for job {job_id}, buried").format(job_id=job_id), first)
+    expect(
+        "raised" not in again and not again.get("returned") and after[job_id] == buried,
+        _(
+            "False for job {job_id} buried a second time with the same token 'tok-1' (the "
+            "first call buried it, and cleared the token), and the job left as the first "
+            "call left it"
+        ).format(job_id=job_id),
+        _("{said}; updated_at {before} -> {now}").format(
+            said=it_said(again), before=buried["updated_at"], now=after[job_id]["updated_at"]
+        ),
+        "return whether your fenced UPDATE changed the row (RETURNING id, or rowcount), "
+        "not whether the job is dead after it: the job was dead already",
+    )
+    expect(
+        "raised" not in late and not late.get("returned") and after[old] == kept,
+        _(
+            "False for job {job_id}, dead already with the token 't-old' its burial left on "
+            "it, and the job unchanged"
+        ).format(job_id=old),
+        _("{said}; state {state}").format(said=it_said(late), state=after[old]["state"]),
+        "fence on state = 'running' AND lease_token = :token, and return whether that "
+        "UPDATE changed the row",
+    )
+    _changes_nothing_when_the_lease_moves(ns)
+
+
+def _changes_nothing_when_the_lease_moves(ns: Namespace) -> None:
+    """The lease moves the moment the call's first change is committed: that change must
+    be the burial (then the job is dead and no other worker takes it)."""
+    at = NOW + 5
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        conn.execute(
+            "UPDATE jobs SET last_error = 'TimeoutError: slow' WHERE id = :id", {"id": job_id}
+        )
+        before = row_of(conn, job_id)
+        got = ns.harness(
+            HARNESS + "dead_letter_as_the_lease_moves_after_a_write",
+            str(path),
+            job_id,
+            "tok-1",
+            NOW,
+            at,
+        )
+        job = row_of(conn, job_id)
+    # "taken": the first change the call committed left the job running, so it was not
+    # the burial; the lease then moved to another worker. A call whose one fenced UPDATE
+    # is its first committed change never lets that happen.
+    moved = {
+        "attempt": before["attempt"] + 1,
+        "lease_owner": "worker-2",
+        "lease_token": "worker-2-token",
+        "lease_until": at + 30,
+        "updated_at": at,
+    }
+    want = {**before, **moved}
+    changed = {k: f"{want[k]!r} -> {job[k]!r}" for k in want if job[k] != want[k]}
+    expect(
+        not got.get("taken"),
+        _(
+            "job {job_id} buried by the first write of dead_letter(job {job_id}, 'tok-1') "
+            "(its one fenced UPDATE), or left as it was"
+        ).format(job_id=job_id),
+        _(
+            "a write of your call left the job running; the lease then moved to another "
+            "worker (lease_token 'worker-2-token'), and your call went on: {said}; the job "
+            "is {state}, changed by your call: {changes}"
+        ).format(
+            said=it_said(got),
+            state=job["state"],
+            changes=", ".join(f"{k} {v}" for k, v in changed.items())
+            or _("nothing the new holder did not overwrite"),
+        ),
+        "set state, dead_reason, last_error and the lease in the one fenced UPDATE (WHERE "
+        "id = :id AND state = 'running' AND lease_token = :token): a write before it lands "
+        "on a job that may be another worker's by the time the fence is checked",
+    )

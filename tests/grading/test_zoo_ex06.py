@@ -3237,11 +3237,175 @@ ZOO: list[tuple[str, str, str, str]] = [
             return row is not None
     """,
     ),
+    (
+        "ex06",
+        "last_error put into the SQL with an f-string",
+        "dead_letter_stores_the_error_given",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason,"
+                f" last_error = '{describe(error)}', lease_owner = NULL, lease_until = NULL,"
+                " lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "now": now}).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "last_error describes error.__context__ when there is one (the error it was raised during)",
+        "dead_letter_stores_the_error_given",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason,
+                 "error": describe(error.__context__ or error), "now": now}).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "dead_reason falls back to describe(error) when the reason is empty",
+        "dead_letter_stores_the_error_given",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason or describe(error),
+                 "error": describe(error), "now": now}).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter returns True for a job already dead (a second try says done)",
+        "dead_letter_is_true_only_when_it_buries",
+        """
+        _fenced_bury = dead_letter
+        def dead_letter(conn, job_id, token, reason, error, now):
+            if _fenced_bury(conn, job_id, token, reason, error, now):
+                return True
+            row = conn.execute("SELECT state FROM jobs WHERE id = :id", {"id": job_id}).fetchone()
+            return row is not None and row["state"] == "dead"
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter returns whether the job is dead after its UPDATE (SELECT state)",
+        "dead_letter_is_true_only_when_it_buries",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token",
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now})
+            row = conn.execute("SELECT state FROM jobs WHERE id = :id", {"id": job_id}).fetchone()
+            return row is not None and row["state"] == "dead"
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter in two fenced UPDATEs: the reason and the error first, then the state",
+        "dead_letter_is_true_only_when_it_buries",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            fence = {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                     "now": now}
+            noted = conn.execute(
+                "UPDATE jobs SET dead_reason = :reason, last_error = :error"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token", fence).rowcount
+            if not noted:
+                return False
+            return conn.execute(
+                "UPDATE jobs SET state = 'dead', lease_owner = NULL, lease_until = NULL,"
+                " lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token",
+                fence).rowcount == 1
+    """,
+    ),
+    (
+        "ex06",
+        "last_error with the error's __cause__ appended raw",
+        "dead_letter_hides_the_secrets_of_the_chain",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error)
+                 + (f" (caused by {error.__cause__!r})" if error.__cause__ else ""),
+                 "now": now}).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "last_error with the error's __context__ appended raw",
+        "dead_letter_hides_the_secrets_of_the_chain",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error)
+                 + (f" (during {error.__context__})" if error.__context__ else ""),
+                 "now": now}).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "last_error with the whole traceback appended (traceback.format_exception)",
+        "dead_letter_hides_the_secrets_of_the_chain",
+        """
+        import traceback
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error) + "\\n"
+                 + "".join(traceback.format_exception(error)[:-1]),
+                 "now": now}).fetchone()
+            return row is not None
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "last_error put into the SQL with an f-string": "(quotes in its text)",
+    "dead_letter in two fenced UPDATEs: the reason and the error first, then the state": (
+        "(its one fenced UPDATE), or left as it was"
+    ),
+    "last_error with the error's __cause__ appended raw": "no secret of the error's __cause__",
+    "last_error describes error.__context__ when there is one (the error it was raised during)": (
+        "the error given, raised while a KeyError was handled"
+    ),
+    "dead_reason falls back to describe(error) when the reason is empty": (
+        "buried with an empty reason ('') keeps it empty"
+    ),
+    "dead_letter returns True for a job already dead (a second try says done)": (
+        "buried a second time with the same token 'tok-1'"
+    ),
+    "dead_letter returns whether the job is dead after its UPDATE (SELECT state)": (
+        "buried a second time with the same token 'tok-1'"
+    ),
+    "last_error with the error's __context__ appended raw": "no secret of the error's __context__",
+    "last_error with the whole traceback appended (traceback.format_exception)": (
+        "no secret of the error's"
+    ),
     "redrive's UPDATE re-picks its rows with its own subquery (no id tie-break)": (
         "to be the jobs it made pending"
     ),
@@ -3467,6 +3631,12 @@ SAYS: dict[str, str] = {
 
 #: What the named check must say it got, where the mistake shows there.
 GOT: dict[str, str] = {
+    "last_error describes error.__context__ when there is one (the error it was raised during)": (
+        "last_error \"KeyError: 'card'\""
+    ),
+    "dead_letter returns True for a job already dead (a second try says done)": (
+        "it returned True"
+    ),
     "redrive's UPDATE re-picks its rows with its own subquery (no id tie-break)": (
         "returned [13, 9, 10]; pending now: [11, 12, 13]"
     ),

@@ -375,6 +375,26 @@ def dead_letter_then_taken_again(
     )
 
 
+def dead_letter_as_the_lease_moves_after_a_write(
+    values: MutableMapping[str, Any], path: str, job_id: int, token: str, now: float, at: float
+) -> dict[str, Any]:
+    """``dead_letter(job_id, token, ...)``; the moment its first change is committed, the
+    lease runs out and another worker takes the job (``worker-2-token`` until ``at`` + 30),
+    if it is still running by then (``"taken"``): a first write that was not the burial
+    (the reason alone, a touch of updated_at) is followed by a fence that no longer holds."""
+    error = build_error({"type": "ValueError", "message": "no such customer"})
+    return taken_over_after_its_first_write(
+        values,
+        "dead_letter",
+        path,
+        [job_id, token, "permanent error", error, now],
+        "UPDATE jobs SET attempt = attempt + 1, lease_owner = 'worker-2',"
+        " lease_token = 'worker-2-token', lease_until = :at + 30, updated_at = :at"
+        " WHERE id = :id AND state = 'running'",
+        {"id": job_id, "at": at},
+    )
+
+
 def redrive_schedules(
     values: MutableMapping[str, Any], folder: str, kwargs: dict[str, Any], seed: int
 ) -> dict[str, Any]:
