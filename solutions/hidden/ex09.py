@@ -215,13 +215,21 @@ def _gone_hint() -> str:
 def returns_how_many_it_applied(ns: Namespace) -> None:
     with stream(ns) as s:
         gone = deleted_while_pending(s)
+        # One more that the dead consumer 'z' holds, idle 700 s: 'a' claims it (XAUTOCLAIM)
+        # and applies it, which counts as much as an entry it read itself.
+        taken = s.add("order:0", cents=100)
+        s.r.xreadgroup(GROUP, "z", {s.stream: ">"}, count=1)
+        s.r.xclaim(s.stream, GROUP, "z", 0, [taken], idle=700_000, justid=True)
         for key in ("order:1", "order:2", "order:1"):  # the producer sent order:1 twice
             s.add(key, cents=100)
         s.add("flaky", cents=100, flaky=99)  # fails every time: dead-lettered after 2
         try:
             s.finish(
                 s.start("a", max_deliveries=2),
-                _("three entries for two keys, and one that fails until it is dead-lettered"),
+                _(
+                    "four entries for three keys (one a dead consumer held), and one that "
+                    "fails until it is dead-lettered"
+                ),
             )
         except CheckFailed as failed:
             if _still_pending(s, gone[:1]):
@@ -237,7 +245,9 @@ def returns_how_many_it_applied(ns: Namespace) -> None:
             _("still pending: {ids}").format(ids=left),
             _gone_hint(),
         )
-        expect_once_each(s, ["order:1", "order:2"], _("check the done record atomically"))
+        expect_once_each(
+            s, ["order:0", "order:1", "order:2"], _("check the done record atomically")
+        )
         dead = [d.get("key") for d in s.dead()]
         expect(
             dead == ["flaky"],
@@ -253,17 +263,19 @@ def returns_how_many_it_applied(ns: Namespace) -> None:
         )
         last = s.printed.strip().splitlines()[-1:]
         expect(
-            last == ["2"],
+            last == ["3"],
             _(
-                "consume to return 2 (printed by the file's __main__): two keys applied; a "
-                "copy of a done key (only acknowledged), a failed run, a dead letter and an "
-                "entry deleted from the stream while pending do not count"
+                "consume to return 3 (printed by the file's __main__): three keys applied, "
+                "'order:0' claimed from a dead consumer among them; a copy of a done key "
+                "(only acknowledged), a failed run, a dead letter and an entry deleted from "
+                "the stream while pending do not count"
             ),
             _("it printed {printed}").format(printed=last[0] if last else _("nothing")),
             _(
-                "add 1 only when the MULTI that pushed the key to the effects list has run: "
-                "not for a copy of a done key, a run_job that raised, a dead letter or the "
-                "XACK of an entry deleted from the stream"
+                "add 1 whenever the MULTI that pushed the key to the effects list has run, "
+                "whether you read the entry or claimed it (XAUTOCLAIM), and only then: not "
+                "for a copy of a done key, a run_job that raised, a dead letter or the XACK "
+                "of an entry deleted from the stream"
             ),
         )
         # A second call on the same stream, by two consumers at once: what each applied,
@@ -287,12 +299,12 @@ def returns_how_many_it_applied(ns: Namespace) -> None:
             shutil.rmtree(meet, ignore_errors=True)
             log.unlink(missing_ok=True)
         expect_once_each(
-            s, ["order:1", "order:2", "order:3"], _("check the done record atomically")
+            s, ["order:0", "order:1", "order:2", "order:3"], _("check the done record atomically")
         )
         expect(
             sorted(printed) == ["0", "1"],
             _(
-                "a second call, by two consumers at once after the first call had applied 2 "
+                "a second call, by two consumers at once after the first call had applied 3 "
                 "keys, to return 1 in one of them and 0 in the other: one applied 'order:3' "
                 "(sent twice); the other copy of 'order:3' and the copy of 'order:2' were "
                 "done already"
@@ -739,6 +751,39 @@ def claims_one_idle_entry_at_a_time(ns: Namespace) -> None:
                 "another rescuer in between, and both of you run it"
             ),
         )
+    _reads_its_own_pending_one_at_a_time(ns)
+
+
+def _reads_its_own_pending_one_at_a_time(ns: Namespace) -> None:
+    """'a' held three entries when it died, the poison first (an earlier version of it
+    read three at a time): restarted with max_deliveries 2, it reads its own pending ones
+    one at a time (XREADGROUP ... 0 COUNT 1), so the poison's crash adds a delivery to
+    the poison alone, and the two others run on their second delivery."""
+    with stream(ns) as s:
+        s.add("poison", cents=100, crash=True)
+        for key in ("mine:1", "mine:2"):
+            s.add(key, cents=100)
+        s.r.xreadgroup(GROUP, "a", {s.stream: ">"}, count=3)
+        for _n in range(6):
+            if s.finish(s.start("a", max_deliveries=2, idle_ms=600_000),
+                        _("a restart of 'a', which held three entries")) == 0:  # fmt: skip
+                break
+        dead = [d.get("key") for d in s.dead()]
+        expect(
+            dead == ["poison"],
+            _(
+                "only 'poison' dead-lettered: 'a', restarted with three entries of its own "
+                "(max_deliveries 2), reads them one at a time"
+            ),
+            _("dead letters {dead}").format(dead=dead),
+            _(
+                "read your own pending entries with XREADGROUP ... 0 COUNT 1 as well: every "
+                "entry such a read returns gains a delivery, so one that returns them all adds "
+                "a delivery to each every round, and each crash on the poison counts against "
+                "the others until they are dead-lettered unrun"
+            ),
+        )
+        expect_once_each(s, ["mine:1", "mine:2"], _("read your own pending entries one at a time"))
 
 
 #: Entries a live consumer holds ahead of a dead one's in the PEL: more than one
@@ -934,6 +979,12 @@ def a_dead_lettered_key_sent_again_is_applied(ns: Namespace) -> None:
         expect_once_each(s, ["order:9"], _("apply the new entry once"))
 
 
+#: The consumers' names in the_cap_holds_for_claimed_entries: a capital and a '_', so a
+#: consumer that lower-cases or tidies the name it was given (two consumers 'Pod_1' and
+#: 'pod-1' would then share one PEL, each running the other's entries) shows.
+POD = "Pod_{n}"
+
+
 @CHECKS.add(
     1,
     "the delivery cap holds for an entry taken over from a dead consumer (XAUTOCLAIM) as "
@@ -946,7 +997,8 @@ def the_cap_holds_for_claimed_entries(ns: Namespace) -> None:
     with stream(ns) as s:
         poison = s.add("poison", cents=100, crash=True)
         # A new name each time (a fresh container, a new pod): the poison is never this
-        # consumer's own pending entry, it comes to each one through XAUTOCLAIM.
+        # consumer's own pending entry, it comes to each one through XAUTOCLAIM. Names
+        # with a capital and a '_' (POD): the PEL must show each one exactly as given.
         crashes, early, orders, holders = 0, [], [], []
         for n in range(5):
             # Before each pod: a new entry behind the poison, and the poison idle 150 ms
@@ -959,7 +1011,7 @@ def the_cap_holds_for_claimed_entries(ns: Namespace) -> None:
                 holders.append(str(held["consumer"]))
                 s.r.xclaim(s.stream, GROUP, held["consumer"], 0, [poison], idle=150, justid=True)
             code = s.finish(
-                s.start(f"pod-{n}", max_deliveries=2, idle_ms=100),
+                s.start(POD.format(n=n), max_deliveries=2, idle_ms=100),
                 _("a consumer under a new name"),
             )
             if code == 0:
@@ -991,7 +1043,7 @@ def the_cap_holds_for_claimed_entries(ns: Namespace) -> None:
                 "1000) or 5000): a dead consumer's entry then waits longer than it should"
             ),
         )
-        pods = [f"pod-{n}" for n in range(len(holders))]
+        pods = [POD.format(n=n) for n in range(len(holders))]
         expect(
             holders == pods,
             _(
@@ -1000,10 +1052,11 @@ def the_cap_holds_for_claimed_entries(ns: Namespace) -> None:
             ).format(pods=pods),
             _("it was held by {holders}").format(holders=holders),
             _(
-                "XAUTOCLAIM under the consumer name consume was given: an entry read under "
-                "another name (a fixed one, or a dead consumer's, with XREADGROUP ... 0) stays "
-                "that name's, so the consumer that really holds it is unknown, and the dead "
-                "one, restarted, runs it a second time beside you"
+                "XAUTOCLAIM under the consumer name consume was given, exactly (no lower() or "
+                "replace()): an entry read under another name (a fixed one, a tidied one, or a "
+                "dead consumer's, with XREADGROUP ... 0) stays that name's, so the consumer that "
+                "really holds it is unknown, and the one of that name runs it a second time "
+                "beside you"
             ),
         )
         left = len(s.pending())

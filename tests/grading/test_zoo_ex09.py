@@ -1286,6 +1286,90 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
             )
         ],
     ),
+    (
+        # Record and effect in one MULTI, the XACK sent after it: a kill between the two
+        # leaves an applied entry pending, and its next delivery (one over the cap)
+        # dead-letters it. The done record keeps the effect once: not severe.
+        "the XACK sent after the MULTI of the done record and the effect",
+        "dead_letters_a_crashing_entry_after_max_deliveries",
+        [
+            (
+                "                    pipe.xack(stream, GROUP, entry_id)\n"
+                "                    pipe.execute()\n",
+                "                    pipe.execute()\n"
+                "                r.xack(stream, GROUP, entry_id)\n",
+            )
+        ],
+    ),
+    (
+        # run_job called again in a loop of its own, with a delivery count it makes up:
+        # Redis never delivers the entry again, XPENDING shows 1 however often it ran.
+        "a failed run_job retried in a loop of its own up to max_deliveries",
+        "dead_letters_a_crashing_entry_after_max_deliveries",
+        [
+            (
+                "            try:\n"
+                '                run_job(json.loads(fields["payload"]), deliveries)\n'
+                "            except Exception:\n"
+                "                continue\n",
+                "            for attempt in range(deliveries, max_deliveries + 1):\n"
+                "                try:\n"
+                '                    run_job(json.loads(fields["payload"]), attempt)\n'
+                "                    break\n"
+                "                except Exception:\n"
+                "                    continue\n"
+                "            else:\n"
+                "                pipe = r.pipeline(transaction=True)\n"
+                '                pipe.xadd(dead, {"key": fields["key"],\n'
+                '                                 "payload": fields["payload"],\n'
+                '                                 "reason": f"failed {max_deliveries} times"})\n'
+                "                pipe.xack(stream, GROUP, entry_id)\n"
+                "                pipe.execute()\n"
+                "                continue\n",
+            )
+        ],
+    ),
+    (
+        # Two consumers 'Pod_1' and 'pod_1' share one name, and each reads the other's
+        # pending entries (XREADGROUP ... 0) and runs them beside it.
+        "the consumer name lower-cased before use",
+        "the_cap_holds_for_claimed_entries",
+        [("    applied = 0\n", "    applied = 0\n    consumer = consumer.lower()\n")],
+    ),
+    (
+        # The entry it claimed from a dead consumer is applied, but only what it read
+        # itself is counted.
+        "entries claimed from a dead consumer applied but left out of the count",
+        "returns_how_many_it_applied",
+        [
+            (
+                "            entries = [e for e in claimed if e[1]]\n",
+                "            entries = [e for e in claimed if e[1]]\n"
+                "            from_claim = bool(entries)\n",
+            ),
+            (
+                '        rows = r.xreadgroup(GROUP, consumer, {stream: "0"}, count=1)\n',
+                "        from_claim = False\n"
+                '        rows = r.xreadgroup(GROUP, consumer, {stream: "0"}, count=1)\n',
+            ),
+            (
+                "            applied += 0 if done_before else 1\n",
+                "            applied += 0 if done_before or from_claim else 1\n",
+            ),
+        ],
+    ),
+    (
+        # Every entry XREADGROUP ... 0 returns gains a delivery: reading them all each
+        # round, then running the first, counts each crash on the poison against the others.
+        "its own pending entries read all at once (no COUNT), the first one run",
+        "claims_one_idle_entry_at_a_time",
+        [
+            (
+                _OWN_READ,
+                _OWN_READ.replace(", count=1)", ")").replace("if e[1]]\n", "if e[1]][:1]\n"),
+            )
+        ],
+    ),
 ]
 
 

@@ -260,6 +260,18 @@ class Stream:
             clock.sleep(0.02)
         return owners
 
+    def deliveries_while(self, proc: subprocess.Popen[str], entry_id: str) -> list[int]:
+        """Each delivery count the PEL showed for ``entry_id``, in order, while ``proc`` ran."""
+        counts: list[int] = []
+        clock = SystemClock()
+        deadline = clock.now() + RUN_S
+        while proc.poll() is None and clock.now() < deadline:
+            held = self.r.xpending_range(self.stream, GROUP, entry_id, entry_id, 1)
+            if held and (not counts or counts[-1] != int(held[0]["times_delivered"])):
+                counts.append(int(held[0]["times_delivered"]))
+            clock.sleep(0.02)
+        return counts
+
     def wait_held(self, proc: subprocess.Popen[str], consumer: str, key: str) -> None:
         """Return once the PEL shows ``consumer`` holding ``key``'s entry; fail if it never does."""
         clock = SystemClock()
@@ -567,6 +579,88 @@ def dead_letters_a_crashing_entry_after_max_deliveries(ns: Namespace) -> None:
                dead[0].get("payload"),
                _("copy the entry's payload field as it came: the JSON text"))  # fmt: skip
         expect_once_each(s, ["order:1"], _("the poison must not hold the other entries hostage"))
+    _a_failed_run_comes_back_from_redis(ns)
+    probe = _applied_or_dead(ns, 0)
+    for k in range(1, min(len(probe), APPLIED_OR_DEAD_KILLS) + 1):
+        _applied_or_dead(ns, k)
+
+
+#: Seconds each run of the entry in _a_failed_run_comes_back_from_redis takes: while it
+#: runs a second and a third time, the PEL shows its delivery count for that long.
+RETRY_WORK_S = 0.5
+
+
+def _a_failed_run_comes_back_from_redis(ns: Namespace) -> None:
+    """An entry that fails twice (max_deliveries 3): its second and third runs must be
+    deliveries Redis counts (XPENDING shows 2, then 3, for RETRY_WORK_S each), not runs
+    the consumer repeats in a loop of its own with a count it makes up."""
+    with stream(ns) as s:
+        entry = s.add("retried", cents=100, flaky=2, work_s=RETRY_WORK_S)
+        proc = s.start("a", max_deliveries=3)
+        counts = s.deliveries_while(proc, entry)
+        s.finish(proc, _("an entry that fails twice, then succeeds"))
+        expect(
+            max(counts, default=0) >= 2,
+            _(
+                "'retried', which fails on its first two runs (max_deliveries 3), delivered "
+                "again by Redis before each new run: XPENDING shows it delivered 2 times, "
+                "then 3"
+            ),
+            _("the most XPENDING ever showed: {counts}").format(
+                counts=max(counts, default=_("nothing pending"))
+            ),
+            _(
+                "when run_job raises, leave the entry pending and go on to the next round: it "
+                "comes back (XREADGROUP ... 0) with one more delivery. A loop of your own that "
+                "calls run_job again hides the retries from Redis: XPENDING no longer tells "
+                "how often the entry ran, and a crash in the middle starts your count again"
+            ),
+        )
+        expect(s.dead() == [], _("no dead letter: 'retried' succeeds on its third delivery"),
+               _("dead letters {dead}").format(dead=[d.get("key") for d in s.dead()]))  # fmt: skip
+        expect_once_each(s, ["retried"], _("leave a failed entry pending; it comes back"))
+
+
+#: Kills at most in _applied_or_dead (the reference sends 2 commands that write there).
+APPLIED_OR_DEAD_KILLS = 6
+
+
+def _applied_or_dead(ns: Namespace, kill_after: int) -> list[Boundary]:
+    """One healthy entry, max_deliveries 1, a consumer killed right after its command
+    ``kill_after`` (0: a probe, never killed) and restarted: the entry ends either applied
+    (not dead-lettered) or dead-lettered (not applied), never both. A kill between the
+    effect and the entry's XACK leaves it pending: its restart, one delivery over the cap,
+    dead-letters an entry already applied. The boundaries of the run."""
+    log = ns.workdir / f".killrun-{uuid.uuid4().hex[:8]}.log"
+    with stream(ns) as s:
+        s.add("order:1", cents=100)
+        runner = ("-m", "labkit.explore.killrun", str(log), str(kill_after))
+        s.finish(s.start("a", max_deliveries=1, idle_ms=600_000, runner=runner), _("a killed run"))
+        found, killed = read_log(log)
+        log.unlink(missing_ok=True)
+        if kill_after == 0:
+            return found
+        s.finish(s.start("a", max_deliveries=1, idle_ms=600_000), _("the consumer's restart"))
+        effects, dead = s.effects(), [d.get("key") for d in s.dead()]
+        left = len(s.pending())
+        what = [b.words() for b in found if b.index == killed] or [_("no kill: a clean run")]
+        expect(
+            left == 0 and (effects, dead) in (({"order:1": 1}, []), ({}, ["order:1"])),
+            _(
+                "'order:1' (max_deliveries 1) either applied once or, if the kill came before "
+                "it was applied, dead-lettered once, never both, and nothing pending, after a "
+                "kill -9 right after {boundary} and a restart"
+            ).format(boundary=what[0]),
+            _("effects {effects}, dead letters {dead_letters}, {pending} pending").format(
+                effects=effects, dead_letters=dead, pending=left
+            ),
+            _(
+                "send the entry's XACK in the MULTI that writes its done record and its effect: "
+                "killed between the two, the entry stays pending though applied, and its next "
+                "delivery (one over max_deliveries) dead-letters it"
+            ),
+        )
+    return found
 
 
 #: At most this many kills per sweep (the reference's scene has 10 boundaries: all are
