@@ -14,6 +14,7 @@ import os
 import random
 import string
 import time
+import uuid
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -161,7 +162,7 @@ def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
 )
 def keys_are_scoped_to_the_caller(ns: Namespace) -> None:
     body = {"month": "2026-10"}
-    tokens = {TEAM_TOKENS[owner]: owner for owner in TEAMS}
+    tokens = {TEAM_TOKENS[owner]: owner for owner in (*TEAMS, *JOINED)}
     with scratch(ns) as folder, served(ns, folder / "jobs.db", renewed_tokens=tokens) as app:
         a = accepted_id(app.post(body, "alice-token", key="shared-key"), _("alice's request"))
         reply = app.post(body, "bob-token", key="shared-key")
@@ -180,7 +181,31 @@ def keys_are_scoped_to_the_caller(ns: Namespace) -> None:
             "put the owner in the job key next to the Idempotency-Key",
         )
         expect(len(jobs_for(folder / "jobs.db", "bob", body)) == 1, "bob's job stored", 0)
-        _owner_and_key_kept_apart(app, folder / "jobs.db")
+        _owner_and_key_kept_apart(
+            app,
+            folder / "jobs.db",
+            TEAMS,
+            _(
+                "keep the owner and the Idempotency-Key apart in the job key, with a separator "
+                "(f'report:{owner}:{key}'), hashed or not: joined with nothing between, team1 + "
+                "'2-report' and team12 + '-report' both read 'team12-report', and '7-mari' + ana "
+                "and '7-' + mariana both read '7-mariana', so one caller's request is answered "
+                "with another's job and never runs"
+            ),
+        )
+        _owner_and_key_kept_apart(
+            app,
+            folder / "jobs.db",
+            JOINED,
+            _(
+                "join the owner and the Idempotency-Key with a character no owner's name "
+                "holds (f'report:{owner}:{key}'), or encode the pair (json.dumps([owner, "
+                "key])): user names hold '-', '_' and '.', so joined with one of those, mary "
+                "+ 'jane-7' and mary-jane + '7' both read 'mary-jane-7' ('7-mary' + jane and "
+                "'7' + mary-jane both '7-mary-jane'), and one caller's request is answered "
+                "with another's job and never runs"
+            ),
+        )
         # A long key (200 characters, under Stripe's 255) hashed or cut to fit a column:
         # the owner must stay in what is kept.
         long_key = "shared-" + "k" * 193
@@ -211,35 +236,43 @@ def keys_are_scoped_to_the_caller(ns: Namespace) -> None:
 #: between, owner first ("team12-report") or key first ("7-mariana"), two callers' keys
 #: are one, and the second caller's request meets the first's job.
 TEAMS = {"team1": "2-report", "team12": "-report", "ana": "7-mari", "mariana": "7-"}
-TEAM_TOKENS = {owner: f"{owner}-token" for owner in TEAMS}
+#: Callers whose names hold a character a job key may join owner and key with, as user
+#: names do ("mary-jane", "john_doe", "li.u"), and the key each sends: joined with that
+#: character, owner first mary + 'jane-7' and mary-jane + '7' both read 'mary-jane-7',
+#: and key first '7-mary' + jane and '7' + mary-jane both read '7-mary-jane'.
+JOINED = {
+    "mary": "jane-7",
+    "mary-jane": "7",
+    "jane": "7-mary",
+    "john": "doe_7",
+    "john_doe": "7",
+    "doe": "7_john",
+    "li": "u.7",
+    "li.u": "7",
+    "u": "7.li",
+}
+TEAM_TOKENS = {owner: f"{owner}-token" for owner in (*TEAMS, *JOINED)}
 
 
-def _owner_and_key_kept_apart(app: App, db: Path) -> None:
-    """Each of ``TEAMS`` sends a request with its own key: a job each."""
-    body = {"month": "2026-10", "teams": 2}
-    replies = {owner: app.post(body, TEAM_TOKENS[owner], key=key) for owner, key in TEAMS.items()}
+def _owner_and_key_kept_apart(app: App, db: Path, keys: dict[str, str], hint: str) -> None:
+    """Each owner of ``keys`` sends a request with its own key: a job each."""
+    body = {"month": "2026-10", "teams": len(keys)}
+    replies = {owner: app.post(body, TEAM_TOKENS[owner], key=key) for owner, key in keys.items()}
     if any(r.status_code in (401, 403) for r in replies.values()):
         return  # a table of tokens of its own: a_renewed_token_is_the_same_caller's to judge
-    hint = _(
-        "keep the owner and the Idempotency-Key apart in the job key, with a separator "
-        "(f'report:{owner}:{key}'), hashed or not: joined with nothing between, team1 + "
-        "'2-report' and team12 + '-report' both read 'team12-report', and '7-mari' + ana "
-        "and '7-' + mariana both read '7-mariana', so one caller's request is answered "
-        "with another's job and never runs"
-    )
     ids = {
         owner: accepted_id(
             reply,
-            _("{owner}'s request with the key {key}").format(owner=owner, key=repr(TEAMS[owner])),
+            _("{owner}'s request with the key {key}").format(owner=owner, key=repr(keys[owner])),
             hint,
         )
         for owner, reply in replies.items()
     }
-    stored = {owner: [j["id"] for j in jobs_for(db, owner, body)] for owner in TEAMS}
+    stored = {owner: [j["id"] for j in jobs_for(db, owner, body)] for owner in keys}
     expect(
-        len(set(ids.values())) == len(TEAMS) and stored == {o: [ids[o]] for o in TEAMS},
+        len(set(ids.values())) == len(keys) and stored == {o: [ids[o]] for o in keys},
         _("each caller to get a job of its own for its own key: {keys}").format(
-            keys=", ".join(f"{owner} {key!r}" for owner, key in TEAMS.items())
+            keys=", ".join(f"{owner} {key!r}" for owner, key in keys.items())
         ),
         _("job ids answered {ids}, jobs stored per caller {stored}").format(ids=ids, stored=stored),
         hint,
@@ -399,17 +432,21 @@ def owner_comes_from_the_token(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
-    "the status never shows the payload (the request may hold private data)",
+    "the status never shows the payload (the request may hold private data), and shows "
+    "nothing of a job to anyone but its owner, whatever the job's state",
     timeout=TIMEOUT,
     severe=True,
 )
 def status_hides_the_payload(ns: Namespace) -> None:
     with scratch(ns) as folder:
         db = folder / "jobs.db"
-        with served(ns, db) as app:
+        with served(ns, db, renewed_tokens={ALI: "ali"}) as app:
             job_id = add_job(db, "alice", {"note": "private-marker-5521"}, "check:hide")
             reply = app.status(job_id)
             expect(200 <= reply.status_code < 300, "200 for the owner", reply.status_code)
+            _nobody_else_sees(app, job_id, "pending")
+            for state, other in _jobs_a_worker_left(db).items():
+                _nobody_else_sees(app, other, state)
             expect(
                 "private-marker-5521" not in reply.text,
                 "no payload in the status",
@@ -423,6 +460,7 @@ def status_hides_the_payload(ns: Namespace) -> None:
                 claimed = store.claim("check-worker")
                 if claimed is not None and claimed.id == job_id:
                     store.complete(claimed, {"pages": 1})
+            _nobody_else_sees(app, job_id, "succeeded")
             done = app.status(job_id)
             at = done.text.find("private-marker-5521")
             expect(
@@ -436,6 +474,63 @@ def status_hides_the_payload(ns: Namespace) -> None:
                     "request (the payload) is not, finished or not"
                 ),
             )
+
+
+#: The token of a caller whose name is the start of alice's: an owner compared loosely
+#: (``in``, ``startswith``, ``find``) shows him her jobs.
+ALI = "ali-token"
+
+
+def _jobs_a_worker_left(db: Path) -> dict[str, int]:
+    """Three jobs of alice's, each on a queue of its own, as a worker leaves them: running
+    (claimed), waiting for a retry (a transient failure) and dead (a permanent one)."""
+    from labkit.errors import PermanentError, TransientError
+    from labkit.store import JobStore
+
+    left = {}
+    with JobStore(db) as store:
+        for state in ("running", "retry_wait", "dead"):
+            job, _new = store.enqueue(
+                "report",
+                {"owner": "alice", "request": {"note": f"private-marker-5521 {state}"}},
+                key=f"check:hide:{state}",
+                queue=f"check-{state}",
+            )
+            claimed = store.claim("check-worker", queues=(f"check-{state}",), lease_s=600)
+            if claimed is None or claimed.id != job.id:
+                continue
+            if state == "retry_wait":
+                store.fail(claimed, TransientError("ERP 503 Service Unavailable"))
+            elif state == "dead":
+                store.fail(claimed, PermanentError("ERP 400: no such month"))
+            left[state] = job.id
+    return left
+
+
+def _nobody_else_sees(app: App, job_id: int, state: str) -> None:
+    """Fail unless bob, and ali (whose name is the start of alice's), asking for alice's
+    job ``job_id`` (in ``state``) get the answer of an id that does not exist."""
+    for token, who in ((BOB, "bob"), (ALI, "ali")):
+        asked = app.status(job_id, token, raw=True)
+        absent = app.status(job_id + 1000, token, raw=True)
+        same = asked.status_code == absent.status_code and asked.text.replace(
+            str(job_id), "{id}"
+        ) == absent.text.replace(str(job_id + 1000), "{id}")
+        expect(
+            not 200 <= asked.status_code < 300 and same,
+            _(
+                "{who} asking for alice's job {job_id} ({state}) answered as for an id that "
+                "does not exist"
+            ).format(who=who, job_id=job_id, state=state),
+            f"{asked.status_code} {asked.text[:120]!r} vs {absent.status_code} "
+            f"{absent.text[:80]!r}",
+            _(
+                "check the owner first on every GET, before anything that looks at the "
+                "job's state: a job running, waiting for a retry or dead is still its "
+                "owner's alone. Compare job.payload.get('owner') == caller_of(authorization) "
+                "exactly: 'ali' is in 'alice', and is not alice"
+            ),
+        )
 
 
 @CHECKS.add(
@@ -455,7 +550,8 @@ def a_poll_the_store_cannot_read_is_no_404(ns: Namespace) -> None:
 @CHECKS.add(
     1,
     "no secret a caller sends reaches the server's output: not the password of a refused "
-    "body, not a bearer token (printed, logged at any level, or in a traceback)",
+    "body, not one written in a body it takes, not a bearer token (printed, logged at any "
+    "level, or in a traceback)",
     timeout=TIMEOUT,
     severe=True,
 )
@@ -465,13 +561,17 @@ def secrets_stay_out_of_the_logs(ns: Namespace) -> None:
     def made_up(prefix: str) -> str:
         return prefix + "".join(rng.choices(string.ascii_letters + string.digits, k=12))
 
-    password, api_key = made_up("pw-"), made_up("key-")
+    password, api_key, in_note = made_up("pw-"), made_up("key-"), made_up("pw-")
     renewed, forged = made_up("alice-renewed-"), made_up("forged-")
     # What the check sends, made up for this run (letters and digits: a repr or a JSON
     # dump shows them as they are), and what each is, for the feedback.
     secrets = {
         password: _("the password in a body the contract refuses (422)"),
         api_key: _("the api_key in a body the contract refuses (422)"),
+        in_note: _(
+            "the password written in the note of a body the store accepts "
+            "('ERP login: password=...')"
+        ),
         ALICE: _("alice's bearer token"),
         renewed: _("alice's renewed bearer token"),
         forged: _("an unknown bearer token (answered 401)"),
@@ -482,7 +582,9 @@ def secrets_stay_out_of_the_logs(ns: Namespace) -> None:
             ns, db, renewed_tokens={renewed: "alice"}, log_everything=True, store_fault=True
         )
         with served_here as app:
-            month = {"month": "2027-09"}
+            # Every body, taken or not, holds a password in a note: the store takes it
+            # (no field is named like a credential), and only the body as it came shows it.
+            month = {"month": "2027-09", "note": f"ERP login: password={in_note}"}
             replies = [
                 app.post(
                     {**month, "erp": {"user": "reports", "password": password}},
@@ -837,7 +939,7 @@ def _cut_short(kept: dict[str, str]) -> list[str]:
     1,
     "keys holding quotes, SQL, % or _, or 200 characters long, are data: each gets a job "
     "of its own, and its retry the same job (a key with a non-ASCII letter: that, or a "
-    "clear 400)",
+    "clear 400); a key reused with another body is refused with a message naming it whole",
     timeout=TIMEOUT,
 )
 def odd_keys_are_data(ns: Namespace) -> None:
@@ -855,6 +957,29 @@ def odd_keys_are_data(ns: Namespace) -> None:
             [j["id"] for j in jobs_in(folder / "jobs.db")],
             "pass the key to store.enqueue as a value; never paste it into SQL",
         )
+        _conflict_names_the_key(app)
+
+
+def _conflict_names_the_key(app: App) -> None:
+    """A key as clients make them (a UUID, 36 characters), reused with another body: the
+    refusal names it whole, as the client sent it, so the client can tell which request
+    of theirs it was."""
+    rng = random.Random(f"ex10 uuid {scene_seeds()[-1]}")
+    key = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    accepted_id(app.post({"month": "2027-02", "n": 1}, key=key), _("the first request"))
+    other = app.post({"month": "2027-02", "n": 2}, key=key)
+    expect(
+        other.status_code in (409, 422) and key in other.text,
+        _("409 or 422 for the key {key} reused with another body, naming the key whole").format(
+            key=key
+        ),
+        f"{other.status_code} {other.text[:160]}",
+        _(
+            "name the Idempotency-Key as it came in the message (f'Idempotency-Key "
+            "{idempotency_key!r} ...'), not cut short: a client sends many requests, each "
+            "with a key of its own, and must tell which one was refused"
+        ),
+    )
 
 
 @CHECKS.add(
@@ -1134,16 +1259,22 @@ def status_finds_a_job_among_thousands(ns: Namespace) -> None:
     1,
     "a reused Idempotency-Key with another body is never answered as accepted with the "
     "first job (200 or 202 and its id): that request is then dropped while its client "
-    "believes it runs",
+    "believes it runs; nor stored while refused, nor once per copy sent; the refusal leaves "
+    "the job database free for the workers; and a key whose request was refused for a "
+    "credential is free for the request sent without it",
     timeout=TIMEOUT,
     severe=True,
 )
 def a_conflict_is_never_answered_as_accepted(ns: Namespace) -> None:
     first_body, other_body = {"month": "2027-07"}, {"month": "2027-08"}
     with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
+        _a_refused_key_is_free(app, folder / "jobs.db")
         accepted_id(app.post(first_body, key="k-12"), _("the first request"))
         other = app.post(other_body, key="k-12")
+        # The client sends that request again, unchanged (its reply was lost).
+        again = app.post(other_body, key="k-12")
         stored = jobs_for(folder / "jobs.db", "alice", other_body)
+        _a_worker_claims_after_the_refusal(folder / "jobs.db")
     dropped = 200 <= other.status_code < 300 and not stored
     expect(
         not dropped,
@@ -1158,4 +1289,84 @@ def a_conflict_is_never_answered_as_accepted(ns: Namespace) -> None:
             "catch IdempotencyConflict and answer 409 or 422 naming the key: a 2xx with the "
             "first job tells the client its new request is running, and it never will"
         ),
+    )
+    refused = [r.status_code for r in (other, again) if 400 <= r.status_code < 500]
+    expect(
+        len(stored) <= 1 and not (refused and stored),
+        _(
+            "the request {body} sent twice with key 'k-12', already used for {first}: "
+            "refused both times with nothing stored, never run once per copy nor run "
+            "while refused"
+        ).format(body=other_body, first=first_body),
+        _("answered {statuses}; jobs holding {body}: {job_ids}").format(
+            statuses=[other.status_code, again.status_code],
+            body=other_body,
+            job_ids=[j["id"] for j in stored],
+        ),
+        _(
+            "catch IdempotencyConflict and answer 409 or 422, storing nothing: a job made "
+            "for the reused key's new body (without a key, or under a key of your own) "
+            "runs once per copy the client sends, or runs while the client, told it was "
+            "refused, sends it again under a new key"
+        ),
+    )
+
+
+def _a_worker_claims_after_the_refusal(db: Path) -> None:
+    """Fail if a worker cannot claim from the database once the app refused a reused key:
+    a transaction of the app's own left open on the refusal holds the write lock."""
+    from labkit.errors import StoreBusy
+    from labkit.store import JobStore
+
+    try:
+        with JobStore(db) as store:
+            store.claim("check-worker")
+    except StoreBusy as exc:
+        locked: str | None = str(exc)
+    else:
+        locked = None
+    expect(
+        locked is None,
+        _(
+            "a worker to claim a job once the server refused the reused key 'k-12': the "
+            "refusal leaves the job database as it found it"
+        ),
+        _("the database stayed locked: {error}").format(error=(locked or "")[:160]),
+        _(
+            "roll back what you began when store.enqueue raises: a transaction of your own "
+            "(store.enqueue(..., conn=conn)) left open on a refusal keeps the write lock, and "
+            "no worker claims a job until the next request commits it. Use `with conn:` "
+            "(commit, or roll back on an error), or call store.enqueue without conn="
+        ),
+    )
+
+
+def _a_refused_key_is_free(app: App, db: Path) -> None:
+    """A request refused for a credential in its body (422, nothing stored), sent again
+    without it and with the same Idempotency-Key: taken, as a job of its own."""
+    refused = app.post({"month": "2027-06", "erp": {"password": "hunter2"}}, key="k-11")
+    fixed = {"month": "2027-06", "erp": {"credential_id": "erp-readonly"}}
+    if refused.status_code != 422:
+        return  # credential_in_the_body_is_refused's to judge
+    reply = app.post(fixed, key="k-11")
+    hint = _(
+        "let store.enqueue decide what a key already names: a request refused before it "
+        "was stored (a credential in its body) leaves its key free, and a key or body "
+        "you record before store.enqueue takes it turns the corrected request away for "
+        "ever (a 4xx the client does not send again)"
+    )
+    job_id = accepted_id(
+        reply,
+        _(
+            "the request sent again without its password, with the Idempotency-Key of the "
+            "request refused for it"
+        ),
+        hint,
+    )
+    stored = [j["id"] for j in jobs_for(db, "alice", fixed)]
+    expect(
+        stored == [job_id],
+        _("job {job_id} to hold the corrected request").format(job_id=job_id),
+        _("jobs holding it: {job_ids}").format(job_ids=stored),
+        hint,
     )

@@ -1238,6 +1238,146 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         ENQUEUE.replace("key=key)", "key=key, max_attempts=2)"),
     ),
     (
+        # "Why it ended is no secret, the error is sanitized": a dead job's view served
+        # before the owner check, and bob reads how alice's report failed.
+        "a dead job's status shown to whoever asks, before the owner check",
+        "status_hides_the_payload",
+        ACCEPT_OK,
+        OWNER_CHECK,
+        '    if job is not None and job.state == "dead":\n'
+        "        return JSONResponse(status_view(job))\n" + OWNER_CHECK,
+    ),
+    (
+        # The same for a job waiting for its retry: "it will run again, say when".
+        "a waiting job's status shown to whoever asks, before the owner check",
+        "status_hides_the_payload",
+        ACCEPT_OK,
+        OWNER_CHECK,
+        '    if job is not None and job.state == "retry_wait":\n'
+        "        return JSONResponse(status_view(job))\n" + OWNER_CHECK,
+    ),
+    (
+        # And for a running one: "a worker has it, nothing to hide".
+        "a running job's status shown to whoever asks, before the owner check",
+        "status_hides_the_payload",
+        ACCEPT_OK,
+        OWNER_CHECK,
+        '    if job is not None and job.state == "running":\n'
+        "        return JSONResponse(status_view(job))\n" + OWNER_CHECK,
+    ),
+    (
+        # The owner compared with `in`: 'ali' is in 'alice', and ali reads her jobs.
+        "the owner compared as a substring of the job's owner",
+        "status_hides_the_payload",
+        ACCEPT_OK,
+        OWNER_CHECK,
+        "    if job is None or not isinstance(job.payload, dict) "
+        'or owner not in str(job.payload.get("owner")):\n',
+    ),
+    (
+        # A separator user names hold: mary + 'jane-7' and mary-jane + '7' are one key.
+        "owner and key joined with '-', which user names hold",
+        "keys_are_scoped_to_the_caller",
+        STATUS_OK,
+        KEY_LINE,
+        '    key = None if idempotency_key is None else f"report-{owner}-{idempotency_key}"\n',
+    ),
+    (
+        # The same with '_': john + 'doe_7' and john_doe + '7' are one key.
+        "owner and key joined with '_', which user names hold",
+        "keys_are_scoped_to_the_caller",
+        STATUS_OK,
+        KEY_LINE,
+        '    key = None if idempotency_key is None else f"report_{owner}_{idempotency_key}"\n',
+    ),
+    (
+        # "Keep the message short": a UUID key cut to 16 characters names no request.
+        "the conflict's message names the key cut to 16 characters",
+        "odd_keys_are_data",
+        STATUS_OK,
+        "Idempotency-Key {idempotency_key!r} was",
+        "Idempotency-Key {idempotency_key[:16]!r} was",
+    ),
+    (
+        # "Refused bodies hold secrets; taken ones are fine to log": a password written
+        # in a note is taken, and logged with the rest of the body.
+        "the body logged once its job is stored",
+        "secrets_stay_out_of_the_logs",
+        STATUS_OK,
+        '    # enqueue returned: the job is committed. Only now may the answer say "accepted".\n',
+        '    __import__("logging").getLogger("ex10").info(\n'
+        '        "job %s for %s: %s", job.id, owner, body)\n',
+    ),
+    (
+        # The body logged for the operators when the store fails: the database is down,
+        # the password in its note is in the log.
+        "the body logged when store.enqueue fails",
+        "secrets_stay_out_of_the_logs",
+        STATUS_OK,
+        REFUSED,
+        REFUSED
+        + "    except Exception:\n"
+        + '        __import__("logging").getLogger("ex10").error("could not store %r", body)\n'
+        + "        raise\n",
+    ),
+    (
+        # The job in a transaction of the app's own, committed only when enqueue
+        # returns: a conflict leaves it open with the write lock, and no worker claims.
+        "the app's own transaction left open when a reused key is refused",
+        "a_conflict_is_never_answered_as_accepted",
+        ACCEPT_OK,
+        ENQUEUE,
+        "        import sqlite3\n"
+        "        import threading\n\n"
+        "        conn = globals().setdefault('CONN', sqlite3.connect(\n"
+        "            os.environ.get('EX10_DB', 'ex10_jobs.db'),\n"
+        "            check_same_thread=False, timeout=10))\n"
+        "        with globals().setdefault('LOCK', threading.Lock()):\n"
+        '            job, _created = store.enqueue("report", {"owner": owner, "request": body},\n'
+        "                                          key=key, conn=conn)\n"
+        "            conn.commit()\n",
+    ),
+    (
+        # "Check the key before storing anything": the body is recorded per key before
+        # enqueue, so the request refused for a password and sent again without it is
+        # refused for ever as a reused key.
+        "bodies recorded per key before store.enqueue (the corrected request refused)",
+        "a_conflict_is_never_answered_as_accepted",
+        ACCEPT_OK,
+        CALLER,
+        CALLER
+        + "    if idempotency_key is not None:\n"
+        + "        seen = globals().setdefault('SEEN', {})\n"
+        + "        seen = seen.setdefault((owner, idempotency_key), body)\n"
+        + "        if seen != body:\n"
+        + "            return JSONResponse(\n"
+        + '                {"detail": f"Idempotency-Key {idempotency_key!r} reused"},\n'
+        + "                status_code=422)\n",
+    ),
+    (
+        # "Another body is another request": the reused key's new body stored without a
+        # key, so each copy the client sends of it is one more job.
+        "a reused key's new body stored as a job without a key",
+        "a_conflict_is_never_answered_as_accepted",
+        ACCEPT_OK,
+        "    except IdempotencyConflict:\n",
+        "    except IdempotencyConflict:\n"
+        '        job, _created = store.enqueue("report", {"owner": owner, "request": body})\n'
+        "        return JSONResponse(\n"
+        '            {"job_id": job.id}, status_code=202,\n'
+        '            headers={"Location": f"/reports/{job.id}", "Retry-After": "2"})\n',
+    ),
+    (
+        # "Keep it, just in case": the new body stored under a key of the app's own, and
+        # the client told it was refused, so it sends it again under a new key.
+        "a reused key's new body stored under a key of its own, yet answered 422",
+        "a_conflict_is_never_answered_as_accepted",
+        ACCEPT_OK,
+        "    except IdempotencyConflict:\n",
+        "    except IdempotencyConflict:\n"
+        '        store.enqueue("report", {"owner": owner, "request": body}, key=f"{key}:v2")\n',
+    ),
+    (
         # As "any error of store.get answered 404": the owner is told the job is gone.
         "any error of store.get answered 404: a poll while the store is down reads as no job",
         "a_poll_the_store_cannot_read_is_no_404",
