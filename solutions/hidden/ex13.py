@@ -1,10 +1,13 @@
 """Hidden checks for exercise 13: other caps, what counts as busy, serial claims racing,
 backlogs of hundreds of jobs, dead workers' leases in the order, keys out of order, a job
 claimed again (its attempt counted), tokens that do not repeat, finished jobs with
-old leases, and claims on two databases in one process."""
+old leases, claims on two databases in one process, the row a claim returns (its own, not
+one read back), now to the fraction of a second, the old holder fenced off by the claim's
+own statement, and a claim killed midway."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from random import Random
 from typing import Any
 
@@ -23,11 +26,11 @@ from labkit.grading.exercises.ex13.checks import (
     running,
     serial,
 )
-from labkit.grading.exercises.ex13.harness import SCALED_LIMIT
+from labkit.grading.exercises.ex13.harness import OLD_TOKEN, SCALED_LIMIT
 from labkit.grading.exercises.helpers import raised_text
-from labkit.grading.exercises.killsweep import scene_seeds
-from labkit.grading.exercises.kit import lab_file
-from labkit.grading.exercises.labdb import add_job, all_jobs
+from labkit.grading.exercises.killsweep import after_every_kill, scene_seeds
+from labkit.grading.exercises.kit import lab_file, reading
+from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
 from labkit.grading.exercises.tokens import TOKEN_BITS, too_few_bits
 from labkit.lang import _
 
@@ -1097,3 +1100,284 @@ def an_expired_job_behind_the_head_waits(ns: Namespace) -> None:
             "retry_wait AND due) OR (state running AND lease ended)); AND binds before OR"
         ),
     )
+
+
+def _claim_text(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return _("nothing")
+    return _("job {job_id} (lease_token {token})").format(
+        job_id=_id(row), token=repr(row.get("lease_token"))
+    )
+
+
+@CHECKS.add(
+    2,
+    "each claim returns the row its own UPDATE ... RETURNING * gave back: a row read again "
+    "afterwards (by lease_owner, by updated_at) is another of the worker's jobs when it "
+    "runs several under one name; it runs that one twice, and the job it took waits",
+    severe=True,
+)
+def each_claim_returns_the_job_it_took(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        rng = Random(f"{seed}:returned")
+        first, second = rng.sample(ACCOUNTS, 2)
+        due = float(rng.randint(0, 90))
+        with lab_file(ns) as (conn, path):
+            # Least busy first: first's jobs and second's take turns, so the ids claimed
+            # go up and down (1, 4, 2, 5, 3), whichever way a read-back sorts them.
+            for account, count in ((first, 3), (second, 2)):
+                for n in range(count):
+                    add_job(conn, f"{account}:{n}", queue=account, run_after=due)
+            _claims_return_what_they_took(ns, conn, path, "claim_capped", 5, 3)
+        with lab_file(ns) as (conn, path):
+            # Three serial queues whose heads are due out of id order (the second last),
+            # each with a job behind its head.
+            low, mid, high = sorted(rng.sample(range(0, 90), 3))
+            for n, when in enumerate((low, high, mid)):
+                add_job(conn, f"order:{n}:a", queue=f"order:{n}", run_after=float(when))
+            for n in range(3):
+                add_job(conn, f"order:{n}:b", queue=f"order:{n}")
+            _claims_return_what_they_took(ns, conn, path, "claim_serial", 3)
+
+
+def _claims_return_what_they_took(
+    ns: Namespace, conn: Any, path: Any, name: str, claims: int, *extra: Any
+) -> None:
+    """``claims`` claims in a row by w1 at NOW: each returns the job it changed in the
+    table, with the lease_token the table holds, and never a job it returned before."""
+    returned: list[Any] = []
+    for n in range(1, claims + 1):
+        before = {j["id"]: j for j in all_jobs(conn)}
+        got = claim(ns, path, name, "w1", NOW, *extra)
+        after = {j["id"]: j for j in all_jobs(conn)}
+        changed = sorted(i for i, j in after.items() if j != before.get(i))
+        if got is None:
+            return  # taking nothing is the other checks' business
+        stored = after.get(_id(got))
+        expect(
+            _id(got) in changed
+            and _id(got) not in returned
+            and stored is not None
+            and got.get("lease_token") == stored["lease_token"],
+            _(
+                "{name}: w1, running jobs side by side under one name, claims {claims} "
+                "times at now={now:g}; claim {n} returns the job it took, with the "
+                "lease_token the table holds"
+            ).format(name=name, claims=claims, now=NOW, n=n),
+            _(
+                "claim {n} changed job(s) {changed} in the table (lease_token {tokens}) "
+                "but returned {returned}; the claims before it returned jobs {before}"
+            ).format(
+                n=n,
+                changed=changed,
+                tokens=", ".join(repr(after[i]["lease_token"]) for i in changed) or "-",
+                returned=_claim_text(got),
+                before=returned,
+            ),
+            _(
+                "return dict(row) of the row your UPDATE ... RETURNING * gave back, in the "
+                "same statement: a SELECT afterwards finds the worker's other jobs too"
+            ),
+        )
+        returned.append(_id(got))
+
+
+#: A lease that ends later in the same second as now (x.75 or x.625): exact in binary.
+SAME_SECOND = 1 / 64
+
+
+def _fraction_now(seed: int, label: str) -> float:
+    rng = Random(f"{seed}:{label}")
+    return rng.randint(100, 10_000) + rng.choice([0.75, 0.625])
+
+
+@CHECKS.add(
+    2,
+    "now is a float and a lease holds to the fraction of a second: a claim at x.75 never "
+    "takes a job whose lease ends at x.77 (nor the job behind that serial head); now "
+    "rounded or cut to whole seconds (round, ceil, :.0f) takes it from the worker still "
+    "running it",
+    severe=True,
+)
+def a_lease_holds_to_the_fraction_of_a_second(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        now = _fraction_now(seed, "fraction")
+        until = now + SAME_SECOND
+        for name, extra in (("claim_capped", (2,)), ("claim_serial", ())):
+            with lab_file(ns) as (conn, path):
+                held = add_job(conn, "acme:0", **live("acme", 0, lease_until=until))
+                behind = add_job(conn, "acme:1", queue="acme")
+                got = claim(ns, path, name, "w1", now, *extra)
+                owner = job(conn, held)["lease_owner"]
+            serial = name == "claim_serial"
+            call = f"{name}(conn, 'w1', now={now!r}{''.join(f', {e!r}' for e in extra)})"
+            expect(
+                _id(got) != held and owner == "other" and not (serial and got is not None),
+                _(
+                    "{call}: job {held} runs under a lease until {until!r}, still live at "
+                    "now, so the claim leaves it to its worker{serial}"
+                ).format(
+                    call=call,
+                    held=held,
+                    until=until,
+                    serial=_(" and job {behind}, behind that head, waits").format(behind=behind)
+                    if serial
+                    else "",
+                ),
+                _("it took {claimed}; job {held}'s lease_owner is {owner}").format(
+                    claimed=_claim_text(got), held=held, owner=repr(owner)
+                ),
+                _("compare with now as it is given, fraction and all: never round it"),
+            )
+
+
+@CHECKS.add(
+    1,
+    "due times, ended leases and the cap count to the fraction of a second: at now = x.75, "
+    "a job due at x.25 is ready, a lease that ended at x.5 frees its job and its account, "
+    "and a lease until x.77 still holds the account at its cap (int(now), round(now) run "
+    "them a second off)",
+)
+def due_times_count_to_the_fraction_of_a_second(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        now = _fraction_now(seed, "due")
+        whole = float(int(now))
+        for name, extra in (("claim_capped", (1,)), ("claim_serial", ())):
+            with lab_file(ns) as (conn, path):
+                ended = add_job(conn, "acme:0", **live("acme", 0, run_after=0.0,
+                                                       lease_until=whole + 0.5))  # fmt: skip
+                add_job(conn, "acme:1", queue="acme")
+                due = add_job(conn, "bolt:0", queue="bolt", run_after=whole + 0.25)
+                got = [_id(claim(ns, path, name, f"w{n}", now, *extra)) for n in (1, 2)]
+            expect(
+                got == [ended, due],
+                _(
+                    "{name} at now={now!r}: job {ended} (its lease ended at {until!r}), then "
+                    "job {due} (due at {at!r})"
+                ).format(
+                    name=name, now=now, ended=ended, until=whole + 0.5, due=due, at=whole + 0.25
+                ),
+                _("the claims took {got}").format(got=got),
+                _("compare with now as it is given, fraction and all: never cut it to an int"),
+            )
+        with lab_file(ns) as (conn, path):
+            add_job(conn, "acme:0", **live("acme", 0, lease_until=now + SAME_SECOND))
+            add_job(conn, "acme:1", queue="acme")
+            got = capped(ns, path, "w1", 1, now)
+        expect(
+            got is None,
+            _(
+                "claim_capped(..., cap=1) at now={now!r}: None, acme runs a job under a lease "
+                "until {until!r}, still at its cap"
+            ).format(now=now, until=now + SAME_SECOND),
+            _claim_text(got),
+            _("compare with now as it is given, fraction and all: never round it"),
+        )
+
+
+@CHECKS.add(
+    2,
+    "the new lease_token is written by the same statement that takes the job: a token set "
+    "by a second UPDATE leaves the old one on the job meanwhile, and the old holder (its "
+    "lease ended, still running) finishes the job with it while the new one runs it too",
+    severe=True,
+)
+def the_old_holder_is_fenced_off_by_the_claim_itself(ns: Namespace) -> None:
+    for name, extra in (("claim_capped", (2,)), ("claim_serial", ())):
+        with lab_file(ns) as (conn, path):
+            claim(ns, path, name, "probe", NOW, *extra)  # on an empty table: a stub says so
+            job_id = add_job(
+                conn,
+                "acme:1",
+                **live("acme", 1, lease_owner="w0", lease_until=NOW - 1, lease_token=OLD_TOKEN),
+            )
+            got = ns.harness(
+                HARNESS + "claim_while_the_old_holder_finishes",
+                str(path),
+                name,
+                "w1",
+                NOW,
+                30.0,
+                job_id,
+                *extra,
+            )
+            state = job(conn, job_id)["state"]
+        if "raised" in got:
+            continue  # a claim that fails: the other checks name that
+        expect(
+            not (got.get("taken") and _id(got.get("returned")) == job_id),
+            _(
+                "{name}: w1 takes job {job_id} from w0 (its lease ended at {until:g}); once "
+                "w1's claim wrote, w0's finish fenced on its old token {token!r} changes "
+                "nothing"
+            ).format(name=name, job_id=job_id, until=NOW - 1, token=OLD_TOKEN),
+            _(
+                "w0 finished the job with its old token after w1's first write (the job is "
+                "{state}), and w1 got the job to run as well: two holders"
+            ).format(state=state),
+            _(
+                "set lease_token = lower(hex(randomblob(16))) in the UPDATE that takes the "
+                "job, not in a statement after it"
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "a worker killed in the middle of its claim leaves the job as it was or wholly "
+    "claimed (running, attempt + 1, its lease, a new token, updated_at), never half: "
+    "take it in one UPDATE, not a second statement for the attempt, the lease or the token",
+    timeout=40.0,
+)
+def a_claim_killed_midway_leaves_no_half_claim(ns: Namespace) -> None:
+    old = {
+        "queue": "acme",
+        "state": "retry_wait",
+        "attempt": 2,
+        "run_after": NOW - 5,
+        "lease_owner": "w0",
+        "lease_until": 50.0,
+        "lease_token": OLD_TOKEN,
+        "updated_at": 60.0,
+    }
+    fields = ("state", "attempt", "lease_owner", "lease_until", "lease_token", "updated_at")
+    whole = {"state": "running", "attempt": 3, "lease_owner": "w1"}
+
+    def make(folder: Path) -> None:
+        conn = lab_db(folder / "jobs.db")
+        add_job(conn, "acme:1", **old)
+        conn.close()
+
+    def judge(folder: Path) -> tuple[bool, str]:
+        with reading(folder / "jobs.db") as conn:
+            row = all_jobs(conn)[0]
+        left = {k: row[k] for k in fields}
+        untouched = all(left[k] == old[k] for k in fields)
+        # The lease and updated_at exactly as given are other checks' business: here, a
+        # live lease and a new token, written with the rest.
+        claimed = (
+            all(left[k] == v for k, v in whole.items())
+            and left["lease_token"] not in (None, OLD_TOKEN)
+            and (left["lease_until"] or 0) > NOW
+            and left["updated_at"] != old["updated_at"]
+        )
+        return untouched or claimed, _("job 1 holds {left}").format(left=left)
+
+    for name, extra in (("claim_capped", [2]), ("claim_serial", [])):
+        after_every_kill(
+            ns,
+            HARNESS + "claim_kills",
+            make,
+            [name, "w1", NOW, 30.0, extra],
+            judge,
+            _(
+                "{name}: job 1 (in retry_wait at attempt 2, w0's old lease on it) as it was, "
+                "or running for w1 at attempt 3 under a new lease (until {until:g}) and a "
+                "new token,"
+            ).format(name=name, until=NOW + 30),
+            _("no restart (the worker is gone)"),
+            _(
+                "set state, attempt, lease_owner, lease_until, lease_token and updated_at in "
+                "the one UPDATE that takes the job"
+            ),
+        )

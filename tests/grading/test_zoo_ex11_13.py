@@ -6007,6 +6007,116 @@ ZOO: list[tuple[str, str, str, str]] = [
             return sent
         """,
     ),
+    (
+        "ex13",
+        "both claims UPDATE without RETURNING, then read the row back by lease_owner",
+        "each_claim_returns_the_job_it_took",
+        """
+        _CAPPED_PICK = \"\"\"
+            SELECT c.id FROM jobs c
+             WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                    OR (c.state = 'running' AND c.lease_until <= :now))
+               AND (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                     AND r.state = 'running' AND r.lease_until > :now) < :cap
+             ORDER BY (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                        AND r.state = 'running' AND r.lease_until > :now),
+                      c.run_after, c.id LIMIT 1\"\"\"
+        _SERIAL_PICK = \"\"\"
+            SELECT h.id FROM jobs h
+             WHERE h.id IN (SELECT min(id) FROM jobs
+                             WHERE state IN ('pending', 'retry_wait', 'running')
+                             GROUP BY queue)
+               AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                    OR (h.state = 'running' AND h.lease_until <= :now))
+             ORDER BY h.run_after, h.id LIMIT 1\"\"\"
+        def _take(conn, pick, params):
+            cur = conn.execute("UPDATE jobs" + CLAIM_SET + " WHERE id = (" + pick + ")", params)
+            if cur.rowcount == 0:
+                return None
+            row = conn.execute(
+                "SELECT * FROM jobs WHERE lease_owner = :worker AND state = 'running'"
+                " ORDER BY updated_at DESC, id DESC LIMIT 1", params).fetchone()
+            return None if row is None else dict(row)
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _take(conn, _CAPPED_PICK,
+                         {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap})
+        def claim_serial(conn, worker, now, lease_s):
+            return _take(conn, _SERIAL_PICK, {"worker": worker, "now": now, "lease_s": lease_s})
+        """,
+    ),
+    (
+        "ex13",
+        "both claims compare with now rounded to whole seconds (round(now))",
+        "a_lease_holds_to_the_fraction_of_a_second",
+        """
+        _reference_capped, _reference_serial = claim_capped, claim_serial
+        class _Rounded:
+            def __init__(self, conn):
+                self.conn = conn
+            def execute(self, sql, params=()):
+                sql = sql.replace("<= :now", "<= :whole").replace("> :now", "> :whole")
+                return self.conn.execute(sql, {**params, "whole": round(params["now"])})
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _reference_capped(_Rounded(conn), worker, now, lease_s, cap)
+        def claim_serial(conn, worker, now, lease_s):
+            return _reference_serial(_Rounded(conn), worker, now, lease_s)
+        """,
+    ),
+    (
+        "ex13",
+        "claim_capped compares with now cut to whole seconds (int(now))",
+        "due_times_count_to_the_fraction_of_a_second",
+        """
+        _reference_capped = claim_capped
+        class _Cut:
+            def __init__(self, conn):
+                self.conn = conn
+            def execute(self, sql, params=()):
+                sql = sql.replace("<= :now", "<= :whole").replace("> :now", "> :whole")
+                return self.conn.execute(sql, {**params, "whole": int(params["now"])})
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _reference_capped(_Cut(conn), worker, now, lease_s, cap)
+        """,
+    ),
+    (
+        "ex13",
+        "both claims set the lease_token in a second UPDATE, after the one that takes the job",
+        "the_old_holder_is_fenced_off_by_the_claim_itself",
+        """
+        import secrets
+        CLAIM_SET = CLAIM_SET.replace("lease_token = lower(hex(randomblob(16))),", "")
+        _reference_capped, _reference_serial = claim_capped, claim_serial
+        def _with_token(conn, row):
+            if row is not None:
+                token = secrets.token_hex(16)
+                conn.execute("UPDATE jobs SET lease_token = ? WHERE id = ?", (token, row["id"]))
+                row["lease_token"] = token
+            return row
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _with_token(conn, _reference_capped(conn, worker, now, lease_s, cap))
+        def claim_serial(conn, worker, now, lease_s):
+            return _with_token(conn, _reference_serial(conn, worker, now, lease_s))
+        """,
+    ),
+    (
+        "ex13",
+        "both claims count the attempt in a second UPDATE (a kill between loses it)",
+        "a_claim_killed_midway_leaves_no_half_claim",
+        """
+        CLAIM_SET = CLAIM_SET.replace("attempt = attempt + 1,", "")
+        _reference_capped, _reference_serial = claim_capped, claim_serial
+        def _counted(conn, row):
+            if row is None:
+                return None
+            return dict(conn.execute(
+                "UPDATE jobs SET attempt = attempt + 1 WHERE id = ? RETURNING *", (row["id"],)
+            ).fetchone())
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _counted(conn, _reference_capped(conn, worker, now, lease_s, cap))
+        def claim_serial(conn, worker, now, lease_s):
+            return _counted(conn, _reference_serial(conn, worker, now, lease_s))
+        """,
+    ),
 ]
 
 
@@ -6542,6 +6652,9 @@ SEVERE = [
     "the consumer records the message id NFC-normalised (an accent spelt two ways made one id)",
     "serial: a head taken back from a dead worker keeps its attempt (not counted again)",
     "serial: a pending head not due yet is left out of the line (the job behind overtakes)",
+    "both claims UPDATE without RETURNING, then read the row back by lease_owner",
+    "both claims compare with now rounded to whole seconds (round(now))",
+    "both claims set the lease_token in a second UPDATE, after the one that takes the job",
 ]
 
 
@@ -6892,6 +7005,53 @@ def claim_serial(conn, worker, now, lease_s):
             ("secrets", "secrets.token_hex(8)", "lease_tokens_hold_enough_randomness"),
         )
     ],
+    (
+        "the token drawn in Python, the claimed row read back by that token",
+        "each_claim_returns_the_job_it_took",
+        """
+import secrets
+_PICK_TOKEN = CLAIM_SET.replace("lower(hex(randomblob(16)))", ":token")
+_reference_capped, _reference_serial = claim_capped, claim_serial
+class _ReadBack:
+    def __init__(self, conn):
+        self.conn, self.token = conn, secrets.token_hex(16)
+    def execute(self, sql, params=()):
+        sql = sql.replace(CLAIM_SET, _PICK_TOKEN).replace("RETURNING *", "")
+        self.conn.execute(sql, {**params, "token": self.token})
+        return self.conn.execute("SELECT * FROM jobs WHERE lease_token = ?", (self.token,))
+def claim_capped(conn, worker, now, lease_s, cap):
+    return _reference_capped(_ReadBack(conn), worker, now, lease_s, cap)
+def claim_serial(conn, worker, now, lease_s):
+    return _reference_serial(_ReadBack(conn), worker, now, lease_s)
+""",
+    ),
+    (
+        "the token set by a second UPDATE inside the claim's BEGIN IMMEDIATE (one commit)",
+        "the_old_holder_is_fenced_off_by_the_claim_itself",
+        """
+import secrets
+CLAIM_SET = CLAIM_SET.replace("lease_token = lower(hex(randomblob(16))),", "")
+_reference_capped, _reference_serial = claim_capped, claim_serial
+def _in_one(conn, take, *args):
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        row = take(conn, *args)
+        if row is not None:
+            row["lease_token"] = secrets.token_hex(16)
+            conn.execute("UPDATE jobs SET lease_token = ? WHERE id = ?",
+                         (row["lease_token"], row["id"]))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return row
+def claim_capped(conn, worker, now, lease_s, cap):
+    return _in_one(conn, _reference_capped, worker, now, lease_s, cap)
+def claim_serial(conn, worker, now, lease_s):
+    return _in_one(conn, _reference_serial, worker, now, lease_s)
+""",
+    ),
 ]
 
 

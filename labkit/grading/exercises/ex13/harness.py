@@ -10,6 +10,9 @@ process, as a prefork pool starts its workers.
 ``claim_in_time_zone`` runs one claim under another local time zone.
 ``claim_limits_scaled`` runs one claim with every LIMIT past ``SCALED_LIMIT`` rows
 scaled down to it, for the backlog scenes.
+``claim_while_the_old_holder_finishes`` lets a job's old holder finish it, fenced on its
+token, right after the claim's first committed write.
+``claim_kills`` kills one claim right after each of its writes (``killsweep``).
 ``on_one_connection`` makes several claims on ONE connection, as a long-lived worker
 does, so a transaction a claim leaves open shows in the next. Rows come back as plain
 dicts; the check reads the table itself to judge.
@@ -25,6 +28,7 @@ from typing import Any
 from labkit.grading.exercises import common
 from labkit.grading.exercises.common import fresh_state, outcome, plain_row
 from labkit.grading.exercises.elsewhere import as_process_one
+from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.limits import LimitsSeen
 from labkit.grading.exercises.racers import in_a_forked_child, in_processes
@@ -223,3 +227,67 @@ def claim_schedules(
             conn.close()
 
     return race_sweep(folder, ["jobs.db"], partial(worker, "w1"), partial(worker, "w2"), seed)
+
+
+#: The lease_token the old holder of a job keeps in ``claim_while_the_old_holder_finishes``.
+OLD_TOKEN = "old-holder-token"
+
+
+def claim_while_the_old_holder_finishes(
+    values: MutableMapping[str, Any],
+    path: str,
+    name: str,
+    worker: str,
+    now: float,
+    lease_s: float,
+    job_id: int,
+    *extra: Any,
+) -> dict[str, Any]:
+    """One ``NAME(conn, worker, now, lease_s, *extra)`` on a new connection; the moment its
+    first change is committed (``common.taken_over_after_its_first_write``), the job's old
+    holder, whose lease ended but who still ran it, finishes job ``job_id``, fenced on its
+    token ``OLD_TOKEN`` as exercise 3's complete is. The outcome (a row as plain data),
+    and ``"taken"``: whether that fenced write still landed."""
+    if name not in CLAIMS:
+        raise ValueError(f"no claim called {name!r}")
+    result = common.taken_over_after_its_first_write(
+        values,
+        name,
+        path,
+        [worker, now, lease_s, *extra],
+        "UPDATE jobs SET state = 'succeeded', updated_at = :now"
+        " WHERE id = :id AND state = 'running' AND lease_token = :token",
+        {"id": job_id, "now": now, "token": OLD_TOKEN},
+    )
+    if "returned" in result:
+        result["returned"] = plain_row(result["returned"])
+    return result
+
+
+def claim_kills(
+    values: MutableMapping[str, Any],
+    folder: str,
+    name: str,
+    worker: str,
+    now: float,
+    lease_s: float,
+    extra: list[Any],
+    seed: int,
+) -> dict[str, Any]:
+    """One ``NAME(conn, worker, now, lease_s, *extra)`` on ``folder/jobs.db``'s copy,
+    killed right after each of its writes (``killsweep.sweep``). Nothing restarts: the
+    worker is gone, and the check reads what its claim left in the table."""
+    if name not in CLAIMS:
+        raise ValueError(f"no claim called {name!r}")
+
+    def once(life: Path, _tracer: Any) -> Any:
+        conn = connect(life / "jobs.db")
+        try:
+            return plain_row(values[name](conn, worker, now, lease_s, *extra))
+        finally:
+            conn.close()
+
+    def gone(_life: Path, _tracer: Any) -> None:
+        return None
+
+    return sweep(folder, ["jobs.db"], once, gone, seed)
