@@ -112,6 +112,8 @@ def test_the_rotation_grades_every_entry_through_the_sandbox_in_turn() -> None:
 
     from zoo_notebooks import every_entry
     from zoograding import (
+        IN_PROCESS,
+        PLAIN_IN_PROCESS,
         ROTATING,
         SWEPT,
         SWEPT_ROTATING,
@@ -141,10 +143,11 @@ def test_the_rotation_grades_every_entry_through_the_sandbox_in_turn() -> None:
         e.mistake for t in range(start, start + len(mine)) for e in in_the_sandbox(mine, str(t))
     )
     assert set(once.values()) == {1} and len(once) == len(mine)
-    # The service exercises' in-process fifth and control third: five (three) turns.
+    # The service exercises' in-process share and their control third: as many turns as
+    # each share's inverse run every entry once.
     services = [e.mistake for e in entries if e.exercise in ("ex08", "ex09", "ex10")]
     drawn: Counter[str] = Counter()
-    for turn in range(start, start + 5):
+    for turn in range(start, start + round(1 / IN_PROCESS)):
         for mistake in services:
             try:
                 skip_unless_drawn(mistake, str(turn))
@@ -156,10 +159,11 @@ def test_the_rotation_grades_every_entry_through_the_sandbox_in_turn() -> None:
         m for t in range(start, start + 3) for m in services if runs_its_control(m, str(t))
     )
     assert set(controlled) == set(services) and set(controlled.values()) == {1}
-    # The other exercises' in-process half: two turns run every entry once.
+    # The other exercises' in-process share: as many turns as its inverse run every entry
+    # once.
     plain = [e.mistake for e in entries if e.exercise not in ("ex08", "ex09", "ex10")]
     ran: Counter[str] = Counter()
-    for turn in range(start, start + 2):
+    for turn in range(start, start + round(1 / PLAIN_IN_PROCESS)):
         for mistake in plain:
             try:
                 skip_unless_taken(mistake, str(turn))
