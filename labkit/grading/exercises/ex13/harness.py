@@ -220,13 +220,19 @@ def claim_schedules(
         raise ValueError(f"no claim called {name!r}")
 
     def worker(who: str, where: Path) -> Any:
-        conn = connect(where / "jobs.db")
-        try:
-            return plain_row(values[name](conn, who, now, lease_s, *extra))
-        finally:
-            conn.close()
+        return _claimed_on(values, name, where / "jobs.db", [who, now, lease_s, *extra])
 
     return race_sweep(folder, ["jobs.db"], partial(worker, "w1"), partial(worker, "w2"), seed)
+
+
+def _claimed_on(values: MutableMapping[str, Any], name: str, db: Path, args: list[Any]) -> Any:
+    """``NAME(conn, *args)`` on a connection of its own to ``db``: the row it claimed, as
+    plain data, or None."""
+    conn = connect(db)
+    try:
+        return plain_row(values[name](conn, *args))
+    finally:
+        conn.close()
 
 
 #: The lease_token the old holder of a job keeps in ``claim_while_the_old_holder_finishes``.
@@ -281,11 +287,7 @@ def claim_kills(
         raise ValueError(f"no claim called {name!r}")
 
     def once(life: Path, _tracer: Any) -> Any:
-        conn = connect(life / "jobs.db")
-        try:
-            return plain_row(values[name](conn, worker, now, lease_s, *extra))
-        finally:
-            conn.close()
+        return _claimed_on(values, name, life / "jobs.db", [worker, now, lease_s, *extra])
 
     def gone(_life: Path, _tracer: Any) -> None:
         return None
