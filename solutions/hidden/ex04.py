@@ -1,13 +1,22 @@
 """Hidden checks for exercise 4: the backoff grows, next_delay starts from n = 0, a
-lost answer stays maybe-done whatever status it carries, and an error is classified by
-itself, not by the one it was raised from."""
+lost answer stays maybe-done whatever status it carries (and a false ambiguous flag says
+nothing), the rules go in their order, each job's deadline counts from its own start,
+and an error is classified by itself, not by the one it was raised from."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, expect
-from labkit.grading.exercises.ex04.policy import _number, delays, delays_for, draws, http, verdicts
+from labkit.grading.exercises.ex04.policy import (
+    REFUSED,
+    _number,
+    delays,
+    delays_for,
+    draws,
+    http,
+    verdicts,
+)
 from labkit.grading.exercises.helpers import SEED as DELAY_SEED
 from labkit.lang import _
 
@@ -39,8 +48,12 @@ def first_retry_uses_n_zero(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
-    "the ambiguous flag wins: a lost answer carrying a 503 or a 429 is still maybe_done "
-    "(the request reached the server before the answer was lost)",
+    "the ambiguous flag decides when it is true, and then it wins: a lost answer carrying "
+    "a 503 or a 429 is still maybe_done; a false flag (ambiguous = False or None, a "
+    "library's default) says nothing, so the rules after it decide: a 500 or a read "
+    "timeout carrying one is maybe_done, and next_delay gives up on it without an "
+    "idempotency_key",
+    severe=True,
 )
 def ambiguous_wins_over_the_status(ns: Namespace) -> None:
     specs = [{"type": "ResponseLost", "status": s} for s in (503, 429, 400)]
@@ -49,6 +62,55 @@ def ambiguous_wins_over_the_status(ns: Namespace) -> None:
         got == ["maybe_done"] * 3,
         "'maybe_done' for ResponseLost with status 503, 429 and 400",
         got,
+    )
+    # A client library whose errors all carry the flag, False unless the answer was lost
+    # (as labkit's TransientError does): False is no "nothing was sent", rule 1 just does
+    # not apply. Taken for never sent, the 500 and the read timeout are retried without a
+    # key, and a charge that went through runs twice.
+    cases: dict[str, tuple[dict[str, Any], str]] = {
+        _("HTTP 500 with ambiguous = False"): ({**http(500), "ambiguous": False}, "maybe_done"),
+        _("HTTP 502 with ambiguous = None"): ({**http(502), "ambiguous": None}, "maybe_done"),
+        _("TimeoutError('read timed out') with ambiguous = False"): (
+            {"type": "TimeoutError", "message": "read timed out", "ambiguous": False},
+            "maybe_done",
+        ),
+        _("ConnectionResetError() with ambiguous = 0"): (
+            {"type": "ConnectionResetError", "ambiguous": 0},
+            "maybe_done",
+        ),
+        _("HTTP 400 with ambiguous = False"): ({**http(400), "ambiguous": False}, "permanent"),
+        _("HTTP 503 with ambiguous = False"): ({**http(503), "ambiguous": False}, "never_sent"),
+    }
+    specs = [spec for spec, _want in cases.values()]
+    got = verdicts(ns, specs)
+    retried = delays_for(ns, [(spec, 1, {"started_at": 0.0, "now": 0.0}) for spec in specs])
+    wrong = [
+        _("{verdict} for {error}").format(verdict=repr(g), error=name)
+        for (name, (_spec, want)), g in zip(cases.items(), got, strict=True)
+        if g != want
+    ]
+    wrong += [
+        _("a delay of {delay!r} s for {error} without an idempotency_key").format(
+            delay=d, error=name
+        )
+        for (name, (_spec, want)), d in zip(cases.items(), retried, strict=True)
+        if want == "maybe_done" and d is not None
+    ]
+    expect(
+        not wrong,
+        _(
+            "{cases}; and None from next_delay for each maybe-done one without an idempotency_key"
+        ).format(
+            cases="; ".join(
+                _("{verdict} for {error}").format(verdict=repr(want), error=name)
+                for name, (_spec, want) in cases.items()
+            )
+        ),
+        "; ".join(wrong),
+        _(
+            "rule 1 applies when the flag is true (if getattr(error, 'ambiguous', False)); a "
+            "false one says nothing about the request: go on to rules 2 to 5"
+        ),
     )
 
 
@@ -81,6 +143,24 @@ def status_comes_before_the_connection_class(ns: Namespace) -> None:
         ).format(verdicts=", ".join(map(repr, want))),
         got,
     )
+    # Rule 5 names ValueError as "everything else", after rules 1 to 4: a client library's
+    # ValueError that carries the server's status is judged by the status first.
+    specs = [{"type": "BadResponse", "status": s} for s in (503, 429, 502)]
+    specs += [{"type": "BadResponse", "ambiguous": True}, {"type": "BadResponse"}]
+    got = verdicts(ns, specs)
+    want = ["never_sent", "never_sent", "maybe_done", "maybe_done", "permanent"]
+    expect(
+        got == want,
+        _(
+            "{verdicts} for a ValueError subclass carrying status 503, 429 and 502, one with "
+            "ambiguous = True and one with neither (rule 5 comes last)"
+        ).format(verdicts=", ".join(map(repr, want))),
+        got,
+        _(
+            "test ValueError, KeyError and the other 'everything else' classes last, if at "
+            "all: the flag, labkit's classes and the status come first"
+        ),
+    )
 
 
 @CHECKS.add(
@@ -111,6 +191,32 @@ def retries_happen_at_real_times(ns: Namespace) -> None:
             "within the 60 s cap"
         ).format(start=start),
         repr(got),
+    )
+    # One worker, job after job in the same process: each call's deadline counts from the
+    # started_at it is given. A start (or deadline) kept from the first call, an hour-old
+    # job's, ends the retries of every job after it. (What the old job gets is not judged
+    # here: respects_deadline holds the deadline itself.)
+    jobs = [
+        (start - 3600.0, start),  # an hour-old job, long past its 300 s deadline
+        (start, start + 5.0),  # a job started 5 s ago
+        (start + 1000.0, start + 1005.0),  # a later job, 5 s in
+    ]
+    got = delays_for(
+        ns, [(REFUSED, 1, {"started_at": started_at, "now": now}) for started_at, now in jobs]
+    )
+    expect(
+        all(_number(d) and 0 <= d <= 1 for d in got[1:]),
+        _(
+            "in one process, after a call for a job started an hour earlier: a delay within "
+            "[0, 1] after attempt 1 of a refused connection for a job started 5 s ago, and "
+            "for one started 1000 s later (each job's deadline counts from its own started_at)"
+        ),
+        repr(got[1:]),
+        _(
+            "compute started_at + deadline from the arguments of each call: nothing kept "
+            "between calls (a start remembered from the first job ends every later job's "
+            "retries)"
+        ),
     )
     # A Retry-After parsed with float() from a header saying "nan": max(nan, delay) is nan,
     # and a job due at now + nan is never due again (nan compares false with every time).
@@ -375,5 +481,23 @@ def retry_after_is_seconds_whatever_its_size(ns: Namespace) -> None:
         _(
             "Retry-After is a number of seconds from now: no value is taken for an epoch "
             "timestamp, however large"
+        ),
+    )
+    # The deadline too is seconds from started_at whatever its size: on a clock that
+    # counts from boot (time.monotonic()), started_at can be smaller than the deadline,
+    # and started_at + deadline is still when the retries end.
+    [monotonic] = delays_for(
+        ns, [(http(429, 30), 1, {"started_at": 100.0, "now": 350.0, "deadline": 300.0})]
+    )
+    expect(
+        monotonic == 30,
+        _(
+            "30 s for a 429 with Retry-After: 30 at now=350, started_at=100 (a monotonic "
+            "clock's seconds), 300 s deadline: the retry at 380 is before 100 + 300"
+        ),
+        repr(monotonic),
+        _(
+            "the deadline is a duration from started_at whatever its size, never an instant "
+            "when it is larger than started_at"
         ),
     )

@@ -2653,11 +2653,106 @@ ZOO: list[tuple[str, str, str, str]] = [
             return delay
     """,
     ),
+    (
+        "ex04",
+        "a false ambiguous flag taken for 'never sent' (a 500 with ambiguous = False retried)",
+        "ambiguous_wins_over_the_status",
+        """
+        def classify(error):
+            flag = getattr(error, "ambiguous", None)
+            if flag is not None:
+                # The error says whether the request went out: trust it either way.
+                return "maybe_done" if flag else "never_sent"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "the job's start remembered from the first call (later jobs never retried)",
+        "retries_happen_at_real_times",
+        """
+        _job = {}
+
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            _job.setdefault("started_at", started_at)
+            if now + delay > _job["started_at"] + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "ValueError and KeyError called permanent first, before the status (rule 5 first)",
+        "status_comes_before_the_connection_class",
+        """
+        _reference_classify = classify
+        def classify(error):
+            if isinstance(error, (ValueError, KeyError, TypeError)):
+                return "permanent"
+            return _reference_classify(error)
+    """,
+    ),
+    (
+        "ex04",
+        "a deadline larger than started_at taken for an instant",
+        "retry_after_is_seconds_whatever_its_size",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            # A deadline past the start is a moment already; a smaller one, a duration.
+            ends = deadline if deadline > started_at else started_at + deadline
+            if now + delay > ends:
+                return None
+            return delay
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "a false ambiguous flag taken for 'never sent' (a 500 with ambiguous = False retried)": (
+        "'maybe_done' for HTTP 500 with ambiguous = False"
+    ),
+    "the job's start remembered from the first call (later jobs never retried)": (
+        "for a job started 5 s ago"
+    ),
+    "ValueError and KeyError called permanent first, before the status (rule 5 first)": (
+        "for a ValueError subclass carrying status 503"
+    ),
+    "a deadline larger than started_at taken for an instant": "started_at=100 (a monotonic",
     "the draw rounded to the millisecond (a base under 1 ms always waits 0)": (
         "200 different delays (jitter)"
     ),
@@ -2906,6 +3001,8 @@ SAYS: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
 #: reported score (severity cap included) is at most half of the exercise.
 SEVERE = [
+    "a false ambiguous flag taken for 'never sent' (a 500 with ambiguous = False retried)",
+    "the job's start remembered from the first call (later jobs never retried)",
     "a TLS failure (ssl.SSLError) called never sent: the handshake, it was thought",
     "a lost answer recognised by its class (ResponseLost), not by the ambiguous flag",
     "the ambiguous flag read only on labkit's TransientError family",

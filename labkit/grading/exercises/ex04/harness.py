@@ -52,6 +52,11 @@ class ProxyAuthRequired(PermanentError, ConnectionError):
     """The proxy refused the credentials: a PermanentError that is also a ConnectionError."""
 
 
+class BadResponse(ValueError):
+    """A client library's error for an answer it could not use: a ValueError carrying the
+    HTTP status the server gave (rule 3 reads it before rule 5's "ValueError")."""
+
+
 #: Errors only this exercise describes, beside ``described.ERRORS``. A cancelled task
 #: (asyncio.CancelledError, a BaseException) is no failure of the call: "everything else".
 LOCAL_ERRORS: dict[str, type[BaseException]] = {
@@ -63,6 +68,7 @@ LOCAL_ERRORS: dict[str, type[BaseException]] = {
         ProxyRefused,
         PoolTimeout,
         ProxyAuthRequired,
+        BadResponse,
         ConnectionAbortedError,
         asyncio.CancelledError,
         # The standard library's own: the server closed the connection without an answer
