@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex07.checks import HARNESS, drive
 from labkit.grading.exercises.helpers import because_of, raised_text
@@ -32,10 +34,17 @@ def ignores_the_wall_clock(ns: Namespace) -> None:
     expect(out[3] is False, "allow() False: the fake clock did not move", out[3])
 
 
+#: Two breakers made with settings of their own, (threshold, cooldown_s): neither the other's
+#: nor the public checks' 3 and 30 s, so one breaker's settings kept for all (on the class,
+#: in a module variable, first or last made) or a cooldown written in the code shows.
+OWN_SETTINGS = ((1, 10.0), (4, 75.0))
+
+
 @CHECKS.add(
     1,
-    "each breaker keeps its own opening time and its own trial on self: breaker B opening "
-    "later does not move breaker A's cooldown, and A's trial does not hold back B's",
+    "each breaker keeps its own settings, opening time and trial on self: breaker B opening "
+    "later does not move breaker A's cooldown, A's trial does not hold back B's, and each "
+    "opens at its own threshold and waits its own cooldown_s, after a failed trial too",
 )
 def breakers_keep_their_own_times(ns: Namespace) -> None:
     out = drive(
@@ -77,6 +86,105 @@ def breakers_keep_their_own_times(ns: Namespace) -> None:
             a=repr(out[3]), b=repr(out[4]), again=repr(out[6])
         ),
         "keep the 'a trial is out' flag on self: each breaker has its own trial",
+    )
+    breakers_keep_their_own_settings(ns)
+
+
+def breakers_keep_their_own_settings(ns: Namespace) -> None:
+    """A (threshold=1, cooldown_s=10) and B (threshold=4, cooldown_s=75) side by side on one
+    clock, both opened at 0 s; A's trial fails at 10 s and B's at 75 s."""
+    [(a_threshold, a_cooldown), (b_threshold, b_cooldown)] = OWN_SETTINGS
+    steps: list[list[Any]] = []
+    at: dict[str, int] = {}
+
+    def then(*more: list[Any], name: str = "") -> None:
+        steps.extend(more)
+        if name:
+            at[name] = len(steps) - 1
+
+    then(["fail", 0], ["state", 0], name="a_open")
+    then(*[["fail", 1]] * (b_threshold - 1), ["state", 1], name="b_before")
+    then(["fail", 1], ["state", 1], name="b_open")
+    then(["advance", a_cooldown - 0.25], ["allow", 0], name="a_early")
+    then(["advance", 0.25], ["allow", 0], name="a_trial")
+    then(["allow", 1], name="b_at_a")
+    then(["fail", 0], ["advance", a_cooldown - 0.25], ["allow", 0], name="a_again_early")
+    then(["advance", 0.25], ["allow", 0], name="a_again")
+    then(["advance", b_cooldown - 2 * a_cooldown - 0.25], ["allow", 1], name="b_early")
+    then(["advance", 0.25], ["allow", 1], name="b_trial")
+    then(["fail", 1], ["advance", b_cooldown - 0.25], ["allow", 1], name="b_again_early")
+    then(["advance", 0.25], ["allow", 1], name="b_again")
+    got = drive(ns, steps, settings=[list(pair) for pair in OWN_SETTINGS], breakers=2)
+    out = {name: got[i] for name, i in at.items()}
+    made = _(
+        "two breakers made with settings of their own, A (threshold={a_threshold}, "
+        "cooldown_s={a_cooldown:g}) and B (threshold={b_threshold}, cooldown_s={b_cooldown:g})"
+    ).format(
+        a_threshold=a_threshold,
+        a_cooldown=a_cooldown,
+        b_threshold=b_threshold,
+        b_cooldown=b_cooldown,
+    )
+    own = _(
+        "keep threshold and cooldown_s on self (self.threshold = threshold): a class "
+        "attribute or a module variable holds one breaker's settings for every breaker"
+    )
+    a_open, b_before, b_open = out["a_open"], out["b_before"], out["b_open"]
+    expect(
+        [a_open, b_before, b_open] == ["open", "closed", "open"],
+        _(
+            "{made}: A open after {a} failure; B closed after {streak} failures, open at "
+            "failure {b}"
+        ).format(made=made, a=a_threshold, streak=b_threshold - 1, b=b_threshold),
+        _("A {a}; B {before} then {after}").format(
+            a=repr(a_open), before=repr(b_before), after=repr(b_open)
+        ),
+        own,
+    )
+    first = [out[k] for k in ("a_early", "a_trial", "b_at_a", "b_early", "b_trial")]
+    expect(
+        first == [False, True, False, False, True],
+        _(
+            "{made}, both opened at 0 s: A refuses at {a_early:g} s and lets its trial through at "
+            "{a:g} s; B refuses at {a:g} s and at {b_early:g} s, and lets its trial through "
+            "at {b:g} s"
+        ).format(
+            made=made,
+            a_early=a_cooldown - 0.25,
+            a=a_cooldown,
+            b_early=b_cooldown - 0.25,
+            b=b_cooldown,
+        ),
+        _("A {a_early}, {a}; B {b_at_a}, {b_early}, {b}").format(
+            a_early=repr(first[0]),
+            a=repr(first[1]),
+            b_at_a=repr(first[2]),
+            b_early=repr(first[3]),
+            b=repr(first[4]),
+        ),
+        own,
+    )
+    again = [out[k] for k in ("a_again_early", "a_again", "b_again_early", "b_again")]
+    expect(
+        again == [False, True, False, True],
+        _(
+            "{made}: A's trial fails at {a:g} s, so A refuses {a_early:g} s later and lets a trial "
+            "through {a:g} s later; B's fails at {b:g} s, so B refuses {b_early:g} s later and "
+            "lets a trial through {b:g} s later"
+        ).format(
+            made=made,
+            a_early=a_cooldown - 0.25,
+            a=a_cooldown,
+            b_early=b_cooldown - 0.25,
+            b=b_cooldown,
+        ),
+        _("A {a_early}, {a}; B {b_early}, {b}").format(
+            a_early=repr(again[0]), a=repr(again[1]), b_early=repr(again[2]), b=repr(again[3])
+        ),
+        _(
+            "a failed trial opens the breaker again for self.cooldown_s, the same cooldown as "
+            "the first opening: not another breaker's, and no 30 written in the code"
+        ),
     )
 
 

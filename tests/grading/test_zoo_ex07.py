@@ -1703,11 +1703,163 @@ ZOO: list[tuple[str, str, str, str]] = [
                         self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
     """,
     ),
+    (
+        # Every breaker of a run had the same settings: one set kept for all passed.
+        "ex07",
+        "threshold and cooldown_s set on the class in __init__ (the last breaker's for all)",
+        "breakers_keep_their_own_times",
+        """
+        import threading
+
+        class Breaker:
+            threshold = 3
+            cooldown_s = 30.0
+
+            def __init__(self, threshold, cooldown_s, clock):
+                Breaker.threshold = threshold
+                Breaker.cooldown_s = cooldown_s
+                self.clock = clock
+                self.state = "closed"
+                self.failures = 0
+                self.opened_at = 0.0
+                self.trial_out = False
+                self._lock = threading.Lock()
+
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+
+            def record_success(self):
+                with self._lock:
+                    self.failures = 0
+                    self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        "the cooldown in a module global set by the first breaker made",
+        "breakers_keep_their_own_times",
+        """
+        COOLDOWN_S = None
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                global COOLDOWN_S
+                super().__init__(threshold, cooldown_s, clock)
+                if COOLDOWN_S is None:
+                    COOLDOWN_S = cooldown_s
+
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + COOLDOWN_S:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+    """,
+    ),
+    (
+        # Every failed trial the checks made was on a 30 s cooldown.
+        "ex07",
+        "a failed trial opens it again for a hard-coded 30 s (the public checks' cooldown)",
+        "breakers_keep_their_own_times",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.retry_at:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    now = self.clock.now()
+                    if self.state == "half_open":
+                        self.state, self.retry_at, self.trial_out = "open", now + 30.0, False
+                    elif self.failures >= self.threshold:
+                        self.state, self.retry_at = "open", now + self.cooldown_s
+                        self.trial_out = False
+    """,
+    ),
+    (
+        "ex07",
+        "an _open() helper whose cooldown defaults to 30 s, called bare for a failed trial",
+        "breakers_keep_their_own_times",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def _open(self, cooldown=30.0):
+                self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+                self.wait_s = cooldown
+
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.wait_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    if self.state == "half_open":
+                        self._open()
+                    elif self.failures >= self.threshold:
+                        self._open(self.cooldown_s)
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "threshold and cooldown_s set on the class in __init__ (the last breaker's for all)": (
+        "A open after 1 failure"
+    ),
+    "the cooldown in a module global set by the first breaker made": (
+        "B refuses at 10 s and at 74.75 s"
+    ),
+    "a failed trial opens it again for a hard-coded 30 s (the public checks' cooldown)": (
+        "A's trial fails at 10 s"
+    ),
+    "an _open() helper whose cooldown defaults to 30 s, called bare for a failed trial": (
+        "A's trial fails at 10 s"
+    ),
     "record_success() and record_failure() give up when the lock is busy (blocking=False)": (
         "thread B calls record_success()"
     ),
@@ -2532,6 +2684,23 @@ RIGHT: list[tuple[str, str, str]] = [
                 with self._cond:
                     self.failures = 0
                     self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "default settings as class attributes, each breaker's own set on self",
+        "breakers_keep_their_own_times",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            threshold = 5
+            cooldown_s = 60.0
+
+            def __init__(self, threshold=None, cooldown_s=None, clock=None):
+                super().__init__(self.threshold, self.cooldown_s, clock)
+                if threshold is not None:
+                    self.threshold = threshold
+                if cooldown_s is not None:
+                    self.cooldown_s = cooldown_s
     """,
     ),
 ]

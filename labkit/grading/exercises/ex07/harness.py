@@ -103,13 +103,16 @@ def drive(
     own_clocks: bool = False,
     start: float | None = None,
     tz: str | None = None,
+    settings: list[list[float]] | None = None,
 ) -> list[Any]:
     """Run ``steps`` on ``breakers`` new breakers sharing one fake clock; one result per step.
 
     With ``own_clocks`` each breaker has a fake clock of its own, and the step ``["tick",
     i, s]`` moves breaker ``i``'s clock only (``advance`` moves them all). ``start`` is the
     clocks' first reading (epoch seconds); ``tz`` a POSIX ``TZ`` the process runs in for
-    the steps (the machine's local time zone, put back after).
+    the steps (the machine's local time zone, put back after). ``settings`` gives each
+    breaker ``i`` its own ``[threshold, cooldown_s]`` (``settings[i]``), in place of the
+    ones they all share.
     A step whose call raised gives ``{"raised": [...], "message": ...}`` and ends the run.
     """
     clocks = [
@@ -122,8 +125,9 @@ def drive(
             stack.enter_context(in_time_zone(tz))
 
         def build(i: int) -> Any:
+            own, cooldown = (threshold, cooldown_s) if settings is None else settings[i]
             return need(values, "Breaker")(
-                threshold=threshold, cooldown_s=cooldown_s, clock=clocks[i % len(clocks)]
+                threshold=int(own), cooldown_s=float(cooldown), clock=clocks[i % len(clocks)]
             )
 
         made: list[Any] = [build(i) for i in range(breakers)]
