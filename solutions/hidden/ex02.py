@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +150,28 @@ def a_thread_of_the_holders_process_is_refused(ns: Namespace) -> None:
             "lock around it makes a second thread wait for the holder instead of refusing it"
         ),
     )
+    # A wait with a timeout (acquire(timeout=0.5), a sleep and a retry) answers in time,
+    # unless the holder leaves meanwhile: then the thread gets the lock and runs the job
+    # right after it. The holder here leaves the moment the thread is found waiting.
+    with lock_path(ns) as path:
+        left = ns.harness(HARNESS + "attempt_from_a_thread_as_the_holder_leaves", str(path), 5.0)
+    expect("error" not in left, _("the with block to run and end"), left.get("error", ""))
+    answer = str(left["answer"])
+    expect(
+        not answer.startswith("acquired"),
+        _(
+            "AlreadyRunning for another thread of the holder's process, though the holder "
+            "left while that thread was waiting (a refusal does not wait, even briefly)"
+        ),
+        _("it waited, and got {answer} once the holder left").format(answer=repr(answer))
+        if left["waited"]
+        else repr(answer),
+        _(
+            "take a threading lock without waiting, if at all (acquire(blocking=False)), and "
+            "raise AlreadyRunning at once: a thread that waits a moment for the holder runs the "
+            "job again right after it"
+        ),
+    )
 
 
 #: Holders that are alive though their file says otherwise: ``[text in the file, age in s]``.
@@ -203,6 +227,16 @@ def a_held_lock_is_never_stale(ns: Namespace) -> None:
         )
 
 
+#: What a holder of another version of the job writes in the file: no bare pid.
+NOT_A_PID = "pid=4194304 (nightly report)"
+
+
+def _not_a_pid() -> str:
+    return _("a holder whose file reads {text}, no bare pid (another version of the job)").format(
+        text=repr(NOT_A_PID)
+    )
+
+
 @CHECKS.add(
     1,
     "refuse with AlreadyRunning whatever the file says: empty, or something that is not a "
@@ -212,11 +246,14 @@ def a_held_lock_is_never_stale(ns: Namespace) -> None:
 )
 def refusal_when_the_file_names_nobody(ns: Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="labkit-ex02-", dir=ns.workdir) as tmp:
-        runs = ns.harness(HARNESS + "attempts_beside_a_plain_holder", tmp, PLAIN_HOLDERS[:2])
+        runs = ns.harness(
+            HARNESS + "attempts_beside_a_plain_holder", tmp, [*PLAIN_HOLDERS[:2], [NOT_A_PID, 0.0]]
+        )
     for case, run in enumerate(runs):
+        who = _who(case) if case < 2 else _not_a_pid()
         expect(
             run["answer"].startswith("refused") and run["again"].startswith("refused"),
-            _("AlreadyRunning, twice, while {who} holds the lock").format(who=_who(case)),
+            _("AlreadyRunning, twice, while {who} holds the lock").format(who=who),
             _("{answer}, then {again}").format(
                 answer=repr(run["answer"]), again=repr(run["again"])
             ),
@@ -254,6 +291,22 @@ def refusal_when_the_file_names_nobody(ns: Namespace) -> None:
             "(up to 4194304 on a 64-bit Linux)"
         ),
     )
+    # A pid not alive here, or text that is no pid, is no reason to touch the file: the
+    # holder runs (in another container, or an older version of the job), and what it
+    # wrote is what the operator reads there.
+    for case, text in ((1, pid), (2, NOT_A_PID)):
+        expect(
+            runs[case]["file"] == text,
+            _(
+                "the lock file still reading {text} after two refused attempts while {who} "
+                "holds the lock"
+            ).format(text=repr(text), who=_who(case) if case < 2 else _not_a_pid()),
+            repr(runs[case]["file"][:80]),
+            _(
+                "a refused attempt leaves the file as it is, whatever it says: do not empty "
+                "or rewrite a pid you cannot see, or text that is no pid; its holder still runs"
+            ),
+        )
 
 
 @CHECKS.add(
@@ -355,6 +408,28 @@ def a_forked_worker_leaving_keeps_the_lock(ns: Namespace) -> None:
         ),
         run["again"],
     )
+    # A worker whose job failed, or that Ctrl-C stopped (SIGINT reaches every process of
+    # the group), leaves by an exception: code that lets go (LOCK_UN) on an error lets go
+    # of the parent's lock just the same.
+    for leaving, how in (
+        ("failure", _("failed there (a RuntimeError left the block)")),
+        ("interrupt", _("was stopped there by Ctrl-C (a KeyboardInterrupt left the block)")),
+    ):
+        with lock_path(ns) as path:
+            left = ns.harness(HARNESS + "attempt_after_a_forked_worker_left", str(path), leaving)
+        expect("error" not in left, _("the with block to run and end"), left.get("error", ""))
+        expect(
+            left["again"].startswith("refused"),
+            _(
+                "AlreadyRunning for a second attempt while this process still holds the lock, "
+                "after a worker it forked inside the with block {how} and exited"
+            ).format(how=how),
+            left["again"],
+            _(
+                "let closing the file release the lock, on an error too: no flock(LOCK_UN) in "
+                "an except clause, which a forked worker's failure runs on the parent's lock"
+            ),
+        )
 
 
 @CHECKS.add(
@@ -446,6 +521,31 @@ def the_lock_is_the_file_at_the_path_given(ns: Namespace) -> None:
         ),
         _("open and flock the file at `path` itself, not one named after it elsewhere"),
     )
+    # A path as people name things: spaces and accents. One made "safe" on the way
+    # (spaces to '_', accents dropped or ASCII-ized) names a file nobody holds.
+    folder, name = _HUMAN_PATH
+    with tempfile.TemporaryDirectory(prefix="labkit-ex02-", dir=ns.workdir) as tmp:
+        (Path(tmp) / folder).mkdir()
+        human = ns.harness(
+            HARNESS + "attempts_beside_a_plain_holder",
+            str(Path(tmp) / folder),
+            [["1", 0.0]],
+            name,
+        )[0]
+    expect(
+        human["answer"].startswith("refused") and human["again"].startswith("refused"),
+        _(
+            "AlreadyRunning while another process holds a flock on {path}, a path with "
+            "spaces and accents"
+        ).format(path=repr(f"{folder}/case-0/{name}")),
+        _("{answer}, then {again}").format(
+            answer=repr(human["answer"]), again=repr(human["again"])
+        ),
+        _(
+            "open the path exactly as given: replacing its spaces or accents names another "
+            "file, one the holder does not hold"
+        ),
+    )
     # A relative path, given in the folder the process is in when it calls you (a
     # cron job's): the file there is held. One joined to the folder your cells ran in
     # (os.getcwd() read at import) is another file.
@@ -463,6 +563,21 @@ def the_lock_is_the_file_at_the_path_given(ns: Namespace) -> None:
             "is in at that moment, not the one your code started in"
         ),
     )
+
+
+def _human_path() -> tuple[str, str]:
+    """A folder and a file name with spaces and accents, ASCII ones where file names are
+    not UTF-8 (the accents could not be written there at all)."""
+    folder, name = "Relatórios diários", "relatório mensal.lock"
+    try:
+        os.fsencode(folder + name)
+    except UnicodeEncodeError:
+        return "Daily reports", "monthly report.lock"
+    return folder, name
+
+
+#: Where a job's lock may well live: spaces and accents in its folder and its name.
+_HUMAN_PATH = _human_path()
 
 
 #: What a run killed long ago left in the lock file: a pid no process has here.
@@ -519,3 +634,57 @@ def refusal_is_labkits_exception(ns: Namespace) -> None:
             "an `except AlreadyRunning` in the worker does not catch it"
         ),
     )
+
+
+#: Lock files nobody holds, as runs gone (or a deploy) left them: ``[text, age in s]``.
+NOBODYS_FILES: list[list[Any]] = [
+    ["", 0.0],
+    ["", 3 * 3600.0],
+    ["1", 0.0],
+    [NOT_A_PID, 0.0],
+    [LONG_GONE, 40 * 86_400.0],
+]
+
+
+def _left(case: int) -> str:
+    return [
+        _(
+            "an empty lock file (created by the deploy, or left by a run killed before it "
+            "wrote its pid)"
+        ),
+        _("an empty lock file 3 hours old"),
+        _(
+            "a lock file naming pid 1, a process alive here (the init of a container) that "
+            "holds no lock"
+        ),
+        _("a lock file reading {text}, no bare pid").format(text=repr(NOT_A_PID)),
+        _("a lock file naming pid {pid}, last written 40 days ago").format(pid=LONG_GONE),
+    ][case]
+
+
+@CHECKS.add(
+    2,
+    "a lock nobody holds is yours, whatever its file says: empty (a run 'still starting'?), "
+    "a pid that is alive (pid 1 always is), text that is no pid, an old date; only flock "
+    "says whether someone holds it, and refusing a free lock refuses every later run too",
+    timeout=20.0,
+    severe=True,
+)
+def a_free_lock_is_taken_whatever_its_file_says(ns: Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="labkit-ex02-", dir=ns.workdir) as tmp:
+        for case, (text, age_s) in enumerate(NOBODYS_FILES):
+            path = Path(tmp) / f"case-{case}" / "report.lock"
+            path.parent.mkdir()
+            path.write_text(text)
+            then = time.time() - age_s
+            os.utime(path, (then, then))
+            answer = ns.harness(HARNESS + "attempt_once", str(path))
+            expect(
+                answer == "acquired",
+                _("the lock taken on {left}: nobody holds it").format(left=_left(case)),
+                answer,
+                _(
+                    "take the flock and trust it alone: what the file says (or that it is "
+                    "empty) names who last held the lock, not whether anyone holds it now"
+                ),
+            )

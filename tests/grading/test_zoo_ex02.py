@@ -2703,6 +2703,264 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        # A "safe" file name: the holder locks the path as given, spaces and all, and
+        # this code locks a file next to it that nobody holds.
+        "the path's spaces replaced with '_' before opening (a 'safe' file name)",
+        "the_lock_is_the_file_at_the_path_given",
+        """
+        @contextmanager
+        def single_instance(path):
+            path = path.replace(" ", "_")
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the path made ASCII before opening (its accents turned to '?')",
+        "the_lock_is_the_file_at_the_path_given",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path.encode("ascii", "replace").decode("ascii"), "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # The holder runs in another container: its pid is not alive here, and the
+        # refused attempt wipes the one thing that names it.
+        "a refused attempt empties the file when the holder's pid is not alive here",
+        "refusal_when_the_file_names_nobody",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    if holder.isdigit():
+                        try:
+                            os.kill(int(holder), 0)
+                        except ProcessLookupError:
+                            fh.truncate(0)  # a stale pid: clean it up
+                        except PermissionError:
+                            pass
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a refused attempt empties the file when it holds no bare pid (a 'corrupt' file)",
+        "refusal_when_the_file_names_nobody",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    if not holder.isdigit():
+                        fh.truncate(0)  # not a pid: a corrupt file, clean it up
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # Guarded against the empty file only: text that is no bare pid still meets int().
+        "the holder's pid read with int() when the file is not empty (a ValueError on 'pid=...')",
+        "refusal_when_the_file_names_nobody",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    text = fh.read().strip()
+                    holder = int(text) if text else "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # "Unlock at once on an error": a worker forked in the block fails, and its
+        # LOCK_UN lets go of the lock the parent (same open file) still holds.
+        "the lock let go with flock(LOCK_UN) when the block raises (a failing forked worker)",
+        "a_forked_worker_leaving_keeps_the_lock",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.seek(0)
+                holder = fh.read().strip() or "unknown"
+                fh.close()
+                raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+            fh.seek(0)
+            fh.truncate()
+            fh.write(str(os.getpid()))
+            fh.flush()
+            try:
+                yield
+            except Exception:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)  # an error: unlock at once
+                fh.close()
+                raise
+            else:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the lock let go with flock(LOCK_UN) on Ctrl-C (a forked worker's interrupt)",
+        "a_forked_worker_leaving_keeps_the_lock",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                try:
+                    yield
+                except KeyboardInterrupt:
+                    fcntl.flock(fh, fcntl.LOCK_UN)  # Ctrl-C: let the next run in at once
+                    raise
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # An empty file read as "a run is still starting": once a run killed between
+        # emptying the file and writing its pid (or a deploy's touch) leaves it empty and
+        # free, every later run is refused and the job never runs again.
+        "an existing empty lock file refused as a run still starting, without trying flock",
+        "a_free_lock_is_taken_whatever_its_file_says",
+        """
+        @contextmanager
+        def single_instance(path):
+            if os.path.exists(path) and os.path.getsize(path) == 0:
+                raise AlreadyRunning(f"{path}: another run is starting (pid unknown)")
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # A short wait answers in time while the holder stays, but a holder that leaves
+        # meanwhile hands the lock to the waiting thread: the job runs again right after.
+        "a per-path threading.Lock acquired with a 50 ms timeout before the flock",
+        "a_thread_of_the_holders_process_is_refused",
+        """
+        import threading
+        _GUARDS = {}
+        _MAKING = threading.Lock()
+
+        @contextmanager
+        def single_instance(path):
+            with _MAKING:
+                guard = _GUARDS.setdefault(os.path.realpath(path), threading.Lock())
+            if not guard.acquire(timeout=0.05):
+                raise AlreadyRunning(f"{path} is held by another thread of pid {os.getpid()}")
+            try:
+                with open(path, "a+") as fh:
+                    try:
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        fh.seek(0)
+                        holder = fh.read().strip() or "unknown"
+                        raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                    fh.seek(0)
+                    fh.truncate()
+                    fh.write(str(os.getpid()))
+                    fh.flush()
+                    yield
+            finally:
+                guard.release()
+    """,
+    ),
 ]
 
 
@@ -2938,11 +3196,44 @@ SAYS: dict[str, str] = {
     "a new (empty) lock file given our pid before the flock, so it never names nobody": (
         "still empty after two refused attempts"
     ),
+    "the path's spaces replaced with '_' before opening (a 'safe' file name)": (
+        "a path with spaces and accents"
+    ),
+    "the path made ASCII before opening (its accents turned to '?')": (
+        "a path with spaces and accents"
+    ),
+    "a refused attempt empties the file when the holder's pid is not alive here": (
+        "still reading '4194304' after two refused attempts"
+    ),
+    "a refused attempt empties the file when it holds no bare pid (a 'corrupt' file)": (
+        "still reading 'pid=4194304 (nightly report)'"
+    ),
+    "the holder's pid read with int() when the file is not empty (a ValueError on 'pid=...')": (
+        "AlreadyRunning, twice, while a holder whose file reads"
+    ),
+    "the lock let go with flock(LOCK_UN) when the block raises (a failing forked worker)": (
+        "failed there (a RuntimeError left the block)"
+    ),
+    "the lock let go with flock(LOCK_UN) on Ctrl-C (a forked worker's interrupt)": (
+        "stopped there by Ctrl-C"
+    ),
+    "an existing empty lock file refused as a run still starting, without trying flock": (
+        "the lock taken on an empty lock file"
+    ),
+    "a per-path threading.Lock acquired with a 50 ms timeout before the flock": (
+        "though the holder left while that thread was waiting"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
 #: reported score (severity cap included) is at most half of the exercise.
 SEVERE = [
+    "a per-path threading.Lock acquired with a 50 ms timeout before the flock",
+    "an existing empty lock file refused as a run still starting, without trying flock",
+    "the lock let go with flock(LOCK_UN) when the block raises (a failing forked worker)",
+    "the lock let go with flock(LOCK_UN) on Ctrl-C (a forked worker's interrupt)",
+    "the path's spaces replaced with '_' before opening (a 'safe' file name)",
+    "the path made ASCII before opening (its accents turned to '?')",
     "the pid written atomically (a temporary file renamed over the locked one)",
     "a refused attempt waits for the lock (LOCK_NB in a retry loop for 2 s)",
     "a busy lock whose file is over an hour old deleted as stale and taken",
@@ -3510,6 +3801,37 @@ RIGHT: list[tuple[str, str, str]] = [
                 finally:
                     held_s = (time.monotonic_ns() - started) / 1e9
                     log.info("held %s for %.1f s (since %s)", path, held_s, since)
+    """,
+    ),
+    (
+        # The relative-path scene once ran off the main thread without the signal shim:
+        # a right lock that installs a SIGTERM handler met "signal only works in main
+        # thread" there, and lost a severe check.
+        "a SIGTERM handler installed for the with block, given a relative path",
+        "the_lock_is_the_file_at_the_path_given",
+        """
+        import signal
+        import sys
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            before = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+                signal.signal(signal.SIGTERM, before)
     """,
     ),
 ]

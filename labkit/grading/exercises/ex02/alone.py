@@ -12,6 +12,7 @@ import errno
 import fcntl
 import os
 import pathlib
+import sys
 import threading
 import time
 from collections.abc import MutableMapping
@@ -86,10 +87,11 @@ def attempts_by_a_relative_path(values: MutableMapping[str, Any], folder: str) -
 
 
 def attempts_beside_a_plain_holder(
-    values: MutableMapping[str, Any], folder: str, cases: list[list[Any]]
+    values: MutableMapping[str, Any], folder: str, cases: list[list[Any]], name: str = "report.lock"
 ) -> list[dict[str, Any]]:
     """For each ``[text, age_s]``: a holder here locks a file holding ``text``, last
     written ``age_s`` seconds ago; the student's code tries twice, in this process.
+    The file is ``folder/case-<i>/<name>``.
 
     The holder is a plain ``flock`` on its own open file, alive all along: whatever its
     file says (nothing yet, a pid this process cannot see, an old date), the lock is held.
@@ -101,7 +103,7 @@ def attempts_beside_a_plain_holder(
     with fresh_state(values):
         attempt(values, str(pathlib.Path(folder) / "probe.lock"))
         for i, (text, age_s) in enumerate(cases):
-            path = pathlib.Path(folder) / f"case-{i}" / "report.lock"
+            path = pathlib.Path(folder) / f"case-{i}" / name
             path.parent.mkdir()
             with open(path, "a+") as holder:
                 fcntl.flock(holder.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -166,6 +168,61 @@ def attempt_from_a_thread_while_holding(
             thread.start()
             thread.join(patience)
             out["while_held"] = not thread.is_alive()
+        thread.join(5.0)
+    return out
+
+
+#: Calls a thread waits in: a lock's acquire (an Event's or a Condition's wait goes through
+#: it) and a sleep before trying again.
+_WAITS = frozenset({"acquire", "sleep"})
+
+
+def attempt_from_a_thread_as_the_holder_leaves(
+    values: MutableMapping[str, Any], path: str, patience: float
+) -> dict[str, Any]:
+    """Hold the lock here while another thread of this process tries; let go the moment
+    that thread is found waiting (inside a lock's acquire, or a sleep, having let go of the
+    GIL), or once it answered, or after ``patience`` s.
+
+    A thread that refuses at once answers while the lock is held. One that waits a while
+    (``acquire(timeout=0.5)`` on a lock the holder's thread holds, a sleep and a retry)
+    gets the lock the holder let go of, and runs the job right after it. A non-blocking
+    acquire never lets go of the GIL: it is never found waiting. ``{"answer": ...,
+    "waited": bool}``.
+    """
+    out: dict[str, Any] = {"answer": "", "waited": False}
+    calls: dict[str, Any] = {"in": None}
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "c_call" and getattr(arg, "__name__", "") in _WAITS:
+            calls["in"] = arg  # the last statement: no other thread runs before the call
+        elif event in ("c_return", "c_exception"):
+            calls["in"] = None
+
+    def other() -> None:
+        sys.setprofile(profile)
+        try:
+            out["answer"] = attempt(values, path)
+        finally:
+            sys.setprofile(None)
+
+    def waiting(thread: threading.Thread) -> bool:
+        # This thread holds the GIL: the other one, inside a waiting call and not in
+        # ``profile`` itself, let go of it in that call, so the call waits.
+        top = sys._current_frames().get(thread.ident or 0)
+        return calls["in"] is not None and top is not None and top.f_code is not profile.__code__
+
+    with fresh_state(values):
+        attempt(values, path)  # here first, so a stub says "not started yet"
+        thread = threading.Thread(target=other, daemon=True)
+        with noted(out), need(values, "single_instance")(path):
+            thread.start()
+            deadline = time.monotonic() + patience
+            while thread.is_alive() and time.monotonic() < deadline:
+                if waiting(thread):
+                    out["waited"] = True
+                    break
+                time.sleep(0.001)
         thread.join(5.0)
     return out
 

@@ -12,6 +12,7 @@ file themselves.
 from __future__ import annotations
 
 from labkit.grading.exercises.ex02.alone import (
+    attempt_from_a_thread_as_the_holder_leaves,
     attempt_from_a_thread_while_holding,
     attempt_once,
     attempt_when_locking_fails,
@@ -48,6 +49,7 @@ from labkit.grading.exercises.ex02.watchdogs import (
 
 __all__ = [
     "attempt_after_a_forked_worker_left",
+    "attempt_from_a_thread_as_the_holder_leaves",
     "attempt_from_a_thread_while_holding",
     "attempt_once",
     "attempt_when_locking_fails",
@@ -77,6 +79,9 @@ __all__ = [
 # The checks call these on a thread of their own: a lock's signal.signal works as on
 # the main thread a job takes its lock on (``forking.signals_as_on_the_main_thread``).
 attempt_after_a_forked_worker_left = on_the_main_thread(attempt_after_a_forked_worker_left)
+attempt_from_a_thread_as_the_holder_leaves = on_the_main_thread(
+    attempt_from_a_thread_as_the_holder_leaves
+)
 attempt_from_a_thread_while_holding = on_the_main_thread(attempt_from_a_thread_while_holding)
 attempt_once = on_the_main_thread(attempt_once)
 attempt_when_locking_fails = on_the_main_thread(attempt_when_locking_fails)
@@ -84,6 +89,7 @@ attempt_when_opening_is_refused = on_the_main_thread(attempt_when_opening_is_ref
 attempt_while_holding = on_the_main_thread(attempt_while_holding)
 attempt_while_time_flies = on_the_main_thread(attempt_while_time_flies)
 attempts_beside_a_plain_holder = on_the_main_thread(attempts_beside_a_plain_holder)
+attempts_by_a_relative_path = on_the_main_thread(attempts_by_a_relative_path)
 error_inside = on_the_main_thread(error_inside)
 file_after_the_holder_left_while_time_flies = on_the_main_thread(
     file_after_the_holder_left_while_time_flies

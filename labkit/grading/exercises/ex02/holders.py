@@ -16,7 +16,7 @@ import pathlib
 import select
 import signal
 import time
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from labkit.grading.exercises.common import fresh_state, need, noted
@@ -317,12 +317,22 @@ def file_while_a_forked_worker_holds(values: MutableMapping[str, Any], path: str
     return {"pid": pid, "child": told, "file": text}
 
 
+#: How a worker forked inside the with block leaves it: ``attempt_after_a_forked_worker_left``.
+_WORKER_LEAVES: dict[str, Callable[[], BaseException]] = {
+    "exit": lambda: SystemExit(0),
+    "failure": lambda: RuntimeError("the worker's job failed"),
+    "interrupt": KeyboardInterrupt,
+}
+
+
 def attempt_after_a_forked_worker_left(
-    values: MutableMapping[str, Any], path: str
+    values: MutableMapping[str, Any], path: str, leaving: str = "exit"
 ) -> dict[str, Any]:
     """Hold the lock here; inside the block fork a worker that leaves the block by an
-    exception (as ``sys.exit()`` does in a worker forked there) and exits; then, still
-    holding, attempt again as a second copy would.
+    exception (``leaving``: "exit", a SystemExit as ``sys.exit()`` raises in a worker
+    forked there; "failure", a RuntimeError, its job failed; "interrupt", the
+    KeyboardInterrupt a Ctrl-C raises in every process of the group) and exits; then,
+    still holding, attempt again as a second copy would.
 
     The worker shares this process's open file: closing its copy changes nothing, but a
     ``flock(LOCK_UN)`` on the way out releases the lock of the parent, which still runs.
@@ -334,8 +344,8 @@ def attempt_after_a_forked_worker_left(
         try:
             with need(values, "single_instance")(path):
                 pid = os.fork()
-                if pid == 0:
-                    raise SystemExit(0)  # the worker leaves the with block, as sys.exit()
+                if pid == 0:  # the worker leaves the with block, as sys.exit() or a failure
+                    raise _WORKER_LEAVES[leaving]()
                 wait_or_kill(pid)
                 out["again"] = attempt(values, path)
         except BaseException as exc:  # noqa: BLE001 - the worker exits; the parent reports
