@@ -27,7 +27,7 @@ from labkit.grading.exercises.ex12.checks import (
     in_slot_order,
 )
 from labkit.grading.exercises.helpers import expect_left_as_given, raised_text, short_repr
-from labkit.grading.exercises.killsweep import scene_seeds
+from labkit.grading.exercises.killsweep import after_every_kill, scene_seeds
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
 from labkit.grading.exercises.racesweep import after_every_schedule
@@ -172,8 +172,8 @@ def _tick_reads_what_fired_in_every_time_zone_in(ns: Namespace, rng: Random) -> 
     "< :end): LIKE treats '_' as any character and ignores case, GLOB reads '*', '?' and "
     "'[' as wildcards, instr() or LIKE '%…' also find the prefix inside another job's "
     "key, and slot_key must keep the name as given, or 'Daily_Report' reads "
-    "or takes the keys of 'daily-report'; bind the name as a parameter (a quote in it "
-    "breaks SQL built with an f-string), spaces and all",
+    "or takes the keys of 'daily-report'; bind the name as a parameter (a quote or a "
+    "backslash in it breaks SQL built with an f-string, {key!r} too), spaces and all",
     severe=True,
 )
 def names_with_underscores_and_capitals_are_their_own_schedules(ns: Namespace) -> None:
@@ -185,6 +185,10 @@ def names_with_underscores_and_capitals_are_their_own_schedules(ns: Namespace) -
         # A quote in the name (SQL built with an f-string breaks on it) and a leading space
         # (a name stripped by slot_key takes the keys of the schedule without it).
         _own_schedules_in(ns, Random(f"{seed}:quote"), " Fecho_d'Ávila", ("Fecho_d'Ávila",))
+        # Both quotes and a backslash: SQL that quotes the name itself, '{key}', "{key}"
+        # or {key!r} (Python's quoting, not SQL's), breaks on one of them or writes
+        # another key.
+        _own_schedules_in(ns, Random(f"{seed}:quotes"), 'Relatório "Q1" d\'Ávila\\EU')
         # Names Unicode normalization changes: a ligature ('ﬁ', NFKC: 'fi') and an accent
         # sent as a combining mark (NFC: one code point). A slot_key that normalizes the
         # name gives both schedules one set of keys.
@@ -879,7 +883,8 @@ def due_slots_works_back_from_now(ns: Namespace) -> None:
     "every tick reads what fired from the table again, on the connection it is given: a "
     "scheduler that keeps the last slot it fired in memory (a dict, a global) fills the "
     "gap another scheduler's 'latest' catch-up left on purpose, and one that keeps its "
-    "first connection fails once it reconnects",
+    "first connection fails once it reconnects; and every tick, with nothing due too, "
+    "ends the transaction it began on that connection",
     severe=True,
 )
 def each_tick_reads_the_table_again(ns: Namespace) -> None:
@@ -908,6 +913,53 @@ def each_tick_reads_the_table_again(ns: Namespace) -> None:
                 "scheduler fired or read, no connection kept from an earlier call"
             ),
         )
+    _idle_ticks_hand_the_connection_back(ns)
+
+
+def _idle_ticks_hand_the_connection_back(ns: Namespace) -> None:
+    """One scheduler's long-lived connection through the ticks that find nothing to do (a
+    clock behind the one that fired, nothing new, in both catch-up modes) and then
+    catch-ups: a tick that returns early inside its BEGIN leaves the transaction open,
+    holding the write lock, and its next tick on that connection fails. Judged by the
+    transaction alone: what each tick returns is other checks' business."""
+    fired = T0 + 2 * HOUR
+    ticks = [
+        (fired - 0.4, "latest"),
+        (fired - 0.4, "all"),
+        (fired + 5, "latest"),
+        (fired + 9, "all"),
+        (fired + HOUR + 5, "latest"),
+        (fired + 3 * HOUR + 5, "all"),
+    ]
+    calls = [["sweep", HOUR, T0, now, how] for now, how in ticks]
+    with lab_file(ns) as (conn, path):
+        # Another scheduler, its clock ahead, fired 02:00 with 'latest'.
+        add_job(conn, reference_key("sweep", fired), kind="sweep", run_after=fired)
+        got = ns.harness(HARNESS + "on_one_connection", "tick", str(path), calls)
+    said = [
+        (raised_text(one) if "raised" in one else short_repr(in_slot_order(one["returned"]), 120))
+        + (
+            " (" + _("a transaction still open") + ")"
+            if one.get("left", {}).get("in_transaction")
+            else ""
+        )
+        for one in got
+    ]
+    expect(
+        not any(one.get("left", {}).get("in_transaction") for one in got),
+        _(
+            "on one long-lived connection, where another scheduler fired 02:00, ticks at "
+            "{ticks}, each ending the transaction it began"
+        ).format(ticks=", ".join(f"{slot_iso(now)} ({how})" for now, how in ticks)),
+        "; ".join(
+            f"{slot_iso(now)} ({how}): {one}" for (now, how), one in zip(ticks, said, strict=True)
+        ),
+        _(
+            "end the transaction a tick began (COMMIT or ROLLBACK) on every path, the early "
+            "returns too (nothing due, a newest key after now): one left open holds the "
+            "write lock, and the next tick on that connection fails"
+        ),
+    )
 
 
 @CHECKS.add(
@@ -915,7 +967,8 @@ def each_tick_reads_the_table_again(ns: Namespace) -> None:
     "insert only the columns the contract names (key, kind, run_after, updated_at) and "
     "leave the rest to the table's defaults: a job born 'running', leased, with attempts "
     "spent or on another queue is never claimed, and one with a smaller max_attempts "
-    "loses the retries a failed run is owed",
+    "loses the retries a failed run is owed; insert each job whole, in one INSERT: one "
+    "completed by an UPDATE after it is, after a kill between the two, of another kind",
     severe=True,
 )
 def the_jobs_a_tick_creates_are_ready_to_claim(ns: Namespace) -> None:
@@ -959,6 +1012,62 @@ def the_jobs_a_tick_creates_are_ready_to_claim(ns: Namespace) -> None:
                 "text, nor milliseconds"
             ),
         )
+    _killed_ticks_leave_whole_jobs(ns)
+
+
+#: What a killed tick's jobs are judged by, against the same tick's jobs unkilled: who
+#: runs a job (its kind) and whether a claim takes it.
+_JOB_COLUMNS = ("kind", "state", "attempt", "max_attempts", "queue", "lease_owner", "lease_until")
+
+
+def _jobs_by_key(conn: Any) -> dict[str, tuple[Any, ...]]:
+    return {j["key"]: tuple(j[c] for c in _JOB_COLUMNS) for j in all_jobs(conn)}
+
+
+def _killed_ticks_leave_whole_jobs(ns: Namespace) -> None:
+    """A scheduler killed right after each of its writes, then started again: each job is
+    as the same tick makes it unkilled. A job inserted with its key alone (kind left to
+    the table's default, 'email') and given its kind by an UPDATE after it is, after a
+    kill between the two, a slot the restart takes for fired whose job runs another task.
+    Whether all the slots are there is ``a_killed_scheduler_restarts_without_losing_a_slot``'s
+    business, and what a whole job holds the rest of this check's."""
+    name, now = "Fecho_Mês", T0 + 2 * HOUR + 5
+    args = [name, HOUR, T0, now, "all"]
+    with lab_file(ns) as (conn, path):
+        whole = ns.harness(HARNESS + "tick", str(path), *args, None)
+        made = _jobs_by_key(conn)
+    if "raised" in whole or not made:
+        return  # a tick that fails or makes nothing unkilled is judged by other checks
+
+    def judge(life: Path) -> tuple[bool, str]:
+        with reading(life / "jobs.db") as conn:
+            jobs = _jobs_by_key(conn)
+        wrong = {key: row for key, row in jobs.items() if key in made and row != made[key]}
+        return not wrong, _(
+            "jobs not as the same tick makes them unkilled ({columns}): {rows}; unkilled: {made}"
+        ).format(
+            columns=", ".join(_JOB_COLUMNS),
+            rows=short_repr(wrong, 250),
+            made=short_repr({key: made[key] for key in wrong}, 250),
+        )
+
+    after_every_kill(
+        ns,
+        HARNESS + "tick_kills",
+        lambda folder: lab_db(folder / "jobs.db").close(),
+        args,
+        judge,
+        _("each slot's job as the same tick makes it unkilled: of kind {name}, pending").format(
+            name=repr(name)
+        ),
+        _("the scheduler's restart"),
+        _(
+            "insert each job whole in one INSERT (key, kind, run_after, updated_at): a job "
+            "inserted first and completed by an UPDATE after it is, after a kill between "
+            "the two, a key the restart takes for fired and a job of the table's default "
+            "kind, another task"
+        ),
+    )
 
 
 @CHECKS.add(
@@ -1086,7 +1195,7 @@ DAY = 24 * HOUR
     severe=True,
 )
 def daily_slots_are_the_same_in_every_time_zone(ns: Namespace) -> None:
-    calls = [
+    calls: list[list[Any]] = [
         [DAY, None, T0 - 3 * DAY, T0 + 2 * HOUR, "all"],
         [DAY, T0 - DAY, T0 - 3 * DAY, T0 + 2 * DAY + 5 * HOUR, "all"],
         [7 * DAY, None, JULY - 21 * DAY, JULY + 3 * HOUR, "all"],
@@ -1095,7 +1204,9 @@ def daily_slots_are_the_same_in_every_time_zone(ns: Namespace) -> None:
 
     def due(period: int, last: float | None, since: float, now: float, how: str) -> list[float]:
         first = -(-since // period) * period
-        slots = [s for s in range(int(first), int(now) + 1, period) if last is None or s > last]
+        slots: list[float] = [
+            s for s in range(int(first), int(now) + 1, period) if last is None or s > last
+        ]
         return slots[-1:] if how == "latest" else slots
 
     want = [due(*call) for call in calls]

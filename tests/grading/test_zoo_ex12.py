@@ -2569,6 +2569,169 @@ ZOO: list[tuple[str, str, str, str]] = [
             return created
         """,
     ),
+    (
+        # Judged by the keys alone, a kill between the INSERT and its UPDATE left a slot
+        # the restart takes for fired, whose job is of the table's default kind ('email').
+        "ex12",
+        "each job inserted with its key, its kind set by an UPDATE after it",
+        "the_jobs_a_tick_creates_are_ready_to_claim",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, run_after, updated_at) VALUES (?, ?, ?)"
+                    " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, slot, now),
+                ).fetchone()
+                if inserted is not None:
+                    conn.execute("UPDATE jobs SET kind = ? WHERE key = ?", (schedule, key))
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # The public race ticks 'all' on hours that each bring a slot: never an idle
+        # 'latest' tick on the connection it keeps.
+        "ex12",
+        "tick in BEGIN IMMEDIATE returns [] without COMMIT when 'latest' finds nothing new",
+        "each_tick_reads_the_table_again",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            conn.execute("BEGIN IMMEDIATE")
+            prefix = f"schedule:{schedule}:"
+            try:
+                row = conn.execute(
+                    "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+                ).fetchone()
+                last = None
+                if row[0] is not None:
+                    fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                    last = fired.replace(tzinfo=UTC).timestamp()
+                slots = due_slots(period_s, last, since, now, catch_up)
+                if catch_up == "latest" and not slots:
+                    return []
+                created = []
+                for slot in slots:
+                    key = slot_key(schedule, slot)
+                    got = conn.execute(
+                        "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                        " VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key",
+                        (key, schedule, slot, now),
+                    ).fetchone()
+                    if got is not None:
+                        created.append(key)
+                conn.execute("COMMIT")
+                return created
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        """,
+    ),
+    (
+        # Caught by the public race only when its two processes happen to meet.
+        "ex12",
+        "tick reads what fired, then commits its BEGIN IMMEDIATE only when it created a key",
+        "two_schedulers_in_every_order_enqueue_each_slot_once",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            slots = due_slots(period_s, last, since, now, catch_up)
+            if not slots:
+                return []
+            conn.execute("BEGIN IMMEDIATE")
+            created = []
+            try:
+                for slot in slots:
+                    key = slot_key(schedule, slot)
+                    got = conn.execute(
+                        "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                        " VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key",
+                        (key, schedule, slot, now),
+                    ).fetchone()
+                    if got is not None:
+                        created.append(key)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            if created:
+                conn.execute("COMMIT")
+            return created
+        """,
+    ),
+    (
+        # A quote alone passes: repr() switches to double quotes, which SQLite reads as a
+        # string where no column has that name.
+        "ex12",
+        "the jobs inserted with SQL built by an f-string quoting with {key!r}",
+        "names_with_underscores_and_capitals_are_their_own_schedules",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    f"INSERT INTO jobs (key, kind, run_after, updated_at) VALUES ({key!r},"
+                    f" {schedule!r}, {slot}, {now}) ON CONFLICT (key) DO NOTHING RETURNING key"
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        'the jobs inserted with SQL built by an f-string quoting with "{key}"',
+        "names_with_underscores_and_capitals_are_their_own_schedules",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    f'INSERT INTO jobs (key, kind, run_after, updated_at) VALUES ("{key}",'
+                    f' "{schedule}", {slot}, {now}) ON CONFLICT (key) DO NOTHING RETURNING key'
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
 ]
 
 
@@ -2790,10 +2953,34 @@ SAYS: dict[str, str] = {
     "what fired read only among jobs whose run_after has come (AND run_after <= :now)": (
         "after this tick's now"
     ),
+    "each job inserted with its key, its kind set by an UPDATE after it": (
+        "each slot's job as the same tick makes it unkilled"
+    ),
+    "tick in BEGIN IMMEDIATE returns [] without COMMIT when 'latest' finds nothing new": (
+        "each ending the transaction it began"
+    ),
+    "tick reads what fired, then commits its BEGIN IMMEDIATE only when it created a key": (
+        "adding up to them"
+    ),
+    "the jobs inserted with SQL built by an f-string quoting with {key!r}": (
+        "Relatório \"Q1\""
+    ),
+    'the jobs inserted with SQL built by an f-string quoting with "{key}"': (
+        "Relatório \"Q1\""
+    ),
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
 GOT = {
+    "tick in BEGIN IMMEDIATE returns [] without COMMIT when 'latest' finds nothing new": (
+        "[] (a transaction still open)"
+    ),
+    "tick reads what fired, then commits its BEGIN IMMEDIATE only when it created a key": (
+        "with a transaction still open"
+    ),
+    "each job inserted with its key, its kind set by an UPDATE after it": "'email'",
+    "the jobs inserted with SQL built by an f-string quoting with {key!r}": "syntax error",
+    'the jobs inserted with SQL built by an f-string quoting with "{key}"': "syntax error",
     "the newest key's fire time parsed back with a naive .timestamp()": "missing",
     "tick keeps only the newest 100 due slots of a catch-up": "created 100;",
     "tick keeps only the newest 5000 due slots of a catch-up (due_slots(...)[-5000:])": (

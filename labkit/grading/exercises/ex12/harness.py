@@ -39,6 +39,7 @@ from labkit.grading.exercises.racesweep import race_sweep
 from labkit.grading.exercises.replay import cells_run_again
 from labkit.grading.exercises.tracing import WRITES, Impatient, Watched, verb_of
 from labkit.grading.exercises.wallclock import in_time_zone
+from labkit.lang import _
 from labkit.patterns.schedule import slot_key as reference_key
 
 
@@ -148,14 +149,24 @@ def tick_schedules(
     """Two schedulers ticking at ``nows[0]`` and ``nows[1]`` in two processes, one
     schedule at a time (see ``racesweep.race_sweep``).
 
-    Each copy returns the keys its ``tick`` reported creating (or raises); the check
-    reads ``jobs.db`` in each schedule's folder.
+    Each copy returns the keys its ``tick`` reported creating (or raises, also when the
+    tick returned with a transaction still open); the check reads ``jobs.db`` in each
+    schedule's folder.
     """
 
     def scheduler(now: float, where: Path) -> Any:
         conn = connect(where / "jobs.db")
         try:
-            return values["tick"](conn, schedule, period_s, since, now, catch_up)
+            created = values["tick"](conn, schedule, period_s, since, now, catch_up)
+            if conn.in_transaction:
+                # The scheduler's long-lived connection: the write lock held, its next
+                # tick fails. Closing it here would roll the transaction back unseen.
+                raise RuntimeError(
+                    _("tick returned {created} with a transaction still open").format(
+                        created=repr(created)
+                    )
+                )
+            return created
         finally:
             conn.close()
 
