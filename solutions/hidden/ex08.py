@@ -20,7 +20,11 @@ and the killed key once more after its redelivery charged (a redelivery must lea
 record too); the refused charge must end after a few runs (``_refused_charge_ends``: a
 task that gives it back to the queue on a database error runs it forever), and a record
 with the queue's name in it (``_not_scoped_by_the_queue``) fails there, severe: workers
-on another queue that share the database charge the key again.
+on another queue that share the database charge the key again. The killed key's
+redeliveries are killed too as each waits for it, ten more times
+(``_killed_again_and_again``): a "poison message" limit that counts deliveries (in a
+table, in Redis) and rejects the message after a few loses a charge whose worker was
+killed that often.
 It holds the task's key in ``processed``; a task that records the key under a name of
 its own ("charge:" + key, a digest) is sent the key again with that name held instead,
 and one that keeps its dedup in ``charges`` (a unique key, a lock) is held at its
@@ -37,6 +41,11 @@ machine runs, charges again.
 ``charges_after_its_database_session_ended`` ends the worker's sessions between two
 tasks, as a restart or a failover does; ``replies_charged_or_already_charged`` reads
 what each run returned (a refused charge must end the run in FAILURE, not be returned).
+``charge_may_wait_without_a_time_limit`` also reads the module for a timer of its own
+that interrupts the wait (``timers.self_timers_in``: ``signal.alarm``, ``setitimer``,
+``threading.Timer(..., conn.cancel)``), which fires after more seconds than a check
+waits; ``charges_after_its_database_session_ended`` names a retry whose countdown
+outlasts its wait.
 ``late_copies_after_many_charges_charge_once`` sends 20 keys again once they, and
 10,000 older keys, are recorded (a dedup table trimmed to its last keys forgets them),
 and reads the module for a DELETE that runs too seldom to be seen, or a DROP TABLE as it
@@ -50,6 +59,7 @@ right after their claims, so a table lock taken after the claim deadlocks.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -82,6 +92,7 @@ from labkit.grading.exercises.ex08.records import (
     short_digest_of,
 )
 from labkit.grading.exercises.ex08.started import Started, started_in
+from labkit.grading.exercises.ex08.timers import self_timers_in
 from labkit.grading.exercises.ex08.workers import EAST, WEST, scene_randoms
 from labkit.grading.stub import stub_error
 from labkit.integrations.celery import commits, harness, points, returns
@@ -864,6 +875,7 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
             # session, as PostgreSQL eventually would, so nothing the killed task began
             # commits. Only that one: the redelivery may already be waiting too.
             _terminate(waiting, run)
+            _killed_again_and_again(run, worker, key, task_id, waiting)
             blocker.rollback()
         run.settle()
         n = run.charges(key)
@@ -1018,6 +1030,70 @@ def dedup_commits_with_the_charge(ns: Namespace) -> None:
         redelivery_killed_after_each_commit(
             run, worker, made.get(task_id, []), len(made.get(retried[after], []))
         )
+
+
+#: Times the check kills one message's runs while each waits for its key: a task that
+#: counts its deliveries (in a table of its own, in Redis) and drops the message after
+#: a few (a "poison message" limit, Reject(requeue=False)) loses the charge of a message
+#: killed that often; each delivery must come back to the claim until one charges. Ten
+#: kills after the first: the usual limits (3, 5, 10) all drop it, for some 2 s more.
+KILLED_TIMES = 11
+
+
+def _killed_again_and_again(
+    run: Ex08Run, worker: harness.CeleryWorker, key: str, task_id: str, killed: list[int]
+) -> None:
+    """Kill the redeliveries of ``task_id``, ``key``'s charge, as each waits for its key
+    (the check still holds it), up to ``KILLED_TIMES`` runs killed in all; fail when one
+    ends instead of waiting, the key still uncharged (from the second redelivery on: what
+    the first does, and a run that charged, the rest of the check judges). ``killed``:
+    the sessions of the run killed first, ended."""
+    gone = set(killed)
+    for nth in range(2, KILLED_TIMES + 1):
+        ended_before = len(run.returned().get(task_id, []))
+        with contextlib.suppress(TimeoutError):
+            harness.wait_until(
+                functools.partial(_back_or_ended, run, task_id, gone, ended_before),
+                30,
+                "the redelivery to wait for its key",
+            )
+        ends = run.returned().get(task_id, [])
+        if (nth == 2 and len(ends) > ended_before) or run.charges(key):
+            # The first redelivery ended, or a run charged (without its record, or in
+            # a transaction of its own): the rest of the check judges that.
+            return
+        expect(
+            len(ends) <= ended_before,
+            _(
+                "a message whose runs were SIGKILLed {count} times to come back each time "
+                "and wait for its key {key}, until a run charges it"
+            ).format(count=nth - 1, key=repr(key)),
+            _("its delivery {nth} ended with {reply} instead").format(
+                nth=nth, reply=_reply_of(ends[-1] if ends else None)
+            ),
+            _(
+                "count no deliveries to give up on a message (a 'poison message' limit "
+                "that rejects it, a delivery counter in a table or in Redis): a charge "
+                "whose worker was killed some times, by a deploy, an OOM kill or a "
+                "failover, is then never made. Every delivery claims the key, as the "
+                "first did"
+            ),
+        )
+        sessions = [p for p in _waiting_on_a_lock(run.config.tag, run) if p not in gone]
+        if not sessions:
+            return  # it never came back: the count of charge rows says so
+        run.kills.record(task_id, run.procs)
+        run.kill_children(worker, worker.pool_children())
+        _terminate(sessions, run)
+        gone |= set(sessions)
+
+
+def _back_or_ended(run: Ex08Run, task_id: str, gone: set[int], ended_before: int) -> bool:
+    """True once a session not in ``gone`` waits on a lock, or a run of ``task_id``
+    ended after the ``ended_before`` that had."""
+    if any(pid not in gone for pid in _waiting_on_a_lock(run.config.tag, run)):
+        return True
+    return len(run.returned().get(task_id, [])) > ended_before
 
 
 #: Runs of one charge the database refuses that a task may make (a bounded retry), and
@@ -1251,6 +1327,11 @@ def _end_sessions(run: Ex08Run) -> None:
     harness.wait_until(lambda: not _worker_sessions(run), 10, "the ended sessions to close")
 
 
+#: Seconds the check waits for the charge sent after the sessions ended: the reference
+#: charges it in well under one.
+SESSION_SETTLE_S = 30.0
+
+
 @CHECKS.add(
     2,
     "the database ends the worker's session between two tasks (a restart, a failover, "
@@ -1265,8 +1346,30 @@ def charges_after_its_database_session_ended(ns: Namespace) -> None:
         run.send("inv-s1")
         run.settle()
         _end_sessions(run)
-        run.send("inv-s2")
-        run.settle()
+        second = run.send("inv-s2")
+        try:
+            run.settle(SESSION_SETTLE_S)
+        except TimeoutError:
+            # The worker holds a retry whose countdown has not run out (self.retry after
+            # the error, countdown=600): the charge is not made while the check waits.
+            ends = run.returned().get(second, [])
+            expect(
+                False,
+                _(
+                    "1 charge row for a task that ran after the database ended the worker's "
+                    "sessions"
+                ),
+                _(
+                    "no charge row within {seconds:g} s: its run ended with {reply}, and the "
+                    "worker still held the message"
+                ).format(seconds=SESSION_SETTLE_S, reply=_reply_of(ends[-1] if ends else None)),
+                _(
+                    "open the connection in the task (with connect() as conn): a kept "
+                    "connection whose session the server ended fails the task, and a retry "
+                    "of it with a countdown charges only once the countdown ran out, long "
+                    "after the charge was due, if its worker lives that long"
+                ),
+            )
         n = run.charges("inv-s2")
         expect(
             n == 1,
@@ -1495,6 +1598,22 @@ def charge_may_wait_without_a_time_limit(ns: Namespace) -> None:
             "drop the time limit: Celery stops a task that outlasts it and acknowledges the "
             "failure, so a copy waiting at the INSERT into processed while the first copy's "
             "transaction rolls back (its worker was killed) is lost, and so is the charge"
+        ),
+    )
+    # A timer the task arms itself (a SIGALRM whose handler raises, a timer that cancels
+    # the query) shows in no setting, and fires after more seconds than the check waits.
+    source = (Path(ns.workdir) / "ex08_tasks.py").read_text(encoding="utf-8")
+    timers = self_timers_in(source)
+    expect(
+        not timers,
+        _("the charge to run without a timer of its own, so a copy may wait for its key"),
+        _("your module arms one: {code}").format(code=repr(timers[0][:160]) if timers else ""),
+        _(
+            "no signal.alarm, setitimer or timer that cancels the query (threading.Timer("
+            "..., conn.cancel)): whatever its seconds, a copy still waiting for its key "
+            "when it fires fails and is acknowledged, and if the copy it waited for rolls "
+            "back (its worker was killed), nobody charges. Let the INSERT ... ON CONFLICT "
+            "wait as long as it takes"
         ),
     )
 

@@ -712,6 +712,98 @@ REJECT_REQUEUED = """\
     return "charged"
 """
 
+#: A "poison message" limit: the deliveries of each key counted in a table of its own
+#: (autocommitted, created as the module is imported), the message rejected without
+#: requeue past a few. A charge whose runs were killed that often is never made.
+DELIVERIES_TABLE = """\
+with psycopg.connect(DSN, options=f"-c search_path={SCHEMA}", autocommit=True) as _c:
+    _c.execute("CREATE TABLE IF NOT EXISTS deliveries (key TEXT PRIMARY KEY, n INT NOT NULL)")
+
+
+@app.task("""
+POISON_LIMIT = """\
+    from celery.exceptions import Reject
+
+    with psycopg.connect(DSN, options=f"-c search_path={SCHEMA}", autocommit=True) as c:
+        (n,) = c.execute(
+            "INSERT INTO deliveries VALUES (%s, 1) ON CONFLICT (key) "
+            "DO UPDATE SET n = deliveries.n + 1 RETURNING n",
+            (key,),
+        ).fetchone()
+    if n > LIMIT:
+        raise Reject(f"poison message {key}: delivered {n} times", requeue=False)
+"""
+
+#: "A charge must not hang": a SIGALRM whose handler raises, armed around the charge.
+#: A copy still waiting for its key when it fires fails and is acknowledged.
+ALARM_AROUND_THE_CHARGE = """\
+    import signal
+
+    def _give_up(signum, frame):
+        raise TimeoutError("the charge took too long")
+
+    old = signal.signal(signal.SIGALRM, _give_up)
+    signal.alarm(30)
+    try:
+        return _charge(key, customer, amount)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _charge(key, customer, amount):
+"""
+
+#: The same with a timer thread that cancels the running query (QueryCanceled).
+TIMER_CANCELS_THE_QUERY = """\
+    import threading
+
+    with connect() as conn:
+        timer = threading.Timer(30.0, conn.cancel_safe)
+        timer.start()
+        try:
+            with conn.transaction():
+                first = conn.execute(
+                    "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING "
+                    "RETURNING key",
+                    (key,),
+                ).fetchone()
+                if first is None:
+                    return "already charged"
+                conn.execute(
+                    "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+                    (key, customer, amount),
+                )
+        finally:
+            timer.cancel()
+    return "charged"
+"""
+
+#: One connection per pool child, kept; when the server ended its session the task drops
+#: it and retries ten minutes later: the charge is not made while anyone waits for it.
+RETRIED_LATER_BODY = """\
+    global _conn
+    try:
+        if _conn is None or _conn.closed:
+            _conn = connect()
+        with _conn.transaction():
+            first = _conn.execute(
+                "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING "
+                "RETURNING key",
+                (key,),
+            ).fetchone()
+            if first is None:
+                return "already charged"
+            _conn.execute(
+                "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+                (key, customer, amount),
+            )
+    except psycopg.OperationalError as exc:
+        _conn = None
+        raise charge.retry(exc=exc, countdown=600, max_retries=3) from exc
+    return "charged"
+"""
+
 REFERENCE_CLAIM_ARGS = "            (key,),\n        ).fetchone()"
 REFERENCE_CHARGE_ARGS = "(key, customer, amount),"
 
@@ -2097,6 +2189,48 @@ ZOO = [
         ),
         "dedup_commits_with_the_charge",
         "into processed",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # Killed 3 times (a deploy, an OOM kill, a failover): the 4th delivery is dropped.
+        "a poison-message limit: Reject(requeue=False) after 3 deliveries counted in a table",
+        _both(
+            _replace("@app.task(", DELIVERIES_TABLE),
+            _before_body(POISON_LIMIT.replace("LIMIT", "3")),
+        ),
+        "dedup_commits_with_the_charge",
+        "to come back each time",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "a poison-message limit: Reject(requeue=False) after 10 deliveries counted in a table",
+        _both(
+            _replace("@app.task(", DELIVERIES_TABLE),
+            _before_body(POISON_LIMIT.replace("LIMIT", "10")),
+        ),
+        "dedup_commits_with_the_charge",
+        "to come back each time",
+        "worker_killed_before_the_charge",
+    ),
+    (
+        "signal.alarm around the charge, its handler raising",
+        _before_body(ALARM_AROUND_THE_CHARGE),
+        "charge_may_wait_without_a_time_limit",
+        "without a timer of its own",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "a threading.Timer that cancels the charge's query",
+        _body(TIMER_CANCELS_THE_QUERY),
+        "charge_may_wait_without_a_time_limit",
+        "without a timer of its own",
+        "dedup_commits_with_the_charge",
+    ),
+    (
+        "a kept connection, the task retried 600 s later when its session ended",
+        _both(_replace("@app.task(", "_conn = None\n\n\n@app.task("), _body(RETRIED_LATER_BODY)),
+        "charges_after_its_database_session_ended",
+        "ran after the database ended the worker's sessions",
         "worker_killed_after_the_commit",
     ),
 ]
