@@ -338,10 +338,10 @@ assert celery_delays == labkit_delays
 # %%
 rabbit.world.payments.script("fail_before", "fail_before")
 rabbit.send("lab.charge_backoff", "backoff-1", "cus_1", 100)
-rabbit.wait_effects("backoff-1", 1)
+rabbit.wait_calls("backoff-1", 3)
 rabbit.world.payments.script("rate_limit", retry_after=1)
 rabbit.send("lab.charge_retry_after", "retry-after-1", "cus_1", 100)
-rabbit.wait_effects("retry-after-1", 1)
+rabbit.wait_calls("retry-after-1", 2)
 show([{"key": c.key, "outcome": c.outcome, "status": c.status} for c in rabbit.calls("payments")
       if c.key in ("backoff-1", "retry-after-1")])
 calls = [c for c in rabbit.calls("payments") if c.key == "retry-after-1"]

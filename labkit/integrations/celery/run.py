@@ -261,6 +261,22 @@ class CeleryRun:
         harness.wait_until(lambda: self.count(key) >= n, timeout, f"{n} effect(s) of {key}")
         return self.count(key)
 
+    def wait_calls(
+        self, key: str, n: int, service: str = "payments", timeout: float = 60.0
+    ) -> int:
+        """Wait until the world has logged at least ``n`` calls for ``key``; return how many.
+
+        A call is logged as its reply leaves, after its effect committed (the reply may
+        still be lost on the way back): ``wait_effects`` can return while the call that
+        made the effect is not in the log yet, so wait for this one before reading it.
+        """
+
+        def logged() -> int:
+            return sum(1 for call in self.calls(service) if call.key == key)
+
+        harness.wait_until(lambda: logged() >= n, timeout, f"{n} logged call(s) of {key}")
+        return logged()
+
     def settle(self, timeout: float = 60.0) -> None:
         """Wait until the queue has moved on and no task of the run is still running.
 
