@@ -13,12 +13,12 @@ import re
 import nbformat
 import pytest
 import test_zoo
-from gradingkit import EXERCISES, HIDDEN, notebook_for
+from gradingkit import EXERCISES, HIDDEN, notebook_for, with_override
 
 from labkit.grading import catalog
-from labkit.grading.checks import CheckStatus, Outcome
+from labkit.grading.checks import CheckStatus, Namespace, Outcome, run_check
 from labkit.grading.gradebook import Graded, feedback_markdown
-from labkit.grading.scoring import cap_note, format_report, score
+from labkit.grading.scoring import cap_note, format_report, score, severe_failures
 
 
 def _outcome(name: str, points: int, earned: int, severe: bool, status: str = "") -> Outcome:
@@ -74,3 +74,25 @@ def test_every_zoo_mistake_caught_by_a_severe_check_scores_at_most_half() -> Non
     }
     tried = [m for e, m, check, _ in test_zoo.ZOO if (e, check) in severe]
     assert len(tried) >= 20, tried
+
+
+#: Mistakes that lose an order or a detail but no effect, no job and no owner's data
+#: (exercise, the start of the zoo entry's name): graded with every check, each fails
+#: the check named after it and no severe one, so its score is not capped at half.
+MILD = [
+    ("ex06", "redrive newest first"),
+]
+
+
+@pytest.mark.parametrize(("exercise", "start"), MILD, ids=[m for _, m in MILD])
+def test_a_mild_mistake_fails_no_severe_check(exercise: str, start: str) -> None:
+    [(check, source)] = [
+        (c, s) for e, m, c, s in test_zoo.ZOO if e == exercise and m.startswith(start)
+    ]
+    ns = Namespace(with_override(exercise, source))
+    outcomes = [run_check(c, ns) for c in catalog.all_checks(exercise, HIDDEN)]
+    failed = {o.check for o in outcomes if o.status != CheckStatus.PASSED}
+    assert check in failed, f"{start}: {check} passed"
+    assert not severe_failures(outcomes), f"{start}: severe checks failed: {sorted(failed)}"
+    earned, possible = score(outcomes)
+    assert possible // 2 < earned < possible
