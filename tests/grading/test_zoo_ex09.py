@@ -1959,7 +1959,7 @@ RIGHT += [
 
 @pytest.mark.parametrize(("way", "check", "source"), RIGHT, ids=[r[0] for r in RIGHT])
 def test_a_right_consumer_written_otherwise_keeps_the_points(way, check, source, monkeypatch):
-    skip_unless_drawn(way)  # a sixth per run, as the entries: each starts real consumers
+    skip_unless_drawn(way)  # an eighth per run, as the entries: each starts real consumers
     monkeypatch.setattr(ex09_checks, "RUN_S", 10.0)
     values, notes = namespace_of(notebook_for(SOLUTIONS, "ex09"))
     assert notes == []
