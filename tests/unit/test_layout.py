@@ -9,6 +9,7 @@ imported.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import labkit
@@ -40,8 +41,13 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.cache
 def _imports() -> dict[str, set[str]]:
-    """Every labkit module and the labkit modules it imports (``from labkit import x`` as x)."""
+    """Every labkit module and the labkit modules it imports (``from labkit import x`` as x).
+
+    Read when a test first asks, not as the module is collected: parsing every module
+    takes about two CPU-seconds, and each of ``make test``'s pytest workers collects
+    this file while only one runs it."""
     found: dict[str, set[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         names: set[str] = set()
@@ -57,13 +63,11 @@ def _imports() -> dict[str, set[str]]:
     return found
 
 
-IMPORTS = _imports()
-
 
 def _offenders(where: str, forbidden: tuple[str, ...]) -> list[str]:
     return sorted(
         f"{module} imports {name}"
-        for module, names in IMPORTS.items()
+        for module, names in _imports().items()
         if module == where or module.startswith(where + ".")
         for name in names
         if name.startswith(forbidden)
@@ -80,7 +84,7 @@ def test_the_ground_floor_imports_only_the_ground_floor() -> None:
     bad = sorted(
         f"{module} imports {name}"
         for module in ground
-        for name in IMPORTS[module]
+        for name in _imports()[module]
         if name not in ground
     )
     assert bad == []
@@ -103,7 +107,7 @@ def test_the_trust_boundary_imports_only_the_ground_floor_and_the_grading_engine
     }
     bad = sorted(
         f"{module} imports {name}"
-        for module, names in IMPORTS.items()
+        for module, names in _imports().items()
         if module.startswith("labkit.grading.isolation")
         for name in names
         if name not in allowed and not name.startswith("labkit.grading.isolation")
@@ -116,7 +120,7 @@ def test_postgresql_imports_nothing_of_the_sqlite_engine() -> None:
     sqlite_side = {"labkit.store", "labkit.store.sqlite", "labkit.patterns.queues"}
     bad = sorted(
         f"{module} imports {name}"
-        for module, names in IMPORTS.items()
+        for module, names in _imports().items()
         if module.startswith("labkit.backends.postgres")
         for name in names
         if name in sqlite_side
@@ -136,7 +140,7 @@ def test_nothing_outside_notebook_needs_jupyter() -> None:
 def test_no_exercise_imports_another_exercise() -> None:
     bad = sorted(
         f"{module} imports {name}"
-        for module, names in IMPORTS.items()
+        for module, names in _imports().items()
         if module.startswith("labkit.grading.exercises.ex")
         for name in names
         if name.startswith("labkit.grading.exercises.ex")
