@@ -16,6 +16,24 @@ from zoograding import in_process_test, right_test
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
     (
+        # Log hygiene gone too far: the whole message cut to a width, and with it the key.
+        "ex01",
+        "the conflict message cut to 200 characters",
+        "conflict_names_the_key",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                message = f"key {key!r} came back with fingerprint {fp[:12]}, not {known[:12]}"
+                raise IdempotencyConflict(message[:200])
+            return False
+    """,
+    ),
+    (
         "ex01",
         "key from uuid4 per attempt",
         "key_is_stable",
@@ -2921,6 +2939,7 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "the conflict message cut to 200 characters": "naming the whole key",
     "a conflict logged with its payload before the raise (logging's warning)": (
         "an IdempotencyConflict message that names the key but none"
     ),

@@ -16,6 +16,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from labkit.grading.checks import Checks, Namespace, StudentRaised, expect
+from labkit.grading.exercises.ex01.edges import past_every_cut
 from labkit.grading.exercises.helpers import because_of, holds_for, raised_text
 from labkit.grading.exercises.killsweep import scene_seeds
 from labkit.lang import _
@@ -629,6 +630,31 @@ def conflict_names_the_key(ns: Namespace) -> None:
                 "applied to text that already holds the key breaks on a key with '{' or '%'"
             ),
         )
+    # A key longer than any width written in accept (a message cut to 200 characters, a
+    # key shown as key[:100] + '...'): the operator searches the log for the whole key.
+    written = ns.harness(HARNESS + "ints_written_in", ["accept"])
+    length = past_every_cut(written, floor=LONG_KEY, ceiling=LONGEST_KEY)
+    run = ns.harness(HARNESS + "conflict_on_a_long_key", length)
+    if "IdempotencyConflict" in run["second"].get("raised", ()):
+        expect(
+            run["whole"],
+            _(
+                "an IdempotencyConflict message naming the whole key, {length} characters "
+                "long (longer than any width written in accept)"
+            ).format(length=run["key_length"]),
+            _("a message of {shown} characters that does not hold the whole key").format(
+                shown=run["shown"]
+            ),
+            _(
+                "put the key in the message whole, never cut to a width: a key cut short "
+                "matches no key in the log or the table the operator searches"
+            ),
+        )
+
+
+#: The shortest key ``conflict_names_the_key`` names past every width written in accept,
+#: and the longest width it goes past (a longer key is no key a message must carry).
+LONG_KEY, LONGEST_KEY = 300, 100_000
 
 
 #: Keys with the characters a message template trips on.

@@ -87,6 +87,37 @@ def accept_long_keys(values: MutableMapping[str, Any], length: int) -> list[dict
     return rows
 
 
+def conflict_on_a_long_key(values: MutableMapping[str, Any], length: int) -> dict[str, Any]:
+    """``accept`` for a key about ``length`` characters long, then for the same key with
+    another payload. Whether the IdempotencyConflict's message (its first line, as a log
+    shows it) holds the whole key is judged here: the channel carries 200 characters of
+    a message. ``{"second": the second call's outcome, "whole": bool, "shown": the
+    message's length, "key_length"}``."""
+    key = f"erp:{_long(length, '7', False)}:sync-with-warehouse:v3"
+    caught: list[Exception] = []
+    with fresh_state(values):
+        accept = need(values, "accept")
+        seen: dict[str, Any] = {}
+        outcome(accept, seen, key, {"amount_cents": 500})
+
+        def conflicting() -> Any:
+            try:
+                return accept(seen, key, {"amount_cents": 600})
+            except Exception as exc:
+                caught.append(exc)
+                raise
+
+        second = outcome(conflicting)
+    lines = str(caught[0]).strip().splitlines() if caught else []
+    message = lines[0] if lines else ""
+    return {
+        "second": _short(second),
+        "whole": key in message,
+        "shown": len(message),
+        "key_length": len(key),
+    }
+
+
 def accept_long_payloads(
     values: MutableMapping[str, Any], length: int, items: int
 ) -> list[dict[str, Any]]:

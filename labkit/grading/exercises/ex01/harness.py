@@ -27,6 +27,7 @@ from labkit.grading.exercises.ex01.edges import accept_long_payloads as accept_l
 from labkit.grading.exercises.ex01.edges import (
     accept_on_a_failing_store as accept_on_a_failing_store,
 )
+from labkit.grading.exercises.ex01.edges import conflict_on_a_long_key as conflict_on_a_long_key
 from labkit.grading.exercises.ex01.edges import keys_of_long_intents as keys_of_long_intents
 from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process, cells_run_again
 from labkit.grading.exercises.wallclock import clock_moved
