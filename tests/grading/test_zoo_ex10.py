@@ -102,6 +102,20 @@ OWNER_CHECK = (
 ZOO: list[tuple[str, str, str, str, str]] = [
     # (mistake, the check that must fail, a check that must pass, old text, new text)
     (
+        # A refusal written once for the field the author thought of: a caller who sent
+        # an api_key reads that a password was refused.
+        "the credential refusal names 'password' whatever field it refused",
+        "credential_in_the_body_is_refused",
+        STATUS_OK,
+        """    except PayloadError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+""",
+        """    except PayloadError:
+        return JSONResponse({"detail": "field 'password' refused: never send credentials"},
+                            status_code=422)
+""",
+    ),
+    (
         # A broad except after the two the contract names: the request is answered as
         # taken, and nothing holds it.
         "an error of store.enqueue swallowed into a 202 with no job",
