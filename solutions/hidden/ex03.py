@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import sqlite3
 from collections import Counter
@@ -142,6 +143,35 @@ def oldest_due_first(ns: Namespace) -> None:
             "whatever order SQLite reads the rows, which an index changes"
         ),
     )
+    # Ten jobs, the first eight finished, the last two due at the same instant: job 9
+    # before job 10, as numbers (text order puts '10' before '9').
+    done = dict(state="succeeded", attempt=1)
+    ids, got = _claimed_in_turn(
+        ns,
+        *[dict(key=f"a:{i}:v1", **done) for i in range(1, 9)],
+        dict(key="a:9:v1", run_after=10.0),
+        dict(key="a:10:v1", run_after=10.0),
+    )
+    expect(
+        got[:2] == ids[8:],
+        _(
+            "job {first} then job {second}, both due at 10 (the jobs before them succeeded): "
+            "a tie of run_after goes to the smaller id, compared as a number"
+        ).format(first=ids[8], second=ids[9]),
+        got[:2],
+        _("ORDER BY run_after, id on the columns themselves: no CAST, no str() of the id"),
+    )
+    # Due at the next float after now: not ready yet, however small the allowance.
+    hair = math.nextafter(100.0, math.inf)
+    (soon,), got = _claimed_in_turn(ns, dict(key="a:1:v1", run_after=hair))
+    expect(
+        got == [None],
+        _("None at now=100.0: job {job_id} is due at {hair!r}, the next float after now").format(
+            job_id=soon, hair=hair
+        ),
+        got,
+        _("a job is ready once run_after <= :now, compared exactly: no allowance, however small"),
+    )
     # A job w1 itself held, its lease expired, is no more urgent for w1 than any other.
     own = dict(
         key="a:2:v1",
@@ -211,10 +241,44 @@ def lease_runs_to_now_plus_lease_s_exactly(ns: Namespace) -> None:
         st.floats(0.01, 0.99),
         st.sampled_from([30.0, 0.5]) | st.floats(0.5, 3600.0),
     )
-    # A long job's lease (a day): a claim that caps lease_s (at an hour, say) lets a
-    # second worker take the job while the first still runs it.
+    # A long job's lease (a day, a month): a claim that caps lease_s (at an hour, at a
+    # day, say) lets a second worker take the job while the first still runs it.
     exact((1_764_900_000, 0.25, 86_400.0))
+    exact((1_764_900_000, 0.25, 30 * 86_400.0))
     holds_for(cases, exact, examples=12)
+    _held_a_hair_past_now(ns)
+
+
+def _held_a_hair_past_now(ns: Namespace) -> None:
+    """A lease that ends at the next float after now is still held: an allowance for clock
+    skew or float rounding (lease_until <= :now + 1e-9), however small, lets a second
+    worker in while the first still holds the lease."""
+    now = 100.0
+    hair = math.nextafter(now, math.inf)
+    with lab_file(ns) as (conn, path):
+        held = add_job(
+            conn,
+            "mail:1:send:v1",
+            state="running",
+            attempt=1,
+            lease_owner="w9",
+            lease_until=hair,
+            lease_token="live-w9",
+            updated_at=90.0,
+        )
+        got = _claim(ns, path, "w1", now, 30.0)
+    expect(
+        got is None,
+        _(
+            "None at now={now!r}: job {held} is leased to w9 until {hair!r}, the next float "
+            "after now, still held"
+        ).format(now=now, held=held, hair=hair),
+        _ex03_said(got),
+        _(
+            "a running job is ready only once lease_until <= :now, compared exactly: no "
+            "allowance for clock skew or float rounding, however small"
+        ),
+    )
 
 
 @CHECKS.add(
@@ -1090,28 +1154,36 @@ def a_claim_reads_only_the_now_it_is_given(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
-    "pass now and lease_s as :named parameters, never inside the SQL text (f-string, % or "
-    "format): the docstring asks for parameters, and every claim then compiles a new "
-    "statement",
+    "pass worker, now and lease_s as :named parameters, never inside the SQL text "
+    "(f-string, % or format, even with its quotes doubled by hand): the docstring asks for "
+    "parameters, and every claim then compiles a new statement",
 )
 def now_and_lease_s_are_parameters(ns: Namespace) -> None:
     for seed in scene_seeds():
         rng = _ex03_scene("params", seed)
         now = float(rng.randrange(1_000_000_000, 2_000_000_000)) + 0.375
         lease_s = rng.choice((45.125, 77.625, 123.875))
+        worker = f"worker-{rng.randrange(16**8):08x}@build-host"
         with lab_file(ns) as (conn, path):
             add_job(conn, "mail:1:send:v1")
-            result = ns.harness(HARNESS + "claim", str(path), "w1", now, lease_s)
-        _row(result, "w1", now)
-        inlined = [s for s in result["statements"] if str(int(now)) in s or str(lease_s) in s]
+            result = ns.harness(HARNESS + "claim", str(path), worker, now, lease_s)
+        _row(result, worker, now)
+        inlined = [
+            s
+            for s in result["statements"]
+            if str(int(now)) in s or str(lease_s) in s or worker in s
+        ]
         expect(
             not inlined,
             _(
-                "claim(now={now!r}, lease_s={lease_s!r}) with now and lease_s as parameters, "
-                "not written into the SQL text"
-            ).format(now=now, lease_s=lease_s),
+                "claim({worker!r}, now={now!r}, lease_s={lease_s!r}) with the worker's name, "
+                "now and lease_s as parameters, not written into the SQL text"
+            ).format(worker=worker, now=now, lease_s=lease_s),
             "; ".join(s[:160] for s in inlined),
-            _("write :now and :lease_s in the SQL and pass {...} to conn.execute"),
+            _(
+                "write :worker, :now and :lease_s in the SQL and pass {...} to conn.execute; "
+                "quotes doubled by hand are no parameter"
+            ),
         )
 
 

@@ -2813,11 +2813,111 @@ ZOO: list[tuple[str, str, str, str]] = [
                 raise
     """,
     ),
+    (
+        "ex03",
+        "lease_s capped at a day (min(lease_s, 86400): a month-long lease cut short)",
+        "lease_runs_to_now_plus_lease_s_exactly",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+            "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+            " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+            " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+            " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+            " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+            " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": min(lease_s, 86400.0)}).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "an expired lease judged with a millisecond's allowance (lease_until <= now + 0.001)",
+        "lease_runs_to_now_plus_lease_s_exactly",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+            "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+            " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+            " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+            " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+            " OR (state = 'running' AND lease_until <= :now + 0.001)"
+            " ORDER BY run_after, id LIMIT 1)"
+            " RETURNING *", {"worker": worker, "now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "ties of run_after broken by the id as text (ORDER BY run_after, CAST(id AS TEXT))",
+        "oldest_due_first",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+            "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+            " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+            " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+            " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+            " OR (state = 'running' AND lease_until <= :now)"
+            " ORDER BY run_after, CAST(id AS TEXT) LIMIT 1)"
+            " RETURNING *", {"worker": worker, "now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "a job due within a millisecond counted as ready (run_after <= now + 0.001)",
+        "oldest_due_first",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+            "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+            " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+            " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+            " (state IN ('pending', 'retry_wait') AND run_after <= :now + 0.001)"
+            " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+            " RETURNING *", {"worker": worker, "now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "the worker's name written into the SQL, its quotes doubled by hand",
+        "now_and_lease_s_are_parameters",
+        """
+        def claim(conn, worker, now, lease_s):
+            name = worker.replace("'", "''")
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                f" lease_owner = '{name}', lease_until = :now + :lease_s,"
+                " lease_token = lower(hex(randomblob(16))), updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *", {"now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "lease_s capped at a day (min(lease_s, 86400): a month-long lease cut short)": (
+        "lease_s=2592000.0"
+    ),
+    "an expired lease judged with a millisecond's allowance (lease_until <= now + 0.001)": (
+        "the next float after now, still held"
+    ),
+    "ties of run_after broken by the id as text (ORDER BY run_after, CAST(id AS TEXT))": (
+        "compared as a number"
+    ),
+    "a job due within a millisecond counted as ready (run_after <= now + 0.001)": (
+        "is due at 100.00000000000001, the next float after now"
+    ),
+    "the worker's name written into the SQL, its quotes doubled by hand": (
+        "with the worker's name, now and lease_s as parameters"
+    ),
     "a retry skipped by the worker its last run failed on (lease_owner IS NOT :worker)": (
         "its failed run's lease held by"
     ),
@@ -3100,6 +3200,8 @@ SAYS: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
 #: reported score (severity cap included) is at most half of the exercise.
 SEVERE = [
+    "lease_s capped at a day (min(lease_s, 86400): a month-long lease cut short)",
+    "an expired lease judged with a millisecond's allowance (lease_until <= now + 0.001)",
     "a retry skipped by the worker its last run failed on (lease_owner IS NOT :worker)",
     "a pending job ready only with no lease on it (lease_owner IS NULL)",
     "only the newest 1000 rows scanned (ORDER BY id DESC LIMIT 1000, then the ready filter)",
