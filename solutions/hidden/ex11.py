@@ -43,6 +43,10 @@ from labkit.lang import _
 
 CHECKS = Checks("ex11", hidden=True)
 
+#: A name whose accents are combining marks (NFD, as macOS spells file names): NFC would
+#: make other code points of it, so another name.
+DECOMPOSED = "Jose\u0301 Conceic\u0327a\u0303o"
+
 
 @CHECKS.add(
     1,
@@ -52,8 +56,15 @@ CHECKS = Checks("ex11", hidden=True)
 def body_is_json_for_any_name(ns: Namespace) -> None:
     # A name JSON must escape, and a long one (no VARCHAR(64) habit: nothing is cut).
     # And spaces around a name are the customer's: nothing is stripped either.
-    long_name = "Maria Aparecida dos Santos " + "e Silva " * 12 + "Ñúñez"
-    names = ((123456789, 'Zé "Tuca" d\'Ávila\\'), (5, long_name), (6, "  Lia Nuñes "))
+    # 352 characters: past a VARCHAR(255) habit too.
+    long_name = "Maria Aparecida dos Santos " + "e Silva " * 40 + "Ñúñez"
+    # And a name whose accents come decomposed (NFD, as macOS spells it): no NFC either.
+    names = (
+        (123456789, 'Zé "Tuca" d\'Ávila\\'),
+        (5, long_name),
+        (6, "  Lia Nuñes "),
+        (7, DECOMPOSED),
+    )
     for order_id, name in names:
         with lab_file(ns, outbox_db, "shop.db") as (conn, path):
             place(ns, path, [order_id, name, 0])
@@ -78,8 +89,14 @@ def body_is_json_for_any_name(ns: Namespace) -> None:
     "the customer's)",
 )
 def consume_keeps_the_customers_name_intact(ns: Namespace) -> None:
-    long_name = "Maria Aparecida dos Santos " + "e Silva " * 12 + "Ñúñez"
-    names = [(61, '  Zé "Tuca" d\'Ávila\\ '), (62, long_name), (63, "Lia Nuñes")]
+    # 352 characters: past a VARCHAR(255) habit too.
+    long_name = "Maria Aparecida dos Santos " + "e Silva " * 40 + "Ñúñez"
+    names = [
+        (61, '  Zé "Tuca" d\'Ávila\\ '),
+        (62, long_name),
+        (63, "Lia Nuñes"),
+        (64, DECOMPOSED),
+    ]
     with lab_file(ns, consumer_db, "mail.db") as (conn, path):
         for order_id, name in names:
             body = json.dumps({"order_id": order_id, "customer": name, "total": 0})
@@ -378,6 +395,34 @@ def a_failed_message_is_applied_when_redelivered(ns: Namespace) -> None:
             ),
             _("it {outcome}; emails {emails}").format(outcome=did(got[1]), emails=emails(conn)),
         )
+    # A body the consumer cannot read at all fails before the INSERT: no 'customer' key
+    # (KeyError), or not JSON (ValueError). Caught and taken for applied, or for a repeat,
+    # the message is acked and its email never sent, its fixed redelivery dropped too.
+    unreadable = [
+        (_("without 'customer'"), [message_id(6), json.dumps({"order_id": 6, "total": 600})]),
+        (_("cut short (not JSON)"), [message_id(7), '{"order_id": 7, "custo']),
+    ]
+    for (what, broken), fixed in zip(
+        unreadable, (_delivered_body(6, "fia"), _delivered_body(7, "gil")), strict=True
+    ):
+        with lab_file(ns, consumer_db, "mail.db") as (conn, path):
+            got = ns.harness(HARNESS + "on_one_connection", "consume", str(path), [broken, fixed])
+            held = [r[0] for r in conn.execute("SELECT message_id FROM processed_messages")]
+            expect(
+                "raised" in got[0] and got[1].get("returned") is True and len(emails(conn)) == 1,
+                _(
+                    "consume({message_id}, a body {what}) to raise, and its redelivery, fixed, "
+                    "applied on the same connection: True and one email"
+                ).format(message_id=repr(broken[0]), what=what),
+                _(
+                    "the first {first}, the redelivery {second}; emails {emails}; "
+                    "processed_messages {held}"
+                ).format(first=did(got[0]), second=did(got[1]), emails=emails(conn), held=held),
+                _(
+                    "let the KeyError or ValueError out (after ROLLBACK): never record the id "
+                    "of a message whose email was not written, never return False for it"
+                ),
+            )
 
 
 @CHECKS.add(
@@ -775,6 +820,43 @@ def each_shop_database_relays_its_own_messages(ns: Namespace) -> None:
                 calls=", ".join(did(g) for g in got["runs"]),
                 published=got["published"],
                 pending=pending,
+            ),
+        )
+    # The broker refuses the first shop's second message: the run stops there, and what
+    # it had left is that shop's, never the next shop's run's to publish or mark.
+    with (
+        lab_file(ns, outbox_db, "shop.db") as (first, first_path),
+        lab_file(ns, outbox_db, "shop2.db") as (second, second_path),
+    ):
+        seed_outbox(first, ORDERS)
+        seed_outbox(second, second_orders)
+        got = ns.harness(
+            HARNESS + "relay_in_each_database", [str(first_path), str(second_path)], NOW, 2
+        )
+        want = [[message_id(1)], [message_id(o[0]) for o in second_orders]]
+        left = [message_id(o[0]) for o in ORDERS[1:]]
+        pending = [
+            [r["message_id"] for r in rows_of(conn, "all_outbox") if r["sent_at"] is None]
+            for conn in (first, second)
+        ]
+        expect(
+            "raised" in got["runs"][0]
+            and [list(p) for p in got["published"]] == want
+            and pending == [left, []],
+            _(
+                "the broker refusing {refused} in the first shop's run (relay_once raises), "
+                "then relay_once on a second shop database in the same process: {second} "
+                "published from the second and its rows marked sent, {left} still pending "
+                "in the first"
+            ).format(refused=message_id(2), second=want[1], left=left),
+            _("the runs {calls} published {published}; still pending {pending}").format(
+                calls=", ".join(did(g) for g in got["runs"]),
+                published=got["published"],
+                pending=pending,
+            ),
+            _(
+                "read the pending rows from the connection you are given at each run: rows "
+                "left from a run the broker stopped stay in that shop's outbox, pending"
             ),
         )
 

@@ -338,6 +338,119 @@ ZOO: list[tuple[str, str, str, str]] = [
         """,
     ),
     (
+        "ex11",
+        "the consumer records a message without 'customer' as applied (except KeyError: pass)",
+        "a_failed_message_is_applied_when_redelivered",
+        """
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = conn.execute(
+                    "INSERT INTO processed_messages (message_id) VALUES (?)"
+                    " ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+                    (message_id,),
+                ).fetchone()
+                if fresh is not None:
+                    try:
+                        conn.execute(
+                            "INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                            (order["order_id"], order["customer"]),
+                        )
+                    except KeyError:
+                        pass  # a malformed message: nothing to send
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return fresh is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer returns False for a body that is not JSON (acked as a repeat)",
+        "a_failed_message_is_applied_when_redelivered",
+        """
+        _reference_consume = consume
+        def consume(conn, message_id, body):
+            try:
+                json.loads(body)
+            except ValueError:
+                return False
+            return _reference_consume(conn, message_id, body)
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer cuts the customer's name to 255 characters (a VARCHAR(255) habit)",
+        "consume_keeps_the_customers_name_intact",
+        """
+        _reference_consume = consume
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            order["customer"] = order["customer"][:255]
+            return _reference_consume(conn, message_id, json.dumps(order))
+        """,
+    ),
+    (
+        "ex11",
+        "the consumer NFC-normalises the customer's name (decomposed accents recomposed)",
+        "consume_keeps_the_customers_name_intact",
+        """
+        import unicodedata
+        _reference_consume = consume
+        def consume(conn, message_id, body):
+            order = json.loads(body)
+            order["customer"] = unicodedata.normalize("NFC", order["customer"])
+            return _reference_consume(conn, message_id, json.dumps(order))
+        """,
+    ),
+    (
+        "ex11",
+        "place_order cuts the customer's name to 255 characters (a VARCHAR(255) habit)",
+        "body_is_json_for_any_name",
+        """
+        _reference_place = place_order
+        def place_order(conn, order_id, customer, total):
+            return _reference_place(conn, order_id, customer[:255], total)
+        """,
+    ),
+    (
+        "ex11",
+        "place_order NFC-normalises the customer's name (decomposed accents recomposed)",
+        "body_is_json_for_any_name",
+        """
+        import unicodedata
+        _reference_place = place_order
+        def place_order(conn, order_id, customer, total):
+            return _reference_place(conn, order_id, unicodedata.normalize("NFC", customer), total)
+        """,
+    ),
+    (
+        "ex11",
+        "the relay keeps the rows a run left pending in a module list, for the next run",
+        "each_shop_database_relays_its_own_messages",
+        """
+        _backlog = []
+        def relay_once(conn, publish, now):
+            global _backlog
+            if not _backlog:  # re-read only once the last run's rows are all out
+                _backlog = conn.execute(
+                    "SELECT id, topic, message_id, body FROM outbox"
+                    " WHERE sent_at IS NULL ORDER BY id"
+                ).fetchall()
+            sent = []
+            while _backlog:
+                row_id, topic, mid, body = _backlog[0]
+                publish(topic, mid, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                _backlog.pop(0)
+                sent.append(mid)
+            return sent
+        """,
+    ),
+    (
         "ex12",
         "slot key in the machine's local time",
         "slot_key_is_the_same_in_every_time_zone",
@@ -6122,6 +6235,27 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for the entries that name it (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "the relay keeps the rows a run left pending in a module list, for the next run": (
+        "in the first shop's run"
+    ),
+    "the consumer records a message without 'customer' as applied (except KeyError: pass)": (
+        "a body without 'customer') to raise"
+    ),
+    "the consumer returns False for a body that is not JSON (acked as a repeat)": (
+        "cut short (not JSON)) to raise"
+    ),
+    "the consumer cuts the customer's name to 255 characters (a VARCHAR(255) habit)": (
+        "each name as the body has it"
+    ),
+    "the consumer NFC-normalises the customer's name (decomposed accents recomposed)": (
+        "each name as the body has it"
+    ),
+    "place_order cuts the customer's name to 255 characters (a VARCHAR(255) habit)": (
+        "the name intact"
+    ),
+    "place_order NFC-normalises the customer's name (decomposed accents recomposed)": (
+        "the name intact"
+    ),
     "each relay run stops after a 2 s budget read with datetime.now()": ("the broker to get all"),
     "serial heads looked for only among jobs due within the hour (a look-ahead window)": (
         "order:44's head retries a day later"
@@ -6543,6 +6677,9 @@ GOT: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "the relay keeps the rows a run left pending in a module list, for the next run",
+    "the consumer records a message without 'customer' as applied (except KeyError: pass)",
+    "the consumer returns False for a body that is not JSON (acked as a repeat)",
     "the relay re-raises ConnectionError and TimeoutError only, marks any other failure sent",
     "place_order carries on past an IntegrityError of the outbox INSERT (taken for a retry)",
     "the relay marks the row it published by its topic and body (no id selected)",

@@ -428,7 +428,7 @@ def place_in_each_database(
 
 
 def relay_in_each_database(
-    values: MutableMapping[str, Any], paths: list[str], now: float
+    values: MutableMapping[str, Any], paths: list[str], now: float, refuse: int = 0
 ) -> dict[str, Any]:
     """``relay_once(conn, publish, now)`` once on each of ``paths``, in ONE process.
 
@@ -436,10 +436,17 @@ def relay_in_each_database(
     after its run: a relay that keeps the first connection it was given (in a module
     global) reads the first shop again, or a closed connection. ``runs`` is each
     outcome, ``published`` the message ids each run handed to ``publish``.
+
+    With ``refuse``, the broker refuses the ``refuse``-th publish of the first run
+    (``ConnectionError``, not listed in ``published``): a relay that keeps the rows it
+    had left in module state publishes them in the second shop's run, and marks that
+    shop's rows of the same ids sent.
     """
     published: list[list[str]] = []
 
     def publish(topic: str, message_id: str, body: str) -> None:
+        if len(published) == 1 and len(published[0]) + 1 == refuse:
+            raise ConnectionError("the broker refused the connection")
         published[-1].append(message_id)
 
     runs: list[dict[str, Any]] = []
