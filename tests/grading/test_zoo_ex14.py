@@ -1850,6 +1850,78 @@ def do_step(world, order, step):
             ),
         ),
     ),
+    (
+        "ex14",
+        "a 503 on the receipt swallowed: the job 'done' without its receipt",
+        "only_a_declined_charge_fails_the_job",
+        "from labkit.errors import TransientError\n"
+        + _edit(
+            RUN_ORDER,
+            (
+                "                reply = do_step(world, order, step)\n",
+                "                try:\n"
+                "                    reply = do_step(world, order, step)\n"
+                "                except TransientError:\n"
+                '                    if step != "receipt":\n'
+                "                        raise\n"
+                "                    reply = None\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "a decline told by type(exc) is PermanentError (a subclass like CardError propagates)",
+        "a_decline_of_any_status_releases_the_stock",
+        _edit(
+            RUN_ORDER,
+            (
+                'if step != "charge" or isinstance(exc, IdempotencyConflict):',
+                'if step != "charge" or type(exc) is not PermanentError:',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "a key conflict of the charge re-raised as a RuntimeError (its class lost)",
+        "a_key_conflict_is_raised_not_swallowed",
+        _edit(
+            RUN_ORDER,
+            (
+                '                if step != "charge" or isinstance(exc, IdempotencyConflict):\n'
+                "                    raise\n",
+                "                if isinstance(exc, IdempotencyConflict):\n"
+                '                    raise RuntimeError("charge key conflict") from exc\n'
+                '                if step != "charge":\n'
+                "                    raise\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the checkpoints read from the first 50 rows of job_steps, filtered in Python",
+        "a_resume_among_hundreds_of_jobs_skips_its_steps",
+        _edit(
+            RUN_ORDER,
+            (
+                '    done = {r[0] for r in conn.execute("SELECT step FROM job_steps WHERE '
+                'order_id = :id", job)}\n',
+                '    rows = conn.execute("SELECT order_id, step FROM job_steps LIMIT 50")\n'
+                '    done = {r[1] for r in rows if r[0] == order["id"]}\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the sku stripped before it is posted (' mug ' reserved as 'mug')",
+        "generated_orders_each_done_once",
+        _edit(DO_STEP, ('tx.post(order["sku"]', 'tx.post(order["sku"].strip()')),
+    ),
+    (
+        "ex14",
+        "the customer id stripped before the charge (another customer charged)",
+        "generated_orders_each_done_once",
+        _edit(DO_STEP, ('charge(order["customer"]', 'charge(order["customer"].strip()')),
+    ),
 ]
 
 
@@ -1933,6 +2005,10 @@ SEVERE = [
     "a step whose reply was lost (ResponseLost) taken for done",
     "a key conflict of the charge releases the stock, then propagates",
     "a failed job's redelivery returns with its BEGIN IMMEDIATE still open",
+    "a 503 on the receipt swallowed: the job 'done' without its receipt",
+    "a decline told by type(exc) is PermanentError (a subclass like CardError propagates)",
+    "the sku stripped before it is posted (' mug ' reserved as 'mug')",
+    "the customer id stripped before the charge (another customer charged)",
 ]
 
 #: What the named check must say it expected, for the entries that name it.
@@ -2078,6 +2154,22 @@ SAYS = {
     "a key conflict of the charge releases the stock, then propagates": "its stock reserved",
     "a failed job's redelivery returns with its BEGIN IMMEDIATE still open": (
         "delivered again after its job had failed"
+    ),
+    "a 503 on the receipt swallowed: the job 'done' without its receipt": (
+        "a 503 from the mail API on the receipt"
+    ),
+    "a decline told by type(exc) is PermanentError (a subclass like CardError propagates)": (
+        "a subclass of PermanentError"
+    ),
+    "a key conflict of the charge re-raised as a RuntimeError (its class lost)": (
+        "an IdempotencyConflict, as it came"
+    ),
+    "the checkpoints read from the first 50 rows of job_steps, filtered in Python": (
+        "other jobs' checkpoints, resumed"
+    ),
+    "the sku stripped before it is posted (' mug ' reserved as 'mug')": "the ledger entries of sku",
+    "the customer id stripped before the charge (another customer charged)": (
+        "to leave the charges"
     ),
 }
 

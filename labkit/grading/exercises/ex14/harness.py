@@ -132,9 +132,15 @@ class _Ledger:
         return getattr(self._ledger, name)
 
 
+class CardDeclined(PermanentError):
+    """A card declined, as a payment library raises it: a subclass of ``PermanentError``
+    (Stripe's ``CardError``), no ``IdempotencyConflict``."""
+
+
 class _Restated:
     """The payment API whose refusals for good (``PermanentError``) come with another
-    status and text: a card declined (402), as Stripe says it, not the world's 400."""
+    status, text and class: a card declined (402, ``CardDeclined``), as Stripe says it,
+    not the world's 400."""
 
     def __init__(self, payments: Any, status: int) -> None:
         self._payments, self._status = payments, status
@@ -145,7 +151,7 @@ class _Restated:
         except PermanentError as exc:
             if type(exc) is not PermanentError:
                 raise
-            raise PermanentError(
+            raise CardDeclined(
                 f"{self._status} from payments: card_declined (insufficient funds); nothing "
                 "charged",
                 status=self._status,
