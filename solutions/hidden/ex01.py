@@ -74,6 +74,17 @@ def fingerprint_matches_the_contract(ns: Namespace) -> None:
     # ', ' and ': ' inside the values: json's default separators "compacted" afterwards
     # with .replace(', ', ',') (or every blank dropped) rewrite the values too.
     exact({"ship_to": "Rua A, 42", "note": "ref: 7, gate: B", "amount_cents": 1990})
+    # Fields at their default (False, as a serializer's exclude_defaults leaves out) and
+    # ints past 2**53 (made floats or text "for JavaScript clients"): still the payload as
+    # given, so 9007199254740993 is not 9007199254740992 and a gift wrap turned off is a
+    # change from a payload without the field.
+    exact({"gift_wrap": False, "express": True, "amount_cents": 1990})
+    exact({"order_id": 2**53 + 1, "ledger_id": -(2**63), "amount_cents": 1990})
+    # A list of texts in the order given (a fingerprint that sorts only the lists of
+    # strings, "tags have no order", writes another JSON), and a text with its '\r\n' line
+    # ends as given (not made '\n', not stripped of control characters).
+    exact({"tags": ["gift", "express"], "amount_cents": 1990})
+    exact({"note": "line 1\r\nline 2", "amount_cents": 1990})
     holds_for(PAYLOADS, exact, examples=40)
 
 
@@ -117,6 +128,9 @@ TWIN_KEYS = [
     ("billing:INV\u200b7:charge:v1", "billing:INV7:charge:v1"),
     ("billing:INV%207:charge:v1", "billing:INV 7:charge:v1"),
     ("billing:INV\n7:charge:v1", "billing:INV\\n7:charge:v1"),
+    # Quotes around a key are part of it: a key "unquoted" as an HTTP header's quoted value
+    # or a CSV field is (key.strip('"')) gives both one entry.
+    ('"billing:7:charge:v1"', "billing:7:charge:v1"),
 ]
 
 
@@ -240,7 +254,25 @@ def an_id_equal_to_an_int_keeps_its_key(ns: Namespace) -> None:
             ),
             repr(got["returned"]) if "returned" in got else raised_text(got),
         )
+    # A UUID id and its text are one entity: an ORM hands the UUID, a message its text. A
+    # key of uuid.hex (or repr) for the one and of the text for the other charges twice.
+    as_uuid, as_text = ns.harness(HARNESS + "keys_of_a_uuid_id", ENTITY_UUID)
+    if not {"TypeError", "ValueError"} & set(as_uuid.get("raised", ())):
+        expect(
+            "returned" in as_uuid and as_uuid.get("returned") == as_text.get("returned"),
+            _("the key of the id {id} as text, {key}, for the same id as a uuid.UUID").format(
+                id=repr(ENTITY_UUID), key=repr(as_text.get("returned"))
+            ),
+            _said(as_uuid),
+            _(
+                "write the entity id as str() writes it: str() of a UUID is its text with "
+                "the dashes, so the UUID and its text share one key (uuid.hex drops them)"
+            ),
+        )
 
+
+#: An entity id as a UUID's text (lower case, with its dashes, as str() writes a UUID).
+ENTITY_UUID = "0f8e4c2a-7b1d-4e9a-9c3f-5a6b7c8d9e0f"
 
 #: Two entity ids a "tidied" key gives one key, though they are two: a text id with its
 #: '.0' taken off (as pandas writes a float id) or read as a number ('1e3', '+7'), and
@@ -454,6 +486,9 @@ def a_payload_json_cannot_hold_raises(ns: Namespace) -> None:
 #: another payload all the same (the contract compares the whole fingerprint).
 RETRY_FIELDS = [
     ("attempt", 1, 2),
+    # Past 2**53: a fingerprint of the ints made floats ("for JavaScript clients") calls
+    # two ids one apart the same.
+    ("order_id", 2**53 + 3, 2**53 + 4),
     ("retry", 0, 1),
     ("sent_at", "03:00:00", "03:00:05"),
     # A third decimal: a fingerprint of values rounded to cents calls these the same.
@@ -495,7 +530,23 @@ RETRY_FIELDS = [
 #: Fields present but empty: the same key with the field, then without it (or the other
 #: way round) is another payload, as its canonical JSON says. A fingerprint that drops
 #: empty lists and dicts ("nothing in them") calls these the same.
-EMPTY_FIELDS: list[tuple[str, Any]] = [("discounts", []), ("metadata", {})]
+EMPTY_FIELDS: list[tuple[str, Any]] = [
+    ("discounts", []),
+    ("metadata", {}),
+    # A field at its default (False, 0, ''): a fingerprint that leaves such fields out (a
+    # serializer's exclude_defaults) calls a gift wrap turned off and no gift wrap field
+    # the same.
+    ("gift_wrap", False),
+    ("discount_cents", 0),
+    ("note", ""),
+]
+#: Two payloads whose field names differ only as a "tidied" name makes them one: in case
+#: (lower() of the names, or snake_case made of camelCase) or in blanks around them.
+FIELD_NAME_TWINS: list[tuple[dict[str, Any], dict[str, Any]]] = [
+    ({"amount_cents": 500, "giftWrap": 1}, {"amount_cents": 500, "gift_wrap": 1}),
+    ({"amount_cents": 500, "Note": "gift"}, {"amount_cents": 500, "note": "gift"}),
+    ({"amount_cents": 500, " note": "gift"}, {"amount_cents": 500, "note": "gift"}),
+]
 
 #: A long invoice: a fingerprint of only the first few thousand characters of the JSON
 #: misses a change in its last line.
@@ -518,6 +569,7 @@ def conflict_on_any_field(ns: Namespace) -> None:
     for field, empty in EMPTY_FIELDS:
         bare, full = {"amount_cents": 500}, {"amount_cents": 500, field: empty}
         pairs += [(full, bare), (bare, full)]
+    pairs += FIELD_NAME_TWINS
     for first, then in pairs:
         # Copies: an accept that edits the payload it is given must not edit the text below.
         run = ns.harness(HARNESS + "accept_calls", [[key, dict(first)], [key, dict(then)]])

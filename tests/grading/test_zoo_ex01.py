@@ -2934,6 +2934,199 @@ ZOO: list[tuple[str, str, str, str]] = [
             return False
     """,
     ),
+    (
+        "ex01",
+        "fingerprint leaves out the fields that are False (a serializer's exclude_defaults)",
+        "conflict_on_any_field",
+        """
+        def payload_fingerprint(payload):
+            clean = {k: v for k, v in payload.items() if v is not False}
+            text = json.dumps(clean, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint leaves out the fields that are 0 (a default amount)",
+        "conflict_on_any_field",
+        """
+        def payload_fingerprint(payload):
+            clean = {k: v for k, v in payload.items() if isinstance(v, bool) or v != 0}
+            text = json.dumps(clean, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint leaves out the fields that are '' (an empty text is no value)",
+        "conflict_on_any_field",
+        """
+        def payload_fingerprint(payload):
+            clean = {k: v for k, v in payload.items() if v != ""}
+            text = json.dumps(clean, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of the payload with its field names lowercased ('Note' and 'note' alike)",
+        "conflict_on_any_field",
+        """
+        def payload_fingerprint(payload):
+            def norm(v):
+                if isinstance(v, dict):
+                    return {str(k).lower(): norm(x) for k, x in v.items()}
+                if isinstance(v, list):
+                    return [norm(x) for x in v]
+                return v
+            text = json.dumps(norm(payload), sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of the payload with camelCase field names made snake_case",
+        "conflict_on_any_field",
+        """
+        import re
+        def payload_fingerprint(payload):
+            def norm(v):
+                if isinstance(v, dict):
+                    return {re.sub(r"(?<!^)(?=[A-Z])", "_", str(k)).lower(): norm(x)
+                            for k, x in v.items()}
+                if isinstance(v, list):
+                    return [norm(x) for x in v]
+                return v
+            text = json.dumps(norm(payload), sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of the payload with blanks stripped from its field names",
+        "conflict_on_any_field",
+        """
+        def payload_fingerprint(payload):
+            def norm(v):
+                if isinstance(v, dict):
+                    return {str(k).strip(): norm(x) for k, x in v.items()}
+                if isinstance(v, list):
+                    return [norm(x) for x in v]
+                return v
+            text = json.dumps(norm(payload), sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of ints past 2**53 made floats (for JavaScript clients)",
+        "conflict_on_any_field",
+        """
+        def payload_fingerprint(payload):
+            def norm(v):
+                if isinstance(v, dict):
+                    return {k: norm(x) for k, x in v.items()}
+                if isinstance(v, list):
+                    return [norm(x) for x in v]
+                return float(v) if type(v) is int and abs(v) > 2**53 else v
+            text = json.dumps(norm(payload), sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of ints past 2**53 written as text (for JavaScript clients)",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            def norm(v):
+                if isinstance(v, dict):
+                    return {k: norm(x) for k, x in v.items()}
+                if isinstance(v, list):
+                    return [norm(x) for x in v]
+                return str(v) if type(v) is int and abs(v) >= 2**53 else v
+            text = json.dumps(norm(payload), sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "accept strips the quotes around the key (a quoted Idempotency-Key header)",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            key = key.strip('"')
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "key with the quotes around the entity id stripped (an id read from a CSV field)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{str(entity_id).strip(chr(34))}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint that sorts the lists of strings (tags have no order)",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            def norm(v):
+                if isinstance(v, dict):
+                    return {k: norm(x) for k, x in v.items()}
+                if isinstance(v, list):
+                    items = [norm(x) for x in v]
+                    return sorted(items) if all(isinstance(x, str) for x in items) else items
+                return v
+            text = json.dumps(norm(payload), sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with the texts' '\\r\\n' line ends made '\\n'",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            def norm(v):
+                if isinstance(v, dict):
+                    return {k: norm(x) for k, x in v.items()}
+                if isinstance(v, list):
+                    return [norm(x) for x in v]
+                return v.replace("\\r\\n", "\\n") if isinstance(v, str) else v
+            text = json.dumps(norm(payload), sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "key with a UUID entity id written as uuid.hex (the UUID and its text get two keys)",
+        "an_id_equal_to_an_int_keeps_its_key",
+        """
+        import uuid
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, uuid.UUID):
+                entity_id = entity_id.hex
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
 ]
 
 
@@ -3336,6 +3529,39 @@ SAYS: dict[str, str] = {
         "on a `seen` that cannot be read"
     ),
     "accept logs a failed write to `seen` and answers True all the same": "whose write failed",
+    "fingerprint leaves out the fields that are False (a serializer's exclude_defaults)": (
+        "'gift_wrap': False}, then"
+    ),
+    "fingerprint leaves out the fields that are 0 (a default amount)": "'discount_cents': 0}, then",
+    "fingerprint leaves out the fields that are '' (an empty text is no value)": (
+        "'note': ''}, then"
+    ),
+    "fingerprint of the payload with its field names lowercased ('Note' and 'note' alike)": (
+        "'Note': 'gift'}, then"
+    ),
+    "fingerprint of the payload with camelCase field names made snake_case": "'giftWrap': 1}, then",
+    "fingerprint of the payload with blanks stripped from its field names": (
+        "' note': 'gift'}, then"
+    ),
+    "fingerprint of ints past 2**53 made floats (for JavaScript clients)": (
+        "'order_id': 9007199254740995}, then"
+    ),
+    "fingerprint of ints past 2**53 written as text (for JavaScript clients)": (
+        "'order_id': 9007199254740993"
+    ),
+    "accept strips the quotes around the key (a quoted Idempotency-Key header)": (
+        "'\"billing:7:charge:v1\"' and 'billing:7:charge:v1'"
+    ),
+    "key with the quotes around the entity id stripped (an id read from a CSV field)": (
+        "'\"INV-7\"'"
+    ),
+    "fingerprint that sorts the lists of strings (tags have no order)": (
+        "'tags': ['gift', 'express']"
+    ),
+    "fingerprint with the texts' '\\r\\n' line ends made '\\n'": "line 1\\r\\nline 2",
+    "key with a UUID entity id written as uuid.hex (the UUID and its text get two keys)": (
+        "for the same id as a uuid.UUID"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -3484,6 +3710,16 @@ SEVERE = [
     "fingerprint drops the fields that are an empty list or dict",
     "fingerprint of floats rounded to 12 decimals (to hide float noise)",
     "fingerprint of floats rounded to 9 decimals (to hide float noise)",
+    "fingerprint leaves out the fields that are False (a serializer's exclude_defaults)",
+    "fingerprint leaves out the fields that are 0 (a default amount)",
+    "fingerprint leaves out the fields that are '' (an empty text is no value)",
+    "fingerprint of the payload with its field names lowercased ('Note' and 'note' alike)",
+    "fingerprint of the payload with camelCase field names made snake_case",
+    "fingerprint of the payload with blanks stripped from its field names",
+    "fingerprint of ints past 2**53 made floats (for JavaScript clients)",
+    "accept strips the quotes around the key (a quoted Idempotency-Key header)",
+    "key with the quotes around the entity id stripped (an id read from a CSV field)",
+    "key with a UUID entity id written as uuid.hex (the UUID and its text get two keys)",
 ]
 
 

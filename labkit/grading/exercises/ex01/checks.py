@@ -266,6 +266,9 @@ TWINS: list[tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]] = [
     # The same letters, decomposed ('c' + U+0327) and composed ('ç'): a key "normalised"
     # with NFC (so a name typed on a Mac and on Linux agrees) gives both one key.
     (("crm", "Conceic\u0327a\u0303o", "sync", 1), ("crm", "Conceição", "sync", 1)),
+    # Quotes around an id are part of it: an id "unquoted" (strip('"'), as a CSV field or a
+    # quoted header value is) gives '"INV-7"' and 'INV-7' one key.
+    (("billing", '"INV-7"', "charge", 1), ("billing", "INV-7", "charge", 1)),
 ]
 #: Characters real ids contain (INV-2026-0042, Cus_AbC, billing.eu, shop/eu, 'INV 7'): a
 #: key joined with one of them, or with nothing, gives two intents the same key.

@@ -325,6 +325,20 @@ def keys_of_ids_equal_to_an_int(values: MutableMapping[str, Any]) -> list[list[A
         return [[what, outcome(key, "billing", value, "charge")] for what, value in ids]
 
 
+def keys_of_a_uuid_id(values: MutableMapping[str, Any], text: str) -> list[Any]:
+    """``operation_key('billing', id, 'charge')`` for the id ``uuid.UUID(text)`` (as an
+    ORM hands it), then for ``text``, its ``str()`` (as a message or a URL carries it):
+    the outcome of each call."""
+    import uuid
+
+    with fresh_state(values):
+        key = need(values, "operation_key")
+        return [
+            outcome(key, "billing", uuid.UUID(text), "charge"),
+            outcome(key, "billing", text, "charge"),
+        ]
+
+
 def fingerprints_of_values_and_their_text(values: MutableMapping[str, Any]) -> list[list[Any]]:
     """``payload_fingerprint`` of payloads JSON cannot encode and of the same with what
     an encoder's ``default=`` would write for the value.
