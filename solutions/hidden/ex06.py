@@ -591,20 +591,29 @@ def a_killed_dead_letter_leaves_the_reason(ns: Namespace) -> None:
 @CHECKS.add(
     1,
     "store now as it is given (a float): int(now) or round(now) moves the dead letter and the "
-    "redrive up to a second back, before the moment they happened",
+    "redrive up to a second back, before the moment they happened; max(updated_at, now) "
+    "keeps another clock's instant, and a delay per job moves the later ones on",
 )
 def the_instants_are_kept_as_given(ns: Namespace) -> None:
     buried_at, redriven_at = NOW + 0.25, NOW + 10.75
     with lab_file(ns) as (conn, path):
         job_id = add_running(conn)
+        # Clocks differ between machines: the claim was stamped by a clock ahead of the
+        # dead_letter's, and the other dead job by one ahead of the redrive's. The call's
+        # now is what is stored, not max(updated_at, now).
+        conn.execute("UPDATE jobs SET updated_at = :t WHERE id = :id", {"t": NOW + 5, "id": job_id})
         bury(ns, path, job_id, "tok-1", "permanent error", {"type": "ValueError"}, buried_at)
         after_bury = next(j for j in all_jobs(conn) if j["id"] == job_id)["updated_at"]
-        redrive(ns, path, limit=1, now=redriven_at)
+        [ahead] = add_dead(conn, 1, first_id=job_id + 1)
+        conn.execute("UPDATE jobs SET updated_at = :t WHERE id = :id", {"t": NOW + 20, "id": ahead})
+        redrive(ns, path, limit=2, now=redriven_at)
         job = next(j for j in all_jobs(conn) if j["id"] == job_id)
+        ahead_row = row_of(conn, ahead)
     expect(
         after_bury == buried_at,
         _("updated_at = {now} after dead_letter(..., now={now})").format(now=buried_at),
         _("updated_at = {got}").format(got=after_bury),
+        _("set updated_at = :now as given, not max(updated_at, :now)"),
     )
     expect(
         job["run_after"] == redriven_at and job["updated_at"] == redriven_at,
@@ -613,6 +622,22 @@ def the_instants_are_kept_as_given(ns: Namespace) -> None:
             run_after=job["run_after"], updated_at=job["updated_at"]
         ),
         "pass now on as a :now parameter, unchanged",
+    )
+    # The second job of the same redrive: each one gets the same now, none staggered.
+    expect(
+        ahead_row["run_after"] == redriven_at and ahead_row["updated_at"] == redriven_at,
+        _(
+            "run_after = updated_at = {now} for job {job_id} too, the second of "
+            "redrive(limit=2, now={now}), though it died at {died} by a clock ahead of the "
+            "operator's"
+        ).format(now=redriven_at, job_id=ahead, died=NOW + 20),
+        _("run_after = {run_after}, updated_at = {updated_at}").format(
+            run_after=ahead_row["run_after"], updated_at=ahead_row["updated_at"]
+        ),
+        _(
+            "set run_after = :now and updated_at = :now for every job redriven: not "
+            "max(updated_at, :now), not now plus a delay per job"
+        ),
     )
 
 
@@ -1020,6 +1045,9 @@ ANY_DEAD: tuple[dict[str, object], ...] = (
     # Buried by a worker whose dead letter left its lease as it was (as a complete() may,
     # see dead_letter_needs_a_running_job): a dead job is nobody's, whatever lease it shows.
     {"lease_owner": "w-old", "lease_until": NOW + 3_600.0, "lease_token": "t-old"},
+    # Buried by a permanent error: the operator redrives it once its cause is fixed (the
+    # customer created, the config corrected), so a redrive takes it like any other.
+    {"attempt": 1, "dead_reason": "permanent error", "last_error": "BadRequest: no such customer"},
 )
 
 
@@ -1027,8 +1055,8 @@ ANY_DEAD: tuple[dict[str, object], ...] = (
     2,
     "every dead job is redriven when asked, however often it was redriven before, whatever "
     "its run_after, reason or attempt: a filter of the code's own (redrives < 3, run_after "
-    "<= now, a reason recorded) leaves those jobs dead for good, and the redrive says "
-    "nothing",
+    "<= now, a reason recorded, not a permanent error) leaves those jobs dead for good, and "
+    "the redrive says nothing",
     severe=True,
 )
 def every_dead_job_can_be_redriven(ns: Namespace) -> None:
@@ -1129,7 +1157,8 @@ _CHAINED_SECRETS = (
     1,
     "no secret of the error's chain stored either: the error it was raised from "
     "(__cause__) or raised during (__context__) carries its own, unredacted; store "
-    "describe(error) alone, never the cause, the context or a traceback appended raw",
+    "describe(error) alone, never the cause, the context or a traceback appended raw; and "
+    "describe an error that is no Exception (a BaseException) the same way",
     severe=True,
 )
 def dead_letter_hides_the_secrets_of_the_chain(ns: Namespace) -> None:
@@ -1171,6 +1200,40 @@ def dead_letter_hides_the_secrets_of_the_chain(ns: Namespace) -> None:
                 "lower-level error's words as they are, passwords and tokens included"
             ).format(link=link),
         )
+    # An error that is no Exception (a cancellation is a BaseException, as
+    # asyncio.CancelledError is) carries secrets too: describe() it like any other.
+    secret = "Sw0rdf1sh-42"
+    message = f"cancelled while posting to https://erp:{secret}@erp.example/orders"
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        result = ns.harness(
+            HARNESS + "dead_letter_of_a_cancelled_job",
+            str(path),
+            job_id,
+            "tok-1",
+            "cancelled by the watchdog",
+            message,
+            NOW,
+        )
+        row = row_of(conn, job_id)
+    leaked = [column for column, value in row.items() if isinstance(value, str) and secret in value]
+    expect(
+        not leaked and row["state"] == "dead",
+        _(
+            "job {job_id} dead, with no secret ({secret}) in any column, buried with "
+            "JobCancelled (a BaseException, not an Exception): {error}"
+        ).format(job_id=job_id, secret=repr(secret), error=repr(message)),
+        _("{said}; state {state}; the secret is in {columns}: {value}").format(
+            said=it_said(result),
+            state=row["state"],
+            columns=", ".join(leaked) or _("no column"),
+            value=short_repr(row[leaked[0]]) if leaked else "",
+        ),
+        _(
+            "last_error = labkit.redact.describe(error) for every error given, an Exception "
+            "or not: describe() redacts a BaseException's message too"
+        ),
+    )
 
 
 @CHECKS.add(

@@ -3404,6 +3404,124 @@ ZOO: list[tuple[str, str, str, str]] = [
             return row is not None
     """,
     ),
+    (
+        "ex06",
+        "last_error describes only an Exception; a BaseException stored as str (a cancellation)",
+        "dead_letter_hides_the_secrets_of_the_chain",
+        """
+        from labkit.redact import describe
+        def dead_letter(conn, job_id, token, reason, error, now):
+            if isinstance(error, Exception):
+                last_error = describe(error)
+            else:  # KeyboardInterrupt, SystemExit, a cancellation: no message worth redacting
+                last_error = f"{type(error).__name__}: {error}"
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "error": last_error,
+                 "now": now}).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter keeps the later updated_at (max(updated_at, :now), against clock skew)",
+        "the_instants_are_kept_as_given",
+        """
+        from labkit.redact import describe
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL,"
+                " updated_at = max(updated_at, :now)"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now}).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "redrive keeps the later updated_at (max(updated_at, :now), against clock skew)",
+        "the_instants_are_kept_as_given",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1,"
+                        " updated_at = max(updated_at, :now)"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive staggers run_after by half a second a job (no thundering herd)",
+        "the_instants_are_kept_as_given",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    for n, job_id in enumerate(ids):
+                        conn.execute(
+                            "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :after,"
+                            " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                            " WHERE id = :id AND state = 'dead'",
+                            {"after": now + 0.5 * n, "now": now, "id": job_id})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive skips jobs buried by a permanent error (they would only fail again)",
+        "every_dead_job_can_be_redriven",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " AND (dead_reason IS NULL OR dead_reason NOT LIKE 'permanent%')"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
 ]
 
 
@@ -3651,6 +3769,21 @@ SAYS: dict[str, str] = {
     ),
     "last_error made ASCII before it is stored (accents turned to '?')": (
         "last_error 'ValueError: endereço"
+    ),
+    "last_error describes only an Exception; a BaseException stored as str (a cancellation)": (
+        "buried with JobCancelled (a BaseException, not an Exception)"
+    ),
+    "dead_letter keeps the later updated_at (max(updated_at, :now), against clock skew)": (
+        "updated_at = 1000.25 after dead_letter(..., now=1000.25)"
+    ),
+    "redrive keeps the later updated_at (max(updated_at, :now), against clock skew)": (
+        "though it died at 1020.0 by a clock ahead"
+    ),
+    "redrive staggers run_after by half a second a job (no thundering herd)": (
+        "the second of redrive(limit=2, now=1010.75)"
+    ),
+    "redrive skips jobs buried by a permanent error (they would only fail again)": (
+        "all redriven (in any order)"
     ),
 }
 

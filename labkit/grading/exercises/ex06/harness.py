@@ -86,6 +86,31 @@ def dead_letter(
         conn.close()
 
 
+class JobCancelled(BaseException):
+    """A watchdog's cancellation: a BaseException, as ``asyncio.CancelledError`` is, so
+    the job's own ``except Exception`` does not swallow it."""
+
+
+def dead_letter_of_a_cancelled_job(
+    values: MutableMapping[str, Any],
+    path: str,
+    job_id: int,
+    token: Any,
+    reason: str,
+    message: str,
+    now: float,
+) -> dict[str, Any]:
+    """``dead_letter`` with an error that is no ``Exception`` (``JobCancelled(message)``)."""
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            return outcome(
+                need(values, "dead_letter"), conn, job_id, token, reason, JobCancelled(message), now
+            )
+    finally:
+        conn.close()
+
+
 def dead_letters_in_a_row(
     values: MutableMapping[str, Any],
     path: str,
