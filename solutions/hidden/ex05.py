@@ -603,9 +603,10 @@ def a_conflicting_key_fails_the_job(ns: Namespace) -> None:
     )
 
 
-#: Amounts (in cents) above any the generated invoices draw: R$ 2,500, R$ 123,456.78 and
-#: nearly a million; a handler that skips or caps big ones is never seen by the others.
-LARGE_AMOUNTS = (250_000, 12_345_678, 99_999_999)
+#: Amounts (in cents) above any the generated invoices draw: R$ 2,500, R$ 123,456.78,
+#: nearly a million and just over 2**31 cents (a cap at a 32-bit integer column's
+#: maximum); a handler that skips or caps big ones is never seen by the others.
+LARGE_AMOUNTS = (250_000, 12_345_678, 99_999_999, 2_147_483_657)
 
 
 @CHECKS.add(
@@ -675,6 +676,9 @@ def _arg(call: dict[str, Any], at: int, *names: str) -> str | None:
 #: capital, an accent written as two code points (NFD), a ligature, a tab. Each is the
 #: customer the API and the ledger know; the cleaned name is another customer.
 RAW_CUSTOMERS = (" cus_9", "cus_10 ", "Ana  Maria", "CUS_Ana", "jose\u0301", "\ufb01ona", "cus\t11")
+#: One amount (in cents) per customer above, each one a round trip through reais in
+#: floating point changes: int(29 / 100 * 100) is 28 (0.29 * 100 is 28.999999999999996).
+RAW_AMOUNTS = (1003, 29, 1606, 57, 1631, 3205, 1956)
 
 
 @CHECKS.add(
@@ -687,7 +691,7 @@ RAW_CUSTOMERS = (" cus_9", "cus_10 ", "Ana  Maria", "CUS_Ana", "jose\u0301", "\u
 def the_customer_as_the_job_names_it(ns: Namespace) -> None:
     for which in ("charge", "post"):
         jobs = tuple(
-            (which, {"customer": name, "amount": 1500 + n}, f"raw:{n}:{which}:v1")
+            (which, {"customer": name, "amount": RAW_AMOUNTS[n]}, f"raw:{n}:{which}:v1")
             for n, name in enumerate(RAW_CUSTOMERS)
         )
         with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
@@ -712,6 +716,22 @@ def the_customer_as_the_job_names_it(ns: Namespace) -> None:
                 ),
                 "pass job.payload['customer'] on unchanged: the customer id is the API's and "
                 "the ledger's key for the account, and a cleaned-up name is another account",
+            )
+            amount = repr(job[1]["amount"])
+            sent = [_arg(c, 1, "amount") for c in made]
+            expect(
+                all(a == amount for a in sent),
+                (
+                    _("the charge of job {key} made for {amount} cents, as it is")
+                    if which == "charge"
+                    else _("the ledger entry of job {key} posted for {amount} cents, as it is")
+                ).format(key=job[2], amount=amount),
+                _("it sent {sent}").format(
+                    sent=", ".join(a if a else _("no amount") for a in sent)
+                ),
+                "pass job.payload['amount'] on unchanged, an int in cents: a round trip "
+                "through reais in floating point (int(amount / 100 * 100)) loses a cent "
+                "on amounts such as 29",
             )
 
 

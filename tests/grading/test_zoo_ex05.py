@@ -2088,11 +2088,41 @@ ZOO: list[tuple[str, str, str, str]] = [
             return reply
     """,
     ),
+    (
+        "ex05",
+        "charges capped at a 32-bit integer column's maximum (2**31 - 1 cents)",
+        "a_large_invoice_is_charged_in_full",
+        """
+        INT32_MAX = 2**31 - 1
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], min(job.payload["amount"], INT32_MAX)
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "the amount sent through reais in floating point (int(amount / 100 * 100))",
+        "the_customer_as_the_job_names_it",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            reais = amount / 100
+            return ctx.world.payments.charge(customer, int(reais * 100), key=job.key,
+                                             idempotency_key=job.key)
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "charges capped at a 32-bit integer column's maximum (2**31 - 1 cents)": (
+        "a charge of 2147483657 for job"
+    ),
+    "the amount sent through reais in floating point (int(amount / 100 * 100))": (
+        "made for 1003 cents, as it is"
+    ),
     "the customer stripped of its spaces before the charge": "made to the customer ' cus_9'",
     "the ledger account normalised to NFC": "for the customer 'jose\\u0301'",
     "a charge under the 50-cent minimum skipped with a reply of its own": "a charge of 1 for job",
