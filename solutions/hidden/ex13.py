@@ -90,6 +90,31 @@ def busy_means_running_now(ns: Namespace) -> None:
                 "left on a job that no longer runs holds nothing"
             ),
         )
+    # A big cap, reached: every live job counts, however many (a count that stops at a
+    # LIMIT of 3 or 10 sees both accounts alike, under the cap). The keys do not name
+    # the account: the queue does.
+    for seed in scene_seeds():
+        cap = Random(f"{seed}:big cap").randint(12, 40)
+        with lab_file(ns) as (conn, path):
+            for n in range(cap):
+                add_job(conn, f"job:a{n}", **live("acme", n))
+            for n in range(cap - 1):
+                add_job(conn, f"job:b{n}", **live("bolt", n))
+            add_job(conn, "job:a", queue="acme")
+            under = add_job(conn, "job:b", queue="bolt")
+            got = [_id(capped(ns, path, f"w{n}", cap)) for n in (1, 2)]
+        expect(
+            got == [under, None],
+            _(
+                "claim_capped(..., cap={cap}) twice: job {job_id}, bolt's (it runs {under} "
+                "jobs, acme runs {cap}: at its cap), then None (both at their cap)"
+            ).format(cap=cap, job_id=under, under=cap - 1),
+            _("the claims took {got}").format(got=got),
+            _(
+                "count every live running job of the account, however many: a count cut "
+                "short by a LIMIT lets a big account past a big cap"
+            ),
+        )
 
 
 @CHECKS.add(
@@ -1234,7 +1259,8 @@ def a_lease_holds_to_the_fraction_of_a_second(ns: Namespace) -> None:
 @CHECKS.add(
     1,
     "due times, ended leases and the cap count to the fraction of a second: at now = x.75, "
-    "a job due at x.25 is ready, a lease that ended at x.5 frees its job and its account, "
+    "a job due at x.25 is ready (one due at x.77 is not yet), a lease that ended at x.5 "
+    "frees its job and its account, "
     "and a lease until x.77 still holds the account at its cap (int(now), round(now) run "
     "them a second off)",
 )
@@ -1248,17 +1274,29 @@ def due_times_count_to_the_fraction_of_a_second(ns: Namespace) -> None:
                                                        lease_until=whole + 0.5))  # fmt: skip
                 add_job(conn, "acme:1", queue="acme")
                 due = add_job(conn, "bolt:0", queue="bolt", run_after=whole + 0.25)
-                got = [_id(claim(ns, path, name, f"w{n}", now, *extra)) for n in (1, 2)]
+                # Due a 64th of a second after now: not yet (no grace for clock skew).
+                add_job(conn, "cora:0", queue="cora", run_after=now + SAME_SECOND)
+                got = [_id(claim(ns, path, name, f"w{n}", now, *extra)) for n in (1, 2, 3)]
             expect(
-                got == [ended, due],
+                got == [ended, due, None],
                 _(
                     "{name} at now={now!r}: job {ended} (its lease ended at {until!r}), then "
-                    "job {due} (due at {at!r})"
+                    "job {due} (due at {at!r}), then None (cora's job is due at {later!r}, "
+                    "after now)"
                 ).format(
-                    name=name, now=now, ended=ended, until=whole + 0.5, due=due, at=whole + 0.25
+                    name=name,
+                    now=now,
+                    ended=ended,
+                    until=whole + 0.5,
+                    due=due,
+                    at=whole + 0.25,
+                    later=now + SAME_SECOND,
                 ),
                 _("the claims took {got}").format(got=got),
-                _("compare with now as it is given, fraction and all: never cut it to an int"),
+                _(
+                    "compare with now as it is given, fraction and all: never cut it to an "
+                    "int, and take a job only once run_after <= now (no grace)"
+                ),
             )
         with lab_file(ns) as (conn, path):
             add_job(conn, "acme:0", **live("acme", 0, lease_until=now + SAME_SECOND))

@@ -6230,11 +6230,111 @@ ZOO: list[tuple[str, str, str, str]] = [
             return _counted(conn, _reference_serial(conn, worker, now, lease_s))
         """,
     ),
+    (
+        "ex13",
+        "claim_capped counts an account's busy jobs up to a LIMIT of 10 (a big cap never reached)",
+        "busy_means_running_now",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            busy = (
+                "(SELECT count(*) FROM (SELECT 1 FROM jobs r WHERE r.queue = c.queue"
+                " AND r.state = 'running' AND r.lease_until > :now LIMIT 10))"
+            )
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + f"""
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND {busy} < :cap
+                        ORDER BY {busy}, c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped takes the account from the key's prefix (before ':'), not from queue",
+        "busy_means_running_now",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            busy = (
+                "(SELECT count(*) FROM jobs r"
+                " WHERE substr(r.key, 1, instr(r.key, ':') - 1)"
+                "     = substr(c.key, 1, instr(c.key, ':') - 1)"
+                " AND r.state = 'running' AND r.lease_until > :now)"
+            )
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + f"""
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND {busy} < :cap
+                        ORDER BY {busy}, c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                """,
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "claim_capped takes a job due within the next second (run_after <= now + 1, for skew)",
+        "due_times_count_to_the_fraction_of_a_second",
+        """
+        _reference_capped = claim_capped
+        class _Skewed:
+            def __init__(self, conn):
+                self.conn = conn
+            def execute(self, sql, params):
+                return self.conn.execute(
+                    sql.replace("c.run_after <= :now", "c.run_after <= :now + 1"), params
+                )
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _reference_capped(_Skewed(conn), worker, now, lease_s, cap)
+        """,
+    ),
+    (
+        "ex13",
+        "serial: a head due within the next second taken (run_after <= now + 1, for skew)",
+        "due_times_count_to_the_fraction_of_a_second",
+        """
+        _reference_serial = claim_serial
+        class _Skewed:
+            def __init__(self, conn):
+                self.conn = conn
+            def execute(self, sql, params):
+                return self.conn.execute(
+                    sql.replace("h.run_after <= :now", "h.run_after <= :now + 1"), params
+                )
+        def claim_serial(conn, worker, now, lease_s):
+            return _reference_serial(_Skewed(conn), worker, now, lease_s)
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for the entries that name it (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "claim_capped counts an account's busy jobs up to a LIMIT of 10 (a big cap never reached)": (
+        "(both at their cap)"
+    ),
+    "claim_capped takes the account from the key's prefix (before ':'), not from queue": (
+        "(both at their cap)"
+    ),
+    "claim_capped takes a job due within the next second (run_after <= now + 1, for skew)": (
+        "then None (cora's job is due at"
+    ),
+    "serial: a head due within the next second taken (run_after <= now + 1, for skew)": (
+        "then None (cora's job is due at"
+    ),
     "the relay keeps the rows a run left pending in a module list, for the next run": (
         "in the first shop's run"
     ),
