@@ -76,14 +76,7 @@ def dead_letter(
     now: float,
 ) -> dict[str, Any]:
     """``dead_letter(conn, job_id, token, reason, <error built from spec>, now)``, as an outcome."""
-    conn = connect(path)
-    try:
-        with fresh_state(values):
-            return outcome(
-                need(values, "dead_letter"), conn, job_id, token, reason, build_error(error), now
-            )
-    finally:
-        conn.close()
+    return _bury(values, path, job_id, token, reason, build_error(error), now)
 
 
 class JobCancelled(BaseException):
@@ -101,12 +94,23 @@ def dead_letter_of_a_cancelled_job(
     now: float,
 ) -> dict[str, Any]:
     """``dead_letter`` with an error that is no ``Exception`` (``JobCancelled(message)``)."""
+    return _bury(values, path, job_id, token, reason, JobCancelled(message), now)
+
+
+def _bury(
+    values: MutableMapping[str, Any],
+    path: str,
+    job_id: int,
+    token: Any,
+    reason: str,
+    error: BaseException,
+    now: float,
+) -> dict[str, Any]:
+    """The student's ``dead_letter`` on a connection of its own to ``path``, as an outcome."""
     conn = connect(path)
     try:
         with fresh_state(values):
-            return outcome(
-                need(values, "dead_letter"), conn, job_id, token, reason, JobCancelled(message), now
-            )
+            return outcome(need(values, "dead_letter"), conn, job_id, token, reason, error, now)
     finally:
         conn.close()
 
