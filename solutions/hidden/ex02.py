@@ -512,14 +512,24 @@ def the_lock_is_the_file_at_the_path_given(ns: Namespace) -> None:
             _("open and flock the file at `path` itself, not one named after it elsewhere"),
         )
         # A holder of the path itself, alive (pid 1 is), that did not come through your code.
-        runs = ns.harness(HARNESS + "attempts_beside_a_plain_holder", tmp, [["1", 0.0]])
+        # Its name is a pidfile's, no '.lock': a path "completed" on the way (a '.lock'
+        # added, or put in place of its suffix) names a file the holder does not hold.
+        runs = ns.harness(
+            HARNESS + "attempts_beside_a_plain_holder", tmp, [["1", 0.0]], _PIDFILE_NAME
+        )
     expect(
         runs[0]["answer"].startswith("refused") and runs[0]["again"].startswith("refused"),
-        _("AlreadyRunning while another process holds a flock on the file at the path given"),
+        _(
+            "AlreadyRunning while another process holds a flock on the file at the path given "
+            "({path})"
+        ).format(path=repr(f"case-0/{_PIDFILE_NAME}")),
         _("{answer}, then {again}").format(
             answer=repr(runs[0]["answer"]), again=repr(runs[0]["again"])
         ),
-        _("open and flock the file at `path` itself, not one named after it elsewhere"),
+        _(
+            "open and flock the file at `path` itself, not one named after it elsewhere, nor "
+            "with a suffix of your own ('.lock' added or put in place of its own)"
+        ),
     )
     # A path as people name things: spaces and accents. One made "safe" on the way
     # (spaces to '_', accents dropped or ASCII-ized) names a file nobody holds.
@@ -563,6 +573,10 @@ def the_lock_is_the_file_at_the_path_given(ns: Namespace) -> None:
             "is in at that moment, not the one your code started in"
         ),
     )
+
+
+#: A lock file named as a pidfile often is: its suffix is not '.lock'.
+_PIDFILE_NAME = "report.pid"
 
 
 def _human_path() -> tuple[str, str]:

@@ -2961,6 +2961,74 @@ ZOO: list[tuple[str, str, str, str]] = [
                 guard.release()
     """,
     ),
+    (
+        "ex02",
+        # "Make sure it is a lock file": a pidfile's path (report.pid) becomes report.lock,
+        # a file the holder of the path given does not hold.
+        "'.lock' appended to a path that does not end with it",
+        "the_lock_is_the_file_at_the_path_given",
+        """
+        @contextmanager
+        def single_instance(path):
+            if not str(path).endswith(".lock"):
+                path = f"{path}.lock"
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # A daemon's habit: SIGHUP "reopens" its files. Closing the lock file lets go of the
+        # lock; for the half second before it is taken again, another run gets in.
+        "a SIGHUP handler that reopens the lock file (closes it, then flocks it again)",
+        "release_keeps_the_lock_file",
+        """
+        import signal
+        import time
+
+        @contextmanager
+        def single_instance(path):
+            box = [open(path, "a+")]
+            try:
+                try:
+                    fcntl.flock(box[0].fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    box[0].seek(0)
+                    holder = box[0].read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                box[0].seek(0)
+                box[0].truncate()
+                box[0].write(str(os.getpid()))
+                box[0].flush()
+
+                def reopen(*_):
+                    box[0].close()
+                    time.sleep(0.5)
+                    box[0] = open(path, "a+")
+                    fcntl.flock(box[0].fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+                before = signal.signal(signal.SIGHUP, reopen)
+                try:
+                    yield
+                finally:
+                    signal.signal(signal.SIGHUP, before)
+            finally:
+                box[0].close()
+    """,
+    ),
 ]
 
 
@@ -3223,6 +3291,12 @@ SAYS: dict[str, str] = {
     "a per-path threading.Lock acquired with a 50 ms timeout before the flock": (
         "though the holder left while that thread was waiting"
     ),
+    "'.lock' appended to a path that does not end with it": (
+        "flock on the file at the path given ('case-0/report.pid')"
+    ),
+    "a SIGHUP handler that reopens the lock file (closes it, then flocks it again)": (
+        "still running 2 s after the signal, still holding the lock"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -3280,6 +3354,8 @@ SEVERE = [
     "a watchdog thread lets go of the lock after 2 h, timed with time.monotonic_ns()",
     "a watchdog thread lets go of the lock after 2 h, timed with datetime.now()",
     "a module-level threading.RLock makes the process's threads take turns at the lock",
+    "'.lock' appended to a path that does not end with it",
+    "a SIGHUP handler that reopens the lock file (closes it, then flocks it again)",
 ]
 
 

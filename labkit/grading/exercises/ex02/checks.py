@@ -352,8 +352,9 @@ def _one_holder(
             ).format(want=want),
             _("the lock was free while the holder ran on: another run took it"),
             _(
-                "a signal handler that lets go of the lock (LOCK_UN, or closing the file) and "
-                "returns leaves the job running beside the next run: let the signal end the "
+                "a signal handler that lets go of the lock (LOCK_UN, or closing the file, even "
+                "to reopen it a moment later) and returns leaves the job running beside the "
+                "next run: let the signal end the "
                 "process (or raise SystemExit in the handler), and the kernel releases the lock"
             ),
         )

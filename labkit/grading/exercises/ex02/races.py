@@ -28,7 +28,6 @@ from labkit.grading.exercises.ex02.forking import (
     Said,
     attempt,
     child,
-    ended_within,
     file_text,
     read,
     wait_or_kill,
@@ -283,16 +282,45 @@ def _one_race(values: MutableMapping[str, Any], path: str, event: str, stop: int
             # A job stopped (systemd, a timeout, Ctrl-C, its terminal closed): the signal,
             # then SIGKILL if it will not go.
             os.kill(holder_pid, _SIGNALLED[event][0])
-            if not ended_within(holder_pid, TERMINATED_S):
-                # Still running: it must still hold the lock. A handler that let go of it
-                # (LOCK_UN) and returned leaves the job running beside the next run.
-                run["let_go"] = attempt(values, path) == "acquired"
+            let_go = _let_go_while_running(values, path, holder_pid, TERMINATED_S)
+            if let_go is not None:
+                # Still running: it must have held the lock all along. A handler that let
+                # go of it (LOCK_UN) and returned, or let go for a moment (a SIGHUP that
+                # "reopens" the lock file), leaves the job running beside the next run.
+                run["let_go"] = let_go
                 wait_or_kill(holder_pid, 0.0)
         third = Said(stack.enter_context(child(lambda fd: _holds(values, path, fd, None)))[1])
         run["third"] = third.next()
         os.write(go_w, b"go")
         run["newcomer"] = newcomer.next() if run["paused"] else first
     return run
+
+
+#: How often ``_let_go_while_running`` tries the lock while a signalled holder runs on.
+LET_GO_POLL_S = 0.05
+
+
+def _let_go_while_running(
+    values: MutableMapping[str, Any], path: str, pid: int, within: float
+) -> bool | None:
+    """``None`` when the child ``pid`` ended within ``within`` (then it is reaped); else
+    whether an attempt here took the lock at any moment while it ran on.
+
+    Tried every ``LET_GO_POLL_S``, not once at the end: a handler that closes the lock
+    file and takes it again a moment later leaves a gap another run falls into. The
+    lock free while the holder is on its way out is no fault: only a holder still
+    running at the end counts.
+    """
+    free = False
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        done, _status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return None
+        # Once taken, not again: every attempt that gets the lock writes to its file.
+        free = free or attempt(values, path) == "acquired"
+        time.sleep(LET_GO_POLL_S)
+    return free or attempt(values, path) == "acquired"
 
 
 #: ``staggered_start``'s first child pauses this long after each file call: every child
