@@ -2738,6 +2738,124 @@ ZOO: list[tuple[str, str, str, str]] = [
             return delay
     """,
     ),
+    (
+        "ex04",
+        "next_delay clamps the exponent at 10 (a tiny base never reaches its ceiling)",
+        "next_delay_is_the_backoff",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            # Clamped against overflow: backoff's own guard is the one to use.
+            delay = backoff(min(attempt - 1, 10), rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "the ceiling kept at least base (max(base, ...): a cap below the base exceeded)",
+        "backoff_bounds_hold_for_any_base_and_cap",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = cap if n >= 1024 else min(cap, base * 2.0**n)
+            return rng.uniform(0, max(base, ceiling))
+    """,
+    ),
+    (
+        "ex04",
+        "now cut to int(now) in the deadline test (a retry up to a second late)",
+        "respects_deadline",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if int(now) + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "backoff keeps the first rng it is given in a module-level list",
+        "backoff_uses_the_given_rng",
+        """
+        _RNGS = []
+
+        def backoff(n, rng, base=1.0, cap=60.0):
+            if not _RNGS:
+                _RNGS.append(rng)
+            ceiling = cap if n >= 1024 else min(cap, base * 2.0**n)
+            return _RNGS[0].uniform(0, ceiling)
+    """,
+    ),
+    (
+        "ex04",
+        "a 5xx recognised by its text, str(status).startswith('5') (5000 maybe done)",
+        "classify_every_status",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if str(status).startswith("5") else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "a TimeoutError named after the connect phase (ConnectTimeout) called never sent",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            # A connect timeout: the connection never opened, so nothing was sent.
+            if isinstance(error, TimeoutError) and "connect" in type(error).__name__.lower():
+                return "never_sent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
 ]
 
 
@@ -2995,6 +3113,24 @@ SAYS: dict[str, str] = {
     "a Retry-After later than started_at taken for an instant (an HTTP-date as epoch)": (
         "never an instant to wait until"
     ),
+    "next_delay clamps the exponent at 10 (a tiny base never reaches its ceiling)": (
+        "next_delay(ConnectionRefusedError(), 16, rng, base=0.001"
+    ),
+    "the ceiling kept at least base (max(base, ...): a cap below the base exceeded)": (
+        "for n=0, base=5, cap=2"
+    ),
+    "now cut to int(now) in the deadline test (a retry up to a second late)": (
+        "at now = 296.5 s into a 300 s deadline"
+    ),
+    "backoff keeps the first rng it is given in a module-level list": (
+        "in the same process equal those"
+    ),
+    "a 5xx recognised by its text, str(status).startswith('5') (5000 maybe done)": (
+        "and 'permanent' for 600 and above"
+    ),
+    "a TimeoutError named after the connect phase (ConnectTimeout) called never sent": (
+        "None for ConnectTimeout()"
+    ),
 }
 
 
@@ -3026,6 +3162,8 @@ SEVERE = [
     "a timeout whose message mentions 'connect' called never sent (a connect timeout)",
     # The retried job's run_after = now + nan never comes: its retry is lost.
     "Retry-After applied as max(retry_after, delay): a NaN Retry-After becomes the delay",
+    # A connect timeout's charge may have gone through: retried without a key, it runs twice.
+    "a TimeoutError named after the connect phase (ConnectTimeout) called never sent",
 ]
 
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)

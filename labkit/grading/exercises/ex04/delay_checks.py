@@ -192,6 +192,10 @@ def backoff_bounds_hold_for_any_base_and_cap(ns: Namespace) -> None:
     # base * 2**n just under the cap for every n: a shortcut "n > 10 means the cap" shows.
     for n in range(41):
         within((n, 60.0 / 2 ** (n + 1), 60.0, SEED + n))
+    # A cap below the base: the cap still wins (a ceiling kept at least base, max(base,
+    # ...), waits past the cap the caller set).
+    for n, base, cap in ((0, 5.0, 2.0), (3, 10.0, 1.5)):
+        within((n, base, cap, SEED + 100 + n))
     holds_for(cases, within, examples=40)
 
 
@@ -231,6 +235,26 @@ def backoff_uses_the_given_rng(ns: Namespace) -> None:
         first == again,
         "the same delays from two rngs with the same seed",
         _("{first} then {again}").format(first=first[:3], again=again[:3]),
+    )
+    # One process, two runs: each call draws from the rng it is given, not one kept from
+    # an earlier call (a generator remembered at the first call replays nothing later).
+    second = SEED + 1
+    results = ns.harness(
+        HARNESS + "backoff_draws", [[2, SEED, 1.0, 60.0, 3], [2, second, 1.0, 60.0, 3]]
+    )
+    [_first_run, later] = _results(results, "backoff(2, rng, base=1, cap=60)")
+    alone = draws(ns, 2, second, 1.0, 60.0, 3)
+    expect(
+        later == alone,
+        _(
+            "after 3 draws from Random({seed}), the 3 draws from Random({second}) in the same "
+            "process equal those Random({second}) gives alone: {alone}"
+        ).format(seed=SEED, second=second, alone=[round(a, 4) for a in alone]),
+        repr([round(g, 4) if _number(g) else g for g in later]),
+        _(
+            "draw from the rng of each call: a generator kept from an earlier call (a "
+            "module-level rng, a default set once) ignores the one the caller passes"
+        ),
     )
     # Replaying is not enough: reseeding the random module from rng (random.seed(...)) and
     # drawing from it replays too, and resets the generator every other caller shares.

@@ -38,6 +38,11 @@ class DeadlineExceeded(TimeoutError):
     """A client library's own read timeout, named without the word "Timeout"."""
 
 
+class ConnectTimeout(TimeoutError):
+    """A client library's timeout named after the connect phase: still a TimeoutError, so
+    maybe done by rule 4 (only a refusal says nobody listened), whatever its name says."""
+
+
 class ProxyRefused(ConnectionRefusedError):
     """A client library's proxy error: a ConnectionRefusedError that may carry the proxy's
     HTTP status or the ambiguous flag (the proxy took the request, the answer was lost)."""
@@ -65,6 +70,7 @@ LOCAL_ERRORS: dict[str, type[BaseException]] = {
         GatewayLost,
         ProxyError,
         DeadlineExceeded,
+        ConnectTimeout,
         ProxyRefused,
         PoolTimeout,
         ProxyAuthRequired,

@@ -458,6 +458,25 @@ def respects_deadline(ns: Namespace) -> None:
         ).format(want=[None if w is None else round(w, 3) for w in want[:6]]),
         repr([None if g is None else round(float(g), 3) for g in got[:6]]),
     )
+    # Clocks give fractions of a second: now = 296.5 leaves 3.5 s, not 4 (a now cut to
+    # int(now), or rounded, lets a retry start up to a second past the deadline).
+    want = [d if _number(d) and 296.5 + d <= 300.0 else None for d in drawn]
+    got = delays(ns, REFUSED, 4, count=40, started_at=0.0, now=296.5, deadline=300.0)
+    late = [
+        round(float(g), 3)
+        for g, w in zip(got, want, strict=True)
+        if w is None and g is not None and _number(g)
+    ]
+    expect(
+        [g is None for g in got] == [w is None for w in want],
+        _(
+            "for 40 retries after attempt 4 at now = 296.5 s into a 300 s deadline, None for "
+            "each draw longer than the 3.5 s left, e.g. {want}"
+        ).format(want=[None if w is None else round(w, 3) for w in want[:6]]),
+        repr([None if g is None else round(float(g), 3) for g in got[:6]])
+        + (_("; delays past the deadline: {late}").format(late=late[:3]) if late else ""),
+        _("compare now + delay with started_at + deadline as they are, fractions included"),
+    )
 
 
 @CHECKS.add(
@@ -468,7 +487,7 @@ def respects_deadline(ns: Namespace) -> None:
 def next_delay_is_the_backoff(ns: Namespace) -> None:
     def same(case: tuple[int, float, float]) -> None:
         attempt, base, cap = case
-        kwargs = {"base": base, "cap": cap, "max_attempts": 9, "deadline": 1e9}
+        kwargs = {"base": base, "cap": cap, "max_attempts": max(9, attempt + 1), "deadline": 1e9}
         got = delays(ns, REFUSED, attempt, 5, started_at=0.0, now=0.0, **kwargs)
         want = draws(ns, attempt - 1, SEED, base, cap, 5)
         expect(
@@ -504,6 +523,9 @@ def next_delay_is_the_backoff(ns: Namespace) -> None:
             "again there (base * 2.0 ** (attempt - 1)) overflows for a large attempt"
         ),
     )
+    # A tiny base reaches the cap only after many retries: an exponent clamped in
+    # next_delay (min(attempt - 1, 10)) keeps the ceiling at 1 s when backoff says 33 s.
+    same((16, 0.001, 60.0))
     holds_for(
         st.tuples(
             st.integers(1, 8),

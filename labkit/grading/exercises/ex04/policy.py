@@ -55,6 +55,10 @@ MAYBE_DONE = {
     "TimeoutError('read timed out')": {"type": "TimeoutError", "message": "read timed out"},
     "ReadTimeout() (a library's TimeoutError subclass)": {"type": "ReadTimeout"},
     "DeadlineExceeded() (a library's TimeoutError subclass)": {"type": "DeadlineExceeded"},
+    # Named after the connect phase, still a timeout: rule 4 makes only a refusal never sent.
+    "ConnectTimeout() (a library's TimeoutError subclass named after the connect phase)": {
+        "type": "ConnectTimeout"
+    },
     "ConnectionResetError()": {"type": "ConnectionResetError"},
     "BrokenPipeError()": {"type": "BrokenPipeError"},
     "ConnectionAbortedError()": {"type": "ConnectionAbortedError"},
