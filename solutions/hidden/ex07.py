@@ -293,15 +293,16 @@ def no_jitter_on_the_cooldown(ns: Namespace) -> None:
     )
 
 
-#: A threshold above what a small buffer or a byte holds (a deque(maxlen=10) of failures, a
-#: count kept modulo 256).
-HIGH_THRESHOLD = 300
+#: A threshold above what a small buffer or a byte holds (a deque(maxlen=10) or
+#: deque(maxlen=1000) of failures, a count kept modulo 256 or capped at 1000).
+HIGH_THRESHOLD = 1500
 
 
 @CHECKS.add(
     1,
     "threshold is whatever the caller gives, however high: count every failure in a row (a "
-    "deque(maxlen=...) of recent failures, or a count that wraps, never reaches 300)",
+    "deque(maxlen=...) of recent failures, or a count that wraps or is capped, never "
+    "reaches 1500)",
 )
 def no_cap_on_the_threshold(ns: Namespace) -> None:
     out = drive(
@@ -505,10 +506,36 @@ def a_trial_result_from_another_thread_ends_the_trial(ns: Namespace) -> None:
     2,
     "a successful trial ends the trial: the next time the breaker opens, the end of its "
     "cooldown lets a trial out again (a 'trial out' flag left set by the success refuses "
-    "every call for good once the breaker half-opens)",
+    "every call for good once the breaker half-opens); nor do calls let out while closed "
+    "whose results never come (a count of calls in flight holds the trial back for good)",
     severe=True,
 )
 def the_next_outage_gets_its_own_trial(ns: Namespace) -> None:
+    # Calls let out while closed whose results never come (a worker killed, a call that
+    # hung): they hold nothing back once the breaker opens and cools down.
+    unsettled = drive(
+        ns,
+        [["allow", 0]] * (UNSETTLED + 3)
+        + [["fail", 0]] * 3
+        + [["state", 0]]
+        + [["advance", 30.0], ["allow", 0], ["allow", 0]],
+        threshold=3,
+        cooldown_s=30.0,
+    )
+    if unsettled[UNSETTLED + 6] == "open":
+        expect(
+            unsettled[-2:] == [True, False],
+            _(
+                "{count} calls let out while closed whose results never come, then 3 failures "
+                "(open), then 30 s: allow() True (the trial), then False"
+            ).format(count=UNSETTLED + 3),
+            repr(unsettled[-2:]),
+            _(
+                "the trial waits only for its own result: a count of calls in flight, raised "
+                "by every allow() and lowered by every result, stays above zero when a call "
+                "never reports, and the breaker refuses every call for good"
+            ),
+        )
     opens = [["fail", 0]] * 3
     out = drive(
         ns,
@@ -628,6 +655,10 @@ def a_late_result_leaves_the_next_trial_decisive(ns: Namespace) -> None:
         )
 
 
+#: Calls let out while closed, beyond the three that fail, whose results never come.
+UNSETTLED = 2
+
+
 #: Breakers dropped and built again one at a time: a new breaker lands at the address (the
 #: id()) of the one just dropped on most of them, whatever the addresses are this run.
 RENEWED = 16
@@ -673,19 +704,27 @@ def a_new_breaker_starts_afresh(ns: Namespace) -> None:
 #: half, three and a half, and a night (none a whole number of cooldowns: a breaker that
 #: lets trials out only around each multiple of cooldown_s refuses them all).
 QUIET_S = (45.0, 105.25, 30_007.75)
+#: Callers asking behind the trial, its result not in: every one refused (no second trial
+#: after so many refusals, a guard against a trial whose result never comes).
+BEHIND_THE_TRIAL = 250
+#: How long the trial stays out, its result never recorded: over a year.
+TRIAL_OUT_S = 400 * 86_400.0
 
 
 @CHECKS.add(
     1,
     "the cooldown ends once, and stays ended: the first caller after it gets the trial "
     "however late it comes (no window after the cooldown, no trial only around each "
-    "multiple of cooldown_s, no fresh cooldown because nobody asked)",
+    "multiple of cooldown_s, no fresh cooldown because nobody asked), and every caller "
+    "after it is refused until its result comes, however many ask",
 )
 def the_first_caller_after_a_quiet_spell_gets_the_trial(ns: Namespace) -> None:
     for quiet in QUIET_S:
         out = drive(
             ns,
-            [["fail", 0], ["state", 0], ["advance", quiet], ["allow", 0], ["allow", 0]],
+            [["fail", 0], ["state", 0], ["advance", quiet], ["allow", 0]]
+            + [["allow", 0]] * BEHIND_THE_TRIAL
+            + [["advance", TRIAL_OUT_S], ["allow", 0]],
             threshold=1,
             cooldown_s=30.0,
         )
@@ -694,17 +733,33 @@ def the_first_caller_after_a_quiet_spell_gets_the_trial(ns: Namespace) -> None:
             _("open after one failure with threshold=1") + because_of("threshold_of_one"),
             out[1],
         )
+        behind, much_later = out[4 : 4 + BEHIND_THE_TRIAL], out[-1]
+        let_out = [i + 1 for i, allowed in enumerate(behind) if allowed is not False]
         expect(
-            out[3:] == [True, False],
+            out[3] is True and not let_out,
             _(
                 "opened with cooldown_s=30 and nobody asking for {quiet:g} s: allow() True for "
-                "the first caller then (the trial), False for the next"
-            ).format(quiet=quiet),
-            repr(out[3:]),
+                "the first caller then (the trial), False for the {count} callers after it"
+            ).format(quiet=quiet, count=BEHIND_THE_TRIAL),
+            _("the first {first}; callers {which} after it not refused").format(
+                first=repr(out[3]), which=repr(let_out[:5])
+            ),
             _(
                 "once clock.now() >= opened_at + cooldown_s, the next allow() is the trial, "
                 "however long after the cooldown it comes: a breaker nobody asks at night must "
                 "not stay open in the morning"
+            ),
+        )
+        expect(
+            much_later is False,
+            _(
+                "the trial let out and its result not in: allow() False {days:g} days later still"
+            ).format(days=TRIAL_OUT_S / 86_400),
+            repr(much_later),
+            _(
+                "no timeout on the trial, however long: only its record_success() or "
+                "record_failure() ends it (a trial given up after a day or a week sends a "
+                "second one while the first may still be out)"
             ),
         )
 
@@ -861,9 +916,29 @@ def a_result_waits_for_a_busy_lock(ns: Namespace) -> None:
     1,
     "two threads that ask allow() when the cooldown is over get one trial between them "
     "whatever step of the first one's allow() the second asks at: mark the trial taken "
-    "inside the same 'with self._lock:' that checks it, not after the lock is released",
+    "inside the same 'with self._lock:' that checks it, not after the lock is released; "
+    "and while closed, a caller that finds the lock busy waits for it and gets True",
 )
 def one_trial_whatever_step_the_other_asks_at(ns: Namespace) -> None:
+    for run in ns.harness(HARNESS + "race_at_each_step_while_closed", threshold=3):
+        if any(isinstance(run.get(t), dict) for t in ("A", "B")):
+            return  # allow() raised: the checks above say so
+        expect(
+            run["B_done"] and [run["A"], run.get("B")] == [True, True],
+            _(
+                "a new breaker (closed): thread A asks allow() and thread B asks right after "
+                "step {n} of A's call ({step}): True for both"
+            ).format(n=run["after"], step=run["step"]),
+            _("A: {a}, B: {b}").format(
+                a=repr(run["A"]),
+                b=repr(run.get("B")) if run["B_done"] else _("still waiting 5 s later"),
+            ),
+            _(
+                "closed lets every call through: wait for the lock ('with self._lock:'); an "
+                "allow() that gives up when another thread holds it (acquire(blocking=False) "
+                "or a timeout) refuses calls to a dependency that is up"
+            ),
+        )
     for run in ns.harness(HARNESS + "race_at_each_step_of_the_trial", threshold=3):
         if any(isinstance(run.get(t), dict) for t in ("A", "B")):
             return  # allow() raised: the checks above say so

@@ -1843,6 +1843,159 @@ ZOO: list[tuple[str, str, str, str]] = [
                         self._open(self.cooldown_s)
     """,
     ),
+    (
+        "ex07",
+        "allow() gives up when the lock is busy (blocking=False), refusing calls while closed",
+        "one_trial_whatever_step_the_other_asks_at",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                if not self._lock.acquire(blocking=False):
+                    return False  # busy: another thread is deciding, so refuse
+                try:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+                finally:
+                    self._lock.release()
+    """,
+    ),
+    (
+        "ex07",
+        "allow() waits at most 10 ms for the lock, then refuses the call",
+        "one_trial_whatever_step_the_other_asks_at",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                if not self._lock.acquire(timeout=0.01):
+                    return False
+                try:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+                finally:
+                    self._lock.release()
+    """,
+    ),
+    (
+        "ex07",
+        "a count of calls in flight holds the trial back (calls let out while closed never report)",
+        "the_next_outage_gets_its_own_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self.in_flight = 0
+
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        self.in_flight += 1
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state = "half_open"
+                    if self.in_flight > 0:
+                        return False
+                    self.in_flight += 1
+                    return True
+
+            def record_failure(self):
+                with self._lock:
+                    self.in_flight = max(0, self.in_flight - 1)
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at = "open", self.clock.now()
+
+            def record_success(self):
+                with self._lock:
+                    self.in_flight = max(0, self.in_flight - 1)
+                    self.failures = 0
+                    self.state = "closed"
+    """,
+    ),
+    (
+        "ex07",
+        "a second trial after 100 refusals (a guard against a trial that never reports)",
+        "the_first_caller_after_a_quiet_spell_gets_the_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self.refused = 0
+
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state, self.trial_out, self.refused = "half_open", False, 0
+                    if self.trial_out:
+                        self.refused += 1
+                        if self.refused < 100:
+                            return False
+                        self.refused = 0
+                    self.trial_out = True
+                    return True
+    """,
+    ),
+    (
+        "ex07",
+        "the trial given up after a week without its result (a second trial goes out)",
+        "the_first_caller_after_a_quiet_spell_gets_the_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    now = self.clock.now()
+                    if self.state == "open":
+                        if now < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out and now < self.trial_at + 7 * 86400:
+                        return False
+                    self.trial_out, self.trial_at = True, now
+                    return True
+    """,
+    ),
+    (
+        "ex07",
+        "the failure count capped at 1000",
+        "no_cap_on_the_threshold",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                with self._lock:
+                    self.failures = min(self.failures + 1, 1000)
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+    """,
+    ),
 ]
 
 
@@ -1908,8 +2061,8 @@ SAYS: dict[str, str] = {
     "a cooldown spread by id(self) (jitter per breaker)": "lets its trial through at 30 s",
     "a random jitter added to the opening time": "every one refuses a millisecond before 30 s",
     "a cooldown spread by hash(self)": "breakers opened at the same moment",
-    "failures kept in a deque(maxlen=10)": "with threshold=300",
-    "the failure count kept modulo 256": "open at failure 300",
+    "failures kept in a deque(maxlen=10)": "with threshold=1500",
+    "the failure count kept modulo 256": "open at failure 1500",
     "the cooldown capped at 10 minutes": "with cooldown_s=7200.25",
     "a refused call restarts the cooldown (never half-opens under load)": (
         "once the dependency is back"
@@ -2012,6 +2165,22 @@ SAYS: dict[str, str] = {
     "record_failure() reads the count under the lock and writes it back after": (
         "(self._lock.release())"
     ),
+    "allow() gives up when the lock is busy (blocking=False), refusing calls while closed": (
+        "a new breaker (closed): thread A asks allow()"
+    ),
+    "allow() waits at most 10 ms for the lock, then refuses the call": (
+        "a new breaker (closed): thread A asks allow()"
+    ),
+    "a count of calls in flight holds the trial back (calls let out while closed never report)": (
+        "calls let out while closed whose results never come"
+    ),
+    "a second trial after 100 refusals (a guard against a trial that never reports)": (
+        "False for the 250 callers after it"
+    ),
+    "the trial given up after a week without its result (a second trial goes out)": (
+        "allow() False 400 days later still"
+    ),
+    "the failure count capped at 1000": "with threshold=1500",
 }
 
 

@@ -44,6 +44,7 @@ from labkit.grading.exercises.ex07.races import (
 from labkit.grading.exercises.ex07.steps import (
     race_at_each_step_of_a_failure,
     race_at_each_step_of_the_trial,
+    race_at_each_step_while_closed,
     race_at_each_write_of_the_failed_trial,
 )
 from labkit.grading.exercises.wallclock import clock_moved, in_time_zone
@@ -53,6 +54,7 @@ from labkit.grading.stub import is_stub
 RACES = (
     race_at_each_step_of_a_failure,
     race_at_each_step_of_the_trial,
+    race_at_each_step_while_closed,
     race_at_each_write_of_the_failed_trial,
     race_at_the_cooldown,
     race_at_the_failed_trial,

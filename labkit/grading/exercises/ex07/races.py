@@ -198,7 +198,8 @@ _LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
 
 class _WatchedLock:
     """A breaker's own lock, wrapped: ``moved`` is set when a thread blocks on it, and
-    ``after_release`` (when set) runs each time it is released (a step, for ``steps``)."""
+    ``after_release`` (when set) runs each time it is released (a step, for ``steps``).
+    A wait with a timeout on it while another thread holds it times out at once."""
 
     def __init__(self, inner: Any, moved: threading.Event) -> None:
         self._inner, self._moved = inner, moved
@@ -210,6 +211,10 @@ class _WatchedLock:
         if not blocking or timeout == 0:
             return False
         self._moved.set()
+        if timeout is not None and timeout > 0:
+            # A wait with a timeout on a busy lock: the holder may be slower than any
+            # timeout (a descheduled thread), so it is taken as timed out, with no sleep.
+            return False
         return bool(self._inner.acquire(True, timeout))
 
     def release(self) -> None:

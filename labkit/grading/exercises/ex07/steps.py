@@ -114,6 +114,23 @@ def race_at_each_step_of_the_trial(
     return _sweep(values, ask, ask, fresh)
 
 
+def race_at_each_step_while_closed(
+    values: MutableMapping[str, Any], threshold: int = 3
+) -> list[dict[str, Any]]:
+    """Two threads ask ``allow()`` of a new (closed) breaker, B let in after A's n-th step;
+    ``[{"after": n, "A": ..., "B": ..., "state": ...}]``. Both get True whatever n is: a
+    breaker whose allow() gives up when another thread holds its lock
+    (``acquire(blocking=False)``, a short timeout) refuses calls while closed."""
+
+    def fresh() -> Any:
+        return need(values, "Breaker")(threshold=threshold, cooldown_s=30.0, clock=FakeClock())
+
+    def ask(breaker: Any) -> Any:
+        return breaker.allow()
+
+    return _sweep(values, ask, ask, fresh)
+
+
 def race_at_each_step_of_a_failure(
     values: MutableMapping[str, Any], threshold: int = 2
 ) -> list[dict[str, Any]]:
