@@ -335,6 +335,40 @@ def _last_fired_is_the_newest_key_in(ns: Namespace, rng: Random) -> None:
                     ),
                 ),
             )
+    # The schedule ticked every third of a period before its period was made longer: the
+    # newest key is off today's grid. The next due slot is the first multiple of the
+    # period after it, not that key plus a period (a slot in between is lost).
+    off = fired + period // 3
+    with lab_file(ns) as (conn, path):
+        for slot in (fired, off):
+            add_job(conn, reference_key("billing", slot), kind="billing", state="succeeded")
+        created = _tick(ns, path, now, schedule="billing", period=period, since=T0)
+        expect(
+            in_slot_order(created) == want,
+            _(
+                "the {missed} slots after {off} (the newest key, fired when the schedule "
+                "ticked every {old} s, before its period became {period} s): {keys}"
+            ).format(
+                missed=missed,
+                off=slot_iso(off),
+                old=period // 3,
+                period=period,
+                keys=short_repr(want, 200),
+            ),
+            _("created {created}; {table}").format(
+                created=short_repr(created, 200),
+                table=_held(
+                    _keys(conn),
+                    "billing",
+                    [reference_key("billing", t) for t in (fired, off)] + want,
+                ),
+            ),
+            _(
+                "pass the newest key's time to due_slots as last: the slots are the "
+                "multiples of period_s after it, and last + period_s is off the grid when "
+                "the key is"
+            ),
+        )
 
 
 @CHECKS.add(

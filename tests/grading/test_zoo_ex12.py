@@ -2472,8 +2472,8 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex12",
-        'the schedule name normalized to NFKC in slot_key (one form for look-alike names)',
-        'names_with_underscores_and_capitals_are_their_own_schedules',
+        "the schedule name normalized to NFKC in slot_key (one form for look-alike names)",
+        "names_with_underscores_and_capitals_are_their_own_schedules",
         """
         import unicodedata
 
@@ -2488,7 +2488,7 @@ ZOO: list[tuple[str, str, str, str]] = [
     (
         "ex12",
         "the schedule name cut to 64 characters in slot_key (a column's width)",
-        'names_with_underscores_and_capitals_are_their_own_schedules',
+        "names_with_underscores_and_capitals_are_their_own_schedules",
         """
         def slot_key(schedule, fire_time):
             if not schedule or ":" in schedule:
@@ -2500,8 +2500,8 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex12",
-        'slot_key refuses a name longer than 64 characters',
-        'names_with_underscores_and_capitals_are_their_own_schedules',
+        "slot_key refuses a name longer than 64 characters",
+        "names_with_underscores_and_capitals_are_their_own_schedules",
         """
         def slot_key(schedule, fire_time):
             if not schedule or ":" in schedule:
@@ -2515,7 +2515,7 @@ ZOO: list[tuple[str, str, str, str]] = [
     (
         "ex12",
         "what fired read among the schedule's own kind only (AND kind = :kind)",
-        'last_fired_is_the_newest_key',
+        "last_fired_is_the_newest_key",
         """
         def tick(conn, schedule, period_s, since, now, catch_up):
             prefix = f"schedule:{schedule}:"
@@ -2543,7 +2543,7 @@ ZOO: list[tuple[str, str, str, str]] = [
     (
         "ex12",
         "what fired read in the default queue only (AND queue = 'default')",
-        'last_fired_is_the_newest_key',
+        "last_fired_is_the_newest_key",
         """
         def tick(conn, schedule, period_s, since, now, catch_up):
             prefix = f"schedule:{schedule}:"
@@ -2732,17 +2732,79 @@ ZOO: list[tuple[str, str, str, str]] = [
             return created
         """,
     ),
+    (
+        # The newest key is off today's grid after the schedule's period was made longer:
+        # since = last + period_s skips the first multiple of the period after it.
+        "ex12",
+        "tick moves since up to the newest key plus period_s (a slot lost after a period change)",
+        "last_fired_is_the_newest_key",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                since = max(since, fired.replace(tzinfo=UTC).timestamp() + period_s)
+            created = []
+            for slot in due_slots(period_s, None, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "slot_key puts the name into a str.format template ('{region}' in a name is a field)",
+        "slot_key_names_the_slot",
+        """
+        def slot_key(schedule, fire_time):
+            if not schedule or ":" in schedule:
+                raise ValueError(f"schedule name {schedule!r} must be non-empty and without ':'")
+            template = "schedule:" + schedule + ":{:%Y-%m-%dT%H:%M:%SZ}"
+            return template.format(datetime.fromtimestamp(fire_time, UTC))
+        """,
+    ),
+    (
+        "ex12",
+        "slot_key refuses a name whose NFKC form holds ':' (a full-width '：' in it)",
+        "slot_key_names_the_slot",
+        """
+        import unicodedata
+
+        def slot_key(schedule, fire_time):
+            if not schedule or ":" in unicodedata.normalize("NFKC", schedule):
+                raise ValueError(f"schedule name {schedule!r} must be non-empty and without ':'")
+            fired = datetime.fromtimestamp(fire_time, UTC)
+            return f"schedule:{schedule}:{fired:%Y-%m-%dT%H:%M:%SZ}"
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "tick moves since up to the newest key plus period_s (a slot lost after a period change)": (
+        "before its period became"
+    ),
+    "slot_key puts the name into a str.format template ('{region}' in a name is a field)": (
+        "slot_key('{region}_daily', 1767232800) to return a key"
+    ),
+    "slot_key refuses a name whose NFKC form holds ':' (a full-width '：' in it)": (
+        "slot_key('eu：west', 1767232800) to return a key"
+    ),
     "the schedule name normalized to NFKC in slot_key (one form for look-alike names)": (
         "the new schedule 'ﬁscal_close' (beside"
     ),
-    "the schedule name cut to 64 characters in slot_key (a column's width)": (
-        "to get its own"
-    ),
+    "the schedule name cut to 64 characters in slot_key (a column's width)": ("to get its own"),
     "slot_key refuses a name longer than 64 characters": "to return the keys it created",
     "what fired read among the schedule's own kind only (AND kind = :kind)": (
         "an operator moved its job to the queue 'slow'"
@@ -2962,12 +3024,8 @@ SAYS: dict[str, str] = {
     "tick reads what fired, then commits its BEGIN IMMEDIATE only when it created a key": (
         "adding up to them"
     ),
-    "the jobs inserted with SQL built by an f-string quoting with {key!r}": (
-        "Relatório \"Q1\""
-    ),
-    'the jobs inserted with SQL built by an f-string quoting with "{key}"': (
-        "Relatório \"Q1\""
-    ),
+    "the jobs inserted with SQL built by an f-string quoting with {key!r}": ('Relatório "Q1"'),
+    'the jobs inserted with SQL built by an f-string quoting with "{key}"': ('Relatório "Q1"'),
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
@@ -3002,6 +3060,10 @@ test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO
 #: Mistakes that lose or duplicate nothing the scheduler enqueues with the grid it is
 #: given (a function's contract bent at its edges): their checks are not severe.
 MINOR = [
+    # A name with braces raises: loud, and that schedule's slots wait for a fix.
+    "slot_key puts the name into a str.format template ('{region}' in a name is a field)",
+    # A name with a full-width colon is refused: loud, nothing lost or twice.
+    "slot_key refuses a name whose NFKC form holds ':' (a full-width '：' in it)",
     # The slots go in once each; the scheduler's later writes on that connection (its
     # own bookkeeping) would wait on a commit: the check of a long-lived connection.
     "tick batches its inserts under isolation_level 'DEFERRED', the mode left set",

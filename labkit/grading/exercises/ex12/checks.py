@@ -136,8 +136,18 @@ def slot_key_names_the_slot(ns: Namespace) -> None:
 
     holds_for(st.tuples(NAMES, TIMES), prop)
     # Only '' and ':' are refused: a '/', a space (even alone), a '%' or a quote is a valid name.
-    # '%d' in a name is text too: a name put into the strftime format turns it into the day.
-    for name in ("eu/west", "night ly", "50%_off", "100%daily", "o'brien", " "):
+    # '%d' in a name is text too: a name put into the strftime format turns it into the day;
+    # braces are text for str.format, and a full-width '：' is not the separator ':'.
+    for name in (
+        "eu/west",
+        "night ly",
+        "50%_off",
+        "100%daily",
+        "o'brien",
+        " ",
+        "{region}_daily",
+        "eu：west",
+    ):
         prop((name, T0 + 2 * HOUR))
 
 
