@@ -28,6 +28,7 @@ from labkit.grading.exercises.ex02.forking import (
     Said,
     attempt,
     child,
+    ended_within,
     file_text,
     read,
     wait_or_kill,
@@ -314,12 +315,10 @@ def _let_go_while_running(
     free = False
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        done, _status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return None
         # Once taken, not again: every attempt that gets the lock writes to its file.
         free = free or attempt(values, path) == "acquired"
-        time.sleep(LET_GO_POLL_S)
+        if ended_within(pid, LET_GO_POLL_S):
+            return None
     return free or attempt(values, path) == "acquired"
 
 
