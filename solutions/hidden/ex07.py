@@ -929,10 +929,7 @@ def one_trial_whatever_step_the_other_asks_at(ns: Namespace) -> None:
                 "a new breaker (closed): thread A asks allow() and thread B asks right after "
                 "step {n} of A's call ({step}): True for both"
             ).format(n=run["after"], step=run["step"]),
-            _("A: {a}, B: {b}").format(
-                a=repr(run["A"]),
-                b=repr(run.get("B")) if run["B_done"] else _("still waiting 5 s later"),
-            ),
+            _both_answers(run),
             _(
                 "closed lets every call through: wait for the lock ('with self._lock:'); an "
                 "allow() that gives up when another thread holds it (acquire(blocking=False) "
@@ -950,16 +947,21 @@ def one_trial_whatever_step_the_other_asks_at(ns: Namespace) -> None:
                 "thread B asks right after step {n} of A's call ({step}): True for one of "
                 "them (the one trial), False for the other"
             ).format(n=run["after"], step=run["step"]),
-            _("A: {a}, B: {b}").format(
-                a=repr(run["A"]),
-                b=repr(run.get("B")) if run["B_done"] else _("still waiting 5 s later"),
-            ),
+            _both_answers(run),
             _(
                 "everything allow() reads and writes about the trial belongs inside one 'with "
                 "self._lock:': a flag set after the lock is released lets another thread "
                 "find the trial still free and send a second one"
             ),
         )
+
+
+def _both_answers(run: dict[str, Any]) -> str:
+    """What threads A and B got from allow() in one run of a step race."""
+    return _("A: {a}, B: {b}").format(
+        a=repr(run["A"]),
+        b=repr(run.get("B")) if run["B_done"] else _("still waiting 5 s later"),
+    )
 
 
 @CHECKS.add(

@@ -108,10 +108,7 @@ def race_at_each_step_of_the_trial(
     def fresh() -> Any:
         return _opened_and_cooled(values, FakeClock(), threshold, cooldown_s)[0]
 
-    def ask(breaker: Any) -> Any:
-        return breaker.allow()
-
-    return _sweep(values, ask, ask, fresh)
+    return _sweep(values, _allow, _allow, fresh)
 
 
 def race_at_each_step_while_closed(
@@ -122,13 +119,7 @@ def race_at_each_step_while_closed(
     breaker whose allow() gives up when another thread holds its lock
     (``acquire(blocking=False)``, a short timeout) refuses calls while closed."""
 
-    def fresh() -> Any:
-        return need(values, "Breaker")(threshold=threshold, cooldown_s=30.0, clock=FakeClock())
-
-    def ask(breaker: Any) -> Any:
-        return breaker.allow()
-
-    return _sweep(values, ask, ask, fresh)
+    return _sweep(values, _allow, _allow, functools.partial(_new_breaker, values, threshold))
 
 
 def race_at_each_step_of_a_failure(
@@ -139,13 +130,19 @@ def race_at_each_step_of_a_failure(
     whatever n is, and the breaker is open; one that counts ``self.failures += 1`` before
     taking its lock (or reads the count under it and writes it after) loses one of them."""
 
-    def fresh() -> Any:
-        return need(values, "Breaker")(threshold=threshold, cooldown_s=30.0, clock=FakeClock())
-
     def fail(breaker: Any) -> None:
         breaker.record_failure()
 
-    return _sweep(values, fail, fail, fresh)
+    return _sweep(values, fail, fail, functools.partial(_new_breaker, values, threshold))
+
+
+def _new_breaker(values: MutableMapping[str, Any], threshold: int) -> Any:
+    """A new (closed) breaker of the student's class on a fake clock, cooldown 30 s."""
+    return need(values, "Breaker")(threshold=threshold, cooldown_s=30.0, clock=FakeClock())
+
+
+def _allow(breaker: Any) -> Any:
+    return breaker.allow()
 
 
 def _sweep(
