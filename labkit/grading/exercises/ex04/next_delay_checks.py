@@ -4,6 +4,8 @@ draws."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import strategies as st
 
 from labkit.grading.checks import Namespace, expect
@@ -444,8 +446,7 @@ def respects_deadline(ns: Namespace) -> None:
     # way of drawing full jitter (rng.uniform(ceiling, 0), two draws a call) is judged
     # by its own numbers.
     drawn = draws(ns, 3, SEED, 1.0, 60.0, 40)
-    want = [d if _number(d) and 296.0 + d <= 300.0 else None for d in drawn]
-    got = delays(ns, REFUSED, 4, count=40, started_at=0.0, now=296.0, deadline=300.0)
+    want, got = _near_the_deadline(ns, drawn, 296.0)
     near = [
         (g is None) == (w is None) and (w is None or abs(float(g) - w) < 1e-9)
         for g, w in zip(got, want, strict=True)
@@ -460,8 +461,7 @@ def respects_deadline(ns: Namespace) -> None:
     )
     # Clocks give fractions of a second: now = 296.5 leaves 3.5 s, not 4 (a now cut to
     # int(now), or rounded, lets a retry start up to a second past the deadline).
-    want = [d if _number(d) and 296.5 + d <= 300.0 else None for d in drawn]
-    got = delays(ns, REFUSED, 4, count=40, started_at=0.0, now=296.5, deadline=300.0)
+    want, got = _near_the_deadline(ns, drawn, 296.5)
     late = [
         round(float(g), 3)
         for g, w in zip(got, want, strict=True)
@@ -477,6 +477,17 @@ def respects_deadline(ns: Namespace) -> None:
         + (_("; delays past the deadline: {late}").format(late=late[:3]) if late else ""),
         _("compare now + delay with started_at + deadline as they are, fractions included"),
     )
+
+
+def _near_the_deadline(
+    ns: Namespace, drawn: list[float], now: float
+) -> tuple[list[float | None], list[Any]]:
+    """For 40 retries after attempt 4 at ``now`` into a 300 s deadline: what each of the
+    student's own ``drawn`` delays should give (the draw if it ends in time, else None),
+    and what ``next_delay`` gave."""
+    want = [d if _number(d) and now + d <= 300.0 else None for d in drawn]
+    got = delays(ns, REFUSED, 4, count=40, started_at=0.0, now=now, deadline=300.0)
+    return want, got
 
 
 @CHECKS.add(
