@@ -162,7 +162,7 @@ def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
 )
 def keys_are_scoped_to_the_caller(ns: Namespace) -> None:
     body = {"month": "2026-10"}
-    tokens = {TEAM_TOKENS[owner]: owner for owner in (*TEAMS, *JOINED)}
+    tokens = {TEAM_TOKENS[owner]: owner for owner in (*TEAMS, *JOINED, *CASED)}
     with scratch(ns) as folder, served(ns, folder / "jobs.db", renewed_tokens=tokens) as app:
         a = accepted_id(app.post(body, "alice-token", key="shared-key"), _("alice's request"))
         reply = app.post(body, "bob-token", key="shared-key")
@@ -204,6 +204,16 @@ def keys_are_scoped_to_the_caller(ns: Namespace) -> None:
                 "+ 'jane-7' and mary-jane + '7' both read 'mary-jane-7' ('7-mary' + jane and "
                 "'7' + mary-jane both '7-mary-jane'), and one caller's request is answered "
                 "with another's job and never runs"
+            ),
+        )
+        _owner_and_key_kept_apart(
+            app,
+            folder / "jobs.db",
+            CASED,
+            _(
+                "put the owner in the job key as caller_of(authorization) returns it, with no "
+                "lower() or casefold(): Ana and ana are two callers, and with one key between "
+                "them the second one's request is refused or answered with the first's job"
             ),
         )
         # A long key (200 characters, under Stripe's 255) hashed or cut to fit a column:
@@ -251,7 +261,10 @@ JOINED = {
     "li.u": "7",
     "u": "7.li",
 }
-TEAM_TOKENS = {owner: f"{owner}-token" for owner in (*TEAMS, *JOINED)}
+#: Two callers whose names differ only in case, and the one key both send: an owner
+#: lower-cased in the job key makes their two requests one.
+CASED = {"Ana": "case-7", "ana": "case-7"}
+TEAM_TOKENS = {owner: f"{owner}-token" for owner in (*TEAMS, *JOINED, *CASED)}
 
 
 def _owner_and_key_kept_apart(app: App, db: Path, keys: dict[str, str], hint: str) -> None:
@@ -339,13 +352,30 @@ def the_request_is_stored_whole(ns: Namespace) -> None:
     words = ["relatório", "março", "filial", "São Paulo", "crédito", "débito", "saldo"]
     body: dict[str, Any] = {
         "month": "2027-07",
+        # The caller's own reference for the request, named as a job's id might be.
+        "id": "rep-2027-07",
         "accounts": [f"acct-{rng.randrange(10**6):06d}" for _ in range(300)],
         # Spaces around the note and a null field: a stripped text or a dropped null is
         # another request than the one sent.
         "note": "  " + " ".join(rng.choice(words) for _ in range(150)) + " ",
-        "filters": {"region": "Nordeste", "min_total": 1500.5, "limit": 300},
+        # A null inside an object too, and every other empty or false value: an empty
+        # text, an empty list, a zero and a false are each something the caller asked for.
+        "filters": {
+            "region": "Nordeste",
+            "min_total": 1500.5,
+            "limit": 300,
+            "segment": None,
+            # A list inside an object, as long as the top one: trimmed there too, it is cut.
+            "branches": [f"br-{rng.randrange(10**4):04d}" for _ in range(150)],
+        },
         "branch": None,
+        "cost_center": "",
+        "tags": [],
+        "min_pages": 0,
+        "include_closed": False,
     }
+    # An account named twice (the caller's list as it is): a list made unique is another.
+    body["accounts"].append(body["accounts"][0])
     with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
         job_id = accepted_id(app.post(body, key="whole-1"), _("a long report request"))
         rows = [j["payload"] for j in jobs_in(folder / "jobs.db") if j["id"] == job_id]
@@ -365,8 +395,9 @@ def the_request_is_stored_whole(ns: Namespace) -> None:
         _("these fields stored otherwise: {fields}").format(fields=differ),
         _(
             "store the body as it came: store.enqueue('report', {'owner': owner, "
-            "'request': body}, ...); a field cut short or a list trimmed runs another "
-            "report than the one asked for"
+            "'request': body}, ...); a field cut short, a list trimmed or made unique, or "
+            "a null, empty or false field dropped (at any depth) runs another report than "
+            "the one asked for"
         ),
     )
 
@@ -440,7 +471,7 @@ def owner_comes_from_the_token(ns: Namespace) -> None:
 def status_hides_the_payload(ns: Namespace) -> None:
     with scratch(ns) as folder:
         db = folder / "jobs.db"
-        with served(ns, db, renewed_tokens={ALI: "ali"}) as app:
+        with served(ns, db, renewed_tokens=LOOK_ALIKES) as app:
             job_id = add_job(db, "alice", {"note": "private-marker-5521"}, "check:hide")
             reply = app.status(job_id)
             expect(200 <= reply.status_code < 300, "200 for the owner", reply.status_code)
@@ -479,6 +510,16 @@ def status_hides_the_payload(ns: Namespace) -> None:
 #: The token of a caller whose name is the start of alice's: an owner compared loosely
 #: (``in``, ``startswith``, ``find``) shows him her jobs.
 ALI = "ali-token"
+#: Callers whose names look like alice's: ali (the start of hers), Alice (hers in another
+#: case: an owner compared or stored lower-cased shows her alice's jobs), malice and alice2
+#: (which hold hers, at the end and at the start: the stored owner looked up ``in`` the
+#: caller's name, or the caller's name that ``startswith`` it, shows them her jobs).
+LOOK_ALIKES = {
+    ALI: "ali",
+    "Alice-token": "Alice",
+    "malice-token": "malice",
+    "alice2-token": "alice2",
+}
 
 
 def _jobs_a_worker_left(db: Path) -> dict[str, int]:
@@ -508,9 +549,9 @@ def _jobs_a_worker_left(db: Path) -> dict[str, int]:
 
 
 def _nobody_else_sees(app: App, job_id: int, state: str) -> None:
-    """Fail unless bob, and ali (whose name is the start of alice's), asking for alice's
-    job ``job_id`` (in ``state``) get the answer of an id that does not exist."""
-    for token, who in ((BOB, "bob"), (ALI, "ali")):
+    """Fail unless bob, and the callers named like alice (``LOOK_ALIKES``), asking for
+    alice's job ``job_id`` (in ``state``) get the answer of an id that does not exist."""
+    for token, who in ((BOB, "bob"), *LOOK_ALIKES.items()):
         asked = app.status(job_id, token, raw=True)
         absent = app.status(job_id + 1000, token, raw=True)
         same = asked.status_code == absent.status_code and asked.text.replace(
@@ -528,7 +569,9 @@ def _nobody_else_sees(app: App, job_id: int, state: str) -> None:
                 "check the owner first on every GET, before anything that looks at the "
                 "job's state: a job running, waiting for a retry or dead is still its "
                 "owner's alone. Compare job.payload.get('owner') == caller_of(authorization) "
-                "exactly: 'ali' is in 'alice', and is not alice"
+                "exactly, and store the owner as caller_of returns it: 'ali' is in 'alice' and "
+                "'alice' in 'malice' and 'alice2', and none is alice; nor is 'Alice' (no "
+                "lower())"
             ),
         )
 
@@ -853,7 +896,9 @@ def _one_job_per_key(
             again=list(again.values()), first=list(first.values())
         ),
         "use the Idempotency-Key exactly as it came (scoped to the caller): no lower(), no "
-        "cutting it short, no characters taken out; two keys that differ are two requests",
+        "cutting it short (not its start, its middle or its end), no characters taken out or "
+        "replaced (quotes, a letter not ASCII turned into '?'); two keys that differ are two "
+        "requests",
     )
     return first
 
@@ -870,6 +915,12 @@ def keys_are_compared_exactly(ns: Namespace) -> None:
     rng = random.Random(f"ex10 keys {scene_seeds()[-1]}")
     stem = "".join(rng.choices(string.ascii_lowercase + string.digits, k=292))
     keys = ["Order-77", "order-77", "order.77", "order77", "plan-ç", "plan-"]
+    # Two more non-ASCII letters: 'plan-é' is not 'plan-ç' (each letter turned into '?',
+    # encode('ascii', 'replace'), makes both 'plan-??'), nor is 'plan-c' (accents folded
+    # away, NFKD then ASCII).
+    keys += ["plan-é", "plan-c"]
+    # Quotes and a semicolon taken out "for SQL safety": 'order'77' is not 'order77'.
+    keys += ["order'77", 'order"77', "order;77"]
     # A space, a '%' escape, an underscore: 'order 77' is not 'order77', 'order%2E77'
     # (percent-decoded) not 'order.77', and 'order_77' not 'order-77'.
     keys += ["order 77", "order%2E77", "order_77"]
@@ -882,6 +933,10 @@ def keys_are_compared_exactly(ns: Namespace) -> None:
     # 200 characters, this check only to never merging two keys.
     keys += [f"batch-{stem[:52]}-a", f"batch-{stem[:52]}-b"]
     keys += [f"batch-{stem[:192]}-a", f"batch-{stem[:192]}-b", f"batch-{stem}-a", f"batch-{stem}-b"]
+    # About 200 characters that differ only in their first character, then only in the
+    # middle: a long key cut to its end (key[-64:]), or to its start and end, merges them.
+    keys += [f"a-batch-{stem[:190]}", f"b-batch-{stem[:190]}"]
+    keys += [f"batch-{stem[:96]}-{end}-{stem[96:192]}" for end in "ab"]
     with scratch(ns) as folder, served(ns, folder / "jobs.db") as app:
         ids = _one_job_per_key(app, keys, {"month": "2027-01"}, longest=64)
         stored = jobs_for(folder / "jobs.db", "alice", {"month": "2027-01"})

@@ -1399,6 +1399,160 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         "    except NotFound:\n        job = None\n",
         "    except Exception:\n        job = None\n",
     ),
+    (
+        # Made ASCII for a column "that only takes ASCII": each byte that is not becomes
+        # '?', so 'plan-ç' and 'plan-é' are both 'plan-??'.
+        "the key's non-ASCII letters turned into '?' (encode('ascii', 'replace'))",
+        "keys_are_compared_exactly",
+        ACCEPT_OK,
+        KEY_LINE,
+        "    key = None if idempotency_key is None else (\n"
+        "        f\"report:{owner}:\" + idempotency_key.encode('ascii', 'replace').decode())\n",
+    ),
+    (
+        # "For SQL safety", though the key goes to the store as a value: 'order'77' and
+        # 'order;77' meet 'order77'.
+        "quotes and semicolons taken out of the key",
+        "keys_are_compared_exactly",
+        ACCEPT_OK,
+        KEY_LINE,
+        "    import re\n"
+        "    safe = idempotency_key\n"
+        "    if safe is not None:\n"
+        "        safe = re.sub(r\"['\\\";]\", '', safe)\n"
+        "    key = None if safe is None else f\"report:{owner}:{safe}\"\n",
+    ),
+    (
+        # Cut from the other end, "where the unique part of a key is": two long keys that
+        # differ in their first character meet.
+        "a long key cut to its last 64 characters",
+        "keys_are_compared_exactly",
+        ACCEPT_OK,
+        KEY_LINE,
+        "    key = None if idempotency_key is None else (\n"
+        '        f"report:{owner}:{idempotency_key[-64:]}")\n',
+    ),
+    (
+        "a long key cut to its first and last 40 characters",
+        "keys_are_compared_exactly",
+        ACCEPT_OK,
+        KEY_LINE,
+        "    k = idempotency_key\n"
+        "    if k is not None and len(k) > 80:\n"
+        "        k = k[:40] + k[-40:]\n"
+        '    key = None if k is None else f"report:{owner}:{k}"\n',
+    ),
+    (
+        # Ana and ana are two callers: one key between them refuses the second's request.
+        "the owner lower-cased in the job key",
+        "keys_are_scoped_to_the_caller",
+        STATUS_OK,
+        KEY_LINE,
+        "    key = None if idempotency_key is None else (\n"
+        '        f"report:{owner.lower()}:{idempotency_key}")\n',
+    ),
+    (
+        # Alice (another caller) is shown alice's jobs.
+        "the owner compared case-insensitively",
+        "status_hides_the_payload",
+        ACCEPT_OK,
+        OWNER_CHECK,
+        "    if job is None or not isinstance(job.payload, dict) "
+        "or str(job.payload.get('owner')).lower() != owner.lower():\n",
+    ),
+    (
+        # The stored owner looked up in the caller's name: malice is shown alice's jobs.
+        "the job's owner looked up in the caller's name (in)",
+        "status_hides_the_payload",
+        ACCEPT_OK,
+        OWNER_CHECK,
+        "    if job is None or not isinstance(job.payload, dict) "
+        "or str(job.payload.get('owner')) not in owner:\n",
+    ),
+    (
+        # The caller's name lower-cased "to be safe": alice still sees her jobs, and Alice
+        # (another caller) is shown them too.
+        "the caller's name lower-cased before it is compared with the job's owner",
+        "status_hides_the_payload",
+        ACCEPT_OK,
+        OWNER_CHECK,
+        "    if job is None or not isinstance(job.payload, dict) "
+        "or job.payload.get('owner') != owner.lower():\n",
+    ),
+    (
+        # "Tidy" the request: an empty text, an empty list, a zero or a false is a field
+        # the caller did not mean. It is one they asked for.
+        "falsy fields taken out of the request (empty texts and lists, 0, False)",
+        "the_request_is_stored_whole",
+        ACCEPT_OK,
+        ENQUEUE,
+        "        tidy = {k: v for k, v in body.items() if v or v is None}\n"
+        '        job, _created = store.enqueue("report", {"owner": owner, "request": tidy}, '
+        "key=key)\n",
+    ),
+    (
+        # Nulls dropped at every depth, not only at the top (that one is caught above).
+        "null fields dropped inside the request's objects",
+        "the_request_is_stored_whole",
+        ACCEPT_OK,
+        ENQUEUE,
+        "        tidy = {k: {a: b for a, b in v.items() if b is not None} "
+        "if isinstance(v, dict) else v for k, v in body.items()}\n"
+        '        job, _created = store.enqueue("report", {"owner": owner, "request": tidy}, '
+        "key=key)\n",
+    ),
+    (
+        "the request's lists of texts made unique (an account named twice kept once)",
+        "the_request_is_stored_whole",
+        ACCEPT_OK,
+        ENQUEUE,
+        "        tidy = {k: list(dict.fromkeys(v)) if isinstance(v, list) "
+        "and all(isinstance(i, str) for i in v) else v for k, v in body.items()}\n"
+        '        job, _created = store.enqueue("report", {"owner": owner, "request": tidy}, '
+        "key=key)\n",
+    ),
+    (
+        # The cap on lists applied one level down, to the filters' lists.
+        "the lists inside the request's objects cut to 100 items",
+        "the_request_is_stored_whole",
+        ACCEPT_OK,
+        ENQUEUE,
+        "        tidy = {k: {a: b[:100] if isinstance(b, list) else b for a, b in v.items()} "
+        "if isinstance(v, dict) else v for k, v in body.items()}\n"
+        '        job, _created = store.enqueue("report", {"owner": owner, "request": tidy}, '
+        "key=key)\n",
+    ),
+    (
+        # The caller's own field 'id' taken for a clash with the job's id.
+        "a field 'id' taken out of the stored request",
+        "the_request_is_stored_whole",
+        ACCEPT_OK,
+        ENQUEUE,
+        '        tidy = {k: v for k, v in body.items() if k not in ("id", "job_id")}\n'
+        '        job, _created = store.enqueue("report", {"owner": owner, "request": tidy}, '
+        "key=key)\n",
+    ),
+    (
+        # The caller's name that starts with the job's owner: alice2 is shown alice's jobs.
+        "the caller's name compared with startswith() to the job's owner",
+        "status_hides_the_payload",
+        ACCEPT_OK,
+        OWNER_CHECK,
+        "    if job is None or not isinstance(job.payload, dict) "
+        "or not owner.startswith(str(job.payload.get('owner'))):\n",
+    ),
+    (
+        # The error shown only while the job may still run: its owner never learns why
+        # it ended.
+        "a dead job's status shown without its error",
+        "status_shows_the_job_to_its_owner",
+        ACCEPT_OK,
+        "    return JSONResponse(status_view(job))\n",
+        "    view = status_view(job)\n"
+        '    if view["state"] == "dead":\n'
+        '        view["error"] = None\n'
+        "    return JSONResponse(view)\n",
+    ),
 ]
 
 

@@ -368,6 +368,10 @@ def status_shows_the_job_to_its_owner(ns: Namespace) -> None:
                 assert claimed is not None
                 store.fail(claimed, TransientError("ERP 503 Service Unavailable"))
             dead = app.status(ended.id)
+            try:
+                ended_view = dead.json() if dead.status_code == 200 else {}
+            except ValueError:
+                ended_view = {}
             expect(
                 dead.status_code == 200 and dead.json().get("state") == "dead",
                 _(
@@ -377,6 +381,18 @@ def status_shows_the_job_to_its_owner(ns: Namespace) -> None:
                 _(
                     "show the owner every job of theirs, whatever its state: a job that "
                     "ended dead answered 404 reads as lost, and its owner learns nothing of why"
+                ),
+            )
+            expect(
+                "503" in str(ended_view.get("error")),
+                _(
+                    "the error that ended alice's job {job_id} in its status, sanitized "
+                    "('ERP 503 Service Unavailable')"
+                ).format(job_id=ended.id),
+                str(ended_view.get("error"))[:160],
+                _(
+                    "return status_view(job) for a dead job too: the last error is how its "
+                    "owner learns why it ended"
                 ),
             )
             # A job that succeeded: its owner reads the result where the status was.
