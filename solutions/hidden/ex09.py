@@ -23,6 +23,8 @@ from labkit.explore.rendezvous import arrived
 from labkit.grading.checks import CheckFailed, Checks, Namespace, expect
 from labkit.grading.exercises.ex09.checks import GROUP, RUN_S, Stream, expect_once_each, stream
 from labkit.grading.exercises.ex09.commands import (
+    _bare_dead_letters,
+    _effect_removals,
     _hasty_claims,
     _monitored,
     _trims,
@@ -497,10 +499,14 @@ def a_backlog_of_hundreds_is_applied_once_each(ns: Namespace) -> None:
                 "reason",
                 "an earlier run",
             )
-        with _monitored(s.url, s.prefix) as sent:
+        bare: list[list[str]] = []  # what was sent outside MULTI/EXEC and scripts
+        with _monitored(s.url, s.prefix, bare) as sent:
             proc = s.start("a", max_deliveries=1)
             _until_under_way(s.r, proc, s.prefix, EARLIER_DEAD)
-            trims = _trims(sent(), s.stream, dead_key)
+            commands = sent()
+            trims = _trims(commands, s.stream, dead_key)
+            removals = _effect_removals(commands, f"{s.prefix}:effects")
+            unguarded = _bare_dead_letters(bare, dead_key)
         s.finish(proc, _("a backlog of {count} entries").format(count=len(keys) + len(failing)))
         effects = s.effects()
         missing = [key for key in keys if key not in effects]
@@ -561,6 +567,30 @@ def a_backlog_of_hundreds_is_applied_once_each(ns: Namespace) -> None:
                 "a cap that removes nothing here (MAXLEN ~ 100000) removes unread entries and "
                 "dead letters once a backlog that long builds up: while the consumers are "
                 "down, say. Trim nothing; acknowledged entries may go with XDEL of their own ID"
+            ),
+        )
+        expect(
+            not removals,
+            _(
+                "nothing ever taken out of <prefix>:effects: every applied key stays in the "
+                "list, whatever its length"
+            ),
+            _("the consumer sent {commands}").format(commands=removals[:3]),
+            _(
+                "never trim, pop or delete the effects list (LTRIM 0 999 keeps the list "
+                "bounded, and loses every effect past the thousandth): the list is the record "
+                "of what was applied, and a key cut from it is an effect lost"
+            ),
+        )
+        expect(
+            not unguarded,
+            _("each dead letter XADDed in a MULTI/EXEC (or a script) with its entry's XACK"),
+            _("the consumer sent {commands} outside any MULTI").format(commands=unguarded[:2]),
+            _(
+                "send the XADD to <prefix>:dead and the XACK in one MULTI/EXEC "
+                "(r.pipeline(transaction=True)): sent apart (two calls, or a pipeline with "
+                "transaction=False) they are two steps, so the XACK goes through when the XADD "
+                "fails, and a consumer killed between two calls dead-letters the entry twice"
             ),
         )
 
@@ -837,9 +867,10 @@ def claims_an_idle_entry_behind_busy_ones(ns: Namespace) -> None:
                 "'stale', idle for ten minutes (idle_ms 60000) behind {count} entries "
                 "another consumer holds and works on, claimed and applied"
             ).format(count=BUSY),
-            _("not applied {seconds:g}s after the rescuer's first command; it is still held "
-              "by {holder}").format(
-                seconds=AFTER_FIRST_LOOK_S, holder=holder[0] if holder else _("nobody")),
+            _(
+                "not applied {seconds:g}s after the rescuer's first command; it is still held "
+                "by {holder}"
+            ).format(seconds=AFTER_FIRST_LOOK_S, holder=holder[0] if holder else _("nobody")),
             _(
                 "one XAUTOCLAIM looks at no more than ten pending entries for each it may "
                 "claim (COUNT 1: ten): keep the cursor it returns (the reply's first "
@@ -1063,3 +1094,41 @@ def the_cap_holds_for_claimed_entries(ns: Namespace) -> None:
         expect(left == 0, "nothing left pending (the dead letter XACKed)",
                _("{count} pending").format(count=left))  # fmt: skip
         expect_once_each(s, orders, _("apply each new entry once"), strict=False)
+
+
+@CHECKS.add(
+    1,
+    "each round, your own pending entries first (XREADGROUP ... 0), then idle ones taken "
+    "over (XAUTOCLAIM), then new ones (>): a claim first makes yours wait behind another "
+    "consumer's",
+    60,
+)
+def reads_its_own_pending_before_claiming(ns: Namespace) -> None:
+    with stream(ns) as s:
+        # 'a' read 'mine' in an earlier life and never acknowledged it; 'stale' a dead
+        # consumer holds, idle 700 s (claimable at idle_ms 600000); then two new ones.
+        s.add("mine", cents=100)
+        s.r.xreadgroup(GROUP, "a", {s.stream: ">"}, count=1)
+        stale = s.add("stale", cents=100)
+        s.r.xreadgroup(GROUP, "long-gone", {s.stream: ">"}, count=1)
+        s.r.xclaim(s.stream, GROUP, "long-gone", 0, [stale], idle=700_000, justid=True)
+        s.add("order:1", cents=100)
+        s.add("order:2", cents=100)
+        s.finish(s.start("a", idle_ms=600_000), _("a consumer with an entry of its own pending"))
+        want = ["mine", "stale", "order:1", "order:2"]
+        expect_once_each(s, want, _("apply each entry once"))
+        order = s.r.lrange(f"{s.prefix}:effects", 0, -1)
+        # Pushed on the left (LPUSH), the list runs the other way: the same order.
+        expect(
+            order in (want, want[::-1]),
+            _(
+                "'mine' (held by 'a' since an earlier life) applied before 'stale' (a dead "
+                "consumer's, idle for 700 s: claimable), then 'order:1' and 'order:2' (new)"
+            ),
+            _("applied in the order {order}").format(order=order),
+            _(
+                "each round, take your own pending entries (XREADGROUP ... 0) first, then "
+                "XAUTOCLAIM idle ones, then read new ones (>): claimed first, other consumers' "
+                "entries keep yours waiting, and each claim is one more entry you hold"
+            ),
+        )

@@ -1370,6 +1370,58 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
             )
         ],
     ),
+    (
+        # A cap that removes nothing at a check's scale (a backlog of a few hundred keys)
+        # loses every effect past the thousandth: read as sent (MONITOR).
+        "the effects list capped at its last 1000 keys (LTRIM after each apply)",
+        "a_backlog_of_hundreds_is_applied_once_each",
+        [
+            (
+                "                    pipe.execute()\n"
+                "            except redis.WatchError:",
+                "                    pipe.execute()\n"
+                "                r.ltrim(effects, -1000, -1)\n"
+                "            except redis.WatchError:",
+            )
+        ],
+    ),
+    (
+        # The exercise's order is own pending, then idle ones, then new ones: claimed
+        # first, a dead consumer's idle entry runs before the one 'a' held already (a
+        # delay, not a loss: the mild check of its own, not the severe restart check).
+        "XAUTOCLAIM before its own pending entries (XREADGROUP ... 0 second)",
+        "reads_its_own_pending_before_claiming",
+        [
+            (
+                '        rows = r.xreadgroup(GROUP, consumer, {stream: "0"}, count=1)\n'
+                "        entries = [e for _s, found in rows for e in found if e[1]]\n"
+                "        if not entries:\n"
+                "            cursor, claimed = r.xautoclaim(stream, GROUP, consumer, idle_ms, "
+                "cursor, 1)[:2]\n"
+                "            entries = [e for e in claimed if e[1]]\n",
+                "        cursor, claimed = r.xautoclaim(stream, GROUP, consumer, idle_ms, "
+                "cursor, 1)[:2]\n"
+                "        entries = [e for e in claimed if e[1]]\n"
+                "        if not entries:\n"
+                '            rows = r.xreadgroup(GROUP, consumer, {stream: "0"}, count=1)\n'
+                "            entries = [e for _s, found in rows for e in found if e[1]]\n",
+            )
+        ],
+    ),
+    (
+        # One write, no MULTI: the XACK goes through when the XADD fails, and the kill
+        # sweep (a kill after a command) never splits one write. Read as sent (MONITOR).
+        "the dead letter and its XACK in a pipeline without MULTI (transaction=False)",
+        "a_backlog_of_hundreds_is_applied_once_each",
+        [
+            (
+                "                pipe = r.pipeline(transaction=True)\n"
+                "                pipe.xadd(dead,",
+                "                pipe = r.pipeline(transaction=False)\n"
+                "                pipe.xadd(dead,",
+            )
+        ],
+    ),
 ]
 
 

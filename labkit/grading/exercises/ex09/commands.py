@@ -28,10 +28,14 @@ _DRAIN_S = 10.0
 
 
 @contextmanager
-def _monitored(url: str, prefix: str) -> Iterator[Callable[[], list[list[str]]]]:
+def _monitored(
+    url: str, prefix: str, bare: list[list[str]] | None = None
+) -> Iterator[Callable[[], list[list[str]]]]:
     """Every command naming a key under ``prefix`` (scripts' own commands too), sent while
     the block runs: call what this yields once the consumers are done. Yields a function
-    that returns [] when the Redis refuses MONITOR (then nothing is judged from it)."""
+    that returns [] when the Redis refuses MONITOR (then nothing is judged from it).
+    ``bare``, when given, also gets those of them sent outside any MULTI/EXEC and any
+    script (MONITOR names a script's commands' client ``lua``)."""
     import redis
 
     client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=_DRAIN_S)
@@ -46,6 +50,8 @@ def _monitored(url: str, prefix: str) -> Iterator[Callable[[], list[list[str]]]]
         marker = f"{prefix}:monitor-done:{uuid.uuid4().hex}"
         client.echo(marker)
         found: list[list[str]] = []
+        # The clients (as MONITOR names them) between their MULTI and its EXEC.
+        in_multi: set[str] = set()
         clock = SystemClock()
         deadline = clock.now() + _DRAIN_S
         with contextlib.suppress(redis.RedisError):
@@ -53,14 +59,23 @@ def _monitored(url: str, prefix: str) -> Iterator[Callable[[], list[list[str]]]]
                 line = str(monitor.connection.read_response())
                 if marker in line:
                     break
+                head, _sep, rest = line.partition("]")
+                who = head.rpartition(" ")[2]
+                word = rest.strip().upper()
+                if word == '"MULTI"':
+                    in_multi.add(who)
+                elif word in ('"EXEC"', '"DISCARD"'):
+                    in_multi.discard(who)
                 if prefix not in line:
                     continue
-                args = [a.replace('\\"', '"') for a in _ARG.findall(line.partition("]")[2])]
+                args = [a.replace('\\"', '"') for a in _ARG.findall(rest)]
                 # XREADGROUP names its stream after STREAMS, not first: kept whole.
                 if any(a.startswith(f"{prefix}:") for a in args[1:2]) or (
                     args[:1] and args[0].upper() == "XREADGROUP"
                 ):
                     found.append(args)
+                    if bare is not None and who != "lua" and who not in in_multi:
+                        bare.append(args)
         return found
 
     try:
@@ -94,6 +109,35 @@ def _trims(commands: list[list[str]], stream: str, dead: str) -> list[str]:
         if how is not None and (args[1] == dead or (args[1] == stream and how == "MAXLEN")):
             bad.append(" ".join(args[:6]))
     return list(dict.fromkeys(bad))
+
+
+#: Commands that take something out of a list (or the whole key): on the effects list,
+#: each one loses an effect. ``LMOVE``/``RPOPLPUSH``/``BLMOVE`` take from their first key.
+_LIST_REMOVALS = ("LTRIM", "LPOP", "RPOP", "BLPOP", "BRPOP", "LREM", "LMPOP", "LMOVE",
+                  "BLMOVE", "RPOPLPUSH", "BRPOPLPUSH", "LSET", "DEL", "UNLINK", "EXPIRE",
+                  "PEXPIRE", "EXPIREAT", "PEXPIREAT", "RENAME")  # fmt: skip
+
+
+def _effect_removals(commands: list[list[str]], effects: str) -> list[str]:
+    """The commands that remove from ``effects`` (a cap of the list, LTRIM 0 999, a pop,
+    its deletion or expiry), as sent: a cap that removes nothing at a check's scale loses
+    effects once the list is longer, and every applied key must stay in it."""
+    bad = []
+    for args in commands:
+        name = args[0].upper() if args else ""
+        if name in _LIST_REMOVALS and effects in args[1:]:
+            bad.append(" ".join(args[:5]))
+    return list(dict.fromkeys(bad))
+
+
+def _bare_dead_letters(bare: list[list[str]], dead: str) -> list[str]:
+    """The XADDs to ``dead`` among ``bare`` (commands sent outside MULTI/EXEC and any
+    script), as sent: a dead letter and its XACK sent apart (a pipeline without MULTI,
+    two calls) can be split, and the entry is dead-lettered twice or lost."""
+    found = [
+        " ".join(args[:3]) for args in bare if args[0].upper() == "XADD" and args[1:2] == [dead]
+    ]
+    return list(dict.fromkeys(found))
 
 
 def _hasty_claims(commands: list[list[str]], stream: str, idle_ms: int) -> list[str]:
