@@ -365,6 +365,28 @@ def a_failed_write_comes_out(ns: Namespace) -> None:
         "let the error out (or try the BEGIN again): an empty list tells the operator there "
         "was nothing to redrive",
     )
+    # The other writer keeps the lock through ten tries: a redrive that tries a few times
+    # and then gives up must give up with the error, not with [].
+    with lab_file(ns) as (conn, path):
+        add_dead(conn, 2)
+        got = ns.harness(HARNESS + "begin_refused_often", str(path), {"limit": 2, "now": NOW}, 10)
+        still_dead = conn.execute("SELECT count(*) FROM jobs WHERE state = 'dead'").fetchone()[0]
+    expect(
+        "raised" in got or still_dead == 0,
+        _(
+            "redrive(limit=2) whose BEGIN IMMEDIATE fails 'database is locked' up to {times} "
+            "times in a row (another writer keeps the lock) to raise that error in the end, "
+            "or to begin again until it can and redrive the 2 dead jobs"
+        ).format(times=10),
+        _(
+            "its BEGIN IMMEDIATE was refused {refusals} times; it returned {value}, and {dead} "
+            "jobs are still dead"
+        ).format(
+            refusals=got.get("refusals"), value=short_repr(got.get("returned")), dead=still_dead
+        ),
+        "when you stop trying the BEGIN, raise its OperationalError: an empty list tells the "
+        "operator there was nothing to redrive",
+    )
 
 
 def _a_failed_write_comes_out(ns: Namespace, failure: str) -> None:
@@ -783,6 +805,23 @@ def a_dry_run_agrees_with_the_redrive(ns: Namespace) -> None:
     )
     cases = st.tuples(TABLES, st.integers(1, 4), st.sampled_from([None, "email", "payment"]))
     holds_for(cases, agrees, examples=15)
+    # Jobs buried at the same instant, on a table with an index a query planner may read
+    # them through newest first: a dry run whose SELECT forgets the id tie-break shows
+    # other jobs than the redrive then takes.
+    with lab_file(ns) as (conn, path):
+        _tied_on_an_index(conn)
+        shown = redrive(ns, path, limit=3, now=NOW, dry_run=True)
+        done = redrive(ns, path, limit=3, now=NOW)
+    expect(
+        list(shown) == list(done),
+        _(
+            "the dry run for limit=3 on jobs buried at the same instant (a table with an "
+            "index of its own) to return the ids the same call then redrove, {ids}"
+        ).format(ids=list(done)),
+        _("the dry run returned {ids}").format(ids=list(shown)),
+        "let the dry run run the very SELECT the redrive runs, ORDER BY updated_at, id "
+        "included, and skip only the UPDATE",
+    )
 
 
 def _every_id_once(got: Any, ids: list[int]) -> bool:
@@ -1095,6 +1134,41 @@ def every_dead_job_can_be_redriven(ns: Namespace) -> None:
         "choose by state = 'dead' (and the kind when it is given), nothing else: an operator "
         "who asks for a redrive gets every dead job up to the limit",
     )
+    _redriven_again_in_the_same_process(ns)
+
+
+def _redriven_again_in_the_same_process(ns: Namespace) -> None:
+    """A job redriven, claimed and buried again comes back at the next redrive of the same
+    long-running process: a memory of the code's own (a module-level set of the ids it
+    redrove, "each dead job is redriven once") leaves it dead for good."""
+    slow = {"type": "TimeoutError", "message": "slow"}
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        steps: list[list[Any]] = [
+            ["dead_letter", job_id, "tok-1", "attempts exhausted", slow, NOW],
+            ["redrive", {"limit": 5, "now": NOW + 10}],
+            ["claim", job_id, "tok-2", NOW + 20],
+            ["dead_letter", job_id, "tok-2", "attempts exhausted", slow, NOW + 30],
+            ["redrive", {"limit": 5, "now": NOW + 40}],
+        ]
+        results = ns.harness(HARNESS + "one_worker_process", str(path), steps)
+        job = row_of(conn, job_id)
+    said = [it_said(r) for r in results]
+    expect(
+        results[-1].get("returned") == [job_id]
+        and (job["state"], job["redrives"]) == ("pending", 2),
+        _(
+            "job {job_id} buried, redriven, claimed, buried again and then redriven again in "
+            "one long-running process: [{job_id}] returned by the second redrive, the job "
+            "pending with redrives 2"
+        ).format(job_id=job_id),
+        _("the calls said: {said}; the job is {state}, redrives {redrives}").format(
+            said="; ".join(said), state=job["state"], redrives=job["redrives"]
+        ),
+        "choose by what the table says (state = 'dead'), never by a memory of your own of "
+        "the jobs you redrove before: a job dies again after a redrive, and 'redriven once' "
+        "is about two operators at the same moment, not about its whole life",
+    )
 
 
 @CHECKS.add(
@@ -1299,6 +1373,51 @@ def dead_letter_stores_the_error_given(ns: Namespace) -> None:
         "dead_reason = reason as given: the reason is the worker's words, the error is "
         "last_error's; one written into the other's place says twice what happened and "
         "never why",
+    )
+    # Two errors with the same words, of two classes, one after the other in one worker:
+    # a text kept from the first (a cache keyed by the message, str(error) or error.args)
+    # names the wrong class on the second.
+    same = "the ERP did not answer in 30 s"
+    errors = [
+        {"type": "TimeoutError", "message": same},
+        {"type": "PermissionError", "message": same},
+    ]
+    with lab_file(ns) as (conn, path):
+        ids = [add_running(conn, token="tok-1")]
+        ids.append(
+            add_job(
+                conn,
+                "pay:8:charge:v1",
+                kind="payment",
+                state="running",
+                attempt=1,
+                lease_owner="w1",
+                lease_until=NOW + 30,
+                lease_token="tok-2",
+                updated_at=NOW - 5,
+            )
+        )
+        results = ns.harness(
+            HARNESS + "dead_letters_in_a_row",
+            str(path),
+            [
+                [job_id, f"tok-{n}", "permanent error", error, NOW + n]
+                for n, (job_id, error) in enumerate(zip(ids, errors, strict=True), start=1)
+            ],
+        )
+        stored = [row_of(conn, i)["last_error"] for i in ids]
+    want = [f"{e['type']}: {e['message']}" for e in errors]
+    expect(
+        stored == want,
+        _(
+            "last_error {want} for two jobs buried one after the other in one worker, with "
+            "errors of two classes and the same message"
+        ).format(want=want),
+        _("{said}; last_error {stored}").format(
+            said="; ".join(it_said(r) for r in results), stored=stored
+        ),
+        "describe(error) of each error you are given: a text kept from an earlier call with "
+        "the same message names that call's error class, not this one's",
     )
 
 

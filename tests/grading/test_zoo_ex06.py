@@ -3522,11 +3522,241 @@ ZOO: list[tuple[str, str, str, str]] = [
             return ids
     """,
     ),
+    (
+        "ex06",
+        "dead_letter fenced on the token alone, without the id (a batch's token buries every job)",
+        "dead_letter_is_fenced",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE state = 'running' AND lease_token = :token RETURNING id",
+                {"token": token, "reason": reason, "error": describe(error), "now": now},
+            ).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "redrive remembers the ids it redrove in a module-level set (each job redriven once)",
+        "every_dead_job_can_be_redriven",
+        """
+        _REDRIVEN = set()
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id", {"kind": kind}) if r["id"] not in _REDRIVEN][:limit]
+                if not dry_run:
+                    _REDRIVEN.update(ids)
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter checks the token in BEGIN IMMEDIATE, rolled back on Exception only",
+        "leaves_no_transaction_open",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT state, lease_token FROM jobs WHERE id = :id", {"id": job_id}
+                ).fetchone()
+                if row is None or row["state"] != "running" or row["lease_token"] != token:
+                    conn.execute("ROLLBACK")
+                    return False
+                conn.execute(
+                    "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                    " lease_owner = NULL, lease_until = NULL, lease_token = NULL,"
+                    " updated_at = :now WHERE id = :id",
+                    {"id": job_id, "reason": reason, "error": describe(error), "now": now})
+            except Exception:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return True
+    """,
+    ),
+    (
+        "ex06",
+        "a dry run with a SELECT of its own, ORDER BY updated_at without the id",
+        "a_dry_run_agrees_with_the_redrive",
+        """
+        _reference_redrive = redrive
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if dry_run and limit is not None and limit >= 1:
+                return [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at LIMIT :limit", {"kind": kind, "limit": limit})]
+            return _reference_redrive(conn, limit=limit, now=now, kind=kind, dry_run=dry_run)
+    """,
+    ),
+    (
+        "ex06",
+        "redrive also takes retry_wait jobs out of attempts (stuck, as good as dead)",
+        "redrive_only_dead_jobs",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE (state = 'dead' OR (state = 'retry_wait'"
+                    " AND attempt >= max_attempts)) AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive tries its BEGIN IMMEDIATE three times, then returns [] (the lock still held)",
+        "a_failed_write_comes_out",
+        """
+        import sqlite3
+        import time
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            for _ in range(3):
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    break
+                except sqlite3.OperationalError:
+                    time.sleep(0.01)
+            else:
+                return []
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive also rescues running jobs whose lease ran out (stuck, as good as dead)",
+        "redrive_only_dead_jobs",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE (state = 'dead' OR (state = 'running'"
+                    " AND lease_until < :now)) AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit",
+                    {"kind": kind, "limit": limit, "now": now})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now,"
+                        " lease_owner = NULL, lease_until = NULL, lease_token = NULL"
+                        " WHERE id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "last_error cached by the error's message (str(error)) in a module-level dict",
+        "dead_letter_stores_the_error_given",
+        """
+        _TEXTS = {}
+        def dead_letter(conn, job_id, token, reason, error, now):
+            if str(error) not in _TEXTS:
+                _TEXTS[str(error)] = describe(error)
+            row = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                {"id": job_id, "token": token, "reason": reason, "error": _TEXTS[str(error)],
+                 "now": now},
+            ).fetchone()
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "kind='*' taken as every kind (a wildcard of the code's own)",
+        "redrive_filters_by_kind",
+        """
+        _reference_redrive = redrive
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if kind == "*":
+                kind = None
+            return _reference_redrive(conn, limit=limit, now=now, kind=kind, dry_run=dry_run)
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "redrive also rescues running jobs whose lease ran out (stuck, as good as dead)": (
+        "only the dead job"
+    ),
+    "last_error cached by the error's message (str(error)) in a module-level dict": (
+        "errors of two classes and the same message"
+    ),
+    "kind='*' taken as every kind (a wildcard of the code's own)": "nothing redriven for kind='*'",
+    "redrive tries its BEGIN IMMEDIATE three times, then returns [] (the lock still held)": (
+        "fails 'database is locked' up to 10 times in a row"
+    ),
+    "dead_letter fenced on the token alone, without the id (a batch's token buries every job)": (
+        "both jobs were claimed under that one token"
+    ),
+    "redrive remembers the ids it redrove in a module-level set (each job redriven once)": (
+        "in one long-running process"
+    ),
+    "dead_letter checks the token in BEGIN IMMEDIATE, rolled back on Exception only": (
+        "is interrupted (KeyboardInterrupt)"
+    ),
+    "a dry run with a SELECT of its own, ORDER BY updated_at without the id": (
+        "on jobs buried at the same instant"
+    ),
+    "redrive also takes retry_wait jobs out of attempts (stuck, as good as dead)": (
+        "only the dead job"
+    ),
     "last_error put into the SQL with an f-string": "(quotes in its text)",
     "dead_letter in two fenced UPDATEs: the reason and the error first, then the state": (
         "(its one fenced UPDATE), or left as it was"
@@ -4056,6 +4286,40 @@ RIGHT: list[tuple[str, str, str]] = [
         def dead_letter(conn, job_id, token, reason, error, now):
             with _BURY:
                 return _unlocked_bury(conn, job_id, token, reason, error, now)
+    """,
+    ),
+    (
+        "redrive tries its BEGIN IMMEDIATE again until another writer lets go",
+        "a_failed_write_comes_out",
+        """
+        import sqlite3
+        import time
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            while True:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    break
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc):
+                        raise
+                    time.sleep(0.01)
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
     """,
     ),
 ]

@@ -17,6 +17,7 @@ from labkit.grading.exercises.ex06.deadletters import (
     row_of,
 )
 from labkit.grading.exercises.kit import lab_file
+from labkit.grading.exercises.labdb import add_job
 from labkit.lang import _
 
 #: The columns a dead letter sets; every other one stays as it was.
@@ -328,6 +329,50 @@ def dead_letter_is_fenced(ns: Namespace) -> None:
                 said=_("returned {value}").format(value=repr(ok)),
                 state=row_of(conn, job_id)["state"],
             ),
+        )
+    # One claim can hand a worker several jobs under one lease token (a batch): burying
+    # one of them is about that job alone. A fence on the token without the id buries the
+    # others too, which the worker is still running.
+    with lab_file(ns) as (conn, path):
+        first = add_running(conn, token="batch-tok")
+        second = add_job(
+            conn,
+            "pay:8:charge:v1",
+            kind="payment",
+            state="running",
+            attempt=1,
+            lease_owner="w1",
+            lease_until=NOW + 30,
+            lease_token="batch-tok",
+            updated_at=NOW - 5,
+        )
+        kept = row_of(conn, second)
+        result = ns.harness(
+            HARNESS + "dead_letter",
+            str(path),
+            first,
+            "batch-tok",
+            "permanent error",
+            {"type": "ValueError", "message": "no such customer"},
+            NOW,
+        )
+        after = row_of(conn, second)
+        expect(
+            after == kept and row_of(conn, first)["state"] == "dead",
+            _(
+                "job {first} dead and job {second} still running as it was, after "
+                "dead_letter(job {first}, 'batch-tok'): both jobs were claimed under that "
+                "one token"
+            ).format(first=first, second=second),
+            _("{said}; job {first} {state}, job {second} {other}").format(
+                said=it_said(result),
+                first=first,
+                state=row_of(conn, first)["state"],
+                second=second,
+                other=after["state"],
+            ),
+            "fence on the job AND its lease: WHERE id = :id AND state = 'running' AND "
+            "lease_token = :token; the token alone may name more than one job",
         )
     # The lease runs out and another worker takes the job while the dead letter runs: a
     # token read first and compared in Python is stale by the time the UPDATE lands.

@@ -30,7 +30,14 @@ from labkit.grading.exercises.described import build_error
 from labkit.grading.exercises.killsweep import sweep
 from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racesweep import race_sweep
-from labkit.grading.exercises.tracing import Rows, Traced, Watched, left_as_given
+from labkit.grading.exercises.tracing import (
+    LockedAtBegin,
+    Rows,
+    Traced,
+    Watched,
+    begins_with_the_lock,
+    left_as_given,
+)
 
 
 class Racing(Traced):
@@ -154,6 +161,45 @@ def dead_letters_in_a_row(
     finally:
         if shared is not None:
             shared.close()
+    return results
+
+
+def one_worker_process(
+    values: MutableMapping[str, Any], path: str, steps: list[list[Any]]
+) -> list[dict[str, Any]]:
+    """A job's life in ONE long-running process: ``dead_letter`` and ``redrive`` calls and
+    a worker's claims, one after the other, each call on its own connection, module-level
+    state (a cache, a set of ids seen) living on between them as it does in a worker.
+
+    ``steps`` are ``["dead_letter", job_id, token, reason, error spec, now]``,
+    ``["redrive", {kwargs}]`` or ``["claim", job_id, token, now]`` (the harness's own
+    claim of a pending job: running, attempt + 1, lease ``token`` until ``now`` + 30).
+    One outcome per step (a claim's: whether it took the job).
+    """
+    results: list[dict[str, Any]] = []
+    with fresh_state(values):
+        for name, *args in steps:
+            conn = connect(path)
+            try:
+                if name == "dead_letter":
+                    job_id, token, reason, error, now = args
+                    fn = need(values, "dead_letter")
+                    results.append(
+                        outcome(fn, conn, job_id, token, reason, build_error(error), now)
+                    )
+                elif name == "redrive":
+                    results.append(_ids(outcome(_redrive(values), conn, **args[0])))
+                else:
+                    job_id, token, now = args
+                    taken = conn.execute(
+                        "UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                        " lease_owner = 'w', lease_token = :token, lease_until = :now + 30,"
+                        " updated_at = :now WHERE id = :id AND state = 'pending'",
+                        {"id": job_id, "token": token, "now": now},
+                    )
+                    results.append({"returned": taken.rowcount > 0})
+            finally:
+                conn.close()
     return results
 
 
@@ -533,6 +579,39 @@ def dead_letter_kills(
             conn.close()
 
     return sweep(folder, ["jobs.db"], once, once, seed)
+
+
+class _LockedAtBeginOften(LockedAtBegin):
+    """``LockedAtBegin`` whose first ``times`` BEGIN IMMEDIATE (or EXCLUSIVE) all fail
+    "database is locked": another writer keeps the lock through a few tries."""
+
+    def __init__(self, conn: sqlite3.Connection, path: str, times: int) -> None:
+        super().__init__(conn, path)
+        self.left = times
+        self.refusals = 0
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        if self.left > 0 and begins_with_the_lock(sql):
+            self.left -= 1
+            self.refusals += 1
+            self.refused = False  # refuse this BEGIN too
+        return super().execute(sql, params)
+
+
+def begin_refused_often(
+    values: MutableMapping[str, Any], path: str, kwargs: dict[str, Any], times: int
+) -> dict[str, Any]:
+    """``redrive(conn, **kwargs)`` whose first ``times`` BEGIN IMMEDIATE fail "database is
+    locked" at once (another operator's long redrive holds the lock): the outcome, and
+    ``refusals``, how many of its BEGINs were refused."""
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            watched = _LockedAtBeginOften(conn, path, times)
+            got = _ids(outcome(_redrive(values), watched, **kwargs))
+            return {**got, "refusals": watched.refusals}
+    finally:
+        conn.close()
 
 
 def warm_up() -> None:

@@ -168,6 +168,23 @@ def redrive_only_dead_jobs(ns: Namespace) -> None:
             # Both at their last attempt: out of attempts is not dead. The running one is
             # still held, and a redrive would hand it to a second worker.
             "succeeded": add_job(conn, "o:3:v1", state="succeeded", attempt=3, updated_at=1.0),
+            # Its lease ran out a minute ago, its worker maybe only slow: reclaiming it is the
+            # claim's business (a new token fences the old worker out), never a redrive's.
+            "running (lease run out)": add_job(
+                conn,
+                "o:6:v1",
+                state="running",
+                attempt=1,
+                lease_owner="w-slow",
+                lease_until=NOW - 60,
+                lease_token="t-slow",
+                updated_at=1.0,
+            ),
+            # Waiting for a retry its budget no longer allows (a budget lowered meanwhile):
+            # the retry's code buries it when it comes up, not a redrive.
+            "retry_wait (attempt 3 of 3)": add_job(
+                conn, "o:5:v1", state="retry_wait", attempt=3, updated_at=1.0
+            ),
             "running": add_job(
                 conn,
                 "o:4:v1",
@@ -372,6 +389,18 @@ def redrive_filters_by_kind(ns: Namespace) -> None:
             "nothing redriven for kind='' (no job has that kind; only None means every kind)",
             _("returned {ids}").format(ids=list(empty)),
         )
+        # Nor does a wildcard of the code's own: '*' and 'all' are kinds no job has.
+        for every in ("*", "all"):
+            wild = redrive(ns, path, limit=10, now=NOW, kind=every)
+            expect(
+                list(wild) == [] and all(row_of(conn, i)["state"] == "dead" for i in others),
+                _(
+                    "nothing redriven for kind={kind} (no job has that kind; only None means "
+                    "every kind)"
+                ).format(kind=repr(every)),
+                _("returned {ids}").format(ids=list(wild)),
+                "kind is a job's kind, compared as it is: None, and nothing else, means every kind",
+            )
         # A capital is a character too: kind.lower() would find 'mail_digest' (already
         # redriven above) and leave the 'Mail_Digest' job dead.
         capital = redrive(ns, path, limit=10, now=NOW, kind="Mail_Digest")

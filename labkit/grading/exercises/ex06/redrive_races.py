@@ -240,9 +240,23 @@ def leaves_no_transaction_open(ns: Namespace) -> None:
             )
     # A Ctrl-C (KeyboardInterrupt, which is no Exception) right after the UPDATE, in a
     # process that lives on: rolled back as any error is (except BaseException).
+    # The same for dead_letter: a worker's Ctrl-C lands right after its fenced UPDATE.
+    interrupted: list[tuple[str, list[Any], dict[str, Any]]] = [
+        ("redrive", [], {"limit": 2, "now": NOW}),
+        ("dead_letter", [None, "tok-1", "permanent", error, NOW], {}),
+    ]
+    for name, args, kwargs in interrupted:
+        _interrupted_leaves_no_transaction_open(ns, name, args, kwargs)
+
+
+def _interrupted_leaves_no_transaction_open(
+    ns: Namespace, name: str, args: list[Any], kwargs: dict[str, Any]
+) -> None:
     with lab_file(ns) as (conn, path):
         add_dead(conn, 2)
-        got, call = _then_another_writes(ns, path, "redrive", [], {"limit": 2, "now": NOW}, 1)
+        if args:
+            args = [add_running(conn), *args[1:]]
+        got, call = _then_another_writes(ns, path, name, args, kwargs, 1)
     if got.get("interrupted"):
         expect(
             not got["open"] and got["other"] == "wrote",
