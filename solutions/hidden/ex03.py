@@ -679,7 +679,9 @@ MANY_CLAIMS = 2000
 def lease_tokens_do_not_repeat_over_thousands_of_claims(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         _claim(ns, path, "probe", 0.0, 1.0)  # on an empty table: a stub says "not started yet"
-        job_id = add_job(conn, "mail:1:send:v1")
+        # Attempts enough for every claim: a claim may mark a job dead once an expired
+        # lease finds it out of attempts (labkit's store does), and that is not this check's.
+        job_id = add_job(conn, "mail:1:send:v1", max_attempts=MANY_CLAIMS + 1)
         run = ns.harness(HARNESS + "claim_tokens", str(path), MANY_CLAIMS, 100.0, 30.0)
         attempt = _job(conn, job_id)["attempt"]
     tokens = run["tokens"]
@@ -725,6 +727,53 @@ def lease_tokens_do_not_repeat_over_thousands_of_claims(ns: Namespace) -> None:
         _(
             "draw the token from at least 64 random bits: lower(hex(randomblob(16))), "
             "secrets.token_hex(16) or uuid.uuid4()"
+        ),
+    )
+    _tokens_at_one_instant(ns)
+
+
+#: Claims of one job at one instant, each after a redrive put it back at attempt 0: a
+#: token of the worker, the job and now with a few random digits after them (a random
+#: number below 1000 or a million) repeats within them, or shows how little it holds.
+REDRIVEN_CLAIMS = 1000
+
+
+def _tokens_at_one_instant(ns: Namespace) -> None:
+    """The same job claimed again and again at one now, a redrive (attempt 0, no lease)
+    before each claim: only the token's own randomness tells the runs apart. The time,
+    the worker's name, the job id or the attempt in a token hold no randomness there."""
+    with lab_file(ns) as (conn, path):
+        job_id = add_job(conn, "mail:1:send:v1")
+        run = ns.harness(HARNESS + "claim_tokens", str(path), REDRIVEN_CLAIMS, 600.0, 30.0, True)
+    tokens = run["tokens"]
+    if "raised" in run or None in tokens:
+        return  # the run of claims over time above judges a claim that fails
+    repeated = sorted((t for t, n in Counter(tokens).items() if n > 1), key=str)
+    bits = too_few_bits(tokens)
+    expect(
+        not repeated and bits is None,
+        _(
+            "{count} different lease tokens, drawn from at least 2**{bits} values, for "
+            "{count} claims of job {job_id} by w1 at the same now=600, each after a redrive "
+            "put it back at attempt 0"
+        ).format(count=REDRIVEN_CLAIMS, bits=TOKEN_BITS, job_id=job_id),
+        "; ".join(
+            [_("repeated: {repeated}").format(repeated=", ".join(map(repr, repeated[:3])))]
+            * bool(repeated)
+            + [
+                _(
+                    "{count} tokens that can take at most about 2**{bits:.0f} values (the "
+                    "characters seen at each position: {sample})"
+                ).format(
+                    count=len(tokens), bits=bits or 0.0, sample=", ".join(map(repr, tokens[:3]))
+                )
+            ]
+            * (bits is not None)
+        ),
+        _(
+            "the worker, the job id, the attempt and now add no randomness to a token (a "
+            "redrive at the same instant gives them all again): draw it from at least 64 "
+            "random bits, lower(hex(randomblob(16))), secrets.token_hex(16) or uuid.uuid4()"
         ),
     )
 
@@ -963,6 +1012,10 @@ def an_old_job_behind_many_newer_ones_is_claimed(ns: Namespace) -> None:
                 )
             conn.execute("COMMIT")
             got = _claim(ns, path, "w1", now, 30.0)
+            # Enqueued just now with the table's default run_after, 0 ("at once"): due
+            # decades ago by the clock, so a window of any length on run_after skips it.
+            default = add_job(conn, f"mail:{_EX03_NEWER + 1}:send:v1")
+            again = _claim(ns, path, "w1", now, 30.0)
         expect(
             (got or {}).get("id") == old,
             _(
@@ -973,6 +1026,19 @@ def an_old_job_behind_many_newer_ones_is_claimed(ns: Namespace) -> None:
             _(
                 "choose among every row, however old its run_after and however many rows "
                 "came after it: the ready filter and ORDER BY run_after, id LIMIT 1, nothing else"
+            ),
+        )
+        expect(
+            (again or {}).get("id") == default,
+            _(
+                "job {job_id} claimed next at now={now!r}: pending, enqueued with the table's "
+                "default run_after, 0 (due at once)"
+            ).format(job_id=default, now=now),
+            _ex03_said(again),
+            _(
+                "a job is ready once run_after <= :now, however long ago: no window on "
+                "run_after (run_after > :now - 365 days skips every job enqueued with "
+                "run_after 0, the table's default)"
             ),
         )
 

@@ -2898,6 +2898,76 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
     """,
     ),
+    (
+        "ex03",
+        "a due job claimed only while attempt <= max_attempts (stuck below a lowered budget)",
+        "retried_jobs_run_again",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now"
+                " AND attempt <= max_attempts)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *", {"w": worker, "now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "jobs overdue by more than a year skipped as stale (run_after > now - 365 days)",
+        "an_old_job_behind_many_newer_ones_is_claimed",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now"
+                " AND run_after > :now - 365 * 86400)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *", {"w": worker, "now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "the lease token made of the worker, now and a random number below 1000",
+        "lease_tokens_do_not_repeat_over_thousands_of_claims",
+        """
+        import random
+        def claim(conn, worker, now, lease_s):
+            token = f"{worker}-{now}-{random.randint(0, 999)}"
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = :token,"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"w": worker, "now": now, "lease_s": lease_s, "token": token}).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "an expired lease reclaimed only while attempt <= max_attempts (a lowered budget: stuck)",
+        "expired_lease_is_reclaimable",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now AND attempt <= max_attempts)"
+                " ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *", {"w": worker, "now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
 ]
 
 
@@ -3195,6 +3265,18 @@ SAYS: dict[str, str] = {
     "claim in BEGIN IMMEDIATE rolls back on sqlite3.IntegrityError only": (
         "the next one at 101 takes job 1"
     ),
+    "a due job claimed only while attempt <= max_attempts (stuck below a lowered budget)": (
+        "attempt 3 of max_attempts 2"
+    ),
+    "jobs overdue by more than a year skipped as stale (run_after > now - 365 days)": (
+        "enqueued with the table's default run_after"
+    ),
+    "the lease token made of the worker, now and a random number below 1000": (
+        "at the same now=600, each after a redrive"
+    ),
+    "an expired lease reclaimed only while attempt <= max_attempts (a lowered budget: stuck)": (
+        "whose worker died on attempt 4 with max_attempts lowered to 3"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -3258,6 +3340,10 @@ SEVERE = [
     "a lease token of 32 random bits in SQL (lower(hex(randomblob(4))))",
     "claim in BEGIN IMMEDIATE ... COMMIT, no ROLLBACK when its UPDATE fails",
     "claim in BEGIN IMMEDIATE rolls back on sqlite3.IntegrityError only",
+    "a due job claimed only while attempt <= max_attempts (stuck below a lowered budget)",
+    "jobs overdue by more than a year skipped as stale (run_after > now - 365 days)",
+    "the lease token made of the worker, now and a random number below 1000",
+    "an expired lease reclaimed only while attempt <= max_attempts (a lowered budget: stuck)",
 ]
 
 

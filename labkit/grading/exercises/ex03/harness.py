@@ -284,14 +284,21 @@ def claim_killed_after_one_statement(
 
 
 def claim_tokens(
-    values: MutableMapping[str, Any], path: str, claims: int, now: float, lease_s: float
+    values: MutableMapping[str, Any],
+    path: str,
+    claims: int,
+    now: float,
+    lease_s: float,
+    redriven: bool = False,
 ) -> dict[str, Any]:
     """``claims`` claims in a row on one connection, each after the last lease ended.
 
     The i-th claim runs at ``now + i * (lease_s + 1)``, so the one job of a one-job table
-    comes back every time. Returns ``{"tokens": [...]}`` (the lease_token of each row
-    claim returned, None when it returned None) and ``"raised"`` for an error, which
-    stops the run.
+    comes back every time; with ``redriven``, every claim runs at ``now`` itself, each
+    after a redrive put the job back (pending, attempt 0, no lease), so that only the
+    token's randomness tells one claim from the next. Returns ``{"tokens": [...]}`` (the
+    lease_token of each row claim returned, None when it returned None) and ``"raised"``
+    for an error, which stops the run.
     """
     conn = connect(path)
     conn.execute("PRAGMA synchronous = OFF")  # thousands of commits: no need to reach the disk
@@ -299,7 +306,12 @@ def claim_tokens(
     try:
         with fresh_state(values), noted(out, "raised", prefix=""):
             for i in range(claims):
-                at = now + i * (lease_s + 1)
+                at = now if redriven else now + i * (lease_s + 1)
+                if redriven:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = 0,"
+                        " lease_owner = NULL, lease_until = NULL, lease_token = NULL"
+                    )
                 row = plain_row(need(values, "claim")(conn, "w1", at, lease_s))
                 out["tokens"].append(row.get("lease_token") if isinstance(row, dict) else None)
     finally:

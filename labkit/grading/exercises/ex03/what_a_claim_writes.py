@@ -439,9 +439,24 @@ def expired_lease_is_reclaimable(ns: Namespace) -> None:
             lease_token="old-token",
             updated_at=20.0,
         )
-        for worker in ("w2", "w3"):
-            if _claim(ns, path, worker, 100.0, 30.0) is None:
-                break
+        # Its budget lowered (max_attempts 5 -> 3) while its fourth run went on, and that
+        # worker died too: attempt 4 of 3, past the budget, with a dead lease all the same.
+        over = add_job(
+            conn,
+            "mail:8:send:v1",
+            state="running",
+            attempt=4,
+            max_attempts=3,
+            lease_owner="crashed",
+            lease_until=60.0,
+            lease_token="old-token-2",
+            updated_at=30.0,
+        )
+        # One claim per job and one more; a claim that marks such a job dead may answer
+        # None for it, so every worker claims.
+        for worker in ("w2", "w3", "w4"):
+            _claim(ns, path, worker, 100.0, 30.0)
+        past = _job(conn, over)
         row = _job(conn, last)
         expect(
             row["state"] == "dead" or row["lease_owner"] != "crashed",
@@ -455,5 +470,20 @@ def expired_lease_is_reclaimable(ns: Namespace) -> None:
                 "an expired lease is ready whatever the attempt count: a filter on "
                 "attempt < max_attempts leaves a job whose worker died on its last "
                 "attempt running forever"
+            ),
+        )
+        expect(
+            past["state"] == "dead" or past["lease_owner"] != "crashed",
+            _(
+                "job {job_id}, whose worker died on attempt 4 with max_attempts lowered to 3, "
+                "claimed again (or marked dead)"
+            ).format(job_id=over),
+            _(
+                "still {state} under the dead worker's lease (expired at 60): it stays so forever"
+            ).format(state=past["state"]),
+            _(
+                "an expired lease is ready whatever the attempt count: a filter on "
+                "attempt <= max_attempts leaves a job whose budget was lowered below its "
+                "runs running forever"
             ),
         )

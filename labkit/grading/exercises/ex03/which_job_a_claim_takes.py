@@ -337,6 +337,27 @@ def retried_jobs_run_again(ns: Namespace) -> None:
                 "whatever its attempt, or it stays pending forever"
             ),
         )
+        # Its budget lowered below the runs it has had (max_attempts 5 -> 2 at attempt 3):
+        # ready all the same, waiting or put back by hand; a filter on attempt <=
+        # max_attempts, like one on attempt < max_attempts, leaves it there forever.
+        for n, (state, due_at) in enumerate((("retry_wait", 70.0), ("pending", 80.0)), 13):
+            below = add_job(
+                conn, f"mail:{n}:send:v1", state=state, attempt=3, max_attempts=2, run_after=due_at
+            )
+            got = _claim(ns, path, "w1", 100.0, 30.0)
+            expect(
+                got is not None and got.get("id") == below,
+                _(
+                    "job {job_id} claimed at 100 ({state}, due at {due_at:g}, attempt 3 of "
+                    "max_attempts 2: an operator lowered its budget below the runs it has had)"
+                ).format(job_id=below, state=state, due_at=due_at),
+                "None" if got is None else _("job {job_id}").format(job_id=got.get("id")),
+                _(
+                    "claim does not read attempt or max_attempts, with < or <=: a due "
+                    "pending or retry_wait job is ready whatever its attempt, or it waits "
+                    "forever, neither run nor dead"
+                ),
+            )
 
 
 @CHECKS.add(
