@@ -246,6 +246,23 @@ def relay_publishes_and_marks(ns: Namespace) -> None:
         again = relay(ns, path, broker, now=NOW + 5)
         expect(again.get("returned") == [], "[] from the second run", again.get("returned"))
         expect(len(broker_log(broker)) == 3, "still 3 messages on the broker", broker_log(broker))
+        # The relay's clock stepped back (NTP, or another host's relay ran ahead): rows
+        # marked "later" than now are sent all the same. Pending is sent_at IS NULL only.
+        back = relay(ns, path, broker, now=NOW - 30)
+        expect(
+            back.get("returned") == [] and len(broker_log(broker)) == 3,
+            _(
+                "[] from a third run at now={now:g} (the clock stepped back), and still 3 "
+                "messages on the broker"
+            ).format(now=NOW - 30),
+            _("it returned {value}; the broker has {log}").format(
+                value=repr(back.get("returned")), log=broker_log(broker)
+            ),
+            _(
+                "pending is sent_at IS NULL, nothing else: a row marked sent at a time past "
+                "now is sent, never compare sent_at with now"
+            ),
+        )
 
 
 @CHECKS.add(
