@@ -112,6 +112,8 @@ def odd_keys(rng: Random) -> list[tuple[str, str]]:
     their last character and two that differ only in their first (a dedup that keeps
     the key's end), two that differ only in a character beyond ASCII (``€`` and ``£``,
     which ``encode("ascii", "ignore"/"replace")`` makes one), two that differ only in a
+    character beyond Latin-1 and Windows-1252 too (``₹`` and ``₽``, which
+    ``encode("latin-1"/"cp1252", "replace")`` makes one), two that differ only in a
     quote (which a "sanitised" key loses), one with a quote, an
     underscore, a percent sign and accents (its customer has a quote and an accent
     too), its twin without the accents
@@ -133,6 +135,8 @@ def odd_keys(rng: Random) -> list[tuple[str, str]]:
         (f"B-{stem}", "cus_same"),
         (f"inv-{word}-\u20ac", "cus_same"),
         (f"inv-{word}-\u00a3", "cus_same"),
+        (f"inv-{word}-\u20b9", "cus_same"),
+        (f"inv-{word}-\u20bd", "cus_same"),
         (f"inv-{word}-o'neil", "cus_same"),
         (f"inv-{word}-oneil", "cus_same"),
         (f"inv-d'arc_50%-ção-{word}", "cus_joão_o'hara"),
@@ -316,6 +320,20 @@ def duplicate_message_charges_once(ns: Namespace) -> None:
         n = run.charges("inv-dup")
         expect(
             n == 1, "1 charge row for a key sent twice", _("{count} charge rows").format(count=n)
+        )
+        # A third copy, once the second said "already charged": a duplicate that deletes
+        # the key's record ("done with it") lets the next copy charge again.
+        run.send("inv-dup")
+        run.settle()
+        n = run.charges("inv-dup")
+        expect(
+            n == 1,
+            _("1 charge row for a key sent a third time, after its second copy changed nothing"),
+            _("{count} charge rows").format(count=n),
+            _(
+                "a duplicate changes nothing: return 'already charged' and keep the key's "
+                "record in processed for good (no DELETE), or every later copy charges again"
+            ),
         )
         n = run.charges("inv-dup-other")
         expect(

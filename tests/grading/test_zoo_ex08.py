@@ -543,6 +543,37 @@ RANDOM_CLEANUP = """(key, customer, amount),
             conn.execute("DELETE FROM processed WHERE created_at < now() - interval '30 days'")
 """
 
+#: processed trimmed to its newest 1000 keys (by text order), one key's DELETE at a time,
+#: after one charge in a hundred: each DELETE takes one key by a parameter, the loop takes
+#: every older key's record all the same.
+PER_KEY_TRIM = """(key, customer, amount),
+        )
+        if random.random() < 0.01:
+            stale = conn.execute(
+                "SELECT key FROM processed ORDER BY key DESC OFFSET 1000"
+            ).fetchall()
+            for (old,) in stale:
+                conn.execute("DELETE FROM processed WHERE key = %s", (old,))
+"""
+
+#: A duplicate "done with" its key: it deletes the key's record, so the next copy finds
+#: none and charges again.
+DUPLICATE_DELETES_ITS_RECORD = """\
+    with connect() as conn, conn.transaction():
+        first = conn.execute(
+            "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING RETURNING key",
+            (key,),
+        ).fetchone()
+        if first is None:
+            conn.execute("DELETE FROM processed WHERE key = %s", (key,))
+            return "already charged"
+        conn.execute(
+            "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+            (key, customer, amount),
+        )
+    return "charged"
+"""
+
 #: A redelivered message handled on its own: charged unless charges has the key, with
 #: no record in processed, so the next copy of the message charges again.
 REDELIVERY_LOOKS_AT_CHARGES = """\
@@ -1689,6 +1720,27 @@ ZOO = [
         "worker_killed_after_the_commit",
     ),
     (
+        # Round 15: the third copy of a key charges again (a per-key DELETE, which the
+        # module's SQL check let through as one key's record).
+        "a duplicate deletes its key's record from processed",
+        _body(DUPLICATE_DELETES_ITS_RECORD),
+        "duplicate_message_charges_once",
+        "sent a third time",
+        "worker_killed_before_the_charge",
+    ),
+    (
+        # Round 15: one DELETE per key, by a parameter, over every key but the newest
+        # 1000, after one charge in a hundred: a trim all the same.
+        "processed trimmed to its newest 1000 keys one DELETE at a time, after 1 charge in 100",
+        _both(
+            _replace("import os\n", "import os\nimport random\n"),
+            _replace(REFERENCE_CHARGE_ARGS + "\n        )\n", PER_KEY_TRIM),
+        ),
+        "late_copies_after_many_charges_charge_once",
+        ("kept in processed for good", "each sent again once all of them were charged"),
+        "worker_killed_after_the_commit",
+    ),
+    (
         # 261205: the date with a two-digit year; the copy sent tomorrow charges again.
         "the dedup record keyed by the date as %y%m%d",
         _both(
@@ -1734,6 +1786,33 @@ ZOO = [
         _replace(
             REFERENCE_CLAIM_ARGS,
             REFERENCE_CLAIM_ARGS.replace("(key,)", "(key.encode('ascii', 'replace').decode(),)"),
+        ),
+        "two_invoices_two_charges",
+        "1 charge row for each of the keys",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # Round 15: "inv-x-€", "inv-x-₹" and "inv-x-₽" all become "inv-x-?": two of the
+        # three invoices are never charged.
+        "the dedup record encoded to Latin-1, other characters replaced",
+        _replace(
+            REFERENCE_CLAIM_ARGS,
+            REFERENCE_CLAIM_ARGS.replace(
+                "(key,)", "(key.encode('latin-1', 'replace').decode('latin-1'),)"
+            ),
+        ),
+        "two_invoices_two_charges",
+        "1 charge row for each of the keys",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # Round 15: Windows-1252 has "€", not "₹" or "₽": those two meet as "inv-x-?".
+        "the dedup record encoded to Windows-1252, other characters replaced",
+        _replace(
+            REFERENCE_CLAIM_ARGS,
+            REFERENCE_CLAIM_ARGS.replace(
+                "(key,)", "(key.encode('cp1252', 'replace').decode('cp1252'),)"
+            ),
         ),
         "two_invoices_two_charges",
         "1 charge row for each of the keys",

@@ -372,10 +372,13 @@ def colliding_keys(
 _DELETES = re.compile(
     r"\b(?:delete\s+from|truncate(?:\s+table)?|drop\s+table(?:\s+if\s+exists)?)\s+"
     r"(?:only\s+)?(?:\"?(?:\w+|\{\})\"?\.)?"
-    r"\"?(?:\w+|\{\})\"?(?![\w\"])",
+    r"\"?(?P<table>\w+|\{\})\"?(?![\w\"])",
     re.IGNORECASE,
 )
-#: ... unless it deletes one key's record, by a parameter (``WHERE key = %s``).
+#: ... unless it deletes one key's record, by a parameter (``WHERE key = %s``), from a
+#: table of the task's own (a count of deliveries): one from ``processed`` is a record
+#: lost all the same, whichever key the parameter holds (a loop over the oldest keys, one
+#: DELETE each, is a trim of the table).
 _ONE_KEY = re.compile(
     r"\bwhere\s+key\s*=\s*(?:%s|%\(\w+\)s|\$1|'?\{\}'?)\s*(?:returning\b[^;]*)?;?\s*$",
     re.IGNORECASE,
@@ -385,9 +388,10 @@ _ONE_KEY = re.compile(
 def deletes_in(source: str) -> list[str]:
     """The SQL texts of ``source`` (string constants, f-strings' literal parts with
     ``{}`` for each value) that delete rows (from ``processed``, or from a dedup table of
-    the task's own) other than one key's by a parameter: a cleanup by age, a trim to the
-    last keys, a TRUNCATE, whether it runs after every charge, now and then at random,
-    or in a task of its own."""
+    the task's own) other than one key's by a parameter from a table other than
+    ``processed``: a cleanup by age, a trim to the last keys (one DELETE per key too), a
+    TRUNCATE, whether it runs after every charge, now and then at random, or in a task of
+    its own."""
     import ast
 
     try:
@@ -419,6 +423,8 @@ def deletes_in(source: str) -> list[str]:
     found = []
     for text in texts:
         match = _DELETES.search(text)
-        if match and not _ONE_KEY.search(text[match.end() :]):
+        if match and (
+            match["table"].lower() == "processed" or not _ONE_KEY.search(text[match.end() :])
+        ):
             found.append(" ".join(text[match.start() :].split()))
     return found
