@@ -181,6 +181,14 @@ def only_a_declined_charge_fails_the_job(ns: Namespace) -> None:
             _("a 503 from the mail API on the receipt (policy version 2's 'receipt' step)"),
             2,
         ),
+        # The receipt goes out after the charge: the customer has paid, and a rejected
+        # receipt is no decline to release the stock of.
+        (
+            "mail",
+            "reject",
+            _("the receipt rejected (PermanentError from policy version 2's 'receipt' step)"),
+            2,
+        ),
     ):
         with scene(ns) as folder:
             # A short Retry-After: a step that sleeps it out (for real) stays in time.
@@ -583,24 +591,60 @@ def a_release_resumed_by_a_restarted_worker_releases_once(ns: Namespace) -> None
 
 @CHECKS.add(
     1,
-    "each e-mail says what it is: the receipt f'Receipt for order {id}', then the e-mail "
-    "f'Order {id} is on its way' (policy version 2 sends both)",
+    "each e-mail says what it is, to the order's address as it is (capitals too): the "
+    "receipt f'Receipt for order {id}', then the e-mail f'Order {id} is on its way' "
+    "(policy version 2 sends both)",
 )
 def the_receipt_and_the_email_say_what_they_are(ns: Namespace) -> None:
+    # The address as the shop holds it: the part before the @ may tell two mailboxes
+    # apart by its capitals alone, so it goes out as it is, never lower-cased.
+    order = {**ORDER, "email": "Ana.Souza@Example.com"}
+    # Then another order in the same worker: its e-mails name its own id, not a subject
+    # the worker made (and kept) for the first one.
+    then = {"id": 7, "customer": "cus_bia", "email": "bia@example.com", "sku": "pen"}
+    then["amount"] = 1500
     with scene(ns) as folder:
-        run(ns, folder, ORDER, 2)
-        subjects = [
-            p.get("subject")
+        ns.harness(HARNESS + "run_in_each_folder", [str(folder)] * 2, [order, then], 2)
+        sent = [
+            (p.get("to"), p.get("subject"))
             for service, _key, p in world_of(folder)["effects"]
-            if service == "mail" and p.get("to") == ORDER["email"]
+            if service == "mail"
         ]
-        want = [f"Receipt for order {ORDER['id']}", f"Order {ORDER['id']} is on its way"]
+        later = [subject for to, subject in sent if to == then["email"]]
+        sent = [(to, subject) for to, subject in sent if to != then["email"]]
+        addresses = [to for to, _subject in sent]
+        expect(
+            addresses == [order["email"]] * 2,
+            _("the receipt and the e-mail of order {order_id} sent to {address}").format(
+                order_id=order["id"], address=repr(order["email"])
+            ),
+            _("e-mails to {addresses}").format(addresses=addresses),
+            _(
+                "pass order['email'] to world.mail.send as it is: an address lower-cased is "
+                "another mailbox's"
+            ),
+        )
+        subjects = [subject for to, subject in sent if to == order["email"]]
+        want = [f"Receipt for order {order['id']}", f"Order {order['id']} is on its way"]
         expect(
             subjects == want,
             _("the subjects {subjects} for order {order_id} on policy version 2").format(
                 subjects=want, order_id=ORDER["id"]
             ),
             subjects,
+        )
+        want = [f"Receipt for order {then['id']}", f"Order {then['id']} is on its way"]
+        expect(
+            later == want,
+            _(
+                "the subjects {subjects} for order {order_id}, run by the same worker right "
+                "after order {earlier_id}"
+            ).format(subjects=want, order_id=then["id"], earlier_id=order["id"]),
+            later,
+            _(
+                "format each subject with the order in hand, every call: a subject kept "
+                "from an earlier order tells one customer another's order"
+            ),
         )
 
 
@@ -1492,6 +1536,28 @@ def the_jobs_row_keeps_its_first_policy_version(ns: Namespace) -> None:
                 ).format(order_id=ORDER["id"], version=first, resumed_version=then),
                 _("its row holds (policy_version, state) {rows}").format(rows=stored),
                 _("set only state = 'done' at the end; the row's policy_version never changes"),
+            )
+        # Declined on its resume: the 'failed' it ends with is the only change to its row.
+        with scene(ns) as folder:
+            run(ns, folder, ORDER, first, crash_after="ledger.transaction()")
+            with_declines(folder)
+            run(ns, folder, ORDER, then)
+            with reading(folder / "steps.db") as conn:
+                rows = [r for r in rows_of(conn, "all_step_jobs") if r["order_id"] == ORDER["id"]]
+            stored = [(r["policy_version"], r["state"]) for r in rows]
+            expect(
+                stored == [(first, "failed")],
+                _(
+                    "order {order_id}'s job row holding policy_version {version} and 'failed', "
+                    "after a start on version {version}, a crash right after the reservation "
+                    "and a resume with policy_version={resumed_version} whose charge was "
+                    "declined"
+                ).format(order_id=ORDER["id"], version=first, resumed_version=then),
+                _("its row holds (policy_version, state) {rows}").format(rows=stored),
+                _(
+                    "set only state = 'failed' with the decline; the row's policy_version "
+                    "never changes"
+                ),
             )
 
 

@@ -1922,6 +1922,50 @@ def do_step(world, order, step):
         "generated_orders_each_done_once",
         _edit(DO_STEP, ('charge(order["customer"]', 'charge(order["customer"].strip()')),
     ),
+    (
+        "ex14",
+        "the e-mail address lower-cased before it is sent",
+        "the_receipt_and_the_email_say_what_they_are",
+        _edit(
+            DO_STEP, ('world.mail.send(order["email"]', 'world.mail.send(order["email"].lower()')
+        ),
+    ),
+    (
+        "ex14",
+        "each subject formatted once per step and kept (the next order gets the first one's id)",
+        "the_receipt_and_the_email_say_what_they_are",
+        "_SUBJECTS = {}\n"
+        + _edit(
+            DO_STEP,
+            (
+                'world.mail.send(order["email"], subject.format(order["id"]), ',
+                "world.mail.send(\n"
+                '        order["email"], _SUBJECTS.setdefault(step, subject.format(order["id"])), ',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "'failed' set with the call's policy_version (a job declined on its resume takes it)",
+        "the_jobs_row_keeps_its_first_policy_version",
+        _edit(
+            RUN_ORDER,
+            ("SET state = 'failed' WHERE", "SET state = 'failed', policy_version = :version WHERE"),
+        ),
+    ),
+    (
+        "ex14",
+        "a rejected receipt taken for a decline (checkpointed under its step, the stock released)",
+        "only_a_declined_charge_fails_the_job",
+        _edit(
+            RUN_ORDER,
+            (
+                'if step != "charge" or isinstance(exc, IdempotencyConflict):',
+                'if step not in ("charge", "receipt") or isinstance(exc, IdempotencyConflict):',
+            ),
+            ('checkpoint("charge", "declined")', 'checkpoint(step, "declined")'),
+        ),
+    ),
 ]
 
 
@@ -2009,6 +2053,7 @@ SEVERE = [
     "a decline told by type(exc) is PermanentError (a subclass like CardError propagates)",
     "the sku stripped before it is posted (' mug ' reserved as 'mug')",
     "the customer id stripped before the charge (another customer charged)",
+    "a rejected receipt taken for a decline (checkpointed under its step, the stock released)",
 ]
 
 #: What the named check must say it expected, for the entries that name it.
@@ -2170,6 +2215,16 @@ SAYS = {
     "the sku stripped before it is posted (' mug ' reserved as 'mug')": "the ledger entries of sku",
     "the customer id stripped before the charge (another customer charged)": (
         "to leave the charges"
+    ),
+    "the e-mail address lower-cased before it is sent": "sent to 'Ana.Souza@Example.com'",
+    "each subject formatted once per step and kept (the next order gets the first one's id)": (
+        "run by the same worker right after order 42"
+    ),
+    "'failed' set with the call's policy_version (a job declined on its resume takes it)": (
+        "policy_version 1 and 'failed'"
+    ),
+    "a rejected receipt taken for a decline (checkpointed under its step, the stock released)": (
+        "the receipt rejected"
     ),
 }
 

@@ -706,21 +706,24 @@ def do_step_twice(
 def run_in_each_folder(
     values: MutableMapping[str, Any],
     folders: list[str],
-    order: dict[str, Any],
+    order: dict[str, Any] | list[dict[str, Any]],
     version: int | list[int],
 ) -> list[dict[str, Any]]:
     """``run_order`` of ``order`` once in each of ``folders``, in ONE process.
 
     Two shops (two job databases, two worlds) served by one worker: what a job did is
     what its own tables record, so the order is new to each. The student's module state
-    lives on between the calls. ``version``: the policy version of every run, or one per
-    folder. Returns each outcome.
+    lives on between the calls. ``order``: the order of every run, or one per folder
+    (a folder may come twice: one worker's orders one after another in one shop).
+    ``version``: the policy version of every run, or one per folder. Returns each
+    outcome.
     """
     versions = version if isinstance(version, list) else [version] * len(folders)
+    orders = order if isinstance(order, list) else [order] * len(folders)
     got = []
     with fresh_state(values):
-        for folder, each in zip(folders, versions, strict=True):
-            got.append(outcome(_job, values, Path(folder), order, each, _Moments()))
+        for folder, each, one in zip(folders, versions, orders, strict=True):
+            got.append(outcome(_job, values, Path(folder), one, each, _Moments()))
     return got
 
 
