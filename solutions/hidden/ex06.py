@@ -1384,19 +1384,7 @@ def dead_letter_stores_the_error_given(ns: Namespace) -> None:
     ]
     with lab_file(ns) as (conn, path):
         ids = [add_running(conn, token="tok-1")]
-        ids.append(
-            add_job(
-                conn,
-                "pay:8:charge:v1",
-                kind="payment",
-                state="running",
-                attempt=1,
-                lease_owner="w1",
-                lease_until=NOW + 30,
-                lease_token="tok-2",
-                updated_at=NOW - 5,
-            )
-        )
+        ids.append(add_running(conn, token="tok-2", key="pay:8:charge:v1", attempt=1))
         results = ns.harness(
             HARNESS + "dead_letters_in_a_row",
             str(path),

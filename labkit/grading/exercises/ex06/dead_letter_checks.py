@@ -17,7 +17,6 @@ from labkit.grading.exercises.ex06.deadletters import (
     row_of,
 )
 from labkit.grading.exercises.kit import lab_file
-from labkit.grading.exercises.labdb import add_job
 from labkit.lang import _
 
 #: The columns a dead letter sets; every other one stays as it was.
@@ -335,17 +334,7 @@ def dead_letter_is_fenced(ns: Namespace) -> None:
     # others too, which the worker is still running.
     with lab_file(ns) as (conn, path):
         first = add_running(conn, token="batch-tok")
-        second = add_job(
-            conn,
-            "pay:8:charge:v1",
-            kind="payment",
-            state="running",
-            attempt=1,
-            lease_owner="w1",
-            lease_until=NOW + 30,
-            lease_token="batch-tok",
-            updated_at=NOW - 5,
-        )
+        second = add_running(conn, token="batch-tok", key="pay:8:charge:v1", attempt=1)
         kept = row_of(conn, second)
         result = ns.harness(
             HARNESS + "dead_letter",

@@ -85,13 +85,16 @@ def add_dead(conn: sqlite3.Connection, n: int, kind: str = "email", first_id: in
     ]
 
 
-def add_running(conn: sqlite3.Connection, token: str = "tok-1") -> int:
+def add_running(
+    conn: sqlite3.Connection, token: str = "tok-1", key: str = "pay:7:charge:v1", attempt: int = 2
+) -> int:
+    """A payment job running under ``token``, its lease good for 30 s more."""
     return add_job(
         conn,
-        "pay:7:charge:v1",
+        key,
         kind="payment",
         state="running",
-        attempt=2,
+        attempt=attempt,
         lease_owner="w1",
         lease_until=NOW + 30,
         lease_token=token,
