@@ -48,15 +48,15 @@ def two_invoices_two_charges(ns: Namespace) -> None:
 
 
 #: Names that differ only in a '_', '-' or ':', a quote, an accent, a space (one, none or
-#: two), a capital or a ligature (NFKC folds "ﬁ" into "fi"); the last pair's keys differ
-#: only in a trailing space.
+#: two), a capital or a ligature (NFKC folds "ﬁ" into "fi"); the bob jobs' keys (see
+#: ``lookalike_jobs``) differ only in a leading or a trailing space.
 LOOKALIKES: tuple[str, ...] = ("cus_7", "cus-7", "o'neil", "oneil", "josé", "josè")
 LOOKALIKES += ("ana maria", "ana_maria", "\ufb01ona", "fiona")
 LOOKALIKES += ("anamaria", "ana  maria", "acct:8", "acct-8")
 #: One name with each separator a header "cleaner" might swap for another (':' for '_',
-#: '/' for '-', ...), none, and in capitals: any such swap, or lower(), maps two of these
-#: jobs' keys onto one.
-LOOKALIKES += tuple(f"acct{sep}8" for sep in "_./ '\"+@#,;|~=") + ("acct8", "ACCT:8")
+#: '/' for '-', '\\' for '/', ...), none, and in capitals: any such swap, or lower(), maps
+#: two of these jobs' keys onto one.
+LOOKALIKES += tuple(f"acct{sep}8" for sep in "_./\\ '\"+@#,;|~=%") + ("acct8", "ACCT:8")
 #: Two names with no letter in Latin-1: a key made "header-safe" with
 #: encode("latin-1", "replace") (or "ignore") gives both the same key.
 LOOKALIKES += ("王伟", "李娜")
@@ -64,18 +64,28 @@ LOOKALIKES += ("王伟", "李娜")
 #: (NFD; the name above is NFC, "é" in one code point). The two print alike; a key
 #: normalised to NFC (or NFD) makes both jobs' keys one.
 LOOKALIKES += ("jose\u0301",)
+#: "ana maria" again with its space URL-encoded by hand ("%20"), as a no-break space
+#: (U+00A0, pasted from a document) and as a tab (from a spreadsheet): a key "encoded" for
+#: a header (replace(" ", "%20")) or decoded (urllib.parse.unquote), its no-break spaces
+#: made plain or its unprintable characters dropped (str.isprintable) makes two keys one.
+LOOKALIKES += ("ana%20maria", "ana\u00a0maria", "ana\tmaria")
+#: "ana maria" across two lines (a name from a multi-line CSV field: "\n", "\r\n") and with
+#: a zero-width space (U+200B, pasted from a web page): a key with its CR/LF stripped for a
+#: header (no header injection), cut at its first line (splitlines()[0]) or stripped of
+#: invisible characters makes two keys one.
+LOOKALIKES += ("ana\nmaria", "ana\r\nmaria", "ana\u200bmaria")
 
 
 def lookalike_jobs(kind: str) -> tuple[tuple[str, dict[str, Any], str], ...]:
-    """One ``kind`` job per look-alike name, two whose keys differ in a trailing space, and
-    two whose keys differ in the number before ``:v1``."""
+    """One ``kind`` job per look-alike name, three whose keys differ in a leading or a
+    trailing space, and two whose keys differ in the number before ``:v1``."""
     jobs = [
         (kind, {"customer": name, "amount": 1500}, f"billing:{name}:2026-05:{kind}:v1")
         for name in LOOKALIKES
     ]
     jobs += [
-        (kind, {"customer": "bob", "amount": 900}, f"billing:bob:2026-05:{kind}:v1{end}")
-        for end in ("", " ")
+        (kind, {"customer": "bob", "amount": 900}, f"{lead}billing:bob:2026-05:{kind}:v1{end}")
+        for lead, end in (("", ""), ("", " "), (" ", ""))
     ]
     # Keys that end in a number before ':v1': rstrip(":v1") strips characters, not the
     # suffix, and makes both "...:1:v1" and "...:11:v1" into "...:".
@@ -509,6 +519,21 @@ def a_refused_charge_is_not_retried(ns: Namespace) -> None:
         _("it raised {raised}, which the worker retries").format(raised=got["raised"]),
         "let a PermanentError out as it is (or as another PermanentError): only a "
         "TransientError (a 503, a 429, a lost reply) is worth another try",
+    )
+    # The other 400 of the API: the job's Idempotency-Key first used for another amount
+    # (IdempotencyKeyReused). Re-raised as a TransientError, the worker asks again and again
+    # under the same key, and the same conflict comes back until the job is buried anyway.
+    with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+        got = ns.harness(HARNESS + "conflicting_key", tmp, [kind, payload, key], EARLIER_AMOUNT)
+    expect(
+        not got["retried"],
+        _(
+            "a 400 IdempotencyKeyReused (the key of job {key} first used for another "
+            "amount) to come out of charge_handler as an error the worker does not retry"
+        ).format(key=key),
+        _("it raised {raised}, which the worker retries").format(raised=got.get("raised")),
+        "a conflict is a PermanentError: let it out as it is, for a person to look at; "
+        "every retry meets the same conflict",
     )
 
 

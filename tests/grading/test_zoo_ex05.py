@@ -2112,6 +2112,150 @@ ZOO: list[tuple[str, str, str, str]] = [
                                              idempotency_key=job.key)
     """,
     ),
+    (
+        "ex05",
+        # A space "encoded" for a header by hand: a key that already holds "%20" (a name
+        # typed that way) is then the same key.
+        "an Idempotency-Key with its spaces URL-encoded by hand (replace(' ', '%20'))",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(
+                customer, amount, key=job.key, idempotency_key=job.key.replace(" ", "%20")
+            )
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark URL-decoded (urllib.parse.unquote) before it is read and written",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        from urllib.parse import unquote
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            mark = unquote(job.key)
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key with the characters a header cannot print dropped (isprintable)",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            header_safe = "".join(ch for ch in job.key if ch.isprintable())
+            return ctx.world.payments.charge(
+                customer, amount, key=job.key, idempotency_key=header_safe
+            )
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key with its no-break spaces made plain spaces",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(
+                customer, amount, key=job.key, idempotency_key=job.key.replace("\\xa0", " ")
+            )
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key with its backslashes replaced by '/' (a Windows path made a URL path)",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(
+                customer, amount, key=job.key, idempotency_key=job.key.replace("\\\\", "/")
+            )
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark stripped of leading spaces (lstrip)",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key.lstrip()) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key.lstrip(), "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        # The other 400 of the API, retried: every try meets the same conflict, and the
+        # worker spends the job's attempts on it before burying it anyway.
+        "an IdempotencyKeyReused conflict re-raised as a TransientError (retried in vain)",
+        "a_refused_charge_is_not_retried",
+        """
+        from labkit.errors import TransientError
+        from labkit.world.services import IdempotencyKeyReused
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except IdempotencyKeyReused as exc:
+                raise TransientError(str(exc)) from exc
+    """,
+    ),
+    (
+        "ex05",
+        # "No header injection": a key that holds a line break (a name from a multi-line
+        # CSV field) then names the same charge as the one without it.
+        "an Idempotency-Key with its CR and LF stripped for a header",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            header_safe = job.key.replace("\\r", "").replace("\\n", "")
+            return ctx.world.payments.charge(
+                customer, amount, key=job.key, idempotency_key=header_safe
+            )
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark cut at its first line (splitlines()[0])",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def post_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            mark = job.key.splitlines()[0]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key stripped of zero-width spaces (invisible characters)",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(
+                customer, amount, key=job.key, idempotency_key=job.key.replace("\\u200b", "")
+            )
+    """,
+    ),
 ]
 
 
@@ -2441,6 +2585,13 @@ GOT = {
     ),
     "the ledger mark without its version, by rstrip(':v1')": "'billing:post:carla:11:v1': 0",
     "the charge made in 'USD' (a currency the job never named)": "charged in 'USD'",
+    "an Idempotency-Key with its spaces URL-encoded by hand (replace(' ', '%20'))": (
+        "'billing:ana%20maria:2026-05:charge:v1': 0"
+    ),
+    "the ledger mark stripped of leading spaces (lstrip)": "' billing:bob:2026-05:post:v1': 0",
+    "an IdempotencyKeyReused conflict re-raised as a TransientError (retried in vain)": (
+        "which the worker retries"
+    ),
 }
 
 

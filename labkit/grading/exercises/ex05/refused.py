@@ -206,8 +206,11 @@ def conflicting_key(
 
     ``{"conflicts": charges answered with the conflict, "new": the repr of each later
     charge's Idempotency-Key, "earlier": the repr of the first charge's key, "raised":
-    "ErrorClass: message"}`` or ``"returned": repr``.
+    "ErrorClass: message"}`` or ``"returned": repr``, and ``"retried"``: whether the
+    worker would retry what came out (``harness._retried``).
     """
+    from labkit.grading.exercises.ex05.harness import _retried
+
     kind, payload, key = job
     first = _FirstCharge()
     before = {**payload, **({"amount": earlier} if isinstance(earlier, int) else earlier)}
@@ -216,7 +219,8 @@ def conflicting_key(
     handled_once(values, str(folder_before), [kind, before, key], first)
     used = next((k for k in first.keys if isinstance(k, str)), None)
     payments = _ConflictingPayments(before["customer"], before["amount"], used)
-    got, _error = handled_once(values, folder, job, payments)
+    got, error = handled_once(values, folder, job, payments)
+    got["retried"] = error is not None and _retried(error, key)
     got["conflicts"] = payments.conflicts
     got["new"] = payments.new
     got["earlier"] = repr(used)
