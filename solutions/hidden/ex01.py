@@ -85,6 +85,55 @@ def fingerprint_matches_the_contract(ns: Namespace) -> None:
     # ends as given (not made '\n', not stripped of control characters).
     exact({"tags": ["gift", "express"], "amount_cents": 1990})
     exact({"note": "line 1\r\nline 2", "amount_cents": 1990})
+    # More fields a fingerprint may take for "not the payload": the key itself, a retry's
+    # counters, ids of the message and of its trace, a nonce, a signature, instants of
+    # receipt and update. A retry resends them unchanged; a change in them is a change.
+    exact(
+        {
+            "idempotency_key": "billing:42:charge:v1",
+            "correlation_id": "c-7",
+            "message_id": "m-7",
+            "event_id": "e-7",
+            "span_id": "s-7",
+            "nonce": "n-7",
+            "signature": "sig-7",
+            "hmac": "h-7",
+            "retry_count": 0,
+            "retries": 0,
+            "received_at": "2026-12-04T03:00:02Z",
+            "updated_at": "2026-12-04T03:00:03Z",
+            "headers": {"user-agent": "app/7"},
+            "user_agent": "app/7",
+            "client_ip": "203.0.113.7",
+            "ip": "203.0.113.7",
+            "version": 3,
+            "schema_version": 2,
+            "metadata": {"source": "app"},
+            "amount_cents": 1990,
+        }
+    )
+    # Texts as given, top-level fields too: blanks around a name kept, an e-mail in its
+    # case (a fingerprint that strips or lowercases "the fields that need it" rewrites
+    # the payload). Lines (a list of dicts) in the order given, not sorted by their sku.
+    exact({"note": " gift ", "email": "Ana@Example.COM", "amount_cents": 1990})
+    exact({"lines": [{"sku": "B", "qty": 2}, {"sku": "A", "qty": 1}], "amount_cents": 1990})
+    # Lists of numbers in the order given (rates, amounts), and a tag given twice kept twice.
+    exact({"rates": [0.5, 0.25], "split_cents": [1000, 990], "amount_cents": 1990})
+    exact({"tags": ["gift", "gift", "express"], "amount_cents": 1990})
+    # A payload with many fields: every field is hashed, past the 64 or 100 a fingerprint
+    # "bounded" to its first fields keeps.
+    many = {f"f{n:04d}": n for n in range(MANY_ITEMS)}
+    text = json.dumps(many, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    want = hashlib.sha256(text.encode()).hexdigest()
+    got = ns.payload_fingerprint(dict(many))
+    expect(
+        got == want,
+        _(
+            "{fingerprint}... for a payload of {count} fields, 'f0000': 0 to 'f{last}': {last} "
+            "(every field hashed, not its first 64 or 1000)"
+        ).format(fingerprint=want[:16], count=f"{MANY_ITEMS:,}", last=MANY_ITEMS - 1),
+        f"{str(got)[:16]}...",
+    )
     holds_for(PAYLOADS, exact, examples=40)
 
 
@@ -158,6 +207,27 @@ def accept_does_not_confuse_keys(ns: Namespace) -> None:
             ),
             _("{first} and {second}").format(first=repr(a), second=repr(b)),
         )
+    # The key as given, not one read from the payload: a payload copied from another order
+    # (its 'idempotency_key' or 'key' field left in) is still the operation of its key.
+    stale = "billing:7:charge:v1"
+    copied = {"amount_cents": 500, "idempotency_key": stale, "key": stale}
+    run = ns.harness(
+        "labkit.grading.exercises.ex01.harness:accept_calls",
+        [["billing:8:charge:v1", dict(copied)], ["billing:9:charge:v1", dict(copied)]],
+    )
+    a, b = (r.get("returned", r.get("raised")) for r in run["results"])
+    expect(
+        a is True and b is True,
+        _(
+            "True for two different keys, 'billing:8:charge:v1' and 'billing:9:charge:v1', "
+            "with one payload holding {field}"
+        ).format(field=repr({"idempotency_key": stale})),
+        _("{first} and {second}").format(first=repr(a), second=repr(b)),
+        _(
+            "remember the operation under the `key` argument: a key field inside the payload "
+            "is payload (it may be stale, copied from another order), not the key"
+        ),
+    )
     # Keys longer than any width accept might cut them to (a number written in its code,
     # a 1024-character column, 64 KiB), differing in one character near the end or in the
     # middle (a cut that keeps a head and a tail).

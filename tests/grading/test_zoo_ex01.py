@@ -3127,6 +3127,286 @@ ZOO: list[tuple[str, str, str, str]] = [
             return f"{source}:{entity_id}:{action}:v{version}"
     """,
     ),
+    (
+        # A separator "kept out" of the parts by stripping it off their ends.
+        "ex01",
+        "key with ':' stripped off the ends of the parts ('INV-7:' and 'INV-7' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            parts = [str(part).strip(":") for part in (source, entity_id, action)]
+            return f"{parts[0]}:{parts[1]}:{parts[2]}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the source cut to 32 characters (the width of a source column)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source[:32]}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the action cut to 64 characters",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action[:64]}:v{version}"
+    """,
+    ),
+    (
+        # "The order of the lines does not matter": sorted by their JSON, lines of dicts only.
+        "ex01",
+        "fingerprint that sorts the lists of dicts (an order's lines) by their JSON",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            def canon(value):
+                if isinstance(value, dict):
+                    return {k: canon(v) for k, v in value.items()}
+                if isinstance(value, list):
+                    items = [canon(v) for v in value]
+                    if items and all(isinstance(v, dict) for v in items):
+                        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
+                    return items
+                return value
+            canonical = canon(payload)
+            text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint drops the payload's 'idempotency_key' field (the key is no payload)",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            payload = {k: v for k, v in payload.items() if k != "idempotency_key"}
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint skips correlation ids, nonces and signatures (they change per send)",
+        "fingerprint_matches_the_contract",
+        """
+        TRANSPORT = {"correlation_id", "nonce", "signature", "hmac"}
+        def payload_fingerprint(payload):
+            payload = {k: v for k, v in payload.items() if k not in TRANSPORT}
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint strips blanks around the top-level texts only (form fields)",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            payload = {k: v.strip() if isinstance(v, str) else v for k, v in payload.items()}
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint lowercases the 'email' field (e-mail addresses ignore case)",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            if isinstance(payload.get("email"), str):
+                payload = {**payload, "email": payload["email"].lower()}
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint of the payload's first 64 fields (in key order)",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            payload = dict(sorted(payload.items())[:64])
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with default= writing bytes as their UTF-8 text (b'INV-7' and 'INV-7' alike)",
+        "fingerprint_tells_payloads_apart",
+        """
+        def _encode(value):
+            if isinstance(value, bytes):
+                return value.decode("utf-8")
+            raise TypeError(f"{type(value).__name__} is not JSON serializable")
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_encode
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with default= writing a Decimal as its cents (Decimal('19.90') made 1990)",
+        "fingerprint_tells_payloads_apart",
+        """
+        from decimal import Decimal
+        def _encode(value):
+            if isinstance(value, Decimal):
+                return int(value * 100)
+            raise TypeError(f"{type(value).__name__} is not JSON serializable")
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_encode
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with default= writing a datetime as its timestamp() (its Unix time)",
+        "fingerprint_tells_payloads_apart",
+        """
+        from datetime import datetime
+        def _encode(value):
+            if isinstance(value, datetime):
+                return value.timestamp()
+            raise TypeError(f"{type(value).__name__} is not JSON serializable")
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_encode
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with default= writing a datetime as its ISO text with the zone dropped",
+        "fingerprint_tells_payloads_apart",
+        """
+        from datetime import datetime
+        def _encode(value):
+            if isinstance(value, datetime):
+                return value.replace(tzinfo=None).isoformat()
+            raise TypeError(f"{type(value).__name__} is not JSON serializable")
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_encode
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        # The client's own key, carried in the payload, "preferred" over the argument.
+        "ex01",
+        "accept takes the key from the payload's 'idempotency_key' field when it has one",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            key = payload.get("idempotency_key") or key
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "key with the source's blanks made '-', a slug ('shop eu' and 'shop-eu' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source.replace(' ', '-')}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with '_' in the action made '-' ('charge_full' and 'charge-full' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action.replace('_', '-')}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with '#' stripped off the entity id ('#42' and 42 share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{str(entity_id).lstrip('#')}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with the prefix 'INV-' taken off the entity id ('INV-42' and '42' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{str(entity_id).removeprefix('INV-')}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint skips the transport's fields (headers, user agent, client ip)",
+        "fingerprint_matches_the_contract",
+        """
+        TRANSPORT = {"headers", "user_agent", "client_ip"}
+        def payload_fingerprint(payload):
+            payload = {k: v for k, v in payload.items() if k not in TRANSPORT}
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint that sorts the lists of floats (rates have no order)",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            def canon(value):
+                if isinstance(value, dict):
+                    return {k: canon(v) for k, v in value.items()}
+                if isinstance(value, list):
+                    items = [canon(v) for v in value]
+                    if items and all(isinstance(v, float) for v in items):
+                        return sorted(items)
+                    return items
+                return value
+            canonical = canon(payload)
+            text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with the repeats dropped from lists of strings (a tag given twice)",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            def canon(value):
+                if isinstance(value, dict):
+                    return {k: canon(v) for k, v in value.items()}
+                if isinstance(value, list):
+                    items = [canon(v) for v in value]
+                    if all(isinstance(v, str) for v in items):
+                        return list(dict.fromkeys(items))
+                    return items
+                return value
+            canonical = canon(payload)
+            text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
 ]
 
 
@@ -3562,6 +3842,61 @@ SAYS: dict[str, str] = {
     "key with a UUID entity id written as uuid.hex (the UUID and its text get two keys)": (
         "for the same id as a uuid.UUID"
     ),
+    "key with ':' stripped off the ends of the parts ('INV-7:' and 'INV-7' share a key)": (
+        "different keys for ('billing', 'INV-7:'"
+    ),
+    "key with the source cut to 32 characters (the width of a source column)": (
+        "different keys for ('billing-xxxx"
+    ),
+    "key with the action cut to 64 characters": "different keys for ('billing', 42, 'charge-xxxx",
+    "fingerprint that sorts the lists of dicts (an order's lines) by their JSON": (
+        "'lines': [{'sku': 'B', 'qty': 2}"
+    ),
+    "fingerprint drops the payload's 'idempotency_key' field (the key is no payload)": (
+        "{'idempotency_key': 'billing:42:charge:v1'"
+    ),
+    "fingerprint skips correlation ids, nonces and signatures (they change per send)": (
+        "'correlation_id': 'c-7'"
+    ),
+    "fingerprint strips blanks around the top-level texts only (form fields)": "'note': ' gift '",
+    "fingerprint lowercases the 'email' field (e-mail addresses ignore case)": (
+        "'email': 'Ana@Example.COM'"
+    ),
+    "fingerprint of the payload's first 64 fields (in key order)": "for a payload of 1,100 fields",
+    "fingerprint with default= writing bytes as their UTF-8 text (b'INV-7' and 'INV-7' alike)": (
+        "their text, decoded"
+    ),
+    "fingerprint with default= writing a Decimal as its cents (Decimal('19.90') made 1990)": (
+        "the int 1990, its cents"
+    ),
+    "fingerprint with default= writing a datetime as its timestamp() (its Unix time)": (
+        "its Unix time as a float"
+    ),
+    "fingerprint with default= writing a datetime as its ISO text with the zone dropped": (
+        "its ISO text without its time zone"
+    ),
+    "accept takes the key from the payload's 'idempotency_key' field when it has one": (
+        "with one payload holding {'idempotency_key'"
+    ),
+    "key with the source's blanks made '-', a slug ('shop eu' and 'shop-eu' share a key)": (
+        "different keys for ('shop eu', 42, 'charge', 1) and ('shop-eu'"
+    ),
+    "key with '_' in the action made '-' ('charge_full' and 'charge-full' share a key)": (
+        "('billing', 42, 'charge_full', 1)"
+    ),
+    "key with '#' stripped off the entity id ('#42' and 42 share a key)": (
+        "different keys for ('billing', '#42'"
+    ),
+    "key with the prefix 'INV-' taken off the entity id ('INV-42' and '42' share a key)": (
+        "different keys for ('billing', 'INV-42'"
+    ),
+    "fingerprint skips the transport's fields (headers, user agent, client ip)": (
+        "'headers': {'user-agent': 'app/7'}"
+    ),
+    "fingerprint that sorts the lists of floats (rates have no order)": ("'rates': [0.5, 0.25]"),
+    "fingerprint with the repeats dropped from lists of strings (a tag given twice)": (
+        "'tags': ['gift', 'gift', 'express']"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -3720,6 +4055,14 @@ SEVERE = [
     "accept strips the quotes around the key (a quoted Idempotency-Key header)",
     "key with the quotes around the entity id stripped (an id read from a CSV field)",
     "key with a UUID entity id written as uuid.hex (the UUID and its text get two keys)",
+    "key with ':' stripped off the ends of the parts ('INV-7:' and 'INV-7' share a key)",
+    "key with the source cut to 32 characters (the width of a source column)",
+    "key with the action cut to 64 characters",
+    "accept takes the key from the payload's 'idempotency_key' field when it has one",
+    "key with the source's blanks made '-', a slug ('shop eu' and 'shop-eu' share a key)",
+    "key with '_' in the action made '-' ('charge_full' and 'charge-full' share a key)",
+    "key with '#' stripped off the entity id ('#42' and 42 share a key)",
+    "key with the prefix 'INV-' taken off the entity id ('INV-42' and '42' share a key)",
 ]
 
 

@@ -269,6 +269,21 @@ TWINS: list[tuple[tuple[str, Any, str, int], tuple[str, Any, str, int]]] = [
     # Quotes around an id are part of it: an id "unquoted" (strip('"'), as a CSV field or a
     # quoted header value is) gives '"INV-7"' and 'INV-7' one key.
     (("billing", '"INV-7"', "charge", 1), ("billing", "INV-7", "charge", 1)),
+    # A long source or action (a service's full name, an action with its variant) kept
+    # whole: a key that cuts them to a column's width (source[:32], action[:64]) gives two
+    # of them, apart only past the cut, one key.
+    (_with_part(0, "billing-" + "x" * 300 + "1"), _with_part(0, "billing-" + "x" * 300 + "2")),
+    (_with_part(2, "charge-" + "x" * 300 + "1"), _with_part(2, "charge-" + "x" * 300 + "2")),
+    # A source or an action "slugged" as an id may not be: blanks made '-' or '_', '-'
+    # and '_' made one another. And an id's prefix is part of it: '#42' and 'INV-42' (a
+    # key that strips '#' or removeprefix('INV-')) are not the invoice 42.
+    (_with_part(0, "shop eu"), _with_part(0, "shop-eu")),
+    (_with_part(0, "shop eu"), _with_part(0, "shop_eu")),
+    (_with_part(0, "shop-eu"), _with_part(0, "shop_eu")),
+    (_with_part(2, "charge full"), _with_part(2, "charge-full")),
+    (_with_part(2, "charge_full"), _with_part(2, "charge-full")),
+    (_with_part(1, "#42"), _with_part(1, 42)),
+    (_with_part(1, "INV-42"), _with_part(1, "42")),
 ]
 #: Characters real ids contain (INV-2026-0042, Cus_AbC, billing.eu, shop/eu, 'INV 7'): a
 #: key joined with one of them, or with nothing, gives two intents the same key.
@@ -285,6 +300,12 @@ COLON_TWINS = [
     (_with_part(part, value), _with_part(part, value.replace(":", sep)))
     for part, value in ((1, "INV:7"), (0, "shop:eu"), (2, "charge:full"))
     for sep in (*JOINED_BY, *ESCAPED_COLONS)
+] + [
+    # A ':' at the start or the end of a part is part of it: a key that strips ':' off the
+    # parts (strip(':'), so no part "adds" a separator) gives 'INV-7:' and 'INV-7' one key.
+    (_with_part(1, "INV-7:"), _with_part(1, "INV-7")),
+    (_with_part(0, ":billing"), _with_part(0, "billing")),
+    (_with_part(2, "charge:"), _with_part(2, "charge")),
 ]
 
 
@@ -467,7 +488,12 @@ def fingerprint_tells_payloads_apart(ns: Namespace) -> None:
             _("a different fingerprint for {what}").format(what=what),
             _("the same fingerprint"),
         )
-    named = {"datetime": _("a datetime"), "Decimal": _("a Decimal"), "set": _("a set")}
+    named = {
+        "datetime": _("a datetime"),
+        "Decimal": _("a Decimal"),
+        "set": _("a set"),
+        "bytes": _("bytes"),
+    }
     rows = ns.harness(HARNESS + "fingerprints_of_values_and_their_text")
     for kind, as_value, as_other, how in rows:
         what = named.get(kind, kind)
@@ -488,6 +514,11 @@ def fingerprint_tells_payloads_apart(ns: Namespace) -> None:
                 "list": _("the list of its items, sorted"),
                 "reversed": _("the list of its items, in reverse order"),
                 "repr": _("its repr() as text (\"Decimal('19.90')\")"),
+                "cents": _("the int 1990, its cents (for Decimal('19.90'))"),
+                "timestamp": _("its Unix time as a float (timestamp())"),
+                "epoch": _("its Unix time as an int (int(timestamp()))"),
+                "naive": _("its ISO text without its time zone"),
+                "decoded": _("their text, decoded ('INV-7' for b'INV-7')"),
             }.get(how, how)
             expected = _(
                 "a TypeError (json.dumps cannot encode it) for a payload holding {what}, or "

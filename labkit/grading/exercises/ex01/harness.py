@@ -347,7 +347,10 @@ def fingerprints_of_values_and_their_text(values: MutableMapping[str, Any]) -> l
     Decimal (or a set), the outcome for the same payload holding the value's stand-in,
     and which stand-in: ``"text"`` (``str()``), ``"isoformat"`` (the datetime's ISO
     text), ``"float"`` (the Decimal as a float), ``"repr"`` (the Decimal's ``repr()``),
-    ``"list"`` (the set's items, sorted) or ``"reversed"`` (the same, in the other order).
+    ``"cents"`` (the Decimal times 100, an int), ``"timestamp"`` and ``"epoch"`` (the
+    datetime's Unix time, as a float and as an int), ``"naive"`` (its ISO text without the
+    zone), ``"decoded"`` (bytes as their UTF-8 text), ``"list"`` (the set's items, sorted)
+    or ``"reversed"`` (the same, in the other order).
     JSON has no such types: ``json.dumps`` raises, it does not turn them into others.
     """
     import decimal
@@ -364,6 +367,14 @@ def fingerprints_of_values_and_their_text(values: MutableMapping[str, Any]) -> l
         ("set", {"gift", "express"}, ["gift", "express"], "reversed"),
         # default=repr writes a Decimal as the text "Decimal('19.90')".
         ("Decimal", price, repr(price), "repr"),
+        # An encoder that writes money as its cents (int(d * 100)), an instant as its Unix
+        # time (timestamp(), or its int) or as its ISO text with the zone dropped, and bytes
+        # as their decoded text: each another payload that holds that stand-in.
+        ("Decimal", price, int(price * 100), "cents"),
+        ("datetime", due, due.timestamp(), "timestamp"),
+        ("datetime", due, int(due.timestamp()), "epoch"),
+        ("datetime", due, due.replace(tzinfo=None).isoformat(), "naive"),
+        ("bytes", b"INV-7", "INV-7", "decoded"),
     ]
     with fresh_state(values):
         fingerprint = need(values, "payload_fingerprint")
