@@ -1,9 +1,9 @@
 """Hidden checks for exercise 13: other caps, what counts as busy, serial claims racing,
-backlogs of hundreds of jobs, dead workers' leases in the order, keys out of order, a job
-claimed again (its attempt counted), tokens that do not repeat, finished jobs with
-old leases, claims on two databases in one process, the row a claim returns (its own, not
-one read back), now to the fraction of a second, the old holder fenced off by the claim's
-own statement, and a claim killed midway."""
+a worker that lost a race taking the next job, backlogs of hundreds of jobs, dead workers'
+leases in the order, keys out of order, a job claimed again (its attempt counted), tokens
+that do not repeat, finished jobs with old leases, claims on two databases in one process,
+the row a claim returns (its own, not one read back), now to the fraction of a second, the
+old holder fenced off by the claim's own statement, and a claim killed midway."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from labkit.grading.exercises.helpers import raised_text
 from labkit.grading.exercises.killsweep import after_every_kill, scene_seeds
 from labkit.grading.exercises.kit import lab_file, reading
 from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
+from labkit.grading.exercises.racesweep import after_every_schedule
 from labkit.grading.exercises.tokens import TOKEN_BITS, too_few_bits
 from labkit.lang import _
 
@@ -149,6 +150,57 @@ def serial_heads_hold_when_two_processes_claim(ns: Namespace) -> None:
         counts = {key: running(conn, key) for key in keys}
         expect(counts == dict.fromkeys(keys, 1), "one running job per serial key", counts)
         expect_each_job_once(got)
+
+
+@CHECKS.add(
+    1,
+    "a worker that loses a race takes the next ready job, not None: None says that nothing "
+    "is ready, and the worker sleeps while work waits. A job chosen by a SELECT, then taken "
+    "by an UPDATE guarded on it still being ready, is None whenever another worker took it "
+    "first: choose and take in one statement",
+    timeout=60.0,
+)
+def a_worker_that_loses_a_race_takes_the_next_job(ns: Namespace) -> None:
+    # (the claim, its extra arguments, the jobs (key, queue): one for each worker)
+    scenes = (
+        ("claim_capped", [1], (("acme:0", "acme"), ("bolt:0", "bolt"))),
+        ("claim_serial", [], (("order:1:a", "order:1"), ("order:2:a", "order:2"))),
+    )
+    for name, extra, jobs in scenes:
+
+        def make(folder: Path, jobs: tuple[tuple[str, str], ...] = jobs) -> None:
+            conn = lab_db(folder / "jobs.db")
+            for key, queue in jobs:
+                add_job(conn, key, queue=queue)
+            conn.close()
+
+        def judge(folder: Path, run: dict[str, Any]) -> tuple[bool, str]:
+            got = [run[w]["returned"] for w in ("first", "second")]
+            ids = [row.get("id") if isinstance(row, dict) else None for row in got]
+            with reading(folder / "jobs.db") as conn:
+                owners = {j["id"]: j["lease_owner"] for j in all_jobs(conn)}
+            took = [owners.get(i) for i in ids]
+            ok = None not in ids and ids[0] != ids[1] and took == ["w1", "w2"]
+            return ok, _("the workers got jobs {ids}; the jobs' lease owners {owners}").format(
+                ids=ids, owners=owners
+            )
+
+        after_every_schedule(
+            ns,
+            HARNESS + "claim_schedules",
+            make,
+            [name, NOW, 30.0, extra],
+            judge,
+            _(
+                "{name}: two ready jobs ({keys}) and two workers claiming at once: each "
+                "worker takes one (never None while a job is ready)"
+            ).format(name=name, keys=", ".join(key for key, _queue in jobs)),
+            _(
+                "choose and take in one statement (UPDATE ... WHERE id = (SELECT ...) "
+                "RETURNING *): an UPDATE of the id a SELECT chose finds it taken when "
+                "another worker was first, and returns None though another job is ready"
+            ),
+        )
 
 
 #: Account names as customers have them: capitals, an underscore, non-ASCII.

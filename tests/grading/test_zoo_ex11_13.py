@@ -6319,6 +6319,193 @@ ZOO: list[tuple[str, str, str, str]] = [
         """,
     ),
     (
+        "ex13",
+        "both claims cap the lease at an hour (min(lease_s, 3600)): a longer one ends early",
+        "lease_lasts_the_lease_s_given",
+        """
+        _reference_capped, _reference_serial = claim_capped, claim_serial
+        MAX_LEASE_S = 3600.0
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _reference_capped(conn, worker, now, min(lease_s, MAX_LEASE_S), cap)
+        def claim_serial(conn, worker, now, lease_s):
+            return _reference_serial(conn, worker, now, min(lease_s, MAX_LEASE_S))
+        """,
+    ),
+    (
+        "ex13",
+        "claim_capped SELECTs the job, then an UPDATE guarded on it still ready: None if it lost",
+        "a_worker_that_loses_a_race_takes_the_next_job",
+        '''
+        def claim_capped(conn, worker, now, lease_s, cap):
+            params = {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap}
+            found = conn.execute("""
+                SELECT c.id FROM jobs c
+                 WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                        OR (c.state = 'running' AND c.lease_until <= :now))
+                   AND (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                          AND r.state = 'running' AND r.lease_until > :now) < :cap
+                 ORDER BY (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                             AND r.state = 'running' AND r.lease_until > :now),
+                          c.run_after, c.id
+                 LIMIT 1""", params).fetchone()
+            if found is None:
+                return None
+            row = conn.execute("UPDATE jobs" + CLAIM_SET + """
+                WHERE id = :id
+                  AND ((state IN ('pending', 'retry_wait') AND run_after <= :now)
+                       OR (state = 'running' AND lease_until <= :now))
+                  AND (SELECT count(*) FROM jobs r WHERE r.queue = jobs.queue
+                         AND r.state = 'running' AND r.lease_until > :now) < :cap
+                RETURNING *""", {**params, "id": found[0]}).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "serial: head SELECTed, then an UPDATE guarded on it still a ready head: None if it lost",
+        "a_worker_that_loses_a_race_takes_the_next_job",
+        '''
+        HEADS = """(SELECT min(id) FROM jobs
+                     WHERE state IN ('pending', 'retry_wait', 'running') GROUP BY queue)"""
+        READY = """((state IN ('pending', 'retry_wait') AND run_after <= :now)
+                    OR (state = 'running' AND lease_until <= :now))"""
+        def claim_serial(conn, worker, now, lease_s):
+            params = {"worker": worker, "now": now, "lease_s": lease_s}
+            found = conn.execute(
+                f"SELECT id FROM jobs WHERE id IN {HEADS} AND {READY}"
+                " ORDER BY run_after, id LIMIT 1", params,
+            ).fetchone()
+            if found is None:
+                return None
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + f" WHERE id = :id AND id IN {HEADS} AND {READY}"
+                " RETURNING *", {**params, "id": found[0]},
+            ).fetchone()
+            return None if row is None else dict(row)
+        ''',
+    ),
+    (
+        "ex13",
+        "serial: a head taken back from a dead worker keeps its old lease_owner",
+        "dead_and_expired_heads",
+        """
+        _reference_serial = claim_serial
+        class _KeepsOwner:
+            def __init__(self, conn):
+                self.conn = conn
+            def execute(self, sql, params):
+                return self.conn.execute(
+                    sql.replace(
+                        "lease_owner = :worker",
+                        "lease_owner = CASE WHEN state = 'running'"
+                        " THEN lease_owner ELSE :worker END",
+                    ),
+                    params,
+                )
+        def claim_serial(conn, worker, now, lease_s):
+            return _reference_serial(_KeepsOwner(conn), worker, now, lease_s)
+        """,
+    ),
+    (
+        "ex13",
+        "claim_capped keeps updated_at of a job it takes back from a dead worker",
+        "capped_claim_follows_the_rules_on_generated_tables",
+        """
+        _reference_capped = claim_capped
+        class _KeepsUpdatedAt:
+            def __init__(self, conn):
+                self.conn = conn
+            def execute(self, sql, params):
+                return self.conn.execute(
+                    sql.replace(
+                        "updated_at = :now",
+                        "updated_at = CASE WHEN state = 'running' THEN updated_at ELSE :now END",
+                    ),
+                    params,
+                )
+        def claim_capped(conn, worker, now, lease_s, cap):
+            return _reference_capped(_KeepsUpdatedAt(conn), worker, now, lease_s, cap)
+        """,
+    ),
+    (
+        "ex13",
+        "claim_capped in Python breaks ties of run_after by a set of accounts (PYTHONHASHSEED)",
+        "capped_claim_follows_the_rules_on_generated_tables",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                rows = conn.execute("SELECT * FROM jobs").fetchall()
+                busy = {}
+                for r in rows:
+                    if r["state"] == "running" and r["lease_until"] > now:
+                        busy[r["queue"]] = busy.get(r["queue"], 0) + 1
+                best = None
+                for queue in {r["queue"] for r in rows}:
+                    if busy.get(queue, 0) >= cap:
+                        continue
+                    ready = [
+                        r for r in rows
+                        if r["queue"] == queue
+                        and ((r["state"] in ("pending", "retry_wait") and r["run_after"] <= now)
+                             or (r["state"] == "running" and r["lease_until"] <= now))
+                    ]
+                    if ready:
+                        first = min(ready, key=lambda r: (r["run_after"], r["id"]))
+                        rank = (busy.get(queue, 0), first["run_after"])
+                        if best is None or rank < best[0]:
+                            best = (rank, first["id"])
+                row = None
+                if best is not None:
+                    row = conn.execute(
+                        "UPDATE jobs" + CLAIM_SET + " WHERE id = :id RETURNING *",
+                        {"worker": worker, "now": now, "lease_s": lease_s, "id": best[1]},
+                    ).fetchone()
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "serial in Python breaks ties of run_after between heads by a set of queues",
+        "serial_claim_follows_the_rules_on_generated_tables",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                heads = {}
+                for r in conn.execute(
+                    "SELECT * FROM jobs WHERE state IN ('pending', 'retry_wait', 'running')"
+                    " ORDER BY id"
+                ).fetchall():
+                    heads.setdefault(r["queue"], r)
+                best = None
+                for queue in set(heads):
+                    h = heads[queue]
+                    ready = (h["state"] in ("pending", "retry_wait") and h["run_after"] <= now) or (
+                        h["state"] == "running" and h["lease_until"] <= now
+                    )
+                    if ready and (best is None or h["run_after"] < best["run_after"]):
+                        best = h
+                row = None
+                if best is not None:
+                    row = conn.execute(
+                        "UPDATE jobs" + CLAIM_SET + " WHERE id = :id RETURNING *",
+                        {"worker": worker, "now": now, "lease_s": lease_s, "id": best["id"]},
+                    ).fetchone()
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
         "ex11",
         "the relay takes rows marked sent after now for pending (sent_at IS NULL OR sent_at > now)",
         "relay_publishes_and_marks",
@@ -6962,6 +7149,7 @@ SEVERE = [
     "both claims set the lease_token in a second UPDATE, after the one that takes the job",
     "the consumer records the message id cut to 255 characters (a VARCHAR(255) habit)",
     "the relay publishes only bodies with an order_id, marks the other facts sent unpublished",
+    "both claims cap the lease at an hour (min(lease_s, 3600)): a longer one ends early",
 ]
 
 
@@ -7358,6 +7546,42 @@ def claim_capped(conn, worker, now, lease_s, cap):
 def claim_serial(conn, worker, now, lease_s):
     return _in_one(conn, _reference_serial, worker, now, lease_s)
 """,
+    ),
+    (
+        "a SELECT picks, an UPDATE guarded on the job still ready (and under the cap, or still"
+        " a head) takes it, and a claim that lost the job to another worker picks again",
+        "a_worker_that_loses_a_race_takes_the_next_job",
+        '''
+_READY = """((state IN ('pending', 'retry_wait') AND run_after <= :now)
+             OR (state = 'running' AND lease_until <= :now))"""
+_BUSY = """(SELECT count(*) FROM jobs r WHERE r.queue = jobs.queue
+              AND r.state = 'running' AND r.lease_until > :now)"""
+_HEADS = """(SELECT min(id) FROM jobs
+              WHERE state IN ('pending', 'retry_wait', 'running') GROUP BY queue)"""
+
+def _until_taken(conn, pick, guard, params):
+    while True:
+        found = conn.execute(pick, params).fetchone()
+        if found is None:
+            return None
+        row = conn.execute(
+            "UPDATE jobs" + CLAIM_SET + f" WHERE id = :id AND {guard} RETURNING *",
+            {**params, "id": found[0]},
+        ).fetchone()
+        if row is not None:
+            return dict(row)
+
+def claim_capped(conn, worker, now, lease_s, cap):
+    pick = (f"SELECT id FROM jobs WHERE {_READY} AND {_BUSY} < :cap"
+            f" ORDER BY {_BUSY}, run_after, id LIMIT 1")
+    return _until_taken(conn, pick, f"{_READY} AND {_BUSY} < :cap",
+                        {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap})
+
+def claim_serial(conn, worker, now, lease_s):
+    pick = f"SELECT id FROM jobs WHERE id IN {_HEADS} AND {_READY} ORDER BY run_after, id LIMIT 1"
+    return _until_taken(conn, pick, f"id IN {_HEADS} AND {_READY}",
+                        {"worker": worker, "now": now, "lease_s": lease_s})
+''',
     ),
 ]
 

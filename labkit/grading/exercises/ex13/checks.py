@@ -208,12 +208,65 @@ def _scene_check(ns: Namespace, jobs: list[dict[str, Any]], name: str, *extra: A
             _("nothing") if got is None else _("job {job_id}").format(job_id=got),
         )
         if want is not None:
-            row = job(conn, want)
+            # The whole claim, whatever the job held before (a dead worker's lease, a
+            # failed run's): w9's now, its attempt counted, a new lease and token.
+            before, row = job_before(stored, want), job(conn, want)
             expect(
-                row["state"] == "running" and row["lease_owner"] == "w9",
-                _("job {job_id} running for w9 in the table").format(job_id=want),
-                f"state={row['state']}, lease_owner={row['lease_owner']}",
+                row["state"] == "running"
+                and row["lease_owner"] == "w9"
+                and row["attempt"] == before["attempt"] + 1
+                and row["lease_until"] == NOW + 30
+                and row["updated_at"] == NOW
+                and row["lease_token"] not in (None, before["lease_token"]),
+                _(
+                    "job {job_id} running for w9 in the table: attempt {attempt}, "
+                    "lease_until 130, updated_at 100, a new lease_token"
+                ).format(job_id=want, attempt=before["attempt"] + 1),
+                ", ".join(
+                    f"{k}={row[k]!r}"
+                    for k in (
+                        "state",
+                        "lease_owner",
+                        "attempt",
+                        "lease_until",
+                        "updated_at",
+                        "lease_token",
+                    )
+                ),
+                _(
+                    "set state, attempt + 1, lease_owner, lease_until, a new lease_token and "
+                    "updated_at on every claim, a job taken back from a dead worker included"
+                ),
             )
+
+
+def job_before(jobs: list[dict[str, Any]], job_id: int) -> dict[str, Any]:
+    return next(j for j in jobs if j["id"] == job_id)
+
+
+#: Idle accounts (or serial queues), each with one job due at 50, saved in this order.
+TIED = ["mira", "Acme", "zeta_9", "bolt", "Çora", "delta%", "acme", "Yuki"]
+
+
+def _tied_in_id_order(ns: Namespace, name: str, *extra: Any) -> None:
+    """Jobs of eight idle accounts (serial queues) due together, claimed one after
+    another: by id, whatever the names (a Python set or dict of accounts breaks the tie in
+    an order that changes with PYTHONHASHSEED)."""
+    with lab_file(ns) as (conn, path):
+        ids = [add_job(conn, f"{queue}:0", queue=queue, run_after=50.0) for queue in TIED]
+        got = [_id(claim(ns, path, name, f"w{n}", NOW, *extra)) for n in range(len(ids))]
+        expect(
+            got == ids,
+            _(
+                "{name} at now=100, {count} times: jobs {job_ids} in id order (one job "
+                "each of the idle accounts {names}, all due at 50)"
+            ).format(name=name, count=len(ids), job_ids=ids, names=", ".join(TIED)),
+            _("the claims took {got}").format(got=got),
+            _(
+                "break ties by id in the ORDER BY (run_after, id), never by the order of a "
+                "Python set or dict of accounts"
+            ),
+        )
 
 
 @CHECKS.add(
@@ -253,8 +306,8 @@ def capped_claim_leases_a_job(ns: Namespace) -> None:
 @CHECKS.add(
     2,
     "lease_until = now + lease_s with the lease_s the caller passes, in both claims (no "
-    "30 written in the code): a lease shorter than the worker asked for ends while it "
-    "still runs the job, and another worker takes it too",
+    "30 written in the code, no ceiling of an hour): a lease shorter than the worker asked "
+    "for ends while it still runs the job, and another worker takes it too",
     severe=True,
 )
 def lease_lasts_the_lease_s_given(ns: Namespace) -> None:
@@ -263,8 +316,14 @@ def lease_lasts_the_lease_s_given(ns: Namespace) -> None:
 
 
 def _lease_as_given(ns: Namespace, rng: Random) -> None:
-    # A short lease with a fraction of a second in it, and a long whole one.
-    leases = (rng.randint(1, 99) + rng.choice([0.25, 0.5, 0.75]), float(rng.randint(31, 3600)))
+    # A short lease with a fraction of a second in it, a long whole one, and one of weeks
+    # (a quarterly export): a ceiling of the claim's own (min(lease_s, 3600), a day, a
+    # week) cuts it short.
+    leases = (
+        rng.randint(1, 99) + rng.choice([0.25, 0.5, 0.75]),
+        float(rng.randint(31, 3600)),
+        float(rng.randint(8, 90) * 86_400 + rng.randint(0, 86_399)),
+    )
     for (name, extra), lease_s in (
         (call, lease) for call in (("claim_capped", (2,)), ("claim_serial", ())) for lease in leases
     ):
@@ -288,6 +347,10 @@ def _lease_as_given(ns: Namespace, rng: Random) -> None:
                     lease_until=now + lease_s,
                 ),
                 f"lease_until={stored['lease_until']}",
+                _(
+                    "lease_until = :now + :lease_s with lease_s as the caller gives it, "
+                    "however short or long: no floor or ceiling of your own"
+                ),
             )
 
 
@@ -633,6 +696,7 @@ def capped_claim_follows_the_rules_on_generated_tables(ns: Namespace) -> None:
     tie = [{"key": "cora:0", "queue": "cora", "run_after": 0.0, **served}]
     tie += [*_due_together(("cora:1", "cora"), ("acme:2", "acme")), later]
     _scene_check(ns, tie, "claim_capped", 2)
+    _tied_in_id_order(ns, "claim_capped", 2)
 
 
 @CHECKS.add(
@@ -745,6 +809,7 @@ def serial_claim_follows_the_rules_on_generated_tables(ns: Namespace) -> None:
     tie = [{**retry, "run_after": 50.0}, *_due_together(("job:1", "bolt"))]
     _scene_check(ns, tie, "claim_serial")
     holds_for(scenes(), lambda jobs: _scene_check(ns, jobs, "claim_serial"), examples=25)
+    _tied_in_id_order(ns, "claim_serial")
 
 
 @CHECKS.add(
@@ -765,4 +830,23 @@ def dead_and_expired_heads(ns: Namespace) -> None:
                 job_ids=sorted([after_dead, expired])
             ),
             got,
+        )
+        # Taken back, the head is the new worker's, under a new lease, like any claim.
+        row = job(conn, expired)
+        taken = {k: row[k] for k in ("lease_owner", "lease_until", "attempt", "updated_at")}
+        expect(
+            row["lease_owner"] in ("w1", "w2")
+            and row["lease_until"] == NOW + 30
+            and row["attempt"] == 2
+            and row["updated_at"] == NOW,
+            _(
+                "job {job_id}, taken back from the dead worker 'other': lease_owner w1 or w2 "
+                "(the claim's worker), lease_until {until:g}, attempt 2, updated_at {now:g}"
+            ).format(job_id=expired, until=NOW + 30, now=NOW),
+            taken,
+            _(
+                "a claim sets lease_owner = :worker, lease_until = :now + :lease_s and "
+                "updated_at = :now whatever the job held before, a job whose lease ended "
+                "included"
+            ),
         )
