@@ -181,7 +181,16 @@ def names_with_underscores_and_capitals_are_their_own_schedules(ns: Namespace) -
         _own_schedules_in(ns, Random(f"{seed}:names"))
         # GLOB's wildcards in a name ('[EU]' one of E or U, '*', '?'): 'BackupE-eu1_Daily2'
         # matches the pattern 'schedule:Backup[EU]*_Daily?:*' (and is as long: its keys parse).
-        _own_schedules_in(ns, Random(f"{seed}:glob"), "Backup[EU]*_Daily?", ("BackupE-eu1_Daily2",))
+        # 'BackupE*_Daily?' matches it with '*' and '?' escaped ('[*]', '[?]') and '[' not.
+        _own_schedules_in(
+            ns,
+            Random(f"{seed}:glob"),
+            "Backup[EU]*_Daily?",
+            ("BackupE-eu1_Daily2", "BackupE*_Daily?"),
+        )
+        # LIKE's '%' in a name: with '_' escaped and case_sensitive_like on, the pattern
+        # 'schedule:Sale\_50%\_EU:%' still reads 'Sale_50x_EU' (as long: its keys parse).
+        _own_schedules_in(ns, Random(f"{seed}:percent"), "Sale_50%_EU", ("Sale_50x_EU",))
         # A quote in the name (SQL built with an f-string breaks on it) and a leading space
         # (a name stripped by slot_key takes the keys of the schedule without it).
         _own_schedules_in(ns, Random(f"{seed}:quote"), " Fecho_d'Ávila", ("Fecho_d'Ávila",))
@@ -726,7 +735,9 @@ def a_failed_insert_stops_the_tick(ns: Namespace) -> None:
     now = T0 + 4 * HOUR + 5
     want = _keys_between("nightly", T0, now, HOUR)
     with lab_file(ns) as (conn, path):
-        ns.harness(HARNESS + "tick_locked_once", str(path), "nightly", HOUR, T0, now, "all", 2)
+        got = ns.harness(
+            HARNESS + "tick_locked_once", str(path), "nightly", HOUR, T0, now, "all", 2
+        )
         keys = _keys(conn)
         expect(
             sorted(keys) == want,
@@ -736,6 +747,22 @@ def a_failed_insert_stops_the_tick(ns: Namespace) -> None:
             ).format(count=len(want)),
             _held(keys, "nightly", want),
         )
+    # The error itself comes out of the tick too (or the INSERT is tried again and every
+    # slot enqueued): a tick that swallows it and returns the keys it has so far says that
+    # nothing else was due, and with 'latest', ticking once a slot, that slot is lost.
+    first = got["first"]
+    expect(
+        "raised" in first or in_slot_order(first.get("returned")) == want,
+        _(
+            "the tick whose second INSERT met 'database is locked' to raise that error, or "
+            "to try it again and return the {count} slots"
+        ).format(count=len(want)),
+        _("it returned {value}").format(value=short_repr(first.get("returned"), 200)),
+        _(
+            "let the error out of tick (a try/except around the INSERT that returns, breaks "
+            "or prints hides it): the caller takes the list returned for all that was due"
+        ),
+    )
     # Another writer (a worker's claim) holds the lock past the busy timeout: the tick's
     # BEGIN IMMEDIATE fails once. Its error comes out, or it begins again and enqueues;
     # [] says nothing was due, and a scheduler that ticks once a slot with 'latest' never
@@ -793,17 +820,37 @@ def a_tick_reports_only_the_keys_it_inserted(ns: Namespace) -> None:
 @CHECKS.add(
     1,
     "since bounds every tick, not only the first: a schedule resumed with a later since "
-    "(its backlog dropped on purpose) enqueues no slot before it, even after what fired",
+    "(its backlog dropped on purpose) enqueues no slot before it, even after what fired, "
+    "and deletes no job already enqueued (a pending job is the worker's to run)",
+    severe=True,
 )
 def since_bounds_every_tick(ns: Namespace) -> None:
+    # Since on a slot, and half an hour before one (off the grid): 05:00 is due either way.
+    for since in (T0 + 5 * HOUR, T0 + 4 * HOUR + HOUR // 2):
+        _since_bounds_the_tick(ns, since)
+
+
+def _since_bounds_the_tick(ns: Namespace, since: float) -> None:
     with lab_file(ns) as (conn, path):
         add_job(conn, reference_key("close", T0 + HOUR), kind="close", run_after=T0 + HOUR)
-        created = _tick(ns, path, T0 + 6 * HOUR + 10, schedule="close", since=T0 + 5 * HOUR)
+        created = _tick(ns, path, T0 + 6 * HOUR + 10, schedule="close", since=since)
         want = [reference_key("close", T0 + 5 * HOUR), reference_key("close", T0 + 6 * HOUR)]
         expect(
             in_slot_order(created) == want,
-            _("only {keys}: 01:00 fired, since is 05:00").format(keys=want),
+            _("only {keys}: 01:00 fired, since is {since}").format(
+                keys=want, since=slot_iso(since)
+            ),
             _("created {created}").format(created=short_repr(created, 300)),
+        )
+        # The backlog dropped is the slots never enqueued: 01:00's job, still pending, is
+        # the worker's to run, and a tick only inserts.
+        keys = _keys(conn)
+        held = [reference_key("close", T0 + HOUR), *want]
+        expect(
+            sorted(keys) == held,
+            _("01:00's pending job still in the table beside {keys}").format(keys=want),
+            _held(keys, "close", held),
+            _("a tick inserts the due slots' jobs and touches no other row: no DELETE"),
         )
 
 

@@ -2787,6 +2787,311 @@ ZOO: list[tuple[str, str, str, str]] = [
             return f"schedule:{schedule}:{fired:%Y-%m-%dT%H:%M:%SZ}"
         """,
     ),
+    (
+        # Every name the checks held with '_' was tried against a LIKE, never one with '%'.
+        "ex12",
+        "the keys matched with LIKE, '_' escaped and case_sensitive_like on ('%' left a wildcard)",
+        "names_with_underscores_and_capitals_are_their_own_schedules",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            conn.execute("PRAGMA case_sensitive_like = ON")
+            pattern = prefix.replace("_", "\\\\_") + "%"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE key LIKE :pattern ESCAPE '\\\\'",
+                {"pattern": pattern},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # The GLOB name's look-alike had '*' and '?' where the name had them as text.
+        "ex12",
+        "the keys matched with GLOB, '*' and '?' escaped as [*] and [?] but '[' left a class",
+        "names_with_underscores_and_capitals_are_their_own_schedules",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            pattern = prefix.replace("*", "[*]").replace("?", "[?]") + "*"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE key GLOB :pattern", {"pattern": pattern}
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # The table after the next tick held every slot: the check never looked at what the
+        # tick that met the lock returned.
+        "ex12",
+        "tick catches 'database is locked' around an INSERT and returns the keys it has",
+        "a_failed_insert_stops_the_tick",
+        """
+        import sqlite3
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                try:
+                    got = conn.execute(
+                        "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (:key, :kind,"
+                        " :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                        {"key": key, "kind": schedule, "slot": slot, "now": now},
+                    ).fetchone()
+                except sqlite3.OperationalError as error:
+                    print(f"tick {schedule}: {error}; the next tick goes on")
+                    return created
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # The tables the checks ticked held a few rows: the newest 100 held them all.
+        "ex12",
+        "what fired read among the newest 100 rows (ORDER BY id DESC LIMIT 100)",
+        "tick_reads_what_fired_from_the_table",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            recent = conn.execute("SELECT key FROM jobs ORDER BY id DESC LIMIT 100").fetchall()
+            mine = [r[0] for r in recent if r[0].startswith(prefix)]
+            last = None
+            if mine:
+                fired = datetime.strptime(max(mine)[len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "what fired read among the newest 50 keys of the table (ORDER BY key DESC LIMIT 50)",
+        "tick_reads_what_fired_from_the_table",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            newest = conn.execute("SELECT key FROM jobs ORDER BY key DESC LIMIT 50").fetchall()
+            mine = [r[0] for r in newest if r[0].startswith(prefix)]
+            last = None
+            if mine:
+                fired = datetime.strptime(mine[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # Two keys in a set come back in order for about half the hash seeds.
+        "ex12",
+        "tick gathers the keys it created in a set (returned in the order of their hashes)",
+        "tick_enqueues_each_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = set()
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.add(key)
+            return list(created)
+        """,
+    ),
+    (
+        # The check judged what the tick created, never what it left of the table.
+        "ex12",
+        "tick deletes the schedule's pending jobs before since (the backlog 'dropped')",
+        "since_bounds_every_tick",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            conn.execute(
+                "DELETE FROM jobs WHERE substr(key, 1, :n) = :prefix AND state = 'pending'"
+                " AND run_after < :since",
+                {"n": len(prefix), "prefix": prefix, "since": since},
+            )
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # Every tick the checks ran had since on a slot.
+        "ex12",
+        "tick moves an off-grid since up one slot too far (the first slot after it lost)",
+        "since_bounds_every_tick",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            if since % period_s:
+                since = (since // period_s + 2) * period_s  # the first whole slot after since
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # The names read back from the table were plain: a LIKE that escapes '_' and '%'
+        # but not its ESCAPE character found their keys.
+        "ex12",
+        "the keys matched with LIKE, '_' and '%' escaped but not the backslash itself",
+        "tick_reads_what_fired_from_the_table",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            conn.execute("PRAGMA case_sensitive_like = ON")
+            pattern = prefix.replace("_", "\\\\_").replace("%", "\\\\%") + "%"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE key LIKE :pattern ESCAPE '\\\\'",
+                {"pattern": pattern},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # The check was worth a point and not severe: the dropped backlog ran all the same.
+        "ex12",
+        "tick bounds its first catch-up by since only (since = 0 once something fired)",
+        "since_bounds_every_tick",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+                since = 0  # what fired bounds the catch-up from now on
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
 ]
 
 
@@ -3026,6 +3331,37 @@ SAYS: dict[str, str] = {
     ),
     "the jobs inserted with SQL built by an f-string quoting with {key!r}": ('Relatório "Q1"'),
     'the jobs inserted with SQL built by an f-string quoting with "{key}"': ('Relatório "Q1"'),
+    "the keys matched with LIKE, '_' escaped and case_sensitive_like on ('%' left a wildcard)": (
+        "the new schedule 'Sale_50%_EU'"
+    ),
+    "the keys matched with GLOB, '*' and '?' escaped as [*] and [?] but '[' left a class": (
+        # Its look-alike is shorter ('[EU]' stands for one letter): its key parses wrong.
+        "tick('Backup[EU]*_Daily?', now="
+    ),
+    "tick catches 'database is locked' around an INSERT and returns the keys it has": (
+        "to raise that error, or to try it again"
+    ),
+    "what fired read among the newest 100 rows (ORDER BY id DESC LIMIT 100)": (
+        "jobs of other keys, inserted after"
+    ),
+    "what fired read among the newest 50 keys of the table (ORDER BY key DESC LIMIT 50)": (
+        "jobs of other keys, inserted after"
+    ),
+    "tick gathers the keys it created in a set (returned in the order of their hashes)": (
+        "tick to create"
+    ),
+    "tick deletes the schedule's pending jobs before since (the backlog 'dropped')": (
+        "01:00's pending job still in the table"
+    ),
+    "tick moves an off-grid since up one slot too far (the first slot after it lost)": (
+        "since is 2026-01-01T04:30:00Z"
+    ),
+    "the keys matched with LIKE, '_' and '%' escaped but not the backslash itself": (
+        "3 jobs of 'Fecho_50%\\\\Mês' in all"
+    ),
+    "tick bounds its first catch-up by since only (since = 0 once something fired)": (
+        "01:00 fired, since is 2026-01-01T05:00:00Z"
+    ),
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
@@ -3060,6 +3396,8 @@ test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO
 #: Mistakes that lose or duplicate nothing the scheduler enqueues with the grid it is
 #: given (a function's contract bent at its edges): their checks are not severe.
 MINOR = [
+    # Every slot once; the keys come back in another order, from one process to the next.
+    "tick gathers the keys it created in a set (returned in the order of their hashes)",
     # A name with braces raises: loud, and that schedule's slots wait for a fix.
     "slot_key puts the name into a str.format template ('{region}' in a name is a field)",
     # A name with a full-width colon is refused: loud, nothing lost or twice.

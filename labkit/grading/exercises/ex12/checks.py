@@ -357,6 +357,22 @@ def tick_enqueues_each_slot(ns: Namespace) -> None:
         again = _tick(ns, path, T0 + HOUR + 9)
         expect(again == [], "[] from a tick in the same hour (nothing new is due)", again)
         expect(len(_keys(conn)) == 2, "still 2 jobs", _keys(conn))
+        # A longer catch-up, oldest first too: keys gathered in a set come back in the
+        # order of their hashes, which changes from one process to the next.
+        later = _tick(ns, path, T0 + 13 * HOUR + 5)
+        want = [reference_key("nightly", T0 + k * HOUR) for k in range(2, 14)]
+        expect(
+            later == want,
+            _(
+                "the next tick to create the 12 keys from 02:00 to 13:00 (at 13:00:05), "
+                "oldest first"
+            ),
+            short_repr(later, 300),
+            _(
+                "append each key RETURNING gave back to a list, in the order of due_slots: a "
+                "set returns its keys in the order of their hashes"
+            ),
+        )
 
 
 @CHECKS.add(
@@ -369,8 +385,15 @@ def tick_enqueues_each_slot(ns: Namespace) -> None:
 )
 def tick_reads_what_fired_from_the_table(ns: Namespace) -> None:
     # A name outside ASCII too: its prefix is as many characters as it shows, not bytes.
-    for name in ("close", "clôture"):
+    # And one with LIKE's '_' and '%' and a backslash (its usual ESCAPE) in it: a LIKE that
+    # escapes some of them and not the others never finds the schedule's own keys.
+    for name in ("close", "clôture", "Fecho_50%\\Mês"):
         _reads_what_fired_in(ns, name)
+
+
+#: Other jobs in the table of ``tick_reads_what_fired_from_the_table``: more than a window
+#: of the newest rows or keys holds.
+OTHER_JOBS = 300
 
 
 def _reads_what_fired_in(ns: Namespace, name: str) -> None:
@@ -385,11 +408,21 @@ def _reads_what_fired_in(ns: Namespace, name: str) -> None:
             state="succeeded",
             run_after=T0 + 2 * HOUR,
         )
+        # Hundreds of other jobs since, inserted after it and sorting after its key: the
+        # newest key of the schedule is read from the whole table, not from a window of
+        # the newest rows (ORDER BY id DESC LIMIT 100) or keys (ORDER BY key DESC LIMIT 50).
+        conn.execute("BEGIN")
+        for n in range(OTHER_JOBS):
+            add_job(conn, f"user:{n:03d}:export", kind="export", run_after=T0 + 3 * HOUR)
+        conn.execute("COMMIT")
         created = _tick(ns, path, T0 + 4 * HOUR + 30, schedule=name)
         want = [reference_key(name, T0 + 3 * HOUR), reference_key(name, T0 + 4 * HOUR)]
         expect(
-            in_slot_order(created) == want and len(_keys(conn)) == 3,
-            _("only the slots after 02:00: {keys}, 3 jobs in all").format(keys=want),
+            in_slot_order(created) == want and len(_keys(conn)) == 3 + OTHER_JOBS,
+            _(
+                "only the slots after 02:00: {keys}, 3 jobs of {name} in all (beside "
+                "{others} jobs of other keys, inserted after 02:00's)"
+            ).format(keys=want, name=repr(name), others=OTHER_JOBS),
             _("created {created}; the table holds {count} jobs").format(
                 created=short_repr(created, 300), count=len(_keys(conn))
             ),
