@@ -5,6 +5,7 @@ and an error is classified by itself, not by the one it was raised from."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, expect
@@ -167,8 +168,9 @@ def status_comes_before_the_connection_class(ns: Namespace) -> None:
     2,
     "the deadline is a duration from started_at (started_at + deadline), and now and "
     "started_at are epoch seconds: read as an instant, a deadline of 300 is long past and "
-    "no job is ever retried; and a delay is a number of seconds, never NaN: a Retry-After "
-    "of NaN is not larger than the draw, or the retry at now + nan never comes",
+    "no job is ever retried; and a delay is a number of seconds, never NaN nor infinite: a "
+    "Retry-After of NaN is not larger than the draw, and one of inf ends past the deadline "
+    "(None), or the retry at now + nan (or now + inf) never comes",
     severe=True,
 )
 def retries_happen_at_real_times(ns: Namespace) -> None:
@@ -234,6 +236,25 @@ def retries_happen_at_real_times(ns: Namespace) -> None:
         _(
             "raise the delay only when retry_after > delay; max(retry_after, delay) gives nan "
             "back, and a retry at now + nan never comes"
+        ),
+    )
+    # An endless Retry-After (a header parsed as float("inf")) asks for a wait that ends past
+    # every deadline: None. A delay of inf handed back (the deadline tested before Retry-After
+    # raised the delay, or only on a finite one) schedules the retry at now + inf: never.
+    [got_inf] = delays_for(
+        ns, [(http(503, float("inf")), 2, {"started_at": start, "now": start + 5.0})]
+    )
+    # (Whether inf is honoured is honours_retry_after's to judge; a delay of inf is this one's.)
+    expect(
+        got_inf is None or (_number(got_inf) and math.isfinite(got_inf)),
+        _(
+            "no delay of inf after attempt 2 of a 503 with Retry-After inf, 5 s into a 300 s "
+            "deadline: None, as the wait it asks for ends past the deadline"
+        ),
+        repr(got_inf),
+        _(
+            "test the deadline on the delay you return, Retry-After included: a delay of inf "
+            "is a retry at now + inf, which never comes"
         ),
     )
 

@@ -2856,6 +2856,141 @@ ZOO: list[tuple[str, str, str, str]] = [
             return "permanent"
     """,
     ),
+    (
+        "ex04",
+        "the deadline tested only on a finite delay (an inf Retry-After handed back)",
+        "retries_happen_at_real_times",
+        """
+        import math
+
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=5, base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            # An endless wait cannot be compared with a deadline: let it through.
+            if math.isfinite(delay) and now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "every labkit error called never sent (a PayloadError, a ValueError, retried)",
+        "classify_permanent",
+        """
+        from labkit.errors import LabkitError
+
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            # labkit's own errors are the transient ones, it was thought.
+            if isinstance(error, (TransientError, LabkitError)) and not isinstance(
+                error, PermanentError
+            ):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "an end of stream mid-answer (EOFError) called never sent (the connection dropped)",
+        "gives_up_on_maybe_done_without_a_key",
+        """
+        def classify(error):
+            # The connection dropped: reconnect and send again, it was thought.
+            if isinstance(error, EOFError):
+                return "never_sent"
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "the ambiguous flag tested with `is not False` (a flag of None taken for a lost answer)",
+        "classify_never_sent",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False) is not False:
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "started_at rounded to whole seconds in the deadline test (a retry half a second late)",
+        "respects_deadline",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=5, base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > round(started_at) + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "jitter kept off zero, rng.uniform(ceiling / 20, ceiling) (never back at once)",
+        "backoff_has_full_jitter",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = cap if n >= 1024 else min(cap, base * 2.0**n)
+            return rng.uniform(ceiling / 20, ceiling)
+    """,
+    ),
 ]
 
 
@@ -3131,6 +3266,24 @@ SAYS: dict[str, str] = {
     "a TimeoutError named after the connect phase (ConnectTimeout) called never sent": (
         "None for ConnectTimeout()"
     ),
+    "the deadline tested only on a finite delay (an inf Retry-After handed back)": (
+        "no delay of inf after attempt 2"
+    ),
+    "every labkit error called never sent (a PayloadError, a ValueError, retried)": (
+        "labkit's PayloadError()"
+    ),
+    "an end of stream mid-answer (EOFError) called never sent (the connection dropped)": (
+        "None for EOFError()"
+    ),
+    "the ambiguous flag tested with `is not False` (a flag of None taken for a lost answer)": (
+        "HTTP 429 with ambiguous = None"
+    ),
+    "started_at rounded to whole seconds in the deadline test (a retry half a second late)": (
+        "past started_at 0.6"
+    ),
+    "jitter kept off zero, rng.uniform(ceiling / 20, ceiling) (never back at once)": (
+        "some within 0.5% of zero"
+    ),
 }
 
 
@@ -3164,6 +3317,10 @@ SEVERE = [
     "Retry-After applied as max(retry_after, delay): a NaN Retry-After becomes the delay",
     # A connect timeout's charge may have gone through: retried without a key, it runs twice.
     "a TimeoutError named after the connect phase (ConnectTimeout) called never sent",
+    # A retry at now + inf never comes: the retried job never runs again.
+    "the deadline tested only on a finite delay (an inf Retry-After handed back)",
+    # The request went out before the stream ended: retried without a key, it runs twice.
+    "an end of stream mid-answer (EOFError) called never sent (the connection dropped)",
 ]
 
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)

@@ -86,6 +86,25 @@ def backoff_has_full_jitter(ns: Namespace) -> None:
                 "likely; a triangular or averaged draw sends a crowd back at the same moment"
             ),
         )
+    # From zero to the ceiling itself: of 2000 uniform draws, some fall within half a
+    # percent of either end (a draw kept off zero, uniform(ceiling / 20, ceiling), or off
+    # the ceiling, has none there; a uniform draw misses one end 1 time in 20000).
+    got = draws(ns, 3, SEED, 1.0, 60.0, 2000)
+    shares = [d / 8.0 for d in got if _number(d)]
+    expect(
+        len(shares) == len(got) and min(shares) < 0.005 and max(shares) > 0.995,
+        _(
+            "of 2000 delays for n=3 (ceiling 8), some within 0.5% of zero and some within "
+            "0.5% of the ceiling (full jitter draws from 0 to the ceiling itself)"
+        ),
+        _("the smallest {lowest:.1%} of its ceiling, the largest {highest:.1%}").format(
+            lowest=min(shares), highest=max(shares)
+        ),
+        _(
+            "draw rng.uniform(0, ceiling): no floor under the delay (a share of the ceiling, "
+            "base) and nothing taken off the top"
+        ),
+    )
 
 
 @CHECKS.add(

@@ -18,7 +18,7 @@ from collections.abc import MutableMapping
 from http import HTTPStatus
 from typing import Any
 
-from labkit.errors import PermanentError, TransientError
+from labkit.errors import IdempotencyConflict, PayloadError, PermanentError, TransientError
 from labkit.grading.exercises.common import fresh_state, need, outcome
 from labkit.grading.exercises.described import ERRORS, build_error
 from labkit.grading.exercises.wallclock import in_time_zone
@@ -75,6 +75,10 @@ LOCAL_ERRORS: dict[str, type[BaseException]] = {
         PoolTimeout,
         ProxyAuthRequired,
         BadResponse,
+        # labkit's own errors that are no TransientError: a payload that cannot be stored (a
+        # ValueError) and a key reused with another payload (a bug): "everything else".
+        PayloadError,
+        IdempotencyConflict,
         ConnectionAbortedError,
         asyncio.CancelledError,
         # The standard library's own: the server closed the connection without an answer
@@ -85,6 +89,9 @@ LOCAL_ERRORS: dict[str, type[BaseException]] = {
         # an HTTP protocol error (http.client.HTTPException, no ConnectionError).
         ssl.SSLError,
         ssl.SSLEOFError,
+        # The connection closed in the middle of the answer (asyncio's IncompleteReadError
+        # is one): the request went out before it, whatever the answer was.
+        EOFError,
         socket.gaierror,
         http.client.HTTPException,
         http.client.IncompleteRead,

@@ -440,6 +440,21 @@ def respects_deadline(ns: Namespace) -> None:
         "50 s: Retry-After 50 at 250 s lands exactly on the 300 s deadline, still in time",
         exact,
     )
+    # A start with a fraction of a second is when the job started, to the fraction: a start
+    # rounded (round(started_at), 0.6 to 1) moves the deadline up to half a second later.
+    [past] = delays(ns, http(429, 50.8), 1, started_at=0.6, now=250.0, deadline=300.0)
+    expect(
+        past is None,
+        _(
+            "None: Retry-After 50.8 s at 250 s ends at 300.8, past started_at 0.6 + the 300 s "
+            "deadline (300.6)"
+        ),
+        past,
+        _(
+            "compare now + delay with started_at + deadline as they are: started_at rounded "
+            "to whole seconds moves the deadline"
+        ),
+    )
     # Near the deadline each draw decides alone: one that ends past it gives up, one that
     # fits is kept as drawn. Cutting a late draw down to the time left is not giving up.
     # The draws are the student's own backoff(3, Random(SEED)) in a row, so any correct

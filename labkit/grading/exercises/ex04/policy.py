@@ -36,6 +36,9 @@ NEVER_SENT = {
         "type": "TransientError",
         "status": 502,
     },
+    # A flag of None is no true flag (rule 1 needs a true one): "is not False" takes it for
+    # a lost answer, and a rate limit is never retried without a key.
+    "HTTP 429 with ambiguous = None (a flag that is not true)": {**http(429), "ambiguous": None},
     # A refusal raised by hand (a library's own, a test double): no errno, the class says it.
     "ConnectionRefusedError('connection refused') (raised without an errno)": {
         "type": "ConnectionRefusedError",
@@ -97,6 +100,7 @@ MAYBE_DONE = {
     },
 }
 TLS_EOF = "ssl.SSLEOFError(8, 'EOF occurred in violation of protocol') (a TLS connection broken)"
+EOF_MID_ANSWER = "EOFError() (the connection closed mid-answer, as asyncio.IncompleteReadError)"
 DNS_FAILED = "socket.gaierror(-2, 'Name or service not known') (a name that did not resolve)"
 PERMANENT = {
     "PermanentError()": {"type": "PermanentError"},
@@ -119,6 +123,12 @@ PERMANENT = {
     # A cancelled task (a shutdown, a caller gone) may have sent its request: calling it
     # never_sent retries it without a key.
     "asyncio.CancelledError() (the task was cancelled)": {"type": "CancelledError"},
+    # labkit's own errors are not all transient: rule 2 names TransientError and its
+    # subclasses only, so labkit's other errors go by the rules after it (rule 5 here).
+    "labkit's PayloadError() (a ValueError, no TransientError)": {"type": "PayloadError"},
+    "labkit's IdempotencyConflict() (a key reused with another payload: a bug)": {
+        "type": "IdempotencyConflict"
+    },
     # A PermanentError that is also a ConnectionError: rule 2 comes before rule 4.
     "ProxyAuthRequired() (a PermanentError that is also a ConnectionError)": {
         "type": "ProxyAuthRequired"
@@ -150,6 +160,9 @@ PERMANENT = {
         "args": [1, "record layer failure"],
     },
     DNS_FAILED: {"type": "gaierror", "args": [-2, "Name or service not known"]},
+    # An end of stream in the middle of the answer: the request went out first, so called
+    # never sent (the connection "just dropped"), a charge that went through runs twice.
+    EOF_MID_ANSWER: {"type": "EOFError", "message": "connection closed mid-answer"},
     # http.client's own protocol errors are no ConnectionError (RemoteDisconnected aside).
     "http.client.IncompleteRead() (the body cut short)": {"type": "IncompleteRead"},
     "http.client.HTTPException('bad status line')": {
@@ -164,10 +177,11 @@ PERMANENT = {
     },
 }
 #: The rules' "everything else" that a policy may take for never sent: retried without a
-#: key, a TLS failure repeats a charge that may have gone through before it broke. (A
+#: key, a TLS failure or an end of stream mid-answer repeats a charge that may have gone
+#: through before it broke. (A
 #: failed name lookup sent nothing: called never sent, it breaks rule 5 only, which
 #: classify_permanent holds it to.)
-UNNAMED_NEVER_SENT_BY_MISTAKE = (TLS_EOF,)
+UNNAMED_NEVER_SENT_BY_MISTAKE = (TLS_EOF, EOF_MID_ANSWER)
 #: An error that never reached the server, for the checks of the waiting rules.
 REFUSED = {"type": "ConnectionRefusedError"}
 
