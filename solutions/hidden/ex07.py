@@ -291,18 +291,41 @@ def no_jitter_on_the_cooldown(ns: Namespace) -> None:
         "compare clock.now() with opened_at + cooldown_s, the cooldown you were given: no "
         "jitter, random or from id(self), in a breaker (spread the callers' retries instead)",
     )
+    # Opened half a millisecond into a second, asked a quarter millisecond before the end:
+    # times kept in whole milliseconds (int(now * 1000)), or an opening time or elapsed
+    # time rounded to the millisecond, let the trial out early.
+    out = drive(
+        ns,
+        [["advance", HAIR_S / 2], ["fail", 0], ["advance", 30.0 - HAIR_S / 4], ["allow", 0]]
+        + [["advance", HAIR_S / 4], ["allow", 0]],
+        threshold=1,
+        cooldown_s=30.0,
+    )
+    expect(
+        [out[3], out[5]] == [False, True],
+        _(
+            "opened {opened:.2f} ms into a second with cooldown_s=30: allow() False a quarter "
+            "of a millisecond before 30 s, True at 30 s"
+        ).format(opened=500 * HAIR_S),
+        _("{before}, then {at}").format(before=repr(out[3]), at=repr(out[5])),
+        _(
+            "keep clock.now() as the float it is: times in whole milliseconds (int(now * "
+            "1000)) or rounded (round(now, 3)) move the end of the cooldown by up to a "
+            "millisecond"
+        ),
+    )
 
 
 #: A threshold above what a small buffer or a byte holds (a deque(maxlen=10) or
-#: deque(maxlen=1000) of failures, a count kept modulo 256 or capped at 1000).
-HIGH_THRESHOLD = 1500
+#: deque(maxlen=1000) of failures, a count kept modulo 256 or capped at 1000 or 2000).
+HIGH_THRESHOLD = 5000
 
 
 @CHECKS.add(
     1,
     "threshold is whatever the caller gives, however high: count every failure in a row (a "
     "deque(maxlen=...) of recent failures, or a count that wraps or is capped, never "
-    "reaches 1500)",
+    "reaches 5000)",
 )
 def no_cap_on_the_threshold(ns: Namespace) -> None:
     out = drive(
@@ -327,6 +350,8 @@ def no_cap_on_the_threshold(ns: Namespace) -> None:
 #: Two hours and a quarter second: longer than any cap a breaker might put on a cooldown
 #: (ten minutes, an hour).
 LONG_COOLDOWN_S = 7200.25
+#: Thirty days, for a cap of a day or a week ("no cooldown longer than a day").
+MONTH_COOLDOWN_S = 30 * 86_400.0
 
 
 @CHECKS.add(
@@ -335,27 +360,32 @@ LONG_COOLDOWN_S = 7200.25
     "600)) sends trials to a dependency its owner said to leave alone",
 )
 def no_cap_on_the_cooldown(ns: Namespace) -> None:
-    before = drive(
-        ns,
-        [["fail", 0], ["advance", LONG_COOLDOWN_S - 0.25], ["allow", 0]],
-        threshold=1,
-        cooldown_s=LONG_COOLDOWN_S,
-    )[-1]
-    at = drive(
-        ns,
-        [["fail", 0], ["advance", LONG_COOLDOWN_S], ["allow", 0]],
-        threshold=1,
-        cooldown_s=LONG_COOLDOWN_S,
-    )[-1]
-    expect(
-        before is False and at is True,
-        _(
-            "with cooldown_s={cooldown:g}: allow() False {just_before:g} s after opening, "
-            "True at {cooldown:g} s"
-        ).format(cooldown=LONG_COOLDOWN_S, just_before=LONG_COOLDOWN_S - 0.25),
-        _("{before}, then {at}").format(before=repr(before), at=repr(at)),
-        "compare clock.now() with opened_at + cooldown_s as given: no min(), no cap",
-    )
+    for cooldown in (LONG_COOLDOWN_S, MONTH_COOLDOWN_S):
+        before = drive(
+            ns,
+            [["fail", 0], ["advance", cooldown - 0.25], ["allow", 0]],
+            threshold=1,
+            cooldown_s=cooldown,
+        )[-1]
+        at = drive(
+            ns, [["fail", 0], ["advance", cooldown], ["allow", 0]], threshold=1, cooldown_s=cooldown
+        )[-1]
+        if cooldown == LONG_COOLDOWN_S:
+            wanted = _(
+                "with cooldown_s={cooldown:g}: allow() False {just_before:g} s after opening, "
+                "True at {cooldown:g} s"
+            ).format(cooldown=cooldown, just_before=cooldown - 0.25)
+        else:
+            wanted = _(
+                "with cooldown_s={cooldown:.0f} ({days:g} days): allow() False a quarter second "
+                "before the {days:g} days are over, True at {days:g} days"
+            ).format(cooldown=cooldown, days=cooldown / 86_400)
+        expect(
+            before is False and at is True,
+            wanted,
+            _("{before}, then {at}").format(before=repr(before), at=repr(at)),
+            "compare clock.now() with opened_at + cooldown_s as given: no min(), no cap",
+        )
 
 
 @CHECKS.add(
@@ -561,6 +591,109 @@ def the_next_outage_gets_its_own_trial(ns: Namespace) -> None:
     )
 
 
+#: Outages one after the other, each ended by a trial that worked: a breaker that "locks
+#: out" after a few trips (stays open for good from the 3rd or the 10th) refuses the
+#: next one's jobs for ever.
+OUTAGES = 12
+#: Trials that fail in a row in one long outage, one every cooldown (30 s): over eight
+#: hours. A breaker that gives up after 10 (or 100) failed trials never sends another.
+LONG_OUTAGE_TRIALS = 1000
+#: How long after the breaker opened its trial is asked for: a week, far past any
+#: cooldown (a backoff that grows stays under it; a breaker that gave up does not).
+A_WEEK_S = 7 * 86_400.0
+#: How long a slow trial takes before its result comes: more than a cooldown, an hour.
+SLOW_TRIAL_S = (45.0, 3600.0)
+#: Callers coming back after an outage, a week later and every 30 s after.
+COMING_BACK = 4
+
+
+@CHECKS.add(
+    2,
+    "the breaker never gives up on its dependency: however many trials failed in a row, "
+    "and however many times it opened before, a trial goes out once the cooldown is over "
+    "(a breaker that stays open for good after N failed trials or N outages leaves the "
+    "jobs behind it never to run again)",
+    severe=True,
+)
+def the_breaker_never_gives_up(ns: Namespace) -> None:
+    # Callers' calls: allow(), and the call's result recorded only when it went out. After
+    # the outage, callers come back a week later and every 30 s after: one must go out.
+    fails = [["call", 0, "fail"]] * 3
+    back = [["advance", A_WEEK_S], ["call", 0, "ok"]]
+    back += [["advance", 30.0], ["call", 0, "ok"]] * (COMING_BACK - 1) + [["state", 0]]
+
+    def came_back(out: list[Any]) -> tuple[list[Any], Any]:
+        """What the callers coming back got from allow(), and the state after them."""
+        return out[1 - len(back) : -1 : 2], out[-1]
+
+    def through(answers: list[Any], state: Any) -> bool:
+        return True in answers and state == "closed"
+
+    out = drive(ns, [*fails, *back] * OUTAGES, threshold=3, cooldown_s=30.0)
+    size = len(fails) + len(back)
+    got = [came_back(out[: size * (i + 1)]) for i in range(OUTAGES)]
+    wrong = [i + 1 for i, (answers, state) in enumerate(got) if not through(answers, state)]
+    expect(
+        not wrong,
+        _(
+            "{count} outages one after the other (threshold=3, cooldown_s=30), each 3 failed "
+            "calls in a row, then callers a week later and every 30 s after: one let through "
+            "(allow() True) and, as it works, the breaker closed, every time"
+        ).format(count=OUTAGES),
+        _("outage {which}: allow() {answers}, state {state}").format(
+            which=wrong[0], answers=repr(got[wrong[0] - 1][0]), state=repr(got[wrong[0] - 1][1])
+        )
+        if wrong
+        else "",
+        _(
+            "every opening ends with a trial once cooldown_s has passed: no count of "
+            "openings that keeps the breaker open for good"
+        ),
+    )
+    trials = [["advance", 30.0], ["call", 0, "fail"]] * LONG_OUTAGE_TRIALS
+    answers, state = came_back(drive(ns, [*fails, *trials, *back], threshold=3, cooldown_s=30.0))
+    expect(
+        through(answers, state),
+        _(
+            "a long outage (threshold=3, cooldown_s=30): 3 failed calls, then a call every "
+            "30 s for {count} trials that all fail, then callers a week later and every 30 s "
+            "after: one let through (allow() True) and, as it works, the breaker closed"
+        ).format(count=LONG_OUTAGE_TRIALS),
+        _("allow() {answers}, state {state}").format(answers=repr(answers), state=repr(state)),
+        _(
+            "a failed trial opens the breaker for cooldown_s again, the thousandth as the "
+            "first: no count of failed trials after which it stays open for good"
+        ),
+    )
+    # A slow trial: its result comes long after it went out, and still ends it.
+    for result in ("fail", "ok"):
+        for took in SLOW_TRIAL_S:
+            out = drive(
+                ns,
+                [*fails, ["advance", 30.0], ["allow", 0], ["advance", took], [result, 0], *back],
+                threshold=3,
+                cooldown_s=30.0,
+            )
+            if out[4] is not True:
+                return  # half_open_allows_one_trial says so
+            answers, state = came_back(out)
+            expect(
+                through(answers, state),
+                _(
+                    "threshold=3, cooldown_s=30: a trial let out that takes {took:g} s and "
+                    "then {how}, then callers a week later and every 30 s after: one let "
+                    "through (allow() True) and, as it works, the breaker closed"
+                ).format(took=took, how=_("fails") if result == "fail" else _("works")),
+                _("allow() {answers}, state {state}").format(
+                    answers=repr(answers), state=repr(state)
+                ),
+                _(
+                    "a trial's result ends the trial however long it took: a result dropped "
+                    "as too late leaves the breaker half open with its trial spent for good"
+                ),
+            )
+
+
 @CHECKS.add(
     1,
     "every opening starts its own cooldown: after a successful trial closed the breaker, "
@@ -592,6 +725,28 @@ def a_second_outage_waits_a_full_cooldown(ns: Namespace) -> None:
         ),
         repr(got),
         "set opened_at = clock.now() each time the breaker opens, not only the first time",
+    )
+    # Outage after outage, each ended by a trial that works: every one waits cooldown_s,
+    # the last as the first (no cooldown that grows with the count of openings).
+    outage = [*opens, ["allow", 0], ["advance", 29.75], ["allow", 0], ["advance", 0.25]]
+    outage += [["allow", 0], ["ok", 0], ["advance", 600.0]]
+    out = drive(ns, outage * OUTAGES, threshold=3, cooldown_s=30.0)
+    size = len(outage)
+    got = [[out[size * i + j] for j in (3, 5, 7)] for i in range(OUTAGES)]
+    wrong = [i + 1 for i, g in enumerate(got) if g != [False, False, True]]
+    expect(
+        not wrong,
+        _(
+            "{count} outages 600 s apart, each 3 failures (open) and a trial that works: "
+            "allow() False at once and 29.75 s later, True at 30 s, every time"
+        ).format(count=OUTAGES),
+        _("outage {which}: {got}").format(which=wrong[0], got=repr(got[wrong[0] - 1]))
+        if wrong
+        else "",
+        _(
+            "every opening waits cooldown_s, the caller's: no cooldown that grows with the "
+            "count of openings (a backoff the docstring does not ask for)"
+        ),
     )
 
 
@@ -705,8 +860,8 @@ def a_new_breaker_starts_afresh(ns: Namespace) -> None:
 #: lets trials out only around each multiple of cooldown_s refuses them all).
 QUIET_S = (45.0, 105.25, 30_007.75)
 #: Callers asking behind the trial, its result not in: every one refused (no second trial
-#: after so many refusals, a guard against a trial whose result never comes).
-BEHIND_THE_TRIAL = 250
+#: after so many refusals, 100 or 1000, a guard against a trial whose result never comes).
+BEHIND_THE_TRIAL = 2500
 #: How long the trial stays out, its result never recorded: over a year.
 TRIAL_OUT_S = 400 * 86_400.0
 

@@ -11,6 +11,46 @@ from __future__ import annotations
 
 from zoograding import in_process_test, right_test
 
+#: The reference written with ``__slots__`` (no ``__dict__``, no ``vars()``): an entry
+#: adds its wrong method after it, in the class body.
+SLOTTED = """
+        import threading
+
+        class Breaker:
+            __slots__ = ("threshold", "cooldown_s", "clock", "state", "failures", "opened_at",
+                         "trial_out", "_lock")
+
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold, self.cooldown_s, self.clock = threshold, cooldown_s, clock
+                self.state, self.failures, self.opened_at = "closed", 0, 0.0
+                self.trial_out = False
+                self._lock = threading.Lock()
+
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+
+            def record_success(self):
+                with self._lock:
+                    self.failures = 0
+                    self.state, self.trial_out = "closed", False
+"""
+
 ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
     (
@@ -1996,6 +2036,260 @@ ZOO: list[tuple[str, str, str, str]] = [
                         self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
     """,
     ),
+    # Round 15 (red team): breakers that give up for good after many failed trials, many
+    # outages or a slow trial; backoffs that start late; times kept to the millisecond;
+    # caps above the checks' old numbers; and __slots__ breakers, which the step races
+    # could not hook before (a right one lost two checks, a wrong one was never judged).
+    (
+        "ex07",
+        "the breaker gives up after 10 failed trials in a row (stays open for good)",
+        "the_breaker_never_gives_up",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.failed_trials = 0
+            def allow(self):
+                if self.failed_trials >= 10:
+                    return False  # the dependency is gone: stop trying
+                return super().allow()
+            def record_failure(self):
+                with self._lock:
+                    if self.state == "half_open":
+                        self.failed_trials += 1
+                super().record_failure()
+            def record_success(self):
+                with self._lock:
+                    self.failed_trials = 0
+                super().record_success()
+    """,
+    ),
+    (
+        "ex07",
+        "the breaker locks out after 3 outages (stays open for good, like a tripped fuse)",
+        "the_breaker_never_gives_up",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.trips = 0
+            def record_failure(self):
+                with self._lock:
+                    was = self.state
+                super().record_failure()
+                with self._lock:
+                    if was == "closed" and self.state == "open":
+                        self.trips += 1
+            def allow(self):
+                if self.trips >= 3 and self.state != "closed":
+                    return False
+                return super().allow()
+    """,
+    ),
+    (
+        "ex07",
+        "a trial's failure dropped when it took longer than the cooldown (stuck half open)",
+        "the_breaker_never_gives_up",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                allowed = super().allow()
+                if allowed and self.state == "half_open":
+                    self.trial_at = self.clock.now()
+                return allowed
+            def record_failure(self):
+                with self._lock:
+                    took = self.clock.now() - getattr(self, "trial_at", 0.0)
+                    if self.state == "half_open" and took > self.cooldown_s:
+                        return  # too late: a stale result
+                super().record_failure()
+    """,
+    ),
+    (
+        "ex07",
+        "the cooldown doubled from the 10th failed trial in a row on (a late backoff)",
+        "trial_failure_reopens_for_a_full_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.failed_trials, self.base = 0, self.cooldown_s
+            def record_failure(self):
+                with self._lock:
+                    if self.state == "half_open":
+                        self.failed_trials += 1
+                        if self.failed_trials > 9:
+                            self.cooldown_s = self.base * 2
+                super().record_failure()
+            def record_success(self):
+                with self._lock:
+                    self.failed_trials, self.cooldown_s = 0, self.base
+                super().record_success()
+    """,
+    ),
+    (
+        "ex07",
+        "the cooldown doubled from the 3rd outage on (openings counted for good)",
+        "a_second_outage_waits_a_full_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.trips, self.base = 0, self.cooldown_s
+            def record_failure(self):
+                with self._lock:
+                    was = self.state
+                super().record_failure()
+                with self._lock:
+                    if was == "closed" and self.state == "open":
+                        self.trips += 1
+                        if self.trips >= 3:
+                            self.cooldown_s = self.base * 2
+    """,
+    ),
+    (
+        "ex07",
+        "times kept in whole milliseconds (int(clock.now() * 1000))",
+        "no_jitter_on_the_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        now_ms = int(self.clock.now() * 1000)
+                        if now_ms - self.opened_ms < int(self.cooldown_s * 1000):
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+            def record_failure(self):
+                super().record_failure()
+                with self._lock:
+                    if self.state == "open":
+                        self.opened_ms = int(self.opened_at * 1000)
+    """,
+    ),
+    (
+        "ex07",
+        "the opening time rounded to the millisecond (round(now, 3))",
+        "no_jitter_on_the_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                super().record_failure()
+                with self._lock:
+                    self.opened_at = round(self.opened_at, 3)
+    """,
+    ),
+    (
+        "ex07",
+        "the elapsed time rounded to the millisecond (round(now - opened_at, 3))",
+        "no_jitter_on_the_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if round(self.clock.now() - self.opened_at, 3) < self.cooldown_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+    """,
+    ),
+    (
+        "ex07",
+        "the cooldown capped at a day (min(cooldown_s, 86400))",
+        "no_cap_on_the_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, min(cooldown_s, 86400.0), clock)
+    """,
+    ),
+    (
+        "ex07",
+        "a second trial after 1000 refusals (a guard against a trial that never reports)",
+        "the_first_caller_after_a_quiet_spell_gets_the_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                with self._lock:
+                    if self.state == "half_open" and self.trial_out:
+                        self.refused = getattr(self, "refused", 0) + 1
+                        if self.refused > 1000:
+                            self.refused = 0
+                            return True
+                        return False
+                return super().allow()
+    """,
+    ),
+    (
+        "ex07",
+        "the failure count capped at 2000",
+        "no_cap_on_the_threshold",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                with self._lock:
+                    self.failures = min(self.failures + 1, 2000)
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+    """,
+    ),
+    (
+        "ex07",
+        "__slots__, and allow() marks the trial taken after releasing the lock",
+        "one_trial_whatever_step_the_other_asks_at",
+        SLOTTED
+        + """
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    taken = self.trial_out
+                if taken:
+                    return False
+                self.trial_out = True
+                return True
+    """,
+    ),
+    (
+        "ex07",
+        "__slots__, and record_failure() counts the failure before taking the lock",
+        "failures_from_two_threads_both_count",
+        SLOTTED
+        + """
+            def record_failure(self):
+                self.failures += 1
+                with self._lock:
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+    """,
+    ),
 ]
 
 
@@ -2061,8 +2355,8 @@ SAYS: dict[str, str] = {
     "a cooldown spread by id(self) (jitter per breaker)": "lets its trial through at 30 s",
     "a random jitter added to the opening time": "every one refuses a millisecond before 30 s",
     "a cooldown spread by hash(self)": "breakers opened at the same moment",
-    "failures kept in a deque(maxlen=10)": "with threshold=1500",
-    "the failure count kept modulo 256": "open at failure 1500",
+    "failures kept in a deque(maxlen=10)": "with threshold=5000",
+    "the failure count kept modulo 256": "open at failure 5000",
     "the cooldown capped at 10 minutes": "with cooldown_s=7200.25",
     "a refused call restarts the cooldown (never half-opens under load)": (
         "once the dependency is back"
@@ -2114,7 +2408,7 @@ SAYS: dict[str, str] = {
         "once B's trial succeeded, A still refuses"
     ),
     "the cooldown doubled from the third opening on (a backoff after two failed trials)": (
-        "after 8 failed trials in a row"
+        "after 40 failed trials in a row"
     ),
     "failures forgotten after a day without one (a window of a day)": (
         "one failure every 2.592e+06 s"
@@ -2175,12 +2469,43 @@ SAYS: dict[str, str] = {
         "calls let out while closed whose results never come"
     ),
     "a second trial after 100 refusals (a guard against a trial that never reports)": (
-        "False for the 250 callers after it"
+        "False for the 2500 callers after it"
     ),
     "the trial given up after a week without its result (a second trial goes out)": (
         "allow() False 400 days later still"
     ),
-    "the failure count capped at 1000": "with threshold=1500",
+    "the failure count capped at 1000": "with threshold=5000",
+    "the breaker gives up after 10 failed trials in a row (stays open for good)": (
+        "for 1000 trials that all fail"
+    ),
+    "the breaker locks out after 3 outages (stays open for good, like a tripped fuse)": (
+        "12 outages one after the other"
+    ),
+    "a trial's failure dropped when it took longer than the cooldown (stuck half open)": (
+        "a trial let out that takes 45 s and then fails"
+    ),
+    "the cooldown doubled from the 10th failed trial in a row on (a late backoff)": (
+        "after 40 failed trials in a row"
+    ),
+    "the cooldown doubled from the 3rd outage on (openings counted for good)": (
+        "12 outages 600 s apart"
+    ),
+    "times kept in whole milliseconds (int(clock.now() * 1000))": "a quarter of a millisecond",
+    "the opening time rounded to the millisecond (round(now, 3))": "a quarter of a millisecond",
+    "the elapsed time rounded to the millisecond (round(now - opened_at, 3))": (
+        "a quarter of a millisecond"
+    ),
+    "the cooldown capped at a day (min(cooldown_s, 86400))": "(30 days)",
+    "a second trial after 1000 refusals (a guard against a trial that never reports)": (
+        "False for the 2500 callers after it"
+    ),
+    "the failure count capped at 2000": "with threshold=5000",
+    "__slots__, and allow() marks the trial taken after releasing the lock": (
+        "(self._lock.release())"
+    ),
+    "__slots__, and record_failure() counts the failure before taking the lock": (
+        "(self.failures)"
+    ),
 }
 
 
@@ -2189,6 +2514,46 @@ test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO
 
 #: Right solutions written otherwise, each with a check that once took (or might take) its
 #: points.
+#: A right breaker in ``__slots__``, its lock name-mangled (``self.__lock``): the step races
+#: once raised on it (no ``vars()``) and took two checks' points.
+SLOTTED_RIGHT = """
+        import threading
+
+        class Breaker:
+            __slots__ = ("threshold", "cooldown_s", "clock", "state", "failures", "opened_at",
+                         "trial_out", "__lock")
+
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold, self.cooldown_s, self.clock = threshold, cooldown_s, clock
+                self.state, self.failures, self.opened_at = "closed", 0, 0.0
+                self.trial_out = False
+                self.__lock = threading.Lock()
+
+            def allow(self):
+                with self.__lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+
+            def record_failure(self):
+                with self.__lock:
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+
+            def record_success(self):
+                with self.__lock:
+                    self.failures = 0
+                    self.state, self.trial_out = "closed", False
+"""
+
 RIGHT: list[tuple[str, str, str]] = [
     (
         "the clock read before the lock is taken (the state read and changed under it)",
@@ -2871,6 +3236,16 @@ RIGHT: list[tuple[str, str, str]] = [
                 if cooldown_s is not None:
                     self.cooldown_s = cooldown_s
     """,
+    ),
+    (
+        "__slots__ with a name-mangled lock (self.__lock), the step races' breaker",
+        "one_trial_whatever_step_the_other_asks_at",
+        SLOTTED_RIGHT,
+    ),
+    (
+        "__slots__ with a name-mangled lock (self.__lock), two failures at once",
+        "failures_from_two_threads_both_count",
+        SLOTTED_RIGHT,
     ),
 ]
 

@@ -279,8 +279,9 @@ def outage_spares_the_dependency(ns: Namespace) -> None:
     )
 
 
-#: Failed trials in a row in ``trial_failure_reopens_for_a_full_cooldown``'s long outage.
-FAILED_TRIALS = 8
+#: Failed trials in a row in ``trial_failure_reopens_for_a_full_cooldown``'s long outage:
+#: a backoff that starts late (after the 8th or the 20th failed trial) shows too.
+FAILED_TRIALS = 40
 
 
 def _quarters(low: int, high: int) -> st.SearchStrategy[float]:

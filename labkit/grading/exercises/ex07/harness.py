@@ -4,6 +4,9 @@ A check describes what happens as steps and gets back what the breakers said:
 
 - ``["allow", i]`` -> ``allow()`` of breaker ``i`` (True/False);
 - ``["fail", i]`` / ``["ok", i]`` -> ``record_failure()`` / ``record_success()``;
+- ``["call", i, "ok" | "fail"]`` -> a caller's call through breaker ``i``: ``allow()``
+  (what it said is the step's result) and, when it let the call through, the call's
+  result recorded; a refused call records nothing, as a caller's does not;
 - ``["state", i]`` -> its ``state``;
 - ``["advance", s]`` -> the fake clock moves ``s`` seconds;
 - ``["renew", i]`` -> breaker ``i`` is dropped and a new one, with the same arguments,
@@ -149,6 +152,11 @@ def drive(
                 made[arg].record_failure()
             elif what == "ok":
                 made[arg].record_success()
+            elif what == "call":
+                allowed = made[arg].allow()
+                if allowed:
+                    (made[arg].record_success if step[2] == "ok" else made[arg].record_failure)()
+                return plain(allowed)
             elif what == "state":
                 return _state(made[arg])
             elif what == "advance":

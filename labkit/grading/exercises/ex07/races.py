@@ -232,16 +232,47 @@ class _WatchedLock:
         return getattr(self._inner, name)  # locked(), an RLock's _is_owned() ...
 
 
-def _watch_locks(breaker: Any, moved: threading.Event) -> bool:
-    """Wrap each threading.Lock or RLock kept on ``breaker`` (whatever its name)."""
+def _slot_names(cls: type) -> list[str]:
+    """The attributes instances of ``cls`` keep in ``__slots__`` (its own and its bases'),
+    by the names they are stored under (``__lock`` in class ``Breaker``: ``_Breaker__lock``)."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name in ("__dict__", "__weakref__"):
+                continue
+            if name.startswith("__") and not name.endswith("__"):
+                name = f"_{klass.__name__.lstrip('_')}{name}"
+            names.append(name)
+    return names
+
+
+def _held(breaker: Any) -> dict[str, Any]:
+    """What ``breaker`` holds, name -> value: its ``__dict__`` and its ``__slots__`` that are
+    set (a breaker written with ``__slots__`` has no ``vars()``)."""
+    held: dict[str, Any] = {}
+    for name in _slot_names(type(breaker)):
+        try:
+            held[name] = object.__getattribute__(breaker, name)
+        except AttributeError:
+            continue  # a slot never set
     try:
-        attrs = vars(breaker)
-    except TypeError:
-        return False
+        held.update(object.__getattribute__(breaker, "__dict__"))
+    except AttributeError:
+        pass
+    return held
+
+
+def _watch_locks(breaker: Any, moved: threading.Event) -> bool:
+    """Wrap each threading.Lock or RLock kept on ``breaker`` (whatever its name, in its
+    ``__dict__`` or its ``__slots__``)."""
     found = False
-    for name, value in list(attrs.items()):
+    for name, value in _held(breaker).items():
         if isinstance(value, _LOCK_TYPES):
-            attrs[name] = _WatchedLock(value, moved)
+            try:
+                object.__setattr__(breaker, name, _WatchedLock(value, moved))
+            except (AttributeError, TypeError):
+                continue  # a read-only attribute: the lock stays unwatched
             found = True
     return found
 

@@ -27,7 +27,9 @@ from labkit.grading.exercises.common import fresh_state, need, plain, raised
 from labkit.grading.exercises.ex07.races import (
     CALLER_STEP_S,
     _ask_into,
+    _held,
     _opened_and_cooled,
+    _slot_names,
     _state,
     _trial_let_out,
     _watch_locks,
@@ -56,7 +58,7 @@ def race_at_each_write_of_the_failed_trial(
     clock first, then writes its state with no lock, is halfway only between two writes
     (the state "open", the opening time still the old one). One breaker per write, up to
     ``WRITES_SWEPT``: ``[{"after": n, "B": ..., "state": ...}]``, ending where the writes
-    do; empty when the breaker's class cannot be hooked (``__slots__``, a C type)."""
+    do; empty when the breaker's class cannot be hooked (a C type)."""
     runs: list[dict[str, Any]] = []
     with fresh_state(values):
         for after in range(1, WRITES_SWEPT + 1):
@@ -181,7 +183,7 @@ def _sweep(
             steps: list[int] = [0]
             where: list[str] = []
             step = _stepper(after, steps, let_in, where)
-            for name, lock in vars(breaker).items():
+            for name, lock in _held(breaker).items():
                 if isinstance(lock, _WatchedLock):  # "just after the release" is a step
                     lock.after_release = functools.partial(step, f"self.{name}.release()")
             try:
@@ -238,6 +240,15 @@ def _hooked(base: type, step: Callable[[str], None], reads: bool = False) -> typ
     """``base`` whose instances take a ``step`` right after each attribute write (and, with
     ``reads``, each read of an attribute the instance holds)."""
     cls: Any = base  # the student's class: its own __setattr__, if it has one
+    slotted = frozenset(_slot_names(base))
+
+    def held(self: Any, name: str) -> bool:
+        if name in slotted:
+            return True
+        try:
+            return name in object.__getattribute__(self, "__dict__")
+        except AttributeError:  # a breaker with __slots__ only
+            return False
 
     def hooked_set(self: Any, name: str, value: Any) -> None:
         cls.__setattr__(self, name, value)
@@ -245,11 +256,13 @@ def _hooked(base: type, step: Callable[[str], None], reads: bool = False) -> typ
 
     def hooked_get(self: Any, name: str) -> Any:
         value = cls.__getattribute__(self, name)
-        if not name.startswith("__") and name in object.__getattribute__(self, "__dict__"):
+        if not name.startswith("__") and held(self, name):
             step(f"self.{name}")
         return value
 
-    body: dict[str, Any] = {"__setattr__": hooked_set}
+    # No __dict__ of its own (__slots__ empty): the same layout as ``base``, so a breaker
+    # written with __slots__ can take this class too.
+    body: dict[str, Any] = {"__setattr__": hooked_set, "__slots__": ()}
     if reads:
         body["__getattribute__"] = hooked_get
     return type("Hooked", (base,), body)
