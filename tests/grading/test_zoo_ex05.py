@@ -2548,7 +2548,29 @@ SAYS: dict[str, str] = {
     "the ledger mark prefixed with the host it is posted from (platform.node())": (
         "on another worker's machine"
     ),
+    "an IdempotencyKeyReused conflict re-raised as a TransientError (retried in vain)": (
+        "as an error the worker does not retry"
+    ),
 }
+
+#: Round 25's rewrites of the key, each caught where two customers' keys become one.
+SAYS.update(
+    dict.fromkeys(
+        [
+            "an Idempotency-Key with its spaces URL-encoded by hand (replace(' ', '%20'))",
+            "the ledger mark URL-decoded (urllib.parse.unquote) before it is read and written",
+            "an Idempotency-Key with the characters a header cannot print dropped (isprintable)",
+            "an Idempotency-Key with its no-break spaces made plain spaces",
+            "an Idempotency-Key with its backslashes replaced by '/' "
+            "(a Windows path made a URL path)",
+            "the ledger mark stripped of leading spaces (lstrip)",
+            "an Idempotency-Key with its CR and LF stripped for a header",
+            "the ledger mark cut at its first line (splitlines()[0])",
+            "an Idempotency-Key stripped of zero-width spaces (invisible characters)",
+        ],
+        "that differ only in punctuation",
+    )
+)
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
 GOT = {
