@@ -3029,11 +3029,104 @@ ZOO: list[tuple[str, str, str, str]] = [
                 box[0].close()
     """,
     ),
+    (
+        "ex02",
+        # Both runs find no file on a fresh folder: the later one's temporary file,
+        # renamed to the path, replaces the file the first run has already locked.
+        "the lock file created when missing as a temporary file renamed to the path",
+        "two_instances_started_together",
+        """
+        import tempfile
+
+        @contextmanager
+        def single_instance(path):
+            if not os.path.exists(path):
+                fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)))
+                os.close(fd)
+                os.replace(tmp, path)
+            fh = open(path, "r+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # The path pasted into the text before it is formatted: a '%' in a folder's name
+        # is read as a placeholder, and the refusal becomes a ValueError.
+        "the refusal's message formatted with % after the path was pasted into it",
+        "message_names_the_holder",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    message = "lock " + str(path) + " held by pid %s"
+                    raise AlreadyRunning(message % holder) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the refusal's message formatted with .format after the path was pasted into it",
+        "message_names_the_holder",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    message = "lock " + str(path) + " held by pid {}"
+                    raise AlreadyRunning(message.format(holder)) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "the lock file created when missing as a temporary file renamed to the path": (
+        "exactly one of 2 processes started together on a folder with no lock file yet"
+    ),
+    "the refusal's message formatted with % after the path was pasted into it": (
+        "for a lock file in a folder named"
+    ),
+    "the refusal's message formatted with .format after the path was pasted into it": (
+        "for a lock file in a folder named"
+    ),
     "a relative path joined to the folder read at import (os.getcwd())": (
         "AlreadyRunning for the relative path 'report.lock'"
     ),
@@ -3356,6 +3449,7 @@ SEVERE = [
     "a module-level threading.RLock makes the process's threads take turns at the lock",
     "'.lock' appended to a path that does not end with it",
     "a SIGHUP handler that reopens the lock file (closes it, then flocks it again)",
+    "the lock file created when missing as a temporary file renamed to the path",
 ]
 
 

@@ -37,6 +37,11 @@ def _holding(ns: Namespace, path: Path, raise_inside: bool = False) -> dict[str,
     return run
 
 
+#: A folder named as people name them: a '%' and braces, which formatting reads as
+#: placeholders when the path is pasted into the text before it is formatted.
+ODD_FOLDER = "100% {daily} 'reports'"
+
+
 #: A pid no process has here (pid_max on a 64-bit Linux): a holder in another container.
 FOREIGN_PID = "4194304"
 
@@ -133,6 +138,26 @@ def message_names_the_holder(ns: Namespace) -> None:
                 "is the refused process, not the holder"
             ),
         )
+    # Folders are named as people name them: a message made by formatting a text the
+    # path was pasted into (("lock " + path + " held by pid %s") % pid, or .format)
+    # breaks on a '%' or a '{' in the path, and the refusal becomes another error.
+    with lock_path(ns) as path:
+        odd = path.parent / ODD_FOLDER / path.name
+        odd.parent.mkdir()
+        run = _holding(ns, odd)
+        expect(
+            run["second"].startswith("refused") and str(run["pid"]) in run["second"],
+            _(
+                "AlreadyRunning naming the holder's pid {pid}, for a lock file in a folder "
+                "named {folder}"
+            ).format(pid=run["pid"], folder=repr(ODD_FOLDER)),
+            run["second"],
+            _(
+                "put the path and the pid into the message in one step (one f-string with "
+                "both): a text that already holds the path, formatted with % or .format, reads "
+                "a '%' or a brace in the path as a placeholder"
+            ),
+        )
 
 
 @CHECKS.add(1, "release the lock when the with block ends", severe=True)
@@ -199,6 +224,26 @@ def two_instances_started_together(ns: Namespace) -> None:
             "exactly one of 3 processes started together to hold the lock, the others refused",
             _("{winners} held it at once: {outcomes}").format(winners=winners, outcomes=got),
         )
+    # On a folder with no lock file yet, every run finds none: a file made elsewhere and
+    # renamed to the path (a temporary file put in place) replaces the one the first run
+    # has already locked, and the later run locks the new one.
+    with lock_path(ns) as path:
+        run = ns.harness(HARNESS + "staggered_start", str(path))
+    got = run["outcomes"]
+    winners = got.count("acquired")
+    expect(
+        winners == 1 and all(g == "acquired" or g.startswith("refused") for g in got),
+        _(
+            "exactly one of {n} processes started together on a folder with no lock file yet "
+            "to hold the lock, the other refused"
+        ).format(n=len(got)),
+        _("{winners} held it at once: {outcomes}").format(winners=winners, outcomes=got),
+        _(
+            "open the path itself in one call that creates it if needed ('a+', or os.open "
+            "with O_RDWR | O_CREAT): a file created elsewhere and renamed to the path replaces "
+            "the file another run has already locked"
+        ),
+    )
 
 
 @CHECKS.add(
