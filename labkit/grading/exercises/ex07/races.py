@@ -247,7 +247,7 @@ def _slot_names(cls: type) -> list[str]:
     return names
 
 
-def _held(breaker: Any) -> dict[str, Any]:
+def _attributes_of(breaker: Any) -> dict[str, Any]:
     """What ``breaker`` holds, name -> value: its ``__dict__`` and its ``__slots__`` that are
     set (a breaker written with ``__slots__`` has no ``vars()``)."""
     held: dict[str, Any] = {}
@@ -267,7 +267,7 @@ def _watch_locks(breaker: Any, moved: threading.Event) -> bool:
     """Wrap each threading.Lock or RLock kept on ``breaker`` (whatever its name, in its
     ``__dict__`` or its ``__slots__``)."""
     found = False
-    for name, value in _held(breaker).items():
+    for name, value in _attributes_of(breaker).items():
         if isinstance(value, _LOCK_TYPES):
             try:
                 object.__setattr__(breaker, name, _WatchedLock(value, moved))

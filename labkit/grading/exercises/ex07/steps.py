@@ -27,7 +27,7 @@ from labkit.grading.exercises.common import fresh_state, need, plain, raised
 from labkit.grading.exercises.ex07.races import (
     CALLER_STEP_S,
     _ask_into,
-    _held,
+    _attributes_of,
     _opened_and_cooled,
     _slot_names,
     _state,
@@ -183,7 +183,7 @@ def _sweep(
             steps: list[int] = [0]
             where: list[str] = []
             step = _stepper(after, steps, let_in, where)
-            for name, lock in _held(breaker).items():
+            for name, lock in _attributes_of(breaker).items():
                 if isinstance(lock, _WatchedLock):  # "just after the release" is a step
                     lock.after_release = functools.partial(step, f"self.{name}.release()")
             try:
