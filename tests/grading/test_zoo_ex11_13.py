@@ -6690,7 +6690,9 @@ SAYS: dict[str, str] = {
     "catch_up='latest' returns the newest slot even when it already fired": (
         "'latest' when last is the newest slot"
     ),
-    "since bounds only the first tick, not the ticks after a slot fired": "since is 05:00",
+    "since bounds only the first tick, not the ticks after a slot fired": (
+        "since is 2026-01-01T05:00:00Z"
+    ),
     "tick's BEGIN IMMEDIATE left open when slot_key raises": "on the same connection to create",
     "claim_serial takes an expired head again only when lease_until < now": (
         "the expired head again"
