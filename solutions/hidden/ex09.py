@@ -176,6 +176,16 @@ def two_copies_of_a_key_at_once_apply_once(ns: Namespace) -> None:
         log.unlink(missing_ok=True)
 
 
+def _read_by(s: Stream, key: str, consumer: str, idle_ms: int | None = None) -> str:
+    """A new entry for ``key``, read (and left pending) by ``consumer``; with ``idle_ms``,
+    idle that long, as if its reader had died then. Its ID."""
+    entry = s.add(key, cents=100)
+    s.r.xreadgroup(GROUP, consumer, {s.stream: ">"}, count=1)
+    if idle_ms is not None:
+        s.r.xclaim(s.stream, GROUP, consumer, 0, [entry], idle=idle_ms, justid=True)
+    return entry
+
+
 def deleted_while_pending(s: Stream) -> list[str]:
     """Two entries deleted from the stream (XDEL: an operator's cleanup, an XTRIM) while
     pending: one that consumer 'a' read in an earlier life, one that a dead consumer 'z'
@@ -183,11 +193,8 @@ def deleted_while_pending(s: Stream) -> list[str]:
     first one's ID and no fields until it is XACKed; an XAUTOCLAIM drops either from the
     PEL, whatever its idle time. Skipped with no XACK and no XAUTOCLAIM, the first stays
     pending."""
-    mine = s.add("deleted:a", cents=100)
-    s.r.xreadgroup(GROUP, "a", {s.stream: ">"}, count=1)
-    theirs = s.add("deleted:z", cents=100)
-    s.r.xreadgroup(GROUP, "z", {s.stream: ">"}, count=1)
-    s.r.xclaim(s.stream, GROUP, "z", 0, [theirs], idle=700_000, justid=True)
+    mine = _read_by(s, "deleted:a", "a")
+    theirs = _read_by(s, "deleted:z", "z", idle_ms=700_000)
     s.r.xdel(s.stream, mine, theirs)
     return [mine, theirs]
 
@@ -219,9 +226,7 @@ def returns_how_many_it_applied(ns: Namespace) -> None:
         gone = deleted_while_pending(s)
         # One more that the dead consumer 'z' holds, idle 700 s: 'a' claims it (XAUTOCLAIM)
         # and applies it, which counts as much as an entry it read itself.
-        taken = s.add("order:0", cents=100)
-        s.r.xreadgroup(GROUP, "z", {s.stream: ">"}, count=1)
-        s.r.xclaim(s.stream, GROUP, "z", 0, [taken], idle=700_000, justid=True)
+        _read_by(s, "order:0", "z", idle_ms=700_000)
         for key in ("order:1", "order:2", "order:1"):  # the producer sent order:1 twice
             s.add(key, cents=100)
         s.add("flaky", cents=100, flaky=99)  # fails every time: dead-lettered after 2
@@ -1107,11 +1112,8 @@ def reads_its_own_pending_before_claiming(ns: Namespace) -> None:
     with stream(ns) as s:
         # 'a' read 'mine' in an earlier life and never acknowledged it; 'stale' a dead
         # consumer holds, idle 700 s (claimable at idle_ms 600000); then two new ones.
-        s.add("mine", cents=100)
-        s.r.xreadgroup(GROUP, "a", {s.stream: ">"}, count=1)
-        stale = s.add("stale", cents=100)
-        s.r.xreadgroup(GROUP, "long-gone", {s.stream: ">"}, count=1)
-        s.r.xclaim(s.stream, GROUP, "long-gone", 0, [stale], idle=700_000, justid=True)
+        _read_by(s, "mine", "a")
+        _read_by(s, "stale", "long-gone", idle_ms=700_000)
         s.add("order:1", cents=100)
         s.add("order:2", cents=100)
         s.finish(s.start("a", idle_ms=600_000), _("a consumer with an entry of its own pending"))
