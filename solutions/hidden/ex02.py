@@ -702,3 +702,55 @@ def a_free_lock_is_taken_whatever_its_file_says(ns: Namespace) -> None:
                     "empty) names who last held the lock, not whether anyone holds it now"
                 ),
             )
+
+
+def _what_the_owner_may_not(mode: int) -> str:
+    if mode & 0o400:
+        return _("write")
+    return _("read") if mode & 0o200 else _("read or write")
+
+
+#: The owner's read and write bits: a lock file without them cannot be opened by the next run.
+_OWNER_RW = 0o600
+
+
+@CHECKS.add(
+    2,
+    "leave the lock file readable and writable by its owner: os.open's mode is octal "
+    "(0o644; a decimal 644 is 0o1204, write-only), and no chmod to read-only: the next run, "
+    "under a user that is not root, cannot open the file and never runs again",
+    timeout=20.0,
+    severe=True,
+)
+def the_next_run_can_open_the_lock_file(ns: Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="labkit-ex02-", dir=ns.workdir) as tmp:
+        for case, existing in enumerate((None, 0o644)):
+            path = Path(tmp) / f"case-{case}" / "report.lock"
+            path.parent.mkdir()
+            if existing is not None:
+                path.write_text("")
+                path.chmod(existing)
+            answer = ns.harness(HARNESS + "attempt_once", str(path))
+            if answer != "acquired" or not path.exists():
+                continue  # not taken, or not kept: the lock's own checks judge that
+            mode = path.stat().st_mode & 0o7777
+            where = (
+                _("created by the run")
+                if existing is None
+                else _("found with mode {mode}").format(mode=oct(existing))
+            )
+            expect(
+                mode & _OWNER_RW == _OWNER_RW,
+                _(
+                    "the lock file ({where}) readable and writable by its owner once the run "
+                    "ended, so that the next run can open it"
+                ).format(where=where),
+                _("mode {mode}: its owner may not {what} it").format(
+                    mode=oct(mode), what=_what_the_owner_may_not(mode)
+                ),
+                _(
+                    "write os.open's mode in octal (0o644, not 644, which is 0o1204) or open "
+                    "with 'a+', and change no mode: root opens anything, but a job that runs "
+                    "as a user gets PermissionError at every later run"
+                ),
+            )

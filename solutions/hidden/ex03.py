@@ -1220,6 +1220,52 @@ def a_claim_reads_only_the_now_it_is_given(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
+    "query the table at every call: a claim that keeps a pause of its own after an empty "
+    "poll answers None while a job is ready, and updated_at is the now of this claim, "
+    "not the latest time the row or the worker saw (max(updated_at, :now))",
+)
+def a_claim_right_after_an_empty_poll_takes_the_job_now_due(ns: Namespace) -> None:
+    """One long-lived worker polls an empty queue, and a job falls due a moment later: the
+    next claim takes it, with updated_at its own now."""
+    for seed in scene_seeds():
+        _ex03_due_just_after_an_empty_poll(ns, seed)
+
+
+def _ex03_due_just_after_an_empty_poll(ns: Namespace, seed: int) -> None:
+    rng = _ex03_scene("idle", seed)
+    now = float(rng.randrange(10_000, 2_000_000_000)) + 0.5
+    gap = rng.choice((0.25, 0.5, 0.75))
+    with lab_file(ns) as (conn, path):
+        # Enqueued by a producer whose clock runs a minute ahead of the worker's.
+        due = add_job(conn, "mail:1:send:v1", run_after=now + gap / 2, updated_at=now + 60)
+        calls = [["w1", now, 30.0], ["w1", now + gap, 30.0]]
+        got = ns.harness(HARNESS + "on_one_connection", str(path), calls)
+        job = _job(conn, due)
+    taken = [r.get("returned") if "raised" not in r else None for r in got]
+    expect(
+        taken[0] is None
+        and isinstance(taken[1], dict)
+        and taken[1].get("id") == due
+        and job["updated_at"] == now + gap,
+        _(
+            "on one connection, None at now={now!r}, then job {job_id} (due at {due_at!r}) "
+            "at now={later!r}, with updated_at={later!r} (the row's updated_at was "
+            "{stamped!r}, from a clock a minute ahead)"
+        ).format(now=now, job_id=due, due_at=now + gap / 2, later=now + gap, stamped=now + 60),
+        "; ".join(
+            raised_text(r) if "raised" in r else _ex03_said(t)
+            for r, t in zip(got, taken, strict=True)
+        )
+        + _("; updated_at={updated_at!r}").format(updated_at=job["updated_at"]),
+        _(
+            "query the table at every call: no pause after an empty poll (the worker's loop "
+            "sleeps, not claim), and updated_at = :now, not the latest time seen"
+        ),
+    )
+
+
+@CHECKS.add(
+    1,
     "pass worker, now and lease_s as :named parameters, never inside the SQL text "
     "(f-string, % or format, even with its quotes doubled by hand): the docstring asks for "
     "parameters, and every claim then compiles a new statement",

@@ -220,6 +220,54 @@ def retries_happen_at_real_times(ns: Namespace) -> None:
             "retries)"
         ),
     )
+    # A long-lived worker: a hundred jobs one after another in one process, each failing
+    # attempts 1 to 4 on a refused connection, then one operation whose read timed out on
+    # its first attempt, run six times under its key (re-enqueued after each run). Each
+    # call is judged by its own arguments: a budget kept between calls (a count of retries
+    # in the process, or per key) never retries the later jobs again.
+    key = "billing:42:charge:v1"
+    timeout = {"type": "TimeoutError", "message": "read timed out"}
+    steps = [("job", job, attempt) for job in range(100) for attempt in (1, 2, 3, 4)]
+    steps += [("run", run, 1) for run in range(6)]
+    got = delays_for(
+        ns,
+        [
+            (REFUSED, attempt, {"started_at": start + 10.0 * job, "now": start + 10.0 * job})
+            if kind == "job"
+            else (
+                timeout,
+                attempt,
+                {"started_at": start + 2000.0, "now": start + 2000.0, "idempotency_key": key},
+            )
+            for kind, job, attempt in steps
+        ],
+    )
+    stopped = [
+        _("{delay!r} for attempt {attempt} of {what}").format(
+            delay=d,
+            attempt=attempt,
+            what=_("job {number}").format(number=job + 1)
+            if kind == "job"
+            else _("run {number} under the key").format(number=job + 1),
+        )
+        for (kind, job, attempt), d in zip(steps, got, strict=True)
+        if not (_number(d) and 0 <= d <= 60)
+    ]
+    expect(
+        not stopped,
+        _(
+            "in one process, a delay after each of attempts 1 to 4 of 100 jobs failing on a "
+            "refused connection, and after attempt 1 of a read timeout under the key {key!r} "
+            "in each of six runs (re-enqueued after each)"
+        ).format(key=key),
+        _("{count} without one, e.g. {examples}").format(
+            count=len(stopped), examples="; ".join(stopped[:3])
+        ),
+        _(
+            "decide from this call's arguments alone: a count of retries kept between calls "
+            "(a budget for the process, a count per key) stops retrying every job after it"
+        ),
+    )
     # A Retry-After parsed with float() from a header saying "nan": max(nan, delay) is nan,
     # and a job due at now + nan is never due again (nan compares false with every time).
     [got_nan] = delays_for(

@@ -1150,3 +1150,40 @@ def a_repeat_in_one_worker_keeps_the_reply(ns: Namespace) -> None:
             "call ctx.world.payments.charge with the job's key every time: the API answers a "
             "repeat with the first reply, and that reply is the job's result",
         )
+
+
+@CHECKS.add(
+    1,
+    "what the worker remembers is no proof for another world: the same job run against a "
+    "second payment API and ledger (another tenant, or a new scenario in the same kernel) "
+    "must charge or post there too; a dict or set of job keys kept in the worker answers it "
+    "from the first world, and the second customer is never charged",
+    timeout=20.0,
+    severe=True,
+)
+def each_world_is_asked_for_the_job(ns: Namespace) -> None:
+    for which, [job] in (("charge", CHARGE), ("post", POST)):
+        with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+            sent = ns.harness(HARNESS + "sent_in_two_worlds", which, tmp, list(job))
+        if not sent[0]:
+            continue  # nothing sent at all: the public checks say so
+        expect(
+            bool(sent[1]),
+            (
+                _(
+                    "job {key}, run in one worker against a second world (its own payment "
+                    "API), to call that world's payment API too"
+                )
+                if which == "charge"
+                else _(
+                    "job {key}, run in one worker against a second world (its own ledger), "
+                    "to read and write that world's ledger too"
+                )
+            ).format(key=job[2]),
+            _(
+                "it sent nothing to the second world: it was answered from what the worker "
+                "kept of the first"
+            ),
+            "keep nothing about a job in the worker's memory: ask ctx.world every time (the "
+            "Idempotency-Key and the ledger mark already answer a repeat)",
+        )

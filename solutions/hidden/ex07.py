@@ -1143,3 +1143,72 @@ def failures_from_two_threads_both_count(ns: Namespace) -> None:
                 "breaker opens late or not at all"
             ),
         )
+
+
+@CHECKS.add(
+    1,
+    "a success and a failure recorded by two threads at once end as the two one after the "
+    "other, whatever step of one the other comes in at: reset the count and close inside "
+    "the lock, and read the state in record_failure() under it too",
+    timeout=20.0,
+)
+def a_success_and_a_failure_at_once_both_count(ns: Namespace) -> None:
+    threshold = 3
+    scenes = {
+        False: (
+            [["fail", 0]] * (threshold - 1),
+            _("a breaker with {before} failures in a row").format(before=threshold - 1),
+        ),
+        True: (
+            [["fail", 0]] * threshold + [["advance", 30.0], ["allow", 0]],
+            _("a breaker opened, its trial let out 30 s later"),
+        ),
+    }
+    for trial, (before, scene) in scenes.items():
+        # What this breaker does with the two one after the other, in either order (a late
+        # success while open may close the breaker or leave it open): the race must end so.
+        alone = []
+        for order in (["fail", "ok"], ["ok", "fail"]):
+            steps = [*before, [order[0], 0], [order[1], 0]]
+            out = drive(ns, [*steps, ["state", 0], ["fail", 0], ["state", 0]], threshold=threshold)
+            alone.append([out[len(steps)], out[-1]])
+        for first, second in (("failure", "success"), ("success", "failure")):
+            runs = ns.harness(
+                HARNESS + "race_at_each_step_of_a_failure_and_a_success",
+                threshold=threshold,
+                first="fail" if first == "failure" else "ok",
+                trial=trial,
+            )
+            for run in runs:
+                if any(isinstance(run.get(t), dict) for t in ("A", "B", "then")):
+                    return  # record_failure() or record_success() raised: the checks above say so
+                expect(
+                    run["B_done"] and [run["state"], run.get("then")] in alone,
+                    _(
+                        "threshold={threshold}, {scene}: thread A records a {first} and thread B "
+                        "a {second} right after step {n} of A's call ({step}), then one more "
+                        "failure: the states your breaker gives with the two one after the "
+                        "other, {serial} or {other}"
+                    ).format(
+                        threshold=threshold,
+                        scene=scene,
+                        first=first,
+                        second=second,
+                        n=run["after"],
+                        step=run["step"],
+                        serial=repr(alone[0]),
+                        other=repr(alone[1]),
+                    ),
+                    _("state {state}, then {then}").format(
+                        state=repr(run["state"]), then=repr(run.get("then"))
+                    )
+                    if run["B_done"]
+                    else _("still waiting 5 s later"),
+                    _(
+                        "record_success() resets the count and closes the breaker in one 'with "
+                        "self._lock:', as record_failure() reads the state, counts and opens in "
+                        "one: a reset written outside it, or a state read before it, lands "
+                        "inside the other thread's call: the success is lost, or the breaker "
+                        "opens after a success"
+                    ),
+                )

@@ -505,6 +505,23 @@ def relay_marks_sent_at_the_now_given(ns: Namespace) -> None:
             _("sent_at = {now} after relay_once(conn, publish, now={now})").format(now=now),
             sent,
         )
+    # Another host's relay, its clock an hour ahead, marked a row sent "later": this
+    # run's rows are still marked at the now it is given (sent_at is no high-water mark).
+    ahead = now + 3600
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        seed_outbox(conn, ORDERS[:2])
+        conn.execute("UPDATE outbox SET sent_at = ? WHERE message_id = ?", (ahead, message_id(2)))
+        relay(ns, path, path.parent / "broker.db", now=now)
+        sent = [r["sent_at"] for r in rows_of(conn, "all_outbox")]
+        expect(
+            sent == [now, ahead],
+            _(
+                "sent_at = {now} for message 1 after relay_once(conn, publish, now={now}), "
+                "message 2 having been marked sent at {ahead} by a relay whose clock ran ahead"
+            ).format(now=now, ahead=ahead),
+            sent,
+            _("set sent_at to the now given, never to max(now, a sent_at already saved)"),
+        )
 
 
 @CHECKS.add(
@@ -889,8 +906,14 @@ def relay_publishes_pending_rows_of_every_topic(ns: Namespace) -> None:
     want = [f"{topic}:{n}:v1" for n, topic in enumerate(topics, start=31)]
     # Another producer's fact last, its id with a quote: a mark written with an f-string
     # breaks on it once the row is published, so every run publishes it again.
-    rows = [*zip(want, topics, strict=True), ("customer:o'brien:updated:v1", "customer.updated")]
-    want.append(rows[-1][0])
+    # Then a fact whose body is the empty object: it says all it says in its topic, and
+    # is published like any other (nothing to say is no reason to skip it).
+    rows = [
+        *zip(want, topics, strict=True),
+        ("customer:o'brien:updated:v1", "customer.updated"),
+        ("cart:77:emptied:v1", "cart.emptied"),
+    ]
+    want.extend(mid for mid, _topic in rows[-2:])
     with lab_file(ns, outbox_db, "shop.db") as (conn, path):
         conn.execute("BEGIN IMMEDIATE")
         for n, (mid, topic) in enumerate(rows, start=31):
@@ -900,6 +923,8 @@ def relay_publishes_pending_rows_of_every_topic(ns: Namespace) -> None:
             fact: dict[str, Any] = (
                 {"customer": "o'brien", "email": "ob@example.com"}
                 if topic == "customer.updated"
+                else {}
+                if topic == "cart.emptied"
                 else {"order_id": 31 + n % 2, "customer": "c"}
             )
             conn.execute(

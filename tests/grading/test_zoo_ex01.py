@@ -3407,11 +3407,57 @@ ZOO: list[tuple[str, str, str, str]] = [
             return hashlib.sha256(text.encode("utf-8")).hexdigest()
     """,
     ),
+    (
+        # A key checked for its shape: an id with ':' (operation_key allows it) gives a key
+        # of five parts, and accept raises at every delivery: the work never runs.
+        "ex01",
+        "accept splits the key into its four parts before storing it",
+        "accept_new_then_repeat",
+        """
+        def accept(seen, key, payload):
+            source, entity, action, version = key.split(":")
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} ({source}/{entity}/{action}) reused")
+            return False
+    """,
+    ),
+    (
+        # The same split, to log the action, after the write: the first delivery stores
+        # the key and raises, and its retry is skipped as a repeat of work never done.
+        "ex01",
+        "accept splits the key to log it after storing (an id with ':' raises past the write)",
+        "accept_new_then_repeat",
+        """
+        import logging
+        log = logging.getLogger("ex01")
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                source, entity, action, version = key.split(":")
+                log.info("new %s of %s %s", action, source, entity)
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} reused with another payload")
+            return False
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "accept splits the key into its four parts before storing it": "sent twice with one payload",
+    "accept splits the key to log it after storing (an id with ':' raises past the write)": (
+        "sent twice with one payload"
+    ),
     "the conflict message cut to 200 characters": "naming the whole key",
     "a conflict logged with its payload before the raise (logging's warning)": (
         "an IdempotencyConflict message that names the key but none"
@@ -3902,6 +3948,8 @@ SAYS: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
 #: reported score (severity cap included) is at most half of the exercise.
 SEVERE = [
+    "accept splits the key into its four parts before storing it",
+    "accept splits the key to log it after storing (an id with ':' raises past the write)",
     "accept remembers keys cut to 1024 characters (a wider key column)",
     "accept shortens a long key to its first and last 500 characters",
     "key cut to 1024 characters (a wider key column)",

@@ -3113,11 +3113,65 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        # A mode written as a decimal number: 644 is 0o1204, and the owner may not read
+        # the file it created. Root opens it anyway; the job's own user, at the next run, not.
+        "os.open's mode written in decimal (644 is 0o1204: the owner may not read the file)",
+        "the_next_run_can_open_the_lock_file",
+        """
+        @contextmanager
+        def single_instance(path):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 644)
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    holder = os.pread(fd, 64, 0).decode().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked (pid {holder})") from None
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, str(os.getpid()).encode(), 0)
+                yield
+            finally:
+                os.close(fd)
+    """,
+    ),
+    (
+        "ex02",
+        "the lock file made read-only once taken (os.fchmod 0o444, 'so nobody edits it')",
+        "the_next_run_can_open_the_lock_file",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                os.fchmod(fh.fileno(), 0o444)
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "os.open's mode written in decimal (644 is 0o1204: the owner may not read the file)": (
+        "readable and writable by its owner"
+    ),
+    "the lock file made read-only once taken (os.fchmod 0o444, 'so nobody edits it')": (
+        "readable and writable by its owner"
+    ),
     "the lock file created when missing as a temporary file renamed to the path": (
         "exactly one of 2 processes started together on a folder with no lock file yet"
     ),
@@ -3395,6 +3449,8 @@ SAYS: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
 #: reported score (severity cap included) is at most half of the exercise.
 SEVERE = [
+    "os.open's mode written in decimal (644 is 0o1204: the owner may not read the file)",
+    "the lock file made read-only once taken (os.fchmod 0o444, 'so nobody edits it')",
     "a per-path threading.Lock acquired with a 50 ms timeout before the flock",
     "an existing empty lock file refused as a run still starting, without trying flock",
     "the lock let go with flock(LOCK_UN) when the block raises (a failing forked worker)",
@@ -3466,6 +3522,44 @@ def test_a_severe_mistake_costs_at_least_half_the_points(mistake: str) -> None:
 #: Right solutions written otherwise, each with a check that once took (or might take) its
 #: points.
 RIGHT: list[tuple[str, str, str]] = [
+    (
+        "os.open with an octal mode for its owner only (0o600), pread and pwrite",
+        "the_next_run_can_open_the_lock_file",
+        """
+        @contextmanager
+        def single_instance(path):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    holder = os.pread(fd, 64, 0).decode().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked (pid {holder})") from None
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\\n".encode(), 0)
+                yield
+            finally:
+                os.close(fd)
+    """,
+    ),
+    (
+        "the pid written through a second open(path, 'w') once the flock is held",
+        "pidfile_names_only_the_current_holder",
+        """
+        @contextmanager
+        def single_instance(path):
+            with open(path, "a+") as fh:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    with open(path) as seen:
+                        holder = seen.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                with open(path, "w") as out:
+                    out.write(f"{os.getpid()}\\n")
+                yield
+    """,
+    ),
     (
         "a SIGTERM handler installed with `from signal import signal` and put back after",
         "a_second_lock_keeps_the_first",

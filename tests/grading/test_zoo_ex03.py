@@ -2968,11 +2968,89 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
     """,
     ),
+    (
+        "ex03",
+        "an expired lease at its last attempt marked dead, and returned to the worker all the same",
+        "expired_lease_is_reclaimable",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = CASE WHEN state = 'running' AND attempt >= max_attempts"
+                " THEN 'dead' ELSE 'running' END, attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *", {"w": worker, "now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "any job past its budget marked dead by the claim, and returned all the same",
+        "expired_lease_is_reclaimable",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = CASE WHEN attempt >= max_attempts THEN 'dead'"
+                " ELSE 'running' END, attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *", {"w": worker, "now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "claim pauses 5 s after an empty poll (a job due a moment later waits)",
+        "a_claim_right_after_an_empty_poll_takes_the_job_now_due",
+        """
+        _IDLE_UNTIL = {}
+        def claim(conn, worker, now, lease_s):
+            if now < _IDLE_UNTIL.get(worker, float("-inf")):
+                return None
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *", {"w": worker, "now": now, "lease_s": lease_s}).fetchone()
+            if row is None:
+                _IDLE_UNTIL[worker] = now + 5
+                return None
+            return dict(row)
+    """,
+    ),
+    (
+        "ex03",
+        "updated_at that never goes back (max(updated_at, :now))",
+        "a_claim_right_after_an_empty_poll_takes_the_job_now_due",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :w,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = max(coalesce(updated_at, 0), :now) WHERE id = (SELECT id FROM"
+                " jobs WHERE (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *", {"w": worker, "now": now, "lease_s": lease_s}).fetchone()
+            return None if row is None else dict(row)
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "an expired lease at its last attempt marked dead, and returned to the worker all the same": (
+        "a job marked dead is not returned"
+    ),
+    "claim pauses 5 s after an empty poll (a job due a moment later waits)": (
+        "on one connection, None at now="
+    ),
     "lease_s capped at a day (min(lease_s, 86400): a month-long lease cut short)": (
         "lease_s=2592000.0"
     ),
@@ -3344,6 +3422,8 @@ SEVERE = [
     "jobs overdue by more than a year skipped as stale (run_after > now - 365 days)",
     "the lease token made of the worker, now and a random number below 1000",
     "an expired lease reclaimed only while attempt <= max_attempts (a lowered budget: stuck)",
+    "an expired lease at its last attempt marked dead, and returned to the worker all the same",
+    "any job past its budget marked dead by the claim, and returned all the same",
 ]
 
 

@@ -2991,6 +2991,182 @@ ZOO: list[tuple[str, str, str, str]] = [
             return rng.uniform(ceiling / 20, ceiling)
     """,
     ),
+    (
+        "ex04",
+        "backoff answers an overflow with 0 (every late retry back at once)",
+        "backoff_survives_a_huge_n",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            try:
+                return rng.uniform(0, min(cap, base * 2**n))
+            except OverflowError:
+                return 0.0
+    """,
+    ),
+    (
+        "ex04",
+        "equal jitter past the overflow guard (cap / 2 + uniform(0, cap / 2) for n >= 1024)",
+        "backoff_has_full_jitter",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            if n >= 1024:
+                return cap / 2 + rng.uniform(0, cap / 2)
+            return rng.uniform(0, min(cap, base * 2.0**n))
+    """,
+    ),
+    (
+        "ex04",
+        "the overflow guard draws up to 60 s, not the cap given",
+        "backoff_survives_a_huge_n",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = 60.0 if n >= 1024 else min(cap, base * 2.0**n)
+            return rng.uniform(0, ceiling)
+    """,
+    ),
+    (
+        "ex04",
+        "an idempotency_key checked against a pattern of lowercase ASCII (Order_7 is no key)",
+        "retries_maybe_done_under_a_key",
+        """
+        import re
+
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=5, base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            key_ok = idempotency_key is not None and re.fullmatch(r"[a-z0-9:._-]+", idempotency_key)
+            if verdict == "maybe_done" and not key_ok:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "a maybe-done failure under a key retried on attempts 1 and 2 only",
+        "retries_maybe_done_under_a_key",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=5, base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and (idempotency_key is None or attempt > 2):
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "a maybe-done failure under a key given half the deadline",
+        "respects_deadline",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=5, base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "maybe_done" and idempotency_key is not None:
+                deadline = deadline / 2
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "next_delay limits the cap to five minutes (a cap of 900 s ignored)",
+        "next_delay_is_the_backoff",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=5, base=1.0, cap=60.0, idempotency_key=None):
+            cap = min(cap, 300.0)
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "a retry budget for the whole process (no retry after the 60th)",
+        "retries_happen_at_real_times",
+        """
+        _RETRIES = [0]
+
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=5, base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            _RETRIES[0] += 1
+            if _RETRIES[0] > 60:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "attempts counted per idempotency_key in a module-level dict (a re-run never retried)",
+        "retries_happen_at_real_times",
+        """
+        _TRIES = {}
+
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=5, base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            if idempotency_key is not None:
+                _TRIES[idempotency_key] = _TRIES.get(idempotency_key, 0) + 1
+                if _TRIES[idempotency_key] >= max_attempts:
+                    return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
 ]
 
 
@@ -3284,6 +3460,25 @@ SAYS: dict[str, str] = {
     "jitter kept off zero, rng.uniform(ceiling / 20, ceiling) (never back at once)": (
         "some within 0.5% of zero"
     ),
+    "backoff answers an overflow with 0 (every late retry back at once)": (
+        "some above 2.5, for n=1024 with cap=5"
+    ),
+    "equal jitter past the overflow guard (cap / 2 + uniform(0, cap / 2) for n >= 1024)": (
+        "full jitter, not half or a sliver"
+    ),
+    "the overflow guard draws up to 60 s, not the cap given": "for n=1024 with cap=5",
+    "an idempotency_key checked against a pattern of lowercase ASCII (Order_7 is no key)": (
+        "under a key ('Order_7')"
+    ),
+    "a maybe-done failure under a key retried on attempts 1 and 2 only": "after attempt 3 of",
+    "a maybe-done failure under a key given half the deadline": "the deadline given, key or not",
+    "next_delay limits the cap to five minutes (a cap of 900 s ignored)": "base=2, cap=900",
+    "a retry budget for the whole process (no retry after the 60th)": (
+        "a delay after each of attempts 1 to 4 of 100 jobs"
+    ),
+    "attempts counted per idempotency_key in a module-level dict (a re-run never retried)": (
+        "in each of six runs"
+    ),
 }
 
 
@@ -3321,6 +3516,10 @@ SEVERE = [
     "the deadline tested only on a finite delay (an inf Retry-After handed back)",
     # The request went out before the stream ended: retried without a key, it runs twice.
     "an end of stream mid-answer (EOFError) called never sent (the connection dropped)",
+    # A long-lived worker's retries end for good: every job after the budget is given up.
+    "a retry budget for the whole process (no retry after the 60th)",
+    # An operation re-enqueued under its key is never retried again in that process.
+    "attempts counted per idempotency_key in a module-level dict (a re-run never retried)",
 ]
 
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)
@@ -3504,6 +3703,40 @@ RIGHT: list[tuple[str, str, str]] = [
             if now + delay > started_at + deadline:
                 return None
             return delay
+    """,
+    ),
+    (
+        "an empty idempotency_key taken for none (if not idempotency_key), keys of any shape",
+        "retries_maybe_done_under_a_key",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
+                       max_attempts=5, base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and not idempotency_key:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if delay > deadline - (now - started_at):
+                return None
+            return delay
+    """,
+    ),
+    (
+        "backoff through math.ldexp, the cap where it overflows",
+        "backoff_survives_a_huge_n",
+        """
+        import math
+
+        def backoff(n, rng, base=1.0, cap=60.0):
+            try:
+                ceiling = min(cap, math.ldexp(base, n))
+            except OverflowError:
+                ceiling = cap
+            return rng.random() * ceiling
     """,
     ),
 ]

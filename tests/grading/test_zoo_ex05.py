@@ -2256,6 +2256,42 @@ ZOO: list[tuple[str, str, str, str]] = [
             )
     """,
     ),
+    (
+        "ex05",
+        "replies kept in a module-level dict by job.key (a second world never charged)",
+        "each_world_is_asked_for_the_job",
+        """
+        REPLIES = {}
+        def charge_handler(job, ctx):
+            if job.key in REPLIES:
+                return REPLIES[job.key]
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            reply = ctx.world.payments.charge(
+                customer, amount, key=job.key, idempotency_key=job.key
+            )
+            REPLIES[job.key] = reply
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "a module-level set of posted keys filled after the commit (a second world never posted)",
+        "each_world_is_asked_for_the_job",
+        """
+        POSTED = set()
+        def post_handler(job, ctx):
+            if job.key in POSTED:
+                return {"skipped": "already posted"}
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(customer, amount, key=job.key)
+                tx.mark(job.key, "done")
+            POSTED.add(job.key)
+            return reply
+    """,
+    ),
 ]
 
 
@@ -2550,6 +2586,12 @@ SAYS: dict[str, str] = {
     ),
     "an IdempotencyKeyReused conflict re-raised as a TransientError (retried in vain)": (
         "as an error the worker does not retry"
+    ),
+    "replies kept in a module-level dict by job.key (a second world never charged)": (
+        "against a second world (its own payment API)"
+    ),
+    "a module-level set of posted keys filled after the commit (a second world never posted)": (
+        "against a second world (its own ledger)"
     ),
 }
 

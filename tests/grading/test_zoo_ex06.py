@@ -15,6 +15,60 @@ ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
     (
         "ex06",
+        "redrive picks the jobs with the fewest attempts first (ORDER BY attempt, updated_at, id)",
+        "redrive_picks_the_oldest_for_any_table",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY attempt, updated_at, id LIMIT :limit",
+                    {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    for i in ids:
+                        conn.execute(
+                            "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                            " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                            " WHERE id = :id AND state = 'dead'", {"now": now, "id": i})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive lower-cases the key as it resets the job (keys 'normalised')",
+        "the_key_survives_a_dead_letter_and_a_redrive",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    for i in ids:
+                        conn.execute(
+                            "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                            " dead_reason = NULL, redrives = redrives + 1, updated_at = :now,"
+                            " key = lower(key) WHERE id = :id AND state = 'dead'",
+                            {"now": now, "id": i})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
         "redrive as a copy with a new key",
         "redrive_keeps_the_key",
         """
@@ -3732,6 +3786,12 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "redrive lower-cases the key as it resets the job (keys 'normalised')": (
+        "Pay:7:Charge:São-Paulo:v1"
+    ),
+    "redrive picks the jobs with the fewest attempts first (ORDER BY attempt, updated_at, id)": (
+        "(attempt 2)"
+    ),
     "redrive also rescues running jobs whose lease ran out (stuck, as good as dead)": (
         "only the dead job"
     ),

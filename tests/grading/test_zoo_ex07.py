@@ -2290,11 +2290,123 @@ ZOO: list[tuple[str, str, str, str]] = [
                         self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
     """,
     ),
+    (
+        "ex07",
+        "record_success() resets the count outside the lock (a success racing a failure is lost)",
+        "a_success_and_a_failure_at_once_both_count",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_success(self):
+                self.failures = 0
+                with self._lock:
+                    self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        "record_success() closes under the lock, then resets the count under it again",
+        "a_success_and_a_failure_at_once_both_count",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_success(self):
+                with self._lock:
+                    self.state, self.trial_out = "closed", False
+                with self._lock:
+                    self.failures = 0
+    """,
+    ),
+    (
+        "ex07",
+        "record_success() resets the count after releasing the lock",
+        "a_success_and_a_failure_at_once_both_count",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_success(self):
+                with self._lock:
+                    self.state, self.trial_out = "closed", False
+                self.failures = 0
+    """,
+    ),
+    (
+        "ex07",
+        "record_failure() reads the state before taking the lock (a trial's success undone)",
+        "a_success_and_a_failure_at_once_both_count",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                trial_failed = self.state == "half_open"
+                with self._lock:
+                    self.failures += 1
+                    if trial_failed or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+    """,
+    ),
+    (
+        "ex07",
+        "a late success while open closes the breaker but keeps the count of failures",
+        "opens_after_consecutive_failures",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_success(self):
+                with self._lock:
+                    if self.state != "open":
+                        self.failures = 0
+                    self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        "opened_at the last of the failure times kept as text ('10.0' sorts before '5.0')",
+        "cooldown_counts_from_the_opening",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self.times = []
+
+            def record_failure(self):
+                with self._lock:
+                    self.times = sorted([*self.times, str(self.clock.now())])
+                    self.failures = len(self.times)
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.trial_out = "open", False
+                        self.opened_at = float(self.times[-1])
+
+            def record_success(self):
+                with self._lock:
+                    self.times, self.failures = [], 0
+                    self.state, self.trial_out = "closed", False
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "record_success() resets the count outside the lock (a success racing a failure is lost)": (
+        "thread A records a failure and thread B a success"
+    ),
+    "record_success() closes under the lock, then resets the count under it again": (
+        "thread A records a success and thread B a failure"
+    ),
+    "record_success() resets the count after releasing the lock": (
+        "thread A records a success and thread B a failure"
+    ),
+    "record_failure() reads the state before taking the lock (a trial's success undone)": (
+        "its trial let out 30 s later"
+    ),
+    "a late success while open closes the breaker but keeps the count of failures": (
+        "a success recorded while open that closed the breaker"
+    ),
+    "opened_at the last of the failure times kept as text ('10.0' sorts before '5.0')": (
+        "a clock that starts at 0.0"
+    ),
     "threshold and cooldown_s set on the class in __init__ (the last breaker's for all)": (
         "A open after 1 failure"
     ),
@@ -3246,6 +3358,44 @@ RIGHT: list[tuple[str, str, str]] = [
         "__slots__ with a name-mangled lock (self.__lock), two failures at once",
         "failures_from_two_threads_both_count",
         SLOTTED_RIGHT,
+    ),
+    (
+        "a late success while open leaves the breaker open, under the lock",
+        "a_success_and_a_failure_at_once_both_count",
+        """
+        _Reference = Breaker
+
+        class Breaker(_Reference):
+            def record_success(self):
+                with self._lock:
+                    self.failures = 0
+                    if self.state != "open":
+                        self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "the failure times kept as floats, opened_at the latest of them (max)",
+        "cooldown_counts_from_the_opening",
+        """
+        _Reference = Breaker
+
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self.times = []
+
+            def record_failure(self):
+                with self._lock:
+                    self.times.append(self.clock.now())
+                    self.failures = len(self.times)
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", max(self.times), False
+
+            def record_success(self):
+                with self._lock:
+                    self.times, self.failures = [], 0
+                    self.state, self.trial_out = "closed", False
+    """,
     ),
 ]
 

@@ -6093,6 +6093,86 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex11",
+        "the relay wraps the broker's error in its own RuntimeError (raise ... from exc)",
+        "relay_lets_the_broker_error_out",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                try:
+                    publish(topic, message_id, body)
+                except Exception as exc:
+                    raise RuntimeError(f"relay stopped at {message_id}") from exc
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay returns [] quietly when the broker refuses the run's first message",
+        "relay_lets_the_broker_error_out",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                try:
+                    publish(topic, message_id, body)
+                except Exception:
+                    if not sent:
+                        return []  # nothing went out: nothing to report
+                    raise
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay never lets sent_at go back: it marks max(now, the latest sent_at saved)",
+        "relay_marks_sent_at_the_now_given",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            latest = conn.execute("SELECT max(sent_at) FROM outbox").fetchone()[0]
+            stamp = now if latest is None else max(now, latest)
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                publish(topic, message_id, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (stamp, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay skips a row whose body is the empty object '{}' (left pending, never sent)",
+        "relay_publishes_pending_rows_of_every_topic",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                if not json.loads(body):
+                    continue  # nothing to say
+                publish(topic, message_id, body)
+                conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
         "the relay marks its rows sent ten at a time (a crash publishes the batch again)",
         "a_crash_after_publish_repeats_that_message_only",
         """
@@ -6578,6 +6658,18 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for the entries that name it (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "the relay wraps the broker's error in its own RuntimeError (raise ... from exc)": (
+        "the broker's ConnectionError itself"
+    ),
+    "the relay returns [] quietly when the broker refuses the run's first message": (
+        "message 1, the first of the run"
+    ),
+    "the relay never lets sent_at go back: it marks max(now, the latest sent_at saved)": (
+        "by a relay whose clock ran ahead"
+    ),
+    "the relay skips a row whose body is the empty object '{}' (left pending, never sent)": (
+        "whatever its topic, by outbox id"
+    ),
     "claim_capped counts an account's busy jobs up to a LIMIT of 10 (a big cap never reached)": (
         "(both at their cap)"
     ),
@@ -7034,6 +7126,7 @@ GOT: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "the relay skips a row whose body is the empty object '{}' (left pending, never sent)",
     "the relay keeps the rows a run left pending in a module list, for the next run",
     "the consumer records a message without 'customer' as applied (except KeyError: pass)",
     "the consumer returns False for a body that is not JSON (acked as a repeat)",

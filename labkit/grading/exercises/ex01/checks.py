@@ -560,6 +560,35 @@ def accept_new_then_repeat(ns: Namespace) -> None:
         _("True, then False, for the same key with an empty payload twice"),
         _("{first}, then {again}").format(first=repr(first), again=repr(again)),
     )
+    # A key is any text: operation_key("billing", "INV:7", "charge") holds five ':'-parts,
+    # and keys made elsewhere (a client's Idempotency-Key header) hold none. An accept
+    # that splits the key into four parts (to check or to log it) raises on them, before
+    # or after storing them: the work never runs, or its retry is skipped as a repeat.
+    for odd in OTHER_SHAPED_KEYS:
+        run = ns.harness(HARNESS + "accept_calls", [[odd, ORDER], [odd, REORDERED]])
+        first, again = run["results"]
+        expect(
+            answered(first, new=True) and answered(again, new=False),
+            _("True, then False, for the key {key} sent twice with one payload").format(
+                key=repr(odd)
+            ),
+            _("{first}, then {again}; `seen` holds {seen}").format(
+                first=_said(first), again=_said(again), seen=repr(list(run["seen"]))
+            ),
+            _(
+                "take the key as any text, never split it into its parts: an id may hold "
+                "':' (operation_key('billing', 'INV:7', 'charge')) and a client's own key "
+                "may hold none"
+            ),
+        )
+
+
+#: Keys not of the shape source:id:action:vN, which accept must take all the same.
+OTHER_SHAPED_KEYS = (
+    "billing:INV:7:charge:v1",
+    "7f3a9c2e-4b1d-4e8a-9f00-42c0ffee0042",
+    "billing:42:charge",
+)
 
 
 @CHECKS.add(

@@ -454,10 +454,26 @@ def expired_lease_is_reclaimable(ns: Namespace) -> None:
         )
         # One claim per job and one more; a claim that marks such a job dead may answer
         # None for it, so every worker claims.
-        for worker in ("w2", "w3", "w4"):
-            _claim(ns, path, worker, 100.0, 30.0)
+        returned = [_claim(ns, path, worker, 100.0, 30.0) for worker in ("w2", "w3", "w4")]
         past = _job(conn, over)
         row = _job(conn, last)
+        # Marked dead, it is no claim: a row handed to the worker is one it runs.
+        states = {j["id"]: j["state"] for j in all_jobs(conn)}
+        ran_dead = [r.get("id") for r in returned if r and states.get(r.get("id")) == "dead"]
+        expect(
+            not ran_dead,
+            _(
+                "a job marked dead is not returned: the claim answers a job it leased, "
+                "state = 'running', or None"
+            ),
+            _("claim returned job(s) {job_ids}, which the table holds as dead").format(
+                job_ids=ran_dead
+            ),
+            _(
+                "a claim sets state = 'running' on the job it returns; if you mark a job dead "
+                "instead, do not return it, or the worker runs a dead job"
+            ),
+        )
         expect(
             row["state"] == "dead" or row["lease_owner"] != "crashed",
             _(

@@ -36,6 +36,10 @@ def backoff_has_full_jitter(ns: Namespace) -> None:
         # A base under a millisecond (a local retry loop): a draw rounded to the
         # millisecond ("nobody sleeps less") is always 0, and all come back at once.
         (0, 0.0004, 0.0004),
+        # Past the overflow guard (n >= 1024) too: the branch for a huge n draws over the
+        # whole 0..cap like any other (not the cap's upper half, nor a share of it).
+        (1024, 1.0, 60.0),
+        (2000, 1.0, 60.0),
     ):
         got = draws(ns, n, SEED, base, 60.0, 200)
         outside = [d for d in got if not (_number(d) and 0 <= d <= ceiling)]
@@ -154,6 +158,22 @@ def backoff_survives_a_huge_n(ns: Namespace) -> None:
             all(_number(d) and 0 <= d <= 60.0 for d in got),
             _("delays within [0, 60] for n={n}").format(n=n),
             f"{got!r}",
+        )
+    # Past the guard the ceiling is the cap this call is given, drawn over: not a cap of
+    # the code's own (60), nor 0 or base handed back when 2.0**n overflows.
+    for n, cap in ((1024, 5.0), (2000, 900.0), (10_000, 0.5)):
+        got = draws(ns, n, SEED, 1.0, cap, 20)
+        expect(
+            all(_number(d) and 0 <= d <= cap for d in got) and max(got) > cap / 2,
+            _(
+                "delays within [0, {cap:g}], some above {half:g}, for n={n} with cap={cap:g}: "
+                "past the overflow guard the ceiling is the cap given"
+            ).format(cap=cap, half=cap / 2, n=n),
+            repr([round(d, 6) if _number(d) else d for d in got[:6]]),
+            _(
+                "where 2.0**n overflows, draw rng.uniform(0, cap) with the cap of the call: "
+                "not a number fixed in the code, not 0 or base"
+            ),
         )
     # A tiny base: base * 2**n is still under the cap well past n = 64, so the ceiling is
     # base * 2**n there, neither the cap (a guard "n >= 64") nor base * 2**64 (n clamped).

@@ -122,18 +122,42 @@ def gives_up_on_maybe_done_without_a_key(ns: Namespace) -> None:
 def retries_maybe_done_under_a_key(ns: Namespace) -> None:
     # The same draws as without a key: a key names the operation, it is no source of
     # randomness (jitter seeded from hash(key) differs between processes and replays).
-    want = draws(ns, 1, SEED, 1.0, 60.0, 3)
-    for name, error in MAYBE_DONE.items():
-        got = delays(
-            ns, error, 2, 3, started_at=0.0, now=0.0, idempotency_key="billing:42:charge:v1"
-        )
+    # Any key the caller gives is a key, whatever its shape: a UUID, capitals and
+    # underscores, no colon, non-ASCII (a key checked against a pattern of its own is
+    # no key to the policy, and the repeat that was safe is given up).
+    keys = (
+        "billing:42:charge:v1",
+        "Order_7",
+        "6f1c2b9e-8d4a-4f0e-9b7a-2c3d4e5f6a7b",
+        "paiement:José:n°7",
+        "x",
+    )
+    # Every attempt before the last, not only the second: under a key a maybe-done failure
+    # keeps the budget and the backoff of a never-sent one.
+    wants = {attempt: draws(ns, attempt - 1, SEED, 1.0, 60.0, 3) for attempt in (1, 2, 3, 4)}
+    for number, (name, error) in enumerate(MAYBE_DONE.items()):
+        key = keys[number % len(keys)]
+        attempt = 2 if number < len(keys) else 1 + number % 4
+        want = wants[attempt]
+        got = delays(ns, error, attempt, 3, started_at=0.0, now=0.0, idempotency_key=key)
         expect(
             got == want,
             _(
-                "after attempt 2 of {error}, under a key, the delays backoff(1, rng) draws "
-                "from the same seed: {draws}"
-            ).format(error=name, draws=[round(w, 4) for w in want]),
+                "after attempt {attempt} of {error} (max_attempts 5), under a key ({key!r}), "
+                "the delays backoff({n}, rng) draws from the same seed: {draws}"
+            ).format(
+                attempt=attempt,
+                error=name,
+                key=key,
+                n=attempt - 1,
+                draws=[round(w, 4) for w in want],
+            ),
             f"{[round(g, 4) if _number(g) else g for g in got]}",
+            _(
+                "any idempotency_key given is a key, whatever its shape: give up on a "
+                "maybe-done failure only when there is none (idempotency_key is None), with "
+                "no pattern of your own for a key"
+            ),
         )
 
 
@@ -383,6 +407,18 @@ def respects_deadline(ns: Namespace) -> None:
         "300 s deadline (a key makes a retry safe, not late)",
         keyed,
     )
+    # Nor is the deadline shorter under a key: the same 600 s as for a never-sent failure.
+    [keyed] = delays(
+        ns, http(502, 120), 1, started_at=0.0, now=400.0, deadline=600.0, idempotency_key="k:1"
+    )
+    expect(
+        keyed == 120,
+        _(
+            "120 s: a 502 with Retry-After 120 at 400 s, under an idempotency_key, ends within "
+            "the 600 s deadline (the deadline given, key or not)"
+        ),
+        keyed,
+    )
     # now and started_at are epoch seconds: the same instants in every time zone.
     late, longer = (
         {"started_at": 0.0, "now": 250.0, "deadline": 300.0},
@@ -552,6 +588,9 @@ def next_delay_is_the_backoff(ns: Namespace) -> None:
     # A tiny base reaches the cap only after many retries: an exponent clamped in
     # next_delay (min(attempt - 1, 10)) keeps the ceiling at 1 s when backoff says 33 s.
     same((16, 0.001, 60.0))
+    # A cap of the caller's above any limit of the code's own (five minutes): the ceiling
+    # 2 * 2**8 = 512 s under a cap of 900 s is 512 s, not 300.
+    same((9, 2.0, 900.0))
     holds_for(
         st.tuples(
             st.integers(1, 8),

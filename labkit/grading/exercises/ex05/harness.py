@@ -678,18 +678,39 @@ def sent_here(
     return _sends(values, which, folder, "here", the_jobs)
 
 
+def sent_in_two_worlds(
+    values: MutableMapping[str, Any], which: str, folder: str, job: list[Any]
+) -> list[list[dict[str, Any]]]:
+    """What the student's handler sends for the same ``job`` run in one worker against two
+    worlds in turn (a payment API and a ledger each: a second tenant, or a notebook that
+    ran a new scenario): each world must be asked; nothing the worker kept from the first
+    world says the second one was charged or posted."""
+    clock = FakeClock(LAB_EPOCH)
+    kind, payload, key = job
+    with JobStore(Path(folder) / "jobs.db", clock) as store:
+        store.enqueue(kind, payload, key=key)
+        the_job = store.get_by_key(key)
+    return _sends(values, which, folder, "world", [the_job, the_job], new_world=True)
+
+
 def _sends(
-    values: MutableMapping[str, Any], which: str, folder: str, stem: str, jobs: list[Any]
+    values: MutableMapping[str, Any],
+    which: str,
+    folder: str,
+    stem: str,
+    jobs: list[Any],
+    new_world: bool = False,
 ) -> list[list[dict[str, Any]]]:
     """What the student's ``which`` handler sends for each of ``jobs`` (recorded in
-    ``folder/STEM-N.jsonl`` by ``RecordingCtx``; a failed call sent what it sent)."""
+    ``folder/STEM-N.jsonl`` by ``RecordingCtx``; a failed call sent what it sent), in one
+    world, or in a ``new_world`` for each job."""
     name = "charge_handler" if which == "charge" else "post_handler"
     paths = [str(Path(folder) / f"{stem}-{n}.jsonl") for n in range(len(jobs))]
     ctx: RecordingCtx | None = None
     with fresh_state(values):
         for job, path in zip(jobs, paths, strict=True):
             # One worker: one world for its jobs in turn (``RecordingCtx.record_to``).
-            ctx = ctx.record_to(path) if ctx else RecordingCtx(path)
+            ctx = ctx.record_to(path) if ctx and not new_world else RecordingCtx(path)
             try:
                 need(values, name)(job, ctx)
             except NotImplementedError as exc:

@@ -316,7 +316,9 @@ def redrive_picks_the_oldest_for_any_table(ns: Namespace) -> None:
         table, limit, kind = case
         with lab_file(ns) as (conn, path):
             ids = [
-                add_job(conn, f"{k}:{i}:v1", kind=k, state=st_, attempt=1, updated_at=t)
+                # Attempts 1, 2, 3 in turn: the oldest is not always the one with the
+                # fewest attempts (ORDER BY attempt first would pick another).
+                add_job(conn, f"{k}:{i}:v1", kind=k, state=st_, attempt=1 + i % 3, updated_at=t)
                 for i, (st_, k, t) in enumerate(table)
             ]
             before = {j["id"]: j for j in all_jobs(conn)}
@@ -327,7 +329,10 @@ def redrive_picks_the_oldest_for_any_table(ns: Namespace) -> None:
             )[:limit]
             got = redrive(ns, path, limit=limit, now=NOW, kind=kind)
             after = {j["id"]: j for j in all_jobs(conn)}
-        shape = ", ".join(f"{i}:{s}/{k}@{t:g}" for i, (s, k, t) in zip(ids, table, strict=True))
+        shape = ", ".join(
+            f"{i}:{s}/{k}@{t:g} (attempt {before[i]['attempt']})"
+            for i, (s, k, t) in zip(ids, table, strict=True)
+        )
         expect(
             list(got) == want,
             _("{ids} for limit={limit}, kind={kind} on jobs {shape}").format(
@@ -347,5 +352,9 @@ def redrive_picks_the_oldest_for_any_table(ns: Namespace) -> None:
     # One plain call first: an untouched stub says "not started" at once, instead of
     # Hypothesis spending seconds shrinking its NotImplementedError.
     picks(([("dead", "email", 10.0), ("pending", "email", 20.0)], 1, None))
+    # The younger job used fewer attempts: the oldest still comes first.
+    picks(([("dead", "email", 20.0), ("dead", "email", 10.0), ("pending", "email", 5.0)], 1, None))
+    # A tie between kinds: the lower id first, whatever the key or the kind says.
+    picks(([("dead", "payment", 10.0), ("dead", "email", 10.0)], 1, None))
     cases = st.tuples(TABLES, st.integers(1, 4), st.sampled_from([None, "email", "payment"]))
     holds_for(cases, picks, examples=20)

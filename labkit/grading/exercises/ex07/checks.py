@@ -112,6 +112,26 @@ def opens_after_consecutive_failures(ns: Namespace) -> None:
     # them (one every 30 days, over a year in all).
     opens_at((3, 0, 30 * 86_400.0))
     opens_at((8, 2, 30 * 86_400.0))
+    # A slow call's success recorded while open may close the breaker (or leave it open):
+    # when it closes it, it resets the count like any success, and the next failures count
+    # from zero.
+    late = drive(
+        ns, [*[["fail", 0]] * 3, ["ok", 0], ["state", 0], *[["fail", 0]] * 2, ["state", 0]]
+    )
+    if late[4] == "closed":
+        expect(
+            late[-1] == "closed",
+            _(
+                "3 failures (open), a success recorded while open that closed the breaker, then "
+                "2 failures: still closed (the success reset the count: 2 failures in a row)"
+            ),
+            repr(late[-1]),
+            _(
+                "record_success() resets the count of failures in a row whatever the state it "
+                "finds: a success that closes the breaker and keeps the old count opens it "
+                "again at the next failure"
+            ),
+        )
 
 
 @CHECKS.add(
@@ -290,10 +310,11 @@ def _quarters(low: int, high: int) -> st.SearchStrategy[float]:
 
 
 def _at_the_end_of_the_cooldown(
-    ns: Namespace, failures: list[list[Any]], cooldown: float
+    ns: Namespace, failures: list[list[Any]], cooldown: float, **more: Any
 ) -> tuple[Any, Any]:
-    """allow() a quarter second before ``cooldown`` after ``failures`` opened it, and at it."""
-    kwargs = {"cooldown_s": cooldown}
+    """allow() a quarter second before ``cooldown`` after ``failures`` opened it, and at it
+    (``more``: the harness's other settings, a clock's ``start``)."""
+    kwargs = {"cooldown_s": cooldown, **more}
     before = drive(ns, [*failures, ["advance", cooldown - 0.25], ["allow", 0]], **kwargs)[-1]
     at = drive(ns, [*failures, ["advance", cooldown], ["allow", 0]], **kwargs)[-1]
     return before, at
@@ -348,6 +369,23 @@ def cooldown_counts_from_the_opening(ns: Namespace) -> None:
 
     from_opening((10.0, 30.0))
     holds_for(st.tuples(_quarters(1, 400), _quarters(1, 2400)), from_opening, examples=15)
+    # A clock that starts at 0.0, failures 5 s apart: the last one at 10 s or more, a number
+    # with one digit more than the others ("10.0" sorts before "5.0" as text).
+    failures = [["fail", 0]] + [["advance", 5.0], ["fail", 0]] * (count - 1)
+    before, at = _at_the_end_of_the_cooldown(ns, failures, 30.0, start=0.0)
+    expect(
+        before is False and at is True,
+        _(
+            "a clock that starts at 0.0, {count} failures 5 s apart (the last at {last:g} s), "
+            "cooldown_s=30: allow() False 29.75 s after the last one (it opened the breaker), "
+            "True at 30 s"
+        ).format(count=count, last=5.0 * (count - 1)),
+        _("{before}, then {at}").format(before=repr(before), at=repr(at)),
+        _(
+            "opened_at is the clock.now() float of the failure that opened it: times kept "
+            "or compared as text sort '10.0' before '5.0', and the latest is not the last"
+        ),
+    )
     # Calls let through that each fail a while later (a timeout): the breaker opens at the
     # last failure, not when the call that failed went out.
     took = 20.0

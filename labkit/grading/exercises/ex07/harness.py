@@ -46,6 +46,7 @@ from labkit.grading.exercises.ex07.races import (
 )
 from labkit.grading.exercises.ex07.steps import (
     race_at_each_step_of_a_failure,
+    race_at_each_step_of_a_failure_and_a_success,
     race_at_each_step_of_the_trial,
     race_at_each_step_while_closed,
     race_at_each_write_of_the_failed_trial,
@@ -56,6 +57,7 @@ from labkit.grading.stub import is_stub
 #: The races, for the grading channel (it calls ``exNN.harness`` functions only).
 RACES = (
     race_at_each_step_of_a_failure,
+    race_at_each_step_of_a_failure_and_a_success,
     race_at_each_step_of_the_trial,
     race_at_each_step_while_closed,
     race_at_each_write_of_the_failed_trial,

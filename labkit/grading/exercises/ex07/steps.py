@@ -132,15 +132,49 @@ def race_at_each_step_of_a_failure(
     whatever n is, and the breaker is open; one that counts ``self.failures += 1`` before
     taking its lock (or reads the count under it and writes it after) loses one of them."""
 
-    def fail(breaker: Any) -> None:
-        breaker.record_failure()
+    return _sweep(values, _fail, _fail, functools.partial(_new_breaker, values, threshold))
 
-    return _sweep(values, fail, fail, functools.partial(_new_breaker, values, threshold))
+
+def race_at_each_step_of_a_failure_and_a_success(
+    values: MutableMapping[str, Any], threshold: int = 3, first: str = "fail", trial: bool = False
+) -> list[dict[str, Any]]:
+    """Thread A records a failure and thread B a success (``first`` "ok": the other way
+    round) on a breaker one failure short of ``threshold`` (with ``trial``: opened, 30 s
+    on and its trial let out), B let in after A's n-th step; then one more failure.
+    ``[{"after": n, "A": ..., "B": ..., "state": ..., "then": the state after it}]``, each
+    to end as the two one after the other do (the check runs them so, with ``drive``). A
+    success whose reset of the count and closing are not one locked step with the
+    failure's count lets the failure write back the count it read before the reset, or
+    open the breaker it closed; a failure that reads the state before its lock opens the
+    breaker a success just closed."""
+
+    def failed_before() -> Any:
+        if trial:
+            return _trial_let_out(values, threshold, 30.0, FakeClock())[0]
+        breaker = _new_breaker(values, threshold)
+        for _ in range(threshold - 1):
+            _fail(breaker)
+        return breaker
+
+    def then_fail(breaker: Any) -> Any:
+        _fail(breaker)
+        return _state(breaker)
+
+    calls = (_fail, _succeed) if first == "fail" else (_succeed, _fail)
+    return _sweep(values, *calls, failed_before, then_fail)
 
 
 def _new_breaker(values: MutableMapping[str, Any], threshold: int) -> Any:
     """A new (closed) breaker of the student's class on a fake clock, cooldown 30 s."""
     return need(values, "Breaker")(threshold=threshold, cooldown_s=30.0, clock=FakeClock())
+
+
+def _fail(breaker: Any) -> None:
+    breaker.record_failure()
+
+
+def _succeed(breaker: Any) -> None:
+    breaker.record_success()
 
 
 def _allow(breaker: Any) -> Any:
@@ -152,7 +186,10 @@ def _sweep(
     a_call: Callable[[Any], Any],
     b_call: Callable[[Any], Any],
     fresh: Callable[[], Any],
+    then: Callable[[Any], Any] | None = None,
 ) -> list[dict[str, Any]]:
+    """Run ``a_call`` on a breaker from ``fresh`` once per step, B's ``b_call`` let in after
+    its n-th step; with ``then``, what it returns of the breaker once both are done."""
     runs: list[dict[str, Any]] = []
     with fresh_state(values):
         for after in range(1, STEPS_SWEPT + 1):
@@ -200,6 +237,11 @@ def _sweep(
             got["B_done"] = not other.is_alive()
             got["state"] = _state(breaker)
             got["step"] = where[0] if where else ""
+            if then is not None and got["B_done"]:
+                try:
+                    got["then"] = then(breaker)
+                except Exception as exc:  # noqa: BLE001 - the student's error is the evidence
+                    got["then"] = raised(exc)
             runs.append(got)
     return runs
 

@@ -373,6 +373,29 @@ def relay_lets_the_broker_error_out(ns: Namespace) -> None:
                 value=repr(got.get("returned")), log=broker_log(broker), pending=pending
             ),
         )
+        # The broker's own error, not one of the relay's: a wrapper (raise RuntimeError(...)
+        # from exc) hides from the caller that the broker is down, and its retry policy.
+        expect(
+            "ConnectionError" in got["raised"],
+            "relay_once to raise the broker's ConnectionError itself when the broker "
+            "refuses message 2",
+            _("it raised {error}").format(error=raised_error(got)),
+            _("let publish's exception out as it is (a bare raise), never wrap it in another"),
+        )
+    # The broker down from the first message on: nothing published is no quiet run either.
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        seed_outbox(conn, ORDERS)
+        broker = path.parent / "broker.db"
+        got = relay(ns, path, broker, "broker_down", nth=1)
+        expect(
+            "ConnectionError" in got.get("raised", []),
+            "relay_once to raise the broker's ConnectionError when the broker refuses "
+            "message 1, the first of the run",
+            _("it {outcome}; the broker has {log}").format(
+                outcome=did(got), log=broker_log(broker)
+            ),
+            _("raise publish's error whether or not a message went out before it"),
+        )
 
 
 @CHECKS.add(
