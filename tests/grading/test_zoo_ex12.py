@@ -3092,6 +3092,67 @@ ZOO: list[tuple[str, str, str, str]] = [
             return created
         """,
     ),
+    (
+        # Every tick the checks ran had a period of a minute or more, and its keys' seconds
+        # were 00: a time cut to the minute read back the same.
+        "ex12",
+        "the newest key's fire time parsed to the minute ([:16], '%Y-%m-%dT%H:%M')",
+        "tick_reads_what_fired_from_the_table",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                stamp = row[0][len(prefix):][:16]
+                last = datetime.strptime(stamp, "%Y-%m-%dT%H:%M").replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # due_slots refuses 'Latest'; no check handed tick a catch_up of its own.
+        "ex12",
+        "tick maps a catch_up other than all/latest to 'all' (a config typo runs every slot)",
+        "a_failed_tick_leaves_the_connection_usable",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            if catch_up not in ("all", "latest"):
+                catch_up = "all"  # be lenient with the config
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
 ]
 
 
@@ -3362,6 +3423,10 @@ SAYS: dict[str, str] = {
     "tick bounds its first catch-up by since only (since = 0 once something fired)": (
         "01:00 fired, since is 2026-01-01T05:00:00Z"
     ),
+    "the newest key's fire time parsed to the minute ([:16], '%Y-%m-%dT%H:%M')": ("every 15 s"),
+    "tick maps a catch_up other than all/latest to 'all' (a config typo runs every slot)": (
+        "catch_up='Latest', ...) and"
+    ),
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
@@ -3443,6 +3508,8 @@ MINOR = [
     "a key reported as created when its row's updated_at is this tick's now",
     # A missed slot's job is due at once either way: dated by the tick, not by its slot.
     "a missed slot's job dated by the tick (run_after = now, not its slot)",
+    # Loud configs are the contract; the check that catches it is the one of failed ticks.
+    "tick maps a catch_up other than all/latest to 'all' (a config typo runs every slot)",
 ]
 
 

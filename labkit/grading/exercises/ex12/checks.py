@@ -27,6 +27,7 @@ from labkit.grading.exercises.killsweep import after_every_kill, scene_seeds
 from labkit.grading.exercises.kit import lab_file, raised_a, reading
 from labkit.grading.exercises.labdb import add_job, all_jobs, lab_db
 from labkit.lang import _
+from labkit.patterns.schedule import slot_iso
 from labkit.patterns.schedule import slot_key as reference_key
 
 CHECKS = Checks("ex12", "periodic jobs keyed by slot", needs=("slot_key", "due_slots", "tick"))
@@ -389,6 +390,9 @@ def tick_reads_what_fired_from_the_table(ns: Namespace) -> None:
     # escapes some of them and not the others never finds the schedule's own keys.
     for name in ("close", "clôture", "Fecho_50%\\Mês"):
         _reads_what_fired_in(ns, name)
+    # Every 15 s, and what fired at 02:00:45: the key's time is read back to the second (a
+    # time cut to the minute, [:16], refills 02:00:15 and 02:00:30, a gap left on purpose).
+    _reads_what_fired_in(ns, "pulse", period=15, fired=T0 + 2 * HOUR + 45)
 
 
 #: Other jobs in the table of ``tick_reads_what_fired_from_the_table``: more than a window
@@ -396,33 +400,40 @@ def tick_reads_what_fired_from_the_table(ns: Namespace) -> None:
 OTHER_JOBS = 300
 
 
-def _reads_what_fired_in(ns: Namespace, name: str) -> None:
+def _reads_what_fired_in(
+    ns: Namespace, name: str, period: int = HOUR, fired: float = T0 + 2 * HOUR
+) -> None:
     with lab_file(ns) as (conn, path):
         # Another scheduler fired 02:00 only (it caught up with 'latest' after downtime).
         # A schedule no other check ticks: this process has never seen it. Its job ran
         # and succeeded: a slot fired whatever became of its job since.
-        add_job(
-            conn,
-            reference_key(name, T0 + 2 * HOUR),
-            kind=name,
-            state="succeeded",
-            run_after=T0 + 2 * HOUR,
-        )
+        add_job(conn, reference_key(name, fired), kind=name, state="succeeded", run_after=fired)
         # Hundreds of other jobs since, inserted after it and sorting after its key: the
         # newest key of the schedule is read from the whole table, not from a window of
         # the newest rows (ORDER BY id DESC LIMIT 100) or keys (ORDER BY key DESC LIMIT 50).
         conn.execute("BEGIN")
         for n in range(OTHER_JOBS):
-            add_job(conn, f"user:{n:03d}:export", kind="export", run_after=T0 + 3 * HOUR)
+            add_job(conn, f"user:{n:03d}:export", kind="export", run_after=fired + period)
         conn.execute("COMMIT")
-        created = _tick(ns, path, T0 + 4 * HOUR + 30, schedule=name)
-        want = [reference_key(name, T0 + 3 * HOUR), reference_key(name, T0 + 4 * HOUR)]
+        now = fired + 2 * period + min(30, period // 2)
+        created = _tick(ns, path, now, schedule=name, period=period)
+        want = [reference_key(name, fired + period), reference_key(name, fired + 2 * period)]
         expect(
             in_slot_order(created) == want and len(_keys(conn)) == 3 + OTHER_JOBS,
-            _(
-                "only the slots after 02:00: {keys}, 3 jobs of {name} in all (beside "
-                "{others} jobs of other keys, inserted after 02:00's)"
-            ).format(keys=want, name=repr(name), others=OTHER_JOBS),
+            (
+                _(
+                    "only the slots after 02:00: {keys}, 3 jobs of {name} in all (beside "
+                    "{others} jobs of other keys, inserted after 02:00's)"
+                )
+                if period == HOUR
+                else _(
+                    "only the slots after {fired}, every {period} s: {keys}, 3 jobs of {name} "
+                    "in all (beside {others} jobs of other keys, inserted after it): the key's "
+                    "time read back to the second"
+                )
+            ).format(
+                fired=slot_iso(fired), period=period, keys=want, name=repr(name), others=OTHER_JOBS
+            ),
             _("created {created}; the table holds {count} jobs").format(
                 created=short_repr(created, 300), count=len(_keys(conn))
             ),
