@@ -138,6 +138,12 @@ def _taken(what: str, mistakes: list[str], seed: str, many: int = ROTATING) -> l
     return order[start : start + many]
 
 
+def this_turn(what: str, mistakes: list[str], many: int, seed: str = ZOO_SEED) -> list[str]:
+    """The ``many`` of ``mistakes`` (a rotation called ``what``) a turn takes, as
+    ``in_the_sandbox`` takes a swept check's; "all": every one."""
+    return list(mistakes) if seed == "all" else _taken(what, mistakes, seed, many)
+
+
 def _drawn(what: str, mistake: str, share: float, seed: str) -> bool:
     """Whether ``mistake`` is among the ``share`` of entries drawn for ``what`` under
     ``seed``: with a whole-number seed (a turn), the entries whose place falls in this
