@@ -46,6 +46,10 @@ CHECKS = Checks("ex14", hidden=True)
 
 #: The steps of policy version 2, in order.
 POLICIES_V2 = ("reserve", "charge", "receipt", "email")
+#: An outage that lasts: this many 503s in a row from the payment API...
+OUTAGE = 30
+#: ...and the most calls a step may make to it before its error goes out.
+RETRIES = 10
 
 NAMES = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=10)
 #: What may pad a name at its two ends, as it came from outside (a form, a CSV): a sku
@@ -227,6 +231,29 @@ def only_a_declined_charge_fails_the_job(ns: Namespace) -> None:
                 ),
                 f"{again.get('returned')!r}; {seen}",
             )
+    # An outage that lasts (every call a 503, far more than a few): a retry inside the
+    # step gives up after a few tries and the error goes out; one without a cap keeps
+    # the worker on this job for as long as the payment API is down.
+    with scene(ns) as folder:
+        for _n in range(OUTAGE):
+            with_declines(folder, "payments", "fail_before", retry_after=0.01)
+        got = dict(ns.harness(HARNESS + "run", str(folder), ORDER, 1, None, False))
+        tries = [c for c in world_of(folder)["calls"] if c[0] == "payments"]
+        expect(
+            "raised" in got and len(tries) <= RETRIES,
+            _(
+                "after {count} 503s in a row from the payment API (an outage that lasts): "
+                "the error raised by run_order after {cap} calls to the payment API at most"
+            ).format(count=OUTAGE, cap=RETRIES),
+            _("run_order {outcome} after {calls} calls to the payment API").format(
+                outcome=_("raised") if "raised" in got else repr(got.get("returned")),
+                calls=len(tries),
+            ),
+            _(
+                "retry a TransientError a few times at most, then let it propagate: the job "
+                "stays 'running' and is retried later, and the worker goes on to other jobs"
+            ),
+        )
     # The reserve refused for good (a PermanentError from the ledger, not from the
     # charge): nothing was reserved, so nothing is released; the error goes out.
     with scene(ns) as folder:
@@ -600,8 +627,9 @@ def the_receipt_and_the_email_say_what_they_are(ns: Namespace) -> None:
     # apart by its capitals alone, so it goes out as it is, never lower-cased.
     order = {**ORDER, "email": "Ana.Souza@Example.com"}
     # Then another order in the same worker: its e-mails name its own id, not a subject
-    # the worker made (and kept) for the first one.
-    then = {"id": 7, "customer": "cus_bia", "email": "bia@example.com", "sku": "pen"}
+    # the worker made (and kept) for the first one. Its id has seven digits: the subject
+    # names it as it is, no thousands separator ('1,234,567'), no padding, no cut.
+    then = {"id": 1234567, "customer": "cus_bia", "email": "bia@example.com", "sku": "pen"}
     then["amount"] = 1500
     with scene(ns) as folder:
         ns.harness(HARNESS + "run_in_each_folder", [str(folder)] * 2, [order, then], 2)

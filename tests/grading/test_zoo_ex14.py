@@ -1945,6 +1945,13 @@ def do_step(world, order, step):
         ),
     ),
     (
+        # 42 reads the same either way; an order id of seven digits does not.
+        "ex14",
+        "each subject names the order id with a thousands separator (f'{id:,}')",
+        "the_receipt_and_the_email_say_what_they_are",
+        _edit(DO_STEP, ('subject.format(order["id"])', "subject.format(f\"{order['id']:,}\")")),
+    ),
+    (
         "ex14",
         "'failed' set with the call's policy_version (a job declined on its resume takes it)",
         "the_jobs_row_keeps_its_first_policy_version",
@@ -1964,6 +1971,29 @@ def do_step(world, order, step):
                 'if step not in ("charge", "receipt") or isinstance(exc, IdempotencyConflict):',
             ),
             ('checkpoint("charge", "declined")', 'checkpoint(step, "declined")'),
+        ),
+    ),
+    (
+        # The same key on every try, so nothing is charged twice: but an outage that lasts
+        # keeps the worker on this one job, and the error never goes out.
+        "ex14",
+        "the charge retried on TransientError without a cap (while True, under its key)",
+        "only_a_declined_charge_fails_the_job",
+        "from labkit.errors import TransientError\n"
+        + _edit(
+            DO_STEP,
+            (
+                "        return world.payments.charge(",
+                "        while True:\n"
+                "            try:\n"
+                "                return world.payments.charge(",
+            ),
+            (
+                'order["amount"], idempotency_key=key)\n',
+                'order["amount"], idempotency_key=key)\n'
+                "            except TransientError:\n"
+                "                continue\n",
+            ),
         ),
     ),
 ]
@@ -2222,6 +2252,12 @@ SAYS = {
     ),
     "'failed' set with the call's policy_version (a job declined on its resume takes it)": (
         "policy_version 1 and 'failed'"
+    ),
+    "each subject names the order id with a thousands separator (f'{id:,}')": (
+        "'Order 1234567 is on its way'] for order 1234567"
+    ),
+    "the charge retried on TransientError without a cap (while True, under its key)": (
+        "after 30 503s in a row from the payment API"
     ),
     "a rejected receipt taken for a decline (checkpointed under its step, the stock released)": (
         "the receipt rejected"
@@ -2489,6 +2525,27 @@ def do_step(world, order, step: str) -> dict:
             (
                 'order["amount"], idempotency_key=key)',
                 'order["amount"], "BRL", idempotency_key=key)',
+            ),
+        ),
+    ),
+    (
+        "the charge retried three times on TransientError under its key, then raised",
+        "only_a_declined_charge_fails_the_job",
+        "from labkit.errors import TransientError\n"
+        + _edit(
+            DO_STEP,
+            (
+                "        return world.payments.charge(",
+                "        for attempt in range(3):\n"
+                "            try:\n"
+                "                return world.payments.charge(",
+            ),
+            (
+                'order["amount"], idempotency_key=key)\n',
+                'order["amount"], idempotency_key=key)\n'
+                "            except TransientError:\n"
+                "                if attempt == 2:\n"
+                "                    raise\n",
             ),
         ),
     ),
