@@ -40,7 +40,8 @@ machine runs, charges again.
 ``duplicate_message_charges_once`` sends one key with two customers and amounts too.
 ``charges_after_its_database_session_ended`` ends the worker's sessions between two
 tasks, as a restart or a failover does; ``replies_charged_or_already_charged`` reads
-what each run returned (a refused charge must end the run in FAILURE, not be returned).
+what each run returned (a refused charge must end the run in FAILURE, not be returned;
+a run whose session the server ends mid-charge must not say "already charged").
 ``charge_may_wait_without_a_time_limit`` also reads the module for a timer of its own
 that interrupts the wait (``timers.self_timers_in``: ``signal.alarm``, ``setitimer``,
 ``threading.Timer(..., conn.cancel)``), which fires after more seconds than a check
@@ -121,7 +122,8 @@ def odd_keys(rng: Random) -> list[tuple[str, str]]:
     (a ligature and a full-width digit against their plain letters), two that NFC (and
     NFD) makes one (an ``é`` composed and one made of ``e`` and a combining accent), and
     the first key's twins with a space and a tab before it (a ``lstrip()`` makes them
-    one)."""
+    one). The ligature's key and the combining accent's have customers of the same
+    make: a customer id normalised (NFKC, NFC) is another customer's."""
     word = "".join(rng.choice("abcdefghjkmn") for _ in range(6))
     stem = "ord-" + "".join(rng.choice("0123456789abcdef") for _ in range(294))
     return [
@@ -142,9 +144,9 @@ def odd_keys(rng: Random) -> list[tuple[str, str]]:
         (f"inv-d'arc_50%-ção-{word}", "cus_joão_o'hara"),
         (f"inv-d'arc_50%-cao-{word}", "cus_joão_o'hara"),
         (f"inv-{word}-fi1", "cus_same"),
-        (f"inv-{word}-\ufb01\uff11", "cus_same"),
+        (f"inv-{word}-\ufb01\uff11", "cus_\ufb01\uff11"),
         (f"inv-{word}-caf\u00e9", "cus_same"),
-        (f"inv-{word}-cafe\u0301", "cus_same"),
+        (f"inv-{word}-cafe\u0301", "cus_cafe\u0301"),
         (f" inv-{word}", "cus_same"),
         (f"\tinv-{word}", "cus_same"),
     ]
@@ -207,12 +209,13 @@ def two_invoices_two_charges(ns: Namespace) -> None:
                 row == (customer, 700),
                 _(
                     "the charge row for {key} to hold the message's customer and amount: {wanted}"
-                ).format(key=_cut(key), wanted=(customer, 700)),
-                _("it holds {row}").format(row=row),
+                ).format(key=_cut(key), wanted=f"({_cut(customer)}, 700)"),
+                # A combining accent escaped, as in the key: 'cafe\u0301' looks like 'café'.
+                _("it holds {row}").format(row=f"({_cut(row[0])}, {row[1]})"),
                 _(
                     "insert (key, customer, amount) as the task received them: the amount is "
                     "already in cents, and a customer id is an opaque, case-sensitive string "
-                    "(no lower(), no strip())"
+                    "(no lower(), no strip(), no Unicode normalisation)"
                 ),
             )
         _digests_do_not_collide(run, ["inv-a", "inv-b"], [key for key, _c in odd if len(key) > 64])
@@ -1496,6 +1499,42 @@ def replies_charged_or_already_charged(ns: Namespace) -> None:
                 "failed"
             ),
         )
+        _cut_off_mid_charge_is_not_a_duplicate(run)
+
+
+def _cut_off_mid_charge_is_not_a_duplicate(run: Ex08Run) -> None:
+    """The server ends a run's session while it inserts the charge (a failover, a
+    ``pg_terminate_backend``): an ``OperationalError`` that the run must not read as a
+    duplicate. It fails, or a retry charges; never "already charged" for a key with no
+    charge (an ``except psycopg.OperationalError``, or ``psycopg.Error``, taken for one)."""
+    key = "inv-cut-off"
+    _gate(run, "charges", at_commit=False)
+    with pg(run.config) as gate:
+        gate.execute("LOCK TABLE labkit_gate IN EXCLUSIVE MODE")
+        sent = run.send(key)
+        _inside_together(run, [sent])
+        _terminate(_waiting_on_a_lock(run.config.tag, run), run)
+        gate.rollback()
+    run.settle()
+    ends = run.returned().get(sent, [])
+    n = run.charges(key)
+    duplicate = any(r.state == "SUCCESS" and r.value == "already charged" for r in ends)
+    expect(
+        n == 1 or not duplicate,
+        _(
+            "a run whose database session the server ended while it charged {key} to fail "
+            "(or to charge on a retry), not to say 'already charged'"
+        ).format(key=repr(key)),
+        _("it returned {reply} and {key} has {count} charge rows").format(
+            reply=_reply_of(ends[-1]), key=repr(key), count=n
+        ),
+        _(
+            "catch no database error to return 'already charged': a lost connection, a "
+            "deadlock or a serialization failure (psycopg.OperationalError) means the "
+            "charge did not commit; only an INSERT into processed that gives no row back "
+            "means the key was charged"
+        ),
+    )
 
 
 @CHECKS.add(

@@ -219,6 +219,28 @@ BROAD_EXCEPT = """\
     return "charged"
 """
 
+#: The reference's body, but a lost connection (or a deadlock, a serialization failure:
+#: psycopg.OperationalError) read as "already charged": a failover mid-charge ends the
+#: task in SUCCESS with nothing charged, and the message is acknowledged.
+OPERATIONAL_ERROR_READ_AS_DUPLICATE = """\
+    try:
+        with connect() as conn, conn.transaction():
+            first = conn.execute(
+                "INSERT INTO processed (key) VALUES (%s) ON CONFLICT (key) DO NOTHING "
+                "RETURNING key",
+                (key,),
+            ).fetchone()
+            if first is None:
+                return "already charged"
+            conn.execute(
+                "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+                (key, customer, amount),
+            )
+    except psycopg.OperationalError:
+        return "already charged"
+    return "charged"
+"""
+
 #: The charge first, then the claim: "already charged" returns from inside the
 #: transaction block, which commits the charge just made.
 CHARGE_THEN_CLAIM = """\
@@ -1066,6 +1088,13 @@ ZOO = [
         "duplicate_message_charges_once",
     ),
     (
+        "a lost connection (psycopg.OperationalError) read as 'already charged'",
+        _body(OPERATIONAL_ERROR_READ_AS_DUPLICATE),
+        "replies_charged_or_already_charged",
+        "whose database session the server ended",
+        "duplicate_message_charges_once",
+    ),
+    (
         "every database error returned as a value: the task ends in SUCCESS",
         _body(SWALLOWED_ERROR),
         "replies_charged_or_already_charged",
@@ -1481,6 +1510,32 @@ ZOO = [
         # "cus_same " is not "cus_same": a customer id is an opaque string.
         "the customer id stripped of surrounding spaces",
         _replace(REFERENCE_CHARGE_ARGS, "(key, customer.strip(), amount),"),
+        "two_invoices_two_charges",
+        "to hold the message's customer and amount",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # "cus_\ufb01\uff11" (a ligature, a full-width digit) is not "cus_fi1".
+        "the customer id NFKC-normalised",
+        _both(
+            _replace("import os\n", "import os\nimport unicodedata\n"),
+            _replace(
+                REFERENCE_CHARGE_ARGS, "(key, unicodedata.normalize('NFKC', customer), amount),"
+            ),
+        ),
+        "two_invoices_two_charges",
+        "to hold the message's customer and amount",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # "cus_cafe\u0301" (e and a combining accent) is not "cus_caf\u00e9".
+        "the customer id NFC-normalised",
+        _both(
+            _replace("import os\n", "import os\nimport unicodedata\n"),
+            _replace(
+                REFERENCE_CHARGE_ARGS, "(key, unicodedata.normalize('NFC', customer), amount),"
+            ),
+        ),
         "two_invoices_two_charges",
         "to hold the message's customer and amount",
         "worker_killed_after_the_commit",
@@ -2382,6 +2437,15 @@ CHARGE_THEN_CLAIM_ROLLED_BACK = """\
     return "charged"
 """
 
+#: The ack options on the task, and a retry when its session is lost (a failover).
+AUTORETRY_ON_OPERATIONAL_ERROR = _replace(
+    '@app.task(name="ex08.charge")',
+    '@app.task(\n    name="ex08.charge",\n    acks_late=True,\n'
+    "    reject_on_worker_lost=True,\n"
+    "    autoretry_for=(psycopg.OperationalError,),\n"
+    "    retry_backoff=True,\n    max_retries=5,\n)",
+)
+
 #: Right task modules written otherwise, each with the check most likely to trip on it:
 #: (way, how the reference file is changed, the check that must still pass).
 RIGHT = [
@@ -2413,14 +2477,14 @@ RIGHT = [
     ),
     (
         "the ack options on the task too, with autoretry_for on OperationalError",
-        _replace(
-            '@app.task(name="ex08.charge")',
-            '@app.task(\n    name="ex08.charge",\n    acks_late=True,\n'
-            "    reject_on_worker_lost=True,\n"
-            "    autoretry_for=(psycopg.OperationalError,),\n"
-            "    retry_backoff=True,\n    max_retries=5,\n)",
-        ),
+        AUTORETRY_ON_OPERATIONAL_ERROR,
         "charges_after_its_database_session_ended",
+    ),
+    (
+        # Its session ended mid-charge, the run raises and a retry charges: no duplicate.
+        "autoretry_for on OperationalError, a session ended mid-charge",
+        AUTORETRY_ON_OPERATIONAL_ERROR,
+        "replies_charged_or_already_charged",
     ),
 ]
 
