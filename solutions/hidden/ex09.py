@@ -991,11 +991,27 @@ def returns_soon_after_the_others_finish(ns: Namespace) -> None:
 )
 def a_dead_lettered_key_sent_again_is_applied(ns: Namespace) -> None:
     with stream(ns) as s:
-        s.add("order:9", cents=900, flaky=99)  # the dependency is down: dead-lettered
+        # The dependency is down for two deliveries (max_deliveries 2): dead-lettered at
+        # the third, unrun; run then anyway, it would succeed and be applied as well.
+        s.add("order:9", cents=900, flaky=2)
         s.finish(s.start("a", max_deliveries=2), _("an entry that fails until dead-lettered"))
         dead = [d.get("key") for d in s.dead()]
         expect(dead == ["order:9"], "'order:9' dead-lettered after 2 failed deliveries",
                _("dead letters {dead}").format(dead=dead))  # fmt: skip
+        expect(
+            not s.applied(),
+            _(
+                "'order:9', dead-lettered at its third delivery (max_deliveries 2), not run "
+                "and not applied"
+            ),
+            _("effects {effects}, dead letters {dead}").format(effects=s.applied(), dead=dead),
+            _(
+                "an entry you dead-letter is finished: after the MULTI of the dead letter and "
+                "its XACK, go on to the next round (continue) without run_job and without "
+                "the MULTI that applies it; applied as well, it is both done and dead, and a "
+                "replay of the dead letters applies it twice"
+            ),
+        )
         s.add("order:9", cents=900)  # the producer sends it again, healthy this time
         s.finish(s.start("b", max_deliveries=2), _("a new entry for the dead-lettered key"))
         dead = [d.get("key") for d in s.dead()]

@@ -1422,6 +1422,41 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
             )
         ],
     ),
+    (
+        # The prefix tidied before use: every check's prefix has a capital and a '_'
+        # (checks.PREFIX), so the consumer reads a stream with no group and crashes.
+        "the prefix lower-cased before use",
+        "applies_each_entry_once",
+        [
+            (
+                "    r = redis.Redis.from_url(url, decode_responses=True)\n",
+                "    r = redis.Redis.from_url(url, decode_responses=True)\n"
+                "    prefix = prefix.lower()\n",
+            )
+        ],
+    ),
+    (
+        # The apply step outside the else of the cap: a dead-lettered entry is not run,
+        # but falls through to the MULTI that applies it, and is both dead and done.
+        "a dead-lettered entry falls through to the MULTI that applies it",
+        "a_dead_lettered_key_sent_again_is_applied",
+        [
+            (
+                "                pipe.execute()\n"
+                "                continue\n"
+                "            try:\n"
+                '                run_job(json.loads(fields["payload"]), deliveries)\n'
+                "            except Exception:\n"
+                "                continue\n",
+                "                pipe.execute()\n"
+                "            else:\n"
+                "                try:\n"
+                '                    run_job(json.loads(fields["payload"]), deliveries)\n'
+                "                except Exception:\n"
+                "                    continue\n",
+            )
+        ],
+    ),
 ]
 
 

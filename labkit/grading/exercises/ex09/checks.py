@@ -217,7 +217,12 @@ class Stream:
                        code=proc.returncode, stderr_line=last[0][:200]),
                    _("a read that waits longer than the client's socket timeout fails: BLOCK 0 "
                      "waits for ever in Redis; block for about 50 ms and look again")
-                   if "Timeout reading from socket" in (err or "") else None)  # fmt: skip
+                   if "Timeout reading from socket" in (err or "")
+                   else _("the group exists on {stream}, under the prefix exactly as consume "
+                          "was given it ({prefix}): build every key name from it unchanged, "
+                          "with no lower() or replace()").format(
+                       stream=self.stream, prefix=repr(self.prefix))
+                   if "NOGROUP" in (err or "") else None)  # fmt: skip
         return int(proc.returncode)
 
     def unclaimed(self, proc: subprocess.Popen[str]) -> list[dict[str, Any]]:
@@ -326,6 +331,11 @@ class Stream:
         return str(rows[0][1]["key"]) if rows else None
 
 
+#: Each check's key prefix: a capital and a '_', so a consumer that lower-cases or
+#: tidies the prefix it was given works on keys nobody else reads.
+PREFIX = "ex09:Run_{tag}"
+
+
 @contextmanager
 def stream(ns: Namespace) -> Iterator[Stream]:
     """A fresh stream with its group under a unique prefix; every key deleted afterwards."""
@@ -338,7 +348,7 @@ def stream(ns: Namespace) -> Iterator[Stream]:
     except redis.RedisError:
         hint = _("start the lab's services with `docker compose up -d`, then check again")
         expect(False, _("Redis at {url}").format(url=url), _("no answer"), hint)
-    s = Stream(ns, r, f"ex09:{uuid.uuid4().hex[:12]}", url)
+    s = Stream(ns, r, PREFIX.format(tag=uuid.uuid4().hex[:12]), url)
     r.xgroup_create(s.stream, GROUP, id="0", mkstream=True)
     try:
         yield s
