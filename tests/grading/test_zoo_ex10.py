@@ -1553,6 +1553,39 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         '        view["error"] = None\n'
         "    return JSONResponse(view)\n",
     ),
+    (
+        # A job a worker holds hidden from its owner ("not visible while leased"): the
+        # owner reads that the job does not exist and sends the request again.
+        "a running job answered 404 to its owner",
+        "status_shows_the_job_to_its_owner",
+        ACCEPT_OK,
+        "    return JSONResponse(status_view(job))\n",
+        '    if job.state == "running":\n'
+        '        return JSONResponse({"detail": "no such job"}, status_code=404)\n'
+        "    return JSONResponse(status_view(job))\n",
+    ),
+    (
+        # The polling pattern read as "202 until done": the contract answers the owner
+        # 200 with the view in every state.
+        "a job still in progress answered 202 to its owner",
+        "status_shows_the_job_to_its_owner",
+        ACCEPT_OK,
+        "    return JSONResponse(status_view(job))\n",
+        '    if job.state in ("running", "retry_wait"):\n'
+        '        return JSONResponse(status_view(job), status_code=202,\n'
+        '                            headers={"Retry-After": "2"})\n'
+        "    return JSONResponse(status_view(job))\n",
+    ),
+    (
+        # A view of its own for a running job: the attempts the worker made are gone.
+        "a running job's status built by hand without its attempts",
+        "status_shows_the_job_to_its_owner",
+        ACCEPT_OK,
+        "    return JSONResponse(status_view(job))\n",
+        '    if job.state == "running":\n'
+        '        return JSONResponse({"job_id": job.id, "state": "running"})\n'
+        "    return JSONResponse(status_view(job))\n",
+    ),
 ]
 
 

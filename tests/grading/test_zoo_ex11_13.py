@@ -6586,6 +6586,144 @@ ZOO: list[tuple[str, str, str, str]] = [
         """,
     ),
     (
+        "ex13",
+        # Busy counted per kind in the ORDER BY only (the cap itself counts the account):
+        # an account running a sync and a report looks idle to its waiting email.
+        "claim_capped orders by the busy jobs of the job's own kind (r.kind = c.kind)",
+        "least_busy_account_first",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.kind = c.kind
+                                     AND r.state = 'running' AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        # The least recently touched first: a retry whose run just failed waits behind
+        # newer work due at the same time.
+        "claim_capped breaks a tie of run_after by updated_at, then id",
+        "capped_claim_follows_the_rules_on_generated_tables",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.updated_at, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "serial: heads due together taken by updated_at, then id (a failed head's queue waits)",
+        "serial_claim_follows_the_rules_on_generated_tables",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.updated_at, h.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        # Ids compared as text: 10 and 11 go before 2 once an account has ten jobs.
+        "claim_capped breaks a tie of run_after by the id as text (CAST(c.id AS TEXT))",
+        "capped_claim_follows_the_rules_on_generated_tables",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, CAST(c.id AS TEXT)
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        # Retries first among jobs due together: new work saved before them waits.
+        "claim_capped breaks a tie of run_after by attempt DESC (retries first), then id",
+        "capped_claim_follows_the_rules_on_generated_tables",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.attempt DESC, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
         "ex11",
         "the relay takes rows marked sent after now for pending (sent_at IS NULL OR sent_at > now)",
         "relay_publishes_and_marks",
@@ -6658,6 +6796,19 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for the entries that name it (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "claim_capped breaks a tie of run_after by attempt DESC (retries first), then id": (
+        "1 bolt pending run_after=50; 2 acme retry_wait"
+    ),
+    "claim_capped orders by the busy jobs of the job's own kind (r.kind = c.kind)": (
+        "acme 2: a sync and a report"
+    ),
+    "claim_capped breaks a tie of run_after by updated_at, then id": "updated_at=95",
+    "serial: heads due together taken by updated_at, then id (a failed head's queue waits)": (
+        "updated_at=95"
+    ),
+    "claim_capped breaks a tie of run_after by the id as text (CAST(c.id AS TEXT))": (
+        "10, 11] in id order"
+    ),
     "the relay wraps the broker's error in its own RuntimeError (raise ... from exc)": (
         "the broker's ConnectionError itself"
     ),

@@ -323,10 +323,23 @@ def status_shows_the_job_to_its_owner(ns: Namespace) -> None:
                 job = store.claim("check-worker")
                 expect(job is not None and job.id == job_id, "the job claimable", job)
                 assert job is not None
+                _shown_while_running(app, job)
                 failed = store.fail(
                     job, TransientError("ERP 503 while logging in with password=hunter2")
                 )
-            view = app.status(job_id).json()
+            waiting = app.status(job_id)
+            view = waiting.json()
+            expect(
+                waiting.status_code == 200,
+                _("200 for alice's job {job_id} while it waits for a retry").format(
+                    job_id=job_id
+                ),
+                f"{waiting.status_code} {waiting.text[:160]}",
+                _(
+                    "answer the owner 200 with status_view(job) in every state: the state "
+                    "in the view says the job is not done, not the status code"
+                ),
+            )
             expect(
                 (view.get("state"), view.get("attempts")) == ("retry_wait", 1),
                 "state 'retry_wait' and attempts 1, as in the database now",
@@ -417,6 +430,34 @@ def status_shows_the_job_to_its_owner(ns: Namespace) -> None:
                     "of your own leaves the caller without it"
                 ),
             )
+
+
+def _shown_while_running(app: App, job: Any) -> None:
+    """GET the owner's job while a worker holds it: 200 with its view (state 'running')."""
+    from labkit.integrations.http.service import status_view
+
+    wanted = status_view(job)
+    polled = app.status(job.id)
+    try:
+        view = polled.json() if polled.status_code == 200 else {}
+    except ValueError:
+        view = {}
+    fields = ("job_id", "state", "attempts")
+    expect(
+        polled.status_code == 200
+        and isinstance(view, dict)
+        and all(view.get(k) == wanted.get(k) for k in fields),
+        _(
+            "200 with state 'running' and attempts {attempts} when alice polls her job "
+            "{job_id} while a worker runs it"
+        ).format(attempts=wanted.get("attempts"), job_id=job.id),
+        f"{polled.status_code} {polled.text[:160]}",
+        _(
+            "answer the owner 200 with status_view(job) in every state, running too: a 404 "
+            "tells the owner the job does not exist (the client sends it again as a new "
+            "job), and another code or a view of your own hides what the job is doing"
+        ),
+    )
 
 
 #: What the check's worker reports for a job it finished.

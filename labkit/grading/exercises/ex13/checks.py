@@ -173,6 +173,14 @@ def scenes(draw: Any) -> list[dict[str, Any]]:
 OLD_LEASE = {"lease_owner": "w0", "lease_until": 50.0, "lease_token": "old"}
 
 
+def _retry_and_new_job_tied(retry_first: bool = True) -> list[dict[str, Any]]:
+    """acme's job in retry_wait (its run failed at 95) and bolt's new job, both due at 50:
+    the retry saved first, or (``retry_first=False``) the new job."""
+    retry = {"key": "job:0", "queue": "acme", "state": "retry_wait", "attempt": 1}
+    jobs = [{**retry, "run_after": 50.0, "updated_at": 95.0}, *_due_together(("job:1", "bolt"))]
+    return jobs if retry_first else jobs[::-1]
+
+
 def _due_together(*jobs: tuple[str, str]) -> list[dict[str, Any]]:
     """Pending jobs (key, queue) all due at 50, saved in the order given."""
     return [
@@ -195,6 +203,7 @@ def _scene_check(ns: Namespace, jobs: list[dict[str, Any]], name: str, *extra: A
         scene = "; ".join(
             f"{j['id']} {j['queue']} {j['state']} run_after={j['run_after']:g}"
             + (f" lease_until={j['lease_until']:g}" if j["lease_until"] is not None else "")
+            + (f" updated_at={j['updated_at']:g}" if j["updated_at"] else "")
             for j in stored
         )
         what = f"cap={extra[0]}, " if extra else ""
@@ -245,13 +254,14 @@ def job_before(jobs: list[dict[str, Any]], job_id: int) -> dict[str, Any]:
 
 
 #: Idle accounts (or serial queues), each with one job due at 50, saved in this order.
-TIED = ["mira", "Acme", "zeta_9", "bolt", "Çora", "delta%", "acme", "Yuki"]
+#: Eleven of them, so that ids 10 and 11 sort before 2 as text.
+TIED = ["mira", "Acme", "zeta_9", "bolt", "Çora", "delta%", "acme", "Yuki", "ñu", "Omega_1", "beta"]
 
 
 def _tied_in_id_order(ns: Namespace, name: str, *extra: Any) -> None:
-    """Jobs of eight idle accounts (serial queues) due together, claimed one after
+    """Jobs of eleven idle accounts (serial queues) due together, claimed one after
     another: by id, whatever the names (a Python set or dict of accounts breaks the tie in
-    an order that changes with PYTHONHASHSEED)."""
+    an order that changes with PYTHONHASHSEED) and numerically (ids 10 and 11 last)."""
     with lab_file(ns) as (conn, path):
         ids = [add_job(conn, f"{queue}:0", queue=queue, run_after=50.0) for queue in TIED]
         got = [_id(claim(ns, path, name, f"w{n}", NOW, *extra)) for n in range(len(ids))]
@@ -500,6 +510,24 @@ def least_busy_account_first(ns: Namespace) -> None:
             ),
             got,
         )
+    # Busy is the account's, whatever the kinds: acme runs a sync and a report, and its
+    # waiting email is no less busy for them than bolt's, whose account runs one email.
+    with lab_file(ns) as (conn, path):
+        for n, kind in ((1, "sync"), (2, "report")):
+            add_job(conn, f"acme:r{n}", **live("acme", n, kind=kind))
+        add_job(conn, "bolt:r1", **live("bolt", 1))
+        add_job(conn, "acme:3", queue="acme", run_after=0.0)
+        bolt = add_job(conn, "bolt:2", queue="bolt", run_after=50.0)
+        got = capped(ns, path, "w1", 5)
+        expect(
+            _id(got) == bolt,
+            _(
+                "bolt's job {job_id} (bolt runs 1 job, acme 2: a sync and a report), though "
+                "acme's email is older"
+            ).format(job_id=bolt),
+            got,
+            _("count all of the account's live running jobs in the order, whatever their kind"),
+        )
 
 
 def _flood(ns: Namespace, cap: int) -> dict[str, list[float]]:
@@ -696,6 +724,11 @@ def capped_claim_follows_the_rules_on_generated_tables(ns: Namespace) -> None:
     tie = [{"key": "cora:0", "queue": "cora", "run_after": 0.0, **served}]
     tie += [*_due_together(("cora:1", "cora"), ("acme:2", "acme")), later]
     _scene_check(ns, tie, "claim_capped", 2)
+    # A retry (its run failed at 95) and a new job due together, saved in either order: the
+    # smaller id, whatever the attempt or when each was last touched (no tie-break of
+    # attempt or updated_at: retries first or last).
+    for retry_first in (True, False):
+        _scene_check(ns, _retry_and_new_job_tied(retry_first), "claim_capped", 2)
     _tied_in_id_order(ns, "claim_capped", 2)
 
 
@@ -804,10 +837,10 @@ def serial_claim_follows_the_rules_on_generated_tables(ns: Namespace) -> None:
     # Two heads due together whose keys (and queues) sort the other way as text: by id.
     heads = _due_together(("sync:9:a", "sync:9"), ("sync:10:a", "sync:10"))
     _scene_check(ns, heads, "claim_serial")
-    # A retry's head and a new job's head due together: the smaller id, whatever the attempt.
-    retry = {"key": "job:0", "queue": "acme", "state": "retry_wait", "attempt": 1}
-    tie = [{**retry, "run_after": 50.0}, *_due_together(("job:1", "bolt"))]
-    _scene_check(ns, tie, "claim_serial")
+    # A retry's head and a new job's head due together, saved in either order: the smaller
+    # id, whatever the attempt or the updated_at (the retry's run failed at 95).
+    for retry_first in (True, False):
+        _scene_check(ns, _retry_and_new_job_tied(retry_first), "claim_serial")
     holds_for(scenes(), lambda jobs: _scene_check(ns, jobs, "claim_serial"), examples=25)
     _tied_in_id_order(ns, "claim_serial")
 
