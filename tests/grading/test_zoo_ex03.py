@@ -3048,6 +3048,12 @@ SAYS: dict[str, str] = {
     "an expired lease at its last attempt marked dead, and returned to the worker all the same": (
         "a job marked dead is not returned"
     ),
+    "any job past its budget marked dead by the claim, and returned all the same": (
+        "a job marked dead is not returned"
+    ),
+    "updated_at that never goes back (max(updated_at, :now))": (
+        "then job 1 (due at"
+    ),
     "claim pauses 5 s after an empty poll (a job due a moment later waits)": (
         "on one connection, None at now="
     ),

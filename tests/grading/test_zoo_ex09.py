@@ -1423,19 +1423,6 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
         ],
     ),
     (
-        # The prefix tidied before use: every check's prefix has a capital and a '_'
-        # (checks.PREFIX), so the consumer reads a stream with no group and crashes.
-        "the prefix lower-cased before use",
-        "applies_each_entry_once",
-        [
-            (
-                "    r = redis.Redis.from_url(url, decode_responses=True)\n",
-                "    r = redis.Redis.from_url(url, decode_responses=True)\n"
-                "    prefix = prefix.lower()\n",
-            )
-        ],
-    ),
-    (
         # The apply step outside the else of the cap: a dead-lettered entry is not run,
         # but falls through to the MULTI that applies it, and is both dead and done.
         "a dead-lettered entry falls through to the MULTI that applies it",
@@ -1492,6 +1479,35 @@ def test_ex09_wrong_consumer_is_caught_by_its_check(name, must_fail, edits, monk
             if kept.status == CheckStatus.PASSED:
                 break
     assert kept is not None and kept.status == CheckStatus.PASSED, f"{name}: every check failed"
+
+
+#: The prefix tidied before use: every check's prefix has a capital and a '_'
+#: (checks.PREFIX), so such a consumer reads a stream with no group and crashes in every
+#: check. Not a zoo entry: the zoo asks each entry to keep one check passing (feedback that
+#: points at one mistake), and this mistake rightly fails them all.
+PREFIX_TIDIED = [
+    (
+        "    r = redis.Redis.from_url(url, decode_responses=True)\n    stream, dead,",
+        "    r = redis.Redis.from_url(url, decode_responses=True)\n"
+        "    prefix = prefix.lower()\n    stream, dead,",
+    )
+]
+
+
+def test_a_prefix_lower_cased_before_use_fails_and_is_told_to_keep_it_unchanged(monkeypatch):
+    monkeypatch.setattr(ex09_checks, "RUN_S", 10.0)
+    values, notes = namespace_of(notebook_for(SOLUTIONS, "ex09"))
+    assert notes == []
+    path = Path("stream_consumer.py")  # the test's own folder (tests/grading/conftest.py)
+    source = path.read_text()
+    for old, new in PREFIX_TIDIED:
+        assert old in source, f"the edit no longer matches the reference: {old!r}"
+        source = source.replace(old, new)
+    path.write_text(source)
+    checks = {c.name: c for c in catalog.all_checks("ex09", HIDDEN)}
+    caught = run_check(checks["applies_each_entry_once"], Namespace(values, Path.cwd()))
+    assert caught.status == CheckStatus.FAILED, caught
+    assert "unchanged" in caught.hint + caught.got + caught.expected, caught
 
 
 def test_a_consumer_that_ignores_its_url_fails_in_check_as_it_does_when_graded(monkeypatch):
@@ -2046,7 +2062,7 @@ RIGHT += [
 
 @pytest.mark.parametrize(("way", "check", "source"), RIGHT, ids=[r[0] for r in RIGHT])
 def test_a_right_consumer_written_otherwise_keeps_the_points(way, check, source, monkeypatch):
-    skip_unless_drawn(way)  # an eighth per run, as the entries: each starts real consumers
+    skip_unless_drawn(way)  # a tenth per run, as the entries: each starts real consumers
     monkeypatch.setattr(ex09_checks, "RUN_S", 10.0)
     values, notes = namespace_of(notebook_for(SOLUTIONS, "ex09"))
     assert notes == []
