@@ -1,7 +1,13 @@
 """The lesson-06 table on PostgreSQL and Redis Streams: the same verdicts as on SQLite.
 
-Each run has its own schema or key prefix (``labkit.backends.spec``), dropped when the
-run ends; the tests check that nothing under the runs' names is left behind.
+Lesson 13 (``notebooks/13_beyond_one_machine.py``) runs the whole table on both engines,
+compares every cell with SQLite's (outcome, effects, whether its fault fired), prints the
+counts, and kills real worker processes at ``after_effect`` on both: nbval fails CI when
+any of that changes, in both editions. These tests prove what the lesson does not run:
+real kills at ``after_commit``, a row replayed on its own engine, and that runs leave no
+schema or key behind (each run has its own schema or key prefix,
+``labkit.backends.spec``, dropped when the run ends). The whole table compared cell by
+cell here as well cost CI about 40 CPU-seconds a run for nothing the lesson misses.
 """
 
 from __future__ import annotations
@@ -41,35 +47,24 @@ def _still_there(postgres_dsn: str, redis_url: str, specs: list[str]) -> list[st
     return [r[0] for r in rows] + keys
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_every_cell_matches_sqlite_in_process(services, engine):
-    sqlite = crash_matrix()
-    other = crash_matrix(backend=engine)
-    for s, o in zip(sqlite.rows, other.rows, strict=True):
-        assert (s.strategy, s.point) == (o.strategy, o.point)
-        # Every cell's fault fired on both engines, or on neither.
-        assert bool(s.fired) == bool(o.fired), (s, o)
-        assert (s.outcome, s.effects) == (o.outcome, o.effects), (s, o)
-    assert other.counts()["duplicate"] == 6 and other.counts()["lost"] == 3
-    assert all(f"backend={engine}" in r.replay for r in other.rows)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
 def test_real_kills_give_the_in_process_verdict(services, engine):
-    points = ["after_effect", "after_commit"]
+    # after_effect's real kills are lesson 13's, on both engines.
+    points = ["after_commit"]
     real = crash_matrix(points=points, backend=engine, real_kill=True, parallel=2)
     fake = crash_matrix(points=points, backend=engine)
     for r, f in zip(real.rows, fake.rows, strict=True):
         assert (r.outcome, r.effects) == (f.outcome, f.effects), (r, f)
         assert r.fired and r.fired[0].startswith(f"kill at {r.point}") and r.restarts >= 1, r
-    assert real.outcome("ack_late", "after_effect") == "duplicate"
     assert real.outcome("ack_first", "after_commit") == "lost"
+    assert real.outcome("same_transaction", "after_commit") == "ok"
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_row_replays_on_its_own_engine(services, engine):
     (row,) = crash_matrix(["reconcile"], [LOST_RESPONSE], backend=engine).rows
+    assert f"backend={engine}" in row.replay, row.replay
     again = replay(row.replay)
     assert again == row
 
