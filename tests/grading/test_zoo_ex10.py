@@ -2131,7 +2131,7 @@ def test_a_right_app_written_otherwise_keeps_the_points(
     reference = reference_app()
     edited = reference[: reference.index("@app.post")] + source.lstrip("\n") + "\n"
     compiles(edited, way)
-    skip_unless_drawn(way)  # an eighth per run, as the entries: each serves the app for real
+    skip_unless_drawn(way)  # a tenth per run, as the entries: each serves the app for real
     (tmp_path / "ex10_app.py").write_text(edited, encoding="utf-8")
     got = outcome(check, tmp_path)
     assert got.status == CheckStatus.PASSED, (way, got.expected, got.got)
