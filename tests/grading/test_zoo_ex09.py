@@ -9,6 +9,7 @@ one at a time until one passes.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from gradingkit import HIDDEN, SOLUTIONS, namespace_of, notebook_for
@@ -1447,8 +1448,10 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
 ]
 
 
-@pytest.mark.parametrize(("name", "must_fail", "edits"), ZOO, ids=[z[0] for z in ZOO])
-def test_ex09_wrong_consumer_is_caught_by_its_check(name, must_fail, edits, monkeypatch):
+def _edited_consumer(
+    name: str, edits: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> tuple[dict[str, Any], str]:
+    """The reference's namespace, its ``stream_consumer.py`` rewritten by ``edits``."""
     # A consumer that never returns is as stuck after 10 s as after the 30 s a student's
     # machine is given; the zoo has two of them, and this keeps CI under its budget.
     # Every other check of every entry still has to pass or fail on its merits.
@@ -1461,6 +1464,12 @@ def test_ex09_wrong_consumer_is_caught_by_its_check(name, must_fail, edits, monk
         assert old in source, f"zoo entry {name!r} no longer matches the reference: {old!r}"
         source = source.replace(old, new)
     path.write_text(source)
+    return values, source
+
+
+@pytest.mark.parametrize(("name", "must_fail", "edits"), ZOO, ids=[z[0] for z in ZOO])
+def test_ex09_wrong_consumer_is_caught_by_its_check(name, must_fail, edits, monkeypatch):
+    values, source = _edited_consumer(name, edits, monkeypatch)
     compiles(source, name)
     skip_unless_drawn(name)
     # The named check, then (for the entries drawn, ``runs_its_control``) the others one
@@ -1495,15 +1504,7 @@ PREFIX_TIDIED = [
 
 
 def test_a_prefix_lower_cased_before_use_fails_and_is_told_to_keep_it_unchanged(monkeypatch):
-    monkeypatch.setattr(ex09_checks, "RUN_S", 10.0)
-    values, notes = namespace_of(notebook_for(SOLUTIONS, "ex09"))
-    assert notes == []
-    path = Path("stream_consumer.py")  # the test's own folder (tests/grading/conftest.py)
-    source = path.read_text()
-    for old, new in PREFIX_TIDIED:
-        assert old in source, f"the edit no longer matches the reference: {old!r}"
-        source = source.replace(old, new)
-    path.write_text(source)
+    values, _ = _edited_consumer("the prefix lower-cased", PREFIX_TIDIED, monkeypatch)
     checks = {c.name: c for c in catalog.all_checks("ex09", HIDDEN)}
     caught = run_check(checks["applies_each_entry_once"], Namespace(values, Path.cwd()))
     assert caught.status == CheckStatus.FAILED, caught
