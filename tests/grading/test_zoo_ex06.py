@@ -15,6 +15,34 @@ ZOO: list[tuple[str, str, str, str]] = [
     # (exercise, name, the check that must fail, source replacing the reference)
     (
         "ex06",
+        "redrive folds the kind asked for to lower case (kind = lower(:kind))",
+        "redrive_picks_the_oldest_for_any_table",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead'"
+                    " AND (:kind IS NULL OR kind = lower(:kind))"
+                    " ORDER BY updated_at, id LIMIT :limit",
+                    {"kind": None if kind is None else kind.lower(), "limit": limit})]
+                if not dry_run:
+                    for i in ids:
+                        conn.execute(
+                            "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                            " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                            " WHERE id = :id AND state = 'dead'", {"now": now, "id": i})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
         "redrive picks the jobs with the fewest attempts first (ORDER BY attempt, updated_at, id)",
         "redrive_picks_the_oldest_for_any_table",
         """
@@ -3791,6 +3819,9 @@ SAYS: dict[str, str] = {
     ),
     "redrive picks the jobs with the fewest attempts first (ORDER BY attempt, updated_at, id)": (
         "(attempt 2)"
+    ),
+    "redrive folds the kind asked for to lower case (kind = lower(:kind))": (
+        "kind='Pagamento-Ç'"
     ),
     "redrive also rescues running jobs whose lease ran out (stuck, as good as dead)": (
         "only the dead job"

@@ -356,5 +356,8 @@ def redrive_picks_the_oldest_for_any_table(ns: Namespace) -> None:
     picks(([("dead", "email", 20.0), ("dead", "email", 10.0), ("pending", "email", 5.0)], 1, None))
     # A tie between kinds: the lower id first, whatever the key or the kind says.
     picks(([("dead", "payment", 10.0), ("dead", "email", 10.0)], 1, None))
+    # A kind is matched as given, capitals and accents included: a redrive that folds the
+    # kind's case (lower(), LIKE) or skips non-ASCII kinds picks the wrong job, or none.
+    picks(([("dead", "pagamento-ç", 5.0), ("dead", "Pagamento-Ç", 10.0)], 2, "Pagamento-Ç"))
     cases = st.tuples(TABLES, st.integers(1, 4), st.sampled_from([None, "email", "payment"]))
     holds_for(cases, picks, examples=20)
