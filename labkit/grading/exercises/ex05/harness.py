@@ -278,11 +278,8 @@ def two_deliveries(
     delivery's handler raised (the world answering, a 409, is fine); the check counts
     the effects in the world file itself.
     """
-    kind, payload, key = job
     clock = FakeClock(LAB_EPOCH)
-    with JobStore(Path(folder) / "jobs.db", clock) as store:
-        store.enqueue(kind, payload, key=key)
-        the_job = store.get_by_key(key)
+    [the_job] = _enqueued(folder, [job], clock)
     World(Path(folder) / "world.db", clock).close()
     handler = need(values, "charge_handler" if which == "charge" else "post_handler")
     start = threading.Barrier(2)
@@ -332,11 +329,7 @@ def sent_in_processes(
     again from the cells there, see ``replay``). ``{"here": [...], "seeds": {seed:
     [...]}, "how": ...}``: the calls each sent, in order, per job.
     """
-    clock = FakeClock(LAB_EPOCH)
-    with JobStore(Path(folder) / "jobs.db", clock) as store:
-        for kind, payload, key in jobs:
-            store.enqueue(kind, payload, key=key)
-        the_jobs = [store.get_by_key(key) for _kind, _payload, key in jobs]
+    the_jobs = _enqueued(folder, jobs, FakeClock(LAB_EPOCH))
     name = "charge_handler" if which == "charge" else "post_handler"
 
     def recorded(label: str, call: Callable[[list[Any]], None]) -> list[list[dict[str, Any]]]:
@@ -478,11 +471,7 @@ def sent_later(
     ``{"now": [...], "later": [...]}``: the calls each sent, in order, per job (see
     ``RecordingCtx``; nothing is charged or posted).
     """
-    clock = FakeClock(LAB_EPOCH)
-    with JobStore(Path(folder) / "jobs.db", clock) as store:
-        for kind, payload, key in jobs:
-            store.enqueue(kind, payload, key=key)
-        the_jobs = [store.get_by_key(key) for _kind, _payload, key in jobs]
+    the_jobs = _enqueued(folder, jobs, FakeClock(LAB_EPOCH))
     got: dict[str, Any] = {}
     for label, later in (("now", 0.0), ("later", seconds)):
         # The retry on another worker's machine (its host, user, time zone): YEAR_END is
@@ -503,11 +492,8 @@ def two_workers(
     as in ``two_deliveries``. Returns how each delivery ended; the check counts the
     effects in ``folder/world.db`` itself.
     """
-    kind, payload, key = job
     clock = FakeClock(LAB_EPOCH)
-    with JobStore(Path(folder) / "jobs.db", clock) as store:
-        store.enqueue(kind, payload, key=key)
-        the_job = store.get_by_key(key)
+    [the_job] = _enqueued(folder, [job], clock)
     World(Path(folder) / "world.db", clock).close()
     handler = need(values, "charge_handler" if which == "charge" else "post_handler")
     children = []
@@ -576,11 +562,7 @@ def sent_from_two_stores(
     their keys are not. The calls each sent, in order, per job (see ``RecordingCtx``).
     """
     clock = FakeClock(LAB_EPOCH)
-    the_jobs = []
-    for n, (kind, payload, key) in enumerate(jobs):
-        with JobStore(Path(folder) / f"store-{n}.db", clock) as store:
-            store.enqueue(kind, payload, key=key)
-            the_jobs.append(store.get_by_key(key))
+    the_jobs = [_enqueued(folder, [job], clock, f"store-{n}.db")[0] for n, job in enumerate(jobs)]
     return _sends(values, which, folder, "sent", the_jobs)
 
 
@@ -622,11 +604,7 @@ def restarted_later(
 
     if not values.get(CELLS, ()):
         return {"how": "the handler's cells are not known here"}
-    clock = FakeClock(LAB_EPOCH)
-    with JobStore(Path(folder) / "jobs.db", clock) as store:
-        for kind, payload, key in jobs:
-            store.enqueue(kind, payload, key=key)
-        the_jobs = [store.get_by_key(key) for _kind, _payload, key in jobs]
+    the_jobs = _enqueued(folder, jobs, FakeClock(LAB_EPOCH))
     name = "charge_handler" if which == "charge" else "post_handler"
     got: dict[str, Any] = {}
     # Each worker starts at wallclock.YEAR_END in its own zone, or (on another machine) a
@@ -667,11 +645,7 @@ def sent_here(
     """What the student's handler sends for each of ``jobs`` (one job store, one process,
     one call each; see ``RecordingCtx``: nothing is charged or posted), each job at its
     ``attempt`` when given (a retry: ``job.attempt`` 3)."""
-    clock = FakeClock(LAB_EPOCH)
-    with JobStore(Path(folder) / "jobs.db", clock) as store:
-        for kind, payload, key in jobs:
-            store.enqueue(kind, payload, key=key)
-        found = [store.get_by_key(key) for _kind, _payload, key in jobs]
+    found = _enqueued(folder, jobs, FakeClock(LAB_EPOCH))
     the_jobs = [job for job in found if job is not None]  # each was just enqueued
     if attempt is not None:
         the_jobs = [dataclasses.replace(job, attempt=attempt) for job in the_jobs]
@@ -685,12 +659,16 @@ def sent_in_two_worlds(
     worlds in turn (a payment API and a ledger each: a second tenant, or a notebook that
     ran a new scenario): each world must be asked; nothing the worker kept from the first
     world says the second one was charged or posted."""
-    clock = FakeClock(LAB_EPOCH)
-    kind, payload, key = job
-    with JobStore(Path(folder) / "jobs.db", clock) as store:
-        store.enqueue(kind, payload, key=key)
-        the_job = store.get_by_key(key)
+    [the_job] = _enqueued(folder, [job], FakeClock(LAB_EPOCH))
     return _sends(values, which, folder, "world", [the_job, the_job], new_world=True)
+
+
+def _enqueued(folder: str, jobs: list[Any], clock: FakeClock, db: str = "jobs.db") -> list[Any]:
+    """``jobs`` (``[kind, payload, key]`` each) enqueued in ``folder/db``, read back by key."""
+    with JobStore(Path(folder) / db, clock) as store:
+        for kind, payload, key in jobs:
+            store.enqueue(kind, payload, key=key)
+        return [store.get_by_key(key) for _kind, _payload, key in jobs]
 
 
 def _sends(
