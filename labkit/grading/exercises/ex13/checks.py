@@ -483,52 +483,53 @@ def a_dead_workers_job_does_not_hold_the_cap(ns: Namespace) -> None:
     "run_after, then id: an older job of a busier account waits",
 )
 def least_busy_account_first(ns: Namespace) -> None:
-    with lab_file(ns) as (conn, path):
-        add_job(conn, "acme:r1", **live("acme", 1))
-        add_job(conn, "acme:2", queue="acme", run_after=0.0)
-        bolt = add_job(conn, "bolt:1", queue="bolt", run_after=50.0)
-        got = capped(ns, path, "w1", 5)
-        expect(
-            _id(got) == bolt,
-            _("bolt's job {job_id} (bolt runs 0 jobs, acme 1), though acme's is older").format(
-                job_id=bolt
-            ),
-            got,
-        )
+    _bolt_goes_first(
+        ns,
+        [None],
+        [],
+        _("bolt's job {job_id} (bolt runs 0 jobs, acme 1), though acme's is older"),
+    )
     # Busier still is busier: 2 live jobs wait behind 1, not only behind 0.
-    with lab_file(ns) as (conn, path):
-        for n in (1, 2):
-            add_job(conn, f"acme:r{n}", **live("acme", n))
-        add_job(conn, "bolt:r1", **live("bolt", 1))
-        add_job(conn, "acme:3", queue="acme", run_after=0.0)
-        bolt = add_job(conn, "bolt:2", queue="bolt", run_after=50.0)
-        got = capped(ns, path, "w1", 5)
-        expect(
-            _id(got) == bolt,
-            _("bolt's job {job_id} (bolt runs 1 job, acme 2), though acme's is older").format(
-                job_id=bolt
-            ),
-            got,
-        )
+    _bolt_goes_first(
+        ns,
+        [None, None],
+        [None],
+        _("bolt's job {job_id} (bolt runs 1 job, acme 2), though acme's is older"),
+    )
     # Busy is the account's, whatever the kinds: acme runs a sync and a report, and its
     # waiting email is no less busy for them than bolt's, whose account runs one email.
-    with lab_file(ns) as (conn, path):
-        for n, kind in ((1, "sync"), (2, "report")):
-            add_job(conn, f"acme:r{n}", **live("acme", n, kind=kind))
-        add_job(conn, "bolt:r1", **live("bolt", 1))
-        add_job(conn, "acme:3", queue="acme", run_after=0.0)
-        bolt = add_job(conn, "bolt:2", queue="bolt", run_after=50.0)
-        got = capped(ns, path, "w1", 5)
-        expect(
-            _id(got) == bolt,
-            _(
-                "bolt's job {job_id} (bolt runs 1 job, acme 2: a sync and a report), though "
-                "acme's email is older"
-            ).format(job_id=bolt),
-            got,
-            _("count all of the account's live running jobs in the order, whatever their kind"),
-        )
+    _bolt_goes_first(
+        ns,
+        ["sync", "report"],
+        [None],
+        _(
+            "bolt's job {job_id} (bolt runs 1 job, acme 2: a sync and a report), though "
+            "acme's email is older"
+        ),
+        _("count all of the account's live running jobs in the order, whatever their kind"),
+    )
 
+
+def _bolt_goes_first(
+    ns: Namespace,
+    acme: list[str | None],
+    bolt: list[str | None],
+    expected: str,
+    *hint: str,
+) -> None:
+    """acme and bolt running live jobs of the kinds in ``acme`` and ``bolt`` (None: the
+    default kind), then acme's job due at 0 and bolt's at 50: bolt is the less busy, so
+    claim_capped takes bolt's job though acme's is older (``expected`` names it as
+    ``{job_id}``)."""
+    with lab_file(ns) as (conn, path):
+        for queue, kinds in (("acme", acme), ("bolt", bolt)):
+            for n, kind in enumerate(kinds, start=1):
+                more = {} if kind is None else {"kind": kind}
+                add_job(conn, f"{queue}:r{n}", **live(queue, n, **more))
+        add_job(conn, f"acme:{len(acme) + 1}", queue="acme", run_after=0.0)
+        bolt_id = add_job(conn, f"bolt:{len(bolt) + 1}", queue="bolt", run_after=50.0)
+        got = capped(ns, path, "w1", 5)
+        expect(_id(got) == bolt_id, expected.format(job_id=bolt_id), got, *hint)
 
 def _flood(ns: Namespace, cap: int) -> dict[str, list[float]]:
     """Three workers, jobs of 1 s: acme floods with 30, then bolt and cora add 3 each.
