@@ -1172,6 +1172,7 @@ def a_success_and_a_failure_at_once_both_count(ns: Namespace) -> None:
             steps = [*before, [order[0], 0], [order[1], 0]]
             out = drive(ns, [*steps, ["state", 0], ["fail", 0], ["state", 0]], threshold=threshold)
             alone.append([out[len(steps)], out[-1]])
+        said = {"failure": _("a failure"), "success": _("a success")}
         for first, second in (("failure", "success"), ("success", "failure")):
             runs = ns.harness(
                 HARNESS + "race_at_each_step_of_a_failure_and_a_success",
@@ -1185,15 +1186,15 @@ def a_success_and_a_failure_at_once_both_count(ns: Namespace) -> None:
                 expect(
                     run["B_done"] and [run["state"], run.get("then")] in alone,
                     _(
-                        "threshold={threshold}, {scene}: thread A records a {first} and thread B "
-                        "a {second} right after step {n} of A's call ({step}), then one more "
+                        "threshold={threshold}, {scene}: thread A records {first} and thread B "
+                        "{second} right after step {n} of A's call ({step}), then one more "
                         "failure: the states your breaker gives with the two one after the "
                         "other, {serial} or {other}"
                     ).format(
                         threshold=threshold,
                         scene=scene,
-                        first=first,
-                        second=second,
+                        first=said[first],
+                        second=said[second],
                         n=run["after"],
                         step=run["step"],
                         serial=repr(alone[0]),
