@@ -25,7 +25,6 @@ more cell, which redefines a function or two with one mistake.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -37,7 +36,9 @@ from typing import Any, Protocol, TypeVar
 
 import nbformat
 import pytest
+import turns
 from gradingkit import HIDDEN, SEED, assert_caught_by_name, with_override
+from turns import place, taken
 
 from labkit.grading import catalog
 from labkit.grading.checks import CheckStatus, Namespace, run_check
@@ -111,37 +112,15 @@ def in_the_sandbox(entries: Sequence[E], seed: str = ZOO_SEED) -> list[E]:
     drawn = {
         mistake
         for (what, many), mistakes in rotations.items()
-        for mistake in _taken(what, mistakes, seed, many)
+        for mistake in taken(what, mistakes, seed, many)
     }
     return [e for e in entries if e.mistake in drawn]
-
-
-def _place(what: str, mistake: str) -> str:
-    """An entry's place in its rotation: fixed by its name, so an entry added later
-    takes a place of its own without moving the others'."""
-    return hashlib.sha256(f"{what}:{mistake}".encode()).hexdigest()
-
-
-def _taken(what: str, mistakes: list[str], seed: str, many: int = ROTATING) -> list[str]:
-    """The ``many`` of ``what``'s ``mistakes`` (an exercise's, or a swept check's) graded
-    under ``seed``.
-
-    A whole-number seed is a turn: turn ``n`` takes the ``n``-th slice of the entries in
-    their fixed order (``_place``), so the turns ``n`` .. ``n + len(mistakes) - 1`` take
-    every entry once. Any other seed draws at random.
-    """
-    if not seed.isdigit():
-        return random.Random(f"{seed}:{what}").sample(mistakes, min(many, len(mistakes)))
-    order = sorted(mistakes, key=lambda mistake: _place(what, mistake))
-    turns = -(-len(order) // many)
-    start = int(seed) % turns * many
-    return order[start : start + many]
 
 
 def this_turn(what: str, mistakes: list[str], many: int, seed: str = ZOO_SEED) -> list[str]:
     """The ``many`` of ``mistakes`` (a rotation called ``what``) a turn takes, as
     ``in_the_sandbox`` takes a swept check's; "all": every one."""
-    return list(mistakes) if seed == "all" else _taken(what, mistakes, seed, many)
+    return turns.this_turn(what, mistakes, many, seed)
 
 
 def _drawn(what: str, mistake: str, share: float, seed: str) -> bool:
@@ -153,7 +132,7 @@ def _drawn(what: str, mistake: str, share: float, seed: str) -> bool:
         return True
     if seed.isdigit():
         buckets = round(1 / share)
-        return int(_place(what, mistake), 16) % buckets == int(seed) % buckets
+        return int(place(what, mistake), 16) % buckets == int(seed) % buckets
     return random.Random(f"{seed}:{what}:{mistake}").random() < share
 
 
