@@ -640,6 +640,9 @@ def conflict_on_any_field(ns: Namespace) -> None:
         bare, full = {"amount_cents": 500}, {"amount_cents": 500, field: empty}
         pairs += [(full, bare), (bare, full)]
     pairs += FIELD_NAME_TWINS
+    # A payload emptied under the same key: an accept that compares only when the payload
+    # has something in it (`if payload and known != fp`) calls it a repeat.
+    pairs += [({"amount_cents": 500}, {})]
     for first, then in pairs:
         # Copies: an accept that edits the payload it is given must not edit the text below.
         run = ns.harness(HARNESS + "accept_calls", [[key, dict(first)], [key, dict(then)]])
@@ -704,6 +707,34 @@ def conflict_on_any_field(ns: Namespace) -> None:
                 "fingerprint the whole canonical JSON, however long: a fingerprint of its "
                 "first N characters (or of each text or list cut short) calls a changed "
                 "payload a repeat"
+            ),
+        )
+    _compared_whole(ns, key)
+
+
+def _compared_whole(ns: Namespace, key: str) -> None:
+    """A `seen` holding, under the key, a fingerprint one hex digit away from the payload's
+    (at its start, its middle, its end): another payload's, so a conflict. An accept that
+    compares a part of the fingerprints (fp[:12], as a message shows them) calls it a
+    repeat."""
+    payload = {"amount_cents": 500}
+    fp = ns.payload_fingerprint(dict(payload))
+    if not isinstance(fp, str) or len(fp) < 3:
+        return  # fingerprint_tells_payloads_apart judges the fingerprint's shape
+    for where, at in ((_("first"), 0), (_("middle"), len(fp) // 2), (_("last"), len(fp) - 1)):
+        stored = fp[:at] + ("1" if fp[at] == "0" else "0") + fp[at + 1 :]
+        run = ns.harness(HARNESS + "accept_calls", [[key, dict(payload)]], {key: stored})
+        said = run["results"][0]
+        expect(
+            "IdempotencyConflict" in said.get("raised", ()),
+            _(
+                "IdempotencyConflict for {key} with {payload} when `seen` holds, under that key, "
+                "a fingerprint that differs from the payload's in its {where} hex digit only"
+            ).format(key=repr(key), payload=repr(payload), where=where),
+            _said(said),
+            _(
+                "compare the whole fingerprints (known != fp): a part of them (fp[:12], "
+                "startswith) calls another payload a repeat"
             ),
         )
 
@@ -786,6 +817,24 @@ def accept_remembers_only_in_seen(ns: Namespace) -> None:
             "runs the work again, and only the store decides when its keys go"
         ),
     )
+    # Another store that holds the key with another payload's fingerprint: a conflict
+    # there, whatever this worker answered for the key on the first store (a fast path on
+    # the last key and fingerprint it saw answers False from its own memory).
+    other_fp = "0" * 64
+    two = ns.harness(HARNESS + "accept_in_a_store_that_knows_better", key, payload, other_fp)
+    if answered(two["first"], new=True):
+        expect(
+            "IdempotencyConflict" in two["second"].get("raised", ()),
+            _(
+                "IdempotencyConflict for {key} on a second `seen` that holds it with another "
+                "fingerprint ({fingerprint}...), right after True for it on an empty one"
+            ).format(key=repr(key), fingerprint=other_fp[:16]),
+            _said(two["second"]),
+            _(
+                "judge every call by the `seen` it is given: a module-level memory of the "
+                "last key (or of any key) answers for a store that holds something else"
+            ),
+        )
     # The store outlives the worker: after a restart (a deploy, a crash) the new worker
     # has only `seen`, and a key it holds is a repeat there too.
     run = ns.harness(HARNESS + "accept_in_a_restarted_worker", key, payload)
@@ -1061,8 +1110,36 @@ PRIVATE: dict[str, Any] = {
 def conflict_message_keeps_the_payload_out(ns: Namespace) -> None:
     key = "billing:42:charge:v1"
     changed = {**PRIVATE, "amount_cents": 2990}
-    run = ns.harness(HARNESS + "accept_calls_logged", [[key, dict(PRIVATE)], [key, changed]])
-    said = run["results"][1]
+    calls = [[key, dict(PRIVATE)], [key, dict(PRIVATE)], [key, changed]]
+    run = ns.harness(HARNESS + "accept_calls_logged", calls)
+    secrets = [str(v) for v in (PRIVATE["card_number"], PRIVATE["email"])]
+    # A new key and a repeat are logged as long as a conflict: no payload there either.
+    for what, said in zip((_("a new key"), _("a repeat")), run["results"][:2], strict=True):
+        printed = said.get("printed", "")
+        leaked = [v for v in secrets if v in printed]
+        expect(
+            not leaked,
+            _(
+                "nothing of the payload printed or logged by accept for {what} (the payload "
+                "held the card number {card} and the e-mail {email})"
+            ).format(what=what, card=PRIVATE["card_number"], email=PRIVATE["email"]),
+            _("accept printed or logged {leaked}: {lines}").format(
+                leaked=", ".join(leaked),
+                lines=repr(
+                    " | ".join(
+                        line.strip()
+                        for line in printed.splitlines()
+                        if any(v in line for v in leaked)
+                    )[:200]
+                ),
+            ),
+            _(
+                "log the key (and the fingerprint, if you like), never the payload: a log "
+                "line that shows it for every new operation or repeat keeps card numbers "
+                "and addresses where many people read them"
+            ),
+        )
+    said = run["results"][2]
     if "IdempotencyConflict" not in said.get("raised", ()):
         return  # accept_conflict judges the missing conflict
     # The error as a log shows it (logging.exception): its notes (add_note) and the errors
@@ -1070,7 +1147,6 @@ def conflict_message_keeps_the_payload_out(ns: Namespace) -> None:
     # And what the call printed or logged on its way to the error (a warning that shows
     # the payload "for debugging" is kept as long as the log).
     logged = said.get("logged", said.get("message", "")) + "\n" + said.get("printed", "")
-    secrets = [str(v) for v in (PRIVATE["card_number"], PRIVATE["email"])]
     leaked = [v for v in secrets if v in logged]
     lines = [line.strip() for line in logged.splitlines() if any(v in line for v in leaked)]
     expect(
@@ -1118,5 +1194,71 @@ def conflict_is_labkits_exception(ns: Namespace) -> None:
             "use the IdempotencyConflict the first cell imports (from labkit.errors import "
             "IdempotencyConflict); a class defined again in the notebook has the same name "
             "but an `except IdempotencyConflict` in the worker does not catch it"
+        ),
+    )
+
+
+@CHECKS.add(
+    2,
+    "write `seen[key]` once, with the fingerprint (seen[key] = fp, or seen.setdefault): a "
+    "key written in two steps (a placeholder first, a short fingerprint, a pop and a "
+    "re-insert, a write undone on a conflict) is found half-done by a worker reading "
+    "`seen` between them, or left so by a crash",
+    severe=True,
+)
+def accept_writes_seen_in_one_step(ns: Namespace) -> None:
+    key = "billing:42:charge:v1"
+    payload, other = {"amount_cents": 1990}, {"amount_cents": 2990}
+    said = {"new": _("a new key"), "repeat": _("a repeat"), "conflict": _("a conflict")}
+    for row in ns.harness(HARNESS + "accept_on_a_watched_store", key, payload, other):
+        between = row["between"]
+        expect(
+            between is None,
+            _(
+                "`seen` only ever as it was before the call or as it is after it, at every "
+                "write accept makes for {what} ({key}), so a worker reading it in between "
+                "(or a crash right then) finds the key stored whole or not at all"
+            ).format(what=said[row["what"]], key=repr(key)),
+            _(
+                "after one of its writes `seen` held {between} (before the call {before}, "
+                "after it {after})"
+            ).format(
+                between=repr(between), before=repr(row["before"]), after=repr(row["after"])
+            ),
+            _(
+                "compute the fingerprint and compare first, then write once: "
+                "seen[key] = fp. A placeholder (None, '', 'pending') makes another worker "
+                "run the work again or refuse its retry as a conflict; a pop (or a write) "
+                "undone afterwards shows the key missing (or with another fingerprint) "
+                "in between"
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "leave the caller's payload as it is: a field written into it (the key, the "
+    "fingerprint, a default) or taken out of it makes the same dict, sent again by a retry "
+    "loop, another payload, refused as a conflict (or a changed one taken for a repeat)",
+)
+def accept_leaves_the_payload_alone(ns: Namespace) -> None:
+    key = "billing:42:charge:v1"
+    payload = {"amount_cents": 1990, "attempt": 1, "currency": "BRL"}
+    run = ns.harness(HARNESS + "accept_the_same_dict_again", key, payload)
+    first, again = run["results"]
+    expect(
+        answered(first, new=True) and answered(again, new=False) and not run["changed"],
+        _(
+            "True, then False, for {key} sent twice as the very same dict {payload}, and "
+            "that dict unchanged"
+        ).format(key=repr(key), payload=repr(payload)),
+        _("{first}, then {again}; accept changed the fields {changed} of the caller's dict").format(
+            first=_said(first), again=_said(again), changed=repr(run["changed"])
+        )
+        if run["changed"]
+        else _("{first}, then {again}").format(first=_said(first), again=_said(again)),
+        _(
+            "read the payload, never write into it: fingerprint it as it is, and keep the key "
+            "and the fingerprint in `seen` only"
         ),
     )

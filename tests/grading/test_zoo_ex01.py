@@ -3449,6 +3449,260 @@ ZOO: list[tuple[str, str, str, str]] = [
             return False
     """,
     ),
+    (
+        # Two writes to `seen`: a worker reading between them finds the key with no fingerprint
+        # and runs the work again (or a crash leaves the placeholder for good).
+        "ex01",
+        "accept writes a None placeholder, then the fingerprint (two writes to `seen`)",
+        "accept_writes_seen_in_one_step",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = None  # reserve the key first
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept reserves the key with '' before fingerprinting, undone when json.dumps raises",
+        "accept_writes_seen_in_one_step",
+        """
+        def accept(seen, key, payload):
+            if key in seen:
+                if seen[key] != payload_fingerprint(payload):
+                    raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+                return False
+            seen[key] = ""
+            try:
+                fp = payload_fingerprint(payload)
+            except Exception:
+                del seen[key]
+                raise
+            seen[key] = fp
+            return True
+    """,
+    ),
+    (
+        "ex01",
+        "accept refreshes a repeat with seen.pop(key) and a re-insert (LRU order)",
+        "accept_writes_seen_in_one_step",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            seen[key] = seen.pop(key)  # most recent last
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept writes the new fingerprint first and puts the old one back on a conflict",
+        "accept_writes_seen_in_one_step",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            seen[key] = fp
+            if known is None:
+                return True
+            if known != fp:
+                seen[key] = known
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept pops the entry to compare it, then puts it back",
+        "accept_writes_seen_in_one_step",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.pop(key, None)
+            if known is None:
+                seen[key] = fp
+                return True
+            seen[key] = known
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept writes a short fingerprint first, then the whole one",
+        "accept_writes_seen_in_one_step",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp[:12]
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept marks the key 'pending' with update(), then stores the fingerprint",
+        "accept_writes_seen_in_one_step",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            if key not in seen:
+                seen.update({key: "pending"})
+                seen.update({key: fp})
+                return True
+            if seen[key] != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        # A new operation logged with its payload: the card number sits in the log as long as
+        # a conflict's would.
+        "ex01",
+        "accept logs every new operation with its payload (logger.info)",
+        "conflict_message_keeps_the_payload_out",
+        """
+        import logging
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                logging.getLogger("ops").info("new operation %s: %r", key, payload)
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept prints a skipped repeat with its payload",
+        "conflict_message_keeps_the_payload_out",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            print(f"skipping repeat {key}: {payload}")
+            return False
+    """,
+    ),
+    (
+        # The message shows fp[:12], so the comparison does too: another payload whose
+        # fingerprint starts alike is skipped as a repeat.
+        "ex01",
+        "accept compares only the first 8 hex digits of the fingerprints",
+        "conflict_on_any_field",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known[:8] != fp[:8]:
+                raise IdempotencyConflict(f"key {key!r}: {known[:8]} != {fp[:8]}")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept calls an emptied payload a repeat (`if payload and known != fp`)",
+        "conflict_on_any_field",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if payload and known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        # The key written into the caller's dict "for downstream": the retry loop sends that
+        # dict again, now another payload, and its retry is refused as a conflict.
+        "ex01",
+        "accept stamps the key into the caller's payload",
+        "accept_leaves_the_payload_alone",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                payload["idempotency_key"] = key
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept stamps the fingerprint into the caller's payload (setdefault)",
+        "accept_leaves_the_payload_alone",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                payload.setdefault("_fingerprint", fp)
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        # A fast path on the last key and fingerprint seen: it answers for a store that holds
+        # the key with another payload.
+        "ex01",
+        "accept answers a repeat from a module-level memory of the last key and fingerprint",
+        "accept_remembers_only_in_seen",
+        """
+        _last = {}
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            if _last.get("key") == key and _last.get("fp") == fp and key in seen:
+                return False
+            known = seen.get(key)
+            _last.update(key=key, fp=fp)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
 ]
 
 
@@ -3943,6 +4197,44 @@ SAYS: dict[str, str] = {
     "fingerprint with the repeats dropped from lists of strings (a tag given twice)": (
         "'tags': ['gift', 'gift', 'express']"
     ),
+    "accept writes a None placeholder, then the fingerprint (two writes to `seen`)": (
+        "only ever as it was before the call or as it is after it"
+    ),
+    "accept reserves the key with '' before fingerprinting, undone when json.dumps raises": (
+        "only ever as it was before the call or as it is after it"
+    ),
+    "accept refreshes a repeat with seen.pop(key) and a re-insert (LRU order)": (
+        "write accept makes for a repeat"
+    ),
+    "accept writes the new fingerprint first and puts the old one back on a conflict": (
+        "write accept makes for a conflict"
+    ),
+    "accept pops the entry to compare it, then puts it back": "write accept makes for a repeat",
+    "accept writes a short fingerprint first, then the whole one": (
+        "write accept makes for a new key"
+    ),
+    "accept marks the key 'pending' with update(), then stores the fingerprint": (
+        "write accept makes for a new key"
+    ),
+    "accept logs every new operation with its payload (logger.info)": (
+        "nothing of the payload printed or logged by accept for a new key"
+    ),
+    "accept prints a skipped repeat with its payload": (
+        "nothing of the payload printed or logged by accept for a repeat"
+    ),
+    "accept compares only the first 8 hex digits of the fingerprints": (
+        "differs from the payload's in its"
+    ),
+    "accept calls an emptied payload a repeat (`if payload and known != fp`)": (
+        "{'amount_cents': 500}, then {}"
+    ),
+    "accept stamps the key into the caller's payload": "sent twice as the very same dict",
+    "accept stamps the fingerprint into the caller's payload (setdefault)": (
+        "sent twice as the very same dict"
+    ),
+    "accept answers a repeat from a module-level memory of the last key and fingerprint": (
+        "on a second `seen` that holds it with another fingerprint"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -4111,6 +4403,16 @@ SEVERE = [
     "key with '_' in the action made '-' ('charge_full' and 'charge-full' share a key)",
     "key with '#' stripped off the entity id ('#42' and 42 share a key)",
     "key with the prefix 'INV-' taken off the entity id ('INV-42' and '42' share a key)",
+    "accept writes a None placeholder, then the fingerprint (two writes to `seen`)",
+    "accept reserves the key with '' before fingerprinting, undone when json.dumps raises",
+    "accept refreshes a repeat with seen.pop(key) and a re-insert (LRU order)",
+    "accept writes the new fingerprint first and puts the old one back on a conflict",
+    "accept pops the entry to compare it, then puts it back",
+    "accept writes a short fingerprint first, then the whole one",
+    "accept marks the key 'pending' with update(), then stores the fingerprint",
+    "accept compares only the first 8 hex digits of the fingerprints",
+    "accept calls an emptied payload a repeat (`if payload and known != fp`)",
+    "accept answers a repeat from a module-level memory of the last key and fingerprint",
 ]
 
 
@@ -4425,6 +4727,38 @@ RIGHT: list[tuple[str, str, str]] = [
                 exc = IdempotencyConflict(f"key {key!r} was first used with another payload")
                 exc.add_note(f"first {known}, now {fp}")
                 raise exc
+    """,
+    ),
+    (
+        "accept with seen.setdefault (one write) that logs the key only",
+        "accept_writes_seen_in_one_step",
+        """
+        import logging
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.setdefault(key, fp)
+            if known is fp:
+                logging.getLogger("ops").info("new operation %s", key)
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            logging.getLogger("ops").debug("repeat %s (%s)", key, fp[:12])
+            return False
+    """,
+    ),
+    (
+        "accept that writes `seen |= {key: fp}` again on a repeat",
+        "accept_writes_seen_in_one_step",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key, fp)
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            new = key not in seen
+            seen |= {key: fp}
+            return new
     """,
     ),
 ]

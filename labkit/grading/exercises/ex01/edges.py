@@ -172,3 +172,117 @@ def accept_on_a_failing_store(values: MutableMapping[str, Any], key: str) -> dic
             "unreadable": outcome(accept, UnreadableStore({key: "0" * 64}), key, dict(payload)),
             "unwritable": outcome(accept, UnwritableStore(), key, dict(payload)),
         }
+
+
+class WatchedStore(dict):  # type: ignore[type-arg]
+    """A ``seen`` that another worker reads between any two writes: after each write
+    (an item set or deleted, ``setdefault``, ``update``, ``pop``, ``popitem``, ``|=``,
+    ``clear``) it notes what it holds right then, in ``states``. A crash right after a
+    write leaves the store so, too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.states: list[dict[str, str]] = []
+
+    def _note(self) -> None:
+        self.states.append({str(k): repr(v) for k, v in dict.items(self)})
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        dict.__setitem__(self, key, value)
+        self._note()
+
+    def __delitem__(self, key: Any) -> None:
+        dict.__delitem__(self, key)
+        self._note()
+
+    def __ior__(self, other: Any) -> WatchedStore:
+        dict.update(self, other)
+        self._note()
+        return self
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        value = dict.setdefault(self, key, default)
+        self._note()
+        return value
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        dict.update(self, *args, **kwargs)
+        self._note()
+
+    def pop(self, *args: Any) -> Any:
+        value = dict.pop(self, *args)
+        self._note()
+        return value
+
+    def popitem(self) -> Any:
+        item = dict.popitem(self)
+        self._note()
+        return item
+
+    def clear(self) -> None:
+        dict.clear(self)
+        self._note()
+
+
+#: A key the watched store holds already, another operation's: no call may touch it.
+OTHER_KEY = "billing:41:charge:v1"
+
+
+def accept_on_a_watched_store(
+    values: MutableMapping[str, Any], key: str, payload: dict[str, Any], other: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """``accept`` on a ``WatchedStore`` holding another key: ``key`` with ``payload`` (new),
+    again (a repeat), then with ``other`` (a conflict). One row per call: ``{"what": "new",
+    "repeat" or "conflict", "result": outcome, "before", "after": what the store held
+    around the call, "between": the first state noted after a write in the call that is
+    neither, or None}``: what another worker reading the store then would find."""
+    store = WatchedStore({OTHER_KEY: "0" * 64})
+    rows = []
+    with fresh_state(values):
+        accept = need(values, "accept")
+        for what, sent in (("new", payload), ("repeat", payload), ("conflict", other)):
+            before = {str(k): repr(v) for k, v in dict.items(store)}
+            store.states.clear()
+            result = outcome(accept, store, key, dict(sent))
+            after = {str(k): repr(v) for k, v in dict.items(store)}
+            between = next((s for s in store.states if s not in (before, after)), None)
+            row = {"what": what, "result": result, "before": before, "after": after}
+            rows.append({**row, "between": between})
+    return rows
+
+
+def accept_the_same_dict_again(
+    values: MutableMapping[str, Any], key: str, payload: dict[str, Any]
+) -> dict[str, Any]:
+    """``accept`` with a copy of ``payload``, then with that very dict again (a retry loop
+    that sends its request object once more): ``{"results": [outcome, outcome],
+    "changed": the fields accept added, removed or rewrote in the caller's dict}``."""
+    import copy
+
+    sent = copy.deepcopy(payload)
+    with fresh_state(values):
+        accept = need(values, "accept")
+        seen: dict[str, Any] = {}
+        first = outcome(accept, seen, key, sent)
+        after_first = copy.deepcopy(sent)
+        second = outcome(accept, seen, key, sent)
+    changed = sorted(
+        str(name)
+        for name in set(payload) | set(after_first)
+        if name not in payload or name not in after_first or payload[name] != after_first[name]
+    )
+    return {"results": [first, second], "changed": changed}
+
+
+def accept_in_a_store_that_knows_better(
+    values: MutableMapping[str, Any], key: str, payload: dict[str, Any], stored: str
+) -> dict[str, Any]:
+    """``accept`` for ``key`` on an empty store, then with the same payload on a second
+    store that holds ``key`` with the fingerprint ``stored`` (another payload's): a memory
+    kept outside ``seen`` (the last key and fingerprint, a module-level cache) answers the
+    second from the first. ``{"first": outcome, "second": outcome}``."""
+    with fresh_state(values):
+        accept = need(values, "accept")
+        first = outcome(accept, {}, key, dict(payload))
+        second = outcome(accept, {key: stored}, key, dict(payload))
+    return {"first": first, "second": second}

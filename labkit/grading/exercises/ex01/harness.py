@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import copy
 import datetime as _dt
 from collections.abc import Callable, MutableMapping
 from functools import partial
@@ -20,12 +21,21 @@ from labkit.grading.exercises.elsewhere import on_another_machine
 # A bound on `seen` counted in calls, met cheaply (``caps``): harness functions, named here.
 from labkit.grading.exercises.ex01.caps import accept_past_calls as accept_past_calls
 from labkit.grading.exercises.ex01.caps import ints_written_in as ints_written_in
+from labkit.grading.exercises.ex01.edges import (
+    accept_in_a_store_that_knows_better as accept_in_a_store_that_knows_better,
+)
 
 # Inputs past every cut the code writes, and a store that fails (``edges``).
 from labkit.grading.exercises.ex01.edges import accept_long_keys as accept_long_keys
 from labkit.grading.exercises.ex01.edges import accept_long_payloads as accept_long_payloads
 from labkit.grading.exercises.ex01.edges import (
     accept_on_a_failing_store as accept_on_a_failing_store,
+)
+from labkit.grading.exercises.ex01.edges import (
+    accept_on_a_watched_store as accept_on_a_watched_store,
+)
+from labkit.grading.exercises.ex01.edges import (
+    accept_the_same_dict_again as accept_the_same_dict_again,
 )
 from labkit.grading.exercises.ex01.edges import conflict_on_a_long_key as conflict_on_a_long_key
 from labkit.grading.exercises.ex01.edges import keys_of_long_intents as keys_of_long_intents
@@ -169,7 +179,13 @@ def accept_calls(
     """
     seen: dict[str, Any] = dict(seen_before or {})
     with fresh_state(values):
-        results = [outcome(need(values, "accept"), seen, key, payload) for key, payload in calls]
+        # A copy of the calls, as the sandbox's channel hands them over (all alive at once):
+        # an accept that writes into the caller's dict must not rewrite the checks' own
+        # constants.
+        results = [
+            outcome(need(values, "accept"), seen, key, payload)
+            for key, payload in copy.deepcopy(calls)
+        ]
     return {"results": results, "seen": {str(k): repr(v) for k, v in seen.items()}}
 
 
@@ -206,7 +222,7 @@ def accept_calls_logged(values: MutableMapping[str, Any], calls: list[list[Any]]
 
         results = []
         root = logging.getLogger()
-        for key, payload in calls:
+        for key, payload in copy.deepcopy(calls):
             kept, written, level = Kept(), io.StringIO(), root.level
             root.addHandler(kept)
             root.setLevel(logging.DEBUG)
