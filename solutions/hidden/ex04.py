@@ -1,7 +1,9 @@
 """Hidden checks for exercise 4: the backoff grows, next_delay starts from n = 0, a
 lost answer stays maybe-done whatever status it carries (and a false ambiguous flag says
 nothing), the rules go in their order, each job's deadline counts from its own start,
-and an error is classified by itself, not by the one it was raised from."""
+and an error is classified by itself, not by the one it was raised from; a Retry-After
+given as text, keys of any shape, every attempt and every cap alike, bare OSErrors, and two
+threads calling at once (each schedule of one preemption, in order)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 
 from labkit.grading.checks import Checks, Namespace, expect
 from labkit.grading.exercises.ex04.policy import (
+    HARNESS,
     REFUSED,
     _number,
     delays,
@@ -19,6 +22,7 @@ from labkit.grading.exercises.ex04.policy import (
     verdicts,
 )
 from labkit.grading.exercises.helpers import SEED as DELAY_SEED
+from labkit.grading.exercises.helpers import raised_text
 from labkit.lang import _
 
 CHECKS = Checks("ex04", hidden=True)
@@ -568,5 +572,359 @@ def retry_after_is_seconds_whatever_its_size(ns: Namespace) -> None:
         _(
             "the deadline is a duration from started_at whatever its size, never an instant "
             "when it is larger than started_at"
+        ),
+    )
+
+
+#: A clock far ahead of any machine's (2100-01-01 UTC): a date read against the wall clock
+#: instead of ``now`` is decades away.
+FAR_NOW = 4_102_444_800.0
+
+
+@CHECKS.add(
+    1,
+    "a Retry-After given as text, as the header's raw value ('120', an HTTP-date, 'soon', "
+    "an empty one), neither raises nor decides alone: next_delay returns a number of "
+    "seconds, the backoff draw or the wait the header gives counted from now",
+)
+def text_retry_after_is_read_or_left(ns: Namespace) -> None:
+    import email.utils
+
+    texts = {
+        "'120'": "120",
+        _("an HTTP-date 120 s after now"): email.utils.formatdate(FAR_NOW + 120, usegmt=True),
+        "'soon'": "soon",
+        "''": "",
+    }
+    kwargs = {"started_at": FAR_NOW - 10.0, "now": FAR_NOW, "deadline": 3600.0}
+    calls = [
+        {"error": http(503, text), "attempt": 2, "seed": DELAY_SEED, "kwargs": kwargs}
+        for text in texts.values()
+    ]
+    # Read here, not through delays_for: an exception is this check's finding, named.
+    results = [result for [result] in ns.harness(HARNESS + "next_delays", calls)]
+    wrong = [
+        _("{said} for Retry-After {text}").format(
+            said=raised_text(r) if "raised" in r else repr(r["returned"]), text=name
+        )
+        for name, r in zip(texts, results, strict=True)
+        if "raised" in r
+        or not (
+            _number(r["returned"]) and math.isfinite(r["returned"]) and 0 <= r["returned"] <= 120
+        )
+    ]
+    expect(
+        not wrong,
+        _(
+            "after attempt 2 of a 503 whose Retry-After is text ({texts}), 10 s into a 3600 s "
+            "deadline: a number of seconds from 0 to 120 for each (the backoff draw, or the "
+            "wait the header gives counted from now), never None, text or an exception"
+        ).format(texts=", ".join(texts)),
+        "; ".join(wrong),
+        _(
+            "compare retry_after with the draw only when it is a number (isinstance(..., "
+            "(int, float))); if you read text, a number of seconds or an HTTP-date counted "
+            "from now, and anything unreadable leaves the draw as it is"
+        ),
+    )
+
+
+@CHECKS.add(
+    1,
+    "any idempotency_key is a key, whatever its shape: a long one (200 characters), one "
+    "with a space, one of digits only; under it a maybe-done failure is retried",
+)
+def any_key_is_a_key(ns: Namespace) -> None:
+    keys = {
+        _("a key of 200 characters"): "tenant-42:" + "order-7:" * 23 + "charge:v1"[:6],
+        "'order 7'": "order 7",
+        "'12345'": "12345",
+        "'ORDER-7'": "ORDER-7",
+    }
+    timeout = {"type": "TimeoutError", "message": "read timed out"}
+    got = delays_for(
+        ns,
+        [
+            (timeout, 2, {"started_at": 0.0, "now": 0.0, "idempotency_key": k})
+            for k in keys.values()
+        ],
+    )
+    [want] = draws(ns, 1, DELAY_SEED, 1.0, 60.0, 1)
+    wrong = [
+        _("{delay!r} under {key}").format(delay=d, key=name)
+        for name, d in zip(keys, got, strict=True)
+        if d != want
+    ]
+    expect(
+        not wrong,
+        _(
+            "after attempt 2 of a read timeout, the backoff draw {draw:.4f} under each key: {keys}"
+        ).format(draw=want, keys=", ".join(keys)),
+        "; ".join(wrong),
+        _(
+            "give up on a maybe-done failure only when there is no key (idempotency_key is "
+            "None): no length, character or pattern of your own decides what a key is"
+        ),
+    )
+
+
+@CHECKS.add(
+    1,
+    "the ceiling is min(cap, base * 2**n) at every scale: a cap of an hour is reached "
+    "(no limit of the code's own), and past n = 1023 it is the cap, whatever the base",
+)
+def backoff_reaches_any_cap(ns: Namespace) -> None:
+    for n, base, cap, words in (
+        (12, 1.0, 3600.0, _("n=12, base=1, cap=3600")),
+        (16, 0.5, 7200.0, _("n=16, base=0.5, cap=7200")),
+        (2000, 2.0**-1020, 60.0, _("n=2000, base=2**-1020, cap=60")),
+        (1500, 2.0**-1000, 60.0, _("n=1500, base=2**-1000, cap=60")),
+    ):
+        got = draws(ns, n, SEED, base, cap, 40)
+        expect(
+            all(_number(d) and 0 <= d <= cap for d in got) and max(got) > cap / 2,
+            _(
+                "40 delays within [0, {cap:g}], some above {half:g}, for {case}: the ceiling "
+                "is the cap given"
+            ).format(cap=cap, half=cap / 2, case=words),
+            repr([round(d, 6) if _number(d) else d for d in got[:6]]),
+            _(
+                "ceiling = cap if n >= 1024 else min(cap, base * 2.0**n): no limit of your "
+                "own beside the cap, and no exponent clamped (min(n, 1023) keeps a tiny base "
+                "far under the cap)"
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "every retry is judged alike, the last ones too: Retry-After honoured at every attempt "
+    "before the last, the backoff of attempt - 1 under a key at every attempt of a larger "
+    "budget, and with a tiny base at attempt 40",
+)
+def every_attempt_is_judged_alike(ns: Namespace) -> None:
+    wide = {"started_at": 0.0, "now": 0.0, "deadline": 1e9}
+    cases = [
+        (http(503, 30), attempt, {"started_at": 0.0, "now": 0.0, "deadline": 3600.0})
+        for attempt in (1, 2, 3, 4)
+    ]
+    got = delays_for(ns, cases)
+    expect(
+        got == [30, 30, 30, 30],
+        _(
+            "30 s after each of attempts 1 to 4 of 5 for a 503 with Retry-After: 30 (the last "
+            "retry honours it too)"
+        ),
+        repr(got),
+        _(
+            "raise the delay to retry_after whenever it is larger, at every attempt: the "
+            "server's word holds for the last retry as for the first"
+        ),
+    )
+    timeout = {"type": "TimeoutError", "message": "read timed out"}
+    keyed = {**wide, "max_attempts": 9, "idempotency_key": "billing:42:charge:v1"}
+    attempts = (5, 6, 7, 8)
+    got = delays_for(ns, [(timeout, attempt, keyed) for attempt in attempts])
+    want = [draws(ns, attempt - 1, DELAY_SEED, 1.0, 60.0, 1)[0] for attempt in attempts]
+    expect(
+        got == want,
+        _(
+            "after attempts 5 to 8 of 9 of a read timeout under a key, what backoff(attempt - "
+            "1, rng) draws from the same seed: {draws}"
+        ).format(draws=[round(w, 4) for w in want]),
+        repr([round(g, 4) if _number(g) else g for g in got]),
+        _(
+            "under a key a maybe-done failure keeps the backoff of a never-sent one at every "
+            "attempt: backoff(attempt - 1, rng, base, cap), with no rule of its own for late ones"
+        ),
+    )
+    base = 2.0**-35
+    [late] = delays_for(ns, [(REFUSED, 40, {**wide, "max_attempts": 50, "base": base})])
+    [want_late] = draws(ns, 39, DELAY_SEED, base, 60.0, 1)
+    expect(
+        late == want_late,
+        _(
+            "after attempt 40 of 50 of a refused connection with base=2**-35, what "
+            "backoff(39, rng, 2**-35, 60) draws (ceiling 16 s): {draw:.4f}"
+        ).format(draw=want_late),
+        repr(late),
+        _(
+            "call backoff(attempt - 1, rng, base, cap) at every attempt: no exponent clamped "
+            "in next_delay, no other rule for the late ones"
+        ),
+    )
+
+
+def _interleaved(ns: Namespace, first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    return ns.harness("labkit.grading.exercises.ex04.harness:interleaved", first, second)
+
+
+def _schedule(run: dict[str, Any]) -> str:
+    if not run["stopped"]:
+        return _("the first ran whole, then the second")
+    if run["blocked"]:
+        return _(
+            "the first stopped after its line {n} (holding a lock the second waited on)"
+        ).format(n=run["after"])
+    return _("the first stopped after its line {n} while the second ran whole").format(
+        n=run["after"]
+    )
+
+
+def _said(result: dict[str, Any]) -> str:
+    if result.get("hung"):
+        return _("no answer (hung)")
+    if "returned" in result:
+        return repr(result["returned"])
+    return _("raised {error}").format(error=", ".join(result.get("raised", [])[:1]))
+
+
+@CHECKS.add(
+    2,
+    "two threads calling next_delay at once: a maybe-done failure without an "
+    "idempotency_key gets None whatever the other thread does meanwhile (no verdict or "
+    "key kept in a module-level name between two lines)",
+    severe=True,
+)
+def next_delay_keeps_nothing_between_threads(ns: Namespace) -> None:
+    timeout = {"type": "TimeoutError", "message": "read timed out"}
+    first = {
+        "fn": "next_delay",
+        "error": timeout,
+        "attempt": 1,
+        "seed": DELAY_SEED,
+        "kwargs": {"started_at": 0.0, "now": 0.0},
+    }
+    others = {
+        _("a refused connection"): {**first, "error": REFUSED, "seed": DELAY_SEED + 1},
+        _("a read timeout under a key"): {
+            **first,
+            "seed": DELAY_SEED + 1,
+            "kwargs": {"started_at": 0.0, "now": 0.0, "idempotency_key": "billing:42:charge:v1"},
+        },
+    }
+    for name, second in others.items():
+        got = _interleaved(ns, first, second)
+        bad = [run for run in got["schedules"] if run["first"] != {"returned": None}]
+        expect(
+            not bad,
+            _(
+                "None for a read timeout without an idempotency_key (attempt 1) in one thread, "
+                "in every schedule while another thread's next_delay handles {other}"
+            ).format(other=name),
+            _("{said} when {schedule}").format(
+                said=_said(bad[0]["first"]), schedule=_schedule(bad[0])
+            )
+            if bad
+            else "",
+            _(
+                "keep the verdict, the key and the delay in local variables: a module-level "
+                "name written by one call is overwritten by the other thread's between two "
+                "of your lines, and a charge that may have gone through is retried"
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "two threads calling backoff or next_delay at once each get what their call gets "
+    "alone: each draws from its own rng, decides from its own arguments",
+)
+def calls_in_two_threads_do_not_mix(ns: Namespace) -> None:
+    at_start = {"started_at": 0.0, "now": 0.0}
+    pairs = {
+        _("backoff(3, rng) beside backoff(3, another rng)"): (
+            {"fn": "backoff", "n": 3, "seed": DELAY_SEED},
+            {"fn": "backoff", "n": 3, "seed": DELAY_SEED + 1},
+        ),
+        _("next_delay for a refused connection (attempt 2) beside a 503 with Retry-After: 30"): (
+            {
+                "fn": "next_delay",
+                "error": REFUSED,
+                "attempt": 2,
+                "seed": DELAY_SEED,
+                "kwargs": at_start,
+            },
+            {
+                "fn": "next_delay",
+                "error": http(503, 30),
+                "attempt": 3,
+                "seed": DELAY_SEED + 1,
+                "kwargs": {**at_start, "deadline": 3600.0},
+            },
+        ),
+        _("next_delay for a refused connection beside a read timeout without a key"): (
+            {
+                "fn": "next_delay",
+                "error": REFUSED,
+                "attempt": 1,
+                "seed": DELAY_SEED,
+                "kwargs": at_start,
+            },
+            {
+                "fn": "next_delay",
+                "error": {"type": "TimeoutError"},
+                "attempt": 1,
+                "seed": DELAY_SEED + 1,
+                "kwargs": at_start,
+            },
+        ),
+    }
+    for name, (first, second) in pairs.items():
+        got = _interleaved(ns, first, second)
+        alone = got["alone"]
+        bad = [
+            run for run in got["schedules"] if run["first"] != alone[0] or run["second"] != alone[1]
+        ]
+        expect(
+            not bad,
+            _(
+                "in two threads, {pair}: in every schedule each call returns what it returns "
+                "alone ({first} and {second})"
+            ).format(pair=name, first=_said(alone[0]), second=_said(alone[1])),
+            _("{first} and {second} when {schedule}").format(
+                first=_said(bad[0]["first"]),
+                second=_said(bad[0]["second"]),
+                schedule=_schedule(bad[0]),
+            )
+            if bad
+            else "",
+            _(
+                "draw from the rng each call is given and keep what a call works on in local "
+                "variables: a module-level name is shared by every thread"
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "an OSError no rule names (no route to host, network unreachable, host down) is "
+    "'everything else': permanent, whatever its errno says about sending",
+)
+def classify_unnamed_os_errors(ns: Namespace) -> None:
+    cases = {
+        "OSError(EHOSTUNREACH, 'No route to host')": ("EHOSTUNREACH", "No route to host"),
+        "OSError(ENETUNREACH, 'Network is unreachable')": (
+            "ENETUNREACH",
+            "Network is unreachable",
+        ),
+        "OSError(EHOSTDOWN, 'Host is down')": ("EHOSTDOWN", "Host is down"),
+    }
+    got = verdicts(
+        ns,
+        [{"type": "OSError", "errno": code, "strerror": words} for code, words in cases.values()],
+    )
+    wrong = [
+        _("{verdict} for {error}").format(verdict=repr(g), error=name)
+        for name, g in zip(cases, got, strict=True)
+        if g != "permanent"
+    ]
+    expect(
+        not wrong,
+        _("'permanent' for {errors}").format(errors=", ".join(cases)),
+        "; ".join(wrong),
+        _(
+            "rule 4 names ConnectionRefusedError, TimeoutError and ConnectionError only: any "
+            "other OSError is everything else (rule 5), whatever its errno"
         ),
     )

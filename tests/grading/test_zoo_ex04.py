@@ -3167,6 +3167,363 @@ ZOO: list[tuple[str, str, str, str]] = [
             return delay
     """,
     ),
+    (
+        "ex04",
+        "a text Retry-After compared with the draw (TypeError on a str)",
+        "text_retry_after_is_read_or_left",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if retry_after is not None and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "Retry-After read with float() (an HTTP-date raises ValueError)",
+        "text_retry_after_is_read_or_left",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if retry_after is not None and float(retry_after) > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "an HTTP-date Retry-After taken as epoch seconds and waited for as seconds",
+        "text_retry_after_is_read_or_left",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            import email.utils
+            if isinstance(retry_after, str):
+                try:
+                    retry_after = float(retry_after)
+                except ValueError:
+                    retry_after = email.utils.parsedate_to_datetime(retry_after).timestamp()
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "an unreadable Retry-After answered with giving up (except ValueError: return None)",
+        "text_retry_after_is_read_or_left",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if retry_after is not None:
+                try:
+                    seconds = float(retry_after)
+                except (TypeError, ValueError):
+                    return None
+                if seconds > delay:
+                    delay = seconds
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "an HTTP-date Retry-After counted from the wall clock (time.time()), not now",
+        "text_retry_after_is_read_or_left",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            import email.utils, time as _time
+            if isinstance(retry_after, str):
+                try:
+                    retry_after = float(retry_after)
+                except ValueError:
+                    when = email.utils.parsedate_to_datetime(retry_after).timestamp()
+                    retry_after = when - _time.time()
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "a Retry-After of digits returned as the text itself (delay = retry_after)",
+        "text_retry_after_is_read_or_left",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, str) and retry_after.strip().isdigit():
+                delay = retry_after
+            elif isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "an idempotency_key longer than 64 characters taken for no key",
+        "any_key_is_a_key",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and (idempotency_key is None or len(idempotency_key) > 64):
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "an idempotency_key with whitespace taken for no key",
+        "any_key_is_a_key",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and (idempotency_key is None
+                or any(c.isspace() for c in idempotency_key)):
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "an all-digit idempotency_key taken for no key (an id, not a key)",
+        "any_key_is_a_key",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and (idempotency_key is None or idempotency_key.isdigit()):
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "backoff clamps n at 1023 (a tiny base never reaches the cap past it)",
+        "backoff_reaches_any_cap",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            return rng.uniform(0, min(cap, base * 2.0 ** min(n, 1023)))
+    """,
+    ),
+    (
+        "ex04",
+        "backoff with a limit of 900 s of its own (a cap of an hour ignored)",
+        "backoff_reaches_any_cap",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            ceiling = cap if n >= 1024 else min(cap, base * 2.0**n)
+            return rng.uniform(0, min(ceiling, 900.0))
+    """,
+    ),
+    (
+        "ex04",
+        "next_delay clamps the exponent at 30 (a tiny base stuck far under its ceiling)",
+        "every_attempt_is_judged_alike",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(min(attempt - 1, 30), rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "Retry-After ignored on the last retry (attempt == max_attempts - 1)",
+        "every_attempt_is_judged_alike",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            last = attempt == max_attempts - 1
+            if isinstance(retry_after, (int, float)) and retry_after > delay and not last:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "under a key, late attempts back off from n = attempt (not attempt - 1)",
+        "every_attempt_is_judged_alike",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            n = attempt if verdict == "maybe_done" and attempt > 4 else attempt - 1
+            delay = backoff(n, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "next_delay keeps the verdict in a module-level name (another thread overwrites it)",
+        "next_delay_keeps_nothing_between_threads",
+        """
+        _VERDICT = None
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            global _VERDICT
+            _VERDICT = classify(error)
+            if _VERDICT == "permanent" or attempt >= max_attempts:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            if _VERDICT == "maybe_done" and idempotency_key is None:
+                return None
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "backoff keeps the rng in a module-level name between setting and drawing (threads)",
+        "calls_in_two_threads_do_not_mix",
+        """
+        _RNG = None
+        def backoff(n, rng, base=1.0, cap=60.0):
+            global _RNG
+            _RNG = rng
+            ceiling = cap if n >= 1024 else min(cap, base * 2.0**n)
+            return _RNG.uniform(0, ceiling)
+    """,
+    ),
+    (
+        "ex04",
+        "an OSError with errno EHOSTUNREACH or ENETUNREACH called never sent",
+        "classify_unnamed_os_errors",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            import errno as _e
+            if isinstance(error, OSError) and error.errno in (_e.EHOSTUNREACH, _e.ENETUNREACH):
+                return "never_sent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
 ]
 
 
@@ -3479,6 +3836,41 @@ SAYS: dict[str, str] = {
     "attempts counted per idempotency_key in a module-level dict (a re-run never retried)": (
         "in each of six runs"
     ),
+    "a text Retry-After compared with the draw (TypeError on a str)": "whose Retry-After is text",
+    "Retry-After read with float() (an HTTP-date raises ValueError)": "whose Retry-After is text",
+    "an HTTP-date Retry-After taken as epoch seconds and waited for as seconds": (
+        "an HTTP-date 120 s after now"
+    ),
+    "an unreadable Retry-After answered with giving up (except ValueError: return None)": (
+        "never None, text or an exception"
+    ),
+    "an HTTP-date Retry-After counted from the wall clock (time.time()), not now": (
+        "counted from now"
+    ),
+    "a Retry-After of digits returned as the text itself (delay = retry_after)": (
+        "whose Retry-After is text"
+    ),
+    "an idempotency_key longer than 64 characters taken for no key": "a key of 200 characters",
+    "an idempotency_key with whitespace taken for no key": "'order 7'",
+    "an all-digit idempotency_key taken for no key (an id, not a key)": "'12345'",
+    "backoff clamps n at 1023 (a tiny base never reaches the cap past it)": "n=2000, base=2**-1020",
+    "backoff with a limit of 900 s of its own (a cap of an hour ignored)": "n=12, base=1, cap=3600",
+    "next_delay clamps the exponent at 30 (a tiny base stuck far under its ceiling)": (
+        "after attempt 40 of 50"
+    ),
+    "Retry-After ignored on the last retry (attempt == max_attempts - 1)": (
+        "the last retry honours it too"
+    ),
+    "under a key, late attempts back off from n = attempt (not attempt - 1)": (
+        "after attempts 5 to 8 of 9"
+    ),
+    "next_delay keeps the verdict in a module-level name (another thread overwrites it)": (
+        "while another thread's next_delay handles"
+    ),
+    "backoff keeps the rng in a module-level name between setting and drawing (threads)": (
+        "backoff(3, rng) beside backoff(3, another rng)"
+    ),
+    "an OSError with errno EHOSTUNREACH or ENETUNREACH called never sent": "OSError(EHOSTUNREACH",
 }
 
 
@@ -3520,6 +3912,8 @@ SEVERE = [
     "a retry budget for the whole process (no retry after the 60th)",
     # An operation re-enqueued under its key is never retried again in that process.
     "attempts counted per idempotency_key in a module-level dict (a re-run never retried)",
+    # A maybe-done failure takes another thread's verdict: retried without a key, it runs twice.
+    "next_delay keeps the verdict in a module-level name (another thread overwrites it)",
 ]
 
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)
@@ -3684,28 +4078,6 @@ RIGHT: list[tuple[str, str, str]] = [
     """,
     ),
     (
-        "a Retry-After kept only when finite (math.isfinite), then max(retry_after, delay)",
-        "retries_happen_at_real_times",
-        """
-        import math
-
-        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0,
-                       max_attempts=5, base=1.0, cap=60.0, idempotency_key=None):
-            verdict = classify(error)
-            if verdict == "permanent" or attempt >= max_attempts:
-                return None
-            if verdict == "maybe_done" and idempotency_key is None:
-                return None
-            delay = backoff(attempt - 1, rng, base, cap)
-            retry_after = getattr(error, "retry_after", None)
-            if isinstance(retry_after, (int, float)) and math.isfinite(retry_after):
-                delay = float(max(retry_after, delay))
-            if now + delay > started_at + deadline:
-                return None
-            return delay
-    """,
-    ),
-    (
         "an empty idempotency_key taken for none (if not idempotency_key), keys of any shape",
         "retries_maybe_done_under_a_key",
         """
@@ -3737,6 +4109,47 @@ RIGHT: list[tuple[str, str, str]] = [
             except OverflowError:
                 ceiling = cap
             return rng.random() * ceiling
+    """,
+    ),
+    (
+        "a text Retry-After read as seconds or as an HTTP-date counted from now",
+        "text_retry_after_is_read_or_left",
+        """
+        import email.utils
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            ra = getattr(error, "retry_after", None)
+            if isinstance(ra, str):
+                try:
+                    ra = float(ra)
+                except ValueError:
+                    try:
+                        ra = email.utils.parsedate_to_datetime(ra).timestamp() - now
+                    except (TypeError, ValueError):
+                        ra = None
+            if isinstance(ra, (int, float)) and ra > delay:
+                delay = float(ra)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "next_delay under a module-level threading.Lock around the whole call",
+        "next_delay_keeps_nothing_between_threads",
+        """
+        import threading
+        _L = threading.Lock()
+        _prev = next_delay
+        def next_delay(*a, **k):
+            with _L:
+                return _prev(*a, **k)
     """,
     ),
 ]
