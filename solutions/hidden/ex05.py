@@ -13,6 +13,7 @@ from typing import Any
 from labkit.clock import LAB_EPOCH, FakeClock
 from labkit.faults import LOST_RESPONSE
 from labkit.grading.checks import Checks, Namespace, expect
+from labkit.grading.exercises.ex05.harness import LEDGER_WRITE
 from labkit.grading.exercises.ex05.runs import CHARGE, HARNESS, POST, invoices, run_job
 from labkit.grading.exercises.helpers import shared_ends
 from labkit.grading.exercises.killsweep import scene_seeds
@@ -78,7 +79,8 @@ LOOKALIKES += ("ana\nmaria", "ana\r\nmaria", "ana\u200bmaria")
 
 def lookalike_jobs(kind: str) -> tuple[tuple[str, dict[str, Any], str], ...]:
     """One ``kind`` job per look-alike name, three whose keys differ in a leading or a
-    trailing space, and two whose keys differ in the number before ``:v1``."""
+    trailing space, two whose keys differ in the number before ``:v1``, and two whose
+    keys differ in a letter of their prefix after it (``lana``, ``ana``)."""
     jobs = [
         (kind, {"customer": name, "amount": 1500}, f"billing:{name}:2026-05:{kind}:v1")
         for name in LOOKALIKES
@@ -93,6 +95,14 @@ def lookalike_jobs(kind: str) -> tuple[tuple[str, dict[str, Any], str], ...]:
         (kind, {"customer": "carla", "amount": 700}, f"billing:{kind}:carla:{n}:v1")
         for n in (1, 11)
     ]
+    # A name that begins with letters of its key's own prefix ("lana" after "billing:" or
+    # "ledger:"): lstrip("billing:") strips characters, not the prefix, and makes
+    # "billing:lana:..." and "billing:ana:..." both "ana:...".
+    prefix = "billing" if kind == "charge" else "ledger"
+    jobs += [
+        (kind, {"customer": name, "amount": 800}, f"{prefix}:{name}:2026-05:{kind}:v1")
+        for name in ("lana", "ana")
+    ]
     return tuple(jobs)
 
 
@@ -100,7 +110,8 @@ def lookalike_jobs(kind: str) -> tuple[tuple[str, dict[str, Any], str], ...]:
     2,
     "the Idempotency-Key and the ledger mark are the job's key as it is: stripped of its "
     "'_', '-', quotes or spaces, its accents turned into '?', its ligatures folded or its "
-    "Unicode normalised (NFC) to make it 'safe' for a header, two jobs' keys become one and "
+    "Unicode normalised (NFC) to make it 'safe' for a header, or its prefix taken off with "
+    "lstrip('billing:') (which strips letters, not a prefix), two jobs' keys become one and "
     "the second job is never charged or posted",
     timeout=30.0,
     severe=True,
@@ -116,8 +127,9 @@ def keys_that_differ_only_in_punctuation_or_an_accent(ns: Namespace) -> None:
             _(
                 "one {kind} per job for {n} keys that differ only in punctuation, an "
                 "accent (or the same accent written as one code point or as two), a space, "
-                "a capital, a ligature or a letter outside Latin-1, or in the number before "
-                "':v1' ({keys}, ...)"
+                "a capital, a ligature or a letter outside Latin-1, in the number before "
+                "':v1', or in a name that starts with letters of the key's prefix ('lana' and "
+                "'ana' after 'billing:': lstrip strips characters, not a prefix) ({keys}, ...)"
             ).format(kind=kind, n=len(jobs), keys=", ".join(repr(key) for _k, _p, key in jobs[:4])),
             "; ".join(f"{key!r}: {n}" for key, n in wrong.items())
             + f" ({run.replay})"
@@ -1074,6 +1086,38 @@ def a_posted_job_run_again_succeeds(ns: Namespace) -> None:
         _("it kept {result}").format(result=repr(result)),
         "when the mark says done, return {'skipped': 'already posted'} exactly: whoever "
         "reads the job's result learns from it that the entry was posted before",
+    )
+
+
+@CHECKS.add(
+    1,
+    "a ledger write that fails inside the transaction must leave the `with` block as it "
+    "is: caught inside and raised again after the block, the entry commits without its "
+    "mark, and the error that comes out is not the busy ledger's StoreBusy (a TransientError) "
+    "but one the worker buries: the job is dead with an unmarked entry, which a redrive "
+    "posts again",
+    timeout=30.0,
+    severe=True,
+)
+def a_failed_mark_rolls_back_its_entry(ns: Namespace) -> None:
+    [(_kind, _payload, key)] = POST
+    run = run_job(ns, "post", [[LEDGER_WRITE, "raise_transient", 2]])
+    if not run.fired or run.outcome != "ok" or key not in run.ends:
+        return  # a_failed_ledger_write_is_retried says so
+    state, error = run.ends[key]
+    expect(
+        state == "succeeded",
+        _(
+            "job {key} retried and succeeded after a failed ledger write at the mark (the "
+            "second write): the error leaves the transaction's block, which rolls the entry "
+            "back, and the worker retries the busy ledger's StoreBusy"
+        ).format(key=key),
+        _("it ended {state} with its entry posted ({error})").format(
+            state=state, error=error or _("no error")
+        ),
+        "do not catch a ledger error inside `with ctx.world.ledger.transaction() as tx:`: "
+        "let it leave the block (the transaction rolls back and raises StoreBusy, which the "
+        "worker retries); a try/except belongs outside the block, if anywhere",
     )
 
 

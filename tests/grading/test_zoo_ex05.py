@@ -2292,6 +2292,54 @@ ZOO: list[tuple[str, str, str, str]] = [
             return reply
     """,
     ),
+    # Caught inside the block, the failed mark lets the entry commit; raised again after
+    # it, the error is no StoreBusy: the job is buried with an unmarked entry.
+    (
+        "ex05",
+        "a failed ledger write caught inside the transaction, raised again after the block",
+        "a_failed_mark_rolls_back_its_entry",
+        """
+        def post_handler(job, ctx):
+            failure = None
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(job.payload["customer"], job.payload["amount"], key=job.key)
+                try:
+                    tx.mark(job.key, "done")
+                except Exception as exc:
+                    failure = exc
+            if failure is not None:
+                raise failure
+            return reply
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key without its prefix, by lstrip('billing:') (strips characters)",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            return ctx.world.payments.charge(job.payload["customer"], job.payload["amount"],
+                                             key=job.key,
+                                             idempotency_key=job.key.lstrip("billing:"))
+    """,
+    ),
+    (
+        "ex05",
+        "the ledger mark without its prefix, by lstrip('ledger:')",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def post_handler(job, ctx):
+            mark = job.key.lstrip("ledger:")
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(mark) == "done":
+                    return {"skipped": "already posted"}
+                reply = tx.post(job.payload["customer"], job.payload["amount"], key=job.key)
+                tx.mark(mark, "done")
+            return reply
+    """,
+    ),
 ]
 
 
@@ -2659,6 +2707,34 @@ GOT = {
 }
 
 
+SAYS.update(
+    {
+        "a failed ledger write caught inside the transaction, raised again after the block": (
+            "retried and succeeded after a failed ledger write at the mark"
+        ),
+        "an Idempotency-Key without its prefix, by lstrip('billing:') (strips characters)": (
+            "that differ only in punctuation"
+        ),
+        "the ledger mark without its prefix, by lstrip('ledger:')": (
+            "that differ only in punctuation"
+        ),
+    }
+)
+GOT.update(
+    {
+        "a failed ledger write caught inside the transaction, raised again after the block": (
+            "it ended dead with its entry posted"
+        ),
+        "an Idempotency-Key without its prefix, by lstrip('billing:') (strips characters)": (
+            "'billing:ana:2026-05:charge:v1': 0"
+        ),
+        "the ledger mark without its prefix, by lstrip('ledger:')": (
+            "'ledger:ana:2026-05:post:v1': 0"
+        ),
+    }
+)
+
+
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS, GOT)
 
 
@@ -2895,6 +2971,25 @@ RIGHT: list[tuple[str, str, str]] = [
                     )
                 except KeyInProgress as exc:
                     time.sleep(min(exc.retry_after or 0.05, 0.05))
+        """,
+    ),
+    (
+        "a database error inside the ledger block re-raised there as a TransientError",
+        "a_failed_mark_rolls_back_its_entry",
+        """
+        import sqlite3
+        from labkit.errors import TransientError
+
+        def post_handler(job, ctx):
+            with ctx.world.ledger.transaction() as tx:
+                if tx.status(job.key) == "done":
+                    return {"skipped": "already posted"}
+                try:
+                    reply = tx.post(job.payload["customer"], job.payload["amount"], key=job.key)
+                    tx.mark(job.key, "done")
+                except sqlite3.OperationalError as exc:
+                    raise TransientError(f"ledger busy for {job.key}: {exc}") from exc
+            return reply
         """,
     ),
 ]
