@@ -254,6 +254,9 @@ SIDE_BY_SIDE = 48
 #: A millisecond or so, exact in binary beside the lab's epoch: opened_at + cooldown_s is
 #: exact, and so is each side of it.
 HAIR_S = 2.0**-10
+#: About a microsecond (a little less), exact beside the lab's epoch, and more than half a
+#: microsecond: a time rounded to the microsecond (a UTC datetime) still sees it.
+SPECK_S = 2.0**-20
 
 
 @CHECKS.add(
@@ -312,6 +315,28 @@ def no_jitter_on_the_cooldown(ns: Namespace) -> None:
             "keep clock.now() as the float it is: times in whole milliseconds (int(now * "
             "1000)) or rounded (round(now, 3)) move the end of the cooldown by up to a "
             "millisecond"
+        ),
+    )
+    # Opened on a whole second, asked about a microsecond before the end: a slack of
+    # a microsecond "for float error" (now + 1e-6 >= ...) lets the trial out early; the end
+    # is exact in binary here, so the plain comparison needs no slack.
+    out = drive(
+        ns,
+        [["fail", 0], ["advance", 30.0 - SPECK_S], ["allow", 0], ["advance", SPECK_S]]
+        + [["allow", 0]],
+        threshold=1,
+        cooldown_s=30.0,
+    )
+    expect(
+        [out[2], out[4]] == [False, True],
+        _(
+            "opened on a whole second with cooldown_s=30: allow() False {speck:.2f} "
+            "microseconds before 30 s, True at 30 s"
+        ).format(speck=SPECK_S * 1e6),
+        _("{before}, then {at}").format(before=repr(out[2]), at=repr(out[4])),
+        _(
+            "compare clock.now() >= opened_at + cooldown_s with no slack: an epsilon 'for "
+            "float error' (now + 1e-6) lets the trial out before the cooldown is over"
         ),
     )
 
@@ -598,6 +623,10 @@ OUTAGES = 12
 #: Trials that fail in a row in one long outage, one every cooldown (30 s): over eight
 #: hours. A breaker that gives up after 10 (or 100) failed trials never sends another.
 LONG_OUTAGE_TRIALS = 1000
+#: Failed trials spread over months, one every three days (and a quarter second): an
+#: outage long in time, for a breaker that gives up after a day, a week or a month.
+SPREAD_TRIALS = 60
+SPREAD_TRIAL_S = 3 * 86_400.0 + 0.25
 #: How long after the breaker opened its trial is asked for: a week, far past any
 #: cooldown (a backoff that grows stays under it; a breaker that gave up does not).
 A_WEEK_S = 7 * 86_400.0
@@ -663,6 +692,27 @@ def the_breaker_never_gives_up(ns: Namespace) -> None:
         _(
             "a failed trial opens the breaker for cooldown_s again, the thousandth as the "
             "first: no count of failed trials after which it stays open for good"
+        ),
+    )
+    # An outage long in time rather than in trials: a trial every few days for months.
+    trials = [["advance", SPREAD_TRIAL_S], ["call", 0, "fail"]] * SPREAD_TRIALS
+    answers, state = came_back(drive(ns, [*fails, *trials, *back], threshold=3, cooldown_s=30.0))
+    expect(
+        through(answers, state),
+        _(
+            "an outage of {days:g} days (threshold=3, cooldown_s=30): 3 failed calls, then a "
+            "call every {every:g} days for {count} trials that all fail, then callers a week "
+            "later and every 30 s after: one let through (allow() True) and, as it works, "
+            "the breaker closed"
+        ).format(
+            days=SPREAD_TRIAL_S * SPREAD_TRIALS / 86_400,
+            every=SPREAD_TRIAL_S / 86_400,
+            count=SPREAD_TRIALS,
+        ),
+        _("allow() {answers}, state {state}").format(answers=repr(answers), state=repr(state)),
+        _(
+            "a failed trial opens the breaker for cooldown_s again however long the outage "
+            "has lasted: no time after which it stays open for good (a day, a week, a month)"
         ),
     )
     # A slow trial: its result comes long after it went out, and still ends it.
@@ -1213,3 +1263,104 @@ def a_success_and_a_failure_at_once_both_count(ns: Namespace) -> None:
                         "opens after a success"
                     ),
                 )
+
+
+#: Slow calls whose results come in while the breaker is open, before its trial.
+LATE_RESULTS = 3
+
+
+@CHECKS.add(
+    1,
+    "a slow call's result recorded while the breaker is open is not a trial's result: it "
+    "frees no extra trial (a semaphore or a count of trials out lowered by every result "
+    "lets two or more trials out at the end of the cooldown)",
+)
+def a_late_result_frees_no_second_trial(ns: Namespace) -> None:
+    for late in ("fail", "ok"):
+        steps = [["fail", 0]] * 3 + [[late, 0]] * LATE_RESULTS + [["state", 0]]
+        steps += [["advance", 30.0]] + [["allow", 0]] * 3
+        out = drive(ns, steps, threshold=3, cooldown_s=30.0)
+        if out[3 + LATE_RESULTS] != "open":
+            continue  # a late success may close the breaker; the public checks judge a failure
+        got = out[-3:]
+        expect(
+            got == [True, False, False],
+            _(
+                "3 failures (open), then {count} slow calls' record_{call}() while open, then "
+                "30 s: allow() True for one caller (the one trial), False for the next two"
+            ).format(count=LATE_RESULTS, call="success" if late == "ok" else "failure"),
+            repr(got),
+            _(
+                "only the trial's result frees the trial: a 'trial out' flag set by allow() and "
+                "cleared when the breaker opens or closes gives one trial per cooldown; a "
+                "count lowered by every result goes below zero and lets several out"
+            ),
+        )
+
+
+#: How long an outage of failed trials one every cooldown (30 s) lasts in
+#: ``a_long_outage_keeps_its_cooldown``: ten hours, past a backoff that starts after an hour.
+LONG_OUTAGE_S = 36_000.0
+
+
+@CHECKS.add(
+    1,
+    "a failed trial opens the breaker for cooldown_s however long the outage has lasted: "
+    "no cooldown that grows once the outage passed an hour or a day (a backoff the "
+    "docstring does not ask for)",
+)
+def a_long_outage_keeps_its_cooldown(ns: Namespace) -> None:
+    ends = [["advance", 29.75], ["allow", 0], ["advance", 0.25], ["allow", 0]]
+    scenes = (
+        (30.0, int(LONG_OUTAGE_S // 30.0)),
+        (SPREAD_TRIAL_S, SPREAD_TRIALS),
+    )
+    for every, count in scenes:
+        trials = [["advance", every], ["allow", 0], ["fail", 0]] * count
+        out = drive(ns, [*[["fail", 0]] * 3, *trials, *ends], threshold=3, cooldown_s=30.0)
+        if out[4] is not True:
+            return  # half_open_allows_one_trial says so
+        before, at = out[-3], out[-1]
+        expect(
+            before is False and at is True,
+            _(
+                "an outage of {hours:g} hours (threshold=3, cooldown_s=30), a trial that fails "
+                "every {every:g} s ({count} of them): allow() False 29.75 s after the last "
+                "failure, True 30 s after it"
+            ).format(hours=every * count / 3600, every=every, count=count),
+            _("{before}, then {at}").format(before=repr(before), at=repr(at)),
+            _(
+                "open again for self.cooldown_s after every failed trial, the last as the "
+                "first: no cooldown that grows with how long the outage has lasted"
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "make the lock in __init__: a lock made on the first call (if self._lock is None, "
+    "hasattr) races itself, two threads each make one and each holds its own, and a "
+    "failure one of them counts is lost",
+)
+def the_lock_is_made_before_the_first_call(ns: Namespace) -> None:
+    got = ns.harness(HARNESS + "race_at_the_first_failures", threshold=2)
+    if not got.get("lazy"):
+        return  # a lock made in __init__ (or none on self): the other races judge it
+    for run in got["runs"]:
+        expect(
+            run["B_done"] and run["state"] == "open",
+            _(
+                "threshold=2, a new breaker whose lock is made on its first call: thread A "
+                "records a failure, thread B records one right after step {n} of A's call "
+                "({a_step}) and pauses after step {m} of its own ({b_step}) while A goes on: "
+                "two failures, the breaker open"
+            ).format(n=run["after"], a_step=run["A_step"], m=run["b_after"], b_step=run["B_step"]),
+            _("state {state}").format(state=repr(run["state"]))
+            if run["B_done"]
+            else _("still waiting 5 s later"),
+            _(
+                "self._lock = threading.Lock() in __init__, before any thread can call the "
+                "breaker: a lock made on first use (if self._lock is None: ...) is made twice "
+                "when two threads call at once, and each thread holds a lock of its own"
+            ),
+        )

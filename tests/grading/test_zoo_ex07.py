@@ -2384,6 +2384,252 @@ ZOO: list[tuple[str, str, str, str]] = [
                     self.state, self.trial_out = "closed", False
     """,
     ),
+    (
+        "ex07",
+        "a lock made on first use (None in __init__, made by the first call)",
+        "the_lock_is_made_before_the_first_call",
+        """
+        import threading
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self._lock = None
+            def _guard(self):
+                if self._lock is None:
+                    self._lock = threading.Lock()
+                return self._lock
+            def allow(self):
+                with self._guard():
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+            def record_failure(self):
+                with self._guard():
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+            def record_success(self):
+                with self._guard():
+                    self.failures = 0
+                    self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        "a lock made on first use (if not hasattr(self, '_lock'))",
+        "the_lock_is_made_before_the_first_call",
+        """
+        import threading
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold, self.cooldown_s, self.clock = threshold, cooldown_s, clock
+                self.state, self.failures, self.opened_at, self.trial_out = "closed", 0, 0.0, False
+            def _guard(self):
+                if not hasattr(self, "_lock"):
+                    self._lock = threading.Lock()
+                return self._lock
+            def allow(self):
+                with self._guard():
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+            def record_failure(self):
+                with self._guard():
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+            def record_success(self):
+                with self._guard():
+                    self.failures = 0
+                    self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        "a lock made on first use by __getattr__",
+        "the_lock_is_made_before_the_first_call",
+        """
+        import threading
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold, self.cooldown_s, self.clock = threshold, cooldown_s, clock
+                self.state, self.failures, self.opened_at, self.trial_out = "closed", 0, 0.0, False
+            def __getattr__(self, name):
+                if name == "_lock":
+                    self._lock = threading.Lock()
+                    return self._lock
+                raise AttributeError(name)
+    """,
+    ),
+    (
+        "ex07",
+        "a lock property made on first use over a class attribute None",
+        "the_lock_is_made_before_the_first_call",
+        """
+        import threading
+        _Reference = Breaker
+        class Breaker(_Reference):
+            _mutex = None
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold, self.cooldown_s, self.clock = threshold, cooldown_s, clock
+                self.state, self.failures, self.opened_at, self.trial_out = "closed", 0, 0.0, False
+            @property
+            def _lock(self):
+                if self._mutex is None:
+                    self._mutex = threading.Lock()
+                return self._mutex
+    """,
+    ),
+    (
+        "ex07",
+        "a count of trials out lowered by every result (late failures free more trials)",
+        "a_late_result_frees_no_second_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self.out = 0
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state = "half_open"
+                    if self.out >= 1:
+                        return False
+                    self.out += 1
+                    return True
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    if self.state != "closed":
+                        self.out -= 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at = "open", self.clock.now()
+            def record_success(self):
+                with self._lock:
+                    self.failures = 0
+                    if self.state != "closed":
+                        self.out -= 1
+                    self.state = "closed"
+    """,
+    ),
+    (
+        "ex07",
+        "a semaphore for the trial released by results while open (late results free more trials)",
+        "a_late_result_frees_no_second_trial",
+        """
+        import threading
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self._trial = threading.Semaphore(1)
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state = "half_open"
+                    return self._trial.acquire(blocking=False)
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    was = self.state
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at = "open", self.clock.now()
+                    if was != "closed":
+                        self._trial.release()
+            def record_success(self):
+                with self._lock:
+                    self.failures = 0
+                    if self.state != "closed":
+                        self._trial.release()
+                    self.state = "closed"
+    """,
+    ),
+    (
+        "ex07",
+        "the breaker stays open for good once an outage lasted a day",
+        "the_breaker_never_gives_up",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    now = self.clock.now()
+                    if self.state == "closed" and self.failures >= self.threshold:
+                        self.outage_start = now
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", now, False
+                        if now - self.outage_start >= 86400:
+                            self.opened_at = float("inf")
+    """,
+    ),
+    (
+        "ex07",
+        "the cooldown doubled (up to 10 min) once an outage lasted an hour",
+        "a_long_outage_keeps_its_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    now = self.clock.now()
+                    if self.state == "closed" and self.failures >= self.threshold:
+                        self.outage_start, self.cool = now, self.cooldown_s
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        if self.state == "half_open" and now - self.outage_start >= 3600:
+                            self.cool = min(self.cool * 2, 600)
+                        self.state, self.trial_out = "open", False
+                        self.opened_at = now - self.cooldown_s + self.cool
+    """,
+    ),
+    (
+        "ex07",
+        "a microsecond of slack on the cooldown (now + 1e-6)",
+        "no_jitter_on_the_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                with self._lock:
+                    if self.state == "closed":
+                        return True
+                    if self.state == "open":
+                        if self.clock.now() + 1e-6 < self.opened_at + self.cooldown_s:
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+    """,
+    ),
 ]
 
 
@@ -2618,6 +2864,29 @@ SAYS: dict[str, str] = {
     "__slots__, and record_failure() counts the failure before taking the lock": (
         "(self.failures)"
     ),
+    "a lock made on first use (None in __init__, made by the first call)": (
+        "a new breaker whose lock is made on its first call"
+    ),
+    "a lock made on first use (if not hasattr(self, '_lock'))": (
+        "a new breaker whose lock is made on its first call"
+    ),
+    "a lock made on first use by __getattr__": (
+        "a new breaker whose lock is made on its first call"
+    ),
+    "a lock property made on first use over a class attribute None": (
+        "a new breaker whose lock is made on its first call"
+    ),
+    "a count of trials out lowered by every result (late failures free more trials)": (
+        "False for the next two"
+    ),
+    "a semaphore for the trial released by results while open (late results free more trials)": (
+        "False for the next two"
+    ),
+    "the breaker stays open for good once an outage lasted a day": ("an outage of 180 days"),
+    "the cooldown doubled (up to 10 min) once an outage lasted an hour": (
+        "a trial that fails every 30 s"
+    ),
+    "a microsecond of slack on the cooldown (now + 1e-6)": ("microseconds before 30 s"),
 }
 
 
@@ -3395,6 +3664,42 @@ RIGHT: list[tuple[str, str, str]] = [
                 with self._lock:
                     self.times, self.failures = [], 0
                     self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "lazy lock via __dict__.setdefault (atomic)",
+        "the_lock_is_made_before_the_first_call",
+        """
+        import threading
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold, self.cooldown_s, self.clock = threshold, cooldown_s, clock
+                self.state, self.failures, self.opened_at, self.trial_out = "closed", 0, 0.0, False
+            @property
+            def _lock(self):
+                return self.__dict__.setdefault("_the_lock", threading.Lock())
+    """,
+    ),
+    (
+        "lazy lock, double-checked under a module lock",
+        "the_lock_is_made_before_the_first_call",
+        """
+        import threading
+        _MAKE = threading.Lock()
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold, self.cooldown_s, self.clock = threshold, cooldown_s, clock
+                self.state, self.failures, self.opened_at, self.trial_out = "closed", 0, 0.0, False
+                self._mutex = None
+            @property
+            def _lock(self):
+                if self._mutex is None:
+                    with _MAKE:
+                        if self._mutex is None:
+                            self._mutex = threading.Lock()
+                return self._mutex
     """,
     ),
 ]

@@ -50,6 +50,7 @@ from labkit.grading.exercises.ex07.steps import (
     race_at_each_step_of_the_trial,
     race_at_each_step_while_closed,
     race_at_each_write_of_the_failed_trial,
+    race_at_the_first_failures,
 )
 from labkit.grading.exercises.wallclock import clock_moved, in_time_zone
 from labkit.grading.stub import is_stub
@@ -63,6 +64,7 @@ RACES = (
     race_at_each_write_of_the_failed_trial,
     race_at_the_cooldown,
     race_at_the_failed_trial,
+    race_at_the_first_failures,
     result_while_a_call_holds_the_breaker,
 )
 
