@@ -2941,21 +2941,6 @@ RIGHT: list[tuple[str, str, str]] = [
         """,
     ),
     (
-        "replies kept by job key in the worker, each the API's own reply",
-        "a_repeat_in_one_worker_keeps_the_reply",
-        """
-        _REPLIES = {}
-
-        def charge_handler(job, ctx):
-            if job.key not in _REPLIES:
-                _REPLIES[job.key] = ctx.world.payments.charge(
-                    job.payload["customer"], job.payload["amount"], key=job.key,
-                    idempotency_key=job.key,
-                )
-            return _REPLIES[job.key]
-        """,
-    ),
-    (
         "a 409 retried in the handler with the same key until the reply comes",
         "a_second_delivery_in_one_worker_is_no_success",
         """

@@ -3204,19 +3204,6 @@ RIGHT: list[tuple[str, str, str]] = [
     """,
     ),
     (
-        "a late success while open leaves the breaker open (only the trial's success closes it)",
-        "a_late_result_while_open_is_no_error",
-        """
-        _Reference = Breaker
-
-        class Breaker(_Reference):
-            def record_success(self):
-                self.failures = 0
-                if self.state != "open":
-                    self.state, self.trial_out = "closed", False
-    """,
-    ),
-    (
         "the failure count kept in a WeakKeyDictionary keyed by the breaker (it dies with it)",
         "a_new_breaker_starts_afresh",
         """
