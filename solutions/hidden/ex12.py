@@ -417,8 +417,26 @@ def a_long_outage_enqueues_every_missed_slot(ns: Namespace) -> None:
         )
     # A cap past that (missed[-200_000:], min(n, 500_000), 10**6): a catch-up one slot
     # past each such number, stopped after its first inserts (TICK_HEAD_SCENE).
-    for cap in (n for n in caps if TICK_CAP_SCENE < n <= TICK_HEAD_SCENE):
-        _a_vast_outage_starts_with_its_oldest_slot(ns, 60, cap + 1, caps)
+    big = [n for n in caps if TICK_CAP_SCENE < n <= TICK_HEAD_SCENE]
+    for cap in big:
+        _a_vast_outage_starts_with_its_oldest_slot(ns, 60, cap + 1, big)
+    # A cap that is a whole number of hours in seconds or of minutes in milliseconds
+    # ([-86_400:], a day of seconds; 30 * 24 * 60, a month of minutes; 7 * 24 * 3600;
+    # 120_000) is left out above, where a whole catch-up would cost a period constant of
+    # right code seconds: here it costs a stopped catch-up one slot past it.
+    periods = [n for n in _written_in(ns, "tick", 12_000) if n not in caps and n <= TICK_HEAD_SCENE]
+    for cap in periods:
+        _a_vast_outage_starts_with_its_oldest_slot(ns, 60, cap + 1, periods)
+    # And a cap written nowhere (a product of two constants at run time, a length read
+    # from a setting): more than a year of minutes, stopped after its first inserts.
+    _a_vast_outage_starts_with_its_oldest_slot(ns, 60, CATCH_UP_FLOOR + 1, [])
+
+
+def _written_in(ns: Namespace, function: str, low: int) -> list[int]:
+    """The whole numbers from ``low`` up written in ``function``'s code (and what it
+    calls), constant expressions folded (``30 * 24 * 60`` is 43200)."""
+    written = ns.harness(HARNESS + "ints_written_in", [function])
+    return [n for n in written if n >= low]
 
 
 def _caps_written_in(ns: Namespace, function: str, low: int) -> list[int]:
@@ -426,8 +444,14 @@ def _caps_written_in(ns: Namespace, function: str, low: int) -> list[int]:
     that may be a cap on a catch-up: a whole number of hours in seconds (86400, 604800) or
     of minutes in milliseconds (60_000, a busy timeout) is a period, and building a
     catch-up one slot past it would only cost right code time."""
-    written = ns.harness(HARNESS + "ints_written_in", [function])
-    return [n for n in written if n >= low and n % 3600 and n % 60_000]
+    return [n for n in _written_in(ns, function, low) if n % 3600 and n % 60_000]
+
+
+#: A catch-up of more than a year of minutes (525_600) that every tick and every
+#: due_slots is given, whatever numbers its code holds: a cap computed at run time
+#: shows there. Stopped after its first inserts, it costs a tick that lists its keys
+#: first about two seconds.
+CATCH_UP_FLOOR = 600_000
 
 
 #: The largest cap written in tick's code that ``a_long_outage_enqueues_every_missed_slot``
@@ -470,7 +494,12 @@ def _a_vast_outage_starts_with_its_oldest_slot(
         _(
             "your tick holds the number {caps}: a catch-up one slot past it lost its oldest "
             "slots. Insert every slot due_slots returns, with no cap on their number"
-        ).format(caps=" / ".join(str(c) for c in caps if c > TICK_CAP_SCENE)),
+        ).format(caps=" / ".join(str(c) for c in caps))
+        if caps
+        else _(
+            "a catch-up of {count} slots lost its oldest slots: insert every slot due_slots "
+            "returns, with no cap on their number, however it is written or computed"
+        ).format(count=n),
     )
 
 
@@ -548,40 +577,54 @@ def due_slots_has_no_cap_on_a_long_outage(ns: Namespace) -> None:
             if isinstance(got, list) and got
             else short_repr(got, 200),
         )
-    # A cap past sixty thousand (slots[-100_000:], MAX_SLOTS = 500_000) is a number
-    # written in the code: a catch-up of minutes one slot past it, built only for code
-    # that holds such a number, its slots sent back as their count, first and last.
-    caps = [n for n in _caps_written_in(ns, "due_slots", 60_000) if n <= DUE_SLOTS_CAP_SCENE]
+    # A cap past sixty thousand (slots[-100_000:], MAX_SLOTS = 500_000, a day of seconds
+    # [:86400]) is a number written in the code: a catch-up of minutes one slot past it,
+    # built only for code that holds such a number, its slots sent back as their count,
+    # first and last. Then, whatever the code holds, one of more than a year of minutes:
+    # a cap computed at run time shows there.
+    caps = [n for n in _written_in(ns, "due_slots", 60_000) if n <= DUE_SLOTS_CAP_SCENE]
     if caps:
-        count = max(caps) + 1
-        newest = (now // 60) * 60
-        call = [60, None, newest - (count - 1) * 60, now, "all"]
-        [one] = ns.harness(HARNESS + "due_slots_span", [call])
-        want_span = {
-            "count": count,
-            "distinct": count,
-            "first": call[2],
-            "last": newest,
-            "steps": True,
-        }
-        span = one.get("span")
-        expect(
-            span == want_span,
-            _("due_slots{args}: all {count} slots, from {first} to {last}").format(
-                args=tuple(call), count=count, first=slot_iso(call[2]), last=slot_iso(newest)
-            ),
-            raised_text(one)
-            if "raised" in one
-            else _("{count} slots, from {first} to {last}").format(
-                count=span["count"], first=slot_iso(span["first"]), last=slot_iso(span["last"])
-            )
-            if isinstance(span, dict) and span["count"]
-            else short_repr(one.get("returned", span), 200),
-            _(
-                "your due_slots holds the number {caps}: a catch-up one slot past it lost its "
-                "oldest slots. Return every due slot, with no cap on their number"
-            ).format(caps=" / ".join(str(n) for n in caps)),
+        _due_slots_lists_every_slot_of(ns, max(caps) + 1, caps)
+    if not caps or max(caps) < CATCH_UP_FLOOR:
+        _due_slots_lists_every_slot_of(ns, CATCH_UP_FLOOR + 1, [])
+
+
+def _due_slots_lists_every_slot_of(ns: Namespace, count: int, caps: list[int]) -> None:
+    """A catch-up of ``count`` minutes through ``due_slots``, sent back as its span."""
+    now = JULY + 30.5
+    newest = (now // 60) * 60
+    call = [60, None, newest - (count - 1) * 60, now, "all"]
+    [one] = ns.harness(HARNESS + "due_slots_span", [call])
+    want_span = {
+        "count": count,
+        "distinct": count,
+        "first": call[2],
+        "last": newest,
+        "steps": True,
+    }
+    span = one.get("span")
+    expect(
+        span == want_span,
+        _("due_slots{args}: all {count} slots, from {first} to {last}").format(
+            args=tuple(call), count=count, first=slot_iso(call[2]), last=slot_iso(newest)
+        ),
+        raised_text(one)
+        if "raised" in one
+        else _("{count} slots, from {first} to {last}").format(
+            count=span["count"], first=slot_iso(span["first"]), last=slot_iso(span["last"])
         )
+        if isinstance(span, dict) and span["count"]
+        else short_repr(one.get("returned", span), 200),
+        _(
+            "your due_slots holds the number {caps}: a catch-up one slot past it lost its "
+            "oldest slots. Return every due slot, with no cap on their number"
+        ).format(caps=" / ".join(str(n) for n in caps))
+        if caps
+        else _(
+            "a catch-up of {count} slots lost its oldest: return every due slot, with no "
+            "cap on their number, however it is written or computed"
+        ).format(count=count),
+    )
 
 
 #: The largest number written in due_slots that ``due_slots_has_no_cap_on_a_long_outage``

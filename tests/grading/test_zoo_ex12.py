@@ -3153,6 +3153,201 @@ ZOO: list[tuple[str, str, str, str]] = [
             return created
         """,
     ),
+    (
+        # A cap of a whole number of hours in seconds was taken for a period, never run past.
+        "ex12",
+        "tick keeps the newest 30 * 24 * 60 due slots of a catch-up (a month of minutes)",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up)[-30 * 24 * 60:]:
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "tick keeps only the newest 86_400 due slots of a catch-up (a day of seconds)",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up)[-86_400:]:
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "tick keeps the newest MAX_CATCH_UP = 7 * 24 * 3600 slots (a week of seconds)",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        MAX_CATCH_UP = 7 * 24 * 3600
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up)[-MAX_CATCH_UP:]:
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # A cap written nowhere as one number: only the written ones were run past.
+        "ex12",
+        "tick keeps the newest LOOKBACK_DAYS * MIN_PER_DAY slots (a product at run time)",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        LOOKBACK_DAYS = 90
+        MIN_PER_DAY = 1440
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            cap = LOOKBACK_DAYS * MIN_PER_DAY
+            for slot in due_slots(period_s, last, since, now, catch_up)[-cap:]:
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "ex12",
+        "tick's cap read from a setting (int(os.environ.get(..., '250000')))",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        import os
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            cap = int(os.environ.get('SCHED_MAX_CATCH_UP', '250000'))
+            for slot in due_slots(period_s, last, since, now, catch_up)[-cap:]:
+                key = slot_key(schedule, slot)
+                inserted = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "slot": slot, "now": now},
+                ).fetchone()
+                if inserted is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        # 86400 in due_slots was taken for a day's period, never run past.
+        "ex12",
+        "due_slots keeps the newest 86400 slots of a catch-up (a day of seconds)",
+        "due_slots_has_no_cap_on_a_long_outage",
+        """
+        def due_slots(period_s, last, since, now, catch_up):
+            if period_s <= 0:
+                raise ValueError(f"period_s must be positive, not {period_s!r}")
+            if catch_up not in ("all", "latest"):
+                raise ValueError(f"catch_up must be 'all' or 'latest', not {catch_up!r}")
+            slot = (now // period_s) * period_s
+            slots = []
+            while slot >= since and (last is None or slot > last):
+                slots.append(slot)
+                if catch_up == "latest":
+                    break
+                slot -= period_s
+            return slots[:86400][::-1]
+        """,
+    ),
+    (
+        "ex12",
+        "due_slots keeps the newest DAYS * PER_DAY slots (a product at run time)",
+        "due_slots_has_no_cap_on_a_long_outage",
+        """
+        DAYS = 300
+        PER_DAY = 1440
+
+        def due_slots(period_s, last, since, now, catch_up):
+            if period_s <= 0:
+                raise ValueError(f"period_s must be positive, not {period_s!r}")
+            if catch_up not in ("all", "latest"):
+                raise ValueError(f"catch_up must be 'all' or 'latest', not {catch_up!r}")
+            slot = (now // period_s) * period_s
+            slots = []
+            while slot >= since and (last is None or slot > last):
+                slots.append(slot)
+                if catch_up == "latest":
+                    break
+                slot -= period_s
+            return slots[:DAYS * PER_DAY][::-1]
+        """,
+    ),
 ]
 
 
@@ -3427,6 +3622,21 @@ SAYS: dict[str, str] = {
     "tick maps a catch_up other than all/latest to 'all' (a config typo runs every slot)": (
         "catch_up='Latest', ...) and"
     ),
+    "tick keeps the newest 30 * 24 * 60 due slots of a catch-up (a month of minutes)": (
+        "all 43201 slots"
+    ),
+    "tick keeps only the newest 86_400 due slots of a catch-up (a day of seconds)": (
+        "all 86401 slots"
+    ),
+    "tick keeps the newest MAX_CATCH_UP = 7 * 24 * 3600 slots (a week of seconds)": (
+        "all 604801 slots"
+    ),
+    "tick keeps the newest LOOKBACK_DAYS * MIN_PER_DAY slots (a product at run time)": (
+        "all 600001 slots"
+    ),
+    "tick's cap read from a setting (int(os.environ.get(..., '250000')))": "all 600001 slots",
+    "due_slots keeps the newest 86400 slots of a catch-up (a day of seconds)": ("all 86401 slots"),
+    "due_slots keeps the newest DAYS * PER_DAY slots (a product at run time)": ("all 600001 slots"),
 }
 
 #: What the feedback must name in its "got" line, where the expectation alone would not.
@@ -3834,6 +4044,60 @@ RIGHT: list[tuple[str, str, str]] = [
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+            return created
+        """,
+    ),
+    (
+        "a day and a week in seconds held in tick and due_slots (86_400, 7 * 24 * 3600) for a "
+        "log line, the keys read with key > prefix AND key < prefix || 'Z'",
+        "a_long_outage_enqueues_every_missed_slot",
+        """
+        import logging
+
+        log = logging.getLogger("scheduler")
+        DAY_S = 86_400
+        WEEK_S = 7 * 24 * 3600
+
+
+        def due_slots(period_s, last, since, now, catch_up):
+            if period_s <= 0:
+                raise ValueError(f"period_s must be positive, not {period_s!r}")
+            if catch_up not in ("all", "latest"):
+                raise ValueError(f"catch_up must be 'all' or 'latest', not {catch_up!r}")
+            if period_s >= DAY_S:
+                log.debug("a slow schedule: every %.1f days", period_s / DAY_S)
+            slot = (now // period_s) * period_s
+            slots = []
+            while slot >= since and (last is None or slot > last):
+                slots.append(slot)
+                if catch_up == "latest":
+                    break
+                slot -= period_s
+            return slots[::-1]
+
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE key > :prefix AND key < :prefix || 'Z'",
+                {"prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+                if now - last > WEEK_S:
+                    log.warning("%s: nothing fired for %.1f days", schedule, (now - last) / DAY_S)
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, schedule, slot, now),
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
             return created
         """,
     ),
