@@ -91,6 +91,35 @@ def busy_means_running_now(ns: Namespace) -> None:
                 "left on a job that no longer runs holds nothing"
             ),
         )
+    # The same leftovers in the order: cora, running nothing, goes before bolt, which runs
+    # one job, though bolt's ready job is older (least busy counts running jobs only).
+    with lab_file(ns) as (conn, path):
+        add_job(conn, "cora:done", **live("cora", 1, state="succeeded", lease_until=NOW + 20))
+        add_job(conn, "cora:failed", **live("cora", 2, state="dead", lease_until=NOW + 20))
+        add_job(
+            conn,
+            "cora:again",
+            **live("cora", 3, state="retry_wait", run_after=NOW + 100, lease_until=NOW + 20),
+        )
+        add_job(conn, "bolt:r", **live("bolt", 1))
+        add_job(conn, "bolt:next", queue="bolt", run_after=10.0)
+        ready = add_job(conn, "cora:next", queue="cora", run_after=90.0)
+        got = capped(ns, path, "w1", 5)
+        expect(
+            _id(got) == ready,
+            _(
+                "job {job_id} with cap=5: cora runs nothing (its succeeded, dead and retry_wait "
+                "jobs keep leases until {until:g}), bolt runs 1, so cora is the least busy "
+                "though bolt's job is older"
+            ).format(job_id=ready, until=NOW + 20),
+            _("nothing")
+            if got is None
+            else _("job {job_id} of {queue}").format(job_id=_id(got), queue=got.get("queue")),
+            _(
+                "count only running jobs (state = 'running' AND lease_until > :now) in the "
+                "ORDER BY as in the cap: a lease left on a finished job makes no account busy"
+            ),
+        )
     # A big cap, reached: every live job counts, however many (a count that stops at a
     # LIMIT of 3 or 10 sees both accounts alike, under the cap). The keys do not name
     # the account: the queue does.
@@ -131,10 +160,11 @@ def serial_heads_hold_when_two_processes_claim(ns: Namespace) -> None:
         # guarded by the state both workers read lets both take it.
         add_job(conn, "order:3:0", **live("order:3", 0, lease_until=NOW - 1))
         add_job(conn, "order:3:1", queue="order:3")
-        # Each queue's jobs are of several kinds: the queue alone is the serial key.
+        # Each queue's jobs are of several kinds, and their keys start with the kind: the
+        # queue column alone is the serial key (not the kind, nor a prefix of the key).
         for key in ("order:1", "order:2"):
             for n, kind in enumerate(("email", "sync", "sms")):
-                add_job(conn, f"{key}:{n}", queue=key, kind=kind)
+                add_job(conn, f"{kind}:{key}:{n}", queue=key, kind=kind)
         got = ns.harness(
             HARNESS + "race", str(path), "claim_serial", 2, NOW, 30.0, [], RACE_PAUSE_S
         )
@@ -150,6 +180,37 @@ def serial_heads_hold_when_two_processes_claim(ns: Namespace) -> None:
         counts = {key: running(conn, key) for key in keys}
         expect(counts == dict.fromkeys(keys, 1), "one running job per serial key", counts)
         expect_each_job_once(got)
+
+    # One queue's two jobs, two workers, one schedule at a time: a head taken in two
+    # writes (its lease, then its state) is still ready between them, and the other
+    # worker takes it too.
+    def make(folder: Path) -> None:
+        conn = lab_db(folder / "jobs.db")
+        for n in range(2):
+            add_job(conn, f"order:9:{n}", queue="order:9")
+        conn.close()
+
+    def judge(folder: Path, run: dict[str, Any]) -> tuple[bool, str]:
+        got = [run[w]["returned"] for w in ("first", "second")]
+        with reading(folder / "jobs.db") as conn:
+            busy = running(conn, "order:9")
+        ok = busy == 1 and sum(isinstance(row, dict) for row in got) == 1
+        return ok, _("order:9 has {busy} running; the workers got {returned}").format(
+            busy=busy, returned=got
+        )
+
+    after_every_schedule(
+        ns,
+        HARNESS + "claim_schedules",
+        make,
+        ["claim_serial", NOW, 30.0, []],
+        judge,
+        _("exactly one worker gets order:9's head, the other None (two workers, one serial queue)"),
+        _(
+            "take the head in one UPDATE ... WHERE id = (SELECT ...) RETURNING *: a head "
+            "taken in two writes is still ready between them, and the other worker takes it too"
+        ),
+    )
 
 
 @CHECKS.add(
@@ -1471,3 +1532,114 @@ def a_claim_killed_midway_leaves_no_half_claim(ns: Namespace) -> None:
                 "the one UPDATE that takes the job"
             ),
         )
+
+
+@CHECKS.add(
+    2,
+    "a long-lived worker claims on one connection with the cap and lease_s of each call: "
+    "SQL built once with the first call's cap or lease_s formatted in (a module global, a "
+    "cache) applies them to every later claim, so a lease ends before its worker is done "
+    "and another takes the job too",
+    severe=True,
+)
+def each_call_uses_its_own_cap_and_lease_s(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        rng = Random(f"{seed}:each call")
+        leases = (
+            rng.randint(5, 60) + 0.5,
+            float(rng.randint(61, 600)) + 0.25,
+            float(rng.randint(601, 7200)),
+        )
+        # (the claim, [(cap or None, lease_s, the job's index or None)], the jobs' queues)
+        scenes = (
+            (
+                "claim_capped",
+                [(1, leases[0], 0), (1, leases[1], None), (2, leases[1], 1), (3, leases[2], 2)],
+                ["acme", "acme", "acme"],
+            ),
+            (
+                "claim_serial",
+                [(None, lease, n) for n, lease in enumerate(leases)],
+                ["order:1", "order:2", "order:3"],
+            ),
+        )
+        for name, steps, queues in scenes:
+            with lab_file(ns) as (conn, path):
+                ids = [add_job(conn, f"{q}:{n}", queue=q) for n, q in enumerate(queues)]
+                calls = [
+                    ["w1", NOW, lease, *([] if cap is None else [cap])]
+                    for cap, lease, _job in steps
+                ]
+                got = ns.harness(HARNESS + "on_one_connection", name, str(path), calls)
+                stored = {j["id"]: j for j in all_jobs(conn)}
+            want = [None if n is None else ids[n] for _cap, _lease, n in steps]
+            claimed = [
+                g["returned"].get("id") if isinstance(g.get("returned"), dict) else None
+                for g in got
+            ]
+            leased = {ids[n]: NOW + lease for _cap, lease, n in steps if n is not None}
+            held = {i: stored[i]["lease_until"] for i in leased}
+            steps_text = "; ".join(
+                (f"cap={cap}, " if cap is not None else "")
+                + f"lease_s={lease:g}: "
+                + ("None" if n is None else _("job {job_id}").format(job_id=ids[n]))
+                for cap, lease, n in steps
+            )
+            expect(
+                claimed == want and held == leased,
+                _(
+                    "{name} at now={now:g}, {count} times on one connection ({steps}), each "
+                    "job leased until now + the lease_s of its own call: {leased}"
+                ).format(name=name, now=NOW, count=len(steps), steps=steps_text, leased=leased),
+                _("the claims {calls}; lease_until in the table {held}").format(
+                    calls=", ".join(
+                        raised_text(g) if "raised" in g else repr(c)
+                        for g, c in zip(got, claimed, strict=True)
+                    ),
+                    held=held,
+                ),
+                _(
+                    "pass cap and lease_s as :named parameters on every call; never keep SQL "
+                    "with the first call's values written in"
+                ),
+            )
+
+
+@CHECKS.add(
+    1,
+    "ready jobs (ready heads) due at the same run_after go by id, whatever lease they "
+    "still hold: a job whose worker died, or a retry whose failed run left its lease, "
+    "is no later (nor sooner) for it (no lease_until in the ORDER BY)",
+)
+def ties_go_by_id_whatever_lease_a_job_still_holds(ns: Namespace) -> None:
+    orphan = {"state": "running", "attempt": 1, "lease_owner": "w0", "lease_token": "old",
+              "lease_until": 60.0, "run_after": 50.0}  # fmt: skip
+    retry = {"state": "retry_wait", "attempt": 1, "lease_owner": "w0", "lease_token": "old",
+             "lease_until": 70.0, "run_after": 50.0}  # fmt: skip
+    fresh = {"state": "pending", "attempt": 0, "run_after": 50.0}
+    for name, extra in (("claim_capped", (3,)), ("claim_serial", ())):
+        for held in (orphan, retry):
+            for held_first in (True, False):
+                with lab_file(ns) as (conn, path):
+                    order = [("acme", held), ("bolt", fresh)]
+                    if not held_first:
+                        order.reverse()
+                    ids = [add_job(conn, f"{q}:1", queue=q, **fields) for q, fields in order]
+                    got = [_id(claim(ns, path, name, f"w{n}", NOW, *extra)) for n in (1, 2)]
+                scene = "; ".join(
+                    f"{i} {q} {f['state']} run_after=50"
+                    + (f" lease_until={f['lease_until']:g}" if "lease_until" in f else "")
+                    for i, (q, f) in zip(ids, order, strict=True)
+                )
+                expect(
+                    got == ids,
+                    _(
+                        "{name} at now=100 (jobs: {scene}) takes jobs {job_ids} in id order: "
+                        "both are due at 50"
+                    ).format(name=name, scene=scene, job_ids=ids),
+                    _("the claims took {got}").format(got=got),
+                    _(
+                        "order by run_after, then id: the lease a job still holds from its "
+                        "last run is no tie-break"
+                    ),
+                )

@@ -6724,6 +6724,170 @@ ZOO: list[tuple[str, str, str, str]] = [
         """,
     ),
     (
+        "ex13",
+        # Between its two writes the head is pending under a new lease: still ready.
+        "serial: the head's lease written in one UPDATE, its state in a second (ready between)",
+        "serial_heads_hold_when_two_processes_claim",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET lease_owner = :worker, lease_until = :now + :lease_s,"
+                " lease_token = lower(hex(randomblob(16))), updated_at = :now" + \"\"\"
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING id
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            if row is None:
+                return None
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1 WHERE id = ? RETURNING *",
+                (row["id"],),
+            ).fetchone()
+            return dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        # Keys that start with the kind ('email:order:1:0') make each job a line of its own.
+        "serial: heads grouped by the key without its trailing digits, not by queue",
+        "serial_heads_hold_when_two_processes_claim",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY rtrim(key, '0123456789'))
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        # The cap counts running jobs only; the order counts every lease still to come.
+        "claim_capped's least-busy order counts leases left on succeeded and retry_wait jobs",
+        "busy_means_running_now",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "claim_capped's SQL built once, the first call's cap written in (a module global)",
+        "each_call_uses_its_own_cap_and_lease_s",
+        """
+        _SQL = []
+
+        def claim_capped(conn, worker, now, lease_s, cap):
+            if not _SQL:
+                _SQL.append("UPDATE jobs" + CLAIM_SET + f\"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < {int(cap)}
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *\"\"\")
+            row = conn.execute(
+                _SQL[0], {"worker": worker, "now": now, "lease_s": lease_s}
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "claim_serial's SQL built once, the first call's lease_s written in (a module dict)",
+        "each_call_uses_its_own_cap_and_lease_s",
+        """
+        _SQL = {}
+
+        def claim_serial(conn, worker, now, lease_s):
+            if "serial" not in _SQL:
+                _SQL["serial"] = "UPDATE jobs" + CLAIM_SET.replace(
+                    ":lease_s", repr(float(lease_s))
+                ) + \"\"\"
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, h.id
+                        LIMIT 1)
+                RETURNING *\"\"\"
+            row = conn.execute(_SQL["serial"], {"worker": worker, "now": now}).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        # NULL leases as 0: a head whose worker died waits behind new heads due with it.
+        "serial: heads due together ordered by the lease they still hold, then id",
+        "ties_go_by_id_whatever_lease_a_job_still_holds",
+        """
+        def claim_serial(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT h.id FROM jobs h
+                        WHERE h.id IN (SELECT min(id) FROM jobs
+                                        WHERE state IN ('pending', 'retry_wait', 'running')
+                                        GROUP BY queue)
+                          AND ((h.state IN ('pending', 'retry_wait') AND h.run_after <= :now)
+                               OR (h.state = 'running' AND h.lease_until <= :now))
+                        ORDER BY h.run_after, coalesce(h.lease_until, 0), h.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
         "ex11",
         "the relay takes rows marked sent after now for pending (sent_at IS NULL OR sent_at > now)",
         "relay_publishes_and_marks",
@@ -6796,6 +6960,24 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for the entries that name it (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "serial: the head's lease written in one UPDATE, its state in a second (ready between)": (
+        "exactly one worker gets order:9's head"
+    ),
+    "serial: heads grouped by the key without its trailing digits, not by queue": (
+        "one running job per serial key"
+    ),
+    "claim_capped's least-busy order counts leases left on succeeded and retry_wait jobs": (
+        "so cora is the least busy though bolt's job is older"
+    ),
+    "claim_capped's SQL built once, the first call's cap written in (a module global)": (
+        "each job leased until now + the lease_s of its own call"
+    ),
+    "claim_serial's SQL built once, the first call's lease_s written in (a module dict)": (
+        "each job leased until now + the lease_s of its own call"
+    ),
+    "serial: heads due together ordered by the lease they still hold, then id": (
+        "in id order: both are due at 50"
+    ),
     "claim_capped breaks a tie of run_after by attempt DESC (retries first), then id": (
         "1 bolt pending run_after=50; 2 acme retry_wait"
     ),
@@ -7277,6 +7459,10 @@ GOT: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "serial: the head's lease written in one UPDATE, its state in a second (ready between)",
+    "serial: heads grouped by the key without its trailing digits, not by queue",
+    "claim_capped's SQL built once, the first call's cap written in (a module global)",
+    "claim_serial's SQL built once, the first call's lease_s written in (a module dict)",
     "the relay skips a row whose body is the empty object '{}' (left pending, never sent)",
     "the relay keeps the rows a run left pending in a module list, for the next run",
     "the consumer records a message without 'customer' as applied (except KeyError: pass)",
@@ -7827,6 +8013,29 @@ def claim_serial(conn, worker, now, lease_s):
     pick = f"SELECT id FROM jobs WHERE id IN {_HEADS} AND {_READY} ORDER BY run_after, id LIMIT 1"
     return _until_taken(conn, pick, f"id IN {_HEADS} AND {_READY}",
                         {"worker": worker, "now": now, "lease_s": lease_s})
+''',
+    ),
+    (
+        "the least busy ready job chosen without the cap, the cap tested on its account in the"
+        " UPDATE (the least busy account at its cap means every account is)",
+        "cap_skips_a_busy_account",
+        '''
+def claim_capped(conn, worker, now, lease_s, cap):
+    row = conn.execute(
+        "UPDATE jobs" + CLAIM_SET + \"\"\"
+         WHERE id = (SELECT c.id FROM jobs c
+                WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                       OR (c.state = 'running' AND c.lease_until <= :now))
+                ORDER BY (SELECT count(*) FROM jobs r WHERE r.queue = c.queue
+                            AND r.state = 'running' AND r.lease_until > :now),
+                         c.run_after, c.id
+                LIMIT 1)
+           AND (SELECT count(*) FROM jobs r WHERE r.queue = jobs.queue
+                  AND r.state = 'running' AND r.lease_until > :now) < :cap
+        RETURNING *\"\"\",
+        {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+    ).fetchone()
+    return None if row is None else dict(row)
 ''',
     ),
 ]
