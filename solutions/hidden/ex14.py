@@ -222,6 +222,23 @@ def only_a_declined_charge_fails_the_job(ns: Namespace) -> None:
                     ledger=ledger,
                 ),
             )
+            # Its class is what the worker's retry policy reads: a TransientError is
+            # retried later, a PermanentError goes to a person. Wrapped in another class
+            # (a RuntimeError, or a TypeError of a retry that slept None), it is neither.
+            kind = "PermanentError" if behaviour == "reject" else "TransientError"
+            expect(
+                kind in got.get("raised", []),
+                _(
+                    "after {what}: run_order raising that {kind} as it came (its class or a "
+                    "subclass), not wrapped in another error"
+                ).format(what=what, kind=kind),
+                raised_text(got),
+                _(
+                    "let an error that is no decline out as it is (a bare raise), never as "
+                    "raise OtherError(...) from exc: whoever retries the job reads its class "
+                    "to tell a retry from a bug"
+                ),
+            )
             again = run(ns, folder, ORDER, version)
             ok, seen = exactly_once(folder, ORDER, version)
             expect(
@@ -459,7 +476,7 @@ def a_finished_job_calls_nothing_again(ns: Namespace) -> None:
             ),
             steps,
         )
-        before = world_of(folder)["calls"]
+        before, held = world_of(folder)["calls"], _ex14h_checkpoints(folder, order["id"])
         got = run(ns, folder, order, 2)
         after = world_of(folder)["calls"]
         expect(
@@ -469,6 +486,26 @@ def a_finished_job_calls_nothing_again(ns: Namespace) -> None:
                 returned=repr(got.get("returned")), calls=after[len(before) :]
             ),
         )
+        # Nor a write: the release's checkpoint keeps the reply of the entry that put the
+        # stock back, not a {'skipped': key} of a release done again.
+        expect(
+            _ex14h_checkpoints(folder, order["id"]) == held,
+            _(
+                "a redelivery of a declined job to leave its checkpoints as they were: {rows}"
+            ).format(rows=held),
+            _ex14h_checkpoints(folder, order["id"]),
+            _(
+                "a failed job whose release has its checkpoint is over: return 'failed' "
+                "without releasing again or writing its checkpoints anew"
+            ),
+        )
+
+
+def _ex14h_checkpoints(folder: Path, order_id: int) -> list[tuple[str, Any]]:
+    """``order_id``'s checkpoints, ``(step, result)`` in the order they were written."""
+    with reading(folder / "steps.db") as conn:
+        rows = rows_of(conn, "all_job_steps")
+        return [(r["step"], r["result"]) for r in rows if r["order_id"] == order_id]
 
 
 #: Jobs already in the database before the one a check resumes: more rows than any
@@ -1084,9 +1121,18 @@ def a_key_conflict_on_resume_is_not_a_decline(ns: Namespace) -> None:
     # the amount: under the same key, the payment API answers IdempotencyKeyReused.
     paid = {"id": 21, "customer": "cus_davi", "email": "davi@example.com", "sku": "mug"}
     paid["amount"] = 2400
+    # Then the conflict as a payment library words it (RequestMismatch, a subclass of
+    # IdempotencyKeyReused): its message names no idempotency and no parameters, so
+    # only its class tells it from a decline.
+    for worded in (None, 402):
+        _a_key_conflict_on_resume_in(ns, paid, worded)
+
+
+def _a_key_conflict_on_resume_in(ns: Namespace, paid: dict[str, Any], worded: int | None) -> None:
     with scene(ns) as folder:
         run(ns, folder, paid, crash_after="payments.charge")
-        ns.harness(HARNESS + "run", str(folder), {**paid, "amount": 2100}, 1, None, False)
+        resumed = {**paid, "amount": 2100}
+        ns.harness(HARNESS + "run", str(folder), resumed, 1, None, False, False, worded)
         truth = world_of(folder)
         conflicts = [c for c in truth["calls"] if c[0] == "payments" and c[2] != "ok"]
         state, steps = state_of(folder, paid["id"]), steps_of(folder, paid["id"])
@@ -1511,9 +1557,16 @@ def _ex14h_ended(result: dict[str, Any]) -> str:
 def a_key_conflict_is_raised_not_swallowed(ns: Namespace) -> None:
     paid = {"id": 23, "customer": "cus_gil", "email": "gil@example.com", "sku": "cup"}
     paid["amount"] = 3100
+    # Then the conflict in a payment library's words (RequestMismatch): no 'idempot' in it.
+    for worded in (None, 402):
+        _a_key_conflict_is_raised_in(ns, paid, worded)
+
+
+def _a_key_conflict_is_raised_in(ns: Namespace, paid: dict[str, Any], worded: int | None) -> None:
     with scene(ns) as folder:
         run(ns, folder, paid, crash_after="payments.charge")
-        got = dict(ns.harness(HARNESS + "run", str(folder), {**paid, "amount": 2700}, 1, None))
+        resumed = {**paid, "amount": 2700}
+        got = dict(ns.harness(HARNESS + "run", str(folder), resumed, 1, None, False, False, worded))
         truth = world_of(folder)
         conflicts = [c for c in truth["calls"] if c[0] == "payments" and c[2] != "ok"]
         state, mails = state_of(folder, paid["id"]), found(truth, paid)["mail"]

@@ -1996,6 +1996,100 @@ def do_step(world, order, step):
             ),
         ),
     ),
+    (
+        "ex14",
+        "a key conflict told from a decline by 'idempot' in the error's message",
+        "a_decline_of_any_status_releases_the_stock",
+        _edit(
+            RUN_ORDER,
+            (
+                'if step != "charge" or isinstance(exc, IdempotencyConflict):',
+                'if step != "charge" or "idempot" in str(exc).lower():',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "a key conflict told from a decline by 'parameters' in the error's message",
+        "a_key_conflict_on_resume_is_not_a_decline",
+        _edit(
+            RUN_ORDER,
+            (
+                'if step != "charge" or isinstance(exc, IdempotencyConflict):',
+                'if step != "charge" or "parameters" in str(exc):',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "a step's TransientError re-raised as a RuntimeError (the retry policy cannot read it)",
+        "only_a_declined_charge_fails_the_job",
+        "from labkit.errors import TransientError\n"
+        + _edit(
+            RUN_ORDER,
+            (
+                "            except PermanentError as exc:\n",
+                "            except TransientError as exc:\n"
+                '                raise RuntimeError(f"step {step} failed: {exc}") from exc\n'
+                "            except PermanentError as exc:\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "a rejected e-mail re-raised as a ValueError",
+        "only_a_declined_charge_fails_the_job",
+        _edit(
+            RUN_ORDER,
+            (
+                '                if step != "charge" or isinstance(exc, IdempotencyConflict):\n'
+                "                    raise\n",
+                "                if isinstance(exc, IdempotencyConflict):\n"
+                "                    raise\n"
+                '                if step != "charge":\n'
+                '                    raise ValueError(f"{step} refused: {exc}") from None\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "a step retried after time.sleep(exc.retry_after), None on a 503 (a TypeError goes out)",
+        "only_a_declined_charge_fails_the_job",
+        "import time\nfrom labkit.errors import TransientError\n"
+        + _edit(
+            DO_STEP,
+            (
+                "def do_step(world, order, step):\n",
+                "def do_step(world, order, step):\n"
+                "    for attempt in range(3):\n"
+                "        try:\n"
+                "            return _do_step(world, order, step)\n"
+                "        except TransientError as exc:\n"
+                "            if attempt == 2:\n"
+                "                raise\n"
+                "            time.sleep(exc.retry_after)\n"
+                "\n"
+                "def _do_step(world, order, step):\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "a failed job's redelivery releases again, its checkpoint rewritten (INSERT OR REPLACE)",
+        "a_finished_job_calls_nothing_again",
+        _edit(
+            RUN_ORDER,
+            (
+                '        if "release" not in done:\n'
+                '            checkpoint("release", json.dumps(do_step(world, order, "release")))\n',
+                "        conn.execute(\n"
+                '            "INSERT OR REPLACE INTO job_steps (order_id, step, result)"\n'
+                "            \" VALUES (?, 'release', ?)\",\n"
+                '            (order["id"], json.dumps(do_step(world, order, "release"))),\n'
+                "        )\n",
+            ),
+        ),
+    ),
 ]
 
 
@@ -2084,6 +2178,11 @@ SEVERE = [
     "the sku stripped before it is posted (' mug ' reserved as 'mug')",
     "the customer id stripped before the charge (another customer charged)",
     "a rejected receipt taken for a decline (checkpointed under its step, the stock released)",
+    "a key conflict told from a decline by 'idempot' in the error's message",
+    "a key conflict told from a decline by 'parameters' in the error's message",
+    "a step's TransientError re-raised as a RuntimeError (the retry policy cannot read it)",
+    "a rejected e-mail re-raised as a ValueError",
+    "a step retried after time.sleep(exc.retry_after), None on a 503 (a TypeError goes out)",
 ]
 
 #: What the named check must say it expected, for the entries that name it.
@@ -2261,6 +2360,22 @@ SAYS = {
     ),
     "a rejected receipt taken for a decline (checkpointed under its step, the stock released)": (
         "the receipt rejected"
+    ),
+    "a key conflict told from a decline by 'idempot' in the error's message": (
+        "a subclass of PermanentError"
+    ),
+    "a key conflict told from a decline by 'parameters' in the error's message": (
+        "key conflict propagates"
+    ),
+    "a step's TransientError re-raised as a RuntimeError (the retry policy cannot read it)": (
+        "not wrapped in another error"
+    ),
+    "a rejected e-mail re-raised as a ValueError": "raising that PermanentError as it came",
+    "a step retried after time.sleep(exc.retry_after), None on a 503 (a TypeError goes out)": (
+        "raising that TransientError as it came"
+    ),
+    "a failed job's redelivery releases again, its checkpoint rewritten (INSERT OR REPLACE)": (
+        "to leave its checkpoints as they were"
     ),
 }
 

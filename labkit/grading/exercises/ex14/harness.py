@@ -34,7 +34,13 @@ from unittest import mock
 
 from labkit import queries
 from labkit.clock import LAB_EPOCH, FakeClock
-from labkit.errors import PermanentError, ResponseLost, SimulatedCrash, TransientError
+from labkit.errors import (
+    IdempotencyConflict,
+    PermanentError,
+    ResponseLost,
+    SimulatedCrash,
+    TransientError,
+)
 from labkit.explore.boundaries import Tracer
 from labkit.grading.checks import run_with_timeout
 from labkit.grading.exercises.common import fresh_state, need, outcome
@@ -53,6 +59,7 @@ from labkit.grading.exercises.tracing import (
 from labkit.grading.exercises.wallclock import RETRY_S, clock_moved, to_year_end
 from labkit.grading.stub import is_stub_text
 from labkit.world import World
+from labkit.world.services import IdempotencyKeyReused
 
 #: The real ``sqlite3.connect``, taken when this module is imported (before a sweep's
 #: child wraps it to watch every connection): the world's file is opened with it.
@@ -137,23 +144,36 @@ class CardDeclined(PermanentError):
     (Stripe's ``CardError``), no ``IdempotencyConflict``."""
 
 
+class RequestMismatch(IdempotencyKeyReused):
+    """A key conflict as a payment library words it: an ``IdempotencyKeyReused`` (so an
+    ``IdempotencyConflict``) whose message names neither idempotency nor parameters."""
+
+
 class _Restated:
     """The payment API whose refusals for good (``PermanentError``) come with another
     status, text and class: a card declined (402, ``CardDeclined``), as Stripe says it,
-    not the world's 400."""
+    not the world's 400, its message naming the request's Idempotency-Key; a key
+    conflict (``RequestMismatch``) in words of its own. Only the class tells them apart."""
 
     def __init__(self, payments: Any, status: int) -> None:
         self._payments, self._status = payments, status
 
     def charge(self, *args: Any, **kwargs: Any) -> Any:
+        key = kwargs.get("idempotency_key", kwargs.get("key"))
         try:
             return self._payments.charge(*args, **kwargs)
+        except IdempotencyConflict:
+            raise RequestMismatch(
+                f"400 from payments: this request does not match the first one sent under "
+                f"{key!r}; nothing charged",
+                status=400,
+            ) from None
         except PermanentError as exc:
             if type(exc) is not PermanentError:
                 raise
             raise CardDeclined(
-                f"{self._status} from payments: card_declined (insufficient funds); nothing "
-                "charged",
+                f"{self._status} from payments: card_declined (insufficient funds) for the "
+                f"request with Idempotency-Key {key!r}; nothing charged",
                 status=self._status,
             ) from None
 
