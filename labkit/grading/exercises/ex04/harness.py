@@ -19,6 +19,7 @@ from http import HTTPStatus
 from typing import Any
 
 from labkit.errors import IdempotencyConflict, PayloadError, PermanentError, TransientError
+from labkit.grading.exercises import linesteps
 from labkit.grading.exercises.common import fresh_state, need, outcome
 from labkit.grading.exercises.described import ERRORS, build_error
 from labkit.grading.exercises.wallclock import in_time_zone
@@ -213,37 +214,6 @@ def next_delays_in_zone(
         return next_delays(values, calls)
 
 
-#: How long the second thread may take, while the first waits, before it counts as blocked
-#: by the first's lock (a lock held across the call is the serialization working: the first
-#: is then let go). The student's functions take microseconds: this is slack, not a bet.
-INTERLEAVE_GRACE_S = 0.05
-#: How long any one thread may take at all before the schedule is reported as hung.
-INTERLEAVE_HANG_S = 5.0
-
-
-def _student_files(values: MutableMapping[str, Any]) -> set[str]:
-    """The files of the student's own functions (the notebook's cells), not labkit's or
-    the standard library's: the lines a stopped thread counts."""
-    import sysconfig
-    import types
-    from pathlib import Path
-
-    import labkit
-
-    skip = [str(Path(labkit.__file__).parent)]
-    skip += [p for p in {sysconfig.get_path("stdlib"), sysconfig.get_path("purelib")} if p]
-    files = set()
-    for value in list(values.values()):
-        funcs = [value] if isinstance(value, types.FunctionType) else []
-        if isinstance(value, type):
-            funcs = [v for v in vars(value).values() if isinstance(v, types.FunctionType)]
-        for func in funcs:
-            name = func.__code__.co_filename
-            if not any(name.startswith(prefix) for prefix in skip):
-                files.add(name)
-    return files
-
-
 def _one_call(values: MutableMapping[str, Any], call: dict[str, Any]) -> Any:
     """A thunk for one described call: ``backoff`` or ``next_delay`` on a fresh
     ``Random(seed)`` (and error), built when the thunk runs."""
@@ -265,85 +235,11 @@ def interleaved(
     second: dict[str, Any],
     limit: int = 40,
 ) -> dict[str, Any]:
-    """Two calls, each in a thread of its own, one schedule per stop: ``first`` stopped
-    after its line ``k`` of the student's code (k = 1, 2, ... up to ``limit``) while
-    ``second`` runs whole, then let go. Every interleaving of one preemption, in order,
-    so module-level state written before the stop and read after it shows, whatever the
-    machine's timing.
-
-    A call is ``{"fn": "backoff", "n", "seed", "base", "cap"}`` or ``{"fn":
-    "next_delay", "error", "attempt", "seed", "kwargs"}``. Returns ``{"alone": [first,
-    second], "count": lines of first alone, "schedules": [{"after", "stopped",
-    "blocked", "first", "second"}]}``, each call's result an outcome (or ``{"hung":
-    True}``).
-    """
-    import sys
-    import threading
-
-    files = _student_files(values)
-
-    def in_thread(run: Any, stop_at: int | None, paused: Any, go: Any) -> dict[str, Any]:
-        box: dict[str, Any] = {"lines": 0}
-
-        def local(frame: Any, event: str, arg: Any) -> Any:
-            if event == "line":
-                box["lines"] += 1
-                if box["lines"] == stop_at:
-                    paused.set()
-                    go.wait(INTERLEAVE_HANG_S)
-            return local
-
-        def tracer(frame: Any, event: str, arg: Any) -> Any:
-            return local if frame.f_code.co_filename in files else None
-
-        def target() -> None:
-            if stop_at is not None:
-                sys.settrace(tracer)
-            try:
-                box["result"] = run()
-            except BaseException as exc:  # noqa: BLE001 - the stub, raised again below
-                box["stub"] = exc
-            finally:
-                sys.settrace(None)
-                paused.set()
-
-        box["thread"] = threading.Thread(target=target, daemon=True)
-        box["thread"].start()
-        return box
-
-    def ended(box: dict[str, Any]) -> dict[str, Any]:
-        box["thread"].join(INTERLEAVE_HANG_S)
-        if "stub" in box:
-            raise box["stub"]
-        if box["thread"].is_alive() or "result" not in box:
-            return {"hung": True}
-        return dict(box["result"])
-
-    with fresh_state(values):
-        probe = in_thread(_one_call(values, first), 10**9, threading.Event(), threading.Event())
-        alone_first = ended(probe)
-    with fresh_state(values):
-        alone_second = ended(
-            in_thread(_one_call(values, second), None, threading.Event(), threading.Event())
-        )
-    schedules = []
-    for stop in range(1, min(probe["lines"], limit) + 1):
-        with fresh_state(values):
-            paused, go = threading.Event(), threading.Event()
-            one = in_thread(_one_call(values, first), stop, paused, go)
-            paused.wait(INTERLEAVE_HANG_S)
-            stopped = one["thread"].is_alive() and "result" not in one
-            other = in_thread(_one_call(values, second), None, threading.Event(), threading.Event())
-            other["thread"].join(INTERLEAVE_GRACE_S if stopped else INTERLEAVE_HANG_S)
-            blocked = other["thread"].is_alive()
-            go.set()
-            schedules.append(
-                {
-                    "after": stop,
-                    "stopped": stopped,
-                    "blocked": blocked,
-                    "first": ended(one),
-                    "second": ended(other),
-                }
-            )
-    return {"alone": [alone_first, alone_second], "count": probe["lines"], "schedules": schedules}
+    """Two described calls raced line by line (``linesteps.interleaved``): ``first``
+    stopped after each of its lines of the student's code in turn while ``second`` runs
+    whole. A call is ``{"fn": "backoff", "n", "seed", "base", "cap"}`` or ``{"fn":
+    "next_delay", "error", "attempt", "seed", "kwargs"}``; each result an outcome (or
+    ``{"hung": True}``)."""
+    return linesteps.interleaved(
+        values, _one_call(values, first), _one_call(values, second), limit
+    )
