@@ -105,6 +105,19 @@ def oldest_due_first(ns: Namespace) -> None:
         ).format(sooner=nine, later=ten),
         got,
     )
+    # A millionth of a second apart: run_after is not rounded (ROUND(run_after, 3)) to sort.
+    (later, sooner), got = _claimed_in_turn(
+        ns, dict(key="a:1:v1", run_after=10.000002), dict(key="a:2:v1", run_after=10.000001)
+    )
+    expect(
+        got == [sooner, later],
+        _(
+            "job {sooner} (due at 10.000001) then job {later} (due at 10.000002): run_after "
+            "sorts as it is, never rounded"
+        ).format(sooner=sooner, later=later),
+        got,
+        _("ORDER BY run_after, id on the column itself: no ROUND, no CAST"),
+    )
     # Two jobs due at the same instant: the smaller id first, whatever their keys, kinds
     # and queues say (ORDER BY run_after, key, length(key), kind or queue takes the other).
     (first, second), got = _claimed_in_turn(
@@ -426,8 +439,8 @@ def a_claim_killed_midway_comes_back(ns: Namespace) -> None:
 
 
 #: Finished jobs before the one ready job: more than any page a claim might scan (a LIMIT
-#: of 100, 500 or 1000 rows before the ready filter).
-LONG_TABLE = 2500
+#: of 100, 500, 1000, 5000 or 10000 rows before the ready filter).
+LONG_TABLE = 10_500
 
 
 @CHECKS.add(
@@ -730,6 +743,44 @@ def lease_tokens_do_not_repeat_over_thousands_of_claims(ns: Namespace) -> None:
         ),
     )
     _tokens_at_one_instant(ns)
+    _tokens_in_one_tick(ns)
+
+
+#: Claims of one job within one tick of the clock: a token made of the time (time_ns(),
+#: time.time(), perf_counter()) gives the same one at each.
+TICK_CLAIMS = 50
+
+
+def _tokens_in_one_tick(ns: Namespace) -> None:
+    """The same job claimed again and again, a redrive before each, within one tick of
+    the machine's clocks (every clock reads the same instant, as a coarse clock does for
+    claims that follow each other fast, or one that NTP stepped back): a token made of the
+    time repeats; one drawn from randomness does not."""
+    with lab_file(ns) as (conn, path):
+        job_id = add_job(conn, "mail:1:send:v1")
+        run = ns.harness(HARNESS + "claim_tokens_in_one_tick", str(path), TICK_CLAIMS, 600.0, 30.0)
+    tokens = run["tokens"]
+    if "raised" in run or None in tokens:
+        return  # the run of claims over time above judges a claim that fails
+    repeated = sorted((t for t, n in Counter(tokens).items() if n > 1), key=str)
+    expect(
+        not repeated,
+        _(
+            "{count} different lease tokens for {count} claims of job {job_id}, each after a "
+            "redrive, all within one tick of the clock (time.time(), time_ns(), "
+            "perf_counter() and datetime.now() read the same instant at each, as a coarse "
+            "clock does)"
+        ).format(count=TICK_CLAIMS, job_id=job_id),
+        _("{distinct} different tokens; repeated: {repeated}").format(
+            distinct=len(set(tokens)), repeated=", ".join(map(repr, repeated[:3]))
+        ),
+        _(
+            "a token made of the time (time_ns(), time.time(), a timestamp with the worker's "
+            "name) repeats when two claims fall in one tick of the clock, or when the clock "
+            "steps back: draw it from randomness, lower(hex(randomblob(16))), "
+            "secrets.token_hex(16) or uuid.uuid4()"
+        ),
+    )
 
 
 #: Claims of one job at one instant, each after a redrive put it back at attempt 0: a
@@ -1016,6 +1067,28 @@ def an_old_job_behind_many_newer_ones_is_claimed(ns: Namespace) -> None:
             # decades ago by the clock, so a window of any length on run_after skips it.
             default = add_job(conn, f"mail:{_EX03_NEWER + 1}:send:v1")
             again = _claim(ns, path, "w1", now, 30.0)
+            # A worker that died before a long outage (its lease expired years ago), and a
+            # retry due over a year ago: ready all the same, the orphan due first.
+            years = rng.randint(2, 5)
+            orphan = add_job(
+                conn,
+                f"mail:{_EX03_NEWER + 2}:send:v1",
+                state="running",
+                attempt=1,
+                run_after=now - years * 366 * 86_400,
+                lease_owner="crashed",
+                lease_until=now - years * 365 * 86_400,
+                lease_token="old",
+                updated_at=now - years * 365 * 86_400,
+            )
+            retry = add_job(
+                conn,
+                f"mail:{_EX03_NEWER + 3}:send:v1",
+                state="retry_wait",
+                attempt=1,
+                run_after=now - 400 * 86_400,
+            )
+            late = [_claim(ns, path, "w1", now, 30.0) for _n in range(2)]
         expect(
             (got or {}).get("id") == old,
             _(
@@ -1039,6 +1112,20 @@ def an_old_job_behind_many_newer_ones_is_claimed(ns: Namespace) -> None:
                 "a job is ready once run_after <= :now, however long ago: no window on "
                 "run_after (run_after > :now - 365 days skips every job enqueued with "
                 "run_after 0, the table's default)"
+            ),
+        )
+        expect(
+            [(row or {}).get("id") for row in late] == [orphan, retry],
+            _(
+                "job {orphan} (running, its worker dead: the lease expired {years} years ago) "
+                "then job {retry} (retry_wait, due 400 days ago) claimed at now={now!r}"
+            ).format(orphan=orphan, years=years, retry=retry, now=now),
+            ", ".join(_ex03_said(row) for row in late),
+            _(
+                "an expired lease is ready however long ago it ended, and a retry however "
+                "long ago it fell due: no window on lease_until or run_after (lease_until > "
+                ":now - 365 days leaves a job whose worker died before an outage running "
+                "forever)"
             ),
         )
 
@@ -1323,3 +1410,83 @@ def a_locked_database_is_not_an_empty_queue(ns: Namespace) -> None:
             "statement again"
         ),
     )
+
+
+#: Keys that differ from the chosen job's (mail_digest:N:send:v1) only where a LIKE
+#: pattern or a comparison without case does not look: capitals, and the '_' that LIKE
+#: reads as any one character.
+_EX03_LOOKALIKES = ("Mail_Digest:{n}:send:v1", "mail-digest:{n}:send:v1", "MAIL.DIGEST:{n}:send:v1")
+
+
+@CHECKS.add(
+    2,
+    "take the one job you chose, by its id (WHERE id = (SELECT id ...)): a claim that "
+    "finds its row again by key with LIKE, or without case, also takes jobs whose keys "
+    "only look alike (a '_' in a key matches any character, LIKE ignores case), a job "
+    "another worker holds or one already done among them",
+    severe=True,
+)
+def a_claim_takes_only_the_job_it_chose(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        rng = _ex03_scene("lookalike", seed)
+        now = float(rng.randrange(10_000, 2_000_000_000)) + 0.5
+        n = rng.randrange(1, 1000)
+        with lab_file(ns) as (conn, path):
+            chosen = add_job(conn, f"mail_digest:{n}:send:v1", run_after=now - 60)
+            held = add_job(
+                conn,
+                _EX03_LOOKALIKES[0].format(n=n),
+                state="running",
+                attempt=1,
+                run_after=now - 120,
+                lease_owner="w9",
+                lease_until=now + 600,
+                lease_token="live-w9",
+                updated_at=now - 30,
+            )
+            done = add_job(
+                conn,
+                _EX03_LOOKALIKES[1].format(n=n),
+                state="succeeded",
+                attempt=1,
+                run_after=now - 300,
+                lease_owner="w8",
+                lease_until=now - 200,
+                lease_token="old-w8",
+                updated_at=now - 250,
+            )
+            later = add_job(conn, _EX03_LOOKALIKES[2].format(n=n), run_after=now + 3600)
+            before = {j["id"]: j for j in all_jobs(conn)}
+            got = _claim(ns, path, "w1", now, 30.0)
+            after = {j["id"]: j for j in all_jobs(conn)}
+        changed = [
+            _("job {job_id} ({key}, was {state}) is now {new_state}, leased to {owner}").format(
+                job_id=job_id,
+                key=repr(before[job_id]["key"]),
+                state=before[job_id]["state"],
+                new_state=after[job_id]["state"],
+                owner=repr(after[job_id]["lease_owner"]),
+            )
+            for job_id in (held, done, later)
+            if after[job_id] != before[job_id]
+        ]
+        expect(
+            (got or {}).get("id") == chosen and not changed,
+            _(
+                "job {chosen} ({key}) claimed at now={now!r}, and only it: jobs {held} (held "
+                "by w9), {done} (succeeded) and {later} (due in an hour), whose keys only look "
+                "alike, left as they were"
+            ).format(
+                chosen=chosen,
+                key=repr(before[chosen]["key"]),
+                now=now,
+                held=held,
+                done=done,
+                later=later,
+            ),
+            "; ".join(changed) or _ex03_said(got),
+            _(
+                "UPDATE jobs ... WHERE id = (SELECT id ... LIMIT 1): the id, compared with =, "
+                "never a key matched with LIKE, lower() or COLLATE NOCASE"
+            ),
+        )

@@ -3040,6 +3040,199 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
     """,
     ),
+    (
+        "ex03",
+        "the claimed job found again by key with LIKE (a '_' in a key matches any character)",
+        "a_claim_takes_only_the_job_it_chose",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                " WHERE key LIKE (SELECT key FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "SELECT in BEGIN IMMEDIATE, then UPDATE ... WHERE key LIKE the key read",
+        "a_claim_takes_only_the_job_it_chose",
+        """
+        def claim(conn, worker, now, lease_s):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                found = conn.execute(
+                    "SELECT key FROM jobs WHERE"
+                    " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                    " OR (state = 'running' AND lease_until <= :now)"
+                    " ORDER BY run_after, id LIMIT 1",
+                    {"now": now},
+                ).fetchone()
+                row = None
+                if found is not None:
+                    row = conn.execute(
+                        "UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                        " lease_owner = :worker, lease_until = :now + :lease_s,"
+                        " lease_token = lower(hex(randomblob(16))), updated_at = :now"
+                        " WHERE key LIKE :key RETURNING *",
+                        {"worker": worker, "now": now, "lease_s": lease_s, "key": found[0]},
+                    ).fetchone()
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "the ready job chosen among the first 5000 rows only (a bigger page of the table)",
+        "a_long_table_still_gives_its_ready_job",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM (SELECT * FROM jobs ORDER BY id LIMIT 5000) WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "jobs sorted by run_after rounded to the millisecond (ORDER BY round(run_after, 3), id)",
+        "oldest_due_first",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY round(run_after, 3), id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "an expired lease ignored once it ended over a year ago (lease_until > now - 365 days)",
+        "an_old_job_behind_many_newer_ones_is_claimed",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now"
+                " AND lease_until > :now - 365 * 86400)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "a retry overdue by over a week skipped as stale (retry_wait, run_after > now - 7 days)",
+        "an_old_job_behind_many_newer_ones_is_claimed",
+        """
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state = 'pending' AND run_after <= :now)"
+                " OR (state = 'retry_wait' AND run_after <= :now AND run_after > :now - 604800)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "the lease token from the clock (str(time.time_ns())): the same within one tick",
+        "lease_tokens_do_not_repeat_over_thousands_of_claims",
+        """
+        import time
+
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = :token,"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s, "token": str(time.time_ns())},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "the lease token from the worker's name and time.time(): the same within one tick",
+        "lease_tokens_do_not_repeat_over_thousands_of_claims",
+        """
+        import time
+
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = :token,"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s,
+                 "token": f"{worker}-{time.time()!r}"},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "the lease token from datetime.now().isoformat() and the worker: the same within one tick",
+        "lease_tokens_do_not_repeat_over_thousands_of_claims",
+        """
+        from datetime import datetime
+
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = :token,"
+                " updated_at = :now"
+                " WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now)"
+                " ORDER BY run_after, id LIMIT 1) RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s,
+                 "token": f"{worker}:{datetime.now().isoformat()}"},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 
@@ -3199,10 +3392,10 @@ SAYS: dict[str, str] = {
         "restarted in a new process under the same name"
     ),
     "the ready job chosen among the first 100 rows only (LIMIT before the filter)": (
-        "after 2500 succeeded jobs"
+        "succeeded jobs in the table"
     ),
     "the ready job chosen among the first 500 rows only (a page of the table)": (
-        "after 2500 succeeded jobs"
+        "succeeded jobs in the table"
     ),
     "claim answers None when the database raises (sqlite3.Error swallowed)": "no such table: jobs",
     "a running job leased to the claiming worker's name taken back whatever its lease": (
@@ -3361,6 +3554,33 @@ SAYS: dict[str, str] = {
     "an expired lease reclaimed only while attempt <= max_attempts (a lowered budget: stuck)": (
         "whose worker died on attempt 4 with max_attempts lowered to 3"
     ),
+    "the claimed job found again by key with LIKE (a '_' in a key matches any character)": (
+        "whose keys only look alike"
+    ),
+    "SELECT in BEGIN IMMEDIATE, then UPDATE ... WHERE key LIKE the key read": (
+        "whose keys only look alike"
+    ),
+    "the ready job chosen among the first 5000 rows only (a bigger page of the table)": (
+        "succeeded jobs in the table"
+    ),
+    "jobs sorted by run_after rounded to the millisecond (ORDER BY round(run_after, 3), id)": (
+        "never rounded"
+    ),
+    "an expired lease ignored once it ended over a year ago (lease_until > now - 365 days)": (
+        "the lease expired"
+    ),
+    "a retry overdue by over a week skipped as stale (retry_wait, run_after > now - 7 days)": (
+        "retry_wait, due 400 days ago"
+    ),
+    "the lease token from the clock (str(time.time_ns())): the same within one tick": (
+        "within one tick of the clock"
+    ),
+    "the lease token from the worker's name and time.time(): the same within one tick": (
+        "within one tick of the clock"
+    ),
+    "the lease token from datetime.now().isoformat() and the worker: the same within one tick": (
+        "within one tick of the clock"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -3430,6 +3650,14 @@ SEVERE = [
     "an expired lease reclaimed only while attempt <= max_attempts (a lowered budget: stuck)",
     "an expired lease at its last attempt marked dead, and returned to the worker all the same",
     "any job past its budget marked dead by the claim, and returned all the same",
+    "the claimed job found again by key with LIKE (a '_' in a key matches any character)",
+    "SELECT in BEGIN IMMEDIATE, then UPDATE ... WHERE key LIKE the key read",
+    "the ready job chosen among the first 5000 rows only (a bigger page of the table)",
+    "an expired lease ignored once it ended over a year ago (lease_until > now - 365 days)",
+    "a retry overdue by over a week skipped as stale (retry_wait, run_after > now - 7 days)",
+    "the lease token from the clock (str(time.time_ns())): the same within one tick",
+    "the lease token from the worker's name and time.time(): the same within one tick",
+    "the lease token from datetime.now().isoformat() and the worker: the same within one tick",
 ]
 
 
@@ -3813,8 +4041,20 @@ def claim(conn, worker, now, lease_s):
             ("secrets", "str(secrets.randbits(128))"),
             # 64 bits in base64: the fewest the hints allow, read as about 64 from the text.
             ("secrets", "secrets.token_urlsafe(8)"),
+            # Time-based, yet unique within one tick of the clock: uuid1 counts on.
+            ("uuid", "uuid.uuid1().hex"),
+            ("secrets", "f'{__import__(\"time\").time_ns()}-{secrets.token_hex(8)}'"),
         )
     ],
+    (
+        "the job chosen and taken by its key, compared with = (key is UNIQUE)",
+        "a_claim_takes_only_the_job_it_chose",
+        _claim_with(
+            _CLAIM_SQL.format(pick=f"= ({_READY})").replace(
+                "WHERE id = (SELECT id", "WHERE key = (SELECT key"
+            )
+        ),
+    ),
 ]
 
 
