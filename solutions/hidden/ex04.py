@@ -15,6 +15,7 @@ from labkit.grading.exercises.ex04.policy import (
     HARNESS,
     REFUSED,
     _number,
+    _results,
     delays,
     delays_for,
     draws,
@@ -226,33 +227,35 @@ def retries_happen_at_real_times(ns: Namespace) -> None:
     )
     # A long-lived worker: a hundred jobs one after another in one process, each failing
     # attempts 1 to 4 on a refused connection, then one operation whose read timed out on
-    # its first attempt, run six times under its key (re-enqueued after each run). Each
-    # call is judged by its own arguments: a budget kept between calls (a count of retries
-    # in the process, or per key) never retries the later jobs again.
+    # its first attempt, run six times under its key (re-enqueued an hour after each run,
+    # each run with its own started_at), then 300 jobs refused at the same instant (a
+    # dependency down for everyone at once). Each call is judged by its own arguments: a
+    # budget kept between calls (a count of retries in the process, per key, or per minute)
+    # or a start kept per key never retries the later jobs again.
     key = "billing:42:charge:v1"
     timeout = {"type": "TimeoutError", "message": "read timed out"}
     steps = [("job", job, attempt) for job in range(100) for attempt in (1, 2, 3, 4)]
     steps += [("run", run, 1) for run in range(6)]
-    got = delays_for(
-        ns,
-        [
-            (REFUSED, attempt, {"started_at": start + 10.0 * job, "now": start + 10.0 * job})
-            if kind == "job"
-            else (
-                timeout,
-                attempt,
-                {"started_at": start + 2000.0, "now": start + 2000.0, "idempotency_key": key},
-            )
-            for kind, job, attempt in steps
-        ],
-    )
+    steps += [("burst", job, 1) for job in range(300)]
+
+    def call(kind: str, job: int, attempt: int) -> tuple[dict[str, Any], int, dict[str, Any]]:
+        if kind == "job":
+            at = start + 10.0 * job
+            return REFUSED, attempt, {"started_at": at, "now": at}
+        if kind == "run":
+            at = start + 2000.0 + 3600.0 * job
+            return timeout, attempt, {"started_at": at, "now": at, "idempotency_key": key}
+        return REFUSED, attempt, {"started_at": start + 30_000.0, "now": start + 30_000.0}
+
+    got = delays_for(ns, [call(*step) for step in steps])
+    names = {
+        "job": _("job {number}"),
+        "run": _("run {number} under the key"),
+        "burst": _("job {number} of the 300 refused at once"),
+    }
     stopped = [
         _("{delay!r} for attempt {attempt} of {what}").format(
-            delay=d,
-            attempt=attempt,
-            what=_("job {number}").format(number=job + 1)
-            if kind == "job"
-            else _("run {number} under the key").format(number=job + 1),
+            delay=d, attempt=attempt, what=names[kind].format(number=job + 1)
         )
         for (kind, job, attempt), d in zip(steps, got, strict=True)
         if not (_number(d) and 0 <= d <= 60)
@@ -261,15 +264,17 @@ def retries_happen_at_real_times(ns: Namespace) -> None:
         not stopped,
         _(
             "in one process, a delay after each of attempts 1 to 4 of 100 jobs failing on a "
-            "refused connection, and after attempt 1 of a read timeout under the key {key!r} "
-            "in each of six runs (re-enqueued after each)"
+            "refused connection, after attempt 1 of a read timeout under the key {key!r} "
+            "in each of six runs (re-enqueued an hour after each, each run started anew), and "
+            "after attempt 1 of each of 300 jobs refused at the same instant"
         ).format(key=key),
         _("{count} without one, e.g. {examples}").format(
             count=len(stopped), examples="; ".join(stopped[:3])
         ),
         _(
             "decide from this call's arguments alone: a count of retries kept between calls "
-            "(a budget for the process, a count per key) stops retrying every job after it"
+            "(a budget for the process, per key or per minute) or a start kept per key stops "
+            "retrying every job after it"
         ),
     )
     # A Retry-After parsed with float() from a header saying "nan": max(nan, delay) is nan,
@@ -370,7 +375,8 @@ def classify_judges_the_error_itself(ns: Namespace) -> None:
     "next_delay judges the error it is given, as classify does: a lost answer or a 502 "
     "raised from (or inside the handler of) a ConnectionRefusedError may still have "
     "charged, so without an idempotency_key it gets None; a TransientError raised from a "
-    "ValueError is still retried (no walk down __cause__ or __context__ in next_delay)",
+    "ValueError is still retried (no walk down __cause__ or __context__ in next_delay); and "
+    "a number in a read timeout's or a reset's message is no status: still maybe_done",
     severe=True,
 )
 def next_delay_judges_the_error_itself(ns: Namespace) -> None:
@@ -391,6 +397,14 @@ def next_delay_judges_the_error_itself(ns: Namespace) -> None:
         ),
         _("a read timeout raised inside `except ConnectionRefusedError`"): (
             {"type": "TimeoutError", "context": refused},
+            False,
+        ),
+        _("a read timeout whose message says 'after 429 ms'"): (
+            {"type": "TimeoutError", "message": "read timed out after 429 ms"},
+            False,
+        ),
+        _("a connection reset whose message names a 503 proxy"): (
+            {"type": "ConnectionResetError", "message": "reset by the 503 proxy"},
             False,
         ),
         _("a TransientError raised from a ValueError"): (
@@ -581,50 +595,78 @@ def retry_after_is_seconds_whatever_its_size(ns: Namespace) -> None:
 FAR_NOW = 4_102_444_800.0
 
 
+#: The same instant in a zone west of UTC, with no daylight saving (POSIX, no database
+#: needed): a date read as local time there is three hours late.
+WEST = "<-03>3"
+
+
 @CHECKS.add(
     1,
-    "a Retry-After given as text, as the header's raw value ('120', an HTTP-date, 'soon', "
-    "an empty one), neither raises nor decides alone: next_delay returns a number of "
-    "seconds, the backoff draw or the wait the header gives counted from now",
+    "a Retry-After given as text, as the header's raw value ('120', '7200', an HTTP-date "
+    "ahead or already past, 'soon', an empty one), neither raises nor decides alone: "
+    "next_delay returns the backoff draw, or the wait the header gives counted from now, "
+    "in seconds, in any time zone; an unreadable one or a date already past leaves the "
+    "draw as it is",
 )
 def text_retry_after_is_read_or_left(ns: Namespace) -> None:
     import email.utils
 
-    texts = {
-        "'120'": "120",
-        _("an HTTP-date 120 s after now"): email.utils.formatdate(FAR_NOW + 120, usegmt=True),
-        "'soon'": "soon",
-        "''": "",
+    now = FAR_NOW + 43_210.0  # not midnight: no date that reads as a time of day
+    # What each header gives: the wait it asks for (the draw also stands, for code that
+    # reads no text), or None, the draw itself and nothing else.
+    texts: dict[str, tuple[str, float | None]] = {
+        "'120'": ("120", 120.0),
+        "'7200'": ("7200", 7200.0),
+        _("an HTTP-date 120 s after now"): (
+            email.utils.formatdate(now + 120, usegmt=True),
+            120.0,
+        ),
+        _("an HTTP-date 1800 s before now"): (
+            email.utils.formatdate(now - 1800, usegmt=True),
+            None,
+        ),
+        "'soon'": ("soon", None),
+        "''": ("", None),
     }
-    kwargs = {"started_at": FAR_NOW - 10.0, "now": FAR_NOW, "deadline": 3600.0}
+    kwargs = {"started_at": now - 10.0, "now": now, "deadline": 86_400.0}
     calls = [
         {"error": http(503, text), "attempt": 2, "seed": DELAY_SEED, "kwargs": kwargs}
-        for text in texts.values()
+        for text, _wait in texts.values()
     ]
-    # Read here, not through delays_for: an exception is this check's finding, named.
-    results = [result for [result] in ns.harness(HARNESS + "next_delays", calls)]
-    wrong = [
-        _("{said} for Retry-After {text}").format(
-            said=raised_text(r) if "raised" in r else repr(r["returned"]), text=name
-        )
-        for name, r in zip(texts, results, strict=True)
-        if "raised" in r
-        or not (
-            _number(r["returned"]) and math.isfinite(r["returned"]) and 0 <= r["returned"] <= 120
-        )
-    ]
+    [draw] = draws(ns, 1, DELAY_SEED, 1.0, 60.0, 1)
+    wrong: list[str] = []
+    for zone in ("UTC0", WEST):
+        # Read here, not through delays_for: an exception is this check's finding, named.
+        results = [result for [result] in ns.harness(HARNESS + "next_delays_in_zone", calls, zone)]
+        for name, (_text, wait), r in zip(texts, texts.values(), results, strict=True):
+            got = r.get("returned")
+            fine = (
+                "raised" not in r
+                and _number(got)
+                and (abs(got - draw) < 1e-9 or (wait is not None and abs(got - wait) < 1e-6))
+            )
+            if not fine:
+                said = raised_text(r) if "raised" in r else repr(got)
+                wrong.append(
+                    _("{said} for Retry-After {text} (TZ={zone})").format(
+                        said=said, text=name, zone=zone
+                    )
+                )
     expect(
         not wrong,
         _(
-            "after attempt 2 of a 503 whose Retry-After is text ({texts}), 10 s into a 3600 s "
-            "deadline: a number of seconds from 0 to 120 for each (the backoff draw, or the "
-            "wait the header gives counted from now), never None, text or an exception"
-        ).format(texts=", ".join(texts)),
-        "; ".join(wrong),
+            "after attempt 2 of a 503 whose Retry-After is text ({texts}), 10 s into a "
+            "86400 s deadline: the backoff draw {draw:.4f} for each, or the wait the header "
+            "asks for counted from now (120 s, 7200 s, 120 s); the draw for 'soon', '' and the "
+            "date already past; never None, text or an exception, in UTC as in UTC-3"
+        ).format(texts=", ".join(texts), draw=draw),
+        "; ".join(wrong[:4]),
         _(
             "compare retry_after with the draw only when it is a number (isinstance(..., "
-            "(int, float))); if you read text, a number of seconds or an HTTP-date counted "
-            "from now, and anything unreadable leaves the draw as it is"
+            "(int, float))); if you read text, a number of seconds, or an HTTP-date minus now "
+            "(email.utils.parsedate_to_datetime(text).timestamp() - now: a date is UTC, never "
+            "local time as time.mktime or a naive datetime reads it), and anything unreadable "
+            "or past leaves the draw as it is"
         ),
     )
 
@@ -926,5 +968,219 @@ def classify_unnamed_os_errors(ns: Namespace) -> None:
         _(
             "rule 4 names ConnectionRefusedError, TimeoutError and ConnectionError only: any "
             "other OSError is everything else (rule 5), whatever its errno"
+        ),
+    )
+
+
+@CHECKS.add(
+    1,
+    "each call uses its own settings, in one process: backoff's ceiling is min(cap, base * "
+    "2**n) for the base and cap of this call (zero included: a cap or a base of 0 is no "
+    "wait), and next_delay's max_attempts, deadline, base and cap are the ones it is given "
+    "(no policy built once from the first call, no ceiling kept per n)",
+)
+def each_call_uses_its_own_settings(ns: Namespace) -> None:
+    # backoff(5, ...) with five settings in a row, in one process: a ceiling memoised by n
+    # alone, or a policy object made at the first call, keeps the first one's.
+    settings = [(1.0, 60.0), (1.0, 4.0), (0.01, 60.0), (10.0, 300.0), (1.0, 0.0), (0.0, 60.0)]
+    results = ns.harness(
+        HARNESS + "backoff_draws", [[5, SEED, base, cap, 40] for base, cap in settings]
+    )
+    wrong: list[str] = []
+    for (base, cap), result in zip(settings, results, strict=True):
+        ceiling = min(cap, base * 2.0**5)
+        words = _("backoff(5, rng, base={base:g}, cap={cap:g})").format(base=base, cap=cap)
+        if "raised" in result:
+            wrong.append(_("{call} {said}").format(call=words, said=raised_text(result)))
+            continue
+        got = result["returned"]
+        fine = all(_number(d) and 0 <= d <= ceiling * (1 + 1e-9) for d in got) and (
+            max(got) > ceiling / 2 if ceiling > 0 else all(d == 0 for d in got)
+        )
+        if not fine:
+            wrong.append(
+                _("{call} drew up to {highest!r} (ceiling {ceiling:g})").format(
+                    call=words,
+                    highest=max(got, key=lambda d: d if _number(d) else 0),
+                    ceiling=ceiling,
+                )
+            )
+    expect(
+        not wrong,
+        _(
+            "in one process, backoff(5, rng) with base and cap (1, 60), (1, 4), (0.01, 60), "
+            "(10, 300), (1, 0) and (0, 60) in a row: delays within [0, ceiling] reaching "
+            "above half of it, ceilings 32, 4, 0.32, 300, then 0 and 0 (no wait)"
+        ),
+        "; ".join(wrong[:3]),
+        _(
+            "compute the ceiling from this call's base and cap, every call: nothing kept per n "
+            "between calls, and a cap or base of 0 is 0 (cap or 60.0 turns it into the default)"
+        ),
+    )
+    # next_delay with other settings call after call, in one process.
+    wide = {"started_at": 0.0, "now": 0.0, "deadline": 1e9}
+    late = {"started_at": 0.0, "now": 250.0}
+    cases: list[tuple[str, tuple[dict[str, Any], int, dict[str, Any]], Any]] = [
+        (
+            _("attempt 2 of 2 of a refused connection"),
+            (REFUSED, 2, {**wide, "max_attempts": 2}),
+            None,
+        ),
+        (
+            _("attempt 2 of 9"),
+            (REFUSED, 2, {**wide, "max_attempts": 9}),
+            draws(ns, 1, DELAY_SEED, 1.0, 60.0, 1)[0],
+        ),
+        (_("attempt 4 of 3"), (REFUSED, 4, {**wide, "max_attempts": 3}), None),
+        (
+            _("a 429 with Retry-After 120 at 250 s into a 600 s deadline"),
+            (http(429, 120), 1, {**late, "deadline": 600.0}),
+            120,
+        ),
+        (
+            _("a 429 with Retry-After 120 at 250 s into a 300 s deadline"),
+            (http(429, 120), 1, {**late, "deadline": 300.0}),
+            None,
+        ),
+        (
+            _("attempt 3 with base=0.5, cap=1"),
+            (REFUSED, 3, {**wide, "base": 0.5, "cap": 1.0}),
+            draws(ns, 2, DELAY_SEED, 0.5, 1.0, 1)[0],
+        ),
+        (_("attempt 3 with base=0"), (REFUSED, 3, {**wide, "base": 0.0}), 0.0),
+        (_("attempt 3 with cap=0"), (REFUSED, 3, {**wide, "cap": 0.0}), 0.0),
+        (
+            _("attempt 3 with base=3, cap=900"),
+            (REFUSED, 3, {**wide, "base": 3.0, "cap": 900.0}),
+            draws(ns, 2, DELAY_SEED, 3.0, 900.0, 1)[0],
+        ),
+    ]
+    got = delays_for(ns, [case for _name, case, _want in cases])
+    wrong = [
+        _("{got!r} for {case} (want {want!r})").format(got=g, case=name, want=want)
+        for (name, _case, want), g in zip(cases, got, strict=True)
+        if not (g is None and want is None or _number(g) and want is not None and g == want)
+    ]
+    expect(
+        not wrong,
+        _("in one process, call after call, what each call's own settings give: {cases}").format(
+            cases="; ".join(
+                _("{want} for {case}").format(
+                    want="None" if want is None else f"{want:.4g}", case=name
+                )
+                for name, _case, want in cases
+            )
+        ),
+        "; ".join(wrong[:3]),
+        _(
+            "read max_attempts, deadline, base and cap from each call's arguments: a policy "
+            "object built at the first call (or cached) keeps that call's settings for every "
+            "later one"
+        ),
+    )
+
+
+#: 2025-11-02 06:00 UTC: clocks in New York go back from 02:00 EDT to 01:00 EST, and 01:00
+#: to 02:00 local time happens twice.
+FALL_BACK = 1_762_063_200.0
+#: New York's zone as a POSIX string (no time zone database needed).
+NEW_YORK = "EST5EDT,M3.2.0,M11.1.0"
+
+
+@CHECKS.add(
+    1,
+    "the deadline holds across a daylight-saving change: now, started_at and the delay "
+    "are seconds, so compare now + delay with started_at + deadline as numbers, never as "
+    "naive local datetimes (an hour repeats when the clocks go back)",
+)
+def deadline_holds_across_a_clock_change(ns: Namespace) -> None:
+    cases = {
+        _(
+            "Retry-After 120 at 01:55 EDT, 25 min into a 30 min deadline started at 01:30 "
+            "EDT: 120 (the retry at 01:57 EDT, before the deadline at 01:00 EST)"
+        ): (
+            {"started_at": FALL_BACK - 1800, "now": FALL_BACK - 300, "deadline": 1800.0},
+            120,
+            120.0,
+        ),
+        _(
+            "Retry-After 600 at 01:25 EST, 55 min into a 60 min deadline started at 01:30 "
+            "EDT: None (the retry at 01:35 EST, past the deadline at 01:30 EST)"
+        ): (
+            {"started_at": FALL_BACK - 1800, "now": FALL_BACK + 1500, "deadline": 3600.0},
+            600,
+            None,
+        ),
+    }
+    calls = [
+        {"error": http(429, after), "attempt": 1, "seed": DELAY_SEED, "kwargs": kwargs}
+        for kwargs, after, _want in cases.values()
+    ]
+    results = ns.harness(HARNESS + "next_delays_in_zone", calls, NEW_YORK)
+    got = [_results(r, "next_delay(attempt=1)")[0] for r in results]
+    wrong = [
+        _("{got!r} for {case}").format(got=g, case=name.split(":")[0])
+        for (name, (_kwargs, _after, want)), g in zip(cases.items(), got, strict=True)
+        if g != want
+    ]
+    expect(
+        not wrong,
+        _("with TZ=America/New_York on 2025-11-02, when the clocks go back: {cases}").format(
+            cases="; ".join(cases)
+        ),
+        "; ".join(wrong),
+        _(
+            "compare epoch seconds, now + delay > started_at + deadline: datetime.fromtimestamp "
+            "gives naive local times, and an hour of them comes twice when the clocks go back"
+        ),
+    )
+
+
+@CHECKS.add(
+    1,
+    "the status is the error's status attribute, never a number read out of its message: "
+    "ValueError('bad amount: 503'), KeyError('customer 429') and RuntimeError('worker 502 "
+    "stopped') are permanent, and next_delay gives them no retry",
+)
+def classify_reads_the_status_attribute_only(ns: Namespace) -> None:
+    cases: dict[str, tuple[dict[str, Any], str]] = {
+        "ValueError('bad amount: 503')": (
+            {"type": "ValueError", "message": "bad amount: 503"},
+            "permanent",
+        ),
+        "KeyError('customer 429')": ({"type": "KeyError", "message": "customer 429"}, "permanent"),
+        "RuntimeError('worker 502 stopped')": (
+            {"type": "RuntimeError", "message": "worker 502 stopped"},
+            "permanent",
+        ),
+    }
+    specs = [spec for spec, _want in cases.values()]
+    got = verdicts(ns, specs)
+    retried = delays_for(ns, [(spec, 1, {"started_at": 0.0, "now": 0.0}) for spec in specs])
+    wrong = [
+        _("{verdict} for {error}").format(verdict=repr(g), error=name)
+        for (name, (_spec, want)), g in zip(cases.items(), got, strict=True)
+        if g != want
+    ]
+    wrong += [
+        _("a delay of {delay!r} s for {error} without an idempotency_key").format(
+            delay=d, error=name
+        )
+        for name, d in zip(cases, retried, strict=True)
+        if d is not None
+    ]
+    expect(
+        not wrong,
+        _("{cases}; and None from next_delay for each without an idempotency_key").format(
+            cases="; ".join(
+                _("{verdict} for {error}").format(verdict=repr(want), error=name)
+                for name, (_spec, want) in cases.items()
+            )
+        ),
+        "; ".join(wrong),
+        _(
+            "rule 3 reads getattr(error, 'status', None) when it is an int: a number in the "
+            "message is an amount, a customer, a duration, never the server's answer"
         ),
     )

@@ -3524,6 +3524,339 @@ ZOO: list[tuple[str, str, str, str]] = [
             return "permanent"
     """,
     ),
+    (
+        "ex04",
+        "a RetryPolicy object made at the first call and reused (its max_attempts kept)",
+        "each_call_uses_its_own_settings",
+        """
+        class _Policy:
+            def __init__(self, max_attempts, deadline):
+                self.max_attempts = max_attempts
+                self.deadline = deadline
+        _P = []
+
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            if not _P:
+                _P.append(_Policy(max_attempts, deadline))
+            max_attempts = _P[0].max_attempts
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "backoff memoises the ceiling by n alone (another base or cap gets the first one's)",
+        "each_call_uses_its_own_settings",
+        """
+        _CEIL = {}
+        def backoff(n, rng, base=1.0, cap=60.0):
+            if n not in _CEIL:
+                _CEIL[n] = cap if n >= 1024 else min(cap, base * 2.0**n)
+            return rng.uniform(0, _CEIL[n])
+    """,
+    ),
+    (
+        "ex04",
+        "backoff takes a cap or base of 0 for the default (cap = cap or 60.0)",
+        "each_call_uses_its_own_settings",
+        """
+        def backoff(n, rng, base=1.0, cap=60.0):
+            cap = cap or 60.0
+            base = base or 1.0
+            ceiling = cap if n >= 1024 else min(cap, base * 2.0**n)
+            return rng.uniform(0, ceiling)
+    """,
+    ),
+    (
+        "ex04",
+        "next_delay passes base or 1.0 and cap or 60.0 (a base or cap of 0 becomes the default)",
+        "each_call_uses_its_own_settings",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base or 1.0, cap or 60.0)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "an operation's start kept per idempotency_key (a re-run an hour later never retried)",
+        "retries_happen_at_real_times",
+        """
+        _STARTED = {}
+
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            if idempotency_key is not None:
+                started_at = _STARTED.setdefault(idempotency_key, started_at)
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "a sliding-window retry budget in the process (at most 50 retries per 60 s of now)",
+        "retries_happen_at_real_times",
+        """
+        _RECENT = []
+
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            _RECENT[:] = [t for t in _RECENT if t > now - 60]
+            if len(_RECENT) >= 50:
+                return None
+            _RECENT.append(now)
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "an HTTP-date Retry-After read with time.mktime(parsedate()) (local time, not UTC)",
+        "text_retry_after_is_read_or_left",
+        """
+        import email.utils, time as _t
+        def _parse(text, now):
+            try:
+                return float(text)
+            except ValueError:
+                pass
+            parts = email.utils.parsedate(text)
+            if parts is None:
+                return None
+            return _t.mktime(parts) - now
+
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, str):
+                retry_after = _parse(retry_after, now)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "an HTTP-date Retry-After's wait computed the wrong way round (now - date)",
+        "text_retry_after_is_read_or_left",
+        """
+        import email.utils
+        def _parse(text, now):
+            try:
+                return float(text)
+            except ValueError:
+                pass
+            try:
+                return now - email.utils.parsedate_to_datetime(text).timestamp()
+            except (TypeError, ValueError):
+                return None
+
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, str):
+                retry_after = _parse(retry_after, now)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "a Retry-After that cannot be compared answered with 0 (retry at once, no backoff)",
+        "text_retry_after_is_read_or_left",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            try:
+                if retry_after is not None and retry_after > delay:
+                    delay = float(retry_after)
+            except (TypeError, ValueError):
+                delay = 0.0
+            if False:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "a text Retry-After of 4 digits or more taken for milliseconds",
+        "text_retry_after_is_read_or_left",
+        """
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, str):
+                try:
+                    retry_after = float(retry_after)
+                except ValueError:
+                    retry_after = None
+                else:
+                    if len(str(int(retry_after))) >= 4:
+                        retry_after /= 1000
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            if now + delay > started_at + deadline:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "the deadline compared as naive local datetimes (fromtimestamp: wrong when clocks go back)",
+        "deadline_holds_across_a_clock_change",
+        """
+        from datetime import datetime as _dt
+
+        def next_delay(error, attempt, rng, *, started_at, now, deadline=300.0, max_attempts=5,
+                       base=1.0, cap=60.0, idempotency_key=None):
+            verdict = classify(error)
+            if verdict == "permanent" or attempt >= max_attempts:
+                return None
+            if verdict == "maybe_done" and idempotency_key is None:
+                return None
+            delay = backoff(attempt - 1, rng, base, cap)
+            retry_after = getattr(error, "retry_after", None)
+            if isinstance(retry_after, (int, float)) and retry_after > delay:
+                delay = float(retry_after)
+            try:
+                late = _dt.fromtimestamp(now + delay) > _dt.fromtimestamp(started_at + deadline)
+            except (OverflowError, ValueError, OSError):
+                late = now + delay > started_at + deadline
+            if late:
+                return None
+            return delay
+    """,
+    ),
+    (
+        "ex04",
+        "classify reads a status out of the message when the error has no status attribute",
+        "classify_reads_the_status_attribute_only",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if status is None and not isinstance(error, OSError):
+                words = [w.strip(".,:;()") for w in str(error).split()]
+                numbers = [int(w) for w in words if w.isdigit() and len(w) == 3]
+                status = numbers[0] if numbers else None
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
+    (
+        "ex04",
+        "classify reads a status out of any message (a read timeout's '429 ms' retried)",
+        "next_delay_judges_the_error_itself",
+        """
+        def classify(error):
+            if getattr(error, "ambiguous", False):
+                return "maybe_done"
+            if isinstance(error, TransientError):
+                return "never_sent"
+            if isinstance(error, PermanentError):
+                return "permanent"
+            status = getattr(error, "status", None)
+            if status is None:
+                words = [w.strip(".,:;()") for w in str(error).split()]
+                numbers = [int(w) for w in words if w.isdigit() and len(w) == 3]
+                status = numbers[0] if numbers else None
+            if isinstance(status, int) and not isinstance(status, bool):
+                if status in (408, 429, 503):
+                    return "never_sent"
+                return "maybe_done" if 500 <= status <= 599 else "permanent"
+            if isinstance(error, ConnectionRefusedError):
+                return "never_sent"
+            if isinstance(error, (TimeoutError, ConnectionError)):
+                return "maybe_done"
+            return "permanent"
+    """,
+    ),
 ]
 
 
@@ -3871,6 +4204,43 @@ SAYS: dict[str, str] = {
         "backoff(3, rng) beside backoff(3, another rng)"
     ),
     "an OSError with errno EHOSTUNREACH or ENETUNREACH called never sent": "OSError(EHOSTUNREACH",
+    "a RetryPolicy object made at the first call and reused (its max_attempts kept)": (
+        "what each call's own settings give"
+    ),
+    "backoff memoises the ceiling by n alone (another base or cap gets the first one's)": (
+        "backoff(5, rng) with base and cap"
+    ),
+    "backoff takes a cap or base of 0 for the default (cap = cap or 60.0)": (
+        "then 0 and 0 (no wait)"
+    ),
+    "next_delay passes base or 1.0 and cap or 60.0 (a base or cap of 0 becomes the default)": (
+        "0 for attempt 3 with base=0"
+    ),
+    "an operation's start kept per idempotency_key (a re-run an hour later never retried)": (
+        "each run started anew"
+    ),
+    "a sliding-window retry budget in the process (at most 50 retries per 60 s of now)": (
+        "300 jobs refused at the same instant"
+    ),
+    "an HTTP-date Retry-After read with time.mktime(parsedate()) (local time, not UTC)": (
+        "in UTC as in UTC-3"
+    ),
+    "an HTTP-date Retry-After's wait computed the wrong way round (now - date)": (
+        "the date already past"
+    ),
+    "a Retry-After that cannot be compared answered with 0 (retry at once, no backoff)": (
+        "the draw for 'soon'"
+    ),
+    "a text Retry-After of 4 digits or more taken for milliseconds": "7200 s",
+    "the deadline compared as naive local datetimes (fromtimestamp: wrong when clocks go back)": (
+        "when the clocks go back"
+    ),
+    "classify reads a status out of the message when the error has no status attribute": (
+        "'permanent' for ValueError('bad amount: 503')"
+    ),
+    "classify reads a status out of any message (a read timeout's '429 ms' retried)": (
+        "a read timeout whose message says 'after 429 ms'"
+    ),
 }
 
 
@@ -3914,6 +4284,12 @@ SEVERE = [
     "attempts counted per idempotency_key in a module-level dict (a re-run never retried)",
     # A maybe-done failure takes another thread's verdict: retried without a key, it runs twice.
     "next_delay keeps the verdict in a module-level name (another thread overwrites it)",
+    # A re-run under its key, started anew, is never retried again: its start is the first's.
+    "an operation's start kept per idempotency_key (a re-run an hour later never retried)",
+    # When a dependency fails for everyone at once, the jobs past the budget are given up.
+    "a sliding-window retry budget in the process (at most 50 retries per 60 s of now)",
+    # A read timeout's duration taken for a 429: retried without a key, a charge runs twice.
+    "classify reads a status out of any message (a read timeout's '429 ms' retried)",
 ]
 
 test_wrong_solution_fails_the_check_that_names_its_mistake = in_process_test(ZOO, SAYS)
