@@ -812,9 +812,10 @@ def a_row_made_pending_again_is_published(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
-    "use the connection relay_once is given, on every call: a connection kept from an "
-    "earlier call (in a module global) relays the first shop's database again, and the "
-    "messages of the shop it was called for are never published",
+    "use the connection and the publish relay_once is given, on every call: a connection "
+    "kept from an earlier call (in a module global) relays the first shop's database again, "
+    "a publish kept so sends its messages to the first shop's broker, and the messages of "
+    "the shop it was called for never reach their own",
     severe=True,
 )
 def each_shop_database_relays_its_own_messages(ns: Namespace) -> None:
@@ -838,8 +839,8 @@ def each_shop_database_relays_its_own_messages(ns: Namespace) -> None:
             [list(p) for p in got["published"]] == want and pending == [[], []],
             _(
                 "relay_once on each of two shop databases, one after the other in one "
-                "process: {first} published from the first, {second} from the second, "
-                "and every row marked sent"
+                "process, each run given its own publish (its shop's broker): {first} "
+                "published from the first, {second} from the second, and every row marked sent"
             ).format(first=want[0], second=want[1]),
             _("the runs {calls} published {published}; still pending {pending}").format(
                 calls=", ".join(did(g) for g in got["runs"]),
@@ -1666,9 +1667,10 @@ def a_message_the_broker_rejects_is_never_marked_sent(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
-    "whatever publish raises, relay_once stops there and raises it: a broker client's own "
-    "error (not a ConnectionError) is no reason to go on with the next messages, which "
-    "would overtake the refused one",
+    "whatever publish raises, relay_once stops there and raises it, as it is: a broker "
+    "client's own error (not a ConnectionError) is no reason to go on with the next "
+    "messages, which would overtake the refused one, nor to wrap it in another error (or "
+    "a timeout in a ConnectionError)",
 )
 def relay_stops_at_any_publish_error(ns: Namespace) -> None:
     for seed in scene_seeds():
@@ -1701,6 +1703,29 @@ def relay_stops_at_any_publish_error(ns: Namespace) -> None:
                     "the caller decides when to run the relay again"
                 ),
             )
+            _expect_the_brokers_own_error(got, "BrokerRejectedError", want[nth - 1])
+    # A publish that timed out: the caller's retry policy tells a timeout (the broker may
+    # have it) from a refusal, so that error too leaves as it is, never as another.
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        seed_outbox(conn, ORDERS)
+        got = relay(ns, path, path.parent / "broker.db", "broker_timeout", nth=2)
+        _expect_the_brokers_own_error(got, "TimeoutError", message_id(ORDERS[1][0]))
+
+
+def _expect_the_brokers_own_error(got: dict[str, Any], error: str, message: str) -> None:
+    """relay_once raised ``error`` itself (the class publish raised, or a subclass)."""
+    expect(
+        error in got.get("raised", []),
+        _(
+            "relay_once to raise the {error} publish raised for {message} itself, not another "
+            "error wrapped around it or put in its place"
+        ).format(error=error, message=message),
+        _("relay_once {outcome}").format(outcome=did(got)),
+        _(
+            "re-raise publish's exception as it is (a bare raise): the caller's retry policy "
+            "reads its class (a refusal, a timeout, a broker down)"
+        ),
+    )
 
 
 @CHECKS.add(
@@ -1735,3 +1760,140 @@ def a_crash_after_publish_repeats_that_message_only(ns: Namespace) -> None:
                     repeats=sorted({m for m in log if log.count(m) > 1}),
                 ),
             )
+
+
+#: Rows of another producer the shop's outbox already holds (outbox ids 1 to 3) when
+#: place_order saves orders 9 and then 2.
+_SHARED11_ROWS = [
+    ("customer:ana:updated:v1", "customer.updated", {"customer": "ana"}),
+    ("customer:bia:updated:v1", "customer.updated", {"customer": "bia"}),
+    ("customer:caio:updated:v1", "customer.updated", {"customer": "caio"}),
+]
+
+
+@CHECKS.add(
+    1,
+    "let SQLite number the outbox row (INSERT without its id): the outbox is shared with "
+    "other messages, and its id is the order messages were saved in; an outbox id copied "
+    "from the order id collides with another message's row, and publishes an order saved "
+    "later before one saved earlier",
+)
+def place_order_lets_the_outbox_number_its_row(ns: Namespace) -> None:
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(
+            "INSERT INTO outbox (message_id, topic, body) VALUES (?, ?, ?)",
+            [(mid, topic, json.dumps(body)) for mid, topic, body in _SHARED11_ROWS],
+        )
+        conn.execute("COMMIT")
+        got = ns.harness(
+            HARNESS + "on_one_connection",
+            "place_order",
+            str(path),
+            [[9, "dora", 900], [2, "eva", 200]],
+        )
+        rows = [(r["id"], r["message_id"]) for r in rows_of(conn, "all_outbox")]
+        ours = [mid for _row_id, mid in sorted(rows) if mid.startswith("order:")]
+        expect(
+            [g.get("returned") for g in got] == [True, True]
+            and ours == [message_id(9), message_id(2)],
+            _(
+                "the outbox holding 3 messages of another producer (outbox ids 1 to 3), "
+                "place_order of order 9, then of order 2: True, True, and their messages "
+                "saved after those rows, order 9's before order 2's (outbox ids in the order "
+                "saved)"
+            ),
+            _("the calls {calls}; the outbox (id, message_id) {rows}").format(
+                calls=", ".join(did(g) for g in got), rows=rows
+            ),
+            _(
+                "insert the outbox row without its id (INSERT INTO outbox (message_id, topic, "
+                "body) ...): the outbox id is SQLite's, the order's id goes in the body"
+            ),
+        )
+
+
+#: Outbox rows whose bodies a relay has no business judging: a large one (past a 64 KB
+#: habit), a customer with an empty name, JSON that is not an object, text that is not
+#: JSON at all (another producer's, or one cut short: the consumer decides), and a row
+#: after them, which must not overtake them.
+_BODIES11_ROWS: list[tuple[str, str, str]] = [
+    (
+        "order:71:placed:v1",
+        "order.placed",
+        json.dumps(
+            {
+                "order_id": 71,
+                "customer": "ana",
+                "total": 100,
+                "lines": [{"sku": f"sku-{n:05d}", "qty": 1} for n in range(3000)],
+            }
+        ),
+    ),
+    (
+        "order:72:placed:v1",
+        "order.placed",
+        json.dumps({"order_id": 72, "customer": "", "total": 0}),
+    ),
+    ("report:73:ready:v1", "report.ready", "[]"),
+    ("audit:74:logged:v1", "audit.logged", "order 74 shipped from dock 3"),
+    (
+        "order:75:placed:v1",
+        "order.placed",
+        json.dumps({"order_id": 75, "customer": "eva", "total": 1}),
+    ),
+]
+
+
+def _as_saved(published: Any, saved: str) -> bool:
+    """The published body is the saved text, or (JSON) the same JSON."""
+    return bool(published == saved or _same_json(published, saved))
+
+
+@CHECKS.add(
+    1,
+    "publish every pending row's body as it is, whatever it holds: a relay that reads the "
+    "bodies and skips one (too large, an empty customer, not a JSON object, not JSON at "
+    "all) leaves it unpublished for good, or marks it sent unpublished; what a body says "
+    "is the consumer's business",
+    severe=True,
+)
+def relay_publishes_every_body_as_saved(ns: Namespace) -> None:
+    want = [mid for mid, _topic, _body in _BODIES11_ROWS]
+    with lab_file(ns, outbox_db, "shop.db") as (conn, path):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(
+            "INSERT INTO outbox (message_id, topic, body) VALUES (?, ?, ?)", _BODIES11_ROWS
+        )
+        conn.execute("COMMIT")
+        got = ns.harness(HARNESS + "relay_into_a_list", str(path), NOW)
+        published = list(got.get("published", []))
+        bodies = dict(zip(published, got.get("bodies", []), strict=False))
+        unsent = [r["message_id"] for r in rows_of(conn, "all_outbox") if r["sent_at"] != NOW]
+        altered = [
+            mid
+            for mid, _topic, body in _BODIES11_ROWS
+            if mid in bodies and not _as_saved(bodies[mid], body)
+        ]
+        expect(
+            "raised" not in got and published == want and not altered and not unsent,
+            _(
+                "every pending row published by outbox id, its body as saved, and marked "
+                "sent_at = {now}: {ids} (a body of {size} KB, a customer named '', the JSON "
+                "'[]', a text that is not JSON)"
+            ).format(now=NOW, ids=want, size=len(_BODIES11_ROWS[0][2]) // 1024),
+            _(
+                "relay_once {outcome}; the broker got {published}; bodies changed: {altered}; "
+                "not marked sent: {unsent}"
+            ).format(
+                outcome=did(got) if "raised" in got else _("ran"),
+                published=published,
+                altered=altered,
+                unsent=unsent,
+            ),
+            _(
+                "the relay moves bodies, it does not read them: no json.loads, no size or "
+                "content test in relay_once; publish(topic, message_id, body) with the row's "
+                "columns"
+            ),
+        )

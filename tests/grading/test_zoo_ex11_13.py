@@ -451,6 +451,170 @@ ZOO: list[tuple[str, str, str, str]] = [
         """,
     ),
     (
+        "ex11",
+        "place_order saves its outbox row under the order's id (INSERT INTO outbox (id, ...))",
+        "place_order_lets_the_outbox_number_its_row",
+        """
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id", (order_id, customer, total),
+                ).fetchone()
+                if created is not None:
+                    body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+                    conn.execute(
+                        "INSERT INTO outbox (id, message_id, topic, body)"
+                        " VALUES (?, ?, 'order.placed', ?)",
+                        (order_id, f"order:{order_id}:placed:v1", body),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return created is not None
+        """,
+    ),
+    (
+        "ex11",
+        "the relay lets ConnectionError out but wraps a broker client's own error in RuntimeError",
+        "relay_stops_at_any_publish_error",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                try:
+                    publish(topic, message_id, body)
+                except (ConnectionError, TimeoutError):
+                    raise
+                except Exception as exc:
+                    raise RuntimeError(f"the broker refused {message_id}") from exc
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id", {"now": now, "id": row_id}
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay turns a publish that timed out into a ConnectionError",
+        "relay_stops_at_any_publish_error",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                try:
+                    publish(topic, message_id, body)
+                except TimeoutError as exc:
+                    raise ConnectionError(str(exc)) from exc
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id", {"now": now, "id": row_id}
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay marks a body that is not JSON sent without publishing it (a poison guard)",
+        "relay_publishes_every_body_as_saved",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                try:
+                    json.loads(body)
+                except ValueError:
+                    conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                    continue
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id", {"now": now, "id": row_id}
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay skips a body that is not JSON and goes on (it stays pending for good)",
+        "relay_publishes_every_body_as_saved",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                try:
+                    json.loads(body)
+                except ValueError:
+                    continue
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id", {"now": now, "id": row_id}
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay marks a body past 64 KB sent without publishing it (too large for the broker)",
+        "relay_publishes_every_body_as_saved",
+        """
+        def relay_once(conn, publish, now):
+            sent = []
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                if len(body) > 65536:
+                    conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+                    continue
+                publish(topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id", {"now": now, "id": row_id}
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
+        "ex11",
+        "the relay keeps the first publish it is given in a module global",
+        "each_shop_database_relays_its_own_messages",
+        """
+        _publish = []
+        def relay_once(conn, publish, now):
+            sent = []
+            if not _publish:
+                _publish.append(publish)
+            pending = conn.execute(
+                "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+            ).fetchall()
+            for row_id, topic, message_id, body in pending:
+                _publish[0](topic, message_id, body)
+                conn.execute(
+                    "UPDATE outbox SET sent_at = :now WHERE id = :id", {"now": now, "id": row_id}
+                )
+                sent.append(message_id)
+            return sent
+        """,
+    ),
+    (
         "ex12",
         "slot key in the machine's local time",
         "slot_key_is_the_same_in_every_time_zone",
@@ -6960,6 +7124,27 @@ ZOO: list[tuple[str, str, str, str]] = [
 
 #: What the named check must say it expected, for the entries that name it (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "place_order saves its outbox row under the order's id (INSERT INTO outbox (id, ...))": (
+        "order 9's before order 2's"
+    ),
+    "the relay lets ConnectionError out but wraps a broker client's own error in RuntimeError": (
+        "the BrokerRejectedError publish raised"
+    ),
+    "the relay turns a publish that timed out into a ConnectionError": (
+        "the TimeoutError publish raised"
+    ),
+    "the relay marks a body that is not JSON sent without publishing it (a poison guard)": (
+        "its body as saved"
+    ),
+    "the relay skips a body that is not JSON and goes on (it stays pending for good)": (
+        "its body as saved"
+    ),
+    "the relay marks a body past 64 KB sent without publishing it (too large for the broker)": (
+        "its body as saved"
+    ),
+    "the relay keeps the first publish it is given in a module global": (
+        "each run given its own publish"
+    ),
     "serial: the head's lease written in one UPDATE, its state in a second (ready between)": (
         "exactly one worker gets order:9's head"
     ),
@@ -7459,6 +7644,10 @@ GOT: dict[str, str] = {
 #: Mistakes that lose or duplicate an effect: the reported score (severity cap included)
 #: is at most half of the exercise.
 SEVERE = [
+    "the relay marks a body that is not JSON sent without publishing it (a poison guard)",
+    "the relay skips a body that is not JSON and goes on (it stays pending for good)",
+    "the relay marks a body past 64 KB sent without publishing it (too large for the broker)",
+    "the relay keeps the first publish it is given in a module global",
     "serial: the head's lease written in one UPDATE, its state in a second (ready between)",
     "serial: heads grouped by the key without its trailing digits, not by queue",
     "claim_capped's SQL built once, the first call's cap written in (a module global)",
@@ -8047,6 +8236,80 @@ test_an_ex13_right_solution_written_otherwise_keeps_the_points = right_test("ex1
 #: Exercise 11's right solutions written otherwise, each with the check most likely to
 #: trip on it.
 RIGHT_EX11: list[tuple[str, str, str]] = [
+    (
+        "place_order tells a new order by conn.total_changes around its INSERT ... DO NOTHING",
+        "place_order_twice_is_one_message",
+        """
+import json
+def place_order(conn, order_id, customer, total):
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        before = conn.total_changes
+        conn.execute(
+            "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            (order_id, customer, total),
+        )
+        created = conn.total_changes > before
+        if created:
+            body = json.dumps({"order_id": order_id, "customer": customer, "total": total})
+            conn.execute(
+                "INSERT INTO outbox (message_id, topic, body, sent_at)"
+                " VALUES (?, 'order.placed', ?, NULL)",
+                (f"order:{order_id}:placed:v1", body),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return created
+""",
+    ),
+    (
+        "relay_once marks the row it published by its message_id (UNIQUE), if still pending",
+        "relay_marks_each_row_by_its_own_id",
+        """
+def relay_once(conn, publish, now):
+    sent = []
+    for topic, message_id, body in conn.execute(
+        "SELECT topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+    ).fetchall():
+        publish(topic, message_id, body)
+        conn.execute(
+            "UPDATE outbox SET sent_at = ? WHERE message_id = ? AND sent_at IS NULL",
+            (now, message_id),
+        )
+        sent.append(message_id)
+    return sent
+""",
+    ),
+    (
+        "consume in a deferred BEGIN whose first statement is the INSERT ... ON CONFLICT",
+        "two_consumer_processes_send_each_email_once",
+        """
+import json
+def consume(conn, message_id, body):
+    order = json.loads(body)
+    conn.execute("BEGIN")
+    try:
+        fresh = conn.execute(
+            "INSERT INTO processed_messages (message_id) VALUES (?)"
+            " ON CONFLICT (message_id) DO NOTHING RETURNING 1",
+            (message_id,),
+        ).fetchone()
+        if fresh is not None:
+            conn.execute(
+                "INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+                (order["order_id"], order["customer"]),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return fresh is not None
+""",
+    ),
     (
         "relay_once reads every row ORDER BY rowid and skips, in Python, those whose sent_at "
         "is not None (0.0 a time like any other)",

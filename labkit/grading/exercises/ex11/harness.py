@@ -435,7 +435,7 @@ def relay_in_each_database(
     Two shops' databases (two tenants), each relayed on its own connection, closed
     after its run: a relay that keeps the first connection it was given (in a module
     global) reads the first shop again, or a closed connection. ``runs`` is each
-    outcome, ``published`` the message ids each run handed to ``publish``.
+    outcome, ``published`` the message ids each run's own ``publish`` was handed.
 
     With ``refuse``, the broker refuses the ``refuse``-th publish of the first run
     (``ConnectionError``, not listed in ``published``): a relay that keeps the rows it
@@ -444,19 +444,26 @@ def relay_in_each_database(
     """
     published: list[list[str]] = []
 
-    def publish(topic: str, message_id: str, body: str) -> None:
-        if len(published) == 1 and len(published[0]) + 1 == refuse:
-            raise ConnectionError("the broker refused the connection")
-        published[-1].append(message_id)
+    def publisher(run: int) -> Callable[[str, str, str], None]:
+        """Each shop's run gets its own publish (its own broker): a relay that keeps the
+        first publish it was given (in a module global) sends the second shop's messages
+        to the first shop's broker, and they never reach their own."""
+
+        def publish(topic: str, message_id: str, body: str) -> None:
+            if run == 0 and len(published[0]) + 1 == refuse:
+                raise ConnectionError("the broker refused the connection")
+            published[run].append(message_id)
+
+        return publish
 
     runs: list[dict[str, Any]] = []
     with fresh_state(values):
-        for path in paths:
+        for run, path in enumerate(paths):
             published.append([])
             conn = connect(path)
             conn.execute("PRAGMA synchronous=OFF")
             try:
-                runs.append(outcome(values["relay_once"], Watched(conn), publish, now))
+                runs.append(outcome(values["relay_once"], Watched(conn), publisher(run), now))
             finally:
                 conn.close()
     return {"runs": runs, "published": published}
