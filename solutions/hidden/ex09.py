@@ -108,12 +108,6 @@ def a_flaky_entry_is_retried_not_dead_lettered(ns: Namespace) -> None:
         expect_once_each(s, ["flaky"], _("leave a failed entry pending; it comes back"))
 
 
-#: Seconds the first consumer works on its copy in the staggered scene of
-#: two_copies_of_a_key_at_once_apply_once: time for a second one to start and apply the
-#: other copy meanwhile.
-STAGGER_S = 1.0
-
-
 @CHECKS.add(
     2,
     "two consumers holding copies of one key at once: both may read the done record "
@@ -152,27 +146,44 @@ def two_copies_of_a_key_at_once_apply_once(ns: Namespace) -> None:
                 if both == 2
                 else fix,
             )
-            # Staggered, with no meeting point: 'c' is slow on its copy of 'order:6', and
-            # 'd', started while 'c' works, applies the other copy at once. A look before
-            # run_job, with WATCH set only afterwards, is out of date when 'c' writes: the
-            # meetings above hold both consumers until both WATCH, which hides that.
-            s.add("order:6", cents=600, work_s=STAGGER_S, slow_deliveries=1)
+            # Staggered: 'c' alone under the meeting runner, the check its other party.
+            # 'c' stops right after its first read of a record (or before its first write
+            # of one, or its script) while 'd' applies the other copy of 'order:6'; then
+            # the check leaves and 'c' goes on. A look made before the WATCH is set (before
+            # run_job, or just before the WATCH itself) is out of date when 'c' writes: in
+            # the meetings above both consumers WATCH before either writes, which hides it.
             s.add("order:6", cents=600)
-            slow = s.start("c", idle_ms=600_000)
-            s.wait_held(slow, "c", "order:6")
-            s.finish(s.start("d", idle_ms=600_000), _("a consumer started while another works"))
-            s.finish(slow, _("the consumer slow on its copy"))
+            s.add("order:6", cents=600)
+            alone = ns.workdir / f".labkit-meet-{tag}-c"
+            slow = s.start("c", idle_ms=600_000, runner=s.racing(log, alone))
+            clock = SystemClock()
+            deadline = clock.now() + RUN_S
+            while slow.poll() is None and not (alone.exists() and arrived(alone)):
+                if clock.now() > deadline:
+                    break
+                clock.sleep(0.02)
+            other = s.start("d", idle_ms=600_000)
+            while other.poll() is None and slow.poll() is None and clock.now() < deadline:
+                if "order:6" in s.applied():
+                    break
+                clock.sleep(0.02)
+            alone.mkdir(parents=True, exist_ok=True)
+            (alone / "check.gone").touch()  # the check meets no more: 'c' goes on
+            s.finish(other, _("a consumer started while another holds its copy"))
+            s.finish(slow, _("the consumer stopped right after its look at the record"))
             expect_once_each(
                 s,
                 ["order:5", "order:6"],
                 _(
-                    "one consumer looked at the done record before its slow run_job and "
-                    "another applied the key meanwhile: {fix}; a look made before WATCH is "
-                    "out of date by the time the MULTI runs"
+                    "one consumer looked at the done record, and another applied the key "
+                    "before the first set its WATCH: {fix}; a look made before the WATCH "
+                    "(before run_job, or just before the WATCH itself) is out of date by the "
+                    "time the MULTI runs"
                 ).format(fix=fix),
             )
     finally:
         shutil.rmtree(meet, ignore_errors=True)
+        shutil.rmtree(ns.workdir / f".labkit-meet-{tag}-c", ignore_errors=True)
         log.unlink(missing_ok=True)
 
 
@@ -366,6 +377,9 @@ BEHIND = 120
 #: might trim its stream to (1000, 10000 or 20000 entries, ~ or not). Written by a Lua
 #: script in Redis itself: twenty-five thousand XADDs cost a few hundredths of a second.
 HISTORY = 25_000
+#: Entries another consumer holds between 'held' and the poison: past a page of the
+#: PEL (XPENDING ... - + 10, 100 or 1000) a delivery count might be looked up in.
+AHEAD = 1_100
 #: XADD ARGV[1] entries to KEYS[1], with keys ARGV[3]..1 to ARGV[3]..n and the fields and
 #: values ARGV[4..] besides; the last entry's ID. ARGV[2]: "*" (IDs of now), or the
 #: millisecond all the entries' IDs are in (<ms>-1 to <ms>-n).
@@ -402,6 +416,16 @@ def the_delivery_count_is_the_entrys_own(ns: Namespace) -> None:
         payload = json.dumps({"cents": 100})
         last = s.r.eval(FILL, 1, s.stream, HISTORY, sent, "old:", "payload", payload)
         s.r.xgroup_setid(s.stream, GROUP, last)
+        # Older than the poison too: AHEAD entries a live consumer holds and works on. A
+        # delivery count looked up in a page of the PEL (XPENDING <stream> workers - + 10,
+        # 100 or 1000) never finds the poison behind them, and a default of 1 runs it for
+        # ever. Acknowledged by the check once the poison is judged.
+        s.r.eval(FILL, 1, s.stream, AHEAD, "*", "busy:", "payload", payload)
+        busy = [
+            entry_id
+            for _name, found in s.r.xreadgroup(GROUP, "at-work", {s.stream: ">"}, count=AHEAD)
+            for entry_id, _fields in found
+        ]
         s.add("poison", cents=100, crash=True)
         # Newer entries 'a' applies while 'b' still holds 'held': more than a stream node
         # holds (100 entries), so an approximate trim after an XACK (XTRIM MINID ~, MAXLEN
@@ -429,10 +453,15 @@ def the_delivery_count_is_the_entrys_own(ns: Namespace) -> None:
             [d.get("key") for d in s.dead()][:1] == ["poison"],
             _(
                 "the poison entry dead-lettered once delivered more than max_deliveries (3) "
-                "times, while 'b' holds the older entry 'held'"
-            ),
+                "times, while 'b' holds the older entry 'held' and 'at-work' {count} more"
+            ).format(count=AHEAD),
             _("{count} crashes; dead letters {dead}").format(
                 count=crashes, dead=[d.get("key") for d in s.dead()]
+            ),
+            _(
+                "ask XPENDING for the entry in hand itself (XPENDING <stream> workers <id> <id> "
+                "1): a page of the PEL (the first 10, 100 or 1000 entries) searched for it misses "
+                "an entry behind as many older ones, and a count of 1 by default never stops it"
             ),
         )
         # 'a' applies the newer entries and dead-letters 'broken', then waits for 'held'.
@@ -453,6 +482,7 @@ def the_delivery_count_is_the_entrys_own(ns: Namespace) -> None:
                 "with ~"
             ),
         )
+        s.r.xack(s.stream, GROUP, *busy)  # 'at-work' is done with its entries
         ns.kill(holder)  # 'b' restarts and finishes 'held' quickly (its second delivery)
         holder.communicate()
         s.finish(s.start("b", idle_ms=600_000), _("a restart of 'b'"))

@@ -1445,6 +1445,34 @@ ZOO: list[tuple[str, str, list[tuple[str, str]]]] = [
             )
         ],
     ),
+    (
+        # A page of the PEL searched for the entry in hand: behind a hundred older entries
+        # that others hold, the poison is not on it, and a count of 1 by default never
+        # stops it.
+        "the delivery count looked up in the first 100 pending entries (XPENDING - + 100)",
+        "the_delivery_count_is_the_entrys_own",
+        [
+            (
+                "            info = r.xpending_range(stream, GROUP, entry_id, entry_id, 1)\n",
+                '            page = r.xpending_range(stream, GROUP, "-", "+", 100)\n'
+                '            info = [p for p in page if p["message_id"] == entry_id]\n',
+            )
+        ],
+    ),
+    (
+        # Read, then WATCHed: another consumer that applies the key between the two leaves
+        # the WATCH nothing to notice, and the look is out of date.
+        "the done record read just before its WATCH, not under it",
+        "two_copies_of_a_key_at_once_apply_once",
+        [
+            (
+                "                    pipe.watch(record)\n"
+                "                    done_before = pipe.exists(record)\n",
+                "                    done_before = r.exists(record)\n"
+                "                    pipe.watch(record)\n",
+            )
+        ],
+    ),
 ]
 
 
