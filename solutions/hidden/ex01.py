@@ -120,6 +120,11 @@ def fingerprint_matches_the_contract(ns: Namespace) -> None:
     # Lists of numbers in the order given (rates, amounts), and a tag given twice kept twice.
     exact({"rates": [0.5, 0.25], "split_cents": [1000, 990], "amount_cents": 1990})
     exact({"tags": ["gift", "gift", "express"], "amount_cents": 1990})
+    # Int field names, as json.dumps sorts them (9 before 10, as numbers) and writes them
+    # ("9", "10"): names made text first sort '10' before '9'. A tuple is written as a
+    # list, not refused: the contract's json.dumps encodes it.
+    exact({"qty_by_line": {10: 1, 9: 2}, "amount_cents": 1990})
+    exact({"size_cm": (10, 20), "amount_cents": 1990})
     # A payload with many fields: every field is hashed, past the 64 or 100 a fingerprint
     # "bounded" to its first fields keeps.
     many = {f"f{n:04d}": n for n in range(MANY_ITEMS)}
@@ -356,6 +361,13 @@ ODD_ID_TWINS: list[tuple[Any, Any]] = [
     (0, None),
     (0, ""),
     ("", None),
+    # A negative id is another entity than its positive twin (abs(), lstrip('-')), and an
+    # id holding braces is written as it is: a key made with .format() on text that
+    # already holds the id substitutes '{action}' (or raises on '{7}').
+    (-7, 7),
+    ("-7", "7"),
+    ("{action}", "charge"),
+    ("{7}", "7"),
 ]
 
 
@@ -618,6 +630,36 @@ FIELD_NAME_TWINS: list[tuple[dict[str, Any], dict[str, Any]]] = [
     ({"amount_cents": 500, " note": "gift"}, {"amount_cents": 500, "note": "gift"}),
 ]
 
+#: Fields an accept may fingerprint the payload without (a copy "cleaned" of private,
+#: volatile or transport fields): each is payload all the same.
+ACCEPT_SKIPS = [
+    "idempotency_key",
+    "_id",
+    "__v",
+    "_meta",
+    "request_id",
+    "trace_id",
+    "correlation_id",
+    "timestamp",
+    "created_at",
+    "headers",
+    "metadata",
+    "nonce",
+    "signature",
+]
+#: An event envelope changed outside its 'data' (or 'body'): an accept that fingerprints
+#: only what is inside calls a charge and a refund of the same data a repeat.
+ENVELOPE_CHANGES: list[tuple[dict[str, Any], dict[str, Any]]] = [
+    (
+        {"type": "charge", "data": {"amount_cents": 500}},
+        {"type": "refund", "data": {"amount_cents": 500}},
+    ),
+    (
+        {"body": {"amount_cents": 500}, "currency": "BRL"},
+        {"body": {"amount_cents": 500}, "currency": "USD"},
+    ),
+]
+
 #: A long invoice: a fingerprint of only the first few thousand characters of the JSON
 #: misses a change in its last line.
 LONG_INVOICE = {"lines": [{"sku": f"SKU-{i:03d}", "qty": 1} for i in range(300)]}
@@ -640,6 +682,14 @@ def conflict_on_any_field(ns: Namespace) -> None:
         bare, full = {"amount_cents": 500}, {"amount_cents": 500, field: empty}
         pairs += [(full, bare), (bare, full)]
     pairs += FIELD_NAME_TWINS
+    # What accept itself may leave out of the fingerprint it compares ("private", "volatile"
+    # or transport fields, an envelope's outer fields): each is payload, and a change in
+    # it is a conflict.
+    pairs += [
+        ({"amount_cents": 500, name: "a"}, {"amount_cents": 500, name: "b"})
+        for name in ACCEPT_SKIPS
+    ]
+    pairs += ENVELOPE_CHANGES
     # A payload emptied under the same key: an accept that compares only when the payload
     # has something in it (`if payload and known != fp`) calls it a repeat.
     pairs += [({"amount_cents": 500}, {})]
@@ -735,6 +785,24 @@ def _compared_whole(ns: Namespace, key: str) -> None:
             _(
                 "compare the whole fingerprints (known != fp): a part of them (fp[:12], "
                 "startswith) calls another payload a repeat"
+            ),
+        )
+    # A `seen` holding, under the key, an empty or placeholder value (left by a worker that
+    # reserved the key and crashed): no fingerprint of this payload, so not a repeat.
+    for stored in ("", "pending"):
+        run = ns.harness(HARNESS + "accept_calls", [[key, dict(payload)]], {key: stored})
+        said = run["results"][0]
+        expect(
+            not answered(said, new=False),
+            _(
+                "no False for {key} with {payload} when `seen` holds {stored} under that key "
+                "(no fingerprint of this payload: IdempotencyConflict, as for any other value)"
+            ).format(key=repr(key), payload=repr(payload), stored=repr(stored)),
+            _said(said),
+            _(
+                "compare what `seen` holds with the fingerprint, whatever it holds "
+                "(if known != fp): `if known and known != fp` calls an empty value a repeat, "
+                "and work reserved by a worker that crashed never runs"
             ),
         )
 
@@ -1262,3 +1330,109 @@ def accept_leaves_the_payload_alone(ns: Namespace) -> None:
             "and the fingerprint in `seen` only"
         ),
     )
+
+
+#: Another worker's operation, run (on a store of its own) while accept reads `seen`.
+OTHER_WORKER = ("billing:43:refund:v1", {"amount_cents": 700, "reason": "damaged"})
+
+
+@CHECKS.add(
+    1,
+    "keep each call's key and fingerprint in local variables: a module-level (or a shared "
+    "object's) scratch value is rewritten by another thread's call in between, and one "
+    "operation's fingerprint is stored, or compared, under another's key",
+    severe=True,
+)
+def accept_keeps_each_call_to_itself(ns: Namespace) -> None:
+    key, payload = "billing:42:charge:v1", {"amount_cents": 1990}
+    changed = {"amount_cents": 2990}
+    rows = ns.harness(HARNESS + "accept_between_two_workers", key, payload, changed, *OTHER_WORKER)
+    said = {"new": _("a new key"), "repeat": _("a repeat"), "conflict": _("a conflict")}
+    for row in rows:
+        expect(
+            _answer(row["result"]) == _answer(row["alone"])
+            and row["seen"] == row["seen_alone"]
+            and _answer(row["other"]) == _answer(row["other_alone"])
+            and row["other_seen"] == row["other_seen_alone"],
+            _(
+                "for {what} ({key}), interrupted while it read `seen` by another thread's "
+                "call for {other} (new, on a store of its own), the same answers and stores "
+                "as when each call runs alone: {alone}, `seen` {seen}; {other_alone}, its "
+                "store {other_seen}"
+            ).format(
+                what=said[row["what"]],
+                key=repr(key),
+                other=repr(OTHER_WORKER[0]),
+                alone=_said(row["alone"]),
+                seen=row["seen_alone"],
+                other_alone=_said(row["other_alone"]),
+                other_seen=row["other_seen_alone"],
+            ),
+            _("{said}, `seen` then {seen}; the other call {other}, its store {other_seen}").format(
+                said=_said(row["result"]),
+                seen=row["seen"],
+                other=_said(row["other"]),
+                other_seen=row["other_seen"],
+            ),
+            _(
+                "threads share the module: a fingerprint or a key kept in a global, a class "
+                "attribute or one shared object (self.fp) is another call's by the time you "
+                "read it back. Keep them in local variables"
+            ),
+        )
+
+
+def _answer(result: dict[str, Any]) -> Any:
+    """What a call answered, its error's classes for an error (not its message)."""
+    return ("raised", result["raised"]) if "raised" in result else result.get("returned")
+
+
+@CHECKS.add(
+    1,
+    "name the call's own key in the IdempotencyConflict message: a key kept in a global "
+    "for the message is another thread's by the time the conflict is raised",
+)
+def conflict_names_its_own_key_between_calls(ns: Namespace) -> None:
+    key, payload = "billing:42:charge:v1", {"amount_cents": 1990}
+    rows = ns.harness(
+        HARNESS + "accept_between_two_workers", key, payload, {"amount_cents": 2990}, *OTHER_WORKER
+    )
+    said = rows[-1]["result"]
+    if "IdempotencyConflict" not in said.get("raised", ()):
+        return  # accept_keeps_each_call_to_itself judges the missing conflict
+    expect(
+        key in said.get("message", ""),
+        _(
+            "an IdempotencyConflict message naming {key}, though another thread's call for "
+            "{other} ran while accept read `seen`"
+        ).format(key=repr(key), other=repr(OTHER_WORKER[0])),
+        _said(said),
+    )
+
+
+@CHECKS.add(
+    1,
+    "when payload_fingerprint raises (json.dumps cannot encode a datetime, a set, a "
+    "Decimal, bytes), accept raises that error too, stores nothing, and makes up no "
+    "fingerprint of its own (repr(), default=str) nor calls it an IdempotencyConflict",
+)
+def accept_fails_as_the_fingerprint_does(ns: Namespace) -> None:
+    key = "billing:42:charge:v1"
+    for row in ns.harness(HARNESS + "accept_what_the_fingerprint_refuses", key):
+        if "raised" not in row["fingerprint"]:
+            continue  # a fingerprint that encodes it: fingerprints_of_values_and_their_text
+        got = row["accept"]
+        expect(
+            "raised" in got and "IdempotencyConflict" not in got["raised"] and not row["seen"],
+            _(
+                "the error payload_fingerprint raises ({error}) from accept for a new key "
+                "with a payload holding {kind}, and nothing stored"
+            ).format(error=row["fingerprint"]["raised"][0], kind=row["kind"]),
+            _("{said}; `seen` holds {seen}").format(said=_said(got), seen=row["seen"]),
+            _(
+                "fingerprint with payload_fingerprint and let its error out: a fallback "
+                "(repr(), json.dumps(default=str)) stores a fingerprint the contract never "
+                "makes (a datetime and its text alike, a set in this process's order), and "
+                "an IdempotencyConflict tells the caller a key came back with another payload"
+            ),
+        )

@@ -3703,11 +3703,324 @@ ZOO: list[tuple[str, str, str, str]] = [
             return False
     """,
     ),
+    (
+        "ex01",
+        "accept falls back to a sha256 of repr(payload) when json.dumps cannot encode it",
+        "accept_fails_as_the_fingerprint_does",
+        """
+        def accept(seen, key, payload):
+            try:
+                fp = payload_fingerprint(payload)
+            except TypeError:
+                fp = hashlib.sha256(repr(payload).encode("utf-8")).hexdigest()
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept falls back to json.dumps(default=str) when the payload holds a datetime",
+        "accept_fails_as_the_fingerprint_does",
+        """
+        def accept(seen, key, payload):
+            try:
+                fp = payload_fingerprint(payload)
+            except TypeError:
+                text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+                fp = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept reports a payload json.dumps cannot encode as an IdempotencyConflict",
+        "accept_fails_as_the_fingerprint_does",
+        """
+        def accept(seen, key, payload):
+            try:
+                fp = payload_fingerprint(payload)
+            except (TypeError, ValueError) as exc:
+                raise IdempotencyConflict(f"key {key!r}: no fingerprint ({exc})") from exc
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept fingerprints the payload without its private '_' fields (a store's _id, __v)",
+        "conflict_on_any_field",
+        """
+        def accept(seen, key, payload):
+            kept = {k: v for k, v in payload.items() if not str(k).startswith("_")}
+            fp = payload_fingerprint(kept)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept fingerprints the payload without its request and trace ids and timestamps",
+        "conflict_on_any_field",
+        """
+        VOLATILE = {"request_id", "trace_id", "timestamp", "created_at", "correlation_id"}
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint({k: v for k, v in payload.items() if k not in VOLATILE})
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept fingerprints only an event envelope's 'data' (a charge and a refund alike)",
+        "conflict_on_any_field",
+        """
+        def accept(seen, key, payload):
+            body = payload.get("data", payload)
+            fp = payload_fingerprint(body if isinstance(body, dict) else payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept calls a key stored with an empty fingerprint a repeat (`if known and known != fp`)",
+        "conflict_on_any_field",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            if key not in seen:
+                seen[key] = fp
+                return True
+            known = seen[key]
+            if known and known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept through one module-level Deduper that keeps the fingerprint in self.fp",
+        "accept_keeps_each_call_to_itself",
+        """
+        class _Deduper:
+            def __init__(self):
+                self.fp = None
+
+            def check(self, seen, key, payload):
+                self.fp = payload_fingerprint(payload)
+                if key not in seen:
+                    seen[key] = self.fp
+                    return True
+                if seen[key] != self.fp:
+                    raise IdempotencyConflict(f"key {key!r} came back with another payload")
+                return False
+
+
+        _DEDUPER = _Deduper()
+
+
+        def accept(seen, key, payload):
+            return _DEDUPER.check(seen, key, payload)
+    """,
+    ),
+    (
+        "ex01",
+        "accept keeps the current key in a module-level dict for its conflict message",
+        "conflict_names_its_own_key_between_calls",
+        """
+        _current = {}
+
+        def accept(seen, key, payload):
+            _current["key"] = key
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {_current['key']!r} came back with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept logs new payloads through its own StreamHandler (made at import, propagate off)",
+        "conflict_message_keeps_the_payload_out",
+        """
+        import logging
+        import sys
+
+        log = logging.getLogger("dedup.audit")
+        log.addHandler(logging.StreamHandler(sys.stderr))
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                log.info("new %s %s", key, payload)
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept appends every new payload to an audit file",
+        "conflict_message_keeps_the_payload_out",
+        """
+        import os
+        import tempfile
+
+        AUDIT = os.path.join(tempfile.gettempdir(), "labkit-zoo-ex01-audit.log")
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                with open(AUDIT, "a", encoding="utf-8") as audit:
+                    audit.write(f"{key} {json.dumps(payload)}\\n")
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "key made with .format() on text that already holds the id (an id '{action}' substituted)",
+        "an_id_equal_to_an_int_keeps_its_key",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            head = f"{source}:{entity_id}"
+            return (head + ":{action}:v{version}").format(action=action, version=version)
+    """,
+    ),
+    (
+        "ex01",
+        "key with abs() of an int entity id (-7 and 7 share a key)",
+        "an_id_equal_to_an_int_keeps_its_key",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, int):
+                entity_id = abs(entity_id)
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with '-' stripped off the left of the entity id ('-7' and '7' share a key)",
+        "an_id_equal_to_an_int_keeps_its_key",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{str(entity_id).lstrip('-')}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with the field names of nested dicts made text first ('10' sorted before '9')",
+        "fingerprint_matches_the_contract",
+        """
+        def _names_as_text(value):
+            if isinstance(value, dict):
+                return {str(k): _names_as_text(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [_names_as_text(v) for v in value]
+            return value
+
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                _names_as_text(payload), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "accept falls back to a sha256 of repr(payload) when json.dumps cannot encode it": (
+        "from accept for a new key with a payload holding"
+    ),
+    "accept falls back to json.dumps(default=str) when the payload holds a datetime": (
+        "from accept for a new key with a payload holding"
+    ),
+    "accept reports a payload json.dumps cannot encode as an IdempotencyConflict": (
+        "and nothing stored"
+    ),
+    "accept fingerprints the payload without its private '_' fields (a store's _id, __v)": (
+        "'_id': 'a'"
+    ),
+    "accept fingerprints the payload without its request and trace ids and timestamps": (
+        "'request_id': 'a'"
+    ),
+    "accept fingerprints only an event envelope's 'data' (a charge and a refund alike)": (
+        "'type': 'charge'"
+    ),
+    "accept calls a key stored with an empty fingerprint a repeat (`if known and known != fp`)": (
+        "when `seen` holds '' under that key"
+    ),
+    "accept through one module-level Deduper that keeps the fingerprint in self.fp": (
+        "interrupted while it read `seen` by another thread's"
+    ),
+    "accept keeps the current key in a module-level dict for its conflict message": (
+        "though another thread's call"
+    ),
+    "accept logs new payloads through its own StreamHandler (made at import, propagate off)": (
+        "nothing of the payload printed or logged by accept for a new key"
+    ),
+    "accept appends every new payload to an audit file": (
+        "nothing of the payload printed or logged by accept for a new key"
+    ),
+    "key made with .format() on text that already holds the id (an id '{action}' substituted)": (
+        "different keys for the entity ids '{action}' and 'charge'"
+    ),
+    "key with abs() of an int entity id (-7 and 7 share a key)": (
+        "different keys for the entity ids -7 and 7"
+    ),
+    "key with '-' stripped off the left of the entity id ('-7' and '7' share a key)": (
+        "different keys for the entity ids"
+    ),
+    "fingerprint with the field names of nested dicts made text first ('10' sorted before '9')": (
+        "'qty_by_line': {10: 1, 9: 2}"
+    ),
     "accept splits the key into its four parts before storing it": "sent twice with one payload",
     "accept splits the key to log it after storing (an id with ':' raises past the write)": (
         "sent twice with one payload"
@@ -4413,6 +4726,14 @@ SEVERE = [
     "accept compares only the first 8 hex digits of the fingerprints",
     "accept calls an emptied payload a repeat (`if payload and known != fp`)",
     "accept answers a repeat from a module-level memory of the last key and fingerprint",
+    "accept fingerprints the payload without its private '_' fields (a store's _id, __v)",
+    "accept fingerprints the payload without its request and trace ids and timestamps",
+    "accept fingerprints only an event envelope's 'data' (a charge and a refund alike)",
+    "accept calls a key stored with an empty fingerprint a repeat (`if known and known != fp`)",
+    "accept through one module-level Deduper that keeps the fingerprint in self.fp",
+    "key made with .format() on text that already holds the id (an id '{action}' substituted)",
+    "key with abs() of an int entity id (-7 and 7 share a key)",
+    "key with '-' stripped off the left of the entity id ('-7' and '7' share a key)",
 ]
 
 
@@ -4759,6 +5080,68 @@ RIGHT: list[tuple[str, str, str]] = [
             new = key not in seen
             seen |= {key: fp}
             return new
+    """,
+    ),
+    (
+        "accept holding a module-level threading.Lock across its read and write of `seen`",
+        "accept_keeps_each_call_to_itself",
+        """
+        import threading
+
+        _LOCK = threading.Lock()
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            with _LOCK:
+                known = seen.get(key)
+                if known is None:
+                    seen[key] = fp
+                    return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} was first used with another payload")
+            return False
+    """,
+    ),
+    (
+        "accept through a module-level Deduper whose state is all in locals (try/except KeyError)",
+        "accept_keeps_each_call_to_itself",
+        """
+        class _Deduper:
+            def check(self, seen, key, payload):
+                fp = payload_fingerprint(payload)
+                try:
+                    known = seen[key]
+                except KeyError:
+                    seen[key] = fp
+                    return True
+                if known != fp:
+                    raise IdempotencyConflict(f"key {key!r} came back with another payload")
+                return False
+
+
+        _DEDUPER = _Deduper()
+
+
+        def accept(seen, key, payload):
+            return _DEDUPER.check(seen, key, payload)
+    """,
+    ),
+    (
+        "accept that wraps the fingerprint's TypeError in a ValueError naming the key",
+        "accept_fails_as_the_fingerprint_does",
+        """
+        def accept(seen, key, payload):
+            try:
+                fp = payload_fingerprint(payload)
+            except TypeError as exc:
+                raise ValueError(f"key {key!r}: the payload is not JSON ({exc})") from exc
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with another payload")
+            return False
     """,
     ),
 ]

@@ -286,3 +286,143 @@ def accept_in_a_store_that_knows_better(
         first = outcome(accept, {}, key, dict(payload))
         second = outcome(accept, {key: stored}, key, dict(payload))
     return {"first": first, "second": second}
+
+
+class InterruptedStore(dict):  # type: ignore[type-arg]
+    """A ``seen`` that, at accept's first read of it, lets another worker's call run
+    before it answers (a thread switch at the worst instant): ``interrupt()`` runs in a
+    thread of its own, waited for ``PATIENCE`` seconds (a lock held across accept keeps
+    it waiting: it then runs after the first call)."""
+
+    def __init__(self, data: dict[str, Any], interrupt: Callable[[], None]) -> None:
+        super().__init__(data)
+        self._interrupt: Callable[[], None] | None = interrupt
+        self.thread: Any = None
+
+    def _once(self) -> None:
+        import threading
+
+        run, self._interrupt = self._interrupt, None
+        if run is not None:
+            self.thread = threading.Thread(target=run, daemon=True)
+            self.thread.start()
+            self.thread.join(PATIENCE)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self._once()
+        return dict.get(self, key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self._once()
+        return dict.__contains__(self, key)
+
+    def __getitem__(self, key: Any) -> Any:
+        self._once()
+        return dict.__getitem__(self, key)
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        self._once()
+        return dict.setdefault(self, key, default)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._once()
+        dict.__setitem__(self, key, value)
+
+
+#: How long an interrupted store waits for the other worker's call (then goes on).
+PATIENCE = 0.2
+
+
+def accept_between_two_workers(
+    values: MutableMapping[str, Any],
+    key: str,
+    payload: dict[str, Any],
+    changed: dict[str, Any],
+    other_key: str,
+    other_payload: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """``accept`` for ``key`` (new, a repeat, a conflict with ``changed``), each call
+    first alone on a plain dict, then interrupted at its first read of ``seen`` by another
+    worker's call for ``other_key`` with ``other_payload`` on a store of its own. One row
+    per call: ``{"what", "alone", "result": the outcome alone and interrupted, "seen_alone",
+    "seen": the store after each, "other_alone", "other": the other call's outcome alone
+    and when it interrupted, "other_seen_alone", "other_seen": its store after each}``."""
+
+    def held(store: dict[str, Any]) -> dict[str, str]:
+        return {str(k): repr(v) for k, v in dict.items(store)}
+
+    rows = []
+    with fresh_state(values):
+        accept, fingerprint = need(values, "accept"), need(values, "payload_fingerprint")
+        fp = fingerprint(dict(payload))
+        other_alone_seen: dict[str, Any] = {}
+        other_alone = outcome(accept, other_alone_seen, other_key, dict(other_payload))
+        for what, before, sent in (
+            ("new", {}, payload),
+            ("repeat", {key: fp}, payload),
+            ("conflict", {key: fp}, changed),
+        ):
+            alone_seen = dict(before)
+            alone = outcome(accept, alone_seen, key, dict(sent))
+            other_seen: dict[str, Any] = {}
+            other: dict[str, Any] = {}
+
+            def interrupt(
+                other_seen: dict[str, Any] = other_seen, other: dict[str, Any] = other
+            ) -> None:
+                other.update(outcome(accept, other_seen, other_key, dict(other_payload)))
+
+            store = InterruptedStore(before, interrupt)
+            result = outcome(accept, store, key, dict(sent))
+            if store.thread is not None:
+                store.thread.join(5.0)
+            rows.append(
+                {
+                    "what": what,
+                    "alone": alone,
+                    "result": result,
+                    "seen_alone": held(alone_seen),
+                    "seen": held(store),
+                    "other_alone": other_alone,
+                    "other": dict(other) or {"returned": "(still running)"},
+                    "other_seen_alone": held(other_alone_seen),
+                    "other_seen": held(other_seen),
+                }
+            )
+    return rows
+
+
+#: Payloads the canonical JSON cannot encode: a datetime, a set, a Decimal, bytes.
+def _unencodable() -> list[dict[str, Any]]:
+    import datetime as dt
+    from decimal import Decimal
+
+    return [
+        {"amount_cents": 1990, "due": dt.datetime(2026, 12, 4, 3, 0, tzinfo=dt.UTC)},
+        {"amount_cents": 1990, "tags": {"gift"}},
+        {"amount": Decimal("19.90")},
+        {"amount_cents": 1990, "ref": b"INV-7"},
+    ]
+
+
+def accept_what_the_fingerprint_refuses(
+    values: MutableMapping[str, Any], key: str
+) -> list[dict[str, Any]]:
+    """For each payload json.dumps cannot encode: ``payload_fingerprint``'s outcome, then
+    ``accept``'s for ``key`` on an empty store, and what the store held after it:
+    ``{"kind", "fingerprint", "accept", "seen"}``."""
+    rows = []
+    with fresh_state(values):
+        accept, fingerprint = need(values, "accept"), need(values, "payload_fingerprint")
+        for payload in _unencodable():
+            kind = next(type(v).__name__ for v in payload.values() if type(v) is not int)
+            seen: dict[str, Any] = {}
+            rows.append(
+                {
+                    "kind": kind,
+                    "fingerprint": _short(outcome(fingerprint, dict(payload))),
+                    "accept": _short(outcome(accept, seen, key, dict(payload))),
+                    "seen": {str(k): repr(v) for k, v in seen.items()},
+                }
+            )
+    return rows

@@ -22,6 +22,9 @@ from labkit.grading.exercises.elsewhere import on_another_machine
 from labkit.grading.exercises.ex01.caps import accept_past_calls as accept_past_calls
 from labkit.grading.exercises.ex01.caps import ints_written_in as ints_written_in
 from labkit.grading.exercises.ex01.edges import (
+    accept_between_two_workers as accept_between_two_workers,
+)
+from labkit.grading.exercises.ex01.edges import (
     accept_in_a_store_that_knows_better as accept_in_a_store_that_knows_better,
 )
 
@@ -36,6 +39,9 @@ from labkit.grading.exercises.ex01.edges import (
 )
 from labkit.grading.exercises.ex01.edges import (
     accept_the_same_dict_again as accept_the_same_dict_again,
+)
+from labkit.grading.exercises.ex01.edges import (
+    accept_what_the_fingerprint_refuses as accept_what_the_fingerprint_refuses,
 )
 from labkit.grading.exercises.ex01.edges import conflict_on_a_long_key as conflict_on_a_long_key
 from labkit.grading.exercises.ex01.edges import keys_of_long_intents as keys_of_long_intents
@@ -227,7 +233,11 @@ def accept_calls_logged(values: MutableMapping[str, Any], calls: list[list[Any]]
             root.addHandler(kept)
             root.setLevel(logging.DEBUG)
             try:
-                with contextlib.redirect_stdout(written), contextlib.redirect_stderr(written):
+                with (
+                    contextlib.redirect_stdout(written),
+                    contextlib.redirect_stderr(written),
+                    _every_record_and_file_kept(kept.lines),
+                ):
                     result = outcome(logged, seen, key, payload)
             finally:
                 root.removeHandler(kept)
@@ -237,6 +247,62 @@ def accept_calls_logged(values: MutableMapping[str, Any], calls: list[list[Any]]
                 result["logged"] = "".join(traceback.format_exception(caught[-1]))
             results.append(result)
     return {"results": results, "seen": {str(k): repr(v) for k, v in seen.items()}}
+
+
+@contextlib.contextmanager
+def _every_record_and_file_kept(lines: list[str]) -> Any:
+    """Keep in ``lines`` what no redirect of stdout sees: every log record any logger
+    handles (one that does not propagate to the root, with a handler of its own made at
+    import on the real stderr) and the text written to any file opened for writing (an
+    audit file)."""
+    import io
+    import logging
+
+    handle, real_open = logging.Logger.handle, builtins.open
+
+    def kept_handle(self: logging.Logger, record: logging.LogRecord) -> Any:
+        with contextlib.suppress(Exception):
+            lines.append(record.getMessage())
+        return handle(self, record)
+
+    class Copied:
+        def __init__(self, file: Any) -> None:
+            self._file = file
+
+        def write(self, text: Any) -> Any:
+            with contextlib.suppress(Exception):
+                lines.append(
+                    text if isinstance(text, str) else bytes(text).decode("utf-8", "replace")
+                )
+            return self._file.write(text)
+
+        def writelines(self, texts: Any) -> None:
+            for text in texts:
+                self.write(text)
+
+        def __enter__(self) -> Copied:
+            self._file.__enter__()
+            return self
+
+        def __exit__(self, *exc: Any) -> Any:
+            return self._file.__exit__(*exc)
+
+        def __iter__(self) -> Any:
+            return iter(self._file)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._file, name)
+
+    def kept_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        opened = real_open(file, mode, *args, **kwargs)
+        return Copied(opened) if set(str(mode)) & set("wax+") else opened
+
+    with (
+        mock.patch.object(logging.Logger, "handle", kept_handle),
+        mock.patch.object(builtins, "open", kept_open),
+        mock.patch.object(io, "open", kept_open),
+    ):
+        yield
 
 
 #: What a worker whose locale is C/POSIX (a cron job, a bare container) says its text
