@@ -118,6 +118,45 @@ def a_broken_lock_path_is_not_already_running(ns: Namespace) -> None:
 
 
 @CHECKS.add(
+    2,
+    "never run the job without the lock: when the lock file cannot be opened, or flock "
+    "fails with another error than 'would block', let the error come out; a job that "
+    "carries on unlocked (a warning, a fallback) runs beside every other copy",
+    timeout=20.0,
+    severe=True,
+)
+def no_run_without_the_lock(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        denied = ns.harness(HARNESS + "attempt_when_opening_is_refused", str(path))
+    expect(
+        denied != "acquired",
+        _(
+            "the error itself (PermissionError) for a lock file this user may not open, not a "
+            "with block run without the lock"
+        ),
+        _("the with block ran, though no lock was taken"),
+        _(
+            "let the error of open come out: a job that runs without its lock runs beside any "
+            "other copy"
+        ),
+    )
+    with lock_path(ns) as path:
+        failed = ns.harness(HARNESS + "attempt_when_locking_fails", str(path))
+    expect(
+        failed != "acquired",
+        _(
+            "the error itself (OSError: No locks available) when flock fails with ENOLCK (a "
+            "lock folder on NFS without its lock daemon), not a with block run without the lock"
+        ),
+        _("the with block ran, though flock had failed and no lock was taken"),
+        _(
+            "catch BlockingIOError alone around flock and let any other OSError come out: "
+            "'locks not supported here, run anyway' lets every copy run at once"
+        ),
+    )
+
+
+@CHECKS.add(
     1,
     "refuse another thread of the holder's own process too, at once: flock belongs to the "
     "open file, so a thread that opens the file itself is refused like a second process; "
@@ -198,6 +237,17 @@ def _who(case: int) -> str:
             "a holder whose file was last written 40 days ago and still runs (a daemon, or a "
             "clock set back: no age makes a held lock stale)"
         ),
+        _("a holder whose file reads {text}, no bare pid (another version of the job)").format(
+            text=repr(NOT_A_PID)
+        ),
+        _(
+            "a holder whose file is dated a day ahead (written by a host whose clock runs "
+            "ahead, on a shared folder)"
+        ),
+        _(
+            "a holder whose file is dated 50 years back (an image built with its dates reset, "
+            "as reproducible builds do)"
+        ),
     ][case]
 
 
@@ -211,7 +261,9 @@ def _who(case: int) -> str:
 )
 def a_held_lock_is_never_stale(ns: Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="labkit-ex02-", dir=ns.workdir) as tmp:
-        runs = ns.harness(HARNESS + "attempts_beside_a_plain_holder", tmp, PLAIN_HOLDERS)
+        runs = ns.harness(
+            HARNESS + "attempts_beside_a_plain_holder", tmp, PLAIN_HOLDERS + ODD_HOLDERS
+        )
     for case, run in enumerate(runs):
         took = "acquired" in (run["answer"], run["again"]) or not run["same_file"]
         expect(
@@ -225,10 +277,41 @@ def a_held_lock_is_never_stale(ns: Namespace) -> None:
                 file=_("still in place") if run["same_file"] else _("deleted or replaced"),
             ),
         )
+    # A scheduler that lives for months tries every minute: however many times in a row it
+    # was refused, the holder still runs. A count of refusals that makes the lock "stuck"
+    # (delete it, take over) lets this copy, or the next process, run beside it.
+    with lock_path(ns) as path:
+        row = ns.harness(HARNESS + "refused_while_a_child_holds", str(path), REFUSALS_IN_A_ROW)
+    answers = [*row["refusals"], row["second_process"]]
+    expect(
+        all(a.startswith("refused") for a in answers),
+        _(
+            "AlreadyRunning for each of {n} attempts in a row by one process, and for another "
+            "process after them, while the same holder still runs (no number of refusals "
+            "makes a held lock stale)"
+        ).format(n=REFUSALS_IN_A_ROW),
+        _("the attempts got {answers}").format(answers=", ".join(repr(a[:60]) for a in answers)),
+        _(
+            "refuse every time flock finds the lock busy: a count of refusals (or of minutes) "
+            "says nothing about whether the holder still runs"
+        ),
+    )
 
 
 #: What a holder of another version of the job writes in the file: no bare pid.
 NOT_A_PID = "pid=4194304 (nightly report)"
+
+
+#: More holders alive whatever their file says: text that is no pid, a date in the future,
+#: one decades old (a stale rule by age needs only one age past its limit).
+ODD_HOLDERS: list[list[Any]] = [
+    [NOT_A_PID, 0.0],
+    ["1", -86_400.0],
+    ["1", 50 * 365 * 86_400.0],
+]
+
+#: Refusals in a row by one long-lived process (a scheduler trying every minute).
+REFUSALS_IN_A_ROW = 10
 
 
 def _not_a_pid() -> str:
@@ -276,6 +359,23 @@ def refusal_when_the_file_names_nobody(ns: Namespace) -> None:
         _(
             "write your pid only once flock gave you the lock: a refused attempt writes "
             "nothing, or the file names the process refused as the holder"
+        ),
+    )
+    # An empty file names nobody: a refusal that makes up a number for it ("pid 0", "pid
+    # -1") sends the operator after a process that does not exist.
+    made_up = re.search(r"pid\W{0,3}-?\d+", said)
+    expect(
+        made_up is None,
+        _(
+            "no pid in the refusals while {who} holds the lock: the file names nobody, so the "
+            "message says the holder is unknown"
+        ).format(who=_who(0)),
+        _("the refusals said {answer}, then {again}").format(
+            answer=repr(empty["answer"]), again=repr(empty["again"])
+        ),
+        _(
+            "name the holder as unknown when the file holds no pid: a made-up number (0, -1) "
+            "names a process that does not exist"
         ),
     )
     # Pids run to 4194304 on a 64-bit Linux (pid_max): all seven digits are the holder's.

@@ -3161,6 +3161,232 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        "a refused process takes over after 3 refusals in a row (the holder 'must be stuck')",
+        "a_held_lock_is_never_stale",
+        """
+        _REFUSED = {}
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    _REFUSED[path] = _REFUSED.get(path, 0) + 1
+                    if _REFUSED[path] >= 3:
+                        _REFUSED[path] = 0
+                        os.unlink(path)
+                        fh.close()
+                        fh = open(path, "a+")
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        fh.write(str(os.getpid()))
+                        fh.flush()
+                        yield
+                        return
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a busy lock whose file holds no bare pid deleted as corrupt and taken",
+        "a_held_lock_is_never_stale",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    text = fh.read().strip()
+                    if text and not text.isdigit():
+                        os.unlink(path)
+                        fh.close()
+                        fh = open(path, "a+")
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        fh.write(str(os.getpid()))
+                        fh.flush()
+                        yield
+                        return
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a busy lock whose file is dated in the future deleted as bogus (clock skew)",
+        "a_held_lock_is_never_stale",
+        """
+        import time
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    if os.path.getmtime(path) > time.time() + 60:
+                        os.unlink(path)
+                        fh.close()
+                        fh = open(path, "a+")
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        fh.write(str(os.getpid()))
+                        fh.flush()
+                        yield
+                        return
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a busy lock whose file is over 60 days old deleted as stale",
+        "a_held_lock_is_never_stale",
+        """
+        import time
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    if time.time() - os.path.getmtime(path) > 60 * 86400:
+                        os.unlink(path)
+                        fh.close()
+                        fh = open(path, "a+")
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        fh.write(str(os.getpid()))
+                        fh.flush()
+                        yield
+                        return
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "flock's other errors (ENOLCK on NFS) warned about, the job run without the lock",
+        "no_run_without_the_lock",
+        """
+        import errno
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                except OSError as exc:
+                    if exc.errno not in (errno.ENOLCK, errno.EINVAL):
+                        raise
+                    print(f"warning: no locks on {path} ({exc}), running anyway")
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "a lock file that cannot be opened warned about, the job run without the lock",
+        "no_run_without_the_lock",
+        """
+        @contextmanager
+        def single_instance(path):
+            try:
+                fh = open(path, "a+")
+            except PermissionError:
+                print(f"warning: cannot open {path}, running without a lock")
+                yield
+                return
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        "the holder named as pid 0 when the file holds no pid (int() of an empty file made 0)",
+        "refusal_when_the_file_names_nobody",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    text = fh.read().strip()
+                    holder = int(text) if text.isdigit() else 0
+                    raise AlreadyRunning(f"{path} is locked by pid {holder}") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
@@ -3444,6 +3670,25 @@ SAYS: dict[str, str] = {
     "a SIGHUP handler that reopens the lock file (closes it, then flocks it again)": (
         "still running 2 s after the signal, still holding the lock"
     ),
+    "a refused process takes over after 3 refusals in a row (the holder 'must be stuck')": (
+        "attempts in a row by one process"
+    ),
+    "a busy lock whose file holds no bare pid deleted as corrupt and taken": (
+        "no bare pid (another version of the job) holds it"
+    ),
+    "a busy lock whose file is dated in the future deleted as bogus (clock skew)": (
+        "dated a day ahead"
+    ),
+    "a busy lock whose file is over 60 days old deleted as stale": "dated 50 years back",
+    "flock's other errors (ENOLCK on NFS) warned about, the job run without the lock": (
+        "not a with block run without the lock"
+    ),
+    "a lock file that cannot be opened warned about, the job run without the lock": (
+        "(PermissionError) for a lock file this user may not open"
+    ),
+    "the holder named as pid 0 when the file holds no pid (int() of an empty file made 0)": (
+        "no pid in the refusals"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -3506,6 +3751,12 @@ SEVERE = [
     "'.lock' appended to a path that does not end with it",
     "a SIGHUP handler that reopens the lock file (closes it, then flocks it again)",
     "the lock file created when missing as a temporary file renamed to the path",
+    "a refused process takes over after 3 refusals in a row (the holder 'must be stuck')",
+    "a busy lock whose file holds no bare pid deleted as corrupt and taken",
+    "a busy lock whose file is dated in the future deleted as bogus (clock skew)",
+    "a busy lock whose file is over 60 days old deleted as stale",
+    "flock's other errors (ENOLCK on NFS) warned about, the job run without the lock",
+    "a lock file that cannot be opened warned about, the job run without the lock",
 ]
 
 
@@ -4096,6 +4347,35 @@ RIGHT: list[tuple[str, str, str]] = [
             finally:
                 fh.close()
                 signal.signal(signal.SIGTERM, before)
+    """,
+    ),
+    (
+        "os.open, errno checked for EWOULDBLOCK (any other error raised), 'holder not known yet'",
+        "no_run_without_the_lock",
+        """
+        import errno
+        import os.path
+
+        @contextmanager
+        def single_instance(path):
+            folder = os.path.dirname(path)
+            if folder:
+                os.makedirs(folder, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError as exc:
+                    if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                        raise
+                    text = os.pread(fd, 64, 0).decode(errors="replace").strip()
+                    who = f"pid {text}" if text else "a holder not known yet (empty file)"
+                    raise AlreadyRunning(f"{path} is held by {who}") from None
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, str(os.getpid()).encode(), 0)
+                yield
+            finally:
+                os.close(fd)
     """,
     ),
 ]
