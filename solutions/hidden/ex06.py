@@ -38,7 +38,8 @@ CHECKS = Checks("ex06", hidden=True)
 @CHECKS.add(
     1,
     "redrives counts every redrive (redrives = redrives + 1), so an operator sees "
-    "a job that keeps coming back",
+    "a job that keeps coming back; and a job redriven before starts over as the first time "
+    "(attempt 0, run_after = now)",
 )
 def redrive_counts_every_time(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
@@ -67,6 +68,22 @@ def redrive_counts_every_time(ns: Namespace) -> None:
         job["redrives"] == 2 and job["state"] == "pending",
         "redrives = 2 after two redrives",
         f"redrives={job['redrives']}, state={job['state']}",
+    )
+    # The second redrive starts the job over as the first did: the count is for the
+    # operator to read, not a delay or a smaller budget of the code's own.
+    expect(
+        (job["attempt"], job["run_after"], job["updated_at"]) == (0, 40.0, 40.0),
+        _(
+            "attempt 0, run_after = updated_at = 40 after the second redrive(now=40), as "
+            "after the first (a job redriven before starts over the same way)"
+        ),
+        _("attempt {attempt}, run_after {run_after}, updated_at {updated_at}").format(
+            attempt=job["attempt"], run_after=job["run_after"], updated_at=job["updated_at"]
+        ),
+        _(
+            "set attempt = 0 and run_after = :now whatever redrives says: no backoff by the "
+            "number of redrives (now + 60 * redrives), no attempt = redrives"
+        ),
     )
 
 
@@ -135,6 +152,36 @@ def dead_letter_needs_a_running_job(ns: Namespace) -> None:
         ),
         "fence on state = 'running' AND lease_token = :token: a job waiting for its next "
         "attempt is not the late caller's to bury, and a dead job never runs again",
+    )
+    _a_job_that_finishes_meanwhile_stays_done(ns)
+
+
+def _a_job_that_finishes_meanwhile_stays_done(ns: Namespace) -> None:
+    """The job's handler finishes it (succeeded, its token kept) between the dead letter's
+    check of the state and its UPDATE: a state read first and compared in Python, then an
+    UPDATE fenced on the token alone, buries a job that succeeded, and a redrive runs it
+    again."""
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        result = ns.harness(
+            HARNESS + "dead_letter_while_the_job_finishes", str(path), job_id, "tok-1", NOW
+        )
+        job = row_of(conn, job_id)
+    if result.get("worker") != "in the gap":
+        return  # no read before the write: the job was buried first, or left alone
+    expect(
+        not result.get("returned") and job["state"] == "succeeded",
+        _(
+            "False, and job {job_id} left succeeded: its handler finished it (keeping its "
+            "token 'tok-1') after your dead_letter read the job and before it wrote"
+        ).format(job_id=job_id),
+        _("{said}; the job is {state}").format(said=it_said(result), state=job["state"]),
+        _(
+            "put the whole fence in the UPDATE (WHERE id = :id AND state = 'running' AND "
+            "lease_token = :token): a state checked by a SELECT first is stale by the time "
+            "an UPDATE fenced on the token alone lands, and a succeeded job buried is "
+            "redriven and run again"
+        ),
     )
 
 
@@ -288,6 +335,41 @@ def dead_letter_token_is_a_parameter(ns: Namespace) -> None:
         ),
         "fence with lease_token = :token, exactly: LIKE reads '%' and '_' as patterns and "
         "ignores case, and COLLATE NOCASE ignores case, so another worker's token passes",
+    )
+    # A running job with no token recorded (claimed by older code): a caller with no
+    # token (None) holds no lease on it either. "lease_token IS :token" matches NULL to
+    # NULL; "lease_token = :token" never does.
+    with lab_file(ns) as (conn, path):
+        bare = add_job(
+            conn,
+            "c:4:v1",
+            state="running",
+            attempt=1,
+            lease_owner="w4",
+            lease_until=NOW + 30,
+            updated_at=1.0,
+        )
+        got = ns.harness(
+            HARNESS + "dead_letter",
+            str(path),
+            bare,
+            None,
+            "permanent",
+            {"type": "ValueError"},
+            NOW,
+        )
+        state = row_of(conn, bare)["state"]
+    expect(
+        not got.get("returned") and state == "running",
+        _(
+            "False for token=None on running job {job_id}, which has no token recorded (NULL), "
+            "and the job still running"
+        ).format(job_id=bare),
+        _("{said}; the job {state}").format(said=it_said(got), state=state),
+        _(
+            "fence with lease_token = :token: NULL = NULL is never true, while "
+            "lease_token IS :token lets a caller with no token bury a job it never held"
+        ),
     )
 
 
@@ -614,7 +696,8 @@ def a_killed_dead_letter_leaves_the_reason(ns: Namespace) -> None:
     1,
     "store now as it is given (a float): int(now) or round(now) moves the dead letter and the "
     "redrive up to a second back, before the moment they happened; max(updated_at, now) "
-    "keeps another clock's instant, and a delay per job moves the later ones on",
+    "keeps another clock's instant, a delay per job moves the later ones on, and 'now or "
+    "time.time()' replaces an instant of 0",
 )
 def the_instants_are_kept_as_given(ns: Namespace) -> None:
     buried_at, redriven_at = NOW + 0.25, NOW + 10.75
@@ -659,6 +742,37 @@ def the_instants_are_kept_as_given(ns: Namespace) -> None:
         _(
             "set run_after = :now and updated_at = :now for every job redriven: not "
             "max(updated_at, :now), not now plus a delay per job"
+        ),
+    )
+    _the_instant_zero_is_kept(ns)
+
+
+def _the_instant_zero_is_kept(ns: Namespace) -> None:
+    """``now = 0.0`` is an instant like any other (a test clock starts there): ``now or
+    time.time()`` takes it for a missing value and stores the wall clock instead."""
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        conn.execute(
+            "UPDATE jobs SET updated_at = 0, lease_until = 30 WHERE id = :id", {"id": job_id}
+        )
+        bury(ns, path, job_id, "tok-1", "permanent error", {"type": "ValueError"}, 0.0)
+        buried = row_of(conn, job_id)["updated_at"]
+        redrive(ns, path, limit=1, now=0.0)
+        job = row_of(conn, job_id)
+    got = (buried, job["run_after"], job["updated_at"])
+    expect(
+        got == (0.0, 0.0, 0.0),
+        _(
+            "updated_at = 0 after dead_letter(..., now=0.0), then run_after = updated_at = 0 "
+            "after redrive(now=0.0): an instant of 0 stored as given"
+        ),
+        _(
+            "updated_at {buried} after the dead letter; run_after {run_after}, updated_at "
+            "{updated_at} after the redrive"
+        ).format(buried=got[0], run_after=got[1], updated_at=got[2]),
+        _(
+            "use now as given, 0.0 too: 'now or time.time()' reads 0 as missing and stores "
+            "the wall clock (test if now is None, if you must)"
         ),
     )
 
@@ -1097,7 +1211,7 @@ ANY_DEAD: tuple[dict[str, object], ...] = (
     "every dead job is redriven when asked, however often it was redriven before, whatever "
     "its run_after, reason or attempt: a filter of the code's own (redrives < 3, run_after "
     "<= now, a reason recorded, not a permanent error) leaves those jobs dead for good, and "
-    "the redrive says nothing",
+    "the redrive says nothing; and each comes back with its attempts to run (attempt 0)",
     severe=True,
 )
 def every_dead_job_can_be_redriven(ns: Namespace) -> None:
@@ -1125,6 +1239,14 @@ def every_dead_job_can_be_redriven(ns: Namespace) -> None:
             for i, extra in zip(ids, ANY_DEAD, strict=True)
             if row_of(conn, i)["state"] == "dead"
         ]
+        # Back with no try left: pending at attempt >= max_attempts (a budget that shrinks
+        # with each redrive, attempt = redrives) runs once at most and is buried again.
+        spent = [
+            f"{i} (redrives {job['redrives']}, attempt {job['attempt']} of {job['max_attempts']})"
+            for i in ids
+            for job in [row_of(conn, i)]
+            if job["state"] == "pending" and job["attempt"] >= job["max_attempts"]
+        ]
     # In any order: a wrong order loses the order's own checks; this severe one judges
     # only whether every dead job came back.
     expect(
@@ -1135,6 +1257,19 @@ def every_dead_job_can_be_redriven(ns: Namespace) -> None:
         ),
         "choose by state = 'dead' (and the kind when it is given), nothing else: an operator "
         "who asks for a redrive gets every dead job up to the limit",
+    )
+    expect(
+        not spent,
+        _(
+            "the dead jobs {ids}, redriven 0 to 10 times before, all back with their "
+            "attempts to run (attempt 0, below max_attempts)"
+        ).format(ids=ids),
+        _("pending with no attempt left: {jobs}").format(jobs="; ".join(spent)),
+        _(
+            "set attempt = 0 for every job redriven, however often it was redriven before: "
+            "a job pending with its attempts used up is buried again at its first failure, "
+            "or never runs"
+        ),
     )
     _redriven_again_in_the_same_process(ns)
 
@@ -1409,6 +1544,34 @@ def dead_letter_stores_the_error_given(ns: Namespace) -> None:
         "describe(error) of each error you are given: a text kept from an earlier call with "
         "the same message names that call's error class, not this one's",
     )
+    # An error with no message still names its class: describe() gives "ValueError", and the
+    # reason is dead_reason's, not a stand-in for a quiet error.
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        result = ns.harness(
+            HARNESS + "dead_letter",
+            str(path),
+            job_id,
+            "tok-1",
+            "permanent error",
+            {"type": "ValueError"},
+            NOW,
+        )
+        job = row_of(conn, job_id)
+    expect(
+        (job["last_error"], job["dead_reason"]) == ("ValueError", "permanent error"),
+        _(
+            "last_error 'ValueError' and dead_reason 'permanent error' for job {job_id}, buried "
+            "with a ValueError that has no message"
+        ).format(job_id=job_id),
+        _("{said}; last_error {error}, dead_reason {reason}").format(
+            said=it_said(result), error=repr(job["last_error"]), reason=repr(job["dead_reason"])
+        ),
+        _(
+            "last_error = describe(error) for an error with no message too (it names the "
+            "class): not the reason, nor nothing"
+        ),
+    )
 
 
 @CHECKS.add(
@@ -1524,4 +1687,116 @@ def _changes_nothing_when_the_lease_moves(ns: Namespace) -> None:
         "set state, dead_reason, last_error and the lease in the one fenced UPDATE (WHERE "
         "id = :id AND state = 'running' AND lease_token = :token): a write before it lands "
         "on a job that may be another worker's by the time the fence is checked",
+    )
+
+
+@CHECKS.add(
+    1,
+    "dead_letter keeps no memory of its own between calls: in one long-running worker a job "
+    "buried again after a redrive gets its new reason and error, and every job of a batch "
+    "claimed under one token is buried (a cache by job id, a set of tokens used)",
+)
+def dead_letter_remembers_nothing_between_calls(ns: Namespace) -> None:
+    first = {"type": "TimeoutError", "message": "the ERP did not answer in 30 s"}
+    second = {"type": "PermissionError", "message": "the ERP refused the API key"}
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        steps: list[list[Any]] = [
+            ["dead_letter", job_id, "tok-1", "attempts exhausted (3 of 3)", first, NOW],
+            ["redrive", {"limit": 5, "now": NOW + 10}],
+            ["claim", job_id, "tok-2", NOW + 20],
+            ["dead_letter", job_id, "tok-2", "permanent error", second, NOW + 30],
+        ]
+        results = ns.harness(HARNESS + "one_worker_process", str(path), steps)
+        job = row_of(conn, job_id)
+    want = ("dead", "permanent error", "PermissionError: the ERP refused the API key")
+    got = (job["state"], job["dead_reason"], job["last_error"])
+    expect(
+        got == want,
+        _(
+            "job {job_id} buried, redriven, claimed and buried again in one worker: dead, "
+            "dead_reason {reason}, last_error {error} (the second burial's)"
+        ).format(job_id=job_id, reason=repr(want[1]), error=repr(want[2])),
+        _(
+            "the calls said: {said}; the job is {state}, dead_reason {reason}, last_error {error}"
+        ).format(
+            said="; ".join(it_said(r) for r in results),
+            state=got[0],
+            reason=repr(got[1]),
+            error=repr(got[2]),
+        ),
+        _(
+            "describe(error) and the reason of each call, written by its own UPDATE: a text "
+            "kept by job id from an earlier burial hides why the job died this time"
+        ),
+    )
+    # One claim handed the worker two jobs under one token (a batch): burying both, one
+    # after the other in the same worker, buries both.
+    with lab_file(ns) as (conn, path):
+        ids = [add_running(conn, token="batch-tok")]
+        ids.append(add_running(conn, token="batch-tok", key="pay:8:charge:v1", attempt=1))
+        error = {"type": "ValueError", "message": "no such customer"}
+        results = ns.harness(
+            HARNESS + "dead_letters_in_a_row",
+            str(path),
+            [[i, "batch-tok", "permanent error", error, NOW + n] for n, i in enumerate(ids)],
+        )
+        states = [row_of(conn, i)["state"] for i in ids]
+    expect(
+        [r.get("returned") for r in results] == [True, True] and states == ["dead", "dead"],
+        _(
+            "True for each of jobs {ids}, claimed together under the token 'batch-tok' and "
+            "buried one after the other in one worker, and both dead"
+        ).format(ids=ids),
+        _("{said}; in the table: {states}").format(
+            said="; ".join(it_said(r) for r in results), states=states
+        ),
+        _(
+            "let the fenced UPDATE (id, state and token) decide every call: a token remembered "
+            "as used after one job of a batch refuses the next, which runs again"
+        ),
+    )
+
+
+@CHECKS.add(
+    1,
+    "the oldest dead letters first (ORDER BY updated_at, id), whatever else the row says: "
+    "not the least redriven first, not the often-redriven ('poison') ones last, not by "
+    "run_after or attempt; the operator asked for the oldest",
+)
+def redrive_takes_the_oldest_whatever_else_the_row_says(ns: Namespace) -> None:
+    # (redrives, run_after, attempt) of dead jobs buried at 10, 20, 30, 40, 50.
+    shapes = ((5, 500.0, 3), (0, 50.0, 3), (3, 0.0, 1), (1, 5.0, 2), (0, 1.0, 0))
+    with lab_file(ns) as (conn, path):
+        ids = []
+        for n, (redrives, run_after, attempt) in enumerate(shapes):
+            job_id = add_job(
+                conn,
+                f"email:{n}:send:v1",
+                state="dead",
+                attempt=attempt,
+                run_after=run_after,
+                dead_reason="attempts exhausted (3 of 3)",
+                updated_at=10.0 * (n + 1),
+            )
+            conn.execute(
+                "UPDATE jobs SET redrives = :r WHERE id = :id", {"r": redrives, "id": job_id}
+            )
+            ids.append(job_id)
+        got = redrive(ns, path, limit=2, now=NOW)
+        pending = _now_pending(conn)
+    shape = "; ".join(
+        f"{i}: buried at {10 * (n + 1)}, redrives {r}, run_after {ra:g}, attempt {a}"
+        for n, (i, (r, ra, a)) in enumerate(zip(ids, shapes, strict=True))
+    )
+    expect(
+        list(got) == ids[:2] and sorted(pending) == ids[:2],
+        _("{want} with limit=2, the two oldest, on dead jobs {shape}").format(
+            want=ids[:2], shape=shape
+        ),
+        _("returned {ids}; pending now: {pending}").format(ids=list(got), pending=pending),
+        _(
+            "ORDER BY updated_at, id and nothing before it: a job redriven before, or due "
+            "later, is no younger for it"
+        ),
     )

@@ -3809,6 +3809,256 @@ ZOO: list[tuple[str, str, str, str]] = [
             return _reference_redrive(conn, limit=limit, now=now, kind=kind, dry_run=dry_run)
     """,
     ),
+    # Red-team round (ex06): a check-then-act, orders by what else the row says, memories
+    # kept between calls, an instant of 0, NULL tokens, quiet errors, redrive budgets.
+    (
+        "ex06",
+        "dead_letter checks state = 'running' with a SELECT, then an UPDATE fenced on the token",
+        "dead_letter_needs_a_running_job",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            row = conn.execute("SELECT state FROM jobs WHERE id = :id", {"id": job_id}).fetchone()
+            if row is None or row["state"] != "running":
+                return False
+            cur = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND lease_token = :token",
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now})
+            return cur.rowcount == 1
+    """,
+    ),
+    (
+        "ex06",
+        "redrive least-redriven first (ORDER BY redrives, updated_at, id)",
+        "redrive_takes_the_oldest_whatever_else_the_row_says",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY redrives, updated_at, id LIMIT :limit",
+                    {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive puts 'poison' jobs last (ORDER BY redrives >= 3, updated_at, id)",
+        "redrive_takes_the_oldest_whatever_else_the_row_says",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY redrives >= 3, updated_at, id LIMIT :limit",
+                    {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive by when each job was due (ORDER BY run_after, updated_at, id)",
+        "redrive_takes_the_oldest_whatever_else_the_row_says",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY run_after, updated_at, id LIMIT :limit",
+                    {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "last_error cached by job id in a module-level dict (a job buried twice keeps the first)",
+        "dead_letter_remembers_nothing_between_calls",
+        """
+        _DESCRIBED = {}
+        def dead_letter(conn, job_id, token, reason, error, now):
+            text = _DESCRIBED.setdefault(job_id, describe(error))
+            cur = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token",
+                {"id": job_id, "token": token, "reason": reason, "error": text, "now": now})
+            return cur.rowcount == 1
+    """,
+    ),
+    (
+        "ex06",
+        "dead_reason cached by job id in a module-level dict (the first reason kept)",
+        "dead_letter_remembers_nothing_between_calls",
+        """
+        _REASONS = {}
+        _reference_dead_letter = dead_letter
+        def dead_letter(conn, job_id, token, reason, error, now):
+            reason = _REASONS.setdefault(job_id, reason)
+            return _reference_dead_letter(conn, job_id, token, reason, error, now)
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter remembers the tokens it used in a module-level set (a token buries once)",
+        "dead_letter_remembers_nothing_between_calls",
+        """
+        _USED = set()
+        _reference_dead_letter = dead_letter
+        def dead_letter(conn, job_id, token, reason, error, now):
+            if token in _USED:
+                return False
+            buried = _reference_dead_letter(conn, job_id, token, reason, error, now)
+            _USED.add(token)
+            return buried
+    """,
+    ),
+    (
+        "ex06",
+        "redrive takes 'now or time.time()' (an instant of 0 read as missing)",
+        "the_instants_are_kept_as_given",
+        """
+        import time
+        _reference_redrive = redrive
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            return _reference_redrive(
+                conn, limit=limit, now=now or time.time(), kind=kind, dry_run=dry_run)
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter takes 'now or time.time()' (an instant of 0 read as missing)",
+        "the_instants_are_kept_as_given",
+        """
+        import time
+        _reference_dead_letter = dead_letter
+        def dead_letter(conn, job_id, token, reason, error, now):
+            return _reference_dead_letter(conn, job_id, token, reason, error, now or time.time())
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter fenced with lease_token IS :token (a NULL token matches NULL)",
+        "dead_letter_token_is_a_parameter",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            cur = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token IS :token",
+                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                 "now": now})
+            return cur.rowcount == 1
+    """,
+    ),
+    (
+        "ex06",
+        "last_error falls back to the reason when the error has no message",
+        "dead_letter_stores_the_error_given",
+        """
+        def dead_letter(conn, job_id, token, reason, error, now):
+            text = describe(error) if str(error) else reason
+            cur = conn.execute(
+                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                " WHERE id = :id AND state = 'running' AND lease_token = :token",
+                {"id": job_id, "token": token, "reason": reason, "error": text, "now": now})
+            return cur.rowcount == 1
+    """,
+    ),
+    (
+        "ex06",
+        "redrive backs off by the redrives so far (run_after = now + 60 * redrives)",
+        "redrive_counts_every_time",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0,"
+                        " run_after = :now + 60 * redrives, dead_reason = NULL,"
+                        " redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive restarts at attempt = redrives (the budget shrinks with each redrive)",
+        "every_dead_job_can_be_redriven",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = redrives, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
 ]
 
 
@@ -4105,6 +4355,43 @@ SAYS: dict[str, str] = {
     ),
     "redrive skips jobs buried by a permanent error (they would only fail again)": (
         "all redriven (in any order)"
+    ),
+    "dead_letter checks state = 'running' with a SELECT, then an UPDATE fenced on the token": (
+        "after your dead_letter read the job and before it wrote"
+    ),
+    "redrive least-redriven first (ORDER BY redrives, updated_at, id)": (
+        "the two oldest, on dead jobs"
+    ),
+    "redrive puts 'poison' jobs last (ORDER BY redrives >= 3, updated_at, id)": (
+        "the two oldest, on dead jobs"
+    ),
+    "redrive by when each job was due (ORDER BY run_after, updated_at, id)": "run_after 500",
+    "last_error cached by job id in a module-level dict (a job buried twice keeps the first)": (
+        "(the second burial's)"
+    ),
+    "dead_reason cached by job id in a module-level dict (the first reason kept)": (
+        "dead_reason 'permanent error'"
+    ),
+    "dead_letter remembers the tokens it used in a module-level set (a token buries once)": (
+        "claimed together under the token 'batch-tok'"
+    ),
+    "redrive takes 'now or time.time()' (an instant of 0 read as missing)": (
+        "an instant of 0 stored as given"
+    ),
+    "dead_letter takes 'now or time.time()' (an instant of 0 read as missing)": (
+        "updated_at = 0 after dead_letter(..., now=0.0)"
+    ),
+    "dead_letter fenced with lease_token IS :token (a NULL token matches NULL)": (
+        "which has no token recorded (NULL)"
+    ),
+    "last_error falls back to the reason when the error has no message": (
+        "with a ValueError that has no message"
+    ),
+    "redrive backs off by the redrives so far (run_after = now + 60 * redrives)": (
+        "as after the first"
+    ),
+    "redrive restarts at attempt = redrives (the budget shrinks with each redrive)": (
+        "all back with their attempts to run"
     ),
 }
 

@@ -431,6 +431,32 @@ def dead_letter_while_the_lease_moves(
     )
 
 
+def dead_letter_while_the_job_finishes(
+    values: MutableMapping[str, Any], path: str, job_id: int, token: str, now: float
+) -> dict[str, Any]:
+    """``dead_letter`` by the holder of ``token`` (a watchdog giving up on it) while the
+    job's own handler finishes it: state ``succeeded``, its lease columns left as they
+    were (as a ``complete()`` may leave them), in the gap between the student's read and
+    write if the code leaves one; otherwise right after it. Returns the call's outcome
+    and whether the completion came inside the gap."""
+
+    def dead_letter(conn: Racing) -> dict[str, Any]:
+        with fresh_state(values):
+            error = build_error({"type": "TimeoutError", "message": "no answer in 30 s"})
+            return outcome(
+                need(values, "dead_letter"), conn, job_id, token, "timed out", error, now
+            )
+
+    return _while_another_writes(
+        path,
+        "UPDATE jobs SET state = 'succeeded', updated_at = :now"
+        " WHERE id = :id AND state = 'running'",
+        {"id": job_id, "now": now},
+        dead_letter,
+        writes_first=True,
+    )
+
+
 def dead_letter_then_taken_again(
     values: MutableMapping[str, Any], path: str, job_id: int, token: str, now: float, at: float
 ) -> dict[str, Any]:
