@@ -1402,6 +1402,87 @@ def charges_after_its_database_session_ended(ns: Namespace) -> None:
                 "task is acknowledged, so its charge is lost"
             ),
         )
+        _rolled_back_by_the_database_is_not_a_duplicate(run)
+
+
+#: Errors the database rolls a transaction back with, each made once by the check (a
+#: trigger that raises its SQLSTATE): ``(key, table whose INSERT raises, SQLSTATE, what
+#: the feedback calls it)``. The deadlock on the charge's INSERT, the serialization
+#: failure on the claim's: a task that reads either as a duplicate, wherever its
+#: ``except`` sits, says "already charged" for a key nobody charged.
+ROLLED_BACK = (
+    ("inv-deadlock", "charges", "40P01", "a deadlock (DeadlockDetected)"),
+    ("inv-serialization", "processed", "40001", "a serialization failure (SerializationFailure)"),
+)
+
+
+def _rolled_back_by_the_database_is_not_a_duplicate(run: Ex08Run) -> None:
+    """Have the database roll back one run's transaction with a deadlock, then another's
+    with a serialization failure (``ROLLED_BACK``: the first INSERT into the table after
+    the check arms it raises that SQLSTATE, once), as PostgreSQL does when two
+    transactions wait for each other or conflict under SERIALIZABLE. Nothing committed:
+    the run must fail (its message is acknowledged, the producer retries) or charge on a
+    retry; a run that ends in SUCCESS with the key uncharged ("already charged", an
+    ``except psycopg.errors.DeadlockDetected`` or ``SerializationFailure`` taken for a
+    duplicate) has lost the charge for good."""
+    from psycopg import sql
+
+    schema = sql.Identifier(run.config.schema)
+    for nth, (key, table, code, what) in enumerate(ROLLED_BACK, start=1):
+        seq = sql.Identifier(f"labkit_rollback_{nth}")
+        with pg(run.config) as conn:
+            conn.execute(sql.SQL("CREATE SEQUENCE {s}.{q}").format(s=schema, q=seq))
+            conn.execute(
+                sql.SQL(
+                    "CREATE FUNCTION {s}.{f}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                    "IF nextval('{s}.{q}') = 1 THEN RAISE EXCEPTION 'labkit: % (%)', {what}, "
+                    "{code} USING ERRCODE = {code}; END IF; RETURN NEW; END $$"
+                ).format(
+                    s=schema,
+                    q=seq,
+                    f=sql.Identifier(f"labkit_rollback_{nth}"),
+                    what=sql.Literal(what),
+                    code=sql.Literal(code),
+                )
+            )
+            conn.execute(
+                sql.SQL(
+                    "CREATE TRIGGER {f} BEFORE INSERT ON {s}.{t} "
+                    "FOR EACH ROW EXECUTE FUNCTION {s}.{f}()"
+                ).format(
+                    s=schema, t=sql.Identifier(table), f=sql.Identifier(f"labkit_rollback_{nth}")
+                )
+            )
+        sent = run.send(key)
+        run.settle()
+        ends = run.returned().get(sent, [])
+        n = run.charges(key)
+        lost = n == 0 and any(r.state == "SUCCESS" for r in ends)
+        expect(
+            not lost,
+            _(
+                "a run whose transaction the database rolled back with {error} while it "
+                "charged {key} to fail (or to charge on a retry), not to end as if charged"
+            ).format(error=what, key=repr(key)),
+            _("it returned {reply} and {key} has {count} charge rows").format(
+                reply=_reply_of(ends[-1]), key=repr(key), count=n
+            )
+            if ends
+            else _("{count} charge rows").format(count=n),
+            _(
+                "a deadlock or a serialization failure (psycopg.errors.DeadlockDetected, "
+                "SerializationFailure) means PostgreSQL rolled your transaction back: nothing "
+                "was charged, so it is no duplicate. Let the error fail the task, or retry "
+                "it; only an INSERT into processed that gives no row back means the key was "
+                "charged"
+            ),
+        )
+
+
+#: A key beyond ASCII and an amount in cents that a trip through a float in euros does
+#: not bring back, which ``replies_charged_or_already_charged`` sends.
+ODD_KEY = "inv-r-ção"
+ODD_CENTS = 1003
 
 
 def _reply_of(run: returns.Returned | None) -> str:
@@ -1428,6 +1509,9 @@ def replies_charged_or_already_charged(ns: Namespace) -> None:
         # No customer: NULL in a NOT NULL column, an IntegrityError, which an `except
         # psycopg.IntegrityError` meant for a duplicate's UniqueViolation reads as one.
         nulled = run.send("inv-no-customer", None, 700)
+        # A key beyond ASCII, and an amount a trip through euros in floating point does
+        # not bring back (10.03 * 100 is 1002.9999999999999): both as they came.
+        run.send(ODD_KEY, "cus_8", ODD_CENTS)
         run.settle()
         # The record as the docstring says: the key itself. Under a name of its own
         # ("charge:" + key, a digest) the dedup still holds (the severe checks learn that
@@ -1443,6 +1527,31 @@ def replies_charged_or_already_charged(ns: Namespace) -> None:
                 "insert the key itself into processed, with no prefix, digest or other "
                 "change: whoever looks a key up there (a report, a support tool) reads it by "
                 "the key's own text"
+            ),
+        )
+        expect(
+            ODD_KEY in recorded,
+            _("the task's key {key} recorded in processed as it came").format(key=repr(ODD_KEY)),
+            _("it recorded {keys} in processed, not the task's key").format(
+                keys=[k for k in recorded if k.startswith("inv-r-")] or recorded[:5]
+            ),
+            _(
+                "insert the key itself into processed, with no escaping, encoding or other "
+                "change: whoever looks a key up there (a report, a support tool) reads it by "
+                "the key's own text, accents and all"
+            ),
+        )
+        rows = run.rows(ODD_KEY)
+        expect(
+            rows == [("cus_8", ODD_CENTS)],
+            _(
+                "the charge row for {key} to hold the message's customer and amount: {wanted}"
+            ).format(key=repr(ODD_KEY), wanted=("cus_8", ODD_CENTS)),
+            _("it holds {row}").format(row=rows[0] if len(rows) == 1 else rows),
+            _(
+                "insert the amount as the task received it, an int of cents: through a "
+                "float (amount / 100 * 100, round(amount / 100, 2)) 1003 cents come back as "
+                "1002. Keep money in integer cents"
             ),
         )
         said = {task: runs[-1] for task, runs in run.returned().items()}
@@ -1576,7 +1685,9 @@ _LIMITS_PROBE = (
     "t = m.app.tasks['ex08.charge']\n"
     "print(json.dumps({'task_time_limit': t.time_limit or m.app.conf.task_time_limit,\n"
     "  'task_soft_time_limit': t.soft_time_limit or m.app.conf.task_soft_time_limit,\n"
-    "  'expires': str(t.expires) if t.expires is not None else None}))\n"
+    "  'expires': str(t.expires) if t.expires is not None else None,\n"
+    "  'delivery_mode': str(getattr(t, 'delivery_mode', None) or\n"
+    "    m.app.conf.task_default_delivery_mode)}))\n"
 )
 
 
@@ -1634,6 +1745,7 @@ def _limits_under(ns: Namespace, env: dict[str, str]) -> dict[str, object]:
 def charge_may_wait_without_a_time_limit(ns: Namespace) -> None:
     limits = _charge_time_limits(ns)
     expires = limits.pop("expires", None)
+    delivery = limits.pop("delivery_mode", None)
     set_ = {name: value for name, value in limits.items() if value}
     expect(
         expires is None,
@@ -1657,6 +1769,18 @@ def charge_may_wait_without_a_time_limit(ns: Namespace) -> None:
             "transaction rolls back (its worker was killed) is lost, and so is the charge"
         ),
     )
+    # Messages sent through the module's app (charge.delay) that RabbitMQ keeps in memory
+    # only: a broker restart loses every charge still queued.
+    expect(
+        str(delivery).lower() not in TRANSIENT,
+        _("the charges sent through your app to be persistent messages, kept on disk"),
+        _("it sends them with delivery_mode = {mode}").format(mode=delivery),
+        _(
+            "drop task_default_delivery_mode = 'transient' (and delivery_mode=1 on the "
+            "task): RabbitMQ keeps a transient message in memory only, so a broker restart "
+            "loses every charge still in the queue, before any worker ran it"
+        ),
+    )
     # A timer the task arms itself (a SIGALRM whose handler raises, a timer that cancels
     # the query) shows in no setting, and fires after more seconds than the check waits.
     source = (Path(ns.workdir) / "ex08_tasks.py").read_text(encoding="utf-8")
@@ -1673,6 +1797,10 @@ def charge_may_wait_without_a_time_limit(ns: Namespace) -> None:
             "wait as long as it takes"
         ),
     )
+
+
+#: How Celery and kombu name a delivery mode that RabbitMQ does not write to disk.
+TRANSIENT = ("transient", "1", "deliverymode.transient")
 
 
 #: Keys charged, then sent again late. Numbered, so their text order (inv-late-9 after

@@ -910,6 +910,41 @@ def _salted(imports: str, record: str, top: str = "") -> Callable[[str], str]:
     return _both(*changes)
 
 
+#: Round 16: a plain INSERT whose UniqueViolation means "a duplicate", and a deadlock
+#: ("another copy holds it") read the same way: a deadlock rolled the charge back, and
+#: the message is acknowledged with nothing charged.
+DEADLOCK_READ_AS_DUPLICATE = """\
+    try:
+        with connect() as conn, conn.transaction():
+            conn.execute("INSERT INTO processed (key) VALUES (%s)", (key,))
+            conn.execute(
+                "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+                (key, customer, amount),
+            )
+    except (psycopg.errors.UniqueViolation, psycopg.errors.DeadlockDetected):
+        return "already charged"
+    return "charged"
+"""
+
+#: Round 16: SERIALIZABLE, a look in processed, then the inserts; "the other copy won"
+#: read from any serialization failure, which also comes from a conflict with another key.
+SERIALIZATION_FAILURE_READ_AS_DUPLICATE = """\
+    try:
+        with connect() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+            if conn.execute("SELECT 1 FROM processed WHERE key = %s", (key,)).fetchone():
+                return "already charged"
+            conn.execute("INSERT INTO processed (key) VALUES (%s)", (key,))
+            conn.execute(
+                "INSERT INTO charges (key, customer, amount) VALUES (%s, %s, %s)",
+                (key, customer, amount),
+            )
+    except psycopg.errors.SerializationFailure:
+        return "already charged"
+    return "charged"
+"""
+
+
 ZOO = [
     # (name, how the reference file is changed, the check that must fail, what its
     # feedback must say, a check the mistake does not touch, which must pass)
@@ -2367,6 +2402,51 @@ ZOO = [
         "ran after the database ended the worker's sessions",
         "worker_killed_after_the_commit",
     ),
+    (
+        # Round 16: the charge rolled back by a deadlock, acknowledged as a duplicate.
+        "a deadlock read as a duplicate (except UniqueViolation, DeadlockDetected)",
+        _body(DEADLOCK_READ_AS_DUPLICATE),
+        "charges_after_its_database_session_ended",
+        "rolled back with a deadlock",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        "SERIALIZABLE, a serialization failure read as 'already charged'",
+        _body(SERIALIZATION_FAILURE_READ_AS_DUPLICATE),
+        "charges_after_its_database_session_ended",
+        "rolled back with a serialization failure",
+        "worker_killed_before_the_charge",
+    ),
+    (
+        # Round 16: 10.03 * 100 is 1002.9999999999999: a cent lost on the way.
+        "the amount through a float in euros and back (int(amount / 100 * 100))",
+        _replace(REFERENCE_CHARGE_ARGS, "(key, customer, int(amount / 100 * 100)),"),
+        "replies_charged_or_already_charged",
+        "to hold the message's customer and amount: ('cus_8', 1003)",
+        "worker_killed_after_the_commit",
+    ),
+    (
+        # Round 16: one record per key all the same, only not the key beyond ASCII.
+        "the dedup record unicode-escaped (key.encode('unicode_escape'))",
+        _replace(
+            REFERENCE_CLAIM_ARGS,
+            REFERENCE_CLAIM_ARGS.replace(
+                "(key,)", "(key.encode('unicode_escape').decode('ascii'),)"
+            ),
+        ),
+        "replies_charged_or_already_charged",
+        "'inv-r-ção' recorded in processed as it came",
+        "dedup_commits_with_the_charge",
+    ),
+    (
+        # Round 16: "faster messages": RabbitMQ keeps them in memory only, and a broker
+        # restart loses every charge still queued.
+        "transient messages (task_default_delivery_mode = 'transient')",
+        _settings(REFERENCE_SETTINGS + "    app.conf.task_default_delivery_mode = 'transient'\n"),
+        "charge_may_wait_without_a_time_limit",
+        "to be persistent messages",
+        "worker_starts_and_charges_once",
+    ),
 ]
 
 
@@ -2485,6 +2565,24 @@ RIGHT = [
         "autoretry_for on OperationalError, a session ended mid-charge",
         AUTORETRY_ON_OPERATIONAL_ERROR,
         "replies_charged_or_already_charged",
+    ),
+    (
+        # Round 16: under SERIALIZABLE, a serialization failure retried at once charges.
+        "SERIALIZABLE, a serialization failure retried (autoretry_for)",
+        _both(
+            _replace(
+                '@app.task(name="ex08.charge")',
+                '@app.task(\n    name="ex08.charge",\n'
+                "    autoretry_for=(psycopg.errors.SerializationFailure,),\n"
+                "    max_retries=5,\n    default_retry_delay=0,\n)",
+            ),
+            _replace(
+                REFERENCE_BODY_START,
+                REFERENCE_BODY_START
+                + '        conn.execute("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")\n',
+            ),
+        ),
+        "charges_after_its_database_session_ended",
     ),
 ]
 
