@@ -342,15 +342,16 @@ def no_jitter_on_the_cooldown(ns: Namespace) -> None:
 
 
 #: A threshold above what a small buffer or a byte holds (a deque(maxlen=10) or
-#: deque(maxlen=1000) of failures, a count kept modulo 256 or capped at 1000 or 2000).
-HIGH_THRESHOLD = 5000
+#: deque(maxlen=1000) of failures, a count kept modulo 256 or capped at 1000, 2000 or
+#: 10000).
+HIGH_THRESHOLD = 12_000
 
 
 @CHECKS.add(
     1,
     "threshold is whatever the caller gives, however high: count every failure in a row (a "
     "deque(maxlen=...) of recent failures, or a count that wraps or is capped, never "
-    "reaches 5000)",
+    "reaches 12000)",
 )
 def no_cap_on_the_threshold(ns: Namespace) -> None:
     out = drive(
@@ -377,6 +378,8 @@ def no_cap_on_the_threshold(ns: Namespace) -> None:
 LONG_COOLDOWN_S = 7200.25
 #: Thirty days, for a cap of a day or a week ("no cooldown longer than a day").
 MONTH_COOLDOWN_S = 30 * 86_400.0
+#: Ten years, for a cap of a year ("no cooldown longer than a year").
+DECADE_COOLDOWN_S = 3650 * 86_400.0
 
 
 @CHECKS.add(
@@ -385,7 +388,7 @@ MONTH_COOLDOWN_S = 30 * 86_400.0
     "600)) sends trials to a dependency its owner said to leave alone",
 )
 def no_cap_on_the_cooldown(ns: Namespace) -> None:
-    for cooldown in (LONG_COOLDOWN_S, MONTH_COOLDOWN_S):
+    for cooldown in (LONG_COOLDOWN_S, MONTH_COOLDOWN_S, DECADE_COOLDOWN_S):
         before = drive(
             ns,
             [["fail", 0], ["advance", cooldown - 0.25], ["allow", 0]],
@@ -617,12 +620,15 @@ def the_next_outage_gets_its_own_trial(ns: Namespace) -> None:
 
 
 #: Outages one after the other, each ended by a trial that worked: a breaker that "locks
-#: out" after a few trips (stays open for good from the 3rd or the 10th) refuses the
-#: next one's jobs for ever.
-OUTAGES = 12
+#: out" after a few trips (stays open for good from the 3rd, the 10th or the 20th) refuses
+#: the next one's jobs for ever.
+OUTAGES = 25
 #: Trials that fail in a row in one long outage, one every cooldown (30 s): over eight
 #: hours. A breaker that gives up after 10 (or 100) failed trials never sends another.
 LONG_OUTAGE_TRIALS = 1000
+#: Failed trials in a row in the longest outage (over four days), after the outage spread
+#: over months: a breaker that gives up after 5000 or 10000 failed trials.
+MANY_FAILED_TRIALS = 12_000
 #: Failed trials spread over months, one every three days (and a quarter second): an
 #: outage long in time, for a breaker that gives up after a day, a week or a month.
 SPREAD_TRIALS = 60
@@ -679,21 +685,26 @@ def the_breaker_never_gives_up(ns: Namespace) -> None:
             "openings that keeps the breaker open for good"
         ),
     )
-    trials = [["advance", 30.0], ["call", 0, "fail"]] * LONG_OUTAGE_TRIALS
-    answers, state = came_back(drive(ns, [*fails, *trials, *back], threshold=3, cooldown_s=30.0))
-    expect(
-        through(answers, state),
-        _(
-            "a long outage (threshold=3, cooldown_s=30): 3 failed calls, then a call every "
-            "30 s for {count} trials that all fail, then callers a week later and every 30 s "
-            "after: one let through (allow() True) and, as it works, the breaker closed"
-        ).format(count=LONG_OUTAGE_TRIALS),
-        _("allow() {answers}, state {state}").format(answers=repr(answers), state=repr(state)),
-        _(
-            "a failed trial opens the breaker for cooldown_s again, the thousandth as the "
-            "first: no count of failed trials after which it stays open for good"
-        ),
-    )
+
+    def after_failed_trials(count: int) -> None:
+        trials = [["advance", 30.0], ["call", 0, "fail"]] * count
+        out = drive(ns, [*fails, *trials, *back], threshold=3, cooldown_s=30.0)
+        answers, state = came_back(out)
+        expect(
+            through(answers, state),
+            _(
+                "a long outage (threshold=3, cooldown_s=30): 3 failed calls, then a call every "
+                "30 s for {count} trials that all fail, then callers a week later and every 30 s "
+                "after: one let through (allow() True) and, as it works, the breaker closed"
+            ).format(count=count),
+            _("allow() {answers}, state {state}").format(answers=repr(answers), state=repr(state)),
+            _(
+                "a failed trial opens the breaker for cooldown_s again, the last as the "
+                "first: no count of failed trials after which it stays open for good"
+            ),
+        )
+
+    after_failed_trials(LONG_OUTAGE_TRIALS)
     # An outage long in time rather than in trials: a trial every few days for months.
     trials = [["advance", SPREAD_TRIAL_S], ["call", 0, "fail"]] * SPREAD_TRIALS
     answers, state = came_back(drive(ns, [*fails, *trials, *back], threshold=3, cooldown_s=30.0))
@@ -715,6 +726,9 @@ def the_breaker_never_gives_up(ns: Namespace) -> None:
             "has lasted: no time after which it stays open for good (a day, a week, a month)"
         ),
     )
+    # Many more failed trials, one every 30 s (days of them): a count of failed trials
+    # larger than the first scene's (5000, 10000) after which it gives up shows here.
+    after_failed_trials(MANY_FAILED_TRIALS)
     # A slow trial: its result comes long after it went out, and still ends it.
     for result in ("fail", "ok"):
         for took in SLOW_TRIAL_S:
@@ -910,10 +924,12 @@ def a_new_breaker_starts_afresh(ns: Namespace) -> None:
 #: lets trials out only around each multiple of cooldown_s refuses them all).
 QUIET_S = (45.0, 105.25, 30_007.75)
 #: Callers asking behind the trial, its result not in: every one refused (no second trial
-#: after so many refusals, 100 or 1000, a guard against a trial whose result never comes).
-BEHIND_THE_TRIAL = 2500
-#: How long the trial stays out, its result never recorded: over a year.
-TRIAL_OUT_S = 400 * 86_400.0
+#: after so many refusals, 100, 1000 or 10000, a guard against a trial whose result never
+#: comes).
+BEHIND_THE_TRIAL = 12_000
+#: How long the trial stays out, its result never recorded: a century (a trial given up
+#: after a year or two sends a second one).
+TRIAL_OUT_S = 100 * 365 * 86_400.0
 
 
 @CHECKS.add(
@@ -1157,6 +1173,38 @@ def one_trial_whatever_step_the_other_asks_at(ns: Namespace) -> None:
                 "everything allow() reads and writes about the trial belongs inside one 'with "
                 "self._lock:': a flag set after the lock is released lets another thread "
                 "find the trial still free and send a second one"
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
+    "reading state (a dashboard, a log line, another thread) frees no second trial: a state "
+    "property that half-opens the breaker once the cooldown is over does it under the same "
+    "lock as allow(), or a read racing allow() writes over the trial just taken",
+)
+def reading_the_state_frees_no_second_trial(ns: Namespace) -> None:
+    for run in ns.harness(HARNESS + "race_at_each_step_of_a_state_read", threshold=3):
+        if any(isinstance(run.get(t), dict) for t in ("A", "B", "then")):
+            return  # state or allow() raised: the checks above say so
+        got = [run.get("B"), run.get("then")]
+        expect(
+            run["B_done"] and got == [True, False],
+            _(
+                "30 s after the breaker opened (cooldown_s=30), nobody having asked yet: "
+                "thread A reads state and thread B asks allow() right after step {n} of A's "
+                "read ({step}), then one more caller asks: True for B (the one trial), False "
+                "for the caller after it"
+            ).format(n=run["after"], step=run["step"]),
+            _("B: {b}, the caller after it: {then}").format(
+                b=repr(run.get("B")) if run["B_done"] else _("still waiting 5 s later"),
+                then=repr(run.get("then")),
+            ),
+            _(
+                "a state property that moves the breaker to half open (and clears the 'trial "
+                "out' flag) changes the state: do it inside 'with self._lock:' as allow() "
+                "does, or just report it. With no lock there, a read that saw 'open' writes "
+                "half open and a free trial over the trial another thread just took"
             ),
         )
 

@@ -2630,6 +2630,264 @@ ZOO: list[tuple[str, str, str, str]] = [
                     return True
     """,
     ),
+    (
+        "ex07",
+        "a state property that half-opens (and frees the trial) without the lock",
+        "reading_the_state_frees_no_second_trial",
+        """
+        import threading
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold, self.cooldown_s, self.clock = threshold, cooldown_s, clock
+                self._state, self.failures, self.opened_at, self.trial_out = "closed", 0, 0.0, False
+                self._lock = threading.Lock()
+            @property
+            def state(self):
+                if self._state == "open" and self.clock.now() >= self.opened_at + self.cooldown_s:
+                    self._state, self.trial_out = "half_open", False
+                return self._state
+            def allow(self):
+                with self._lock:
+                    state = self.state
+                    if state == "closed":
+                        return True
+                    if state == "open" or self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    if self._state == "half_open" or self.failures >= self.threshold:
+                        self._state, self.opened_at = "open", self.clock.now()
+                        self.trial_out = False
+            def record_success(self):
+                with self._lock:
+                    self.failures = 0
+                    self._state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        "a breaker with metrics: the trial flag set after the lock, late in a long allow()",
+        "one_trial_whatever_step_the_other_asks_at",
+        """
+        import threading
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold, self.cooldown_s, self.clock = threshold, cooldown_s, clock
+                self.state, self.failures, self.opened_at, self.trial_out = "closed", 0, 0.0, False
+                self.calls = self.refused = self.allowed = self.trials = 0
+                self.last_call = self.last_refusal = self.last_trial = None
+                self._lock = threading.Lock()
+            def allow(self):
+                with self._lock:
+                    now = self.clock.now()
+                    self.calls += 1
+                    self.last_call = now
+                    if self.state == "closed":
+                        self.allowed += 1
+                        return True
+                    if self.state == "open":
+                        if now < self.opened_at + self.cooldown_s:
+                            self.refused += 1
+                            self.last_refusal = now
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        self.refused += 1
+                        self.last_refusal = now
+                        return False
+                    self.trials += 1
+                    self.allowed += 1
+                    self.last_trial = now
+                self.trial_out = True
+                return True
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+            def record_success(self):
+                with self._lock:
+                    self.failures = 0
+                    self.state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        "state in an inner object with its own lock; the trial flag set after the with",
+        "one_trial_whatever_step_the_other_asks_at",
+        """
+        import threading
+        class _Inner:
+            def __init__(self):
+                self.lock = threading.Lock()
+                self.state, self.failures, self.opened_at, self.trial_out = "closed", 0, 0.0, False
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold, self.cooldown_s, self.clock = threshold, cooldown_s, clock
+                self._s = _Inner()
+            @property
+            def state(self):
+                return self._s.state
+            def allow(self):
+                s = self._s
+                with s.lock:
+                    if s.state == "closed":
+                        return True
+                    if s.state == "open":
+                        if self.clock.now() < s.opened_at + self.cooldown_s:
+                            return False
+                        s.state, s.trial_out = "half_open", False
+                    if s.trial_out:
+                        return False
+                s.trial_out = True
+                return True
+            def record_failure(self):
+                s = self._s
+                with s.lock:
+                    s.failures += 1
+                    if s.state == "half_open" or s.failures >= self.threshold:
+                        s.state, s.opened_at, s.trial_out = "open", self.clock.now(), False
+            def record_success(self):
+                s = self._s
+                with s.lock:
+                    s.failures = 0
+                    s.state, s.trial_out = "closed", False
+    """,
+    ),
+    (
+        "ex07",
+        "a second trial after 10000 refusals (a guard against a trial that never reports)",
+        "the_first_caller_after_a_quiet_spell_gets_the_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self.refusals = 0
+            def allow(self):
+                with self._lock:
+                    if self.state == "half_open" and self.trial_out:
+                        self.refusals += 1
+                        if self.refusals >= 10000:
+                            self.refusals = 0
+                            return True
+                        return False
+                    if self.state != "half_open":
+                        self.refusals = 0
+                return super().allow()
+    """,
+    ),
+    (
+        "ex07",
+        "the breaker locks out after 20 outages (stays open for good)",
+        "the_breaker_never_gives_up",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self.trips = 0
+            def record_failure(self):
+                was = self.state
+                super().record_failure()
+                if was == "closed" and self.state == "open":
+                    self.trips += 1
+            def allow(self):
+                if self.trips >= 20 and self.state != "closed":
+                    return False
+                return super().allow()
+    """,
+    ),
+    (
+        "ex07",
+        "the breaker gives up after 5000 failed trials in a row",
+        "the_breaker_never_gives_up",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self.failed_trials = 0
+            def record_failure(self):
+                if self.state == "half_open":
+                    self.failed_trials += 1
+                super().record_failure()
+            def record_success(self):
+                self.failed_trials = 0
+                super().record_success()
+            def allow(self):
+                if self.failed_trials >= 5000:
+                    return self.state == "closed"
+                return super().allow()
+    """,
+    ),
+    (
+        "ex07",
+        "the failure count capped at 10000 (min(failures + 1, 10000))",
+        "no_cap_on_the_threshold",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def record_failure(self):
+                with self._lock:
+                    self.failures = min(self.failures + 1, 10000)
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+    """,
+    ),
+    (
+        "ex07",
+        "the cooldown capped at a year (min(cooldown_s, 365 days))",
+        "no_cap_on_the_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, min(cooldown_s, 365 * 86400.0), clock)
+    """,
+    ),
+    (
+        "ex07",
+        "the cooldown doubled from the 20th outage on",
+        "a_second_outage_waits_a_full_cooldown",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def __init__(self, threshold, cooldown_s, clock):
+                super().__init__(threshold, cooldown_s, clock)
+                self.base, self.trips = cooldown_s, 0
+            def record_failure(self):
+                was = self.state
+                super().record_failure()
+                if was == "closed" and self.state == "open":
+                    self.trips += 1
+                    if self.trips >= 20:
+                        self.cooldown_s = self.base * 2
+    """,
+    ),
+    (
+        "ex07",
+        "the trial given up after two years without its result",
+        "the_first_caller_after_a_quiet_spell_gets_the_trial",
+        """
+        _Reference = Breaker
+        class Breaker(_Reference):
+            def allow(self):
+                with self._lock:
+                    if (
+                        self.state == "half_open" and self.trial_out
+                        and self.clock.now() >= self.trial_at + 2 * 365 * 86400.0
+                    ):
+                        self.trial_out = False
+                ok = super().allow()
+                if ok and self.state == "half_open":
+                    self.trial_at = self.clock.now()
+                return ok
+    """,
+    ),
 ]
 
 
@@ -2713,8 +2971,8 @@ SAYS: dict[str, str] = {
     "a cooldown spread by id(self) (jitter per breaker)": "lets its trial through at 30 s",
     "a random jitter added to the opening time": "every one refuses a millisecond before 30 s",
     "a cooldown spread by hash(self)": "breakers opened at the same moment",
-    "failures kept in a deque(maxlen=10)": "with threshold=5000",
-    "the failure count kept modulo 256": "open at failure 5000",
+    "failures kept in a deque(maxlen=10)": "with threshold=12000",
+    "the failure count kept modulo 256": "open at failure 12000",
     "the cooldown capped at 10 minutes": "with cooldown_s=7200.25",
     "a refused call restarts the cooldown (never half-opens under load)": (
         "once the dependency is back"
@@ -2827,17 +3085,17 @@ SAYS: dict[str, str] = {
         "calls let out while closed whose results never come"
     ),
     "a second trial after 100 refusals (a guard against a trial that never reports)": (
-        "False for the 2500 callers after it"
+        "False for the 12000 callers after it"
     ),
     "the trial given up after a week without its result (a second trial goes out)": (
-        "allow() False 400 days later still"
+        "allow() False 36500 days later still"
     ),
-    "the failure count capped at 1000": "with threshold=5000",
+    "the failure count capped at 1000": "with threshold=12000",
     "the breaker gives up after 10 failed trials in a row (stays open for good)": (
         "for 1000 trials that all fail"
     ),
     "the breaker locks out after 3 outages (stays open for good, like a tripped fuse)": (
-        "12 outages one after the other"
+        "25 outages one after the other"
     ),
     "a trial's failure dropped when it took longer than the cooldown (stuck half open)": (
         "a trial let out that takes 45 s and then fails"
@@ -2846,7 +3104,7 @@ SAYS: dict[str, str] = {
         "after 40 failed trials in a row"
     ),
     "the cooldown doubled from the 3rd outage on (openings counted for good)": (
-        "12 outages 600 s apart"
+        "25 outages 600 s apart"
     ),
     "times kept in whole milliseconds (int(clock.now() * 1000))": "a quarter of a millisecond",
     "the opening time rounded to the millisecond (round(now, 3))": "a quarter of a millisecond",
@@ -2855,9 +3113,9 @@ SAYS: dict[str, str] = {
     ),
     "the cooldown capped at a day (min(cooldown_s, 86400))": "(30 days)",
     "a second trial after 1000 refusals (a guard against a trial that never reports)": (
-        "False for the 2500 callers after it"
+        "False for the 12000 callers after it"
     ),
-    "the failure count capped at 2000": "with threshold=5000",
+    "the failure count capped at 2000": "with threshold=12000",
     "__slots__, and allow() marks the trial taken after releasing the lock": (
         "(self._lock.release())"
     ),
@@ -2887,6 +3145,28 @@ SAYS: dict[str, str] = {
         "a trial that fails every 30 s"
     ),
     "a microsecond of slack on the cooldown (now + 1e-6)": ("microseconds before 30 s"),
+    "a state property that half-opens (and frees the trial) without the lock": (
+        "thread A reads state and thread B asks allow()"
+    ),
+    "a breaker with metrics: the trial flag set after the lock, late in a long allow()": (
+        "(self._lock.release())"
+    ),
+    "state in an inner object with its own lock; the trial flag set after the with": (
+        "(self._s.lock.release())"
+    ),
+    "a second trial after 10000 refusals (a guard against a trial that never reports)": (
+        "False for the 12000 callers after it"
+    ),
+    "the breaker locks out after 20 outages (stays open for good)": (
+        "25 outages one after the other"
+    ),
+    "the breaker gives up after 5000 failed trials in a row": ("for 12000 trials that all fail"),
+    "the failure count capped at 10000 (min(failures + 1, 10000))": ("with threshold=12000"),
+    "the cooldown capped at a year (min(cooldown_s, 365 days))": ("(3650 days)"),
+    "the cooldown doubled from the 20th outage on": ("25 outages 600 s apart"),
+    "the trial given up after two years without its result": (
+        "allow() False 36500 days later still"
+    ),
 }
 
 
@@ -3687,6 +3967,132 @@ RIGHT: list[tuple[str, str, str]] = [
                         if self._mutex is None:
                             self._mutex = threading.Lock()
                 return self._mutex
+    """,
+    ),
+    (
+        "the state in a helper object holding its own lock (self._s.lock)",
+        "one_trial_whatever_step_the_other_asks_at",
+        """
+        import threading
+        class _Inner:
+            def __init__(self):
+                self.lock = threading.Lock()
+                self.state, self.failures, self.opened_at, self.trial_out = "closed", 0, 0.0, False
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold, self.cooldown_s, self.clock = threshold, cooldown_s, clock
+                self._s = _Inner()
+            @property
+            def state(self):
+                return self._s.state
+            def allow(self):
+                s = self._s
+                with s.lock:
+                    if s.state == "closed":
+                        return True
+                    if s.state == "open":
+                        if self.clock.now() < s.opened_at + self.cooldown_s:
+                            return False
+                        s.state, s.trial_out = "half_open", False
+                    if s.trial_out:
+                        return False
+                    s.trial_out = True
+                    return True
+            def record_failure(self):
+                s = self._s
+                with s.lock:
+                    s.failures += 1
+                    if s.state == "half_open" or s.failures >= self.threshold:
+                        s.state, s.opened_at, s.trial_out = "open", self.clock.now(), False
+            def record_success(self):
+                s = self._s
+                with s.lock:
+                    s.failures = 0
+                    s.state, s.trial_out = "closed", False
+    """,
+    ),
+    (
+        "a state property that half-opens under the lock (an RLock, allow() reads it)",
+        "reading_the_state_frees_no_second_trial",
+        """
+        import threading
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold, self.cooldown_s, self.clock = threshold, cooldown_s, clock
+                self._state, self.failures, self.opened_at, self.trial_out = "closed", 0, 0.0, False
+                self._lock = threading.RLock()
+            @property
+            def state(self):
+                with self._lock:
+                    over = self.clock.now() >= self.opened_at + self.cooldown_s
+                    if self._state == "open" and over:
+                        self._state, self.trial_out = "half_open", False
+                    return self._state
+            def allow(self):
+                with self._lock:
+                    state = self.state
+                    if state == "closed":
+                        return True
+                    if state == "open" or self.trial_out:
+                        return False
+                    self.trial_out = True
+                    return True
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    if self._state == "half_open" or self.failures >= self.threshold:
+                        self._state, self.opened_at = "open", self.clock.now()
+                        self.trial_out = False
+            def record_success(self):
+                with self._lock:
+                    self.failures = 0
+                    self._state, self.trial_out = "closed", False
+    """,
+    ),
+    (
+        "a breaker keeping metrics, everything under the lock (a long allow())",
+        "one_trial_whatever_step_the_other_asks_at",
+        """
+        import threading
+        class Breaker:
+            def __init__(self, threshold, cooldown_s, clock):
+                self.threshold, self.cooldown_s, self.clock = threshold, cooldown_s, clock
+                self.state, self.failures, self.opened_at, self.trial_out = "closed", 0, 0.0, False
+                self.calls = self.refused = self.allowed = self.trials = 0
+                self.last_call = self.last_refusal = self.last_trial = None
+                self._lock = threading.Lock()
+            def allow(self):
+                with self._lock:
+                    now = self.clock.now()
+                    self.calls += 1
+                    self.last_call = now
+                    if self.state == "closed":
+                        self.allowed += 1
+                        return True
+                    if self.state == "open":
+                        if now < self.opened_at + self.cooldown_s:
+                            self.refused += 1
+                            self.last_refusal = now
+                            return False
+                        self.state, self.trial_out = "half_open", False
+                    if self.trial_out:
+                        self.refused += 1
+                        self.last_refusal = now
+                        return False
+                    self.trials += 1
+                    self.allowed += 1
+                    self.last_trial = now
+                    self.trial_out = True
+                    return True
+            def record_failure(self):
+                with self._lock:
+                    self.failures += 1
+                    if self.state == "half_open" or self.failures >= self.threshold:
+                        self.state, self.opened_at, self.trial_out = "open", self.clock.now(), False
+            def record_success(self):
+                with self._lock:
+                    self.failures = 0
+                    self.state, self.trial_out = "closed", False
     """,
     ),
 ]

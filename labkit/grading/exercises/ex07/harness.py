@@ -47,6 +47,7 @@ from labkit.grading.exercises.ex07.races import (
 from labkit.grading.exercises.ex07.steps import (
     race_at_each_step_of_a_failure,
     race_at_each_step_of_a_failure_and_a_success,
+    race_at_each_step_of_a_state_read,
     race_at_each_step_of_the_trial,
     race_at_each_step_while_closed,
     race_at_each_write_of_the_failed_trial,
@@ -59,6 +60,7 @@ from labkit.grading.stub import is_stub
 RACES = (
     race_at_each_step_of_a_failure,
     race_at_each_step_of_a_failure_and_a_success,
+    race_at_each_step_of_a_state_read,
     race_at_each_step_of_the_trial,
     race_at_each_step_while_closed,
     race_at_each_write_of_the_failed_trial,

@@ -45,6 +45,10 @@ class _RacingClock(FakeClock):
     def arm(self, thread: int, hook: Callable[[], None]) -> None:
         self._armed = (thread, hook)
 
+    def disarm(self) -> None:
+        """No hook any more (a call that never read the clock leaves it armed)."""
+        self._armed = None
+
     def now(self) -> float:
         armed = self._armed
         if armed is not None and armed[0] == threading.get_ident():
@@ -131,6 +135,7 @@ def _b_asks_at_the_clock_reading(
 
     clock.arm(threading.get_ident(), let_b_in)
     a_call()
+    clock.disarm()  # reading the state below is not A's call
     got["inside"] = clock.fired
     if not clock.fired:
         other.start()
@@ -263,17 +268,28 @@ def _attributes_of(breaker: Any) -> dict[str, Any]:
     return held
 
 
-def _watch_locks(breaker: Any, moved: threading.Event) -> bool:
+def _watch_locks(breaker: Any, moved: threading.Event) -> dict[str, _WatchedLock]:
     """Wrap each threading.Lock or RLock kept on ``breaker`` (whatever its name, in its
-    ``__dict__`` or its ``__slots__``)."""
-    found = False
+    ``__dict__`` or its ``__slots__``), or one level down on an object of the student's
+    own kept there (``self._s.lock``, state kept in a helper object); the wrapped ones by
+    where they are (``_lock``, ``_s.lock``)."""
+    found: dict[str, _WatchedLock] = {}
+    own = type(breaker).__module__
     for name, value in _attributes_of(breaker).items():
-        if isinstance(value, _LOCK_TYPES):
+        places = [(name, breaker, value)]
+        if not isinstance(value, _LOCK_TYPES) and type(value).__module__ == own:
+            places = [
+                (f"{name}.{inner}", value, lock) for inner, lock in _attributes_of(value).items()
+            ]
+        for where, holder, lock in places:
+            if not isinstance(lock, _LOCK_TYPES):
+                continue
+            watched = _WatchedLock(lock, moved)
             try:
-                object.__setattr__(breaker, name, _WatchedLock(value, moved))
+                object.__setattr__(holder, where.rsplit(".", 1)[-1], watched)
             except (AttributeError, TypeError):
                 continue  # a read-only attribute: the lock stays unwatched
-            found = True
+            found[where] = watched
     return found
 
 

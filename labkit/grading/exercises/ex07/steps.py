@@ -33,15 +33,17 @@ from labkit.grading.exercises.ex07.races import (
     _state,
     _trial_let_out,
     _watch_locks,
-    _WatchedLock,
 )
 from labkit.grading.stub import is_stub
 
 #: The most attribute writes of one record_failure() the write-point race stops after.
 WRITES_SWEPT = 8
 #: The most steps (attribute reads and writes, lock releases) of one call the step races
-#: stop after.
-STEPS_SWEPT = 16
+#: stop after when the breaker's lock is watched (a step costs no wait): a long call (a
+#: breaker keeping metrics) can be unlocked late, after its 16th step.
+STEPS_SWEPT = 64
+#: The same for a breaker whose lock this cannot watch (each step may wait STEP_WAIT_S).
+UNWATCHED_STEPS_SWEPT = 16
 #: The longest thread A waits at a step for B to return or block on the breaker's lock:
 #: a lock this cannot watch (kept elsewhere) costs this per step, a watched one nothing.
 STEP_WAIT_S = 0.2
@@ -111,6 +113,22 @@ def race_at_each_step_of_the_trial(
         return _opened_and_cooled(values, FakeClock(), threshold, cooldown_s)[0]
 
     return _sweep(values, _allow, _allow, fresh)
+
+
+def race_at_each_step_of_a_state_read(
+    values: MutableMapping[str, Any], threshold: int = 3, cooldown_s: float = 30.0
+) -> list[dict[str, Any]]:
+    """Thread A reads ``state`` when the cooldown is over (nobody has asked ``allow()``
+    yet) and thread B asks ``allow()`` right after A's n-th step; then one more
+    ``allow()``. ``[{"after": n, "A": the state read, "B": ..., "then": ...}]``: B gets
+    the trial and the next caller does not, whatever n is. A ``state`` property that
+    half-opens the breaker (and frees the trial) with no lock writes over the trial B
+    took in between, and the next caller gets a second one."""
+
+    def fresh() -> Any:
+        return _opened_and_cooled(values, FakeClock(), threshold, cooldown_s)[0]
+
+    return _sweep(values, _state, _allow, fresh, _allow)
 
 
 def race_at_each_step_while_closed(
@@ -192,13 +210,18 @@ def _sweep(
     its n-th step; with ``then``, what it returns of the breaker once both are done."""
     runs: list[dict[str, Any]] = []
     with fresh_state(values):
-        for after in range(1, STEPS_SWEPT + 1):
+        sweep = STEPS_SWEPT
+        after = 0
+        while after < sweep:
+            after += 1
             got: dict[str, Any] = {"after": after}
             breaker = _made(fresh)
             if breaker is None:
                 return runs  # making or opening it raised: the other checks say so
             moved = threading.Event()
-            _watch_locks(breaker, moved)
+            locks = _watch_locks(breaker, moved)
+            if not locks:
+                sweep = UNWATCHED_STEPS_SWEPT
 
             def as_b(breaker: Any = breaker, got: dict[str, Any] = got,
                      moved: threading.Event = moved) -> None:  # fmt: skip
@@ -220,9 +243,8 @@ def _sweep(
             steps: list[int] = [0]
             where: list[str] = []
             step = _stepper(after, steps, let_in, where)
-            for name, lock in _attributes_of(breaker).items():
-                if isinstance(lock, _WatchedLock):  # "just after the release" is a step
-                    lock.after_release = functools.partial(step, f"self.{name}.release()")
+            for name, lock in locks.items():  # "just after the release" is a step
+                lock.after_release = functools.partial(step, f"self.{name}.release()")
             try:
                 breaker.__class__ = _hooked(type(breaker), step, reads=True)
             except TypeError:
