@@ -25,12 +25,13 @@ more cell, which redefines a function or two with one mistake.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import textwrap
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -256,6 +257,20 @@ def not_caught(
     return None
 
 
+@contextlib.contextmanager
+def process_kept() -> Iterator[None]:
+    """The test process's folder and umask as they were, whatever the entry did: a wrong
+    lock that changes folder (``os.chdir``) or umask and never puts it back, run in
+    process, would leave the pytest worker in a folder deleted after the check."""
+    folder, mask = os.getcwd(), os.umask(0o022)
+    os.umask(mask)
+    try:
+        yield
+    finally:
+        os.chdir(folder)
+        os.umask(mask)
+
+
 def in_process_test(
     zoo: list[ZooEntry],
     says: dict[str, str] | None = None,
@@ -274,7 +289,10 @@ def in_process_test(
     ) -> None:
         compiles(textwrap.dedent(source), mistake)
         skip_unless_taken(mistake)
-        assert_caught_by_name(exercise, mistake, check, source, says.get(mistake), got.get(mistake))
+        with process_kept():
+            assert_caught_by_name(
+                exercise, mistake, check, source, says.get(mistake), got.get(mistake)
+            )
 
     return test_wrong_solution_fails_the_check_that_names_its_mistake
 
@@ -289,7 +307,8 @@ def right_test(exercise: str, right: list[tuple[str, str, str]]) -> Callable[...
         way: str, check: str, source: str
     ) -> None:
         [named] = [c for c in catalog.all_checks(exercise, HIDDEN) if c.name == check]
-        got = run_check(named, Namespace(with_override(exercise, source)))
+        with process_kept():
+            got = run_check(named, Namespace(with_override(exercise, source)))
         assert got.status == CheckStatus.PASSED, (way, got.expected, got.got)
 
     return test_a_right_solution_written_otherwise_keeps_the_points
