@@ -310,6 +310,9 @@ ODD_HOLDERS: list[list[Any]] = [
     ["1", 50 * 365 * 86_400.0],
 ]
 
+#: What yet another version of the job writes in its lock file: a '%' and braces.
+ODD_TEXT = "nightly {report} 100% done"
+
 #: Refusals in a row by one long-lived process (a scheduler trying every minute).
 REFUSALS_IN_A_ROW = 10
 
@@ -407,6 +410,43 @@ def refusal_when_the_file_names_nobody(ns: Namespace) -> None:
                 "or rewrite a pid you cannot see, or text that is no pid; its holder still runs"
             ),
         )
+    # Holders one after another on one file, as a scheduler that lives for months sees them:
+    # one that wrote its pid, then one that has just taken the lock and not written yet,
+    # then another version of the job whose text holds a '%' and braces. The empty file
+    # names nobody, whatever an earlier refusal read there; and the text is the holder's,
+    # not a format for the message (pasted in, then formatted with % or .format).
+    with tempfile.TemporaryDirectory(prefix="labkit-ex02-", dir=ns.workdir) as tmp:
+        turns = ns.harness(
+            HARNESS + "refusals_under_holders_in_turn",
+            str(Path(tmp) / "report.lock"),
+            [LONG_GONE, "", ODD_TEXT],
+        )
+    after_a_pid, odd = turns[1], turns[2]
+    expect(
+        after_a_pid.startswith("refused") and re.search(r"pid\W{0,3}-?\d+", after_a_pid) is None,
+        _(
+            "AlreadyRunning naming no pid while a new holder of the lock has not written its "
+            "pid yet (the file is empty), after an earlier refusal in this process read pid "
+            "{pid} there"
+        ).format(pid=LONG_GONE),
+        after_a_pid,
+        _(
+            "read the file at each refusal and name the holder as unknown when it is empty: a "
+            "pid kept from an earlier refusal names a holder that has left"
+        ),
+    )
+    expect(
+        odd.startswith("refused"),
+        _("AlreadyRunning while a holder whose file reads {text} holds the lock").format(
+            text=repr(ODD_TEXT)
+        ),
+        odd,
+        _(
+            "put the holder's text into the message in one step (an f-string): a text "
+            "formatted with % or .format after the holder's text was pasted in reads its "
+            "'%' or braces as placeholders"
+        ),
+    )
 
 
 @CHECKS.add(
@@ -854,3 +894,46 @@ def the_next_run_can_open_the_lock_file(ns: Namespace) -> None:
                     "as a user gets PermissionError at every later run"
                 ),
             )
+
+
+@CHECKS.add(
+    1,
+    "leave the process as you found it: no os.chdir to the lock's folder (and no "
+    "os.umask) that stays after you took or were refused the lock; the job in the with "
+    "block, and all the process runs after it, read relative paths from that folder and "
+    "create files with that umask",
+    timeout=20.0,
+)
+def the_process_is_left_as_it_was(ns: Namespace) -> None:
+    with lock_path(ns) as path:
+        run = ns.harness(HARNESS + "process_state_around_a_run", str(path))
+    expect("error" not in run, _("the with block to run and end"), run.get("error", ""))
+    before = run["before"]
+    for moment, when in (
+        ("inside", _("inside the with block")),
+        ("after_refusal", _("after a refused attempt")),
+        ("after", _("after the with block")),
+    ):
+        state = run.get(moment, before)
+        expect(
+            state["cwd"] == before["cwd"],
+            _("the process still in its folder {where}, {cwd}").format(
+                where=when, cwd=repr(before["cwd"])
+            ),
+            _("it was moved to {cwd}").format(cwd=repr(state["cwd"])),
+            _(
+                "open the path as given (a relative one is relative to the caller's folder "
+                "already); an os.chdir changes the folder of the whole process, for good"
+            ),
+        )
+        expect(
+            state["umask"] == before["umask"],
+            _("the process's umask still {mask} {where}").format(
+                mask=oct(before["umask"]), where=when
+            ),
+            _("it was set to {mask}").format(mask=oct(state["umask"])),
+            _(
+                "give os.open a mode (0o644) instead of changing the umask: os.umask "
+                "changes it for the whole process, and every file the job creates after"
+            ),
+        )

@@ -3387,6 +3387,151 @@ ZOO: list[tuple[str, str, str, str]] = [
                 fh.close()
     """,
     ),
+    (
+        "ex02",
+        # A holder that has just taken the lock has not written its pid yet: the last pid a
+        # refusal read for this path names the holder before it, long gone.
+        "the holder named from the last refusal for this path when the file is empty",
+        "refusal_when_the_file_names_nobody",
+        """
+        _SEEN = {}
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or _SEEN.get(path, "unknown")
+                    _SEEN[path] = holder
+                    raise AlreadyRunning(f"{path} is held (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # The same, with one module-level fallback for every lock file.
+        "the holder named from the last pid any refusal read when the file is empty",
+        "refusal_when_the_file_names_nobody",
+        """
+        _LAST_HOLDER = ["unknown"]
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip()
+                    if holder:
+                        _LAST_HOLDER[0] = holder
+                    else:
+                        holder = _LAST_HOLDER[0]
+                    raise AlreadyRunning(f"{path} is held (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # The holder's text pasted into the message, then formatted with %: a '%' in what
+        # another version of the job wrote turns the refusal into a TypeError.
+        "the holder's text pasted into the message before formatting it with % and the path",
+        "refusal_when_the_file_names_nobody",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(("locked by pid " + holder + " (%s)") % path) from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # The process moved to the lock's folder to open the file by its name, for good: the
+        # job in the block, and all the process runs after, read relative paths from there.
+        "os.chdir to the lock's folder to open the file by name, never changed back",
+        "the_process_is_left_as_it_was",
+        """
+        @contextmanager
+        def single_instance(path):
+            folder, name = os.path.split(path)
+            if folder:
+                os.chdir(folder)
+            fh = open(name, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # A private umask for the lock file, kept for the whole with block: every file the
+        # job writes there (its report) is unreadable to anyone but its owner.
+        "os.umask(0o077) for the with block (the job's files made private), put back after",
+        "the_process_is_left_as_it_was",
+        """
+        @contextmanager
+        def single_instance(path):
+            old_mask = os.umask(0o077)
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+                os.umask(old_mask)
+    """,
+    ),
 ]
 
 
@@ -3688,6 +3833,21 @@ SAYS: dict[str, str] = {
     ),
     "the holder named as pid 0 when the file holds no pid (int() of an empty file made 0)": (
         "no pid in the refusals"
+    ),
+    "the holder named from the last refusal for this path when the file is empty": (
+        "AlreadyRunning naming no pid while a new holder of the lock has not written its"
+    ),
+    "the holder named from the last pid any refusal read when the file is empty": (
+        "AlreadyRunning naming no pid while a new holder of the lock has not written its"
+    ),
+    "the holder's text pasted into the message before formatting it with % and the path": (
+        "AlreadyRunning while a holder whose file reads"
+    ),
+    "os.chdir to the lock's folder to open the file by name, never changed back": (
+        "the process still in its folder inside the with block"
+    ),
+    "os.umask(0o077) for the with block (the job's files made private), put back after": (
+        "the process's umask still 0o22 inside the with block"
     ),
 }
 
@@ -4376,6 +4536,93 @@ RIGHT: list[tuple[str, str, str]] = [
                 yield
             finally:
                 os.close(fd)
+    """,
+    ),
+    (
+        "Path.touch(exist_ok=False), FileExistsError ignored, then 'r+' (nothing truncated)",
+        "a_late_starter_leaves_the_holders_pid",
+        """
+        from pathlib import Path
+
+
+        @contextmanager
+        def single_instance(path):
+            try:
+                Path(path).touch(exist_ok=False)
+            except FileExistsError:
+                pass
+            fh = open(path, "r+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "os.chdir to the lock's folder to open it by name, and back in a finally",
+        "the_process_is_left_as_it_was",
+        """
+        @contextmanager
+        def single_instance(path):
+            folder, name = os.path.split(path)
+            before = os.getcwd()
+            if folder:
+                os.chdir(folder)
+            try:
+                fh = open(name, "a+")
+            finally:
+                os.chdir(before)
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "the holder empties its file before closing it, while it still holds the lock",
+        "refusal_when_the_file_names_nobody",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                try:
+                    yield
+                finally:
+                    fh.truncate(0)
+                    fh.flush()
+            finally:
+                fh.close()
     """,
     ),
 ]

@@ -308,3 +308,73 @@ def open_files_after_uses(values: MutableMapping[str, Any], path: str, uses: int
                     break
         out["after"] = _open_files()
     return out
+
+
+def refusals_under_holders_in_turn(
+    values: MutableMapping[str, Any], path: str, texts: list[str]
+) -> list[str]:
+    """Plain holders here, one after another on the same file, each writing one of
+    ``texts`` into it (a pid, nothing yet, another job's text) once it holds the flock;
+    the student's code tries once under each, in this one process.
+
+    A holder that has just taken the lock has not written its pid yet: a refusal then
+    reads an empty file, whatever an earlier refusal read there. Returns the answers.
+    """
+    answers = []
+    with fresh_state(values):
+        attempt(values, str(pathlib.Path(path).parent / "probe.lock"))
+        for text in texts:
+            with open(path, "a+") as holder:
+                fcntl.flock(holder.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                holder.seek(0)
+                holder.truncate()
+                holder.write(text)
+                holder.flush()
+                answers.append(attempt(values, path))
+    return answers
+
+
+def _process_state() -> dict[str, Any]:
+    """The folder this process is in and its umask: what a lock has no business changing."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    try:
+        folder = os.getcwd()
+    except OSError:  # the folder it was moved to was deleted since
+        folder = "(a folder since deleted)"
+    return {"cwd": folder, "umask": mask}
+
+
+def process_state_around_a_run(values: MutableMapping[str, Any], path: str) -> dict[str, Any]:
+    """This process's folder and umask before a run of the lock, inside its with block,
+    after it, and after a refused attempt; both are put back as they were at the end.
+
+    Returns ``{"before", "inside", "after", "after_refusal", "error"?}``, each a
+    ``{"cwd", "umask"}``: the job in the block, and whatever the process runs next,
+    reads relative paths from that folder and creates files under that umask. The run
+    starts in the folder above ``path``'s, with umask 0o022.
+    """
+    out: dict[str, Any] = {}
+    found = _process_state()
+    # A known state to start from (the folder above the lock's, a common umask), whatever
+    # an earlier run of the lock in this process left.
+    os.chdir(pathlib.Path(path).parent.parent)
+    os.umask(0o022)
+    before = _process_state()
+    out["before"] = before
+    try:
+        with fresh_state(values):
+            with noted(out), need(values, "single_instance")(path):
+                out["inside"] = _process_state()
+                os.chdir(before["cwd"])
+                os.umask(before["umask"])
+                out["refused"] = attempt(values, path)
+                out["after_refusal"] = _process_state()
+            out["after"] = _process_state()
+    finally:
+        os.umask(found["umask"])
+        try:
+            os.chdir(found["cwd"])
+        except OSError:  # it was deleted since: stay in the one this run started from
+            os.chdir(before["cwd"])
+    return out

@@ -21,6 +21,8 @@ from labkit.grading.exercises.ex02.alone import (
     attempts_by_a_relative_path,
     error_inside,
     open_files_after_uses,
+    process_state_around_a_run,
+    refusals_under_holders_in_turn,
     second_lock_in_one_process,
 )
 from labkit.grading.exercises.ex02.forking import on_the_main_thread
@@ -66,11 +68,13 @@ __all__ = [
     "newcomer_as_the_holder_leaves",
     "newcomer_race",
     "open_files_after_uses",
+    "process_state_around_a_run",
     "refused_as_a_holder_arrives",
     "refused_as_the_holder_leaves",
     "refused_by_holders_in_turn",
     "refused_while_a_child_holds",
     "refused_while_held_briefly",
+    "refusals_under_holders_in_turn",
     "second_lock_in_one_process",
     "staggered_start",
     "start_together",
@@ -100,11 +104,13 @@ kill_the_holder = on_the_main_thread(kill_the_holder)
 newcomer_as_the_holder_leaves = on_the_main_thread(newcomer_as_the_holder_leaves)
 newcomer_race = on_the_main_thread(newcomer_race)
 open_files_after_uses = on_the_main_thread(open_files_after_uses)
+process_state_around_a_run = on_the_main_thread(process_state_around_a_run)
 refused_as_a_holder_arrives = on_the_main_thread(refused_as_a_holder_arrives)
 refused_as_the_holder_leaves = on_the_main_thread(refused_as_the_holder_leaves)
 refused_by_holders_in_turn = on_the_main_thread(refused_by_holders_in_turn)
 refused_while_a_child_holds = on_the_main_thread(refused_while_a_child_holds)
 refused_while_held_briefly = on_the_main_thread(refused_while_held_briefly)
+refusals_under_holders_in_turn = on_the_main_thread(refusals_under_holders_in_turn)
 second_lock_in_one_process = on_the_main_thread(second_lock_in_one_process)
 staggered_start = on_the_main_thread(staggered_start)
 start_together = on_the_main_thread(start_together)
