@@ -936,6 +936,34 @@ def a_dry_run_agrees_with_the_redrive(ns: Namespace) -> None:
         "let the dry run run the very SELECT the redrive runs, ORDER BY updated_at, id "
         "included, and skip only the UPDATE",
     )
+    _a_second_dry_run_reads_the_table_again(ns)
+
+
+def _a_second_dry_run_reads_the_table_again(ns: Namespace) -> None:
+    """A dry run, the redrive, and the same dry run again in one long-running process (an
+    operator's console): the second dry run shows the jobs still dead, never the first's
+    answer kept in a module-level cache."""
+    with lab_file(ns) as (conn, path):
+        ids = add_dead(conn, 4)
+        look = {"limit": 2, "now": NOW, "dry_run": True}
+        steps: list[list[Any]] = [
+            ["redrive", look],
+            ["redrive", {"limit": 2, "now": NOW + 10}],
+            ["redrive", look],
+        ]
+        results = ns.harness(HARNESS + "one_worker_process", str(path), steps)
+    said = [it_said(r) for r in results]
+    expect(
+        results[-1].get("returned") == ids[2:],
+        _(
+            "dry run, redrive, dry run (all limit=2) on dead jobs {ids} in one long-running "
+            "process: the second dry run shows {rest}, the two still dead, not a cached "
+            "answer from the first"
+        ).format(ids=ids, rest=ids[2:]),
+        _("the calls said: {said}").format(said="; ".join(said)),
+        "run the SELECT on every call, dry run or not: a dry-run answer kept from an earlier "
+        "call (a module-level dict by kind and limit) shows jobs already redriven",
+    )
 
 
 def _every_id_once(got: Any, ids: list[int]) -> bool:
@@ -1082,15 +1110,36 @@ def redrive_breaks_ties_by_id_on_an_indexed_table(ns: Namespace) -> None:
         "order (a table scan, an index read backwards), so name the tie-breaker",
     )
     expect_the_returned_are_the_pending(got, pending, "redrive(conn, limit=3, now=1000)")
+    # The same jobs on a table whose index lists the dead newest id first: rows read
+    # without an ORDER BY and sorted by updated_at in Python keep the index's order on a
+    # tie (a stable sort), so the tie-break must be named there too.
+    with lab_file(ns) as (conn, path):
+        ids = _tied_on_an_index(conn, "CREATE INDEX jobs_dead_by_id ON jobs (state, id DESC)")
+        want = [ids[4], ids[0], ids[1]]
+        got = redrive(ns, path, limit=3, now=NOW)
+    expect(
+        list(got) == want,
+        _(
+            "{want} with limit=3 on a table with an index on (state, id DESC): job {oldest} "
+            "(buried at 20.25), then jobs {first} and {second}, the lowest ids of the four "
+            "buried together at 20.5, however the rows were read"
+        ).format(want=want, oldest=ids[4], first=ids[0], second=ids[1]),
+        _("returned {ids}").format(ids=list(got)),
+        "break the tie by id wherever you sort (ORDER BY updated_at, id, or key=(updated_at, "
+        "id) in Python): rows read without ORDER BY come in the order an index gives them",
+    )
 
 
-def _tied_on_an_index(conn: sqlite3.Connection) -> list[int]:
+def _tied_on_an_index(
+    conn: sqlite3.Connection,
+    index: str = "CREATE INDEX jobs_dead_newest ON jobs (state, updated_at DESC)",
+) -> list[int]:
     """Eight succeeded jobs, then five dead ones (their ids): the first four buried together
     at 20.5, the last a quarter of a second earlier; and an index a query planner may read
     them through, newest first."""
     # The operators' dashboard lists the newest dead letters first through this index;
     # a query planner may read a redrive's rows through it too.
-    conn.execute("CREATE INDEX jobs_dead_newest ON jobs (state, updated_at DESC)")
+    conn.execute(index)
     # Jobs 1 to 8 went through; the four buried together are 9 to 12, so an id
     # compared as text ('10' < '9') breaks their tie wrongly too.
     for n in range(8):

@@ -4059,6 +4059,68 @@ ZOO: list[tuple[str, str, str, str]] = [
             return ids
     """,
     ),
+    (
+        "ex06",
+        "the dead rows read without ORDER BY and sorted by updated_at in Python (ties as read)",
+        "redrive_breaks_ties_by_id_on_an_indexed_table",
+        """
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                rows = conn.execute(
+                    "SELECT id, kind, updated_at FROM jobs WHERE state = 'dead'").fetchall()
+                rows = sorted(rows, key=lambda r: r["updated_at"])
+                ids = [r["id"] for r in rows if kind is None or r["kind"] == kind][:limit]
+                if not dry_run:
+                    for i in ids:
+                        conn.execute(
+                            "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                            " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                            " WHERE id = :id", {"now": now, "id": i})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "dry-run answers cached by (kind, limit) in a module-level dict",
+        "a_dry_run_agrees_with_the_redrive",
+        """
+        import json
+
+        _PREVIEW = {}
+
+
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            if dry_run and (kind, limit) in _PREVIEW:
+                return list(_PREVIEW[(kind, limit)])
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if dry_run:
+                    _PREVIEW[(kind, limit)] = ids
+                else:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
 ]
 
 
@@ -4392,6 +4454,12 @@ SAYS: dict[str, str] = {
     ),
     "redrive restarts at attempt = redrives (the budget shrinks with each redrive)": (
         "all back with their attempts to run"
+    ),
+    "the dead rows read without ORDER BY and sorted by updated_at in Python (ties as read)": (
+        "on a table with an index on (state, id DESC)"
+    ),
+    "dry-run answers cached by (kind, limit) in a module-level dict": (
+        "not a cached answer from the first"
     ),
 }
 
