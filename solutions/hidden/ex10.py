@@ -52,6 +52,10 @@ FAR_WEST, FAR_EAST = "<-12>12", "<+14>-14"
 DAY_S = 86_400
 #: The token alice gets when alice-token expires: another token, the same caller.
 ALICE_RENEWED = "alice-renewed-token"
+#: When the client's retry reaches the restarted server: three hours after the crash
+#: (which is a minute before midnight), as a client that was offline a while retries. A
+#: key kept for less than a day (a TTL of 24 * 60 seconds, or an hour) has expired then.
+RETRY_LATER_S = 3 * 3600 + 5
 #: Two requests without an Idempotency-Key, one to each restarted server of the crash check.
 UNKEYED = ({"month": "2026-09", "unkeyed": 1}, {"month": "2026-09", "unkeyed": 2})
 
@@ -74,13 +78,14 @@ def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
         # The crashed server and its replacement in time zones 26 hours apart: whenever
         # the check runs, their local dates differ, as they do for a retry sent just after
         # midnight. A job key holding the date is another key after the restart. Their
-        # clocks, too, read a minute before the next UTC New Year's midnight and just after
-        # it: a key holding the UTC year, month, day, hour or minute (time.time() // 86400,
-        # strftime('%Y-%m')) changes as well.
+        # clocks, too, read a minute before the next UTC New Year's midnight and three hours
+        # after it (the client was offline a while): a key holding the UTC year, month, day,
+        # hour or minute (time.time() // 86400, strftime('%Y-%m')) changes as well, and a
+        # key the app lets expire sooner than a day (Stripe keeps them 24 hours) is gone.
         with served(ns, db, crash_at_202=True, tz=FAR_WEST, clock_at=midnight - 60) as doomed:
             crash_at_202(ns, doomed, body, "crash-2")
         left = [j["id"] for j in jobs_for(db, "alice", body)]
-        with served(ns, db, tz=FAR_EAST, clock_at=midnight + 5) as app:
+        with served(ns, db, tz=FAR_EAST, clock_at=midnight + RETRY_LATER_S) as app:
             again = retried_id(app.post(body, key="crash-2"), _("the client's retry"))
             # A request without a key, after the retry: the restart of part two sends one
             # too, as many requests into its life, to the same database.
@@ -93,8 +98,9 @@ def retry_after_the_crash_gets_the_same_job(ns: Namespace) -> None:
             ),
             _("retry got {job_id}, jobs now {job_ids}").format(job_id=again, job_ids=now),
             "build the job key from the owner and the Idempotency-Key alone (no hash(), "
-            "no clock, no counter in memory): the restarted server must compute the same "
-            "key, and only the store remembers what the crashed one did",
+            "no clock, no counter in memory) and let it never expire sooner than a day: "
+            "the restarted server must compute the same key, a client may retry hours "
+            "later, and only the store remembers what the crashed one did",
         )
         # The same retry after a kill as store.enqueue returns, before the rest of the
         # handler: whatever the app writes after the job (its own table of keys) is not
@@ -548,15 +554,29 @@ def _jobs_a_worker_left(db: Path) -> dict[str, int]:
     return left
 
 
+def _with_any_id(text: str, job_id: int) -> str:
+    """``text`` with the id ``job_id`` as a number of its own (not the digits of a name
+    such as alice2, which a 404 naming its caller holds) written ``{id}``."""
+    import re
+
+    return re.sub(rf"(?<!\w){job_id}(?!\w)", "{id}", text)
+
+
+def _with_any_digits(text: str, job_id: int) -> str:
+    """``text`` with every ``job_id`` written ``{id}``, glued to a word too ('job7')."""
+    return text.replace(str(job_id), "{id}")
+
+
 def _nobody_else_sees(app: App, job_id: int, state: str) -> None:
     """Fail unless bob, and the callers named like alice (``LOOK_ALIKES``), asking for
     alice's job ``job_id`` (in ``state``) get the answer of an id that does not exist."""
     for token, who in ((BOB, "bob"), *LOOK_ALIKES.items()):
         asked = app.status(job_id, token, raw=True)
         absent = app.status(job_id + 1000, token, raw=True)
-        same = asked.status_code == absent.status_code and asked.text.replace(
-            str(job_id), "{id}"
-        ) == absent.text.replace(str(job_id + 1000), "{id}")
+        same = asked.status_code == absent.status_code and any(
+            mask(asked.text, job_id) == mask(absent.text, job_id + 1000)
+            for mask in (_with_any_id, _with_any_digits)
+        )
         expect(
             not 200 <= asked.status_code < 300 and same,
             _(
@@ -594,7 +614,8 @@ def a_poll_the_store_cannot_read_is_no_404(ns: Namespace) -> None:
     1,
     "no secret a caller sends reaches the server's output: not the password of a refused "
     "body, not one written in a body it takes, not a bearer token (printed, logged at any "
-    "level, or in a traceback)",
+    "level, or in a traceback), nor into a file or table the app keeps or a Location it "
+    "answers with",
     timeout=TIMEOUT,
     severe=True,
 )
@@ -621,6 +642,7 @@ def secrets_stay_out_of_the_logs(ns: Namespace) -> None:
     }
     with scratch(ns) as folder:
         db = folder / "jobs.db"
+        before = _files_under(Path(ns.workdir), folder)
         served_here = served(
             ns, db, renewed_tokens={renewed: "alice"}, log_everything=True, store_fault=True
         )
@@ -657,6 +679,9 @@ def secrets_stay_out_of_the_logs(ns: Namespace) -> None:
             if any(r.status_code >= 500 for r in replies):
                 app.settle()
             output = app.output()
+        # What the app keeps of its own: a file it wrote (in its folder or the
+        # database's), a table beside the jobs, a Location it answered with.
+        kept = _kept_by_the_app(Path(ns.workdir), folder, before, db, replies)
     found = [(secret, what) for secret, what in secrets.items() if secret in output]
     expect(
         not found,
@@ -679,6 +704,108 @@ def secrets_stay_out_of_the_logs(ns: Namespace) -> None:
             "alice. To log a request, log labkit.redact.redact(str(body))"
         ),
     )
+    # The password written in a note of a body the store takes is in the jobs table by
+    # the contract: only a file of the app's own or a Location may not hold it.
+    at_rest = [
+        (secret, what, where)
+        for secret, what in secrets.items()
+        for where, text, all_secrets in kept
+        if secret in text and (all_secrets or secret != in_note)
+    ]
+    expect(
+        not at_rest,
+        _(
+            "nothing the caller sent in confidence kept by the app at rest or handed out: "
+            "no password or key of a refused body and no bearer token in a file the app "
+            "writes, in a table of its own in the job database, or in a Location it "
+            "answers with; no password of a body it takes in a file of its own"
+        ),
+        _("{what}, {secret!r}, in {where}").format(
+            what=at_rest[0][1], secret=at_rest[0][0], where=at_rest[0][2]
+        )
+        if at_rest
+        else "",
+        _(
+            "keep no copy of a request as it came: an audit file or table of raw bodies "
+            "holds the very password a refused body was refused for, and whoever reads it "
+            "(or a backup of it) can log in with it. Keep what you decided (owner, key, job "
+            "id, status), or labkit.redact.redact(str(body)). And never put the bearer "
+            "token in a URL (a Location with ?access_token=...): URLs are written to "
+            "every proxy's and browser's history; the caller polls with its header"
+        ),
+    )
+
+
+#: Folders of the student's where the app's own files are not: tools and caches.
+_NOT_THE_APPS = {".git", ".venv", "venv", "__pycache__", ".ipynb_checkpoints", "node_modules"}
+#: Files of the check's own scratch folder: the database (read as tables) and the
+#: server's output (read as output).
+_THE_CHECKS = ("jobs.db", "server-", "records-")
+
+
+def _files_under(root: Path, scratch_folder: Path) -> dict[Path, tuple[int, int]]:
+    """The files the app could write to, two levels under ``root`` (the student's
+    folder) and in ``scratch_folder`` (the database's), with their mtime and size; not
+    the check's own files, nor another check's scratch folder."""
+    found: dict[Path, tuple[int, int]] = {}
+    for top, dirs, files in os.walk(root):
+        here = Path(top)
+        depth = len(here.relative_to(root).parts)
+        dirs[:] = [
+            d
+            for d in dirs
+            if d not in _NOT_THE_APPS
+            and depth < 2
+            and (not d.startswith(".ex10-check-") or here / d == scratch_folder)
+        ]
+        for name in files:
+            if here == scratch_folder and name.startswith(_THE_CHECKS):
+                continue
+            path = here / name
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            found[path] = (stat.st_mtime_ns, stat.st_size)
+            if len(found) >= 2000:
+                return found
+    return found
+
+
+def _kept_by_the_app(
+    root: Path,
+    scratch_folder: Path,
+    before: dict[Path, tuple[int, int]],
+    db: Path,
+    replies: list[Any],
+) -> list[tuple[str, str, bool]]:
+    """``(where, text, every secret counts)`` for each file the app wrote or changed
+    under ``root`` since ``before``, each row of every table of ``db`` (the jobs table
+    holds the bodies the store took by the contract: there only what was never to be
+    stored counts) and each Location the app answered with."""
+    kept: list[tuple[str, str, bool]] = []
+    for path, seen in _files_under(root, scratch_folder).items():
+        if before.get(path) == seen or seen[1] > 4_000_000:
+            continue
+        try:
+            text = path.read_bytes()[:4_000_000].decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        kept.append((_("the file {name} the app wrote").format(name=path.name), text, True))
+    kept += [
+        (_("a row of the table {table} in the job database").format(table=table), text, False)
+        for table, text in texts_in(db)
+    ]
+    kept += [
+        (
+            _("the Location {location} it answered").format(location=r.headers["Location"]),
+            r.headers["Location"],
+            True,
+        )
+        for r in replies
+        if r.headers.get("Location")
+    ]
+    return kept
 
 
 def _line_with(text: str, part: str) -> str:
@@ -1062,6 +1189,7 @@ def every_202_says_where_and_when_to_poll(ns: Namespace) -> None:
                 statuses=(202,),
             )
             location, wait = reply.headers.get("Location"), reply.headers.get("Retry-After", "")
+            _location_of_this_server(reply, what)
             polled = app.status(location) if location else None
             expect(
                 polled is not None and _polled_job_id(polled) == job_id,
@@ -1134,6 +1262,38 @@ def _a_finished_jobs_retry_is_a_202(app: App, db: Path, body: Any, key: str) -> 
         )
 
 
+def _location_of_this_server(reply: Any, what: str) -> None:
+    """Fail unless the 202's Location is a path, or an absolute URL of the server the
+    request reached (its scheme, host and port, as the request named them)."""
+    import httpx
+
+    location = reply.headers.get("Location")
+    if not location:
+        return  # the caller of this function judges a missing Location
+    try:
+        url = httpx.URL(location)
+    except (httpx.InvalidURL, ValueError):
+        url = None
+    asked = reply.request.url
+    here = url is not None and (
+        not url.is_absolute_url
+        or (url.scheme, url.host, url.port) == (asked.scheme, asked.host, asked.port)
+    )
+    expect(
+        here,
+        _(
+            "{what}: a Location on the server that answered ({origin}), or a path ('/reports/<id>')"
+        ).format(what=what, origin=f"{asked.scheme}://{asked.netloc.decode()}"),
+        location,
+        _(
+            "answer Location: /reports/<id> (a path: the client resolves it against the URL "
+            "it called), or build it from the request (request.url_for): a host and port "
+            "written in the code (http://localhost:8000) send every client behind a proxy, "
+            "or to another port, to a server that is not there"
+        ),
+    )
+
+
 def _polled_job_id(polled: Any) -> Any:
     """The job_id a status answer shows, or None for an answer that is not a 200 object."""
     try:
@@ -1163,6 +1323,20 @@ def _due_by_the_poll(db: Path, reply: Any, zone: str) -> None:
     )
     row = rows[0]
     late = row["run_after"] - row["created_at"]
+    expect(
+        late >= -1,
+        _(
+            "the job due when it was made, not earlier, on a server whose time zone is "
+            "{zone}: the store runs jobs in the order of their due time"
+        ).format(zone=zone),
+        _("it is due {early:.0f} s before it was made").format(early=-late),
+        _(
+            "enqueue without run_after (the job is due at once); a due time in the past "
+            "(run_after=0, time.monotonic(), time.time() - 3600) puts every report ahead "
+            "of the jobs already waiting, whose turn then never comes while requests keep "
+            "arriving"
+        ),
+    )
     expect(
         late <= wait_s + 1,
         _(
@@ -1255,9 +1429,15 @@ def a_report_worker_claims_the_job(ns: Namespace) -> None:
         )
 
 
+#: New requests the check sends among thousands of jobs, each Retry-After judged: a
+#: jitter that says 0 once in five is seen with odds of about a thousand to one.
+RETRY_AFTER_SAMPLES = 30
+
+
 @CHECKS.add(
     1,
-    "the status finds any job among more than a thousand (no list of jobs with a cap)",
+    "the status finds any job among more than a thousand (no list of jobs with a cap); "
+    "a new request there is still answered with a Retry-After of 1 to 300 seconds",
     timeout=TIMEOUT,
 )
 def status_finds_a_job_among_thousands(ns: Namespace) -> None:
@@ -1292,7 +1472,8 @@ def status_finds_a_job_among_thousands(ns: Namespace) -> None:
             expect(other == 404, "404 when bob asks for alice's last job", other)
             # A new request among them: its 202 names the job enqueue made for it.
             body = {"month": "2027-05", "among": count}
-            job_id = accepted_id(app.post(body, key="many-new"), _("a new report request"))
+            reply = app.post(body, key="many-new")
+            job_id = accepted_id(reply, _("a new report request"))
             holding = [j["id"] for j in jobs_for(db, "alice", body)]
             expect(
                 holding == [job_id],
@@ -1306,6 +1487,29 @@ def status_finds_a_job_among_thousands(ns: Namespace) -> None:
                     "answer with the job store.enqueue returned (job.id), never the newest or "
                     "last job of a list: store.jobs() stops at 1000, and another request may "
                     "come in between"
+                ),
+            )
+            # Many more requests among them, each 202 with a Retry-After of 1 to 300 s: a
+            # wait estimated from the queue's length grows past any poll a client makes,
+            # and a jittered one drawn from 0 up says "poll now" once in a while.
+            waits = [reply.headers.get("Retry-After", "")]
+            for n in range(RETRY_AFTER_SAMPLES):
+                more = app.post({"month": "2027-05", "among": count, "n": n}, key=f"many-{n}")
+                accepted_id(more, _("a new report request"))
+                waits.append(more.headers.get("Retry-After", ""))
+            wrong = [w for w in waits if not (w.isdigit() and 1 <= int(w) <= 300)]
+            expect(
+                not wrong,
+                _(
+                    "each of {count} new requests among {jobs} jobs answered with a "
+                    "Retry-After of 1 to 300 seconds"
+                ).format(count=len(waits), jobs=count),
+                _("Retry-After {waits}").format(waits=sorted(set(wrong), key=str)[:5]),
+                _(
+                    "cap the Retry-After you compute to 1..300 seconds after any estimate "
+                    "or random jitter (max(1, min(300, wait))): a wait grown with the queue "
+                    "(thousands of seconds) leaves the client not polling for an hour, and "
+                    "a jitter drawn from 0 tells it to poll at once, again and again"
                 ),
             )
 

@@ -84,6 +84,10 @@ SIDE_TABLE = (
     + ANSWER
 )
 
+#: The reference's answer's headers.
+LOCATION = (
+    '        headers={"Location": f"/reports/{job.id}", "Retry-After": str(RETRY_AFTER_S)},\n'
+)
 #: The reference's accept, from its caller to the comment before the key.
 CALLER = """    owner = caller_of(authorization)
     # Scoped to the caller: bob's "k1" is not alice's "k1".
@@ -1586,6 +1590,115 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         '        return JSONResponse({"job_id": job.id, "state": "running"})\n'
         "    return JSONResponse(status_view(job))\n",
     ),
+    # Found by the red team (ex10, round 2).
+    (
+        # Copied from a tutorial run on the developer's machine: every client behind a
+        # proxy, or on another port, polls a server that is not there.
+        "an absolute Location with a host and port written in the code",
+        "every_202_says_where_and_when_to_poll",
+        STATUS_OK,
+        LOCATION,
+        LOCATION.replace('f"/reports/', 'f"http://localhost:8000/reports/'),
+    ),
+    (
+        # "So the client can poll without headers": the bearer token in the poll URL,
+        # which every proxy and browser history keeps.
+        "the bearer token in the Location (?access_token=...)",
+        "secrets_stay_out_of_the_logs",
+        STATUS_OK,
+        LOCATION,
+        LOCATION.replace(
+            'f"/reports/{job.id}"',
+            'f"/reports/{job.id}?access_token={authorization.split()[-1]}"',
+        ),
+    ),
+    (
+        # An audit trail of every request, as it came, in a file of the app's own: the
+        # password of a refused body is there for whoever reads it.
+        "every request appended as it came to an audit file of its own (requests.jsonl)",
+        "secrets_stay_out_of_the_logs",
+        STATUS_OK,
+        CALLER,
+        CALLER
+        + "    import json\n\n"
+        + "    with open('requests.jsonl', 'a', encoding='utf-8') as audit:\n"
+        + "        audit.write(json.dumps({'owner': owner, 'key': idempotency_key, "
+        + "'body': body}) + '\\n')\n",
+    ),
+    (
+        # The same trail in a table of the job database, written before enqueue refuses.
+        "every request kept as it came in an audit table of the job database",
+        "secrets_stay_out_of_the_logs",
+        STATUS_OK,
+        CALLER,
+        CALLER
+        + "    import json\n    import sqlite3\n\n"
+        + "    with sqlite3.connect(os.environ.get('EX10_DB', 'ex10_jobs.db'), timeout=30) as a:\n"
+        + "        a.execute('CREATE TABLE IF NOT EXISTS audit (owner TEXT, body TEXT)')\n"
+        + "        a.execute('INSERT INTO audit VALUES (?, ?)', (owner, json.dumps(body)))\n",
+    ),
+    (
+        # "Support needs to see what was refused": the refused body kept whole.
+        "refused bodies kept whole in a table for support",
+        "secrets_stay_out_of_the_logs",
+        STATUS_OK,
+        REFUSED,
+        "    except PayloadError as exc:\n"
+        "        import json\n        import sqlite3\n\n"
+        "        db = os.environ.get('EX10_DB', 'ex10_jobs.db')\n"
+        "        with sqlite3.connect(db, timeout=30) as a:\n"
+        "            a.execute('CREATE TABLE IF NOT EXISTS refused (owner TEXT, body TEXT)')\n"
+        "            a.execute('INSERT INTO refused VALUES (?, ?)', (owner, json.dumps(body)))\n"
+        '        return JSONResponse({"detail": str(exc)}, status_code=422)\n',
+    ),
+    (
+        # "Stripe keeps keys a day": 24 * 60 is a day in minutes; in seconds it is 24
+        # minutes, and a client retrying hours after the crash gets a second job.
+        "keys expire after 24 * 60 seconds (a day meant), a later retry makes a second job",
+        "retry_after_the_crash_gets_the_same_job",
+        "same_key_same_job",
+        ENQUEUE,
+        ENQUEUE
+        + "        import time\n\n"
+        + "        if not _created and time.time() - job.created_at > 24 * 60:\n"
+        + '            job, _created = store.enqueue("report", {"owner": owner, "request": body},\n'
+        + '                                          key=f"{key}:{int(time.time())}")\n',
+    ),
+    (
+        # The monotonic clock counts from the boot: the job is due in 1970, ahead of every
+        # job already waiting.
+        "run_after from time.monotonic(): the report jumps every queue",
+        "every_202_says_where_and_when_to_poll",
+        STATUS_OK,
+        ENQUEUE,
+        ENQUEUE.replace("key=key)", "key=key, run_after=__import__('time').monotonic())"),
+    ),
+    (
+        # "Reports first": due an hour ago, ahead of the retries the store has waiting.
+        "run_after an hour in the past to put reports first in line",
+        "every_202_says_where_and_when_to_poll",
+        STATUS_OK,
+        ENQUEUE,
+        ENQUEUE.replace("key=key)", "key=key, run_after=__import__('time').time() - 3600)"),
+    ),
+    (
+        # An honest estimate, uncapped: among a thousand pending jobs, "come back in an hour".
+        "Retry-After estimated from the queue's length, with no cap",
+        "status_finds_a_job_among_thousands",
+        STATUS_OK,
+        LOCATION,
+        LOCATION.replace(
+            "str(RETRY_AFTER_S)", 'str(max(1, 2 * len(store.jobs(state="pending"))))'
+        ),
+    ),
+    (
+        # Jitter so clients do not poll in lockstep, drawn from 0: "poll now" once in three.
+        "Retry-After jittered with random.randint(0, 2) (0 says poll at once)",
+        "status_finds_a_job_among_thousands",
+        STATUS_OK,
+        LOCATION,
+        LOCATION.replace("str(RETRY_AFTER_S)", 'str(__import__("random").randint(0, 2))'),
+    ),
 ]
 
 
@@ -2120,6 +2233,47 @@ RIGHT += [
         "async handlers: an error of store.get other than NotFound left to propagate (500)",
         "a_poll_the_store_cannot_read_is_no_404",
         RIGHT[1][2],
+    ),
+]
+
+
+# A 404 that names the caller it answers ("no such job for alice2"): the same for a job of
+# another's and a missing id, though the caller's name holds the digits of the job's id.
+RIGHT += [
+    (
+        "the 404 names the caller it answers (alice2, whose name holds a job's id)",
+        "status_hides_the_payload",
+        r"""
+@app.post("/reports", status_code=202)
+def accept(
+    body: Annotated[dict[str, Any], Body()],
+    authorization: Annotated[str | None, Header()] = None,
+    idempotency_key: Annotated[str | None, Header()] = None,
+) -> JSONResponse:
+    owner = caller_of(authorization)
+    key = None if idempotency_key is None else f"report:{owner}:{idempotency_key}"
+    try:
+        job, _created = store.enqueue("report", {"owner": owner, "request": body}, key=key)
+    except IdempotencyConflict:
+        return JSONResponse({"detail": f"Idempotency-Key {idempotency_key!r} reused "
+                                       "with another body"}, status_code=422)
+    except PayloadError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+    return JSONResponse({"job_id": job.id}, status_code=202,
+                        headers={"Location": f"/reports/{job.id}", "Retry-After": "2"})
+
+
+@app.get("/reports/{job_id}")
+def status(job_id: int, authorization: Annotated[str | None, Header()] = None) -> JSONResponse:
+    owner = caller_of(authorization)
+    try:
+        job = store.get(job_id)
+    except NotFound:
+        job = None
+    if job is None or not isinstance(job.payload, dict) or job.payload.get("owner") != owner:
+        return JSONResponse({"detail": f"no such job for {owner}"}, status_code=404)
+    return JSONResponse(status_view(job))
+""",
     ),
 ]
 
