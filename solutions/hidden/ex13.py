@@ -1643,3 +1643,107 @@ def ties_go_by_id_whatever_lease_a_job_still_holds(ns: Namespace) -> None:
                         "last run is no tie-break"
                     ),
                 )
+
+
+@CHECKS.add(
+    1,
+    "least busy is the count of an account's live running jobs, counted afresh at every "
+    "claim: not a share of its jobs or of its backlog (a flood with two running is busier "
+    "than an account with one), and nothing kept from the last claim (ties go by "
+    "run_after, then id, never by whom the worker served last)",
+)
+def least_busy_is_a_live_count_at_every_claim(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        rng = Random(f"{seed}:least busy count")
+        flood_running, flood_ready = rng.randint(2, 4), rng.randint(15, 40)
+        cap = flood_running + 2
+        with lab_file(ns) as (conn, path):
+            for n in range(flood_running):
+                add_job(conn, f"acme:run:{n}", **live("acme"))
+            first = add_job(conn, "acme:0", queue="acme", run_after=0.0)
+            for n in range(1, flood_ready):
+                add_job(conn, f"acme:{n}", queue="acme", run_after=float(n))
+            add_job(conn, "bolt:run:0", **live("bolt"))
+            bolts = add_job(conn, "bolt:1", queue="bolt", run_after=10.0)
+            got = _id(capped(ns, path, "w1", cap))
+        expect(
+            got == bolts,
+            _(
+                "claim_capped with cap={cap}: bolt's job {bolt} (bolt runs 1 job, acme {running} "
+                "with {ready} more waiting), though acme's job {acme} is older: busy is a count, "
+                "not a share of the account's jobs"
+            ).format(cap=cap, bolt=bolts, running=flood_running, ready=flood_ready, acme=first),
+            _("job {job_id}").format(job_id=got),
+            _(
+                "order by the count of the account's running jobs with lease_until > now, "
+                "divided by nothing"
+            ),
+        )
+    with lab_file(ns) as (conn, path):
+        add_job(conn, "acme:run", **live("acme"))
+        b1 = add_job(conn, "bolt:1", queue="bolt", run_after=0.0)
+        a1 = add_job(conn, "acme:1", queue="acme", run_after=5.0)
+        b2 = add_job(conn, "bolt:2", queue="bolt", run_after=1.0)
+        calls = [["w1", NOW, 30.0, 5] for _n in range(3)]
+        got = ns.harness(HARNESS + "on_one_connection", "claim_capped", str(path), calls)
+    claimed = [
+        g["returned"].get("id") if isinstance(g.get("returned"), dict) else None for g in got
+    ]
+    expect(
+        claimed == [b1, b2, a1],
+        _(
+            "claim_capped three times on one connection (cap=5; acme runs 1 job; bolt's jobs "
+            "{b1} due at 0 and {b2} due at 1, acme's {a1} due at 5): jobs {want}, the second "
+            "because bolt and acme then run 1 each and bolt's is due first"
+        ).format(b1=b1, b2=b2, a1=a1, want=[b1, b2, a1]),
+        _("the claims {calls}").format(
+            calls=", ".join(
+                raised_text(g) if "raised" in g else repr(c)
+                for g, c in zip(got, claimed, strict=True)
+            )
+        ),
+        _("keep no account served last between claims: the table alone decides the order"),
+    )
+
+
+@CHECKS.add(
+    1,
+    "each claim uses the now it is given, on a long-lived connection too: never the "
+    "largest now seen so far (a clock kept in a module global, a class or a default "
+    "argument), or a claim at an earlier now takes a job whose lease has not ended, or one "
+    "not due yet",
+)
+def each_claim_uses_the_now_it_is_given(ns: Namespace) -> None:
+    later = NOW + 200.0
+    for name, extra in (("claim_capped", [5]), ("claim_serial", [])):
+        with lab_file(ns) as (conn, path):
+            first = add_job(conn, "acme:1", queue="acme")
+            add_job(conn, "bolt:1", queue="bolt", state="running", attempt=1,
+                    lease_owner="w0", lease_token="old", lease_until=NOW + 50.0,
+                    run_after=0.0)  # fmt: skip
+            add_job(conn, "cora:1", queue="cora", run_after=NOW + 100.0)
+            calls = [["w1", later, 30.0, *extra], ["w2", NOW, 30.0, *extra]]
+            got = ns.harness(HARNESS + "on_one_connection", name, str(path), calls)
+            stored = {j["id"]: j for j in all_jobs(conn)}
+        claimed = [
+            g["returned"].get("id") if isinstance(g.get("returned"), dict) else None for g in got
+        ]
+        owners = {i: j["lease_owner"] for i, j in stored.items()}
+        expect(
+            claimed == [first, None] and "raised" not in got[1],
+            _(
+                "{name} on one connection at now={later:g} (job {first}), then at now={now:g}: "
+                "None, since bolt's job is leased to w0 until {until:g} and cora's is due at "
+                "{due:g}"
+            ).format(
+                name=name, later=later, first=first, now=NOW, until=NOW + 50.0, due=NOW + 100.0
+            ),
+            _("the claims {calls}; the lease owners in the table {owners}").format(
+                calls=", ".join(
+                    raised_text(g) if "raised" in g else repr(c)
+                    for g, c in zip(got, claimed, strict=True)
+                ),
+                owners=owners,
+            ),
+            _("pass the now of each call as :now; keep no clock of your own between calls"),
+        )

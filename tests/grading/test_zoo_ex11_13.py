@@ -7052,6 +7052,95 @@ ZOO: list[tuple[str, str, str, str]] = [
         """,
     ),
     (
+        "ex13",
+        "capped: least busy as a share, live running jobs over all the account's jobs",
+        "least_busy_is_a_live_count_at_every_claim",
+        """
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now) * 1.0
+                                 / (SELECT count(*) FROM jobs t WHERE t.queue = c.queue),
+                                 c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "capped: ties of busy go first to the account not served last (kept in a module dict)",
+        "least_busy_is_a_live_count_at_every_claim",
+        """
+        _LAST = {}
+
+        def claim_capped(conn, worker, now, lease_s, cap):
+            row = conn.execute(
+                "UPDATE jobs" + CLAIM_SET + \"\"\"
+                 WHERE id = (
+                       SELECT c.id FROM jobs c
+                        WHERE ((c.state IN ('pending', 'retry_wait') AND c.run_after <= :now)
+                               OR (c.state = 'running' AND c.lease_until <= :now))
+                          AND (SELECT count(*) FROM jobs r
+                                WHERE r.queue = c.queue AND r.state = 'running'
+                                  AND r.lease_until > :now) < :cap
+                        ORDER BY (SELECT count(*) FROM jobs r
+                                   WHERE r.queue = c.queue AND r.state = 'running'
+                                     AND r.lease_until > :now),
+                                 c.queue = :last, c.run_after, c.id
+                        LIMIT 1)
+                RETURNING *
+                \"\"\",
+                {"worker": worker, "now": now, "lease_s": lease_s, "cap": cap,
+                 "last": _LAST.get("queue")},
+            ).fetchone()
+            if row is None:
+                return None
+            _LAST["queue"] = row["queue"]
+            return dict(row)
+        """,
+    ),
+    (
+        "ex13",
+        "capped: now never goes back, the largest now seen kept in a class attribute",
+        "each_claim_uses_the_now_it_is_given",
+        """
+        _reference_capped = claim_capped
+
+        class Clock:
+            last = 0.0
+
+        def claim_capped(conn, worker, now, lease_s, cap):
+            Clock.last = now = max(Clock.last, now)
+            return _reference_capped(conn, worker, now, lease_s, cap)
+        """,
+    ),
+    (
+        "ex13",
+        "serial: now never goes back, the largest now seen kept in a module list",
+        "each_claim_uses_the_now_it_is_given",
+        """
+        _reference_serial = claim_serial
+        _LAST_NOW = [0.0]
+
+        def claim_serial(conn, worker, now, lease_s):
+            _LAST_NOW[0] = now = max(_LAST_NOW[0], now)
+            return _reference_serial(conn, worker, now, lease_s)
+        """,
+    ),
+    (
         "ex11",
         "the relay takes rows marked sent after now for pending (sent_at IS NULL OR sent_at > now)",
         "relay_publishes_and_marks",
@@ -7612,6 +7701,18 @@ SAYS: dict[str, str] = {
         "order:43's head, pending"
     ),
     "claim_capped counts every live lease as busy, whatever the job's state": "cora runs nothing",
+    "capped: least busy as a share, live running jobs over all the account's jobs": (
+        "busy is a count, not a share"
+    ),
+    "capped: ties of busy go first to the account not served last (kept in a module dict)": (
+        "bolt and acme then run 1 each"
+    ),
+    "capped: now never goes back, the largest now seen kept in a class attribute": (
+        "claim_capped on one connection at now=300"
+    ),
+    "serial: now never goes back, the largest now seen kept in a module list": (
+        "claim_serial on one connection at now=300"
+    ),
 }
 
 #: Text the failing check's "got" line must hold, where its expectation is shared.
