@@ -3,8 +3,9 @@ kill anywhere in a job of policy version 2, a finished job delivered again after
 deploy, errors that are no decline (a 503 from the payment API, a mail rejected), two
 orders of one customer, a job killed before its first checkpoint and resumed after a
 deploy, a kill right after the release, a job resumed after the customer changed the
-e-mail address, a job resumed among hundreds of other jobs' checkpoints, and a
-worker's long-lived connection after a run that failed on it."""
+e-mail address, a job resumed among hundreds of other jobs' checkpoints, a worker's
+long-lived connection after a run that failed on it, the same job run again on that
+connection, and two orders' jobs at once on two threads of one worker."""
 
 from __future__ import annotations
 
@@ -271,6 +272,38 @@ def only_a_declined_charge_fails_the_job(ns: Namespace) -> None:
                 "stays 'running' and is retried later, and the worker goes on to other jobs"
             ),
         )
+    # A 409 from the payment API (KeyInProgress, a TransientError): a request under the
+    # charge's key, sent by another copy of the job, is still running. It may yet go
+    # through: no decline, no release; raised as it came (or retried under the key).
+    with scene(ns) as folder:
+        got = ns.harness(
+            HARNESS + "run_timed_out_before", str(folder), ORDER, 1, "payments.charge", True
+        )
+        first, second = got["first"], got["second"]
+        steps, ok = steps_of(folder, ORDER["id"]), True
+        if "raised" in first:
+            ok = "KeyInProgress" in first["raised"] and "release" not in steps
+        ended = second if "raised" in first else first
+        done, seen = exactly_once(folder, ORDER, 1)
+        expect(
+            ok and ended.get("returned") == "done" and done,
+            _(
+                "after a 409 from the payment API on the charge (KeyInProgress, a "
+                "TransientError: a request under its key still running): run_order raising "
+                "it as it came (or retrying it under the same key), no release, and the "
+                "next run finishing the order: {effects}, the job 'done'"
+            ).format(effects=wanted(ORDER, 1, False)),
+            _("run_order {outcome}, then {again}; {seen}").format(
+                outcome=_ex14h_ended(first),
+                again=_ex14h_ended(second) if second else _("not run again"),
+                seen=seen,
+            ),
+            _(
+                "a 409 says the charge is under way, not that it was declined: only a "
+                "PermanentError (no IdempotencyConflict) from the charge is a decline; let "
+                "a TransientError out as it is"
+            ),
+        )
     # The reserve refused for good (a PermanentError from the ledger, not from the
     # charge): nothing was reserved, so nothing is released; the error goes out.
     with scene(ns) as folder:
@@ -306,16 +339,28 @@ def only_a_declined_charge_fails_the_job(ns: Namespace) -> None:
     severe=True,
 )
 def a_decline_of_any_status_releases_the_stock(ns: Namespace) -> None:
+    # Then the decline in a library's own words: a decline code alone, no word of it.
+    for plain in (False, True):
+        _a_decline_releases_the_stock_in(ns, plain)
+
+
+def _a_decline_releases_the_stock_in(ns: Namespace, plain: bool) -> None:
     with scene(ns, DECLINES) as folder:
-        got = dict(ns.harness(HARNESS + "run", str(folder), ORDER, 1, None, False, False, 402))
+        got = dict(
+            ns.harness(HARNESS + "run", str(folder), ORDER, 1, None, False, False, 402, plain)
+        )
         ok, seen = exactly_once(folder, ORDER, 1, declined=True)
+        raised = (
+            "InsufficientFunds('402: insufficient_funds', status=402)"
+            if plain
+            else "CardDeclined('402 from payments: card_declined ...', status=402)"
+        )
         expect(
             got.get("returned") == "failed" and ok,
             _(
-                "after the charge raised CardDeclined('402 from payments: card_declined "
-                "...', status=402), a subclass of PermanentError: 'failed' from run_order "
-                "and {effects}, the job 'failed'"
-            ).format(effects=wanted(ORDER, 1, True)),
+                "after the charge raised {raised}, a subclass of PermanentError: 'failed' "
+                "from run_order and {effects}, the job 'failed'"
+            ).format(raised=raised, effects=wanted(ORDER, 1, True)),
             _("{outcome}; {seen}").format(
                 outcome=raised_text(got)
                 if "raised" in got
@@ -339,7 +384,7 @@ def a_decline_of_any_status_releases_the_stock(ns: Namespace) -> None:
     severe=True,
 )
 def a_customers_second_order_is_charged_too(ns: Namespace) -> None:
-    second = {**ORDER, "id": ORDER["id"] + 1, "sku": "pen", "amount": 990}
+    second = {**ORDER, "id": ORDER["id"] + 1, "sku": "pen", "amount": 1990}
     # The same mug at the same price again: only the order id tells it from the first.
     third = {**ORDER, "id": ORDER["id"] + 2}
     with scene(ns) as folder:
@@ -349,7 +394,7 @@ def a_customers_second_order_is_charged_too(ns: Namespace) -> None:
         mails = found(truth, ORDER)["mail"]
         stock = found(truth, ORDER)["ledger"]  # the mugs: orders 42 and 44
         want = sorted(
-            [[ORDER["customer"], amount] for amount in (ORDER["amount"], 990, ORDER["amount"])]
+            [[ORDER["customer"], amount] for amount in (ORDER["amount"], 1990, ORDER["amount"])]
         )
         expect(
             ran == ["done"] * 3
@@ -1688,3 +1733,122 @@ def _ex14h_json(text: Any) -> Any:
         return json.loads(text)
     except (TypeError, ValueError):
         return text
+
+
+@CHECKS.add(
+    2,
+    "a worker that gets the same job again on its long-lived connection (a retry after a "
+    "503, a redelivery of a declined job) reads the job's row and checkpoints afresh on "
+    "every run: what a run learnt, kept per connection or per order in the module, is "
+    "stale on the next, which then repeats steps, fails on their checkpoints or e-mails "
+    "a declined order",
+    timeout=30.0,
+    severe=True,
+)
+def a_job_run_again_on_one_connection_reads_it_afresh(ns: Namespace) -> None:
+    then = {"id": 8, "customer": "cus_caio", "email": "caio@example.com", "sku": "cup"}
+    then["amount"] = 700
+    with scene(ns) as folder:
+        got = ns.harness(
+            HARNESS + "run_again_on_one_worker", str(folder), ORDER, 1, 2, "mail.send", then
+        )
+        runs = got["runs"]
+        ok, seen = exactly_once(folder, ORDER, 1)
+        fine, then_seen = exactly_once(folder, then, 1)
+        expect(
+            got["fired"]
+            and [r.get("returned") for r in runs[1:]] == ["done", "done"]
+            and ok
+            and fine,
+            _(
+                "order {order_id} run on one worker's connection, the mail API down (503s) "
+                "the first time, then run again on the same connection object: 'done' and "
+                "{effects}; then order {then_id} on it: 'done' and {then_effects}"
+            ).format(
+                order_id=ORDER["id"],
+                effects=wanted(ORDER, 1, False),
+                then_id=then["id"],
+                then_effects=wanted(then, 1, False),
+            ),
+            _(
+                "run_order {first}, then {again}; {seen}; order {then_id}: {last}, {then_seen}"
+            ).format(
+                first=_ex14h_ended(runs[0]),
+                again=_ex14h_ended(runs[1]),
+                seen=seen,
+                then_id=then["id"],
+                last=_ex14h_ended(runs[2]),
+                then_seen=then_seen,
+            ),
+            _(
+                "read step_jobs and job_steps on every call: never keep a job's state or "
+                "its done steps in a module-level dict keyed by the connection or the order, "
+                "and never change POLICIES"
+            ),
+        )
+    with scene(ns, DECLINES) as folder:
+        got = ns.harness(HARNESS + "run_again_on_one_worker", str(folder), ORDER, 1, 3)
+        ended = [r.get("returned") if "returned" in r else raised_text(r) for r in got["runs"]]
+        ok, seen = exactly_once(folder, ORDER, 1, declined=True)
+        expect(
+            ended == ["failed"] * 3 and ok,
+            _(
+                "order {order_id}, its charge declined, run three times on one worker's "
+                "connection: 'failed' each time and {effects}"
+            ).format(order_id=ORDER["id"], effects=wanted(ORDER, 1, True)),
+            _("{ended}; {seen}").format(ended=ended, seen=seen),
+        )
+
+
+@CHECKS.add(
+    2,
+    "two orders' jobs run at once in one worker process (a pool of threads): each run "
+    "keeps its order in its own local variables; a 'current order' kept in a module-level "
+    "name is the other order's by the time the first run writes its checkpoints",
+    timeout=30.0,
+    severe=True,
+)
+def two_orders_at_once_in_one_worker_keep_their_own(ns: Namespace) -> None:
+    other = {"id": 77, "customer": "cus_rui", "email": "rui@example.com", "sku": "cup"}
+    other["amount"] = 880
+    for after in ("ledger.transaction()", "payments.charge"):
+        with scene(ns) as folder:
+            got = ns.harness(HARNESS + "run_interleaved", str(folder), ORDER, other, 1, after)
+            ended = [
+                r.get("returned") if "returned" in r else raised_text(r)
+                for r in (got["first"], got["second"])
+            ]
+            results = [exactly_once(folder, order, 1) for order in (ORDER, other)]
+            steps = [sorted(steps_of(folder, order["id"])) for order in (ORDER, other)]
+            expect(
+                got["fired"]
+                and ended == ["done", "done"]
+                and all(fine for fine, _seen in results)
+                and steps == [sorted(POLICIES_V1)] * 2,
+                _(
+                    "order {order_id} run, and order {other_id} run whole on another thread "
+                    "of the same worker right after order {order_id}'s {moment}: both 'done', "
+                    "each with its own effects and its own checkpoints {steps}"
+                ).format(
+                    order_id=ORDER["id"],
+                    other_id=other["id"],
+                    moment=_("reservation") if after.startswith("ledger") else _("charge"),
+                    steps=sorted(POLICIES_V1),
+                ),
+                _(
+                    "returned {ended}; order {order_id}: {first}, checkpoints {steps}; "
+                    "order {other_id}: {second}, checkpoints {other_steps}"
+                ).format(
+                    ended=ended,
+                    order_id=ORDER["id"],
+                    first=results[0][1],
+                    steps=steps[0],
+                    other_id=other["id"],
+                    second=results[1][1],
+                    other_steps=steps[1],
+                ),
+                _(
+                    "pass the order (and the connection) as arguments, or close over them in "
+                    "a nested function: nothing about the order in hand lives at module level"
+                ),
+            )

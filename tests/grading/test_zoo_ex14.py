@@ -2090,6 +2090,115 @@ def do_step(world, order, step):
             ),
         ),
     ),
+    (
+        "ex14",
+        "a decline told by 'declin', 'reject' or 'card' in its message (insufficient_funds)",
+        "a_decline_of_any_status_releases_the_stock",
+        _edit(
+            RUN_ORDER,
+            (
+                'if step != "charge" or isinstance(exc, IdempotencyConflict):',
+                'if step != "charge" or isinstance(exc, IdempotencyConflict) or not any(\n'
+                '                    w in str(exc).lower() for w in ("declin", "reject", "card")\n'
+                "                ):",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the done steps cached per (connection, order id) in an lru_cache",
+        "a_job_run_again_on_one_connection_reads_it_afresh",
+        "import functools\n"
+        "@functools.lru_cache(maxsize=None)\n"
+        "def _done_steps(conn, oid):\n"
+        '    rows = conn.execute("SELECT step FROM job_steps WHERE order_id = ?", (oid,))\n'
+        "    return frozenset(r[0] for r in rows)\n"
+        + _edit(
+            RUN_ORDER,
+            (
+                '    done = {r[0] for r in conn.execute("SELECT step FROM job_steps WHERE '
+                'order_id = :id", job)}\n',
+                '    done = set(_done_steps(conn, order["id"]))\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the job's (version, state) cached in a module dict keyed by (conn, order id)",
+        "a_job_run_again_on_one_connection_reads_it_afresh",
+        "_JOBS = {}\n"
+        + _edit(
+            RUN_ORDER,
+            (
+                "    version, state = conn.execute(\n"
+                '        "SELECT policy_version, state FROM step_jobs WHERE order_id = :id", job\n'
+                "    ).fetchone()\n",
+                '    if (conn, order["id"]) not in _JOBS:\n'
+                '        _JOBS[conn, order["id"]] = tuple(conn.execute(\n'
+                '            "SELECT policy_version, state FROM step_jobs WHERE order_id = :id",\n'
+                "            job,\n"
+                "        ).fetchone())\n"
+                '    version, state = _JOBS[conn, order["id"]]\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the steps left written back into POLICIES[version] (the next order skips them)",
+        "a_job_run_again_on_one_connection_reads_it_afresh",
+        _edit(
+            RUN_ORDER,
+            (
+                "        for step in POLICIES[version]:\n",
+                "        POLICIES[version] = tuple(s for s in POLICIES[version] if s not in done)\n"
+                "        for step in POLICIES[version]:\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the order in hand kept in a module global, read by the checkpoint",
+        "two_orders_at_once_in_one_worker_keep_their_own",
+        "_ORDER = None\n"
+        + _edit(
+            RUN_ORDER,
+            (
+                '    job = {"id": order["id"], "version": policy_version}\n',
+                "    global _ORDER\n"
+                "    _ORDER = order\n"
+                '    job = {"id": order["id"], "version": policy_version}\n',
+            ),
+            (
+                '            {"id": order["id"], "step": step, "result": result},\n',
+                '            {"id": _ORDER["id"], "step": step, "result": result},\n',
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "a 409 of the charge (KeyInProgress) caught with PermanentError as a decline",
+        "only_a_declined_charge_fails_the_job",
+        "from labkit.world.services import KeyInProgress\n"
+        + _edit(
+            RUN_ORDER,
+            (
+                "            except PermanentError as exc:\n",
+                "            except (PermanentError, KeyInProgress) as exc:\n",
+            ),
+        ),
+    ),
+    (
+        "ex14",
+        "the amount charged through reais and back, int(amount / 100 * 100)",
+        "a_customers_second_order_is_charged_too",
+        _edit(
+            DO_STEP,
+            (
+                'order["customer"], order["amount"], idempotency_key=key)',
+                'order["customer"], int(order["amount"] / 100 * 100), idempotency_key=key)',
+            ),
+        ),
+    ),
 ]
 
 
@@ -2183,6 +2292,13 @@ SEVERE = [
     "a step's TransientError re-raised as a RuntimeError (the retry policy cannot read it)",
     "a rejected e-mail re-raised as a ValueError",
     "a step retried after time.sleep(exc.retry_after), None on a 503 (a TypeError goes out)",
+    "a decline told by 'declin', 'reject' or 'card' in its message (insufficient_funds)",
+    "the done steps cached per (connection, order id) in an lru_cache",
+    "the job's (version, state) cached in a module dict keyed by (conn, order id)",
+    "the steps left written back into POLICIES[version] (the next order skips them)",
+    "the order in hand kept in a module global, read by the checkpoint",
+    "a 409 of the charge (KeyInProgress) caught with PermanentError as a decline",
+    "the amount charged through reais and back, int(amount / 100 * 100)",
 ]
 
 #: What the named check must say it expected, for the entries that name it.
@@ -2376,6 +2492,27 @@ SAYS = {
     ),
     "a failed job's redelivery releases again, its checkpoint rewritten (INSERT OR REPLACE)": (
         "to leave its checkpoints as they were"
+    ),
+    "a decline told by 'declin', 'reject' or 'card' in its message (insufficient_funds)": (
+        "InsufficientFunds("
+    ),
+    "the done steps cached per (connection, order id) in an lru_cache": (
+        "then run again on the same connection object"
+    ),
+    "the job's (version, state) cached in a module dict keyed by (conn, order id)": (
+        "run three times on one worker's connection"
+    ),
+    "the steps left written back into POLICIES[version] (the next order skips them)": (
+        "then order 8 on it"
+    ),
+    "the order in hand kept in a module global, read by the checkpoint": (
+        "on another thread of the same worker"
+    ),
+    "a 409 of the charge (KeyInProgress) caught with PermanentError as a decline": (
+        "KeyInProgress, a TransientError"
+    ),
+    "the amount charged through reais and back, int(amount / 100 * 100)": (
+        "the charges [['cus_ana', 1990]"
     ),
 }
 
@@ -2661,6 +2798,38 @@ def do_step(world, order, step: str) -> dict:
                 "            except TransientError:\n"
                 "                if attempt == 2:\n"
                 "                    raise\n",
+            ),
+        ),
+    ),
+    (
+        "the order in hand kept in a threading.local, set by each run",
+        "two_orders_at_once_in_one_worker_keep_their_own",
+        "import threading\n_LOCAL = threading.local()\n"
+        + _edit(
+            RUN_ORDER,
+            (
+                '    job = {"id": order["id"], "version": policy_version}\n',
+                "    _LOCAL.order = order\n"
+                '    job = {"id": order["id"], "version": policy_version}\n',
+            ),
+            (
+                '            {"id": order["id"], "step": step, "result": result},\n',
+                '            {"id": _LOCAL.order["id"], "step": step, "result": result},\n',
+            ),
+        ),
+    ),
+    (
+        "every run of run_order under one module-level threading.Lock",
+        "two_orders_at_once_in_one_worker_keep_their_own",
+        "import threading\n_RUNNING = threading.Lock()\n"
+        + _edit(
+            RUN_ORDER,
+            (
+                "        return _run_order(conn, world, order, policy_version=policy_version)\n",
+                "        with _RUNNING:\n"
+                "            return _run_order(\n"
+                "                conn, world, order, policy_version=policy_version\n"
+                "            )\n",
             ),
         ),
     ),

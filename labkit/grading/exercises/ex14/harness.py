@@ -24,6 +24,7 @@ import builtins
 import json
 import math
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager, nullcontext, suppress
 from functools import partial
@@ -59,13 +60,15 @@ from labkit.grading.exercises.tracing import (
 from labkit.grading.exercises.wallclock import RETRY_S, clock_moved, to_year_end
 from labkit.grading.stub import is_stub_text
 from labkit.world import World
-from labkit.world.services import IdempotencyKeyReused
+from labkit.world.services import IdempotencyKeyReused, KeyInProgress
 
 #: The real ``sqlite3.connect``, taken when this module is imported (before a sweep's
 #: child wraps it to watch every connection): the world's file is opened with it.
 _CONNECT = sqlite3.connect
 #: Kills per sweep: every boundary of a job of four steps and its compensation.
 LIMIT = 40
+#: How long one job of ``run_interleaved`` waits for the other's (seconds).
+INTERLEAVED_S = 5.0
 #: The harness's own statements (``harness.sql``).
 _SQL = queries.load("grading/exercises/ex14/harness.sql")
 
@@ -144,6 +147,12 @@ class CardDeclined(PermanentError):
     (Stripe's ``CardError``), no ``IdempotencyConflict``."""
 
 
+class InsufficientFunds(PermanentError):
+    """A card declined in a payment library's own words: a ``PermanentError`` whose class
+    and message say ``insufficient_funds`` (a decline code), never 'declined' or
+    'rejected'."""
+
+
 class RequestMismatch(IdempotencyKeyReused):
     """A key conflict as a payment library words it: an ``IdempotencyKeyReused`` (so an
     ``IdempotencyConflict``) whose message names neither idempotency nor parameters."""
@@ -153,10 +162,12 @@ class _Restated:
     """The payment API whose refusals for good (``PermanentError``) come with another
     status, text and class: a card declined (402, ``CardDeclined``), as Stripe says it,
     not the world's 400, its message naming the request's Idempotency-Key; a key
-    conflict (``RequestMismatch``) in words of its own. Only the class tells them apart."""
+    conflict (``RequestMismatch``) in words of its own. Only the class tells them apart.
+    ``plain``: the decline is an ``InsufficientFunds`` whose message is its decline code
+    alone (no 'declined', no 'rejected', no key)."""
 
-    def __init__(self, payments: Any, status: int) -> None:
-        self._payments, self._status = payments, status
+    def __init__(self, payments: Any, status: int, plain: bool = False) -> None:
+        self._payments, self._status, self._plain = payments, status, plain
 
     def charge(self, *args: Any, **kwargs: Any) -> Any:
         key = kwargs.get("idempotency_key", kwargs.get("key"))
@@ -171,6 +182,10 @@ class _Restated:
         except PermanentError as exc:
             if type(exc) is not PermanentError:
                 raise
+            if self._plain:
+                raise InsufficientFunds(
+                    f"{self._status}: insufficient_funds", status=self._status
+                ) from None
             raise CardDeclined(
                 f"{self._status} from payments: card_declined (insufficient funds) for the "
                 f"request with Idempotency-Key {key!r}; nothing charged",
@@ -184,14 +199,21 @@ class _Restated:
 class _Seen:
     """The world as the student's job sees it: the real services, each moment named.
 
-    ``declined_as``: the payment API's refusals for good carry that status (``_Restated``).
+    ``declined_as``: the payment API's refusals for good carry that status (``_Restated``;
+    ``plain``: worded with a decline code alone).
     """
 
-    def __init__(self, world: World, moments: _Moments, declined_as: int | None = None) -> None:
+    def __init__(
+        self,
+        world: World,
+        moments: _Moments,
+        declined_as: int | None = None,
+        plain: bool = False,
+    ) -> None:
         self._world = world
         self.payments: Any = _Service(world.payments, moments, "payments", "charge")
         if declined_as is not None:
-            self.payments = _Restated(self.payments, declined_as)
+            self.payments = _Restated(self.payments, declined_as, plain)
         self.mail = _Service(world.mail, moments, "mail", "send")
         self.ledger = _Ledger(world.ledger, moments)
 
@@ -218,6 +240,7 @@ def _job(
     later_s: float = 0.0,
     declined_as: int | None = None,
     wrap: Callable[[sqlite3.Connection], Any] | None = None,
+    plain: bool = False,
 ) -> Any:
     """The student's ``run_order`` once, on its own connection (``wrap(conn)`` when
     given) and world (its clock ``later_s`` on), both closed after."""
@@ -225,7 +248,7 @@ def _job(
     try:
         return need(values, "run_order")(
             conn if wrap is None else wrap(conn),
-            _Seen(world, moments, declined_as),
+            _Seen(world, moments, declined_as, plain),
             dict(order),
             policy_version=version,
         )
@@ -243,6 +266,7 @@ def run(
     salted: bool = False,
     deployed: bool = False,
     declined_as: int | None = None,
+    plain: bool = False,
 ) -> dict[str, Any]:
     """``run_order(conn, world, order, policy_version=version)`` in ``folder``.
 
@@ -256,7 +280,8 @@ def run(
     host, user and pid are another machine's (``elsewhere.on_another_machine``).
     ``deployed``: ``POLICIES`` holds one more version, as after a deploy that added it
     (the newest one's steps).
-    ``declined_as``: the payment API's refusals for good carry that status (402).
+    ``declined_as``: the payment API's refusals for good carry that status (402);
+    ``plain``: worded with a decline code alone (``InsufficientFunds``).
     The outcome, ``{"crashed": True}`` when it did, and ``fired``.
     """
     moments = _Moments(crash_after=crash_after)
@@ -270,7 +295,7 @@ def run(
         try:
             later = RETRY_S if salted else 0.0
             args = (_job, here, Path(folder), order, version, moments, later, declined_as)
-            got = _on_a_thread_of_its_own(*args) if salted else outcome(*args)
+            got = _on_a_thread_of_its_own(*args) if salted else outcome(*args, plain=plain)
         except SimulatedCrash:
             got = {"crashed": True}
     return {**got, "fired": moments.crashed}
@@ -547,16 +572,25 @@ def run_with_the_ledger_down(
 class _TimedOutBefore(_Moments):
     """Moments whose first call to ``what`` (``"payments.charge"``, ``"mail.send"``) times
     out before the request reaches the service: a ``ResponseLost`` ("it may have been
-    done") when nothing was done."""
+    done") when nothing was done. ``in_progress``: instead, the service answers 409 (a
+    ``KeyInProgress``, a ``TransientError``): a request under the same key, sent by a copy
+    of the job, is still running there."""
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, in_progress: bool = False) -> None:
         super().__init__()
-        self.what, self.fired = what, False
+        self.what, self.fired, self.in_progress = what, False, in_progress
 
     def before(self, what: str) -> None:
         super().before(what)
         if what == self.what and not self.fired:
             self.fired = True
+            if self.in_progress:
+                raise KeyInProgress(
+                    f"409 from {what}: a request with this Idempotency-Key is still running; "
+                    "retry shortly and you will get its reply",
+                    status=409,
+                    retry_after=0.05,
+                )
             raise ResponseLost(
                 f"timeout waiting for {what}: the request was sent, the reply never came "
                 "(it may have been done)"
@@ -569,12 +603,13 @@ def run_timed_out_before(
     order: dict[str, Any],
     version: int,
     what: str,
+    in_progress: bool = False,
 ) -> dict[str, Any]:
     """``run_order`` whose first call to ``what`` times out before it reaches the service
-    (``_TimedOutBefore``: a ``ResponseLost``, nothing done), then, when it raised, the same
-    job again (a redelivery). Both outcomes (the second ``{}`` when the first returned),
-    and ``fired``."""
-    moments = _TimedOutBefore(what)
+    (``_TimedOutBefore``: a ``ResponseLost``, nothing done; ``in_progress``: a 409
+    ``KeyInProgress`` instead), then, when it raised, the same job again (a redelivery).
+    Both outcomes (the second ``{}`` when the first returned), and ``fired``."""
+    moments = _TimedOutBefore(what, in_progress)
     with fresh_state(values):
         first = outcome(_job, values, Path(folder), order, version, moments)
         second = (
@@ -708,6 +743,97 @@ def _seen_by_another(path: Path, order_id: int) -> dict[str, Any]:
         return {"state": None, "steps": [], "write": str(exc)}
     finally:
         other.close()
+
+
+class _Down(_Moments):
+    """Moments where every call to ``what`` (``"mail.send"``) fails before it reaches the
+    service: a 503 (``TransientError``), nothing done; the outage outlasts any retry."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__()
+        self.what, self.fired = what, False
+
+    def before(self, what: str) -> None:
+        super().before(what)
+        if what == self.what:
+            self.fired = True
+            raise TransientError(f"503 from {what}: service unavailable, nothing done", status=503)
+
+
+def run_again_on_one_worker(
+    values: MutableMapping[str, Any],
+    folder: str,
+    order: dict[str, Any],
+    version: int,
+    times: int,
+    down: str | None = None,
+    then: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``run_order`` of ONE order ``times`` times in turn on ONE connection and one world,
+    as a long-lived worker runs a job its queue delivers again (a retry, a redelivery):
+    the same connection object every time. ``down``: during the first run, every call to
+    that effect fails with a 503 (``_Down``), so the first run raises and the next one
+    resumes. ``then``: another order the worker runs next, on the same connection. Each
+    outcome (``then``'s last), and ``fired``."""
+    path = Path(folder) / "steps.db"
+    conn, world = connect(path), open_world(Path(folder) / "world.db")
+    first = _Down(down) if down else _Moments()
+    runs = []
+    try:
+        with fresh_state(values):
+            for n, each in enumerate([order] * times + ([then] if then else [])):
+                runs.append(
+                    outcome(
+                        need(values, "run_order"),
+                        conn,
+                        _Seen(world, first if n == 0 else _Moments()),
+                        dict(each),
+                        policy_version=version,
+                    )
+                )
+    finally:
+        conn.close()
+        world.close()
+    return {"runs": runs, "fired": getattr(first, "fired", True)}
+
+
+def run_interleaved(
+    values: MutableMapping[str, Any],
+    folder: str,
+    order: dict[str, Any],
+    other: dict[str, Any],
+    version: int,
+    after: str,
+) -> dict[str, Any]:
+    """Two orders' jobs at once in ONE worker process: ``order``'s ``run_order`` and,
+    right after its first ``after`` moment, ``other``'s on another thread of the same
+    module (a worker with a pool of threads), each on its own connection and world.
+    ``order``'s run waits for the other to end (``INTERLEAVED_S`` at most: a lock the
+    student's code holds may make the other wait for it), then goes on. Both outcomes,
+    and ``fired``."""
+    second: dict[str, Any] = {}
+    where = Path(folder).resolve()
+    threads: list[threading.Thread] = []
+
+    def other_run() -> None:
+        try:
+            second.update(outcome(_job, values, where, other, version, _Moments()))
+        except BaseException as exc:  # noqa: BLE001 - a crash or the stub: its outcome
+            second.update({"raised": [type(exc).__name__], "message": str(exc)[:200]})
+
+    class _Meanwhile(_Moments):
+        def after(self, what: str) -> None:
+            super().after(what)
+            if what == after and not threads:
+                threads.append(threading.Thread(target=other_run, daemon=True))
+                threads[0].start()
+                threads[0].join(INTERLEAVED_S)
+
+    with fresh_state(values):
+        first = outcome(_job, values, where, order, version, _Meanwhile())
+        for thread in threads:
+            thread.join(INTERLEAVED_S)
+    return {"first": first, "second": dict(second), "fired": bool(threads)}
 
 
 def do_step_twice(
