@@ -366,7 +366,7 @@ def _start(student: StudentProcess) -> tuple[dict[str, object] | None, str, str]
 def _one_check(student: StudentProcess, check: Check, settings: Settings) -> tuple[Outcome, bool]:
     """Run one check in a fresh fork of the student's process; (outcome, process lost)."""
     if not student.alive:
-        report, why, _ = _start(student)
+        report, why, _kind = _start(student)
         if report is None:
             return check.outcome(CheckStatus.NOT_GRADED, got=why), True
     ns = RemoteNamespace(student)
