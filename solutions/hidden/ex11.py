@@ -270,7 +270,7 @@ def _relay_publishes_every_pending_row_oldest_first_in(
             # A cap past 100000 runs scaled down to 10000, below this backlog; and each
             # publish takes a minute of the relay's clocks (a slow broker), so a run cut
             # after a time budget ("the rest waits for the next run") shows.
-            got = ns.harness(HARNESS + "relay_into_a_list", str(path), NOW, True, True)
+            got = ns.harness(HARNESS + "relay_into_a_list", str(path), NOW, True, True, False)
             _raised(
                 got, "relay_once(conn, publish, now)", _("try relay_once with a list as broker")
             )

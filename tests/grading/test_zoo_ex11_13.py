@@ -8338,6 +8338,26 @@ test_an_ex13_right_solution_written_otherwise_keeps_the_points = right_test("ex1
 #: trip on it.
 RIGHT_EX11: list[tuple[str, str, str]] = [
     (
+        "the relay warns about a body over 65536 bytes and publishes it all the same (a "
+        "number in its code: the backlog check builds 70,000 rows past it)",
+        "relay_publishes_every_pending_row_oldest_first",
+        """
+import logging
+def relay_once(conn, publish, now):
+    sent = []
+    pending = conn.execute(
+        "SELECT id, topic, message_id, body FROM outbox WHERE sent_at IS NULL ORDER BY id"
+    ).fetchall()
+    for row_id, topic, message_id, body in pending:
+        if len(body) > 65536:
+            logging.getLogger("relay").warning("a large body: %s", message_id)
+        publish(topic, message_id, body)
+        conn.execute("UPDATE outbox SET sent_at = ? WHERE id = ?", (now, row_id))
+        sent.append(message_id)
+    return sent
+""",
+    ),
+    (
         "place_order tells a new order by conn.total_changes around its INSERT ... DO NOTHING",
         "place_order_twice_is_one_message",
         """
