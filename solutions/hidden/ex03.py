@@ -961,6 +961,11 @@ _EX03_WORKER_NAMES = (
 )
 
 
+#: A tail for a worker's name that any Unicode normalization changes: an e and its
+#: combining diaeresis (NFC makes them one letter), a full-width w2 (NFKC makes it w2).
+_EX03_UNNORMALIZED = "/Zoe\u0308-\uff57\uff12"
+
+
 def _ex03_scene(name: str, seed: int) -> random.Random:
     return random.Random(f"ex03 {name} {seed}")
 
@@ -1182,7 +1187,7 @@ def the_job_due_first_in_a_long_backlog(ns: Namespace) -> None:
 def a_claim_writes_its_columns_and_only_them(ns: Namespace) -> None:
     for seed in scene_seeds():
         rng = _ex03_scene("columns", seed)
-        worker = _EX03_WORKER_NAMES[-1]
+        worker = _EX03_WORKER_NAMES[-1] + _EX03_UNNORMALIZED
         now = float(rng.randrange(1_000, 100_000)) + 0.25
         lease_s = rng.choice((30.0, 90.0, 600.0))
         with lab_file(ns) as (conn, path):
@@ -1243,7 +1248,8 @@ def a_claim_writes_its_columns_and_only_them(ns: Namespace) -> None:
                 job_id in [(row or {}).get("id") for row in got] and not wrong,
                 _(
                     "job {job_id}, {what}, claimed at now={now!r} with lease_s={lease_s!r}: "
-                    "state, attempt + 1, lease_owner (the worker's name whole), lease_until, "
+                    "state, attempt + 1, lease_owner (the worker's name whole, never cut or "
+                    "normalized), lease_until, "
                     "a new lease_token and updated_at = now set, every other column as it was"
                 ).format(job_id=job_id, what=what, now=now, lease_s=lease_s),
                 "; ".join(wrong) or ", ".join(_ex03_said(row) for row in got),
@@ -1488,5 +1494,166 @@ def a_claim_takes_only_the_job_it_chose(ns: Namespace) -> None:
             _(
                 "UPDATE jobs ... WHERE id = (SELECT id ... LIMIT 1): the id, compared with =, "
                 "never a key matched with LIKE, lower() or COLLATE NOCASE"
+            ),
+        )
+
+
+@CHECKS.add(
+    2,
+    "each claim leases for the lease_s it is given: a lease_s kept from an earlier call (a "
+    "Claimer built once, SQL text made at the first call, a dict by worker) cuts a later "
+    "lease short, and a second worker takes a job the first still runs",
+    severe=True,
+)
+def each_claim_leases_for_its_own_lease_s(ns: Namespace) -> None:
+    """Three claims on one long-lived connection, each with a lease_s of its own."""
+    for seed in scene_seeds():
+        rng = _ex03_scene("lease per call", seed)
+        now = float(rng.randrange(10_000, 2_000_000_000)) + 0.5
+        short, long_, other = rng.choice((5.0, 30.0)), rng.choice((3600.0, 86400.0)), 90.0
+        calls = [["w1", now, short], ["w1", now, long_], ["w2", now, other]]
+        with lab_file(ns) as (conn, path):
+            ids = [add_job(conn, f"mail:{n}:send:v1", run_after=now - 60 + n) for n in (1, 2, 3)]
+            got = ns.harness(HARNESS + "on_one_connection", str(path), calls)
+            jobs = [_job(conn, job_id) for job_id in ids]
+        wrong = [
+            raised_text(r)
+            if "raised" in r
+            else _("job {job_id} leased until {until!r}").format(
+                job_id=job["id"], until=job["lease_until"]
+            )
+            for r, job, (_worker, _now, lease_s) in zip(got, jobs, calls, strict=True)
+            if "raised" in r or job["lease_until"] != now + lease_s
+        ]
+        expect(
+            not wrong,
+            _(
+                "on one connection at now={now!r}, w1 with lease_s={short!r}, w1 with "
+                "lease_s={long!r}, w2 with lease_s={other!r}: jobs {ids} leased until now + "
+                "the lease_s of the claim that took each"
+            ).format(now=now, short=short, long=long_, other=other, ids=ids),
+            "; ".join(wrong),
+            _(
+                "read worker, now and lease_s from each call's arguments; keep none of them "
+                "in a global, a cached object or SQL text made once"
+            ),
+        )
+
+
+@CHECKS.add(
+    2,
+    "a claim writes the one job it takes and no other row: a claim that also deletes "
+    "finished or dead jobs (the key of a done job is then free, and the same job enqueued "
+    "again runs twice; a dead one can never be redriven), renews or puts back the worker's "
+    "other leases, or moves any other job, does work that is not its own",
+    severe=True,
+)
+def a_claim_changes_no_other_job(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        rng = _ex03_scene("other rows", seed)
+        now = float(rng.randrange(400_000_000, 2_000_000_000)) + 0.5
+        # Done long ago (years): a cleanup that keeps a month or a year of history deletes them.
+        old = float(rng.choice((3, 5, 10)) * 365 * 86400)
+        worker = rng.choice(_EX03_WORKER_NAMES)
+        others = [
+            (
+                "succeeded",
+                {
+                    "state": "succeeded",
+                    "attempt": 1,
+                    "run_after": now - old - 900,
+                    "lease_owner": worker,
+                    "lease_until": now - old - 800,
+                    "lease_token": "done",
+                    "updated_at": now - old - 850,
+                },
+            ),
+            (
+                "dead",
+                {
+                    "state": "dead",
+                    "attempt": 3,
+                    "run_after": now - old - 700,
+                    "last_error": "boom",
+                    "dead_reason": "max_attempts reached",
+                    "updated_at": now - old - 650,
+                },
+            ),
+            (
+                "held by this worker",
+                {
+                    "state": "running",
+                    "attempt": 1,
+                    "run_after": now - 500,
+                    "lease_owner": worker,
+                    "lease_until": now + 20,
+                    "lease_token": "mine",
+                    "updated_at": now - 10,
+                },
+            ),
+            (
+                "held by w9",
+                {
+                    "state": "running",
+                    "attempt": 2,
+                    "run_after": now - 400,
+                    "lease_owner": "w9",
+                    "lease_until": now + 5,
+                    "lease_token": "w9",
+                    "updated_at": now - 25,
+                },
+            ),
+            (
+                "a retry due later",
+                {
+                    "state": "retry_wait",
+                    "attempt": 1,
+                    "run_after": now + 60,
+                    "last_error": "timeout",
+                    "updated_at": now - 5,
+                },
+            ),
+            ("pending, due later", {"run_after": now + 3600}),
+        ]
+        rng.shuffle(others)
+        with lab_file(ns) as (conn, path):
+            what = {
+                add_job(conn, f"mail:{n}:send:v1", **fields): name
+                for n, (name, fields) in enumerate(others)
+            }
+            ready = add_job(conn, "mail:ready:send:v1", run_after=now - 1)
+            before = {j["id"]: j for j in all_jobs(conn)}
+            got = _claim(ns, path, worker, now, 30.0)
+            after = {j["id"]: j for j in all_jobs(conn)}
+        changed = [
+            _("job {job_id} ({what}) deleted").format(job_id=job_id, what=name)
+            if job_id not in after
+            else _("job {job_id} ({what}) changed: {columns}").format(
+                job_id=job_id,
+                what=name,
+                columns=", ".join(
+                    f"{column}={after[job_id][column]!r}"
+                    for column in before[job_id]
+                    if after[job_id][column] != before[job_id][column]
+                ),
+            )
+            for job_id, name in what.items()
+            if after.get(job_id) != before[job_id]
+        ]
+        expect(
+            (got or {}).get("id") == ready and not changed,
+            _(
+                "{worker} at now={now!r} to claim job {ready} and leave every other row as "
+                "it was: {rows}"
+            ).format(
+                worker=repr(worker),
+                now=now,
+                ready=ready,
+                rows=", ".join(f"{job_id} {name}" for job_id, name in what.items()),
+            ),
+            "; ".join(changed) or _ex03_said(got),
+            _(
+                "one UPDATE of the chosen row; deleting old jobs, renewing leases or reaping "
+                "expired ones is another function's work, never claim's"
             ),
         )

@@ -3233,6 +3233,107 @@ ZOO: list[tuple[str, str, str, str]] = [
             return None if row is None else dict(row)
         """,
     ),
+    (
+        "ex03",
+        "lease_s written into SQL text made once, at the first call (a module-level cache)",
+        "each_claim_leases_for_its_own_lease_s",
+        """
+        _SQL = None
+        def claim(conn, worker, now, lease_s):
+            global _SQL
+            if _SQL is None:
+                _SQL = (
+                    "UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+                    " lease_owner = :worker, lease_until = :now + " + repr(float(lease_s)) + ","
+                    " lease_token = lower(hex(randomblob(16))), updated_at = :now"
+                    " WHERE id = (SELECT id FROM jobs WHERE"
+                    " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                    " OR (state = 'running' AND lease_until <= :now)"
+                    " ORDER BY run_after, id LIMIT 1) RETURNING *"
+                )
+            row = conn.execute(_SQL, {"worker": worker, "now": now}).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "the lease_s of a worker's first claim kept in a dict by worker name",
+        "each_claim_leases_for_its_own_lease_s",
+        """
+        _LEASE = {}
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": _LEASE.setdefault(worker, lease_s)},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "claim deletes dead jobs first (housekeeping: a dead job can never be redriven)",
+        "a_claim_changes_no_other_job",
+        """
+        def claim(conn, worker, now, lease_s):
+            conn.execute("DELETE FROM jobs WHERE state = 'dead'")
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "claim deletes jobs finished over 30 days ago first (the key of a done job freed)",
+        "a_claim_changes_no_other_job",
+        """
+        def claim(conn, worker, now, lease_s):
+            conn.execute(
+                "DELETE FROM jobs WHERE state IN ('succeeded', 'dead') AND updated_at < ?",
+                (now - 30 * 86400,),
+            )
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"worker": worker, "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
+    (
+        "ex03",
+        "the worker's name stored NFC-normalized (unicodedata.normalize('NFC', worker))",
+        "a_claim_writes_its_columns_and_only_them",
+        """
+        import unicodedata
+        def claim(conn, worker, now, lease_s):
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = :worker,"
+                " lease_until = :now + :lease_s, lease_token = lower(hex(randomblob(16))),"
+                " updated_at = :now WHERE id = (SELECT id FROM jobs WHERE"
+                " (state IN ('pending', 'retry_wait') AND run_after <= :now)"
+                " OR (state = 'running' AND lease_until <= :now) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING *",
+                {"worker": unicodedata.normalize("NFC", worker), "now": now, "lease_s": lease_s},
+            ).fetchone()
+            return None if row is None else dict(row)
+        """,
+    ),
 ]
 
 
@@ -3581,6 +3682,21 @@ SAYS: dict[str, str] = {
     "the lease token from datetime.now().isoformat() and the worker: the same within one tick": (
         "within one tick of the clock"
     ),
+    "lease_s written into SQL text made once, at the first call (a module-level cache)": (
+        "the lease_s of the claim that took each"
+    ),
+    "the lease_s of a worker's first claim kept in a dict by worker name": (
+        "the lease_s of the claim that took each"
+    ),
+    "claim deletes dead jobs first (housekeeping: a dead job can never be redriven)": (
+        "leave every other row as it was"
+    ),
+    "claim deletes jobs finished over 30 days ago first (the key of a done job freed)": (
+        "leave every other row as it was"
+    ),
+    "the worker's name stored NFC-normalized (unicodedata.normalize('NFC', worker))": (
+        "never cut or normalized"
+    ),
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -3658,6 +3774,10 @@ SEVERE = [
     "the lease token from the clock (str(time.time_ns())): the same within one tick",
     "the lease token from the worker's name and time.time(): the same within one tick",
     "the lease token from datetime.now().isoformat() and the worker: the same within one tick",
+    "lease_s written into SQL text made once, at the first call (a module-level cache)",
+    "the lease_s of a worker's first claim kept in a dict by worker name",
+    "claim deletes dead jobs first (housekeeping: a dead job can never be redriven)",
+    "claim deletes jobs finished over 30 days ago first (the key of a done job freed)",
 ]
 
 
