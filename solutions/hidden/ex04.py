@@ -87,36 +87,17 @@ def ambiguous_wins_over_the_status(ns: Namespace) -> None:
         _("HTTP 400 with ambiguous = False"): ({**http(400), "ambiguous": False}, "permanent"),
         _("HTTP 503 with ambiguous = False"): ({**http(503), "ambiguous": False}, "never_sent"),
     }
-    specs = [spec for spec, _want in cases.values()]
-    got = verdicts(ns, specs)
-    retried = delays_for(ns, [(spec, 1, {"started_at": 0.0, "now": 0.0}) for spec in specs])
-    wrong = [
-        _("{verdict} for {error}").format(verdict=repr(g), error=name)
-        for (name, (_spec, want)), g in zip(cases.items(), got, strict=True)
-        if g != want
-    ]
-    wrong += [
-        _("a delay of {delay!r} s for {error} without an idempotency_key").format(
-            delay=d, error=name
-        )
-        for (name, (_spec, want)), d in zip(cases.items(), retried, strict=True)
-        if want == "maybe_done" and d is not None
-    ]
-    expect(
-        not wrong,
+    _judged_without_a_key(
+        ns,
+        cases,
         _(
             "{cases}; and None from next_delay for each maybe-done one without an idempotency_key"
-        ).format(
-            cases="; ".join(
-                _("{verdict} for {error}").format(verdict=repr(want), error=name)
-                for name, (_spec, want) in cases.items()
-            )
         ),
-        "; ".join(wrong),
         _(
             "rule 1 applies when the flag is true (if getattr(error, 'ambiguous', False)); a "
             "false one says nothing about the request: go on to rules 2 to 5"
         ),
+        retried_when={"maybe_done"},
     )
 
 
@@ -466,30 +447,10 @@ def refusal_is_judged_after_the_flag_and_the_status(ns: Namespace) -> None:
             "permanent",
         ),
     }
-    specs = [spec for spec, _want in cases.values()]
-    got = verdicts(ns, specs)
-    retried = delays_for(ns, [(spec, 1, {"started_at": 0.0, "now": 0.0}) for spec in specs])
-    wrong = [
-        _("{verdict} for {error}").format(verdict=repr(g), error=name)
-        for (name, (_spec, want)), g in zip(cases.items(), got, strict=True)
-        if g != want
-    ]
-    wrong += [
-        _("a delay of {delay!r} s for {error} without an idempotency_key").format(
-            delay=d, error=name
-        )
-        for name, d in zip(cases, retried, strict=True)
-        if d is not None
-    ]
-    expect(
-        not wrong,
-        _("{cases}; and None from next_delay for each of them without an idempotency_key").format(
-            cases="; ".join(
-                _("{verdict} for {error}").format(verdict=repr(want), error=name)
-                for name, (_spec, want) in cases.items()
-            )
-        ),
-        "; ".join(wrong),
+    _judged_without_a_key(
+        ns,
+        cases,
+        _("{cases}; and None from next_delay for each of them without an idempotency_key"),
         _(
             "test the rules in their order: the ambiguous flag, labkit's classes and the "
             "status come before the class of a connection error, ConnectionRefusedError "
@@ -1155,6 +1116,27 @@ def classify_reads_the_status_attribute_only(ns: Namespace) -> None:
             "permanent",
         ),
     }
+    _judged_without_a_key(
+        ns,
+        cases,
+        _("{cases}; and None from next_delay for each of them without an idempotency_key"),
+        _(
+            "rule 3 reads getattr(error, 'status', None) when it is an int: a number in the "
+            "message is an amount, a customer, a duration, never the server's answer"
+        ),
+    )
+
+
+def _judged_without_a_key(
+    ns: Namespace,
+    cases: dict[str, tuple[dict[str, Any], str]],
+    expected: str,
+    hint: str,
+    retried_when: frozenset[str] | set[str] = frozenset({"maybe_done", "never_sent", "permanent"}),
+) -> None:
+    """Each case's error (its description, ``(spec, verdict)``) classified as its verdict,
+    and no delay from next_delay without an idempotency_key for the cases whose verdict is
+    in ``retried_when``; ``expected`` is formatted with the cases' list."""
     specs = [spec for spec, _want in cases.values()]
     got = verdicts(ns, specs)
     retried = delays_for(ns, [(spec, 1, {"started_at": 0.0, "now": 0.0}) for spec in specs])
@@ -1167,20 +1149,17 @@ def classify_reads_the_status_attribute_only(ns: Namespace) -> None:
         _("a delay of {delay!r} s for {error} without an idempotency_key").format(
             delay=d, error=name
         )
-        for name, d in zip(cases, retried, strict=True)
-        if d is not None
+        for (name, (_spec, want)), d in zip(cases.items(), retried, strict=True)
+        if want in retried_when and d is not None
     ]
     expect(
         not wrong,
-        _("{cases}; and None from next_delay for each without an idempotency_key").format(
+        expected.format(
             cases="; ".join(
                 _("{verdict} for {error}").format(verdict=repr(want), error=name)
                 for name, (_spec, want) in cases.items()
             )
         ),
         "; ".join(wrong),
-        _(
-            "rule 3 reads getattr(error, 'status', None) when it is an int: a number in the "
-            "message is an amount, a customer, a duration, never the server's answer"
-        ),
+        hint,
     )
