@@ -50,6 +50,7 @@ def clock_moved(
     datetime_module: bool = False,
     real_modules: bool = True,
     steady: bool = True,
+    stopped: bool = False,
 ) -> Iterator[None]:
     """Make the wall clock read ``seconds`` later, for code that (wrongly) reads it.
 
@@ -68,6 +69,10 @@ def clock_moved(
     module's own ``datetime`` class too, for cells run again inside (a worker started
     later imports it afresh); its ``date`` class stays real, since code far from the
     student's checks its arguments with ``isinstance(x, date)``.
+
+    ``stopped``: every clock reads its first reading at every call, as a coarse clock
+    does for calls that follow each other fast (15 ms on some hosts; one stepped back
+    by NTP): a value made of the time repeats, one drawn from randomness does not.
     """
     clock_names = (
         "time",
@@ -88,9 +93,21 @@ def clock_moved(
     calendar_names = ("localtime", "gmtime", "ctime", "asctime", "strftime")
     calendar = {name: getattr(time, name) for name in calendar_names}
     shift = seconds
+    # What the clocks read: the real ones, or (stopped) each one's first reading again.
+    read: dict[str, Any] = dict(real)
+    if stopped:
+        first: dict[tuple[Any, ...], Any] = {}
+
+        def held(name: str) -> Any:
+            def reading(*clock: Any) -> Any:
+                return first.setdefault((name, *clock), real[name](*clock))
+
+            return reading
+
+        read = {name: held(name) for name in clock_names}
 
     def now() -> float:
-        return float(real["time"]()) + shift
+        return float(read["time"]()) + shift
 
     def at(secs: float | None) -> float:
         return now() if secs is None else secs
@@ -101,22 +118,22 @@ def clock_moved(
     shift_ns = int(shift * 1e9)
     later = {
         "time": now,
-        "time_ns": lambda: real["time_ns"]() + shift_ns,
+        "time_ns": lambda: read["time_ns"]() + shift_ns,
         **(
             {
-                "monotonic": lambda: real["monotonic"]() + shift,
-                "monotonic_ns": lambda: real["monotonic_ns"]() + shift_ns,
-                "perf_counter": lambda: real["perf_counter"]() + shift,
-                "perf_counter_ns": lambda: real["perf_counter_ns"]() + shift_ns,
+                "monotonic": lambda: read["monotonic"]() + shift,
+                "monotonic_ns": lambda: read["monotonic_ns"]() + shift_ns,
+                "perf_counter": lambda: read["perf_counter"]() + shift,
+                "perf_counter_ns": lambda: read["perf_counter_ns"]() + shift_ns,
             }
-            if steady
+            if steady or stopped
             else {}
         ),
         "clock_gettime": lambda clock: (
-            real["clock_gettime"](clock) + (shift if clock in moving else 0.0)
+            read["clock_gettime"](clock) + (shift if clock in moving else 0.0)
         ),
         "clock_gettime_ns": lambda clock: (
-            real["clock_gettime_ns"](clock) + (shift_ns if clock in moving else 0)
+            read["clock_gettime_ns"](clock) + (shift_ns if clock in moving else 0)
         ),
         "localtime": lambda secs=None: calendar["localtime"](at(secs)),
         "gmtime": lambda secs=None: calendar["gmtime"](at(secs)),
@@ -127,15 +144,24 @@ def clock_moved(
 
     # The real classes, read now: with datetime_module, _dt.datetime is Later itself.
     real_datetime, real_date = _dt.datetime, _dt.date
+    held_at = real_datetime.now(_dt.UTC) if stopped else None
+
+    def instant(tz: Any) -> Any:
+        """``datetime.now(tz)``, or (stopped) the first instant in that zone."""
+        if held_at is None:
+            return real_datetime.now(tz)
+        return held_at.astimezone(tz) if tz is not None else held_at.astimezone().replace(
+            tzinfo=None
+        )
 
     class Later(_dt.datetime):
         @classmethod
         def now(cls, tz: Any = None) -> Any:
-            return real_datetime.now(tz) + _dt.timedelta(seconds=shift)
+            return instant(tz) + _dt.timedelta(seconds=shift)
 
         @classmethod
         def utcnow(cls) -> Any:
-            return real_datetime.now(_dt.UTC).replace(tzinfo=None) + _dt.timedelta(seconds=shift)
+            return instant(_dt.UTC).replace(tzinfo=None) + _dt.timedelta(seconds=shift)
 
         @classmethod
         def today(cls) -> Any:

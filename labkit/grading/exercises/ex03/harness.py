@@ -13,19 +13,15 @@ next. Rows come back as plain dicts; the check reads the table itself to judge.
 
 from __future__ import annotations
 
-import datetime as _dt
 import multiprocessing
 import queue
 import re
 import sqlite3
 import threading
-import time
-import types
 from collections.abc import MutableMapping
 from functools import partial
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 from labkit.errors import SimulatedCrash
 from labkit.grading.exercises import common
@@ -36,7 +32,7 @@ from labkit.grading.exercises.labdb import connect
 from labkit.grading.exercises.racers import in_a_forked_child
 from labkit.grading.exercises.racesweep import race_sweep
 from labkit.grading.exercises.tracing import Traced, begins_with_the_lock, verb_of
-from labkit.grading.exercises.wallclock import in_time_zone
+from labkit.grading.exercises.wallclock import clock_moved, in_time_zone
 
 
 def claim(
@@ -374,19 +370,6 @@ def claim_meeting_the_write_lock(
     return result
 
 
-#: The clocks a token made from the time reads: the wall clock and the steady ones.
-_EX03_CLOCKS = (
-    "time",
-    "time_ns",
-    "monotonic",
-    "monotonic_ns",
-    "perf_counter",
-    "perf_counter_ns",
-    "clock_gettime",
-    "clock_gettime_ns",
-)
-
-
 def claim_tokens_in_one_tick(
     values: MutableMapping[str, Any], path: str, claims: int, now: float, lease_s: float
 ) -> dict[str, Any]:
@@ -398,51 +381,5 @@ def claim_tokens_in_one_tick(
     randomness is untouched; one made of the time repeats. The names the student bound
     by import (``from time import time_ns``, ``from datetime import datetime``) read it
     too."""
-    frozen = {name: getattr(time, name) for name in _EX03_CLOCKS}
-    readings = {name: frozen[name]() for name in _EX03_CLOCKS if not name.startswith("clock_")}
-    stopped: dict[str, Any] = {
-        name: (lambda value=value: value) for name, value in readings.items()
-    }
-    ticks: dict[tuple[str, int], Any] = {}
-
-    def tick(name: str, clock: int) -> Any:
-        """One reading per clock, the first, at every call after it."""
-        return ticks.setdefault((name, clock), frozen[name](clock))
-
-    stopped["clock_gettime"] = partial(tick, "clock_gettime")
-    stopped["clock_gettime_ns"] = partial(tick, "clock_gettime_ns")
-    real_datetime, at = _dt.datetime, _dt.datetime.now(_dt.UTC)
-
-    class Stopped(_dt.datetime):
-        @classmethod
-        def now(cls, tz: Any = None) -> Any:
-            return at.astimezone(tz) if tz is not None else at.astimezone().replace(tzinfo=None)
-
-        @classmethod
-        def utcnow(cls) -> Any:
-            return at.replace(tzinfo=None)
-
-        @classmethod
-        def today(cls) -> Any:
-            return cls.now()
-
-    module = types.SimpleNamespace(**{k: getattr(_dt, k) for k in dir(_dt) if k[:2] != "__"})
-    module.datetime = Stopped
-    swaps = {
-        **{id(fn): stopped[name] for name, fn in frozen.items()},
-        id(real_datetime): Stopped,
-        id(_dt): module,
-    }
-    saved = {name: value for name, value in values.items() if id(value) in swaps}
-    patches = [mock.patch.object(time, name, fake) for name, fake in stopped.items()]
-    patches.append(mock.patch.object(_dt, "datetime", Stopped))
-    try:
-        for name, value in saved.items():
-            values[name] = swaps[id(value)]
-        for patch in patches:
-            patch.start()
+    with clock_moved(values, 0.0, datetime_module=True, stopped=True):
         return claim_tokens(values, path, claims, now, lease_s, redriven=True)
-    finally:
-        for patch in patches:
-            patch.stop()
-        values.update(saved)
