@@ -336,41 +336,6 @@ def dead_letter_token_is_a_parameter(ns: Namespace) -> None:
         "fence with lease_token = :token, exactly: LIKE reads '%' and '_' as patterns and "
         "ignores case, and COLLATE NOCASE ignores case, so another worker's token passes",
     )
-    # A running job with no token recorded (claimed by older code): a caller with no
-    # token (None) holds no lease on it either. "lease_token IS :token" matches NULL to
-    # NULL; "lease_token = :token" never does.
-    with lab_file(ns) as (conn, path):
-        bare = add_job(
-            conn,
-            "c:4:v1",
-            state="running",
-            attempt=1,
-            lease_owner="w4",
-            lease_until=NOW + 30,
-            updated_at=1.0,
-        )
-        got = ns.harness(
-            HARNESS + "dead_letter",
-            str(path),
-            bare,
-            None,
-            "permanent",
-            {"type": "ValueError"},
-            NOW,
-        )
-        state = row_of(conn, bare)["state"]
-    expect(
-        not got.get("returned") and state == "running",
-        _(
-            "False for token=None on running job {job_id}, which has no token recorded (NULL), "
-            "and the job still running"
-        ).format(job_id=bare),
-        _("{said}; the job {state}").format(said=it_said(got), state=state),
-        _(
-            "fence with lease_token = :token: NULL = NULL is never true, while "
-            "lease_token IS :token lets a caller with no token bury a job it never held"
-        ),
-    )
 
 
 @CHECKS.add(

@@ -3978,21 +3978,6 @@ ZOO: list[tuple[str, str, str, str]] = [
     ),
     (
         "ex06",
-        "dead_letter fenced with lease_token IS :token (a NULL token matches NULL)",
-        "dead_letter_token_is_a_parameter",
-        """
-        def dead_letter(conn, job_id, token, reason, error, now):
-            cur = conn.execute(
-                "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
-                " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
-                " WHERE id = :id AND state = 'running' AND lease_token IS :token",
-                {"id": job_id, "token": token, "reason": reason, "error": describe(error),
-                 "now": now})
-            return cur.rowcount == 1
-    """,
-    ),
-    (
-        "ex06",
         "last_error falls back to the reason when the error has no message",
         "dead_letter_stores_the_error_given",
         """
@@ -4442,9 +4427,6 @@ SAYS: dict[str, str] = {
     ),
     "dead_letter takes 'now or time.time()' (an instant of 0 read as missing)": (
         "updated_at = 0 after dead_letter(..., now=0.0)"
-    ),
-    "dead_letter fenced with lease_token IS :token (a NULL token matches NULL)": (
-        "which has no token recorded (NULL)"
     ),
     "last_error falls back to the reason when the error has no message": (
         "with a ValueError that has no message"
