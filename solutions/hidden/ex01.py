@@ -1350,9 +1350,9 @@ def accept_keeps_each_call_to_itself(ns: Namespace) -> None:
     said = {"new": _("a new key"), "repeat": _("a repeat"), "conflict": _("a conflict")}
     for row in rows:
         expect(
-            _answer(row["result"]) == _answer(row["alone"])
+            _answer_of_accept(row["result"]) == _answer_of_accept(row["alone"])
             and row["seen"] == row["seen_alone"]
-            and _answer(row["other"]) == _answer(row["other_alone"])
+            and _answer_of_accept(row["other"]) == _answer_of_accept(row["other_alone"])
             and row["other_seen"] == row["other_seen_alone"],
             _(
                 "for {what} ({key}), interrupted while it read `seen` by another thread's "
@@ -1382,7 +1382,7 @@ def accept_keeps_each_call_to_itself(ns: Namespace) -> None:
         )
 
 
-def _answer(result: dict[str, Any]) -> Any:
+def _answer_of_accept(result: dict[str, Any]) -> Any:
     """What a call answered, its error's classes for an error (not its message)."""
     return ("raised", result["raised"]) if "raised" in result else result.get("returned")
 

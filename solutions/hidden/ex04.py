@@ -762,7 +762,7 @@ def _interleaved(ns: Namespace, first: dict[str, Any], second: dict[str, Any]) -
     return ns.harness("labkit.grading.exercises.ex04.harness:interleaved", first, second)
 
 
-def _schedule(run: dict[str, Any]) -> str:
+def _stopped_where(run: dict[str, Any]) -> str:
     if not run["stopped"]:
         return _("the first ran whole, then the second")
     if run["blocked"]:
@@ -774,7 +774,7 @@ def _schedule(run: dict[str, Any]) -> str:
     )
 
 
-def _said(result: dict[str, Any]) -> str:
+def _said_by_a_call(result: dict[str, Any]) -> str:
     if result.get("hung"):
         return _("no answer (hung)")
     if "returned" in result:
@@ -816,7 +816,7 @@ def next_delay_keeps_nothing_between_threads(ns: Namespace) -> None:
                 "in every schedule while another thread's next_delay handles {other}"
             ).format(other=name),
             _("{said} when {schedule}").format(
-                said=_said(bad[0]["first"]), schedule=_schedule(bad[0])
+                said=_said_by_a_call(bad[0]["first"]), schedule=_stopped_where(bad[0])
             )
             if bad
             else "",
@@ -884,11 +884,11 @@ def calls_in_two_threads_do_not_mix(ns: Namespace) -> None:
             _(
                 "in two threads, {pair}: in every schedule each call returns what it returns "
                 "alone ({first} and {second})"
-            ).format(pair=name, first=_said(alone[0]), second=_said(alone[1])),
+            ).format(pair=name, first=_said_by_a_call(alone[0]), second=_said_by_a_call(alone[1])),
             _("{first} and {second} when {schedule}").format(
-                first=_said(bad[0]["first"]),
-                second=_said(bad[0]["second"]),
-                schedule=_schedule(bad[0]),
+                first=_said_by_a_call(bad[0]["first"]),
+                second=_said_by_a_call(bad[0]["second"]),
+                schedule=_stopped_where(bad[0]),
             )
             if bad
             else "",

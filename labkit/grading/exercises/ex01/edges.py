@@ -15,7 +15,7 @@ and the work runs again at every redelivery (``accept_on_a_failing_store``).
 from __future__ import annotations
 
 from collections.abc import Callable, MutableMapping
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Self
 
 from labkit.errors import ConnectionLost
 from labkit.grading.exercises.common import fresh_state, need, outcome
@@ -174,7 +174,7 @@ def accept_on_a_failing_store(values: MutableMapping[str, Any], key: str) -> dic
         }
 
 
-class WatchedStore(dict):  # type: ignore[type-arg]
+class WatchedStore(dict[Any, Any]):
     """A ``seen`` that another worker reads between any two writes: after each write
     (an item set or deleted, ``setdefault``, ``update``, ``pop``, ``popitem``, ``|=``,
     ``clear``) it notes what it holds right then, in ``states``. A crash right after a
@@ -195,7 +195,8 @@ class WatchedStore(dict):  # type: ignore[type-arg]
         dict.__delitem__(self, key)
         self._note()
 
-    def __ior__(self, other: Any) -> WatchedStore:
+    # typeshed overloads dict.__or__; one in-place signature cannot match both overloads.
+    def __ior__(self, other: dict[Any, Any]) -> Self:  # type: ignore[override,misc]
         dict.update(self, other)
         self._note()
         return self
