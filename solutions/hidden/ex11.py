@@ -776,6 +776,57 @@ def each_shop_database_saves_the_order(ns: Namespace) -> None:
 
 @CHECKS.add(
     1,
+    "each shop's message is built from the order it was given, nothing kept in memory: "
+    "a body (or message) cached by order id in the notebook sends another shop's "
+    "customer and total for the same order id",
+    severe=True,
+)
+def each_tenant_message_carries_its_own_order(ns: Namespace) -> None:
+    for seed in scene_seeds():
+        _each_tenant_message_in(ns, Random(f"{seed}:tenants"))
+
+
+def _each_tenant_message_in(ns: Namespace, rng: Random) -> None:
+    order_id = rng.randint(5, 90)
+    tenants = [[order_id, "ana", 4200], [order_id, "bia", 1500 + rng.randint(1, 99)]]
+    with (
+        lab_file(ns, outbox_db, "shop.db") as (first, first_path),
+        lab_file(ns, outbox_db, "shop2.db") as (second, second_path),
+    ):
+        got = ns.harness(
+            HARNESS + "place_in_each_database",
+            [str(first_path), str(second_path)],
+            tenants[0],
+            orders=tenants,
+        )
+        bodies = []
+        for conn in (first, second):
+            rows = rows_of(conn, "all_outbox")
+            try:
+                bodies.append([json.loads(r["body"]) for r in rows])
+            except (TypeError, ValueError):
+                bodies.append([r["body"] for r in rows])
+        wanted = [[{"order_id": o, "customer": c, "total": t}] for o, c, t in tenants]
+        expect(
+            [g.get("returned") for g in got] == [True, True] and bodies == wanted,
+            _(
+                "order {order_id} placed on two shop databases in one process, for {first} "
+                "then {second}: each shop's outbox body names its own customer and total, "
+                "{wanted} (never a body cached by order id from the other shop)"
+            ).format(
+                order_id=order_id,
+                first=tuple(tenants[0]),
+                second=tuple(tenants[1]),
+                wanted=wanted,
+            ),
+            _("{calls}; bodies {bodies}").format(
+                calls=", ".join(did(g) for g in got), bodies=bodies
+            ),
+        )
+
+
+@CHECKS.add(
+    1,
     "pending is sent_at IS NULL, whatever the relay published before: a row an operator "
     "made pending again (the broker lost it) is published by the next run; remember no "
     "'published up to id N' in memory, or that row is skipped for good",

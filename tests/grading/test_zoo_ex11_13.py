@@ -615,6 +615,40 @@ ZOO: list[tuple[str, str, str, str]] = [
         """,
     ),
     (
+        "ex11",
+        "place_order caches each message body by order id in a module dict",
+        "each_tenant_message_carries_its_own_order",
+        """
+        _bodies = {}
+        def _body(order_id, customer, total):
+            if order_id not in _bodies:
+                _bodies[order_id] = json.dumps(
+                    {"order_id": order_id, "customer": customer, "total": total}
+                )
+            return _bodies[order_id]
+        def place_order(conn, order_id, customer, total):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                created = conn.execute(
+                    "INSERT INTO orders (id, customer, total) VALUES (?, ?, ?)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id",
+                    (order_id, customer, total),
+                ).fetchone()
+                if created is not None:
+                    conn.execute(
+                        "INSERT INTO outbox (message_id, topic, body)"
+                        " VALUES (?, 'order.placed', ?)",
+                        (f"order:{order_id}:placed:v1", _body(order_id, customer, total)),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return created is not None
+        """,
+    ),
+    (
         "ex12",
         "slot key in the machine's local time",
         "slot_key_is_the_same_in_every_time_zone",
@@ -7234,6 +7268,9 @@ SAYS: dict[str, str] = {
     "the relay keeps the first publish it is given in a module global": (
         "each run given its own publish"
     ),
+    "place_order caches each message body by order id in a module dict": (
+        "never a body cached by order id from the other shop"
+    ),
     "serial: the head's lease written in one UPDATE, its state in a second (ready between)": (
         "exactly one worker gets order:9's head"
     ),
@@ -8337,6 +8374,34 @@ test_an_ex13_right_solution_written_otherwise_keeps_the_points = right_test("ex1
 #: Exercise 11's right solutions written otherwise, each with the check most likely to
 #: trip on it.
 RIGHT_EX11: list[tuple[str, str, str]] = [
+    (
+        "consume inserts the email first, then INSERT OR IGNORE the id, and rolls both back "
+        "when the id was there (a repeat)",
+        "consume_applies_each_message_once",
+        """
+import json
+def consume(conn, message_id, body):
+    order = json.loads(body)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "INSERT INTO emails (order_id, customer) VALUES (?, ?)",
+            (order["order_id"], order["customer"]),
+        )
+        cur = conn.execute(
+            "INSERT OR IGNORE INTO processed_messages (message_id) VALUES (?)", (message_id,)
+        )
+        if cur.rowcount == 0:
+            conn.execute("ROLLBACK")
+            return False
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return True
+""",
+    ),
     (
         "the relay warns about a body over 65536 bytes and publishes it all the same (a "
         "number in its code: the backlog check builds 70,000 rows past it)",

@@ -381,23 +381,29 @@ def _rebuilt(path: str) -> None:
 
 
 def _in_each_database(
-    values: MutableMapping[str, Any], name: str, paths: list[str], args: list[Any]
+    values: MutableMapping[str, Any],
+    name: str,
+    paths: list[str],
+    args: list[Any],
+    args_each: list[list[Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """``name(conn, *args)`` once on each of ``paths``, in ONE process.
 
     A path given again is that database rebuilt in between (its tables emptied, at
-    the same path). The student's module state lives on between the calls.
+    the same path). The student's module state lives on between the calls. With
+    ``args_each``, the call on the i-th path gets ``args_each[i]`` instead of ``args``.
     """
     got: list[dict[str, Any]] = []
     seen: set[str] = set()
     with fresh_state(values):
-        for path in paths:
+        for i, path in enumerate(paths):
             if path in seen:
                 _rebuilt(path)
             seen.add(path)
             conn = connect(path)
             try:
-                got.append(outcome(values[name], Watched(conn), *args))
+                call_args = args if args_each is None else args_each[i]
+                got.append(outcome(values[name], Watched(conn), *call_args))
             finally:
                 conn.close()
     return got
@@ -416,15 +422,21 @@ def consume_in_each_database(
 
 
 def place_in_each_database(
-    values: MutableMapping[str, Any], paths: list[str], order: list[Any]
+    values: MutableMapping[str, Any],
+    paths: list[str],
+    order: list[Any],
+    orders: list[list[Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """``place_order(conn, *order)`` once on each of ``paths``, in ONE process.
 
     Two shops' databases (two tenants, or the shop's database rebuilt): whether the
     order exists is what each database records, so it is new to each. A path given
-    again is that database rebuilt in between. Returns each outcome.
+    again is that database rebuilt in between. With ``orders``, the i-th path gets
+    ``orders[i]`` (one order id, each tenant's own customer and total). Returns each
+    outcome.
     """
-    return _in_each_database(values, "place_order", paths, list(order))
+    each = None if orders is None else [list(o) for o in orders]
+    return _in_each_database(values, "place_order", paths, list(order), each)
 
 
 def relay_in_each_database(
