@@ -771,22 +771,25 @@ def _two_schedulers_in_every_order_enqueue_each_slot_once_in(ns: Namespace, rng:
     "an INSERT that fails (database is locked) must stop the tick with the error, never "
     "be skipped: the next tick resumes after the newest key, so a slot skipped before "
     "newer ones are inserted is never enqueued; a BEGIN IMMEDIATE refused the same way "
-    "lets its error out too, never answers []",
+    "lets its error out too, never answers []; a retry or two that then skips the slot "
+    "loses it the same way (the lock outlasts them)",
     severe=True,
 )
 def a_failed_insert_stops_the_tick(ns: Namespace) -> None:
     now = T0 + 4 * HOUR + 5
     want = _keys_between("nightly", T0, now, HOUR)
     with lab_file(ns) as (conn, path):
+        # The lock outlasts four INSERTs (the second and the three after it): a tick that
+        # tries a locked INSERT again once or twice and then skips its slot loses it too.
         got = ns.harness(
-            HARNESS + "tick_locked_once", str(path), "nightly", HOUR, T0, now, "all", 2
+            HARNESS + "tick_locked_once", str(path), "nightly", HOUR, T0, now, "all", 2, 4
         )
         keys = _keys(conn)
         expect(
             sorted(keys) == want,
             _(
                 "all {count} slots once after a tick whose second INSERT met 'database is "
-                "locked' and the next tick"
+                "locked', four times in a row if tried again, and the next tick"
             ).format(count=len(want)),
             _held(keys, "nightly", want),
         )
@@ -1096,7 +1099,8 @@ def _idle_ticks_hand_the_connection_back(ns: Namespace) -> None:
     "leave the rest to the table's defaults: a job born 'running', leased, with attempts "
     "spent or on another queue is never claimed, and one with a smaller max_attempts "
     "loses the retries a failed run is owed; insert each job whole, in one INSERT: one "
-    "completed by an UPDATE after it is, after a kill between the two, of another kind",
+    "completed by an UPDATE after it is, after a kill between the two, of another kind "
+    "or due at another time",
     severe=True,
 )
 def the_jobs_a_tick_creates_are_ready_to_claim(ns: Namespace) -> None:
@@ -1144,8 +1148,19 @@ def the_jobs_a_tick_creates_are_ready_to_claim(ns: Namespace) -> None:
 
 
 #: What a killed tick's jobs are judged by, against the same tick's jobs unkilled: who
-#: runs a job (its kind) and whether a claim takes it.
-_JOB_COLUMNS = ("kind", "state", "attempt", "max_attempts", "queue", "lease_owner", "lease_until")
+#: runs a job (its kind) and whether and when a claim takes it (its run_after too: one
+#: inserted far in the future and moved to its slot by an UPDATE never comes due).
+_JOB_COLUMNS = (
+    "kind",
+    "run_after",
+    "updated_at",
+    "state",
+    "attempt",
+    "max_attempts",
+    "queue",
+    "lease_owner",
+    "lease_until",
+)
 
 
 def _jobs_by_key(conn: Any) -> dict[str, tuple[Any, ...]]:
@@ -1185,15 +1200,16 @@ def _killed_ticks_leave_whole_jobs(ns: Namespace) -> None:
         lambda folder: lab_db(folder / "jobs.db").close(),
         args,
         judge,
-        _("each slot's job as the same tick makes it unkilled: of kind {name}, pending").format(
-            name=repr(name)
-        ),
+        _(
+            "each slot's job as the same tick makes it unkilled: of kind {name}, pending, "
+            "run_after its slot"
+        ).format(name=repr(name)),
         _("the scheduler's restart"),
         _(
             "insert each job whole in one INSERT (key, kind, run_after, updated_at): a job "
             "inserted first and completed by an UPDATE after it is, after a kill between "
             "the two, a key the restart takes for fired and a job of the table's default "
-            "kind, another task"
+            "kind, another task, or with a run_after that never comes"
         ),
     )
 

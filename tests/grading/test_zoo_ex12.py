@@ -3348,11 +3348,84 @@ ZOO: list[tuple[str, str, str, str]] = [
             return slots[:DAYS * PER_DAY][::-1]
         """,
     ),
+    (
+        # The kill scene compared kind and state only: a job inserted due in the far future
+        # and moved to its slot by an UPDATE after it came out the same when not killed.
+        "ex12",
+        "each job inserted due at 1e18, its run_after set to the slot by an UPDATE after it",
+        "the_jobs_a_tick_creates_are_ready_to_claim",
+        """
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = conn.execute(
+                    "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                    " VALUES (:key, :kind, 1e18, :now) ON CONFLICT (key) DO NOTHING RETURNING key",
+                    {"key": key, "kind": schedule, "now": now},
+                ).fetchone()
+                if got is not None:
+                    created.append(key)
+                    conn.execute("UPDATE jobs SET run_after = ? WHERE key = ?", (slot, key))
+            return created
+        """,
+    ),
+    (
+        # The scene's lock failed one INSERT only: a second try always went through.
+        "ex12",
+        "tick tries a locked INSERT once more, then skips its slot",
+        "a_failed_insert_stops_the_tick",
+        """
+        import sqlite3
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                got = None
+                for _attempt in range(2):
+                    try:
+                        got = conn.execute(
+                            "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES"
+                            " (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING"
+                            " RETURNING key",
+                            {"key": key, "kind": schedule, "slot": slot, "now": now},
+                        ).fetchone()
+                        break
+                    except sqlite3.OperationalError:
+                        continue
+                if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "each job inserted due at 1e18, its run_after set to the slot by an UPDATE after it": (
+        "run_after its slot"
+    ),
+    "tick tries a locked INSERT once more, then skips its slot": "four times in a row",
     "tick moves since up to the newest key plus period_s (a slot lost after a period change)": (
         "before its period became"
     ),
@@ -4097,6 +4170,72 @@ RIGHT: list[tuple[str, str, str]] = [
                     (key, schedule, slot, now),
                 ).fetchone()
                 if got is not None:
+                    created.append(key)
+            return created
+        """,
+    ),
+    (
+        "a plain INSERT whose IntegrityError (the key already there) is skipped, nothing else",
+        "two_schedulers_in_every_order_enqueue_each_slot_once",
+        """
+        import sqlite3
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                last = datetime.fromisoformat(row[0][-20:]).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                try:
+                    conn.execute(
+                        "INSERT INTO jobs (key, kind, run_after, updated_at) VALUES (?, ?, ?, ?)",
+                        (key, schedule, slot, now),
+                    )
+                except sqlite3.IntegrityError:
+                    continue  # another scheduler enqueued this slot
+                created.append(key)
+            return created
+        """,
+    ),
+    (
+        "a locked INSERT tried again up to eight times, then its error raised",
+        "a_failed_insert_stops_the_tick",
+        """
+        import sqlite3
+
+        def _insert(conn, params):
+            for attempt in range(8):
+                try:
+                    return conn.execute(
+                        "INSERT INTO jobs (key, kind, run_after, updated_at)"
+                        " VALUES (:key, :kind, :slot, :now) ON CONFLICT (key) DO NOTHING"
+                        " RETURNING key",
+                        params,
+                    ).fetchone()
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or attempt == 7:
+                        raise
+
+        def tick(conn, schedule, period_s, since, now, catch_up):
+            prefix = f"schedule:{schedule}:"
+            row = conn.execute(
+                "SELECT max(key) FROM jobs WHERE substr(key, 1, :n) = :prefix",
+                {"n": len(prefix), "prefix": prefix},
+            ).fetchone()
+            last = None
+            if row[0] is not None:
+                fired = datetime.strptime(row[0][len(prefix):], "%Y-%m-%dT%H:%M:%SZ")
+                last = fired.replace(tzinfo=UTC).timestamp()
+            created = []
+            for slot in due_slots(period_s, last, since, now, catch_up):
+                key = slot_key(schedule, slot)
+                params = {"key": key, "kind": schedule, "slot": slot, "now": now}
+                if _insert(conn, params) is not None:
                     created.append(key)
             return created
         """,

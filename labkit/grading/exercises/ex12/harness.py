@@ -236,18 +236,20 @@ def tick_beside_another(
 
 
 class _LockedOnce(Watched):
-    """A connection whose ``nth`` INSERT raises "database is locked", as a write lock held
-    past the busy timeout by another process makes it."""
+    """A connection whose ``nth`` INSERT, and the ``times - 1`` INSERTs after it, raise
+    "database is locked", as a write lock held past the busy timeout by another process
+    makes it (a lock held that long outlasts a retry or two)."""
 
-    def __init__(self, conn: Any, nth: int) -> None:
+    def __init__(self, conn: Any, nth: int, times: int = 1) -> None:
         super().__init__(conn)
         self.nth = nth
+        self.times = times
         self.inserts = 0
 
     def execute(self, sql: str, params: Any = ()) -> Any:
         if sql.lstrip()[:6].upper() == "INSERT":
             self.inserts += 1
-            if self.inserts == self.nth:
+            if self.nth <= self.inserts < self.nth + self.times:
                 raise sqlite3.OperationalError("database is locked")
         return super().execute(sql, params)
 
@@ -261,14 +263,16 @@ def tick_locked_once(
     now: float,
     catch_up: str,
     nth: int,
+    times: int = 1,
 ) -> dict[str, Any]:
-    """``tick`` whose ``nth`` INSERT meets a lock, then the same tick again on the same
-    connection (the scheduler's next loop). Both outcomes; the check reads the table."""
+    """``tick`` whose ``nth`` INSERT (and the ``times - 1`` after it) meets a lock, then
+    the same tick again on the same connection (the scheduler's next loop). Both
+    outcomes; the check reads the table."""
     conn = connect(path)
     try:
         with fresh_state(values):
             args = (schedule, period_s, since, now, catch_up)
-            first = outcome(values["tick"], _LockedOnce(conn, nth), *args)
+            first = outcome(values["tick"], _LockedOnce(conn, nth, times), *args)
             second = outcome(values["tick"], Watched(conn), *args)
     finally:
         conn.close()
