@@ -70,6 +70,9 @@ LOOKALIKES += ("jose\u0301",)
 #: a header (replace(" ", "%20")) or decoded (urllib.parse.unquote), its no-break spaces
 #: made plain or its unprintable characters dropped (str.isprintable) makes two keys one.
 LOOKALIKES += ("ana%20maria", "ana\u00a0maria", "ana\tmaria")
+#: "ana\tmaria" with its tab expanded as str.expandtabs() does in these keys (five spaces
+#: after "billing:ana"): a key with its tabs expanded makes the two keys one.
+LOOKALIKES += ("ana     maria",)
 #: "ana maria" across two lines (a name from a multi-line CSV field: "\n", "\r\n") and with
 #: a zero-width space (U+200B, pasted from a web page): a key with its CR/LF stripped for a
 #: header (no header injection), cut at its first line (splitlines()[0]) or stripped of
@@ -78,16 +81,17 @@ LOOKALIKES += ("ana\nmaria", "ana\r\nmaria", "ana\u200bmaria")
 
 
 def lookalike_jobs(kind: str) -> tuple[tuple[str, dict[str, Any], str], ...]:
-    """One ``kind`` job per look-alike name, three whose keys differ in a leading or a
-    trailing space, two whose keys differ in the number before ``:v1``, and two whose
-    keys differ in a letter of their prefix after it (``lana``, ``ana``)."""
+    """One ``kind`` job per look-alike name, five whose keys differ in a leading or a
+    trailing space or in quotes around them (strip('"')), two whose keys differ in the
+    number before ``:v1``, and two whose keys differ in a letter of their prefix after it
+    (``lana``, ``ana``)."""
     jobs = [
         (kind, {"customer": name, "amount": 1500}, f"billing:{name}:2026-05:{kind}:v1")
         for name in LOOKALIKES
     ]
     jobs += [
         (kind, {"customer": "bob", "amount": 900}, f"{lead}billing:bob:2026-05:{kind}:v1{end}")
-        for lead, end in (("", ""), ("", " "), (" ", ""))
+        for lead, end in (("", ""), ("", " "), (" ", ""), ('"', '"'), ("'", "'"))
     ]
     # Keys that end in a number before ':v1': rstrip(":v1") strips characters, not the
     # suffix, and makes both "...:1:v1" and "...:11:v1" into "...:".
@@ -674,6 +678,74 @@ SMALL_AMOUNTS = {"charge": (1, 49), "post": (0, 1, 49)}
 )
 def a_small_invoice_is_charged_too(ns: Namespace) -> None:
     _every_amount_in_full(ns, SMALL_AMOUNTS, "small")
+
+
+#: Invoices that owe nothing: a credit note (a negative amount) and a zero invoice. The
+#: payment API refuses both with a 400; a handler that makes them "chargeable" (abs(),
+#: max(amount, 1)) charges a customer money nobody asked for.
+CREDIT_NOTES = (
+    ("charge", {"customer": "cus_credit", "amount": -4500}, "credit:1:charge:v1"),
+    ("charge", {"customer": "cus_zero", "amount": 0}, "credit:2:charge:v1"),
+)
+
+
+@CHECKS.add(
+    1,
+    "a credit note (a negative amount) or a zero invoice is never charged: abs(amount), "
+    "max(amount, 1) or any other amount of your own charges the customer money the "
+    "invoice never asked for; send the amount as the job gives it (the API refuses it "
+    "with a 400) or refuse it yourself",
+    timeout=30.0,
+)
+def a_credit_note_is_never_charged(ns: Namespace) -> None:
+    run = run_job(ns, "charge", [], jobs=CREDIT_NOTES, seed=17)
+    charged = {key: n for key, n in run.per_key.items() if n}
+    expect(
+        not charged,
+        _("no charge for a credit note of -4500 or a zero invoice (they owe nothing)"),
+        "; ".join(
+            f"{key!r}: {n} charge(s) of "
+            + ", ".join(repr(e.payload.get("amount")) for e in run.done[key][0])
+            for key, n in charged.items()
+        )
+        + f" ({run.replay})",
+        "charge the amount as the job gives it: abs() or a minimum of one cent turns an "
+        "invoice that owes nothing into a charge",
+    )
+
+
+#: The Retry-After (in seconds) of the 429 the rate-limited payment API answers with (short,
+#: so a handler that sleeps it out and charges again itself still ends in time).
+RATE_LIMIT_RETRY_AFTER_S = 2.5
+
+
+@CHECKS.add(
+    1,
+    "a 429 from the payment API (rate limited) says when to come back (Retry-After): let "
+    "it out as it is, or keep its retry_after when you wrap it; a TransientError of your "
+    "own without it (or with 0) makes the worker retry at its own backoff, sooner than "
+    "the API asked, and the rate-limited API is hammered",
+    timeout=30.0,
+)
+def a_rate_limited_charge_keeps_its_retry_after(ns: Namespace) -> None:
+    [(kind, payload, key)] = CHARGE
+    with tempfile.TemporaryDirectory(prefix="labkit-ex05-", dir=ns.workdir) as tmp:
+        got = ns.harness(
+            HARNESS + "rate_limited_charge", tmp, [kind, payload, key], RATE_LIMIT_RETRY_AFTER_S
+        )
+    if "returned" in got:
+        return  # the handler waited and charged again itself: the API's reply came back
+    after = got["retry_after"]
+    expect(
+        after is not None and after >= RATE_LIMIT_RETRY_AFTER_S,
+        _(
+            "after a 429 saying Retry-After: {s:g}s, an error out of charge_handler with "
+            "retry_after {s:g} (or more), so the worker waits as the API asked"
+        ).format(s=RATE_LIMIT_RETRY_AFTER_S),
+        _("it raised {raised} with retry_after {after}").format(raised=got["raised"], after=after),
+        "let the API's TransientError out as it is, or pass retry_after=exc.retry_after "
+        "when you wrap it",
+    )
 
 
 def _every_amount_in_full(ns: Namespace, amounts: dict[str, tuple[int, ...]], tag: str) -> None:

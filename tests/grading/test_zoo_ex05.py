@@ -2340,6 +2340,84 @@ ZOO: list[tuple[str, str, str, str]] = [
             return reply
     """,
     ),
+    (
+        "ex05",
+        "a credit note charged as a positive amount (abs(amount))",
+        "a_credit_note_is_never_charged",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, abs(amount), key=job.key,
+                                             idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "a zero invoice charged one cent (max(amount, 1))",
+        "a_credit_note_is_never_charged",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, max(amount, 1), key=job.key,
+                                             idempotency_key=job.key)
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key with its tabs expanded to spaces (expandtabs())",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=job.key.expandtabs())
+    """,
+    ),
+    (
+        "ex05",
+        "an Idempotency-Key stripped of the quotes around it (strip('\\'\"'))",
+        "keys_that_differ_only_in_punctuation_or_an_accent",
+        """
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=job.key.strip("'\\""))
+    """,
+    ),
+    (
+        "ex05",
+        "a 429 re-raised as a TransientError with retry_after=0 (retry at once)",
+        "a_rate_limited_charge_keeps_its_retry_after",
+        """
+        from labkit.errors import TransientError
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except TransientError as exc:
+                if exc.status == 429:
+                    raise TransientError(str(exc), status=429, retry_after=0) from exc
+                raise
+    """,
+    ),
+    (
+        "ex05",
+        "every TransientError wrapped with the job's key, its retry_after lost",
+        "a_rate_limited_charge_keeps_its_retry_after",
+        """
+        from labkit.errors import TransientError
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except TransientError as exc:
+                raise TransientError(f"charge {job.key} failed: {exc}") from exc
+    """,
+    ),
 ]
 
 
@@ -2718,6 +2796,22 @@ SAYS.update(
         "the ledger mark without its prefix, by lstrip('ledger:')": (
             "that differ only in punctuation"
         ),
+        "a credit note charged as a positive amount (abs(amount))": (
+            "no charge for a credit note of -4500"
+        ),
+        "a zero invoice charged one cent (max(amount, 1))": "or a zero invoice",
+        "an Idempotency-Key with its tabs expanded to spaces (expandtabs())": (
+            "that differ only in punctuation"
+        ),
+        "an Idempotency-Key stripped of the quotes around it (strip('\\'\"'))": (
+            "that differ only in punctuation"
+        ),
+        "a 429 re-raised as a TransientError with retry_after=0 (retry at once)": (
+            "with retry_after 2.5 (or more)"
+        ),
+        "every TransientError wrapped with the job's key, its retry_after lost": (
+            "after a 429 saying Retry-After"
+        ),
     }
 )
 GOT.update(
@@ -2730,6 +2824,11 @@ GOT.update(
         ),
         "the ledger mark without its prefix, by lstrip('ledger:')": (
             "'ledger:ana:2026-05:post:v1': 0"
+        ),
+        "a credit note charged as a positive amount (abs(amount))": "1 charge(s) of 4500",
+        "a zero invoice charged one cent (max(amount, 1))": "1 charge(s) of 1",
+        "an Idempotency-Key with its tabs expanded to spaces (expandtabs())": (
+            "'billing:ana     maria:2026-05:charge:v1': 0"
         ),
     }
 )
@@ -2975,6 +3074,41 @@ RIGHT: list[tuple[str, str, str]] = [
                 except sqlite3.OperationalError as exc:
                     raise TransientError(f"ledger busy for {job.key}: {exc}") from exc
             return reply
+        """,
+    ),
+    (
+        "a 429 slept out in the handler (its Retry-After), then charged again with the same key",
+        "a_rate_limited_charge_keeps_its_retry_after",
+        """
+        import time
+
+        from labkit.errors import TransientError
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            try:
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+            except TransientError as exc:
+                if exc.status != 429 or not exc.retry_after or exc.retry_after > 5:
+                    raise
+                time.sleep(exc.retry_after)
+                return ctx.world.payments.charge(customer, amount, key=job.key,
+                                                 idempotency_key=job.key)
+        """,
+    ),
+    (
+        "a credit note or a zero invoice refused by the handler itself (a PermanentError)",
+        "a_credit_note_is_never_charged",
+        """
+        from labkit.errors import PermanentError
+
+        def charge_handler(job, ctx):
+            customer, amount = job.payload["customer"], job.payload["amount"]
+            if amount <= 0:
+                raise PermanentError(f"nothing to charge for {job.key}: {amount}")
+            return ctx.world.payments.charge(customer, amount, key=job.key,
+                                             idempotency_key=job.key)
         """,
     ),
 ]

@@ -452,6 +452,46 @@ def key_in_progress(
     return got
 
 
+class _RateLimitedPayments:
+    """A payment API that answers the first charge with a 429 (``Retry-After:
+    retry_after``, nothing done) and every later one with ``reply``."""
+
+    def __init__(self, reply: dict[str, Any], retry_after: float) -> None:
+        self.reply, self.retry_after, self.calls = reply, retry_after, 0
+
+    def charge(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        self.calls += 1
+        if self.calls == 1:
+            raise TransientError(
+                f"429 from payments.charge: rate limited, retry after {self.retry_after:g}s; "
+                "nothing done",
+                status=429,
+                retry_after=self.retry_after,
+            )
+        return dict(self.reply)
+
+    def find(self, *args: Any, **kwargs: Any) -> list[Any]:
+        return []
+
+
+def rate_limited_charge(
+    values: MutableMapping[str, Any], folder: str, job: list[Any], retry_after: float
+) -> dict[str, Any]:
+    """The student's ``charge_handler`` meeting a 429 that says ``Retry-After:
+    retry_after``: ``{"returned"} or {"raised"}`` (see ``refused.handled_once``), the
+    charges made, and the ``retry_after`` of what came out (None when it has none)."""
+    from labkit.grading.exercises.ex05.refused import handled_once
+
+    _kind, payload, _key = job
+    reply = {"charge_id": "ch_1", "amount": payload["amount"], "status": "succeeded"}
+    payments = _RateLimitedPayments(reply, retry_after)
+    got, error = handled_once(values, folder, job, payments)
+    got["calls"] = payments.calls
+    after = getattr(error, "retry_after", None)
+    got["retry_after"] = float(after) if isinstance(after, (int, float)) else None
+    return got
+
+
 def _retried(error: Exception, key: str) -> bool:
     """Whether the store's worker retries a job with ``key`` whose first attempt raised
     ``error`` (``RetryPolicy().decide``, as ``store.fail`` asks it): a TransientError, or
