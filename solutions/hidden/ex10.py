@@ -346,10 +346,19 @@ def a_renewed_token_is_the_same_caller(ns: Namespace) -> None:
         )
 
 
+def _as_json_text(value: Any) -> str:
+    """``value`` as JSON text with its objects' keys sorted: the same request however its
+    keys are ordered, another once a number changed its type."""
+    import json
+
+    return json.dumps(value, sort_keys=True)
+
+
 @CHECKS.add(
     1,
     "the request is stored whole: a list of hundreds of items, a long text with spaces "
-    "around it and a null field, nothing cut, stripped, dropped, reordered or retyped",
+    "around it and a null field, nothing cut, stripped, dropped, reordered, rounded or "
+    "retyped",
     timeout=TIMEOUT,
     severe=True,
 )
@@ -379,6 +388,10 @@ def the_request_is_stored_whole(ns: Namespace) -> None:
         "tags": [],
         "min_pages": 0,
         "include_closed": False,
+        # A rate with three decimals, a count beyond a float's 53 bits and a key in mixed
+        # case: rounded, turned into a float or lower-cased, each is another request.
+        "Rate": 0.125,
+        "row_limit": 2**53 + 1,
     }
     # An account named twice (the caller's list as it is): a list made unique is another.
     body["accounts"].append(body["accounts"][0])
@@ -387,22 +400,27 @@ def the_request_is_stored_whole(ns: Namespace) -> None:
         rows = [j["payload"] for j in jobs_in(folder / "jobs.db") if j["id"] == job_id]
     stored = rows[0].get("request") if rows and isinstance(rows[0], dict) else None
     if isinstance(stored, dict):
+        # Compared as JSON: 300 stored as 300.0, or False as 0, is another value.
         differ = sorted(
-            k for k in set(body) | set(stored) if k not in stored or stored[k] != body.get(k)
+            k
+            for k in set(body) | set(stored)
+            if k not in stored or _as_json_text(stored[k]) != _as_json_text(body.get(k))
         )
     else:
         differ = [] if stored == body else ["request"]
     expect(
         not differ,
         _(
-            "job {job_id} to hold the request as it was sent: {count} accounts and a note "
-            "of {length} characters"
+            "job {job_id} to hold the request as it was sent: {count} accounts, a note "
+            "of {length} characters, every number of the type and value sent (0.125 not "
+            "rounded, 2**53 + 1 no float) and every field's name in its case"
         ).format(job_id=job_id, count=len(body["accounts"]), length=len(body["note"])),
         _("these fields stored otherwise: {fields}").format(fields=differ),
         _(
             "store the body as it came: store.enqueue('report', {'owner': owner, "
             "'request': body}, ...); a field cut short, a list trimmed or made unique, or "
-            "a null, empty or false field dropped (at any depth) runs another report than "
+            "a null, empty or false field dropped (at any depth), a number rounded or "
+            "turned into a float, or a field's name lower-cased runs another report than "
             "the one asked for"
         ),
     )
@@ -594,6 +612,45 @@ def _nobody_else_sees(app: App, job_id: int, state: str) -> None:
                 "lower())"
             ),
         )
+        told = _headers_of_a_404_told_apart(asked, absent, job_id)
+        expect(
+            not told,
+            _(
+                "the same headers when {who} asks for alice's job {job_id} ({state}) as for "
+                "an id that does not exist"
+            ).format(who=who, job_id=job_id, state=state),
+            told,
+            _(
+                "answer another's job with exactly the 404 of a missing id, headers too: a "
+                "header only that 404 carries (the job's state, a Retry-After, a "
+                "WWW-Authenticate) tells the caller the id exists"
+            ),
+        )
+
+
+#: Headers that differ between any two answers (the moment, the length of a body that
+#: names the id asked for) or that the server adds itself.
+_EX10_404_HEADERS_ANY = {"date", "content-length", "server", "connection"}
+
+
+def _headers_of_a_404_told_apart(asked: Any, absent: Any, job_id: int) -> str:
+    """The headers in which the answer for ``job_id`` differs from the one for
+    ``job_id + 1000`` (an id that does not exist), once the id asked for is masked: ''
+    when none does."""
+
+    def seen(reply: Any, asked_id: int) -> dict[str, str]:
+        return {
+            name.lower(): value.replace(str(asked_id), "{id}")
+            for name, value in reply.headers.items()
+            if name.lower() not in _EX10_404_HEADERS_ANY
+        }
+
+    mine, missing = seen(asked, job_id), seen(absent, job_id + 1000)
+    return "; ".join(
+        f"{name}: {mine.get(name)!r} vs {missing.get(name)!r}"
+        for name in sorted(set(mine) | set(missing))
+        if mine.get(name) != missing.get(name)
+    )
 
 
 @CHECKS.add(
@@ -1048,6 +1105,9 @@ def keys_are_compared_exactly(ns: Namespace) -> None:
     keys += ["plan-é", "plan-c"]
     # Quotes and a semicolon taken out "for SQL safety": 'order'77' is not 'order77'.
     keys += ["order'77", 'order"77', "order;77"]
+    # Quotes around the whole key, taken off as if they quoted it: '"order77"' is not
+    # 'order77' (HTTP strips the spaces around a header value, never its quotes).
+    keys += ['"order77"', "'order77'"]
     # A space, a '%' escape, an underscore: 'order 77' is not 'order77', 'order%2E77'
     # (percent-decoded) not 'order.77', and 'order_77' not 'order-77'.
     keys += ["order 77", "order%2E77", "order_77"]

@@ -1699,6 +1699,66 @@ ZOO: list[tuple[str, str, str, str, str]] = [
         LOCATION,
         LOCATION.replace("str(RETRY_AFTER_S)", 'str(__import__("random").randint(0, 2))'),
     ),
+    (
+        # A header only the 404 of another's job carries: the job's state, "for debugging".
+        "another's job answered with the missing id's 404 plus an X-Job-State header",
+        "status_hides_the_payload",
+        STATUS_OK,
+        OWNER_CHECK + '        return JSONResponse({"detail": "no such job"}, status_code=404)\n',
+        "    if job is None:\n"
+        + '        return JSONResponse({"detail": "no such job"}, status_code=404)\n'
+        + '    if not isinstance(job.payload, dict) or job.payload.get("owner") != owner:\n'
+        '        return JSONResponse({"detail": "no such job"}, status_code=404,\n'
+        '                            headers={"X-Job-State": str(job.state)})\n',
+    ),
+    (
+        # "Log in as the owner": a WWW-Authenticate only on the 404 of a job that exists.
+        "another's job answered with the missing id's 404 plus WWW-Authenticate",
+        "status_hides_the_payload",
+        STATUS_OK,
+        OWNER_CHECK + '        return JSONResponse({"detail": "no such job"}, status_code=404)\n',
+        "    if job is None:\n"
+        + '        return JSONResponse({"detail": "no such job"}, status_code=404)\n'
+        + '    if not isinstance(job.payload, dict) or job.payload.get("owner") != owner:\n'
+        '        return JSONResponse({"detail": "no such job"}, status_code=404,\n'
+        '                            headers={"WWW-Authenticate": "Bearer"})\n',
+    ),
+    (
+        # Quotes around the key taken off, as if they only quoted it: '"order77"' meets
+        # 'order77'.
+        "the quotes around the key taken off",
+        "keys_are_compared_exactly",
+        STATUS_OK,
+        KEY_LINE,
+        KEY_LINE.replace("{idempotency_key}", "{idempotency_key.strip(chr(34) + chr(39))}"),
+    ),
+    (
+        # Amounts "cleaned" to cents: a rate of 0.125 becomes 0.12.
+        "the request's numbers rounded to 2 decimals",
+        "the_request_is_stored_whole",
+        STATUS_OK,
+        ENQUEUE,
+        "        body = {k: round(v, 2) if isinstance(v, float) else v for k, v in body.items()}\n"
+        + ENQUEUE,
+    ),
+    (
+        # Field names normalised: 'Rate' is stored as 'rate', which the worker never reads.
+        "the request's field names lower-cased",
+        "the_request_is_stored_whole",
+        STATUS_OK,
+        ENQUEUE,
+        "        body = {str(k).lower(): v for k, v in body.items()}\n" + ENQUEUE,
+    ),
+    (
+        # Every number made a float "for the report's arithmetic": 2**53 + 1 loses its last
+        # unit, and 0 becomes 0.0.
+        "the request's integers turned into floats",
+        "the_request_is_stored_whole",
+        STATUS_OK,
+        ENQUEUE,
+        "        body = {k: float(v) if type(v) is int else v for k, v in body.items()}\n"
+        + ENQUEUE,
+    ),
 ]
 
 
