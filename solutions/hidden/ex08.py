@@ -122,8 +122,10 @@ def odd_keys(rng: Random) -> list[tuple[str, str]]:
     (a ligature and a full-width digit against their plain letters), two that NFC (and
     NFD) makes one (an ``é`` composed and one made of ``e`` and a combining accent), and
     the first key's twins with a space and a tab before it (a ``lstrip()`` makes them
-    one). The ligature's key and the combining accent's have customers of the same
-    make: a customer id normalised (NFKC, NFC) is another customer's."""
+    one), and a key with a backslash and its twin ("inv-x\\101" and "inv-xA": a key
+    pasted into an E'...' string with only its quotes escaped reads \\101 as "A"). The
+    ligature's key and the combining accent's have customers of the same make: a
+    customer id normalised (NFKC, NFC) is another customer's."""
     word = "".join(rng.choice("abcdefghjkmn") for _ in range(6))
     stem = "ord-" + "".join(rng.choice("0123456789abcdef") for _ in range(294))
     return [
@@ -149,6 +151,8 @@ def odd_keys(rng: Random) -> list[tuple[str, str]]:
         (f"inv-{word}-cafe\u0301", "cus_cafe\u0301"),
         (f" inv-{word}", "cus_same"),
         (f"\tinv-{word}", "cus_same"),
+        (f"inv-{word}\\101", "cus_same"),
+        (f"inv-{word}A", "cus_same"),
     ]
 
 
@@ -1483,6 +1487,12 @@ def _rolled_back_by_the_database_is_not_a_duplicate(run: Ex08Run) -> None:
 #: not bring back, which ``replies_charged_or_already_charged`` sends.
 ODD_KEY = "inv-r-ção"
 ODD_CENTS = 1003
+#: A credit note's key: a long customer id in mixed case (a column width, a ``lower()``
+#: or ``[:32]`` makes it another customer's) and a negative amount (``abs()`` turns the
+#: credit into a charge; ``if amount <= 0: return ...`` drops it). Stored as they came.
+CREDIT_KEY = "inv-r-credit"
+CREDIT_CUSTOMER = "cus_Acme-Holdings-GmbH_EU-West_" + "Q7xK2mPz9RtV4wYb" * 3
+CREDIT_CENTS = -2500
 
 
 def _reply_of(run: returns.Returned | None) -> str:
@@ -1512,6 +1522,7 @@ def replies_charged_or_already_charged(ns: Namespace) -> None:
         # A key beyond ASCII, and an amount a trip through euros in floating point does
         # not bring back (10.03 * 100 is 1002.9999999999999): both as they came.
         run.send(ODD_KEY, "cus_8", ODD_CENTS)
+        run.send(CREDIT_KEY, CREDIT_CUSTOMER, CREDIT_CENTS)
         run.settle()
         # The record as the docstring says: the key itself. Under a name of its own
         # ("charge:" + key, a digest) the dedup still holds (the severe checks learn that
@@ -1552,6 +1563,22 @@ def replies_charged_or_already_charged(ns: Namespace) -> None:
                 "insert the amount as the task received it, an int of cents: through a "
                 "float (amount / 100 * 100, round(amount / 100, 2)) 1003 cents come back as "
                 "1002. Keep money in integer cents"
+            ),
+        )
+        credit = run.rows(CREDIT_KEY)
+        expect(
+            credit == [(CREDIT_CUSTOMER, CREDIT_CENTS)],
+            _(
+                "the charge row for {key} (a credit: a negative amount, for a long customer "
+                "id in mixed case) to hold the message's customer and amount as they came: "
+                "{wanted}"
+            ).format(key=repr(CREDIT_KEY), wanted=(CREDIT_CUSTOMER, CREDIT_CENTS)),
+            _("it holds {row}").format(row=credit[0] if len(credit) == 1 else credit),
+            _(
+                "insert the customer and the amount exactly as the task received them: no "
+                "abs(), no cap, no skipped zero or negative amount, and the customer id "
+                "neither cut to a width nor changed in case (another customer's id may be "
+                "what is left)"
             ),
         )
         said = {task: runs[-1] for task, runs in run.returned().items()}

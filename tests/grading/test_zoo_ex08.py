@@ -2447,6 +2447,36 @@ ZOO = [
         "to be persistent messages",
         "worker_starts_and_charges_once",
     ),
+    (
+        # Round 28: a column width guessed for the customer id: a long one is cut, and
+        # what is left may be another customer's.
+        "the customer id cut to 32 characters",
+        _replace(REFERENCE_CHARGE_ARGS, "(key, customer[:32], amount),"),
+        "replies_charged_or_already_charged",
+        "a credit: a negative amount, for a long customer id",
+        "duplicate_message_charges_once",
+    ),
+    (
+        # Round 28: "amounts are positive": a credit (a negative amount) becomes a charge.
+        "the amount through abs() (a credit charged)",
+        _replace(REFERENCE_CHARGE_ARGS, "(key, customer, abs(amount)),"),
+        "replies_charged_or_already_charged",
+        "a credit: a negative amount, for a long customer id",
+        "duplicate_message_charges_once",
+    ),
+    (
+        # Round 28: the key pasted into an E'...' string with its quotes escaped and its
+        # backslashes not: 'inv-x\\101' is recorded as 'inv-xA', one charge for two keys.
+        "the key in the SQL text, an E'...' string with only quotes escaped",
+        _replace(
+            REFERENCE_CLAIM_SQL + ",\n            (key,),\n",
+            '"INSERT INTO processed (key) VALUES (E\'" + key.replace("\'", "\\\\\'") + "\') "\n'
+            '            "ON CONFLICT (key) DO NOTHING RETURNING key",\n',
+        ),
+        "two_invoices_two_charges",
+        "1 charge row for each of the keys",
+        "duplicate_message_charges_once",
+    ),
 ]
 
 
