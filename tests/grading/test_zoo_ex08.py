@@ -2448,7 +2448,7 @@ ZOO = [
         "worker_starts_and_charges_once",
     ),
     (
-        # Round 27 (second pass): a column width guessed for the customer id: a long one is cut, and
+        # Round 27, pass 2: a column width guessed for the customer id: a long one is cut, and
         # what is left may be another customer's.
         "the customer id cut to 32 characters",
         _replace(REFERENCE_CHARGE_ARGS, "(key, customer[:32], amount),"),
@@ -2457,7 +2457,7 @@ ZOO = [
         "duplicate_message_charges_once",
     ),
     (
-        # Round 27 (second pass): "amounts are positive": a credit (a negative amount) becomes a charge.
+        # Round 27, pass 2: "amounts are positive": a credit (a negative amount) becomes a charge.
         "the amount through abs() (a credit charged)",
         _replace(REFERENCE_CHARGE_ARGS, "(key, customer, abs(amount)),"),
         "replies_charged_or_already_charged",
@@ -2465,7 +2465,7 @@ ZOO = [
         "duplicate_message_charges_once",
     ),
     (
-        # Round 27 (second pass): the key pasted into an E'...' string with its quotes escaped and its
+        # Round 27, pass 2: the key pasted into an E'...' string with its quotes escaped and its
         # backslashes not: 'inv-x\\101' is recorded as 'inv-xA', one charge for two keys.
         "the key in the SQL text, an E'...' string with only quotes escaped",
         _replace(
