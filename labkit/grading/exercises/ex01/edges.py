@@ -174,6 +174,12 @@ def accept_on_a_failing_store(values: MutableMapping[str, Any], key: str) -> dic
         }
 
 
+def held(store: dict[Any, Any]) -> dict[str, str]:
+    """What ``store`` holds, as plain data a check can compare: each key as text, each
+    value as its ``repr`` (read with ``dict.items``, past any hook of a watched store)."""
+    return {str(k): repr(v) for k, v in dict.items(store)}
+
+
 class WatchedStore(dict[Any, Any]):
     """A ``seen`` that another worker reads between any two writes: after each write
     (an item set or deleted, ``setdefault``, ``update``, ``pop``, ``popitem``, ``|=``,
@@ -185,7 +191,7 @@ class WatchedStore(dict[Any, Any]):
         self.states: list[dict[str, str]] = []
 
     def _note(self) -> None:
-        self.states.append({str(k): repr(v) for k, v in dict.items(self)})
+        self.states.append(held(self))
 
     def __setitem__(self, key: Any, value: Any) -> None:
         dict.__setitem__(self, key, value)
@@ -242,10 +248,10 @@ def accept_on_a_watched_store(
     with fresh_state(values):
         accept = need(values, "accept")
         for what, sent in (("new", payload), ("repeat", payload), ("conflict", other)):
-            before = {str(k): repr(v) for k, v in dict.items(store)}
+            before = held(store)
             store.states.clear()
             result = outcome(accept, store, key, dict(sent))
-            after = {str(k): repr(v) for k, v in dict.items(store)}
+            after = held(store)
             between = next((s for s in store.states if s not in (before, after)), None)
             row = {"what": what, "result": result, "before": before, "after": after}
             rows.append({**row, "between": between})
@@ -349,9 +355,6 @@ def accept_between_two_workers(
     "seen": the store after each, "other_alone", "other": the other call's outcome alone
     and when it interrupted, "other_seen_alone", "other_seen": its store after each}``."""
 
-    def held(store: dict[str, Any]) -> dict[str, str]:
-        return {str(k): repr(v) for k, v in dict.items(store)}
-
     rows = []
     with fresh_state(values):
         accept, fingerprint = need(values, "accept"), need(values, "payload_fingerprint")
@@ -423,7 +426,7 @@ def accept_what_the_fingerprint_refuses(
                     "kind": kind,
                     "fingerprint": _short(outcome(fingerprint, dict(payload))),
                     "accept": _short(outcome(accept, seen, key, dict(payload))),
-                    "seen": {str(k): repr(v) for k, v in seen.items()},
+                    "seen": held(seen),
                 }
             )
     return rows

@@ -44,6 +44,7 @@ from labkit.grading.exercises.ex01.edges import (
     accept_what_the_fingerprint_refuses as accept_what_the_fingerprint_refuses,
 )
 from labkit.grading.exercises.ex01.edges import conflict_on_a_long_key as conflict_on_a_long_key
+from labkit.grading.exercises.ex01.edges import held
 from labkit.grading.exercises.ex01.edges import keys_of_long_intents as keys_of_long_intents
 from labkit.grading.exercises.replay import CannotShip, call_in_fresh_process, cells_run_again
 from labkit.grading.exercises.wallclock import clock_moved
@@ -169,7 +170,7 @@ def accept_changed_in_place(
         first = outcome(need(values, "accept"), seen, key, same)
         same[field] = value
         second = outcome(need(values, "accept"), seen, key, same)
-    return {"results": [first, second], "seen": {str(k): repr(v) for k, v in seen.items()}}
+    return {"results": [first, second], "seen": held(seen)}
 
 
 def accept_calls(
@@ -192,7 +193,7 @@ def accept_calls(
             outcome(need(values, "accept"), seen, key, payload)
             for key, payload in copy.deepcopy(calls)
         ]
-    return {"results": results, "seen": {str(k): repr(v) for k, v in seen.items()}}
+    return {"results": results, "seen": held(seen)}
 
 
 def accept_calls_logged(values: MutableMapping[str, Any], calls: list[list[Any]]) -> dict[str, Any]:
@@ -246,7 +247,7 @@ def accept_calls_logged(values: MutableMapping[str, Any], calls: list[list[Any]]
             if "raised" in result and caught:
                 result["logged"] = "".join(traceback.format_exception(caught[-1]))
             results.append(result)
-    return {"results": results, "seen": {str(k): repr(v) for k, v in seen.items()}}
+    return {"results": results, "seen": held(seen)}
 
 
 @contextlib.contextmanager
@@ -352,8 +353,8 @@ def accept_in_another_store_and_later(
             results["later"] = outcome(accept, first, key, dict(payload))
     return {
         "results": results,
-        "seen": {str(k): repr(v) for k, v in first.items()},
-        "other_seen": {str(k): repr(v) for k, v in other.items()},
+        "seen": held(first),
+        "other_seen": held(other),
     }
 
 
