@@ -115,9 +115,7 @@ def interleaved(
         probe = in_thread(first, 10**9, threading.Event(), threading.Event())
         alone_first = ended(probe)
     with fresh_state(values):
-        alone_second = ended(
-            in_thread(second, None, threading.Event(), threading.Event())
-        )
+        alone_second = ended(in_thread(second, None, threading.Event(), threading.Event()))
     schedules = []
     for stop in range(1, min(probe["lines"], limit) + 1):
         with fresh_state(values):

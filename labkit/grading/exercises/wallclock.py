@@ -150,8 +150,8 @@ def clock_moved(
         """``datetime.now(tz)``, or (stopped) the first instant in that zone."""
         if held_at is None:
             return real_datetime.now(tz)
-        return held_at.astimezone(tz) if tz is not None else held_at.astimezone().replace(
-            tzinfo=None
+        return (
+            held_at.astimezone(tz) if tz is not None else held_at.astimezone().replace(tzinfo=None)
         )
 
     class Later(_dt.datetime):

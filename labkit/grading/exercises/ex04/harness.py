@@ -240,6 +240,4 @@ def interleaved(
     whole. A call is ``{"fn": "backoff", "n", "seed", "base", "cap"}`` or ``{"fn":
     "next_delay", "error", "attempt", "seed", "kwargs"}``; each result an outcome (or
     ``{"hung": True}``)."""
-    return linesteps.interleaved(
-        values, _one_call(values, first), _one_call(values, second), limit
-    )
+    return linesteps.interleaved(values, _one_call(values, first), _one_call(values, second), limit)

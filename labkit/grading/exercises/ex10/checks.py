@@ -331,9 +331,7 @@ def status_shows_the_job_to_its_owner(ns: Namespace) -> None:
             view = waiting.json()
             expect(
                 waiting.status_code == 200,
-                _("200 for alice's job {job_id} while it waits for a retry").format(
-                    job_id=job_id
-                ),
+                _("200 for alice's job {job_id} while it waits for a retry").format(job_id=job_id),
                 f"{waiting.status_code} {waiting.text[:160]}",
                 _(
                     "answer the owner 200 with status_view(job) in every state: the state "

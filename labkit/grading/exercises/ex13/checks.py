@@ -531,6 +531,7 @@ def _bolt_goes_first(
         got = capped(ns, path, "w1", 5)
         expect(_id(got) == bolt_id, expected.format(job_id=bolt_id), got, *hint)
 
+
 def _flood(ns: Namespace, cap: int) -> dict[str, list[float]]:
     """Three workers, jobs of 1 s: acme floods with 30, then bolt and cora add 3 each.
 
