@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import codecs
+import locale
 import os
 import re
 import tempfile
@@ -313,6 +315,21 @@ ODD_HOLDERS: list[list[Any]] = [
 #: What yet another version of the job writes in its lock file: a '%' and braces.
 ODD_TEXT = "nightly {report} 100% done"
 
+
+def _accented_text() -> list[str]:
+    """What a holder whose job is named in Portuguese writes: an accent among ASCII. Only
+    where text files are UTF-8, as Python writes them by default (elsewhere a right
+    solution that decodes UTF-8 itself could not read what the holder wrote)."""
+    try:
+        utf8 = codecs.lookup(locale.getpreferredencoding(False)).name == "utf-8"
+    except LookupError:
+        utf8 = False
+    return ["relatório 4194304"] if utf8 else []
+
+
+#: A holder's text with an accent, where text files are UTF-8; nothing elsewhere.
+_ACCENTED = _accented_text()
+
 #: Refusals in a row by one long-lived process (a scheduler trying every minute).
 REFUSALS_IN_A_ROW = 10
 
@@ -419,7 +436,7 @@ def refusal_when_the_file_names_nobody(ns: Namespace) -> None:
         turns = ns.harness(
             HARNESS + "refusals_under_holders_in_turn",
             str(Path(tmp) / "report.lock"),
-            [LONG_GONE, "", ODD_TEXT],
+            [LONG_GONE, "", ODD_TEXT, *_ACCENTED],
         )
     after_a_pid, odd = turns[1], turns[2]
     expect(
@@ -447,6 +464,21 @@ def refusal_when_the_file_names_nobody(ns: Namespace) -> None:
             "'%' or braces as placeholders"
         ),
     )
+    # Text is not always ASCII: the file read as ASCII (encoding="ascii", .decode("ascii"))
+    # raises UnicodeDecodeError instead of the refusal the caller catches.
+    for text, said in zip(_ACCENTED, turns[3:], strict=True):
+        expect(
+            said.startswith("refused"),
+            _("AlreadyRunning while a holder whose file reads {text} holds the lock").format(
+                text=repr(text)
+            ),
+            said,
+            _(
+                "read the file as text files are read by default (UTF-8), not as ASCII: a "
+                "holder's text may have accents, and a decoding error is not the refusal "
+                "the caller catches"
+            ),
+        )
 
 
 @CHECKS.add(
@@ -899,9 +931,9 @@ def the_next_run_can_open_the_lock_file(ns: Namespace) -> None:
 @CHECKS.add(
     1,
     "leave the process as you found it: no os.chdir to the lock's folder (and no "
-    "os.umask) that stays after you took or were refused the lock; the job in the with "
-    "block, and all the process runs after it, read relative paths from that folder and "
-    "create files with that umask",
+    "os.umask, no signal handler) that stays after you took or were refused the lock; the "
+    "job in the with block, and all the process runs after it, read relative paths from "
+    "that folder, create files with that umask and end as that handler says",
     timeout=20.0,
 )
 def the_process_is_left_as_it_was(ns: Namespace) -> None:
@@ -913,6 +945,7 @@ def the_process_is_left_as_it_was(ns: Namespace) -> None:
         ("inside", _("inside the with block")),
         ("after_refusal", _("after a refused attempt")),
         ("after", _("after the with block")),
+        ("after_error", _("after a with block that raised")),
     ):
         state = run.get(moment, before)
         expect(
@@ -937,3 +970,26 @@ def the_process_is_left_as_it_was(ns: Namespace) -> None:
                 "changes it for the whole process, and every file the job creates after"
             ),
         )
+    # What the process does when it is stopped is its own: a handler the lock set for the
+    # block (a SIGTERM that raises SystemExit, so the finally runs) is put back as it was
+    # when the block ends, by an error too. Left behind, it replaces the program's own
+    # (its graceful stop) for good, and ends the process with the status it chose.
+    for moment, when in (
+        ("after", _("after the with block")),
+        ("after_error", _("after a with block that raised")),
+    ):
+        state = run.get(moment, before)
+        for name, handler in before["signals"].items():
+            now = state["signals"][name]
+            expect(
+                state["signal_ids"][name] == before["signal_ids"][name],
+                _("the process's {signal} handler still {handler} {where}").format(
+                    signal=name, handler=handler, where=when
+                ),
+                _("it was replaced by {handler}").format(handler=now),
+                _(
+                    "put back the handler you replaced (old = signal.signal(...) before the "
+                    "yield, signal.signal(signum, old) in the finally), or set none: the "
+                    "kernel releases the lock of a process that a signal ends"
+                ),
+            )

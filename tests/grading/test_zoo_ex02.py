@@ -3532,6 +3532,212 @@ ZOO: list[tuple[str, str, str, str]] = [
                 os.umask(old_mask)
     """,
     ),
+    (
+        "ex02",
+        # Read as ASCII, the file of a holder whose text has an accent raises
+        # UnicodeDecodeError, not the AlreadyRunning the caller catches.
+        "the lock file opened with encoding='ascii' (a holder's accented text raises)",
+        "refusal_when_the_file_names_nobody",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+", encoding="ascii")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # The same with os.open: the bytes decoded as ASCII.
+        "the holder's text decoded as ASCII (os.pread(fd, 64, 0).decode('ascii'))",
+        "refusal_when_the_file_names_nobody",
+        """
+        @contextmanager
+        def single_instance(path):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    holder = os.pread(fd, 64, 0).decode("ascii").strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held (pid {holder})") from None
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
+                yield
+            finally:
+                os.close(fd)
+    """,
+    ),
+    (
+        "ex02",
+        # A SIGTERM handler so that the finally runs when the job is stopped, never put
+        # back: the program's own graceful stop is gone for good once the block ended.
+        "a SIGTERM handler set for the block (raise SystemExit) and never put back",
+        "the_process_is_left_as_it_was",
+        """
+        import signal
+
+
+        def _stopped(signum, frame):
+            raise SystemExit(128 + signum)
+
+
+        @contextmanager
+        def single_instance(path):
+            signal.signal(signal.SIGTERM, _stopped)
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # Put back after the yield, not in a finally: a job that raises leaves it set.
+        "the SIGTERM handler put back after the yield, not in a finally",
+        "the_process_is_left_as_it_was",
+        """
+        import signal
+        import sys
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                old = signal.signal(signal.SIGTERM, lambda s, f: sys.exit(143))
+                yield
+                signal.signal(signal.SIGTERM, old)
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # 'Put back' as the default, not as what was found: the program's own handler
+        # (its graceful stop) is dropped.
+        "the SIGTERM handler 'put back' as SIG_DFL in the finally, not the one found",
+        "the_process_is_left_as_it_was",
+        """
+        import signal
+        import sys
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                signal.signal(signal.SIGTERM, lambda s, f: sys.exit(143))
+                try:
+                    yield
+                finally:
+                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # Ctrl-C ignored so that the job is not cut in half, and never let through again:
+        # the program can no longer be stopped from its terminal.
+        "Ctrl-C ignored for the block (SIGINT set to SIG_IGN) and never let through again",
+        "the_process_is_left_as_it_was",
+        """
+        import signal
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                yield
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "ex02",
+        # A refusal of the job's own lock on another file swallowed by the outer lock: the
+        # job ends quietly, and the scheduler counts a job that did not run as done.
+        "an AlreadyRunning raised inside the with block swallowed (a nested lock's)",
+        "error_inside_the_block_comes_out",
+        """
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                try:
+                    yield
+                except AlreadyRunning as exc:
+                    print(f"skipped: {exc}")
+            finally:
+                fh.close()
+    """,
+    ),
 ]
 
 
@@ -3848,6 +4054,27 @@ SAYS: dict[str, str] = {
     ),
     "os.umask(0o077) for the with block (the job's files made private), put back after": (
         "the process's umask still 0o22 inside the with block"
+    ),
+    "the lock file opened with encoding='ascii' (a holder's accented text raises)": (
+        "a holder whose file reads 'relatório 4194304'"
+    ),
+    "the holder's text decoded as ASCII (os.pread(fd, 64, 0).decode('ascii'))": (
+        "a holder whose file reads 'relatório 4194304'"
+    ),
+    "a SIGTERM handler set for the block (raise SystemExit) and never put back": (
+        "the process's SIGTERM handler still"
+    ),
+    "the SIGTERM handler put back after the yield, not in a finally": (
+        "after a with block that raised"
+    ),
+    "the SIGTERM handler 'put back' as SIG_DFL in the finally, not the one found": (
+        "the process's SIGTERM handler still"
+    ),
+    "Ctrl-C ignored for the block (SIGINT set to SIG_IGN) and never let through again": (
+        "the process's SIGINT handler still"
+    ),
+    "an AlreadyRunning raised inside the with block swallowed (a nested lock's)": (
+        "the AlreadyRunning raised inside"
     ),
 }
 
@@ -4621,6 +4848,40 @@ RIGHT: list[tuple[str, str, str]] = [
                 finally:
                     fh.truncate(0)
                     fh.flush()
+            finally:
+                fh.close()
+    """,
+    ),
+    (
+        "a SIGTERM handler that raises SystemExit for the block, the old one put back in a finally",
+        "the_process_is_left_as_it_was",
+        """
+        import signal
+
+
+        def _stopped(signum, frame):
+            raise SystemExit(128 + signum)
+
+
+        @contextmanager
+        def single_instance(path):
+            fh = open(path, "a+")
+            try:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "unknown"
+                    raise AlreadyRunning(f"{path} is held (pid {holder})") from None
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+                old = signal.signal(signal.SIGTERM, _stopped)
+                try:
+                    yield
+                finally:
+                    signal.signal(signal.SIGTERM, old)
             finally:
                 fh.close()
     """,

@@ -12,6 +12,7 @@ import errno
 import fcntl
 import os
 import pathlib
+import signal
 import sys
 import threading
 import time
@@ -19,6 +20,7 @@ from collections.abc import MutableMapping
 from typing import Any
 from unittest import mock
 
+from labkit.errors import AlreadyRunning
 from labkit.grading.exercises.common import fresh_state, need, noted
 from labkit.grading.exercises.ex02.forking import attempt, file_text
 from labkit.grading.stub import is_stub
@@ -31,8 +33,8 @@ def attempt_once(values: MutableMapping[str, Any], path: str) -> str:
 
 
 def error_inside(values: MutableMapping[str, Any], path: str) -> dict[str, str]:
-    """Raise a RuntimeError, a BlockingIOError, a KeyboardInterrupt, then a SystemExit,
-    inside the with block.
+    """Raise a RuntimeError, a BlockingIOError, a KeyboardInterrupt, a SystemExit, then an
+    AlreadyRunning (the job's own lock on another file), inside the with block.
 
     For each: ``"propagated <Type>"`` when that very error came out of the block,
     ``"swallowed"`` when nothing did, ``"raised <Type>: ..."`` for anything else.
@@ -48,6 +50,9 @@ def error_inside(values: MutableMapping[str, Any], path: str) -> dict[str, str]:
             # sys.exit(3) in the job: swallowed, the program ends with status 0 and the
             # scheduler counts a failed run as done.
             SystemExit(3),
+            # The job's own lock on another file refused it: that refusal is the job's
+            # to report, not the outer lock's to swallow as if it were its own.
+            AlreadyRunning("another job's lock is held (pid 4194304)"),
         ):
             name = type(error).__name__
             try:
@@ -334,32 +339,65 @@ def refusals_under_holders_in_turn(
     return answers
 
 
+#: The signals that end a job (the scheduler's stop, Ctrl-C, its terminal closing): what
+#: the process does on each is its own, set by its own code, not by a lock it used.
+_ENDING_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+
+
+def _disposition(handler: Any) -> str:
+    """A signal's handler as text, for the message: its name."""
+    if handler is None or isinstance(handler, signal.Handlers):
+        return str(getattr(handler, "name", "set outside Python"))
+    return str(getattr(handler, "__qualname__", type(handler).__qualname__))
+
+
 def _process_state() -> dict[str, Any]:
-    """The folder this process is in and its umask: what a lock has no business changing."""
+    """The folder this process is in, its umask and what it does on the signals that end
+    it: what a lock has no business changing."""
     mask = os.umask(0o022)
     os.umask(mask)
     try:
         folder = os.getcwd()
     except OSError:  # the folder it was moved to was deleted since
         folder = "(a folder since deleted)"
-    return {"cwd": folder, "umask": mask}
+    handlers = {name: signal.getsignal(getattr(signal, name)) for name in _ENDING_SIGNALS}
+    return {
+        "cwd": folder,
+        "umask": mask,
+        # The handler's name to say, its identity to compare (a new function of the same
+        # name is another handler). The handlers found are alive all along: no id reused.
+        "signals": {name: _disposition(h) for name, h in handlers.items()},
+        "signal_ids": {name: id(h) for name, h in handlers.items()},
+    }
+
+
+def _programs_own_stop(signum: int, frame: Any) -> None:
+    """The handler the program set for its graceful stop, before it took the lock."""
+    raise SystemExit(128 + signum)
 
 
 def process_state_around_a_run(values: MutableMapping[str, Any], path: str) -> dict[str, Any]:
-    """This process's folder and umask before a run of the lock, inside its with block,
-    after it, and after a refused attempt; both are put back as they were at the end.
+    """This process's folder, umask and signal handlers before a run of the lock, inside
+    its with block, after it, after a refused attempt and after a block that raised; all
+    are put back as they were at the end.
 
-    Returns ``{"before", "inside", "after", "after_refusal", "error"?}``, each a
-    ``{"cwd", "umask"}``: the job in the block, and whatever the process runs next,
-    reads relative paths from that folder and creates files under that umask. The run
-    starts in the folder above ``path``'s, with umask 0o022.
+    Returns ``{"before", "inside", "after", "after_refusal", "after_error", "error"?}``,
+    each a ``{"cwd", "umask", "signals"}`` (after a block that raised for
+    ``"after_error"``): the job in the block, and whatever the process runs next, reads
+    relative paths from that folder, creates files under that umask and ends as its own
+    signal handlers say. The run starts in the folder above ``path``'s, with umask 0o022.
     """
     out: dict[str, Any] = {}
     found = _process_state()
+    handlers = {name: signal.getsignal(getattr(signal, name)) for name in _ENDING_SIGNALS}
     # A known state to start from (the folder above the lock's, a common umask), whatever
     # an earlier run of the lock in this process left.
     os.chdir(pathlib.Path(path).parent.parent)
     os.umask(0o022)
+    # The program's own handlers (a graceful stop): a lock that "puts back" the default
+    # instead of what it found drops them.
+    for name in _ENDING_SIGNALS:
+        signal.signal(getattr(signal, name), _programs_own_stop)
     before = _process_state()
     out["before"] = before
     try:
@@ -371,7 +409,17 @@ def process_state_around_a_run(values: MutableMapping[str, Any], path: str) -> d
                 out["refused"] = attempt(values, path)
                 out["after_refusal"] = _process_state()
             out["after"] = _process_state()
+            # A job that fails: what the lock set up must be undone on that way out too.
+            try:
+                with need(values, "single_instance")(path):
+                    raise RuntimeError("the report failed")
+            except Exception:  # noqa: BLE001, S110 - its error or a refusal: the state tells
+                pass
+            out["after_error"] = _process_state()
     finally:
+        for name, handler in handlers.items():
+            if handler is not None:
+                signal.signal(getattr(signal, name), handler)
         os.umask(found["umask"])
         try:
             os.chdir(found["cwd"])
