@@ -350,6 +350,13 @@ class Checks:
     ``network=True`` (public checks only) says the student's code must reach the network:
     PostgreSQL, Redis or RabbitMQ on 127.0.0.1, or an HTTP server the check calls. Under
     ``labkit grade`` its processes then share the machine's network instead of having none.
+
+    ``lanes`` (public checks only): how many copies of the student's process ``labkit
+    grade`` runs the checks in at once, each copy (a lane) with its own folder, uid,
+    control group and services, and its share of the checks (every ``lanes``-th one). For
+    exercises whose checks mostly wait on real processes (a consumer's idle threshold, a
+    server starting): their waits overlap. Each check still runs in a fresh fork of its
+    lane's process, seeded by its name, so its outcome does not depend on its lane.
     """
 
     exercise: str
@@ -358,6 +365,7 @@ class Checks:
     hidden: bool = False
     items: list[Check] = field(default_factory=list)
     network: bool = False
+    lanes: int = 1
 
     def add(
         self, points: int, hint: str, timeout: float = DEFAULT_TIMEOUT, *, severe: bool = False

@@ -10,7 +10,8 @@ notebook the grader
 3. runs the public **and** hidden checks from the instructor's labkit and
    ``solutions/hidden/`` here, in the trusted process, each through a fresh fork of the
    student's process and a data-only channel (``remote``). A hung check kills the student
-   process, which is started again for the next check.
+   process, which is started again for the next check (``lanes``: this step, in one
+   process or, for exercises that declare lanes, several at once).
 
 A notebook that is missing, unreadable, broken, hanging or hostile scores what its
 honest part earned, with the reason, and never stops the batch. A whole class is graded
@@ -30,61 +31,26 @@ import re
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from labkit.clock import Clock
 from labkit.grading import catalog
-from labkit.grading.checks import (
-    DEFAULT_TIMEOUT,
-    Check,
-    CheckStatus,
-    Outcome,
-    run_check,
-    student_seed,
-    use_grading_seed,
-)
+from labkit.grading.checks import use_grading_seed
 from labkit.grading.course import hidden_of
-from labkit.grading.gradebook import (
-    Graded,
-    NotebookStatus,
-)
+from labkit.grading.gradebook import Graded, NotebookStatus
 from labkit.grading.isolation import disk
 from labkit.grading.isolation.confine import Confinement
-from labkit.grading.isolation.grader_side import StudentGone, StudentProcess
-from labkit.grading.isolation.remote import RemoteNamespace
 from labkit.grading.isolation.services import REDIS_SOCKET, SOCKET_PATH_MAX
+from labkit.grading.lanes import Settings, check_timeout_for, not_graded, run_notebook
 from labkit.grading.release import exercise_of
 from labkit.lang import _
+
+#: Re-exported: the grading settings and their timeout rule live with the runner.
+__all__ = ["Settings", "check_timeout_for", "grade_notebook"]
 
 #: A submitted file for exercise NN: ``ex03_claim.ipynb``, ``ex03_claim (1).ipynb``,
 #: ``ex03_claim-final.ipynb``, ``ex03 copy.ipynb``...
 SUBMITTED_NAME = re.compile(r"^(ex\d\d)(?:[ _\-.(].*)?\.ipynb$", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Settings:
-    """How to grade: where the hidden checks are, timeouts, and the confinement."""
-
-    solutions: Path
-    cell_timeout: float = 30.0
-    #: None: each check's own timeout, the same the student's ``check()`` uses.
-    check_timeout: float | None = None
-    #: Multiplies each check's own timeout: 1 on a quiet machine; more on a loaded one,
-    #: where every call to the student's process waits for a CPU twice.
-    timeout_factor: float = 1.0
-    confinement: Confinement = field(default_factory=Confinement)
-    #: The seed generated inputs are drawn from (``checks.use_grading_seed``); None:
-    #: the fixed examples ``check()`` uses.
-    seed: int | None = None
-
-
-def check_timeout_for(settings: Settings, checks: list[Check]) -> float:
-    """The cap on each check's own timeout: ``--check-timeout`` when given, else the largest
-    of them, so a graded check gets exactly the time the student's ``check()`` gave it."""
-    if settings.check_timeout is not None:
-        return settings.check_timeout
-    return max((c.timeout for c in checks), default=DEFAULT_TIMEOUT)
 
 
 #: Student code runs in one of these per run (chosen by the seed), west and east of UTC
@@ -128,16 +94,6 @@ def warm_up() -> None:
     find(st.text(min_size=1), lambda _: True, settings=settings(database=None, max_examples=5))
 
 
-def _not_graded(checks: list[Check]) -> list[Outcome]:
-    return [c.outcome(CheckStatus.NOT_GRADED) for c in checks]
-
-
-def _clean_notes(raw: object, limit: int = 30) -> list[str]:
-    """Notes from the student's process are data from the untrusted side: strings, capped."""
-    notes = [str(n)[:300] for n in raw if isinstance(n, str)] if isinstance(raw, list) else []
-    return notes[:limit]
-
-
 def grade_notebook(
     student: str,
     exercise: str,
@@ -159,7 +115,7 @@ def grade_notebook(
 
     def zero(status: NotebookStatus, reason: str) -> Graded:
         result.notes.append(reason)
-        result.outcomes = _not_graded(checks)
+        result.outcomes = not_graded(checks)
         result.status = status
         return result
 
@@ -180,18 +136,31 @@ def grade_notebook(
                 name=notebook.name, error=f"{type(exc).__name__}: {str(exc)[:120]}"
             ),
         )
+    # A folder per lane (``Checks.lanes``): each lane's copy of the process has its own.
+    bases: list[Path] = []
+    try:
+        for _lane in range(max(1, min(public.lanes, len(checks)))):
+            bases.append(_scratch_base())
+        workdirs = [
+            _fresh_folder(base, notebook, dataclasses.replace(settings.confinement, lane=n))
+            for n, base in enumerate(bases)
+        ]
+        run_notebook(result, checks, cells, workdirs, settings)
+    finally:
+        for base in bases:
+            disk.unmount(base / "student" / "work")
+            shutil.rmtree(base, ignore_errors=True)
+    return result
+
+
+def _scratch_base() -> Path:
+    """A notebook's scratch folder, ``labkit-grade-<pid>-*``, with its owner's pid file."""
     # The owner is in the folder's name from the moment it exists: a grader killed
     # between making the folder and writing its pid file left a folder naming nobody,
     # which no later grader cleaned (seen once in a test that kills a grader halfway).
     base = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=scratch_root()))
     (base / SCRATCH_OWNER).write_text(str(os.getpid()))
-    try:
-        workdir = _fresh_folder(base, notebook, settings.confinement)
-        _run(result, checks, cells, workdir, settings)
-    finally:
-        disk.unmount(base / "student" / "work")
-        shutil.rmtree(base, ignore_errors=True)
-    return result
+    return base
 
 
 #: A notebook's scratch folder (``TMPDIR/labkit-grade-*``) and the file in it naming the
@@ -299,94 +268,6 @@ def _fresh_folder(base: Path, notebook: Path, confinement: Confinement) -> Path:
     shutil.copyfile(notebook, workdir / notebook.name)
     confinement.hand_over(workdir)
     return workdir
-
-
-def _run(
-    result: Graded,
-    checks: list[Check],
-    cells: list[tuple[int, str]],
-    workdir: Path,
-    settings: Settings,
-) -> None:
-    harness = catalog.harness_module(result.exercise)
-    student = StudentProcess(
-        settings.confinement, workdir, cells, settings.cell_timeout, preload=(harness,)
-    )
-    crashed = timed_out = False
-    try:
-        report, why, kind = _start(student)
-        if report is None:
-            result.outcomes = _not_graded(checks)
-            result.notes.append(
-                _("the notebook's code could not run to the end: {why}").format(why=why)
-            )
-            timed_out, crashed = kind == "timeout", kind != "timeout"
-        else:
-            result.notes += _clean_notes(report.get("notes"))
-            errors = report.get("errors")
-            for error in errors if isinstance(errors, list) else []:
-                if isinstance(error, dict):
-                    types = tuple(str(t) for t in error.get("types") or [])
-                    student.note_raised(types, str(error.get("message", "")))
-            timed_out = any("did not finish within" in n for n in result.notes)
-            for check in checks:
-                outcome, gone = _one_check(student, check, settings)
-                result.outcomes.append(outcome)
-                timed_out = timed_out or outcome.status == CheckStatus.TIMED_OUT
-                crashed = crashed or gone
-    finally:
-        student.stop()
-    result.notes += student.limits_hit
-    if student.limits_hit:
-        result.status = NotebookStatus.LIMIT_HIT
-    elif timed_out:
-        result.status = NotebookStatus.TIMED_OUT
-    elif crashed:
-        result.status = NotebookStatus.CRASHED
-    elif result.outcomes and all(o.status == CheckStatus.NOT_STARTED for o in result.outcomes):
-        result.status = NotebookStatus.NOT_STARTED
-        result.notes.append(_("not started yet: every function is still the stub"))
-
-
-def _start(student: StudentProcess) -> tuple[dict[str, object] | None, str, str]:
-    """Run the cells; once more with output discarded if the output limit stopped them."""
-    why, kind = "", "crash"
-    for _attempt in range(2):
-        capped = bool(student.limits_hit)
-        try:
-            return student.start(), "", ""
-        except StudentGone as exc:
-            why, kind = str(exc.got), exc.kind
-        student.stop()
-        if capped or not student.output_capped:
-            break
-    return None, why, kind
-
-
-def _one_check(student: StudentProcess, check: Check, settings: Settings) -> tuple[Outcome, bool]:
-    """Run one check in a fresh fork of the student's process; (outcome, process lost)."""
-    if not student.alive:
-        report, why, _kind = _start(student)
-        if report is None:
-            return check.outcome(CheckStatus.NOT_GRADED, got=why), True
-    ns = RemoteNamespace(student)
-    try:
-        student.begin_check(student_seed(check.name))
-        if settings.timeout_factor != 1.0:
-            check = dataclasses.replace(check, timeout=check.timeout * settings.timeout_factor)
-        outcome = run_check(check, ns, check_timeout_for(settings, [check]))
-        if outcome.status == CheckStatus.TIMED_OUT:
-            student.stop()  # the hung call may still run: kill it, start again next check
-            return outcome, False
-        student.end_check()
-        return outcome, False
-    except StudentGone as gone:
-        student.stop()
-        return check.outcome(
-            CheckStatus.FAILED,
-            got=_("the student's process ended during the check ({why})").format(why=gone.got),
-            hint=check.hint,
-        ), True
 
 
 def exercise_of_submission(path: Path) -> str | None:

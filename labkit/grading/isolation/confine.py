@@ -53,20 +53,24 @@ UID_LOCKS = (
     if os.access("/run", os.W_OK)
     else Path(tempfile.gettempdir()) / "labkit-grade-uids"
 )
-_claimed: list[tuple[int, int]] = []  # (this process's student uid, the lock's fd)
+#: lane -> (the uid this process runs that lane's student code as, the lock's fd)
+_claimed: dict[int, tuple[int, int]] = {}
 _claim_lock = threading.Lock()
 
 
-def student_uid() -> int:
+def student_uid(lane: int = 0) -> int:
     """The uid this grading process runs student code as, claimed once and held until it exits.
 
     A uid is claimed by an exclusive ``flock`` on a file in ``UID_LOCKS``;
     the kernel releases it when the process ends, however it ends. Two grading processes
     (``--jobs``, or two graders on one machine) never share, or sweep, each other's uid.
+    ``lane``: a notebook graded in lanes (``Checks.lanes``) runs each lane's copy of the
+    student's process as a uid of its own, so that one lane's sweep never kills the
+    other's processes.
     """
     with _claim_lock:
-        if _claimed:
-            return _claimed[0][0]
+        if lane in _claimed:
+            return _claimed[lane][0]
         folder = UID_LOCKS
         folder.mkdir(mode=0o700, exist_ok=True)
         for n in range(UIDS):
@@ -76,8 +80,8 @@ def student_uid() -> int:
             except OSError:
                 os.close(fd)
                 continue
-            _claimed.append((BASE_UID + n, fd))
-            return _claimed[0][0]
+            _claimed[lane] = (BASE_UID + n, fd)
+            return _claimed[lane][0]
     raise RuntimeError(f"all {UIDS} grading uids are in use: too many graders at once")
 
 
@@ -132,6 +136,8 @@ class Confinement:
     groups: Hierarchy | None = None
     #: The time zone student code runs in (``TZ``); None: the machine's.
     timezone: str | None = None
+    #: Which lane of a notebook graded in lanes this confines (``student_uid``).
+    lane: int = 0
 
     @classmethod
     def detect(
@@ -183,7 +189,7 @@ class Confinement:
         """One line for the grading log: what is confined, and what is not."""
         parts = []
         if self.drop_uid:
-            parts.append(f"as its own uid ({student_uid()})")
+            parts.append(f"as its own uid ({student_uid(self.lane)})")
         elif hasattr(os, "geteuid") and os.geteuid() == 0:
             parts.append(
                 "AS ROOT (WARNING: nothing stops it from changing the instructor's files; "
@@ -212,7 +218,7 @@ class Confinement:
 
     def uid(self) -> int | None:
         """The uid student code runs as (None when it keeps the grader's uid)."""
-        return student_uid() if self.drop_uid else None
+        return student_uid(self.lane) if self.drop_uid else None
 
     def works(self) -> bool:
         """Can a trivial command run inside this confinement? (bwrap may lack namespaces.)"""

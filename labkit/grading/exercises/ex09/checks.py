@@ -36,7 +36,7 @@ from labkit.grading.exercises.killsweep import hash_salt, sweep_seed, with_check
 from labkit.grading.stub import stub_error
 from labkit.lang import _
 
-CHECKS = Checks("ex09", "a Redis Streams consumer", needs=("consume",))
+CHECKS = Checks("ex09", "a Redis Streams consumer", needs=("consume",), lanes=3)
 FILE = "stream_consumer.py"
 GROUP = "workers"
 #: What a consumer imports before the student's file: under labkit grade each one is

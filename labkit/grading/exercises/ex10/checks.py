@@ -40,7 +40,7 @@ from labkit.grading.exercises.ex10.served import (
 )
 from labkit.lang import _
 
-CHECKS = Checks("ex10", "async request-reply over HTTP")
+CHECKS = Checks("ex10", "async request-reply over HTTP", lanes=2)
 
 
 def crash_at_202(
