@@ -380,17 +380,22 @@ def redrive_has_no_cap_of_its_own(ns: Namespace) -> None:
 @CHECKS.add(
     1,
     "an UPDATE that fails (a full disk, a constraint) must come out of redrive and "
-    "dead_letter as an error: returning [] or False tells the operator or the worker "
-    "that there was nothing to do",
+    "dead_letter as an error, saying what failed (not a new error 'from None'), and leave "
+    "nothing half done: returning [] or False tells the operator or the worker that there "
+    "was nothing to do",
 )
 def a_failed_write_comes_out(ns: Namespace) -> None:
     # An IntegrityError (a constraint refuses the write) and an OperationalError (an
     # integer overflow, of the class of a full disk): swallowing one class only shows.
-    for failure in (
-        "SELECT RAISE(ABORT, 'the write failed (a full disk, simulated)')",
-        "SELECT abs(-9223372036854775808)",
+    for failure, words in (
+        (
+            "SELECT RAISE(ABORT, 'the write failed (a full disk, simulated)')",
+            "the write failed (a full disk, simulated)",
+        ),
+        ("SELECT abs(-9223372036854775808)", "integer overflow"),
     ):
-        _a_failed_write_comes_out(ns, failure)
+        _a_failed_write_comes_out(ns, failure, words)
+    _a_redrive_that_fails_halfway_keeps_nothing(ns)
     # Another writer holds the lock past the busy timeout: the redrive's BEGIN IMMEDIATE
     # fails once. Its error comes out, or it begins again and redrives; [] would tell the
     # operator there was nothing dead.
@@ -436,7 +441,7 @@ def a_failed_write_comes_out(ns: Namespace) -> None:
     )
 
 
-def _a_failed_write_comes_out(ns: Namespace, failure: str) -> None:
+def _a_failed_write_comes_out(ns: Namespace, failure: str, words: str) -> None:
     with lab_file(ns) as (conn, path):
         add_dead(conn, 2)
         job = add_job(
@@ -451,15 +456,15 @@ def _a_failed_write_comes_out(ns: Namespace, failure: str) -> None:
         )
         conn.execute(f"CREATE TRIGGER refuse BEFORE UPDATE OF state ON jobs BEGIN {failure}; END")
         calls = {
-            "redrive(limit=2)": ns.harness(HARNESS + "redrive", str(path), limit=2, now=NOW),
+            "redrive(limit=2)": ns.harness(
+                HARNESS + "with_its_chain", str(path), "redrive", [], {"limit": 2, "now": NOW}
+            ),
             f"dead_letter(job {job}, 'tok-1')": ns.harness(
-                HARNESS + "dead_letter",
+                HARNESS + "with_its_chain",
                 str(path),
-                job,
-                "tok-1",
-                "permanent",
-                {"type": "ValueError"},
-                NOW,
+                "dead_letter",
+                [job, "tok-1", "permanent", {"type": "ValueError"}, NOW],
+                {},
             ),
         }
     for call, result in calls.items():
@@ -470,6 +475,52 @@ def _a_failed_write_comes_out(ns: Namespace, failure: str) -> None:
             "let the error out after the ROLLBACK (raise, not return): the caller must know "
             "the write did not happen",
         )
+        # The error that comes out says what failed, itself or down its chain: a new
+        # error raised "from None" hides the database's own words (a full disk, a
+        # constraint, a lock) from the person who must fix it.
+        chain = [str(link) for link in result.get("chain", [])]
+        expect(
+            any(words in link for link in chain),
+            _(
+                "the error {call} raised to carry the database's own words {words}, itself or "
+                "down its chain (raise, or raise YourError(...) from exc)"
+            ).format(call=call, words=repr(words)),
+            _("its traceback shows: {chain}").format(chain=" <- ".join(chain) or it_said(result)),
+            _(
+                "re-raise the database's error after the ROLLBACK, or chain yours to it (from "
+                "exc): 'from None' drops what went wrong, and the operator cannot tell a full "
+                "disk from a lock"
+            ),
+        )
+
+
+def _a_redrive_that_fails_halfway_keeps_nothing(ns: Namespace) -> None:
+    """The UPDATE of the second of three jobs fails: the redrive's error comes out and
+    all three stay dead (ROLLBACK), never the first kept (a COMMIT on the way out)."""
+    with lab_file(ns) as (conn, path):
+        ids = add_dead(conn, 3)
+        conn.execute(
+            "CREATE TRIGGER refuse_one BEFORE UPDATE OF state ON jobs "
+            f"WHEN OLD.id = {ids[1]} "
+            "BEGIN SELECT RAISE(ABORT, 'the write failed (a full disk, simulated)'); END"
+        )
+        result = ns.harness(HARNESS + "redrive", str(path), limit=3, now=NOW)
+        jobs = [row_of(conn, i) for i in ids]
+    moved = [f"job {j['id']}: {j['state']}" for j in jobs if j["state"] != "dead"]
+    expect(
+        "raised" in result and not moved,
+        _(
+            "redrive(limit=3) of dead jobs {ids}, the write of job {failing} failing, to raise "
+            "its error and leave all three dead (one transaction: all or nothing)"
+        ).format(ids=ids, failing=ids[1]),
+        _("{said}; {moved}").format(
+            said=it_said(result), moved="; ".join(moved) or _("all three dead")
+        ),
+        _(
+            "on any error, ROLLBACK and raise: a COMMIT on the way out (in finally, or in "
+            "except) keeps half a redrive the operator was told failed"
+        ),
+    )
 
 
 @CHECKS.add(
@@ -710,6 +761,35 @@ def the_instants_are_kept_as_given(ns: Namespace) -> None:
         ),
     )
     _the_instant_zero_is_kept(ns)
+    _the_instants_to_the_microsecond(ns)
+
+
+def _the_instants_to_the_microsecond(ns: Namespace) -> None:
+    """Instants with digits below the millisecond (time.time() has them): round(now, 3)
+    or a cut to the millisecond moves them, and two jobs buried within a millisecond tie."""
+    buried_at, redriven_at = NOW + 0.0004375, NOW + 10.0006125
+    with lab_file(ns) as (conn, path):
+        job_id = add_running(conn)
+        bury(ns, path, job_id, "tok-1", "permanent error", {"type": "ValueError"}, buried_at)
+        buried = row_of(conn, job_id)["updated_at"]
+        redrive(ns, path, limit=1, now=redriven_at)
+        job = row_of(conn, job_id)
+    got = (buried, job["run_after"], job["updated_at"])
+    expect(
+        got == (buried_at, redriven_at, redriven_at),
+        _(
+            "updated_at = {buried} after dead_letter(..., now={buried}), then run_after = "
+            "updated_at = {redriven} after redrive(now={redriven}): every digit kept"
+        ).format(buried=repr(buried_at), redriven=repr(redriven_at)),
+        _(
+            "updated_at {buried} after the dead letter; run_after {run_after}, updated_at "
+            "{updated_at} after the redrive"
+        ).format(buried=repr(got[0]), run_after=repr(got[1]), updated_at=repr(got[2])),
+        _(
+            "pass now on as it is given: no round(now, 3), no cut to the millisecond (the "
+            "column is a REAL and keeps every digit)"
+        ),
+    )
 
 
 def _the_instant_zero_is_kept(ns: Namespace) -> None:

@@ -4106,20 +4106,380 @@ ZOO: list[tuple[str, str, str, str]] = [
             return ids
     """,
     ),
+    (
+        "ex06",
+        "redrive wraps any error in a RuntimeError 'from None' (the database's words lost)",
+        "a_failed_write_comes_out",
+        """
+        import sqlite3, json, time
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now "
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException as e:
+                conn.execute("ROLLBACK")
+                raise RuntimeError("redrive failed and was rolled back") from None
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter wraps a database error in a RuntimeError 'from None'",
+        "a_failed_write_comes_out",
+        """
+        import sqlite3, time
+        def dead_letter(conn, job_id, token, reason, error, now):
+            try:
+                row = conn.execute(
+                    "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                    " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                    " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                    {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                     "now": now}).fetchone()
+            except sqlite3.Error as e:
+                raise RuntimeError(f"could not bury job {job_id}") from None
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter wraps an OperationalError 'from None' (a full disk told as a refusal)",
+        "a_failed_write_comes_out",
+        """
+        import sqlite3, time
+        def dead_letter(conn, job_id, token, reason, error, now):
+            try:
+                row = conn.execute(
+                    "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                    " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                    " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                    {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                     "now": now}).fetchone()
+            except sqlite3.OperationalError as e:
+                raise RuntimeError('the database refused the dead letter') from None
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "redrive per job with COMMIT in finally (half a failed redrive kept)",
+        "a_failed_write_comes_out",
+        """
+        import sqlite3, json
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    for i in ids:
+                        conn.execute(
+                            "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                            " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                            " WHERE id = :id AND state = 'dead'", {"now": now, "id": i})
+                return ids
+            finally:
+                conn.execute("COMMIT")
+    """,
+    ),
+    (
+        "ex06",
+        "redrive per job commits what it did before re-raising (except: COMMIT; raise)",
+        "a_failed_write_comes_out",
+        """
+        import sqlite3, json
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                done = []
+                if not dry_run:
+                    for i in ids:
+                        conn.execute(
+                            "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                            " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                            " WHERE id = :id AND state = 'dead'", {"now": now, "id": i})
+                        done.append(i)
+            except BaseException:
+                conn.execute("COMMIT")  # keep what was done
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive skips the jobs whose UPDATE fails (a SAVEPOINT each), the error swallowed",
+        "a_failed_write_comes_out",
+        """
+        import sqlite3
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            done = []
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if dry_run:
+                    done = ids
+                else:
+                    errors = []
+                    for i in ids:
+                        conn.execute("SAVEPOINT one")
+                        try:
+                            conn.execute(
+                            "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                                " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                                " WHERE id = :id AND state = 'dead'", {"now": now, "id": i})
+                            conn.execute("RELEASE one")
+                            done.append(i)
+                        except sqlite3.Error as e:
+                            conn.execute("ROLLBACK TO one")
+                            conn.execute("RELEASE one")
+                            errors.append(e)
+                    if errors and not done:
+                        raise errors[0]
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return done
+    """,
+    ),
+    (
+        "ex06",
+        "redrive stamps round(now, 3) (to the millisecond)",
+        "the_instants_are_kept_as_given",
+        """
+        import sqlite3, json, time
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now "
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": round(now, 3), "ids": json.dumps(ids)})
+            except BaseException as e:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "dead_letter stamps round(now, 3) (to the millisecond)",
+        "the_instants_are_kept_as_given",
+        """
+        import sqlite3, time
+        def dead_letter(conn, job_id, token, reason, error, now):
+            try:
+                row = conn.execute(
+                    "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                    " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                    " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                    {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                     "now": round(now, 3)}).fetchone()
+            except sqlite3.Error as e:
+                raise
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "limit checked with `limit <= 0` (limit=0.5 reaches SQLite's LIMIT)",
+        "redrive_requires_a_limit",
+        """
+        import sqlite3, json, time
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit <= 0:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now "
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException as e:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "limit checked with `limit <= 0`, then LIMIT int(limit) (0.5 redrives nothing, silently)",
+        "redrive_requires_a_limit",
+        """
+        import sqlite3, json, time
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit <= 0:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": int(limit)})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now "
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException as e:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "dead_reason cut to 4000 characters (a generous cap)",
+        "dead_letter_records_the_reason",
+        """
+        import sqlite3, time
+        def dead_letter(conn, job_id, token, reason, error, now):
+            try:
+                row = conn.execute(
+                    "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                    " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                    " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                    {"id": job_id, "token": token, "reason": reason[:4000],
+                     "error": describe(error), "now": now}).fetchone()
+            except sqlite3.Error as e:
+                raise
+            return row is not None
+    """,
+    ),
+    (
+        "ex06",
+        "redrive shares the limit out fairly between kinds (ROW_NUMBER() OVER (PARTITION BY kind))",
+        "redrive_picks_the_oldest_for_any_table",
+        """
+        import sqlite3, json, time
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY ROW_NUMBER() OVER (PARTITION BY kind ORDER BY updated_at, id),"
+                    " updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now "
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException as e:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "ex06",
+        "redrive closes the connection it was given",
+        "leaves_no_transaction_open",
+        """
+        import sqlite3, json, time
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if limit is None or limit < 1:
+                raise ValueError("limit is required (1 or more)")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    conn.execute(
+                        "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                        " dead_reason = NULL, redrives = redrives + 1, updated_at = :now "
+                        " WHERE state = 'dead' AND id IN (SELECT value FROM json_each(:ids))",
+                        {"now": now, "ids": json.dumps(ids)})
+            except BaseException as e:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            conn.close()  # the redrive is done with the database
+            return ids
+    """,
+    ),
 ]
 
 
 #: What the named check must say it expected, for each mistake (see test_zoo.py).
 SAYS: dict[str, str] = {
+    "redrive wraps any error in a RuntimeError 'from None' (the database's words lost)": (
+        "carry the database's own words"
+    ),
+    "dead_letter wraps a database error in a RuntimeError 'from None'": "the error dead_letter(job",
+    "dead_letter wraps an OperationalError 'from None' (a full disk told as a refusal)": (
+        "'integer overflow'"
+    ),
+    "redrive per job with COMMIT in finally (half a failed redrive kept)": "leave all three dead",
+    "redrive per job commits what it did before re-raising (except: COMMIT; raise)": (
+        "leave all three dead"
+    ),
+    "redrive skips the jobs whose UPDATE fails (a SAVEPOINT each), the error swallowed": (
+        "leave all three dead"
+    ),
+    "redrive stamps round(now, 3) (to the millisecond)": "every digit kept",
+    "dead_letter stamps round(now, 3) (to the millisecond)": "every digit kept",
+    "limit checked with `limit <= 0` (limit=0.5 reaches SQLite's LIMIT)": (
+        "ValueError for limit=0.5"
+    ),
+    "limit checked with `limit <= 0`, then LIMIT int(limit) (0.5 redrives nothing, silently)": (
+        "ValueError for limit=0.5"
+    ),
+    "dead_reason cut to 4000 characters (a generous cap)": "stored whole",
+    "redrive shares the limit out fairly between kinds (ROW_NUMBER() OVER (PARTITION BY kind))": (
+        "on jobs"
+    ),
+    "redrive closes the connection it was given": "still open when it is over",
     "redrive lower-cases the key as it resets the job (keys 'normalised')": (
         "Pay:7:Charge:São-Paulo:v1"
     ),
     "redrive picks the jobs with the fewest attempts first (ORDER BY attempt, updated_at, id)": (
         "(attempt 2)"
     ),
-    "redrive folds the kind asked for to lower case (kind = lower(:kind))": (
-        "kind='Pagamento-Ç'"
-    ),
+    "redrive folds the kind asked for to lower case (kind = lower(:kind))": ("kind='Pagamento-Ç'"),
     "redrive also rescues running jobs whose lease ran out (stuck, as good as dead)": (
         "only the dead job"
     ),
@@ -4748,6 +5108,76 @@ RIGHT: list[tuple[str, str, str]] = [
                 raise
             conn.execute("COMMIT")
             return ids
+    """,
+    ),
+    (
+        "redrive per job, a TypeError for a limit that is no whole number, a database error"
+        " chained to one of its own (from exc)",
+        "a_failed_write_comes_out",
+        """
+        import sqlite3
+        class RedriveFailed(Exception):
+            pass
+        def redrive(conn, *, limit, now, kind=None, dry_run=False):
+            if not isinstance(limit, int) or isinstance(limit, bool):
+                raise TypeError(f"limit must be a whole number of jobs, not {limit!r}")
+            if limit < 1:
+                raise ValueError(f"limit must be 1 or more, not {limit!r}")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r["id"] for r in conn.execute(
+                    "SELECT id FROM jobs WHERE state = 'dead' AND (:kind IS NULL OR kind = :kind)"
+                    " ORDER BY updated_at, id LIMIT :limit", {"kind": kind, "limit": limit})]
+                if not dry_run:
+                    for i in ids:
+                        conn.execute(
+                            "UPDATE jobs SET state = 'pending', attempt = 0, run_after = :now,"
+                            " dead_reason = NULL, redrives = redrives + 1, updated_at = :now"
+                            " WHERE id = :id AND state = 'dead'", {"now": now, "id": i})
+            except sqlite3.Error as exc:
+                conn.execute("ROLLBACK")
+                raise RedriveFailed("redrive rolled back, nothing changed") from exc
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return ids
+    """,
+    ),
+    (
+        "dead_letter wraps a database error in one of its own, chained (from exc)",
+        "a_failed_write_comes_out",
+        """
+        import sqlite3, time
+        def dead_letter(conn, job_id, token, reason, error, now):
+            try:
+                row = conn.execute(
+                    "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                    " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                    " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                    {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                     "now": now}).fetchone()
+            except sqlite3.Error as e:
+                raise RuntimeError(f"could not bury job {job_id}") from e
+            return row is not None
+    """,
+    ),
+    (
+        "dead_letter wraps a database error 'from None', its words in the new message",
+        "a_failed_write_comes_out",
+        """
+        import sqlite3, time
+        def dead_letter(conn, job_id, token, reason, error, now):
+            try:
+                row = conn.execute(
+                    "UPDATE jobs SET state = 'dead', dead_reason = :reason, last_error = :error,"
+                    " lease_owner = NULL, lease_until = NULL, lease_token = NULL, updated_at = :now"
+                    " WHERE id = :id AND state = 'running' AND lease_token = :token RETURNING id",
+                    {"id": job_id, "token": token, "reason": reason, "error": describe(error),
+                     "now": now}).fetchone()
+            except sqlite3.Error as e:
+                raise RuntimeError(f"could not bury job {job_id}: {e}") from None
+            return row is not None
     """,
     ),
 ]

@@ -152,14 +152,14 @@ def dead_letter_records_the_reason(ns: Namespace) -> None:
         )
     # A long reason (every attempt's answer): a column is not a VARCHAR(255) in SQLite,
     # and the end of the reason is often the part that says what to fix.
-    # Thirty attempts' answers: well over 2000 characters, so a cut at 1000 or 2000 (a
-    # "generous" cap) loses the end too. The error's message is the first five: describe()
-    # itself shortens a message longer than that.
+    # A hundred and twenty attempts' answers: over 9000 characters, so a cut at 1000, 2000,
+    # 4000 or 8192 (a "generous" cap) loses the end too. The error's message is the first
+    # five: describe() itself shortens a message longer than that.
     answers = [
         f"attempt {n}: the ERP answered 503 Service Unavailable for order ORD-2026-{n:05d}"
-        for n in range(1, 31)
+        for n in range(1, 121)
     ]
-    long_reason = "attempts exhausted (30 of 30): " + "; ".join(answers)
+    long_reason = "attempts exhausted (120 of 120): " + "; ".join(answers)
     with lab_file(ns) as (conn, path):
         job_id = add_running(conn)
         message = "attempts exhausted (5 of 5): " + "; ".join(answers[:5])

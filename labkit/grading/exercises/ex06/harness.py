@@ -303,6 +303,54 @@ def redrive(values: MutableMapping[str, Any], path: str, **kwargs: Any) -> dict[
         conn.close()
 
 
+def with_its_chain(
+    values: MutableMapping[str, Any],
+    path: str,
+    name: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+) -> dict[str, Any]:
+    """``name(conn, *args, **kwargs)`` (``redrive``, or ``dead_letter`` with its error built
+    from ``args[3]``) on a new connection, as an outcome; when it raised, ``chain``: each
+    error its traceback shows ("Class: message"), the one raised first, then the one it was
+    raised from (``__cause__``) or during (``__context__``, unless ``from None`` hid it)."""
+    caught: list[BaseException] = []
+    if name == "dead_letter":
+        args = [*args[:3], build_error(args[3]), *args[4:]]
+        fn = need(values, "dead_letter")
+    else:
+        fn = _redrive(values)
+
+    def call(*call_args: Any, **call_kwargs: Any) -> Any:
+        try:
+            return fn(*call_args, **call_kwargs)
+        except Exception as exc:
+            caught.append(exc)
+            raise
+
+    conn = connect(path)
+    try:
+        with fresh_state(values):
+            result = outcome(call, conn, *args, **kwargs)
+    finally:
+        conn.close()
+    if name != "dead_letter":
+        result = _ids(result)
+    chain: list[str] = []
+    error: BaseException | None = caught[0] if caught else None
+    while error is not None and len(chain) < 10:
+        chain.append(f"{type(error).__name__}: {error}")
+        if error.__cause__ is not None:
+            error = error.__cause__
+        elif error.__suppress_context__:
+            error = None
+        else:
+            error = error.__context__
+    if "raised" in result:
+        result["chain"] = chain
+    return result
+
+
 def two_redrives_at_once(
     values: MutableMapping[str, Any], path: str, kwargs: dict[str, Any], pause: float
 ) -> list[dict[str, Any]]:
@@ -530,7 +578,8 @@ def then_another_writes(
     that write statement of the call, as in a process that lives on; its outcome is then
     ``{"interrupted": True}``. Returns the call's outcome, ``"open"`` (whether the
     student's connection was still inside a transaction), ``"synchronous"`` (its
-    ``PRAGMA synchronous`` then: 0 is OFF) and ``"other"``: ``"wrote"``, or the error
+    ``PRAGMA synchronous`` then: 0 is OFF), ``"closed"`` when the call closed the
+    connection it was given, and ``"other"``: ``"wrote"``, or the error
     another connection's ``BEGIN IMMEDIATE`` met at once (no busy timeout: a worker would
     wait, then fail).
     """
@@ -546,7 +595,11 @@ def then_another_writes(
                 result = outcome(need(values, name), given, *args, **kwargs)
             except KeyboardInterrupt:
                 result = {"interrupted": True}
-        result["open"] = conn.in_transaction
+        try:
+            result["open"] = conn.in_transaction
+        except sqlite3.ProgrammingError:  # the call closed the connection it was given
+            result["open"], result["closed"] = False, True
+            conn = connect(path)
         result["left"] = left_as_given(conn)
         try:
             result["synchronous"] = int(conn.execute("PRAGMA synchronous").fetchone()[0])

@@ -31,7 +31,8 @@ def redrive_requires_a_limit(ns: Namespace) -> None:
     with lab_file(ns) as (conn, path):
         add_dead(conn, 3)
         before = all_jobs(conn)
-        for limit in (None, 0, -3):
+        # Half a job is below 1 too: LIMIT 0.5 is no count SQLite takes, and int(0.5) is 0.
+        for limit in (None, 0, -3, 0.5):
             result = ns.harness(HARNESS + "redrive", str(path), limit=limit, now=NOW)
             expect(
                 _refused(result, limit),
@@ -55,15 +56,16 @@ def redrive_requires_a_limit(ns: Namespace) -> None:
 
 
 def _refused(result: dict[str, Any], limit: Any) -> bool:
-    """A ValueError; for None, a TypeError of the code's own that names the limit too. A
-    TypeError that no one raised on purpose (``None < 1``: "'<' not supported between
-    instances...") is a comparison that never looked at None, and an operator's tool that
-    catches ValueError crashes on it."""
+    """A ValueError; for None (or a float), a TypeError of the code's own that names the
+    limit too. A TypeError that no one raised on purpose (``None < 1``: "'<' not supported
+    between instances...") is a comparison that never looked at None, and an operator's
+    tool that catches ValueError crashes on it."""
     raised = result.get("raised", ())
     if "ValueError" in raised:
         return True
     message = str(result.get("message", "")).lower()
-    return limit is None and "TypeError" in raised and "limit" in message
+    own = limit is None or isinstance(limit, float)
+    return own and "TypeError" in raised and "limit" in message
 
 
 def _says_what_is_wrong(result: dict[str, Any], limit: Any, *, dry_run: bool) -> None:

@@ -181,6 +181,15 @@ def leaves_no_transaction_open(ns: Namespace) -> None:
         ]
         for name, args, kwargs in calls:
             got, call = _then_another_writes(ns, path, name, args, kwargs)
+            expect(
+                not got.get("closed"),
+                _("the connection {call} was given still open when it is over").format(call=call),
+                _("{did}; then the connection was closed").format(did=it_said(got)),
+                _(
+                    "leave the connection open: it is the caller's (an operator's console, a "
+                    "worker's long-lived connection), and its next statement fails on a closed one"
+                ),
+            )
             then = (
                 _(
                     "{did}; then your connection was still inside a transaction and another "
