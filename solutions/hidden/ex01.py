@@ -125,6 +125,34 @@ def fingerprint_matches_the_contract(ns: Namespace) -> None:
     # list, not refused: the contract's json.dumps encodes it.
     exact({"qty_by_line": {10: 1, 9: 2}, "amount_cents": 1990})
     exact({"size_cm": (10, 20), "amount_cents": 1990})
+    # A payload whose field names are all ints, written as json.dumps sorts them (9 before
+    # 10): names made text first, at the top level too, sort '10' before '9'.
+    exact({10: 1, 9: 2})
+    # Floats JSON writes as they are: NaN and Infinity (json.dumps' default allow_nan=True),
+    # and -0.0. A fingerprint that refuses them (allow_nan=False), or "cleans" them to
+    # null or 0.0, is not the contract's (and makes NaN another payload's twin: None's).
+    for floats in (
+        {"rate": float("nan"), "cap": float("inf"), "amount_cents": 1990},
+        {"delta": -0.0, "amount_cents": 1990},
+    ):
+        try:
+            exact(floats)
+        except StudentRaised as exc:
+            expect(
+                False,
+                _(
+                    "a fingerprint for {payload}, as the contract's json.dumps writes it "
+                    "(NaN, Infinity and -0.0 as they are: allow_nan is left at True)"
+                ).format(payload=repr(floats)),
+                _("payload_fingerprint raised {error}: {message}").format(
+                    error=exc.type_name, message=exc.message
+                ),
+                _(
+                    "call json.dumps with exactly the contract's arguments: allow_nan=False "
+                    "refuses a payload the contract fingerprints, and a float 'cleaned' to null "
+                    "or 0.0 is another payload's"
+                ),
+            )
     # A payload with many fields: every field is hashed, past the 64 or 100 a fingerprint
     # "bounded" to its first fields keeps.
     many = {f"f{n:04d}": n for n in range(MANY_ITEMS)}
@@ -185,6 +213,13 @@ TWIN_KEYS = [
     # Quotes around a key are part of it: a key "unquoted" as an HTTP header's quoted value
     # or a CSV field is (key.strip('"')) gives both one entry.
     ('"billing:7:charge:v1"', "billing:7:charge:v1"),
+    # A tab or a no-break space is not a blank: a key with them made blanks (for logs, or
+    # "normalised" after a copy from a document) gives both one entry.
+    ("billing:INV\t7:charge:v1", "billing:INV 7:charge:v1"),
+    ("billing:INV\u00a07:charge:v1", "billing:INV 7:charge:v1"),
+    # A NUL character is part of a key too: a key with it dropped (PostgreSQL's text
+    # columns refuse it) gives both one entry.
+    ("billing:INV\x007:charge:v1", "billing:INV7:charge:v1"),
 ]
 
 
@@ -903,6 +938,35 @@ def accept_remembers_only_in_seen(ns: Namespace) -> None:
                 "last key (or of any key) answers for a store that holds something else"
             ),
         )
+    # The same store, changed between two calls: the key deleted (an operator lets the
+    # work run again, or the store expired it), then held with another payload's
+    # fingerprint. A memory of this store kept beside it (a cache keyed by the store or by
+    # id(seen)) answers both calls from what the store held before.
+    changed = ns.harness(HARNESS + "accept_after_the_store_changed", key, payload, other_fp)
+    if answered(changed["first"], new=True):
+        expect(
+            answered(changed["after_delete"], new=True) and changed["kept"],
+            _(
+                "True for {key} on a `seen` it was stored in and then deleted from (an "
+                "operator lets the work run again), and the key stored again"
+            ).format(key=repr(key)),
+            _("{said}; the key {kept} in `seen` afterwards").format(
+                said=_said(changed["after_delete"]),
+                kept=_("was") if changed["kept"] else _("was not"),
+            ),
+            _(
+                "look the key up in `seen` at every call: a cache of what this store held "
+                "(keyed by the store or by id(seen)) still answers False when the key is gone"
+            ),
+        )
+        expect(
+            "IdempotencyConflict" in changed["after_replace"].get("raised", ()),
+            _(
+                "IdempotencyConflict for {key} once the same `seen` holds another fingerprint "
+                "({fingerprint}...) under it"
+            ).format(key=repr(key), fingerprint=other_fp[:16]),
+            _said(changed["after_replace"]),
+        )
     # The store outlives the worker: after a restart (a deploy, a crash) the new worker
     # has only `seen`, and a key it holds is a repeat there too.
     run = ns.harness(HARNESS + "accept_in_a_restarted_worker", key, payload)
@@ -1290,9 +1354,7 @@ def accept_writes_seen_in_one_step(ns: Namespace) -> None:
             _(
                 "after one of its writes `seen` held {between} (before the call {before}, "
                 "after it {after})"
-            ).format(
-                between=repr(between), before=repr(row["before"]), after=repr(row["after"])
-            ),
+            ).format(between=repr(between), before=repr(row["before"]), after=repr(row["after"])),
             _(
                 "compute the fingerprint and compare first, then write once: "
                 "seen[key] = fp. A placeholder (None, '', 'pending') makes another worker "

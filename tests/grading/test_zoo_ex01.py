@@ -3971,6 +3971,335 @@ ZOO: list[tuple[str, str, str, str]] = [
             return hashlib.sha256(text.encode("utf-8")).hexdigest()
     """,
     ),
+    (
+        "ex01",
+        "a float entity id written with 6 decimals (f'{id:.6f}': 0.1 + 0.2 and 0.3 share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, float):
+                entity_id = f"{entity_id:.6f}"
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "a float entity id written with '%.10g' (1234567.1234567 and 1234567.1234568 share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, float):
+                entity_id = "%.10g" % entity_id
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "a float entity id rounded to 6 decimals (round(id, 6))",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            if isinstance(entity_id, float):
+                entity_id = round(entity_id, 6)
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with backslashes in the id made slashes (a Windows-style id and its twin)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            entity_id = str(entity_id).replace("\\\\", "/")
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with single quotes stripped off the entity id (an id pasted from SQL output)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{str(entity_id).strip(chr(39))}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with runs of dashes in the id collapsed to one ('INV--7' and 'INV-7' share a key)",
+        "key_names_the_intent",
+        """
+        import re
+
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{re.sub('-+', '-', str(entity_id))}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with abs(version) (version -2 and version 2 share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{entity_id}:{action}:v{abs(version)}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with no-break spaces in the id made blanks (an id copied from a document)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{str(entity_id).replace(chr(160), ' ')}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with en dashes in the id made '-' ('INV–7' and 'INV-7' share a key)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{str(entity_id).replace(chr(8211), '-')}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "key with curly apostrophes in the id made straight ones",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            return f"{source}:{str(entity_id).replace(chr(8217), chr(39))}:{action}:v{version}"
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with allow_nan=False (a payload holding NaN refused)",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with NaN and infinities made null",
+        "fingerprint_matches_the_contract",
+        """
+        import math
+
+        def _finite(value):
+            if isinstance(value, float) and not math.isfinite(value):
+                return None
+            if isinstance(value, dict):
+                return {k: _finite(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [_finite(v) for v in value]
+            return value
+
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                _finite(payload), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with -0.0 made 0.0",
+        "fingerprint_matches_the_contract",
+        """
+        def _no_negative_zero(value):
+            if isinstance(value, float) and value == 0:
+                return 0.0
+            if isinstance(value, dict):
+                return {k: _no_negative_zero(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [_no_negative_zero(v) for v in value]
+            return value
+
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                _no_negative_zero(payload),
+                sort_keys=True,
+                separators=(",", ":"),
+                ensure_ascii=False,
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with the top-level field names made text first ('10' sorted before '9')",
+        "fingerprint_matches_the_contract",
+        """
+        def payload_fingerprint(payload):
+            payload = {str(k): v for k, v in payload.items()}
+            text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with default= writing a UUID as its text (a UUID and its text alike)",
+        "fingerprint_tells_payloads_apart",
+        """
+        import uuid
+
+        def _uuid_text(value):
+            if isinstance(value, uuid.UUID):
+                return str(value)
+            raise TypeError(f"cannot encode {type(value).__name__}")
+
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                default=_uuid_text,
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with default= writing an Enum member as its value",
+        "fingerprint_tells_payloads_apart",
+        """
+        import enum
+
+        def _enum_value(value):
+            if isinstance(value, enum.Enum):
+                return value.value
+            raise TypeError(f"cannot encode {type(value).__name__}")
+
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                default=_enum_value,
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "accept makes the tabs in the key blanks, for one-line logs (a tab and a blank one entry)",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            key = key.replace("\\t", " ")
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept makes the no-break spaces in the key blanks (a key copied from a document)",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            key = key.replace("\\u00a0", " ")
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with another payload")
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "accept answers repeats from a cache of each store's keys, by id(seen)",
+        "accept_remembers_only_in_seen",
+        """
+        _KNOWN = {}
+
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            if _KNOWN.get((id(seen), key)) == fp:
+                return False
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                _KNOWN[(id(seen), key)] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with another payload")
+            _KNOWN[(id(seen), key)] = fp
+            return False
+    """,
+    ),
+    (
+        "ex01",
+        "key joined from the parts that are not empty (an empty id and an empty action swapped)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            parts = filter(None, (source, str(entity_id), action, f"v{version}"))
+            return ":".join(parts)
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint falls back to unsorted JSON when the field names cannot be sorted",
+        "fingerprint_is_canonical",
+        """
+        def payload_fingerprint(payload):
+            try:
+                text = json.dumps(
+                    payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+                )
+            except TypeError:  # an int and a text field name: keep the order given
+                text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "fingerprint with default=vars (a dataclass and the dict of its fields alike)",
+        "fingerprint_tells_payloads_apart",
+        """
+        def payload_fingerprint(payload):
+            text = json.dumps(
+                payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=vars
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """,
+    ),
+    (
+        "ex01",
+        "key with NUL characters dropped (PostgreSQL's text columns refuse them)",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            key = f"{source}:{entity_id}:{action}:v{version}"
+            return key.replace("\\x00", "")
+    """,
+    ),
+    (
+        "ex01",
+        "accept drops NUL characters from the key before storing it (for PostgreSQL)",
+        "accept_does_not_confuse_keys",
+        """
+        def accept(seen, key, payload):
+            key = key.replace("\\x00", "")
+            fp = payload_fingerprint(payload)
+            known = seen.get(key)
+            if known is None:
+                seen[key] = fp
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with another payload")
+            return False
+    """,
+    ),
 ]
 
 
@@ -4548,6 +4877,54 @@ SAYS: dict[str, str] = {
     "accept answers a repeat from a module-level memory of the last key and fingerprint": (
         "on a second `seen` that holds it with another fingerprint"
     ),
+    "a float entity id written with 6 decimals (f'{id:.6f}': 0.1 + 0.2 and 0.3 share a key)": (
+        "0.30000000000000004"
+    ),
+    "a float entity id written with '%.10g' (1234567.1234567 and 1234567.1234568 share a key)": (
+        "0.30000000000000004"
+    ),
+    "a float entity id rounded to 6 decimals (round(id, 6))": "0.30000000000000004",
+    "key with backslashes in the id made slashes (a Windows-style id and its twin)": "'INV/7'",
+    "key with single quotes stripped off the entity id (an id pasted from SQL output)": (
+        "\"'INV-7'\""
+    ),
+    "key with runs of dashes in the id collapsed to one ('INV--7' and 'INV-7' share a key)": (
+        "'INV--7'"
+    ),
+    "key with abs(version) (version -2 and version 2 share a key)": "'charge', -2)",
+    "key with no-break spaces in the id made blanks (an id copied from a document)": "'INV\\xa07'",
+    "key with en dashes in the id made '-' ('INV–7' and 'INV-7' share a key)": "'INV–7'",
+    "key with curly apostrophes in the id made straight ones": "d’Ávila",
+    "fingerprint with allow_nan=False (a payload holding NaN refused)": "'rate': nan",
+    "fingerprint with NaN and infinities made null": "'rate': nan",
+    "fingerprint with -0.0 made 0.0": "'delta': -0.0",
+    "fingerprint with the top-level field names made text first ('10' sorted before '9')": (
+        "{10: 1, 9: 2}"
+    ),
+    "fingerprint with default= writing a UUID as its text (a UUID and its text alike)": (
+        "a uuid.UUID"
+    ),
+    "fingerprint with default= writing an Enum member as its value": "an Enum member",
+    "accept makes the tabs in the key blanks, for one-line logs (a tab and a blank one entry)": (
+        "INV\\t7"
+    ),
+    "accept makes the no-break spaces in the key blanks (a key copied from a document)": (
+        "INV\\xa07"
+    ),
+    "accept answers repeats from a cache of each store's keys, by id(seen)": (
+        "and then deleted from"
+    ),
+    "key joined from the parts that are not empty (an empty id and an empty action swapped)": (
+        "'billing', '', 'charge'"
+    ),
+    "fingerprint falls back to unsorted JSON when the field names cannot be sorted": (
+        "cannot sort an int and a text field name"
+    ),
+    "fingerprint with default=vars (a dataclass and the dict of its fields alike)": (
+        "a dataclass instance"
+    ),
+    "key with NUL characters dropped (PostgreSQL's text columns refuse them)": "INV\\x007",
+    "accept drops NUL characters from the key before storing it (for PostgreSQL)": "INV\\x007",
 }
 
 #: Mistakes that lose or duplicate an effect (or let two intents share one): the
@@ -4734,6 +5111,22 @@ SEVERE = [
     "key made with .format() on text that already holds the id (an id '{action}' substituted)",
     "key with abs() of an int entity id (-7 and 7 share a key)",
     "key with '-' stripped off the left of the entity id ('-7' and '7' share a key)",
+    "a float entity id written with 6 decimals (f'{id:.6f}': 0.1 + 0.2 and 0.3 share a key)",
+    "a float entity id written with '%.10g' (1234567.1234567 and 1234567.1234568 share a key)",
+    "a float entity id rounded to 6 decimals (round(id, 6))",
+    "key with backslashes in the id made slashes (a Windows-style id and its twin)",
+    "key with single quotes stripped off the entity id (an id pasted from SQL output)",
+    "key with runs of dashes in the id collapsed to one ('INV--7' and 'INV-7' share a key)",
+    "key with abs(version) (version -2 and version 2 share a key)",
+    "key with no-break spaces in the id made blanks (an id copied from a document)",
+    "key with en dashes in the id made '-' ('INV–7' and 'INV-7' share a key)",
+    "key with curly apostrophes in the id made straight ones",
+    "accept makes the tabs in the key blanks, for one-line logs (a tab and a blank one entry)",
+    "accept makes the no-break spaces in the key blanks (a key copied from a document)",
+    "accept answers repeats from a cache of each store's keys, by id(seen)",
+    "key joined from the parts that are not empty (an empty id and an empty action swapped)",
+    "key with NUL characters dropped (PostgreSQL's text columns refuse them)",
+    "accept drops NUL characters from the key before storing it (for PostgreSQL)",
 ]
 
 
@@ -5142,6 +5535,41 @@ RIGHT: list[tuple[str, str, str]] = [
             if known != fp:
                 raise IdempotencyConflict(f"key {key!r} came back with another payload")
             return False
+    """,
+    ),
+    (
+        "a key that refuses an empty part with a ValueError",
+        "key_names_the_intent",
+        """
+        def operation_key(source, entity_id, action, version=1):
+            parts = (source, entity_id, action)
+            if any(str(part) == "" for part in parts):
+                raise ValueError(f"an operation key needs every part, got {parts!r}")
+            return f"{source}:{entity_id}:{action}:v{version}"
+    """,
+    ),
+    (
+        "accept that stores with setdefault and tells a new key by identity",
+        "accept_writes_seen_in_one_step",
+        """
+        def accept(seen, key, payload):
+            fp = payload_fingerprint(payload)
+            known = seen.setdefault(key, fp)
+            if known is fp:
+                return True
+            if known != fp:
+                raise IdempotencyConflict(f"key {key!r} came back with another payload")
+            return False
+    """,
+    ),
+    (
+        "a fingerprint through one module-level json.JSONEncoder with the contract's options",
+        "fingerprint_matches_the_contract",
+        """
+        _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+        def payload_fingerprint(payload):
+            return hashlib.sha256(_ENCODER.encode(payload).encode("utf-8")).hexdigest()
     """,
     ),
 ]

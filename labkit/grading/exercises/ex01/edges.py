@@ -295,6 +295,33 @@ def accept_in_a_store_that_knows_better(
     return {"first": first, "second": second}
 
 
+def accept_after_the_store_changed(
+    values: MutableMapping[str, Any], key: str, payload: dict[str, Any], stored: str
+) -> dict[str, Any]:
+    """``accept`` for ``key`` on a store; then the store loses the key (an operator deletes
+    it so the work may run again, or the store expired it) and the same call comes again;
+    then the store holds ``stored`` (another payload's fingerprint) under the key, and the
+    same call comes once more. A memory kept outside ``seen`` for this store (a cache keyed
+    by the store or by id(seen)) answers both from what it saw before.
+    ``{"first", "after_delete", "after_replace": outcome, "kept": key in the store after
+    the second call}``."""
+    store: dict[str, Any] = {}
+    with fresh_state(values):
+        accept = need(values, "accept")
+        first = outcome(accept, store, key, dict(payload))
+        store.pop(key, None)
+        after_delete = outcome(accept, store, key, dict(payload))
+        kept = key in store
+        store[key] = stored
+        after_replace = outcome(accept, store, key, dict(payload))
+    return {
+        "first": first,
+        "after_delete": after_delete,
+        "kept": kept,
+        "after_replace": after_replace,
+    }
+
+
 class InterruptedStore(dict):  # type: ignore[type-arg]
     """A ``seen`` that, at accept's first read of it, lets another worker's call run
     before it answers (a thread switch at the worst instant): ``interrupt()`` runs in a

@@ -9,7 +9,10 @@ from __future__ import annotations
 import builtins
 import contextlib
 import copy
+import dataclasses
 import datetime as _dt
+import enum
+import uuid
 from collections.abc import Callable, MutableMapping
 from functools import partial
 from typing import Any
@@ -21,6 +24,9 @@ from labkit.grading.exercises.elsewhere import on_another_machine
 # A bound on `seen` counted in calls, met cheaply (``caps``): harness functions, named here.
 from labkit.grading.exercises.ex01.caps import accept_past_calls as accept_past_calls
 from labkit.grading.exercises.ex01.caps import ints_written_in as ints_written_in
+from labkit.grading.exercises.ex01.edges import (
+    accept_after_the_store_changed as accept_after_the_store_changed,
+)
 from labkit.grading.exercises.ex01.edges import (
     accept_between_two_workers as accept_between_two_workers,
 )
@@ -387,7 +393,6 @@ def keys_of_ids_equal_to_an_int(values: MutableMapping[str, Any]) -> list[list[A
     member and, where numpy is installed, ``numpy.int64`` (an id read through pandas).
     Each row: what the id was (``int``, ``subclass``, ``IntEnum``, ``numpy``), and the
     call's outcome."""
-    import enum
 
     class InvoiceId(int):
         """An id type of the caller's own, as an ORM or a typed codebase hands over."""
@@ -412,14 +417,29 @@ def keys_of_a_uuid_id(values: MutableMapping[str, Any], text: str) -> list[Any]:
     """``operation_key('billing', id, 'charge')`` for the id ``uuid.UUID(text)`` (as an
     ORM hands it), then for ``text``, its ``str()`` (as a message or a URL carries it):
     the outcome of each call."""
-    import uuid
-
     with fresh_state(values):
         key = need(values, "operation_key")
         return [
             outcome(key, "billing", uuid.UUID(text), "charge"),
             outcome(key, "billing", text, "charge"),
         ]
+
+
+class _Tier(enum.Enum):
+    """A plain Enum (not a str or int one): json.dumps cannot encode its members."""
+
+    GOLD = "gold"
+
+
+@dataclasses.dataclass
+class _Address:
+    """A dataclass, which json.dumps cannot encode."""
+
+    street: str
+
+
+#: An order's id as a UUID, which json.dumps cannot encode either.
+_ORDER_UUID = uuid.UUID("0f8e4c2a-7b1d-4e9a-9c3f-5a6b7c8d9e0f")
 
 
 def fingerprints_of_values_and_their_text(values: MutableMapping[str, Any]) -> list[list[Any]]:
@@ -458,6 +478,13 @@ def fingerprints_of_values_and_their_text(values: MutableMapping[str, Any]) -> l
         ("datetime", due, int(due.timestamp()), "epoch"),
         ("datetime", due, due.replace(tzinfo=None).isoformat(), "naive"),
         ("bytes", b"INV-7", "INV-7", "decoded"),
+        # A UUID written as its text (default=str), and a plain Enum member written as its
+        # value or its name: JSON has neither, so each is another payload than the text.
+        ("UUID", _ORDER_UUID, str(_ORDER_UUID), "text"),
+        ("Enum", _Tier.GOLD, _Tier.GOLD.value, "value"),
+        ("Enum", _Tier.GOLD, _Tier.GOLD.name, "name"),
+        # A dataclass written as its fields (default=vars, or dataclasses.asdict).
+        ("dataclass", _Address("Rua A, 42"), {"street": "Rua A, 42"}, "fields"),
     ]
     with fresh_state(values):
         fingerprint = need(values, "payload_fingerprint")
