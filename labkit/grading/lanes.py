@@ -106,26 +106,22 @@ def run_notebook(
             _note_errors(first, report)
             timed_out = any("did not finish within" in n for n in result.notes)
             todo = _Todo(checks)
+            mine = _Lane(first, todo, settings)
             others = [_Lane(student, todo, settings) for student in lanes[1:]]
             for other in others:
                 other.start()
-            found: dict[int, Outcome] = {}
             try:
-                while (picked := todo.next()) is not None:
-                    at, check = picked
-                    outcome, gone = _one_check(first, check, settings)
-                    found[at] = outcome
-                    timed_out = timed_out or outcome.status == CheckStatus.TIMED_OUT
-                    crashed = crashed or gone
+                mine.take()
             finally:
                 for other in others:
                     other.join()
-            for other in others:
-                if other.error is not None:
-                    raise other.error
-                found.update(other.found)
-                timed_out = timed_out or other.timed_out
-                crashed = crashed or other.crashed
+            found: dict[int, Outcome] = {}
+            for lane in (mine, *others):
+                if lane.error is not None:
+                    raise lane.error
+                found.update(lane.found)
+                timed_out = timed_out or lane.timed_out
+                crashed = crashed or lane.crashed
             result.outcomes = [found[at] for at in range(len(checks))]
     finally:
         for student in lanes:
@@ -167,8 +163,9 @@ class _Todo:
 
 
 class _Lane(threading.Thread):
-    """A lane after the first: its own copy of the student's process runs the cells, then
-    takes checks until none is left; the process is stopped in this thread before it ends."""
+    """One copy of the student's process taking checks until none is left: the first
+    one in the grader's thread (``take``), each other one in a thread of its own that
+    runs the cells first and stops the process before it ends (``start``)."""
 
     def __init__(self, student: StudentProcess, todo: _Todo, settings: Settings) -> None:
         super().__init__(name=f"lane-{student.confinement.lane}", daemon=True)
@@ -178,22 +175,25 @@ class _Lane(threading.Thread):
         self.timed_out = self.crashed = False
         self.error: BaseException | None = None
 
+    def take(self) -> None:
+        while (picked := self.todo.next()) is not None:
+            at, check = picked
+            outcome, gone = _one_check(self.student, check, self.settings)
+            self.found[at] = outcome
+            self.timed_out = self.timed_out or outcome.status == CheckStatus.TIMED_OUT
+            self.crashed = self.crashed or gone
+
     def run(self) -> None:
         try:
-            report, why, kind = _start(self.student)
+            report, _why, kind = _start(self.student)
             if report is None:
                 # The first lane ran the same cells to the end; this copy did not, and
                 # takes no check: the lanes that started grade them all.
                 self.timed_out, self.crashed = kind == "timeout", kind != "timeout"
                 return
             _note_errors(self.student, report)
-            while (picked := self.todo.next()) is not None:
-                at, check = picked
-                outcome, gone = _one_check(self.student, check, self.settings)
-                self.found[at] = outcome
-                self.timed_out = self.timed_out or outcome.status == CheckStatus.TIMED_OUT
-                self.crashed = self.crashed or gone
-        except BaseException as exc:  # noqa: BLE001 - the grader's own error, raised in _run
+            self.take()
+        except BaseException as exc:  # noqa: BLE001 - the grader's own error, raised by run_notebook
             self.error = exc
         finally:
             self.student.stop()
